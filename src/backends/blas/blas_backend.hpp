@@ -1,0 +1,12 @@
+#pragma once
+// OpenBLAS, the `blas` backend.
+#include <string>
+
+namespace d500 {
+
+std::string openblas_version();
+void openblas_threads(int n);
+// C = A * B, row-major, A is m x k, B is k x n.
+void blas_sgemm(int m, int n, int k, const float* a, const float* b, float* c);
+
+}  // namespace d500

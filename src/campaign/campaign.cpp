@@ -1,0 +1,222 @@
+#include "campaign/campaign.hpp"
+
+#include <regex>
+#include <set>
+#include <sstream>
+#include <toml++/toml.h>
+
+#include "common/text.hpp"
+
+namespace d500 {
+namespace {
+
+Location loc(const std::string& path, const toml::source_region& r) {
+  return Location{path, static_cast<int>(r.begin.line), static_cast<int>(r.begin.column)};
+}
+
+const std::vector<std::string> kTopLevel = {"campaign", "fixed", "axes", "zip", "exclude"};
+const std::vector<std::string> kCampaignKeys = {"name", "description", "repetitions",
+                                                "warmups", "template", "points_per_job"};
+
+void reject_unknown(const toml::table& t, const std::vector<std::string>& valid,
+                    const std::string& path, const std::string& where) {
+  for (auto&& [k, v] : t) {
+    std::string key(k.str());
+    bool ok = false;
+    for (const auto& x : valid) ok = ok || x == key;
+    if (!ok)
+      throw Error(loc(path, k.source()), "unknown key '" + key + "' in " + where +
+                                             did_you_mean(key, valid) + " (valid keys: " +
+                                             join(valid, ", ") + ")");
+  }
+}
+
+std::string toml_type_name(const toml::node& n) {
+  std::ostringstream s;
+  s << n.type();
+  return s.str();
+}
+
+LocatedValue scalar(const toml::node& n, const std::string& path, const std::string& key) {
+  Location where = loc(path, n.source());
+  if (auto i = n.as_integer()) return {Value{std::int64_t{i->get()}}, where};
+  if (auto f = n.as_floating_point()) return {Value{f->get()}, where};
+  if (auto b = n.as_boolean()) return {Value{b->get()}, where};
+  if (auto s = n.as_string()) return {Value{s->get()}, where};
+  throw Error(where, "key '" + key + "': expected an integer, float, boolean or string, got " +
+                         toml_type_name(n));
+}
+
+// An axis: a non-empty array of scalars of one type (a lone scalar is an axis of one value).
+Axis axis(const toml::key& k, const toml::node& n, const std::string& path, bool allow_array) {
+  Axis a{std::string(k.str()), {}, loc(path, k.source())};
+  if (auto arr = n.as_array()) {
+    if (!allow_array)
+      throw Error(a.where, "key '" + a.name + "' in [fixed] takes one value, not an array "
+                           "(sweep it under [axes] instead)");
+    if (arr->empty())
+      throw Error(loc(path, n.source()), "axis '" + a.name + "' is empty: give at least one value");
+    for (auto&& e : *arr) {
+      a.values.push_back(scalar(e, path, a.name));
+      if (type_of(a.values.back().value) != type_of(a.values.front().value))
+        throw Error(a.values.back().where,
+                    "axis '" + a.name + "' mixes " + type_name(type_of(a.values.front().value)) +
+                        " and " + type_name(type_of(a.values.back().value)) +
+                        " values: all values of an axis must have one type");
+    }
+    std::set<std::string> seen;
+    for (const auto& v : a.values)
+      if (!seen.insert(canonical(v.value)).second)
+        throw Error(v.where, "axis '" + a.name + "' lists the value " + canonical(v.value) +
+                                 " twice");
+  } else {
+    a.values.push_back(scalar(n, path, a.name));
+  }
+  return a;
+}
+
+const toml::table& as_table(const toml::node& n, const std::string& path, const std::string& what) {
+  if (auto t = n.as_table()) return *t;
+  throw Error(loc(path, n.source()), what + " must be a table, got " + toml_type_name(n));
+}
+
+std::int64_t get_int(const toml::table& t, const char* key, std::int64_t dflt, std::int64_t lo,
+                     std::int64_t hi, const std::string& path) {
+  const toml::node* n = t.get(key);
+  if (!n) return dflt;
+  auto i = n->as_integer();
+  if (!i)
+    throw Error(loc(path, n->source()), std::string("key '") + key + "' in [campaign]: expected an integer, got " +
+                                            toml_type_name(*n));
+  if (i->get() < lo || i->get() > hi)
+    throw Error(loc(path, n->source()), std::string("key '") + key + "' in [campaign] is " +
+                                            std::to_string(i->get()) + "; valid: " +
+                                            std::to_string(lo) + " to " + std::to_string(hi));
+  return i->get();
+}
+
+std::string get_string(const toml::table& t, const char* key, const std::string& dflt,
+                       const std::string& path, Location* where = nullptr) {
+  const toml::node* n = t.get(key);
+  if (!n) return dflt;
+  auto s = n->as_string();
+  if (!s)
+    throw Error(loc(path, n->source()), std::string("key '") + key + "' in [campaign]: expected a string, got " +
+                                            toml_type_name(*n));
+  if (where) *where = loc(path, n->source());
+  return s->get();
+}
+
+}  // namespace
+
+Campaign parse_campaign_text(const std::string& text, const std::string& path) {
+  Campaign c;
+  c.path = path;
+  c.text = text;
+  c.hash = hex64(fnv1a64(text));
+
+  toml::table root;
+  try {
+    root = toml::parse(text, path);
+  } catch (const toml::parse_error& e) {
+    throw Error(loc(path, e.source()), "TOML syntax error: " + std::string(e.description()));
+  }
+  reject_unknown(root, kTopLevel, path, "the campaign file");
+
+  const toml::node* cn = root.get("campaign");
+  if (!cn) throw Error(Location{path, 1, 1}, "missing [campaign] table (it needs at least name = \"...\")");
+  const toml::table& ct = as_table(*cn, path, "[campaign]");
+  reject_unknown(ct, kCampaignKeys, path, "[campaign]");
+
+  const toml::node* name = ct.get("name");
+  if (!name) throw Error(loc(path, ct.source()), "[campaign] needs a name, e.g. name = \"scaling-study\"");
+  c.name = get_string(ct, "name", "", path);
+  static const std::regex name_re("[A-Za-z0-9_.-]{1,64}");
+  if (!std::regex_match(c.name, name_re))
+    throw Error(loc(path, name->source()), "key 'name' in [campaign] is \"" + c.name +
+                                               "\"; valid: 1-64 letters, digits, '_', '.', '-'");
+  c.description = get_string(ct, "description", "", path);
+  c.repetitions = static_cast<int>(get_int(ct, "repetitions", 10, 1, 1000000, path));
+  c.warmups = static_cast<int>(get_int(ct, "warmups", 2, 0, 100000, path));
+  c.points_per_job = static_cast<int>(get_int(ct, "points_per_job", 0, 0, 1000000, path));
+  c.template_where = loc(path, ct.source());
+  c.template_name = get_string(ct, "template", "local", path, &c.template_where);
+
+  std::set<std::string> names;
+  auto note_name = [&](const Axis& a) {
+    if (!names.insert(a.name).second)
+      throw Error(a.where, "key '" + a.name + "' is set in both [fixed] and [axes]; keep one");
+  };
+  if (const toml::node* fn = root.get("fixed")) {
+    for (auto&& [k, v] : as_table(*fn, path, "[fixed]")) {
+      c.fixed.push_back(axis(k, v, path, false));
+      note_name(c.fixed.back());
+    }
+  }
+  if (const toml::node* an = root.get("axes")) {
+    for (auto&& [k, v] : as_table(*an, path, "[axes]")) {
+      c.axes.push_back(axis(k, v, path, true));
+      note_name(c.axes.back());
+    }
+  }
+
+  auto array_of_tables = [&](const char* key) -> const toml::array* {
+    const toml::node* n = root.get(key);
+    if (!n) return nullptr;
+    auto arr = n->as_array();
+    if (!arr || !arr->is_array_of_tables())
+      throw Error(loc(path, n->source()), std::string("'") + key + "' must be an array of tables: write [[" +
+                                              key + "]]");
+    return arr;
+  };
+
+  if (auto zips = array_of_tables("zip")) {
+    std::set<std::string> zipped;
+    for (auto&& z : *zips) {
+      const toml::table& zt = *z.as_table();
+      reject_unknown(zt, {"axes"}, path, "[[zip]]");
+      ZipGroup g{{}, loc(path, zt.source())};
+      auto arr = zt.get_as<toml::array>("axes");
+      if (!arr || arr->size() < 2)
+        throw Error(g.where, "[[zip]] needs axes = [\"a\", \"b\", ...] naming at least two axes");
+      size_t len = 0;
+      for (auto&& e : *arr) {
+        auto s = e.as_string();
+        if (!s) throw Error(loc(path, e.source()), "[[zip]] axes must be axis names (strings)");
+        std::string n = s->get();
+        const Axis* found = nullptr;
+        for (const auto& a : c.axes) found = a.name == n ? &a : found;
+        if (!found) {
+          std::vector<std::string> an;
+          for (const auto& a : c.axes) an.push_back(a.name);
+          throw Error(loc(path, e.source()), "[[zip]] names '" + n + "', which is not an axis" +
+                                                 did_you_mean(n, an) + " (axes: " + join(an, ", ") + ")");
+        }
+        if (!zipped.insert(n).second)
+          throw Error(loc(path, e.source()), "axis '" + n + "' is in more than one [[zip]] group");
+        if (len && found->values.size() != len)
+          throw Error(loc(path, e.source()), "[[zip]] axes must have equal lengths: '" + n + "' has " +
+                                                 std::to_string(found->values.size()) + " values, '" +
+                                                 g.axes.front() + "' has " + std::to_string(len));
+        len = found->values.size();
+        g.axes.push_back(n);
+      }
+      c.zips.push_back(std::move(g));
+    }
+  }
+
+  if (auto excl = array_of_tables("exclude")) {
+    for (auto&& e : *excl) {
+      const toml::table& et = *e.as_table();
+      Rule r{{}, loc(path, et.source())};
+      if (et.empty()) throw Error(r.where, "an [[exclude]] rule with no keys would drop every point");
+      for (auto&& [k, v] : et) r.match.push_back(axis(k, v, path, true));
+      c.excludes.push_back(std::move(r));
+    }
+  }
+  return c;
+}
+
+Campaign load_campaign(const std::string& path) { return parse_campaign_text(read_file(path), path); }
+
+}  // namespace d500

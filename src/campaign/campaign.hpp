@@ -1,0 +1,52 @@
+#pragma once
+// A campaign file (TOML) parsed and checked for shape: which settings, which axes, how they
+// combine. Whether a parameter means anything to a workload is the planner's business; this
+// module guarantees that every key is known, every type right, and every error located.
+#include <string>
+#include <vector>
+
+#include "common/value.hpp"
+
+namespace d500 {
+
+// One swept (or fixed) parameter: its values in file order and where each was written.
+struct Axis {
+  std::string name;
+  std::vector<LocatedValue> values;
+  Location where;  // the key
+};
+
+// A [[exclude]] rule: a point is dropped when, for every key of the rule, the point's value
+// is one of the rule's values.
+struct Rule {
+  std::vector<Axis> match;
+  Location where;
+};
+
+struct ZipGroup {
+  std::vector<std::string> axes;
+  Location where;
+};
+
+struct Campaign {
+  std::string path;   // as given by the user
+  std::string text;   // the file's exact bytes: stored in every result file
+  std::string hash;   // FNV-1a of text, hex
+  std::string name;
+  std::string description;
+  int repetitions = 10;
+  int warmups = 2;
+  int points_per_job = 0;            // 0: every point of one shape in one job
+  std::string template_name = "local";
+  Location template_where;
+  std::vector<Axis> fixed;           // one value each
+  std::vector<Axis> axes;            // swept; cartesian product unless zipped
+  std::vector<ZipGroup> zips;
+  std::vector<Rule> excludes;
+};
+
+// Parses and shape-checks a campaign. Throws d500::Error naming file:line:column and key.
+Campaign parse_campaign_text(const std::string& text, const std::string& path);
+Campaign load_campaign(const std::string& path);
+
+}  // namespace d500

@@ -1,0 +1,169 @@
+// The d500 command line: a table of subcommands. Errors from every stage arrive here as
+// d500::Error and leave as one line on stderr and a non-zero exit code.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <filesystem>
+#include <iostream>
+
+#include "backends/registry.hpp"
+#include "campaign/campaign.hpp"
+#include "common/error.hpp"
+#include "common/text.hpp"
+#include "d500/version.hpp"
+#include "launch/local.hpp"
+#include "plan/plan.hpp"
+#include "report.hpp"
+#include "workloads/registry.hpp"
+
+namespace fs = std::filesystem;
+using namespace d500;
+
+namespace {
+
+struct Subcommand {
+  const char* name;
+  const char* help;
+};
+const Subcommand kSubcommands[] = {
+    {"plan", "expand a campaign into points and jobs; write job scripts and specs"},
+    {"run", "run a plan's jobs on this machine with mpirun"},
+    {"report", "summarise a run's results files: table, report.md, report.html, results.csv"},
+    {"backends", "list the backends d500 knows, with library versions and availability"},
+    {"workloads", "list the workloads and their parameters"},
+    {"version", "print the d500 version and commit"},
+};
+
+std::string worker_path() {
+  std::error_code ec;
+  fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  fs::path w = (ec ? fs::path(".") : self.parent_path()) / "d500-worker";
+  if (!fs::exists(w)) throw Error("cannot find d500-worker next to d500 (looked for " + w.string() + ")");
+  return w.string();
+}
+
+int cmd_plan(const std::string& campaign_path, std::string out_dir, bool dry_run) {
+  Campaign c = load_campaign(campaign_path);
+  Plan plan = make_plan(c, builtin_workloads());
+  if (out_dir.empty()) out_dir = "runs/" + c.name;
+  std::cout << "campaign " << c.name << " (" << c.path << ", hash " << c.hash << "): " << plan.points.size()
+            << " points in " << plan.jobs.size() << " jobs, template " << plan.tmpl.name << "\n";
+  for (const auto& j : plan.jobs) {
+    std::cout << "  " << j.id << ": " << j.nodes << " node(s) x " << j.ranks_per_node << " rank(s), "
+              << j.points.size() << " points\n";
+    for (auto i : j.points) std::cout << "    " << plan.points[i].id << "  " << plan.points[i].canonical << "\n";
+  }
+  if (dry_run) {
+    std::cout << "dry run: nothing written\n";
+    return 0;
+  }
+  write_plan(plan, out_dir, worker_path());
+  std::cout << "wrote " << out_dir << " (jobs/, results/, logs/); next: d500 run " << shell_quote(out_dir) << "\n";
+  return 0;
+}
+
+int cmd_run(const std::string& dir, bool rerun) {
+  auto outcomes = run_local(dir, LocalRunOptions{rerun}, std::cout);
+  int failed = 0, ran = 0, skipped = 0;
+  for (const auto& o : outcomes) {
+    if (o.skipped) ++skipped;
+    else ++ran, failed += o.exit_code != 0;
+  }
+  std::cout << "d500 run: " << ran << " job(s) run, " << (ran - failed) << " succeeded, " << failed << " failed";
+  if (skipped) std::cout << ", " << skipped << " already complete";
+  std::cout << "\n";
+  for (const auto& o : outcomes)
+    if (!o.skipped && o.exit_code) std::cout << "  " << o.job_id << ": exit code " << o.exit_code << ", log " << o.log << "\n";
+  std::cout << "next: d500 report " << shell_quote(dir) << "\n";
+  return failed ? 1 : 0;
+}
+
+int cmd_report(const std::string& dir, double confidence) {
+  if (!(confidence > 0.5 && confidence < 1))
+    throw Error("--confidence must lie between 0.5 and 1 (e.g. 0.95), got " + std::to_string(confidence));
+  Report r = analyze_run(dir, confidence);
+  std::cout << report_text_table(r);
+  write_reports(r);
+  std::cout << "\n" << method_statement(confidence) << "\n\nwrote " << dir << "/report.md, " << dir
+            << "/report.html, " << dir << "/results.csv\n";
+  return 0;
+}
+
+int cmd_backends() {
+  for (const auto& b : all_backends()) {
+    std::vector<std::string> wl;
+    for (const auto& w : builtin_workloads().all())
+      if (w.backends.count(b.name)) wl.push_back(w.name);
+    std::cout << (b.built ? "  " : "- ") << b.name << ": " << b.description << "\n      "
+              << (b.built ? "version: " + b.version() : "not in this build: " + b.not_built_reason) << "\n";
+    if (b.built) std::cout << "      workloads: " << (wl.empty() ? "-" : join(wl, ", ")) << "\n";
+  }
+  return 0;
+}
+
+int cmd_workloads() {
+  for (const auto& w : builtin_workloads().all()) {
+    std::vector<std::string> be;
+    for (const auto& [b, f] : w.backends) be.push_back(b);
+    std::cout << w.name << " (level " << w.level << "): " << w.description << "\n  backends: " << join(be, ", ")
+              << "\n";
+    for (const auto& p : w.params)
+      std::cout << "  " << p.name << " (" << type_name(p.type) << (p.dflt ? ", default " + canonical(*p.dflt) : ", required")
+                << "): " << p.help << "\n";
+  }
+  std::cout << "every workload also takes:\n";
+  for (const auto& p : common_params())
+    std::cout << "  " << p.name << " (" << type_name(p.type) << (p.dflt ? ", default " + canonical(*p.dflt) : ", required")
+              << "): " << p.help << "\n";
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // A mistyped subcommand gets the nearest one, as ninja does for its tools.
+  if (argc > 1 && argv[1][0] != '-') {
+    std::vector<std::string> names;
+    for (const auto& s : kSubcommands) names.push_back(s.name);
+    std::string given = argv[1];
+    if (std::find(names.begin(), names.end(), given) == names.end()) {
+      std::cerr << "d500: error: unknown subcommand '" << given << "'" << did_you_mean(given, names)
+                << " (subcommands: " << join(names, ", ") << ")\n";
+      return 2;
+    }
+  }
+  CLI::App app{"d500: deep-learning benchmark campaigns for HPC systems"};
+  app.require_subcommand(1);
+  std::string campaign, dir, out;
+  bool dry_run = false, rerun = false;
+  double confidence = 0.95;
+  std::map<std::string, CLI::App*> sub;
+  for (const auto& s : kSubcommands) sub[s.name] = app.add_subcommand(s.name, s.help);
+  sub["plan"]->add_option("campaign", campaign, "campaign file (TOML)")->required();
+  sub["plan"]->add_option("-o,--output", out, "run directory to create (default runs/<campaign name>)");
+  sub["plan"]->add_flag("-n,--dry-run", dry_run, "print the plan, write nothing");
+  sub["run"]->add_option("dir", dir, "run directory written by d500 plan")->required();
+  sub["run"]->add_flag("--rerun", rerun, "also run jobs that completed before (earlier results are kept)");
+  sub["report"]->add_option("dir", dir, "run directory")->required();
+  sub["report"]->add_option("--confidence", confidence, "confidence level of the intervals (default 0.95)");
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    if (sub["plan"]->parsed()) return cmd_plan(campaign, out, dry_run);
+    if (sub["run"]->parsed()) return cmd_run(dir, rerun);
+    if (sub["report"]->parsed()) return cmd_report(dir, confidence);
+    if (sub["backends"]->parsed()) return cmd_backends();
+    if (sub["workloads"]->parsed()) return cmd_workloads();
+    if (sub["version"]->parsed()) {
+      std::cout << "d500 " << kVersion << " (" << kGitCommit << ")\n";
+      return 0;
+    }
+  } catch (const Error& e) {
+    std::cerr << "d500: error: " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "d500: internal error: " << e.what() << "\n";
+    return 3;
+  }
+  return 0;
+}

@@ -1,0 +1,33 @@
+#pragma once
+// Small text helpers shared by every stage: shell quoting (the only way a campaign value may
+// reach a shell), stable hashing for point ids, and joining.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace d500 {
+
+// POSIX single-quote quoting: the result is one shell word whose value is exactly `s`.
+std::string shell_quote(const std::string& s);
+
+// 64-bit FNV-1a: stable across platforms and releases, which std::hash is not.
+std::uint64_t fnv1a64(const std::string& s);
+std::string hex64(std::uint64_t v);
+
+std::string join(const std::vector<std::string>& parts, const std::string& sep);
+
+// Reads a whole file; throws d500::Error naming the file when it cannot.
+std::string read_file(const std::string& path);
+// Writes through a temporary file and rename, so a reader never sees half a file.
+void write_file_atomic(const std::string& path, const std::string& content);
+
+std::string html_escape(const std::string& s);
+// Quotes a CSV field when it holds a comma, quote or newline (RFC 4180).
+std::string csv_field(const std::string& s);
+
+// Formats a number with `digits` significant digits, without exponent for ordinary ranges.
+std::string fmt_sig(double v, int digits = 4);
+
+std::string utc_now_iso8601();
+
+}  // namespace d500

@@ -1,0 +1,55 @@
+#include "common/value.hpp"
+
+#include <charconv>
+
+namespace d500 {
+
+const char* type_name(ValueType t) {
+  switch (t) {
+    case ValueType::Int: return "integer";
+    case ValueType::Real: return "float";
+    case ValueType::Bool: return "boolean";
+    case ValueType::String: return "string";
+  }
+  return "?";
+}
+
+ValueType type_of(const Value& v) { return static_cast<ValueType>(v.index()); }
+
+static bool plain_word(const std::string& s) {
+  if (s.empty()) return false;
+  for (char c : s) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '-' || c == '.' || c == '+' || c == '/';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+std::string canonical(const Value& v) {
+  switch (type_of(v)) {
+    case ValueType::Int: return std::to_string(std::get<std::int64_t>(v));
+    case ValueType::Real: {
+      char buf[64];
+      auto r = std::to_chars(buf, buf + sizeof buf, std::get<double>(v));
+      std::string s(buf, r.ptr);
+      // Keep reals distinguishable from integers in the canonical form.
+      if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
+      return s;
+    }
+    case ValueType::Bool: return std::get<bool>(v) ? "true" : "false";
+    case ValueType::String: {
+      const auto& s = std::get<std::string>(v);
+      if (plain_word(s)) return s;
+      std::string out = "\"";
+      for (char c : s) {
+        if (c == '"' || c == '\\') out += '\\';
+        out += c;
+      }
+      return out + "\"";
+    }
+  }
+  return "";
+}
+
+}  // namespace d500

@@ -1,0 +1,32 @@
+#pragma once
+// A parameter value of a point: the typed axes of a campaign (integers, reals, booleans,
+// strings) and their one canonical text form, which is what is hashed, logged and stored.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <variant>
+
+#include "common/error.hpp"
+
+namespace d500 {
+
+using Value = std::variant<std::int64_t, double, bool, std::string>;
+
+enum class ValueType { Int, Real, Bool, String };
+const char* type_name(ValueType t);
+ValueType type_of(const Value& v);
+
+// Canonical text: integers in decimal, reals in shortest round-trip form, booleans as
+// true/false, strings bare when they are plain words and double-quoted otherwise.
+std::string canonical(const Value& v);
+
+// A value together with where it was written, so late checks can still point at the file.
+struct LocatedValue {
+  Value value;
+  Location where;
+};
+
+// A point's parameters, ordered by name.
+using Params = std::map<std::string, Value>;
+
+}  // namespace d500

@@ -1,0 +1,162 @@
+#include "launch/local.hpp"
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <toml++/toml.h>
+
+#include "common/error.hpp"
+#include "common/text.hpp"
+#include "workloads/harness.hpp"
+
+namespace fs = std::filesystem;
+
+namespace d500 {
+
+std::string move_aside(const std::string& path) {
+  if (!fs::exists(path)) return "";
+  for (int k = 1;; ++k) {
+    std::string dest = path + ".prev-" + std::to_string(k);
+    if (!fs::exists(dest)) {
+      fs::rename(path, dest);
+      return dest;
+    }
+  }
+}
+
+namespace {
+
+std::string clock_text(double s) {
+  char buf[32];
+  int t = static_cast<int>(s);
+  std::snprintf(buf, sizeof buf, "%02d:%02d", t / 60, t % 60);
+  return buf;
+}
+
+bool completed_before(const fs::path& status_file) {
+  if (!fs::exists(status_file)) return false;
+  try {
+    auto t = toml::parse_file(status_file.string());
+    return t["exit_code"].value_or(-1) == 0;
+  } catch (const toml::parse_error&) {
+    return false;
+  }
+}
+
+// Runs `bash script` in `dir`, copying every output line into `log` and turning the worker's
+// progress lines into progress for a person.
+int run_script(const fs::path& dir, const std::string& script, const fs::path& log, const std::string& prefix,
+               std::int64_t t0, std::ostream& out) {
+  int fds[2];
+  if (pipe(fds) != 0) throw Error(std::string("pipe: ") + std::strerror(errno));
+  pid_t pid = fork();
+  if (pid < 0) throw Error(std::string("fork: ") + std::strerror(errno));
+  if (pid == 0) {
+    dup2(fds[1], 1);
+    dup2(fds[1], 2);
+    close(fds[0]);
+    close(fds[1]);
+    if (chdir(dir.c_str()) != 0) _exit(127);
+    if (geteuid() == 0) {
+      // Open MPI refuses root unless told; containers and CI run as root.
+      setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+      setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+    }
+    execlp("bash", "bash", script.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(fds[1]);
+  std::ofstream logf(log, std::ios::app);
+  FILE* in = fdopen(fds[0], "r");
+  char* line = nullptr;
+  size_t cap = 0;
+  ssize_t len;
+  while ((len = getline(&line, &cap, in)) > 0) {
+    logf.write(line, len);
+    logf.flush();
+    std::string s(line, static_cast<size_t>(len));
+    if (!s.empty() && s.back() == '\n') s.pop_back();
+    double el = static_cast<double>(now_ns() - t0) * 1e-9;
+    if (s.rfind("d500:point ", 0) == 0) out << prefix << " " << clock_text(el) << "  point " << s.substr(11) << "\n";
+    else if (s.rfind("d500:done ", 0) == 0) {
+      auto sp = s.find(' ', 10);
+      out << prefix << " " << clock_text(el) << "    " << (sp == std::string::npos ? s.substr(10) : s.substr(sp + 1)) << "\n";
+    } else if (s.find("error") != std::string::npos || s.find("Error") != std::string::npos)
+      out << prefix << " " << s << "\n";
+    out.flush();
+  }
+  free(line);
+  fclose(in);
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(st)) return WEXITSTATUS(st);
+  if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
+  return 255;
+}
+
+}  // namespace
+
+std::vector<JobOutcome> run_local(const std::string& dir_arg, const LocalRunOptions& opt, std::ostream& out) {
+  fs::path dir = fs::absolute(dir_arg);
+  fs::path plan_file = dir / "plan.toml";
+  if (!fs::exists(plan_file))
+    throw Error(dir_arg + ": not a d500 plan directory (no plan.toml); create one with `d500 plan CAMPAIGN -o DIR`");
+  toml::table plan;
+  try {
+    plan = toml::parse_file(plan_file.string());
+  } catch (const toml::parse_error& e) {
+    throw Error(plan_file.string() + ": " + std::string(e.description()));
+  }
+  std::string launcher = plan["plan"]["launcher"].value_or(std::string());
+  if (launcher != "local")
+    throw Error(plan_file.string() + ": this plan uses the '" + launcher +
+                "' launcher; `d500 run` runs local plans only (plan with template = \"local\")");
+
+  std::vector<std::string> jobs;
+  for (const auto& e : fs::directory_iterator(dir / "jobs"))
+    if (e.path().extension() == ".sh") jobs.push_back(e.path().stem().string());
+  std::sort(jobs.begin(), jobs.end());
+
+  std::vector<JobOutcome> outcomes;
+  const std::int64_t t0 = now_ns();
+  for (std::size_t j = 0; j < jobs.size(); ++j) {
+    JobOutcome o;
+    o.job_id = jobs[j];
+    o.log = (dir / "logs" / (jobs[j] + ".log")).string();
+    fs::path status = dir / "jobs" / (jobs[j] + ".status");
+    std::string prefix = "[" + std::to_string(j + 1) + "/" + std::to_string(jobs.size()) + " " + jobs[j] + "]";
+    if (!opt.rerun && completed_before(status)) {
+      o.skipped = true;
+      out << prefix << " already complete (d500 run --rerun runs it again)\n";
+      outcomes.push_back(o);
+      continue;
+    }
+    fs::path result = dir / "results" / (jobs[j] + ".h5");
+    std::string aside = move_aside(result.string());
+    if (!aside.empty()) out << prefix << " earlier results kept as " << fs::path(aside).filename().string() << "\n";
+    out << prefix << " starting\n";
+    out.flush();
+    const std::int64_t tj = now_ns();
+    o.exit_code = run_script(dir, "jobs/" + jobs[j] + ".sh", o.log, prefix, t0, out);
+    o.seconds = static_cast<double>(now_ns() - tj) * 1e-9;
+    std::string rec = "# Written by d500 run.\nexit_code = " + std::to_string(o.exit_code) +
+                      "\nseconds = " + fmt_sig(o.seconds, 6) + "\nended_utc = \"" + utc_now_iso8601() +
+                      "\"\nlog = \"logs/" + jobs[j] + ".log\"\n";
+    write_file_atomic(status.string(), rec);
+    out << prefix << " " << (o.exit_code == 0 ? "finished" : "FAILED with exit code " + std::to_string(o.exit_code))
+        << " after " << fmt_sig(o.seconds, 3) << " s" << (o.exit_code ? "; log: " + o.log : "") << "\n";
+    out.flush();
+    outcomes.push_back(o);
+  }
+  return outcomes;
+}
+
+}  // namespace d500

@@ -1,0 +1,29 @@
+#pragma once
+// The local launcher (the embedded default): runs a plan's job scripts one after another on
+// this machine with mpirun, shows progress, records each job's exit status, and carries on
+// past a failed job.
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace d500 {
+
+struct JobOutcome {
+  std::string job_id;
+  int exit_code = 0;  // 128 + signal when killed by a signal
+  double seconds = 0;
+  std::string log;
+  bool skipped = false;  // already complete from an earlier run
+};
+
+struct LocalRunOptions {
+  bool rerun = false;  // run jobs that already completed, too
+};
+
+// Runs every job of the plan in `dir`. Progress goes to `out`. Returns one outcome per job.
+std::vector<JobOutcome> run_local(const std::string& dir, const LocalRunOptions& opt, std::ostream& out);
+
+// Moves an existing results file aside (name.h5 -> name.h5.prev-N) so nothing is lost.
+std::string move_aside(const std::string& path);
+
+}  // namespace d500

@@ -1,0 +1,374 @@
+#include "plan/plan.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "backends/registry.hpp"
+#include "common/text.hpp"
+#include "d500/version.hpp"
+#include "plan/jobspec.hpp"
+#include "plan/template.hpp"
+
+namespace fs = std::filesystem;
+
+namespace d500 {
+
+std::string canonical_point(const Params& p) {
+  std::string s = canonical(p.at("workload")) + ":" + canonical(p.at("backend"));
+  for (const auto& [k, v] : p)
+    if (k != "workload" && k != "backend") s += " " + k + "=" + canonical(v);
+  return s;
+}
+
+std::string templates_dir() {
+  if (const char* env = std::getenv("D500_TEMPLATES")) return env;
+  return std::string(D500_SOURCE_DIR) + "/templates";
+}
+
+TemplateInfo load_template(const std::string& name, const Location& where) {
+  TemplateInfo t;
+  t.name = name;
+  t.path = templates_dir() + "/" + name + ".sh.in";
+  if (!fs::exists(t.path)) {
+    std::vector<std::string> have;
+    if (fs::is_directory(templates_dir()))
+      for (const auto& e : fs::directory_iterator(templates_dir())) {
+        std::string f = e.path().filename().string();
+        if (f.size() > 6 && f.ends_with(".sh.in")) have.push_back(f.substr(0, f.size() - 6));
+      }
+    std::sort(have.begin(), have.end());
+    throw Error(where, "key 'template': no template '" + name + "' in " + templates_dir() +
+                           did_you_mean(name, have) + " (available: " + join(have, ", ") + ")");
+  }
+  t.text = read_file(t.path);
+  std::istringstream in(t.text);
+  for (std::string line; std::getline(in, line);) {
+    auto pos = line.find("# d500: launcher=");
+    if (pos != std::string::npos) t.launcher = line.substr(pos + 17);
+  }
+  if (t.launcher.empty())
+    throw Error(Location{t.path, 1, 1}, "template lacks a '# d500: launcher=local|slurm' line");
+  return t;
+}
+
+namespace {
+
+// A dimension of the product: one free axis, or a zip group whose i-th entry sets each of
+// its axes to their i-th value.
+struct Dimension {
+  std::vector<const Axis*> axes;
+  std::size_t size() const { return axes.front()->values.size(); }
+};
+
+using Raw = std::map<std::string, const LocatedValue*>;
+
+// Converts and range-checks one value against its spec.
+Value checked(const ParamSpec& spec, const LocatedValue& lv, const std::string& workload) {
+  Value v = lv.value;
+  if (spec.type == ValueType::Real && type_of(v) == ValueType::Int)
+    v = static_cast<double>(std::get<std::int64_t>(v));
+  if (type_of(v) != spec.type)
+    throw Error(lv.where, "key '" + spec.name + "' (" + workload + "): expected " + type_name(spec.type) +
+                              ", got " + type_name(type_of(lv.value)) + " " + canonical(lv.value));
+  if (spec.type == ValueType::Int && spec.min < spec.max) {
+    auto i = std::get<std::int64_t>(v);
+    if (i < spec.min || i > spec.max)
+      throw Error(lv.where, "key '" + spec.name + "' is " + std::to_string(i) + "; valid for " + workload +
+                                ": " + std::to_string(spec.min) + " to " + std::to_string(spec.max));
+  }
+  if (spec.type == ValueType::String && !spec.choices.empty()) {
+    const auto& s = std::get<std::string>(v);
+    if (std::find(spec.choices.begin(), spec.choices.end(), s) == spec.choices.end())
+      throw Error(lv.where, "key '" + spec.name + "' is \"" + s + "\"" + did_you_mean(s, spec.choices) +
+                                " (valid: " + join(spec.choices, ", ") + ")");
+  }
+  return v;
+}
+
+void check_backend_exists(const LocatedValue& lv) {
+  if (type_of(lv.value) != ValueType::String)
+    throw Error(lv.where, "key 'backend': expected a string, got " + canonical(lv.value));
+  const std::string& name = std::get<std::string>(lv.value);
+  const BackendInfo* b = find_backend(name);
+  if (!b) {
+    std::vector<std::string> known;
+    for (const auto& x : all_backends()) known.push_back(x.name);
+    throw Error(lv.where, "key 'backend': unknown backend '" + name + "'" + did_you_mean(name, known) +
+                              " (this build has: " + join(built_backend_names(), ", ") + ")");
+  }
+  if (!b->built)
+    throw Error(lv.where, "key 'backend': backend '" + name + "' is not available in this build: " +
+                              b->not_built_reason + " (this build has: " + join(built_backend_names(), ", ") +
+                              ")");
+}
+
+const WorkloadInfo& check_workload_exists(const LocatedValue& lv, const WorkloadRegistry& reg) {
+  if (type_of(lv.value) != ValueType::String)
+    throw Error(lv.where, "key 'workload': expected a string, got " + canonical(lv.value));
+  const std::string& name = std::get<std::string>(lv.value);
+  const WorkloadInfo* w = reg.find(name);
+  if (!w)
+    throw Error(lv.where, "key 'workload': unknown workload '" + name + "'" + did_you_mean(name, reg.names()) +
+                              " (available: " + join(reg.names(), ", ") + ")");
+  return *w;
+}
+
+Point resolve(const Raw& raw, const WorkloadRegistry& reg, const Campaign& c) {
+  auto wit = raw.find("workload");
+  if (wit == raw.end())
+    throw Error(Location{c.path, 1, 1}, "no workload: set 'workload' in [fixed] or [axes] (available: " +
+                                            join(reg.names(), ", ") + ")");
+  const WorkloadInfo& w = check_workload_exists(*wit->second, reg);
+  auto bit = raw.find("backend");
+  if (bit == raw.end())
+    throw Error(Location{c.path, 1, 1}, "no backend: set 'backend' in [fixed] or [axes] (this build has: " +
+                                            join(built_backend_names(), ", ") + ")");
+  check_backend_exists(*bit->second);
+  const std::string& backend = std::get<std::string>(bit->second->value);
+
+  Point p;
+  p.level = w.level;
+  p.where = wit->second->where;
+  auto take = [&](const ParamSpec& spec) {
+    auto it = raw.find(spec.name);
+    if (it != raw.end()) p.params[spec.name] = checked(spec, *it->second, w.name);
+    else if (spec.dflt) p.params[spec.name] = *spec.dflt;
+    else
+      throw Error(p.where, "workload '" + w.name + "' needs parameter '" + spec.name + "' (" + spec.help +
+                               "): set it in [fixed] or [axes]");
+  };
+  for (const auto& spec : common_params()) take(spec);
+  for (const auto& spec : w.params) take(spec);
+
+  if (!w.backends.count(backend)) {
+    std::vector<std::string> impl;
+    for (const auto& [b, f] : w.backends) impl.push_back(b);
+    throw Error(bit->second->where,
+                "impossible combination: workload '" + w.name + "' does not run on backend '" + backend +
+                    "' (it runs on: " + join(impl, ", ") + "); drop it with [[exclude]] workload = \"" +
+                    w.name + "\", backend = \"" + backend + "\"");
+  }
+  if (w.normalize) w.normalize(p.params);
+  p.canonical = canonical_point(p.params);
+  if (w.check) {
+    std::string why = w.check(p.params);
+    if (!why.empty()) throw Error(p.where, "point " + p.canonical + ": " + why);
+  }
+  p.id = hex64(fnv1a64(p.canonical));
+  return p;
+}
+
+}  // namespace
+
+Plan make_plan(const Campaign& c, const WorkloadRegistry& reg) {
+  Plan plan;
+  plan.campaign = c;
+  plan.tmpl = load_template(c.template_name, c.template_where);
+
+  // Every key must mean something to at least one workload the campaign names; a key that
+  // none of them takes is a typo, not an unused setting.
+  std::set<std::string> accepted;
+  for (const auto& s : common_params()) accepted.insert(s.name);
+  for (const auto* list : {&c.fixed, &c.axes})
+    for (const auto& a : *list)
+      if (a.name == "workload")
+        for (const auto& v : a.values) {
+          const WorkloadInfo& w = check_workload_exists(v, reg);
+          for (const auto& s : w.params) accepted.insert(s.name);
+        }
+  const std::vector<std::string> accepted_list(accepted.begin(), accepted.end());
+  for (const auto* list : {&c.fixed, &c.axes})
+    for (const auto& a : *list) {
+      if (!accepted.count(a.name))
+        throw Error(a.where, "unknown parameter '" + a.name + "'" + did_you_mean(a.name, accepted_list) +
+                                 " (the campaign's workloads take: " + join(accepted_list, ", ") + ")");
+      if (a.name == "backend")
+        for (const auto& v : a.values) check_backend_exists(v);
+    }
+
+  // Exclude rules may only name axes and fixed keys, and only values those have.
+  std::map<std::string, const Axis*> by_name;
+  for (const auto* list : {&c.fixed, &c.axes})
+    for (const auto& a : *list) by_name[a.name] = &a;
+  std::vector<std::string> axis_names;
+  for (const auto& [n, a] : by_name) axis_names.push_back(n);
+  for (const auto& r : c.excludes)
+    for (const auto& m : r.match) {
+      auto it = by_name.find(m.name);
+      if (it == by_name.end())
+        throw Error(m.where, "[[exclude]] key '" + m.name + "' is not an axis or fixed setting" +
+                                 did_you_mean(m.name, axis_names) + " (have: " + join(axis_names, ", ") + ")");
+      for (const auto& v : m.values) {
+        bool found = false;
+        std::vector<std::string> have;
+        for (const auto& av : it->second->values) {
+          found = found || canonical(av.value) == canonical(v.value);
+          have.push_back(canonical(av.value));
+        }
+        if (!found)
+          throw Error(v.where, "[[exclude]] value " + canonical(v.value) + " of '" + m.name +
+                                   "' is not one of its values (" + join(have, ", ") + ")");
+      }
+    }
+
+  std::vector<Dimension> dims;
+  std::set<std::string> zipped;
+  for (const auto& z : c.zips) {
+    Dimension d;
+    for (const auto& n : z.axes) {
+      d.axes.push_back(by_name.at(n));
+      zipped.insert(n);
+    }
+    dims.push_back(d);
+  }
+  for (const auto& a : c.axes)
+    if (!zipped.count(a.name)) dims.push_back(Dimension{{&a}});
+  // Axes are combined in name order (the last varies fastest) so that plan order, and so job
+  // contents, depend only on the campaign's content, never on the order of its lines.
+  std::sort(dims.begin(), dims.end(), [](const Dimension& x, const Dimension& y) {
+    return x.axes.front()->name < y.axes.front()->name;
+  });
+
+  std::vector<int> rule_hits(c.excludes.size(), 0);
+  std::set<std::string> seen;
+  std::vector<std::size_t> idx(dims.size(), 0);
+  for (bool more = true; more;) {
+    Raw raw;
+    for (const auto& a : c.fixed) raw[a.name] = &a.values.front();
+    for (std::size_t d = 0; d < dims.size(); ++d)
+      for (const Axis* a : dims[d].axes) raw[a->name] = &a->values[idx[d]];
+
+    bool excluded = false;
+    for (std::size_t r = 0; r < c.excludes.size(); ++r) {
+      bool all = true;
+      for (const auto& m : c.excludes[r].match) {
+        const std::string have = canonical(raw.at(m.name)->value);
+        bool any = false;
+        for (const auto& v : m.values) any = any || canonical(v.value) == have;
+        all = all && any;
+      }
+      if (all) ++rule_hits[r], excluded = true;
+    }
+    if (!excluded) {
+      // Drop what this point's workload does not take: a gemm point ignores the allreduce
+      // `bytes` axis, and the duplicates that leaves are planned once.
+      Point p = resolve(raw, reg, c);
+      if (seen.insert(p.id).second) plan.points.push_back(std::move(p));
+    }
+
+    more = false;
+    for (std::size_t d = dims.size(); d-- > 0;) {
+      if (++idx[d] < dims[d].size()) {
+        more = true;
+        break;
+      }
+      idx[d] = 0;
+    }
+  }
+  for (std::size_t r = 0; r < c.excludes.size(); ++r)
+    if (!rule_hits[r])
+      throw Error(c.excludes[r].where, "this [[exclude]] rule matches no point: check its values");
+  if (plan.points.empty()) throw Error(Location{c.path, 1, 1}, "the campaign has no points left after [[exclude]] rules");
+
+  for (const auto& p : plan.points) {
+    if (plan.tmpl.launcher == "local" && std::get<std::int64_t>(p.params.at("nodes")) != 1)
+      throw Error(p.where, "point " + p.canonical + ": template '" + plan.tmpl.name +
+                               "' runs on this machine only, so nodes must be 1 (use a Slurm template for more)");
+  }
+
+  // Jobs: points of one shape share an allocation, split by points_per_job when asked.
+  std::map<std::pair<int, int>, std::vector<std::size_t>> open;
+  std::vector<std::pair<int, int>> order;
+  for (std::size_t i = 0; i < plan.points.size(); ++i) {
+    const auto& pp = plan.points[i].params;
+    std::pair<int, int> shape{static_cast<int>(std::get<std::int64_t>(pp.at("nodes"))),
+                              static_cast<int>(std::get<std::int64_t>(pp.at("ranks_per_node")))};
+    if (!open.count(shape)) order.push_back(shape);
+    open[shape].push_back(i);
+  }
+  for (const auto& shape : order) {
+    const auto& pts = open[shape];
+    std::size_t per = c.points_per_job > 0 ? static_cast<std::size_t>(c.points_per_job) : pts.size();
+    for (std::size_t s = 0; s < pts.size(); s += per) {
+      Job j;
+      char id[32];
+      std::snprintf(id, sizeof id, "job-%04zu", plan.jobs.size());
+      j.id = id;
+      j.nodes = shape.first;
+      j.ranks_per_node = shape.second;
+      j.points.assign(pts.begin() + static_cast<long>(s), pts.begin() + static_cast<long>(std::min(pts.size(), s + per)));
+      plan.jobs.push_back(std::move(j));
+    }
+  }
+  return plan;
+}
+
+void write_plan(const Plan& plan, const std::string& dir, const std::string& worker) {
+  fs::path target = fs::absolute(dir).lexically_normal();
+  if (fs::exists(target) && !(fs::is_directory(target) && fs::is_empty(target)))
+    throw Error(dir + ": exists and is not empty; plan into a new directory (nothing was written)");
+  fs::path tmp = target;
+  tmp += ".planning-" + std::to_string(::getpid());
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+  try {
+    fs::create_directories(tmp / "jobs");
+    fs::create_directories(tmp / "results");
+    fs::create_directories(tmp / "logs");
+    write_file_atomic((tmp / "campaign.toml").string(), plan.campaign.text);
+
+    std::ostringstream pt;
+    pt << "# Written by d500 plan. The plan of " << plan.campaign.path << "; do not edit.\n"
+       << "[plan]\ncampaign = \"" << plan.campaign.name << "\"\ncampaign_hash = \"" << plan.campaign.hash
+       << "\"\ncampaign_path = " << toml_string(plan.campaign.path) << "\ntemplate = " << toml_string(plan.tmpl.name)
+       << "\nlauncher = " << toml_string(plan.tmpl.launcher) << "\nd500_version = \"" << kVersion
+       << "\"\nd500_commit = \"" << kGitCommit << "\"\ncreated_utc = \"" << utc_now_iso8601()
+       << "\"\npoints = " << plan.points.size() << "\njobs = " << plan.jobs.size() << "\n";
+    write_file_atomic((tmp / "plan.toml").string(), pt.str());
+
+    std::ostringstream csv;
+    csv << "point_id,job_id,level,canonical\n";
+    for (const auto& j : plan.jobs)
+      for (auto i : j.points)
+        csv << plan.points[i].id << "," << j.id << "," << plan.points[i].level << ","
+            << csv_field(plan.points[i].canonical) << "\n";
+    write_file_atomic((tmp / "points.csv").string(), csv.str());
+
+    for (const auto& j : plan.jobs) {
+      JobSpec spec = make_job_spec(plan, j);
+      write_file_atomic((tmp / "jobs" / (j.id + ".toml")).string(), job_spec_toml(spec));
+      std::map<std::string, std::string> vars = {
+          {"job_id", j.id},
+          {"campaign", plan.campaign.name},
+          {"points", std::to_string(j.points.size())},
+          {"nodes", std::to_string(j.nodes)},
+          {"ranks", std::to_string(j.ranks())},
+          {"ranks_per_node", std::to_string(j.ranks_per_node)},
+          {"run_dir", target.string()},
+          {"worker", worker},
+          {"spec", "jobs/" + j.id + ".toml"},
+          {"output", "results/" + j.id + ".h5"},
+      };
+      std::string script = render_template(plan.tmpl.text, plan.tmpl.path, vars);
+      fs::path sp = tmp / "jobs" / (j.id + ".sh");
+      write_file_atomic(sp.string(), script);
+      fs::permissions(sp, fs::perms::owner_exec | fs::perms::group_exec, fs::perm_options::add);
+    }
+    if (fs::exists(target)) fs::remove(target);  // the empty directory checked above
+    fs::rename(tmp, target);
+  } catch (const fs::filesystem_error& e) {
+    fs::remove_all(tmp, ec);
+    throw Error(dir + ": cannot write the plan: " + e.code().message() + " (nothing was written)");
+  } catch (...) {
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+}
+
+}  // namespace d500

@@ -1,0 +1,14 @@
+#pragma once
+// Job-script templates: {{name}} placeholders, every substituted value shell-quoted, so no
+// value from a campaign file reaches a shell as code.
+#include <map>
+#include <string>
+
+namespace d500 {
+
+// Renders `text` (read from `path`, for error messages). An unknown placeholder is an error
+// naming the template's line; "{{" without "}}" likewise.
+std::string render_template(const std::string& text, const std::string& path,
+                            const std::map<std::string, std::string>& vars);
+
+}  // namespace d500

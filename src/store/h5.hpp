@@ -1,0 +1,68 @@
+#pragma once
+// Every HDF5 C call d500 makes goes through these checked helpers: a failure throws
+// d500::Error carrying the call, the object, the HDF5 error stack, and (in the worker) the
+// rank and host.
+#include <hdf5.h>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include "common/value.hpp"
+
+namespace d500::h5 {
+
+// Owns one HDF5 identifier and closes it with the matching H5?close.
+class Handle {
+ public:
+  Handle() = default;
+  Handle(hid_t id, herr_t (*close)(hid_t)) : id_(id), close_(close) {}
+  Handle(Handle&& o) noexcept : id_(std::exchange(o.id_, H5I_INVALID_HID)), close_(o.close_) {}
+  Handle& operator=(Handle&& o) noexcept {
+    if (this != &o) {
+      reset();
+      id_ = std::exchange(o.id_, H5I_INVALID_HID);
+      close_ = o.close_;
+    }
+    return *this;
+  }
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+  ~Handle() { reset(); }
+  void reset() {
+    if (id_ >= 0 && close_) close_(id_);
+    id_ = H5I_INVALID_HID;
+  }
+  hid_t get() const { return id_; }
+  operator hid_t() const { return id_; }
+
+ private:
+  hid_t id_ = H5I_INVALID_HID;
+  herr_t (*close_)(hid_t) = nullptr;
+};
+
+// Turns off HDF5's own printing of errors (d500 reports them through exceptions), and sets
+// the prefix (e.g. "rank 1 on nid00012") added to every HDF5 error message.
+void init(const std::string& where_prefix = "");
+
+// Throws when `r` is negative; `what` names the object (file and path inside it).
+hid_t check(hid_t r, const char* call, const std::string& what);
+Handle checked(hid_t r, herr_t (*close)(hid_t), const char* call, const std::string& what);
+
+Handle vlen_string_type();
+
+void write_attr(hid_t obj, const std::string& name, const std::string& v);
+void write_attr(hid_t obj, const std::string& name, std::int64_t v);
+void write_attr(hid_t obj, const std::string& name, double v);
+void write_attr(hid_t obj, const std::string& name, const Value& v);
+
+bool has_attr(hid_t obj, const std::string& name);
+std::string read_attr_string(hid_t obj, const std::string& name, const std::string& what);
+std::int64_t read_attr_int(hid_t obj, const std::string& name, const std::string& what);
+double read_attr_double(hid_t obj, const std::string& name, const std::string& what);
+Value read_attr_value(hid_t obj, const std::string& name, const std::string& what);
+
+// The compound type of d500::Sample in memory (field names are the schema's column names).
+Handle sample_mem_type();
+
+}  // namespace d500::h5

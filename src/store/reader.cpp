@@ -1,0 +1,108 @@
+#include "store/reader.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+
+#include "common/error.hpp"
+#include "store/h5.hpp"
+#include "store/schema.hpp"
+
+namespace d500 {
+
+namespace {
+
+herr_t collect_names(hid_t, const char* name, const H5L_info_t*, void* data) {
+  static_cast<std::vector<std::string>*>(data)->push_back(name);
+  return 0;
+}
+
+herr_t collect_attr_names(hid_t, const char* name, const H5A_info_t*, void* data) {
+  static_cast<std::vector<std::string>*>(data)->push_back(name);
+  return 0;
+}
+
+PointResult read_point(hid_t file, const std::string& id, const std::string& path) {
+  const std::string what = path + ":/points/" + id;
+  h5::Handle g(h5::check(H5Gopen2(file, ("/points/" + id).c_str(), H5P_DEFAULT), "H5Gopen2", what), H5Gclose);
+  PointResult p;
+  p.id = id;
+  p.canonical = h5::read_attr_string(g, "canonical", what);
+  p.status = h5::read_attr_string(g, "status", what);
+  p.status_reason = h5::read_attr_string(g, "status_reason", what);
+  p.rate_unit = h5::read_attr_string(g, "rate_unit", what);
+  p.backend_version = h5::read_attr_string(g, "backend_version", what);
+  p.index = static_cast<int>(h5::read_attr_int(g, "index", what));
+  p.level = static_cast<int>(h5::read_attr_int(g, "level", what));
+  p.warmups = static_cast<int>(h5::read_attr_int(g, "warmups", what));
+  p.repetitions = static_cast<int>(h5::read_attr_int(g, "repetitions", what));
+  p.work_flops = h5::read_attr_int(g, "work_flops", what);
+  p.work_bytes = h5::read_attr_int(g, "work_bytes", what);
+  if (h5::has_attr(g, "seconds")) p.seconds = h5::read_attr_double(g, "seconds", what);
+  if (h5::has_attr(g, "validation_status")) {
+    p.validation_status = h5::read_attr_string(g, "validation_status", what);
+    p.validation_method = h5::read_attr_string(g, "validation_method", what);
+    p.validation_max_rel_error = h5::read_attr_double(g, "validation_max_rel_error", what);
+    p.validation_tolerance = h5::read_attr_double(g, "validation_tolerance", what);
+  }
+  std::vector<std::string> attrs;
+  h5::check(H5Aiterate2(g, H5_INDEX_NAME, H5_ITER_INC, nullptr, collect_attr_names, &attrs), "H5Aiterate2", what);
+  for (const auto& n : attrs)
+    if (n.rfind("param.", 0) == 0) p.params[n.substr(6)] = h5::read_attr_value(g, n, what);
+  if (H5Lexists(g, "samples", H5P_DEFAULT) > 0) {
+    h5::Handle d(h5::check(H5Dopen2(g, "samples", H5P_DEFAULT), "H5Dopen2", what + "/samples"), H5Dclose);
+    h5::Handle s(h5::check(H5Dget_space(d), "H5Dget_space", what), H5Sclose);
+    hssize_t n = H5Sget_simple_extent_npoints(s);
+    p.samples.resize(static_cast<std::size_t>(std::max<hssize_t>(0, n)));
+    h5::Handle t = h5::sample_mem_type();
+    if (n > 0) h5::check(H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, p.samples.data()), "H5Dread", what + "/samples");
+  }
+  return p;
+}
+
+}  // namespace
+
+JobResult read_job_file(const std::string& path) {
+  h5::init();
+  if (!std::filesystem::exists(path)) throw Error(path + ": no such file");
+  if (H5Fis_hdf5(path.c_str()) <= 0) throw Error(path + ": not an HDF5 file (truncated, or not a d500 results file)");
+  h5::Handle f(h5::check(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), "H5Fopen",
+                         path + " (truncated or damaged?)"),
+               H5Fclose);
+  JobResult r;
+  r.path = path;
+  if (!h5::has_attr(f, "schema") || h5::read_attr_string(f, "schema", path) != schema::kName)
+    throw Error(path + ": not a d500 results file (no schema = \"" + std::string(schema::kName) + "\" attribute)");
+  r.schema_version = h5::read_attr_int(f, "schema_version", path);
+  if (r.schema_version > schema::kVersion)
+    throw Error(path + ": written with results schema version " + std::to_string(r.schema_version) +
+                ", newer than this d500 reads (" + std::to_string(schema::kVersion) + "); use a newer d500");
+  r.job_id = h5::read_attr_string(f, "job_id", path);
+  r.campaign = h5::read_attr_string(f, "campaign", path);
+  r.campaign_hash = h5::read_attr_string(f, "campaign_hash", path);
+  r.status = h5::read_attr_string(f, "status", path);
+  r.d500_version = h5::read_attr_string(f, "d500_version", path);
+  r.d500_commit = h5::read_attr_string(f, "d500_commit", path);
+  r.created_utc = h5::read_attr_string(f, "created_utc", path);
+  r.ranks = static_cast<int>(h5::read_attr_int(f, "ranks", path));
+
+  if (H5Lexists(f, "/env/hosts", H5P_DEFAULT) > 0) {
+    h5::Handle d(h5::check(H5Dopen2(f, "/env/hosts", H5P_DEFAULT), "H5Dopen2", path + ":/env/hosts"), H5Dclose);
+    h5::Handle t(h5::check(H5Dget_type(d), "H5Dget_type", path), H5Tclose);
+    std::size_t len = H5Tget_size(t);
+    std::vector<char> buf(len * static_cast<std::size_t>(r.ranks) + 1, 0);
+    h5::check(H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()), "H5Dread", path + ":/env/hosts");
+    for (int i = 0; i < r.ranks; ++i) r.hosts.emplace_back(buf.data() + static_cast<std::size_t>(i) * len, strnlen(buf.data() + static_cast<std::size_t>(i) * len, len));
+  }
+
+  std::vector<std::string> ids;
+  if (H5Lexists(f, "/points", H5P_DEFAULT) > 0) {
+    h5::Handle g(h5::check(H5Gopen2(f, "/points", H5P_DEFAULT), "H5Gopen2", path + ":/points"), H5Gclose);
+    h5::check(H5Literate(g, H5_INDEX_NAME, H5_ITER_INC, nullptr, collect_names, &ids), "H5Literate", path);
+  }
+  for (const auto& id : ids) r.points.push_back(read_point(f, id, path));
+  std::sort(r.points.begin(), r.points.end(), [](const auto& a, const auto& b) { return a.index < b.index; });
+  return r;
+}
+
+}  // namespace d500

@@ -1,0 +1,32 @@
+#pragma once
+// Reads results files (serially, without MPI): what analysis, report and check are built on.
+#include <string>
+#include <vector>
+
+#include "common/value.hpp"
+#include "workloads/harness.hpp"
+
+namespace d500 {
+
+struct PointResult {
+  std::string id, canonical, status, status_reason, rate_unit, backend_version;
+  std::string validation_status = "not-run", validation_method;
+  double validation_max_rel_error = 0, validation_tolerance = 0, seconds = 0;
+  int index = 0, level = 0, warmups = 0, repetitions = 0;
+  Params params;
+  std::int64_t work_flops = 0, work_bytes = 0;
+  std::vector<Sample> samples;
+};
+
+struct JobResult {
+  std::string path, job_id, campaign, campaign_hash, status, d500_version, d500_commit, created_utc;
+  long schema_version = 0;
+  int ranks = 0;
+  std::vector<std::string> hosts;
+  std::vector<PointResult> points;  // in job order
+};
+
+// Throws d500::Error naming the file for a missing, truncated, foreign or newer-schema file.
+JobResult read_job_file(const std::string& path);
+
+}  // namespace d500

@@ -1,0 +1,119 @@
+#include "worker/worker.hpp"
+
+#include <mpi.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+
+#include "backends/registry.hpp"
+#include "common/error.hpp"
+#include "common/text.hpp"
+#include "plan/jobspec.hpp"
+#include "store/h5.hpp"
+#include "store/writer.hpp"
+#include "workloads/registry.hpp"
+
+namespace fs = std::filesystem;
+
+namespace d500 {
+namespace {
+
+std::string host_name() {
+  char buf[MPI_MAX_PROCESSOR_NAME] = {0};
+  int len = 0;
+  MPI_Get_processor_name(buf, &len);
+  return std::string(buf, static_cast<std::size_t>(len));
+}
+
+// Samples held in memory before a flush: enough for every repetition of most points, small
+// enough (40 B a sample) that it never matters for memory.
+constexpr std::size_t kRecorderCapacity = 1 << 16;
+
+void run_job(const std::string& spec_path, const std::string& output, MPI_Comm comm) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  const JobSpec spec = read_job_spec(spec_path);
+  if (size != spec.nodes * spec.ranks_per_node)
+    throw Error(spec_path + ": job " + spec.id + " wants " + std::to_string(spec.nodes * spec.ranks_per_node) +
+                " ranks (" + std::to_string(spec.nodes) + " nodes x " + std::to_string(spec.ranks_per_node) +
+                "), but the worker was started with " + std::to_string(size));
+  // The run directory is the parent of jobs/; the campaign text lives there.
+  fs::path run_dir = fs::absolute(spec_path).parent_path().parent_path();
+  EnvRecord env{read_file((run_dir / "campaign.toml").string()), (run_dir / "campaign.toml").string(), host_name()};
+
+  const WorkloadRegistry& reg = builtin_workloads();
+  ResultWriter out(output, comm, spec, env);
+  Recorder rec(kRecorderCapacity);
+  const int n = static_cast<int>(spec.points.size());
+  for (int i = 0; i < n; ++i) {
+    const PointSpec& p = spec.points[static_cast<std::size_t>(i)];
+    if (rank == 0) {
+      std::printf("d500:point %d/%d %s\n", i + 1, n, p.canonical.c_str());
+      std::fflush(stdout);
+    }
+    const std::int64_t t0 = now_ns();
+    const std::string wname = std::get<std::string>(p.params.at("workload"));
+    const std::string bname = std::get<std::string>(p.params.at("backend"));
+    const WorkloadInfo* w = reg.find(wname);
+    const BackendInfo* b = find_backend(bname);
+    if (!w || !b || !b->built || !w->backends.count(bname))
+      throw Error(spec_path + ": point " + p.id + " (" + p.canonical + ") is not runnable by this build of d500");
+    RunContext ctx{comm, rank, size, p.params, static_cast<std::uint64_t>(std::get<std::int64_t>(p.params.at("seed")))};
+    std::unique_ptr<Workload> wl = w->backends.at(bname)(ctx);
+    out.begin_point(p, i, spec.warmups, spec.repetitions, wl->work(), w->rate_unit, b->version());
+
+    Validation v = wl->validate();
+    out.validation(v.rel_error, v.tolerance, v.method);
+    double worst = 0;
+    MPI_Allreduce(&v.rel_error, &worst, 1, MPI_DOUBLE, MPI_MAX, comm);
+    std::string status = "complete", reason = "";
+    if (!(worst <= v.tolerance)) {
+      // Validate, then time: a wrong result is never timed.
+      status = "failed-validation";
+      reason = "relative error " + fmt_sig(worst, 3) + " exceeds tolerance " + fmt_sig(v.tolerance, 3) + " (" +
+               v.method + ")";
+    } else {
+      Harness h(comm, rec, spec.warmups, spec.repetitions, wl->work(),
+                [&out](std::span<const Sample> s) { out.append(s); });
+      wl->measure(h);
+    }
+    double secs = static_cast<double>(now_ns() - t0) * 1e-9;
+    MPI_Bcast(&secs, 1, MPI_DOUBLE, 0, comm);  // one value for the collective attribute write
+    out.end_point(status, reason, secs);
+    if (rank == 0) {
+      std::printf("d500:done %d/%d %s %.2fs\n", i + 1, n, status.c_str(), secs);
+      std::fflush(stdout);
+    }
+  }
+  out.finish("complete");
+}
+
+}  // namespace
+
+int worker_main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  std::string where = "rank " + std::to_string(rank) + " on " + host_name();
+  h5::init(where);
+  if (argc != 3) {
+    if (rank == 0) std::fprintf(stderr, "usage: d500-worker JOB_SPEC.toml OUTPUT.h5\n");
+    MPI_Finalize();
+    return 2;
+  }
+  try {
+    run_job(argv[1], argv[2], MPI_COMM_WORLD);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "d500-worker: error: %s: %s\n", where.c_str(), e.what());
+    std::fflush(stderr);
+    // Other ranks may be inside a collective; only an abort ends them. What was flushed stays.
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  MPI_Finalize();
+  return 0;
+}
+
+}  // namespace d500

@@ -1,0 +1,38 @@
+#include "workloads/registry.hpp"
+
+#include <random>
+
+namespace d500 {
+
+const std::vector<ParamSpec>& common_params() {
+  static const std::vector<ParamSpec> list = {
+      {"workload", ValueType::String, std::nullopt, 0, 0, {}, "what to run (see `d500 workloads`)"},
+      {"backend", ValueType::String, std::nullopt, 0, 0, {}, "which framework runs it (see `d500 backends`)"},
+      {"nodes", ValueType::Int, Value{std::int64_t{1}}, 1, 100000, {}, "nodes of the job"},
+      {"ranks_per_node", ValueType::Int, Value{std::int64_t{1}}, 1, 1024, {}, "MPI ranks per node"},
+      {"seed", ValueType::Int, Value{std::int64_t{1}}, 0, std::int64_t{1} << 62, {}, "seed of the random inputs"},
+  };
+  return list;
+}
+
+void WorkloadRegistry::add(WorkloadInfo info) { list_.push_back(std::move(info)); }
+
+const WorkloadInfo* WorkloadRegistry::find(const std::string& name) const {
+  for (const auto& w : list_)
+    if (w.name == name) return &w;
+  return nullptr;
+}
+
+std::vector<std::string> WorkloadRegistry::names() const {
+  std::vector<std::string> out;
+  for (const auto& w : list_) out.push_back(w.name);
+  return out;
+}
+
+void fill_uniform(float* x, std::size_t n, std::uint64_t seed, float lo, float hi) {
+  std::mt19937_64 gen(seed);  // mt19937_64's output sequence is fixed by the standard
+  const double scale = (hi - lo) / 16777216.0;  // 24 random bits: exact in float
+  for (std::size_t i = 0; i < n; ++i) x[i] = static_cast<float>(lo + scale * static_cast<double>(gen() >> 40));
+}
+
+}  // namespace d500

@@ -1,0 +1,97 @@
+#pragma once
+// The one workload interface for all four levels, and the registry that maps a workload name
+// to its parameters and to its implementation on each backend.
+//
+// Level 0 (operators) and level 1 (networks) time repetitions through Harness::repeat; level 2
+// and 3 (training) will record events (a step: time, loss, accuracy) through the same
+// recorder and store. Adding a workload touches its own file and the list in builtin.cpp.
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/value.hpp"
+#include "workloads/harness.hpp"
+
+namespace d500 {
+
+struct ParamSpec {
+  std::string name;
+  ValueType type;
+  std::optional<Value> dflt;          // nullopt: required
+  std::int64_t min = 0, max = 0;      // for integers, when min < max
+  std::vector<std::string> choices;   // for strings, when not empty
+  std::string help;
+};
+
+// Parameters every point has, whatever its workload.
+const std::vector<ParamSpec>& common_params();
+
+struct RunContext {
+  MPI_Comm comm;
+  int rank = 0;
+  int size = 1;
+  const Params& params;
+  std::uint64_t seed = 1;
+};
+
+// What a backend's result was compared with, and how far it was.
+struct Validation {
+  double rel_error = 0;   // this rank's relative error norm
+  double tolerance = 0;
+  std::string method;     // how the reference was computed and the norm taken
+};
+
+class Workload {
+ public:
+  virtual ~Workload() = default;
+  // Run once and compare with the reference. Called before any timing ("validate, then time").
+  virtual Validation validate() = 0;
+  // Time the workload: level 0 calls h.repeat(op).
+  virtual void measure(Harness& h) = 0;
+  virtual Work work() const = 0;
+};
+
+using WorkloadFactory = std::function<std::unique_ptr<Workload>(const RunContext&)>;
+
+struct WorkloadInfo {
+  std::string name;
+  int level = 0;
+  std::string description;
+  std::vector<ParamSpec> params;                    // beyond common_params()
+  std::map<std::string, WorkloadFactory> backends;  // backend name -> implementation
+  std::string rate_unit;                            // "GFLOP/s" or "GB/s"
+  // Optional: fills parameters derived from others (gemm: m = n when m is -1), so that the
+  // canonical form of a point is explicit and equal problems get equal ids.
+  std::function<void(Params&)> normalize;
+  // Optional check of a complete point; returns an error text, or "" when the point is valid.
+  std::function<std::string(const Params&)> check;
+};
+
+class WorkloadRegistry {
+ public:
+  void add(WorkloadInfo info);
+  const WorkloadInfo* find(const std::string& name) const;
+  const std::vector<WorkloadInfo>& all() const { return list_; }
+  std::vector<std::string> names() const;
+
+ private:
+  std::vector<WorkloadInfo> list_;
+};
+
+// The registry with every workload built into d500 (see builtin.cpp).
+const WorkloadRegistry& builtin_workloads();
+
+// Deterministic inputs: the same seed gives the same numbers on every platform (unlike
+// std::uniform_real_distribution, whose algorithm the standard leaves open).
+void fill_uniform(float* x, std::size_t n, std::uint64_t seed, float lo = -1.0f, float hi = 1.0f);
+
+template <class T>
+T param(const Params& p, const std::string& name) {
+  return std::get<T>(p.at(name));
+}
+
+}  // namespace d500
