@@ -1,1 +1,111 @@
+#include "campaign/campaign.hpp"
+
 #include <gtest/gtest.h>
+
+#include "common/error.hpp"
+
+using namespace d500;
+
+namespace {
+// The error message of parsing `text`, or "" when it parses.
+std::string error_of(const std::string& text) {
+  try {
+    parse_campaign_text(text, "c.toml");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST(Campaign, ParsesSettingsAxesZipAndExclude) {
+  Campaign c = parse_campaign_text(R"(
+[campaign]
+name = "study-1"
+repetitions = 30
+warmups = 4
+points_per_job = 5
+
+[fixed]
+seed = 7
+
+[axes]
+workload = ["gemm"]
+backend = ["reference", "blas"]
+n = [64, 128]
+m = [32, 64]
+
+[[zip]]
+axes = ["m", "n"]
+
+[[exclude]]
+backend = "reference"
+n = [128]
+)",
+                                   "c.toml");
+  EXPECT_EQ(c.name, "study-1");
+  EXPECT_EQ(c.repetitions, 30);
+  EXPECT_EQ(c.warmups, 4);
+  EXPECT_EQ(c.points_per_job, 5);
+  EXPECT_EQ(c.template_name, "local");
+  ASSERT_EQ(c.fixed.size(), 1u);
+  EXPECT_EQ(std::get<std::int64_t>(c.fixed[0].values[0].value), 7);
+  ASSERT_EQ(c.axes.size(), 4u);
+  ASSERT_EQ(c.zips.size(), 1u);
+  EXPECT_EQ(c.zips[0].axes, (std::vector<std::string>{"m", "n"}));
+  ASSERT_EQ(c.excludes.size(), 1u);
+  EXPECT_EQ(c.excludes[0].match.size(), 2u);
+  EXPECT_EQ(c.hash.size(), 16u);
+}
+
+TEST(Campaign, SyntaxErrorNamesFileLineAndColumn) {
+  std::string e = error_of("[campaign]\nname = \"x\"\nrepetitions = = 3\n");
+  EXPECT_NE(e.find("c.toml:3:"), std::string::npos) << e;
+  EXPECT_NE(e.find("TOML syntax error"), std::string::npos) << e;
+}
+
+TEST(Campaign, UnknownKeySuggestsTheNearestValidKey) {
+  std::string e = error_of("[campaign]\nname = \"x\"\nrepetitons = 3\n");
+  EXPECT_NE(e.find("c.toml:3:1"), std::string::npos) << e;
+  EXPECT_NE(e.find("unknown key 'repetitons'"), std::string::npos) << e;
+  EXPECT_NE(e.find("did you mean 'repetitions'"), std::string::npos) << e;
+  e = error_of("[campaign]\nname = \"x\"\n[axis]\nn = [1]\n");
+  EXPECT_NE(e.find("did you mean 'axes'"), std::string::npos) << e;
+}
+
+TEST(Campaign, WrongTypeIsAnError) {
+  std::string e = error_of("[campaign]\nname = \"x\"\nrepetitions = \"ten\"\n");
+  EXPECT_NE(e.find("c.toml:3:15"), std::string::npos) << e;
+  EXPECT_NE(e.find("expected an integer"), std::string::npos) << e;
+  e = error_of("[campaign]\nname = \"x\"\n[axes]\nn = [1, \"two\"]\n");
+  EXPECT_NE(e.find("c.toml:4:9"), std::string::npos) << e;
+  EXPECT_NE(e.find("mixes integer and string"), std::string::npos) << e;
+  e = error_of("[campaign]\nname = \"x\"\n[fixed]\nn = [1, 2]\n");
+  EXPECT_NE(e.find("takes one value"), std::string::npos) << e;
+}
+
+TEST(Campaign, EmptyAxisAndImpossibleValuesAreErrors) {
+  std::string e = error_of("[campaign]\nname = \"x\"\n[axes]\nn = []\n");
+  EXPECT_NE(e.find("c.toml:4:5"), std::string::npos) << e;
+  EXPECT_NE(e.find("axis 'n' is empty"), std::string::npos) << e;
+  e = error_of("[campaign]\nname = \"x\"\nrepetitions = 0\n");
+  EXPECT_NE(e.find("valid: 1 to"), std::string::npos) << e;
+  e = error_of("[campaign]\nname = \"x\"\nwarmups = -1\n");
+  EXPECT_NE(e.find("valid: 0 to"), std::string::npos) << e;
+  e = error_of("[campaign]\nname = \"has space\"\n");
+  EXPECT_NE(e.find("letters, digits"), std::string::npos) << e;
+  e = error_of("[campaign]\nname = \"x\"\n[axes]\nn = [1, 1]\n");
+  EXPECT_NE(e.find("twice"), std::string::npos) << e;
+  e = error_of("[fixed]\nn = 1\n");
+  EXPECT_NE(e.find("missing [campaign]"), std::string::npos) << e;
+}
+
+TEST(Campaign, ZipGroupsNeedExistingAxesOfEqualLength) {
+  std::string e = error_of("[campaign]\nname = \"x\"\n[axes]\nn = [1, 2]\nm = [1]\n[[zip]]\naxes = [\"n\", \"m\"]\n");
+  EXPECT_NE(e.find("equal lengths"), std::string::npos) << e;
+  EXPECT_NE(e.find("c.toml:7:"), std::string::npos) << e;
+  e = error_of("[campaign]\nname = \"x\"\n[axes]\nn = [1, 2]\nm = [1, 2]\n[[zip]]\naxes = [\"n\", \"mm\"]\n");
+  EXPECT_NE(e.find("did you mean 'm'"), std::string::npos) << e;
+  e = error_of("[campaign]\nname = \"x\"\n[axes]\nn = [1]\nm = [2]\n[zip]\naxes = [\"n\", \"m\"]\n");
+  EXPECT_NE(e.find("[[zip]]"), std::string::npos) << e;
+}

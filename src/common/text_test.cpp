@@ -1,1 +1,69 @@
+#include "common/text.hpp"
+
 #include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+
+#include "common/error.hpp"
+#include "common/value.hpp"
+
+using namespace d500;
+
+namespace {
+std::string run_bash(const std::string& script) {
+  std::string cmd = "bash -c " + shell_quote(script);
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[256];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  pclose(p);
+  return out;
+}
+}  // namespace
+
+TEST(ShellQuote, HostileValuesReachTheShellAsOneLiteralWord) {
+  const std::string marker = "/tmp/d500-quote-test-" + std::to_string(getpid());
+  const std::vector<std::string> hostile = {
+      "plain", "with space", "it's", "$(touch " + marker + ")", "`touch " + marker + "`", "a;touch " + marker,
+      "new\nline", "\"double\"", "back\\slash", "'", "", "*", "$HOME", "--flag"};
+  for (const auto& v : hostile) {
+    // One word, exactly the value: `set --` makes it the only positional parameter.
+    std::string out = run_bash("set -- " + shell_quote(v) + "; printf '%s|%s' \"$#\" \"$1\"");
+    EXPECT_EQ(out, "1|" + v) << "value: " << v;
+  }
+  EXPECT_FALSE(std::filesystem::exists(marker));
+}
+
+TEST(Hash, Fnv1aMatchesPublishedTestVectors) {
+  EXPECT_EQ(hex64(fnv1a64("")), "cbf29ce484222325");
+  EXPECT_EQ(hex64(fnv1a64("a")), "af63dc4c8601ec8c");
+  EXPECT_EQ(hex64(fnv1a64("foobar")), "85944171f73967e8");
+}
+
+TEST(DidYouMean, SuggestsCloseNamesOnly) {
+  EXPECT_EQ(did_you_mean("repetitons", {"repetitions", "warmups"}), "; did you mean 'repetitions'?");
+  EXPECT_EQ(did_you_mean("blsa", {"reference", "blas", "mpi"}), "; did you mean 'blas'?");
+  EXPECT_EQ(did_you_mean("zzzzzz", {"reference", "blas"}), "");
+  EXPECT_EQ(edit_distance("kitten", "sitting"), 3);
+}
+
+TEST(Csv, QuotesOnlyWhenNeeded) {
+  EXPECT_EQ(csv_field("abc"), "abc");
+  EXPECT_EQ(csv_field("a,b"), "\"a,b\"");
+  EXPECT_EQ(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
+}
+
+TEST(Value, CanonicalFormsAreStableAndTyped) {
+  EXPECT_EQ(canonical(Value{std::int64_t{1024}}), "1024");
+  EXPECT_EQ(canonical(Value{2.0}), "2.0");
+  EXPECT_EQ(canonical(Value{0.1}), "0.1");
+  EXPECT_EQ(canonical(Value{true}), "true");
+  EXPECT_EQ(canonical(Value{std::string("blas")}), "blas");
+  EXPECT_EQ(canonical(Value{std::string("a b")}), "\"a b\"");
+}
+
+TEST(WriteFileAtomic, ReportsAnUnwritableDirectory) {
+  EXPECT_THROW(write_file_atomic("/nonexistent-dir/x.txt", "x"), Error);
+}

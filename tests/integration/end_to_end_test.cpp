@@ -1,1 +1,300 @@
+// End to end, the real thing: `d500 plan`, `d500 run` (mpirun, 2 ranks), `d500 report`; then
+// the HDF5 files are read back with the plain HDF5 C API -- not through d500's reader -- and
+// checked against the report's CSV.
 #include <gtest/gtest.h>
+#include <hdf5.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Cmd {
+  int code;
+  std::string out;
+};
+
+// Runs a shell command line (all of it built from test-controlled strings) and captures
+// stdout and stderr together.
+Cmd sh(const std::string& cmd) {
+  std::FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  std::string out;
+  char buf[4096];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  int st = pclose(p);
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : 255, out};
+}
+
+std::string d500(const std::string& args) { return std::string(D500_BIN) + " " + args; }
+
+class EndToEnd : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("d500-e2e-" + std::to_string(getpid()) + "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    if (!HasFailure()) fs::remove_all(dir_);
+  }
+  std::string write(const std::string& name, const std::string& text) {
+    std::ofstream((dir_ / name).string()) << text;
+    return (dir_ / name).string();
+  }
+  fs::path dir_;
+};
+
+const char* kTwoRankCampaign = R"(
+[campaign]
+name = "e2e"
+repetitions = 8
+warmups = 2
+
+[axes]
+workload = ["gemm", "allreduce"]
+backend = ["blas", "mpi"]
+n = [64, 96]
+bytes = [4096]
+ranks_per_node = [2]
+
+[[exclude]]
+workload = "gemm"
+backend = "mpi"
+
+[[exclude]]
+workload = "allreduce"
+backend = "blas"
+)";
+
+std::string attr_string(hid_t obj, const char* name) {
+  hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
+  hid_t t = H5Tcopy(H5T_C_S1);
+  H5Tset_size(t, H5T_VARIABLE);
+  H5Tset_cset(t, H5T_CSET_UTF8);  // the schema's strings are UTF-8; HDF5 1.10 will not convert
+  char* p = nullptr;
+  H5Aread(a, t, &p);
+  std::string s = p ? p : "";
+  H5free_memory(p);
+  H5Tclose(t);
+  H5Aclose(a);
+  return s;
+}
+
+long long attr_int(hid_t obj, const char* name) {
+  long long v = -1;
+  hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
+  H5Aread(a, H5T_NATIVE_LLONG, &v);
+  H5Aclose(a);
+  return v;
+}
+
+struct Row {
+  int rank, rep;
+  unsigned char warmup;
+  long long start_ns, end_ns;
+};
+
+std::vector<Row> read_samples(hid_t file, const std::string& point) {
+  hid_t d = H5Dopen2(file, ("/points/" + point + "/samples").c_str(), H5P_DEFAULT);
+  EXPECT_GE(d, 0) << point;
+  hid_t s = H5Dget_space(d);
+  std::vector<Row> rows(static_cast<std::size_t>(H5Sget_simple_extent_npoints(s)));
+  hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(Row));
+  H5Tinsert(t, "rank", HOFFSET(Row, rank), H5T_NATIVE_INT);
+  H5Tinsert(t, "rep", HOFFSET(Row, rep), H5T_NATIVE_INT);
+  H5Tinsert(t, "warmup", HOFFSET(Row, warmup), H5T_NATIVE_UCHAR);
+  H5Tinsert(t, "start_ns", HOFFSET(Row, start_ns), H5T_NATIVE_LLONG);
+  H5Tinsert(t, "end_ns", HOFFSET(Row, end_ns), H5T_NATIVE_LLONG);
+  if (!rows.empty()) H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data());
+  H5Tclose(t);
+  H5Sclose(s);
+  H5Dclose(d);
+  return rows;
+}
+
+herr_t names_cb(hid_t, const char* name, const H5L_info_t*, void* data) {
+  static_cast<std::vector<std::string>*>(data)->push_back(name);
+  return 0;
+}
+
+// results.csv as a map: point id -> column name -> value.
+std::map<std::string, std::map<std::string, std::string>> read_csv(const fs::path& p) {
+  std::ifstream in(p);
+  std::string line;
+  std::getline(in, line);
+  std::vector<std::string> head;
+  std::stringstream hs(line);
+  for (std::string c; std::getline(hs, c, ',');) head.push_back(c);
+  std::map<std::string, std::map<std::string, std::string>> out;
+  while (std::getline(in, line)) {
+    std::vector<std::string> f;
+    std::string cur;
+    bool q = false;
+    for (std::size_t i = 0; i < line.size(); ++i) {
+      char c = line[i];
+      if (q && c == '"' && i + 1 < line.size() && line[i + 1] == '"') cur += '"', ++i;
+      else if (c == '"') q = !q;
+      else if (c == ',' && !q) f.push_back(cur), cur.clear();
+      else cur += c;
+    }
+    f.push_back(cur);
+    for (std::size_t i = 0; i < head.size() && i < f.size(); ++i) out[f[0]][head[i]] = f[i];
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_F(EndToEnd, TwoRankCampaignFileAndReportAgree) {
+  std::string campaign = write("e2e.toml", kTwoRankCampaign);
+  fs::path run = dir_ / "run";
+  Cmd plan = sh(d500("plan " + campaign + " -o " + run.string()));
+  ASSERT_EQ(plan.code, 0) << plan.out;
+  EXPECT_NE(plan.out.find("3 points in 1 jobs"), std::string::npos) << plan.out;
+  Cmd r = sh(d500("run " + run.string()));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("point 3/3"), std::string::npos) << r.out;
+  Cmd rep = sh(d500("report " + run.string()));
+  ASSERT_EQ(rep.code, 0) << rep.out;
+  for (const char* f : {"report.md", "report.html", "results.csv"}) EXPECT_TRUE(fs::exists(run / f)) << f;
+
+  fs::path h5 = run / "results" / "job-0000.h5";
+  hid_t file = H5Fopen(h5.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(file, 0);
+  EXPECT_EQ(attr_string(file, "schema"), "d500-results");
+  EXPECT_EQ(attr_int(file, "schema_version"), 1);
+  EXPECT_EQ(attr_string(file, "status"), "complete");
+  EXPECT_EQ(attr_int(file, "ranks"), 2);
+  {  // The campaign text is stored byte for byte.
+    hid_t d = H5Dopen2(file, "/campaign_toml", H5P_DEFAULT);
+    hid_t t = H5Dget_type(d);
+    std::string text(H5Tget_size(t), '\0');
+    H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, text.data());
+    EXPECT_EQ(text, kTwoRankCampaign);
+    H5Tclose(t);
+    H5Dclose(d);
+  }
+  {
+    hid_t g = H5Gopen2(file, "/env", H5P_DEFAULT);
+    EXPECT_GT(H5Aexists(g, "version.mpi"), 0);
+    EXPECT_GT(H5Aexists(g, "version.blas"), 0);
+    EXPECT_GT(H5Lexists(g, "hosts", H5P_DEFAULT), 0);
+    H5Gclose(g);
+  }
+
+  std::vector<std::string> points;
+  hid_t pg = H5Gopen2(file, "/points", H5P_DEFAULT);
+  H5Literate(pg, H5_INDEX_NAME, H5_ITER_INC, nullptr, names_cb, &points);
+  H5Gclose(pg);
+  ASSERT_EQ(points.size(), 3u);
+
+  auto csv = read_csv(run / "results.csv");
+  for (const auto& id : points) {
+    hid_t g = H5Gopen2(file, ("/points/" + id).c_str(), H5P_DEFAULT);
+    EXPECT_EQ(attr_string(g, "status"), "complete") << id;
+    EXPECT_EQ(attr_string(g, "validation_status"), "passed") << id;
+    H5Gclose(g);
+    std::vector<Row> rows = read_samples(file, id);
+    ASSERT_EQ(rows.size(), 2u * (2 + 8)) << id;  // ranks x (warm-ups + repetitions)
+    std::map<int, long long> cost;               // rep -> max over ranks
+    std::map<int, int> per_rank;
+    for (const auto& s : rows) {
+      EXPECT_EQ(s.warmup, s.rep < 2 ? 1 : 0);
+      EXPECT_LE(s.start_ns, s.end_ns);
+      per_rank[s.rank]++;
+      if (!s.warmup) cost[s.rep] = std::max(cost[s.rep], s.end_ns - s.start_ns);
+    }
+    EXPECT_EQ(per_rank[0], 10);
+    EXPECT_EQ(per_rank[1], 10);
+    std::vector<double> c;
+    for (auto& [rep, v] : cost) c.push_back(static_cast<double>(v) * 1e-9);
+    std::sort(c.begin(), c.end());
+    ASSERT_EQ(c.size(), 8u);
+    double median = 0.5 * (c[3] + c[4]);
+    ASSERT_TRUE(csv.count(id)) << id;
+    EXPECT_EQ(csv[id]["n"], "8");
+    EXPECT_EQ(csv[id]["warmups_excluded"], "2");
+    EXPECT_EQ(csv[id]["status"], "complete");
+    EXPECT_NEAR(std::stod(csv[id]["median_s"]), median, median * 1e-6) << id;
+    // n = 8: the 95% interval is [x(1), x(8)].
+    EXPECT_NEAR(std::stod(csv[id]["ci_lo_s"]), c[0], c[0] * 1e-6);
+    EXPECT_NEAR(std::stod(csv[id]["ci_hi_s"]), c[7], c[7] * 1e-6);
+    if (csv[id]["workload"] == "gemm") {
+      double n = std::stod(csv[id]["param_n"]);
+      EXPECT_NEAR(std::stod(csv[id]["rate_median"]), 2 * n * n * n / median / 1e9, 1e-3);
+    }
+  }
+  H5Fclose(file);
+  EXPECT_NE(rep.out.find("allreduce:mpi bytes=4096"), std::string::npos) << rep.out;
+}
+
+TEST_F(EndToEnd, BadCampaignGivesOneLocatedErrorAndWritesNothing) {
+  std::string campaign = write("bad.toml", "[campaign]\nname = \"bad\"\nrepetitons = 5\n");
+  fs::path run = dir_ / "run";
+  Cmd plan = sh(d500("plan " + campaign + " -o " + run.string()));
+  EXPECT_EQ(plan.code, 1);
+  EXPECT_NE(plan.out.find("bad.toml:3:1: unknown key 'repetitons' in [campaign]; did you mean 'repetitions'?"),
+            std::string::npos)
+      << plan.out;
+  EXPECT_FALSE(fs::exists(run));
+  Cmd typo = sh(d500("plna " + campaign));
+  EXPECT_EQ(typo.code, 2);
+  EXPECT_NE(typo.out.find("did you mean 'plan'"), std::string::npos) << typo.out;
+}
+
+TEST_F(EndToEnd, FailedJobIsReportedAndTheOthersStillRun) {
+  std::string campaign = write("two.toml", R"(
+[campaign]
+name = "two-jobs"
+repetitions = 6
+warmups = 1
+[axes]
+workload = ["gemm"]
+backend = ["blas"]
+n = [32]
+ranks_per_node = [1, 2]
+)");
+  fs::path run = dir_ / "run";
+  ASSERT_EQ(sh(d500("plan " + campaign + " -o " + run.string())).code, 0);
+  // A job that dies: its script exits 3 before starting the worker.
+  std::ofstream((run / "jobs" / "job-0000.sh").string()) << "#!/bin/bash\necho simulated failure >&2\nexit 3\n";
+  Cmd r = sh(d500("run " + run.string()));
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("job-0000: exit code 3"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("1 succeeded, 1 failed"), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::exists(run / "results" / "job-0001.h5"));
+  EXPECT_NE(sh("cat " + (run / "jobs" / "job-0000.status").string()).out.find("exit_code = 3"), std::string::npos);
+  EXPECT_NE(sh("cat " + (run / "logs" / "job-0000.log").string()).out.find("simulated failure"), std::string::npos);
+
+  // The report still comes, with the failed job's point listed as missing.
+  std::ofstream((run / "results" / "foreign.h5").string()) << "not an HDF5 file";
+  Cmd rep = sh(d500("report " + run.string()));
+  EXPECT_EQ(rep.code, 0) << rep.out;
+  auto csv = read_csv(run / "results.csv");
+  int missing = 0, complete = 0;
+  for (auto& [id, row] : csv) {
+    missing += row["status"] == "missing";
+    complete += row["status"] == "complete";
+  }
+  EXPECT_EQ(missing, 1);
+  EXPECT_EQ(complete, 1);
+  EXPECT_NE(rep.out.find("foreign.h5: not an HDF5 file"), std::string::npos) << rep.out;
+
+  // A second run skips the completed job; --rerun keeps the earlier file beside the new one.
+  Cmd again = sh(d500("run " + run.string()));
+  EXPECT_NE(again.out.find("job-0001] already complete"), std::string::npos) << again.out;
+  fs::remove(run / "results" / "foreign.h5");
+  std::ofstream((run / "jobs" / "job-0000.sh").string()) << "#!/bin/bash\nexit 0\n";
+  Cmd rerun = sh(d500("run --rerun " + run.string()));
+  EXPECT_EQ(rerun.code, 0) << rerun.out;
+  EXPECT_TRUE(fs::exists(run / "results" / "job-0001.h5.prev-1"));
+  EXPECT_TRUE(fs::exists(run / "results" / "job-0001.h5"));
+}

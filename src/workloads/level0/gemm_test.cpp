@@ -1,1 +1,75 @@
+#include "workloads/level0/gemm.hpp"
+
 #include <gtest/gtest.h>
+
+#include "backends/blas/blas_backend.hpp"
+#include "backends/reference/ops.hpp"
+#include "workloads/harness.hpp"
+
+using namespace d500;
+
+TEST(Gemm, BlasAgreesWithReferenceOnANonSquareProblem) {
+  const int m = 67, n = 45, k = 33;
+  std::vector<float> a(m * k), b(k * n), c_ref(m * n), c_blas(m * n);
+  fill_uniform(a.data(), a.size(), 1);
+  fill_uniform(b.data(), b.size(), 2);
+  reference::sgemm(m, n, k, a.data(), b.data(), c_ref.data());
+  blas_sgemm(m, n, k, a.data(), b.data(), c_blas.data());
+  EXPECT_LT(gemm_rel_error(m, n, k, a.data(), b.data(), c_ref.data(), m), gemm_tolerance(k));
+  EXPECT_LT(gemm_rel_error(m, n, k, a.data(), b.data(), c_blas.data(), m), gemm_tolerance(k));
+  // A single wrong element is caught when its row is checked.
+  c_blas[5 * n + 7] += 0.5f;
+  EXPECT_GT(gemm_rel_error(m, n, k, a.data(), b.data(), c_blas.data(), m), gemm_tolerance(k));
+}
+
+TEST(Gemm, RegisteredImplementationsValidateAndCountWork) {
+  const WorkloadInfo* w = builtin_workloads().find("gemm");
+  ASSERT_NE(w, nullptr);
+  Params p{{"workload", std::string("gemm")}, {"backend", std::string("blas")}, {"m", std::int64_t{40}},
+           {"n", std::int64_t{30}},          {"k", std::int64_t{20}},          {"threads", std::int64_t{1}},
+           {"seed", std::int64_t{3}},        {"nodes", std::int64_t{1}},       {"ranks_per_node", std::int64_t{1}}};
+  for (const char* backend : {"reference", "blas"}) {
+    p["backend"] = std::string(backend);
+    RunContext ctx{MPI_COMM_SELF, 0, 1, p, 3};
+    auto wl = w->backends.at(backend)(ctx);
+    Validation v = wl->validate();
+    EXPECT_LE(v.rel_error, v.tolerance) << backend;
+    EXPECT_GT(v.rel_error, 0.0) << backend << ": float32 against a double reference is never exact here";
+    EXPECT_EQ(wl->work().flops, 2 * 40 * 30 * 20);
+  }
+}
+
+TEST(FillUniform, IsDeterministicAndInRange) {
+  std::vector<float> x(1000), y(1000), z(1000);
+  fill_uniform(x.data(), x.size(), 42);
+  fill_uniform(y.data(), y.size(), 42);
+  fill_uniform(z.data(), z.size(), 43);
+  EXPECT_EQ(x, y);
+  EXPECT_NE(x, z);
+  for (float v : x) {
+    EXPECT_GE(v, -1.0f);
+    EXPECT_LT(v, 1.0f);
+  }
+}
+
+TEST(Harness, RecordsWarmupsAndRepetitionsAndFlushesWhenFull) {
+  Recorder rec(4);  // smaller than the 2 + 9 repetitions: forces flushes mid-run
+  std::vector<Sample> got;
+  int flushes = 0;
+  Harness h(MPI_COMM_SELF, rec, 2, 9, Work{100, 8}, [&](std::span<const Sample> s) {
+    ++flushes;
+    got.insert(got.end(), s.begin(), s.end());
+  });
+  int calls = 0;
+  h.repeat([&] { ++calls; });
+  EXPECT_EQ(calls, 11);
+  ASSERT_EQ(got.size(), 11u);
+  EXPECT_GE(flushes, 3);
+  for (int r = 0; r < 11; ++r) {
+    EXPECT_EQ(got[r].rep, r);
+    EXPECT_EQ(got[r].warmup, r < 2 ? 1 : 0);
+    EXPECT_LE(got[r].start_ns, got[r].end_ns);
+    EXPECT_EQ(got[r].flops, 100);
+    EXPECT_EQ(got[r].bytes, 8);
+  }
+}
