@@ -8,6 +8,7 @@
 
 #include "common/error.hpp"
 #include "common/text.hpp"
+#include "store/index.hpp"
 #include "store/reader.hpp"
 
 namespace fs = std::filesystem;
@@ -352,6 +353,10 @@ void write_reports(const Report& rep) {
   write_file_atomic((d / "report.md").string(), report_markdown(rep));
   write_file_atomic((d / "report.html").string(), report_html(rep));
   write_file_atomic((d / "results.csv").string(), report_csv(rep));
+  std::vector<IndexEntry> pts;
+  for (const auto& r : rep.rows)
+    if (!r.file.empty()) pts.push_back({r.id, r.file});
+  write_campaign_index(rep.dir, rep.campaign, rep.campaign_hash, rep.files, pts);
 }
 
 }  // namespace d500

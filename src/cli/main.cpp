@@ -14,6 +14,7 @@
 #include "launch/local.hpp"
 #include "plan/plan.hpp"
 #include "report.hpp"
+#include "store/check.hpp"
 #include "workloads/registry.hpp"
 
 namespace fs = std::filesystem;
@@ -29,6 +30,7 @@ const Subcommand kSubcommands[] = {
     {"plan", "expand a campaign into points and jobs; write job scripts and specs"},
     {"run", "run a plan's jobs on this machine with mpirun"},
     {"report", "summarise a run's results files: table, report.md, report.html, results.csv"},
+    {"check", "validate results files against the schema; say what is wrong, where"},
     {"backends", "list the backends d500 knows, with library versions and availability"},
     {"workloads", "list the workloads and their parameters"},
     {"version", "print the d500 version and commit"},
@@ -85,8 +87,20 @@ int cmd_report(const std::string& dir, double confidence) {
   std::cout << report_text_table(r);
   write_reports(r);
   std::cout << "\n" << method_statement(confidence) << "\n\nwrote " << dir << "/report.md, " << dir
-            << "/report.html, " << dir << "/results.csv\n";
+            << "/report.html, " << dir << "/results.csv, " << dir << "/campaign.h5 (index)\n";
   return 0;
+}
+
+int cmd_check(const std::vector<std::string>& files) {
+  int bad = 0;
+  for (const auto& f : files) {
+    CheckResult r = check_file(f);
+    if (r.ok()) std::cout << f << ": ok (" << r.summary << ")\n";
+    for (const auto& p : r.problems) std::cout << p << "\n";
+    bad += !r.ok();
+  }
+  if (bad) std::cout << bad << " of " << files.size() << " file(s) have problems\n";
+  return bad ? 1 : 0;
 }
 
 int cmd_backends() {
@@ -145,6 +159,8 @@ int main(int argc, char** argv) {
   sub["run"]->add_option("dir", dir, "run directory written by d500 plan")->required();
   sub["run"]->add_flag("--rerun", rerun, "also run jobs that completed before (earlier results are kept)");
   sub["report"]->add_option("dir", dir, "run directory")->required();
+  std::vector<std::string> files;
+  sub["check"]->add_option("files", files, "results files (.h5)")->required();
   sub["report"]->add_option("--confidence", confidence, "confidence level of the intervals (default 0.95)");
   CLI11_PARSE(app, argc, argv);
 
@@ -152,6 +168,7 @@ int main(int argc, char** argv) {
     if (sub["plan"]->parsed()) return cmd_plan(campaign, out, dry_run);
     if (sub["run"]->parsed()) return cmd_run(dir, rerun);
     if (sub["report"]->parsed()) return cmd_report(dir, confidence);
+    if (sub["check"]->parsed()) return cmd_check(files);
     if (sub["backends"]->parsed()) return cmd_backends();
     if (sub["workloads"]->parsed()) return cmd_workloads();
     if (sub["version"]->parsed()) {

@@ -352,8 +352,8 @@ void write_plan(const Plan& plan, const std::string& dir, const std::string& wor
           {"ranks_per_node", std::to_string(j.ranks_per_node)},
           {"run_dir", target.string()},
           {"worker", worker},
-          {"spec", "jobs/" + j.id + ".toml"},
-          {"output", "results/" + j.id + ".h5"},
+          {"spec", (target / "jobs" / (j.id + ".toml")).string()},
+          {"output", (target / "results" / (j.id + ".h5")).string()},
       };
       std::string script = render_template(plan.tmpl.text, plan.tmpl.path, vars);
       fs::path sp = tmp / "jobs" / (j.id + ".sh");

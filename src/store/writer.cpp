@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "backends/registry.hpp"
@@ -21,47 +22,77 @@ const char* kPerfEnv[] = {"OMP_NUM_THREADS",      "OPENBLAS_NUM_THREADS", "MKL_N
                           "UCX_TLS",              "NCCL_ALGO",            "NCCL_PROTO"};
 constexpr hsize_t kChunkRows = 8192;
 constexpr std::size_t kHostLen = 256;
+
+// Rank 0's string, on every rank: attribute values must be equal on all ranks.
+std::string bcast_string(std::string s, MPI_Comm comm) {
+  int rank = 0;
+  MPI_Comm_rank(comm, &rank);
+  long long n = static_cast<long long>(s.size());
+  MPI_Bcast(&n, 1, MPI_LONG_LONG, 0, comm);
+  s.resize(static_cast<std::size_t>(n));
+  MPI_Bcast(s.data(), static_cast<int>(n), MPI_CHAR, 0, comm);
+  return s;
+}
 }  // namespace
+
+StoreMode default_store_mode() {
+#ifdef H5_HAVE_PARALLEL
+  const char* env = std::getenv("D500_STORE");
+  if (env && std::string(env) == "gather") return StoreMode::Gather;
+  return StoreMode::Parallel;
+#else
+  return StoreMode::Gather;
+#endif
+}
+
+const char* store_mode_name(StoreMode m) { return m == StoreMode::Parallel ? "parallel" : "gather"; }
 
 std::string ResultWriter::what() const { return path_ + (point_id_.empty() ? "" : ":/points/" + point_id_); }
 
-ResultWriter::ResultWriter(const std::string& path, MPI_Comm comm, const JobSpec& spec, const EnvRecord& env)
-    : path_(path), comm_(comm) {
+ResultWriter::ResultWriter(const std::string& path, MPI_Comm comm, const JobSpec& spec, const EnvRecord& env,
+                           StoreMode mode)
+    : path_(path), comm_(comm), mode_(mode) {
   MPI_Comm_rank(comm, &rank_);
   MPI_Comm_size(comm, &size_);
-  h5::Handle fapl(h5::check(H5Pcreate(H5P_FILE_ACCESS), "H5Pcreate", path), H5Pclose);
-  h5::check(H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL), "H5Pset_fapl_mpio", path);
-  h5::check(H5Pset_all_coll_metadata_ops(fapl, true), "H5Pset_all_coll_metadata_ops", path);
-  h5::check(H5Pset_coll_metadata_write(fapl, true), "H5Pset_coll_metadata_write", path);
-  // H5F_ACC_EXCL: an existing results file is never overwritten; the launcher moves it aside.
-  file_ = h5::checked(H5Fcreate(path.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, fapl), H5Fclose, "H5Fcreate", path);
-  dxpl_ = h5::checked(H5Pcreate(H5P_DATASET_XFER), H5Pclose, "H5Pcreate", path);
-  h5::check(H5Pset_dxpl_mpio(dxpl_, H5FD_MPIO_COLLECTIVE), "H5Pset_dxpl_mpio", path);
-  mem_type_ = h5::sample_mem_type();
-  file_type_ = h5::checked(H5Tcopy(mem_type_), H5Tclose, "H5Tcopy", path);
-  h5::check(H5Tpack(file_type_), "H5Tpack", path);
+  if (writes()) {
+    h5::Handle fapl(h5::check(H5Pcreate(H5P_FILE_ACCESS), "H5Pcreate", path), H5Pclose);
+    if (mode_ == StoreMode::Parallel) {
+#ifdef H5_HAVE_PARALLEL
+      h5::check(H5Pset_fapl_mpio(fapl, comm, MPI_INFO_NULL), "H5Pset_fapl_mpio", path);
+      h5::check(H5Pset_all_coll_metadata_ops(fapl, true), "H5Pset_all_coll_metadata_ops", path);
+      h5::check(H5Pset_coll_metadata_write(fapl, true), "H5Pset_coll_metadata_write", path);
+#endif
+    }
+    // H5F_ACC_EXCL: an existing results file is never overwritten; the launcher moves it aside.
+    file_ = h5::checked(H5Fcreate(path.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, fapl), H5Fclose, "H5Fcreate", path);
+    dxpl_ = h5::checked(H5Pcreate(H5P_DATASET_XFER), H5Pclose, "H5Pcreate", path);
+#ifdef H5_HAVE_PARALLEL
+    if (mode_ == StoreMode::Parallel)
+      h5::check(H5Pset_dxpl_mpio(dxpl_, H5FD_MPIO_COLLECTIVE), "H5Pset_dxpl_mpio", path);
+#endif
+    mem_type_ = h5::sample_mem_type();
+    file_type_ = h5::checked(H5Tcopy(mem_type_), H5Tclose, "H5Tcopy", path);
+    h5::check(H5Tpack(file_type_), "H5Tpack", path);
+  }
 
-  h5::write_attr(file_, "schema", std::string(schema::kName));
-  h5::write_attr(file_, "schema_version", std::int64_t{schema::kVersion});
-  h5::write_attr(file_, "status", std::string("running"));
-  h5::write_attr(file_, "job_id", spec.id);
-  h5::write_attr(file_, "campaign", spec.campaign);
-  h5::write_attr(file_, "campaign_hash", spec.campaign_hash);
-  h5::write_attr(file_, "campaign_path", env.campaign_path);
-  h5::write_attr(file_, "nodes", std::int64_t{spec.nodes});
-  h5::write_attr(file_, "ranks_per_node", std::int64_t{spec.ranks_per_node});
-  h5::write_attr(file_, "ranks", std::int64_t{size_});
-  h5::write_attr(file_, "d500_version", std::string(kVersion));
-  h5::write_attr(file_, "d500_commit", std::string(kGitCommit));
-  // Rank 0's clock decides; every rank must write the same attribute value.
-  char created[32] = {0};
-  if (rank_ == 0) std::snprintf(created, sizeof created, "%s", utc_now_iso8601().c_str());
-  MPI_Bcast(created, sizeof created, MPI_CHAR, 0, comm_);
-  h5::write_attr(file_, "created_utc", std::string(created));
-  h5::write_attr(file_, "timer", std::string("std::chrono::steady_clock (CLOCK_MONOTONIC), ns, per rank"));
-  h5::write_attr(file_, "sync", std::string("MPI_Barrier before every repetition"));
+  attr(file_, "schema", std::string(schema::kName));
+  attr(file_, "schema_version", std::int64_t{schema::kVersion});
+  attr(file_, "status", std::string("running"));
+  attr(file_, "job_id", spec.id);
+  attr(file_, "campaign", spec.campaign);
+  attr(file_, "campaign_hash", spec.campaign_hash);
+  attr(file_, "campaign_path", env.campaign_path);
+  attr(file_, "nodes", std::int64_t{spec.nodes});
+  attr(file_, "ranks_per_node", std::int64_t{spec.ranks_per_node});
+  attr(file_, "ranks", std::int64_t{size_});
+  attr(file_, "d500_version", std::string(kVersion));
+  attr(file_, "d500_commit", std::string(kGitCommit));
+  attr(file_, "created_utc", bcast_string(rank_ == 0 ? utc_now_iso8601() : "", comm_));
+  attr(file_, "store_mode", std::string(store_mode_name(mode_)));
+  attr(file_, "timer", std::string("std::chrono::steady_clock (CLOCK_MONOTONIC), ns, per rank"));
+  attr(file_, "sync", std::string("MPI_Barrier before every repetition"));
 
-  {  // The campaign text, byte for byte, as a scalar fixed-length string dataset.
+  if (writes()) {  // The campaign text, byte for byte, as a scalar fixed-length string dataset.
     std::size_t n = std::max<std::size_t>(1, env.campaign_text.size());
     h5::Handle t(h5::check(H5Tcopy(H5T_C_S1), "H5Tcopy", path), H5Tclose);
     h5::check(H5Tset_size(t, n), "H5Tset_size", path);
@@ -74,87 +105,120 @@ ResultWriter::ResultWriter(const std::string& path, MPI_Comm comm, const JobSpec
     h5::check(H5Dwrite(d, t, H5S_ALL, H5S_ALL, dxpl_, text.data()), "H5Dwrite", path + ":/campaign_toml");
   }
 
-  h5::Handle envg(h5::check(H5Gcreate2(file_, "env", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "H5Gcreate2", path + ":/env"),
-                  H5Gclose);
+  h5::Handle envg;
+  if (writes())
+    envg = h5::checked(H5Gcreate2(file_, "env", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose, "H5Gcreate2",
+                       path + ":/env");
   for (const auto& b : all_backends())
-    if (b.built) h5::write_attr(envg, "version." + b.name, b.version());
+    if (b.built) attr(envg, "version." + b.name, bcast_string(b.version(), comm_));
   unsigned maj, min, rel;
   H5get_libversion(&maj, &min, &rel);
-  h5::write_attr(envg, "version.hdf5", std::to_string(maj) + "." + std::to_string(min) + "." + std::to_string(rel));
-  // Environment as rank 0 sees it; per-rank differences are not recorded yet.
+  attr(envg, "version.hdf5", std::to_string(maj) + "." + std::to_string(min) + "." + std::to_string(rel));
+  // Environment as rank 0 sees it; per-rank differences are not recorded.
   for (const char* name : kPerfEnv) {
-    int len = 0;
-    char buf[1024] = {0};
-    if (rank_ == 0) {
-      const char* v = std::getenv(name);
-      if (v) len = std::snprintf(buf, sizeof buf, "%s", v) + 1;
-    }
-    MPI_Bcast(&len, 1, MPI_INT, 0, comm_);
-    MPI_Bcast(buf, sizeof buf, MPI_CHAR, 0, comm_);
-    if (len > 0) h5::write_attr(envg, std::string("env.") + name, std::string(buf));
+    const char* v = rank_ == 0 ? std::getenv(name) : nullptr;
+    std::string value = bcast_string(v ? std::string("=") + v : "", comm_);
+    if (!value.empty()) attr(envg, std::string("env.") + name, value.substr(1));
   }
-  {  // Host of each rank: element r written by rank r.
+  {  // Host of each rank.
     h5::Handle t(h5::check(H5Tcopy(H5T_C_S1), "H5Tcopy", path), H5Tclose);
     h5::check(H5Tset_size(t, kHostLen), "H5Tset_size", path);
-    hsize_t dims[1] = {static_cast<hsize_t>(size_)};
-    h5::Handle space(h5::check(H5Screate_simple(1, dims, nullptr), "H5Screate_simple", path), H5Sclose);
-    h5::Handle d(h5::check(H5Dcreate2(envg, "hosts", t, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "H5Dcreate2",
-                           path + ":/env/hosts"),
-                 H5Dclose);
-    hsize_t start[1] = {static_cast<hsize_t>(rank_)}, count[1] = {1};
-    h5::check(H5Sselect_hyperslab(space, H5S_SELECT_SET, start, nullptr, count, nullptr), "H5Sselect_hyperslab", path);
-    h5::Handle mem(h5::check(H5Screate_simple(1, count, nullptr), "H5Screate_simple", path), H5Sclose);
     std::vector<char> host(kHostLen, 0);
     std::snprintf(host.data(), kHostLen, "%s", env.host.c_str());
-    h5::check(H5Dwrite(d, t, mem, space, dxpl_, host.data()), "H5Dwrite", path + ":/env/hosts");
+    per_rank_dataset(envg, "hosts", t, host.data(), kHostLen);
   }
-  h5::Handle pts(h5::check(H5Gcreate2(file_, "points", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "H5Gcreate2",
-                           path + ":/points"),
-                 H5Gclose);
+  if (writes())
+    h5::Handle(h5::check(H5Gcreate2(file_, "points", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "H5Gcreate2",
+                         path + ":/points"),
+               H5Gclose);
   flush();
 }
 
 ResultWriter::~ResultWriter() = default;
 
-void ResultWriter::flush() { h5::check(H5Fflush(file_, H5F_SCOPE_GLOBAL), "H5Fflush", path_); }
+void ResultWriter::flush() {
+  if (writes()) h5::check(H5Fflush(file_, H5F_SCOPE_GLOBAL), "H5Fflush", path_);
+}
+
+void ResultWriter::per_rank_dataset(hid_t parent, const char* name, hid_t type, const void* mine,
+                                    std::size_t elem_size) {
+  hsize_t dims[1] = {static_cast<hsize_t>(size_)};
+  std::vector<char> all;
+  if (mode_ == StoreMode::Gather) {
+    if (rank_ == 0) all.resize(elem_size * static_cast<std::size_t>(size_));
+    MPI_Gather(mine, static_cast<int>(elem_size), MPI_BYTE, all.data(), static_cast<int>(elem_size), MPI_BYTE, 0,
+               comm_);
+    if (rank_ != 0) return;
+  }
+  const std::string w = path_ + ": dataset " + name;
+  h5::Handle space(h5::check(H5Screate_simple(1, dims, nullptr), "H5Screate_simple", w), H5Sclose);
+  h5::Handle d(h5::check(H5Dcreate2(parent, name, type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "H5Dcreate2", w),
+               H5Dclose);
+  if (mode_ == StoreMode::Gather) {
+    h5::check(H5Dwrite(d, type, H5S_ALL, H5S_ALL, dxpl_, all.data()), "H5Dwrite", w);
+    return;
+  }
+  hsize_t start[1] = {static_cast<hsize_t>(rank_)}, count[1] = {1};
+  h5::check(H5Sselect_hyperslab(space, H5S_SELECT_SET, start, nullptr, count, nullptr), "H5Sselect_hyperslab", w);
+  h5::Handle mem(h5::check(H5Screate_simple(1, count, nullptr), "H5Screate_simple", w), H5Sclose);
+  h5::check(H5Dwrite(d, type, mem, space, dxpl_, mine), "H5Dwrite", w);
+}
 
 void ResultWriter::begin_point(const PointSpec& p, int index, int warmups, int repetitions, const Work& work,
                                const std::string& rate_unit, const std::string& backend_version) {
   point_id_ = p.id;
   rows_ = 0;
-  std::string name = "/points/" + p.id;
-  point_ = h5::checked(H5Gcreate2(file_, name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose,
-                       "H5Gcreate2", what());
-  h5::write_attr(point_, "canonical", p.canonical);
-  h5::write_attr(point_, "index", std::int64_t{index});
-  h5::write_attr(point_, "level", std::int64_t{p.level});
-  h5::write_attr(point_, "warmups", std::int64_t{warmups});
-  h5::write_attr(point_, "repetitions", std::int64_t{repetitions});
-  h5::write_attr(point_, "work_flops", work.flops);
-  h5::write_attr(point_, "work_bytes", work.bytes);
-  h5::write_attr(point_, "rate_unit", rate_unit);
-  h5::write_attr(point_, "backend_version", backend_version);
-  h5::write_attr(point_, "status", std::string("running"));
-  h5::write_attr(point_, "status_reason", std::string("the job ended while this point was running"));
-  for (const auto& [k, v] : p.params) h5::write_attr(point_, "param." + k, v);
+  if (writes())
+    point_ = h5::checked(H5Gcreate2(file_, ("/points/" + p.id).c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                         H5Gclose, "H5Gcreate2", what());
+  attr(point_, "canonical", p.canonical);
+  attr(point_, "index", std::int64_t{index});
+  attr(point_, "level", std::int64_t{p.level});
+  attr(point_, "warmups", std::int64_t{warmups});
+  attr(point_, "repetitions", std::int64_t{repetitions});
+  attr(point_, "work_flops", work.flops);
+  attr(point_, "work_bytes", work.bytes);
+  attr(point_, "rate_unit", rate_unit);
+  attr(point_, "backend_version", bcast_string(backend_version, comm_));
+  attr(point_, "status", std::string("running"));
+  attr(point_, "status_reason", std::string("the job ended while this point was running"));
+  for (const auto& [k, v] : p.params) attr(point_, "param." + k, v);
 
-  // A chunk holds a whole small point, or kChunkRows rows of a large one: small points do not
-  // pay for a mostly empty chunk, large ones extend in big steps.
-  const hsize_t expected = static_cast<hsize_t>(warmups + repetitions) * static_cast<hsize_t>(size_);
-  hsize_t dims[1] = {0}, maxdims[1] = {H5S_UNLIMITED}, chunk[1] = {std::clamp<hsize_t>(expected, 64, kChunkRows)};
-  h5::Handle space(h5::check(H5Screate_simple(1, dims, maxdims), "H5Screate_simple", what()), H5Sclose);
-  h5::Handle dcpl(h5::check(H5Pcreate(H5P_DATASET_CREATE), "H5Pcreate", what()), H5Pclose);
-  h5::check(H5Pset_chunk(dcpl, 1, chunk), "H5Pset_chunk", what());
-  samples_ = h5::checked(H5Dcreate2(point_, "samples", file_type_, space, H5P_DEFAULT, dcpl, H5P_DEFAULT), H5Dclose,
-                         "H5Dcreate2", what() + "/samples");
+  if (writes()) {
+    // A chunk holds a whole small point, or kChunkRows rows of a large one: small points do
+    // not pay for a mostly empty chunk, large ones extend in big steps.
+    const hsize_t expected = static_cast<hsize_t>(warmups + repetitions) * static_cast<hsize_t>(size_);
+    hsize_t dims[1] = {0}, maxdims[1] = {H5S_UNLIMITED}, chunk[1] = {std::clamp<hsize_t>(expected, 64, kChunkRows)};
+    h5::Handle space(h5::check(H5Screate_simple(1, dims, maxdims), "H5Screate_simple", what()), H5Sclose);
+    h5::Handle dcpl(h5::check(H5Pcreate(H5P_DATASET_CREATE), "H5Pcreate", what()), H5Pclose);
+    h5::check(H5Pset_chunk(dcpl, 1, chunk), "H5Pset_chunk", what());
+    samples_ = h5::checked(H5Dcreate2(point_, "samples", file_type_, space, H5P_DEFAULT, dcpl, H5P_DEFAULT), H5Dclose,
+                           "H5Dcreate2", what() + "/samples");
+  }
   flush();
 }
 
 void ResultWriter::append(std::span<const Sample> samples) {
   long long mine = static_cast<long long>(samples.size()), before = 0, total = 0;
-  MPI_Exscan(&mine, &before, 1, MPI_LONG_LONG, MPI_SUM, comm_);
-  if (rank_ == 0) before = 0;  // MPI_Exscan leaves rank 0's result undefined
-  MPI_Allreduce(&mine, &total, 1, MPI_LONG_LONG, MPI_SUM, comm_);
+  std::span<const Sample> rows = samples;
+  if (mode_ == StoreMode::Gather) {
+    std::vector<int> counts(static_cast<std::size_t>(size_)), displs(static_cast<std::size_t>(size_));
+    int my_bytes = static_cast<int>(samples.size_bytes());
+    MPI_Gather(&my_bytes, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, comm_);
+    if (rank_ == 0) {
+      long long sum = 0;
+      for (int r = 0; r < size_; ++r) displs[static_cast<std::size_t>(r)] = static_cast<int>(sum), sum += counts[static_cast<std::size_t>(r)];
+      gathered_.resize(static_cast<std::size_t>(sum) / sizeof(Sample));
+    }
+    MPI_Gatherv(samples.data(), my_bytes, MPI_BYTE, gathered_.data(), counts.data(), displs.data(), MPI_BYTE, 0, comm_);
+    if (rank_ != 0) return;
+    rows = gathered_;
+    mine = total = static_cast<long long>(gathered_.size());
+  } else {
+    MPI_Exscan(&mine, &before, 1, MPI_LONG_LONG, MPI_SUM, comm_);
+    if (rank_ == 0) before = 0;  // MPI_Exscan leaves rank 0's result undefined
+    MPI_Allreduce(&mine, &total, 1, MPI_LONG_LONG, MPI_SUM, comm_);
+  }
   if (total == 0) return;
   hsize_t new_size[1] = {rows_ + static_cast<hsize_t>(total)};
   h5::check(H5Dset_extent(samples_, new_size), "H5Dset_extent", what() + "/samples");
@@ -169,34 +233,26 @@ void ResultWriter::append(std::span<const Sample> samples) {
     h5::check(H5Sselect_none(fspace), "H5Sselect_none", what());
     h5::check(H5Sselect_none(mspace), "H5Sselect_none", what());
   }
-  h5::check(H5Dwrite(samples_, mem_type_, mspace, fspace, dxpl_, samples.data()), "H5Dwrite", what() + "/samples");
+  h5::check(H5Dwrite(samples_, mem_type_, mspace, fspace, dxpl_, rows.data()), "H5Dwrite", what() + "/samples");
   rows_ += static_cast<hsize_t>(total);
   flush();
 }
 
-void ResultWriter::validation(double rel_error, double tolerance, const std::string& method) {
+double ResultWriter::validation(double rel_error, double tolerance, const std::string& method) {
   double worst = 0;
   MPI_Allreduce(&rel_error, &worst, 1, MPI_DOUBLE, MPI_MAX, comm_);
-  hsize_t dims[1] = {static_cast<hsize_t>(size_)};
-  h5::Handle space(h5::check(H5Screate_simple(1, dims, nullptr), "H5Screate_simple", what()), H5Sclose);
-  h5::Handle d(h5::check(H5Dcreate2(point_, "validation_rel_error", H5T_IEEE_F64LE, space, H5P_DEFAULT, H5P_DEFAULT,
-                                    H5P_DEFAULT),
-                         "H5Dcreate2", what() + "/validation_rel_error"),
-               H5Dclose);
-  hsize_t start[1] = {static_cast<hsize_t>(rank_)}, count[1] = {1};
-  h5::check(H5Sselect_hyperslab(space, H5S_SELECT_SET, start, nullptr, count, nullptr), "H5Sselect_hyperslab", what());
-  h5::Handle mem(h5::check(H5Screate_simple(1, count, nullptr), "H5Screate_simple", what()), H5Sclose);
-  h5::check(H5Dwrite(d, H5T_NATIVE_DOUBLE, mem, space, dxpl_, &rel_error), "H5Dwrite", what());
-  h5::write_attr(point_, "validation_max_rel_error", worst);
-  h5::write_attr(point_, "validation_tolerance", tolerance);
-  h5::write_attr(point_, "validation_method", method);
-  h5::write_attr(point_, "validation_status", std::string(worst <= tolerance ? "passed" : "failed"));
+  per_rank_dataset(point_, "validation_rel_error", H5T_NATIVE_DOUBLE, &rel_error, sizeof(double));
+  attr(point_, "validation_max_rel_error", worst);
+  attr(point_, "validation_tolerance", tolerance);
+  attr(point_, "validation_method", method);
+  attr(point_, "validation_status", std::string(worst <= tolerance ? "passed" : "failed"));
+  return worst;
 }
 
 void ResultWriter::end_point(const std::string& status, const std::string& reason, double seconds) {
-  h5::write_attr(point_, "status", status);
-  h5::write_attr(point_, "status_reason", reason);
-  h5::write_attr(point_, "seconds", seconds);
+  attr(point_, "status", status);
+  attr(point_, "status_reason", reason);
+  attr(point_, "seconds", seconds);
   samples_.reset();
   point_.reset();
   point_id_.clear();
@@ -204,7 +260,7 @@ void ResultWriter::end_point(const std::string& status, const std::string& reaso
 }
 
 void ResultWriter::finish(const std::string& status) {
-  h5::write_attr(file_, "status", status);
+  attr(file_, "status", status);
   flush();
   samples_.reset();
   point_.reset();

@@ -4,6 +4,7 @@
 // repetitions, when the buffer is full, and at the end of a point -- never inside a timing.
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -51,26 +52,34 @@ class Recorder {
 };
 
 // Runs warm-ups and repetitions with a barrier before each, records one sample per rank per
-// repetition. Every rank records the same number of samples, so the decision to flush (buffer
-// full) is the same on all ranks and the collective flush cannot deadlock.
+// repetition, and flushes between repetitions: when the buffer is full, and every
+// `flush_every` repetitions, a count chosen once after the first repetition so that flushes
+// come about every `flush_interval_ns` of wall time. Every rank records the same number of
+// samples and uses the same count (agreed by one MPI_Allreduce), so the collective flush is
+// reached by all ranks at the same repetition and cannot deadlock.
 class Harness {
  public:
   using Flush = std::function<void(std::span<const Sample>)>;
-  Harness(MPI_Comm comm, Recorder& rec, int warmups, int repetitions, Work work, Flush flush)
+  static constexpr std::int64_t kDefaultFlushIntervalNs = 2'000'000'000;
+
+  Harness(MPI_Comm comm, Recorder& rec, int warmups, int repetitions, Work work, Flush flush,
+          std::int64_t flush_interval_ns = kDefaultFlushIntervalNs)
       : comm_(comm), rec_(rec), warmups_(warmups), reps_(repetitions), work_(work),
-        flush_(std::move(flush)) {
+        flush_(std::move(flush)), interval_ns_(flush_interval_ns) {
     MPI_Comm_rank(comm_, &rank_);
   }
 
   template <class Op>
   void repeat(Op&& op) {
+    std::int64_t flush_every = 0;
     for (int r = 0; r < warmups_ + reps_; ++r) {
       MPI_Barrier(comm_);
       const std::int64_t t0 = now_ns();
       op();
       const std::int64_t t1 = now_ns();
       rec_.record(Sample{t0, t1, work_.bytes, work_.flops, rank_, r, r < warmups_ ? std::uint8_t{1} : std::uint8_t{0}});
-      if (rec_.full()) flush();
+      if (r == 0) flush_every = agree_flush_every(t1 - t0);
+      if (rec_.full() || (r + 1) % flush_every == 0) flush();
     }
     flush();
   }
@@ -83,11 +92,18 @@ class Harness {
   int rank() const { return rank_; }
 
  private:
+  std::int64_t agree_flush_every(std::int64_t first_rep_ns) {
+    std::int64_t slowest = 0;
+    MPI_Allreduce(&first_rep_ns, &slowest, 1, MPI_INT64_T, MPI_MAX, comm_);
+    return std::max<std::int64_t>(1, interval_ns_ / std::max<std::int64_t>(1, slowest));
+  }
+
   MPI_Comm comm_;
   Recorder& rec_;
   int warmups_, reps_;
   Work work_;
   Flush flush_;
+  std::int64_t interval_ns_;
   int rank_ = 0;
 };
 

@@ -1,0 +1,45 @@
+#include "store/index.hpp"
+
+#include <filesystem>
+
+#include "common/error.hpp"
+#include "store/h5.hpp"
+
+namespace fs = std::filesystem;
+
+namespace d500 {
+
+void write_campaign_index(const std::string& run_dir, const std::string& campaign, const std::string& campaign_hash,
+                          const std::vector<std::string>& job_files, const std::vector<IndexEntry>& points) {
+  h5::init();
+  const fs::path final_path = fs::path(run_dir) / "campaign.h5";
+  const fs::path tmp = fs::path(run_dir) / "campaign.h5.tmp";
+  const std::string w = final_path.string();
+  {
+    h5::Handle f(h5::check(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), "H5Fcreate", w), H5Fclose);
+    h5::write_attr(f, "schema", std::string("d500-campaign-index"));
+    h5::write_attr(f, "schema_version", std::int64_t{1});
+    h5::write_attr(f, "campaign", campaign);
+    h5::write_attr(f, "campaign_hash", campaign_hash);
+    h5::Handle jobs(h5::check(H5Gcreate2(f, "jobs", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "H5Gcreate2", w), H5Gclose);
+    for (const auto& file : job_files) {
+      // Link targets are relative to the index's own directory, so the run directory can move.
+      std::string rel = fs::path(file).lexically_relative(run_dir).string();
+      std::string name = fs::path(file).filename().string();
+      h5::check(H5Lcreate_external(rel.c_str(), "/", jobs, name.c_str(), H5P_DEFAULT, H5P_DEFAULT),
+                "H5Lcreate_external", w + ":/jobs/" + name);
+    }
+    h5::Handle pts(h5::check(H5Gcreate2(f, "points", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "H5Gcreate2", w), H5Gclose);
+    for (const auto& p : points) {
+      std::string rel = fs::path(p.file).lexically_relative(run_dir).string();
+      h5::check(H5Lcreate_external(rel.c_str(), ("/points/" + p.point_id).c_str(), pts, p.point_id.c_str(), H5P_DEFAULT,
+                                   H5P_DEFAULT),
+                "H5Lcreate_external", w + ":/points/" + p.point_id);
+    }
+  }
+  std::error_code ec;
+  fs::rename(tmp, final_path, ec);
+  if (ec) throw Error(w + ": cannot move the index into place: " + ec.message());
+}
+
+}  // namespace d500

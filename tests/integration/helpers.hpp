@@ -1,0 +1,138 @@
+#pragma once
+// Helpers shared by the integration tests: run commands, make a scratch directory per test,
+// read HDF5 with the plain C API (never through d500's own reader), parse results.csv.
+#include <gtest/gtest.h>
+#include <hdf5.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace d500test {
+
+namespace fs = std::filesystem;
+
+
+struct Cmd {
+  int code;
+  std::string out;
+};
+
+// Runs a shell command line (all of it built from test-controlled strings) and captures
+// stdout and stderr together.
+inline Cmd sh(const std::string& cmd) {
+  std::FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  std::string out;
+  char buf[4096];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  int st = pclose(p);
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : 255, out};
+}
+
+inline std::string d500(const std::string& args) { return std::string(D500_BIN) + " " + args; }
+
+class ScratchDirTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("d500-e2e-" + std::to_string(getpid()) + "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    if (!HasFailure()) fs::remove_all(dir_);
+  }
+  std::string write(const std::string& name, const std::string& text) {
+    std::ofstream((dir_ / name).string()) << text;
+    return (dir_ / name).string();
+  }
+  fs::path dir_;
+};
+
+inline std::string attr_string(hid_t obj, const char* name) {
+  hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
+  hid_t t = H5Tcopy(H5T_C_S1);
+  H5Tset_size(t, H5T_VARIABLE);
+  H5Tset_cset(t, H5T_CSET_UTF8);  // the schema's strings are UTF-8; HDF5 1.10 will not convert
+  char* p = nullptr;
+  H5Aread(a, t, &p);
+  std::string s = p ? p : "";
+  H5free_memory(p);
+  H5Tclose(t);
+  H5Aclose(a);
+  return s;
+}
+
+inline long long attr_int(hid_t obj, const char* name) {
+  long long v = -1;
+  hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
+  H5Aread(a, H5T_NATIVE_LLONG, &v);
+  H5Aclose(a);
+  return v;
+}
+
+struct Row {
+  int rank, rep;
+  unsigned char warmup;
+  long long start_ns, end_ns;
+};
+
+inline std::vector<Row> read_samples(hid_t file, const std::string& point) {
+  hid_t d = H5Dopen2(file, ("/points/" + point + "/samples").c_str(), H5P_DEFAULT);
+  EXPECT_GE(d, 0) << point;
+  hid_t s = H5Dget_space(d);
+  std::vector<Row> rows(static_cast<std::size_t>(H5Sget_simple_extent_npoints(s)));
+  hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(Row));
+  H5Tinsert(t, "rank", HOFFSET(Row, rank), H5T_NATIVE_INT);
+  H5Tinsert(t, "rep", HOFFSET(Row, rep), H5T_NATIVE_INT);
+  H5Tinsert(t, "warmup", HOFFSET(Row, warmup), H5T_NATIVE_UCHAR);
+  H5Tinsert(t, "start_ns", HOFFSET(Row, start_ns), H5T_NATIVE_LLONG);
+  H5Tinsert(t, "end_ns", HOFFSET(Row, end_ns), H5T_NATIVE_LLONG);
+  if (!rows.empty()) H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data());
+  H5Tclose(t);
+  H5Sclose(s);
+  H5Dclose(d);
+  return rows;
+}
+
+inline herr_t names_cb(hid_t, const char* name, const H5L_info_t*, void* data) {
+  static_cast<std::vector<std::string>*>(data)->push_back(name);
+  return 0;
+}
+
+// results.csv as a map: point id -> column name -> value.
+inline std::map<std::string, std::map<std::string, std::string>> read_csv(const fs::path& p) {
+  std::ifstream in(p);
+  std::string line;
+  std::getline(in, line);
+  std::vector<std::string> head;
+  std::stringstream hs(line);
+  for (std::string c; std::getline(hs, c, ',');) head.push_back(c);
+  std::map<std::string, std::map<std::string, std::string>> out;
+  while (std::getline(in, line)) {
+    std::vector<std::string> f;
+    std::string cur;
+    bool q = false;
+    for (std::size_t i = 0; i < line.size(); ++i) {
+      char c = line[i];
+      if (q && c == '"' && i + 1 < line.size() && line[i + 1] == '"') cur += '"', ++i;
+      else if (c == '"') q = !q;
+      else if (c == ',' && !q) f.push_back(cur), cur.clear();
+      else cur += c;
+    }
+    f.push_back(cur);
+    for (std::size_t i = 0; i < head.size() && i < f.size(); ++i) out[f[0]][head[i]] = f[i];
+  }
+  return out;
+}
+
+
+}  // namespace d500test

@@ -1,0 +1,240 @@
+// The results store against the real thing: a worker killed with SIGKILL mid-point, files read
+// by h5py and pandas from the documentation alone, damaged and foreign files, gather mode.
+#include <chrono>
+#include <thread>
+
+#include "helpers.hpp"
+
+using namespace d500test;
+
+namespace {
+
+class Store : public ScratchDirTest {
+ protected:
+  // Plans and runs `campaign`; returns the run directory.
+  fs::path plan_and_run(const std::string& campaign, const std::string& env = "") {
+    std::string c = write("c.toml", campaign);
+    fs::path run = dir_ / "run";
+    Cmd p = sh(d500("plan " + c + " -o " + run.string()));
+    EXPECT_EQ(p.code, 0) << p.out;
+    Cmd r = sh(env + " " + d500("run " + run.string()));
+    EXPECT_EQ(r.code, 0) << r.out;
+    return run;
+  }
+};
+
+const char* kSmall = R"(
+[campaign]
+name = "store"
+repetitions = 7
+warmups = 2
+[axes]
+workload = ["gemm", "allreduce"]
+backend = ["blas", "mpi"]
+n = [48]
+bytes = [256, 8192]
+ranks_per_node = [2]
+[[exclude]]
+workload = "gemm"
+backend = "mpi"
+[[exclude]]
+workload = "allreduce"
+backend = "blas"
+)";
+
+long long count_rows(const fs::path& file, const std::string& point) {
+  hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  if (f < 0) return -1;
+  long long n = static_cast<long long>(read_samples(f, point).size());
+  H5Fclose(f);
+  return n;
+}
+
+std::string point_status(const fs::path& file, const std::string& point) {
+  hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  hid_t g = H5Gopen2(f, ("/points/" + point).c_str(), H5P_DEFAULT);
+  std::string s = attr_string(g, "status");
+  H5Gclose(g);
+  H5Fclose(f);
+  return s;
+}
+
+}  // namespace
+
+TEST_F(Store, KilledJobKeepsEverySampleFlushedBeforeTheKill) {
+  // Point 1 is quick; point 2 would run for minutes, flushing every ~2 s: the job is killed
+  // with SIGKILL right after point 2's first flush.
+  std::string c = write("kill.toml", R"(
+[campaign]
+name = "killed"
+repetitions = 100000
+warmups = 1
+[axes]
+workload = ["gemm"]
+backend = ["blas", "reference"]
+n = [160]
+ranks_per_node = [2]
+)");
+  fs::path run = dir_ / "run";
+  ASSERT_EQ(sh(d500("plan " + c + " -o " + run.string())).code, 0);
+  std::FILE* launcher = popen((d500("run " + run.string()) + " 2>&1").c_str(), "r");
+  ASSERT_NE(launcher, nullptr);
+
+  const fs::path log = run / "logs" / "job-0000.log";
+  std::string flushed_line;
+  for (int i = 0; i < 600 && flushed_line.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::ifstream in(log);
+    for (std::string line; std::getline(in, line);)
+      if (line.rfind("d500:flushed 2/2 ", 0) == 0) flushed_line = line;
+  }
+  ASSERT_FALSE(flushed_line.empty()) << "point 2 never flushed";
+  const long long flushed = std::stoll(flushed_line.substr(17));
+  const std::string spec = (run / "jobs" / "job-0000.toml").string();
+  sh("pkill -KILL -f " + std::string("'d500-worker ") + spec + "'");
+  std::string out;
+  char buf[4096];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, launcher)) > 0) out.append(buf, n);
+  int st = pclose(launcher);
+  EXPECT_NE(WEXITSTATUS(st), 0) << out;
+  EXPECT_NE(out.find("job-0000] FAILED"), std::string::npos) << out;
+
+  // The file opens, passes the schema check, and holds what was flushed.
+  const fs::path h5 = run / "results" / "job-0000.h5";
+  Cmd check = sh(d500("check " + h5.string()));
+  EXPECT_EQ(check.code, 0) << check.out;
+  EXPECT_NE(check.out.find("1 complete, 1 incomplete; job running"), std::string::npos) << check.out;
+
+  auto csv_ids = read_csv(run / "points.csv");
+  std::string first, second;
+  for (auto& [id, row] : csv_ids) (row["canonical"].find("gemm:blas") == 0 ? first : second) = id;
+  EXPECT_EQ(point_status(h5, first), "complete");
+  EXPECT_EQ(point_status(h5, second), "running");
+  EXPECT_GE(count_rows(h5, second), flushed);
+  EXPECT_GT(flushed, 0);
+
+  // The report shows the killed point as incomplete, summarised from its flushed samples.
+  Cmd rep = sh(d500("report " + run.string()));
+  EXPECT_EQ(rep.code, 0) << rep.out;
+  auto csv = read_csv(run / "results.csv");
+  EXPECT_EQ(csv[first]["status"], "complete");
+  EXPECT_EQ(csv[second]["status"], "incomplete");
+  EXPECT_GE(std::stoll(csv[second]["n"]), flushed / 2 - 1);  // 2 ranks a repetition, 1 warm-up
+}
+
+TEST_F(Store, H5pyAndPandasReadResultsFromTheDocumentationAlone) {
+  fs::path run = plan_and_run(kSmall);
+  ASSERT_EQ(sh(d500("report " + run.string())).code, 0);
+  Cmd py = sh("/usr/bin/python3 " + std::string(D500_TEST_DIR) + "/integration/read_with_h5py.py " + run.string());
+  ASSERT_EQ(py.code, 0) << py.out;
+  auto ours = read_csv(run / "results.csv");
+  std::istringstream in(py.out);
+  std::string line;
+  std::getline(in, line);
+  ASSERT_EQ(line, "point_id,n,median_s") << py.out;
+  int rows = 0;
+  while (std::getline(in, line)) {
+    std::string id = line.substr(0, line.find(','));
+    std::string rest = line.substr(line.find(',') + 1);
+    ASSERT_TRUE(ours.count(id)) << line;
+    EXPECT_EQ(rest.substr(0, rest.find(',')), ours[id]["n"]);
+    double m = std::stod(rest.substr(rest.find(',') + 1));
+    EXPECT_NEAR(m, std::stod(ours[id]["median_s"]), m * 1e-6) << id;
+    ++rows;
+  }
+  EXPECT_EQ(rows, 3);
+  // The campaign index gives the same points through external links.
+  Cmd idx = sh("cd / && /usr/bin/python3 -c \"import h5py; f = h5py.File('" + (run / "campaign.h5").string() +
+               "', 'r'); print(len(f['points']), sorted(f['jobs']), "
+               "min(len(g['samples']) for g in f['points'].values()))\"");
+  EXPECT_EQ(idx.code, 0) << idx.out;
+  EXPECT_EQ(idx.out, "3 ['job-0000.h5'] 18\n");
+}
+
+TEST_F(Store, DamagedForeignAndNewerFilesGetClearErrorsAndTheRestIsReported) {
+  fs::path run = plan_and_run(kSmall);
+  fs::path good = run / "results" / "job-0000.h5";
+  fs::path truncated = run / "results" / "truncated.h5";
+  fs::copy_file(good, truncated);
+  fs::resize_file(truncated, fs::file_size(good) / 3);
+  fs::path newer = run / "results" / "newer.h5";
+  fs::copy_file(good, newer);
+  {
+    hid_t f = H5Fopen(newer.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    hid_t a = H5Aopen(f, "schema_version", H5P_DEFAULT);
+    long long v = 99;
+    H5Awrite(a, H5T_NATIVE_LLONG, &v);
+    H5Aclose(a);
+    H5Fclose(f);
+  }
+  fs::path foreign = run / "results" / "foreign.h5";
+  H5Fclose(H5Fcreate(foreign.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
+  fs::path missing = run / "results" / "absent.h5";
+
+  Cmd check = sh(d500("check " + good.string() + " " + truncated.string() + " " + newer.string() + " " +
+                      foreign.string() + " " + missing.string()));
+  EXPECT_EQ(check.code, 1);
+  EXPECT_NE(check.out.find(good.string() + ": ok"), std::string::npos) << check.out;
+  EXPECT_NE(check.out.find(truncated.string() + ": "), std::string::npos) << check.out;
+  EXPECT_NE(check.out.find(newer.string() + ":/: schema version 99 is newer"), std::string::npos) << check.out;
+  EXPECT_NE(check.out.find(foreign.string() + ":/: not a d500 results file"), std::string::npos) << check.out;
+  EXPECT_NE(check.out.find(missing.string() + ": no such file"), std::string::npos) << check.out;
+  EXPECT_NE(check.out.find("4 of 5 file(s) have problems"), std::string::npos) << check.out;
+
+  Cmd rep = sh(d500("report " + run.string()));
+  EXPECT_EQ(rep.code, 0) << rep.out;
+  EXPECT_NE(rep.out.find("unreadable: " + truncated.string()), std::string::npos) << rep.out;
+  EXPECT_NE(rep.out.find("unreadable: " + newer.string() + ": written with results schema version 99"),
+            std::string::npos)
+      << rep.out;
+  EXPECT_NE(rep.out.find("unreadable: " + foreign.string() + ": not a d500 results file"), std::string::npos) << rep.out;
+  auto csv = read_csv(run / "results.csv");
+  int complete = 0;
+  for (auto& [id, row] : csv) complete += row["status"] == "complete";
+  EXPECT_EQ(complete, 3);
+}
+
+TEST_F(Store, GatherModeWritesTheSameLayout) {
+  fs::path run = plan_and_run(kSmall, "D500_STORE=gather");
+  fs::path h5 = run / "results" / "job-0000.h5";
+  Cmd check = sh(d500("check " + h5.string()));
+  EXPECT_EQ(check.code, 0) << check.out;
+  hid_t f = H5Fopen(h5.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  EXPECT_EQ(attr_string(f, "store_mode"), "gather");
+  H5Fclose(f);
+  auto pts = read_csv(run / "points.csv");
+  for (auto& [id, row] : pts) {
+    auto rows = count_rows(h5, id);
+    EXPECT_EQ(rows, 2 * (2 + 7)) << id;
+  }
+}
+
+TEST_F(Store, CheckFindsBrokenInvariants) {
+  fs::path run = plan_and_run(kSmall);
+  fs::path h5 = run / "results" / "job-0000.h5";
+  auto pts = read_csv(run / "points.csv");
+  std::string id = pts.begin()->first;
+  {  // Damage one row: a rank the job never had.
+    hid_t f = H5Fopen(h5.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    hid_t d = H5Dopen2(f, ("/points/" + id + "/samples").c_str(), H5P_DEFAULT);
+    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(int));
+    H5Tinsert(t, "rank", 0, H5T_NATIVE_INT);
+    hid_t s = H5Dget_space(d);
+    hsize_t start[1] = {3}, count[1] = {1};
+    H5Sselect_hyperslab(s, H5S_SELECT_SET, start, nullptr, count, nullptr);
+    hid_t m = H5Screate_simple(1, count, nullptr);
+    int bad = 7;
+    H5Dwrite(d, t, m, s, H5P_DEFAULT, &bad);
+    H5Sclose(m);
+    H5Sclose(s);
+    H5Tclose(t);
+    H5Dclose(d);
+    H5Fclose(f);
+  }
+  Cmd check = sh(d500("check " + h5.string()));
+  EXPECT_EQ(check.code, 1);
+  EXPECT_NE(check.out.find(h5.string() + ":/points/" + id + "/samples: rank 7 outside 0..1"), std::string::npos)
+      << check.out;
+}
