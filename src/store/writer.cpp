@@ -198,7 +198,7 @@ void ResultWriter::begin_point(const PointSpec& p, int index, int warmups, int r
   flush();
 }
 
-void ResultWriter::append(std::span<const Sample> samples) {
+void ResultWriter::append(std::span<const Sample> samples, bool durable) {
   long long mine = static_cast<long long>(samples.size()), before = 0, total = 0;
   std::span<const Sample> rows = samples;
   if (mode_ == StoreMode::Gather) {
@@ -213,7 +213,8 @@ void ResultWriter::append(std::span<const Sample> samples) {
     MPI_Gatherv(samples.data(), my_bytes, MPI_BYTE, gathered_.data(), counts.data(), displs.data(), MPI_BYTE, 0, comm_);
     if (rank_ != 0) return;
     rows = gathered_;
-    mine = total = static_cast<long long>(gathered_.size());
+    total = static_cast<long long>(gathered_.size());
+    mine = total;
   } else {
     MPI_Exscan(&mine, &before, 1, MPI_LONG_LONG, MPI_SUM, comm_);
     if (rank_ == 0) before = 0;  // MPI_Exscan leaves rank 0's result undefined
@@ -235,7 +236,7 @@ void ResultWriter::append(std::span<const Sample> samples) {
   }
   h5::check(H5Dwrite(samples_, mem_type_, mspace, fspace, dxpl_, rows.data()), "H5Dwrite", what() + "/samples");
   rows_ += static_cast<hsize_t>(total);
-  flush();
+  if (durable) flush();
 }
 
 double ResultWriter::validation(double rel_error, double tolerance, const std::string& method) {

@@ -36,8 +36,10 @@ class ResultWriter {
 
   void begin_point(const PointSpec& p, int index, int warmups, int repetitions, const Work& work,
                    const std::string& rate_unit, const std::string& backend_version);
-  // Collective; each rank passes its own samples (any number, zero included).
-  void append(std::span<const Sample> samples);
+  // Collective; each rank passes its own samples (any number, zero included). `durable`
+  // also flushes HDF5's metadata and MPI-IO's buffers to the file, so that a job killed after
+  // it returns keeps these samples; without it they reach the file, but may not survive a kill.
+  void append(std::span<const Sample> samples, bool durable = true);
   // Collective; `rel_error` is this rank's. Returns the worst rank's error.
   double validation(double rel_error, double tolerance, const std::string& method);
   void end_point(const std::string& status, const std::string& reason, double seconds);

@@ -28,8 +28,9 @@ std::string host_name() {
 }
 
 // Samples held in memory before a flush: enough for every repetition of most points, small
-// enough (40 B a sample) that it never matters for memory.
-constexpr std::size_t kRecorderCapacity = 1 << 16;
+// enough (40 B a sample, 10 MB a rank) that it never matters for memory; large batches keep
+// the flush rate high (see d500-bench-store).
+constexpr std::size_t kRecorderCapacity = 1 << 18;
 
 void run_job(const std::string& spec_path, const std::string& output, MPI_Comm comm) {
   int rank = 0, size = 1;
@@ -75,13 +76,13 @@ void run_job(const std::string& spec_path, const std::string& output, MPI_Comm c
                v.method + ")";
     } else {
       long long flushed = 0;
-      Harness h(comm, rec, spec.warmups, spec.repetitions, wl->work(), [&](std::span<const Sample> s) {
-        out.append(s);
+      Harness h(comm, rec, spec.warmups, spec.repetitions, wl->work(), [&](std::span<const Sample> s, bool durable) {
+        out.append(s, durable);
         // Tells the launcher (and tests) how much of this point is safely on disk.
         long long mine = static_cast<long long>(s.size()), all = 0;
         MPI_Reduce(&mine, &all, 1, MPI_LONG_LONG, MPI_SUM, 0, comm);
         flushed += all;
-        if (rank == 0 && all > 0) {
+        if (rank == 0 && durable && flushed > 0) {
           std::printf("d500:flushed %d/%d %lld\n", i + 1, n, flushed);
           std::fflush(stdout);
         }

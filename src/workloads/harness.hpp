@@ -52,14 +52,15 @@ class Recorder {
 };
 
 // Runs warm-ups and repetitions with a barrier before each, records one sample per rank per
-// repetition, and flushes between repetitions: when the buffer is full, and every
-// `flush_every` repetitions, a count chosen once after the first repetition so that flushes
-// come about every `flush_interval_ns` of wall time. Every rank records the same number of
+// repetition, and flushes between repetitions: when the buffer is full, and -- durably, so
+// that a killed job keeps the samples -- every `flush_every` repetitions, a count chosen once
+// after the first repetition so that durable flushes come about every `flush_interval_ns` of
+// wall time, and at the end. Every rank records the same number of
 // samples and uses the same count (agreed by one MPI_Allreduce), so the collective flush is
 // reached by all ranks at the same repetition and cannot deadlock.
 class Harness {
  public:
-  using Flush = std::function<void(std::span<const Sample>)>;
+  using Flush = std::function<void(std::span<const Sample>, bool durable)>;
   static constexpr std::int64_t kDefaultFlushIntervalNs = 2'000'000'000;
 
   Harness(MPI_Comm comm, Recorder& rec, int warmups, int repetitions, Work work, Flush flush,
@@ -79,13 +80,14 @@ class Harness {
       const std::int64_t t1 = now_ns();
       rec_.record(Sample{t0, t1, work_.bytes, work_.flops, rank_, r, r < warmups_ ? std::uint8_t{1} : std::uint8_t{0}});
       if (r == 0) flush_every = agree_flush_every(t1 - t0);
-      if (rec_.full() || (r + 1) % flush_every == 0) flush();
+      const bool due = (r + 1) % flush_every == 0;
+      if (due || rec_.full()) flush(due);
     }
-    flush();
+    flush(true);
   }
 
-  void flush() {
-    flush_(rec_.pending());
+  void flush(bool durable) {
+    flush_(rec_.pending(), durable);
     rec_.clear();
   }
 

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "backends/blas/blas_backend.hpp"
 #include "backends/reference/ops.hpp"
 #include "workloads/harness.hpp"
@@ -55,16 +57,19 @@ TEST(FillUniform, IsDeterministicAndInRange) {
 TEST(Harness, RecordsWarmupsAndRepetitionsAndFlushesWhenFull) {
   Recorder rec(4);  // smaller than the 2 + 9 repetitions: forces flushes mid-run
   std::vector<Sample> got;
-  int flushes = 0;
-  Harness h(MPI_COMM_SELF, rec, 2, 9, Work{100, 8}, [&](std::span<const Sample> s) {
+  int flushes = 0, durable_flushes = 0;
+  // A 1 s interval with near-instant repetitions: only the final flush is due for durability.
+  Harness h(MPI_COMM_SELF, rec, 2, 9, Work{100, 8}, [&](std::span<const Sample> s, bool durable) {
     ++flushes;
+    durable_flushes += durable;
     got.insert(got.end(), s.begin(), s.end());
-  });
+  }, 1'000'000'000);
   int calls = 0;
   h.repeat([&] { ++calls; });
   EXPECT_EQ(calls, 11);
   ASSERT_EQ(got.size(), 11u);
   EXPECT_GE(flushes, 3);
+  EXPECT_EQ(durable_flushes, 1);
   for (int r = 0; r < 11; ++r) {
     EXPECT_EQ(got[r].rep, r);
     EXPECT_EQ(got[r].warmup, r < 2 ? 1 : 0);
@@ -72,4 +77,18 @@ TEST(Harness, RecordsWarmupsAndRepetitionsAndFlushesWhenFull) {
     EXPECT_EQ(got[r].flops, 100);
     EXPECT_EQ(got[r].bytes, 8);
   }
+}
+
+TEST(Harness, SlowRepetitionsAreFlushedDurablyOnSchedule) {
+  Recorder rec(1000);
+  int durable_flushes = 0;
+  std::size_t samples = 0;
+  // Each repetition takes >= 2 ms and the interval is 1 ns: every repetition is due.
+  Harness h(MPI_COMM_SELF, rec, 0, 5, Work{}, [&](std::span<const Sample> s, bool durable) {
+    durable_flushes += durable;
+    samples += s.size();
+  }, 1);
+  h.repeat([] { std::this_thread::sleep_for(std::chrono::milliseconds(2)); });
+  EXPECT_EQ(samples, 5u);
+  EXPECT_EQ(durable_flushes, 6);  // after each of the 5 repetitions, and the final one
 }
