@@ -58,3 +58,254 @@ Summary summarize(std::vector<double> x, double confidence) {
 }
 
 }  // namespace d500::stats
+
+#include <boost/math/distributions/beta.hpp>
+#include <boost/math/distributions/chi_squared.hpp>
+#include <boost/math/distributions/normal.hpp>
+#include <boost/math/distributions/students_t.hpp>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <random>
+
+namespace d500::stats {
+
+double quantile_sorted(const std::vector<double>& x, double p) {
+  if (x.empty()) return std::numeric_limits<double>::quiet_NaN();
+  double h = (static_cast<double>(x.size()) - 1) * p;
+  std::size_t lo = static_cast<std::size_t>(std::floor(h));
+  std::size_t hi = std::min(lo + 1, x.size() - 1);
+  return x[lo] + (h - static_cast<double>(lo)) * (x[hi] - x[lo]);
+}
+
+static double mean_of(const std::vector<double>& x) {
+  return x.empty() ? 0 : std::accumulate(x.begin(), x.end(), 0.0) / static_cast<double>(x.size());
+}
+
+static double var_of(const std::vector<double>& x, double m) {
+  double s = 0;
+  for (double v : x) s += (v - m) * (v - m);
+  return x.size() > 1 ? s / static_cast<double>(x.size() - 1) : 0;
+}
+
+MeanInterval mean_t_interval(const std::vector<double>& x, double confidence) {
+  MeanInterval r;
+  r.n = static_cast<int>(x.size());
+  r.mean = mean_of(x);
+  if (r.n < 2) return r;
+  r.sd = std::sqrt(var_of(x, r.mean));
+  boost::math::students_t t(r.n - 1);
+  double h = boost::math::quantile(t, 1 - (1 - confidence) / 2) * r.sd / std::sqrt(static_cast<double>(r.n));
+  r.lo = r.mean - h;
+  r.hi = r.mean + h;
+  r.valid = true;
+  return r;
+}
+
+NormalityTest anderson_darling(std::vector<double> x) {
+  NormalityTest r;
+  const std::size_t n = x.size();
+  if (n < 8) return r;
+  std::sort(x.begin(), x.end());
+  const double m = mean_of(x), sd = std::sqrt(var_of(x, m));
+  if (!(sd > 0)) return r;
+  boost::math::normal z;
+  double s = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    double fi = boost::math::cdf(z, (x[i] - m) / sd);
+    double fj = boost::math::cdf(z, (x[n - 1 - i] - m) / sd);
+    fi = std::clamp(fi, 1e-300, 1 - 1e-16);
+    fj = std::clamp(fj, 1e-300, 1 - 1e-16);
+    s += (2.0 * static_cast<double>(i) + 1) * (std::log(fi) + std::log1p(-fj));
+  }
+  const double dn = static_cast<double>(n);
+  r.a2 = -dn - s / dn;
+  const double a = r.a2_star = r.a2 * (1 + 0.75 / dn + 2.25 / (dn * dn));
+  if (a >= 0.6) r.p_value = std::exp(1.2937 - 5.709 * a + 0.0186 * a * a);
+  else if (a >= 0.34) r.p_value = std::exp(0.9177 - 4.279 * a - 1.38 * a * a);
+  else if (a >= 0.2) r.p_value = 1 - std::exp(-8.318 + 42.796 * a - 59.938 * a * a);
+  else r.p_value = 1 - std::exp(-13.436 + 101.14 * a - 223.73 * a * a);
+  r.p_value = std::clamp(r.p_value, 0.0, 1.0);
+  r.applicable = true;
+  return r;
+}
+
+Outliers tukey_outliers(std::vector<double> x) {
+  Outliers o;
+  if (x.empty()) return o;
+  std::sort(x.begin(), x.end());
+  const double q1 = quantile_sorted(x, 0.25), q3 = quantile_sorted(x, 0.75), iqr = q3 - q1;
+  o.lo_fence = q1 - 1.5 * iqr;
+  o.hi_fence = q3 + 1.5 * iqr;
+  for (double v : x) o.low += v < o.lo_fence, o.high += v > o.hi_fence;
+  return o;
+}
+
+KruskalWallis kruskal_wallis(const std::vector<std::vector<double>>& groups) {
+  KruskalWallis r;
+  std::vector<std::pair<double, std::size_t>> all;
+  int nonempty = 0;
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    nonempty += !groups[g].empty();
+    for (double v : groups[g]) all.push_back({v, g});
+  }
+  if (nonempty < 2) return r;
+  std::sort(all.begin(), all.end());
+  const double n = static_cast<double>(all.size());
+  std::vector<double> rank_sum(groups.size(), 0);
+  double ties = 0;
+  for (std::size_t i = 0; i < all.size();) {
+    std::size_t j = i;
+    while (j < all.size() && all[j].first == all[i].first) ++j;
+    const double avg = (static_cast<double>(i + 1) + static_cast<double>(j)) / 2, t = static_cast<double>(j - i);
+    ties += t * t * t - t;
+    for (std::size_t k = i; k < j; ++k) rank_sum[all[k].second] += avg;
+    i = j;
+  }
+  const double correction = 1 - ties / (n * n * n - n);
+  if (!(correction > 0)) return r;
+  double h = 0;
+  for (std::size_t g = 0; g < groups.size(); ++g)
+    if (!groups[g].empty()) h += rank_sum[g] * rank_sum[g] / static_cast<double>(groups[g].size());
+  r.h = (12 / (n * (n + 1)) * h - 3 * (n + 1)) / correction;
+  r.df = nonempty - 1;
+  r.p_value = boost::math::cdf(boost::math::complement(boost::math::chi_squared(r.df), std::max(0.0, r.h)));
+  r.applicable = true;
+  return r;
+}
+
+Proportion clopper_pearson(int k, int n, double confidence) {
+  Proportion p;
+  p.k = k;
+  p.n = n;
+  if (n <= 0) return p;
+  const double alpha = 1 - confidence;
+  p.estimate = static_cast<double>(k) / n;
+  p.lo = k == 0 ? 0 : boost::math::quantile(boost::math::beta_distribution<double>(k, n - k + 1), alpha / 2);
+  p.hi = k == n ? 1 : boost::math::quantile(boost::math::beta_distribution<double>(k + 1, n - k), 1 - alpha / 2);
+  return p;
+}
+
+namespace {
+
+// Uniform integer in [0, n) from a 64-bit generator, without modulo bias (Lemire 2019);
+// unlike std::uniform_int_distribution, the same on every standard library.
+std::size_t bounded(std::mt19937_64& g, std::size_t n) {
+  unsigned __int128 m = static_cast<unsigned __int128>(g()) * n;
+  std::uint64_t l = static_cast<std::uint64_t>(m);
+  if (l < n) {
+    const std::uint64_t t = (0 - static_cast<std::uint64_t>(n)) % n;
+    while (l < t) {
+      m = static_cast<unsigned __int128>(g()) * n;
+      l = static_cast<std::uint64_t>(m);
+    }
+  }
+  return static_cast<std::size_t>(m >> 64);
+}
+
+double median_inplace(std::vector<double>& x) {
+  const std::size_t n = x.size(), h = n / 2;
+  std::nth_element(x.begin(), x.begin() + static_cast<long>(h), x.end());
+  if (n % 2) return x[h];
+  const double upper = x[h];
+  return 0.5 * (*std::max_element(x.begin(), x.begin() + static_cast<long>(h)) + upper);
+}
+
+// Medians of a sorted sample with each element left out in turn, in O(n).
+std::vector<double> leave_one_out_medians(const std::vector<double>& s) {
+  const std::size_t n = s.size();
+  std::vector<double> out(n);
+  if (n < 2) return std::vector<double>(n, n ? s[0] : 0);
+  const std::size_t m = n - 1;  // size after removal
+  auto at = [&](std::size_t k, std::size_t removed) { return k < removed ? s[k] : s[k + 1]; };
+  for (std::size_t i = 0; i < n; ++i)
+    out[i] = m % 2 ? at(m / 2, i) : 0.5 * (at(m / 2 - 1, i) + at(m / 2, i));
+  return out;
+}
+
+}  // namespace
+
+RatioInterval bootstrap_median_ratio(const std::vector<double>& a, const std::vector<double>& b, double confidence,
+                                     BootstrapMethod method, int resamples, std::uint64_t seed) {
+  RatioInterval r;
+  r.estimate = median(a) / median(b);
+  r.method = std::string(method == BootstrapMethod::BCa ? "BCa" : "percentile") + " bootstrap of the ratio of medians, " +
+             std::to_string(resamples) + " resamples, seed " + std::to_string(seed);
+  if (a.empty() || b.empty()) return r.bounded = false, r;
+  std::mt19937_64 gen(seed);
+  std::vector<double> ra(a.size()), rb(b.size()), theta(static_cast<std::size_t>(resamples));
+  for (int k = 0; k < resamples; ++k) {
+    for (auto& v : ra) v = a[bounded(gen, a.size())];
+    for (auto& v : rb) v = b[bounded(gen, b.size())];
+    theta[static_cast<std::size_t>(k)] = median_inplace(ra) / median_inplace(rb);
+  }
+  std::sort(theta.begin(), theta.end());
+  const double alpha = 1 - confidence;
+  double p_lo = alpha / 2, p_hi = 1 - alpha / 2;
+  if (method == BootstrapMethod::BCa) {
+    boost::math::normal z;
+    const double below = static_cast<double>(std::lower_bound(theta.begin(), theta.end(), r.estimate) - theta.begin());
+    const double frac = std::clamp(below / resamples, 0.5 / resamples, 1 - 0.5 / resamples);
+    const double z0 = boost::math::quantile(z, frac);
+    // Acceleration from the jackknife over both samples (each observation left out once).
+    std::vector<double> sa(a), sb(b);
+    std::sort(sa.begin(), sa.end());
+    std::sort(sb.begin(), sb.end());
+    const double ma = median(a), mb = median(b);
+    std::vector<double> jack;
+    for (double m : leave_one_out_medians(sa)) jack.push_back(m / mb);
+    for (double m : leave_one_out_medians(sb)) jack.push_back(ma / m);
+    const double jm = mean_of(jack);
+    double num = 0, den = 0;
+    for (double j : jack) {
+      const double d = jm - j;
+      num += d * d * d;
+      den += d * d;
+    }
+    const double acc = den > 0 ? num / (6 * std::pow(den, 1.5)) : 0;
+    auto adjust = [&](double p) {
+      const double zp = boost::math::quantile(z, p);
+      return boost::math::cdf(z, z0 + (z0 + zp) / (1 - acc * (z0 + zp)));
+    };
+    p_lo = adjust(p_lo);
+    p_hi = adjust(p_hi);
+  }
+  r.lo = quantile_sorted(theta, p_lo);
+  r.hi = quantile_sorted(theta, p_hi);
+  return r;
+}
+
+RatioInterval fieller_ratio(const std::vector<double>& a, const std::vector<double>& b, double confidence) {
+  RatioInterval r;
+  r.method = "Fieller interval for the ratio of means";
+  const double ma = mean_of(a), mb = mean_of(b);
+  r.estimate = ma / mb;
+  if (a.size() < 2 || b.size() < 2) return r.bounded = false, r;
+  const double v11 = var_of(a, ma) / static_cast<double>(a.size()), v22 = var_of(b, mb) / static_cast<double>(b.size());
+  // Degrees of freedom of the smaller sample: conservative for unequal sizes.
+  const double t = boost::math::quantile(boost::math::students_t(static_cast<double>(std::min(a.size(), b.size()) - 1)),
+                                         1 - (1 - confidence) / 2);
+  const double qa = mb * mb - t * t * v22, qb = -2 * ma * mb, qc = ma * ma - t * t * v11;
+  const double disc = qb * qb - 4 * qa * qc;
+  if (qa <= 0 || disc < 0) return r.bounded = false, r;
+  r.lo = (-qb - std::sqrt(disc)) / (2 * qa);
+  r.hi = (-qb + std::sqrt(disc)) / (2 * qa);
+  return r;
+}
+
+RepetitionAdvice repetition_advice(const Summary& s, double target, int floor) {
+  RepetitionAdvice a;
+  if (!s.has_ci || !(s.median > 0)) {
+    a.rel_half_width = std::numeric_limits<double>::infinity();
+    a.needed = std::max(floor, 6);
+    return a;
+  }
+  a.rel_half_width = std::max(s.median - s.lo, s.hi - s.median) / s.median;
+  a.enough = a.rel_half_width <= target && s.n >= floor;
+  const double scale = a.rel_half_width / target;
+  a.needed = std::max(floor, static_cast<int>(std::ceil(s.n * scale * scale)));
+  if (a.enough) a.needed = s.n;
+  return a;
+}
+
+}  // namespace d500::stats

@@ -1,6 +1,8 @@
 #pragma once
 // Robust summaries for benchmark timings (see STATISTICS in the README): the median with an
 // exact, distribution-free confidence interval from binomial order statistics.
+#include <cstdint>
+#include <string>
 #include <vector>
 
 namespace d500::stats {
@@ -26,5 +28,77 @@ struct Summary {
   double min = 0, max = 0;
 };
 Summary summarize(std::vector<double> x, double confidence = 0.95);
+
+// Sample quantile, linear interpolation between order statistics (Hyndman-Fan type 7, as R's
+// default and numpy's), of sorted data.
+double quantile_sorted(const std::vector<double>& sorted, double p);
+
+// Mean with Student's t interval: x_bar +- t(1 - alpha/2; n - 1) s / sqrt(n).
+struct MeanInterval {
+  int n = 0;
+  double mean = 0, sd = 0, lo = 0, hi = 0;
+  bool valid = false;  // n >= 2
+};
+MeanInterval mean_t_interval(const std::vector<double>& x, double confidence);
+
+// Anderson-Darling test of normality with mean and variance estimated from the data
+// (D'Agostino & Stephens 1986, case 3): A2, the small-sample corrected A2*, and its p-value.
+struct NormalityTest {
+  double a2 = 0, a2_star = 0, p_value = 0;
+  bool applicable = false;  // n >= 8 and the data are not all equal
+  bool rejects(double alpha = 0.05) const { return applicable && p_value < alpha; }
+};
+NormalityTest anderson_darling(std::vector<double> x);
+
+// Tukey's fences [Q1 - 1.5 IQR, Q3 + 1.5 IQR]: how many values lie outside. Counted, never removed.
+struct Outliers {
+  double lo_fence = 0, hi_fence = 0;
+  int low = 0, high = 0;
+};
+Outliers tukey_outliers(std::vector<double> x);
+
+// Kruskal-Wallis H test (tie-corrected, chi-square approximation): do the groups come from
+// one distribution? Used to flag ranks whose timings differ.
+struct KruskalWallis {
+  double h = 0, p_value = 1;
+  int df = 0;
+  bool applicable = false;  // >= 2 groups with data, and not all values equal
+};
+KruskalWallis kruskal_wallis(const std::vector<std::vector<double>>& groups);
+
+// Clopper-Pearson (exact) interval for a binomial proportion k / n.
+struct Proportion {
+  int k = 0, n = 0;
+  double estimate = 0, lo = 0, hi = 0;
+};
+Proportion clopper_pearson(int k, int n, double confidence);
+
+// A ratio with its interval. `bounded` is false when the interval is unbounded (Fieller with a
+// denominator not significantly different from zero).
+struct RatioInterval {
+  double estimate = 0, lo = 0, hi = 0;
+  bool bounded = true;
+  std::string method;
+  bool excludes_one() const { return bounded && (lo > 1 || hi < 1); }
+};
+
+// Two-sample bootstrap of median(a) / median(b): each sample resampled independently,
+// `resamples` times, from a fixed seed (reproducible reports). Percentile or BCa limits (BCa's
+// acceleration from the two-sample jackknife).
+enum class BootstrapMethod { Percentile, BCa };
+RatioInterval bootstrap_median_ratio(const std::vector<double>& a, const std::vector<double>& b, double confidence,
+                                     BootstrapMethod method, int resamples = 2000, std::uint64_t seed = 1);
+
+// Fieller's interval for mean(a) / mean(b) of independent samples.
+RatioInterval fieller_ratio(const std::vector<double>& a, const std::vector<double>& b, double confidence);
+
+// Whether the median's CI is within `target` (relative half-width) and, if not, about how many
+// repetitions would make it so (the half-width shrinks like 1/sqrt(n)).
+struct RepetitionAdvice {
+  bool enough = false;
+  double rel_half_width = 0;  // max(median - lo, hi - median) / median; inf without a CI
+  int needed = 0;             // suggested total repetitions
+};
+RepetitionAdvice repetition_advice(const Summary& s, double target = 0.05, int floor = 10);
 
 }  // namespace d500::stats

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <random>
 
 using namespace d500::stats;
 
@@ -50,4 +51,126 @@ TEST(Summarize, MedianAndIntervalFromOrderStatistics) {
   Summary few = summarize({1, 2, 3}, 0.95);
   EXPECT_FALSE(few.has_ci);
   EXPECT_DOUBLE_EQ(few.median, 2);
+}
+
+// Reference values below were computed independently with SciPy 1.10 (scipy.stats).
+
+TEST(MeanInterval, UsesStudentsT) {
+  std::vector<double> x = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  MeanInterval m = mean_t_interval(x, 0.95);
+  ASSERT_TRUE(m.valid);
+  EXPECT_DOUBLE_EQ(m.mean, 5.5);
+  const double half = 2.2621571627409915 * std::sqrt(55.0 / 6.0) / std::sqrt(10.0);  // t(0.975; 9)
+  EXPECT_NEAR(m.lo, 3.3341494103866087, 1e-9);  // scipy.stats.t.interval
+  EXPECT_NEAR(m.lo, 5.5 - half, 1e-9);
+  EXPECT_NEAR(m.hi, 5.5 + half, 1e-9);
+}
+
+TEST(AndersonDarling, MatchesScipyAndRejectsSkewedData) {
+  NormalityTest n = anderson_darling({10.2, 9.8, 10.5, 10.1, 9.9, 10.3, 10.0, 10.7, 9.6, 10.4, 10.2, 9.95});
+  ASSERT_TRUE(n.applicable);
+  EXPECT_NEAR(n.a2, 0.09681314107574934, 1e-9);
+  EXPECT_FALSE(n.rejects());
+  NormalityTest s = anderson_darling({1, 1.1, 1.2, 1.3, 1.5, 2, 3, 5, 8, 13, 21, 34});
+  EXPECT_NEAR(s.a2, 1.4312678089779354, 1e-9);
+  EXPECT_TRUE(s.rejects());
+  EXPECT_LT(s.p_value, 0.01);
+  EXPECT_FALSE(anderson_darling({1, 2, 3}).applicable);
+}
+
+TEST(Tukey, CountsValuesOutsideTheFences) {
+  Outliers o = tukey_outliers({1, 2, 3, 4, 5, 6, 7, 8, 9, 100, -50});
+  EXPECT_EQ(o.high, 1);
+  EXPECT_EQ(o.low, 1);
+  EXPECT_DOUBLE_EQ(o.lo_fence, 2.5 - 1.5 * 5);  // Q1 = 2.5, Q3 = 7.5 (type 7, n = 11)
+  EXPECT_DOUBLE_EQ(o.hi_fence, 7.5 + 1.5 * 5);
+}
+
+TEST(KruskalWallis, MatchesScipyWithAndWithoutTies) {
+  KruskalWallis k = kruskal_wallis({{1, 2, 3, 4, 5}, {6, 7, 8, 9, 10}, {2, 4, 6, 8, 10.5}});
+  ASSERT_TRUE(k.applicable);
+  EXPECT_NEAR(k.h, 7.030215827338126, 1e-9);
+  EXPECT_NEAR(k.p_value, 0.02974459293273992, 1e-9);
+  KruskalWallis t = kruskal_wallis({{1, 1, 2, 2, 3}, {2, 3, 3, 4, 4}});
+  EXPECT_NEAR(t.h, 4.192258064516128, 1e-9);
+  EXPECT_NEAR(t.p_value, 0.04060897340425361, 1e-9);
+  EXPECT_FALSE(kruskal_wallis({{1, 2}, {}}).applicable);
+}
+
+TEST(ClopperPearson, MatchesScipyBetaQuantiles) {
+  Proportion p = clopper_pearson(5, 10, 0.95);
+  EXPECT_NEAR(p.lo, 0.18708602844739855, 1e-9);
+  EXPECT_NEAR(p.hi, 0.8129139715526015, 1e-9);
+  Proportion z = clopper_pearson(0, 10, 0.95);
+  EXPECT_EQ(z.lo, 0);
+  EXPECT_NEAR(z.hi, 0.3084971078187608, 1e-9);
+  Proportion a = clopper_pearson(10, 10, 0.95);
+  EXPECT_NEAR(a.lo, 0.6915028921812392, 1e-9);
+  EXPECT_EQ(a.hi, 1);
+}
+
+TEST(Bootstrap, IsReproducibleForAFixedSeed) {
+  std::vector<double> a = {2.1, 2.0, 2.3, 1.9, 2.2, 2.05, 2.4, 1.95, 2.15, 2.0};
+  std::vector<double> b = {1.0, 1.1, 0.9, 1.05, 0.95, 1.02, 1.2, 0.98, 1.01, 1.0};
+  for (auto m : {BootstrapMethod::Percentile, BootstrapMethod::BCa}) {
+    RatioInterval r1 = bootstrap_median_ratio(a, b, 0.95, m, 2000, 7);
+    RatioInterval r2 = bootstrap_median_ratio(a, b, 0.95, m, 2000, 7);
+    RatioInterval r3 = bootstrap_median_ratio(a, b, 0.95, m, 2000, 8);
+    EXPECT_EQ(r1.lo, r2.lo);
+    EXPECT_EQ(r1.hi, r2.hi);
+    EXPECT_NE(r1.lo + r1.hi, r3.lo + r3.hi);
+    EXPECT_NEAR(r1.estimate, 2.075 / 1.005, 1e-12);
+    EXPECT_LT(r1.lo, r1.estimate);
+    EXPECT_GT(r1.hi, r1.estimate);
+    EXPECT_TRUE(r1.excludes_one());
+  }
+}
+
+// Coverage: over many data sets with a known true ratio of medians, the 95% intervals should
+// contain it about 95% of the time (a bootstrap with small n undercovers somewhat).
+TEST(Bootstrap, CoversTheTrueRatioOfMedians) {
+  std::mt19937_64 gen(123);
+  std::lognormal_distribution<double> noise(0.0, 0.2);  // median 1
+  for (auto m : {BootstrapMethod::Percentile, BootstrapMethod::BCa}) {
+    int covered = 0;
+    const int sets = 300;
+    for (int s = 0; s < sets; ++s) {
+      std::vector<double> a(30), b(30);
+      for (auto& v : a) v = 2.0 * noise(gen);
+      for (auto& v : b) v = 1.0 * noise(gen);
+      RatioInterval r = bootstrap_median_ratio(a, b, 0.95, m, 1000, static_cast<std::uint64_t>(s));
+      covered += r.lo <= 2.0 && 2.0 <= r.hi;
+    }
+    EXPECT_GE(covered, static_cast<int>(0.88 * sets)) << static_cast<int>(m);
+    EXPECT_LE(covered, static_cast<int>(0.995 * sets)) << static_cast<int>(m);
+  }
+}
+
+TEST(Fieller, BracketsTheRatioAndIsUnboundedNearZeroDenominators) {
+  std::vector<double> a = {2.0, 2.2, 1.9, 2.1, 2.05}, b = {1.0, 1.1, 0.95, 1.05, 1.02};
+  RatioInterval r = fieller_ratio(a, b, 0.95);
+  ASSERT_TRUE(r.bounded);
+  EXPECT_NEAR(r.estimate, 2.05 / 1.024, 1e-12);
+  EXPECT_LT(r.lo, r.estimate);
+  EXPECT_GT(r.hi, r.estimate);
+  // Small relative errors: Fieller approaches the delta method's interval.
+  const double t = 2.7764451051977987;  // t(0.975; 4)
+  const double se = r.estimate * std::sqrt(0.0125 / 5 / (2.05 * 2.05) + 0.00313 / 5 / (1.024 * 1.024));
+  EXPECT_NEAR(r.lo, r.estimate - t * se, 0.02);
+  EXPECT_NEAR(r.hi, r.estimate + t * se, 0.02);
+  EXPECT_FALSE(fieller_ratio(a, {-1, 1, -0.5, 0.6, 0.1}, 0.95).bounded);
+}
+
+TEST(RepetitionAdvice, SaysWhetherTheCiIsTightEnough) {
+  std::vector<double> tight, loose;
+  for (int i = 0; i < 20; ++i) tight.push_back(1.0 + 0.001 * i), loose.push_back(1.0 + 0.1 * i);
+  RepetitionAdvice t = repetition_advice(summarize(tight));
+  EXPECT_TRUE(t.enough);
+  EXPECT_EQ(t.needed, 20);
+  RepetitionAdvice l = repetition_advice(summarize(loose));
+  EXPECT_FALSE(l.enough);
+  EXPECT_GT(l.needed, 20);
+  RepetitionAdvice none = repetition_advice(summarize({1, 2, 3}));
+  EXPECT_FALSE(none.enough);
+  EXPECT_GE(none.needed, 10);
 }
