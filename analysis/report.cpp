@@ -1,6 +1,7 @@
 #include "report.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -10,22 +11,28 @@
 #include "common/text.hpp"
 #include "store/index.hpp"
 #include "store/reader.hpp"
+#include "svg.hpp"
 
 namespace fs = std::filesystem;
 
 namespace d500 {
 
 std::string method_statement(double confidence) {
-  int pct = static_cast<int>(confidence * 100 + 0.5);
+  const std::string pct = std::to_string(static_cast<int>(confidence * 100 + 0.5)) + "%";
   return "Each repetition starts after an MPI_Barrier; its cost is the maximum over ranks of the rank's own "
          "duration (end - start, std::chrono::steady_clock). Warm-up repetitions are recorded but excluded; "
          "repetitions missing on some rank are excluded and counted. The summary is the median with an exact, "
-         "distribution-free " +
-         std::to_string(pct) +
-         "% confidence interval from binomial order statistics (none exists for n <= 5). Rates are work / "
-         "time (GFLOP/s = flops / s / 1e9; GB/s = bytes / s / 1e9, bytes being the message size per rank for "
-         "collectives); the rate interval is the time interval mapped through that same function. No outliers "
-         "are removed.";
+         "distribution-free " + pct +
+         " confidence interval from binomial order statistics (none exists for n <= 5). The mean with a Student-t " +
+         pct +
+         " interval is shown only where an Anderson-Darling test does not reject normality (p >= 0.05). Rates are "
+         "work / time (GFLOP/s = flops / s / 1e9; GB/s = bytes / s / 1e9, bytes being the message size per rank "
+         "for collectives); the rate interval is the time interval mapped through that function. Outliers beyond "
+         "Tukey's fences (1.5 IQR) are counted, never removed. 'Enough' means the median's CI half-width is within "
+         "5% of the median with n >= 10; otherwise the repetitions needed are estimated from the 1/sqrt(n) law. "
+         "Ranks are flagged as differing when a Kruskal-Wallis test on their own durations gives p < 0.01. Ratios "
+         "(speedups, backend comparisons) are ratios of medians with seeded BCa bootstrap intervals, each sample "
+         "resampled independently; a comparison is significant when its interval excludes 1.";
 }
 
 namespace {
@@ -69,6 +76,11 @@ int status_rank(const std::string& s) {
   return 0;
 }
 
+std::int64_t int_param(const Params& p, const char* k, std::int64_t dflt) {
+  auto it = p.find(k);
+  return it != p.end() && type_of(it->second) == ValueType::Int ? std::get<std::int64_t>(it->second) : dflt;
+}
+
 PointRow summarize_point(const PointResult& p, const JobResult& j, double confidence) {
   PointRow r;
   r.id = p.id;
@@ -80,6 +92,10 @@ PointRow summarize_point(const PointResult& p, const JobResult& j, double confid
   r.backend = p.params.count("backend") ? canonical(p.params.at("backend")) : "?";
   r.level = p.level;
   r.ranks = j.ranks;
+  r.nodes = static_cast<int>(int_param(p.params, "nodes", 1));
+  r.ranks_per_node = static_cast<int>(int_param(p.params, "ranks_per_node", j.ranks));
+  r.scaling = p.scaling;
+  r.scaling_note = p.scaling_note;
   r.status = p.status == "running" ? "incomplete" : p.status;
   r.status_reason = p.status_reason;
   r.validation_status = p.validation_status;
@@ -91,23 +107,34 @@ PointRow summarize_point(const PointResult& p, const JobResult& j, double confid
   r.hosts = join(std::vector<std::string>(hosts.begin(), hosts.end()), " ");
 
   // Per repetition: the slowest rank's duration, if every rank recorded it.
-  std::map<int, std::pair<int, std::int64_t>> reps;  // rep -> (ranks seen, max duration)
-  for (const auto& s : p.samples) {
-    if (s.warmup) continue;
-    auto& e = reps[s.rep];
-    e.first += 1;
-    e.second = std::max(e.second, s.end_ns - s.start_ns);
-  }
+  const int total_reps = p.warmups + p.repetitions;
+  std::vector<int> seen(static_cast<std::size_t>(std::max(total_reps, 0)), 0);
+  std::vector<std::int64_t> worst(seen.size(), 0);
+  std::vector<std::vector<double>> per_rank(static_cast<std::size_t>(std::max(j.ranks, 0)));
   std::set<int> warm;
-  for (const auto& s : p.samples)
-    if (s.warmup) warm.insert(s.rep);
-  r.warmups_excluded = static_cast<int>(warm.size());
-  std::vector<double> cost;
-  for (const auto& [rep, e] : reps) {
-    if (e.first == j.ranks) cost.push_back(static_cast<double>(e.second) * 1e-9);
-    else ++r.reps_incomplete;
+  for (const auto& s : p.samples) {
+    if (s.rep < 0 || s.rep >= total_reps || s.rank < 0 || s.rank >= j.ranks) continue;
+    if (s.warmup) {
+      warm.insert(s.rep);
+      continue;
+    }
+    const auto d = s.end_ns - s.start_ns;
+    seen[static_cast<std::size_t>(s.rep)]++;
+    worst[static_cast<std::size_t>(s.rep)] = std::max(worst[static_cast<std::size_t>(s.rep)], d);
+    per_rank[static_cast<std::size_t>(s.rank)].push_back(static_cast<double>(d) * 1e-9);
   }
-  r.time = stats::summarize(cost, confidence);
+  r.warmups_excluded = static_cast<int>(warm.size());
+  for (std::size_t rep = 0; rep < seen.size(); ++rep) {
+    if (seen[rep] == j.ranks) r.costs.push_back(static_cast<double>(worst[rep]) * 1e-9);
+    else if (seen[rep] > 0) ++r.reps_incomplete;
+  }
+  r.time = stats::summarize(r.costs, confidence);
+  r.mean = stats::mean_t_interval(r.costs, confidence);
+  r.normality = stats::anderson_darling(r.costs);
+  r.outliers = stats::tukey_outliers(r.costs);
+  r.advice = stats::repetition_advice(r.time);
+  if (j.ranks > 1) r.ranks_test = stats::kruskal_wallis(per_rank);
+  for (const auto& v : per_rank) r.rank_medians.push_back(stats::median(v));
   r.work = static_cast<double>(p.rate_unit == "GFLOP/s" ? p.work_flops : p.work_bytes);
   if (r.time.n > 0 && r.time.median > 0) {
     r.rate = r.work / r.time.median / 1e9;
@@ -120,18 +147,21 @@ PointRow summarize_point(const PointResult& p, const JobResult& j, double confid
 }
 
 std::string fmt_time(double s) {
+  if (!std::isfinite(s)) return "-";
   if (s >= 1) return fmt_sig(s, 4) + " s";
   if (s >= 1e-3) return fmt_sig(s * 1e3, 4) + " ms";
   return fmt_sig(s * 1e6, 4) + " us";
 }
 
-std::string params_text(const PointRow& r) {
+std::string params_text(const Params& params, bool with_backend) {
   std::vector<std::string> parts;
-  for (const auto& [k, v] : r.params)
-    if (k != "workload" && k != "backend" && k != "seed" && k != "nodes" && k != "ranks_per_node")
+  for (const auto& [k, v] : params)
+    if (k != "workload" && (with_backend || k != "backend") && k != "seed" && k != "nodes" && k != "ranks_per_node")
       parts.push_back(k + "=" + canonical(v));
   return join(parts, " ");
 }
+
+std::string point_label(const PointRow& r) { return r.workload + ":" + r.backend + " " + params_text(r.params, false); }
 
 std::string ci_text(const PointRow& r) {
   if (r.time.n == 0) return "-";
@@ -139,14 +169,10 @@ std::string ci_text(const PointRow& r) {
   return "[" + fmt_time(r.time.lo) + ", " + fmt_time(r.time.hi) + "]";
 }
 
-std::string rate_text(const PointRow& r) {
-  if (r.time.n == 0) return "-";
-  return fmt_sig(r.rate, 4) + " " + r.rate_unit;
-}
+std::string rate_text(const PointRow& r) { return r.time.n == 0 ? "-" : fmt_sig(r.rate, 4) + " " + r.rate_unit; }
 
 std::string rate_ci_text(const PointRow& r) {
-  if (!r.time.has_ci) return "-";
-  return "[" + fmt_sig(r.rate_lo, 4) + ", " + fmt_sig(r.rate_hi, 4) + "]";
+  return r.time.has_ci ? "[" + fmt_sig(r.rate_lo, 4) + ", " + fmt_sig(r.rate_hi, 4) + "]" : "-";
 }
 
 std::string validation_text(const PointRow& r) {
@@ -154,23 +180,213 @@ std::string validation_text(const PointRow& r) {
   return r.validation_status + " (" + fmt_sig(r.validation_max_rel_error, 2) + ")";
 }
 
-std::vector<std::vector<std::string>> table(const Report& rep) {
-  std::vector<std::vector<std::string>> t;
-  t.push_back({"point", "ranks", "n", "median", std::to_string(static_cast<int>(rep.confidence * 100 + .5)) + "% CI",
-               "rate", "rate CI", "validation", "status"});
+std::string mean_text(const PointRow& r) {
+  if (!r.normality.applicable) return "n/a (n<8)";
+  if (r.normality.rejects()) return "not normal (AD p=" + fmt_sig(r.normality.p_value, 2) + ")";
+  return fmt_time(r.mean.mean) + " [" + fmt_time(r.mean.lo) + ", " + fmt_time(r.mean.hi) + "]";
+}
+
+std::string reps_text(const PointRow& r) {
+  if (r.time.n == 0) return "-";
+  if (r.advice.enough) return "yes (" + fmt_sig(r.advice.rel_half_width * 100, 2) + "%)";
+  return "no, ~" + std::to_string(r.advice.needed) + " needed";
+}
+
+std::string ranks_text(const PointRow& r) {
+  if (!r.ranks_test.applicable) return "-";
+  return r.ranks_test.p_value < 0.01 ? "differ (KW p=" + fmt_sig(r.ranks_test.p_value, 2) + ")" : "alike";
+}
+
+std::string ratio_text(const stats::RatioInterval& x) {
+  if (x.method == "base") return "1 (base)";
+  if (!x.bounded) return fmt_sig(x.estimate, 3) + " [unbounded]";
+  return fmt_sig(x.estimate, 3) + " [" + fmt_sig(x.lo, 3) + ", " + fmt_sig(x.hi, 3) + "]";
+}
+
+std::string comparison_sentence(const Comparison& c) {
+  const auto& s = c.speedup;
+  if (!s.excludes_one())
+    return c.other + " vs " + c.baseline + ": no significant difference (time ratio " + ratio_text(s) + ")";
+  const std::string ci = " (" + std::to_string(static_cast<int>(100 * c.confidence + 0.5)) + "% CI of the time ratio: [" +
+                         fmt_sig(s.lo, 3) + ", " + fmt_sig(s.hi, 3) + "])";
+  if (s.estimate >= 1) return c.other + " is " + fmt_sig(s.estimate, 3) + "x faster than " + c.baseline + ci;
+  return c.other + " is " + fmt_sig(1 / s.estimate, 3) + "x slower than " + c.baseline + ci;
+}
+
+using Table = std::vector<std::vector<std::string>>;
+
+Table results_table(const Report& rep) {
+  const std::string ci = std::to_string(static_cast<int>(rep.confidence * 100 + .5)) + "% CI";
+  Table t{{"point", "ranks", "n", "median", ci, "rate", "rate CI", "validation", "status"}};
   for (const auto& r : rep.rows)
-    t.push_back({r.workload + ":" + r.backend + " " + params_text(r), std::to_string(r.ranks),
-                 std::to_string(r.time.n), r.time.n ? fmt_time(r.time.median) : "-", ci_text(r), rate_text(r),
-                 rate_ci_text(r), validation_text(r), r.status});
+    t.push_back({point_label(r), std::to_string(r.ranks), std::to_string(r.time.n), r.time.n ? fmt_time(r.time.median) : "-",
+                 ci_text(r), rate_text(r), rate_ci_text(r), validation_text(r), r.status});
   return t;
+}
+
+Table quality_table(const Report& rep) {
+  Table t{{"point", "ranks", "n", "mean (t-interval)", "outliers (low/high)", "enough repetitions", "ranks"}};
+  for (const auto& r : rep.rows) {
+    if (r.time.n == 0) continue;
+    t.push_back({point_label(r), std::to_string(r.ranks), std::to_string(r.time.n), mean_text(r),
+                 std::to_string(r.outliers.low) + "/" + std::to_string(r.outliers.high), reps_text(r), ranks_text(r)});
+  }
+  return t;
+}
+
+Table comparison_table(const Report& rep) {
+  Table t{{"shared parameters", "baseline", "backend", "speedup over baseline (CI)", "verdict"}};
+  for (const auto& c : rep.comparisons)
+    t.push_back({c.group, c.baseline, c.other, ratio_text(c.speedup),
+                 c.speedup.excludes_one() ? "significant" : "not significant"});
+  return t;
+}
+
+Table scaling_table(const ScalingSeries& s) {
+  Table t{{"ranks", "nodes", "n", "median time", "CI", "T(base)/T(p) (CI)", "efficiency (CI)"}};
+  for (const auto& p : s.points)
+    t.push_back({std::to_string(p.ranks), std::to_string(p.nodes), std::to_string(p.time.n), fmt_time(p.time.median),
+                 p.time.has_ci ? "[" + fmt_time(p.time.lo) + ", " + fmt_time(p.time.hi) + "]" : "none",
+                 ratio_text(p.speedup),
+                 fmt_sig(p.efficiency, 3) + " [" + fmt_sig(p.efficiency_lo, 3) + ", " + fmt_sig(p.efficiency_hi, 3) + "]"});
+  return t;
+}
+
+std::string scaling_caption(const ScalingSeries& s) {
+  std::string c = (s.kind == "weak" ? "Weak" : "Strong") + std::string(" scaling of ") + s.group + ". Base: the " +
+                  std::to_string(s.base_ranks) + "-rank run of this configuration (not the best serial code), median " +
+                  fmt_time(s.base_time) + ". ";
+  if (s.kind == "weak")
+    c += "Ideal: constant time; efficiency = T(base) / T(p). " + (s.note.empty() ? "" : "What grows: " + s.note + ".");
+  else
+    c += "Ideal: T(base) x base / p; efficiency = speedup x base / p. Amdahl fit to the medians: serial fraction " +
+         fmt_sig(s.amdahl_serial_fraction, 3) + ".";
+  return c;
+}
+
+std::string scaling_svg(const ScalingSeries& s) {
+  svg::Plot p;
+  p.title = s.group;
+  p.xlabel = "ranks";
+  p.ylabel = "time per repetition [s]";
+  p.logx = p.logy = true;
+  svg::Series m{"median, CI", {}, {}, {}, {}, false, true};
+  svg::Series ideal{"ideal", {}, {}, {}, {}, true, false};
+  svg::Series amdahl{"Amdahl fit", {}, {}, {}, {}, true, false};
+  for (const auto& pt : s.points) {
+    const double x = pt.ranks;
+    m.x.push_back(x);
+    m.y.push_back(pt.time.median);
+    m.lo.push_back(pt.time.has_ci ? pt.time.lo : NAN);
+    m.hi.push_back(pt.time.has_ci ? pt.time.hi : NAN);
+    ideal.x.push_back(x);
+    ideal.y.push_back(s.kind == "weak" ? s.base_time : s.base_time * s.base_ranks / x);
+    amdahl.x.push_back(x);
+    amdahl.y.push_back(s.base_time * (s.amdahl_serial_fraction + (1 - s.amdahl_serial_fraction) * s.base_ranks / x));
+  }
+  p.series = {m, ideal};
+  if (s.kind != "weak") p.series.push_back(amdahl);
+  return svg::render(p);
+}
+
+std::string comparison_svg(const Report& rep) {
+  // Rates of every complete point per workload, one series per backend.
+  svg::Plot p;
+  p.title = "rates by backend (median, CI)";
+  p.xlabel = "point (see the table's order)";
+  p.ylabel = "rate";
+  p.logy = true;
+  std::map<std::string, svg::Series> by_backend;
+  double x = 0;
+  for (const auto& r : rep.rows) {
+    if (r.status != "complete" || r.time.n == 0) continue;
+    auto& s = by_backend[r.backend + " (" + r.rate_unit + ")"];
+    s.name = r.backend + " (" + r.rate_unit + ")";
+    s.x.push_back(++x);
+    s.y.push_back(r.rate);
+    s.lo.push_back(r.time.has_ci ? r.rate_lo : NAN);
+    s.hi.push_back(r.time.has_ci ? r.rate_hi : NAN);
+  }
+  for (auto& [k, s] : by_backend) p.series.push_back(s);
+  return p.series.empty() ? "" : svg::render(p);
+}
+
+void markdown_table(std::ostringstream& o, const Table& t) {
+  for (std::size_t k = 0; k < t.size(); ++k) {
+    o << "|";
+    for (const auto& c : t[k]) o << " " << c << " |";
+    o << "\n";
+    if (k == 0) {
+      o << "|";
+      for (std::size_t i = 0; i < t[k].size(); ++i) o << "---|";
+      o << "\n";
+    }
+  }
+  o << "\n";
+}
+
+void html_table(std::ostringstream& o, const Table& t, const std::vector<std::string>& row_class = {}) {
+  o << "<table>\n";
+  for (std::size_t k = 0; k < t.size(); ++k) {
+    std::string cls = k > 0 && k - 1 < row_class.size() && !row_class[k - 1].empty() ? " class=\"" + row_class[k - 1] + "\"" : "";
+    o << "<tr" << cls << ">";
+    for (const auto& c : t[k]) o << (k == 0 ? "<th>" : "<td>") << html_escape(c) << (k == 0 ? "</th>" : "</td>");
+    o << "</tr>\n";
+  }
+  o << "</table>\n";
+}
+
+std::vector<std::string> attention(const Report& rep) {
+  std::vector<std::string> out;
+  for (const auto& r : rep.rows)
+    if (r.status != "complete" || r.reps_incomplete) {
+      std::string s = "`" + r.canonical + "` (" + r.id + "): " + r.status + (r.status_reason.empty() ? "" : ": " + r.status_reason);
+      if (r.reps_incomplete) s += "; " + std::to_string(r.reps_incomplete) + " repetitions lacked some rank and were excluded";
+      out.push_back(s);
+    }
+  return out;
+}
+
+// JSON output, by hand: the structure is small and fixed.
+std::string js(const std::string& s) {
+  std::string o = "\"";
+  for (char c : s) {
+    switch (c) {
+      case '"': o += "\\\""; break;
+      case '\\': o += "\\\\"; break;
+      case '\n': o += "\\n"; break;
+      case '\t': o += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char b[8];
+          std::snprintf(b, sizeof b, "\\u%04x", c);
+          o += b;
+        } else {
+          o += c;
+        }
+    }
+  }
+  return o + "\"";
+}
+std::string jn(double v) {
+  if (!std::isfinite(v)) return "null";
+  char b[40];
+  std::snprintf(b, sizeof b, "%.9g", v);
+  return b;
+}
+std::string jratio(const stats::RatioInterval& r) {
+  return "{\"estimate\": " + jn(r.estimate) + ", \"lo\": " + (r.bounded ? jn(r.lo) : "null") + ", \"hi\": " +
+         (r.bounded ? jn(r.hi) : "null") + ", \"significant\": " + (r.excludes_one() ? "true" : "false") +
+         ", \"method\": " + js(r.method) + "}";
 }
 
 }  // namespace
 
-Report analyze_run(const std::string& dir, double confidence) {
+Report analyze_run(const std::string& dir, const AnalysisOptions& opt) {
   Report rep;
   rep.dir = dir;
-  rep.confidence = confidence;
+  rep.confidence = opt.confidence;
+  rep.seed = opt.seed;
   fs::path d(dir);
   if (!fs::is_directory(d / "results"))
     throw Error(dir + ": not a d500 run directory (no results/); create one with `d500 plan CAMPAIGN -o DIR`");
@@ -207,7 +423,7 @@ Report analyze_run(const std::string& dir, double confidence) {
       auto it = best.find(p.id);
       int rank = status_rank(p.status);
       if (it == best.end() || rank > it->second.rank || (rank == it->second.rank && j.created_utc >= it->second.created))
-        best[p.id] = Best{summarize_point(p, j, confidence), rank, j.created_utc};
+        best[p.id] = Best{summarize_point(p, j, opt.confidence), rank, j.created_utc};
     }
   }
 
@@ -217,7 +433,7 @@ Report analyze_run(const std::string& dir, double confidence) {
     listed.insert(p.id);
     auto it = best.find(p.id);
     if (it != best.end()) {
-      rep.rows.push_back(it->second.row);
+      rep.rows.push_back(std::move(it->second.row));
       continue;
     }
     PointRow r;
@@ -233,13 +449,15 @@ Report analyze_run(const std::string& dir, double confidence) {
     r.validation_status = "not-run";
     rep.rows.push_back(r);
   }
-  for (const auto& [id, rb] : best)
-    if (!listed.count(id)) rep.rows.push_back(rb.row);  // results without a plan listing
+  for (auto& [id, b] : best)
+    if (!listed.count(id)) rep.rows.push_back(std::move(b.row));  // results without a plan listing
+  rep.comparisons = compare_backends(rep.rows, opt.confidence, opt.seed);
+  rep.scaling = scaling_series(rep.rows, opt.confidence, opt.seed);
   return rep;
 }
 
 std::string report_text_table(const Report& rep) {
-  auto t = table(rep);
+  auto t = results_table(rep);
   std::vector<std::size_t> w(t.front().size(), 0);
   for (const auto& row : t)
     for (std::size_t i = 0; i < row.size(); ++i) w[i] = std::max(w[i], row[i].size());
@@ -253,37 +471,50 @@ std::string report_text_table(const Report& rep) {
       o << "\n";
     }
   }
+  if (!rep.comparisons.empty()) {
+    o << "\ncomparisons (" << static_cast<int>(rep.confidence * 100 + .5) << "% BCa bootstrap of the ratio of medians):\n";
+    for (const auto& c : rep.comparisons) o << "  " << c.group << ": " << comparison_sentence(c) << "\n";
+  }
+  for (const auto& s : rep.scaling) {
+    o << "\n" << s.kind << " scaling, " << s.group << " (base " << s.base_ranks << " rank(s), " << fmt_time(s.base_time)
+      << "):\n";
+    for (const auto& p : s.points)
+      o << "  " << p.ranks << " ranks: " << fmt_time(p.time.median) << ", T(base)/T(p) " << ratio_text(p.speedup)
+        << ", efficiency " << fmt_sig(p.efficiency, 3) << "\n";
+  }
   for (const auto& u : rep.unreadable) o << "unreadable: " << u << "\n";
   return o.str();
 }
 
 std::string report_markdown(const Report& rep) {
   std::ostringstream o;
-  o << "# d500 report: " << rep.campaign << "\n\n"
-    << "- campaign hash: `" << rep.campaign_hash << "`\n- d500: " << rep.d500_version << "\n- files read: "
-    << rep.files.size() << "\n\n## Method\n\n" << method_statement(rep.confidence) << "\n\n## Results\n\n";
-  auto t = table(rep);
-  for (std::size_t k = 0; k < t.size(); ++k) {
-    o << "|";
-    for (const auto& c : t[k]) o << " " << c << " |";
+  o << "# d500 report: " << rep.campaign << "\n\n- campaign hash: `" << rep.campaign_hash << "`\n- d500: " << rep.d500_version
+    << "\n- files read: " << rep.files.size() << "\n- bootstrap seed: " << rep.seed << "\n\n## Method\n\n"
+    << method_statement(rep.confidence) << "\n\n## Results\n\n";
+  markdown_table(o, results_table(rep));
+  o << "## Measurement quality\n\n";
+  markdown_table(o, quality_table(rep));
+  if (!rep.comparisons.empty()) {
+    o << "## Backend comparisons\n\n";
+    markdown_table(o, comparison_table(rep));
+    for (const auto& c : rep.comparisons) o << "- " << c.group << ": " << comparison_sentence(c) << "\n";
     o << "\n";
-    if (k == 0) {
-      o << "|";
-      for (std::size_t i = 0; i < t[k].size(); ++i) o << "---|";
-      o << "\n";
+  }
+  if (!rep.scaling.empty()) {
+    o << "## Scaling\n\n";
+    for (const auto& s : rep.scaling) {
+      o << scaling_caption(s) << "\n\n";
+      markdown_table(o, scaling_table(s));
     }
   }
-  bool notes = false;
-  for (const auto& r : rep.rows)
-    if (r.status != "complete" || r.reps_incomplete) {
-      if (!notes) o << "\n## Points needing attention\n\n";
-      notes = true;
-      o << "- `" << r.canonical << "` (" << r.id << "): " << r.status << (r.status_reason.empty() ? "" : ": " + r.status_reason);
-      if (r.reps_incomplete) o << "; " << r.reps_incomplete << " repetitions lacked some rank and were excluded";
-      o << "\n";
-    }
+  auto att = attention(rep);
+  if (!att.empty()) {
+    o << "## Points needing attention\n\n";
+    for (const auto& a : att) o << "- " << a << "\n";
+    o << "\n";
+  }
   if (!rep.unreadable.empty()) {
-    o << "\n## Unreadable files\n\n";
+    o << "## Unreadable files\n\n";
     for (const auto& u : rep.unreadable) o << "- " << u << "\n";
   }
   return o.str();
@@ -292,26 +523,44 @@ std::string report_markdown(const Report& rep) {
 std::string report_html(const Report& rep) {
   std::ostringstream o;
   o << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>d500 report: "
-    << html_escape(rep.campaign) << "</title>\n<style>body{font-family:sans-serif;margin:2em;max-width:80em}"
-    << "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.3em .6em;text-align:right}"
+    << html_escape(rep.campaign) << "</title>\n<style>body{font-family:sans-serif;margin:2em;max-width:90em}"
+    << "table{border-collapse:collapse;margin-bottom:1em}td,th{border:1px solid #ccc;padding:.3em .6em;text-align:right}"
     << "td:first-child,th:first-child{text-align:left;font-family:monospace}"
-    << ".bad{background:#fdd}.warn{background:#ffd}</style></head><body>\n<h1>d500 report: "
-    << html_escape(rep.campaign) << "</h1>\n<p>campaign hash <code>" << html_escape(rep.campaign_hash)
-    << "</code>; d500 " << html_escape(rep.d500_version) << "; " << rep.files.size() << " files read</p>\n"
-    << "<h2>Method</h2>\n<p>" << html_escape(method_statement(rep.confidence)) << "</p>\n<h2>Results</h2>\n<table>\n";
-  auto t = table(rep);
-  for (std::size_t k = 0; k < t.size(); ++k) {
-    std::string cls;
-    if (k > 0) {
-      const auto& r = rep.rows[k - 1];
-      if (r.status == "failed-validation" || r.status == "missing" || r.status == "incomplete") cls = " class=\"bad\"";
-      else if (!r.time.has_ci) cls = " class=\"warn\"";
-    }
-    o << "<tr" << cls << ">";
-    for (const auto& c : t[k]) o << (k == 0 ? "<th>" : "<td>") << html_escape(c) << (k == 0 ? "</th>" : "</td>");
-    o << "</tr>\n";
+    << ".bad{background:#fdd}.warn{background:#ffd}figure{display:inline-block;margin:0 1em 1em 0}</style></head><body>\n"
+    << "<h1>d500 report: " << html_escape(rep.campaign) << "</h1>\n<p>campaign hash <code>" << html_escape(rep.campaign_hash)
+    << "</code>; d500 " << html_escape(rep.d500_version) << "; " << rep.files.size() << " files read; bootstrap seed "
+    << rep.seed << "</p>\n<h2>Method</h2>\n<p>" << html_escape(method_statement(rep.confidence)) << "</p>\n<h2>Results</h2>\n";
+  std::vector<std::string> cls;
+  for (const auto& r : rep.rows) {
+    if (r.status == "failed-validation" || r.status == "missing" || r.status == "incomplete") cls.push_back("bad");
+    else if (!r.time.has_ci || !r.advice.enough) cls.push_back("warn");
+    else cls.push_back("");
   }
-  o << "</table>\n";
+  html_table(o, results_table(rep), cls);
+  std::string rates = comparison_svg(rep);
+  if (!rates.empty()) o << "<figure>" << rates << "</figure>\n";
+  o << "<h2>Measurement quality</h2>\n";
+  html_table(o, quality_table(rep));
+  if (!rep.comparisons.empty()) {
+    o << "<h2>Backend comparisons</h2>\n";
+    html_table(o, comparison_table(rep));
+    o << "<ul>\n";
+    for (const auto& c : rep.comparisons) o << "<li>" << html_escape(c.group + ": " + comparison_sentence(c)) << "</li>\n";
+    o << "</ul>\n";
+  }
+  if (!rep.scaling.empty()) {
+    o << "<h2>Scaling</h2>\n";
+    for (const auto& s : rep.scaling) {
+      o << "<p>" << html_escape(scaling_caption(s)) << "</p>\n<figure>" << scaling_svg(s) << "</figure>\n";
+      html_table(o, scaling_table(s));
+    }
+  }
+  auto att = attention(rep);
+  if (!att.empty()) {
+    o << "<h2>Points needing attention</h2>\n<ul>\n";
+    for (const auto& a : att) o << "<li>" << html_escape(a) << "</li>\n";
+    o << "</ul>\n";
+  }
   if (!rep.unreadable.empty()) {
     o << "<h2>Unreadable files</h2>\n<ul>\n";
     for (const auto& u : rep.unreadable) o << "<li>" << html_escape(u) << "</li>\n";
@@ -328,23 +577,82 @@ std::string report_csv(const Report& rep) {
   std::ostringstream o;
   o << "point_id,job_id,canonical,level,workload,backend,ranks";
   for (const auto& n : names) o << ",param_" << n;
-  o << ",n,warmups_excluded,reps_incomplete,median_s,ci_lo_s,ci_hi_s,ci_level,ci_coverage,rate_unit,rate_median,"
-       "rate_ci_lo,rate_ci_hi,validation_status,validation_max_rel_error,validation_tolerance,status,status_reason,"
-       "hosts,file\n";
-  auto num = [](double v) { char b[40]; std::snprintf(b, sizeof b, "%.9g", v); return std::string(b); };
+  o << ",n,warmups_excluded,reps_incomplete,median_s,ci_lo_s,ci_hi_s,ci_level,ci_coverage,ci_method,mean_s,mean_ci_lo_s,"
+       "mean_ci_hi_s,normality_ad_p,outliers_low,outliers_high,enough_reps,reps_needed,ranks_kw_p,rate_unit,"
+       "rate_median,rate_ci_lo,rate_ci_hi,validation_status,validation_max_rel_error,validation_tolerance,status,"
+       "status_reason,hosts,file\n";
+  auto num = [](double v) { return std::isfinite(v) ? jn(v) : std::string(); };
   for (const auto& r : rep.rows) {
-    o << r.id << "," << r.job_id << "," << csv_field(r.canonical) << "," << r.level << "," << csv_field(r.workload)
-      << "," << csv_field(r.backend) << "," << r.ranks;
+    o << r.id << "," << r.job_id << "," << csv_field(r.canonical) << "," << r.level << "," << csv_field(r.workload) << ","
+      << csv_field(r.backend) << "," << r.ranks;
     for (const auto& n : names) o << "," << (r.params.count(n) ? csv_field(canonical(r.params.at(n))) : "");
-    bool has = r.time.n > 0;
+    const bool has = r.time.n > 0, ci = r.time.has_ci;
+    const bool show_mean = r.normality.applicable && !r.normality.rejects();
     o << "," << r.time.n << "," << r.warmups_excluded << "," << r.reps_incomplete << "," << (has ? num(r.time.median) : "")
-      << "," << (r.time.has_ci ? num(r.time.lo) : "") << "," << (r.time.has_ci ? num(r.time.hi) : "") << ","
-      << num(rep.confidence) << "," << (r.time.has_ci ? num(r.time.coverage) : "") << "," << r.rate_unit << ","
-      << (has ? num(r.rate) : "") << "," << (r.time.has_ci ? num(r.rate_lo) : "") << ","
-      << (r.time.has_ci ? num(r.rate_hi) : "") << "," << r.validation_status << ","
-      << num(r.validation_max_rel_error) << "," << num(r.validation_tolerance) << "," << r.status << ","
-      << csv_field(r.status_reason) << "," << csv_field(r.hosts) << "," << csv_field(r.file) << "\n";
+      << "," << (ci ? num(r.time.lo) : "") << "," << (ci ? num(r.time.hi) : "") << "," << num(rep.confidence) << ","
+      << (ci ? num(r.time.coverage) : "") << ",binomial order statistics," << (show_mean ? num(r.mean.mean) : "") << ","
+      << (show_mean ? num(r.mean.lo) : "") << "," << (show_mean ? num(r.mean.hi) : "") << ","
+      << (r.normality.applicable ? num(r.normality.p_value) : "") << "," << (has ? std::to_string(r.outliers.low) : "")
+      << "," << (has ? std::to_string(r.outliers.high) : "") << "," << (has ? (r.advice.enough ? "yes" : "no") : "") << ","
+      << (has ? std::to_string(r.advice.needed) : "") << "," << (r.ranks_test.applicable ? num(r.ranks_test.p_value) : "")
+      << "," << r.rate_unit << "," << (has ? num(r.rate) : "") << "," << (ci ? num(r.rate_lo) : "") << ","
+      << (ci ? num(r.rate_hi) : "") << "," << r.validation_status << "," << num(r.validation_max_rel_error) << ","
+      << num(r.validation_tolerance) << "," << r.status << "," << csv_field(r.status_reason) << "," << csv_field(r.hosts)
+      << "," << csv_field(r.file) << "\n";
   }
+  return o.str();
+}
+
+std::string report_json(const Report& rep) {
+  std::ostringstream o;
+  o << "{\n  \"campaign\": " << js(rep.campaign) << ",\n  \"campaign_hash\": " << js(rep.campaign_hash)
+    << ",\n  \"d500\": " << js(rep.d500_version) << ",\n  \"confidence\": " << jn(rep.confidence)
+    << ",\n  \"bootstrap_seed\": " << rep.seed << ",\n  \"method\": " << js(method_statement(rep.confidence))
+    << ",\n  \"points\": [";
+  for (std::size_t i = 0; i < rep.rows.size(); ++i) {
+    const auto& r = rep.rows[i];
+    o << (i ? "," : "") << "\n    {\"id\": " << js(r.id) << ", \"canonical\": " << js(r.canonical) << ", \"job\": "
+      << js(r.job_id) << ", \"status\": " << js(r.status) << ", \"status_reason\": " << js(r.status_reason)
+      << ", \"ranks\": " << r.ranks << ", \"n\": " << r.time.n << ", \"warmups_excluded\": " << r.warmups_excluded
+      << ", \"median_s\": " << (r.time.n ? jn(r.time.median) : "null") << ", \"ci\": "
+      << (r.time.has_ci ? "[" + jn(r.time.lo) + ", " + jn(r.time.hi) + "]" : "null")
+      << ", \"ci_coverage\": " << (r.time.has_ci ? jn(r.time.coverage) : "null") << ", \"mean\": "
+      << (r.normality.applicable && !r.normality.rejects()
+              ? "{\"mean_s\": " + jn(r.mean.mean) + ", \"ci\": [" + jn(r.mean.lo) + ", " + jn(r.mean.hi) + "]}"
+              : "null")
+      << ", \"normality_ad_p\": " << (r.normality.applicable ? jn(r.normality.p_value) : "null")
+      << ", \"outliers\": {\"low\": " << r.outliers.low << ", \"high\": " << r.outliers.high << "}"
+      << ", \"enough_repetitions\": " << (r.advice.enough ? "true" : "false") << ", \"repetitions_needed\": " << r.advice.needed
+      << ", \"ranks_kw_p\": " << (r.ranks_test.applicable ? jn(r.ranks_test.p_value) : "null") << ", \"rank_medians_s\": [";
+    for (std::size_t k = 0; k < r.rank_medians.size(); ++k) o << (k ? ", " : "") << jn(r.rank_medians[k]);
+    o << "], \"rate\": " << (r.time.n ? jn(r.rate) : "null") << ", \"rate_unit\": " << js(r.rate_unit)
+      << ", \"validation\": {\"status\": " << js(r.validation_status) << ", \"max_rel_error\": "
+      << jn(r.validation_max_rel_error) << ", \"tolerance\": " << jn(r.validation_tolerance) << "}}";
+  }
+  o << "\n  ],\n  \"comparisons\": [";
+  for (std::size_t i = 0; i < rep.comparisons.size(); ++i) {
+    const auto& c = rep.comparisons[i];
+    o << (i ? "," : "") << "\n    {\"group\": " << js(c.group) << ", \"baseline\": " << js(c.baseline) << ", \"backend\": "
+      << js(c.other) << ", \"baseline_id\": " << js(c.baseline_id) << ", \"backend_id\": " << js(c.other_id)
+      << ", \"speedup\": " << jratio(c.speedup) << "}";
+  }
+  o << "\n  ],\n  \"scaling\": [";
+  for (std::size_t i = 0; i < rep.scaling.size(); ++i) {
+    const auto& s = rep.scaling[i];
+    o << (i ? "," : "") << "\n    {\"group\": " << js(s.group) << ", \"kind\": " << js(s.kind) << ", \"note\": " << js(s.note)
+      << ", \"base_ranks\": " << s.base_ranks << ", \"base_median_s\": " << jn(s.base_time)
+      << ", \"amdahl_serial_fraction\": " << jn(s.amdahl_serial_fraction) << ", \"points\": [";
+    for (std::size_t k = 0; k < s.points.size(); ++k) {
+      const auto& p = s.points[k];
+      o << (k ? ", " : "") << "{\"id\": " << js(p.id) << ", \"ranks\": " << p.ranks << ", \"median_s\": " << jn(p.time.median)
+        << ", \"speedup\": " << jratio(p.speedup) << ", \"efficiency\": [" << jn(p.efficiency) << ", "
+        << jn(p.efficiency_lo) << ", " << jn(p.efficiency_hi) << "]}";
+    }
+    o << "]}";
+  }
+  o << "\n  ],\n  \"unreadable\": [";
+  for (std::size_t i = 0; i < rep.unreadable.size(); ++i) o << (i ? ", " : "") << js(rep.unreadable[i]);
+  o << "]\n}\n";
   return o.str();
 }
 
@@ -353,6 +661,7 @@ void write_reports(const Report& rep) {
   write_file_atomic((d / "report.md").string(), report_markdown(rep));
   write_file_atomic((d / "report.html").string(), report_html(rep));
   write_file_atomic((d / "results.csv").string(), report_csv(rep));
+  write_file_atomic((d / "results.json").string(), report_json(rep));
   std::vector<IndexEntry> pts;
   for (const auto& r : rep.rows)
     if (!r.file.empty()) pts.push_back({r.id, r.file});

@@ -1,6 +1,7 @@
 #pragma once
-// The report: reads every results file of a run directory, summarises each point, and writes
-// report.md, report.html and results.csv.
+// The analysis stage's entry point: reads every results file of a run directory, summarises
+// each point, compares backends and scaling series, and writes the report in four formats.
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -12,33 +13,79 @@ namespace d500 {
 struct PointRow {
   std::string id, job_id, file, canonical, workload, backend, status, status_reason;
   std::string validation_status, validation_method, rate_unit, hosts;
-  int level = 0, ranks = 0, warmups_excluded = 0, reps_incomplete = 0;
+  std::string scaling = "strong", scaling_note;  // what a series over ranks means for this workload
+  int level = 0, ranks = 0, nodes = 1, ranks_per_node = 1, warmups_excluded = 0, reps_incomplete = 0;
   Params params;
   double validation_max_rel_error = 0, validation_tolerance = 0;
-  stats::Summary time;  // seconds per repetition (max over ranks)
+  std::vector<double> costs;  // timed repetitions, seconds, max over ranks, in repetition order
+  stats::Summary time;        // of costs
   double rate = 0, rate_lo = 0, rate_hi = 0;  // from the median and CI bounds of time
   double work = 0;                           // flops or bytes per repetition
+  stats::MeanInterval mean;                  // shown only when normality is not rejected
+  stats::NormalityTest normality;
+  stats::Outliers outliers;
+  stats::RepetitionAdvice advice;
+  stats::KruskalWallis ranks_test;           // do the ranks' own durations differ?
+  std::vector<double> rank_medians;          // per rank, seconds
+};
+
+// Backend B against backend A on otherwise identical points: speedup = median(A) / median(B).
+struct Comparison {
+  std::string group;             // the shared parameters
+  std::string baseline, other;   // backends
+  std::string baseline_id, other_id;
+  stats::RatioInterval speedup;
+  double confidence = 0.95;
+};
+
+struct ScalingPoint {
+  std::string id;
+  int ranks = 0, nodes = 0;
+  stats::Summary time;
+  stats::RatioInterval speedup;  // T(base) / T(p), bootstrap
+  double efficiency = 0, efficiency_lo = 0, efficiency_hi = 0;
+};
+
+struct ScalingSeries {
+  std::string group;        // the parameters shared by the series
+  std::string kind, note;   // "strong" or "weak", and what grows
+  int base_ranks = 0;
+  double base_time = 0;     // median, seconds
+  std::vector<ScalingPoint> points;
+  double amdahl_serial_fraction = 0;  // least-squares fit to the medians (strong scaling)
 };
 
 struct Report {
   std::string dir, campaign, campaign_hash, d500_version;
   std::vector<PointRow> rows;                  // in plan order
+  std::vector<Comparison> comparisons;
+  std::vector<ScalingSeries> scaling;
   std::vector<std::string> files;              // files read
   std::vector<std::string> unreadable;         // "file: reason"
   double confidence = 0.95;
+  std::uint64_t seed = 1;                      // of every bootstrap
+};
+
+struct AnalysisOptions {
+  double confidence = 0.95;
+  std::uint64_t seed = 1;
 };
 
 // Analyses a run directory (the output of `d500 plan`, after `d500 run`).
-Report analyze_run(const std::string& dir, double confidence = 0.95);
+Report analyze_run(const std::string& dir, const AnalysisOptions& opt = {});
+
+std::vector<Comparison> compare_backends(const std::vector<PointRow>& rows, double confidence, std::uint64_t seed);
+std::vector<ScalingSeries> scaling_series(const std::vector<PointRow>& rows, double confidence, std::uint64_t seed);
 
 std::string report_text_table(const Report& r);
 std::string report_markdown(const Report& r);
 std::string report_html(const Report& r);
 std::string report_csv(const Report& r);
-// Writes report.md, report.html and results.csv into the run directory.
+std::string report_json(const Report& r);
+// Writes report.md, report.html, results.csv, results.json and the campaign index.
 void write_reports(const Report& r);
 
-// A one-paragraph statement of how the numbers were obtained; every report carries it.
+// A statement of how the numbers were obtained; every report carries it.
 std::string method_statement(double confidence);
 
 }  // namespace d500

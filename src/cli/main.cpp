@@ -80,14 +80,14 @@ int cmd_run(const std::string& dir, bool rerun) {
   return failed ? 1 : 0;
 }
 
-int cmd_report(const std::string& dir, double confidence) {
+int cmd_report(const std::string& dir, double confidence, std::uint64_t seed) {
   if (!(confidence > 0.5 && confidence < 1))
     throw Error("--confidence must lie between 0.5 and 1 (e.g. 0.95), got " + std::to_string(confidence));
-  Report r = analyze_run(dir, confidence);
+  Report r = analyze_run(dir, AnalysisOptions{confidence, seed});
   std::cout << report_text_table(r);
   write_reports(r);
   std::cout << "\n" << method_statement(confidence) << "\n\nwrote " << dir << "/report.md, " << dir
-            << "/report.html, " << dir << "/results.csv, " << dir << "/campaign.h5 (index)\n";
+            << "/report.html, " << dir << "/results.csv, " << dir << "/results.json, " << dir << "/campaign.h5 (index)\n";
   return 0;
 }
 
@@ -162,12 +162,14 @@ int main(int argc, char** argv) {
   std::vector<std::string> files;
   sub["check"]->add_option("files", files, "results files (.h5)")->required();
   sub["report"]->add_option("--confidence", confidence, "confidence level of the intervals (default 0.95)");
+  std::uint64_t seed = 1;
+  sub["report"]->add_option("--seed", seed, "seed of the bootstrap resampling (default 1)");
   CLI11_PARSE(app, argc, argv);
 
   try {
     if (sub["plan"]->parsed()) return cmd_plan(campaign, out, dry_run);
     if (sub["run"]->parsed()) return cmd_run(dir, rerun);
-    if (sub["report"]->parsed()) return cmd_report(dir, confidence);
+    if (sub["report"]->parsed()) return cmd_report(dir, confidence, seed);
     if (sub["check"]->parsed()) return cmd_check(files);
     if (sub["backends"]->parsed()) return cmd_backends();
     if (sub["workloads"]->parsed()) return cmd_workloads();

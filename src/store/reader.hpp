@@ -11,6 +11,7 @@ namespace d500 {
 struct PointResult {
   std::string id, canonical, status, status_reason, rate_unit, backend_version;
   std::string validation_status = "not-run", validation_method;
+  std::string scaling = "strong", scaling_note;
   double validation_max_rel_error = 0, validation_tolerance = 0, seconds = 0;
   int index = 0, level = 0, warmups = 0, repetitions = 0;
   Params params;

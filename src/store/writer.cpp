@@ -164,8 +164,7 @@ void ResultWriter::per_rank_dataset(hid_t parent, const char* name, hid_t type, 
   h5::check(H5Dwrite(d, type, mem, space, dxpl_, mine), "H5Dwrite", w);
 }
 
-void ResultWriter::begin_point(const PointSpec& p, int index, int warmups, int repetitions, const Work& work,
-                               const std::string& rate_unit, const std::string& backend_version) {
+void ResultWriter::begin_point(const PointSpec& p, int index, int warmups, int repetitions, const PointMeta& meta) {
   point_id_ = p.id;
   rows_ = 0;
   if (writes())
@@ -176,10 +175,12 @@ void ResultWriter::begin_point(const PointSpec& p, int index, int warmups, int r
   attr(point_, "level", std::int64_t{p.level});
   attr(point_, "warmups", std::int64_t{warmups});
   attr(point_, "repetitions", std::int64_t{repetitions});
-  attr(point_, "work_flops", work.flops);
-  attr(point_, "work_bytes", work.bytes);
-  attr(point_, "rate_unit", rate_unit);
-  attr(point_, "backend_version", bcast_string(backend_version, comm_));
+  attr(point_, "work_flops", meta.work.flops);
+  attr(point_, "work_bytes", meta.work.bytes);
+  attr(point_, "rate_unit", meta.rate_unit);
+  attr(point_, "backend_version", bcast_string(meta.backend_version, comm_));
+  attr(point_, "scaling", meta.scaling);
+  attr(point_, "scaling_note", meta.scaling_note);
   attr(point_, "status", std::string("running"));
   attr(point_, "status_reason", std::string("the job ended while this point was running"));
   for (const auto& [k, v] : p.params) attr(point_, "param." + k, v);

@@ -34,8 +34,11 @@ class ResultWriter {
                StoreMode mode = default_store_mode());
   ~ResultWriter();
 
-  void begin_point(const PointSpec& p, int index, int warmups, int repetitions, const Work& work,
-                   const std::string& rate_unit, const std::string& backend_version);
+  struct PointMeta {
+    Work work;
+    std::string rate_unit, backend_version, scaling, scaling_note;
+  };
+  void begin_point(const PointSpec& p, int index, int warmups, int repetitions, const PointMeta& meta);
   // Collective; each rank passes its own samples (any number, zero included). `durable`
   // also flushes HDF5's metadata and MPI-IO's buffers to the file, so that a job killed after
   // it returns keeps these samples; without it they reach the file, but may not survive a kill.

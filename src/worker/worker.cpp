@@ -64,7 +64,7 @@ void run_job(const std::string& spec_path, const std::string& output, MPI_Comm c
       throw Error(spec_path + ": point " + p.id + " (" + p.canonical + ") is not runnable by this build of d500");
     RunContext ctx{comm, rank, size, p.params, static_cast<std::uint64_t>(std::get<std::int64_t>(p.params.at("seed")))};
     std::unique_ptr<Workload> wl = w->backends.at(bname)(ctx);
-    out.begin_point(p, i, spec.warmups, spec.repetitions, wl->work(), w->rate_unit, b->version());
+    out.begin_point(p, i, spec.warmups, spec.repetitions, {wl->work(), w->rate_unit, b->version(), w->scaling, w->scaling_note});
 
     Validation v = wl->validate();
     const double worst = out.validation(v.rel_error, v.tolerance, v.method);

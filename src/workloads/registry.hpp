@@ -64,6 +64,10 @@ struct WorkloadInfo {
   std::vector<ParamSpec> params;                    // beyond common_params()
   std::map<std::string, WorkloadFactory> backends;  // backend name -> implementation
   std::string rate_unit;                            // "GFLOP/s" or "GB/s"
+  // What a series over rank counts means: "strong" (fixed total work split over the ranks) or
+  // "weak" (fixed work per rank), and in words what grows with the ranks.
+  std::string scaling = "strong";
+  std::string scaling_note;
   // Optional: fills parameters derived from others (gemm: m = n when m is -1), so that the
   // canonical form of a point is explicit and equal problems get equal ids.
   std::function<void(Params&)> normalize;

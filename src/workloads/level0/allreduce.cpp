@@ -55,6 +55,8 @@ void register_allreduce(WorkloadRegistry& r) {
   w.level = 0;
   w.description = "MPI_Allreduce of float32 values, sum, out of place";
   w.rate_unit = "GB/s";
+  w.scaling = "weak";
+  w.scaling_note = "total data: every rank contributes a message of the same size";
   w.params = {{"bytes", ValueType::Int, std::nullopt, 4, std::int64_t{1} << 34, {},
                "message size per rank in bytes (a multiple of 4)"}};
   w.check = [](const Params& p) -> std::string {

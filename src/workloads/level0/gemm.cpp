@@ -82,6 +82,8 @@ void register_gemm(WorkloadRegistry& r) {
   w.level = 0;
   w.description = "float32 matrix multiply C = A*B (A m x k, B k x n), row-major";
   w.rate_unit = "GFLOP/s";
+  w.scaling = "weak";
+  w.scaling_note = "total work: every rank multiplies its own matrices of the same size";
   const Value minus_one{std::int64_t{-1}};
   w.params = {
       {"n", ValueType::Int, std::nullopt, 1, 65536, {}, "columns of C (and m, k unless given)"},

@@ -1,0 +1,131 @@
+// Comparisons between backends and scaling series: the parts of the report that relate points
+// to each other. Ratios of medians get seeded BCa bootstrap intervals (STATISTICS: "Ratios").
+#include <algorithm>
+#include <map>
+
+#include "common/text.hpp"
+#include "report.hpp"
+
+namespace d500 {
+
+namespace {
+
+// Resamples for a bootstrap over samples of size n: 2000, fewer for very large samples so a
+// report of millions of repetitions stays fast (the count is stated with every interval).
+int resamples_for(std::size_t n) {
+  const std::size_t budget = 40'000'000;
+  return static_cast<int>(std::clamp<std::size_t>(budget / std::max<std::size_t>(n, 1), 200, 2000));
+}
+
+std::string key_without(const Params& p, std::initializer_list<const char*> drop) {
+  std::vector<std::string> parts;
+  for (const auto& [k, v] : p) {
+    bool skip = false;
+    for (const char* d : drop) skip = skip || k == d;
+    if (!skip) parts.push_back(k + "=" + canonical(v));
+  }
+  return join(parts, " ");
+}
+
+bool usable(const PointRow& r) { return r.status == "complete" && r.time.n > 0; }
+
+// How a group reads in the report: like a point, without what varies inside the group.
+std::string label(const PointRow& r, bool with_backend, bool with_ranks) {
+  std::string s = r.workload + (with_backend ? ":" + r.backend : "");
+  for (const auto& [k, v] : r.params)
+    if (k != "workload" && k != "backend" && k != "nodes" && k != "ranks_per_node") s += " " + k + "=" + canonical(v);
+  if (with_ranks) s += ", " + std::to_string(r.ranks) + (r.ranks == 1 ? " rank" : " ranks");
+  return s;
+}
+
+}  // namespace
+
+std::vector<Comparison> compare_backends(const std::vector<PointRow>& rows, double confidence, std::uint64_t seed) {
+  std::map<std::string, std::vector<const PointRow*>> groups;
+  std::vector<std::string> order;
+  for (const auto& r : rows) {
+    if (!usable(r)) continue;
+    std::string k = key_without(r.params, {"backend"});
+    if (!groups.count(k)) order.push_back(k);
+    groups[k].push_back(&r);
+  }
+  std::vector<Comparison> out;
+  for (const auto& k : order) {
+    auto& g = groups[k];
+    if (g.size() < 2) continue;
+    // The baseline is the reference backend when present (the truth), else the first.
+    const PointRow* base = g.front();
+    for (const auto* r : g)
+      if (r->backend == "reference") base = r;
+    for (const auto* r : g) {
+      if (r == base) continue;
+      Comparison c;
+      c.group = label(*base, false, true);
+      c.baseline = base->backend;
+      c.other = r->backend;
+      c.baseline_id = base->id;
+      c.other_id = r->id;
+      c.confidence = confidence;
+      c.speedup = stats::bootstrap_median_ratio(base->costs, r->costs, confidence, stats::BootstrapMethod::BCa,
+                                                resamples_for(std::max(base->costs.size(), r->costs.size())), seed);
+      out.push_back(c);
+    }
+  }
+  return out;
+}
+
+std::vector<ScalingSeries> scaling_series(const std::vector<PointRow>& rows, double confidence, std::uint64_t seed) {
+  std::map<std::string, std::vector<const PointRow*>> groups;
+  std::vector<std::string> order;
+  for (const auto& r : rows) {
+    if (!usable(r)) continue;
+    std::string k = key_without(r.params, {"nodes", "ranks_per_node"});
+    if (!groups.count(k)) order.push_back(k);
+    groups[k].push_back(&r);
+  }
+  std::vector<ScalingSeries> out;
+  for (const auto& k : order) {
+    auto g = groups[k];
+    std::sort(g.begin(), g.end(), [](auto* a, auto* b) { return a->ranks < b->ranks; });
+    if (g.size() < 2 || g.front()->ranks == g.back()->ranks) continue;
+    ScalingSeries s;
+    s.group = label(*g.front(), true, false);
+    s.kind = g.front()->scaling;
+    s.note = g.front()->scaling_note;
+    const PointRow& base = *g.front();
+    s.base_ranks = base.ranks;
+    s.base_time = base.time.median;
+    double num = 0, den = 0;
+    for (const auto* r : g) {
+      ScalingPoint p;
+      p.id = r->id;
+      p.ranks = r->ranks;
+      p.nodes = r->nodes;
+      p.time = r->time;
+      if (r == g.front()) {
+        p.speedup.estimate = p.speedup.lo = p.speedup.hi = 1;  // the base, by definition
+        p.speedup.method = "base";
+      } else {
+        p.speedup = stats::bootstrap_median_ratio(base.costs, r->costs, confidence, stats::BootstrapMethod::BCa,
+                                                  resamples_for(std::max(base.costs.size(), r->costs.size())), seed);
+      }
+      // Strong scaling: ideal speedup is p / p_base. Weak scaling: ideal time is constant, so
+      // the efficiency is T(base) / T(p) itself.
+      const double ideal = s.kind == "weak" ? 1.0 : static_cast<double>(r->ranks) / base.ranks;
+      p.efficiency = p.speedup.estimate / ideal;
+      p.efficiency_lo = p.speedup.lo / ideal;
+      p.efficiency_hi = p.speedup.hi / ideal;
+      s.points.push_back(p);
+      // Amdahl: T(p) / T(base) = f + (1 - f) p_base / p, fitted for f by least squares.
+      const double w = 1 - static_cast<double>(base.ranks) / r->ranks;
+      const double y = r->time.median / base.time.median - static_cast<double>(base.ranks) / r->ranks;
+      num += w * y;
+      den += w * w;
+    }
+    s.amdahl_serial_fraction = den > 0 ? std::clamp(num / den, 0.0, 1.0) : 0;
+    out.push_back(s);
+  }
+  return out;
+}
+
+}  // namespace d500
