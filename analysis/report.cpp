@@ -135,6 +135,12 @@ PointRow summarize_point(const PointResult& p, const JobResult& j, double confid
   r.advice = stats::repetition_advice(r.time);
   if (j.ranks > 1) r.ranks_test = stats::kruskal_wallis(per_rank);
   for (const auto& v : per_rank) r.rank_medians.push_back(stats::median(v));
+  r.tta_target = p.tta_target;
+  r.tta_budget_s = p.tta_budget_s;
+  r.eval_interval_steps = p.eval_interval_steps;
+  for (const auto& e : p.events)
+    if (e.rank == 0) r.curve.push_back({static_cast<double>(e.time_ns) * 1e-9, e.accuracy});
+  if (p.tta_target > 0) r.tta_s = time_to_target(p.events, p.tta_target, p.tta_budget_s);
   r.work = static_cast<double>(p.rate_unit == "GFLOP/s" ? p.work_flops : p.work_bytes);
   if (r.time.n > 0 && r.time.median > 0) {
     r.rate = r.work / r.time.median / 1e9;
@@ -213,6 +219,22 @@ std::string comparison_sentence(const Comparison& c) {
   return c.other + " is " + fmt_sig(1 / s.estimate, 3) + "x slower than " + c.baseline + ci;
 }
 
+std::string tta_median_text(const TtaSummary& s) {
+  if (!s.median_defined)
+    return "undefined (" + std::to_string(s.runs - s.reached) + " of " + std::to_string(s.runs) + " runs missed)";
+  return fmt_time(s.median);
+}
+
+std::string tta_ci_text(const TtaSummary& s) {
+  if (!s.has_ci) return "none (n=" + std::to_string(s.runs) + ")";
+  return "[" + fmt_time(s.lo) + ", " + (s.hi_censored() ? "> budget (" + fmt_time(s.budget_s) + ")" : fmt_time(s.hi)) + "]";
+}
+
+std::string tta_success_text(const TtaSummary& s) {
+  return std::to_string(s.reached) + "/" + std::to_string(s.runs) + " [" + fmt_sig(s.success.lo, 2) + ", " +
+         fmt_sig(s.success.hi, 2) + "]";
+}
+
 using Table = std::vector<std::vector<std::string>>;
 
 Table results_table(const Report& rep) {
@@ -250,6 +272,38 @@ Table scaling_table(const ScalingSeries& s) {
                  ratio_text(p.speedup),
                  fmt_sig(p.efficiency, 3) + " [" + fmt_sig(p.efficiency_lo, 3) + ", " + fmt_sig(p.efficiency_hi, 3) + "]"});
   return t;
+}
+
+Table tta_table(const Report& rep) {
+  const std::string ci = std::to_string(static_cast<int>(rep.confidence * 100 + .5)) + "%";
+  Table t{{"configuration", "target", "budget", "eval every", "runs reaching target (" + ci + " Clopper-Pearson)",
+           "median time to accuracy", ci + " CI (exact, censored runs as > budget)"}};
+  for (const auto& c : rep.tta)
+    t.push_back({c.group, fmt_sig(c.summary.target, 3), fmt_time(c.summary.budget_s),
+                 std::to_string(c.eval_interval_steps) + " steps", tta_success_text(c.summary),
+                 tta_median_text(c.summary), tta_ci_text(c.summary)});
+  return t;
+}
+
+std::string tta_svg(const TtaConfig& c, const Report& rep) {
+  svg::Plot p;
+  p.title = c.group;
+  p.xlabel = "training time [s]";
+  p.ylabel = "accuracy";
+  for (std::size_t i = 0; i < c.ids.size(); ++i)
+    for (const auto& r : rep.rows)
+      if (r.id == c.ids[i]) {
+        svg::Series s;
+        s.name = "seed " + std::to_string(c.seeds[i]);
+        s.markers = false;
+        for (auto [t, a] : r.curve) s.x.push_back(t), s.y.push_back(a);
+        p.series.push_back(s);
+      }
+  svg::Series target{"target", {0, c.summary.budget_s}, {c.summary.target, c.summary.target}, {}, {}, true, false};
+  svg::Series budget{"budget", {c.summary.budget_s, c.summary.budget_s}, {0, 1}, {}, {}, true, false};
+  p.series.push_back(target);
+  p.series.push_back(budget);
+  return svg::render(p);
 }
 
 std::string scaling_caption(const ScalingSeries& s) {
@@ -453,6 +507,7 @@ Report analyze_run(const std::string& dir, const AnalysisOptions& opt) {
     if (!listed.count(id)) rep.rows.push_back(std::move(b.row));  // results without a plan listing
   rep.comparisons = compare_backends(rep.rows, opt.confidence, opt.seed);
   rep.scaling = scaling_series(rep.rows, opt.confidence, opt.seed);
+  rep.tta = tta_configs(rep.rows, opt.confidence);
   return rep;
 }
 
@@ -482,6 +537,10 @@ std::string report_text_table(const Report& rep) {
       o << "  " << p.ranks << " ranks: " << fmt_time(p.time.median) << ", T(base)/T(p) " << ratio_text(p.speedup)
         << ", efficiency " << fmt_sig(p.efficiency, 3) << "\n";
   }
+  for (const auto& c : rep.tta)
+    o << "\ntime to accuracy " << fmt_sig(c.summary.target, 3) << ", " << c.group << ": median "
+      << tta_median_text(c.summary) << " " << tta_ci_text(c.summary) << "; reached " << tta_success_text(c.summary)
+      << (c.excluded_incomplete ? "; " + std::to_string(c.excluded_incomplete) + " incomplete run(s) left out" : "") << "\n";
   for (const auto& u : rep.unreadable) o << "unreadable: " << u << "\n";
   return o.str();
 }
@@ -506,6 +565,11 @@ std::string report_markdown(const Report& rep) {
       o << scaling_caption(s) << "\n\n";
       markdown_table(o, scaling_table(s));
     }
+  }
+  if (!rep.tta.empty()) {
+    o << "## Time to accuracy\n\nEach run's time is that of its first evaluation reaching the target within the "
+         "budget; a run that misses is censored (coded as > budget), never dropped.\n\n";
+    markdown_table(o, tta_table(rep));
   }
   auto att = attention(rep);
   if (!att.empty()) {
@@ -554,6 +618,12 @@ std::string report_html(const Report& rep) {
       o << "<p>" << html_escape(scaling_caption(s)) << "</p>\n<figure>" << scaling_svg(s) << "</figure>\n";
       html_table(o, scaling_table(s));
     }
+  }
+  if (!rep.tta.empty()) {
+    o << "<h2>Time to accuracy</h2>\n<p>Each run's time is that of its first evaluation reaching the target within the "
+         "budget; a run that misses is censored (coded as &gt; budget), never dropped.</p>\n";
+    html_table(o, tta_table(rep));
+    for (const auto& c : rep.tta) o << "<figure>" << tta_svg(c, rep) << "</figure>\n";
   }
   auto att = attention(rep);
   if (!att.empty()) {
@@ -648,6 +718,21 @@ std::string report_json(const Report& rep) {
         << ", \"speedup\": " << jratio(p.speedup) << ", \"efficiency\": [" << jn(p.efficiency) << ", "
         << jn(p.efficiency_lo) << ", " << jn(p.efficiency_hi) << "]}";
     }
+    o << "]}";
+  }
+  o << "\n  ],\n  \"time_to_accuracy\": [";
+  for (std::size_t i = 0; i < rep.tta.size(); ++i) {
+    const auto& c = rep.tta[i];
+    const auto& s = c.summary;
+    o << (i ? "," : "") << "\n    {\"group\": " << js(c.group) << ", \"target\": " << jn(s.target) << ", \"budget_s\": "
+      << jn(s.budget_s) << ", \"eval_interval_steps\": " << c.eval_interval_steps << ", \"runs\": " << s.runs
+      << ", \"reached\": " << s.reached << ", \"excluded_incomplete\": " << c.excluded_incomplete
+      << ", \"success_rate\": {\"estimate\": " << jn(s.success.estimate) << ", \"lo\": " << jn(s.success.lo)
+      << ", \"hi\": " << jn(s.success.hi) << ", \"method\": \"Clopper-Pearson\"}, \"median_s\": "
+      << (s.median_defined ? jn(s.median) : "null") << ", \"ci_s\": "
+      << (s.has_ci ? "[" + jn(s.lo) + ", " + (s.hi_censored() ? std::string("\"> budget\"") : jn(s.hi)) + "]" : "null")
+      << ", \"tta_s\": [";
+    for (std::size_t k = 0; k < s.tta.size(); ++k) o << (k ? ", " : "") << (std::isfinite(s.tta[k]) ? jn(s.tta[k]) : "\"> budget\"");
     o << "]}";
   }
   o << "\n  ],\n  \"unreadable\": [";

@@ -7,6 +7,7 @@
 
 #include "common/value.hpp"
 #include "stats.hpp"
+#include "tta.hpp"
 
 namespace d500 {
 
@@ -27,6 +28,21 @@ struct PointRow {
   stats::RepetitionAdvice advice;
   stats::KruskalWallis ranks_test;           // do the ranks' own durations differ?
   std::vector<double> rank_medians;          // per rank, seconds
+  // Training points (levels 2, 3): the target, budget and rank 0's curve.
+  double tta_target = 0, tta_budget_s = 0;
+  std::int64_t eval_interval_steps = 0;
+  std::vector<std::pair<double, double>> curve;  // (seconds, accuracy)
+  double tta_s = 0;                              // +infinity when the target was missed
+};
+
+// One training configuration across its runs (points that differ only in seed).
+struct TtaConfig {
+  std::string group;
+  std::vector<std::string> ids;
+  std::vector<std::int64_t> seeds;
+  std::int64_t eval_interval_steps = 0;
+  int excluded_incomplete = 0;  // runs whose job ended before they did: neither hit nor miss
+  TtaSummary summary;
 };
 
 // Backend B against backend A on otherwise identical points: speedup = median(A) / median(B).
@@ -60,6 +76,7 @@ struct Report {
   std::vector<PointRow> rows;                  // in plan order
   std::vector<Comparison> comparisons;
   std::vector<ScalingSeries> scaling;
+  std::vector<TtaConfig> tta;
   std::vector<std::string> files;              // files read
   std::vector<std::string> unreadable;         // "file: reason"
   double confidence = 0.95;
@@ -76,6 +93,7 @@ Report analyze_run(const std::string& dir, const AnalysisOptions& opt = {});
 
 std::vector<Comparison> compare_backends(const std::vector<PointRow>& rows, double confidence, std::uint64_t seed);
 std::vector<ScalingSeries> scaling_series(const std::vector<PointRow>& rows, double confidence, std::uint64_t seed);
+std::vector<TtaConfig> tta_configs(const std::vector<PointRow>& rows, double confidence);
 
 std::string report_text_table(const Report& r);
 std::string report_markdown(const Report& r);

@@ -53,10 +53,11 @@ std::vector<Comparison> compare_backends(const std::vector<PointRow>& rows, doub
   for (const auto& k : order) {
     auto& g = groups[k];
     if (g.size() < 2) continue;
-    // The baseline is the reference backend when present (the truth), else the first.
+    // The baseline is the reference backend when present (the truth), else the backend first
+    // in name order: stable whatever order the files were read in.
     const PointRow* base = g.front();
     for (const auto* r : g)
-      if (r->backend == "reference") base = r;
+      if (r->backend == "reference" || (base->backend != "reference" && r->backend < base->backend)) base = r;
     for (const auto* r : g) {
       if (r == base) continue;
       Comparison c;
@@ -70,6 +71,45 @@ std::vector<Comparison> compare_backends(const std::vector<PointRow>& rows, doub
                                                 resamples_for(std::max(base->costs.size(), r->costs.size())), seed);
       out.push_back(c);
     }
+  }
+  return out;
+}
+
+std::vector<TtaConfig> tta_configs(const std::vector<PointRow>& rows, double confidence) {
+  std::map<std::string, std::vector<const PointRow*>> groups;
+  std::vector<std::string> order;
+  for (const auto& r : rows) {
+    if (!(r.tta_target > 0)) continue;
+    std::string k = key_without(r.params, {"seed"});
+    if (!groups.count(k)) order.push_back(k);
+    groups[k].push_back(&r);
+  }
+  std::vector<TtaConfig> out;
+  for (const auto& k : order) {
+    TtaConfig c;
+    auto& runs = groups[k];
+    auto seed_of = [](const PointRow* r) {
+      auto s = r->params.find("seed");
+      return s != r->params.end() && type_of(s->second) == ValueType::Int ? std::get<std::int64_t>(s->second) : 0;
+    };
+    std::stable_sort(runs.begin(), runs.end(), [&](auto* a, auto* b) { return seed_of(a) < seed_of(b); });
+    const PointRow& first = *runs.front();
+    c.group = first.workload + ":" + first.backend + " " + key_without(first.params, {"seed", "workload", "backend"});
+    c.eval_interval_steps = first.eval_interval_steps;
+    std::vector<double> t;
+    for (const auto* r : runs) {
+      // A run cut off by its job (killed, timed out) neither reached nor missed the target
+      // within its budget: it is left out and counted, not coded as a miss.
+      if (r->status != "complete") {
+        ++c.excluded_incomplete;
+        continue;
+      }
+      c.ids.push_back(r->id);
+      c.seeds.push_back(seed_of(r));
+      t.push_back(r->tta_s);
+    }
+    c.summary = summarize_tta(t, first.tta_target, first.tta_budget_s, confidence);
+    out.push_back(c);
   }
   return out;
 }

@@ -174,3 +174,55 @@ TEST(RepetitionAdvice, SaysWhetherTheCiIsTightEnough) {
   EXPECT_FALSE(none.enough);
   EXPECT_GE(none.needed, 10);
 }
+
+#include "tta.hpp"
+
+namespace {
+std::vector<d500::Event> curve(std::vector<std::pair<double, double>> pts, int rank = 0) {
+  std::vector<d500::Event> e;
+  std::int64_t step = 0;
+  for (auto [t, a] : pts) e.push_back({static_cast<std::int64_t>(t * 1e9), step += 100, 1 - a, a, rank});
+  return e;
+}
+constexpr double kInf = std::numeric_limits<double>::infinity();
+}  // namespace
+
+TEST(TimeToAccuracy, IsTheFirstEvaluationReachingTheTargetWithinBudget) {
+  auto c = curve({{1, 0.5}, {2, 0.8}, {3, 0.91}, {4, 0.89}, {5, 0.95}});
+  EXPECT_DOUBLE_EQ(d500::time_to_target(c, 0.9, 10), 3);
+  EXPECT_DOUBLE_EQ(d500::time_to_target(c, 0.95, 10), 5);
+  EXPECT_EQ(d500::time_to_target(c, 0.95, 4.5), kInf);  // reached only after the budget: censored
+  EXPECT_EQ(d500::time_to_target(c, 0.99, 10), kInf);
+  EXPECT_EQ(d500::time_to_target(curve({{1, 0.99}}, 1), 0.9, 10, 0), kInf);  // another rank's curve
+}
+
+TEST(TimeToAccuracy, CensoredRunsKeepTheirPlaceInTheOrderStatistics) {
+  // 10 runs, 2 miss: the median is defined, and the upper CI rank (9) lands on a miss.
+  std::vector<double> t = {10, 11, 12, 13, 14, 15, 16, 17, kInf, kInf};
+  d500::TtaSummary s = d500::summarize_tta(t, 0.9, 20, 0.95);
+  EXPECT_EQ(s.runs, 10);
+  EXPECT_EQ(s.reached, 8);
+  ASSERT_TRUE(s.median_defined);
+  EXPECT_DOUBLE_EQ(s.median, 14.5);
+  ASSERT_TRUE(s.has_ci);
+  EXPECT_DOUBLE_EQ(s.lo, 11);  // x(2)
+  EXPECT_TRUE(s.hi_censored());  // x(9) is a miss: "> budget"
+  EXPECT_NEAR(s.success.lo, 0.4439045376923585, 1e-9);  // scipy beta.ppf(0.025, 8, 3)
+  EXPECT_NEAR(s.success.hi, 0.9747892736731666, 1e-9);  // scipy beta.ppf(0.975, 9, 2)
+}
+
+TEST(TimeToAccuracy, MedianIsUndefinedWhenHalfOrMoreMiss) {
+  d500::TtaSummary half = d500::summarize_tta({10, 11, 12, kInf, kInf, kInf}, 0.9, 20, 0.95);
+  EXPECT_FALSE(half.median_defined);
+  EXPECT_EQ(half.reached, 3);
+  d500::TtaSummary most = d500::summarize_tta({10, kInf, kInf, kInf, kInf, kInf, kInf}, 0.9, 20, 0.95);
+  EXPECT_FALSE(most.median_defined);
+  // The median is unknown, yet the interval still says something: at least x(1), at most "> budget".
+  ASSERT_TRUE(most.has_ci);
+  EXPECT_DOUBLE_EQ(most.lo, 10);
+  EXPECT_TRUE(most.hi_censored());
+  d500::TtaSummary all = d500::summarize_tta({1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, 0.9, 20, 0.95);
+  EXPECT_TRUE(all.median_defined);
+  EXPECT_FALSE(all.hi_censored());
+  EXPECT_DOUBLE_EQ(all.hi, 9);
+}

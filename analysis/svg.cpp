@@ -40,7 +40,8 @@ struct Axis {
           step *= m;
           break;
         }
-      for (double v = std::ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) t.push_back(v);
+      for (double v = std::ceil(lo / step) * step; v <= hi + step * 1e-9; v += step)
+        t.push_back(std::fabs(v) < step * 1e-9 ? 0.0 : v);  // no "-0" from rounding
     }
     return t;
   }

@@ -142,4 +142,15 @@ Handle sample_mem_type() {
   return t;
 }
 
+Handle event_mem_type() {
+  Handle t(check(H5Tcreate(H5T_COMPOUND, sizeof(Event)), "H5Tcreate", "event type"), H5Tclose);
+  auto add = [&](const char* n, std::size_t off, hid_t ty) { check(H5Tinsert(t, n, off, ty), "H5Tinsert", n); };
+  add("rank", offsetof(Event, rank), H5T_NATIVE_INT32);
+  add("step", offsetof(Event, step), H5T_NATIVE_INT64);
+  add("time_ns", offsetof(Event, time_ns), H5T_NATIVE_INT64);
+  add("loss", offsetof(Event, loss), H5T_NATIVE_DOUBLE);
+  add("accuracy", offsetof(Event, accuracy), H5T_NATIVE_DOUBLE);
+  return t;
+}
+
 }  // namespace d500::h5

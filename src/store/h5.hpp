@@ -62,7 +62,9 @@ std::int64_t read_attr_int(hid_t obj, const std::string& name, const std::string
 double read_attr_double(hid_t obj, const std::string& name, const std::string& what);
 Value read_attr_value(hid_t obj, const std::string& name, const std::string& what);
 
-// The compound type of d500::Sample in memory (field names are the schema's column names).
+// The compound types of d500::Sample and d500::Event in memory (field names are the schema's
+// column names).
 Handle sample_mem_type();
+Handle event_mem_type();
 
 }  // namespace d500::h5

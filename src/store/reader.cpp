@@ -51,6 +51,19 @@ PointResult read_point(hid_t file, const std::string& id, const std::string& pat
   h5::check(H5Aiterate2(g, H5_INDEX_NAME, H5_ITER_INC, nullptr, collect_attr_names, &attrs), "H5Aiterate2", what);
   for (const auto& n : attrs)
     if (n.rfind("param.", 0) == 0) p.params[n.substr(6)] = h5::read_attr_value(g, n, what);
+  if (h5::has_attr(g, "tta_target")) {
+    p.tta_target = h5::read_attr_double(g, "tta_target", what);
+    p.tta_budget_s = h5::read_attr_double(g, "tta_budget_s", what);
+    p.eval_interval_steps = h5::read_attr_int(g, "eval_interval_steps", what);
+  }
+  if (H5Lexists(g, "events", H5P_DEFAULT) > 0) {
+    h5::Handle d(h5::check(H5Dopen2(g, "events", H5P_DEFAULT), "H5Dopen2", what + "/events"), H5Dclose);
+    h5::Handle s(h5::check(H5Dget_space(d), "H5Dget_space", what), H5Sclose);
+    hssize_t n = H5Sget_simple_extent_npoints(s);
+    p.events.resize(static_cast<std::size_t>(std::max<hssize_t>(0, n)));
+    h5::Handle t = h5::event_mem_type();
+    if (n > 0) h5::check(H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, p.events.data()), "H5Dread", what + "/events");
+  }
   if (H5Lexists(g, "samples", H5P_DEFAULT) > 0) {
     h5::Handle d(h5::check(H5Dopen2(g, "samples", H5P_DEFAULT), "H5Dopen2", what + "/samples"), H5Dclose);
     h5::Handle s(h5::check(H5Dget_space(d), "H5Dget_space", what), H5Sclose);

@@ -17,6 +17,9 @@ struct PointResult {
   Params params;
   std::int64_t work_flops = 0, work_bytes = 0;
   std::vector<Sample> samples;
+  std::vector<Event> events;                  // training curves (levels 2, 3); may be empty
+  double tta_target = 0, tta_budget_s = 0;    // when the point has a time-to-accuracy target
+  std::int64_t eval_interval_steps = 0;
 };
 
 struct JobResult {

@@ -70,9 +70,6 @@ ResultWriter::ResultWriter(const std::string& path, MPI_Comm comm, const JobSpec
     if (mode_ == StoreMode::Parallel)
       h5::check(H5Pset_dxpl_mpio(dxpl_, H5FD_MPIO_COLLECTIVE), "H5Pset_dxpl_mpio", path);
 #endif
-    mem_type_ = h5::sample_mem_type();
-    file_type_ = h5::checked(H5Tcopy(mem_type_), H5Tclose, "H5Tcopy", path);
-    h5::check(H5Tpack(file_type_), "H5Tpack", path);
   }
 
   attr(file_, "schema", std::string(schema::kName));
@@ -166,7 +163,6 @@ void ResultWriter::per_rank_dataset(hid_t parent, const char* name, hid_t type, 
 
 void ResultWriter::begin_point(const PointSpec& p, int index, int warmups, int repetitions, const PointMeta& meta) {
   point_id_ = p.id;
-  rows_ = 0;
   if (writes())
     point_ = h5::checked(H5Gcreate2(file_, ("/points/" + p.id).c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
                          H5Gclose, "H5Gcreate2", what());
@@ -184,59 +180,84 @@ void ResultWriter::begin_point(const PointSpec& p, int index, int warmups, int r
   attr(point_, "status", std::string("running"));
   attr(point_, "status_reason", std::string("the job ended while this point was running"));
   for (const auto& [k, v] : p.params) attr(point_, "param." + k, v);
-
-  if (writes()) {
-    // A chunk holds a whole small point, or kChunkRows rows of a large one: small points do
-    // not pay for a mostly empty chunk, large ones extend in big steps.
-    const hsize_t expected = static_cast<hsize_t>(warmups + repetitions) * static_cast<hsize_t>(size_);
-    hsize_t dims[1] = {0}, maxdims[1] = {H5S_UNLIMITED}, chunk[1] = {std::clamp<hsize_t>(expected, 64, kChunkRows)};
-    h5::Handle space(h5::check(H5Screate_simple(1, dims, maxdims), "H5Screate_simple", what()), H5Sclose);
-    h5::Handle dcpl(h5::check(H5Pcreate(H5P_DATASET_CREATE), "H5Pcreate", what()), H5Pclose);
-    h5::check(H5Pset_chunk(dcpl, 1, chunk), "H5Pset_chunk", what());
-    samples_ = h5::checked(H5Dcreate2(point_, "samples", file_type_, space, H5P_DEFAULT, dcpl, H5P_DEFAULT), H5Dclose,
-                           "H5Dcreate2", what() + "/samples");
-  }
+  open_stream(samples_, "samples", h5::sample_mem_type(),
+              static_cast<std::size_t>(warmups + repetitions) * static_cast<std::size_t>(size_));
   flush();
 }
 
+void ResultWriter::open_stream(Stream& s, const char* name, h5::Handle mem_type, std::size_t expected_rows) {
+  s.rows = 0;
+  s.open = true;  // on every rank, so that all ranks take the same branches
+  if (!writes()) return;
+  s.mem_type = std::move(mem_type);
+  s.file_type = h5::checked(H5Tcopy(s.mem_type), H5Tclose, "H5Tcopy", what());
+  h5::check(H5Tpack(s.file_type), "H5Tpack", what());
+  // A chunk holds a whole small point, or kChunkRows rows of a large one: small points do not
+  // pay for a mostly empty chunk, large ones extend in big steps.
+  hsize_t dims[1] = {0}, maxdims[1] = {H5S_UNLIMITED},
+          chunk[1] = {std::clamp<hsize_t>(static_cast<hsize_t>(expected_rows), 64, kChunkRows)};
+  h5::Handle space(h5::check(H5Screate_simple(1, dims, maxdims), "H5Screate_simple", what()), H5Sclose);
+  h5::Handle dcpl(h5::check(H5Pcreate(H5P_DATASET_CREATE), "H5Pcreate", what()), H5Pclose);
+  h5::check(H5Pset_chunk(dcpl, 1, chunk), "H5Pset_chunk", what());
+  s.dset = h5::checked(H5Dcreate2(point_, name, s.file_type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT), H5Dclose,
+                       "H5Dcreate2", what() + "/" + name);
+}
+
 void ResultWriter::append(std::span<const Sample> samples, bool durable) {
-  long long mine = static_cast<long long>(samples.size()), before = 0, total = 0;
-  std::span<const Sample> rows = samples;
+  append_rows(samples_, samples.data(), samples.size(), sizeof(Sample), durable);
+}
+
+void ResultWriter::append_events(std::span<const Event> events, bool durable) {
+  if (!events_.open) open_stream(events_, "events", h5::event_mem_type(), 256);
+  append_rows(events_, events.data(), events.size(), sizeof(Event), durable);
+}
+
+void ResultWriter::set_time_to_accuracy(double target, double budget_s, std::int64_t eval_interval_steps) {
+  attr(point_, "tta_target", target);
+  attr(point_, "tta_budget_s", budget_s);
+  attr(point_, "eval_interval_steps", eval_interval_steps);
+}
+
+void ResultWriter::append_rows(Stream& st, const void* data, std::size_t count, std::size_t elem, bool durable) {
+  long long mine = static_cast<long long>(count), before = 0, total = 0;
+  const void* rows = data;
   if (mode_ == StoreMode::Gather) {
     std::vector<int> counts(static_cast<std::size_t>(size_)), displs(static_cast<std::size_t>(size_));
-    int my_bytes = static_cast<int>(samples.size_bytes());
+    int my_bytes = static_cast<int>(count * elem);
     MPI_Gather(&my_bytes, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, comm_);
     if (rank_ == 0) {
       long long sum = 0;
-      for (int r = 0; r < size_; ++r) displs[static_cast<std::size_t>(r)] = static_cast<int>(sum), sum += counts[static_cast<std::size_t>(r)];
-      gathered_.resize(static_cast<std::size_t>(sum) / sizeof(Sample));
+      for (int r = 0; r < size_; ++r) {
+        displs[static_cast<std::size_t>(r)] = static_cast<int>(sum);
+        sum += counts[static_cast<std::size_t>(r)];
+      }
+      st.gathered.resize(static_cast<std::size_t>(sum));
     }
-    MPI_Gatherv(samples.data(), my_bytes, MPI_BYTE, gathered_.data(), counts.data(), displs.data(), MPI_BYTE, 0, comm_);
+    MPI_Gatherv(data, my_bytes, MPI_BYTE, st.gathered.data(), counts.data(), displs.data(), MPI_BYTE, 0, comm_);
     if (rank_ != 0) return;
-    rows = gathered_;
-    total = static_cast<long long>(gathered_.size());
-    mine = total;
+    rows = st.gathered.data();
+    total = mine = static_cast<long long>(st.gathered.size() / elem);
   } else {
     MPI_Exscan(&mine, &before, 1, MPI_LONG_LONG, MPI_SUM, comm_);
     if (rank_ == 0) before = 0;  // MPI_Exscan leaves rank 0's result undefined
     MPI_Allreduce(&mine, &total, 1, MPI_LONG_LONG, MPI_SUM, comm_);
   }
-  if (total == 0) return;
-  hsize_t new_size[1] = {rows_ + static_cast<hsize_t>(total)};
-  h5::check(H5Dset_extent(samples_, new_size), "H5Dset_extent", what() + "/samples");
-  h5::Handle fspace(h5::check(H5Dget_space(samples_), "H5Dget_space", what()), H5Sclose);
-  hsize_t count[1] = {static_cast<hsize_t>(mine)};
-  h5::Handle mspace(h5::check(H5Screate_simple(1, count, nullptr), "H5Screate_simple", what()), H5Sclose);
-  if (mine > 0) {
-    hsize_t start[1] = {rows_ + static_cast<hsize_t>(before)};
-    h5::check(H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, nullptr, count, nullptr), "H5Sselect_hyperslab",
-              what());
-  } else {
-    h5::check(H5Sselect_none(fspace), "H5Sselect_none", what());
-    h5::check(H5Sselect_none(mspace), "H5Sselect_none", what());
+  if (total > 0) {
+    hsize_t new_size[1] = {st.rows + static_cast<hsize_t>(total)};
+    h5::check(H5Dset_extent(st.dset, new_size), "H5Dset_extent", what());
+    h5::Handle fspace(h5::check(H5Dget_space(st.dset), "H5Dget_space", what()), H5Sclose);
+    hsize_t cnt[1] = {static_cast<hsize_t>(mine)};
+    h5::Handle mspace(h5::check(H5Screate_simple(1, cnt, nullptr), "H5Screate_simple", what()), H5Sclose);
+    if (mine > 0) {
+      hsize_t start[1] = {st.rows + static_cast<hsize_t>(before)};
+      h5::check(H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, nullptr, cnt, nullptr), "H5Sselect_hyperslab", what());
+    } else {
+      h5::check(H5Sselect_none(fspace), "H5Sselect_none", what());
+      h5::check(H5Sselect_none(mspace), "H5Sselect_none", what());
+    }
+    h5::check(H5Dwrite(st.dset, st.mem_type, mspace, fspace, dxpl_, rows), "H5Dwrite", what());
+    st.rows += static_cast<hsize_t>(total);
   }
-  h5::check(H5Dwrite(samples_, mem_type_, mspace, fspace, dxpl_, rows.data()), "H5Dwrite", what() + "/samples");
-  rows_ += static_cast<hsize_t>(total);
   if (durable) flush();
 }
 
@@ -255,7 +276,8 @@ void ResultWriter::end_point(const std::string& status, const std::string& reaso
   attr(point_, "status", status);
   attr(point_, "status_reason", reason);
   attr(point_, "seconds", seconds);
-  samples_.reset();
+  samples_ = Stream{};
+  events_ = Stream{};
   point_.reset();
   point_id_.clear();
   flush();
@@ -264,7 +286,8 @@ void ResultWriter::end_point(const std::string& status, const std::string& reaso
 void ResultWriter::finish(const std::string& status) {
   attr(file_, "status", status);
   flush();
-  samples_.reset();
+  samples_ = Stream{};
+  events_ = Stream{};
   point_.reset();
   file_.reset();
 }

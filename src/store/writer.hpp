@@ -43,6 +43,10 @@ class ResultWriter {
   // also flushes HDF5's metadata and MPI-IO's buffers to the file, so that a job killed after
   // it returns keeps these samples; without it they reach the file, but may not survive a kill.
   void append(std::span<const Sample> samples, bool durable = true);
+  // Collective; each rank passes its own training events (levels 2 and 3). The first call of
+  // a point creates its `events` dataset; `tta` gives the target accuracy and budget.
+  void append_events(std::span<const Event> events, bool durable = true);
+  void set_time_to_accuracy(double target, double budget_s, std::int64_t eval_interval_steps);
   // Collective; `rel_error` is this rank's. Returns the worst rank's error.
   double validation(double rel_error, double tolerance, const std::string& method);
   void end_point(const std::string& status, const std::string& reason, double seconds);
@@ -50,6 +54,15 @@ class ResultWriter {
   void finish(const std::string& status);
 
  private:
+  // An extendible dataset of records appended by all ranks.
+  struct Stream {
+    h5::Handle dset, mem_type, file_type;
+    hsize_t rows = 0;
+    bool open = false;
+    std::vector<char> gathered;  // gather mode, rank 0
+  };
+  void open_stream(Stream& s, const char* name, h5::Handle mem_type, std::size_t expected_rows);
+  void append_rows(Stream& s, const void* data, std::size_t count, std::size_t elem_size, bool durable);
   void flush();
   std::string what() const;
   bool writes() const { return mode_ == StoreMode::Parallel || rank_ == 0; }
@@ -62,11 +75,10 @@ class ResultWriter {
   std::string path_;
   MPI_Comm comm_;
   StoreMode mode_;
-  std::vector<Sample> gathered_;
   int rank_ = 0, size_ = 1;
-  h5::Handle file_, point_, samples_, mem_type_, file_type_, dxpl_;
+  h5::Handle file_, point_, dxpl_;
+  Stream samples_, events_;
   std::string point_id_;
-  hsize_t rows_ = 0;
 };
 
 }  // namespace d500

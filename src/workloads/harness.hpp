@@ -26,6 +26,16 @@ struct Sample {
   std::uint8_t warmup;  // 1: a warm-up repetition, recorded but excluded from summaries
 };
 
+// One evaluation during training (levels 2 and 3): where the curve stands at `time_ns` after
+// the start of the point's timed training (evaluation time excluded by the workload).
+struct Event {
+  std::int64_t time_ns;
+  std::int64_t step;
+  double loss;
+  double accuracy;
+  std::int32_t rank;
+};
+
 // The work one repetition does, derived from the point's shapes.
 struct Work {
   std::int64_t flops = 0;

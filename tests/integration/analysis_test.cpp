@@ -1,0 +1,119 @@
+// The analysis against planted effects: synthetic campaigns written by d500-synth through the
+// real ResultWriter (under mpirun), reported by `d500 report`, and the report's JSON checked.
+#include "helpers.hpp"
+
+using namespace d500test;
+
+namespace {
+
+class Analysis : public ScratchDirTest {
+ protected:
+  void SetUp() override {
+    ScratchDirTest::SetUp();
+    fs::create_directories(dir_ / "run" / "results");
+  }
+  // Writes one job file with `ranks` ranks from a d500-synth spec.
+  void synth(const std::string& job, int ranks, const std::string& spec) {
+    std::string s = write(job + ".toml", "[job]\nid = \"" + job + "\"\n" + spec);
+    Cmd c = sh("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np " +
+               std::to_string(ranks) + " " + D500_SYNTH + " " + s + " " + (dir_ / "run" / "results" / (job + ".h5")).string());
+    ASSERT_EQ(c.code, 0) << c.out;
+  }
+  Cmd report() { return sh(d500("report " + (dir_ / "run").string())); }
+  // Evaluates a Python expression over the report's results.json (bound to j).
+  std::string json(const std::string& expr) {
+    Cmd c = sh("/usr/bin/python3 -c \"import json; j = json.load(open('" + (dir_ / "run" / "results.json").string() +
+               "')); print(" + expr + ")\"");
+    EXPECT_EQ(c.code, 0) << c.out;
+    return c.out.substr(0, c.out.find_last_not_of('\n') + 1);
+  }
+  double num(const std::string& expr) { return std::stod(json(expr)); }
+};
+
+}  // namespace
+
+TEST_F(Analysis, PlantedTwofoldStrongScalingSpeedupIsRecovered) {
+  const std::string common = "campaign = \"scaling\"\nrepetitions = 30\nwarmups = 2\nseed = 5\n";
+  synth("job-0000", 1, common + "[[point]]\nparams = { workload = \"synthetic\", backend = \"x\" }\n"
+                       "median_s = 0.020\nnoise = 0.1\nscaling = \"strong\"\n");
+  synth("job-0001", 2, common + "[[point]]\nparams = { workload = \"synthetic\", backend = \"x\" }\n"
+                       "median_s = 0.010\nnoise = 0.1\nscaling = \"strong\"\n");
+  Cmd r = report();
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(json("j['scaling'][0]['kind']"), "strong");
+  EXPECT_EQ(num("j['scaling'][0]['base_ranks']"), 1);
+  const std::string p2 = "j['scaling'][0]['points'][1]";
+  EXPECT_EQ(num(p2 + "['ranks']"), 2);
+  const double lo = num(p2 + "['speedup']['lo']"), hi = num(p2 + "['speedup']['hi']");
+  EXPECT_LE(lo, 2.0);
+  EXPECT_GE(hi, 2.0);
+  EXPECT_GT(lo, 1.6);  // and the interval is informative
+  EXPECT_LT(hi, 2.5);
+  EXPECT_LE(num(p2 + "['efficiency'][1]"), 1.0);
+  EXPECT_GE(num(p2 + "['efficiency'][2]"), 1.0);
+  EXPECT_NE(r.out.find("strong scaling"), std::string::npos) << r.out;
+}
+
+TEST_F(Analysis, PlantedSmallDifferenceInHeavyNoiseIsNotSignificantAndALargeOneIs) {
+  synth("job-0000", 1, "campaign = \"compare\"\nrepetitions = 15\nwarmups = 1\nseed = 3\n"
+                       "[[point]]\nparams = { workload = \"synthetic\", backend = \"a\", size = 1 }\nmedian_s = 0.0100\nnoise = 0.5\n"
+                       "[[point]]\nparams = { workload = \"synthetic\", backend = \"b\", size = 1 }\nmedian_s = 0.0105\nnoise = 0.5\n"
+                       "[[point]]\nparams = { workload = \"synthetic\", backend = \"a\", size = 2 }\nmedian_s = 0.0200\nnoise = 0.1\n"
+                       "[[point]]\nparams = { workload = \"synthetic\", backend = \"b\", size = 2 }\nmedian_s = 0.0100\nnoise = 0.1\n");
+  Cmd r = report();
+  ASSERT_EQ(r.code, 0) << r.out;
+  ASSERT_EQ(json("len(j['comparisons'])"), "2");
+  EXPECT_EQ(json("[c['speedup']['significant'] for c in j['comparisons'] if 'size=1' in c['group']][0]"), "False");
+  EXPECT_NE(r.out.find("b vs a: no significant difference"), std::string::npos) << r.out;
+  const std::string big = "[c for c in j['comparisons'] if 'size=2' in c['group']][0]['speedup']";
+  EXPECT_EQ(json(big + "['significant']"), "True");
+  EXPECT_LE(num(big + "['lo']"), 2.0);
+  EXPECT_GE(num(big + "['hi']"), 2.0);
+  EXPECT_NE(r.out.find("b is 2."), std::string::npos) << r.out;
+}
+
+TEST_F(Analysis, APlantedSlowRankIsFlagged) {
+  synth("job-0000", 2, "campaign = \"ranks\"\nrepetitions = 40\nseed = 9\n"
+                       "[[point]]\nparams = { workload = \"synthetic\", backend = \"a\" }\nmedian_s = 0.01\n"
+                       "noise = 0.05\nrank_noise = 0.05\nslow_rank = 1\nslow_factor = 1.3\n"
+                       "[[point]]\nparams = { workload = \"synthetic\", backend = \"b\" }\nmedian_s = 0.01\n"
+                       "noise = 0.05\nrank_noise = 0.05\n");
+  ASSERT_EQ(report().code, 0);
+  EXPECT_LT(num("[p for p in j['points'] if 'synthetic:a' in p['canonical']][0]['ranks_kw_p']"), 0.01);
+  EXPECT_GT(num("[p for p in j['points'] if 'synthetic:b' in p['canonical']][0]['ranks_kw_p']"), 0.01);
+  const double slow = num("[p for p in j['points'] if 'synthetic:a' in p['canonical']][0]['rank_medians_s'][1]");
+  const double fast = num("[p for p in j['points'] if 'synthetic:a' in p['canonical']][0]['rank_medians_s'][0]");
+  EXPECT_NEAR(slow / fast, 1.3, 0.05);
+}
+
+TEST_F(Analysis, TimeToAccuracyAcrossSeedsWithCensoredRuns) {
+  // Ten seeds of one configuration; three never reach the target (acc_max below it), so they
+  // are censored at the 20 s budget. A second configuration misses in six of ten seeds.
+  std::string spec = "campaign = \"tta\"\nrepetitions = 1\n";
+  for (int s = 1; s <= 10; ++s) {
+    const bool miss_a = s > 7, miss_b = s > 4;
+    for (const char* cfg : {"a", "b"}) {
+      const bool miss = std::string(cfg) == "a" ? miss_a : miss_b;
+      spec += "[[point]]\nparams = { workload = \"train\", backend = \"" + std::string(cfg) + "\", seed = " +
+              std::to_string(s) + " }\nmedian_s = 0.001\n[point.curve]\ntau_s = " + std::to_string(1.0 + 0.25 * s) +
+              "\nacc_max = " + (miss ? "0.85" : "0.99") + "\ntarget = 0.9\nbudget_s = 20.0\neval_every_s = 0.5\n";
+    }
+  }
+  synth("job-0000", 1, spec);
+  Cmd r = report();
+  ASSERT_EQ(r.code, 0) << r.out;
+  ASSERT_EQ(json("len(j['time_to_accuracy'])"), "2");
+  const std::string a = "[c for c in j['time_to_accuracy'] if c['group'].startswith('train:a')][0]";
+  EXPECT_EQ(json(a + "['runs']"), "10");
+  EXPECT_EQ(json(a + "['reached']"), "7");
+  // Time to 0.9 of 0.99 (1 - exp(-t/tau)): t = tau ln(1/(1 - 0.9/0.99)) = 2.398 tau, read at the
+  // next 0.5 s evaluation. Seeds 1..7 have tau = 1.25 .. 2.75: the median is seed 4 or 5's time.
+  EXPECT_GT(num(a + "['median_s']"), 4.0);
+  EXPECT_LT(num(a + "['median_s']"), 6.0);
+  EXPECT_EQ(json(a + "['ci_s'][1]"), "> budget");  // x(9) is a censored run
+  EXPECT_NEAR(num(a + "['success_rate']['lo']"), 0.3475471499, 1e-6);  // scipy beta.ppf(0.025, 7, 4)
+  const std::string b = "[c for c in j['time_to_accuracy'] if c['group'].startswith('train:b')][0]";
+  EXPECT_EQ(json(b + "['reached']"), "4");
+  EXPECT_EQ(json(b + "['median_s']"), "None");
+  EXPECT_NE(r.out.find("median undefined (6 of 10 runs missed)"), std::string::npos) << r.out;
+}
