@@ -10,12 +10,8 @@ namespace d500 {
 
 namespace {
 
-// Resamples for a bootstrap over samples of size n: 2000, fewer for very large samples so a
-// report of millions of repetitions stays fast (the count is stated with every interval).
-int resamples_for(std::size_t n) {
-  const std::size_t budget = 40'000'000;
-  return static_cast<int>(std::clamp<std::size_t>(budget / std::max<std::size_t>(n, 1), 200, 2000));
-}
+// Resamples of every bootstrap (stated with each interval).
+constexpr int kResamples = 2000;
 
 std::string key_without(const Params& p, std::initializer_list<const char*> drop) {
   std::vector<std::string> parts;
@@ -68,7 +64,7 @@ std::vector<Comparison> compare_backends(const std::vector<PointRow>& rows, doub
       c.other_id = r->id;
       c.confidence = confidence;
       c.speedup = stats::bootstrap_median_ratio(base->costs, r->costs, confidence, stats::BootstrapMethod::BCa,
-                                                resamples_for(std::max(base->costs.size(), r->costs.size())), seed);
+                                                kResamples, seed);
       out.push_back(c);
     }
   }
@@ -147,7 +143,7 @@ std::vector<ScalingSeries> scaling_series(const std::vector<PointRow>& rows, dou
         p.speedup.method = "base";
       } else {
         p.speedup = stats::bootstrap_median_ratio(base.costs, r->costs, confidence, stats::BootstrapMethod::BCa,
-                                                  resamples_for(std::max(base.costs.size(), r->costs.size())), seed);
+                                                  kResamples, seed);
       }
       // Strong scaling: ideal speedup is p / p_base. Weak scaling: ideal time is constant, so
       // the efficiency is T(base) / T(p) itself.

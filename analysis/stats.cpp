@@ -225,19 +225,62 @@ std::vector<double> leave_one_out_medians(const std::vector<double>& s) {
 
 }  // namespace
 
+ResampledMedian::ResampledMedian(const std::vector<double>& sorted, std::size_t k) : x_(sorted) {
+  const double n = static_cast<double>(sorted.size());
+  const double a = static_cast<double>((k + 1) / 2), b = static_cast<double>(k) - a + 1;
+  // P(J <= j) = P(Bin(k, j/n) >= a) = I_{j/n}(a, b), the regularised incomplete beta.
+  auto cdf = [&](std::size_t j) { return j >= sorted.size() ? 1.0 : boost::math::ibeta(a, b, static_cast<double>(j) / n); };
+  auto first_at_least = [&](double target) {
+    std::size_t lo = 0, hi = sorted.size();
+    while (lo < hi) {
+      std::size_t mid = lo + (hi - lo) / 2;
+      if (cdf(mid) >= target) hi = mid;
+      else lo = mid + 1;
+    }
+    return lo;
+  };
+  first_ = first_at_least(1e-15);
+  const std::size_t last = first_at_least(1 - 1e-15);
+  for (std::size_t j = first_; j <= last; ++j) cdf_.push_back(cdf(j));
+  cdf_.back() = 1.0;
+}
+
+double ResampledMedian::draw(double u) const {
+  // J = the smallest j with P(J <= j) >= u; cdf_[i] is P(J <= first_ + i).
+  const std::size_t i = static_cast<std::size_t>(std::lower_bound(cdf_.begin(), cdf_.end(), u) - cdf_.begin());
+  const std::size_t j = std::max<std::size_t>(first_ + i, 1);
+  return x_[std::min(j, x_.size()) - 1];
+}
+
 RatioInterval bootstrap_median_ratio(const std::vector<double>& a, const std::vector<double>& b, double confidence,
                                      BootstrapMethod method, int resamples, std::uint64_t seed) {
   RatioInterval r;
   r.estimate = median(a) / median(b);
+  const bool direct = a.size() <= kDirectBootstrapMax && b.size() <= kDirectBootstrapMax;
   r.method = std::string(method == BootstrapMethod::BCa ? "BCa" : "percentile") + " bootstrap of the ratio of medians, " +
-             std::to_string(resamples) + " resamples, seed " + std::to_string(seed);
+             std::to_string(resamples) + " resamples, seed " + std::to_string(seed) +
+             (direct ? "" : ", resample medians drawn from their exact distribution (odd resample size)");
   if (a.empty() || b.empty()) return r.bounded = false, r;
   std::mt19937_64 gen(seed);
-  std::vector<double> ra(a.size()), rb(b.size()), theta(static_cast<std::size_t>(resamples));
-  for (int k = 0; k < resamples; ++k) {
-    for (auto& v : ra) v = a[bounded(gen, a.size())];
-    for (auto& v : rb) v = b[bounded(gen, b.size())];
-    theta[static_cast<std::size_t>(k)] = median_inplace(ra) / median_inplace(rb);
+  std::vector<double> theta(static_cast<std::size_t>(resamples));
+  if (direct) {
+    std::vector<double> ra(a.size()), rb(b.size());
+    for (int k = 0; k < resamples; ++k) {
+      for (auto& v : ra) v = a[bounded(gen, a.size())];
+      for (auto& v : rb) v = b[bounded(gen, b.size())];
+      theta[static_cast<std::size_t>(k)] = median_inplace(ra) / median_inplace(rb);
+    }
+  } else {
+    std::vector<double> sa(a), sb(b);
+    std::sort(sa.begin(), sa.end());
+    std::sort(sb.begin(), sb.end());
+    auto odd = [](std::size_t n) { return n % 2 ? n : n - 1; };
+    const ResampledMedian ma(sa, odd(sa.size())), mb(sb, odd(sb.size()));
+    auto uniform = [&] { return (static_cast<double>(gen() >> 11) + 0.5) / 9007199254740992.0; };
+    for (int k = 0; k < resamples; ++k) {
+      const double num = ma.draw(uniform());
+      theta[static_cast<std::size_t>(k)] = num / mb.draw(uniform());
+    }
   }
   std::sort(theta.begin(), theta.end());
   const double alpha = 1 - confidence;

@@ -84,8 +84,26 @@ struct RatioInterval {
 
 // Two-sample bootstrap of median(a) / median(b): each sample resampled independently,
 // `resamples` times, from a fixed seed (reproducible reports). Percentile or BCa limits (BCa's
-// acceleration from the two-sample jackknife).
+// acceleration from the two-sample jackknife). Samples larger than kDirectBootstrapMax are not
+// resampled value by value: each resample's median is drawn from its exact distribution (see
+// ResampledMedian), for a resample of odd size (n, or n - 1 when n is even).
 enum class BootstrapMethod { Percentile, BCa };
+inline constexpr std::size_t kDirectBootstrapMax = 2000;
+
+// The median of k draws (k odd) with replacement from sorted data x(1) <= ... <= x(n) is x(J),
+// where P(J <= j) = P(Binomial(k, j/n) >= (k + 1) / 2). This tabulates that distribution where
+// it is neither 0 nor 1 (about 14 sqrt(n) ranks) and draws from it by inversion.
+class ResampledMedian {
+ public:
+  ResampledMedian(const std::vector<double>& sorted, std::size_t k);
+  double draw(double u) const;  // u uniform in (0, 1)
+
+ private:
+  const std::vector<double>& x_;
+  std::size_t first_ = 0;     // rank (0-based) of cdf_[0]
+  std::vector<double> cdf_;   // P(J <= first_ + i + 1)
+};
+
 RatioInterval bootstrap_median_ratio(const std::vector<double>& a, const std::vector<double>& b, double confidence,
                                      BootstrapMethod method, int resamples = 2000, std::uint64_t seed = 1);
 

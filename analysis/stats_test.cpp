@@ -226,3 +226,50 @@ TEST(TimeToAccuracy, MedianIsUndefinedWhenHalfOrMoreMiss) {
   EXPECT_FALSE(all.hi_censored());
   EXPECT_DOUBLE_EQ(all.hi, 9);
 }
+
+// The exact-distribution draw of a resample's median must agree with resampling value by value.
+TEST(Bootstrap, ResampledMedianMatchesDirectResampling) {
+  std::mt19937_64 gen(99);
+  std::lognormal_distribution<double> dist(0.0, 0.5);
+  std::vector<double> x(1001);
+  for (auto& v : x) v = dist(gen);
+  std::vector<double> sorted(x);
+  std::sort(sorted.begin(), sorted.end());
+  ResampledMedian fast(sorted, x.size());
+  std::vector<double> direct, drawn, r(x.size());
+  std::mt19937_64 g(5);
+  std::uniform_int_distribution<std::size_t> pick(0, x.size() - 1);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  for (int k = 0; k < 4000; ++k) {
+    for (auto& v : r) v = x[pick(g)];
+    direct.push_back(median(r));
+    drawn.push_back(fast.draw(u(g)));
+  }
+  std::sort(direct.begin(), direct.end());
+  std::sort(drawn.begin(), drawn.end());
+  // Kolmogorov-Smirnov distance between the two empirical distributions: the 1% critical value
+  // for two samples of 4000 is 1.63 * sqrt(2 / 4000) = 0.036.
+  double ks = 0;
+  for (double v : direct) {
+    double f1 = static_cast<double>(std::upper_bound(direct.begin(), direct.end(), v) - direct.begin()) / 4000;
+    double f2 = static_cast<double>(std::upper_bound(drawn.begin(), drawn.end(), v) - drawn.begin()) / 4000;
+    ks = std::max(ks, std::fabs(f1 - f2));
+  }
+  EXPECT_LT(ks, 0.036);
+}
+
+TEST(Bootstrap, CoversTheTrueRatioForLargeSamples) {
+  std::mt19937_64 gen(321);
+  std::lognormal_distribution<double> noise(0.0, 0.3);
+  int covered = 0;
+  const int sets = 100;
+  for (int s = 0; s < sets; ++s) {
+    std::vector<double> a(5000), b(4000);  // beyond kDirectBootstrapMax, one of them even
+    for (auto& v : a) v = 2.0 * noise(gen);
+    for (auto& v : b) v = 1.0 * noise(gen);
+    RatioInterval r = bootstrap_median_ratio(a, b, 0.95, BootstrapMethod::BCa, 2000, static_cast<std::uint64_t>(s));
+    covered += r.lo <= 2.0 && 2.0 <= r.hi;
+  }
+  EXPECT_GE(covered, 88);
+  EXPECT_LE(covered, 100);
+}

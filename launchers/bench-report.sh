@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Benchmark of the analysis stage (prints figures; not a test): writes a synthetic campaign of
+# SAMPLES samples (default 10 million) with d500-synth through the real writer, then times
+# `d500 report` on it and reports its peak memory.
+# Usage: launchers/bench-report.sh [SAMPLES] [DIR]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+samples=${1:-10000000}
+dir=${2:-$(mktemp -d /tmp/d500-bench-report.XXXXXX)}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+mkdir -p "$dir/run/results"
+# 2 jobs (1 and 2 ranks), 20 points each (2 backends x 10 sizes): a scaling series and a
+# backend comparison for every size. Samples per job are split evenly.
+reps=$(( samples / (20 * 3) ))
+for ranks in 1 2; do
+  spec="$dir/job-$ranks.toml"
+  {
+    printf '[job]\nid = "job-%04d"\ncampaign = "bench"\nrepetitions = %d\nwarmups = 0\nseed = %d\n' "$ranks" "$reps" "$ranks"
+    for size in 1 2 3 4 5 6 7 8 9 10; do
+      for backend in a b; do
+        median=$(awk -v s="$size" -v r="$ranks" -v b="$backend" 'BEGIN { printf "%.6f", 0.001 * s / r * (b == "b" ? 0.8 : 1) }')
+        printf '[[point]]\nparams = { workload = "synthetic", backend = "%s", size = %d }\nmedian_s = %s\nnoise = 0.2\nwork_flops = 1000000\n' \
+          "$backend" "$size" "$median"
+      done
+    done
+  } > "$spec"
+  mpirun --oversubscribe -np "$ranks" "$root/build/d500-synth" "$spec" "$dir/run/results/job-000$ranks.h5"
+done
+du -sh "$dir/run/results"
+/usr/bin/python3 - "$root/build/d500" "$dir/run" <<'PY'
+import resource, subprocess, sys, time
+t0 = time.monotonic()
+out = subprocess.run([sys.argv[1], "report", sys.argv[2]], capture_output=True, text=True)
+secs = time.monotonic() - t0
+if out.returncode != 0:
+    sys.exit(out.stdout + out.stderr)
+peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+import json
+j = json.load(open(sys.argv[2] + "/results.json"))
+n = sum(p["n"] * p["ranks"] for p in j["points"])
+print(f"d500 report: {n:,} timed samples, {len(j['points'])} points, {len(j['comparisons'])} comparisons, "
+      f"{len(j['scaling'])} scaling series: {secs:.1f} s, peak memory {peak:.0f} MiB")
+PY
