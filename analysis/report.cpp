@@ -31,8 +31,9 @@ std::string method_statement(double confidence) {
          "Tukey's fences (1.5 IQR) are counted, never removed. 'Enough' means the median's CI half-width is within "
          "5% of the median with n >= 10; otherwise the repetitions needed are estimated from the 1/sqrt(n) law. "
          "Ranks are flagged as differing when a Kruskal-Wallis test on their own durations gives p < 0.01. Ratios "
-         "(speedups, backend comparisons) are ratios of medians with seeded BCa bootstrap intervals, each sample "
-         "resampled independently; a comparison is significant when its interval excludes 1.";
+         "(speedups, backend comparisons) are ratios of medians with seeded BCa bootstrap intervals (2000 resamples), "
+         "each sample resampled independently; a comparison is significant when its interval excludes 1. Where "
+         "both samples pass the normality check, the ratio of means with Fieller's interval is given as well.";
 }
 
 namespace {
@@ -257,10 +258,12 @@ Table quality_table(const Report& rep) {
 }
 
 Table comparison_table(const Report& rep) {
-  Table t{{"shared parameters", "baseline", "backend", "speedup over baseline (CI)", "verdict"}};
+  Table t{{"shared parameters", "baseline", "backend", "speedup: ratio of medians (BCa CI)", "verdict",
+            "ratio of means (Fieller CI)"}};
   for (const auto& c : rep.comparisons)
     t.push_back({c.group, c.baseline, c.other, ratio_text(c.speedup),
-                 c.speedup.excludes_one() ? "significant" : "not significant"});
+                 c.speedup.excludes_one() ? "significant" : "not significant",
+                 c.has_mean_ratio ? ratio_text(c.mean_ratio) : "- (normality rejected or n<8)"});
   return t;
 }
 
@@ -704,7 +707,8 @@ std::string report_json(const Report& rep) {
     const auto& c = rep.comparisons[i];
     o << (i ? "," : "") << "\n    {\"group\": " << js(c.group) << ", \"baseline\": " << js(c.baseline) << ", \"backend\": "
       << js(c.other) << ", \"baseline_id\": " << js(c.baseline_id) << ", \"backend_id\": " << js(c.other_id)
-      << ", \"speedup\": " << jratio(c.speedup) << "}";
+      << ", \"speedup\": " << jratio(c.speedup) << ", \"mean_ratio\": " << (c.has_mean_ratio ? jratio(c.mean_ratio) : "null")
+      << "}";
   }
   o << "\n  ],\n  \"scaling\": [";
   for (std::size_t i = 0; i < rep.scaling.size(); ++i) {

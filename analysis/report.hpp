@@ -51,6 +51,9 @@ struct Comparison {
   std::string baseline, other;   // backends
   std::string baseline_id, other_id;
   stats::RatioInterval speedup;
+  // Ratio of means with Fieller's interval, only when neither sample rejects normality.
+  bool has_mean_ratio = false;
+  stats::RatioInterval mean_ratio;
   double confidence = 0.95;
 };
 
