@@ -8,10 +8,12 @@ pkgs=(g++ cmake ninja-build pkg-config git
       libtomlplusplus-dev                   # TOML++: campaign files and job specs
       libcli11-dev                          # CLI11: the command line
       libboost-math-dev                     # Boost.Math: binomial quantiles for the intervals
-      libopenblas-dev)                      # OpenBLAS: the blas backend
+      libopenblas-dev                       # OpenBLAS: the blas backend
+      libslurm-dev)                         # libslurm: d500 submit, status, cancel
 if [ "${1:-}" = "--tests" ]; then
   pkgs+=(libgtest-dev libgmock-dev          # GoogleTest: unit and integration tests
-         python3 python3-h5py python3-pandas python3-numpy)  # reading results without d500
+         python3 python3-h5py python3-pandas python3-numpy   # reading results without d500
+         slurmctld slurmd slurm-client munge)                # the single-node test cluster
 fi
 missing=()
 for p in "${pkgs[@]}"; do

@@ -14,7 +14,11 @@ Location loc(const std::string& path, const toml::source_region& r) {
   return Location{path, static_cast<int>(r.begin.line), static_cast<int>(r.begin.column)};
 }
 
-const std::vector<std::string> kTopLevel = {"campaign", "fixed", "axes", "zip", "exclude"};
+const std::vector<std::string> kTopLevel = {"campaign", "fixed", "axes", "zip", "exclude", "slurm"};
+const std::vector<std::string> kSlurmKeys = {"partition",   "account",      "qos",          "constraint",
+                                             "gres",        "mpi",          "time_limit",   "cpus_per_task",
+                                             "modules",     "array",        "throttle",     "analysis_job",
+                                             "retry_time_factor", "max_retries", "budget_node_hours"};
 const std::vector<std::string> kCampaignKeys = {"name", "description", "repetitions",
                                                 "warmups", "template", "points_per_job"};
 
@@ -81,15 +85,15 @@ const toml::table& as_table(const toml::node& n, const std::string& path, const 
 }
 
 std::int64_t get_int(const toml::table& t, const char* key, std::int64_t dflt, std::int64_t lo,
-                     std::int64_t hi, const std::string& path) {
+                     std::int64_t hi, const std::string& path, const char* section = "[campaign]") {
   const toml::node* n = t.get(key);
   if (!n) return dflt;
   auto i = n->as_integer();
   if (!i)
-    throw Error(loc(path, n->source()), std::string("key '") + key + "' in [campaign]: expected an integer, got " +
+    throw Error(loc(path, n->source()), std::string("key '") + key + "' in " + section + ": expected an integer, got " +
                                             toml_type_name(*n));
   if (i->get() < lo || i->get() > hi)
-    throw Error(loc(path, n->source()), std::string("key '") + key + "' in [campaign] is " +
+    throw Error(loc(path, n->source()), std::string("key '") + key + "' in " + section + " is " +
                                             std::to_string(i->get()) + "; valid: " +
                                             std::to_string(lo) + " to " + std::to_string(hi));
   return i->get();
@@ -107,7 +111,96 @@ std::string get_string(const toml::table& t, const char* key, const std::string&
   return s->get();
 }
 
+// A string of a Slurm option: only the characters that option needs.
+std::string slurm_word(const toml::table& t, const char* key, const std::string& path, const char* allowed_desc,
+                       const std::regex& allowed) {
+  const toml::node* n = t.get(key);
+  if (!n) return "";
+  auto s = n->as_string();
+  if (!s)
+    throw Error(loc(path, n->source()), std::string("key '") + key + "' in [slurm]: expected a string, got " +
+                                            toml_type_name(*n));
+  if (!std::regex_match(s->get(), allowed))
+    throw Error(loc(path, n->source()), std::string("key '") + key + "' in [slurm] is \"" + s->get() +
+                                            "\", which Slurm would not accept in a job script; valid: " + allowed_desc);
+  return s->get();
+}
+
+SlurmSettings parse_slurm(const toml::table& t, const std::string& path) {
+  reject_unknown(t, kSlurmKeys, path, "[slurm]");
+  SlurmSettings s;
+  s.present = true;
+  s.where = loc(path, t.source());
+  static const std::regex name_re("[A-Za-z0-9_.-]{1,128}");
+  static const std::regex constraint_re("[A-Za-z0-9_.&|*:,()\\[\\]-]{1,256}");
+  static const std::regex gres_re("[A-Za-z0-9_.:,=-]{1,256}");
+  static const std::regex module_re("[A-Za-z0-9_.+/@-]{1,256}");
+  const char* names = "1-128 letters, digits, '_', '.', '-'";
+  s.partition = slurm_word(t, "partition", path, names, name_re);
+  s.account = slurm_word(t, "account", path, names, name_re);
+  s.qos = slurm_word(t, "qos", path, names, name_re);
+  s.constraint = slurm_word(t, "constraint", path, "a feature expression of letters, digits and _ . & | * : , ( ) [ ] -", constraint_re);
+  s.gres = slurm_word(t, "gres", path, "e.g. gpu:1 (letters, digits, _ . : , = -)", gres_re);
+  if (t.get("mpi")) s.mpi = slurm_word(t, "mpi", path, "an srun --mpi plugin name, e.g. pmix, pmi2, none", name_re);
+  if (const toml::node* n = t.get("time_limit")) {
+    std::string text;
+    if (auto i = n->as_integer()) text = std::to_string(i->get());
+    else if (auto str = n->as_string()) text = str->get();
+    s.time_limit_min = parse_time_limit(text);
+    if (s.time_limit_min <= 0)
+      throw Error(loc(path, n->source()), "key 'time_limit' in [slurm] is " + (text.empty() ? std::string("not a time") : "\"" + text + "\"") +
+                                              "; valid: minutes (e.g. 30) or \"HH:MM:SS\", \"D-HH:MM:SS\", at least one minute");
+  }
+  s.cpus_per_task = static_cast<int>(get_int(t, "cpus_per_task", 1, 1, 4096, path, "[slurm]"));
+  s.throttle = static_cast<int>(get_int(t, "throttle", 0, 0, 100000, path, "[slurm]"));
+  s.max_retries = static_cast<int>(get_int(t, "max_retries", 0, 0, 100, path, "[slurm]"));
+  if (const toml::node* n = t.get("modules")) {
+    auto arr = n->as_array();
+    if (!arr) throw Error(loc(path, n->source()), "key 'modules' in [slurm]: expected an array of module names");
+    for (auto&& m : *arr) {
+      auto str = m.as_string();
+      if (!str || !std::regex_match(str->get(), module_re))
+        throw Error(loc(path, m.source()), "key 'modules' in [slurm]: each module must be a name of letters, digits and _ . + / @ -");
+      s.modules.push_back(str->get());
+    }
+  }
+  for (const char* key : {"array", "analysis_job"})
+    if (const toml::node* n = t.get(key)) {
+      auto b = n->as_boolean();
+      if (!b) throw Error(loc(path, n->source()), std::string("key '") + key + "' in [slurm]: expected true or false");
+      (std::string(key) == "array" ? s.array : s.analysis_job) = b->get();
+    }
+  for (const char* key : {"retry_time_factor", "budget_node_hours"})
+    if (const toml::node* n = t.get(key)) {
+      double v = n->is_integer() ? static_cast<double>(n->as_integer()->get()) : n->value_or(-1.0);
+      const bool factor = std::string(key) == "retry_time_factor";
+      if (!(v >= (factor ? 1.0 : 0.0)) || v > 1e9)
+        throw Error(loc(path, n->source()), std::string("key '") + key + "' in [slurm]: valid: " +
+                                                (factor ? "a number >= 1 (1: keep the limit)" : "a number of node-hours >= 0 (0: no budget)"));
+      (factor ? s.retry_time_factor : s.budget_node_hours) = v;
+    }
+  return s;
+}
+
 }  // namespace
+
+int parse_time_limit(const std::string& text) {
+  static const std::regex re("(?:(\\d+)-)?(\\d+)(?::(\\d+))?(?::(\\d+))?");
+  std::smatch m;
+  if (!std::regex_match(text, m, re)) return -1;
+  auto num = [&](int i) { return m[i].matched ? std::stol(m[i].str()) : 0L; };
+  long minutes = 0;
+  if (m[1].matched) {  // D-HH[:MM[:SS]]
+    minutes = num(1) * 1440 + num(2) * 60 + num(3) + (num(4) > 0 ? 1 : 0);
+  } else if (m[4].matched) {  // HH:MM:SS
+    minutes = num(2) * 60 + num(3) + (num(4) > 0 ? 1 : 0);
+  } else if (m[3].matched) {  // MM:SS
+    minutes = num(2) + (num(3) > 0 ? 1 : 0);
+  } else {  // MM
+    minutes = num(2);
+  }
+  return minutes > 0 && minutes < 100000000 ? static_cast<int>(minutes) : -1;
+}
 
 Campaign parse_campaign_text(const std::string& text, const std::string& path) {
   Campaign c;
@@ -204,6 +297,8 @@ Campaign parse_campaign_text(const std::string& text, const std::string& path) {
       c.zips.push_back(std::move(g));
     }
   }
+
+  if (const toml::node* sn = root.get("slurm")) c.slurm = parse_slurm(as_table(*sn, path, "[slurm]"), path);
 
   if (auto excl = array_of_tables("exclude")) {
     for (auto&& e : *excl) {

@@ -28,6 +28,23 @@ struct ZipGroup {
   Location where;
 };
 
+// Slurm settings ([slurm] table), checked for shape here; every string is restricted to the
+// characters its Slurm option allows, so that no value can break a job script or #SBATCH line.
+struct SlurmSettings {
+  bool present = false;
+  Location where;
+  std::string partition, account, qos, constraint, gres, mpi = "pmix";
+  int time_limit_min = 0;          // required by Slurm templates
+  int cpus_per_task = 1;
+  std::vector<std::string> modules;
+  bool array = true;               // jobs of one shape and limit become one job array
+  int throttle = 0;                // at most this many of the campaign's jobs queued or running; 0: no limit
+  bool analysis_job = false;       // a job running `d500 report` after all others
+  double retry_time_factor = 1.0;  // a job that timed out is resubmitted with its limit times this
+  int max_retries = 0;
+  double budget_node_hours = 0;    // refuse to submit more than this (0: no budget)
+};
+
 struct Campaign {
   std::string path;   // as given by the user
   std::string text;   // the file's exact bytes: stored in every result file
@@ -43,7 +60,12 @@ struct Campaign {
   std::vector<Axis> axes;            // swept; cartesian product unless zipped
   std::vector<ZipGroup> zips;
   std::vector<Rule> excludes;
+  SlurmSettings slurm;
 };
+
+// "HH:MM:SS", "MM:SS", "D-HH:MM:SS", "D-HH" or minutes as an integer: Slurm's forms. Returns
+// minutes (rounded up), or -1 when `text` is none of them.
+int parse_time_limit(const std::string& text);
 
 // Parses and shape-checks a campaign. Throws d500::Error naming file:line:column and key.
 Campaign parse_campaign_text(const std::string& text, const std::string& path);

@@ -12,6 +12,7 @@
 #include "common/text.hpp"
 #include "d500/version.hpp"
 #include "launch/local.hpp"
+#include "launch/slurm.hpp"
 #include "plan/plan.hpp"
 #include "report.hpp"
 #include "store/check.hpp"
@@ -29,6 +30,9 @@ struct Subcommand {
 const Subcommand kSubcommands[] = {
     {"plan", "expand a campaign into points and jobs; write job scripts and specs"},
     {"run", "run a plan's jobs on this machine with mpirun"},
+    {"submit", "submit a plan's jobs to Slurm through libslurm (--resume: only what is left)"},
+    {"status", "per job the Slurm state and reason, per point done/incomplete/missing"},
+    {"cancel", "cancel the campaign's queued and running Slurm jobs"},
     {"report", "summarise a run's results files: table, report.md, report.html, results.csv"},
     {"check", "validate results files against the schema; say what is wrong, where"},
     {"backends", "list the backends d500 knows, with library versions and availability"},
@@ -44,23 +48,31 @@ std::string worker_path() {
   return w.string();
 }
 
-int cmd_plan(const std::string& campaign_path, std::string out_dir, bool dry_run) {
+int cmd_plan(const std::string& campaign_path, std::string out_dir, bool dry_run, bool force) {
   Campaign c = load_campaign(campaign_path);
-  Plan plan = make_plan(c, builtin_workloads());
+  Plan plan = make_plan(c, builtin_workloads(), PlanOptions{force});
   if (out_dir.empty()) out_dir = "runs/" + c.name;
   std::cout << "campaign " << c.name << " (" << c.path << ", hash " << c.hash << "): " << plan.points.size()
             << " points in " << plan.jobs.size() << " jobs, template " << plan.tmpl.name << "\n";
   for (const auto& j : plan.jobs) {
     std::cout << "  " << j.id << ": " << j.nodes << " node(s) x " << j.ranks_per_node << " rank(s), "
-              << j.points.size() << " points\n";
+              << j.points.size() << " points";
+    if (plan.tmpl.launcher == "slurm")
+      std::cout << ", time limit " << slurm_time(c.slurm.time_limit_min) << ", " << fmt_sig(job_node_hours(plan, j), 3)
+                << " node-hours";
+    std::cout << "\n";
     for (auto i : j.points) std::cout << "    " << plan.points[i].id << "  " << plan.points[i].canonical << "\n";
   }
+  if (plan.tmpl.launcher == "slurm")
+    std::cout << "total: at most " << fmt_sig(total_node_hours(plan), 4) << " node-hours"
+              << (c.slurm.budget_node_hours > 0 ? " (budget " + fmt_sig(c.slurm.budget_node_hours, 4) + ")" : "") << "\n";
   if (dry_run) {
     std::cout << "dry run: nothing written\n";
     return 0;
   }
   write_plan(plan, out_dir, worker_path());
-  std::cout << "wrote " << out_dir << " (jobs/, results/, logs/); next: d500 run " << shell_quote(out_dir) << "\n";
+  std::cout << "wrote " << out_dir << " (jobs/, results/, logs/); next: d500 "
+            << (plan.tmpl.launcher == "slurm" ? "submit " : "run ") << shell_quote(out_dir) << "\n";
   return 0;
 }
 
@@ -156,9 +168,16 @@ int main(int argc, char** argv) {
   sub["plan"]->add_option("campaign", campaign, "campaign file (TOML)")->required();
   sub["plan"]->add_option("-o,--output", out, "run directory to create (default runs/<campaign name>)");
   sub["plan"]->add_flag("-n,--dry-run", dry_run, "print the plan, write nothing");
+  bool force = false;
+  sub["plan"]->add_flag("--force", force, "plan even over the campaign's node-hour budget");
   sub["run"]->add_option("dir", dir, "run directory written by d500 plan")->required();
   sub["run"]->add_flag("--rerun", rerun, "also run jobs that completed before (earlier results are kept)");
   sub["report"]->add_option("dir", dir, "run directory")->required();
+  bool resume = false;
+  sub["submit"]->add_option("dir", dir, "run directory written by d500 plan (Slurm template)")->required();
+  sub["submit"]->add_flag("--resume", resume, "submit only points neither complete nor queued or running");
+  sub["status"]->add_option("dir", dir, "run directory")->required();
+  sub["cancel"]->add_option("dir", dir, "run directory")->required();
   std::vector<std::string> files;
   sub["check"]->add_option("files", files, "results files (.h5)")->required();
   sub["report"]->add_option("--confidence", confidence, "confidence level of the intervals (default 0.95)");
@@ -167,10 +186,16 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   try {
-    if (sub["plan"]->parsed()) return cmd_plan(campaign, out, dry_run);
+    if (sub["plan"]->parsed()) return cmd_plan(campaign, out, dry_run, force);
     if (sub["run"]->parsed()) return cmd_run(dir, rerun);
     if (sub["report"]->parsed()) return cmd_report(dir, confidence, seed);
     if (sub["check"]->parsed()) return cmd_check(files);
+    if (sub["submit"]->parsed()) {
+      slurm_submit(dir, SubmitOptions{resume}, std::cout);
+      return 0;
+    }
+    if (sub["status"]->parsed()) return slurm_status(dir, std::cout), 0;
+    if (sub["cancel"]->parsed()) return slurm_cancel(dir, std::cout), 0;
     if (sub["backends"]->parsed()) return cmd_backends();
     if (sub["workloads"]->parsed()) return cmd_workloads();
     if (sub["version"]->parsed()) {

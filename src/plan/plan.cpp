@@ -166,10 +166,33 @@ Point resolve(const Raw& raw, const WorkloadRegistry& reg, const Campaign& c) {
 
 }  // namespace
 
-Plan make_plan(const Campaign& c, const WorkloadRegistry& reg) {
+std::string slurm_time(int minutes) {
+  char buf[32];
+  if (minutes >= 1440) std::snprintf(buf, sizeof buf, "%d-%02d:%02d:00", minutes / 1440, minutes % 1440 / 60, minutes % 60);
+  else std::snprintf(buf, sizeof buf, "%02d:%02d:00", minutes / 60, minutes % 60);
+  return buf;
+}
+
+double job_node_hours(const Plan& plan, const Job& job) {
+  return plan.tmpl.launcher == "slurm" ? job.nodes * plan.campaign.slurm.time_limit_min / 60.0 : 0.0;
+}
+
+double total_node_hours(const Plan& plan) {
+  double sum = 0;
+  for (const auto& j : plan.jobs) sum += job_node_hours(plan, j);
+  return sum;
+}
+
+Plan make_plan(const Campaign& c, const WorkloadRegistry& reg, const PlanOptions& opt) {
   Plan plan;
   plan.campaign = c;
   plan.tmpl = load_template(c.template_name, c.template_where);
+  if (plan.tmpl.launcher != "local" && plan.tmpl.launcher != "slurm")
+    throw Error(c.template_where, "template '" + plan.tmpl.name + "' is for the '" + plan.tmpl.launcher +
+                                      "' launcher, not for jobs (use local, slurm or daint)");
+  if (plan.tmpl.launcher == "slurm" && c.slurm.time_limit_min <= 0)
+    throw Error(c.slurm.present ? c.slurm.where : c.template_where,
+                "template '" + plan.tmpl.name + "' submits to Slurm: set [slurm] time_limit (e.g. time_limit = \"00:30:00\")");
 
   // Every key must mean something to at least one workload the campaign names; a key that
   // none of them takes is a typo, not an unused setting.
@@ -306,6 +329,11 @@ Plan make_plan(const Campaign& c, const WorkloadRegistry& reg) {
       plan.jobs.push_back(std::move(j));
     }
   }
+  const double nh = total_node_hours(plan);
+  if (c.slurm.budget_node_hours > 0 && nh > c.slurm.budget_node_hours && !opt.force)
+    throw Error(c.slurm.where, "the campaign may use " + fmt_sig(nh, 4) + " node-hours (" + std::to_string(plan.jobs.size()) +
+                                   " jobs at their time limits), over its budget_node_hours = " +
+                                   fmt_sig(c.slurm.budget_node_hours, 4) + "; lower the time limit or sizes, or plan with --force");
   return plan;
 }
 
@@ -329,7 +357,8 @@ void write_plan(const Plan& plan, const std::string& dir, const std::string& wor
        << "\"\ncampaign_path = " << toml_string(plan.campaign.path) << "\ntemplate = " << toml_string(plan.tmpl.name)
        << "\nlauncher = " << toml_string(plan.tmpl.launcher) << "\nd500_version = \"" << kVersion
        << "\"\nd500_commit = \"" << kGitCommit << "\"\ncreated_utc = \"" << utc_now_iso8601()
-       << "\"\npoints = " << plan.points.size() << "\njobs = " << plan.jobs.size() << "\n";
+       << "\"\npoints = " << plan.points.size() << "\njobs = " << plan.jobs.size()
+       << "\nnode_hours = " << total_node_hours(plan) << "\n";
     write_file_atomic((tmp / "plan.toml").string(), pt.str());
 
     std::ostringstream csv;
@@ -343,8 +372,22 @@ void write_plan(const Plan& plan, const std::string& dir, const std::string& wor
     for (const auto& j : plan.jobs) {
       JobSpec spec = make_job_spec(plan, j);
       write_file_atomic((tmp / "jobs" / (j.id + ".toml")).string(), job_spec_toml(spec));
+      write_file_atomic((tmp / "jobs" / (j.id + ".list")).string(), (target / "jobs" / (j.id + ".toml")).string() + "\n");
+      const SlurmSettings& sl = plan.campaign.slurm;
       std::map<std::string, std::string> vars = {
           {"job_id", j.id},
+          {"job_name", plan.campaign.name + "." + j.id},
+          {"cpus_per_task", std::to_string(sl.cpus_per_task)},
+          {"time_limit", sl.time_limit_min > 0 ? slurm_time(sl.time_limit_min) : ""},
+          {"partition", sl.partition},
+          {"account", sl.account},
+          {"qos", sl.qos},
+          {"constraint", sl.constraint},
+          {"gres", sl.gres},
+          {"modules", join(sl.modules, " ")},
+          {"mpi", sl.mpi},
+          {"log", (target / "logs" / (j.id + ".slurm-%j.out")).string()},
+          {"spec_list", (target / "jobs" / (j.id + ".list")).string()},
           {"campaign", plan.campaign.name},
           {"points", std::to_string(j.points.size())},
           {"nodes", std::to_string(j.nodes)},

@@ -46,8 +46,19 @@ struct Plan {
 std::string templates_dir();
 TemplateInfo load_template(const std::string& name, const Location& where);
 
+struct PlanOptions {
+  bool force = false;  // plan even when the campaign's node-hour budget is exceeded
+};
+
 // Expands and checks everything that can be checked without running. Throws d500::Error.
-Plan make_plan(const Campaign& c, const WorkloadRegistry& reg);
+Plan make_plan(const Campaign& c, const WorkloadRegistry& reg, const PlanOptions& opt = {});
+
+// Node-hours a job may use: nodes x its Slurm time limit (0 for local plans).
+double job_node_hours(const Plan& plan, const Job& job);
+double total_node_hours(const Plan& plan);
+
+// "HH:MM:SS" (or "D-HH:MM:SS") for Slurm from minutes.
+std::string slurm_time(int minutes);
 
 // Writes the plan into `dir` (which must not exist, or be empty): campaign.toml, plan.toml,
 // points.csv, jobs/<job>.toml and jobs/<job>.sh. Written under a temporary name and renamed,

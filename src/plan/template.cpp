@@ -16,35 +16,44 @@ static std::string trim(const std::string& s) {
 std::string render_template(const std::string& text, const std::string& path,
                             const std::map<std::string, std::string>& vars) {
   std::string out;
+  int line_no = 0;
   std::size_t pos = 0;
-  while (true) {
-    std::size_t open = text.find("{{", pos);
-    if (open == std::string::npos) {
-      out.append(text, pos);
-      return out;
+  while (pos < text.size()) {
+    std::size_t eol = text.find('\n', pos);
+    std::string line = text.substr(pos, eol == std::string::npos ? std::string::npos : eol - pos + 1);
+    pos = eol == std::string::npos ? text.size() : eol + 1;
+    ++line_no;
+    std::string rendered;
+    bool drop = false;
+    std::size_t at = 0;
+    while (true) {
+      std::size_t open = line.find("{{", at);
+      if (open == std::string::npos) {
+        rendered.append(line, at);
+        break;
+      }
+      rendered.append(line, at, open - at);
+      const Location where{path, line_no, static_cast<int>(open) + 1};
+      std::size_t close = line.find("}}", open + 2);
+      if (close == std::string::npos) throw Error(where, "'{{' without a closing '}}' on the same line");
+      std::string name = trim(line.substr(open + 2, close - open - 2));
+      // {{?name}}: an optional value; the whole line is left out when it is empty.
+      const bool optional = !name.empty() && name[0] == '?';
+      if (optional) name = trim(name.substr(1));
+      auto it = vars.find(name);
+      if (it == vars.end()) {
+        std::vector<std::string> names;
+        for (const auto& [k, v] : vars) names.push_back(k);
+        throw Error(where, "unknown placeholder {{" + name + "}}" + did_you_mean(name, names) +
+                               " (available: " + join(names, ", ") + ")");
+      }
+      if (optional && it->second.empty()) drop = true;
+      rendered += shell_quote(it->second);
+      at = close + 2;
     }
-    out.append(text, pos, open - pos);
-    int line = 1;
-    int column = 1;
-    for (std::size_t i = 0; i < open; ++i) {
-      if (text[i] == '\n') ++line, column = 1;
-      else ++column;
-    }
-    std::size_t close = text.find("}}", open + 2);
-    std::size_t eol = text.find('\n', open);
-    if (close == std::string::npos || (eol != std::string::npos && eol < close))
-      throw Error(Location{path, line, column}, "'{{' without a closing '}}' on the same line");
-    std::string name = trim(text.substr(open + 2, close - open - 2));
-    auto it = vars.find(name);
-    if (it == vars.end()) {
-      std::vector<std::string> names;
-      for (const auto& [k, v] : vars) names.push_back(k);
-      throw Error(Location{path, line, column}, "unknown placeholder {{" + name + "}}" + did_you_mean(name, names) +
-                                                    " (available: " + join(names, ", ") + ")");
-    }
-    out += shell_quote(it->second);
-    pos = close + 2;
+    if (!drop) out += rendered;
   }
+  return out;
 }
 
 }  // namespace d500

@@ -36,6 +36,12 @@ TEST(Template, UnknownPlaceholderNamesTheLine) {
   EXPECT_THROW(render_template("echo {{job_id\n}}", "t.sh.in", {{"job_id", "j"}}), Error);
 }
 
+TEST(Template, OptionalPlaceholdersDropTheirLineWhenEmpty) {
+  std::string t = "#SBATCH --partition={{?partition}}\n#SBATCH --account={{?account}}\necho {{x}}\n";
+  EXPECT_EQ(render_template(t, "t", {{"partition", "debug"}, {"account", ""}, {"x", "1"}}),
+            "#SBATCH --partition='debug'\necho '1'\n");
+}
+
 TEST(Template, TextWithoutPlaceholdersIsUnchanged) {
   EXPECT_EQ(render_template("a { b } $x\n", "t", {}), "a { b } $x\n");
 }
