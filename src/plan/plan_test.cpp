@@ -8,6 +8,7 @@
 #include "common/error.hpp"
 #include "common/text.hpp"
 #include "plan/jobspec.hpp"
+#include "campaign/campaign.hpp"
 
 using namespace d500;
 namespace fs = std::filesystem;
@@ -191,4 +192,47 @@ TEST(JobSpec, RejectsAnEditedSpec) {
   write_file_atomic(f.string(), text);
   EXPECT_THROW(read_job_spec(f.string()), Error);
   fs::remove(f);
+}
+
+TEST(PlanSlurm, ValuesThatWouldBreakAJobScriptAreRejectedWhereWritten) {
+  std::string head = "[campaign]\nname = \"s\"\ntemplate = \"slurm\"\n[axes]\nworkload = [\"gemm\"]\nbackend = [\"blas\"]\nn = [8]\n";
+  std::string e = error_of(head + "[slurm]\ntime_limit = 5\npartition = \"debug; rm -rf /\"\n");
+  EXPECT_NE(e.find("c.toml:10:13"), std::string::npos) << e;
+  EXPECT_NE(e.find("key 'partition' in [slurm]"), std::string::npos) << e;
+  EXPECT_NE(e.find("valid: 1-128 letters"), std::string::npos) << e;
+  e = error_of(head + "[slurm]\ntime_limit = 5\nmodules = [\"cuda/12\", \"x\\ny\"]\n");
+  EXPECT_NE(e.find("key 'modules'"), std::string::npos) << e;
+  e = error_of(head + "[slurm]\npartition = \"debug\"\n");
+  EXPECT_NE(e.find("set [slurm] time_limit"), std::string::npos) << e;
+  e = error_of(head + "[slurm]\ntime_limit = \"soon\"\n");
+  EXPECT_NE(e.find("key 'time_limit' in [slurm] is \"soon\""), std::string::npos) << e;
+  e = error_of(head + "[slurm]\ntime_limit = 5\npartitoin = \"x\"\n");
+  EXPECT_NE(e.find("did you mean 'partition'"), std::string::npos) << e;
+  e = error_of(head + "[slurm]\ntime_limit = 5\nretry_time_factor = 0.5\n");
+  EXPECT_NE(e.find("a number >= 1"), std::string::npos) << e;
+}
+
+TEST(PlanSlurm, NodeHoursAreCountedAndABudgetIsEnforcedUnlessForced) {
+  std::string text = "[campaign]\nname = \"s\"\ntemplate = \"slurm\"\npoints_per_job = 1\n[slurm]\ntime_limit = \"01:30:00\"\n"
+                     "budget_node_hours = 4\n[axes]\nworkload = [\"gemm\"]\nbackend = [\"blas\"]\nn = [8, 16, 32]\n";
+  std::string e = error_of(text);
+  EXPECT_NE(e.find("4.500 node-hours"), std::string::npos) << e;
+  EXPECT_NE(e.find("over its budget_node_hours = 4.000"), std::string::npos) << e;
+  Plan p = make_plan(parse_campaign_text(text, "c.toml"), builtin_workloads(), PlanOptions{true});
+  ASSERT_EQ(p.jobs.size(), 3u);
+  EXPECT_DOUBLE_EQ(job_node_hours(p, p.jobs[0]), 1.5);
+  EXPECT_DOUBLE_EQ(total_node_hours(p), 4.5);
+}
+
+TEST(PlanSlurm, TimeLimitsInSlurmsForms) {
+  EXPECT_EQ(parse_time_limit("30"), 30);
+  EXPECT_EQ(parse_time_limit("01:30:00"), 90);
+  EXPECT_EQ(parse_time_limit("01:30:01"), 91);  // rounded up: never shorter than asked
+  EXPECT_EQ(parse_time_limit("10:30"), 11);     // MM:SS
+  EXPECT_EQ(parse_time_limit("2-00"), 2880);
+  EXPECT_EQ(parse_time_limit("1-02:03:00"), 1563);
+  EXPECT_EQ(parse_time_limit("0"), -1);
+  EXPECT_EQ(parse_time_limit("1h"), -1);
+  EXPECT_EQ(slurm_time(90), "01:30:00");
+  EXPECT_EQ(slurm_time(1563), "1-02:03:00");
 }

@@ -1,0 +1,186 @@
+// d500 on a real Slurm cluster: the single-node cluster of launchers/test-cluster.sh, started by
+// a CTest fixture (SLURM_CONF names its configuration, in the cluster's directory). Jobs run the worker with
+// `srun --mpi=pmix`; faults are real: a job past its time limit, a cancelled job, slurmctld down.
+#include <chrono>
+#include <thread>
+
+#include "helpers.hpp"
+
+using namespace d500test;
+
+namespace {
+
+class Slurm : public ScratchDirTest {
+ protected:
+  void SetUp() override {
+    ScratchDirTest::SetUp();
+    if (!std::getenv("SLURM_CONF")) GTEST_FAIL() << "SLURM_CONF unset: run through ctest (the slurm fixture starts the cluster)";
+  }
+  fs::path plan(const std::string& campaign) {
+    std::string c = write("c.toml", campaign);
+    fs::path run = dir_ / "run";
+    Cmd p = sh(d500("plan " + c + " -o " + run.string()));
+    EXPECT_EQ(p.code, 0) << p.out;
+    return run;
+  }
+  // Polls `d500 status` until `done(output)` or the deadline; returns the last output.
+  std::string wait_status(const fs::path& run, const std::function<bool(const std::string&)>& done, int seconds) {
+    std::string out;
+    for (int i = 0; i < seconds * 2; ++i) {
+      out = sh(d500("status " + run.string())).out;
+      if (done(out)) return out;
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
+    ADD_FAILURE() << "gave up waiting after " << seconds << " s; last status:\n" << out;
+    return out;
+  }
+  static bool settled(const std::string& s) {
+    return s.find("PENDING") == std::string::npos && s.find("RUNNING") == std::string::npos;
+  }
+  static int lines(const fs::path& f) {
+    std::ifstream in(f);
+    int n = 0;
+    for (std::string l; std::getline(in, l);) n += !l.empty() && l[0] != '#';
+    return n;
+  }
+};
+
+const std::string kHead = R"([campaign]
+name = "slurm-e2e"
+repetitions = 6
+warmups = 1
+template = "slurm"
+)";
+
+}  // namespace
+
+TEST_F(Slurm, PlanSubmitStatusReportEndToEnd) {
+  fs::path run = plan(kHead + R"(
+[slurm]
+partition = "debug"
+time_limit = "00:05:00"
+[axes]
+workload = ["gemm", "allreduce"]
+backend = ["blas", "mpi"]
+n = [64]
+bytes = [4096]
+ranks_per_node = [2]
+[[exclude]]
+workload = "gemm"
+backend = "mpi"
+[[exclude]]
+workload = "allreduce"
+backend = "blas"
+)");
+  Cmd sub = sh(d500("submit " + run.string()));
+  ASSERT_EQ(sub.code, 0) << sub.out;
+  EXPECT_NE(sub.out.find("submitted job"), std::string::npos) << sub.out;
+  EXPECT_EQ(lines(run / "slurm" / "submissions.tsv"), 1);
+  std::string st = wait_status(run, settled, 120);
+  EXPECT_NE(st.find("summary: jobs 1 COMPLETED; points 2/2 done"), std::string::npos) << st;
+
+  // The worker ran under srun with 2 ranks, and the file knows its Slurm job.
+  fs::path h5;
+  for (const auto& e : fs::directory_iterator(run / "results")) h5 = e.path();
+  EXPECT_NE(h5.filename().string().find(".slurm-"), std::string::npos) << h5;
+  hid_t f = H5Fopen(h5.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  EXPECT_EQ(attr_int(f, "ranks"), 2);
+  hid_t env = H5Gopen2(f, "env", H5P_DEFAULT);
+  EXPECT_GT(H5Aexists(env, "env.SLURM_JOB_ID"), 0);
+  H5Gclose(env);
+  H5Fclose(f);
+
+  Cmd rep = sh(d500("report " + run.string()));
+  EXPECT_EQ(rep.code, 0) << rep.out;
+  auto csv = read_csv(run / "results.csv");
+  for (auto& [id, row] : csv) EXPECT_EQ(row["status"], "complete") << id;
+
+  // Submitting twice is refused; resuming finds nothing left and submits nothing.
+  Cmd again = sh(d500("submit " + run.string()));
+  EXPECT_EQ(again.code, 1);
+  EXPECT_NE(again.out.find("already submitted"), std::string::npos) << again.out;
+  Cmd resume = sh(d500("submit --resume " + run.string()));
+  EXPECT_EQ(resume.code, 0) << resume.out;
+  EXPECT_NE(resume.out.find("nothing to submit: 2 points finished"), std::string::npos) << resume.out;
+  EXPECT_EQ(lines(run / "slurm" / "submissions.tsv"), 1);
+}
+
+TEST_F(Slurm, TimedOutJobKeepsItsSamplesAndResumeRerunsOnlyWhatIsLeftThenCancel) {
+  // A quick point, then one that would run for an hour: the 1-minute limit kills the job.
+  fs::path run = plan(R"([campaign]
+name = "slurm-timeout"
+repetitions = 100000
+warmups = 1
+template = "slurm"
+[slurm]
+time_limit = 1
+retry_time_factor = 2
+max_retries = 1
+[axes]
+workload = ["gemm"]
+backend = ["blas", "reference"]
+n = [16, 480]
+[[zip]]
+axes = ["backend", "n"]
+)");
+  Cmd sub = sh(d500("submit " + run.string()));
+  ASSERT_EQ(sub.code, 0) << sub.out;
+  // While the slow point runs, resume submits nothing: the point is queued or running.
+  wait_status(run, [](const std::string& s) { return s.find("points: 1 done, 1 incomplete") != std::string::npos; }, 120);
+  Cmd during = sh(d500("submit --resume " + run.string()));
+  EXPECT_NE(during.out.find("nothing to submit: 1 points finished, 1 queued or running"), std::string::npos) << during.out;
+
+  std::string st = wait_status(run, settled, 180);
+  EXPECT_NE(st.find("TIMEOUT"), std::string::npos) << st;
+  EXPECT_NE(st.find("points: 1 done, 1 incomplete, 0 missing"), std::string::npos) << st;
+  for (const auto& e : fs::directory_iterator(run / "results")) {
+    Cmd check = sh(d500("check " + e.path().string()));
+    EXPECT_EQ(check.code, 0) << check.out;
+    EXPECT_NE(check.out.find("1 complete, 1 incomplete; job running"), std::string::npos) << check.out;
+  }
+
+  // Resume: only the unfinished point, with the limit doubled.
+  Cmd resume = sh(d500("submit --resume " + run.string()));
+  ASSERT_EQ(resume.code, 0) << resume.out;
+  EXPECT_NE(resume.out.find("time limit 00:02:00"), std::string::npos) << resume.out;
+  std::string spec = sh("cat " + (run / "jobs" / "job-0000.r1.toml").string()).out;
+  EXPECT_EQ(spec.find("gemm:blas"), std::string::npos) << spec;
+  EXPECT_NE(spec.find("gemm:reference"), std::string::npos) << spec;
+  EXPECT_EQ(lines(run / "slurm" / "submissions.tsv"), 2);
+
+  wait_status(run, [](const std::string& s) { return s.find("RUNNING") != std::string::npos; }, 60);
+  Cmd cancel = sh(d500("cancel " + run.string()));
+  EXPECT_EQ(cancel.code, 0) << cancel.out;
+  EXPECT_NE(cancel.out.find("1 submission(s) cancelled"), std::string::npos) << cancel.out;
+  st = wait_status(run, settled, 60);
+  EXPECT_NE(st.find("CANCELLED"), std::string::npos) << st;
+  EXPECT_NE(st.find("points: 1 done, 1 incomplete, 0 missing"), std::string::npos) << st;
+}
+
+TEST_F(Slurm, ControllerDownAtSubmitRecordsNothingAndALaterSubmitDoesNotDuplicate) {
+  fs::path run = plan(kHead + R"(
+[slurm]
+time_limit = 5
+[axes]
+workload = ["gemm"]
+backend = ["blas"]
+n = [32, 48]
+)");
+  // The cluster's directory holds its slurm.conf.
+  const std::string cluster = fs::path(std::getenv("SLURM_CONF")).parent_path().string();
+  const std::string script = std::string(D500_SOURCE_DIR) + "/launchers/test-cluster.sh";
+  ASSERT_EQ(sh("bash " + script + " stop-controller " + cluster).code, 0);
+  Cmd down = sh(d500("submit " + run.string()));
+  ASSERT_EQ(sh("bash " + script + " start-controller " + cluster).code, 0);
+  EXPECT_EQ(down.code, 1) << down.out;
+  EXPECT_NE(down.out.find("is slurmctld running"), std::string::npos) << down.out;
+  EXPECT_NE(down.out.find("0 of 1 submission(s) were accepted"), std::string::npos) << down.out;
+  EXPECT_EQ(lines(run / "slurm" / "submissions.tsv"), 0);
+
+  Cmd up = sh(d500("submit " + run.string()));
+  ASSERT_EQ(up.code, 0) << up.out;
+  EXPECT_EQ(lines(run / "slurm" / "submissions.tsv"), 1);
+  std::string st = wait_status(run, settled, 120);
+  EXPECT_NE(st.find("points: 2 done"), std::string::npos) << st;
+}
