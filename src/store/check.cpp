@@ -116,12 +116,11 @@ class Checker {
   }
 
   void samples(hid_t g, const std::string& where, long ranks, long warmups, long reps, const std::string& status) {
-    h5::Handle d(H5Dopen2(g, "samples", H5P_DEFAULT), H5Dclose);
-    h5::Handle s(H5Dget_space(d), H5Sclose);
-    std::vector<Sample> rows(static_cast<std::size_t>(H5Sget_simple_extent_npoints(s)));
-    h5::Handle t = h5::sample_mem_type();
-    if (!rows.empty() && H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data()) < 0) {
-      problem(where, "samples cannot be read (damaged?)");
+    std::vector<Sample> rows;
+    try {
+      rows = h5::read_rows<Sample>(g, "samples", h5::sample_mem_type(), where);
+    } catch (const Error& e) {
+      problem(where, std::string("samples cannot be read (damaged?): ") + e.what());
       return;
     }
     std::set<std::pair<int, int>> seen;

@@ -6,7 +6,9 @@
 
 #include <cstdint>
 #include <string>
+#include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "common/value.hpp"
 
@@ -61,6 +63,17 @@ std::string read_attr_string(hid_t obj, const std::string& name, const std::stri
 std::int64_t read_attr_int(hid_t obj, const std::string& name, const std::string& what);
 double read_attr_double(hid_t obj, const std::string& name, const std::string& what);
 Value read_attr_value(hid_t obj, const std::string& name, const std::string& what);
+
+// Reads the one-dimensional dataset `name` of `parent` whole, as rows of the memory type `type`
+// (matched to the file's fields by name). Throws naming `what`.
+template <class Row>
+std::vector<Row> read_rows(hid_t parent, const char* name, hid_t type, const std::string& what) {
+  Handle d(check(H5Dopen2(parent, name, H5P_DEFAULT), "H5Dopen2", what + "/" + name), H5Dclose);
+  Handle s(check(H5Dget_space(d), "H5Dget_space", what + "/" + name), H5Sclose);
+  std::vector<Row> rows(static_cast<std::size_t>(std::max<hssize_t>(0, H5Sget_simple_extent_npoints(s))));
+  if (!rows.empty()) check(H5Dread(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data()), "H5Dread", what + "/" + name);
+  return rows;
+}
 
 // The compound types of d500::Sample and d500::Event in memory (field names are the schema's
 // column names).

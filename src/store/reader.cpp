@@ -56,22 +56,9 @@ PointResult read_point(hid_t file, const std::string& id, const std::string& pat
     p.tta_budget_s = h5::read_attr_double(g, "tta_budget_s", what);
     p.eval_interval_steps = h5::read_attr_int(g, "eval_interval_steps", what);
   }
-  if (H5Lexists(g, "events", H5P_DEFAULT) > 0) {
-    h5::Handle d(h5::check(H5Dopen2(g, "events", H5P_DEFAULT), "H5Dopen2", what + "/events"), H5Dclose);
-    h5::Handle s(h5::check(H5Dget_space(d), "H5Dget_space", what), H5Sclose);
-    hssize_t n = H5Sget_simple_extent_npoints(s);
-    p.events.resize(static_cast<std::size_t>(std::max<hssize_t>(0, n)));
-    h5::Handle t = h5::event_mem_type();
-    if (n > 0) h5::check(H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, p.events.data()), "H5Dread", what + "/events");
-  }
-  if (H5Lexists(g, "samples", H5P_DEFAULT) > 0) {
-    h5::Handle d(h5::check(H5Dopen2(g, "samples", H5P_DEFAULT), "H5Dopen2", what + "/samples"), H5Dclose);
-    h5::Handle s(h5::check(H5Dget_space(d), "H5Dget_space", what), H5Sclose);
-    hssize_t n = H5Sget_simple_extent_npoints(s);
-    p.samples.resize(static_cast<std::size_t>(std::max<hssize_t>(0, n)));
-    h5::Handle t = h5::sample_mem_type();
-    if (n > 0) h5::check(H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, p.samples.data()), "H5Dread", what + "/samples");
-  }
+  if (H5Lexists(g, "events", H5P_DEFAULT) > 0) p.events = h5::read_rows<Event>(g, "events", h5::event_mem_type(), what);
+  if (H5Lexists(g, "samples", H5P_DEFAULT) > 0)
+    p.samples = h5::read_rows<Sample>(g, "samples", h5::sample_mem_type(), what);
   return p;
 }
 
