@@ -93,6 +93,7 @@ PointRow summarize_point(const PointResult& p, const JobResult& j, double confid
   r.backend = p.params.count("backend") ? canonical(p.params.at("backend")) : "?";
   r.level = p.level;
   r.ranks = j.ranks;
+  r.oversubscribed = j.oversubscribed;
   r.nodes = static_cast<int>(int_param(p.params, "nodes", 1));
   r.ranks_per_node = static_cast<int>(int_param(p.params, "ranks_per_node", j.ranks));
   r.scaling = p.scaling;
@@ -242,7 +243,8 @@ Table results_table(const Report& rep) {
   const std::string ci = std::to_string(static_cast<int>(rep.confidence * 100 + .5)) + "% CI";
   Table t{{"point", "ranks", "n", "median", ci, "rate", "rate CI", "validation", "status"}};
   for (const auto& r : rep.rows)
-    t.push_back({point_label(r), std::to_string(r.ranks), std::to_string(r.time.n), r.time.n ? fmt_time(r.time.median) : "-",
+    t.push_back({point_label(r), std::to_string(r.ranks) + (r.oversubscribed ? " (oversubscribed)" : ""),
+                 std::to_string(r.time.n), r.time.n ? fmt_time(r.time.median) : "-",
                  ci_text(r), rate_text(r), rate_ci_text(r), validation_text(r), r.status});
   return t;
 }
@@ -395,6 +397,10 @@ void html_table(std::ostringstream& o, const Table& t, const std::vector<std::st
 
 std::vector<std::string> attention(const Report& rep) {
   std::vector<std::string> out;
+  for (const auto& r : rep.rows)
+    if (r.oversubscribed)
+      out.push_back("`" + r.canonical + "` (" + r.id + "): ran with more ranks than CPUs on a host (oversubscribed): "
+                    "its times measure core sharing, not the operation");
   for (const auto& r : rep.rows)
     if (r.status != "complete" || r.reps_incomplete) {
       std::string s = "`" + r.canonical + "` (" + r.id + "): " + r.status + (r.status_reason.empty() ? "" : ": " + r.status_reason);
@@ -648,7 +654,7 @@ std::string report_csv(const Report& rep) {
   for (const auto& r : rep.rows)
     for (const auto& [k, v] : r.params) names.insert(k);
   std::ostringstream o;
-  o << "point_id,job_id,canonical,level,workload,backend,ranks";
+  o << "point_id,job_id,canonical,level,workload,backend,ranks,oversubscribed";
   for (const auto& n : names) o << ",param_" << n;
   o << ",n,warmups_excluded,reps_incomplete,median_s,ci_lo_s,ci_hi_s,ci_level,ci_coverage,ci_method,mean_s,mean_ci_lo_s,"
        "mean_ci_hi_s,normality_ad_p,outliers_low,outliers_high,enough_reps,reps_needed,ranks_kw_p,rate_unit,"
@@ -657,7 +663,7 @@ std::string report_csv(const Report& rep) {
   auto num = [](double v) { return std::isfinite(v) ? jn(v) : std::string(); };
   for (const auto& r : rep.rows) {
     o << r.id << "," << r.job_id << "," << csv_field(r.canonical) << "," << r.level << "," << csv_field(r.workload) << ","
-      << csv_field(r.backend) << "," << r.ranks;
+      << csv_field(r.backend) << "," << r.ranks << "," << (r.oversubscribed ? "yes" : "no");
     for (const auto& n : names) o << "," << (r.params.count(n) ? csv_field(canonical(r.params.at(n))) : "");
     const bool has = r.time.n > 0, ci = r.time.has_ci;
     const bool show_mean = r.normality.applicable && !r.normality.rejects();
@@ -686,7 +692,8 @@ std::string report_json(const Report& rep) {
     const auto& r = rep.rows[i];
     o << (i ? "," : "") << "\n    {\"id\": " << js(r.id) << ", \"canonical\": " << js(r.canonical) << ", \"job\": "
       << js(r.job_id) << ", \"status\": " << js(r.status) << ", \"status_reason\": " << js(r.status_reason)
-      << ", \"ranks\": " << r.ranks << ", \"n\": " << r.time.n << ", \"warmups_excluded\": " << r.warmups_excluded
+      << ", \"ranks\": " << r.ranks << ", \"oversubscribed\": " << (r.oversubscribed ? "true" : "false")
+      << ", \"n\": " << r.time.n << ", \"warmups_excluded\": " << r.warmups_excluded
       << ", \"median_s\": " << (r.time.n ? jn(r.time.median) : "null") << ", \"ci\": "
       << (r.time.has_ci ? "[" + jn(r.time.lo) + ", " + jn(r.time.hi) + "]" : "null")
       << ", \"ci_coverage\": " << (r.time.has_ci ? jn(r.time.coverage) : "null") << ", \"mean\": "

@@ -15,6 +15,7 @@ struct PointRow {
   std::string id, job_id, file, canonical, workload, backend, status, status_reason;
   std::string validation_status, validation_method, rate_unit, hosts;
   std::string scaling = "strong", scaling_note;  // what a series over ranks means for this workload
+  bool oversubscribed = false;
   int level = 0, ranks = 0, nodes = 1, ranks_per_node = 1, warmups_excluded = 0, reps_incomplete = 0;
   Params params;
   double validation_max_rel_error = 0, validation_tolerance = 0;

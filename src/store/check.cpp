@@ -180,6 +180,7 @@ CheckResult check_file(const std::string& path) {
   if (version < 1) return c.problem("/", "missing or invalid schema_version"), r;
 
   if (!c.attributes(f, "/", desc["root"]["required"].as_table(), true)) return r;
+  c.attributes(f, "/", desc["root"]["optional"].as_table(), false);
   c.values(f, "/", desc["root"]["values"].as_table());
   const long ranks = static_cast<long>(h5::read_attr_int(f, "ranks", path));
   for (auto&& ds : *desc["root"]["dataset"].as_array()) {

@@ -87,6 +87,7 @@ JobResult read_job_file(const std::string& path) {
   r.d500_commit = h5::read_attr_string(f, "d500_commit", path);
   r.created_utc = h5::read_attr_string(f, "created_utc", path);
   r.ranks = static_cast<int>(h5::read_attr_int(f, "ranks", path));
+  if (h5::has_attr(f, "oversubscribed")) r.oversubscribed = h5::read_attr_int(f, "oversubscribed", path) != 0;
 
   if (H5Lexists(f, "/env/hosts", H5P_DEFAULT) > 0) {
     h5::Handle d(h5::check(H5Dopen2(f, "/env/hosts", H5P_DEFAULT), "H5Dopen2", path + ":/env/hosts"), H5Dclose);

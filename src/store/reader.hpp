@@ -26,6 +26,7 @@ struct JobResult {
   std::string path, job_id, campaign, campaign_hash, status, d500_version, d500_commit, created_utc;
   long schema_version = 0;
   int ranks = 0;
+  bool oversubscribed = false;
   std::vector<std::string> hosts;
   std::vector<PointResult> points;  // in job order
 };

@@ -86,6 +86,7 @@ ResultWriter::ResultWriter(const std::string& path, MPI_Comm comm, const JobSpec
   attr(file_, "d500_commit", std::string(kGitCommit));
   attr(file_, "created_utc", bcast_string(rank_ == 0 ? utc_now_iso8601() : "", comm_));
   attr(file_, "store_mode", std::string(store_mode_name(mode_)));
+  attr(file_, "oversubscribed", std::int64_t{env.oversubscribed ? 1 : 0});
   attr(file_, "timer", std::string("std::chrono::steady_clock (CLOCK_MONOTONIC), ns, per rank"));
   attr(file_, "sync", std::string("MPI_Barrier before every repetition"));
 

@@ -21,6 +21,7 @@ struct EnvRecord {
   std::string campaign_text;
   std::string campaign_path;
   std::string host;  // this rank's host (differs per rank; gathered by the writer)
+  bool oversubscribed = false;  // some host runs more ranks than it has CPUs (same on all ranks)
 };
 
 enum class StoreMode { Parallel, Gather };

@@ -1,6 +1,7 @@
 #include "worker/worker.hpp"
 
 #include <mpi.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -27,6 +28,24 @@ std::string host_name() {
   return std::string(buf, static_cast<std::size_t>(len));
 }
 
+// Whether some host runs more ranks than the CPUs its ranks may use: timings of such a job
+// measure the sharing of cores, and the report says so.
+bool oversubscribed(MPI_Comm comm) {
+  MPI_Comm local;
+  MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
+  int ranks_here = 1;
+  MPI_Comm_size(local, &ranks_here);
+  MPI_Comm_free(&local);
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+  // A rank bound to one core sees one CPU; count the host's CPUs then.
+  cpus = std::max<int>(cpus, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
+  int mine = ranks_here > cpus ? 1 : 0, any = 0;
+  MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, comm);
+  return any != 0;
+}
+
 // Samples held in memory before a flush: enough for every repetition of most points, small
 // enough (40 B a sample, 10 MB a rank) that it never matters for memory; large batches keep
 // the flush rate high (see d500-bench-store).
@@ -44,6 +63,7 @@ void run_job(const std::string& spec_path, const std::string& output, MPI_Comm c
   // The run directory is the parent of jobs/; the campaign text lives there.
   fs::path run_dir = fs::absolute(spec_path).parent_path().parent_path();
   EnvRecord env{read_file((run_dir / "campaign.toml").string()), (run_dir / "campaign.toml").string(), host_name()};
+  env.oversubscribed = oversubscribed(comm);
 
   const WorkloadRegistry& reg = builtin_workloads();
   ResultWriter out(output, comm, spec, env);

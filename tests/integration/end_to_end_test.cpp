@@ -103,6 +103,7 @@ TEST_F(EndToEnd, TwoRankCampaignFileAndReportAgree) {
     EXPECT_EQ(csv[id]["n"], "8");
     EXPECT_EQ(csv[id]["warmups_excluded"], "2");
     EXPECT_EQ(csv[id]["status"], "complete");
+    EXPECT_EQ(csv[id]["oversubscribed"], "no");
     EXPECT_NEAR(std::stod(csv[id]["median_s"]), median, median * 1e-6) << id;
     // n = 8: the 95% interval is [x(1), x(8)].
     EXPECT_NEAR(std::stod(csv[id]["ci_lo_s"]), c[0], c[0] * 1e-6);
@@ -114,6 +115,24 @@ TEST_F(EndToEnd, TwoRankCampaignFileAndReportAgree) {
   }
   H5Fclose(file);
   EXPECT_NE(rep.out.find("allreduce:mpi bytes=4096"), std::string::npos) << rep.out;
+}
+
+TEST_F(EndToEnd, MoreRanksThanCoresRunsAndIsFlaggedAsOversubscribed) {
+  const int ranks = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)) + 2;
+  std::string campaign = write("o.toml", "[campaign]\nname = \"oversub\"\nrepetitions = 6\nwarmups = 1\n[axes]\n"
+                                         "workload = [\"allreduce\"]\nbackend = [\"mpi\"]\nbytes = [4096]\n"
+                                         "ranks_per_node = [1, " + std::to_string(ranks) + "]\n[[exclude]]\nranks_per_node = 1\n");
+  fs::path run = dir_ / "run";
+  ASSERT_EQ(sh(d500("plan " + campaign + " -o " + run.string())).code, 0);
+  Cmd r = sh(d500("run " + run.string()));
+  ASSERT_EQ(r.code, 0) << r.out;
+  Cmd rep = sh(d500("report " + run.string()));
+  ASSERT_EQ(rep.code, 0) << rep.out;
+  auto csv = read_csv(run / "results.csv");
+  ASSERT_EQ(csv.size(), 1u);
+  EXPECT_EQ(csv.begin()->second["oversubscribed"], "yes");
+  EXPECT_EQ(csv.begin()->second["ranks"], std::to_string(ranks));
+  EXPECT_NE(rep.out.find("(oversubscribed)"), std::string::npos) << rep.out;
 }
 
 TEST_F(EndToEnd, BadCampaignGivesOneLocatedErrorAndWritesNothing) {
