@@ -198,8 +198,24 @@ void check(int rc, const std::string& what) {
   throw Error(msg);
 }
 
+// The slurm.conf libslurm would read, or "" when there is none. libslurm itself ends the
+// process (fatal) when it finds no configuration, so d500 looks first and says what is wrong.
+std::string slurm_config() {
+  if (const char* env = std::getenv("SLURM_CONF")) return fs::exists(env) ? env : "";
+  for (const char* p : {"/etc/slurm/slurm.conf", "/etc/slurm-llnl/slurm.conf"})
+    if (fs::exists(p)) return p;
+  return "";
+}
+
 struct Session {
-  Session() { slurm_init(nullptr); }
+  Session() {
+    if (slurm_config().empty())
+      throw Error(std::string("no Slurm configuration found (") +
+                  (std::getenv("SLURM_CONF") ? "SLURM_CONF=" + std::string(std::getenv("SLURM_CONF")) + " does not exist"
+                                             : "SLURM_CONF is unset and /etc/slurm/slurm.conf is absent") +
+                  "): is this a Slurm cluster's login node?");
+    slurm_init(nullptr);
+  }
   ~Session() { slurm_fini(); }
 };
 
@@ -464,13 +480,15 @@ int slurm_submit(const std::string& dir_arg, const SubmitOptions& opt, std::ostr
 void slurm_status(const std::string& dir_arg, std::ostream& out) {
   PlanDir plan = load_plan_dir(dir_arg);
   const std::vector<Submission> subs = read_submissions(plan.dir);
-  Session session;
   std::map<std::pair<std::uint32_t, int>, TaskState> states;
   std::string controller_error;
-  try {
-    states = query_states(subs);
-  } catch (const Error& e) {
-    controller_error = e.what();
+  if (!subs.empty()) {
+    try {
+      Session session;
+      states = query_states(subs);
+    } catch (const Error& e) {
+      controller_error = e.what();  // the results files still tell which points are done
+    }
   }
   std::map<std::string, int> by_state;
   out << "jobs (" << subs.size() << " submission(s)):\n";
@@ -517,6 +535,10 @@ void slurm_status(const std::string& dir_arg, std::ostream& out) {
 void slurm_cancel(const std::string& dir_arg, std::ostream& out) {
   PlanDir plan = load_plan_dir(dir_arg);
   const std::vector<Submission> subs = read_submissions(plan.dir);
+  if (subs.empty()) {
+    out << "nothing to cancel: no submissions recorded in " << plan.dir << "/slurm/submissions.tsv\n";
+    return;
+  }
   Session session;
   const auto states = query_states(subs);
   int cancelled = 0;

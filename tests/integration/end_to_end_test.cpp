@@ -135,6 +135,24 @@ TEST_F(EndToEnd, MoreRanksThanCoresRunsAndIsFlaggedAsOversubscribed) {
   EXPECT_NE(rep.out.find("(oversubscribed)"), std::string::npos) << rep.out;
 }
 
+TEST_F(EndToEnd, SubmitWithoutASlurmConfigurationSaysSoAndRecordsNothing) {
+  std::string campaign = write("s.toml", "[campaign]\nname = \"s\"\ntemplate = \"slurm\"\n[slurm]\ntime_limit = 5\n"
+                                         "[axes]\nworkload = [\"gemm\"]\nbackend = [\"blas\"]\nn = [8]\n");
+  fs::path run = dir_ / "run";
+  ASSERT_EQ(sh(d500("plan " + campaign + " -o " + run.string())).code, 0);
+  Cmd sub = sh("SLURM_CONF=/nonexistent/slurm.conf " + d500("submit " + run.string()));
+  EXPECT_EQ(sub.code, 1) << sub.out;
+  EXPECT_NE(sub.out.find("no Slurm configuration found (SLURM_CONF=/nonexistent/slurm.conf does not exist)"),
+            std::string::npos) << sub.out;
+  EXPECT_FALSE(fs::exists(run / "slurm" / "submissions.tsv"));
+  Cmd local = sh(d500("run " + run.string()));
+  EXPECT_EQ(local.code, 1);
+  EXPECT_NE(local.out.find("uses the 'slurm' launcher"), std::string::npos) << local.out;
+  Cmd st = sh("SLURM_CONF=/nonexistent/slurm.conf " + d500("status " + run.string()));
+  EXPECT_EQ(st.code, 0) << st.out;
+  EXPECT_NE(st.out.find("points: 0 done, 0 incomplete, 1 missing"), std::string::npos) << st.out;
+}
+
 TEST_F(EndToEnd, BadCampaignGivesOneLocatedErrorAndWritesNothing) {
   std::string campaign = write("bad.toml", "[campaign]\nname = \"bad\"\nrepetitons = 5\n");
   fs::path run = dir_ / "run";
