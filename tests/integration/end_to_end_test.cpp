@@ -135,6 +135,32 @@ TEST_F(EndToEnd, MoreRanksThanCoresRunsAndIsFlaggedAsOversubscribed) {
   EXPECT_NE(rep.out.find("(oversubscribed)"), std::string::npos) << rep.out;
 }
 
+TEST_F(EndToEnd, EveryCollectiveValidatesOnAnOddNumberOfRanks) {
+  // 3 ranks: uneven splits would show in allgather offsets and reduce-scatter blocks.
+  std::string campaign = write("c.toml", "[campaign]\nname = \"coll\"\nrepetitions = 6\nwarmups = 1\n[axes]\n"
+                                         "workload = [\"allreduce\", \"allgather\", \"broadcast\", \"reduce_scatter\"]\n"
+                                         "backend = [\"mpi\"]\nbytes = [12, 12288]\nranks_per_node = [3]\n");
+  fs::path run = dir_ / "run";
+  ASSERT_EQ(sh(d500("plan " + campaign + " -o " + run.string())).code, 0);
+  Cmd r = sh(d500("run " + run.string()));
+  ASSERT_EQ(r.code, 0) << r.out;
+  ASSERT_EQ(sh(d500("report " + run.string())).code, 0);
+  auto csv = read_csv(run / "results.csv");
+  ASSERT_EQ(csv.size(), 8u);
+  for (auto& [id, row] : csv) {
+    EXPECT_EQ(row["validation_status"], "passed") << row["canonical"];
+    EXPECT_EQ(row["status"], "complete") << row["canonical"];
+    EXPECT_EQ(row["n"], "6") << row["canonical"];
+    // Rates follow nccl-tests' sizes: allgather counts the gathered result (3 x bytes).
+    const double bytes = std::stod(row["param_bytes"]) * (row["workload"] == "allgather" ? 3 : 1);
+    EXPECT_NEAR(std::stod(row["rate_median"]), bytes / std::stod(row["median_s"]) / 1e9, 1e-6 * std::stod(row["rate_median"]));
+  }
+  Cmd bad = sh(d500("plan --dry-run " + write("b.toml", "[campaign]\nname = \"b\"\n[axes]\nworkload = [\"reduce_scatter\"]\n"
+                                                        "backend = [\"mpi\"]\nbytes = [16]\nranks_per_node = [3]\n")));
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.out.find("bytes/4 divisible by the ranks (3)"), std::string::npos) << bad.out;
+}
+
 TEST_F(EndToEnd, SubmitWithoutASlurmConfigurationSaysSoAndRecordsNothing) {
   std::string campaign = write("s.toml", "[campaign]\nname = \"s\"\ntemplate = \"slurm\"\n[slurm]\ntime_limit = 5\n"
                                          "[axes]\nworkload = [\"gemm\"]\nbackend = [\"blas\"]\nn = [8]\n");
