@@ -9,27 +9,8 @@ namespace {
 
 class EndToEnd : public ScratchDirTest {};
 
-const char* kTwoRankCampaign = R"(
-[campaign]
-name = "e2e"
-repetitions = 8
-warmups = 2
-
-[axes]
-workload = ["gemm", "allreduce"]
-backend = ["blas", "mpi"]
-n = [64, 96]
-bytes = [4096]
-ranks_per_node = [2]
-
-[[exclude]]
-workload = "gemm"
-backend = "mpi"
-
-[[exclude]]
-workload = "allreduce"
-backend = "blas"
-)";
+const std::string kTwoRankCampaign =
+    "[campaign]\nname = \"e2e\"\nrepetitions = 8\nwarmups = 2\n" + gemm_and_allreduce("64, 96", "4096", 2);
 
 }  // namespace
 

@@ -38,6 +38,14 @@ inline Cmd sh(const std::string& cmd) {
   return {WIFEXITED(st) ? WEXITSTATUS(st) : 255, out};
 }
 
+// The [axes] and [[exclude]] tables of a campaign that runs gemm on blas and allreduce on mpi,
+// on `ranks` ranks: what most end-to-end tests need.
+inline std::string gemm_and_allreduce(const std::string& n, const std::string& bytes, int ranks) {
+  return "[axes]\nworkload = [\"gemm\", \"allreduce\"]\nbackend = [\"blas\", \"mpi\"]\nn = [" + n + "]\nbytes = [" + bytes +
+         "]\nranks_per_node = [" + std::to_string(ranks) + "]\n[[exclude]]\nworkload = \"gemm\"\nbackend = \"mpi\"\n"
+         "[[exclude]]\nworkload = \"allreduce\"\nbackend = \"blas\"\n";
+}
+
 inline std::string d500(const std::string& args) { return std::string(D500_BIN) + " " + args; }
 
 class ScratchDirTest : public ::testing::Test {

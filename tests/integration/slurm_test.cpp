@@ -55,23 +55,8 @@ template = "slurm"
 }  // namespace
 
 TEST_F(Slurm, PlanSubmitStatusReportEndToEnd) {
-  fs::path run = plan(kHead + R"(
-[slurm]
-partition = "debug"
-time_limit = "00:05:00"
-[axes]
-workload = ["gemm", "allreduce"]
-backend = ["blas", "mpi"]
-n = [64]
-bytes = [4096]
-ranks_per_node = [2]
-[[exclude]]
-workload = "gemm"
-backend = "mpi"
-[[exclude]]
-workload = "allreduce"
-backend = "blas"
-)");
+  fs::path run = plan(kHead + "[slurm]\npartition = \"debug\"\ntime_limit = \"00:05:00\"\n" +
+                      gemm_and_allreduce("64", "4096", 2));
   Cmd sub = sh(d500("submit " + run.string()));
   ASSERT_EQ(sub.code, 0) << sub.out;
   EXPECT_NE(sub.out.find("submitted job"), std::string::npos) << sub.out;

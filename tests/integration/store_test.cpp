@@ -23,24 +23,8 @@ class Store : public ScratchDirTest {
   }
 };
 
-const char* kSmall = R"(
-[campaign]
-name = "store"
-repetitions = 7
-warmups = 2
-[axes]
-workload = ["gemm", "allreduce"]
-backend = ["blas", "mpi"]
-n = [48]
-bytes = [256, 8192]
-ranks_per_node = [2]
-[[exclude]]
-workload = "gemm"
-backend = "mpi"
-[[exclude]]
-workload = "allreduce"
-backend = "blas"
-)";
+const std::string kSmall =
+    "[campaign]\nname = \"store\"\nrepetitions = 7\nwarmups = 2\n" + gemm_and_allreduce("48", "256, 8192", 2);
 
 long long count_rows(const fs::path& file, const std::string& point) {
   hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
