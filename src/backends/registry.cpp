@@ -3,6 +3,9 @@
 #include <mpi.h>
 
 #include "backends/blas/blas_backend.hpp"
+#ifdef D500_HAVE_ONEDNN
+#include "backends/onednn/onednn_backend.hpp"
+#endif
 
 namespace d500 {
 
@@ -21,7 +24,11 @@ const std::vector<BackendInfo>& all_backends() {
        [] { return std::string("d500 built-in"); }},
       {"blas", "OpenBLAS (cblas_sgemm)", true, "", [] { return openblas_version(); }},
       {"mpi", "MPI collectives", true, "", [] { return mpi_library_version(); }},
-      {"onednn", "oneDNN primitives", false, "not implemented in this version of d500", nullptr},
+#ifdef D500_HAVE_ONEDNN
+      {"onednn", "oneDNN primitives (matmul)", true, "", [] { return onednn_version(); }},
+#else
+      {"onednn", "oneDNN primitives", false, "d500 was built without oneDNN (Debian: libdnnl-dev)", nullptr},
+#endif
       {"libtorch", "LibTorch ATen operators", false, "not implemented in this version of d500", nullptr},
       {"cuda", "cuBLAS and cuDNN", false, "not implemented in this version of d500", nullptr},
       {"nccl", "NCCL collectives", false, "not implemented in this version of d500", nullptr},

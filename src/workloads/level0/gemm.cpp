@@ -4,6 +4,9 @@
 
 #include "backends/blas/blas_backend.hpp"
 #include "backends/reference/ops.hpp"
+#ifdef D500_HAVE_ONEDNN
+#include "backends/onednn/onednn_backend.hpp"
+#endif
 
 namespace d500 {
 
@@ -28,7 +31,7 @@ double gemm_tolerance(int k) { return 1e-6 * std::max(10.0, std::sqrt(static_cas
 
 namespace {
 
-enum class GemmBackend { Reference, Blas };
+enum class GemmBackend { Reference, Blas, Onednn };
 
 class Gemm final : public Workload {
  public:
@@ -42,8 +45,13 @@ class Gemm final : public Workload {
         c_(static_cast<std::size_t>(m_) * n_) {
     fill_uniform(a_.data(), a_.size(), ctx.seed);
     fill_uniform(b_.data(), b_.size(), ctx.seed ^ 0x9e3779b97f4a7c15ull);
-    if (backend_ == GemmBackend::Blas)
-      openblas_threads(static_cast<int>(param<std::int64_t>(ctx.params, "threads")));
+    const int threads = static_cast<int>(param<std::int64_t>(ctx.params, "threads"));
+    if (backend_ == GemmBackend::Blas) openblas_threads(threads);
+#ifdef D500_HAVE_ONEDNN
+    // The primitive is created here, before validation and timing: creation is not timed.
+    if (backend_ == GemmBackend::Onednn)
+      onednn_ = std::make_unique<OnednnGemm>(m_, n_, k_, a_.data(), b_.data(), c_.data(), threads);
+#endif
   }
 
   Validation validate() override {
@@ -65,13 +73,23 @@ class Gemm final : public Workload {
 
  private:
   void run() {
-    if (backend_ == GemmBackend::Blas) blas_sgemm(m_, n_, k_, a_.data(), b_.data(), c_.data());
-    else reference::sgemm(m_, n_, k_, a_.data(), b_.data(), c_.data());
+    switch (backend_) {
+      case GemmBackend::Blas: blas_sgemm(m_, n_, k_, a_.data(), b_.data(), c_.data()); break;
+      case GemmBackend::Reference: reference::sgemm(m_, n_, k_, a_.data(), b_.data(), c_.data()); break;
+      case GemmBackend::Onednn:
+#ifdef D500_HAVE_ONEDNN
+        onednn_->run();
+#endif
+        break;
+    }
   }
 
   GemmBackend backend_;
   int m_, n_, k_;
   std::vector<float> a_, b_, c_;
+#ifdef D500_HAVE_ONEDNN
+  std::unique_ptr<OnednnGemm> onednn_;
+#endif
 };
 
 }  // namespace
@@ -89,7 +107,7 @@ void register_gemm(WorkloadRegistry& r) {
       {"n", ValueType::Int, std::nullopt, 1, 65536, {}, "columns of C (and m, k unless given)"},
       {"m", ValueType::Int, minus_one, -1, 65536, {}, "rows of C; -1: same as n"},
       {"k", ValueType::Int, minus_one, -1, 65536, {}, "inner dimension; -1: same as n"},
-      {"threads", ValueType::Int, Value{std::int64_t{1}}, 1, 1024, {}, "BLAS threads per rank"},
+      {"threads", ValueType::Int, Value{std::int64_t{1}}, 1, 1024, {}, "BLAS / oneDNN threads per rank"},
   };
   w.normalize = [](Params& p) {
     for (const char* d : {"m", "k"})
@@ -104,6 +122,9 @@ void register_gemm(WorkloadRegistry& r) {
   };
   w.backends["reference"] = [](const RunContext& c) { return std::make_unique<Gemm>(c, GemmBackend::Reference); };
   w.backends["blas"] = [](const RunContext& c) { return std::make_unique<Gemm>(c, GemmBackend::Blas); };
+#ifdef D500_HAVE_ONEDNN
+  w.backends["onednn"] = [](const RunContext& c) { return std::make_unique<Gemm>(c, GemmBackend::Onednn); };
+#endif
   r.add(std::move(w));
 }
 
