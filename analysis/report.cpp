@@ -9,6 +9,7 @@
 
 #include "common/error.hpp"
 #include "common/text.hpp"
+#include "plan/plan.hpp"
 #include "store/index.hpp"
 #include "store/reader.hpp"
 #include "svg.hpp"
@@ -37,38 +38,6 @@ std::string method_statement(double confidence) {
 }
 
 namespace {
-
-struct Planned {
-  std::string id, job, canonical;
-  int level = 0;
-};
-
-std::vector<Planned> read_points_csv(const fs::path& p) {
-  std::vector<Planned> out;
-  if (!fs::exists(p)) return out;
-  std::istringstream in(read_file(p.string()));
-  std::string line;
-  std::getline(in, line);  // header
-  while (std::getline(in, line)) {
-    Planned x;
-    std::size_t a = line.find(','), b = line.find(',', a + 1), c = line.find(',', b + 1);
-    if (c == std::string::npos) continue;
-    x.id = line.substr(0, a);
-    x.job = line.substr(a + 1, b - a - 1);
-    x.level = std::atoi(line.substr(b + 1, c - b - 1).c_str());
-    x.canonical = line.substr(c + 1);
-    if (x.canonical.size() >= 2 && x.canonical.front() == '"') {
-      std::string u;
-      for (std::size_t i = 1; i + 1 < x.canonical.size(); ++i) {
-        if (x.canonical[i] == '"' && x.canonical[i + 1] == '"') ++i;
-        u += x.canonical[i];
-      }
-      x.canonical = u;
-    }
-    out.push_back(x);
-  }
-  return out;
-}
 
 int status_rank(const std::string& s) {
   if (s == "complete") return 3;
@@ -490,7 +459,7 @@ Report analyze_run(const std::string& dir, const AnalysisOptions& opt) {
     }
   }
 
-  std::vector<Planned> planned = read_points_csv(d / "points.csv");
+  std::vector<PlannedPoint> planned = read_points_csv(dir);
   std::set<std::string> listed;
   for (const auto& p : planned) {
     listed.insert(p.id);

@@ -510,18 +510,13 @@ void slurm_status(const std::string& dir_arg, std::ostream& out) {
   finished_points(plan.dir, &point_status);
   int done = 0, incomplete = 0, missing = 0;
   std::vector<std::string> not_done;
-  std::istringstream in(read_file((fs::path(plan.dir) / "points.csv").string()));
-  std::string line;
-  std::getline(in, line);
-  while (std::getline(in, line)) {
-    std::string id = line.substr(0, line.find(','));
-    std::string canon = line.substr(line.find(',', line.find(',', line.find(',') + 1) + 1) + 1);
-    auto it = point_status.find(id);
+  for (const auto& p : read_points_csv(plan.dir)) {
+    auto it = point_status.find(p.id);
     if (it != point_status.end() && it->second == "done") ++done;
     else {
       const bool inc = it != point_status.end();
       (inc ? incomplete : missing)++;
-      not_done.push_back("  " + id + "  " + (inc ? "incomplete" : "missing") + "  " + canon);
+      not_done.push_back("  " + p.id + "  " + (inc ? "incomplete" : "missing") + "  " + p.canonical);
     }
   }
   out << "points: " << done << " done, " << incomplete << " incomplete, " << missing << " missing\n";

@@ -337,6 +337,34 @@ Plan make_plan(const Campaign& c, const WorkloadRegistry& reg, const PlanOptions
   return plan;
 }
 
+std::vector<PlannedPoint> read_points_csv(const std::string& dir) {
+  std::vector<PlannedPoint> out;
+  const fs::path p = fs::path(dir) / "points.csv";
+  if (!fs::exists(p)) return out;
+  std::istringstream in(read_file(p.string()));
+  std::string line;
+  std::getline(in, line);  // header
+  while (std::getline(in, line)) {
+    PlannedPoint x;
+    std::size_t a = line.find(','), b = line.find(',', a + 1), c = line.find(',', b + 1);
+    if (c == std::string::npos) continue;
+    x.id = line.substr(0, a);
+    x.job = line.substr(a + 1, b - a - 1);
+    x.level = std::atoi(line.substr(b + 1, c - b - 1).c_str());
+    x.canonical = line.substr(c + 1);
+    if (x.canonical.size() >= 2 && x.canonical.front() == '"') {  // csv_field's quoting undone
+      std::string u;
+      for (std::size_t i = 1; i + 1 < x.canonical.size(); ++i) {
+        if (x.canonical[i] == '"' && x.canonical[i + 1] == '"') ++i;
+        u += x.canonical[i];
+      }
+      x.canonical = u;
+    }
+    out.push_back(x);
+  }
+  return out;
+}
+
 void write_plan(const Plan& plan, const std::string& dir, const std::string& worker) {
   fs::path target = fs::absolute(dir).lexically_normal();
   if (fs::exists(target) && !(fs::is_directory(target) && fs::is_empty(target)))

@@ -65,4 +65,12 @@ std::string slurm_time(int minutes);
 // so a failure leaves nothing behind. `worker` is the absolute path of d500-worker.
 void write_plan(const Plan& plan, const std::string& dir, const std::string& worker);
 
+// One row of a run directory's points.csv: what was planned, in plan order.
+struct PlannedPoint {
+  std::string id, job, canonical;
+  int level = 0;
+};
+// Reads DIR/points.csv (empty when there is none).
+std::vector<PlannedPoint> read_points_csv(const std::string& dir);
+
 }  // namespace d500
