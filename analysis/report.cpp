@@ -46,10 +46,6 @@ int status_rank(const std::string& s) {
   return 0;
 }
 
-std::int64_t int_param(const Params& p, const char* k, std::int64_t dflt) {
-  auto it = p.find(k);
-  return it != p.end() && type_of(it->second) == ValueType::Int ? std::get<std::int64_t>(it->second) : dflt;
-}
 
 PointRow summarize_point(const PointResult& p, const JobResult& j, double confidence) {
   PointRow r;
@@ -63,8 +59,8 @@ PointRow summarize_point(const PointResult& p, const JobResult& j, double confid
   r.level = p.level;
   r.ranks = j.ranks;
   r.oversubscribed = j.oversubscribed;
-  r.nodes = static_cast<int>(int_param(p.params, "nodes", 1));
-  r.ranks_per_node = static_cast<int>(int_param(p.params, "ranks_per_node", j.ranks));
+  r.nodes = static_cast<int>(int_param_or(p.params, "nodes", 1));
+  r.ranks_per_node = static_cast<int>(int_param_or(p.params, "ranks_per_node", j.ranks));
   r.scaling = p.scaling;
   r.scaling_note = p.scaling_note;
   r.status = p.status == "running" ? "incomplete" : p.status;

@@ -89,10 +89,7 @@ std::vector<TtaConfig> tta_configs(const std::vector<PointRow>& rows, double con
   for (const auto& k : order) {
     TtaConfig c;
     auto& runs = groups[k];
-    auto seed_of = [](const PointRow* r) {
-      auto s = r->params.find("seed");
-      return s != r->params.end() && type_of(s->second) == ValueType::Int ? std::get<std::int64_t>(s->second) : 0;
-    };
+    auto seed_of = [](const PointRow* r) { return int_param_or(r->params, "seed", 0); };
     std::stable_sort(runs.begin(), runs.end(), [&](auto* a, auto* b) { return seed_of(a) < seed_of(b); });
     const PointRow& first = *runs.front();
     c.group = first.workload + ":" + first.backend + " " + key_without(first.params, {"seed", "workload", "backend"});

@@ -16,6 +16,11 @@ const char* type_name(ValueType t) {
 
 ValueType type_of(const Value& v) { return static_cast<ValueType>(v.index()); }
 
+std::int64_t int_param_or(const Params& p, const std::string& name, std::int64_t dflt) {
+  auto it = p.find(name);
+  return it != p.end() && type_of(it->second) == ValueType::Int ? std::get<std::int64_t>(it->second) : dflt;
+}
+
 static bool plain_word(const std::string& s) {
   if (s.empty()) return false;
   for (char c : s) {

@@ -29,4 +29,7 @@ struct LocatedValue {
 // A point's parameters, ordered by name.
 using Params = std::map<std::string, Value>;
 
+// The integer parameter `name`, or `dflt` when it is absent or not an integer.
+std::int64_t int_param_or(const Params& p, const std::string& name, std::int64_t dflt);
+
 }  // namespace d500
