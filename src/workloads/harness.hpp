@@ -101,8 +101,6 @@ class Harness {
     rec_.clear();
   }
 
-  int rank() const { return rank_; }
-
  private:
   std::int64_t agree_flush_every(std::int64_t first_rep_ns) {
     std::int64_t slowest = 0;
