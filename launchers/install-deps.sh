@@ -10,7 +10,8 @@ pkgs=(g++ cmake ninja-build pkg-config git
       libboost-math-dev                     # Boost.Math: binomial quantiles for the intervals
       libopenblas-dev                       # OpenBLAS: the blas backend
       libslurm-dev                          # libslurm: d500 submit, status, cancel
-      libdnnl-dev ocl-icd-opencl-dev)       # oneDNN: the onednn backend (its CMake package wants OpenCL)
+      libdnnl-dev ocl-icd-opencl-dev        # oneDNN: the onednn backend (its CMake package wants OpenCL)
+      libtorch-dev)                         # LibTorch (ATen, CPU): the libtorch backend
 if [ "${1:-}" = "--tests" ]; then
   pkgs+=(libgtest-dev libgmock-dev          # GoogleTest: unit and integration tests
          python3 python3-h5py python3-pandas python3-numpy   # reading results without d500

@@ -6,6 +6,9 @@
 #ifdef D500_HAVE_ONEDNN
 #include "backends/onednn/onednn_backend.hpp"
 #endif
+#ifdef D500_HAVE_LIBTORCH
+#include "backends/libtorch/libtorch_backend.hpp"
+#endif
 
 namespace d500 {
 
@@ -22,14 +25,21 @@ const std::vector<BackendInfo>& all_backends() {
   static const std::vector<BackendInfo> list = {
       {"reference", "plain C++ loops: the truth that validation compares against", true, "",
        [] { return std::string("d500 built-in"); }},
-      {"blas", "OpenBLAS (cblas_sgemm)", true, "", [] { return openblas_version(); }},
+      {"blas", "OpenBLAS (cblas_sgemm; convolution through im2col)", true, "", [] { return openblas_version(); }},
       {"mpi", "MPI collectives", true, "", [] { return mpi_library_version(); }},
 #ifdef D500_HAVE_ONEDNN
-      {"onednn", "oneDNN primitives (matmul)", true, "", [] { return onednn_version(); }},
+      {"onednn", "oneDNN primitives (matmul, convolution, pooling, batch normalisation, eltwise, softmax)", true, "",
+       [] { return onednn_version(); }},
 #else
       {"onednn", "oneDNN primitives", false, "d500 was built without oneDNN (Debian: libdnnl-dev)", nullptr},
 #endif
-      {"libtorch", "LibTorch ATen operators", false, "not implemented in this version of d500", nullptr},
+#ifdef D500_HAVE_LIBTORCH
+      {"libtorch", "LibTorch ATen operators on CPU", true, "", [] { return libtorch_version(); }},
+#else
+      {"libtorch", "LibTorch ATen operators on CPU", false, "d500 was built without LibTorch (Debian: libtorch-dev)", nullptr},
+#endif
+      {"custom", "an operator from a user's shared library (include/d500/custom_op.h), set by 'library'", true, "",
+       [] { return std::string("C ABI version 1 (dlopen)"); }},
       {"cuda", "cuBLAS and cuDNN", false, "not implemented in this version of d500", nullptr},
       {"nccl", "NCCL collectives", false, "not implemented in this version of d500", nullptr},
   };

@@ -21,8 +21,11 @@ namespace d500 {
 
 std::string canonical_point(const Params& p) {
   std::string s = canonical(p.at("workload")) + ":" + canonical(p.at("backend"));
+  // An empty string means "not set" (a named shape not used, no custom library): omitted, so that
+  // adding an optional string parameter to a workload keeps the ids of its existing points.
   for (const auto& [k, v] : p)
-    if (k != "workload" && k != "backend") s += " " + k + "=" + canonical(v);
+    if (k != "workload" && k != "backend" && !(std::holds_alternative<std::string>(v) && std::get<std::string>(v).empty()))
+      s += " " + k + "=" + canonical(v);
   return s;
 }
 
@@ -164,6 +167,58 @@ Point resolve(const Raw& raw, const WorkloadRegistry& reg, const Campaign& c) {
   return p;
 }
 
+// A string value ending in "/*" in [axes] ("resnet50/*") stands for every choice of that
+// parameter starting with what precedes the '*', in the workload's order: a named shape set.
+Campaign expand_sets(const Campaign& in, const WorkloadRegistry& reg) {
+  Campaign c = in;
+  std::map<std::string, std::vector<std::string>> choices;  // parameter -> choices, over the named workloads
+  for (const auto* list : {&c.fixed, &c.axes})
+    for (const auto& a : *list)
+      if (a.name == "workload")
+        for (const auto& v : a.values)
+          if (const WorkloadInfo* w = type_of(v.value) == ValueType::String ? reg.find(std::get<std::string>(v.value)) : nullptr)
+            for (const auto& spec : w->params)
+              for (const auto& ch : spec.choices)
+                if (std::find(choices[spec.name].begin(), choices[spec.name].end(), ch) == choices[spec.name].end())
+                  choices[spec.name].push_back(ch);
+  auto is_set = [](const LocatedValue& v) {
+    return type_of(v.value) == ValueType::String && std::get<std::string>(v.value).size() > 1 &&
+           std::get<std::string>(v.value).ends_with("/*");
+  };
+  for (const auto& a : c.fixed)
+    if (is_set(a.values.front()) && choices.count(a.name))
+      throw Error(a.values.front().where, "key '" + a.name + "': a set (\"" + std::get<std::string>(a.values.front().value) +
+                                              "\") stands for several values: put it in [axes]");
+  std::set<std::string> zipped;
+  for (const auto& z : c.zips) zipped.insert(z.axes.begin(), z.axes.end());
+  for (auto& a : c.axes) {
+    if (!choices.count(a.name)) continue;
+    std::vector<LocatedValue> out;
+    for (const auto& v : a.values) {
+      if (!is_set(v)) {
+        out.push_back(v);
+        continue;
+      }
+      const std::string& text = std::get<std::string>(v.value);
+      const std::string prefix = text.substr(0, text.size() - 1);
+      std::vector<std::string> sets;
+      std::size_t before = out.size();
+      for (const auto& ch : choices.at(a.name)) {
+        if (ch.starts_with(prefix)) out.push_back({Value{ch}, v.where});
+        auto slash = ch.find('/');
+        if (slash != std::string::npos && std::find(sets.begin(), sets.end(), ch.substr(0, slash + 1) + "*") == sets.end())
+          sets.push_back(ch.substr(0, slash + 1) + "*");
+      }
+      if (out.size() == before)
+        throw Error(v.where, "key '" + a.name + "': no value matches \"" + text + "\" (sets: " + join(sets, ", ") + ")");
+      if (zipped.count(a.name))
+        throw Error(v.where, "key '" + a.name + "': a set cannot be zipped (its length is not written in the campaign)");
+    }
+    a.values = std::move(out);
+  }
+  return c;
+}
+
 }  // namespace
 
 std::string slurm_time(int minutes) {
@@ -183,7 +238,8 @@ double total_node_hours(const Plan& plan) {
   return sum;
 }
 
-Plan make_plan(const Campaign& c, const WorkloadRegistry& reg, const PlanOptions& opt) {
+Plan make_plan(const Campaign& campaign, const WorkloadRegistry& reg, const PlanOptions& opt) {
+  const Campaign c = expand_sets(campaign, reg);
   Plan plan;
   plan.campaign = c;
   plan.tmpl = load_template(c.template_name, c.template_where);

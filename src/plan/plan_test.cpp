@@ -96,9 +96,9 @@ TEST(Plan, UnknownNamesGetSuggestions) {
 }
 
 TEST(Plan, MissingBackendIsAPlanTimeError) {
-  std::string e = error_of(kHead + "[axes]\nworkload = [\"gemm\"]\nbackend = [\"blas\", \"libtorch\"]\nn = [8]\n");
+  std::string e = error_of(kHead + "[axes]\nworkload = [\"gemm\"]\nbackend = [\"blas\", \"cuda\"]\nn = [8]\n");
   EXPECT_NE(e.find("c.toml:5:20"), std::string::npos) << e;
-  EXPECT_NE(e.find("backend 'libtorch' is not available in this build"), std::string::npos) << e;
+  EXPECT_NE(e.find("backend 'cuda' is not available in this build"), std::string::npos) << e;
 }
 
 TEST(Plan, ImpossibleCombinationSaysHowToExcludeIt) {
@@ -114,7 +114,7 @@ TEST(Plan, ValuesAreRangeCheckedWhereTheyWereWritten) {
   e = error_of(kHead + "[axes]\nworkload = [\"gemm\"]\nbackend = [\"blas\"]\nn = [\"big\"]\n");
   EXPECT_NE(e.find("expected integer"), std::string::npos) << e;
   e = error_of(kHead + "[axes]\nworkload = [\"gemm\"]\nbackend = [\"blas\"]\n");
-  EXPECT_NE(e.find("workload 'gemm' needs parameter 'n'"), std::string::npos) << e;
+  EXPECT_NE(e.find("'n' must be given (a positive size) unless 'shape' names a problem"), std::string::npos) << e;
   e = error_of(kHead + "[axes]\nworkload = [\"gemm\"]\nbackend = [\"reference\"]\nn = [8]\nthreads = [2]\n");
   EXPECT_NE(e.find("single-threaded"), std::string::npos) << e;
   e = error_of(kHead + "[axes]\nworkload = [\"allreduce\"]\nbackend = [\"mpi\"]\nbytes = [6]\n");
@@ -235,4 +235,43 @@ TEST(PlanSlurm, TimeLimitsInSlurmsForms) {
   EXPECT_EQ(parse_time_limit("1h"), -1);
   EXPECT_EQ(slurm_time(90), "01:30:00");
   EXPECT_EQ(slurm_time(1563), "1-02:03:00");
+}
+
+TEST(Plan, NamedShapeSetsExpandInAxes) {
+  Plan p = plan_of(kHead + "[fixed]\nworkload = \"conv2d\"\nbackend = \"onednn\"\nn = 2\n"
+                           "[axes]\nshape = [\"resnet50/*\"]\npass = [\"forward\", \"backward_data\"]\n");
+  EXPECT_EQ(p.points.size(), 2u * 23u);
+  std::set<std::string> shapes;
+  for (const auto& pt : p.points) shapes.insert(std::get<std::string>(pt.params.at("shape")));
+  EXPECT_EQ(shapes.size(), 23u);
+  EXPECT_TRUE(shapes.count("resnet50/conv1"));
+  EXPECT_EQ(std::get<std::int64_t>(p.points.front().params.at("c")) > 0, true);
+
+  Plan g = plan_of(kHead + "[fixed]\nworkload = \"gemm\"\nbackend = \"blas\"\n[axes]\nshape = [\"deepbench/*\"]\n");
+  EXPECT_GT(g.points.size(), 30u);
+
+  std::string e = error_of(kHead + "[fixed]\nworkload = \"conv2d\"\nbackend = \"onednn\"\nn = 2\n"
+                                   "[axes]\nshape = [\"resnet5/*\"]\n");
+  EXPECT_NE(e.find("c.toml:8:10"), std::string::npos) << e;
+  EXPECT_NE(e.find("no value matches \"resnet5/*\" (sets: resnet50/*)"), std::string::npos) << e;
+  e = error_of(kHead + "[fixed]\nworkload = \"conv2d\"\nbackend = \"onednn\"\nn = 2\nshape = \"resnet50/*\"\n");
+  EXPECT_NE(e.find("put it in [axes]"), std::string::npos) << e;
+  // Without a set, a misspelt layer gets a suggestion.
+  e = error_of(kHead + "[fixed]\nworkload = \"conv2d\"\nbackend = \"onednn\"\nn = 2\nshape = \"resnet50/res4_3x3_strid2\"\n");
+  EXPECT_NE(e.find("did you mean 'resnet50/res4_3x3_stride2'"), std::string::npos) << e;
+}
+
+TEST(Plan, CustomBackendNeedsALoadableLibraryForTheOperator) {
+  std::string e = error_of(kHead + "[fixed]\nworkload = \"relu\"\nbackend = \"custom\"\nn = 2\nc = 2\nh = 2\n");
+  EXPECT_NE(e.find("needs 'library'"), std::string::npos) << e;
+  e = error_of(kHead + "[fixed]\nworkload = \"relu\"\nbackend = \"custom\"\nn = 2\nc = 2\nh = 2\nlibrary = \"/no/such.so\"\n");
+  EXPECT_NE(e.find("cannot be loaded"), std::string::npos) << e;
+  e = error_of(kHead + "[fixed]\nworkload = \"conv2d\"\nbackend = \"custom\"\nn = 2\nc = 2\nh = 4\nk = 2\nr = 3\n"
+                       "library = \"" D500_CUSTOM_RELU "\"\n");
+  EXPECT_NE(e.find("implements 'relu', not 'conv2d'"), std::string::npos) << e;
+  Plan ok = plan_of(kHead + "[fixed]\nworkload = \"relu\"\nbackend = \"custom\"\nn = 2\nc = 2\nh = 2\nlibrary = \"" D500_CUSTOM_RELU "\"\n");
+  ASSERT_EQ(ok.points.size(), 1u);
+  EXPECT_NE(ok.points[0].canonical.find("library="), std::string::npos);
+  e = error_of(kHead + "[fixed]\nworkload = \"relu\"\nbackend = \"onednn\"\nn = 2\nc = 2\nh = 2\nlibrary = \"x.so\"\n");
+  EXPECT_NE(e.find("only for backend \"custom\""), std::string::npos) << e;
 }

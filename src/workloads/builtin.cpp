@@ -1,3 +1,4 @@
+#include "workloads/level0/operator.hpp"
 #include "workloads/registry.hpp"
 
 namespace d500 {
@@ -6,12 +7,30 @@ namespace d500 {
 // names them all.
 void register_gemm(WorkloadRegistry& r);
 void register_collectives(WorkloadRegistry& r);
+OperatorDef conv2d_operator();
+OperatorDef pool2d_operator();
+OperatorDef batchnorm_operator();
+OperatorDef relu_operator();
+OperatorDef softmax_operator();
+
+const std::vector<OperatorDef>& builtin_operators() {
+  static const std::vector<OperatorDef> list = {conv2d_operator(), pool2d_operator(), batchnorm_operator(),
+                                                relu_operator(), softmax_operator()};
+  return list;
+}
+
+const OperatorDef* find_operator(const std::string& name) {
+  for (const auto& d : builtin_operators())
+    if (d.info.name == name) return &d;
+  return nullptr;
+}
 
 const WorkloadRegistry& builtin_workloads() {
   static const WorkloadRegistry registry = [] {
     WorkloadRegistry r;
     register_gemm(r);
     register_collectives(r);
+    for (const auto& d : builtin_operators()) register_operator(r, d);
     return r;
   }();
   return registry;

@@ -7,6 +7,11 @@
 #ifdef D500_HAVE_ONEDNN
 #include "backends/onednn/onednn_backend.hpp"
 #endif
+#ifdef D500_HAVE_LIBTORCH
+#include "backends/libtorch/libtorch_backend.hpp"
+#endif
+#include "workloads/level0/operator.hpp"
+#include "workloads/level0/shape_sets.hpp"
 
 namespace d500 {
 
@@ -31,7 +36,7 @@ double gemm_tolerance(int k) { return 1e-6 * std::max(10.0, std::sqrt(static_cas
 
 namespace {
 
-enum class GemmBackend { Reference, Blas, Onednn };
+enum class GemmBackend { Reference, Blas, Onednn, Libtorch };
 
 class Gemm final : public Workload {
  public:
@@ -52,10 +57,15 @@ class Gemm final : public Workload {
     if (backend_ == GemmBackend::Onednn)
       onednn_ = std::make_unique<OnednnGemm>(m_, n_, k_, a_.data(), b_.data(), c_.data(), threads);
 #endif
+#ifdef D500_HAVE_LIBTORCH
+    if (backend_ == GemmBackend::Libtorch)
+      torch_ = make_libtorch_gemm(m_, n_, k_, a_.data(), b_.data(), c_.data(), threads);
+#endif
   }
 
   Validation validate() override {
     run();
+    if (torch_) torch_->finish();  // at::mm returns its own tensor: copy it into C, untimed
     constexpr int kRows = 256;
     return {gemm_rel_error(m_, n_, k_, a_.data(), b_.data(), c_.data(), kRows), gemm_tolerance(k_),
             "relative Frobenius norm against a double-accumulated reference on " +
@@ -81,6 +91,7 @@ class Gemm final : public Workload {
         onednn_->run();
 #endif
         break;
+      case GemmBackend::Libtorch: torch_->run(); break;
     }
   }
 
@@ -90,6 +101,7 @@ class Gemm final : public Workload {
 #ifdef D500_HAVE_ONEDNN
   std::unique_ptr<OnednnGemm> onednn_;
 #endif
+  std::unique_ptr<OpKernel> torch_;
 };
 
 }  // namespace
@@ -104,16 +116,22 @@ void register_gemm(WorkloadRegistry& r) {
   w.scaling_note = "total work: every rank multiplies its own matrices of the same size";
   const Value minus_one{std::int64_t{-1}};
   w.params = {
-      {"n", ValueType::Int, std::nullopt, 1, 65536, {}, "columns of C (and m, k unless given)"},
+      {"shape", ValueType::String, Value{std::string()}, 0, 0, shape_names(deepbench_gemms()),
+       "a named problem (deepbench/...) giving m, n, k; \"\": give them directly"},
+      {"n", ValueType::Int, minus_one, 1, 65536, {}, "columns of C (and m, k unless given)"},
       {"m", ValueType::Int, minus_one, -1, 65536, {}, "rows of C; -1: same as n"},
       {"k", ValueType::Int, minus_one, -1, 65536, {}, "inner dimension; -1: same as n"},
       {"threads", ValueType::Int, Value{std::int64_t{1}}, 1, 1024, {}, "BLAS / oneDNN threads per rank"},
   };
   w.normalize = [](Params& p) {
+    apply_named_shape(p, deepbench_gemms());
     for (const char* d : {"m", "k"})
       if (std::get<std::int64_t>(p.at(d)) == -1) p[d] = p.at("n");
   };
   w.check = [](const Params& p) -> std::string {
+    std::string why = check_named_shape(p, deepbench_gemms());
+    if (!why.empty()) return why;
+    if (std::get<std::int64_t>(p.at("n")) <= 0) return "'n' must be given (a positive size) unless 'shape' names a problem";
     for (const char* d : {"m", "k"})
       if (std::get<std::int64_t>(p.at(d)) <= 0) return std::string(d) + " must be positive, or -1 for 'same as n'";
     if (std::get<std::string>(p.at("backend")) == "reference" && std::get<std::int64_t>(p.at("threads")) != 1)
@@ -124,6 +142,9 @@ void register_gemm(WorkloadRegistry& r) {
   w.backends["blas"] = [](const RunContext& c) { return std::make_unique<Gemm>(c, GemmBackend::Blas); };
 #ifdef D500_HAVE_ONEDNN
   w.backends["onednn"] = [](const RunContext& c) { return std::make_unique<Gemm>(c, GemmBackend::Onednn); };
+#endif
+#ifdef D500_HAVE_LIBTORCH
+  w.backends["libtorch"] = [](const RunContext& c) { return std::make_unique<Gemm>(c, GemmBackend::Libtorch); };
 #endif
   r.add(std::move(w));
 }

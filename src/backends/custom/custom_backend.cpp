@@ -1,0 +1,80 @@
+// The `custom` backend: an operator from a user's shared library, through the C ABI of
+// include/d500/custom_op.h, loaded with dlopen.
+#include <dlfcn.h>
+
+#include "common/error.hpp"
+#include "d500/custom_op.h"
+#include "workloads/level0/operator.hpp"
+
+namespace d500 {
+
+namespace {
+
+struct Library {
+  void* handle = nullptr;
+  const d500_custom_op_v1* api = nullptr;
+};
+
+// Loads `path` and checks that it implements `op`; the message names what is wrong.
+Library load(const std::string& path, const std::string& op) {
+  Library lib;
+  lib.handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!lib.handle) throw Error("library '" + path + "' cannot be loaded: " + dlerror());
+  auto fn = reinterpret_cast<d500_custom_op_v1_fn>(dlsym(lib.handle, "d500_custom_op_v1"));
+  if (!fn)
+    throw Error("library '" + path + "' does not export d500_custom_op_v1 (see include/d500/custom_op.h)");
+  lib.api = fn();
+  if (!lib.api || lib.api->abi_version != D500_CUSTOM_OP_ABI_VERSION)
+    throw Error("library '" + path + "': d500_custom_op_v1() returned " +
+                (lib.api ? "ABI version " + std::to_string(lib.api->abi_version) : std::string("NULL")) +
+                "; this d500 speaks version " + std::to_string(D500_CUSTOM_OP_ABI_VERSION));
+  if (!lib.api->op || op != lib.api->op || !lib.api->create || !lib.api->run || !lib.api->destroy)
+    throw Error("library '" + path + "' implements '" + (lib.api->op ? lib.api->op : "?") + "', not '" + op +
+                "' (or leaves create/run/destroy NULL)");
+  return lib;
+}
+
+class CustomKernel final : public OpKernel {
+ public:
+  CustomKernel(OpProblem& p) : lib_(load(p.s("library"), p.op)) {
+    for (const auto& [name, v] : p.params)
+      if (std::holds_alternative<std::int64_t>(v)) params_.push_back({name.c_str(), std::get<std::int64_t>(v)});
+    for (auto& t : p.in) in_.push_back({t.name.c_str(), static_cast<int>(t.dims.size()), t.dims.data(), t.data.data()});
+    for (auto& t : p.out) out_.push_back({t.name.c_str(), static_cast<int>(t.dims.size()), t.dims.data(), t.data.data()});
+    char err[512] = "";
+    if (lib_.api->create(p.pass.c_str(), params_.data(), static_cast<int>(params_.size()), in_.data(),
+                         static_cast<int>(in_.size()), out_.data(), static_cast<int>(out_.size()), &state_, err,
+                         sizeof err) != 0) {
+      err[sizeof err - 1] = '\0';
+      throw Error("custom operator '" + std::string(lib_.api->name ? lib_.api->name : "?") + "' from " +
+                  p.s("library") + ": create failed: " + err);
+    }
+  }
+  ~CustomKernel() override {
+    if (state_) lib_.api->destroy(state_);
+  }
+  void run() override {
+    if (lib_.api->run(state_) != 0) throw Error("custom operator: run() returned an error");
+  }
+
+ private:
+  Library lib_;
+  void* state_ = nullptr;
+  std::vector<d500_param> params_;
+  std::vector<d500_tensor> in_, out_;
+};
+
+}  // namespace
+
+std::string check_custom_library(const std::string& path, const std::string& op) {
+  try {
+    load(path, op);
+    return "";
+  } catch (const Error& e) {
+    return e.what();
+  }
+}
+
+std::unique_ptr<OpKernel> make_custom_kernel(OpProblem& p, int) { return std::make_unique<CustomKernel>(p); }
+
+}  // namespace d500

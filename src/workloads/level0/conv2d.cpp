@@ -1,0 +1,117 @@
+// conv2d: 2-D convolution, forward and both backward passes, grouped, strided, padded, dilated.
+#include "backends/reference/nn.hpp"
+#include "workloads/level0/operator.hpp"
+#include "workloads/level0/shape_sets.hpp"
+
+namespace d500 {
+
+ConvShape conv_shape(const OpProblem& p) {
+  return {p.i("n"), p.i("c"), p.i("h"), p.i("w"), p.i("k"), p.i("r"), p.i("s"),
+          p.i("stride"), p.i("pad"), p.i("dilation"), p.i("groups")};
+}
+
+namespace {
+
+template <class T>
+void conv_reference(const OpProblem& p, const std::vector<const T*>& in, const std::vector<T*>& out) {
+  const ConvShape cs = conv_shape(p);
+  if (p.pass == "forward") reference::conv2d_forward(cs, in[0], in[1], out[0]);
+  else if (p.pass == "backward_data") reference::conv2d_backward_data(cs, in[0], in[1], out[0]);
+  else reference::conv2d_backward_filter(cs, in[0], in[1], out[0]);
+}
+
+OpProblem conv_problem(const Params& params) {
+  OpProblem p;
+  p.op = "conv2d";
+  p.params = params;
+  p.pass = p.s("pass");
+  const ConvShape cs = conv_shape(p);
+  const Tensor x{"x", {cs.n, cs.c, cs.h, cs.w}, true, {}}, w{"w", {cs.k, cs.cg(), cs.r, cs.s}, false, {}},
+      y{"y", {cs.n, cs.k, cs.p(), cs.q()}, true, {}};
+  auto named = [](Tensor t, const char* name) { return t.name = name, t; };
+  std::int64_t terms = 0;
+  if (p.pass == "forward") {
+    p.in = {x, w};
+    p.out = {y};
+    terms = cs.cg() * cs.r * cs.s;
+    p.reduction = "scales with sqrt(C/groups * R * S)";
+  } else if (p.pass == "backward_data") {
+    p.in = {named(y, "dy"), w};
+    p.out = {named(x, "dx")};
+    terms = cs.kg() * cs.r * cs.s;
+    p.reduction = "scales with sqrt(K/groups * R * S)";
+  } else {
+    p.in = {x, named(y, "dy")};
+    Tensor dw = named(w, "dw");
+    p.out = {dw};
+    terms = cs.n * cs.p() * cs.q();
+    p.reduction = "scales with sqrt(N * P * Q)";
+  }
+  p.tolerance = float_tolerance(terms);
+  p.work = {cs.flops(), 4 * (cs.x_size() + cs.w_size() + cs.y_size())};
+  return p;
+}
+
+// Sizes a named shape may give: -1 (the default, never written in a campaign) means "not given".
+ParamSpec size(const char* name, const char* help, std::int64_t min = 1) {
+  return {name, ValueType::Int, Value{std::int64_t{-1}}, min, 1 << 20, {}, help};
+}
+
+}  // namespace
+
+OperatorDef conv2d_operator() {
+  OperatorDef d;
+  d.info = operator_info("conv2d", "float32 2-D convolution (NCHW, weights KCRS), forward / backward_data / backward_filter", "GFLOP/s", "convolves its own batch");
+  WorkloadInfo& w = d.info;
+  w.params = {
+      {"pass", ValueType::String, Value{std::string("forward")}, 0, 0, {"forward", "backward_data", "backward_filter"},
+       "which pass: y = conv(x, w), dx from dy, or dw from dy"},
+      {"shape", ValueType::String, Value{std::string()}, 0, 0, shape_names(resnet50_convolutions()),
+       "a named layer (resnet50/...) giving c, h, w, k, r, s, stride, pad; \"\": give them directly"},
+      {"n", ValueType::Int, std::nullopt, 1, 1 << 20, {}, "batch size"},
+      size("c", "input channels"),
+      size("h", "input height"),
+      size("w", "input width; default: same as h"),
+      size("k", "output channels"),
+      size("r", "kernel height"),
+      size("s", "kernel width; default: same as r"),
+      size("stride", "stride along both axes; default 1"),
+      size("pad", "zero padding on every side; default 0", 0),
+      {"dilation", ValueType::Int, Value{std::int64_t{1}}, 1, 64, {}, "dilation along both axes"},
+      {"groups", ValueType::Int, Value{std::int64_t{1}}, 1, 1 << 20, {}, "groups (c and k must be multiples)"},
+  };
+  w.normalize = [](Params& p) {
+    apply_named_shape(p, resnet50_convolutions());
+    auto dflt = [&](const char* key, const Value& v) {
+      if (std::get<std::int64_t>(p.at(key)) == -1) p[key] = v;
+    };
+    dflt("w", p.at("h"));
+    dflt("s", p.at("r"));
+    dflt("stride", Value{std::int64_t{1}});
+    dflt("pad", Value{std::int64_t{0}});
+  };
+  w.check = [](const Params& p) -> std::string {
+    std::string why = check_named_shape(p, resnet50_convolutions());
+    if (!why.empty()) return why;
+    for (const char* key : {"c", "h", "k", "r"})
+      if (std::get<std::int64_t>(p.at(key)) <= 0)
+        return std::string("'") + key + "' must be given (a positive size) unless 'shape' names a layer";
+    auto i = [&](const char* k) { return std::get<std::int64_t>(p.at(k)); };
+    if (i("c") % i("groups") || i("k") % i("groups"))
+      return "c (" + std::to_string(i("c")) + ") and k (" + std::to_string(i("k")) + ") must be multiples of groups (" +
+             std::to_string(i("groups")) + ")";
+    const ConvShape cs{i("n"), i("c"), i("h"), i("w"), i("k"), i("r"), i("s"), i("stride"), i("pad"), i("dilation"), i("groups")};
+    if (cs.p() < 1 || cs.q() < 1)
+      return "the dilated kernel (" + std::to_string(cs.dilation * (cs.r - 1) + 1) + "x" +
+             std::to_string(cs.dilation * (cs.s - 1) + 1) + ") does not fit the padded input";
+    if (cs.pad >= cs.dilation * (std::max(cs.r, cs.s) - 1) + 1)
+      return "padding " + std::to_string(cs.pad) + " is as large as the kernel: some outputs would see only padding";
+    return "";
+  };
+  d.problem = conv_problem;
+  d.ref_float = conv_reference<float>;
+  d.ref_double = conv_reference<double>;
+  return d;
+}
+
+}  // namespace d500

@@ -1,0 +1,239 @@
+#include "workloads/level0/operator.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include "common/error.hpp"
+
+namespace d500 {
+
+std::string check_custom_library(const std::string& path, const std::string& op);  // custom_backend.cpp
+
+std::int64_t Tensor::numel() const {
+  std::int64_t n = 1;
+  for (auto d : dims) n *= d;
+  return n;
+}
+
+const Tensor& OpProblem::input(const std::string& name) const {
+  for (const auto& t : in)
+    if (t.name == name) return t;
+  throw Error(op + ": no input tensor '" + name + "'");
+}
+
+Tensor& OpProblem::output(const std::string& name) {
+  for (auto& t : out)
+    if (t.name == name) return t;
+  throw Error(op + ": no output tensor '" + name + "'");
+}
+
+double float_tolerance(std::int64_t terms) {
+  return 1e-6 * std::max(10.0, 4.0 * std::sqrt(static_cast<double>(std::max<std::int64_t>(terms, 1))));
+}
+
+WorkloadInfo operator_info(std::string name, std::string description, std::string rate_unit, const std::string& what) {
+  WorkloadInfo w;
+  w.name = std::move(name);
+  w.level = 0;
+  w.description = std::move(description);
+  w.rate_unit = std::move(rate_unit);
+  w.scaling = "weak";
+  w.scaling_note = "total work: every rank " + what + " of the same size";
+  return w;
+}
+
+std::vector<ParamSpec> nchw_params() {
+  return {
+      {"n", ValueType::Int, std::nullopt, 1, 1 << 20, {}, "batch size"},
+      {"c", ValueType::Int, std::nullopt, 1, 1 << 20, {}, "channels"},
+      {"h", ValueType::Int, std::nullopt, 1, 1 << 20, {}, "height"},
+      {"w", ValueType::Int, Value{std::int64_t{-1}}, 1, 1 << 20, {}, "width; default: same as h"},
+  };
+}
+
+void width_defaults_to_height(Params& p) {
+  if (std::get<std::int64_t>(p.at("w")) == -1) p["w"] = p.at("h");
+}
+
+std::vector<ParamSpec> operator_common_params() {
+  return {
+      {"threads", ValueType::Int, Value{std::int64_t{1}}, 1, 1024, {}, "threads per rank for the backend's library"},
+      {"library", ValueType::String, Value{std::string()}, 0, 0, {},
+       "backend = \"custom\": path of the shared library implementing the operator (include/d500/custom_op.h)"},
+  };
+}
+
+std::string operator_common_check(const Params& p) {
+  const auto& backend = std::get<std::string>(p.at("backend"));
+  const auto& library = std::get<std::string>(p.at("library"));
+  if (backend == "reference" && std::get<std::int64_t>(p.at("threads")) != 1)
+    return "the reference backend is single-threaded: threads must be 1";
+  if (backend == "custom" && library.empty())
+    return "backend \"custom\" needs 'library', the path of a shared library (include/d500/custom_op.h)";
+  if (backend == "custom") return check_custom_library(library, std::get<std::string>(p.at("workload")));
+  if (backend != "custom" && !library.empty())
+    return "'library' is only for backend \"custom\" (this point's backend is \"" + backend + "\")";
+  return "";
+}
+
+OpProblem make_problem(const OperatorDef& def, const Params& p, std::uint64_t seed) {
+  OpProblem prob = def.problem(p);
+  std::vector<std::vector<double>> in(prob.in.size());
+  for (std::size_t t = 0; t < prob.in.size(); ++t) {
+    std::vector<float> f(static_cast<std::size_t>(prob.in[t].numel()));
+    // One stream per tensor, so that a tensor's numbers do not depend on the others' sizes.
+    fill_uniform(f.data(), f.size(), seed * 0x9e3779b97f4a7c15ull + t + 1);
+    in[t].assign(f.begin(), f.end());
+  }
+  if (def.derive) def.derive(prob, in);
+  for (std::size_t t = 0; t < prob.in.size(); ++t) prob.in[t].data.assign(in[t].begin(), in[t].end());
+  for (auto& t : prob.out) t.data.assign(static_cast<std::size_t>(t.numel()), 0.0f);
+  return prob;
+}
+
+namespace {
+
+// Images compared when the batch may be cut: both ends of the batch, so that an indexing error
+// in the batch dimension shows.
+constexpr std::int64_t kValidateImages = 2;
+
+}  // namespace
+
+Validation validate_outputs(const OperatorDef& def, const OpProblem& p) {
+  bool sliceable = !p.out.empty() && p.params.count("n");
+  for (const auto& t : p.out) sliceable = sliceable && t.batched;
+  const std::int64_t n = p.params.count("n") ? p.i("n") : 1;
+  const bool slice = sliceable && n > kValidateImages;
+
+  // The problem the reference solves: the whole one, or images {0, n-1} of it.
+  OpProblem ref = p;
+  if (slice) {
+    ref.params["n"] = Value{kValidateImages};
+    ref = def.problem(ref.params);
+  }
+  using Parts = std::vector<std::pair<std::int64_t, std::int64_t>>;
+  auto image_range = [&](const Tensor& full) {
+    // (offset in the full tensor, count) pairs for the images the reference problem holds.
+    if (!slice || !full.batched) return Parts{{0, full.numel()}};
+    const std::int64_t per = full.numel() / full.dims[0];
+    return Parts{{0, per}, {(n - 1) * per, per}};
+  };
+  std::vector<std::vector<double>> in(ref.in.size()), out(ref.out.size());
+  std::vector<const double*> inp;
+  std::vector<double*> outp;
+  for (std::size_t t = 0; t < ref.in.size(); ++t) {
+    for (auto [off, cnt] : image_range(p.in[t]))
+      in[t].insert(in[t].end(), p.in[t].data.begin() + off, p.in[t].data.begin() + off + cnt);
+    if (static_cast<std::int64_t>(in[t].size()) != ref.in[t].numel())
+      throw Error(p.op + ": validation slice of '" + p.in[t].name + "' has the wrong size");
+    inp.push_back(in[t].data());
+  }
+  for (std::size_t t = 0; t < ref.out.size(); ++t) {
+    out[t].assign(static_cast<std::size_t>(ref.out[t].numel()), 0.0);
+    outp.push_back(out[t].data());
+  }
+  def.ref_double(ref, inp, outp);
+
+  double worst = 0;
+  std::string worst_name;
+  for (std::size_t t = 0; t < p.out.size(); ++t) {
+    double num = 0, den = 0;
+    std::size_t at = 0;
+    for (auto [off, cnt] : image_range(p.out[t]))
+      for (std::int64_t j = 0; j < cnt; ++j, ++at) {
+        const double want = out[t][at], got = p.out[t].data[static_cast<std::size_t>(off + j)];
+        num += (got - want) * (got - want);
+        den += want * want;
+      }
+    // NaN compares false: a NaN anywhere makes the error NaN, which fails validation.
+    double err = den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+    if (std::isnan(num)) err = num;
+    if (t == 0 || err > worst || std::isnan(err)) worst = err, worst_name = p.out[t].name;
+    if (std::isnan(err)) break;
+  }
+  std::string names;
+  for (const auto& t : p.out) names += (names.empty() ? "" : ", ") + t.name;
+  std::string method = "relative L2 norm of the error, worst of the outputs (" + names + "; worst: " + worst_name +
+                       "), against the double-precision reference on the same float32 inputs";
+  if (slice) method += ", compared on images 1 and " + std::to_string(n) + " of the batch";
+  method += "; tolerance " + p.reduction;
+  return {worst, p.tolerance, method};
+}
+
+namespace {
+
+class RefKernel final : public OpKernel {
+ public:
+  RefKernel(const OperatorDef& def, OpProblem& p) : def_(def), p_(p) {
+    for (auto& t : p.in) in_.push_back(t.data.data());
+    for (auto& t : p.out) out_.push_back(t.data.data());
+  }
+  void run() override { def_.ref_float(p_, in_, out_); }
+
+ private:
+  const OperatorDef& def_;
+  OpProblem& p_;
+  std::vector<const float*> in_;
+  std::vector<float*> out_;
+};
+
+class OperatorWorkload final : public Workload {
+ public:
+  using Make = std::function<std::unique_ptr<OpKernel>(OpProblem&, int threads)>;
+  OperatorWorkload(const OperatorDef& def, const RunContext& ctx, const Make& make)
+      : def_(def), p_(make_problem(def, ctx.params, ctx.seed)) {
+    // Created here, before validation and timing: setup (primitive creation, layout reorders of
+    // the inputs, workspace allocation) is never timed.
+    kernel_ = make(p_, static_cast<int>(p_.i("threads")));
+  }
+  Validation validate() override {
+    kernel_->run();
+    kernel_->finish();
+    return validate_outputs(def_, p_);
+  }
+  void measure(Harness& h) override {
+    h.repeat([this] { kernel_->run(); });
+  }
+  Work work() const override { return p_.work; }
+
+ private:
+  const OperatorDef& def_;
+  OpProblem p_;
+  std::unique_ptr<OpKernel> kernel_;
+};
+
+}  // namespace
+
+void register_operator(WorkloadRegistry& r, OperatorDef def) {
+  // The definition outlives every workload made from it: keep it in a stable place.
+  static std::vector<std::unique_ptr<OperatorDef>> defs;
+  defs.push_back(std::make_unique<OperatorDef>(std::move(def)));
+  const OperatorDef& d = *defs.back();
+  WorkloadInfo info = d.info;
+  for (const auto& s : operator_common_params()) info.params.push_back(s);
+  // A custom library is named by its absolute path: jobs run elsewhere than `d500 plan`.
+  auto own_normalize = info.normalize;
+  info.normalize = [own_normalize](Params& p) {
+    if (own_normalize) own_normalize(p);
+    auto& lib = std::get<std::string>(p.at("library"));
+    if (!lib.empty()) lib = std::filesystem::absolute(lib).lexically_normal().string();
+  };
+  auto own_check = info.check;
+  info.check = [own_check](const Params& p) {
+    std::string why = operator_common_check(p);
+    if (why.empty() && own_check) why = own_check(p);
+    return why;
+  };
+  info.backends["reference"] = [&d](const RunContext& c) {
+    return std::make_unique<OperatorWorkload>(d, c, [&d](OpProblem& p, int) { return std::make_unique<RefKernel>(d, p); });
+  };
+  for (const auto& src : kernel_sources())
+    if (src.supports(d.info.name))
+      info.backends[src.backend] = [&d, make = src.make](const RunContext& c) {
+        return std::make_unique<OperatorWorkload>(d, c, make);
+      };
+  r.add(std::move(info));
+}
+
+}  // namespace d500

@@ -1,0 +1,114 @@
+#pragma once
+// Level-0 neural-network operators (conv2d, pool2d, batchnorm, relu, softmax) share one workload:
+// an operator definition says what its tensors are for a point's parameters, how to fill its
+// inputs, and how the reference computes its outputs; a backend supplies a kernel bound to the
+// workload's buffers. The workload validates every backend against the reference computed in
+// double precision on the same inputs, then times kernel runs through the Harness.
+//
+// Adding an operator: one file defining an OperatorDef and a line in builtin.cpp. Adding a
+// backend for operators: a KernelSource in kernels.cpp.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/op_shapes.hpp"
+#include "workloads/registry.hpp"
+
+namespace d500 {
+
+struct Tensor {
+  std::string name;
+  std::vector<std::int64_t> dims;
+  // dims[0] is the batch, and the operator is independent across it (image i of an output
+  // depends on image i of the inputs only), so validation may compare the first images alone.
+  bool batched = false;
+  std::vector<float> data;
+  std::int64_t numel() const;
+};
+
+struct OpProblem {
+  std::string op;    // the workload: conv2d, pool2d, ...
+  std::string pass;  // forward, backward, backward_data, backward_filter
+  Params params;     // the point's parameters (normalised)
+  std::vector<Tensor> in, out;
+  Work work;
+  double tolerance = 0;      // largest relative error norm accepted in float32
+  std::string reduction;     // in words, for the report: what the tolerance scales with
+
+  std::int64_t i(const std::string& name) const { return std::get<std::int64_t>(params.at(name)); }
+  const std::string& s(const std::string& name) const { return std::get<std::string>(params.at(name)); }
+  const Tensor& input(const std::string& name) const;
+  Tensor& output(const std::string& name);
+};
+
+// One backend's implementation of one problem, created (untimed) over the problem's buffers.
+class OpKernel {
+ public:
+  virtual ~OpKernel() = default;
+  virtual void run() = 0;  // the timed call: computes the outputs from the inputs, and waits
+  // Untimed, after a run: brings outputs into the problem's layout (e.g. from oneDNN's blocked
+  // formats) so that they can be compared with the reference.
+  virtual void finish() {}
+};
+
+template <class T>
+using RefFn = std::function<void(const OpProblem&, const std::vector<const T*>& in, const std::vector<T*>& out)>;
+
+struct OperatorDef {
+  WorkloadInfo info;  // name, description, rate unit, parameters, normalize, check; backends are added
+  // The tensors (no data yet), work and tolerance of a normalised point.
+  std::function<OpProblem(const Params&)> problem;
+  // Inputs the reference derives from random ones (a softmax output for the backward pass):
+  // called after the random fill with the problem in double; may overwrite inputs.
+  std::function<void(const OpProblem&, std::vector<std::vector<double>>& in)> derive;
+  RefFn<float> ref_float;    // the `reference` backend's timed computation
+  RefFn<double> ref_double;  // the yardstick for validation
+};
+
+// The shapes of a problem of each operator, for the kernels (defined beside each operator).
+ConvShape conv_shape(const OpProblem& p);
+PoolShape pool_shape(const OpProblem& p);
+Nchw nchw_shape(const OpProblem& p);
+
+// The operators built into d500 (builtin.cpp), for tests and benchmarks.
+const std::vector<OperatorDef>& builtin_operators();
+const OperatorDef* find_operator(const std::string& name);
+
+// Registers `def` with the reference backend and every backend that has kernels for it.
+void register_operator(WorkloadRegistry& r, OperatorDef def);
+
+// Tolerance for float32 results of sums of `terms` products of O(1) values: the rounding error
+// of a float sum grows about like sqrt(terms) * 2^-24 when errors are random, with room for
+// reassociation (blocking, Winograd-free direct algorithms).
+double float_tolerance(std::int64_t terms);
+
+// What every operator's WorkloadInfo starts with: level 0, weak scaling (every rank solves its own
+// problem of the same size; `what` says what in words).
+WorkloadInfo operator_info(std::string name, std::string description, std::string rate_unit, const std::string& what);
+// n, c, h, w of an NCHW activation, and the normalize that makes w default to h.
+std::vector<ParamSpec> nchw_params();
+void width_defaults_to_height(Params& p);
+
+// Parameters every operator takes: threads, and the custom backend's library.
+std::vector<ParamSpec> operator_common_params();
+std::string operator_common_check(const Params& p);
+
+// Who can run operators, besides the reference: one entry per backend (see kernels.cpp).
+struct KernelSource {
+  std::string backend;
+  std::function<bool(const std::string& op)> supports;
+  std::function<std::unique_ptr<OpKernel>(OpProblem&, int threads)> make;
+};
+const std::vector<KernelSource>& kernel_sources();
+
+// Creates the problem of a point with its inputs filled from `seed` (deterministically: the same
+// numbers on every backend), as the workload does; exposed for tests and benchmarks.
+OpProblem make_problem(const OperatorDef& def, const Params& p, std::uint64_t seed);
+
+// Compares a kernel's outputs with the double reference (the whole problem, or its first images
+// when every tensor is batched and the batch is large). Returns the worst relative error norm.
+Validation validate_outputs(const OperatorDef& def, const OpProblem& p);
+
+}  // namespace d500

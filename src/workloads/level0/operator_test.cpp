@@ -1,0 +1,210 @@
+// Every backend's kernel for every operator and pass, on small awkward shapes, validated against
+// the double reference exactly as the worker does before timing; and the validation itself
+// shown to reject wrong outputs.
+#include "workloads/level0/operator.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "backends/registry.hpp"
+#include "common/error.hpp"
+#include "workloads/level0/shape_sets.hpp"
+
+namespace d500 {
+
+std::string check_custom_library(const std::string& path, const std::string& op);
+
+namespace {
+
+Params params_for(const OperatorDef& d, const std::map<std::string, Value>& over) {
+  Params p;
+  for (const auto& s : d.info.params)
+    if (s.dflt) p[s.name] = *s.dflt;
+  for (const auto& s : operator_common_params()) p[s.name] = *s.dflt;
+  p["workload"] = Value{d.info.name};
+  p["backend"] = Value{std::string("reference")};
+  for (const auto& [k, v] : over) p[k] = v;
+  if (d.info.normalize) d.info.normalize(p);
+  return p;
+}
+
+Value I(std::int64_t v) { return Value{v}; }
+Value S(const char* v) { return Value{std::string(v)}; }
+
+struct Case {
+  std::string name;
+  std::string op;
+  std::map<std::string, Value> params;
+};
+
+std::vector<Case> cases() {
+  const std::map<std::string, Value> conv{{"n", I(3)}, {"c", I(4)}, {"h", I(9)}, {"w", I(8)}, {"k", I(6)}, {"r", I(3)},
+                                          {"stride", I(2)}, {"pad", I(1)}, {"groups", I(2)}};
+  std::map<std::string, Value> dil = conv, one = conv;
+  dil["dilation"] = I(2), dil["groups"] = I(1), dil["stride"] = I(1);
+  one["r"] = I(1), one["stride"] = I(1), one["pad"] = I(0), one["groups"] = I(1);
+  std::vector<Case> out;
+  for (const char* pass : {"forward", "backward_data", "backward_filter"}) {
+    auto with = [&](std::map<std::string, Value> m) { return m["pass"] = S(pass), m; };
+    out.push_back({std::string("conv_grouped_strided_") + pass, "conv2d", with(conv)});
+    out.push_back({std::string("conv_dilated_") + pass, "conv2d", with(dil)});
+    out.push_back({std::string("conv_1x1_") + pass, "conv2d", with(one)});
+  }
+  for (const char* mode : {"max", "avg"})
+    for (const char* pass : {"forward", "backward"})
+      out.push_back({std::string("pool_") + mode + "_" + pass, "pool2d",
+                     {{"n", I(3)}, {"c", I(5)}, {"h", I(9)}, {"kernel", I(3)}, {"stride", I(2)}, {"pad", I(1)},
+                      {"mode", S(mode)}, {"pass", S(pass)}}});
+  const std::map<std::string, Value> bn{{"n", I(4)}, {"c", I(3)}, {"h", I(5)}};
+  out.push_back({"bn_training_forward", "batchnorm", bn});
+  auto bn_inf = bn;
+  bn_inf["mode"] = S("inference");
+  out.push_back({"bn_inference_forward", "batchnorm", bn_inf});
+  auto bn_bwd = bn;
+  bn_bwd["pass"] = S("backward");
+  out.push_back({"bn_backward", "batchnorm", bn_bwd});
+  for (const char* pass : {"forward", "backward"}) {
+    out.push_back({std::string("relu_") + pass, "relu", {{"n", I(2)}, {"c", I(3)}, {"h", I(4)}, {"w", I(5)}, {"pass", S(pass)}}});
+    out.push_back({std::string("softmax_") + pass, "softmax", {{"n", I(5)}, {"c", I(37)}, {"pass", S(pass)}}});
+  }
+  return out;
+}
+
+class OperatorBackends : public ::testing::TestWithParam<Case> {};
+
+TEST_P(OperatorBackends, EveryBackendMatchesTheReference) {
+  const Case& c = GetParam();
+  const OperatorDef* def = find_operator(c.op);
+  ASSERT_NE(def, nullptr);
+  const Params p = params_for(*def, c.params);
+  if (def->info.check) {
+    ASSERT_EQ(def->info.check(p), "") << c.name;
+  }
+  int backends = 0;
+  for (const auto& src : kernel_sources()) {
+    if (!src.supports(c.op) || src.backend == "custom") continue;
+    SCOPED_TRACE(src.backend);
+    OpProblem prob = make_problem(*def, p, 42);
+    try {
+      auto kernel = src.make(prob, 1);
+      kernel->run();
+      kernel->finish();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << c.name << " on " << src.backend << ": " << e.what();
+      continue;
+    }
+    const Validation v = validate_outputs(*def, prob);
+    EXPECT_LE(v.rel_error, v.tolerance) << c.name << " on " << src.backend << ": " << v.method;
+    ++backends;
+
+    // The same outputs with one wrong value in the last image are rejected.
+    Tensor& out = prob.out[0];
+    out.data.back() += 1.0f;
+    EXPECT_GT(validate_outputs(*def, prob).rel_error, v.tolerance) << c.name << " on " << src.backend;
+  }
+  EXPECT_GE(backends, 1) << "no backend besides the reference runs " << c.op;
+}
+
+INSTANTIATE_TEST_SUITE_P(Operators, OperatorBackends, ::testing::ValuesIn(cases()),
+                         [](const auto& info) { return info.param.name; });
+
+TEST(OperatorValidation, TheFloatReferencePassesAndTheBatchIsCutForLargeBatches) {
+  const OperatorDef* def = find_operator("conv2d");
+  const Params p = params_for(*def, {{"n", I(5)}, {"c", I(3)}, {"h", I(6)}, {"k", I(4)}, {"r", I(3)}, {"pad", I(1)}});
+  OpProblem prob = make_problem(*def, p, 7);
+  std::vector<const float*> in;
+  std::vector<float*> out;
+  for (auto& t : prob.in) in.push_back(t.data.data());
+  for (auto& t : prob.out) out.push_back(t.data.data());
+  def->ref_float(prob, in, out);
+  const Validation v = validate_outputs(*def, prob);
+  EXPECT_LE(v.rel_error, v.tolerance);
+  EXPECT_NE(v.method.find("images 1 and 5"), std::string::npos) << v.method;
+  EXPECT_GT(v.rel_error, 0.0);  // float against double: never bit-identical on this size
+}
+
+TEST(OperatorValidation, NaNFails) {
+  const OperatorDef* def = find_operator("softmax");
+  OpProblem prob = make_problem(*def, params_for(*def, {{"n", I(2)}, {"c", I(4)}}), 1);
+  prob.out[0].data.assign(prob.out[0].data.size(), std::nanf(""));
+  const Validation v = validate_outputs(*def, prob);
+  EXPECT_FALSE(v.rel_error <= v.tolerance);
+}
+
+TEST(CustomOperator, ACorrectLibraryPassesAndAWrongOneFails) {
+  const OperatorDef* def = find_operator("relu");
+  for (const char* pass : {"forward", "backward"}) {
+    for (bool wrong : {false, true}) {
+      const Params p = params_for(*def, {{"n", I(2)}, {"c", I(3)}, {"h", I(4)}, {"pass", S(pass)},
+                                         {"backend", S("custom")},
+                                         {"library", S(wrong ? D500_CUSTOM_RELU_WRONG : D500_CUSTOM_RELU)}});
+      ASSERT_EQ(operator_common_check(p), "");
+      OpProblem prob = make_problem(*def, p, 3);
+      const KernelSource* custom = nullptr;
+      for (const auto& s : kernel_sources())
+        if (s.backend == "custom") custom = &s;
+      ASSERT_NE(custom, nullptr);
+      auto k = custom->make(prob, 1);
+      k->run();
+      const Validation v = validate_outputs(*def, prob);
+      if (wrong) {
+        EXPECT_GT(v.rel_error, 1e-3) << pass;
+      } else {
+        EXPECT_EQ(v.rel_error, 0.0) << pass;
+      }
+    }
+  }
+}
+
+TEST(CustomOperator, LoadErrorsSayWhatIsWrong) {
+  EXPECT_NE(check_custom_library("/nonexistent/libx.so", "relu").find("cannot be loaded"), std::string::npos);
+  const std::string other = check_custom_library(D500_CUSTOM_RELU, "conv2d");
+  EXPECT_NE(other.find("implements 'relu', not 'conv2d'"), std::string::npos) << other;
+  EXPECT_EQ(check_custom_library(D500_CUSTOM_RELU, "relu"), "");
+  // A library without the entry point: the C runtime is one.
+  EXPECT_NE(check_custom_library("libm.so.6", "relu").find("does not export d500_custom_op_v1"), std::string::npos);
+}
+
+TEST(NamedShapes, ResNet50LayersFillTheSizesAndContradictionsAreErrors) {
+  const OperatorDef* def = find_operator("conv2d");
+  EXPECT_EQ(resnet50_convolutions().size(), 23u);
+  int uses = 0;
+  for (const auto& s : resnet50_convolutions()) uses += s.count;
+  EXPECT_EQ(uses, 53);  // ResNet-50's 49 convolutions on the main path and 4 projection shortcuts
+  Params p = params_for(*def, {{"n", I(8)}, {"shape", S("resnet50/res4_3x3_stride2")}});
+  EXPECT_EQ(def->info.check(p), "");
+  const ConvShape cs{8, std::get<std::int64_t>(p.at("c")), std::get<std::int64_t>(p.at("h")),
+                     std::get<std::int64_t>(p.at("w")), std::get<std::int64_t>(p.at("k")),
+                     std::get<std::int64_t>(p.at("r")), std::get<std::int64_t>(p.at("s")),
+                     std::get<std::int64_t>(p.at("stride")), std::get<std::int64_t>(p.at("pad")), 1, 1};
+  EXPECT_EQ(cs.p(), 14);  // 28x28 -> 14x14
+  EXPECT_EQ(cs.c, 256);
+  Params bad = params_for(*def, {{"n", I(8)}, {"shape", S("resnet50/conv1")}, {"c", I(4)}});
+  EXPECT_NE(def->info.check(bad).find("'c' is 4 but shape \"resnet50/conv1\" has c = 3"), std::string::npos)
+      << def->info.check(bad);
+  // Every layer's output is whole: stride and padding agree with the sizes.
+  for (const auto& s : resnet50_convolutions()) {
+    Params q = params_for(*def, {{"n", I(1)}, {"shape", Value{s.name}}});
+    EXPECT_EQ(def->info.check(q), "") << s.name;
+  }
+}
+
+TEST(OperatorChecks, ImpossibleShapesAreRefused) {
+  const OperatorDef* conv = find_operator("conv2d");
+  EXPECT_NE(conv->info.check(params_for(*conv, {{"n", I(1)}, {"c", I(3)}, {"h", I(8)}, {"k", I(4)}, {"r", I(3)},
+                                                  {"groups", I(2)}}))
+                .find("multiples of groups"),
+            std::string::npos);
+  EXPECT_NE(conv->info.check(params_for(*conv, {{"n", I(1)}, {"c", I(3)}, {"h", I(2)}, {"k", I(4)}, {"r", I(5)}}))
+                .find("does not fit"),
+            std::string::npos);
+  const OperatorDef* bn = find_operator("batchnorm");
+  EXPECT_NE(bn->info.check(params_for(*bn, {{"n", I(1)}, {"c", I(3)}, {"h", I(2)}, {"pass", S("backward")},
+                                              {"mode", S("inference")}}))
+                .find("training"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace d500
