@@ -69,6 +69,7 @@ PointRow summarize_point(const PointResult& p, const JobResult& j, double confid
   r.validation_method = p.validation_method;
   r.validation_max_rel_error = p.validation_max_rel_error;
   r.validation_tolerance = p.validation_tolerance;
+  r.peak_rss_bytes = p.peak_rss_bytes;
   r.rate_unit = p.rate_unit;
   std::set<std::string> hosts(j.hosts.begin(), j.hosts.end());
   r.hosts = join(std::vector<std::string>(hosts.begin(), hosts.end()), " ");
@@ -623,7 +624,7 @@ std::string report_csv(const Report& rep) {
   for (const auto& n : names) o << ",param_" << n;
   o << ",n,warmups_excluded,reps_incomplete,median_s,ci_lo_s,ci_hi_s,ci_level,ci_coverage,ci_method,mean_s,mean_ci_lo_s,"
        "mean_ci_hi_s,normality_ad_p,outliers_low,outliers_high,enough_reps,reps_needed,ranks_kw_p,rate_unit,"
-       "rate_median,rate_ci_lo,rate_ci_hi,validation_status,validation_max_rel_error,validation_tolerance,status,"
+       "rate_median,rate_ci_lo,rate_ci_hi,validation_status,validation_max_rel_error,validation_tolerance,peak_rss_bytes,status,"
        "status_reason,hosts,file\n";
   auto num = [](double v) { return std::isfinite(v) ? jn(v) : std::string(); };
   for (const auto& r : rep.rows) {
@@ -641,7 +642,8 @@ std::string report_csv(const Report& rep) {
       << (has ? std::to_string(r.advice.needed) : "") << "," << (r.ranks_test.applicable ? num(r.ranks_test.p_value) : "")
       << "," << r.rate_unit << "," << (has ? num(r.rate) : "") << "," << (ci ? num(r.rate_lo) : "") << ","
       << (ci ? num(r.rate_hi) : "") << "," << r.validation_status << "," << num(r.validation_max_rel_error) << ","
-      << num(r.validation_tolerance) << "," << r.status << "," << csv_field(r.status_reason) << "," << csv_field(r.hosts)
+      << num(r.validation_tolerance) << "," << (r.peak_rss_bytes >= 0 ? std::to_string(r.peak_rss_bytes) : "") << ","
+      << r.status << "," << csv_field(r.status_reason) << "," << csv_field(r.hosts)
       << "," << csv_field(r.file) << "\n";
   }
   return o.str();
@@ -672,7 +674,8 @@ std::string report_json(const Report& rep) {
     for (std::size_t k = 0; k < r.rank_medians.size(); ++k) o << (k ? ", " : "") << jn(r.rank_medians[k]);
     o << "], \"rate\": " << (r.time.n ? jn(r.rate) : "null") << ", \"rate_unit\": " << js(r.rate_unit)
       << ", \"validation\": {\"status\": " << js(r.validation_status) << ", \"max_rel_error\": "
-      << jn(r.validation_max_rel_error) << ", \"tolerance\": " << jn(r.validation_tolerance) << "}}";
+      << jn(r.validation_max_rel_error) << ", \"tolerance\": " << jn(r.validation_tolerance) << "}"
+      << ", \"peak_rss_bytes\": " << (r.peak_rss_bytes >= 0 ? std::to_string(r.peak_rss_bytes) : "null") << "}";
   }
   o << "\n  ],\n  \"comparisons\": [";
   for (std::size_t i = 0; i < rep.comparisons.size(); ++i) {

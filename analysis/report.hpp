@@ -19,6 +19,7 @@ struct PointRow {
   int level = 0, ranks = 0, nodes = 1, ranks_per_node = 1, warmups_excluded = 0, reps_incomplete = 0;
   Params params;
   double validation_max_rel_error = 0, validation_tolerance = 0;
+  std::int64_t peak_rss_bytes = -1;  // largest peak resident set of a rank during the point; -1: unknown
   std::vector<double> costs;  // timed repetitions, seconds, max over ranks, in repetition order
   stats::Summary time;        // of costs
   double rate = 0, rate_lo = 0, rate_hi = 0;  // from the median and CI bounds of time

@@ -273,8 +273,10 @@ double ResultWriter::validation(double rel_error, double tolerance, const std::s
   return worst;
 }
 
-void ResultWriter::end_point(const std::string& status, const std::string& reason, double seconds) {
+void ResultWriter::end_point(const std::string& status, const std::string& reason, double seconds,
+                             std::int64_t peak_rss_bytes) {
   attr(point_, "status", status);
+  if (peak_rss_bytes >= 0) attr(point_, "peak_rss_bytes", peak_rss_bytes);
   attr(point_, "status_reason", reason);
   attr(point_, "seconds", seconds);
   samples_ = Stream{};

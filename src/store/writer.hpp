@@ -50,7 +50,8 @@ class ResultWriter {
   void set_time_to_accuracy(double target, double budget_s, std::int64_t eval_interval_steps);
   // Collective; `rel_error` is this rank's. Returns the worst rank's error.
   double validation(double rel_error, double tolerance, const std::string& method);
-  void end_point(const std::string& status, const std::string& reason, double seconds);
+  // peak_rss_bytes: the largest peak resident set of any rank during the point; < 0: unknown.
+  void end_point(const std::string& status, const std::string& reason, double seconds, std::int64_t peak_rss_bytes = -1);
   // Marks the file complete and closes it.
   void finish(const std::string& status);
 

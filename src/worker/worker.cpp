@@ -46,6 +46,27 @@ bool oversubscribed(MPI_Comm comm) {
   return any != 0;
 }
 
+// Peak memory per point: Linux keeps a high-water mark of the resident set (VmHWM), which writing
+// "5" to /proc/self/clear_refs resets to the current size. The figure is the process's, so it
+// includes what the worker held before the point (libraries, the recorder's buffer).
+void reset_peak_rss() {
+  if (std::FILE* f = std::fopen("/proc/self/clear_refs", "w")) {
+    std::fputs("5", f);
+    std::fclose(f);
+  }
+}
+
+long long peak_rss_bytes() {
+  long long kib = -1;
+  if (std::FILE* f = std::fopen("/proc/self/status", "r")) {
+    char line[256];
+    while (std::fgets(line, sizeof line, f))
+      if (std::sscanf(line, "VmHWM: %lld kB", &kib) == 1) break;
+    std::fclose(f);
+  }
+  return kib < 0 ? -1 : kib * 1024;
+}
+
 // Samples held in memory before a flush: enough for every repetition of most points, small
 // enough (40 B a sample, 10 MB a rank) that it never matters for memory; large batches keep
 // the flush rate high (see d500-bench-store).
@@ -76,6 +97,7 @@ void run_job(const std::string& spec_path, const std::string& output, MPI_Comm c
       std::fflush(stdout);
     }
     const std::int64_t t0 = now_ns();
+    reset_peak_rss();
     const std::string wname = std::get<std::string>(p.params.at("workload"));
     const std::string bname = std::get<std::string>(p.params.at("backend"));
     const WorkloadInfo* w = reg.find(wname);
@@ -111,7 +133,9 @@ void run_job(const std::string& spec_path, const std::string& output, MPI_Comm c
     }
     double secs = static_cast<double>(now_ns() - t0) * 1e-9;
     MPI_Bcast(&secs, 1, MPI_DOUBLE, 0, comm);  // one value for the collective attribute write
-    out.end_point(status, reason, secs);
+    long long peak = peak_rss_bytes(), max_peak = 0;
+    MPI_Allreduce(&peak, &max_peak, 1, MPI_LONG_LONG, MPI_MAX, comm);
+    out.end_point(status, reason, secs, max_peak);
     if (rank == 0) {
       std::printf("d500:done %d/%d %s %.2fs\n", i + 1, n, status.c_str(), secs);
       std::fflush(stdout);

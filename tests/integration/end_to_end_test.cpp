@@ -222,3 +222,55 @@ ranks_per_node = [1, 2]
   EXPECT_TRUE(fs::exists(run / "results" / "job-0001.h5.prev-1"));
   EXPECT_TRUE(fs::exists(run / "results" / "job-0001.h5"));
 }
+
+TEST_F(EndToEnd, OperatorsRunOnEveryBackendAndAWrongOneIsFlaggedNotTimed) {
+  // Two ranks, relu on the library backends and two custom builds (one deliberately wrong),
+  // conv2d on blas, onednn and libtorch.
+  const std::string right = D500_CUSTOM_RELU, wrong = D500_CUSTOM_RELU_WRONG;
+  std::string campaign = write(
+      "c.toml", "[campaign]\nname = \"ops\"\nrepetitions = 5\nwarmups = 1\n[fixed]\nranks_per_node = 2\nn = 2\nc = 8\n"
+                "h = 12\nk = 8\nr = 3\npad = 1\n[axes]\nworkload = [\"relu\", \"conv2d\"]\n"
+                "backend = [\"blas\", \"onednn\", \"libtorch\", \"custom\"]\nlibrary = [\"\", \"" + right + "\", \"" +
+                wrong + "\"]\n"
+                "[[exclude]]\nbackend = \"custom\"\nlibrary = \"\"\n"
+                "[[exclude]]\nbackend = [\"blas\", \"onednn\", \"libtorch\"]\nlibrary = [\"" + right + "\", \"" + wrong + "\"]\n"
+                "[[exclude]]\nworkload = \"relu\"\nbackend = \"blas\"\n"
+                "[[exclude]]\nworkload = \"conv2d\"\nbackend = \"custom\"\n");
+  fs::path run = dir_ / "run";
+  Cmd plan = sh(d500("plan " + campaign + " -o " + run.string()));
+  ASSERT_EQ(plan.code, 0) << plan.out;
+  Cmd r = sh(d500("run " + run.string()));
+  EXPECT_NE(r.out.find("failed-validation"), std::string::npos) << r.out;
+  Cmd rep = sh(d500("report " + run.string()));
+  ASSERT_EQ(rep.code, 0) << rep.out;
+  auto csv = read_csv(run / "results.csv");
+  ASSERT_EQ(csv.size(), 7u);
+  int failed = 0;
+  for (auto& [id, row] : csv) {
+    const bool bad = row["param_library"] == wrong;
+    if (bad) {
+      ++failed;
+      EXPECT_EQ(row["status"], "failed-validation") << row["canonical"];
+      EXPECT_EQ(row["validation_status"], "failed") << row["canonical"];
+      EXPECT_EQ(row["n"], "0") << "a wrong result must never be timed";
+      EXPECT_GT(std::stod(row["validation_max_rel_error"]), 1e-3);
+    } else {
+      EXPECT_EQ(row["status"], "complete") << row["canonical"];
+      EXPECT_EQ(row["validation_status"], "passed") << row["canonical"];
+      EXPECT_EQ(row["n"], "5") << row["canonical"];
+      EXPECT_GT(std::stod(row["rate_median"]), 0.0) << row["canonical"];
+    }
+    // The process's peak resident set: at least the libraries, far below the machine.
+    EXPECT_GT(std::stoll(row["peak_rss_bytes"]), 1LL << 20) << row["canonical"];
+    EXPECT_LT(std::stoll(row["peak_rss_bytes"]), 8LL << 30) << row["canonical"];
+  }
+  EXPECT_EQ(failed, 1);
+  // The report says so where a reader looks, and every file passes the schema check.
+  std::ifstream md(run / "report.md");
+  std::string text((std::istreambuf_iterator<char>(md)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("failed-validation"), std::string::npos);
+  for (const auto& f : fs::directory_iterator(run / "results")) {
+    Cmd check = sh(d500("check " + f.path().string()));
+    EXPECT_EQ(check.code, 0) << check.out;
+  }
+}
