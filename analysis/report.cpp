@@ -130,7 +130,8 @@ std::string fmt_time(double s) {
 std::string params_text(const Params& params, bool with_backend) {
   std::vector<std::string> parts;
   for (const auto& [k, v] : params)
-    if (k != "workload" && (with_backend || k != "backend") && k != "seed" && k != "nodes" && k != "ranks_per_node")
+    if (k != "workload" && (with_backend || k != "backend") && k != "seed" && k != "nodes" && k != "ranks_per_node" &&
+        !is_unset(v))
       parts.push_back(k + "=" + canonical(v));
   return join(parts, " ");
 }
@@ -181,10 +182,13 @@ std::string comparison_sentence(const Comparison& c) {
   const auto& s = c.speedup;
   if (!s.excludes_one())
     return c.other + " vs " + c.baseline + ": no significant difference (time ratio " + ratio_text(s) + ")";
-  const std::string ci = " (" + std::to_string(static_cast<int>(100 * c.confidence + 0.5)) + "% CI of the time ratio: [" +
-                         fmt_sig(s.lo, 3) + ", " + fmt_sig(s.hi, 3) + "])";
-  if (s.estimate >= 1) return c.other + " is " + fmt_sig(s.estimate, 3) + "x faster than " + c.baseline + ci;
-  return c.other + " is " + fmt_sig(1 / s.estimate, 3) + "x slower than " + c.baseline + ci;
+  // The interval is of the factor the sentence states: the speedup, or its inverse, the slowdown.
+  const std::string level = std::to_string(static_cast<int>(100 * c.confidence + 0.5)) + "% CI";
+  if (s.estimate >= 1)
+    return c.other + " is " + fmt_sig(s.estimate, 3) + "x faster than " + c.baseline + " (" + level + " of the speedup: [" +
+           fmt_sig(s.lo, 3) + ", " + fmt_sig(s.hi, 3) + "])";
+  return c.other + " is " + fmt_sig(1 / s.estimate, 3) + "x slower than " + c.baseline + " (" + level +
+         " of the slowdown: [" + fmt_sig(1 / s.hi, 3) + ", " + fmt_sig(1 / s.lo, 3) + "])";
 }
 
 std::string tta_median_text(const TtaSummary& s) {

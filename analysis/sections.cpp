@@ -18,7 +18,7 @@ std::string key_without(const Params& p, std::initializer_list<const char*> drop
   for (const auto& [k, v] : p) {
     bool skip = false;
     for (const char* d : drop) skip = skip || k == d;
-    if (!skip) parts.push_back(k + "=" + canonical(v));
+    if (!skip && !is_unset(v)) parts.push_back(k + "=" + canonical(v));
   }
   return join(parts, " ");
 }
@@ -29,7 +29,8 @@ bool usable(const PointRow& r) { return r.status == "complete" && r.time.n > 0; 
 std::string label(const PointRow& r, bool with_backend, bool with_ranks) {
   std::string s = r.workload + (with_backend ? ":" + r.backend : "");
   for (const auto& [k, v] : r.params)
-    if (k != "workload" && k != "backend" && k != "nodes" && k != "ranks_per_node") s += " " + k + "=" + canonical(v);
+    if (k != "workload" && k != "backend" && k != "nodes" && k != "ranks_per_node" && !is_unset(v))
+      s += " " + k + "=" + canonical(v);
   if (with_ranks) s += ", " + std::to_string(r.ranks) + (r.ranks == 1 ? " rank" : " ranks");
   return s;
 }

@@ -20,6 +20,10 @@ ValueType type_of(const Value& v);
 // true/false, strings bare when they are plain words and double-quoted otherwise.
 std::string canonical(const Value& v);
 
+// An empty string parameter means "not set" (no named shape, no custom library): left out of
+// canonical point text and of labels, so adding an optional string parameter changes no id.
+inline bool is_unset(const Value& v) { return std::holds_alternative<std::string>(v) && std::get<std::string>(v).empty(); }
+
 // A value together with where it was written, so late checks can still point at the file.
 struct LocatedValue {
   Value value;

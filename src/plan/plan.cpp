@@ -21,10 +21,8 @@ namespace d500 {
 
 std::string canonical_point(const Params& p) {
   std::string s = canonical(p.at("workload")) + ":" + canonical(p.at("backend"));
-  // An empty string means "not set" (a named shape not used, no custom library): omitted, so that
-  // adding an optional string parameter to a workload keeps the ids of its existing points.
   for (const auto& [k, v] : p)
-    if (k != "workload" && k != "backend" && !(std::holds_alternative<std::string>(v) && std::get<std::string>(v).empty()))
+    if (k != "workload" && k != "backend" && !is_unset(v))
       s += " " + k + "=" + canonical(v);
   return s;
 }

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 
@@ -105,13 +106,39 @@ void run_job(const std::string& spec_path, const std::string& output, MPI_Comm c
     if (!w || !b || !b->built || !w->backends.count(bname))
       throw Error(spec_path + ": point " + p.id + " (" + p.canonical + ") is not runnable by this build of d500");
     RunContext ctx{comm, rank, size, p.params, static_cast<std::uint64_t>(std::get<std::int64_t>(p.params.at("seed")))};
-    std::unique_ptr<Workload> wl = w->backends.at(bname)(ctx);
-    out.begin_point(p, i, spec.warmups, spec.repetitions, {wl->work(), w->rate_unit, b->version(), w->scaling, w->scaling_note});
-
-    Validation v = wl->validate();
+    // A backend that throws while setting up or validating (a primitive the library cannot
+    // create, an operator it lacks at run time) fails this point, not the job: the ranks agree on
+    // it, the point is flagged with the library's message, and the job goes on.
+    std::string backend_error;
+    std::unique_ptr<Workload> wl;
+    try {
+      wl = w->backends.at(bname)(ctx);
+    } catch (const std::exception& e) {
+      backend_error = e.what();
+    }
+    out.begin_point(p, i, spec.warmups, spec.repetitions,
+                    {wl ? wl->work() : Work{}, w->rate_unit, b->version(), w->scaling, w->scaling_note});
+    Validation v{std::nan(""), 0.0, ""};
+    if (wl) {
+      try {
+        v = wl->validate();
+      } catch (const std::exception& e) {
+        backend_error = e.what();
+      }
+    }
+    int failed_here = backend_error.empty() ? 0 : 1, failed_any = 0;
+    MPI_Allreduce(&failed_here, &failed_any, 1, MPI_INT, MPI_MAX, comm);
+    if (failed_any) {
+      v.rel_error = std::nan("");
+      v.method = failed_here ? "the backend failed: " + backend_error : "the backend failed on another rank";
+    }
     const double worst = out.validation(v.rel_error, v.tolerance, v.method);
     std::string status = "complete", reason = "";
-    if (!(worst <= v.tolerance)) {
+    if (failed_any) {
+      status = "failed-validation";
+      reason = v.method;
+      if (failed_here) std::fprintf(stderr, "d500-worker: point %s: %s\n", p.id.c_str(), v.method.c_str());
+    } else if (!(worst <= v.tolerance)) {
       // Validate, then time: a wrong result is never timed.
       status = "failed-validation";
       reason = "relative error " + fmt_sig(worst, 3) + " exceeds tolerance " + fmt_sig(v.tolerance, 3) + " (" +

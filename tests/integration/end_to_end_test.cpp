@@ -266,6 +266,26 @@ TEST_F(EndToEnd, OperatorsRunOnEveryBackendAndAWrongOneIsFlaggedNotTimed) {
   }
   EXPECT_EQ(failed, 1);
   // The report says so where a reader looks, and every file passes the schema check.
+  {
+    // A backend that fails while setting up fails its point, flagged with the library's message,
+    // and the job goes on to the next point.
+    fs::path again = dir_ / "again";
+    ASSERT_EQ(sh(d500("plan " + campaign + " -o " + again.string())).code, 0);
+    Cmd refused = sh("D500_EXAMPLE_RELU_REFUSE=1 " + d500("run " + again.string()));
+    ASSERT_EQ(sh(d500("report " + again.string())).code, 0);
+    auto rows = read_csv(again / "results.csv");
+    int refusals = 0, complete = 0;
+    for (auto& [id, row] : rows) {
+      if (row["status_reason"].find("refused: D500_EXAMPLE_RELU_REFUSE is set") != std::string::npos) {
+        ++refusals;
+        EXPECT_EQ(row["status"], "failed-validation");
+        EXPECT_EQ(row["n"], "0");
+      }
+      complete += row["status"] == "complete";
+    }
+    EXPECT_EQ(refusals, 2) << refused.out;  // both custom builds refuse
+    EXPECT_EQ(complete, 5) << refused.out;  // and every other point still ran
+  }
   std::ifstream md(run / "report.md");
   std::string text((std::istreambuf_iterator<char>(md)), std::istreambuf_iterator<char>());
   EXPECT_NE(text.find("failed-validation"), std::string::npos);

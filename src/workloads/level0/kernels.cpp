@@ -2,19 +2,18 @@
 // backends' kernels (each backend's kernels live in src/backends/<name>/).
 #include <memory>
 
+#include "backends/blas/blas_backend.hpp"
 #include "workloads/level0/operator.hpp"
 #ifdef D500_HAVE_LIBTORCH
 #include "backends/libtorch/libtorch_backend.hpp"
 #endif
+#ifdef D500_HAVE_ONEDNN
+#include "backends/onednn/onednn_backend.hpp"
+#endif
 
 namespace d500 {
 
-std::unique_ptr<OpKernel> make_blas_conv(OpProblem& p, int threads);
-std::unique_ptr<OpKernel> make_custom_kernel(OpProblem& p, int threads);
-#ifdef D500_HAVE_ONEDNN
-bool onednn_supports(const std::string& op);
-std::unique_ptr<OpKernel> make_onednn_kernel(OpProblem& p, int threads);
-#endif
+std::unique_ptr<OpKernel> make_custom_kernel(OpProblem& p, int threads);  // custom/custom_backend.cpp
 
 const std::vector<KernelSource>& kernel_sources() {
   static const std::vector<KernelSource> list = {
