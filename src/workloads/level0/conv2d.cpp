@@ -82,10 +82,10 @@ OperatorDef conv2d_operator() {
   };
   w.normalize = [](Params& p) {
     apply_named_shape(p, resnet50_convolutions());
+    width_defaults_to_height(p);
     auto dflt = [&](const char* key, const Value& v) {
       if (std::get<std::int64_t>(p.at(key)) == -1) p[key] = v;
     };
-    dflt("w", p.at("h"));
     dflt("s", p.at("r"));
     dflt("stride", Value{std::int64_t{1}});
     dflt("pad", Value{std::int64_t{0}});
