@@ -4,7 +4,7 @@
 #include <map>
 
 #include "common/text.hpp"
-#include "report.hpp"
+#include "summary.hpp"
 
 namespace d500 {
 
@@ -23,7 +23,7 @@ std::string key_without(const Params& p, std::initializer_list<const char*> drop
   return join(parts, " ");
 }
 
-bool usable(const PointRow& r) { return r.status == "complete" && r.time.n > 0; }
+bool usable(const PointRow& r) { return r.outcome == Outcome::Complete && r.time.n > 0; }
 
 // How a group reads in the report: like a point, without what varies inside the group.
 std::string label(const PointRow& r, bool with_backend, bool with_ranks) {
@@ -99,7 +99,7 @@ std::vector<TtaConfig> tta_configs(const std::vector<PointRow>& rows, double con
     for (const auto* r : runs) {
       // A run cut off by its job (killed, timed out) neither reached nor missed the target
       // within its budget: it is left out and counted, not coded as a miss.
-      if (r->status != "complete") {
+      if (r->outcome != Outcome::Complete) {
         ++c.excluded_incomplete;
         continue;
       }

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "stats.hpp"
-#include "workloads/harness.hpp"
+#include "metrics/metrics.hpp"
 
 namespace d500 {
 

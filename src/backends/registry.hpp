@@ -1,22 +1,50 @@
 #pragma once
-// Every backend d500 knows, whether this build has it or not. A backend missing from the build
-// is listed with the reason, so that asking for it is a plan-time error that says why.
+// Every backend d500 knows, whether this build has it or not. Each backend registers itself
+// from its own folder (src/backends/<name>/) through one function, register_backend_<name>,
+// that CMake's d500_backend() call lists in a generated file (generated/backends_builtin.cpp);
+// a backend missing from the build is listed with the reason, so that asking for it is a
+// plan-time error that says why. This header depends on nothing above the backends.
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "backends/kernel.hpp"
+#include "common/value.hpp"
+
 namespace d500 {
 
+// Registered with designated initializers; what a backend leaves out stays empty.
 struct BackendInfo {
-  std::string name;
-  std::string description;
+  std::string name{};
+  std::string description{};
   bool built = false;
-  std::string not_built_reason;            // when !built
-  std::function<std::string()> version;    // library version(s), when built
+  std::string not_built_reason{};            // when !built
+  std::function<std::string()> version{};    // library version(s), when built
+  // Level-0 operators: which ones this backend has kernels for, and a kernel for a problem
+  // (created untimed over the problem's buffers, running on `threads` threads).
+  std::function<bool(const std::string& op)> supports{};
+  std::function<std::unique_ptr<OpKernel>(OpProblem&, int threads)> make_kernel{};
+  // Optional plan-time check of a point run on this backend: "" when it can run, else why not
+  // (the custom backend loads the point's library here).
+  std::function<std::string(const Params&)> check_point{};
+};
+
+class BackendRegistry {
+ public:
+  void add(BackendInfo info);
+  // A backend this build lacks: listed, with the reason, never run.
+  void add_missing(std::string name, std::string description, std::string reason);
+  const std::vector<BackendInfo>& all() const { return list_; }
+
+ private:
+  std::vector<BackendInfo> list_;
 };
 
 const std::vector<BackendInfo>& all_backends();
 const BackendInfo* find_backend(const std::string& name);
 std::vector<std::string> built_backend_names();
+// "name=version" of every built backend, for the results file's environment record.
+std::vector<std::pair<std::string, std::string>> built_backend_versions();
 
 }  // namespace d500

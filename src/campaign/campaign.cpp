@@ -185,7 +185,8 @@ SlurmSettings parse_slurm(const toml::table& t, const std::string& path) {
 }  // namespace
 
 int parse_time_limit(const std::string& text) {
-  static const std::regex re("(?:(\\d+)-)?(\\d+)(?::(\\d+))?(?::(\\d+))?");
+  // At most 7 digits a field (19 years in minutes): std::stol never overflows here.
+  static const std::regex re("(?:(\\d{1,7})-)?(\\d{1,7})(?::(\\d{1,7}))?(?::(\\d{1,7}))?");
   std::smatch m;
   if (!std::regex_match(text, m, re)) return -1;
   auto num = [&](int i) { return m[i].matched ? std::stol(m[i].str()) : 0L; };

@@ -14,7 +14,7 @@
 #include "launch/local.hpp"
 #include "launch/slurm.hpp"
 #include "plan/plan.hpp"
-#include "report.hpp"
+#include "reporters.hpp"
 #include "store/check.hpp"
 #include "workloads/registry.hpp"
 
@@ -96,7 +96,7 @@ int cmd_report(const std::string& dir, double confidence, std::uint64_t seed) {
   if (!(confidence > 0.5 && confidence < 1))
     throw Error("--confidence must lie between 0.5 and 1 (e.g. 0.95), got " + std::to_string(confidence));
   Report r = analyze_run(dir, AnalysisOptions{confidence, seed});
-  std::cout << report_text_table(r);
+  std::cout << find_reporter("console").render_report(r);
   write_reports(r);
   std::cout << "\n" << method_statement(confidence) << "\n\nwrote " << dir << "/report.md, " << dir
             << "/report.html, " << dir << "/results.csv, " << dir << "/results.json, " << dir << "/campaign.h5 (index)\n";

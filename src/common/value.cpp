@@ -57,4 +57,17 @@ std::string canonical(const Value& v) {
   return "";
 }
 
+std::string canonical_point(const Params& p) {
+  std::string s = canonical(p.at("workload")) + ":" + canonical(p.at("backend"));
+  for (const auto& [k, v] : p)
+    if (k != "workload" && k != "backend" && !is_unset(v)) s += " " + k + "=" + canonical(v);
+  return s;
+}
+
+CanonicalHead canonical_head(const std::string& text) {
+  const auto colon = text.find(':'), space = text.find(' ');
+  if (colon == std::string::npos || (space != std::string::npos && space < colon)) return {text, ""};
+  return {text.substr(0, colon), text.substr(colon + 1, space == std::string::npos ? std::string::npos : space - colon - 1)};
+}
+
 }  // namespace d500

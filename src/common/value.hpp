@@ -33,6 +33,15 @@ struct LocatedValue {
 // A point's parameters, ordered by name.
 using Params = std::map<std::string, Value>;
 
+// A point's canonical text, the one place it is built: "workload:backend k=v k=v ..." with the
+// other parameters in name order and unset ones left out. Its FNV-1a hash is the point's id.
+std::string canonical_point(const Params& p);
+// The workload and backend a canonical text starts with (the inverse of its head).
+struct CanonicalHead {
+  std::string workload, backend;
+};
+CanonicalHead canonical_head(const std::string& canonical_text);
+
 // The integer parameter `name`, or `dflt` when it is absent or not an integer.
 std::int64_t int_param_or(const Params& p, const std::string& name, std::int64_t dflt);
 

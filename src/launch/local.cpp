@@ -14,7 +14,10 @@
 
 #include "common/error.hpp"
 #include "common/text.hpp"
-#include "workloads/harness.hpp"
+#include "metrics/metrics.hpp"
+#include "metrics/progress.hpp"
+#include "plan/jobspec.hpp"
+#include "rundir/layout.hpp"
 
 namespace fs = std::filesystem;
 
@@ -84,10 +87,12 @@ int run_script(const fs::path& dir, const std::string& script, const fs::path& l
     std::string s(line, static_cast<size_t>(len));
     if (!s.empty() && s.back() == '\n') s.pop_back();
     double el = static_cast<double>(now_ns() - t0) * 1e-9;
-    if (s.rfind("d500:point ", 0) == 0) out << prefix << " " << clock_text(el) << "  point " << s.substr(11) << "\n";
-    else if (s.rfind("d500:done ", 0) == 0) {
-      auto sp = s.find(' ', 10);
-      out << prefix << " " << clock_text(el) << "    " << (sp == std::string::npos ? s.substr(10) : s.substr(sp + 1)) << "\n";
+    if (auto p = parse_progress_line(s)) {
+      if (p->kind == ProgressLine::Point)
+        out << prefix << " " << clock_text(el) << "  point " << p->index << "/" << p->count << " " << p->canonical << "\n";
+      else if (p->kind == ProgressLine::Done)
+        out << prefix << " " << clock_text(el) << "    " << outcome_name(p->outcome) << " " << fmt_sig(p->seconds, 3)
+            << "s\n";
     } else if (s.find("error") != std::string::npos || s.find("Error") != std::string::npos)
       out << prefix << " " << s << "\n";
     out.flush();
@@ -105,33 +110,22 @@ int run_script(const fs::path& dir, const std::string& script, const fs::path& l
 }  // namespace
 
 std::vector<JobOutcome> run_local(const std::string& dir_arg, const LocalRunOptions& opt, std::ostream& out) {
-  fs::path dir = fs::absolute(dir_arg);
-  fs::path plan_file = dir / "plan.toml";
-  if (!fs::exists(plan_file))
-    throw Error(dir_arg + ": not a d500 plan directory (no plan.toml); create one with `d500 plan CAMPAIGN -o DIR`");
-  toml::table plan;
-  try {
-    plan = toml::parse_file(plan_file.string());
-  } catch (const toml::parse_error& e) {
-    throw Error(plan_file.string() + ": " + std::string(e.description()));
-  }
-  std::string launcher = plan["plan"]["launcher"].value_or(std::string());
+  const RunLayout layout(dir_arg);
+  const fs::path& dir = layout.root();
+  layout.require_plan(dir_arg);
+  const std::string launcher = layout.launcher();
   if (launcher != "local")
-    throw Error(plan_file.string() + ": this plan uses the '" + launcher +
+    throw Error(layout.plan_file().string() + ": this plan uses the '" + launcher +
                 "' launcher; `d500 run` runs local plans only (plan with template = \"local\")");
-
-  std::vector<std::string> jobs;
-  for (const auto& e : fs::directory_iterator(dir / "jobs"))
-    if (e.path().extension() == ".sh") jobs.push_back(e.path().stem().string());
-  std::sort(jobs.begin(), jobs.end());
+  const std::vector<std::string> jobs = layout.job_ids();
 
   std::vector<JobOutcome> outcomes;
   const std::int64_t t0 = now_ns();
   for (std::size_t j = 0; j < jobs.size(); ++j) {
     JobOutcome o;
     o.job_id = jobs[j];
-    o.log = (dir / "logs" / (jobs[j] + ".log")).string();
-    fs::path status = dir / "jobs" / (jobs[j] + ".status");
+    o.log = layout.job_log(jobs[j]).string();
+    const fs::path status = layout.job_status(jobs[j]);
     std::string prefix = "[" + std::to_string(j + 1) + "/" + std::to_string(jobs.size()) + " " + jobs[j] + "]";
     if (!opt.rerun && completed_before(status)) {
       o.skipped = true;
@@ -139,17 +133,17 @@ std::vector<JobOutcome> run_local(const std::string& dir_arg, const LocalRunOpti
       outcomes.push_back(o);
       continue;
     }
-    fs::path result = dir / "results" / (jobs[j] + ".h5");
+    const fs::path result = layout.results_file(jobs[j]);
     std::string aside = move_aside(result.string());
     if (!aside.empty()) out << prefix << " earlier results kept as " << fs::path(aside).filename().string() << "\n";
     out << prefix << " starting\n";
     out.flush();
     const std::int64_t tj = now_ns();
-    o.exit_code = run_script(dir, "jobs/" + jobs[j] + ".sh", o.log, prefix, t0, out);
+    o.exit_code = run_script(dir, layout.job_script(jobs[j]).string(), o.log, prefix, t0, out);
     o.seconds = static_cast<double>(now_ns() - tj) * 1e-9;
     std::string rec = "# Written by d500 run.\nexit_code = " + std::to_string(o.exit_code) +
                       "\nseconds = " + fmt_sig(o.seconds, 6) + "\nended_utc = \"" + utc_now_iso8601() +
-                      "\"\nlog = \"logs/" + jobs[j] + ".log\"\n";
+                      "\"\nlog = " + toml_string(fs::relative(layout.job_log(jobs[j]), dir).string()) + "\n";
     write_file_atomic(status.string(), rec);
     out << prefix << " " << (o.exit_code == 0 ? "finished" : "FAILED with exit code " + std::to_string(o.exit_code))
         << " after " << fmt_sig(o.seconds, 3) << " s" << (o.exit_code ? "; log: " + o.log : "") << "\n";

@@ -1,26 +1,16 @@
 #pragma once
 // The Slurm launcher: submits a plan's jobs through libslurm (the C API, never a shell), records
 // every accepted job id in DIR/slurm/submissions.tsv the moment it is accepted, and answers for
-// the campaign: status, cancel, resume. A build without libslurm has these functions and says
-// so when called.
+// the campaign: status, cancel, resume. A build without libslurm has these functions: submit and
+// cancel say what the build lacks; status still reports every point from the results files.
 #include <cstdint>
 #include <ostream>
 #include <string>
 #include <vector>
 
+#include "rundir/submissions.hpp"
+
 namespace d500 {
-
-// One accepted submission: a job, a job array (one task per spec), or the analysis job.
-struct Submission {
-  std::uint32_t slurm_id = 0;
-  std::string kind;                // "job", "array" or "analysis"
-  int time_limit_min = 0;
-  std::string dependency;          // as given to Slurm, or "-"
-  std::vector<std::string> specs;  // task i runs specs[i]
-  std::string submitted_utc;
-};
-
-std::vector<Submission> read_submissions(const std::string& dir);
 
 struct SubmitOptions {
   bool resume = false;  // submit only points that are neither complete nor queued or running

@@ -14,18 +14,11 @@
 #include "d500/version.hpp"
 #include "plan/jobspec.hpp"
 #include "plan/template.hpp"
+#include "rundir/layout.hpp"
 
 namespace fs = std::filesystem;
 
 namespace d500 {
-
-std::string canonical_point(const Params& p) {
-  std::string s = canonical(p.at("workload")) + ":" + canonical(p.at("backend"));
-  for (const auto& [k, v] : p)
-    if (k != "workload" && k != "backend" && !is_unset(v))
-      s += " " + k + "=" + canonical(v);
-  return s;
-}
 
 std::string templates_dir() {
   if (const char* env = std::getenv("D500_TEMPLATES")) return env;
@@ -391,34 +384,6 @@ Plan make_plan(const Campaign& campaign, const WorkloadRegistry& reg, const Plan
   return plan;
 }
 
-std::vector<PlannedPoint> read_points_csv(const std::string& dir) {
-  std::vector<PlannedPoint> out;
-  const fs::path p = fs::path(dir) / "points.csv";
-  if (!fs::exists(p)) return out;
-  std::istringstream in(read_file(p.string()));
-  std::string line;
-  std::getline(in, line);  // header
-  while (std::getline(in, line)) {
-    PlannedPoint x;
-    std::size_t a = line.find(','), b = line.find(',', a + 1), c = line.find(',', b + 1);
-    if (c == std::string::npos) continue;
-    x.id = line.substr(0, a);
-    x.job = line.substr(a + 1, b - a - 1);
-    x.level = std::atoi(line.substr(b + 1, c - b - 1).c_str());
-    x.canonical = line.substr(c + 1);
-    if (x.canonical.size() >= 2 && x.canonical.front() == '"') {  // csv_field's quoting undone
-      std::string u;
-      for (std::size_t i = 1; i + 1 < x.canonical.size(); ++i) {
-        if (x.canonical[i] == '"' && x.canonical[i + 1] == '"') ++i;
-        u += x.canonical[i];
-      }
-      x.canonical = u;
-    }
-    out.push_back(x);
-  }
-  return out;
-}
-
 void write_plan(const Plan& plan, const std::string& dir, const std::string& worker) {
   fs::path target = fs::absolute(dir).lexically_normal();
   if (fs::exists(target) && !(fs::is_directory(target) && fs::is_empty(target)))
@@ -428,10 +393,12 @@ void write_plan(const Plan& plan, const std::string& dir, const std::string& wor
   std::error_code ec;
   fs::remove_all(tmp, ec);
   try {
-    fs::create_directories(tmp / "jobs");
-    fs::create_directories(tmp / "results");
-    fs::create_directories(tmp / "logs");
-    write_file_atomic((tmp / "campaign.toml").string(), plan.campaign.text);
+    // Built under the temporary name, naming the final paths in what it writes.
+    const RunLayout at(tmp.string()), final_dir(target.string());
+    fs::create_directories(at.jobs_dir());
+    fs::create_directories(at.results_dir());
+    fs::create_directories(at.logs_dir());
+    write_file_atomic(at.campaign_file().string(), plan.campaign.text);
 
     std::ostringstream pt;
     pt << "# Written by d500 plan. The plan of " << plan.campaign.path << "; do not edit.\n"
@@ -441,7 +408,7 @@ void write_plan(const Plan& plan, const std::string& dir, const std::string& wor
        << "\"\nd500_commit = \"" << kGitCommit << "\"\ncreated_utc = \"" << utc_now_iso8601()
        << "\"\npoints = " << plan.points.size() << "\njobs = " << plan.jobs.size()
        << "\nnode_hours = " << total_node_hours(plan) << "\n";
-    write_file_atomic((tmp / "plan.toml").string(), pt.str());
+    write_file_atomic(at.plan_file().string(), pt.str());
 
     std::ostringstream csv;
     csv << "point_id,job_id,level,canonical\n";
@@ -449,12 +416,12 @@ void write_plan(const Plan& plan, const std::string& dir, const std::string& wor
       for (auto i : j.points)
         csv << plan.points[i].id << "," << j.id << "," << plan.points[i].level << ","
             << csv_field(plan.points[i].canonical) << "\n";
-    write_file_atomic((tmp / "points.csv").string(), csv.str());
+    write_file_atomic(at.points_csv().string(), csv.str());
 
     for (const auto& j : plan.jobs) {
       JobSpec spec = make_job_spec(plan, j);
-      write_file_atomic((tmp / "jobs" / (j.id + ".toml")).string(), job_spec_toml(spec));
-      write_file_atomic((tmp / "jobs" / (j.id + ".list")).string(), (target / "jobs" / (j.id + ".toml")).string() + "\n");
+      write_file_atomic(at.job_spec(j.id).string(), job_spec_toml(spec));
+      write_file_atomic(at.job_list(j.id).string(), final_dir.job_spec(j.id).string() + "\n");
       const SlurmSettings& sl = plan.campaign.slurm;
       std::map<std::string, std::string> vars = {
           {"job_id", j.id},
@@ -468,8 +435,8 @@ void write_plan(const Plan& plan, const std::string& dir, const std::string& wor
           {"gres", sl.gres},
           {"modules", join(sl.modules, " ")},
           {"mpi", sl.mpi},
-          {"log", (target / "logs" / (j.id + ".slurm-%j.out")).string()},
-          {"spec_list", (target / "jobs" / (j.id + ".list")).string()},
+          {"log", (final_dir.logs_dir() / (j.id + ".slurm-%j.out")).string()},
+          {"spec_list", final_dir.job_list(j.id).string()},
           {"campaign", plan.campaign.name},
           {"points", std::to_string(j.points.size())},
           {"nodes", std::to_string(j.nodes)},
@@ -477,11 +444,11 @@ void write_plan(const Plan& plan, const std::string& dir, const std::string& wor
           {"ranks_per_node", std::to_string(j.ranks_per_node)},
           {"run_dir", target.string()},
           {"worker", worker},
-          {"spec", (target / "jobs" / (j.id + ".toml")).string()},
-          {"output", (target / "results" / (j.id + ".h5")).string()},
+          {"spec", final_dir.job_spec(j.id).string()},
+          {"output", final_dir.results_file(j.id).string()},
       };
       std::string script = render_template(plan.tmpl.text, plan.tmpl.path, vars);
-      fs::path sp = tmp / "jobs" / (j.id + ".sh");
+      fs::path sp = at.job_script(j.id);
       write_file_atomic(sp.string(), script);
       fs::permissions(sp, fs::perms::owner_exec | fs::perms::group_exec, fs::perm_options::add);
     }

@@ -17,8 +17,6 @@ struct Point {
   Location where;         // where the combination's workload value was written
 };
 
-// Canonical text of a parameter set: workload and backend first, then the rest by name.
-std::string canonical_point(const Params& p);
 
 struct Job {
   std::string id;  // job-0000, ...
@@ -64,13 +62,5 @@ std::string slurm_time(int minutes);
 // points.csv, jobs/<job>.toml and jobs/<job>.sh. Written under a temporary name and renamed,
 // so a failure leaves nothing behind. `worker` is the absolute path of d500-worker.
 void write_plan(const Plan& plan, const std::string& dir, const std::string& worker);
-
-// One row of a run directory's points.csv: what was planned, in plan order.
-struct PlannedPoint {
-  std::string id, job, canonical;
-  int level = 0;
-};
-// Reads DIR/points.csv (empty when there is none).
-std::vector<PlannedPoint> read_points_csv(const std::string& dir);
 
 }  // namespace d500

@@ -238,7 +238,7 @@ TEST(PlanSlurm, TimeLimitsInSlurmsForms) {
 }
 
 TEST(Plan, NamedShapeSetsExpandInAxes) {
-  Plan p = plan_of(kHead + "[fixed]\nworkload = \"conv2d\"\nbackend = \"onednn\"\nn = 2\n"
+  Plan p = plan_of(kHead + "[fixed]\nworkload = \"conv2d\"\nbackend = \"blas\"\nn = 2\n"
                            "[axes]\nshape = [\"resnet50/*\"]\npass = [\"forward\", \"backward_data\"]\n");
   EXPECT_EQ(p.points.size(), 2u * 23u);
   std::set<std::string> shapes;
@@ -250,14 +250,14 @@ TEST(Plan, NamedShapeSetsExpandInAxes) {
   Plan g = plan_of(kHead + "[fixed]\nworkload = \"gemm\"\nbackend = \"blas\"\n[axes]\nshape = [\"deepbench/*\"]\n");
   EXPECT_GT(g.points.size(), 30u);
 
-  std::string e = error_of(kHead + "[fixed]\nworkload = \"conv2d\"\nbackend = \"onednn\"\nn = 2\n"
+  std::string e = error_of(kHead + "[fixed]\nworkload = \"conv2d\"\nbackend = \"blas\"\nn = 2\n"
                                    "[axes]\nshape = [\"resnet5/*\"]\n");
   EXPECT_NE(e.find("c.toml:8:10"), std::string::npos) << e;
   EXPECT_NE(e.find("no value matches \"resnet5/*\" (sets: resnet50/*)"), std::string::npos) << e;
-  e = error_of(kHead + "[fixed]\nworkload = \"conv2d\"\nbackend = \"onednn\"\nn = 2\nshape = \"resnet50/*\"\n");
+  e = error_of(kHead + "[fixed]\nworkload = \"conv2d\"\nbackend = \"blas\"\nn = 2\nshape = \"resnet50/*\"\n");
   EXPECT_NE(e.find("put it in [axes]"), std::string::npos) << e;
   // Without a set, a misspelt layer gets a suggestion.
-  e = error_of(kHead + "[fixed]\nworkload = \"conv2d\"\nbackend = \"onednn\"\nn = 2\nshape = \"resnet50/res4_3x3_strid2\"\n");
+  e = error_of(kHead + "[fixed]\nworkload = \"conv2d\"\nbackend = \"blas\"\nn = 2\nshape = \"resnet50/res4_3x3_strid2\"\n");
   EXPECT_NE(e.find("did you mean 'resnet50/res4_3x3_stride2'"), std::string::npos) << e;
 }
 
@@ -272,6 +272,6 @@ TEST(Plan, CustomBackendNeedsALoadableLibraryForTheOperator) {
   Plan ok = plan_of(kHead + "[fixed]\nworkload = \"relu\"\nbackend = \"custom\"\nn = 2\nc = 2\nh = 2\nlibrary = \"" D500_CUSTOM_RELU "\"\n");
   ASSERT_EQ(ok.points.size(), 1u);
   EXPECT_NE(ok.points[0].canonical.find("library="), std::string::npos);
-  e = error_of(kHead + "[fixed]\nworkload = \"relu\"\nbackend = \"onednn\"\nn = 2\nc = 2\nh = 2\nlibrary = \"x.so\"\n");
+  e = error_of(kHead + "[fixed]\nworkload = \"relu\"\nbackend = \"reference\"\nn = 2\nc = 2\nh = 2\nlibrary = \"x.so\"\n");
   EXPECT_NE(e.find("only for backend \"custom\""), std::string::npos) << e;
 }

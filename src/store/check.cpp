@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <tuple>
 #include <toml++/toml.h>
 
 #include "common/error.hpp"
@@ -10,13 +11,14 @@
 #include "d500/schema_text.hpp"
 #include "store/h5.hpp"
 #include "store/schema.hpp"
-#include "workloads/harness.hpp"
+#include "metrics/metrics.hpp"
+#include "metrics/outcome.hpp"
 
 namespace d500 {
 namespace {
 
 const toml::table& description() {
-  static const toml::table t = toml::parse(std::string_view(schema::kDescriptionToml), std::string_view("hdf5-schema/schema-v1.toml"));
+  static const toml::table t = toml::parse(std::string_view(schema::kDescriptionToml), std::string_view("hdf5-schema/schema.toml"));
   return t;
 }
 
@@ -27,9 +29,17 @@ H5T_class_t class_of(const std::string& type) {
   return H5T_COMPOUND;
 }
 
+// The schema version that added `name` to the table (its `since` list), 1 when not listed.
+long added_in(const toml::table* spec_parent, const std::string& name) {
+  if (!spec_parent) return 1;
+  if (const toml::table* since = (*spec_parent)["since"].as_table()) return (*since)[name].value_or(1L);
+  return 1;
+}
+
 class Checker {
  public:
-  explicit Checker(CheckResult& r) : r_(r) {}
+  Checker(CheckResult& r, long version = schema::kVersion) : r_(r), version_(version) {}
+  void set_version(long v) { version_ = v; }
 
   void problem(const std::string& where, const std::string& what) {
     r_.problems.push_back(r_.path + (where.empty() ? "" : ":" + where) + ": " + what);
@@ -37,14 +47,16 @@ class Checker {
 
   // Checks the attributes of `obj` listed in `spec` (a table of name = type); returns false
   // when one is missing or of the wrong type.
-  bool attributes(hid_t obj, const std::string& where, const toml::table* spec, bool required) {
+  // `parent` holds the `since` list: an attribute newer than the file's version may be absent.
+  bool attributes(hid_t obj, const std::string& where, const toml::table* spec, bool required,
+                  const toml::table* parent = nullptr) {
     if (!spec) return true;
     bool ok = true;
     for (auto&& [k, v] : *spec) {
       std::string name(k.str());
       std::string type = v.value_or(std::string());
       if (!h5::has_attr(obj, name)) {
-        if (required) problem(where, "missing attribute '" + name + "' (" + type + ")"), ok = false;
+        if (required && added_in(parent, name) <= version_) problem(where, "missing attribute '" + name + "' (" + type + ")"), ok = false;
         continue;
       }
       h5::Handle a(H5Aopen(obj, name.c_str(), H5P_DEFAULT), H5Aclose);
@@ -102,6 +114,7 @@ class Checker {
       for (auto&& [k, v] : *fields) {
         std::string f(k.str());
         int idx = H5Tget_member_index(t, f.c_str());
+        if (idx < 0 && added_in(&spec, f) > version_) continue;  // not in this file's version
         if (idx < 0) {
           problem(where, "dataset '" + name + "' lacks field '" + f + "'");
           return false;
@@ -118,12 +131,13 @@ class Checker {
   void samples(hid_t g, const std::string& where, long ranks, long warmups, long reps, const std::string& status) {
     std::vector<Sample> rows;
     try {
-      rows = h5::read_rows<Sample>(g, "samples", h5::sample_mem_type(), where);
+      rows = h5::read_rows<Sample>(g, "samples", h5::sample_mem_type(version_ >= 2), where);
     } catch (const Error& e) {
       problem(where, std::string("samples cannot be read (damaged?): ") + e.what());
       return;
     }
-    std::set<std::pair<int, int>> seen;
+    std::set<std::pair<int, int>> seen;  // (rank, rep) with at least one phase
+    std::set<std::tuple<int, int, int>> phases;
     int bad = 0;
     for (const auto& x : rows) {
       std::string why;
@@ -131,18 +145,25 @@ class Checker {
       else if (x.rep < 0 || x.rep >= warmups + reps) why = "rep " + std::to_string(x.rep) + " outside 0.." + std::to_string(warmups + reps - 1);
       else if ((x.rep < warmups) != (x.warmup != 0)) why = "rep " + std::to_string(x.rep) + " has warmup = " + std::to_string(x.warmup);
       else if (x.end_ns < x.start_ns) why = "end_ns before start_ns";
-      else if (!seen.insert({x.rank, x.rep}).second) why = "rank " + std::to_string(x.rank) + " rep " + std::to_string(x.rep) + " recorded twice";
+      else if (x.phase >= kPhaseCount) why = "phase " + std::to_string(x.phase) + " outside 0.." + std::to_string(kPhaseCount - 1);
+      else if (!phases.insert({x.rank, x.rep, x.phase}).second)
+        why = "rank " + std::to_string(x.rank) + " rep " + std::to_string(x.rep) + " phase " + phase_name(static_cast<Phase>(x.phase)) + " recorded twice";
+      if (why.empty()) seen.insert({x.rank, x.rep});
       if (!why.empty() && bad++ < 3) problem(where + "/samples", why);
     }
     if (bad > 3) problem(where + "/samples", std::to_string(bad) + " bad rows in all");
     const std::size_t expect = static_cast<std::size_t>((warmups + reps) * ranks);
-    if (status == "complete" && rows.size() != expect)
-      problem(where + "/samples", "a complete point should hold " + std::to_string(expect) + " rows, holds " + std::to_string(rows.size()));
-    if (status == "failed-validation" && !rows.empty()) problem(where + "/samples", "a point that failed validation must not be timed");
+    const std::size_t reps_seen = seen.size();
+    if (status == file_status(Outcome::Complete) && reps_seen != expect)
+      problem(where + "/samples", "a complete point should hold " + std::to_string(expect) + " repetitions (rank, rep), holds " +
+                                      std::to_string(reps_seen));
+    if ((status == file_status(Outcome::FailedValidation) || status == file_status(Outcome::BackendFailed)) && !rows.empty())
+      problem(where + "/samples", "a point that failed (" + status + ") must not be timed");
   }
 
  private:
   CheckResult& r_;
+  long version_;
 };
 
 herr_t names(hid_t, const char* name, const H5L_info_t*, void* data) {
@@ -177,9 +198,10 @@ CheckResult check_file(const std::string& path) {
   if (version > schema::kVersion)
     return c.problem("/", "schema version " + std::to_string(version) + " is newer than this d500 knows (" +
                               std::to_string(schema::kVersion) + "); use a newer d500"), r;
-  if (version < 1) return c.problem("/", "missing or invalid schema_version"), r;
+  if (version < schema::kOldestReadable) return c.problem("/", "missing or invalid schema_version"), r;
+  c.set_version(version);
 
-  if (!c.attributes(f, "/", desc["root"]["required"].as_table(), true)) return r;
+  if (!c.attributes(f, "/", desc["root"]["required"].as_table(), true, desc["root"].as_table())) return r;
   c.attributes(f, "/", desc["root"]["optional"].as_table(), false);
   c.values(f, "/", desc["root"]["values"].as_table());
   const long ranks = static_cast<long>(h5::read_attr_int(f, "ranks", path));
@@ -209,7 +231,7 @@ CheckResult check_file(const std::string& path) {
       c.problem(where, "cannot be opened (damaged?)");
       continue;
     }
-    bool ok = c.attributes(g, where, desc["point"]["required"].as_table(), true);
+    bool ok = c.attributes(g, where, desc["point"]["required"].as_table(), true, desc["point"].as_table());
     c.attributes(g, where, desc["point"]["optional"].as_table(), false);
     c.values(g, where, desc["point"]["values"].as_table());
     if (!ok) continue;
@@ -217,7 +239,8 @@ CheckResult check_file(const std::string& path) {
     if (hex64(fnv1a64(canonical)) != id)
       c.problem(where, "group name is not the id of its canonical form '" + canonical + "' (" + hex64(fnv1a64(canonical)) + ")");
     std::string status = h5::read_attr_string(g, "status", where);
-    counts[status == "running" ? "incomplete" : status]++;
+    const auto outcome = outcome_from_file_status(status);
+    counts[outcome ? outcome_name(*outcome) : "unknown status '" + status + "'"]++;
     bool samples_ok = true;
     for (auto&& ds : *desc["point"]["dataset"].as_array()) {
       const toml::table& t = *ds.as_table();

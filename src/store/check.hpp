@@ -1,6 +1,6 @@
 #pragma once
 // `d500 check`: validates results files against the schema description
-// (hdf5-schema/schema-v1.toml, compiled in) and against the invariants a reader relies on.
+// (hdf5-schema/schema.toml, compiled in) and against the invariants a reader relies on.
 #include <string>
 #include <vector>
 

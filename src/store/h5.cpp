@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "common/error.hpp"
-#include "workloads/harness.hpp"
+#include "metrics/metrics.hpp"
 
 namespace d500::h5 {
 
@@ -129,12 +129,13 @@ Value read_attr_value(hid_t obj, const std::string& name, const std::string& wha
   }
 }
 
-Handle sample_mem_type() {
+Handle sample_mem_type(bool with_phase) {
   Handle t(check(H5Tcreate(H5T_COMPOUND, sizeof(Sample)), "H5Tcreate", "sample type"), H5Tclose);
   auto add = [&](const char* n, std::size_t off, hid_t ty) { check(H5Tinsert(t, n, off, ty), "H5Tinsert", n); };
   add("rank", offsetof(Sample, rank), H5T_NATIVE_INT32);
   add("rep", offsetof(Sample, rep), H5T_NATIVE_INT32);
   add("warmup", offsetof(Sample, warmup), H5T_NATIVE_UINT8);
+  if (with_phase) add("phase", offsetof(Sample, phase), H5T_NATIVE_UINT8);
   add("start_ns", offsetof(Sample, start_ns), H5T_NATIVE_INT64);
   add("end_ns", offsetof(Sample, end_ns), H5T_NATIVE_INT64);
   add("bytes", offsetof(Sample, bytes), H5T_NATIVE_INT64);

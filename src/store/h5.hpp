@@ -76,8 +76,9 @@ std::vector<Row> read_rows(hid_t parent, const char* name, hid_t type, const std
 }
 
 // The compound types of d500::Sample and d500::Event in memory (field names are the schema's
-// column names).
-Handle sample_mem_type();
+// column names). Without `with_phase`, the sample type of schema version 1 (no `phase` column),
+// for reading older files: the phase of their rows stays 0 (op).
+Handle sample_mem_type(bool with_phase = true);
 Handle event_mem_type();
 
 }  // namespace d500::h5

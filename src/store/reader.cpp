@@ -22,6 +22,13 @@ herr_t collect_attr_names(hid_t, const char* name, const H5A_info_t*, void* data
   return 0;
 }
 
+// Schema version 1 had no `phase` column: such rows are read without it (phase 0, op).
+bool has_phase_column(hid_t point, const std::string& what) {
+  h5::Handle d(h5::check(H5Dopen2(point, "samples", H5P_DEFAULT), "H5Dopen2", what + "/samples"), H5Dclose);
+  h5::Handle t(h5::check(H5Dget_type(d), "H5Dget_type", what + "/samples"), H5Tclose);
+  return H5Tget_member_index(t, "phase") >= 0;
+}
+
 PointResult read_point(hid_t file, const std::string& id, const std::string& path) {
   const std::string what = path + ":/points/" + id;
   h5::Handle g(h5::check(H5Gopen2(file, ("/points/" + id).c_str(), H5P_DEFAULT), "H5Gopen2", what), H5Gclose);
@@ -29,6 +36,11 @@ PointResult read_point(hid_t file, const std::string& id, const std::string& pat
   p.id = id;
   p.canonical = h5::read_attr_string(g, "canonical", what);
   p.status = h5::read_attr_string(g, "status", what);
+  const auto outcome = outcome_from_file_status(p.status);
+  if (!outcome)
+    throw Error(what + ": status \"" + p.status + "\" is not one this d500 knows (running, complete, "
+                "failed-validation, backend-failed): damaged, or written by a newer d500");
+  p.outcome = *outcome;
   p.status_reason = h5::read_attr_string(g, "status_reason", what);
   p.rate_unit = h5::read_attr_string(g, "rate_unit", what);
   p.backend_version = h5::read_attr_string(g, "backend_version", what);
@@ -59,7 +71,7 @@ PointResult read_point(hid_t file, const std::string& id, const std::string& pat
   }
   if (H5Lexists(g, "events", H5P_DEFAULT) > 0) p.events = h5::read_rows<Event>(g, "events", h5::event_mem_type(), what);
   if (H5Lexists(g, "samples", H5P_DEFAULT) > 0)
-    p.samples = h5::read_rows<Sample>(g, "samples", h5::sample_mem_type(), what);
+    p.samples = h5::read_rows<Sample>(g, "samples", h5::sample_mem_type(has_phase_column(g, what)), what);
   return p;
 }
 

@@ -4,11 +4,13 @@
 #include <vector>
 
 #include "common/value.hpp"
-#include "workloads/harness.hpp"
+#include "metrics/metrics.hpp"
+#include "metrics/outcome.hpp"
 
 namespace d500 {
 
 struct PointResult {
+  Outcome outcome = Outcome::Incomplete;  // from the `status` attribute
   std::string id, canonical, status, status_reason, rate_unit, backend_version;
   std::string validation_status = "not-run", validation_method;
   std::string scaling = "strong", scaling_note;

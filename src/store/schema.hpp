@@ -3,5 +3,8 @@
 // a reader would notice.
 namespace d500::schema {
 inline constexpr const char* kName = "d500-results";
-inline constexpr long kVersion = 1;
+inline constexpr long kVersion = 2;
+// Version 2 added the `phase` column of samples and the root attribute `phase_names`; files of
+// version 1 are still read (their samples are all phase 0, op).
+inline constexpr long kOldestReadable = 1;
 }  // namespace d500::schema

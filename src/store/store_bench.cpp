@@ -16,7 +16,7 @@
 
 #include "store/h5.hpp"
 #include "store/writer.hpp"
-#include "workloads/harness.hpp"
+#include "metrics/metrics.hpp"
 
 using namespace d500;
 namespace fs = std::filesystem;
@@ -73,20 +73,16 @@ int main(int argc, char** argv) {
   // Appends of a full buffer per rank; durable (H5Fflush) every 8th, as a fast point would be.
   const std::size_t batch = 1 << 18;  // the worker's buffer size
   std::vector<Sample> buf(batch);
-  for (std::size_t i = 0; i < batch; ++i) buf[i] = Sample{100, 200, 8, 16, rank, static_cast<std::int32_t>(i), 0};
-  JobSpec spec;
-  spec.id = "bench";
-  spec.campaign = "bench";
-  spec.campaign_hash = "0";
-  spec.ranks_per_node = size;
-  PointSpec point{"0000000000000000", "bench:none", 0, {}};
+  for (std::size_t i = 0; i < batch; ++i) buf[i] = Sample{100, 200, 8, 16, rank, static_cast<std::int32_t>(i), 0, 0};
+  const JobIdentity spec{"bench", "bench", "0", 1, size};
+  const PointIdentity point{"0000000000000000", "bench:none", 0, {}};
   for (StoreMode mode : {StoreMode::Parallel, StoreMode::Gather}) {
     fs::path file = dir / ("d500-bench-" + std::to_string(getppid()) + "-" + store_mode_name(mode) + ".h5");
     if (rank == 0) fs::remove(file);
     MPI_Barrier(MPI_COMM_WORLD);
     double secs = 0;
     {
-      ResultWriter w(file.string(), MPI_COMM_WORLD, spec, EnvRecord{"", "", "bench"}, mode);
+      ResultWriter w(file.string(), MPI_COMM_WORLD, spec, EnvRecord{"", "", "bench", false, {}}, mode);
       w.begin_point(point, 0, 0, static_cast<int>(std::min<long long>(per_rank, 1 << 30)), {Work{16, 8}, "GB/s", "-", "weak", ""});
       MPI_Barrier(MPI_COMM_WORLD);
       const std::int64_t t0 = now_ns();
@@ -94,7 +90,7 @@ int main(int argc, char** argv) {
       for (long long done = 0; done < per_rank; done += static_cast<long long>(batch)) w.append(buf, ++k % 8 == 0);
       MPI_Barrier(MPI_COMM_WORLD);
       secs = static_cast<double>(now_ns() - t0) * 1e-9;
-      w.end_point("complete", "", secs);
+      w.end_point(Outcome::Complete, "", secs);
       w.finish("complete");
     }
     if (rank == 0) {

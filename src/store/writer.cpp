@@ -5,8 +5,8 @@
 #include <cstring>
 #include <vector>
 
-#include "backends/registry.hpp"
 #include "common/error.hpp"
+#include "common/mpi_check.hpp"
 #include "common/text.hpp"
 #include "d500/version.hpp"
 #include "store/schema.hpp"
@@ -26,11 +26,11 @@ constexpr std::size_t kHostLen = 256;
 // Rank 0's string, on every rank: attribute values must be equal on all ranks.
 std::string bcast_string(std::string s, MPI_Comm comm) {
   int rank = 0;
-  MPI_Comm_rank(comm, &rank);
+  mpi_check(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank", "an attribute value");
   long long n = static_cast<long long>(s.size());
-  MPI_Bcast(&n, 1, MPI_LONG_LONG, 0, comm);
+  mpi_check(MPI_Bcast(&n, 1, MPI_LONG_LONG, 0, comm), "MPI_Bcast", "an attribute value");
   s.resize(static_cast<std::size_t>(n));
-  MPI_Bcast(s.data(), static_cast<int>(n), MPI_CHAR, 0, comm);
+  mpi_check(MPI_Bcast(s.data(), static_cast<int>(n), MPI_CHAR, 0, comm), "MPI_Bcast", "an attribute value");
   return s;
 }
 }  // namespace
@@ -49,11 +49,11 @@ const char* store_mode_name(StoreMode m) { return m == StoreMode::Parallel ? "pa
 
 std::string ResultWriter::what() const { return path_ + (point_id_.empty() ? "" : ":/points/" + point_id_); }
 
-ResultWriter::ResultWriter(const std::string& path, MPI_Comm comm, const JobSpec& spec, const EnvRecord& env,
+ResultWriter::ResultWriter(const std::string& path, MPI_Comm comm, const JobIdentity& spec, const EnvRecord& env,
                            StoreMode mode)
     : path_(path), comm_(comm), mode_(mode) {
-  MPI_Comm_rank(comm, &rank_);
-  MPI_Comm_size(comm, &size_);
+  mpi_check(MPI_Comm_rank(comm, &rank_), "MPI_Comm_rank", path_);
+  mpi_check(MPI_Comm_size(comm, &size_), "MPI_Comm_size", path_);
   if (writes()) {
     h5::Handle fapl(h5::check(H5Pcreate(H5P_FILE_ACCESS), "H5Pcreate", path), H5Pclose);
     if (mode_ == StoreMode::Parallel) {
@@ -89,6 +89,7 @@ ResultWriter::ResultWriter(const std::string& path, MPI_Comm comm, const JobSpec
   attr(file_, "oversubscribed", std::int64_t{env.oversubscribed ? 1 : 0});
   attr(file_, "timer", std::string("std::chrono::steady_clock (CLOCK_MONOTONIC), ns, per rank"));
   attr(file_, "sync", std::string("MPI_Barrier before every repetition"));
+  attr(file_, "phase_names", phase_names_csv());
 
   if (writes()) {  // The campaign text, byte for byte, as a scalar fixed-length string dataset.
     std::size_t n = std::max<std::size_t>(1, env.campaign_text.size());
@@ -107,8 +108,16 @@ ResultWriter::ResultWriter(const std::string& path, MPI_Comm comm, const JobSpec
   if (writes())
     envg = h5::checked(H5Gcreate2(file_, "env", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose, "H5Gcreate2",
                        path + ":/env");
-  for (const auto& b : all_backends())
-    if (b.built) attr(envg, "version." + b.name, bcast_string(b.version(), comm_));
+  {  // Rank 0's list: every rank must write the same attributes.
+    std::string names;
+    for (const auto& [name, version] : env.backend_versions) names += name + "\n";
+    names = bcast_string(names, comm_);
+    std::size_t i = 0;
+    for (std::size_t at = 0, nl; (nl = names.find('\n', at)) != std::string::npos; at = nl + 1, ++i) {
+      const std::string mine = i < env.backend_versions.size() ? env.backend_versions[i].second : "";
+      attr(envg, "version." + names.substr(at, nl - at), bcast_string(mine, comm_));
+    }
+  }
   unsigned maj, min, rel;
   H5get_libversion(&maj, &min, &rel);
   attr(envg, "version.hdf5", std::to_string(maj) + "." + std::to_string(min) + "." + std::to_string(rel));
@@ -144,8 +153,9 @@ void ResultWriter::per_rank_dataset(hid_t parent, const char* name, hid_t type, 
   std::vector<char> all;
   if (mode_ == StoreMode::Gather) {
     if (rank_ == 0) all.resize(elem_size * static_cast<std::size_t>(size_));
-    MPI_Gather(mine, static_cast<int>(elem_size), MPI_BYTE, all.data(), static_cast<int>(elem_size), MPI_BYTE, 0,
-               comm_);
+    mpi_check(MPI_Gather(mine, static_cast<int>(elem_size), MPI_BYTE, all.data(), static_cast<int>(elem_size), MPI_BYTE,
+                         0, comm_),
+              "MPI_Gather", path_);
     if (rank_ != 0) return;
   }
   const std::string w = path_ + ": dataset " + name;
@@ -162,7 +172,7 @@ void ResultWriter::per_rank_dataset(hid_t parent, const char* name, hid_t type, 
   h5::check(H5Dwrite(d, type, mem, space, dxpl_, mine), "H5Dwrite", w);
 }
 
-void ResultWriter::begin_point(const PointSpec& p, int index, int warmups, int repetitions, const PointMeta& meta) {
+void ResultWriter::begin_point(const PointIdentity& p, int index, int warmups, int repetitions, const PointMeta& meta) {
   point_id_ = p.id;
   if (writes())
     point_ = h5::checked(H5Gcreate2(file_, ("/points/" + p.id).c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
@@ -178,7 +188,7 @@ void ResultWriter::begin_point(const PointSpec& p, int index, int warmups, int r
   attr(point_, "backend_version", bcast_string(meta.backend_version, comm_));
   attr(point_, "scaling", meta.scaling);
   attr(point_, "scaling_note", meta.scaling_note);
-  attr(point_, "status", std::string("running"));
+  attr(point_, "status", std::string(file_status(Outcome::Incomplete)));
   attr(point_, "status_reason", std::string("the job ended while this point was running"));
   for (const auto& [k, v] : p.params) attr(point_, "param." + k, v);
   open_stream(samples_, "samples", h5::sample_mem_type(),
@@ -225,7 +235,7 @@ void ResultWriter::append_rows(Stream& st, const void* data, std::size_t count, 
   if (mode_ == StoreMode::Gather) {
     std::vector<int> counts(static_cast<std::size_t>(size_)), displs(static_cast<std::size_t>(size_));
     int my_bytes = static_cast<int>(count * elem);
-    MPI_Gather(&my_bytes, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, comm_);
+    mpi_check(MPI_Gather(&my_bytes, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, comm_), "MPI_Gather", path_);
     if (rank_ == 0) {
       long long sum = 0;
       for (int r = 0; r < size_; ++r) {
@@ -234,14 +244,14 @@ void ResultWriter::append_rows(Stream& st, const void* data, std::size_t count, 
       }
       st.gathered.resize(static_cast<std::size_t>(sum));
     }
-    MPI_Gatherv(data, my_bytes, MPI_BYTE, st.gathered.data(), counts.data(), displs.data(), MPI_BYTE, 0, comm_);
+    mpi_check(MPI_Gatherv(data, my_bytes, MPI_BYTE, st.gathered.data(), counts.data(), displs.data(), MPI_BYTE, 0, comm_), "MPI_Gatherv", path_);
     if (rank_ != 0) return;
     rows = st.gathered.data();
     total = mine = static_cast<long long>(st.gathered.size() / elem);
   } else {
-    MPI_Exscan(&mine, &before, 1, MPI_LONG_LONG, MPI_SUM, comm_);
+    mpi_check(MPI_Exscan(&mine, &before, 1, MPI_LONG_LONG, MPI_SUM, comm_), "MPI_Exscan", path_);
     if (rank_ == 0) before = 0;  // MPI_Exscan leaves rank 0's result undefined
-    MPI_Allreduce(&mine, &total, 1, MPI_LONG_LONG, MPI_SUM, comm_);
+    mpi_check(MPI_Allreduce(&mine, &total, 1, MPI_LONG_LONG, MPI_SUM, comm_), "MPI_Allreduce", path_);
   }
   if (total > 0) {
     hsize_t new_size[1] = {st.rows + static_cast<hsize_t>(total)};
@@ -264,7 +274,7 @@ void ResultWriter::append_rows(Stream& st, const void* data, std::size_t count, 
 
 double ResultWriter::validation(double rel_error, double tolerance, const std::string& method) {
   double worst = 0;
-  MPI_Allreduce(&rel_error, &worst, 1, MPI_DOUBLE, MPI_MAX, comm_);
+  mpi_check(MPI_Allreduce(&rel_error, &worst, 1, MPI_DOUBLE, MPI_MAX, comm_), "MPI_Allreduce", path_);
   per_rank_dataset(point_, "validation_rel_error", H5T_NATIVE_DOUBLE, &rel_error, sizeof(double));
   attr(point_, "validation_max_rel_error", worst);
   attr(point_, "validation_tolerance", tolerance);
@@ -273,9 +283,9 @@ double ResultWriter::validation(double rel_error, double tolerance, const std::s
   return worst;
 }
 
-void ResultWriter::end_point(const std::string& status, const std::string& reason, double seconds,
+void ResultWriter::end_point(Outcome outcome, const std::string& reason, double seconds,
                              std::int64_t peak_rss_bytes) {
-  attr(point_, "status", status);
+  attr(point_, "status", std::string(file_status(outcome)));
   if (peak_rss_bytes >= 0) attr(point_, "peak_rss_bytes", peak_rss_bytes);
   attr(point_, "status_reason", reason);
   attr(point_, "seconds", seconds);

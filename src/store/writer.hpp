@@ -11,17 +11,33 @@
 #include <string>
 #include <vector>
 
-#include "plan/jobspec.hpp"
+#include "common/value.hpp"
+#include "metrics/metrics.hpp"
+#include "metrics/outcome.hpp"
 #include "store/h5.hpp"
-#include "workloads/harness.hpp"
 
 namespace d500 {
+
+// What the file says about the job and each point: the store's own view of the job spec
+// (plan/jobspec.hpp), so that the store depends on nothing above it.
+struct JobIdentity {
+  std::string id, campaign, campaign_hash;
+  int nodes = 1, ranks_per_node = 1;
+};
+struct PointIdentity {
+  std::string id, canonical;
+  int level = 0;
+  Params params;
+};
 
 struct EnvRecord {
   std::string campaign_text;
   std::string campaign_path;
   std::string host;  // this rank's host (differs per rank; gathered by the writer)
   bool oversubscribed = false;  // some host runs more ranks than it has CPUs (same on all ranks)
+  // (backend, library version) of every backend of the build, recorded as /env version.<name>;
+  // rank 0's values are written.
+  std::vector<std::pair<std::string, std::string>> backend_versions;
 };
 
 enum class StoreMode { Parallel, Gather };
@@ -31,7 +47,7 @@ const char* store_mode_name(StoreMode m);
 
 class ResultWriter {
  public:
-  ResultWriter(const std::string& path, MPI_Comm comm, const JobSpec& spec, const EnvRecord& env,
+  ResultWriter(const std::string& path, MPI_Comm comm, const JobIdentity& spec, const EnvRecord& env,
                StoreMode mode = default_store_mode());
   ~ResultWriter();
 
@@ -39,7 +55,7 @@ class ResultWriter {
     Work work;
     std::string rate_unit, backend_version, scaling, scaling_note;
   };
-  void begin_point(const PointSpec& p, int index, int warmups, int repetitions, const PointMeta& meta);
+  void begin_point(const PointIdentity& p, int index, int warmups, int repetitions, const PointMeta& meta);
   // Collective; each rank passes its own samples (any number, zero included). `durable`
   // also flushes HDF5's metadata and MPI-IO's buffers to the file, so that a job killed after
   // it returns keeps these samples; without it they reach the file, but may not survive a kill.
@@ -51,7 +67,7 @@ class ResultWriter {
   // Collective; `rel_error` is this rank's. Returns the worst rank's error.
   double validation(double rel_error, double tolerance, const std::string& method);
   // peak_rss_bytes: the largest peak resident set of any rank during the point; < 0: unknown.
-  void end_point(const std::string& status, const std::string& reason, double seconds, std::int64_t peak_rss_bytes = -1);
+  void end_point(Outcome outcome, const std::string& reason, double seconds, std::int64_t peak_rss_bytes = -1);
   // Marks the file complete and closes it.
   void finish(const std::string& status);
 

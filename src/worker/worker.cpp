@@ -11,7 +11,9 @@
 
 #include "backends/registry.hpp"
 #include "common/error.hpp"
+#include "common/mpi_check.hpp"
 #include "common/text.hpp"
+#include "metrics/progress.hpp"
 #include "plan/jobspec.hpp"
 #include "store/h5.hpp"
 #include "store/writer.hpp"
@@ -25,7 +27,7 @@ namespace {
 std::string host_name() {
   char buf[MPI_MAX_PROCESSOR_NAME] = {0};
   int len = 0;
-  MPI_Get_processor_name(buf, &len);
+  mpi_check(MPI_Get_processor_name(buf, &len), "MPI_Get_processor_name", "worker");
   return std::string(buf, static_cast<std::size_t>(len));
 }
 
@@ -33,17 +35,17 @@ std::string host_name() {
 // measure the sharing of cores, and the report says so.
 bool oversubscribed(MPI_Comm comm) {
   MPI_Comm local;
-  MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local);
+  mpi_check(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local), "MPI_Comm_split_type", "worker");
   int ranks_here = 1;
-  MPI_Comm_size(local, &ranks_here);
-  MPI_Comm_free(&local);
+  mpi_check(MPI_Comm_size(local, &ranks_here), "MPI_Comm_size", "worker");
+  mpi_check(MPI_Comm_free(&local), "MPI_Comm_free", "worker");
   cpu_set_t set;
   CPU_ZERO(&set);
   int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
   // A rank bound to one core sees one CPU; count the host's CPUs then.
   cpus = std::max<int>(cpus, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
   int mine = ranks_here > cpus ? 1 : 0, any = 0;
-  MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, comm);
+  mpi_check(MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, comm), "MPI_Allreduce", "worker");
   return any != 0;
 }
 
@@ -75,8 +77,8 @@ constexpr std::size_t kRecorderCapacity = 1 << 18;
 
 void run_job(const std::string& spec_path, const std::string& output, MPI_Comm comm) {
   int rank = 0, size = 1;
-  MPI_Comm_rank(comm, &rank);
-  MPI_Comm_size(comm, &size);
+  mpi_check(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank", "worker");
+  mpi_check(MPI_Comm_size(comm, &size), "MPI_Comm_size", "worker");
   const JobSpec spec = read_job_spec(spec_path);
   if (size != spec.nodes * spec.ranks_per_node)
     throw Error(spec_path + ": job " + spec.id + " wants " + std::to_string(spec.nodes * spec.ranks_per_node) +
@@ -84,17 +86,22 @@ void run_job(const std::string& spec_path, const std::string& output, MPI_Comm c
                 "), but the worker was started with " + std::to_string(size));
   // The run directory is the parent of jobs/; the campaign text lives there.
   fs::path run_dir = fs::absolute(spec_path).parent_path().parent_path();
-  EnvRecord env{read_file((run_dir / "campaign.toml").string()), (run_dir / "campaign.toml").string(), host_name()};
+  EnvRecord env;
+  env.campaign_text = read_file((run_dir / "campaign.toml").string());
+  env.campaign_path = (run_dir / "campaign.toml").string();
+  env.host = host_name();
   env.oversubscribed = oversubscribed(comm);
+  env.backend_versions = built_backend_versions();
 
   const WorkloadRegistry& reg = builtin_workloads();
-  ResultWriter out(output, comm, spec, env);
+  ResultWriter out(output, comm, JobIdentity{spec.id, spec.campaign, spec.campaign_hash, spec.nodes, spec.ranks_per_node},
+                   env);
   Recorder rec(kRecorderCapacity);
   const int n = static_cast<int>(spec.points.size());
   for (int i = 0; i < n; ++i) {
     const PointSpec& p = spec.points[static_cast<std::size_t>(i)];
     if (rank == 0) {
-      std::printf("d500:point %d/%d %s\n", i + 1, n, p.canonical.c_str());
+      std::printf("%s\n", progress_point_line(i + 1, n, p.canonical).c_str());
       std::fflush(stdout);
     }
     const std::int64_t t0 = now_ns();
@@ -116,7 +123,7 @@ void run_job(const std::string& spec_path, const std::string& output, MPI_Comm c
     } catch (const std::exception& e) {
       backend_error = e.what();
     }
-    out.begin_point(p, i, spec.warmups, spec.repetitions,
+    out.begin_point(PointIdentity{p.id, p.canonical, p.level, p.params}, i, spec.warmups, spec.repetitions,
                     {wl ? wl->work() : Work{}, w->rate_unit, b->version(), w->scaling, w->scaling_note});
     Validation v{std::nan(""), 0.0, ""};
     if (wl) {
@@ -127,20 +134,23 @@ void run_job(const std::string& spec_path, const std::string& output, MPI_Comm c
       }
     }
     int failed_here = backend_error.empty() ? 0 : 1, failed_any = 0;
-    MPI_Allreduce(&failed_here, &failed_any, 1, MPI_INT, MPI_MAX, comm);
+    mpi_check(MPI_Allreduce(&failed_here, &failed_any, 1, MPI_INT, MPI_MAX, comm), "MPI_Allreduce", "worker");
     if (failed_any) {
       v.rel_error = std::nan("");
       v.method = failed_here ? "the backend failed: " + backend_error : "the backend failed on another rank";
     }
     const double worst = out.validation(v.rel_error, v.tolerance, v.method);
-    std::string status = "complete", reason = "";
+    Outcome outcome = Outcome::Complete;
+    std::string reason;
     if (failed_any) {
-      status = "failed-validation";
+      // An error of the backend, not a wrong result: its own outcome, so that reports and
+      // resumes can tell a library that cannot run a point from one that computes it wrongly.
+      outcome = Outcome::BackendFailed;
       reason = v.method;
       if (failed_here) std::fprintf(stderr, "d500-worker: point %s: %s\n", p.id.c_str(), v.method.c_str());
     } else if (!(worst <= v.tolerance)) {
       // Validate, then time: a wrong result is never timed.
-      status = "failed-validation";
+      outcome = Outcome::FailedValidation;
       reason = "relative error " + fmt_sig(worst, 3) + " exceeds tolerance " + fmt_sig(v.tolerance, 3) + " (" +
                v.method + ")";
     } else {
@@ -149,22 +159,22 @@ void run_job(const std::string& spec_path, const std::string& output, MPI_Comm c
         out.append(s, durable);
         // Tells the launcher (and tests) how much of this point is safely on disk.
         long long mine = static_cast<long long>(s.size()), all = 0;
-        MPI_Reduce(&mine, &all, 1, MPI_LONG_LONG, MPI_SUM, 0, comm);
+        mpi_check(MPI_Reduce(&mine, &all, 1, MPI_LONG_LONG, MPI_SUM, 0, comm), "MPI_Reduce", "worker");
         flushed += all;
         if (rank == 0 && durable && flushed > 0) {
-          std::printf("d500:flushed %d/%d %lld\n", i + 1, n, flushed);
+          std::printf("%s\n", progress_flushed_line(i + 1, n, flushed).c_str());
           std::fflush(stdout);
         }
       });
       wl->measure(h);
     }
     double secs = static_cast<double>(now_ns() - t0) * 1e-9;
-    MPI_Bcast(&secs, 1, MPI_DOUBLE, 0, comm);  // one value for the collective attribute write
+    mpi_check(MPI_Bcast(&secs, 1, MPI_DOUBLE, 0, comm), "MPI_Bcast", "worker");  // one value for the collective attribute write
     long long peak = peak_rss_bytes(), max_peak = 0;
-    MPI_Allreduce(&peak, &max_peak, 1, MPI_LONG_LONG, MPI_MAX, comm);
-    out.end_point(status, reason, secs, max_peak);
+    mpi_check(MPI_Allreduce(&peak, &max_peak, 1, MPI_LONG_LONG, MPI_MAX, comm), "MPI_Allreduce", "worker");
+    out.end_point(outcome, reason, secs, max_peak);
     if (rank == 0) {
-      std::printf("d500:done %d/%d %s %.2fs\n", i + 1, n, status.c_str(), secs);
+      std::printf("%s\n", progress_done_line(i + 1, n, outcome, secs).c_str());
       std::fflush(stdout);
     }
   }
@@ -176,6 +186,8 @@ void run_job(const std::string& spec_path, const std::string& output, MPI_Comm c
 int worker_main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   int rank = 0;
+  // MPI failures come back as codes, which mpi_check turns into errors that name the call.
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   std::string where = "rank " + std::to_string(rank) + " on " + host_name();
   h5::init(where);

@@ -5,8 +5,8 @@ namespace d500 {
 
 // Each workload file defines one registration function; this list is the only place that
 // names them all.
-void register_gemm(WorkloadRegistry& r);
 void register_collectives(WorkloadRegistry& r);
+OperatorDef gemm_operator();
 OperatorDef conv2d_operator();
 OperatorDef pool2d_operator();
 OperatorDef batchnorm_operator();
@@ -14,7 +14,7 @@ OperatorDef relu_operator();
 OperatorDef softmax_operator();
 
 const std::vector<OperatorDef>& builtin_operators() {
-  static const std::vector<OperatorDef> list = {conv2d_operator(), pool2d_operator(), batchnorm_operator(),
+  static const std::vector<OperatorDef> list = {gemm_operator(), conv2d_operator(), pool2d_operator(), batchnorm_operator(),
                                                 relu_operator(), softmax_operator()};
   return list;
 }
@@ -28,9 +28,8 @@ const OperatorDef* find_operator(const std::string& name) {
 const WorkloadRegistry& builtin_workloads() {
   static const WorkloadRegistry registry = [] {
     WorkloadRegistry r;
-    register_gemm(r);
-    register_collectives(r);
     for (const auto& d : builtin_operators()) register_operator(r, d);
+    register_collectives(r);
     return r;
   }();
   return registry;

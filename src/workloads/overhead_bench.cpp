@@ -9,14 +9,11 @@
 #include <cstdlib>
 #include <vector>
 
-#include "backends/blas/blas_backend.hpp"
+#include "backends/registry.hpp"
 #include "stats.hpp"
 #include "workloads/harness.hpp"
-#include "workloads/registry.hpp"
-#ifdef D500_HAVE_ONEDNN
-#include "backends/onednn/onednn_backend.hpp"
 #include "workloads/level0/operator.hpp"
-#endif
+#include "workloads/registry.hpp"
 
 using namespace d500;
 
@@ -33,6 +30,7 @@ Params point(const std::string& workload, const std::string& backend, const Para
            {"ranks_per_node", std::int64_t{1}}};
   for (const auto& s : w.params)
     if (s.dflt) p[s.name] = *s.dflt;
+  // (the operators' common parameters, threads and library, are among w.params)
   for (const auto& [k, v] : given) p[k] = v;
   if (w.normalize) w.normalize(p);
   return p;
@@ -75,28 +73,36 @@ int main(int argc, char** argv) {
   const int n = argc > 1 ? std::atoi(argv[1]) : 1024, blocks = argc > 2 ? std::atoi(argv[2]) : 10,
             reps = argc > 3 ? std::atoi(argv[3]) : 20, conv_batch = argc > 4 ? std::atoi(argv[4]) : 32;
   std::printf("GEMM n=%d, float32, 1 thread; %d alternating blocks of %d repetitions each\n", n, blocks, reps);
-  std::vector<float> a(static_cast<std::size_t>(n) * n), b(a.size()), c(a.size());
-  fill_uniform(a.data(), a.size(), 1);
-  fill_uniform(b.data(), b.size(), 2);
-  openblas_threads(1);
+  // The bare loop runs the same backend kernel (created by the same code, on its own problem's
+  // buffers) back to back: what differs is d500's harness alone.
+  auto bare_kernel = [](const Params& p, std::unique_ptr<OpKernel>& k) {
+    const std::string& backend = std::get<std::string>(p.at("backend"));
+    OpProblem* prob = new OpProblem(make_problem(*find_operator(std::get<std::string>(p.at("workload"))), p, 1));
+    k = find_backend(backend)->make_kernel(*prob, 1);
+    return prob;  // lives as long as the benchmark
+  };
   const Params gemm{{"n", std::int64_t{n}}, {"threads", std::int64_t{1}}};
-  print("blas (OpenBLAS)",
-        measure(point("gemm", "blas", gemm), blocks, reps, [&] { blas_sgemm(n, n, n, a.data(), b.data(), c.data()); }));
-#ifdef D500_HAVE_ONEDNN
-  OnednnGemm prim(n, n, n, a.data(), b.data(), c.data(), 1);
-  print("onednn (matmul)", measure(point("gemm", "onednn", gemm), blocks, reps, [&] { prim.run(); }));
+  for (const char* backend : {"blas", "onednn"}) {
+    const BackendInfo* b = find_backend(backend);
+    if (!b || !b->built) {
+      std::printf("%s: not in this build (%s)\n", backend, b ? b->not_built_reason.c_str() : "unknown");
+      continue;
+    }
+    const Params p = point("gemm", backend, gemm);
+    std::unique_ptr<OpKernel> k;
+    bare_kernel(p, k);
+    print((std::string(backend) + " (gemm)").c_str(), measure(p, blocks, reps, [&] { k->run(); }));
+  }
 
-  // A ResNet-50 convolution: the bare loop executes the same oneDNN primitive (created by the
-  // same kernel code, on its own buffers) back to back.
-  const char* layer = "resnet50/res4_3x3";
-  const Params conv = point("conv2d", "onednn", {{"shape", std::string(layer)}, {"n", std::int64_t{conv_batch}}});
-  OpProblem prob = make_problem(*find_operator("conv2d"), conv, 1);
-  auto kernel = make_onednn_kernel(prob, 1);
-  std::printf("conv2d %s forward, batch %d, oneDNN, 1 thread\n", layer, conv_batch);
-  print("onednn (convolution)", measure(conv, blocks, reps, [&] { kernel->run(); }));
-#else
-  std::printf("onednn: not in this build\n");
-#endif
+  // A ResNet-50 convolution on oneDNN.
+  if (find_backend("onednn")->built) {
+    const char* layer = "resnet50/res4_3x3";
+    const Params conv = point("conv2d", "onednn", {{"shape", std::string(layer)}, {"n", std::int64_t{conv_batch}}});
+    std::unique_ptr<OpKernel> k;
+    bare_kernel(conv, k);
+    std::printf("conv2d %s forward, batch %d, oneDNN, 1 thread\n", layer, conv_batch);
+    print("onednn (convolution)", measure(conv, blocks, reps, [&] { k->run(); }));
+  }
   MPI_Finalize();
   return 0;
 }

@@ -19,7 +19,7 @@ class Analysis : public ScratchDirTest {
                std::to_string(ranks) + " " + D500_SYNTH + " " + s + " " + (dir_ / "run" / "results" / (job + ".h5")).string());
     ASSERT_EQ(c.code, 0) << c.out;
   }
-  Cmd report() { return sh(d500("report " + (dir_ / "run").string())); }
+  Cmd report() { return sh(d500_cmd("report " + (dir_ / "run").string())); }
   // Evaluates a Python expression over the report's results.json (bound to j).
   std::string json(const std::string& expr) {
     Cmd c = sh("/usr/bin/python3 -c \"import json; j = json.load(open('" + (dir_ / "run" / "results.json").string() +

@@ -46,7 +46,7 @@ inline std::string gemm_and_allreduce(const std::string& n, const std::string& b
          "[[exclude]]\nworkload = \"allreduce\"\nbackend = \"blas\"\n";
 }
 
-inline std::string d500(const std::string& args) { return std::string(D500_BIN) + " " + args; }
+inline std::string d500_cmd(const std::string& args) { return std::string(D500_BIN) + " " + args; }
 
 class ScratchDirTest : public ::testing::Test {
  protected:

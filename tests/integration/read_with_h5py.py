@@ -16,10 +16,15 @@ def samples_of(path):
     with h5py.File(path, "r") as f:
         assert f.attrs["schema"] == "d500-results", path
         ranks = int(f.attrs["ranks"])
+        # Schema 2: a sample's phase indexes phase_names; version-1 files had only whole repetitions.
+        phases = f.attrs["phase_names"].split(",") if "phase_names" in f.attrs else ["op"]
         hosts = [h.decode() for h in f["env/hosts"][()]]
         assert len(hosts) == ranks
         for pid, g in f["points"].items():
             df = pd.DataFrame(g["samples"][()])
+            if "phase" not in df.columns:
+                df["phase"] = 0
+            df["phase"] = [phases[i] for i in df["phase"]]
             df["point_id"] = pid
             df["ranks"] = ranks
             for k, v in g.attrs.items():
@@ -35,9 +40,9 @@ def main(run_dir):
         frames += samples_of(path)
     s = pd.concat(frames, ignore_index=True)
     # Samples joined with point parameters: every row knows its workload and backend.
-    assert {"workload", "backend", "seed", "rank", "rep", "warmup"} <= set(s.columns)
+    assert {"workload", "backend", "seed", "rank", "rep", "warmup", "phase"} <= set(s.columns)
     s["seconds"] = (s.end_ns - s.start_ns) * 1e-9
-    timed = s[s.warmup == 0]
+    timed = s[(s.warmup == 0) & (s.phase == "op")]
     per_rep = timed.groupby(["point_id", "rep"]).agg(seconds=("seconds", "max"), seen=("rank", "nunique"),
                                                       ranks=("ranks", "first"))
     per_rep = per_rep[per_rep.seen == per_rep.ranks]

@@ -19,7 +19,7 @@ class Slurm : public ScratchDirTest {
   fs::path plan(const std::string& campaign) {
     std::string c = write("c.toml", campaign);
     fs::path run = dir_ / "run";
-    Cmd p = sh(d500("plan " + c + " -o " + run.string()));
+    Cmd p = sh(d500_cmd("plan " + c + " -o " + run.string()));
     EXPECT_EQ(p.code, 0) << p.out;
     return run;
   }
@@ -27,7 +27,7 @@ class Slurm : public ScratchDirTest {
   std::string wait_status(const fs::path& run, const std::function<bool(const std::string&)>& done, int seconds) {
     std::string out;
     for (int i = 0; i < seconds * 2; ++i) {
-      out = sh(d500("status " + run.string())).out;
+      out = sh(d500_cmd("status " + run.string())).out;
       if (done(out)) return out;
       std::this_thread::sleep_for(std::chrono::milliseconds(500));
     }
@@ -57,7 +57,7 @@ template = "slurm"
 TEST_F(Slurm, PlanSubmitStatusReportEndToEnd) {
   fs::path run = plan(kHead + "[slurm]\npartition = \"debug\"\ntime_limit = \"00:05:00\"\n" +
                       gemm_and_allreduce("64", "4096", 2));
-  Cmd sub = sh(d500("submit " + run.string()));
+  Cmd sub = sh(d500_cmd("submit " + run.string()));
   ASSERT_EQ(sub.code, 0) << sub.out;
   EXPECT_NE(sub.out.find("submitted job"), std::string::npos) << sub.out;
   EXPECT_EQ(lines(run / "slurm" / "submissions.tsv"), 1);
@@ -76,16 +76,16 @@ TEST_F(Slurm, PlanSubmitStatusReportEndToEnd) {
   H5Gclose(env);
   H5Fclose(f);
 
-  Cmd rep = sh(d500("report " + run.string()));
+  Cmd rep = sh(d500_cmd("report " + run.string()));
   EXPECT_EQ(rep.code, 0) << rep.out;
   auto csv = read_csv(run / "results.csv");
   for (auto& [id, row] : csv) EXPECT_EQ(row["status"], "complete") << id;
 
   // Submitting twice is refused; resuming finds nothing left and submits nothing.
-  Cmd again = sh(d500("submit " + run.string()));
+  Cmd again = sh(d500_cmd("submit " + run.string()));
   EXPECT_EQ(again.code, 1);
   EXPECT_NE(again.out.find("already submitted"), std::string::npos) << again.out;
-  Cmd resume = sh(d500("submit --resume " + run.string()));
+  Cmd resume = sh(d500_cmd("submit --resume " + run.string()));
   EXPECT_EQ(resume.code, 0) << resume.out;
   EXPECT_NE(resume.out.find("nothing to submit: 2 points finished"), std::string::npos) << resume.out;
   EXPECT_EQ(lines(run / "slurm" / "submissions.tsv"), 1);
@@ -109,24 +109,24 @@ n = [16, 480]
 [[zip]]
 axes = ["backend", "n"]
 )");
-  Cmd sub = sh(d500("submit " + run.string()));
+  Cmd sub = sh(d500_cmd("submit " + run.string()));
   ASSERT_EQ(sub.code, 0) << sub.out;
   // While the slow point runs, resume submits nothing: the point is queued or running.
   wait_status(run, [](const std::string& s) { return s.find("points: 1 done, 1 incomplete") != std::string::npos; }, 120);
-  Cmd during = sh(d500("submit --resume " + run.string()));
+  Cmd during = sh(d500_cmd("submit --resume " + run.string()));
   EXPECT_NE(during.out.find("nothing to submit: 1 points finished, 1 queued or running"), std::string::npos) << during.out;
 
   std::string st = wait_status(run, settled, 180);
   EXPECT_NE(st.find("TIMEOUT"), std::string::npos) << st;
   EXPECT_NE(st.find("points: 1 done, 1 incomplete, 0 missing"), std::string::npos) << st;
   for (const auto& e : fs::directory_iterator(run / "results")) {
-    Cmd check = sh(d500("check " + e.path().string()));
+    Cmd check = sh(d500_cmd("check " + e.path().string()));
     EXPECT_EQ(check.code, 0) << check.out;
     EXPECT_NE(check.out.find("1 complete, 1 incomplete; job running"), std::string::npos) << check.out;
   }
 
   // Resume: only the unfinished point, with the limit doubled.
-  Cmd resume = sh(d500("submit --resume " + run.string()));
+  Cmd resume = sh(d500_cmd("submit --resume " + run.string()));
   ASSERT_EQ(resume.code, 0) << resume.out;
   EXPECT_NE(resume.out.find("time limit 00:02:00"), std::string::npos) << resume.out;
   std::string spec = sh("cat " + (run / "jobs" / "job-0000.r1.toml").string()).out;
@@ -135,7 +135,7 @@ axes = ["backend", "n"]
   EXPECT_EQ(lines(run / "slurm" / "submissions.tsv"), 2);
 
   wait_status(run, [](const std::string& s) { return s.find("RUNNING") != std::string::npos; }, 60);
-  Cmd cancel = sh(d500("cancel " + run.string()));
+  Cmd cancel = sh(d500_cmd("cancel " + run.string()));
   EXPECT_EQ(cancel.code, 0) << cancel.out;
   EXPECT_NE(cancel.out.find("1 submission(s) cancelled"), std::string::npos) << cancel.out;
   st = wait_status(run, settled, 60);
@@ -156,14 +156,14 @@ n = [32, 48]
   const std::string cluster = fs::path(std::getenv("SLURM_CONF")).parent_path().string();
   const std::string script = std::string(D500_SOURCE_DIR) + "/launchers/test-cluster.sh";
   ASSERT_EQ(sh("bash " + script + " stop-controller " + cluster).code, 0);
-  Cmd down = sh(d500("submit " + run.string()));
+  Cmd down = sh(d500_cmd("submit " + run.string()));
   ASSERT_EQ(sh("bash " + script + " start-controller " + cluster).code, 0);
   EXPECT_EQ(down.code, 1) << down.out;
   EXPECT_NE(down.out.find("is slurmctld running"), std::string::npos) << down.out;
   EXPECT_NE(down.out.find("0 of 1 submission(s) were accepted"), std::string::npos) << down.out;
   EXPECT_EQ(lines(run / "slurm" / "submissions.tsv"), 0);
 
-  Cmd up = sh(d500("submit " + run.string()));
+  Cmd up = sh(d500_cmd("submit " + run.string()));
   ASSERT_EQ(up.code, 0) << up.out;
   EXPECT_EQ(lines(run / "slurm" / "submissions.tsv"), 1);
   std::string st = wait_status(run, settled, 120);

@@ -1,9 +1,13 @@
 // The results store against the real thing: a worker killed with SIGKILL mid-point, files read
 // by h5py and pandas from the documentation alone, damaged and foreign files, gather mode.
 #include <chrono>
+#include <regex>
 #include <thread>
+#include <toml++/toml.h>
 
+#include "common/text.hpp"
 #include "helpers.hpp"
+#include "store/reader.hpp"
 
 using namespace d500test;
 
@@ -15,9 +19,9 @@ class Store : public ScratchDirTest {
   fs::path plan_and_run(const std::string& campaign, const std::string& env = "") {
     std::string c = write("c.toml", campaign);
     fs::path run = dir_ / "run";
-    Cmd p = sh(d500("plan " + c + " -o " + run.string()));
+    Cmd p = sh(d500_cmd("plan " + c + " -o " + run.string()));
     EXPECT_EQ(p.code, 0) << p.out;
-    Cmd r = sh(env + " " + d500("run " + run.string()));
+    Cmd r = sh(env + " " + d500_cmd("run " + run.string()));
     EXPECT_EQ(r.code, 0) << r.out;
     return run;
   }
@@ -60,8 +64,8 @@ n = [160]
 ranks_per_node = [2]
 )");
   fs::path run = dir_ / "run";
-  ASSERT_EQ(sh(d500("plan " + c + " -o " + run.string())).code, 0);
-  std::FILE* launcher = popen((d500("run " + run.string()) + " 2>&1").c_str(), "r");
+  ASSERT_EQ(sh(d500_cmd("plan " + c + " -o " + run.string())).code, 0);
+  std::FILE* launcher = popen((d500_cmd("run " + run.string()) + " 2>&1").c_str(), "r");
   ASSERT_NE(launcher, nullptr);
 
   const fs::path log = run / "logs" / "job-0000.log";
@@ -86,7 +90,7 @@ ranks_per_node = [2]
 
   // The file opens, passes the schema check, and holds what was flushed.
   const fs::path h5 = run / "results" / "job-0000.h5";
-  Cmd check = sh(d500("check " + h5.string()));
+  Cmd check = sh(d500_cmd("check " + h5.string()));
   EXPECT_EQ(check.code, 0) << check.out;
   EXPECT_NE(check.out.find("1 complete, 1 incomplete; job running"), std::string::npos) << check.out;
 
@@ -99,7 +103,7 @@ ranks_per_node = [2]
   EXPECT_GT(flushed, 0);
 
   // The report shows the killed point as incomplete, summarised from its flushed samples.
-  Cmd rep = sh(d500("report " + run.string()));
+  Cmd rep = sh(d500_cmd("report " + run.string()));
   EXPECT_EQ(rep.code, 0) << rep.out;
   auto csv = read_csv(run / "results.csv");
   EXPECT_EQ(csv[first]["status"], "complete");
@@ -109,7 +113,7 @@ ranks_per_node = [2]
 
 TEST_F(Store, H5pyAndPandasReadResultsFromTheDocumentationAlone) {
   fs::path run = plan_and_run(kSmall);
-  ASSERT_EQ(sh(d500("report " + run.string())).code, 0);
+  ASSERT_EQ(sh(d500_cmd("report " + run.string())).code, 0);
   Cmd py = sh("/usr/bin/python3 " + std::string(D500_TEST_DIR) + "/integration/read_with_h5py.py " + run.string());
   ASSERT_EQ(py.code, 0) << py.out;
   auto ours = read_csv(run / "results.csv");
@@ -156,7 +160,7 @@ TEST_F(Store, DamagedForeignAndNewerFilesGetClearErrorsAndTheRestIsReported) {
   H5Fclose(H5Fcreate(foreign.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
   fs::path missing = run / "results" / "absent.h5";
 
-  Cmd check = sh(d500("check " + good.string() + " " + truncated.string() + " " + newer.string() + " " +
+  Cmd check = sh(d500_cmd("check " + good.string() + " " + truncated.string() + " " + newer.string() + " " +
                       foreign.string() + " " + missing.string()));
   EXPECT_EQ(check.code, 1);
   EXPECT_NE(check.out.find(good.string() + ": ok"), std::string::npos) << check.out;
@@ -166,7 +170,7 @@ TEST_F(Store, DamagedForeignAndNewerFilesGetClearErrorsAndTheRestIsReported) {
   EXPECT_NE(check.out.find(missing.string() + ": no such file"), std::string::npos) << check.out;
   EXPECT_NE(check.out.find("4 of 5 file(s) have problems"), std::string::npos) << check.out;
 
-  Cmd rep = sh(d500("report " + run.string()));
+  Cmd rep = sh(d500_cmd("report " + run.string()));
   EXPECT_EQ(rep.code, 0) << rep.out;
   EXPECT_NE(rep.out.find("unreadable: " + truncated.string()), std::string::npos) << rep.out;
   EXPECT_NE(rep.out.find("unreadable: " + newer.string() + ": written with results schema version 99"),
@@ -182,7 +186,7 @@ TEST_F(Store, DamagedForeignAndNewerFilesGetClearErrorsAndTheRestIsReported) {
 TEST_F(Store, GatherModeWritesTheSameLayout) {
   fs::path run = plan_and_run(kSmall, "D500_STORE=gather");
   fs::path h5 = run / "results" / "job-0000.h5";
-  Cmd check = sh(d500("check " + h5.string()));
+  Cmd check = sh(d500_cmd("check " + h5.string()));
   EXPECT_EQ(check.code, 0) << check.out;
   hid_t f = H5Fopen(h5.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   ASSERT_GE(f, 0);
@@ -217,8 +221,90 @@ TEST_F(Store, CheckFindsBrokenInvariants) {
     H5Dclose(d);
     H5Fclose(f);
   }
-  Cmd check = sh(d500("check " + h5.string()));
+  Cmd check = sh(d500_cmd("check " + h5.string()));
   EXPECT_EQ(check.code, 1);
   EXPECT_NE(check.out.find(h5.string() + ":/points/" + id + "/samples: rank 7 outside 0..1"), std::string::npos)
       << check.out;
+}
+
+TEST_F(Store, SchemaVersionOneFilesStillReadCheckAndReport) {
+  // Written by d500 before schema version 2 (tests/fixtures/results/schema-v1.toml through that
+  // version's d500-synth, 2 ranks): no phase column, no phase_names attribute.
+  const fs::path run = dir_ / "old";
+  fs::create_directories(run / "results");
+  const fs::path file = run / "results" / "job-0000.h5";
+  fs::copy_file(std::string(D500_TEST_DIR) + "/fixtures/results/schema-v1.h5", file);
+  Cmd check = sh(d500_cmd("check " + file.string()));
+  EXPECT_EQ(check.code, 0) << check.out;
+  EXPECT_NE(check.out.find("2 points: 2 complete"), std::string::npos) << check.out;
+  const ::d500::JobResult j = ::d500::read_job_file(file.string());
+  EXPECT_EQ(j.schema_version, 1);
+  ASSERT_EQ(j.points.size(), 2u);
+  for (const auto& p : j.points) {
+    EXPECT_EQ(p.outcome, ::d500::Outcome::Complete);
+    ASSERT_EQ(p.samples.size(), 14u);  // (1 warm-up + 6) x 2 ranks
+    for (const auto& s : p.samples) EXPECT_EQ(s.phase, 0) << "version-1 samples are whole repetitions (op)";
+  }
+  EXPECT_FALSE(j.points[0].events.empty() && j.points[1].events.empty());
+  Cmd rep = sh(d500_cmd("report " + run.string()));
+  EXPECT_EQ(rep.code, 0) << rep.out;
+  auto csv = read_csv(run / "results.csv");
+  EXPECT_EQ(csv.size(), 2u);
+  for (auto& [id, row] : csv) EXPECT_EQ(row["n"], "6") << id;
+}
+
+TEST_F(Store, EveryAttributeWrittenReadOrCheckedIsInTheSchema) {
+  // The schema (hdf5-schema/schema.toml) is the one list of the layout: what the writer wrote in
+  // a real file, and every attribute name the reader and the checker ask for, must be in it.
+  const toml::table schema = toml::parse_file(std::string(D500_SOURCE_DIR) + "/hdf5-schema/schema.toml");
+  auto known = [&](const char* table, const std::string& name) {
+    for (const char* part : {"required", "optional"})
+      if (const toml::table* t = schema[table][part].as_table(); t && t->contains(name)) return true;
+    return false;
+  };
+  auto described = [&](const std::string& name) {
+    return known("root", name) || known("env", name) || known("point", name) || name.rfind("param.", 0) == 0 ||
+           name.rfind("version.", 0) == 0 || name.rfind("env.", 0) == 0;
+  };
+  fs::path run = plan_and_run(kSmall);
+  const fs::path file = run / "results" / "job-0000.h5";
+  hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  std::vector<std::pair<std::string, std::string>> written;  // (object, attribute)
+  auto collect = [&](hid_t obj, const std::string& where) {
+    std::vector<std::string> names;
+    H5Aiterate2(obj, H5_INDEX_NAME, H5_ITER_INC, nullptr,
+                [](hid_t, const char* n, const H5A_info_t*, void* d) -> herr_t {
+                  static_cast<std::vector<std::string>*>(d)->push_back(n);
+                  return 0;
+                },
+                &names);
+    for (const auto& n : names) written.emplace_back(where, n);
+  };
+  collect(f, "/");
+  hid_t env = H5Gopen2(f, "/env", H5P_DEFAULT);
+  collect(env, "/env");
+  H5Gclose(env);
+  std::vector<std::string> points;
+  hid_t pg = H5Gopen2(f, "/points", H5P_DEFAULT);
+  H5Literate(pg, H5_INDEX_NAME, H5_ITER_INC, nullptr, names_cb, &points);
+  H5Gclose(pg);
+  for (const auto& p : points) {
+    hid_t g = H5Gopen2(f, ("/points/" + p).c_str(), H5P_DEFAULT);
+    collect(g, "/points/" + p);
+    H5Gclose(g);
+  }
+  H5Fclose(f);
+  EXPECT_GT(written.size(), 40u);
+  for (const auto& [where, name] : written) EXPECT_TRUE(described(name)) << where << " attribute '" << name << "'";
+
+  // The names the reader and the checker ask for, from their sources.
+  const std::regex asked(R"re((?:read_attr_\w+|has_attr)\(\w+, "([A-Za-z0-9_.]+)")re");
+  int names = 0;
+  for (const char* src : {"src/store/reader.cpp", "src/store/check.cpp", "src/store/writer.cpp"}) {
+    const std::string text = ::d500::read_file(std::string(D500_SOURCE_DIR) + "/" + src);
+    for (std::sregex_iterator it(text.begin(), text.end(), asked), end; it != end; ++it, ++names)
+      EXPECT_TRUE(described((*it)[1])) << src << " reads attribute '" << (*it)[1] << "', which the schema does not list";
+  }
+  EXPECT_GT(names, 20);
 }

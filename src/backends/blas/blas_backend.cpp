@@ -1,6 +1,9 @@
+// The `blas` backend: OpenBLAS. GEMM is one cblas_sgemm; conv2d lowers to sgemm (blas_conv.cpp).
 #include "backends/blas/blas_backend.hpp"
 
 #include <cblas.h>
+
+#include "backends/registry.hpp"
 
 namespace d500 {
 
@@ -13,8 +16,35 @@ std::string openblas_version() {
 
 void openblas_threads(int n) { openblas_set_num_threads(n); }
 
-void blas_sgemm(int m, int n, int k, const float* a, const float* b, float* c) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n);
+namespace {
+
+// C = A * B, row-major, A m x k, B k x n, straight into the problem's buffers.
+class BlasGemm final : public OpKernel {
+ public:
+  BlasGemm(OpProblem& p, int threads)
+      : m_(static_cast<int>(p.i("m"))), n_(static_cast<int>(p.i("n"))), k_(static_cast<int>(p.i("k"))),
+        a_(p.in[0].data.data()), b_(p.in[1].data.data()), c_(p.out[0].data.data()) {
+    openblas_threads(threads);
+  }
+  void run() override { cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m_, n_, k_, 1.0f, a_, k_, b_, n_, 0.0f, c_, n_); }
+
+ private:
+  int m_, n_, k_;
+  const float *a_, *b_;
+  float* c_;
+};
+
+}  // namespace
+
+void register_backend_blas(BackendRegistry& r) {
+  r.add({.name = "blas",
+         .description = "OpenBLAS (cblas_sgemm; convolution through im2col)",
+         .version = openblas_version,
+         .supports = [](const std::string& op) { return op == "gemm" || op == "conv2d"; },
+         .make_kernel = [](OpProblem& p, int threads) -> std::unique_ptr<OpKernel> {
+           if (p.op == "gemm") return std::make_unique<BlasGemm>(p, threads);
+           return make_blas_conv(p, threads);
+         }});
 }
 
 }  // namespace d500

@@ -1,18 +1,17 @@
 #pragma once
-// OpenBLAS, the `blas` backend.
+// OpenBLAS, the `blas` backend: shared between its files (and LibTorch's, which calls the same
+// OpenBLAS instance). The rest of d500 reaches it through the backend registry.
 #include <memory>
 #include <string>
+
+#include "backends/kernel.hpp"
 
 namespace d500 {
 
 std::string openblas_version();
 void openblas_threads(int n);
-// C = A * B, row-major, A is m x k, B is k x n.
-void blas_sgemm(int m, int n, int k, const float* a, const float* b, float* c);
 
 // conv2d through im2col and sgemm (blas_conv.cpp).
-class OpKernel;
-struct OpProblem;
 std::unique_ptr<OpKernel> make_blas_conv(OpProblem& p, int threads);
 
 }  // namespace d500

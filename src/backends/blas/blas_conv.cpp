@@ -3,7 +3,7 @@
 #include <cblas.h>
 
 #include "backends/blas/blas_backend.hpp"
-#include "workloads/level0/operator.hpp"
+#include "backends/kernel.hpp"
 
 namespace d500 {
 

@@ -2,17 +2,28 @@
 // include/d500/custom_op.h, loaded with dlopen.
 #include <dlfcn.h>
 
+#include <utility>
+
+#include "backends/kernel.hpp"
+#include "backends/registry.hpp"
 #include "common/error.hpp"
 #include "d500/custom_op.h"
-#include "workloads/level0/operator.hpp"
 
 namespace d500 {
 
 namespace {
 
+// An open library: closed (dlclose) when the last kernel using it goes, or right after a check.
 struct Library {
   void* handle = nullptr;
   const d500_custom_op_v1* api = nullptr;
+  Library() = default;
+  Library(Library&& o) noexcept : handle(std::exchange(o.handle, nullptr)), api(std::exchange(o.api, nullptr)) {}
+  Library& operator=(Library&&) = delete;
+  Library(const Library&) = delete;
+  ~Library() {
+    if (handle) dlclose(handle);
+  }
 };
 
 // Loads `path` and checks that it implements `op`; the message names what is wrong.
@@ -64,17 +75,28 @@ class CustomKernel final : public OpKernel {
   std::vector<d500_tensor> in_, out_;
 };
 
-}  // namespace
-
-std::string check_custom_library(const std::string& path, const std::string& op) {
+// Plan-time check of a point on the custom backend: its library loads, speaks this ABI and
+// implements the point's operator ("" when so). The library is closed again.
+std::string check_custom_library(const Params& p) {
+  const auto& path = std::get<std::string>(p.at("library"));
+  if (path.empty()) return "";  // the operator's own check says 'library' is needed
   try {
-    load(path, op);
+    load(path, std::get<std::string>(p.at("workload")));
     return "";
   } catch (const Error& e) {
     return e.what();
   }
 }
 
-std::unique_ptr<OpKernel> make_custom_kernel(OpProblem& p, int) { return std::make_unique<CustomKernel>(p); }
+}  // namespace
+
+void register_backend_custom(BackendRegistry& r) {
+  r.add({.name = "custom",
+         .description = "an operator from a user's shared library (include/d500/custom_op.h), set by 'library'",
+         .version = [] { return "C ABI version " + std::to_string(D500_CUSTOM_OP_ABI_VERSION) + " (dlopen)"; },
+         .supports = [](const std::string&) { return true; },
+         .make_kernel = [](OpProblem& p, int) -> std::unique_ptr<OpKernel> { return std::make_unique<CustomKernel>(p); },
+         .check_point = check_custom_library});
+}
 
 }  // namespace d500

@@ -13,11 +13,13 @@
 #include <torch/csrc/api/include/torch/version.h>
 
 #include "backends/blas/blas_backend.hpp"
-#include "backends/libtorch/libtorch_backend.hpp"
+#include "backends/kernel.hpp"
+#include "backends/registry.hpp"
 #include "common/error.hpp"
-#include "workloads/level0/operator.hpp"
 
 namespace d500 {
+
+namespace {
 
 std::string libtorch_version() {
   // get_parallel_info() is several lines; the one naming the threading backend is enough.
@@ -27,8 +29,6 @@ std::string libtorch_version() {
   return "LibTorch " + std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR) + "." +
          std::to_string(TORCH_VERSION_PATCH) + " (CPU, " + backend + ")";
 }
-
-namespace {
 
 // ATen's intra-op threads, and those of the BLAS it calls for matrix products: Debian's LibTorch
 // uses OpenBLAS (libblas.so.3 -> openblas-pthread), the same library instance as the blas backend,
@@ -182,11 +182,11 @@ class TorchKernel final : public OpKernel {
 // C = A * B through at::mm_out into d500's buffer, as torch.mm(a, b, out=c).
 class TorchGemm final : public OpKernel {
  public:
-  TorchGemm(int m, int n, int k, const float* a, const float* b, float* c, int threads) {
+  TorchGemm(OpProblem& p, int threads) {
     set_threads(threads);
-    a_ = at::from_blob(const_cast<float*>(a), {m, k}, at::kFloat);
-    b_ = at::from_blob(const_cast<float*>(b), {k, n}, at::kFloat);
-    c_ = at::from_blob(c, {m, n}, at::kFloat);
+    a_ = wrap(p.in[0]);
+    b_ = wrap(p.in[1]);
+    c_ = wrap(p.out[0]);
   }
   void run() override { at::mm_out(c_, a_, b_); }
 
@@ -194,18 +194,23 @@ class TorchGemm final : public OpKernel {
   at::Tensor a_, b_, c_;
 };
 
-}  // namespace
-
 std::unique_ptr<OpKernel> make_libtorch_kernel(OpProblem& p, int threads) {
   try {
+    if (p.op == "gemm") return std::make_unique<TorchGemm>(p, threads);
     return std::make_unique<TorchKernel>(p, threads);
   } catch (const c10::Error& e) {
     throw Error("LibTorch " + p.op + " " + p.pass + ": " + e.what_without_backtrace());
   }
 }
 
-std::unique_ptr<OpKernel> make_libtorch_gemm(int m, int n, int k, const float* a, const float* b, float* c, int threads) {
-  return std::make_unique<TorchGemm>(m, n, k, a, b, c, threads);
+}  // namespace
+
+void register_backend_libtorch(BackendRegistry& r) {
+  r.add({.name = "libtorch",
+         .description = "LibTorch ATen operators on CPU",
+         .version = libtorch_version,
+         .supports = [](const std::string&) { return true; },
+         .make_kernel = make_libtorch_kernel});
 }
 
 }  // namespace d500

@@ -1,12 +1,18 @@
+// The `onednn` backend (Debian libdnnl-dev): its registration, its version, and GEMM through a
+// matmul primitive. The neural-network operators are in onednn_ops.cpp. Only these two files
+// include dnnl.hpp, so the rest of d500 builds without it.
 #include "backends/onednn/onednn_backend.hpp"
 
 #include <omp.h>
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include "backends/registry.hpp"
 #include "common/error.hpp"
 
 namespace d500 {
+
+namespace {
 
 std::string onednn_version() {
   const dnnl_version_t* v = dnnl_version();
@@ -14,37 +20,51 @@ std::string onednn_version() {
          " (" + v->hash + ", OpenMP runtime)";
 }
 
-struct OnednnGemm::Impl {
-  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
-  dnnl::stream stream{engine};
-  dnnl::matmul prim;
-  dnnl::memory a, b, c;
+// C = A * B through a oneDNN matmul primitive, created once (outside any timing) over the
+// problem's row-major buffers; run() executes it and waits for the stream.
+class OnednnGemm final : public OpKernel {
+ public:
+  OnednnGemm(OpProblem& p, int threads) {
+    using tag = dnnl::memory::format_tag;
+    using dt = dnnl::memory::data_type;
+    const dnnl::memory::dim m = p.i("m"), n = p.i("n"), k = p.i("k");
+    omp_set_num_threads(threads);
+    try {
+      dnnl::memory::desc a_md({m, k}, dt::f32, tag::ab), b_md({k, n}, dt::f32, tag::ab), c_md({m, n}, dt::f32, tag::ab);
+      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), engine_);
+      prim_ = dnnl::matmul(pd);
+      // oneDNN takes non-const handles; it only reads the sources.
+      a_ = dnnl::memory(a_md, engine_, p.in[0].data.data());
+      b_ = dnnl::memory(b_md, engine_, p.in[1].data.data());
+      c_ = dnnl::memory(c_md, engine_, p.out[0].data.data());
+    } catch (const dnnl::error& e) {
+      throw Error("oneDNN matmul " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + ": " +
+                  e.what());
+    }
+  }
+  void run() override {
+    prim_.execute(stream_, {{DNNL_ARG_SRC, a_}, {DNNL_ARG_WEIGHTS, b_}, {DNNL_ARG_DST, c_}});
+    stream_.wait();
+  }
+
+ private:
+  dnnl::engine engine_{dnnl::engine::kind::cpu, 0};
+  dnnl::stream stream_{engine_};
+  dnnl::matmul prim_;
+  dnnl::memory a_, b_, c_;
 };
 
-OnednnGemm::OnednnGemm(int m, int n, int k, const float* a, const float* b, float* c, int threads)
-    : impl_(std::make_unique<Impl>()) {
-  using tag = dnnl::memory::format_tag;
-  using dt = dnnl::memory::data_type;
-  omp_set_num_threads(threads);
-  try {
-    dnnl::memory::desc a_md({m, k}, dt::f32, tag::ab), b_md({k, n}, dt::f32, tag::ab), c_md({m, n}, dt::f32, tag::ab);
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), impl_->engine);
-    impl_->prim = dnnl::matmul(pd);
-    // oneDNN takes non-const handles; it only reads the sources.
-    impl_->a = dnnl::memory(a_md, impl_->engine, const_cast<float*>(a));
-    impl_->b = dnnl::memory(b_md, impl_->engine, const_cast<float*>(b));
-    impl_->c = dnnl::memory(c_md, impl_->engine, c);
-  } catch (const dnnl::error& e) {
-    throw Error(std::string("oneDNN matmul ") + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) +
-                ": " + e.what());
-  }
-}
+}  // namespace
 
-OnednnGemm::~OnednnGemm() = default;
-
-void OnednnGemm::run() {
-  impl_->prim.execute(impl_->stream, {{DNNL_ARG_SRC, impl_->a}, {DNNL_ARG_WEIGHTS, impl_->b}, {DNNL_ARG_DST, impl_->c}});
-  impl_->stream.wait();
+void register_backend_onednn(BackendRegistry& r) {
+  r.add({.name = "onednn",
+         .description = "oneDNN primitives (matmul, convolution, pooling, batch normalisation, eltwise, softmax)",
+         .version = onednn_version,
+         .supports = [](const std::string& op) { return op == "gemm" || onednn_supports(op); },
+         .make_kernel = [](OpProblem& p, int threads) -> std::unique_ptr<OpKernel> {
+           if (p.op == "gemm") return std::make_unique<OnednnGemm>(p, threads);
+           return make_onednn_kernel(p, threads);
+         }});
 }
 
 }  // namespace d500

@@ -8,7 +8,7 @@
 #include <unordered_map>
 
 #include "common/error.hpp"
-#include "workloads/level0/operator.hpp"
+#include "backends/onednn/onednn_backend.hpp"
 
 namespace d500 {
 

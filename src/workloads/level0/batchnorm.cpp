@@ -6,8 +6,6 @@
 
 namespace d500 {
 
-Nchw nchw_shape(const OpProblem& p) { return {p.i("n"), p.i("c"), p.i("h"), p.i("w")}; }
-
 namespace {
 
 double eps_of(const OpProblem& p) { return std::get<double>(p.params.at("eps")); }

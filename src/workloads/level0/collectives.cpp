@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "common/mpi_check.hpp"
 #include "workloads/registry.hpp"
 
 namespace d500 {
@@ -66,11 +67,16 @@ class Collective final : public Workload {
   void run() {
     const int n = static_cast<int>(count_);
     switch (kind_) {
-      case Kind::Allreduce: MPI_Allreduce(send_.data(), recv_.data(), n, MPI_FLOAT, MPI_SUM, comm_); break;
-      case Kind::Allgather: MPI_Allgather(send_.data(), n, MPI_FLOAT, recv_.data(), n, MPI_FLOAT, comm_); break;
-      case Kind::Broadcast: MPI_Bcast(recv_.data(), n, MPI_FLOAT, 0, comm_); break;
+      case Kind::Allreduce:
+        mpi_check(MPI_Allreduce(send_.data(), recv_.data(), n, MPI_FLOAT, MPI_SUM, comm_), "MPI_Allreduce", "allreduce");
+        break;
+      case Kind::Allgather:
+        mpi_check(MPI_Allgather(send_.data(), n, MPI_FLOAT, recv_.data(), n, MPI_FLOAT, comm_), "MPI_Allgather", "allgather");
+        break;
+      case Kind::Broadcast: mpi_check(MPI_Bcast(recv_.data(), n, MPI_FLOAT, 0, comm_), "MPI_Bcast", "broadcast"); break;
       case Kind::ReduceScatter:
-        MPI_Reduce_scatter_block(send_.data(), recv_.data(), n / size_, MPI_FLOAT, MPI_SUM, comm_);
+        mpi_check(MPI_Reduce_scatter_block(send_.data(), recv_.data(), n / size_, MPI_FLOAT, MPI_SUM, comm_),
+                  "MPI_Reduce_scatter_block", "reduce_scatter");
         break;
     }
   }

@@ -5,11 +5,6 @@
 
 namespace d500 {
 
-ConvShape conv_shape(const OpProblem& p) {
-  return {p.i("n"), p.i("c"), p.i("h"), p.i("w"), p.i("k"), p.i("r"), p.i("s"),
-          p.i("stride"), p.i("pad"), p.i("dilation"), p.i("groups")};
-}
-
 namespace {
 
 template <class T>

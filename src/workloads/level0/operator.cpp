@@ -4,29 +4,10 @@
 #include <cmath>
 #include <filesystem>
 
+#include "backends/registry.hpp"
 #include "common/error.hpp"
 
 namespace d500 {
-
-std::string check_custom_library(const std::string& path, const std::string& op);  // custom_backend.cpp
-
-std::int64_t Tensor::numel() const {
-  std::int64_t n = 1;
-  for (auto d : dims) n *= d;
-  return n;
-}
-
-const Tensor& OpProblem::input(const std::string& name) const {
-  for (const auto& t : in)
-    if (t.name == name) return t;
-  throw Error(op + ": no input tensor '" + name + "'");
-}
-
-Tensor& OpProblem::output(const std::string& name) {
-  for (auto& t : out)
-    if (t.name == name) return t;
-  throw Error(op + ": no output tensor '" + name + "'");
-}
 
 double float_tolerance(std::int64_t terms) {
   return 1e-6 * std::max(10.0, 4.0 * std::sqrt(static_cast<double>(std::max<std::int64_t>(terms, 1))));
@@ -71,7 +52,10 @@ std::string operator_common_check(const Params& p) {
     return "the reference backend is single-threaded: threads must be 1";
   if (backend == "custom" && library.empty())
     return "backend \"custom\" needs 'library', the path of a shared library (include/d500/custom_op.h)";
-  if (backend == "custom") return check_custom_library(library, std::get<std::string>(p.at("workload")));
+  if (const BackendInfo* b = find_backend(backend); b && b->built && b->check_point) {
+    std::string why = b->check_point(p);
+    if (!why.empty()) return why;
+  }
   if (backend != "custom" && !library.empty())
     return "'library' is only for backend \"custom\" (this point's backend is \"" + backend + "\")";
   return "";
@@ -92,32 +76,31 @@ OpProblem make_problem(const OperatorDef& def, const Params& p, std::uint64_t se
   return prob;
 }
 
-namespace {
-
-// Images compared when the batch may be cut: both ends of the batch, so that an indexing error
-// in the batch dimension shows.
-constexpr std::int64_t kValidateImages = 2;
-
-}  // namespace
-
 Validation validate_outputs(const OperatorDef& def, const OpProblem& p) {
-  bool sliceable = !p.out.empty() && p.params.count("n");
+  bool sliceable = !p.out.empty() && p.params.count(p.batch);
   for (const auto& t : p.out) sliceable = sliceable && t.batched;
-  const std::int64_t n = p.params.count("n") ? p.i("n") : 1;
-  const bool slice = sliceable && n > kValidateImages;
+  const std::int64_t n = p.params.count(p.batch) ? p.i(p.batch) : 1;
+  const std::int64_t k = std::max<std::int64_t>(2, p.validate_entries);
+  const bool slice = sliceable && n > k;
+  // The entries of the batch compared: k of them, evenly spread, the first and the last among
+  // them, so that an indexing error in the batch dimension shows.
+  std::vector<std::int64_t> entries;
+  for (std::int64_t j = 0; slice && j < k; ++j) entries.push_back(j * (n - 1) / (k - 1));
 
-  // The problem the reference solves: the whole one, or images {0, n-1} of it.
+  // The problem the reference solves: the whole one, or the chosen entries of it.
   OpProblem ref = p;
   if (slice) {
-    ref.params["n"] = Value{kValidateImages};
+    ref.params[p.batch] = Value{k};
     ref = def.problem(ref.params);
   }
   using Parts = std::vector<std::pair<std::int64_t, std::int64_t>>;
   auto image_range = [&](const Tensor& full) {
-    // (offset in the full tensor, count) pairs for the images the reference problem holds.
+    // (offset in the full tensor, count) pairs for the entries the reference problem holds.
     if (!slice || !full.batched) return Parts{{0, full.numel()}};
     const std::int64_t per = full.numel() / full.dims[0];
-    return Parts{{0, per}, {(n - 1) * per, per}};
+    Parts parts;
+    for (auto e : entries) parts.push_back({e * per, per});
+    return parts;
   };
   std::vector<std::vector<double>> in(ref.in.size()), out(ref.out.size());
   std::vector<const double*> inp;
@@ -156,7 +139,12 @@ Validation validate_outputs(const OperatorDef& def, const OpProblem& p) {
   for (const auto& t : p.out) names += (names.empty() ? "" : ", ") + t.name;
   std::string method = "relative L2 norm of the error, worst of the outputs (" + names + "; worst: " + worst_name +
                        "), against the double-precision reference on the same float32 inputs";
-  if (slice) method += ", compared on images 1 and " + std::to_string(n) + " of the batch";
+  if (slice) {
+    std::string which;
+    for (std::size_t j = 0; j < entries.size(); ++j)
+      which += (j == 0 ? "" : j + 1 == entries.size() ? " and " : ", ") + std::to_string(entries[j] + 1);
+    method += ", compared on " + p.batch_word + " " + which + " of " + std::to_string(n);
+  }
   method += "; tolerance " + p.reduction;
   return {worst, p.tolerance, method};
 }
@@ -228,9 +216,9 @@ void register_operator(WorkloadRegistry& r, OperatorDef def) {
   info.backends["reference"] = [&d](const RunContext& c) {
     return std::make_unique<OperatorWorkload>(d, c, [&d](OpProblem& p, int) { return std::make_unique<RefKernel>(d, p); });
   };
-  for (const auto& src : kernel_sources())
-    if (src.supports(d.info.name))
-      info.backends[src.backend] = [&d, make = src.make](const RunContext& c) {
+  for (const auto& b : all_backends())
+    if (b.built && b.supports && b.make_kernel && b.supports(d.info.name))
+      info.backends[b.name] = [&d, make = b.make_kernel](const RunContext& c) {
         return std::make_unique<OperatorWorkload>(d, c, make);
       };
   r.add(std::move(info));

@@ -5,53 +5,19 @@
 // workload's buffers. The workload validates every backend against the reference computed in
 // double precision on the same inputs, then times kernel runs through the Harness.
 //
-// Adding an operator: one file defining an OperatorDef and a line in builtin.cpp. Adding a
-// backend for operators: a KernelSource in kernels.cpp.
+// Adding an operator: one file defining an OperatorDef and a line in builtin.cpp. The kernel
+// contract (OpProblem, Tensor, OpKernel) lives in backends/kernel.hpp; a backend offers kernels
+// through its BackendInfo (backends/registry.hpp), from its own folder.
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "backends/op_shapes.hpp"
+#include "backends/kernel.hpp"
 #include "workloads/registry.hpp"
 
 namespace d500 {
-
-struct Tensor {
-  std::string name;
-  std::vector<std::int64_t> dims;
-  // dims[0] is the batch, and the operator is independent across it (image i of an output
-  // depends on image i of the inputs only), so validation may compare the first images alone.
-  bool batched = false;
-  std::vector<float> data;
-  std::int64_t numel() const;
-};
-
-struct OpProblem {
-  std::string op;    // the workload: conv2d, pool2d, ...
-  std::string pass;  // forward, backward, backward_data, backward_filter
-  Params params;     // the point's parameters (normalised)
-  std::vector<Tensor> in, out;
-  Work work;
-  double tolerance = 0;      // largest relative error norm accepted in float32
-  std::string reduction;     // in words, for the report: what the tolerance scales with
-
-  std::int64_t i(const std::string& name) const { return std::get<std::int64_t>(params.at(name)); }
-  const std::string& s(const std::string& name) const { return std::get<std::string>(params.at(name)); }
-  const Tensor& input(const std::string& name) const;
-  Tensor& output(const std::string& name);
-};
-
-// One backend's implementation of one problem, created (untimed) over the problem's buffers.
-class OpKernel {
- public:
-  virtual ~OpKernel() = default;
-  virtual void run() = 0;  // the timed call: computes the outputs from the inputs, and waits
-  // Untimed, after a run: brings outputs into the problem's layout (e.g. from oneDNN's blocked
-  // formats) so that they can be compared with the reference.
-  virtual void finish() {}
-};
 
 template <class T>
 using RefFn = std::function<void(const OpProblem&, const std::vector<const T*>& in, const std::vector<T*>& out)>;
@@ -66,11 +32,6 @@ struct OperatorDef {
   RefFn<float> ref_float;    // the `reference` backend's timed computation
   RefFn<double> ref_double;  // the yardstick for validation
 };
-
-// The shapes of a problem of each operator, for the kernels (defined beside each operator).
-ConvShape conv_shape(const OpProblem& p);
-PoolShape pool_shape(const OpProblem& p);
-Nchw nchw_shape(const OpProblem& p);
 
 // The operators built into d500 (builtin.cpp), for tests and benchmarks.
 const std::vector<OperatorDef>& builtin_operators();
@@ -94,14 +55,6 @@ void width_defaults_to_height(Params& p);
 // Parameters every operator takes: threads, and the custom backend's library.
 std::vector<ParamSpec> operator_common_params();
 std::string operator_common_check(const Params& p);
-
-// Who can run operators, besides the reference: one entry per backend (see kernels.cpp).
-struct KernelSource {
-  std::string backend;
-  std::function<bool(const std::string& op)> supports;
-  std::function<std::unique_ptr<OpKernel>(OpProblem&, int threads)> make;
-};
-const std::vector<KernelSource>& kernel_sources();
 
 // Creates the problem of a point with its inputs filled from `seed` (deterministically: the same
 // numbers on every backend), as the workload does; exposed for tests and benchmarks.

@@ -4,10 +4,6 @@
 
 namespace d500 {
 
-PoolShape pool_shape(const OpProblem& p) {
-  return {p.i("n"), p.i("c"), p.i("h"), p.i("w"), p.i("kernel"), p.i("stride"), p.i("pad"), p.s("mode") == "max"};
-}
-
 namespace {
 
 template <class T>

@@ -1,18 +1,21 @@
 #pragma once
-// The analysis stage's entry point: reads every results file of a run directory, summarises
-// each point, compares backends and scaling series, and writes the report in four formats.
+// The analysis stage's numbers: reads every results file of a run directory, summarises each
+// point, compares backends and scaling series, and summarises time to accuracy. The outputs
+// (console, Markdown, HTML, CSV, JSON) are reporters (reporters.hpp) over this summary.
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "common/value.hpp"
+#include "metrics/outcome.hpp"
 #include "stats.hpp"
 #include "tta.hpp"
 
 namespace d500 {
 
 struct PointRow {
-  std::string id, job_id, file, canonical, workload, backend, status, status_reason;
+  Outcome outcome = Outcome::Missing;
+  std::string id, job_id, file, canonical, workload, backend, status, status_reason;  // status: outcome_name(outcome)
   std::string validation_status, validation_method, rate_unit, hosts;
   std::string scaling = "strong", scaling_note;  // what a series over ranks means for this workload
   bool oversubscribed = false;
@@ -99,14 +102,6 @@ Report analyze_run(const std::string& dir, const AnalysisOptions& opt = {});
 std::vector<Comparison> compare_backends(const std::vector<PointRow>& rows, double confidence, std::uint64_t seed);
 std::vector<ScalingSeries> scaling_series(const std::vector<PointRow>& rows, double confidence, std::uint64_t seed);
 std::vector<TtaConfig> tta_configs(const std::vector<PointRow>& rows, double confidence);
-
-std::string report_text_table(const Report& r);
-std::string report_markdown(const Report& r);
-std::string report_html(const Report& r);
-std::string report_csv(const Report& r);
-std::string report_json(const Report& r);
-// Writes report.md, report.html, results.csv, results.json and the campaign index.
-void write_reports(const Report& r);
 
 // A statement of how the numbers were obtained; every report carries it.
 std::string method_statement(double confidence);

@@ -1,0 +1,305 @@
+#include "format.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+#include "common/text.hpp"
+#include "svg.hpp"
+
+namespace d500 {
+
+std::string fmt_time(double s) {
+  if (!std::isfinite(s)) return "-";
+  if (s >= 1) return fmt_sig(s, 4) + " s";
+  if (s >= 1e-3) return fmt_sig(s * 1e3, 4) + " ms";
+  return fmt_sig(s * 1e6, 4) + " us";
+}
+
+std::string params_text(const Params& params, bool with_backend) {
+  std::vector<std::string> parts;
+  for (const auto& [k, v] : params)
+    if (k != "workload" && (with_backend || k != "backend") && k != "seed" && k != "nodes" && k != "ranks_per_node" &&
+        !is_unset(v))
+      parts.push_back(k + "=" + canonical(v));
+  return join(parts, " ");
+}
+
+std::string point_label(const PointRow& r) { return r.workload + ":" + r.backend + " " + params_text(r.params, false); }
+
+std::string ci_text(const PointRow& r) {
+  if (r.time.n == 0) return "-";
+  if (!r.time.has_ci) return "none (n=" + std::to_string(r.time.n) + ")";
+  return "[" + fmt_time(r.time.lo) + ", " + fmt_time(r.time.hi) + "]";
+}
+
+std::string rate_text(const PointRow& r) { return r.time.n == 0 ? "-" : fmt_sig(r.rate, 4) + " " + r.rate_unit; }
+
+std::string rate_ci_text(const PointRow& r) {
+  return r.time.has_ci ? "[" + fmt_sig(r.rate_lo, 4) + ", " + fmt_sig(r.rate_hi, 4) + "]" : "-";
+}
+
+std::string validation_text(const PointRow& r) {
+  if (r.validation_status == "not-run") return "not run";
+  return r.validation_status + " (" + fmt_sig(r.validation_max_rel_error, 2) + ")";
+}
+
+std::string mean_text(const PointRow& r) {
+  if (!r.normality.applicable) return "n/a (n<8)";
+  if (r.normality.rejects()) return "not normal (AD p=" + fmt_sig(r.normality.p_value, 2) + ")";
+  return fmt_time(r.mean.mean) + " [" + fmt_time(r.mean.lo) + ", " + fmt_time(r.mean.hi) + "]";
+}
+
+std::string reps_text(const PointRow& r) {
+  if (r.time.n == 0) return "-";
+  if (r.advice.enough) return "yes (" + fmt_sig(r.advice.rel_half_width * 100, 2) + "%)";
+  return "no, ~" + std::to_string(r.advice.needed) + " needed";
+}
+
+std::string ranks_text(const PointRow& r) {
+  if (!r.ranks_test.applicable) return "-";
+  return r.ranks_test.p_value < 0.01 ? "differ (KW p=" + fmt_sig(r.ranks_test.p_value, 2) + ")" : "alike";
+}
+
+std::string ratio_text(const stats::RatioInterval& x) {
+  if (x.method == "base") return "1 (base)";
+  if (!x.bounded) return fmt_sig(x.estimate, 3) + " [unbounded]";
+  return fmt_sig(x.estimate, 3) + " [" + fmt_sig(x.lo, 3) + ", " + fmt_sig(x.hi, 3) + "]";
+}
+
+std::string comparison_sentence(const Comparison& c) {
+  const auto& s = c.speedup;
+  if (!s.excludes_one())
+    return c.other + " vs " + c.baseline + ": no significant difference (time ratio " + ratio_text(s) + ")";
+  // The interval is of the factor the sentence states: the speedup, or its inverse, the slowdown.
+  const std::string level = std::to_string(static_cast<int>(100 * c.confidence + 0.5)) + "% CI";
+  if (s.estimate >= 1)
+    return c.other + " is " + fmt_sig(s.estimate, 3) + "x faster than " + c.baseline + " (" + level + " of the speedup: [" +
+           fmt_sig(s.lo, 3) + ", " + fmt_sig(s.hi, 3) + "])";
+  return c.other + " is " + fmt_sig(1 / s.estimate, 3) + "x slower than " + c.baseline + " (" + level +
+         " of the slowdown: [" + fmt_sig(1 / s.hi, 3) + ", " + fmt_sig(1 / s.lo, 3) + "])";
+}
+
+std::string tta_median_text(const TtaSummary& s) {
+  if (!s.median_defined)
+    return "undefined (" + std::to_string(s.runs - s.reached) + " of " + std::to_string(s.runs) + " runs missed)";
+  return fmt_time(s.median);
+}
+
+std::string tta_ci_text(const TtaSummary& s) {
+  if (!s.has_ci) return "none (n=" + std::to_string(s.runs) + ")";
+  return "[" + fmt_time(s.lo) + ", " + (s.hi_censored() ? "> budget (" + fmt_time(s.budget_s) + ")" : fmt_time(s.hi)) + "]";
+}
+
+std::string tta_success_text(const TtaSummary& s) {
+  return std::to_string(s.reached) + "/" + std::to_string(s.runs) + " [" + fmt_sig(s.success.lo, 2) + ", " +
+         fmt_sig(s.success.hi, 2) + "]";
+}
+
+using Table = std::vector<std::vector<std::string>>;
+
+Table results_table(const Report& rep) {
+  const std::string ci = std::to_string(static_cast<int>(rep.confidence * 100 + .5)) + "% CI";
+  Table t{{"point", "ranks", "n", "median", ci, "rate", "rate CI", "validation", "status"}};
+  for (const auto& r : rep.rows)
+    t.push_back({point_label(r), std::to_string(r.ranks) + (r.oversubscribed ? " (oversubscribed)" : ""),
+                 std::to_string(r.time.n), r.time.n ? fmt_time(r.time.median) : "-",
+                 ci_text(r), rate_text(r), rate_ci_text(r), validation_text(r), r.status});
+  return t;
+}
+
+Table quality_table(const Report& rep) {
+  Table t{{"point", "ranks", "n", "mean (t-interval)", "outliers (low/high)", "enough repetitions", "ranks"}};
+  for (const auto& r : rep.rows) {
+    if (r.time.n == 0) continue;
+    t.push_back({point_label(r), std::to_string(r.ranks), std::to_string(r.time.n), mean_text(r),
+                 std::to_string(r.outliers.low) + "/" + std::to_string(r.outliers.high), reps_text(r), ranks_text(r)});
+  }
+  return t;
+}
+
+Table comparison_table(const Report& rep) {
+  Table t{{"shared parameters", "baseline", "backend", "speedup: ratio of medians (BCa CI)", "verdict",
+            "ratio of means (Fieller CI)"}};
+  for (const auto& c : rep.comparisons)
+    t.push_back({c.group, c.baseline, c.other, ratio_text(c.speedup),
+                 c.speedup.excludes_one() ? "significant" : "not significant",
+                 c.has_mean_ratio ? ratio_text(c.mean_ratio) : "- (normality rejected or n<8)"});
+  return t;
+}
+
+Table scaling_table(const ScalingSeries& s) {
+  Table t{{"ranks", "nodes", "n", "median time", "CI", "T(base)/T(p) (CI)", "efficiency (CI)"}};
+  for (const auto& p : s.points)
+    t.push_back({std::to_string(p.ranks), std::to_string(p.nodes), std::to_string(p.time.n), fmt_time(p.time.median),
+                 p.time.has_ci ? "[" + fmt_time(p.time.lo) + ", " + fmt_time(p.time.hi) + "]" : "none",
+                 ratio_text(p.speedup),
+                 fmt_sig(p.efficiency, 3) + " [" + fmt_sig(p.efficiency_lo, 3) + ", " + fmt_sig(p.efficiency_hi, 3) + "]"});
+  return t;
+}
+
+Table tta_table(const Report& rep) {
+  const std::string ci = std::to_string(static_cast<int>(rep.confidence * 100 + .5)) + "%";
+  Table t{{"configuration", "target", "budget", "eval every", "runs reaching target (" + ci + " Clopper-Pearson)",
+           "median time to accuracy", ci + " CI (exact, censored runs as > budget)"}};
+  for (const auto& c : rep.tta)
+    t.push_back({c.group, fmt_sig(c.summary.target, 3), fmt_time(c.summary.budget_s),
+                 std::to_string(c.eval_interval_steps) + " steps", tta_success_text(c.summary),
+                 tta_median_text(c.summary), tta_ci_text(c.summary)});
+  return t;
+}
+
+std::string tta_svg(const TtaConfig& c, const Report& rep) {
+  svg::Plot p;
+  p.title = c.group;
+  p.xlabel = "training time [s]";
+  p.ylabel = "accuracy";
+  for (std::size_t i = 0; i < c.ids.size(); ++i)
+    for (const auto& r : rep.rows)
+      if (r.id == c.ids[i]) {
+        svg::Series s;
+        s.name = "seed " + std::to_string(c.seeds[i]);
+        s.markers = false;
+        for (auto [t, a] : r.curve) s.x.push_back(t), s.y.push_back(a);
+        p.series.push_back(s);
+      }
+  svg::Series target{"target", {0, c.summary.budget_s}, {c.summary.target, c.summary.target}, {}, {}, true, false};
+  svg::Series budget{"budget", {c.summary.budget_s, c.summary.budget_s}, {0, 1}, {}, {}, true, false};
+  p.series.push_back(target);
+  p.series.push_back(budget);
+  return svg::render(p);
+}
+
+std::string scaling_caption(const ScalingSeries& s) {
+  std::string c = (s.kind == "weak" ? "Weak" : "Strong") + std::string(" scaling of ") + s.group + ". Base: the " +
+                  std::to_string(s.base_ranks) + "-rank run of this configuration (not the best serial code), median " +
+                  fmt_time(s.base_time) + ". ";
+  if (s.kind == "weak")
+    c += "Ideal: constant time; efficiency = T(base) / T(p). " + (s.note.empty() ? "" : "What grows: " + s.note + ".");
+  else
+    c += "Ideal: T(base) x base / p; efficiency = speedup x base / p. Amdahl fit to the medians: serial fraction " +
+         fmt_sig(s.amdahl_serial_fraction, 3) + ".";
+  return c;
+}
+
+std::string scaling_svg(const ScalingSeries& s) {
+  svg::Plot p;
+  p.title = s.group;
+  p.xlabel = "ranks";
+  p.ylabel = "time per repetition [s]";
+  p.logx = p.logy = true;
+  svg::Series m{"median, CI", {}, {}, {}, {}, false, true};
+  svg::Series ideal{"ideal", {}, {}, {}, {}, true, false};
+  svg::Series amdahl{"Amdahl fit", {}, {}, {}, {}, true, false};
+  for (const auto& pt : s.points) {
+    const double x = pt.ranks;
+    m.x.push_back(x);
+    m.y.push_back(pt.time.median);
+    m.lo.push_back(pt.time.has_ci ? pt.time.lo : NAN);
+    m.hi.push_back(pt.time.has_ci ? pt.time.hi : NAN);
+    ideal.x.push_back(x);
+    ideal.y.push_back(s.kind == "weak" ? s.base_time : s.base_time * s.base_ranks / x);
+    amdahl.x.push_back(x);
+    amdahl.y.push_back(s.base_time * (s.amdahl_serial_fraction + (1 - s.amdahl_serial_fraction) * s.base_ranks / x));
+  }
+  p.series = {m, ideal};
+  if (s.kind != "weak") p.series.push_back(amdahl);
+  return svg::render(p);
+}
+
+std::string comparison_svg(const Report& rep) {
+  // Rates of every complete point per workload, one series per backend.
+  svg::Plot p;
+  p.title = "rates by backend (median, CI)";
+  p.xlabel = "point (see the table's order)";
+  p.ylabel = "rate";
+  p.logy = true;
+  std::map<std::string, svg::Series> by_backend;
+  double x = 0;
+  for (const auto& r : rep.rows) {
+    if (r.outcome != Outcome::Complete || r.time.n == 0) continue;
+    auto& s = by_backend[r.backend + " (" + r.rate_unit + ")"];
+    s.name = r.backend + " (" + r.rate_unit + ")";
+    s.x.push_back(++x);
+    s.y.push_back(r.rate);
+    s.lo.push_back(r.time.has_ci ? r.rate_lo : NAN);
+    s.hi.push_back(r.time.has_ci ? r.rate_hi : NAN);
+  }
+  for (auto& [k, s] : by_backend) p.series.push_back(s);
+  return p.series.empty() ? "" : svg::render(p);
+}
+
+void markdown_table(std::ostringstream& o, const Table& t) {
+  for (std::size_t k = 0; k < t.size(); ++k) {
+    o << "|";
+    for (const auto& c : t[k]) o << " " << c << " |";
+    o << "\n";
+    if (k == 0) {
+      o << "|";
+      for (std::size_t i = 0; i < t[k].size(); ++i) o << "---|";
+      o << "\n";
+    }
+  }
+  o << "\n";
+}
+
+void html_table(std::ostringstream& o, const Table& t, const std::vector<std::string>& row_class) {
+  o << "<table>\n";
+  for (std::size_t k = 0; k < t.size(); ++k) {
+    std::string cls = k > 0 && k - 1 < row_class.size() && !row_class[k - 1].empty() ? " class=\"" + row_class[k - 1] + "\"" : "";
+    o << "<tr" << cls << ">";
+    for (const auto& c : t[k]) o << (k == 0 ? "<th>" : "<td>") << html_escape(c) << (k == 0 ? "</th>" : "</td>");
+    o << "</tr>\n";
+  }
+  o << "</table>\n";
+}
+
+std::vector<std::string> attention(const Report& rep) {
+  std::vector<std::string> out;
+  for (const auto& r : rep.rows)
+    if (r.oversubscribed)
+      out.push_back("`" + r.canonical + "` (" + r.id + "): ran with more ranks than CPUs on a host (oversubscribed): "
+                    "its times measure core sharing, not the operation");
+  for (const auto& r : rep.rows)
+    if (r.outcome != Outcome::Complete || r.reps_incomplete) {
+      std::string s = "`" + r.canonical + "` (" + r.id + "): " + r.status + (r.status_reason.empty() ? "" : ": " + r.status_reason);
+      if (r.reps_incomplete) s += "; " + std::to_string(r.reps_incomplete) + " repetitions lacked some rank and were excluded";
+      out.push_back(s);
+    }
+  return out;
+}
+
+// JSON output, by hand: the structure is small and fixed.
+std::string js(const std::string& s) {
+  std::string o = "\"";
+  for (char c : s) {
+    switch (c) {
+      case '"': o += "\\\""; break;
+      case '\\': o += "\\\\"; break;
+      case '\n': o += "\\n"; break;
+      case '\t': o += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char b[8];
+          std::snprintf(b, sizeof b, "\\u%04x", c);
+          o += b;
+        } else {
+          o += c;
+        }
+    }
+  }
+  return o + "\"";
+}
+std::string jn(double v) {
+  if (!std::isfinite(v)) return "null";
+  char b[40];
+  std::snprintf(b, sizeof b, "%.9g", v);
+  return b;
+}
+std::string jratio(const stats::RatioInterval& r) {
+  return "{\"estimate\": " + jn(r.estimate) + ", \"lo\": " + (r.bounded ? jn(r.lo) : "null") + ", \"hi\": " +
+         (r.bounded ? jn(r.hi) : "null") + ", \"significant\": " + (r.excludes_one() ? "true" : "false") +
+         ", \"method\": " + js(r.method) + "}";
+}
+
+}  // namespace d500

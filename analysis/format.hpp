@@ -1,0 +1,46 @@
+#pragma once
+// Formatting shared by the reporters: numbers with their intervals in words, the report's
+// tables, its plots, and the escapes of each output format. Presentation only: every figure
+// comes from the summary (summary.hpp).
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "summary.hpp"
+
+namespace d500 {
+
+using Table = std::vector<std::vector<std::string>>;
+
+std::string fmt_time(double s);
+std::string params_text(const Params& params, bool with_backend);
+std::string point_label(const PointRow& r);
+std::string ci_text(const PointRow& r);
+std::string rate_text(const PointRow& r);
+std::string rate_ci_text(const PointRow& r);
+std::string validation_text(const PointRow& r);
+std::string mean_text(const PointRow& r);
+std::string reps_text(const PointRow& r);
+std::string ranks_text(const PointRow& r);
+std::string ratio_text(const stats::RatioInterval& x);
+std::string comparison_sentence(const Comparison& c);
+std::string tta_median_text(const TtaSummary& s);
+std::string tta_ci_text(const TtaSummary& s);
+std::string tta_success_text(const TtaSummary& s);
+Table results_table(const Report& rep);
+Table quality_table(const Report& rep);
+Table comparison_table(const Report& rep);
+Table scaling_table(const ScalingSeries& s);
+Table tta_table(const Report& rep);
+std::string tta_svg(const TtaConfig& c, const Report& rep);
+std::string scaling_caption(const ScalingSeries& s);
+std::string scaling_svg(const ScalingSeries& s);
+std::string comparison_svg(const Report& rep);
+void markdown_table(std::ostringstream& o, const Table& t);
+void html_table(std::ostringstream& o, const Table& t, const std::vector<std::string>& row_class = {});
+std::vector<std::string> attention(const Report& rep);
+std::string js(const std::string& s);
+std::string jn(double v);
+std::string jratio(const stats::RatioInterval& r);
+
+}  // namespace d500

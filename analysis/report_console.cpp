@@ -1,0 +1,52 @@
+// The console reporter: the results table, comparisons, scaling and time to accuracy as plain text for the terminal (printed by `d500 report`, written nowhere).
+#include <cmath>
+#include <set>
+#include <sstream>
+
+#include "common/text.hpp"
+#include "format.hpp"
+#include "reporters.hpp"
+
+namespace d500 {
+
+namespace {
+
+std::string render(const Report& rep) {
+  auto t = results_table(rep);
+  std::vector<std::size_t> w(t.front().size(), 0);
+  for (const auto& row : t)
+    for (std::size_t i = 0; i < row.size(); ++i) w[i] = std::max(w[i], row[i].size());
+  std::ostringstream o;
+  for (std::size_t k = 0; k < t.size(); ++k) {
+    for (std::size_t i = 0; i < t[k].size(); ++i)
+      o << t[k][i] << std::string(w[i] - t[k][i].size() + (i + 1 < t[k].size() ? 2 : 0), ' ');
+    o << "\n";
+    if (k == 0) {
+      for (std::size_t i = 0; i < w.size(); ++i) o << std::string(w[i], '-') << (i + 1 < w.size() ? "  " : "");
+      o << "\n";
+    }
+  }
+  if (!rep.comparisons.empty()) {
+    o << "\ncomparisons (" << static_cast<int>(rep.confidence * 100 + .5) << "% BCa bootstrap of the ratio of medians):\n";
+    for (const auto& c : rep.comparisons) o << "  " << c.group << ": " << comparison_sentence(c) << "\n";
+  }
+  for (const auto& s : rep.scaling) {
+    o << "\n" << s.kind << " scaling, " << s.group << " (base " << s.base_ranks << " rank(s), " << fmt_time(s.base_time)
+      << "):\n";
+    for (const auto& p : s.points)
+      o << "  " << p.ranks << " ranks: " << fmt_time(p.time.median) << ", T(base)/T(p) " << ratio_text(p.speedup)
+        << ", efficiency " << fmt_sig(p.efficiency, 3) << "\n";
+  }
+  for (const auto& c : rep.tta)
+    o << "\ntime to accuracy " << fmt_sig(c.summary.target, 3) << ", " << c.group << ": median "
+      << tta_median_text(c.summary) << " " << tta_ci_text(c.summary) << "; reached " << tta_success_text(c.summary)
+      << (c.excluded_incomplete ? "; " + std::to_string(c.excluded_incomplete) + " incomplete run(s) left out" : "") << "\n";
+  for (const auto& u : rep.unreadable) o << "unreadable: " << u << "\n";
+  return o.str();
+}
+
+}  // namespace
+
+std::unique_ptr<Reporter> console_reporter() { return make_reporter("console", "", render); }
+
+}  // namespace d500

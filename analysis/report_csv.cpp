@@ -1,0 +1,52 @@
+// The csv reporter: results.csv, one row per point with every figure and parameter.
+#include <cmath>
+#include <set>
+#include <sstream>
+
+#include "common/text.hpp"
+#include "format.hpp"
+#include "reporters.hpp"
+
+namespace d500 {
+
+namespace {
+
+std::string render(const Report& rep) {
+  std::set<std::string> names;
+  for (const auto& r : rep.rows)
+    for (const auto& [k, v] : r.params) names.insert(k);
+  std::ostringstream o;
+  o << "point_id,job_id,canonical,level,workload,backend,ranks,oversubscribed";
+  for (const auto& n : names) o << ",param_" << n;
+  o << ",n,warmups_excluded,reps_incomplete,median_s,ci_lo_s,ci_hi_s,ci_level,ci_coverage,ci_method,mean_s,mean_ci_lo_s,"
+       "mean_ci_hi_s,normality_ad_p,outliers_low,outliers_high,enough_reps,reps_needed,ranks_kw_p,rate_unit,"
+       "rate_median,rate_ci_lo,rate_ci_hi,validation_status,validation_max_rel_error,validation_tolerance,peak_rss_bytes,status,"
+       "status_reason,hosts,file\n";
+  auto num = [](double v) { return std::isfinite(v) ? jn(v) : std::string(); };
+  for (const auto& r : rep.rows) {
+    o << r.id << "," << r.job_id << "," << csv_field(r.canonical) << "," << r.level << "," << csv_field(r.workload) << ","
+      << csv_field(r.backend) << "," << r.ranks << "," << (r.oversubscribed ? "yes" : "no");
+    for (const auto& n : names) o << "," << (r.params.count(n) ? csv_field(canonical(r.params.at(n))) : "");
+    const bool has = r.time.n > 0, ci = r.time.has_ci;
+    const bool show_mean = r.normality.applicable && !r.normality.rejects();
+    o << "," << r.time.n << "," << r.warmups_excluded << "," << r.reps_incomplete << "," << (has ? num(r.time.median) : "")
+      << "," << (ci ? num(r.time.lo) : "") << "," << (ci ? num(r.time.hi) : "") << "," << num(rep.confidence) << ","
+      << (ci ? num(r.time.coverage) : "") << ",binomial order statistics," << (show_mean ? num(r.mean.mean) : "") << ","
+      << (show_mean ? num(r.mean.lo) : "") << "," << (show_mean ? num(r.mean.hi) : "") << ","
+      << (r.normality.applicable ? num(r.normality.p_value) : "") << "," << (has ? std::to_string(r.outliers.low) : "")
+      << "," << (has ? std::to_string(r.outliers.high) : "") << "," << (has ? (r.advice.enough ? "yes" : "no") : "") << ","
+      << (has ? std::to_string(r.advice.needed) : "") << "," << (r.ranks_test.applicable ? num(r.ranks_test.p_value) : "")
+      << "," << r.rate_unit << "," << (has ? num(r.rate) : "") << "," << (ci ? num(r.rate_lo) : "") << ","
+      << (ci ? num(r.rate_hi) : "") << "," << r.validation_status << "," << num(r.validation_max_rel_error) << ","
+      << num(r.validation_tolerance) << "," << (r.peak_rss_bytes >= 0 ? std::to_string(r.peak_rss_bytes) : "") << ","
+      << r.status << "," << csv_field(r.status_reason) << "," << csv_field(r.hosts)
+      << "," << csv_field(r.file) << "\n";
+  }
+  return o.str();
+}
+
+}  // namespace
+
+std::unique_ptr<Reporter> csv_reporter() { return make_reporter("csv", "results.csv", render); }
+
+}  // namespace d500

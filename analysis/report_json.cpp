@@ -1,0 +1,89 @@
+// The json reporter: results.json, points, comparisons, scaling series and time to accuracy.
+#include <cmath>
+#include <set>
+#include <sstream>
+
+#include "common/text.hpp"
+#include "format.hpp"
+#include "reporters.hpp"
+
+namespace d500 {
+
+namespace {
+
+std::string render(const Report& rep) {
+  std::ostringstream o;
+  o << "{\n  \"campaign\": " << js(rep.campaign) << ",\n  \"campaign_hash\": " << js(rep.campaign_hash)
+    << ",\n  \"d500\": " << js(rep.d500_version) << ",\n  \"confidence\": " << jn(rep.confidence)
+    << ",\n  \"bootstrap_seed\": " << rep.seed << ",\n  \"method\": " << js(method_statement(rep.confidence))
+    << ",\n  \"points\": [";
+  for (std::size_t i = 0; i < rep.rows.size(); ++i) {
+    const auto& r = rep.rows[i];
+    o << (i ? "," : "") << "\n    {\"id\": " << js(r.id) << ", \"canonical\": " << js(r.canonical) << ", \"job\": "
+      << js(r.job_id) << ", \"status\": " << js(r.status) << ", \"status_reason\": " << js(r.status_reason)
+      << ", \"ranks\": " << r.ranks << ", \"oversubscribed\": " << (r.oversubscribed ? "true" : "false")
+      << ", \"n\": " << r.time.n << ", \"warmups_excluded\": " << r.warmups_excluded
+      << ", \"median_s\": " << (r.time.n ? jn(r.time.median) : "null") << ", \"ci\": "
+      << (r.time.has_ci ? "[" + jn(r.time.lo) + ", " + jn(r.time.hi) + "]" : "null")
+      << ", \"ci_coverage\": " << (r.time.has_ci ? jn(r.time.coverage) : "null") << ", \"mean\": "
+      << (r.normality.applicable && !r.normality.rejects()
+              ? "{\"mean_s\": " + jn(r.mean.mean) + ", \"ci\": [" + jn(r.mean.lo) + ", " + jn(r.mean.hi) + "]}"
+              : "null")
+      << ", \"normality_ad_p\": " << (r.normality.applicable ? jn(r.normality.p_value) : "null")
+      << ", \"outliers\": {\"low\": " << r.outliers.low << ", \"high\": " << r.outliers.high << "}"
+      << ", \"enough_repetitions\": " << (r.advice.enough ? "true" : "false") << ", \"repetitions_needed\": " << r.advice.needed
+      << ", \"ranks_kw_p\": " << (r.ranks_test.applicable ? jn(r.ranks_test.p_value) : "null") << ", \"rank_medians_s\": [";
+    for (std::size_t k = 0; k < r.rank_medians.size(); ++k) o << (k ? ", " : "") << jn(r.rank_medians[k]);
+    o << "], \"rate\": " << (r.time.n ? jn(r.rate) : "null") << ", \"rate_unit\": " << js(r.rate_unit)
+      << ", \"validation\": {\"status\": " << js(r.validation_status) << ", \"max_rel_error\": "
+      << jn(r.validation_max_rel_error) << ", \"tolerance\": " << jn(r.validation_tolerance) << "}"
+      << ", \"peak_rss_bytes\": " << (r.peak_rss_bytes >= 0 ? std::to_string(r.peak_rss_bytes) : "null") << "}";
+  }
+  o << "\n  ],\n  \"comparisons\": [";
+  for (std::size_t i = 0; i < rep.comparisons.size(); ++i) {
+    const auto& c = rep.comparisons[i];
+    o << (i ? "," : "") << "\n    {\"group\": " << js(c.group) << ", \"baseline\": " << js(c.baseline) << ", \"backend\": "
+      << js(c.other) << ", \"baseline_id\": " << js(c.baseline_id) << ", \"backend_id\": " << js(c.other_id)
+      << ", \"speedup\": " << jratio(c.speedup) << ", \"mean_ratio\": " << (c.has_mean_ratio ? jratio(c.mean_ratio) : "null")
+      << "}";
+  }
+  o << "\n  ],\n  \"scaling\": [";
+  for (std::size_t i = 0; i < rep.scaling.size(); ++i) {
+    const auto& s = rep.scaling[i];
+    o << (i ? "," : "") << "\n    {\"group\": " << js(s.group) << ", \"kind\": " << js(s.kind) << ", \"note\": " << js(s.note)
+      << ", \"base_ranks\": " << s.base_ranks << ", \"base_median_s\": " << jn(s.base_time)
+      << ", \"amdahl_serial_fraction\": " << jn(s.amdahl_serial_fraction) << ", \"points\": [";
+    for (std::size_t k = 0; k < s.points.size(); ++k) {
+      const auto& p = s.points[k];
+      o << (k ? ", " : "") << "{\"id\": " << js(p.id) << ", \"ranks\": " << p.ranks << ", \"median_s\": " << jn(p.time.median)
+        << ", \"speedup\": " << jratio(p.speedup) << ", \"efficiency\": [" << jn(p.efficiency) << ", "
+        << jn(p.efficiency_lo) << ", " << jn(p.efficiency_hi) << "]}";
+    }
+    o << "]}";
+  }
+  o << "\n  ],\n  \"time_to_accuracy\": [";
+  for (std::size_t i = 0; i < rep.tta.size(); ++i) {
+    const auto& c = rep.tta[i];
+    const auto& s = c.summary;
+    o << (i ? "," : "") << "\n    {\"group\": " << js(c.group) << ", \"target\": " << jn(s.target) << ", \"budget_s\": "
+      << jn(s.budget_s) << ", \"eval_interval_steps\": " << c.eval_interval_steps << ", \"runs\": " << s.runs
+      << ", \"reached\": " << s.reached << ", \"excluded_incomplete\": " << c.excluded_incomplete
+      << ", \"success_rate\": {\"estimate\": " << jn(s.success.estimate) << ", \"lo\": " << jn(s.success.lo)
+      << ", \"hi\": " << jn(s.success.hi) << ", \"method\": \"Clopper-Pearson\"}, \"median_s\": "
+      << (s.median_defined ? jn(s.median) : "null") << ", \"ci_s\": "
+      << (s.has_ci ? "[" + jn(s.lo) + ", " + (s.hi_censored() ? std::string("\"> budget\"") : jn(s.hi)) + "]" : "null")
+      << ", \"tta_s\": [";
+    for (std::size_t k = 0; k < s.tta.size(); ++k) o << (k ? ", " : "") << (std::isfinite(s.tta[k]) ? jn(s.tta[k]) : "\"> budget\"");
+    o << "]}";
+  }
+  o << "\n  ],\n  \"unreadable\": [";
+  for (std::size_t i = 0; i < rep.unreadable.size(); ++i) o << (i ? ", " : "") << js(rep.unreadable[i]);
+  o << "]\n}\n";
+  return o.str();
+}
+
+}  // namespace
+
+std::unique_ptr<Reporter> json_reporter() { return make_reporter("json", "results.json", render); }
+
+}  // namespace d500

@@ -1,0 +1,57 @@
+// The markdown reporter: report.md, the whole report in Markdown.
+#include <cmath>
+#include <set>
+#include <sstream>
+
+#include "common/text.hpp"
+#include "format.hpp"
+#include "reporters.hpp"
+
+namespace d500 {
+
+namespace {
+
+std::string render(const Report& rep) {
+  std::ostringstream o;
+  o << "# d500 report: " << rep.campaign << "\n\n- campaign hash: `" << rep.campaign_hash << "`\n- d500: " << rep.d500_version
+    << "\n- files read: " << rep.files.size() << "\n- bootstrap seed: " << rep.seed << "\n\n## Method\n\n"
+    << method_statement(rep.confidence) << "\n\n## Results\n\n";
+  markdown_table(o, results_table(rep));
+  o << "## Measurement quality\n\n";
+  markdown_table(o, quality_table(rep));
+  if (!rep.comparisons.empty()) {
+    o << "## Backend comparisons\n\n";
+    markdown_table(o, comparison_table(rep));
+    for (const auto& c : rep.comparisons) o << "- " << c.group << ": " << comparison_sentence(c) << "\n";
+    o << "\n";
+  }
+  if (!rep.scaling.empty()) {
+    o << "## Scaling\n\n";
+    for (const auto& s : rep.scaling) {
+      o << scaling_caption(s) << "\n\n";
+      markdown_table(o, scaling_table(s));
+    }
+  }
+  if (!rep.tta.empty()) {
+    o << "## Time to accuracy\n\nEach run's time is that of its first evaluation reaching the target within the "
+         "budget; a run that misses is censored (coded as > budget), never dropped.\n\n";
+    markdown_table(o, tta_table(rep));
+  }
+  auto att = attention(rep);
+  if (!att.empty()) {
+    o << "## Points needing attention\n\n";
+    for (const auto& a : att) o << "- " << a << "\n";
+    o << "\n";
+  }
+  if (!rep.unreadable.empty()) {
+    o << "## Unreadable files\n\n";
+    for (const auto& u : rep.unreadable) o << "- " << u << "\n";
+  }
+  return o.str();
+}
+
+}  // namespace
+
+std::unique_ptr<Reporter> markdown_reporter() { return make_reporter("markdown", "report.md", render); }
+
+}  // namespace d500

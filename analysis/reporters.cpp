@@ -1,0 +1,71 @@
+#include "reporters.hpp"
+
+#include <filesystem>
+
+#include "common/error.hpp"
+#include "common/text.hpp"
+#include "store/index.hpp"
+
+namespace d500 {
+
+// Each defined in its own report_<name>.cpp.
+std::unique_ptr<Reporter> console_reporter();
+std::unique_ptr<Reporter> markdown_reporter();
+std::unique_ptr<Reporter> html_reporter();
+std::unique_ptr<Reporter> csv_reporter();
+std::unique_ptr<Reporter> json_reporter();
+
+namespace {
+
+class FunctionReporter final : public Reporter {
+ public:
+  FunctionReporter(std::string name, std::string file, std::string (*render)(const Report&))
+      : name_(std::move(name)), file_(std::move(file)), render_(render) {}
+  std::string name() const override { return name_; }
+  std::string file() const override { return file_; }
+  std::string render_report(const Report& r) const override { return render_(r); }
+
+ private:
+  std::string name_, file_;
+  std::string (*render_)(const Report&);
+};
+
+}  // namespace
+
+std::unique_ptr<Reporter> make_reporter(std::string name, std::string file, std::string (*render)(const Report&)) {
+  return std::make_unique<FunctionReporter>(std::move(name), std::move(file), render);
+}
+
+const std::vector<std::unique_ptr<Reporter>>& reporters() {
+  static const std::vector<std::unique_ptr<Reporter>> list = [] {
+    std::vector<std::unique_ptr<Reporter>> l;
+    l.push_back(console_reporter());
+    l.push_back(markdown_reporter());
+    l.push_back(html_reporter());
+    l.push_back(csv_reporter());
+    l.push_back(json_reporter());
+    return l;
+  }();
+  return list;
+}
+
+const Reporter& find_reporter(const std::string& name) {
+  std::vector<std::string> names;
+  for (const auto& r : reporters()) {
+    if (r->name() == name) return *r;
+    names.push_back(r->name());
+  }
+  throw Error("no reporter '" + name + "'; known: " + join(names, ", "));
+}
+
+void write_reports(const Report& rep) {
+  const std::filesystem::path d(rep.dir);
+  for (const auto& r : reporters())
+    if (!r->file().empty()) write_file_atomic((d / r->file()).string(), r->render_report(rep));
+  std::vector<IndexEntry> pts;
+  for (const auto& r : rep.rows)
+    if (!r.file.empty()) pts.push_back({r.id, r.file});
+  write_campaign_index(rep.dir, rep.campaign, rep.campaign_hash, rep.files, pts);
+}
+
+}  // namespace d500

@@ -1,0 +1,169 @@
+// The summary: every results file of a run directory read (through rundir/, which picks the
+// best record of each point), each point summarised with its intervals, and the comparisons,
+// scaling series and time-to-accuracy configurations derived (sections.cpp).
+#include "summary.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "common/error.hpp"
+#include "common/text.hpp"
+#include "rundir/state.hpp"
+
+namespace d500 {
+
+std::string method_statement(double confidence) {
+  const std::string pct = std::to_string(static_cast<int>(confidence * 100 + 0.5)) + "%";
+  return "Each repetition starts after an MPI_Barrier; its cost is the maximum over ranks of the rank's own "
+         "duration (end - start, std::chrono::steady_clock). Warm-up repetitions are recorded but excluded; "
+         "repetitions missing on some rank are excluded and counted. The summary is the median with an exact, "
+         "distribution-free " + pct +
+         " confidence interval from binomial order statistics (none exists for n <= 5). The mean with a Student-t " +
+         pct +
+         " interval is shown only where an Anderson-Darling test does not reject normality (p >= 0.05). Rates are "
+         "work / time (GFLOP/s = flops / s / 1e9; GB/s = bytes / s / 1e9, bytes being for collectives the per-rank "
+         "buffer as nccl-tests sizes it: the gathered result for allgather); the rate interval is the time interval mapped through that function. Outliers beyond "
+         "Tukey's fences (1.5 IQR) are counted, never removed. 'Enough' means the median's CI half-width is within "
+         "5% of the median with n >= 10; otherwise the repetitions needed are estimated from the 1/sqrt(n) law. "
+         "Ranks are flagged as differing when a Kruskal-Wallis test on their own durations gives p < 0.01. Ratios "
+         "(speedups, backend comparisons) are ratios of medians with seeded BCa bootstrap intervals (2000 resamples), "
+         "each sample resampled independently; a comparison is significant when its interval excludes 1. Where "
+         "both samples pass the normality check, the ratio of means with Fieller's interval is given as well.";
+}
+
+namespace {
+
+PointRow summarize_point(const PointResult& p, const JobResult& j, double confidence) {
+  PointRow r;
+  r.id = p.id;
+  r.job_id = j.job_id;
+  r.file = j.path;
+  r.canonical = p.canonical;
+  r.params = p.params;
+  r.workload = p.params.count("workload") ? canonical(p.params.at("workload")) : "?";
+  r.backend = p.params.count("backend") ? canonical(p.params.at("backend")) : "?";
+  r.level = p.level;
+  r.ranks = j.ranks;
+  r.oversubscribed = j.oversubscribed;
+  r.nodes = static_cast<int>(int_param_or(p.params, "nodes", 1));
+  r.ranks_per_node = static_cast<int>(int_param_or(p.params, "ranks_per_node", j.ranks));
+  r.scaling = p.scaling;
+  r.scaling_note = p.scaling_note;
+  r.outcome = p.outcome;
+  r.status = outcome_name(p.outcome);
+  r.status_reason = p.status_reason;
+  r.validation_status = p.validation_status;
+  r.validation_method = p.validation_method;
+  r.validation_max_rel_error = p.validation_max_rel_error;
+  r.validation_tolerance = p.validation_tolerance;
+  r.peak_rss_bytes = p.peak_rss_bytes;
+  r.rate_unit = p.rate_unit;
+  std::set<std::string> hosts(j.hosts.begin(), j.hosts.end());
+  r.hosts = join(std::vector<std::string>(hosts.begin(), hosts.end()), " ");
+
+  // Per repetition: the slowest rank's duration, if every rank recorded it.
+  const int total_reps = p.warmups + p.repetitions;
+  std::vector<int> seen(static_cast<std::size_t>(std::max(total_reps, 0)), 0);
+  std::vector<std::int64_t> worst(seen.size(), 0);
+  std::vector<std::vector<double>> per_rank(static_cast<std::size_t>(std::max(j.ranks, 0)));
+  std::set<int> warm;
+  for (const auto& s : p.samples) {
+    if (s.rep < 0 || s.rep >= total_reps || s.rank < 0 || s.rank >= j.ranks) continue;
+    if (s.warmup) {
+      warm.insert(s.rep);
+      continue;
+    }
+    const auto d = s.end_ns - s.start_ns;
+    seen[static_cast<std::size_t>(s.rep)]++;
+    worst[static_cast<std::size_t>(s.rep)] = std::max(worst[static_cast<std::size_t>(s.rep)], d);
+    per_rank[static_cast<std::size_t>(s.rank)].push_back(static_cast<double>(d) * 1e-9);
+  }
+  r.warmups_excluded = static_cast<int>(warm.size());
+  for (std::size_t rep = 0; rep < seen.size(); ++rep) {
+    if (seen[rep] == j.ranks) r.costs.push_back(static_cast<double>(worst[rep]) * 1e-9);
+    else if (seen[rep] > 0) ++r.reps_incomplete;
+  }
+  r.time = stats::summarize(r.costs, confidence);
+  r.mean = stats::mean_t_interval(r.costs, confidence);
+  r.normality = stats::anderson_darling(r.costs);
+  r.outliers = stats::tukey_outliers(r.costs);
+  r.advice = stats::repetition_advice(r.time);
+  if (j.ranks > 1) r.ranks_test = stats::kruskal_wallis(per_rank);
+  for (const auto& v : per_rank) r.rank_medians.push_back(stats::median(v));
+  r.tta_target = p.tta_target;
+  r.tta_budget_s = p.tta_budget_s;
+  r.eval_interval_steps = p.eval_interval_steps;
+  for (const auto& e : p.events)
+    if (e.rank == 0) r.curve.push_back({static_cast<double>(e.time_ns) * 1e-9, e.accuracy});
+  if (p.tta_target > 0) r.tta_s = time_to_target(p.events, p.tta_target, p.tta_budget_s);
+  r.work = static_cast<double>(p.rate_unit == "GFLOP/s" ? p.work_flops : p.work_bytes);
+  if (r.time.n > 0 && r.time.median > 0) {
+    r.rate = r.work / r.time.median / 1e9;
+    if (r.time.has_ci) {
+      r.rate_lo = r.work / r.time.hi / 1e9;
+      r.rate_hi = r.work / r.time.lo / 1e9;
+    }
+  }
+  return r;
+}
+
+}  // namespace
+
+Report analyze_run(const std::string& dir, const AnalysisOptions& opt) {
+  Report rep;
+  rep.dir = dir;
+  rep.confidence = opt.confidence;
+  rep.seed = opt.seed;
+  const RunLayout layout(dir);
+  if (!std::filesystem::is_directory(layout.results_dir()))
+    throw Error(dir + ": not a d500 run directory (no results/); create one with `d500 plan CAMPAIGN -o DIR`");
+  // Every point of every readable file is summarised; the run state names the record kept.
+  std::map<std::pair<std::string, std::string>, PointRow> rows;  // (point id, file) -> summary
+  const RunState state = scan_results(layout, [&](const JobResult& j) {
+    if (rep.campaign.empty()) {
+      rep.campaign = j.campaign;
+      rep.campaign_hash = j.campaign_hash;
+      rep.d500_version = j.d500_version + " (" + j.d500_commit + ")";
+    }
+    for (const auto& p : j.points) rows[{p.id, j.path}] = summarize_point(p, j, opt.confidence);
+  });
+  rep.files = state.files;
+  rep.unreadable = state.unreadable;
+  std::map<std::string, PointRow> best;
+  for (const auto& [id, st] : state.points) best[id] = std::move(rows.at({id, st.file}));
+
+  std::vector<PlannedPoint> planned = read_points_csv(layout);
+  std::set<std::string> listed;
+  for (const auto& p : planned) {
+    listed.insert(p.id);
+    auto it = best.find(p.id);
+    if (it != best.end()) {
+      rep.rows.push_back(std::move(it->second));
+      continue;
+    }
+    PointRow r;
+    r.id = p.id;
+    r.job_id = p.job;
+    r.canonical = p.canonical;
+    r.level = p.level;
+    const CanonicalHead head = canonical_head(p.canonical);
+    r.workload = head.workload;
+    r.backend = head.backend;
+    const PointState missing = state.of(p.id);
+    r.outcome = missing.outcome;
+    r.status = outcome_name(missing.outcome);
+    r.status_reason = missing.reason;
+    r.validation_status = "not-run";
+    rep.rows.push_back(r);
+  }
+  for (auto& [id, b] : best)
+    if (!listed.count(id)) rep.rows.push_back(std::move(b));  // results without a plan listing
+  rep.comparisons = compare_backends(rep.rows, opt.confidence, opt.seed);
+  rep.scaling = scaling_series(rep.rows, opt.confidence, opt.seed);
+  rep.tta = tta_configs(rep.rows, opt.confidence);
+  return rep;
+}
+
+}  // namespace d500

@@ -1,0 +1,36 @@
+#include "backends/kernel.hpp"
+
+#include "common/error.hpp"
+
+namespace d500 {
+
+std::int64_t Tensor::numel() const {
+  std::int64_t n = 1;
+  for (auto d : dims) n *= d;
+  return n;
+}
+
+const Tensor& OpProblem::input(const std::string& name) const {
+  for (const auto& t : in)
+    if (t.name == name) return t;
+  throw Error(op + ": no input tensor '" + name + "'");
+}
+
+Tensor& OpProblem::output(const std::string& name) {
+  for (auto& t : out)
+    if (t.name == name) return t;
+  throw Error(op + ": no output tensor '" + name + "'");
+}
+
+ConvShape conv_shape(const OpProblem& p) {
+  return {p.i("n"), p.i("c"), p.i("h"), p.i("w"), p.i("k"), p.i("r"), p.i("s"),
+          p.i("stride"), p.i("pad"), p.i("dilation"), p.i("groups")};
+}
+
+PoolShape pool_shape(const OpProblem& p) {
+  return {p.i("n"), p.i("c"), p.i("h"), p.i("w"), p.i("kernel"), p.i("stride"), p.i("pad"), p.s("mode") == "max"};
+}
+
+Nchw nchw_shape(const OpProblem& p) { return {p.i("n"), p.i("c"), p.i("h"), p.i("w")}; }
+
+}  // namespace d500

@@ -1,0 +1,63 @@
+#pragma once
+// The kernel contract between the level-0 operator workloads and the backends: a problem (the
+// tensors of one point, with their data), and a kernel (one backend's implementation of it,
+// created untimed over the problem's buffers). Backends include this and nothing above it;
+// workloads/level0/operator.hpp builds the problems and times the kernels.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/op_shapes.hpp"
+#include "common/value.hpp"
+#include "metrics/metrics.hpp"
+
+namespace d500 {
+
+struct Tensor {
+  std::string name;
+  std::vector<std::int64_t> dims;
+  // dims[0] is the batch, and the operator is independent across it (image i of an output
+  // depends on image i of the inputs only), so validation may compare a few images alone.
+  bool batched = false;
+  std::vector<float> data;
+  std::int64_t numel() const;
+};
+
+struct OpProblem {
+  std::string op;    // the workload: gemm, conv2d, pool2d, ...
+  std::string pass;  // forward, backward, backward_data, backward_filter
+  Params params;     // the point's parameters (normalised)
+  std::vector<Tensor> in, out;
+  Work work;
+  double tolerance = 0;      // largest relative error norm accepted in float32
+  std::string reduction;     // in words, for the report: what the tolerance scales with
+  // The parameter that is the batch of the batched tensors ("n" for images, "m" for GEMM rows),
+  // and how many of its entries validation compares when the batch is larger (evenly spread,
+  // first and last always among them). `batch_word` names one entry in the method text.
+  std::string batch = "n";
+  std::int64_t validate_entries = 2;
+  std::string batch_word = "images";
+
+  std::int64_t i(const std::string& name) const { return std::get<std::int64_t>(params.at(name)); }
+  const std::string& s(const std::string& name) const { return std::get<std::string>(params.at(name)); }
+  const Tensor& input(const std::string& name) const;
+  Tensor& output(const std::string& name);
+};
+
+// One backend's implementation of one problem, created (untimed) over the problem's buffers.
+class OpKernel {
+ public:
+  virtual ~OpKernel() = default;
+  virtual void run() = 0;  // the timed call: computes the outputs from the inputs, and waits
+  // Untimed, after a run: brings outputs into the problem's layout (e.g. from oneDNN's blocked
+  // formats) so that they can be compared with the reference.
+  virtual void finish() {}
+};
+
+// The shapes of a problem of each operator, read from its parameters (one meaning for all).
+ConvShape conv_shape(const OpProblem& p);
+PoolShape pool_shape(const OpProblem& p);
+Nchw nchw_shape(const OpProblem& p);
+
+}  // namespace d500

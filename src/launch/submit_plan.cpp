@@ -1,0 +1,82 @@
+#include "launch/submit_plan.hpp"
+
+#include <cmath>
+#include <tuple>
+
+namespace d500 {
+
+SubmitPlan plan_submissions(const SubmitFacts& facts, const Campaign& campaign, const RunLayout& dir) {
+  const SlurmSettings& sl = campaign.slurm;
+  SubmitPlan plan;
+  std::vector<SubmitEntry> todo;
+  for (const auto& [job, original] : facts.jobs) {
+    std::vector<PointSpec> left;
+    for (const auto& p : original.points) {
+      if (facts.finished.count(p.id)) ++plan.finished;
+      else if (facts.in_flight.count(p.id)) ++plan.in_flight;
+      else left.push_back(p);
+    }
+    if (left.empty()) continue;
+    const int attempts = facts.attempts.count(job) ? facts.attempts.at(job) : 0;
+    const int timeouts = facts.timeouts.count(job) ? facts.timeouts.at(job) : 0;
+    int limit = sl.time_limit_min;
+    if (timeouts > 0 && sl.retry_time_factor > 1) {
+      if (timeouts > sl.max_retries) {
+        plan.notes.push_back(job + ": timed out " + std::to_string(timeouts) + " time(s), more than max_retries = " +
+                             std::to_string(sl.max_retries) + "; not resubmitted (" + std::to_string(left.size()) +
+                             " points left)");
+        plan.gave_up += static_cast<int>(left.size());
+        continue;
+      }
+      limit = static_cast<int>(std::ceil(sl.time_limit_min * std::pow(sl.retry_time_factor, timeouts)));
+    }
+    SubmitEntry e;
+    e.job = job;
+    e.spec = original;
+    e.spec_path = dir.job_spec(job).string();
+    e.time_limit_min = limit;
+    if (left.size() != original.points.size() || attempts > 0) {
+      // A resubmission runs only what is left, under a spec of its own.
+      e.spec.id = job + ".r" + std::to_string(attempts);
+      e.spec.points = left;
+      e.spec_path = dir.job_spec(e.spec.id).string();
+      e.new_spec = true;
+    }
+    todo.push_back(std::move(e));
+  }
+
+  // Jobs of one shape and time limit go into one array when the campaign allows (always with a
+  // throttle, whose %N limits the array); arrays are chained when throttled, so that at most N of
+  // the campaign's jobs are queued or running at once.
+  std::map<std::tuple<int, int, int>, std::vector<SubmitEntry>> groups;
+  std::vector<std::tuple<int, int, int>> order;
+  for (auto& e : todo) {
+    auto key = std::make_tuple(e.spec.nodes, e.spec.ranks_per_node, e.time_limit_min);
+    if (!groups.count(key)) order.push_back(key);
+    groups[key].push_back(std::move(e));
+  }
+  std::vector<std::vector<SubmitEntry>> batches;
+  for (const auto& k : order) {
+    if (sl.array || sl.throttle > 0) batches.push_back(groups[k]);
+    else
+      for (const auto& e : groups[k]) batches.push_back({e});
+  }
+  for (std::size_t i = 0; i < batches.size(); ++i) {
+    SubmitBatch b;
+    const int n = facts.earlier_submissions + static_cast<int>(i);
+    b.entries = std::move(batches[i]);
+    b.array = b.entries.size() > 1 || sl.throttle > 0;
+    b.nodes = b.entries.front().spec.nodes;
+    b.ranks_per_node = b.entries.front().spec.ranks_per_node;
+    b.time_limit_min = b.entries.front().time_limit_min;
+    b.name = campaign.name + "." + (b.array ? "array-" + std::to_string(n) : b.entries.front().job);
+    b.list = dir.submit_list(n);
+    if (b.array)
+      b.array_expr = "0-" + std::to_string(b.entries.size() - 1) + (sl.throttle > 0 ? "%" + std::to_string(sl.throttle) : "");
+    b.after_previous = sl.throttle > 0 && i > 0;
+    plan.batches.push_back(std::move(b));
+  }
+  return plan;
+}
+
+}  // namespace d500

@@ -1,0 +1,85 @@
+#pragma once
+// The metrics every level records, below the store and above nothing: what one timed phase of a
+// repetition is (Sample), where a training curve stands (Event), the work one repetition does
+// (Work), the clock, and the recorder whose record() is the only call inside a timed region.
+// No MPI, no HDF5: workloads fill these, the store writes and reads them, analysis summarises.
+#include <chrono>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace d500 {
+
+// What part of a repetition (or training step) a sample times. `op` is a whole repetition of a
+// level-0 operator or collective; training (levels 2 and 3) times several phases per step. The
+// codes are stored in the results file (schema v2, `samples.phase`) and listed, in this order,
+// in the root attribute `phase_names`: never renumber, only append.
+enum class Phase : std::uint8_t {
+  Op = 0,
+  Data = 1,           // loading and preparing a batch
+  Forward = 2,
+  Backward = 3,
+  Update = 4,         // the optimizer step
+  Communication = 5,  // time inside communication calls (allreduce, send, ...)
+  Wait = 6,           // time blocked on other ranks
+  Evaluation = 7,
+};
+inline constexpr int kPhaseCount = 8;
+const char* phase_name(Phase p);
+// "op,data,forward,...": the value of the `phase_names` attribute.
+std::string phase_names_csv();
+// The phase called `name`, or false when there is none.
+bool parse_phase(const std::string& name, Phase& out);
+
+// One timed phase of one repetition on one rank. Times are CLOCK_MONOTONIC nanoseconds of
+// the rank's own host: durations are exact, but start times of ranks on different hosts are
+// not on one clock.
+struct Sample {
+  std::int64_t start_ns;
+  std::int64_t end_ns;
+  std::int64_t bytes;   // bytes moved by the operation (from the shapes)
+  std::int64_t flops;   // floating-point operations (from the shapes)
+  std::int32_t rank;
+  std::int32_t rep;     // 0-based, warm-ups first
+  std::uint8_t warmup;  // 1: a warm-up repetition, recorded but excluded from summaries
+  std::uint8_t phase = 0;  // a Phase; 0 (op) in files of schema version 1, which had no phase
+};
+
+// One evaluation during training (levels 2 and 3): where the curve stands at `time_ns` after
+// the start of the point's timed training (evaluation time excluded by the workload).
+struct Event {
+  std::int64_t time_ns;
+  std::int64_t step;
+  double loss;
+  double accuracy;
+  std::int32_t rank;
+};
+
+// The work one repetition does, derived from the point's shapes.
+struct Work {
+  std::int64_t flops = 0;
+  std::int64_t bytes = 0;
+};
+
+inline std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Preallocated storage for samples between flushes: record() is a store, never an allocation.
+class Recorder {
+ public:
+  explicit Recorder(std::size_t capacity) : buf_(capacity) {}
+  void record(const Sample& s) { buf_[n_++] = s; }
+  bool full() const { return n_ == buf_.size(); }
+  std::span<const Sample> pending() const { return {buf_.data(), n_}; }
+  void clear() { n_ = 0; }
+
+ private:
+  std::vector<Sample> buf_;
+  std::size_t n_ = 0;
+};
+
+}  // namespace d500

@@ -1,0 +1,73 @@
+#include "metrics/progress.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace d500 {
+
+namespace {
+constexpr const char* kPoint = "d500:point ";
+constexpr const char* kFlushed = "d500:flushed ";
+constexpr const char* kDone = "d500:done ";
+
+std::string counter(int index, int count) { return std::to_string(index) + "/" + std::to_string(count); }
+
+// "I/N" at the start of `s`; the rest after one space goes to `rest`.
+bool parse_counter(const std::string& s, ProgressLine& p, std::string& rest) {
+  const auto slash = s.find('/'), space = s.find(' ');
+  if (slash == std::string::npos || slash == 0) return false;
+  char* end = nullptr;
+  p.index = static_cast<int>(std::strtol(s.c_str(), &end, 10));
+  if (end != s.c_str() + slash) return false;
+  const std::string n = s.substr(slash + 1, space == std::string::npos ? std::string::npos : space - slash - 1);
+  p.count = static_cast<int>(std::strtol(n.c_str(), &end, 10));
+  if (n.empty() || *end != '\0') return false;
+  rest = space == std::string::npos ? "" : s.substr(space + 1);
+  return true;
+}
+}  // namespace
+
+std::string progress_point_line(int index, int count, const std::string& canonical) {
+  return kPoint + counter(index, count) + " " + canonical;
+}
+
+std::string progress_flushed_line(int index, int count, long long rows) {
+  return kFlushed + counter(index, count) + " " + std::to_string(rows);
+}
+
+std::string progress_done_line(int index, int count, Outcome outcome, double seconds) {
+  char secs[32];
+  std::snprintf(secs, sizeof secs, "%.2fs", seconds);
+  return kDone + counter(index, count) + " " + outcome_name(outcome) + " " + secs;
+}
+
+std::optional<ProgressLine> parse_progress_line(const std::string& line) {
+  ProgressLine p;
+  std::string rest;
+  auto starts = [&](const char* prefix) { return line.rfind(prefix, 0) == 0; };
+  if (starts(kPoint)) {
+    if (!parse_counter(line.substr(std::string(kPoint).size()), p, rest)) return std::nullopt;
+    p.kind = ProgressLine::Point;
+    p.canonical = rest;
+    return p;
+  }
+  if (starts(kFlushed)) {
+    if (!parse_counter(line.substr(std::string(kFlushed).size()), p, rest)) return std::nullopt;
+    p.kind = ProgressLine::Flushed;
+    p.rows = std::atoll(rest.c_str());
+    return p;
+  }
+  if (starts(kDone)) {
+    if (!parse_counter(line.substr(std::string(kDone).size()), p, rest)) return std::nullopt;
+    p.kind = ProgressLine::Done;
+    const auto space = rest.find(' ');
+    auto o = parse_outcome(rest.substr(0, space));
+    if (!o) return std::nullopt;
+    p.outcome = *o;
+    if (space != std::string::npos) p.seconds = std::atof(rest.c_str() + space + 1);
+    return p;
+  }
+  return std::nullopt;
+}
+
+}  // namespace d500

@@ -1,0 +1,31 @@
+#pragma once
+// The lines a worker prints on rank 0's standard output while a job runs, and their parser:
+// the local launcher turns them into progress for a person, and tests read them. The one place
+// that spells them.
+//   d500:point I/N CANONICAL          point I of N starts
+//   d500:flushed I/N ROWS             ROWS samples of point I are durably in the file
+//   d500:done I/N OUTCOME SECONDSs    point I ended with OUTCOME after SECONDS
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "metrics/outcome.hpp"
+
+namespace d500 {
+
+std::string progress_point_line(int index, int count, const std::string& canonical);
+std::string progress_flushed_line(int index, int count, long long rows);
+std::string progress_done_line(int index, int count, Outcome outcome, double seconds);
+
+struct ProgressLine {
+  enum Kind { Point, Flushed, Done } kind = Point;
+  int index = 0, count = 0;        // 1-based
+  std::string canonical;           // Point
+  long long rows = 0;              // Flushed
+  Outcome outcome = Outcome::Complete;  // Done
+  double seconds = 0;              // Done
+};
+// nullopt for any other line (the job's own output).
+std::optional<ProgressLine> parse_progress_line(const std::string& line);
+
+}  // namespace d500

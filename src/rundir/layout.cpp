@@ -1,0 +1,87 @@
+#include "rundir/layout.hpp"
+
+#include <algorithm>
+#include <sstream>
+#include <toml++/toml.h>
+
+#include "common/error.hpp"
+#include "common/text.hpp"
+
+namespace fs = std::filesystem;
+
+namespace d500 {
+
+RunLayout::RunLayout(const std::string& dir) : root_(fs::absolute(dir).lexically_normal()) {
+  if (root_.has_filename() == false && root_.has_parent_path()) root_ = root_.parent_path();  // "runs/x/" -> "runs/x"
+}
+
+RunLayout RunLayout::of_spec(const std::string& spec_path) {
+  return RunLayout(fs::absolute(spec_path).parent_path().parent_path().string());
+}
+
+void RunLayout::require_plan(const std::string& as_given) const {
+  if (!fs::exists(plan_file()))
+    throw Error(as_given + ": not a d500 plan directory (no plan.toml); create one with `d500 plan CAMPAIGN -o DIR`");
+}
+
+std::string RunLayout::launcher() const {
+  try {
+    return toml::parse_file(plan_file().string())["plan"]["launcher"].value_or(std::string());
+  } catch (const toml::parse_error& e) {
+    throw Error(Location{plan_file().string(), static_cast<int>(e.source().begin.line),
+                         static_cast<int>(e.source().begin.column)},
+                std::string(e.description()));
+  }
+}
+
+std::vector<std::string> RunLayout::job_ids() const {
+  std::vector<std::string> jobs;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(jobs_dir(), ec))
+    if (e.path().extension() == ".sh") jobs.push_back(e.path().stem().string());
+  std::sort(jobs.begin(), jobs.end());
+  return jobs;
+}
+
+std::vector<std::string> RunLayout::results_files() const {
+  std::vector<std::string> files;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(results_dir(), ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.ends_with(".h5") || name.find(".h5.prev-") != std::string::npos) files.push_back(e.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+std::vector<PlannedPoint> read_points_csv(const RunLayout& dir) {
+  std::vector<PlannedPoint> out;
+  const fs::path p = dir.points_csv();
+  if (!fs::exists(p)) return out;
+  std::istringstream in(read_file(p.string()));
+  std::string line;
+  std::getline(in, line);  // header
+  for (int line_no = 2; std::getline(in, line); ++line_no) {
+    if (line.empty()) continue;
+    PlannedPoint x;
+    const std::size_t a = line.find(','), b = line.find(',', a + 1), c = line.find(',', b + 1);
+    if (a == std::string::npos || b == std::string::npos || c == std::string::npos)
+      throw Error(Location{p.string(), line_no, 1}, "damaged row (expected id,job,level,canonical)");
+    x.id = line.substr(0, a);
+    x.job = line.substr(a + 1, b - a - 1);
+    x.level = std::atoi(line.substr(b + 1, c - b - 1).c_str());
+    x.canonical = line.substr(c + 1);
+    if (x.canonical.size() >= 2 && x.canonical.front() == '"') {  // csv_field's quoting undone
+      std::string u;
+      for (std::size_t i = 1; i + 1 < x.canonical.size(); ++i) {
+        if (x.canonical[i] == '"' && x.canonical[i + 1] == '"') ++i;
+        u += x.canonical[i];
+      }
+      x.canonical = u;
+    }
+    out.push_back(x);
+  }
+  return out;
+}
+
+}  // namespace d500

@@ -1,0 +1,73 @@
+#pragma once
+// The run directory: the one place that knows its layout. `d500 plan` creates it; `d500 run`,
+// `d500 submit/status/cancel`, the worker and `d500 report` read and add to it.
+//
+//   campaign.toml            the campaign, byte for byte
+//   plan.toml                what was planned (launcher, template, counts)
+//   points.csv               every planned point in plan order: id, job, level, canonical
+//   jobs/<job>.toml          the job spec the worker reads (resubmissions: <job>.r<N>.toml)
+//   jobs/<job>.sh            the job script (from the campaign's template)
+//   jobs/<job>.list          the spec list a hand-submitted job script reads (D500_SPEC_LIST)
+//   jobs/<job>.status        the local launcher's record of the job's last run
+//   results/<job>.h5         the job's results file (earlier attempts: .h5.prev-N; Slurm
+//                            attempts: <spec>.slurm-<id>.h5)
+//   logs/<job>.log           the job's output under the local launcher (Slurm: *.slurm-*.out)
+//   slurm/submissions.tsv    every submission Slurm accepted, fsync'd before the next
+//   slurm/cancellations.tsv  every cancellation d500 made
+//   slurm/submit-<N>.list    the specs of submission N's tasks (D500_SPEC_LIST)
+//   report.md, report.html, results.csv, results.json, index.h5   written by `d500 report`
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace d500 {
+
+class RunLayout {
+ public:
+  // `dir` is made absolute and normal; nothing is read or created.
+  explicit RunLayout(const std::string& dir);
+  const std::filesystem::path& root() const { return root_; }
+
+  std::filesystem::path campaign_file() const { return root_ / "campaign.toml"; }
+  std::filesystem::path plan_file() const { return root_ / "plan.toml"; }
+  std::filesystem::path points_csv() const { return root_ / "points.csv"; }
+  std::filesystem::path jobs_dir() const { return root_ / "jobs"; }
+  std::filesystem::path job_spec(const std::string& job) const { return jobs_dir() / (job + ".toml"); }
+  std::filesystem::path job_script(const std::string& job) const { return jobs_dir() / (job + ".sh"); }
+  std::filesystem::path job_list(const std::string& job) const { return jobs_dir() / (job + ".list"); }
+  std::filesystem::path job_status(const std::string& job) const { return jobs_dir() / (job + ".status"); }
+  std::filesystem::path results_dir() const { return root_ / "results"; }
+  std::filesystem::path results_file(const std::string& job) const { return results_dir() / (job + ".h5"); }
+  std::filesystem::path logs_dir() const { return root_ / "logs"; }
+  std::filesystem::path job_log(const std::string& job) const { return logs_dir() / (job + ".log"); }
+  std::filesystem::path slurm_dir() const { return root_ / "slurm"; }
+  std::filesystem::path submissions_file() const { return slurm_dir() / "submissions.tsv"; }
+  std::filesystem::path cancellations_file() const { return slurm_dir() / "cancellations.tsv"; }
+  std::filesystem::path submit_list(int n) const { return slurm_dir() / ("submit-" + std::to_string(n) + ".list"); }
+
+  // Throws the error a user sees when `dir` is not a run directory (no plan.toml).
+  void require_plan(const std::string& as_given) const;
+  // plan.toml's launcher ("local" or "slurm"); throws naming the file when it cannot be read.
+  std::string launcher() const;
+  // The planned jobs (jobs/*.sh), sorted.
+  std::vector<std::string> job_ids() const;
+  // Every results file: results/*.h5 and the earlier attempts kept beside them (*.h5.prev-N),
+  // sorted by name.
+  std::vector<std::string> results_files() const;
+
+  // The run directory of a job spec (the parent of jobs/).
+  static RunLayout of_spec(const std::string& spec_path);
+
+ private:
+  std::filesystem::path root_;
+};
+
+// One row of points.csv: what was planned, in plan order.
+struct PlannedPoint {
+  std::string id, job, canonical;
+  int level = 0;
+};
+// Reads points.csv (empty when there is none); a damaged row is an error naming file and line.
+std::vector<PlannedPoint> read_points_csv(const RunLayout& dir);
+
+}  // namespace d500

@@ -1,0 +1,138 @@
+// The run directory's layout, its points.csv, and the Slurm submission records: what is
+// written is read back, and damage is an error naming the file, line and column.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "common/error.hpp"
+#include "common/text.hpp"
+#include "rundir/layout.hpp"
+#include "rundir/state.hpp"
+#include "rundir/submissions.hpp"
+
+namespace fs = std::filesystem;
+
+namespace d500 {
+namespace {
+
+class RunDirTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("d500-rundir-" + std::to_string(getpid()) + "-" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  void put(const fs::path& p, const std::string& text) {
+    fs::create_directories(p.parent_path());
+    std::ofstream(p) << text;
+  }
+  std::string error_of(const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  }
+  fs::path dir_;
+};
+
+TEST_F(RunDirTest, LayoutNamesEveryFileAndListsJobsAndResults) {
+  const RunLayout d((dir_ / "run" / "").string());  // a trailing slash names the same directory
+  EXPECT_EQ(d.root(), dir_ / "run");
+  EXPECT_EQ(d.job_spec("job-0001"), dir_ / "run" / "jobs" / "job-0001.toml");
+  EXPECT_EQ(d.results_file("job-0001"), dir_ / "run" / "results" / "job-0001.h5");
+  EXPECT_EQ(d.submit_list(3), dir_ / "run" / "slurm" / "submit-3.list");
+  EXPECT_EQ(RunLayout::of_spec(d.job_spec("job-0001").string()).root(), d.root());
+  EXPECT_NE(error_of([&] { d.require_plan("run"); }).find("run: not a d500 plan directory (no plan.toml)"), std::string::npos);
+
+  for (const char* f : {"job-0001.sh", "job-0000.sh", "job-0000.toml", "job-0000.status"}) put(d.jobs_dir() / f, "");
+  EXPECT_EQ(d.job_ids(), (std::vector<std::string>{"job-0000", "job-0001"}));
+  for (const char* f : {"job-0000.h5", "job-0000.h5.prev-1", "notes.txt", "job-0001.slurm-7.h5"}) put(d.results_dir() / f, "");
+  const auto files = d.results_files();
+  ASSERT_EQ(files.size(), 3u);
+  EXPECT_EQ(fs::path(files[0]).filename(), "job-0000.h5");
+  EXPECT_EQ(fs::path(files[1]).filename(), "job-0000.h5.prev-1");
+
+  put(d.plan_file(), "[plan]\nlauncher = \"slurm\"\n");
+  EXPECT_EQ(d.launcher(), "slurm");
+  put(d.plan_file(), "[plan\nlauncher = 1\n");
+  EXPECT_NE(error_of([&] { d.launcher(); }).find(d.plan_file().string() + ":1:"), std::string::npos);
+}
+
+TEST_F(RunDirTest, PointsCsvReadsQuotedCanonicalTextAndRefusesADamagedRow) {
+  const RunLayout d(dir_.string());
+  put(d.points_csv(), "point_id,job_id,level,canonical\nabc,job-0000,0,gemm:blas n=64\n"
+                      "def,job-0001,1,\"custom:x library=\"\"/a,b.so\"\"\"\n");
+  auto pts = read_points_csv(d);
+  ASSERT_EQ(pts.size(), 2u);
+  EXPECT_EQ(pts[1].canonical, "custom:x library=\"/a,b.so\"");
+  EXPECT_EQ(pts[1].level, 1);
+  EXPECT_EQ(canonical_head(pts[0].canonical).backend, "blas");
+  put(d.points_csv(), "point_id,job_id,level,canonical\nabc,job-0000,0,gemm:blas n=64\nbroken\n");
+  EXPECT_NE(error_of([&] { read_points_csv(d); }).find(d.points_csv().string() + ":3:1: damaged row"), std::string::npos);
+}
+
+TEST_F(RunDirTest, SubmissionsRoundTripAndCancellationsHaveTheirOwnHeader) {
+  const RunLayout d(dir_.string());
+  record_submission(d, {42, "array", 30, "afterany:41", {"/r/jobs/job-0000.toml", "/r/jobs/job-0001.r1.toml"}, "T1"});
+  record_submission(d, {43, "analysis", 10, "", {}, "T2"});
+  const auto subs = read_submissions(d);
+  ASSERT_EQ(subs.size(), 2u);
+  EXPECT_EQ(subs[0].slurm_id, 42u);
+  EXPECT_EQ(subs[0].dependency, "afterany:41");
+  EXPECT_EQ(base_job(subs[0].specs[1]), "job-0001");
+  EXPECT_TRUE(subs[1].specs.empty());
+  EXPECT_EQ(subs[1].dependency, "");
+
+  record_cancellation(d, 42, "T3");
+  const std::string text = read_file(d.cancellations_file().string());
+  EXPECT_EQ(text, "# slurm_id\tcancelled_utc\n42\tT3\n");  // not the submissions' header
+}
+
+TEST_F(RunDirTest, ADamagedSubmissionsLineNamesFileLineAndColumn) {
+  const RunLayout d(dir_.string());
+  const std::string f = d.submissions_file().string();
+  put(d.submissions_file(), "# header\n42\tjob\t30\t-\tT\t/a.toml\n4x2\tjob\t30\t-\tT\t/b.toml\n");
+  std::string e = error_of([&] { read_submissions(d); });
+  EXPECT_NE(e.find(f + ":3:1: damaged submissions record: column 'slurm_id' is \"4x2\""), std::string::npos) << e;
+  put(d.submissions_file(), "42\tjob\tsoon\t-\tT\t/a.toml\n");
+  e = error_of([&] { read_submissions(d); });
+  EXPECT_NE(e.find(f + ":1:8: damaged submissions record: column 'time_limit_min' is \"soon\""), std::string::npos) << e;
+  put(d.submissions_file(), "42\tjob\t30\t-\tT\n");
+  e = error_of([&] { read_submissions(d); });
+  EXPECT_NE(e.find(f + ":1:1: damaged submissions record: 5 columns, expected 6"), std::string::npos) << e;
+  put(d.submissions_file(), "42\tjobs\t30\t-\tT\t/a.toml\n");
+  e = error_of([&] { read_submissions(d); });
+  EXPECT_NE(e.find("kind \"jobs\"; valid: job, array, analysis"), std::string::npos) << e;
+}
+
+TEST_F(RunDirTest, ScanningReportsEveryUnreadableFileWithItsReasonAndMissingPoints) {
+  const RunLayout d(dir_.string());
+  put(d.results_file("job-0000"), "not hdf5 at all");
+  const RunState st = scan_results(d);
+  EXPECT_TRUE(st.files.empty());
+  ASSERT_EQ(st.unreadable.size(), 1u);
+  EXPECT_NE(st.unreadable[0].find("job-0000.h5: not an HDF5 file"), std::string::npos) << st.unreadable[0];
+  EXPECT_EQ(st.of("abc").outcome, Outcome::Missing);
+  const PointCounts c = count_planned({{"abc", "job-0000", "x:y", 0}, {"def", "job-0000", "x:y", 0}}, st);
+  EXPECT_EQ(c.count(Outcome::Missing), 2);
+  EXPECT_EQ(c.text(), "2 missing");
+}
+
+TEST(BetterRecord, PrefersTheBetterOutcomeThenTheNewerFile) {
+  PointState complete{Outcome::Complete, "", "a.h5", "2026-01-01T00:00:00Z"};
+  PointState failed{Outcome::FailedValidation, "", "b.h5", "2026-02-01T00:00:00Z"};
+  PointState newer{Outcome::Complete, "", "c.h5", "2026-03-01T00:00:00Z"};
+  EXPECT_TRUE(better_record(complete, failed));
+  EXPECT_FALSE(better_record(failed, complete));
+  EXPECT_TRUE(better_record(newer, complete));
+  EXPECT_FALSE(better_record(complete, newer));
+}
+
+}  // namespace
+}  // namespace d500
