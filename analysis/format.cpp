@@ -102,7 +102,10 @@ Table results_table(const Report& rep) {
   const std::string ci = std::to_string(static_cast<int>(rep.confidence * 100 + .5)) + "% CI";
   Table t{{"point", "ranks", "n", "median", ci, "rate", "rate CI", "validation", "status"}};
   for (const auto& r : rep.rows)
-    t.push_back({point_label(r), std::to_string(r.ranks) + (r.oversubscribed ? " (oversubscribed)" : ""),
+    t.push_back({point_label(r),
+                 std::to_string(r.ranks) + (r.oversubscribed          ? " (oversubscribed)"
+                                            : r.threads_oversubscribed ? " (threads oversubscribed)"
+                                                                       : ""),
                  std::to_string(r.time.n), r.time.n ? fmt_time(r.time.median) : "-",
                  ci_text(r), rate_text(r), rate_ci_text(r), validation_text(r), r.status});
   return t;
@@ -256,6 +259,10 @@ void html_table(std::ostringstream& o, const Table& t, const std::vector<std::st
 
 std::vector<std::string> attention(const Report& rep) {
   std::vector<std::string> out;
+  for (const auto& r : rep.rows)
+    if (r.threads_oversubscribed && !r.oversubscribed)
+      out.push_back("`" + r.canonical + "` (" + r.id + "): its ranks x threads exceeded the CPUs of a host "
+                    "(threads oversubscribed): its times measure threads sharing cores");
   for (const auto& r : rep.rows)
     if (r.oversubscribed)
       out.push_back("`" + r.canonical + "` (" + r.id + "): ran with more ranks than CPUs on a host (oversubscribed): "

@@ -20,7 +20,7 @@ std::string render(const Report& rep) {
   for (const auto& n : names) o << ",param_" << n;
   o << ",n,warmups_excluded,reps_incomplete,median_s,ci_lo_s,ci_hi_s,ci_level,ci_coverage,ci_method,mean_s,mean_ci_lo_s,"
        "mean_ci_hi_s,normality_ad_p,outliers_low,outliers_high,enough_reps,reps_needed,ranks_kw_p,rate_unit,"
-       "rate_median,rate_ci_lo,rate_ci_hi,validation_status,validation_max_rel_error,validation_tolerance,peak_rss_bytes,status,"
+       "rate_median,rate_ci_lo,rate_ci_hi,validation_status,validation_max_rel_error,validation_tolerance,peak_rss_bytes,memory_estimate_bytes,threads_oversubscribed,status,"
        "status_reason,hosts,file\n";
   auto num = [](double v) { return std::isfinite(v) ? jn(v) : std::string(); };
   for (const auto& r : rep.rows) {
@@ -39,6 +39,8 @@ std::string render(const Report& rep) {
       << "," << r.rate_unit << "," << (has ? num(r.rate) : "") << "," << (ci ? num(r.rate_lo) : "") << ","
       << (ci ? num(r.rate_hi) : "") << "," << r.validation_status << "," << num(r.validation_max_rel_error) << ","
       << num(r.validation_tolerance) << "," << (r.peak_rss_bytes >= 0 ? std::to_string(r.peak_rss_bytes) : "") << ","
+      << (r.memory_estimate_bytes >= 0 ? std::to_string(r.memory_estimate_bytes) : "") << ","
+      << (r.threads_oversubscribed ? "yes" : "no") << ","
       << r.status << "," << csv_field(r.status_reason) << "," << csv_field(r.hosts)
       << "," << csv_field(r.file) << "\n";
   }

@@ -37,7 +37,9 @@ std::string render(const Report& rep) {
     o << "], \"rate\": " << (r.time.n ? jn(r.rate) : "null") << ", \"rate_unit\": " << js(r.rate_unit)
       << ", \"validation\": {\"status\": " << js(r.validation_status) << ", \"max_rel_error\": "
       << jn(r.validation_max_rel_error) << ", \"tolerance\": " << jn(r.validation_tolerance) << "}"
-      << ", \"peak_rss_bytes\": " << (r.peak_rss_bytes >= 0 ? std::to_string(r.peak_rss_bytes) : "null") << "}";
+      << ", \"peak_rss_bytes\": " << (r.peak_rss_bytes >= 0 ? std::to_string(r.peak_rss_bytes) : "null")
+      << ", \"memory_estimate_bytes\": " << (r.memory_estimate_bytes >= 0 ? std::to_string(r.memory_estimate_bytes) : "null")
+      << ", \"threads_oversubscribed\": " << (r.threads_oversubscribed ? "true" : "false") << "}";
   }
   o << "\n  ],\n  \"comparisons\": [";
   for (std::size_t i = 0; i < rep.comparisons.size(); ++i) {

@@ -59,6 +59,8 @@ PointRow summarize_point(const PointResult& p, const JobResult& j, double confid
   r.validation_max_rel_error = p.validation_max_rel_error;
   r.validation_tolerance = p.validation_tolerance;
   r.peak_rss_bytes = p.peak_rss_bytes;
+  r.memory_estimate_bytes = p.memory_estimate_bytes;
+  r.threads_oversubscribed = p.threads_oversubscribed;
   r.rate_unit = p.rate_unit;
   std::set<std::string> hosts(j.hosts.begin(), j.hosts.end());
   r.hosts = join(std::vector<std::string>(hosts.begin(), hosts.end()), " ");

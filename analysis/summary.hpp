@@ -23,6 +23,8 @@ struct PointRow {
   Params params;
   double validation_max_rel_error = 0, validation_tolerance = 0;
   std::int64_t peak_rss_bytes = -1;  // largest peak resident set of a rank during the point; -1: unknown
+  std::int64_t memory_estimate_bytes = -1;  // the planner's estimate of the point's data per rank; -1: none
+  bool threads_oversubscribed = false;       // ranks x threads beyond some host's CPUs
   std::vector<double> costs;  // timed repetitions, seconds, max over ranks, in repetition order
   stats::Summary time;        // of costs
   double rate = 0, rate_lo = 0, rate_hi = 0;  // from the median and CI bounds of time

@@ -28,6 +28,10 @@ struct BackendInfo {
   // Optional plan-time check of a point run on this backend: "" when it can run, else why not
   // (the custom backend loads the point's library here).
   std::function<std::string(const Params&)> check_point{};
+  // Optional: a bound on the bytes the backend's kernel allocates for a problem beyond its
+  // tensors (lowering buffers, reordered copies, results allocated per call), for the plan-time
+  // memory estimate. Absent: none (a custom library's own allocations are unknown).
+  std::function<std::int64_t(const OpProblem&)> workspace_bytes{};
 };
 
 class BackendRegistry {

@@ -1,5 +1,6 @@
 #include "campaign/campaign.hpp"
 
+#include <cctype>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -18,7 +19,7 @@ const std::vector<std::string> kTopLevel = {"campaign", "fixed", "axes", "zip", 
 const std::vector<std::string> kSlurmKeys = {"partition",   "account",      "qos",          "constraint",
                                              "gres",        "mpi",          "time_limit",   "cpus_per_task",
                                              "modules",     "array",        "throttle",     "analysis_job",
-                                             "retry_time_factor", "max_retries", "budget_node_hours"};
+                                             "retry_time_factor", "max_retries", "budget_node_hours", "mem_per_node"};
 const std::vector<std::string> kCampaignKeys = {"name", "description", "repetitions",
                                                 "warmups", "template", "points_per_job"};
 
@@ -152,6 +153,16 @@ SlurmSettings parse_slurm(const toml::table& t, const std::string& path) {
                                               "; valid: minutes (e.g. 30) or \"HH:MM:SS\", \"D-HH:MM:SS\", at least one minute");
   }
   s.cpus_per_task = static_cast<int>(get_int(t, "cpus_per_task", 1, 1, 4096, path, "[slurm]"));
+  if (const toml::node* n = t.get("mem_per_node")) {
+    std::string text;
+    if (auto i = n->as_integer()) text = std::to_string(i->get());
+    else if (auto str = n->as_string()) text = str->get();
+    s.mem_per_node_bytes = parse_memory_size(text);
+    s.mem_where = loc(path, n->source());
+    if (s.mem_per_node_bytes <= 0)
+      throw Error(s.mem_where, "key 'mem_per_node' in [slurm] is " + (text.empty() ? std::string("not a size") : "\"" + text + "\"") +
+                                   "; valid: the memory of one node as Slurm writes it, e.g. 64G, 512000M, 1T, or a number of MiB");
+  }
   s.throttle = static_cast<int>(get_int(t, "throttle", 0, 0, 100000, path, "[slurm]"));
   s.max_retries = static_cast<int>(get_int(t, "max_retries", 0, 0, 100, path, "[slurm]"));
   if (const toml::node* n = t.get("modules")) {
@@ -183,6 +194,17 @@ SlurmSettings parse_slurm(const toml::table& t, const std::string& path) {
 }
 
 }  // namespace
+
+std::int64_t parse_memory_size(const std::string& text) {
+  static const std::regex re("([0-9]{1,12})([KMGTkmgt]?)[Bb]?");
+  std::smatch m;
+  if (!std::regex_match(text, m, re)) return -1;
+  std::int64_t v = std::stoll(m[1].str());
+  const char unit = m[2].matched && m[2].length() ? static_cast<char>(std::toupper(m[2].str()[0])) : 'M';
+  const int shift = unit == 'K' ? 10 : unit == 'M' ? 20 : unit == 'G' ? 30 : 40;
+  if (v > (std::int64_t{1} << (62 - shift))) return -1;  // beyond any node
+  return v << shift;
+}
 
 int parse_time_limit(const std::string& text) {
   // At most 7 digits a field (19 years in minutes): std::stol never overflows here.
@@ -226,9 +248,10 @@ Campaign parse_campaign_text(const std::string& text, const std::string& path) {
   if (!name) throw Error(loc(path, ct.source()), "[campaign] needs a name, e.g. name = \"scaling-study\"");
   c.name = get_string(ct, "name", "", path);
   static const std::regex name_re("[A-Za-z0-9_.-]{1,64}");
-  if (!std::regex_match(c.name, name_re))
+  if (!std::regex_match(c.name, name_re) || c.name.find_first_not_of('.') == std::string::npos)
     throw Error(loc(path, name->source()), "key 'name' in [campaign] is \"" + c.name +
-                                               "\"; valid: 1-64 letters, digits, '_', '.', '-'");
+                                               "\"; valid: 1-64 letters, digits, '_', '.', '-', not only dots "
+                                               "(the name is a directory: runs/<name>)");
   c.description = get_string(ct, "description", "", path);
   c.repetitions = static_cast<int>(get_int(ct, "repetitions", 10, 1, 1000000, path));
   c.warmups = static_cast<int>(get_int(ct, "warmups", 2, 0, 100000, path));

@@ -2,6 +2,7 @@
 // A campaign file (TOML) parsed and checked for shape: which settings, which axes, how they
 // combine. Whether a parameter means anything to a workload is the planner's business; this
 // module guarantees that every key is known, every type right, and every error located.
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,8 @@ struct SlurmSettings {
   double retry_time_factor = 1.0;  // a job that timed out is resubmitted with its limit times this
   int max_retries = 0;
   double budget_node_hours = 0;    // refuse to submit more than this (0: no budget)
+  std::int64_t mem_per_node_bytes = 0;  // memory of one node, for the plan's memory check (0: unknown)
+  Location mem_where;
 };
 
 struct Campaign {
@@ -66,6 +69,9 @@ struct Campaign {
 // "HH:MM:SS", "MM:SS", "D-HH:MM:SS", "D-HH" or minutes as an integer: Slurm's forms. Returns
 // minutes (rounded up), or -1 when `text` is none of them.
 int parse_time_limit(const std::string& text);
+
+// A memory size as Slurm writes it ("64G", "512000M", "1T", "2048" = MiB) in bytes; -1 if not one.
+std::int64_t parse_memory_size(const std::string& text);
 
 // Parses and shape-checks a campaign. Throws d500::Error naming file:line:column and key.
 Campaign parse_campaign_text(const std::string& text, const std::string& path);

@@ -66,6 +66,15 @@ int cmd_plan(const std::string& campaign_path, std::string out_dir, bool dry_run
   if (plan.tmpl.launcher == "slurm")
     std::cout << "total: at most " << fmt_sig(total_node_hours(plan), 4) << " node-hours"
               << (c.slurm.budget_node_hours > 0 ? " (budget " + fmt_sig(c.slurm.budget_node_hours, 4) + ")" : "") << "\n";
+  if (plan.largest_memory_point >= 0) {
+    const Point& big = plan.points[static_cast<std::size_t>(plan.largest_memory_point)];
+    const auto rpn = std::get<std::int64_t>(big.params.at("ranks_per_node"));
+    std::cout << "memory: the largest point needs about " << fmt_bytes(big.memory_bytes) << " per rank"
+              << (rpn > 1 ? " (" + fmt_bytes(big.memory_bytes * rpn) + " per node)" : "") << " of "
+              << (plan.node_memory_bytes > 0 ? plan.node_memory_source : std::string("a node's memory, which is unknown (set [slurm] mem_per_node to check it)"))
+              << ": " << big.canonical << "\n";
+  }
+  for (const auto& w : plan.warnings) std::cout << "warning: " << w << "\n";
   if (dry_run) {
     std::cout << "dry run: nothing written\n";
     return 0;
@@ -169,7 +178,7 @@ int main(int argc, char** argv) {
   sub["plan"]->add_option("-o,--output", out, "run directory to create (default runs/<campaign name>)");
   sub["plan"]->add_flag("-n,--dry-run", dry_run, "print the plan, write nothing");
   bool force = false;
-  sub["plan"]->add_flag("--force", force, "plan even over the campaign's node-hour budget");
+  sub["plan"]->add_flag("--force", force, "plan even over the campaign's node-hour budget or a node's memory");
   sub["run"]->add_option("dir", dir, "run directory written by d500 plan")->required();
   sub["run"]->add_flag("--rerun", rerun, "also run jobs that completed before (earlier results are kept)");
   sub["report"]->add_option("dir", dir, "run directory")->required();

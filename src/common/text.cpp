@@ -113,4 +113,13 @@ std::string utc_now_iso8601() {
   return buf;
 }
 
+std::string fmt_bytes(std::int64_t bytes) {
+  const double b = static_cast<double>(bytes);
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  int u = 0;
+  double v = b;
+  while (u < 5 && v >= 1024.0) v /= 1024.0, ++u;
+  return fmt_sig(v, 3) + " " + units[u];
+}
+
 }  // namespace d500

@@ -27,6 +27,8 @@ std::string csv_field(const std::string& s);
 
 // Formats a number with `digits` significant digits, without exponent for ordinary ranges.
 std::string fmt_sig(double v, int digits = 4);
+// A size in binary units with 3 significant digits: "512 KiB", "1.25 GiB".
+std::string fmt_bytes(std::int64_t bytes);
 
 std::string utc_now_iso8601();
 

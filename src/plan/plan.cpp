@@ -1,10 +1,13 @@
 #include "plan/plan.hpp"
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
@@ -19,6 +22,22 @@
 namespace fs = std::filesystem;
 
 namespace d500 {
+
+std::int64_t host_memory_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key, unit;
+  std::int64_t kib = 0;
+  while (in >> key >> kib >> unit)
+    if (key == "MemTotal:") return kib * 1024;
+  return 0;
+}
+
+int host_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
+  return static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+}
 
 std::string templates_dir() {
   if (const char* env = std::getenv("D500_TEMPLATES")) return env;
@@ -113,6 +132,94 @@ const WorkloadInfo& check_workload_exists(const LocatedValue& lv, const Workload
   return *w;
 }
 
+// The parameter the campaign gave whose doubling grows the estimate most: the key to name when
+// a point is too big.
+std::string memory_driver(const Point& p, const WorkloadInfo& w) {
+  std::string best;
+  std::int64_t grown = p.memory_bytes;
+  for (const auto& [name, where] : p.param_where) {
+    const auto it = p.params.find(name);
+    // A rank count or a seed adds no data per rank; the point's own sizes do.
+    if (it == p.params.end() || !std::holds_alternative<std::int64_t>(it->second) || name == "seed" ||
+        name == "ranks_per_node" || name == "nodes")
+      continue;
+    Params twice = p.params;
+    twice[name] = Value{2 * std::get<std::int64_t>(it->second)};
+    std::int64_t b = 0;
+    try {
+      b = w.memory_bytes(twice);
+    } catch (const std::exception&) {
+      continue;
+    }
+    if (b > grown) grown = b, best = name;
+  }
+  if (best.empty() && p.memory_bytes == std::numeric_limits<std::int64_t>::max()) {
+    // Beyond 64 bits, doubling shows nothing: name the largest size the campaign gave.
+    std::int64_t largest = 0;
+    for (const auto& [name, where] : p.param_where) {
+      const auto it = p.params.find(name);
+      if (it == p.params.end() || !std::holds_alternative<std::int64_t>(it->second) || name == "seed" ||
+          name == "ranks_per_node" || name == "nodes")
+        continue;
+      if (std::get<std::int64_t>(it->second) > largest) largest = std::get<std::int64_t>(it->second), best = name;
+    }
+  }
+  return best;
+}
+
+// Memory per point against a node's, and threads against CPUs: refused (memory, unless
+// --force) or warned (threads) before anything is written.
+void check_resources(Plan& plan, const WorkloadRegistry& reg, const PlanOptions& opt) {
+  const Campaign& c = plan.campaign;
+  if (plan.tmpl.launcher == "local") {
+    plan.node_memory_bytes = opt.host_memory_bytes > 0 ? opt.host_memory_bytes : host_memory_bytes();
+    plan.node_memory_source = "this machine's memory (" + fmt_bytes(plan.node_memory_bytes) + ", MemTotal)";
+  } else if (c.slurm.mem_per_node_bytes > 0) {
+    plan.node_memory_bytes = c.slurm.mem_per_node_bytes;
+    plan.node_memory_source = "[slurm] mem_per_node (" + fmt_bytes(plan.node_memory_bytes) + ", " + c.slurm.mem_where.str() + ")";
+  }
+  std::int64_t largest = -1;
+  for (std::size_t i = 0; i < plan.points.size(); ++i) {
+    Point& p = plan.points[i];
+    const WorkloadInfo& w = *reg.find(std::get<std::string>(p.params.at("workload")));
+    if (!w.memory_bytes) continue;
+    p.memory_bytes = w.memory_bytes(p.params);
+    const std::int64_t rpn = std::get<std::int64_t>(p.params.at("ranks_per_node"));
+    const std::int64_t per_node = p.memory_bytes * rpn;
+    if (per_node > largest) largest = per_node, plan.largest_memory_point = static_cast<long>(i);
+    if (plan.node_memory_bytes <= 0 || per_node <= plan.node_memory_bytes) continue;
+    const std::string driver = memory_driver(p, w);
+    const std::string why =
+        "point " + p.canonical + ": needs about " + fmt_bytes(p.memory_bytes) + " of memory per rank" +
+        (rpn > 1 ? " (" + fmt_bytes(per_node) + " for its " + std::to_string(rpn) + " ranks per node)" : "") +
+        " for its tensors, their validation copies and the backend's workspace, more than " +
+        plan.node_memory_source +
+        (driver.empty() ? "" : "; key '" + driver + "' = " + canonical(p.params.at(driver)) + " makes it so");
+    if (!opt.force)
+      throw Error(driver.empty() ? p.where : p.param_where.at(driver),
+                  why + "; lower it, or plan with --force to run it anyway (nothing was written)");
+    plan.warnings.push_back(why + " (planned anyway: --force)");
+  }
+
+  // Threads: ranks x threads beyond the CPUs makes the library's threads share cores.
+  std::set<std::string> said;
+  const int cpus = opt.host_cpus > 0 ? opt.host_cpus : host_cpus();
+  for (const auto& p : plan.points) {
+    const std::int64_t threads = int_param_or(p.params, "threads", 1);
+    const std::int64_t rpn = std::get<std::int64_t>(p.params.at("ranks_per_node"));
+    std::string w;
+    if (plan.tmpl.launcher == "local" && rpn * threads > cpus)
+      w = std::to_string(rpn) + " rank(s) x " + std::to_string(threads) + " thread(s) = " + std::to_string(rpn * threads) +
+          " on this machine's " + std::to_string(cpus) + " CPUs";
+    else if (plan.tmpl.launcher == "slurm" && threads > c.slurm.cpus_per_task)
+      w = std::to_string(threads) + " thread(s) per rank, but [slurm] cpus_per_task = " +
+          std::to_string(c.slurm.cpus_per_task) + " CPUs per rank";
+    if (w.empty() || !said.insert(w).second) continue;
+    plan.warnings.push_back("threads oversubscribed: " + w + " (e.g. point " + p.canonical +
+                            "): its timings will measure threads sharing cores; the worker flags such points");
+  }
+}
+
 Point resolve(const Raw& raw, const WorkloadRegistry& reg, const Campaign& c) {
   auto wit = raw.find("workload");
   if (wit == raw.end())
@@ -148,6 +255,8 @@ Point resolve(const Raw& raw, const WorkloadRegistry& reg, const Campaign& c) {
                     "' (it runs on: " + join(impl, ", ") + "); drop it with [[exclude]] workload = \"" +
                     w.name + "\", backend = \"" + backend + "\"");
   }
+  for (const auto& [name, value] : raw)
+    if (p.params.count(name)) p.param_where[name] = value->where;
   if (w.normalize) w.normalize(p.params);
   p.canonical = canonical_point(p.params);
   if (w.check) {
@@ -352,6 +461,8 @@ Plan make_plan(const Campaign& campaign, const WorkloadRegistry& reg, const Plan
                                "' runs on this machine only, so nodes must be 1 (use a Slurm template for more)");
   }
 
+  check_resources(plan, reg, opt);
+
   // Jobs: points of one shape share an allocation, split by points_per_job when asked.
   std::map<std::pair<int, int>, std::vector<std::size_t>> open;
   std::vector<std::pair<int, int>> order;
@@ -392,6 +503,16 @@ void write_plan(const Plan& plan, const std::string& dir, const std::string& wor
   tmp += ".planning-" + std::to_string(::getpid());
   std::error_code ec;
   fs::remove_all(tmp, ec);
+  // The outermost directory this call creates (runs/ on a first plan): removed on failure, so
+  // that a refusal leaves nothing behind.
+  fs::path created = target.parent_path();
+  while (!created.empty() && created.has_parent_path() && !fs::exists(created.parent_path()))
+    created = created.parent_path();
+  if (fs::exists(created)) created.clear();
+  auto clean_up = [&] {
+    fs::remove_all(tmp, ec);
+    if (!created.empty()) fs::remove_all(created, ec);
+  };
   try {
     // Built under the temporary name, naming the final paths in what it writes.
     const RunLayout at(tmp.string()), final_dir(target.string());
@@ -455,10 +576,10 @@ void write_plan(const Plan& plan, const std::string& dir, const std::string& wor
     if (fs::exists(target)) fs::remove(target);  // the empty directory checked above
     fs::rename(tmp, target);
   } catch (const fs::filesystem_error& e) {
-    fs::remove_all(tmp, ec);
+    clean_up();
     throw Error(dir + ": cannot write the plan: " + e.code().message() + " (nothing was written)");
   } catch (...) {
-    fs::remove_all(tmp, ec);
+    clean_up();
     throw;
   }
 }

@@ -1,6 +1,8 @@
 #pragma once
 // The planner: campaign -> points -> jobs. Deterministic: the same campaign text gives the
 // same points, ids and jobs, so a re-plan recognises finished work.
+#include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -15,6 +17,8 @@ struct Point {
   Params params;          // complete: defaults filled, derived values normalised
   int level = 0;
   Location where;         // where the combination's workload value was written
+  std::map<std::string, Location> param_where;  // where each value the campaign gave was written
+  std::int64_t memory_bytes = -1;  // estimated per rank (WorkloadInfo::memory_bytes); -1: unknown
 };
 
 
@@ -38,6 +42,12 @@ struct Plan {
   TemplateInfo tmpl;
   std::vector<Point> points;
   std::vector<Job> jobs;
+  // The memory check: a node's memory (0: unknown, not checked), where that figure comes from,
+  // and the point whose ranks need the most of one node (-1: none has an estimate).
+  std::int64_t node_memory_bytes = 0;
+  std::string node_memory_source;
+  long largest_memory_point = -1;
+  std::vector<std::string> warnings;  // what a person should know before running (oversubscription)
 };
 
 // Where templates are looked up: $D500_TEMPLATES, else the source tree's templates/.
@@ -45,8 +55,16 @@ std::string templates_dir();
 TemplateInfo load_template(const std::string& name, const Location& where);
 
 struct PlanOptions {
-  bool force = false;  // plan even when the campaign's node-hour budget is exceeded
+  bool force = false;  // plan even when the node-hour budget or a node's memory is exceeded
+  // This machine, for local plans: memory in bytes and CPUs; 0 reads /proc/meminfo and the CPUs
+  // this process may run on.
+  std::int64_t host_memory_bytes = 0;
+  int host_cpus = 0;
 };
+
+// This machine's memory (MemTotal) and the CPUs this process may run on.
+std::int64_t host_memory_bytes();
+int host_cpus();
 
 // Expands and checks everything that can be checked without running. Throws d500::Error.
 Plan make_plan(const Campaign& c, const WorkloadRegistry& reg, const PlanOptions& opt = {});

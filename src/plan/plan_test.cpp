@@ -9,6 +9,9 @@
 #include "common/text.hpp"
 #include "plan/jobspec.hpp"
 #include "campaign/campaign.hpp"
+#include "backends/registry.hpp"
+
+#include <unistd.h>
 
 using namespace d500;
 namespace fs = std::filesystem;
@@ -274,4 +277,113 @@ TEST(Plan, CustomBackendNeedsALoadableLibraryForTheOperator) {
   EXPECT_NE(ok.points[0].canonical.find("library="), std::string::npos);
   e = error_of(kHead + "[fixed]\nworkload = \"relu\"\nbackend = \"reference\"\nn = 2\nc = 2\nh = 2\nlibrary = \"x.so\"\n");
   EXPECT_NE(e.find("only for backend \"custom\""), std::string::npos) << e;
+}
+
+namespace {
+Plan plan_with(const std::string& text, PlanOptions opt) {
+  return make_plan(parse_campaign_text(text, "c.toml"), builtin_workloads(), opt);
+}
+std::string error_with(const std::string& text, PlanOptions opt) {
+  try {
+    plan_with(text, opt);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+constexpr std::int64_t kGiB = std::int64_t{1} << 30;
+}  // namespace
+
+TEST(PlanResources, TheMemoryEstimateCountsTensorsStagingValidationAndWorkspace) {
+  // gemm m=100 n=50 k=20: A 2000 and B 1000 elements in, C 5000 out; floats, the inputs' double
+  // staging, and the double reference on 16 of C's rows (A 16x20, all of B, C 16x50).
+  Plan p = plan_of(kHead + "[fixed]\nworkload = \"gemm\"\nbackend = \"blas\"\nm = 100\nn = 50\nk = 20\n");
+  const std::int64_t want = 4 * (3000 + 5000) + 8 * 3000 + 8 * (16 * 20 + 1000 + 16 * 50);
+  EXPECT_EQ(p.points.at(0).memory_bytes, want);
+  // oneDNN's convolution counts its reordered copies: more than the same point on the reference.
+  const std::string conv = "[fixed]\nworkload = \"conv2d\"\nn = 4\nc = 8\nh = 16\nk = 8\nr = 3\n";
+  const std::int64_t ref = plan_of(kHead + conv + "backend = \"reference\"\n").points.at(0).memory_bytes;
+  const std::int64_t blas = plan_of(kHead + conv + "backend = \"blas\"\n").points.at(0).memory_bytes;
+  EXPECT_EQ(blas - ref, 4 * 8 * 3 * 3 * 14 * 14);  // blas adds its im2col buffer of one image
+  // An allreduce holds a send and a receive buffer.
+  Plan a = plan_of(kHead + "[fixed]\nworkload = \"allreduce\"\nbackend = \"mpi\"\nbytes = 4096\n");
+  EXPECT_EQ(a.points.at(0).memory_bytes, 8192);
+}
+
+TEST(PlanResources, APointThatCannotFitANodeIsRefusedNamingTheKeyUnlessForced) {
+  PlanOptions opt;
+  opt.host_memory_bytes = 24 * kGiB;
+  // 48 GiB of GEMM matrices per rank on a 24 GiB machine.
+  const std::string gemm = kHead + "[fixed]\nworkload = \"gemm\"\nbackend = \"blas\"\n[axes]\nn = [1024, 65536]\n";
+  std::string e = error_with(gemm, opt);
+  EXPECT_NE(e.find("c.toml:7:12: point gemm:blas k=65536 m=65536 n=65536"), std::string::npos) << e;
+  EXPECT_NE(e.find("more than this machine's memory (24.0 GiB, MemTotal); key 'n' = 65536 makes it so"), std::string::npos) << e;
+  EXPECT_NE(e.find("plan with --force"), std::string::npos) << e;
+  // A convolution too big for its batch, and relu sizes whose element count overflows 64 bits.
+  e = error_with(kHead + "[fixed]\nworkload = \"conv2d\"\nbackend = \"reference\"\nn = 100000\nc = 4096\nh = 4096\nk = 4096\nr = 1\n", opt);
+  EXPECT_NE(e.find("needs about"), std::string::npos) << e;
+  e = error_with(kHead + "[fixed]\nworkload = \"relu\"\nbackend = \"reference\"\nn = 1000000\nc = 1000000\nh = 1000000\n", opt);
+  EXPECT_NE(e.find("needs about"), std::string::npos) << e;
+  EXPECT_NE(e.find("key 'c' = 1000000 makes it so"), std::string::npos) << e;
+  // --force plans it, says so, and the summary's largest point is that one.
+  opt.force = true;
+  Plan forced = plan_with(gemm, opt);
+  ASSERT_EQ(forced.warnings.size(), 1u);
+  EXPECT_NE(forced.warnings[0].find("(planned anyway: --force)"), std::string::npos);
+  ASSERT_GE(forced.largest_memory_point, 0);
+  EXPECT_EQ(std::get<std::int64_t>(forced.points[static_cast<std::size_t>(forced.largest_memory_point)].params.at("n")), 65536);
+  // Ranks on one node share its memory.
+  opt.force = false;
+  opt.host_memory_bytes = 1 * kGiB;
+  e = error_with(kHead + "[fixed]\nworkload = \"gemm\"\nbackend = \"blas\"\nn = 4096\nranks_per_node = 8\n", opt);
+  EXPECT_NE(e.find("for its 8 ranks per node"), std::string::npos) << e;
+}
+
+TEST(PlanResources, SlurmPlansCheckMemPerNodeWhenGivenAndSayWhenItIsUnknown) {
+  const std::string head = "[campaign]\nname = \"s\"\ntemplate = \"slurm\"\n[slurm]\ntime_limit = 10\n";
+  const std::string point = "[fixed]\nworkload = \"gemm\"\nbackend = \"blas\"\nn = 16384\n";
+  Plan unknown = plan_of(head + point);
+  EXPECT_EQ(unknown.node_memory_bytes, 0);  // not this machine's: a cluster node's is not known
+  std::string e = error_of(head + "mem_per_node = \"2G\"\n" + point);
+  EXPECT_NE(e.find("more than [slurm] mem_per_node (2.00 GiB, c.toml:6:16)"), std::string::npos) << e;
+  EXPECT_NE(error_of(head + "mem_per_node = \"lots\"\n" + point).find("c.toml:6:16: key 'mem_per_node' in [slurm] is \"lots\""),
+            std::string::npos);
+  EXPECT_EQ(parse_memory_size("64G"), 64 * kGiB);
+  EXPECT_EQ(parse_memory_size("512000"), std::int64_t{512000} << 20);  // Slurm's default unit: MiB
+  EXPECT_EQ(parse_memory_size("1T"), 1024 * kGiB);
+  EXPECT_EQ(parse_memory_size("-1G"), -1);
+  EXPECT_EQ(parse_memory_size("99999999999999T"), -1);
+}
+
+TEST(PlanResources, ThreadsBeyondTheCpusAreWarnedOnceAtPlanTime) {
+  PlanOptions opt;
+  opt.host_cpus = 2;
+  Plan p = plan_with(kHead + "[fixed]\nworkload = \"gemm\"\nbackend = \"blas\"\nthreads = 1024\n[axes]\nn = [8, 16]\n", opt);
+  ASSERT_EQ(p.warnings.size(), 1u) << "one warning per shape, not per point";
+  EXPECT_NE(p.warnings[0].find("threads oversubscribed: 1 rank(s) x 1024 thread(s) = 1024 on this machine's 2 CPUs"),
+            std::string::npos) << p.warnings[0];
+  Plan fits = plan_with(kHead + "[fixed]\nworkload = \"gemm\"\nbackend = \"blas\"\nthreads = 2\nn = 8\n", opt);
+  EXPECT_TRUE(fits.warnings.empty());
+  Plan slurm = plan_of("[campaign]\nname = \"s\"\ntemplate = \"slurm\"\n[slurm]\ntime_limit = 10\ncpus_per_task = 4\n"
+                       "[fixed]\nworkload = \"gemm\"\nbackend = \"blas\"\nthreads = 8\nn = 8\n");
+  ASSERT_EQ(slurm.warnings.size(), 1u);
+  EXPECT_NE(slurm.warnings[0].find("8 thread(s) per rank, but [slurm] cpus_per_task = 4"), std::string::npos);
+}
+
+TEST(PlanResources, NamesThatAreDirectoriesAreRefusedAndARefusalLeavesNothing) {
+  for (const char* name : {".", "..", "..."}) {
+    std::string e = error_of("[campaign]\nname = \"" + std::string(name) + "\"\n[fixed]\nworkload = \"gemm\"\n");
+    EXPECT_NE(e.find("c.toml:2:8: key 'name' in [campaign] is \"" + std::string(name) + "\""), std::string::npos) << e;
+    EXPECT_NE(e.find("not only dots"), std::string::npos) << e;
+  }
+  // A plan that fails while it is written removes what it created, the parent of the run too.
+  const fs::path base = fs::temp_directory_path() / ("d500-refusal-" + std::to_string(::getpid()));
+  fs::remove_all(base);
+  fs::create_directories(base);
+  Plan p = plan_of(kHead + "[fixed]\nworkload = \"gemm\"\nbackend = \"blas\"\nn = 8\n");
+  p.tmpl.text = "{{no_such_variable}}\n";  // rendering the job script fails
+  EXPECT_THROW(write_plan(p, (base / "runs" / "t").string(), "/bin/true"), Error);
+  EXPECT_FALSE(fs::exists(base / "runs"));
+  EXPECT_TRUE(fs::is_empty(base));
+  fs::remove_all(base);
 }

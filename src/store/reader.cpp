@@ -52,6 +52,10 @@ PointResult read_point(hid_t file, const std::string& id, const std::string& pat
   p.work_bytes = h5::read_attr_int(g, "work_bytes", what);
   if (h5::has_attr(g, "seconds")) p.seconds = h5::read_attr_double(g, "seconds", what);
   if (h5::has_attr(g, "peak_rss_bytes")) p.peak_rss_bytes = h5::read_attr_int(g, "peak_rss_bytes", what);
+  if (h5::has_attr(g, "memory_estimate_bytes"))
+    p.memory_estimate_bytes = h5::read_attr_int(g, "memory_estimate_bytes", what);
+  if (h5::has_attr(g, "threads_oversubscribed"))
+    p.threads_oversubscribed = h5::read_attr_int(g, "threads_oversubscribed", what) != 0;
   if (h5::has_attr(g, "scaling")) p.scaling = h5::read_attr_string(g, "scaling", what);
   if (h5::has_attr(g, "scaling_note")) p.scaling_note = h5::read_attr_string(g, "scaling_note", what);
   if (h5::has_attr(g, "validation_status")) {

@@ -16,6 +16,8 @@ struct PointResult {
   std::string scaling = "strong", scaling_note;
   double validation_max_rel_error = 0, validation_tolerance = 0, seconds = 0;
   std::int64_t peak_rss_bytes = -1;  // -1: not recorded
+  std::int64_t memory_estimate_bytes = -1;  // the planner's estimate per rank; -1: not recorded
+  bool threads_oversubscribed = false;
   int index = 0, level = 0, warmups = 0, repetitions = 0;
   Params params;
   std::int64_t work_flops = 0, work_bytes = 0;

@@ -188,6 +188,8 @@ void ResultWriter::begin_point(const PointIdentity& p, int index, int warmups, i
   attr(point_, "backend_version", bcast_string(meta.backend_version, comm_));
   attr(point_, "scaling", meta.scaling);
   attr(point_, "scaling_note", meta.scaling_note);
+  attr(point_, "threads_oversubscribed", std::int64_t{meta.threads_oversubscribed ? 1 : 0});
+  if (meta.memory_estimate_bytes >= 0) attr(point_, "memory_estimate_bytes", meta.memory_estimate_bytes);
   attr(point_, "status", std::string(file_status(Outcome::Incomplete)));
   attr(point_, "status_reason", std::string("the job ended while this point was running"));
   for (const auto& [k, v] : p.params) attr(point_, "param." + k, v);

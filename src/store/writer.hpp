@@ -54,6 +54,8 @@ class ResultWriter {
   struct PointMeta {
     Work work;
     std::string rate_unit, backend_version, scaling, scaling_note;
+    bool threads_oversubscribed = false;     // ranks x threads beyond some host's CPUs (same on all ranks)
+    std::int64_t memory_estimate_bytes = -1;  // the planner's estimate per rank; < 0: none
   };
   void begin_point(const PointIdentity& p, int index, int warmups, int repetitions, const PointMeta& meta);
   // Collective; each rank passes its own samples (any number, zero included). `durable`

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <new>
 
 #include "backends/registry.hpp"
 #include "common/error.hpp"
@@ -31,20 +32,29 @@ std::string host_name() {
   return std::string(buf, static_cast<std::size_t>(len));
 }
 
-// Whether some host runs more ranks than the CPUs its ranks may use: timings of such a job
-// measure the sharing of cores, and the report says so.
-bool oversubscribed(MPI_Comm comm) {
+// The ranks on this rank's host and the CPUs they may use.
+struct HostShape {
+  int ranks_here = 1, cpus = 1;
+};
+
+HostShape host_shape(MPI_Comm comm) {
+  HostShape h;
   MPI_Comm local;
   mpi_check(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &local), "MPI_Comm_split_type", "worker");
-  int ranks_here = 1;
-  mpi_check(MPI_Comm_size(local, &ranks_here), "MPI_Comm_size", "worker");
+  mpi_check(MPI_Comm_size(local, &h.ranks_here), "MPI_Comm_size", "worker");
   mpi_check(MPI_Comm_free(&local), "MPI_Comm_free", "worker");
   cpu_set_t set;
   CPU_ZERO(&set);
   int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
   // A rank bound to one core sees one CPU; count the host's CPUs then.
-  cpus = std::max<int>(cpus, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
-  int mine = ranks_here > cpus ? 1 : 0, any = 0;
+  h.cpus = std::max<int>(cpus, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
+  return h;
+}
+
+// Whether some host runs more than `per_rank` x its ranks CPUs' worth of threads (agreed by all
+// ranks): timings then measure the sharing of cores, and the report says so.
+bool oversubscribed(MPI_Comm comm, const HostShape& h, std::int64_t per_rank) {
+  int mine = static_cast<std::int64_t>(h.ranks_here) * per_rank > h.cpus ? 1 : 0, any = 0;
   mpi_check(MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, comm), "MPI_Allreduce", "worker");
   return any != 0;
 }
@@ -90,7 +100,8 @@ void run_job(const std::string& spec_path, const std::string& output, MPI_Comm c
   env.campaign_text = read_file((run_dir / "campaign.toml").string());
   env.campaign_path = (run_dir / "campaign.toml").string();
   env.host = host_name();
-  env.oversubscribed = oversubscribed(comm);
+  const HostShape host = host_shape(comm);
+  env.oversubscribed = oversubscribed(comm, host, 1);
   env.backend_versions = built_backend_versions();
 
   const WorkloadRegistry& reg = builtin_workloads();
@@ -116,19 +127,31 @@ void run_job(const std::string& spec_path, const std::string& output, MPI_Comm c
     // A backend that throws while setting up or validating (a primitive the library cannot
     // create, an operator it lacks at run time) fails this point, not the job: the ranks agree on
     // it, the point is flagged with the library's message, and the job goes on.
+    // Memory that cannot be had is the same kind of failure, said in words with the estimate.
+    const std::int64_t estimate = w->memory_bytes ? w->memory_bytes(p.params) : -1;
     std::string backend_error;
+    auto out_of_memory = [&] {
+      return "out of memory: this rank could not allocate the point's data" +
+             (estimate >= 0 ? " (the planner's estimate: " + fmt_bytes(estimate) + " per rank)" : std::string());
+    };
     std::unique_ptr<Workload> wl;
     try {
       wl = w->backends.at(bname)(ctx);
+    } catch (const std::bad_alloc&) {
+      backend_error = out_of_memory();
     } catch (const std::exception& e) {
       backend_error = e.what();
     }
-    out.begin_point(PointIdentity{p.id, p.canonical, p.level, p.params}, i, spec.warmups, spec.repetitions,
-                    {wl ? wl->work() : Work{}, w->rate_unit, b->version(), w->scaling, w->scaling_note});
+    ResultWriter::PointMeta meta{wl ? wl->work() : Work{}, w->rate_unit, b->version(), w->scaling, w->scaling_note};
+    meta.threads_oversubscribed = oversubscribed(comm, host, int_param_or(p.params, "threads", 1));
+    meta.memory_estimate_bytes = estimate;
+    out.begin_point(PointIdentity{p.id, p.canonical, p.level, p.params}, i, spec.warmups, spec.repetitions, meta);
     Validation v{std::nan(""), 0.0, ""};
     if (wl) {
       try {
         v = wl->validate();
+      } catch (const std::bad_alloc&) {
+        backend_error = out_of_memory();
       } catch (const std::exception& e) {
         backend_error = e.what();
       }

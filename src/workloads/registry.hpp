@@ -73,6 +73,11 @@ struct WorkloadInfo {
   std::function<void(Params&)> normalize;
   // Optional check of a complete point; returns an error text, or "" when the point is valid.
   std::function<std::string(const Params&)> check;
+  // Optional: the bytes one rank of a point allocates for its data, at its peak: inputs and
+  // outputs, their staging while they are made, the validation reference, and a bound on the
+  // backend's workspace. Not the process's baseline (libraries, MPI, the recorder), which the
+  // measured peak_rss_bytes includes. The planner refuses points that cannot fit a node.
+  std::function<std::int64_t(const Params&)> memory_bytes;
 };
 
 class WorkloadRegistry {

@@ -119,6 +119,62 @@ TEST_F(EndToEnd, MoreRanksThanCoresRunsAndIsFlaggedAsOversubscribed) {
   EXPECT_NE(rep.out.find("(oversubscribed)"), std::string::npos) << rep.out;
 }
 
+TEST_F(EndToEnd, ThreadsBeyondTheCpusAreWarnedAtPlanTimeAndFlaggedPerPoint) {
+  // One rank with more BLAS threads than this machine has CPUs, beside one that fits.
+  const int threads = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)) + 1;
+  std::string plan;
+  const fs::path run = planned("[campaign]\nname = \"threads\"\nrepetitions = 5\nwarmups = 1\n[fixed]\n"
+                               "workload = \"gemm\"\nbackend = \"blas\"\nn = 64\n[axes]\nthreads = [1, " +
+                                   std::to_string(threads) + "]\n",
+                               &plan);
+  EXPECT_NE(plan.find("warning: threads oversubscribed: 1 rank(s) x " + std::to_string(threads) + " thread(s)"),
+            std::string::npos) << plan;
+  EXPECT_NE(plan.find("memory: the largest point needs about"), std::string::npos) << plan;
+  ASSERT_EQ(sh(d500_cmd("run " + run.string())).code, 0);
+  Cmd rep = sh(d500_cmd("report " + run.string()));
+  ASSERT_EQ(rep.code, 0) << rep.out;
+  EXPECT_NE(rep.out.find("(threads oversubscribed)"), std::string::npos) << rep.out;
+  auto csv = read_csv(run / "results.csv");
+  ASSERT_EQ(csv.size(), 2u);
+  for (auto& [id, row] : csv) {
+    const bool over = row["param_threads"] == std::to_string(threads);
+    EXPECT_EQ(row["threads_oversubscribed"], over ? "yes" : "no") << row["canonical"];
+    EXPECT_EQ(row["oversubscribed"], "no") << "one rank never oversubscribes by ranks";
+    EXPECT_EQ(row["status"], "complete");
+    // The planner's estimate beside the measured peak: gemm n=64 holds 3 float and 2 double
+    // matrices and a 16-row reference: 4*3*4096 + 8*2*4096 + 8*(16*64*2 + 4096) bytes.
+    EXPECT_EQ(row["memory_estimate_bytes"], std::to_string(4 * 3 * 4096 + 8 * 2 * 4096 + 8 * (16 * 64 * 2 + 4096)));
+    EXPECT_GT(std::stoll(row["peak_rss_bytes"]), std::stoll(row["memory_estimate_bytes"]));
+  }
+  std::string md = read_file_text(run / "report.md");
+  EXPECT_NE(md.find("threads oversubscribed"), std::string::npos);
+  for (const auto& f : fs::directory_iterator(run / "results")) EXPECT_EQ(sh(d500_cmd("check " + f.path().string())).code, 0);
+}
+
+TEST_F(EndToEnd, APointThatCannotAllocateFailsAloneWithTheReason) {
+  // Under a 1.5 GB address-space limit, a 2.4 GB GEMM point (by the planner's estimate) cannot
+  // allocate its data: it fails as backend-failed, and the small point after it still runs.
+  const fs::path run = planned("[campaign]\nname = \"mem\"\nrepetitions = 3\nwarmups = 1\n[fixed]\n"
+                               "workload = \"gemm\"\nbackend = \"blas\"\n[axes]\nn = [8192, 64]\n");
+  Cmd r = sh("ulimit -v 1500000 && " + d500_cmd("run " + run.string()));
+  EXPECT_NE(r.out.find("backend-failed"), std::string::npos) << r.out;
+  ASSERT_EQ(sh(d500_cmd("report " + run.string())).code, 0);
+  auto csv = read_csv(run / "results.csv");
+  ASSERT_EQ(csv.size(), 2u);
+  for (auto& [id, row] : csv) {
+    if (row["param_n"] == "8192") {
+      EXPECT_EQ(row["status"], "backend-failed") << row["canonical"];
+      EXPECT_NE(row["status_reason"].find("out of memory: this rank could not allocate the point's data (the planner's "
+                                          "estimate: 2.25 GiB per rank)"),
+                std::string::npos)
+          << row["status_reason"];
+      EXPECT_EQ(row["n"], "0");
+    } else {
+      EXPECT_EQ(row["status"], "complete") << row["canonical"];
+    }
+  }
+}
+
 TEST_F(EndToEnd, EveryCollectiveValidatesOnAnOddNumberOfRanks) {
   // 3 ranks: uneven splits would show in allgather offsets and reduce-scatter blocks.
   std::string campaign = write("c.toml", "[campaign]\nname = \"coll\"\nrepetitions = 6\nwarmups = 1\n[axes]\n"

@@ -46,6 +46,12 @@ inline std::string gemm_and_allreduce(const std::string& n, const std::string& b
          "[[exclude]]\nworkload = \"allreduce\"\nbackend = \"blas\"\n";
 }
 
+// A whole file as text ("" when it cannot be read).
+inline std::string read_file_text(const fs::path& p) {
+  std::ifstream in(p);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
 inline std::string d500_cmd(const std::string& args) { return std::string(D500_BIN) + " " + args; }
 
 class ScratchDirTest : public ::testing::Test {
@@ -62,6 +68,14 @@ class ScratchDirTest : public ::testing::Test {
   std::string write(const std::string& name, const std::string& text) {
     std::ofstream((dir_ / name).string()) << text;
     return (dir_ / name).string();
+  }
+  // Writes `text` as a campaign and plans it into dir_/run; the plan's output goes to `plan_out`.
+  fs::path planned(const std::string& text, std::string* plan_out = nullptr) {
+    const fs::path run = dir_ / "run";
+    Cmd plan = sh(std::string(D500_BIN) + " plan " + write("campaign.toml", text) + " -o " + run.string());
+    EXPECT_EQ(plan.code, 0) << plan.out;
+    if (plan_out) *plan_out = plan.out;
+    return run;
   }
   fs::path dir_;
 };

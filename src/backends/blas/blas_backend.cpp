@@ -44,6 +44,11 @@ void register_backend_blas(BackendRegistry& r) {
          .make_kernel = [](OpProblem& p, int threads) -> std::unique_ptr<OpKernel> {
            if (p.op == "gemm") return std::make_unique<BlasGemm>(p, threads);
            return make_blas_conv(p, threads);
+         },
+         .workspace_bytes = [](const OpProblem& p) -> std::int64_t {
+           if (p.op != "conv2d") return 0;  // GEMM works in the problem's buffers
+           const ConvShape cs = conv_shape(p);  // the im2col buffer of one image and group
+           return 4 * cs.cg() * cs.r * cs.s * cs.p() * cs.q();
          }});
 }
 

@@ -210,7 +210,14 @@ void register_backend_libtorch(BackendRegistry& r) {
          .description = "LibTorch ATen operators on CPU",
          .version = libtorch_version,
          .supports = [](const std::string&) { return true; },
-         .make_kernel = make_libtorch_kernel});
+         .make_kernel = make_libtorch_kernel,
+         // Convolutions and batch normalisation allocate their results on every call (see
+         // keep_freed_memory), plus ATen's own buffers: bounded by twice the outputs.
+         .workspace_bytes = [](const OpProblem& p) -> std::int64_t {
+           std::int64_t n = 0;
+           for (const auto& t : p.out) n += t.numel();
+           return p.op == "conv2d" || p.op == "batchnorm" ? 2 * 4 * n : 0;
+         }});
 }
 
 }  // namespace d500

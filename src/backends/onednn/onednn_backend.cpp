@@ -64,6 +64,14 @@ void register_backend_onednn(BackendRegistry& r) {
          .make_kernel = [](OpProblem& p, int threads) -> std::unique_ptr<OpKernel> {
            if (p.op == "gemm") return std::make_unique<OnednnGemm>(p, threads);
            return make_onednn_kernel(p, threads);
+         },
+         // Convolutions keep reordered copies of their inputs and outputs (oneDNN's blocked
+         // formats); the scratchpad is bounded by the same again.
+         .workspace_bytes = [](const OpProblem& p) -> std::int64_t {
+           std::int64_t n = 0;
+           for (const auto& t : p.in) n += t.numel();
+           for (const auto& t : p.out) n += t.numel();
+           return p.op == "conv2d" ? 2 * 4 * n : 0;
          }});
 }
 

@@ -3,6 +3,7 @@
 //
 // Sizes ("bytes" in rates, nccl-tests' algorithm-bandwidth convention): allreduce and broadcast,
 // the buffer; allgather, the gathered result; reduce-scatter, the input of each rank.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -105,6 +106,19 @@ void add(WorkloadRegistry& r, const char* name, Kind kind, const char* descripti
     if (kind == Kind::ReduceScatter && (bytes / 4) % ranks != 0)
       return "reduce_scatter needs bytes/4 divisible by the ranks (" + std::to_string(ranks) + ")";
     return "";
+  };
+  // The send and receive buffers (validation compares in place); the MPI library's own
+  // buffers for large messages are not counted.
+  w.memory_bytes = [kind](const Params& p) -> std::int64_t {
+    const std::int64_t bytes = std::get<std::int64_t>(p.at("bytes"));
+    const std::int64_t ranks = std::get<std::int64_t>(p.at("nodes")) * std::get<std::int64_t>(p.at("ranks_per_node"));
+    switch (kind) {
+      case Kind::Allreduce: return 2 * bytes;
+      case Kind::Allgather: return bytes + bytes * ranks;
+      case Kind::Broadcast: return bytes;
+      case Kind::ReduceScatter: return bytes + bytes / std::max<std::int64_t>(1, ranks);
+    }
+    return bytes;
   };
   w.backends["mpi"] = [kind](const RunContext& c) { return std::make_unique<Collective>(c, kind); };
   r.add(std::move(w));

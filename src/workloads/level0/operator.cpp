@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 
 #include "backends/registry.hpp"
 #include "common/error.hpp"
@@ -74,6 +75,46 @@ OpProblem make_problem(const OperatorDef& def, const Params& p, std::uint64_t se
   for (std::size_t t = 0; t < prob.in.size(); ++t) prob.in[t].data.assign(in[t].begin(), in[t].end());
   for (auto& t : prob.out) t.data.assign(static_cast<std::size_t>(t.numel()), 0.0f);
   return prob;
+}
+
+namespace {
+
+// Elements of the tensors, in double: sizes a campaign may ask for (relu with n = c = h = 10^6)
+// overflow 64-bit integers, and the estimate must still say "too big".
+double elements(const std::vector<Tensor>& ts) {
+  double n = 0;
+  for (const auto& t : ts) {
+    double e = 1;
+    for (auto d : t.dims) e *= static_cast<double>(d);
+    n += e;
+  }
+  return n;
+}
+
+}  // namespace
+
+std::int64_t operator_memory_bytes(const OperatorDef& def, const Params& p) {
+  const OpProblem prob = def.problem(p);  // dimensions only: no data is allocated
+  const double in = elements(prob.in), out = elements(prob.out);
+  // The float tensors, and the inputs' double staging while make_problem fills them.
+  double bytes = 4 * (in + out) + 8 * in;
+  // The double reference of validation, on the entries of the batch it compares.
+  const std::int64_t n = p.count(prob.batch) ? std::get<std::int64_t>(p.at(prob.batch)) : 1;
+  const std::int64_t k = std::max<std::int64_t>(2, prob.validate_entries);
+  bool sliceable = !prob.out.empty();
+  for (const auto& t : prob.out) sliceable = sliceable && t.batched;
+  if (sliceable && p.count(prob.batch) && n > k) {
+    Params sliced = p;
+    sliced[prob.batch] = Value{k};
+    const OpProblem ref = def.problem(sliced);
+    bytes += 8 * (elements(ref.in) + elements(ref.out));
+  } else {
+    bytes += 8 * (in + out);
+  }
+  const std::string& backend = std::get<std::string>(p.at("backend"));
+  if (const BackendInfo* b = find_backend(backend); b && b->workspace_bytes && bytes < 1e18)
+    bytes += static_cast<double>(b->workspace_bytes(prob));
+  return bytes >= 9e18 ? std::numeric_limits<std::int64_t>::max() : static_cast<std::int64_t>(bytes);
 }
 
 Validation validate_outputs(const OperatorDef& def, const OpProblem& p) {
@@ -213,6 +254,7 @@ void register_operator(WorkloadRegistry& r, OperatorDef def) {
     if (why.empty() && own_check) why = own_check(p);
     return why;
   };
+  info.memory_bytes = [&d](const Params& p) { return operator_memory_bytes(d, p); };
   info.backends["reference"] = [&d](const RunContext& c) {
     return std::make_unique<OperatorWorkload>(d, c, [&d](OpProblem& p, int) { return std::make_unique<RefKernel>(d, p); });
   };

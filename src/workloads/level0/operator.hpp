@@ -60,6 +60,10 @@ std::string operator_common_check(const Params& p);
 // numbers on every backend), as the workload does; exposed for tests and benchmarks.
 OpProblem make_problem(const OperatorDef& def, const Params& p, std::uint64_t seed);
 
+// The bytes a point of this operator allocates per rank (WorkloadInfo::memory_bytes): tensors,
+// staging, the validation reference and the backend's workspace bound.
+std::int64_t operator_memory_bytes(const OperatorDef& def, const Params& p);
+
 // Compares a kernel's outputs with the double reference (the whole problem, or its first images
 // when every tensor is batched and the batch is large). Returns the worst relative error norm.
 Validation validate_outputs(const OperatorDef& def, const OpProblem& p);
