@@ -95,6 +95,16 @@ int cmd_run(const std::string& dir, bool rerun) {
   std::cout << "d500 run: " << ran << " job(s) run, " << (ran - failed) << " succeeded, " << failed << " failed";
   if (skipped) std::cout << ", " << skipped << " already complete";
   std::cout << "\n";
+  // A job can succeed with points that failed: say how the points ended, so that a backend that
+  // could not run (or ran out of memory) is not read as success.
+  std::map<Outcome, int> points;
+  for (const auto& o : outcomes)
+    for (const auto& [k, n] : o.points) points[k] += n;
+  if (!points.empty()) {
+    std::vector<std::string> parts;
+    for (const auto& [k, n] : points) parts.push_back(std::to_string(n) + " " + outcome_name(k));
+    std::cout << "points: " << join(parts, ", ") << "\n";
+  }
   for (const auto& o : outcomes)
     if (!o.skipped && o.exit_code) std::cout << "  " << o.job_id << ": exit code " << o.exit_code << ", log " << o.log << "\n";
   std::cout << "next: d500 report " << shell_quote(dir) << "\n";

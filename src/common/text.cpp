@@ -59,8 +59,12 @@ void write_file_atomic(const std::string& path, const std::string& content) {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out) throw Error(path + ": cannot write: " + std::strerror(errno));
     out << content;
-    out.flush();
-    if (!out) throw Error(path + ": write failed (disk full?): " + std::strerror(errno));
+    out.close();  // a full disk may show only when the last buffer is written
+    if (!out) {
+      const int e = errno;
+      std::remove(tmp.c_str());  // a failed write leaves no temporary behind
+      throw Error(path + ": write failed (disk full?): " + std::strerror(e));
+    }
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     int e = errno;

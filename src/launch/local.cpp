@@ -56,7 +56,7 @@ bool completed_before(const fs::path& status_file) {
 // Runs `bash script` in `dir`, copying every output line into `log` and turning the worker's
 // progress lines into progress for a person.
 int run_script(const fs::path& dir, const std::string& script, const fs::path& log, const std::string& prefix,
-               std::int64_t t0, std::ostream& out) {
+               std::int64_t t0, std::ostream& out, std::map<Outcome, int>& points) {
   int fds[2];
   if (pipe(fds) != 0) throw Error(std::string("pipe: ") + std::strerror(errno));
   pid_t pid = fork();
@@ -91,7 +91,7 @@ int run_script(const fs::path& dir, const std::string& script, const fs::path& l
       if (p->kind == ProgressLine::Point)
         out << prefix << " " << clock_text(el) << "  point " << p->index << "/" << p->count << " " << p->canonical << "\n";
       else if (p->kind == ProgressLine::Done)
-        out << prefix << " " << clock_text(el) << "    " << outcome_name(p->outcome) << " " << fmt_sig(p->seconds, 3)
+        ++points[p->outcome], out << prefix << " " << clock_text(el) << "    " << outcome_name(p->outcome) << " " << fmt_sig(p->seconds, 3)
             << "s\n";
     } else if (s.find("error") != std::string::npos || s.find("Error") != std::string::npos)
       out << prefix << " " << s << "\n";
@@ -139,7 +139,7 @@ std::vector<JobOutcome> run_local(const std::string& dir_arg, const LocalRunOpti
     out << prefix << " starting\n";
     out.flush();
     const std::int64_t tj = now_ns();
-    o.exit_code = run_script(dir, layout.job_script(jobs[j]).string(), o.log, prefix, t0, out);
+    o.exit_code = run_script(dir, layout.job_script(jobs[j]).string(), o.log, prefix, t0, out, o.points);
     o.seconds = static_cast<double>(now_ns() - tj) * 1e-9;
     std::string rec = "# Written by d500 run.\nexit_code = " + std::to_string(o.exit_code) +
                       "\nseconds = " + fmt_sig(o.seconds, 6) + "\nended_utc = \"" + utc_now_iso8601() +

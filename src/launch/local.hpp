@@ -2,9 +2,12 @@
 // The local launcher (the embedded default): runs a plan's job scripts one after another on
 // this machine with mpirun, shows progress, records each job's exit status, and carries on
 // past a failed job.
+#include <map>
 #include <ostream>
 #include <string>
 #include <vector>
+
+#include "metrics/outcome.hpp"
 
 namespace d500 {
 
@@ -14,6 +17,7 @@ struct JobOutcome {
   double seconds = 0;
   std::string log;
   bool skipped = false;  // already complete from an earlier run
+  std::map<Outcome, int> points;  // how its points ended, from the worker's progress lines
 };
 
 struct LocalRunOptions {

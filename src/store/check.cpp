@@ -87,6 +87,7 @@ class Checker {
 
   // Checks one dataset against its description; returns false if it is unusable.
   bool dataset(hid_t parent, const std::string& name, const std::string& where, const toml::table& spec, long ranks) {
+    const bool protect = spec["checksummed_since"].value_or(99L) <= version_;
     bool optional = spec["optional"].value_or(false);
     if (H5Lexists(parent, name.c_str(), H5P_DEFAULT) <= 0) {
       if (!optional) problem(where, "missing dataset '" + name + "'");
@@ -110,6 +111,11 @@ class Checker {
     if (shape == "ranks" && (nd != 1 || H5Sget_simple_extent_npoints(s) != ranks))
       problem(where, "dataset '" + name + "' should have one element per rank (" + std::to_string(ranks) + ")");
     if (shape == "rows" && nd != 1) problem(where, "dataset '" + name + "' should be one-dimensional");
+    if (protect) {
+      h5::Handle dcpl(H5Dget_create_plist(d), H5Pclose);
+      if (dcpl < 0 || H5Pget_filter_by_id2(dcpl, H5Z_FILTER_FLETCHER32, nullptr, nullptr, nullptr, 0, nullptr, nullptr) < 0)
+        problem(where, "dataset '" + name + "' is not protected by the Fletcher-32 checksum filter");
+    }
     if (const toml::table* fields = spec["fields"].as_table()) {
       for (auto&& [k, v] : *fields) {
         std::string f(k.str());
@@ -239,6 +245,19 @@ CheckResult check_file(const std::string& path) {
     if (hex64(fnv1a64(canonical)) != id)
       c.problem(where, "group name is not the id of its canonical form '" + canonical + "' (" + hex64(fnv1a64(canonical)) + ")");
     std::string status = h5::read_attr_string(g, "status", where);
+    if (h5::has_attr(g, "checksum")) {
+      try {
+        const std::string stored = h5::read_attr_string(g, "checksum", where);
+        const std::string computed = h5::attributes_checksum(h5::read_all_attributes(g, where));
+        if (stored != computed)
+          c.problem(where, "damaged: the attributes do not match their checksum (stored " + stored + ", computed " +
+                               computed + ")");
+      } catch (const Error& e) {
+        c.problem(where, std::string("damaged: the attributes cannot be read: ") + e.what());
+      }
+    } else if (version >= 2 && status != file_status(Outcome::Incomplete)) {
+      c.problem(where, "an ended point of a version-2 file has no attribute checksum");
+    }
     const auto outcome = outcome_from_file_status(status);
     counts[outcome ? outcome_name(*outcome) : "unknown status '" + status + "'"]++;
     bool samples_ok = true;

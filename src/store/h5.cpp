@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "common/error.hpp"
+#include "common/text.hpp"
 #include "metrics/metrics.hpp"
 
 namespace d500::h5 {
@@ -127,6 +128,28 @@ Value read_attr_value(hid_t obj, const std::string& name, const std::string& wha
     case H5T_STRING: return read_attr_string(obj, name, what);
     default: throw Error(what + ": attribute '" + name + "' has an unsupported type");
   }
+}
+
+std::string attributes_checksum(const std::map<std::string, Value>& attrs) {
+  std::string text;
+  for (const auto& [name, v] : attrs)
+    if (name != "checksum") text += name + "=" + canonical(v) + "\n";
+  return hex64(fnv1a64(text));
+}
+
+namespace {
+herr_t attr_name(hid_t, const char* name, const H5A_info_t*, void* data) {
+  static_cast<std::vector<std::string>*>(data)->push_back(name);
+  return 0;
+}
+}  // namespace
+
+std::map<std::string, Value> read_all_attributes(hid_t obj, const std::string& what) {
+  std::vector<std::string> names;
+  check(H5Aiterate2(obj, H5_INDEX_NAME, H5_ITER_INC, nullptr, attr_name, &names), "H5Aiterate2", what);
+  std::map<std::string, Value> out;
+  for (const auto& n : names) out[n] = read_attr_value(obj, n, what);
+  return out;
 }
 
 Handle sample_mem_type(bool with_phase) {

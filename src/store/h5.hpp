@@ -5,6 +5,7 @@
 #include <hdf5.h>
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <algorithm>
 #include <utility>
@@ -36,6 +37,9 @@ class Handle {
     id_ = H5I_INVALID_HID;
   }
   hid_t get() const { return id_; }
+  // Gives the identifier up without closing it (after a failed collective operation, closing is
+  // itself collective and could wait forever for ranks that will never call it).
+  void abandon() { id_ = H5I_INVALID_HID; }
   operator hid_t() const { return id_; }
 
  private:
@@ -63,6 +67,13 @@ std::string read_attr_string(hid_t obj, const std::string& name, const std::stri
 std::int64_t read_attr_int(hid_t obj, const std::string& name, const std::string& what);
 double read_attr_double(hid_t obj, const std::string& name, const std::string& what);
 Value read_attr_value(hid_t obj, const std::string& name, const std::string& what);
+
+// The checksum of a group's attributes: FNV-1a (hex) of "name=canonical value\n" for every
+// attribute in name order, the attribute `checksum` itself left out. The writer stores it as the
+// point's `checksum` when the point ends; the reader and the checker recompute it, so that a
+// damaged value is reported as damage, never read as a result.
+std::string attributes_checksum(const std::map<std::string, Value>& attrs);
+std::map<std::string, Value> read_all_attributes(hid_t obj, const std::string& what);
 
 // Reads the one-dimensional dataset `name` of `parent` whole, as rows of the memory type `type`
 // (matched to the file's fields by name). Throws naming `what`.

@@ -73,6 +73,13 @@ PointResult read_point(hid_t file, const std::string& id, const std::string& pat
     p.tta_budget_s = h5::read_attr_double(g, "tta_budget_s", what);
     p.eval_interval_steps = h5::read_attr_int(g, "eval_interval_steps", what);
   }
+  if (h5::has_attr(g, "checksum")) {
+    const std::string stored = h5::read_attr_string(g, "checksum", what);
+    const std::string computed = h5::attributes_checksum(h5::read_all_attributes(g, what));
+    if (stored != computed)
+      throw Error(what + ": damaged: the point's attributes do not match their checksum (stored " + stored +
+                  ", computed " + computed + ")");
+  }
   if (H5Lexists(g, "events", H5P_DEFAULT) > 0) p.events = h5::read_rows<Event>(g, "events", h5::event_mem_type(), what);
   if (H5Lexists(g, "samples", H5P_DEFAULT) > 0)
     p.samples = h5::read_rows<Sample>(g, "samples", h5::sample_mem_type(has_phase_column(g, what)), what);

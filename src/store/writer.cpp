@@ -1,6 +1,9 @@
 #include "store/writer.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -54,7 +57,11 @@ ResultWriter::ResultWriter(const std::string& path, MPI_Comm comm, const JobIden
     : path_(path), comm_(comm), mode_(mode) {
   mpi_check(MPI_Comm_rank(comm, &rank_), "MPI_Comm_rank", path_);
   mpi_check(MPI_Comm_size(comm, &size_), "MPI_Comm_size", path_);
-  if (writes()) {
+  if (const char* t = std::getenv("D500_STORE_TIMEOUT_S"); t && std::atoll(t) > 0)
+    timeout_ns_ = std::atoll(t) * 1'000'000'000LL;
+  watchdog_.start(rank_, path_, timeout_ns_);
+  step("creating the results file", [&] {
+    if (!writes()) return;
     h5::Handle fapl(h5::check(H5Pcreate(H5P_FILE_ACCESS), "H5Pcreate", path), H5Pclose);
     if (mode_ == StoreMode::Parallel) {
 #ifdef H5_HAVE_PARALLEL
@@ -70,7 +77,7 @@ ResultWriter::ResultWriter(const std::string& path, MPI_Comm comm, const JobIden
     if (mode_ == StoreMode::Parallel)
       h5::check(H5Pset_dxpl_mpio(dxpl_, H5FD_MPIO_COLLECTIVE), "H5Pset_dxpl_mpio", path);
 #endif
-  }
+  });
 
   attr(file_, "schema", std::string(schema::kName));
   attr(file_, "schema_version", std::int64_t{schema::kVersion});
@@ -141,10 +148,96 @@ ResultWriter::ResultWriter(const std::string& path, MPI_Comm comm, const JobIden
   flush();
 }
 
-ResultWriter::~ResultWriter() = default;
+void ResultWriter::Watchdog::start(int rank, std::string path, std::int64_t timeout_ns) {
+  rank_ = rank;
+  path_ = std::move(path);
+  timeout_ns_ = timeout_ns;
+  thread_ = std::thread([this] { run(); });
+}
+
+void ResultWriter::Watchdog::watch(const char* step) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    step_ = step;
+    deadline_ns_ = step ? now_ns() + timeout_ns_ + margin_ns() : 0;
+  }
+  cv_.notify_one();
+}
+
+ResultWriter::Watchdog::~Watchdog() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  cv_.notify_one();
+  if (thread_.joinable()) thread_.join();
+}
+
+void ResultWriter::Watchdog::run() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!stop_) {
+    if (deadline_ns_ == 0) {
+      cv_.wait(lock);
+      continue;
+    }
+    const std::int64_t deadline = deadline_ns_;
+    if (now_ns() > deadline) {
+      std::fprintf(stderr, "d500-worker: error: rank %d: %s: %s did not end within %lld s: this rank is stuck in a "
+                   "collective HDF5/MPI-IO call that other ranks left (a full disk or a failed file system does "
+                   "this); ending the job. The file keeps what its last durable flush wrote.\n",
+                   rank_, path_.c_str(), step_ ? step_ : "a store operation",
+                   static_cast<long long>((timeout_ns_ + margin_ns()) / 1'000'000'000LL));
+      std::fflush(stderr);
+      _exit(3);  // from this thread: the main one is blocked; mpirun ends the other ranks
+    }
+    cv_.wait_for(lock, std::chrono::nanoseconds(deadline - now_ns() + 1'000'000));
+  }
+}
+
+ResultWriter::~ResultWriter() {
+  if (!failed_) return;
+  // After an agreed failure the ranks are no longer in step inside HDF5 (a full disk fails the
+  // flush on some ranks only), and closing the file is collective: give the handles up instead.
+  // The job ends with the error; the file keeps what its last durable flush wrote.
+  for (Stream* s : {&samples_, &events_}) s->dset.abandon(), s->mem_type.abandon(), s->file_type.abandon();
+  point_.abandon();
+  dxpl_.abandon();
+  file_.abandon();
+}
 
 void ResultWriter::flush() {
-  if (writes()) h5::check(H5Fflush(file_, H5F_SCOPE_GLOBAL), "H5Fflush", path_);
+  step("flushing the file", [&] {
+    if (writes()) h5::check(H5Fflush(file_, H5F_SCOPE_GLOBAL), "H5Fflush", path_);
+  });
+}
+
+void ResultWriter::agree(const std::string& mine, const char* step) {
+  int bad = mine.empty() ? 0 : 1, any = 0;
+  MPI_Request req;
+  mpi_check(MPI_Iallreduce(&bad, &any, 1, MPI_INT, MPI_MAX, comm_, &req), "MPI_Iallreduce", path_);
+  if (!bad) {
+    mpi_check(MPI_Wait(&req, MPI_STATUS_IGNORE), "MPI_Wait", path_);
+  } else {
+    // A rank that failed waits for the others a bounded time: one still inside a collective
+    // HDF5 call that needs this rank would never arrive, and a job must end, not hang.
+    const std::int64_t deadline = now_ns() + timeout_ns_;
+    for (int done = 0;;) {
+      mpi_check(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "MPI_Test", path_);
+      if (done) break;
+      if (now_ns() > deadline) {
+        std::fprintf(stderr, "d500-worker: error: rank %d: %s: %s; the other ranks did not reach the agreement on it "
+                     "within %lld s (stuck in a collective call): ending the job\n",
+                     rank_, step, mine.c_str(), static_cast<long long>(timeout_ns_ / 1000000000));
+        std::fflush(stderr);
+        MPI_Abort(comm_, 1);
+      }
+      usleep(1000);
+    }
+  }
+  if (any) {
+    failed_ = true;
+    throw Error(bad ? mine : path_ + ": " + step + " failed on another rank (its message is in the job's log)");
+  }
 }
 
 void ResultWriter::per_rank_dataset(hid_t parent, const char* name, hid_t type, const void* mine,
@@ -174,6 +267,9 @@ void ResultWriter::per_rank_dataset(hid_t parent, const char* name, hid_t type, 
 
 void ResultWriter::begin_point(const PointIdentity& p, int index, int warmups, int repetitions, const PointMeta& meta) {
   point_id_ = p.id;
+  point_attrs_.clear();
+  const std::string backend_version = bcast_string(meta.backend_version, comm_);
+  step("starting a point", [&] {
   if (writes())
     point_ = h5::checked(H5Gcreate2(file_, ("/points/" + p.id).c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
                          H5Gclose, "H5Gcreate2", what());
@@ -185,7 +281,7 @@ void ResultWriter::begin_point(const PointIdentity& p, int index, int warmups, i
   attr(point_, "work_flops", meta.work.flops);
   attr(point_, "work_bytes", meta.work.bytes);
   attr(point_, "rate_unit", meta.rate_unit);
-  attr(point_, "backend_version", bcast_string(meta.backend_version, comm_));
+  attr(point_, "backend_version", backend_version);
   attr(point_, "scaling", meta.scaling);
   attr(point_, "scaling_note", meta.scaling_note);
   attr(point_, "threads_oversubscribed", std::int64_t{meta.threads_oversubscribed ? 1 : 0});
@@ -195,6 +291,7 @@ void ResultWriter::begin_point(const PointIdentity& p, int index, int warmups, i
   for (const auto& [k, v] : p.params) attr(point_, "param." + k, v);
   open_stream(samples_, "samples", h5::sample_mem_type(),
               static_cast<std::size_t>(warmups + repetitions) * static_cast<std::size_t>(size_));
+  });
   flush();
 }
 
@@ -212,6 +309,9 @@ void ResultWriter::open_stream(Stream& s, const char* name, h5::Handle mem_type,
   h5::Handle space(h5::check(H5Screate_simple(1, dims, maxdims), "H5Screate_simple", what()), H5Sclose);
   h5::Handle dcpl(h5::check(H5Pcreate(H5P_DATASET_CREATE), "H5Pcreate", what()), H5Pclose);
   h5::check(H5Pset_chunk(dcpl, 1, chunk), "H5Pset_chunk", what());
+  // Every chunk carries a Fletcher-32 checksum (HDF5's filter): a damaged chunk fails to read
+  // instead of passing as samples.
+  h5::check(H5Pset_fletcher32(dcpl), "H5Pset_fletcher32", what());
   s.dset = h5::checked(H5Dcreate2(point_, name, s.file_type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT), H5Dclose,
                        "H5Dcreate2", what() + "/" + name);
 }
@@ -247,15 +347,17 @@ void ResultWriter::append_rows(Stream& st, const void* data, std::size_t count, 
       st.gathered.resize(static_cast<std::size_t>(sum));
     }
     mpi_check(MPI_Gatherv(data, my_bytes, MPI_BYTE, st.gathered.data(), counts.data(), displs.data(), MPI_BYTE, 0, comm_), "MPI_Gatherv", path_);
-    if (rank_ != 0) return;
+    long long gathered = rank_ == 0 ? static_cast<long long>(st.gathered.size() / elem) : 0;
+    mpi_check(MPI_Bcast(&gathered, 1, MPI_LONG_LONG, 0, comm_), "MPI_Bcast", path_);
     rows = st.gathered.data();
-    total = mine = static_cast<long long>(st.gathered.size() / elem);
+    total = gathered;
+    mine = rank_ == 0 ? gathered : 0;
   } else {
     mpi_check(MPI_Exscan(&mine, &before, 1, MPI_LONG_LONG, MPI_SUM, comm_), "MPI_Exscan", path_);
     if (rank_ == 0) before = 0;  // MPI_Exscan leaves rank 0's result undefined
     mpi_check(MPI_Allreduce(&mine, &total, 1, MPI_LONG_LONG, MPI_SUM, comm_), "MPI_Allreduce", path_);
   }
-  if (total > 0) {
+  if (total > 0 && writes()) step("writing rows", [&] {
     hsize_t new_size[1] = {st.rows + static_cast<hsize_t>(total)};
     h5::check(H5Dset_extent(st.dset, new_size), "H5Dset_extent", what());
     h5::Handle fspace(h5::check(H5Dget_space(st.dset), "H5Dget_space", what()), H5Sclose);
@@ -268,29 +370,46 @@ void ResultWriter::append_rows(Stream& st, const void* data, std::size_t count, 
       h5::check(H5Sselect_none(fspace), "H5Sselect_none", what());
       h5::check(H5Sselect_none(mspace), "H5Sselect_none", what());
     }
-    h5::check(H5Dwrite(st.dset, st.mem_type, mspace, fspace, dxpl_, rows), "H5Dwrite", what());
-    st.rows += static_cast<hsize_t>(total);
-  }
+    // Rows are converted to the file's packed layout here, so that HDF5 converts nothing during
+    // the write: a conversion would break collective I/O, which the checksum filter needs.
+    const std::size_t file_size = H5Tget_size(st.file_type), n = static_cast<std::size_t>(mine);
+    st.packed.assign(std::max(elem, file_size) * std::max<std::size_t>(n, 1), 0);
+    st.background.assign(st.packed.size(), 0);
+    if (n > 0) std::memcpy(st.packed.data(), rows, n * elem);
+    if (n > 0)
+      h5::check(H5Tconvert(st.mem_type, st.file_type, n, st.packed.data(), st.background.data(), H5P_DEFAULT),
+                "H5Tconvert", what());
+    h5::check(H5Dwrite(st.dset, st.file_type, mspace, fspace, dxpl_, st.packed.data()), "H5Dwrite", what());
+  });
+  else if (total > 0) step("writing rows", [] {});  // gather mode: rank 0 writes, every rank agrees
+  st.rows += static_cast<hsize_t>(total);
   if (durable) flush();
 }
 
 double ResultWriter::validation(double rel_error, double tolerance, const std::string& method) {
   double worst = 0;
   mpi_check(MPI_Allreduce(&rel_error, &worst, 1, MPI_DOUBLE, MPI_MAX, comm_), "MPI_Allreduce", path_);
-  per_rank_dataset(point_, "validation_rel_error", H5T_NATIVE_DOUBLE, &rel_error, sizeof(double));
-  attr(point_, "validation_max_rel_error", worst);
-  attr(point_, "validation_tolerance", tolerance);
-  attr(point_, "validation_method", method);
-  attr(point_, "validation_status", std::string(worst <= tolerance ? "passed" : "failed"));
+  step("recording the validation", [&] {
+    per_rank_dataset(point_, "validation_rel_error", H5T_NATIVE_DOUBLE, &rel_error, sizeof(double));
+    attr(point_, "validation_max_rel_error", worst);
+    attr(point_, "validation_tolerance", tolerance);
+    attr(point_, "validation_method", method);
+    attr(point_, "validation_status", std::string(worst <= tolerance ? "passed" : "failed"));
+  });
   return worst;
 }
 
 void ResultWriter::end_point(Outcome outcome, const std::string& reason, double seconds,
                              std::int64_t peak_rss_bytes) {
-  attr(point_, "status", std::string(file_status(outcome)));
-  if (peak_rss_bytes >= 0) attr(point_, "peak_rss_bytes", peak_rss_bytes);
-  attr(point_, "status_reason", reason);
-  attr(point_, "seconds", seconds);
+  step("ending a point", [&] {
+    attr(point_, "status", std::string(file_status(outcome)));
+    if (peak_rss_bytes >= 0) attr(point_, "peak_rss_bytes", peak_rss_bytes);
+    attr(point_, "status_reason", reason);
+    attr(point_, "seconds", seconds);
+    // Last: the checksum of every attribute above (schema version 2), verified on reading.
+    if (writes()) h5::write_attr(point_, "checksum", h5::attributes_checksum(point_attrs_));
+  });
+  point_attrs_.clear();
   samples_ = Stream{};
   events_ = Stream{};
   point_.reset();

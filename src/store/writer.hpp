@@ -7,6 +7,11 @@
 // All calls are collective: every rank calls them in the same order with the same arguments.
 #include <mpi.h>
 
+#include <algorithm>
+#include <condition_variable>
+#include <mutex>
+#include <map>
+#include <thread>
 #include <span>
 #include <string>
 #include <vector>
@@ -80,16 +85,69 @@ class ResultWriter {
     hsize_t rows = 0;
     bool open = false;
     std::vector<char> gathered;  // gather mode, rank 0
+    std::vector<char> packed, background;  // rows in the file's layout, and HDF5's conversion buffer
   };
   void open_stream(Stream& s, const char* name, h5::Handle mem_type, std::size_t expected_rows);
   void append_rows(Stream& s, const void* data, std::size_t count, std::size_t elem_size, bool durable);
+  // Collective and agreed: H5Fflush on every writing rank, then agree() on its outcome.
   void flush();
+  // Every rank says whether its part of `step` failed (`mine` is its error, "" if none); if any
+  // did, all throw -- the failing ranks their own error, the others one naming the step -- so
+  // that no rank goes on into a collective call the others never reach (a full disk fails on
+  // one rank and hung the job). A failing rank waits at most agree_timeout_ns_ for the others,
+  // then aborts the job: one stuck inside a collective HDF5 call would never arrive.
+  void agree(const std::string& mine, const char* step);
+  template <class F>
+  void step(const char* name, F&& f) {
+    watch(name);
+    std::string err;
+    try {
+      f();
+    } catch (const std::exception& e) {
+      err = e.what();
+    }
+    agree(err, name);
+    watch(nullptr);
+  }
+  // The watchdog: a step (named) must end within the store timeout, else this rank is stuck
+  // inside a collective HDF5/MPI-IO call that other ranks left (seen on a full disk, inside
+  // H5Dset_extent's chunk allocation): the watchdog thread says so and ends the process, and
+  // mpirun ends the job. nullptr: no step is running.
+  void watch(const char* step) { watchdog_.watch(step); }
+
+  // Sleeps on a condition variable (no periodic wake-ups near timed code) until a step's
+  // deadline, a new step, or its destruction, which stops and joins the thread (also when the
+  // writer's constructor throws).
+  class Watchdog {
+   public:
+    void start(int rank, std::string path, std::int64_t timeout_ns);
+    void watch(const char* step);
+    ~Watchdog();
+
+   private:
+    void run();
+    // Beyond the agreement's own wait: a tenth of it, 1 to 10 s.
+    std::int64_t margin_ns() const { return std::clamp<std::int64_t>(timeout_ns_ / 10, 1'000'000'000, 10'000'000'000); }
+    std::mutex mutex_;
+    std::condition_variable cv_;
+    std::int64_t deadline_ns_ = 0;  // 0: no step running
+    const char* step_ = nullptr;
+    bool stop_ = false;
+    int rank_ = 0;
+    std::string path_;
+    std::int64_t timeout_ns_ = 0;
+    std::thread thread_;
+  };
   std::string what() const;
   bool writes() const { return mode_ == StoreMode::Parallel || rank_ == 0; }
   // Writes one element per rank into a new 1-D dataset (`type` in memory and file).
   void per_rank_dataset(hid_t parent, const char* name, hid_t type, const void* mine, std::size_t elem_size);
   void attr(hid_t obj, const std::string& name, const Value& v) {
-    if (writes()) h5::write_attr(obj, name, v);
+    if (!writes()) return;
+    h5::write_attr(obj, name, v);
+    // What the point's checksum covers, as it will read back (booleans are stored as 0/1).
+    if (obj == point_.get())
+      point_attrs_[name] = std::holds_alternative<bool>(v) ? Value{std::int64_t{std::get<bool>(v) ? 1 : 0}} : v;
   }
 
   std::string path_;
@@ -99,6 +157,12 @@ class ResultWriter {
   h5::Handle file_, point_, dxpl_;
   Stream samples_, events_;
   std::string point_id_;
+  std::map<std::string, Value> point_attrs_;  // the running point's attributes, for its checksum
+  bool failed_ = false;
+  // How long a step may take (D500_STORE_TIMEOUT_S, default 300 s): the agreement's wait on a
+  // failing rank, and the watchdog's limit (the same plus a tenth, 1 to 10 s).
+  std::int64_t timeout_ns_ = 300'000'000'000;
+  Watchdog watchdog_;
 };
 
 }  // namespace d500

@@ -1,6 +1,8 @@
 // The results store against the real thing: a worker killed with SIGKILL mid-point, files read
 // by h5py and pandas from the documentation alone, damaged and foreign files, gather mode.
 #include <chrono>
+#include <cstring>
+#include <random>
 #include <regex>
 #include <thread>
 #include <toml++/toml.h>
@@ -307,4 +309,148 @@ TEST_F(Store, EveryAttributeWrittenReadOrCheckedIsInTheSchema) {
       EXPECT_TRUE(described((*it)[1])) << src << " reads attribute '" << (*it)[1] << "', which the schema does not list";
   }
   EXPECT_GT(names, 20);
+}
+
+namespace {
+
+// Byte offsets and sizes of the chunks of a point's samples in the file.
+std::vector<std::pair<haddr_t, hsize_t>> sample_chunks(const fs::path& file, const std::string& point) {
+  std::vector<std::pair<haddr_t, hsize_t>> out;
+  hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  hid_t d = H5Dopen2(f, ("/points/" + point + "/samples").c_str(), H5P_DEFAULT);
+  hid_t s = H5Dget_space(d);
+  hsize_t n = 0;
+  H5Dget_num_chunks(d, s, &n);
+  for (hsize_t i = 0; i < n; ++i) {
+    haddr_t addr = 0;
+    hsize_t size = 0;
+    hsize_t offset[1];
+    unsigned mask = 0;
+    if (H5Dget_chunk_info(d, s, i, offset, &mask, &addr, &size) >= 0) out.emplace_back(addr, size);
+  }
+  H5Sclose(s);
+  H5Dclose(d);
+  H5Fclose(f);
+  return out;
+}
+
+// Real bytes, not a sparse file: tmpfs counts only written pages.
+void write_filler(const fs::path& p, std::uintmax_t bytes) {
+  std::ofstream out(p, std::ios::binary);
+  const std::string block(4096, 'x');
+  for (std::uintmax_t done = 0; done + block.size() <= bytes; done += block.size()) out << block;
+}
+
+void flip_byte(const fs::path& file, std::uint64_t at, unsigned char mask) {
+  std::fstream io(file, std::ios::in | std::ios::out | std::ios::binary);
+  io.seekg(static_cast<std::streamoff>(at));
+  char c = 0;
+  io.read(&c, 1);
+  c = static_cast<char>(static_cast<unsigned char>(c) ^ mask);
+  io.seekp(static_cast<std::streamoff>(at));
+  io.write(&c, 1);
+}
+
+}  // namespace
+
+TEST_F(Store, ChecksumsReportEveryFlipInSamplesAndAttributesAsDamage) {
+  fs::path run = plan_and_run(kSmall);
+  const fs::path good = run / "results" / "job-0000.h5";
+  ASSERT_EQ(sh(d500_cmd("check " + good.string())).code, 0);
+  std::vector<std::string> points;
+  hid_t f = H5Fopen(good.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  hid_t pg = H5Gopen2(f, "/points", H5P_DEFAULT);
+  H5Literate(pg, H5_INDEX_NAME, H5_ITER_INC, nullptr, names_cb, &points);
+  H5Gclose(pg);
+  std::map<std::string, double> seconds;  // each point's `seconds` attribute: 8 bytes to find
+  for (const auto& p : points) {
+    hid_t g = H5Gopen2(f, ("/points/" + p).c_str(), H5P_DEFAULT);
+    hid_t a = H5Aopen(g, "seconds", H5P_DEFAULT);
+    H5Aread(a, H5T_NATIVE_DOUBLE, &seconds[p]);
+    H5Aclose(a);
+    H5Gclose(g);
+  }
+  H5Fclose(f);
+  const std::string bytes = ::d500::read_file(good.string());
+
+  std::mt19937_64 rng(2026);
+  int flips = 0;
+  auto damaged_copy = [&](const std::string& tag) {
+    const fs::path copy = dir_ / ("damaged-" + tag + ".h5");
+    fs::copy_file(good, copy, fs::copy_options::overwrite_existing);
+    return copy;
+  };
+  for (const auto& p : points) {
+    // Samples: one byte inside every chunk, at a seeded position, one copy per flip.
+    const auto chunks = sample_chunks(good, p);
+    ASSERT_FALSE(chunks.empty()) << p;
+    for (std::size_t c = 0; c < chunks.size(); ++c) {
+      const fs::path copy = damaged_copy(p + "-chunk" + std::to_string(c));
+      flip_byte(copy, chunks[c].first + rng() % chunks[c].second, static_cast<unsigned char>(1u << (rng() % 8)));
+      Cmd check = sh(d500_cmd("check " + copy.string()));
+      EXPECT_EQ(check.code, 1) << "flip in chunk " << c << " of " << p << " passed: " << check.out;
+      EXPECT_NE(check.out.find("/points/" + p), std::string::npos) << check.out;
+      ++flips;
+    }
+    // An attribute: the lowest bit of the point's `seconds`, which HDF5 itself reads back fine.
+    std::string needle(8, '\0');
+    std::memcpy(needle.data(), &seconds[p], 8);
+    const auto at = bytes.find(needle);
+    ASSERT_NE(at, std::string::npos) << p;
+    ASSERT_EQ(bytes.find(needle, at + 1), std::string::npos) << "the value must be unique in the file";
+    const fs::path copy = damaged_copy(p + "-seconds");
+    flip_byte(copy, at, 0x01);
+    Cmd check = sh(d500_cmd("check " + copy.string()));
+    EXPECT_EQ(check.code, 1) << check.out;
+    EXPECT_NE(check.out.find("/points/" + p + ": damaged: the attributes do not match their checksum"), std::string::npos)
+        << check.out;
+    ++flips;
+    // The reader refuses it as well: the report names the file as damaged, never reads it as data.
+    EXPECT_THROW(::d500::read_job_file(copy.string()), ::d500::Error);
+  }
+  EXPECT_GE(flips, 6);
+}
+
+TEST_F(Store, AFullDiskEndsEveryJobWithAClearErrorNeverAHangAndLeavesNoTemporaries) {
+  // The run directory on a 2 MiB tmpfs; points of very short repetitions stream samples until
+  // the disk is full. 20 attempts each with 2 and 4 ranks: every one must end (bounded by
+  // `timeout`), fail, say why, and leave no temporary file behind.
+  const fs::path mnt = dir_ / "tmpfs";
+  fs::create_directories(mnt);
+  if (geteuid() != 0 || sh("mount -t tmpfs -o size=2m d500test " + mnt.string()).code != 0)
+    GTEST_SKIP() << "needs root to mount a small tmpfs (mount -t tmpfs)";
+  struct Unmount {
+    fs::path p;
+    ~Unmount() { sh("umount " + p.string()); }
+  } unmount{mnt};
+  const int attempts = std::getenv("D500_FULL_DISK_ATTEMPTS") ? std::atoi(std::getenv("D500_FULL_DISK_ATTEMPTS")) : 20;
+  for (int ranks : {2, 4}) {
+    const std::string campaign = write("full.toml", "[campaign]\nname = \"full\"\nrepetitions = 1000000\nwarmups = 1\n"
+                                                    "[fixed]\nworkload = \"gemm\"\nbackend = \"reference\"\nn = 8\n"
+                                                    "ranks_per_node = " + std::to_string(ranks) + "\n");
+    for (int a = 0; a < attempts; ++a) {
+      sh("rm -rf " + (mnt / "run").string() + " " + (mnt / "filler").string());
+      ASSERT_EQ(sh(d500_cmd("plan " + campaign + " -o " + (mnt / "run").string())).code, 0);
+      // Leave 160 KiB free (a few flushes of samples), so that every attempt fills the disk in
+      // seconds, also with 4 ranks sharing 2 cores.
+      const auto free = fs::space(mnt).available;
+      if (free > 160 * 1024) write_filler(mnt / "filler", free - 160 * 1024);
+      Cmd r = sh("D500_STORE_TIMEOUT_S=3 timeout -s KILL 120 " + d500_cmd("run " + (mnt / "run").string()));
+      SCOPED_TRACE(std::to_string(ranks) + " ranks, attempt " + std::to_string(a));
+      EXPECT_NE(r.code, 0) << r.out;
+      EXPECT_NE(r.code, 137) << "the job hung until killed: " << r.out;
+      const std::string log = read_file_text(mnt / "run" / "logs" / "job-0000.log") + r.out;
+      EXPECT_TRUE(log.find("No space left on device") != std::string::npos || log.find("disk full") != std::string::npos ||
+                  log.find("this rank is stuck in a collective HDF5/MPI-IO call") != std::string::npos)
+          << log.substr(0, 4000);
+      for (const auto& e : fs::recursive_directory_iterator(mnt / "run"))
+        EXPECT_FALSE(e.path().string().ends_with(".tmp")) << e.path();
+      // What reached the file stays readable or is reported as damaged; nothing crashes.
+      for (const auto& e : fs::directory_iterator(mnt / "run" / "results")) {
+        Cmd check = sh(d500_cmd("check " + e.path().string()));
+        EXPECT_LT(check.code, 2) << check.out;
+      }
+      if (HasFailure()) return;
+    }
+  }
 }
