@@ -135,16 +135,19 @@ const WorkloadInfo& check_workload_exists(const LocatedValue& lv, const Workload
 // The parameter the campaign gave whose doubling grows the estimate most: the key to name when
 // a point is too big.
 std::string memory_driver(const Point& p, const WorkloadInfo& w) {
-  std::string best;
-  std::int64_t grown = p.memory_bytes;
+  // The integer sizes the campaign gave: a rank count or a seed adds no data per rank.
+  std::vector<std::pair<std::string, std::int64_t>> sizes;
   for (const auto& [name, where] : p.param_where) {
     const auto it = p.params.find(name);
-    // A rank count or a seed adds no data per rank; the point's own sizes do.
-    if (it == p.params.end() || !std::holds_alternative<std::int64_t>(it->second) || name == "seed" ||
-        name == "ranks_per_node" || name == "nodes")
-      continue;
+    if (it != p.params.end() && std::holds_alternative<std::int64_t>(it->second) && name != "seed" &&
+        name != "ranks_per_node" && name != "nodes")
+      sizes.emplace_back(name, std::get<std::int64_t>(it->second));
+  }
+  std::string best;
+  std::int64_t grown = p.memory_bytes;
+  for (const auto& [name, value] : sizes) {
     Params twice = p.params;
-    twice[name] = Value{2 * std::get<std::int64_t>(it->second)};
+    twice[name] = Value{2 * value};
     std::int64_t b = 0;
     try {
       b = w.memory_bytes(twice);
@@ -156,13 +159,8 @@ std::string memory_driver(const Point& p, const WorkloadInfo& w) {
   if (best.empty() && p.memory_bytes == std::numeric_limits<std::int64_t>::max()) {
     // Beyond 64 bits, doubling shows nothing: name the largest size the campaign gave.
     std::int64_t largest = 0;
-    for (const auto& [name, where] : p.param_where) {
-      const auto it = p.params.find(name);
-      if (it == p.params.end() || !std::holds_alternative<std::int64_t>(it->second) || name == "seed" ||
-          name == "ranks_per_node" || name == "nodes")
-        continue;
-      if (std::get<std::int64_t>(it->second) > largest) largest = std::get<std::int64_t>(it->second), best = name;
-    }
+    for (const auto& [name, value] : sizes)
+      if (value > largest) largest = value, best = name;
   }
   return best;
 }

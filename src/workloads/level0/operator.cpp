@@ -91,6 +91,15 @@ double elements(const std::vector<Tensor>& ts) {
   return n;
 }
 
+// How many entries of the batch validation compares: 0 when it compares the whole problem
+// (some output is not batched, or the batch is no larger than the entries compared).
+std::int64_t compared_entries(const OpProblem& p) {
+  bool sliceable = !p.out.empty() && p.params.count(p.batch);
+  for (const auto& t : p.out) sliceable = sliceable && t.batched;
+  const std::int64_t k = std::max<std::int64_t>(2, p.validate_entries);
+  return sliceable && p.i(p.batch) > k ? k : 0;
+}
+
 }  // namespace
 
 std::int64_t operator_memory_bytes(const OperatorDef& def, const Params& p) {
@@ -99,11 +108,7 @@ std::int64_t operator_memory_bytes(const OperatorDef& def, const Params& p) {
   // The float tensors, and the inputs' double staging while make_problem fills them.
   double bytes = 4 * (in + out) + 8 * in;
   // The double reference of validation, on the entries of the batch it compares.
-  const std::int64_t n = p.count(prob.batch) ? std::get<std::int64_t>(p.at(prob.batch)) : 1;
-  const std::int64_t k = std::max<std::int64_t>(2, prob.validate_entries);
-  bool sliceable = !prob.out.empty();
-  for (const auto& t : prob.out) sliceable = sliceable && t.batched;
-  if (sliceable && p.count(prob.batch) && n > k) {
+  if (const std::int64_t k = compared_entries(prob)) {
     Params sliced = p;
     sliced[prob.batch] = Value{k};
     const OpProblem ref = def.problem(sliced);
@@ -118,11 +123,8 @@ std::int64_t operator_memory_bytes(const OperatorDef& def, const Params& p) {
 }
 
 Validation validate_outputs(const OperatorDef& def, const OpProblem& p) {
-  bool sliceable = !p.out.empty() && p.params.count(p.batch);
-  for (const auto& t : p.out) sliceable = sliceable && t.batched;
-  const std::int64_t n = p.params.count(p.batch) ? p.i(p.batch) : 1;
-  const std::int64_t k = std::max<std::int64_t>(2, p.validate_entries);
-  const bool slice = sliceable && n > k;
+  const std::int64_t k = compared_entries(p), n = k ? p.i(p.batch) : 1;
+  const bool slice = k > 0;
   // The entries of the batch compared: k of them, evenly spread, the first and the last among
   // them, so that an indexing error in the batch dimension shows.
   std::vector<std::int64_t> entries;
