@@ -15,7 +15,7 @@
 #include "launch/slurm.hpp"
 #include "plan/plan.hpp"
 #include "reporters.hpp"
-#include "store/check.hpp"
+#include "store/guarded.hpp"
 #include "workloads/registry.hpp"
 
 namespace fs = std::filesystem;
@@ -125,7 +125,7 @@ int cmd_report(const std::string& dir, double confidence, std::uint64_t seed) {
 int cmd_check(const std::vector<std::string>& files) {
   int bad = 0;
   for (const auto& f : files) {
-    CheckResult r = check_file(f);
+    CheckResult r = check_file_guarded(f);
     if (r.ok()) std::cout << f << ": ok (" << r.summary << ")\n";
     for (const auto& p : r.problems) std::cout << p << "\n";
     bad += !r.ok();

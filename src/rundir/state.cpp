@@ -2,6 +2,7 @@
 
 #include "common/error.hpp"
 #include "common/text.hpp"
+#include "store/guarded.hpp"
 
 namespace d500 {
 
@@ -21,7 +22,7 @@ RunState scan_results(const RunLayout& dir, const std::function<void(const JobRe
   for (const auto& f : dir.results_files()) {
     JobResult j;
     try {
-      j = read_job_file(f);
+      j = read_job_file_guarded(f);
     } catch (const Error& e) {
       st.unreadable.push_back(e.what());
       continue;

@@ -25,9 +25,22 @@ TEST_F(EndToEnd, TwoRankCampaignFileAndReportAgree) {
   Cmd r = sh(d500_cmd("run " + run.string()));
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("point 3/3"), std::string::npos) << r.out;
-  Cmd rep = sh(d500_cmd("report " + run.string()));
+  // Named relatively, as a person types it: the index's links must still resolve.
+  Cmd rep = sh("cd " + dir_.string() + " && " + d500_cmd("report run"));
   ASSERT_EQ(rep.code, 0) << rep.out;
-  for (const char* f : {"report.md", "report.html", "results.csv"}) EXPECT_TRUE(fs::exists(run / f)) << f;
+  for (const char* f : {"report.md", "report.html", "results.csv", "campaign.h5"}) EXPECT_TRUE(fs::exists(run / f)) << f;
+  EXPECT_FALSE(fs::exists(run / "campaign.h5.tmp"));
+  {
+    hid_t idx = H5Fopen((run / "campaign.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    ASSERT_GE(idx, 0);
+    hid_t job = H5Oopen(idx, "/jobs/job-0000.h5", H5P_DEFAULT);  // an external link into the results file
+    EXPECT_GE(job, 0);
+    if (job >= 0) {
+      EXPECT_EQ(attr_string(job, "status"), "complete");
+      H5Oclose(job);
+    }
+    H5Fclose(idx);
+  }
 
   fs::path h5 = run / "results" / "job-0000.h5";
   hid_t file = H5Fopen(h5.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);

@@ -1,0 +1,24 @@
+#pragma once
+// Reading results files that may be damaged, without letting one take the others down. The
+// HDF5 library trusts the lengths it finds in a file: a flipped length in the global heap (the
+// variable-length strings) can crash it, hang it or make it allocate without bound. So every
+// file is first read whole in a child process under a time and memory limit (common/contain);
+// only a file the child read cleanly is read again here. Files that are not regular files
+// (a FIFO would block open() forever) are never opened.
+#include <string>
+
+#include "store/check.hpp"
+#include "store/reader.hpp"
+
+namespace d500 {
+
+// read_job_file, contained. Throws d500::Error "FILE: damaged: ..." naming what happened to the
+// child (crashed with SIGSEGV, took longer than 60 s, needed more than 2 GiB) for a file that
+// cannot be read safely, and "FILE: not a regular file (a FIFO)..." for what is not a file.
+JobResult read_job_file_guarded(const std::string& path);
+
+// check_file, contained: a file whose check crashes, hangs or runs out of memory gets one
+// problem saying so.
+CheckResult check_file_guarded(const std::string& path);
+
+}  // namespace d500
