@@ -1,6 +1,7 @@
 #include "campaign/campaign.hpp"
 
 #include <cctype>
+#include <filesystem>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -21,7 +22,7 @@ const std::vector<std::string> kSlurmKeys = {"partition",   "account",      "qos
                                              "modules",     "array",        "throttle",     "analysis_job",
                                              "retry_time_factor", "max_retries", "budget_node_hours", "mem_per_node"};
 const std::vector<std::string> kCampaignKeys = {"name", "description", "repetitions",
-                                                "warmups", "template", "points_per_job"};
+                                                "warmups", "template", "templates_dir", "points_per_job"};
 
 void reject_unknown(const toml::table& t, const std::vector<std::string>& valid,
                     const std::string& path, const std::string& where) {
@@ -258,6 +259,24 @@ Campaign parse_campaign_text(const std::string& text, const std::string& path) {
   c.points_per_job = static_cast<int>(get_int(ct, "points_per_job", 0, 0, 1000000, path));
   c.template_where = loc(path, ct.source());
   c.template_name = get_string(ct, "template", "local", path, &c.template_where);
+  // A template is a name, never a path: "../../x" must not run a file outside the template
+  // directories.
+  static const std::regex template_re("[A-Za-z0-9_-]{1,64}");
+  if (!std::regex_match(c.template_name, template_re))
+    throw Error(c.template_where, "key 'template' in [campaign] is \"" + printable(c.template_name) +
+                                      "\"; valid: a template's name, 1-64 letters, digits, '_', '-' (not a path: "
+                                      "templates are looked up in d500's templates/ and in templates_dir)");
+  if (ct.get("templates_dir")) {
+    c.templates_dir = get_string(ct, "templates_dir", "", path, &c.templates_dir_where);
+    if (c.templates_dir.empty() || has_control_chars(c.templates_dir))
+      throw Error(c.templates_dir_where, "key 'templates_dir' in [campaign] must be a directory's path without control "
+                                         "characters (relative paths are relative to the campaign file)");
+    std::filesystem::path d(c.templates_dir);
+    if (d.is_relative()) d = std::filesystem::absolute(path).parent_path() / d;
+    c.templates_dir = d.lexically_normal().string();
+    if (!std::filesystem::is_directory(c.templates_dir))
+      throw Error(c.templates_dir_where, "key 'templates_dir' in [campaign]: " + c.templates_dir + " is not a directory");
+  }
 
   std::set<std::string> names;
   auto note_name = [&](const Axis& a) {

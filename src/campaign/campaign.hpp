@@ -59,6 +59,9 @@ struct Campaign {
   int points_per_job = 0;            // 0: every point of one shape in one job
   std::string template_name = "local";
   Location template_where;
+  // A directory of the user's own templates (absolute; "" for none), searched before d500's.
+  std::string templates_dir;
+  Location templates_dir_where;
   std::vector<Axis> fixed;           // one value each
   std::vector<Axis> axes;            // swept; cartesian product unless zipped
   std::vector<ZipGroup> zips;

@@ -49,11 +49,12 @@ std::string worker_path() {
 }
 
 int cmd_plan(const std::string& campaign_path, std::string out_dir, bool dry_run, bool force) {
+  refuse_control_chars(out_dir, "the run directory (-o)");  // before any output: write_plan checks again
   Campaign c = load_campaign(campaign_path);
   Plan plan = make_plan(c, builtin_workloads(), PlanOptions{force});
   if (out_dir.empty()) out_dir = "runs/" + c.name;
   std::cout << "campaign " << c.name << " (" << c.path << ", hash " << c.hash << "): " << plan.points.size()
-            << " points in " << plan.jobs.size() << " jobs, template " << plan.tmpl.name << "\n";
+            << " points in " << plan.jobs.size() << " jobs, template " << plan.tmpl.name << " (" << plan.tmpl.path << ")\n";
   for (const auto& j : plan.jobs) {
     std::cout << "  " << j.id << ": " << j.nodes << " node(s) x " << j.ranks_per_node << " rank(s), "
               << j.points.size() << " points";

@@ -126,4 +126,32 @@ std::string fmt_bytes(std::int64_t bytes) {
   return fmt_sig(v, 3) + " " + units[u];
 }
 
+bool has_control_chars(const std::string& s) {
+  for (unsigned char c : s)
+    if (c < 0x20 || c == 0x7f) return true;
+  return false;
+}
+
+std::string printable(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (c == '\n') out += "\\n";
+    else if (c == '\r') out += "\\r";
+    else if (c == '\t') out += "\\t";
+    else if (c < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else out += static_cast<char>(c);
+  }
+  return out;
+}
+
+void refuse_control_chars(const std::string& s, const std::string& what) {
+  if (!has_control_chars(s)) return;
+  throw Error(what + " \"" + printable(s) + "\" contains a control character (shown escaped); a path or value that "
+              "reaches a job script or plan file must not, since no quoting protects an #SBATCH line from a newline: "
+              "rename it");
+}
+
 }  // namespace d500

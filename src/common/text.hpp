@@ -32,4 +32,13 @@ std::string fmt_bytes(std::int64_t bytes);
 
 std::string utc_now_iso8601();
 
+// Control characters (bytes 0x00-0x1f and 0x7f: newline, carriage return, escape, ...). A path or
+// value holding one must never reach a job script or a plan file: no quoting protects an
+// "#SBATCH" line from a newline.
+bool has_control_chars(const std::string& s);
+// `s` with control characters written as \n, \r, \t or \xNN: for error messages.
+std::string printable(const std::string& s);
+// Throws d500::Error "<what> \"...\" contains a control character (...)" when `s` holds one.
+void refuse_control_chars(const std::string& s, const std::string& what);
+
 }  // namespace d500

@@ -10,6 +10,7 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <toml++/toml.h>
 #include <sstream>
 
 #include "backends/registry.hpp"
@@ -44,21 +45,33 @@ std::string templates_dir() {
   return std::string(D500_SOURCE_DIR) + "/templates";
 }
 
-TemplateInfo load_template(const std::string& name, const Location& where) {
+TemplateInfo load_template(const std::string& name, const Location& where, const std::string& user_dir) {
   TemplateInfo t;
   t.name = name;
-  t.path = templates_dir() + "/" + name + ".sh.in";
-  if (!fs::exists(t.path)) {
-    std::vector<std::string> have;
-    if (fs::is_directory(templates_dir()))
-      for (const auto& e : fs::directory_iterator(templates_dir())) {
-        std::string f = e.path().filename().string();
-        if (f.size() > 6 && f.ends_with(".sh.in")) have.push_back(f.substr(0, f.size() - 6));
-      }
-    std::sort(have.begin(), have.end());
-    throw Error(where, "key 'template': no template '" + name + "' in " + templates_dir() +
-                           did_you_mean(name, have) + " (available: " + join(have, ", ") + ")");
+  // The user's directory first (named in the campaign, reported in the plan), then d500's own.
+  std::vector<std::string> dirs;
+  if (!user_dir.empty()) dirs.push_back(user_dir);
+  dirs.push_back(templates_dir());
+  for (const auto& d : dirs) {
+    const std::string candidate = d + "/" + name + ".sh.in";
+    if (fs::is_regular_file(candidate)) {
+      t.path = candidate;
+      break;
+    }
   }
+  if (t.path.empty()) {
+    std::set<std::string> have;
+    for (const auto& d : dirs)
+      if (fs::is_directory(d))
+        for (const auto& e : fs::directory_iterator(d)) {
+          std::string f = e.path().filename().string();
+          if (f.size() > 6 && f.ends_with(".sh.in")) have.insert(f.substr(0, f.size() - 6));
+        }
+    std::vector<std::string> names(have.begin(), have.end());
+    throw Error(where, "key 'template': no template '" + name + "' in " + join(dirs, " or ") + did_you_mean(name, names) +
+                           " (available: " + join(names, ", ") + ")");
+  }
+  refuse_control_chars(t.path, "the template path");
   t.text = read_file(t.path);
   std::istringstream in(t.text);
   for (std::string line; std::getline(in, line);) {
@@ -340,7 +353,7 @@ Plan make_plan(const Campaign& campaign, const WorkloadRegistry& reg, const Plan
   const Campaign c = expand_sets(campaign, reg);
   Plan plan;
   plan.campaign = c;
-  plan.tmpl = load_template(c.template_name, c.template_where);
+  plan.tmpl = load_template(c.template_name, c.template_where, c.templates_dir);
   if (plan.tmpl.launcher != "local" && plan.tmpl.launcher != "slurm")
     throw Error(c.template_where, "template '" + plan.tmpl.name + "' is for the '" + plan.tmpl.launcher +
                                       "' launcher, not for jobs (use local, slurm or daint)");
@@ -493,7 +506,31 @@ Plan make_plan(const Campaign& campaign, const WorkloadRegistry& reg, const Plan
   return plan;
 }
 
+namespace {
+
+// Parses what was just written and compares it with what was meant: a plan file that d500 run
+// could not read, or that says something else, is never moved into place.
+void read_back_plan_file(const std::string& path, const toml::table& meant) {
+  toml::table got;
+  try {
+    got = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    throw Error(path + ": the plan file just written does not parse (" + std::string(e.description()) +
+                "); nothing was written");
+  }
+  const toml::table* p = got["plan"].as_table();
+  if (!p || *p != meant) throw Error(path + ": the plan file just written does not read back as written; nothing was written");
+}
+
+}  // namespace
+
 void write_plan(const Plan& plan, const std::string& dir, const std::string& worker) {
+  // Every path that reaches a job script, a job list or a plan file: no control characters.
+  refuse_control_chars(dir, "the run directory");
+  refuse_control_chars(fs::absolute(dir).string(), "the run directory's absolute path");
+  refuse_control_chars(plan.campaign.path, "the campaign file's path");
+  refuse_control_chars(worker, "the worker's path");
+  refuse_control_chars(plan.tmpl.path, "the template path");
   fs::path target = fs::absolute(dir).lexically_normal();
   if (fs::exists(target) && !(fs::is_directory(target) && fs::is_empty(target)))
     throw Error(dir + ": exists and is not empty; plan into a new directory (nothing was written)");
@@ -519,15 +556,24 @@ void write_plan(const Plan& plan, const std::string& dir, const std::string& wor
     fs::create_directories(at.logs_dir());
     write_file_atomic(at.campaign_file().string(), plan.campaign.text);
 
-    std::ostringstream pt;
-    pt << "# Written by d500 plan. The plan of " << plan.campaign.path << "; do not edit.\n"
-       << "[plan]\ncampaign = \"" << plan.campaign.name << "\"\ncampaign_hash = \"" << plan.campaign.hash
-       << "\"\ncampaign_path = " << toml_string(plan.campaign.path) << "\ntemplate = " << toml_string(plan.tmpl.name)
-       << "\nlauncher = " << toml_string(plan.tmpl.launcher) << "\nd500_version = \"" << kVersion
-       << "\"\nd500_commit = \"" << kGitCommit << "\"\ncreated_utc = \"" << utc_now_iso8601()
-       << "\"\npoints = " << plan.points.size() << "\njobs = " << plan.jobs.size()
-       << "\nnode_hours = " << total_node_hours(plan) << "\n";
-    write_file_atomic(at.plan_file().string(), pt.str());
+    // Written by the TOML library's serializer and read back before the plan moves into place:
+    // no path or name can change what the file says.
+    toml::table pt{{"campaign", plan.campaign.name},
+                   {"campaign_hash", plan.campaign.hash},
+                   {"campaign_path", plan.campaign.path},
+                   {"template", plan.tmpl.name},
+                   {"template_path", plan.tmpl.path},
+                   {"launcher", plan.tmpl.launcher},
+                   {"d500_version", std::string(kVersion)},
+                   {"d500_commit", std::string(kGitCommit)},
+                   {"created_utc", utc_now_iso8601()},
+                   {"points", static_cast<std::int64_t>(plan.points.size())},
+                   {"jobs", static_cast<std::int64_t>(plan.jobs.size())},
+                   {"node_hours", total_node_hours(plan)}};
+    std::ostringstream pt_text;
+    pt_text << "# Written by d500 plan; do not edit.\n" << toml::table{{"plan", pt}} << "\n";
+    write_file_atomic(at.plan_file().string(), pt_text.str());
+    read_back_plan_file(at.plan_file().string(), pt);
 
     std::ostringstream csv;
     csv << "point_id,job_id,level,canonical\n";
@@ -540,6 +586,10 @@ void write_plan(const Plan& plan, const std::string& dir, const std::string& wor
     for (const auto& j : plan.jobs) {
       JobSpec spec = make_job_spec(plan, j);
       write_file_atomic(at.job_spec(j.id).string(), job_spec_toml(spec));
+      // Read back as the worker will read it (which also checks every point's canonical text).
+      const JobSpec back = read_job_spec(at.job_spec(j.id).string());
+      if (back.id != spec.id || back.points.size() != spec.points.size() || back.campaign_hash != spec.campaign_hash)
+        throw Error(at.job_spec(j.id).string() + ": the job spec just written does not read back as written; nothing was written");
       write_file_atomic(at.job_list(j.id).string(), final_dir.job_spec(j.id).string() + "\n");
       const SlurmSettings& sl = plan.campaign.slurm;
       std::map<std::string, std::string> vars = {

@@ -52,7 +52,9 @@ struct Plan {
 
 // Where templates are looked up: $D500_TEMPLATES, else the source tree's templates/.
 std::string templates_dir();
-TemplateInfo load_template(const std::string& name, const Location& where);
+// The template `name` (a name, checked by the campaign loader: never a path), from `user_dir`
+// when it has one, else from templates_dir().
+TemplateInfo load_template(const std::string& name, const Location& where, const std::string& user_dir = "");
 
 struct PlanOptions {
   bool force = false;  // plan even when the node-hour budget or a node's memory is exceeded

@@ -4,6 +4,8 @@
 
 #include <filesystem>
 #include <set>
+#include <sstream>
+#include <toml++/toml.h>
 
 #include "common/error.hpp"
 #include "common/text.hpp"
@@ -385,5 +387,142 @@ TEST(PlanResources, NamesThatAreDirectoriesAreRefusedAndARefusalLeavesNothing) {
   EXPECT_THROW(write_plan(p, (base / "runs" / "t").string(), "/bin/true"), Error);
   EXPECT_FALSE(fs::exists(base / "runs"));
   EXPECT_TRUE(fs::is_empty(base));
+  fs::remove_all(base);
+}
+
+// Issue 18: hostile paths and template names.
+namespace {
+const std::string kSlurmAll =
+    "[campaign]\nname = \"s\"\ntemplate = \"TEMPLATE\"\n[axes]\nworkload = [\"gemm\"]\nbackend = [\"blas\"]\nn = [8]\n"
+    "[slurm]\ntime_limit = 5\npartition = \"p\"\naccount = \"a\"\nqos = \"q\"\nconstraint = \"gpu\"\ngres = \"gpu:1\"\n"
+    "modules = [\"m/1\"]\n";
+
+std::string with_template(std::string text, const std::string& name) {
+  text.replace(text.find("TEMPLATE"), 8, name);
+  return text;
+}
+
+fs::path scratch(const std::string& tag) {
+  fs::path d = fs::temp_directory_path() / ("d500-hostile-" + std::to_string(getpid()) + "-" + tag);
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) out.push_back(l);
+  return out;
+}
+}  // namespace
+
+TEST(Hostile, ANewlineInAnyPathIsRefusedAndNothingIsWritten) {
+  const fs::path base = scratch("newline");
+  Plan p = plan_of(with_template(kSlurmAll, "slurm"));
+  const std::string injected = "\n#SBATCH --wrap=touch /tmp/pwned\n";
+  auto refused = [&](const Plan& plan, const fs::path& dir, const std::string& worker, const std::string& what,
+                     const std::string& escaped = "\\n#SBATCH --wrap=touch /tmp/pwned\\n") {
+    try {
+      write_plan(plan, dir.string(), worker);
+      ADD_FAILURE() << what << ": not refused";
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find(what), std::string::npos) << m;
+      EXPECT_NE(m.find("contains a control character"), std::string::npos) << m;
+      EXPECT_NE(m.find(escaped), std::string::npos) << "the path is shown escaped: " << m;
+    }
+  };
+  refused(p, base / ("run" + injected), "/bin/true", "the run directory");
+  refused(p, base / "run", "/opt/d500" + injected + "/d500-worker", "the worker's path");
+  Plan q = make_plan(parse_campaign_text(with_template(kSlurmAll, "slurm"), (base / ("c" + injected + ".toml")).string()),
+                     builtin_workloads());
+  refused(q, base / "run", "/bin/true", "the campaign file's path");
+  Plan r = p;
+  r.tmpl.path = "/tmp/t\r.sh.in";
+  refused(r, base / "run", "/bin/true", "the template path", "/tmp/t\\r.sh.in");
+  for (const auto& e : fs::directory_iterator(base)) ADD_FAILURE() << "left behind: " << e.path();
+  fs::remove_all(base);
+}
+
+TEST(Hostile, EveryRenderedLineOfEveryTemplateIsItsTemplatesLine) {
+  // Legal but shell-hostile: spaces, quotes, $(...), backticks and ; in the run directory.
+  const fs::path base = scratch("lines");
+  const fs::path dir = base / "run dir 'x' $(touch pwned) `id`; echo";
+  for (const char* name : {"local", "slurm", "daint"}) {
+    SCOPED_TRACE(name);
+    Plan p = plan_of(std::string(name) == "local" ? kHead + "[axes]\nworkload = [\"gemm\"]\nbackend = [\"blas\"]\nn = [8]\n"
+                                                  : with_template(kSlurmAll, name));
+    fs::remove_all(dir);
+    write_plan(p, dir.string(), "/opt/my d500/d500-worker");
+    const auto tmpl = lines_of(p.tmpl.text);
+    const auto script = lines_of(read_file((dir / "jobs" / "job-0000.sh").string()));
+    ASSERT_EQ(script.size(), tmpl.size()) << "every optional value is set: no line is dropped, none is added";
+    for (std::size_t i = 0; i < tmpl.size(); ++i) {
+      const std::string literal = tmpl[i].substr(0, tmpl[i].find("{{"));
+      EXPECT_EQ(script[i].substr(0, literal.size()), literal) << "line " << i + 1 << ": " << script[i];
+      if (tmpl[i].find("{{") == std::string::npos) {
+        EXPECT_EQ(script[i], tmpl[i]) << "line " << i + 1;
+      }
+    }
+    // And bash reads the script as the template's commands: it parses (-n) without running.
+    const int rc = std::system(("bash -n " + shell_quote((dir / "jobs" / "job-0000.sh").string())).c_str());
+    EXPECT_EQ(rc, 0);
+  }
+  EXPECT_FALSE(fs::exists("pwned"));
+  fs::remove_all(base);
+}
+
+TEST(Hostile, ATemplateIsANameNeverAPath) {
+  for (const char* bad : {"../../../tmp/evil", "/etc/passwd", "sub/local", "local.sh.in", "", "a b"}) {
+    std::string e = error_of("[campaign]\nname = \"t\"\ntemplate = \"" + std::string(bad) +
+                             "\"\n[axes]\nworkload = [\"gemm\"]\nbackend = [\"blas\"]\nn = [8]\n");
+    EXPECT_NE(e.find("c.toml:3:12"), std::string::npos) << bad << ": " << e;
+    EXPECT_NE(e.find("valid: a template's name"), std::string::npos) << bad << ": " << e;
+  }
+}
+
+TEST(Hostile, TheUsersOwnTemplatesComeFromTheDirectoryTheCampaignNames) {
+  const fs::path base = scratch("templates");
+  fs::create_directories(base / "mine");
+  write_file_atomic((base / "mine" / "site.sh.in").string(),
+                    "#!/usr/bin/env bash\n# d500: launcher=local\nexec mpirun -np {{ranks}} {{worker}} {{spec}} {{output}}\n");
+  const std::string campaign = (base / "c.toml").string();
+  Plan p = make_plan(parse_campaign_text("[campaign]\nname = \"t\"\ntemplate = \"site\"\ntemplates_dir = \"mine\"\n"
+                                         "[axes]\nworkload = [\"gemm\"]\nbackend = [\"blas\"]\nn = [8]\n",
+                                         campaign),
+                     builtin_workloads());
+  EXPECT_EQ(p.tmpl.path, (base / "mine" / "site.sh.in").string());
+  write_plan(p, (base / "run").string(), "/bin/true");
+  auto t = toml::parse_file((base / "run" / "plan.toml").string());
+  EXPECT_EQ(t["plan"]["template_path"].value_or(std::string()), p.tmpl.path);
+  // A name it lacks falls back to d500's own templates; a missing directory is an error.
+  Plan q = make_plan(parse_campaign_text("[campaign]\nname = \"t\"\ntemplates_dir = \"mine\"\n"
+                                         "[axes]\nworkload = [\"gemm\"]\nbackend = [\"blas\"]\nn = [8]\n",
+                                         campaign),
+                     builtin_workloads());
+  EXPECT_EQ(fs::path(q.tmpl.path).parent_path(), fs::path(templates_dir()));
+  try {
+    parse_campaign_text("[campaign]\nname = \"t\"\ntemplates_dir = \"absent\"\n", campaign);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(":3:17"), std::string::npos) << e.what();
+  }
+  fs::remove_all(base);
+}
+
+TEST(Hostile, APlanFileReadsBackWhateverTheCampaignPathHolds) {
+  const fs::path base = scratch("planfile");
+  // TOML syntax in the campaign's path: quotes, brackets, a table header, '=' and '#'.
+  const fs::path weird = base / "c\"] [plan] campaign = \"x\" # '''.toml";
+  Plan p = make_plan(parse_campaign_text(kHead + "[axes]\nworkload = [\"gemm\"]\nbackend = [\"blas\"]\nn = [8]\n",
+                                         weird.string()),
+                     builtin_workloads());
+  write_plan(p, (base / "run").string(), "/bin/true");
+  auto t = toml::parse_file((base / "run" / "plan.toml").string());
+  EXPECT_EQ(t["plan"]["campaign_path"].value_or(std::string()), weird.string());
+  EXPECT_EQ(t["plan"]["campaign"].value_or(std::string()), "t");
+  EXPECT_EQ(t["plan"]["launcher"].value_or(std::string()), "local");
+  EXPECT_EQ(t["plan"]["points"].value_or(0), 1);
   fs::remove_all(base);
 }

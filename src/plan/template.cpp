@@ -47,6 +47,11 @@ std::string render_template(const std::string& text, const std::string& path,
         throw Error(where, "unknown placeholder {{" + name + "}}" + did_you_mean(name, names) +
                                " (available: " + join(names, ", ") + ")");
       }
+      // A value is one shell word on one line: a newline would end an "#SBATCH" line (or a
+      // comment) and start a command, which no quoting prevents.
+      if (has_control_chars(it->second))
+        throw Error(where, "the value of {{" + name + "}} (\"" + printable(it->second) +
+                               "\") contains a control character; paths and values in job scripts must not");
       if (optional && it->second.empty()) drop = true;
       rendered += shell_quote(it->second);
       at = close + 2;

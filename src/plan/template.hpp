@@ -9,6 +9,8 @@ namespace d500 {
 // Renders `text` (read from `path`, for error messages). An unknown placeholder is an error
 // naming the template's line; "{{" without "}}" likewise. {{?name}} is an optional value: the
 // line holding it is left out when the value is empty (e.g. "#SBATCH --account={{?account}}").
+// A value with a control character (a newline) is refused: the output has exactly the
+// template's lines, less the dropped ones.
 std::string render_template(const std::string& text, const std::string& path,
                             const std::map<std::string, std::string>& vars);
 
