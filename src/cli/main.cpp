@@ -88,12 +88,14 @@ int cmd_plan(const std::string& campaign_path, std::string out_dir, bool dry_run
 
 int cmd_run(const std::string& dir, bool rerun) {
   auto outcomes = run_local(dir, LocalRunOptions{rerun}, std::cout);
-  int failed = 0, ran = 0, skipped = 0;
+  int failed = 0, ran = 0, skipped = 0, stopped = 0;
   for (const auto& o : outcomes) {
     if (o.skipped) ++skipped;
+    else if (o.stopped_by) ++stopped;
     else ++ran, failed += o.exit_code != 0;
   }
   std::cout << "d500 run: " << ran << " job(s) run, " << (ran - failed) << " succeeded, " << failed << " failed";
+  if (stopped) std::cout << ", " << stopped << " stopped";
   if (skipped) std::cout << ", " << skipped << " already complete";
   std::cout << "\n";
   // A job can succeed with points that failed: say how the points ended, so that a backend that
@@ -108,6 +110,11 @@ int cmd_run(const std::string& dir, bool rerun) {
   }
   for (const auto& o : outcomes)
     if (!o.skipped && o.exit_code) std::cout << "  " << o.job_id << ": exit code " << o.exit_code << ", log " << o.log << "\n";
+  if (!outcomes.empty() && outcomes.back().stopped_by) {
+    std::cout << "stopped: " << outcomes.back().job_id << " was stopped with its processes; `d500 run " << shell_quote(dir)
+              << "` runs it and the jobs after it again\n";
+    return 128 + outcomes.back().stopped_by;
+  }
   std::cout << "next: d500 report " << shell_quote(dir) << "\n";
   return failed ? 1 : 0;
 }

@@ -1,6 +1,8 @@
 #include "launch/local.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -10,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <toml++/toml.h>
 
 #include "common/error.hpp"
@@ -18,6 +21,7 @@
 #include "metrics/progress.hpp"
 #include "plan/jobspec.hpp"
 #include "rundir/layout.hpp"
+#include "rundir/lock.hpp"
 
 namespace fs = std::filesystem;
 
@@ -36,6 +40,52 @@ std::string move_aside(const std::string& path) {
 
 namespace {
 
+// Stopping: SIGINT, SIGTERM or SIGHUP to `d500 run` is passed on to the running job's whole
+// process group (mpirun and every rank), with SIGKILL if it has not ended 10 s later; then
+// `d500 run` records the job as stopped and runs no further job.
+volatile sig_atomic_t g_stop_signal = 0;
+volatile pid_t g_job_pgid = 0;
+constexpr unsigned kStopGraceSeconds = 10;
+
+void on_stop_signal(int sig) {
+  const bool again = g_stop_signal != 0;
+  g_stop_signal = sig;
+  if (g_job_pgid > 0) {
+    kill(-g_job_pgid, again ? SIGKILL : SIGTERM);
+    if (!again) alarm(kStopGraceSeconds);
+  }
+}
+
+void on_grace_over(int) {
+  if (g_job_pgid > 0) kill(-g_job_pgid, SIGKILL);
+}
+
+// Installs the handlers for the life of run_local and restores the old ones after.
+class StopSignals {
+ public:
+  StopSignals() {
+    struct sigaction sa {};
+    sa.sa_handler = on_stop_signal;
+    sa.sa_flags = SA_RESTART;  // the output loop goes on reading until the job has ended
+    sigemptyset(&sa.sa_mask);
+    for (int i = 0; i < 3; ++i) sigaction(kSignals[i], &sa, &old_[i]);
+    sa.sa_handler = on_grace_over;
+    sigaction(SIGALRM, &sa, &old_[3]);
+    g_stop_signal = 0;
+  }
+  ~StopSignals() {
+    alarm(0);
+    for (int i = 0; i < 3; ++i) sigaction(kSignals[i], &old_[i], nullptr);
+    sigaction(SIGALRM, &old_[3], nullptr);
+  }
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+
+ private:
+  static constexpr int kSignals[3] = {SIGINT, SIGTERM, SIGHUP};
+  struct sigaction old_[4] {};
+};
+
 std::string clock_text(double s) {
   char buf[32];
   int t = static_cast<int>(s);
@@ -47,7 +97,7 @@ bool completed_before(const fs::path& status_file) {
   if (!fs::exists(status_file)) return false;
   try {
     auto t = toml::parse_file(status_file.string());
-    return t["exit_code"].value_or(-1) == 0;
+    return t["exit_code"].value_or(-1) == 0 && !t.contains("stopped_by");
   } catch (const toml::parse_error&) {
     return false;
   }
@@ -55,18 +105,30 @@ bool completed_before(const fs::path& status_file) {
 
 // Runs `bash script` in `dir`, copying every output line into `log` and turning the worker's
 // progress lines into progress for a person.
+// The job runs in its own process group (so that stopping it reaches mpirun and every rank,
+// and a terminal's Ctrl-C reaches d500 run first), and is sent SIGTERM by the kernel should
+// d500 run die without a chance to stop it (kill -9).
 int run_script(const fs::path& dir, const std::string& script, const fs::path& log, const std::string& prefix,
-               std::int64_t t0, std::ostream& out, std::map<Outcome, int>& points) {
+               std::int64_t t0, std::ostream& out, std::map<Outcome, int>& points, RunLock& lock,
+               const std::string& job_id) {
   int fds[2];
   if (pipe(fds) != 0) throw Error(std::string("pipe: ") + std::strerror(errno));
+  const pid_t parent = getpid();
   pid_t pid = fork();
   if (pid < 0) throw Error(std::string("fork: ") + std::strerror(errno));
   if (pid == 0) {
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent) _exit(143);  // d500 run died before the line above
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGHUP, SIG_DFL);
     dup2(fds[1], 1);
     dup2(fds[1], 2);
     close(fds[0]);
     close(fds[1]);
     if (chdir(dir.c_str()) != 0) _exit(127);
+    setenv("D500_RUN_LOCK", lock.path().c_str(), 1);  // each rank holds its byte of it (hold_rank_lock)
     if (geteuid() == 0) {
       // Open MPI refuses root unless told; containers and CI run as root.
       setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
@@ -75,6 +137,10 @@ int run_script(const fs::path& dir, const std::string& script, const fs::path& l
     execlp("bash", "bash", script.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
+  setpgid(pid, pid);  // also here, so that the group exists before anyone signals it
+  g_job_pgid = pid;
+  if (g_stop_signal) kill(-pid, SIGTERM);  // told to stop while starting it
+  lock.set_job(job_id, pid);
   close(fds[1]);
   std::ofstream logf(log, std::ios::app);
   FILE* in = fdopen(fds[0], "r");
@@ -102,6 +168,11 @@ int run_script(const fs::path& dir, const std::string& script, const fs::path& l
   int st = 0;
   while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
   }
+  // The script has ended; anything left in its group (a rank mpirun lost) is ended with it.
+  kill(-pid, SIGKILL);
+  g_job_pgid = 0;
+  alarm(0);
+  lock.set_job("", 0);
   if (WIFEXITED(st)) return WEXITSTATUS(st);
   if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
   return 255;
@@ -118,6 +189,8 @@ std::vector<JobOutcome> run_local(const std::string& dir_arg, const LocalRunOpti
     throw Error(layout.plan_file().string() + ": this plan uses the '" + launcher +
                 "' launcher; `d500 run` runs local plans only (plan with template = \"local\")");
   const std::vector<std::string> jobs = layout.job_ids();
+  RunLock lock = RunLock::acquire(layout, "d500 run");
+  StopSignals stop_signals;
 
   std::vector<JobOutcome> outcomes;
   const std::int64_t t0 = now_ns();
@@ -139,16 +212,26 @@ std::vector<JobOutcome> run_local(const std::string& dir_arg, const LocalRunOpti
     out << prefix << " starting\n";
     out.flush();
     const std::int64_t tj = now_ns();
-    o.exit_code = run_script(dir, layout.job_script(jobs[j]).string(), o.log, prefix, t0, out, o.points);
+    o.exit_code = run_script(dir, layout.job_script(jobs[j]).string(), o.log, prefix, t0, out, o.points, lock, jobs[j]);
     o.seconds = static_cast<double>(now_ns() - tj) * 1e-9;
-    std::string rec = "# Written by d500 run.\nexit_code = " + std::to_string(o.exit_code) +
-                      "\nseconds = " + fmt_sig(o.seconds, 6) + "\nended_utc = \"" + utc_now_iso8601() +
-                      "\"\nlog = " + toml_string(fs::relative(layout.job_log(jobs[j]), dir).string()) + "\n";
-    write_file_atomic(status.string(), rec);
-    out << prefix << " " << (o.exit_code == 0 ? "finished" : "FAILED with exit code " + std::to_string(o.exit_code))
-        << " after " << fmt_sig(o.seconds, 3) << " s" << (o.exit_code ? "; log: " + o.log : "") << "\n";
+    o.stopped_by = g_stop_signal;
+    toml::table rec{{"exit_code", o.exit_code},
+                    {"seconds", o.seconds},
+                    {"ended_utc", utc_now_iso8601()},
+                    {"log", fs::relative(layout.job_log(jobs[j]), dir).string()}};
+    const std::string sig = std::string("SIG") + (sigabbrev_np(o.stopped_by) ? sigabbrev_np(o.stopped_by) : "?");
+    if (o.stopped_by) rec.insert("stopped_by", sig);
+    std::ostringstream rec_text;
+    rec_text << "# Written by d500 run.\n" << rec << "\n";
+    write_file_atomic(status.string(), rec_text.str());
+    if (o.stopped_by)
+      out << prefix << " STOPPED (d500 run got " << sig << ") after " << fmt_sig(o.seconds, 3) << " s: its processes were stopped; later jobs were not started\n";
+    else
+      out << prefix << " " << (o.exit_code == 0 ? "finished" : "FAILED with exit code " + std::to_string(o.exit_code))
+          << " after " << fmt_sig(o.seconds, 3) << " s" << (o.exit_code ? "; log: " + o.log : "") << "\n";
     out.flush();
     outcomes.push_back(o);
+    if (o.stopped_by) break;
   }
   return outcomes;
 }

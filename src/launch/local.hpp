@@ -17,6 +17,7 @@ struct JobOutcome {
   double seconds = 0;
   std::string log;
   bool skipped = false;  // already complete from an earlier run
+  int stopped_by = 0;    // the signal that told d500 run to stop during this job; 0: none
   std::map<Outcome, int> points;  // how its points ended, from the worker's progress lines
 };
 
@@ -24,7 +25,10 @@ struct LocalRunOptions {
   bool rerun = false;  // run jobs that already completed, too
 };
 
-// Runs every job of the plan in `dir`. Progress goes to `out`. Returns one outcome per job.
+// Runs every job of the plan in `dir`, holding the run directory's lock (rundir/lock.hpp).
+// Progress goes to `out`. Returns one outcome per job started or skipped; told to stop
+// (SIGINT, SIGTERM, SIGHUP), it stops the running job's process group and returns, the last
+// outcome saying `stopped_by`.
 std::vector<JobOutcome> run_local(const std::string& dir, const LocalRunOptions& opt, std::ostream& out);
 
 // Moves an existing results file aside (name.h5 -> name.h5.prev-N) so nothing is lost.

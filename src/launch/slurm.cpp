@@ -23,6 +23,7 @@
 #include "plan/jobspec.hpp"
 #include "plan/plan.hpp"
 #include "plan/template.hpp"
+#include "rundir/lock.hpp"
 #include "rundir/state.hpp"
 #include "rundir/submissions.hpp"
 
@@ -305,6 +306,8 @@ int slurm_submit(const std::string& dir_arg, const SubmitOptions& opt, std::ostr
     throw Error(dir_arg + ": this plan uses the '" + plan.launcher +
                 "' launcher; plan with a Slurm template (template = \"slurm\" or \"daint\") to submit it");
   const SlurmSettings& sl = plan.campaign.slurm;
+  // One submitter at a time: two concurrent submits would both see nothing submitted yet.
+  RunLock lock = RunLock::acquire(plan.layout, "d500 submit");
   std::vector<Submission> subs = read_submissions(plan.layout);
   if (!subs.empty() && !opt.resume)
     throw Error(dir_arg + ": already submitted (" + std::to_string(subs.size()) +

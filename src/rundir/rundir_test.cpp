@@ -1,14 +1,18 @@
 // The run directory's layout, its points.csv, and the Slurm submission records: what is
 // written is read back, and damage is an error naming the file, line and column.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "common/error.hpp"
 #include "common/text.hpp"
 #include "rundir/layout.hpp"
+#include "rundir/lock.hpp"
 #include "rundir/state.hpp"
 #include "rundir/submissions.hpp"
 
@@ -132,6 +136,78 @@ TEST(BetterRecord, PrefersTheBetterOutcomeThenTheNewerFile) {
   EXPECT_FALSE(better_record(failed, complete));
   EXPECT_TRUE(better_record(newer, complete));
   EXPECT_FALSE(better_record(complete, newer));
+}
+
+// One runner per run directory (issue 18, item 6). Open-file-description locks conflict
+// between two opens even in one process, so one test process can play both runners.
+TEST_F(RunDirTest, OneRunnerAtATimeAndTheRefusalNamesTheHolder) {
+  const RunLayout d(dir_.string());
+  std::optional<RunLock> first(RunLock::acquire(d, "d500 run"));
+  const std::string e = error_of([&] { RunLock::acquire(d, "d500 submit"); });
+  EXPECT_NE(e.find("in use by `d500 run` (pid " + std::to_string(getpid()) + " on host "), std::string::npos) << e;
+  EXPECT_NE(e.find("run.lock"), std::string::npos) << e;
+  const LockHolder h = read_lock_file((dir_ / "run.lock").string());
+  EXPECT_EQ(h.pid, getpid());
+  EXPECT_EQ(h.command, "d500 run");
+  first.reset();  // released: the next runner may start
+  EXPECT_NO_THROW(RunLock::acquire(d, "d500 run"));
+}
+
+TEST_F(RunDirTest, ARankThatOutlivesItsRunnerIsFoundByItsLock) {
+  const RunLayout d(dir_.string());
+  pid_t rank = -1;
+  {
+    RunLock runner = RunLock::acquire(d, "d500 run");
+    setenv("D500_RUN_LOCK", runner.path().c_str(), 1);
+    int ready[2];
+    ASSERT_EQ(pipe(ready), 0);
+    rank = fork();
+    ASSERT_GE(rank, 0);
+    if (rank == 0) {  // a rank: closes the runner's descriptor as mpirun does, holds its byte, lives on
+      for (int fd = 3; fd < 1024; ++fd)
+        if (fd != ready[1]) close(fd);
+      hold_rank_lock();
+      char c = 'x';
+      if (write(ready[1], &c, 1) != 1) _exit(1);
+      for (;;) pause();
+    }
+    unsetenv("D500_RUN_LOCK");
+    char c;
+    ASSERT_EQ(read(ready[0], &c, 1), 1);
+    close(ready[0]);
+    close(ready[1]);
+  }  // the runner is gone; the rank runs on
+  std::string e = error_of([&] { RunLock::acquire(d, "d500 run"); });
+  EXPECT_NE(e.find("ranks of an earlier run still run here (pid " + std::to_string(rank)), std::string::npos) << e;
+  EXPECT_NE(e.find("kill -TERM " + std::to_string(rank)), std::string::npos) << e;
+  kill(rank, SIGKILL);
+  waitpid(rank, nullptr, 0);
+  EXPECT_NO_THROW(RunLock::acquire(d, "d500 run"));
+}
+
+TEST_F(RunDirTest, AJobGroupWhoseRunnerIsGoneIsFoundByItsRecord) {
+  const RunLayout d(dir_.string());
+  pid_t job = fork();
+  ASSERT_GE(job, 0);
+  if (job == 0) {
+    setpgid(0, 0);
+    for (;;) pause();
+  }
+  setpgid(job, job);
+  {
+    RunLock runner = RunLock::acquire(d, "d500 run");
+    runner.set_job("job-0003", job);
+    // The runner dies without clearing its record (as kill -9 leaves it): keep the file as is.
+    fs::copy_file(runner.path(), dir_ / "kept", fs::copy_options::overwrite_existing);
+  }
+  fs::copy_file(dir_ / "kept", dir_ / "run.lock", fs::copy_options::overwrite_existing);
+  std::string e = error_of([&] { RunLock::acquire(d, "d500 run"); });
+  EXPECT_NE(e.find("its job's processes still run (job job-0003, process group " + std::to_string(job)), std::string::npos)
+      << e;
+  EXPECT_NE(e.find("kill -TERM -- -" + std::to_string(job)), std::string::npos) << e;
+  kill(job, SIGKILL);
+  waitpid(job, nullptr, 0);
+  EXPECT_NO_THROW(RunLock::acquire(d, "d500 run"));
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "common/text.hpp"
 #include "metrics/progress.hpp"
 #include "plan/jobspec.hpp"
+#include "rundir/lock.hpp"
 #include "store/h5.hpp"
 #include "store/writer.hpp"
 #include "workloads/registry.hpp"
@@ -207,6 +208,7 @@ void run_job(const std::string& spec_path, const std::string& output, MPI_Comm c
 }  // namespace
 
 int worker_main(int argc, char** argv) {
+  hold_rank_lock();  // a rank that outlives its runner and mpirun stays visible to the next runner
   MPI_Init(&argc, &argv);
   int rank = 0;
   // MPI failures come back as codes, which mpi_check turns into errors that name the call.

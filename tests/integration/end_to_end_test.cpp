@@ -1,9 +1,15 @@
 // End to end, the real thing: `d500 plan`, `d500 run` (mpirun, 2 ranks), `d500 report`; then
 // the HDF5 files are read back with the plain HDF5 C API -- not through d500's reader -- and
 // checked against the report's CSV.
+#include <signal.h>
+
+#include <chrono>
+#include <thread>
+
 #include "backends/registry.hpp"
 #include "launch/slurm.hpp"
 #include "helpers.hpp"
+#include "rundir/lock.hpp"
 
 using namespace d500test;
 
@@ -374,4 +380,120 @@ TEST_F(EndToEnd, OperatorsRunOnEveryBackendAndAWrongOneIsFlaggedNotTimed) {
     Cmd check = sh(d500_cmd("check " + f.path().string()));
     EXPECT_EQ(check.code, 0) << check.out;
   }
+}
+
+// Issue 18, item 6: one runner per run directory, and a runner that is told to stop (or dies)
+// takes its job's processes with it.
+namespace {
+
+// Starts `d500 ARGS` with its output in `out`; returns d500's own pid.
+pid_t spawn_d500(const std::string& args, const fs::path& out) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    setpgid(0, 0);  // its own group, as a shell starts a job: signals in the test reach only it
+    execl("/bin/bash", "bash", "-c", ("exec " + d500_cmd(args) + " > '" + out.string() + "' 2>&1").c_str(),
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  return pid;
+}
+
+// Waits until `pred` holds, at most `seconds`.
+bool wait_for(const std::function<bool()>& pred, double seconds) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < end) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return pred();
+}
+
+// The pids of processes whose command line mentions `needle` (d500-worker with the run's spec).
+std::vector<pid_t> processes_with(const std::string& needle) {
+  std::vector<pid_t> pids;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string cmd = read_file_text(e.path() / "cmdline");
+    const std::string argv0 = cmd.substr(0, cmd.find('\0'));
+    std::replace(cmd.begin(), cmd.end(), '\0', ' ');
+    if (cmd.find(needle) != std::string::npos && argv0.ends_with("d500-worker")) pids.push_back(std::stoi(name));
+  }
+  return pids;
+}
+
+int exit_status_within(pid_t pid, double seconds) {
+  int st = 0;
+  const bool ended = wait_for([&] { return waitpid(pid, &st, WNOHANG) == pid; }, seconds);
+  if (!ended) return -1;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+// Two ranks of reference GEMM for a minute: long enough to be caught running.
+const std::string kSlowCampaign =
+    "[campaign]\nname = \"slow\"\nrepetitions = 100000\nwarmups = 0\n[fixed]\nworkload = \"gemm\"\n"
+    "backend = \"reference\"\nn = 192\nranks_per_node = 2\n";
+
+}  // namespace
+
+TEST_F(EndToEnd, ASecondRunnerIsRefusedAndSigtermStopsTheWholeJob) {
+  const fs::path run = planned(kSlowCampaign);
+  const fs::path out = dir_ / "run1.out";
+  const pid_t runner = spawn_d500("run " + run.string(), out);
+  const std::string spec = (run / "jobs" / "job-0000.toml").string();
+  ASSERT_TRUE(wait_for([&] { return read_file_text(out).find("point 1/1") != std::string::npos; }, 60))
+      << read_file_text(out);
+  EXPECT_EQ(processes_with(spec).size(), 2u);
+
+  Cmd second = sh(d500_cmd("run " + run.string()));
+  EXPECT_EQ(second.code, 1) << second.out;
+  EXPECT_NE(second.out.find("in use by `d500 run` (pid " + std::to_string(runner) + " on host "), std::string::npos)
+      << second.out;
+
+  kill(runner, SIGTERM);  // to d500 run alone, not its group
+  EXPECT_EQ(exit_status_within(runner, 30), 128 + SIGTERM) << read_file_text(out);
+  EXPECT_TRUE(wait_for([&] { return processes_with(spec).empty(); }, 10)) << "ranks run on after d500 run stopped";
+  EXPECT_NE(read_file_text(out).find("STOPPED (d500 run got SIGTERM)"), std::string::npos) << read_file_text(out);
+  const std::string status = read_file_text(run / "jobs" / "job-0000.status");
+  EXPECT_NE(status.find("stopped_by = 'SIGTERM'"), std::string::npos) << status;
+  // What was flushed before the stop is kept: the point reads as incomplete, not lost.
+  Cmd rep = sh(d500_cmd("report " + run.string()));
+  EXPECT_EQ(rep.code, 0) << rep.out;
+  EXPECT_EQ(read_csv(run / "results.csv").begin()->second["status"], "incomplete") << rep.out;
+}
+
+TEST_F(EndToEnd, AfterKill9TheRanksEndAndAJobThatOutlivesItsRunnerIsNamed) {
+  const fs::path run = planned(kSlowCampaign);
+  const std::string spec = (run / "jobs" / "job-0000.toml").string();
+  const fs::path out = dir_ / "run1.out";
+  pid_t runner = spawn_d500("run " + run.string(), out);
+  ASSERT_TRUE(wait_for([&] { return read_file_text(out).find("point 1/1") != std::string::npos; }, 60))
+      << read_file_text(out);
+  kill(runner, SIGKILL);
+  EXPECT_EQ(exit_status_within(runner, 10), 128 + SIGKILL);
+  EXPECT_TRUE(wait_for([&] { return processes_with(spec).empty(); }, 15)) << "ranks run on after kill -9 of d500 run";
+
+  // A job that ignores SIGTERM outlives its runner's kill -9: the next runner names it.
+  fs::create_directories(dir_ / "templates");
+  write("templates/stubborn.sh.in",
+        "#!/usr/bin/env bash\n# d500: launcher=local\ntrap '' TERM HUP INT\nsleep 120\n"
+        "# {{worker}} {{spec}} {{output}}\n");
+  const fs::path stubborn = dir_ / "stubborn";
+  Cmd plan = sh(d500_cmd("plan " +
+                         write("stubborn.toml", "[campaign]\nname = \"stubborn\"\ntemplate = \"stubborn\"\n"
+                                                "templates_dir = \"templates\"\n[fixed]\nworkload = \"gemm\"\nbackend = \"blas\"\nn = 8\n") +
+                         " -o " + stubborn.string()));
+  ASSERT_EQ(plan.code, 0) << plan.out;
+  runner = spawn_d500("run " + stubborn.string(), out);
+  ASSERT_TRUE(wait_for([&] { return ::d500::read_lock_file((stubborn / "run.lock").string()).job_pgid > 0; }, 30));
+  const long pgid = ::d500::read_lock_file((stubborn / "run.lock").string()).job_pgid;
+  ASSERT_GT(pgid, 0);
+  kill(runner, SIGKILL);
+  exit_status_within(runner, 10);
+  Cmd again = sh(d500_cmd("run " + stubborn.string()));
+  EXPECT_EQ(again.code, 1) << again.out;
+  EXPECT_NE(again.out.find("is gone: processes it started still run"), std::string::npos) << again.out;
+  EXPECT_NE(again.out.find("job job-0000, process group " + std::to_string(pgid)), std::string::npos) << again.out;
+  kill(-static_cast<pid_t>(pgid), SIGKILL);
+  EXPECT_TRUE(wait_for([&] { return kill(-static_cast<pid_t>(pgid), 0) != 0; }, 10));
 }
