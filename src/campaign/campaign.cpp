@@ -257,6 +257,7 @@ Campaign parse_campaign_text(const std::string& text, const std::string& path) {
   c.repetitions = static_cast<int>(get_int(ct, "repetitions", 10, 1, 1000000, path));
   c.warmups = static_cast<int>(get_int(ct, "warmups", 2, 0, 100000, path));
   c.points_per_job = static_cast<int>(get_int(ct, "points_per_job", 0, 0, 1000000, path));
+  c.points_per_job_where = ct.get("points_per_job") ? loc(path, ct.get("points_per_job")->source()) : loc(path, ct.source());
   c.template_where = loc(path, ct.source());
   c.template_name = get_string(ct, "template", "local", path, &c.template_where);
   // A template is a name, never a path: "../../x" must not run a file outside the template

@@ -57,6 +57,7 @@ struct Campaign {
   int repetitions = 10;
   int warmups = 2;
   int points_per_job = 0;            // 0: every point of one shape in one job
+  Location points_per_job_where;     // the key, or the [campaign] table when it is not set
   std::string template_name = "local";
   Location template_where;
   // A directory of the user's own templates (absolute; "" for none), searched before d500's.

@@ -24,14 +24,21 @@ namespace fs = std::filesystem;
 
 namespace d500 {
 
-std::int64_t host_memory_bytes() {
+namespace {
+// A line of /proc/meminfo ("MemTotal:"), in bytes; 0 when absent.
+std::int64_t meminfo_bytes(const std::string& wanted) {
   std::ifstream in("/proc/meminfo");
   std::string key, unit;
   std::int64_t kib = 0;
   while (in >> key >> kib >> unit)
-    if (key == "MemTotal:") return kib * 1024;
+    if (key == wanted) return kib * 1024;
   return 0;
 }
+}  // namespace
+
+std::int64_t host_memory_bytes() { return meminfo_bytes("MemTotal:"); }
+std::int64_t available_memory_bytes() { return meminfo_bytes("MemAvailable:"); }
+
 
 int host_cpus() {
   cpu_set_t set;
@@ -425,6 +432,22 @@ Plan make_plan(const Campaign& campaign, const WorkloadRegistry& reg, const Plan
     return x.axes.front()->name < y.axes.front()->name;
   });
 
+  // Before anything is expanded: would the combinations fit in memory? (An upper bound: exclude
+  // rules and duplicates only remove points.)
+  const std::int64_t avail = opt.available_memory_bytes > 0 ? opt.available_memory_bytes : available_memory_bytes();
+  double combinations = 1;
+  for (const auto& d : dims) combinations *= static_cast<double>(d.size());
+  auto plan_cost = [](double points, double largest_job) {
+    return points * static_cast<double>(kPlanBytesPerPoint) + largest_job * static_cast<double>(kSpecBytesPerPoint);
+  };
+  const double per_job_bound = c.points_per_job > 0 ? std::min<double>(c.points_per_job, combinations) : combinations;
+  if (avail > 0 && plan_cost(combinations, std::min<double>(per_job_bound, kMaxPointsPerJob)) > 0.5 * static_cast<double>(avail))
+    throw Error(Location{c.path, 1, 1},
+                "the campaign expands to " + fmt_sig(combinations, 4) + " combinations of its axes; planning them needs about " +
+                    fmt_bytes(static_cast<std::int64_t>(plan_cost(combinations, std::min<double>(per_job_bound, kMaxPointsPerJob)))) +
+                    " of memory, more than half of the " + fmt_bytes(avail) +
+                    " available (MemAvailable): split it into several campaigns, or remove axis values");
+
   std::vector<int> rule_hits(c.excludes.size(), 0);
   std::set<std::string> seen;
   std::vector<std::size_t> idx(dims.size(), 0);
@@ -497,6 +520,30 @@ Plan make_plan(const Campaign& campaign, const WorkloadRegistry& reg, const Plan
       j.points.assign(pts.begin() + static_cast<long>(s), pts.begin() + static_cast<long>(std::min(pts.size(), s + per)));
       plan.jobs.push_back(std::move(j));
     }
+  }
+  std::size_t largest = 0;
+  for (const auto& j : plan.jobs) largest = std::max(largest, j.points.size());
+  if (static_cast<std::int64_t>(largest) > kMaxPointsPerJob) {
+    // A job this size is one spec every rank reads whole, one results file, one allocation
+    // lost to one failure: suggest the split that keeps each job under the limit.
+    const std::int64_t jobs_needed = (static_cast<std::int64_t>(largest) + kMaxPointsPerJob - 1) / kMaxPointsPerJob;
+    const std::int64_t suggest = (static_cast<std::int64_t>(largest) + jobs_needed - 1) / jobs_needed;
+    const std::string what = "a job of " + std::to_string(largest) + " points (" +
+                             (c.points_per_job > 0 ? "points_per_job = " + std::to_string(c.points_per_job)
+                                                   : std::string("points_per_job = 0 puts every point of one shape in one job")) +
+                             ")";
+    if (!opt.force)
+      throw Error(c.points_per_job_where, "the plan has " + what + ", over the " + std::to_string(kMaxPointsPerJob) +
+                                              " points a job may hold: set points_per_job = " + std::to_string(suggest) +
+                                              " (" + std::to_string(jobs_needed) + " jobs of that shape), or plan with --force");
+    if (avail > 0 && plan_cost(static_cast<double>(plan.points.size()), static_cast<double>(largest)) > 0.5 * static_cast<double>(avail))
+      throw Error(c.points_per_job_where, "the plan has " + what + "; writing its spec needs about " +
+                                              fmt_bytes(static_cast<std::int64_t>(plan_cost(static_cast<double>(plan.points.size()),
+                                                                                            static_cast<double>(largest)))) +
+                                              " of memory, more than half of the " + fmt_bytes(avail) +
+                                              " available, even with --force: set points_per_job = " + std::to_string(suggest));
+    plan.warnings.push_back("a job of " + std::to_string(largest) + " points (over " + std::to_string(kMaxPointsPerJob) +
+                            ", planned because of --force); points_per_job = " + std::to_string(suggest) + " would split it");
   }
   const double nh = total_node_hours(plan);
   if (c.slurm.budget_node_hours > 0 && nh > c.slurm.budget_node_hours && !opt.force)

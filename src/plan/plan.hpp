@@ -62,7 +62,20 @@ struct PlanOptions {
   // this process may run on.
   std::int64_t host_memory_bytes = 0;
   int host_cpus = 0;
+  // Memory free for planning itself (MemAvailable); 0 reads /proc/meminfo.
+  std::int64_t available_memory_bytes = 0;
 };
+
+// The size guards of planning itself. A job's spec is one TOML file that the planner writes and
+// reads back and that every rank of the job reads whole: a job of more points than this is
+// refused unless forced (then its points_per_job is suggested). Planning costs about
+// kPlanBytesPerPoint per point and kSpecBytesPerPoint per point of the largest job (measured:
+// 10^5 points, 0.37 GB dry, 1.2 GB written as one job); a campaign whose estimate exceeds half
+// the memory available is refused, forced or not, before it is expanded.
+constexpr std::int64_t kMaxPointsPerJob = 10000;
+constexpr std::int64_t kPlanBytesPerPoint = 4096;
+constexpr std::int64_t kSpecBytesPerPoint = 8192;
+std::int64_t available_memory_bytes();
 
 // This machine's memory (MemTotal) and the CPUs this process may run on.
 std::int64_t host_memory_bytes();

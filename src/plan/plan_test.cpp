@@ -526,3 +526,53 @@ TEST(Hostile, APlanFileReadsBackWhateverTheCampaignPathHolds) {
   EXPECT_EQ(t["plan"]["points"].value_or(0), 1);
   fs::remove_all(base);
 }
+
+// Issue 18, item 7: a plan never runs the machine out of memory, and a huge job is refused
+// with the split that fits.
+namespace {
+std::string sweep(int a, int b, int per_job) {
+  std::string n, m;
+  for (int i = 0; i < a; ++i) n += (i ? ", " : "") + std::to_string(8 + i);
+  for (int i = 0; i < b; ++i) m += (i ? ", " : "") + std::to_string(8 + i);
+  return "[campaign]\nname = \"big\"\npoints_per_job = " + std::to_string(per_job) +
+         "\n[fixed]\nworkload = \"gemm\"\nbackend = \"blas\"\n[axes]\nn = [" + n + "]\nm = [" + m + "]\n";
+}
+}  // namespace
+
+TEST(PlanSize, AJobOverTheLimitIsRefusedWithTheSplitThatFitsUnlessForced) {
+  const Campaign c = parse_campaign_text(sweep(120, 100, 0), "c.toml");  // 12,000 points of one shape
+  try {
+    make_plan(c, builtin_workloads());
+    ADD_FAILURE() << "not refused";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("c.toml:3:18"), std::string::npos) << m;  // the points_per_job key
+    EXPECT_NE(m.find("a job of 12000 points"), std::string::npos) << m;
+    EXPECT_NE(m.find("set points_per_job = 6000 (2 jobs of that shape)"), std::string::npos) << m;
+  }
+  PlanOptions force;
+  force.force = true;
+  Plan p = make_plan(c, builtin_workloads(), force);
+  ASSERT_EQ(p.jobs.size(), 1u);
+  EXPECT_EQ(p.jobs[0].points.size(), 12000u);
+  ASSERT_FALSE(p.warnings.empty());
+  EXPECT_NE(p.warnings.back().find("points_per_job = 6000 would split it"), std::string::npos) << p.warnings.back();
+  EXPECT_EQ(make_plan(parse_campaign_text(sweep(120, 100, 6000), "c.toml"), builtin_workloads()).jobs.size(), 2u);
+}
+
+TEST(PlanSize, ACampaignThatCannotFitInMemoryIsRefusedBeforeItIsExpandedEvenForced) {
+  PlanOptions small;
+  small.force = true;
+  small.available_memory_bytes = 64LL << 20;  // 10^4 combinations need ~40 MiB + specs: over half of 64 MiB
+  try {
+    make_plan(parse_campaign_text(sweep(100, 100, 1000), "c.toml"), builtin_workloads(), small);
+    ADD_FAILURE() << "not refused";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("c.toml:1:1"), std::string::npos) << m;
+    EXPECT_NE(m.find("expands to 10000 combinations"), std::string::npos) << m;
+    EXPECT_NE(m.find("64.0 MiB available"), std::string::npos) << m;
+  }
+  small.available_memory_bytes = 1LL << 30;
+  EXPECT_EQ(make_plan(parse_campaign_text(sweep(100, 100, 1000), "c.toml"), builtin_workloads(), small).points.size(), 10000u);
+}
