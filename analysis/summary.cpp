@@ -16,7 +16,7 @@ namespace d500 {
 
 std::string method_statement(double confidence) {
   const std::string pct = std::to_string(static_cast<int>(confidence * 100 + 0.5)) + "%";
-  return "Each repetition starts after an MPI_Barrier; its cost is the maximum over ranks of the rank's own "
+  return "Each repetition starts when every rank has entered an MPI_Allreduce of one integer (a barrier that also carries the durable-flush decision; each file states its method in its `sync` attribute); its cost is the maximum over ranks of the rank's own "
          "duration (end - start, std::chrono::steady_clock). Warm-up repetitions are recorded but excluded; "
          "repetitions missing on some rank are excluded and counted. The summary is the median with an exact, "
          "distribution-free " + pct +

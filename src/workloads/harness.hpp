@@ -14,13 +14,13 @@
 
 namespace d500 {
 
-// Runs warm-ups and repetitions with a barrier before each, records one sample per rank per
-// repetition, and flushes between repetitions: when the buffer is full, and -- durably, so
-// that a killed job keeps the samples -- every `flush_every` repetitions, a count chosen once
-// after the first repetition so that durable flushes come about every `flush_interval_ns` of
-// wall time, and at the end. Every rank records the same number of
-// samples and uses the same count (agreed by one MPI_Allreduce), so the collective flush is
-// reached by all ranks at the same repetition and cannot deadlock.
+// Runs warm-ups and repetitions, all ranks starting each together, records one sample per rank
+// per repetition, and flushes between repetitions: when the buffer is full, and -- durably, so
+// that a killed job keeps the samples -- about every `flush_interval_ns` of wall time, and at
+// the end. The synchronisation before each repetition is an MPI_Allreduce (MAX) of one integer:
+// it waits for every rank as a barrier does, and carries whether any rank's wall clock says a
+// durable flush is due, so all ranks flush after the same repetition (the flush is collective)
+// without a collective of its own. Every rank records the same number of samples.
 class Harness {
  public:
   using Flush = std::function<void(std::span<const Sample>, bool durable)>;
@@ -35,17 +35,18 @@ class Harness {
 
   template <class Op>
   void repeat(Op&& op) {
-    std::int64_t flush_every = 0;
+    std::int64_t last_durable = now_ns();
     for (int r = 0; r < warmups_ + reps_; ++r) {
-      mpi_check(MPI_Barrier(comm_), "MPI_Barrier", "harness");
+      const int mine = now_ns() - last_durable >= interval_ns_ ? 1 : 0;
+      int due = 0;
+      mpi_check(MPI_Allreduce(&mine, &due, 1, MPI_INT, MPI_MAX, comm_), "MPI_Allreduce", "harness");
       const std::int64_t t0 = now_ns();
       op();
       const std::int64_t t1 = now_ns();
       rec_.record(Sample{t0, t1, work_.bytes, work_.flops, rank_, r, r < warmups_ ? std::uint8_t{1} : std::uint8_t{0},
                          static_cast<std::uint8_t>(Phase::Op)});
-      if (r == 0) flush_every = agree_flush_every(t1 - t0);
-      const bool due = (r + 1) % flush_every == 0;
-      if (due || rec_.full()) flush(due);
+      if (due || rec_.full()) flush(due != 0);
+      if (due) last_durable = now_ns();
     }
     flush(true);
   }
@@ -56,12 +57,6 @@ class Harness {
   }
 
  private:
-  std::int64_t agree_flush_every(std::int64_t first_rep_ns) {
-    std::int64_t slowest = 0;
-    mpi_check(MPI_Allreduce(&first_rep_ns, &slowest, 1, MPI_INT64_T, MPI_MAX, comm_), "MPI_Allreduce", "harness");
-    return std::max<std::int64_t>(1, interval_ns_ / std::max<std::int64_t>(1, slowest));
-  }
-
   MPI_Comm comm_;
   Recorder& rec_;
   int warmups_, reps_;
