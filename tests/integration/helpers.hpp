@@ -28,8 +28,8 @@ struct Cmd {
 
 // Runs a shell command line (all of it built from test-controlled strings) and captures
 // stdout and stderr together.
-inline Cmd sh(const std::string& cmd) {
-  std::FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+// Reads a popen()ed command's output to its end and closes it.
+inline Cmd drain(std::FILE* p) {
   std::string out;
   char buf[4096];
   std::size_t n;
@@ -37,6 +37,8 @@ inline Cmd sh(const std::string& cmd) {
   int st = pclose(p);
   return {WIFEXITED(st) ? WEXITSTATUS(st) : 255, out};
 }
+
+inline Cmd sh(const std::string& cmd) { return drain(popen((cmd + " 2>&1").c_str(), "r")); }
 
 // The [axes] and [[exclude]] tables of a campaign that runs gemm on blas and allreduce on mpi,
 // on `ranks` ranks: what most end-to-end tests need.

@@ -82,12 +82,9 @@ ranks_per_node = [2]
   const long long flushed = std::stoll(flushed_line.substr(17));
   const std::string spec = (run / "jobs" / "job-0000.toml").string();
   sh("pkill -KILL -f " + std::string("'d500-worker ") + spec + "'");
-  std::string out;
-  char buf[4096];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, launcher)) > 0) out.append(buf, n);
-  int st = pclose(launcher);
-  EXPECT_NE(WEXITSTATUS(st), 0) << out;
+  const Cmd ran = drain(launcher);
+  const std::string& out = ran.out;
+  EXPECT_NE(ran.code, 0) << out;
   EXPECT_NE(out.find("job-0000] FAILED"), std::string::npos) << out;
 
   // The file opens, passes the schema check, and holds what was flushed.
@@ -119,19 +116,8 @@ ranks_per_node = [2]
 // flush itself) before the kill. It once held none: the interval was counted in repetitions
 // of the first repetition's operation time.
 TEST_F(Store, ShortRepetitionsUnderABusySyncAreFlushedOnWallTimeAndSurviveAKill) {
-  std::string c = write("short.toml", R"(
-[campaign]
-name = "short"
-repetitions = 1000000
-warmups = 0
-[fixed]
-workload = "gemm"
-backend = "reference"
-n = 8
-ranks_per_node = 4
-)");
-  fs::path run = dir_ / "run";
-  ASSERT_EQ(sh(d500_cmd("plan " + c + " -o " + run.string())).code, 0);
+  const fs::path run = planned("[campaign]\nname = \"short\"\nrepetitions = 1000000\nwarmups = 0\n[fixed]\n"
+                                "workload = \"gemm\"\nbackend = \"reference\"\nn = 8\nranks_per_node = 4\n");
   std::FILE* launcher = popen((d500_cmd("run " + run.string()) + " 2>&1").c_str(), "r");
   ASSERT_NE(launcher, nullptr);
   const fs::path log = run / "logs" / "job-0000.log";
@@ -146,11 +132,7 @@ ranks_per_node = 4
                                 std::chrono::steady_clock::now().time_since_epoch())
                                 .count();
   sh("pkill -KILL -f " + std::string("'d500-worker ") + (run / "jobs" / "job-0000.toml").string() + "'");
-  std::string out;
-  char buf[4096];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, launcher)) > 0) out.append(buf, n);
-  pclose(launcher);
+  drain(launcher);
 
   const fs::path h5 = run / "results" / "job-0000.h5";
   auto csv_ids = read_csv(run / "points.csv");
