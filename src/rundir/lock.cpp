@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <vector>
 #include <fstream>
 #include <sstream>
@@ -39,12 +40,11 @@ long long start_time(long pid) {
 }
 
 bool alive(long pid) { return pid > 0 && (kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM); }
-bool group_alive(long pgid) { return pgid > 0 && (kill(-static_cast<pid_t>(pgid), 0) == 0 || errno == EPERM); }
 
 // Whether the job's process group recorded in `h` still runs here: the group exists and, when
 // its leader is still there, the leader is the same process (not a reused pid).
 bool job_still_runs(const LockHolder& h) {
-  if (h.job_pgid <= 0 || h.host != this_host() || !group_alive(h.job_pgid)) return false;
+  if (h.job_pgid <= 0 || h.host != this_host() || !process_group_runs(h.job_pgid)) return false;
   const long long st = start_time(h.job_pgid);
   return st == 0 || h.job_pgid_start == 0 || st == h.job_pgid_start;
 }
@@ -76,6 +76,24 @@ std::vector<long> ranks_holding(int fd) {
 }
 
 }  // namespace
+
+bool process_group_runs(long pgid) {
+  if (pgid <= 0) return false;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(e.path() / "stat");
+    std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const auto close = all.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(all.substr(close + 2));
+    std::string state;
+    long ppid = 0, pgrp = 0;
+    if (rest >> state >> ppid >> pgrp && pgrp == pgid && state != "Z" && state != "X") return true;
+  }
+  return false;
+}
 
 void hold_rank_lock() {
   const char* path = std::getenv("D500_RUN_LOCK");

@@ -44,6 +44,10 @@ class RunLock {
 // and refuses to start beside it. Best effort: a file system without locks changes nothing.
 void hold_rank_lock();
 
+// Whether a process of group `pgid` still runs on this host (zombies, which wait to be reaped,
+// do not count).
+bool process_group_runs(long pgid);
+
 // What a lock file says, for messages and tests.
 struct LockHolder {
   long pid = 0;
