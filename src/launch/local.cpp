@@ -22,6 +22,7 @@
 #include "plan/jobspec.hpp"
 #include "rundir/layout.hpp"
 #include "rundir/lock.hpp"
+#include "rundir/state.hpp"
 
 namespace fs = std::filesystem;
 
@@ -110,7 +111,7 @@ bool completed_before(const fs::path& status_file) {
 // d500 run die without a chance to stop it (kill -9).
 int run_script(const fs::path& dir, const std::string& script, const fs::path& log, const std::string& prefix,
                std::int64_t t0, std::ostream& out, std::map<Outcome, int>& points, RunLock& lock,
-               const std::string& job_id) {
+               const std::string& job_id, const std::string& resume_spec) {
   int fds[2];
   if (pipe(fds) != 0) throw Error(std::string("pipe: ") + std::strerror(errno));
   const pid_t parent = getpid();
@@ -129,6 +130,9 @@ int run_script(const fs::path& dir, const std::string& script, const fs::path& l
     close(fds[1]);
     if (chdir(dir.c_str()) != 0) _exit(127);
     setenv("D500_RUN_LOCK", lock.path().c_str(), 1);  // each rank holds its byte of it (hold_rank_lock)
+    // The points still to run, when resuming (the template reads D500_SPEC); never inherited.
+    if (resume_spec.empty()) unsetenv("D500_SPEC");
+    else setenv("D500_SPEC", resume_spec.c_str(), 1);
     if (geteuid() == 0) {
       // Open MPI refuses root unless told; containers and CI run as root.
       setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
@@ -191,6 +195,9 @@ std::vector<JobOutcome> run_local(const std::string& dir_arg, const LocalRunOpti
   const std::vector<std::string> jobs = layout.job_ids();
   RunLock lock = RunLock::acquire(layout, "d500 run");
   StopSignals stop_signals;
+  // Resume by point: what the results files already hold with a final outcome is not run again
+  // (their files are kept; the report takes the best record of each point).
+  const RunState state = opt.rerun ? RunState{} : scan_results(layout);
 
   std::vector<JobOutcome> outcomes;
   const std::int64_t t0 = now_ns();
@@ -206,13 +213,43 @@ std::vector<JobOutcome> run_local(const std::string& dir_arg, const LocalRunOpti
       outcomes.push_back(o);
       continue;
     }
+    std::string resume_spec;
+    if (!opt.rerun) {
+      JobSpec spec = read_job_spec(layout.job_spec(jobs[j]).string());
+      std::vector<PointSpec> left;
+      for (const auto& p : spec.points)
+        if (!is_final(state.of(p.id).outcome)) left.push_back(p);
+      const std::size_t n = spec.points.size();
+      if (left.empty()) {
+        o.skipped = true;
+        out << prefix << " all " << n << " points already have final results (d500 run --rerun runs the job again)\n";
+        outcomes.push_back(o);
+        continue;
+      }
+      if (left.size() < n) {
+        if (read_file(layout.job_script(jobs[j]).string()).find("D500_SPEC") == std::string::npos) {
+          out << prefix << " note: its script (from a template that does not read D500_SPEC) runs all " << n
+              << " points again, though " << (n - left.size()) << " already have final results\n";
+        } else {
+          int k = 1;
+          while (fs::exists(layout.job_spec(jobs[j] + ".r" + std::to_string(k)))) ++k;
+          spec.id = jobs[j] + ".r" + std::to_string(k);
+          spec.points = left;
+          resume_spec = layout.job_spec(spec.id).string();
+          write_file_atomic(resume_spec, job_spec_toml(spec));
+          out << prefix << " resuming: " << (n - left.size()) << " of " << n
+              << " points already have final results; running the other " << left.size() << " (spec " << spec.id
+              << ")\n";
+        }
+      }
+    }
     const fs::path result = layout.results_file(jobs[j]);
     std::string aside = move_aside(result.string());
     if (!aside.empty()) out << prefix << " earlier results kept as " << fs::path(aside).filename().string() << "\n";
     out << prefix << " starting\n";
     out.flush();
     const std::int64_t tj = now_ns();
-    o.exit_code = run_script(dir, layout.job_script(jobs[j]).string(), o.log, prefix, t0, out, o.points, lock, jobs[j]);
+    o.exit_code = run_script(dir, layout.job_script(jobs[j]).string(), o.log, prefix, t0, out, o.points, lock, jobs[j], resume_spec);
     o.seconds = static_cast<double>(now_ns() - tj) * 1e-9;
     o.stopped_by = g_stop_signal;
     toml::table rec{{"exit_code", o.exit_code},

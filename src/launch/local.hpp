@@ -26,6 +26,9 @@ struct LocalRunOptions {
 };
 
 // Runs every job of the plan in `dir`, holding the run directory's lock (rundir/lock.hpp).
+// Resumes by point: a job whose points all have final outcomes in the results files is
+// skipped, and one with some is run with a spec of the rest (jobs/<job>.r<N>.toml, passed to
+// the script as D500_SPEC); every earlier results file is kept (<job>.h5.prev-N).
 // Progress goes to `out`. Returns one outcome per job started or skipped; told to stop
 // (SIGINT, SIGTERM, SIGHUP), it stops the running job's process group and returns, the last
 // outcome saying `stopped_by`.

@@ -497,3 +497,57 @@ TEST_F(EndToEnd, AfterKill9TheRanksEndAndAJobThatOutlivesItsRunnerIsNamed) {
   kill(-static_cast<pid_t>(pgid), SIGKILL);
   EXPECT_TRUE(wait_for([&] { return kill(-static_cast<pid_t>(pgid), 0) != 0; }, 10));
 }
+
+// Issue 15, item 2: `d500 run` resumes by point. A job killed in its second point runs only that
+// point again, under a spec of its own, and every earlier results file is kept.
+TEST_F(EndToEnd, ARunResumesByPointAndKeepsEveryEarlierFile) {
+  const fs::path run = planned(
+      "[campaign]\nname = \"resume\"\nrepetitions = 3000\nwarmups = 0\n[fixed]\nworkload = \"gemm\"\nn = 256\n"
+      "[axes]\nbackend = [\"blas\", \"reference\"]\n");  // blas: about a second; reference: a minute
+  const std::string spec = (run / "jobs" / "job-0000.toml").string();
+  const fs::path out1 = dir_ / "run1.out", out2 = dir_ / "run2.out";
+  pid_t runner = spawn_d500("run " + run.string(), out1);
+  ASSERT_TRUE(wait_for([&] { return read_file_text(out1).find("point 2/2") != std::string::npos; }, 120))
+      << read_file_text(out1);
+  const long job_group = ::d500::read_lock_file((run / "run.lock").string()).job_pgid;
+  kill(runner, SIGKILL);
+  exit_status_within(runner, 10);
+  // mpirun ends its ranks and itself within a second or two of its runner's death; until then
+  // the next runner refuses (tested above), so wait for the whole job to be gone.
+  ASSERT_TRUE(wait_for([&] { return processes_with(spec).empty() && !::d500::process_group_runs(job_group); }, 15));
+
+  runner = spawn_d500("run " + run.string(), out2);
+  ASSERT_TRUE(wait_for([&] { return read_file_text(out2).find("point 1/1 gemm:reference") != std::string::npos; }, 60))
+      << read_file_text(out2);
+  kill(runner, SIGTERM);
+  EXPECT_EQ(exit_status_within(runner, 30), 128 + SIGTERM) << read_file_text(out2);
+  const std::string said = read_file_text(out2);
+  EXPECT_NE(said.find("resuming: 1 of 2 points already have final results; running the other 1 (spec job-0000.r1)"),
+            std::string::npos)
+      << said;
+  EXPECT_NE(said.find("earlier results kept as job-0000.h5.prev-1"), std::string::npos) << said;
+  const std::string resumed = read_file_text(run / "jobs" / "job-0000.r1.toml");
+  EXPECT_NE(resumed.find("gemm:reference"), std::string::npos) << resumed;
+  EXPECT_EQ(resumed.find("gemm:blas"), std::string::npos) << resumed;
+
+  Cmd rep = sh(d500_cmd("report " + run.string()));
+  ASSERT_EQ(rep.code, 0) << rep.out;
+  auto csv = read_csv(run / "results.csv");
+  ASSERT_EQ(csv.size(), 2u) << rep.out;
+  for (auto& [id, row] : csv)
+    EXPECT_EQ(row["status"], row["canonical"].rfind("gemm:blas", 0) == 0 ? "complete" : "incomplete") << row["canonical"];
+}
+
+TEST_F(EndToEnd, AJobWhosePointsAllHaveFinalResultsIsNotRunAgain) {
+  const fs::path run = planned("[campaign]\nname = \"done\"\nrepetitions = 6\nwarmups = 1\n[fixed]\nworkload = \"gemm\"\n"
+                               "n = 32\n[axes]\nbackend = [\"blas\", \"reference\"]\n");
+  ASSERT_EQ(sh(d500_cmd("run " + run.string())).code, 0);
+  fs::remove(run / "jobs" / "job-0000.status");  // as if the runner died after the job's last point
+  Cmd again = sh(d500_cmd("run " + run.string()));
+  EXPECT_EQ(again.code, 0) << again.out;
+  EXPECT_NE(again.out.find("all 2 points already have final results"), std::string::npos) << again.out;
+  EXPECT_FALSE(fs::exists(run / "results" / "job-0000.h5.prev-1"));
+  Cmd rerun = sh(d500_cmd("run --rerun " + run.string()));
+  EXPECT_EQ(rerun.code, 0) << rerun.out;
+  EXPECT_TRUE(fs::exists(run / "results" / "job-0000.h5.prev-1"));
+}
