@@ -186,7 +186,9 @@ int main(int argc, char** argv) {
     }
   }
   CLI::App app{"d500: deep-learning benchmark campaigns for HPC systems"};
-  app.require_subcommand(1);
+  const std::string version = std::string("d500 ") + kVersion + " (" + kGitCommit + ")";
+  app.require_subcommand(0, 1);
+  app.set_version_flag("--version", version);
   std::string campaign, dir, out;
   bool dry_run = false, rerun = false;
   double confidence = 0.95;
@@ -211,6 +213,10 @@ int main(int argc, char** argv) {
   std::uint64_t seed = 1;
   sub["report"]->add_option("--seed", seed, "seed of the bootstrap resampling (default 1)");
   CLI11_PARSE(app, argc, argv);
+  if (app.get_subcommands().empty()) {  // plain `d500`: what it is and what it can do
+    std::cout << version << "\n" << app.help();
+    return 0;
+  }
 
   try {
     if (sub["plan"]->parsed()) return cmd_plan(campaign, out, dry_run, force);

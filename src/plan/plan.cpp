@@ -496,6 +496,10 @@ Plan make_plan(const Campaign& campaign, const WorkloadRegistry& reg, const Plan
   }
 
   check_resources(plan, reg, opt);
+  if (c.repetitions <= 5)
+    plan.warnings.push_back(c.path + ": repetitions = " + std::to_string(c.repetitions) +
+                            ": no distribution-free 95% confidence interval of a median exists for n <= 5, so the report "
+                            "will give none; use 6 or more (10 or more for a useful width)");
 
   // Jobs: points of one shape share an allocation, split by points_per_job when asked.
   std::map<std::pair<int, int>, std::vector<std::size_t>> open;

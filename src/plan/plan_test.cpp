@@ -576,3 +576,16 @@ TEST(PlanSize, ACampaignThatCannotFitInMemoryIsRefusedBeforeItIsExpandedEvenForc
   small.available_memory_bytes = 1LL << 30;
   EXPECT_EQ(make_plan(parse_campaign_text(sweep(100, 100, 1000), "c.toml"), builtin_workloads(), small).points.size(), 10000u);
 }
+
+TEST(Plan, TooFewRepetitionsForAConfidenceIntervalAreWarnedAtPlanTime) {
+  auto warned = [](int reps) {
+    Plan p = plan_of("[campaign]\nname = \"t\"\nrepetitions = " + std::to_string(reps) +
+                     "\n[axes]\nworkload = [\"gemm\"]\nbackend = [\"blas\"]\nn = [8]\n");
+    for (const auto& w : p.warnings)
+      if (w.find("no distribution-free 95% confidence interval") != std::string::npos) return true;
+    return false;
+  };
+  EXPECT_TRUE(warned(3));
+  EXPECT_TRUE(warned(5));
+  EXPECT_FALSE(warned(6));
+}

@@ -551,3 +551,14 @@ TEST_F(EndToEnd, AJobWhosePointsAllHaveFinalResultsIsNotRunAgain) {
   EXPECT_EQ(rerun.code, 0) << rerun.out;
   EXPECT_TRUE(fs::exists(run / "results" / "job-0000.h5.prev-1"));
 }
+
+// Issue 15, item 4: `d500` alone and `d500 --version` answer instead of "A subcommand is required".
+TEST_F(EndToEnd, PlainD500GivesHelpAndTheVersion) {
+  Cmd bare = sh(d500_cmd(""));
+  EXPECT_EQ(bare.code, 0) << bare.out;
+  EXPECT_EQ(bare.out.rfind("d500 ", 0), 0u) << bare.out;
+  for (const char* s : {"plan", "run", "report", "check", "submit"}) EXPECT_NE(bare.out.find(s), std::string::npos) << s;
+  Cmd v = sh(d500_cmd("--version"));
+  EXPECT_EQ(v.code, 0) << v.out;
+  EXPECT_EQ(v.out, sh(d500_cmd("version")).out);
+}
