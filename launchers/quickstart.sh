@@ -5,7 +5,13 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 bash launchers/install-deps.sh
-bash launchers/build.sh
+# The quickstart needs no test suite (install-deps.sh without --tests installs no GoogleTest):
+# build without it, unless this build directory was already configured with tests.
+if grep -qs '^D500_WITH_TESTS:BOOL=ON' build/CMakeCache.txt; then
+  bash launchers/build.sh
+else
+  bash launchers/build.sh -DD500_WITH_TESTS=OFF
+fi
 run="runs/quickstart-$(date -u +%Y%m%d-%H%M%S)"
 start=$(date +%s)
 ./build/d500 plan campaigns/quickstart.toml -o "$run"
