@@ -1,5 +1,7 @@
 #include "reporters.hpp"
 
+#include <cmath>
+
 #include <filesystem>
 
 #include "common/error.hpp"
@@ -58,14 +60,29 @@ const Reporter& find_reporter(const std::string& name) {
   throw Error("no reporter '" + name + "'; known: " + join(names, ", "));
 }
 
-void write_reports(const Report& rep) {
+std::string output_name(const std::string& file, double confidence) {
+  const int pct = static_cast<int>(std::lround(confidence * 1000));  // 950, 990, 995
+  if (pct == 950) return file;
+  const std::string level = pct % 10 == 0 ? std::to_string(pct / 10) : std::to_string(pct / 10) + "." + std::to_string(pct % 10);
+  const auto dot = file.find('.');
+  return file.substr(0, dot) + "-" + level + (dot == std::string::npos ? "" : file.substr(dot));
+}
+
+std::vector<std::string> write_reports(const Report& rep) {
   const std::filesystem::path d(rep.dir);
+  std::vector<std::string> written;
   for (const auto& r : reporters())
-    if (!r->file().empty()) write_file_atomic((d / r->file()).string(), r->render_report(rep));
+    if (!r->file().empty()) {
+      const std::string path = (d / output_name(r->file(), rep.confidence)).string();
+      write_file_atomic(path, r->render_report(rep));
+      written.push_back(path);
+    }
   std::vector<IndexEntry> pts;
   for (const auto& r : rep.rows)
     if (!r.file.empty()) pts.push_back({r.id, r.file});
   write_campaign_index(rep.dir, rep.campaign, rep.campaign_hash, rep.files, pts);
+  written.push_back((d / "campaign.h5").string());
+  return written;
 }
 
 }  // namespace d500

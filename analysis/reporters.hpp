@@ -27,8 +27,13 @@ std::unique_ptr<Reporter> make_reporter(std::string name, std::string file, std:
 const std::vector<std::unique_ptr<Reporter>>& reporters();
 const Reporter& find_reporter(const std::string& name);  // throws naming the known ones
 
+// The name a reporter's file gets at a confidence level: its own name at the default 95%
+// ("report.md"), else with the level before the extension ("report-99.md"), so that a second
+// report at another level never overwrites the first.
+std::string output_name(const std::string& file, double confidence);
+
 // Writes every reporter's file into the run directory (atomically, one by one) and the
-// campaign index of the results files.
-void write_reports(const Report& r);
+// campaign index of the results files. Returns the files written, in order.
+std::vector<std::string> write_reports(const Report& r);
 
 }  // namespace d500

@@ -124,9 +124,8 @@ int cmd_report(const std::string& dir, double confidence, std::uint64_t seed) {
     throw Error("--confidence must lie between 0.5 and 1 (e.g. 0.95), got " + std::to_string(confidence));
   Report r = analyze_run(dir, AnalysisOptions{confidence, seed});
   std::cout << find_reporter("console").render_report(r);
-  write_reports(r);
-  std::cout << "\n" << method_statement(confidence) << "\n\nwrote " << dir << "/report.md, " << dir
-            << "/report.html, " << dir << "/results.csv, " << dir << "/results.json, " << dir << "/campaign.h5 (index)\n";
+  const std::vector<std::string> written = write_reports(r);
+  std::cout << "\n" << method_statement(confidence) << "\n\nwrote " << join(written, ", ") << " (campaign.h5: the index)\n";
   return 0;
 }
 

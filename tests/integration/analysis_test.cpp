@@ -117,3 +117,25 @@ TEST_F(Analysis, TimeToAccuracyAcrossSeedsWithCensoredRuns) {
   EXPECT_EQ(json(b + "['median_s']"), "None");
   EXPECT_NE(r.out.find("median undefined (6 of 10 runs missed)"), std::string::npos) << r.out;
 }
+
+// Issue 15, item 4: a report at another confidence level never overwrites the 95% one.
+TEST_F(Analysis, AReportAtAnotherConfidenceLevelIsWrittenBesideTheFirst) {
+  synth("job-0000", 1, "campaign = \"levels\"\nrepetitions = 30\nwarmups = 2\nseed = 5\n[[point]]\n"
+                       "params = { workload = \"synthetic\", backend = \"x\" }\nmedian_s = 0.010\nnoise = 0.1\n");
+  ASSERT_EQ(report().code, 0);
+  const fs::path run = dir_ / "run";
+  const std::string md95 = read_file_text(run / "report.md"), csv95 = read_file_text(run / "results.csv");
+  Cmd r99 = sh(d500_cmd("report --confidence 0.99 " + run.string()));
+  ASSERT_EQ(r99.code, 0) << r99.out;
+  for (const char* f : {"report-99.md", "report-99.html", "results-99.csv", "results-99.json"}) {
+    EXPECT_TRUE(fs::exists(run / f)) << f;
+    EXPECT_NE(r99.out.find((run / f).string()), std::string::npos) << "the output names " << f << ": " << r99.out;
+  }
+  EXPECT_EQ(read_file_text(run / "report.md"), md95);
+  EXPECT_EQ(read_file_text(run / "results.csv"), csv95);
+  EXPECT_NE(read_file_text(run / "report-99.md"), md95);
+  EXPECT_NE(read_file_text(run / "report-99.md").find("99%"), std::string::npos);
+  Cmd r995 = sh(d500_cmd("report --confidence 0.995 " + run.string()));
+  ASSERT_EQ(r995.code, 0) << r995.out;
+  EXPECT_TRUE(fs::exists(run / "report-99.5.md"));
+}
