@@ -33,11 +33,6 @@ void write_all(int fd, const std::string& s) {
   }
 }
 
-std::string signal_name(int sig) {
-  const char* abbrev = sigabbrev_np(sig);
-  return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
-}
-
 }  // namespace
 
 Contained run_contained(const std::function<std::string()>& work, const ContainLimits& limits) {

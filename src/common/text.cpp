@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <csignal>
 #include <ctime>
 #include <fstream>
 #include <sstream>
@@ -124,6 +125,11 @@ std::string fmt_bytes(std::int64_t bytes) {
   double v = b;
   while (u < 5 && v >= 1024.0) v /= 1024.0, ++u;
   return fmt_sig(v, 3) + " " + units[u];
+}
+
+std::string signal_name(int sig) {
+  const char* abbrev = sigabbrev_np(sig);
+  return abbrev ? std::string("SIG") + abbrev : "signal " + std::to_string(sig);
 }
 
 bool has_control_chars(const std::string& s) {

@@ -32,6 +32,9 @@ std::string fmt_bytes(std::int64_t bytes);
 
 std::string utc_now_iso8601();
 
+// A signal's name: "SIGTERM"; "signal 77" for one without a name.
+std::string signal_name(int sig);
+
 // Control characters (bytes 0x00-0x1f and 0x7f: newline, carriage return, escape, ...). A path or
 // value holding one must never reach a job script or a plan file: no quoting protects an
 // "#SBATCH" line from a newline.

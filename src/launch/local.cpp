@@ -160,9 +160,11 @@ int run_script(const fs::path& dir, const std::string& script, const fs::path& l
     if (auto p = parse_progress_line(s)) {
       if (p->kind == ProgressLine::Point)
         out << prefix << " " << clock_text(el) << "  point " << p->index << "/" << p->count << " " << p->canonical << "\n";
-      else if (p->kind == ProgressLine::Done)
-        ++points[p->outcome], out << prefix << " " << clock_text(el) << "    " << outcome_name(p->outcome) << " " << fmt_sig(p->seconds, 3)
+      else if (p->kind == ProgressLine::Done) {
+        ++points[p->outcome];
+        out << prefix << " " << clock_text(el) << "    " << outcome_name(p->outcome) << " " << fmt_sig(p->seconds, 3)
             << "s\n";
+      }
     } else if (s.find("error") != std::string::npos || s.find("Error") != std::string::npos)
       out << prefix << " " << s << "\n";
     out.flush();
@@ -256,7 +258,7 @@ std::vector<JobOutcome> run_local(const std::string& dir_arg, const LocalRunOpti
                     {"seconds", o.seconds},
                     {"ended_utc", utc_now_iso8601()},
                     {"log", fs::relative(layout.job_log(jobs[j]), dir).string()}};
-    const std::string sig = std::string("SIG") + (sigabbrev_np(o.stopped_by) ? sigabbrev_np(o.stopped_by) : "?");
+    const std::string sig = signal_name(o.stopped_by);
     if (o.stopped_by) rec.insert("stopped_by", sig);
     std::ostringstream rec_text;
     rec_text << "# Written by d500 run.\n" << rec << "\n";

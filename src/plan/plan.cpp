@@ -78,7 +78,6 @@ TemplateInfo load_template(const std::string& name, const Location& where, const
     throw Error(where, "key 'template': no template '" + name + "' in " + join(dirs, " or ") + did_you_mean(name, names) +
                            " (available: " + join(names, ", ") + ")");
   }
-  refuse_control_chars(t.path, "the template path");
   t.text = read_file(t.path);
   std::istringstream in(t.text);
   for (std::string line; std::getline(in, line);) {
@@ -440,13 +439,18 @@ Plan make_plan(const Campaign& campaign, const WorkloadRegistry& reg, const Plan
   auto plan_cost = [](double points, double largest_job) {
     return points * static_cast<double>(kPlanBytesPerPoint) + largest_job * static_cast<double>(kSpecBytesPerPoint);
   };
+  // What is refused when a cost is over half of the memory available ("" when it fits).
+  auto too_big = [&](double cost) {
+    return avail > 0 && cost > 0.5 * static_cast<double>(avail)
+               ? "needs about " + fmt_bytes(static_cast<std::int64_t>(cost)) + " of memory, more than half of the " +
+                     fmt_bytes(avail) + " available"
+               : std::string();
+  };
   const double per_job_bound = c.points_per_job > 0 ? std::min<double>(c.points_per_job, combinations) : combinations;
-  if (avail > 0 && plan_cost(combinations, std::min<double>(per_job_bound, kMaxPointsPerJob)) > 0.5 * static_cast<double>(avail))
-    throw Error(Location{c.path, 1, 1},
-                "the campaign expands to " + fmt_sig(combinations, 4) + " combinations of its axes; planning them needs about " +
-                    fmt_bytes(static_cast<std::int64_t>(plan_cost(combinations, std::min<double>(per_job_bound, kMaxPointsPerJob)))) +
-                    " of memory, more than half of the " + fmt_bytes(avail) +
-                    " available (MemAvailable): split it into several campaigns, or remove axis values");
+  if (const std::string why = too_big(plan_cost(combinations, std::min<double>(per_job_bound, kMaxPointsPerJob))); !why.empty())
+    throw Error(Location{c.path, 1, 1}, "the campaign expands to " + fmt_sig(combinations, 4) +
+                                            " combinations of its axes; planning them " + why +
+                                            " (MemAvailable): split it into several campaigns, or remove axis values");
 
   std::vector<int> rule_hits(c.excludes.size(), 0);
   std::set<std::string> seen;
@@ -540,12 +544,10 @@ Plan make_plan(const Campaign& campaign, const WorkloadRegistry& reg, const Plan
       throw Error(c.points_per_job_where, "the plan has " + what + ", over the " + std::to_string(kMaxPointsPerJob) +
                                               " points a job may hold: set points_per_job = " + std::to_string(suggest) +
                                               " (" + std::to_string(jobs_needed) + " jobs of that shape), or plan with --force");
-    if (avail > 0 && plan_cost(static_cast<double>(plan.points.size()), static_cast<double>(largest)) > 0.5 * static_cast<double>(avail))
-      throw Error(c.points_per_job_where, "the plan has " + what + "; writing its spec needs about " +
-                                              fmt_bytes(static_cast<std::int64_t>(plan_cost(static_cast<double>(plan.points.size()),
-                                                                                            static_cast<double>(largest)))) +
-                                              " of memory, more than half of the " + fmt_bytes(avail) +
-                                              " available, even with --force: set points_per_job = " + std::to_string(suggest));
+    if (const std::string why = too_big(plan_cost(static_cast<double>(plan.points.size()), static_cast<double>(largest)));
+        !why.empty())
+      throw Error(c.points_per_job_where, "the plan has " + what + "; writing its spec " + why +
+                                              ", even with --force: set points_per_job = " + std::to_string(suggest));
     plan.warnings.push_back("a job of " + std::to_string(largest) + " points (over " + std::to_string(kMaxPointsPerJob) +
                             ", planned because of --force); points_per_job = " + std::to_string(suggest) + " would split it");
   }
@@ -577,8 +579,7 @@ void read_back_plan_file(const std::string& path, const toml::table& meant) {
 
 void write_plan(const Plan& plan, const std::string& dir, const std::string& worker) {
   // Every path that reaches a job script, a job list or a plan file: no control characters.
-  refuse_control_chars(dir, "the run directory");
-  refuse_control_chars(fs::absolute(dir).string(), "the run directory's absolute path");
+  refuse_control_chars(fs::absolute(dir).string(), "the run directory");
   refuse_control_chars(plan.campaign.path, "the campaign file's path");
   refuse_control_chars(worker, "the worker's path");
   refuse_control_chars(plan.tmpl.path, "the template path");

@@ -26,17 +26,22 @@ std::string this_host() {
   return buf;
 }
 
-// Field 22 of /proc/<pid>/stat: when the process started, in clock ticks since boot; 0 when gone.
-long long start_time(long pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+// The fields of /proc/<pid>/stat from the third (state) on; empty when the process is gone.
+std::vector<std::string> stat_fields(const std::filesystem::path& stat) {
+  std::ifstream in(stat);
   std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const auto close = all.rfind(')');  // the command name may hold spaces and parentheses
-  if (close == std::string::npos) return 0;
+  std::vector<std::string> fields;
+  if (close == std::string::npos || close + 2 > all.size()) return fields;
   std::istringstream rest(all.substr(close + 2));
-  std::string field;
-  for (int i = 3; i <= 22 && rest >> field; ++i)
-    if (i == 22) return std::atoll(field.c_str());
-  return 0;
+  for (std::string f; rest >> f;) fields.push_back(f);
+  return fields;
+}
+
+// Field 22: when the process started, in clock ticks since boot; 0 when gone.
+long long start_time(long pid) {
+  const auto f = stat_fields("/proc/" + std::to_string(pid) + "/stat");
+  return f.size() > 19 ? std::atoll(f[19].c_str()) : 0;
 }
 
 bool alive(long pid) { return pid > 0 && (kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM); }
@@ -83,14 +88,8 @@ bool process_group_runs(long pgid) {
   for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
     const std::string name = e.path().filename().string();
     if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream in(e.path() / "stat");
-    std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const auto close = all.rfind(')');
-    if (close == std::string::npos) continue;
-    std::istringstream rest(all.substr(close + 2));
-    std::string state;
-    long ppid = 0, pgrp = 0;
-    if (rest >> state >> ppid >> pgrp && pgrp == pgid && state != "Z" && state != "X") return true;
+    const auto f = stat_fields(e.path() / "stat");  // field 3: state; 5: process group
+    if (f.size() > 2 && std::atol(f[2].c_str()) == pgid && f[0] != "Z" && f[0] != "X") return true;
   }
   return false;
 }
@@ -172,11 +171,11 @@ RunLock RunLock::acquire(const RunLayout& dir, const std::string& command) {
   std::ostringstream t;
   t << holder;
   RunLock lock(fd, path, t.str());
-  lock.write_state("", 0);
+  lock.set_job("", 0);
   return lock;
 }
 
-void RunLock::write_state(const std::string& job_id, pid_t pgid) {
+void RunLock::set_job(const std::string& job_id, pid_t pgid) {
   toml::table job{{"job", job_id},
                   {"job_pgid", static_cast<std::int64_t>(pgid)},
                   {"job_pgid_start", static_cast<std::int64_t>(pgid > 0 ? start_time(pgid) : 0)}};
@@ -189,12 +188,10 @@ void RunLock::write_state(const std::string& job_id, pid_t pgid) {
     throw Error(path_ + ": cannot write the lock file: " + std::strerror(errno));
 }
 
-void RunLock::set_job(const std::string& job_id, pid_t pgid) { write_state(job_id, pgid); }
-
 RunLock::~RunLock() {
   if (fd_ < 0) return;
   try {
-    write_state("", 0);  // nothing runs any more
+    set_job("", 0);  // nothing runs any more
   } catch (const Error&) {
   }
   ::close(fd_);

@@ -31,7 +31,6 @@ class RunLock {
 
  private:
   RunLock(int fd, std::string path, std::string text) : fd_(fd), path_(std::move(path)), text_(std::move(text)) {}
-  void write_state(const std::string& job_id, pid_t pgid);
   int fd_ = -1;
   std::string path_;
   std::string text_;  // the holder lines (pid, host, command, since)
