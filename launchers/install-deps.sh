@@ -6,6 +6,7 @@ pkgs=(g++ cmake ninja-build pkg-config git
       libopenmpi-dev openmpi-bin            # MPI: the worker's ranks
       libhdf5-openmpi-dev hdf5-tools        # parallel HDF5: the results store; h5dump for users
       libtomlplusplus-dev                   # TOML++: campaign files and job specs
+      libonnx-dev libprotobuf-dev           # ONNX (and its protobuf): networks of level 1
       libcli11-dev                          # CLI11: the command line
       libboost-math-dev                     # Boost.Math: binomial quantiles for the intervals
       libopenblas-dev                       # OpenBLAS: the blas backend
@@ -14,6 +15,7 @@ pkgs=(g++ cmake ninja-build pkg-config git
       libtorch-dev)                         # LibTorch (ATen, CPU): the libtorch backend
 if [ "${1:-}" = "--tests" ]; then
   pkgs+=(libgtest-dev libgmock-dev          # GoogleTest: unit and integration tests
+         libonnx-testdata python3-onnx        # ONNX's backend tests (d500 onnx-test); checking exported models
          python3 python3-h5py python3-pandas python3-numpy   # reading results without d500
          slurmctld slurmd slurm-client munge)                # the single-node test cluster
 fi

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/graph.hpp"
 #include "backends/kernel.hpp"
 #include "common/value.hpp"
 
@@ -32,6 +33,13 @@ struct BackendInfo {
   // tensors (lowering buffers, reordered copies, results allocated per call), for the plan-time
   // memory estimate. Absent: none (a custom library's own allocations are unknown).
   std::function<std::int64_t(const OpProblem&)> workspace_bytes{};
+  // Level 1, d500's executor: a kernel for one node of a graph (created untimed over its
+  // buffers, on `threads` threads), or nullptr when this backend has none for that node (the
+  // executor then runs the reference's, and says so per node).
+  std::function<std::unique_ptr<NodeKernel>(const NodeProblem&, int threads)> make_node_kernel{};
+  // Level 1, a framework's own executor of a whole graph (Deep500's native executors): present
+  // on backends that are one (libtorch-native).
+  std::function<std::unique_ptr<GraphRunner>(const RunnerSpec&)> make_graph_runner{};
 };
 
 class BackendRegistry {

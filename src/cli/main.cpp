@@ -13,6 +13,7 @@
 #include "d500/version.hpp"
 #include "launch/local.hpp"
 #include "launch/slurm.hpp"
+#include "networks/conformance.hpp"
 #include "plan/plan.hpp"
 #include "reporters.hpp"
 #include "store/guarded.hpp"
@@ -37,6 +38,7 @@ const Subcommand kSubcommands[] = {
     {"check", "validate results files against the schema; say what is wrong, where"},
     {"backends", "list the backends d500 knows, with library versions and availability"},
     {"workloads", "list the workloads and their parameters"},
+    {"onnx-test", "run ONNX backend-test cases (model.onnx + test_data_set_N) on a backend; pass/fail per case and operator"},
     {"version", "print the d500 version and commit"},
 };
 
@@ -170,6 +172,18 @@ int cmd_workloads() {
   return 0;
 }
 
+int cmd_onnx_test(const std::vector<std::string>& dirs, const std::string& backend, int threads) {
+  const BackendInfo* b = find_backend(backend);
+  std::vector<std::string> names;
+  for (const auto& x : all_backends()) names.push_back(x.name);
+  if (!b) throw Error("--backend: no backend '" + backend + "'" + did_you_mean(backend, names) + " (backends: " + join(names, ", ") + ")");
+  if (!b->built) throw Error("--backend " + backend + ": " + b->not_built_reason);
+  if (!b->make_node_kernel && !b->make_graph_runner && backend != "reference")
+    throw Error("--backend " + backend + " runs no networks (level 1)");
+  const ConformanceSummary s = run_conformance(dirs, *b, std::cout, threads);
+  return s.failed ? 1 : 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -211,6 +225,12 @@ int main(int argc, char** argv) {
   sub["report"]->add_option("--confidence", confidence, "confidence level of the intervals (default 0.95)");
   std::uint64_t seed = 1;
   sub["report"]->add_option("--seed", seed, "seed of the bootstrap resampling (default 1)");
+  std::vector<std::string> test_dirs;
+  std::string test_backend = "reference";
+  int test_threads = 1;
+  sub["onnx-test"]->add_option("dirs", test_dirs, "case directories, or directories of them (e.g. /usr/share/libonnx-testdata/data/node)")->required();
+  sub["onnx-test"]->add_option("--backend", test_backend, "backend whose kernels (or own executor) run the cases (default reference)");
+  sub["onnx-test"]->add_option("--threads", test_threads, "threads for the backend's library (default 1)");
   CLI11_PARSE(app, argc, argv);
   if (app.get_subcommands().empty()) {  // plain `d500`: what it is and what it can do
     std::cout << version << "\n" << app.help();
@@ -230,6 +250,7 @@ int main(int argc, char** argv) {
     if (sub["cancel"]->parsed()) return slurm_cancel(dir, std::cout), 0;
     if (sub["backends"]->parsed()) return cmd_backends();
     if (sub["workloads"]->parsed()) return cmd_workloads();
+    if (sub["onnx-test"]->parsed()) return cmd_onnx_test(test_dirs, test_backend, test_threads);
     if (sub["version"]->parsed()) {
       std::cout << "d500 " << kVersion << " (" << kGitCommit << ")\n";
       return 0;

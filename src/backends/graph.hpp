@@ -1,0 +1,158 @@
+#pragma once
+// Level 1's contract between the network executors and the backends: a network as a static
+// graph (every tensor's type and shape known at load time, nodes in topological order, constant
+// data), one node as a backend sees it (NodeProblem), a backend's kernel for it (NodeKernel),
+// and a framework's own executor of a whole graph (GraphRunner). Nothing here knows protobuf:
+// the ONNX loader (networks/onnx.cpp) builds Graphs, d500's executor (networks/executor.cpp)
+// runs them node by node on any backend's kernels, and a framework-native executor (LibTorch's,
+// in backends/libtorch/) runs them its own way. Level 0's contract is kernel.hpp.
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/value.hpp"
+
+namespace d500 {
+
+// Element types, numbered as ONNX's TensorProto.DataType. Networks compute in float32; int64,
+// int32 and bool tensors carry indices, shapes and masks.
+enum class DType : std::uint8_t { Undefined = 0, F32 = 1, U8 = 2, I8 = 3, I32 = 6, I64 = 7, Bool = 9, F64 = 11 };
+const char* dtype_name(DType t);
+std::size_t dtype_size(DType t);   // 0 for Undefined
+bool dtype_supported(DType t);     // F32, I32, I64, Bool: what the executors run
+
+using Shape = std::vector<std::int64_t>;
+std::int64_t numel(const Shape& s);
+std::string shape_str(const Shape& s);  // "[8,3,224,224]"
+
+// An ONNX attribute after loading. Tensor-valued attributes (Constant's `value`) become constant
+// tensors of the graph when the node is folded, so they are kept as raw bytes here.
+struct Attr {
+  enum class Kind { Int, Float, String, Ints, Floats, Tensor } kind = Kind::Int;
+  std::int64_t i = 0;
+  double f = 0;
+  std::string s;
+  std::vector<std::int64_t> ints;
+  std::vector<double> floats;
+  DType tensor_type = DType::Undefined;  // Kind::Tensor
+  Shape tensor_shape;
+  std::vector<std::byte> tensor_data;
+};
+
+struct TensorInfo {
+  std::string name;
+  DType dtype = DType::F32;
+  Shape shape;
+};
+
+struct Node {
+  std::string name, op;      // op: the ONNX op_type (default domain)
+  std::vector<int> in, out;  // tensor ids; -1: an optional input or output that is absent
+  std::map<std::string, Attr> attrs;
+
+  bool has(const std::string& a) const { return attrs.count(a) > 0; }
+  std::int64_t attr_i(const std::string& a, std::int64_t dflt) const;
+  double attr_f(const std::string& a, double dflt) const;
+  std::string attr_s(const std::string& a, const std::string& dflt) const;
+  std::vector<std::int64_t> attr_ints(const std::string& a, std::vector<std::int64_t> dflt = {}) const;
+  // "Conv node 'conv1'": how errors name a node.
+  std::string label() const;
+};
+
+struct Graph {
+  std::string name;
+  int opset = 0;                      // of the default domain
+  std::vector<TensorInfo> tensors;
+  std::vector<Node> nodes;            // topological order
+  std::vector<int> inputs, outputs;   // data inputs (initializers excluded), outputs
+  std::map<int, std::vector<std::byte>> constants;  // tensor id -> value (initializers, folded nodes)
+  std::set<int> initializers;         // constants that are the model's initializers (its weights)
+
+  int find(const std::string& tensor_name) const;  // -1 when absent
+  bool is_const(int t) const { return t >= 0 && constants.count(t) > 0; }
+  std::int64_t bytes(int t) const { return numel(tensors[static_cast<std::size_t>(t)].shape) * static_cast<std::int64_t>(dtype_size(tensors[static_cast<std::size_t>(t)].dtype)); }
+  const TensorInfo& info(int t) const { return tensors[static_cast<std::size_t>(t)]; }
+  // Adds a tensor and returns its id.
+  int add_tensor(TensorInfo t);
+};
+
+// A tensor as a kernel sees it: its logical type, shape and storage. Float tensors hold the
+// executor's float type (float; double in the validation yardstick).
+struct TensorView {
+  DType dtype = DType::Undefined;
+  const Shape* shape = nullptr;
+  void* data = nullptr;  // nullptr: an absent optional input/output, or no gradient wanted
+  std::int64_t numel() const { return shape ? d500::numel(*shape) : 0; }
+  template <class T>
+  T* as() const { return static_cast<T*>(data); }
+  bool present() const { return data != nullptr; }
+};
+
+// One node of a graph, bound to the buffers the executor planned for it.
+struct NodeProblem {
+  const Node* node = nullptr;
+  int opset = 0;
+  std::vector<TensorView> in, out;
+  // Training only: gradients. din[i] is written by backward() (its data is nullptr when input i
+  // needs none); dout[j] is read (nullptr: output j has no gradient, which means zero).
+  std::vector<TensorView> din, dout;
+  std::vector<bool> const_in;  // input i is a constant (a weight): a kernel may prepare it once
+  bool training = false;       // the pass: BatchNormalization uses batch statistics; backward() is called
+  const Params* params = nullptr;  // the point's parameters (a custom backend's library), or none
+};
+
+// A backend's implementation of one node, created untimed over its buffers: primitives,
+// workspaces and weight layouts are prepared at creation, never inside forward()/backward().
+class NodeKernel {
+ public:
+  virtual ~NodeKernel() = default;
+  virtual void forward() = 0;   // reads in, writes out (training: also keeps what backward needs)
+  virtual void backward() = 0;  // reads dout (and the saved tensors the op declares), writes din
+  // The weights (constant inputs) changed: a kernel that prepared them must do so again.
+  virtual void constants_changed() {}
+  // What computes this node, for the per-node breakdown: "onednn convolution", "reference".
+  virtual std::string impl() const = 0;
+};
+
+// A framework's own executor of a whole graph (Deep500's "native" executors): the framework's
+// operators and its autograd, d500 only feeding inputs and reading results.
+struct RunnerSpec {
+  const Graph* graph = nullptr;
+  bool training = false;
+  int loss = -1;               // training: the scalar float tensor whose gradient is 1
+  std::vector<int> params;     // training: the float constants whose gradients are wanted
+  // Per graph input (in graph.inputs order): the data of all micro-batches, one after another,
+  // each the graph input's size.
+  std::vector<const void*> inputs;
+  int micro_batches = 1;
+  int threads = 1;
+};
+
+class GraphRunner {
+ public:
+  virtual ~GraphRunner() = default;
+  // Micro-batch `micro` of the step: inference or the training forward pass (loss included).
+  virtual void forward(int micro) = 0;
+  // Training: gradients of (loss / micro_batches) added over the micro-batches; micro 0 starts
+  // from zero.
+  virtual void backward(int micro) = 0;
+  // Untimed, after a step: graph output `i` (of the last micro-batch) and the gradient of
+  // spec.params[k], as doubles.
+  virtual std::vector<double> output(std::size_t i) = 0;
+  virtual std::vector<double> gradient(std::size_t k) = 0;
+  virtual std::string describe() const = 0;
+};
+
+// Multidirectional (numpy) broadcasting of two shapes; throws d500::Error naming `what` when
+// they do not broadcast.
+Shape broadcast_shapes(const Shape& a, const Shape& b, const std::string& what);
+// Row-major strides of a shape, and the strides with which `from` (right-aligned, size-1 axes
+// repeated) is read at every position of `to`.
+std::vector<std::int64_t> strides_of(const Shape& s);
+std::vector<std::int64_t> broadcast_strides(const Shape& from, const Shape& to);
+
+}  // namespace d500

@@ -1,0 +1,548 @@
+// Element-wise operators: unary activations and math, binary arithmetic with numpy
+// broadcasting, comparisons, Where, Cast and Clip. Work: one FLOP per output element forward,
+// two backward (transcendentals count as one).
+#include <limits>
+#include <type_traits>
+
+#include "backends/reference/ops_common.hpp"
+
+namespace d500::ref {
+namespace {
+
+constexpr std::uint32_t kX = 1, kY = 1;  // bit 0: input 0 / output 0
+
+// ---- Unary ----------------------------------------------------------------------------------
+// f: the forward; g(v, dy): the gradient, where v is the input x, or the output y when kUsesY.
+template <class T>
+struct Relu {
+  explicit Relu(const Node&) {}
+  static constexpr bool kUsesY = false;
+  T f(T x) const { return x > T(0) ? x : T(0); }
+  T g(T x, T dy) const { return x > T(0) ? dy : T(0); }
+};
+template <class T>
+struct LeakyRelu {
+  explicit LeakyRelu(const Node& n) : alpha(static_cast<T>(n.attr_f("alpha", 0.01))) {}
+  static constexpr bool kUsesY = false;
+  T alpha;
+  T f(T x) const { return x >= T(0) ? x : alpha * x; }
+  T g(T x, T dy) const { return x >= T(0) ? dy : alpha * dy; }
+};
+template <class T>
+struct Sigmoid {
+  explicit Sigmoid(const Node&) {}
+  static constexpr bool kUsesY = true;
+  T f(T x) const { return x >= T(0) ? T(1) / (T(1) + std::exp(-x)) : std::exp(x) / (T(1) + std::exp(x)); }
+  T g(T y, T dy) const { return dy * y * (T(1) - y); }
+};
+template <class T>
+struct Tanh {
+  explicit Tanh(const Node&) {}
+  static constexpr bool kUsesY = true;
+  T f(T x) const { return std::tanh(x); }
+  T g(T y, T dy) const { return dy * (T(1) - y * y); }
+};
+template <class T>
+struct HardSigmoid {
+  explicit HardSigmoid(const Node& n)
+      : alpha(static_cast<T>(n.attr_f("alpha", 0.2))), beta(static_cast<T>(n.attr_f("beta", 0.5))) {}
+  static constexpr bool kUsesY = false;
+  T alpha, beta;
+  T f(T x) const { return std::max(T(0), std::min(T(1), alpha * x + beta)); }
+  T g(T x, T dy) const {
+    const T v = alpha * x + beta;
+    return v > T(0) && v < T(1) ? alpha * dy : T(0);
+  }
+};
+template <class T>
+struct HardSwish {  // x * HardSigmoid(x) with alpha 1/6, beta 1/2
+  explicit HardSwish(const Node&) {}
+  static constexpr bool kUsesY = false;
+  T f(T x) const { return x * std::max(T(0), std::min(T(1), x / T(6) + T(0.5))); }
+  T g(T x, T dy) const { return x < T(-3) ? T(0) : x > T(3) ? dy : dy * (x / T(3) + T(0.5)); }
+};
+template <class T>
+struct Sqrt {
+  explicit Sqrt(const Node&) {}
+  static constexpr bool kUsesY = true;
+  T f(T x) const { return std::sqrt(x); }
+  T g(T y, T dy) const { return dy / (T(2) * y); }
+};
+template <class T>
+struct Erf {
+  explicit Erf(const Node&) {}
+  static constexpr bool kUsesY = false;
+  T f(T x) const { return std::erf(x); }
+  T g(T x, T dy) const { return dy * T(1.1283791670955126) * std::exp(-x * x); }  // 2/sqrt(pi)
+};
+template <class T>
+struct Exp {
+  explicit Exp(const Node&) {}
+  static constexpr bool kUsesY = true;
+  T f(T x) const { return std::exp(x); }
+  T g(T y, T dy) const { return dy * y; }
+};
+template <class T>
+struct Log {
+  explicit Log(const Node&) {}
+  static constexpr bool kUsesY = false;
+  T f(T x) const { return std::log(x); }
+  T g(T x, T dy) const { return dy / x; }
+};
+template <class T>
+struct Neg {
+  explicit Neg(const Node&) {}
+  static constexpr bool kUsesY = false;
+  T f(T x) const { return -x; }
+  T g(T, T dy) const { return -dy; }
+};
+template <class T>
+struct Abs {
+  explicit Abs(const Node&) {}
+  static constexpr bool kUsesY = false;
+  T f(T x) const { return std::abs(x); }
+  T g(T x, T dy) const { return x > T(0) ? dy : x < T(0) ? -dy : T(0); }
+};
+template <class T>
+struct Reciprocal {
+  explicit Reciprocal(const Node&) {}
+  static constexpr bool kUsesY = true;
+  T f(T x) const { return T(1) / x; }
+  T g(T y, T dy) const { return -dy * y * y; }
+};
+
+template <template <class> class F, class T>
+void unary_fwd(const NodeProblem& p, T*) {
+  const F<T> f(*p.node);
+  const T* x = cin<T>(p, 0);
+  T* y = out<T>(p, 0);
+  const I n = p.in[0].numel();
+  for (I i = 0; i < n; ++i) y[i] = f.f(x[i]);
+}
+
+template <template <class> class F, class T>
+void unary_bwd(const NodeProblem& p, T*) {
+  T* dx = din<T>(p, 0);
+  if (!dx) return;
+  const F<T> f(*p.node);
+  const T* v = F<T>::kUsesY ? p.out[0].as<const T>() : cin<T>(p, 0);
+  const T* dy = dout<T>(p, 0);
+  const I n = p.in[0].numel();
+  if (!dy) {
+    std::fill(dx, dx + n, T(0));
+    return;
+  }
+  for (I i = 0; i < n; ++i) dx[i] = f.g(v[i], dy[i]);
+}
+
+void infer_same_float(InferCtx& c) {
+  c.require_float();
+  c.set(0, DType::F32, c.shape(0));
+}
+
+double unary_flops(const NodeProblem& p, bool backward) { return (backward ? 2.0 : 1.0) * elems(p); }
+
+template <template <class> class F>
+OpSchema unary(const char* name, int since) {
+  return OpSchema{.op = name, .since = since, .infer = infer_same_float,
+                  .fwd_f = unary_fwd<F, float>, .fwd_d = unary_fwd<F, double>,
+                  .bwd_f = unary_bwd<F, float>, .bwd_d = unary_bwd<F, double>,
+                  .flops = unary_flops, .diff_in = kX,
+                  .saved_in = F<float>::kUsesY ? 0u : kX, .saved_out = F<float>::kUsesY ? kY : 0u};
+}
+
+// ---- Clip: min and max as inputs (opset 11+) or attributes (before) --------------------------
+template <class T>
+void clip_bounds(const NodeProblem& p, T& lo, T& hi) {
+  lo = -std::numeric_limits<T>::infinity();
+  hi = std::numeric_limits<T>::infinity();
+  if (p.opset < 11) {
+    lo = static_cast<T>(p.node->attr_f("min", -std::numeric_limits<double>::infinity()));
+    hi = static_cast<T>(p.node->attr_f("max", std::numeric_limits<double>::infinity()));
+    return;
+  }
+  if (p.in.size() > 1 && p.in[1].present()) lo = p.in[1].as<const T>()[0];
+  if (p.in.size() > 2 && p.in[2].present()) hi = p.in[2].as<const T>()[0];
+}
+template <class T>
+void clip_fwd(const NodeProblem& p, T*) {
+  T lo, hi;
+  clip_bounds(p, lo, hi);
+  const T* x = cin<T>(p, 0);
+  T* y = out<T>(p, 0);
+  for (I i = 0, n = p.in[0].numel(); i < n; ++i) y[i] = std::min(std::max(x[i], lo), hi);
+}
+template <class T>
+void clip_bwd(const NodeProblem& p, T*) {
+  T* dx = din<T>(p, 0);
+  if (!dx) return;
+  T lo, hi;
+  clip_bounds(p, lo, hi);
+  const T* x = cin<T>(p, 0);
+  const T* dy = dout<T>(p, 0);
+  for (I i = 0, n = p.in[0].numel(); i < n; ++i) dx[i] = dy && x[i] > lo && x[i] < hi ? dy[i] : T(0);
+}
+void infer_clip(InferCtx& c) {
+  c.require_float();
+  for (std::size_t i = 1; i < c.n_in(); ++i)
+    if (c.has_in(i)) {
+      if (!c.is_const(i)) c.fail("its bound (input " + std::to_string(i) + ") must be a constant");
+      if (numel(c.shape(i)) != 1) c.fail("its bounds must be scalars");
+    }
+  c.set(0, DType::F32, c.shape(0));
+}
+
+// ---- Binary, with broadcasting ----------------------------------------------------------------
+// kSaved: bit 0 a, bit 1 b, bit 2 the output y, as the gradients read them.
+template <class T>
+struct Add {
+  explicit Add(const Node&) {}
+  static constexpr unsigned kSaved = 0;
+  T f(T a, T b) const { return a + b; }
+  T ga(T, T, T, T dy) const { return dy; }
+  T gb(T, T, T, T dy) const { return dy; }
+};
+template <class T>
+struct Sub {
+  explicit Sub(const Node&) {}
+  static constexpr unsigned kSaved = 0;
+  T f(T a, T b) const { return a - b; }
+  T ga(T, T, T, T dy) const { return dy; }
+  T gb(T, T, T, T dy) const { return -dy; }
+};
+template <class T>
+struct Mul {
+  explicit Mul(const Node&) {}
+  static constexpr unsigned kSaved = 3;
+  T f(T a, T b) const { return a * b; }
+  T ga(T, T b, T, T dy) const { return dy * b; }
+  T gb(T a, T, T, T dy) const { return dy * a; }
+};
+template <class T>
+struct Div {
+  explicit Div(const Node&) {}
+  static constexpr unsigned kSaved = 3;
+  T f(T a, T b) const { return a / b; }
+  T ga(T, T b, T, T dy) const { return dy / b; }
+  T gb(T a, T b, T, T dy) const { return -dy * a / (b * b); }
+};
+// Mod: fmod = 1 is C's fmod (the dividend's sign); fmod = 0 (integers only) Python's, the
+// divisor's sign.
+template <class T>
+struct Mod {
+  explicit Mod(const Node& n) : fmod(n.attr_i("fmod", 0) != 0) {}
+  static constexpr unsigned kSaved = 0;
+  bool fmod;
+  T f(T a, T b) const {
+    if constexpr (std::is_floating_point_v<T>) {
+      return std::fmod(a, b);
+    } else {
+      if (b == 0) return 0;
+      T r = a % b;
+      if (!fmod && r != 0 && ((r < 0) != (b < 0))) r += b;
+      return r;
+    }
+  }
+  T ga(T, T, T, T dy) const { return dy; }
+  T gb(T, T, T, T) const { return T(0); }
+};
+
+// Pow's exponent may be an integer tensor (ONNX's T1): read as the base's type.
+template <class T>
+T exponent_at(const TensorView& e, I i) {
+  return e.dtype == DType::F32 ? e.as<const T>()[i] : static_cast<T>(int_at(e, i));
+}
+template <class T>
+void pow_fwd(const NodeProblem& p, T*) {
+  const T* a = cin<T>(p, 0);
+  T* y = out<T>(p, 0);
+  const Shape& ys = shape_out(p, 0);
+  for_each_broadcast<2>(ys, {bstrides(shape_in(p, 0), ys), bstrides(shape_in(p, 1), ys)},
+                        [&](I pos, const std::array<I, 2>& o) { y[pos] = std::pow(a[o[0]], exponent_at<T>(p.in[1], o[1])); });
+}
+template <class T>
+void pow_bwd(const NodeProblem& p, T*) {
+  const T* a = cin<T>(p, 0);
+  const T* y = p.out[0].as<const T>();
+  const T* dy = dout<T>(p, 0);
+  T* da = din<T>(p, 0);
+  T* db = p.in[1].dtype == DType::F32 ? din<T>(p, 1) : nullptr;
+  if (da) std::fill(da, da + p.in[0].numel(), T(0));
+  if (db) std::fill(db, db + p.in[1].numel(), T(0));
+  if (!dy) return;
+  const Shape& ys = shape_out(p, 0);
+  for_each_broadcast<2>(ys, {bstrides(shape_in(p, 0), ys), bstrides(shape_in(p, 1), ys)}, [&](I pos, const std::array<I, 2>& o) {
+    const T av = a[o[0]], bv = exponent_at<T>(p.in[1], o[1]);
+    if (da && bv != T(0)) da[o[0]] += dy[pos] * bv * std::pow(av, bv - T(1));
+    if (db && av > T(0)) db[o[1]] += dy[pos] * y[pos] * std::log(av);
+  });
+}
+void infer_pow(InferCtx& c) {
+  if (c.dtype(0) != DType::F32) c.fail("its base must be float32");
+  if (c.dtype(1) != DType::F32 && c.dtype(1) != DType::I64 && c.dtype(1) != DType::I32)
+    c.fail("its exponent must be float32, int64 or int32");
+  c.set(0, DType::F32, broadcast_shapes(c.shape(0), c.shape(1), c.node.label()));
+}
+
+template <template <class> class F, class V>
+void binary_typed(const NodeProblem& p) {
+  const F<V> f(*p.node);
+  const V* a = p.in[0].as<const V>();
+  const V* b = p.in[1].as<const V>();
+  V* y = p.out[0].as<V>();
+  const Shape& ys = shape_out(p, 0);
+  if (shape_in(p, 0) == ys && shape_in(p, 1) == ys) {
+    for (I i = 0, n = numel(ys); i < n; ++i) y[i] = f.f(a[i], b[i]);
+    return;
+  }
+  if (shape_in(p, 0) == ys && p.in[1].numel() == 1) {
+    const V bv = b[0];
+    for (I i = 0, n = numel(ys); i < n; ++i) y[i] = f.f(a[i], bv);
+    return;
+  }
+  for_each_broadcast<2>(ys, {bstrides(shape_in(p, 0), ys), bstrides(shape_in(p, 1), ys)},
+                        [&](I pos, const std::array<I, 2>& o) { y[pos] = f.f(a[o[0]], b[o[1]]); });
+}
+
+template <template <class> class F, class T>
+void binary_fwd(const NodeProblem& p, T*) {
+  switch (p.in[0].dtype) {
+    case DType::I64: return binary_typed<F, std::int64_t>(p);
+    case DType::I32: return binary_typed<F, std::int32_t>(p);
+    default: return binary_typed<F, T>(p);
+  }
+}
+
+template <template <class> class F, class T>
+void binary_bwd(const NodeProblem& p, T*) {
+  const F<T> f(*p.node);
+  constexpr unsigned s = F<T>::kSaved;
+  const T* a = s & 1 ? cin<T>(p, 0) : nullptr;
+  const T* b = s & 2 ? cin<T>(p, 1) : nullptr;
+  const T* y = s & 4 ? p.out[0].as<const T>() : nullptr;
+  const T* dy = dout<T>(p, 0);
+  T* da = din<T>(p, 0);
+  T* db = din<T>(p, 1);
+  if (da) std::fill(da, da + p.in[0].numel(), T(0));
+  if (db) std::fill(db, db + p.in[1].numel(), T(0));
+  if (!dy || (!da && !db)) return;
+  const Shape& ys = shape_out(p, 0);
+  for_each_broadcast<2>(ys, {bstrides(shape_in(p, 0), ys), bstrides(shape_in(p, 1), ys)},
+                        [&](I pos, const std::array<I, 2>& o) {
+                          const T av = a ? a[o[0]] : T(0), bv = b ? b[o[1]] : T(0), yv = y ? y[pos] : T(0);
+                          if (da) da[o[0]] += f.ga(av, bv, yv, dy[pos]);
+                          if (db) db[o[1]] += f.gb(av, bv, yv, dy[pos]);
+                        });
+}
+
+void infer_binary(InferCtx& c) {
+  const DType t = c.dtype(0);
+  if (t != c.dtype(1))
+    c.fail(std::string("its inputs have different types (") + dtype_name(t) + " and " + dtype_name(c.dtype(1)) + ")");
+  if (t != DType::F32 && t != DType::I64 && t != DType::I32)
+    c.fail(std::string("type ") + dtype_name(t) + " is not supported (float32, int64, int32)");
+  const std::string& op = c.node.op;
+  if (op == "Mod" && t == DType::F32 && c.node.attr_i("fmod", 0) == 0)
+    c.fail("floating-point Mod needs fmod = 1 (as ONNX requires)");
+  c.set(0, t, broadcast_shapes(c.shape(0), c.shape(1), c.node.label()));
+}
+
+double binary_flops(const NodeProblem& p, bool backward) { return (backward ? 2.0 : 1.0) * elems(p); }
+
+template <template <class> class F>
+OpSchema binary(const char* name, int since, std::uint32_t diff = 3) {
+  constexpr unsigned s = F<float>::kSaved;
+  return OpSchema{.op = name, .since = since, .infer = infer_binary,
+                  .fwd_f = binary_fwd<F, float>, .fwd_d = binary_fwd<F, double>,
+                  .bwd_f = binary_bwd<F, float>, .bwd_d = binary_bwd<F, double>,
+                  .flops = binary_flops, .diff_in = diff, .saved_in = s & 3u, .saved_out = (s & 4u) ? 1u : 0u};
+}
+
+// ---- Comparisons and logic: bool outputs, no gradients ---------------------------------------
+enum class Cmp { Eq, Lt, Gt, Le, Ge };
+template <Cmp C, class V>
+void compare_typed(const NodeProblem& p) {
+  const V* a = p.in[0].as<const V>();
+  const V* b = p.in[1].as<const V>();
+  auto* y = p.out[0].as<std::uint8_t>();
+  const Shape& ys = shape_out(p, 0);
+  for_each_broadcast<2>(ys, {bstrides(shape_in(p, 0), ys), bstrides(shape_in(p, 1), ys)},
+                        [&](I pos, const std::array<I, 2>& o) {
+                          const V x = a[o[0]], z = b[o[1]];
+                          bool r = false;
+                          switch (C) {
+                            case Cmp::Eq: r = x == z; break;
+                            case Cmp::Lt: r = x < z; break;
+                            case Cmp::Gt: r = x > z; break;
+                            case Cmp::Le: r = x <= z; break;
+                            case Cmp::Ge: r = x >= z; break;
+                          }
+                          y[pos] = r ? 1 : 0;
+                        });
+}
+template <Cmp C, class T>
+void compare_fwd(const NodeProblem& p, T*) {
+  switch (p.in[0].dtype) {
+    case DType::I64: return compare_typed<C, std::int64_t>(p);
+    case DType::I32: return compare_typed<C, std::int32_t>(p);
+    case DType::Bool: return compare_typed<C, std::uint8_t>(p);
+    default: return compare_typed<C, T>(p);
+  }
+}
+void infer_compare(InferCtx& c) {
+  if (c.dtype(0) != c.dtype(1)) c.fail("its inputs have different types");
+  if (!dtype_supported(c.dtype(0))) c.fail(std::string("type ") + dtype_name(c.dtype(0)) + " is not supported");
+  c.set(0, DType::Bool, broadcast_shapes(c.shape(0), c.shape(1), c.node.label()));
+}
+template <Cmp C>
+OpSchema compare(const char* name, int since) {
+  return OpSchema{.op = name, .since = since, .infer = infer_compare, .fwd_f = compare_fwd<C, float>,
+                  .fwd_d = compare_fwd<C, double>, .flops = binary_flops};
+}
+
+template <class T>
+void not_fwd(const NodeProblem& p, T*) {
+  const auto* x = cin<std::uint8_t>(p, 0);
+  auto* y = out<std::uint8_t>(p, 0);
+  for (I i = 0, n = p.in[0].numel(); i < n; ++i) y[i] = x[i] ? 0 : 1;
+}
+void infer_not(InferCtx& c) {
+  if (c.dtype(0) != DType::Bool) c.fail("its input must be bool");
+  c.set(0, DType::Bool, c.shape(0));
+}
+
+// ---- Where(condition, x, y) -------------------------------------------------------------------
+template <class V>
+void where_typed(const NodeProblem& p) {
+  const auto* c = p.in[0].as<const std::uint8_t>();
+  const V* x = p.in[1].as<const V>();
+  const V* y = p.in[2].as<const V>();
+  V* o = p.out[0].as<V>();
+  const Shape& os = shape_out(p, 0);
+  for_each_broadcast<3>(os, {bstrides(shape_in(p, 0), os), bstrides(shape_in(p, 1), os),
+                             bstrides(shape_in(p, 2), os)},
+                        [&](I pos, const std::array<I, 3>& k) { o[pos] = c[k[0]] ? x[k[1]] : y[k[2]]; });
+}
+template <class T>
+void where_fwd(const NodeProblem& p, T*) {
+  switch (p.in[1].dtype) {
+    case DType::I64: return where_typed<std::int64_t>(p);
+    case DType::I32: return where_typed<std::int32_t>(p);
+    case DType::Bool: return where_typed<std::uint8_t>(p);
+    default: return where_typed<T>(p);
+  }
+}
+template <class T>
+void where_bwd(const NodeProblem& p, T*) {
+  const auto* c = p.in[0].as<const std::uint8_t>();
+  const T* dy = dout<T>(p, 0);
+  T* dx = din<T>(p, 1);
+  T* dz = din<T>(p, 2);
+  if (dx) std::fill(dx, dx + p.in[1].numel(), T(0));
+  if (dz) std::fill(dz, dz + p.in[2].numel(), T(0));
+  if (!dy) return;
+  const Shape& os = shape_out(p, 0);
+  for_each_broadcast<3>(os, {bstrides(shape_in(p, 0), os), bstrides(shape_in(p, 1), os),
+                             bstrides(shape_in(p, 2), os)},
+                        [&](I pos, const std::array<I, 3>& k) {
+                          if (c[k[0]]) {
+                            if (dx) dx[k[1]] += dy[pos];
+                          } else if (dz) {
+                            dz[k[2]] += dy[pos];
+                          }
+                        });
+}
+void infer_where(InferCtx& c) {
+  if (c.dtype(0) != DType::Bool) c.fail("its condition must be bool");
+  if (c.dtype(1) != c.dtype(2)) c.fail("its two branches have different types");
+  if (!dtype_supported(c.dtype(1))) c.fail(std::string("type ") + dtype_name(c.dtype(1)) + " is not supported");
+  const Shape s = broadcast_shapes(broadcast_shapes(c.shape(0), c.shape(1), c.node.label()), c.shape(2), c.node.label());
+  c.set(0, c.dtype(1), s);
+}
+
+// ---- Cast ---------------------------------------------------------------------------------------
+template <class From, class To>
+void cast_typed(const void* src, void* dst, I n) {
+  const From* s = static_cast<const From*>(src);
+  To* d = static_cast<To*>(dst);
+  for (I i = 0; i < n; ++i) {
+    if constexpr (std::is_same_v<To, std::uint8_t>) d[i] = s[i] != From(0) ? 1 : 0;
+    else d[i] = static_cast<To>(s[i]);
+  }
+}
+template <class T, class From>
+void cast_from(const void* src, DType to, void* dst, I n) {
+  switch (to) {
+    case DType::I64: return cast_typed<From, std::int64_t>(src, dst, n);
+    case DType::I32: return cast_typed<From, std::int32_t>(src, dst, n);
+    case DType::Bool: return cast_typed<From, std::uint8_t>(src, dst, n);
+    default: return cast_typed<From, T>(src, dst, n);
+  }
+}
+template <class T>
+void cast_fwd(const NodeProblem& p, T*) {
+  const I n = p.in[0].numel();
+  const DType to = p.out[0].dtype;
+  switch (p.in[0].dtype) {
+    case DType::I64: return cast_from<T, std::int64_t>(p.in[0].data, to, p.out[0].data, n);
+    case DType::I32: return cast_from<T, std::int32_t>(p.in[0].data, to, p.out[0].data, n);
+    case DType::Bool: return cast_from<T, std::uint8_t>(p.in[0].data, to, p.out[0].data, n);
+    default: return cast_from<T, T>(p.in[0].data, to, p.out[0].data, n);
+  }
+}
+template <class T>
+void cast_bwd(const NodeProblem& p, T*) {
+  T* dx = din<T>(p, 0);
+  if (!dx) return;
+  const T* dy = dout<T>(p, 0);
+  const I n = p.in[0].numel();
+  if (dy && p.out[0].dtype == DType::F32) std::copy(dy, dy + n, dx);
+  else std::fill(dx, dx + n, T(0));
+}
+void infer_cast(InferCtx& c) {
+  const auto to = static_cast<DType>(c.node.attr_i("to", 0));
+  if (!dtype_supported(to)) c.fail(std::string("casting to ") + dtype_name(to) + " is not supported");
+  if (!dtype_supported(c.dtype(0))) c.fail(std::string("casting from ") + dtype_name(c.dtype(0)) + " is not supported");
+  c.set(0, to, c.shape(0));
+}
+
+}  // namespace
+
+void add_elementwise_ops(std::vector<OpSchema>& t) {
+  t.push_back(unary<Relu>("Relu", 6));
+  t.push_back(unary<LeakyRelu>("LeakyRelu", 6));
+  t.push_back(unary<Sigmoid>("Sigmoid", 6));
+  t.push_back(unary<Tanh>("Tanh", 6));
+  t.push_back(unary<HardSigmoid>("HardSigmoid", 6));
+  t.push_back(unary<HardSwish>("HardSwish", 14));
+  t.push_back(unary<Sqrt>("Sqrt", 6));
+  t.push_back(unary<Erf>("Erf", 9));
+  t.push_back(unary<Exp>("Exp", 6));
+  t.push_back(unary<Log>("Log", 6));
+  t.push_back(unary<Neg>("Neg", 6));
+  t.push_back(unary<Abs>("Abs", 6));
+  t.push_back(unary<Reciprocal>("Reciprocal", 6));
+  t.push_back(OpSchema{.op = "Clip", .since = 6, .infer = infer_clip, D500_FWD(clip_fwd),
+                       .bwd_f = clip_bwd<float>, .bwd_d = clip_bwd<double>, .flops = unary_flops, .diff_in = kX,
+                       .saved_in = kX});
+  t.push_back(binary<Add>("Add", 7));
+  t.push_back(binary<Sub>("Sub", 7));
+  t.push_back(binary<Mul>("Mul", 7));
+  t.push_back(binary<Div>("Div", 7));
+  t.push_back(OpSchema{.op = "Pow", .since = 7, .infer = infer_pow, D500_FWD(pow_fwd), .bwd_f = pow_bwd<float>,
+                       .bwd_d = pow_bwd<double>, .flops = binary_flops, .diff_in = 3, .saved_in = 3, .saved_out = 1});
+  t.push_back(binary<Mod>("Mod", 10, 1));
+  t.push_back(compare<Cmp::Eq>("Equal", 7));
+  t.push_back(compare<Cmp::Lt>("Less", 7));
+  t.push_back(compare<Cmp::Gt>("Greater", 7));
+  t.push_back(compare<Cmp::Le>("LessOrEqual", 12));
+  t.push_back(compare<Cmp::Ge>("GreaterOrEqual", 12));
+  t.push_back(OpSchema{.op = "Not", .since = 1, .infer = infer_not, D500_FWD(not_fwd), .flops = unary_flops});
+  t.push_back(OpSchema{.op = "Where", .since = 9, .infer = infer_where, D500_FWD(where_fwd),
+                       .bwd_f = where_bwd<float>, .bwd_d = where_bwd<double>, .flops = unary_flops, .diff_in = 6,
+                       .saved_in = 1});
+  t.push_back(OpSchema{.op = "Cast", .since = 6, .infer = infer_cast, D500_FWD(cast_fwd),
+                       .bwd_f = cast_bwd<float>, .bwd_d = cast_bwd<double>, .flops = unary_flops, .diff_in = kX});
+}
+
+}  // namespace d500::ref

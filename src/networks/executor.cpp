@@ -1,0 +1,555 @@
+#include "networks/executor.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+
+#include "backends/graph_ops.hpp"
+#include "common/error.hpp"
+#include "metrics/metrics.hpp"
+
+namespace d500 {
+
+std::unique_ptr<GraphRunner> make_runner(const BackendInfo& backend, const RunnerSpec& r, const Params* point) {
+  if (backend.make_graph_runner) return backend.make_graph_runner(r);
+  ExecutorSpec e;
+  e.graph = r.graph;
+  e.backend = &backend;
+  e.training = r.training;
+  e.loss = r.loss;
+  e.params = r.params;
+  e.inputs = r.inputs;
+  e.micro_batches = r.micro_batches;
+  e.threads = r.threads;
+  e.point = point;
+  return std::make_unique<GraphExecutor>(e);
+}
+
+std::vector<bool> tensors_needing_gradients(const Graph& g, int loss, const std::vector<int>& params) {
+  const std::size_t n = g.tensors.size();
+  std::vector<bool> depends(n, false), contributes(n, false), need(n, false);
+  for (int p : params) depends[static_cast<std::size_t>(p)] = true;
+  auto is_float = [&](int t) { return t >= 0 && g.info(t).dtype == DType::F32; };
+  for (const auto& node : g.nodes) {
+    const OpSchema* s = find_op(node.op);
+    bool any = false;
+    for (std::size_t i = 0; i < node.in.size(); ++i)
+      any = any || (is_float(node.in[i]) && (s->diff_in >> i & 1u) && depends[static_cast<std::size_t>(node.in[i])]);
+    if (any)
+      for (int t : node.out)
+        if (is_float(t)) depends[static_cast<std::size_t>(t)] = true;
+  }
+  if (loss >= 0) contributes[static_cast<std::size_t>(loss)] = true;
+  for (auto it = g.nodes.rbegin(); it != g.nodes.rend(); ++it) {
+    const OpSchema* s = find_op(it->op);
+    bool any = false;
+    for (int t : it->out) any = any || (t >= 0 && contributes[static_cast<std::size_t>(t)]);
+    if (any)
+      for (std::size_t i = 0; i < it->in.size(); ++i)
+        if (is_float(it->in[i]) && (s->diff_in >> i & 1u)) contributes[static_cast<std::size_t>(it->in[i])] = true;
+  }
+  for (std::size_t t = 0; t < n; ++t) need[t] = depends[t] && contributes[t] && g.tensors[t].dtype == DType::F32;
+  return need;
+}
+
+namespace {
+
+constexpr std::size_t kAlign = 64;
+std::size_t round_up(std::size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+// 64-byte aligned, zeroed memory (touched here, so that no page fault happens in a timed region).
+struct Buffer {
+  std::byte* p = nullptr;
+  std::size_t n = 0;
+  Buffer() = default;
+  explicit Buffer(std::size_t bytes) : n(bytes) {
+    p = static_cast<std::byte*>(std::aligned_alloc(kAlign, round_up(std::max<std::size_t>(bytes, 1))));
+    if (!p) throw std::bad_alloc();
+    std::memset(p, 0, round_up(std::max<std::size_t>(bytes, 1)));
+  }
+  Buffer(Buffer&& o) noexcept : p(o.p), n(o.n) { o.p = nullptr; }
+  Buffer& operator=(Buffer&& o) noexcept {
+    std::swap(p, o.p);
+    std::swap(n, o.n);
+    return *this;
+  }
+  ~Buffer() { std::free(p); }
+};
+
+// A request for arena memory, live over steps [def, end].
+struct Request {
+  std::size_t bytes;
+  int def, end;
+  std::size_t offset = 0;
+};
+
+// Greedy by size (the largest first, each at the lowest offset where it overlaps no placed
+// request that is alive at the same time). Returns the arena size.
+std::size_t place(std::vector<Request>& reqs) {
+  std::vector<std::size_t> order(reqs.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return reqs[a].bytes != reqs[b].bytes ? reqs[a].bytes > reqs[b].bytes : reqs[a].def < reqs[b].def;
+  });
+  std::vector<std::size_t> placed;
+  std::size_t total = 0;
+  std::vector<std::pair<std::size_t, std::size_t>> busy;
+  for (std::size_t i : order) {
+    Request& r = reqs[i];
+    busy.clear();
+    for (std::size_t j : placed)
+      if (reqs[j].def <= r.end && r.def <= reqs[j].end) busy.push_back({reqs[j].offset, reqs[j].offset + reqs[j].bytes});
+    std::sort(busy.begin(), busy.end());
+    std::size_t at = 0;
+    for (const auto& [b, e] : busy) {
+      if (at + r.bytes <= b) break;
+      at = std::max(at, e);
+    }
+    r.offset = at;
+    total = std::max(total, at + r.bytes);
+    placed.push_back(i);
+  }
+  return total;
+}
+
+template <class T>
+void add_into(void* target, const void* src, std::int64_t n) {
+  T* t = static_cast<T*>(target);
+  const T* s = static_cast<const T*>(src);
+  for (std::int64_t i = 0; i < n; ++i) t[i] += s[i];
+}
+
+}  // namespace
+
+struct GraphExecutor::Impl {
+  const Graph& g;
+  ExecutorSpec spec;
+  std::size_t fsz;  // bytes of a float element: 4, or 8 in the yardstick
+  std::map<int, Buffer> consts;
+  std::vector<Buffer> inputs_all, inputs_cur;
+  std::vector<Buffer> pgrad;
+  Buffer arena;
+  std::vector<void*> data, grad;
+  std::vector<std::unique_ptr<NodeKernel>> kernels;  // per node; null for views
+  struct Add {
+    void* target;
+    const void* temp;
+    std::int64_t n;
+  };
+  struct Run {
+    int node = -1;
+    NodeKernel* kernel = nullptr;
+    // A view's gradient handed back to its input (no kernel): copied when first, else added.
+    void* copy_from = nullptr;
+    void* copy_to = nullptr;
+    bool copy_adds = false;
+    std::int64_t copy_n = 0;
+    std::vector<Add> adds;  // contributions written to temporaries, added after the kernel
+  };
+  std::vector<Run> fwd, bwd;
+  void* loss_grad = nullptr;
+
+  explicit Impl(const ExecutorSpec& s) : g(*s.graph), spec(s), fsz(s.double_precision ? 8 : 4) {}
+
+  std::size_t tbytes(int t) const {
+    const TensorInfo& i = g.info(t);
+    return static_cast<std::size_t>(numel(i.shape)) * (i.dtype == DType::F32 ? fsz : dtype_size(i.dtype));
+  }
+  // Float32 data as the executor's float type.
+  void load(Buffer& b, const void* src, int t, std::size_t count) {
+    if (g.info(t).dtype == DType::F32 && fsz == 8) {
+      const float* f = static_cast<const float*>(src);
+      double* d = reinterpret_cast<double*>(b.p);
+      for (std::size_t i = 0; i < count; ++i) d[i] = f[i];
+    } else if (count) {
+      std::memcpy(b.p, src, count * (g.info(t).dtype == DType::F32 ? 4 : dtype_size(g.info(t).dtype)));
+    }
+  }
+  double read(int t, const void* p, std::int64_t i) const {
+    switch (g.info(t).dtype) {
+      case DType::F32: return fsz == 8 ? static_cast<const double*>(p)[i] : static_cast<const float*>(p)[i];
+      case DType::I64: return static_cast<double>(static_cast<const std::int64_t*>(p)[i]);
+      case DType::I32: return static_cast<const std::int32_t*>(p)[i];
+      case DType::Bool: return static_cast<const std::uint8_t*>(p)[i];
+      default: return 0;
+    }
+  }
+  std::vector<double> read_all(int t, const void* p) const {
+    std::vector<double> v(static_cast<std::size_t>(numel(g.info(t).shape)));
+    for (std::size_t i = 0; i < v.size() && p; ++i) v[i] = read(t, p, static_cast<std::int64_t>(i));
+    return v;
+  }
+  void add(void* target, const void* src, std::int64_t n) const {
+    if (fsz == 8) add_into<double>(target, src, n);
+    else add_into<float>(target, src, n);
+  }
+};
+
+GraphExecutor::GraphExecutor(const ExecutorSpec& spec) : impl_(std::make_unique<Impl>(spec)) {
+  Impl& m = *impl_;
+  const Graph& g = m.g;
+  const std::size_t nt = g.tensors.size();
+  const int micros = std::max(1, spec.micro_batches);
+  if (spec.inputs.size() != g.inputs.size())
+    throw Error("executor: " + std::to_string(spec.inputs.size()) + " inputs given, the graph has " + std::to_string(g.inputs.size()));
+  m.data.assign(nt, nullptr);
+  m.grad.assign(nt, nullptr);
+
+  // Weights and other constants, in the executor's float type.
+  for (const auto& [t, bytes] : g.constants) {
+    Buffer b(m.tbytes(t));
+    m.load(b, bytes.data(), t, static_cast<std::size_t>(numel(g.info(t).shape)));
+    m.data[static_cast<std::size_t>(t)] = b.p;
+    persistent_bytes_ += static_cast<std::int64_t>(b.n);
+    m.consts.emplace(t, std::move(b));
+  }
+  // Inputs: every micro-batch's data; with one micro-batch the graph reads it in place.
+  for (std::size_t k = 0; k < g.inputs.size(); ++k) {
+    const int t = g.inputs[k];
+    const std::size_t count = static_cast<std::size_t>(numel(g.info(t).shape));
+    m.inputs_all.emplace_back(m.tbytes(t) * static_cast<std::size_t>(micros));
+    m.load(m.inputs_all.back(), spec.inputs[k], t, count * static_cast<std::size_t>(micros));
+    persistent_bytes_ += static_cast<std::int64_t>(m.inputs_all.back().n);
+    if (micros > 1) {
+      m.inputs_cur.emplace_back(m.tbytes(t));
+      persistent_bytes_ += static_cast<std::int64_t>(m.inputs_cur.back().n);
+      m.data[static_cast<std::size_t>(t)] = m.inputs_cur.back().p;
+    } else {
+      m.data[static_cast<std::size_t>(t)] = m.inputs_all.back().p;
+    }
+  }
+
+  // Views share their input's storage: root[t] is the tensor whose storage t uses.
+  std::vector<int> root(nt), producer(nt, -1);
+  for (std::size_t t = 0; t < nt; ++t) root[t] = static_cast<int>(t);
+  std::vector<const OpSchema*> schema(g.nodes.size());
+  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    schema[i] = find_op(n.op);
+    if (!schema[i]) throw Error(n.label() + ": d500 does not run " + n.op);
+    for (int t : n.out)
+      if (t >= 0) producer[static_cast<std::size_t>(t)] = static_cast<int>(i);
+    if (schema[i]->view) root[static_cast<std::size_t>(n.out[0])] = root[static_cast<std::size_t>(n.in[0])];
+  }
+
+  // The schedule: forward steps of kernel nodes, then (training) the loss seed and the backward
+  // steps in reverse order.
+  std::vector<int> fstep(g.nodes.size(), -1), bstep(g.nodes.size(), -1);
+  for (std::size_t i = 0; i < g.nodes.size(); ++i)
+    if (!schema[i]->view) {
+      fstep[i] = static_cast<int>(steps_.size());
+      steps_.push_back(Step{static_cast<int>(i), false, "", 0});
+    }
+
+  std::vector<bool> need;
+  // Gradient storage: groot[t] is the tensor whose gradient buffer t's gradient uses.
+  std::vector<int> groot(nt);
+  for (std::size_t t = 0; t < nt; ++t) groot[t] = static_cast<int>(t);
+  std::vector<int> param_index(nt, -1);
+  struct Contribution {
+    int step, node;
+    std::size_t slot;
+    int tensor;
+    bool direct = true;
+  };
+  std::vector<Contribution> contribs;
+  std::vector<bool> view_aliased(g.nodes.size(), false);
+  int seed_step = -1;
+  if (spec.training) {
+    if (spec.loss < 0 || g.info(spec.loss).dtype != DType::F32 || numel(g.info(spec.loss).shape) != 1)
+      throw Error("executor: a training step needs a scalar float loss");
+    need = tensors_needing_gradients(g, spec.loss, spec.params);
+    for (std::size_t k = 0; k < spec.params.size(); ++k) param_index[static_cast<std::size_t>(spec.params[k])] = static_cast<int>(k);
+    auto diff = [&](std::size_t node, std::size_t slot) {
+      const int t = g.nodes[node].in[slot];
+      return t >= 0 && need[static_cast<std::size_t>(t)] && (schema[node]->diff_in >> slot & 1u);
+    };
+    // How many node inputs send a gradient to each tensor.
+    std::vector<int> count(nt, 0);
+    for (std::size_t i = 0; i < g.nodes.size(); ++i)
+      for (std::size_t s = 0; s < g.nodes[i].in.size(); ++s)
+        if (diff(i, s)) ++count[static_cast<std::size_t>(g.nodes[i].in[s])];
+    // A view that is its input's only consumer hands its gradient over in place.
+    for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+      if (!schema[i]->view || !diff(i, 0)) continue;
+      const int x = g.nodes[i].in[0], y = g.nodes[i].out[0];
+      if (count[static_cast<std::size_t>(x)] == 1 && !(param_index[static_cast<std::size_t>(x)] >= 0 && micros > 1)) {
+        groot[static_cast<std::size_t>(y)] = groot[static_cast<std::size_t>(x)];
+        view_aliased[i] = true;
+      }
+    }
+    seed_step = static_cast<int>(steps_.size());
+    steps_.push_back(Step{-1, true, "d500 (loss gradient = 1 / micro-batches)", 0});
+    contribs.push_back(Contribution{seed_step, -1, 0, spec.loss, true});
+    for (std::size_t r = g.nodes.size(); r-- > 0;) {
+      bool any = false;
+      for (std::size_t s = 0; s < g.nodes[r].in.size(); ++s) any = any || diff(r, s);
+      if (!any || view_aliased[r]) continue;
+      bstep[r] = static_cast<int>(steps_.size());
+      steps_.push_back(Step{static_cast<int>(r), true, "", 0});
+      for (std::size_t s = 0; s < g.nodes[r].in.size(); ++s)
+        if (diff(r, s)) contribs.push_back(Contribution{bstep[r], static_cast<int>(r), s, g.nodes[r].in[s], true});
+    }
+    // The first contribution to a gradient buffer writes it; later ones go through a temporary
+    // and are added. Parameters accumulate over micro-batches: with several, every contribution
+    // is added (their gradients are zeroed when the step starts).
+    std::vector<bool> written(nt, false);
+    for (auto& c : contribs) {
+      const auto gr = static_cast<std::size_t>(groot[static_cast<std::size_t>(c.tensor)]);
+      const bool param = param_index[gr] >= 0;
+      c.direct = !written[gr] && !(param && micros > 1);
+      written[gr] = true;
+    }
+  }
+  const int end = static_cast<int>(steps_.size());
+
+  // Lifetimes over the schedule, and the plan.
+  std::vector<Request> reqs;
+  std::vector<int> data_req(nt, -1), grad_req(nt, -1);
+  auto is_arena = [&](int t) { return !g.is_const(t) && producer[static_cast<std::size_t>(t)] >= 0; };
+  for (std::size_t t = 0; t < nt; ++t) {
+    if (root[t] != static_cast<int>(t) || !is_arena(static_cast<int>(t))) continue;
+    const int def = fstep[static_cast<std::size_t>(producer[t])];
+    if (def < 0) continue;  // produced by a view of nothing in the arena
+    data_req[t] = static_cast<int>(reqs.size());
+    reqs.push_back(Request{m.tbytes(static_cast<int>(t)), def, spec.keep_all ? end : def});
+  }
+  auto extend = [&](int t, int until) {
+    if (t < 0) return;
+    const int r = data_req[static_cast<std::size_t>(root[static_cast<std::size_t>(t)])];
+    if (r >= 0) reqs[static_cast<std::size_t>(r)].end = std::max(reqs[static_cast<std::size_t>(r)].end, until);
+  };
+  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+    if (fstep[i] >= 0)
+      for (int t : g.nodes[i].in) extend(t, fstep[i]);
+    if (bstep[i] >= 0) {
+      for (std::size_t s = 0; s < g.nodes[i].in.size(); ++s)
+        if (schema[i]->saved_in >> s & 1u) extend(g.nodes[i].in[s], bstep[i]);
+      for (std::size_t s = 0; s < g.nodes[i].out.size(); ++s)
+        if (schema[i]->saved_out >> s & 1u) extend(g.nodes[i].out[s], bstep[i]);
+    }
+  }
+  for (int t : g.outputs) extend(t, end);
+  if (spec.training) {
+    extend(spec.loss, end);
+    // Gradient buffers (parameters' are persistent): from the first contribution to the
+    // backward step of the node that produced the tensor (which reads it).
+    for (const auto& c : contribs) {
+      const auto gr = static_cast<std::size_t>(groot[static_cast<std::size_t>(c.tensor)]);
+      if (param_index[gr] >= 0) continue;
+      if (grad_req[gr] < 0) {
+        grad_req[gr] = static_cast<int>(reqs.size());
+        reqs.push_back(Request{m.tbytes(static_cast<int>(gr)), c.step, spec.keep_all ? end : c.step});
+      }
+    }
+    for (std::size_t t = 0; t < nt; ++t) {
+      const int r = grad_req[static_cast<std::size_t>(groot[t])];
+      if (r < 0 || !need[t]) continue;
+      const int p = producer[t];
+      const int until = p < 0 ? end : bstep[static_cast<std::size_t>(p)] >= 0 ? bstep[static_cast<std::size_t>(p)] : end;
+      reqs[static_cast<std::size_t>(r)].end = std::max(reqs[static_cast<std::size_t>(r)].end, until);
+    }
+  }
+  // Temporaries for contributions that are added.
+  std::vector<int> temp_req(contribs.size(), -1);
+  for (std::size_t k = 0; k < contribs.size(); ++k)
+    if (!contribs[k].direct && !(contribs[k].node >= 0 && schema[static_cast<std::size_t>(contribs[k].node)]->view)) {
+      temp_req[k] = static_cast<int>(reqs.size());
+      reqs.push_back(Request{m.tbytes(contribs[k].tensor), contribs[k].step, contribs[k].step});
+    }
+  for (auto& r : reqs) r.bytes = round_up(r.bytes);
+  if (spec.keep_all) {
+    std::size_t at = 0;
+    for (auto& r : reqs) r.offset = at, at += r.bytes;
+    arena_bytes_ = static_cast<std::int64_t>(at);
+  } else {
+    arena_bytes_ = static_cast<std::int64_t>(place(reqs));
+  }
+  m.arena = Buffer(static_cast<std::size_t>(arena_bytes_));
+
+  for (std::size_t t = 0; t < nt; ++t)
+    if (data_req[t] >= 0) m.data[t] = m.arena.p + reqs[static_cast<std::size_t>(data_req[t])].offset;
+  for (std::size_t t = 0; t < nt; ++t)
+    if (!m.data[t] && root[t] != static_cast<int>(t)) m.data[t] = m.data[static_cast<std::size_t>(root[t])];
+  if (spec.training) {
+    for (std::size_t k = 0; k < spec.params.size(); ++k) {
+      m.pgrad.emplace_back(m.tbytes(spec.params[k]));
+      persistent_bytes_ += static_cast<std::int64_t>(m.pgrad.back().n);
+      m.grad[static_cast<std::size_t>(spec.params[k])] = m.pgrad.back().p;
+    }
+    for (std::size_t t = 0; t < nt; ++t)
+      if (grad_req[t] >= 0) m.grad[t] = m.arena.p + reqs[static_cast<std::size_t>(grad_req[t])].offset;
+    for (std::size_t t = 0; t < nt; ++t)
+      if (need[t] && groot[t] != static_cast<int>(t)) m.grad[t] = m.grad[static_cast<std::size_t>(groot[t])];
+    m.loss_grad = m.grad[static_cast<std::size_t>(spec.loss)];
+  }
+
+  // Kernels, over the planned buffers.
+  m.kernels.resize(g.nodes.size());
+  std::map<std::pair<int, std::size_t>, std::size_t> contrib_of;  // (node, slot) -> contribution
+  for (std::size_t k = 0; k < contribs.size(); ++k)
+    if (contribs[k].node >= 0) contrib_of[{contribs[k].node, contribs[k].slot}] = k;
+  auto temp_ptr = [&](std::size_t k) { return static_cast<void*>(m.arena.p + reqs[static_cast<std::size_t>(temp_req[k])].offset); };
+  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    if (schema[i]->view) continue;
+    NodeProblem p;
+    p.node = &n;
+    p.opset = g.opset;
+    p.training = spec.training;
+    p.params = spec.point;
+    auto view = [&](int t, void* d) {
+      TensorView v;
+      if (t >= 0) {
+        v.dtype = g.info(t).dtype;
+        v.shape = &g.tensors[static_cast<std::size_t>(t)].shape;
+        v.data = d;
+      }
+      return v;
+    };
+    for (std::size_t s = 0; s < n.in.size(); ++s) {
+      const int t = n.in[s];
+      p.in.push_back(view(t, t >= 0 ? m.data[static_cast<std::size_t>(t)] : nullptr));
+      p.const_in.push_back(g.is_const(t));
+    }
+    for (int t : n.out) p.out.push_back(view(t, t >= 0 ? m.data[static_cast<std::size_t>(t)] : nullptr));
+    if (spec.training && bstep[i] >= 0) {
+      for (std::size_t s = 0; s < n.in.size(); ++s) {
+        auto it = contrib_of.find({static_cast<int>(i), s});
+        if (it == contrib_of.end()) {
+          p.din.push_back(view(n.in[s], nullptr));
+          continue;
+        }
+        const std::size_t k = it->second;
+        const int t = n.in[s];
+        p.din.push_back(view(t, contribs[k].direct ? m.grad[static_cast<std::size_t>(t)] : temp_ptr(k)));
+      }
+      for (int t : n.out) p.dout.push_back(view(t, t >= 0 && need[static_cast<std::size_t>(t)] ? m.grad[static_cast<std::size_t>(t)] : nullptr));
+    }
+    std::string impl;
+    if (!spec.double_precision && spec.backend && spec.backend->make_node_kernel) {
+      m.kernels[i] = spec.backend->make_node_kernel(p, spec.threads);
+      if (!m.kernels[i]) impl = "reference (fallback)";
+    }
+    if (!m.kernels[i]) {
+      m.kernels[i] = make_reference_node_kernel(p, spec.double_precision);
+      if (impl.empty()) impl = m.kernels[i]->impl();
+    } else {
+      impl = m.kernels[i]->impl();
+    }
+    Step& fs = steps_[static_cast<std::size_t>(fstep[i])];
+    fs.impl = impl;
+    fs.flops = schema[i]->flops ? schema[i]->flops(p, false) : 0;
+    Impl::Run fr;
+    fr.node = static_cast<int>(i);
+    fr.kernel = m.kernels[i].get();
+    m.fwd.push_back(std::move(fr));
+    if (bstep[i] >= 0) {
+      Step& bs = steps_[static_cast<std::size_t>(bstep[i])];
+      bs.impl = impl;
+      bs.flops = schema[i]->flops ? schema[i]->flops(p, true) : 0;
+    }
+  }
+  if (spec.training) {
+    // Backward runs in schedule order; each carries its additions.
+    std::vector<Impl::Run> runs(static_cast<std::size_t>(end));
+    for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+      if (bstep[i] < 0) continue;
+      Impl::Run& r = runs[static_cast<std::size_t>(bstep[i])];
+      r.node = static_cast<int>(i);
+      if (schema[i]->view) {
+        // A view whose input gets several gradients: its own is handed over by a copy or an add.
+        const int x = g.nodes[i].in[0], y = g.nodes[i].out[0];
+        const std::size_t k = contrib_of.at({static_cast<int>(i), 0});
+        r.copy_from = m.grad[static_cast<std::size_t>(y)];
+        r.copy_to = m.grad[static_cast<std::size_t>(x)];
+        r.copy_adds = !contribs[k].direct;
+        r.copy_n = numel(g.info(x).shape);
+        steps_[static_cast<std::size_t>(bstep[i])].impl = "d500 (view gradient)";
+        continue;
+      }
+      r.kernel = m.kernels[i].get();
+    }
+    for (std::size_t k = 0; k < contribs.size(); ++k) {
+      const auto& c = contribs[k];
+      if (c.direct || c.node < 0 || schema[static_cast<std::size_t>(c.node)]->view) continue;
+      runs[static_cast<std::size_t>(c.step)].adds.push_back(
+          Impl::Add{m.grad[static_cast<std::size_t>(c.tensor)], temp_ptr(k), numel(g.info(c.tensor).shape)});
+    }
+    for (int s = seed_step + 1; s < end; ++s) m.bwd.push_back(std::move(runs[static_cast<std::size_t>(s)]));
+  }
+}
+
+GraphExecutor::~GraphExecutor() = default;
+
+void GraphExecutor::forward(int micro) {
+  Impl& m = *impl_;
+  if (m.spec.micro_batches > 1)
+    for (std::size_t k = 0; k < m.inputs_cur.size(); ++k)
+      std::memcpy(m.inputs_cur[k].p, m.inputs_all[k].p + static_cast<std::size_t>(micro) * m.inputs_cur[k].n, m.inputs_cur[k].n);
+  std::int64_t* slot = slots_;
+  for (const auto& r : m.fwd) {
+    const std::int64_t t0 = slot ? now_ns() : 0;
+    r.kernel->forward();
+    if (slot) *slot++ += now_ns() - t0;
+  }
+}
+
+void GraphExecutor::backward(int micro) {
+  Impl& m = *impl_;
+  const int micros = std::max(1, m.spec.micro_batches);
+  std::int64_t* slot = slots_ ? slots_ + m.fwd.size() : nullptr;
+  std::int64_t t0 = slot ? now_ns() : 0;
+  if (micro == 0 && micros > 1)
+    for (auto& b : m.pgrad) std::memset(b.p, 0, b.n);
+  if (m.fsz == 8) *static_cast<double*>(m.loss_grad) = 1.0 / micros;
+  else *static_cast<float*>(m.loss_grad) = 1.0f / static_cast<float>(micros);
+  if (slot) *slot++ += now_ns() - t0;
+  for (const auto& r : m.bwd) {
+    if (slot) t0 = now_ns();
+    if (r.kernel) {
+      r.kernel->backward();
+    } else if (r.copy_adds) {
+      m.add(r.copy_to, r.copy_from, r.copy_n);
+    } else {
+      std::memcpy(r.copy_to, r.copy_from, static_cast<std::size_t>(r.copy_n) * m.fsz);
+    }
+    for (const auto& a : r.adds) m.add(a.target, a.temp, a.n);
+    if (slot) *slot++ += now_ns() - t0;
+  }
+}
+
+std::vector<double> GraphExecutor::output(std::size_t i) {
+  const int t = impl_->g.outputs.at(i);
+  return impl_->read_all(t, impl_->data[static_cast<std::size_t>(t)]);
+}
+
+std::vector<double> GraphExecutor::gradient(std::size_t k) {
+  const int t = impl_->spec.params.at(k);
+  return impl_->read_all(t, impl_->pgrad.at(k).p);
+}
+
+std::vector<double> GraphExecutor::tensor(int t) {
+  const void* p = impl_->data[static_cast<std::size_t>(t)];
+  return p ? impl_->read_all(t, p) : std::vector<double>{};
+}
+
+void* GraphExecutor::param_data(std::size_t k) { return impl_->data[static_cast<std::size_t>(impl_->spec.params.at(k))]; }
+void* GraphExecutor::param_grad(std::size_t k) { return impl_->pgrad.at(k).p; }
+
+void GraphExecutor::constants_changed() {
+  for (auto& k : impl_->kernels)
+    if (k) k->constants_changed();
+}
+
+std::string GraphExecutor::describe() const {
+  const Impl& m = *impl_;
+  std::string b = m.spec.double_precision ? "reference in double (yardstick)"
+                  : m.spec.backend        ? m.spec.backend->name
+                                          : "reference";
+  return "d500 graph executor on " + b + ": " + std::to_string(m.fwd.size()) + " forward and " + std::to_string(m.bwd.size()) +
+         " backward steps, " + std::to_string(arena_bytes_) + " bytes planned";
+}
+
+}  // namespace d500

@@ -1,0 +1,89 @@
+#pragma once
+// d500's graph executor: runs a Graph node by node on one backend's kernels (the reference where
+// the backend has none), for inference or a training step (forward, then backpropagation in
+// reverse topological order). Everything is prepared once, untimed: kernels and their
+// primitives, and one memory plan -- activations, gradients and temporaries placed in a single
+// arena by their lifetimes over the step (a buffer is reused once its tensor is dead; forward
+// tensors the backward pass reads stay alive until then). Views (Reshape, Flatten, ...) share
+// their input's storage. A tensor used by several nodes gets the sum of their gradients: the
+// first contribution writes its buffer, later ones are added to it.
+//
+// With double_precision the same executor runs the reference kernels in double: the yardstick
+// every executor's outputs and gradients are validated against.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/graph.hpp"
+#include "backends/registry.hpp"
+
+namespace d500 {
+
+struct ExecutorSpec {
+  const Graph* graph = nullptr;
+  const BackendInfo* backend = nullptr;  // nullptr: the reference backend
+  bool training = false;
+  int loss = -1;                 // training: a scalar float tensor
+  std::vector<int> params;       // training: float constants whose gradients are wanted
+  // Per graph input (graph.inputs order): every micro-batch's data, one after another; float
+  // inputs as float32 (converted for the yardstick).
+  std::vector<const void*> inputs;
+  int micro_batches = 1;
+  int threads = 1;
+  bool double_precision = false;
+  bool keep_all = false;         // no buffer reuse: every tensor stays readable (diagnosis)
+  const Params* point = nullptr;  // the point's parameters, handed to the backend's kernels
+};
+
+class GraphExecutor final : public GraphRunner {
+ public:
+  explicit GraphExecutor(const ExecutorSpec& spec);
+  ~GraphExecutor() override;
+  GraphExecutor(const GraphExecutor&) = delete;
+  GraphExecutor& operator=(const GraphExecutor&) = delete;
+
+  void forward(int micro) override;
+  void backward(int micro) override;
+  std::vector<double> output(std::size_t i) override;
+  std::vector<double> gradient(std::size_t k) override;
+  std::string describe() const override;
+  // Any tensor's current value (keep_all makes every one readable after a step); empty when the
+  // tensor has no storage.
+  std::vector<double> tensor(int t);
+
+  // One timed step of the schedule: a node's forward or backward pass, or the loss's seed.
+  struct Step {
+    int node = -1;  // index into graph->nodes; -1: seeding the loss gradient
+    bool backward = false;
+    std::string impl;  // what computed it: "onednn convolution", "reference", "reference (fallback)"
+    double flops = 0;
+  };
+  const std::vector<Step>& steps() const { return steps_; }
+  // When set, each step's duration (ns) of the coming forward/backward calls is added to
+  // slots[step index]: one int64 per step, preallocated by the caller.
+  void time_steps(std::int64_t* slots) { slots_ = slots; }
+  std::int64_t arena_bytes() const { return arena_bytes_; }      // planned activations and gradients
+  std::int64_t persistent_bytes() const { return persistent_bytes_; }  // weights, inputs, parameter gradients
+  // The optimizer's view (level 2): a parameter's storage and gradient, in the executor's float type.
+  void* param_data(std::size_t k);
+  void* param_grad(std::size_t k);
+  void constants_changed();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::vector<Step> steps_;
+  std::int64_t* slots_ = nullptr;
+  std::int64_t arena_bytes_ = 0, persistent_bytes_ = 0;
+};
+
+// The runner of a point on `backend`: the backend's own executor of whole graphs when it is one
+// (libtorch-native), else d500's executor on its kernels.
+std::unique_ptr<GraphRunner> make_runner(const BackendInfo& backend, const RunnerSpec& spec, const Params* point = nullptr);
+
+// What gets gradients in a training step: for each tensor, whether the loss depends on it
+// through differentiable inputs and it depends on a parameter.
+std::vector<bool> tensors_needing_gradients(const Graph& g, int loss, const std::vector<int>& params);
+
+}  // namespace d500
