@@ -71,10 +71,22 @@ PointRow summarize_point(const PointResult& p, const JobResult& j, double confid
   std::vector<std::int64_t> worst(seen.size(), 0);
   std::vector<std::vector<double>> per_rank(static_cast<std::size_t>(std::max(j.ranks, 0)));
   std::set<int> warm;
+  // Other phases (a training step's forward and backward): per repetition, the slowest rank.
+  std::map<int, std::vector<std::int64_t>> phase_worst;
+  std::map<int, std::vector<int>> phase_seen;
   for (const auto& s : p.samples) {
     if (s.rep < 0 || s.rep >= total_reps || s.rank < 0 || s.rank >= j.ranks) continue;
     if (s.warmup) {
       warm.insert(s.rep);
+      continue;
+    }
+    if (s.phase != static_cast<std::uint8_t>(Phase::Op)) {
+      auto& w = phase_worst[s.phase];
+      auto& n = phase_seen[s.phase];
+      w.resize(seen.size(), 0);
+      n.resize(seen.size(), 0);
+      w[static_cast<std::size_t>(s.rep)] = std::max(w[static_cast<std::size_t>(s.rep)], s.end_ns - s.start_ns);
+      n[static_cast<std::size_t>(s.rep)]++;
       continue;
     }
     const auto d = s.end_ns - s.start_ns;
@@ -88,6 +100,40 @@ PointRow summarize_point(const PointResult& p, const JobResult& j, double confid
     else if (seen[rep] > 0) ++r.reps_incomplete;
   }
   r.time = stats::summarize(r.costs, confidence);
+  for (const auto& [ph, w] : phase_worst) {
+    std::vector<double> v;
+    for (std::size_t rep = 0; rep < w.size(); ++rep)
+      if (phase_seen[ph][rep] == j.ranks) v.push_back(static_cast<double>(w[rep]) * 1e-9);
+    r.phases.push_back({phase_name(static_cast<Phase>(ph)), stats::summarize(v, confidence)});
+  }
+  r.work_items = p.work_items;
+  r.facts = p.facts;
+  if (!p.steps.empty()) {
+    // Per step: per timed repetition the slowest rank, then the median over repetitions.
+    const std::size_t n = p.steps.size();
+    std::vector<std::vector<std::int64_t>> worst_of(n, std::vector<std::int64_t>(static_cast<std::size_t>(std::max(total_reps, 0)), -1));
+    for (const auto& t : p.step_times)
+      if (t.step >= 0 && static_cast<std::size_t>(t.step) < n && t.rep >= p.warmups && t.rep < total_reps)
+        worst_of[static_cast<std::size_t>(t.step)][static_cast<std::size_t>(t.rep)] =
+            std::max(worst_of[static_cast<std::size_t>(t.step)][static_cast<std::size_t>(t.rep)], t.ns);
+    std::vector<PointRow::StepCost> all;
+    for (std::size_t k = 0; k < n; ++k) {
+      std::vector<double> v;
+      for (auto x : worst_of[k])
+        if (x >= 0) v.push_back(static_cast<double>(x) * 1e-9);
+      PointRow::StepCost c{p.steps[k].name, p.steps[k].op, p.steps[k].direction, p.steps[k].impl, stats::median(v), 0, 0};
+      c.gflops = c.median_s > 0 ? p.steps[k].flops / c.median_s / 1e9 : 0;
+      r.steps_total_s += c.median_s;
+      if (c.impl == "reference (fallback)") r.fallback_share += c.median_s;
+      all.push_back(c);
+    }
+    for (auto& c : all) c.share = r.steps_total_s > 0 ? c.median_s / r.steps_total_s : 0;
+    if (r.steps_total_s > 0) r.fallback_share /= r.steps_total_s;
+    std::stable_sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.median_s > b.median_s; });
+    r.steps = static_cast<int>(n);
+    all.resize(std::min<std::size_t>(all.size(), 10));
+    r.top_steps = std::move(all);
+  }
   r.mean = stats::mean_t_interval(r.costs, confidence);
   r.normality = stats::anderson_darling(r.costs);
   r.outliers = stats::tukey_outliers(r.costs);
@@ -100,12 +146,13 @@ PointRow summarize_point(const PointResult& p, const JobResult& j, double confid
   for (const auto& e : p.events)
     if (e.rank == 0) r.curve.push_back({static_cast<double>(e.time_ns) * 1e-9, e.accuracy});
   if (p.tta_target > 0) r.tta_s = time_to_target(p.events, p.tta_target, p.tta_budget_s);
-  r.work = static_cast<double>(p.rate_unit == "GFLOP/s" ? p.work_flops : p.work_bytes);
+  r.work = static_cast<double>(p.rate_unit == "GFLOP/s" ? p.work_flops : p.rate_unit == "samples/s" ? p.work_items : p.work_bytes);
+  const double unit = p.rate_unit == "samples/s" ? 1 : 1e9;
   if (r.time.n > 0 && r.time.median > 0) {
-    r.rate = r.work / r.time.median / 1e9;
+    r.rate = r.work / r.time.median / unit;
     if (r.time.has_ci) {
-      r.rate_lo = r.work / r.time.hi / 1e9;
-      r.rate_hi = r.work / r.time.lo / 1e9;
+      r.rate_lo = r.work / r.time.hi / unit;
+      r.rate_hi = r.work / r.time.lo / unit;
     }
   }
   return r;

@@ -3,6 +3,7 @@
 // point, compares backends and scaling series, and summarises time to accuracy. The outputs
 // (console, Markdown, HTML, CSV, JSON) are reporters (reporters.hpp) over this summary.
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,25 @@ struct PointRow {
   std::int64_t eval_interval_steps = 0;
   std::vector<std::pair<double, double>> curve;  // (seconds, accuracy)
   double tta_s = 0;                              // +infinity when the target was missed
+  // Phases of a repetition other than the whole (training: forward, backward), each summarised
+  // as the whole is: per timed repetition the slowest rank's duration.
+  struct PhaseTime {
+    std::string phase;
+    stats::Summary time;
+  };
+  std::vector<PhaseTime> phases;
+  // Level 1 on d500's executor: the steps that cost most (median over timed repetitions of the
+  // slowest rank's duration), their share of the summed step medians, and what computed them.
+  struct StepCost {
+    std::string name, op, direction, impl;
+    double median_s = 0, share = 0, gflops = 0;
+  };
+  std::vector<StepCost> top_steps;
+  double steps_total_s = 0;       // the medians of every step, added
+  double fallback_share = 0;      // of that, the steps the backend left to the reference
+  int steps = 0;
+  std::int64_t work_items = 0;    // samples per repetition (rate unit samples/s)
+  std::map<std::string, Value> facts;  // network.*, executor*, memory.* as recorded
 };
 
 // One training configuration across its runs (points that differ only in seed).

@@ -1,8 +1,13 @@
 #include "backends/kernel.hpp"
 
+#include <algorithm>
+#include <cmath>
+
 #include "common/error.hpp"
 
 namespace d500 {
+
+double float_tolerance(double terms) { return 1e-6 * std::max(10.0, 4.0 * std::sqrt(std::max(terms, 1.0))); }
 
 std::int64_t Tensor::numel() const {
   std::int64_t n = 1;

@@ -55,6 +55,11 @@ class OpKernel {
   virtual void finish() {}
 };
 
+// Tolerance for float32 results of sums of `terms` products of O(1) values: the rounding error
+// of a float sum grows about like sqrt(terms) * 2^-24 when errors are random, with room for
+// reassociation (blocking, Winograd-free direct algorithms). Levels 0 and 1 validate with it.
+double float_tolerance(double terms);
+
 // The shapes of a problem of each operator, read from its parameters (one meaning for all).
 ConvShape conv_shape(const OpProblem& p);
 PoolShape pool_shape(const OpProblem& p);

@@ -13,6 +13,8 @@
 #include "d500/version.hpp"
 #include "launch/local.hpp"
 #include "launch/slurm.hpp"
+#include "backends/graph_ops.hpp"
+#include "networks/builtin.hpp"
 #include "networks/conformance.hpp"
 #include "plan/plan.hpp"
 #include "reporters.hpp"
@@ -38,6 +40,8 @@ const Subcommand kSubcommands[] = {
     {"check", "validate results files against the schema; say what is wrong, where"},
     {"backends", "list the backends d500 knows, with library versions and availability"},
     {"workloads", "list the workloads and their parameters"},
+    {"networks", "list the built-in networks with their parameters, parameter count and FLOPs per sample"},
+    {"export-network", "write a built-in network as an ONNX file (-o FILE.onnx)"},
     {"onnx-test", "run ONNX backend-test cases (model.onnx + test_data_set_N) on a backend; pass/fail per case and operator"},
     {"version", "print the d500 version and commit"},
 };
@@ -172,6 +176,30 @@ int cmd_workloads() {
   return 0;
 }
 
+int cmd_networks() {
+  std::cout << "built-in networks (weights seeded per network; FLOPs count multiply-adds twice, per sample, at batch 1):\n";
+  for (const auto& n : builtin_networks()) {
+    const NetworkFacts f = network_facts(load_builtin_network(n.name, LoadOptions{1, {}}));
+    std::cout << "  " << n.name << ": " << n.description << "\n      input " << n.input << "; " << fmt_sig(static_cast<double>(f.params) / 1e6, 4)
+              << " M parameters (" << fmt_bytes(f.weight_bytes) << " of weights); " << fmt_sig(f.forward_flops / 1e9, 4)
+              << " GFLOP forward, " << fmt_sig(f.training_flops / 1e9, 4) << " GFLOP a training step; " << f.nodes
+              << " nodes\n      operators: " << join(f.ops, ", ") << "\n";
+  }
+  std::cout << "A campaign names one with network = \"NAME\", or the path of an .onnx file. d500 runs these operators (opsets "
+            << kMinOpset << "-" << kMaxOpset << "; older models are upgraded by ONNX's version converter):\n  " << supported_ops_text() << "\n";
+  return 0;
+}
+
+int cmd_export_network(const std::string& name, const std::string& out) {
+  if (out.empty()) throw Error("export-network: give the file to write with -o FILE.onnx");
+  refuse_control_chars(out, "the output file (-o)");
+  const std::string bytes = builtin_network_onnx(name);
+  write_file_atomic(out, bytes);
+  std::cout << "wrote " << out << " (" << fmt_bytes(static_cast<std::int64_t>(bytes.size())) << ", ONNX opset " << kMaxOpset
+            << ", batch axis symbolic 'N')\n";
+  return 0;
+}
+
 int cmd_onnx_test(const std::vector<std::string>& dirs, const std::string& backend, int threads) {
   const BackendInfo* b = find_backend(backend);
   std::vector<std::string> names;
@@ -231,6 +259,9 @@ int main(int argc, char** argv) {
   sub["onnx-test"]->add_option("dirs", test_dirs, "case directories, or directories of them (e.g. /usr/share/libonnx-testdata/data/node)")->required();
   sub["onnx-test"]->add_option("--backend", test_backend, "backend whose kernels (or own executor) run the cases (default reference)");
   sub["onnx-test"]->add_option("--threads", test_threads, "threads for the backend's library (default 1)");
+  std::string export_name, export_out;
+  sub["export-network"]->add_option("name", export_name, "a built-in network (see d500 networks)")->required();
+  sub["export-network"]->add_option("-o,--output", export_out, "the .onnx file to write")->required();
   CLI11_PARSE(app, argc, argv);
   if (app.get_subcommands().empty()) {  // plain `d500`: what it is and what it can do
     std::cout << version << "\n" << app.help();
@@ -250,6 +281,8 @@ int main(int argc, char** argv) {
     if (sub["cancel"]->parsed()) return slurm_cancel(dir, std::cout), 0;
     if (sub["backends"]->parsed()) return cmd_backends();
     if (sub["workloads"]->parsed()) return cmd_workloads();
+    if (sub["networks"]->parsed()) return cmd_networks();
+    if (sub["export-network"]->parsed()) return cmd_export_network(export_name, export_out);
     if (sub["onnx-test"]->parsed()) return cmd_onnx_test(test_dirs, test_backend, test_threads);
     if (sub["version"]->parsed()) {
       std::cout << "d500 " << kVersion << " (" << kGitCommit << ")\n";

@@ -60,6 +60,23 @@ struct Event {
 struct Work {
   std::int64_t flops = 0;
   std::int64_t bytes = 0;
+  std::int64_t items = 0;  // samples of a batch processed (networks: the rate is samples/s)
+};
+
+// Where a repetition's time goes, step by step (level 1: d500's graph executor runs a node's
+// forward or backward pass per step). Durations are measured inside the timed repetitions, one
+// clock read before and after each step, into preallocated memory.
+struct StepInfo {
+  std::string name;       // the node's name
+  std::string op;         // its operator
+  std::string direction;  // forward, backward, or seed (the loss gradient)
+  std::string impl;       // what computed it: "onednn convolution", "reference (fallback)"
+  double flops = 0;       // of one run of the step
+};
+struct StepTimes {
+  std::vector<StepInfo> steps;
+  int repetitions = 0;         // warm-ups included, in repetition order
+  std::vector<std::int64_t> ns;  // repetitions x steps: this rank's duration of each step
 };
 
 inline std::int64_t now_ns() {
@@ -74,6 +91,7 @@ class Recorder {
   explicit Recorder(std::size_t capacity) : buf_(capacity) {}
   void record(const Sample& s) { buf_[n_++] = s; }
   bool full() const { return n_ == buf_.size(); }
+  std::size_t room() const { return buf_.size() - n_; }
   std::span<const Sample> pending() const { return {buf_.data(), n_}; }
   void clear() { n_ = 0; }
 

@@ -53,6 +53,17 @@ std::vector<bool> tensors_needing_gradients(const Graph& g, int loss, const std:
   return need;
 }
 
+std::vector<int> trainable_params(const Graph& g, int loss) {
+  std::vector<int> candidates;
+  for (int t : g.initializers)
+    if (g.info(t).dtype == DType::F32) candidates.push_back(t);
+  const std::vector<bool> need = tensors_needing_gradients(g, loss, candidates);
+  std::vector<int> params;
+  for (int t : candidates)
+    if (need[static_cast<std::size_t>(t)]) params.push_back(t);
+  return params;
+}
+
 namespace {
 
 constexpr std::size_t kAlign = 64;

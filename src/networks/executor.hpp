@@ -85,5 +85,8 @@ std::unique_ptr<GraphRunner> make_runner(const BackendInfo& backend, const Runne
 // What gets gradients in a training step: for each tensor, whether the loss depends on it
 // through differentiable inputs and it depends on a parameter.
 std::vector<bool> tensors_needing_gradients(const Graph& g, int loss, const std::vector<int>& params);
+// The weights a training step updates: the model's float initializers that get a gradient
+// (running statistics and class weights, which none of their consumers differentiates, do not).
+std::vector<int> trainable_params(const Graph& g, int loss);
 
 }  // namespace d500

@@ -177,4 +177,37 @@ Handle event_mem_type() {
   return t;
 }
 
+namespace {
+Handle fixed_string(std::size_t n) {
+  Handle t(check(H5Tcopy(H5T_C_S1), "H5Tcopy", "string type"), H5Tclose);
+  check(H5Tset_size(t, n), "H5Tset_size", "string type");
+  check(H5Tset_strpad(t, H5T_STR_NULLPAD), "H5Tset_strpad", "string type");
+  return t;
+}
+}  // namespace
+
+Handle step_mem_type() {
+  Handle t(check(H5Tcreate(H5T_COMPOUND, sizeof(StepRow)), "H5Tcreate", "step type"), H5Tclose);
+  auto add = [&](const char* n, std::size_t off, hid_t ty) { check(H5Tinsert(t, n, off, ty), "H5Tinsert", n); };
+  add("index", offsetof(StepRow, index), H5T_NATIVE_INT32);
+  const Handle name = fixed_string(sizeof(StepRow::name)), op = fixed_string(sizeof(StepRow::op)),
+               dir = fixed_string(sizeof(StepRow::direction)), impl = fixed_string(sizeof(StepRow::impl));
+  add("name", offsetof(StepRow, name), name);
+  add("op", offsetof(StepRow, op), op);
+  add("direction", offsetof(StepRow, direction), dir);
+  add("impl", offsetof(StepRow, impl), impl);
+  add("flops", offsetof(StepRow, flops), H5T_NATIVE_DOUBLE);
+  return t;
+}
+
+Handle step_time_mem_type() {
+  Handle t(check(H5Tcreate(H5T_COMPOUND, sizeof(StepTimeRow)), "H5Tcreate", "step time type"), H5Tclose);
+  auto add = [&](const char* n, std::size_t off, hid_t ty) { check(H5Tinsert(t, n, off, ty), "H5Tinsert", n); };
+  add("rank", offsetof(StepTimeRow, rank), H5T_NATIVE_INT32);
+  add("rep", offsetof(StepTimeRow, rep), H5T_NATIVE_INT32);
+  add("step", offsetof(StepTimeRow, step), H5T_NATIVE_INT32);
+  add("ns", offsetof(StepTimeRow, ns), H5T_NATIVE_INT64);
+  return t;
+}
+
 }  // namespace d500::h5

@@ -92,4 +92,22 @@ std::vector<Row> read_rows(hid_t parent, const char* name, hid_t type, const std
 Handle sample_mem_type(bool with_phase = true);
 Handle event_mem_type();
 
+// Level 1's per-step records (schema version 3): the step table, one row per step of the
+// executor's schedule (fixed-length, NUL-padded strings, longer ones cut), and each rank's
+// duration of each step in each repetition.
+struct StepRow {
+  std::int32_t index;
+  char name[128];
+  char op[32];
+  char direction[16];
+  char impl[64];
+  double flops;
+};
+struct StepTimeRow {
+  std::int32_t rank, rep, step;
+  std::int64_t ns;
+};
+Handle step_mem_type();
+Handle step_time_mem_type();
+
 }  // namespace d500::h5

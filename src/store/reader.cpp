@@ -66,8 +66,12 @@ PointResult read_point(hid_t file, const std::string& id, const std::string& pat
   }
   std::vector<std::string> attrs;
   h5::check(H5Aiterate2(g, H5_INDEX_NAME, H5_ITER_INC, nullptr, collect_attr_names, &attrs), "H5Aiterate2", what);
-  for (const auto& n : attrs)
+  for (const auto& n : attrs) {
     if (n.rfind("param.", 0) == 0) p.params[n.substr(6)] = h5::read_attr_value(g, n, what);
+    if (n.rfind("network.", 0) == 0 || n.rfind("memory.", 0) == 0 || n.rfind("executor", 0) == 0)
+      p.facts[n] = h5::read_attr_value(g, n, what);
+  }
+  if (h5::has_attr(g, "work_items")) p.work_items = h5::read_attr_int(g, "work_items", what);
   if (h5::has_attr(g, "tta_target")) {
     p.tta_target = h5::read_attr_double(g, "tta_target", what);
     p.tta_budget_s = h5::read_attr_double(g, "tta_budget_s", what);
@@ -83,6 +87,14 @@ PointResult read_point(hid_t file, const std::string& id, const std::string& pat
   if (H5Lexists(g, "events", H5P_DEFAULT) > 0) p.events = h5::read_rows<Event>(g, "events", h5::event_mem_type(), what);
   if (H5Lexists(g, "samples", H5P_DEFAULT) > 0)
     p.samples = h5::read_rows<Sample>(g, "samples", h5::sample_mem_type(has_phase_column(g, what)), what);
+  if (H5Lexists(g, "steps", H5P_DEFAULT) > 0) {
+    auto field = [](const char* c, std::size_t n) { return std::string(c, strnlen(c, n)); };
+    for (const auto& r : h5::read_rows<h5::StepRow>(g, "steps", h5::step_mem_type(), what))
+      p.steps.push_back(StepInfo{field(r.name, sizeof r.name), field(r.op, sizeof r.op), field(r.direction, sizeof r.direction),
+                                 field(r.impl, sizeof r.impl), r.flops});
+    for (const auto& r : h5::read_rows<h5::StepTimeRow>(g, "step_times", h5::step_time_mem_type(), what))
+      p.step_times.push_back(PointResult::StepTime{r.rank, r.rep, r.step, r.ns});
+  }
   return p;
 }
 

@@ -1,5 +1,6 @@
 #pragma once
 // Reads results files (serially, without MPI): what analysis, report and check are built on.
+#include <map>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,17 @@ struct PointResult {
   std::vector<Event> events;                  // training curves (levels 2, 3); may be empty
   double tta_target = 0, tta_budget_s = 0;    // when the point has a time-to-accuracy target
   std::int64_t eval_interval_steps = 0;
+  // Level 1 (schema version 3): samples per repetition (the rate is samples/s), the network's,
+  // executor's and memory plan's attributes (network.*, executor*, memory.*), and the
+  // executor's steps with each rank's time in each.
+  std::int64_t work_items = 0;
+  std::map<std::string, Value> facts;
+  std::vector<StepInfo> steps;
+  struct StepTime {
+    std::int32_t rank, rep, step;
+    std::int64_t ns;
+  };
+  std::vector<StepTime> step_times;
 };
 
 struct JobResult {

@@ -36,6 +36,37 @@ std::string bcast_string(std::string s, MPI_Comm comm) {
   mpi_check(MPI_Bcast(s.data(), static_cast<int>(n), MPI_CHAR, 0, comm), "MPI_Bcast", "an attribute value");
   return s;
 }
+
+// Rank 0's value, on every rank.
+Value bcast_value(const Value& v, MPI_Comm comm) {
+  int kind = static_cast<int>(v.index());
+  mpi_check(MPI_Bcast(&kind, 1, MPI_INT, 0, comm), "MPI_Bcast", "an attribute value");
+  switch (kind) {
+    case 0: {
+      long long x = std::holds_alternative<std::int64_t>(v) ? std::get<std::int64_t>(v) : 0;
+      mpi_check(MPI_Bcast(&x, 1, MPI_LONG_LONG, 0, comm), "MPI_Bcast", "an attribute value");
+      return Value{static_cast<std::int64_t>(x)};
+    }
+    case 1: {
+      double x = std::holds_alternative<double>(v) ? std::get<double>(v) : 0;
+      mpi_check(MPI_Bcast(&x, 1, MPI_DOUBLE, 0, comm), "MPI_Bcast", "an attribute value");
+      return Value{x};
+    }
+    case 2: {
+      int x = std::holds_alternative<bool>(v) && std::get<bool>(v) ? 1 : 0;
+      mpi_check(MPI_Bcast(&x, 1, MPI_INT, 0, comm), "MPI_Bcast", "an attribute value");
+      return Value{x != 0};
+    }
+    default:
+      return Value{bcast_string(std::holds_alternative<std::string>(v) ? std::get<std::string>(v) : "", comm)};
+  }
+}
+
+template <std::size_t N>
+void put(char (&dst)[N], const std::string& s) {
+  std::memset(dst, 0, N);
+  std::memcpy(dst, s.data(), std::min(N, s.size()));
+}
 }  // namespace
 
 StoreMode default_store_mode() {
@@ -199,7 +230,7 @@ ResultWriter::~ResultWriter() {
   // After an agreed failure the ranks are no longer in step inside HDF5 (a full disk fails the
   // flush on some ranks only), and closing the file is collective: give the handles up instead.
   // The job ends with the error; the file keeps what its last durable flush wrote.
-  for (Stream* s : {&samples_, &events_}) s->dset.abandon(), s->mem_type.abandon(), s->file_type.abandon();
+  for (Stream* s : {&samples_, &events_, &steps_, &step_times_}) s->dset.abandon(), s->mem_type.abandon(), s->file_type.abandon();
   point_.abandon();
   dxpl_.abandon();
   file_.abandon();
@@ -269,6 +300,15 @@ void ResultWriter::begin_point(const PointIdentity& p, int index, int warmups, i
   point_id_ = p.id;
   point_attrs_.clear();
   const std::string backend_version = bcast_string(meta.backend_version, comm_);
+  // Attribute values must be equal on every rank: rank 0's names and values.
+  std::vector<std::pair<std::string, Value>> extra;
+  long long n_extra = static_cast<long long>(meta.attributes.size());
+  mpi_check(MPI_Bcast(&n_extra, 1, MPI_LONG_LONG, 0, comm_), "MPI_Bcast", path_);
+  for (long long i = 0; i < n_extra; ++i) {
+    const bool mine = static_cast<std::size_t>(i) < meta.attributes.size();
+    const std::string name = bcast_string(mine ? meta.attributes[static_cast<std::size_t>(i)].first : "", comm_);
+    extra.push_back({name, bcast_value(mine ? meta.attributes[static_cast<std::size_t>(i)].second : Value{std::string()}, comm_)});
+  }
   step("starting a point", [&] {
   if (writes())
     point_ = h5::checked(H5Gcreate2(file_, ("/points/" + p.id).c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
@@ -286,9 +326,11 @@ void ResultWriter::begin_point(const PointIdentity& p, int index, int warmups, i
   attr(point_, "scaling_note", meta.scaling_note);
   attr(point_, "threads_oversubscribed", std::int64_t{meta.threads_oversubscribed ? 1 : 0});
   if (meta.memory_estimate_bytes >= 0) attr(point_, "memory_estimate_bytes", meta.memory_estimate_bytes);
+  if (meta.work.items > 0) attr(point_, "work_items", meta.work.items);
   attr(point_, "status", std::string(file_status(Outcome::Incomplete)));
   attr(point_, "status_reason", std::string("the job ended while this point was running"));
   for (const auto& [k, v] : p.params) attr(point_, "param." + k, v);
+  for (const auto& [k, v] : extra) attr(point_, k, v);
   open_stream(samples_, "samples", h5::sample_mem_type(),
               static_cast<std::size_t>(warmups + repetitions) * static_cast<std::size_t>(size_));
   });
@@ -329,6 +371,30 @@ void ResultWriter::set_time_to_accuracy(double target, double budget_s, std::int
   attr(point_, "tta_target", target);
   attr(point_, "tta_budget_s", budget_s);
   attr(point_, "eval_interval_steps", eval_interval_steps);
+}
+
+void ResultWriter::step_times(const StepTimes& t) {
+  std::vector<h5::StepRow> table;
+  if (rank_ == 0)
+    for (std::size_t i = 0; i < t.steps.size(); ++i) {
+      h5::StepRow r{};
+      r.index = static_cast<std::int32_t>(i);
+      put(r.name, t.steps[i].name);
+      put(r.op, t.steps[i].op);
+      put(r.direction, t.steps[i].direction);
+      put(r.impl, t.steps[i].impl);
+      r.flops = t.steps[i].flops;
+      table.push_back(r);
+    }
+  std::vector<h5::StepTimeRow> rows;
+  rows.reserve(t.ns.size());
+  const std::size_t n = t.steps.size();
+  for (std::size_t k = 0; n && k < t.ns.size(); ++k)
+    rows.push_back(h5::StepTimeRow{rank_, static_cast<std::int32_t>(k / n), static_cast<std::int32_t>(k % n), t.ns[k]});
+  step("writing the step table", [&] { open_stream(steps_, "steps", h5::step_mem_type(), n); });
+  append_rows(steps_, table.data(), table.size(), sizeof(h5::StepRow), false);
+  step("writing step times", [&] { open_stream(step_times_, "step_times", h5::step_time_mem_type(), t.ns.size() * static_cast<std::size_t>(size_)); });
+  append_rows(step_times_, rows.data(), rows.size(), sizeof(h5::StepTimeRow), true);
 }
 
 void ResultWriter::append_rows(Stream& st, const void* data, std::size_t count, std::size_t elem, bool durable) {
@@ -412,6 +478,8 @@ void ResultWriter::end_point(Outcome outcome, const std::string& reason, double 
   point_attrs_.clear();
   samples_ = Stream{};
   events_ = Stream{};
+  steps_ = Stream{};
+  step_times_ = Stream{};
   point_.reset();
   point_id_.clear();
   flush();
@@ -422,6 +490,8 @@ void ResultWriter::finish(const std::string& status) {
   flush();
   samples_ = Stream{};
   events_ = Stream{};
+  steps_ = Stream{};
+  step_times_ = Stream{};
   point_.reset();
   file_.reset();
 }

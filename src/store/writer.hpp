@@ -61,6 +61,8 @@ class ResultWriter {
     std::string rate_unit, backend_version, scaling, scaling_note;
     bool threads_oversubscribed = false;     // ranks x threads beyond some host's CPUs (same on all ranks)
     std::int64_t memory_estimate_bytes = -1;  // the planner's estimate per rank; < 0: none
+    // Further facts of the point (level 1: network.*, executor, memory.*); rank 0's are written.
+    std::vector<std::pair<std::string, Value>> attributes;
   };
   void begin_point(const PointIdentity& p, int index, int warmups, int repetitions, const PointMeta& meta);
   // Collective; each rank passes its own samples (any number, zero included). `durable`
@@ -71,6 +73,9 @@ class ResultWriter {
   // a point creates its `events` dataset; `tta` gives the target accuracy and budget.
   void append_events(std::span<const Event> events, bool durable = true);
   void set_time_to_accuracy(double target, double budget_s, std::int64_t eval_interval_steps);
+  // Collective; each rank passes its own durations of the same steps (level 1: d500's executor):
+  // the `steps` table (rank 0's) and every rank's `step_times` rows.
+  void step_times(const StepTimes& t);
   // Collective; `rel_error` is this rank's. Returns the worst rank's error.
   double validation(double rel_error, double tolerance, const std::string& method);
   // peak_rss_bytes: the largest peak resident set of any rank during the point; < 0: unknown.
@@ -155,7 +160,7 @@ class ResultWriter {
   StoreMode mode_;
   int rank_ = 0, size_ = 1;
   h5::Handle file_, point_, dxpl_;
-  Stream samples_, events_;
+  Stream samples_, events_, steps_, step_times_;
   std::string point_id_;
   std::map<std::string, Value> point_attrs_;  // the running point's attributes, for its checksum
   bool failed_ = false;

@@ -143,9 +143,16 @@ void run_job(const std::string& spec_path, const std::string& output, MPI_Comm c
     } catch (const std::exception& e) {
       backend_error = e.what();
     }
-    ResultWriter::PointMeta meta{wl ? wl->work() : Work{}, w->rate_unit, b->version(), w->scaling, w->scaling_note};
+    ResultWriter::PointMeta meta{wl ? wl->work() : Work{}, w->rate_unit, b->version(), w->scaling, w->scaling_note, false, -1, {}};
     meta.threads_oversubscribed = oversubscribed(comm, host, int_param_or(p.params, "threads", 1));
     meta.memory_estimate_bytes = estimate;
+    if (wl) {
+      try {
+        meta.attributes = wl->attributes();
+      } catch (const std::exception& e) {
+        backend_error = e.what();
+      }
+    }
     out.begin_point(PointIdentity{p.id, p.canonical, p.level, p.params}, i, spec.warmups, spec.repetitions, meta);
     Validation v{std::nan(""), 0.0, ""};
     if (wl) {
@@ -191,6 +198,7 @@ void run_job(const std::string& spec_path, const std::string& output, MPI_Comm c
         }
       });
       wl->measure(h);
+      if (const StepTimes* st = wl->step_times()) out.step_times(*st);
     }
     double secs = static_cast<double>(now_ns() - t0) * 1e-9;
     mpi_check(MPI_Bcast(&secs, 1, MPI_DOUBLE, 0, comm), "MPI_Bcast", "worker");  // one value for the collective attribute write

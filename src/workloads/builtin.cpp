@@ -6,6 +6,7 @@ namespace d500 {
 // Each workload file defines one registration function; this list is the only place that
 // names them all.
 void register_collectives(WorkloadRegistry& r);
+void register_network(WorkloadRegistry& r);
 OperatorDef gemm_operator();
 OperatorDef conv2d_operator();
 OperatorDef pool2d_operator();
@@ -30,6 +31,7 @@ const WorkloadRegistry& builtin_workloads() {
     WorkloadRegistry r;
     for (const auto& d : builtin_operators()) register_operator(r, d);
     register_collectives(r);
+    register_network(r);
     return r;
   }();
   return registry;

@@ -35,21 +35,42 @@ class Harness {
 
   template <class Op>
   void repeat(Op&& op) {
+    repeat_phased([&](int, const PhaseMark&) { op(); }, 0);
+  }
+
+  // Records a phase of the running repetition (its start and end, ns): a training step's data,
+  // forward, backward and update phases, beside the whole step's `op` sample.
+  using PhaseMark = std::function<void(Phase, std::int64_t, std::int64_t)>;
+
+  // As repeat, for a step made of phases: op(repetition, mark) calls mark for each phase it
+  // times, at most `phases` per repetition (the recorder is flushed before it could overflow).
+  // Recording a phase is a store into preallocated memory, as for the whole step.
+  template <class Op>
+  void repeat_phased(Op&& op, int phases) {
     std::int64_t last_durable = now_ns();
+    int rep = 0;
+    std::uint8_t warm = 0;
+    const PhaseMark mark = [&](Phase ph, std::int64_t t0, std::int64_t t1) {
+      rec_.record(Sample{t0, t1, 0, 0, rank_, rep, warm, static_cast<std::uint8_t>(ph)});
+    };
     for (int r = 0; r < warmups_ + reps_; ++r) {
+      rep = r;
+      warm = r < warmups_ ? std::uint8_t{1} : std::uint8_t{0};
+      if (rec_.room() < static_cast<std::size_t>(phases) + 1) flush(false);  // every rank alike: same sample counts
       const int mine = now_ns() - last_durable >= interval_ns_ ? 1 : 0;
       int due = 0;
       mpi_check(MPI_Allreduce(&mine, &due, 1, MPI_INT, MPI_MAX, comm_), "MPI_Allreduce", "harness");
       const std::int64_t t0 = now_ns();
-      op();
+      op(r, mark);
       const std::int64_t t1 = now_ns();
-      rec_.record(Sample{t0, t1, work_.bytes, work_.flops, rank_, r, r < warmups_ ? std::uint8_t{1} : std::uint8_t{0},
-                         static_cast<std::uint8_t>(Phase::Op)});
+      rec_.record(Sample{t0, t1, work_.bytes, work_.flops, rank_, r, warm, static_cast<std::uint8_t>(Phase::Op)});
       if (due || rec_.full()) flush(due != 0);
       if (due) last_durable = now_ns();
     }
     flush(true);
   }
+
+  int repetitions() const { return warmups_ + reps_; }  // warm-ups included
 
   void flush(bool durable) {
     flush_(rec_.pending(), durable);

@@ -1,7 +1,5 @@
 #include "workloads/registry.hpp"
 
-#include <random>
-
 namespace d500 {
 
 const std::vector<ParamSpec>& common_params() {
@@ -27,12 +25,6 @@ std::vector<std::string> WorkloadRegistry::names() const {
   std::vector<std::string> out;
   for (const auto& w : list_) out.push_back(w.name);
   return out;
-}
-
-void fill_uniform(float* x, std::size_t n, std::uint64_t seed, float lo, float hi) {
-  std::mt19937_64 gen(seed);  // mt19937_64's output sequence is fixed by the standard
-  const double scale = (hi - lo) / 16777216.0;  // 24 random bits: exact in float
-  for (std::size_t i = 0; i < n; ++i) x[i] = static_cast<float>(lo + scale * static_cast<double>(gen() >> 40));
 }
 
 }  // namespace d500

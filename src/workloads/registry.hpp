@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "common/random.hpp"  // fill_uniform: the inputs of every workload
 #include "common/value.hpp"
 #include "workloads/harness.hpp"
 
@@ -50,9 +51,14 @@ class Workload {
   virtual ~Workload() = default;
   // Run once and compare with the reference. Called before any timing ("validate, then time").
   virtual Validation validate() = 0;
-  // Time the workload: level 0 calls h.repeat(op).
+  // Time the workload: level 0 calls h.repeat(op); a training step h.repeat_phased(op).
   virtual void measure(Harness& h) = 0;
   virtual Work work() const = 0;
+  // Optional, known once the workload is made: facts recorded with the point (level 1: the
+  // network, its loss, the executor and its memory plan), as point attributes.
+  virtual std::vector<std::pair<std::string, Value>> attributes() const { return {}; }
+  // Optional, after measure(): this rank's per-step durations (level 1: d500's executor).
+  virtual const StepTimes* step_times() const { return nullptr; }
 };
 
 using WorkloadFactory = std::function<std::unique_ptr<Workload>(const RunContext&)>;
@@ -94,9 +100,6 @@ class WorkloadRegistry {
 // The registry with every workload built into d500 (see builtin.cpp).
 const WorkloadRegistry& builtin_workloads();
 
-// Deterministic inputs: the same seed gives the same numbers on every platform (unlike
-// std::uniform_real_distribution, whose algorithm the standard leaves open).
-void fill_uniform(float* x, std::size_t n, std::uint64_t seed, float lo = -1.0f, float hi = 1.0f);
 
 template <class T>
 T param(const Params& p, const std::string& name) {

@@ -146,9 +146,9 @@ void conv_backward_filter(const ConvGeom& g, const T* x, const T* dy, T* dw, T* 
       }
       if (db)
         for (I k = 0; k < KG; ++k) {
-          T s = 0;
+          double s = 0;  // a bias's gradient sums over the batch and the image: long, in double
           for (I i = 0; i < PQ; ++i) s += dyg[k * PQ + i];
-          db[grp * KG + k] += s;
+          db[grp * KG + k] += static_cast<T>(s);
         }
     }
 }

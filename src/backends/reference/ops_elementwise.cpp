@@ -531,7 +531,7 @@ void add_elementwise_ops(std::vector<OpSchema>& t) {
   t.push_back(binary<Div>("Div", 7));
   t.push_back(OpSchema{.op = "Pow", .since = 7, .infer = infer_pow, D500_FWD(pow_fwd), .bwd_f = pow_bwd<float>,
                        .bwd_d = pow_bwd<double>, .flops = binary_flops, .diff_in = 3, .saved_in = 3, .saved_out = 1});
-  t.push_back(binary<Mod>("Mod", 10, 1));
+  t.push_back(binary<Mod>("Mod", 10, 0));  // shape arithmetic: no gradient
   t.push_back(compare<Cmp::Eq>("Equal", 7));
   t.push_back(compare<Cmp::Lt>("Less", 7));
   t.push_back(compare<Cmp::Gt>("Greater", 7));

@@ -1,6 +1,9 @@
 // Normalisation and probabilities: BatchNormalization, LayerNormalization, Softmax, LogSoftmax
 // and SoftmaxCrossEntropyLoss. Work counts: five FLOPs per element for a normalisation or
-// softmax forward, eight backward.
+// softmax forward, eight backward. The statistics' sums (over a batch and its images: thousands
+// of terms) accumulate in double also in the float reference: naive float sums over 8192 terms
+// made ResNet-20's BatchNormalization gradients 1% wrong, far more than the frameworks' blocked
+// sums do.
 #include "backends/reference/ops_common.hpp"
 
 namespace d500::ref {
@@ -24,18 +27,18 @@ BnDims bn_dims(const NodeProblem& p) {
 
 template <class T>
 void bn_batch_stats(const BnDims& d, const T* x, I c, T& mean, T& var) {
-  T s = 0;
+  double s = 0;
   for (I n = 0; n < d.n; ++n)
     for (I i = 0; i < d.plane; ++i) s += x[(n * d.c + c) * d.plane + i];
   const T m = static_cast<T>(d.n * d.plane);
-  mean = s / m;
-  T q = 0;
+  mean = static_cast<T>(s / m);
+  double q = 0;
   for (I n = 0; n < d.n; ++n)
     for (I i = 0; i < d.plane; ++i) {
       const T e = x[(n * d.c + c) * d.plane + i] - mean;
       q += e * e;
     }
-  var = q / m;
+  var = static_cast<T>(q / m);
 }
 
 template <class T>
@@ -80,13 +83,14 @@ void bn_bwd(const NodeProblem& p, T*) {
     T mean = rm[c], var = rv[c];
     if (training) bn_batch_stats(d, x, c, mean, var);
     const T inv = T(1) / std::sqrt(var + eps);
-    T sdy = 0, sdyx = 0;
+    double sdy_ = 0, sdyx_ = 0;
     for (I n = 0; n < d.n && dy; ++n)
       for (I i = 0; i < d.plane; ++i) {
         const I at = (n * d.c + c) * d.plane + i;
-        sdy += dy[at];
-        sdyx += dy[at] * (x[at] - mean) * inv;
+        sdy_ += dy[at];
+        sdyx_ += dy[at] * (x[at] - mean) * inv;
       }
+    const T sdy = static_cast<T>(sdy_), sdyx = static_cast<T>(sdyx_);
     if (dbias) dbias[c] = sdy;
     if (dscale) dscale[c] = sdyx;
     if (!dx) continue;
@@ -138,12 +142,12 @@ void ln_fwd(const NodeProblem& p, T*) {
   T* inv_out = p.out.size() > 2 ? out<T>(p, 2) : nullptr;
   for (I o = 0; o < d.outer; ++o) {
     const T* xo = x + o * d.inner;
-    T s = 0;
+    double s = 0;
     for (I i = 0; i < d.inner; ++i) s += xo[i];
-    const T mean = s / static_cast<T>(d.inner);
-    T q = 0;
+    const T mean = static_cast<T>(s / static_cast<double>(d.inner));
+    double q = 0;
     for (I i = 0; i < d.inner; ++i) q += (xo[i] - mean) * (xo[i] - mean);
-    const T inv = T(1) / std::sqrt(q / static_cast<T>(d.inner) + eps);
+    const T inv = T(1) / std::sqrt(static_cast<T>(q / static_cast<double>(d.inner)) + eps);
     for (I i = 0; i < d.inner; ++i) y[o * d.inner + i] = (xo[i] - mean) * inv * scale[i] + (bias ? bias[i] : T(0));
     if (mean_out) mean_out[o] = mean;
     if (inv_out) inv_out[o] = inv;
@@ -161,20 +165,21 @@ void ln_bwd(const NodeProblem& p, T*) {
   const T n = static_cast<T>(d.inner);
   for (I o = 0; o < d.outer; ++o) {
     const T* xo = x + o * d.inner;
-    T s = 0;
+    double s = 0;
     for (I i = 0; i < d.inner; ++i) s += xo[i];
-    const T mean = s / n;
-    T q = 0;
+    const T mean = static_cast<T>(s / static_cast<double>(d.inner));
+    double q = 0;
     for (I i = 0; i < d.inner; ++i) q += (xo[i] - mean) * (xo[i] - mean);
-    const T inv = T(1) / std::sqrt(q / n + eps);
-    T sg = 0, sgx = 0;  // sums of g = dy * scale and of g * xhat
+    const T inv = T(1) / std::sqrt(static_cast<T>(q / static_cast<double>(d.inner)) + eps);
+    double sg_ = 0, sgx_ = 0;  // sums of g = dy * scale and of g * xhat
     for (I i = 0; i < d.inner && dy; ++i) {
       const T xhat = (xo[i] - mean) * inv, g = dy[o * d.inner + i] * scale[i];
-      sg += g;
-      sgx += g * xhat;
+      sg_ += g;
+      sgx_ += g * xhat;
       if (dscale) dscale[i] += dy[o * d.inner + i] * xhat;
       if (dbias) dbias[i] += dy[o * d.inner + i];
     }
+    const T sg = static_cast<T>(sg_), sgx = static_cast<T>(sgx_);
     if (!dx) continue;
     for (I i = 0; i < d.inner; ++i) {
       if (!dy) {

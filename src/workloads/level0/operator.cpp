@@ -10,10 +10,6 @@
 
 namespace d500 {
 
-double float_tolerance(std::int64_t terms) {
-  return 1e-6 * std::max(10.0, 4.0 * std::sqrt(static_cast<double>(std::max<std::int64_t>(terms, 1))));
-}
-
 WorkloadInfo operator_info(std::string name, std::string description, std::string rate_unit, const std::string& what) {
   WorkloadInfo w;
   w.name = std::move(name);

@@ -40,10 +40,6 @@ const OperatorDef* find_operator(const std::string& name);
 // Registers `def` with the reference backend and every backend that has kernels for it.
 void register_operator(WorkloadRegistry& r, OperatorDef def);
 
-// Tolerance for float32 results of sums of `terms` products of O(1) values: the rounding error
-// of a float sum grows about like sqrt(terms) * 2^-24 when errors are random, with room for
-// reassociation (blocking, Winograd-free direct algorithms).
-double float_tolerance(std::int64_t terms);
 
 // What every operator's WorkloadInfo starts with: level 0, weak scaling (every rank solves its own
 // problem of the same size; `what` says what in words).

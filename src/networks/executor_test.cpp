@@ -1,0 +1,292 @@
+// d500's graph executor: every differentiable operator's gradient against central finite
+// differences of its forward pass (in double, through the executor itself), gradient
+// accumulation, views, micro-batching and the memory plan.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "backends/graph_ops.hpp"
+#include "networks/graph_builder_test.hpp"
+
+namespace d500 {
+namespace {
+
+using test::GraphBuilder;
+using test::integer;
+using test::ints;
+using test::real;
+using test::text;
+
+struct GradCase {
+  std::string name;
+  std::function<std::vector<int>(GraphBuilder&)> build;  // returns the outputs the loss projects
+};
+
+double loss_value(GraphExecutor& e) { return e.output(0)[0]; }
+
+// Checks d(loss)/d(param) of every weight against central differences at up to 24 entries.
+void check_gradients(const GradCase& c) {
+  SCOPED_TRACE(c.name);
+  GraphBuilder b;
+  const std::vector<int> ys = c.build(b);
+  const int loss = b.finish_with_projection_loss(ys);
+  const std::vector<int> params = b.params();
+  ASSERT_FALSE(params.empty());
+  auto e = test::run_double(b.g, loss, params);
+  for (std::size_t k = 0; k < params.size(); ++k) {
+    const std::vector<double> grad = e->gradient(k);
+    auto* x = static_cast<double*>(e->param_data(k));
+    const std::size_t n = grad.size(), step = std::max<std::size_t>(1, n / 24);
+    double worst = 0;
+    for (std::size_t i = 0; i < n; i += step) {
+      const double keep = x[i], h = 1e-6 * std::max(1.0, std::abs(keep));
+      x[i] = keep + h;
+      e->forward(0);
+      const double up = loss_value(*e);
+      x[i] = keep - h;
+      e->forward(0);
+      const double down = loss_value(*e);
+      x[i] = keep;
+      const double fd = (up - down) / (2 * h);
+      const double err = std::abs(fd - grad[i]) / std::max(1e-3, std::abs(fd));
+      worst = std::max(worst, err);
+      EXPECT_LT(err, 2e-5) << "weight '" << b.g.info(params[k]).name << "' entry " << i << ": finite difference " << fd
+                           << ", backward pass " << grad[i];
+    }
+  }
+}
+
+std::vector<GradCase> cases() {
+  using B = GraphBuilder;
+  std::vector<GradCase> v;
+  auto unary = [&](const std::string& op, float lo, float hi, std::map<std::string, Attr> attrs = {}) {
+    v.push_back({op, [=](B& b) { return std::vector<int>{b.node(op, {b.weight("x", {2, 3, 4}, lo, hi)}, attrs)}; }});
+  };
+  unary("Relu", -1, 1);
+  unary("LeakyRelu", -1, 1, {{"alpha", real(0.1)}});
+  unary("Sigmoid", -3, 3);
+  unary("Tanh", -2, 2);
+  unary("HardSigmoid", -4, 4, {{"alpha", real(0.3)}, {"beta", real(0.4)}});
+  unary("HardSwish", -5, 5);
+  unary("Sqrt", 0.5, 2);
+  unary("Erf", -2, 2);
+  unary("Exp", -1, 1);
+  unary("Log", 0.5, 2);
+  unary("Neg", -1, 1);
+  unary("Abs", -1, 1);
+  unary("Reciprocal", 0.5, 2);
+  v.push_back({"Clip", [](B& b) {
+                 return std::vector<int>{b.node("Clip", {b.weight("x", {3, 5}), b.constant("lo", DType::F32, {}, B::bytes_of({-0.5f})),
+                                                         b.constant("hi", DType::F32, {}, B::bytes_of({0.6f}))})};
+               }});
+  for (const char* op : {"Add", "Sub", "Mul", "Div"})
+    v.push_back({std::string(op) + " (broadcast)", [op](B& b) {
+                   return std::vector<int>{b.node(op, {b.weight("a", {2, 3, 4}, 0.5, 2), b.weight("b", {3, 1}, 0.5, 2)})};
+                 }});
+  v.push_back({"Pow", [](B& b) { return std::vector<int>{b.node("Pow", {b.weight("a", {2, 3}, 0.5, 2), b.weight("b", {3}, 0.5, 2)})}; }});
+  v.push_back({"Mul of a tensor by itself", [](B& b) {
+                 const int x = b.weight("x", {4, 3});
+                 return std::vector<int>{b.node("Mul", {x, x})};
+               }});
+  v.push_back({"Where", [](B& b) {
+                 const std::vector<std::byte> c = {std::byte{1}, std::byte{0}, std::byte{1}};
+                 return std::vector<int>{b.node("Where", {b.constant("c", DType::Bool, {3}, c), b.weight("x", {2, 3}), b.weight("y", {1, 3})})};
+               }});
+  v.push_back({"Conv (strided, padded, dilated, bias)", [](B& b) {
+                 return std::vector<int>{b.node("Conv", {b.weight("x", {2, 3, 7, 6}), b.weight("w", {4, 3, 3, 2}), b.weight("b", {4})},
+                                                {{"strides", ints({2, 1})}, {"pads", ints({1, 0, 0, 1})}, {"dilations", ints({1, 2})}})};
+               }});
+  v.push_back({"Conv (grouped)", [](B& b) {
+                 return std::vector<int>{b.node("Conv", {b.weight("x", {2, 4, 5, 5}), b.weight("w", {6, 2, 3, 3})},
+                                                {{"group", integer(2)}, {"auto_pad", text("SAME_UPPER")}})};
+               }});
+  v.push_back({"Conv (1x1)", [](B& b) { return std::vector<int>{b.node("Conv", {b.weight("x", {2, 3, 4, 4}), b.weight("w", {5, 3, 1, 1})})}; }});
+  v.push_back({"Conv (1-D)", [](B& b) {
+                 return std::vector<int>{b.node("Conv", {b.weight("x", {2, 3, 9}), b.weight("w", {4, 3, 3})}, {{"pads", ints({1, 2})}})};
+               }});
+  v.push_back({"ConvTranspose", [](B& b) {
+                 return std::vector<int>{b.node("ConvTranspose", {b.weight("x", {2, 3, 4, 4}), b.weight("w", {3, 2, 3, 3}), b.weight("b", {2})},
+                                                {{"strides", ints({2, 2})}, {"pads", ints({1, 1, 1, 1})}, {"output_padding", ints({1, 1})}})};
+               }});
+  v.push_back({"Gemm (transB, bias broadcast, alpha, beta)", [](B& b) {
+                 return std::vector<int>{b.node("Gemm", {b.weight("a", {3, 4}), b.weight("b", {5, 4}), b.weight("c", {5})},
+                                                {{"transB", integer(1)}, {"alpha", real(0.5)}, {"beta", real(2.0)}})};
+               }});
+  v.push_back({"Gemm (transA)", [](B& b) {
+                 return std::vector<int>{b.node("Gemm", {b.weight("a", {4, 3}), b.weight("b", {4, 5})}, {{"transA", integer(1)}})};
+               }});
+  v.push_back({"MatMul (broadcast batch)", [](B& b) {
+                 return std::vector<int>{b.node("MatMul", {b.weight("a", {2, 1, 3, 4}), b.weight("b", {3, 4, 5})})};
+               }});
+  v.push_back({"MatMul (1-D)", [](B& b) { return std::vector<int>{b.node("MatMul", {b.weight("a", {4}), b.weight("b", {2, 4, 5})})}; }});
+  v.push_back({"Softmax", [](B& b) { return std::vector<int>{b.node("Softmax", {b.weight("x", {2, 3, 4})}, {{"axis", integer(1)}})}; }});
+  v.push_back({"LogSoftmax", [](B& b) { return std::vector<int>{b.node("LogSoftmax", {b.weight("x", {3, 5})})}; }});
+  v.push_back({"BatchNormalization (training)", [](B& b) {
+                 return std::vector<int>{b.node("BatchNormalization", {b.weight("x", {3, 4, 2, 2}), b.weight("s", {4}, 0.5, 1.5), b.weight("b", {4}),
+                                                                       b.constant_f("m", {4}), b.constant_f("v", {4}, 0.5, 1)})};
+               }});
+  v.push_back({"LayerNormalization (last axis)", [](B& b) {
+                 return std::vector<int>{b.node("LayerNormalization", {b.weight("x", {3, 6}), b.weight("s", {6}), b.weight("b", {6})})};
+               }});
+  v.push_back({"LayerNormalization (axis 1)", [](B& b) {
+                 return std::vector<int>{b.node("LayerNormalization", {b.weight("x", {2, 3, 4}), b.weight("s", {3, 4})}, {{"axis", integer(1)}})};
+               }});
+  v.push_back({"MaxPool", [](B& b) {
+                 return std::vector<int>{b.node("MaxPool", {b.weight("x", {2, 2, 5, 5})},
+                                                {{"kernel_shape", ints({3, 3})}, {"strides", ints({2, 2})}, {"pads", ints({1, 1, 1, 1})}})};
+               }});
+  v.push_back({"AveragePool (padding excluded, ceil mode)", [](B& b) {
+                 return std::vector<int>{b.node("AveragePool", {b.weight("x", {2, 2, 6, 5})},
+                                                {{"kernel_shape", ints({3, 2})}, {"strides", ints({2, 2})}, {"pads", ints({1, 0, 1, 1})}, {"ceil_mode", integer(1)}})};
+               }});
+  v.push_back({"AveragePool (padding counted)", [](B& b) {
+                 return std::vector<int>{b.node("AveragePool", {b.weight("x", {1, 2, 5, 5})},
+                                                {{"kernel_shape", ints({3, 3})}, {"pads", ints({1, 1, 1, 1})}, {"count_include_pad", integer(1)}})};
+               }});
+  v.push_back({"GlobalAveragePool", [](B& b) { return std::vector<int>{b.node("GlobalAveragePool", {b.weight("x", {2, 3, 4, 5})})}; }});
+  v.push_back({"GlobalMaxPool", [](B& b) { return std::vector<int>{b.node("GlobalMaxPool", {b.weight("x", {2, 3, 4, 5})})}; }});
+  v.push_back({"Transpose", [](B& b) { return std::vector<int>{b.node("Transpose", {b.weight("x", {2, 3, 4})}, {{"perm", ints({2, 0, 1})}})}; }});
+  v.push_back({"Concat", [](B& b) {
+                 return std::vector<int>{b.node("Concat", {b.weight("a", {2, 3, 2}), b.weight("b", {2, 1, 2})}, {{"axis", integer(1)}})};
+               }});
+  v.push_back({"Split (both outputs used)", [](B& b) {
+                 const int first = b.node("Split", {b.weight("x", {2, 5}), b.constant_i64("split", {2, 3})}, {{"axis", integer(1)}}, 2);
+                 return std::vector<int>{first, first + 1};
+               }});
+  v.push_back({"Slice (negative step)", [](B& b) {
+                 return std::vector<int>{b.node("Slice", {b.weight("x", {4, 6}), b.constant_i64("s", {5, 1}), b.constant_i64("e", {0, 10}),
+                                                          b.constant_i64("a", {1, 0}), b.constant_i64("st", {-2, 2})})};
+               }});
+  v.push_back({"Gather (repeated indices)", [](B& b) {
+                 return std::vector<int>{b.node("Gather", {b.weight("x", {3, 5}), b.constant_i64("i", {4, 0, -1, 4, 1, 4}, {2, 3})}, {{"axis", integer(1)}})};
+               }});
+  v.push_back({"Expand", [](B& b) { return std::vector<int>{b.node("Expand", {b.weight("x", {3, 1}), b.constant_i64("s", {2, 3, 4})})}; }});
+  v.push_back({"ReduceMean (keepdims)", [](B& b) {
+                 return std::vector<int>{b.node("ReduceMean", {b.weight("x", {2, 3, 4})}, {{"axes", ints({0, 2})}})};
+               }});
+  v.push_back({"ReduceSum", [](B& b) {
+                 return std::vector<int>{b.node("ReduceSum", {b.weight("x", {2, 3, 4}), b.constant_i64("a", {-2})}, {{"keepdims", integer(0)}})};
+               }});
+  v.push_back({"views (Reshape, Flatten, Squeeze, Unsqueeze)", [](B& b) {
+                 const int r = b.node("Reshape", {b.weight("x", {2, 3, 4}), b.constant_i64("s", {0, -1})});
+                 const int u = b.node("Unsqueeze", {r, b.constant_i64("a", {1})});
+                 const int q = b.node("Squeeze", {u, b.constant_i64("a2", {1})});
+                 return std::vector<int>{b.node("Flatten", {q}, {{"axis", integer(0)}})};
+               }});
+  v.push_back({"SoftmaxCrossEntropyLoss (weighted mean, ignored label)", [](B& b) {
+                 return std::vector<int>{b.node("SoftmaxCrossEntropyLoss", {b.weight("s", {4, 5}), b.constant_i64("l", {1, 4, 0, 2}), b.constant_f("w", {5}, 0.5, 1.5)},
+                                                {{"ignore_index", integer(0)}})};
+               }});
+  v.push_back({"SoftmaxCrossEntropyLoss (sum, N C d)", [](B& b) {
+                 return std::vector<int>{b.node("SoftmaxCrossEntropyLoss", {b.weight("s", {2, 3, 2}), b.constant_i64("l", {1, 2, 0, 1}, {2, 2})},
+                                                {{"reduction", text("sum")}})};
+               }});
+  // Graphs where a tensor gets several gradients.
+  v.push_back({"a weight used by two nodes and a residual through a view", [](B& b) {
+                 const int x = b.weight("x", {2, 6});
+                 const int r = b.node("Reshape", {x, b.constant_i64("s", {2, 2, 3})});
+                 const int a = b.node("Relu", {r});
+                 const int sum = b.node("Add", {a, r});
+                 return std::vector<int>{sum, b.node("Tanh", {x})};
+               }});
+  return v;
+}
+
+TEST(Executor, EveryGradientMatchesFiniteDifferences) {
+  for (const auto& c : cases()) check_gradients(c);
+}
+
+TEST(Executor, EveryDifferentiableOperatorHasABackwardPassAndATestedGradient) {
+  std::set<std::string> tested;
+  for (const auto& c : cases()) {
+    GraphBuilder b;
+    c.build(b);
+    for (const auto& n : b.g.nodes) tested.insert(n.op);
+  }
+  for (const auto& op : op_table()) {
+    if (op.diff_in == 0) continue;
+    EXPECT_TRUE(op.bwd_f && op.bwd_d) << op.op << " is differentiable but has no backward pass";
+    if (std::string(op.op) != "Identity" && std::string(op.op) != "Dropout" && std::string(op.op) != "Cast") {
+      EXPECT_TRUE(tested.count(op.op)) << op.op << " has no finite-difference test";
+    }
+  }
+}
+
+// A chain of element-wise nodes: the plan reuses buffers, and every layout computes the same.
+TEST(Executor, TheMemoryPlanReusesBuffersAndKeepAllComputesTheSame) {
+  GraphBuilder b;
+  int x = b.weight("x", {1000});
+  for (int i = 0; i < 12; ++i) x = b.node(i % 2 ? "Tanh" : "Sigmoid", {x});
+  const int loss = b.finish_with_projection_loss({x});
+  ExecutorSpec s;
+  s.graph = &b.g;
+  s.training = true;
+  s.loss = loss;
+  s.params = b.params();
+  GraphExecutor planned(s);
+  s.keep_all = true;
+  GraphExecutor kept(s);
+  for (GraphExecutor* e : {&planned, &kept}) {
+    e->forward(0);
+    e->backward(0);
+  }
+  EXPECT_EQ(planned.output(0), kept.output(0));
+  EXPECT_EQ(planned.gradient(0), kept.gradient(0));
+  // 12 activations of 4000 bytes must stay (the backward pass reads them) but their gradients
+  // need not: at most 12 + a few gradient buffers, against ~25 without reuse.
+  EXPECT_LT(planned.arena_bytes(), kept.arena_bytes());
+  EXPECT_LE(planned.arena_bytes(), 16 * 4032);
+  // Inference keeps two buffers alive at a time.
+  s.training = false;
+  s.keep_all = false;
+  GraphExecutor inference(s);
+  EXPECT_LE(inference.arena_bytes(), 3 * 4032 + 128);
+}
+
+// Gradients of a batch run as micro-batches equal the whole batch's for a network without
+// batch-coupled operators.
+TEST(Executor, MicroBatchGradientsEqualTheWholeBatchs) {
+  auto mlp = [](std::int64_t batch, GraphBuilder& b) {
+    const int x = b.input("x", DType::F32, {batch, 6});
+    const int h = b.node("Relu", {b.node("Gemm", {x, b.weight("w1", {6, 5}), b.weight("b1", {5})})});
+    const int y = b.node("Gemm", {h, b.weight("w2", {5, 3}), b.weight("b2", {3})});
+    const int labels = b.input("labels", DType::I64, {batch});
+    const int loss = b.node("SoftmaxCrossEntropyLoss", {y, labels});
+    b.g.outputs = {loss};
+    infer_and_fold(b.g, "mlp");
+    return loss;
+  };
+  std::vector<float> x(4 * 6);
+  fill_uniform(x.data(), x.size(), 99);
+  const std::vector<std::int64_t> labels = {0, 2, 1, 2};
+  GraphBuilder whole, micro;
+  const int lw = mlp(4, whole), lm = mlp(2, micro);
+  auto ew = test::run_double(whole.g, lw, whole.params(), {x.data(), labels.data()});
+  auto em = test::run_double(micro.g, lm, micro.params(), {x.data(), labels.data()}, 2);
+  for (std::size_t k = 0; k < whole.params().size(); ++k) {
+    const auto gw = ew->gradient(k), gm = em->gradient(k);
+    ASSERT_EQ(gw.size(), gm.size());
+    for (std::size_t i = 0; i < gw.size(); ++i) EXPECT_NEAR(gw[i], gm[i], 1e-12 * std::max(1.0, std::abs(gw[i])));
+  }
+}
+
+TEST(Executor, WhatGetsGradientsFollowsTheLossAndTheWeights) {
+  GraphBuilder b;
+  const int x = b.input("x", DType::F32, {2, 3});
+  const int w = b.weight("w", {3, 4});
+  const int unused = b.weight("unused", {4});
+  const int y = b.node("MatMul", {x, w});
+  const int side = b.node("Relu", {b.node("Add", {y, unused})});  // reaches an output, not the loss
+  const int loss = b.node("ReduceSum", {y}, {{"keepdims", integer(0)}});
+  b.g.outputs = {loss, side};
+  infer_and_fold(b.g, "t");
+  const auto need = tensors_needing_gradients(b.g, loss, {w, unused});
+  EXPECT_TRUE(need[static_cast<std::size_t>(w)]);
+  EXPECT_TRUE(need[static_cast<std::size_t>(y)]);
+  EXPECT_FALSE(need[static_cast<std::size_t>(x)]) << "an input is not a weight";
+  EXPECT_FALSE(need[static_cast<std::size_t>(unused)]) << "no path to the loss";
+  EXPECT_FALSE(need[static_cast<std::size_t>(side)]);
+}
+
+}  // namespace
+}  // namespace d500

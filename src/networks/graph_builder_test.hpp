@@ -1,0 +1,139 @@
+#pragma once
+// Test helper: builds small graphs directly in d500's IR (as the ONNX loader would leave them),
+// with seeded weights, and runs them through d500's executor.
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "backends/graph.hpp"
+#include "common/text.hpp"
+#include "networks/executor.hpp"
+#include "networks/onnx.hpp"
+#include "workloads/registry.hpp"
+
+namespace d500::test {
+
+inline Attr ints(std::vector<std::int64_t> v) {
+  Attr a;
+  a.kind = Attr::Kind::Ints;
+  a.ints = std::move(v);
+  return a;
+}
+inline Attr integer(std::int64_t v) {
+  Attr a;
+  a.kind = Attr::Kind::Int;
+  a.i = v;
+  return a;
+}
+inline Attr real(double v) {
+  Attr a;
+  a.kind = Attr::Kind::Float;
+  a.f = v;
+  return a;
+}
+inline Attr text(std::string v) {
+  Attr a;
+  a.kind = Attr::Kind::String;
+  a.s = std::move(v);
+  return a;
+}
+
+struct GraphBuilder {
+  Graph g;
+  std::uint64_t seed = 1;
+  GraphBuilder() { g.opset = 17; }
+
+  static std::vector<std::byte> bytes_of(const std::vector<float>& v) {
+    std::vector<std::byte> b(v.size() * 4);
+    if (!v.empty()) std::memcpy(b.data(), v.data(), b.size());
+    return b;
+  }
+  // A float weight (an initializer: trainable) filled uniformly in [lo, hi] from the seed.
+  int weight(const std::string& name, Shape s, float lo = -1, float hi = 1) {
+    std::vector<float> v(static_cast<std::size_t>(numel(s)));
+    fill_uniform(v.data(), v.size(), seed++, lo, hi);
+    const int t = g.add_tensor({name, DType::F32, std::move(s)});
+    g.constants[t] = bytes_of(v);
+    g.initializers.insert(t);
+    return t;
+  }
+  // A constant that is not a weight (never trainable).
+  int constant(const std::string& name, DType d, Shape s, const std::vector<std::byte>& data) {
+    const int t = g.add_tensor({name, d, std::move(s)});
+    g.constants[t] = data;
+    return t;
+  }
+  int constant_f(const std::string& name, Shape s, float lo = -1, float hi = 1) {
+    std::vector<float> v(static_cast<std::size_t>(numel(s)));
+    fill_uniform(v.data(), v.size(), seed++, lo, hi);
+    return constant(name, DType::F32, std::move(s), bytes_of(v));
+  }
+  int constant_i64(const std::string& name, std::vector<std::int64_t> v, Shape s = {}) {
+    if (s.empty() && v.size() != 1) s = {static_cast<std::int64_t>(v.size())};
+    std::vector<std::byte> b(v.size() * 8);
+    if (!v.empty()) std::memcpy(b.data(), v.data(), b.size());
+    return constant(name, DType::I64, s, b);
+  }
+  int input(const std::string& name, DType d, Shape s) {
+    const int t = g.add_tensor({name, d, std::move(s)});
+    g.inputs.push_back(t);
+    return t;
+  }
+  // A node with `outs` outputs; returns the id of its first output.
+  int node(const std::string& op, std::vector<int> in, std::map<std::string, Attr> attrs = {}, int outs = 1) {
+    Node n;
+    n.op = op;
+    n.name = op + "_" + std::to_string(g.nodes.size());
+    n.in = std::move(in);
+    n.attrs = std::move(attrs);
+    int first = -1;
+    for (int j = 0; j < outs; ++j) {
+      TensorInfo t{n.name + "_out" + std::to_string(j), DType::Undefined, {}};
+      const int id = g.add_tensor(t);
+      if (first < 0) first = id;
+      n.out.push_back(id);
+    }
+    g.nodes.push_back(std::move(n));
+    return first;
+  }
+  // Appends loss = sum_j sum(y_j * R_j) with random constant R_j, sets the outputs, infers.
+  int finish_with_projection_loss(const std::vector<int>& ys) {
+    g.outputs = ys;
+    infer_and_fold(g, "test graph");  // shapes of ys first
+    int loss = -1;
+    for (int y : ys) {
+      const int r = constant_f("R" + std::to_string(y), g.info(y).shape);
+      const int prod = node("Mul", {y, r});
+      const int s = node("ReduceSum", {prod}, {{"keepdims", integer(0)}});
+      loss = loss < 0 ? s : node("Add", {loss, s});
+    }
+    g.outputs = {loss};
+    infer_and_fold(g, "test graph");
+    return loss;
+  }
+  std::vector<int> params() const { return std::vector<int>(g.initializers.begin(), g.initializers.end()); }
+};
+
+// Runs one training step of `g` in double (the yardstick) and returns the executor, whose
+// param_data can be perturbed for finite differences.
+inline std::unique_ptr<GraphExecutor> run_double(const Graph& g, int loss, const std::vector<int>& params,
+                                                 const std::vector<const void*>& inputs = {}, int micros = 1) {
+  ExecutorSpec s;
+  s.graph = &g;
+  s.training = true;
+  s.loss = loss;
+  s.params = params;
+  s.inputs = inputs;
+  s.micro_batches = micros;
+  s.double_precision = true;
+  auto e = std::make_unique<GraphExecutor>(s);
+  for (int m = 0; m < micros; ++m) {
+    e->forward(m);
+    e->backward(m);
+  }
+  return e;
+}
+
+}  // namespace d500::test

@@ -1,0 +1,118 @@
+#include "networks/validate.hpp"
+
+#include <cmath>
+
+#include "backends/graph_ops.hpp"
+#include "backends/kernel.hpp"
+#include "common/error.hpp"
+#include "common/text.hpp"
+#include "networks/executor.hpp"
+
+namespace d500 {
+
+ToleranceBasis network_tolerance(const Graph& g, int loss) {
+  ToleranceBasis b;
+  std::vector<int> dist(g.tensors.size(), 0);
+  const bool training = loss >= 0;
+  const std::vector<bool> need = training ? tensors_needing_gradients(g, loss, trainable_params(g, loss)) : std::vector<bool>(g.tensors.size(), false);
+  for (const auto& n : g.nodes) {
+    const OpSchema* s = find_op(n.op);
+    int d = 0;
+    for (int t : n.in)
+      if (t >= 0) d = std::max(d, dist[static_cast<std::size_t>(t)]);
+    d += s->view ? 0 : 1;
+    for (int t : n.out)
+      if (t >= 0) dist[static_cast<std::size_t>(t)] = d, b.depth = std::max(b.depth, d);
+    if (!s->flops || n.out.empty() || n.out[0] < 0) continue;
+    NodeProblem p;
+    p.node = &n;
+    p.opset = g.opset;
+    p.training = training;
+    auto view = [&](int t) {
+      TensorView v;
+      if (t >= 0) v.dtype = g.info(t).dtype, v.shape = &g.tensors[static_cast<std::size_t>(t)].shape;
+      return v;
+    };
+    for (int t : n.in) p.in.push_back(view(t));
+    for (int t : n.out) p.out.push_back(view(t));
+    // Forward: a node's FLOPs per output element, halved (a multiply-add is two); backward, the
+    // fan-in of each gradient multiplies that.
+    const double out_elems = std::max<double>(1, static_cast<double>(numel(g.info(n.out[0]).shape)));
+    const double fwd = std::max(1.0, s->flops(p, false) / (2 * out_elems));
+    b.terms = std::max(b.terms, fwd);
+    if (training)
+      for (std::size_t i = 0; i < n.in.size(); ++i)
+        if (n.in[i] >= 0 && need[static_cast<std::size_t>(n.in[i])] && (s->diff_in >> i & 1u))
+          b.terms = std::max(b.terms, fwd * out_elems / std::max<double>(1, static_cast<double>(numel(g.info(n.in[i]).shape))));
+  }
+  if (training) b.depth *= 2;  // forward and back
+  b.tolerance = float_tolerance(b.terms) * std::sqrt(static_cast<double>(std::max(b.depth, 1)));
+  b.words = "1e-6 max(10, 4 sqrt(K)) sqrt(D) = " + fmt_sig(b.tolerance, 3) + ", with K = " + fmt_sig(b.terms, 4) +
+            " the longest float32 sum and D = " + std::to_string(b.depth) + " the computing nodes on the longest chain" +
+            (training ? " there and back" : "");
+  return b;
+}
+
+StepValues step_values(GraphRunner& r, const Graph& g, const std::vector<int>& params, bool training) {
+  StepValues v;
+  if (!training) {
+    for (std::size_t i = 0; i < g.outputs.size(); ++i) {
+      v.names.push_back("output '" + g.info(g.outputs[i]).name + "'");
+      v.values.push_back(r.output(i));
+    }
+    return v;
+  }
+  v.names.push_back("the loss");
+  v.values.push_back(r.output(g.outputs.size() - 1));  // the loss is the last output
+  for (std::size_t k = 0; k < params.size(); ++k) {
+    v.names.push_back("the gradient of '" + g.info(params[k]).name + "'");
+    v.values.push_back(r.gradient(k));
+  }
+  return v;
+}
+
+StepValues yardstick_step(const Graph& g, bool training, int loss, const std::vector<int>& params,
+                          const std::vector<const void*>& inputs, int micro_batches) {
+  ExecutorSpec s;
+  s.graph = &g;
+  s.training = training;
+  s.loss = loss;
+  s.params = params;
+  s.inputs = inputs;
+  s.micro_batches = micro_batches;
+  s.double_precision = true;
+  GraphExecutor e(s);
+  for (int m = 0; m < micro_batches; ++m) {
+    e.forward(m);
+    if (training) e.backward(m);
+  }
+  return step_values(e, g, params, training);
+}
+
+Discrepancy compare_steps(const StepValues& got, const StepValues& ref) {
+  if (got.values.size() != ref.values.size()) throw Error("validation: the executor and the yardstick computed different tensors");
+  double all = 0;
+  for (const auto& r : ref.values)
+    for (double x : r) all += x * x;
+  // A tensor that is zero in exact arithmetic (a bias before a normalisation or a softmax over its
+  // shift) holds only float noise: it is measured against a typical tensor's norm instead.
+  const double floor = 1e-4 * std::sqrt(all / static_cast<double>(std::max<std::size_t>(ref.values.size(), 1)));
+  Discrepancy d;
+  for (std::size_t t = 0; t < ref.values.size(); ++t) {
+    const auto& a = got.values[t];
+    const auto& b = ref.values[t];
+    if (a.size() != b.size()) throw Error("validation: " + ref.names[t] + " has " + std::to_string(a.size()) + " values, the yardstick " + std::to_string(b.size()));
+    double num = 0, den = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      num += (a[i] - b[i]) * (a[i] - b[i]);
+      den += b[i] * b[i];
+    }
+    double err = std::sqrt(num) / std::max(std::sqrt(den), floor > 0 ? floor : 1e-300);
+    if (std::isnan(num)) err = num;  // NaN anywhere fails validation
+    if (t == 0 || err > d.worst || std::isnan(err)) d.worst = err, d.where = ref.names[t];
+    if (std::isnan(err)) break;
+  }
+  return d;
+}
+
+}  // namespace d500

@@ -1,0 +1,42 @@
+#pragma once
+// Level 1's validation: an executor's graph outputs (inference) or loss and parameter gradients
+// (training) against the yardstick -- d500's reference executor in double precision, on the same
+// float32 weights and inputs, with the same micro-batches -- with a tolerance that scales with
+// the graph's depth and its longest reduction.
+#include <string>
+#include <vector>
+
+#include "backends/graph.hpp"
+
+namespace d500 {
+
+struct ToleranceBasis {
+  int depth = 0;      // computing nodes on the longest chain from an input to an output (twice, training)
+  double terms = 1;   // the longest sum a float32 result is made of
+  double tolerance = 0;
+  std::string words;  // the formula with its numbers, for the point's validation method
+};
+// loss < 0: inference.
+ToleranceBasis network_tolerance(const Graph& g, int loss);
+
+// What a step computed: named tensors as doubles.
+struct StepValues {
+  std::vector<std::string> names;
+  std::vector<std::vector<double>> values;
+};
+// Inference: every graph output; training: the loss and every parameter's gradient.
+StepValues step_values(GraphRunner& r, const Graph& g, const std::vector<int>& params, bool training);
+// One step of the yardstick (all micro-batches).
+StepValues yardstick_step(const Graph& g, bool training, int loss, const std::vector<int>& params,
+                          const std::vector<const void*>& inputs, int micro_batches);
+
+// The worst relative L2 error over the tensors, each against max(|ref|, 1e-4 x the RMS of the
+// reference tensors' norms), so that a gradient that is zero in exact arithmetic (float noise
+// only) is measured against a typical tensor's scale.
+struct Discrepancy {
+  double worst = 0;
+  std::string where;
+};
+Discrepancy compare_steps(const StepValues& got, const StepValues& ref);
+
+}  // namespace d500

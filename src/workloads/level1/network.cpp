@@ -1,0 +1,305 @@
+// Level 1: a whole network -- a built-in one or a user's .onnx file -- executed for inference or
+// one training step (forward, backpropagation) by an executor: d500's graph executor on a
+// backend's kernels (the reference where the backend has none), or a framework's own executor
+// (libtorch-native). Validated against d500's reference executor in double precision before
+// timing; timed per repetition, with the forward and backward phases and, on d500's executor,
+// every node's time.
+#include "workloads/level1/network.hpp"
+
+#include <filesystem>
+#include <limits>
+
+#include "backends/graph_ops.hpp"
+#include "common/error.hpp"
+#include "common/text.hpp"
+#include "networks/builtin.hpp"
+#include "networks/executor.hpp"
+#include "networks/prepare.hpp"
+#include "networks/validate.hpp"
+#include "workloads/level0/operator.hpp"
+
+namespace fs = std::filesystem;
+
+namespace d500 {
+namespace {
+
+struct NetworkPoint {
+  std::string network;
+  std::int64_t batch = -1, microbatch = 0;
+  bool training = false;
+  int threads = 1;
+  std::uint64_t seed = 1;
+  explicit NetworkPoint(const Params& p)
+      : network(std::get<std::string>(p.at("network"))),
+        batch(std::get<std::int64_t>(p.at("batch"))),
+        microbatch(std::get<std::int64_t>(p.at("microbatch"))),
+        training(std::get<std::string>(p.at("pass")) == "training"),
+        threads(static_cast<int>(std::get<std::int64_t>(p.at("threads")))),
+        seed(static_cast<std::uint64_t>(int_param_or(p, "seed", 1))) {}
+  int micro_batches() const { return microbatch > 0 ? static_cast<int>(batch / microbatch) : 1; }
+  std::int64_t graph_batch() const { return microbatch > 0 ? microbatch : batch; }
+};
+
+// Keeps the last few values made for a key: loading a network or running the yardstick once
+// serves the points of a job (and the plan-time checks) that share it.
+template <class V>
+class Recent {
+ public:
+  explicit Recent(std::size_t keep) : keep_(keep) {}
+  template <class Make>
+  std::shared_ptr<const V> get(const std::string& key, Make&& make) {
+    for (auto it = items_.begin(); it != items_.end(); ++it)
+      if (it->first == key) {
+        auto v = it->second;
+        items_.erase(it);
+        items_.push_back({key, v});
+        return v;
+      }
+    auto v = std::make_shared<const V>(make());
+    items_.push_back({key, v});
+    if (items_.size() > keep_) items_.erase(items_.begin());
+    return v;
+  }
+
+ private:
+  std::size_t keep_;
+  std::vector<std::pair<std::string, std::shared_ptr<const V>>> items_;
+};
+
+}  // namespace
+
+std::shared_ptr<const LoadedNetwork> load_point_network(const std::string& network, std::int64_t batch, bool training) {
+  static Recent<LoadedNetwork> cache(3);
+  return cache.get(network + "\n" + std::to_string(batch) + "\n" + (training ? "training" : "inference"), [&] {
+    LoadedNetwork n;
+    n.graph = load_network(network, LoadOptions{batch, {}}, &n.facts);
+    if (training) {
+      n.loss = add_training_loss(n.graph);
+      n.params = trainable_params(n.graph, n.loss.loss);
+    }
+    n.work = graph_work(n.graph, n.loss.loss);
+    n.tolerance = network_tolerance(n.graph, n.loss.loss);
+    n.model_hash = find_builtin_network(network) ? "built-in" : hex64(fnv1a64(read_file(network)));
+    return n;
+  });
+}
+
+namespace {
+
+// The yardstick's step, shared by the points of a job that run the same network, batch,
+// micro-batches, pass and seed on different executors.
+std::shared_ptr<const StepValues> yardstick(const NetworkPoint& pt, const LoadedNetwork& n, const InputData& inputs) {
+  static Recent<StepValues> cache(2);
+  const std::string key = pt.network + "\n" + std::to_string(pt.batch) + "\n" + std::to_string(pt.microbatch) + "\n" +
+                          (pt.training ? "t" : "i") + "\n" + std::to_string(pt.seed);
+  return cache.get(key, [&] {
+    return yardstick_step(n.graph, pt.training, n.loss.loss, n.params, inputs.pointers(), pt.micro_batches());
+  });
+}
+
+class NetworkWorkload final : public Workload {
+ public:
+  NetworkWorkload(const RunContext& ctx, const BackendInfo& backend)
+      : pt_(ctx.params), params_(ctx.params), net_(load_point_network(pt_.network, pt_.graph_batch(), pt_.training)) {
+    inputs_ = make_inputs(net_->graph, pt_.micro_batches(), ctx.seed);
+    RunnerSpec spec;
+    spec.graph = &net_->graph;
+    spec.training = pt_.training;
+    spec.loss = net_->loss.loss;
+    spec.params = net_->params;
+    spec.inputs = inputs_.pointers();
+    spec.micro_batches = pt_.micro_batches();
+    spec.threads = pt_.threads;
+    // Kernels, primitives and the memory plan are made here, untimed.
+    runner_ = make_runner(backend, spec, &params_);
+    executor_ = dynamic_cast<GraphExecutor*>(runner_.get());
+    const double flops = (pt_.training ? net_->work.training_flops : net_->work.forward_flops) * pt_.micro_batches();
+    work_ = Work{static_cast<std::int64_t>(flops), 0, pt_.batch};
+  }
+
+  Validation validate() override {
+    step(nullptr);
+    const StepValues got = step_values(*runner_, net_->graph, net_->params, pt_.training);
+    const auto ref = yardstick(pt_, *net_, inputs_);
+    const Discrepancy d = compare_steps(got, *ref);
+    std::string what = pt_.training ? "the loss and the gradient of each of the " + std::to_string(net_->params.size()) + " weights"
+                                    : "every graph output";
+    if (pt_.micro_batches() > 1) what += ", over " + std::to_string(pt_.micro_batches()) + " micro-batches";
+    return Validation{d.worst, net_->tolerance.tolerance,
+                      "relative L2 error of " + what + " (worst: " + d.where +
+                          ", each against max(|reference|, 1e-4 x the RMS of the references' norms)), against d500's reference executor in "
+                          "double precision on the same float32 weights and inputs; tolerance " + net_->tolerance.words};
+  }
+
+  void measure(Harness& h) override {
+    if (executor_) {
+      times_.steps.clear();
+      for (const auto& s : executor_->steps()) {
+        const Node* n = s.node >= 0 ? &net_->graph.nodes[static_cast<std::size_t>(s.node)] : nullptr;
+        times_.steps.push_back(StepInfo{n ? n->name : "loss", n ? n->op : "-", s.node < 0 ? "seed" : s.backward ? "backward" : "forward",
+                                        s.impl, s.flops * pt_.micro_batches()});
+      }
+      times_.repetitions = h.repetitions();
+      times_.ns.assign(times_.steps.size() * static_cast<std::size_t>(times_.repetitions), 0);  // preallocated: the timed region writes only
+    }
+    h.repeat_phased([this](int rep, const Harness::PhaseMark& mark) { step(&mark, rep); }, pt_.training ? 2 : 0);
+  }
+
+  Work work() const override { return work_; }
+
+  std::vector<std::pair<std::string, Value>> attributes() const override {
+    std::vector<std::pair<std::string, Value>> a;
+    const Graph& g = net_->graph;
+    std::int64_t weights = 0, params = 0;
+    for (const auto& [t, b] : g.constants) weights += static_cast<std::int64_t>(b.size());
+    for (int t : net_->params) params += numel(g.info(t).shape);
+    a.push_back({"network.model", std::string(find_builtin_network(pt_.network) ? "built-in" : "file")});
+    a.push_back({"network.model_hash", net_->model_hash});
+    a.push_back({"network.opset", std::int64_t{net_->facts.opset}});
+    if (net_->facts.converted_from) a.push_back({"network.converted_from_opset", std::int64_t{net_->facts.converted_from}});
+    a.push_back({"network.nodes", static_cast<std::int64_t>(g.nodes.size())});
+    a.push_back({"network.weight_bytes", weights});
+    if (pt_.training) a.push_back({"network.trainable_parameters", params});
+    a.push_back({"network.flops_per_sample", (pt_.training ? net_->work.training_flops : net_->work.forward_flops) / static_cast<double>(pt_.graph_batch())});
+    a.push_back({"network.inputs", join(inputs_.descriptions, "; ")});
+    if (pt_.training) a.push_back({"network.loss", net_->loss.description});
+    a.push_back({"network.micro_batches", std::int64_t{pt_.micro_batches()}});
+    a.push_back({"executor", runner_->describe()});
+    if (executor_) {
+      a.push_back({"memory.planned_bytes", executor_->arena_bytes()});
+      a.push_back({"memory.persistent_bytes", executor_->persistent_bytes()});
+      int fallback = 0;
+      for (const auto& s : executor_->steps()) fallback += s.impl == "reference (fallback)";
+      a.push_back({"executor.reference_fallback_steps", std::int64_t{fallback}});
+    }
+    return a;
+  }
+
+  const StepTimes* step_times() const override { return executor_ ? &times_ : nullptr; }
+
+ private:
+  // One step: every micro-batch's forward (and backward) pass. `mark` records the phases.
+  void step(const Harness::PhaseMark* mark, int rep = 0) {
+    if (executor_) executor_->time_steps(mark && !times_.ns.empty() ? times_.ns.data() + static_cast<std::size_t>(rep) * times_.steps.size() : nullptr);
+    std::int64_t fwd = 0, bwd = 0, fwd_start = 0, bwd_start = 0;
+    for (int m = 0; m < pt_.micro_batches(); ++m) {
+      const std::int64_t t0 = now_ns();
+      runner_->forward(m);
+      const std::int64_t t1 = now_ns();
+      if (m == 0) fwd_start = t0;
+      fwd += t1 - t0;
+      if (!pt_.training) continue;
+      runner_->backward(m);
+      const std::int64_t t2 = now_ns();
+      if (m == 0) bwd_start = t1;
+      bwd += t2 - t1;
+    }
+    // A phase's rows give its total duration (end - start); with micro-batches it ran in pieces,
+    // and start is its first piece's.
+    if (mark && pt_.training) {
+      (*mark)(Phase::Forward, fwd_start, fwd_start + fwd);
+      (*mark)(Phase::Backward, bwd_start, bwd_start + bwd);
+    }
+  }
+
+  NetworkPoint pt_;
+  Params params_;
+  std::shared_ptr<const LoadedNetwork> net_;
+  InputData inputs_;
+  std::unique_ptr<GraphRunner> runner_;
+  GraphExecutor* executor_ = nullptr;
+  Work work_;
+  StepTimes times_;
+};
+
+std::string network_check(const Params& p) {
+  std::string why = operator_common_check(p);
+  if (!why.empty()) return why;
+  const NetworkPoint pt(p);
+  if (pt.microbatch < 0) return "microbatch must be 0 (none) or a positive divisor of batch";
+  if (pt.microbatch > 0 && (pt.batch <= 0 || pt.batch % pt.microbatch != 0))
+    return "microbatch " + std::to_string(pt.microbatch) + " does not divide batch " + std::to_string(pt.batch) +
+           " (micro-batches run one after another, their gradients added)";
+  try {
+    const auto n = load_point_network(pt.network, pt.graph_batch(), pt.training);
+    if (pt.batch <= 0) {
+      // The model's own batch: its inputs' first axis.
+      if (n->facts.declared_batch <= 0) return "the model's batch is symbolic: set 'batch'";
+    }
+    make_inputs(n->graph, 1, 1);  // refuses inputs d500 cannot make data for
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Bytes one rank allocates for a point: the graph's weights, the executor's copy of them and of
+// the inputs, its planned activations and gradients (bounded by every tensor of the step, twice
+// in training), parameter gradients, and the yardstick's the same in double.
+std::int64_t network_memory(const Params& p) {
+  const NetworkPoint pt(p);
+  try {
+    const auto n = load_point_network(pt.network, pt.graph_batch(), pt.training);
+    const Graph& g = n->graph;
+    double weights = 0, activations = 0, inputs = 0, params = 0;
+    for (const auto& [t, b] : g.constants) weights += static_cast<double>(b.size());
+    for (std::size_t t = 0; t < g.tensors.size(); ++t)
+      if (!g.is_const(static_cast<int>(t))) activations += static_cast<double>(g.bytes(static_cast<int>(t)));
+    for (int t : g.inputs) inputs += static_cast<double>(g.bytes(t));
+    for (int t : n->params) params += static_cast<double>(g.bytes(t));
+    const double step = activations * (pt.training ? 2 : 1) + params;
+    const double runner = weights + inputs * pt.micro_batches() + step;
+    const double total = weights + runner + 2 * runner;  // the graph, the runner, the yardstick in double
+    return total >= 9e18 ? std::numeric_limits<std::int64_t>::max() : static_cast<std::int64_t>(total);
+  } catch (const Error&) {
+    return 0;  // check() says what is wrong
+  }
+}
+
+}  // namespace
+
+void register_network(WorkloadRegistry& r) {
+  WorkloadInfo w;
+  w.name = "network";
+  w.level = 1;
+  w.description = "a whole network (built-in, or an .onnx file) for inference or one training step, on an executor";
+  w.rate_unit = "samples/s";
+  w.scaling = "weak";
+  w.scaling_note = "total work: every rank runs the network on its own batch";
+  w.params = {
+      {"network", ValueType::String, std::nullopt, 0, 0, {}, "a built-in network (d500 networks) or the path of an .onnx file"},
+      {"batch", ValueType::Int, Value{std::int64_t{-1}}, -1, 1 << 24, {},
+       "batch size: replaces the model's batch axis when it is symbolic or 1; default: the model's own"},
+      {"pass", ValueType::String, Value{std::string("inference")}, 0, 0, {"inference", "training"},
+       "inference, or a training step (forward and backward; d500 appends a loss if the model has none)"},
+      {"microbatch", ValueType::Int, Value{std::int64_t{0}}, 0, 1 << 24, {},
+       "run the batch as micro-batches of this size, gradients added; 0: the whole batch at once"},
+  };
+  for (const auto& s : operator_common_params()) w.params.push_back(s);
+  w.normalize = [](Params& p) {
+    // A model file is named by its absolute path: jobs run elsewhere than `d500 plan`.
+    auto& net = std::get<std::string>(p.at("network"));
+    if (!find_builtin_network(net) && (net.find('/') != std::string::npos || net.find(".onnx") != std::string::npos))
+      net = fs::absolute(net).lexically_normal().string();
+    auto& lib = std::get<std::string>(p.at("library"));
+    if (!lib.empty()) lib = fs::absolute(lib).lexically_normal().string();
+    // The model's own batch made explicit, so that equal problems get equal ids.
+    if (std::get<std::int64_t>(p.at("batch")) <= 0) {
+      try {
+        const auto n = load_point_network(net, -1, false);
+        if (n->facts.declared_batch > 0) p["batch"] = Value{n->facts.declared_batch};
+      } catch (const Error&) {  // check() reports it
+      }
+    }
+  };
+  w.check = network_check;
+  w.memory_bytes = network_memory;
+  auto add = [&](const BackendInfo& b) {
+    w.backends[b.name] = [&b](const RunContext& c) { return std::make_unique<NetworkWorkload>(c, b); };
+  };
+  for (const auto& b : all_backends())
+    if (b.built && (b.name == "reference" || b.make_node_kernel || b.make_graph_runner)) add(b);
+  r.add(std::move(w));
+}
+
+}  // namespace d500

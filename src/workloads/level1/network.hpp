@@ -1,0 +1,32 @@
+#pragma once
+// Level 1's workload, `network` (network.cpp), and what it loads: exposed for tests and
+// benchmarks, which run the same networks as a campaign does.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/graph.hpp"
+#include "networks/builtin.hpp"
+#include "networks/prepare.hpp"
+#include "networks/validate.hpp"
+#include "workloads/registry.hpp"
+
+namespace d500 {
+
+// A network as a point runs it: loaded at one batch (the micro-batch when micro-batching), with
+// the training loss appended for the training pass.
+struct LoadedNetwork {
+  Graph graph;
+  ModelFacts facts;
+  TrainingLoss loss;        // loss.loss < 0: inference
+  std::vector<int> params;  // training: the weights that get gradients
+  GraphWork work;
+  ToleranceBasis tolerance;
+  std::string model_hash;   // FNV-1a of a model file's bytes, "built-in" for d500's own
+};
+// Loaded once per (network, batch, pass) for the points and plan-time checks that share it.
+std::shared_ptr<const LoadedNetwork> load_point_network(const std::string& network, std::int64_t batch, bool training);
+
+void register_network(WorkloadRegistry& r);
+
+}  // namespace d500
