@@ -40,6 +40,8 @@ struct BackendInfo {
   // Level 1, a framework's own executor of a whole graph (Deep500's native executors): present
   // on backends that are one (libtorch-native).
   std::function<std::unique_ptr<GraphRunner>(const RunnerSpec&)> make_graph_runner{};
+  // Optional plan-time check that this backend's own executor can run a graph ("" when so).
+  std::function<std::string(const Graph&)> check_graph{};
 };
 
 class BackendRegistry {

@@ -4,8 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
+#include <set>
 
 #include "backends/graph_ops.hpp"
+#include "backends/registry.hpp"
+#include "networks/validate.hpp"
 #include "networks/graph_builder_test.hpp"
 
 namespace d500 {
@@ -67,6 +71,7 @@ std::vector<GradCase> cases() {
   unary("Sigmoid", -3, 3);
   unary("Tanh", -2, 2);
   unary("HardSigmoid", -4, 4, {{"alpha", real(0.3)}, {"beta", real(0.4)}});
+  unary("HardSigmoid", -4, 4, {{"alpha", real(1.0 / 6)}, {"beta", real(0.5)}});  // as PyTorch exports it
   unary("HardSwish", -5, 5);
   unary("Sqrt", 0.5, 2);
   unary("Erf", -2, 2);
@@ -117,6 +122,12 @@ std::vector<GradCase> cases() {
                }});
   v.push_back({"MatMul (broadcast batch)", [](B& b) {
                  return std::vector<int>{b.node("MatMul", {b.weight("a", {2, 1, 3, 4}), b.weight("b", {3, 4, 5})})};
+               }});
+  v.push_back({"MatMul (attention: equal batches)", [](B& b) {
+                 return std::vector<int>{b.node("MatMul", {b.weight("q", {2, 3, 4, 5}), b.weight("k", {2, 3, 5, 6})})};
+               }});
+  v.push_back({"MatMul (a projection: 2-D weight)", [](B& b) {
+                 return std::vector<int>{b.node("MatMul", {b.weight("x", {2, 3, 4}), b.weight("w", {4, 5})})};
                }});
   v.push_back({"MatMul (1-D)", [](B& b) { return std::vector<int>{b.node("MatMul", {b.weight("a", {4}), b.weight("b", {2, 4, 5})})}; }});
   v.push_back({"Softmax", [](B& b) { return std::vector<int>{b.node("Softmax", {b.weight("x", {2, 3, 4})}, {{"axis", integer(1)}})}; }});
@@ -268,6 +279,83 @@ TEST(Executor, MicroBatchGradientsEqualTheWholeBatchs) {
     ASSERT_EQ(gw.size(), gm.size());
     for (std::size_t i = 0; i < gw.size(); ++i) EXPECT_NEAR(gw[i], gm[i], 1e-12 * std::max(1.0, std::abs(gw[i])));
   }
+}
+
+// Every backend's node kernels, forward and backward, against the yardstick on the same graphs:
+// outputs and every weight's gradient within the level-1 tolerance of each graph.
+TEST(Executor, EveryBackendsKernelsMatchTheYardstickOnEveryOperatorGraph) {
+  // The operators each backend must run with its own kernels (forward and backward) on these
+  // graphs: everything else may fall back to the reference.
+  const std::map<std::string, std::set<std::string>> own = {
+      {"blas", {"Conv", "Gemm", "MatMul"}},
+      {"onednn", {"Conv", "Gemm", "MatMul", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "BatchNormalization",
+                  "LayerNormalization", "Softmax", "LogSoftmax", "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Sqrt", "Exp", "Log", "Abs",
+                  "Neg", "HardSwish", "Add", "Sub", "Mul", "Transpose"}},
+      {"libtorch", {"Conv", "ConvTranspose", "Gemm", "MatMul", "MaxPool", "AveragePool", "GlobalAveragePool", "BatchNormalization",
+                    "LayerNormalization", "Softmax", "LogSoftmax", "Relu", "LeakyRelu", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish",
+                    "Erf", "Sqrt", "Exp", "Log", "Add", "Sub", "Mul", "Div", "Transpose"}},
+  };
+  for (const auto& backend : all_backends()) {
+    if (!backend.built || !backend.make_node_kernel || backend.name == "custom") continue;
+    SCOPED_TRACE(backend.name);
+    ASSERT_TRUE(own.count(backend.name)) << "list the operators " << backend.name << " runs itself";
+    std::set<std::string> ran;
+    for (const auto& c : cases()) {
+      SCOPED_TRACE(c.name);
+      GraphBuilder b;
+      const int loss = b.finish_with_projection_loss(c.build(b));
+      const std::vector<int> params = b.params();
+      ExecutorSpec s;
+      s.graph = &b.g;
+      s.backend = &backend;
+      s.training = true;
+      s.loss = loss;
+      s.params = params;
+      GraphExecutor e(s);
+      e.forward(0);
+      e.backward(0);
+      for (const auto& st : e.steps())
+        if (st.node >= 0 && st.impl.find("reference") == std::string::npos) ran.insert(b.g.nodes[static_cast<std::size_t>(st.node)].op);
+      const StepValues got = step_values(e, b.g, params, true);
+      const StepValues ref = yardstick_step(b.g, true, loss, params, {}, 1);
+      const Discrepancy d = compare_steps(got, ref);
+      const ToleranceBasis tol = network_tolerance(b.g, loss);
+      EXPECT_LE(d.worst, tol.tolerance) << d.where;
+    }
+    for (const auto& op : own.at(backend.name)) EXPECT_TRUE(ran.count(op)) << backend.name << " did not run " << op << " itself";
+  }
+}
+
+// A framework's own executor of whole graphs (libtorch-native) on the same graphs: its outputs and
+// autograd's gradients against the yardstick.
+TEST(Executor, NativeExecutorsMatchTheYardstickOnEveryOperatorGraph) {
+  int runners = 0;
+  for (const auto& backend : all_backends()) {
+    if (!backend.built || !backend.make_graph_runner) continue;
+    SCOPED_TRACE(backend.name);
+    ++runners;
+    for (const auto& c : cases()) {
+      SCOPED_TRACE(c.name);
+      GraphBuilder b;
+      const int loss = b.finish_with_projection_loss(c.build(b));
+      const std::vector<int> params = b.params();
+      if (!backend.check_graph(b.g).empty()) {
+        ADD_FAILURE() << backend.check_graph(b.g);
+        continue;
+      }
+      RunnerSpec r;
+      r.graph = &b.g;
+      r.training = true;
+      r.loss = loss;
+      r.params = params;
+      auto runner = backend.make_graph_runner(r);
+      runner->forward(0);
+      runner->backward(0);
+      const Discrepancy d = compare_steps(step_values(*runner, b.g, params, true), yardstick_step(b.g, true, loss, params, {}, 1));
+      EXPECT_LE(d.worst, network_tolerance(b.g, loss).tolerance) << d.where;
+    }
+  }
+  if (!runners) GTEST_SKIP() << "this build has no framework-native executor (libtorch-native needs LibTorch)";
 }
 
 TEST(Executor, WhatGetsGradientsFollowsTheLossAndTheWeights) {

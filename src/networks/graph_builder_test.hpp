@@ -11,7 +11,7 @@
 #include "common/text.hpp"
 #include "networks/executor.hpp"
 #include "networks/onnx.hpp"
-#include "workloads/registry.hpp"
+#include "common/random.hpp"
 
 namespace d500::test {
 

@@ -49,7 +49,8 @@ void register_backend_blas(BackendRegistry& r) {
            if (p.op != "conv2d") return 0;  // GEMM works in the problem's buffers
            const ConvShape cs = conv_shape(p);  // the im2col buffer of one image and group
            return 4 * cs.cg() * cs.r * cs.s * cs.p() * cs.q();
-         }});
+         },
+         .make_node_kernel = make_blas_node_kernel});
 }
 
 }  // namespace d500

@@ -4,6 +4,7 @@
 #include <memory>
 #include <string>
 
+#include "backends/graph.hpp"
 #include "backends/kernel.hpp"
 
 namespace d500 {
@@ -13,5 +14,7 @@ void openblas_threads(int n);
 
 // conv2d through im2col and sgemm (blas_conv.cpp).
 std::unique_ptr<OpKernel> make_blas_conv(OpProblem& p, int threads);
+// Level 1 (blas_graph.cpp): Conv, Gemm and MatMul nodes; nullptr for every other node.
+std::unique_ptr<NodeKernel> make_blas_node_kernel(const NodeProblem& p, int threads);
 
 }  // namespace d500

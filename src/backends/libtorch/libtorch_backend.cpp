@@ -4,7 +4,8 @@
 // at::max_pool2d_with_indices_out, at::avg_pool2d_out and their backward functions). Convolutions
 // and batch normalisation have no native CPU out= variant in 1.13: their calls allocate the
 // result, as in a model (see keep_freed_memory), and it is copied out after the run, untimed.
-// Only this file includes ATen.
+// ATen is included here and in the level-1 files beside this one (libtorch_graph.cpp,
+// libtorch_native.cpp).
 #include <ATen/ATen.h>
 #include <malloc.h>
 #include <ATen/Parallel.h>
@@ -14,6 +15,7 @@
 
 #include "backends/blas/blas_backend.hpp"
 #include "backends/kernel.hpp"
+#include "backends/libtorch/libtorch_backend.hpp"
 #include "backends/registry.hpp"
 #include "common/error.hpp"
 
@@ -217,7 +219,16 @@ void register_backend_libtorch(BackendRegistry& r) {
            std::int64_t n = 0;
            for (const auto& t : p.out) n += t.numel();
            return p.op == "conv2d" || p.op == "batchnorm" ? 2 * 4 * n : 0;
-         }});
+         },
+         .make_node_kernel = make_libtorch_node_kernel});
+}
+
+void register_backend_libtorch_native(BackendRegistry& r) {
+  r.add({.name = "libtorch-native",
+         .description = "LibTorch executing whole networks itself: its operators and its autograd (level 1)",
+         .version = libtorch_version,
+         .make_graph_runner = make_libtorch_native_runner,
+         .check_graph = libtorch_native_check});
 }
 
 }  // namespace d500

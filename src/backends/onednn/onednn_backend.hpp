@@ -4,6 +4,7 @@
 #include <memory>
 #include <string>
 
+#include "backends/graph.hpp"
 #include "backends/kernel.hpp"
 
 namespace d500 {
@@ -11,5 +12,7 @@ namespace d500 {
 // The neural-network operators (onednn_ops.cpp): which ones, and a kernel for a problem.
 bool onednn_supports(const std::string& op);
 std::unique_ptr<OpKernel> make_onednn_kernel(OpProblem& p, int threads);
+// Level 1 (onednn_graph.cpp): a kernel for one node of a graph, or nullptr when oneDNN has none for it.
+std::unique_ptr<NodeKernel> make_onednn_node_kernel(const NodeProblem& p, int threads);
 
 }  // namespace d500

@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "backends/graph_ops.hpp"
+#include "backends/registry.hpp"
 #include "common/error.hpp"
 #include "common/text.hpp"
 #include "networks/builtin.hpp"
@@ -227,6 +228,8 @@ std::string network_check(const Params& p) {
       if (n->facts.declared_batch <= 0) return "the model's batch is symbolic: set 'batch'";
     }
     make_inputs(n->graph, 1, 1);  // refuses inputs d500 cannot make data for
+    const BackendInfo* b = find_backend(std::get<std::string>(p.at("backend")));
+    if (b && b->built && b->check_graph) return b->check_graph(n->graph);
   } catch (const Error& e) {
     return e.what();
   }
