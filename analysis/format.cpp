@@ -111,6 +111,49 @@ Table results_table(const Report& rep) {
   return t;
 }
 
+Table network_table(const Report& rep) {
+  Table t{{"point", "samples/s", "GFLOP/s", "forward", "backward", "planned memory", "peak RSS", "nodes on the backend"}};
+  for (const auto& r : rep.rows) {
+    if (r.level != 1 || r.time.n == 0) continue;
+    std::string fwd = "-", bwd = "-";
+    for (const auto& ph : r.phases) {
+      if (ph.phase == "forward") fwd = fmt_time(ph.time.median);
+      if (ph.phase == "backward") bwd = fmt_time(ph.time.median);
+    }
+    std::string mem = "-";
+    if (auto it = r.facts.find("memory.planned_bytes"); it != r.facts.end() && std::holds_alternative<std::int64_t>(it->second))
+      mem = fmt_bytes(std::get<std::int64_t>(it->second));
+    std::string where = r.steps ? fmt_sig(100 * (1 - r.fallback_share), 3) + "% of step time" : "the framework's own executor";
+    t.push_back({point_label(r), rate_text(r) + " " + rate_ci_text(r),
+                 r.flops > 0 && r.time.median > 0 ? fmt_sig(r.flops / r.time.median / 1e9, 4) : "-", fwd, bwd, mem,
+                 r.peak_rss_bytes >= 0 ? fmt_bytes(r.peak_rss_bytes) : "-", where});
+  }
+  return t;
+}
+
+Table steps_table(const PointRow& r) {
+  Table t{{"step", "operator", "pass", "computed by", "median", "share", "GFLOP/s"}};
+  for (const auto& s : r.top_steps)
+    t.push_back({s.name, s.op, s.direction, s.impl, fmt_time(s.median_s), fmt_sig(100 * s.share, 3) + "%",
+                 s.gflops > 0 ? fmt_sig(s.gflops, 4) : "-"});
+  return t;
+}
+
+std::string steps_caption(const PointRow& r) {
+  return point_label(r) + ": the " + std::to_string(r.top_steps.size()) + " costliest of " + std::to_string(r.steps) +
+         " steps (their medians add up to " + fmt_time(r.steps_total_s) + " of a " + fmt_time(r.time.median) + " step" +
+         (r.fallback_share > 0 ? "; " + fmt_sig(100 * r.fallback_share, 3) + "% ran on the reference, which the backend lacks" : "") + ")";
+}
+
+std::string network_note() {
+  return "Networks (level 1): samples/s is the batch over the median step time; GFLOP/s counts the graph's work (multiply-adds "
+         "twice). A training step's forward and backward phases are summarised as the whole step is (per repetition the "
+         "slowest rank). Planned memory is the executor's arena of activations and gradients, placed by lifetime; peak RSS "
+         "is the process's. On d500's executor every node's forward and backward step is timed inside the repetitions "
+         "(two clock reads each); a step's median is over the timed repetitions of its slowest rank, and its share is of "
+         "the steps' medians added up.";
+}
+
 Table quality_table(const Report& rep) {
   Table t{{"point", "ranks", "n", "mean (t-interval)", "outliers (low/high)", "enough repetitions", "ranks"}};
   for (const auto& r : rep.rows) {

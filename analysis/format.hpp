@@ -32,6 +32,12 @@ Table quality_table(const Report& rep);
 Table comparison_table(const Report& rep);
 Table scaling_table(const ScalingSeries& s);
 Table tta_table(const Report& rep);
+// Level 1: one row per network point (rates, the step's phases, memory, what ran where), and
+// per point on d500's executor its costliest steps.
+Table network_table(const Report& rep);
+Table steps_table(const PointRow& r);
+std::string steps_caption(const PointRow& r);
+std::string network_note();
 std::string tta_svg(const TtaConfig& c, const Report& rep);
 std::string scaling_caption(const ScalingSeries& s);
 std::string scaling_svg(const ScalingSeries& s);

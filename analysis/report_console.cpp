@@ -11,12 +11,11 @@ namespace d500 {
 
 namespace {
 
-std::string render(const Report& rep) {
-  auto t = results_table(rep);
+// A table in aligned columns, its header underlined.
+void text_table(std::ostringstream& o, const Table& t) {
   std::vector<std::size_t> w(t.front().size(), 0);
   for (const auto& row : t)
     for (std::size_t i = 0; i < row.size(); ++i) w[i] = std::max(w[i], row[i].size());
-  std::ostringstream o;
   for (std::size_t k = 0; k < t.size(); ++k) {
     for (std::size_t i = 0; i < t[k].size(); ++i)
       o << t[k][i] << std::string(w[i] - t[k][i].size() + (i + 1 < t[k].size() ? 2 : 0), ' ');
@@ -25,6 +24,16 @@ std::string render(const Report& rep) {
       for (std::size_t i = 0; i < w.size(); ++i) o << std::string(w[i], '-') << (i + 1 < w.size() ? "  " : "");
       o << "\n";
     }
+  }
+}
+
+std::string render(const Report& rep) {
+  std::ostringstream o;
+  text_table(o, results_table(rep));
+  const Table nets = network_table(rep);
+  if (nets.size() > 1) {
+    o << "\nnetworks (the costliest steps of each are in report.md):\n";
+    text_table(o, nets);
   }
   if (!rep.comparisons.empty()) {
     o << "\ncomparisons (" << static_cast<int>(rep.confidence * 100 + .5) << "% BCa bootstrap of the ratio of medians):\n";

@@ -30,6 +30,15 @@ std::string render(const Report& rep) {
   html_table(o, results_table(rep), cls);
   std::string rates = comparison_svg(rep);
   if (!rates.empty()) o << "<figure>" << rates << "</figure>\n";
+  if (network_table(rep).size() > 1) {
+    o << "<h2>Networks</h2>\n<p>" << html_escape(network_note()) << "</p>\n";
+    html_table(o, network_table(rep));
+    for (const auto& r : rep.rows)
+      if (!r.top_steps.empty()) {
+        o << "<p>" << html_escape(steps_caption(r)) << "</p>\n";
+        html_table(o, steps_table(r));
+      }
+  }
   o << "<h2>Measurement quality</h2>\n";
   html_table(o, quality_table(rep));
   if (!rep.comparisons.empty()) {

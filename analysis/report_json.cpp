@@ -39,7 +39,27 @@ std::string render(const Report& rep) {
       << jn(r.validation_max_rel_error) << ", \"tolerance\": " << jn(r.validation_tolerance) << "}"
       << ", \"peak_rss_bytes\": " << (r.peak_rss_bytes >= 0 ? std::to_string(r.peak_rss_bytes) : "null")
       << ", \"memory_estimate_bytes\": " << (r.memory_estimate_bytes >= 0 ? std::to_string(r.memory_estimate_bytes) : "null")
-      << ", \"threads_oversubscribed\": " << (r.threads_oversubscribed ? "true" : "false") << "}";
+      << ", \"threads_oversubscribed\": " << (r.threads_oversubscribed ? "true" : "false");
+    if (r.level == 1) {
+      o << ", \"flops_per_repetition\": " << jn(r.flops) << ", \"samples_per_repetition\": " << r.work_items << ", \"phases\": {";
+      for (std::size_t k = 0; k < r.phases.size(); ++k)
+        o << (k ? ", " : "") << js(r.phases[k].phase) << ": {\"median_s\": " << jn(r.phases[k].time.median) << ", \"ci\": "
+          << (r.phases[k].time.has_ci ? "[" + jn(r.phases[k].time.lo) + ", " + jn(r.phases[k].time.hi) + "]" : "null") << "}";
+      o << "}, \"facts\": {";
+      std::size_t k = 0;
+      for (const auto& [name, v] : r.facts)
+        o << (k++ ? ", " : "") << js(name) << ": "
+          << (std::holds_alternative<std::string>(v) ? js(std::get<std::string>(v)) : canonical(v));
+      o << "}, \"steps\": " << r.steps << ", \"steps_total_median_s\": " << jn(r.steps_total_s)
+        << ", \"reference_fallback_share\": " << jn(r.fallback_share) << ", \"top_steps\": [";
+      for (std::size_t q = 0; q < r.top_steps.size(); ++q) {
+        const auto& st = r.top_steps[q];
+        o << (q ? ", " : "") << "{\"name\": " << js(st.name) << ", \"op\": " << js(st.op) << ", \"direction\": " << js(st.direction)
+          << ", \"impl\": " << js(st.impl) << ", \"median_s\": " << jn(st.median_s) << ", \"share\": " << jn(st.share) << "}";
+      }
+      o << "]";
+    }
+    o << "}";
   }
   o << "\n  ],\n  \"comparisons\": [";
   for (std::size_t i = 0; i < rep.comparisons.size(); ++i) {

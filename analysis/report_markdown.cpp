@@ -17,6 +17,15 @@ std::string render(const Report& rep) {
     << "\n- files read: " << rep.files.size() << "\n- bootstrap seed: " << rep.seed << "\n\n## Method\n\n"
     << method_statement(rep.confidence) << "\n\n## Results\n\n";
   markdown_table(o, results_table(rep));
+  if (network_table(rep).size() > 1) {
+    o << "## Networks\n\n" << network_note() << "\n\n";
+    markdown_table(o, network_table(rep));
+    for (const auto& r : rep.rows)
+      if (!r.top_steps.empty()) {
+        o << steps_caption(r) << "\n\n";
+        markdown_table(o, steps_table(r));
+      }
+  }
   o << "## Measurement quality\n\n";
   markdown_table(o, quality_table(rep));
   if (!rep.comparisons.empty()) {

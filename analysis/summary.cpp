@@ -107,6 +107,7 @@ PointRow summarize_point(const PointResult& p, const JobResult& j, double confid
     r.phases.push_back({phase_name(static_cast<Phase>(ph)), stats::summarize(v, confidence)});
   }
   r.work_items = p.work_items;
+  r.flops = static_cast<double>(p.work_flops);
   r.facts = p.facts;
   if (!p.steps.empty()) {
     // Per step: per timed repetition the slowest rank, then the median over repetitions.

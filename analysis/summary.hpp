@@ -29,7 +29,8 @@ struct PointRow {
   std::vector<double> costs;  // timed repetitions, seconds, max over ranks, in repetition order
   stats::Summary time;        // of costs
   double rate = 0, rate_lo = 0, rate_hi = 0;  // from the median and CI bounds of time
-  double work = 0;                           // flops or bytes per repetition
+  double work = 0;                           // flops, bytes or samples per repetition (the rate's unit)
+  double flops = 0;                          // per repetition (level 1: the network's, for GFLOP/s beside samples/s)
   stats::MeanInterval mean;                  // shown only when normality is not rejected
   stats::NormalityTest normality;
   stats::Outliers outliers;

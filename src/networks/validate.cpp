@@ -89,6 +89,40 @@ StepValues yardstick_step(const Graph& g, bool training, int loss, const std::ve
   return step_values(e, g, params, training);
 }
 
+std::string first_divergence(const Graph& g, const BackendInfo& backend, const Params* point, const std::vector<const void*>& inputs,
+                             int micro_batches, int threads, double tolerance) {
+  if (backend.make_graph_runner) return "";  // a framework's own executor shows no intermediate tensors
+  ExecutorSpec s;
+  s.graph = &g;
+  s.inputs = inputs;
+  s.micro_batches = micro_batches;
+  s.threads = threads;
+  s.keep_all = true;
+  s.point = point;
+  s.backend = &backend;
+  GraphExecutor got(s);
+  s.backend = nullptr;
+  s.double_precision = true;
+  GraphExecutor ref(s);
+  got.forward(0);
+  ref.forward(0);
+  for (const auto& st : got.steps()) {
+    if (st.node < 0 || st.backward) continue;
+    const Node& n = g.nodes[static_cast<std::size_t>(st.node)];
+    for (int t : n.out) {
+      if (t < 0 || g.info(t).dtype != DType::F32) continue;
+      const std::vector<double> a = got.tensor(t), b = ref.tensor(t);
+      double num = 0, den = 0;
+      for (std::size_t i = 0; i < a.size() && i < b.size(); ++i) num += (a[i] - b[i]) * (a[i] - b[i]), den += b[i] * b[i];
+      const double err = std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
+      if (!(err <= tolerance))
+        return "the first node off in the forward pass is " + n.label() + " (computed by " + st.impl + "): relative error " +
+               fmt_sig(err, 3) + " in '" + g.info(t).name + "'";
+    }
+  }
+  return "the forward pass agrees node by node; the difference arises in the backward pass";
+}
+
 Discrepancy compare_steps(const StepValues& got, const StepValues& ref) {
   if (got.values.size() != ref.values.size()) throw Error("validation: the executor and the yardstick computed different tensors");
   double all = 0;

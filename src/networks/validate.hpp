@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backends/graph.hpp"
+#include "backends/registry.hpp"
 
 namespace d500 {
 
@@ -29,6 +30,13 @@ StepValues step_values(GraphRunner& r, const Graph& g, const std::vector<int>& p
 // One step of the yardstick (all micro-batches).
 StepValues yardstick_step(const Graph& g, bool training, int loss, const std::vector<int>& params,
                           const std::vector<const void*>& inputs, int micro_batches);
+
+// Where a failed validation starts: the forward pass run again keeping every tensor, on the
+// backend and on the yardstick, compared node by node; the first node whose output is off by
+// more than `tolerance` ("" when the forward pass agrees everywhere). Costs a forward pass of
+// each with no buffer reuse: only for points that failed.
+std::string first_divergence(const Graph& g, const BackendInfo& backend, const Params* point, const std::vector<const void*>& inputs,
+                             int micro_batches, int threads, double tolerance);
 
 // The worst relative L2 error over the tensors, each against max(|ref|, 1e-4 x the RMS of the
 // reference tensors' norms), so that a gradient that is zero in exact arithmetic (float noise

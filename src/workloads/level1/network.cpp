@@ -101,7 +101,7 @@ std::shared_ptr<const StepValues> yardstick(const NetworkPoint& pt, const Loaded
 class NetworkWorkload final : public Workload {
  public:
   NetworkWorkload(const RunContext& ctx, const BackendInfo& backend)
-      : pt_(ctx.params), params_(ctx.params), net_(load_point_network(pt_.network, pt_.graph_batch(), pt_.training)) {
+      : pt_(ctx.params), params_(ctx.params), backend_(backend), net_(load_point_network(pt_.network, pt_.graph_batch(), pt_.training)) {
     inputs_ = make_inputs(net_->graph, pt_.micro_batches(), ctx.seed);
     RunnerSpec spec;
     spec.graph = &net_->graph;
@@ -126,8 +126,12 @@ class NetworkWorkload final : public Workload {
     std::string what = pt_.training ? "the loss and the gradient of each of the " + std::to_string(net_->params.size()) + " weights"
                                     : "every graph output";
     if (pt_.micro_batches() > 1) what += ", over " + std::to_string(pt_.micro_batches()) + " micro-batches";
+    std::string where;
+    if (!(d.worst <= net_->tolerance.tolerance))
+      where = "; " + first_divergence(net_->graph, backend_, &params_, inputs_.pointers(), pt_.micro_batches(), pt_.threads,
+                                      net_->tolerance.tolerance);
     return Validation{d.worst, net_->tolerance.tolerance,
-                      "relative L2 error of " + what + " (worst: " + d.where +
+                      "relative L2 error of " + what + where + " (worst: " + d.where +
                           ", each against max(|reference|, 1e-4 x the RMS of the references' norms)), against d500's reference executor in "
                           "double precision on the same float32 weights and inputs; tolerance " + net_->tolerance.words};
   }
@@ -205,6 +209,7 @@ class NetworkWorkload final : public Workload {
 
   NetworkPoint pt_;
   Params params_;
+  const BackendInfo& backend_;
   std::shared_ptr<const LoadedNetwork> net_;
   InputData inputs_;
   std::unique_ptr<GraphRunner> runner_;
