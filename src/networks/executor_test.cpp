@@ -171,6 +171,10 @@ std::vector<GradCase> cases() {
   v.push_back({"Gather (repeated indices)", [](B& b) {
                  return std::vector<int>{b.node("Gather", {b.weight("x", {3, 5}), b.constant_i64("i", {4, 0, -1, 4, 1, 4}, {2, 3})}, {{"axis", integer(1)}})};
                }});
+  for (const char* mode : {"constant", "reflect", "edge"})
+    v.push_back({std::string("Pad (") + mode + ")", [mode](B& b) {
+                   return std::vector<int>{b.node("Pad", {b.weight("x", {2, 3, 4, 5}), b.constant_i64("p", {0, 0, 1, 2, 0, 0, 2, 1})}, {{"mode", text(mode)}})};
+                 }});
   v.push_back({"Expand", [](B& b) { return std::vector<int>{b.node("Expand", {b.weight("x", {3, 1}), b.constant_i64("s", {2, 3, 4})})}; }});
   v.push_back({"ReduceMean (keepdims)", [](B& b) {
                  return std::vector<int>{b.node("ReduceMean", {b.weight("x", {2, 3, 4})}, {{"axes", ints({0, 2})}})};

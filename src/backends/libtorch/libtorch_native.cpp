@@ -234,6 +234,17 @@ const std::map<std::string, Op>& ops() {
       const at::Tensor fixed = at::where(idx < 0, idx + dim, idx);
       return Tensors{at::index_select(in[0], axis, fixed).reshape(out_shape(g, n))};
     };
+    t["Pad"] = [](const Node& n, const Tensors& in, const Graph&, bool) {
+      const auto& pads = n.attrs.at("_pads").ints;
+      const std::size_t r = pads.size() / 2;
+      std::vector<I> aten;  // ATen lists the last axis first: (begin, end) pairs
+      for (std::size_t d = r; d-- > 0;) aten.push_back(pads[d]), aten.push_back(pads[r + d]);
+      const std::string mode = n.attr_s("mode", "constant");
+      if (mode == "constant") return Tensors{at::constant_pad_nd(in[0], aten, n.attr_f("_value", 0))};
+      // reflect and replicate pad only the spatial axes (beyond batch and channels)
+      while (aten.size() > 2 * (r - 2) && aten.size() >= 2 && aten[aten.size() - 1] == 0 && aten[aten.size() - 2] == 0) aten.resize(aten.size() - 2);
+      return Tensors{at::pad(in[0], aten, mode == "edge" ? "replicate" : "reflect")};
+    };
     t["Expand"] = [out_shape](const Node& n, const Tensors& in, const Graph& g, bool) { return Tensors{in[0].expand(out_shape(g, n))}; };
     auto reduce = [](bool mean) {
       return [mean](const Node& n, const Tensors& in, const Graph&, bool) {
@@ -261,6 +272,13 @@ const std::map<std::string, Op>& ops() {
 // What the translation cannot express, known from the shapes (so that plans refuse it).
 std::string untranslatable(const Node& n, const Graph& g) {
   if (!ops().count(n.op)) return "it has no ATen translation";
+  if (n.op == "Pad" && n.attr_s("mode", "constant") != "constant") {
+    const auto& pads = n.attrs.at("_pads").ints;
+    const std::size_t r = pads.size() / 2;
+    for (std::size_t d = 0; d < std::min<std::size_t>(r, 2); ++d)
+      if (pads[d] || pads[r + d]) return "ATen's reflect and replicate padding pad only the spatial axes";
+    if (r < 3 || r > 5) return "ATen's reflect and replicate padding need 3-D to 5-D tensors";
+  }
   if (n.op == "ConvTranspose") {
     const Shape& x = g.info(n.in[0]).shape;
     if (x.size() != 4) return "only 2-D transposed convolutions are translated";

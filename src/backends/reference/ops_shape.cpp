@@ -464,6 +464,117 @@ void infer_expand(InferCtx& c) {
   c.set(0, c.dtype(0), broadcast_shapes(c.shape(0), Shape(s.begin(), s.end()), c.node.label()));
 }
 
+// ---- Pad: constant (negative pads crop), reflect, edge -----------------------------------------------------------
+// Infer makes the pads explicit (`_pads`: begin of every axis, then end) and the constant
+// (`_value`). Each output position reads the input position it maps to, or the constant.
+enum class PadMode { Constant, Reflect, Edge };
+PadMode pad_mode(const Node& n) {
+  const std::string m = n.attr_s("mode", "constant");
+  return m == "reflect" ? PadMode::Reflect : m == "edge" ? PadMode::Edge : PadMode::Constant;
+}
+// The input position an output coordinate reads along one axis, or -1 for the constant.
+I pad_source(I o, I begin, I n, PadMode mode) {
+  I i = o - begin;
+  if (i >= 0 && i < n) return i;
+  if (mode == PadMode::Constant) return -1;
+  if (mode == PadMode::Edge) return i < 0 ? 0 : n - 1;
+  while (i < 0 || i >= n) i = i < 0 ? -i : 2 * (n - 1) - i;  // reflect (no edge repeat)
+  return i;
+}
+// Calls f(output offset, input offset or -1) for every output position.
+template <class F>
+void each_padded(const NodeProblem& p, F&& f) {
+  const Dims x(shape_in(p, 0)), y(shape_out(p, 0));
+  const auto& pads = p.node->attrs.at("_pads").ints;
+  const PadMode mode = pad_mode(*p.node);
+  const Dims xs = bstrides(x, x);
+  const std::size_t r = y.size();
+  std::array<I, kMaxRank> idx{};
+  for (I pos = 0, total = y.count(); pos < total; ++pos) {
+    I src = 0;
+    for (std::size_t d = 0; d < r && src >= 0; ++d) {
+      const I i = pad_source(idx[d], pads[d], x[d], mode);
+      src = i < 0 ? -1 : src + i * xs[d];
+    }
+    f(pos, src);
+    for (std::size_t d = r; d-- > 0;) {
+      if (++idx[d] < y[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+template <class T>
+void pad_fwd(const NodeProblem& p, T*) {
+  const std::size_t es = esize<T>(p.in[0]);
+  const auto* x = p.in[0].as<const std::byte>();
+  auto* y = p.out[0].as<std::byte>();
+  // The constant in the tensor's own type.
+  std::byte fill[8] = {};
+  const double v = p.node->attr_f("_value", 0);
+  if (p.in[0].dtype == DType::F32) {
+    const T t = static_cast<T>(v);
+    std::memcpy(fill, &t, sizeof(T));
+  } else if (p.in[0].dtype == DType::I64) {
+    const auto t = static_cast<std::int64_t>(v);
+    std::memcpy(fill, &t, 8);
+  } else if (p.in[0].dtype == DType::I32) {
+    const auto t = static_cast<std::int32_t>(v);
+    std::memcpy(fill, &t, 4);
+  } else {
+    fill[0] = std::byte{static_cast<unsigned char>(v != 0)};
+  }
+  each_padded(p, [&](I pos, I src) { std::memcpy(y + pos * static_cast<I>(es), src < 0 ? fill : x + src * static_cast<I>(es), es); });
+}
+template <class T>
+void pad_bwd(const NodeProblem& p, T*) {
+  T* dx = din<T>(p, 0);
+  if (!dx) return;
+  const T* dy = dout<T>(p, 0);
+  std::fill(dx, dx + p.in[0].numel(), T(0));
+  if (!dy) return;
+  each_padded(p, [&](I pos, I src) {
+    if (src >= 0) dx[src] += dy[pos];
+  });
+}
+void infer_pad(InferCtx& c) {
+  const Shape& x = c.shape(0);
+  const std::size_t r = x.size();
+  std::vector<I> pads;
+  double value = 0;
+  if (c.opset < 11) {
+    pads = c.node.attr_ints("pads");
+    value = c.node.attr_f("value", 0);
+  } else {
+    pads = c.ints(1, "pads");
+    if (c.has_in(2)) {
+      if (!c.is_const(2)) c.fail("its constant_value must be known at load time");
+      const DType t = c.dtype(2);
+      if (t == DType::F32) value = *reinterpret_cast<const float*>(c.value[2]);
+      else if (t == DType::I64) value = static_cast<double>(*reinterpret_cast<const std::int64_t*>(c.value[2]));
+      else if (t == DType::I32) value = *reinterpret_cast<const std::int32_t*>(c.value[2]);
+      else if (t == DType::Bool) value = c.value[2][0] != std::byte{0};
+    }
+    if (c.has_in(3)) c.fail("its axes input (opset 18) is not supported");
+  }
+  if (pads.size() != 2 * r) c.fail("pads has " + std::to_string(pads.size()) + " values; the input's " + std::to_string(r) + " axes need " + std::to_string(2 * r));
+  const std::string mode = c.node.attr_s("mode", "constant");
+  if (mode != "constant" && mode != "reflect" && mode != "edge") c.fail("mode \"" + mode + "\" is not one of constant, reflect, edge");
+  Shape y = x;
+  for (std::size_t d = 0; d < r; ++d) {
+    y[d] = x[d] + pads[d] + pads[r + d];
+    if (y[d] < 0) c.fail("its pads remove more than axis " + std::to_string(d) + " holds");
+    if (mode != "constant" && (pads[d] < 0 || pads[r + d] < 0)) c.fail("negative pads crop only in constant mode");
+    if (mode == "reflect" && (pads[d] >= x[d] || pads[r + d] >= x[d]) && (pads[d] || pads[r + d]))
+      c.fail("reflect padding must be smaller than the axis it pads");
+  }
+  c.node.attrs["_pads"] = ints_attr(pads);
+  Attr v;
+  v.kind = Attr::Kind::Float;
+  v.f = value;
+  c.node.attrs["_value"] = v;
+  c.set(0, c.dtype(0), y);
+}
+
 // ---- ReduceMean and ReduceSum ---------------------------------------------------------------------------------
 // Infer makes the reduced axes explicit (`axes`, positive; all when none are given). The output
 // is read through its keepdims shape, whatever keepdims says (the layout is the same).
@@ -693,6 +804,8 @@ void add_shape_ops(std::vector<OpSchema>& t) {
   t.push_back(OpSchema{.op = "Gather", .since = 1, .infer = infer_gather, D500_FWD(gather_fwd),
                        .bwd_f = gather_bwd<float>, .bwd_d = gather_bwd<double>, .flops = no_flops, .diff_in = 1,
                        .saved_in = 2});
+  t.push_back(OpSchema{.op = "Pad", .since = 2, .infer = infer_pad, D500_FWD(pad_fwd), .bwd_f = pad_bwd<float>,
+                       .bwd_d = pad_bwd<double>, .flops = no_flops, .diff_in = 1});
   t.push_back(OpSchema{.op = "Expand", .since = 8, .infer = infer_expand, D500_FWD(expand_fwd),
                        .bwd_f = expand_bwd<float>, .bwd_d = expand_bwd<double>, .flops = no_flops, .diff_in = 1});
   t.push_back(OpSchema{.op = "ReduceMean", .since = 1, .infer = infer_reduce, .fwd_f = reduce_fwd<true, float>,
