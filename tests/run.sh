@@ -29,7 +29,7 @@ run_suite() {  # build dir, required backends, whether libslurm is required, cte
   rm -f "$log"
 }
 
-run_suite build reference,blas,mpi,onednn,libtorch,custom 1 "$@"
+run_suite build reference,blas,mpi,onednn,libtorch,libtorch-native,custom 1 "$@"
 if [ "${D500_TEST_MINIMAL:-1}" = 1 ]; then
   gen=()
   command -v ninja >/dev/null && [ ! -f build-minimal/CMakeCache.txt ] && gen=(-G Ninja)

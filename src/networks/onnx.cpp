@@ -174,7 +174,17 @@ void set_batch(onnx::ModelProto& m, const std::string& what, const LoadOptions& 
   for (auto& out : *m.mutable_graph()->mutable_output()) out.mutable_type()->mutable_tensor_type()->clear_shape();
 }
 
-Graph convert(onnx::ModelProto& m, const std::string& what, const std::string& base_dir, const LoadOptions& opt, ModelFacts* facts_out) {
+// ONNX's checker resolves external data against the model's directory only when it reads the
+// file itself: such a model is checked from its file.
+void run_checker(const onnx::ModelProto& m, const std::string& file) {
+  bool external = false;
+  for (const auto& t : m.graph().initializer()) external = external || t.data_location() == onnx::TensorProto::EXTERNAL;
+  if (external && !file.empty()) onnx::checker::check_model(file);
+  else onnx::checker::check_model(m);
+}
+
+Graph convert(onnx::ModelProto& m, const std::string& what, const std::string& base_dir, const LoadOptions& opt, ModelFacts* facts_out,
+              const std::string& file = "") {
   ModelFacts facts;
   facts.opset = default_opset(m);
   facts.producer = m.producer_name() + (m.producer_version().empty() ? "" : " " + m.producer_version());
@@ -187,7 +197,7 @@ Graph convert(onnx::ModelProto& m, const std::string& what, const std::string& b
   if (facts.opset > 0 && facts.opset < kMinOpset) {
     // Old exports (opset 1-6) are upgraded by ONNX's own version converter.
     try {
-      onnx::checker::check_model(m);
+      run_checker(m, file);
       m = onnx::version_conversion::ConvertVersion(m, kConvertTo);
     } catch (const std::exception& e) {
       std::string msg = e.what();
@@ -202,7 +212,7 @@ Graph convert(onnx::ModelProto& m, const std::string& what, const std::string& b
                 std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset) +
                 (facts.opset > kMaxOpset ? " (its ONNX library is 1.12; convert the model with onnx.version_converter)" : ""));
   try {
-    onnx::checker::check_model(m);
+    run_checker(m, facts.converted_from ? "" : file);
   } catch (const std::exception& e) {
     std::string msg = e.what();
     throw Error(what + ": the ONNX checker rejects the model: " + msg.substr(0, msg.find("\n\n")));
@@ -310,7 +320,7 @@ Graph load_onnx_file(const std::string& path, const LoadOptions& opt, ModelFacts
   if (!in) throw Error(path + ": cannot read the ONNX file");
   onnx::ModelProto m;
   if (!m.ParseFromIstream(&in)) throw Error(path + ": not an ONNX model (the protobuf message does not parse)");
-  return convert(m, path, fs::path(path).parent_path().string(), opt, facts);
+  return convert(m, path, fs::path(path).parent_path().string(), opt, facts, path);
 }
 
 Graph load_onnx_model(onnx::ModelProto& m, const std::string& what, const LoadOptions& opt, ModelFacts* facts) {

@@ -106,7 +106,7 @@ inline long long attr_int(hid_t obj, const char* name) {
 
 struct Row {
   int rank, rep;
-  unsigned char warmup;
+  unsigned char warmup, phase;  // phase: 0 (op) in files without the column
   long long start_ns, end_ns;
 };
 
@@ -114,11 +114,14 @@ inline std::vector<Row> read_samples(hid_t file, const std::string& point) {
   hid_t d = H5Dopen2(file, ("/points/" + point + "/samples").c_str(), H5P_DEFAULT);
   EXPECT_GE(d, 0) << point;
   hid_t s = H5Dget_space(d);
-  std::vector<Row> rows(static_cast<std::size_t>(H5Sget_simple_extent_npoints(s)));
+  std::vector<Row> rows(static_cast<std::size_t>(H5Sget_simple_extent_npoints(s)), Row{});
   hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(Row));
   H5Tinsert(t, "rank", HOFFSET(Row, rank), H5T_NATIVE_INT);
   H5Tinsert(t, "rep", HOFFSET(Row, rep), H5T_NATIVE_INT);
   H5Tinsert(t, "warmup", HOFFSET(Row, warmup), H5T_NATIVE_UCHAR);
+  hid_t ft = H5Dget_type(d);
+  if (H5Tget_member_index(ft, "phase") >= 0) H5Tinsert(t, "phase", HOFFSET(Row, phase), H5T_NATIVE_UCHAR);
+  H5Tclose(ft);
   H5Tinsert(t, "start_ns", HOFFSET(Row, start_ns), H5T_NATIVE_LLONG);
   H5Tinsert(t, "end_ns", HOFFSET(Row, end_ns), H5T_NATIVE_LLONG);
   if (!rows.empty()) H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, rows.data());
