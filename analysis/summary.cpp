@@ -24,7 +24,9 @@ std::string method_statement(double confidence) {
          pct +
          " interval is shown only where an Anderson-Darling test does not reject normality (p >= 0.05). Rates are "
          "work / time (GFLOP/s = flops / s / 1e9; GB/s = bytes / s / 1e9, bytes being for collectives the per-rank "
-         "buffer as nccl-tests sizes it: the gathered result for allgather); the rate interval is the time interval mapped through that function. Outliers beyond "
+         "buffer as nccl-tests sizes it: the gathered result for allgather; samples/s = the batch of a network step / s); the rate interval is the time interval mapped through that function. "
+         "A repetition's cost is its whole-step (op) row; the phases of a training step (forward, backward) are its other rows, each summarised the same way, "
+         "and on d500's network executor every node's step is timed inside the repetition by two clock reads into preallocated memory. Outliers beyond "
          "Tukey's fences (1.5 IQR) are counted, never removed. 'Enough' means the median's CI half-width is within "
          "5% of the median with n >= 10; otherwise the repetitions needed are estimated from the 1/sqrt(n) law. "
          "Ranks are flagged as differing when a Kruskal-Wallis test on their own durations gives p < 0.01. Ratios "
