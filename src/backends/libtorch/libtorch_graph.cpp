@@ -157,7 +157,8 @@ std::unique_ptr<NodeKernel> make(const NodeProblem& p) {
   if (op == "MaxPool" || op == "AveragePool") {
     if (p.in[0].shape->size() > 4) return nullptr;
     const ConvGeom g = conv_geom(n, *p.in[0].shape, (*p.in[0].shape)[1]);
-    if (!symmetric(g)) return nullptr;
+    // ATen pads symmetrically and by at most half the window: else the reference.
+    if (!symmetric(g) || 2 * g.pt > g.kh || 2 * g.pl > g.kw) return nullptr;
     const bool ceil = n.attr_i("ceil_mode", 0) != 0;
     const bool include_pad = n.attr_i("count_include_pad", 0) != 0;
     // ATen drops a last window that starts in the padding; ONNX does not: then the reference.
