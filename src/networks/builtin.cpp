@@ -347,17 +347,7 @@ GraphWork graph_work(const Graph& g, int loss) {
   for (const auto& n : g.nodes) {
     const OpSchema* s = find_op(n.op);
     if (!s || !s->flops) continue;
-    NodeProblem p;
-    p.node = &n;
-    p.opset = g.opset;
-    p.training = loss >= 0;
-    auto view = [&](int t) {
-      TensorView v;
-      if (t >= 0) v.dtype = g.info(t).dtype, v.shape = &g.tensors[static_cast<std::size_t>(t)].shape;
-      return v;
-    };
-    for (int t : n.in) p.in.push_back(view(t));
-    for (int t : n.out) p.out.push_back(view(t));
+    const NodeProblem p = node_shapes(g, n, loss >= 0);
     const double fwd = s->flops(p, false);
     w.forward_flops += fwd;
     w.training_flops += fwd;

@@ -11,6 +11,21 @@
 
 namespace d500 {
 
+NodeProblem node_shapes(const Graph& g, const Node& n, bool training) {
+  NodeProblem p;
+  p.node = &n;
+  p.opset = g.opset;
+  p.training = training;
+  auto view = [&](int t) {
+    TensorView v;
+    if (t >= 0) v.dtype = g.info(t).dtype, v.shape = &g.tensors[static_cast<std::size_t>(t)].shape;
+    return v;
+  };
+  for (int t : n.in) p.in.push_back(view(t));
+  for (int t : n.out) p.out.push_back(view(t));
+  return p;
+}
+
 std::unique_ptr<GraphRunner> make_runner(const BackendInfo& backend, const RunnerSpec& r, const Params* point) {
   if (backend.make_graph_runner) return backend.make_graph_runner(r);
   ExecutorSpec e;

@@ -78,6 +78,9 @@ class GraphExecutor final : public GraphRunner {
   std::int64_t arena_bytes_ = 0, persistent_bytes_ = 0;
 };
 
+// A node with its tensors' types and shapes but no data: what the op table's work functions read.
+NodeProblem node_shapes(const Graph& g, const Node& n, bool training);
+
 // The runner of a point on `backend`: the backend's own executor of whole graphs when it is one
 // (libtorch-native), else d500's executor on its kernels.
 std::unique_ptr<GraphRunner> make_runner(const BackendInfo& backend, const RunnerSpec& spec, const Params* point = nullptr);

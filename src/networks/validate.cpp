@@ -10,6 +10,16 @@
 
 namespace d500 {
 
+namespace {
+// ||got - ref|| / max(||ref||, floor); NaN anywhere gives NaN, which fails validation.
+double rel_l2(const std::vector<double>& got, const std::vector<double>& ref, double floor) {
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < got.size() && i < ref.size(); ++i) num += (got[i] - ref[i]) * (got[i] - ref[i]), den += ref[i] * ref[i];
+  if (std::isnan(num)) return num;
+  return std::sqrt(num) / std::max(std::sqrt(den), floor > 0 ? floor : 1e-300);
+}
+}  // namespace
+
 ToleranceBasis network_tolerance(const Graph& g, int loss) {
   ToleranceBasis b;
   std::vector<int> dist(g.tensors.size(), 0);
@@ -24,17 +34,7 @@ ToleranceBasis network_tolerance(const Graph& g, int loss) {
     for (int t : n.out)
       if (t >= 0) dist[static_cast<std::size_t>(t)] = d, b.depth = std::max(b.depth, d);
     if (!s->flops || n.out.empty() || n.out[0] < 0) continue;
-    NodeProblem p;
-    p.node = &n;
-    p.opset = g.opset;
-    p.training = training;
-    auto view = [&](int t) {
-      TensorView v;
-      if (t >= 0) v.dtype = g.info(t).dtype, v.shape = &g.tensors[static_cast<std::size_t>(t)].shape;
-      return v;
-    };
-    for (int t : n.in) p.in.push_back(view(t));
-    for (int t : n.out) p.out.push_back(view(t));
+    const NodeProblem p = node_shapes(g, n, training);
     // Forward: a node's FLOPs per output element, halved (a multiply-add is two); backward, the
     // fan-in of each gradient multiplies that.
     const double out_elems = std::max<double>(1, static_cast<double>(numel(g.info(n.out[0]).shape)));
@@ -111,10 +111,7 @@ std::string first_divergence(const Graph& g, const BackendInfo& backend, const P
     const Node& n = g.nodes[static_cast<std::size_t>(st.node)];
     for (int t : n.out) {
       if (t < 0 || g.info(t).dtype != DType::F32) continue;
-      const std::vector<double> a = got.tensor(t), b = ref.tensor(t);
-      double num = 0, den = 0;
-      for (std::size_t i = 0; i < a.size() && i < b.size(); ++i) num += (a[i] - b[i]) * (a[i] - b[i]), den += b[i] * b[i];
-      const double err = std::sqrt(num) / std::max(std::sqrt(den), 1e-30);
+      const double err = rel_l2(got.tensor(t), ref.tensor(t), 1e-30);
       if (!(err <= tolerance))
         return "the first node off in the forward pass is " + n.label() + " (computed by " + st.impl + "): relative error " +
                fmt_sig(err, 3) + " in '" + g.info(t).name + "'";
@@ -136,13 +133,7 @@ Discrepancy compare_steps(const StepValues& got, const StepValues& ref) {
     const auto& a = got.values[t];
     const auto& b = ref.values[t];
     if (a.size() != b.size()) throw Error("validation: " + ref.names[t] + " has " + std::to_string(a.size()) + " values, the yardstick " + std::to_string(b.size()));
-    double num = 0, den = 0;
-    for (std::size_t i = 0; i < a.size(); ++i) {
-      num += (a[i] - b[i]) * (a[i] - b[i]);
-      den += b[i] * b[i];
-    }
-    double err = std::sqrt(num) / std::max(std::sqrt(den), floor > 0 ? floor : 1e-300);
-    if (std::isnan(num)) err = num;  // NaN anywhere fails validation
+    const double err = rel_l2(a, b, floor);
     if (t == 0 || err > d.worst || std::isnan(err)) d.worst = err, d.where = ref.names[t];
     if (std::isnan(err)) break;
   }

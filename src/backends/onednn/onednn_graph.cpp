@@ -78,6 +78,26 @@ class DnnlNode : public NodeKernel {
   std::string what_;
 };
 
+// A node made of one forward primitive and, in training, one backward primitive, each with its
+// arguments bound at creation.
+class PairedNode : public DnnlNode {
+ public:
+  using DnnlNode::DnnlNode;
+  void forward() override {
+    fwd_.execute(s_, fargs_);
+    s_.wait();
+  }
+  void backward() override {
+    if (!bwd_) throw Error("onednn " + what_ + ": no backward pass");
+    bwd_.execute(s_, bargs_);
+    s_.wait();
+  }
+
+ protected:
+  dnnl::primitive fwd_, bwd_;
+  Args fargs_, bargs_;
+};
+
 // ---- Convolution ----------------------------------------------------------------------------------
 class ConvKernel final : public DnnlNode {
  public:
@@ -321,9 +341,9 @@ class BatchedMatmulKernel final : public DnnlNode {
 };
 
 // ---- Pooling ---------------------------------------------------------------------------------------
-class PoolKernel final : public DnnlNode {
+class PoolKernel final : public PairedNode {
  public:
-  PoolKernel(const NodeProblem& p, const ConvGeom& g, dnnl::algorithm alg, bool global) : DnnlNode(global ? "global pooling" : "pooling") {
+  PoolKernel(const NodeProblem& p, const ConvGeom& g, dnnl::algorithm alg, bool global) : PairedNode(global ? "global pooling" : "pooling") {
     using namespace dnnl;
     const memory::dims src{g.n, g.c, g.h, g.w}, dst{g.n, g.c, g.p, g.q};
     const memory::desc x = plain(src), y = plain(dst);
@@ -345,27 +365,16 @@ class PoolKernel final : public DnnlNode {
     bargs_ = {{DNNL_ARG_DIFF_DST, user_mem(y, p.dout[0].data)}, {DNNL_ARG_DIFF_SRC, user_mem(x, p.din[0].data)}};
     if (ws_) bargs_[DNNL_ARG_WORKSPACE] = ws_;
   }
-  void forward() override {
-    fwd_.execute(s_, fargs_);
-    s_.wait();
-  }
-  void backward() override {
-    bwd_.execute(s_, bargs_);
-    s_.wait();
-  }
 
  private:
   dnnl::pooling_v2_forward::primitive_desc fpd_;
-  dnnl::pooling_v2_forward fwd_;
-  dnnl::pooling_v2_backward bwd_;
   memory ws_;
-  Args fargs_, bargs_;
 };
 
 // ---- Batch and layer normalisation --------------------------------------------------------------------
-class BatchNormKernel final : public DnnlNode {
+class BatchNormKernel final : public PairedNode {
  public:
-  BatchNormKernel(const NodeProblem& p, bool training, float eps) : DnnlNode("batch normalization") {
+  BatchNormKernel(const NodeProblem& p, bool training, float eps) : PairedNode("batch normalization") {
     using namespace dnnl;
     const memory::desc x = plain(*p.in[0].shape), ch = plain(*p.in[1].shape);
     auto flags = normalization_flags::use_scale | normalization_flags::use_shift;
@@ -396,27 +405,16 @@ class BatchNormKernel final : public DnnlNode {
               {DNNL_ARG_DIFF_SCALE, ds ? user_mem(ch, p.din[1].data) : memory(ch, engine())},
               {DNNL_ARG_DIFF_SHIFT, db ? user_mem(ch, p.din[2].data) : memory(ch, engine())}};
   }
-  void forward() override {
-    fwd_.execute(s_, fargs_);
-    s_.wait();
-  }
-  void backward() override {
-    bwd_.execute(s_, bargs_);
-    s_.wait();
-  }
 
  private:
   dnnl::batch_normalization_forward::primitive_desc fpd_;
-  dnnl::batch_normalization_forward fwd_;
-  dnnl::batch_normalization_backward bwd_;
   memory mean_, var_;
-  Args fargs_, bargs_;
 };
 
-class LayerNormKernel final : public DnnlNode {
+class LayerNormKernel final : public PairedNode {
  public:
   // Over the axes from `axis` on, as a [outer, inner] matrix normalised along its rows.
-  LayerNormKernel(const NodeProblem& p, std::int64_t outer, std::int64_t inner, float eps) : DnnlNode("layer normalization") {
+  LayerNormKernel(const NodeProblem& p, std::int64_t outer, std::int64_t inner, float eps) : PairedNode("layer normalization") {
     using namespace dnnl;
     const memory::desc x = plain(memory::dims{outer, inner}), stat = plain(memory::dims{outer}), sc = plain(memory::dims{inner});
     const bool shift = p.in.size() > 2 && p.in[2].present();
@@ -443,27 +441,16 @@ class LayerNormKernel final : public DnnlNode {
       bargs_[DNNL_ARG_DIFF_SHIFT] = p.din[2].present() ? user_mem(sc, p.din[2].data) : memory(sc, engine());
     }
   }
-  void forward() override {
-    fwd_.execute(s_, fargs_);
-    s_.wait();
-  }
-  void backward() override {
-    bwd_.execute(s_, bargs_);
-    s_.wait();
-  }
 
  private:
   dnnl::layer_normalization_forward::primitive_desc fpd_;
-  dnnl::layer_normalization_forward fwd_;
-  dnnl::layer_normalization_backward bwd_;
   memory mean_, var_;
-  Args fargs_, bargs_;
 };
 
 // ---- Softmax and LogSoftmax over one axis of a [outer, len, inner] view -------------------------------------
-class SoftmaxKernel final : public DnnlNode {
+class SoftmaxKernel final : public PairedNode {
  public:
-  SoftmaxKernel(const NodeProblem& p, bool log) : DnnlNode(log ? "log-softmax" : "softmax") {
+  SoftmaxKernel(const NodeProblem& p, bool log) : PairedNode(log ? "log-softmax" : "softmax") {
     using namespace dnnl;
     const Node& n = *p.node;
     const memory::desc x = plain(memory::dims{n.attr_i("_outer", 1), n.attr_i("_len", 1), n.attr_i("_inner", 1)});
@@ -477,29 +464,18 @@ class SoftmaxKernel final : public DnnlNode {
     bargs_ = {{DNNL_ARG_DST, user_mem(x, p.out[0].data)}, {DNNL_ARG_DIFF_DST, user_mem(x, p.dout[0].data)},
               {DNNL_ARG_DIFF_SRC, user_mem(x, p.din[0].data)}};
   }
-  void forward() override {
-    fwd_.execute(s_, fargs_);
-    s_.wait();
-  }
-  void backward() override {
-    bwd_.execute(s_, bargs_);
-    s_.wait();
-  }
 
  private:
   dnnl::softmax_v2_forward::primitive_desc fpd_;
-  dnnl::softmax_v2_forward fwd_;
-  dnnl::softmax_v2_backward bwd_;
-  Args fargs_, bargs_;
 };
 
 // ---- Element-wise -------------------------------------------------------------------------------------
-class EltwiseKernel final : public DnnlNode {
+class EltwiseKernel final : public PairedNode {
  public:
   // `use_dst`: the backward algorithm reads the output (as the op's saved tensor is).
   EltwiseKernel(const NodeProblem& p, dnnl::algorithm fwd_alg, dnnl::algorithm bwd_alg, float alpha, float beta, bool use_dst,
                 const std::string& what)
-      : DnnlNode(what) {
+      : PairedNode(what) {
     using namespace dnnl;
     const memory::desc x = plain(memory::dims{std::max<std::int64_t>(1, p.in[0].numel())});
     fpd_ = eltwise_forward::primitive_desc(
@@ -511,20 +487,9 @@ class EltwiseKernel final : public DnnlNode {
     bargs_ = {{use_dst ? DNNL_ARG_DST : DNNL_ARG_SRC, user_mem(x, use_dst ? p.out[0].data : p.in[0].data)},
               {DNNL_ARG_DIFF_DST, user_mem(x, p.dout[0].data)}, {DNNL_ARG_DIFF_SRC, user_mem(x, p.din[0].data)}};
   }
-  void forward() override {
-    fwd_.execute(s_, fargs_);
-    s_.wait();
-  }
-  void backward() override {
-    bwd_.execute(s_, bargs_);
-    s_.wait();
-  }
 
  private:
   dnnl::eltwise_forward::primitive_desc fpd_;
-  dnnl::eltwise_forward fwd_;
-  dnnl::eltwise_backward bwd_;
-  Args fargs_, bargs_;
 };
 
 // ---- Binary Add / Sub / Mul / Div with broadcasting of the second operand ----------------------------------
@@ -617,9 +582,9 @@ class BinaryKernel final : public DnnlNode {
 };
 
 // ---- Transpose: a reorder from a permuted view --------------------------------------------------------
-class TransposeKernel final : public DnnlNode {
+class TransposeKernel final : public PairedNode {
  public:
-  TransposeKernel(const NodeProblem& p) : DnnlNode("reorder (transpose)") {
+  TransposeKernel(const NodeProblem& p) : PairedNode("reorder (transpose)") {
     const Shape& x = *p.in[0].shape;
     const auto& perm = p.node->attrs.at("perm").ints;
     const memory::dims xs = strides_of_dims(dims_of(x));
@@ -633,41 +598,20 @@ class TransposeKernel final : public DnnlNode {
     bwd_ = dnnl::reorder(user_mem(y, p.dout[0].data), user_mem(view, p.din[0].data));
     bargs_ = {{DNNL_ARG_FROM, user_mem(y, p.dout[0].data)}, {DNNL_ARG_TO, user_mem(view, p.din[0].data)}};
   }
-  void forward() override {
-    fwd_.execute(s_, fargs_);
-    s_.wait();
-  }
-  void backward() override {
-    bwd_.execute(s_, bargs_);
-    s_.wait();
-  }
-
- private:
-  dnnl::reorder fwd_, bwd_;
-  Args fargs_, bargs_;
 };
 
 // ---- ReduceMean / ReduceSum (forward only) ---------------------------------------------------------------
-class ReduceKernel final : public DnnlNode {
+class ReduceKernel final : public PairedNode {
  public:
-  ReduceKernel(const NodeProblem& p, bool mean) : DnnlNode("reduction") {
+  ReduceKernel(const NodeProblem& p, bool mean) : PairedNode("reduction") {
     const Shape& x = *p.in[0].shape;
     Shape kept = x;
     for (auto a : p.node->attrs.at("axes").ints) kept[static_cast<std::size_t>(a)] = 1;
     const memory::desc xd = plain(x), yd = plain(kept);
-    prim_ = dnnl::reduction(dnnl::reduction::primitive_desc(
+    fwd_ = dnnl::reduction(dnnl::reduction::primitive_desc(
         dnnl::reduction::desc(mean ? dnnl::algorithm::reduction_mean : dnnl::algorithm::reduction_sum, xd, yd, 0, 0), engine()));
-    args_ = {{DNNL_ARG_SRC, user_mem(xd, p.in[0].data)}, {DNNL_ARG_DST, user_mem(yd, p.out[0].data)}};
+    fargs_ = {{DNNL_ARG_SRC, user_mem(xd, p.in[0].data)}, {DNNL_ARG_DST, user_mem(yd, p.out[0].data)}};
   }
-  void forward() override {
-    prim_.execute(s_, args_);
-    s_.wait();
-  }
-  void backward() override { throw Error("onednn reduction: no backward pass (the executor uses the reference's)"); }
-
- private:
-  dnnl::reduction prim_;
-  Args args_;
 };
 
 bool all_float(const NodeProblem& p) {

@@ -45,6 +45,16 @@ T* din(const NodeProblem& p, std::size_t i) {
 inline const Shape& shape_in(const NodeProblem& p, std::size_t i) { return *p.in[i].shape; }
 inline const Shape& shape_out(const NodeProblem& p, std::size_t j) { return *p.out[j].shape; }
 
+// When the node's output has no gradient (it is zero), zeroes every input gradient wanted and
+// returns true: the backward pass has nothing else to do.
+template <class T>
+bool zero_without_upstream(const NodeProblem& p) {
+  if (p.dout[0].present()) return false;
+  for (std::size_t i = 0; i < p.din.size(); ++i)
+    if (T* d = din<T>(p, i)) std::fill(d, d + p.in[i].numel(), T(0));
+  return true;
+}
+
 // Reads an integer tensor (int64 or int32) as int64.
 inline I int_at(const TensorView& t, I i) {
   return t.dtype == DType::I32 ? static_cast<const std::int32_t*>(t.data)[i] : static_cast<const std::int64_t*>(t.data)[i];

@@ -232,15 +232,11 @@ void conv_fwd(const NodeProblem& p, T* scratch) {
 template <class T>
 void conv_bwd(const NodeProblem& p, T* scratch) {
   const ConvGeom g = node_conv_geom(p);
+  if (zero_without_upstream<T>(p)) return;
   const T* dy = dout<T>(p, 0);
   T* dx = din<T>(p, 0);
   T* dw = din<T>(p, 1);
   T* db = din<T>(p, 2);
-  if (!dy) {
-    for (std::size_t i = 0; i < 3; ++i)
-      if (T* d = din<T>(p, i)) std::fill(d, d + p.in[i].numel(), T(0));
-    return;
-  }
   if (dx) conv_backward_data(g, dy, cin<T>(p, 1), dx, scratch);
   if (dw || db) conv_backward_filter(g, cin<T>(p, 0), dy, dw, db, scratch);
 }
@@ -350,12 +346,8 @@ void conv_transpose_fwd(const NodeProblem& p, T* scratch) {
 template <class T>
 void conv_transpose_bwd(const NodeProblem& p, T* scratch) {
   const ConvGeom g = node_transpose_geom(p);
+  if (zero_without_upstream<T>(p)) return;
   const T* dy = dout<T>(p, 0);
-  if (!dy) {
-    for (std::size_t i = 0; i < 3; ++i)
-      if (T* d = din<T>(p, i)) std::fill(d, d + p.in[i].numel(), T(0));
-    return;
-  }
   // In the forward convolution's terms: input dY, output X, weights W.
   if (T* dx = din<T>(p, 0)) conv_forward<T>(g, dy, cin<T>(p, 1), nullptr, dx, scratch);
   if (T* dw = din<T>(p, 1)) conv_backward_filter<T>(g, dy, cin<T>(p, 0), dw, nullptr, scratch);

@@ -131,6 +131,17 @@ LnDims ln_dims(const NodeProblem& p) {
   return {outer, inner};
 }
 
+// A row's mean and inverse standard deviation (biased variance), the sums in double.
+template <class T>
+void row_stats(const T* x, I n, T eps, T& mean, T& inv) {
+  double s = 0;
+  for (I i = 0; i < n; ++i) s += x[i];
+  mean = static_cast<T>(s / static_cast<double>(n));
+  double q = 0;
+  for (I i = 0; i < n; ++i) q += (x[i] - mean) * (x[i] - mean);
+  inv = T(1) / std::sqrt(static_cast<T>(q / static_cast<double>(n)) + eps);
+}
+
 template <class T>
 void ln_fwd(const NodeProblem& p, T*) {
   const LnDims d = ln_dims(p);
@@ -142,12 +153,8 @@ void ln_fwd(const NodeProblem& p, T*) {
   T* inv_out = p.out.size() > 2 ? out<T>(p, 2) : nullptr;
   for (I o = 0; o < d.outer; ++o) {
     const T* xo = x + o * d.inner;
-    double s = 0;
-    for (I i = 0; i < d.inner; ++i) s += xo[i];
-    const T mean = static_cast<T>(s / static_cast<double>(d.inner));
-    double q = 0;
-    for (I i = 0; i < d.inner; ++i) q += (xo[i] - mean) * (xo[i] - mean);
-    const T inv = T(1) / std::sqrt(static_cast<T>(q / static_cast<double>(d.inner)) + eps);
+    T mean, inv;
+    row_stats(xo, d.inner, eps, mean, inv);
     for (I i = 0; i < d.inner; ++i) y[o * d.inner + i] = (xo[i] - mean) * inv * scale[i] + (bias ? bias[i] : T(0));
     if (mean_out) mean_out[o] = mean;
     if (inv_out) inv_out[o] = inv;
@@ -165,12 +172,8 @@ void ln_bwd(const NodeProblem& p, T*) {
   const T n = static_cast<T>(d.inner);
   for (I o = 0; o < d.outer; ++o) {
     const T* xo = x + o * d.inner;
-    double s = 0;
-    for (I i = 0; i < d.inner; ++i) s += xo[i];
-    const T mean = static_cast<T>(s / static_cast<double>(d.inner));
-    double q = 0;
-    for (I i = 0; i < d.inner; ++i) q += (xo[i] - mean) * (xo[i] - mean);
-    const T inv = T(1) / std::sqrt(static_cast<T>(q / static_cast<double>(d.inner)) + eps);
+    T mean, inv;
+    row_stats(xo, d.inner, eps, mean, inv);
     double sg_ = 0, sgx_ = 0;  // sums of g = dy * scale and of g * xhat
     for (I i = 0; i < d.inner && dy; ++i) {
       const T xhat = (xo[i] - mean) * inv, g = dy[o * d.inner + i] * scale[i];
