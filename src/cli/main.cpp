@@ -179,11 +179,16 @@ int cmd_workloads() {
 int cmd_networks() {
   std::cout << "built-in networks (weights seeded per network; FLOPs count multiply-adds twice, per sample, at batch 1):\n";
   for (const auto& n : builtin_networks()) {
-    const NetworkFacts f = network_facts(load_builtin_network(n.name, LoadOptions{1, {}}));
+    ModelFacts model;
+    const NetworkFacts f = network_facts(load_builtin_network(n.name, LoadOptions{1, {}}, &model));
+    const int written = model.nodes;
+    const std::string folded = written == f.nodes
+                                   ? ""
+                                   : " (" + std::to_string(written) + " in the ONNX file; its shape computations fold at load)";
     std::cout << "  " << n.name << ": " << n.description << "\n      input " << n.input << "; " << fmt_sig(static_cast<double>(f.params) / 1e6, 4)
               << " M parameters (" << fmt_bytes(f.weight_bytes) << " of weights); " << fmt_sig(f.forward_flops / 1e9, 4)
               << " GFLOP forward, " << fmt_sig(f.training_flops / 1e9, 4) << " GFLOP a training step; " << f.nodes
-              << " nodes\n      operators: " << join(f.ops, ", ") << "\n";
+              << " nodes" << folded << "\n      operators: " << join(f.ops, ", ") << "\n";
   }
   std::cout << "A campaign names one with network = \"NAME\", or the path of an .onnx file. d500 runs these operators (opsets "
             << kMinOpset << "-" << kMaxOpset << "; older models are upgraded by ONNX's version converter):\n  " << supported_ops_text() << "\n";

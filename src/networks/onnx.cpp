@@ -188,6 +188,7 @@ Graph convert(onnx::ModelProto& m, const std::string& what, const std::string& b
   ModelFacts facts;
   facts.opset = default_opset(m);
   facts.producer = m.producer_name() + (m.producer_version().empty() ? "" : " " + m.producer_version());
+  facts.nodes = m.graph().node_size();
   for (const auto& n : m.graph().node())
     if (std::find(facts.ops.begin(), facts.ops.end(), n.op_type()) == facts.ops.end()) facts.ops.push_back(n.op_type());
   if (facts_out) *facts_out = facts;  // what is known so far, also when the model is refused below

@@ -30,6 +30,7 @@ struct ModelFacts {
   std::int64_t declared_batch = -1;  // axis 0 of the first data input; -1: symbolic
   std::string producer;              // producer_name producer_version
   std::vector<std::string> ops;      // the operator types of its nodes, as written (before folding)
+  int nodes = 0;                     // its main graph's nodes, as written (before folding)
 };
 
 // Loads `path` (an .onnx file; external data beside it is read too). Throws d500::Error that

@@ -145,6 +145,34 @@ TEST_F(Networks, AWrongCustomOperatorIsFoundAtItsNode) {
   }
 }
 
+// Every built-in network, written by `d500 export-network`, is a model another ONNX implementation
+// accepts: Python's onnx checker (full check, with its shape inference) and its shape inference
+// agreeing on the output's shape with what `d500 networks` prints.
+TEST_F(Networks, EveryExportedBuiltInPassesPythonsOnnxChecker) {
+  if (sh("/usr/bin/python3 -c 'import onnx'").code != 0) GTEST_SKIP() << "Python's onnx is missing (Debian python3-onnx)";
+  const std::string names[] = {"lenet5", "mlp", "resnet18", "resnet50", "resnet20-cifar", "transformer-encoder"};
+  for (const auto& name : names) {
+    const fs::path file = dir_ / (name + ".onnx");
+    Cmd ex = sh(d500_cmd("export-network " + name + " -o " + file.string()));
+    ASSERT_EQ(ex.code, 0) << name << ": " << ex.out;
+    Cmd py = sh("/usr/bin/python3 -c \"\nimport onnx, sys\nm = onnx.load(sys.argv[1])\nonnx.checker.check_model(m, full_check=True)\n"
+                "i = onnx.shape_inference.infer_shapes(m, strict_mode=True)\nprint(len(m.graph.node), m.opset_import[0].version)\n\" " +
+                file.string());
+    ASSERT_EQ(py.code, 0) << name << ": " << py.out;
+    int nodes = 0, opset = 0;
+    ASSERT_EQ(std::sscanf(py.out.c_str(), "%d %d", &nodes, &opset), 2) << py.out;
+    Cmd list = sh(d500_cmd("networks"));
+    const auto at = list.out.find("  " + name + ":");
+    ASSERT_NE(at, std::string::npos) << list.out;
+    const std::string entry = list.out.substr(at, list.out.find("operators:", at) - at);
+    // d500 counts the nodes it runs; where shape computations fold it also gives the file's count.
+    EXPECT_TRUE(entry.find(" " + std::to_string(nodes) + " nodes\n") != std::string::npos ||
+                entry.find("(" + std::to_string(nodes) + " in the ONNX file") != std::string::npos)
+        << name << " has " << nodes << " nodes for Python: " << entry;
+    EXPECT_GE(opset, 13) << name;
+  }
+}
+
 TEST_F(Networks, PlanTimeRefusalsNameTheFileTheKeyAndTheNode) {
   // An operator d500 does not run, in a user's model.
   onnx::ModelProto m;
