@@ -42,6 +42,31 @@ struct Attr {
   Shape tensor_shape;
   std::vector<std::byte> tensor_data;
 };
+// Attributes made in code (by shape inference, by d500's appended nodes, by tests).
+inline Attr int_attr(std::int64_t v) {
+  Attr a;
+  a.kind = Attr::Kind::Int;
+  a.i = v;
+  return a;
+}
+inline Attr ints_attr(std::vector<std::int64_t> v) {
+  Attr a;
+  a.kind = Attr::Kind::Ints;
+  a.ints = std::move(v);
+  return a;
+}
+inline Attr float_attr(double v) {
+  Attr a;
+  a.kind = Attr::Kind::Float;
+  a.f = v;
+  return a;
+}
+inline Attr string_attr(std::string v) {
+  Attr a;
+  a.kind = Attr::Kind::String;
+  a.s = std::move(v);
+  return a;
+}
 
 struct TensorInfo {
   std::string name;

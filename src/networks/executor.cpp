@@ -29,14 +29,8 @@ NodeProblem node_shapes(const Graph& g, const Node& n, bool training) {
 std::unique_ptr<GraphRunner> make_runner(const BackendInfo& backend, const RunnerSpec& r, const Params* point) {
   if (backend.make_graph_runner) return backend.make_graph_runner(r);
   ExecutorSpec e;
-  e.graph = r.graph;
+  static_cast<RunnerSpec&>(e) = r;
   e.backend = &backend;
-  e.training = r.training;
-  e.loss = r.loss;
-  e.params = r.params;
-  e.inputs = r.inputs;
-  e.micro_batches = r.micro_batches;
-  e.threads = r.threads;
   e.point = point;
   return std::make_unique<GraphExecutor>(e);
 }
@@ -420,38 +414,29 @@ GraphExecutor::GraphExecutor(const ExecutorSpec& spec) : impl_(std::make_unique<
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
     if (schema[i]->view) continue;
-    NodeProblem p;
-    p.node = &n;
-    p.opset = g.opset;
-    p.training = spec.training;
+    // The node's shapes, over the planned buffers; its gradients' views have the same shapes.
+    NodeProblem p = node_shapes(g, n, spec.training);
     p.params = spec.point;
-    auto view = [&](int t, void* d) {
-      TensorView v;
-      if (t >= 0) {
-        v.dtype = g.info(t).dtype;
-        v.shape = &g.tensors[static_cast<std::size_t>(t)].shape;
-        v.data = d;
-      }
-      return v;
-    };
     for (std::size_t s = 0; s < n.in.size(); ++s) {
-      const int t = n.in[s];
-      p.in.push_back(view(t, t >= 0 ? m.data[static_cast<std::size_t>(t)] : nullptr));
-      p.const_in.push_back(g.is_const(t));
+      if (n.in[s] >= 0) p.in[s].data = m.data[static_cast<std::size_t>(n.in[s])];
+      p.const_in.push_back(g.is_const(n.in[s]));
     }
-    for (int t : n.out) p.out.push_back(view(t, t >= 0 ? m.data[static_cast<std::size_t>(t)] : nullptr));
+    for (std::size_t j = 0; j < n.out.size(); ++j)
+      if (n.out[j] >= 0) p.out[j].data = m.data[static_cast<std::size_t>(n.out[j])];
     if (spec.training && bstep[i] >= 0) {
       for (std::size_t s = 0; s < n.in.size(); ++s) {
-        auto it = contrib_of.find({static_cast<int>(i), s});
-        if (it == contrib_of.end()) {
-          p.din.push_back(view(n.in[s], nullptr));
-          continue;
-        }
-        const std::size_t k = it->second;
-        const int t = n.in[s];
-        p.din.push_back(view(t, contribs[k].direct ? m.grad[static_cast<std::size_t>(t)] : temp_ptr(k)));
+        TensorView d = p.in[s];
+        d.data = nullptr;
+        const auto it = contrib_of.find({static_cast<int>(i), s});
+        if (it != contrib_of.end()) d.data = contribs[it->second].direct ? m.grad[static_cast<std::size_t>(n.in[s])] : temp_ptr(it->second);
+        p.din.push_back(d);
       }
-      for (int t : n.out) p.dout.push_back(view(t, t >= 0 && need[static_cast<std::size_t>(t)] ? m.grad[static_cast<std::size_t>(t)] : nullptr));
+      for (std::size_t j = 0; j < n.out.size(); ++j) {
+        TensorView d = p.out[j];
+        const int t = n.out[j];
+        d.data = t >= 0 && need[static_cast<std::size_t>(t)] ? m.grad[static_cast<std::size_t>(t)] : nullptr;
+        p.dout.push_back(d);
+      }
     }
     std::string impl;
     if (!spec.double_precision && spec.backend && spec.backend->make_node_kernel) {

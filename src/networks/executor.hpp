@@ -20,17 +20,10 @@
 
 namespace d500 {
 
-struct ExecutorSpec {
-  const Graph* graph = nullptr;
+// A runner's spec (float inputs as float32, converted for the yardstick) and what d500's own
+// executor adds to it.
+struct ExecutorSpec : RunnerSpec {
   const BackendInfo* backend = nullptr;  // nullptr: the reference backend
-  bool training = false;
-  int loss = -1;                 // training: a scalar float tensor
-  std::vector<int> params;       // training: float constants whose gradients are wanted
-  // Per graph input (graph.inputs order): every micro-batch's data, one after another; float
-  // inputs as float32 (converted for the yardstick).
-  std::vector<const void*> inputs;
-  int micro_batches = 1;
-  int threads = 1;
   bool double_precision = false;
   bool keep_all = false;         // no buffer reuse: every tensor stays readable (diagnosis)
   const Params* point = nullptr;  // the point's parameters, handed to the backend's kernels

@@ -16,10 +16,6 @@ namespace d500 {
 namespace {
 
 using test::GraphBuilder;
-using test::integer;
-using test::ints;
-using test::real;
-using test::text;
 
 struct GradCase {
   std::string name;
@@ -67,11 +63,11 @@ std::vector<GradCase> cases() {
     v.push_back({op, [=](B& b) { return std::vector<int>{b.node(op, {b.weight("x", {2, 3, 4}, lo, hi)}, attrs)}; }});
   };
   unary("Relu", -1, 1);
-  unary("LeakyRelu", -1, 1, {{"alpha", real(0.1)}});
+  unary("LeakyRelu", -1, 1, {{"alpha", float_attr(0.1)}});
   unary("Sigmoid", -3, 3);
   unary("Tanh", -2, 2);
-  unary("HardSigmoid", -4, 4, {{"alpha", real(0.3)}, {"beta", real(0.4)}});
-  unary("HardSigmoid", -4, 4, {{"alpha", real(1.0 / 6)}, {"beta", real(0.5)}});  // as PyTorch exports it
+  unary("HardSigmoid", -4, 4, {{"alpha", float_attr(0.3)}, {"beta", float_attr(0.4)}});
+  unary("HardSigmoid", -4, 4, {{"alpha", float_attr(1.0 / 6)}, {"beta", float_attr(0.5)}});  // as PyTorch exports it
   unary("HardSwish", -5, 5);
   unary("Sqrt", 0.5, 2);
   unary("Erf", -2, 2);
@@ -99,26 +95,26 @@ std::vector<GradCase> cases() {
                }});
   v.push_back({"Conv (strided, padded, dilated, bias)", [](B& b) {
                  return std::vector<int>{b.node("Conv", {b.weight("x", {2, 3, 7, 6}), b.weight("w", {4, 3, 3, 2}), b.weight("b", {4})},
-                                                {{"strides", ints({2, 1})}, {"pads", ints({1, 0, 0, 1})}, {"dilations", ints({1, 2})}})};
+                                                {{"strides", ints_attr({2, 1})}, {"pads", ints_attr({1, 0, 0, 1})}, {"dilations", ints_attr({1, 2})}})};
                }});
   v.push_back({"Conv (grouped)", [](B& b) {
                  return std::vector<int>{b.node("Conv", {b.weight("x", {2, 4, 5, 5}), b.weight("w", {6, 2, 3, 3})},
-                                                {{"group", integer(2)}, {"auto_pad", text("SAME_UPPER")}})};
+                                                {{"group", int_attr(2)}, {"auto_pad", string_attr("SAME_UPPER")}})};
                }});
   v.push_back({"Conv (1x1)", [](B& b) { return std::vector<int>{b.node("Conv", {b.weight("x", {2, 3, 4, 4}), b.weight("w", {5, 3, 1, 1})})}; }});
   v.push_back({"Conv (1-D)", [](B& b) {
-                 return std::vector<int>{b.node("Conv", {b.weight("x", {2, 3, 9}), b.weight("w", {4, 3, 3})}, {{"pads", ints({1, 2})}})};
+                 return std::vector<int>{b.node("Conv", {b.weight("x", {2, 3, 9}), b.weight("w", {4, 3, 3})}, {{"pads", ints_attr({1, 2})}})};
                }});
   v.push_back({"ConvTranspose", [](B& b) {
                  return std::vector<int>{b.node("ConvTranspose", {b.weight("x", {2, 3, 4, 4}), b.weight("w", {3, 2, 3, 3}), b.weight("b", {2})},
-                                                {{"strides", ints({2, 2})}, {"pads", ints({1, 1, 1, 1})}, {"output_padding", ints({1, 1})}})};
+                                                {{"strides", ints_attr({2, 2})}, {"pads", ints_attr({1, 1, 1, 1})}, {"output_padding", ints_attr({1, 1})}})};
                }});
   v.push_back({"Gemm (transB, bias broadcast, alpha, beta)", [](B& b) {
                  return std::vector<int>{b.node("Gemm", {b.weight("a", {3, 4}), b.weight("b", {5, 4}), b.weight("c", {5})},
-                                                {{"transB", integer(1)}, {"alpha", real(0.5)}, {"beta", real(2.0)}})};
+                                                {{"transB", int_attr(1)}, {"alpha", float_attr(0.5)}, {"beta", float_attr(2.0)}})};
                }});
   v.push_back({"Gemm (transA)", [](B& b) {
-                 return std::vector<int>{b.node("Gemm", {b.weight("a", {4, 3}), b.weight("b", {4, 5})}, {{"transA", integer(1)}})};
+                 return std::vector<int>{b.node("Gemm", {b.weight("a", {4, 3}), b.weight("b", {4, 5})}, {{"transA", int_attr(1)}})};
                }});
   v.push_back({"MatMul (broadcast batch)", [](B& b) {
                  return std::vector<int>{b.node("MatMul", {b.weight("a", {2, 1, 3, 4}), b.weight("b", {3, 4, 5})})};
@@ -130,7 +126,7 @@ std::vector<GradCase> cases() {
                  return std::vector<int>{b.node("MatMul", {b.weight("x", {2, 3, 4}), b.weight("w", {4, 5})})};
                }});
   v.push_back({"MatMul (1-D)", [](B& b) { return std::vector<int>{b.node("MatMul", {b.weight("a", {4}), b.weight("b", {2, 4, 5})})}; }});
-  v.push_back({"Softmax", [](B& b) { return std::vector<int>{b.node("Softmax", {b.weight("x", {2, 3, 4})}, {{"axis", integer(1)}})}; }});
+  v.push_back({"Softmax", [](B& b) { return std::vector<int>{b.node("Softmax", {b.weight("x", {2, 3, 4})}, {{"axis", int_attr(1)}})}; }});
   v.push_back({"LogSoftmax", [](B& b) { return std::vector<int>{b.node("LogSoftmax", {b.weight("x", {3, 5})})}; }});
   v.push_back({"BatchNormalization (training)", [](B& b) {
                  return std::vector<int>{b.node("BatchNormalization", {b.weight("x", {3, 4, 2, 2}), b.weight("s", {4}, 0.5, 1.5), b.weight("b", {4}),
@@ -140,28 +136,28 @@ std::vector<GradCase> cases() {
                  return std::vector<int>{b.node("LayerNormalization", {b.weight("x", {3, 6}), b.weight("s", {6}), b.weight("b", {6})})};
                }});
   v.push_back({"LayerNormalization (axis 1)", [](B& b) {
-                 return std::vector<int>{b.node("LayerNormalization", {b.weight("x", {2, 3, 4}), b.weight("s", {3, 4})}, {{"axis", integer(1)}})};
+                 return std::vector<int>{b.node("LayerNormalization", {b.weight("x", {2, 3, 4}), b.weight("s", {3, 4})}, {{"axis", int_attr(1)}})};
                }});
   v.push_back({"MaxPool", [](B& b) {
                  return std::vector<int>{b.node("MaxPool", {b.weight("x", {2, 2, 5, 5})},
-                                                {{"kernel_shape", ints({3, 3})}, {"strides", ints({2, 2})}, {"pads", ints({1, 1, 1, 1})}})};
+                                                {{"kernel_shape", ints_attr({3, 3})}, {"strides", ints_attr({2, 2})}, {"pads", ints_attr({1, 1, 1, 1})}})};
                }});
   v.push_back({"AveragePool (padding excluded, ceil mode)", [](B& b) {
                  return std::vector<int>{b.node("AveragePool", {b.weight("x", {2, 2, 6, 5})},
-                                                {{"kernel_shape", ints({3, 2})}, {"strides", ints({2, 2})}, {"pads", ints({1, 0, 1, 1})}, {"ceil_mode", integer(1)}})};
+                                                {{"kernel_shape", ints_attr({3, 2})}, {"strides", ints_attr({2, 2})}, {"pads", ints_attr({1, 0, 1, 1})}, {"ceil_mode", int_attr(1)}})};
                }});
   v.push_back({"AveragePool (padding counted)", [](B& b) {
                  return std::vector<int>{b.node("AveragePool", {b.weight("x", {1, 2, 5, 5})},
-                                                {{"kernel_shape", ints({3, 3})}, {"pads", ints({1, 1, 1, 1})}, {"count_include_pad", integer(1)}})};
+                                                {{"kernel_shape", ints_attr({3, 3})}, {"pads", ints_attr({1, 1, 1, 1})}, {"count_include_pad", int_attr(1)}})};
                }});
   v.push_back({"GlobalAveragePool", [](B& b) { return std::vector<int>{b.node("GlobalAveragePool", {b.weight("x", {2, 3, 4, 5})})}; }});
   v.push_back({"GlobalMaxPool", [](B& b) { return std::vector<int>{b.node("GlobalMaxPool", {b.weight("x", {2, 3, 4, 5})})}; }});
-  v.push_back({"Transpose", [](B& b) { return std::vector<int>{b.node("Transpose", {b.weight("x", {2, 3, 4})}, {{"perm", ints({2, 0, 1})}})}; }});
+  v.push_back({"Transpose", [](B& b) { return std::vector<int>{b.node("Transpose", {b.weight("x", {2, 3, 4})}, {{"perm", ints_attr({2, 0, 1})}})}; }});
   v.push_back({"Concat", [](B& b) {
-                 return std::vector<int>{b.node("Concat", {b.weight("a", {2, 3, 2}), b.weight("b", {2, 1, 2})}, {{"axis", integer(1)}})};
+                 return std::vector<int>{b.node("Concat", {b.weight("a", {2, 3, 2}), b.weight("b", {2, 1, 2})}, {{"axis", int_attr(1)}})};
                }});
   v.push_back({"Split (both outputs used)", [](B& b) {
-                 const int first = b.node("Split", {b.weight("x", {2, 5}), b.constant_i64("split", {2, 3})}, {{"axis", integer(1)}}, 2);
+                 const int first = b.node("Split", {b.weight("x", {2, 5}), b.constant_i64("split", {2, 3})}, {{"axis", int_attr(1)}}, 2);
                  return std::vector<int>{first, first + 1};
                }});
   v.push_back({"Slice (negative step)", [](B& b) {
@@ -169,32 +165,32 @@ std::vector<GradCase> cases() {
                                                           b.constant_i64("a", {1, 0}), b.constant_i64("st", {-2, 2})})};
                }});
   v.push_back({"Gather (repeated indices)", [](B& b) {
-                 return std::vector<int>{b.node("Gather", {b.weight("x", {3, 5}), b.constant_i64("i", {4, 0, -1, 4, 1, 4}, {2, 3})}, {{"axis", integer(1)}})};
+                 return std::vector<int>{b.node("Gather", {b.weight("x", {3, 5}), b.constant_i64("i", {4, 0, -1, 4, 1, 4}, {2, 3})}, {{"axis", int_attr(1)}})};
                }});
   for (const char* mode : {"constant", "reflect", "edge"})
     v.push_back({std::string("Pad (") + mode + ")", [mode](B& b) {
-                   return std::vector<int>{b.node("Pad", {b.weight("x", {2, 3, 4, 5}), b.constant_i64("p", {0, 0, 1, 2, 0, 0, 2, 1})}, {{"mode", text(mode)}})};
+                   return std::vector<int>{b.node("Pad", {b.weight("x", {2, 3, 4, 5}), b.constant_i64("p", {0, 0, 1, 2, 0, 0, 2, 1})}, {{"mode", string_attr(mode)}})};
                  }});
   v.push_back({"Expand", [](B& b) { return std::vector<int>{b.node("Expand", {b.weight("x", {3, 1}), b.constant_i64("s", {2, 3, 4})})}; }});
   v.push_back({"ReduceMean (keepdims)", [](B& b) {
-                 return std::vector<int>{b.node("ReduceMean", {b.weight("x", {2, 3, 4})}, {{"axes", ints({0, 2})}})};
+                 return std::vector<int>{b.node("ReduceMean", {b.weight("x", {2, 3, 4})}, {{"axes", ints_attr({0, 2})}})};
                }});
   v.push_back({"ReduceSum", [](B& b) {
-                 return std::vector<int>{b.node("ReduceSum", {b.weight("x", {2, 3, 4}), b.constant_i64("a", {-2})}, {{"keepdims", integer(0)}})};
+                 return std::vector<int>{b.node("ReduceSum", {b.weight("x", {2, 3, 4}), b.constant_i64("a", {-2})}, {{"keepdims", int_attr(0)}})};
                }});
   v.push_back({"views (Reshape, Flatten, Squeeze, Unsqueeze)", [](B& b) {
                  const int r = b.node("Reshape", {b.weight("x", {2, 3, 4}), b.constant_i64("s", {0, -1})});
                  const int u = b.node("Unsqueeze", {r, b.constant_i64("a", {1})});
                  const int q = b.node("Squeeze", {u, b.constant_i64("a2", {1})});
-                 return std::vector<int>{b.node("Flatten", {q}, {{"axis", integer(0)}})};
+                 return std::vector<int>{b.node("Flatten", {q}, {{"axis", int_attr(0)}})};
                }});
   v.push_back({"SoftmaxCrossEntropyLoss (weighted mean, ignored label)", [](B& b) {
                  return std::vector<int>{b.node("SoftmaxCrossEntropyLoss", {b.weight("s", {4, 5}), b.constant_i64("l", {1, 4, 0, 2}), b.constant_f("w", {5}, 0.5, 1.5)},
-                                                {{"ignore_index", integer(0)}})};
+                                                {{"ignore_index", int_attr(0)}})};
                }});
   v.push_back({"SoftmaxCrossEntropyLoss (sum, N C d)", [](B& b) {
                  return std::vector<int>{b.node("SoftmaxCrossEntropyLoss", {b.weight("s", {2, 3, 2}), b.constant_i64("l", {1, 2, 0, 1}, {2, 2})},
-                                                {{"reduction", text("sum")}})};
+                                                {{"reduction", string_attr("sum")}})};
                }});
   // Graphs where a tensor gets several gradients.
   v.push_back({"a weight used by two nodes and a residual through a view", [](B& b) {
@@ -369,7 +365,7 @@ TEST(Executor, WhatGetsGradientsFollowsTheLossAndTheWeights) {
   const int unused = b.weight("unused", {4});
   const int y = b.node("MatMul", {x, w});
   const int side = b.node("Relu", {b.node("Add", {y, unused})});  // reaches an output, not the loss
-  const int loss = b.node("ReduceSum", {y}, {{"keepdims", integer(0)}});
+  const int loss = b.node("ReduceSum", {y}, {{"keepdims", int_attr(0)}});
   b.g.outputs = {loss, side};
   infer_and_fold(b.g, "t");
   const auto need = tensors_needing_gradients(b.g, loss, {w, unused});

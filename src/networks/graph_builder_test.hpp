@@ -11,34 +11,10 @@
 #include "common/text.hpp"
 #include "networks/executor.hpp"
 #include "networks/onnx.hpp"
+#include "networks/validate.hpp"
 #include "common/random.hpp"
 
 namespace d500::test {
-
-inline Attr ints(std::vector<std::int64_t> v) {
-  Attr a;
-  a.kind = Attr::Kind::Ints;
-  a.ints = std::move(v);
-  return a;
-}
-inline Attr integer(std::int64_t v) {
-  Attr a;
-  a.kind = Attr::Kind::Int;
-  a.i = v;
-  return a;
-}
-inline Attr real(double v) {
-  Attr a;
-  a.kind = Attr::Kind::Float;
-  a.f = v;
-  return a;
-}
-inline Attr text(std::string v) {
-  Attr a;
-  a.kind = Attr::Kind::String;
-  a.s = std::move(v);
-  return a;
-}
 
 struct GraphBuilder {
   Graph g;
@@ -106,7 +82,7 @@ struct GraphBuilder {
     for (int y : ys) {
       const int r = constant_f("R" + std::to_string(y), g.info(y).shape);
       const int prod = node("Mul", {y, r});
-      const int s = node("ReduceSum", {prod}, {{"keepdims", integer(0)}});
+      const int s = node("ReduceSum", {prod}, {{"keepdims", int_attr(0)}});
       loss = loss < 0 ? s : node("Add", {loss, s});
     }
     g.outputs = {loss};
@@ -120,20 +96,7 @@ struct GraphBuilder {
 // param_data can be perturbed for finite differences.
 inline std::unique_ptr<GraphExecutor> run_double(const Graph& g, int loss, const std::vector<int>& params,
                                                  const std::vector<const void*>& inputs = {}, int micros = 1) {
-  ExecutorSpec s;
-  s.graph = &g;
-  s.training = true;
-  s.loss = loss;
-  s.params = params;
-  s.inputs = inputs;
-  s.micro_batches = micros;
-  s.double_precision = true;
-  auto e = std::make_unique<GraphExecutor>(s);
-  for (int m = 0; m < micros; ++m) {
-    e->forward(m);
-    e->backward(m);
-  }
-  return e;
+  return run_yardstick(g, true, loss, params, inputs, micros);
 }
 
 }  // namespace d500::test

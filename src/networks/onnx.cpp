@@ -317,11 +317,16 @@ Graph load_onnx_bytes(const std::string& bytes, const std::string& what, const L
 Graph load_onnx_file(const std::string& path, const LoadOptions& opt, ModelFacts* facts) {
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) throw Error(path + ": no such ONNX file (or not a regular file)");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot read the ONNX file");
   onnx::ModelProto m;
-  if (!m.ParseFromIstream(&in)) throw Error(path + ": not an ONNX model (the protobuf message does not parse)");
-  return convert(m, path, fs::path(path).parent_path().string(), opt, facts, path);
+  std::string hash;
+  {
+    const std::string bytes = read_file(path);  // read once: parsed, and hashed for the results
+    if (!m.ParseFromString(bytes)) throw Error(path + ": not an ONNX model (the protobuf message does not parse)");
+    hash = hex64(fnv1a64(bytes));
+  }
+  Graph g = convert(m, path, fs::path(path).parent_path().string(), opt, facts, path);
+  if (facts) facts->file_hash = hash;
+  return g;
 }
 
 Graph load_onnx_model(onnx::ModelProto& m, const std::string& what, const LoadOptions& opt, ModelFacts* facts) {

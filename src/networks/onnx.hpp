@@ -31,6 +31,7 @@ struct ModelFacts {
   std::string producer;              // producer_name producer_version
   std::vector<std::string> ops;      // the operator types of its nodes, as written (before folding)
   int nodes = 0;                     // its main graph's nodes, as written (before folding)
+  std::string file_hash;             // FNV-1a 64 (hex) of the .onnx file's bytes; "" when loaded from memory
 };
 
 // Loads `path` (an .onnx file; external data beside it is read too). Throws d500::Error that

@@ -35,9 +35,7 @@ TrainingLoss add_training_loss(Graph& g) {
     throw Error(g.name + ": its first output is not float32, so d500 cannot append a loss for a training step");
   const int y = g.outputs[0];
   const Shape ys = g.info(y).shape;
-  Attr zero;
-  zero.kind = Attr::Kind::Int;
-  zero.i = 0;
+  const Attr zero = int_attr(0);
   if (ys.size() == 2 && ys[1] >= 2) {
     r.labels = g.add_tensor({"d500_labels", DType::I64, {ys[0]}});
     g.inputs.push_back(r.labels);

@@ -71,8 +71,8 @@ StepValues step_values(GraphRunner& r, const Graph& g, const std::vector<int>& p
   return v;
 }
 
-StepValues yardstick_step(const Graph& g, bool training, int loss, const std::vector<int>& params,
-                          const std::vector<const void*>& inputs, int micro_batches) {
+std::unique_ptr<GraphExecutor> run_yardstick(const Graph& g, bool training, int loss, const std::vector<int>& params,
+                                             const std::vector<const void*>& inputs, int micro_batches) {
   ExecutorSpec s;
   s.graph = &g;
   s.training = training;
@@ -81,12 +81,17 @@ StepValues yardstick_step(const Graph& g, bool training, int loss, const std::ve
   s.inputs = inputs;
   s.micro_batches = micro_batches;
   s.double_precision = true;
-  GraphExecutor e(s);
+  auto e = std::make_unique<GraphExecutor>(s);
   for (int m = 0; m < micro_batches; ++m) {
-    e.forward(m);
-    if (training) e.backward(m);
+    e->forward(m);
+    if (training) e->backward(m);
   }
-  return step_values(e, g, params, training);
+  return e;
+}
+
+StepValues yardstick_step(const Graph& g, bool training, int loss, const std::vector<int>& params,
+                          const std::vector<const void*>& inputs, int micro_batches) {
+  return step_values(*run_yardstick(g, training, loss, params, inputs, micro_batches), g, params, training);
 }
 
 std::string first_divergence(const Graph& g, const BackendInfo& backend, const Params* point, const std::vector<const void*>& inputs,

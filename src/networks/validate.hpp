@@ -3,11 +3,13 @@
 // (training) against the yardstick -- d500's reference executor in double precision, on the same
 // float32 weights and inputs, with the same micro-batches -- with a tolerance that scales with
 // the graph's depth and its longest reduction.
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "backends/graph.hpp"
 #include "backends/registry.hpp"
+#include "networks/executor.hpp"
 
 namespace d500 {
 
@@ -27,7 +29,11 @@ struct StepValues {
 };
 // Inference: every graph output; training: the loss and every parameter's gradient.
 StepValues step_values(GraphRunner& r, const Graph& g, const std::vector<int>& params, bool training);
-// One step of the yardstick (all micro-batches).
+// Runs one step of the yardstick (every micro-batch's forward and, training, backward pass) and
+// returns it, its tensors and gradients to be read (or its weights perturbed, in tests).
+std::unique_ptr<GraphExecutor> run_yardstick(const Graph& g, bool training, int loss, const std::vector<int>& params,
+                                             const std::vector<const void*>& inputs, int micro_batches);
+// One step of the yardstick (all micro-batches): what step_values reads from run_yardstick's.
 StepValues yardstick_step(const Graph& g, bool training, int loss, const std::vector<int>& params,
                           const std::vector<const void*>& inputs, int micro_batches);
 

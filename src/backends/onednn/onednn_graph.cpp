@@ -205,6 +205,12 @@ memory::desc matrix(std::int64_t rows, std::int64_t cols, bool transposed) {
   return memory::desc({rows, cols}, dt::f32, transposed ? memory::dims{1, rows} : memory::dims{cols, 1});
 }
 
+// dst = src x weights on the user's memory, with the arguments to execute it.
+dnnl::matmul product(const memory::desc& s, void* sp, const memory::desc& w, void* wp, const memory::desc& d, void* dp, Args& args) {
+  args = {{DNNL_ARG_SRC, user_mem(s, sp)}, {DNNL_ARG_WEIGHTS, user_mem(w, wp)}, {DNNL_ARG_DST, user_mem(d, dp)}};
+  return dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(s, w, d), engine()));
+}
+
 class MatmulKernel final : public DnnlNode {
  public:
   // Y = op(A) op(B) (+ C, broadcast, when beta is 1). Backward: dA, dB through matmuls on
@@ -249,10 +255,6 @@ class MatmulKernel final : public DnnlNode {
         dB_ = product(dyt, p.dout[0].data, matrix(m, k, ta), p.in[0].data, plain(memory::dims{n, k}), p.din[1].data, bargs_);
     }
   }
-  static dnnl::matmul product(const memory::desc& s, void* sp, const memory::desc& w, void* wp, const memory::desc& d, void* dp, Args& args) {
-    args = {{DNNL_ARG_SRC, user_mem(s, sp)}, {DNNL_ARG_WEIGHTS, user_mem(w, wp)}, {DNNL_ARG_DST, user_mem(d, dp)}};
-    return dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(s, w, d), engine()));
-  }
   void forward() override {
     prim_.execute(s_, fargs_);
     s_.wait();
@@ -283,9 +285,7 @@ class BatchedMatmulKernel final : public DnnlNode {
     Shape y = a;
     for (std::size_t i = 0; i + 2 < r; ++i) y[i] = std::max(a[i], b[i]);
     y[r - 1] = b[r - 1];
-    prim_ = matmul(matmul::primitive_desc(matmul::desc(plain(a), plain(b), plain(y)), engine()));
-    fargs_ = {{DNNL_ARG_SRC, user_mem(plain(a), p.in[0].data)}, {DNNL_ARG_WEIGHTS, user_mem(plain(b), p.in[1].data)},
-              {DNNL_ARG_DST, user_mem(plain(y), p.out[0].data)}};
+    prim_ = product(plain(a), p.in[0].data, plain(b), p.in[1].data, plain(y), p.out[0].data, fargs_);
     if (!p.training) return;
     const std::int64_t k = a[r - 1], n = b[r - 1];
     auto t = [](Shape s) {  // the last two axes swapped, by strides
@@ -303,22 +303,16 @@ class BatchedMatmulKernel final : public DnnlNode {
       bool a_full = true;
       for (std::size_t i = 0; i + 2 < r; ++i) a_full = a_full && a[i] == y[i];
       if (!a_full) throw Unsupported{};
-      dA_ = matmul(matmul::primitive_desc(matmul::desc(plain(y), t(b), plain(a)), engine()));
-      aargs_ = {{DNNL_ARG_SRC, user_mem(plain(y), p.dout[0].data)}, {DNNL_ARG_WEIGHTS, user_mem(t(b), p.in[1].data)},
-                {DNNL_ARG_DST, user_mem(plain(a), p.din[0].data)}};
+      dA_ = product(plain(y), p.dout[0].data, t(b), p.in[1].data, plain(a), p.din[0].data, aargs_);
     }
     if (p.din[1].present()) {
       if (same_batch) {
-        dB_ = matmul(matmul::primitive_desc(matmul::desc(t(a), plain(y), plain(b)), engine()));
-        bargs_ = {{DNNL_ARG_SRC, user_mem(t(a), p.in[0].data)}, {DNNL_ARG_WEIGHTS, user_mem(plain(y), p.dout[0].data)},
-                  {DNNL_ARG_DST, user_mem(plain(b), p.din[1].data)}};
+        dB_ = product(t(a), p.in[0].data, plain(y), p.dout[0].data, plain(b), p.din[1].data, bargs_);
       } else if (b_matrix) {
         // dB [k,n] = A^T dY with A's batch folded into its rows.
         const std::int64_t rows = numel(a) / k;
         const memory::desc at({k, rows}, dt::f32, {1, k}), dy = plain(memory::dims{rows, n}), db = plain(memory::dims{k, n});
-        dB_ = matmul(matmul::primitive_desc(matmul::desc(at, dy, db), engine()));
-        bargs_ = {{DNNL_ARG_SRC, user_mem(at, p.in[0].data)}, {DNNL_ARG_WEIGHTS, user_mem(dy, p.dout[0].data)},
-                  {DNNL_ARG_DST, user_mem(db, p.din[1].data)}};
+        dB_ = product(at, p.in[0].data, dy, p.dout[0].data, db, p.din[1].data, bargs_);
       } else {
         throw Unsupported{};
       }

@@ -198,20 +198,6 @@ void gemm(bool ta, bool tb, I M, I N, I K, T alpha, const T* A, I lda, const T* 
   }
 }
 
-// Attribute helpers for infer functions.
-inline Attr ints_attr(std::vector<I> v) {
-  Attr a;
-  a.kind = Attr::Kind::Ints;
-  a.ints = std::move(v);
-  return a;
-}
-inline Attr int_attr(I v) {
-  Attr a;
-  a.kind = Attr::Kind::Int;
-  a.i = v;
-  return a;
-}
-
 inline double elems(const NodeProblem& p, std::size_t j = 0) { return static_cast<double>(p.out[j].numel()); }
 
 }  // namespace d500::ref

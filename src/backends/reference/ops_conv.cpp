@@ -204,6 +204,16 @@ void normalise_window(InferCtx& c, const Shape& in_spatial, Shape kernel) {
 
 Shape spatial(const Shape& s) { return Shape(s.begin() + 2, s.end()); }
 
+// Sets the output of a windowed operator (convolution, pooling) on x: [N, channels, spatial...].
+void set_window_output(InferCtx& c, const Shape& x, I channels) {
+  const ConvGeom g = conv_geom(c.node, x, channels);
+  if (g.p < 1 || g.q < 1) c.fail("the output would be empty (the kernel does not fit the padded input)");
+  Shape y{x[0], channels};
+  if (x.size() == 4) y.push_back(g.p);
+  y.push_back(g.q);
+  c.set(0, DType::F32, y);
+}
+
 void infer_conv(InferCtx& c) {
   c.require_float(0, c.n_in());
   const Shape& x = c.shape(0);
@@ -214,12 +224,7 @@ void infer_conv(InferCtx& c) {
   if (w[1] * groups != x[1]) c.fail("W has " + std::to_string(w[1]) + " input channels per group, X " + std::to_string(x[1] / groups));
   if (c.has_in(2) && c.shape(2) != Shape{w[0]}) c.fail("B must have shape [" + std::to_string(w[0]) + "]");
   normalise_window(c, spatial(x), spatial(w));
-  const ConvGeom g = conv_geom(c.node, x, w[0]);
-  if (g.p < 1 || g.q < 1) c.fail("the output would be empty (the kernel does not fit the padded input)");
-  Shape y{x[0], w[0]};
-  if (x.size() == 4) y.push_back(g.p);
-  y.push_back(g.q);
-  c.set(0, DType::F32, y);
+  set_window_output(c, x, w[0]);
 }
 
 ConvGeom node_conv_geom(const NodeProblem& p) { return conv_geom(*p.node, shape_in(p, 0), shape_in(p, 1)[0]); }
@@ -252,13 +257,12 @@ double conv_flops(const NodeProblem& p, bool backward) {
 // ---- ConvTranspose: the adjoint of a convolution from Y-space to X-space ---------------------
 // X [N, C, H, W], W [C, K/g, kh, kw], Y [N, K, Ho, Wo]. The convolution whose backward-data pass
 // this is maps [N, K, Ho, Wo] to [N, C, H, W] with weights [C, K/g, kh, kw].
-ConvGeom transpose_geom(const Node& node, const Shape& x, const Shape& w, const Shape& y) {
-  Shape ys = y;  // as the forward convolution's input
-  ConvGeom g = conv_geom(node, ys, x[1]);
-  // conv_geom computed p, q from ys; they must equal X's spatial size.
+// The forward convolution whose input is Y and whose output is X.
+ConvGeom transpose_geom(const Node& node, const Shape& x, const Shape& y) {
+  ConvGeom g = conv_geom(node, y, x[1]);
+  // conv_geom computed p, q from y; they must equal X's spatial size.
   g.p = x.size() == 4 ? x[2] : 1;
   g.q = x.back();
-  (void)w;
   return g;
 }
 
@@ -328,7 +332,7 @@ void infer_conv_transpose(InferCtx& c) {
   c.set(0, DType::F32, y);
 }
 
-ConvGeom node_transpose_geom(const NodeProblem& p) { return transpose_geom(*p.node, shape_in(p, 0), shape_in(p, 1), shape_out(p, 0)); }
+ConvGeom node_transpose_geom(const NodeProblem& p) { return transpose_geom(*p.node, shape_in(p, 0), shape_out(p, 0)); }
 
 template <class T>
 void conv_transpose_fwd(const NodeProblem& p, T* scratch) {
@@ -377,12 +381,7 @@ void infer_pool(InferCtx& c) {
   if (!c.node.has("kernel_shape")) c.fail("kernel_shape is required");
   if (c.node.op == "MaxPool" && c.out.size() > 1 && c.out[1]) c.fail("the Indices output is not supported");
   normalise_window(c, spatial(x), {});
-  const ConvGeom g = conv_geom(c.node, x, x[1]);
-  if (g.p < 1 || g.q < 1) c.fail("the output would be empty");
-  Shape y{x[0], x[1]};
-  if (x.size() == 4) y.push_back(g.p);
-  y.push_back(g.q);
-  c.set(0, DType::F32, y);
+  set_window_output(c, x, x[1]);
 }
 
 ConvGeom node_pool_geom(const NodeProblem& p) { return conv_geom(*p.node, shape_in(p, 0), shape_in(p, 0)[1]); }

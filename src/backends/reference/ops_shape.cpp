@@ -568,10 +568,7 @@ void infer_pad(InferCtx& c) {
       c.fail("reflect padding must be smaller than the axis it pads");
   }
   c.node.attrs["_pads"] = ints_attr(pads);
-  Attr v;
-  v.kind = Attr::Kind::Float;
-  v.f = value;
-  c.node.attrs["_value"] = v;
+  c.node.attrs["_value"] = float_attr(value);
   c.set(0, c.dtype(0), y);
 }
 

@@ -80,7 +80,7 @@ std::shared_ptr<const LoadedNetwork> load_point_network(const std::string& netwo
     }
     n.work = graph_work(n.graph, n.loss.loss);
     n.tolerance = network_tolerance(n.graph, n.loss.loss);
-    n.model_hash = find_builtin_network(network) ? "built-in" : hex64(fnv1a64(read_file(network)));
+    n.model_hash = find_builtin_network(network) ? "built-in" : n.facts.file_hash;
     return n;
   });
 }
