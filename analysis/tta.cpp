@@ -10,7 +10,7 @@ double time_to_target(const std::vector<Event>& events, double target, double bu
   for (const auto& e : events) {
     if (e.rank != rank) continue;
     const double t = static_cast<double>(e.time_ns) * 1e-9;
-    if (e.accuracy >= target && t <= budget_s) best = std::min(best, t);
+    if (e.accuracy >= target && (budget_s <= 0 || t <= budget_s)) best = std::min(best, t);
   }
   return best;
 }

@@ -11,8 +11,8 @@
 
 namespace d500 {
 
-// Seconds to the first evaluation of `rank` with accuracy >= target at or before the budget;
-// +infinity when there is none.
+// Seconds to the first evaluation of `rank` with accuracy >= target at or before the budget
+// (budget_s <= 0: none); +infinity when there is none.
 double time_to_target(const std::vector<Event>& events, double target, double budget_s, int rank = 0);
 
 struct TtaSummary {

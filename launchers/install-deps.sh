@@ -7,6 +7,7 @@ pkgs=(g++ cmake ninja-build pkg-config git
       libhdf5-openmpi-dev hdf5-tools        # parallel HDF5: the results store; h5dump for users
       libtomlplusplus-dev                   # TOML++: campaign files and job specs
       libonnx-dev libprotobuf-dev           # ONNX (and its protobuf): networks of level 1
+      zlib1g-dev dataset-fashion-mnist      # zlib reads Fashion-MNIST's gzip'd IDX files (level 2's real data)
       libcli11-dev                          # CLI11: the command line
       libboost-math-dev                     # Boost.Math: binomial quantiles for the intervals
       libopenblas-dev                       # OpenBLAS: the blas backend

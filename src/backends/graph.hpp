@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/optimizer.hpp"
 #include "common/value.hpp"
 
 namespace d500 {
@@ -170,6 +171,18 @@ class GraphRunner {
   virtual std::vector<double> output(std::size_t i) = 0;
   virtual std::vector<double> gradient(std::size_t k) = 0;
   virtual std::string describe() const = 0;
+
+  // Training (level 2). The data behind spec.inputs was rewritten (the next batch): a runner
+  // that copied it at construction copies it again.
+  virtual void inputs_changed() {}
+  // Float32 storage of spec.params[k] and its gradient after the last backward pass (nullptr
+  // when it has none); the gradient's storage may move between steps.
+  virtual float* parameter(std::size_t k) = 0;
+  virtual const float* parameter_gradient(std::size_t k) = 0;
+  // The parameters were written (an optimizer step, a checkpoint restored).
+  virtual void parameters_changed() {}
+  // The framework's own optimizer over this runner's parameters, or nullptr when it has none.
+  virtual std::unique_ptr<Optimizer> native_optimizer(const OptimizerSpec&) { return nullptr; }
 };
 
 // Multidirectional (numpy) broadcasting of two shapes; throws d500::Error naming `what` when

@@ -546,6 +546,25 @@ std::vector<double> GraphExecutor::tensor(int t) {
   return p ? impl_->read_all(t, p) : std::vector<double>{};
 }
 
+void GraphExecutor::inputs_changed() {
+  Impl& m = *impl_;
+  const int micros = std::max(1, m.spec.micro_batches);
+  for (std::size_t k = 0; k < m.g.inputs.size(); ++k) {
+    const int t = m.g.inputs[k];
+    m.load(m.inputs_all[k], m.spec.inputs[k], t, static_cast<std::size_t>(numel(m.g.info(t).shape)) * static_cast<std::size_t>(micros));
+  }
+}
+
+float* GraphExecutor::parameter(std::size_t k) {
+  if (impl_->fsz != 4) throw Error("the yardstick executor has no float32 parameters");
+  return static_cast<float*>(param_data(k));
+}
+
+const float* GraphExecutor::parameter_gradient(std::size_t k) {
+  if (impl_->fsz != 4) throw Error("the yardstick executor has no float32 gradients");
+  return impl_->pgrad.empty() ? nullptr : static_cast<const float*>(param_grad(k));
+}
+
 void* GraphExecutor::param_data(std::size_t k) { return impl_->data[static_cast<std::size_t>(impl_->spec.params.at(k))]; }
 void* GraphExecutor::param_grad(std::size_t k) { return impl_->pgrad.at(k).p; }
 

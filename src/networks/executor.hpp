@@ -62,6 +62,10 @@ class GraphExecutor final : public GraphRunner {
   void* param_data(std::size_t k);
   void* param_grad(std::size_t k);
   void constants_changed();
+  void inputs_changed() override;
+  float* parameter(std::size_t k) override;
+  const float* parameter_gradient(std::size_t k) override;
+  void parameters_changed() override { constants_changed(); }
 
  private:
   struct Impl;

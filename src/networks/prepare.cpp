@@ -1,5 +1,7 @@
 #include "networks/prepare.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "common/error.hpp"
@@ -107,6 +109,26 @@ InputData make_inputs(const Graph& g, int micro_batches, std::uint64_t seed) {
     d.bytes.push_back(std::move(b));
   }
   return d;
+}
+
+std::string seeded_weights(Graph& g, const std::vector<int>& params, std::uint64_t seed) {
+  int drawn = 0;
+  for (std::size_t k = 0; k < params.size(); ++k) {
+    const int t = params[k];
+    const Shape& s = g.info(t).shape;
+    if (s.size() < 2 || g.info(t).dtype != DType::F32) continue;
+    std::int64_t fan_in = numel(s) / s[0];
+    for (const Node& n : g.nodes) {  // stored [in, out]: MatMul's B, Gemm's B without transB
+      if (n.in.size() > 1 && n.in[1] == t && s.size() == 2 &&
+          (n.op == "MatMul" || (n.op == "Gemm" && n.attr_i("transB", 0) == 0))) fan_in = s[0];
+    }
+    auto& bytes = g.constants.at(t);
+    const float bound = static_cast<float>(std::sqrt(6.0 / static_cast<double>(std::max<std::int64_t>(1, fan_in))));
+    fill_uniform(reinterpret_cast<float*>(bytes.data()), static_cast<std::size_t>(numel(s)), seed * 0x9e3779b97f4a7c15ull + k + 1, -bound, bound);
+    ++drawn;
+  }
+  return std::to_string(drawn) + " weight tensors drawn He-uniform U(-sqrt(6/fan_in), sqrt(6/fan_in)) from the point's seed; "
+         "one-dimensional parameters (biases, normalisation) as in the model";
 }
 
 }  // namespace d500

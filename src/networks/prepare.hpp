@@ -30,4 +30,11 @@ struct InputData {
 };
 InputData make_inputs(const Graph& g, int micro_batches, std::uint64_t seed);
 
+// Training from scratch (level 2): new weights for `params` from `seed`. Every parameter of two or
+// more dimensions is drawn He-uniform, U(-sqrt(6 / fan_in), sqrt(6 / fan_in)), with fan_in its
+// elements per output (Conv [out, in, kh, kw], Gemm with transB: in x kh x kw; MatMul's and Gemm's
+// untransposed [in, out]: in); one-dimensional ones (biases, normalisation scales and shifts)
+// keep the model's values. Returns the rule in words.
+std::string seeded_weights(Graph& g, const std::vector<int>& params, std::uint64_t seed);
+
 }  // namespace d500

@@ -296,19 +296,31 @@ void ResultWriter::per_rank_dataset(hid_t parent, const char* name, hid_t type, 
   h5::check(H5Dwrite(d, type, mem, space, dxpl_, mine), "H5Dwrite", w);
 }
 
+std::vector<std::pair<std::string, Value>> ResultWriter::rank0_attributes(const std::vector<std::pair<std::string, Value>>& mine_list) {
+  // Attribute values must be equal on every rank: rank 0's names and values.
+  std::vector<std::pair<std::string, Value>> out;
+  long long n = static_cast<long long>(mine_list.size());
+  mpi_check(MPI_Bcast(&n, 1, MPI_LONG_LONG, 0, comm_), "MPI_Bcast", path_);
+  for (long long i = 0; i < n; ++i) {
+    const bool mine = static_cast<std::size_t>(i) < mine_list.size();
+    const std::string name = bcast_string(mine ? mine_list[static_cast<std::size_t>(i)].first : "", comm_);
+    out.push_back({name, bcast_value(mine ? mine_list[static_cast<std::size_t>(i)].second : Value{std::string()}, comm_)});
+  }
+  return out;
+}
+
+void ResultWriter::point_attributes(const std::vector<std::pair<std::string, Value>>& attributes) {
+  const auto agreed = rank0_attributes(attributes);
+  step("writing point attributes", [&] {
+    for (const auto& [k, v] : agreed) attr(point_, k, v);
+  });
+}
+
 void ResultWriter::begin_point(const PointIdentity& p, int index, int warmups, int repetitions, const PointMeta& meta) {
   point_id_ = p.id;
   point_attrs_.clear();
   const std::string backend_version = bcast_string(meta.backend_version, comm_);
-  // Attribute values must be equal on every rank: rank 0's names and values.
-  std::vector<std::pair<std::string, Value>> extra;
-  long long n_extra = static_cast<long long>(meta.attributes.size());
-  mpi_check(MPI_Bcast(&n_extra, 1, MPI_LONG_LONG, 0, comm_), "MPI_Bcast", path_);
-  for (long long i = 0; i < n_extra; ++i) {
-    const bool mine = static_cast<std::size_t>(i) < meta.attributes.size();
-    const std::string name = bcast_string(mine ? meta.attributes[static_cast<std::size_t>(i)].first : "", comm_);
-    extra.push_back({name, bcast_value(mine ? meta.attributes[static_cast<std::size_t>(i)].second : Value{std::string()}, comm_)});
-  }
+  const auto extra = rank0_attributes(meta.attributes);
   step("starting a point", [&] {
   if (writes())
     point_ = h5::checked(H5Gcreate2(file_, ("/points/" + p.id).c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),

@@ -73,6 +73,9 @@ class ResultWriter {
   // a point creates its `events` dataset; `tta` gives the target accuracy and budget.
   void append_events(std::span<const Event> events, bool durable = true);
   void set_time_to_accuracy(double target, double budget_s, std::int64_t eval_interval_steps);
+  // Collective: further facts of the running point, known after it ran (level 2: the steps run,
+  // why training stopped); rank 0's are written, covered by the point's checksum.
+  void point_attributes(const std::vector<std::pair<std::string, Value>>& attributes);
   // Collective; each rank passes its own durations of the same steps (level 1: d500's executor):
   // the `steps` table (rank 0's) and every rank's `step_times` rows.
   void step_times(const StepTimes& t);
@@ -144,6 +147,7 @@ class ResultWriter {
     std::thread thread_;
   };
   std::string what() const;
+  std::vector<std::pair<std::string, Value>> rank0_attributes(const std::vector<std::pair<std::string, Value>>& mine);
   bool writes() const { return mode_ == StoreMode::Parallel || rank_ == 0; }
   // Writes one element per rank into a new 1-D dataset (`type` in memory and file).
   void per_rank_dataset(hid_t parent, const char* name, hid_t type, const void* mine, std::size_t elem_size);

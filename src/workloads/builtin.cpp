@@ -7,6 +7,7 @@ namespace d500 {
 // names them all.
 void register_collectives(WorkloadRegistry& r);
 void register_network(WorkloadRegistry& r);
+void register_train(WorkloadRegistry& r);
 OperatorDef gemm_operator();
 OperatorDef conv2d_operator();
 OperatorDef pool2d_operator();
@@ -32,6 +33,7 @@ const WorkloadRegistry& builtin_workloads() {
     for (const auto& d : builtin_operators()) register_operator(r, d);
     register_collectives(r);
     register_network(r);
+    register_train(r);
     return r;
   }();
   return registry;

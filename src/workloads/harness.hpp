@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <vector>
 
 #include "common/mpi_check.hpp"
 #include "metrics/metrics.hpp"
@@ -70,11 +71,59 @@ class Harness {
     flush(true);
   }
 
+  // Training (levels 2, 3): steps until `op` says to stop. op(step, mark) runs and times one
+  // step and returns whether training goes on; its `op` sample spans exactly its call. Then
+  // between(step, mark, last) runs outside the step's sample (evaluation, which records its own
+  // Evaluation phase and events; `last`: op said stop) and may stop training too. The first `warmups` steps are flagged as warm-ups (they are
+  // real training steps: they count in a training curve, not in summaries of a step). The stop
+  // is agreed: every rank runs the same number of steps, the decision riding on the per-step
+  // MPI_Allreduce that also agrees on durable flushes.
+  template <class Op, class Between>
+  void train(Op&& op, Between&& between, int phases) {
+    std::int64_t last_durable = now_ns();
+    int rep = 0;
+    std::uint8_t warm = 0;
+    const PhaseMark mark = [&](Phase ph, std::int64_t t0, std::int64_t t1) {
+      rec_.record(Sample{t0, t1, 0, 0, rank_, rep, warm, static_cast<std::uint8_t>(ph)});
+    };
+    int go_on = 1;
+    trained_ = 0;
+    for (int r = 0;; ++r) {
+      rep = r;
+      warm = r < warmups_ ? std::uint8_t{1} : std::uint8_t{0};
+      if (rec_.room() < static_cast<std::size_t>(2 * phases) + 2) flush(false);
+      const int mine[2] = {now_ns() - last_durable >= interval_ns_ ? 1 : 0, go_on ? 0 : 1};
+      int agreed[2] = {0, 0};
+      mpi_check(MPI_Allreduce(mine, agreed, 2, MPI_INT, MPI_MAX, comm_), "MPI_Allreduce", "harness");
+      if (agreed[1]) break;
+      trained_ = r + 1;
+      const std::int64_t t0 = now_ns();
+      const bool more = op(r, mark);
+      const std::int64_t t1 = now_ns();
+      rec_.record(Sample{t0, t1, work_.bytes, work_.flops, rank_, r, warm, static_cast<std::uint8_t>(Phase::Op)});
+      go_on = between(r, mark, !more) && more ? 1 : 0;
+      if (agreed[0] || rec_.full()) flush(agreed[0] != 0);
+      if (agreed[0]) last_durable = now_ns();
+    }
+    flush(true);
+  }
+  // Steps the last train() ran, warm-ups included.
+  int trained_steps() const { return trained_; }
+  // A training curve's point (after an evaluation): written with the next flush.
+  void event(const Event& e) { events_.push_back(e); }
+  using EventFlush = std::function<void(std::span<const Event>, bool durable)>;
+  void on_events(EventFlush f) { event_flush_ = std::move(f); }
+
   int repetitions() const { return warmups_ + reps_; }  // warm-ups included
 
+  // Collective: samples, then (when there is an event sink) every rank's events, possibly none.
   void flush(bool durable) {
     flush_(rec_.pending(), durable);
     rec_.clear();
+    if (event_flush_) {
+      event_flush_(events_, durable);
+      events_.clear();
+    }
   }
 
  private:
@@ -85,6 +134,9 @@ class Harness {
   Flush flush_;
   std::int64_t interval_ns_;
   int rank_ = 0;
+  std::vector<Event> events_;
+  EventFlush event_flush_;
+  int trained_ = 0;
 };
 
 }  // namespace d500

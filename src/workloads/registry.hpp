@@ -2,9 +2,9 @@
 // The one workload interface for all four levels, and the registry that maps a workload name
 // to its parameters and to its implementation on each backend.
 //
-// Level 0 (operators) and level 1 (networks) time repetitions through Harness::repeat; level 2
-// and 3 (training) will record events (a step: time, loss, accuracy) through the same
-// recorder and store. Adding a workload touches its own file and the list in builtin.cpp.
+// Level 0 (operators) and level 1 (networks) time repetitions through Harness::repeat; levels 2
+// and 3 (training) time steps through Harness::train and record events (an evaluation: step,
+// training time, loss, accuracy) through the same recorder and store. Adding a workload touches its own file and the list in builtin.cpp.
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -59,6 +59,14 @@ class Workload {
   virtual std::vector<std::pair<std::string, Value>> attributes() const { return {}; }
   // Optional, after measure(): this rank's per-step durations (level 1: d500's executor).
   virtual const StepTimes* step_times() const { return nullptr; }
+  // Training (levels 2, 3): the target and budget its time to accuracy is judged by, or nullptr.
+  struct TimeToAccuracy {
+    double target = 0, budget_s = 0;
+    std::int64_t eval_interval_steps = 0;
+  };
+  virtual const TimeToAccuracy* time_to_accuracy() const { return nullptr; }
+  // Optional, after measure(): facts known only once it ran (steps, why training stopped).
+  virtual std::vector<std::pair<std::string, Value>> final_attributes() const { return {}; }
 };
 
 using WorkloadFactory = std::function<std::unique_ptr<Workload>(const RunContext&)>;

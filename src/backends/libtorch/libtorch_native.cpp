@@ -3,17 +3,22 @@
 // operators a PyTorch model calls (conv2d's at::convolution, batch_norm, matmul, ...) -- and a
 // training step is the framework's own: weights are leaf tensors requiring gradients, the loss's
 // backward() runs LibTorch's autograd, gradients accumulate in .grad() over micro-batches. d500
-// feeds inputs (at::from_blob on its buffers) and reads outputs and gradients, untimed.
+// feeds inputs (at::from_blob on its buffers) and reads outputs and gradients, untimed. Its
+// native optimizers are torch::optim's, over the same leaf tensors.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <c10/core/GradMode.h>
+#include <torch/optim.h>
+#include <torch/serialize.h>
 
 #include <functional>
 #include <map>
+#include <sstream>
 
 #include "backends/blas/blas_backend.hpp"
 #include "backends/conv_geom.hpp"
 #include "backends/libtorch/libtorch_backend.hpp"
+#include "backends/optimizer.hpp"
 #include "common/error.hpp"
 
 namespace d500 {
@@ -303,6 +308,50 @@ std::string untranslatable(const Node& n, const Graph& g) {
   return "";
 }
 
+// torch::optim's optimizer for an OptimizerSpec (d500's names mapped to LibTorch's options).
+class TorchOptimizer final : public Optimizer {
+ public:
+  TorchOptimizer(const OptimizerSpec& s, std::vector<at::Tensor> params) : s_(s) {
+    if (const std::string why = check_optimizer(s); !why.empty()) throw Error(why);
+    namespace o = torch::optim;
+    const std::string& n = s.name;
+    if (n == "sgd" || n == "momentum" || n == "nesterov")
+      opt_ = std::make_unique<o::SGD>(params, o::SGDOptions(s.lr).momentum(n == "sgd" ? 0.0 : s.momentum).nesterov(n == "nesterov").weight_decay(s.weight_decay));
+    else if (n == "adam")
+      opt_ = std::make_unique<o::Adam>(params, o::AdamOptions(s.lr).betas({s.beta1, s.beta2}).eps(s.eps).weight_decay(s.weight_decay));
+    else if (n == "adamw")
+      opt_ = std::make_unique<o::AdamW>(params, o::AdamWOptions(s.lr).betas({s.beta1, s.beta2}).eps(s.eps).weight_decay(s.weight_decay));
+    else if (n == "adagrad")
+      opt_ = std::make_unique<o::Adagrad>(params, o::AdagradOptions(s.lr).eps(s.eps).weight_decay(s.weight_decay));
+    else
+      opt_ = std::make_unique<o::RMSprop>(params, o::RMSpropOptions(s.lr).alpha(s.alpha).eps(s.eps).weight_decay(s.weight_decay).momentum(s.momentum));
+  }
+  void step(double lr) override {
+    for (auto& group : opt_->param_groups()) group.options().set_lr(lr);
+    opt_->step();
+  }
+  std::string describe() const override { return "LibTorch's torch::optim: " + describe_optimizer(s_); }
+  std::vector<std::byte> save() const override {
+    std::ostringstream out;
+    torch::serialize::OutputArchive archive;
+    opt_->save(archive);
+    archive.save_to(out);
+    const std::string b = out.str();
+    const auto* p = reinterpret_cast<const std::byte*>(b.data());
+    return {p, p + b.size()};
+  }
+  void load(const std::vector<std::byte>& state) override {
+    std::istringstream in(std::string(reinterpret_cast<const char*>(state.data()), state.size()));
+    torch::serialize::InputArchive archive;
+    archive.load_from(in);
+    opt_->load(archive);
+  }
+
+ private:
+  OptimizerSpec s_;
+  std::unique_ptr<torch::optim::Optimizer> opt_;
+};
+
 class NativeRunner final : public GraphRunner {
  public:
   explicit NativeRunner(const RunnerSpec& s) : s_(s), g_(*s.graph) {
@@ -355,6 +404,20 @@ class NativeRunner final : public GraphRunner {
     const at::Tensor& g = values_[static_cast<std::size_t>(s_.params.at(k))].grad();
     if (!g.defined()) return std::vector<double>(static_cast<std::size_t>(numel(g_.info(s_.params[k]).shape)), 0.0);
     return to_doubles(g);
+  }
+  float* parameter(std::size_t k) override { return values_[static_cast<std::size_t>(s_.params.at(k))].data_ptr<float>(); }
+  const float* parameter_gradient(std::size_t k) override {
+    const at::Tensor& g = values_[static_cast<std::size_t>(s_.params.at(k))].grad();
+    return g.defined() ? g.data_ptr<float>() : nullptr;
+  }
+  std::unique_ptr<Optimizer> native_optimizer(const OptimizerSpec& spec) override {
+    std::vector<at::Tensor> params;
+    for (int p : s_.params) params.push_back(values_[static_cast<std::size_t>(p)]);
+    try {
+      return std::make_unique<TorchOptimizer>(spec, std::move(params));
+    } catch (const c10::Error& e) {
+      throw Error(std::string("LibTorch: ") + e.what_without_backtrace());
+    }
   }
   std::string describe() const override {
     return "LibTorch's own executor: " + std::to_string(g_.nodes.size()) + " ATen calls per pass" + (s_.training ? ", autograd for the backward pass" : "");

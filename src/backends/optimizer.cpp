@@ -1,0 +1,196 @@
+// d500's reference optimizers (the rules are in optimizer.hpp): float32 state, float32
+// arithmetic in PyTorch's order of operations, one pass over each parameter per step.
+#include "backends/optimizer.hpp"
+
+#include <cmath>
+#include <cstring>
+
+#include "common/error.hpp"
+#include "common/text.hpp"
+#include "common/value.hpp"
+
+namespace d500 {
+
+const std::vector<std::string>& optimizer_names() {
+  static const std::vector<std::string> v{"sgd", "momentum", "nesterov", "adam", "adamw", "adagrad", "rmsprop"};
+  return v;
+}
+
+const std::vector<std::string>& schedule_names() {
+  static const std::vector<std::string> v{"constant", "step", "cosine"};
+  return v;
+}
+
+std::string check_optimizer(const OptimizerSpec& s) {
+  auto in = [](const std::vector<std::string>& v, const std::string& x) {
+    for (const auto& e : v)
+      if (e == x) return true;
+    return false;
+  };
+  if (!in(optimizer_names(), s.name)) return "optimizer '" + s.name + "' is not one of " + join(optimizer_names(), ", ");
+  if (!in(schedule_names(), s.schedule)) return "schedule '" + s.schedule + "' is not one of " + join(schedule_names(), ", ");
+  if (!(s.lr > 0) || !std::isfinite(s.lr)) return "lr must be a positive number";
+  if (!(s.momentum >= 0 && s.momentum < 1)) return "momentum must be in [0, 1)";
+  if ((s.name == "momentum" || s.name == "nesterov") && !(s.momentum > 0))
+    return "optimizer '" + s.name + "' needs momentum > 0 (0 is plain sgd)";
+  if (!(s.beta1 >= 0 && s.beta1 < 1) || !(s.beta2 >= 0 && s.beta2 < 1)) return "beta1 and beta2 must be in [0, 1)";
+  if (!(s.eps > 0)) return "eps must be positive";
+  if (!(s.alpha >= 0 && s.alpha < 1)) return "alpha must be in [0, 1)";
+  if (!(s.weight_decay >= 0)) return "weight_decay must be >= 0";
+  if (s.schedule == "step" && (s.step_size <= 0 || !(s.gamma > 0)))
+    return "the step schedule needs step_size > 0 and gamma > 0";
+  if (s.warmup_steps < 0) return "warmup_steps must be >= 0";
+  return "";
+}
+
+double learning_rate(const OptimizerSpec& s, std::int64_t step) {
+  double lr = s.lr;
+  if (s.warmup_steps > 0 && step < s.warmup_steps) return lr * static_cast<double>(step + 1) / static_cast<double>(s.warmup_steps);
+  const std::int64_t t = step - s.warmup_steps;
+  if (s.schedule == "step") {
+    lr *= std::pow(s.gamma, static_cast<double>(t / s.step_size));
+  } else if (s.schedule == "cosine" && s.total_steps > s.warmup_steps) {
+    const double horizon = static_cast<double>(s.total_steps - s.warmup_steps);
+    const double x = std::min(1.0, static_cast<double>(t) / horizon);
+    lr *= 0.5 * (1 + std::cos(M_PI * x));
+  }
+  return lr;
+}
+
+namespace {
+std::string num(double v) { return canonical(Value{v}); }
+}  // namespace
+
+std::string describe_optimizer(const OptimizerSpec& s) {
+  std::string d = s.name + " lr=" + num(s.lr);
+  if (s.name == "momentum" || s.name == "nesterov" || (s.name == "rmsprop" && s.momentum > 0)) d += " momentum=" + num(s.momentum);
+  if (s.name == "adam" || s.name == "adamw") d += " betas=(" + num(s.beta1) + "," + num(s.beta2) + ")";
+  if (s.name == "adam" || s.name == "adamw" || s.name == "adagrad" || s.name == "rmsprop") d += " eps=" + num(s.eps);
+  if (s.name == "rmsprop") d += " alpha=" + num(s.alpha);
+  if (s.weight_decay > 0) d += std::string(s.name == "adamw" ? " decoupled" : "") + " weight_decay=" + num(s.weight_decay);
+  d += ", schedule " + s.schedule;
+  if (s.schedule == "step") d += " (x" + num(s.gamma) + " every " + std::to_string(s.step_size) + " steps)";
+  if (s.schedule == "cosine") d += " (to 0 at step " + std::to_string(s.total_steps) + ")";
+  if (s.warmup_steps > 0) d += ", linear warm-up over " + std::to_string(s.warmup_steps) + " steps";
+  return d;
+}
+
+namespace {
+
+class ReferenceOptimizer final : public Optimizer {
+ public:
+  ReferenceOptimizer(const OptimizerSpec& s, ParamAccess& p) : s_(s), p_(p) {
+    if (const std::string why = check_optimizer(s); !why.empty()) throw Error(why);
+    const bool two = s.name == "adam" || s.name == "adamw" || (s.name == "rmsprop" && s.momentum > 0);
+    const bool one = two || s.name == "momentum" || s.name == "nesterov" || s.name == "adagrad" || s.name == "rmsprop";
+    for (std::size_t k = 0; k < p.count(); ++k) {
+      const auto n = static_cast<std::size_t>(p.numel(k));
+      a_.emplace_back(one ? n : 0, 0.0f);
+      b_.emplace_back(two ? n : 0, 0.0f);
+    }
+  }
+
+  void step(double lr_d) override {
+    ++t_;
+    const float lr = static_cast<float>(lr_d), wd = static_cast<float>(s_.weight_decay);
+    for (std::size_t k = 0; k < p_.count(); ++k) {
+      float* p = p_.data(k);
+      const float* g = p_.grad(k);
+      if (!g) continue;  // no gradient this step: PyTorch skips the parameter too
+      const std::int64_t n = p_.numel(k);
+      float* a = a_[k].data();
+      float* b = b_[k].data();
+      if (s_.name == "sgd") {
+        for (std::int64_t i = 0; i < n; ++i) p[i] -= lr * (g[i] + wd * p[i]);
+      } else if (s_.name == "momentum" || s_.name == "nesterov") {
+        const float mu = static_cast<float>(s_.momentum);
+        const bool nesterov = s_.name == "nesterov";
+        for (std::int64_t i = 0; i < n; ++i) {
+          const float d = g[i] + wd * p[i];
+          a[i] = t_ == 1 ? d : mu * a[i] + d;
+          p[i] -= lr * (nesterov ? d + mu * a[i] : a[i]);
+        }
+      } else if (s_.name == "adam" || s_.name == "adamw") {
+        const float b1 = static_cast<float>(s_.beta1), b2 = static_cast<float>(s_.beta2), eps = static_cast<float>(s_.eps);
+        const double t = static_cast<double>(t_);
+        const float bc1 = static_cast<float>(1 - std::pow(s_.beta1, t));
+        const float bc2_sqrt = static_cast<float>(std::sqrt(1 - std::pow(s_.beta2, t)));
+        const float step_size = lr / bc1;
+        const bool decoupled = s_.name == "adamw";
+        for (std::int64_t i = 0; i < n; ++i) {
+          float d = g[i];
+          if (decoupled) p[i] *= 1 - lr * wd;
+          else d += wd * p[i];
+          a[i] = a[i] * b1 + (1 - b1) * d;  // torch: exp_avg.lerp_(grad, 1 - beta1)
+          b[i] = b[i] * b2 + (1 - b2) * d * d;
+          const float denom = std::sqrt(b[i]) / bc2_sqrt + eps;
+          p[i] -= step_size * (a[i] / denom);
+        }
+      } else if (s_.name == "adagrad") {
+        const float eps = static_cast<float>(s_.eps);
+        for (std::int64_t i = 0; i < n; ++i) {
+          const float d = g[i] + wd * p[i];
+          a[i] += d * d;
+          p[i] -= lr * (d / (std::sqrt(a[i]) + eps));
+        }
+      } else {  // rmsprop
+        const float al = static_cast<float>(s_.alpha), eps = static_cast<float>(s_.eps), mu = static_cast<float>(s_.momentum);
+        for (std::int64_t i = 0; i < n; ++i) {
+          const float d = g[i] + wd * p[i];
+          a[i] = al * a[i] + (1 - al) * d * d;
+          const float avg = std::sqrt(a[i]) + eps;
+          if (mu > 0) {
+            b[i] = mu * b[i] + d / avg;
+            p[i] -= lr * b[i];
+          } else {
+            p[i] -= lr * (d / avg);
+          }
+        }
+      }
+    }
+    p_.changed();
+  }
+
+  std::string describe() const override { return "d500's reference optimizer: " + describe_optimizer(s_); }
+
+  // Layout: the step count (int64), then every a_ and b_ vector's floats in order.
+  std::vector<std::byte> save() const override {
+    std::vector<std::byte> out(sizeof t_);
+    std::memcpy(out.data(), &t_, sizeof t_);
+    for (const auto* v : {&a_, &b_})
+      for (const auto& x : *v) {
+        const auto* bytes = reinterpret_cast<const std::byte*>(x.data());
+        out.insert(out.end(), bytes, bytes + x.size() * sizeof(float));
+      }
+    return out;
+  }
+  void load(const std::vector<std::byte>& state) override {
+    std::size_t need = sizeof t_;
+    for (const auto* v : {&a_, &b_})
+      for (const auto& x : *v) need += x.size() * sizeof(float);
+    if (state.size() != need)
+      throw Error("optimizer state of " + std::to_string(state.size()) + " bytes does not fit " + describe() + " (" +
+                  std::to_string(need) + " bytes)");
+    std::memcpy(&t_, state.data(), sizeof t_);
+    std::size_t at = sizeof t_;
+    for (auto* v : {&a_, &b_})
+      for (auto& x : *v) {
+        std::memcpy(x.data(), state.data() + at, x.size() * sizeof(float));
+        at += x.size() * sizeof(float);
+      }
+  }
+
+ private:
+  OptimizerSpec s_;
+  ParamAccess& p_;
+  std::vector<std::vector<float>> a_, b_;  // first and second state per parameter (as the rule needs)
+  std::int64_t t_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Optimizer> make_reference_optimizer(const OptimizerSpec& s, ParamAccess& params) {
+  return std::make_unique<ReferenceOptimizer>(s, params);
+}
+
+}  // namespace d500

@@ -1,0 +1,350 @@
+// Datasets (IDX through zlib, HDF5 through its C API, synthetic from a seed) and the sampler.
+#include "training/data.hpp"
+
+#include <hdf5.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <random>
+
+#include "common/error.hpp"
+#include "common/random.hpp"
+#include "common/text.hpp"
+
+namespace fs = std::filesystem;
+
+namespace d500 {
+
+const char* fashion_mnist_dir() { return "/usr/share/datasets/fashion-mnist"; }
+
+namespace {
+
+std::uint64_t mix(std::uint64_t a, std::uint64_t b) {
+  std::uint64_t x = a * 0x9e3779b97f4a7c15ull ^ (b + 0x7f4a7c159e3779b9ull + (a << 6) + (a >> 2));
+  x ^= x >> 31;
+  x *= 0xbf58476d1ce4e5b9ull;
+  return x ^ (x >> 29);
+}
+
+// ---- IDX (LeCun's MNIST format), gzip'd or plain: zlib's gzread reads both ----
+struct Idx {
+  std::vector<std::int64_t> dims;
+  std::vector<std::uint8_t> data;
+};
+
+Idx read_idx(const std::string& path, int want_dims, const std::string& hint) {
+  gzFile f = gzopen(path.c_str(), "rb");
+  if (!f) throw Error(path + ": cannot open (" + std::strerror(errno) + ")" + hint);
+  Idx idx;
+  try {
+    unsigned char head[4];
+    if (gzread(f, head, 4) != 4) throw Error(path + ": not an IDX file (shorter than its 4-byte magic number)");
+    if (head[0] != 0 || head[1] != 0 || head[2] != 0x08 || head[3] != want_dims)
+      throw Error(path + ": not an IDX file of unsigned bytes with " + std::to_string(want_dims) +
+                  " dimensions (magic 0x0000080" + std::to_string(want_dims) + " expected)");
+    std::int64_t total = 1;
+    for (int d = 0; d < want_dims; ++d) {
+      unsigned char b[4];
+      if (gzread(f, b, 4) != 4) throw Error(path + ": truncated IDX header");
+      const std::int64_t n = (std::int64_t{b[0]} << 24) | (std::int64_t{b[1]} << 16) | (std::int64_t{b[2]} << 8) | b[3];
+      if (n <= 0) throw Error(path + ": IDX dimension " + std::to_string(d) + " is " + std::to_string(n));
+      idx.dims.push_back(n);
+      total *= n;
+    }
+    idx.data.resize(static_cast<std::size_t>(total));
+    std::size_t got = 0;
+    while (got < idx.data.size()) {
+      const unsigned chunk = static_cast<unsigned>(std::min<std::size_t>(idx.data.size() - got, 1u << 30));
+      const int r = gzread(f, idx.data.data() + got, chunk);
+      if (r <= 0) break;
+      got += static_cast<std::size_t>(r);
+    }
+    if (got != idx.data.size())
+      throw Error(path + ": truncated: its header promises " + std::to_string(idx.data.size()) + " bytes of data, it has " +
+                  std::to_string(got));
+  } catch (...) {
+    gzclose(f);
+    throw;
+  }
+  gzclose(f);
+  return idx;
+}
+
+class FashionMnist final : public Dataset {
+ public:
+  FashionMnist(const std::string& dir_in, const std::string& split) : split_(split) {
+    const std::string dir = dir_in.empty() ? fashion_mnist_dir() : dir_in;
+    const std::string prefix = split == "train" ? "train" : "t10k";
+    const std::string hint = dir_in.empty() ? " -- Debian's package dataset-fashion-mnist provides it (apt-get install dataset-fashion-mnist)"
+                                            : " -- data_dir must hold Fashion-MNIST's four IDX files (as Debian's dataset-fashion-mnist installs them in " +
+                                                  std::string(fashion_mnist_dir()) + ")";
+    auto find = [&](const std::string& base) {
+      for (const char* ext : {".gz", ""})
+        if (fs::exists(dir + "/" + base + ext)) return dir + "/" + base + ext;
+      throw Error(dir + "/" + base + ".gz: Fashion-MNIST file not found" + hint);
+    };
+    images_path_ = find(prefix + "-images-idx3-ubyte");
+    const std::string labels_path = find(prefix + "-labels-idx1-ubyte");
+    Idx im = read_idx(images_path_, 3, hint);
+    Idx lb = read_idx(labels_path, 1, hint);
+    if (im.dims[0] != lb.dims[0])
+      throw Error(images_path_ + ": " + std::to_string(im.dims[0]) + " images, but " + labels_path + " has " + std::to_string(lb.dims[0]) +
+                  " labels");
+    for (std::size_t i = 0; i < lb.data.size(); ++i)
+      if (lb.data[i] > 9) throw Error(labels_path + ": label " + std::to_string(lb.data[i]) + " of sample " + std::to_string(i) + " is not in 0..9");
+    shape_ = {1, im.dims[1], im.dims[2]};
+    pixels_ = std::move(im.data);
+    labels_ = std::move(lb.data);
+  }
+  std::int64_t size() const override { return static_cast<std::int64_t>(labels_.size()); }
+  const Shape& sample_shape() const override { return shape_; }
+  int classes() const override { return 10; }
+  void read(std::span<const std::int64_t> idx, float* x, std::int64_t* y) override {
+    const std::int64_t n = numel(shape_);
+    for (std::size_t i = 0; i < idx.size(); ++i) {
+      const std::uint8_t* p = pixels_.data() + idx[i] * n;
+      float* o = x + static_cast<std::int64_t>(i) * n;
+      for (std::int64_t k = 0; k < n; ++k) o[k] = static_cast<float>(p[k]) * (1.0f / 255.0f);
+      y[i] = labels_[static_cast<std::size_t>(idx[i])];
+    }
+  }
+  std::string describe() const override {
+    return "Fashion-MNIST " + split_ + " (" + std::to_string(size()) + " samples " + shape_str(shape_) +
+           ", 10 classes, pixels / 255) from " + images_path_;
+  }
+
+ private:
+  std::string split_, images_path_;
+  Shape shape_;
+  std::vector<std::uint8_t> pixels_, labels_;
+};
+
+class Synthetic final : public Dataset {
+ public:
+  explicit Synthetic(const DatasetRequest& r)
+      : shape_(r.sample_shape), classes_(r.classes), samples_(r.samples), seed_(mix(r.seed, r.split == "train" ? 1 : 2)), split_(r.split) {
+    if (shape_.empty() || numel(shape_) <= 0) throw Error("synthetic data needs a sample shape (the network's input)");
+    if (classes_ < 1) throw Error("synthetic data needs at least one class");
+    if (samples_ < 1) throw Error("synthetic_samples must be at least 1");
+  }
+  std::int64_t size() const override { return samples_; }
+  const Shape& sample_shape() const override { return shape_; }
+  int classes() const override { return classes_; }
+  void read(std::span<const std::int64_t> idx, float* x, std::int64_t* y) override {
+    const std::int64_t n = numel(shape_);
+    for (std::size_t i = 0; i < idx.size(); ++i) {
+      const std::uint64_t s = mix(seed_, static_cast<std::uint64_t>(idx[i]));
+      fill_uniform(x + static_cast<std::int64_t>(i) * n, static_cast<std::size_t>(n), s);
+      y[i] = static_cast<std::int64_t>(mix(s, 3) % static_cast<std::uint64_t>(classes_));
+    }
+  }
+  std::string describe() const override {
+    return "synthetic " + split_ + " (" + std::to_string(samples_) + " samples " + shape_str(shape_) + " uniform in [-1, 1), " +
+           std::to_string(classes_) + " classes uniform; made from the seed, nothing to learn)";
+  }
+
+ private:
+  Shape shape_;
+  int classes_;
+  std::int64_t samples_;
+  std::uint64_t seed_;
+  std::string split_;
+};
+
+// ---- A user's HDF5 file ----
+class H5 {
+ public:
+  H5() = default;
+  explicit H5(hid_t id, herr_t (*close)(hid_t)) : id_(id), close_(close) {}
+  H5(H5&& o) noexcept : id_(o.id_), close_(o.close_) { o.id_ = -1; }
+  H5& operator=(H5&& o) noexcept {
+    std::swap(id_, o.id_);
+    std::swap(close_, o.close_);
+    return *this;
+  }
+  ~H5() {
+    if (id_ >= 0 && close_) close_(id_);
+  }
+  hid_t get() const { return id_; }
+
+ private:
+  hid_t id_ = -1;
+  herr_t (*close_)(hid_t) = nullptr;
+};
+
+class Hdf5Dataset final : public Dataset {
+ public:
+  Hdf5Dataset(const std::string& path, const std::string& split) : path_(path), split_(split) {
+    if (!fs::exists(path)) throw Error(path + ": training data file not found (dataset = \"" + path + "\")");
+    H5E_BEGIN_TRY { file_ = H5(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose); }
+    H5E_END_TRY;
+    if (file_.get() < 0) throw Error(path + ": not an HDF5 file d500 can open");
+    samples_ = open(split + "/samples");
+    labels_ = open(split + "/labels");
+    H5 space(H5Dget_space(samples_.get()), H5Sclose);
+    const int rank = H5Sget_simple_extent_ndims(space.get());
+    if (rank < 2) throw Error(where("samples") + ": has " + std::to_string(rank) + " dimensions; [N, ...] with a sample shape is expected");
+    std::vector<hsize_t> dims(static_cast<std::size_t>(rank));
+    H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+    n_ = static_cast<std::int64_t>(dims[0]);
+    for (int d = 1; d < rank; ++d) shape_.push_back(static_cast<std::int64_t>(dims[static_cast<std::size_t>(d)]));
+    H5 type(H5Dget_type(samples_.get()), H5Tclose);
+    if (H5Tget_class(type.get()) == H5T_FLOAT) {
+      bytes_ = false;
+    } else if (H5Tget_class(type.get()) == H5T_INTEGER && H5Tget_size(type.get()) == 1 && H5Tget_sign(type.get()) == H5T_SGN_NONE) {
+      bytes_ = true;
+    } else {
+      throw Error(where("samples") + ": its type must be float32 (or another float) or uint8 (scaled by 1/255)");
+    }
+    H5 lspace(H5Dget_space(labels_.get()), H5Sclose);
+    hsize_t ln = 0;
+    if (H5Sget_simple_extent_ndims(lspace.get()) != 1 || (H5Sget_simple_extent_dims(lspace.get(), &ln, nullptr), false) ||
+        static_cast<std::int64_t>(ln) != n_)
+      throw Error(where("labels") + ": must be one-dimensional with one label per sample (" + std::to_string(n_) + ")");
+    // The classes: the root attribute `classes`, else the largest label + 1 (labels read once).
+    std::vector<std::int64_t> all(static_cast<std::size_t>(n_));
+    if (H5Dread(labels_.get(), H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, all.data()) < 0)
+      throw Error(where("labels") + ": cannot be read as integers");
+    std::int64_t lo = 0, hi = -1;
+    for (auto v : all) lo = std::min(lo, v), hi = std::max(hi, v);
+    if (lo < 0) throw Error(where("labels") + ": labels must be >= 0");
+    classes_ = static_cast<int>(hi + 1);
+    if (H5Aexists(file_.get(), "classes") > 0) {
+      H5 a(H5Aopen(file_.get(), "classes", H5P_DEFAULT), H5Aclose);
+      std::int64_t c = 0;
+      if (H5Aread(a.get(), H5T_NATIVE_INT64, &c) < 0 || c < hi + 1)
+        throw Error(path + ": the root attribute 'classes' must be an integer above every label (largest label: " + std::to_string(hi) + ")");
+      classes_ = static_cast<int>(c);
+    }
+  }
+  std::int64_t size() const override { return n_; }
+  const Shape& sample_shape() const override { return shape_; }
+  int classes() const override { return classes_; }
+  void read(std::span<const std::int64_t> idx, float* x, std::int64_t* y) override {
+    const std::size_t n = idx.size();
+    const std::int64_t per = numel(shape_);
+    // Sorted, with runs of consecutive samples merged into one block of the selection.
+    order_.resize(n);
+    for (std::size_t i = 0; i < n; ++i) order_[i] = i;
+    std::sort(order_.begin(), order_.end(), [&](std::size_t a, std::size_t b) { return idx[a] < idx[b]; });
+    H5 fspace(H5Dget_space(samples_.get()), H5Sclose), lspace(H5Dget_space(labels_.get()), H5Sclose);
+    H5Sselect_none(fspace.get());
+    H5Sselect_none(lspace.get());
+    std::vector<hsize_t> start(shape_.size() + 1, 0), count(shape_.size() + 1);
+    for (std::size_t d = 0; d < shape_.size(); ++d) count[d + 1] = static_cast<hsize_t>(shape_[d]);
+    for (std::size_t i = 0; i < n;) {
+      std::size_t j = i + 1;
+      while (j < n && idx[order_[j]] == idx[order_[j - 1]] + 1) ++j;
+      const std::int64_t first = idx[order_[i]];
+      if (first < 0 || idx[order_[j - 1]] >= n_) throw Error(where("samples") + ": sample " + std::to_string(first) + " out of range");
+      start[0] = static_cast<hsize_t>(first);
+      count[0] = static_cast<hsize_t>(j - i);
+      H5Sselect_hyperslab(fspace.get(), H5S_SELECT_OR, start.data(), nullptr, count.data(), nullptr);
+      H5Sselect_hyperslab(lspace.get(), H5S_SELECT_OR, start.data(), nullptr, count.data(), nullptr);
+      i = j;
+    }
+    const hsize_t mdims[2] = {static_cast<hsize_t>(n), static_cast<hsize_t>(per)};
+    H5 mspace(H5Screate_simple(2, mdims, nullptr), H5Sclose), lmspace(H5Screate_simple(1, mdims, nullptr), H5Sclose);
+    staged_.resize(static_cast<std::size_t>(per) * n * (bytes_ ? 1 : 4));
+    staged_labels_.resize(n);
+    if (H5Dread(samples_.get(), bytes_ ? H5T_NATIVE_UINT8 : H5T_NATIVE_FLOAT, mspace.get(), fspace.get(), H5P_DEFAULT, staged_.data()) < 0 ||
+        H5Dread(labels_.get(), H5T_NATIVE_INT64, lmspace.get(), lspace.get(), H5P_DEFAULT, staged_labels_.data()) < 0)
+      throw Error(path_ + ": reading a batch of " + std::to_string(n) + " samples failed (HDF5 error above)");
+    for (std::size_t r = 0; r < n; ++r) {  // row r of the staging area is sample idx[order_[r]]
+      float* o = x + static_cast<std::int64_t>(order_[r]) * per;
+      if (bytes_) {
+        const auto* p = reinterpret_cast<const std::uint8_t*>(staged_.data()) + r * static_cast<std::size_t>(per);
+        for (std::int64_t k = 0; k < per; ++k) o[k] = static_cast<float>(p[k]) * (1.0f / 255.0f);
+      } else {
+        std::memcpy(o, staged_.data() + r * static_cast<std::size_t>(per) * 4, static_cast<std::size_t>(per) * 4);
+      }
+      y[order_[r]] = staged_labels_[r];
+    }
+  }
+  std::string describe() const override {
+    return "HDF5 " + path_ + " " + split_ + " (" + std::to_string(n_) + " samples " + shape_str(shape_) + (bytes_ ? " uint8 / 255" : " float") + ", " +
+           std::to_string(classes_) + " classes)";
+  }
+
+ private:
+  std::string where(const std::string& what) const { return path_ + ": /" + split_ + "/" + what; }
+  H5 open(const std::string& name) {
+    if (H5Lexists(file_.get(), split_.c_str(), H5P_DEFAULT) <= 0 || H5Lexists(file_.get(), name.c_str(), H5P_DEFAULT) <= 0)
+      throw Error(path_ + ": has no dataset /" + name + " (a training data file holds /train/samples, /train/labels, /test/samples, "
+                  "/test/labels: hdf5-schema/README.md)");
+    return H5(H5Dopen2(file_.get(), name.c_str(), H5P_DEFAULT), H5Dclose);
+  }
+  std::string path_, split_;
+  H5 file_, samples_, labels_;
+  Shape shape_;
+  std::int64_t n_ = 0;
+  int classes_ = 0;
+  bool bytes_ = false;
+  std::vector<std::size_t> order_;
+  std::vector<char> staged_;
+  std::vector<std::int64_t> staged_labels_;
+};
+
+}  // namespace
+
+std::unique_ptr<Dataset> open_dataset(const DatasetRequest& r) {
+  if (r.split != "train" && r.split != "test") throw Error("split must be train or test, not '" + r.split + "'");
+  if (r.dataset == "fashion-mnist") return std::make_unique<FashionMnist>(r.data_dir, r.split);
+  if (r.dataset == "synthetic") return std::make_unique<Synthetic>(r);
+  const std::string ext = fs::path(r.dataset).extension().string();
+  if (ext == ".h5" || ext == ".hdf5") return std::make_unique<Hdf5Dataset>(r.dataset, r.split);
+  throw Error("dataset '" + r.dataset + "' is not fashion-mnist, synthetic, or the path of an HDF5 file (.h5, .hdf5)");
+}
+
+Sampler::Sampler(std::int64_t samples, std::int64_t batch, bool shuffle, std::uint64_t seed, int rank, int ranks)
+    : samples_(samples), batch_(batch), share_(samples / std::max(1, ranks)), per_epoch_(0), shuffle_(shuffle), seed_(seed),
+      rank_(rank), ranks_(std::max(1, ranks)) {
+  if (batch <= 0) throw Error("batch must be positive");
+  per_epoch_ = share_ / batch_;
+  if (per_epoch_ < 1)
+    throw Error("a batch of " + std::to_string(batch) + " is larger than " + (ranks_ > 1 ? "a rank's share of " : "") + "the " +
+                std::to_string(samples) + " samples" + (ranks_ > 1 ? " (" + std::to_string(share_) + " each)" : ""));
+  order_.resize(static_cast<std::size_t>(samples_));
+  make_order();
+}
+
+void Sampler::make_order() {
+  for (std::int64_t i = 0; i < samples_; ++i) order_[static_cast<std::size_t>(i)] = i;
+  if (!shuffle_) return;
+  std::mt19937_64 g(mix(seed_, static_cast<std::uint64_t>(epoch_)));
+  for (std::int64_t i = samples_ - 1; i > 0; --i) {
+    // Multiply-shift: an index in [0, i] from 64 random bits, the same on every platform.
+    const auto j = static_cast<std::int64_t>((static_cast<unsigned __int128>(g()) * static_cast<std::uint64_t>(i + 1)) >> 64);
+    std::swap(order_[static_cast<std::size_t>(i)], order_[static_cast<std::size_t>(j)]);
+  }
+}
+
+std::span<const std::int64_t> Sampler::next() {
+  if (pos_ == per_epoch_) {
+    ++epoch_;
+    pos_ = 0;
+    make_order();
+  }
+  const std::int64_t at = static_cast<std::int64_t>(rank_) * share_ + pos_ * batch_;
+  ++pos_;
+  return {order_.data() + at, static_cast<std::size_t>(batch_)};
+}
+
+void Sampler::seek(std::int64_t epoch, std::int64_t position) {
+  if (epoch < 0 || position < 0 || position > per_epoch_) throw Error("sampler position out of range");
+  epoch_ = epoch;
+  pos_ = position;
+  make_order();
+}
+
+std::string Sampler::describe() const {
+  std::string d = shuffle_ ? "seeded shuffle per epoch" : "sequential";
+  d += ", " + std::to_string(per_epoch_) + " batches of " + std::to_string(batch_) + " per epoch";
+  if (ranks_ > 1) d += " per rank (each rank its own share of " + std::to_string(share_) + " samples)";
+  if (per_epoch_ * batch_ * ranks_ < samples_) d += ", the last " + std::to_string(samples_ - per_epoch_ * batch_ * ranks_) + " samples of each epoch's order left out";
+  return d;
+}
+
+}  // namespace d500

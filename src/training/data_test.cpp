@@ -1,0 +1,218 @@
+// Datasets and the sampler: real Fashion-MNIST when Debian's package is installed, IDX and HDF5
+// files written here (well-formed and broken), synthetic data, and the sampler's orders.
+#include "training/data.hpp"
+
+#include <gtest/gtest.h>
+#include <hdf5.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <set>
+#include <unistd.h>
+
+#include "common/error.hpp"
+
+namespace fs = std::filesystem;
+
+namespace d500 {
+namespace {
+
+std::string error_of(const DatasetRequest& r) {
+  try {
+    open_dataset(r);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+fs::path temp_dir(const std::string& name) {
+  fs::path d = fs::temp_directory_path() / ("d500-data-" + name + "-" + std::to_string(::getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+void write_idx(const fs::path& p, const std::vector<std::uint32_t>& dims, const std::vector<std::uint8_t>& data, int magic_dims = -1,
+               bool gzip = true) {
+  std::string bytes = {0, 0, 8, static_cast<char>(magic_dims < 0 ? dims.size() : static_cast<std::size_t>(magic_dims))};
+  for (auto d : dims)
+    for (int s = 24; s >= 0; s -= 8) bytes.push_back(static_cast<char>((d >> s) & 0xff));
+  bytes.append(data.begin(), data.end());
+  if (gzip) {
+    gzFile f = gzopen(p.c_str(), "wb");
+    gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size()));
+    gzclose(f);
+  } else {
+    std::ofstream(p, std::ios::binary) << bytes;
+  }
+}
+
+TEST(Data, FashionMnistFromDebiansPackage) {
+  if (!fs::exists(std::string(fashion_mnist_dir()) + "/train-images-idx3-ubyte.gz"))
+    GTEST_SKIP() << "Debian's dataset-fashion-mnist is not installed (launchers/install-deps.sh installs it)";
+  DatasetRequest r{"fashion-mnist", "test", "", {}, 10, 0, 1};
+  auto d = open_dataset(r);
+  EXPECT_EQ(d->size(), 10000);
+  EXPECT_EQ(d->sample_shape(), (Shape{1, 28, 28}));
+  std::vector<float> x(2 * 784);
+  std::vector<std::int64_t> y(2), idx{0, 9999};
+  d->read(idx, x.data(), y.data());
+  // The test split's first and last labels (Zalando's README: 9 = ankle boot; the last is 5 = sandal).
+  EXPECT_EQ(y[0], 9);
+  EXPECT_EQ(y[1], 5);
+  EXPECT_GE(*std::min_element(x.begin(), x.end()), 0.0f);
+  EXPECT_LE(*std::max_element(x.begin(), x.end()), 1.0f);
+  EXPECT_GT(*std::max_element(x.begin(), x.end()), 0.9f);
+}
+
+TEST(Data, IdxFilesAreReadAndBrokenOnesNamed) {
+  const fs::path dir = temp_dir("idx");
+  std::vector<std::uint8_t> pix(3 * 4 * 4);
+  std::iota(pix.begin(), pix.end(), 0);
+  write_idx(dir / "t10k-images-idx3-ubyte.gz", {3, 4, 4}, pix);
+  write_idx(dir / "t10k-labels-idx1-ubyte", {3}, {7, 0, 2}, -1, false);  // plain files are read too
+  DatasetRequest r{"fashion-mnist", "test", dir.string(), {}, 10, 0, 1};
+  auto d = open_dataset(r);
+  EXPECT_EQ(d->sample_shape(), (Shape{1, 4, 4}));
+  std::vector<float> x(16);
+  std::vector<std::int64_t> y(1), idx{2};
+  d->read(idx, x.data(), y.data());
+  EXPECT_EQ(y[0], 2);
+  EXPECT_FLOAT_EQ(x[0], 32.0f / 255.0f);
+
+  // The train split is missing: the file is named, and what data_dir must hold.
+  r.split = "train";
+  EXPECT_NE(error_of(r).find("train-images-idx3-ubyte.gz: Fashion-MNIST file not found"), std::string::npos) << error_of(r);
+  r.split = "test";
+  write_idx(dir / "t10k-labels-idx1-ubyte", {2}, {7, 0}, -1, false);
+  EXPECT_NE(error_of(r).find("3 images, but"), std::string::npos) << error_of(r);
+  write_idx(dir / "t10k-labels-idx1-ubyte", {3}, {7, 0, 12}, -1, false);
+  EXPECT_NE(error_of(r).find("label 12 of sample 2 is not in 0..9"), std::string::npos) << error_of(r);
+  write_idx(dir / "t10k-labels-idx1-ubyte", {3}, {7, 0, 1}, 3, false);
+  EXPECT_NE(error_of(r).find("not an IDX file of unsigned bytes with 1 dimensions"), std::string::npos) << error_of(r);
+  pix.resize(20);
+  write_idx(dir / "t10k-images-idx3-ubyte.gz", {3, 4, 4}, pix);
+  EXPECT_NE(error_of(r).find("truncated"), std::string::npos) << error_of(r);
+  fs::remove_all(dir);
+
+  // Debian's place, when the package is absent, names the package.
+  if (!fs::exists(fashion_mnist_dir())) {
+    DatasetRequest deb{"fashion-mnist", "train", "", {}, 10, 0, 1};
+    EXPECT_NE(error_of(deb).find("apt-get install dataset-fashion-mnist"), std::string::npos) << error_of(deb);
+  }
+}
+
+// A training data file as hdf5-schema/README.md lays it out.
+void write_h5(const fs::path& p, int n, bool bytes, bool with_labels = true) {
+  hid_t f = H5Fcreate(p.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  hid_t g = H5Gcreate2(f, "train", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  hsize_t dims[3] = {static_cast<hsize_t>(n), 2, 3};
+  hid_t s = H5Screate_simple(3, dims, nullptr);
+  std::vector<float> xf(static_cast<std::size_t>(n) * 6);
+  std::vector<std::uint8_t> xb(xf.size());
+  for (std::size_t i = 0; i < xf.size(); ++i) xf[i] = static_cast<float>(i), xb[i] = static_cast<std::uint8_t>(i % 256);
+  hid_t d = H5Dcreate2(g, "samples", bytes ? H5T_STD_U8LE : H5T_IEEE_F32LE, s, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  H5Dwrite(d, bytes ? H5T_NATIVE_UINT8 : H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes ? static_cast<const void*>(xb.data()) : xf.data());
+  H5Dclose(d);
+  H5Sclose(s);
+  if (with_labels) {
+    hsize_t ld[1] = {static_cast<hsize_t>(n)};
+    hid_t ls = H5Screate_simple(1, ld, nullptr);
+    std::vector<std::int32_t> y(static_cast<std::size_t>(n));
+    for (int i = 0; i < n; ++i) y[static_cast<std::size_t>(i)] = i % 4;
+    hid_t l = H5Dcreate2(g, "labels", H5T_STD_I32LE, ls, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    H5Dwrite(l, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, y.data());
+    H5Dclose(l);
+    H5Sclose(ls);
+  }
+  H5Gclose(g);
+  H5Fclose(f);
+}
+
+TEST(Data, Hdf5DatasetReadsAnyBatchInItsOrder) {
+  const fs::path dir = temp_dir("h5");
+  write_h5(dir / "data.h5", 50, false);
+  DatasetRequest r{(dir / "data.h5").string(), "train", "", {}, 10, 0, 1};
+  auto d = open_dataset(r);
+  EXPECT_EQ(d->size(), 50);
+  EXPECT_EQ(d->sample_shape(), (Shape{2, 3}));
+  EXPECT_EQ(d->classes(), 4);
+  std::vector<std::int64_t> idx{41, 3, 4, 5, 17};  // unsorted, with a run of three
+  std::vector<float> x(idx.size() * 6);
+  std::vector<std::int64_t> y(idx.size());
+  d->read(idx, x.data(), y.data());
+  for (std::size_t i = 0; i < idx.size(); ++i) {
+    EXPECT_EQ(y[i], idx[i] % 4);
+    for (int k = 0; k < 6; ++k) EXPECT_EQ(x[i * 6 + static_cast<std::size_t>(k)], static_cast<float>(idx[i] * 6 + k));
+  }
+  write_h5(dir / "bytes.h5", 50, true);
+  auto b = open_dataset({(dir / "bytes.h5").string(), "train", "", {}, 10, 0, 1});
+  std::vector<std::int64_t> one{10};
+  b->read(one, x.data(), y.data());
+  EXPECT_FLOAT_EQ(x[1], 61.0f / 255.0f);
+
+  EXPECT_NE(error_of({(dir / "data.h5").string(), "test", "", {}, 10, 0, 1}).find("has no dataset /test/samples"), std::string::npos);
+  write_h5(dir / "nolabels.h5", 5, false, false);
+  EXPECT_NE(error_of({(dir / "nolabels.h5").string(), "train", "", {}, 10, 0, 1}).find("has no dataset /train/labels"), std::string::npos);
+  EXPECT_NE(error_of({(dir / "absent.h5").string(), "train", "", {}, 10, 0, 1}).find("training data file not found"), std::string::npos);
+  std::ofstream(dir / "text.h5") << "not hdf5";
+  EXPECT_NE(error_of({(dir / "text.h5").string(), "train", "", {}, 10, 0, 1}).find("not an HDF5 file"), std::string::npos);
+  EXPECT_NE(error_of({"imagenet", "train", "", {}, 10, 0, 1}).find("is not fashion-mnist, synthetic"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST(Data, SyntheticSamplesDependOnTheIndexAlone) {
+  DatasetRequest r{"synthetic", "train", "", {3, 8, 8}, 5, 100, 7};
+  auto a = open_dataset(r), b = open_dataset(r);
+  std::vector<float> xa(2 * 192), xb(2 * 192);
+  std::vector<std::int64_t> ya(2), yb(2), i1{4, 9}, i2{9, 4};
+  a->read(i1, xa.data(), ya.data());
+  b->read(i2, xb.data(), yb.data());
+  EXPECT_TRUE(std::equal(xa.begin(), xa.begin() + 192, xb.begin() + 192));
+  EXPECT_EQ(ya[0], yb[1]);
+  EXPECT_LT(ya[0], 5);
+  EXPECT_NE(xa[0], xa[192]);
+}
+
+TEST(Data, SamplerShufflesPerEpochFromTheSeedAndPartitionsRanks) {
+  Sampler s(10, 3, false, 1);
+  EXPECT_EQ(s.batches_per_epoch(), 3);  // the tenth sample is left out
+  auto b = s.next();
+  EXPECT_EQ(std::vector<std::int64_t>(b.begin(), b.end()), (std::vector<std::int64_t>{0, 1, 2}));
+
+  auto epoch = [](Sampler& x) {
+    std::vector<std::int64_t> all;
+    for (std::int64_t i = 0; i < x.batches_per_epoch(); ++i) {
+      auto v = x.next();
+      all.insert(all.end(), v.begin(), v.end());
+    }
+    return all;
+  };
+  Sampler a(1000, 10, true, 42), c(1000, 10, true, 42), d(1000, 10, true, 43);
+  const auto e0 = epoch(a), e1 = epoch(a);
+  EXPECT_EQ(e0, epoch(c));  // same seed, same order
+  EXPECT_NE(e0, epoch(d));
+  EXPECT_NE(e0, e1);        // a new order each epoch
+  EXPECT_EQ(std::set<std::int64_t>(e0.begin(), e0.end()).size(), 1000u);  // a permutation
+  // Restoring a position gives the same batches as running there.
+  Sampler r(1000, 10, true, 42);
+  r.seek(1, 0);
+  EXPECT_EQ(epoch(r), e1);
+
+  // Three ranks: disjoint shares of the same epoch order.
+  std::set<std::int64_t> seen;
+  for (int rank = 0; rank < 3; ++rank) {
+    Sampler p(1000, 10, true, 42, rank, 3);
+    EXPECT_EQ(p.batches_per_epoch(), 33);
+    for (auto i : epoch(p)) EXPECT_TRUE(seen.insert(i).second) << "sample " << i << " twice";
+  }
+  EXPECT_EQ(seen.size(), 990u);
+  EXPECT_THROW(Sampler(5, 10, false, 1), Error);
+}
+
+}  // namespace
+}  // namespace d500

@@ -1,0 +1,554 @@
+// Level 2: training to accuracy. A network (built-in or .onnx, with d500's softmax cross-entropy
+// appended) is trained on a dataset by an executor (d500's graph executor on a backend's
+// kernels, or LibTorch's own) with an optimizer (d500's reference, or the framework's own), step
+// after step until `steps`/`epochs`, the target test accuracy, or the training-time budget.
+//
+// What is timed, per step (Harness::train): data (the sampler's indices, reading and converting
+// the batch into the executor's input), forward, backward, update (the optimizer, and the
+// executor re-preparing its weights). Training time is the sum of the steps' durations; the
+// evaluation on the test split every eval_interval_steps is timed as its own phase and left out
+// of it, and each evaluation writes an event (step, training time, loss, accuracy).
+//
+// Validation, before any timing: the first batch's loss and every parameter's gradient against
+// d500's reference executor in double on the same weights and data (level 1's check); with a
+// native optimizer also K steps of it against the reference optimizer applied to the same
+// gradients. Training then starts again from the seeded weights with fresh optimizer state.
+#include "workloads/level2/train.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <map>
+
+#include "backends/registry.hpp"
+#include "common/error.hpp"
+#include "common/text.hpp"
+#include "networks/executor.hpp"
+#include "networks/prepare.hpp"
+#include "networks/validate.hpp"
+#include "workloads/level0/operator.hpp"
+#include "workloads/level1/network.hpp"
+
+namespace fs = std::filesystem;
+
+namespace d500 {
+
+namespace {
+
+constexpr int kOptimizerCheckSteps = 5;
+// Relative L2 distance of parameters after kOptimizerCheckSteps steps of the native and the
+// reference optimizer on the same gradients. Float32 rounding of the two implementations
+// (vectorised, fused multiply-adds) differs by a few ulps a step; Adam's m / sqrt(v) magnifies it
+// where gradients are tiny (measured on LeNet-5, 5 steps: sgd/momentum/nesterov/adagrad/rmsprop
+// 5e-8 to 5e-7, adam/adamw 6.7e-6). A wrong rule (a missing bias correction, weight decay
+// coupled instead of decoupled) is off by 1e-3 or more.
+constexpr double kOptimizerTolerance = 1e-4;
+
+struct TrainPoint {
+  std::string network, dataset, data_dir, optimizer_impl, init;
+  std::int64_t batch, epochs, steps, eval_interval, eval_samples, synthetic_samples;
+  double target, budget_s;
+  bool shuffle, stop_at_target;
+  int threads;
+  std::uint64_t seed;
+  explicit TrainPoint(const Params& p)
+      : network(param<std::string>(p, "network")),
+        dataset(param<std::string>(p, "dataset")),
+        data_dir(param<std::string>(p, "data_dir")),
+        optimizer_impl(param<std::string>(p, "optimizer_impl")),
+        init(param<std::string>(p, "init")),
+        batch(param<std::int64_t>(p, "batch")),
+        epochs(param<std::int64_t>(p, "epochs")),
+        steps(param<std::int64_t>(p, "steps")),
+        eval_interval(param<std::int64_t>(p, "eval_interval_steps")),
+        eval_samples(param<std::int64_t>(p, "eval_samples")),
+        synthetic_samples(param<std::int64_t>(p, "synthetic_samples")),
+        target(param<double>(p, "target_accuracy")),
+        budget_s(param<double>(p, "time_budget")),
+        shuffle(param<bool>(p, "shuffle")),
+        stop_at_target(param<bool>(p, "stop_at_target")),
+        threads(static_cast<int>(param<std::int64_t>(p, "threads"))),
+        seed(static_cast<std::uint64_t>(int_param_or(p, "seed", 1))) {}
+};
+
+// The graph's data input (its one float input) and the labels d500 appended with the loss.
+struct Roles {
+  std::size_t image = 0, labels = 0;  // indices into graph.inputs
+  int logits = -1;                    // the tensor the loss reads: graph output 0
+  int classes = 0;
+};
+
+Roles roles_of(const LoadedNetwork& n) {
+  const Graph& g = n.graph;
+  if (n.loss.labels < 0)
+    throw Error("train needs a classifier: a network whose first output is [N, classes] (d500 appends softmax cross-entropy); " +
+                n.loss.description);
+  Roles r;
+  int floats = 0;
+  for (std::size_t k = 0; k < g.inputs.size(); ++k) {
+    if (g.inputs[k] == n.loss.labels) r.labels = k;
+    else if (g.info(g.inputs[k]).dtype == DType::F32) r.image = k, ++floats;
+    else throw Error("train feeds one float input and the labels: input '" + g.info(g.inputs[k]).name + "' is " + dtype_name(g.info(g.inputs[k]).dtype));
+  }
+  if (floats != 1) throw Error("train feeds exactly one float input (the samples); the network has " + std::to_string(floats));
+  r.logits = g.outputs.at(0);
+  r.classes = static_cast<int>(g.info(r.logits).shape.at(1));
+  return r;
+}
+
+DatasetRequest data_request(const TrainPoint& pt, const Graph& g, const Roles& r, const std::string& split) {
+  DatasetRequest q;
+  q.dataset = pt.dataset;
+  q.split = split;
+  q.data_dir = pt.data_dir;
+  const Shape& in = g.info(g.inputs[r.image]).shape;
+  q.sample_shape.assign(in.begin() + 1, in.end());
+  q.classes = r.classes;
+  q.samples = split == "train" ? pt.synthetic_samples : std::max<std::int64_t>(1, pt.synthetic_samples / 6);
+  q.seed = 0x5eed;  // synthetic data is the same for every point: the seed varies the model and the order
+  return q;
+}
+
+// The checks a point's data must pass against its network.
+void check_data(const Dataset& d, const Graph& g, const Roles& r) {
+  const Shape& in = g.info(g.inputs[r.image]).shape;
+  const Shape want(in.begin() + 1, in.end());
+  if (d.sample_shape() != want)
+    throw Error(d.describe() + ": its samples are " + shape_str(d.sample_shape()) + ", the network's input '" + g.info(g.inputs[r.image]).name +
+                "' takes " + shape_str(want) + " per sample");
+  if (d.classes() > r.classes)
+    throw Error(d.describe() + ": " + std::to_string(d.classes()) + " classes, but the network's output has " + std::to_string(r.classes));
+}
+
+// The optimizer's view of a runner's parameters, or of a shadow copy with the runner's gradients.
+class RunnerParams final : public ParamAccess {
+ public:
+  RunnerParams(GraphRunner& r, const Graph& g, const std::vector<int>& params) : r_(r) {
+    for (int t : params) numel_.push_back(d500::numel(g.info(t).shape));
+  }
+  std::size_t count() const override { return numel_.size(); }
+  float* data(std::size_t k) override { return shadow_ ? (*shadow_)[k].data() : r_.parameter(k); }
+  const float* grad(std::size_t k) override { return r_.parameter_gradient(k); }
+  std::int64_t numel(std::size_t k) const override { return numel_[k]; }
+  void changed() override {
+    if (!shadow_) r_.parameters_changed();
+  }
+  void shadow(std::vector<std::vector<float>>* s) { shadow_ = s; }
+
+ private:
+  GraphRunner& r_;
+  std::vector<std::int64_t> numel_;
+  std::vector<std::vector<float>>* shadow_ = nullptr;
+};
+
+std::vector<std::vector<float>> snapshot(GraphRunner& r, const ParamAccess& a) {
+  std::vector<std::vector<float>> s;
+  for (std::size_t k = 0; k < a.count(); ++k) {
+    const float* p = r.parameter(k);
+    s.emplace_back(p, p + a.numel(k));
+  }
+  return s;
+}
+
+class TrainWorkload final : public Workload {
+ public:
+  TrainWorkload(const RunContext& ctx, const BackendInfo& backend)
+      : pt_(ctx.params), params_(ctx.params), backend_(backend), rank_(ctx.rank), ranks_(ctx.size) {
+    loaded_ = load_point_network(pt_.network, pt_.batch, true);
+    graph_ = loaded_->graph;  // the point's own weights
+    roles_ = roles_of(*loaded_);
+    init_words_ = pt_.init == "seeded" ? seeded_weights(graph_, loaded_->params, pt_.seed) : "the model's own weights";
+    train_ = shared_dataset(data_request(pt_, graph_, roles_, "train"));
+    test_ = shared_dataset(data_request(pt_, graph_, roles_, "test"));
+    check_data(*train_, graph_, roles_);
+    check_data(*test_, graph_, roles_);
+    sampler_ = std::make_unique<Sampler>(train_->size(), pt_.batch, pt_.shuffle, pt_.seed, ctx.rank, ctx.size);
+    max_steps_ = pt_.steps > 0 ? pt_.steps : pt_.epochs > 0 ? pt_.epochs * sampler_->batches_per_epoch() : std::numeric_limits<std::int64_t>::max();
+    opt_spec_ = optimizer_spec(ctx.params, max_steps_ == std::numeric_limits<std::int64_t>::max() ? 0 : max_steps_);
+
+    inputs_ = make_inputs(graph_, 1, ctx.seed);  // the input buffers, refilled by every step
+    x_ = reinterpret_cast<float*>(inputs_.bytes[roles_.image].data());
+    y_ = reinterpret_cast<std::int64_t*>(inputs_.bytes[roles_.labels].data());
+    RunnerSpec spec;
+    spec.graph = &graph_;
+    spec.training = true;
+    spec.loss = loaded_->loss.loss;
+    spec.params = loaded_->params;
+    spec.inputs = inputs_.pointers();
+    spec.threads = pt_.threads;
+    runner_ = make_runner(backend, spec, &params_);
+    access_ = std::make_unique<RunnerParams>(*runner_, graph_, loaded_->params);
+    initial_ = snapshot(*runner_, *access_);
+    make_optimizer();
+    const double flops = loaded_->work.training_flops;
+    work_ = Work{static_cast<std::int64_t>(flops), 0, pt_.batch};
+    tta_ = TimeToAccuracy{pt_.target, pt_.budget_s, pt_.eval_interval};
+    eval_n_ = pt_.eval_samples > 0 ? std::min(pt_.eval_samples, test_->size()) : test_->size();
+    eval_idx_.resize(static_cast<std::size_t>(pt_.batch));
+  }
+
+  Validation validate() override {
+    // The first batch: one step's loss and gradients against the yardstick.
+    load_batch(sampler_->next());
+    runner_->forward(0);
+    runner_->backward(0);
+    const StepValues got = step_values(*runner_, graph_, loaded_->params, true);
+    const StepValues ref = yardstick_step(graph_, true, loaded_->loss.loss, loaded_->params, inputs_.pointers(), 1);
+    const Discrepancy d = compare_steps(got, ref);
+    const double tol = loaded_->tolerance.tolerance;
+    double ratio = d.worst / tol;
+    std::string method = "worst of two ratios error/tolerance (<= 1 passes): (1) the first batch's loss and the gradient of each of the " +
+                         std::to_string(loaded_->params.size()) + " weights against d500's reference executor in double on the same weights and "
+                         "batch: relative L2 error " + fmt_sig(d.worst, 3) + " (worst: " + d.where + "), tolerance " + loaded_->tolerance.words;
+    if (pt_.optimizer_impl == "native") {
+      const double e = optimizer_agreement();
+      ratio = std::max(ratio, e / kOptimizerTolerance);
+      method += "; (2) " + std::to_string(kOptimizerCheckSteps) + " steps of " + optimizer_->describe() +
+                " against d500's reference optimizer on the same gradients: relative L2 distance of the parameters " + fmt_sig(e, 3) +
+                ", tolerance " + fmt_sig(kOptimizerTolerance, 3);
+    }
+    // Training starts from the seeded weights, fresh optimizer state, the first batch.
+    restore(initial_);
+    make_optimizer();
+    sampler_->seek(0, 0);
+    if (!std::isfinite(ratio)) ratio = std::numeric_limits<double>::infinity();
+    return Validation{ratio, 1.0, method};
+  }
+
+  void measure(Harness& h) override {
+    train_ns_ = 0;
+    steps_done_ = 0;
+    eval_ns_ = 0;
+    evaluations_ = 0;
+    stop_reason_ = "";
+    h.train(
+        [this](int, const Harness::PhaseMark& mark) {
+          const std::int64_t t0 = now_ns();
+          load_batch(sampler_->next());
+          const std::int64_t t1 = now_ns();
+          runner_->forward(0);
+          const std::int64_t t2 = now_ns();
+          runner_->backward(0);
+          const std::int64_t t3 = now_ns();
+          optimizer_->step(learning_rate(opt_spec_, steps_done_));
+          const std::int64_t t4 = now_ns();
+          mark(Phase::Data, t0, t1);
+          mark(Phase::Forward, t1, t2);
+          mark(Phase::Backward, t2, t3);
+          mark(Phase::Update, t3, t4);
+          train_ns_ += t4 - t0;
+          ++steps_done_;
+          if (steps_done_ >= max_steps_) return stop("the step limit (" + std::to_string(max_steps_) + " steps) was reached");
+          if (pt_.budget_s > 0 && static_cast<double>(train_ns_) * 1e-9 >= pt_.budget_s)
+            return stop("the time budget (" + canonical(Value{pt_.budget_s}) + " s of training) was spent");
+          return true;
+        },
+        [this, &h](int, const Harness::PhaseMark& mark, bool last) {
+          const bool due = pt_.eval_interval > 0 && steps_done_ % pt_.eval_interval == 0;
+          if (!due && !last) return true;
+          const std::int64_t t0 = now_ns();
+          const auto [loss, acc] = evaluate();
+          const std::int64_t t1 = now_ns();
+          mark(Phase::Evaluation, t0, t1);
+          eval_ns_ += t1 - t0;
+          ++evaluations_;
+          last_loss_ = loss;
+          last_acc_ = acc;
+          h.event(Event{train_ns_, steps_done_, loss, acc, rank_});
+          if (!last && pt_.target > 0 && pt_.stop_at_target && acc >= pt_.target) {
+            stop("the target accuracy " + canonical(Value{pt_.target}) + " was reached (" + fmt_sig(acc, 4) + ")");
+            return false;
+          }
+          return true;
+        },
+        4);
+  }
+
+  Work work() const override { return work_; }
+  const TimeToAccuracy* time_to_accuracy() const override { return &tta_; }
+
+  std::vector<std::pair<std::string, Value>> attributes() const override {
+    std::vector<std::pair<std::string, Value>> a;
+    std::int64_t params = 0;
+    for (int t : loaded_->params) params += numel(graph_.info(t).shape);
+    a.push_back({"network.model", std::string(find_builtin_network(pt_.network) ? "built-in" : "file")});
+    a.push_back({"network.model_hash", loaded_->model_hash});
+    a.push_back({"network.trainable_parameters", params});
+    a.push_back({"network.flops_per_sample", loaded_->work.training_flops / static_cast<double>(pt_.batch)});
+    a.push_back({"network.loss", loaded_->loss.description});
+    a.push_back({"executor", runner_->describe()});
+    a.push_back({"train.init", init_words_});
+    a.push_back({"train.dataset", train_->describe()});
+    a.push_back({"train.test_dataset", test_->describe()});
+    a.push_back({"train.sampler", sampler_->describe()});
+    a.push_back({"train.optimizer", optimizer_->describe()});
+    a.push_back({"train.max_steps", max_steps_ == std::numeric_limits<std::int64_t>::max() ? std::int64_t{-1} : max_steps_});
+    a.push_back({"train.evaluation", "the first " + std::to_string(eval_n_) + " samples of the test split, every " +
+                                         std::to_string(pt_.eval_interval) + " steps and after the last, by the training executor's forward pass"
+                                         " (BatchNormalization, if any, normalises with the evaluation batch's statistics); mean cross-entropy and top-1 "
+                                         "accuracy; timed as phase 'evaluation', left out of training time"});
+    a.push_back({"train.timing", std::string("training time: the sum of the steps' durations (phases data, forward, backward, update); "
+                                             "an event's time_ns is the training time at its evaluation")});
+    return a;
+  }
+
+  std::vector<std::pair<std::string, Value>> final_attributes() const override {
+    return {{"train.steps", steps_done_},
+            {"train.epochs", static_cast<double>(steps_done_) / static_cast<double>(sampler_->batches_per_epoch())},
+            {"train.stop_reason", stop_reason_},
+            {"train.training_seconds", static_cast<double>(train_ns_) * 1e-9},
+            {"train.evaluation_seconds", static_cast<double>(eval_ns_) * 1e-9},
+            {"train.evaluations", evaluations_},
+            {"train.final_accuracy", last_acc_},
+            {"train.final_loss", last_loss_}};
+  }
+
+ private:
+  bool stop(const std::string& why) {
+    if (stop_reason_.empty()) stop_reason_ = why;
+    return false;
+  }
+
+  void make_optimizer() {
+    optimizer_ = pt_.optimizer_impl == "native" ? runner_->native_optimizer(opt_spec_) : make_reference_optimizer(opt_spec_, *access_);
+    if (!optimizer_) throw Error("backend " + backend_.name + " has no optimizer of its own (optimizer_impl = \"native\" needs libtorch-native)");
+  }
+
+  void load_batch(std::span<const std::int64_t> idx) {
+    train_->read(idx, x_, y_);
+    runner_->inputs_changed();
+  }
+
+  void restore(const std::vector<std::vector<float>>& v) {
+    for (std::size_t k = 0; k < v.size(); ++k) std::memcpy(runner_->parameter(k), v[k].data(), v[k].size() * sizeof(float));
+    runner_->parameters_changed();
+  }
+
+  // K steps of the native optimizer, and of the reference one on a shadow copy of the parameters
+  // fed the same gradients; the worst relative L2 distance of a parameter at the end.
+  double optimizer_agreement() {
+    restore(initial_);
+    std::vector<std::vector<float>> shadow = initial_;
+    RunnerParams shadow_access(*runner_, graph_, loaded_->params);
+    shadow_access.shadow(&shadow);
+    auto reference = make_reference_optimizer(opt_spec_, shadow_access);
+    for (int s = 0; s < kOptimizerCheckSteps; ++s) {
+      load_batch(sampler_->next());
+      runner_->forward(0);
+      runner_->backward(0);
+      const double lr = learning_rate(opt_spec_, s);
+      reference->step(lr);
+      optimizer_->step(lr);
+    }
+    double worst = 0;
+    for (std::size_t k = 0; k < shadow.size(); ++k) {
+      const float* p = runner_->parameter(k);
+      double num = 0, den = 0;
+      for (std::size_t i = 0; i < shadow[k].size(); ++i) {
+        const double d = static_cast<double>(p[i]) - shadow[k][i];
+        num += d * d;
+        den += static_cast<double>(shadow[k][i]) * shadow[k][i];
+      }
+      worst = std::max(worst, std::sqrt(num) / std::max(std::sqrt(den), 1e-12));
+    }
+    return worst;
+  }
+
+  // Mean cross-entropy and top-1 accuracy over the first eval_n_ test samples, in batches of the
+  // graph's batch (the last one padded with sample 0, whose rows are not counted).
+  std::pair<double, double> evaluate() {
+    const std::int64_t b = pt_.batch;
+    double loss = 0;
+    std::int64_t correct = 0;
+    for (std::int64_t at = 0; at < eval_n_; at += b) {
+      const std::int64_t valid = std::min(b, eval_n_ - at);
+      for (std::int64_t i = 0; i < b; ++i) eval_idx_[static_cast<std::size_t>(i)] = i < valid ? at + i : 0;
+      test_->read(eval_idx_, x_, y_);
+      runner_->inputs_changed();
+      runner_->forward(0);
+      const std::vector<double> logits = runner_->output(0);
+      const int c = roles_.classes;
+      for (std::int64_t i = 0; i < valid; ++i) {
+        const double* z = logits.data() + i * c;
+        const double mx = *std::max_element(z, z + c);
+        double sum = 0;
+        for (int k = 0; k < c; ++k) sum += std::exp(z[k] - mx);
+        const std::int64_t label = y_[i];
+        loss += std::log(sum) + mx - z[label];
+        correct += (std::max_element(z, z + c) - z) == label ? 1 : 0;
+      }
+    }
+    return {loss / static_cast<double>(eval_n_), static_cast<double>(correct) / static_cast<double>(eval_n_)};
+  }
+
+  TrainPoint pt_;
+  Params params_;
+  const BackendInfo& backend_;
+  int rank_, ranks_;
+  std::shared_ptr<const LoadedNetwork> loaded_;
+  Graph graph_;
+  Roles roles_;
+  std::string init_words_;
+  std::shared_ptr<Dataset> train_, test_;
+  std::unique_ptr<Sampler> sampler_;
+  std::int64_t max_steps_ = 0;
+  OptimizerSpec opt_spec_;
+  InputData inputs_;
+  float* x_ = nullptr;
+  std::int64_t* y_ = nullptr;
+  std::unique_ptr<GraphRunner> runner_;
+  std::unique_ptr<RunnerParams> access_;
+  std::vector<std::vector<float>> initial_;
+  std::unique_ptr<Optimizer> optimizer_;
+  Work work_;
+  TimeToAccuracy tta_;
+  std::int64_t eval_n_ = 0;
+  std::vector<std::int64_t> eval_idx_;
+  std::int64_t train_ns_ = 0, steps_done_ = 0, eval_ns_ = 0, evaluations_ = 0;
+  double last_loss_ = std::nan(""), last_acc_ = std::nan("");
+  std::string stop_reason_;
+};
+
+std::string train_check(const Params& p) {
+  std::string why = operator_common_check(p);
+  if (!why.empty()) return why;
+  const TrainPoint pt(p);
+  const std::string& backend = param<std::string>(p, "backend");
+  if (pt.optimizer_impl == "native" && backend != "libtorch-native")
+    return "optimizer_impl = \"native\" needs a backend with optimizers of its own: libtorch-native (backend here: " + backend + ")";
+  if (pt.steps <= 0 && pt.epochs <= 0 && !(pt.budget_s > 0))
+    return "training needs an end: steps, epochs or time_budget";
+  if (pt.target < 0 || pt.target > 1) return "target_accuracy is a fraction in (0, 1] (0: none)";
+  if (pt.budget_s < 0) return "time_budget is in seconds of training, >= 0 (0: none)";
+  if (pt.target > 0 && !(pt.budget_s > 0))
+    return "target_accuracy needs a time_budget (seconds of training): time to accuracy censors a run that misses the target at its budget";
+  if (const std::string e = check_optimizer(optimizer_spec(p, 0)); !e.empty()) return e;
+  try {
+    const auto n = load_point_network(pt.network, pt.batch, true);
+    const Roles r = roles_of(*n);
+    for (const char* split : {"train", "test"}) {
+      const auto d = shared_dataset(data_request(pt, n->graph, r, split));
+      check_data(*d, n->graph, r);
+      if (std::string(split) == "train") Sampler(d->size(), pt.batch, false, 1, 0, static_cast<int>(int_param_or(p, "nodes", 1) * int_param_or(p, "ranks_per_node", 1)));
+    }
+    const BackendInfo* b = find_backend(backend);
+    if (b && b->built && b->check_graph) return b->check_graph(n->graph);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+OptimizerSpec optimizer_spec(const Params& p, std::int64_t total_steps) {
+  OptimizerSpec s;
+  s.name = param<std::string>(p, "optimizer");
+  s.lr = param<double>(p, "lr");
+  s.momentum = param<double>(p, "momentum");
+  s.beta1 = param<double>(p, "beta1");
+  s.beta2 = param<double>(p, "beta2");
+  s.eps = param<double>(p, "eps");
+  s.alpha = param<double>(p, "alpha");
+  s.weight_decay = param<double>(p, "weight_decay");
+  s.schedule = param<std::string>(p, "schedule");
+  s.step_size = param<std::int64_t>(p, "step_size");
+  s.gamma = param<double>(p, "gamma");
+  s.warmup_steps = param<std::int64_t>(p, "warmup_steps");
+  s.total_steps = total_steps;
+  return s;
+}
+
+std::shared_ptr<Dataset> shared_dataset(const DatasetRequest& r) {
+  static std::vector<std::pair<std::string, std::shared_ptr<Dataset>>> cache;
+  const std::string key = r.dataset + "\n" + r.split + "\n" + r.data_dir + "\n" + shape_str(r.sample_shape) + "\n" + std::to_string(r.classes) +
+                          "\n" + std::to_string(r.samples) + "\n" + std::to_string(r.seed);
+  for (const auto& [k, d] : cache)
+    if (k == key) return d;
+  auto d = std::shared_ptr<Dataset>(open_dataset(r));
+  cache.push_back({key, d});
+  if (cache.size() > 4) cache.erase(cache.begin());
+  return d;
+}
+
+void register_train(WorkloadRegistry& r) {
+  WorkloadInfo w;
+  w.name = "train";
+  w.level = 2;
+  w.description = "a network trained on a dataset to a step count, a target test accuracy or a time budget; steps timed by phase, accuracy as events";
+  w.rate_unit = "samples/s";
+  w.scaling = "weak";
+  w.scaling_note = "every rank trains on its own share of each epoch";
+  using V = Value;
+  auto real = [](const char* n, double d, const char* help) { return ParamSpec{n, ValueType::Real, V{d}, 0, 0, {}, help}; };
+  auto integer = [](const char* n, std::int64_t d, std::int64_t lo, std::int64_t hi, const char* help) {
+    return ParamSpec{n, ValueType::Int, V{d}, lo, hi, {}, help};
+  };
+  w.params = {
+      {"network", ValueType::String, V{std::string("lenet5")}, 0, 0, {}, "a built-in network (d500 networks) or the path of an .onnx classifier"},
+      {"dataset", ValueType::String, V{std::string("fashion-mnist")}, 0, 0, {},
+       "fashion-mnist (Debian's dataset-fashion-mnist), synthetic, or the path of an HDF5 file (hdf5-schema/README.md)"},
+      {"data_dir", ValueType::String, V{std::string()}, 0, 0, {}, "where fashion-mnist's IDX files are (default: /usr/share/datasets/fashion-mnist)"},
+      integer("synthetic_samples", 60000, 1, std::int64_t{1} << 40, "dataset = synthetic: training samples (the test split has a sixth)"),
+      integer("batch", 64, 1, 1 << 24, "samples per step (per rank)"),
+      {"optimizer", ValueType::String, V{std::string("momentum")}, 0, 0, optimizer_names(), "the update rule (PyTorch's definitions)"},
+      {"optimizer_impl", ValueType::String, V{std::string("reference")}, 0, 0, {"reference", "native"},
+       "reference: d500's optimizer on any executor; native: the framework's own (libtorch-native: torch::optim)"},
+      real("lr", 0.01, "learning rate (the schedule's peak)"),
+      real("momentum", 0.9, "momentum, nesterov: the momentum factor; rmsprop: its momentum too (PyTorch's rmsprop default is 0: set momentum = 0)"),
+      real("beta1", 0.9, "adam, adamw"),
+      real("beta2", 0.999, "adam, adamw"),
+      real("eps", 1e-8, "adam, adamw, adagrad, rmsprop: the denominator's epsilon"),
+      real("alpha", 0.99, "rmsprop: smoothing of the squared gradient"),
+      real("weight_decay", 0, "L2 penalty added to the gradient (adamw: decoupled)"),
+      {"schedule", ValueType::String, V{std::string("constant")}, 0, 0, schedule_names(), "learning-rate schedule"},
+      integer("step_size", 1000, 1, std::int64_t{1} << 40, "schedule = step: steps between decays"),
+      real("gamma", 0.1, "schedule = step: the decay factor"),
+      integer("warmup_steps", 0, 0, std::int64_t{1} << 40, "linear warm-up of the learning rate over these first steps"),
+      integer("epochs", 1, 0, 1 << 20, "passes over the training split (0: no limit from epochs)"),
+      integer("steps", 0, 0, std::int64_t{1} << 40, "steps to run (0: epochs decide); with cosine, its horizon"),
+      integer("eval_interval_steps", 100, 0, std::int64_t{1} << 40, "steps between evaluations on the test split (0: only at the end)"),
+      integer("eval_samples", 0, 0, std::int64_t{1} << 40, "test samples per evaluation (0: the whole test split)"),
+      real("target_accuracy", 0, "test accuracy that counts as reached (0: none)"),
+      real("time_budget", 0, "seconds of training (evaluation excluded) after which the run stops (0: none)"),
+      {"stop_at_target", ValueType::Bool, V{true}, 0, 0, {}, "stop at the first evaluation that reaches target_accuracy"},
+      {"shuffle", ValueType::Bool, V{true}, 0, 0, {}, "a seeded shuffle of the training split per epoch (false: sequential)"},
+      {"init", ValueType::String, V{std::string("seeded")}, 0, 0, {"seeded", "model"},
+       "seeded: new weights from the point's seed (He-uniform); model: the model file's weights"},
+  };
+  for (const auto& s : operator_common_params()) w.params.push_back(s);
+  w.normalize = [](Params& p) {
+    for (const char* k : {"network", "dataset", "data_dir", "library"}) {
+      auto& v = std::get<std::string>(p.at(k));
+      const bool path = std::string(k) == "data_dir" || std::string(k) == "library" ||
+                        (std::string(k) == "network" && !find_builtin_network(v) && (v.find('/') != std::string::npos || v.find(".onnx") != std::string::npos)) ||
+                        (std::string(k) == "dataset" && v != "fashion-mnist" && v != "synthetic");
+      if (path && !v.empty()) v = fs::absolute(v).lexically_normal().string();
+    }
+  };
+  w.check = train_check;
+  w.memory_bytes = [](const Params& p) -> std::int64_t {
+    const TrainPoint pt(p);
+    try {
+      const auto n = load_point_network(pt.network, pt.batch, true);
+      double weights = 0, activations = 0;
+      for (const auto& [t, b] : n->graph.constants) weights += static_cast<double>(b.size());
+      for (std::size_t t = 0; t < n->graph.tensors.size(); ++t)
+        if (!n->graph.is_const(static_cast<int>(t))) activations += static_cast<double>(n->graph.bytes(static_cast<int>(t)));
+      // The point's graph, the runner, two optimizer states, the yardstick in double; data.
+      const double step = 2 * activations + weights;
+      const double total = 5 * weights + step + 2 * (weights + step) + 64e6;
+      return total >= 9e18 ? std::numeric_limits<std::int64_t>::max() : static_cast<std::int64_t>(total);
+    } catch (const Error&) {
+      return 0;
+    }
+  };
+  for (const auto& b : all_backends())
+    if (b.built && (b.name == "reference" || b.make_node_kernel || b.make_graph_runner))
+      w.backends[b.name] = [&b](const RunContext& c) { return std::make_unique<TrainWorkload>(c, b); };
+  r.add(std::move(w));
+}
+
+}  // namespace d500

@@ -1,0 +1,173 @@
+// Level 2 end to end: LeNet-5 trained on Fashion-MNIST under mpirun to a target accuracy, its
+// events and phases read back from HDF5 and its time to accuracy in the report; the same seed
+// gives the same loss curve bit for bit; two ranks share an epoch; LibTorch's own optimizers
+// agree with d500's reference ones; impossible points are refused at plan time.
+#include <filesystem>
+
+#include "backends/registry.hpp"
+#include "helpers.hpp"
+#include "training/data.hpp"
+
+using namespace d500test;
+
+namespace {
+
+class Training : public ScratchDirTest {};
+
+bool have_fashion_mnist() { return fs::exists(std::string(d500::fashion_mnist_dir()) + "/train-images-idx3-ubyte.gz"); }
+
+const std::string kHead = "[campaign]\nname = \"train\"\nrepetitions = 1\nwarmups = 2\n[fixed]\nworkload = \"train\"\n";
+
+// h5py: "step loss accuracy time_ns" per event of every point, as one text per point id.
+std::string events_py(const fs::path& file) {
+  return "/usr/bin/python3 -c \"\nimport h5py\nf = h5py.File('" + file.string() +
+         "', 'r')\nfor pid in sorted(f['points']):\n  e = f['points'][pid]['events'][:]\n  print(pid, ' '.join('%d:%r:%r' % (r['step'], "
+         "float(r['loss']), float(r['accuracy'])) for r in e))\n\"";
+}
+
+// The point ids of a results file.
+std::vector<std::string> point_ids(hid_t f) {
+  hid_t pts = H5Gopen2(f, "points", H5P_DEFAULT);
+  std::vector<std::string> ids;
+  H5Literate(pts, H5_INDEX_NAME, H5_ITER_INC, nullptr, names_cb, &ids);
+  H5Gclose(pts);
+  return ids;
+}
+
+}  // namespace
+
+TEST_F(Training, LeNetReachesItsTargetOnFashionMnistAndTheReportTimesIt) {
+  if (!have_fashion_mnist()) GTEST_SKIP() << "Debian's dataset-fashion-mnist is not installed";
+  const fs::path run = planned(kHead + "network = \"lenet5\"\nbackend = \"reference\"\nsteps = 600\neval_interval_steps = 50\n"
+                                       "eval_samples = 1000\ntarget_accuracy = 0.7\ntime_budget = 120\nlr = 0.02\n[axes]\nseed = [1, 2]\n");
+  Cmd r = sh(d500_cmd("run " + run.string()));
+  ASSERT_EQ(r.code, 0) << r.out;
+  Cmd check = sh(d500_cmd("check " + (run / "results" / "job-0000.h5").string()));
+  EXPECT_EQ(check.code, 0) << check.out;
+
+  hid_t f = H5Fopen((run / "results" / "job-0000.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  const std::vector<std::string> ids = point_ids(f);
+  ASSERT_EQ(ids.size(), 2u);
+  for (const auto& id : ids) {
+    hid_t g = H5Gopen2(f, ("points/" + id).c_str(), H5P_DEFAULT);
+    EXPECT_EQ(attr_string(g, "status"), "complete");
+    EXPECT_EQ(attr_string(g, "validation_status"), "passed") << attr_string(g, "validation_method");
+    // Stopped at the target, at an evaluation (every 50 steps), well before 600 steps.
+    EXPECT_NE(attr_string(g, "train.stop_reason").find("target accuracy 0.7 was reached"), std::string::npos) << attr_string(g, "train.stop_reason");
+    const long long steps = attr_int(g, "train.steps");
+    EXPECT_EQ(steps % 50, 0);
+    EXPECT_LT(steps, 600);
+    EXPECT_EQ(attr_int(g, "repetitions"), steps - 2);  // the steps after the 2 warm-ups
+    // Every step has its op row and its four phases; each evaluation its row.
+    std::map<int, int> phases;
+    for (const auto& s : read_samples(f, id)) ++phases[s.phase];
+    for (int ph = 0; ph <= 4; ++ph) EXPECT_EQ(phases[ph], steps) << "phase " << ph;
+    EXPECT_EQ(phases[7], steps / 50);
+    H5Gclose(g);
+  }
+  H5Fclose(f);
+
+  // The events, read with h5py: accuracy after the first evaluation below the last (>= 0.7).
+  Cmd py = sh(events_py(run / "results" / "job-0000.h5"));
+  ASSERT_EQ(py.code, 0) << py.out;
+  EXPECT_NE(py.out.find(" 50:"), std::string::npos) << py.out;
+
+  Cmd rep = sh(d500_cmd("report " + run.string()));
+  ASSERT_EQ(rep.code, 0) << rep.out;
+  const std::string md = read_file_text(run / "report.md");
+  EXPECT_NE(md.find("Time to accuracy"), std::string::npos) << md;
+  EXPECT_NE(md.find("2/2"), std::string::npos) << md;
+}
+
+TEST_F(Training, TheSameSeedGivesTheSameLossCurveBitForBit) {
+  const std::string campaign = kHead + "network = \"lenet5\"\nbackend = \"reference\"\ndataset = \"synthetic\"\nsynthetic_samples = 2000\n"
+                                       "steps = 40\neval_interval_steps = 10\neval_samples = 256\noptimizer = \"adam\"\nlr = 0.001\nseed = 5\n";
+  std::string curves[2];
+  for (int i = 0; i < 2; ++i) {
+    const fs::path run = dir_ / ("run" + std::to_string(i));
+    Cmd plan = sh(d500_cmd("plan " + write("c.toml", campaign) + " -o " + run.string()));
+    ASSERT_EQ(plan.code, 0) << plan.out;
+    Cmd r = sh(d500_cmd("run " + run.string()));
+    ASSERT_EQ(r.code, 0) << r.out;
+    Cmd py = sh(events_py(run / "results" / "job-0000.h5"));
+    ASSERT_EQ(py.code, 0) << py.out;
+    curves[i] = py.out;
+  }
+  EXPECT_NE(curves[0].find(" 10:"), std::string::npos) << curves[0];
+  EXPECT_NE(curves[0].find(" 40:"), std::string::npos) << curves[0];
+  EXPECT_EQ(curves[0], curves[1]);  // %r: every bit of every loss and accuracy
+}
+
+TEST_F(Training, TwoRanksTrainOnTheirSharesInLockstep) {
+  const fs::path run = planned(kHead + "network = \"mlp\"\nbackend = \"reference\"\ndataset = \"synthetic\"\nsynthetic_samples = 1024\n"
+                                       "batch = 32\nepochs = 2\neval_interval_steps = 8\neval_samples = 64\nranks_per_node = 2\n");
+  Cmd r = sh(d500_cmd("run " + run.string()));
+  ASSERT_EQ(r.code, 0) << r.out;
+  hid_t f = H5Fopen((run / "results" / "job-0000.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  const std::vector<std::string> ids = point_ids(f);
+  ASSERT_EQ(ids.size(), 1u);
+  hid_t g = H5Gopen2(f, ("points/" + ids[0]).c_str(), H5P_DEFAULT);
+  // 1024 samples, 512 per rank, 16 batches of 32 per rank and epoch: 32 steps in 2 epochs.
+  EXPECT_EQ(attr_int(g, "train.steps"), 32);
+  EXPECT_NE(attr_string(g, "train.sampler").find("each rank its own share of 512 samples"), std::string::npos) << attr_string(g, "train.sampler");
+  std::map<int, int> per_rank;
+  for (const auto& s : read_samples(f, ids[0]))
+    if (s.phase == 0) ++per_rank[s.rank];
+  EXPECT_EQ(per_rank[0], 32);
+  EXPECT_EQ(per_rank[1], 32);
+  H5Gclose(g);
+  H5Fclose(f);
+}
+
+TEST_F(Training, LibTorchsOptimizersAgreeWithTheReferenceOnes) {
+  const d500::BackendInfo* b = d500::find_backend("libtorch-native");
+  if (!b || !b->built) GTEST_SKIP() << "this build has no libtorch-native backend: " << (b ? b->not_built_reason : "unknown");
+  const fs::path run = planned(kHead + "network = \"lenet5\"\nbackend = \"libtorch-native\"\noptimizer_impl = \"native\"\ndataset = \"synthetic\"\n"
+                                       "synthetic_samples = 2000\nsteps = 10\neval_interval_steps = 0\neval_samples = 64\nweight_decay = 0.01\n"
+                                       "[axes]\noptimizer = [\"sgd\", \"momentum\", \"nesterov\", \"adam\", \"adamw\", \"adagrad\", \"rmsprop\"]\n");
+  Cmd r = sh(d500_cmd("run " + run.string()));
+  ASSERT_EQ(r.code, 0) << r.out;
+  Cmd rep = sh(d500_cmd("report " + run.string()));
+  ASSERT_EQ(rep.code, 0) << rep.out;
+  int rows = 0;
+  for (const auto& [id, row] : read_csv(run / "results.csv")) {
+    ++rows;
+    EXPECT_EQ(row.at("validation_status"), "passed") << row.at("canonical");
+  }
+  EXPECT_EQ(rows, 7);
+}
+
+TEST_F(Training, ImpossiblePointsAreRefusedAtPlanTime) {
+  struct Case {
+    std::string fixed, error;
+  };
+  const std::vector<Case> cases = {
+      {"target_accuracy = 0.8\n", "target_accuracy needs a time_budget"},
+      {"optimizer = \"adamax\"\n", "valid: sgd, momentum, nesterov, adam, adamw, adagrad, rmsprop"},
+      {"optimizer_impl = \"native\"\nbackend = \"reference\"\n", "needs a backend with optimizers of its own"},
+      {"network = \"resnet20-cifar\"\ndataset = \"synthetic\"\nbatch = 2\nsynthetic_samples = 12\nsteps = 1\n", ""},
+      {"dataset = \"fashion-mnist\"\ndata_dir = \"/nonexistent\"\n", "Fashion-MNIST file not found"},
+      {"dataset = \"/nonexistent/data.h5\"\n", "training data file not found"},
+      {"dataset = \"synthetic\"\nsynthetic_samples = 10\nbatch = 64\n", "larger than"},
+      {"steps = 0\nepochs = 0\n", "training needs an end"},
+  };
+  for (const auto& c : cases) {
+    std::string text = kHead + c.fixed;
+    if (text.find("backend =") == std::string::npos) text += "backend = \"reference\"\n";
+    Cmd plan = sh(d500_cmd("plan " + write("bad.toml", text) + " --dry-run"));
+    if (c.error.empty()) {
+      EXPECT_EQ(plan.code, 0) << c.fixed << plan.out;  // a CIFAR-shaped network runs on synthetic data of its shape
+      continue;
+    }
+    EXPECT_NE(plan.code, 0) << c.fixed;
+    EXPECT_NE(plan.out.find(c.error), std::string::npos) << c.fixed << "\n" << plan.out;
+    EXPECT_NE(plan.out.find("bad.toml"), std::string::npos) << plan.out;
+  }
+  // Fashion-MNIST's [1,28,28] samples do not fit a CIFAR network.
+  if (have_fashion_mnist()) {
+    Cmd plan = sh(d500_cmd("plan " + write("bad.toml", kHead + "backend = \"reference\"\nnetwork = \"resnet20-cifar\"\n") + " --dry-run"));
+    EXPECT_NE(plan.out.find("its samples are [1,28,28], the network's input"), std::string::npos) << plan.out;
+  }
+}
