@@ -178,6 +178,20 @@ onnx::ModelProto lenet5() {
   return b.take();
 }
 
+// A wider CNN for Fashion-MNIST (as in Keras's and PyTorch's Fashion-MNIST examples): two 3x3
+// convolutions (32, 64 channels) each with ReLU and 2x2 max pooling, then 128 and 10 units.
+onnx::ModelProto fashion_cnn() {
+  Builder b("fashion-cnn", 7);
+  std::string x = b.input("image", onnx::TensorProto::FLOAT, {-1, 1, 28, 28});
+  auto pool = [&](const std::string& v) { return b.node("MaxPool", {v}, {{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}}); };
+  x = pool(b.relu(b.conv(x, 1, 32, 3, 1, 1, true)));
+  x = pool(b.relu(b.conv(x, 32, 64, 3, 1, 1, true)));
+  x = b.node("Flatten", {x}, {{"axis", I{1}}});
+  x = b.relu(b.linear(x, 64 * 7 * 7, 128));
+  b.output(b.linear(x, 128, 10), onnx::TensorProto::FLOAT, {-1, 10});
+  return b.take();
+}
+
 // ResNets (He et al. 2016). The last BatchNormalization of each residual branch starts at gamma
 // 0.5 so that activations stay bounded through depth with seeded weights.
 std::string basic_block(Builder& b, const std::string& x, I cin, I cout, I stride) {
@@ -283,6 +297,7 @@ onnx::ModelProto transformer_encoder() {
 onnx::ModelProto build(const std::string& name) {
   if (name == "mlp") return mlp();
   if (name == "lenet5") return lenet5();
+  if (name == "fashion-cnn") return fashion_cnn();
   if (name == "resnet18") return imagenet_resnet("resnet18", {2, 2, 2, 2}, false);
   if (name == "resnet50") return imagenet_resnet("resnet50", {3, 4, 6, 3}, true);
   if (name == "resnet20-cifar") return resnet20_cifar();
@@ -305,6 +320,8 @@ const std::vector<BuiltinNetwork>& builtin_networks() {
       {"lenet5", "LeNet-5 (ReLU, max pooling): 2 convolutions 5x5 (6, 16 channels), 3 fully connected (120, 84, 10)",
        "[N,1,28,28] float32 images (Fashion-MNIST's shape)", 10},
       {"mlp", "multilayer perceptron: 784-512-256-10, ReLU", "[N,1,28,28] float32 images (flattened)", 10},
+      {"fashion-cnn", "a wider CNN: 2 convolutions 3x3 (32, 64 channels) with max pooling, fully connected 3136-128-10",
+       "[N,1,28,28] float32 images (Fashion-MNIST's shape)", 10},
       {"resnet18", "ResNet-18 (basic blocks 2-2-2-2, 64-512 channels, BatchNormalization)", "[N,3,224,224] float32 images", 1000},
       {"resnet50", "ResNet-50 v1.5 (bottlenecks 3-4-6-3, stride on the 3x3 convolution, BatchNormalization)",
        "[N,3,224,224] float32 images", 1000},

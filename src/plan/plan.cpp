@@ -500,7 +500,9 @@ Plan make_plan(const Campaign& campaign, const WorkloadRegistry& reg, const Plan
   }
 
   check_resources(plan, reg, opt);
-  if (c.repetitions <= 5)
+  // A training point (level 2 and up) is one run of many steps: its steps are the samples.
+  const bool timed_by_repetitions = std::any_of(plan.points.begin(), plan.points.end(), [](const auto& p) { return p.level < 2; });
+  if (c.repetitions <= 5 && timed_by_repetitions)
     plan.warnings.push_back(c.path + ": repetitions = " + std::to_string(c.repetitions) +
                             ": no distribution-free 95% confidence interval of a median exists for n <= 5, so the report "
                             "will give none; use 6 or more (10 or more for a useful width)");

@@ -1,0 +1,130 @@
+// d500-bench-train: the cost of d500's training loop around a framework. The same training steps
+// -- a synthetic batch read, LibTorch's own forward, autograd backward and torch::optim SGD with
+// momentum -- run (a) in a bare loop of those calls and (b) as d500's `train` workload under its
+// Harness (phase clock reads, recorder stores, the per-step MPI_Allreduce, the learning-rate
+// schedule, the stop checks). Rounds alternate (a) and (b) so that drift hits both; the figure is
+// the median step time of each and their ratio. The data read is in both (synthetic samples made
+// from the seed: the data phase's cost, the same in (a) and (b)).
+//   mpirun -np 1 build/d500-bench-train [network] [batch] [steps per round] [rounds]
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "backends/registry.hpp"
+#include "networks/executor.hpp"
+#include "training/data.hpp"
+#include "workloads/level1/network.hpp"
+#include "workloads/level2/train.hpp"
+#include "workloads/registry.hpp"
+
+using namespace d500;
+
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  const std::string network = argc > 1 ? argv[1] : "lenet5";
+  const std::int64_t batch = argc > 2 ? std::stoll(argv[2]) : 64;
+  const int steps = argc > 3 ? std::stoi(argv[3]) : 200;
+  const int rounds = argc > 4 ? std::stoi(argv[4]) : 5;
+  const BackendInfo* b = find_backend("libtorch-native");
+  if (!b || !b->built) {
+    std::fprintf(stderr, "d500-bench-train: this build has no libtorch-native backend\n");
+    MPI_Finalize();
+    return 2;
+  }
+  const WorkloadInfo* w = builtin_workloads().find("train");
+  Params p;
+  for (const auto& s : common_params())
+    if (s.dflt) p[s.name] = *s.dflt;
+  for (const auto& s : w->params)
+    if (s.dflt) p[s.name] = *s.dflt;
+  p["workload"] = std::string("train");
+  p["backend"] = std::string("libtorch-native");
+  p["network"] = network;
+  p["dataset"] = std::string("synthetic");
+  p["synthetic_samples"] = std::int64_t{batch * (steps + 1)};
+  p["batch"] = batch;
+  p["optimizer_impl"] = std::string("native");
+  p["steps"] = std::int64_t{steps};
+  p["eval_interval_steps"] = std::int64_t{0};
+  p["eval_samples"] = std::int64_t{batch};
+  p["shuffle"] = false;
+
+  // (a) The bare loop: the same data, runner and optimizer calls, nothing else.
+  const auto net = load_point_network(network, batch, true);
+  Graph g = net->graph;
+  seeded_weights(g, net->params, 1);
+  DatasetRequest dr;
+  dr.dataset = "synthetic";
+  dr.split = "train";
+  const Shape& in = g.info(g.inputs[0]).shape;
+  dr.sample_shape.assign(in.begin() + 1, in.end());
+  dr.classes = static_cast<int>(g.info(g.outputs[0]).shape[1]);
+  dr.samples = batch * (steps + 1);
+  auto data = open_dataset(dr);
+  InputData inputs = make_inputs(g, 1, 1);
+  RunnerSpec rs;
+  rs.graph = &g;
+  rs.training = true;
+  rs.loss = net->loss.loss;
+  rs.params = net->params;
+  rs.inputs = inputs.pointers();
+  auto runner = b->make_graph_runner(rs);
+  auto opt = runner->native_optimizer(optimizer_spec(p, steps));
+  std::vector<std::int64_t> idx(static_cast<std::size_t>(batch));
+  auto* x = reinterpret_cast<float*>(inputs.bytes[0].data());
+  auto* y = reinterpret_cast<std::int64_t*>(inputs.bytes[1].data());
+
+  std::vector<double> bare, d500, walls;
+  Recorder rec(1 << 16);
+  for (int r = 0; r < rounds; ++r) {
+    {
+      const std::int64_t t0 = now_ns();
+      for (int s = 0; s < steps; ++s) {
+        for (std::int64_t i = 0; i < batch; ++i) idx[static_cast<std::size_t>(i)] = s * batch + i;
+        data->read(idx, x, y);
+        runner->forward(0);
+        runner->backward(0);
+        opt->step(0.02);
+      }
+      bare.push_back(static_cast<double>(now_ns() - t0) * 1e-9 / steps);
+    }
+    {
+      RunContext ctx{MPI_COMM_WORLD, 0, 1, p, 1};
+      auto wl = w->backends.at("libtorch-native")(ctx);
+      wl->validate();
+      std::int64_t ns = 0;
+      Harness h(MPI_COMM_WORLD, rec, 0, 1, wl->work(),
+                [&](std::span<const Sample> s, bool) {
+                  for (const auto& row : s)
+                    if (row.phase == 0) ns += row.end_ns - row.start_ns;
+                },
+                std::int64_t{1} << 62);
+      h.on_events([](std::span<const Event>, bool) {});
+      const std::int64_t t0 = now_ns();
+      wl->measure(h);
+      walls.push_back(static_cast<double>(now_ns() - t0) * 1e-9 / steps);
+      d500.push_back(static_cast<double>(ns) * 1e-9 / steps);
+    }
+  }
+  const double a = median(bare), c = median(d500), wl = median(walls);
+  std::printf("network %s, batch %lld, %d steps per round, %d rounds, libtorch-native with torch::optim SGD momentum\n", network.c_str(),
+              static_cast<long long>(batch), steps, rounds);
+  std::printf("  bare loop of the same calls: %.4f ms a step (median of rounds)\n", a * 1e3);
+  std::printf("  d500's train workload:       %.4f ms a step (median of rounds; its steps' op rows)\n", c * 1e3);
+  std::printf("  d500's train workload:       %.4f ms a step (median of rounds; wall time of the whole loop, one final evaluation of one batch included)\n", wl * 1e3);
+  std::printf("  overhead: %+.2f%% (op rows), %+.2f%% (wall)\n", (c / a - 1) * 100, (wl / a - 1) * 100);
+  MPI_Finalize();
+  return 0;
+}
