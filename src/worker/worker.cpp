@@ -197,15 +197,16 @@ void run_job(const std::string& spec_path, const std::string& output, MPI_Comm c
           std::fflush(stdout);
         }
       });
-      if (const Workload::TimeToAccuracy* t = wl->time_to_accuracy()) {
-        out.set_time_to_accuracy(t->target, t->budget_s, t->eval_interval_steps);
+      const Workload::TimeToAccuracy* tta = wl->time_to_accuracy();
+      if (tta) {
+        out.set_time_to_accuracy(tta->target, tta->budget_s, tta->eval_interval_steps);
         h.on_events([&](std::span<const Event> e, bool durable) { out.append_events(e, durable); });
       }
       wl->measure(h);
       if (const StepTimes* st = wl->step_times()) out.step_times(*st);
       auto after = wl->final_attributes();
       // A training point runs as many steps as it needs: its timed repetitions are those steps.
-      if (wl->time_to_accuracy()) after.push_back({"repetitions", std::int64_t{std::max(0, h.trained_steps() - spec.warmups)}});
+      if (tta) after.push_back({"repetitions", std::int64_t{std::max(0, h.trained_steps() - spec.warmups)}});
       out.point_attributes(after);
     }
     double secs = static_cast<double>(now_ns() - t0) * 1e-9;

@@ -48,64 +48,25 @@ class Harness {
   // Recording a phase is a store into preallocated memory, as for the whole step.
   template <class Op>
   void repeat_phased(Op&& op, int phases) {
-    std::int64_t last_durable = now_ns();
-    int rep = 0;
-    std::uint8_t warm = 0;
-    const PhaseMark mark = [&](Phase ph, std::int64_t t0, std::int64_t t1) {
-      rec_.record(Sample{t0, t1, 0, 0, rank_, rep, warm, static_cast<std::uint8_t>(ph)});
-    };
-    for (int r = 0; r < warmups_ + reps_; ++r) {
-      rep = r;
-      warm = r < warmups_ ? std::uint8_t{1} : std::uint8_t{0};
-      if (rec_.room() < static_cast<std::size_t>(phases) + 1) flush(false);  // every rank alike: same sample counts
-      const int mine = now_ns() - last_durable >= interval_ns_ ? 1 : 0;
-      int due = 0;
-      mpi_check(MPI_Allreduce(&mine, &due, 1, MPI_INT, MPI_MAX, comm_), "MPI_Allreduce", "harness");
-      const std::int64_t t0 = now_ns();
-      op(r, mark);
-      const std::int64_t t1 = now_ns();
-      rec_.record(Sample{t0, t1, work_.bytes, work_.flops, rank_, r, warm, static_cast<std::uint8_t>(Phase::Op)});
-      if (due || rec_.full()) flush(due != 0);
-      if (due) last_durable = now_ns();
-    }
-    flush(true);
+    run(
+        [&](int r, const PhaseMark& mark) {
+          op(r, mark);
+          return true;
+        },
+        [](int, const PhaseMark&, bool) { return true; }, phases, warmups_ + reps_);
   }
 
   // Training (levels 2, 3): steps until `op` says to stop. op(step, mark) runs and times one
   // step and returns whether training goes on; its `op` sample spans exactly its call. Then
   // between(step, mark, last) runs outside the step's sample (evaluation, which records its own
-  // Evaluation phase and events; `last`: op said stop) and may stop training too. The first `warmups` steps are flagged as warm-ups (they are
-  // real training steps: they count in a training curve, not in summaries of a step). The stop
-  // is agreed: every rank runs the same number of steps, the decision riding on the per-step
-  // MPI_Allreduce that also agrees on durable flushes.
+  // Evaluation phase and events; `last`: op said stop) and may stop training too. The first
+  // `warmups` steps are flagged as warm-ups (they are real training steps: they count in a
+  // training curve, not in summaries of a step). The stop is agreed: every rank runs the same
+  // number of steps, the decision riding on the per-step MPI_Allreduce (then of two integers)
+  // that also agrees on durable flushes.
   template <class Op, class Between>
   void train(Op&& op, Between&& between, int phases) {
-    std::int64_t last_durable = now_ns();
-    int rep = 0;
-    std::uint8_t warm = 0;
-    const PhaseMark mark = [&](Phase ph, std::int64_t t0, std::int64_t t1) {
-      rec_.record(Sample{t0, t1, 0, 0, rank_, rep, warm, static_cast<std::uint8_t>(ph)});
-    };
-    int go_on = 1;
-    trained_ = 0;
-    for (int r = 0;; ++r) {
-      rep = r;
-      warm = r < warmups_ ? std::uint8_t{1} : std::uint8_t{0};
-      if (rec_.room() < static_cast<std::size_t>(2 * phases) + 2) flush(false);
-      const int mine[2] = {now_ns() - last_durable >= interval_ns_ ? 1 : 0, go_on ? 0 : 1};
-      int agreed[2] = {0, 0};
-      mpi_check(MPI_Allreduce(mine, agreed, 2, MPI_INT, MPI_MAX, comm_), "MPI_Allreduce", "harness");
-      if (agreed[1]) break;
-      trained_ = r + 1;
-      const std::int64_t t0 = now_ns();
-      const bool more = op(r, mark);
-      const std::int64_t t1 = now_ns();
-      rec_.record(Sample{t0, t1, work_.bytes, work_.flops, rank_, r, warm, static_cast<std::uint8_t>(Phase::Op)});
-      go_on = between(r, mark, !more) && more ? 1 : 0;
-      if (agreed[0] || rec_.full()) flush(agreed[0] != 0);
-      if (agreed[0]) last_durable = now_ns();
-    }
-    flush(true);
+    run(op, between, phases + 1, -1);  // + 1: between's evaluation row
   }
   // Steps the last train() ran, warm-ups included.
   int trained_steps() const { return trained_; }
@@ -127,6 +88,40 @@ class Harness {
   }
 
  private:
+  // The one timing loop: `count` repetitions (every rank knows when to stop: the allreduce
+  // carries the flush decision alone), or with count < 0 until a rank's op or between says stop
+  // (the allreduce carries that too). `rows` bounds the samples a repetition records beside its
+  // `op` row.
+  template <class Op, class Between>
+  void run(Op&& op, Between&& between, int rows, int count) {
+    std::int64_t last_durable = now_ns();
+    int rep = 0;
+    std::uint8_t warm = 0;
+    const PhaseMark mark = [&](Phase ph, std::int64_t t0, std::int64_t t1) {
+      rec_.record(Sample{t0, t1, 0, 0, rank_, rep, warm, static_cast<std::uint8_t>(ph)});
+    };
+    int go_on = 1;
+    trained_ = 0;
+    for (int r = 0; count < 0 || r < count; ++r) {
+      rep = r;
+      warm = r < warmups_ ? std::uint8_t{1} : std::uint8_t{0};
+      if (rec_.room() < static_cast<std::size_t>(rows) + 1) flush(false);  // every rank alike: same sample counts
+      const int mine[2] = {now_ns() - last_durable >= interval_ns_ ? 1 : 0, go_on ? 0 : 1};
+      int agreed[2] = {0, 0};
+      mpi_check(MPI_Allreduce(mine, agreed, count < 0 ? 2 : 1, MPI_INT, MPI_MAX, comm_), "MPI_Allreduce", "harness");
+      if (agreed[1]) break;
+      trained_ = r + 1;
+      const std::int64_t t0 = now_ns();
+      const bool more = op(r, mark);
+      const std::int64_t t1 = now_ns();
+      rec_.record(Sample{t0, t1, work_.bytes, work_.flops, rank_, r, warm, static_cast<std::uint8_t>(Phase::Op)});
+      go_on = between(r, mark, !more) && more ? 1 : 0;
+      if (agreed[0] || rec_.full()) flush(agreed[0] != 0);
+      if (agreed[0]) last_durable = now_ns();
+    }
+    flush(true);
+  }
+
   MPI_Comm comm_;
   Recorder& rec_;
   int warmups_, reps_;

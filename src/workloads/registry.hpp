@@ -4,7 +4,8 @@
 //
 // Level 0 (operators) and level 1 (networks) time repetitions through Harness::repeat; levels 2
 // and 3 (training) time steps through Harness::train and record events (an evaluation: step,
-// training time, loss, accuracy) through the same recorder and store. Adding a workload touches its own file and the list in builtin.cpp.
+// training time, loss, accuracy) through the same recorder and store. Adding a workload touches
+// its own file and the list in builtin.cpp.
 #include <cstdint>
 #include <functional>
 #include <map>

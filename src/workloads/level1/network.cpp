@@ -85,6 +85,26 @@ std::shared_ptr<const LoadedNetwork> load_point_network(const std::string& netwo
   });
 }
 
+NetworkBytes network_bytes(const LoadedNetwork& n) {
+  const Graph& g = n.graph;
+  NetworkBytes b;
+  for (const auto& [t, bytes] : g.constants) b.weights += static_cast<double>(bytes.size());
+  for (std::size_t t = 0; t < g.tensors.size(); ++t)
+    if (!g.is_const(static_cast<int>(t))) b.activations += static_cast<double>(g.bytes(static_cast<int>(t)));
+  for (int t : g.inputs) b.inputs += static_cast<double>(g.bytes(t));
+  for (int t : n.params) b.params += static_cast<double>(g.bytes(t));
+  return b;
+}
+
+std::int64_t memory_figure(double bytes) {
+  return bytes >= 9e18 ? std::numeric_limits<std::int64_t>::max() : static_cast<std::int64_t>(bytes);
+}
+
+void absolute_network_path(std::string& network) {
+  if (!find_builtin_network(network) && (network.find('/') != std::string::npos || network.find(".onnx") != std::string::npos))
+    network = fs::absolute(network).lexically_normal().string();
+}
+
 namespace {
 
 // The yardstick's step, shared by the points of a job that run the same network, batch,
@@ -247,18 +267,10 @@ std::string network_check(const Params& p) {
 std::int64_t network_memory(const Params& p) {
   const NetworkPoint pt(p);
   try {
-    const auto n = load_point_network(pt.network, pt.graph_batch(), pt.training);
-    const Graph& g = n->graph;
-    double weights = 0, activations = 0, inputs = 0, params = 0;
-    for (const auto& [t, b] : g.constants) weights += static_cast<double>(b.size());
-    for (std::size_t t = 0; t < g.tensors.size(); ++t)
-      if (!g.is_const(static_cast<int>(t))) activations += static_cast<double>(g.bytes(static_cast<int>(t)));
-    for (int t : g.inputs) inputs += static_cast<double>(g.bytes(t));
-    for (int t : n->params) params += static_cast<double>(g.bytes(t));
-    const double step = activations * (pt.training ? 2 : 1) + params;
-    const double runner = weights + inputs * pt.micro_batches() + step;
-    const double total = weights + runner + 2 * runner;  // the graph, the runner, the yardstick in double
-    return total >= 9e18 ? std::numeric_limits<std::int64_t>::max() : static_cast<std::int64_t>(total);
+    const NetworkBytes b = network_bytes(*load_point_network(pt.network, pt.graph_batch(), pt.training));
+    const double step = b.activations * (pt.training ? 2 : 1) + b.params;
+    const double runner = b.weights + b.inputs * pt.micro_batches() + step;
+    return memory_figure(b.weights + runner + 2 * runner);  // the graph, the runner, the yardstick in double
   } catch (const Error&) {
     return 0;  // check() says what is wrong
   }
@@ -285,10 +297,8 @@ void register_network(WorkloadRegistry& r) {
   };
   for (const auto& s : operator_common_params()) w.params.push_back(s);
   w.normalize = [](Params& p) {
-    // A model file is named by its absolute path: jobs run elsewhere than `d500 plan`.
     auto& net = std::get<std::string>(p.at("network"));
-    if (!find_builtin_network(net) && (net.find('/') != std::string::npos || net.find(".onnx") != std::string::npos))
-      net = fs::absolute(net).lexically_normal().string();
+    absolute_network_path(net);
     auto& lib = std::get<std::string>(p.at("library"));
     if (!lib.empty()) lib = fs::absolute(lib).lexically_normal().string();
     // The model's own batch made explicit, so that equal problems get equal ids.

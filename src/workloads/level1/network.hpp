@@ -27,6 +27,19 @@ struct LoadedNetwork {
 // Loaded once per (network, batch, pass) for the points and plan-time checks that share it.
 std::shared_ptr<const LoadedNetwork> load_point_network(const std::string& network, std::int64_t batch, bool training);
 
+// What a loaded network's tensors take at its batch: constants (weights), every other tensor
+// (activations), the graph inputs, the trainable parameters; and the planner's figure from a
+// byte count (saturating at int64's range).
+struct NetworkBytes {
+  double weights = 0, activations = 0, inputs = 0, params = 0;
+};
+NetworkBytes network_bytes(const LoadedNetwork& n);
+std::int64_t memory_figure(double bytes);
+
+// A point's `network` as jobs see it: a model file by its absolute path (jobs run elsewhere than
+// `d500 plan`); built-in names unchanged.
+void absolute_network_path(std::string& network);
+
 void register_network(WorkloadRegistry& r);
 
 }  // namespace d500

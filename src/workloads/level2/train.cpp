@@ -76,7 +76,6 @@ struct TrainPoint {
 // The graph's data input (its one float input) and the labels d500 appended with the loss.
 struct Roles {
   std::size_t image = 0, labels = 0;  // indices into graph.inputs
-  int logits = -1;                    // the tensor the loss reads: graph output 0
   int classes = 0;
 };
 
@@ -93,8 +92,7 @@ Roles roles_of(const LoadedNetwork& n) {
     else throw Error("train feeds one float input and the labels: input '" + g.info(g.inputs[k]).name + "' is " + dtype_name(g.info(g.inputs[k]).dtype));
   }
   if (floats != 1) throw Error("train feeds exactly one float input (the samples); the network has " + std::to_string(floats));
-  r.logits = g.outputs.at(0);
-  r.classes = static_cast<int>(g.info(r.logits).shape.at(1));
+  r.classes = static_cast<int>(g.info(g.outputs.at(0)).shape.at(1));  // the logits: graph output 0
   return r;
 }
 
@@ -155,7 +153,7 @@ std::vector<std::vector<float>> snapshot(GraphRunner& r, const ParamAccess& a) {
 class TrainWorkload final : public Workload {
  public:
   TrainWorkload(const RunContext& ctx, const BackendInfo& backend)
-      : pt_(ctx.params), params_(ctx.params), backend_(backend), rank_(ctx.rank), ranks_(ctx.size) {
+      : pt_(ctx.params), params_(ctx.params), backend_(backend), rank_(ctx.rank) {
     loaded_ = load_point_network(pt_.network, pt_.batch, true);
     graph_ = loaded_->graph;  // the point's own weights
     roles_ = roles_of(*loaded_);
@@ -171,14 +169,7 @@ class TrainWorkload final : public Workload {
     inputs_ = make_inputs(graph_, 1, ctx.seed);  // the input buffers, refilled by every step
     x_ = reinterpret_cast<float*>(inputs_.bytes[roles_.image].data());
     y_ = reinterpret_cast<std::int64_t*>(inputs_.bytes[roles_.labels].data());
-    RunnerSpec spec;
-    spec.graph = &graph_;
-    spec.training = true;
-    spec.loss = loaded_->loss.loss;
-    spec.params = loaded_->params;
-    spec.inputs = inputs_.pointers();
-    spec.threads = pt_.threads;
-    runner_ = make_runner(backend, spec, &params_);
+    runner_ = make_runner(backend, training_spec(graph_, *loaded_, inputs_, pt_.threads), &params_);
     access_ = std::make_unique<RunnerParams>(*runner_, graph_, loaded_->params);
     initial_ = snapshot(*runner_, *access_);
     make_optimizer();
@@ -386,7 +377,7 @@ class TrainWorkload final : public Workload {
   TrainPoint pt_;
   Params params_;
   const BackendInfo& backend_;
-  int rank_, ranks_;
+  int rank_;
   std::shared_ptr<const LoadedNetwork> loaded_;
   Graph graph_;
   Roles roles_;
@@ -442,6 +433,17 @@ std::string train_check(const Params& p) {
 }
 
 }  // namespace
+
+RunnerSpec training_spec(const Graph& g, const LoadedNetwork& n, const InputData& inputs, int threads) {
+  RunnerSpec spec;
+  spec.graph = &g;
+  spec.training = true;
+  spec.loss = n.loss.loss;
+  spec.params = n.params;
+  spec.inputs = inputs.pointers();
+  spec.threads = threads;
+  return spec;
+}
 
 OptimizerSpec optimizer_spec(const Params& p, std::int64_t total_steps) {
   OptimizerSpec s;
@@ -520,27 +522,24 @@ void register_train(WorkloadRegistry& r) {
   };
   for (const auto& s : operator_common_params()) w.params.push_back(s);
   w.normalize = [](Params& p) {
-    for (const char* k : {"network", "dataset", "data_dir", "library"}) {
-      auto& v = std::get<std::string>(p.at(k));
-      const bool path = std::string(k) == "data_dir" || std::string(k) == "library" ||
-                        (std::string(k) == "network" && !find_builtin_network(v) && (v.find('/') != std::string::npos || v.find(".onnx") != std::string::npos)) ||
-                        (std::string(k) == "dataset" && v != "fashion-mnist" && v != "synthetic");
-      if (path && !v.empty()) v = fs::absolute(v).lexically_normal().string();
-    }
+    absolute_network_path(std::get<std::string>(p.at("network")));
+    // Files by their absolute paths (the two named datasets are not files).
+    auto absolute = [](std::string& v) {
+      if (!v.empty()) v = fs::absolute(v).lexically_normal().string();
+    };
+    auto& dataset = std::get<std::string>(p.at("dataset"));
+    if (dataset != "fashion-mnist" && dataset != "synthetic") absolute(dataset);
+    absolute(std::get<std::string>(p.at("data_dir")));
+    absolute(std::get<std::string>(p.at("library")));
   };
   w.check = train_check;
   w.memory_bytes = [](const Params& p) -> std::int64_t {
     const TrainPoint pt(p);
     try {
-      const auto n = load_point_network(pt.network, pt.batch, true);
-      double weights = 0, activations = 0;
-      for (const auto& [t, b] : n->graph.constants) weights += static_cast<double>(b.size());
-      for (std::size_t t = 0; t < n->graph.tensors.size(); ++t)
-        if (!n->graph.is_const(static_cast<int>(t))) activations += static_cast<double>(n->graph.bytes(static_cast<int>(t)));
+      const NetworkBytes b = network_bytes(*load_point_network(pt.network, pt.batch, true));
       // The point's graph, the runner, two optimizer states, the yardstick in double; data.
-      const double step = 2 * activations + weights;
-      const double total = 5 * weights + step + 2 * (weights + step) + 64e6;
-      return total >= 9e18 ? std::numeric_limits<std::int64_t>::max() : static_cast<std::int64_t>(total);
+      const double step = 2 * b.activations + b.weights;
+      return memory_figure(5 * b.weights + step + 2 * (b.weights + step) + 64e6);
     } catch (const Error&) {
       return 0;
     }

@@ -8,11 +8,16 @@
 #include "backends/optimizer.hpp"
 #include "common/value.hpp"
 #include "training/data.hpp"
+#include "workloads/level1/network.hpp"
 #include "workloads/registry.hpp"
 
 namespace d500 {
 
 void register_train(WorkloadRegistry& r);
+
+// A training step's runner spec over `g` (the point's copy of n.graph, with its own weights):
+// n's loss and trainable parameters, the data in `inputs`, one micro-batch.
+RunnerSpec training_spec(const Graph& g, const LoadedNetwork& n, const InputData& inputs, int threads);
 
 // A point's optimizer from its parameters (optimizer, lr, momentum, ...).
 OptimizerSpec optimizer_spec(const Params& p, std::int64_t total_steps);

@@ -74,13 +74,7 @@ int main(int argc, char** argv) {
   dr.samples = batch * (steps + 1);
   auto data = open_dataset(dr);
   InputData inputs = make_inputs(g, 1, 1);
-  RunnerSpec rs;
-  rs.graph = &g;
-  rs.training = true;
-  rs.loss = net->loss.loss;
-  rs.params = net->params;
-  rs.inputs = inputs.pointers();
-  auto runner = b->make_graph_runner(rs);
+  auto runner = b->make_graph_runner(training_spec(g, *net, inputs, 1));
   auto opt = runner->native_optimizer(optimizer_spec(p, steps));
   std::vector<std::int64_t> idx(static_cast<std::size_t>(batch));
   auto* x = reinterpret_cast<float*>(inputs.bytes[0].data());
