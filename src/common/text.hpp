@@ -15,6 +15,8 @@ std::uint64_t fnv1a64(const std::string& s);
 std::string hex64(std::uint64_t v);
 
 std::string join(const std::vector<std::string>& parts, const std::string& sep);
+// The parts of `s` between `sep`s; an empty part at the end (after a last `sep`) is dropped.
+std::vector<std::string> split(const std::string& s, char sep);
 
 // Reads a whole file; throws d500::Error naming the file when it cannot.
 std::string read_file(const std::string& path);

@@ -67,3 +67,9 @@ TEST(Value, CanonicalFormsAreStableAndTyped) {
 TEST(WriteFileAtomic, ReportsAnUnwritableDirectory) {
   EXPECT_THROW(write_file_atomic("/nonexistent-dir/x.txt", "x"), Error);
 }
+
+TEST(Split, KeepsEmptyInnerPartsAndDropsATrailingOne) {
+  EXPECT_EQ(split("a\tb\t\tc", '\t'), (std::vector<std::string>{"a", "b", "", "c"}));
+  EXPECT_EQ(split("x\ny\n", '\n'), (std::vector<std::string>{"x", "y"}));
+  EXPECT_TRUE(split("", ',').empty());
+}

@@ -164,6 +164,8 @@ int run_script(const fs::path& dir, const std::string& script, const fs::path& l
         ++points[p->outcome];
         out << prefix << " " << clock_text(el) << "    " << outcome_name(p->outcome) << " " << fmt_sig(p->seconds, 3)
             << "s\n";
+      } else if (p->kind == ProgressLine::Resumed) {
+        out << prefix << " " << clock_text(el) << "    resumed from a checkpoint after step " << p->rows << "\n";
       }
     } else if (s.find("error") != std::string::npos || s.find("Error") != std::string::npos)
       out << prefix << " " << s << "\n";

@@ -4,6 +4,7 @@
 // (Work), the clock, and the recorder whose record() is the only call inside a timed region.
 // No MPI, no HDF5: workloads fill these, the store writes and reads them, analysis summarises.
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -24,8 +25,9 @@ enum class Phase : std::uint8_t {
   Communication = 5,  // time inside communication calls (allreduce, send, ...)
   Wait = 6,           // time blocked on other ranks
   Evaluation = 7,
+  Checkpoint = 8,     // writing a training checkpoint (between steps, outside training time)
 };
-inline constexpr int kPhaseCount = 8;
+inline constexpr int kPhaseCount = 9;
 const char* phase_name(Phase p);
 // "op,data,forward,...": the value of the `phase_names` attribute.
 std::string phase_names_csv();
@@ -54,6 +56,20 @@ struct Event {
   double loss;
   double accuracy;
   std::int32_t rank;
+};
+
+// One rank's training state at a checkpoint (levels 2 and 3): what a run killed at its time
+// limit resumes from. Written by the store (ResultWriter::checkpoint) between steps, read back
+// by the worker of a later attempt (store/checkpoint.hpp).
+struct TrainingState {
+  std::int64_t step = 0;                   // steps done
+  std::int64_t epoch = 0, position = 0;    // the sampler's next batch: epoch, batches taken in it
+  std::int64_t training_ns = 0;            // training time so far (the budget's clock)
+  std::int64_t evaluation_ns = 0, evaluations = 0;
+  double loss = 0, accuracy = 0;           // the last evaluation's (NaN: none yet)
+  std::vector<float> parameters;           // every trainable parameter, in the network's order
+  std::vector<std::byte> optimizer;        // the optimizer's own state (Optimizer::save)
+  std::vector<Event> events;               // reading back: this rank's events up to `step`
 };
 
 // The work one repetition does, derived from the point's shapes.

@@ -10,7 +10,7 @@ namespace d500 {
 namespace {
 
 TEST(Phase, NamesRoundTripAndAreStoredInOrder) {
-  EXPECT_EQ(phase_names_csv(), "op,data,forward,backward,update,communication,wait,evaluation");
+  EXPECT_EQ(phase_names_csv(), "op,data,forward,backward,update,communication,wait,evaluation,checkpoint");
   for (int i = 0; i < kPhaseCount; ++i) {
     Phase p{};
     ASSERT_TRUE(parse_phase(phase_name(static_cast<Phase>(i)), p));
@@ -60,8 +60,18 @@ TEST(Progress, LinesRoundTripAndOtherOutputIsNotProgress) {
   ASSERT_TRUE(p);
   EXPECT_EQ(p->outcome, Outcome::BackendFailed);
   EXPECT_DOUBLE_EQ(p->seconds, 0.26);
+  p = parse_progress_line(progress_checkpoint_line(4, 9, 1500));
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->kind, ProgressLine::Checkpoint);
+  EXPECT_EQ(p->index, 4);
+  EXPECT_EQ(p->rows, 1500);
+  EXPECT_EQ(progress_resumed_line(1, 1, 20), "d500:resumed 1/1 20");
+  p = parse_progress_line("d500:resumed 1/1 20");
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->kind, ProgressLine::Resumed);
+  EXPECT_EQ(p->rows, 20);
   for (const char* other : {"", "d500:point", "d500:point x/2 a", "d500:done 1/2 exploded 1s", "d500:pointy 1/2 a",
-                            "error: d500:point 1/2 a", "d500:flushed 1/ 5"})
+                            "error: d500:point 1/2 a", "d500:flushed 1/ 5", "d500:checkpoint /2 5"})
     EXPECT_FALSE(parse_progress_line(other)) << other;
 }
 

@@ -9,6 +9,8 @@ namespace {
 constexpr const char* kPoint = "d500:point ";
 constexpr const char* kFlushed = "d500:flushed ";
 constexpr const char* kDone = "d500:done ";
+constexpr const char* kCheckpoint = "d500:checkpoint ";
+constexpr const char* kResumed = "d500:resumed ";
 
 std::string counter(int index, int count) { return std::to_string(index) + "/" + std::to_string(count); }
 
@@ -41,10 +43,25 @@ std::string progress_done_line(int index, int count, Outcome outcome, double sec
   return kDone + counter(index, count) + " " + outcome_name(outcome) + " " + secs;
 }
 
+std::string progress_checkpoint_line(int index, int count, long long step) {
+  return kCheckpoint + counter(index, count) + " " + std::to_string(step);
+}
+
+std::string progress_resumed_line(int index, int count, long long step) {
+  return kResumed + counter(index, count) + " " + std::to_string(step);
+}
+
 std::optional<ProgressLine> parse_progress_line(const std::string& line) {
   ProgressLine p;
   std::string rest;
   auto starts = [&](const char* prefix) { return line.rfind(prefix, 0) == 0; };
+  for (const auto& [prefix, kind] : {std::pair{kCheckpoint, ProgressLine::Checkpoint}, std::pair{kResumed, ProgressLine::Resumed}})
+    if (starts(prefix)) {
+      if (!parse_counter(line.substr(std::string(prefix).size()), p, rest)) return std::nullopt;
+      p.kind = kind;
+      p.rows = std::atoll(rest.c_str());
+      return p;
+    }
   if (starts(kPoint)) {
     if (!parse_counter(line.substr(std::string(kPoint).size()), p, rest)) return std::nullopt;
     p.kind = ProgressLine::Point;

@@ -5,6 +5,8 @@
 //   d500:point I/N CANONICAL          point I of N starts
 //   d500:flushed I/N ROWS             ROWS samples of point I are durably in the file
 //   d500:done I/N OUTCOME SECONDSs    point I ended with OUTCOME after SECONDS
+//   d500:checkpoint I/N STEP          point I's training state after STEP steps is durably in the file
+//   d500:resumed I/N STEP             point I resumes training from a checkpoint after STEP steps
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -16,12 +18,14 @@ namespace d500 {
 std::string progress_point_line(int index, int count, const std::string& canonical);
 std::string progress_flushed_line(int index, int count, long long rows);
 std::string progress_done_line(int index, int count, Outcome outcome, double seconds);
+std::string progress_checkpoint_line(int index, int count, long long step);
+std::string progress_resumed_line(int index, int count, long long step);
 
 struct ProgressLine {
-  enum Kind { Point, Flushed, Done } kind = Point;
+  enum Kind { Point, Flushed, Done, Checkpoint, Resumed } kind = Point;
   int index = 0, count = 0;        // 1-based
   std::string canonical;           // Point
-  long long rows = 0;              // Flushed
+  long long rows = 0;              // Flushed: rows; Checkpoint, Resumed: the step
   Outcome outcome = Outcome::Complete;  // Done
   double seconds = 0;              // Done
 };

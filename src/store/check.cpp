@@ -9,6 +9,7 @@
 #include "common/error.hpp"
 #include "common/text.hpp"
 #include "d500/schema_text.hpp"
+#include "store/checkpoint.hpp"
 #include "store/h5.hpp"
 #include "store/schema.hpp"
 #include "metrics/metrics.hpp"
@@ -111,6 +112,13 @@ class Checker {
     if (shape == "ranks" && (nd != 1 || H5Sget_simple_extent_npoints(s) != ranks))
       problem(where, "dataset '" + name + "' should have one element per rank (" + std::to_string(ranks) + ")");
     if (shape == "rows" && nd != 1) problem(where, "dataset '" + name + "' should be one-dimensional");
+    if (shape.rfind("slots,ranks", 0) == 0) {
+      const int want = shape == "slots,ranks" ? 2 : 3;
+      hsize_t dims[3] = {0, 0, 0};
+      if (nd == want) H5Sget_simple_extent_dims(s, dims, nullptr);
+      if (nd != want || dims[0] != 2 || dims[1] != static_cast<hsize_t>(ranks))
+        problem(where, "dataset '" + name + "' should be [2, " + std::to_string(ranks) + (want == 3 ? ", n" : "") + "] (two slots, one row per rank)");
+    }
     if (protect) {
       h5::Handle dcpl(H5Dget_create_plist(d), H5Pclose);
       if (dcpl < 0 || H5Pget_filter_by_id2(dcpl, H5Z_FILTER_FLETCHER32, nullptr, nullptr, nullptr, 0, nullptr, nullptr) < 0)
@@ -134,7 +142,10 @@ class Checker {
     return true;
   }
 
-  void samples(hid_t g, const std::string& where, long ranks, long warmups, long reps, const std::string& status) {
+  // A training point that is still running (levels 2, 3) has as many steps as it has run: its
+  // `repetitions` is written when it ends.
+  void samples(hid_t g, const std::string& where, long ranks, long warmups, long reps, const std::string& status, bool training) {
+    const bool open_ended = training && status == file_status(Outcome::Incomplete);
     std::vector<Sample> rows;
     try {
       rows = h5::read_rows<Sample>(g, "samples", h5::sample_mem_type(version_ >= 2), where);
@@ -148,7 +159,7 @@ class Checker {
     for (const auto& x : rows) {
       std::string why;
       if (x.rank < 0 || x.rank >= ranks) why = "rank " + std::to_string(x.rank) + " outside 0.." + std::to_string(ranks - 1);
-      else if (x.rep < 0 || x.rep >= warmups + reps) why = "rep " + std::to_string(x.rep) + " outside 0.." + std::to_string(warmups + reps - 1);
+      else if (x.rep < 0 || (x.rep >= warmups + reps && !open_ended)) why = "rep " + std::to_string(x.rep) + " outside 0.." + std::to_string(warmups + reps - 1);
       else if ((x.rep < warmups) != (x.warmup != 0)) why = "rep " + std::to_string(x.rep) + " has warmup = " + std::to_string(x.warmup);
       else if (x.end_ns < x.start_ns) why = "end_ns before start_ns";
       else if (x.phase >= kPhaseCount) why = "phase " + std::to_string(x.phase) + " outside 0.." + std::to_string(kPhaseCount - 1);
@@ -267,8 +278,18 @@ CheckResult check_file(const std::string& path) {
       bool ok_ds = c.dataset(g, dn, where, t, ranks);
       if (dn == "samples") samples_ok = ok_ds;
     }
+    if (H5Lexists(g, "checkpoint", H5P_DEFAULT) > 0) {
+      h5::Handle cg(H5Gopen2(g, "checkpoint", H5P_DEFAULT), H5Gclose);
+      const toml::table& ct = *desc["checkpoint"].as_table();
+      bool sound = cg >= 0 && c.attributes(cg, where + "/checkpoint", ct["required"].as_table(), true);
+      for (auto&& ds : *ct["dataset"].as_array())
+        sound = sound && c.dataset(cg, (*ds.as_table())["name"].value_or(std::string()), where + "/checkpoint", *ds.as_table(), ranks);
+      if (sound)
+        if (const std::string cp = checkpoint_problem(g, where, ranks); !cp.empty()) c.problem(where, cp);
+    }
     if (samples_ok)
-      c.samples(g, where, ranks, h5::read_attr_int(g, "warmups", where), h5::read_attr_int(g, "repetitions", where), status);
+      c.samples(g, where, ranks, h5::read_attr_int(g, "warmups", where), h5::read_attr_int(g, "repetitions", where), status,
+                h5::read_attr_int(g, "level", where) >= 2);
   }
   std::vector<std::string> parts;
   for (const auto& [k, v] : counts) parts.push_back(std::to_string(v) + " " + k);

@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "common/error.hpp"
@@ -26,14 +28,12 @@ const char* kPerfEnv[] = {"OMP_NUM_THREADS",      "OPENBLAS_NUM_THREADS", "MKL_N
 constexpr hsize_t kChunkRows = 8192;
 constexpr std::size_t kHostLen = 256;
 
-// Rank 0's string, on every rank: attribute values must be equal on all ranks.
-std::string bcast_string(std::string s, MPI_Comm comm) {
-  int rank = 0;
-  mpi_check(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank", "an attribute value");
+// The root's string (rank 0's unless said), on every rank: attribute values must be equal on all ranks.
+std::string bcast_string(std::string s, MPI_Comm comm, int root = 0) {
   long long n = static_cast<long long>(s.size());
-  mpi_check(MPI_Bcast(&n, 1, MPI_LONG_LONG, 0, comm), "MPI_Bcast", "an attribute value");
+  mpi_check(MPI_Bcast(&n, 1, MPI_LONG_LONG, root, comm), "MPI_Bcast", "an attribute value");
   s.resize(static_cast<std::size_t>(n));
-  mpi_check(MPI_Bcast(s.data(), static_cast<int>(n), MPI_CHAR, 0, comm), "MPI_Bcast", "an attribute value");
+  mpi_check(MPI_Bcast(s.data(), static_cast<int>(n), MPI_CHAR, root, comm), "MPI_Bcast", "an attribute value");
   return s;
 }
 
@@ -231,6 +231,7 @@ ResultWriter::~ResultWriter() {
   // flush on some ranks only), and closing the file is collective: give the handles up instead.
   // The job ends with the error; the file keeps what its last durable flush wrote.
   for (Stream* s : {&samples_, &events_, &steps_, &step_times_}) s->dset.abandon(), s->mem_type.abandon(), s->file_type.abandon();
+  for (h5::Handle* h : {&ckpt_.group, &ckpt_.state, &ckpt_.params, &ckpt_.opt}) h->abandon();
   point_.abandon();
   dxpl_.abandon();
   file_.abandon();
@@ -464,9 +465,17 @@ void ResultWriter::append_rows(Stream& st, const void* data, std::size_t count, 
   if (durable) flush();
 }
 
-double ResultWriter::validation(double rel_error, double tolerance, const std::string& method) {
+double ResultWriter::validation(double rel_error, double tolerance, const std::string& method_here) {
   double worst = 0;
   mpi_check(MPI_Allreduce(&rel_error, &worst, 1, MPI_DOUBLE, MPI_MAX, comm_), "MPI_Allreduce", path_);
+  // The method's words carry each rank's own figures; the attribute (equal on every rank, as
+  // parallel HDF5 requires) is the words of the worst rank (NaN counts as worst; ties: the lowest).
+  struct {
+    double v;
+    int rank;
+  } mine{std::isnan(rel_error) ? std::numeric_limits<double>::infinity() : rel_error, rank_}, owner{0, 0};
+  mpi_check(MPI_Allreduce(&mine, &owner, 1, MPI_DOUBLE_INT, MPI_MAXLOC, comm_), "MPI_Allreduce", path_);
+  const std::string method = bcast_string(method_here, comm_, owner.rank);
   step("recording the validation", [&] {
     per_rank_dataset(point_, "validation_rel_error", H5T_NATIVE_DOUBLE, &rel_error, sizeof(double));
     attr(point_, "validation_max_rel_error", worst);
@@ -492,6 +501,7 @@ void ResultWriter::end_point(Outcome outcome, const std::string& reason, double 
   events_ = Stream{};
   steps_ = Stream{};
   step_times_ = Stream{};
+  ckpt_ = Checkpoints{};
   point_.reset();
   point_id_.clear();
   flush();
@@ -504,6 +514,7 @@ void ResultWriter::finish(const std::string& status) {
   events_ = Stream{};
   steps_ = Stream{};
   step_times_ = Stream{};
+  ckpt_ = Checkpoints{};
   point_.reset();
   file_.reset();
 }

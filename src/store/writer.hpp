@@ -79,6 +79,10 @@ class ResultWriter {
   // Collective; each rank passes its own durations of the same steps (level 1: d500's executor):
   // the `steps` table (rank 0's) and every rank's `step_times` rows.
   void step_times(const StepTimes& t);
+  // Collective; each rank passes its own training state (levels 2, 3): written into the
+  // running point's `checkpoint` group (store/checkpoint.hpp), in the slot that does not hold
+  // the last complete checkpoint, flushed, then named the newest. Durable when it returns.
+  void checkpoint(const TrainingState& state);
   // Collective; `rel_error` is this rank's. Returns the worst rank's error.
   double validation(double rel_error, double tolerance, const std::string& method);
   // peak_rss_bytes: the largest peak resident set of any rank during the point; < 0: unknown.
@@ -165,6 +169,12 @@ class ResultWriter {
   int rank_ = 0, size_ = 1;
   h5::Handle file_, point_, dxpl_;
   Stream samples_, events_, steps_, step_times_;
+  struct Checkpoints {
+    h5::Handle group, state, params, opt;
+    hsize_t opt_width = 0;
+    int slot = -1;  // the newest complete slot
+    std::int64_t count = 0;
+  } ckpt_;
   std::string point_id_;
   std::map<std::string, Value> point_attrs_;  // the running point's attributes, for its checksum
   bool failed_ = false;

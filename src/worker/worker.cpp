@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <new>
 
 #include "backends/registry.hpp"
@@ -16,7 +17,9 @@
 #include "common/text.hpp"
 #include "metrics/progress.hpp"
 #include "plan/jobspec.hpp"
+#include "rundir/layout.hpp"
 #include "rundir/lock.hpp"
+#include "store/checkpoint.hpp"
 #include "store/h5.hpp"
 #include "store/writer.hpp"
 #include "workloads/registry.hpp"
@@ -86,7 +89,92 @@ long long peak_rss_bytes() {
 // the flush rate high (see d500-bench-store).
 constexpr std::size_t kRecorderCapacity = 1 << 18;
 
-void run_job(const std::string& spec_path, const std::string& output, MPI_Comm comm) {
+// Checkpoints of this job's training points that earlier attempts left (by point id).
+using Checkpoints = std::map<std::string, CheckpointRef>;
+
+// This process's rank as the launcher announced it, before MPI starts (-1: not announced).
+int announced_rank() {
+  for (const char* v : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"})
+    if (const char* s = std::getenv(v); s && *s) return std::atoi(s);
+  return -1;
+}
+
+// Before MPI starts (the lookup reads each results file first in a forked child, and fork does
+// not mix with MPI or threads): the newest checkpoint of each training point of the job in the
+// run directory's results files, `output` (this attempt's) aside. Ranks the launcher announced
+// as other than 0 leave it to rank 0, which shares the answer.
+std::string look_for_checkpoints(const std::string& spec_path, const std::string& output) {
+  if (announced_rank() > 0) return "";
+  try {
+    const JobSpec spec = read_job_spec(spec_path);
+    std::vector<std::string> ids;
+    for (const auto& p : spec.points)
+      if (p.level >= 2) ids.push_back(p.id);
+    if (ids.empty()) return "";
+    const RunLayout layout = RunLayout::of_spec(spec_path);
+    std::vector<std::string> files;
+    std::error_code ec;
+    for (const auto& f : layout.results_files())
+      if (!fs::equivalent(f, output, ec)) files.push_back(f);
+    std::vector<std::string> notes;
+    const Checkpoints found = find_checkpoints(files, ids, spec.nodes * spec.ranks_per_node, notes);
+    for (const auto& n : notes) std::fprintf(stderr, "d500-worker: note: looking for checkpoints: %s\n", n.c_str());
+    std::string text;  // "id\tslot\tstep\ttraining_s\tfile\n"
+    for (const auto& [id, r] : found)
+      text += id + "\t" + std::to_string(r.slot) + "\t" + std::to_string(r.step) + "\t" + fmt_sig(r.training_s, 17) + "\t" + r.file + "\n";
+    return text;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "d500-worker: note: looking for checkpoints: %s; training starts over\n", e.what());
+    return "";
+  }
+}
+
+Checkpoints parse_checkpoints(const std::string& text) {
+  Checkpoints out;
+  for (const std::string& line : split(text, '\n')) {
+    const auto f = split(line, '\t');
+    if (f.size() != 5) continue;
+    out[f[0]] = CheckpointRef{f[4], std::atoi(f[1].c_str()), std::atoll(f[2].c_str()), std::atof(f[3].c_str())};
+  }
+  return out;
+}
+
+// Continues a training point from its checkpoint, when every rank can: the events up to it go
+// into this attempt's file, so that its record holds the whole curve. Otherwise training starts
+// over, and the point says why.
+std::vector<std::pair<std::string, Value>> resume_point(Workload& wl, ResultWriter& out, const PointSpec& p, const CheckpointRef& ref, int rank,
+                                                        MPI_Comm comm) {
+  TrainingState st;
+  std::string why;
+  try {
+    st = read_checkpoint(ref, p.id, rank);
+    why = wl.why_not_resume(st);
+  } catch (const std::exception& e) {
+    why = e.what();
+  }
+  int bad = why.empty() ? 0 : 1, any = 0;
+  mpi_check(MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, comm), "MPI_Allreduce", "worker");
+  const std::string from = fs::path(ref.file).filename().string();
+  if (any) {
+    if (bad) std::fprintf(stderr, "d500-worker: point %s: not resumed from %s (step %lld): %s; training starts over\n", p.id.c_str(), ref.file.c_str(),
+                          static_cast<long long>(ref.step), why.c_str());
+    return {{"train.resume_refused", from + " (step " + std::to_string(ref.step) + "): " + (bad ? why : "refused by another rank")}};
+  }
+  wl.resume(st);
+  out.append_events(st.events, true);
+  return {{"train.resumed_from", from + ": the checkpoint after step " + std::to_string(st.step) + " (training time " + fmt_sig(ref.training_s, 4) +
+                                     " s); events up to it copied from there, samples of this attempt only"}};
+}
+
+std::string bcast_text(std::string s, MPI_Comm comm) {
+  long long len = static_cast<long long>(s.size());
+  mpi_check(MPI_Bcast(&len, 1, MPI_LONG_LONG, 0, comm), "MPI_Bcast", "worker");
+  s.resize(static_cast<std::size_t>(len));
+  mpi_check(MPI_Bcast(s.data(), static_cast<int>(len), MPI_CHAR, 0, comm), "MPI_Bcast", "worker");
+  return s;
+}
+
+void run_job(const std::string& spec_path, const std::string& output, MPI_Comm comm, const Checkpoints& checkpoints) {
   int rank = 0, size = 1;
   mpi_check(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank", "worker");
   mpi_check(MPI_Comm_size(comm, &size), "MPI_Comm_size", "worker");
@@ -202,6 +290,23 @@ void run_job(const std::string& spec_path, const std::string& output, MPI_Comm c
         out.set_time_to_accuracy(tta->target, tta->budget_s, tta->eval_interval_steps);
         h.on_events([&](std::span<const Event> e, bool durable) { out.append_events(e, durable); });
       }
+      if (wl->checkpoints()) {
+        h.on_checkpoint([&](const TrainingState& st) {
+          out.checkpoint(st);
+          if (rank == 0) {
+            std::printf("%s\n", progress_checkpoint_line(i + 1, n, st.step).c_str());
+            std::fflush(stdout);
+          }
+        });
+        if (auto c = checkpoints.find(p.id); c != checkpoints.end()) {
+          const auto said = resume_point(*wl, out, p, c->second, rank, comm);
+          out.point_attributes(said);
+          if (rank == 0 && said.front().first == "train.resumed_from") {
+            std::printf("%s\n", progress_resumed_line(i + 1, n, c->second.step).c_str());
+            std::fflush(stdout);
+          }
+        }
+      }
       wl->measure(h);
       if (const StepTimes* st = wl->step_times()) out.step_times(*st);
       auto after = wl->final_attributes();
@@ -226,6 +331,7 @@ void run_job(const std::string& spec_path, const std::string& output, MPI_Comm c
 
 int worker_main(int argc, char** argv) {
   hold_rank_lock();  // a rank that outlives its runner and mpirun stays visible to the next runner
+  const std::string checkpoints_text = argc == 3 ? look_for_checkpoints(argv[1], argv[2]) : "";
   MPI_Init(&argc, &argv);
   int rank = 0;
   // MPI failures come back as codes, which mpi_check turns into errors that name the call.
@@ -239,7 +345,9 @@ int worker_main(int argc, char** argv) {
     return 2;
   }
   try {
-    run_job(argv[1], argv[2], MPI_COMM_WORLD);
+    // Rank 0's answer, on every rank (the lookup ran before MPI_Init).
+    std::string found = bcast_text(checkpoints_text, MPI_COMM_WORLD);
+    run_job(argv[1], argv[2], MPI_COMM_WORLD, parse_checkpoints(found));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "d500-worker: error: %s: %s\n", where.c_str(), e.what());
     std::fflush(stderr);

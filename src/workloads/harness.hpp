@@ -53,7 +53,7 @@ class Harness {
           op(r, mark);
           return true;
         },
-        [](int, const PhaseMark&, bool) { return true; }, phases, warmups_ + reps_);
+        [](int, const PhaseMark&, bool) { return true; }, phases, warmups_ + reps_, nullptr);
   }
 
   // Training (levels 2, 3): steps until `op` says to stop. op(step, mark) runs and times one
@@ -62,12 +62,26 @@ class Harness {
   // Evaluation phase and events; `last`: op said stop) and may stop training too. The first
   // `warmups` steps are flagged as warm-ups (they are real training steps: they count in a
   // training curve, not in summaries of a step). The stop is agreed: every rank runs the same
-  // number of steps, the decision riding on the per-step MPI_Allreduce (then of two integers)
-  // that also agrees on durable flushes.
+  // number of steps, the decision riding on the per-step MPI_Allreduce (then of three integers)
+  // that also agrees on durable flushes and checkpoints.
+  //
+  // Checkpoints: with `cp.state` and a sink (on_checkpoint), when some rank's wall clock says
+  // `cp.interval_ns` have passed since the last one (or since training started), all ranks take
+  // one before the next step, never when training stops: samples and events are flushed durably
+  // first (a checkpoint on disk implies its curve is), then each rank's cp.state() goes to the
+  // sink. Its time is a `checkpoint` phase row of the step it follows, outside training time.
+  struct Checkpointing {
+    std::int64_t interval_ns = 0;  // <= 0: none
+    std::function<TrainingState()> state;
+  };
   template <class Op, class Between>
-  void train(Op&& op, Between&& between, int phases) {
-    run(op, between, phases + 1, -1);  // + 1: between's evaluation row
+  void train(Op&& op, Between&& between, int phases, const Checkpointing& cp = {}) {
+    run(op, between, phases + 2, -1, &cp);  // + 2: between's evaluation row, a checkpoint row
   }
+  using CheckpointSink = std::function<void(const TrainingState&)>;
+  void on_checkpoint(CheckpointSink f) { checkpoint_sink_ = std::move(f); }
+  // Checkpoints the last train() took.
+  int checkpoints() const { return checkpoints_; }
   // Steps the last train() ran, warm-ups included.
   int trained_steps() const { return trained_; }
   // A training curve's point (after an evaluation): written with the next flush.
@@ -90,26 +104,37 @@ class Harness {
  private:
   // The one timing loop: `count` repetitions (every rank knows when to stop: the allreduce
   // carries the flush decision alone), or with count < 0 until a rank's op or between says stop
-  // (the allreduce carries that too). `rows` bounds the samples a repetition records beside its
-  // `op` row.
+  // (the allreduce carries that too, and whether a checkpoint is due). `rows` bounds the samples
+  // a repetition records beside its `op` row.
   template <class Op, class Between>
-  void run(Op&& op, Between&& between, int rows, int count) {
-    std::int64_t last_durable = now_ns();
+  void run(Op&& op, Between&& between, int rows, int count, const Checkpointing* cp) {
+    std::int64_t last_durable = now_ns(), last_checkpoint = last_durable;
     int rep = 0;
     std::uint8_t warm = 0;
     const PhaseMark mark = [&](Phase ph, std::int64_t t0, std::int64_t t1) {
       rec_.record(Sample{t0, t1, 0, 0, rank_, rep, warm, static_cast<std::uint8_t>(ph)});
     };
+    const bool checkpoints = cp && cp->state && checkpoint_sink_ && cp->interval_ns > 0;
     int go_on = 1;
     trained_ = 0;
+    checkpoints_ = 0;
     for (int r = 0; count < 0 || r < count; ++r) {
+      if (rec_.room() < static_cast<std::size_t>(rows) + 1) flush(false);  // every rank alike: same sample counts
+      const int mine[3] = {now_ns() - last_durable >= interval_ns_ ? 1 : 0, go_on ? 0 : 1,
+                           checkpoints && now_ns() - last_checkpoint >= cp->interval_ns ? 1 : 0};
+      int agreed[3] = {0, 0, 0};
+      mpi_check(MPI_Allreduce(mine, agreed, count < 0 ? 3 : 1, MPI_INT, MPI_MAX, comm_), "MPI_Allreduce", "harness");
+      if (agreed[1]) break;
+      if (agreed[2] && r > 0) {  // after step r - 1, whose repetition the row joins
+        flush(true);
+        const std::int64_t t0 = now_ns();
+        checkpoint_sink_(cp->state());
+        ++checkpoints_;
+        last_checkpoint = last_durable = now_ns();
+        mark(Phase::Checkpoint, t0, last_checkpoint);
+      }
       rep = r;
       warm = r < warmups_ ? std::uint8_t{1} : std::uint8_t{0};
-      if (rec_.room() < static_cast<std::size_t>(rows) + 1) flush(false);  // every rank alike: same sample counts
-      const int mine[2] = {now_ns() - last_durable >= interval_ns_ ? 1 : 0, go_on ? 0 : 1};
-      int agreed[2] = {0, 0};
-      mpi_check(MPI_Allreduce(mine, agreed, count < 0 ? 2 : 1, MPI_INT, MPI_MAX, comm_), "MPI_Allreduce", "harness");
-      if (agreed[1]) break;
       trained_ = r + 1;
       const std::int64_t t0 = now_ns();
       const bool more = op(r, mark);
@@ -131,7 +156,8 @@ class Harness {
   int rank_ = 0;
   std::vector<Event> events_;
   EventFlush event_flush_;
-  int trained_ = 0;
+  int trained_ = 0, checkpoints_ = 0;
+  CheckpointSink checkpoint_sink_;
 };
 
 }  // namespace d500

@@ -68,6 +68,13 @@ class Workload {
   virtual const TimeToAccuracy* time_to_accuracy() const { return nullptr; }
   // Optional, after measure(): facts known only once it ran (steps, why training stopped).
   virtual std::vector<std::pair<std::string, Value>> final_attributes() const { return {}; }
+  // Training with checkpoints (levels 2, 3): whether measure() takes checkpoints (through
+  // Harness::train's Checkpointing), and resuming from one, between validate() and measure().
+  // why_not_resume says, without changing anything, why this rank cannot continue from `s`
+  // ("" if it can: the parameters and optimizer state fit); resume then continues from it.
+  virtual bool checkpoints() const { return false; }
+  virtual std::string why_not_resume(const TrainingState&) const { return "this workload does not resume"; }
+  virtual void resume(const TrainingState&) {}
 };
 
 using WorkloadFactory = std::function<std::unique_ptr<Workload>(const RunContext&)>;

@@ -328,14 +328,18 @@ TEST_F(Store, EveryAttributeWrittenReadOrCheckedIsInTheSchema) {
     return false;
   };
   auto described = [&](const std::string& name) {
-    return known("root", name) || known("env", name) || known("point", name) || name.rfind("param.", 0) == 0 ||
-           name.rfind("version.", 0) == 0 || name.rfind("env.", 0) == 0;
+    return known("root", name) || known("env", name) || known("point", name) || known("checkpoint", name) || name.rfind("param.", 0) == 0 ||
+           name.rfind("version.", 0) == 0 || name.rfind("env.", 0) == 0 || name.rfind("train.", 0) == 0;
   };
   std::vector<std::pair<std::string, std::string>> written;  // (object, attribute)
   // Level 0, and a network's training step on an executor with reference fallbacks (level 1).
   for (const std::string& campaign :
        {kSmall, std::string("[campaign]\nname = \"nets\"\nrepetitions = 3\nwarmups = 1\n[fixed]\nworkload = \"network\"\n"
-                            "network = \"lenet5\"\nbatch = 4\npass = \"training\"\nbackend = \"blas\"\n")}) {
+                            "network = \"lenet5\"\nbatch = 4\npass = \"training\"\nbackend = \"blas\"\n"),
+        // Training (level 2) with checkpoints every step.
+        std::string("[campaign]\nname = \"train\"\nrepetitions = 1\nwarmups = 1\n[fixed]\nworkload = \"train\"\nnetwork = \"mlp\"\n"
+                    "dataset = \"synthetic\"\nsynthetic_samples = 512\nbatch = 16\nsteps = 6\neval_interval_steps = 3\n"
+                    "checkpoint_interval = 1e-9\nbackend = \"reference\"\n")}) {
   fs::path run = plan_and_run(campaign);
   fs::remove_all(dir_ / "run_seen");
   fs::rename(run, dir_ / "run_seen");  // the next campaign plans into dir_/run again
@@ -364,22 +368,29 @@ TEST_F(Store, EveryAttributeWrittenReadOrCheckedIsInTheSchema) {
   for (const auto& p : points) {
     hid_t g = H5Gopen2(f, ("/points/" + p).c_str(), H5P_DEFAULT);
     collect(g, "/points/" + p);
+    if (H5Lexists(g, "checkpoint", H5P_DEFAULT) > 0) {
+      hid_t c = H5Gopen2(g, "checkpoint", H5P_DEFAULT);
+      collect(c, "/points/" + p + "/checkpoint");
+      H5Gclose(c);
+    }
     H5Gclose(g);
   }
   H5Fclose(f);
   }
   EXPECT_GT(written.size(), 60u);
-  bool network_seen = false;
+  bool network_seen = false, checkpoint_seen = false;
   for (const auto& [where, name] : written) {
     EXPECT_TRUE(described(name)) << where << " attribute '" << name << "'";
     network_seen = network_seen || name == "executor.reference_fallback_steps";
+    checkpoint_seen = checkpoint_seen || (where.find("/checkpoint") != std::string::npos && name == "slot");
   }
   EXPECT_TRUE(network_seen) << "the network's attributes were written";
+  EXPECT_TRUE(checkpoint_seen) << "a checkpoint's attributes were written";
 
   // The names the reader and the checker ask for, from their sources.
   const std::regex asked(R"re((?:read_attr_\w+|has_attr)\(\w+, "([A-Za-z0-9_.]+)")re");
   int names = 0;
-  for (const char* src : {"src/store/reader.cpp", "src/store/check.cpp", "src/store/writer.cpp"}) {
+  for (const char* src : {"src/store/reader.cpp", "src/store/check.cpp", "src/store/writer.cpp", "src/store/checkpoint.cpp"}) {
     const std::string text = ::d500::read_file(std::string(D500_SOURCE_DIR) + "/" + src);
     for (std::sregex_iterator it(text.begin(), text.end(), asked), end; it != end; ++it, ++names)
       EXPECT_TRUE(described((*it)[1])) << src << " reads attribute '" << (*it)[1] << "', which the schema does not list";

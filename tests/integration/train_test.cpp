@@ -3,6 +3,7 @@
 // gives the same loss curve bit for bit; two ranks share an epoch; LibTorch's own optimizers
 // agree with d500's reference ones; impossible points are refused at plan time.
 #include <filesystem>
+#include <fstream>
 
 #include "backends/registry.hpp"
 #include "helpers.hpp"
@@ -99,11 +100,115 @@ TEST_F(Training, TheSameSeedGivesTheSameLossCurveBitForBit) {
   EXPECT_EQ(curves[0], curves[1]);  // %r: every bit of every loss and accuracy
 }
 
+namespace {
+
+// h5py: every event of the file's one point as "rank:step:loss:accuracy" lines (%r: every bit),
+// sorted by rank and step (ranks' rows interleave by flush, which differs between runs).
+std::string sorted_events_py(const fs::path& file) {
+  return "/usr/bin/python3 -c \"\nimport h5py\nf = h5py.File('" + file.string() +
+         "', 'r')\ng = list(f['points'].values())[0]\nrows = sorted((int(r['rank']), int(r['step']), float(r['loss']), float(r['accuracy'])) "
+         "for r in g['events'][:])\nprint('\\n'.join('%d:%d:%r:%r' % r for r in rows))\n\"";
+}
+
+}  // namespace
+
+// A job killed in the middle of training (its ranks SIGKILLed, as at a time limit) resumes from
+// its last checkpoint when run again: the newest slot of the killed attempt's checkpoint is
+// damaged on purpose, so the resume must notice (CRC-32) and take the older slot; the resumed
+// curve is the uninterrupted run's, bit for bit, on two ranks with Adam's state.
+TEST_F(Training, AKilledRunResumesFromItsLastIntactCheckpointAndEndsOnTheUninterruptedCurve) {
+  const std::string campaign = kHead + "network = \"lenet5\"\nbackend = \"reference\"\ndataset = \"synthetic\"\nsynthetic_samples = 8192\n"
+                                       "batch = 32\nsteps = 240\neval_interval_steps = 10\neval_samples = 64\noptimizer = \"adam\"\nlr = 0.001\n"
+                                       "seed = 9\nranks_per_node = 2\ncheckpoint_interval = 0.2\n";
+  const fs::path killed = dir_ / "killed", whole = dir_ / "whole";
+  for (const fs::path& run : {killed, whole}) {
+    Cmd plan = sh(d500_cmd("plan " + write("c.toml", campaign) + " -o " + run.string()));
+    ASSERT_EQ(plan.code, 0) << plan.out;
+  }
+  Cmd r = sh(d500_cmd("run " + whole.string()));
+  ASSERT_EQ(r.code, 0) << r.out;
+
+  // The first attempt: killed once its log shows three checkpoints.
+  const fs::path log = killed / "logs" / "job-0000.log";
+  Cmd first = sh("(" + d500_cmd("run " + killed.string()) + " > " + (dir_ / "first.txt").string() + " 2>&1 &\n"
+                 "for i in $(seq 1 1200); do n=$(grep -c '^d500:checkpoint' " + log.string() + " 2>/dev/null); [ \"${n:-0}\" -ge 3 ] && break; sleep 0.05; done\n"
+                 "pkill -KILL -f 'd500-worke[r] " + (killed / "jobs").string() + "'\nwait; grep -c '^d500:checkpoint' " + log.string() + ")");
+  ASSERT_EQ(first.code, 0) << first.out;
+  ASSERT_GE(std::atoi(first.out.c_str()), 3) << first.out;
+  ASSERT_EQ(read_file_text(log).find("d500:done"), std::string::npos) << "the first attempt ended before it was killed";
+  const fs::path attempt1 = killed / "results" / "job-0000.h5";
+  Cmd check1 = sh(d500_cmd("check " + attempt1.string()));
+  EXPECT_EQ(check1.code, 0) << check1.out;  // an incomplete training point, its checkpoint sound
+
+  // Both slots hold checkpoints; flip a byte of rank 1's parameters in the newest one.
+  Cmd slots = sh("/usr/bin/python3 -c \"\nimport h5py\nf = h5py.File('" + attempt1.string() + "', 'r')\n"
+                 "c = list(f['points'].values())[0]['checkpoint']\ns = int(c.attrs['slot'])\nst = c['state'][:]\n"
+                 "p = c['parameters']\nat = p.id.get_offset() + ((s * 2 + 1) * p.shape[2] + 7) * 4\n"
+                 "print(s, st[s][0]['step'], st[1 - s][0]['step'], st[s][1]['step'], at)\n\"");
+  ASSERT_EQ(slots.code, 0) << slots.out;
+  int newest = -1;
+  long long newest_step = 0, older_step = 0, rank1_step = 0, offset = 0;
+  ASSERT_EQ(std::sscanf(slots.out.c_str(), "%d %lld %lld %lld %lld", &newest, &newest_step, &older_step, &rank1_step, &offset), 5) << slots.out;
+  EXPECT_GT(newest_step, older_step);
+  EXPECT_GT(older_step, 0);
+  EXPECT_EQ(rank1_step, newest_step);  // the ranks checkpoint the same step
+  {
+    std::fstream io(attempt1, std::ios::in | std::ios::out | std::ios::binary);
+    io.seekg(offset);
+    char c = 0;
+    io.read(&c, 1);
+    c = static_cast<char>(c ^ 0x10);
+    io.seekp(offset);
+    io.write(&c, 1);
+  }
+  Cmd check2 = sh(d500_cmd("check " + attempt1.string()));
+  EXPECT_NE(check2.code, 0);
+  EXPECT_NE(check2.out.find("the newest slot is damaged"), std::string::npos) << check2.out;
+
+  // The second attempt resumes from the older slot and runs to the end.
+  Cmd second = sh(d500_cmd("run " + killed.string()));
+  ASSERT_EQ(second.code, 0) << second.out;
+  EXPECT_NE(second.out.find("resumed from a checkpoint after step " + std::to_string(older_step)), std::string::npos) << second.out;
+  const fs::path attempt2 = killed / "results" / "job-0000.h5";
+  EXPECT_TRUE(fs::exists(killed / "results" / "job-0000.h5.prev-1"));
+  Cmd check3 = sh(d500_cmd("check " + attempt2.string()));
+  EXPECT_EQ(check3.code, 0) << check3.out;
+  hid_t f = H5Fopen(attempt2.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  const std::vector<std::string> ids = point_ids(f);
+  ASSERT_EQ(ids.size(), 1u);
+  hid_t g = H5Gopen2(f, ("points/" + ids[0]).c_str(), H5P_DEFAULT);
+  EXPECT_EQ(attr_string(g, "status"), "complete");
+  EXPECT_EQ(attr_int(g, "train.resumed_at_step"), older_step);
+  EXPECT_EQ(attr_int(g, "train.steps"), 240);
+  EXPECT_EQ(attr_int(g, "repetitions"), 240 - older_step - 2);  // this attempt's steps after its 2 warm-ups
+  EXPECT_NE(attr_string(g, "train.resumed_from").find("job-0000.h5.prev-1"), std::string::npos) << attr_string(g, "train.resumed_from");
+  H5Gclose(g);
+  H5Fclose(f);
+
+  Cmd a = sh(sorted_events_py(attempt2)), b = sh(sorted_events_py(whole / "results" / "job-0000.h5"));
+  ASSERT_EQ(a.code, 0) << a.out;
+  ASSERT_EQ(b.code, 0) << b.out;
+  EXPECT_NE(b.out.find("1:240:"), std::string::npos) << b.out;
+  EXPECT_EQ(a.out, b.out);  // both ranks' curves, copied and continued, every bit
+
+  // The report takes the resumed, complete record.
+  Cmd rep = sh(d500_cmd("report " + killed.string()));
+  ASSERT_EQ(rep.code, 0) << rep.out;
+  const auto rows = read_csv(killed / "results.csv");
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows.begin()->second.at("status"), "complete");
+}
+
 TEST_F(Training, TwoRanksTrainOnTheirSharesInLockstep) {
   const fs::path run = planned(kHead + "network = \"mlp\"\nbackend = \"reference\"\ndataset = \"synthetic\"\nsynthetic_samples = 1024\n"
                                        "batch = 32\nepochs = 2\neval_interval_steps = 8\neval_samples = 64\nranks_per_node = 2\n");
   Cmd r = sh(d500_cmd("run " + run.string()));
   ASSERT_EQ(r.code, 0) << r.out;
+  // Every attribute equal on both ranks, as parallel HDF5 needs (the validation's words differ
+  // per rank: the worst rank's are written), so the point's checksum holds.
+  Cmd check = sh(d500_cmd("check " + (run / "results" / "job-0000.h5").string()));
+  EXPECT_EQ(check.code, 0) << check.out;
   hid_t f = H5Fopen((run / "results" / "job-0000.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   ASSERT_GE(f, 0);
   const std::vector<std::string> ids = point_ids(f);

@@ -342,9 +342,13 @@ class TorchOptimizer final : public Optimizer {
   }
   void load(const std::vector<std::byte>& state) override {
     std::istringstream in(std::string(reinterpret_cast<const char*>(state.data()), state.size()));
-    torch::serialize::InputArchive archive;
-    archive.load_from(in);
-    opt_->load(archive);
+    try {
+      torch::serialize::InputArchive archive;
+      archive.load_from(in);
+      opt_->load(archive);
+    } catch (const c10::Error& e) {
+      throw Error(std::string("LibTorch cannot load the optimizer state (") + std::to_string(state.size()) + " bytes): " + e.what_without_backtrace());
+    }
   }
 
  private:

@@ -49,7 +49,7 @@ constexpr double kOptimizerTolerance = 1e-4;
 struct TrainPoint {
   std::string network, dataset, data_dir, optimizer_impl, init;
   std::int64_t batch, epochs, steps, eval_interval, eval_samples, synthetic_samples;
-  double target, budget_s;
+  double target, budget_s, checkpoint_s;
   bool shuffle, stop_at_target;
   int threads;
   std::uint64_t seed;
@@ -67,6 +67,7 @@ struct TrainPoint {
         synthetic_samples(param<std::int64_t>(p, "synthetic_samples")),
         target(param<double>(p, "target_accuracy")),
         budget_s(param<double>(p, "time_budget")),
+        checkpoint_s(param<double>(p, "checkpoint_interval")),
         shuffle(param<bool>(p, "shuffle")),
         stop_at_target(param<bool>(p, "stop_at_target")),
         threads(static_cast<int>(param<std::int64_t>(p, "threads"))),
@@ -200,20 +201,22 @@ class TrainWorkload final : public Workload {
                 " against d500's reference optimizer on the same gradients: relative L2 distance of the parameters " + fmt_sig(e, 3) +
                 ", tolerance " + fmt_sig(kOptimizerTolerance, 3);
     }
-    // Training starts from the seeded weights, fresh optimizer state, the first batch.
+    // Training starts from the seeded weights, fresh optimizer state, the first batch (or from a
+    // checkpoint: resume()).
     restore(initial_);
     make_optimizer();
     sampler_->seek(0, 0);
+    train_ns_ = steps_done_ = eval_ns_ = evaluations_ = resumed_at_ = 0;
+    last_loss_ = last_acc_ = std::nan("");
+    stop_reason_ = "";
     if (!std::isfinite(ratio)) ratio = std::numeric_limits<double>::infinity();
     return Validation{ratio, 1.0, method};
   }
 
   void measure(Harness& h) override {
-    train_ns_ = 0;
-    steps_done_ = 0;
-    eval_ns_ = 0;
-    evaluations_ = 0;
-    stop_reason_ = "";
+    Harness::Checkpointing cp;
+    cp.interval_ns = static_cast<std::int64_t>(pt_.checkpoint_s * 1e9);
+    cp.state = [this] { return state(); };
     h.train(
         [this](int, const Harness::PhaseMark& mark) {
           const std::int64_t t0 = now_ns();
@@ -254,7 +257,45 @@ class TrainWorkload final : public Workload {
           }
           return true;
         },
-        4);
+        4, cp);
+    checkpoints_ = h.checkpoints();
+  }
+
+  bool checkpoints() const override { return pt_.checkpoint_s > 0; }
+
+  std::string why_not_resume(const TrainingState& s) const override {
+    std::size_t want = 0;
+    for (std::size_t k = 0; k < access_->count(); ++k) want += static_cast<std::size_t>(access_->numel(k));
+    if (s.parameters.size() != want)
+      return "the checkpoint holds " + std::to_string(s.parameters.size()) + " parameters, the network has " + std::to_string(want);
+    if (s.epoch < 0 || s.position < 0 || s.position > sampler_->batches_per_epoch() || s.step <= 0 || s.step >= max_steps_)
+      return "the checkpoint's position (step " + std::to_string(s.step) + ", epoch " + std::to_string(s.epoch) + " batch " +
+             std::to_string(s.position) + ") does not fit this point's sampler and step limit";
+    try {  // a scratch optimizer over the same parameters takes the bytes, or says why not
+      auto scratch = pt_.optimizer_impl == "native" ? runner_->native_optimizer(opt_spec_) : make_reference_optimizer(opt_spec_, *access_);
+      scratch->load(s.optimizer);
+    } catch (const std::exception& e) {
+      return std::string("the optimizer does not take the checkpoint's state: ") + e.what();
+    }
+    return "";
+  }
+
+  void resume(const TrainingState& s) override {
+    std::size_t at = 0;
+    for (std::size_t k = 0; k < access_->count(); ++k) {
+      const auto n = static_cast<std::size_t>(access_->numel(k));
+      std::memcpy(runner_->parameter(k), s.parameters.data() + at, n * sizeof(float));
+      at += n;
+    }
+    runner_->parameters_changed();
+    optimizer_->load(s.optimizer);
+    sampler_->seek(s.epoch, s.position);
+    steps_done_ = resumed_at_ = s.step;
+    train_ns_ = s.training_ns;
+    eval_ns_ = s.evaluation_ns;
+    evaluations_ = s.evaluations;
+    last_loss_ = s.loss;
+    last_acc_ = s.accuracy;
   }
 
   Work work() const override { return work_; }
@@ -293,7 +334,9 @@ class TrainWorkload final : public Workload {
             {"train.evaluation_seconds", static_cast<double>(eval_ns_) * 1e-9},
             {"train.evaluations", evaluations_},
             {"train.final_accuracy", last_acc_},
-            {"train.final_loss", last_loss_}};
+            {"train.final_loss", last_loss_},
+            {"train.resumed_at_step", resumed_at_},
+            {"train.checkpoints", std::int64_t{checkpoints_}}};
   }
 
  private:
@@ -310,6 +353,25 @@ class TrainWorkload final : public Workload {
   void load_batch(std::span<const std::int64_t> idx) {
     train_->read(idx, x_, y_);
     runner_->inputs_changed();
+  }
+
+  // This rank's state between steps, for a checkpoint.
+  TrainingState state() const {
+    TrainingState s;
+    s.step = steps_done_;
+    s.epoch = sampler_->epoch();
+    s.position = sampler_->position();
+    s.training_ns = train_ns_;
+    s.evaluation_ns = eval_ns_;
+    s.evaluations = evaluations_;
+    s.loss = last_loss_;
+    s.accuracy = last_acc_;
+    for (std::size_t k = 0; k < access_->count(); ++k) {
+      const float* p = runner_->parameter(k);
+      s.parameters.insert(s.parameters.end(), p, p + access_->numel(k));
+    }
+    s.optimizer = optimizer_->save();
+    return s;
   }
 
   void restore(const std::vector<std::vector<float>>& v) {
@@ -397,7 +459,8 @@ class TrainWorkload final : public Workload {
   TimeToAccuracy tta_;
   std::int64_t eval_n_ = 0;
   std::vector<std::int64_t> eval_idx_;
-  std::int64_t train_ns_ = 0, steps_done_ = 0, eval_ns_ = 0, evaluations_ = 0;
+  std::int64_t train_ns_ = 0, steps_done_ = 0, eval_ns_ = 0, evaluations_ = 0, resumed_at_ = 0;
+  int checkpoints_ = 0;
   double last_loss_ = std::nan(""), last_acc_ = std::nan("");
   std::string stop_reason_;
 };
@@ -413,6 +476,7 @@ std::string train_check(const Params& p) {
     return "training needs an end: steps, epochs or time_budget";
   if (pt.target < 0 || pt.target > 1) return "target_accuracy is a fraction in (0, 1] (0: none)";
   if (pt.budget_s < 0) return "time_budget is in seconds of training, >= 0 (0: none)";
+  if (pt.checkpoint_s < 0) return "checkpoint_interval is in seconds of wall time, >= 0 (0: no checkpoints)";
   if (pt.target > 0 && !(pt.budget_s > 0))
     return "target_accuracy needs a time_budget (seconds of training): time to accuracy censors a run that misses the target at its budget";
   if (const std::string e = check_optimizer(optimizer_spec(p, 0)); !e.empty()) return e;
@@ -515,6 +579,9 @@ void register_train(WorkloadRegistry& r) {
       integer("eval_samples", 0, 0, std::int64_t{1} << 40, "test samples per evaluation (0: the whole test split)"),
       real("target_accuracy", 0, "test accuracy that counts as reached (0: none)"),
       real("time_budget", 0, "seconds of training (evaluation excluded) after which the run stops (0: none)"),
+      real("checkpoint_interval", 120,
+           "seconds of wall time between checkpoints of the training state into the results file, taken between steps "
+           "(0: none); a job killed at its time limit resumes from the last one"),
       {"stop_at_target", ValueType::Bool, V{true}, 0, 0, {}, "stop at the first evaluation that reaches target_accuracy"},
       {"shuffle", ValueType::Bool, V{true}, 0, 0, {}, "a seeded shuffle of the training split per epoch (false: sequential)"},
       {"init", ValueType::String, V{std::string("seeded")}, 0, 0, {"seeded", "model"},
