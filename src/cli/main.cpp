@@ -17,6 +17,7 @@
 #include "networks/builtin.hpp"
 #include "networks/conformance.hpp"
 #include "plan/plan.hpp"
+#include "mllog.hpp"
 #include "reporters.hpp"
 #include "store/guarded.hpp"
 #include "workloads/registry.hpp"
@@ -38,6 +39,7 @@ const Subcommand kSubcommands[] = {
     {"cancel", "cancel the campaign's queued and running Slurm jobs"},
     {"report", "summarise a run's results files: table, report.md, report.html, results.csv"},
     {"check", "validate results files against the schema; say what is wrong, where"},
+    {"export", "export a run's results in another format: mllog (MLPerf-style training logs, one per run)"},
     {"backends", "list the backends d500 knows, with library versions and availability"},
     {"workloads", "list the workloads and their parameters"},
     {"networks", "list the built-in networks with their parameters, parameter count and FLOPs per sample"},
@@ -255,6 +257,10 @@ int main(int argc, char** argv) {
   sub["cancel"]->add_option("dir", dir, "run directory")->required();
   std::vector<std::string> files;
   sub["check"]->add_option("files", files, "results files (.h5)")->required();
+  std::string export_format, export_dir;
+  sub["export"]->add_option("format", export_format, "mllog")->required()->check(CLI::IsMember({"mllog"}));
+  sub["export"]->add_option("dir", dir, "run directory")->required();
+  sub["export"]->add_option("-o,--output", export_dir, "where to write the logs (default DIR/mllog)");
   sub["report"]->add_option("--confidence", confidence, "confidence level of the intervals (default 0.95)");
   std::uint64_t seed = 1;
   sub["report"]->add_option("--seed", seed, "seed of the bootstrap resampling (default 1)");
@@ -278,6 +284,11 @@ int main(int argc, char** argv) {
     if (sub["run"]->parsed()) return cmd_run(dir, rerun);
     if (sub["report"]->parsed()) return cmd_report(dir, confidence, seed);
     if (sub["check"]->parsed()) return cmd_check(files);
+    if (sub["export"]->parsed()) {
+      const auto written = export_mllogs(dir, export_dir.empty() ? (fs::path(dir) / "mllog").string() : export_dir);
+      std::cout << "wrote " << written.size() << " MLPerf-style log(s), one per training run: " << join(written, ", ") << "\n";
+      return 0;
+    }
     if (sub["submit"]->parsed()) {
       slurm_submit(dir, SubmitOptions{resume}, std::cout);
       return 0;

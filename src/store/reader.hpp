@@ -30,7 +30,7 @@ struct PointResult {
   // executor's and memory plan's attributes (network.*, executor*, memory.*), and the
   // executor's steps with each rank's time in each.
   std::int64_t work_items = 0;
-  std::map<std::string, Value> facts;
+  std::map<std::string, Value> facts;  // also train.* (level 2)
   std::vector<StepInfo> steps;
   struct StepTime {
     std::int32_t rank, rep, step;

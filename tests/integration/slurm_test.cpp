@@ -169,3 +169,80 @@ n = [32, 48]
   std::string st = wait_status(run, settled, 120);
   EXPECT_NE(st.find("points: 2 done"), std::string::npos) << st;
 }
+
+// The issue's case: a training run killed at its Slurm time limit resumes with `submit --resume`
+// from its checkpoint, and its time budget counts training time across the two attempts.
+TEST_F(Slurm, ATrainingRunKilledAtItsTimeLimitResumesFromItsCheckpointAndSpendsItsBudgetOnce) {
+  // 150 s of training: the 1-minute limit (enforced within about 30 s by slurmctld) ends the
+  // first attempt part-way, whatever the speed; the second (3 minutes) has time for the rest.
+  fs::path run = plan(R"([campaign]
+name = "slurm-train"
+repetitions = 1
+warmups = 2
+template = "slurm"
+[slurm]
+time_limit = 1
+retry_time_factor = 3
+max_retries = 1
+[fixed]
+workload = "train"
+network = "lenet5"
+backend = "reference"
+dataset = "synthetic"
+synthetic_samples = 4096
+batch = 32
+epochs = 0
+time_budget = 150
+eval_interval_steps = 200
+eval_samples = 128
+checkpoint_interval = 5
+seed = 4
+)");
+  Cmd sub = sh(d500_cmd("submit " + run.string()));
+  ASSERT_EQ(sub.code, 0) << sub.out;
+  std::string st = wait_status(run, settled, 240);
+  EXPECT_NE(st.find("TIMEOUT"), std::string::npos) << st;
+  EXPECT_NE(st.find("points: 0 done, 1 incomplete"), std::string::npos) << st;
+  std::vector<fs::path> first;
+  for (const auto& e : fs::directory_iterator(run / "results")) first.push_back(e.path());
+  ASSERT_EQ(first.size(), 1u);
+  Cmd check = sh(d500_cmd("check " + first[0].string()));
+  EXPECT_EQ(check.code, 0) << check.out;
+
+  Cmd resume = sh(d500_cmd("submit --resume " + run.string()));
+  ASSERT_EQ(resume.code, 0) << resume.out;
+  st = wait_status(run, [](const std::string& s) { return settled(s) && s.find("points: 1 done") != std::string::npos; }, 300);
+  EXPECT_NE(st.find("COMPLETED"), std::string::npos) << st;
+
+  fs::path second;
+  for (const auto& e : fs::directory_iterator(run / "results"))
+    if (e.path() != first[0]) second = e.path();
+  ASSERT_FALSE(second.empty());
+  hid_t f = H5Fopen(second.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  std::vector<std::string> ids;
+  hid_t pts = H5Gopen2(f, "points", H5P_DEFAULT);
+  H5Literate(pts, H5_INDEX_NAME, H5_ITER_INC, nullptr, names_cb, &ids);
+  H5Gclose(pts);
+  ASSERT_EQ(ids.size(), 1u);
+  hid_t g = H5Gopen2(f, ("points/" + ids[0]).c_str(), H5P_DEFAULT);
+  EXPECT_EQ(attr_string(g, "status"), "complete");
+  const long long resumed = attr_int(g, "train.resumed_at_step");
+  EXPECT_GT(resumed, 0);
+  EXPECT_NE(attr_string(g, "train.resumed_from").find(first[0].filename().string()), std::string::npos) << attr_string(g, "train.resumed_from");
+  EXPECT_NE(attr_string(g, "train.stop_reason").find("time budget"), std::string::npos) << attr_string(g, "train.stop_reason");
+  H5Gclose(g);
+  H5Fclose(f);
+  // The budget is spent once: 150 s of training across both attempts, plus at most the last step.
+  Cmd secs = sh("/usr/bin/python3 -c \"\nimport h5py\ng = list(h5py.File('" + second.string() + "', 'r')['points'].values())[0]\n"
+                "e = g['events'][:]\nsteps = list(e['step'])\nprint(g.attrs['train.training_seconds'], int(all(a < b for a, b in zip(steps, steps[1:]))), "
+                "int(steps[0] == 200))\n\"");
+  ASSERT_EQ(secs.code, 0) << secs.out;
+  double training_s = 0;
+  int increasing = 0, from_the_start = 0;
+  ASSERT_EQ(std::sscanf(secs.out.c_str(), "%lf %d %d", &training_s, &increasing, &from_the_start), 3) << secs.out;
+  EXPECT_GE(training_s, 150.0);
+  EXPECT_LT(training_s, 150.5);
+  EXPECT_EQ(increasing, 1) << "the curve's steps, copied then continued, rise";
+  EXPECT_EQ(from_the_start, 1) << "the curve starts at the first attempt's first evaluation";
+}

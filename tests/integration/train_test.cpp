@@ -4,6 +4,7 @@
 // agree with d500's reference ones; impossible points are refused at plan time.
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "backends/registry.hpp"
 #include "helpers.hpp"
@@ -79,6 +80,33 @@ TEST_F(Training, LeNetReachesItsTargetOnFashionMnistAndTheReportTimesIt) {
   const std::string md = read_file_text(run / "report.md");
   EXPECT_NE(md.find("Time to accuracy"), std::string::npos) << md;
   EXPECT_NE(md.find("2/2"), std::string::npos) << md;
+
+  // MLPerf-style logs: every line ":::MLLOG {json}", run_start first, run_stop last with status
+  // success, and run_stop - run_start the run's time to accuracy from its events (ms).
+  Cmd ex = sh(d500_cmd("export mllog " + run.string()));
+  ASSERT_EQ(ex.code, 0) << ex.out;
+  EXPECT_NE(ex.out.find("wrote 2 MLPerf-style log(s)"), std::string::npos) << ex.out;
+  Cmd ml = sh("/usr/bin/python3 -c \"\nimport h5py, json, glob, os\nf = h5py.File('" + (run / "results" / "job-0000.h5").string() +
+              "', 'r')\nfor path in sorted(glob.glob('" + (run / "mllog").string() + "/*.log')):\n"
+              "  lines = open(path).read().splitlines()\n  assert all(l.startswith(':::MLLOG {') for l in lines)\n"
+              "  ev = [json.loads(l[len(':::MLLOG '):]) for l in lines]\n  keys = [e['key'] for e in ev]\n"
+              "  start = ev[keys.index('run_start')]\n  stop = ev[-1]\n  assert stop['key'] == 'run_stop' and stop['event_type'] == 'INTERVAL_END'\n"
+              "  p = f['points'][os.path.basename(path)[:-4]]\n  e = p['events'][:]\n"
+              "  hit = [r['time_ns'] for r in e if r['rank'] == 0 and r['accuracy'] >= 0.7][0]\n"
+              "  print(stop['metadata']['status'], stop['time_ms'] - start['time_ms'] - round(hit / 1e6), keys.count('eval_accuracy'))\n\"");
+  ASSERT_EQ(ml.code, 0) << ml.out;
+  EXPECT_EQ(ml.out.find("aborted"), std::string::npos) << ml.out;
+  int logs = 0;
+  std::istringstream lines(ml.out);
+  for (std::string status, diff; lines >> status >> diff;) {
+    std::string evals;
+    lines >> evals;
+    ++logs;
+    EXPECT_EQ(status, "success");
+    EXPECT_EQ(diff, "0") << "run_stop - run_start is the time to accuracy, to the ms";
+    EXPECT_GE(std::atoi(evals.c_str()), 1);
+  }
+  EXPECT_EQ(logs, 2) << ml.out;
 }
 
 TEST_F(Training, TheSameSeedGivesTheSameLossCurveBitForBit) {
