@@ -88,27 +88,33 @@ std::vector<TtaConfig> tta_configs(const std::vector<PointRow>& rows, double con
   }
   std::vector<TtaConfig> out;
   for (const auto& k : order) {
-    TtaConfig c;
     auto& runs = groups[k];
     auto seed_of = [](const PointRow* r) { return int_param_or(r->params, "seed", 0); };
     std::stable_sort(runs.begin(), runs.end(), [&](auto* a, auto* b) { return seed_of(a) < seed_of(b); });
     const PointRow& first = *runs.front();
-    c.group = first.workload + ":" + first.backend + " " + key_without(first.params, {"seed", "workload", "backend"});
-    c.eval_interval_steps = first.eval_interval_steps;
-    std::vector<double> t;
-    for (const auto* r : runs) {
-      // A run cut off by its job (killed, timed out) neither reached nor missed the target
-      // within its budget: it is left out and counted, not coded as a miss.
-      if (r->outcome != Outcome::Complete) {
-        ++c.excluded_incomplete;
-        continue;
+    // The configuration's targets: further ones (report_targets) first, read off the same curves.
+    std::vector<double> targets;
+    for (const auto& [t, s] : first.tta_more) targets.push_back(t);
+    targets.push_back(first.tta_target);
+    for (std::size_t q = 0; q < targets.size(); ++q) {
+      TtaConfig c;
+      c.group = first.workload + ":" + first.backend + " " + key_without(first.params, {"seed", "workload", "backend"});
+      c.eval_interval_steps = first.eval_interval_steps;
+      std::vector<double> t;
+      for (const auto* r : runs) {
+        // A run cut off by its job (killed, timed out) neither reached nor missed the target
+        // within its budget: it is left out and counted, not coded as a miss.
+        if (r->outcome != Outcome::Complete) {
+          ++c.excluded_incomplete;
+          continue;
+        }
+        c.ids.push_back(r->id);
+        c.seeds.push_back(seed_of(r));
+        t.push_back(q + 1 == targets.size() ? r->tta_s : q < r->tta_more.size() ? r->tta_more[q].second : std::numeric_limits<double>::infinity());
       }
-      c.ids.push_back(r->id);
-      c.seeds.push_back(seed_of(r));
-      t.push_back(r->tta_s);
+      c.summary = summarize_tta(t, targets[q], first.tta_budget_s, confidence);
+      out.push_back(c);
     }
-    c.summary = summarize_tta(t, first.tta_target, first.tta_budget_s, confidence);
-    out.push_back(c);
   }
   return out;
 }

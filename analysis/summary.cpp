@@ -149,6 +149,9 @@ PointRow summarize_point(const PointResult& p, const JobResult& j, double confid
   for (const auto& e : p.events)
     if (e.rank == 0) r.curve.push_back({static_cast<double>(e.time_ns) * 1e-9, e.accuracy});
   if (p.tta_target > 0) r.tta_s = time_to_target(p.events, p.tta_target, p.tta_budget_s);
+  if (auto it = p.params.find("report_targets"); p.tta_target > 0 && it != p.params.end() && std::holds_alternative<std::string>(it->second))
+    if (const auto more = parse_number_list(std::get<std::string>(it->second)))
+      for (double t : *more) r.tta_more.push_back({t, time_to_target(p.events, t, p.tta_budget_s)});
   r.work = static_cast<double>(p.rate_unit == "GFLOP/s" ? p.work_flops : p.rate_unit == "samples/s" ? p.work_items : p.work_bytes);
   const double unit = p.rate_unit == "samples/s" ? 1 : 1e9;
   if (r.time.n > 0 && r.time.median > 0) {

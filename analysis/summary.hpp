@@ -42,6 +42,8 @@ struct PointRow {
   std::int64_t eval_interval_steps = 0;
   std::vector<std::pair<double, double>> curve;  // (seconds, accuracy)
   double tta_s = 0;                              // +infinity when the target was missed
+  // The point's report_targets (target, seconds to it on the same curve; +infinity: missed).
+  std::vector<std::pair<double, double>> tta_more;
   // Phases of a repetition other than the whole (training: forward, backward), each summarised
   // as the whole is: per timed repetition the slowest rank's duration.
   struct PhaseTime {

@@ -1,8 +1,10 @@
 #include "common/text.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <csignal>
 #include <ctime>
@@ -35,6 +37,20 @@ std::string hex64(std::uint64_t v) {
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
   return buf;
+}
+
+std::optional<std::vector<double>> parse_number_list(const std::string& s) {
+  std::vector<double> out;
+  std::string t = s;
+  std::replace(t.begin(), t.end(), ',', ' ');
+  std::istringstream in(t);
+  for (std::string part; in >> part;) {
+    char* end = nullptr;
+    const double v = std::strtod(part.c_str(), &end);
+    if (end == part.c_str() || *end != '\0') return std::nullopt;
+    out.push_back(v);
+  }
+  return out;
 }
 
 std::vector<std::string> split(const std::string& s, char sep) {

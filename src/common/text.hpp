@@ -2,6 +2,7 @@
 // Small text helpers shared by every stage: shell quoting (the only way a campaign value may
 // reach a shell), stable hashing for point ids, and joining.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,8 @@ std::uint64_t fnv1a64(const std::string& s);
 std::string hex64(std::uint64_t v);
 
 std::string join(const std::vector<std::string>& parts, const std::string& sep);
+// Numbers separated by spaces and/or commas ("0.85, 0.89"); nullopt when a part is not a number.
+std::optional<std::vector<double>> parse_number_list(const std::string& s);
 // The parts of `s` between `sep`s; an empty part at the end (after a last `sep`) is dropped.
 std::vector<std::string> split(const std::string& s, char sep);
 

@@ -73,3 +73,10 @@ TEST(Split, KeepsEmptyInnerPartsAndDropsATrailingOne) {
   EXPECT_EQ(split("x\ny\n", '\n'), (std::vector<std::string>{"x", "y"}));
   EXPECT_TRUE(split("", ',').empty());
 }
+
+TEST(NumberList, SpacesAndCommasSeparateAndAnythingElseIsRefused) {
+  EXPECT_EQ(parse_number_list("0.85, 0.89 0.9"), (std::vector<double>{0.85, 0.89, 0.9}));
+  EXPECT_EQ(parse_number_list(""), std::vector<double>{});
+  EXPECT_FALSE(parse_number_list("0.8 high"));
+  EXPECT_FALSE(parse_number_list("0.8x"));
+}

@@ -41,7 +41,8 @@ std::vector<std::string> point_ids(hid_t f) {
 TEST_F(Training, LeNetReachesItsTargetOnFashionMnistAndTheReportTimesIt) {
   if (!have_fashion_mnist()) GTEST_SKIP() << "Debian's dataset-fashion-mnist is not installed";
   const fs::path run = planned(kHead + "network = \"lenet5\"\nbackend = \"reference\"\nsteps = 600\neval_interval_steps = 50\n"
-                                       "eval_samples = 1000\ntarget_accuracy = 0.7\ntime_budget = 120\nlr = 0.02\n[axes]\nseed = [1, 2]\n");
+                                       "eval_samples = 1000\ntarget_accuracy = 0.7\nreport_targets = \"0.5\"\ntime_budget = 120\nlr = 0.02\n"
+                                       "[axes]\nseed = [1, 2]\n");
   Cmd r = sh(d500_cmd("run " + run.string()));
   ASSERT_EQ(r.code, 0) << r.out;
   Cmd check = sh(d500_cmd("check " + (run / "results" / "job-0000.h5").string()));
@@ -80,6 +81,12 @@ TEST_F(Training, LeNetReachesItsTargetOnFashionMnistAndTheReportTimesIt) {
   const std::string md = read_file_text(run / "report.md");
   EXPECT_NE(md.find("Time to accuracy"), std::string::npos) << md;
   EXPECT_NE(md.find("2/2"), std::string::npos) << md;
+  // Two targets from the same two curves: 50% (report_targets) no later than 70% in each run.
+  Cmd tt = sh("/usr/bin/python3 -c \"\nimport json\nt = json.load(open('" + (run / "results.json").string() +
+              "'))['time_to_accuracy']\nprint(len(t), [x['target'] for x in t], [x['reached'] for x in t], "
+              "int(all(a <= b for a, b in zip(t[0]['tta_s'], t[1]['tta_s']))))\n\"");
+  ASSERT_EQ(tt.code, 0) << tt.out;
+  EXPECT_EQ(tt.out, "2 [0.5, 0.7] [2, 2] 1\n");
 
   // MLPerf-style logs: every line ":::MLLOG {json}", run_start first, run_stop last with status
   // success, and run_stop - run_start the run's time to accuracy from its events (ms).
@@ -285,6 +292,9 @@ TEST_F(Training, ImpossiblePointsAreRefusedAtPlanTime) {
       {"dataset = \"/nonexistent/data.h5\"\n", "training data file not found"},
       {"dataset = \"synthetic\"\nsynthetic_samples = 10\nbatch = 64\n", "larger than"},
       {"steps = 0\nepochs = 0\n", "training needs an end"},
+      {"target_accuracy = 0.85\ntime_budget = 60\nreport_targets = \"0.8, 0.9\"\n", "0.9 is not below target_accuracy 0.85"},
+      {"target_accuracy = 0.85\ntime_budget = 60\nreport_targets = \"0.8 high\"\n", "a list of accuracies separated by spaces or commas"},
+      {"report_targets = \"0.5\"\n", "report_targets needs target_accuracy"},
   };
   for (const auto& c : cases) {
     std::string text = kHead + c.fixed;

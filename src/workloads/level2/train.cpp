@@ -476,6 +476,17 @@ std::string train_check(const Params& p) {
     return "training needs an end: steps, epochs or time_budget";
   if (pt.target < 0 || pt.target > 1) return "target_accuracy is a fraction in (0, 1] (0: none)";
   if (pt.budget_s < 0) return "time_budget is in seconds of training, >= 0 (0: none)";
+  if (const std::string& more = param<std::string>(p, "report_targets"); !more.empty()) {
+    const auto targets = parse_number_list(more);
+    if (!targets) return "report_targets is a list of accuracies separated by spaces or commas, e.g. \"0.8 0.85\"; got \"" + more + "\"";
+    if (!(pt.target > 0)) return "report_targets needs target_accuracy (and its time_budget): the report judges them by the same budget";
+    for (double t : *targets) {
+      if (!(t > 0 && t <= 1)) return "report_targets: " + canonical(Value{t}) + " is not an accuracy in (0, 1]";
+      if (pt.stop_at_target && t >= pt.target)
+        return "report_targets: " + canonical(Value{t}) + " is not below target_accuracy " + canonical(Value{pt.target}) +
+               ", where training stops (stop_at_target): the curve never shows it; raise target_accuracy or set stop_at_target = false";
+    }
+  }
   if (pt.checkpoint_s < 0) return "checkpoint_interval is in seconds of wall time, >= 0 (0: no checkpoints)";
   if (pt.target > 0 && !(pt.budget_s > 0))
     return "target_accuracy needs a time_budget (seconds of training): time to accuracy censors a run that misses the target at its budget";
@@ -578,6 +589,9 @@ void register_train(WorkloadRegistry& r) {
       integer("eval_interval_steps", 100, 0, std::int64_t{1} << 40, "steps between evaluations on the test split (0: only at the end)"),
       integer("eval_samples", 0, 0, std::int64_t{1} << 40, "test samples per evaluation (0: the whole test split)"),
       real("target_accuracy", 0, "test accuracy that counts as reached (0: none)"),
+      {"report_targets", ValueType::String, V{std::string()}, 0, 0, {},
+       "further test accuracies (e.g. \"0.8 0.85\") whose time to accuracy the report gives from the same curve; below target_accuracy "
+       "when training stops there"},
       real("time_budget", 0, "seconds of training (evaluation excluded) after which the run stops (0: none)"),
       real("checkpoint_interval", 120,
            "seconds of wall time between checkpoints of the training state into the results file, taken between steps "
