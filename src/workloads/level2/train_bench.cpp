@@ -5,7 +5,7 @@
 // schedule, the stop checks). Rounds alternate (a) and (b) so that drift hits both; the figure is
 // the median step time of each and their ratio. The data read is in both (synthetic samples made
 // from the seed: the data phase's cost, the same in (a) and (b)).
-//   mpirun -np 1 build/d500-bench-train [network] [batch] [steps per round] [rounds] [validate]
+//   mpirun -np 1 build/d500-bench-train [network] [batch] [steps per round] [rounds] [validate] [both|bare|d500]
 // validate = 0 skips the workload's validation before each round (its yardstick runs the network
 // in double on d500's reference kernels: minutes for ResNet-18 at batch 64 on a small machine);
 // the timed loop is the same either way.
@@ -41,6 +41,10 @@ int main(int argc, char** argv) {
   const int steps = argc > 3 ? std::stoi(argv[3]) : 200;
   const int rounds = argc > 4 ? std::stoi(argv[4]) : 5;
   const bool validate = argc > 5 ? std::stoi(argv[5]) != 0 : true;
+  // both (default), or one loop alone ("bare", "d500"): the other's runner never exists, so that
+  // the two can be compared from separate processes, free of each other's memory.
+  const std::string only = argc > 6 ? argv[6] : "both";
+  const bool run_bare = only != "d500", run_d500 = only != "bare";
   const BackendInfo* b = find_backend("libtorch-native");
   if (!b || !b->built) {
     std::fprintf(stderr, "d500-bench-train: this build has no libtorch-native backend\n");
@@ -78,8 +82,8 @@ int main(int argc, char** argv) {
   dr.samples = batch * (steps + 1);
   auto data = open_dataset(dr);
   InputData inputs = make_inputs(g, 1, 1);
-  auto runner = b->make_graph_runner(training_spec(g, *net, inputs, 1));
-  auto opt = runner->native_optimizer(optimizer_spec(p, steps));
+  auto runner = run_bare ? b->make_graph_runner(training_spec(g, *net, inputs, 1)) : nullptr;
+  auto opt = run_bare ? runner->native_optimizer(optimizer_spec(p, steps)) : nullptr;
   std::vector<std::int64_t> idx(static_cast<std::size_t>(batch));
   auto* x = reinterpret_cast<float*>(inputs.bytes[0].data());
   auto* y = reinterpret_cast<std::int64_t*>(inputs.bytes[1].data());
@@ -90,7 +94,7 @@ int main(int argc, char** argv) {
   std::vector<double> bare, d500, bare_cold, d500_cold, walls;
   Recorder rec(1 << 16);
   for (int r = 0; r < rounds; ++r) {
-    for (int s = 0; s < steps; ++s) {
+    for (int s = 0; run_bare && s < steps; ++s) {
       const std::int64_t t0 = now_ns();
       for (std::int64_t i = 0; i < batch; ++i) idx[static_cast<std::size_t>(i)] = s * batch + i;
       data->read(idx, x, y);
@@ -99,7 +103,7 @@ int main(int argc, char** argv) {
       opt->step(0.02);
       (r == 0 && s == 0 ? bare_cold : bare).push_back(static_cast<double>(now_ns() - t0) * 1e-9);
     }
-    {
+    if (run_d500) {
       RunContext ctx{MPI_COMM_WORLD, 0, 1, p, 1};
       auto wl = w->backends.at("libtorch-native")(ctx);
       if (validate) wl->validate();
@@ -117,7 +121,7 @@ int main(int argc, char** argv) {
       for (std::size_t k = 0; k < mine.size(); ++k) (k == 0 ? d500_cold : d500).push_back(mine[k]);
     }
   }
-  const double a = median(bare), c = median(d500), wl = median(walls);
+  const double a = bare.empty() ? 0 : median(bare), c = d500.empty() ? 0 : median(d500), wl = walls.empty() ? 0 : median(walls);
   std::printf("network %s, batch %lld, %d steps per round, %d rounds, libtorch-native with torch::optim SGD momentum%s\n", network.c_str(),
               static_cast<long long>(batch), steps, rounds, validate ? "" : " (validation skipped)");
   std::printf("  bare loop of the same calls: %.4f ms a step (median of %zu steps; its first, cold step: %.4f ms)\n", a * 1e3, bare.size(),
