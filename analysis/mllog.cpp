@@ -111,20 +111,22 @@ std::string mllog_text(const JobResult& job, const PointResult& p) {
 std::vector<std::string> export_mllogs(const std::string& dir, const std::string& out_dir) {
   const RunLayout layout(dir);
   layout.require_plan(dir);
-  std::vector<std::pair<std::string, std::string>> logs;  // (point id, text)
+  struct Log {
+    std::string id, file, text;
+  };
+  std::vector<Log> logs;  // every record's; only each point's best is written
   const RunState state = scan_results(layout, [&](const JobResult& j) {
     for (const auto& p : j.points)
-      if (p.level >= 2 && !p.events.empty()) logs.push_back({p.id + "\n" + j.path, mllog_text(j, p)});
+      if (p.level >= 2 && !p.events.empty()) logs.push_back({p.id, j.path, mllog_text(j, p)});
   });
   std::vector<std::string> written;
   std::error_code ec;
   fs::create_directories(out_dir, ec);
   if (ec) throw Error(out_dir + ": cannot create the directory: " + ec.message());
-  for (const auto& [key, text] : logs) {
-    const std::string id = key.substr(0, key.find('\n')), file = key.substr(key.find('\n') + 1);
-    if (state.of(id).file != file) continue;  // another file holds the point's best record
-    const std::string path = (fs::path(out_dir) / (id + ".log")).string();
-    write_file_atomic(path, text);
+  for (const auto& log : logs) {
+    if (state.of(log.id).file != log.file) continue;  // another file holds the point's best record
+    const std::string path = (fs::path(out_dir) / (log.id + ".log")).string();
+    write_file_atomic(path, log.text);
     written.push_back(path);
   }
   if (written.empty()) throw Error(dir + ": no training run (a level-2 point with evaluations) in its results files");

@@ -27,4 +27,14 @@ inline void mpi_check(int rc, const char* call, const std::string& what) {
   if (rc != MPI_SUCCESS) mpi_fail(rc, call, what);
 }
 
+// The root's string on every rank (collective): an attribute value every rank must write alike,
+// or an answer one rank found.
+inline std::string bcast_string(std::string s, MPI_Comm comm, int root = 0) {
+  long long n = static_cast<long long>(s.size());
+  mpi_check(MPI_Bcast(&n, 1, MPI_LONG_LONG, root, comm), "MPI_Bcast", "a string");
+  s.resize(static_cast<std::size_t>(n));
+  mpi_check(MPI_Bcast(s.data(), static_cast<int>(n), MPI_CHAR, root, comm), "MPI_Bcast", "a string");
+  return s;
+}
+
 }  // namespace d500

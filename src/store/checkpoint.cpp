@@ -8,7 +8,6 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <sstream>
 
 #include "common/contain.hpp"
 #include "common/error.hpp"
@@ -212,27 +211,32 @@ std::map<std::string, CheckpointRef> find_checkpoints(const std::vector<std::str
     }
     std::error_code ec;
     const auto size = std::filesystem::file_size(file, ec);
-    // The child answers "id slot step training_s" lines.
-    const Contained c = run_contained(
-        [&] {
-          std::ostringstream o;
-          o.precision(17);
-          for (const auto& [id, ref] : checkpoints_in(file, ids, ranks)) o << id << ' ' << ref.slot << ' ' << ref.step << ' ' << ref.training_s << '\n';
-          return o.str();
-        },
-        read_limits(ec ? 0 : static_cast<std::int64_t>(size)));
+    const Contained c = run_contained([&] { return checkpoints_text(checkpoints_in(file, ids, ranks)); },
+                                      read_limits(ec ? 0 : static_cast<std::int64_t>(size)));
     if (!c.ok()) {
       notes.push_back(c.kind == Contained::Failed ? c.text : file + ": damaged: reading it " + c.text + "; its checkpoints are not used");
       continue;
     }
-    std::istringstream in(c.text);
-    std::string id;
-    CheckpointRef ref;
-    ref.file = file;
-    while (in >> id >> ref.slot >> ref.step >> ref.training_s)
+    for (const auto& [id, ref] : parse_checkpoints_text(c.text))
       if (!best.count(id) || ref.step >= best[id].step) best[id] = ref;
   }
   return best;
+}
+
+std::string checkpoints_text(const std::map<std::string, CheckpointRef>& refs) {
+  std::string text;
+  for (const auto& [id, r] : refs)
+    text += id + "\t" + std::to_string(r.slot) + "\t" + std::to_string(r.step) + "\t" + fmt_sig(r.training_s, 17) + "\t" + r.file + "\n";
+  return text;
+}
+
+std::map<std::string, CheckpointRef> parse_checkpoints_text(const std::string& text) {
+  std::map<std::string, CheckpointRef> out;
+  for (const std::string& line : split(text, '\n')) {
+    const auto f = split(line, '\t');
+    if (f.size() == 5) out[f[0]] = CheckpointRef{f[4], std::atoi(f[1].c_str()), std::atoll(f[2].c_str()), std::atof(f[3].c_str())};
+  }
+  return out;
 }
 
 TrainingState read_checkpoint(const CheckpointRef& ref, const std::string& id, int rank) {

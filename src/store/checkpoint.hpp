@@ -45,6 +45,11 @@ std::map<std::string, CheckpointRef> checkpoints_in(const std::string& file, con
 std::map<std::string, CheckpointRef> find_checkpoints(const std::vector<std::string>& files, const std::vector<std::string>& ids,
                                                       int ranks, std::vector<std::string>& notes);
 
+// The refs as text ("id\tslot\tstep\ttraining_s\tfile" lines) and back: how a contained child
+// answers its parent, and how rank 0 shares what it found with the other ranks.
+std::string checkpoints_text(const std::map<std::string, CheckpointRef>& refs);
+std::map<std::string, CheckpointRef> parse_checkpoints_text(const std::string& text);
+
 // Rank `rank`'s state in checkpoint `ref` of point `id`, with its events up to the checkpoint's
 // step. Serial; throws naming the file.
 TrainingState read_checkpoint(const CheckpointRef& ref, const std::string& id, int rank);

@@ -28,15 +28,6 @@ const char* kPerfEnv[] = {"OMP_NUM_THREADS",      "OPENBLAS_NUM_THREADS", "MKL_N
 constexpr hsize_t kChunkRows = 8192;
 constexpr std::size_t kHostLen = 256;
 
-// The root's string (rank 0's unless said), on every rank: attribute values must be equal on all ranks.
-std::string bcast_string(std::string s, MPI_Comm comm, int root = 0) {
-  long long n = static_cast<long long>(s.size());
-  mpi_check(MPI_Bcast(&n, 1, MPI_LONG_LONG, root, comm), "MPI_Bcast", "an attribute value");
-  s.resize(static_cast<std::size_t>(n));
-  mpi_check(MPI_Bcast(s.data(), static_cast<int>(n), MPI_CHAR, root, comm), "MPI_Bcast", "an attribute value");
-  return s;
-}
-
 // Rank 0's value, on every rank.
 Value bcast_value(const Value& v, MPI_Comm comm) {
   int kind = static_cast<int>(v.index());

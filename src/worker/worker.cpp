@@ -119,24 +119,11 @@ std::string look_for_checkpoints(const std::string& spec_path, const std::string
     std::vector<std::string> notes;
     const Checkpoints found = find_checkpoints(files, ids, spec.nodes * spec.ranks_per_node, notes);
     for (const auto& n : notes) std::fprintf(stderr, "d500-worker: note: looking for checkpoints: %s\n", n.c_str());
-    std::string text;  // "id\tslot\tstep\ttraining_s\tfile\n"
-    for (const auto& [id, r] : found)
-      text += id + "\t" + std::to_string(r.slot) + "\t" + std::to_string(r.step) + "\t" + fmt_sig(r.training_s, 17) + "\t" + r.file + "\n";
-    return text;
+    return checkpoints_text(found);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "d500-worker: note: looking for checkpoints: %s; training starts over\n", e.what());
     return "";
   }
-}
-
-Checkpoints parse_checkpoints(const std::string& text) {
-  Checkpoints out;
-  for (const std::string& line : split(text, '\n')) {
-    const auto f = split(line, '\t');
-    if (f.size() != 5) continue;
-    out[f[0]] = CheckpointRef{f[4], std::atoi(f[1].c_str()), std::atoll(f[2].c_str()), std::atof(f[3].c_str())};
-  }
-  return out;
 }
 
 // Continues a training point from its checkpoint, when every rank can: the events up to it go
@@ -164,14 +151,6 @@ std::vector<std::pair<std::string, Value>> resume_point(Workload& wl, ResultWrit
   out.append_events(st.events, true);
   return {{"train.resumed_from", from + ": the checkpoint after step " + std::to_string(st.step) + " (training time " + fmt_sig(ref.training_s, 4) +
                                      " s); events up to it copied from there, samples of this attempt only"}};
-}
-
-std::string bcast_text(std::string s, MPI_Comm comm) {
-  long long len = static_cast<long long>(s.size());
-  mpi_check(MPI_Bcast(&len, 1, MPI_LONG_LONG, 0, comm), "MPI_Bcast", "worker");
-  s.resize(static_cast<std::size_t>(len));
-  mpi_check(MPI_Bcast(s.data(), static_cast<int>(len), MPI_CHAR, 0, comm), "MPI_Bcast", "worker");
-  return s;
 }
 
 void run_job(const std::string& spec_path, const std::string& output, MPI_Comm comm, const Checkpoints& checkpoints) {
@@ -331,7 +310,7 @@ void run_job(const std::string& spec_path, const std::string& output, MPI_Comm c
 
 int worker_main(int argc, char** argv) {
   hold_rank_lock();  // a rank that outlives its runner and mpirun stays visible to the next runner
-  const std::string checkpoints_text = argc == 3 ? look_for_checkpoints(argv[1], argv[2]) : "";
+  const std::string checkpoints_found = argc == 3 ? look_for_checkpoints(argv[1], argv[2]) : "";
   MPI_Init(&argc, &argv);
   int rank = 0;
   // MPI failures come back as codes, which mpi_check turns into errors that name the call.
@@ -346,8 +325,7 @@ int worker_main(int argc, char** argv) {
   }
   try {
     // Rank 0's answer, on every rank (the lookup ran before MPI_Init).
-    std::string found = bcast_text(checkpoints_text, MPI_COMM_WORLD);
-    run_job(argv[1], argv[2], MPI_COMM_WORLD, parse_checkpoints(found));
+    run_job(argv[1], argv[2], MPI_COMM_WORLD, parse_checkpoints_text(bcast_string(checkpoints_found, MPI_COMM_WORLD)));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "d500-worker: error: %s: %s\n", where.c_str(), e.what());
     std::fflush(stderr);
