@@ -111,6 +111,58 @@ Table results_table(const Report& rep) {
   return t;
 }
 
+namespace {
+
+double fact_number(const PointRow& r, const std::string& k) {
+  auto it = r.facts.find(k);
+  if (it == r.facts.end()) return std::nan("");
+  if (const auto* i = std::get_if<std::int64_t>(&it->second)) return static_cast<double>(*i);
+  if (const auto* d = std::get_if<double>(&it->second)) return *d;
+  if (const auto* b = std::get_if<bool>(&it->second)) return *b ? 1 : 0;
+  return std::nan("");
+}
+
+std::string fact_text(const PointRow& r, const std::string& k) {
+  auto it = r.facts.find(k);
+  return it != r.facts.end() && std::holds_alternative<std::string>(it->second) ? std::get<std::string>(it->second) : "";
+}
+
+}  // namespace
+
+Table distributed_table(const Report& rep) {
+  Table t{{"point", "scheme", "workers", "step (median)", "forward+backward", "communication", "wait", "communication share", "sent / step",
+           "effective bandwidth", "parameters across workers"}};
+  for (const auto& r : rep.rows) {
+    const std::string scheme = fact_text(r, "dist.scheme");
+    if (scheme.empty() || r.time.n == 0) continue;
+    double comm = 0, wait = 0, fb = 0;
+    for (const auto& ph : r.phases) {
+      if (ph.phase == "communication") comm = ph.time.median;
+      if (ph.phase == "wait") wait = ph.time.median;
+      if (ph.phase == "forward" || ph.phase == "backward") fb += ph.time.median;
+    }
+    const bool consistent = fact_number(r, "dist.consistent") == 1;
+    const double sent = fact_number(r, "comm.bytes_sent_per_step"), mismatches = fact_number(r, "dist.hash_mismatches");
+    std::string params = consistent ? (mismatches == 0 ? "identical (" + std::to_string(static_cast<long long>(fact_number(r, "dist.hash_checks"))) + " hash checks)"
+                                                       : "DIFFERED from step " + std::to_string(static_cast<long long>(fact_number(r, "dist.first_mismatch_step"))))
+                                    : "inconsistent scheme: not expected to agree";
+    t.push_back({point_label(r), scheme + (consistent ? "" : " (inconsistent)"), std::to_string(static_cast<long long>(fact_number(r, "dist.workers"))),
+                 fmt_time(r.time.median), fb > 0 ? fmt_time(fb) : "-", fmt_time(comm), wait > 0 ? fmt_time(wait) : "-",
+                 fmt_sig(100 * (comm + wait) / r.time.median, 3) + "%", fmt_bytes(static_cast<std::int64_t>(sent)),
+                 comm > 0 && sent > 0 ? fmt_sig(sent / comm / 1e9, 3) + " GB/s" : "-", params});
+  }
+  return t;
+}
+
+std::string distributed_note() {
+  return "Level 3, per point: medians over the timed steps of the slowest rank's phase (communication: time inside the scheme's MPI calls; "
+         "wait: the barrier before a synchronous exchange). Communication share = (communication + wait) / step. Sent / step: bytes a rank "
+         "hands to MPI per step, the mean over ranks, counted by d500's communication layer (collectives by their textbook algorithm, "
+         "point-to-point exactly); effective bandwidth = sent / communication. Consistent schemes are checked by a hash of every "
+         "worker's parameters; inconsistent ones (ps-async, model averaging, D-PSGD) are labelled and evaluated on the model their "
+         "scheme defines.";
+}
+
 Table network_table(const Report& rep) {
   Table t{{"point", "samples/s", "GFLOP/s", "forward", "backward", "planned memory", "peak RSS", "nodes on the backend"}};
   for (const auto& r : rep.rows) {
@@ -216,6 +268,18 @@ std::string tta_svg(const TtaConfig& c, const Report& rep) {
   return svg::render(p);
 }
 
+std::string scaling_model_text(const ScalingSeries& s) {
+  const auto& m = s.model;
+  if (m.law.empty()) return "";
+  auto iv = [](double v, double lo, double hi) { return fmt_sig(v, 3) + " [" + fmt_sig(lo, 3) + ", " + fmt_sig(hi, 3) + "]"; };
+  std::string t = " Fitted model (" + m.law + ", " + m.why + "; bootstrap intervals over the repetitions): capacity C(n) = n / (1 + s (n-1)" +
+                  (m.law == "USL" ? " + k n (n-1)" : "") + "), n = ranks / " + std::to_string(s.base_ranks) + "; s = " + iv(m.s, m.s_lo, m.s_hi);
+  if (m.law == "USL") t += ", k = " + iv(m.k, m.k_lo, m.k_hi);
+  t += "; predicted efficiency at " + std::to_string(m.at2) + " ranks " + iv(m.eff2, m.eff2_lo, m.eff2_hi) + ", at " + std::to_string(m.at4) +
+       " ranks " + iv(m.eff4, m.eff4_lo, m.eff4_hi) + " (extrapolated: the law's assumption, not a measurement).";
+  return t;
+}
+
 std::string scaling_caption(const ScalingSeries& s) {
   std::string c = (s.kind == "weak" ? "Weak" : "Strong") + std::string(" scaling of ") + s.group + ". Base: the " +
                   std::to_string(s.base_ranks) + "-rank run of this configuration (not the best serial code), median " +
@@ -225,6 +289,7 @@ std::string scaling_caption(const ScalingSeries& s) {
   else
     c += "Ideal: T(base) x base / p; efficiency = speedup x base / p. Amdahl fit to the medians: serial fraction " +
          fmt_sig(s.amdahl_serial_fraction, 3) + ".";
+  c += scaling_model_text(s);
   return c;
 }
 

@@ -35,11 +35,14 @@ Table tta_table(const Report& rep);
 // Level 1: one row per network point (rates, the step's phases, memory, what ran where), and
 // per point on d500's executor its costliest steps.
 Table network_table(const Report& rep);
+Table distributed_table(const Report& rep);
+std::string distributed_note();
 Table steps_table(const PointRow& r);
 std::string steps_caption(const PointRow& r);
 std::string network_note();
 std::string tta_svg(const TtaConfig& c, const Report& rep);
 std::string scaling_caption(const ScalingSeries& s);
+std::string scaling_model_text(const ScalingSeries& s);
 std::string scaling_svg(const ScalingSeries& s);
 std::string comparison_svg(const Report& rep);
 void markdown_table(std::ostringstream& o, const Table& t);

@@ -35,6 +35,11 @@ std::string render(const Report& rep) {
     o << "\nnetworks (the costliest steps of each are in report.md):\n";
     text_table(o, nets);
   }
+  const Table dist = distributed_table(rep);
+  if (dist.size() > 1) {
+    o << "\ndistributed training (phases per step; details in report.md):\n";
+    text_table(o, dist);
+  }
   if (!rep.comparisons.empty()) {
     o << "\ncomparisons (" << static_cast<int>(rep.confidence * 100 + .5) << "% BCa bootstrap of the ratio of medians):\n";
     for (const auto& c : rep.comparisons) o << "  " << c.group << ": " << comparison_sentence(c) << "\n";
@@ -44,7 +49,8 @@ std::string render(const Report& rep) {
       << "):\n";
     for (const auto& p : s.points)
       o << "  " << p.ranks << " ranks: " << fmt_time(p.time.median) << ", T(base)/T(p) " << ratio_text(p.speedup)
-        << ", efficiency " << fmt_sig(p.efficiency, 3) << "\n";
+        << ", efficiency " << fmt_sig(p.efficiency, 3) << " [" << fmt_sig(p.efficiency_lo, 3) << ", " << fmt_sig(p.efficiency_hi, 3) << "]\n";
+    if (!s.model.law.empty()) o << " " << scaling_model_text(s) << "\n";
   }
   for (const auto& c : rep.tta)
     o << "\ntime to accuracy " << fmt_sig(c.summary.target, 3) << ", " << c.group << ": median "

@@ -30,6 +30,10 @@ std::string render(const Report& rep) {
   html_table(o, results_table(rep), cls);
   std::string rates = comparison_svg(rep);
   if (!rates.empty()) o << "<figure>" << rates << "</figure>\n";
+  if (distributed_table(rep).size() > 1) {
+    o << "<h2>Distributed training</h2>\n<p>" << html_escape(distributed_note()) << "</p>\n";
+    html_table(o, distributed_table(rep));
+  }
   if (network_table(rep).size() > 1) {
     o << "<h2>Networks</h2>\n<p>" << html_escape(network_note()) << "</p>\n";
     html_table(o, network_table(rep));

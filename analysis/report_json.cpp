@@ -74,7 +74,15 @@ std::string render(const Report& rep) {
     const auto& s = rep.scaling[i];
     o << (i ? "," : "") << "\n    {\"group\": " << js(s.group) << ", \"kind\": " << js(s.kind) << ", \"note\": " << js(s.note)
       << ", \"base_ranks\": " << s.base_ranks << ", \"base_median_s\": " << jn(s.base_time)
-      << ", \"amdahl_serial_fraction\": " << jn(s.amdahl_serial_fraction) << ", \"points\": [";
+      << ", \"amdahl_serial_fraction\": " << jn(s.amdahl_serial_fraction);
+    if (!s.model.law.empty()) {
+      const auto& m = s.model;
+      o << ", \"model\": {\"law\": " << js(m.law) << ", \"why\": " << js(m.why) << ", \"s\": [" << jn(m.s) << ", " << jn(m.s_lo) << ", "
+        << jn(m.s_hi) << "], \"k\": [" << jn(m.k) << ", " << jn(m.k_lo) << ", " << jn(m.k_hi) << "], \"predicted_efficiency\": {\""
+        << m.at2 << "\": [" << jn(m.eff2) << ", " << jn(m.eff2_lo) << ", " << jn(m.eff2_hi) << "], \"" << m.at4 << "\": [" << jn(m.eff4)
+        << ", " << jn(m.eff4_lo) << ", " << jn(m.eff4_hi) << "]}}";
+    }
+    o << ", \"points\": [";
     for (std::size_t k = 0; k < s.points.size(); ++k) {
       const auto& p = s.points[k];
       o << (k ? ", " : "") << "{\"id\": " << js(p.id) << ", \"ranks\": " << p.ranks << ", \"median_s\": " << jn(p.time.median)

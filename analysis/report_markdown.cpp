@@ -26,6 +26,10 @@ std::string render(const Report& rep) {
         markdown_table(o, steps_table(r));
       }
   }
+  if (distributed_table(rep).size() > 1) {
+    o << "## Distributed training\n\n" << distributed_note() << "\n\n";
+    markdown_table(o, distributed_table(rep));
+  }
   o << "## Measurement quality\n\n";
   markdown_table(o, quality_table(rep));
   if (!rep.comparisons.empty()) {

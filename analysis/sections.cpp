@@ -1,6 +1,8 @@
 // Comparisons between backends and scaling series: the parts of the report that relate points
 // to each other. Ratios of medians get seeded BCa bootstrap intervals (STATISTICS: "Ratios").
 #include <algorithm>
+#include <cmath>
+#include <random>
 #include <map>
 
 #include "common/text.hpp"
@@ -119,6 +121,92 @@ std::vector<TtaConfig> tta_configs(const std::vector<PointRow>& rows, double con
   return out;
 }
 
+namespace {
+
+// (s, k) of the USL (k = 0: Amdahl) fitted to capacities c at relative counts n (n > 1 only),
+// least squares on n/c - 1 = s (n-1) + k n (n-1), both >= 0.
+std::pair<double, double> fit_usl(const std::vector<double>& n, const std::vector<double>& c, bool usl) {
+  double sxx = 0, sxz = 0, szz = 0, sxy = 0, szy = 0;
+  for (std::size_t i = 0; i < n.size(); ++i) {
+    const double x = n[i] - 1, z = n[i] * (n[i] - 1), y = n[i] / c[i] - 1;
+    sxx += x * x, sxz += x * z, szz += z * z, sxy += x * y, szy += z * y;
+  }
+  auto amdahl = [&] { return std::pair<double, double>{sxx > 0 ? std::max(0.0, sxy / sxx) : 0, 0}; };
+  if (!usl) return amdahl();
+  const double det = sxx * szz - sxz * sxz;
+  if (!(std::fabs(det) > 1e-300)) return amdahl();
+  double a = (sxy * szz - szy * sxz) / det, b = (sxx * szy - sxz * sxy) / det;
+  if (b < 0) return amdahl();
+  if (a < 0) a = 0, b = szz > 0 ? std::max(0.0, szy / szz) : 0;
+  return {a, b};
+}
+
+double usl_efficiency(double s, double k, double n) { return 1 / (1 + s * (n - 1) + k * n * (n - 1)); }
+
+double percentile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  if (v.empty()) return std::nan("");
+  const double at = q * static_cast<double>(v.size() - 1);
+  const auto i = static_cast<std::size_t>(at);
+  return i + 1 < v.size() ? v[i] + (at - static_cast<double>(i)) * (v[i + 1] - v[i]) : v[i];
+}
+
+// The series' model with bootstrap intervals: each resample draws every point's repetitions with
+// replacement and refits. USL is chosen over Amdahl when three or more rank counts are measured
+// and its contention term k is positive across the interval; else Amdahl.
+void fit_scaling_model(ScalingSeries& s, const std::vector<const PointRow*>& g, double confidence, std::uint64_t seed) {
+  std::vector<double> n;
+  for (const auto* r : g)
+    if (r->ranks > g.front()->ranks) n.push_back(static_cast<double>(r->ranks) / g.front()->ranks);
+  if (n.empty()) return;
+  const bool weak = s.kind == "weak";
+  auto capacities = [&](const std::vector<double>& medians) {
+    std::vector<double> c;
+    for (std::size_t i = 1; i < medians.size(); ++i) c.push_back(medians[0] / medians[i] * (weak ? n[i - 1] : 1.0));
+    return c;
+  };
+  std::vector<double> med;
+  for (const auto* r : g) med.push_back(r->time.median);
+  for (double m : med)
+    if (!(m > 0)) return;
+  const std::size_t count_ranks = n.size() + 1;
+  std::mt19937_64 rng(seed ^ 0x5ca1ab1eULL);
+  std::vector<double> bs[2], bk[2], b2[2], b4[2];
+  const double nmax = n.back();
+  for (int law = 0; law < 2; ++law) {
+    if (law == 1 && count_ranks < 3) break;
+    for (int b = 0; b < kResamples / 2; ++b) {
+      std::vector<double> m;
+      for (const auto* r : g) {
+        std::vector<double> x(r->costs.size());
+        std::uniform_int_distribution<std::size_t> pick(0, r->costs.size() - 1);
+        for (auto& v : x) v = r->costs[pick(rng)];
+        m.push_back(stats::summarize(x, confidence).median);
+      }
+      const auto [a, k] = fit_usl(n, capacities(m), law == 1);
+      bs[law].push_back(a), bk[law].push_back(k);
+      b2[law].push_back(usl_efficiency(a, k, 2 * nmax)), b4[law].push_back(usl_efficiency(a, k, 4 * nmax));
+    }
+  }
+  const double lo = (1 - confidence) / 2, hi = 1 - lo;
+  const bool usl = count_ranks >= 3 && !bk[1].empty() && percentile(bk[1], lo) > 0;
+  const int law = usl ? 1 : 0;
+  ScalingSeries::Model& M = s.model;
+  M.law = usl ? "USL" : "Amdahl";
+  M.why = count_ranks < 3 ? "two rank counts: only Amdahl's one parameter can be fitted"
+          : usl           ? "the USL's contention term k is above 0 across its interval"
+                          : "the USL's contention term k is not clearly above 0 (its interval reaches 0): Amdahl's law suffices";
+  std::tie(M.s, M.k) = fit_usl(n, capacities(med), usl);
+  M.s_lo = percentile(bs[law], lo), M.s_hi = percentile(bs[law], hi);
+  M.k_lo = percentile(bk[law], lo), M.k_hi = percentile(bk[law], hi);
+  M.at2 = static_cast<int>(2 * g.back()->ranks), M.at4 = static_cast<int>(4 * g.back()->ranks);
+  M.eff2 = usl_efficiency(M.s, M.k, 2 * nmax), M.eff4 = usl_efficiency(M.s, M.k, 4 * nmax);
+  M.eff2_lo = percentile(b2[law], lo), M.eff2_hi = percentile(b2[law], hi);
+  M.eff4_lo = percentile(b4[law], lo), M.eff4_hi = percentile(b4[law], hi);
+}
+
+}  // namespace
+
 std::vector<ScalingSeries> scaling_series(const std::vector<PointRow>& rows, double confidence, std::uint64_t seed) {
   std::map<std::string, std::vector<const PointRow*>> groups;
   std::vector<std::string> order;
@@ -168,6 +256,7 @@ std::vector<ScalingSeries> scaling_series(const std::vector<PointRow>& rows, dou
       den += w * w;
     }
     s.amdahl_serial_fraction = den > 0 ? std::clamp(num / den, 0.0, 1.0) : 0;
+    fit_scaling_model(s, g, confidence, seed);
     out.push_back(s);
   }
   return out;

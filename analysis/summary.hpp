@@ -102,6 +102,17 @@ struct ScalingSeries {
   double base_time = 0;     // median, seconds
   std::vector<ScalingPoint> points;
   double amdahl_serial_fraction = 0;  // least-squares fit to the medians (strong scaling)
+  // A scaling model fitted to the capacity C(n) = speedup (strong) or n x T(base)/T(p) (weak),
+  // n = p / base ranks: the Universal Scalability Law C(n) = n / (1 + s (n-1) + k n (n-1)),
+  // Amdahl's law its k = 0 case. Least squares on the linear form n/C - 1 = s (n-1) + k n (n-1)
+  // over the medians; intervals from a bootstrap of every point's repetitions (percentile).
+  struct Model {
+    std::string law;  // "Amdahl" or "USL"; empty when there are too few rank counts
+    std::string why;  // why this law
+    double s = 0, s_lo = 0, s_hi = 0, k = 0, k_lo = 0, k_hi = 0;
+    int at2 = 0, at4 = 0;  // ranks: 2x and 4x the largest measured
+    double eff2 = 0, eff2_lo = 0, eff2_hi = 0, eff4 = 0, eff4_lo = 0, eff4_hi = 0;
+  } model;
 };
 
 struct Report {

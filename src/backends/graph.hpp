@@ -8,9 +8,11 @@
 // in backends/libtorch/) runs them its own way. Level 0's contract is kernel.hpp.
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -183,6 +185,14 @@ class GraphRunner {
   virtual void parameters_changed() {}
   // The framework's own optimizer over this runner's parameters, or nullptr when it has none.
   virtual std::unique_ptr<Optimizer> native_optimizer(const OptimizerSpec&) { return nullptr; }
+  // Level 3: during backward() of the step's last micro-batch, after each backward step, `f`
+  // gets the parameters whose gradients that step made final (often none), so that a scheme
+  // can start communicating them while the pass goes on (and make progress on what is in
+  // flight). Returns false when the runner cannot say: its gradients are final only when
+  // backward() returns. Between backward() and the optimizer, the storage behind
+  // parameter_gradient(k) may be written (level 3 averages gradients there in place).
+  using GradientsReady = std::function<void(std::span<const std::size_t>)>;
+  virtual bool on_gradients_ready(GradientsReady) { return false; }
 };
 
 // Multidirectional (numpy) broadcasting of two shapes; throws d500::Error naming `what` when

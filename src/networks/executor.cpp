@@ -168,6 +168,8 @@ struct GraphExecutor::Impl {
     std::vector<Add> adds;  // contributions written to temporaries, added after the kernel
   };
   std::vector<Run> fwd, bwd;
+  // Training: the parameters whose gradients are final after bwd[j] (their last contribution).
+  std::vector<std::vector<std::size_t>> ready_after;
   void* loss_grad = nullptr;
 
   explicit Impl(const ExecutorSpec& s) : g(*s.graph), spec(s), fsz(s.double_precision ? 8 : 4) {}
@@ -489,6 +491,21 @@ GraphExecutor::GraphExecutor(const ExecutorSpec& spec) : impl_(std::make_unique<
           Impl::Add{m.grad[static_cast<std::size_t>(c.tensor)], temp_ptr(k), numel(g.info(c.tensor).shape)});
     }
     for (int s = seed_step + 1; s < end; ++s) m.bwd.push_back(std::move(runs[static_cast<std::size_t>(s)]));
+    // When each parameter's gradient is final: after the backward step of its last contribution
+    // (a parameter without one, whose gradient stays zero, at the end).
+    std::vector<int> last(spec.params.size(), end - 1);
+    std::vector<bool> any(spec.params.size(), false);
+    for (const auto& c : contribs) {
+      const int k = param_index[static_cast<std::size_t>(groot[static_cast<std::size_t>(c.tensor)])];
+      if (k < 0) continue;
+      const auto ku = static_cast<std::size_t>(k);
+      last[ku] = any[ku] ? std::max(last[ku], c.step) : c.step;
+      any[ku] = true;
+    }
+    m.ready_after.assign(m.bwd.size(), {});
+    if (!m.bwd.empty())
+      for (std::size_t k = 0; k < last.size(); ++k)
+        m.ready_after[static_cast<std::size_t>(std::max(last[k] - seed_step - 1, 0))].push_back(k);
   }
 }
 
@@ -528,6 +545,7 @@ void GraphExecutor::backward(int micro) {
     }
     for (const auto& a : r.adds) m.add(a.target, a.temp, a.n);
     if (slot) *slot++ += now_ns() - t0;
+    if (ready_ && micro == micros - 1) ready_(m.ready_after[static_cast<std::size_t>(&r - m.bwd.data())]);
   }
 }
 

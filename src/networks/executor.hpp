@@ -66,12 +66,17 @@ class GraphExecutor final : public GraphRunner {
   float* parameter(std::size_t k) override;
   const float* parameter_gradient(std::size_t k) override;
   void parameters_changed() override { constants_changed(); }
+  bool on_gradients_ready(GradientsReady f) override {
+    ready_ = std::move(f);
+    return true;
+  }
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
   std::vector<Step> steps_;
   std::int64_t* slots_ = nullptr;
+  GradientsReady ready_;
   std::int64_t arena_bytes_ = 0, persistent_bytes_ = 0;
 };
 

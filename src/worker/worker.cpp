@@ -210,7 +210,8 @@ void run_job(const std::string& spec_path, const std::string& output, MPI_Comm c
     } catch (const std::exception& e) {
       backend_error = e.what();
     }
-    ResultWriter::PointMeta meta{wl ? wl->work() : Work{}, w->rate_unit, b->version(), w->scaling, w->scaling_note, false, -1, {}};
+    ResultWriter::PointMeta meta{wl ? wl->work() : Work{}, w->rate_unit, b->version(), w->scaling_of ? w->scaling_of(p.params) : w->scaling,
+                                 w->scaling_note, false, -1, {}};
     meta.threads_oversubscribed = oversubscribed(comm, host, int_param_or(p.params, "threads", 1));
     meta.memory_estimate_bytes = estimate;
     if (wl) {

@@ -90,6 +90,8 @@ struct WorkloadInfo {
   // "weak" (fixed work per rank), and in words what grows with the ranks.
   std::string scaling = "strong";
   std::string scaling_note;
+  // Optional: the scaling of one point when it depends on its parameters (level 3's global_batch).
+  std::function<std::string(const Params&)> scaling_of;
   // Optional: fills parameters derived from others (gemm: m = n when m is -1), so that the
   // canonical form of a point is explicit and equal problems get equal ids.
   std::function<void(Params&)> normalize;

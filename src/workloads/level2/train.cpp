@@ -23,11 +23,13 @@
 #include <map>
 
 #include "backends/registry.hpp"
+#include "common/mpi_check.hpp"
 #include "common/error.hpp"
 #include "common/text.hpp"
 #include "networks/executor.hpp"
 #include "networks/prepare.hpp"
 #include "networks/validate.hpp"
+#include "training/distributed.hpp"
 #include "workloads/level0/operator.hpp"
 #include "workloads/level1/network.hpp"
 
@@ -53,6 +55,10 @@ struct TrainPoint {
   bool shuffle, stop_at_target;
   int threads;
   std::uint64_t seed;
+  // Level 3 (workload `distributed`): the scheme; `distributed` false for level 2.
+  bool distributed;
+  SchemeSpec scheme;
+  std::int64_t global_batch, hash_interval;
   explicit TrainPoint(const Params& p)
       : network(param<std::string>(p, "network")),
         dataset(param<std::string>(p, "dataset")),
@@ -71,7 +77,22 @@ struct TrainPoint {
         shuffle(param<bool>(p, "shuffle")),
         stop_at_target(param<bool>(p, "stop_at_target")),
         threads(static_cast<int>(param<std::int64_t>(p, "threads"))),
-        seed(static_cast<std::uint64_t>(int_param_or(p, "seed", 1))) {}
+        seed(static_cast<std::uint64_t>(int_param_or(p, "seed", 1))),
+        distributed(p.count("scheme") > 0),
+        global_batch(int_param_or(p, "global_batch", 0)),
+        hash_interval(int_param_or(p, "hash_interval_steps", 0)) {
+    if (!distributed) return;
+    scheme.name = param<std::string>(p, "scheme");
+    scheme.bucket_bytes = param<std::int64_t>(p, "bucket_bytes");
+    scheme.average_interval = param<std::int64_t>(p, "average_interval");
+    scheme.ps_servers = static_cast<int>(param<std::int64_t>(p, "ps_servers"));
+    scheme.staleness = static_cast<int>(param<std::int64_t>(p, "staleness"));
+    // A global batch is split over the workers: each rank's network takes its share.
+    const auto ranks = int_param_or(p, "nodes", 1) * int_param_or(p, "ranks_per_node", 1);
+    const auto workers = std::max<std::int64_t>(1, ranks - scheme.ps_servers);
+    if (global_batch > 0) batch = std::max<std::int64_t>(1, global_batch / workers);
+  }
+  std::int64_t ranks(const Params& p) const { return int_param_or(p, "nodes", 1) * int_param_or(p, "ranks_per_node", 1); }
 };
 
 // The graph's data input (its one float input) and the labels d500 appended with the loss.
@@ -142,6 +163,23 @@ class RunnerParams final : public ParamAccess {
   std::vector<std::vector<float>>* shadow_ = nullptr;
 };
 
+// A scheme's view of the runner's parameters and gradients (level 3).
+class RunnerModel final : public ModelAccess {
+ public:
+  RunnerModel(GraphRunner& r, const ParamAccess& a) : r_(r), a_(a) {}
+  std::size_t count() const override { return a_.count(); }
+  std::int64_t numel(std::size_t k) const override { return a_.numel(k); }
+  float* param(std::size_t k) override { return r_.parameter(k); }
+  // GraphRunner: the gradient's storage may be written between backward and the optimizer.
+  float* grad(std::size_t k) override { return const_cast<float*>(r_.parameter_gradient(k)); }
+  void params_changed() override { r_.parameters_changed(); }
+  bool on_gradients_ready(std::function<void(std::span<const std::size_t>)> f) override { return r_.on_gradients_ready(std::move(f)); }
+
+ private:
+  GraphRunner& r_;
+  const ParamAccess& a_;
+};
+
 std::vector<std::vector<float>> snapshot(GraphRunner& r, const ParamAccess& a) {
   std::vector<std::vector<float>> s;
   for (std::size_t k = 0; k < a.count(); ++k) {
@@ -154,7 +192,11 @@ std::vector<std::vector<float>> snapshot(GraphRunner& r, const ParamAccess& a) {
 class TrainWorkload final : public Workload {
  public:
   TrainWorkload(const RunContext& ctx, const BackendInfo& backend)
-      : pt_(ctx.params), params_(ctx.params), backend_(backend), rank_(ctx.rank) {
+      : pt_(ctx.params), params_(ctx.params), backend_(backend), rank_(ctx.rank), comm_(ctx.comm) {
+    // Level 3: the workers are the ranks after the dedicated servers; the data is shared among them.
+    const int servers = pt_.distributed ? pt_.scheme.ps_servers : 0;
+    worker_ = ctx.rank - servers;
+    workers_ = ctx.size - servers;
     loaded_ = load_point_network(pt_.network, pt_.batch, true);
     graph_ = loaded_->graph;  // the point's own weights
     roles_ = roles_of(*loaded_);
@@ -163,7 +205,7 @@ class TrainWorkload final : public Workload {
     test_ = shared_dataset(data_request(pt_, graph_, roles_, "test"));
     check_data(*train_, graph_, roles_);
     check_data(*test_, graph_, roles_);
-    sampler_ = std::make_unique<Sampler>(train_->size(), pt_.batch, pt_.shuffle, pt_.seed, ctx.rank, ctx.size);
+    sampler_ = std::make_unique<Sampler>(train_->size(), pt_.batch, pt_.shuffle, pt_.seed, std::max(worker_, 0), workers_);
     max_steps_ = pt_.steps > 0 ? pt_.steps : pt_.epochs > 0 ? pt_.epochs * sampler_->batches_per_epoch() : std::numeric_limits<std::int64_t>::max();
     opt_spec_ = optimizer_spec(ctx.params, max_steps_ == std::numeric_limits<std::int64_t>::max() ? 0 : max_steps_);
 
@@ -174,6 +216,10 @@ class TrainWorkload final : public Workload {
     access_ = std::make_unique<RunnerParams>(*runner_, graph_, loaded_->params);
     initial_ = snapshot(*runner_, *access_);
     make_optimizer();
+    if (pt_.distributed) {
+      model_ = std::make_unique<RunnerModel>(*runner_, *access_);
+      scheme_ = Scheme::make(pt_.scheme, ctx.comm, *model_, opt_spec_);
+    }
     const double flops = loaded_->work.training_flops;
     work_ = Work{static_cast<std::int64_t>(flops), 0, pt_.batch};
     tta_ = TimeToAccuracy{pt_.target, pt_.budget_s, pt_.eval_interval};
@@ -207,6 +253,8 @@ class TrainWorkload final : public Workload {
     make_optimizer();
     sampler_->seek(0, 0);
     train_ns_ = steps_done_ = eval_ns_ = evaluations_ = resumed_at_ = 0;
+    hash_checks_ = hash_mismatches_ = 0;
+    first_mismatch_ = -1;
     last_loss_ = last_acc_ = std::nan("");
     stop_reason_ = "";
     if (!std::isfinite(ratio)) ratio = std::numeric_limits<double>::infinity();
@@ -220,18 +268,30 @@ class TrainWorkload final : public Workload {
     h.train(
         [this](int, const Harness::PhaseMark& mark) {
           const std::int64_t t0 = now_ns();
-          load_batch(sampler_->next());
-          const std::int64_t t1 = now_ns();
-          runner_->forward(0);
-          const std::int64_t t2 = now_ns();
-          runner_->backward(0);
-          const std::int64_t t3 = now_ns();
-          optimizer_->step(learning_rate(opt_spec_, steps_done_));
+          const double lr = learning_rate(opt_spec_, steps_done_);
+          if (scheme_ && scheme_->is_server()) {
+            scheme_->serve(lr, tally_);
+          } else {
+            load_batch(sampler_->next());
+            const std::int64_t t1 = now_ns();
+            runner_->forward(0);
+            const std::int64_t t2 = now_ns();
+            if (scheme_) scheme_->before_backward();
+            runner_->backward(0);
+            const std::int64_t t3 = now_ns();
+            tally_.add(Phase::Data, t0, t1);
+            tally_.add(Phase::Forward, t1, t2);
+            tally_.add(Phase::Backward, t2, t3);
+            if (scheme_) scheme_->after_backward(lr, tally_);
+            if (!scheme_ || scheme_->local_update()) {
+              const std::int64_t u0 = now_ns();
+              optimizer_->step(lr);
+              tally_.add(Phase::Update, u0, now_ns());
+            }
+            if (scheme_) scheme_->after_update(steps_done_ + 1, tally_);
+          }
           const std::int64_t t4 = now_ns();
-          mark(Phase::Data, t0, t1);
-          mark(Phase::Forward, t1, t2);
-          mark(Phase::Backward, t2, t3);
-          mark(Phase::Update, t3, t4);
+          tally_.mark(mark);
           train_ns_ += t4 - t0;
           ++steps_done_;
           if (steps_done_ >= max_steps_) return stop("the step limit (" + std::to_string(max_steps_) + " steps) was reached");
@@ -240,6 +300,7 @@ class TrainWorkload final : public Workload {
           return true;
         },
         [this, &h](int, const Harness::PhaseMark& mark, bool last) {
+          if (scheme_ && scheme_->consistent() && (last || (pt_.hash_interval > 0 && steps_done_ % pt_.hash_interval == 0))) check_hash();
           const bool due = pt_.eval_interval > 0 && steps_done_ % pt_.eval_interval == 0;
           if (!due && !last) return true;
           const std::int64_t t0 = now_ns();
@@ -257,11 +318,12 @@ class TrainWorkload final : public Workload {
           }
           return true;
         },
-        4, cp);
+        scheme_ ? 6 : 4, cp);
     checkpoints_ = h.checkpoints();
   }
 
-  bool checkpoints() const override { return pt_.checkpoint_s > 0; }
+  // A parameter server's optimizer state lives on the servers, which a worker's checkpoint lacks.
+  bool checkpoints() const override { return pt_.checkpoint_s > 0 && !(scheme_ && scheme_->has_server_state()); }
 
   std::string why_not_resume(const TrainingState& s) const override {
     std::size_t want = 0;
@@ -321,13 +383,31 @@ class TrainWorkload final : public Workload {
                                          std::to_string(pt_.eval_interval) + " steps and after the last, by the training executor's forward pass"
                                          " (BatchNormalization, if any, normalises with the evaluation batch's statistics); mean cross-entropy and top-1 "
                                          "accuracy; timed as phase 'evaluation', left out of training time"});
-    a.push_back({"train.timing", std::string("training time: the sum of the steps' durations (phases data, forward, backward, update); "
-                                             "an event's time_ns is the training time at its evaluation")});
+    a.push_back({"train.timing", std::string("training time: the sum of the steps' durations (phases data, forward, backward, update") +
+                                     (scheme_ ? ", communication, wait" : "") + "); an event's time_ns is the training time at its evaluation"});
+    if (scheme_) {
+      a.push_back({"dist.scheme", pt_.scheme.name});
+      a.push_back({"dist.consistent", scheme_->consistent()});
+      a.push_back({"dist.workers", std::int64_t{workers_}});
+      a.push_back({"dist.servers", std::int64_t{scheme_->servers()}});
+      a.push_back({"dist.batch_per_worker", pt_.batch});
+      a.push_back({"dist.global_batch", pt_.batch * workers_});
+      a.push_back({"dist.method", scheme_->describe()});
+      if (!scheme_->overlap().empty()) a.push_back({"dist.overlap", scheme_->overlap()});
+      a.push_back({"dist.phases", std::string("wait: an MPI_Barrier before a synchronous exchange (the slowest rank's lateness); communication: "
+                                              "time inside the scheme's MPI calls (with no barrier before them, waiting too); update: the "
+                                              "optimizer and the scheme's local arithmetic (packing, averaging); one row per phase and step, "
+                                              "its duration the phase's time added over the step")});
+      a.push_back({"dist.evaluation", std::string(scheme_->consistent() ? "every worker's own parameters (identical: checked by hash)"
+                                                  : pt_.scheme.name == "ps-async" ? "the servers' parameters, gathered after the step"
+                                                                                 : "the mean of the workers' parameters, taken after the step") +
+                                          "; the test samples shared among the workers, losses and hits added by MPI_Allreduce"});
+    }
     return a;
   }
 
   std::vector<std::pair<std::string, Value>> final_attributes() const override {
-    return {{"train.steps", steps_done_},
+    std::vector<std::pair<std::string, Value>> a = {{"train.steps", steps_done_},
             {"train.epochs", static_cast<double>(steps_done_) / static_cast<double>(sampler_->batches_per_epoch())},
             {"train.stop_reason", stop_reason_},
             {"train.training_seconds", static_cast<double>(train_ns_) * 1e-9},
@@ -337,6 +417,35 @@ class TrainWorkload final : public Workload {
             {"train.final_loss", last_loss_},
             {"train.resumed_at_step", resumed_at_},
             {"train.checkpoints", std::int64_t{checkpoints_}}};
+    if (!scheme_) return a;
+    // Communication per rank and step, agreed over the ranks (collective: every rank is here).
+    const double steps = static_cast<double>(std::max<std::int64_t>(1, steps_done_ - resumed_at_));
+    const CommCounts& c = scheme_->counts();
+    double mine[4] = {static_cast<double>(c.sent) / steps, static_cast<double>(c.received) / steps, 0, 0};
+    mine[2] = -mine[0];
+    mine[3] = -mine[1];
+    double lo_hi[4], sum[2];
+    mpi_check(MPI_Allreduce(mine, lo_hi, 4, MPI_DOUBLE, MPI_MAX, comm_), "MPI_Allreduce", "communication volume");
+    mpi_check(MPI_Allreduce(mine, sum, 2, MPI_DOUBLE, MPI_SUM, comm_), "MPI_Allreduce", "communication volume");
+    int size = 1;
+    mpi_check(MPI_Comm_size(comm_, &size), "MPI_Comm_size", "communication volume");
+    long long checks[2] = {hash_checks_, hash_mismatches_}, first = first_mismatch_ < 0 ? LLONG_MAX : first_mismatch_, first_all = 0;
+    mpi_check(MPI_Allreduce(MPI_IN_PLACE, checks, 2, MPI_LONG_LONG, MPI_MAX, comm_), "MPI_Allreduce", "hash checks");
+    mpi_check(MPI_Allreduce(&first, &first_all, 1, MPI_LONG_LONG, MPI_MIN, comm_), "MPI_Allreduce", "hash checks");
+    a.push_back({"comm.bytes_sent_per_step", sum[0] / size});
+    a.push_back({"comm.bytes_received_per_step", sum[1] / size});
+    a.push_back({"comm.bytes_sent_per_step_max", lo_hi[0]});
+    a.push_back({"comm.bytes_sent_per_step_min", -lo_hi[2]});
+    a.push_back({"comm.bytes_received_per_step_max", lo_hi[1]});
+    a.push_back({"comm.calls_per_step", static_cast<double>(c.calls) / steps});
+    a.push_back({"comm.counted_steps", static_cast<std::int64_t>(steps)});
+    if (scheme_->consistent()) {
+      a.push_back({"dist.hash_checks", static_cast<std::int64_t>(checks[0])});
+      a.push_back({"dist.hash_mismatches", static_cast<std::int64_t>(checks[1])});
+      a.push_back({"dist.parameters_identical", checks[1] == 0});
+      if (checks[1] > 0) a.push_back({"dist.first_mismatch_step", static_cast<std::int64_t>(first_all)});
+    }
+    return a;
   }
 
  private:
@@ -409,14 +518,56 @@ class TrainWorkload final : public Workload {
     return worst;
   }
 
-  // Mean cross-entropy and top-1 accuracy over the first eval_n_ test samples, in batches of the
-  // graph's batch (the last one padded with sample 0, whose rows are not counted).
+  // Mean cross-entropy and top-1 accuracy over the first eval_n_ test samples.
   std::pair<double, double> evaluate() {
+    if (!scheme_) {
+      const auto [loss, correct] = evaluate_range(0, eval_n_);
+      return {loss / static_cast<double>(eval_n_), static_cast<double>(correct) / static_cast<double>(eval_n_)};
+    }
+    // Level 3: the model the scheme names, on this worker's share of the test samples.
+    std::vector<std::vector<float>> own;
+    const bool swap = scheme_->evaluation_model(eval_model_) && !scheme_->is_server();
+    if (swap) {
+      own = snapshot(*runner_, *access_);
+      std::size_t at = 0;
+      for (std::size_t k = 0; k < access_->count(); ++k) {
+        std::memcpy(runner_->parameter(k), eval_model_.data() + at, static_cast<std::size_t>(access_->numel(k)) * sizeof(float));
+        at += static_cast<std::size_t>(access_->numel(k));
+      }
+      runner_->parameters_changed();
+    }
+    double sums[2] = {0, 0};
+    if (!scheme_->is_server()) {
+      const std::int64_t lo = eval_n_ * worker_ / workers_, hi = eval_n_ * (worker_ + 1) / workers_;
+      const auto [loss, correct] = evaluate_range(lo, hi);
+      sums[0] = loss;
+      sums[1] = static_cast<double>(correct);
+    }
+    mpi_check(MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, comm_), "MPI_Allreduce", "the evaluation");
+    if (swap) restore(own);
+    return {sums[0] / static_cast<double>(eval_n_), sums[1] / static_cast<double>(eval_n_)};
+  }
+
+  // Every worker's parameter hash against the others' (consistent schemes; collective).
+  void check_hash() {
+    const std::uint64_t h = scheme_->is_server() ? 0 : parameter_hash(*model_);
+    std::uint64_t v[2] = {scheme_->is_server() ? UINT64_MAX : h, scheme_->is_server() ? UINT64_MAX : ~h};
+    mpi_check(MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_UINT64_T, MPI_MIN, comm_), "MPI_Allreduce", "the parameter hash");
+    ++hash_checks_;
+    if (v[0] != ~v[1]) {  // min(h) != max(h): some workers differ
+      ++hash_mismatches_;
+      if (first_mismatch_ < 0) first_mismatch_ = steps_done_;
+    }
+  }
+
+  // Summed cross-entropy and hits over test samples [lo, hi), in batches of the graph's batch
+  // (the last one padded with sample 0, whose rows are not counted).
+  std::pair<double, std::int64_t> evaluate_range(std::int64_t lo, std::int64_t hi) {
     const std::int64_t b = pt_.batch;
     double loss = 0;
     std::int64_t correct = 0;
-    for (std::int64_t at = 0; at < eval_n_; at += b) {
-      const std::int64_t valid = std::min(b, eval_n_ - at);
+    for (std::int64_t at = lo; at < hi; at += b) {
+      const std::int64_t valid = std::min(b, hi - at);
       for (std::int64_t i = 0; i < b; ++i) eval_idx_[static_cast<std::size_t>(i)] = i < valid ? at + i : 0;
       test_->read(eval_idx_, x_, y_);
       runner_->inputs_changed();
@@ -433,13 +584,20 @@ class TrainWorkload final : public Workload {
         correct += (std::max_element(z, z + c) - z) == label ? 1 : 0;
       }
     }
-    return {loss / static_cast<double>(eval_n_), static_cast<double>(correct) / static_cast<double>(eval_n_)};
+    return {loss, correct};
   }
 
   TrainPoint pt_;
   Params params_;
   const BackendInfo& backend_;
   int rank_;
+  MPI_Comm comm_;
+  int worker_ = 0, workers_ = 1;  // level 3: this rank's index among the workers (-1: a server)
+  std::unique_ptr<RunnerModel> model_;
+  std::unique_ptr<Scheme> scheme_;
+  PhaseTally tally_;
+  std::vector<float> eval_model_;
+  std::int64_t hash_checks_ = 0, hash_mismatches_ = 0, first_mismatch_ = -1;
   std::shared_ptr<const LoadedNetwork> loaded_;
   Graph graph_;
   Roles roles_;
@@ -488,6 +646,16 @@ std::string train_check(const Params& p) {
     }
   }
   if (pt.checkpoint_s < 0) return "checkpoint_interval is in seconds of wall time, >= 0 (0: no checkpoints)";
+  if (pt.distributed) {
+    const std::int64_t ranks = pt.ranks(p);
+    if (const std::string why = scheme_check(pt.scheme, static_cast<int>(ranks)); !why.empty()) return why;
+    const std::int64_t workers = ranks - pt.scheme.ps_servers;
+    if (pt.global_batch > 0 && pt.global_batch % workers != 0)
+      return "global_batch " + std::to_string(pt.global_batch) + " does not split evenly over " + std::to_string(workers) +
+             " workers (ranks " + std::to_string(ranks) + " minus ps_servers " + std::to_string(pt.scheme.ps_servers) + ")";
+    if (pt.optimizer_impl == "native" && (pt.scheme.name == "ps-sync" || pt.scheme.name == "ps-async"))
+      return "a parameter server applies d500's reference optimizer to its shard: optimizer_impl = \"native\" does not apply to " + pt.scheme.name;
+  }
   if (pt.target > 0 && !(pt.budget_s > 0))
     return "target_accuracy needs a time_budget (seconds of training): time to accuracy censors a run that misses the target at its budget";
   if (const std::string e = check_optimizer(optimizer_spec(p, 0)); !e.empty()) return e;
@@ -497,7 +665,8 @@ std::string train_check(const Params& p) {
     for (const char* split : {"train", "test"}) {
       const auto d = shared_dataset(data_request(pt, n->graph, r, split));
       check_data(*d, n->graph, r);
-      if (std::string(split) == "train") Sampler(d->size(), pt.batch, false, 1, 0, static_cast<int>(int_param_or(p, "nodes", 1) * int_param_or(p, "ranks_per_node", 1)));
+      if (std::string(split) == "train")
+        Sampler(d->size(), pt.batch, false, 1, 0, static_cast<int>(pt.ranks(p) - (pt.distributed ? pt.scheme.ps_servers : 0)));
     }
     const BackendInfo* b = find_backend(backend);
     if (b && b->built && b->check_graph) return b->check_graph(n->graph);
@@ -628,7 +797,30 @@ void register_train(WorkloadRegistry& r) {
   for (const auto& b : all_backends())
     if (b.built && (b.name == "reference" || b.make_node_kernel || b.make_graph_runner))
       w.backends[b.name] = [&b](const RunContext& c) { return std::make_unique<TrainWorkload>(c, b); };
+
+  // Level 3: the same training, data-parallel over the ranks through a scheme.
+  WorkloadInfo d = w;
+  d.name = "distributed";
+  d.level = 3;
+  d.description = "data-parallel training over the ranks by a scheme (allreduce, overlapped buckets, parameter servers, model averaging, "
+                  "D-PSGD); phases include communication and wait, volume counted per rank and step, consistency checked by hash";
+  d.scaling_note = "batch is per worker (the global batch grows with the workers); with global_batch, the global batch is split";
+  d.scaling_of = [](const Params& p) { return int_param_or(p, "global_batch", 0) > 0 ? std::string("strong") : std::string("weak"); };
+  for (auto& ps : d.params)
+    if (ps.name == "batch") ps.help = "samples per step per worker (ignored when global_batch is set)";
+  d.params.insert(d.params.begin() + 1,
+                  {{"scheme", ValueType::String, V{std::string("allreduce")}, 0, 0, scheme_names(),
+                    "allreduce | allreduce-overlap | ps-sync | ps-async | model-averaging | dpsgd (src/training/distributed.hpp)"},
+                   integer("global_batch", 0, 0, std::int64_t{1} << 30,
+                           "samples per step over all workers, split evenly (strong scaling); 0: batch per worker (weak scaling)"),
+                   integer("bucket_bytes", 4 << 20, 4, std::int64_t{1} << 34, "allreduce-overlap: bytes of gradients per bucket"),
+                   integer("average_interval", 8, 1, std::int64_t{1} << 30, "model-averaging: steps between averages"),
+                   integer("ps_servers", 0, 0, 1 << 20, "ps-sync, ps-async: dedicated server ranks (0: rank 0 serves and trains; ps-sync only)"),
+                   integer("staleness", 0, 0, 1 << 20, "ps-async: steps a worker computes on its own copy between pulls"),
+                   integer("hash_interval_steps", 50, 0, std::int64_t{1} << 40,
+                           "consistent schemes: steps between checks that every worker holds identical parameters (and at the end; 0: end only)")});
   r.add(std::move(w));
+  r.add(std::move(d));
 }
 
 }  // namespace d500

@@ -1,0 +1,176 @@
+#pragma once
+// Level 3: data-parallel training schemes over MPI, and the communication layer that counts
+// what each rank sends and receives. The workload (workloads/level2/train.cpp, registered as
+// `distributed`) runs a worker's step as data, forward, backward, then the scheme:
+//
+//   allreduce          gradients averaged by one MPI_Allreduce after backward (consistent)
+//   allreduce-overlap  gradients in buckets (bucket_bytes), each MPI_Iallreduce started as soon
+//                      as backward has made its gradients final, polled after every backward
+//                      step (Open MPI makes no progress on its own), waited for after backward
+//                      (consistent): PyTorch DDP's and Horovod's scheme
+//   ps-sync            a parameter server: ps_servers = 0 puts it on rank 0, which trains too
+//                      (MPI_Reduce of the gradients to it, its optimizer, MPI_Bcast of the
+//                      parameters); ps_servers = k > 0 makes ranks 0..k-1 dedicated servers,
+//                      each owning a contiguous shard of the parameters (workers send each
+//                      shard to its server, which averages, applies its optimizer and sends the
+//                      shard back) (consistent)
+//   ps-async           dedicated servers that apply each worker's gradient (scaled by 1 /
+//                      workers) the moment it arrives, in arrival order, and answer a pull with
+//                      the shard as it then is; a worker pulls every staleness + 1 steps and
+//                      computes on its own copy in between (inconsistent)
+//   model-averaging    local steps, parameters averaged by MPI_Allreduce every
+//                      average_interval steps (inconsistent between averages)
+//   dpsgd              D-PSGD on a ring: after each local step a worker averages its parameters
+//                      with its two ring neighbours' (1/3 each; 1/2 with one neighbour)
+//                      (inconsistent)
+//
+// Phases: `wait` is an MPI_Barrier over the scheme's ranks before a synchronous exchange (the
+// time a rank waits for the slowest), so that `communication` holds the exchange alone;
+// packing gradients into one buffer and averaging them are `update` (local arithmetic). Where
+// no barrier is taken (the overlapped buckets, D-PSGD's neighbours, ps-async), waiting is part
+// of `communication`.
+//
+// Volume: counted by this layer, per call, as the bytes this rank hands to MPI and gets back:
+// point-to-point exactly; a collective by its textbook algorithm (allreduce: ring, 2 (p-1)/p
+// of the buffer sent and received; reduce/bcast: a flat tree, the root receiving or sending
+// (p-1) buffers), since the MPI library picks its own algorithm.
+#include <mpi.h>
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backends/optimizer.hpp"
+#include "metrics/metrics.hpp"
+
+namespace d500 {
+
+struct SchemeSpec {
+  std::string name = "allreduce";
+  std::int64_t bucket_bytes = 4 << 20;  // allreduce-overlap
+  std::int64_t average_interval = 8;    // model-averaging
+  int ps_servers = 0;                   // ps-*: dedicated server ranks (0: rank 0 serves and trains)
+  int staleness = 0;                    // ps-async: steps a worker computes between pulls
+};
+
+const std::vector<std::string>& scheme_names();
+// Whether every worker holds the same parameters after every step.
+bool scheme_consistent(const std::string& name);
+// Why `s` cannot run on `ranks` ranks ("" when it can).
+std::string scheme_check(const SchemeSpec& s, int ranks);
+
+// A worker's parameters and gradients, as the runner holds them (gradient storage may move
+// between steps and is asked for each time).
+class ModelAccess {
+ public:
+  virtual ~ModelAccess() = default;
+  virtual std::size_t count() const = 0;
+  virtual std::int64_t numel(std::size_t k) const = 0;
+  virtual float* param(std::size_t k) = 0;
+  virtual float* grad(std::size_t k) = 0;  // nullptr: none this step (zero)
+  virtual void params_changed() = 0;
+  // During backward: f(ready) after each backward step (GraphRunner::on_gradients_ready); false
+  // when the runner cannot say.
+  virtual bool on_gradients_ready(std::function<void(std::span<const std::size_t>)> f) = 0;
+};
+
+// A step's phases, added up over the step and marked once each (one row per phase and step).
+class PhaseTally {
+ public:
+  void add(Phase p, std::int64_t t0, std::int64_t t1) {
+    auto i = static_cast<std::size_t>(p);
+    if (!seen_[i]) start_[i] = t0, seen_[i] = true;
+    dur_[i] += t1 - t0;
+  }
+  template <class Mark>
+  void mark(const Mark& m) {
+    for (std::size_t i = 0; i < seen_.size(); ++i)
+      if (seen_[i]) m(static_cast<Phase>(i), start_[i], start_[i] + dur_[i]);
+    seen_.fill(false);
+    dur_.fill(0);
+  }
+
+ private:
+  std::array<bool, kPhaseCount> seen_{};
+  std::array<std::int64_t, kPhaseCount> start_{}, dur_{};
+};
+
+struct CommCounts {
+  std::int64_t sent = 0, received = 0, calls = 0;
+};
+
+class Scheme {
+ public:
+  // Collective over `comm`. `opt` is what a server's optimizer applies (ps-*).
+  static std::unique_ptr<Scheme> make(const SchemeSpec& s, MPI_Comm comm, ModelAccess& model, const OptimizerSpec& opt);
+  virtual ~Scheme();
+
+  const SchemeSpec& spec() const { return spec_; }
+  bool consistent() const { return scheme_consistent(spec_.name); }
+  bool is_server() const { return worker_ < 0; }
+  int worker() const { return worker_; }  // index among the workers; -1: a dedicated server
+  int workers() const { return workers_; }
+  int servers() const { return servers_; }
+
+  // Worker, before the step's backward pass (the overlapped scheme arms its buckets).
+  virtual void before_backward() {}
+  // Worker, after backward, before its optimizer: gradients averaged in place (or, on a
+  // parameter server, the update done and the parameters back). `lr`: the step's learning rate
+  // (a colocated server's optimizer).
+  virtual void after_backward(double lr, PhaseTally& t) = 0;
+  // Whether the worker's own optimizer applies the update (a parameter server's does not).
+  virtual bool local_update() const { return true; }
+  // Worker, after its optimizer step number `step` (1-based): model averaging, neighbours.
+  virtual void after_update(std::int64_t /*step*/, PhaseTally&) {}
+  // A dedicated server's step: its part of one training step of every worker.
+  virtual void serve(double /*lr*/, PhaseTally&) {}
+  // Collective: the model an evaluation judges, flat in the network's parameter order; false
+  // when every worker's own parameters are it (consistent schemes).
+  virtual bool evaluation_model(std::vector<float>& flat);
+  // Optimizer state on a server (ps-*), which a worker's checkpoint does not hold.
+  virtual bool has_server_state() const { return false; }
+
+  const CommCounts& counts() const { return counts_; }
+  // How the volume was counted and what the scheme does, in words.
+  virtual std::string describe() const = 0;
+  // Whether communication overlaps backward, in words ("" when the scheme does not try).
+  virtual std::string overlap() const { return ""; }
+  std::int64_t parameters() const { return total_; }
+
+ protected:
+  Scheme(const SchemeSpec& s, MPI_Comm comm, ModelAccess& model);
+  // Flat copies of the worker's gradients or parameters, and back.
+  void pack_grads(float* flat);
+  void unpack_grads(const float* flat, float scale);
+  void pack_params(float* flat);
+  void unpack_params(const float* flat);
+  // Collective: the mean of every rank's parameters (schemes without servers).
+  bool mean_of_workers(std::vector<float>& flat);
+  // Counted calls.
+  void allreduce(float* buf, std::int64_t n, MPI_Comm c, int size);
+  void barrier(MPI_Comm c, PhaseTally& t);
+  // Barrier (wait), then an allreduce of the whole flat vector (communication); returns its end.
+  std::int64_t synchronous_allreduce(float* flat, PhaseTally& t);
+  void count(std::int64_t sent, std::int64_t received) {
+    counts_.sent += sent;
+    counts_.received += received;
+    ++counts_.calls;
+  }
+
+  SchemeSpec spec_;
+  MPI_Comm comm_;
+  ModelAccess& model_;
+  int rank_ = 0, size_ = 1, worker_ = 0, workers_ = 1, servers_ = 0;
+  std::vector<std::int64_t> offset_;  // of each parameter in the flat vector
+  std::int64_t total_ = 0;
+  CommCounts counts_;
+};
+
+// A 64-bit FNV-1a hash of the worker's parameters' bytes.
+std::uint64_t parameter_hash(ModelAccess& m);
+
+}  // namespace d500

@@ -1,0 +1,202 @@
+// Level 3 end to end under mpirun: every scheme on one worker follows level 2's curve bit for
+// bit; on three ranks the consistent schemes keep every worker's parameters identical (hash
+// checks), every scheme's communication volume is the count its algorithm implies, the step's
+// phases include communication and wait, the overlapped buckets start inside backward; and
+// impossible points are refused at plan time.
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "helpers.hpp"
+#include "training/data.hpp"
+
+using namespace d500test;
+
+namespace {
+
+class Distributed : public ScratchDirTest {};
+
+const std::string kHead = "[campaign]\nname = \"l3\"\nrepetitions = 1\nwarmups = 2\n";
+
+// Real data where Debian's package is installed, else synthetic samples (the comparisons hold on either).
+std::string data_lines() {
+  const bool fm = fs::exists(std::string(d500::fashion_mnist_dir()) + "/train-images-idx3-ubyte.gz");
+  return fm ? "dataset = \"fashion-mnist\"\n" : "dataset = \"synthetic\"\nsynthetic_samples = 4000\n";
+}
+
+// h5py: per point "workload scheme ps_servers ranks_per_node | step:loss:accuracy ..." of rank 0's events.
+std::string curves_py(const fs::path& results) {
+  return "/usr/bin/python3 -c \"\nimport h5py, glob\nfor fn in sorted(glob.glob('" + results.string() +
+         "/*.h5')):\n  f = h5py.File(fn, 'r')\n  for pid in sorted(f['points']):\n    g = f['points'][pid]\n    c = dict(kv.split('=', 1) for kv in "
+         "g.attrs['canonical'].split()[1:])\n    e = [r for r in g['events'][:] if r['rank'] == 0]\n    print(g.attrs['canonical'].split(':')[0], "
+         "c.get('scheme', '-'), c.get('ps_servers', '-'), c['ranks_per_node'], '|', ' '.join('%d:%r:%r' % (r['step'], float(r['loss']), "
+         "float(r['accuracy'])) for r in e))\n\"";
+}
+
+std::string scheme_of(const std::string& canonical) {
+  const auto at = canonical.find(" scheme=");
+  return canonical.substr(at + 8, canonical.find(' ', at + 8) - at - 8);
+}
+
+double attr_double(hid_t obj, const char* name) {
+  double v = std::nan("");
+  hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
+  if (a < 0) return v;
+  H5Aread(a, H5T_NATIVE_DOUBLE, &v);
+  H5Aclose(a);
+  return v;
+}
+
+bool attr_bool(hid_t obj, const char* name) {
+  return attr_int(obj, name) != 0;  // booleans are stored as integers 0/1 (hdf5-schema/README.md)
+}
+
+}  // namespace
+
+TEST_F(Distributed, OnOneWorkerEverySchemeFollowsLevelTwosCurveBitForBit) {
+  const std::string fixed = "[fixed]\nnetwork = \"lenet5\"\nbackend = \"reference\"\n" + data_lines() +
+                            "batch = 32\nsteps = 30\neval_interval_steps = 10\neval_samples = 300\noptimizer = \"momentum\"\nlr = 0.02\n"
+                            "checkpoint_interval = 0\nseed = 3\n";
+  // One rank: level 2 and every scheme that runs on one rank; two ranks: a dedicated server and one worker.
+  const fs::path one = dir_ / "one", two = dir_ / "two";
+  Cmd p1 = sh(d500_cmd("plan " +
+                       write("one.toml", kHead + fixed +
+                                             "[axes]\nworkload = [\"train\", \"distributed\"]\n"
+                                             "scheme = [\"allreduce\", \"allreduce-overlap\", \"ps-sync\", \"model-averaging\", \"dpsgd\"]\n") +
+                       " -o " + one.string()));
+  ASSERT_EQ(p1.code, 0) << p1.out;
+  Cmd p2 = sh(d500_cmd("plan " +
+                       write("two.toml", kHead + fixed +
+                                             "workload = \"distributed\"\nranks_per_node = 2\nps_servers = 1\n[axes]\n"
+                                             "scheme = [\"ps-sync\", \"ps-async\"]\n") +
+                       " -o " + two.string()));
+  ASSERT_EQ(p2.code, 0) << p2.out;
+  for (const auto& run : {one, two}) {
+    Cmd r = sh(d500_cmd("run " + run.string()));
+    ASSERT_EQ(r.code, 0) << r.out;
+  }
+  Cmd c1 = sh(curves_py(one / "results")), c2 = sh(curves_py(two / "results"));
+  ASSERT_EQ(c1.code, 0) << c1.out;
+  ASSERT_EQ(c2.code, 0) << c2.out;
+  std::map<std::string, std::string> curve;  // "workload scheme servers ranks" -> curve
+  std::istringstream lines(c1.out + c2.out);
+  for (std::string line; std::getline(lines, line);) {
+    const auto bar = line.find(" | ");
+    if (bar != std::string::npos) curve[line.substr(0, bar)] = line.substr(bar + 3);
+  }
+  ASSERT_EQ(curve.size(), 8u) << c1.out << c2.out;
+  const std::string level2 = curve.at("train - - 1");
+  EXPECT_NE(level2.find("30:"), std::string::npos) << level2;
+  for (const auto& [which, c] : curve) EXPECT_EQ(c, level2) << which << " differs from level 2's run of the same seed";
+}
+
+TEST_F(Distributed, ThreeRanksKeepConsistentSchemesIdenticalAndCountEachSchemesVolume) {
+  const std::string text = kHead +
+                           "[fixed]\nworkload = \"distributed\"\nnetwork = \"lenet5\"\nbackend = \"reference\"\ndataset = \"synthetic\"\n"
+                           "synthetic_samples = 3000\nbatch = 16\nsteps = 20\neval_interval_steps = 10\neval_samples = 200\n"
+                           "hash_interval_steps = 5\ncheckpoint_interval = 0\nranks_per_node = 3\nbucket_bytes = 65536\naverage_interval = 4\n"
+                           "staleness = 1\n[axes]\nscheme = [\"allreduce\", \"allreduce-overlap\", \"ps-sync\", \"ps-async\", \"model-averaging\", \"dpsgd\"]\n"
+                           "ps_servers = [0, 1]\n[[exclude]]\nscheme = \"ps-async\"\nps_servers = 0\n"
+                           "[[exclude]]\nscheme = \"allreduce\"\nps_servers = 1\n[[exclude]]\nscheme = \"allreduce-overlap\"\nps_servers = 1\n"
+                           "[[exclude]]\nscheme = \"model-averaging\"\nps_servers = 1\n[[exclude]]\nscheme = \"dpsgd\"\nps_servers = 1\n";
+  const fs::path run = planned(text);
+  Cmd r = sh(d500_cmd("run " + run.string()));
+  ASSERT_EQ(r.code, 0) << r.out;
+  Cmd check = sh(d500_cmd("check " + (run / "results" / "job-0000.h5").string()));
+  EXPECT_EQ(check.code, 0) << check.out;
+
+  const double B = 61706.0 * 4;  // LeNet-5's trainable parameters, in bytes
+  hid_t f = H5Fopen((run / "results" / "job-0000.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  hid_t pts = H5Gopen2(f, "points", H5P_DEFAULT);
+  std::vector<std::string> ids;
+  H5Literate(pts, H5_INDEX_NAME, H5_ITER_INC, nullptr, names_cb, &ids);
+  H5Gclose(pts);
+  ASSERT_EQ(ids.size(), 7u);
+  int seen = 0;
+  for (const auto& id : ids) {
+    hid_t g = H5Gopen2(f, ("points/" + id).c_str(), H5P_DEFAULT);
+    const std::string canonical = attr_string(g, "canonical"), scheme = scheme_of(canonical);
+    const bool dedicated = canonical.find(" ps_servers=1") != std::string::npos;
+    SCOPED_TRACE(scheme + (dedicated ? " (dedicated server)" : ""));
+    EXPECT_EQ(attr_string(g, "status"), "complete");
+    EXPECT_EQ(attr_string(g, "validation_status"), "passed");
+    EXPECT_EQ(attr_int(g, "train.steps"), 20);
+    EXPECT_EQ(attr_string(g, "dist.scheme"), scheme);
+    const bool consistent = scheme == "allreduce" || scheme == "allreduce-overlap" || scheme == "ps-sync";
+    EXPECT_EQ(attr_bool(g, "dist.consistent"), consistent);
+    if (consistent) {
+      EXPECT_EQ(attr_int(g, "dist.hash_checks"), 4);  // steps 5, 10, 15, 20 (the last)
+      EXPECT_EQ(attr_int(g, "dist.hash_mismatches"), 0);
+      EXPECT_TRUE(attr_bool(g, "dist.parameters_identical"));
+    }
+    const double sent = attr_double(g, "comm.bytes_sent_per_step"), received = attr_double(g, "comm.bytes_received_per_step");
+    // Mean over the 3 ranks of bytes per step, from each scheme's algorithm.
+    double want_sent = 0, want_received = 0;
+    if (scheme == "allreduce" || scheme == "allreduce-overlap" || scheme == "ps-sync") want_sent = want_received = 4 * B / 3;
+    if (scheme == "model-averaging") want_sent = want_received = 4 * B / 3 / 4;  // every 4th step
+    if (scheme == "dpsgd") want_sent = want_received = 2 * B;                   // two ring neighbours
+    if (scheme == "ps-async") want_sent = want_received = B;  // workers push B, pull B every 2nd step; the server gets 2B, answers B
+    EXPECT_NEAR(sent, want_sent, want_sent * 1e-4);
+    EXPECT_NEAR(received, want_received, want_received * 1e-4);
+    // Phases: every rank's every step has a communication row; synchronous exchanges a wait row.
+    std::map<int, int> rows;
+    long long backward_end = 0, comm_start = 0;
+    int in_backward = 0;
+    const auto samples = read_samples(f, id);
+    for (const auto& s : samples) ++rows[s.phase];
+    EXPECT_EQ(rows[0], 3 * 20);
+    if (scheme != "model-averaging") EXPECT_EQ(rows[5], 3 * 20) << "communication rows";
+    else EXPECT_EQ(rows[5], 3 * 5) << "communication rows (averaging steps)";
+    if (scheme == "allreduce" || (scheme == "ps-sync")) EXPECT_EQ(rows[6], 3 * 20) << "wait rows";
+    if (scheme == "allreduce-overlap") {
+      // Buckets start inside backward: a step's first communication row begins before its backward row ends.
+      EXPECT_NE(attr_string(g, "dist.overlap").find("during backward"), std::string::npos) << attr_string(g, "dist.overlap");
+      std::map<std::pair<int, int>, std::pair<long long, long long>> step;  // (rank, rep) -> (backward end, comm start)
+      for (const auto& s : samples) {
+        if (s.phase == 3) step[{s.rank, s.rep}].first = s.end_ns;
+        if (s.phase == 5) step[{s.rank, s.rep}].second = s.start_ns;
+      }
+      for (const auto& [k, v] : step) {
+        backward_end = v.first;
+        comm_start = v.second;
+        in_backward += comm_start < backward_end ? 1 : 0;
+      }
+      EXPECT_EQ(in_backward, 3 * 20);
+    }
+    ++seen;
+    H5Gclose(g);
+  }
+  EXPECT_EQ(seen, 7);
+  H5Fclose(f);
+
+  // The report labels the schemes and shows communication.
+  Cmd rep = sh(d500_cmd("report " + run.string()));
+  ASSERT_EQ(rep.code, 0) << rep.out;
+  const std::string md = read_file_text(run / "report.md");
+  EXPECT_NE(md.find("inconsistent"), std::string::npos);
+  EXPECT_NE(md.find("communication"), std::string::npos);
+}
+
+TEST_F(Distributed, ImpossibleSchemesAreRefusedAtPlanTime) {
+  const std::string head = kHead + "[fixed]\nworkload = \"distributed\"\nnetwork = \"lenet5\"\nbackend = \"reference\"\ndataset = \"synthetic\"\n"
+                                   "steps = 5\n";
+  struct Case {
+    std::string lines, says;
+  } cases[] = {
+      {"scheme = \"ps-async\"\nranks_per_node = 2\n", "ps-async needs dedicated server ranks"},
+      {"scheme = \"ps-sync\"\nps_servers = 2\nranks_per_node = 2\n", "leaves no worker"},
+      {"scheme = \"allreduce\"\nps_servers = 1\nranks_per_node = 2\n", "ps_servers applies to the parameter-server schemes"},
+      {"scheme = \"allreduce\"\nglobal_batch = 100\nranks_per_node = 3\n", "does not split evenly over 3 workers"},
+      {"scheme = \"allreduce-ring\"\n", "allreduce-overlap"},
+  };
+  for (const auto& c : cases) {
+    const fs::path run = dir_ / ("r" + std::to_string(&c - cases));
+    Cmd plan = sh(d500_cmd("plan " + write("c.toml", head + c.lines) + " -o " + run.string()));
+    EXPECT_NE(plan.code, 0) << c.lines;
+    EXPECT_NE(plan.out.find(c.says), std::string::npos) << plan.out;
+    EXPECT_NE(plan.out.find("c.toml:"), std::string::npos) << plan.out;  // the file and line
+    EXPECT_FALSE(fs::exists(run)) << "nothing is written";
+  }
+}
