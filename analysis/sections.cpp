@@ -143,12 +143,10 @@ std::pair<double, double> fit_usl(const std::vector<double>& n, const std::vecto
 
 double usl_efficiency(double s, double k, double n) { return 1 / (1 + s * (n - 1) + k * n * (n - 1)); }
 
+// The q quantile of bootstrap estimates (stats' type-7 quantile).
 double percentile(std::vector<double> v, double q) {
   std::sort(v.begin(), v.end());
-  if (v.empty()) return std::nan("");
-  const double at = q * static_cast<double>(v.size() - 1);
-  const auto i = static_cast<std::size_t>(at);
-  return i + 1 < v.size() ? v[i] + (at - static_cast<double>(i)) * (v[i + 1] - v[i]) : v[i];
+  return stats::quantile_sorted(v, q);
 }
 
 // The series' model with bootstrap intervals: each resample draws every point's repetitions with
@@ -171,19 +169,23 @@ void fit_scaling_model(ScalingSeries& s, const std::vector<const PointRow*>& g, 
     if (!(m > 0)) return;
   const std::size_t count_ranks = n.size() + 1;
   std::mt19937_64 rng(seed ^ 0x5ca1ab1eULL);
+  // Per law (0: Amdahl, 1: USL), the bootstrap estimates of s, k and the two predictions; both
+  // laws are fitted to the same resampled medians.
   std::vector<double> bs[2], bk[2], b2[2], b4[2];
   const double nmax = n.back();
-  for (int law = 0; law < 2; ++law) {
-    if (law == 1 && count_ranks < 3) break;
-    for (int b = 0; b < kResamples / 2; ++b) {
-      std::vector<double> m;
-      for (const auto* r : g) {
-        std::vector<double> x(r->costs.size());
-        std::uniform_int_distribution<std::size_t> pick(0, r->costs.size() - 1);
-        for (auto& v : x) v = r->costs[pick(rng)];
-        m.push_back(stats::summarize(x, confidence).median);
-      }
-      const auto [a, k] = fit_usl(n, capacities(m), law == 1);
+  const int laws = count_ranks < 3 ? 1 : 2;
+  std::vector<double> m(g.size()), x;
+  for (int b = 0; b < kResamples / 2; ++b) {
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      const auto& costs = g[i]->costs;
+      x.resize(costs.size());
+      std::uniform_int_distribution<std::size_t> pick(0, costs.size() - 1);
+      for (auto& v : x) v = costs[pick(rng)];
+      m[i] = stats::median(x);
+    }
+    const std::vector<double> c = capacities(m);
+    for (int law = 0; law < laws; ++law) {
+      const auto [a, k] = fit_usl(n, c, law == 1);
       bs[law].push_back(a), bk[law].push_back(k);
       b2[law].push_back(usl_efficiency(a, k, 2 * nmax)), b4[law].push_back(usl_efficiency(a, k, 4 * nmax));
     }

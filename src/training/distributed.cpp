@@ -52,13 +52,15 @@ Scheme::Scheme(const SchemeSpec& s, MPI_Comm comm, ModelAccess& model) : spec_(s
 
 Scheme::~Scheme() = default;
 
+void Scheme::pack_grad(std::size_t k, float* flat) {
+  const float* g = model_.grad(k);
+  const auto n = static_cast<std::size_t>(model_.numel(k));
+  if (g) std::memcpy(flat + offset_[k], g, n * sizeof(float));
+  else std::fill(flat + offset_[k], flat + offset_[k] + n, 0.0f);
+}
+
 void Scheme::pack_grads(float* flat) {
-  for (std::size_t k = 0; k < offset_.size(); ++k) {
-    const float* g = model_.grad(k);
-    const auto n = static_cast<std::size_t>(model_.numel(k));
-    if (g) std::memcpy(flat + offset_[k], g, n * sizeof(float));
-    else std::fill(flat + offset_[k], flat + offset_[k] + n, 0.0f);
-  }
+  for (std::size_t k = 0; k < offset_.size(); ++k) pack_grad(k, flat);
 }
 
 void Scheme::unpack_grads(const float* flat, float scale) {
@@ -81,24 +83,21 @@ void Scheme::unpack_params(const float* flat) {
   model_.params_changed();
 }
 
-void Scheme::allreduce(float* buf, std::int64_t n, MPI_Comm c, int size) {
-  mpi_check(MPI_Allreduce(MPI_IN_PLACE, buf, static_cast<int>(n), MPI_FLOAT, MPI_SUM, c), "MPI_Allreduce", "averaging over the ranks");
-  const std::int64_t ring = size > 1 ? 2 * (size - 1) * n * 4 / size : 0;
-  count(ring, ring);
-}
+std::int64_t Scheme::ring_bytes(std::int64_t n) const { return size_ > 1 ? 2 * (size_ - 1) * n * 4 / size_ : 0; }
 
 std::int64_t Scheme::synchronous_allreduce(float* flat, PhaseTally& t) {
-  barrier(comm_, t);
+  barrier(t);
   const std::int64_t t0 = now_ns();
-  allreduce(flat, total_, comm_, size_);
+  mpi_check(MPI_Allreduce(MPI_IN_PLACE, flat, static_cast<int>(total_), MPI_FLOAT, MPI_SUM, comm_), "MPI_Allreduce", "averaging over the ranks");
+  count(ring_bytes(total_), ring_bytes(total_));
   const std::int64_t t1 = now_ns();
   t.add(Phase::Communication, t0, t1);
   return t1;
 }
 
-void Scheme::barrier(MPI_Comm c, PhaseTally& t) {
+void Scheme::barrier(PhaseTally& t) {
   const std::int64_t t0 = now_ns();
-  mpi_check(MPI_Barrier(c), "MPI_Barrier", "waiting for the other ranks");
+  mpi_check(MPI_Barrier(comm_), "MPI_Barrier", "waiting for the other ranks");
   t.add(Phase::Wait, t0, now_ns());
 }
 
@@ -206,20 +205,14 @@ class OverlapScheme final : public Scheme {
 
   void pack_bucket(std::size_t b) {
     const Bucket& bk = buckets_[b];
-    for (std::size_t k = bk.first; k < bk.first + static_cast<std::size_t>(bk.params); ++k) {
-      const float* g = model_.grad(k);
-      const auto n = static_cast<std::size_t>(model_.numel(k));
-      if (g) std::memcpy(flat_.data() + offset_[k], g, n * sizeof(float));
-      else std::fill(flat_.data() + offset_[k], flat_.data() + offset_[k] + n, 0.0f);
-    }
+    for (std::size_t k = bk.first; k < bk.first + static_cast<std::size_t>(bk.params); ++k) pack_grad(k, flat_.data());
   }
 
   void start(std::size_t b) {
     const Bucket& bk = buckets_[b];
     mpi_check(MPI_Iallreduce(MPI_IN_PLACE, flat_.data() + bk.offset, static_cast<int>(bk.n), MPI_FLOAT, MPI_SUM, comm_, &requests_[b]),
               "MPI_Iallreduce", "a gradient bucket");
-    const std::int64_t ring = size_ > 1 ? 2 * (size_ - 1) * bk.n * 4 / size_ : 0;
-    count(ring, ring);
+    count(ring_bytes(bk.n), ring_bytes(bk.n));
     ++started_;
   }
 
@@ -370,7 +363,7 @@ class ParameterServer final : public Scheme {
     if (servers_ == 0) return colocated(lr, t);
     const bool pull = !async_ || (++since_pull_ > spec_.staleness);
     if (pull) since_pull_ = 0;
-    if (!async_) barrier(comm_, t);
+    if (!async_) barrier(t);
     t0 = now_ns();
     std::vector<MPI_Request> req;
     req.reserve(static_cast<std::size_t>(2 * servers_));
@@ -397,7 +390,7 @@ class ParameterServer final : public Scheme {
     const std::size_t n = shard_.size();
     const float inv = 1.0f / static_cast<float>(workers_);
     if (!async_) {
-      barrier(comm_, t);
+      barrier(t);
       std::int64_t t0 = now_ns();
       std::vector<MPI_Request> req(static_cast<std::size_t>(workers_));
       for (int w = 0; w < workers_; ++w)
@@ -470,7 +463,7 @@ class ParameterServer final : public Scheme {
 
  private:
   void colocated(double lr, PhaseTally& t) {
-    barrier(comm_, t);
+    barrier(t);
     std::int64_t t0 = now_ns();
     const int n = static_cast<int>(total_);
     if (rank_ == 0) {

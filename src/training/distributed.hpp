@@ -144,15 +144,17 @@ class Scheme {
  protected:
   Scheme(const SchemeSpec& s, MPI_Comm comm, ModelAccess& model);
   // Flat copies of the worker's gradients or parameters, and back.
+  void pack_grad(std::size_t k, float* flat);  // parameter k's gradient (zero when none) at its offset
   void pack_grads(float* flat);
   void unpack_grads(const float* flat, float scale);
   void pack_params(float* flat);
   void unpack_params(const float* flat);
   // Collective: the mean of every rank's parameters (schemes without servers).
   bool mean_of_workers(std::vector<float>& flat);
-  // Counted calls.
-  void allreduce(float* buf, std::int64_t n, MPI_Comm c, int size);
-  void barrier(MPI_Comm c, PhaseTally& t);
+  // A barrier over the scheme's ranks, timed as `wait`.
+  void barrier(PhaseTally& t);
+  // Bytes a rank sends (and receives) in a ring allreduce of n floats over the scheme's ranks.
+  std::int64_t ring_bytes(std::int64_t n) const;
   // Barrier (wait), then an allreduce of the whole flat vector (communication); returns its end.
   std::int64_t synchronous_allreduce(float* flat, PhaseTally& t);
   void count(std::int64_t sent, std::int64_t received) {

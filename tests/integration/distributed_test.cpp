@@ -59,33 +59,28 @@ TEST_F(Distributed, OnOneWorkerEverySchemeFollowsLevelTwosCurveBitForBit) {
                             "batch = 32\nsteps = 30\neval_interval_steps = 10\neval_samples = 300\noptimizer = \"momentum\"\nlr = 0.02\n"
                             "checkpoint_interval = 0\nseed = 3\n";
   // One rank: level 2 and every scheme that runs on one rank; two ranks: a dedicated server and one worker.
-  const fs::path one = dir_ / "one", two = dir_ / "two";
-  Cmd p1 = sh(d500_cmd("plan " +
-                       write("one.toml", kHead + fixed +
-                                             "[axes]\nworkload = [\"train\", \"distributed\"]\n"
-                                             "scheme = [\"allreduce\", \"allreduce-overlap\", \"ps-sync\", \"model-averaging\", \"dpsgd\"]\n") +
-                       " -o " + one.string()));
-  ASSERT_EQ(p1.code, 0) << p1.out;
-  Cmd p2 = sh(d500_cmd("plan " +
-                       write("two.toml", kHead + fixed +
-                                             "workload = \"distributed\"\nranks_per_node = 2\nps_servers = 1\n[axes]\n"
-                                             "scheme = [\"ps-sync\", \"ps-async\"]\n") +
-                       " -o " + two.string()));
-  ASSERT_EQ(p2.code, 0) << p2.out;
-  for (const auto& run : {one, two}) {
+  const std::pair<std::string, std::string> runs[] = {
+      {"one", "[axes]\nworkload = [\"train\", \"distributed\"]\n"
+              "scheme = [\"allreduce\", \"allreduce-overlap\", \"ps-sync\", \"model-averaging\", \"dpsgd\"]\n"},
+      {"two", "workload = \"distributed\"\nranks_per_node = 2\nps_servers = 1\n[axes]\nscheme = [\"ps-sync\", \"ps-async\"]\n"}};
+  std::string curves;
+  for (const auto& [name, lines] : runs) {
+    const fs::path run = dir_ / name;
+    Cmd plan = sh(d500_cmd("plan " + write(name + ".toml", kHead + fixed + lines) + " -o " + run.string()));
+    ASSERT_EQ(plan.code, 0) << plan.out;
     Cmd r = sh(d500_cmd("run " + run.string()));
     ASSERT_EQ(r.code, 0) << r.out;
+    Cmd c = sh(curves_py(run / "results"));
+    ASSERT_EQ(c.code, 0) << c.out;
+    curves += c.out;
   }
-  Cmd c1 = sh(curves_py(one / "results")), c2 = sh(curves_py(two / "results"));
-  ASSERT_EQ(c1.code, 0) << c1.out;
-  ASSERT_EQ(c2.code, 0) << c2.out;
   std::map<std::string, std::string> curve;  // "workload scheme servers ranks" -> curve
-  std::istringstream lines(c1.out + c2.out);
+  std::istringstream lines(curves);
   for (std::string line; std::getline(lines, line);) {
     const auto bar = line.find(" | ");
     if (bar != std::string::npos) curve[line.substr(0, bar)] = line.substr(bar + 3);
   }
-  ASSERT_EQ(curve.size(), 8u) << c1.out << c2.out;
+  ASSERT_EQ(curve.size(), 8u) << curves;
   const std::string level2 = curve.at("train - - 1");
   EXPECT_NE(level2.find("30:"), std::string::npos) << level2;
   for (const auto& [which, c] : curve) EXPECT_EQ(c, level2) << which << " differs from level 2's run of the same seed";

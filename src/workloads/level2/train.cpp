@@ -59,6 +59,7 @@ struct TrainPoint {
   bool distributed;
   SchemeSpec scheme;
   std::int64_t global_batch, hash_interval;
+  std::int64_t ranks, workers;  // nodes x ranks_per_node; those that train (all but dedicated servers)
   explicit TrainPoint(const Params& p)
       : network(param<std::string>(p, "network")),
         dataset(param<std::string>(p, "dataset")),
@@ -80,19 +81,19 @@ struct TrainPoint {
         seed(static_cast<std::uint64_t>(int_param_or(p, "seed", 1))),
         distributed(p.count("scheme") > 0),
         global_batch(int_param_or(p, "global_batch", 0)),
-        hash_interval(int_param_or(p, "hash_interval_steps", 0)) {
+        hash_interval(int_param_or(p, "hash_interval_steps", 0)),
+        ranks(int_param_or(p, "nodes", 1) * int_param_or(p, "ranks_per_node", 1)),
+        workers(ranks) {
     if (!distributed) return;
     scheme.name = param<std::string>(p, "scheme");
     scheme.bucket_bytes = param<std::int64_t>(p, "bucket_bytes");
     scheme.average_interval = param<std::int64_t>(p, "average_interval");
     scheme.ps_servers = static_cast<int>(param<std::int64_t>(p, "ps_servers"));
     scheme.staleness = static_cast<int>(param<std::int64_t>(p, "staleness"));
+    workers = ranks - scheme.ps_servers;  // >= 1 where train_check passed (scheme_check)
     // A global batch is split over the workers: each rank's network takes its share.
-    const auto ranks = int_param_or(p, "nodes", 1) * int_param_or(p, "ranks_per_node", 1);
-    const auto workers = std::max<std::int64_t>(1, ranks - scheme.ps_servers);
-    if (global_batch > 0) batch = std::max<std::int64_t>(1, global_batch / workers);
+    if (global_batch > 0) batch = std::max<std::int64_t>(1, global_batch / std::max<std::int64_t>(1, workers));
   }
-  std::int64_t ranks(const Params& p) const { return int_param_or(p, "nodes", 1) * int_param_or(p, "ranks_per_node", 1); }
 };
 
 // The graph's data input (its one float input) and the labels d500 appended with the loss.
@@ -343,13 +344,7 @@ class TrainWorkload final : public Workload {
   }
 
   void resume(const TrainingState& s) override {
-    std::size_t at = 0;
-    for (std::size_t k = 0; k < access_->count(); ++k) {
-      const auto n = static_cast<std::size_t>(access_->numel(k));
-      std::memcpy(runner_->parameter(k), s.parameters.data() + at, n * sizeof(float));
-      at += n;
-    }
-    runner_->parameters_changed();
+    set_parameters(s.parameters.data());
     optimizer_->load(s.optimizer);
     sampler_->seek(s.epoch, s.position);
     steps_done_ = resumed_at_ = s.step;
@@ -483,6 +478,16 @@ class TrainWorkload final : public Workload {
     return s;
   }
 
+  // Every parameter from one flat array in the network's order (a checkpoint's, a model to evaluate).
+  void set_parameters(const float* flat) {
+    for (std::size_t k = 0; k < access_->count(); ++k) {
+      const auto n = static_cast<std::size_t>(access_->numel(k));
+      std::memcpy(runner_->parameter(k), flat, n * sizeof(float));
+      flat += n;
+    }
+    runner_->parameters_changed();
+  }
+
   void restore(const std::vector<std::vector<float>>& v) {
     for (std::size_t k = 0; k < v.size(); ++k) std::memcpy(runner_->parameter(k), v[k].data(), v[k].size() * sizeof(float));
     runner_->parameters_changed();
@@ -529,12 +534,7 @@ class TrainWorkload final : public Workload {
     const bool swap = scheme_->evaluation_model(eval_model_) && !scheme_->is_server();
     if (swap) {
       own = snapshot(*runner_, *access_);
-      std::size_t at = 0;
-      for (std::size_t k = 0; k < access_->count(); ++k) {
-        std::memcpy(runner_->parameter(k), eval_model_.data() + at, static_cast<std::size_t>(access_->numel(k)) * sizeof(float));
-        at += static_cast<std::size_t>(access_->numel(k));
-      }
-      runner_->parameters_changed();
+      set_parameters(eval_model_.data());
     }
     double sums[2] = {0, 0};
     if (!scheme_->is_server()) {
@@ -550,8 +550,11 @@ class TrainWorkload final : public Workload {
 
   // Every worker's parameter hash against the others' (consistent schemes; collective).
   void check_hash() {
-    const std::uint64_t h = scheme_->is_server() ? 0 : parameter_hash(*model_);
-    std::uint64_t v[2] = {scheme_->is_server() ? UINT64_MAX : h, scheme_->is_server() ? UINT64_MAX : ~h};
+    std::uint64_t v[2] = {UINT64_MAX, UINT64_MAX};  // a server holds no parameters: neutral for MIN
+    if (!scheme_->is_server()) {
+      const std::uint64_t h = parameter_hash(*model_);
+      v[0] = h, v[1] = ~h;
+    }
     mpi_check(MPI_Allreduce(MPI_IN_PLACE, v, 2, MPI_UINT64_T, MPI_MIN, comm_), "MPI_Allreduce", "the parameter hash");
     ++hash_checks_;
     if (v[0] != ~v[1]) {  // min(h) != max(h): some workers differ
@@ -647,12 +650,10 @@ std::string train_check(const Params& p) {
   }
   if (pt.checkpoint_s < 0) return "checkpoint_interval is in seconds of wall time, >= 0 (0: no checkpoints)";
   if (pt.distributed) {
-    const std::int64_t ranks = pt.ranks(p);
-    if (const std::string why = scheme_check(pt.scheme, static_cast<int>(ranks)); !why.empty()) return why;
-    const std::int64_t workers = ranks - pt.scheme.ps_servers;
-    if (pt.global_batch > 0 && pt.global_batch % workers != 0)
-      return "global_batch " + std::to_string(pt.global_batch) + " does not split evenly over " + std::to_string(workers) +
-             " workers (ranks " + std::to_string(ranks) + " minus ps_servers " + std::to_string(pt.scheme.ps_servers) + ")";
+    if (const std::string why = scheme_check(pt.scheme, static_cast<int>(pt.ranks)); !why.empty()) return why;
+    if (pt.global_batch > 0 && pt.global_batch % pt.workers != 0)
+      return "global_batch " + std::to_string(pt.global_batch) + " does not split evenly over " + std::to_string(pt.workers) +
+             " workers (ranks " + std::to_string(pt.ranks) + " minus ps_servers " + std::to_string(pt.scheme.ps_servers) + ")";
     if (pt.optimizer_impl == "native" && (pt.scheme.name == "ps-sync" || pt.scheme.name == "ps-async"))
       return "a parameter server applies d500's reference optimizer to its shard: optimizer_impl = \"native\" does not apply to " + pt.scheme.name;
   }
@@ -666,7 +667,7 @@ std::string train_check(const Params& p) {
       const auto d = shared_dataset(data_request(pt, n->graph, r, split));
       check_data(*d, n->graph, r);
       if (std::string(split) == "train")
-        Sampler(d->size(), pt.batch, false, 1, 0, static_cast<int>(pt.ranks(p) - (pt.distributed ? pt.scheme.ps_servers : 0)));
+        Sampler(d->size(), pt.batch, false, 1, 0, static_cast<int>(pt.workers));
     }
     const BackendInfo* b = find_backend(backend);
     if (b && b->built && b->check_graph) return b->check_graph(n->graph);
