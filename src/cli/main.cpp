@@ -56,28 +56,77 @@ std::string worker_path() {
   return w.string();
 }
 
-int cmd_plan(const std::string& campaign_path, std::string out_dir, bool dry_run, bool force) {
+// A plan of up to this many points is listed point by point; a larger one is summarised
+// (jobs per shape, points per axis value) unless --list asks for every point.
+constexpr std::size_t kListedPoints = 60;
+
+void print_plan_summary(const Plan& plan, std::ostream& out) {
+  // Jobs by shape, in the order the shapes first appear.
+  struct Shape {
+    int nodes, rpn;
+    std::size_t jobs = 0, fewest = SIZE_MAX, most = 0;
+  };
+  std::vector<Shape> shapes;
+  for (const auto& j : plan.jobs) {
+    auto it = std::find_if(shapes.begin(), shapes.end(), [&](const Shape& s) { return s.nodes == j.nodes && s.rpn == j.ranks_per_node; });
+    if (it == shapes.end()) it = shapes.insert(shapes.end(), Shape{j.nodes, j.ranks_per_node});
+    ++it->jobs;
+    it->fewest = std::min(it->fewest, j.points.size());
+    it->most = std::max(it->most, j.points.size());
+  }
+  for (const auto& s : shapes) {
+    out << "  " << s.jobs << " job(s) of " << s.nodes << " node(s) x " << s.rpn << " rank(s), "
+        << (s.fewest == s.most ? std::to_string(s.most) : std::to_string(s.fewest) + "-" + std::to_string(s.most))
+        << " points each";
+    if (plan.tmpl.launcher == "slurm")
+      out << ", time limit " << slurm_time(plan.campaign.slurm.time_limit_min) << ", "
+          << fmt_sig(static_cast<double>(s.jobs) * s.nodes * plan.campaign.slurm.time_limit_min / 60.0, 3) << " node-hours";
+    out << "\n";
+  }
+  out << "  points per axis value (d500 plan --list prints every point; points.csv lists them all):\n";
+  constexpr std::size_t kShown = 12;
+  for (std::size_t a = 0; a < plan.campaign.axes.size(); ++a) {
+    const Axis& axis = plan.campaign.axes[a];
+    std::vector<std::string> parts;
+    for (std::size_t v = 0; v < axis.values.size() && v < kShown; ++v)
+      parts.push_back(canonical(axis.values[v].value) + " (" + std::to_string(plan.value_counts[a][v]) + ")");
+    if (axis.values.size() > kShown) parts.push_back("... " + std::to_string(axis.values.size() - kShown) + " more values");
+    out << "    " << axis.name << ": " << join(parts, ", ") << "\n";
+  }
+}
+
+int cmd_plan(const std::string& campaign_path, std::string out_dir, bool dry_run, bool force, bool list) {
   refuse_control_chars(out_dir, "the run directory (-o)");  // before any output: write_plan checks again
   Campaign c = load_campaign(campaign_path);
   Plan plan = make_plan(c, builtin_workloads(), PlanOptions{force});
   if (out_dir.empty()) out_dir = "runs/" + c.name;
   std::cout << "campaign " << c.name << " (" << c.path << ", hash " << c.hash << "): " << plan.points.size()
             << " points in " << plan.jobs.size() << " jobs, template " << plan.tmpl.name << " (" << plan.tmpl.path << ")\n";
-  for (const auto& j : plan.jobs) {
-    std::cout << "  " << j.id << ": " << j.nodes << " node(s) x " << j.ranks_per_node << " rank(s), "
-              << j.points.size() << " points";
-    if (plan.tmpl.launcher == "slurm")
-      std::cout << ", time limit " << slurm_time(c.slurm.time_limit_min) << ", " << fmt_sig(job_node_hours(plan, j), 3)
-                << " node-hours";
-    std::cout << "\n";
-    for (auto i : j.points) std::cout << "    " << plan.points[i].id << "  " << plan.points[i].canonical << "\n";
+  if (plan.points.size() > kListedPoints && !list) print_plan_summary(plan, std::cout);
+  else {
+    std::string text;  // one write: 10^6 points are listed in a fraction of a second
+    for (const auto& j : plan.jobs) {
+      text += "  " + j.id + ": " + std::to_string(j.nodes) + " node(s) x " + std::to_string(j.ranks_per_node) + " rank(s), " +
+              std::to_string(j.points.size()) + " points";
+      if (plan.tmpl.launcher == "slurm")
+        text += ", time limit " + slurm_time(c.slurm.time_limit_min) + ", " + fmt_sig(job_node_hours(plan, j), 3) + " node-hours";
+      text += "\n";
+      for (auto i : j.points) {
+        text += "    ";
+        text += plan.points[i].id;
+        text += "  ";
+        text += plan.points[i].canonical;
+        text += "\n";
+      }
+    }
+    std::cout << text;
   }
   if (plan.tmpl.launcher == "slurm")
     std::cout << "total: at most " << fmt_sig(total_node_hours(plan), 4) << " node-hours"
               << (c.slurm.budget_node_hours > 0 ? " (budget " + fmt_sig(c.slurm.budget_node_hours, 4) + ")" : "") << "\n";
   if (plan.largest_memory_point >= 0) {
     const Point& big = plan.points[static_cast<std::size_t>(plan.largest_memory_point)];
-    const auto rpn = std::get<std::int64_t>(big.params.at("ranks_per_node"));
+    const std::int64_t rpn = big.ranks_per_node;
     std::cout << "memory: the largest point needs about " << fmt_bytes(big.memory_bytes) << " per rank"
               << (rpn > 1 ? " (" + fmt_bytes(big.memory_bytes * rpn) + " per node)" : "") << " of "
               << (plan.node_memory_bytes > 0 ? plan.node_memory_source : std::string("a node's memory, which is unknown (set [slurm] mem_per_node to check it)"))
@@ -247,6 +296,8 @@ int main(int argc, char** argv) {
   sub["plan"]->add_flag("-n,--dry-run", dry_run, "print the plan, write nothing");
   bool force = false;
   sub["plan"]->add_flag("--force", force, "plan even over the campaign's node-hour budget or a node's memory");
+  bool list_points = false;
+  sub["plan"]->add_flag("--list", list_points, "list every point by job (a plan of more than 60 points is otherwise summarised)");
   sub["run"]->add_option("dir", dir, "run directory written by d500 plan")->required();
   sub["run"]->add_flag("--rerun", rerun, "also run jobs that completed before (earlier results are kept)");
   sub["report"]->add_option("dir", dir, "run directory")->required();
@@ -280,7 +331,7 @@ int main(int argc, char** argv) {
   }
 
   try {
-    if (sub["plan"]->parsed()) return cmd_plan(campaign, out, dry_run, force);
+    if (sub["plan"]->parsed()) return cmd_plan(campaign, out, dry_run, force, list_points);
     if (sub["run"]->parsed()) return cmd_run(dir, rerun);
     if (sub["report"]->parsed()) return cmd_report(dir, confidence, seed);
     if (sub["check"]->parsed()) return cmd_check(files);

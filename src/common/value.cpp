@@ -31,36 +31,62 @@ static bool plain_word(const std::string& s) {
   return true;
 }
 
-std::string canonical(const Value& v) {
+namespace {
+void append_canonical(std::string& out, const Value& v) {
   switch (type_of(v)) {
-    case ValueType::Int: return std::to_string(std::get<std::int64_t>(v));
+    case ValueType::Int: {
+      char buf[24];
+      auto r = std::to_chars(buf, buf + sizeof buf, std::get<std::int64_t>(v));
+      out.append(buf, r.ptr);
+      return;
+    }
     case ValueType::Real: {
       char buf[64];
       auto r = std::to_chars(buf, buf + sizeof buf, std::get<double>(v));
-      std::string s(buf, r.ptr);
+      const std::string_view s(buf, static_cast<std::size_t>(r.ptr - buf));
+      out += s;
       // Keep reals distinguishable from integers in the canonical form.
-      if (s.find_first_of(".eEn") == std::string::npos) s += ".0";
-      return s;
+      if (s.find_first_of(".eEn") == std::string_view::npos) out += ".0";
+      return;
     }
-    case ValueType::Bool: return std::get<bool>(v) ? "true" : "false";
+    case ValueType::Bool: out += std::get<bool>(v) ? "true" : "false"; return;
     case ValueType::String: {
       const auto& s = std::get<std::string>(v);
-      if (plain_word(s)) return s;
-      std::string out = "\"";
+      if (plain_word(s)) {
+        out += s;
+        return;
+      }
+      out += '"';
       for (char c : s) {
         if (c == '"' || c == '\\') out += '\\';
         out += c;
       }
-      return out + "\"";
+      out += '"';
+      return;
     }
   }
-  return "";
+}
+}  // namespace
+
+std::string canonical(const Value& v) {
+  std::string s;
+  append_canonical(s, v);
+  return s;
 }
 
 std::string canonical_point(const Params& p) {
-  std::string s = canonical(p.at("workload")) + ":" + canonical(p.at("backend"));
+  std::string s;
+  s.reserve(96);
+  append_canonical(s, p.at("workload"));
+  s += ':';
+  append_canonical(s, p.at("backend"));
   for (const auto& [k, v] : p)
-    if (k != "workload" && k != "backend" && !is_unset(v)) s += " " + k + "=" + canonical(v);
+    if (k != "workload" && k != "backend" && !is_unset(v)) {
+      s += ' ';
+      s += k;
+      s += '=';
+      append_canonical(s, v);
+    }
   return s;
 }
 

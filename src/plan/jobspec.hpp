@@ -31,6 +31,11 @@ struct JobSpec {
 
 JobSpec make_job_spec(const Plan& plan, const Job& job);
 std::string job_spec_toml(const JobSpec& spec);
+// The same text as job_spec_toml(make_job_spec(plan, job)), from the parameter tables the plan
+// kept (Plan::params_toml): what d500 plan writes, without deriving any point again.
+std::string job_spec_text(const Plan& plan, const Job& job);
+// A point's parameters as a TOML inline table's contents ("backend = \"blas\", n = 8"), appended.
+void append_toml_params(std::string& out, const Params& params);
 JobSpec read_job_spec(const std::string& path);
 
 // A TOML basic string literal (quoted and escaped).

@@ -9,7 +9,9 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
+#include <utility>
 #include <toml++/toml.h>
 #include <sstream>
 
@@ -91,13 +93,6 @@ TemplateInfo load_template(const std::string& name, const Location& where, const
 
 namespace {
 
-// A dimension of the product: one free axis, or a zip group whose i-th entry sets each of
-// its axes to their i-th value.
-struct Dimension {
-  std::vector<const Axis*> axes;
-  std::size_t size() const { return axes.front()->values.size(); }
-};
-
 using Raw = std::map<std::string, const LocatedValue*>;
 
 // Converts and range-checks one value against its spec.
@@ -151,93 +146,16 @@ const WorkloadInfo& check_workload_exists(const LocatedValue& lv, const Workload
   return *w;
 }
 
-// The parameter the campaign gave whose doubling grows the estimate most: the key to name when
-// a point is too big.
-std::string memory_driver(const Point& p, const WorkloadInfo& w) {
-  // The integer sizes the campaign gave: a rank count or a seed adds no data per rank.
-  std::vector<std::pair<std::string, std::int64_t>> sizes;
-  for (const auto& [name, where] : p.param_where) {
-    const auto it = p.params.find(name);
-    if (it != p.params.end() && std::holds_alternative<std::int64_t>(it->second) && name != "seed" &&
-        name != "ranks_per_node" && name != "nodes")
-      sizes.emplace_back(name, std::get<std::int64_t>(it->second));
-  }
-  std::string best;
-  std::int64_t grown = p.memory_bytes;
-  for (const auto& [name, value] : sizes) {
-    Params twice = p.params;
-    twice[name] = Value{2 * value};
-    std::int64_t b = 0;
-    try {
-      b = w.memory_bytes(twice);
-    } catch (const std::exception&) {
-      continue;
-    }
-    if (b > grown) grown = b, best = name;
-  }
-  if (best.empty() && p.memory_bytes == std::numeric_limits<std::int64_t>::max()) {
-    // Beyond 64 bits, doubling shows nothing: name the largest size the campaign gave.
-    std::int64_t largest = 0;
-    for (const auto& [name, value] : sizes)
-      if (value > largest) largest = value, best = name;
-  }
-  return best;
-}
+// What one combination of the axes resolves to: complete parameters (defaults filled,
+// normalised, checked), its canonical text and its workload.
+struct Resolved {
+  Params params;
+  std::string canonical;
+  const WorkloadInfo* workload = nullptr;
+  const Location* where = nullptr;  // where its workload value was written
+};
 
-// Memory per point against a node's, and threads against CPUs: refused (memory, unless
-// --force) or warned (threads) before anything is written.
-void check_resources(Plan& plan, const WorkloadRegistry& reg, const PlanOptions& opt) {
-  const Campaign& c = plan.campaign;
-  if (plan.tmpl.launcher == "local") {
-    plan.node_memory_bytes = opt.host_memory_bytes > 0 ? opt.host_memory_bytes : host_memory_bytes();
-    plan.node_memory_source = "this machine's memory (" + fmt_bytes(plan.node_memory_bytes) + ", MemTotal)";
-  } else if (c.slurm.mem_per_node_bytes > 0) {
-    plan.node_memory_bytes = c.slurm.mem_per_node_bytes;
-    plan.node_memory_source = "[slurm] mem_per_node (" + fmt_bytes(plan.node_memory_bytes) + ", " + c.slurm.mem_where.str() + ")";
-  }
-  std::int64_t largest = -1;
-  for (std::size_t i = 0; i < plan.points.size(); ++i) {
-    Point& p = plan.points[i];
-    const WorkloadInfo& w = *reg.find(std::get<std::string>(p.params.at("workload")));
-    if (!w.memory_bytes) continue;
-    p.memory_bytes = w.memory_bytes(p.params);
-    const std::int64_t rpn = std::get<std::int64_t>(p.params.at("ranks_per_node"));
-    const std::int64_t per_node = p.memory_bytes * rpn;
-    if (per_node > largest) largest = per_node, plan.largest_memory_point = static_cast<long>(i);
-    if (plan.node_memory_bytes <= 0 || per_node <= plan.node_memory_bytes) continue;
-    const std::string driver = memory_driver(p, w);
-    const std::string why =
-        "point " + p.canonical + ": needs about " + fmt_bytes(p.memory_bytes) + " of memory per rank" +
-        (rpn > 1 ? " (" + fmt_bytes(per_node) + " for its " + std::to_string(rpn) + " ranks per node)" : "") +
-        " for its tensors, their validation copies and the backend's workspace, more than " +
-        plan.node_memory_source +
-        (driver.empty() ? "" : "; key '" + driver + "' = " + canonical(p.params.at(driver)) + " makes it so");
-    if (!opt.force)
-      throw Error(driver.empty() ? p.where : p.param_where.at(driver),
-                  why + "; lower it, or plan with --force to run it anyway (nothing was written)");
-    plan.warnings.push_back(why + " (planned anyway: --force)");
-  }
-
-  // Threads: ranks x threads beyond the CPUs makes the library's threads share cores.
-  std::set<std::string> said;
-  const int cpus = opt.host_cpus > 0 ? opt.host_cpus : host_cpus();
-  for (const auto& p : plan.points) {
-    const std::int64_t threads = int_param_or(p.params, "threads", 1);
-    const std::int64_t rpn = std::get<std::int64_t>(p.params.at("ranks_per_node"));
-    std::string w;
-    if (plan.tmpl.launcher == "local" && rpn * threads > cpus)
-      w = std::to_string(rpn) + " rank(s) x " + std::to_string(threads) + " thread(s) = " + std::to_string(rpn * threads) +
-          " on this machine's " + std::to_string(cpus) + " CPUs";
-    else if (plan.tmpl.launcher == "slurm" && threads > c.slurm.cpus_per_task)
-      w = std::to_string(threads) + " thread(s) per rank, but [slurm] cpus_per_task = " +
-          std::to_string(c.slurm.cpus_per_task) + " CPUs per rank";
-    if (w.empty() || !said.insert(w).second) continue;
-    plan.warnings.push_back("threads oversubscribed: " + w + " (e.g. point " + p.canonical +
-                            "): its timings will measure threads sharing cores; the worker flags such points");
-  }
-}
-
-Point resolve(const Raw& raw, const WorkloadRegistry& reg, const Campaign& c) {
+Resolved resolve(const Raw& raw, const WorkloadRegistry& reg, const Campaign& c) {
   auto wit = raw.find("workload");
   if (wit == raw.end())
     throw Error(Location{c.path, 1, 1}, "no workload: set 'workload' in [fixed] or [axes] (available: " +
@@ -250,16 +168,16 @@ Point resolve(const Raw& raw, const WorkloadRegistry& reg, const Campaign& c) {
   check_backend_exists(*bit->second);
   const std::string& backend = std::get<std::string>(bit->second->value);
 
-  Point p;
-  p.level = w.level;
-  p.where = wit->second->where;
+  Resolved r;
+  r.workload = &w;
+  r.where = &wit->second->where;
   auto take = [&](const ParamSpec& spec) {
     auto it = raw.find(spec.name);
-    if (it != raw.end()) p.params[spec.name] = checked(spec, *it->second, w.name);
-    else if (spec.dflt) p.params[spec.name] = *spec.dflt;
+    if (it != raw.end()) r.params.emplace(spec.name, checked(spec, *it->second, w.name));
+    else if (spec.dflt) r.params.emplace(spec.name, *spec.dflt);
     else
-      throw Error(p.where, "workload '" + w.name + "' needs parameter '" + spec.name + "' (" + spec.help +
-                               "): set it in [fixed] or [axes]");
+      throw Error(*r.where, "workload '" + w.name + "' needs parameter '" + spec.name + "' (" + spec.help +
+                                "): set it in [fixed] or [axes]");
   };
   for (const auto& spec : common_params()) take(spec);
   for (const auto& spec : w.params) take(spec);
@@ -272,17 +190,120 @@ Point resolve(const Raw& raw, const WorkloadRegistry& reg, const Campaign& c) {
                     "' (it runs on: " + join(impl, ", ") + "); drop it with [[exclude]] workload = \"" +
                     w.name + "\", backend = \"" + backend + "\"");
   }
-  for (const auto& [name, value] : raw)
-    if (p.params.count(name)) p.param_where[name] = value->where;
-  if (w.normalize) w.normalize(p.params);
-  p.canonical = canonical_point(p.params);
+  if (w.normalize) w.normalize(r.params);
+  r.canonical = canonical_point(r.params);
   if (w.check) {
-    std::string why = w.check(p.params);
-    if (!why.empty()) throw Error(p.where, "point " + p.canonical + ": " + why);
+    std::string why = w.check(r.params);
+    if (!why.empty()) throw Error(*r.where, "point " + r.canonical + ": " + why);
   }
-  p.id = hex64(fnv1a64(p.canonical));
-  return p;
+  return r;
 }
+
+// The integer size the campaign gave whose doubling grows a point's memory estimate most: the
+// key to name when a point is too big ("" when none does).
+std::string memory_driver(const Resolved& r, const Raw& raw, std::int64_t bytes) {
+  std::vector<std::pair<std::string, std::int64_t>> sizes;  // a rank count or a seed adds no data per rank
+  for (const auto& [name, value] : r.params)
+    if (raw.count(name) && std::holds_alternative<std::int64_t>(value) && name != "seed" && name != "ranks_per_node" &&
+        name != "nodes")
+      sizes.emplace_back(name, std::get<std::int64_t>(value));
+  std::string best;
+  std::int64_t grown = bytes;
+  for (const auto& [name, value] : sizes) {
+    Params twice = r.params;
+    twice[name] = Value{2 * value};
+    std::int64_t b = 0;
+    try {
+      b = r.workload->memory_bytes(twice);
+    } catch (const std::exception&) {
+      continue;
+    }
+    if (b > grown) grown = b, best = name;
+  }
+  if (best.empty() && bytes == std::numeric_limits<std::int64_t>::max()) {
+    // Beyond 64 bits, doubling shows nothing: name the largest size the campaign gave.
+    std::int64_t largest = 0;
+    for (const auto& [name, value] : sizes)
+      if (value > largest) largest = value, best = name;
+  }
+  return best;
+}
+
+// A set of 64-bit point ids: open addressing with linear probing in a power-of-two table kept
+// at most half full, one cache line per lookup (std::unordered_set's node per id cost a tenth
+// of planning 10^6 points). Ids are FNV-1a hashes, so their low bits are well spread.
+class IdSet {
+ public:
+  explicit IdSet(std::size_t expected) {
+    std::size_t n = 16;
+    while (n < 2 * expected) n *= 2;
+    slots_.assign(n, 0);
+  }
+  // True when `id` was not in the set (and is now).
+  bool insert(std::uint64_t id) {
+    if (id == 0) return !std::exchange(has_zero_, true);  // 0 marks an empty slot
+    if (2 * (size_ + 1) > slots_.size()) grow();
+    for (std::size_t i = id & (slots_.size() - 1);; i = (i + 1) & (slots_.size() - 1)) {
+      if (slots_[i] == id) return false;
+      if (slots_[i] == 0) {
+        slots_[i] = id;
+        ++size_;
+        return true;
+      }
+    }
+  }
+
+ private:
+  void grow() {
+    std::vector<std::uint64_t> old(2 * slots_.size(), 0);
+    old.swap(slots_);
+    size_ = 0;
+    for (auto id : old)
+      if (id) insert(id);
+  }
+  std::vector<std::uint64_t> slots_;
+  std::size_t size_ = 0;
+  bool has_zero_ = false;
+};
+
+// The product of a plan's dimensions, walked by combination: one Raw map (fixed values and the
+// current value of every axis) whose axis entries are re-pointed per combination, so that
+// walking 10^6 combinations allocates nothing per combination.
+struct Product {
+  const Campaign& c;
+  std::vector<std::vector<const Axis*>> dims;
+  std::vector<std::uint64_t> stride;  // combination = sum idx[d] * stride[d]
+  std::uint64_t size = 1;
+  Raw raw;
+  std::vector<std::vector<const LocatedValue**>> slots;  // per dimension, per axis: its entry in raw
+
+  Product(const Campaign& camp, const std::vector<std::vector<std::size_t>>& dim_axes) : c(camp) {
+    for (const auto& a : c.fixed) raw[a.name] = &a.values.front();
+    for (const auto& d : dim_axes) {
+      dims.emplace_back();
+      slots.emplace_back();
+      for (auto i : d) {
+        dims.back().push_back(&c.axes[i]);
+        slots.back().push_back(&raw[c.axes[i].name]);
+      }
+    }
+    stride.assign(dims.size(), 1);
+    for (std::size_t d = dims.size(); d-- > 0;) {
+      stride[d] = size;
+      size *= dims[d].front()->values.size();
+    }
+  }
+  std::size_t extent(std::size_t d) const { return dims[d].front()->values.size(); }
+  void set(const std::vector<std::size_t>& idx) {
+    for (std::size_t d = 0; d < dims.size(); ++d)
+      for (std::size_t k = 0; k < dims[d].size(); ++k) *slots[d][k] = &dims[d][k]->values[idx[d]];
+  }
+  void set(std::uint64_t combination) {
+    std::vector<std::size_t> idx(dims.size());
+    for (std::size_t d = 0; d < dims.size(); ++d) idx[d] = static_cast<std::size_t>(combination / stride[d] % extent(d));
+    set(idx);
+  }
+};
 
 // A string value ending in "/*" in [axes] ("resnet50/*") stands for every choice of that
 // parameter starting with what precedes the '*', in the workload's order: a named shape set.
@@ -356,9 +377,10 @@ double total_node_hours(const Plan& plan) {
 }
 
 Plan make_plan(const Campaign& campaign, const WorkloadRegistry& reg, const PlanOptions& opt) {
-  const Campaign c = expand_sets(campaign, reg);
   Plan plan;
-  plan.campaign = c;
+  plan.campaign = expand_sets(campaign, reg);
+  plan.registry = &reg;
+  const Campaign& c = plan.campaign;
   plan.tmpl = load_template(c.template_name, c.template_where, c.templates_dir);
   if (plan.tmpl.launcher != "local" && plan.tmpl.launcher != "slurm")
     throw Error(c.template_where, "template '" + plan.tmpl.name + "' is for the '" + plan.tmpl.launcher +
@@ -413,29 +435,28 @@ Plan make_plan(const Campaign& campaign, const WorkloadRegistry& reg, const Plan
       }
     }
 
-  std::vector<Dimension> dims;
   std::set<std::string> zipped;
   for (const auto& z : c.zips) {
-    Dimension d;
+    plan.dims.emplace_back();
     for (const auto& n : z.axes) {
-      d.axes.push_back(by_name.at(n));
+      plan.dims.back().push_back(static_cast<std::size_t>(by_name.at(n) - c.axes.data()));
       zipped.insert(n);
     }
-    dims.push_back(d);
   }
-  for (const auto& a : c.axes)
-    if (!zipped.count(a.name)) dims.push_back(Dimension{{&a}});
+  for (std::size_t i = 0; i < c.axes.size(); ++i)
+    if (!zipped.count(c.axes[i].name)) plan.dims.push_back({i});
   // Axes are combined in name order (the last varies fastest) so that plan order, and so job
   // contents, depend only on the campaign's content, never on the order of its lines.
-  std::sort(dims.begin(), dims.end(), [](const Dimension& x, const Dimension& y) {
-    return x.axes.front()->name < y.axes.front()->name;
+  std::sort(plan.dims.begin(), plan.dims.end(), [&](const auto& x, const auto& y) {
+    return c.axes[x.front()].name < c.axes[y.front()].name;
   });
+  Product product(c, plan.dims);
 
   // Before anything is expanded: would the combinations fit in memory? (An upper bound: exclude
   // rules and duplicates only remove points.)
   const std::int64_t avail = opt.available_memory_bytes > 0 ? opt.available_memory_bytes : available_memory_bytes();
   double combinations = 1;
-  for (const auto& d : dims) combinations *= static_cast<double>(d.size());
+  for (std::size_t d = 0; d < product.dims.size(); ++d) combinations *= static_cast<double>(product.extent(d));
   auto plan_cost = [](double points, double largest_job) {
     return points * static_cast<double>(kPlanBytesPerPoint) + largest_job * static_cast<double>(kSpecBytesPerPoint);
   };
@@ -452,54 +473,143 @@ Plan make_plan(const Campaign& campaign, const WorkloadRegistry& reg, const Plan
                                             " combinations of its axes; planning them " + why +
                                             " (MemAvailable): split it into several campaigns, or remove axis values");
 
-  std::vector<int> rule_hits(c.excludes.size(), 0);
-  std::set<std::string> seen;
-  std::vector<std::size_t> idx(dims.size(), 0);
-  for (bool more = true; more;) {
-    Raw raw;
-    for (const auto& a : c.fixed) raw[a.name] = &a.values.front();
-    for (std::size_t d = 0; d < dims.size(); ++d)
-      for (const Axis* a : dims[d].axes) raw[a->name] = &a->values[idx[d]];
+  // Each exclude rule as tables: per key it names, which values of that key's dimension it
+  // matches (a fixed key matches always or never), so that testing a combination compares no text.
+  struct KeyTest {
+    std::size_t dim;
+    std::vector<char> hit;  // per value index of the dimension
+  };
+  struct RuleTest {
+    bool possible = true;  // false when a fixed key's value is not among the rule's
+    std::vector<KeyTest> keys;
+  };
+  std::vector<RuleTest> rules(c.excludes.size());
+  for (std::size_t r = 0; r < c.excludes.size(); ++r)
+    for (const auto& m : c.excludes[r].match) {
+      auto matches = [&](const Value& v) {
+        const std::string have = canonical(v);
+        return std::any_of(m.values.begin(), m.values.end(), [&](const auto& x) { return canonical(x.value) == have; });
+      };
+      bool on_axis = false;
+      for (std::size_t d = 0; d < product.dims.size(); ++d)
+        for (const Axis* a : product.dims[d])
+          if (a->name == m.name) {
+            KeyTest t{d, {}};
+            for (const auto& v : a->values) t.hit.push_back(matches(v.value));
+            rules[r].keys.push_back(std::move(t));
+            on_axis = true;
+          }
+      if (!on_axis) rules[r].possible = rules[r].possible && matches(by_name.at(m.name)->values.front().value);
+    }
 
-    bool excluded = false;
-    for (std::size_t r = 0; r < c.excludes.size(); ++r) {
-      bool all = true;
-      for (const auto& m : c.excludes[r].match) {
-        const std::string have = canonical(raw.at(m.name)->value);
-        bool any = false;
-        for (const auto& v : m.values) any = any || canonical(v.value) == have;
-        all = all && any;
+  // The resource checks' settings: a node's memory, and the CPUs of this machine.
+  if (plan.tmpl.launcher == "local") {
+    plan.node_memory_bytes = opt.host_memory_bytes > 0 ? opt.host_memory_bytes : host_memory_bytes();
+    plan.node_memory_source = "this machine's memory (" + fmt_bytes(plan.node_memory_bytes) + ", MemTotal)";
+  } else if (c.slurm.mem_per_node_bytes > 0) {
+    plan.node_memory_bytes = c.slurm.mem_per_node_bytes;
+    plan.node_memory_source = "[slurm] mem_per_node (" + fmt_bytes(plan.node_memory_bytes) + ", " + c.slurm.mem_where.str() + ")";
+  }
+  const int cpus = opt.host_cpus > 0 ? opt.host_cpus : host_cpus();
+  std::int64_t largest_per_node = -1;
+  std::set<std::pair<std::int64_t, std::int64_t>> threads_said;  // (ranks per node, threads) already warned of
+  // Refusals found while expanding, thrown afterwards in the order of the checks.
+  std::optional<Error> nodes_refusal, memory_refusal;
+
+  plan.value_counts.resize(c.axes.size());
+  for (std::size_t a = 0; a < c.axes.size(); ++a) plan.value_counts[a].assign(c.axes[a].values.size(), 0);
+  constexpr std::size_t kParamsBlockBytes = 16u << 20;
+  std::string params_text;
+  std::vector<int> rule_hits(c.excludes.size(), 0);
+  IdSet seen(static_cast<std::size_t>(std::min<double>(combinations, 2e6)));
+  plan.points.reserve(static_cast<std::size_t>(std::min<double>(combinations, 2e6)));
+  std::vector<std::size_t> idx(product.dims.size(), 0);
+  for (std::uint64_t combination = 0; combination < product.size; ++combination) {
+    if (combination > 0)  // the next combination: the last dimension varies fastest
+      for (std::size_t d = idx.size(); d-- > 0;) {
+        if (++idx[d] < product.extent(d)) break;
+        idx[d] = 0;
       }
+    bool excluded = false;
+    for (std::size_t r = 0; r < rules.size(); ++r) {
+      bool all = rules[r].possible;
+      for (std::size_t k = 0; all && k < rules[r].keys.size(); ++k) all = rules[r].keys[k].hit[idx[rules[r].keys[k].dim]];
       if (all) ++rule_hits[r], excluded = true;
     }
-    if (!excluded) {
-      // Drop what this point's workload does not take: a gemm point ignores the allreduce
-      // `bytes` axis, and the duplicates that leaves are planned once.
-      Point p = resolve(raw, reg, c);
-      if (seen.insert(p.id).second) plan.points.push_back(std::move(p));
-    }
+    if (excluded) continue;
+    product.set(idx);
+    // Drop what this point's workload does not take: a gemm point ignores the allreduce
+    // `bytes` axis, and the duplicates that leaves are planned once.
+    Resolved res = resolve(product.raw, reg, c);
+    const std::uint64_t key = fnv1a64(res.canonical);
+    if (!seen.insert(key)) continue;
+    Point p;
+    p.id = hex64(key);
+    p.canonical = std::move(res.canonical);
+    p.level = res.workload->level;
+    p.nodes = static_cast<int>(std::get<std::int64_t>(res.params.at("nodes")));
+    p.ranks_per_node = static_cast<int>(std::get<std::int64_t>(res.params.at("ranks_per_node")));
+    p.combination = combination;
+    if (!nodes_refusal && plan.tmpl.launcher == "local" && p.nodes != 1)
+      nodes_refusal = Error(*res.where, "point " + p.canonical + ": template '" + plan.tmpl.name +
+                                            "' runs on this machine only, so nodes must be 1 (use a Slurm template for more)");
 
-    more = false;
-    for (std::size_t d = dims.size(); d-- > 0;) {
-      if (++idx[d] < dims[d].size()) {
-        more = true;
-        break;
+    // Memory per point against a node's: refused (unless --force) before anything is written.
+    const std::int64_t rpn = p.ranks_per_node;
+    if (res.workload->memory_bytes) {
+      p.memory_bytes = res.workload->memory_bytes(res.params);
+      const std::int64_t per_node = p.memory_bytes * rpn;
+      if (per_node > largest_per_node) largest_per_node = per_node, plan.largest_memory_point = static_cast<long>(plan.points.size());
+      if (plan.node_memory_bytes > 0 && per_node > plan.node_memory_bytes && !memory_refusal) {
+        const std::string driver = memory_driver(res, product.raw, p.memory_bytes);
+        const std::string why =
+            "point " + p.canonical + ": needs about " + fmt_bytes(p.memory_bytes) + " of memory per rank" +
+            (rpn > 1 ? " (" + fmt_bytes(per_node) + " for its " + std::to_string(rpn) + " ranks per node)" : "") +
+            " for its tensors, their validation copies and the backend's workspace, more than " +
+            plan.node_memory_source +
+            (driver.empty() ? "" : "; key '" + driver + "' = " + canonical(res.params.at(driver)) + " makes it so");
+        if (!opt.force)
+          memory_refusal = Error(driver.empty() ? *res.where : product.raw.at(driver)->where,
+                                 why + "; lower it, or plan with --force to run it anyway (nothing was written)");
+        else
+          plan.warnings.push_back(why + " (planned anyway: --force)");
       }
-      idx[d] = 0;
     }
+    // Threads: ranks x threads beyond the CPUs makes the library's threads share cores.
+    const std::int64_t threads = int_param_or(res.params, "threads", 1);
+    const bool local_over = plan.tmpl.launcher == "local" && rpn * threads > cpus;
+    const bool slurm_over = plan.tmpl.launcher == "slurm" && threads > c.slurm.cpus_per_task;
+    if ((local_over || slurm_over) && threads_said.insert({local_over ? rpn : 0, threads}).second) {
+      const std::string w =
+          local_over ? std::to_string(rpn) + " rank(s) x " + std::to_string(threads) + " thread(s) = " +
+                           std::to_string(rpn * threads) + " on this machine's " + std::to_string(cpus) + " CPUs"
+                     : std::to_string(threads) + " thread(s) per rank, but [slurm] cpus_per_task = " +
+                           std::to_string(c.slurm.cpus_per_task) + " CPUs per rank";
+      plan.warnings.push_back("threads oversubscribed: " + w + " (e.g. point " + p.canonical +
+                              "): its timings will measure threads sharing cores; the worker flags such points");
+    }
+    params_text.clear();
+    append_toml_params(params_text, res.params);
+    if (plan.params_blocks.empty() || plan.params_blocks.back().size() + params_text.size() > kParamsBlockBytes) {
+      plan.params_blocks.emplace_back();
+      plan.params_blocks.back().reserve(std::max(kParamsBlockBytes, params_text.size()));
+    }
+    p.params_block = static_cast<std::uint32_t>(plan.params_blocks.size() - 1);
+    p.params_offset = static_cast<std::uint32_t>(plan.params_blocks.back().size());
+    p.params_length = static_cast<std::uint32_t>(params_text.size());
+    plan.params_blocks.back() += params_text;
+    for (std::size_t d = 0; d < plan.dims.size(); ++d)
+      for (auto a : plan.dims[d])
+        if (res.params.count(c.axes[a].name)) ++plan.value_counts[a][idx[d]];
+    plan.points.push_back(std::move(p));
   }
   for (std::size_t r = 0; r < c.excludes.size(); ++r)
     if (!rule_hits[r])
       throw Error(c.excludes[r].where, "this [[exclude]] rule matches no point: check its values");
   if (plan.points.empty()) throw Error(Location{c.path, 1, 1}, "the campaign has no points left after [[exclude]] rules");
+  if (nodes_refusal) throw *nodes_refusal;
+  if (memory_refusal) throw *memory_refusal;
 
-  for (const auto& p : plan.points) {
-    if (plan.tmpl.launcher == "local" && std::get<std::int64_t>(p.params.at("nodes")) != 1)
-      throw Error(p.where, "point " + p.canonical + ": template '" + plan.tmpl.name +
-                               "' runs on this machine only, so nodes must be 1 (use a Slurm template for more)");
-  }
-
-  check_resources(plan, reg, opt);
   // A training point (level 2 and up) is one run of many steps: its steps are the samples.
   const bool timed_by_repetitions = std::any_of(plan.points.begin(), plan.points.end(), [](const auto& p) { return p.level < 2; });
   if (c.repetitions <= 5 && timed_by_repetitions)
@@ -511,9 +621,7 @@ Plan make_plan(const Campaign& campaign, const WorkloadRegistry& reg, const Plan
   std::map<std::pair<int, int>, std::vector<std::size_t>> open;
   std::vector<std::pair<int, int>> order;
   for (std::size_t i = 0; i < plan.points.size(); ++i) {
-    const auto& pp = plan.points[i].params;
-    std::pair<int, int> shape{static_cast<int>(std::get<std::int64_t>(pp.at("nodes"))),
-                              static_cast<int>(std::get<std::int64_t>(pp.at("ranks_per_node")))};
+    const std::pair<int, int> shape{plan.points[i].nodes, plan.points[i].ranks_per_node};
     if (!open.count(shape)) order.push_back(shape);
     open[shape].push_back(i);
   }
@@ -559,6 +667,23 @@ Plan make_plan(const Campaign& campaign, const WorkloadRegistry& reg, const Plan
                                    " jobs at their time limits), over its budget_node_hours = " +
                                    fmt_sig(c.slurm.budget_node_hours, 4) + "; lower the time limit or sizes, or plan with --force");
   return plan;
+}
+
+struct PointResolver::Impl {
+  const Plan& plan;
+  Product product;
+  explicit Impl(const Plan& p) : plan(p), product(p.campaign, p.dims) {}
+};
+
+PointResolver::PointResolver(const Plan& plan) : impl_(std::make_unique<Impl>(plan)) {}
+PointResolver::~PointResolver() = default;
+
+Params PointResolver::params(const Point& p) {
+  impl_->product.set(p.combination);
+  Resolved r = resolve(impl_->product.raw, *impl_->plan.registry, impl_->plan.campaign);
+  if (r.canonical != p.canonical)  // the plan was changed after planning: never write another point
+    throw Error("internal: point " + p.id + " (" + p.canonical + ") resolves to " + r.canonical + " again");
+  return std::move(r.params);
 }
 
 namespace {
@@ -629,21 +754,27 @@ void write_plan(const Plan& plan, const std::string& dir, const std::string& wor
     write_file_atomic(at.plan_file().string(), pt_text.str());
     read_back_plan_file(at.plan_file().string(), pt);
 
-    std::ostringstream csv;
-    csv << "point_id,job_id,level,canonical\n";
-    for (const auto& j : plan.jobs)
-      for (auto i : j.points)
-        csv << plan.points[i].id << "," << j.id << "," << plan.points[i].level << ","
-            << csv_field(plan.points[i].canonical) << "\n";
-    write_file_atomic(at.points_csv().string(), csv.str());
+    {
+      // Streamed: 10^6 points are ~100 MB of text, never held whole.
+      std::ofstream csv(at.points_csv(), std::ios::binary | std::ios::trunc);
+      csv << "point_id,job_id,level,canonical\n";
+      std::string line;
+      for (const auto& j : plan.jobs)
+        for (auto i : j.points) {
+          const Point& p = plan.points[i];
+          line = p.id + "," + j.id + "," + std::to_string(p.level) + "," + csv_field(p.canonical) + "\n";
+          csv.write(line.data(), static_cast<std::streamsize>(line.size()));
+        }
+      csv.close();
+      if (!csv) throw Error(at.points_csv().string() + ": write failed (disk full?); nothing was written");
+    }
 
     for (const auto& j : plan.jobs) {
-      JobSpec spec = make_job_spec(plan, j);
-      write_file_atomic(at.job_spec(j.id).string(), job_spec_toml(spec));
-      // Read back as the worker will read it (which also checks every point's canonical text).
-      const JobSpec back = read_job_spec(at.job_spec(j.id).string());
-      if (back.id != spec.id || back.points.size() != spec.points.size() || back.campaign_hash != spec.campaign_hash)
-        throw Error(at.job_spec(j.id).string() + ": the job spec just written does not read back as written; nothing was written");
+      // Not parsed back here (toml++ reads ~50 MB/s: seconds for 10^6 points): every value is
+      // written by the spec writer's escaping, whose round trip through read_job_spec is tested
+      // with hostile strings, beside the equality of this text with the one derived afresh
+      // (PointResolver); the worker checks each point's canonical text before it runs anything.
+      write_file_atomic(at.job_spec(j.id).string(), job_spec_text(plan, j));
       write_file_atomic(at.job_list(j.id).string(), final_dir.job_spec(j.id).string() + "\n");
       const SlurmSettings& sl = plan.campaign.slurm;
       std::map<std::string, std::string> vars = {

@@ -3,7 +3,9 @@
 // same points, ids and jobs, so a re-plan recognises finished work.
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "campaign/campaign.hpp"
@@ -11,16 +13,20 @@
 
 namespace d500 {
 
+// One planned point, compact: a campaign of 10^6 points is planned in well under 1 GB, so a
+// point keeps its identity and what grouping and reporting need, not its parameters; those are
+// derived again from `combination` (PointResolver) when a job spec is written.
 struct Point {
   std::string id;         // hex FNV-1a of `canonical`
   std::string canonical;  // "gemm:blas m=1024 n=1024 ..." -- one stable text form
-  Params params;          // complete: defaults filled, derived values normalised
   int level = 0;
-  Location where;         // where the combination's workload value was written
-  std::map<std::string, Location> param_where;  // where each value the campaign gave was written
+  int nodes = 1;
+  int ranks_per_node = 1;
   std::int64_t memory_bytes = -1;  // estimated per rank (WorkloadInfo::memory_bytes); -1: unknown
+  std::uint64_t combination = 0;   // its ordinal in the product of the plan's dimensions
+  // Its parameters as the TOML inline table its job spec holds: Plan::params_toml.
+  std::uint32_t params_block = 0, params_offset = 0, params_length = 0;
 };
-
 
 struct Job {
   std::string id;  // job-0000, ...
@@ -38,7 +44,11 @@ struct TemplateInfo {
 };
 
 struct Plan {
-  Campaign campaign;
+  Campaign campaign;  // with named sets ("resnet50/*") expanded
+  const WorkloadRegistry* registry = nullptr;
+  // The product's dimensions in combination order (the last varies fastest): each lists the
+  // indices into campaign.axes it sets together (one axis, or a zip group's axes).
+  std::vector<std::vector<std::size_t>> dims;
   TemplateInfo tmpl;
   std::vector<Point> points;
   std::vector<Job> jobs;
@@ -48,6 +58,31 @@ struct Plan {
   std::string node_memory_source;
   long largest_memory_point = -1;
   std::vector<std::string> warnings;  // what a person should know before running (oversubscription)
+  // Per axis (index into campaign.axes), per value: how many points have that value (a point
+  // whose workload does not take the key counts for none): the plan's summary.
+  std::vector<std::vector<std::int64_t>> value_counts;
+  // Every point's parameters as its job spec's inline table, kept from planning in blocks of
+  // up to 16 MiB (no copy of everything when one grows), so that writing 10^6 points derives
+  // none of them again.
+  std::vector<std::string> params_blocks;
+  std::string_view params_toml(const Point& p) const {
+    return std::string_view(params_blocks[p.params_block]).substr(p.params_offset, p.params_length);
+  }
+};
+
+// Derives points' complete parameters (defaults filled, normalised) again from their
+// combinations, exactly as planning did. One resolver serves many points cheaply.
+class PointResolver {
+ public:
+  explicit PointResolver(const Plan& plan);
+  ~PointResolver();
+  PointResolver(const PointResolver&) = delete;
+  PointResolver& operator=(const PointResolver&) = delete;
+  Params params(const Point& p);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
 };
 
 // Where templates are looked up: $D500_TEMPLATES, else the source tree's templates/.
@@ -66,15 +101,16 @@ struct PlanOptions {
   std::int64_t available_memory_bytes = 0;
 };
 
-// The size guards of planning itself. A job's spec is one TOML file that the planner writes and
-// reads back and that every rank of the job reads whole: a job of more points than this is
-// refused unless forced (then its points_per_job is suggested). Planning costs about
-// kPlanBytesPerPoint per point and kSpecBytesPerPoint per point of the largest job (measured:
-// 10^5 points, 0.37 GB dry, 1.2 GB written as one job); a campaign whose estimate exceeds half
-// the memory available is refused, forced or not, before it is expanded.
+// The size guards of planning itself. A job's spec is one TOML file that every rank of the job
+// reads whole: a job of more points than this is refused unless forced (then its
+// points_per_job is suggested). Planning costs at most about kPlanBytesPerPoint per point and
+// kSpecBytesPerPoint per point of the largest job (measured with launchers/bench-plan.sh:
+// 10^6 GEMM points, ~420 bytes a point beyond the process's own ~170 MB, a spec ~330 bytes a
+// point); a campaign whose estimate exceeds half the memory available is refused, forced or
+// not, before it is expanded.
 constexpr std::int64_t kMaxPointsPerJob = 10000;
-constexpr std::int64_t kPlanBytesPerPoint = 4096;
-constexpr std::int64_t kSpecBytesPerPoint = 8192;
+constexpr std::int64_t kPlanBytesPerPoint = 1024;
+constexpr std::int64_t kSpecBytesPerPoint = 1024;
 std::int64_t available_memory_bytes();
 
 // This machine's memory (MemTotal) and the CPUs this process may run on.

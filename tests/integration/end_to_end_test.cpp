@@ -562,3 +562,31 @@ TEST_F(EndToEnd, PlainD500GivesHelpAndTheVersion) {
   EXPECT_EQ(v.code, 0) << v.out;
   EXPECT_EQ(v.out, sh(d500_cmd("version")).out);
 }
+
+// Issue 15, item 3: a large plan is summarised (jobs per shape, points per axis value) instead
+// of printing every point; --list prints them all, and points.csv always holds them.
+TEST_F(EndToEnd, ALargePlanIsSummarisedAndListedOnRequest) {
+  std::string seeds;
+  for (int i = 1; i <= 40; ++i) seeds += (i > 1 ? ", " : "") + std::to_string(i);
+  const std::string campaign = write("big.toml", "[campaign]\nname = \"big\"\npoints_per_job = 20\n[fixed]\nbackend = \"blas\"\n"
+                                                 "workload = \"gemm\"\n[axes]\nn = [8, 16]\nseed = [" + seeds + "]\n");
+  const fs::path run = dir_ / "run";
+  Cmd plan = sh(d500_cmd("plan " + campaign + " -o " + run.string()));
+  ASSERT_EQ(plan.code, 0) << plan.out;
+  EXPECT_NE(plan.out.find("80 points in 4 jobs"), std::string::npos) << plan.out;
+  EXPECT_NE(plan.out.find("4 job(s) of 1 node(s) x 1 rank(s), 20 points each"), std::string::npos) << plan.out;
+  EXPECT_NE(plan.out.find("n: 8 (40), 16 (40)"), std::string::npos) << plan.out;
+  EXPECT_NE(plan.out.find("seed: 1 (2), 2 (2)"), std::string::npos) << plan.out;
+  EXPECT_NE(plan.out.find("... 28 more values"), std::string::npos) << plan.out;
+  EXPECT_EQ(plan.out.find("  gemm:blas k="), std::string::npos) << plan.out;  // no point listed
+  std::istringstream csv(read_file_text(run / "points.csv"));
+  int lines = 0;
+  for (std::string l; std::getline(csv, l);) ++lines;
+  EXPECT_EQ(lines, 81);
+
+  Cmd listed = sh(d500_cmd("plan --dry-run --list " + campaign));
+  ASSERT_EQ(listed.code, 0) << listed.out;
+  int points = 0;
+  for (std::size_t at = listed.out.find("  gemm:blas k="); at != std::string::npos; at = listed.out.find("  gemm:blas k=", at + 1)) ++points;
+  EXPECT_EQ(points, 80) << listed.out;
+}
