@@ -17,6 +17,7 @@
 #include "networks/builtin.hpp"
 #include "networks/conformance.hpp"
 #include "plan/plan.hpp"
+#include "compare.hpp"
 #include "mllog.hpp"
 #include "reporters.hpp"
 #include "store/guarded.hpp"
@@ -38,6 +39,7 @@ const Subcommand kSubcommands[] = {
     {"status", "per job the Slurm state and reason, per point done/incomplete/missing"},
     {"cancel", "cancel the campaign's queued and running Slurm jobs"},
     {"report", "summarise a run's results files: table, report.md, report.html, results.csv"},
+    {"compare", "compare runs point by point (matched by id): time ratios with bootstrap CIs; exit 4 on a regression"},
     {"check", "validate results files against the schema; say what is wrong, where"},
     {"export", "export a run's results in another format: mllog (MLPerf-style training logs, one per run)"},
     {"backends", "list the backends d500 knows, with library versions and availability"},
@@ -186,6 +188,24 @@ int cmd_report(const std::string& dir, double confidence, std::uint64_t seed) {
   return 0;
 }
 
+int cmd_compare(const std::vector<std::string>& dirs, const CompareOptions& opt, const std::string& csv) {
+  if (dirs.size() < 2) throw Error("d500 compare needs a base run and at least one other (d500 compare BASE OTHER...)");
+  const std::vector<std::string> others(dirs.begin() + 1, dirs.end());
+  const auto cmp = compare_runs(dirs.front(), others, opt);
+  std::cout << comparison_text(cmp, opt);
+  if (!csv.empty()) {
+    write_file_atomic(csv, comparison_csv(cmp));
+    std::cout << "wrote " << csv << "\n";
+  }
+  int regressions = 0;
+  for (const auto& rc : cmp) regressions += rc.count(Change::Regression);
+  if (regressions) {
+    std::cout << "compare: " << regressions << " regression(s) beyond the threshold: exit status 4\n";
+    return 4;
+  }
+  return 0;
+}
+
 int cmd_check(const std::vector<std::string>& files) {
   int bad = 0;
   for (const auto& f : files) {
@@ -315,6 +335,15 @@ int main(int argc, char** argv) {
   sub["report"]->add_option("--confidence", confidence, "confidence level of the intervals (default 0.95)");
   std::uint64_t seed = 1;
   sub["report"]->add_option("--seed", seed, "seed of the bootstrap resampling (default 1)");
+  std::vector<std::string> compare_dirs;
+  CompareOptions compare_opt;
+  std::string compare_csv;
+  sub["compare"]->add_option("runs", compare_dirs, "run directories: the base first, then the runs compared with it")->required();
+  sub["compare"]->add_option("--threshold", compare_opt.threshold,
+                             "smallest change that counts as a regression or improvement, a fraction (default 0.05)");
+  sub["compare"]->add_option("--confidence", compare_opt.confidence, "confidence level of the intervals (default 0.95)");
+  sub["compare"]->add_option("--seed", compare_opt.seed, "seed of the bootstrap resampling (default 1)");
+  sub["compare"]->add_option("--csv", compare_csv, "also write every matched point's comparison to this CSV file");
   std::vector<std::string> test_dirs;
   std::string test_backend = "reference";
   int test_threads = 1;
@@ -335,6 +364,7 @@ int main(int argc, char** argv) {
     if (sub["run"]->parsed()) return cmd_run(dir, rerun);
     if (sub["report"]->parsed()) return cmd_report(dir, confidence, seed);
     if (sub["check"]->parsed()) return cmd_check(files);
+    if (sub["compare"]->parsed()) return cmd_compare(compare_dirs, compare_opt, compare_csv);
     if (sub["export"]->parsed()) {
       const auto written = export_mllogs(dir, export_dir.empty() ? (fs::path(dir) / "mllog").string() : export_dir);
       std::cout << "wrote " << written.size() << " MLPerf-style log(s), one per training run: " << join(written, ", ") << "\n";

@@ -13,10 +13,11 @@ class Analysis : public ScratchDirTest {
     fs::create_directories(dir_ / "run" / "results");
   }
   // Writes one job file with `ranks` ranks from a d500-synth spec.
-  void synth(const std::string& job, int ranks, const std::string& spec) {
-    std::string s = write(job + ".toml", "[job]\nid = \"" + job + "\"\n" + spec);
+  void synth(const std::string& job, int ranks, const std::string& spec, const std::string& run = "run") {
+    std::string s = write(run + "-" + job + ".toml", "[job]\nid = \"" + job + "\"\n" + spec);
+    fs::create_directories(dir_ / run / "results");
     Cmd c = sh("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np " +
-               std::to_string(ranks) + " " + D500_SYNTH + " " + s + " " + (dir_ / "run" / "results" / (job + ".h5")).string());
+               std::to_string(ranks) + " " + D500_SYNTH + " " + s + " " + (dir_ / run / "results" / (job + ".h5")).string());
     ASSERT_EQ(c.code, 0) << c.out;
   }
   Cmd report() { return sh(d500_cmd("report " + (dir_ / "run").string())); }
@@ -138,4 +139,55 @@ TEST_F(Analysis, AReportAtAnotherConfidenceLevelIsWrittenBesideTheFirst) {
   Cmd r995 = sh(d500_cmd("report --confidence 0.995 " + run.string()));
   ASSERT_EQ(r995.code, 0) << r995.out;
   EXPECT_TRUE(fs::exists(run / "report-99.5.md"));
+}
+
+// Issue 15: `d500 compare` matches points by id across runs and flags what changed beyond the
+// threshold with its interval; a regression makes the exit status 4 (usable in CI).
+TEST_F(Analysis, CompareRunsFlagsAPlantedRegressionAndImprovementAndFailsOnTheRegression) {
+  auto point = [](const std::string& backend, double median) {
+    return "[[point]]\nparams = { workload = \"synthetic\", backend = \"" + backend + "\" }\nmedian_s = " +
+           std::to_string(median) + "\nnoise = 0.05\n";
+  };
+  const std::string head = "campaign = \"cmp\"\nrepetitions = 20\nwarmups = 1\n";
+  // Base: a, b, c at 10 ms and d (only here); other: a unchanged, b 1.5x slower, c 0.7x the
+  // time, e only there. Different seeds: independent noise in the two runs.
+  synth("job-0000", 1, head + "seed = 11\n" + point("a", 0.010) + point("b", 0.010) + point("c", 0.010) + point("d", 0.010), "base");
+  synth("job-0000", 1, head + "seed = 12\n" + point("a", 0.010) + point("b", 0.015) + point("c", 0.007) + point("e", 0.010), "other");
+  const std::string base = (dir_ / "base").string(), other = (dir_ / "other").string();
+  const fs::path csv = dir_ / "cmp.csv";
+  Cmd c = sh(d500_cmd("compare " + base + " " + other + " --csv " + csv.string()));
+  EXPECT_EQ(c.code, 4) << c.out;
+  EXPECT_NE(c.out.find("3 points in both (1 only in base, 1 only in other: not compared): 1 regression(s), 1 improvement(s)"),
+            std::string::npos) << c.out;
+  EXPECT_NE(c.out.find("regression: synthetic:b"), std::string::npos) << c.out;
+  EXPECT_NE(c.out.find("improvement: synthetic:c"), std::string::npos) << c.out;
+  EXPECT_EQ(c.out.find(": synthetic:a "), std::string::npos) << "a did not change: " << c.out;
+  EXPECT_NE(c.out.find("exit status 4"), std::string::npos) << c.out;
+  const auto rows = read_csv(csv);
+  ASSERT_EQ(rows.size(), 3u);
+  for (const auto& [id, row] : rows) {
+    const double ratio = std::stod(row.at("time_ratio")), lo = std::stod(row.at("ratio_lo")), hi = std::stod(row.at("ratio_hi"));
+    EXPECT_LE(lo, ratio);
+    EXPECT_GE(hi, ratio);
+    if (row.at("canonical").find("synthetic:b") == 0) {
+      EXPECT_EQ(row.at("change"), "regression");
+      EXPECT_LE(lo, 1.5) << "the planted 1.5 lies in the interval";
+      EXPECT_GE(hi, 1.5);
+    }
+    if (row.at("canonical").find("synthetic:c") == 0) {
+      EXPECT_EQ(row.at("change"), "improvement");
+      EXPECT_LE(lo, 0.7);
+      EXPECT_GE(hi, 0.7);
+    }
+  }
+  // A threshold above the planted changes: both become significant changes within it, exit 0.
+  Cmd lax = sh(d500_cmd("compare " + base + " " + other + " --threshold 0.6"));
+  EXPECT_EQ(lax.code, 0) << lax.out;
+  EXPECT_NE(lax.out.find("slower (within threshold): synthetic:b"), std::string::npos) << lax.out;
+  EXPECT_NE(lax.out.find("faster (within threshold): synthetic:c"), std::string::npos) << lax.out;
+  // Runs with nothing in common are an error naming both, not a silent success.
+  synth("job-0000", 1, head + "seed = 13\n" + point("z", 0.010), "unrelated");
+  Cmd none = sh(d500_cmd("compare " + base + " " + (dir_ / "unrelated").string()));
+  EXPECT_EQ(none.code, 1) << none.out;
+  EXPECT_NE(none.out.find("share no point"), std::string::npos) << none.out;
 }
