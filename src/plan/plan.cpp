@@ -51,6 +51,13 @@ int host_cpus() {
 
 std::string templates_dir() {
   if (const char* env = std::getenv("D500_TEMPLATES")) return env;
+  // An installed d500 (cmake --install) has them in share/d500/templates beside its bin/.
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const fs::path installed = self.parent_path().parent_path() / "share" / "d500" / "templates";
+    if (fs::is_directory(installed, ec)) return installed.string();
+  }
   return std::string(D500_SOURCE_DIR) + "/templates";
 }
 

@@ -142,9 +142,14 @@ TEST_F(Distributed, ThreeRanksKeepConsistentSchemesIdenticalAndCountEachSchemesV
     const auto samples = read_samples(f, id);
     for (const auto& s : samples) ++rows[s.phase];
     EXPECT_EQ(rows[0], 3 * 20);
-    if (scheme != "model-averaging") EXPECT_EQ(rows[5], 3 * 20) << "communication rows";
-    else EXPECT_EQ(rows[5], 3 * 5) << "communication rows (averaging steps)";
-    if (scheme == "allreduce" || (scheme == "ps-sync")) EXPECT_EQ(rows[6], 3 * 20) << "wait rows";
+    if (scheme != "model-averaging") {
+      EXPECT_EQ(rows[5], 3 * 20) << "communication rows";
+    } else {
+      EXPECT_EQ(rows[5], 3 * 5) << "communication rows (averaging steps)";
+    }
+    if (scheme == "allreduce" || (scheme == "ps-sync")) {
+      EXPECT_EQ(rows[6], 3 * 20) << "wait rows";
+    }
     if (scheme == "allreduce-overlap") {
       // Buckets start inside backward: a step's first communication row begins before its backward row ends.
       EXPECT_NE(attr_string(g, "dist.overlap").find("during backward"), std::string::npos) << attr_string(g, "dist.overlap");

@@ -590,3 +590,27 @@ TEST_F(EndToEnd, ALargePlanIsSummarisedAndListedOnRequest) {
   for (std::size_t at = listed.out.find("  gemm:blas k="); at != std::string::npos; at = listed.out.find("  gemm:blas k=", at + 1)) ++points;
   EXPECT_EQ(points, 80) << listed.out;
 }
+
+// Issue 15, item 4: `cmake --install` gives a d500 that works from its prefix alone: the worker
+// beside it, the templates from share/d500, a campaign planned, run and reported.
+TEST_F(EndToEnd, AnInstalledD500PlansRunsAndReportsFromItsPrefix) {
+  const fs::path prefix = dir_ / "prefix";
+  Cmd inst = sh(std::string(D500_CMAKE) + " --install " + D500_BUILD_DIR + " --prefix " + prefix.string());
+  ASSERT_EQ(inst.code, 0) << inst.out;
+  const std::string d500 = (prefix / "bin" / "d500").string();
+  ASSERT_TRUE(fs::exists(prefix / "bin" / "d500-worker"));
+  const std::string campaign = write("one.toml", "[campaign]\nname = \"inst\"\nrepetitions = 6\nwarmups = 1\n[fixed]\n"
+                                                 "workload = \"gemm\"\nbackend = \"blas\"\nn = 16\n");
+  const fs::path run = dir_ / "run";
+  // Away from the source tree: no D500_TEMPLATES, and the working directory elsewhere.
+  const std::string env = "cd " + dir_.string() + " && env -u D500_TEMPLATES ";
+  Cmd plan = sh(env + d500 + " plan " + campaign + " -o " + run.string());
+  ASSERT_EQ(plan.code, 0) << plan.out;
+  EXPECT_NE(plan.out.find((prefix / "share" / "d500" / "templates" / "local.sh.in").string()), std::string::npos) << plan.out;
+  Cmd r = sh(env + d500 + " run " + run.string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  Cmd rep = sh(env + d500 + " report " + run.string());
+  ASSERT_EQ(rep.code, 0) << rep.out;
+  EXPECT_NE(rep.out.find("gemm:blas"), std::string::npos) << rep.out;
+  EXPECT_NE(read_file_text(run / "jobs" / "job-0000.sh").find((prefix / "bin" / "d500-worker").string()), std::string::npos);
+}
