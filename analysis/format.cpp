@@ -9,6 +9,15 @@
 
 namespace d500 {
 
+std::string fmt_p(double p) {
+  // Below 10^-4 the digits say nothing the inequality does not (and 0 is an underflow, not a
+  // certainty): "p < 0.0001", never "p=0.0".
+  if (p < 1e-4) return "p < 0.0001";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "p=%.2g", p);  // two significant digits: 0.034, 0.5
+  return buf;
+}
+
 std::string fmt_time(double s) {
   if (!std::isfinite(s)) return "-";
   if (s >= 1) return fmt_sig(s, 4) + " s";
@@ -46,19 +55,24 @@ std::string validation_text(const PointRow& r) {
 
 std::string mean_text(const PointRow& r) {
   if (!r.normality.applicable) return "n/a (n<8)";
-  if (r.normality.rejects()) return "not normal (AD p=" + fmt_sig(r.normality.p_value, 2) + ")";
+  if (r.normality.rejects()) return "not normal (AD " + fmt_p(r.normality.p_value) + ")";
   return fmt_time(r.mean.mean) + " [" + fmt_time(r.mean.lo) + ", " + fmt_time(r.mean.hi) + "]";
 }
 
 std::string reps_text(const PointRow& r) {
   if (r.time.n == 0) return "-";
   if (r.advice.enough) return "yes (" + fmt_sig(r.advice.rel_half_width * 100, 2) + "%)";
+  // Beyond a thousand, the 1/sqrt(n) extrapolation says only that the samples are too noisy
+  // (or not one distribution) for repetitions to fix: say that instead of "~16133".
+  if (r.advice.needed > kMostAdvisedRepetitions)
+    return "no (CI +/-" + fmt_sig(r.advice.rel_half_width * 100, 2) + "%): over " + std::to_string(kMostAdvisedRepetitions) +
+           " needed, too noisy for repetitions alone (check load, warm-ups, longer runs)";
   return "no, ~" + std::to_string(r.advice.needed) + " needed";
 }
 
 std::string ranks_text(const PointRow& r) {
   if (!r.ranks_test.applicable) return "-";
-  return r.ranks_test.p_value < 0.01 ? "differ (KW p=" + fmt_sig(r.ranks_test.p_value, 2) + ")" : "alike";
+  return r.ranks_test.p_value < 0.01 ? "differ (KW " + fmt_p(r.ranks_test.p_value) + ")" : "alike";
 }
 
 std::string ratio_text(const stats::RatioInterval& x) {

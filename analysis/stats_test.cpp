@@ -273,3 +273,26 @@ TEST(Bootstrap, CoversTheTrueRatioForLargeSamples) {
   EXPECT_GE(covered, 88);
   EXPECT_LE(covered, 100);
 }
+
+#include "format.hpp"
+
+// Issue 15, item 4: a p-value that underflowed printed as "p=0.0".
+TEST(Format, PValuesNeverPrintAsZero) {
+  EXPECT_EQ(d500::fmt_p(0.0), "p < 0.0001");
+  EXPECT_EQ(d500::fmt_p(3e-12), "p < 0.0001");
+  EXPECT_EQ(d500::fmt_p(0.034), "p=0.034");
+  EXPECT_EQ(d500::fmt_p(0.5), "p=0.5");
+}
+
+// Issue 15, item 4: "~16133 needed" for one noisy point: the advice is capped and says why.
+TEST(Format, RepetitionAdviceBeyondAThousandSaysTooNoisy) {
+  d500::PointRow r;
+  r.time.n = 15;
+  r.advice.enough = false;
+  r.advice.rel_half_width = 0.8;
+  r.advice.needed = 16133;
+  EXPECT_EQ(d500::reps_text(r).find("16133"), std::string::npos) << d500::reps_text(r);
+  EXPECT_NE(d500::reps_text(r).find("over 1000 needed, too noisy"), std::string::npos) << d500::reps_text(r);
+  r.advice.needed = 40;
+  EXPECT_EQ(d500::reps_text(r), "no, ~40 needed");
+}
