@@ -14,8 +14,6 @@
 namespace d500 {
 
 namespace {
-constexpr int kResamples = 2000;
-
 // The hosts a run's points ran on, once each.
 std::string hosts_of(const Report& r) {
   std::set<std::string> h;
@@ -35,9 +33,8 @@ PointChange compare_point(const PointRow& a, const PointRow& b, const CompareOpt
   c.other_n = b.time.n;
   c.base_median = a.time.median;
   c.other_median = b.time.median;
-  auto usable = [](const PointRow& r) { return r.outcome == Outcome::Complete && r.time.n > 0; };
-  if (!usable(a) || !usable(b)) {
-    c.why = std::string(usable(a) ? "other" : "base") + " run: " + (usable(a) ? b.status : a.status);
+  if (!a.has_timings() || !b.has_timings()) {
+    c.why = std::string(a.has_timings() ? "other" : "base") + " run: " + (a.has_timings() ? b.status : a.status);
     return c;
   }
   // The same policy as a point's own interval: none exists for n <= 5.
@@ -47,7 +44,7 @@ PointChange compare_point(const PointRow& a, const PointRow& b, const CompareOpt
   }
   // An independent resampling stream per point, from the seed and the point's identity.
   const std::uint64_t seed = opt.seed ^ fnv1a64(a.id);
-  c.ratio = stats::bootstrap_median_ratio(b.costs, a.costs, opt.confidence, stats::BootstrapMethod::BCa, kResamples, seed);
+  c.ratio = stats::bootstrap_median_ratio(b.costs, a.costs, opt.confidence, stats::BootstrapMethod::BCa, kBootstrapResamples, seed);
   const double t = opt.threshold;
   if (c.ratio.bounded && c.ratio.lo > 1) c.change = c.ratio.estimate >= 1 + t ? Change::Regression : Change::Slower;
   else if (c.ratio.bounded && c.ratio.hi < 1) c.change = c.ratio.estimate <= 1 / (1 + t) ? Change::Improvement : Change::Faster;
@@ -146,7 +143,7 @@ std::string comparison_text(const std::vector<RunComparison>& cmp, const Compare
     o << "\n";
   }
   o << "Method: per point, the other run's median time over the base run's (both: per repetition the slowest "
-       "rank), with a " << level << " BCa bootstrap interval (" << kResamples
+       "rank), with a " << level << " BCa bootstrap interval (" << kBootstrapResamples
     << " resamples of each run's repetitions, seeded by --seed and the point's id). A regression: the interval "
        "lies above 1 and the ratio is at least 1 + threshold ("
     << fmt_sig(1 + opt.threshold, 4) << "); an improvement: the interval lies below 1 and the ratio is at most 1 / "

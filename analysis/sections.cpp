@@ -12,9 +12,6 @@ namespace d500 {
 
 namespace {
 
-// Resamples of every bootstrap (stated with each interval).
-constexpr int kResamples = 2000;
-
 std::string key_without(const Params& p, std::initializer_list<const char*> drop) {
   std::vector<std::string> parts;
   for (const auto& [k, v] : p) {
@@ -24,8 +21,6 @@ std::string key_without(const Params& p, std::initializer_list<const char*> drop
   }
   return join(parts, " ");
 }
-
-bool usable(const PointRow& r) { return r.outcome == Outcome::Complete && r.time.n > 0; }
 
 // How a group reads in the report: like a point, without what varies inside the group.
 std::string label(const PointRow& r, bool with_backend, bool with_ranks) {
@@ -43,7 +38,7 @@ std::vector<Comparison> compare_backends(const std::vector<PointRow>& rows, doub
   std::map<std::string, std::vector<const PointRow*>> groups;
   std::vector<std::string> order;
   for (const auto& r : rows) {
-    if (!usable(r)) continue;
+    if (!r.has_timings()) continue;
     std::string k = key_without(r.params, {"backend"});
     if (!groups.count(k)) order.push_back(k);
     groups[k].push_back(&r);
@@ -72,7 +67,7 @@ std::vector<Comparison> compare_backends(const std::vector<PointRow>& rows, doub
         c.mean_ratio = stats::fieller_ratio(base->costs, r->costs, confidence);
       }
       c.speedup = stats::bootstrap_median_ratio(base->costs, r->costs, confidence, stats::BootstrapMethod::BCa,
-                                                kResamples, seed);
+                                                kBootstrapResamples, seed);
       out.push_back(c);
     }
   }
@@ -175,7 +170,7 @@ void fit_scaling_model(ScalingSeries& s, const std::vector<const PointRow*>& g, 
   const double nmax = n.back();
   const int laws = count_ranks < 3 ? 1 : 2;
   std::vector<double> m(g.size()), x;
-  for (int b = 0; b < kResamples / 2; ++b) {
+  for (int b = 0; b < kBootstrapResamples / 2; ++b) {
     for (std::size_t i = 0; i < g.size(); ++i) {
       const auto& costs = g[i]->costs;
       x.resize(costs.size());
@@ -213,7 +208,7 @@ std::vector<ScalingSeries> scaling_series(const std::vector<PointRow>& rows, dou
   std::map<std::string, std::vector<const PointRow*>> groups;
   std::vector<std::string> order;
   for (const auto& r : rows) {
-    if (!usable(r)) continue;
+    if (!r.has_timings()) continue;
     std::string k = key_without(r.params, {"nodes", "ranks_per_node"});
     if (!groups.count(k)) order.push_back(k);
     groups[k].push_back(&r);
@@ -242,7 +237,7 @@ std::vector<ScalingSeries> scaling_series(const std::vector<PointRow>& rows, dou
         p.speedup.method = "base";
       } else {
         p.speedup = stats::bootstrap_median_ratio(base.costs, r->costs, confidence, stats::BootstrapMethod::BCa,
-                                                  kResamples, seed);
+                                                  kBootstrapResamples, seed);
       }
       // Strong scaling: ideal speedup is p / p_base. Weak scaling: ideal time is constant, so
       // the efficiency is T(base) / T(p) itself.

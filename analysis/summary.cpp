@@ -30,8 +30,8 @@ std::string method_statement(double confidence) {
          "Tukey's fences (1.5 IQR) are counted, never removed. 'Enough' means the median's CI half-width is within "
          "5% of the median with n >= 10; otherwise the repetitions needed are estimated from the 1/sqrt(n) law. "
          "Ranks are flagged as differing when a Kruskal-Wallis test on their own durations gives p < 0.01. Ratios "
-         "(speedups, backend comparisons) are ratios of medians with seeded BCa bootstrap intervals (2000 resamples), "
-         "each sample resampled independently; a comparison is significant when its interval excludes 1. Where "
+         "(speedups, backend comparisons) are ratios of medians with seeded BCa bootstrap intervals (" +
+         std::to_string(kBootstrapResamples) + " resamples), each sample resampled independently; a comparison is significant when its interval excludes 1. Where "
          "both samples pass the normality check, the ratio of means with Fieller's interval is given as well.";
 }
 

@@ -63,7 +63,12 @@ struct PointRow {
   int steps = 0;
   std::int64_t work_items = 0;    // samples per repetition (rate unit samples/s)
   std::map<std::string, Value> facts;  // network.*, executor*, memory.* as recorded
+  // Complete, with timed repetitions: what comparisons, scaling series and `d500 compare` use.
+  bool has_timings() const { return outcome == Outcome::Complete && time.n > 0; }
 };
+
+// Resamples of every bootstrap interval of a report or a comparison of runs.
+constexpr int kBootstrapResamples = 2000;
 
 // One training configuration across its runs (points that differ only in seed).
 struct TtaConfig {

@@ -1,11 +1,8 @@
 #include "plan/jobspec.hpp"
 
 #include <algorithm>
-#include <charconv>
-#include <cmath>
 #include <cstdio>
 #include <string_view>
-#include <type_traits>
 #include <toml++/toml.h>
 
 #include "common/text.hpp"
@@ -41,26 +38,11 @@ void append_toml_key(std::string& out, const std::string& k) {
   else out += toml_string(k);
 }
 
+// A value as TOML writes it: a string escaped by toml_string; a number or boolean in its
+// canonical text, which is already TOML (shortest round-trip reals with ".0" kept, inf, nan).
 void append_toml_value(std::string& out, const Value& v) {
-  std::visit(
-      [&](const auto& x) {
-        using T = std::decay_t<decltype(x)>;
-        if constexpr (std::is_same_v<T, std::string>) out += toml_string(x);
-        else if constexpr (std::is_same_v<T, bool>) out += x ? "true" : "false";
-        else if constexpr (std::is_same_v<T, std::int64_t>) out += std::to_string(x);
-        else {
-          if (std::isnan(x)) out += "nan";
-          else if (std::isinf(x)) out += x > 0 ? "inf" : "-inf";
-          else {
-            char buf[64];
-            auto r = std::to_chars(buf, buf + sizeof buf, x);  // shortest text that reads back as x
-            std::string t(buf, r.ptr);
-            if (t.find_first_of(".e") == std::string::npos) t += ".0";
-            out += t;
-          }
-        }
-      },
-      v);
+  if (const auto* s = std::get_if<std::string>(&v)) out += toml_string(*s);
+  else out += canonical(v);
 }
 }  // namespace
 

@@ -277,14 +277,13 @@ class IdSet {
 // current value of every axis) whose axis entries are re-pointed per combination, so that
 // walking 10^6 combinations allocates nothing per combination.
 struct Product {
-  const Campaign& c;
   std::vector<std::vector<const Axis*>> dims;
   std::vector<std::uint64_t> stride;  // combination = sum idx[d] * stride[d]
   std::uint64_t size = 1;
   Raw raw;
   std::vector<std::vector<const LocatedValue**>> slots;  // per dimension, per axis: its entry in raw
 
-  Product(const Campaign& camp, const std::vector<std::vector<std::size_t>>& dim_axes) : c(camp) {
+  Product(const Campaign& c, const std::vector<std::vector<std::size_t>>& dim_axes) {
     for (const auto& a : c.fixed) raw[a.name] = &a.values.front();
     for (const auto& d : dim_axes) {
       dims.emplace_back();
