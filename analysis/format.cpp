@@ -61,6 +61,13 @@ std::string mean_text(const PointRow& r) {
 
 std::string reps_text(const PointRow& r) {
   if (r.time.n == 0) return "-";
+  if (auto it = r.facts.find("repetitions.stopped_by"); it != r.facts.end() && std::holds_alternative<std::string>(it->second)) {
+    const std::string& why = std::get<std::string>(it->second);
+    const std::string width = r.time.has_ci ? fmt_sig((r.time.hi - r.time.lo) / r.time.median * 100, 2) + "% wide" : "no interval";
+    if (why == "ci_width") return "auto: stopped at n=" + std::to_string(r.time.n) + ", CI " + width;
+    if (why == "max") return "auto: max n=" + std::to_string(r.time.n) + " reached, CI still " + width;
+    if (why == "max_time") return "auto: max_time reached at n=" + std::to_string(r.time.n) + ", CI " + width;
+  }
   if (r.advice.enough) return "yes (" + fmt_sig(r.advice.rel_half_width * 100, 2) + "%)";
   // Beyond a thousand, the 1/sqrt(n) extrapolation says only that the samples are too noisy
   // (or not one distribution) for repetitions to fix: say that instead of "~16133".

@@ -14,7 +14,8 @@ using Table = std::vector<std::vector<std::string>>;
 
 std::string fmt_time(double s);
 std::string fmt_p(double p);
-constexpr int kMostAdvisedRepetitions = 1000;  // repetition advice beyond this reads "too noisy"  // "p=0.034", or "p < 0.0001"
+// "p=0.034", or "p < 0.0001"
+constexpr int kMostAdvisedRepetitions = 1000;  // repetition advice beyond this reads "too noisy"
 std::string params_text(const Params& params, bool with_backend);
 std::string point_label(const PointRow& r);
 std::string ci_text(const PointRow& r);

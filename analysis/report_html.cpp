@@ -20,7 +20,7 @@ std::string render(const Report& rep) {
     << ".bad{background:#fdd}.warn{background:#ffd}figure{display:inline-block;margin:0 1em 1em 0}</style></head><body>\n"
     << "<h1>d500 report: " << html_escape(rep.campaign) << "</h1>\n<p>campaign hash <code>" << html_escape(rep.campaign_hash)
     << "</code>; d500 " << html_escape(rep.d500_version) << "; " << rep.files.size() << " files read; bootstrap seed "
-    << rep.seed << "</p>\n<h2>Method</h2>\n<p>" << html_escape(method_statement(rep.confidence)) << "</p>\n<h2>Results</h2>\n";
+    << rep.seed << "</p>\n<h2>Method</h2>\n<p>" << html_escape(method_statement(rep)) << "</p>\n<h2>Results</h2>\n";
   std::vector<std::string> cls;
   for (const auto& r : rep.rows) {
     if (r.outcome != Outcome::Complete) cls.push_back("bad");

@@ -15,7 +15,7 @@ std::string render(const Report& rep) {
   std::ostringstream o;
   o << "{\n  \"campaign\": " << js(rep.campaign) << ",\n  \"campaign_hash\": " << js(rep.campaign_hash)
     << ",\n  \"d500\": " << js(rep.d500_version) << ",\n  \"confidence\": " << jn(rep.confidence)
-    << ",\n  \"bootstrap_seed\": " << rep.seed << ",\n  \"method\": " << js(method_statement(rep.confidence))
+    << ",\n  \"bootstrap_seed\": " << rep.seed << ",\n  \"method\": " << js(method_statement(rep))
     << ",\n  \"points\": [";
   for (std::size_t i = 0; i < rep.rows.size(); ++i) {
     const auto& r = rep.rows[i];

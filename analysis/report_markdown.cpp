@@ -15,7 +15,7 @@ std::string render(const Report& rep) {
   std::ostringstream o;
   o << "# d500 report: " << rep.campaign << "\n\n- campaign hash: `" << rep.campaign_hash << "`\n- d500: " << rep.d500_version
     << "\n- files read: " << rep.files.size() << "\n- bootstrap seed: " << rep.seed << "\n\n## Method\n\n"
-    << method_statement(rep.confidence) << "\n\n## Results\n\n";
+    << method_statement(rep) << "\n\n## Results\n\n";
   markdown_table(o, results_table(rep));
   if (network_table(rep).size() > 1) {
     o << "## Networks\n\n" << network_note() << "\n\n";

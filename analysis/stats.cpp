@@ -5,31 +5,6 @@
 
 namespace d500::stats {
 
-namespace {
-// Smallest m in [0, n] with F(m) >= target; n + 1 when there is none.
-int smallest_with_cdf_at_least(const boost::math::binomial_distribution<double>& b, int n, double target) {
-  int lo = 0, hi = n + 1;
-  while (lo < hi) {
-    int mid = lo + (hi - lo) / 2;
-    if (boost::math::cdf(b, mid) >= target) hi = mid;
-    else lo = mid + 1;
-  }
-  return lo;
-}
-}  // namespace
-
-RankInterval quantile_ci_ranks(int n, double p, double confidence) {
-  RankInterval r;
-  if (n <= 0) return r;
-  const double alpha = 1 - confidence;
-  boost::math::binomial_distribution<double> b(n, p);
-  r.lo = smallest_with_cdf_at_least(b, n, alpha / 2);
-  r.hi = smallest_with_cdf_at_least(b, n, 1 - alpha / 2) + 1;
-  r.valid = r.lo >= 1 && r.hi <= n;
-  if (r.valid) r.coverage = boost::math::cdf(b, r.hi - 1) - boost::math::cdf(b, r.lo - 1);
-  return r;
-}
-
 double median(std::vector<double> x) {
   if (x.empty()) return 0;
   std::sort(x.begin(), x.end());

@@ -5,17 +5,13 @@
 #include <string>
 #include <vector>
 
+#include "metrics/stopping.hpp"
+
 namespace d500::stats {
 
-// 1-based ranks [lo, hi] of the order statistics x(lo) <= q_p <= x(hi) that cover the
-// p-quantile with probability >= confidence, equal-tailed. `valid` is false when no such
-// interval exists at that level (for the median at 95%: n <= 5).
-struct RankInterval {
-  int lo = 0, hi = 0;
-  bool valid = false;
-  double coverage = 0;  // the exact coverage F(hi-1) - F(lo-1)
-};
-RankInterval quantile_ci_ranks(int n, double p, double confidence);
+// The exact interval's order statistics live with the stopping rule that uses them too.
+using ::d500::quantile_ci_ranks;
+using ::d500::RankInterval;
 
 // The median (the mean of the two middle values for even n) of unsorted data.
 double median(std::vector<double> x);

@@ -14,9 +14,27 @@
 
 namespace d500 {
 
-std::string method_statement(double confidence) {
+std::string method_statement(const Report& rep) {
+  const double confidence = rep.confidence;
   const std::string pct = std::to_string(static_cast<int>(confidence * 100 + 0.5)) + "%";
-  return "Each repetition starts when every rank has entered an MPI_Allreduce of one integer (a barrier that also carries the durable-flush decision; each file states its method in its `sync` attribute); its cost is the maximum over ranks of the rank's own "
+  // Adaptive repetitions: each rule stated once, with how many points stopped why.
+  std::map<std::string, std::map<std::string, int>> rules;
+  for (const auto& r : rep.rows) {
+    auto rule = r.facts.find("repetitions.rule"), why = r.facts.find("repetitions.stopped_by");
+    if (rule != r.facts.end() && why != r.facts.end() && std::holds_alternative<std::string>(rule->second) &&
+        std::holds_alternative<std::string>(why->second))
+      ++rules[std::get<std::string>(rule->second)][std::get<std::string>(why->second)];
+  }
+  std::string adaptive;
+  for (const auto& [rule, why] : rules) {
+    std::vector<std::string> counts;
+    for (const auto& [w, k] : why) counts.push_back(std::to_string(k) + " by " + w);
+    adaptive += " Repetitions were " + rule + " (points stopped: " + join(counts, ", ") + ").";
+  }
+  if (!adaptive.empty())
+    adaptive += " A point that stopped by its interval's width has that interval computed after a stop that depended on "
+                "it: its coverage may be somewhat below the nominal level.";
+  return "Each repetition starts when every rank has entered an MPI_Allreduce (MAX) of a few integers (a barrier that also carries the durable-flush decision and, with adaptive repetitions, the previous repetition's slowest time; each file states its method in its `sync` attribute); its cost is the maximum over ranks of the rank's own "
          "duration (end - start, std::chrono::steady_clock). Warm-up repetitions are recorded but excluded; "
          "repetitions missing on some rank are excluded and counted. The summary is the median with an exact, "
          "distribution-free " + pct +
@@ -32,7 +50,7 @@ std::string method_statement(double confidence) {
          "Ranks are flagged as differing when a Kruskal-Wallis test on their own durations gives p < 0.01. Ratios "
          "(speedups, backend comparisons) are ratios of medians with seeded BCa bootstrap intervals (" +
          std::to_string(kBootstrapResamples) + " resamples), each sample resampled independently; a comparison is significant when its interval excludes 1. Where "
-         "both samples pass the normality check, the ratio of means with Fieller's interval is given as well.";
+         "both samples pass the normality check, the ratio of means with Fieller's interval is given as well." + adaptive;
 }
 
 namespace {

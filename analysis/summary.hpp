@@ -145,6 +145,8 @@ std::vector<ScalingSeries> scaling_series(const std::vector<PointRow>& rows, dou
 std::vector<TtaConfig> tta_configs(const std::vector<PointRow>& rows, double confidence);
 
 // A statement of how the numbers were obtained; every report carries it.
-std::string method_statement(double confidence);
+// How the figures of `rep` were measured and summarised, in words; with adaptive repetitions,
+// each rule the run's points stopped by, and how many stopped for which reason.
+std::string method_statement(const Report& rep);
 
 }  // namespace d500

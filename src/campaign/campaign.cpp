@@ -1,6 +1,7 @@
 #include "campaign/campaign.hpp"
 
 #include <cctype>
+#include <cmath>
 #include <filesystem>
 #include <regex>
 #include <set>
@@ -16,7 +17,8 @@ Location loc(const std::string& path, const toml::source_region& r) {
   return Location{path, static_cast<int>(r.begin.line), static_cast<int>(r.begin.column)};
 }
 
-const std::vector<std::string> kTopLevel = {"campaign", "fixed", "axes", "zip", "exclude", "slurm"};
+const std::vector<std::string> kTopLevel = {"campaign", "fixed", "axes", "zip", "exclude", "slurm", "auto_repetitions"};
+const std::vector<std::string> kAutoRepetitionKeys = {"ci_rel_width", "confidence", "min", "max", "max_time"};
 const std::vector<std::string> kSlurmKeys = {"partition",   "account",      "qos",          "constraint",
                                              "gres",        "mpi",          "time_limit",   "cpus_per_task",
                                              "modules",     "array",        "throttle",     "analysis_job",
@@ -126,6 +128,68 @@ std::string slurm_word(const toml::table& t, const char* key, const std::string&
     throw Error(loc(path, n->source()), std::string("key '") + key + "' in [slurm] is \"" + s->get() +
                                             "\", which Slurm would not accept in a job script; valid: " + allowed_desc);
   return s->get();
+}
+
+// A number of either TOML type, within [lo, hi]; `dflt` when the key is absent.
+double get_number(const toml::table& t, const char* key, double dflt, double lo, double hi, const std::string& path,
+                  const char* section, const char* valid) {
+  const toml::node* n = t.get(key);
+  if (!n) return dflt;
+  double v = std::nan("");
+  if (auto i = n->as_integer()) v = static_cast<double>(i->get());
+  else if (auto f = n->as_floating_point()) v = f->get();
+  else
+    throw Error(loc(path, n->source()), std::string("key '") + key + "' in " + section + ": expected a number, got " + toml_type_name(*n));
+  if (!(v >= lo && v <= hi))
+    throw Error(loc(path, n->source()), std::string("key '") + key + "' in " + section + " is " + canonical(Value{v}) + "; valid: " + valid);
+  return v;
+}
+
+// Seconds: a number, or a string "90s", "2min", "1h", "MM:SS", "HH:MM:SS". -1 if none of them.
+double parse_duration_s(const std::string& text) {
+  static const std::regex unit_re("([0-9]+(\\.[0-9]+)?) ?(s|min|h)");
+  static const std::regex clock_re("([0-9]{1,3}):([0-5][0-9])(:([0-5][0-9]))?");
+  std::smatch m;
+  if (std::regex_match(text, m, unit_re)) {
+    const double v = std::stod(m[1].str());
+    return v * (m[3] == "s" ? 1 : m[3] == "min" ? 60 : 3600);
+  }
+  if (std::regex_match(text, m, clock_re)) {
+    if (m[3].matched) return std::stod(m[1].str()) * 3600 + std::stod(m[2].str()) * 60 + std::stod(m[4].str());
+    return std::stod(m[1].str()) * 60 + std::stod(m[2].str());
+  }
+  return -1;
+}
+
+void parse_auto_repetitions(const toml::table& t, const std::string& path, AutoRepetitions& a) {
+  const char* section = "[auto_repetitions]";
+  reject_unknown(t, kAutoRepetitionKeys, path, section);
+  a.ci_rel_width = get_number(t, "ci_rel_width", a.ci_rel_width, 1e-6, 10, path, section,
+                              "the interval's width relative to the median, e.g. 0.02 (2%), from 1e-6 to 10");
+  a.confidence = get_number(t, "confidence", a.confidence, 0.5, 0.9999, path, section, "0.5 to 0.9999, e.g. 0.95");
+  const int least = smallest_n_with_median_ci(a.confidence);
+  a.min = static_cast<int>(get_int(t, "min", std::max(a.min, least), 1, 1000000, path, section));
+  if (a.min < least)
+    throw Error(loc(path, t.get("min")->source()), "key 'min' in [auto_repetitions] is " + std::to_string(a.min) +
+                                                        "; the median's exact " + canonical(Value{a.confidence * 100}) +
+                                                        "% interval needs at least " + std::to_string(least) +
+                                                        " repetitions, so valid: " + std::to_string(least) + " to 1000000");
+  a.max = static_cast<int>(get_int(t, "max", std::max(a.max, a.min), 1, 1000000, path, section));
+  if (a.max < a.min)
+    throw Error(loc(path, t.get("max")->source()), "key 'max' in [auto_repetitions] is " + std::to_string(a.max) +
+                                                        ", below min = " + std::to_string(a.min) + "; valid: " +
+                                                        std::to_string(a.min) + " to 1000000");
+  if (const toml::node* n = t.get("max_time")) {
+    double v = -1;
+    if (auto i = n->as_integer()) v = static_cast<double>(i->get());
+    else if (auto f = n->as_floating_point()) v = f->get();
+    else if (auto str = n->as_string()) v = parse_duration_s(str->get());
+    if (!(v > 0 && v <= 7 * 24 * 3600.0))
+      throw Error(loc(path, n->source()), "key 'max_time' in [auto_repetitions] is not a duration of a point's repetitions; "
+                                          "valid: seconds (e.g. 90 or 0.5), or \"90s\", \"2min\", \"1h\", \"MM:SS\", "
+                                          "\"HH:MM:SS\", more than 0 and at most a week");
+    a.max_time_s = v;
+  }
 }
 
 SlurmSettings parse_slurm(const toml::table& t, const std::string& path) {
@@ -254,7 +318,24 @@ Campaign parse_campaign_text(const std::string& text, const std::string& path) {
                                                "\"; valid: 1-64 letters, digits, '_', '.', '-', not only dots "
                                                "(the name is a directory: runs/<name>)");
   c.description = get_string(ct, "description", "", path);
-  c.repetitions = static_cast<int>(get_int(ct, "repetitions", 10, 1, 1000000, path));
+  c.repetitions_where = ct.get("repetitions") ? loc(path, ct.get("repetitions")->source()) : loc(path, ct.source());
+  if (const toml::node* rn = ct.get("repetitions"); rn && rn->is_string()) {
+    if (rn->value_or(std::string()) != "auto")
+      throw Error(c.repetitions_where, "key 'repetitions' in [campaign] is \"" + printable(rn->value_or(std::string())) +
+                                           "\"; valid: an integer 1 to 1000000, or \"auto\" (repeat until the median's "
+                                           "interval is narrow enough; settings in [auto_repetitions])");
+    c.auto_repetitions.on = true;
+  } else {
+    c.repetitions = static_cast<int>(get_int(ct, "repetitions", 10, 1, 1000000, path));
+  }
+  if (const toml::node* an = root.get("auto_repetitions")) {
+    const toml::table& at = as_table(*an, path, "[auto_repetitions]");
+    if (!c.auto_repetitions.on)
+      throw Error(loc(path, at.source()), "[auto_repetitions] applies only with repetitions = \"auto\" in [campaign] (it is " +
+                                              std::to_string(c.repetitions) + "); set that, or remove the table");
+    parse_auto_repetitions(at, path, c.auto_repetitions);
+  }
+  if (c.auto_repetitions.on) c.repetitions = c.auto_repetitions.max;
   c.warmups = static_cast<int>(get_int(ct, "warmups", 2, 0, 100000, path));
   c.points_per_job = static_cast<int>(get_int(ct, "points_per_job", 0, 0, 1000000, path));
   c.points_per_job_where = ct.get("points_per_job") ? loc(path, ct.get("points_per_job")->source()) : loc(path, ct.source());

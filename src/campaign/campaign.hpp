@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/value.hpp"
+#include "metrics/stopping.hpp"
 
 namespace d500 {
 
@@ -54,7 +55,9 @@ struct Campaign {
   std::string hash;   // FNV-1a of text, hex
   std::string name;
   std::string description;
-  int repetitions = 10;
+  int repetitions = 10;              // with auto_repetitions.on: its max
+  AutoRepetitions auto_repetitions;  // repetitions = "auto" and [auto_repetitions]
+  Location repetitions_where;        // the key, or the [campaign] table when it is not set
   int warmups = 2;
   int points_per_job = 0;            // 0: every point of one shape in one job
   Location points_per_job_where;     // the key, or the [campaign] table when it is not set

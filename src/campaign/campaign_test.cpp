@@ -76,6 +76,9 @@ TEST(Campaign, UnknownKeySuggestsTheNearestValidKey) {
 TEST(Campaign, WrongTypeIsAnError) {
   std::string e = error_of("[campaign]\nname = \"x\"\nrepetitions = \"ten\"\n");
   EXPECT_NE(e.find("c.toml:3:15"), std::string::npos) << e;
+  EXPECT_NE(e.find("valid: an integer 1 to 1000000, or \"auto\""), std::string::npos) << e;
+  e = error_of("[campaign]\nname = \"x\"\nrepetitions = 1.5\n");
+  EXPECT_NE(e.find("c.toml:3:15"), std::string::npos) << e;
   EXPECT_NE(e.find("expected an integer"), std::string::npos) << e;
   e = error_of("[campaign]\nname = \"x\"\n[axes]\nn = [1, \"two\"]\n");
   EXPECT_NE(e.find("c.toml:4:9"), std::string::npos) << e;
@@ -108,4 +111,49 @@ TEST(Campaign, ZipGroupsNeedExistingAxesOfEqualLength) {
   EXPECT_NE(e.find("did you mean 'm'"), std::string::npos) << e;
   e = error_of("[campaign]\nname = \"x\"\n[axes]\nn = [1]\nm = [2]\n[zip]\naxes = [\"n\", \"m\"]\n");
   EXPECT_NE(e.find("[[zip]]"), std::string::npos) << e;
+}
+
+TEST(Campaign, AutoRepetitionsParseWithDefaultsAndTheirBounds) {
+  const std::string head = "[campaign]\nname = \"a\"\nrepetitions = \"auto\"\n";
+  Campaign d = parse_campaign_text(head, "c.toml");
+  EXPECT_TRUE(d.auto_repetitions.on);
+  EXPECT_EQ(d.auto_repetitions.min, 10);
+  EXPECT_EQ(d.repetitions, d.auto_repetitions.max);  // the bound, for everything sized by it
+  Campaign c = parse_campaign_text(head + "[auto_repetitions]\nci_rel_width = 0.01\nconfidence = 0.99\nmin = 20\nmax = 5000\nmax_time = \"2min\"\n",
+                                   "c.toml");
+  EXPECT_DOUBLE_EQ(c.auto_repetitions.ci_rel_width, 0.01);
+  EXPECT_DOUBLE_EQ(c.auto_repetitions.confidence, 0.99);
+  EXPECT_EQ(c.auto_repetitions.min, 20);
+  EXPECT_EQ(c.repetitions, 5000);
+  EXPECT_DOUBLE_EQ(c.auto_repetitions.max_time_s, 120);
+  for (const auto& [text, seconds] : std::vector<std::pair<std::string, double>>{
+           {"90", 90}, {"0.5", 0.5}, {"\"45s\"", 45}, {"\"1h\"", 3600}, {"\"01:30\"", 90}, {"\"01:00:05\"", 3605}})
+    EXPECT_DOUBLE_EQ(parse_campaign_text(head + "[auto_repetitions]\nmax_time = " + text + "\n", "c.toml").auto_repetitions.max_time_s,
+                     seconds)
+        << text;
+}
+
+TEST(Campaign, AutoRepetitionMistakesAreLocatedAndSayWhatIsValid) {
+  const std::string head = "[campaign]\nname = \"a\"\nrepetitions = \"auto\"\n[auto_repetitions]\n";
+  auto has = [](const std::string& e, const std::string& part) { return e.find(part) != std::string::npos; };
+  std::string e = error_of("[campaign]\nname = \"a\"\nrepetitions = \"atuo\"\n");
+  EXPECT_TRUE(has(e, "c.toml:3:15") && has(e, "valid: an integer 1 to 1000000, or \"auto\"")) << e;
+  e = error_of("[campaign]\nname = \"a\"\nrepetitions = 12\n[auto_repetitions]\nmin = 10\n");
+  EXPECT_TRUE(has(e, "c.toml:4") && has(e, "only with repetitions = \"auto\"")) << e;
+  e = error_of(head + "mni = 10\n");
+  EXPECT_TRUE(has(e, "c.toml:5:1") && has(e, "did you mean 'min'")) << e;
+  e = error_of(head + "min = 5\n");
+  EXPECT_TRUE(has(e, "c.toml:5:7") && has(e, "at least 6 repetitions") && has(e, "valid: 6 to 1000000")) << e;
+  e = error_of(head + "confidence = 0.99\nmin = 7\n");
+  EXPECT_TRUE(has(e, "at least 8 repetitions")) << e;
+  e = error_of(head + "min = 50\nmax = 20\n");
+  EXPECT_TRUE(has(e, "c.toml:6:7") && has(e, "below min = 50")) << e;
+  e = error_of(head + "ci_rel_width = 0\n");
+  EXPECT_TRUE(has(e, "c.toml:5:16") && has(e, "ci_rel_width") && has(e, "valid:")) << e;
+  e = error_of(head + "ci_rel_width = \"2%\"\n");
+  EXPECT_TRUE(has(e, "expected a number, got string")) << e;
+  for (const char* bad : {"\"soon\"", "0", "-3", "\"10 minutes\"", "1e9"}) {
+    e = error_of(head + "max_time = " + bad + "\n");
+    EXPECT_TRUE(has(e, "c.toml:5:12") && has(e, "\"HH:MM:SS\"")) << bad << ": " << e;
+  }
 }

@@ -104,6 +104,7 @@ int cmd_plan(const std::string& campaign_path, std::string out_dir, bool dry_run
   if (out_dir.empty()) out_dir = "runs/" + c.name;
   std::cout << "campaign " << c.name << " (" << c.path << ", hash " << c.hash << "): " << plan.points.size()
             << " points in " << plan.jobs.size() << " jobs, template " << plan.tmpl.name << " (" << plan.tmpl.path << ")\n";
+  if (c.auto_repetitions.on) std::cout << "repetitions " << c.auto_repetitions.rule() << "\n";
   if (plan.points.size() > kListedPoints && !list) print_plan_summary(plan, std::cout);
   else {
     std::string text;  // one write: 10^6 points are listed in a fraction of a second
@@ -184,7 +185,7 @@ int cmd_report(const std::string& dir, double confidence, std::uint64_t seed) {
   Report r = analyze_run(dir, AnalysisOptions{confidence, seed});
   std::cout << find_reporter("console").render_report(r);
   const std::vector<std::string> written = write_reports(r);
-  std::cout << "\n" << method_statement(confidence) << "\n\nwrote " << join(written, ", ") << " (campaign.h5: the index)\n";
+  std::cout << "\n" << method_statement(r) << "\n\nwrote " << join(written, ", ") << " (campaign.h5: the index)\n";
   return 0;
 }
 

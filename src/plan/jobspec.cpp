@@ -18,6 +18,7 @@ JobSpec make_job_spec(const Plan& plan, const Job& job) {
   s.nodes = job.nodes;
   s.ranks_per_node = job.ranks_per_node;
   s.repetitions = plan.campaign.repetitions;
+  s.auto_repetitions = plan.campaign.auto_repetitions;
   s.warmups = plan.campaign.warmups;
   PointResolver resolver(plan);
   s.points.reserve(job.points.size());
@@ -89,7 +90,7 @@ namespace {
 // milliseconds. Every string goes through toml_string; the plan's tests read specs back with
 // toml++ (read_job_spec), hostile strings included.
 std::string spec_head(const std::string& id, const std::string& campaign, const std::string& hash, int nodes, int rpn,
-                      int repetitions, int warmups, std::size_t points) {
+                      int repetitions, const AutoRepetitions& a, int warmups, std::size_t points) {
   std::string o;
   o.reserve(256 + points * 320);
   o += "# Written by d500 plan: the points of one job, read by d500-worker.\n[job]\n";
@@ -99,6 +100,10 @@ std::string spec_head(const std::string& id, const std::string& campaign, const 
   o += "nodes = " + std::to_string(nodes) + "\n";
   o += "ranks_per_node = " + std::to_string(rpn) + "\n";
   o += "repetitions = " + std::to_string(repetitions) + "\n";
+  if (a.on)
+    o += "auto_repetitions = { ci_rel_width = " + canonical(Value{a.ci_rel_width}) + ", confidence = " +
+         canonical(Value{a.confidence}) + ", min = " + std::to_string(a.min) + ", max = " + std::to_string(a.max) +
+         ", max_time_s = " + canonical(Value{a.max_time_s}) + " }\n";
   o += "warmups = " + std::to_string(warmups) + "\n";
   return o;
 }
@@ -117,7 +122,7 @@ void append_point(std::string& o, const std::string& id, const std::string& cano
 }  // namespace
 
 std::string job_spec_toml(const JobSpec& s) {
-  std::string o = spec_head(s.id, s.campaign, s.campaign_hash, s.nodes, s.ranks_per_node, s.repetitions, s.warmups, s.points.size());
+  std::string o = spec_head(s.id, s.campaign, s.campaign_hash, s.nodes, s.ranks_per_node, s.repetitions, s.auto_repetitions, s.warmups, s.points.size());
   std::string params;
   for (const auto& p : s.points) {
     params.clear();
@@ -129,7 +134,7 @@ std::string job_spec_toml(const JobSpec& s) {
 
 std::string job_spec_text(const Plan& plan, const Job& job) {
   const Campaign& c = plan.campaign;
-  std::string o = spec_head(job.id, c.name, c.hash, job.nodes, job.ranks_per_node, c.repetitions, c.warmups, job.points.size());
+  std::string o = spec_head(job.id, c.name, c.hash, job.nodes, job.ranks_per_node, c.repetitions, c.auto_repetitions, c.warmups, job.points.size());
   for (auto i : job.points) {
     const Point& p = plan.points[i];
     append_point(o, p.id, p.canonical, p.level, plan.params_toml(p));
@@ -157,6 +162,16 @@ JobSpec read_job_spec(const std::string& path) {
   s.ranks_per_node = need(root["job"]["ranks_per_node"].value<int>(), "job.ranks_per_node");
   s.repetitions = need(root["job"]["repetitions"].value<int>(), "job.repetitions");
   s.warmups = need(root["job"]["warmups"].value<int>(), "job.warmups");
+  if (const toml::table* a = root["job"]["auto_repetitions"].as_table()) {
+    AutoRepetitions& r = s.auto_repetitions;
+    r.on = true;
+    r.ci_rel_width = need((*a)["ci_rel_width"].value<double>(), "job.auto_repetitions.ci_rel_width");
+    r.confidence = need((*a)["confidence"].value<double>(), "job.auto_repetitions.confidence");
+    r.min = need((*a)["min"].value<int>(), "job.auto_repetitions.min");
+    r.max = need((*a)["max"].value<int>(), "job.auto_repetitions.max");
+    r.max_time_s = need((*a)["max_time_s"].value<double>(), "job.auto_repetitions.max_time_s");
+    if (r.max != s.repetitions) throw Error(path + ": job.auto_repetitions.max differs from job.repetitions (was the spec edited?)");
+  }
   const toml::array* pts = root["point"].as_array();
   if (!pts) throw Error(path + ": job spec has no [[point]] entries");
   for (auto&& n : *pts) {

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "common/value.hpp"
+#include "metrics/stopping.hpp"
 
 namespace d500 {
 
@@ -24,7 +25,8 @@ struct JobSpec {
   std::string campaign_hash;
   int nodes = 1;
   int ranks_per_node = 1;
-  int repetitions = 1;
+  int repetitions = 1;  // with auto_repetitions.on: its max
+  AutoRepetitions auto_repetitions;
   int warmups = 0;
   std::vector<PointSpec> points;
 };

@@ -117,7 +117,9 @@ ResultWriter::ResultWriter(const std::string& path, MPI_Comm comm, const JobIden
   attr(file_, "store_mode", std::string(store_mode_name(mode_)));
   attr(file_, "oversubscribed", std::int64_t{env.oversubscribed ? 1 : 0});
   attr(file_, "timer", std::string("std::chrono::steady_clock (CLOCK_MONOTONIC), ns, per rank"));
-  attr(file_, "sync", std::string("MPI_Allreduce (MAX of one int: the durable-flush decision) before every repetition, as a barrier"));
+  attr(file_, "sync", std::string("MPI_Allreduce (MAX of int64 values: the durable-flush decision; in training also the stop "
+                                   "and checkpoint decisions; with adaptive repetitions also whether the point's time is up "
+                                   "and the previous repetition's time) before every repetition, as a barrier"));
   attr(file_, "phase_names", phase_names_csv());
 
   if (writes()) {  // The campaign text, byte for byte, as a scalar fixed-length string dataset.

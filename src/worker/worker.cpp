@@ -287,11 +287,30 @@ void run_job(const std::string& spec_path, const std::string& output, MPI_Comm c
           }
         }
       }
+      // Adaptive repetitions apply to points timed by repetitions; a training point's steps are
+      // its own (it stops at its target, budget or step count).
+      const bool adaptive = spec.auto_repetitions.on && !tta;
+      if (adaptive) h.stop_adaptively(spec.auto_repetitions);
       wl->measure(h);
-      if (const StepTimes* st = wl->step_times()) out.step_times(*st);
+      if (const StepTimes* st = wl->step_times()) {
+        if (adaptive && st->repetitions > h.repetitions_run()) {  // preallocated for max: the rows run
+          StepTimes run = *st;
+          run.repetitions = h.repetitions_run();
+          run.ns.resize(run.steps.size() * static_cast<std::size_t>(run.repetitions));
+          out.step_times(run);
+        } else {
+          out.step_times(*st);
+        }
+      }
       auto after = wl->final_attributes();
       // A training point runs as many steps as it needs: its timed repetitions are those steps.
       if (tta) after.push_back({"repetitions", std::int64_t{std::max(0, h.trained_steps() - spec.warmups)}});
+      if (adaptive) {
+        after.push_back({"repetitions", std::int64_t{std::max(0, h.repetitions_run() - spec.warmups)}});
+        after.push_back({"repetitions.rule", spec.auto_repetitions.rule()});
+        after.push_back({"repetitions.stopped_by", std::string(stopped_by_name(h.stopped_by()))});
+        after.push_back({"repetitions.ci_rel_width", h.stopped_at_width()});
+      }
       out.point_attributes(after);
     }
     double secs = static_cast<double>(now_ns() - t0) * 1e-9;

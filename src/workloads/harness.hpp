@@ -5,6 +5,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -12,6 +13,7 @@
 
 #include "common/mpi_check.hpp"
 #include "metrics/metrics.hpp"
+#include "metrics/stopping.hpp"
 
 namespace d500 {
 
@@ -22,6 +24,12 @@ namespace d500 {
 // it waits for every rank as a barrier does, and carries whether any rank's wall clock says a
 // durable flush is due, so all ranks flush after the same repetition (the flush is collective)
 // without a collective of its own. Every rank records the same number of samples.
+//
+// Adaptive repetitions (stop_adaptively): the same allreduce also carries each rank's time of
+// the previous repetition (MAX: the slowest rank's, the value the report summarises) and whether
+// some rank's clock says the point's time is up, so that every rank holds the same values and
+// applies AdaptiveStop's rule to them between repetitions, outside any timing: all stop after
+// the same repetition, with no collective of their own.
 class Harness {
  public:
   using Flush = std::function<void(std::span<const Sample>, bool durable)>;
@@ -89,7 +97,18 @@ class Harness {
   using EventFlush = std::function<void(std::span<const Event>, bool durable)>;
   void on_events(EventFlush f) { event_flush_ = std::move(f); }
 
-  int repetitions() const { return warmups_ + reps_; }  // warm-ups included
+  // Before repeat(): repeat adaptively under `rule` (its max bounds the repetitions).
+  void stop_adaptively(const AutoRepetitions& rule) {
+    auto_ = rule;
+    reps_ = rule.max;
+  }
+  // The most repetitions repeat() may run, warm-ups included (what to preallocate for).
+  int repetitions() const { return warmups_ + reps_; }
+  // What the last repeat() ran, warm-ups included, and why it stopped.
+  int repetitions_run() const { return trained_; }
+  StoppedBy stopped_by() const { return stopped_by_; }
+  // The relative width of the median's interval when an adaptive repeat() stopped (NaN: none).
+  double stopped_at_width() const { return stopped_width_; }
 
   // Collective: samples, then (when there is an event sink) every rank's events, possibly none.
   void flush(bool durable) {
@@ -109,22 +128,44 @@ class Harness {
   template <class Op, class Between>
   void run(Op&& op, Between&& between, int rows, int count, const Checkpointing* cp) {
     std::int64_t last_durable = now_ns(), last_checkpoint = last_durable;
+    const std::int64_t started = last_durable;
     int rep = 0;
     std::uint8_t warm = 0;
     const PhaseMark mark = [&](Phase ph, std::int64_t t0, std::int64_t t1) {
       rec_.record(Sample{t0, t1, 0, 0, rank_, rep, warm, static_cast<std::uint8_t>(ph)});
     };
     const bool checkpoints = cp && cp->state && checkpoint_sink_ && cp->interval_ns > 0;
+    // Adaptive: one more pass than repetitions, whose allreduce brings the last one's time.
+    const bool adaptive = auto_.on && count >= 0;
+    AdaptiveStop rule(adaptive ? auto_ : AutoRepetitions{});
+    const std::int64_t max_ns = static_cast<std::int64_t>(auto_.max_time_s * 1e9);
+    // What the allreduce (MAX) agrees on: a durable flush is due, training stops, a checkpoint
+    // is due, the point's time is up, the previous repetition's time. Fixed counts reduce the
+    // first value only, training the first three, adaptive repetitions all five.
+    const int reduced = adaptive ? 5 : count < 0 ? 3 : 1;
+    std::int64_t last_ns = 0;
     int go_on = 1;
     trained_ = 0;
     checkpoints_ = 0;
-    for (int r = 0; count < 0 || r < count; ++r) {
+    stopped_by_ = StoppedBy::Count;
+    stopped_width_ = std::nan("");
+    for (int r = 0; count < 0 || r < count + (adaptive ? 1 : 0); ++r) {
       if (rec_.room() < static_cast<std::size_t>(rows) + 1) flush(false);  // every rank alike: same sample counts
-      const int mine[3] = {now_ns() - last_durable >= interval_ns_ ? 1 : 0, go_on ? 0 : 1,
-                           checkpoints && now_ns() - last_checkpoint >= cp->interval_ns ? 1 : 0};
-      int agreed[3] = {0, 0, 0};
-      mpi_check(MPI_Allreduce(mine, agreed, count < 0 ? 3 : 1, MPI_INT, MPI_MAX, comm_), "MPI_Allreduce", "harness");
+      const std::int64_t t = now_ns();
+      const std::int64_t mine[5] = {t - last_durable >= interval_ns_ ? 1 : 0, go_on ? 0 : 1,
+                                    checkpoints && t - last_checkpoint >= cp->interval_ns ? 1 : 0,
+                                    adaptive && t - started >= max_ns ? 1 : 0, last_ns};
+      std::int64_t agreed[5] = {0, 0, 0, 0, 0};
+      mpi_check(MPI_Allreduce(mine, agreed, reduced, MPI_INT64_T, MPI_MAX, comm_), "MPI_Allreduce", "harness");
       if (agreed[1]) break;
+      if (adaptive) {
+        if (r > warmups_) rule.add(agreed[4]);  // repetition r - 1 was timed
+        if (r >= warmups_ && rule.stop(agreed[3] != 0)) {
+          stopped_by_ = rule.stopped_by();
+          stopped_width_ = rule.last_width();
+          break;
+        }
+      }
       if (agreed[2] && r > 0) {  // after step r - 1, whose repetition the row joins
         flush(true);
         const std::int64_t t0 = now_ns();
@@ -140,13 +181,13 @@ class Harness {
       const bool more = op(r, mark);
       const std::int64_t t1 = now_ns();
       rec_.record(Sample{t0, t1, work_.bytes, work_.flops, rank_, r, warm, static_cast<std::uint8_t>(Phase::Op)});
+      last_ns = t1 - t0;
       go_on = between(r, mark, !more) && more ? 1 : 0;
       if (agreed[0] || rec_.full()) flush(agreed[0] != 0);
       if (agreed[0]) last_durable = now_ns();
     }
     flush(true);
   }
-
   MPI_Comm comm_;
   Recorder& rec_;
   int warmups_, reps_;
@@ -158,6 +199,9 @@ class Harness {
   EventFlush event_flush_;
   int trained_ = 0, checkpoints_ = 0;
   CheckpointSink checkpoint_sink_;
+  AutoRepetitions auto_;
+  StoppedBy stopped_by_ = StoppedBy::Count;
+  double stopped_width_ = 0;
 };
 
 }  // namespace d500

@@ -104,10 +104,7 @@ TEST_F(Distributed, ThreeRanksKeepConsistentSchemesIdenticalAndCountEachSchemesV
   const double B = 61706.0 * 4;  // LeNet-5's trainable parameters, in bytes
   hid_t f = H5Fopen((run / "results" / "job-0000.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   ASSERT_GE(f, 0);
-  hid_t pts = H5Gopen2(f, "points", H5P_DEFAULT);
-  std::vector<std::string> ids;
-  H5Literate(pts, H5_INDEX_NAME, H5_ITER_INC, nullptr, names_cb, &ids);
-  H5Gclose(pts);
+  const std::vector<std::string> ids = point_ids(f);
   ASSERT_EQ(ids.size(), 7u);
   int seen = 0;
   for (const auto& id : ids) {

@@ -8,6 +8,7 @@
 
 #include "backends/registry.hpp"
 #include "launch/slurm.hpp"
+#include "metrics/stopping.hpp"
 #include "helpers.hpp"
 #include "rundir/lock.hpp"
 
@@ -73,10 +74,7 @@ TEST_F(EndToEnd, TwoRankCampaignFileAndReportAgree) {
     H5Gclose(g);
   }
 
-  std::vector<std::string> points;
-  hid_t pg = H5Gopen2(file, "/points", H5P_DEFAULT);
-  H5Literate(pg, H5_INDEX_NAME, H5_ITER_INC, nullptr, names_cb, &points);
-  H5Gclose(pg);
+  const std::vector<std::string> points = point_ids(file);
   ASSERT_EQ(points.size(), 3u);
 
   auto csv = read_csv(run / "results.csv");
@@ -613,4 +611,62 @@ TEST_F(EndToEnd, AnInstalledD500PlansRunsAndReportsFromItsPrefix) {
   ASSERT_EQ(rep.code, 0) << rep.out;
   EXPECT_NE(rep.out.find("gemm:blas"), std::string::npos) << rep.out;
   EXPECT_NE(read_file_text(run / "jobs" / "job-0000.sh").find((prefix / "bin" / "d500-worker").string()), std::string::npos);
+}
+
+// repetitions = "auto" on 2 ranks: every point stops by the rule, all ranks after the same
+// repetition; the file says why and the report's interval is the one the rule judged.
+TEST_F(EndToEnd, AdaptiveRepetitionsStopTogetherAndTheFileAndReportSayWhy) {
+  const std::string campaign = write("auto.toml",
+                                     "[campaign]\nname = \"auto\"\nrepetitions = \"auto\"\nwarmups = 1\n"
+                                     "[auto_repetitions]\nci_rel_width = 0.5\nmin = 12\nmax = 400\nmax_time = 20\n" +
+                                         gemm_and_allreduce("48", "4096", 2));
+  fs::path run = dir_ / "run";
+  Cmd plan = sh(d500_cmd("plan " + campaign + " -o " + run.string()));
+  ASSERT_EQ(plan.code, 0) << plan.out;
+  EXPECT_NE(plan.out.find("repetitions adaptive: repeated until the 95% exact CI of the median"), std::string::npos) << plan.out;
+  Cmd r = sh(d500_cmd("run " + run.string()));
+  ASSERT_EQ(r.code, 0) << r.out;
+  Cmd rep = sh(d500_cmd("report " + run.string()));
+  ASSERT_EQ(rep.code, 0) << rep.out;
+  auto csv = read_csv(run / "results.csv");
+  hid_t file = H5Fopen((run / "results" / "job-0000.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(file, 0);
+  const std::vector<std::string> points = point_ids(file);
+  ASSERT_EQ(points.size(), 2u);
+  for (const auto& id : points) {
+    hid_t g = H5Gopen2(file, ("/points/" + id).c_str(), H5P_DEFAULT);
+    const long long reps = attr_int(g, "repetitions");
+    const std::string why = attr_string(g, "repetitions.stopped_by");
+    EXPECT_NE(attr_string(g, "repetitions.rule").find("at least 12 and at most 400"), std::string::npos) << id;
+    EXPECT_EQ(attr_string(g, "status"), "complete") << id;
+    H5Gclose(g);
+    EXPECT_TRUE(why == "ci_width" || why == "max" || why == "max_time") << why;
+    if (why == "ci_width") EXPECT_GE(reps, 12) << id;
+    if (why == "max") EXPECT_EQ(reps, 400) << id;
+    // Both ranks ran the same repetitions: (warm-up + reps) rows each, every rep on both.
+    std::vector<Row> rows = read_samples(file, id);
+    ASSERT_EQ(rows.size(), static_cast<std::size_t>(2 * (1 + reps))) << id;
+    std::map<int, int> ranks_per_rep;
+    std::map<int, long long> cost;
+    for (const auto& s : rows) {
+      ranks_per_rep[s.rep]++;
+      if (!s.warmup) cost[s.rep] = std::max(cost[s.rep], s.end_ns - s.start_ns);
+    }
+    for (const auto& [rep_, k] : ranks_per_rep) EXPECT_EQ(k, 2) << id << " rep " << rep_;
+    // The rule judged the file's own times: narrow enough exactly when it says it stopped by width.
+    std::vector<std::int64_t> v;
+    for (auto& [rep_, c] : cost) v.push_back(c);
+    const double width = d500::median_ci_rel_width(v, 0.95);
+    if (why == "ci_width") {
+      EXPECT_LE(width, 0.5) << id;
+    }
+    ASSERT_TRUE(csv.count(id));
+    EXPECT_EQ(csv[id]["n"], std::to_string(reps));
+    EXPECT_EQ(csv[id]["reps_stopped_by"], why);
+    EXPECT_NEAR((std::stod(csv[id]["ci_hi_s"]) - std::stod(csv[id]["ci_lo_s"])) / std::stod(csv[id]["median_s"]), width, 1e-9);
+  }
+  H5Fclose(file);
+  const std::string md = read_file_text(run / "report.md");
+  EXPECT_NE(md.find("Repetitions were adaptive: repeated until"), std::string::npos) << md;
+  EXPECT_NE(md.find("auto: "), std::string::npos) << md;
 }

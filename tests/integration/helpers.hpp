@@ -137,6 +137,15 @@ inline herr_t names_cb(hid_t, const char* name, const H5L_info_t*, void* data) {
 }
 
 // results.csv as a map: point id -> column name -> value.
+// The ids of the points a results file holds, by name.
+inline std::vector<std::string> point_ids(hid_t file) {
+  std::vector<std::string> ids;
+  hid_t g = H5Gopen2(file, "/points", H5P_DEFAULT);
+  H5Literate(g, H5_INDEX_NAME, H5_ITER_INC, nullptr, names_cb, &ids);
+  H5Gclose(g);
+  return ids;
+}
+
 inline std::map<std::string, std::map<std::string, std::string>> read_csv(const fs::path& p) {
   std::ifstream in(p);
   std::string line;

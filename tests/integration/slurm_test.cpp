@@ -220,10 +220,7 @@ seed = 4
   ASSERT_FALSE(second.empty());
   hid_t f = H5Fopen(second.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   ASSERT_GE(f, 0);
-  std::vector<std::string> ids;
-  hid_t pts = H5Gopen2(f, "points", H5P_DEFAULT);
-  H5Literate(pts, H5_INDEX_NAME, H5_ITER_INC, nullptr, names_cb, &ids);
-  H5Gclose(pts);
+  const std::vector<std::string> ids = point_ids(f);
   ASSERT_EQ(ids.size(), 1u);
   hid_t g = H5Gopen2(f, ("points/" + ids[0]).c_str(), H5P_DEFAULT);
   EXPECT_EQ(attr_string(g, "status"), "complete");

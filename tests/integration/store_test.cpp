@@ -361,10 +361,7 @@ TEST_F(Store, EveryAttributeWrittenReadOrCheckedIsInTheSchema) {
   hid_t env = H5Gopen2(f, "/env", H5P_DEFAULT);
   collect(env, "/env");
   H5Gclose(env);
-  std::vector<std::string> points;
-  hid_t pg = H5Gopen2(f, "/points", H5P_DEFAULT);
-  H5Literate(pg, H5_INDEX_NAME, H5_ITER_INC, nullptr, names_cb, &points);
-  H5Gclose(pg);
+  const std::vector<std::string> points = point_ids(f);
   for (const auto& p : points) {
     hid_t g = H5Gopen2(f, ("/points/" + p).c_str(), H5P_DEFAULT);
     collect(g, "/points/" + p);

@@ -27,15 +27,6 @@ std::string events_py(const fs::path& file) {
          "float(r['loss']), float(r['accuracy'])) for r in e))\n\"";
 }
 
-// The point ids of a results file.
-std::vector<std::string> point_ids(hid_t f) {
-  hid_t pts = H5Gopen2(f, "points", H5P_DEFAULT);
-  std::vector<std::string> ids;
-  H5Literate(pts, H5_INDEX_NAME, H5_ITER_INC, nullptr, names_cb, &ids);
-  H5Gclose(pts);
-  return ids;
-}
-
 }  // namespace
 
 TEST_F(Training, LeNetReachesItsTargetOnFashionMnistAndTheReportTimesIt) {

@@ -84,3 +84,43 @@ TEST(Harness, SlowRepetitionsAreFlushedDurablyOnSchedule) {
   EXPECT_EQ(samples, 5u);
   EXPECT_EQ(durable_flushes, 6);  // after each of the 5 repetitions, and the final one
 }
+
+// Adaptive repetitions through the harness: repetitions of one steady duration stop at the
+// minimum, by the interval's width; slow ones stop when the point's time is up.
+TEST(Harness, AdaptiveRepetitionsStopByWidthOrTimeAndSaySo) {
+  Recorder rec(1000);
+  std::size_t samples = 0;
+  auto count = [&](std::span<const Sample> s, bool) { samples += s.size(); };
+  AutoRepetitions a;
+  a.on = true;
+  a.ci_rel_width = 0.5;  // loose: a sleep of 2 ms varies by far less than half of itself
+  a.min = 8;
+  a.max = 100;
+  Harness h(MPI_COMM_SELF, rec, 1, 999, Work{}, count);
+  h.stop_adaptively(a);
+  EXPECT_EQ(h.repetitions(), 1 + 100);
+  int calls = 0;
+  h.repeat([&] {
+    ++calls;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  });
+  EXPECT_EQ(calls, 1 + 8);
+  EXPECT_EQ(samples, 9u);
+  EXPECT_EQ(h.repetitions_run(), 9);
+  EXPECT_EQ(h.stopped_by(), StoppedBy::CiWidth);
+  EXPECT_LE(h.stopped_at_width(), 0.5);
+
+  a.ci_rel_width = 1e-6;  // unreachable for sleeps
+  a.max_time_s = 0.05;    // 50 ms: about 10 repetitions of 5 ms, warm-up included
+  Harness slow(MPI_COMM_SELF, rec, 1, 999, Work{}, count);
+  slow.stop_adaptively(a);
+  calls = 0;
+  slow.repeat([&] {
+    ++calls;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  });
+  EXPECT_EQ(slow.stopped_by(), StoppedBy::MaxTime);
+  EXPECT_GE(calls, 3);
+  EXPECT_LE(calls, 11);
+  EXPECT_EQ(slow.repetitions_run(), calls);
+}
