@@ -17,7 +17,8 @@ Location loc(const std::string& path, const toml::source_region& r) {
   return Location{path, static_cast<int>(r.begin.line), static_cast<int>(r.begin.column)};
 }
 
-const std::vector<std::string> kTopLevel = {"campaign", "fixed", "axes", "zip", "exclude", "slurm", "auto_repetitions"};
+const std::vector<std::string> kTopLevel = {"campaign", "fixed", "axes", "zip", "exclude", "slurm", "auto_repetitions", "packing"};
+const std::vector<std::string> kPackingKeys = {"margin", "job_time", "times_from", "gflops", "gbps", "point_overhead_s", "default_point_s"};
 const std::vector<std::string> kAutoRepetitionKeys = {"ci_rel_width", "confidence", "min", "max", "max_time"};
 const std::vector<std::string> kSlurmKeys = {"partition",   "account",      "qos",          "constraint",
                                              "gres",        "mpi",          "time_limit",   "cpus_per_task",
@@ -192,6 +193,50 @@ void parse_auto_repetitions(const toml::table& t, const std::string& path, AutoR
   }
 }
 
+PackingSettings parse_packing(const toml::table& t, const std::string& path) {
+  const char* section = "[packing]";
+  reject_unknown(t, kPackingKeys, path, section);
+  PackingSettings s;
+  s.present = true;
+  s.where = loc(path, t.source());
+  s.margin = get_number(t, "margin", s.margin, 0, 0.9, path, section, "a fraction of the time limit kept free, 0 to 0.9, e.g. 0.2");
+  s.gflops = get_number(t, "gflops", s.gflops, 1e-6, 1e9, path, section, "a rank's GFLOP/s for the time model, more than 0");
+  s.gbps = get_number(t, "gbps", s.gbps, 1e-6, 1e9, path, section, "a rank's GB/s for the time model, more than 0");
+  s.point_overhead_s = get_number(t, "point_overhead_s", s.point_overhead_s, 0, 1e6, path, section, "seconds, 0 or more");
+  s.default_point_s = get_number(t, "default_point_s", s.default_point_s, 0, 1e7, path, section,
+                                 "seconds for a point nothing else estimates, 0 (refuse such points) or more");
+  if (const toml::node* n = t.get("job_time")) {
+    s.job_time_where = loc(path, n->source());
+    double v = -1;
+    if (auto i = n->as_integer()) v = static_cast<double>(i->get());
+    else if (auto f = n->as_floating_point()) v = f->get();
+    else if (auto str = n->as_string()) v = parse_duration_s(str->get());
+    if (!(v >= 1 && v <= 365 * 24 * 3600.0))
+      throw Error(s.job_time_where, "key 'job_time' in [packing] is not a job's time; valid: seconds (e.g. 3600), or \"90s\", "
+                                    "\"30min\", \"2h\", \"MM:SS\", \"HH:MM:SS\", at least 1 s");
+    s.job_time_s = v;
+  }
+  if (const toml::node* n = t.get("times_from")) {
+    s.times_from_where = loc(path, n->source());
+    const toml::array* arr = n->as_array();
+    if (!arr) throw Error(s.times_from_where, "key 'times_from' in [packing]: expected an array of run directories, e.g. [\"runs/last-week\"]");
+    for (auto&& e : *arr) {
+      auto str = e.as_string();
+      if (!str || str->get().empty() || has_control_chars(str->get()))
+        throw Error(loc(path, e.source()), "key 'times_from' in [packing]: each entry must be a run directory's path "
+                                           "(relative paths are relative to the campaign file)");
+      std::filesystem::path d(str->get());
+      if (d.is_relative()) d = std::filesystem::absolute(path).parent_path() / d;
+      d = d.lexically_normal();
+      if (!std::filesystem::is_directory(d / "results"))
+        throw Error(loc(path, e.source()), "key 'times_from' in [packing]: " + d.string() +
+                                               " is not a run directory (it has no results/); name one that d500 run measured");
+      s.times_from.push_back(d.string());
+    }
+  }
+  return s;
+}
+
 SlurmSettings parse_slurm(const toml::table& t, const std::string& path) {
   reject_unknown(t, kSlurmKeys, path, "[slurm]");
   SlurmSettings s;
@@ -328,6 +373,7 @@ Campaign parse_campaign_text(const std::string& text, const std::string& path) {
   } else {
     c.repetitions = static_cast<int>(get_int(ct, "repetitions", 10, 1, 1000000, path));
   }
+  if (const toml::node* pn = root.get("packing")) c.packing = parse_packing(as_table(*pn, path, "[packing]"), path);
   if (const toml::node* an = root.get("auto_repetitions")) {
     const toml::table& at = as_table(*an, path, "[auto_repetitions]");
     if (!c.auto_repetitions.on)

@@ -49,6 +49,21 @@ struct SlurmSettings {
   Location mem_where;
 };
 
+// Packing points into jobs by estimated time ([packing] table): each job of one shape takes points
+// in plan order while their estimates fit its time limit less the margin.
+struct PackingSettings {
+  bool present = false;
+  Location where;
+  double margin = 0.2;           // fraction of the time limit kept free
+  double job_time_s = 0;         // a job's limit for local plans (Slurm plans use [slurm] time_limit)
+  Location job_time_where;
+  std::vector<std::string> times_from;  // earlier run directories (absolute), measured times by point id
+  Location times_from_where;
+  double gflops = 1, gbps = 1;   // the model's rates where no earlier run calibrates a backend
+  double point_overhead_s = 2;   // per point: process-side setup, validation, writing
+  double default_point_s = 0;    // points without any estimate (0: refuse them)
+};
+
 struct Campaign {
   std::string path;   // as given by the user
   std::string text;   // the file's exact bytes: stored in every result file
@@ -71,6 +86,7 @@ struct Campaign {
   std::vector<ZipGroup> zips;
   std::vector<Rule> excludes;
   SlurmSettings slurm;
+  PackingSettings packing;
 };
 
 // "HH:MM:SS", "MM:SS", "D-HH:MM:SS", "D-HH" or minutes as an integer: Slurm's forms. Returns

@@ -67,6 +67,7 @@ void print_plan_summary(const Plan& plan, std::ostream& out) {
   struct Shape {
     int nodes, rpn;
     std::size_t jobs = 0, fewest = SIZE_MAX, most = 0;
+    double longest_s = -1;  // packing by time: the longest job's estimate
   };
   std::vector<Shape> shapes;
   for (const auto& j : plan.jobs) {
@@ -75,11 +76,13 @@ void print_plan_summary(const Plan& plan, std::ostream& out) {
     ++it->jobs;
     it->fewest = std::min(it->fewest, j.points.size());
     it->most = std::max(it->most, j.points.size());
+    it->longest_s = std::max(it->longest_s, j.estimate_s);
   }
   for (const auto& s : shapes) {
     out << "  " << s.jobs << " job(s) of " << s.nodes << " node(s) x " << s.rpn << " rank(s), "
         << (s.fewest == s.most ? std::to_string(s.most) : std::to_string(s.fewest) + "-" + std::to_string(s.most))
         << " points each";
+    if (s.longest_s >= 0) out << ", the longest estimated " << fmt_sig(s.longest_s / 60, 3) << " min";
     if (plan.tmpl.launcher == "slurm")
       out << ", time limit " << slurm_time(plan.campaign.slurm.time_limit_min) << ", "
           << fmt_sig(static_cast<double>(s.jobs) * s.nodes * plan.campaign.slurm.time_limit_min / 60.0, 3) << " node-hours";
@@ -105,12 +108,14 @@ int cmd_plan(const std::string& campaign_path, std::string out_dir, bool dry_run
   std::cout << "campaign " << c.name << " (" << c.path << ", hash " << c.hash << "): " << plan.points.size()
             << " points in " << plan.jobs.size() << " jobs, template " << plan.tmpl.name << " (" << plan.tmpl.path << ")\n";
   if (c.auto_repetitions.on) std::cout << "repetitions " << c.auto_repetitions.rule() << "\n";
+  if (!plan.packing_text.empty()) std::cout << plan.packing_text << "\n";
   if (plan.points.size() > kListedPoints && !list) print_plan_summary(plan, std::cout);
   else {
     std::string text;  // one write: 10^6 points are listed in a fraction of a second
     for (const auto& j : plan.jobs) {
       text += "  " + j.id + ": " + std::to_string(j.nodes) + " node(s) x " + std::to_string(j.ranks_per_node) + " rank(s), " +
               std::to_string(j.points.size()) + " points";
+      if (j.estimate_s >= 0) text += ", estimated " + fmt_sig(j.estimate_s / 60, 3) + " min";
       if (plan.tmpl.launcher == "slurm")
         text += ", time limit " + slurm_time(c.slurm.time_limit_min) + ", " + fmt_sig(job_node_hours(plan, j), 3) + " node-hours";
       text += "\n";

@@ -19,6 +19,7 @@
 #include "common/text.hpp"
 #include "d500/version.hpp"
 #include "plan/jobspec.hpp"
+#include "plan/packing.hpp"
 #include "plan/template.hpp"
 #include "rundir/layout.hpp"
 
@@ -457,6 +458,9 @@ Plan make_plan(const Campaign& campaign, const WorkloadRegistry& reg, const Plan
     return c.axes[x.front()].name < c.axes[y.front()].name;
   });
   Product product(c, plan.dims);
+  // Packing by time: earlier runs read once, each point estimated as it is resolved.
+  std::optional<TimeModel> model;
+  if (c.packing.present) model.emplace(c);
 
   // Before anything is expanded: would the combinations fit in memory? (An upper bound: exclude
   // rules and duplicates only remove points.)
@@ -556,6 +560,11 @@ Plan make_plan(const Campaign& campaign, const WorkloadRegistry& reg, const Plan
     p.nodes = static_cast<int>(std::get<std::int64_t>(res.params.at("nodes")));
     p.ranks_per_node = static_cast<int>(std::get<std::int64_t>(res.params.at("ranks_per_node")));
     p.combination = combination;
+    if (model) {
+      const TimeModel::Estimate e = model->estimate(p.id, p.level, *res.workload, res.params);
+      p.estimate_s = static_cast<float>(e.seconds);
+      p.estimate_source = static_cast<std::uint8_t>(e.source);
+    }
     if (!nodes_refusal && plan.tmpl.launcher == "local" && p.nodes != 1)
       nodes_refusal = Error(*res.where, "point " + p.canonical + ": template '" + plan.tmpl.name +
                                             "' runs on this machine only, so nodes must be 1 (use a Slurm template for more)");
@@ -623,26 +632,30 @@ Plan make_plan(const Campaign& campaign, const WorkloadRegistry& reg, const Plan
                             ": no distribution-free 95% confidence interval of a median exists for n <= 5, so the report "
                             "will give none; use 6 or more (10 or more for a useful width)");
 
-  // Jobs: points of one shape share an allocation, split by points_per_job when asked.
-  std::map<std::pair<int, int>, std::vector<std::size_t>> open;
-  std::vector<std::pair<int, int>> order;
-  for (std::size_t i = 0; i < plan.points.size(); ++i) {
-    const std::pair<int, int> shape{plan.points[i].nodes, plan.points[i].ranks_per_node};
-    if (!open.count(shape)) order.push_back(shape);
-    open[shape].push_back(i);
-  }
-  for (const auto& shape : order) {
-    const auto& pts = open[shape];
-    std::size_t per = c.points_per_job > 0 ? static_cast<std::size_t>(c.points_per_job) : pts.size();
-    for (std::size_t s = 0; s < pts.size(); s += per) {
-      Job j;
-      char id[32];
-      std::snprintf(id, sizeof id, "job-%04zu", plan.jobs.size());
-      j.id = id;
-      j.nodes = shape.first;
-      j.ranks_per_node = shape.second;
-      j.points.assign(pts.begin() + static_cast<long>(s), pts.begin() + static_cast<long>(std::min(pts.size(), s + per)));
-      plan.jobs.push_back(std::move(j));
+  // Jobs: points of one shape share an allocation, packed by time or split by points_per_job.
+  if (model) {
+    pack_by_time(plan, opt, *model);
+  } else {
+    std::map<std::pair<int, int>, std::vector<std::size_t>> open;
+    std::vector<std::pair<int, int>> order;
+    for (std::size_t i = 0; i < plan.points.size(); ++i) {
+      const std::pair<int, int> shape{plan.points[i].nodes, plan.points[i].ranks_per_node};
+      if (!open.count(shape)) order.push_back(shape);
+      open[shape].push_back(i);
+    }
+    for (const auto& shape : order) {
+      const auto& pts = open[shape];
+      std::size_t per = c.points_per_job > 0 ? static_cast<std::size_t>(c.points_per_job) : pts.size();
+      for (std::size_t s = 0; s < pts.size(); s += per) {
+        Job j;
+        char id[32];
+        std::snprintf(id, sizeof id, "job-%04zu", plan.jobs.size());
+        j.id = id;
+        j.nodes = shape.first;
+        j.ranks_per_node = shape.second;
+        j.points.assign(pts.begin() + static_cast<long>(s), pts.begin() + static_cast<long>(std::min(pts.size(), s + per)));
+        plan.jobs.push_back(std::move(j));
+      }
     }
   }
   std::size_t largest = 0;
@@ -755,6 +768,11 @@ void write_plan(const Plan& plan, const std::string& dir, const std::string& wor
                    {"points", static_cast<std::int64_t>(plan.points.size())},
                    {"jobs", static_cast<std::int64_t>(plan.jobs.size())},
                    {"node_hours", total_node_hours(plan)}};
+    if (plan.job_capacity_s > 0) {
+      pt.insert("packing", "time");
+      pt.insert("job_limit_s", plan.job_limit_s);
+      pt.insert("job_capacity_s", plan.job_capacity_s);
+    }
     std::ostringstream pt_text;
     pt_text << "# Written by d500 plan; do not edit.\n" << toml::table{{"plan", pt}} << "\n";
     write_file_atomic(at.plan_file().string(), pt_text.str());
@@ -763,12 +781,13 @@ void write_plan(const Plan& plan, const std::string& dir, const std::string& wor
     {
       // Streamed: 10^6 points are ~100 MB of text, never held whole.
       std::ofstream csv(at.points_csv(), std::ios::binary | std::ios::trunc);
-      csv << "point_id,job_id,level,canonical\n";
+      csv << "point_id,job_id,level,estimate_s,canonical\n";
       std::string line;
       for (const auto& j : plan.jobs)
         for (auto i : j.points) {
           const Point& p = plan.points[i];
-          line = p.id + "," + j.id + "," + std::to_string(p.level) + "," + csv_field(p.canonical) + "\n";
+          line = p.id + "," + j.id + "," + std::to_string(p.level) + "," + (p.estimate_s >= 0 ? fmt_sig(p.estimate_s, 4) : "") + "," +
+                 csv_field(p.canonical) + "\n";
           csv.write(line.data(), static_cast<std::streamsize>(line.size()));
         }
       csv.close();

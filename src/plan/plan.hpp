@@ -24,6 +24,8 @@ struct Point {
   int ranks_per_node = 1;
   std::int64_t memory_bytes = -1;  // estimated per rank (WorkloadInfo::memory_bytes); -1: unknown
   std::uint64_t combination = 0;   // its ordinal in the product of the plan's dimensions
+  float estimate_s = -1;           // packing by time: its estimated duration; -1: not estimated
+  std::uint8_t estimate_source = 0;  // an EstimateSource (plan/packing.hpp)
   // Its parameters as the TOML inline table its job spec holds: Plan::params_toml.
   std::uint32_t params_block = 0, params_offset = 0, params_length = 0;
 };
@@ -33,6 +35,7 @@ struct Job {
   int nodes = 1;
   int ranks_per_node = 1;
   std::vector<std::size_t> points;  // indices into Plan::points, in plan order
+  double estimate_s = -1;           // packing by time: the sum of its points' estimates
   int ranks() const { return nodes * ranks_per_node; }
 };
 
@@ -65,6 +68,10 @@ struct Plan {
   // up to 16 MiB (no copy of everything when one grows), so that writing 10^6 points derives
   // none of them again.
   std::vector<std::string> params_blocks;
+  // Packing by time ([packing]): a job's time limit, what the points of one may add up to (the
+  // limit less the margin), and how the estimates were made, in words. 0 / "": not packed by time.
+  double job_limit_s = 0, job_capacity_s = 0;
+  std::string packing_text;
   std::string_view params_toml(const Point& p) const {
     return std::string_view(params_blocks[p.params_block]).substr(p.params_offset, p.params_length);
   }

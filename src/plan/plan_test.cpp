@@ -665,3 +665,71 @@ TEST(Plan, TooFewRepetitionsForAConfidenceIntervalAreWarnedAtPlanTime) {
   EXPECT_TRUE(warned(5));
   EXPECT_FALSE(warned(6));
 }
+
+// Packing by time, from the model alone (earlier runs are the integration tests'): each job's
+// estimates fit its limit less the margin, in plan order; what cannot be estimated or cannot fit
+// is refused where the campaign says so.
+TEST(PlanPacking, PointsFillJobsUpToTheLimitLessTheMarginInPlanOrder) {
+  // GEMM n^3 x 2 flops at 1 GFLOP/s, 10 + 2 repetitions, 1 s per point: n = 400 is
+  // 1 + 12 x 0.128 = 2.536 s, n = 800 is 1 + 12 x 1.024 = 13.288 s.
+  const std::string t2 = kHead + "repetitions = 10\n[packing]\njob_time = 20\nmargin = 0.25\ngflops = 1\ngbps = 1000\n"
+                                 "point_overhead_s = 1\n[axes]\nworkload = [\"gemm\"]\nbackend = [\"reference\"]\n"
+                                 "n = [400, 800]\nseed = [1, 2, 3]\n";
+  Plan p = plan_of(t2);
+  ASSERT_EQ(p.points.size(), 6u);
+  EXPECT_DOUBLE_EQ(p.job_limit_s, 20);
+  EXPECT_DOUBLE_EQ(p.job_capacity_s, 15);
+  for (const auto& pt : p.points) {
+    const double expect = pt.canonical.find("n=400") != std::string::npos ? 1 + 12 * 0.128 : 1 + 12 * 1.024;
+    EXPECT_NEAR(pt.estimate_s, expect, 1e-4) << pt.canonical;
+    EXPECT_EQ(pt.estimate_source, 3) << "model";
+  }
+  // Plan order (n slower than seed): 400,400,400 (7.6 s) then 800 x 3 (13.3 s each): next fit.
+  ASSERT_EQ(p.jobs.size(), 4u);
+  EXPECT_EQ(p.jobs[0].points.size(), 3u);
+  double total = 0;
+  std::size_t next = 0;
+  for (const auto& j : p.jobs) {
+    EXPECT_LE(j.estimate_s, p.job_capacity_s) << j.id;
+    for (auto i : j.points) {
+      EXPECT_EQ(i, next++) << "jobs keep plan order";
+      total += p.points[i].estimate_s;
+    }
+  }
+  EXPECT_NEAR(total, 3 * 2.536 + 3 * 13.288, 1e-3);
+  EXPECT_NE(p.packing_text.find("6 model"), std::string::npos) << p.packing_text;
+  // points_per_job still caps a job.
+  p = plan_of(kHead + "points_per_job = 2\n" + t2.substr(kHead.size()));
+  EXPECT_EQ(p.jobs.size(), 5u);  // 400 x 2, 400, 800, 800, 800
+}
+
+TEST(PlanPacking, WhatCannotBeEstimatedOrFitIsRefusedWhereTheCampaignSaysSo) {
+  const std::string axes = "[axes]\nworkload = [\"gemm\"]\nbackend = [\"reference\"]\nn = [400, 800]\n";
+  // Local plans need a job time; Slurm plans pack to their time limit and refuse one.
+  std::string e = error_of(kHead + "[packing]\nmargin = 0.1\n" + axes);
+  EXPECT_NE(e.find("c.toml:3:1: [packing] with template 'local' needs job_time"), std::string::npos) << e;
+  e = error_of("[campaign]\nname = \"s\"\ntemplate = \"slurm\"\n[slurm]\ntime_limit = 30\n[packing]\njob_time = 60\n" + axes);
+  EXPECT_NE(e.find("c.toml:7:12: key 'job_time' in [packing] applies to local plans"), std::string::npos) << e;
+  Plan s = plan_of("[campaign]\nname = \"s\"\ntemplate = \"slurm\"\n[slurm]\ntime_limit = 30\n[packing]\nmargin = 0.5\n" + axes);
+  EXPECT_DOUBLE_EQ(s.job_capacity_s, 900);
+  // A point longer than a job's capacity: refused with its estimate, or its own job when forced.
+  const std::string tight = kHead + "[packing]\njob_time = 10\nmargin = 0.2\ngflops = 1\n" + axes;
+  e = error_of(tight);
+  EXPECT_NE(e.find("c.toml:3:1: point gemm:reference k=800 m=800 n=800"), std::string::npos) << e;
+  EXPECT_NE(e.find("is estimated at 14.3 s (model), more than a job's 8.00 s"), std::string::npos) << e;
+  EXPECT_NE(e.find("--force"), std::string::npos) << e;
+  Plan forced = plan_with(tight, PlanOptions{true});
+  ASSERT_EQ(forced.jobs.size(), 2u);
+  EXPECT_EQ(forced.jobs[1].points.size(), 1u);
+  ASSERT_FALSE(forced.warnings.empty());
+  // Training is not modelled: it needs an earlier run or a default.
+  const std::string train = kHead + "[packing]\njob_time = 3600\n[axes]\nworkload = [\"train\"]\nbackend = [\"reference\"]\n";
+  e = error_of(train);
+  EXPECT_NE(e.find("has no estimate: no run in times_from measured it (a training point's time is not modelled)"), std::string::npos) << e;
+  Plan d = plan_of(kHead + "[packing]\njob_time = 3600\ndefault_point_s = 600\n" + train.substr(train.find("[axes]")));
+  EXPECT_EQ(d.points.front().estimate_s, 600);
+  EXPECT_NE(d.packing_text.find("1 default"), std::string::npos) << d.packing_text;
+  // A run directory that is not one.
+  e = error_of(kHead + "[packing]\njob_time = 60\ntimes_from = [\"/nonexistent-run\"]\n" + axes);
+  EXPECT_NE(e.find("c.toml:5:15: key 'times_from' in [packing]: /nonexistent-run is not a run directory"), std::string::npos) << e;
+}

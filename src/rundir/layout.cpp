@@ -61,16 +61,21 @@ std::vector<PlannedPoint> read_points_csv(const RunLayout& dir) {
   std::istringstream in(read_file(p.string()));
   std::string line;
   std::getline(in, line);  // header
+  // Since packing by time, an estimate column before the canonical text (which may hold commas).
+  const bool estimates = line.rfind("point_id,job_id,level,estimate_s,", 0) == 0;
   for (int line_no = 2; std::getline(in, line); ++line_no) {
     if (line.empty()) continue;
     PlannedPoint x;
     const std::size_t a = line.find(','), b = line.find(',', a + 1), c = line.find(',', b + 1);
-    if (a == std::string::npos || b == std::string::npos || c == std::string::npos)
-      throw Error(Location{p.string(), line_no, 1}, "damaged row (expected id,job,level,canonical)");
+    const std::size_t d = estimates && c != std::string::npos ? line.find(',', c + 1) : c;
+    if (a == std::string::npos || b == std::string::npos || c == std::string::npos || d == std::string::npos)
+      throw Error(Location{p.string(), line_no, 1},
+                  std::string("damaged row (expected id,job,level,") + (estimates ? "estimate_s," : "") + "canonical)");
     x.id = line.substr(0, a);
     x.job = line.substr(a + 1, b - a - 1);
     x.level = std::atoi(line.substr(b + 1, c - b - 1).c_str());
-    x.canonical = line.substr(c + 1);
+    if (estimates && d > c + 1) x.estimate_s = std::atof(line.substr(c + 1, d - c - 1).c_str());
+    x.canonical = line.substr(d + 1);
     if (x.canonical.size() >= 2 && x.canonical.front() == '"') {  // csv_field's quoting undone
       std::string u;
       for (std::size_t i = 1; i + 1 < x.canonical.size(); ++i) {

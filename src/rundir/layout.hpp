@@ -4,7 +4,7 @@
 //
 //   campaign.toml            the campaign, byte for byte
 //   plan.toml                what was planned (launcher, template, counts)
-//   points.csv               every planned point in plan order: id, job, level, canonical
+//   points.csv               every planned point in plan order: id, job, level, estimate_s, canonical
 //   jobs/<job>.toml          the job spec the worker reads (resubmissions: <job>.r<N>.toml)
 //   jobs/<job>.sh            the job script (from the campaign's template)
 //   jobs/<job>.list          the spec list a hand-submitted job script reads (D500_SPEC_LIST)
@@ -66,6 +66,7 @@ class RunLayout {
 struct PlannedPoint {
   std::string id, job, canonical;
   int level = 0;
+  double estimate_s = -1;  // packing by time: the planner's estimate; -1: none (or an older plan)
 };
 // Reads points.csv (empty when there is none); a damaged row is an error naming file and line.
 std::vector<PlannedPoint> read_points_csv(const RunLayout& dir);

@@ -79,6 +79,17 @@ TEST_F(RunDirTest, PointsCsvReadsQuotedCanonicalTextAndRefusesADamagedRow) {
   EXPECT_EQ(canonical_head(pts[0].canonical).backend, "blas");
   put(d.points_csv(), "point_id,job_id,level,canonical\nabc,job-0000,0,gemm:blas n=64\nbroken\n");
   EXPECT_NE(error_of([&] { read_points_csv(d); }).find(d.points_csv().string() + ":3:1: damaged row"), std::string::npos);
+  // Since packing by time: an estimate column (empty when not estimated) before the canonical text.
+  put(d.points_csv(), "point_id,job_id,level,estimate_s,canonical\nabc,job-0000,0,12.5,gemm:blas n=64\n"
+                      "def,job-0001,1,,\"custom:x library=\"\"/a,b.so\"\"\"\n");
+  pts = read_points_csv(d);
+  ASSERT_EQ(pts.size(), 2u);
+  EXPECT_EQ(pts[0].estimate_s, 12.5);
+  EXPECT_EQ(pts[0].canonical, "gemm:blas n=64");
+  EXPECT_EQ(pts[1].estimate_s, -1);
+  EXPECT_EQ(pts[1].canonical, "custom:x library=\"/a,b.so\"");
+  put(d.points_csv(), "point_id,job_id,level,estimate_s,canonical\nabc,job-0000,0,gemm:blas n=64\n");
+  EXPECT_NE(error_of([&] { read_points_csv(d); }).find("damaged row (expected id,job,level,estimate_s,canonical)"), std::string::npos);
 }
 
 TEST_F(RunDirTest, SubmissionsRoundTripAndCancellationsHaveTheirOwnHeader) {

@@ -38,6 +38,33 @@ RunState scan_results(const RunLayout& dir, const std::function<void(const JobRe
   return st;
 }
 
+std::map<std::string, MeasuredPoint> measured_points(const RunLayout& dir, std::vector<std::string>& unreadable) {
+  std::map<std::string, MeasuredPoint> out;
+  std::map<std::string, std::string> created;
+  const RunState st = scan_results(dir, [&](const JobResult& j) {
+    for (const auto& p : j.points) {
+      if (p.outcome != Outcome::Complete) continue;
+      if (auto c = created.find(p.id); c != created.end() && c->second > j.created_utc) continue;
+      created[p.id] = j.created_utc;
+      MeasuredPoint m;
+      m.level = p.level;
+      if (auto b = p.params.find("backend"); b != p.params.end() && std::holds_alternative<std::string>(b->second))
+        m.backend = std::get<std::string>(b->second);
+      m.seconds = p.seconds;
+      m.work_flops = p.work_flops;
+      m.work_bytes = p.work_bytes;
+      std::map<int, std::int64_t> slowest;  // rep -> the slowest rank's whole-step time
+      for (const auto& s : p.samples)
+        if (s.phase == static_cast<std::uint8_t>(Phase::Op)) slowest[s.rep] = std::max(slowest[s.rep], s.end_ns - s.start_ns);
+      for (const auto& [rep, ns] : slowest) m.reps_s += static_cast<double>(ns) * 1e-9;
+      m.reps_run = static_cast<int>(slowest.size());
+      out[p.id] = m;
+    }
+  });
+  unreadable.insert(unreadable.end(), st.unreadable.begin(), st.unreadable.end());
+  return out;
+}
+
 int PointCounts::count(Outcome o) const {
   auto it = by_outcome.find(o);
   return it == by_outcome.end() ? 0 : it->second;

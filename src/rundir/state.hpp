@@ -33,6 +33,21 @@ struct RunState {
 // whole (the report summarises its points there), in name order.
 RunState scan_results(const RunLayout& dir, const std::function<void(const JobResult&)>& each = {});
 
+// What an earlier run measured of a complete point, for estimating it again (packing by time):
+// the point's wall time, and how much of it its repetitions took (per repetition the slowest
+// rank's whole-step time, warm-ups included), with the work of one repetition.
+struct MeasuredPoint {
+  int level = 0;
+  std::string backend;
+  double seconds = 0;      // the whole point: setup, validation, repetitions, writing
+  double reps_s = 0;       // its repetitions (training: its steps)
+  int reps_run = 0;        // warm-ups included
+  std::int64_t work_flops = 0, work_bytes = 0;
+};
+// The complete points of a run directory, by id (a point measured in several files: the file
+// created last). Unreadable files are listed in `unreadable` and otherwise skipped.
+std::map<std::string, MeasuredPoint> measured_points(const RunLayout& dir, std::vector<std::string>& unreadable);
+
 // Whether record `a` of a point is better than `b` (the one a report keeps).
 bool better_record(const PointState& a, const PointState& b);
 

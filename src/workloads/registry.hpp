@@ -102,6 +102,9 @@ struct WorkloadInfo {
   // backend's workspace. Not the process's baseline (libraries, MPI, the recorder), which the
   // measured peak_rss_bytes includes. The planner refuses points that cannot fit a node.
   std::function<std::int64_t(const Params&)> memory_bytes;
+  // Optional: the work of one repetition of a point, from its parameters alone (no data): what
+  // the planner's time model divides by a rate when it packs points into jobs by time.
+  std::function<Work(const Params&)> work_of;
 };
 
 class WorkloadRegistry {

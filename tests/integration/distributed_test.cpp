@@ -39,14 +39,6 @@ std::string scheme_of(const std::string& canonical) {
   return canonical.substr(at + 8, canonical.find(' ', at + 8) - at - 8);
 }
 
-double attr_double(hid_t obj, const char* name) {
-  double v = std::nan("");
-  hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
-  if (a < 0) return v;
-  H5Aread(a, H5T_NATIVE_DOUBLE, &v);
-  H5Aclose(a);
-  return v;
-}
 
 bool attr_bool(hid_t obj, const char* name) {
   return attr_int(obj, name) != 0;  // booleans are stored as integers 0/1 (hdf5-schema/README.md)

@@ -10,6 +10,7 @@
 #include "launch/slurm.hpp"
 #include "metrics/stopping.hpp"
 #include "helpers.hpp"
+#include "rundir/layout.hpp"
 #include "rundir/lock.hpp"
 
 using namespace d500test;
@@ -669,4 +670,70 @@ TEST_F(EndToEnd, AdaptiveRepetitionsStopTogetherAndTheFileAndReportSayWhy) {
   const std::string md = read_file_text(run / "report.md");
   EXPECT_NE(md.find("Repetitions were adaptive: repeated until"), std::string::npos) << md;
   EXPECT_NE(md.find("auto: "), std::string::npos) << md;
+}
+
+// Packing by time from an earlier run: the points it measured are estimated from their own
+// times, the others of a measured backend from its rates, the rest from the model; the jobs'
+// estimates fit the limit less the margin; and the packed plan runs.
+TEST_F(EndToEnd, PackingByTimeEstimatesFromAnEarlierRunAndThePackedPlanRuns) {
+  const std::string first = write("first.toml", "[campaign]\nname = \"first\"\nrepetitions = 8\nwarmups = 2\n" +
+                                                    gemm_and_allreduce("48, 64", "4096", 2));
+  const fs::path before = dir_ / "before";
+  ASSERT_EQ(sh(d500_cmd("plan " + first + " -o " + before.string())).code, 0);
+  Cmd r = sh(d500_cmd("run " + before.string()));
+  ASSERT_EQ(r.code, 0) << r.out;
+
+  // What the earlier file says of each point, read here with the HDF5 C API: its wall time, and
+  // per repetition the slowest rank's time.
+  std::map<std::string, double> expect;  // id -> setup + 20 repetitions at the measured mean
+  hid_t f = H5Fopen((before / "results" / "job-0000.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  for (const auto& id : point_ids(f)) {
+    hid_t g = H5Gopen2(f, ("/points/" + id).c_str(), H5P_DEFAULT);
+    const double seconds = attr_double(g, "seconds");
+    H5Gclose(g);
+    std::map<int, long long> slowest;
+    for (const auto& s : read_samples(f, id)) slowest[s.rep] = std::max(slowest[s.rep], s.end_ns - s.start_ns);
+    double reps = 0;
+    for (auto& [rep, ns] : slowest) reps += static_cast<double>(ns) * 1e-9;
+    ASSERT_EQ(slowest.size(), 10u);
+    expect[id] = std::max(0.0, seconds - reps) + (3 + 17) * reps / 10;
+  }
+  H5Fclose(f);
+
+  // The second campaign: the same points with 17 repetitions and 3 warm-ups, a GEMM size not
+  // measured (blas: calibrated) and the reference backend (never measured: the model).
+  const std::string second = write("second.toml",
+                                   "[campaign]\nname = \"second\"\nrepetitions = 17\nwarmups = 3\n[packing]\njob_time = 6\n"
+                                   "margin = 0.5\ntimes_from = [\"before\"]\n"
+                                   "[axes]\nworkload = [\"gemm\", \"allreduce\"]\nbackend = [\"blas\", \"mpi\", \"reference\"]\n"
+                                   "n = [48, 64, 80]\nbytes = [4096]\nranks_per_node = [2]\n"
+                                   "[[exclude]]\nworkload = \"gemm\"\nbackend = \"mpi\"\n"
+                                   "[[exclude]]\nworkload = \"allreduce\"\nbackend = [\"blas\", \"reference\"]\n");
+  const fs::path after = dir_ / "after";
+  Cmd plan = sh(d500_cmd("plan " + second + " -o " + after.string()));
+  ASSERT_EQ(plan.code, 0) << plan.out;
+  // Each reference point is ~2.02 s (2 s + 20 x 2 x 80^3 flops at 1 GFLOP/s): one per 3 s job,
+  // the measured and calibrated ones (milliseconds) fill the first.
+  EXPECT_NE(plan.out.find("packed by time: jobs of at most 3.00 s of estimates (a job's limit 6.00 s less a 50.0% margin), "
+                          "next fit in plan order; 3 jobs hold"),
+            std::string::npos) << plan.out;
+  EXPECT_NE(plan.out.find("estimates: 3 measured, 1 calibrated, 3 model"), std::string::npos) << plan.out;
+  EXPECT_NE(plan.out.find("3 complete point(s) read from " + before.string()), std::string::npos) << plan.out;
+  const std::vector<d500::PlannedPoint> planned = d500::read_points_csv(d500::RunLayout(after.string()));
+  ASSERT_EQ(planned.size(), 7u);
+  int measured = 0;
+  for (const auto& p : planned) {
+    ASSERT_GE(p.estimate_s, 0) << p.canonical;
+    if (auto e = expect.find(p.id); e != expect.end()) {
+      ++measured;
+      EXPECT_NEAR(p.estimate_s, e->second, 1e-3 + e->second * 1e-3) << p.canonical;  // points.csv keeps 4 digits
+    }
+    // The model: 2 s a point beside its repetitions at 1 GFLOP/s.
+    if (p.canonical.find("gemm:reference") == 0) EXPECT_GT(p.estimate_s, 2.0) << p.canonical;
+  }
+  EXPECT_EQ(measured, 3);
+  Cmd run = sh(d500_cmd("run " + after.string()));
+  ASSERT_EQ(run.code, 0) << run.out;
+  EXPECT_NE(run.out.find("points: 7 complete"), std::string::npos) << run.out;
 }

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -100,6 +101,15 @@ inline long long attr_int(hid_t obj, const char* name) {
   long long v = -1;
   hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
   H5Aread(a, H5T_NATIVE_LLONG, &v);
+  H5Aclose(a);
+  return v;
+}
+
+inline double attr_double(hid_t obj, const char* name) {
+  double v = std::nan("");
+  hid_t a = H5Aopen(obj, name, H5P_DEFAULT);
+  if (a < 0) return v;
+  H5Aread(a, H5T_NATIVE_DOUBLE, &v);
   H5Aclose(a);
   return v;
 }

@@ -19,6 +19,13 @@ enum class Kind { Allreduce, Allgather, Broadcast, ReduceScatter };
 // reference run: element i of rank r's input is (r + 1) * (i % 7 + 1).
 float input(int rank, std::size_t i) { return static_cast<float>((rank + 1) * static_cast<int>(i % 7 + 1)); }
 
+// The work of one repetition (see sizes above): elements reduced, and the per-rank buffer's bytes.
+Work collective_work(Kind kind, std::int64_t bytes, std::int64_t ranks) {
+  const std::int64_t count = bytes / 4;
+  return {kind == Kind::Allreduce || kind == Kind::ReduceScatter ? count * (ranks - 1) : 0,
+          kind == Kind::Allgather ? count * 4 * ranks : count * 4};
+}
+
 class Collective final : public Workload {
  public:
   Collective(const RunContext& ctx, Kind kind)
@@ -58,11 +65,7 @@ class Collective final : public Workload {
     h.repeat([this] { run(); });
   }
 
-  Work work() const override {
-    const std::int64_t b = static_cast<std::int64_t>(count_) * 4, p = size_;
-    return {kind_ == Kind::Allreduce || kind_ == Kind::ReduceScatter ? static_cast<std::int64_t>(count_) * (p - 1) : 0,
-            kind_ == Kind::Allgather ? b * p : b};
-  }
+  Work work() const override { return collective_work(kind_, static_cast<std::int64_t>(count_) * 4, size_); }
 
  private:
   void run() {
@@ -119,6 +122,10 @@ void add(WorkloadRegistry& r, const char* name, Kind kind, const char* descripti
       case Kind::ReduceScatter: return bytes + bytes / std::max<std::int64_t>(1, ranks);
     }
     return bytes;
+  };
+  w.work_of = [kind](const Params& p) {
+    return collective_work(kind, std::get<std::int64_t>(p.at("bytes")),
+                           std::get<std::int64_t>(p.at("nodes")) * std::get<std::int64_t>(p.at("ranks_per_node")));
   };
   w.backends["mpi"] = [kind](const RunContext& c) { return std::make_unique<Collective>(c, kind); };
   r.add(std::move(w));

@@ -253,6 +253,7 @@ void register_operator(WorkloadRegistry& r, OperatorDef def) {
     return why;
   };
   info.memory_bytes = [&d](const Params& p) { return operator_memory_bytes(d, p); };
+  info.work_of = [&d](const Params& p) { return d.problem(p).work; };  // dimensions only: no data
   info.backends["reference"] = [&d](const RunContext& c) {
     return std::make_unique<OperatorWorkload>(d, c, [&d](OpProblem& p, int) { return std::make_unique<RefKernel>(d, p); });
   };
