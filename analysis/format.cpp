@@ -339,26 +339,60 @@ std::string scaling_svg(const ScalingSeries& s) {
   return svg::render(p);
 }
 
-std::string comparison_svg(const Report& rep) {
-  // Rates of every complete point per workload, one series per backend.
-  svg::Plot p;
-  p.title = "rates by backend (median, CI)";
-  p.xlabel = "point (see the table's order)";
-  p.ylabel = "rate";
-  p.logy = true;
-  std::map<std::string, svg::Series> by_backend;
-  double x = 0;
-  for (const auto& r : rep.rows) {
+Table environment_table(const Report& rep) {
+  Table t{{"fact"}};
+  std::set<std::string> names;
+  for (std::size_t i = 0; i < rep.environments.size(); ++i) {
+    t[0].push_back(rep.environments.size() == 1 ? "value" : "environment " + std::to_string(i + 1));
+    for (const auto& [k, v] : rep.environments[i].facts) names.insert(k);
+  }
+  if (rep.environments.empty()) return t;
+  std::vector<std::string> files{"files"}, hosts{"hosts"};
+  for (const auto& e : rep.environments) {
+    files.push_back(std::to_string(e.files));
+    hosts.push_back(join(std::vector<std::string>(e.hosts.begin(), e.hosts.end()), " "));
+  }
+  t.push_back(files);
+  t.push_back(hosts);
+  for (const auto& n : names) {
+    std::vector<std::string> row{n};
+    for (const auto& e : rep.environments) {
+      auto it = e.facts.find(n);
+      std::string v = it == e.facts.end() ? "-" : it->second;
+      if (n == "machine.memory_bytes" && v.find_first_not_of("0123456789") == std::string::npos && !v.empty())
+        v = fmt_bytes(std::stoll(v));
+      row.push_back(v.empty() ? "(empty)" : v);
+    }
+    t.push_back(row);
+  }
+  return t;
+}
+
+std::vector<std::string> rate_svgs(const Report& rep) {
+  // One plot per rate unit (GFLOP/s and GB/s never share an axis), one series per backend; a
+  // point sits at its row of the Results table, so the plot and the table read together.
+  std::map<std::string, std::map<std::string, svg::Series>> by_unit;
+  for (std::size_t i = 0; i < rep.rows.size(); ++i) {
+    const PointRow& r = rep.rows[i];
     if (r.outcome != Outcome::Complete || r.time.n == 0) continue;
-    auto& s = by_backend[r.backend + " (" + r.rate_unit + ")"];
-    s.name = r.backend + " (" + r.rate_unit + ")";
-    s.x.push_back(++x);
+    auto& s = by_unit[r.rate_unit][r.backend];
+    s.name = r.backend;
+    s.x.push_back(static_cast<double>(i + 1));
     s.y.push_back(r.rate);
     s.lo.push_back(r.time.has_ci ? r.rate_lo : NAN);
     s.hi.push_back(r.time.has_ci ? r.rate_hi : NAN);
   }
-  for (auto& [k, s] : by_backend) p.series.push_back(s);
-  return p.series.empty() ? "" : svg::render(p);
+  std::vector<std::string> out;
+  for (auto& [unit, series] : by_unit) {
+    svg::Plot p;
+    p.title = "rates in " + unit + " by backend (median, CI)";
+    p.xlabel = "row of the Results table (1 = first)";
+    p.ylabel = unit;
+    p.logy = true;
+    for (auto& [b, s] : series) p.series.push_back(s);
+    out.push_back(svg::render(p));
+  }
+  return out;
 }
 
 void markdown_table(std::ostringstream& o, const Table& t) {

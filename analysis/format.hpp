@@ -32,6 +32,8 @@ std::string tta_ci_text(const TtaSummary& s);
 std::string tta_success_text(const TtaSummary& s);
 Table results_table(const Report& rep);
 Table quality_table(const Report& rep);
+// The environments the files were measured in: a row per fact, a column per environment.
+Table environment_table(const Report& rep);
 Table comparison_table(const Report& rep);
 Table scaling_table(const ScalingSeries& s);
 Table tta_table(const Report& rep);
@@ -47,7 +49,8 @@ std::string tta_svg(const TtaConfig& c, const Report& rep);
 std::string scaling_caption(const ScalingSeries& s);
 std::string scaling_model_text(const ScalingSeries& s);
 std::string scaling_svg(const ScalingSeries& s);
-std::string comparison_svg(const Report& rep);
+// The rates of the complete points, one plot per rate unit (SVG each).
+std::vector<std::string> rate_svgs(const Report& rep);
 void markdown_table(std::ostringstream& o, const Table& t);
 void html_table(std::ostringstream& o, const Table& t, const std::vector<std::string>& row_class = {});
 std::vector<std::string> attention(const Report& rep);

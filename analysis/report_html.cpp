@@ -28,8 +28,7 @@ std::string render(const Report& rep) {
     else cls.push_back("");
   }
   html_table(o, results_table(rep), cls);
-  std::string rates = comparison_svg(rep);
-  if (!rates.empty()) o << "<figure>" << rates << "</figure>\n";
+  for (const auto& plot : rate_svgs(rep)) o << "<figure>" << plot << "</figure>\n";
   if (distributed_table(rep).size() > 1) {
     o << "<h2>Distributed training</h2>\n<p>" << html_escape(distributed_note()) << "</p>\n";
     html_table(o, distributed_table(rep));
@@ -42,6 +41,10 @@ std::string render(const Report& rep) {
         o << "<p>" << html_escape(steps_caption(r)) << "</p>\n";
         html_table(o, steps_table(r));
       }
+  }
+  if (environment_table(rep).size() > 1) {
+    o << "<h2>Environment</h2>\n<p>As rank 0 of each job recorded it (<code>/env</code> of the results files).</p>\n";
+    html_table(o, environment_table(rep));
   }
   o << "<h2>Measurement quality</h2>\n";
   html_table(o, quality_table(rep));

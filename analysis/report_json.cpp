@@ -16,7 +16,18 @@ std::string render(const Report& rep) {
   o << "{\n  \"campaign\": " << js(rep.campaign) << ",\n  \"campaign_hash\": " << js(rep.campaign_hash)
     << ",\n  \"d500\": " << js(rep.d500_version) << ",\n  \"confidence\": " << jn(rep.confidence)
     << ",\n  \"bootstrap_seed\": " << rep.seed << ",\n  \"method\": " << js(method_statement(rep))
-    << ",\n  \"points\": [";
+    << ",\n  \"environments\": [";
+  for (std::size_t i = 0; i < rep.environments.size(); ++i) {
+    const Environment& e = rep.environments[i];
+    o << (i ? ", " : "") << "{\"files\": " << e.files << ", \"hosts\": [";
+    std::size_t k = 0;
+    for (const auto& h : e.hosts) o << (k++ ? ", " : "") << js(h);
+    o << "], \"facts\": {";
+    k = 0;
+    for (const auto& [n, v] : e.facts) o << (k++ ? ", " : "") << js(n) << ": " << js(v);
+    o << "}}";
+  }
+  o << "],\n  \"points\": [";
   for (std::size_t i = 0; i < rep.rows.size(); ++i) {
     const auto& r = rep.rows[i];
     o << (i ? "," : "") << "\n    {\"id\": " << js(r.id) << ", \"canonical\": " << js(r.canonical) << ", \"job\": "

@@ -30,6 +30,11 @@ std::string render(const Report& rep) {
     o << "## Distributed training\n\n" << distributed_note() << "\n\n";
     markdown_table(o, distributed_table(rep));
   }
+  if (environment_table(rep).size() > 1) {
+    o << "## Environment\n\nAs rank 0 of each job recorded it (`/env` of the results files; per-rank differences are not "
+         "recorded). A governor other than `performance`, or one that is unreadable, may let clocks vary between repetitions.\n\n";
+    markdown_table(o, environment_table(rep));
+  }
   o << "## Measurement quality\n\n";
   markdown_table(o, quality_table(rep));
   if (!rep.comparisons.empty()) {

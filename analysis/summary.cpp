@@ -201,6 +201,13 @@ Report analyze_run(const std::string& dir, const AnalysisOptions& opt) {
       rep.d500_version = j.d500_version + " (" + j.d500_commit + ")";
     }
     for (const auto& p : j.points) rows[{p.id, j.path}] = summarize_point(p, j, opt.confidence);
+    std::map<std::string, std::string> facts{{"d500", j.d500_version + " (" + j.d500_commit + ")"}};
+    for (const auto& [k, v] : j.env)
+      if (k.rfind("env.SLURM_JOB_ID", 0) != 0 && k.rfind("env.SLURM_ARRAY", 0) != 0 && k != "env.SLURM_JOB_NODELIST") facts[k] = v;
+    auto e = std::find_if(rep.environments.begin(), rep.environments.end(), [&](const Environment& x) { return x.facts == facts; });
+    if (e == rep.environments.end()) e = rep.environments.insert(rep.environments.end(), Environment{facts, {}, 0});
+    e->hosts.insert(j.hosts.begin(), j.hosts.end());
+    ++e->files;
   });
   rep.files = state.files;
   rep.unreadable = state.unreadable;

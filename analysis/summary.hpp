@@ -4,6 +4,7 @@
 // (console, Markdown, HTML, CSV, JSON) are reporters (reporters.hpp) over this summary.
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -120,6 +121,16 @@ struct ScalingSeries {
   } model;
 };
 
+// One hardware and software environment the run's files were measured in: the machine facts,
+// library versions and performance-relevant variables rank 0 recorded (/env), d500's version,
+// and which hosts and files share it. Job-specific variables (Slurm job ids, node lists) are
+// not part of it.
+struct Environment {
+  std::map<std::string, std::string> facts;  // "d500", "machine.cpu_model", "version.blas", "env.OMP_NUM_THREADS", ...
+  std::set<std::string> hosts;
+  int files = 0;
+};
+
 struct Report {
   std::string dir, campaign, campaign_hash, d500_version;
   std::vector<PointRow> rows;                  // in plan order
@@ -128,6 +139,7 @@ struct Report {
   std::vector<TtaConfig> tta;
   std::vector<std::string> files;              // files read
   std::vector<std::string> unreadable;         // "file: reason"
+  std::vector<Environment> environments;       // in the order first seen
   double confidence = 0.95;
   std::uint64_t seed = 1;                      // of every bootstrap
 };

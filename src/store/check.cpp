@@ -229,6 +229,7 @@ CheckResult check_file(const std::string& path) {
   if (H5Lexists(f, "env", H5P_DEFAULT) > 0) {
     h5::Handle env(H5Gopen2(f, "env", H5P_DEFAULT), H5Gclose);
     c.attributes(env, "/env", desc["env"]["required"].as_table(), true);
+    c.attributes(env, "/env", desc["env"]["optional"].as_table(), false);
   } else {
     c.problem("/", "missing group '/env'");
   }

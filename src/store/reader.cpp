@@ -126,6 +126,11 @@ JobResult read_job_file(const std::string& path) {
   r.ranks = static_cast<int>(h5::read_attr_int(f, "ranks", path));
   if (h5::has_attr(f, "oversubscribed")) r.oversubscribed = h5::read_attr_int(f, "oversubscribed", path) != 0;
 
+  if (H5Lexists(f, "/env", H5P_DEFAULT) > 0) {
+    h5::Handle g(h5::check(H5Gopen2(f, "/env", H5P_DEFAULT), "H5Gopen2", path + ":/env"), H5Gclose);
+    for (const auto& [name, v] : h5::read_all_attributes(g, path + ":/env"))
+      if (const auto* s = std::get_if<std::string>(&v)) r.env[name] = *s;
+  }
   if (H5Lexists(f, "/env/hosts", H5P_DEFAULT) > 0) {
     h5::Handle d(h5::check(H5Dopen2(f, "/env/hosts", H5P_DEFAULT), "H5Dopen2", path + ":/env/hosts"), H5Dclose);
     h5::Handle t(h5::check(H5Dget_type(d), "H5Dget_type", path), H5Tclose);

@@ -45,6 +45,8 @@ struct JobResult {
   int ranks = 0;
   bool oversubscribed = false;
   std::vector<std::string> hosts;
+  // /env's string attributes: version.<library>, machine.<fact>, env.<VARIABLE>.
+  std::map<std::string, std::string> env;
   std::vector<PointResult> points;  // in job order
 };
 

@@ -139,16 +139,19 @@ ResultWriter::ResultWriter(const std::string& path, MPI_Comm comm, const JobIden
   if (writes())
     envg = h5::checked(H5Gcreate2(file_, "env", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose, "H5Gcreate2",
                        path + ":/env");
-  {  // Rank 0's list: every rank must write the same attributes.
+  // Rank 0's (name, value) lists, as <prefix><name>: every rank must write the same attributes.
+  auto rank0_list = [&](const std::string& prefix, const std::vector<std::pair<std::string, std::string>>& list) {
     std::string names;
-    for (const auto& [name, version] : env.backend_versions) names += name + "\n";
+    for (const auto& [name, value] : list) names += name + "\n";
     names = bcast_string(names, comm_);
     std::size_t i = 0;
     for (std::size_t at = 0, nl; (nl = names.find('\n', at)) != std::string::npos; at = nl + 1, ++i) {
-      const std::string mine = i < env.backend_versions.size() ? env.backend_versions[i].second : "";
-      attr(envg, "version." + names.substr(at, nl - at), bcast_string(mine, comm_));
+      const std::string mine = i < list.size() ? list[i].second : "";
+      attr(envg, prefix + names.substr(at, nl - at), bcast_string(mine, comm_));
     }
-  }
+  };
+  rank0_list("version.", env.backend_versions);
+  rank0_list("machine.", env.machine);
   unsigned maj, min, rel;
   H5get_libversion(&maj, &min, &rel);
   attr(envg, "version.hdf5", std::to_string(maj) + "." + std::to_string(min) + "." + std::to_string(rel));

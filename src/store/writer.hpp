@@ -43,6 +43,9 @@ struct EnvRecord {
   // (backend, library version) of every backend of the build, recorded as /env version.<name>;
   // rank 0's values are written.
   std::vector<std::pair<std::string, std::string>> backend_versions;
+  // Facts of the machine as rank 0 sees it (CPU model, CPUs, governor, memory, kernel, compiler),
+  // recorded as /env machine.<name>.
+  std::vector<std::pair<std::string, std::string>> machine;
 };
 
 enum class StoreMode { Parallel, Gather };

@@ -2,12 +2,14 @@
 
 #include <mpi.h>
 #include <sched.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <new>
 
@@ -34,6 +36,38 @@ std::string host_name() {
   int len = 0;
   mpi_check(MPI_Get_processor_name(buf, &len), "MPI_Get_processor_name", "worker");
   return std::string(buf, static_cast<std::size_t>(len));
+}
+
+// What a reader of the results needs to know of the machine, as this rank sees it (rank 0's
+// values are recorded): /env machine.<name>. Unreadable facts say so rather than guess.
+std::vector<std::pair<std::string, std::string>> machine_facts() {
+  auto first_line = [](const char* path) {
+    std::ifstream in(path);
+    std::string line;
+    return in && std::getline(in, line) ? line : std::string("unreadable (" + std::string(path) + ")");
+  };
+  std::string cpu = "unknown", line;
+  std::ifstream info("/proc/cpuinfo");
+  while (std::getline(info, line))
+    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) {
+      cpu = line.substr(line.find(':') + 2);
+      break;
+    }
+  struct utsname u{};
+  const std::string kernel = uname(&u) == 0 ? std::string(u.sysname) + " " + u.release + " " + u.machine : "unknown";
+  std::string mem = "unknown";
+  std::ifstream meminfo("/proc/meminfo");
+  while (std::getline(meminfo, line))
+    if (line.rfind("MemTotal:", 0) == 0) {
+      mem = std::to_string(std::atoll(line.c_str() + 9) * 1024);
+      break;
+    }
+  return {{"cpu_model", cpu},
+          {"cpus_online", std::to_string(sysconf(_SC_NPROCESSORS_ONLN))},
+          {"cpu_governor", first_line("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")},
+          {"memory_bytes", mem},
+          {"kernel", kernel},
+          {"compiler", "g++ " __VERSION__}};
 }
 
 // The ranks on this rank's host and the CPUs they may use.
@@ -171,6 +205,7 @@ void run_job(const std::string& spec_path, const std::string& output, MPI_Comm c
   const HostShape host = host_shape(comm);
   env.oversubscribed = oversubscribed(comm, host, 1);
   env.backend_versions = built_backend_versions();
+  env.machine = machine_facts();
 
   const WorkloadRegistry& reg = builtin_workloads();
   ResultWriter out(output, comm, JobIdentity{spec.id, spec.campaign, spec.campaign_hash, spec.nodes, spec.ranks_per_node},

@@ -117,6 +117,27 @@ TEST_F(EndToEnd, TwoRankCampaignFileAndReportAgree) {
   }
   H5Fclose(file);
   EXPECT_NE(rep.out.find("allreduce:mpi bytes=4096"), std::string::npos) << rep.out;
+  // GFLOP/s and GB/s never share an axis: one plot per unit, points at their table rows.
+  const std::string html = read_file_text(run / "report.html");
+  for (const char* part : {"rates in GFLOP/s by backend", "rates in GB/s by backend", "row of the Results table"})
+    EXPECT_NE(html.find(part), std::string::npos) << part;
+  std::size_t figures = 0;
+  for (std::size_t at = html.find("<figure>"); at != std::string::npos; at = html.find("<figure>", at + 1)) ++figures;
+  EXPECT_EQ(figures, 2u);
+  // The environment the files were measured in: this machine's CPU as /proc/cpuinfo names it.
+  std::string cpu;
+  {
+    std::ifstream info("/proc/cpuinfo");
+    for (std::string line; cpu.empty() && std::getline(info, line);)
+      if (line.rfind("model name", 0) == 0) cpu = line.substr(line.find(':') + 2);
+  }
+  const std::string md = read_file_text(run / "report.md");
+  EXPECT_NE(md.find("## Environment"), std::string::npos);
+  EXPECT_NE(md.find("| machine.cpu_model | " + cpu + " |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| machine.cpu_governor | "), std::string::npos);
+  EXPECT_NE(md.find("| version.hdf5 | "), std::string::npos);
+  EXPECT_NE(md.find("| files | 1 |"), std::string::npos);
+  EXPECT_NE(read_file_text(run / "results.json").find("\"environments\": [{\"files\": 1, \"hosts\": ["), std::string::npos);
 }
 
 TEST_F(EndToEnd, MoreRanksThanCoresRunsAndIsFlaggedAsOversubscribed) {
