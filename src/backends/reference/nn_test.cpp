@@ -59,6 +59,12 @@ struct ConvCase {
   const char* name;
   ConvShape cs;
 };
+// How a case prints in gtest's (and ctest's) listing: its shape, not the struct's bytes.
+void PrintTo(const ConvCase& c, std::ostream* os) {
+  const ConvShape& x = c.cs;
+  *os << c.name << ": n=" << x.n << " c=" << x.c << " h=" << x.h << " w=" << x.w << " k=" << x.k << " r=" << x.r << " s=" << x.s
+      << " stride=" << x.stride << " pad=" << x.pad << " dilation=" << x.dilation << " groups=" << x.groups;
+}
 
 class ReferenceConvGrad : public ::testing::TestWithParam<ConvCase> {};
 

@@ -41,6 +41,12 @@ struct Case {
   std::string op;
   std::map<std::string, Value> params;
 };
+// How a case prints (gtest's listing, hence ctest's names): its operator and parameters, not
+// the bytes of the struct.
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.op;
+  for (const auto& [k, v] : c.params) *os << " " << k << "=" << canonical(v);
+}
 
 std::vector<Case> cases() {
   const std::map<std::string, Value> conv{{"n", I(3)}, {"c", I(4)}, {"h", I(9)}, {"w", I(8)}, {"k", I(6)}, {"r", I(3)},
