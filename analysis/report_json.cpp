@@ -30,7 +30,8 @@ std::string render(const Report& rep) {
   o << "],\n  \"points\": [";
   for (std::size_t i = 0; i < rep.rows.size(); ++i) {
     const auto& r = rep.rows[i];
-    o << (i ? "," : "") << "\n    {\"id\": " << js(r.id) << ", \"canonical\": " << js(r.canonical) << ", \"job\": "
+    o << (i ? "," : "") << "\n    {\"id\": " << js(r.id) << ", \"canonical\": " << js(r.canonical) << ", \"level\": " << r.level
+      << ", \"workload\": " << js(r.workload) << ", \"backend\": " << js(r.backend) << ", \"job\": "
       << js(r.job_id) << ", \"status\": " << js(r.status) << ", \"status_reason\": " << js(r.status_reason)
       << ", \"ranks\": " << r.ranks << ", \"oversubscribed\": " << (r.oversubscribed ? "true" : "false")
       << ", \"n\": " << r.time.n << ", \"warmups_excluded\": " << r.warmups_excluded

@@ -236,20 +236,29 @@ int cmd_backends() {
   return 0;
 }
 
+// "integer, default 1, 1 to 4096" / "string, required, one of a, b": a parameter as a user must write it.
+std::string param_text(const ParamSpec& p) {
+  std::string o = std::string(type_name(p.type)) + (p.dflt ? ", default " + canonical(*p.dflt) : std::string(", required"));
+  if (p.type == ValueType::Int && p.min < p.max) o += ", " + std::to_string(p.min) + " to " + std::to_string(p.max);
+  if (!p.choices.empty()) {  // named sets can be long: the first few, and how many in all
+    constexpr std::size_t kShown = 6;
+    std::vector<std::string> shown;
+    for (std::size_t i = 0; i < p.choices.size() && i < kShown; ++i) shown.push_back(canonical(Value{p.choices[i]}));
+    o += ", one of " + join(shown, ", ") + (p.choices.size() > kShown ? ", ... (" + std::to_string(p.choices.size()) + " in all)" : "");
+  }
+  return o;
+}
+
 int cmd_workloads() {
   for (const auto& w : builtin_workloads().all()) {
     std::vector<std::string> be;
     for (const auto& [b, f] : w.backends) be.push_back(b);
     std::cout << w.name << " (level " << w.level << "): " << w.description << "\n  backends: " << join(be, ", ")
               << "\n";
-    for (const auto& p : w.params)
-      std::cout << "  " << p.name << " (" << type_name(p.type) << (p.dflt ? ", default " + canonical(*p.dflt) : ", required")
-                << "): " << p.help << "\n";
+    for (const auto& p : w.params) std::cout << "  " << p.name << " (" << param_text(p) << "): " << p.help << "\n";
   }
   std::cout << "every workload also takes:\n";
-  for (const auto& p : common_params())
-    std::cout << "  " << p.name << " (" << type_name(p.type) << (p.dflt ? ", default " + canonical(*p.dflt) : ", required")
-              << "): " << p.help << "\n";
+  for (const auto& p : common_params()) std::cout << "  " << p.name << " (" << param_text(p) << "): " << p.help << "\n";
   return 0;
 }
 

@@ -137,7 +137,9 @@ TEST_F(EndToEnd, TwoRankCampaignFileAndReportAgree) {
   EXPECT_NE(md.find("| machine.cpu_governor | "), std::string::npos);
   EXPECT_NE(md.find("| version.hdf5 | "), std::string::npos);
   EXPECT_NE(md.find("| files | 1 |"), std::string::npos);
-  EXPECT_NE(read_file_text(run / "results.json").find("\"environments\": [{\"files\": 1, \"hosts\": ["), std::string::npos);
+  const std::string json = read_file_text(run / "results.json");
+  EXPECT_NE(json.find("\"environments\": [{\"files\": 1, \"hosts\": ["), std::string::npos);
+  EXPECT_NE(json.find("\"level\": 0, \"workload\": \"gemm\", \"backend\": \"blas\""), std::string::npos) << json.substr(0, 3000);
 }
 
 TEST_F(EndToEnd, MoreRanksThanCoresRunsAndIsFlaggedAsOversubscribed) {
@@ -581,6 +583,12 @@ TEST_F(EndToEnd, PlainD500GivesHelpAndTheVersion) {
   Cmd v = sh(d500_cmd("--version"));
   EXPECT_EQ(v.code, 0) << v.out;
   EXPECT_EQ(v.out, sh(d500_cmd("version")).out);
+  // `d500 workloads` lists every parameter as the README says: type, default, range or choices.
+  Cmd w = sh(d500_cmd("workloads"));
+  EXPECT_EQ(w.code, 0) << w.out;
+  for (const char* line : {"  n (integer, default -1, 1 to 65536): columns of C", "  pass (string, default forward, one of forward, backward_data, backward_filter)",
+                           "  bytes (integer, required, 4 to 17179869184)", "every workload also takes:"})
+    EXPECT_NE(w.out.find(line), std::string::npos) << line << "\n" << w.out.substr(0, 2000);
 }
 
 // Issue 15, item 3: a large plan is summarised (jobs per shape, points per axis value) instead
