@@ -79,7 +79,17 @@ std::string reps_text(const PointRow& r) {
 
 std::string ranks_text(const PointRow& r) {
   if (!r.ranks_test.applicable) return "-";
-  return r.ranks_test.p_value < 0.01 ? "differ (KW " + fmt_p(r.ranks_test.p_value) + ")" : "alike";
+  return r.ranks_test.p_value < 0.01 ? "differ (" + r.ranks_test.method + " " + fmt_p(r.ranks_test.p_value) + ")" : "alike";
+}
+
+std::string independence_text(const PointRow& r) {
+  const auto& c = r.independence;
+  if (!c.applicable) return "-";
+  std::vector<std::string> found;
+  if (c.trend()) found.push_back("trend (Spearman rho=" + fmt_sig(c.trend_rho, 2) + ", " + fmt_p(c.trend_p) + ")");
+  if (c.autocorrelated(r.time.n)) found.push_back("lag-1 r=" + fmt_sig(c.lag1, 2));
+  if (found.empty()) return "ok";
+  return join(found, "; ") + ": not independent draws; try more warm-ups, longer repetitions, a quieter machine";
 }
 
 std::string ratio_text(const stats::RatioInterval& x) {
@@ -228,11 +238,12 @@ std::string network_note() {
 }
 
 Table quality_table(const Report& rep) {
-  Table t{{"point", "ranks", "n", "mean (t-interval)", "outliers (low/high)", "enough repetitions", "ranks"}};
+  Table t{{"point", "ranks", "n", "mean (t-interval)", "outliers (low/high)", "enough repetitions", "ranks", "independence"}};
   for (const auto& r : rep.rows) {
     if (r.time.n == 0) continue;
     t.push_back({point_label(r), std::to_string(r.ranks), std::to_string(r.time.n), mean_text(r),
-                 std::to_string(r.outliers.low) + "/" + std::to_string(r.outliers.high), reps_text(r), ranks_text(r)});
+                 std::to_string(r.outliers.low) + "/" + std::to_string(r.outliers.high), reps_text(r), ranks_text(r),
+                 independence_text(r)});
   }
   return t;
 }

@@ -25,6 +25,8 @@ std::string validation_text(const PointRow& r);
 std::string mean_text(const PointRow& r);
 std::string reps_text(const PointRow& r);
 std::string ranks_text(const PointRow& r);
+// Whether the repetitions look like independent draws (trend, lag-1 autocorrelation), and what to try.
+std::string independence_text(const PointRow& r);
 std::string ratio_text(const stats::RatioInterval& x);
 std::string comparison_sentence(const Comparison& c);
 std::string tta_median_text(const TtaSummary& s);

@@ -44,7 +44,12 @@ std::string render(const Report& rep) {
       << ", \"normality_ad_p\": " << (r.normality.applicable ? jn(r.normality.p_value) : "null")
       << ", \"outliers\": {\"low\": " << r.outliers.low << ", \"high\": " << r.outliers.high << "}"
       << ", \"enough_repetitions\": " << (r.advice.enough ? "true" : "false") << ", \"repetitions_needed\": " << r.advice.needed
-      << ", \"ranks_kw_p\": " << (r.ranks_test.applicable ? jn(r.ranks_test.p_value) : "null") << ", \"rank_medians_s\": [";
+      << ", \"ranks_p\": " << (r.ranks_test.applicable ? jn(r.ranks_test.p_value) : "null")
+      << ", \"ranks_test\": " << (r.ranks_test.applicable ? js(r.ranks_test.method) : "null") << ", \"independence\": "
+      << (r.independence.applicable ? "{\"trend_rho\": " + jn(r.independence.trend_rho) + ", \"trend_p\": " + jn(r.independence.trend_p) +
+                                          ", \"lag1\": " + jn(r.independence.lag1) + "}"
+                                    : std::string("null"))
+      << ", \"rank_medians_s\": [";
     for (std::size_t k = 0; k < r.rank_medians.size(); ++k) o << (k ? ", " : "") << jn(r.rank_medians[k]);
     o << "], \"rate\": " << (r.time.n ? jn(r.rate) : "null") << ", \"rate_unit\": " << js(r.rate_unit)
       << ", \"validation\": {\"status\": " << js(r.validation_status) << ", \"max_rel_error\": "

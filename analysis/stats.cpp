@@ -311,6 +311,96 @@ RatioInterval fieller_ratio(const std::vector<double>& a, const std::vector<doub
   return r;
 }
 
+namespace {
+// Average ranks (1-based) of x, ties sharing their mean rank; adds sum(t^3 - t) over tie groups.
+std::vector<double> average_ranks(const std::vector<double>& x, double* ties = nullptr) {
+  std::vector<std::size_t> order(x.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return x[a] < x[b]; });
+  std::vector<double> r(x.size());
+  for (std::size_t i = 0; i < order.size();) {
+    std::size_t j = i;
+    while (j < order.size() && x[order[j]] == x[order[i]]) ++j;
+    const double avg = 0.5 * static_cast<double>(i + 1 + j);
+    for (std::size_t k = i; k < j; ++k) r[order[k]] = avg;
+    const double t = static_cast<double>(j - i);
+    if (ties) *ties += t * t * t - t;
+    i = j;
+  }
+  return r;
+}
+}  // namespace
+
+PairedRanksTest paired_ranks_test(const std::vector<std::vector<double>>& blocks) {
+  PairedRanksTest r;
+  const std::size_t n = blocks.size(), k = n ? blocks.front().size() : 0;
+  r.blocks = static_cast<int>(n);
+  if (n < 2 || k < 2) return r;
+  if (k == 2) {
+    int pos = 0, neg = 0;
+    for (const auto& b : blocks) pos += b[0] > b[1], neg += b[0] < b[1];
+    const int m = pos + neg;
+    r.method = "sign test";
+    r.statistic = pos;
+    r.df = m;
+    if (m == 0) return r;
+    r.applicable = true;
+    boost::math::binomial_distribution<double> bin(m, 0.5);
+    r.p_value = std::min(1.0, 2 * boost::math::cdf(bin, std::min(pos, neg)));
+    return r;
+  }
+  double ties = 0;
+  std::vector<double> sums(k, 0);
+  for (const auto& b : blocks) {
+    const auto rk = average_ranks(b, &ties);
+    for (std::size_t j = 0; j < k; ++j) sums[j] += rk[j];
+  }
+  const double dn = static_cast<double>(n), dk = static_cast<double>(k);
+  double ss = 0;
+  for (double s : sums) ss += s * s;
+  const double c = 1 - ties / (dk * (dk * dk - 1) * dn);
+  r.method = "Friedman";
+  r.df = static_cast<int>(k) - 1;
+  if (c <= 0) return r;  // every block all ties
+  r.applicable = true;
+  r.statistic = (12 / (dk * dn * (dk + 1)) * ss - 3 * dn * (dk + 1)) / c;
+  r.p_value = boost::math::cdf(boost::math::complement(boost::math::chi_squared(r.df), std::max(0.0, r.statistic)));
+  return r;
+}
+
+IndependenceCheck independence_check(const std::vector<double>& x) {
+  IndependenceCheck c;
+  const std::size_t n = x.size();
+  if (n < 10) return c;
+  const auto [lo, hi] = std::minmax_element(x.begin(), x.end());
+  if (*lo == *hi) return c;
+  c.applicable = true;
+  // Spearman: Pearson's correlation of the ranks with the index (ties averaged).
+  const std::vector<double> rx = average_ranks(x);
+  const double mean = (static_cast<double>(n) + 1) / 2;
+  double sxy = 0, sxx = 0, syy = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double a = static_cast<double>(i + 1) - mean, b = rx[i] - mean;
+    sxy += a * b, sxx += a * a, syy += b * b;
+  }
+  c.trend_rho = sxy / std::sqrt(sxx * syy);
+  const double df = static_cast<double>(n) - 2;
+  if (std::abs(c.trend_rho) >= 1) {
+    c.trend_p = 0;
+  } else {
+    const double t = c.trend_rho * std::sqrt(df / (1 - c.trend_rho * c.trend_rho));
+    c.trend_p = 2 * boost::math::cdf(boost::math::complement(boost::math::students_t(df), std::abs(t)));
+  }
+  const double m = std::accumulate(x.begin(), x.end(), 0.0) / static_cast<double>(n);
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    den += (x[i] - m) * (x[i] - m);
+    if (i + 1 < n) num += (x[i] - m) * (x[i + 1] - m);
+  }
+  c.lag1 = num / den;
+  return c;
+}
+
 RepetitionAdvice repetition_advice(const Summary& s, double target, int floor) {
   RepetitionAdvice a;
   if (!s.has_ci || !(s.median > 0)) {

@@ -1,6 +1,7 @@
 #pragma once
 // Robust summaries for benchmark timings (see STATISTICS in the README): the median with an
 // exact, distribution-free confidence interval from binomial order statistics.
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -61,6 +62,31 @@ struct KruskalWallis {
   bool applicable = false;  // >= 2 groups with data, and not all values equal
 };
 KruskalWallis kruskal_wallis(const std::vector<std::vector<double>>& groups);
+
+// Do the ranks of a job differ? Their durations are paired by repetition (every rank times the
+// same repetition, and a slow repetition is slow on all of them), so the test is a paired one:
+// Friedman's chi-square (tie-corrected, as SciPy's friedmanchisquare) over the repetitions as
+// blocks, for 3 or more ranks; the exact two-sided sign test (SciPy's binomtest) for 2.
+struct PairedRanksTest {
+  double statistic = 0, p_value = 1;
+  int df = 0, blocks = 0;
+  std::string method;       // "Friedman" or "sign test"
+  bool applicable = false;  // >= 2 treatments, >= 2 blocks (sign test: >= 1 untied pair), not all equal
+};
+// blocks[i][j]: treatment j's value in block i; every block has the same number of treatments.
+PairedRanksTest paired_ranks_test(const std::vector<std::vector<double>>& blocks);
+
+// Are the repetitions independent draws? Spearman's rank correlation of the values with their
+// order (a trend: p from the t approximation, as SciPy's spearmanr) and the lag-1
+// autocorrelation sum((x_t - m)(x_t+1 - m)) / sum((x_t - m)^2), whose bound under independence
+// is about +-z / sqrt(n).
+struct IndependenceCheck {
+  double trend_rho = 0, trend_p = 1, lag1 = 0;
+  bool applicable = false;  // n >= 10 and not all equal
+  bool trend(double alpha = 0.01) const { return applicable && trend_p < alpha; }
+  bool autocorrelated(int n, double z = 2.576) const { return applicable && std::abs(lag1) > z / std::sqrt(static_cast<double>(n)); }
+};
+IndependenceCheck independence_check(const std::vector<double>& x);
 
 // Clopper-Pearson (exact) interval for a binomial proportion k / n.
 struct Proportion {

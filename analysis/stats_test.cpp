@@ -296,3 +296,56 @@ TEST(Format, RepetitionAdviceBeyondAThousandSaysTooNoisy) {
   r.advice.needed = 40;
   EXPECT_EQ(d500::reps_text(r), "no, ~40 needed");
 }
+
+// Reference values from SciPy 1.10.1 (friedmanchisquare, binomtest, spearmanr) on the same data,
+// recorded here: the Python that computed them is in the comment above each.
+TEST(PairedRanks, FriedmanWithTiesMatchesSciPy) {
+  // stats.friedmanchisquare(*np.array(b).T)
+  const std::vector<std::vector<double>> b{{1, 2, 3}, {2, 2, 5}, {3.1, 1, 4}, {1.5, 2.5, 2.5},
+                                           {4, 3, 5}, {1, 1, 1}, {2, 3, 4},   {5, 4, 6}};
+  const auto r = paired_ranks_test(b);
+  ASSERT_TRUE(r.applicable);
+  EXPECT_EQ(r.method, "Friedman");
+  EXPECT_EQ(r.df, 2);
+  EXPECT_NEAR(r.statistic, 9.76923076923077, 1e-12);
+  EXPECT_NEAR(r.p_value, 0.007562031676513105, 1e-12);
+  const std::vector<std::vector<double>> b4{{10, 12, 11, 13}, {9, 11, 10, 14}, {8, 8, 9, 12},
+                                            {11, 13, 12, 12}, {10, 10, 10, 11}, {7, 9, 8, 10}};
+  const auto r4 = paired_ranks_test(b4);
+  EXPECT_NEAR(r4.statistic, 13.000000000000004, 1e-10);
+  EXPECT_NEAR(r4.p_value, 0.004636605438041712, 1e-12);
+  // All ties in every block: no test.
+  EXPECT_FALSE(paired_ranks_test({{1, 1, 1}, {2, 2, 2}}).applicable);
+}
+
+TEST(PairedRanks, TwoRanksUseTheExactSignTestAsSciPysBinomtest) {
+  // d = x - y: 2 positive, 9 negative, 1 tie; stats.binomtest(2, 11, 0.5).pvalue
+  const std::vector<double> x{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, y{1.5, 2.5, 2.5, 4.5, 5.5, 6.5, 7.5, 7.5, 9.5, 10.5, 11.5, 12};
+  std::vector<std::vector<double>> b;
+  for (std::size_t i = 0; i < x.size(); ++i) b.push_back({x[i], y[i]});
+  const auto r = paired_ranks_test(b);
+  ASSERT_TRUE(r.applicable);
+  EXPECT_EQ(r.method, "sign test");
+  EXPECT_EQ(r.df, 11);
+  EXPECT_NEAR(r.p_value, 0.0654296875, 1e-15);
+}
+
+TEST(Independence, TrendAndLagOneMatchSciPyAndNumPy) {
+  // stats.spearmanr(np.arange(12), v); lag 1 as defined in stats.hpp, with NumPy
+  const std::vector<double> v{5.0, 5.2, 5.1, 5.6, 5.4, 5.9, 6.1, 5.8, 6.3, 6.4, 6.2, 6.8};
+  auto c = independence_check(v);
+  ASSERT_TRUE(c.applicable);
+  EXPECT_NEAR(c.trend_rho, 0.9440559440559443, 1e-12);
+  EXPECT_NEAR(c.trend_p, 3.9272610809659444e-06, 1e-12);
+  EXPECT_NEAR(c.lag1, 0.5763042799125275, 1e-12);
+  EXPECT_TRUE(c.trend());
+  // With ties (average ranks), as spearmanr.
+  const std::vector<double> v2{3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3};
+  c = independence_check(v2);
+  EXPECT_NEAR(c.trend_rho, 0.5256369525045375, 1e-12);
+  EXPECT_NEAR(c.trend_p, 0.036516480880181904, 1e-12);
+  EXPECT_NEAR(c.lag1, 0.1810344827586207, 1e-12);
+  EXPECT_FALSE(c.trend());  // p = 0.037 is not below the flag's 0.01
+  EXPECT_FALSE(c.autocorrelated(16));
+  EXPECT_FALSE(independence_check({1, 2, 3, 4, 5, 6, 7, 8, 9}).applicable);  // n < 10
+}

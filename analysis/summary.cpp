@@ -47,7 +47,9 @@ std::string method_statement(const Report& rep) {
          "and on d500's network executor every node's step is timed inside the repetition by two clock reads into preallocated memory. Outliers beyond "
          "Tukey's fences (1.5 IQR) are counted, never removed. 'Enough' means the median's CI half-width is within "
          "5% of the median with n >= 10; otherwise the repetitions needed are estimated from the 1/sqrt(n) law. "
-         "Ranks are flagged as differing when a Kruskal-Wallis test on their own durations gives p < 0.01. Ratios "
+         "Ranks are flagged as differing when a paired test of their own durations, blocked by repetition (Friedman's for 3 or more ranks, the exact sign test for 2), gives p < 0.01. "
+         "Each point's repetition costs (n >= 10) are checked for independence: a trend over the repetition index (Spearman, flagged at p < 0.01) and lag-1 "
+         "autocorrelation (flagged beyond 2.576 / sqrt(n)); a flag says the interval, which assumes independent draws, may be too narrow. Ratios "
          "(speedups, backend comparisons) are ratios of medians with seeded BCa bootstrap intervals (" +
          std::to_string(kBootstrapResamples) + " resamples), each sample resampled independently; a comparison is significant when its interval excludes 1. Where "
          "both samples pass the normality check, the ratio of means with Fieller's interval is given as well." + adaptive;
@@ -90,6 +92,7 @@ PointRow summarize_point(const PointResult& p, const JobResult& j, double confid
   std::vector<int> seen(static_cast<std::size_t>(std::max(total_reps, 0)), 0);
   std::vector<std::int64_t> worst(seen.size(), 0);
   std::vector<std::vector<double>> per_rank(static_cast<std::size_t>(std::max(j.ranks, 0)));
+  std::map<int, std::vector<double>> by_rep;  // rep -> each rank's duration: the ranks' paired samples
   std::set<int> warm;
   // Other phases (a training step's forward and backward): per repetition, the slowest rank.
   std::map<int, std::vector<std::int64_t>> phase_worst;
@@ -113,6 +116,9 @@ PointRow summarize_point(const PointResult& p, const JobResult& j, double confid
     seen[static_cast<std::size_t>(s.rep)]++;
     worst[static_cast<std::size_t>(s.rep)] = std::max(worst[static_cast<std::size_t>(s.rep)], d);
     per_rank[static_cast<std::size_t>(s.rank)].push_back(static_cast<double>(d) * 1e-9);
+    auto& block = by_rep[s.rep];
+    block.resize(static_cast<std::size_t>(j.ranks), std::nan(""));
+    block[static_cast<std::size_t>(s.rank)] = static_cast<double>(d) * 1e-9;
   }
   r.warmups_excluded = static_cast<int>(warm.size());
   for (std::size_t rep = 0; rep < seen.size(); ++rep) {
@@ -159,7 +165,13 @@ PointRow summarize_point(const PointResult& p, const JobResult& j, double confid
   r.normality = stats::anderson_darling(r.costs);
   r.outliers = stats::tukey_outliers(r.costs);
   r.advice = stats::repetition_advice(r.time);
-  if (j.ranks > 1) r.ranks_test = stats::kruskal_wallis(per_rank);
+  r.independence = stats::independence_check(r.costs);
+  if (j.ranks > 1) {
+    std::vector<std::vector<double>> blocks;
+    for (const auto& [rep, b] : by_rep)
+      if (std::none_of(b.begin(), b.end(), [](double v) { return std::isnan(v); })) blocks.push_back(b);
+    r.ranks_test = stats::paired_ranks_test(blocks);
+  }
   for (const auto& v : per_rank) r.rank_medians.push_back(stats::median(v));
   r.tta_target = p.tta_target;
   r.tta_budget_s = p.tta_budget_s;

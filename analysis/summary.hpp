@@ -36,7 +36,8 @@ struct PointRow {
   stats::NormalityTest normality;
   stats::Outliers outliers;
   stats::RepetitionAdvice advice;
-  stats::KruskalWallis ranks_test;           // do the ranks' own durations differ?
+  stats::PairedRanksTest ranks_test;         // do the ranks' own durations differ (paired by repetition)?
+  stats::IndependenceCheck independence;     // trend and lag-1 autocorrelation of `costs`
   std::vector<double> rank_medians;          // per rank, seconds
   // Training points (levels 2, 3): the target, budget and rank 0's curve.
   double tta_target = 0, tta_budget_s = 0;

@@ -482,8 +482,13 @@ double ResultWriter::validation(double rel_error, double tolerance, const std::s
   return worst;
 }
 
-void ResultWriter::end_point(Outcome outcome, const std::string& reason, double seconds,
-                             std::int64_t peak_rss_bytes) {
+void ResultWriter::end_point(Outcome outcome, const std::string& reason, double seconds_here,
+                             std::int64_t peak_rss_here) {
+  // Rank 0's figures on every rank: a collective attribute write needs one value, and the
+  // checksum below must be of the value the file holds (a caller whose ranks pass their own
+  // clocks' seconds once left points whose checksum did not match).
+  const double seconds = std::get<double>(bcast_value(Value{seconds_here}, comm_));
+  const std::int64_t peak_rss_bytes = std::get<std::int64_t>(bcast_value(Value{peak_rss_here}, comm_));
   step("ending a point", [&] {
     attr(point_, "status", std::string(file_status(outcome)));
     if (peak_rss_bytes >= 0) attr(point_, "peak_rss_bytes", peak_rss_bytes);

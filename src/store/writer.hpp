@@ -88,7 +88,8 @@ class ResultWriter {
   void checkpoint(const TrainingState& state);
   // Collective; `rel_error` is this rank's. Returns the worst rank's error.
   double validation(double rel_error, double tolerance, const std::string& method);
-  // peak_rss_bytes: the largest peak resident set of any rank during the point; < 0: unknown.
+  // Collective. peak_rss_bytes: the largest peak resident set of any rank during the point; < 0:
+  // unknown. Rank 0's seconds and peak are written (the worker agrees them first).
   void end_point(Outcome outcome, const std::string& reason, double seconds, std::int64_t peak_rss_bytes = -1);
   // Marks the file complete and closes it.
   void finish(const std::string& status);

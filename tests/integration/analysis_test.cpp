@@ -70,7 +70,9 @@ TEST_F(Analysis, PlantedSmallDifferenceInHeavyNoiseIsNotSignificantAndALargeOneI
   EXPECT_EQ(json(big + "['significant']"), "True");
   EXPECT_LE(num(big + "['lo']"), 2.0);
   EXPECT_GE(num(big + "['hi']"), 2.0);
-  EXPECT_NE(r.out.find("b is 2."), std::string::npos) << r.out;
+  // The sentence names the faster backend with the planted ~2x (the interval's bounds are checked above).
+  EXPECT_NE(r.out.find("size=2, 1 rank: b is "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("x faster than a (95% CI of the speedup: ["), std::string::npos) << r.out;
 }
 
 TEST_F(Analysis, APlantedSlowRankIsFlagged) {
@@ -80,8 +82,10 @@ TEST_F(Analysis, APlantedSlowRankIsFlagged) {
                        "[[point]]\nparams = { workload = \"synthetic\", backend = \"b\" }\nmedian_s = 0.01\n"
                        "noise = 0.05\nrank_noise = 0.05\n");
   ASSERT_EQ(report().code, 0);
-  EXPECT_LT(num("[p for p in j['points'] if 'synthetic:a' in p['canonical']][0]['ranks_kw_p']"), 0.01);
-  EXPECT_GT(num("[p for p in j['points'] if 'synthetic:b' in p['canonical']][0]['ranks_kw_p']"), 0.01);
+  EXPECT_LT(num("[p for p in j['points'] if 'synthetic:a' in p['canonical']][0]['ranks_p']"), 0.01);
+  EXPECT_GT(num("[p for p in j['points'] if 'synthetic:b' in p['canonical']][0]['ranks_p']"), 0.01);
+  // Two ranks paired by repetition: the exact sign test.
+  EXPECT_EQ(num("1 if [p for p in j['points'] if 'synthetic:a' in p['canonical']][0]['ranks_test'] == 'sign test' else 0"), 1);
   const double slow = num("[p for p in j['points'] if 'synthetic:a' in p['canonical']][0]['rank_medians_s'][1]");
   const double fast = num("[p for p in j['points'] if 'synthetic:a' in p['canonical']][0]['rank_medians_s'][0]");
   EXPECT_NEAR(slow / fast, 1.3, 0.05);
@@ -190,4 +194,27 @@ TEST_F(Analysis, CompareRunsFlagsAPlantedRegressionAndImprovementAndFailsOnTheRe
   Cmd none = sh(d500_cmd("compare " + base + " " + (dir_ / "unrelated").string()));
   EXPECT_EQ(none.code, 1) << none.out;
   EXPECT_NE(none.out.find("share no point"), std::string::npos) << none.out;
+}
+
+// Independence of repetitions and paired rank tests on planted effects: a drifting point is
+// flagged with its trend, a steady one is not; 3 ranks with a slow one are compared by Friedman.
+TEST_F(Analysis, APlantedTrendIsFlaggedAndThreeRanksArePairedByFriedman) {
+  synth("job-0000", 3, "campaign = \"indep\"\nrepetitions = 60\nwarmups = 1\nseed = 4\n"
+                       "[[point]]\nparams = { workload = \"synthetic\", backend = \"drift\" }\nmedian_s = 0.01\nnoise = 0.05\n"
+                       "drift = 0.5\n"
+                       "[[point]]\nparams = { workload = \"synthetic\", backend = \"steady\" }\nmedian_s = 0.01\nnoise = 0.05\n"
+                       "rank_noise = 0.05\nslow_rank = 2\nslow_factor = 1.2\n");
+  Cmd r = report();
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::string drift = "[p for p in j['points'] if 'synthetic:drift' in p['canonical']][0]";
+  const std::string steady = "[p for p in j['points'] if 'synthetic:steady' in p['canonical']][0]";
+  EXPECT_GT(num(drift + "['independence']['trend_rho']"), 0.5);
+  EXPECT_LT(num(drift + "['independence']['trend_p']"), 0.01);
+  EXPECT_GT(num(steady + "['independence']['trend_p']"), 0.01);
+  EXPECT_EQ(json(steady + "['ranks_test']"), "Friedman");
+  EXPECT_LT(num(steady + "['ranks_p']"), 0.01);
+  const std::string md = read_file_text(dir_ / "run" / "report.md");
+  EXPECT_NE(md.find("trend (Spearman rho="), std::string::npos) << md;
+  EXPECT_NE(md.find("try more warm-ups, longer repetitions"), std::string::npos);
+  EXPECT_NE(md.find("differ (Friedman p"), std::string::npos);
 }
