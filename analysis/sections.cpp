@@ -34,6 +34,12 @@ std::string label(const PointRow& r, bool with_backend, bool with_ranks) {
 
 }  // namespace
 
+// Each comparison's own bootstrap stream, from the report's seed and the two points' ids: two
+// comparisons of equal-sized samples never share their resamples, and a report is reproducible.
+std::uint64_t comparison_seed(std::uint64_t seed, const std::string& base_id, const std::string& other_id) {
+  return fnv1a64(std::to_string(seed) + "/" + base_id + "/" + other_id);
+}
+
 std::vector<Comparison> compare_backends(const std::vector<PointRow>& rows, double confidence, std::uint64_t seed) {
   std::map<std::string, std::vector<const PointRow*>> groups;
   std::vector<std::string> order;
@@ -67,7 +73,7 @@ std::vector<Comparison> compare_backends(const std::vector<PointRow>& rows, doub
         c.mean_ratio = stats::fieller_ratio(base->costs, r->costs, confidence);
       }
       c.speedup = stats::bootstrap_median_ratio(base->costs, r->costs, confidence, stats::BootstrapMethod::BCa,
-                                                kBootstrapResamples, seed);
+                                                kBootstrapResamples, comparison_seed(seed, base->id, r->id));
       out.push_back(c);
     }
   }
@@ -237,7 +243,7 @@ std::vector<ScalingSeries> scaling_series(const std::vector<PointRow>& rows, dou
         p.speedup.method = "base";
       } else {
         p.speedup = stats::bootstrap_median_ratio(base.costs, r->costs, confidence, stats::BootstrapMethod::BCa,
-                                                  kBootstrapResamples, seed);
+                                                  kBootstrapResamples, comparison_seed(seed, base.id, r->id));
       }
       // Strong scaling: ideal speedup is p / p_base. Weak scaling: ideal time is constant, so
       // the efficiency is T(base) / T(p) itself.
@@ -252,7 +258,8 @@ std::vector<ScalingSeries> scaling_series(const std::vector<PointRow>& rows, dou
       num += w * y;
       den += w * w;
     }
-    s.amdahl_serial_fraction = den > 0 ? std::clamp(num / den, 0.0, 1.0) : 0;
+    // Amdahl's law is about a fixed problem: a weak-scaling series has no serial fraction.
+    s.amdahl_serial_fraction = s.kind == "weak" ? std::nan("") : den > 0 ? std::clamp(num / den, 0.0, 1.0) : 0;
     fit_scaling_model(s, g, confidence, seed);
     out.push_back(s);
   }

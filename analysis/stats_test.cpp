@@ -1,4 +1,5 @@
 #include "stats.hpp"
+#include "summary.hpp"
 
 #include <gtest/gtest.h>
 
@@ -348,4 +349,31 @@ TEST(Independence, TrendAndLagOneMatchSciPyAndNumPy) {
   EXPECT_FALSE(c.trend());  // p = 0.037 is not below the flag's 0.01
   EXPECT_FALSE(c.autocorrelated(16));
   EXPECT_FALSE(independence_check({1, 2, 3, 4, 5, 6, 7, 8, 9}).applicable);  // n < 10
+}
+
+// Two comparisons of the same numbers in one report draw their own resamples (seeded by the
+// points' ids), and the same report twice gives the same intervals.
+TEST(Comparisons, EachHasItsOwnBootstrapStreamAndIsReproducible) {
+  std::vector<double> a, b;
+  for (int i = 0; i < 30; ++i) a.push_back(1 + 0.1 * std::sin(i * 1.7)), b.push_back(2 + 0.3 * std::cos(i * 2.3));
+  std::vector<d500::PointRow> rows;
+  for (const char* size : {"1", "2"})
+    for (const char* backend : {"reference", "blas"}) {
+      d500::PointRow r;
+      r.id = std::string(backend) + size;
+      r.workload = "gemm";
+      r.backend = backend;
+      r.params = {{"workload", std::string("gemm")}, {"backend", std::string(backend)}, {"n", std::int64_t{std::atoi(size)}}};
+      r.outcome = d500::Outcome::Complete;
+      r.costs = std::string(backend) == "reference" ? a : b;
+      r.time = summarize(r.costs);
+      rows.push_back(r);
+    }
+  const auto c = d500::compare_backends(rows, 0.95, 7), again = d500::compare_backends(rows, 0.95, 7);
+  ASSERT_EQ(c.size(), 2u);
+  EXPECT_EQ(c[0].speedup.estimate, c[1].speedup.estimate);  // the same numbers...
+  EXPECT_TRUE(c[0].speedup.lo != c[1].speedup.lo || c[0].speedup.hi != c[1].speedup.hi);  // ...their own resamples
+  EXPECT_EQ(c[0].speedup.lo, again[0].speedup.lo);
+  EXPECT_EQ(c[1].speedup.hi, again[1].speedup.hi);
+  EXPECT_NE(d500::comparison_seed(7, "x", "y"), d500::comparison_seed(7, "y", "x"));
 }

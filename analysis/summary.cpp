@@ -51,7 +51,7 @@ std::string method_statement(const Report& rep) {
          "Each point's repetition costs (n >= 10) are checked for independence: a trend over the repetition index (Spearman, flagged at p < 0.01) and lag-1 "
          "autocorrelation (flagged beyond 2.576 / sqrt(n)); a flag says the interval, which assumes independent draws, may be too narrow. Ratios "
          "(speedups, backend comparisons) are ratios of medians with seeded BCa bootstrap intervals (" +
-         std::to_string(kBootstrapResamples) + " resamples), each sample resampled independently; a comparison is significant when its interval excludes 1. Where "
+         std::to_string(kBootstrapResamples) + " resamples; each comparison's own stream, seeded from the report's seed and its two points' ids), each sample resampled independently; a comparison is significant when its interval excludes 1. Where "
          "both samples pass the normality check, the ratio of means with Fieller's interval is given as well." + adaptive;
 }
 

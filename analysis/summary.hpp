@@ -108,7 +108,7 @@ struct ScalingSeries {
   int base_ranks = 0;
   double base_time = 0;     // median, seconds
   std::vector<ScalingPoint> points;
-  double amdahl_serial_fraction = 0;  // least-squares fit to the medians (strong scaling)
+  double amdahl_serial_fraction = 0;  // least-squares fit to the medians (strong scaling; NaN for weak)
   // A scaling model fitted to the capacity C(n) = speedup (strong) or n x T(base)/T(p) (weak),
   // n = p / base ranks: the Universal Scalability Law C(n) = n / (1 + s (n-1) + k n (n-1)),
   // Amdahl's law its k = 0 case. Least squares on the linear form n/C - 1 = s (n-1) + k n (n-1)
@@ -153,6 +153,8 @@ struct AnalysisOptions {
 // Analyses a run directory (the output of `d500 plan`, after `d500 run`).
 Report analyze_run(const std::string& dir, const AnalysisOptions& opt = {});
 
+// Each comparison's own bootstrap seed, from the report's seed and its two points' ids.
+std::uint64_t comparison_seed(std::uint64_t seed, const std::string& base_id, const std::string& other_id);
 std::vector<Comparison> compare_backends(const std::vector<PointRow>& rows, double confidence, std::uint64_t seed);
 std::vector<ScalingSeries> scaling_series(const std::vector<PointRow>& rows, double confidence, std::uint64_t seed);
 std::vector<TtaConfig> tta_configs(const std::vector<PointRow>& rows, double confidence);
