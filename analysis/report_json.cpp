@@ -118,7 +118,9 @@ std::string render(const Report& rep) {
       << ", \"success_rate\": {\"estimate\": " << jn(s.success.estimate) << ", \"lo\": " << jn(s.success.lo)
       << ", \"hi\": " << jn(s.success.hi) << ", \"method\": \"Clopper-Pearson\"}, \"median_s\": "
       << (s.median_defined ? jn(s.median) : "null") << ", \"ci_s\": "
-      << (s.has_ci ? "[" + jn(s.lo) + ", " + (s.hi_censored() ? std::string("\"> budget\"") : jn(s.hi)) + "]" : "null")
+      << (s.beyond_budget ? std::string("[\"> budget\", \"> budget\"]")
+          : s.has_ci      ? "[" + jn(s.lo) + ", " + (s.hi_censored() ? std::string("\"> budget\"") : jn(s.hi)) + "]"
+                          : "null")
       << ", \"tta_s\": [";
     for (std::size_t k = 0; k < s.tta.size(); ++k) o << (k ? ", " : "") << (std::isfinite(s.tta[k]) ? jn(s.tta[k]) : "\"> budget\"");
     o << "]}";

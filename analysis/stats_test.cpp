@@ -1,4 +1,5 @@
 #include "stats.hpp"
+#include "format.hpp"
 #include "summary.hpp"
 
 #include <gtest/gtest.h>
@@ -226,6 +227,12 @@ TEST(TimeToAccuracy, MedianIsUndefinedWhenHalfOrMoreMiss) {
   EXPECT_TRUE(all.median_defined);
   EXPECT_FALSE(all.hi_censored());
   EXPECT_DOUBLE_EQ(all.hi, 9);
+  // Most runs missed and even the lower rank (x(2) of 10) is a miss: beyond the budget, not "none".
+  d500::TtaSummary beyond = d500::summarize_tta({10, kInf, kInf, kInf, kInf, kInf, kInf, kInf, kInf, kInf}, 0.9, 20, 0.95);
+  EXPECT_FALSE(beyond.has_ci);
+  EXPECT_TRUE(beyond.beyond_budget);
+  EXPECT_EQ(d500::tta_ci_text(beyond), "> budget (20.00 s) at both bounds: the median exceeds the budget");
+  EXPECT_FALSE(most.beyond_budget);
 }
 
 // The exact-distribution draw of a resample's median must agree with resampling value by value.
@@ -274,8 +281,6 @@ TEST(Bootstrap, CoversTheTrueRatioForLargeSamples) {
   EXPECT_GE(covered, 88);
   EXPECT_LE(covered, 100);
 }
-
-#include "format.hpp"
 
 // Issue 15, item 4: a p-value that underflowed printed as "p=0.0".
 TEST(Format, PValuesNeverPrintAsZero) {

@@ -32,7 +32,9 @@ TtaSummary summarize_tta(std::vector<double> tta, double target, double budget_s
   if (s.median_defined) s.median = n % 2 ? tta[static_cast<std::size_t>(n / 2)] : 0.5 * (tta[static_cast<std::size_t>(n / 2 - 1)] + tta[static_cast<std::size_t>(n / 2)]);
   // Coding misses as +infinity keeps the order statistics, so the exact interval still holds.
   stats::RankInterval r = stats::quantile_ci_ranks(n, 0.5, confidence);
-  if (r.valid && tta[static_cast<std::size_t>(r.lo - 1)] != std::numeric_limits<double>::infinity()) {
+  // The lower rank a miss: the whole interval lies beyond the budget, which is a finding.
+  s.beyond_budget = r.valid && tta[static_cast<std::size_t>(r.lo - 1)] == std::numeric_limits<double>::infinity();
+  if (r.valid && !s.beyond_budget) {
     s.has_ci = true;
     s.lo = tta[static_cast<std::size_t>(r.lo - 1)];
     s.hi = tta[static_cast<std::size_t>(r.hi - 1)];

@@ -22,6 +22,7 @@ struct TtaSummary {
   bool median_defined = false;    // false when half or more of the runs missed
   double median = 0;
   bool has_ci = false;            // false when n is too small, or the lower bound is a miss
+  bool beyond_budget = false;     // the lower bound is a miss: the median exceeds the budget, at this confidence
   double lo = 0, hi = 0;          // hi is +infinity when the upper rank lands on a miss
   stats::Proportion success;
   bool hi_censored() const { return has_ci && hi == std::numeric_limits<double>::infinity(); }
