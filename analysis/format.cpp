@@ -42,7 +42,12 @@ std::string ci_text(const PointRow& r) {
   return "[" + fmt_time(r.time.lo) + ", " + fmt_time(r.time.hi) + "]";
 }
 
-std::string rate_text(const PointRow& r) { return r.time.n == 0 ? "-" : fmt_sig(r.rate, 4) + " " + r.rate_unit; }
+std::string rate_text(const PointRow& r) {
+  if (r.time.n == 0) return "-";
+  std::string t = fmt_sig(r.rate, 4) + " " + r.rate_unit;
+  if (r.ranks > 1) t += " per rank" + (std::isfinite(r.rate_aggregate) ? " (" + fmt_sig(r.rate_aggregate, 4) + " all ranks)" : std::string());
+  return t;
+}
 
 std::string rate_ci_text(const PointRow& r) {
   return r.time.has_ci ? "[" + fmt_sig(r.rate_lo, 4) + ", " + fmt_sig(r.rate_hi, 4) + "]" : "-";

@@ -51,7 +51,8 @@ std::string render(const Report& rep) {
                                     : std::string("null"))
       << ", \"rank_medians_s\": [";
     for (std::size_t k = 0; k < r.rank_medians.size(); ++k) o << (k ? ", " : "") << jn(r.rank_medians[k]);
-    o << "], \"rate\": " << (r.time.n ? jn(r.rate) : "null") << ", \"rate_unit\": " << js(r.rate_unit)
+    o << "], \"rate\": " << (r.time.n ? jn(r.rate) : "null") << ", \"rate_is\": \"per rank\", \"rate_aggregate\": "
+      << (r.time.n ? jn(r.rate_aggregate) : "null") << ", \"rate_unit\": " << js(r.rate_unit)
       << ", \"validation\": {\"status\": " << js(r.validation_status) << ", \"max_rel_error\": "
       << jn(r.validation_max_rel_error) << ", \"tolerance\": " << jn(r.validation_tolerance) << "}"
       << ", \"peak_rss_bytes\": " << (r.peak_rss_bytes >= 0 ? std::to_string(r.peak_rss_bytes) : "null")

@@ -40,7 +40,7 @@ std::string method_statement(const Report& rep) {
          "distribution-free " + pct +
          " confidence interval from binomial order statistics (none exists for n <= 5). The mean with a Student-t " +
          pct +
-         " interval is shown only where an Anderson-Darling test does not reject normality (p >= 0.05). Rates are "
+         " interval is shown only where an Anderson-Darling test does not reject normality (p >= 0.05). Rates are per rank (one rank's work over the repetition's time); where every rank does the same work (weak scaling) the aggregate of all ranks, ranks x that, is given beside it. Rates are "
          "work / time (GFLOP/s = flops / s / 1e9; GB/s = bytes / s / 1e9, bytes being for collectives the per-rank "
          "buffer as nccl-tests sizes it: the gathered result for allgather; samples/s = the batch of a network step / s); the rate interval is the time interval mapped through that function. "
          "A repetition's cost is its whole-step (op) row; the phases of a training step (forward, backward) are its other rows, each summarised the same way, "
@@ -186,6 +186,7 @@ PointRow summarize_point(const PointResult& p, const JobResult& j, double confid
   const double unit = p.rate_unit == "samples/s" ? 1 : 1e9;
   if (r.time.n > 0 && r.time.median > 0) {
     r.rate = r.work / r.time.median / unit;
+    if (r.scaling == "weak" || r.ranks == 1) r.rate_aggregate = r.rate * r.ranks;
     if (r.time.has_ci) {
       r.rate_lo = r.work / r.time.hi / unit;
       r.rate_hi = r.work / r.time.lo / unit;

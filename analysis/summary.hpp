@@ -2,6 +2,7 @@
 // The analysis stage's numbers: reads every results file of a run directory, summarises each
 // point, compares backends and scaling series, and summarises time to accuracy. The outputs
 // (console, Markdown, HTML, CSV, JSON) are reporters (reporters.hpp) over this summary.
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <set>
@@ -29,7 +30,10 @@ struct PointRow {
   bool threads_oversubscribed = false;       // ranks x threads beyond some host's CPUs
   std::vector<double> costs;  // timed repetitions, seconds, max over ranks, in repetition order
   stats::Summary time;        // of costs
-  double rate = 0, rate_lo = 0, rate_hi = 0;  // from the median and CI bounds of time
+  double rate = 0, rate_lo = 0, rate_hi = 0;  // per rank: one rank's work over the median and CI bounds of time
+  // All ranks together: ranks x rate where every rank does the same work (weak scaling); NaN
+  // where the work is split (strong scaling), which a per-rank work figure cannot sum.
+  double rate_aggregate = std::nan("");
   double work = 0;                           // flops, bytes or samples per repetition (the rate's unit)
   double flops = 0;                          // per repetition (level 1: the network's, for GFLOP/s beside samples/s)
   stats::MeanInterval mean;                  // shown only when normality is not rejected

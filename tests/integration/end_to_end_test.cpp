@@ -113,10 +113,14 @@ TEST_F(EndToEnd, TwoRankCampaignFileAndReportAgree) {
     if (csv[id]["workload"] == "gemm") {
       double n = std::stod(csv[id]["param_n"]);
       EXPECT_NEAR(std::stod(csv[id]["rate_median"]), 2 * n * n * n / median / 1e9, 1e-3);
+      // Per rank, said so; every rank multiplies its own matrices (weak), so the aggregate is twice.
+      EXPECT_NEAR(std::stod(csv[id]["rate_aggregate"]), 2 * std::stod(csv[id]["rate_median"]), 1e-6 * std::stod(csv[id]["rate_median"]));
     }
   }
   H5Fclose(file);
   EXPECT_NE(rep.out.find("allreduce:mpi bytes=4096"), std::string::npos) << rep.out;
+  EXPECT_NE(rep.out.find(" GFLOP/s per rank ("), std::string::npos) << rep.out;
+  EXPECT_NE(rep.out.find(" all ranks)"), std::string::npos) << rep.out;
   // GFLOP/s and GB/s never share an axis: one plot per unit, points at their table rows.
   const std::string html = read_file_text(run / "report.html");
   for (const char* part : {"rates in GFLOP/s by backend", "rates in GB/s by backend", "row of the Results table"})
