@@ -61,6 +61,7 @@ std::string validation_text(const PointRow& r) {
 std::string mean_text(const PointRow& r) {
   if (!r.normality.applicable) return "n/a (n<8)";
   if (r.normality.rejects()) return "not normal (AD " + fmt_p(r.normality.p_value) + ")";
+  if (!r.mean_trusted()) return "not shown: outliers";
   return fmt_time(r.mean.mean) + " [" + fmt_time(r.mean.lo) + ", " + fmt_time(r.mean.hi) + "]";
 }
 

@@ -28,7 +28,7 @@ std::string render(const Report& rep) {
       << csv_field(r.backend) << "," << r.ranks << "," << (r.oversubscribed ? "yes" : "no");
     for (const auto& n : names) o << "," << (r.params.count(n) ? csv_field(canonical(r.params.at(n))) : "");
     const bool has = r.time.n > 0, ci = r.time.has_ci;
-    const bool show_mean = r.normality.applicable && !r.normality.rejects();
+    const bool show_mean = r.mean_trusted();
     o << "," << r.time.n << "," << r.warmups_excluded << "," << r.reps_incomplete << "," << (has ? num(r.time.median) : "")
       << "," << (ci ? num(r.time.lo) : "") << "," << (ci ? num(r.time.hi) : "") << "," << num(rep.confidence) << ","
       << (ci ? num(r.time.coverage) : "") << ",binomial order statistics," << (show_mean ? num(r.mean.mean) : "") << ","

@@ -38,7 +38,7 @@ std::string render(const Report& rep) {
       << ", \"median_s\": " << (r.time.n ? jn(r.time.median) : "null") << ", \"ci\": "
       << (r.time.has_ci ? "[" + jn(r.time.lo) + ", " + jn(r.time.hi) + "]" : "null")
       << ", \"ci_coverage\": " << (r.time.has_ci ? jn(r.time.coverage) : "null") << ", \"mean\": "
-      << (r.normality.applicable && !r.normality.rejects()
+      << (r.mean_trusted()
               ? "{\"mean_s\": " + jn(r.mean.mean) + ", \"ci\": [" + jn(r.mean.lo) + ", " + jn(r.mean.hi) + "]}"
               : "null")
       << ", \"normality_ad_p\": " << (r.normality.applicable ? jn(r.normality.p_value) : "null")

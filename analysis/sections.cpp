@@ -67,7 +67,7 @@ std::vector<Comparison> compare_backends(const std::vector<PointRow>& rows, doub
       c.baseline_id = base->id;
       c.other_id = r->id;
       c.confidence = confidence;
-      auto normal = [](const PointRow* x) { return x->normality.applicable && !x->normality.rejects(); };
+      auto normal = [](const PointRow* x) { return x->mean_trusted(); };
       if (normal(base) && normal(r)) {
         c.has_mean_ratio = true;
         c.mean_ratio = stats::fieller_ratio(base->costs, r->costs, confidence);

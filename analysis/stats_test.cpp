@@ -382,3 +382,23 @@ TEST(Comparisons, EachHasItsOwnBootstrapStreamAndIsReproducible) {
   EXPECT_EQ(c[1].speedup.hi, again[1].speedup.hi);
   EXPECT_NE(d500::comparison_seed(7, "x", "y"), d500::comparison_seed(7, "y", "x"));
 }
+
+// The mean's t-interval is shown only for samples without Tukey outliers, whatever the normality
+// test says: 10% of 10x outliers can pass Anderson-Darling at n = 10-15.
+TEST(MeanGate, OutliersKeepTheMeanHiddenEvenWhenNormalityIsNotRejected) {
+  d500::PointRow clean, spiked;
+  // Normal quantiles at (i + 0.5) / 12, shuffled: as normal as 12 values get.
+  for (double z : {0.319, -1.732, 0.812, -0.105, 1.150, -0.549, 0.105, -1.150, 1.732, -0.319, 0.549, -0.812})
+    clean.costs.push_back(1 + 0.01 * z);
+  spiked.costs = clean.costs;
+  spiked.costs[3] = 10;
+  for (auto* r : {&clean, &spiked}) {
+    r->normality = anderson_darling(r->costs);
+    r->outliers = tukey_outliers(r->costs);
+  }
+  EXPECT_TRUE(clean.mean_trusted());
+  EXPECT_EQ(spiked.outliers.high, 1);
+  EXPECT_FALSE(spiked.mean_trusted());
+  spiked.time = summarize(spiked.costs);
+  EXPECT_EQ(d500::mean_text(spiked).rfind("not", 0), 0u) << d500::mean_text(spiked);
+}

@@ -40,7 +40,7 @@ std::string method_statement(const Report& rep) {
          "distribution-free " + pct +
          " confidence interval from binomial order statistics (none exists for n <= 5). The mean with a Student-t " +
          pct +
-         " interval is shown only where an Anderson-Darling test does not reject normality (p >= 0.05). Rates are per rank (one rank's work over the repetition's time); where every rank does the same work (weak scaling) the aggregate of all ranks, ranks x that, is given beside it. Rates are "
+         " interval is shown only where an Anderson-Darling test does not reject normality (p >= 0.05) and no value lies beyond Tukey's fences. Rates are per rank (one rank's work over the repetition's time); where every rank does the same work (weak scaling) the aggregate of all ranks, ranks x that, is given beside it. Rates are "
          "work / time (GFLOP/s = flops / s / 1e9; GB/s = bytes / s / 1e9, bytes being for collectives the per-rank "
          "buffer as nccl-tests sizes it: the gathered result for allgather; samples/s = the batch of a network step / s); the rate interval is the time interval mapped through that function. "
          "A repetition's cost is its whole-step (op) row; the phases of a training step (forward, backward) are its other rows, each summarised the same way, "

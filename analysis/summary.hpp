@@ -71,6 +71,10 @@ struct PointRow {
   std::map<std::string, Value> facts;  // network.*, executor*, memory.* as recorded
   // Complete, with timed repetitions: what comparisons, scaling series and `d500 compare` use.
   bool has_timings() const { return outcome == Outcome::Complete && time.n > 0; }
+  // Whether the mean and its t-interval (and Fieller's ratio of means) may be shown: normality
+  // not rejected and no Tukey outlier (a few 10x outliers pass Anderson-Darling at n = 10-15
+  // often, and then the t-interval never covers the mean).
+  bool mean_trusted() const { return normality.applicable && !normality.rejects() && outliers.low + outliers.high == 0; }
 };
 
 // Resamples of every bootstrap interval of a report or a comparison of runs.
