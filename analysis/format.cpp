@@ -98,6 +98,21 @@ std::string independence_text(const PointRow& r) {
   return join(found, "; ") + ": not independent draws; try more warm-ups, longer repetitions, a quieter machine";
 }
 
+std::string machine_text(const PointRow& r) {
+  auto num = [&](const char* k) -> double {
+    auto it = r.facts.find(k);
+    if (it == r.facts.end()) return std::nan("");
+    if (const auto* d = std::get_if<double>(&it->second)) return *d;
+    if (const auto* i = std::get_if<std::int64_t>(&it->second)) return static_cast<double>(*i);
+    return std::nan("");
+  };
+  const double busy = num("machine.busy"), load = num("machine.other_load"), steal = num("machine.steal_share");
+  if (std::isnan(busy)) return "-";
+  const std::string figures = "load " + (std::isnan(load) ? std::string("unknown") : (load >= 0 ? "+" : "") + fmt_sig(load, 2)) +
+                              " beyond this job, steal " + fmt_sig(steal * 100, 2) + "%";
+  return busy > 0 ? "busy (" + figures + "): timings include other work" : "quiet (" + figures + ")";
+}
+
 std::string ratio_text(const stats::RatioInterval& x) {
   if (x.method == "base") return "1 (base)";
   if (!x.bounded) return fmt_sig(x.estimate, 3) + " [unbounded]";
@@ -245,12 +260,12 @@ std::string network_note() {
 }
 
 Table quality_table(const Report& rep) {
-  Table t{{"point", "ranks", "n", "mean (t-interval)", "outliers (low/high)", "enough repetitions", "ranks", "independence"}};
+  Table t{{"point", "ranks", "n", "mean (t-interval)", "outliers (low/high)", "enough repetitions", "ranks", "independence", "machine"}};
   for (const auto& r : rep.rows) {
     if (r.time.n == 0) continue;
     t.push_back({point_label(r), std::to_string(r.ranks), std::to_string(r.time.n), mean_text(r),
                  std::to_string(r.outliers.low) + "/" + std::to_string(r.outliers.high), reps_text(r), ranks_text(r),
-                 independence_text(r)});
+                 independence_text(r), machine_text(r)});
   }
   return t;
 }

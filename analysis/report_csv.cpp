@@ -21,7 +21,7 @@ std::string render(const Report& rep) {
   o << ",n,warmups_excluded,reps_incomplete,median_s,ci_lo_s,ci_hi_s,ci_level,ci_coverage,ci_method,mean_s,mean_ci_lo_s,"
        "mean_ci_hi_s,normality_ad_p,outliers_low,outliers_high,enough_reps,reps_needed,ranks_p,rate_unit,"
        "rate_median,rate_ci_lo,rate_ci_hi,validation_status,validation_max_rel_error,validation_tolerance,peak_rss_bytes,memory_estimate_bytes,threads_oversubscribed,status,"
-       "status_reason,hosts,file,forward_median_s,backward_median_s,memory_planned_bytes,reps_stopped_by,ranks_test,trend_rho,trend_p,lag1_autocorrelation,rate_aggregate\n";
+       "status_reason,hosts,file,forward_median_s,backward_median_s,memory_planned_bytes,reps_stopped_by,ranks_test,trend_rho,trend_p,lag1_autocorrelation,rate_aggregate,machine_busy,machine_other_load,machine_steal_share,machine_involuntary_switches\n";
   auto num = [](double v) { return std::isfinite(v) ? jn(v) : std::string(); };
   for (const auto& r : rep.rows) {
     o << r.id << "," << r.job_id << "," << csv_field(r.canonical) << "," << r.level << "," << csv_field(r.workload) << ","
@@ -55,7 +55,12 @@ std::string render(const Report& rep) {
     const auto& ind = r.independence;
     o << "," << fwd << "," << bwd << "," << planned << "," << stopped << "," << (r.ranks_test.applicable ? r.ranks_test.method : "") << ","
       << (ind.applicable ? num(ind.trend_rho) : "") << "," << (ind.applicable ? num(ind.trend_p) : "") << ","
-      << (ind.applicable ? num(ind.lag1) : "") << "," << (has ? num(r.rate_aggregate) : "") << "\n";
+      << (ind.applicable ? num(ind.lag1) : "") << "," << (has ? num(r.rate_aggregate) : "");
+    for (const char* k : {"machine.busy", "machine.other_load", "machine.steal_share", "machine.involuntary_switches"}) {
+      auto it = r.facts.find(k);
+      o << "," << (it == r.facts.end() ? std::string() : canonical(it->second));
+    }
+    o << "\n";
   }
   return o.str();
 }

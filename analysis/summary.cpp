@@ -49,7 +49,9 @@ std::string method_statement(const Report& rep) {
          "5% of the median with n >= 10; otherwise the repetitions needed are estimated from the 1/sqrt(n) law. "
          "Ranks are flagged as differing when a paired test of their own durations, blocked by repetition (Friedman's for 3 or more ranks, the exact sign test for 2), gives p < 0.01. "
          "Each point's repetition costs (n >= 10) are checked for independence: a trend over the repetition index (Spearman, flagged at p < 0.01) and lag-1 "
-         "autocorrelation (flagged beyond 2.576 / sqrt(n)); a flag says the interval, which assumes independent draws, may be too narrow. Ratios "
+         "autocorrelation (flagged beyond 2.576 / sqrt(n)); a flag says the interval, which assumes independent draws, may be too narrow. "
+         "Each point records the machine's state over it (the 1-minute load beyond the job's own ranks x threads, the share of CPU time stolen, "
+         "involuntary context switches, the CPU clock); a point is flagged busy with another CPU's worth of load or 2% stolen time. Ratios "
          "(speedups, backend comparisons) are ratios of medians with seeded BCa bootstrap intervals (" +
          std::to_string(kBootstrapResamples) + " resamples; each comparison's own stream, seeded from the report's seed and its two points' ids), each sample resampled independently; a comparison is significant when its interval excludes 1. Where "
          "both samples pass the normality check, the ratio of means with Fieller's interval is given as well." + adaptive;

@@ -2,6 +2,7 @@
 
 #include <mpi.h>
 #include <sched.h>
+#include <sys/resource.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
@@ -87,6 +88,58 @@ HostShape host_shape(MPI_Comm comm) {
   // A rank bound to one core sees one CPU; count the host's CPUs then.
   h.cpus = std::max<int>(cpus, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)));
   return h;
+}
+
+// How busy the machine was over a point: this rank's host's CPU time stolen (by a hypervisor)
+// and this process's involuntary context switches, read at the point's start and end.
+struct MachineSample {
+  double steal = 0, total = 0;  // jiffies since boot, all CPUs (/proc/stat)
+  long involuntary = 0;         // getrusage(RUSAGE_SELF).ru_nivcsw
+};
+
+MachineSample machine_sample() {
+  MachineSample m;
+  std::ifstream stat("/proc/stat");
+  std::string cpu;
+  double v[8] = {0, 0, 0, 0, 0, 0, 0, 0};  // user nice system idle iowait irq softirq steal
+  if (stat >> cpu && cpu == "cpu") {
+    for (double& x : v) stat >> x;
+    for (double x : v) m.total += x;
+    m.steal = v[7];
+  }
+  struct rusage u{};
+  if (getrusage(RUSAGE_SELF, &u) == 0) m.involuntary = u.ru_nivcsw;
+  return m;
+}
+
+// The point's machine.* attributes (collective; rank 0's host for the load and clock): the load
+// beyond this job's own threads (1-minute load average less ranks x threads on the host, the
+// largest of any host), the share of CPU time stolen (largest host), the job's involuntary
+// context switches (all ranks), the mean clock of rank 0's CPUs where /proc/cpuinfo says, and
+// `machine.busy` when another CPU's worth of load or 2% of stolen time was seen.
+std::vector<std::pair<std::string, Value>> machine_state(const MachineSample& a, const MachineSample& b, int ranks_here,
+                                                         std::int64_t threads, MPI_Comm comm) {
+  double load1 = std::nan("");
+  std::ifstream("/proc/loadavg") >> load1;
+  const double mine[2] = {std::isnan(load1) ? -1e300 : load1 - static_cast<double>(ranks_here * threads),
+                          b.total > a.total ? (b.steal - a.steal) / (b.total - a.total) : 0};
+  double worst[2] = {0, 0};
+  mpi_check(MPI_Allreduce(mine, worst, 2, MPI_DOUBLE, MPI_MAX, comm), "MPI_Allreduce", "worker");
+  long long invol = b.involuntary - a.involuntary, all = 0;
+  mpi_check(MPI_Allreduce(&invol, &all, 1, MPI_LONG_LONG, MPI_SUM, comm), "MPI_Allreduce", "worker");
+  double mhz = 0;
+  int cpus = 0;
+  std::ifstream info("/proc/cpuinfo");
+  for (std::string line; std::getline(info, line);)
+    if (line.rfind("cpu MHz", 0) == 0 && line.find(':') != std::string::npos) mhz += std::atof(line.c_str() + line.find(':') + 1), ++cpus;
+  const bool known_load = worst[0] > -1e299;
+  std::vector<std::pair<std::string, Value>> out{
+      {"machine.other_load", known_load ? worst[0] : std::nan("")},
+      {"machine.steal_share", worst[1]},
+      {"machine.involuntary_switches", std::int64_t{all}},
+      {"machine.cpu_mhz", cpus ? mhz / cpus : std::nan("")},
+      {"machine.busy", std::int64_t{(known_load && worst[0] >= 1) || worst[1] >= 0.02 ? 1 : 0}}};
+  return out;
 }
 
 // Whether some host runs more than `per_rank` x its ranks CPUs' worth of threads (agreed by all
@@ -220,6 +273,7 @@ void run_job(const std::string& spec_path, const std::string& output, MPI_Comm c
     }
     const std::int64_t t0 = now_ns();
     reset_peak_rss();
+    const MachineSample machine_before = machine_sample();
     const std::string wname = std::get<std::string>(p.params.at("workload"));
     const std::string bname = std::get<std::string>(p.params.at("backend"));
     const WorkloadInfo* w = reg.find(wname);
@@ -352,6 +406,7 @@ void run_job(const std::string& spec_path, const std::string& output, MPI_Comm c
     mpi_check(MPI_Bcast(&secs, 1, MPI_DOUBLE, 0, comm), "MPI_Bcast", "worker");  // one value for the collective attribute write
     long long peak = peak_rss_bytes(), max_peak = 0;
     mpi_check(MPI_Allreduce(&peak, &max_peak, 1, MPI_LONG_LONG, MPI_MAX, comm), "MPI_Allreduce", "worker");
+    out.point_attributes(machine_state(machine_before, machine_sample(), host.ranks_here, int_param_or(p.params, "threads", 1), comm));
     out.end_point(outcome, reason, secs, max_peak);
     if (rank == 0) {
       std::printf("%s\n", progress_done_line(i + 1, n, outcome, secs).c_str());

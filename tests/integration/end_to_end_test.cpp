@@ -83,6 +83,13 @@ TEST_F(EndToEnd, TwoRankCampaignFileAndReportAgree) {
     hid_t g = H5Gopen2(file, ("/points/" + id).c_str(), H5P_DEFAULT);
     EXPECT_EQ(attr_string(g, "status"), "complete") << id;
     EXPECT_EQ(attr_string(g, "validation_status"), "passed") << id;
+    // The machine's state over the point, and the busy flag that follows from it.
+    const double other_load = attr_double(g, "machine.other_load"), steal = attr_double(g, "machine.steal_share");
+    EXPECT_TRUE(std::isfinite(other_load)) << id;  // /proc/loadavg is readable here
+    EXPECT_GE(steal, 0.0);
+    EXPECT_LE(steal, 1.0);
+    EXPECT_GE(attr_int(g, "machine.involuntary_switches"), 0);
+    EXPECT_EQ(attr_int(g, "machine.busy"), other_load >= 1 || steal >= 0.02 ? 1 : 0) << id;
     H5Gclose(g);
     std::vector<Row> rows = read_samples(file, id);
     ASSERT_EQ(rows.size(), 2u * (2 + 8)) << id;  // ranks x (warm-ups + repetitions)
@@ -141,6 +148,7 @@ TEST_F(EndToEnd, TwoRankCampaignFileAndReportAgree) {
   EXPECT_NE(md.find("| machine.cpu_governor | "), std::string::npos);
   EXPECT_NE(md.find("| version.hdf5 | "), std::string::npos);
   EXPECT_NE(md.find("| files | 1 |"), std::string::npos);
+  EXPECT_TRUE(md.find(" beyond this job, steal ") != std::string::npos) << md;  // the quality table's machine column
   const std::string json = read_file_text(run / "results.json");
   EXPECT_NE(json.find("\"environments\": [{\"files\": 1, \"hosts\": ["), std::string::npos);
   EXPECT_NE(json.find("\"level\": 0, \"workload\": \"gemm\", \"backend\": \"blas\""), std::string::npos) << json.substr(0, 3000);
