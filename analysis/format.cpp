@@ -65,10 +65,27 @@ std::string mean_text(const PointRow& r) {
   return fmt_time(r.mean.mean) + " [" + fmt_time(r.mean.lo) + ", " + fmt_time(r.mean.hi) + "]";
 }
 
+namespace {
+
+double fact_number(const PointRow& r, const std::string& k) {
+  auto it = r.facts.find(k);
+  if (it == r.facts.end()) return std::nan("");
+  if (const auto* i = std::get_if<std::int64_t>(&it->second)) return static_cast<double>(*i);
+  if (const auto* d = std::get_if<double>(&it->second)) return *d;
+  if (const auto* b = std::get_if<bool>(&it->second)) return *b ? 1 : 0;
+  return std::nan("");
+}
+
+std::string fact_text(const PointRow& r, const std::string& k) {
+  auto it = r.facts.find(k);
+  return it != r.facts.end() && std::holds_alternative<std::string>(it->second) ? std::get<std::string>(it->second) : "";
+}
+
+}  // namespace
+
 std::string reps_text(const PointRow& r) {
   if (r.time.n == 0) return "-";
-  if (auto it = r.facts.find("repetitions.stopped_by"); it != r.facts.end() && std::holds_alternative<std::string>(it->second)) {
-    const std::string& why = std::get<std::string>(it->second);
+  if (const std::string why = fact_text(r, "repetitions.stopped_by"); !why.empty()) {
     const std::string width = r.time.has_ci ? fmt_sig((r.time.hi - r.time.lo) / r.time.median * 100, 2) + "% wide" : "no interval";
     if (why == "ci_width") return "auto: stopped at n=" + std::to_string(r.time.n) + ", CI " + width;
     if (why == "max") return "auto: max n=" + std::to_string(r.time.n) + " reached, CI still " + width;
@@ -99,14 +116,8 @@ std::string independence_text(const PointRow& r) {
 }
 
 std::string machine_text(const PointRow& r) {
-  auto num = [&](const char* k) -> double {
-    auto it = r.facts.find(k);
-    if (it == r.facts.end()) return std::nan("");
-    if (const auto* d = std::get_if<double>(&it->second)) return *d;
-    if (const auto* i = std::get_if<std::int64_t>(&it->second)) return static_cast<double>(*i);
-    return std::nan("");
-  };
-  const double busy = num("machine.busy"), load = num("machine.other_load"), steal = num("machine.steal_share");
+  const double busy = fact_number(r, "machine.busy"), load = fact_number(r, "machine.other_load"),
+               steal = fact_number(r, "machine.steal_share");
   if (std::isnan(busy)) return "-";
   const std::string figures = "load " + (std::isnan(load) ? std::string("unknown") : (load >= 0 ? "+" : "") + fmt_sig(load, 2)) +
                               " beyond this job, steal " + fmt_sig(steal * 100, 2) + "%";
@@ -163,24 +174,6 @@ Table results_table(const Report& rep) {
                  ci_text(r), rate_text(r), rate_ci_text(r), validation_text(r), r.status});
   return t;
 }
-
-namespace {
-
-double fact_number(const PointRow& r, const std::string& k) {
-  auto it = r.facts.find(k);
-  if (it == r.facts.end()) return std::nan("");
-  if (const auto* i = std::get_if<std::int64_t>(&it->second)) return static_cast<double>(*i);
-  if (const auto* d = std::get_if<double>(&it->second)) return *d;
-  if (const auto* b = std::get_if<bool>(&it->second)) return *b ? 1 : 0;
-  return std::nan("");
-}
-
-std::string fact_text(const PointRow& r, const std::string& k) {
-  auto it = r.facts.find(k);
-  return it != r.facts.end() && std::holds_alternative<std::string>(it->second) ? std::get<std::string>(it->second) : "";
-}
-
-}  // namespace
 
 Table distributed_table(const Report& rep) {
   Table t{{"point", "scheme", "workers", "step (median)", "forward+backward", "communication", "wait", "communication share", "sent / step",

@@ -146,7 +146,7 @@ double get_number(const toml::table& t, const char* key, double dflt, double lo,
   return v;
 }
 
-// Seconds: a number, or a string "90s", "2min", "1h", "MM:SS", "HH:MM:SS". -1 if none of them.
+// Seconds from a string "90s", "2min", "1h", "MM:SS" or "HH:MM:SS"; -1 if it is none of them.
 double parse_duration_s(const std::string& text) {
   static const std::regex unit_re("([0-9]+(\\.[0-9]+)?) ?(s|min|h)");
   static const std::regex clock_re("([0-9]{1,3}):([0-5][0-9])(:([0-5][0-9]))?");
@@ -159,6 +159,15 @@ double parse_duration_s(const std::string& text) {
     if (m[3].matched) return std::stod(m[1].str()) * 3600 + std::stod(m[2].str()) * 60 + std::stod(m[4].str());
     return std::stod(m[1].str()) * 60 + std::stod(m[2].str());
   }
+  return -1;
+}
+
+// A duration key's value in seconds: a number of either TOML type, or a string parse_duration_s
+// reads; -1 when it is neither.
+double duration_s(const toml::node& n) {
+  if (auto i = n.as_integer()) return static_cast<double>(i->get());
+  if (auto f = n.as_floating_point()) return f->get();
+  if (auto str = n.as_string()) return parse_duration_s(str->get());
   return -1;
 }
 
@@ -181,10 +190,7 @@ void parse_auto_repetitions(const toml::table& t, const std::string& path, AutoR
                                                         ", below min = " + std::to_string(a.min) + "; valid: " +
                                                         std::to_string(a.min) + " to 1000000");
   if (const toml::node* n = t.get("max_time")) {
-    double v = -1;
-    if (auto i = n->as_integer()) v = static_cast<double>(i->get());
-    else if (auto f = n->as_floating_point()) v = f->get();
-    else if (auto str = n->as_string()) v = parse_duration_s(str->get());
+    const double v = duration_s(*n);
     if (!(v > 0 && v <= 7 * 24 * 3600.0))
       throw Error(loc(path, n->source()), "key 'max_time' in [auto_repetitions] is not a duration of a point's repetitions; "
                                           "valid: seconds (e.g. 90 or 0.5), or \"90s\", \"2min\", \"1h\", \"MM:SS\", "
@@ -207,10 +213,7 @@ PackingSettings parse_packing(const toml::table& t, const std::string& path) {
                                  "seconds for a point nothing else estimates, 0 (refuse such points) or more");
   if (const toml::node* n = t.get("job_time")) {
     s.job_time_where = loc(path, n->source());
-    double v = -1;
-    if (auto i = n->as_integer()) v = static_cast<double>(i->get());
-    else if (auto f = n->as_floating_point()) v = f->get();
-    else if (auto str = n->as_string()) v = parse_duration_s(str->get());
+    const double v = duration_s(*n);
     if (!(v >= 1 && v <= 365 * 24 * 3600.0))
       throw Error(s.job_time_where, "key 'job_time' in [packing] is not a job's time; valid: seconds (e.g. 3600), or \"90s\", "
                                     "\"30min\", \"2h\", \"MM:SS\", \"HH:MM:SS\", at least 1 s");

@@ -80,7 +80,8 @@ AdaptiveStop::AdaptiveStop(const AutoRepetitions& rule)
 
 bool AdaptiveStop::stop(bool time_up) {
   const int n = count();
-  if (n >= rule_.min && n >= next_look_) {
+  const bool look = n >= rule_.min && n >= next_look_;
+  if (look) {
     next_look_ = n < 64 ? n + 1 : n + n / 64;
     sorted_.assign(values_.begin(), values_.end());
     last_width_ = median_ci_rel_width(sorted_, rule_.confidence);
@@ -91,8 +92,10 @@ bool AdaptiveStop::stop(bool time_up) {
   }
   if (n < rule_.max && !time_up) return false;
   stopped_by_ = n >= rule_.max ? StoppedBy::Max : StoppedBy::MaxTime;
-  sorted_.assign(values_.begin(), values_.end());  // the width the report will see
-  last_width_ = median_ci_rel_width(sorted_, rule_.confidence);
+  if (!look) {  // the width the report will see, unless this call just computed it
+    sorted_.assign(values_.begin(), values_.end());
+    last_width_ = median_ci_rel_width(sorted_, rule_.confidence);
+  }
   return true;
 }
 

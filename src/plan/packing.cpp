@@ -142,15 +142,8 @@ void pack_by_time(Plan& plan, const PlanOptions& opt, const TimeModel& model) {
   }
 
   // Per shape, in the order shapes first appear; within one, next fit in plan order.
-  std::vector<std::pair<int, int>> order;
-  std::map<std::pair<int, int>, std::vector<std::size_t>> by_shape;
-  for (std::size_t i = 0; i < plan.points.size(); ++i) {
-    const std::pair<int, int> shape{plan.points[i].nodes, plan.points[i].ranks_per_node};
-    if (!by_shape.count(shape)) order.push_back(shape);
-    by_shape[shape].push_back(i);
-  }
   plan.jobs.clear();
-  for (const auto& shape : order) {
+  for (const ShapeGroup& shape : points_by_shape(plan.points)) {
     Job j;
     auto close = [&] {
       if (j.points.empty()) return;
@@ -160,11 +153,11 @@ void pack_by_time(Plan& plan, const PlanOptions& opt, const TimeModel& model) {
       plan.jobs.push_back(std::move(j));
       j = Job{};
     };
-    for (auto i : by_shape[shape]) {
+    for (auto i : shape.points) {
       const double e = plan.points[i].estimate_s;
       if (!j.points.empty() && (j.estimate_s + e > plan.job_capacity_s || j.points.size() >= most)) close();
-      j.nodes = shape.first;
-      j.ranks_per_node = shape.second;
+      j.nodes = shape.nodes;
+      j.ranks_per_node = shape.ranks_per_node;
       j.estimate_s = (j.points.empty() ? 0 : j.estimate_s) + e;
       j.points.push_back(i);
     }

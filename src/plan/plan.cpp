@@ -383,6 +383,17 @@ double total_node_hours(const Plan& plan) {
   return sum;
 }
 
+std::vector<ShapeGroup> points_by_shape(const std::vector<Point>& points) {
+  std::vector<ShapeGroup> groups;
+  std::map<std::pair<int, int>, std::size_t> index;
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    const auto [it, fresh] = index.try_emplace({points[i].nodes, points[i].ranks_per_node}, groups.size());
+    if (fresh) groups.push_back(ShapeGroup{points[i].nodes, points[i].ranks_per_node, {}});
+    groups[it->second].points.push_back(i);
+  }
+  return groups;
+}
+
 Plan make_plan(const Campaign& campaign, const WorkloadRegistry& reg, const PlanOptions& opt) {
   Plan plan;
   plan.campaign = expand_sets(campaign, reg);
@@ -636,23 +647,16 @@ Plan make_plan(const Campaign& campaign, const WorkloadRegistry& reg, const Plan
   if (model) {
     pack_by_time(plan, opt, *model);
   } else {
-    std::map<std::pair<int, int>, std::vector<std::size_t>> open;
-    std::vector<std::pair<int, int>> order;
-    for (std::size_t i = 0; i < plan.points.size(); ++i) {
-      const std::pair<int, int> shape{plan.points[i].nodes, plan.points[i].ranks_per_node};
-      if (!open.count(shape)) order.push_back(shape);
-      open[shape].push_back(i);
-    }
-    for (const auto& shape : order) {
-      const auto& pts = open[shape];
+    for (const ShapeGroup& shape : points_by_shape(plan.points)) {
+      const auto& pts = shape.points;
       std::size_t per = c.points_per_job > 0 ? static_cast<std::size_t>(c.points_per_job) : pts.size();
       for (std::size_t s = 0; s < pts.size(); s += per) {
         Job j;
         char id[32];
         std::snprintf(id, sizeof id, "job-%04zu", plan.jobs.size());
         j.id = id;
-        j.nodes = shape.first;
-        j.ranks_per_node = shape.second;
+        j.nodes = shape.nodes;
+        j.ranks_per_node = shape.ranks_per_node;
         j.points.assign(pts.begin() + static_cast<long>(s), pts.begin() + static_cast<long>(std::min(pts.size(), s + per)));
         plan.jobs.push_back(std::move(j));
       }

@@ -77,6 +77,14 @@ struct Plan {
   }
 };
 
+// The points of each job shape (nodes, ranks per node), shapes in the order they first appear,
+// points in plan order: what jobs are cut from, by count or by time.
+struct ShapeGroup {
+  int nodes = 1, ranks_per_node = 1;
+  std::vector<std::size_t> points;  // indices into the points
+};
+std::vector<ShapeGroup> points_by_shape(const std::vector<Point>& points);
+
 // Derives points' complete parameters (defaults filled, normalised) again from their
 // combinations, exactly as planning did. One resolver serves many points cheaply.
 class PointResolver {

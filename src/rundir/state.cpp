@@ -39,13 +39,10 @@ RunState scan_results(const RunLayout& dir, const std::function<void(const JobRe
 }
 
 std::map<std::string, MeasuredPoint> measured_points(const RunLayout& dir, std::vector<std::string>& unreadable) {
-  std::map<std::string, MeasuredPoint> out;
-  std::map<std::string, std::string> created;
+  std::map<std::pair<std::string, std::string>, MeasuredPoint> seen;  // (id, file): every complete record
   const RunState st = scan_results(dir, [&](const JobResult& j) {
     for (const auto& p : j.points) {
       if (p.outcome != Outcome::Complete) continue;
-      if (auto c = created.find(p.id); c != created.end() && c->second > j.created_utc) continue;
-      created[p.id] = j.created_utc;
       MeasuredPoint m;
       m.level = p.level;
       if (auto b = p.params.find("backend"); b != p.params.end() && std::holds_alternative<std::string>(b->second))
@@ -58,9 +55,13 @@ std::map<std::string, MeasuredPoint> measured_points(const RunLayout& dir, std::
         if (s.phase == static_cast<std::uint8_t>(Phase::Op)) slowest[s.rep] = std::max(slowest[s.rep], s.end_ns - s.start_ns);
       for (const auto& [rep, ns] : slowest) m.reps_s += static_cast<double>(ns) * 1e-9;
       m.reps_run = static_cast<int>(slowest.size());
-      out[p.id] = m;
+      seen[{p.id, j.path}] = m;
     }
   });
+  // The record the run state keeps (better_record: the file created last among complete ones).
+  std::map<std::string, MeasuredPoint> out;
+  for (auto& [key, m] : seen)
+    if (st.of(key.first).file == key.second) out[key.first] = std::move(m);
   unreadable.insert(unreadable.end(), st.unreadable.begin(), st.unreadable.end());
   return out;
 }

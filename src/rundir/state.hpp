@@ -44,8 +44,8 @@ struct MeasuredPoint {
   int reps_run = 0;        // warm-ups included
   std::int64_t work_flops = 0, work_bytes = 0;
 };
-// The complete points of a run directory, by id (a point measured in several files: the file
-// created last). Unreadable files are listed in `unreadable` and otherwise skipped.
+// The complete points of a run directory, by id (a point measured in several files: the record
+// scan_results keeps, see better_record). Unreadable files are listed in `unreadable` and otherwise skipped.
 std::map<std::string, MeasuredPoint> measured_points(const RunLayout& dir, std::vector<std::string>& unreadable);
 
 // Whether record `a` of a point is better than `b` (the one a report keeps).

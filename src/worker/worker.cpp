@@ -20,6 +20,7 @@
 #include "common/text.hpp"
 #include "metrics/progress.hpp"
 #include "plan/jobspec.hpp"
+#include "plan/plan.hpp"
 #include "rundir/layout.hpp"
 #include "rundir/lock.hpp"
 #include "store/checkpoint.hpp"
@@ -56,13 +57,8 @@ std::vector<std::pair<std::string, std::string>> machine_facts() {
     }
   struct utsname u{};
   const std::string kernel = uname(&u) == 0 ? std::string(u.sysname) + " " + u.release + " " + u.machine : "unknown";
-  std::string mem = "unknown";
-  std::ifstream meminfo("/proc/meminfo");
-  while (std::getline(meminfo, line))
-    if (line.rfind("MemTotal:", 0) == 0) {
-      mem = std::to_string(std::atoll(line.c_str() + 9) * 1024);
-      break;
-    }
+  const std::int64_t memory = host_memory_bytes();  // the planner's reading of MemTotal (0: unreadable)
+  const std::string mem = memory > 0 ? std::to_string(memory) : "unknown";
   return {{"cpu_model", cpu},
           {"cpus_online", std::to_string(sysconf(_SC_NPROCESSORS_ONLN))},
           {"cpu_governor", first_line("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")},
@@ -402,8 +398,7 @@ void run_job(const std::string& spec_path, const std::string& output, MPI_Comm c
       }
       out.point_attributes(after);
     }
-    double secs = static_cast<double>(now_ns() - t0) * 1e-9;
-    mpi_check(MPI_Bcast(&secs, 1, MPI_DOUBLE, 0, comm), "MPI_Bcast", "worker");  // one value for the collective attribute write
+    const double secs = static_cast<double>(now_ns() - t0) * 1e-9;  // rank 0's is written (end_point)
     long long peak = peak_rss_bytes(), max_peak = 0;
     mpi_check(MPI_Allreduce(&peak, &max_peak, 1, MPI_LONG_LONG, MPI_MAX, comm), "MPI_Allreduce", "worker");
     out.point_attributes(machine_state(machine_before, machine_sample(), host.ranks_here, int_param_or(p.params, "threads", 1), comm));

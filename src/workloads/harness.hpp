@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <limits>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -137,7 +139,8 @@ class Harness {
     const bool checkpoints = cp && cp->state && checkpoint_sink_ && cp->interval_ns > 0;
     // Adaptive: one more pass than repetitions, whose allreduce brings the last one's time.
     const bool adaptive = auto_.on && count >= 0;
-    AdaptiveStop rule(adaptive ? auto_ : AutoRepetitions{});
+    std::optional<AdaptiveStop> rule;  // only when adaptive: it reserves room for `max` times
+    if (adaptive) rule.emplace(auto_);
     const std::int64_t max_ns = static_cast<std::int64_t>(auto_.max_time_s * 1e9);
     // What the allreduce (MAX) agrees on: a durable flush is due, training stops, a checkpoint
     // is due, the point's time is up, the previous repetition's time. Fixed counts reduce the
@@ -159,10 +162,10 @@ class Harness {
       mpi_check(MPI_Allreduce(mine, agreed, reduced, MPI_INT64_T, MPI_MAX, comm_), "MPI_Allreduce", "harness");
       if (agreed[1]) break;
       if (adaptive) {
-        if (r > warmups_) rule.add(agreed[4]);  // repetition r - 1 was timed
-        if (r >= warmups_ && rule.stop(agreed[3] != 0)) {
-          stopped_by_ = rule.stopped_by();
-          stopped_width_ = rule.last_width();
+        if (r > warmups_) rule->add(agreed[4]);  // repetition r - 1 was timed
+        if (r >= warmups_ && rule->stop(agreed[3] != 0)) {
+          stopped_by_ = rule->stopped_by();
+          stopped_width_ = rule->last_width();
           break;
         }
       }
@@ -201,7 +204,7 @@ class Harness {
   CheckpointSink checkpoint_sink_;
   AutoRepetitions auto_;
   StoppedBy stopped_by_ = StoppedBy::Count;
-  double stopped_width_ = 0;
+  double stopped_width_ = std::numeric_limits<double>::quiet_NaN();
 };
 
 }  // namespace d500
