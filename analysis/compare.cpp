@@ -37,14 +37,14 @@ PointChange compare_point(const PointRow& a, const PointRow& b, const CompareOpt
     c.why = std::string(a.has_timings() ? "other" : "base") + " run: " + (a.has_timings() ? b.status : a.status);
     return c;
   }
-  // The same policy as a point's own interval: none exists for n <= 5.
-  if (a.time.n <= 5 || b.time.n <= 5) {
-    c.why = "n <= 5 repetitions in a run: no interval";
-    return c;
-  }
   // An independent resampling stream per point, from the seed and the point's identity.
   const std::uint64_t seed = opt.seed ^ fnv1a64(a.id);
   c.ratio = stats::bootstrap_median_ratio(b.costs, a.costs, opt.confidence, stats::BootstrapMethod::BCa, kBootstrapResamples, seed);
+  // The same policy as a point's own interval (stats: none below the smallest n that has one).
+  if (!c.ratio.withheld.empty()) {
+    c.why = c.ratio.withheld;
+    return c;
+  }
   const double t = opt.threshold;
   if (c.ratio.bounded && c.ratio.lo > 1) c.change = c.ratio.estimate >= 1 + t ? Change::Regression : Change::Slower;
   else if (c.ratio.bounded && c.ratio.hi < 1) c.change = c.ratio.estimate <= 1 / (1 + t) ? Change::Improvement : Change::Faster;

@@ -92,9 +92,9 @@ std::string reps_text(const PointRow& r) {
     if (why == "max_time") return "auto: max_time reached at n=" + std::to_string(r.time.n) + ", CI " + width;
   }
   if (r.advice.enough) return "yes (" + fmt_sig(r.advice.rel_half_width * 100, 2) + "%)";
-  // Beyond a thousand, the 1/sqrt(n) extrapolation says only that the samples are too noisy
-  // (or not one distribution) for repetitions to fix: say that instead of "~16133".
-  if (r.advice.needed > kMostAdvisedRepetitions)
+  // Beyond a thousand, the advice says only that the samples are too noisy (or not one
+  // distribution) for repetitions to fix: say that instead of "~16133".
+  if (r.advice.capped || r.advice.needed > kMostAdvisedRepetitions)
     return "no (CI +/-" + fmt_sig(r.advice.rel_half_width * 100, 2) + "%): over " + std::to_string(kMostAdvisedRepetitions) +
            " needed, too noisy for repetitions alone (check load, warm-ups, longer runs)";
   return "no, ~" + std::to_string(r.advice.needed) + " needed";
@@ -126,6 +126,7 @@ std::string machine_text(const PointRow& r) {
 
 std::string ratio_text(const stats::RatioInterval& x) {
   if (x.method == "base") return "1 (base)";
+  if (!x.withheld.empty()) return fmt_sig(x.estimate, 3) + " [no CI: too few repetitions]";
   if (!x.bounded) return fmt_sig(x.estimate, 3) + " [unbounded]";
   return fmt_sig(x.estimate, 3) + " [" + fmt_sig(x.lo, 3) + ", " + fmt_sig(x.hi, 3) + "]";
 }
@@ -495,7 +496,7 @@ std::string jn(double v) {
 std::string jratio(const stats::RatioInterval& r) {
   return "{\"estimate\": " + jn(r.estimate) + ", \"lo\": " + (r.bounded ? jn(r.lo) : "null") + ", \"hi\": " +
          (r.bounded ? jn(r.hi) : "null") + ", \"significant\": " + (r.excludes_one() ? "true" : "false") +
-         ", \"method\": " + js(r.method) + "}";
+         ", \"method\": " + js(r.method) + (r.withheld.empty() ? "" : ", \"withheld\": " + js(r.withheld)) + "}";
 }
 
 }  // namespace d500

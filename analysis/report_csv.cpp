@@ -35,7 +35,7 @@ std::string render(const Report& rep) {
       << (show_mean ? num(r.mean.lo) : "") << "," << (show_mean ? num(r.mean.hi) : "") << ","
       << (r.normality.applicable ? num(r.normality.p_value) : "") << "," << (has ? std::to_string(r.outliers.low) : "")
       << "," << (has ? std::to_string(r.outliers.high) : "") << "," << (has ? (r.advice.enough ? "yes" : "no") : "") << ","
-      << (has ? std::to_string(r.advice.needed) : "") << "," << (r.ranks_test.applicable ? num(r.ranks_test.p_value) : "")
+      << (has ? (r.advice.capped ? ">" : "") + std::to_string(r.advice.needed) : "") << "," << (r.ranks_test.applicable ? num(r.ranks_test.p_value) : "")
       << "," << r.rate_unit << "," << (has ? num(r.rate) : "") << "," << (ci ? num(r.rate_lo) : "") << ","
       << (ci ? num(r.rate_hi) : "") << "," << r.validation_status << "," << num(r.validation_max_rel_error) << ","
       << num(r.validation_tolerance) << "," << (r.peak_rss_bytes >= 0 ? std::to_string(r.peak_rss_bytes) : "") << ","

@@ -43,7 +43,8 @@ std::string render(const Report& rep) {
               : "null")
       << ", \"normality_ad_p\": " << (r.normality.applicable ? jn(r.normality.p_value) : "null")
       << ", \"outliers\": {\"low\": " << r.outliers.low << ", \"high\": " << r.outliers.high << "}"
-      << ", \"enough_repetitions\": " << (r.advice.enough ? "true" : "false") << ", \"repetitions_needed\": " << r.advice.needed
+      << ", \"enough_repetitions\": " << (r.advice.enough ? "true" : "false") << ", \"repetitions_needed\": " << (r.advice.capped ? std::string("null") : std::to_string(r.advice.needed))
+      << ", \"repetitions_needed_beyond_cap\": " << (r.advice.capped ? "true" : "false")
       << ", \"ranks_p\": " << (r.ranks_test.applicable ? jn(r.ranks_test.p_value) : "null")
       << ", \"ranks_test\": " << (r.ranks_test.applicable ? js(r.ranks_test.method) : "null") << ", \"independence\": "
       << (r.independence.applicable ? "{\"trend_rho\": " + jn(r.independence.trend_rho) + ", \"trend_p\": " + jn(r.independence.trend_p) +

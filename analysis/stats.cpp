@@ -53,6 +53,24 @@ double quantile_sorted(const std::vector<double>& x, double p) {
   return x[lo] + (h - static_cast<double>(lo)) * (x[hi] - x[lo]);
 }
 
+double harrell_davis_sorted(const std::vector<double>& x, double p) {
+  const std::size_t n = x.size();
+  if (n < 2) return n ? x[0] : std::numeric_limits<double>::quiet_NaN();
+  const double dn = static_cast<double>(n), a = p * (dn + 1), b = (1 - p) * (dn + 1);
+  // Weights outside 10 standard deviations of the Beta are below double precision: skip them,
+  // so that a large sample costs O(sqrt(n)) incomplete beta evaluations.
+  const double sd = std::sqrt(p * (1 - p) / (dn + 2));
+  const auto first = static_cast<std::size_t>(std::max(0.0, std::floor((p - 10 * sd) * dn)));
+  const auto last = static_cast<std::size_t>(std::min(dn, std::ceil((p + 10 * sd) * dn)));
+  double sum = 0, prev = first == 0 ? 0 : boost::math::ibeta(a, b, static_cast<double>(first) / dn);
+  for (std::size_t i = first; i < last; ++i) {
+    const double next = i + 1 == n ? 1 : boost::math::ibeta(a, b, static_cast<double>(i + 1) / dn);
+    sum += (next - prev) * x[i];
+    prev = next;
+  }
+  return sum;
+}
+
 static double mean_of(const std::vector<double>& x) {
   return x.empty() ? 0 : std::accumulate(x.begin(), x.end(), 0.0) / static_cast<double>(x.size());
 }
@@ -227,6 +245,46 @@ double ResampledMedian::draw(double u) const {
   return x_[std::min(j, x_.size()) - 1];
 }
 
+BcaLevels bca_levels(const std::vector<double>& replicates, double estimate,
+                     const std::vector<std::vector<double>>& jackknife, double confidence) {
+  BcaLevels l;
+  const double alpha = 1 - confidence;
+  l.p_lo = alpha / 2;
+  l.p_hi = 1 - alpha / 2;
+  const double count = static_cast<double>(replicates.size());
+  if (replicates.empty()) return l;
+  // The share below the estimate, ties counting half; kept within (0, 1) so that z0 is finite
+  // when every replicate lies on one side (half a replicate's share from the edge).
+  const auto less = std::lower_bound(replicates.begin(), replicates.end(), estimate);
+  const auto not_more = std::upper_bound(less, replicates.end(), estimate);
+  const double below = static_cast<double>(less - replicates.begin()) + 0.5 * static_cast<double>(not_more - less);
+  const double share = std::clamp(below / count, 0.5 / count, 1 - 0.5 / count);
+  boost::math::normal z;
+  l.z0 = boost::math::quantile(z, share);
+  double num = 0, den = 0;
+  for (const auto& jack : jackknife) {
+    const double n = static_cast<double>(jack.size());
+    if (jack.size() < 2) continue;
+    const double mean = mean_of(jack);
+    double cubes = 0, squares = 0;
+    for (double t : jack) {
+      const double u = (n - 1) * (mean - t);
+      cubes += u * u * u;
+      squares += u * u;
+    }
+    num += cubes / (n * n * n);
+    den += squares / (n * n);
+  }
+  l.acceleration = den > 0 ? num / (6 * std::pow(den, 1.5)) : 0;
+  auto adjust = [&](double p) {
+    const double zp = boost::math::quantile(z, p);
+    return boost::math::cdf(z, l.z0 + (l.z0 + zp) / (1 - l.acceleration * (l.z0 + zp)));
+  };
+  l.p_lo = adjust(l.p_lo);
+  l.p_hi = adjust(l.p_hi);
+  return l;
+}
+
 RatioInterval bootstrap_median_ratio(const std::vector<double>& a, const std::vector<double>& b, double confidence,
                                      BootstrapMethod method, int resamples, std::uint64_t seed) {
   RatioInterval r;
@@ -235,7 +293,13 @@ RatioInterval bootstrap_median_ratio(const std::vector<double>& a, const std::ve
   r.method = std::string(method == BootstrapMethod::BCa ? "BCa" : "percentile") + " bootstrap of the ratio of medians, " +
              std::to_string(resamples) + " resamples, seed " + std::to_string(seed) +
              (direct ? "" : ", resample medians drawn from their exact distribution (odd resample size)");
-  if (a.empty() || b.empty()) return r.bounded = false, r;
+  const int least = smallest_n_with_median_ci(confidence);
+  if (a.size() < static_cast<std::size_t>(least) || b.size() < static_cast<std::size_t>(least)) {
+    r.bounded = false;
+    r.withheld = "fewer than " + std::to_string(least) + " repetitions in a sample (n = " + std::to_string(a.size()) +
+                 " and " + std::to_string(b.size()) + "): no median has an exact interval there, so no ratio of medians gets one";
+    return r;
+  }
   std::mt19937_64 gen(seed);
   std::vector<double> theta(static_cast<std::size_t>(resamples));
   if (direct) {
@@ -261,32 +325,16 @@ RatioInterval bootstrap_median_ratio(const std::vector<double>& a, const std::ve
   const double alpha = 1 - confidence;
   double p_lo = alpha / 2, p_hi = 1 - alpha / 2;
   if (method == BootstrapMethod::BCa) {
-    boost::math::normal z;
-    const double below = static_cast<double>(std::lower_bound(theta.begin(), theta.end(), r.estimate) - theta.begin());
-    const double frac = std::clamp(below / resamples, 0.5 / resamples, 1 - 0.5 / resamples);
-    const double z0 = boost::math::quantile(z, frac);
-    // Acceleration from the jackknife over both samples (each observation left out once).
     std::vector<double> sa(a), sb(b);
     std::sort(sa.begin(), sa.end());
     std::sort(sb.begin(), sb.end());
     const double ma = median(a), mb = median(b);
-    std::vector<double> jack;
-    for (double m : leave_one_out_medians(sa)) jack.push_back(m / mb);
-    for (double m : leave_one_out_medians(sb)) jack.push_back(ma / m);
-    const double jm = mean_of(jack);
-    double num = 0, den = 0;
-    for (double j : jack) {
-      const double d = jm - j;
-      num += d * d * d;
-      den += d * d;
-    }
-    const double acc = den > 0 ? num / (6 * std::pow(den, 1.5)) : 0;
-    auto adjust = [&](double p) {
-      const double zp = boost::math::quantile(z, p);
-      return boost::math::cdf(z, z0 + (z0 + zp) / (1 - acc * (z0 + zp)));
-    };
-    p_lo = adjust(p_lo);
-    p_hi = adjust(p_hi);
+    std::vector<std::vector<double>> jack(2);
+    for (double m : leave_one_out_medians(sa)) jack[0].push_back(m / mb);
+    for (double m : leave_one_out_medians(sb)) jack[1].push_back(ma / m);
+    const BcaLevels l = bca_levels(theta, r.estimate, jack, confidence);
+    p_lo = l.p_lo;
+    p_hi = l.p_hi;
   }
   r.lo = quantile_sorted(theta, p_lo);
   r.hi = quantile_sorted(theta, p_hi);
@@ -401,18 +449,42 @@ IndependenceCheck independence_check(const std::vector<double>& x) {
   return c;
 }
 
-RepetitionAdvice repetition_advice(const Summary& s, double target, int floor) {
+RepetitionAdvice repetition_advice(const std::vector<double>& x, const Summary& s, double target, int floor, int cap) {
   RepetitionAdvice a;
-  if (!s.has_ci || !(s.median > 0)) {
-    a.rel_half_width = std::numeric_limits<double>::infinity();
-    a.needed = std::max(floor, 6);
-    return a;
-  }
-  a.rel_half_width = std::max(s.median - s.lo, s.hi - s.median) / s.median;
+  floor = std::max(floor, smallest_n_with_median_ci(s.confidence > 0 ? s.confidence : 0.95));
+  a.rel_half_width = s.has_ci && s.median > 0 ? std::max(s.median - s.lo, s.hi - s.median) / s.median
+                                              : std::numeric_limits<double>::infinity();
   a.enough = a.rel_half_width <= target && s.n >= floor;
-  const double scale = a.rel_half_width / target;
-  a.needed = std::max(floor, static_cast<int>(std::ceil(s.n * scale * scale)));
-  if (a.enough) a.needed = s.n;
+  if (a.enough) return a.needed = s.n, a;
+  if (x.size() < 2 || !(s.median > 0)) return a.needed = floor, a;
+  std::vector<double> sorted(x);
+  std::sort(sorted.begin(), sorted.end());
+  const double confidence = s.confidence > 0 ? s.confidence : 0.95;
+  // Two readings of the quantile function, each biased upwards where it fails: the sample's own
+  // (type 7) quantiles follow its shape mode by mode but take single spacings at face value; the
+  // Harrell-Davis ones resist that noise but smooth across a gap between modes. The smaller wins.
+  const double med7 = quantile_sorted(sorted, 0.5), med_hd = harrell_davis_sorted(sorted, 0.5);
+  auto predicted = [&](int m) {
+    const RankInterval r = quantile_ci_ranks(m, 0.5, confidence);
+    if (!r.valid) return std::numeric_limits<double>::infinity();
+    const double p_lo = r.lo / (m + 1.0), p_hi = r.hi / (m + 1.0);
+    const double w7 = std::max(med7 - quantile_sorted(sorted, p_lo), quantile_sorted(sorted, p_hi) - med7) / med7;
+    const double w_hd = std::max(med_hd - harrell_davis_sorted(sorted, p_lo), harrell_davis_sorted(sorted, p_hi) - med_hd) / med_hd;
+    return std::min(w7, w_hd);
+  };
+  // Grow geometrically to the first count that reaches the target, then bisect back to the
+  // smallest one (the predicted width falls with m, up to the ranks' integer steps).
+  int below = floor - 1, m = floor;
+  while (predicted(m) > target) {
+    if (m >= cap) return a.needed = cap, a.capped = true, a;
+    below = m;
+    m = std::min(cap, std::max(m + 1, static_cast<int>(m * 1.25)));
+  }
+  while (m - below > 1) {
+    const int mid = below + (m - below) / 2;
+    (predicted(mid) > target ? below : m) = mid;
+  }
+  a.needed = std::max(m, s.n + 1);
   return a;
 }
 

@@ -30,6 +30,11 @@ Summary summarize(std::vector<double> x, double confidence = 0.95);
 // default and numpy's), of sorted data.
 double quantile_sorted(const std::vector<double>& sorted, double p);
 
+// The Harrell-Davis estimate of the p-quantile of sorted data: the order statistics weighted by
+// the Beta((n+1)p, (n+1)(1-p)) distribution's mass over [(i-1)/n, i/n]. Smooth in p, which the
+// repetition advice needs where it reads quantiles between adjacent order statistics.
+double harrell_davis_sorted(const std::vector<double>& sorted, double p);
+
 // Mean with Student's t interval: x_bar +- t(1 - alpha/2; n - 1) s / sqrt(n).
 struct MeanInterval {
   int n = 0;
@@ -101,12 +106,16 @@ struct RatioInterval {
   double estimate = 0, lo = 0, hi = 0;
   bool bounded = true;
   std::string method;
+  // Why there is no interval at all, when there is none by policy (then bounded is false too):
+  // a ratio of medians gets an interval only where each median would get its own.
+  std::string withheld;
   bool excludes_one() const { return bounded && (lo > 1 || hi < 1); }
 };
 
 // Two-sample bootstrap of median(a) / median(b): each sample resampled independently,
-// `resamples` times, from a fixed seed (reproducible reports). Percentile or BCa limits (BCa's
-// acceleration from the two-sample jackknife). Samples larger than kDirectBootstrapMax are not
+// `resamples` times, from a fixed seed (reproducible reports). Percentile or BCa limits (see
+// bca_levels). One policy for small samples, medians and ratios alike: no interval (`withheld`)
+// unless each sample has at least smallest_n_with_median_ci(confidence) values (6 at 95%). Samples larger than kDirectBootstrapMax are not
 // resampled value by value: each resample's median is drawn from its exact distribution (see
 // ResampledMedian), for a resample of odd size (n, or n - 1 when n is even).
 enum class BootstrapMethod { Percentile, BCa };
@@ -126,6 +135,20 @@ class ResampledMedian {
   std::vector<double> cdf_;   // P(J <= first_ + i + 1)
 };
 
+// Efron's bias-corrected and accelerated levels (Efron & Tibshirani 1993, 14.3 and 15.4; as
+// SciPy's `bootstrap`): z0 from the share of replicates below the estimate, ties counting half;
+// the acceleration from the jackknife of each sample in turn, the other held whole:
+// a = sum_j sum_i U_ji^3 / n_j^3 / (6 (sum_j sum_i U_ji^2 / n_j^2)^1.5), with
+// U_ji = (n_j - 1)(mean_i theta_ji - theta_ji). The limits are the replicates' quantiles (type 7)
+// at p_lo and p_hi.
+struct BcaLevels {
+  double z0 = 0, acceleration = 0, p_lo = 0, p_hi = 1;
+};
+// replicates: the bootstrap statistics, sorted; jackknife[j]: the statistic with each value of
+// sample j left out in turn.
+BcaLevels bca_levels(const std::vector<double>& replicates, double estimate,
+                     const std::vector<std::vector<double>>& jackknife, double confidence);
+
 RatioInterval bootstrap_median_ratio(const std::vector<double>& a, const std::vector<double>& b, double confidence,
                                      BootstrapMethod method, int resamples = 2000, std::uint64_t seed = 1);
 
@@ -133,12 +156,20 @@ RatioInterval bootstrap_median_ratio(const std::vector<double>& a, const std::ve
 RatioInterval fieller_ratio(const std::vector<double>& a, const std::vector<double>& b, double confidence);
 
 // Whether the median's CI is within `target` (relative half-width) and, if not, about how many
-// repetitions would make it so (the half-width shrinks like 1/sqrt(n)).
+// repetitions would make it so. No normality is assumed, nor the 1/sqrt(n) law: for each
+// candidate count m, the exact interval's ranks (l, u) at m are mapped to the sample's own
+// (Harrell-Davis) quantiles at l/(m+1) and u/(m+1), the expected positions of those order
+// statistics, against the Harrell-Davis median, so the
+// predicted half-width follows the shape of the data (for bimodal samples it falls steeply once
+// both limits sit in the median's mode). The smallest m that reaches the target is advised;
+// beyond `cap` the advice is only "more than cap" (`capped`).
 struct RepetitionAdvice {
   bool enough = false;
   double rel_half_width = 0;  // max(median - lo, hi - median) / median; inf without a CI
-  int needed = 0;             // suggested total repetitions
+  int needed = 0;             // suggested total repetitions (cap when capped)
+  bool capped = false;        // the target is not reached by `cap` repetitions
 };
-RepetitionAdvice repetition_advice(const Summary& s, double target = 0.05, int floor = 10);
+RepetitionAdvice repetition_advice(const std::vector<double>& x, const Summary& s, double target = 0.05, int floor = 10,
+                                   int cap = 1000);
 
 }  // namespace d500::stats

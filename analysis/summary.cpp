@@ -46,14 +46,14 @@ std::string method_statement(const Report& rep) {
          "A repetition's cost is its whole-step (op) row; the phases of a training step (forward, backward) are its other rows, each summarised the same way, "
          "and on d500's network executor every node's step is timed inside the repetition by two clock reads into preallocated memory. Outliers beyond "
          "Tukey's fences (1.5 IQR) are counted, never removed. 'Enough' means the median's CI half-width is within "
-         "5% of the median with n >= 10; otherwise the repetitions needed are estimated from the 1/sqrt(n) law. "
+         "5% of the median with n >= 10; otherwise the repetitions needed are the smallest count whose exact interval, read off the sample's own quantiles (type 7 and Harrell-Davis, the narrower) at that count's order-statistic positions, reaches 5% (no normality or 1/sqrt(n) law assumed; capped at 1000). "
          "Ranks are flagged as differing when a paired test of their own durations, blocked by repetition (Friedman's for 3 or more ranks, the exact sign test for 2), gives p < 0.01. "
          "Each point's repetition costs (n >= 10) are checked for independence: a trend over the repetition index (Spearman, flagged at p < 0.01) and lag-1 "
          "autocorrelation (flagged beyond 2.576 / sqrt(n)); a flag says the interval, which assumes independent draws, may be too narrow. "
          "Each point records the machine's state over it (the 1-minute load beyond the job's own ranks x threads, the share of CPU time stolen, "
          "involuntary context switches, the CPU clock); a point is flagged busy with another CPU's worth of load or 2% stolen time. Ratios "
          "(speedups, backend comparisons) are ratios of medians with seeded BCa bootstrap intervals (" +
-         std::to_string(kBootstrapResamples) + " resamples; each comparison's own stream, seeded from the report's seed and its two points' ids), each sample resampled independently; a comparison is significant when its interval excludes 1. Where "
+         std::to_string(kBootstrapResamples) + " resamples; each comparison's own stream, seeded from the report's seed and its two points' ids), each sample resampled independently; BCa as Efron and SciPy define it (bias from the share of resamples below the estimate, ties counting half; acceleration from the jackknife of each sample in turn); a ratio gets no interval where either sample is too small for a median's own (n <= 5 at 95%); a comparison is significant when its interval excludes 1. Where "
          "both samples pass the normality check, the ratio of means with Fieller's interval is given as well." + adaptive;
 }
 
@@ -166,7 +166,7 @@ PointRow summarize_point(const PointResult& p, const JobResult& j, double confid
   r.mean = stats::mean_t_interval(r.costs, confidence);
   r.normality = stats::anderson_darling(r.costs);
   r.outliers = stats::tukey_outliers(r.costs);
-  r.advice = stats::repetition_advice(r.time);
+  r.advice = stats::repetition_advice(r.costs, r.time);
   r.independence = stats::independence_check(r.costs);
   if (j.ranks > 1) {
     std::vector<std::vector<double>> blocks;
