@@ -157,7 +157,7 @@ std::string tta_ci_text(const TtaSummary& s) {
 }
 
 std::string tta_success_text(const TtaSummary& s) {
-  return std::to_string(s.reached) + "/" + std::to_string(s.runs) + " [" + fmt_sig(s.success.lo, 2) + ", " +
+  return std::to_string(s.reached) + "/" + std::to_string(s.success.n) + " [" + fmt_sig(s.success.lo, 2) + ", " +
          fmt_sig(s.success.hi, 2) + "]";
 }
 
@@ -287,11 +287,13 @@ Table scaling_table(const ScalingSeries& s) {
 Table tta_table(const Report& rep) {
   const std::string ci = std::to_string(static_cast<int>(rep.confidence * 100 + .5)) + "%";
   Table t{{"configuration", "target", "budget", "eval every", "runs reaching target (" + ci + " Clopper-Pearson)",
-           "median time to accuracy", ci + " CI (exact, censored runs as > budget)"}};
+           "median time to accuracy", ci + " CI (exact; misses as > budget; Kaplan-Meier where runs were cut off)"}};
   for (const auto& c : rep.tta)
     t.push_back({c.group, fmt_sig(c.summary.target, 3), fmt_time(c.summary.budget_s),
                  std::to_string(c.eval_interval_steps) + " steps", tta_success_text(c.summary),
-                 tta_median_text(c.summary), tta_ci_text(c.summary)});
+                 tta_median_text(c.summary) + (c.cut_off ? " (Kaplan-Meier: " + std::to_string(c.cut_off) + " cut off, censored)" : "") +
+                     (c.disagreements.empty() ? "" : "; ranks disagree: " + c.disagreements.front()),
+                 tta_ci_text(c.summary)});
   return t;
 }
 

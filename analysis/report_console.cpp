@@ -55,7 +55,8 @@ std::string render(const Report& rep) {
   for (const auto& c : rep.tta)
     o << "\ntime to accuracy " << fmt_sig(c.summary.target, 3) << ", " << c.group << ": median "
       << tta_median_text(c.summary) << " " << tta_ci_text(c.summary) << "; reached " << tta_success_text(c.summary)
-      << (c.excluded_incomplete ? "; " + std::to_string(c.excluded_incomplete) + " incomplete run(s) left out" : "") << "\n";
+      << (c.cut_off ? "; " + std::to_string(c.cut_off) + " run(s) cut off, censored (" + c.summary.method + ")" : "")
+      << (c.disagreements.empty() ? "" : "; RANKS DISAGREE: " + c.disagreements.front()) << "\n";
   for (const auto& u : rep.unreadable) o << "unreadable: " << u << "\n";
   return o.str();
 }

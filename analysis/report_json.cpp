@@ -116,7 +116,15 @@ std::string render(const Report& rep) {
     const auto& s = c.summary;
     o << (i ? "," : "") << "\n    {\"group\": " << js(c.group) << ", \"target\": " << jn(s.target) << ", \"budget_s\": "
       << jn(s.budget_s) << ", \"eval_interval_steps\": " << c.eval_interval_steps << ", \"runs\": " << s.runs
-      << ", \"reached\": " << s.reached << ", \"excluded_incomplete\": " << c.excluded_incomplete
+      << ", \"reached\": " << s.reached << ", \"method\": " << js(s.method) << ", \"cut_off_s\": [" << [&] {
+           std::string l;
+           for (double x : s.cut_off) l += (l.empty() ? "" : ", ") + jn(x);
+           return l;
+         }() << "], \"ranks_disagree\": [" << [&] {
+           std::string l;
+           for (const auto& x : c.disagreements) l += (l.empty() ? "" : ", ") + js(x);
+           return l;
+         }() << "]"
       << ", \"success_rate\": {\"estimate\": " << jn(s.success.estimate) << ", \"lo\": " << jn(s.success.lo)
       << ", \"hi\": " << jn(s.success.hi) << ", \"method\": \"Clopper-Pearson\"}, \"median_s\": "
       << (s.median_defined ? jn(s.median) : "null") << ", \"ci_s\": "

@@ -103,19 +103,26 @@ std::vector<TtaConfig> tta_configs(const std::vector<PointRow>& rows, double con
       TtaConfig c;
       c.group = first.workload + ":" + first.backend + " " + key_without(first.params, {"seed", "workload", "backend"});
       c.eval_interval_steps = first.eval_interval_steps;
-      std::vector<double> t;
+      std::vector<double> t, cut;
       for (const auto* r : runs) {
-        // A run cut off by its job (killed, timed out) neither reached nor missed the target
-        // within its budget: it is left out and counted, not coded as a miss.
-        if (r->outcome != Outcome::Complete) {
-          ++c.excluded_incomplete;
-          continue;
-        }
+        const double reached = q + 1 == targets.size() ? r->tta_s
+                               : q < r->tta_more.size() ? r->tta_more[q].second
+                                                        : std::numeric_limits<double>::infinity();
         c.ids.push_back(r->id);
         c.seeds.push_back(seed_of(r));
-        t.push_back(q + 1 == targets.size() ? r->tta_s : q < r->tta_more.size() ? r->tta_more[q].second : std::numeric_limits<double>::infinity());
+        if (q + 1 == targets.size() && !r->eval_disagreement.empty())
+          c.disagreements.push_back("seed " + std::to_string(seed_of(r)) + ": " + r->eval_disagreement);
+        // A run cut off by its job (killed, timed out) before the target or the budget is
+        // right-censored at the training time it reached, neither dropped nor coded as a miss.
+        const bool budget_spent = first.tta_budget_s > 0 && r->tta_trained_s >= first.tta_budget_s;
+        if (r->outcome != Outcome::Complete && !std::isfinite(reached) && !budget_spent) {
+          ++c.cut_off;
+          cut.push_back(r->tta_trained_s);
+          continue;
+        }
+        t.push_back(reached);
       }
-      c.summary = summarize_tta(t, targets[q], first.tta_budget_s, confidence);
+      c.summary = summarize_tta(t, targets[q], first.tta_budget_s, confidence, cut);
       out.push_back(c);
     }
   }

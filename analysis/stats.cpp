@@ -488,4 +488,46 @@ RepetitionAdvice repetition_advice(const std::vector<double>& x, const Summary& 
   return a;
 }
 
+KaplanMeierMedian kaplan_meier_median(const std::vector<double>& time, const std::vector<bool>& event, double confidence) {
+  KaplanMeierMedian m;
+  std::vector<std::size_t> order(time.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return time[a] < time[b]; });
+  const double z = boost::math::quantile(boost::math::normal(), 1 - (1 - confidence) / 2);
+  // The curve and its bands at each distinct event time.
+  std::vector<double> t, est, lower, upper;
+  double at_risk = static_cast<double>(time.size()), surv = 1, greenwood = 0;
+  for (std::size_t i = 0; i < order.size();) {
+    std::size_t j = i;
+    double deaths = 0;
+    while (j < order.size() && time[order[j]] == time[order[i]]) deaths += event[order[j]] ? 1 : 0, ++j;
+    if (deaths > 0) {
+      surv *= 1 - deaths / at_risk;
+      greenwood += at_risk > deaths ? deaths / (at_risk * (at_risk - deaths)) : std::numeric_limits<double>::infinity();
+      t.push_back(time[order[i]]);
+      est.push_back(surv);
+      const double w = std::isfinite(greenwood) ? std::exp(z * std::sqrt(greenwood)) : std::numeric_limits<double>::infinity();
+      lower.push_back(surv > 0 ? surv / w : 0);
+      upper.push_back(surv > 0 ? std::min(1.0, surv * w) : 0);
+    }
+    at_risk -= static_cast<double>(j - i);
+    i = j;
+  }
+  // Where `curve` first falls to 0.5; on a plateau at exactly 0.5, the midpoint to the next drop.
+  auto crossing = [&](const std::vector<double>& curve, bool& defined) {
+    constexpr double eps = 1e-12;
+    for (std::size_t k = 0; k < curve.size(); ++k) {
+      if (curve[k] > 0.5 + eps) continue;
+      defined = true;
+      if (curve[k] >= 0.5 - eps && k + 1 < t.size()) return 0.5 * (t[k] + t[k + 1]);
+      return t[k];
+    }
+    return 0.0;
+  };
+  m.median = crossing(est, m.defined);
+  m.lo = crossing(lower, m.lo_defined);
+  m.hi = crossing(upper, m.hi_defined);
+  return m;
+}
+
 }  // namespace d500::stats

@@ -100,6 +100,19 @@ struct Proportion {
 };
 Proportion clopper_pearson(int k, int n, double confidence);
 
+// The Kaplan-Meier median of right-censored times with its interval, as R's survfit (the
+// default conf.type = "log": S(t) exp(+-z sqrt(sum d / (n (n - d)))), Greenwood on the log
+// scale; Brookmeyer-Crowley: the lower limit is where the curve's lower band first falls to
+// 0.5, the upper limit where its upper band does). Where a curve sits at exactly 0.5 from one
+// event time to the next, the midpoint of the two. `defined` false: the curve never falls to
+// 0.5 within the data (nor then does the upper limit).
+struct KaplanMeierMedian {
+  bool defined = false, lo_defined = false, hi_defined = false;
+  double median = 0, lo = 0, hi = 0;
+};
+// time[i] with event[i] (true: observed, false: censored at that time).
+KaplanMeierMedian kaplan_meier_median(const std::vector<double>& time, const std::vector<bool>& event, double confidence);
+
 // A ratio with its interval. `bounded` is false when the interval is unbounded (Fieller with a
 // denominator not significantly different from zero).
 struct RatioInterval {

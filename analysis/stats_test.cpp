@@ -209,6 +209,32 @@ TEST(Bootstrap, NoRatioIntervalWhereAMedianHasNone) {
   EXPECT_FALSE(bootstrap_median_ratio(kBcaA, six, 0.99, BootstrapMethod::BCa, 2000, 1).bounded);
 }
 
+// Issue 17: cut-off runs are censored, not dropped. The textbook check: the 6-MP arm of Freireich
+// et al. (1963), remission weeks with censoring; R's survfit(Surv(time, status) ~ 1) prints
+// median 23, 0.95LCL 16, 0.95UCL NA (Klein & Moeschberger's example; SciPy 1.10 has no
+// Kaplan-Meier to compare with).
+TEST(KaplanMeier, SixMpMedianMatchesR) {
+  const std::vector<double> t = {6, 6, 6, 6, 7, 9, 10, 10, 11, 13, 16, 17, 19, 20, 22, 23, 25, 32, 32, 34, 35};
+  const std::vector<bool> e = {1, 1, 1, 0, 1, 0, 1, 0, 0, 1, 1, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0};
+  const KaplanMeierMedian m = kaplan_meier_median(t, e, 0.95);
+  ASSERT_TRUE(m.defined);
+  EXPECT_EQ(m.median, 23);
+  ASSERT_TRUE(m.lo_defined);
+  EXPECT_EQ(m.lo, 16);
+  EXPECT_FALSE(m.hi_defined);
+}
+
+// Without censoring the estimate is the sample median (the midpoint rule for even n), and a
+// curve that never reaches 0.5 has no median.
+TEST(KaplanMeier, WithoutCensoringIsTheSampleMedian) {
+  const std::vector<double> t = {5, 1, 4, 2, 3, 6};
+  const KaplanMeierMedian m = kaplan_meier_median(t, std::vector<bool>(6, true), 0.95);
+  EXPECT_DOUBLE_EQ(m.median, 3.5);
+  EXPECT_DOUBLE_EQ(m.median, median(t));
+  const KaplanMeierMedian none = kaplan_meier_median({1, 2, 3, 4}, {true, false, false, false}, 0.95);
+  EXPECT_FALSE(none.defined);
+}
+
 TEST(Fieller, BracketsTheRatioAndIsUnboundedNearZeroDenominators) {
   std::vector<double> a = {2.0, 2.2, 1.9, 2.1, 2.05}, b = {1.0, 1.1, 0.95, 1.05, 1.02};
   RatioInterval r = fieller_ratio(a, b, 0.95);

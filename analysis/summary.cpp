@@ -31,6 +31,14 @@ std::string method_statement(const Report& rep) {
     for (const auto& [w, k] : why) counts.push_back(std::to_string(k) + " by " + w);
     adaptive += " Repetitions were " + rule + " (points stopped: " + join(counts, ", ") + ").";
   }
+  if (!rep.tta.empty())
+    adaptive += " Time to accuracy: per run, the training time of the first evaluation reaching the target within the budget, taken "
+                "from the latest rank (every rank's evaluations are checked against rank 0's: the same steps and accuracies to 1e-9; "
+                "a difference is reported). Across seeds: the median with the exact order-statistic interval, misses coded as "
+                "beyond the budget; where runs were cut off before the target or the budget (their job killed or timed out), they "
+                "are right-censored at the training time every rank reached and the median and its interval are Kaplan-Meier's "
+                "(Greenwood variance on the log scale; Brookmeyer-Crowley limits, as R's survfit). The success rate is over the "
+                "runs whose outcome is known, with a Clopper-Pearson interval.";
   if (!adaptive.empty())
     adaptive += " A point that stopped by its interval's width has that interval computed after a stop that depended on "
                 "it: its coverage may be somewhat below the nominal level.";
@@ -180,10 +188,15 @@ PointRow summarize_point(const PointResult& p, const JobResult& j, double confid
   r.eval_interval_steps = p.eval_interval_steps;
   for (const auto& e : p.events)
     if (e.rank == 0) r.curve.push_back({static_cast<double>(e.time_ns) * 1e-9, e.accuracy});
-  if (p.tta_target > 0) r.tta_s = time_to_target(p.events, p.tta_target, p.tta_budget_s);
+  if (p.tta_target > 0) {
+    r.tta_s = time_to_target_all_ranks(p.events, p.tta_target, p.tta_budget_s);
+    const RankEvaluations ev = check_rank_evaluations(p.events);
+    r.tta_trained_s = ev.trained_s;
+    r.eval_disagreement = ev.disagreement;
+  }
   if (auto it = p.params.find("report_targets"); p.tta_target > 0 && it != p.params.end() && std::holds_alternative<std::string>(it->second))
     if (const auto more = parse_number_list(std::get<std::string>(it->second)))
-      for (double t : *more) r.tta_more.push_back({t, time_to_target(p.events, t, p.tta_budget_s)});
+      for (double t : *more) r.tta_more.push_back({t, time_to_target_all_ranks(p.events, t, p.tta_budget_s)});
   r.work = static_cast<double>(p.rate_unit == "GFLOP/s" ? p.work_flops : p.rate_unit == "samples/s" ? p.work_items : p.work_bytes);
   const double unit = p.rate_unit == "samples/s" ? 1 : 1e9;
   if (r.time.n > 0 && r.time.median > 0) {

@@ -47,7 +47,9 @@ struct PointRow {
   double tta_target = 0, tta_budget_s = 0;
   std::int64_t eval_interval_steps = 0;
   std::vector<std::pair<double, double>> curve;  // (seconds, accuracy)
-  double tta_s = 0;                              // +infinity when the target was missed
+  double tta_s = 0;                              // +infinity when the target was missed; the latest rank's
+  double tta_trained_s = 0;                      // training time every rank's evaluations reached
+  std::string eval_disagreement;                 // ranks' evaluations differ ("" when they agree)
   // The point's report_targets (target, seconds to it on the same curve; +infinity: missed).
   std::vector<std::pair<double, double>> tta_more;
   // Phases of a repetition other than the whole (training: forward, backward), each summarised
@@ -86,7 +88,8 @@ struct TtaConfig {
   std::vector<std::string> ids;
   std::vector<std::int64_t> seeds;
   std::int64_t eval_interval_steps = 0;
-  int excluded_incomplete = 0;  // runs whose job ended before they did: neither hit nor miss
+  int cut_off = 0;              // runs whose job ended before they did: censored at the time reached
+  std::vector<std::string> disagreements;  // "seed S: ..." where a run's ranks evaluated differently
   TtaSummary summary;
 };
 

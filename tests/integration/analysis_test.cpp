@@ -123,6 +123,51 @@ TEST_F(Analysis, TimeToAccuracyAcrossSeedsWithCensoredRuns) {
   EXPECT_NE(r.out.find("median undefined (6 of 10 runs missed)"), std::string::npos) << r.out;
 }
 
+// Issue 17: runs cut off before the target or the budget are right-censored at the training time
+// they reached (Kaplan-Meier), not dropped; every rank's evaluations are checked. Ten seeds on 2
+// ranks, each rank recording its evaluations; seeds 9 and 10 time out at 7 s of training, before
+// their targets (8.0 and 8.5 s). Times to 0.9: seeds 1-8 at 3, 4, 4.5, 5, 5.5, 6, 7, 7.5 s. The
+// Kaplan-Meier curve is exactly 0.5 from 5.5 s to 6 s: median 5.75 s (dropping the two would say
+// 5.25 s). In configuration b, rank 1 of seed 3 measures a different accuracy.
+TEST_F(Analysis, TimeToAccuracyCensorsCutOffRunsAndChecksEveryRank) {
+  // Seeds 1-8 in one job; seeds 9 and 10 each in a job killed at 7 s of training.
+  const std::string head = "campaign = \"tta\"\nrepetitions = 1\n";
+  std::string complete = head;
+  for (int s = 1; s <= 10; ++s) {
+    std::string spec;
+    for (const char* cfg : {"a", "b"})
+      spec += "[[point]]\nparams = { workload = \"train\", backend = \"" + std::string(cfg) + "\", seed = " + std::to_string(s) +
+              " }\nmedian_s = 0.001\n[point.curve]\ntau_s = " + std::to_string(1.0 + 0.25 * s) +
+              "\nacc_max = 0.99\ntarget = 0.9\nbudget_s = 20.0\neval_every_s = 0.5\nall_ranks = true\n" +
+              (s >= 9 ? "cut_off_s = 7.0\n" : "") + (std::string(cfg) == "b" && s == 3 ? "disagree_rank = 1\n" : "");
+    if (s <= 8) complete += spec;
+    else
+      for (const char* cfg : {"a", "b"}) {  // a killed job never starts its next point: one job each
+        const std::size_t at = spec.find("backend = \"" + std::string(cfg));
+        const std::size_t from = spec.rfind("[[point]]", at), to = spec.find("[[point]]", at);
+        synth("job-00" + std::to_string(s) + cfg, 2, head + spec.substr(from, to == std::string::npos ? std::string::npos : to - from));
+      }
+  }
+  synth("job-0000", 2, complete);
+  Cmd r = report();
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::string a = "[c for c in j['time_to_accuracy'] if c['group'].startswith('train:a')][0]";
+  EXPECT_EQ(json(a + "['runs']"), "10");
+  EXPECT_EQ(json(a + "['reached']"), "8");
+  EXPECT_EQ(json(a + "['cut_off_s']"), "[7, 7]");
+  EXPECT_EQ(json("int('Kaplan-Meier' in " + a + "['method'])"), "1");
+  EXPECT_DOUBLE_EQ(num(a + "['median_s']"), 5.75);
+  EXPECT_LE(num(a + "['ci_s'][0]"), 5.75);
+  EXPECT_EQ(json(a + "['ranks_disagree']"), "[]");
+  // The success rate counts the runs whose outcome is known: 8 of 8.
+  EXPECT_EQ(num(a + "['success_rate']['estimate']"), 1.0);
+  const std::string b = "[c for c in j['time_to_accuracy'] if c['group'].startswith('train:b')][0]";
+  EXPECT_EQ(json("len(" + b + "['ranks_disagree'])"), "1");
+  EXPECT_EQ(json("int(" + b + "['ranks_disagree'][0].startswith('seed 3: at step 50 rank 1'))"), "1") << json(b + "['ranks_disagree']");
+  EXPECT_NE(r.out.find("RANKS DISAGREE: seed 3"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("2 run(s) cut off, censored"), std::string::npos) << r.out;
+}
+
 // Issue 15, item 4: a report at another confidence level never overwrites the 95% one.
 TEST_F(Analysis, AReportAtAnotherConfidenceLevelIsWrittenBesideTheFirst) {
   synth("job-0000", 1, "campaign = \"levels\"\nrepetitions = 30\nwarmups = 2\nseed = 5\n[[point]]\n"
