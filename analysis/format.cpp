@@ -284,6 +284,23 @@ Table scaling_table(const ScalingSeries& s) {
   return t;
 }
 
+Table launches_table(const Report& rep) {
+  const std::string ci = std::to_string(static_cast<int>(rep.confidence * 100 + .5)) + "%";
+  Table t{{"point (all launches)", "launches", "across launches: typical median (" + ci + " t on log launch medians)",
+           "between-launch share of variance", "each launch: median [" + ci + " CI within it]"}};
+  for (const auto& g : rep.launches) {
+    const auto& li = g.interval;
+    std::vector<std::string> each;
+    for (std::size_t i = 0; i < g.within.size(); ++i)
+      each.push_back(std::to_string(g.launch_numbers[i]) + ": " + fmt_time(g.within[i].median) +
+                     (g.within[i].has_ci ? " [" + fmt_time(g.within[i].lo) + ", " + fmt_time(g.within[i].hi) + "]" : ""));
+    t.push_back({g.group, std::to_string(li.launches),
+                 fmt_time(li.estimate) + (li.has_ci ? " [" + fmt_time(li.lo) + ", " + fmt_time(li.hi) + "]" : " (no interval)"),
+                 fmt_sig(li.between_share * 100, 2) + "%", join(each, "; ")});
+  }
+  return t;
+}
+
 Table tta_table(const Report& rep) {
   const std::string ci = std::to_string(static_cast<int>(rep.confidence * 100 + .5)) + "%";
   Table t{{"configuration", "target", "budget", "eval every", "runs reaching target (" + ci + " Clopper-Pearson)",

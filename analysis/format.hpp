@@ -41,6 +41,7 @@ Table environment_table(const Report& rep);
 Table comparison_table(const Report& rep);
 Table scaling_table(const ScalingSeries& s);
 Table tta_table(const Report& rep);
+Table launches_table(const Report& rep);
 // Level 1: one row per network point (rates, the step's phases, memory, what ran where), and
 // per point on d500's executor its costliest steps.
 Table network_table(const Report& rep);

@@ -52,6 +52,10 @@ std::string render(const Report& rep) {
         << ", efficiency " << fmt_sig(p.efficiency, 3) << " [" << fmt_sig(p.efficiency_lo, 3) << ", " << fmt_sig(p.efficiency_hi, 3) << "]\n";
     if (!s.model.law.empty()) o << " " << scaling_model_text(s) << "\n";
   }
+  for (const auto& g : rep.launches)
+    o << "\nacross " << g.interval.launches << " launches, " << g.group << ": " << fmt_time(g.interval.estimate)
+      << (g.interval.has_ci ? " [" + fmt_time(g.interval.lo) + ", " + fmt_time(g.interval.hi) + "]" : "")
+      << ", between-launch share of variance " << fmt_sig(g.interval.between_share * 100, 2) << "%\n";
   for (const auto& c : rep.tta)
     o << "\ntime to accuracy " << fmt_sig(c.summary.target, 3) << ", " << c.group << ": median "
       << tta_median_text(c.summary) << " " << tta_ci_text(c.summary) << "; reached " << tta_success_text(c.summary)

@@ -62,6 +62,11 @@ std::string render(const Report& rep) {
       html_table(o, scaling_table(s));
     }
   }
+  if (!rep.launches.empty()) {
+    o << "<h2>Across launches</h2>\n<p>The primary interval covers the variation between launches (two-stage: launch medians, "
+         "then a t interval on their logarithms); each launch's own interval covers only the variation within it.</p>\n";
+    html_table(o, launches_table(rep));
+  }
   if (!rep.tta.empty()) {
     o << "<h2>Time to accuracy</h2>\n<p>Each run's time is that of its first evaluation reaching the target within the "
          "budget; a run that misses is censored (coded as &gt; budget), never dropped.</p>\n";

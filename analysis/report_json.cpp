@@ -110,6 +110,19 @@ std::string render(const Report& rep) {
     }
     o << "]}";
   }
+  o << "\n  ],\n  \"launches\": [";
+  for (std::size_t i = 0; i < rep.launches.size(); ++i) {
+    const auto& g = rep.launches[i];
+    const auto& li = g.interval;
+    o << (i ? "," : "") << "\n    {\"group\": " << js(g.group) << ", \"launches\": " << li.launches << ", \"point_ids\": [";
+    for (std::size_t k = 0; k < g.ids.size(); ++k) o << (k ? ", " : "") << js(g.ids[k]);
+    o << "], \"launch_medians_s\": [";
+    for (std::size_t k = 0; k < li.medians.size(); ++k) o << (k ? ", " : "") << jn(li.medians[k]);
+    o << "], \"estimate_s\": " << jn(li.estimate) << ", \"ci_s\": "
+      << (li.has_ci ? "[" + jn(li.lo) + ", " + jn(li.hi) + "]" : std::string("null")) << ", \"between_share\": " << jn(li.between_share)
+      << ", \"between_sd_log\": " << jn(li.between_sd_log) << ", \"within_sd_log\": " << jn(li.within_sd_log)
+      << ", \"method\": \"two-stage: launch medians; Student t on their logs (k-1 df); one-way random-effects ANOVA share\"}";
+  }
   o << "\n  ],\n  \"time_to_accuracy\": [";
   for (std::size_t i = 0; i < rep.tta.size(); ++i) {
     const auto& c = rep.tta[i];

@@ -37,6 +37,12 @@ std::string render(const Report& rep) {
   }
   o << "## Measurement quality\n\n";
   markdown_table(o, quality_table(rep));
+  if (!rep.launches.empty()) {
+    o << "## Across launches\n\nPoints measured in separate launches (jobs): the primary interval covers the variation "
+         "between launches (two-stage: launch medians, then a t interval on their logarithms); each launch's own interval "
+         "covers only the variation within it.\n\n";
+    markdown_table(o, launches_table(rep));
+  }
   if (!rep.comparisons.empty()) {
     o << "## Backend comparisons\n\n";
     markdown_table(o, comparison_table(rep));

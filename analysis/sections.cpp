@@ -80,6 +80,38 @@ std::vector<Comparison> compare_backends(const std::vector<PointRow>& rows, doub
   return out;
 }
 
+std::vector<LaunchGroup> launch_groups(const std::vector<PointRow>& rows, double confidence) {
+  std::map<std::string, std::vector<const PointRow*>> groups;
+  std::vector<std::string> order;
+  for (const auto& r : rows) {
+    if (!r.params.count("launch") || !r.has_timings()) continue;
+    std::string k = key_without(r.params, {"launch"});
+    if (!groups.count(k)) order.push_back(k);
+    groups[k].push_back(&r);
+  }
+  std::vector<LaunchGroup> out;
+  for (const auto& k : order) {
+    auto& g = groups[k];
+    if (g.size() < 2) continue;
+    auto launch_of = [](const PointRow* r) { return static_cast<int>(int_param_or(r->params, "launch", 0)); };
+    std::stable_sort(g.begin(), g.end(), [&](auto* a, auto* b) { return launch_of(a) < launch_of(b); });
+    LaunchGroup lg;
+    Params shared = g.front()->params;
+    shared.erase("launch");
+    lg.group = g.front()->workload + ":" + g.front()->backend + " " + key_without(shared, {"workload", "backend"});
+    std::vector<std::vector<double>> per;
+    for (const auto* r : g) {
+      lg.ids.push_back(r->id);
+      lg.launch_numbers.push_back(launch_of(r));
+      lg.within.push_back(r->time);
+      per.push_back(r->costs);
+    }
+    lg.interval = stats::launch_interval(per, confidence);
+    out.push_back(std::move(lg));
+  }
+  return out;
+}
+
 std::vector<TtaConfig> tta_configs(const std::vector<PointRow>& rows, double confidence) {
   std::map<std::string, std::vector<const PointRow*>> groups;
   std::vector<std::string> order;

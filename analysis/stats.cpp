@@ -530,4 +530,50 @@ KaplanMeierMedian kaplan_meier_median(const std::vector<double>& time, const std
   return m;
 }
 
+LaunchInterval launch_interval(const std::vector<std::vector<double>>& per_launch, double confidence) {
+  LaunchInterval r;
+  std::vector<std::vector<double>> logs;
+  for (const auto& x : per_launch) {
+    if (x.empty()) continue;
+    r.medians.push_back(median(x));
+    std::vector<double> l;
+    for (double v : x) l.push_back(std::log(v));
+    logs.push_back(std::move(l));
+  }
+  r.launches = static_cast<int>(r.medians.size());
+  if (r.launches == 0) return r;
+  const bool positive = std::all_of(r.medians.begin(), r.medians.end(), [](double m) { return m > 0; }) &&
+                        std::all_of(per_launch.begin(), per_launch.end(),
+                                    [](const auto& x) { return std::all_of(x.begin(), x.end(), [](double v) { return v > 0; }); });
+  if (!positive) return r.estimate = median(r.medians), r;
+  std::vector<double> lm;
+  for (double m : r.medians) lm.push_back(std::log(m));
+  const double k = static_cast<double>(r.launches), mean = mean_of(lm);
+  r.estimate = std::exp(mean);
+  if (r.launches < 2) return r;
+  const double sd = std::sqrt(var_of(lm, mean));
+  const double t = boost::math::quantile(boost::math::students_t(k - 1), 1 - (1 - confidence) / 2);
+  r.has_ci = true;
+  r.lo = std::exp(mean - t * sd / std::sqrt(k));
+  r.hi = std::exp(mean + t * sd / std::sqrt(k));
+  // Variance components of the log costs.
+  double total = 0, count = 0, sum_sq_n = 0, ssb = 0, ssw = 0;
+  for (const auto& l : logs) total += std::accumulate(l.begin(), l.end(), 0.0), count += static_cast<double>(l.size());
+  const double grand = total / count;
+  for (const auto& l : logs) {
+    const double n = static_cast<double>(l.size()), m = mean_of(l);
+    ssb += n * (m - grand) * (m - grand);
+    for (double v : l) ssw += (v - m) * (v - m);
+    sum_sq_n += n * n;
+  }
+  if (count > k) {
+    const double msb = ssb / (k - 1), msw = ssw / (count - k), n0 = (count - sum_sq_n / count) / (k - 1);
+    const double between = std::max(0.0, (msb - msw) / n0);
+    r.within_sd_log = std::sqrt(msw);
+    r.between_sd_log = std::sqrt(between);
+    r.between_share = between + msw > 0 ? between / (between + msw) : 0;
+  }
+  return r;
+}
+
 }  // namespace d500::stats

@@ -93,6 +93,22 @@ struct IndependenceCheck {
 };
 IndependenceCheck independence_check(const std::vector<double>& x);
 
+// A point measured in k separate launches (jobs): the two-stage summary. Stage one, each launch's
+// median; stage two, Student's t interval (k - 1 degrees of freedom) on the logarithms of the k
+// launch medians, exponentiated: an interval for the typical (geometric mean) launch median that
+// covers the variation between launches, not only within one. `between_share` is the share of
+// the variance of log costs between launches (one-way random-effects ANOVA, method of moments:
+// (MSB - MSW) / n0 over that plus MSW, 0 when negative).
+struct LaunchInterval {
+  int launches = 0;              // launches with values
+  std::vector<double> medians;   // per launch
+  double estimate = 0, lo = 0, hi = 0;
+  bool has_ci = false;           // k >= 2 and the launch medians are positive
+  double between_share = 0;
+  double within_sd_log = 0, between_sd_log = 0;
+};
+LaunchInterval launch_interval(const std::vector<std::vector<double>>& per_launch, double confidence);
+
 // Clopper-Pearson (exact) interval for a binomial proportion k / n.
 struct Proportion {
   int k = 0, n = 0;

@@ -235,6 +235,27 @@ TEST(KaplanMeier, WithoutCensoringIsTheSampleMedian) {
   EXPECT_FALSE(none.defined);
 }
 
+// Issue 17: the replicated-launch interval. Reference values from SciPy 1.10.1:
+// m = medians; stats.t.interval(0.95, 2, loc=log(m).mean(), scale=stats.sem(log(m))), exponentiated;
+// the between share from the one-way ANOVA's mean squares on the logs (F = 82.37 there).
+TEST(LaunchInterval, MatchesScipyAndSplitsTheVariance) {
+  const std::vector<std::vector<double>> launches = {
+      {1.0, 1.1, 0.9, 1.05, 0.95, 1.02}, {1.3, 1.2, 1.25, 1.4, 1.35, 1.28, 1.31}, {0.8, 0.85, 0.9, 0.82, 0.88}};
+  const LaunchInterval r = launch_interval(launches, 0.95);
+  EXPECT_EQ(r.launches, 3);
+  ASSERT_TRUE(r.has_ci);
+  EXPECT_NEAR(r.estimate, 1.0372765280530498, 1e-12);
+  EXPECT_NEAR(r.lo, 0.6100341198663539, 1e-9);  // t quantiles: Boost and SciPy agree to ~1e-11
+  EXPECT_NEAR(r.hi, 1.7637416672456068, 1e-9);
+  EXPECT_NEAR(r.between_share, 0.9319199165915211, 1e-12);
+  // One launch: an estimate, no interval.
+  const LaunchInterval one = launch_interval({launches[0]}, 0.95);
+  EXPECT_FALSE(one.has_ci);
+  EXPECT_DOUBLE_EQ(one.estimate, median(launches[0]));
+  // Launches that agree: no share between them.
+  EXPECT_EQ(launch_interval({launches[0], launches[0]}, 0.95).between_share, 0);
+}
+
 TEST(Fieller, BracketsTheRatioAndIsUnboundedNearZeroDenominators) {
   std::vector<double> a = {2.0, 2.2, 1.9, 2.1, 2.05}, b = {1.0, 1.1, 0.95, 1.05, 1.02};
   RatioInterval r = fieller_ratio(a, b, 0.95);

@@ -31,6 +31,16 @@ std::string method_statement(const Report& rep) {
     for (const auto& [w, k] : why) counts.push_back(std::to_string(k) + " by " + w);
     adaptive += " Repetitions were " + rule + " (points stopped: " + join(counts, ", ") + ").";
   }
+  if (!rep.launches.empty())
+    adaptive += " Launches: " + std::to_string(rep.launches.size()) + " point(s) were measured in " +
+                std::to_string(rep.launches.front().interval.launches) + " or more separate launches (jobs). Their primary interval is "
+                "two-stage: each launch's median, then Student's t interval (k - 1 degrees of freedom) on the logarithms of the k launch "
+                "medians, exponentiated around their geometric mean; it covers the variation between launches. The share of the variance "
+                "of log costs between launches is from a one-way random-effects ANOVA (method of moments). Comparisons and scaling "
+                "still pair points launch by launch (within-launch intervals).";
+  else
+    adaptive += " Every interval covers only the variation within one launch (one job on one allocation): variation between "
+                "launches (another allocation, another time) is not measured; set launches = k in [campaign] to measure it.";
   if (!rep.tta.empty())
     adaptive += " Time to accuracy: per run, the training time of the first evaluation reaching the target within the budget, taken "
                 "from the latest rank (every rank's evaluations are checked against rank 0's: the same steps and accuracies to 1e-9; "
@@ -39,7 +49,7 @@ std::string method_statement(const Report& rep) {
                 "are right-censored at the training time every rank reached and the median and its interval are Kaplan-Meier's "
                 "(Greenwood variance on the log scale; Brookmeyer-Crowley limits, as R's survfit). The success rate is over the "
                 "runs whose outcome is known, with a Clopper-Pearson interval.";
-  if (!adaptive.empty())
+  if (!rules.empty())
     adaptive += " A point that stopped by its interval's width has that interval computed after a stop that depended on "
                 "it: its coverage may be somewhat below the nominal level.";
   return "Each repetition starts when every rank has entered an MPI_Allreduce (MAX) of a few integers (a barrier that also carries the durable-flush decision and, with adaptive repetitions, the previous repetition's slowest time; each file states its method in its `sync` attribute); its cost is the maximum over ranks of the rank's own "
@@ -271,6 +281,7 @@ Report analyze_run(const std::string& dir, const AnalysisOptions& opt) {
   rep.comparisons = compare_backends(rep.rows, opt.confidence, opt.seed);
   rep.scaling = scaling_series(rep.rows, opt.confidence, opt.seed);
   rep.tta = tta_configs(rep.rows, opt.confidence);
+  rep.launches = launch_groups(rep.rows, opt.confidence);
   return rep;
 }
 

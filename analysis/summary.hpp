@@ -93,6 +93,15 @@ struct TtaConfig {
   TtaSummary summary;
 };
 
+// One point measured in several launches (campaign.launches: points that differ only in `launch`).
+struct LaunchGroup {
+  std::string group;                  // the point without its launch
+  std::vector<std::string> ids;       // per launch with timings, in launch order
+  std::vector<int> launch_numbers;
+  std::vector<stats::Summary> within; // each launch's own median and exact CI
+  stats::LaunchInterval interval;
+};
+
 // Backend B against backend A on otherwise identical points: speedup = median(A) / median(B).
 struct Comparison {
   std::string group;             // the shared parameters
@@ -149,6 +158,7 @@ struct Report {
   std::vector<Comparison> comparisons;
   std::vector<ScalingSeries> scaling;
   std::vector<TtaConfig> tta;
+  std::vector<LaunchGroup> launches;           // points measured in 2 or more launches
   std::vector<std::string> files;              // files read
   std::vector<std::string> unreadable;         // "file: reason"
   std::vector<Environment> environments;       // in the order first seen
@@ -169,6 +179,7 @@ std::uint64_t comparison_seed(std::uint64_t seed, const std::string& base_id, co
 std::vector<Comparison> compare_backends(const std::vector<PointRow>& rows, double confidence, std::uint64_t seed);
 std::vector<ScalingSeries> scaling_series(const std::vector<PointRow>& rows, double confidence, std::uint64_t seed);
 std::vector<TtaConfig> tta_configs(const std::vector<PointRow>& rows, double confidence);
+std::vector<LaunchGroup> launch_groups(const std::vector<PointRow>& rows, double confidence);
 
 // A statement of how the numbers were obtained; every report carries it.
 // How the figures of `rep` were measured and summarised, in words; with adaptive repetitions,

@@ -25,7 +25,8 @@ const std::vector<std::string> kSlurmKeys = {"partition",   "account",      "qos
                                              "modules",     "array",        "throttle",     "analysis_job",
                                              "retry_time_factor", "max_retries", "budget_node_hours", "mem_per_node"};
 const std::vector<std::string> kCampaignKeys = {"name", "description", "repetitions",
-                                                "warmups", "template", "templates_dir", "points_per_job"};
+                                                "warmups", "template", "templates_dir", "points_per_job",
+                                                "launches"};
 
 void reject_unknown(const toml::table& t, const std::vector<std::string>& valid,
                     const std::string& path, const std::string& where) {
@@ -425,6 +426,21 @@ Campaign parse_campaign_text(const std::string& text, const std::string& path) {
       c.axes.push_back(axis(k, v, path, true));
       note_name(c.axes.back());
     }
+  }
+  // Replicated launches: an implicit first (slowest-varying) axis `launch` = 1..k, so each
+  // launch of a point is its own point (own id, own record) and the planner keeps launches in
+  // separate jobs, launch after launch.
+  c.launches = static_cast<int>(get_int(ct, "launches", 1, 1, 100, path));
+  if (c.launches > 1 || names.count("launch")) {
+    const Location lw = ct.get("launches") ? loc(path, ct.get("launches")->source()) : loc(path, ct.source());
+    for (const auto* list : {&c.fixed, &c.axes})
+      for (const auto& a : *list)
+        if (a.name == "launch")
+          throw Error(a.where, "key 'launch' is set by d500 (launches = k in [campaign] gives launch = 1..k); "
+                               "remove it and set launches instead");
+    Axis launch{"launch", {}, lw};
+    for (int k = 1; k <= c.launches; ++k) launch.values.push_back(LocatedValue{Value{std::int64_t{k}}, lw});
+    c.axes.insert(c.axes.begin(), launch);
   }
 
   auto array_of_tables = [&](const char* key) -> const toml::array* {

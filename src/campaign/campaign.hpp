@@ -75,6 +75,7 @@ struct Campaign {
   Location repetitions_where;        // the key, or the [campaign] table when it is not set
   int warmups = 2;
   int points_per_job = 0;            // 0: every point of one shape in one job
+  int launches = 1;                  // each point measured in this many separate jobs (axis `launch`)
   Location points_per_job_where;     // the key, or the [campaign] table when it is not set
   std::string template_name = "local";
   Location template_where;

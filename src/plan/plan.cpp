@@ -9,6 +9,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <tuple>
 #include <optional>
 #include <set>
 #include <utility>
@@ -187,7 +188,8 @@ Resolved resolve(const Raw& raw, const WorkloadRegistry& reg, const Campaign& c)
       throw Error(*r.where, "workload '" + w.name + "' needs parameter '" + spec.name + "' (" + spec.help +
                                 "): set it in [fixed] or [axes]");
   };
-  for (const auto& spec : common_params()) take(spec);
+  for (const auto& spec : common_params())
+    if (spec.name != "launch" || raw.count("launch")) take(spec);
   for (const auto& spec : w.params) take(spec);
 
   if (!w.backends.count(backend)) {
@@ -384,10 +386,12 @@ double total_node_hours(const Plan& plan) {
 }
 
 std::vector<ShapeGroup> points_by_shape(const std::vector<Point>& points) {
+  // Launches never share a job, and launch is the slowest-varying axis: the groups, and so the
+  // jobs, come launch after launch (all of launch 1, then all of launch 2, ...).
   std::vector<ShapeGroup> groups;
-  std::map<std::pair<int, int>, std::size_t> index;
+  std::map<std::tuple<int, int, int>, std::size_t> index;
   for (std::size_t i = 0; i < points.size(); ++i) {
-    const auto [it, fresh] = index.try_emplace({points[i].nodes, points[i].ranks_per_node}, groups.size());
+    const auto [it, fresh] = index.try_emplace({points[i].launch, points[i].nodes, points[i].ranks_per_node}, groups.size());
     if (fresh) groups.push_back(ShapeGroup{points[i].nodes, points[i].ranks_per_node, {}});
     groups[it->second].points.push_back(i);
   }
@@ -570,6 +574,7 @@ Plan make_plan(const Campaign& campaign, const WorkloadRegistry& reg, const Plan
     p.level = res.workload->level;
     p.nodes = static_cast<int>(std::get<std::int64_t>(res.params.at("nodes")));
     p.ranks_per_node = static_cast<int>(std::get<std::int64_t>(res.params.at("ranks_per_node")));
+    if (auto l = res.params.find("launch"); l != res.params.end()) p.launch = static_cast<std::uint8_t>(std::get<std::int64_t>(l->second));
     p.combination = combination;
     if (model) {
       const TimeModel::Estimate e = model->estimate(p.id, p.level, *res.workload, res.params);

@@ -733,3 +733,37 @@ TEST(PlanPacking, WhatCannotBeEstimatedOrFitIsRefusedWhereTheCampaignSaysSo) {
   e = error_of(kHead + "[packing]\njob_time = 60\ntimes_from = [\"/nonexistent-run\"]\n" + axes);
   EXPECT_NE(e.find("c.toml:5:15: key 'times_from' in [packing]: /nonexistent-run is not a run directory"), std::string::npos) << e;
 }
+
+// Issue 17: replicated launches. Each launch of a point is its own point (launch = 1..k), the
+// launches never share a job, and the jobs come launch after launch (interleaved in time with the
+// other jobs); a campaign without launches keeps its ids.
+TEST(Plan, LaunchesAreSeparateJobsLaunchAfterLaunch) {
+  const std::string body = "[axes]\nworkload = [\"gemm\"]\nbackend = [\"reference\", \"blas\"]\nn = [8, 16]\nranks_per_node = [1, 2]\n";
+  const Plan one = plan_of(kHead + body);
+  const Plan three = plan_of("[campaign]\nname = \"t\"\nlaunches = 3\n" + body);
+  ASSERT_EQ(three.points.size(), 3 * one.points.size());
+  EXPECT_EQ(one.points[0].canonical.find("launch"), std::string::npos) << one.points[0].canonical;
+  std::set<std::string> ids;
+  for (const auto& p : three.points) ids.insert(p.id);
+  EXPECT_EQ(ids.size(), three.points.size());
+  ASSERT_EQ(three.jobs.size(), 3 * one.jobs.size());
+  int previous = 0;
+  for (const auto& j : three.jobs) {
+    std::set<int> launches;
+    for (auto i : j.points) launches.insert(three.points[i].launch);
+    ASSERT_EQ(launches.size(), 1u) << j.id << " mixes launches";
+    EXPECT_GE(*launches.begin(), previous) << j.id;
+    previous = *launches.begin();
+    EXPECT_NE(three.points[j.points[0]].canonical.find("launch=" + std::to_string(previous)), std::string::npos);
+  }
+  EXPECT_EQ(previous, 3);
+}
+
+TEST(Plan, LaunchMistakesAreLocated) {
+  const std::string body = "[axes]\nworkload = [\"gemm\"]\nbackend = [\"reference\"]\n";
+  EXPECT_NE(error_of("[campaign]\nname = \"t\"\nlaunches = 0\n" + body).find("c.toml:3"), std::string::npos)
+      << error_of("[campaign]\nname = \"t\"\nlaunches = 0\n" + body);
+  const std::string e = error_of("[campaign]\nname = \"t\"\nlaunches = 2\n" + body + "launch = [1, 2]\n");
+  EXPECT_NE(e.find("c.toml:7"), std::string::npos) << e;
+  EXPECT_NE(e.find("set launches instead"), std::string::npos) << e;
+}

@@ -9,6 +9,9 @@ const std::vector<ParamSpec>& common_params() {
       {"nodes", ValueType::Int, Value{std::int64_t{1}}, 1, 100000, {}, "nodes of the job"},
       {"ranks_per_node", ValueType::Int, Value{std::int64_t{1}}, 1, 1024, {}, "MPI ranks per node"},
       {"seed", ValueType::Int, Value{std::int64_t{1}}, 0, std::int64_t{1} << 62, {}, "seed of the random inputs"},
+      // Set by d500 from [campaign] launches (no default: absent from a campaign without it,
+      // so its points keep their ids).
+      {"launch", ValueType::Int, std::nullopt, 1, 100, {}, "which launch of a replicated campaign (set by launches = k in [campaign])"},
   };
   return list;
 }

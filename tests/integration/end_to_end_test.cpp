@@ -778,3 +778,46 @@ TEST_F(EndToEnd, PackingByTimeEstimatesFromAnEarlierRunAndThePackedPlanRuns) {
   ASSERT_EQ(run.code, 0) << run.out;
   EXPECT_NE(run.out.find("points: 7 complete"), std::string::npos) << run.out;
 }
+
+// Issue 17: `launches = 3` runs each point in 3 separate jobs (separate mpiruns, one after the
+// other), and the report gives the interval across launches beside each launch's own.
+TEST_F(EndToEnd, ReplicatedLaunchesRunInSeparateJobsAndTheReportCoversThem) {
+  const std::string campaign =
+      write("launches.toml", "[campaign]\nname = \"launches\"\nrepetitions = 8\nwarmups = 1\nlaunches = 3\n" +
+                                 gemm_and_allreduce("48", "4096", 2));
+  fs::path run = dir_ / "run";
+  Cmd plan = sh(d500_cmd("plan " + campaign + " -o " + run.string()));
+  ASSERT_EQ(plan.code, 0) << plan.out;
+  Cmd r = sh(d500_cmd("run " + run.string()));
+  ASSERT_EQ(r.code, 0) << r.out;
+  // One results file per launch, each holding that launch's two points only.
+  for (int launch = 1; launch <= 3; ++launch) {
+    const fs::path f = run / "results" / ("job-000" + std::to_string(launch - 1) + ".h5");
+    hid_t file = H5Fopen(f.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    ASSERT_GE(file, 0) << f;
+    const auto ids = point_ids(file);
+    EXPECT_EQ(ids.size(), 2u) << f;
+    for (const auto& id : ids) {
+      hid_t g = H5Gopen2(file, ("/points/" + id).c_str(), H5P_DEFAULT);
+      EXPECT_NE(attr_string(g, "canonical").find("launch=" + std::to_string(launch)), std::string::npos) << f << " " << id;
+      H5Gclose(g);
+    }
+    H5Fclose(file);
+  }
+  Cmd rep = sh(d500_cmd("report " + run.string()));
+  ASSERT_EQ(rep.code, 0) << rep.out;
+  EXPECT_NE(rep.out.find("across 3 launches, gemm:blas"), std::string::npos) << rep.out;
+  EXPECT_NE(rep.out.find("across 3 launches, allreduce:mpi"), std::string::npos) << rep.out;
+  const std::string md = read_file_text(run / "report.md");
+  EXPECT_NE(md.find("## Across launches"), std::string::npos);
+  EXPECT_NE(md.find("two-stage: each launch's median, then Student's t interval"), std::string::npos);
+  // The interval recomputed from the results.json launch medians.
+  Cmd check = sh("/usr/bin/python3 -c \"import json, math, statistics as st; j = json.load(open('" + (run / "results.json").string() +
+                 "')); g = j['launches']; assert len(g) == 2, g; m = [math.log(x) for x in g[0]['launch_medians_s']]; "
+                 "e = math.exp(sum(m) / 3); assert abs(e / g[0]['estimate_s'] - 1) < 1e-6, (e, g[0]); "
+                 "h = 4.302652729911275 * st.stdev(m) / math.sqrt(3); "
+                 "assert abs(math.exp(sum(m) / 3 - h) / g[0]['ci_s'][0] - 1) < 1e-6, g[0]; print('ok')\"");
+  EXPECT_EQ(check.out, "ok\n") << check.out;
+  // A campaign without launches says what its intervals do not cover.
+  EXPECT_EQ(md.find("Every interval covers only the variation within one launch"), std::string::npos);
+}
