@@ -129,15 +129,11 @@ std::string render(const Report& rep) {
     const auto& s = c.summary;
     o << (i ? "," : "") << "\n    {\"group\": " << js(c.group) << ", \"target\": " << jn(s.target) << ", \"budget_s\": "
       << jn(s.budget_s) << ", \"eval_interval_steps\": " << c.eval_interval_steps << ", \"runs\": " << s.runs
-      << ", \"reached\": " << s.reached << ", \"method\": " << js(s.method) << ", \"cut_off_s\": [" << [&] {
-           std::string l;
-           for (double x : s.cut_off) l += (l.empty() ? "" : ", ") + jn(x);
-           return l;
-         }() << "], \"ranks_disagree\": [" << [&] {
-           std::string l;
-           for (const auto& x : c.disagreements) l += (l.empty() ? "" : ", ") + js(x);
-           return l;
-         }() << "]"
+      << ", \"reached\": " << s.reached << ", \"method\": " << js(s.method) << ", \"cut_off_s\": [";
+    for (std::size_t k = 0; k < s.cut_off.size(); ++k) o << (k ? ", " : "") << jn(s.cut_off[k]);
+    o << "], \"ranks_disagree\": [";
+    for (std::size_t k = 0; k < c.disagreements.size(); ++k) o << (k ? ", " : "") << js(c.disagreements[k]);
+    o << "]"
       << ", \"success_rate\": {\"estimate\": " << jn(s.success.estimate) << ", \"lo\": " << jn(s.success.lo)
       << ", \"hi\": " << jn(s.success.hi) << ", \"method\": \"Clopper-Pearson\"}, \"median_s\": "
       << (s.median_defined ? jn(s.median) : "null") << ", \"ci_s\": "

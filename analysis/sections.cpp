@@ -32,6 +32,22 @@ std::string label(const PointRow& r, bool with_backend, bool with_ranks) {
   return s;
 }
 
+// The rows `keep` accepts, grouped by their parameters less `drop` (what varies inside a group),
+// the groups in the order first seen and the rows of each in plan order.
+template <class Keep>
+std::vector<std::vector<const PointRow*>> group_rows(const std::vector<PointRow>& rows, std::initializer_list<const char*> drop,
+                                                     Keep keep) {
+  std::map<std::string, std::size_t> index;
+  std::vector<std::vector<const PointRow*>> groups;
+  for (const auto& r : rows) {
+    if (!keep(r)) continue;
+    const auto [it, fresh] = index.try_emplace(key_without(r.params, drop), groups.size());
+    if (fresh) groups.emplace_back();
+    groups[it->second].push_back(&r);
+  }
+  return groups;
+}
+
 }  // namespace
 
 // Each comparison's own bootstrap stream, from the report's seed and the two points' ids: two
@@ -41,17 +57,8 @@ std::uint64_t comparison_seed(std::uint64_t seed, const std::string& base_id, co
 }
 
 std::vector<Comparison> compare_backends(const std::vector<PointRow>& rows, double confidence, std::uint64_t seed) {
-  std::map<std::string, std::vector<const PointRow*>> groups;
-  std::vector<std::string> order;
-  for (const auto& r : rows) {
-    if (!r.has_timings()) continue;
-    std::string k = key_without(r.params, {"backend"});
-    if (!groups.count(k)) order.push_back(k);
-    groups[k].push_back(&r);
-  }
   std::vector<Comparison> out;
-  for (const auto& k : order) {
-    auto& g = groups[k];
+  for (const auto& g : group_rows(rows, {"backend"}, [](const PointRow& r) { return r.has_timings(); })) {
     if (g.size() < 2) continue;
     // The baseline is the reference backend when present (the truth), else the backend first
     // in name order: stable whatever order the files were read in.
@@ -81,24 +88,13 @@ std::vector<Comparison> compare_backends(const std::vector<PointRow>& rows, doub
 }
 
 std::vector<LaunchGroup> launch_groups(const std::vector<PointRow>& rows, double confidence) {
-  std::map<std::string, std::vector<const PointRow*>> groups;
-  std::vector<std::string> order;
-  for (const auto& r : rows) {
-    if (!r.params.count("launch") || !r.has_timings()) continue;
-    std::string k = key_without(r.params, {"launch"});
-    if (!groups.count(k)) order.push_back(k);
-    groups[k].push_back(&r);
-  }
   std::vector<LaunchGroup> out;
-  for (const auto& k : order) {
-    auto& g = groups[k];
+  for (auto& g : group_rows(rows, {"launch"}, [](const PointRow& r) { return r.params.count("launch") && r.has_timings(); })) {
     if (g.size() < 2) continue;
     auto launch_of = [](const PointRow* r) { return static_cast<int>(int_param_or(r->params, "launch", 0)); };
     std::stable_sort(g.begin(), g.end(), [&](auto* a, auto* b) { return launch_of(a) < launch_of(b); });
     LaunchGroup lg;
-    Params shared = g.front()->params;
-    shared.erase("launch");
-    lg.group = g.front()->workload + ":" + g.front()->backend + " " + key_without(shared, {"workload", "backend"});
+    lg.group = g.front()->workload + ":" + g.front()->backend + " " + key_without(g.front()->params, {"launch", "workload", "backend"});
     std::vector<std::vector<double>> per;
     for (const auto* r : g) {
       lg.ids.push_back(r->id);
@@ -113,17 +109,8 @@ std::vector<LaunchGroup> launch_groups(const std::vector<PointRow>& rows, double
 }
 
 std::vector<TtaConfig> tta_configs(const std::vector<PointRow>& rows, double confidence) {
-  std::map<std::string, std::vector<const PointRow*>> groups;
-  std::vector<std::string> order;
-  for (const auto& r : rows) {
-    if (!(r.tta_target > 0)) continue;
-    std::string k = key_without(r.params, {"seed"});
-    if (!groups.count(k)) order.push_back(k);
-    groups[k].push_back(&r);
-  }
   std::vector<TtaConfig> out;
-  for (const auto& k : order) {
-    auto& runs = groups[k];
+  for (auto& runs : group_rows(rows, {"seed"}, [](const PointRow& r) { return r.tta_target > 0; })) {
     auto seed_of = [](const PointRow* r) { return int_param_or(r->params, "seed", 0); };
     std::stable_sort(runs.begin(), runs.end(), [&](auto* a, auto* b) { return seed_of(a) < seed_of(b); });
     const PointRow& first = *runs.front();
@@ -250,17 +237,8 @@ void fit_scaling_model(ScalingSeries& s, const std::vector<const PointRow*>& g, 
 }  // namespace
 
 std::vector<ScalingSeries> scaling_series(const std::vector<PointRow>& rows, double confidence, std::uint64_t seed) {
-  std::map<std::string, std::vector<const PointRow*>> groups;
-  std::vector<std::string> order;
-  for (const auto& r : rows) {
-    if (!r.has_timings()) continue;
-    std::string k = key_without(r.params, {"nodes", "ranks_per_node"});
-    if (!groups.count(k)) order.push_back(k);
-    groups[k].push_back(&r);
-  }
   std::vector<ScalingSeries> out;
-  for (const auto& k : order) {
-    auto g = groups[k];
+  for (auto& g : group_rows(rows, {"nodes", "ranks_per_node"}, [](const PointRow& r) { return r.has_timings(); })) {
     std::sort(g.begin(), g.end(), [](auto* a, auto* b) { return a->ranks < b->ranks; });
     if (g.size() < 2 || g.front()->ranks == g.back()->ranks) continue;
     ScalingSeries s;

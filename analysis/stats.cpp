@@ -451,7 +451,8 @@ IndependenceCheck independence_check(const std::vector<double>& x) {
 
 RepetitionAdvice repetition_advice(const std::vector<double>& x, const Summary& s, double target, int floor, int cap) {
   RepetitionAdvice a;
-  floor = std::max(floor, smallest_n_with_median_ci(s.confidence > 0 ? s.confidence : 0.95));
+  const double confidence = s.confidence > 0 ? s.confidence : 0.95;
+  floor = std::max(floor, smallest_n_with_median_ci(confidence));
   a.rel_half_width = s.has_ci && s.median > 0 ? std::max(s.median - s.lo, s.hi - s.median) / s.median
                                               : std::numeric_limits<double>::infinity();
   a.enough = a.rel_half_width <= target && s.n >= floor;
@@ -459,7 +460,6 @@ RepetitionAdvice repetition_advice(const std::vector<double>& x, const Summary& 
   if (x.size() < 2 || !(s.median > 0)) return a.needed = floor, a;
   std::vector<double> sorted(x);
   std::sort(sorted.begin(), sorted.end());
-  const double confidence = s.confidence > 0 ? s.confidence : 0.95;
   // Two readings of the quantile function, each biased upwards where it fails: the sample's own
   // (type 7) quantiles follow its shape mode by mode but take single spacings at face value; the
   // Harrell-Davis ones resist that noise but smooth across a gap between modes. The smaller wins.
@@ -532,30 +532,29 @@ KaplanMeierMedian kaplan_meier_median(const std::vector<double>& time, const std
 
 LaunchInterval launch_interval(const std::vector<std::vector<double>>& per_launch, double confidence) {
   LaunchInterval r;
-  std::vector<std::vector<double>> logs;
-  for (const auto& x : per_launch) {
-    if (x.empty()) continue;
-    r.medians.push_back(median(x));
-    std::vector<double> l;
-    for (double v : x) l.push_back(std::log(v));
-    logs.push_back(std::move(l));
-  }
+  std::vector<const std::vector<double>*> used;
+  for (const auto& x : per_launch)
+    if (!x.empty()) used.push_back(&x), r.medians.push_back(median(x));
   r.launches = static_cast<int>(r.medians.size());
   if (r.launches == 0) return r;
-  const bool positive = std::all_of(r.medians.begin(), r.medians.end(), [](double m) { return m > 0; }) &&
-                        std::all_of(per_launch.begin(), per_launch.end(),
-                                    [](const auto& x) { return std::all_of(x.begin(), x.end(), [](double v) { return v > 0; }); });
+  const bool positive = std::all_of(used.begin(), used.end(), [](const auto* x) {
+    return std::all_of(x->begin(), x->end(), [](double v) { return v > 0; });
+  });
   if (!positive) return r.estimate = median(r.medians), r;
+  std::vector<std::vector<double>> logs;
+  for (const auto* x : used) {
+    logs.emplace_back();
+    for (double v : *x) logs.back().push_back(std::log(v));
+  }
   std::vector<double> lm;
   for (double m : r.medians) lm.push_back(std::log(m));
-  const double k = static_cast<double>(r.launches), mean = mean_of(lm);
-  r.estimate = std::exp(mean);
-  if (r.launches < 2) return r;
-  const double sd = std::sqrt(var_of(lm, mean));
-  const double t = boost::math::quantile(boost::math::students_t(k - 1), 1 - (1 - confidence) / 2);
+  const double k = static_cast<double>(r.launches);
+  const MeanInterval t = mean_t_interval(lm, confidence);
+  r.estimate = std::exp(t.mean);
+  if (!t.valid) return r;
   r.has_ci = true;
-  r.lo = std::exp(mean - t * sd / std::sqrt(k));
-  r.hi = std::exp(mean + t * sd / std::sqrt(k));
+  r.lo = std::exp(t.lo);
+  r.hi = std::exp(t.hi);
   // Variance components of the log costs.
   double total = 0, count = 0, sum_sq_n = 0, ssb = 0, ssw = 0;
   for (const auto& l : logs) total += std::accumulate(l.begin(), l.end(), 0.0), count += static_cast<double>(l.size());
