@@ -10,6 +10,7 @@
 
 #include "common/error.hpp"
 #include "common/text.hpp"
+#include "rundir/attempts.hpp"
 #include "rundir/state.hpp"
 
 namespace d500 {
@@ -253,11 +254,23 @@ Report analyze_run(const std::string& dir, const AnalysisOptions& opt) {
   for (const auto& [id, st] : state.points) best[id] = std::move(rows.at({id, st.file}));
 
   std::vector<PlannedPoint> planned = read_points_csv(layout);
+  // Beside a point that its Slurm job left unfinished: how that job ended, and its last words.
+  const std::map<std::string, JobEnd> job_ends = slurm_job_ends(layout);
+  auto with_job_end = [&](PointRow& r, const std::string& job) {
+    auto e = job_ends.find(job);
+    if (is_final(r.outcome) || e == job_ends.end() || e->second.text.empty()) return;
+    if (e->second.outcome) {
+      r.outcome = *e->second.outcome;
+      r.status = outcome_name(r.outcome);
+    }
+    r.status_reason += (r.status_reason.empty() ? "" : "; ") + e->second.text;
+  };
   std::set<std::string> listed;
   for (const auto& p : planned) {
     listed.insert(p.id);
     auto it = best.find(p.id);
     if (it != best.end()) {
+      with_job_end(it->second, p.job);
       rep.rows.push_back(std::move(it->second));
       continue;
     }
@@ -274,6 +287,7 @@ Report analyze_run(const std::string& dir, const AnalysisOptions& opt) {
     r.status = outcome_name(missing.outcome);
     r.status_reason = missing.reason;
     r.validation_status = "not-run";
+    with_job_end(r, p.job);
     rep.rows.push_back(r);
   }
   for (auto& [id, b] : best)

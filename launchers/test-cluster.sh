@@ -6,6 +6,9 @@
 #   launchers/test-cluster.sh stop DIR
 #   launchers/test-cluster.sh stop-controller DIR    # stops slurmctld only (fault tests)
 #   launchers/test-cluster.sh start-controller DIR
+#   launchers/test-cluster.sh hang-controller DIR    # SIGSTOP: slurmctld accepts connections, answers nothing
+#   launchers/test-cluster.sh resume-controller DIR  # SIGCONT: it handles what queued meanwhile
+#   launchers/test-cluster.sh min-job-age DIR SECONDS # how long Slurm keeps a finished job's record
 #
 # Needs root (slurmd runs jobs as their users) and the Debian packages slurmctld, slurmd,
 # slurm-client and munge (launchers/install-deps.sh --slurm installs them).
@@ -116,5 +119,12 @@ stop)
   ;;
 stop-controller) stop_pidfile "$dir/slurmctld.pid" ;;
 start-controller) start_controller ;;
-*) log "unknown command '$cmd' (start, stop, stop-controller, start-controller)"; exit 2 ;;
+hang-controller) alive "$dir/slurmctld.pid" && kill -STOP "$(cat "$dir/slurmctld.pid")" ;;
+resume-controller) alive "$dir/slurmctld.pid" && kill -CONT "$(cat "$dir/slurmctld.pid")" ;;
+min-job-age)
+  age=${3:?usage: test-cluster.sh min-job-age DIR SECONDS}
+  sed -i "s/^MinJobAge=.*/MinJobAge=$age/" "$conf"
+  SLURM_CONF=$conf scontrol reconfigure
+  ;;
+*) log "unknown command '$cmd' (start, stop, stop-controller, start-controller, hang-controller, resume-controller, min-job-age)"; exit 2 ;;
 esac

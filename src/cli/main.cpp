@@ -339,6 +339,9 @@ int main(int argc, char** argv) {
   bool resume = false;
   sub["submit"]->add_option("dir", dir, "run directory written by d500 plan (Slurm template)")->required();
   sub["submit"]->add_flag("--resume", resume, "submit only points neither complete nor queued or running");
+  bool retry_failed = false;
+  sub["submit"]->add_flag("--retry-failed", retry_failed,
+                          "with --resume: submit again jobs that failed more than max_retries times (once their cause is fixed)");
   sub["status"]->add_option("dir", dir, "run directory")->required();
   sub["cancel"]->add_option("dir", dir, "run directory")->required();
   std::vector<std::string> files;
@@ -386,7 +389,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (sub["submit"]->parsed()) {
-      slurm_submit(dir, SubmitOptions{resume}, std::cout);
+      slurm_submit(dir, SubmitOptions{resume, retry_failed}, std::cout);
       return 0;
     }
     if (sub["status"]->parsed()) return slurm_status(dir, std::cout), 0;

@@ -13,7 +13,8 @@
 namespace d500 {
 
 struct SubmitOptions {
-  bool resume = false;  // submit only points that are neither complete nor queued or running
+  bool resume = false;        // submit only points that are neither complete nor queued or running
+  bool retry_failed = false;  // resubmit jobs that failed more than max_retries times (their cause fixed)
 };
 
 // Returns the number of submissions made.

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <tuple>
 
+#include "common/text.hpp"
+
 namespace d500 {
 
 SubmitPlan plan_submissions(const SubmitFacts& facts, const Campaign& campaign, const RunLayout& dir) {
@@ -19,6 +21,19 @@ SubmitPlan plan_submissions(const SubmitFacts& facts, const Campaign& campaign, 
     if (left.empty()) continue;
     const int attempts = facts.attempts.count(job) ? facts.attempts.at(job) : 0;
     const int timeouts = facts.timeouts.count(job) ? facts.timeouts.at(job) : 0;
+    const int failures = facts.failures.count(job) ? facts.failures.at(job) : 0;
+    // A job that failed for its own reasons (an exit code, a signal, out of memory: not its
+    // node, not its limit) runs again at most max_retries times: an always-crashing job is
+    // reported, not resubmitted for ever.
+    if (failures > sl.max_retries && !facts.retry_failed) {
+      plan.notes.push_back(job + ": failed " + std::to_string(failures) + " time(s), more than max_retries = " +
+                           std::to_string(sl.max_retries) + "; not resubmitted (" + std::to_string(left.size()) +
+                           " points left). Last failure: " +
+                           (facts.failure_cause.count(job) ? facts.failure_cause.at(job) : "cause unknown") +
+                           ". Fix the cause, then `d500 submit --resume --retry-failed`");
+      plan.gave_up += static_cast<int>(left.size());
+      continue;
+    }
     int limit = sl.time_limit_min;
     if (timeouts > 0 && sl.retry_time_factor > 1) {
       if (timeouts > sl.max_retries) {
@@ -44,6 +59,14 @@ SubmitPlan plan_submissions(const SubmitFacts& facts, const Campaign& campaign, 
     }
     todo.push_back(std::move(e));
   }
+
+  // Nodes that failed under an earlier task are left out of every new one.
+  std::vector<std::string> nodes;
+  for (const auto& [node, task] : facts.failed_nodes) {
+    nodes.push_back(node);
+    plan.notes.push_back("excluding node " + node + " (--exclude): " + task + " ended NODE_FAIL on it");
+  }
+  plan.exclude = join(nodes, ",");
 
   // Jobs of one shape and time limit go into one array when the campaign allows (always with a
   // throttle, whose %N limits the array); arrays are chained when throttled, so that at most N of

@@ -19,6 +19,10 @@ struct SubmitFacts {
   std::set<std::string> finished;                     // point ids with a final outcome in some results file
   std::set<std::string> in_flight;                    // point ids in a task Slurm reports queued or running
   std::map<std::string, int> attempts, timeouts;      // per planned job: tasks submitted, tasks that timed out
+  std::map<std::string, int> failures;                // per planned job: tasks that failed for their own reasons
+  std::map<std::string, std::string> failure_cause;   // per planned job: its last failure's cause and last line
+  std::map<std::string, std::string> failed_nodes;    // node -> the task that ended NODE_FAIL on it
+  bool retry_failed = false;                          // resubmit jobs past max_retries failures (--retry-failed)
   int earlier_submissions = 0;                        // records in submissions.tsv (numbers the new lists)
 };
 
@@ -42,6 +46,7 @@ struct SubmitBatch {
 
 struct SubmitPlan {
   std::vector<SubmitBatch> batches;
+  std::string exclude;                           // nodes every batch avoids (Slurm's --exclude), comma-separated
   int finished = 0, in_flight = 0, gave_up = 0;  // points
   std::vector<std::string> notes;                // what a person should know (jobs given up)
 };

@@ -110,6 +110,35 @@ TEST(SubmitPlan, TimeOutsGrowTheLimitUntilMaxRetriesThenTheJobIsGivenUp) {
   EXPECT_NE(p.notes[0].find("job-0001: timed out 3 time(s), more than max_retries = 2"), std::string::npos) << p.notes[0];
 }
 
+TEST(SubmitPlan, AJobFailingForItsOwnReasonsRunsAtMostMaxRetriesMoreTimesAndFailedNodesAreExcluded) {
+  Campaign c = slurm_campaign(10);
+  c.slurm.max_retries = 1;
+  SubmitFacts f;
+  f.jobs = {{"job-0000", job("job-0000", {"a"})}, {"job-0001", job("job-0001", {"b"})}, {"job-0002", job("job-0002", {"c"})}};
+  f.attempts = {{"job-0000", 1}, {"job-0001", 2}, {"job-0002", 1}};
+  f.failures = {{"job-0000", 1}, {"job-0001", 2}};
+  f.failure_cause = {{"job-0001", "exit 127 (command not found): module: command not found"}};
+  f.failed_nodes = {{"nid00007", "job 41"}};
+  SubmitPlan p = plan_submissions(f, c, kDir);
+  ASSERT_EQ(p.batches.size(), 1u);
+  ASSERT_EQ(p.batches[0].entries.size(), 2u);  // job-0000 (one failure: retried) and job-0002
+  EXPECT_EQ(p.batches[0].entries[0].job, "job-0000");
+  EXPECT_EQ(p.batches[0].entries[1].job, "job-0002");
+  EXPECT_EQ(p.batches[0].time_limit_min, 10) << "a failure is no reason for a longer limit";
+  EXPECT_EQ(p.gave_up, 1);
+  ASSERT_EQ(p.notes.size(), 2u);
+  EXPECT_NE(p.notes[0].find("job-0001: failed 2 time(s), more than max_retries = 1; not resubmitted (1 points left). "
+                            "Last failure: exit 127 (command not found): module: command not found"),
+            std::string::npos) << p.notes[0];
+  EXPECT_NE(p.notes[1].find("excluding node nid00007 (--exclude): job 41 ended NODE_FAIL on it"), std::string::npos) << p.notes[1];
+  EXPECT_EQ(p.exclude, "nid00007");
+  // Once the cause is fixed, --retry-failed sends it again.
+  f.retry_failed = true;
+  p = plan_submissions(f, c, kDir);
+  EXPECT_EQ(p.gave_up, 0);
+  EXPECT_EQ(p.batches[0].entries.size(), 3u);
+}
+
 TEST(SubmitPlan, AThrottleMakesChainedArraysEvenOfOneJob) {
   Campaign c = slurm_campaign();
   c.slurm.throttle = 2;

@@ -25,7 +25,7 @@ TEST(Phase, NamesRoundTripAndAreStoredInOrder) {
 
 TEST(Outcome, NamesRoundTripAndOnlyTheWorkersOutcomesAreFileStatuses) {
   for (Outcome o : {Outcome::Complete, Outcome::Incomplete, Outcome::FailedValidation, Outcome::BackendFailed,
-                    Outcome::TimedOut, Outcome::Cancelled, Outcome::NodeFailed, Outcome::Missing}) {
+                    Outcome::TimedOut, Outcome::Cancelled, Outcome::NodeFailed, Outcome::JobFailed, Outcome::Missing}) {
     auto back = parse_outcome(outcome_name(o));
     ASSERT_TRUE(back.has_value()) << outcome_name(o);
     EXPECT_EQ(*back, o);

@@ -6,7 +6,7 @@
 namespace d500 {
 
 namespace {
-constexpr std::array<std::pair<Outcome, const char*>, 8> kNames{{
+constexpr std::array<std::pair<Outcome, const char*>, 9> kNames{{
     {Outcome::Complete, "complete"},
     {Outcome::Incomplete, "incomplete"},
     {Outcome::FailedValidation, "failed-validation"},
@@ -14,6 +14,7 @@ constexpr std::array<std::pair<Outcome, const char*>, 8> kNames{{
     {Outcome::TimedOut, "timed-out"},
     {Outcome::Cancelled, "cancelled"},
     {Outcome::NodeFailed, "node-failed"},
+    {Outcome::JobFailed, "job-failed"},
     {Outcome::Missing, "missing"},
 }};
 }  // namespace
@@ -45,10 +46,11 @@ bool is_final(Outcome o) {
 
 int outcome_preference(Outcome o) {
   switch (o) {
-    case Outcome::Complete: return 7;
-    case Outcome::FailedValidation: return 6;
-    case Outcome::BackendFailed: return 5;
-    case Outcome::Incomplete: return 4;
+    case Outcome::Complete: return 8;
+    case Outcome::FailedValidation: return 7;
+    case Outcome::BackendFailed: return 6;
+    case Outcome::Incomplete: return 5;
+    case Outcome::JobFailed: return 4;
     case Outcome::TimedOut: return 3;
     case Outcome::NodeFailed: return 2;
     case Outcome::Cancelled: return 1;

@@ -17,11 +17,12 @@ enum class Outcome {
   TimedOut,          // its job hit the scheduler's time limit before the point finished
   Cancelled,         // its job was cancelled before the point finished
   NodeFailed,        // its job's node failed (or it was preempted) before the point finished
+  JobFailed,         // its job failed for its own reasons (an exit code, a signal, out of memory)
   Missing,           // no results file holds it: never started
 };
 
 // "complete", "incomplete", "failed-validation", "backend-failed", "timed-out", "cancelled",
-// "node-failed", "missing": how reports, CSV and JSON spell it.
+// "node-failed", "job-failed", "missing": how reports, CSV and JSON spell it.
 const char* outcome_name(Outcome o);
 std::optional<Outcome> parse_outcome(const std::string& name);
 

@@ -21,6 +21,7 @@
 #include "d500/version.hpp"
 #include "plan/jobspec.hpp"
 #include "plan/packing.hpp"
+#include "plan/sbatch.hpp"
 #include "plan/template.hpp"
 #include "rundir/layout.hpp"
 
@@ -97,6 +98,8 @@ TemplateInfo load_template(const std::string& name, const Location& where, const
   }
   if (t.launcher.empty())
     throw Error(Location{t.path, 1, 1}, "template lacks a '# d500: launcher=local|slurm' line");
+  // What its #SBATCH lines ask must reach the job description `d500 submit` makes.
+  if (t.launcher == "slurm") parse_sbatch_lines(t.text, t.path);
   return t;
 }
 
@@ -834,6 +837,7 @@ void write_plan(const Plan& plan, const std::string& dir, const std::string& wor
           {"worker", worker},
           {"spec", final_dir.job_spec(j.id).string()},
           {"output", final_dir.results_file(j.id).string()},
+          {"slurm_attempt", templates_dir() + "/slurm-attempt.bash"},
       };
       std::string script = render_template(plan.tmpl.text, plan.tmpl.path, vars);
       fs::path sp = at.job_script(j.id);

@@ -10,11 +10,14 @@
 //   jobs/<job>.list          the spec list a hand-submitted job script reads (D500_SPEC_LIST)
 //   jobs/<job>.status        the local launcher's record of the job's last run
 //   results/<job>.h5         the job's results file (earlier attempts: .h5.prev-N; Slurm
-//                            attempts: <spec>.slurm-<id>.h5)
-//   logs/<job>.log           the job's output under the local launcher (Slurm: *.slurm-*.out)
+//                            attempts: <spec>.slurm-<id>.<attempt>.h5, attempt = SLURM_RESTART_COUNT)
+//   logs/<job>.log           the job's output under the local launcher (Slurm: *.slurm-*.out,
+//                            appended to by each attempt after a "d500: attempt N ..." line)
 //   slurm/submissions.tsv    every submission Slurm accepted, fsync'd before the next
 //   slurm/cancellations.tsv  every cancellation d500 made
 //   slurm/submit-<N>.list    the specs of submission N's tasks (D500_SPEC_LIST)
+//   slurm/attempts/<id>_<task>.<attempt>.tsv  what each attempt recorded of itself (start, SIGTERM, exit)
+//   slurm/observed.tsv       every final state d500 saw Slurm report, kept after Slurm purges it
 //   report.md, report.html, results.csv, results.json, index.h5   written by `d500 report`
 #include <filesystem>
 #include <string>
@@ -44,6 +47,8 @@ class RunLayout {
   std::filesystem::path submissions_file() const { return slurm_dir() / "submissions.tsv"; }
   std::filesystem::path cancellations_file() const { return slurm_dir() / "cancellations.tsv"; }
   std::filesystem::path submit_list(int n) const { return slurm_dir() / ("submit-" + std::to_string(n) + ".list"); }
+  std::filesystem::path attempts_dir() const { return slurm_dir() / "attempts"; }
+  std::filesystem::path observed_file() const { return slurm_dir() / "observed.tsv"; }
 
   // Throws the error a user sees when `dir` is not a run directory (no plan.toml).
   void require_plan(const std::string& as_given) const;

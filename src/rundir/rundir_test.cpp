@@ -11,6 +11,7 @@
 
 #include "common/error.hpp"
 #include "common/text.hpp"
+#include "rundir/attempts.hpp"
 #include "rundir/layout.hpp"
 #include "rundir/lock.hpp"
 #include "rundir/state.hpp"
@@ -219,6 +220,76 @@ TEST_F(RunDirTest, AJobGroupWhoseRunnerIsGoneIsFoundByItsRecord) {
   kill(job, SIGKILL);
   waitpid(job, nullptr, 0);
   EXPECT_NO_THROW(RunLock::acquire(d, "d500 run"));
+}
+
+// The job's own record of an attempt: templates/slurm-attempt.bash run by bash as a Slurm job
+// script runs it, its step sent SIGTERM as Slurm sends it at the time limit or on scancel.
+TEST_F(RunDirTest, AnAttemptRecordsItsStartItsSigtermAndItsExitAndOutlivesSlurm) {
+  const RunLayout run(dir_.string());
+  const std::string lib = std::string(D500_SOURCE_DIR) + "/templates/slurm-attempt.bash";
+  auto job = [&](const std::string& env, const std::string& body) {
+    const std::string script = "cd " + shell_quote(dir_.string()) + " && source " + shell_quote(lib) + "\n" + body;
+    const std::string cmd = env + " bash -c " + shell_quote(script) + " >> " + shell_quote((dir_ / "job.out").string()) + " 2>&1";
+    return std::system(cmd.c_str());
+  };
+  // Attempt 0 of job 41 (task 3 of array 40) is sent SIGTERM 0 s into a 5 s limit: within 10 s
+  // of the limit, so it timed out. Attempt 1 is terminated 0 s into an hour: cancelled.
+  job("SLURM_JOB_ID=41 SLURM_ARRAY_JOB_ID=40 SLURM_ARRAY_TASK_ID=3 D500_TIME_LIMIT_S=5", "d500_step bash -c 'echo working; sleep 0.1'; exit 3");
+  job("SLURM_JOB_ID=41 SLURM_ARRAY_JOB_ID=40 SLURM_ARRAY_TASK_ID=3 SLURM_RESTART_COUNT=1 D500_TIME_LIMIT_S=3600",
+      "trap 'd500_on_term' TERM; (sleep 0.3; kill -TERM $$) & d500_step bash -c 'echo step output; sleep 1'");
+  job("SLURM_JOB_ID=42 D500_TIME_LIMIT_S=1", "(sleep 0.3; kill -TERM $$) & d500_step bash -c 'echo last words; sleep 1'");
+  const auto all = read_attempts(run);
+  ASSERT_EQ(all.size(), 3u) << read_file((dir_ / "job.out").string());
+  EXPECT_EQ(all[0].task, (TaskKey{40, 3}));
+  EXPECT_EQ(all[0].attempt, 0);
+  ASSERT_TRUE(all[0].exit_code.has_value());
+  EXPECT_EQ(*all[0].exit_code, 3);
+  EXPECT_FALSE(all[0].terminated);
+  EXPECT_EQ(all[1].attempt, 1);
+  EXPECT_TRUE(all[1].terminated);
+  EXPECT_FALSE(all[1].timed_out) << "SIGTERM long before the limit";
+  EXPECT_EQ(all[2].task, (TaskKey{42, 0}));
+  EXPECT_TRUE(all[2].timed_out) << "SIGTERM at the limit";
+  ASSERT_TRUE(all[2].exit_code.has_value());
+  EXPECT_EQ(*all[2].exit_code, 143) << "the step ended by the signal, its status is the script's";
+  EXPECT_EQ(attempt_files(run, {40, 3}).size(), 2u);
+  EXPECT_EQ(all[2].log, fs::weakly_canonical(dir_ / "job.out").string());
+  // Each attempt's output is the part of the shared log after its own marker line.
+  const auto tail = attempt_output_tail(all[1], 5);
+  ASSERT_FALSE(tail.empty());
+  EXPECT_EQ(tail.front(), "step output") << "attempt 0's lines are not attempt 1's";
+
+  // Slurm has purged every job: the records alone say how each ended.
+  const std::map<TaskKey, ObservedState> none;
+  TaskEnd e = resolve_task_end({42, 0}, std::nullopt, false, none, all);
+  EXPECT_EQ(e.state, "TIMEOUT");
+  EXPECT_EQ(e.source, "job record");
+  EXPECT_NE(e.cause.find("time limit reached (SIGTERM at"), std::string::npos) << e.cause;
+  EXPECT_EQ(e.tail.back(), "last words");
+  e = resolve_task_end({40, 3}, std::nullopt, false, none, all);
+  EXPECT_EQ(e.state, "CANCELLED") << "the last attempt decides";
+  EXPECT_EQ(e.attempts, 2);
+  // What d500 saw Slurm say comes before the job's word; Slurm's live answer before both.
+  ObservedState seen;
+  seen.task = {40, 3};
+  seen.state = "NODE_FAIL";
+  seen.nodes = "nid00007";
+  record_observed(run, seen);
+  const auto observed = read_observed(run);
+  e = resolve_task_end({40, 3}, std::nullopt, false, observed, all);
+  EXPECT_EQ(e.state, "NODE_FAIL");
+  EXPECT_EQ(e.source, "observed");
+  EXPECT_EQ(e.cause, "node failure on nid00007");
+  ObservedState live = seen;
+  live.state = "FAILED";
+  live.exit_code = 134;
+  e = resolve_task_end({40, 3}, live, true, observed, all);
+  EXPECT_EQ(e.cause, "exit 134 (128 + SIGABRT)");
+  EXPECT_EQ(exit_text(127, 0), "exit 127 (command not found)");
+  EXPECT_EQ(exit_text(0, 9), "signal SIGKILL");
+  EXPECT_EQ(outcome_of_slurm_state("OUT_OF_MEMORY"), Outcome::JobFailed);
+  EXPECT_EQ(outcome_of_slurm_state("PREEMPTED"), Outcome::NodeFailed);
+  EXPECT_FALSE(outcome_of_slurm_state("COMPLETED").has_value());
 }
 
 }  // namespace

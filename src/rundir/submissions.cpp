@@ -20,9 +20,10 @@ namespace {
 constexpr const char* kSubmissionsHeader = "# slurm_id\tkind\ttime_limit_min\tdependency\tsubmitted_utc\tspecs";
 constexpr const char* kCancellationsHeader = "# slurm_id\tcancelled_utc";
 
-// Appends one line and forces it to disk before returning: a crash or a full disk after
-// Slurm accepted a job must not lose the job's id. A new file starts with `header`.
-void append_durably(const fs::path& file, const std::string& header, const std::string& line) {
+}  // namespace
+
+// A crash or a full disk after Slurm accepted a job must not lose the job's id.
+void append_line_durably(const fs::path& file, const std::string& header, const std::string& line) {
   fs::create_directories(file.parent_path());
   const bool fresh = !fs::exists(file);
   int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
@@ -33,6 +34,8 @@ void append_durably(const fs::path& file, const std::string& header, const std::
   ::close(fd);
   if (!ok) throw Error(file.string() + ": cannot record (disk full?): " + std::strerror(e));
 }
+
+namespace {
 
 // A whole non-negative number in `text`, or an error naming the place and what was found.
 template <class T>
@@ -53,13 +56,13 @@ std::string base_job(const std::string& spec) {
 }
 
 void record_submission(const RunLayout& dir, const Submission& s) {
-  append_durably(dir.submissions_file(), kSubmissionsHeader,
+  append_line_durably(dir.submissions_file(), kSubmissionsHeader,
                  std::to_string(s.slurm_id) + "\t" + s.kind + "\t" + std::to_string(s.time_limit_min) + "\t" +
                      (s.dependency.empty() ? "-" : s.dependency) + "\t" + s.submitted_utc + "\t" + join(s.specs, ","));
 }
 
 void record_cancellation(const RunLayout& dir, std::uint32_t slurm_id, const std::string& utc) {
-  append_durably(dir.cancellations_file(), kCancellationsHeader, std::to_string(slurm_id) + "\t" + utc);
+  append_line_durably(dir.cancellations_file(), kCancellationsHeader, std::to_string(slurm_id) + "\t" + utc);
 }
 
 std::vector<Submission> read_submissions(const RunLayout& dir) {

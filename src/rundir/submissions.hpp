@@ -25,6 +25,9 @@ std::vector<Submission> read_submissions(const RunLayout& dir);
 void record_submission(const RunLayout& dir, const Submission& s);
 void record_cancellation(const RunLayout& dir, std::uint32_t slurm_id, const std::string& utc);
 
+// Appends one line and forces it to disk before returning; a new file starts with `header`.
+void append_line_durably(const std::filesystem::path& file, const std::string& header, const std::string& line);
+
 // The job a spec belongs to: "jobs/job-0003.r2.toml" -> "job-0003".
 std::string base_job(const std::string& spec);
 

@@ -273,7 +273,7 @@ TEST_F(EndToEnd, SubmitWithoutASlurmConfigurationSaysSoAndRecordsNothing) {
   Cmd st = sh("SLURM_CONF=/nonexistent/slurm.conf " + d500_cmd("status " + run.string()));
   EXPECT_EQ(st.code, 0) << st.out;
   // Status answers from the results files, whatever Slurm (or its absence) says.
-  EXPECT_NE(st.out.find("points: 0 done, 0 incomplete, 1 missing"), std::string::npos) << st.out;
+  EXPECT_NE(st.out.find("points: 0 complete, 0 failed (validation or backend), 0 incomplete, 1 missing"), std::string::npos) << st.out;
 }
 
 TEST_F(EndToEnd, BadCampaignGivesOneLocatedErrorAndWritesNothing) {

@@ -4,9 +4,11 @@
 #include <chrono>
 #include <thread>
 
+#include "common/text.hpp"
 #include "helpers.hpp"
 
 using namespace d500test;
+using d500::read_file;
 
 namespace {
 
@@ -37,6 +39,21 @@ class Slurm : public ScratchDirTest {
   static bool settled(const std::string& s) {
     return s.find("PENDING") == std::string::npos && s.find("RUNNING") == std::string::npos;
   }
+  static std::string cluster() { return fs::path(std::getenv("SLURM_CONF")).parent_path().string(); }
+  static Cmd cluster_cmd(const std::string& what, const std::string& arg = "") {
+    return sh("bash " + std::string(D500_SOURCE_DIR) + "/launchers/test-cluster.sh " + what + " " + cluster() + " " + arg);
+  }
+  static std::vector<fs::path> files_in(const fs::path& d) {
+    std::vector<fs::path> out;
+    if (fs::is_directory(d))
+      for (const auto& e : fs::directory_iterator(d)) out.push_back(e.path());
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+  // The Slurm id of the run's first submission.
+  static std::string first_job_id(const fs::path& run) {
+    return sh("awk 'NR==2{printf \"%s\", $1}' " + (run / "slurm" / "submissions.tsv").string()).out;
+  }
   static int lines(const fs::path& f) {
     std::ifstream in(f);
     int n = 0;
@@ -62,7 +79,7 @@ TEST_F(Slurm, PlanSubmitStatusReportEndToEnd) {
   EXPECT_NE(sub.out.find("submitted job"), std::string::npos) << sub.out;
   EXPECT_EQ(lines(run / "slurm" / "submissions.tsv"), 1);
   std::string st = wait_status(run, settled, 120);
-  EXPECT_NE(st.find("summary: jobs 1 COMPLETED; points 2/2 done"), std::string::npos) << st;
+  EXPECT_NE(st.find("summary: jobs 1 COMPLETED; points 2/2 complete"), std::string::npos) << st;
 
   // The worker ran under srun with 2 ranks, and the file knows its Slurm job.
   fs::path h5;
@@ -112,18 +129,39 @@ axes = ["backend", "n"]
   Cmd sub = sh(d500_cmd("submit " + run.string()));
   ASSERT_EQ(sub.code, 0) << sub.out;
   // While the slow point runs, resume submits nothing: the point is queued or running.
-  wait_status(run, [](const std::string& s) { return s.find("points: 1 done, 1 incomplete") != std::string::npos; }, 120);
+  wait_status(run, [](const std::string& s) { return s.find("points: 1 complete, 0 failed (validation or backend), 1 incomplete") != std::string::npos; }, 120);
   Cmd during = sh(d500_cmd("submit --resume " + run.string()));
   EXPECT_NE(during.out.find("nothing to submit: 1 points finished, 1 queued or running"), std::string::npos) << during.out;
 
   std::string st = wait_status(run, settled, 180);
   EXPECT_NE(st.find("TIMEOUT"), std::string::npos) << st;
-  EXPECT_NE(st.find("points: 1 done, 1 incomplete, 0 missing"), std::string::npos) << st;
+  EXPECT_NE(st.find("points: 1 complete, 0 failed (validation or backend), 1 incomplete, 0 missing"), std::string::npos) << st;
   for (const auto& e : fs::directory_iterator(run / "results")) {
     Cmd check = sh(d500_cmd("check " + e.path().string()));
     EXPECT_EQ(check.code, 0) << check.out;
     EXPECT_NE(check.out.find("1 complete, 1 incomplete; job running"), std::string::npos) << check.out;
   }
+  // The job trapped Slurm's SIGTERM at the limit and recorded it itself.
+  const auto records = files_in(run / "slurm" / "attempts");
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_NE(read_file(records[0].string()).find("verdict=timed-out"), std::string::npos) << read_file(records[0].string());
+
+  // Slurm forgets the job (MinJobAge), and d500 never looked at its end (no observations): the
+  // job's own record still says it timed out, so the retry below gets the longer limit.
+  fs::remove(run / "slurm" / "observed.tsv");
+  ASSERT_EQ(cluster_cmd("min-job-age", "2").code, 0);
+  const std::string id = first_job_id(run);
+  bool purged = false;
+  for (int i = 0; i < 120 && !purged; ++i) {
+    purged = sh("scontrol show job " + id).code != 0;
+    if (!purged) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  ASSERT_EQ(cluster_cmd("min-job-age", "3600").code, 0);
+  ASSERT_TRUE(purged) << "Slurm kept job " << id;
+  st = sh(d500_cmd("status " + run.string())).out;
+  EXPECT_NE(st.find("TIMEOUT  limit 00:01:00  time limit reached (SIGTERM at"), std::string::npos) << st;
+  EXPECT_NE(st.find("[not known to Slurm: from the job's own record]"), std::string::npos) << st;
+  EXPECT_NE(st.find("DUE TO TIME LIMIT"), std::string::npos) << "the attempt's last output: " << st;
 
   // Resume: only the unfinished point, with the limit doubled.
   Cmd resume = sh(d500_cmd("submit --resume " + run.string()));
@@ -140,7 +178,7 @@ axes = ["backend", "n"]
   EXPECT_NE(cancel.out.find("1 submission(s) cancelled"), std::string::npos) << cancel.out;
   st = wait_status(run, settled, 60);
   EXPECT_NE(st.find("CANCELLED"), std::string::npos) << st;
-  EXPECT_NE(st.find("points: 1 done, 1 incomplete, 0 missing"), std::string::npos) << st;
+  EXPECT_NE(st.find("points: 1 complete, 0 failed (validation or backend), 1 incomplete, 0 missing"), std::string::npos) << st;
 }
 
 TEST_F(Slurm, ControllerDownAtSubmitRecordsNothingAndALaterSubmitDoesNotDuplicate) {
@@ -160,14 +198,14 @@ n = [32, 48]
   ASSERT_EQ(sh("bash " + script + " start-controller " + cluster).code, 0);
   EXPECT_EQ(down.code, 1) << down.out;
   EXPECT_NE(down.out.find("is slurmctld running"), std::string::npos) << down.out;
-  EXPECT_NE(down.out.find("0 of 1 submission(s) were accepted"), std::string::npos) << down.out;
+  EXPECT_NE(down.out.find("nothing was submitted"), std::string::npos) << down.out;
   EXPECT_EQ(lines(run / "slurm" / "submissions.tsv"), 0);
 
   Cmd up = sh(d500_cmd("submit " + run.string()));
   ASSERT_EQ(up.code, 0) << up.out;
   EXPECT_EQ(lines(run / "slurm" / "submissions.tsv"), 1);
   std::string st = wait_status(run, settled, 120);
-  EXPECT_NE(st.find("points: 2 done"), std::string::npos) << st;
+  EXPECT_NE(st.find("points: 2 complete"), std::string::npos) << st;
 }
 
 // The issue's case: a training run killed at its Slurm time limit resumes with `submit --resume`
@@ -202,7 +240,7 @@ seed = 4
   ASSERT_EQ(sub.code, 0) << sub.out;
   std::string st = wait_status(run, settled, 240);
   EXPECT_NE(st.find("TIMEOUT"), std::string::npos) << st;
-  EXPECT_NE(st.find("points: 0 done, 1 incomplete"), std::string::npos) << st;
+  EXPECT_NE(st.find("points: 0 complete, 0 failed (validation or backend), 1 incomplete"), std::string::npos) << st;
   std::vector<fs::path> first;
   for (const auto& e : fs::directory_iterator(run / "results")) first.push_back(e.path());
   ASSERT_EQ(first.size(), 1u);
@@ -211,7 +249,7 @@ seed = 4
 
   Cmd resume = sh(d500_cmd("submit --resume " + run.string()));
   ASSERT_EQ(resume.code, 0) << resume.out;
-  st = wait_status(run, [](const std::string& s) { return settled(s) && s.find("points: 1 done") != std::string::npos; }, 300);
+  st = wait_status(run, [](const std::string& s) { return settled(s) && s.find("points: 1 complete") != std::string::npos; }, 300);
   EXPECT_NE(st.find("COMPLETED"), std::string::npos) << st;
 
   fs::path second;
@@ -242,4 +280,193 @@ seed = 4
   EXPECT_LT(training_s, 150.5);
   EXPECT_EQ(increasing, 1) << "the curve's steps, copied then continued, rise";
   EXPECT_EQ(from_the_start, 1) << "the curve starts at the first attempt's first evaluation";
+}
+
+// A requeue (scontrol requeue, or Slurm's own after a node failure) reruns the job under the
+// same id: each attempt has its own results file and record, the log keeps both, and the
+// report takes the attempt that finished.
+TEST_F(Slurm, ARequeuedJobKeepsEveryAttemptAndTheReportTakesTheOneThatFinished) {
+  fs::path run = plan(R"([campaign]
+name = "slurm-requeue"
+repetitions = 12000
+warmups = 1
+template = "slurm"
+[slurm]
+time_limit = 5
+[axes]
+workload = ["gemm"]
+backend = ["reference"]
+n = [256]
+)");
+  ASSERT_EQ(sh(d500_cmd("submit " + run.string())).code, 0);
+  const std::string id = first_job_id(run);
+  // Requeue once the first attempt has flushed samples; Slurm holds a requeued job 2 minutes,
+  // which the test lifts.
+  wait_status(run, [&](const std::string&) { return !files_in(run / "results").empty(); }, 60);
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  Cmd rq = sh("scontrol requeue " + id + " && sleep 1 && scontrol update jobid=" + id + " StartTime=now");
+  ASSERT_EQ(rq.code, 0) << rq.out;
+  std::string st = wait_status(run, [](const std::string& s) { return settled(s) && s.find("COMPLETED") != std::string::npos; }, 180);
+  EXPECT_NE(st.find("COMPLETED  limit 00:05:00  requeued 1x  [2 attempts]"), std::string::npos) << st;
+  EXPECT_NE(st.find("points: 1 complete"), std::string::npos) << st;
+  const auto results = files_in(run / "results");
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_EQ(results[0].filename().string(), "job-0000.slurm-" + id + ".0.h5");
+  EXPECT_EQ(results[1].filename().string(), "job-0000.slurm-" + id + ".1.h5");
+  EXPECT_NE(sh(d500_cmd("check " + results[0].string())).out.find("1 incomplete"), std::string::npos);
+  EXPECT_EQ(files_in(run / "slurm" / "attempts").size(), 2u);
+  const std::string log = read_file(files_in(run / "logs").at(0).string());
+  EXPECT_NE(log.find("d500: attempt 0 of Slurm job " + id), std::string::npos) << log;
+  EXPECT_NE(log.find("DUE TO JOB REQUEUE"), std::string::npos) << log;
+  EXPECT_NE(log.find("d500: attempt 1 of Slurm job " + id), std::string::npos) << log;
+  ASSERT_EQ(sh(d500_cmd("report " + run.string())).code, 0);
+  for (auto& [pid, row] : read_csv(run / "results.csv")) {
+    EXPECT_EQ(row["status"], "complete") << pid;
+    EXPECT_NE(row["file"].find(".1.h5"), std::string::npos) << row["file"];
+  }
+}
+
+// A job that fails for its own reasons (here a module system the machine lacks: exit 127)
+// shows its exit code and last lines in status and report, and runs again at most max_retries
+// times.
+TEST_F(Slurm, AFailingJobShowsItsCauseAndIsRetriedAtMostMaxRetriesTimes) {
+  fs::path run = plan(R"([campaign]
+name = "slurm-fail"
+repetitions = 10
+warmups = 1
+template = "slurm"
+[slurm]
+time_limit = 5
+max_retries = 1
+modules = ["gcc/12.2"]
+[axes]
+workload = ["gemm"]
+backend = ["reference"]
+n = [64]
+)");
+  ASSERT_EQ(sh(d500_cmd("submit " + run.string())).code, 0);
+  std::string st = wait_status(run, settled, 60);
+  EXPECT_NE(st.find("FAILED (NonZeroExitCode)  limit 00:05:00  exit 127 (command not found)"), std::string::npos) << st;
+  EXPECT_NE(st.find("| "), std::string::npos) << st;
+  EXPECT_NE(st.find("module: command not found"), std::string::npos) << st;
+  EXPECT_NE(st.find("job-failed"), std::string::npos) << st;
+  Cmd again = sh(d500_cmd("submit --resume " + run.string()));
+  EXPECT_NE(again.out.find("submitted job"), std::string::npos) << "one retry: " << again.out;
+  wait_status(run, settled, 60);
+  Cmd third = sh(d500_cmd("submit --resume " + run.string()));
+  EXPECT_EQ(third.code, 0) << third.out;
+  EXPECT_NE(third.out.find("job-0000: failed 2 time(s), more than max_retries = 1; not resubmitted"), std::string::npos) << third.out;
+  EXPECT_NE(third.out.find("module: command not found"), std::string::npos) << third.out;
+  EXPECT_NE(third.out.find("nothing to submit"), std::string::npos) << third.out;
+  EXPECT_EQ(lines(run / "slurm" / "submissions.tsv"), 2);
+  ASSERT_EQ(sh(d500_cmd("report " + run.string())).code, 0);
+  for (auto& [pid, row] : read_csv(run / "results.csv")) {
+    EXPECT_EQ(row["status"], "job-failed") << pid;
+    EXPECT_NE(row["status_reason"].find("FAILED: exit 127 (command not found); last output:"), std::string::npos) << row["status_reason"];
+  }
+}
+
+// Exactly once: two concurrent submits of one run make one submission; a submit whose RPC meets
+// a hung controller (stopped, not down) times out although Slurm accepts the job when it wakes,
+// and `submit --resume` finds that job by the run's tag and records it instead of submitting again.
+TEST_F(Slurm, ExactlyOnceUnderConcurrentSubmitsAndAHungController) {
+  const std::string campaign = kHead + "[slurm]\ntime_limit = 5\n[axes]\nworkload = [\"gemm\"]\nbackend = [\"blas\"]\nn = [40]\n";
+  fs::path run = plan(campaign);
+  Cmd both = sh("(" + d500_cmd("submit " + run.string()) + ") & (" + d500_cmd("submit " + run.string()) + "); wait");
+  EXPECT_EQ(lines(run / "slurm" / "submissions.tsv"), 1) << both.out;
+  wait_status(run, settled, 60);
+
+  fs::remove_all(run);
+  run = plan(campaign);
+  const fs::path hook = dir_ / "hang.sh";
+  std::ofstream(hook) << "#!/bin/sh\nexec bash " << D500_SOURCE_DIR << "/launchers/test-cluster.sh hang-controller " << cluster() << "\n";
+  fs::permissions(hook, fs::perms::owner_all);
+  Cmd hung = sh("D500_TEST_HOOK_BEFORE_SUBMIT=" + hook.string() + " " + d500_cmd("submit " + run.string()));
+  ASSERT_EQ(cluster_cmd("resume-controller").code, 0);
+  EXPECT_EQ(hung.code, 1) << hung.out;
+  EXPECT_NE(hung.out.find("timed out"), std::string::npos) << hung.out;
+  EXPECT_NE(hung.out.find("finds by this run's tag"), std::string::npos) << hung.out;
+  EXPECT_EQ(lines(run / "slurm" / "submissions.tsv"), 0);
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  Cmd resume = sh(d500_cmd("submit --resume " + run.string()));
+  EXPECT_EQ(resume.code, 0) << resume.out;
+  EXPECT_NE(resume.out.find("with this run's tag"), std::string::npos) << resume.out;
+  EXPECT_EQ(resume.out.find("submitted job"), std::string::npos) << resume.out;
+  EXPECT_EQ(lines(run / "slurm" / "submissions.tsv"), 1);
+  const std::string st = wait_status(run, settled, 60);
+  EXPECT_NE(st.find("points: 1 complete"), std::string::npos) << st;
+  EXPECT_EQ(files_in(run / "results").size(), 1u) << "one job ran";
+}
+
+// `d500 submit` gives Slurm what the #SBATCH lines say, as sbatch does: the Daint template's
+// --hint=nomultithread and --cpus-per-task reach the job (its resources and its environment).
+// A throttled array shows libslurm's reason, and a task cancelled while pending reads CANCELLED.
+TEST_F(Slurm, SubmitCarriesWhatSbatchCarriesAndSlurmsOwnReasons) {
+  fs::path run = plan(R"([campaign]
+name = "slurm-same"
+repetitions = 6000
+warmups = 1
+template = "daint"
+points_per_job = 1
+[slurm]
+time_limit = 5
+partition = "debug"
+cpus_per_task = 1
+throttle = 1
+[axes]
+workload = ["gemm"]
+backend = ["reference"]
+n = [256, 255, 254]
+)");
+  ASSERT_EQ(sh(d500_cmd("submit " + run.string())).code, 0);
+  const std::string id = first_job_id(run);
+  std::string st = wait_status(run, [](const std::string& s) { return s.find("RUNNING") != std::string::npos; }, 60);
+  EXPECT_NE(st.find("PENDING (JobArrayTaskLimit)"), std::string::npos) << st;
+  ASSERT_EQ(sh("scancel " + id + "_2").code, 0);
+  Cmd by_hand = sh("cd " + run.string() + " && sbatch --parsable jobs/job-0000.sh");
+  ASSERT_EQ(by_hand.code, 0) << by_hand.out;
+  const std::string hand_id = by_hand.out.substr(0, by_hand.out.find_first_of("\n;"));
+  st = wait_status(run, settled, 120);
+  EXPECT_NE(st.find(id + "_2  job-0002  CANCELLED (cancelled before it started"), std::string::npos) << st;
+  wait_status(run, [&](const std::string&) { return sh("scontrol show job " + hand_id).out.find("COMPLETED") != std::string::npos; }, 60);
+  // The resources Slurm gave both ways, field by field.
+  auto fields = [](const std::string& job) {
+    std::map<std::string, std::string> f;
+    std::istringstream in(sh("scontrol -o show job " + job).out);
+    for (std::string w; in >> w;) {
+      const auto eq = w.find('=');
+      if (eq != std::string::npos) f[w.substr(0, eq)] = w.substr(eq + 1);
+    }
+    return f;
+  };
+  auto mine = fields(id + "_0"), theirs = fields(hand_id);
+  for (const char* k : {"NumNodes", "NumCPUs", "NumTasks", "CPUs/Task", "ReqB:S:C:T", "NtasksPerN:B:S:C", "MinCPUsNode",
+                        "MinMemoryNode", "Features", "OverSubscribe", "Partition", "TRES", "Contiguous"}) {
+    EXPECT_FALSE(theirs[k].empty()) << k;
+    EXPECT_EQ(mine[k], theirs[k]) << k;
+  }
+  EXPECT_EQ(theirs["ReqB:S:C:T"], "0:0:*:1") << "--hint=nomultithread: one thread per core";
+  // The environment each job's worker recorded.
+  std::map<std::string, std::map<std::string, std::string>> env;
+  for (const auto& f : files_in(run / "results")) {
+    const std::string name = f.filename().string();
+    const std::string who = name.find(".slurm-" + hand_id + ".") != std::string::npos ? "sbatch"
+                            : name.rfind("job-0000.", 0) == 0                          ? "d500"
+                                                                                      : "";
+    if (who.empty()) continue;
+    hid_t h = H5Fopen(f.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    ASSERT_GE(h, 0);
+    hid_t g = H5Gopen2(h, "env", H5P_DEFAULT);
+    for (const char* v : {"OMP_NUM_THREADS", "SLURM_CPUS_PER_TASK", "SLURM_HINT", "SLURM_THREADS_PER_CORE", "SLURM_NTASKS_PER_NODE"}) {
+      const std::string a = std::string("env.") + v;
+      env[who][v] = H5Aexists(g, a.c_str()) > 0 ? attr_string(g, a.c_str()) : "(unset)";
+    }
+    H5Gclose(g);
+    H5Fclose(h);
+  }
+  ASSERT_EQ(env.size(), 2u);
+  EXPECT_EQ(env["d500"], env["sbatch"]);
+  EXPECT_EQ(env["d500"]["SLURM_CPUS_PER_TASK"], "1");
+  EXPECT_EQ(env["d500"]["OMP_NUM_THREADS"], "1");
+  EXPECT_EQ(env["d500"]["SLURM_HINT"], "nomultithread");
 }

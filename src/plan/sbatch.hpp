@@ -1,0 +1,35 @@
+#pragma once
+// The #SBATCH lines of a job script, read as `sbatch` reads them: every option up to the first
+// line that is neither blank nor a comment. `d500 submit` hands Slurm a job description through
+// libslurm, not the script to sbatch, so the description must say everything those lines say;
+// an option d500 does not carry over is refused when the plan is made, naming the template's
+// line, instead of being dropped at submission.
+#include <string>
+#include <vector>
+
+namespace d500 {
+
+struct SbatchOption {
+  std::string name;   // the long name: "cpus-per-task" (from -c too)
+  std::string value;  // "" for a flag (--exclusive)
+  int line = 0;       // in the script
+};
+
+struct SbatchOptions {
+  std::vector<SbatchOption> options;
+  // The last occurrence of `name` (sbatch lets a later line win), or nullptr.
+  const SbatchOption* find(const std::string& name) const;
+};
+
+// Throws an Error at `path`:line for an option d500 does not carry, one without the value it
+// needs, or a value it cannot read (a --mem that is not a size, an unknown --hint). A value
+// holding a template's placeholder ({{...}}) is left to the rendered script's reading.
+SbatchOptions parse_sbatch_lines(const std::string& script, const std::string& path);
+
+// The long options d500 carries into a job description, for messages and the README.
+const std::vector<std::string>& sbatch_options_carried();
+
+// "4G" -> 4096, "500" -> 500, "2T" -> 2097152: sbatch's --mem sizes in MiB (no suffix: MiB).
+long long sbatch_size_mib(const std::string& text);
+
+}  // namespace d500

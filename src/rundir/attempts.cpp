@@ -1,0 +1,229 @@
+#include "rundir/attempts.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <fstream>
+#include <sstream>
+
+#include "common/text.hpp"
+#include "rundir/submissions.hpp"
+
+namespace fs = std::filesystem;
+
+namespace d500 {
+
+namespace {
+
+constexpr const char* kObservedHeader = "# slurm_id\ttask\tstate\treason\texit\tsignal\trestarts\tnodes\tseen_utc";
+
+template <class T>
+bool number(const std::string& s, T& v) {
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  return ec == std::errc() && end == s.data() + s.size() && !s.empty();
+}
+
+// "key=value" from the words of a record line; `rest` keys (log=) run to the end of the line.
+std::string field(const std::string& text, const std::string& key, bool rest = false) {
+  const std::string k = key + "=";
+  std::size_t at = text.rfind(" " + k);
+  at = text.rfind(k, 0) == 0 ? 0 : (at == std::string::npos ? std::string::npos : at + 1);
+  if (at == std::string::npos) return "";
+  const std::size_t from = at + k.size();
+  if (rest) return text.substr(from);
+  return text.substr(from, text.find(' ', from) - from);
+}
+
+// "123_4.2.tsv" -> task (123, 4), attempt 2.
+bool parse_attempt_name(const std::string& name, TaskKey& task, int& attempt) {
+  if (!name.ends_with(".tsv")) return false;
+  const std::string stem = name.substr(0, name.size() - 4);
+  const auto us = stem.find('_'), dot = stem.find('.');
+  if (us == std::string::npos || dot == std::string::npos || dot < us) return false;
+  return number(stem.substr(0, us), task.first) && number(stem.substr(us + 1, dot - us - 1), task.second) &&
+         number(stem.substr(dot + 1), attempt);
+}
+
+std::string clean(std::string s) {
+  for (char& c : s)
+    if (c == '\t' || c == '\n' || c == '\r') c = ' ';
+  return s.empty() ? "-" : s;
+}
+
+}  // namespace
+
+std::vector<std::filesystem::path> attempt_files(const RunLayout& dir, const TaskKey& task) {
+  std::vector<std::pair<int, fs::path>> found;
+  std::error_code ec;
+  if (!fs::is_directory(dir.attempts_dir(), ec)) return {};
+  for (const auto& e : fs::directory_iterator(dir.attempts_dir(), ec)) {
+    TaskKey k;
+    int attempt = 0;
+    if (parse_attempt_name(e.path().filename().string(), k, attempt) && k == task) found.emplace_back(attempt, e.path());
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<fs::path> out;
+  for (auto& [_, p] : found) out.push_back(p);
+  return out;
+}
+
+std::vector<AttemptRecord> read_attempts(const RunLayout& dir) {
+  std::vector<AttemptRecord> out;
+  std::error_code ec;
+  if (!fs::is_directory(dir.attempts_dir(), ec)) return out;
+  for (const auto& e : fs::directory_iterator(dir.attempts_dir(), ec)) {
+    AttemptRecord a;
+    if (!e.is_regular_file() || !parse_attempt_name(e.path().filename().string(), a.task, a.attempt)) continue;
+    std::ifstream in(e.path());
+    for (std::string line; std::getline(in, line);) {
+      const auto t1 = line.find('\t'), t2 = t1 == std::string::npos ? t1 : line.find('\t', t1 + 1);
+      if (t2 == std::string::npos) continue;
+      const std::string kind = line.substr(0, t1), utc = line.substr(t1 + 1, t2 - t1 - 1), rest = line.substr(t2 + 1);
+      if (kind == "start") {
+        a.started_utc = utc;
+        a.host = field(rest, "host");
+        a.log = field(rest, "log", true);
+      } else if (kind == "signal") {
+        a.terminated = true;
+        a.timed_out = field(rest, "verdict") == "timed-out";
+        double s = -1;
+        if (number(field(rest, "elapsed_s"), s)) a.term_elapsed_s = s;
+      } else if (kind == "end") {
+        int code = 0;
+        if (number(field(rest, "exit"), code)) a.exit_code = code;
+      }
+    }
+    out.push_back(a);
+  }
+  std::sort(out.begin(), out.end(), [](const AttemptRecord& x, const AttemptRecord& y) {
+    return std::tie(x.task, x.attempt) < std::tie(y.task, y.attempt);
+  });
+  return out;
+}
+
+std::map<TaskKey, ObservedState> read_observed(const RunLayout& dir) {
+  std::map<TaskKey, ObservedState> out;
+  std::ifstream in(dir.observed_file());
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    const std::vector<std::string> c = split(line, '\t');
+    ObservedState s;
+    if (c.size() != 9 || !number(c[0], s.task.first) || !number(c[1], s.task.second) || !number(c[4], s.exit_code) ||
+        !number(c[5], s.signal) || !number(c[6], s.restarts))
+      continue;  // a line cut by a crash
+    s.state = c[2];
+    s.reason = c[3] == "-" ? "" : c[3];
+    s.nodes = c[7] == "-" ? "" : c[7];
+    s.seen_utc = c[8];
+    out[s.task] = s;
+  }
+  return out;
+}
+
+void record_observed(const RunLayout& dir, const ObservedState& s) {
+  append_line_durably(dir.observed_file(), kObservedHeader,
+                      std::to_string(s.task.first) + "\t" + std::to_string(s.task.second) + "\t" + clean(s.state) + "\t" +
+                          clean(s.reason) + "\t" + std::to_string(s.exit_code) + "\t" + std::to_string(s.signal) + "\t" +
+                          std::to_string(s.restarts) + "\t" + clean(s.nodes) + "\t" + clean(s.seen_utc));
+}
+
+std::string exit_text(int exit_code, int signal) {
+  if (signal) return std::string("signal ") + signal_name(signal);
+  std::string s = "exit " + std::to_string(exit_code);
+  if (exit_code == 127) s += " (command not found)";
+  else if (exit_code == 126) s += " (not executable)";
+  else if (exit_code > 128 && exit_code < 128 + 65) s += std::string(" (128 + ") + signal_name(exit_code - 128) + ")";
+  return s;
+}
+
+std::vector<std::string> attempt_output_tail(const AttemptRecord& a, int n) {
+  std::vector<std::string> lines;
+  if (a.log.empty() || a.log == "-") return lines;
+  std::ifstream in(a.log);
+  const std::string marker = "d500: attempt " + std::to_string(a.attempt) + " of Slurm job ";
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(marker, 0) == 0) {
+      lines.clear();  // this attempt's part starts here
+      continue;
+    }
+    lines.push_back(line);
+  }
+  while (!lines.empty() && lines.back().find_first_not_of(" \t\r") == std::string::npos) lines.pop_back();
+  if (static_cast<int>(lines.size()) > n) lines.erase(lines.begin(), lines.end() - n);
+  return lines;
+}
+
+TaskEnd resolve_task_end(const TaskKey& task, const std::optional<ObservedState>& live, bool final_live,
+                         const std::map<TaskKey, ObservedState>& observed, const std::vector<AttemptRecord>& attempts,
+                         int tail_lines) {
+  TaskEnd e;
+  const AttemptRecord* last = nullptr;
+  for (const auto& a : attempts)
+    if (a.task == task) ++e.attempts, last = &a;
+  auto from_slurm = [&](const ObservedState& s) {
+    e.state = s.state;
+    e.nodes = s.nodes;
+    if (s.state == "TIMEOUT" || s.state == "DEADLINE") e.cause = "time limit reached";
+    else if (s.state == "NODE_FAIL" || s.state == "BOOT_FAIL") e.cause = "node failure on " + (s.nodes.empty() ? "?" : s.nodes);
+    else if (s.state == "FAILED" || s.state == "OUT_OF_MEMORY" || (s.state == "COMPLETED" && (s.exit_code || s.signal)))
+      e.cause = exit_text(s.exit_code, s.signal);
+    else if (s.state == "PREEMPTED") e.cause = "preempted";
+    if (s.restarts > 0) e.cause += std::string(e.cause.empty() ? "" : "; ") + "requeued " + std::to_string(s.restarts) + "x";
+  };
+  if (live && (final_live || !observed.count(task))) {
+    e.source = "slurm";
+    if (final_live) from_slurm(*live);
+    else e.state = live->state;
+  } else if (observed.count(task)) {
+    e.source = "observed";
+    from_slurm(observed.at(task));
+  } else if (last) {
+    e.source = "job record";
+    if (last->timed_out) {
+      e.state = "TIMEOUT";
+      e.cause = "time limit reached (SIGTERM at " + std::to_string(static_cast<long>(last->term_elapsed_s)) + " s)";
+    } else if (last->terminated) {
+      e.state = "CANCELLED";
+      e.cause = "SIGTERM at " + std::to_string(static_cast<long>(last->term_elapsed_s)) + " s, before the time limit: cancelled or preempted";
+    } else if (!last->exit_code) {
+      e.state = "LOST";
+      e.cause = "attempt " + std::to_string(last->attempt) + " left no end: killed outright (SIGKILL) or its node failed";
+    } else {
+      e.state = *last->exit_code == 0 ? "COMPLETED" : "FAILED";
+      if (*last->exit_code) e.cause = exit_text(*last->exit_code, 0);
+    }
+    e.nodes = last->host;
+  }
+  if (last) e.tail = attempt_output_tail(*last, tail_lines);
+  return e;
+}
+
+std::optional<Outcome> outcome_of_slurm_state(const std::string& state) {
+  if (state == "TIMEOUT" || state == "DEADLINE") return Outcome::TimedOut;
+  if (state == "CANCELLED") return Outcome::Cancelled;
+  if (state == "NODE_FAIL" || state == "PREEMPTED" || state == "BOOT_FAIL") return Outcome::NodeFailed;
+  if (state == "FAILED" || state == "OUT_OF_MEMORY") return Outcome::JobFailed;
+  return std::nullopt;
+}
+
+std::map<std::string, JobEnd> slurm_job_ends(const RunLayout& dir) {
+  std::map<std::string, JobEnd> out;
+  const auto subs = read_submissions(dir);
+  if (subs.empty()) return out;
+  const auto observed = read_observed(dir);
+  const auto records = read_attempts(dir);
+  for (const auto& s : subs)
+    for (std::size_t i = 0; i < s.specs.size(); ++i) {
+      const TaskKey key{s.slurm_id, static_cast<int>(i)};
+      const TaskEnd e = resolve_task_end(key, std::nullopt, false, observed, records, 1);
+      JobEnd j;
+      j.outcome = outcome_of_slurm_state(e.state);
+      if (!e.state.empty())
+        j.text = "Slurm job " + std::to_string(s.slurm_id) + (s.kind == "array" ? "_" + std::to_string(i) : "") + " " +
+                 e.state + (e.cause.empty() ? "" : ": " + e.cause) +
+                 (e.tail.empty() || e.state == "COMPLETED" ? "" : "; last output: " + e.tail.back());
+      out[base_job(s.specs[i])] = j;  // later submissions of a job come later in the file
+    }
+  return out;
+}
+
+}  // namespace d500
