@@ -18,7 +18,8 @@ if [ "${1:-}" = "--tests" ]; then
   pkgs+=(libgtest-dev libgmock-dev          # GoogleTest: unit and integration tests
          libonnx-testdata python3-onnx        # ONNX's backend tests (d500 onnx-test); checking exported models
          python3 python3-h5py python3-pandas python3-numpy   # reading results without d500
-         slurmctld slurmd slurm-client munge)                # the single-node test cluster
+         slurmctld slurmd slurm-client munge                 # the test clusters
+         iproute2 util-linux)                                # the multi-node one: namespaces, veths, a bridge
 fi
 missing=()
 for p in "${pkgs[@]}"; do

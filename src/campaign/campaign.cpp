@@ -200,7 +200,7 @@ void parse_auto_repetitions(const toml::table& t, const std::string& path, AutoR
   }
 }
 
-PackingSettings parse_packing(const toml::table& t, const std::string& path) {
+PackingSettings parse_packing(const toml::table& t, const std::string& path, const std::filesystem::path& base) {
   const char* section = "[packing]";
   reject_unknown(t, kPackingKeys, path, section);
   PackingSettings s;
@@ -230,7 +230,7 @@ PackingSettings parse_packing(const toml::table& t, const std::string& path) {
         throw Error(loc(path, e.source()), "key 'times_from' in [packing]: each entry must be a run directory's path "
                                            "(relative paths are relative to the campaign file)");
       std::filesystem::path d(str->get());
-      if (d.is_relative()) d = std::filesystem::absolute(path).parent_path() / d;
+      if (d.is_relative()) d = base / d;
       d = d.lexically_normal();
       if (!std::filesystem::is_directory(d / "results"))
         throw Error(loc(path, e.source()), "key 'times_from' in [packing]: " + d.string() +
@@ -339,7 +339,10 @@ int parse_time_limit(const std::string& text) {
   return minutes > 0 && minutes < 100000000 ? static_cast<int>(minutes) : -1;
 }
 
-Campaign parse_campaign_text(const std::string& text, const std::string& path) {
+Campaign parse_campaign_text(const std::string& text, const std::string& path, const std::string& base_dir) {
+  // Relative paths in the campaign (templates_dir, times_from) are relative to its own file,
+  // or to where the copy in a run directory was first planned from.
+  const std::filesystem::path base = base_dir.empty() ? std::filesystem::absolute(path).parent_path() : std::filesystem::path(base_dir);
   Campaign c;
   c.path = path;
   c.text = text;
@@ -377,7 +380,7 @@ Campaign parse_campaign_text(const std::string& text, const std::string& path) {
   } else {
     c.repetitions = static_cast<int>(get_int(ct, "repetitions", 10, 1, 1000000, path));
   }
-  if (const toml::node* pn = root.get("packing")) c.packing = parse_packing(as_table(*pn, path, "[packing]"), path);
+  if (const toml::node* pn = root.get("packing")) c.packing = parse_packing(as_table(*pn, path, "[packing]"), path, base);
   if (const toml::node* an = root.get("auto_repetitions")) {
     const toml::table& at = as_table(*an, path, "[auto_repetitions]");
     if (!c.auto_repetitions.on)
@@ -404,7 +407,7 @@ Campaign parse_campaign_text(const std::string& text, const std::string& path) {
       throw Error(c.templates_dir_where, "key 'templates_dir' in [campaign] must be a directory's path without control "
                                          "characters (relative paths are relative to the campaign file)");
     std::filesystem::path d(c.templates_dir);
-    if (d.is_relative()) d = std::filesystem::absolute(path).parent_path() / d;
+    if (d.is_relative()) d = base / d;
     c.templates_dir = d.lexically_normal().string();
     if (!std::filesystem::is_directory(c.templates_dir))
       throw Error(c.templates_dir_where, "key 'templates_dir' in [campaign]: " + c.templates_dir + " is not a directory");
@@ -502,6 +505,8 @@ Campaign parse_campaign_text(const std::string& text, const std::string& path) {
   return c;
 }
 
-Campaign load_campaign(const std::string& path) { return parse_campaign_text(read_file(path), path); }
+Campaign load_campaign(const std::string& path, const std::string& base_dir) {
+  return parse_campaign_text(read_file(path), path, base_dir);
+}
 
 }  // namespace d500

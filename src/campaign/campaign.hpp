@@ -98,7 +98,9 @@ int parse_time_limit(const std::string& text);
 std::int64_t parse_memory_size(const std::string& text);
 
 // Parses and shape-checks a campaign. Throws d500::Error naming file:line:column and key.
-Campaign parse_campaign_text(const std::string& text, const std::string& path);
-Campaign load_campaign(const std::string& path);
+// Relative paths in it are relative to `base_dir`, by default the directory of `path` (a run
+// directory's copy passes the directory its original was planned from).
+Campaign parse_campaign_text(const std::string& text, const std::string& path, const std::string& base_dir = "");
+Campaign load_campaign(const std::string& path, const std::string& base_dir = "");
 
 }  // namespace d500

@@ -76,7 +76,7 @@ struct PlanDir {
 PlanDir load_plan_dir(const std::string& dir) {
   RunLayout layout(dir);
   layout.require_plan(dir);
-  PlanDir p{layout, layout.root().string(), load_campaign(layout.campaign_file().string()), layout.launcher(),
+  PlanDir p{layout, layout.root().string(), load_campaign(layout.campaign_file().string(), layout.campaign_dir()), layout.launcher(),
             layout.job_ids()};
   return p;
 }
@@ -219,6 +219,25 @@ struct Session {
   ~Session() { slurm_fini(); }
 };
 
+// The nodes of a job's node list that Slurm now holds down, draining or failing: the ones a
+// NODE_FAIL was about (the list itself names the healthy nodes too). The whole list when none is.
+std::string failed_nodes_of(const std::string& nodelist) {
+  hostlist_t hl = slurm_hostlist_create(nodelist.c_str());
+  if (!hl) return nodelist;
+  std::vector<std::string> failed;
+  while (char* h = slurm_hostlist_shift(hl)) {
+    node_info_msg_t* ni = nullptr;
+    if (slurm_load_node_single(&ni, h, SHOW_ALL) == SLURM_SUCCESS && ni && ni->record_count > 0) {
+      const std::uint32_t st = ni->node_array[0].node_state;
+      if ((st & NODE_STATE_BASE) == NODE_STATE_DOWN || (st & NODE_STATE_DRAIN) || (st & NODE_STATE_FAIL)) failed.push_back(h);
+    }
+    if (ni) slurm_free_node_info_msg(ni);
+    free(h);
+  }
+  slurm_hostlist_destroy(hl);
+  return failed.empty() ? nodelist : join(failed, ",");
+}
+
 // The state of every task of every recorded submission that Slurm still knows. A job Slurm
 // has purged (MinJobAge), or whose id now belongs to a job without this run's tag, is absent.
 LiveStates query_states(const PlanDir& plan, const std::vector<Submission>& subs) {
@@ -247,6 +266,7 @@ LiveStates query_states(const PlanDir& plan, const std::vector<Submission>& subs
       }
       t.s.restarts = j.restart_cnt;
       t.s.nodes = j.nodes ? j.nodes : "";
+      if (base == JOB_NODE_FAIL && !t.s.nodes.empty()) t.s.nodes = failed_nodes_of(t.s.nodes);
       t.s.seen_utc = utc_now_iso8601();
       std::vector<int> tasks;
       if (s.kind != "array") tasks = {0};

@@ -771,6 +771,7 @@ void write_plan(const Plan& plan, const std::string& dir, const std::string& wor
     toml::table pt{{"campaign", plan.campaign.name},
                    {"campaign_hash", plan.campaign.hash},
                    {"campaign_path", plan.campaign.path},
+                   {"campaign_dir", fs::absolute(plan.campaign.path).parent_path().lexically_normal().string()},
                    {"template", plan.tmpl.name},
                    {"template_path", plan.tmpl.path},
                    {"launcher", plan.tmpl.launcher},

@@ -24,15 +24,19 @@ void RunLayout::require_plan(const std::string& as_given) const {
     throw Error(as_given + ": not a d500 plan directory (no plan.toml); create one with `d500 plan CAMPAIGN -o DIR`");
 }
 
-std::string RunLayout::launcher() const {
+namespace {
+std::string plan_value(const fs::path& plan_file, const char* key) {
   try {
-    return toml::parse_file(plan_file().string())["plan"]["launcher"].value_or(std::string());
+    return toml::parse_file(plan_file.string())["plan"][key].value_or(std::string());
   } catch (const toml::parse_error& e) {
-    throw Error(Location{plan_file().string(), static_cast<int>(e.source().begin.line),
-                         static_cast<int>(e.source().begin.column)},
+    throw Error(Location{plan_file.string(), static_cast<int>(e.source().begin.line), static_cast<int>(e.source().begin.column)},
                 std::string(e.description()));
   }
 }
+}  // namespace
+
+std::string RunLayout::launcher() const { return plan_value(plan_file(), "launcher"); }
+std::string RunLayout::campaign_dir() const { return plan_value(plan_file(), "campaign_dir"); }
 
 std::vector<std::string> RunLayout::job_ids() const {
   std::vector<std::string> jobs;

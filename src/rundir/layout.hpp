@@ -54,6 +54,9 @@ class RunLayout {
   void require_plan(const std::string& as_given) const;
   // plan.toml's launcher ("local" or "slurm"); throws naming the file when it cannot be read.
   std::string launcher() const;
+  // The directory the campaign was planned from (relative paths in campaign.toml are relative
+  // to it); "" for a plan that predates the record.
+  std::string campaign_dir() const;
   // The planned jobs (jobs/*.sh), sorted.
   std::vector<std::string> job_ids() const;
   // Every results file: results/*.h5 and the earlier attempts kept beside them (*.h5.prev-N),

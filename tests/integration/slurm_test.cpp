@@ -470,3 +470,101 @@ n = [256, 255, 254]
   EXPECT_EQ(env["d500"]["OMP_NUM_THREADS"], "1");
   EXPECT_EQ(env["d500"]["SLURM_HINT"], "nomultithread");
 }
+
+// On the three-node cluster (launchers/test-cluster.sh start DIR 3: each slurmd in its own
+// network and UTS namespace): the Daint template's 2-node job through `d500 submit` and
+// `srun --mpi=pmix`, its ranks on two hosts; then a node killed under a running 2-node job, which
+// Slurm ends NODE_FAIL, and `submit --resume` runs the job again on the other two nodes.
+TEST_F(Slurm, MultiNodeCampaignAcrossHostsAndAFailedNodeIsExcludedOnResume) {
+  // CTest's fixture starts it beside the single-node cluster: <build>/test-cluster-3.
+  const std::string multi = (fs::path(cluster()).parent_path() / "test-cluster-3" / "slurm.conf").string();
+  ASSERT_TRUE(fs::exists(multi)) << multi << ": run through ctest (the slurm_cluster fixture starts both clusters)";
+  const char* conf = multi.c_str();
+  setenv("SLURM_CONF", conf, 1);
+  fs::path run = plan(R"([campaign]
+name = "slurm-two-nodes"
+repetitions = 50
+warmups = 2
+template = "daint"
+[slurm]
+time_limit = 5
+partition = "debug"
+[axes]
+workload = ["allreduce"]
+backend = ["mpi"]
+bytes = [65536]
+nodes = [2]
+ranks_per_node = [1]
+)");
+  ASSERT_EQ(sh(d500_cmd("submit " + run.string())).code, 0);
+  std::string st = wait_status(run, settled, 120);
+  EXPECT_NE(st.find("points: 1 complete"), std::string::npos) << st;
+  const auto results = files_in(run / "results");
+  ASSERT_EQ(results.size(), 1u);
+  Cmd hosts = sh("/usr/bin/python3 -c \"import h5py; print(' '.join(h.decode() for h in h5py.File('" + results[0].string() +
+                 "', 'r')['env/hosts'][:]))\"");
+  ASSERT_EQ(hosts.code, 0) << hosts.out;
+  std::istringstream hs(hosts.out);
+  std::vector<std::string> per_rank{std::istream_iterator<std::string>(hs), std::istream_iterator<std::string>()};
+  ASSERT_EQ(per_rank.size(), 2u) << hosts.out;
+  EXPECT_NE(per_rank[0], per_rank[1]) << "rank 0 and rank 1 on two hosts: " << hosts.out;
+  for (const auto& h : per_rank) EXPECT_EQ(h.rfind("d500n", 0), 0u) << h;
+  std::cout << "hosts per rank: " << hosts.out;
+
+  // A long 2-node job that Slurm may not requeue (the template says --no-requeue): its second node dies.
+  const fs::path tpl = dir_ / "tpl";
+  fs::create_directories(tpl);
+  std::string text = read_file(std::string(D500_SOURCE_DIR) + "/templates/slurm.sh.in");
+  text.replace(text.find("#SBATCH --open-mode=append\n"), 27, "#SBATCH --open-mode=append\n#SBATCH --no-requeue\n");
+  std::ofstream(tpl / "norequeue.sh.in") << text;
+  fs::path long_run = dir_ / "long";
+  const std::string c = write("long.toml", R"([campaign]
+name = "slurm-node-fail"
+repetitions = 1000000
+warmups = 1
+template = "norequeue"
+templates_dir = "tpl"
+[slurm]
+time_limit = 5
+[axes]
+workload = ["allreduce"]
+backend = ["mpi"]
+bytes = [4096]
+nodes = [2]
+ranks_per_node = [1]
+)");
+  ASSERT_EQ(sh(d500_cmd("plan " + c + " -o " + long_run.string())).code, 0);
+  ASSERT_EQ(sh(d500_cmd("submit " + long_run.string())).code, 0);
+  wait_status(long_run, [](const std::string& s) { return s.find("RUNNING") != std::string::npos; }, 60);
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  const std::string id = first_job_id(long_run);
+  const std::string nodelist = sh("squeue -h -o %N -j " + id).out;
+  const std::string victim = nodelist.find("[") != std::string::npos
+                                 ? "d500n" + nodelist.substr(nodelist.find_first_of(",-") + 1, 1)
+                                 : nodelist.substr(0, nodelist.find('\n'));
+  Cmd kill = sh("bash " + std::string(D500_SOURCE_DIR) + "/launchers/test-cluster.sh fail-node " +
+                fs::path(conf).parent_path().string() + " " + victim);
+  ASSERT_EQ(kill.code, 0) << kill.out;
+  st = wait_status(long_run, [](const std::string& s) { return s.find("NODE_FAIL") != std::string::npos; }, 120);
+  EXPECT_NE(st.find("node failure on " + victim), std::string::npos) << "only the failed node, not " << nodelist << ": " << st;
+  Cmd resume = sh(d500_cmd("submit --resume " + long_run.string()));
+  EXPECT_EQ(resume.code, 0) << resume.out;
+  EXPECT_NE(resume.out.find("excluding node " + victim + " (--exclude): job " + id + " ended NODE_FAIL on it"), std::string::npos)
+      << resume.out;
+  std::string second;
+  {
+    std::istringstream in(read_file((long_run / "slurm" / "submissions.tsv").string()));
+    for (std::string line; std::getline(in, line);)
+      if (!line.empty() && line[0] != '#') second = line.substr(0, line.find('\t'));
+  }
+  ASSERT_NE(second, id);
+  wait_status(long_run, [](const std::string& s) { return s.find("RUNNING") != std::string::npos; }, 60);
+  const std::string job = sh("scontrol -o show job " + second).out;
+  EXPECT_NE(job.find("ExcNodeList=" + victim), std::string::npos) << job;
+  EXPECT_EQ(job.find(" NodeList=" + victim), std::string::npos) << job;
+  EXPECT_EQ(sh(d500_cmd("cancel " + long_run.string())).code, 0);
+  wait_status(long_run, settled, 60);
+  // The node comes back for whatever runs next.
+  sh("scontrol update nodename=" + victim + " state=resume; D500_TEST_SLURMCTLD_PORT=16827 bash " + std::string(D500_SOURCE_DIR) +
+     "/launchers/test-cluster.sh start " + fs::path(conf).parent_path().string() + " 3");
+}
