@@ -674,7 +674,8 @@ void slurm_status(const std::string& dir_arg, std::ostream& out) {
         out << "  [Slurm purged it and nothing recorded its end: it never started, or ran without d500's job record]";
       out << "\n";
       // The last words of an attempt that did not end well.
-      if (!e.cause.empty() && e.state != "COMPLETED")
+      const bool in_flight = it != states.end() && it->second.in_flight;
+      if (!e.cause.empty() && e.state != "COMPLETED" && !in_flight)
         for (const auto& line : e.tail) out << "      | " << line << "\n";
     }
   }

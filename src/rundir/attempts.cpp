@@ -169,10 +169,14 @@ TaskEnd resolve_task_end(const TaskKey& task, const std::optional<ObservedState>
     else if (s.state == "PREEMPTED") e.cause = "preempted";
     if (s.restarts > 0) e.cause += std::string(e.cause.empty() ? "" : "; ") + "requeued " + std::to_string(s.restarts) + "x";
   };
-  if (live && (final_live || !observed.count(task))) {
+  if (live) {
     e.source = "slurm";
-    if (final_live) from_slurm(*live);
-    else e.state = live->state;
+    if (final_live) {
+      from_slurm(*live);
+    } else {
+      e.state = live->state;
+      if (live->restarts > 0) e.cause = "requeued " + std::to_string(live->restarts) + "x";
+    }
   } else if (observed.count(task)) {
     e.source = "observed";
     from_slurm(observed.at(task));

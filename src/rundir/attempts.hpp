@@ -66,8 +66,8 @@ struct TaskEnd {
 };
 
 // `live`: what Slurm says now (nullopt: it has no record, or could not be asked). `final_live`:
-// whether that state is final. Prefers Slurm's live final state, then d500's observation,
-// then the job's own record; a state still in flight stays as Slurm says it.
+// whether that state is final. Prefers what Slurm says now (a requeued job runs again under
+// its old id), then d500's observation, then the job's own record.
 TaskEnd resolve_task_end(const TaskKey& task, const std::optional<ObservedState>& live, bool final_live,
                          const std::map<TaskKey, ObservedState>& observed, const std::vector<AttemptRecord>& attempts,
                          int tail_lines = 5);

@@ -285,6 +285,12 @@ TEST_F(RunDirTest, AnAttemptRecordsItsStartItsSigtermAndItsExitAndOutlivesSlurm)
   live.exit_code = 134;
   e = resolve_task_end({40, 3}, live, true, observed, all);
   EXPECT_EQ(e.cause, "exit 134 (128 + SIGABRT)");
+  // Requeued after that: it runs again under its old id, and Slurm's word now wins.
+  live.state = "RUNNING";
+  live.restarts = 1;
+  e = resolve_task_end({40, 3}, live, false, observed, all);
+  EXPECT_EQ(e.state, "RUNNING");
+  EXPECT_EQ(e.cause, "requeued 1x");
   EXPECT_EQ(exit_text(127, 0), "exit 127 (command not found)");
   EXPECT_EQ(exit_text(0, 9), "signal SIGKILL");
   EXPECT_EQ(outcome_of_slurm_state("OUT_OF_MEMORY"), Outcome::JobFailed);
