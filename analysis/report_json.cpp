@@ -59,7 +59,7 @@ std::string render(const Report& rep) {
       << ", \"peak_rss_bytes\": " << (r.peak_rss_bytes >= 0 ? std::to_string(r.peak_rss_bytes) : "null")
       << ", \"memory_estimate_bytes\": " << (r.memory_estimate_bytes >= 0 ? std::to_string(r.memory_estimate_bytes) : "null")
       << ", \"threads_oversubscribed\": " << (r.threads_oversubscribed ? "true" : "false");
-    if (r.level == 1) {
+    if (r.level >= 1) {  // networks and training steps: their phases (level 3: communication, wait)
       o << ", \"flops_per_repetition\": " << jn(r.flops) << ", \"samples_per_repetition\": " << r.work_items << ", \"phases\": {";
       for (std::size_t k = 0; k < r.phases.size(); ++k)
         o << (k ? ", " : "") << js(r.phases[k].phase) << ": {\"median_s\": " << jn(r.phases[k].time.median) << ", \"ci\": "

@@ -49,6 +49,23 @@ class Harness {
     repeat_phased([&](int, const PhaseMark&) { op(); }, 0);
   }
 
+  // As repeat, and `after()` runs after each repetition's sample, outside its timing and before
+  // the next repetition's barrier (e.g. to evict the caches, so that each repetition starts as
+  // cold as it would inside a training step, as IMB's -off_cache does).
+  template <class Op, class After>
+  void repeat_then(Op&& op, After&& after) {
+    run(
+        [&](int, const PhaseMark&) {
+          op();
+          return true;
+        },
+        [&](int, const PhaseMark&, bool) {
+          after();
+          return true;
+        },
+        0, warmups_ + reps_, nullptr);
+  }
+
   // Records a phase of the running repetition (its start and end, ns): a training step's data,
   // forward, backward and update phases, beside the whole step's `op` sample.
   using PhaseMark = std::function<void(Phase, std::int64_t, std::int64_t)>;

@@ -1,6 +1,7 @@
 // End to end, the real thing: `d500 plan`, `d500 run` (mpirun, 2 ranks), `d500 report`; then
 // the HDF5 files are read back with the plain HDF5 C API -- not through d500's reader -- and
 // checked against the report's CSV.
+#include <set>
 #include <signal.h>
 
 #include <chrono>
@@ -252,6 +253,38 @@ TEST_F(EndToEnd, EveryCollectiveValidatesOnAnOddNumberOfRanks) {
                                                         "backend = [\"mpi\"]\nbytes = [16]\nranks_per_node = [3]\n")));
   EXPECT_EQ(bad.code, 1);
   EXPECT_NE(bad.out.find("bytes/4 divisible by the ranks (3)"), std::string::npos) << bad.out;
+}
+
+// A training step's allreduce runs in place on gradients just packed, with caches cooled by the
+// step's compute; level 0 can measure the same (buffers = "in-place", off_cache): validated,
+// and without the new parameters a point keeps its canonical text and id.
+TEST_F(EndToEnd, AnAllreduceInPlaceWithColdCachesValidatesAndOldPointsKeepTheirIds) {
+  std::string campaign = write("c.toml", "[campaign]\nname = \"cold\"\nrepetitions = 6\nwarmups = 1\n[axes]\n"
+                                         "workload = [\"allreduce\"]\nbackend = [\"mpi\"]\nbytes = [12288]\nranks_per_node = [2]\n"
+                                         "buffers = [\"\", \"in-place\"]\noff_cache = [\"\", \"1M\"]\n");
+  fs::path run = dir_ / "run";
+  ASSERT_EQ(sh(d500_cmd("plan " + campaign + " -o " + run.string())).code, 0);
+  Cmd r = sh(d500_cmd("run " + run.string()));
+  ASSERT_EQ(r.code, 0) << r.out;
+  ASSERT_EQ(sh(d500_cmd("report " + run.string())).code, 0);
+  auto csv = read_csv(run / "results.csv");
+  ASSERT_EQ(csv.size(), 4u);
+  std::set<std::string> texts;
+  for (auto& [id, row] : csv) {
+    EXPECT_EQ(row["validation_status"], "passed") << row["canonical"];
+    EXPECT_EQ(row["n"], "6") << row["canonical"];
+    texts.insert(row["canonical"]);
+  }
+  EXPECT_TRUE(texts.count("allreduce:mpi bytes=12288 nodes=1 ranks_per_node=2 seed=1")) << "the id a point had before";
+  EXPECT_TRUE(texts.count("allreduce:mpi buffers=in-place bytes=12288 nodes=1 off_cache=1M ranks_per_node=2 seed=1"));
+  Cmd bad = sh(d500_cmd("plan --dry-run " + write("b.toml", "[campaign]\nname = \"b\"\n[axes]\nworkload = [\"allgather\"]\n"
+                                                        "backend = [\"mpi\"]\nbytes = [16]\nbuffers = [\"in-place\"]\n")));
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.out.find("buffers = \"in-place\" is for allreduce only"), std::string::npos) << bad.out;
+  bad = sh(d500_cmd("plan --dry-run " + write("o.toml", "[campaign]\nname = \"o\"\n[axes]\nworkload = [\"allreduce\"]\n"
+                                                    "backend = [\"mpi\"]\nbytes = [16]\noff_cache = [\"lots\"]\n")));
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.out.find("off_cache is \"lots\": a size such as \"64M\""), std::string::npos) << bad.out;
 }
 
 TEST_F(EndToEnd, SubmitWithoutASlurmConfigurationSaysSoAndRecordsNothing) {

@@ -4,7 +4,10 @@
 // Sizes ("bytes" in rates, nccl-tests' algorithm-bandwidth convention): allreduce and broadcast,
 // the buffer; allgather, the gathered result; reduce-scatter, the input of each rank.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <cstring>
+#include <string>
 #include <vector>
 
 #include "common/mpi_check.hpp"
@@ -26,11 +29,30 @@ Work collective_work(Kind kind, std::int64_t bytes, std::int64_t ranks) {
           kind == Kind::Allgather ? count * 4 * ranks : count * 4};
 }
 
+// "64M" -> 67108864, "4096" -> 4096, "" -> 0; -1 for anything else.
+std::int64_t size_bytes(const std::string& text) {
+  if (text.empty()) return 0;
+  std::size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
+  if (digits == 0 || digits > 12 || text.size() - digits > 1) return -1;
+  std::int64_t v = std::stoll(text.substr(0, digits));
+  if (digits == text.size()) return v;
+  switch (std::toupper(static_cast<unsigned char>(text.back()))) {
+    case 'K': return v << 10;
+    case 'M': return v << 20;
+    case 'G': return v << 30;
+    case 'T': return v << 40;
+    default: return -1;
+  }
+}
+
 class Collective final : public Workload {
  public:
   Collective(const RunContext& ctx, Kind kind)
       : kind_(kind), comm_(ctx.comm), rank_(ctx.rank), size_(ctx.size),
-        count_(static_cast<std::size_t>(param<std::int64_t>(ctx.params, "bytes") / 4)) {
+        count_(static_cast<std::size_t>(param<std::int64_t>(ctx.params, "bytes") / 4)),
+        in_place_(kind == Kind::Allreduce && param<std::string>(ctx.params, "buffers") == "in-place"),
+        evict_(static_cast<std::size_t>(std::max<std::int64_t>(0, size_bytes(param<std::string>(ctx.params, "off_cache")))), 0) {
     // count_: elements of the per-rank buffer the collective is named by (see sizes above).
     const std::size_t p = static_cast<std::size_t>(size_);
     switch (kind_) {
@@ -43,7 +65,8 @@ class Collective final : public Workload {
 
   Validation validate() override {
     for (std::size_t i = 0; i < send_.size(); ++i) send_[i] = input(rank_, i);
-    for (std::size_t i = 0; i < recv_.size(); ++i) recv_[i] = kind_ == Kind::Broadcast && rank_ == 0 ? input(0, i) : 0.0f;
+    for (std::size_t i = 0; i < recv_.size(); ++i)
+      recv_[i] = (kind_ == Kind::Broadcast && rank_ == 0) || in_place_ ? input(rank_, i) : 0.0f;
     run();
     const double ranks_sum = size_ * (size_ + 1) / 2.0;
     double num = 0, den = 0;
@@ -62,7 +85,17 @@ class Collective final : public Workload {
   }
 
   void measure(Harness& h) override {
-    h.repeat([this] { run(); });
+    if (evict_.empty() && !in_place_) return h.repeat([this] { run(); });
+    // Between repetitions, untimed: write over off_cache bytes (this rank's caches lose the
+    // buffers and MPI's shared segments), then refill an in-place buffer, as a training step
+    // packs its gradients just before its allreduce (and as the sum would otherwise grow by
+    // the rank count every repetition).
+    h.repeat_then([this] { run(); },
+                  [this] {
+                    if (!evict_.empty()) std::memset(evict_.data(), ++evictions_ & 0xff, evict_.size());
+                    if (in_place_)
+                      for (std::size_t i = 0; i < recv_.size(); ++i) recv_[i] = input(rank_, i);
+                  });
   }
 
   Work work() const override { return collective_work(kind_, static_cast<std::int64_t>(count_) * 4, size_); }
@@ -72,7 +105,8 @@ class Collective final : public Workload {
     const int n = static_cast<int>(count_);
     switch (kind_) {
       case Kind::Allreduce:
-        mpi_check(MPI_Allreduce(send_.data(), recv_.data(), n, MPI_FLOAT, MPI_SUM, comm_), "MPI_Allreduce", "allreduce");
+        mpi_check(MPI_Allreduce(in_place_ ? MPI_IN_PLACE : send_.data(), recv_.data(), n, MPI_FLOAT, MPI_SUM, comm_),
+                  "MPI_Allreduce", "allreduce");
         break;
       case Kind::Allgather:
         mpi_check(MPI_Allgather(send_.data(), n, MPI_FLOAT, recv_.data(), n, MPI_FLOAT, comm_), "MPI_Allgather", "allgather");
@@ -89,6 +123,9 @@ class Collective final : public Workload {
   MPI_Comm comm_;
   int rank_, size_;
   std::size_t count_;
+  bool in_place_;
+  std::vector<unsigned char> evict_;
+  unsigned evictions_ = 0;
   std::vector<float> send_, recv_;
 };
 
@@ -100,11 +137,22 @@ void add(WorkloadRegistry& r, const char* name, Kind kind, const char* descripti
   w.rate_unit = "GB/s";
   w.scaling = "weak";
   w.scaling_note = "total data: every rank contributes a buffer of the same size";
-  w.params = {{"bytes", ValueType::Int, std::nullopt, 4, std::int64_t{1} << 34, {}, bytes_help}};
+  // off_cache and buffers are strings whose default, "", leaves them out of a point's canonical
+  // text: points planned before they existed keep their ids.
+  w.params = {{"bytes", ValueType::Int, std::nullopt, 4, std::int64_t{1} << 34, {}, bytes_help},
+              {"off_cache", ValueType::String, Value{std::string()}, 0, 0, {},
+               "a size (\"64M\": K, M, G; a number: bytes) each rank writes over between repetitions, untimed, so that "
+               "each starts with cold caches, as IMB's -off_cache does (more than the last-level cache); unset: back to back"},
+              {"buffers", ValueType::String, Value{std::string()}, 0, 0, {"", "separate", "in-place"},
+               "allreduce: \"in-place\" (MPI_IN_PLACE on a buffer refilled between repetitions, untimed, as a training "
+               "step's gradient allreduce) or separate send and receive buffers (unset, \"separate\")"}};
   w.check = [kind](const Params& p) -> std::string {
     const std::int64_t bytes = std::get<std::int64_t>(p.at("bytes"));
     const std::int64_t ranks = std::get<std::int64_t>(p.at("nodes")) * std::get<std::int64_t>(p.at("ranks_per_node"));
     if (bytes % 4 != 0) return "bytes must be a multiple of 4 (float32 elements)";
+    if (kind != Kind::Allreduce && std::get<std::string>(p.at("buffers")) == "in-place") return "buffers = \"in-place\" is for allreduce only";
+    if (size_bytes(std::get<std::string>(p.at("off_cache"))) < 0)
+      return "off_cache is \"" + std::get<std::string>(p.at("off_cache")) + "\": a size such as \"64M\" (K, M, G, T: binary) or a number of bytes";
     if (bytes / 4 > 2147483647) return "bytes/4 must fit an MPI count (int)";
     if (kind == Kind::ReduceScatter && (bytes / 4) % ranks != 0)
       return "reduce_scatter needs bytes/4 divisible by the ranks (" + std::to_string(ranks) + ")";
@@ -115,13 +163,14 @@ void add(WorkloadRegistry& r, const char* name, Kind kind, const char* descripti
   w.memory_bytes = [kind](const Params& p) -> std::int64_t {
     const std::int64_t bytes = std::get<std::int64_t>(p.at("bytes"));
     const std::int64_t ranks = std::get<std::int64_t>(p.at("nodes")) * std::get<std::int64_t>(p.at("ranks_per_node"));
+    const std::int64_t evict = std::max<std::int64_t>(0, size_bytes(std::get<std::string>(p.at("off_cache"))));
     switch (kind) {
-      case Kind::Allreduce: return 2 * bytes;
-      case Kind::Allgather: return bytes + bytes * ranks;
-      case Kind::Broadcast: return bytes;
-      case Kind::ReduceScatter: return bytes + bytes / std::max<std::int64_t>(1, ranks);
+      case Kind::Allreduce: return 2 * bytes + evict;
+      case Kind::Allgather: return bytes + bytes * ranks + evict;
+      case Kind::Broadcast: return bytes + evict;
+      case Kind::ReduceScatter: return bytes + bytes / std::max<std::int64_t>(1, ranks) + evict;
     }
-    return bytes;
+    return bytes + evict;
   };
   w.work_of = [kind](const Params& p) {
     return collective_work(kind, std::get<std::int64_t>(p.at("bytes")),
