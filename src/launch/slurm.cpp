@@ -99,10 +99,6 @@ struct CampaignFacts {
   std::map<TaskKey, TaskEnd> ends;             // every task
 };
 
-std::string task_name(const Submission& s, std::size_t i) {
-  return std::to_string(s.slurm_id) + (s.kind == "array" ? "_" + std::to_string(i) : "");
-}
-
 CampaignFacts gather(const PlanDir& plan, const std::vector<Submission>& subs, const LiveStates& live) {
   CampaignFacts f;
   f.results = scan_results(plan.layout);
@@ -124,13 +120,13 @@ CampaignFacts gather(const PlanDir& plan, const std::vector<Submission>& subs, c
         for (const auto& p : read_job_spec(s.specs[i]).points) f.in_flight.insert(p.id);
         continue;
       }
+      const auto ended = outcome_of_slurm_state(e.state);
       if (e.state == "TIMEOUT") f.timeouts[job]++;
-      if (e.state == "FAILED" || e.state == "OUT_OF_MEMORY") {
+      if (ended == Outcome::JobFailed) {
         f.failures[job]++;
         f.failure_cause[job] = e.cause + (e.tail.empty() ? "" : ": " + e.tail.back());
       }
       if ((e.state == "NODE_FAIL" || e.state == "BOOT_FAIL") && !e.nodes.empty()) f.failed_nodes[e.nodes] = "job " + task_name(s, i);
-      const auto ended = outcome_of_slurm_state(e.state);
       if (!ended && e.state != "COMPLETED") continue;  // nothing known of its end
       for (const auto& p : read_job_spec(s.specs[i]).points) {
         if (ended) {
@@ -243,6 +239,7 @@ std::string failed_nodes_of(const std::string& nodelist) {
 LiveStates query_states(const PlanDir& plan, const std::vector<Submission>& subs) {
   LiveStates out;
   const std::string tag = run_tag(plan);
+  std::optional<std::set<TaskKey>> started;  // tasks with an attempt record, read when first needed
   for (const auto& s : subs) {
     job_info_msg_t* msg = nullptr;
     if (slurm_load_job(&msg, s.slurm_id, SHOW_ALL) != SLURM_SUCCESS) {
@@ -285,7 +282,12 @@ LiveStates query_states(const PlanDir& plan, const std::vector<Submission>& subs
     if (s.kind == "array" && known)
       for (std::size_t i = 0; i < s.specs.size(); ++i) {
         const TaskKey key{s.slurm_id, static_cast<int>(i)};
-        if (out.count(key) || !attempt_files(plan.layout, key).empty()) continue;
+        if (out.count(key)) continue;
+        if (!started) {
+          started.emplace();
+          for (const auto& a : read_attempts(plan.layout)) started->insert(a.task);
+        }
+        if (started->count(key)) continue;
         TaskState t;
         t.s.task = key;
         t.s.state = "CANCELLED";
@@ -546,6 +548,7 @@ int slurm_submit(const std::string& dir_arg, const SubmitOptions& opt, std::ostr
     return 0;
   }
 
+  const std::string tag = run_tag(plan);
   int submitted = 0;
   std::vector<std::uint32_t> ids;
   std::uint32_t previous = 0;
@@ -566,7 +569,7 @@ int slurm_submit(const std::string& dir_arg, const SubmitOptions& opt, std::ostr
       r.work_dir = dir;
       r.script_path = plan.layout.job_script(batch.entries.front().job).string();
       r.script = read_file(r.script_path);
-      r.comment = run_tag(plan) + batch.list.stem().string();
+      r.comment = tag + batch.list.stem().string();
       r.exclude = todo.exclude;
       r.spec_list = batch.list.string();
       r.std_out = (plan.layout.logs_dir() / (r.name + (batch.array ? ".slurm-%A_%a.out" : ".slurm-%j.out"))).string();
@@ -597,7 +600,7 @@ int slurm_submit(const std::string& dir_arg, const SubmitOptions& opt, std::ostr
       r.name = plan.campaign.name + ".analysis";
       r.script = render_template(t.text, t.path, {{"campaign", plan.campaign.name}, {"run_dir", dir}, {"d500", self.string()}});
       r.script_path = t.path;
-      r.comment = run_tag(plan) + "analysis";
+      r.comment = tag + "analysis";
       r.work_dir = dir;
       r.std_out = (plan.layout.logs_dir() / (r.name + ".slurm-%j.out")).string();
       r.time_limit_min = std::max(10, sl.time_limit_min);

@@ -22,25 +22,26 @@ SubmitPlan plan_submissions(const SubmitFacts& facts, const Campaign& campaign, 
     const int attempts = facts.attempts.count(job) ? facts.attempts.at(job) : 0;
     const int timeouts = facts.timeouts.count(job) ? facts.timeouts.at(job) : 0;
     const int failures = facts.failures.count(job) ? facts.failures.at(job) : 0;
+    // A job given up: said, and its points counted.
+    auto give_up = [&](const char* what, int times, const std::string& more) {
+      plan.notes.push_back(job + ": " + what + " " + std::to_string(times) + " time(s), more than max_retries = " +
+                           std::to_string(sl.max_retries) + "; not resubmitted (" + std::to_string(left.size()) +
+                           " points left)" + more);
+      plan.gave_up += static_cast<int>(left.size());
+    };
     // A job that failed for its own reasons (an exit code, a signal, out of memory: not its
     // node, not its limit) runs again at most max_retries times: an always-crashing job is
     // reported, not resubmitted for ever.
     if (failures > sl.max_retries && !facts.retry_failed) {
-      plan.notes.push_back(job + ": failed " + std::to_string(failures) + " time(s), more than max_retries = " +
-                           std::to_string(sl.max_retries) + "; not resubmitted (" + std::to_string(left.size()) +
-                           " points left). Last failure: " +
-                           (facts.failure_cause.count(job) ? facts.failure_cause.at(job) : "cause unknown") +
-                           ". Fix the cause, then `d500 submit --resume --retry-failed`");
-      plan.gave_up += static_cast<int>(left.size());
+      give_up("failed", failures,
+              ". Last failure: " + (facts.failure_cause.count(job) ? facts.failure_cause.at(job) : std::string("cause unknown")) +
+                  ". Fix the cause, then `d500 submit --resume --retry-failed`");
       continue;
     }
     int limit = sl.time_limit_min;
     if (timeouts > 0 && sl.retry_time_factor > 1) {
       if (timeouts > sl.max_retries) {
-        plan.notes.push_back(job + ": timed out " + std::to_string(timeouts) + " time(s), more than max_retries = " +
-                             std::to_string(sl.max_retries) + "; not resubmitted (" + std::to_string(left.size()) +
-                             " points left)");
-        plan.gave_up += static_cast<int>(left.size());
+        give_up("timed out", timeouts, "");
         continue;
       }
       limit = static_cast<int>(std::ceil(sl.time_limit_min * std::pow(sl.retry_time_factor, timeouts)));

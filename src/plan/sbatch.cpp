@@ -1,10 +1,9 @@
 #include "plan/sbatch.hpp"
 
-#include <cctype>
-#include <charconv>
 #include <map>
 #include <sstream>
 
+#include "campaign/campaign.hpp"
 #include "common/error.hpp"
 #include "common/text.hpp"
 
@@ -93,18 +92,11 @@ const SbatchOption* SbatchOptions::find(const std::string& name) const {
 }
 
 long long sbatch_size_mib(const std::string& text) {
-  long long v = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  const std::string suffix(end, text.data() + text.size());
-  if (ec != std::errc() || end == text.data() || v < 0 || suffix.size() > 1) return -1;
-  const char s = suffix.empty() ? 'M' : static_cast<char>(std::toupper(static_cast<unsigned char>(suffix[0])));
-  switch (s) {
-    case 'K': return (v + 1023) / 1024;
-    case 'M': return v;
-    case 'G': return v * 1024;
-    case 'T': return v * 1024 * 1024;
-    default: return -1;
-  }
+  // The campaign's reading of a Slurm size (mem_per_node), less the "B" it also allows ("4GB"),
+  // which sbatch refuses; kibibytes round up to a whole MiB, as sbatch's do.
+  if (!text.empty() && (text.back() == 'B' || text.back() == 'b')) return -1;
+  const std::int64_t bytes = parse_memory_size(text);
+  return bytes < 0 ? -1 : (bytes + (1 << 20) - 1) >> 20;
 }
 
 SbatchOptions parse_sbatch_lines(const std::string& script, const std::string& path) {

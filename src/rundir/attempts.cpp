@@ -51,21 +51,6 @@ std::string clean(std::string s) {
 
 }  // namespace
 
-std::vector<std::filesystem::path> attempt_files(const RunLayout& dir, const TaskKey& task) {
-  std::vector<std::pair<int, fs::path>> found;
-  std::error_code ec;
-  if (!fs::is_directory(dir.attempts_dir(), ec)) return {};
-  for (const auto& e : fs::directory_iterator(dir.attempts_dir(), ec)) {
-    TaskKey k;
-    int attempt = 0;
-    if (parse_attempt_name(e.path().filename().string(), k, attempt) && k == task) found.emplace_back(attempt, e.path());
-  }
-  std::sort(found.begin(), found.end());
-  std::vector<fs::path> out;
-  for (auto& [_, p] : found) out.push_back(p);
-  return out;
-}
-
 std::vector<AttemptRecord> read_attempts(const RunLayout& dir) {
   std::vector<AttemptRecord> out;
   std::error_code ec;
@@ -222,8 +207,7 @@ std::map<std::string, JobEnd> slurm_job_ends(const RunLayout& dir) {
       JobEnd j;
       j.outcome = outcome_of_slurm_state(e.state);
       if (!e.state.empty())
-        j.text = "Slurm job " + std::to_string(s.slurm_id) + (s.kind == "array" ? "_" + std::to_string(i) : "") + " " +
-                 e.state + (e.cause.empty() ? "" : ": " + e.cause) +
+        j.text = "Slurm job " + task_name(s, i) + " " + e.state + (e.cause.empty() ? "" : ": " + e.cause) +
                  (e.tail.empty() || e.state == "COMPLETED" ? "" : "; last output: " + e.tail.back());
       out[base_job(s.specs[i])] = j;  // later submissions of a job come later in the file
     }

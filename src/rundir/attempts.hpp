@@ -32,9 +32,6 @@ struct AttemptRecord {
   std::optional<int> exit_code;     // the script's exit (its `end` line); none: killed outright
 };
 
-// The records of one task's attempts (slurm/attempts/<id>_<task>.*.tsv), in attempt order.
-std::vector<std::filesystem::path> attempt_files(const RunLayout& dir, const TaskKey& task);
-
 // Every attempt recorded under slurm/attempts/, sorted by task then attempt. A line that
 // cannot be read is skipped (a record cut by a crash still says what it holds).
 std::vector<AttemptRecord> read_attempts(const RunLayout& dir);

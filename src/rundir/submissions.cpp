@@ -50,6 +50,10 @@ T parse_number(const std::string& text, const Location& where, const char* colum
 
 }  // namespace
 
+std::string task_name(const Submission& s, std::size_t i) {
+  return std::to_string(s.slurm_id) + (s.kind == "array" ? "_" + std::to_string(i) : "");
+}
+
 std::string base_job(const std::string& spec) {
   std::string stem = fs::path(spec).stem().string();
   return stem.substr(0, stem.find('.'));

@@ -25,6 +25,9 @@ std::vector<Submission> read_submissions(const RunLayout& dir);
 void record_submission(const RunLayout& dir, const Submission& s);
 void record_cancellation(const RunLayout& dir, std::uint32_t slurm_id, const std::string& utc);
 
+// How Slurm names task i of a submission: "41" for a job, "40_3" for an array's task.
+std::string task_name(const Submission& s, std::size_t i);
+
 // Appends one line and forces it to disk before returning; a new file starts with `header`.
 void append_line_durably(const std::filesystem::path& file, const std::string& header, const std::string& line);
 

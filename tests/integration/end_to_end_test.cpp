@@ -231,15 +231,10 @@ TEST_F(EndToEnd, APointThatCannotAllocateFailsAloneWithTheReason) {
 
 TEST_F(EndToEnd, EveryCollectiveValidatesOnAnOddNumberOfRanks) {
   // 3 ranks: uneven splits would show in allgather offsets and reduce-scatter blocks.
-  std::string campaign = write("c.toml", "[campaign]\nname = \"coll\"\nrepetitions = 6\nwarmups = 1\n[axes]\n"
-                                         "workload = [\"allreduce\", \"allgather\", \"broadcast\", \"reduce_scatter\"]\n"
-                                         "backend = [\"mpi\"]\nbytes = [12, 12288]\nranks_per_node = [3]\n");
-  fs::path run = dir_ / "run";
-  ASSERT_EQ(sh(d500_cmd("plan " + campaign + " -o " + run.string())).code, 0);
-  Cmd r = sh(d500_cmd("run " + run.string()));
-  ASSERT_EQ(r.code, 0) << r.out;
-  ASSERT_EQ(sh(d500_cmd("report " + run.string())).code, 0);
-  auto csv = read_csv(run / "results.csv");
+  auto csv = reported("[campaign]\nname = \"coll\"\nrepetitions = 6\nwarmups = 1\n[axes]\n"
+                      "workload = [\"allreduce\", \"allgather\", \"broadcast\", \"reduce_scatter\"]\n"
+                      "backend = [\"mpi\"]\nbytes = [12, 12288]\nranks_per_node = [3]\n");
+  ASSERT_FALSE(HasFailure()) << "plan, run and report succeed";
   ASSERT_EQ(csv.size(), 8u);
   for (auto& [id, row] : csv) {
     EXPECT_EQ(row["validation_status"], "passed") << row["canonical"];
@@ -259,15 +254,10 @@ TEST_F(EndToEnd, EveryCollectiveValidatesOnAnOddNumberOfRanks) {
 // step's compute; level 0 can measure the same (buffers = "in-place", off_cache): validated,
 // and without the new parameters a point keeps its canonical text and id.
 TEST_F(EndToEnd, AnAllreduceInPlaceWithColdCachesValidatesAndOldPointsKeepTheirIds) {
-  std::string campaign = write("c.toml", "[campaign]\nname = \"cold\"\nrepetitions = 6\nwarmups = 1\n[axes]\n"
-                                         "workload = [\"allreduce\"]\nbackend = [\"mpi\"]\nbytes = [12288]\nranks_per_node = [2]\n"
-                                         "buffers = [\"\", \"in-place\"]\noff_cache = [\"\", \"1M\"]\n");
-  fs::path run = dir_ / "run";
-  ASSERT_EQ(sh(d500_cmd("plan " + campaign + " -o " + run.string())).code, 0);
-  Cmd r = sh(d500_cmd("run " + run.string()));
-  ASSERT_EQ(r.code, 0) << r.out;
-  ASSERT_EQ(sh(d500_cmd("report " + run.string())).code, 0);
-  auto csv = read_csv(run / "results.csv");
+  auto csv = reported("[campaign]\nname = \"cold\"\nrepetitions = 6\nwarmups = 1\n[axes]\n"
+                      "workload = [\"allreduce\"]\nbackend = [\"mpi\"]\nbytes = [12288]\nranks_per_node = [2]\n"
+                      "buffers = [\"\", \"in-place\"]\noff_cache = [\"\", \"1M\"]\n");
+  ASSERT_FALSE(HasFailure()) << "plan, run and report succeed";
   ASSERT_EQ(csv.size(), 4u);
   std::set<std::string> texts;
   for (auto& [id, row] : csv) {

@@ -57,6 +57,31 @@ inline std::string read_file_text(const fs::path& p) {
 
 inline std::string d500_cmd(const std::string& args) { return std::string(D500_BIN) + " " + args; }
 
+inline std::map<std::string, std::map<std::string, std::string>> read_csv(const fs::path& p) {
+  std::ifstream in(p);
+  std::string line;
+  std::getline(in, line);
+  std::vector<std::string> head;
+  std::stringstream hs(line);
+  for (std::string c; std::getline(hs, c, ',');) head.push_back(c);
+  std::map<std::string, std::map<std::string, std::string>> out;
+  while (std::getline(in, line)) {
+    std::vector<std::string> f;
+    std::string cur;
+    bool q = false;
+    for (std::size_t i = 0; i < line.size(); ++i) {
+      char c = line[i];
+      if (q && c == '"' && i + 1 < line.size() && line[i + 1] == '"') cur += '"', ++i;
+      else if (c == '"') q = !q;
+      else if (c == ',' && !q) f.push_back(cur), cur.clear();
+      else cur += c;
+    }
+    f.push_back(cur);
+    for (std::size_t i = 0; i < head.size() && i < f.size(); ++i) out[f[0]][head[i]] = f[i];
+  }
+  return out;
+}
+
 class ScratchDirTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -79,6 +104,15 @@ class ScratchDirTest : public ::testing::Test {
     EXPECT_EQ(plan.code, 0) << plan.out;
     if (plan_out) *plan_out = plan.out;
     return run;
+  }
+  // planned(text), then `d500 run` and `d500 report` of it: results.csv's rows by point id.
+  std::map<std::string, std::map<std::string, std::string>> reported(const std::string& text) {
+    const fs::path run = planned(text);
+    Cmd r = sh(d500_cmd("run " + run.string()));
+    EXPECT_EQ(r.code, 0) << r.out;
+    Cmd rep = sh(d500_cmd("report " + run.string()));
+    EXPECT_EQ(rep.code, 0) << rep.out;
+    return read_csv(run / "results.csv");
   }
   fs::path dir_;
 };
@@ -156,30 +190,6 @@ inline std::vector<std::string> point_ids(hid_t file) {
   return ids;
 }
 
-inline std::map<std::string, std::map<std::string, std::string>> read_csv(const fs::path& p) {
-  std::ifstream in(p);
-  std::string line;
-  std::getline(in, line);
-  std::vector<std::string> head;
-  std::stringstream hs(line);
-  for (std::string c; std::getline(hs, c, ',');) head.push_back(c);
-  std::map<std::string, std::map<std::string, std::string>> out;
-  while (std::getline(in, line)) {
-    std::vector<std::string> f;
-    std::string cur;
-    bool q = false;
-    for (std::size_t i = 0; i < line.size(); ++i) {
-      char c = line[i];
-      if (q && c == '"' && i + 1 < line.size() && line[i + 1] == '"') cur += '"', ++i;
-      else if (c == '"') q = !q;
-      else if (c == ',' && !q) f.push_back(cur), cur.clear();
-      else cur += c;
-    }
-    f.push_back(cur);
-    for (std::size_t i = 0; i < head.size() && i < f.size(); ++i) out[f[0]][head[i]] = f[i];
-  }
-  return out;
-}
 
 
 }  // namespace d500test

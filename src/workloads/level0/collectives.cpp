@@ -85,8 +85,7 @@ class Collective final : public Workload {
   }
 
   void measure(Harness& h) override {
-    if (evict_.empty() && !in_place_) return h.repeat([this] { run(); });
-    // Between repetitions, untimed: write over off_cache bytes (this rank's caches lose the
+    // Between repetitions, untimed (nothing, by default): write over off_cache bytes (this rank's caches lose the
     // buffers and MPI's shared segments), then refill an in-place buffer, as a training step
     // packs its gradients just before its allreduce (and as the sum would otherwise grow by
     // the rank count every repetition).
