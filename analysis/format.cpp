@@ -354,8 +354,7 @@ std::string scaling_caption(const ScalingSeries& s) {
   if (s.kind == "weak")
     c += "Ideal: constant time; efficiency = T(base) / T(p). " + (s.note.empty() ? "" : "What grows: " + s.note + ".");
   else
-    c += "Ideal: T(base) x base / p; efficiency = speedup x base / p. Amdahl fit to the medians: serial fraction " +
-         fmt_sig(s.amdahl_serial_fraction, 3) + ".";
+    c += "Ideal: T(base) x base / p; efficiency = speedup x base / p.";
   c += scaling_model_text(s);
   return c;
 }
@@ -368,7 +367,12 @@ std::string scaling_svg(const ScalingSeries& s) {
   p.logx = p.logy = true;
   svg::Series m{"median, CI", {}, {}, {}, {}, false, true};
   svg::Series ideal{"ideal", {}, {}, {}, {}, true, false};
-  svg::Series amdahl{"Amdahl fit", {}, {}, {}, {}, true, false};
+  // The fitted model's time, T(base) x n / C(n), at the measured counts and its two predictions.
+  svg::Series model{s.model.law + " fit", {}, {}, {}, {}, true, false};
+  auto model_time = [&](double ranks) {
+    const double n = ranks / s.base_ranks, load = 1 + s.model.s * (n - 1) + s.model.k * n * (n - 1);
+    return s.base_time * (s.kind == "weak" ? load : load / n);
+  };
   for (const auto& pt : s.points) {
     const double x = pt.ranks;
     m.x.push_back(x);
@@ -377,11 +381,14 @@ std::string scaling_svg(const ScalingSeries& s) {
     m.hi.push_back(pt.time.has_ci ? pt.time.hi : NAN);
     ideal.x.push_back(x);
     ideal.y.push_back(s.kind == "weak" ? s.base_time : s.base_time * s.base_ranks / x);
-    amdahl.x.push_back(x);
-    amdahl.y.push_back(s.base_time * (s.amdahl_serial_fraction + (1 - s.amdahl_serial_fraction) * s.base_ranks / x));
+    model.x.push_back(x);
+    model.y.push_back(model_time(x));
   }
   p.series = {m, ideal};
-  if (s.kind != "weak") p.series.push_back(amdahl);
+  if (!s.model.law.empty()) {
+    for (int at : {s.model.at2, s.model.at4}) model.x.push_back(at), model.y.push_back(model_time(at));
+    p.series.push_back(model);
+  }
   return svg::render(p);
 }
 

@@ -92,8 +92,7 @@ std::string render(const Report& rep) {
   for (std::size_t i = 0; i < rep.scaling.size(); ++i) {
     const auto& s = rep.scaling[i];
     o << (i ? "," : "") << "\n    {\"group\": " << js(s.group) << ", \"kind\": " << js(s.kind) << ", \"note\": " << js(s.note)
-      << ", \"base_ranks\": " << s.base_ranks << ", \"base_median_s\": " << jn(s.base_time)
-      << ", \"amdahl_serial_fraction\": " << jn(s.amdahl_serial_fraction);
+      << ", \"base_ranks\": " << s.base_ranks << ", \"base_median_s\": " << jn(s.base_time);
     if (!s.model.law.empty()) {
       const auto& m = s.model;
       o << ", \"model\": {\"law\": " << js(m.law) << ", \"why\": " << js(m.why) << ", \"s\": [" << jn(m.s) << ", " << jn(m.s_lo) << ", "

@@ -248,7 +248,6 @@ std::vector<ScalingSeries> scaling_series(const std::vector<PointRow>& rows, dou
     const PointRow& base = *g.front();
     s.base_ranks = base.ranks;
     s.base_time = base.time.median;
-    double num = 0, den = 0;
     for (const auto* r : g) {
       ScalingPoint p;
       p.id = r->id;
@@ -269,14 +268,7 @@ std::vector<ScalingSeries> scaling_series(const std::vector<PointRow>& rows, dou
       p.efficiency_lo = p.speedup.lo / ideal;
       p.efficiency_hi = p.speedup.hi / ideal;
       s.points.push_back(p);
-      // Amdahl: T(p) / T(base) = f + (1 - f) p_base / p, fitted for f by least squares.
-      const double w = 1 - static_cast<double>(base.ranks) / r->ranks;
-      const double y = r->time.median / base.time.median - static_cast<double>(base.ranks) / r->ranks;
-      num += w * y;
-      den += w * w;
     }
-    // Amdahl's law is about a fixed problem: a weak-scaling series has no serial fraction.
-    s.amdahl_serial_fraction = s.kind == "weak" ? std::nan("") : den > 0 ? std::clamp(num / den, 0.0, 1.0) : 0;
     fit_scaling_model(s, g, confidence, seed);
     out.push_back(s);
   }

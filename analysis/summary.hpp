@@ -128,7 +128,6 @@ struct ScalingSeries {
   int base_ranks = 0;
   double base_time = 0;     // median, seconds
   std::vector<ScalingPoint> points;
-  double amdahl_serial_fraction = 0;  // least-squares fit to the medians (strong scaling; NaN for weak)
   // A scaling model fitted to the capacity C(n) = speedup (strong) or n x T(base)/T(p) (weak),
   // n = p / base ranks: the Universal Scalability Law C(n) = n / (1 + s (n-1) + k n (n-1)),
   // Amdahl's law its k = 0 case. Least squares on the linear form n/C - 1 = s (n-1) + k n (n-1)

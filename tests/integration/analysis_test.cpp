@@ -1,5 +1,7 @@
 // The analysis against planted effects: synthetic campaigns written by d500-synth through the
 // real ResultWriter (under mpirun), reported by `d500 report`, and the report's JSON checked.
+#include <algorithm>
+
 #include "helpers.hpp"
 
 using namespace d500test;
@@ -53,6 +55,36 @@ TEST_F(Analysis, PlantedTwofoldStrongScalingSpeedupIsRecovered) {
   EXPECT_LE(num(p2 + "['efficiency'][1]"), 1.0);
   EXPECT_GE(num(p2 + "['efficiency'][2]"), 1.0);
   EXPECT_NE(r.out.find("strong scaling"), std::string::npos) << r.out;
+}
+
+// A planted serial fraction of 0.2 (T(p) = T(1) (0.2 + 0.8 / p)) on 1, 2 and 4 ranks: one fit
+// of it, whose interval holds 0.2, in the JSON, the caption and the plot (drawn out to the
+// predictions at 8 and 16 ranks), and no second estimate beside it.
+TEST_F(Analysis, APlantedSerialFractionIsFittedOnceWithItsInterval) {
+  const std::string common = "campaign = \"amdahl\"\nrepetitions = 40\nwarmups = 2\nseed = 11\n";
+  int job = 0;
+  for (const auto& [ranks, median] : {std::pair{1, "0.020"}, std::pair{2, "0.012"}, std::pair{4, "0.008"}})
+    synth("job-000" + std::to_string(job++), ranks, common + "[[point]]\nparams = { workload = \"synthetic\", backend = \"x\" }\n"
+                                                "median_s = " + median + "\nnoise = 0.02\nscaling = \"strong\"\n");
+  Cmd r = report();
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::string m = "j['scaling'][0]['model']";
+  EXPECT_EQ(json(m + "['law']"), "Amdahl");
+  EXPECT_LE(num(m + "['s'][1]"), 0.2);
+  EXPECT_GE(num(m + "['s'][2]"), 0.2);
+  EXPECT_NEAR(num(m + "['s'][0]"), 0.2, 0.03);
+  EXPECT_NEAR(num(m + "['predicted_efficiency']['8'][0]"), 1 / (1 + 0.2 * 7), 0.05);
+  EXPECT_EQ(json("'amdahl_serial_fraction' in j['scaling'][0]"), "False");
+  const std::string md = read_file_text(dir_ / "run" / "report.md");
+  EXPECT_EQ(md.find("serial fraction"), std::string::npos) << "a second estimate beside the model's s";
+  EXPECT_NE(md.find("Fitted model (Amdahl"), std::string::npos) << md;
+  // The HTML plot's model line, the one after "ideal": the 3 measured counts and the 2 predictions.
+  const std::string html = read_file_text(dir_ / "run" / "report.html");
+  const auto legend = html.find(">Amdahl fit</text>");
+  ASSERT_NE(legend, std::string::npos) << "no plot draws the fitted model";
+  const auto line = html.rfind("<polyline", legend), pts = html.find("points=\"", line) + 8;
+  const std::string points = html.substr(pts, html.find('"', pts) - pts);
+  EXPECT_EQ(std::count(points.begin(), points.end(), ','), 5) << points;
 }
 
 TEST_F(Analysis, PlantedSmallDifferenceInHeavyNoiseIsNotSignificantAndALargeOneIs) {

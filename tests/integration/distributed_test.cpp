@@ -189,3 +189,77 @@ TEST_F(Distributed, ImpossibleSchemesAreRefusedAtPlanTime) {
     EXPECT_FALSE(fs::exists(run)) << "nothing is written";
   }
 }
+
+namespace {
+
+// h5py: per complete point of any file in the folder, "scheme | rank:step:loss:accuracy ..." of
+// every rank's events sorted by rank and step (%r: every bit), plus its resume step.
+std::string complete_curves_py(const fs::path& results) {
+  return "/usr/bin/python3 -c \"\nimport h5py, glob\nfor fn in sorted(glob.glob('" + results.string() +
+         "/*.h5*')):\n  f = h5py.File(fn, 'r')\n  for pid in sorted(f['points']):\n    g = f['points'][pid]\n"
+         "    if g.attrs['status'] != 'complete': continue\n    c = g.attrs['canonical']\n"
+         "    rows = sorted((int(r['rank']), int(r['step']), float(r['loss']), float(r['accuracy'])) for r in g['events'][:])\n"
+         "    print(c[c.index(' scheme=') + 8:].split()[0], int(g.attrs['train.resumed_at_step']), '|', ' '.join('%d:%d:%r:%r' % r for r in rows))\n\"";
+}
+
+}  // namespace
+
+// Level 3 resumes like level 2: a two-point job (D-PSGD, whose two workers hold different
+// parameters, and the overlapped allreduce) is killed in the middle of its first point, run
+// again (resumes it, finishes it, starts the second) and killed in the middle of the second,
+// then run a third time. Each point resumes from its own checkpoint, each rank from its own row,
+// and both curves are the uninterrupted run's, every rank's every bit.
+TEST_F(Distributed, AKilledDistributedRunResumesEachSchemeFromItsCheckpointOnTheUninterruptedCurve) {
+  const std::string campaign = kHead +
+                               "[fixed]\nworkload = \"distributed\"\nnetwork = \"lenet5\"\nbackend = \"reference\"\ndataset = \"synthetic\"\n"
+                               "synthetic_samples = 8192\nbatch = 32\nsteps = 240\neval_interval_steps = 10\neval_samples = 64\n"
+                               "optimizer = \"adam\"\nlr = 0.001\nseed = 5\nranks_per_node = 2\ncheckpoint_interval = 0.2\nbucket_bytes = 65536\n"
+                               "hash_interval_steps = 20\n[axes]\nscheme = [\"dpsgd\", \"allreduce-overlap\"]\n";
+  const auto [killed, whole] = planned_twice_and_one_run(campaign);
+
+  // Attempts 1 and 2, each killed once its log shows three checkpoints of point 1, then of point 2.
+  const fs::path log = killed / "logs" / "job-0000.log";
+  for (int point : {1, 2}) {
+    SCOPED_TRACE("killed in point " + std::to_string(point));
+    ASSERT_GE(run_killed_after(killed, "d500:checkpoint " + std::to_string(point) + "/2 ", 3), 3) << read_file_text(dir_ / "attempt.txt");
+    ASSERT_EQ(read_file_text(log).find("d500:done " + std::to_string(point) + "/2"), std::string::npos)
+        << "point " << point << " ended before it was killed";
+    if (point == 2) {
+      const std::string said = read_file_text(dir_ / "attempt.txt");
+      EXPECT_NE(said.find("resumed from a checkpoint after step"), std::string::npos) << said;
+    }
+  }
+  Cmd last = sh(d500_cmd("run " + killed.string()));
+  ASSERT_EQ(last.code, 0) << last.out;
+  EXPECT_NE(last.out.find("resumed from a checkpoint after step"), std::string::npos) << last.out;
+
+  Cmd a = sh(complete_curves_py(killed / "results")), b = sh(complete_curves_py(whole / "results"));
+  ASSERT_EQ(a.code, 0) << a.out;
+  ASSERT_EQ(b.code, 0) << b.out;
+  std::map<std::string, std::pair<int, std::string>> resumed, uninterrupted;  // scheme -> (resumed at, curve)
+  for (auto [text, into] : {std::pair{a.out, &resumed}, std::pair{b.out, &uninterrupted}}) {
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);) {
+      std::istringstream w(line);
+      std::string scheme;
+      int at = -1;
+      w >> scheme >> at;
+      ASSERT_FALSE(into->count(scheme)) << "two complete records of " << scheme << ":\n" << text;
+      (*into)[scheme] = {at, line.substr(line.find(" | ") + 3)};
+    }
+  }
+  ASSERT_EQ(uninterrupted.size(), 2u) << b.out;
+  ASSERT_EQ(resumed.size(), 2u) << a.out;
+  for (const std::string scheme : {"dpsgd", "allreduce-overlap"}) {
+    SCOPED_TRACE(scheme);
+    EXPECT_EQ(uninterrupted.at(scheme).first, 0);
+    EXPECT_GT(resumed.at(scheme).first, 0) << "the complete record did not resume from a checkpoint";
+    EXPECT_NE(uninterrupted.at(scheme).second.find("1:240:"), std::string::npos);
+    EXPECT_EQ(resumed.at(scheme).second, uninterrupted.at(scheme).second);  // both ranks' curves, every bit
+  }
+  Cmd rep = sh(d500_cmd("report " + killed.string()));
+  ASSERT_EQ(rep.code, 0) << rep.out;
+  const auto rows = read_csv(killed / "results.csv");
+  ASSERT_EQ(rows.size(), 2u);
+  for (const auto& [id, row] : rows) EXPECT_EQ(row.at("status"), "complete") << id;
+}

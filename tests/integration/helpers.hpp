@@ -114,6 +114,28 @@ class ScratchDirTest : public ::testing::Test {
     EXPECT_EQ(rep.code, 0) << rep.out;
     return read_csv(run / "results.csv");
   }
+  // Plans `text` twice, into dir_/killed and dir_/whole, and runs dir_/whole to its end: the
+  // pair a test of a killed and resumed run compares. Returns {killed, whole}.
+  std::pair<fs::path, fs::path> planned_twice_and_one_run(const std::string& text) {
+    const fs::path killed = dir_ / "killed", whole = dir_ / "whole";
+    for (const fs::path& run : {killed, whole}) {
+      Cmd plan = sh(d500_cmd("plan " + write("c.toml", text) + " -o " + run.string()));
+      EXPECT_EQ(plan.code, 0) << plan.out;
+    }
+    Cmd r = sh(d500_cmd("run " + whole.string()));
+    EXPECT_EQ(r.code, 0) << r.out;
+    return {killed, whole};
+  }
+  // `d500 run RUN` of a one-job run (its output to dir_/attempt.txt), its workers SIGKILLed, as
+  // at a time limit, once the job's log has `n` lines starting with `prefix`. Returns how many
+  // such lines the log had by then (-1 if the command failed).
+  int run_killed_after(const fs::path& run, const std::string& prefix, int n) {
+    const std::string grep = "grep -c '^" + prefix + "' " + (run / "logs" / "job-0000.log").string();
+    Cmd c = sh("(" + d500_cmd("run " + run.string()) + " > " + (dir_ / "attempt.txt").string() + " 2>&1 &\n"
+               "for i in $(seq 1 1200); do n=$(" + grep + " 2>/dev/null); [ \"${n:-0}\" -ge " + std::to_string(n) +
+               " ] && break; sleep 0.05; done\npkill -KILL -f 'd500-worke[r] " + (run / "jobs").string() + "'\nwait; " + grep + ")");
+    return c.code == 0 ? std::atoi(c.out.c_str()) : -1;
+  }
   fs::path dir_;
 };
 

@@ -146,21 +146,11 @@ TEST_F(Training, AKilledRunResumesFromItsLastIntactCheckpointAndEndsOnTheUninter
   const std::string campaign = kHead + "network = \"lenet5\"\nbackend = \"reference\"\ndataset = \"synthetic\"\nsynthetic_samples = 8192\n"
                                        "batch = 32\nsteps = 240\neval_interval_steps = 10\neval_samples = 64\noptimizer = \"adam\"\nlr = 0.001\n"
                                        "seed = 9\nranks_per_node = 2\ncheckpoint_interval = 0.2\n";
-  const fs::path killed = dir_ / "killed", whole = dir_ / "whole";
-  for (const fs::path& run : {killed, whole}) {
-    Cmd plan = sh(d500_cmd("plan " + write("c.toml", campaign) + " -o " + run.string()));
-    ASSERT_EQ(plan.code, 0) << plan.out;
-  }
-  Cmd r = sh(d500_cmd("run " + whole.string()));
-  ASSERT_EQ(r.code, 0) << r.out;
+  const auto [killed, whole] = planned_twice_and_one_run(campaign);
 
   // The first attempt: killed once its log shows three checkpoints.
   const fs::path log = killed / "logs" / "job-0000.log";
-  Cmd first = sh("(" + d500_cmd("run " + killed.string()) + " > " + (dir_ / "first.txt").string() + " 2>&1 &\n"
-                 "for i in $(seq 1 1200); do n=$(grep -c '^d500:checkpoint' " + log.string() + " 2>/dev/null); [ \"${n:-0}\" -ge 3 ] && break; sleep 0.05; done\n"
-                 "pkill -KILL -f 'd500-worke[r] " + (killed / "jobs").string() + "'\nwait; grep -c '^d500:checkpoint' " + log.string() + ")");
-  ASSERT_EQ(first.code, 0) << first.out;
-  ASSERT_GE(std::atoi(first.out.c_str()), 3) << first.out;
+  ASSERT_GE(run_killed_after(killed, "d500:checkpoint", 3), 3) << read_file_text(dir_ / "attempt.txt");
   ASSERT_EQ(read_file_text(log).find("d500:done"), std::string::npos) << "the first attempt ended before it was killed";
   const fs::path attempt1 = killed / "results" / "job-0000.h5";
   Cmd check1 = sh(d500_cmd("check " + attempt1.string()));
