@@ -210,6 +210,28 @@ std::string distributed_note() {
          "scheme defines.";
 }
 
+Table overlap_table(const Report& rep) {
+  Table t{{"point (overlapped)", "workers", "plain step", "overlapped step", "speedup (CI)", "plain communication + wait", "hidden (CI)"}};
+  for (const auto& c : rep.overlap) {
+    const std::string hidden = fmt_sig(100 * c.hidden, 3) + "%" +
+                               (c.hidden_withheld.empty() ? " [" + fmt_sig(100 * c.hidden_lo, 3) + "%, " + fmt_sig(100 * c.hidden_hi, 3) + "%]"
+                                                          : " (no interval: " + c.hidden_withheld + ")");
+    t.push_back({c.group, std::to_string(c.workers), fmt_time(c.plain_step), fmt_time(c.overlap_step), ratio_text(c.speedup),
+                 fmt_time(c.plain_exposed), hidden});
+  }
+  return t;
+}
+
+std::string overlap_note(const Report& rep) {
+  return "The bucketed, overlapped allreduce against the plain one on otherwise identical points (the same network, data, "
+         "ranks and seed; bucket_bytes aside). Steps are the slowest rank's, medians over the timed steps. Speedup = plain step / "
+         "overlapped step (" + std::to_string(static_cast<int>(100 * rep.confidence + 0.5)) + "% BCa bootstrap of the ratio of "
+         "medians). Hidden = (plain step - overlapped step) / the plain scheme's communication + wait: the share of the "
+         "communication the plain scheme exposes that overlapping took off the step (100%: all of it; below 0: the overlapped "
+         "step is slower), with a percentile bootstrap over the steps (the plain point's step and communication resampled "
+         "together).";
+}
+
 Table network_table(const Report& rep) {
   Table t{{"point", "samples/s", "GFLOP/s", "forward", "backward", "planned memory", "peak RSS", "nodes on the backend"}};
   for (const auto& r : rep.rows) {

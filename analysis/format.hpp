@@ -47,6 +47,9 @@ Table launches_table(const Report& rep);
 Table network_table(const Report& rep);
 Table distributed_table(const Report& rep);
 std::string distributed_note();
+// Level 3's overlap: the bucketed allreduce against the plain one, per pair of points.
+Table overlap_table(const Report& rep);
+std::string overlap_note(const Report& rep);
 Table steps_table(const PointRow& r);
 std::string steps_caption(const PointRow& r);
 std::string network_note();

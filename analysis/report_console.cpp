@@ -40,6 +40,10 @@ std::string render(const Report& rep) {
     o << "\ndistributed training (phases per step; details in report.md):\n";
     text_table(o, dist);
   }
+  if (!rep.overlap.empty()) {
+    o << "\noverlap (bucketed allreduce against the plain one; hidden = share of the plain scheme's communication + wait taken off the step):\n";
+    text_table(o, overlap_table(rep));
+  }
   if (!rep.comparisons.empty()) {
     o << "\ncomparisons (" << static_cast<int>(rep.confidence * 100 + .5) << "% BCa bootstrap of the ratio of medians):\n";
     for (const auto& c : rep.comparisons) o << "  " << c.group << ": " << comparison_sentence(c) << "\n";

@@ -32,6 +32,10 @@ std::string render(const Report& rep) {
   if (distributed_table(rep).size() > 1) {
     o << "<h2>Distributed training</h2>\n<p>" << html_escape(distributed_note()) << "</p>\n";
     html_table(o, distributed_table(rep));
+    if (!rep.overlap.empty()) {
+      o << "<h3>Overlap</h3>\n<p>" << html_escape(overlap_note(rep)) << "</p>\n";
+      html_table(o, overlap_table(rep));
+    }
   }
   if (network_table(rep).size() > 1) {
     o << "<h2>Networks</h2>\n<p>" << html_escape(network_note()) << "</p>\n";

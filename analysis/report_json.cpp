@@ -109,6 +109,15 @@ std::string render(const Report& rep) {
     }
     o << "]}";
   }
+  o << "\n  ],\n  \"overlap\": [";
+  for (std::size_t i = 0; i < rep.overlap.size(); ++i) {
+    const auto& c = rep.overlap[i];
+    o << (i ? "," : "") << "\n    {\"group\": " << js(c.group) << ", \"plain_id\": " << js(c.plain_id) << ", \"overlap_id\": "
+      << js(c.overlap_id) << ", \"workers\": " << c.workers << ", \"plain_step_s\": " << jn(c.plain_step) << ", \"overlap_step_s\": "
+      << jn(c.overlap_step) << ", \"plain_exposed_s\": " << jn(c.plain_exposed) << ", \"speedup\": " << jratio(c.speedup)
+      << ", \"hidden\": [" << jn(c.hidden) << ", "
+      << (c.hidden_withheld.empty() ? jn(c.hidden_lo) + ", " + jn(c.hidden_hi) : std::string("null, null")) << "]}";
+  }
   o << "\n  ],\n  \"launches\": [";
   for (std::size_t i = 0; i < rep.launches.size(); ++i) {
     const auto& g = rep.launches[i];

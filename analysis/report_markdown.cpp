@@ -29,6 +29,10 @@ std::string render(const Report& rep) {
   if (distributed_table(rep).size() > 1) {
     o << "## Distributed training\n\n" << distributed_note() << "\n\n";
     markdown_table(o, distributed_table(rep));
+    if (!rep.overlap.empty()) {
+      o << "### Overlap\n\n" << overlap_note(rep) << "\n\n";
+      markdown_table(o, overlap_table(rep));
+    }
   }
   if (environment_table(rep).size() > 1) {
     o << "## Environment\n\nAs rank 0 of each job recorded it (`/env` of the results files; per-rank differences are not "

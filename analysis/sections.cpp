@@ -6,6 +6,7 @@
 #include <map>
 
 #include "common/text.hpp"
+#include "metrics/stopping.hpp"
 #include "summary.hpp"
 
 namespace d500 {
@@ -271,6 +272,67 @@ std::vector<ScalingSeries> scaling_series(const std::vector<PointRow>& rows, dou
     }
     fit_scaling_model(s, g, confidence, seed);
     out.push_back(s);
+  }
+  return out;
+}
+
+std::vector<OverlapComparison> overlap_comparisons(const std::vector<PointRow>& rows, double confidence, std::uint64_t seed) {
+  std::vector<OverlapComparison> out;
+  auto scheme = [](const PointRow& r) {
+    const auto it = r.params.find("scheme");
+    return it != r.params.end() && std::holds_alternative<std::string>(it->second) ? std::get<std::string>(it->second) : std::string();
+  };
+  auto keep = [&](const PointRow& r) { return r.has_timings() && (scheme(r) == "allreduce" || scheme(r) == "allreduce-overlap"); };
+  for (const auto& g : group_rows(rows, {"scheme", "bucket_bytes"}, keep)) {
+    const PointRow* plain = nullptr;
+    for (const auto* r : g)
+      if (scheme(*r) == "allreduce") plain = r;
+    if (!plain) continue;
+    // The plain scheme's exposed communication per timed repetition: communication + wait.
+    std::vector<double> step, exposed;
+    for (std::size_t i = 0; i < plain->costs.size(); ++i) {
+      double e = 0;
+      bool have = false;
+      for (const auto& ph : plain->phases)
+        if (ph.phase == "communication" || ph.phase == "wait")
+          if (auto it = ph.by_rep.find(plain->cost_reps[i]); it != ph.by_rep.end()) e += it->second, have = true;
+      if (have) step.push_back(plain->costs[i]), exposed.push_back(e);
+    }
+    if (exposed.empty()) continue;
+    for (const auto* r : g) {
+      if (scheme(*r) != "allreduce-overlap") continue;
+      OverlapComparison c;
+      c.group = label(*r, true, true);
+      c.plain_id = plain->id;
+      c.overlap_id = r->id;
+      c.workers = plain->ranks - static_cast<int>(int_param_or(plain->params, "ps_servers", 0));
+      c.plain_step = stats::median(step);
+      c.overlap_step = r->time.median;
+      c.plain_exposed = stats::median(exposed);
+      const std::uint64_t s = comparison_seed(seed, plain->id, r->id);
+      c.speedup = stats::bootstrap_median_ratio(plain->costs, r->costs, confidence, stats::BootstrapMethod::BCa, kBootstrapResamples, s);
+      auto hidden = [](double p, double o, double e) { return e > 0 ? (p - o) / e : std::nan(""); };
+      c.hidden = hidden(c.plain_step, c.overlap_step, c.plain_exposed);
+      const std::size_t least = static_cast<std::size_t>(smallest_n_with_median_ci(confidence));
+      if (step.size() < least || r->costs.size() < least) {
+        c.hidden_withheld = "fewer than " + std::to_string(least) + " timed steps in a point";
+      } else {
+        std::mt19937_64 rng(s ^ 0x0e1a9ULL);
+        std::vector<double> est, ps(step.size()), pe(step.size()), os(r->costs.size());
+        for (int b = 0; b < kBootstrapResamples; ++b) {
+          std::uniform_int_distribution<std::size_t> pick_plain(0, step.size() - 1), pick_over(0, os.size() - 1);
+          for (std::size_t i = 0; i < ps.size(); ++i) {
+            const std::size_t k = pick_plain(rng);
+            ps[i] = step[k], pe[i] = exposed[k];
+          }
+          for (auto& v : os) v = r->costs[pick_over(rng)];
+          est.push_back(hidden(stats::median(ps), stats::median(os), stats::median(pe)));
+        }
+        const double lo = (1 - confidence) / 2;
+        c.hidden_lo = percentile(est, lo), c.hidden_hi = percentile(est, 1 - lo);
+      }
+      out.push_back(c);
+    }
   }
   return out;
 }

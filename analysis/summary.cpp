@@ -143,15 +143,23 @@ PointRow summarize_point(const PointResult& p, const JobResult& j, double confid
   }
   r.warmups_excluded = static_cast<int>(warm.size());
   for (std::size_t rep = 0; rep < seen.size(); ++rep) {
-    if (seen[rep] == j.ranks) r.costs.push_back(static_cast<double>(worst[rep]) * 1e-9);
-    else if (seen[rep] > 0) ++r.reps_incomplete;
+    if (seen[rep] == j.ranks) {
+      r.costs.push_back(static_cast<double>(worst[rep]) * 1e-9);
+      r.cost_reps.push_back(static_cast<int>(rep));
+    } else if (seen[rep] > 0) {
+      ++r.reps_incomplete;
+    }
   }
   r.time = stats::summarize(r.costs, confidence);
   for (const auto& [ph, w] : phase_worst) {
     std::vector<double> v;
+    std::map<int, double> by_rep;
     for (std::size_t rep = 0; rep < w.size(); ++rep)
-      if (phase_seen[ph][rep] == j.ranks) v.push_back(static_cast<double>(w[rep]) * 1e-9);
-    r.phases.push_back({phase_name(static_cast<Phase>(ph)), stats::summarize(v, confidence)});
+      if (phase_seen[ph][rep] == j.ranks) {
+        v.push_back(static_cast<double>(w[rep]) * 1e-9);
+        by_rep[static_cast<int>(rep)] = v.back();
+      }
+    r.phases.push_back({phase_name(static_cast<Phase>(ph)), stats::summarize(v, confidence), std::move(by_rep)});
   }
   r.work_items = p.work_items;
   r.flops = static_cast<double>(p.work_flops);
@@ -296,6 +304,7 @@ Report analyze_run(const std::string& dir, const AnalysisOptions& opt) {
   rep.scaling = scaling_series(rep.rows, opt.confidence, opt.seed);
   rep.tta = tta_configs(rep.rows, opt.confidence);
   rep.launches = launch_groups(rep.rows, opt.confidence);
+  rep.overlap = overlap_comparisons(rep.rows, opt.confidence, opt.seed);
   return rep;
 }
 

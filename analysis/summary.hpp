@@ -29,6 +29,7 @@ struct PointRow {
   std::int64_t memory_estimate_bytes = -1;  // the planner's estimate of the point's data per rank; -1: none
   bool threads_oversubscribed = false;       // ranks x threads beyond some host's CPUs
   std::vector<double> costs;  // timed repetitions, seconds, max over ranks, in repetition order
+  std::vector<int> cost_reps; // the repetition each of `costs` is
   stats::Summary time;        // of costs
   double rate = 0, rate_lo = 0, rate_hi = 0;  // per rank: one rank's work over the median and CI bounds of time
   // All ranks together: ranks x rate where every rank does the same work (weak scaling); NaN
@@ -57,6 +58,7 @@ struct PointRow {
   struct PhaseTime {
     std::string phase;
     stats::Summary time;
+    std::map<int, double> by_rep;  // repetition -> the slowest rank's duration, seconds
   };
   std::vector<PhaseTime> phases;
   // Level 1 on d500's executor: the steps that cost most (median over timed repetitions of the
@@ -114,6 +116,21 @@ struct Comparison {
   double confidence = 0.95;
 };
 
+// The bucketed, overlapped allreduce against the plain one on otherwise identical points (level
+// 3): is the step faster, and how much of the plain scheme's exposed communication is hidden?
+struct OverlapComparison {
+  std::string group, plain_id, overlap_id;
+  int workers = 0;
+  double plain_step = 0, overlap_step = 0;  // medians of the step (slowest rank), seconds
+  double plain_exposed = 0;                 // median of the plain scheme's communication + wait per step
+  stats::RatioInterval speedup;             // median(plain step) / median(overlap step), BCa bootstrap
+  // (median(plain step) - median(overlap step)) / median(plain exposed): 1 = all of it hidden,
+  // 0 = none, < 0 = the overlapped step is slower. Percentile bootstrap over the repetitions
+  // (the plain point's step and exposed time resampled together, by repetition).
+  double hidden = 0, hidden_lo = 0, hidden_hi = 0;
+  std::string hidden_withheld;  // why there is no interval, when there is none
+};
+
 struct ScalingPoint {
   std::string id;
   int ranks = 0, nodes = 0;
@@ -158,6 +175,7 @@ struct Report {
   std::vector<ScalingSeries> scaling;
   std::vector<TtaConfig> tta;
   std::vector<LaunchGroup> launches;           // points measured in 2 or more launches
+  std::vector<OverlapComparison> overlap;      // level 3: allreduce-overlap against allreduce
   std::vector<std::string> files;              // files read
   std::vector<std::string> unreadable;         // "file: reason"
   std::vector<Environment> environments;       // in the order first seen
@@ -179,6 +197,7 @@ std::vector<Comparison> compare_backends(const std::vector<PointRow>& rows, doub
 std::vector<ScalingSeries> scaling_series(const std::vector<PointRow>& rows, double confidence, std::uint64_t seed);
 std::vector<TtaConfig> tta_configs(const std::vector<PointRow>& rows, double confidence);
 std::vector<LaunchGroup> launch_groups(const std::vector<PointRow>& rows, double confidence);
+std::vector<OverlapComparison> overlap_comparisons(const std::vector<PointRow>& rows, double confidence, std::uint64_t seed);
 
 // A statement of how the numbers were obtained; every report carries it.
 // How the figures of `rep` were measured and summarised, in words; with adaptive repetitions,
