@@ -38,7 +38,10 @@ std::string scheme_check(const SchemeSpec& s, int ranks) {
   return "";
 }
 
-Scheme::Scheme(const SchemeSpec& s, MPI_Comm comm, ModelAccess& model) : spec_(s), comm_(comm), model_(model) {
+Scheme::Scheme(const SchemeSpec& s, MPI_Comm comm, ModelAccess& model) : spec_(s), world_(comm), model_(model) {
+  mpi_check(MPI_Comm_dup(comm, &comm_), "MPI_Comm_dup", "the scheme's own communicator");
+  const std::string name = "d500 scheme " + s.name + " ps_servers=" + std::to_string(s.ps_servers);
+  mpi_check(MPI_Comm_set_name(comm_, name.c_str()), "MPI_Comm_set_name", "the scheme's own communicator");
   mpi_check(MPI_Comm_rank(comm, &rank_), "MPI_Comm_rank", "scheme");
   mpi_check(MPI_Comm_size(comm, &size_), "MPI_Comm_size", "scheme");
   servers_ = s.ps_servers;
@@ -50,7 +53,11 @@ Scheme::Scheme(const SchemeSpec& s, MPI_Comm comm, ModelAccess& model) : spec_(s
   }
 }
 
-Scheme::~Scheme() = default;
+Scheme::~Scheme() {
+  int finalized = 1;
+  MPI_Finalized(&finalized);
+  if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
 
 void Scheme::pack_grad(std::size_t k, float* flat) {
   const float* g = model_.grad(k);
@@ -106,7 +113,7 @@ bool Scheme::evaluation_model(std::vector<float>&) { return false; }
 bool Scheme::mean_of_workers(std::vector<float>& flat) {
   flat.resize(static_cast<std::size_t>(total_));
   pack_params(flat.data());
-  mpi_check(MPI_Allreduce(MPI_IN_PLACE, flat.data(), static_cast<int>(total_), MPI_FLOAT, MPI_SUM, comm_), "MPI_Allreduce",
+  mpi_check(MPI_Allreduce(MPI_IN_PLACE, flat.data(), static_cast<int>(total_), MPI_FLOAT, MPI_SUM, world_), "MPI_Allreduce",
             "the evaluated model (mean of the workers')");
   for (float& v : flat) v /= static_cast<float>(size_);
   return true;
@@ -441,7 +448,7 @@ class ParameterServer final : public Scheme {
     if (!async_) return false;  // every worker holds the servers' parameters after each step
     flat.assign(static_cast<std::size_t>(total_), 0.0f);
     if (worker_ < 0) std::copy(shard_.begin(), shard_.end(), flat.begin() + shard_at_[static_cast<std::size_t>(rank_)]);
-    mpi_check(MPI_Allreduce(MPI_IN_PLACE, flat.data(), static_cast<int>(total_), MPI_FLOAT, MPI_SUM, comm_), "MPI_Allreduce",
+    mpi_check(MPI_Allreduce(MPI_IN_PLACE, flat.data(), static_cast<int>(total_), MPI_FLOAT, MPI_SUM, world_), "MPI_Allreduce",
               "the evaluated model (the servers' shards)");
     return true;
   }

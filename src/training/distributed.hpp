@@ -164,7 +164,10 @@ class Scheme {
   }
 
   SchemeSpec spec_;
-  MPI_Comm comm_;
+  // The scheme's exchanges run on its own duplicate of the workload's communicator, named
+  // "d500 scheme <name>", so that a tool (a PMPI layer, MPI_T) can tell them from the harness's
+  // synchronisation, the store's I/O and the evaluation, which stay on world_.
+  MPI_Comm world_, comm_ = MPI_COMM_NULL;
   ModelAccess& model_;
   int rank_ = 0, size_ = 1, worker_ = 0, workers_ = 1, servers_ = 0;
   std::vector<std::int64_t> offset_;  // of each parameter in the flat vector

@@ -279,3 +279,83 @@ TEST_F(Distributed, AKilledDistributedRunResumesEachSchemeFromItsCheckpointOnThe
   for (const auto& [id, row] : rows) EXPECT_EQ(row.at("status"), "complete") << id;
 }
 
+// The volume d500 counts, cross-checked by a count it does not make: a PMPI layer
+// (tests/fixtures/pmpi_count.c, LD_PRELOADed into every rank) sees each call the schemes make on
+// their own communicator and its buffer's bytes as MPI sees them (count x type size). From those
+// the test applies the rules d500 states (point-to-point exactly; an allreduce of b bytes as a
+// ring, 2(p-1)/p b each way; a reduce and a broadcast as root <-> every other rank) and compares
+// each scheme's per-rank figures, mean, smallest and largest, with what d500 stored.
+TEST_F(Distributed, TheVolumeD500CountsIsWhatAPmpiLayerSeesEachSchemeHandToMpi) {
+  const fs::path counts = dir_ / "pmpi";
+  fs::create_directories(counts);
+  const std::string text = kHead +
+                           "[fixed]\nworkload = \"distributed\"\nnetwork = \"lenet5\"\nbackend = \"reference\"\ndataset = \"synthetic\"\n"
+                           "synthetic_samples = 3000\nbatch = 16\nsteps = 12\neval_interval_steps = 4\neval_samples = 100\n"
+                           "hash_interval_steps = 4\ncheckpoint_interval = 0\nranks_per_node = 3\nbucket_bytes = 65536\naverage_interval = 3\n"
+                           "staleness = 1\n[axes]\nscheme = [\"allreduce\", \"allreduce-overlap\", \"ps-sync\", \"ps-async\", \"model-averaging\", \"dpsgd\"]\n"
+                           "ps_servers = [0, 1]\n[[exclude]]\nscheme = \"ps-async\"\nps_servers = 0\n"
+                           "[[exclude]]\nscheme = \"allreduce\"\nps_servers = 1\n[[exclude]]\nscheme = \"allreduce-overlap\"\nps_servers = 1\n"
+                           "[[exclude]]\nscheme = \"model-averaging\"\nps_servers = 1\n[[exclude]]\nscheme = \"dpsgd\"\nps_servers = 1\n";
+  const fs::path run = planned(text);
+  Cmd r = sh("D500_MPIRUN_FLAGS='-x LD_PRELOAD=" + std::string(D500_PMPI_COUNT) + " -x D500_PMPI_COUNT_DIR=" + counts.string() + "' " +
+             d500_cmd("run " + run.string()));
+  ASSERT_EQ(r.code, 0) << r.out;
+
+  // Per scheme ("name ps_servers=N") and rank: the bytes d500's rules make of the PMPI counts.
+  struct Implied {
+    double sent = 0, received = 0;
+    long long other = 0;
+  };
+  std::map<std::string, std::map<int, Implied>> seen;
+  for (int rank = 0; rank < 3; ++rank) {
+    std::ifstream in(counts / ("rank-" + std::to_string(rank) + ".tsv"));
+    ASSERT_TRUE(in) << "the PMPI layer wrote nothing for rank " << rank;
+    for (std::string line; std::getline(in, line);) {
+      std::istringstream f(line);
+      std::string name;
+      std::getline(f, name, '\t');
+      double p = 0, me = 0, n[15] = {};
+      f >> p >> me;
+      for (double& v : n) f >> v;
+      ASSERT_TRUE(f) << line;
+      const double ring = 2 * (p - 1) / p * (n[3] + n[5]);  // allreduce and iallreduce bytes
+      Implied& i = seen[name][static_cast<int>(me)];
+      i.sent = n[0] + ring + n[8] + n[10] * (p - 1);      // p2p sent, reduce (leaf), broadcast (root)
+      i.received = n[1] + ring + n[7] * (p - 1) + n[11];  // p2p posted receives, reduce (root), broadcast (leaf)
+      i.other = static_cast<long long>(n[14]);
+    }
+  }
+  ASSERT_EQ(seen.size(), 7u) << "one scheme communicator per point";
+
+  hid_t f = H5Fopen((run / "results" / "job-0000.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  for (const auto& id : point_ids(f)) {
+    hid_t g = H5Gopen2(f, ("points/" + id).c_str(), H5P_DEFAULT);
+    const std::string canonical = attr_string(g, "canonical");
+    const std::string servers = canonical.substr(canonical.find(" ps_servers=") + 1, 12);
+    const std::string key = scheme_of(canonical) + " " + servers;
+    SCOPED_TRACE(key);
+    ASSERT_TRUE(seen.count(key)) << "no PMPI count for this point";
+    const auto& ranks = seen.at(key);
+    ASSERT_EQ(ranks.size(), 3u);
+    const double steps = static_cast<double>(attr_int(g, "comm.counted_steps"));
+    EXPECT_EQ(steps, 12);
+    double sent = 0, received = 0, sent_max = 0, sent_min = 1e300, received_max = 0;
+    for (const auto& [rank, i] : ranks) {
+      EXPECT_EQ(i.other, 0) << "rank " << rank << " made communication calls d500's count does not know";
+      sent += i.sent / steps / 3, received += i.received / steps / 3;
+      sent_max = std::max(sent_max, i.sent / steps), sent_min = std::min(sent_min, i.sent / steps);
+      received_max = std::max(received_max, i.received / steps);
+    }
+    EXPECT_GT(sent, 0);
+    // d500 rounds a ring's share down to whole bytes per call: less than a byte per call.
+    const double tol = attr_double(g, "comm.calls_per_step") + 1e-9;
+    EXPECT_NEAR(attr_double(g, "comm.bytes_sent_per_step"), sent, tol);
+    EXPECT_NEAR(attr_double(g, "comm.bytes_received_per_step"), received, tol);
+    EXPECT_NEAR(attr_double(g, "comm.bytes_sent_per_step_max"), sent_max, tol);
+    EXPECT_NEAR(attr_double(g, "comm.bytes_sent_per_step_min"), sent_min, tol);
+    EXPECT_NEAR(attr_double(g, "comm.bytes_received_per_step_max"), received_max, tol);
+    H5Gclose(g);
+  }
+  H5Fclose(f);
+}
