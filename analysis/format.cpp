@@ -359,11 +359,12 @@ std::string tta_svg(const TtaConfig& c, const Report& rep) {
 
 std::string scaling_model_text(const ScalingSeries& s) {
   const auto& m = s.model;
-  if (m.law.empty()) return "";
+  if (m.law.empty()) return m.left_out.empty() ? "" : " No scaling model: " + m.left_out + ".";
   auto iv = [](double v, double lo, double hi) { return fmt_sig(v, 3) + " [" + fmt_sig(lo, 3) + ", " + fmt_sig(hi, 3) + "]"; };
   std::string t = " Fitted model (" + m.law + ", " + m.why + "; bootstrap intervals over the repetitions): capacity C(n) = n / (1 + s (n-1)" +
                   (m.law == "USL" ? " + k n (n-1)" : "") + "), n = ranks / " + std::to_string(s.base_ranks) + "; s = " + iv(m.s, m.s_lo, m.s_hi);
   if (m.law == "USL") t += ", k = " + iv(m.k, m.k_lo, m.k_hi);
+  if (!m.left_out.empty()) t += " (" + m.left_out + ")";
   t += "; predicted efficiency at " + std::to_string(m.at2) + " ranks " + iv(m.eff2, m.eff2_lo, m.eff2_hi) + ", at " + std::to_string(m.at4) +
        " ranks " + iv(m.eff4, m.eff4_lo, m.eff4_hi) + " (extrapolated: the law's assumption, not a measurement).";
   return t;

@@ -270,7 +270,18 @@ std::vector<ScalingSeries> scaling_series(const std::vector<PointRow>& rows, dou
       p.efficiency_hi = p.speedup.hi / ideal;
       s.points.push_back(p);
     }
-    fit_scaling_model(s, g, confidence, seed);
+    // The model describes the machine's scaling, not its oversubscription: points whose ranks
+    // (or threads) share cores are left out of the fit, and the caption says so.
+    std::vector<const PointRow*> fitted;
+    std::vector<std::string> left_out;
+    for (const auto* r : g) {
+      if (r != g.front() && (r->oversubscribed || r->threads_oversubscribed)) left_out.push_back(std::to_string(r->ranks));
+      else fitted.push_back(r);
+    }
+    if (fitted.size() >= 2) fit_scaling_model(s, fitted, confidence, seed);
+    if (!left_out.empty())
+      s.model.left_out = "the oversubscribed " + join(left_out, ", ") + "-rank point" + (left_out.size() > 1 ? "s" : "") +
+                         (fitted.size() >= 2 ? " left out of the fit" : ": no other rank count to fit a model to");
     out.push_back(s);
   }
   return out;
@@ -298,14 +309,15 @@ std::vector<OverlapComparison> overlap_comparisons(const std::vector<PointRow>& 
           if (auto it = ph.by_rep.find(plain->cost_reps[i]); it != ph.by_rep.end()) e += it->second, have = true;
       if (have) step.push_back(plain->costs[i]), exposed.push_back(e);
     }
-    if (exposed.empty()) continue;
+    const int workers = plain->ranks - static_cast<int>(int_param_or(plain->params, "ps_servers", 0));
+    if (exposed.empty() || workers < 2) continue;  // one worker has nothing to exchange, so nothing to hide
     for (const auto* r : g) {
       if (scheme(*r) != "allreduce-overlap") continue;
       OverlapComparison c;
       c.group = label(*r, true, true);
       c.plain_id = plain->id;
       c.overlap_id = r->id;
-      c.workers = plain->ranks - static_cast<int>(int_param_or(plain->params, "ps_servers", 0));
+      c.workers = workers;
       c.plain_step = stats::median(step);
       c.overlap_step = r->time.median;
       c.plain_exposed = stats::median(exposed);

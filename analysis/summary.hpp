@@ -152,6 +152,7 @@ struct ScalingSeries {
   struct Model {
     std::string law;  // "Amdahl" or "USL"; empty when there are too few rank counts
     std::string why;  // why this law
+    std::string left_out;  // points not fitted (oversubscribed), in words; "" when none
     double s = 0, s_lo = 0, s_hi = 0, k = 0, k_lo = 0, k_hi = 0;
     int at2 = 0, at4 = 0;  // ranks: 2x and 4x the largest measured
     double eff2 = 0, eff2_lo = 0, eff2_hi = 0, eff4 = 0, eff4_lo = 0, eff4_hi = 0;

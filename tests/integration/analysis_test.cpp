@@ -59,13 +59,17 @@ TEST_F(Analysis, PlantedTwofoldStrongScalingSpeedupIsRecovered) {
 
 // A planted serial fraction of 0.2 (T(p) = T(1) (0.2 + 0.8 / p)) on 1, 2 and 4 ranks: one fit
 // of it, whose interval holds 0.2, in the JSON, the caption and the plot (drawn out to the
-// predictions at 8 and 16 ranks), and no second estimate beside it.
+// predictions at 8 and 16 ranks), and no second estimate beside it. An oversubscribed 8-rank
+// point, slower than 4 ranks, stays in the series but out of the fit, and the caption says so.
 TEST_F(Analysis, APlantedSerialFractionIsFittedOnceWithItsInterval) {
   const std::string common = "campaign = \"amdahl\"\nrepetitions = 40\nwarmups = 2\nseed = 11\n";
   int job = 0;
   for (const auto& [ranks, median] : {std::pair{1, "0.020"}, std::pair{2, "0.012"}, std::pair{4, "0.008"}})
     synth("job-000" + std::to_string(job++), ranks, common + "[[point]]\nparams = { workload = \"synthetic\", backend = \"x\" }\n"
                                                 "median_s = " + median + "\nnoise = 0.02\nscaling = \"strong\"\n");
+  // An 8-rank point on too few cores, slower than 4 ranks: shown, but not fitted.
+  synth("job-0003", 8, "oversubscribed = true\n" + common + "[[point]]\nparams = { workload = \"synthetic\", backend = \"x\" }\n"
+                       "median_s = 0.015\nnoise = 0.02\nscaling = \"strong\"\n");
   Cmd r = report();
   ASSERT_EQ(r.code, 0) << r.out;
   const std::string m = "j['scaling'][0]['model']";
@@ -74,17 +78,20 @@ TEST_F(Analysis, APlantedSerialFractionIsFittedOnceWithItsInterval) {
   EXPECT_GE(num(m + "['s'][2]"), 0.2);
   EXPECT_NEAR(num(m + "['s'][0]"), 0.2, 0.03);
   EXPECT_NEAR(num(m + "['predicted_efficiency']['8'][0]"), 1 / (1 + 0.2 * 7), 0.05);
+  EXPECT_EQ(json(m + "['left_out']"), "the oversubscribed 8-rank point left out of the fit");
+  EXPECT_EQ(json("len(j['scaling'][0]['points'])"), "4");
   EXPECT_EQ(json("'amdahl_serial_fraction' in j['scaling'][0]"), "False");
   const std::string md = read_file_text(dir_ / "run" / "report.md");
   EXPECT_EQ(md.find("serial fraction"), std::string::npos) << "a second estimate beside the model's s";
   EXPECT_NE(md.find("Fitted model (Amdahl"), std::string::npos) << md;
-  // The HTML plot's model line, the one after "ideal": the 3 measured counts and the 2 predictions.
+  EXPECT_NE(md.find("(the oversubscribed 8-rank point left out of the fit)"), std::string::npos) << md;
+  // The HTML plot's model line, the one after "ideal": the 4 measured counts and the 2 predictions.
   const std::string html = read_file_text(dir_ / "run" / "report.html");
   const auto legend = html.find(">Amdahl fit</text>");
   ASSERT_NE(legend, std::string::npos) << "no plot draws the fitted model";
   const auto line = html.rfind("<polyline", legend), pts = html.find("points=\"", line) + 8;
   const std::string points = html.substr(pts, html.find('"', pts) - pts);
-  EXPECT_EQ(std::count(points.begin(), points.end(), ','), 5) << points;
+  EXPECT_EQ(std::count(points.begin(), points.end(), ','), 6) << points;
 }
 
 TEST_F(Analysis, PlantedSmallDifferenceInHeavyNoiseIsNotSignificantAndALargeOneIs) {

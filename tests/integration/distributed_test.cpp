@@ -175,9 +175,9 @@ TEST_F(Distributed, ThreeRanksKeepConsistentSchemesIdenticalAndCountEachSchemesV
               "assert c['workers'] == 3 and c['plain_step_s'] == p['median_s'] and c['overlap_step_s'] == o['median_s']\n"
               "e = p['phases']['communication']['median_s'] + p['phases']['wait']['median_s']\n"
               "assert 0.8 * e < c['plain_exposed_s'] < 1.25 * e, (e, c)\n"
-              "assert abs(c['hidden'][0] - (c['plain_step_s'] - c['overlap_step_s']) / c['plain_exposed_s']) < 1e-9\n"
+              "assert abs(c['hidden'][0] - (c['plain_step_s'] - c['overlap_step_s']) / c['plain_exposed_s']) < 1e-6\n"
               "assert c['hidden'][1] <= c['hidden'][0] <= c['hidden'][2], c\n"
-              "s = c['speedup']\nassert abs(s['estimate'] - p['median_s'] / o['median_s']) < 1e-9 and s['lo'] <= s['estimate'] <= s['hi'], s\n"
+              "s = c['speedup']\nassert abs(s['estimate'] / (p['median_s'] / o['median_s']) - 1) < 1e-6 and s['lo'] <= s['estimate'] <= s['hi'], s\n"
               "print('ok')\n\"");
   EXPECT_EQ(ov.out, "ok\n") << ov.out;
   EXPECT_NE(md.find("### Overlap"), std::string::npos);
