@@ -4,7 +4,7 @@
 # real single-node Slurm cluster) twice:
 #   1. on the Debian build, which must have every optional library: D500_REQUIRE_BACKENDS and
 #      D500_REQUIRE_SLURM make a library that silently went missing fail the suite;
-#   2. on a build configured without oneDNN, LibTorch and libslurm (as a GPU node's or a minimal
+#   2. on a build configured without oneDNN, LibTorch, libslurm and CUDA (as a GPU node's or a minimal
 #      cluster's build would be), where the tests of what it lacks are skipped with the reason.
 # Arguments go to both ctest runs (e.g. -R Store). D500_TEST_MINIMAL=0 skips the second run.
 set -euo pipefail
@@ -34,7 +34,7 @@ if [ "${D500_TEST_MINIMAL:-1}" = 1 ]; then
   gen=()
   command -v ninja >/dev/null && [ ! -f build-minimal/CMakeCache.txt ] && gen=(-G Ninja)
   cmake -S . -B build-minimal "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DD500_WITH_TESTS=ON \
-    -DD500_WITHOUT_ONEDNN=ON -DD500_WITHOUT_LIBTORCH=ON -DD500_WITHOUT_SLURM=ON >/dev/null
+    -DD500_WITHOUT_ONEDNN=ON -DD500_WITHOUT_LIBTORCH=ON -DD500_WITHOUT_SLURM=ON -DD500_WITHOUT_CUDA=ON >/dev/null
   cmake --build build-minimal -j "$(nproc)"
   run_suite build-minimal reference,blas,mpi,custom 0 "$@"
 fi

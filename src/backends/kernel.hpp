@@ -53,6 +53,9 @@ class OpKernel {
   // Untimed, after a run: brings outputs into the problem's layout (e.g. from oneDNN's blocked
   // formats) so that they can be compared with the reference.
   virtual void finish() {}
+  // A device kernel: the last run()'s duration on the device, from events recorded around the
+  // work on its stream (nanoseconds); -1 for a host kernel, whose run() is its own duration.
+  virtual std::int64_t device_ns() const { return -1; }
 };
 
 // Tolerance for float32 results of sums of `terms` products of O(1) values: the rounding error

@@ -42,6 +42,11 @@ struct BackendInfo {
   std::function<std::unique_ptr<GraphRunner>(const RunnerSpec&)> make_graph_runner{};
   // Optional plan-time check that this backend's own executor can run a graph ("" when so).
   std::function<std::string(const Graph&)> check_graph{};
+  // Level 0's GEMM in reduced precision (dtype tf32, bf16, fp16): only such a backend takes them.
+  bool reduced_precision = false;
+  // A device backend built without a device to run on: why none is visible ("" when one is).
+  // Points on it then fail at setup (backend-failed); `d500 backends` says "built, no device".
+  std::function<std::string()> no_device{};
 };
 
 class BackendRegistry {

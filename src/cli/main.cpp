@@ -232,6 +232,9 @@ int cmd_backends() {
     std::cout << (b.built ? "  " : "- ") << b.name << ": " << b.description << "\n      "
               << (b.built ? "version: " + b.version() : "not in this build: " + b.not_built_reason) << "\n";
     if (b.built) std::cout << "      workloads: " << (wl.empty() ? "-" : join(wl, ", ")) << "\n";
+    if (b.built && b.no_device)
+      if (const std::string why = b.no_device(); !why.empty())
+        std::cout << "      built, no CUDA device: its points fail at setup on this host (" << why << ")\n";
   }
   return 0;
 }

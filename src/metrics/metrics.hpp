@@ -26,8 +26,9 @@ enum class Phase : std::uint8_t {
   Wait = 6,           // time blocked on other ranks
   Evaluation = 7,
   Checkpoint = 8,     // writing a training checkpoint (between steps, outside training time)
+  Device = 9,         // a device kernel's own duration (GPU: CUDA events on its stream), beside the host's op row
 };
-inline constexpr int kPhaseCount = 9;
+inline constexpr int kPhaseCount = 10;
 const char* phase_name(Phase p);
 // "op,data,forward,...": the value of the `phase_names` attribute.
 std::string phase_names_csv();

@@ -10,7 +10,7 @@ namespace d500 {
 namespace {
 
 TEST(Phase, NamesRoundTripAndAreStoredInOrder) {
-  EXPECT_EQ(phase_names_csv(), "op,data,forward,backward,update,communication,wait,evaluation,checkpoint");
+  EXPECT_EQ(phase_names_csv(), "op,data,forward,backward,update,communication,wait,evaluation,checkpoint,device");
   for (int i = 0; i < kPhaseCount; ++i) {
     Phase p{};
     ASSERT_TRUE(parse_phase(phase_name(static_cast<Phase>(i)), p));

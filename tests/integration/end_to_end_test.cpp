@@ -55,7 +55,7 @@ TEST_F(EndToEnd, TwoRankCampaignFileAndReportAgree) {
   hid_t file = H5Fopen(h5.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   ASSERT_GE(file, 0);
   EXPECT_EQ(attr_string(file, "schema"), "d500-results");
-  EXPECT_EQ(attr_int(file, "schema_version"), 4);
+  EXPECT_EQ(attr_int(file, "schema_version"), 5);
   EXPECT_EQ(attr_string(file, "phase_names"), "op,data,forward,backward,update,communication,wait,evaluation,checkpoint");
   EXPECT_EQ(attr_string(file, "status"), "complete");
   EXPECT_EQ(attr_int(file, "ranks"), 2);

@@ -114,6 +114,19 @@ class ScratchDirTest : public ::testing::Test {
     EXPECT_EQ(rep.code, 0) << rep.out;
     return read_csv(run / "results.csv");
   }
+  // `d500 run RUN` of a one-job run, `d500 check` of its results file, and the file opened
+  // read-only (the caller closes it); a failure of any step fails the test and returns -1.
+  hid_t ran_and_checked(const fs::path& run) {
+    Cmd r = sh(d500_cmd("run " + run.string()));
+    EXPECT_EQ(r.code, 0) << r.out;
+    const fs::path file = run / "results" / "job-0000.h5";
+    Cmd check = sh(d500_cmd("check " + file.string()));
+    EXPECT_EQ(check.code, 0) << check.out;
+    if (r.code != 0 || check.code != 0) return -1;
+    const hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    EXPECT_GE(f, 0) << file;
+    return f;
+  }
   // Plans `text` twice, into dir_/killed and dir_/whole, and runs dir_/whole to its end: the
   // pair a test of a killed and resumed run compares. Returns {killed, whole}.
   std::pair<fs::path, fs::path> planned_twice_and_one_run(const std::string& text) {

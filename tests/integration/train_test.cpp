@@ -34,12 +34,7 @@ TEST_F(Training, LeNetReachesItsTargetOnFashionMnistAndTheReportTimesIt) {
   const fs::path run = planned(kHead + "network = \"lenet5\"\nbackend = \"reference\"\nsteps = 600\neval_interval_steps = 50\n"
                                        "eval_samples = 1000\ntarget_accuracy = 0.7\nreport_targets = \"0.5\"\ntime_budget = 120\nlr = 0.02\n"
                                        "[axes]\nseed = [1, 2]\n");
-  Cmd r = sh(d500_cmd("run " + run.string()));
-  ASSERT_EQ(r.code, 0) << r.out;
-  Cmd check = sh(d500_cmd("check " + (run / "results" / "job-0000.h5").string()));
-  EXPECT_EQ(check.code, 0) << check.out;
-
-  hid_t f = H5Fopen((run / "results" / "job-0000.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  const hid_t f = ran_and_checked(run);
   ASSERT_GE(f, 0);
   const std::vector<std::string> ids = point_ids(f);
   ASSERT_EQ(ids.size(), 2u);

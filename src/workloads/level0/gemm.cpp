@@ -2,8 +2,11 @@
 // B k x n. Rows of C depend on the same rows of A only, so validation compares a few rows
 // (evenly spread, first and last among them) against the double reference.
 #include <algorithm>
+#include <cmath>
 
 #include "backends/reference/ops.hpp"
+#include "backends/registry.hpp"
+#include "common/text.hpp"
 #include "workloads/level0/operator.hpp"
 #include "workloads/level0/shape_sets.hpp"
 
@@ -51,6 +54,18 @@ OpProblem gemm_problem(const Params& params) {
   p.validate_entries = kValidateRows;
   p.tolerance = float_tolerance(k);
   p.reduction = "scales with sqrt(k)";
+  // Reduced precision: each input (and for bf16 and fp16 the result) is rounded to the type's
+  // mantissa, a relative error of up to u each; the products are summed in float32. The error
+  // of the result relative to its norm then stays near a few u whatever k is: 8u, plus the
+  // float32 tolerance of the sum.
+  const std::string dtype = p.params.count("dtype") ? p.s("dtype") : std::string();
+  if (dtype == "tf32" || dtype == "bf16" || dtype == "fp16") {
+    const int mantissa = dtype == "bf16" ? 7 : 10;
+    const double u = std::ldexp(1.0, -(mantissa + 1));
+    p.tolerance += 8 * u;
+    p.reduction = "8u + the float32 tolerance (sqrt(k)), u = 2^-" + std::to_string(mantissa + 1) + ": " + dtype + " keeps " +
+                  std::to_string(mantissa) + " mantissa bits; accumulation in float32";
+  }
   p.work = {2 * m * n * k, 4 * (m * k + k * n + m * n)};
   return p;
 }
@@ -68,9 +83,13 @@ OperatorDef gemm_operator() {
       {"n", ValueType::Int, minus_one, 1, 65536, {}, "columns of C (and m, k unless given)"},
       {"m", ValueType::Int, minus_one, -1, 65536, {}, "rows of C; -1: same as n"},
       {"k", ValueType::Int, minus_one, -1, 65536, {}, "inner dimension; -1: same as n"},
+      {"dtype", ValueType::String, Value{std::string()}, 0, 0, {"fp32", "tf32", "bf16", "fp16"},
+       "element type: unset or fp32, float32; tf32 (float32 in and out, inputs rounded to TF32 by tensor cores), bf16 and fp16 "
+       "(inputs and C in that type), each accumulating in float32, on a backend with reduced precision (cuda)"},
   };
   d.info.normalize = [](Params& p) {
     apply_named_shape(p, deepbench_gemms());
+    if (std::get<std::string>(p.at("dtype")) == "fp32") p["dtype"] = std::string();  // one point id for float32
     for (const char* dim : {"m", "k"})
       if (std::get<std::int64_t>(p.at(dim)) == -1) p[dim] = p.at("n");
   };
@@ -80,6 +99,19 @@ OperatorDef gemm_operator() {
     if (std::get<std::int64_t>(p.at("n")) <= 0) return "'n' must be given (a positive size) unless 'shape' names a problem";
     for (const char* dim : {"m", "k"})
       if (std::get<std::int64_t>(p.at(dim)) <= 0) return std::string(dim) + " must be positive, or -1 for 'same as n'";
+    const std::string& dtype = std::get<std::string>(p.at("dtype"));
+    const std::string& backend = std::get<std::string>(p.at("backend"));
+    if (!dtype.empty()) {
+      const BackendInfo* b = find_backend(backend);
+      if (!b || !b->reduced_precision) {
+        std::vector<std::string> with;
+        for (const auto& x : all_backends())
+          if (x.reduced_precision) with.push_back(x.name);
+        return "dtype = \"" + dtype + "\" needs a backend that multiplies in reduced precision (" +
+               (with.empty() ? std::string("none in this build; cuda when built with CUDA") : join(with, ", ")) + "); backend \"" +
+               backend + "\" computes in float32: leave dtype unset (or \"fp32\")";
+      }
+    }
     return "";
   };
   d.problem = gemm_problem;

@@ -16,11 +16,12 @@ TEST(Gemm, RegisteredImplementationsValidateAndCountWork) {
   Params p{{"workload", std::string("gemm")}, {"backend", std::string("blas")}, {"m", std::int64_t{40}},
            {"n", std::int64_t{30}},          {"k", std::int64_t{20}},          {"threads", std::int64_t{1}},
            {"seed", std::int64_t{3}},        {"nodes", std::int64_t{1}},       {"ranks_per_node", std::int64_t{1}},
-           {"shape", std::string()},          {"library", std::string()}};
+           {"shape", std::string()},          {"library", std::string()},       {"dtype", std::string()}};
   int ran = 0;
   for (const auto& b : all_backends()) {
     if (!b.built || !w->backends.count(b.name)) continue;
     if (b.name == "custom") continue;  // needs a library implementing gemm
+    if (b.no_device && !b.no_device().empty()) continue;  // a GPU backend on a host without one (tests/integration/gpu_test.cpp)
     p["backend"] = b.name;
     RunContext ctx{MPI_COMM_SELF, 0, 1, p, 3};
     auto wl = w->backends.at(b.name)(ctx);

@@ -1,0 +1,60 @@
+#pragma once
+// float <-> bfloat16 and IEEE half, as bit patterns, rounding to nearest even: the conversions
+// the cuda backend's reduced-precision inputs and outputs need, done on the host at setup and
+// in finish() (untimed). Plain C++, so that they are unit-tested in every build.
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+namespace d500 {
+
+// float -> bfloat16 / half bits, round to nearest even (the conversions cuBLAS's inputs need;
+// done on the host at setup, untimed).
+inline std::uint16_t to_bf16(float f) {
+  std::uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((u >> 16) | 0x40);  // NaN stays NaN
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<std::uint16_t>(u >> 16);
+}
+
+inline float from_bf16(std::uint16_t h) {
+  const std::uint32_t u = static_cast<std::uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+inline std::uint16_t to_half(float f) {
+  std::uint32_t u;
+  std::memcpy(&u, &f, 4);
+  const std::uint32_t sign = (u >> 16) & 0x8000u;
+  const std::uint32_t a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7e00u);  // NaN
+  if (a >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // beyond 65504 after rounding: infinity
+  if (a < 0x38800000u) {  // a subnormal half (or zero): round |f| * 2^24 to an integer, ties to even
+    const float scaled = std::fabs(f) * 16777216.0f;
+    return static_cast<std::uint16_t>(sign | static_cast<std::uint32_t>(std::nearbyint(scaled)));
+  }
+  std::uint32_t m = a + 0xfffu + ((a >> 13) & 1u);  // round the 23-bit mantissa to 10 bits, ties to even
+  return static_cast<std::uint16_t>(sign | ((m - 0x38000000u) >> 13));
+}
+
+inline float from_half(std::uint16_t h) {
+  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
+  const std::uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+  float f;
+  if (e == 0) {
+    f = std::ldexp(static_cast<float>(m), -24);
+    std::uint32_t u;
+    std::memcpy(&u, &f, 4);
+    u |= sign;
+    std::memcpy(&f, &u, 4);
+    return f;
+  }
+  const std::uint32_t u = sign | (e == 31 ? 0x7f800000u | (m << 13) : ((e + 112) << 23) | (m << 13));
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+}  // namespace d500

@@ -1,0 +1,64 @@
+// The host-side conversions of the cuda backend's reduced-precision data, against values fixed by
+// the formats (IEEE 754 binary16, bfloat16) and round-to-nearest-even; runs in every build.
+#include "backends/cuda/half.hpp"
+
+#include <gtest/gtest.h>
+
+#include <limits>
+#include <random>
+
+namespace d500 {
+namespace {
+
+TEST(HalfConversions, ExactValuesAndTheFormatsLimits) {
+  EXPECT_EQ(to_half(1.0f), 0x3c00);
+  EXPECT_EQ(to_half(-2.0f), 0xc000);
+  EXPECT_EQ(to_half(0.0f), 0x0000);
+  EXPECT_EQ(to_half(-0.0f), 0x8000);
+  EXPECT_EQ(to_half(65504.0f), 0x7bff);            // the largest half
+  EXPECT_EQ(to_half(65519.0f), 0x7bff);            // rounds down to it
+  EXPECT_EQ(to_half(65520.0f), 0x7c00);            // rounds up to infinity
+  EXPECT_EQ(to_half(std::ldexp(1.0f, -24)), 0x0001);  // the smallest subnormal
+  EXPECT_EQ(to_half(std::ldexp(1.0f, -14)), 0x0400);  // the smallest normal
+  EXPECT_EQ(to_half(std::ldexp(1.0f, -25)), 0x0000);  // half the smallest subnormal: a tie, to even (0)
+  EXPECT_EQ(to_half(1.0f + std::ldexp(1.0f, -11)), 0x3c00);                            // a tie, to even (down)
+  EXPECT_EQ(to_half(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3c02);                        // a tie, to even (up)
+  EXPECT_EQ(to_half(1.0f + std::ldexp(1.0f, -11) + std::ldexp(1.0f, -20)), 0x3c01);    // above the tie
+  EXPECT_TRUE(std::isnan(from_half(to_half(std::nanf("")))));
+  EXPECT_TRUE(std::isinf(from_half(to_half(1e10f))));
+  EXPECT_EQ(from_half(0x3555), 0.333251953125f);
+  EXPECT_EQ(from_half(0x0001), std::ldexp(1.0f, -24));
+  EXPECT_EQ(from_half(0x8001), -std::ldexp(1.0f, -24));
+
+  EXPECT_EQ(to_bf16(1.0f), 0x3f80);
+  EXPECT_EQ(to_bf16(-2.0f), 0xc000);
+  EXPECT_EQ(to_bf16(1.0f + std::ldexp(1.0f, -8)), 0x3f80);      // a tie, to even (down)
+  EXPECT_EQ(to_bf16(1.0f + 3 * std::ldexp(1.0f, -8)), 0x3f82);  // a tie, to even (up)
+  EXPECT_EQ(from_bf16(0x3f80), 1.0f);
+  EXPECT_TRUE(std::isnan(from_bf16(to_bf16(std::nanf("")))));
+  EXPECT_TRUE(std::isinf(from_bf16(to_bf16(std::numeric_limits<float>::infinity()))));
+}
+
+// Over a million values spread across the formats' normal ranges, a round trip lands on the
+// nearest representable value: within half a unit in the last place (2^-11 for half, 2^-8 for
+// bfloat16, relative), and converting it again changes nothing.
+TEST(HalfConversions, RoundTripsAreWithinHalfAnUlpAndStable) {
+  std::mt19937 gen(7);
+  std::uniform_real_distribution<float> mant(1.0f, 2.0f);
+  std::uniform_int_distribution<int> exp_half(-14, 15), exp_bf(-100, 100);
+  for (int i = 0; i < 1000000; ++i) {
+    const float h = (i % 2 ? -1.0f : 1.0f) * std::ldexp(mant(gen), exp_half(gen));
+    if (std::fabs(h) <= 65504.0f) {
+      const float back = from_half(to_half(h));
+      ASSERT_LE(std::fabs(back - h), std::ldexp(std::fabs(h), -11) * (1 + 1e-6)) << h;
+      ASSERT_EQ(to_half(back), to_half(h)) << h;
+    }
+    const float b = (i % 2 ? -1.0f : 1.0f) * std::ldexp(mant(gen), exp_bf(gen));
+    const float bb = from_bf16(to_bf16(b));
+    ASSERT_LE(std::fabs(bb - b), std::ldexp(std::fabs(b), -8) * (1 + 1e-6)) << b;
+    ASSERT_EQ(to_bf16(bb), to_bf16(b)) << b;
+  }
+}
+
+}  // namespace
+}  // namespace d500
