@@ -87,3 +87,33 @@ TEST_F(Gpu, GemmInEveryDtypeValidatesAndEachRepetitionHasItsDeviceDuration) {
   }
   H5Fclose(f);
 }
+
+TEST_F(Gpu, ConvolutionsInEveryPassValidateAndRecordTheAlgorithmCudnnChose) {
+  if (const std::string why = why_skip(true); !why.empty()) GTEST_SKIP() << why;
+  const d500::BackendInfo* b = d500::find_backend("cuda");
+  if (!b->supports("conv2d")) GTEST_SKIP() << "this build's cuda backend has no cuDNN";
+  const fs::path run = planned("[campaign]\nname = \"gpu-conv\"\nrepetitions = 10\nwarmups = 3\n[fixed]\nworkload = \"conv2d\"\n"
+                               "backend = \"cuda\"\nn = 4\n[axes]\npass = [\"forward\", \"backward_data\", \"backward_filter\"]\n"
+                               "shape = [\"resnet50/res2_3x3\", \"resnet50/res4_3x3_stride2\"]\n");
+  const hid_t f = ran_and_checked(run);
+  ASSERT_GE(f, 0);
+  const auto ids = point_ids(f);
+  ASSERT_EQ(ids.size(), 6u);
+  for (const auto& id : ids) {
+    hid_t g = H5Gopen2(f, ("points/" + id).c_str(), H5P_DEFAULT);
+    const std::string canonical = attr_string(g, "canonical");
+    SCOPED_TRACE(canonical);
+    EXPECT_EQ(attr_string(g, "status"), "complete");
+    EXPECT_EQ(attr_string(g, "validation_status"), "passed");
+    const std::string pass = canonical.substr(canonical.find(" pass=") + 6, canonical.find(' ', canonical.find(" pass=") + 6) - canonical.find(" pass=") - 6);
+    const std::string algorithm = attr_string(g, "cudnn.algorithm");
+    EXPECT_EQ(algorithm.rfind(pass == "forward" ? "forward " : pass == "backward_data" ? "backward data " : "backward filter ", 0), 0u) << algorithm;
+    EXPECT_EQ(algorithm.find("unknown"), std::string::npos) << algorithm;
+    EXPECT_GE(attr_int(g, "cudnn.workspace_bytes"), 0);
+    int device_rows = 0;
+    for (const auto& s : read_samples(f, id)) device_rows += s.phase == 9 && s.end_ns > s.start_ns;
+    EXPECT_EQ(device_rows, 13);
+    H5Gclose(g);
+  }
+  H5Fclose(f);
+}

@@ -233,6 +233,7 @@ class OperatorWorkload final : public Workload {
         1);
   }
   Work work() const override { return p_.work; }
+  std::vector<std::pair<std::string, Value>> attributes() const override { return kernel_->facts(); }
 
  private:
   const OperatorDef& def_;

@@ -1,0 +1,82 @@
+#pragma once
+// What the cuda backend's kernels share (cuBLAS in cuda_backend.cpp, cuDNN in cudnn_conv.cpp):
+// checked CUDA calls, the devices this process sees and the one a rank uses, device buffers,
+// and DeviceKernel, the timing every GPU kernel does the same way: its work between two CUDA
+// events on its own stream, then a wait for the second event (the host's duration, the
+// harness's `op` row, spans the launch and the wait; device_ns() is the events' own).
+#include <cuda_runtime_api.h>
+
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "backends/kernel.hpp"
+
+namespace d500::cuda {
+
+void check(cudaError_t e, const char* call);  // throws d500::Error naming the call and CUDA's words
+
+// The devices this process sees: their count, or why there are none (no driver, no device).
+struct Devices {
+  int count = 0;
+  std::string why_none;
+};
+Devices visible_devices();
+
+// The rank's index among the ranks of its node, from the launcher's environment (Open MPI,
+// MPICH/Hydra, Slurm's srun, PMIx); 0 when none says.
+int local_rank();
+
+// Selects this rank's device (local rank modulo the visible devices), or throws saying why there
+// is none.
+void use_rank_device();
+
+// A device buffer, freed with its owner.
+class DeviceBuffer {
+ public:
+  explicit DeviceBuffer(std::size_t bytes);
+  ~DeviceBuffer();
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  void* get() const { return p_; }
+  void upload(const void* host, std::size_t bytes);
+  void download(void* host, std::size_t bytes) const;
+
+ private:
+  void* p_ = nullptr;
+};
+
+class DeviceKernel : public OpKernel {
+ public:
+  DeviceKernel();  // on this rank's device: a non-blocking stream and two events
+  ~DeviceKernel() override;
+  std::int64_t device_ns() const override { return device_ns_; }
+
+ protected:
+  // Runs launch() (which enqueues work on stream_) between the events, waits for the second,
+  // and keeps the events' duration.
+  template <class Launch>
+  void timed(Launch&& launch) {
+    cudaEventRecord(start_, stream_);
+    launch();
+    cudaEventRecord(stop_, stream_);
+    check(cudaEventSynchronize(stop_), "cudaEventSynchronize");
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, start_, stop_), "cudaEventElapsedTime");
+    device_ns_ = static_cast<std::int64_t>(std::llround(static_cast<double>(ms) * 1e6));
+  }
+  cudaStream_t stream_ = nullptr;
+
+ private:
+  cudaEvent_t start_ = nullptr, stop_ = nullptr;
+  std::int64_t device_ns_ = 0;
+};
+
+#ifdef D500_HAVE_CUDNN
+// cuDNN's convolution of a conv2d problem (forward, backward_data or backward_filter).
+std::unique_ptr<OpKernel> make_cudnn_conv(OpProblem& p);
+std::string cudnn_version();
+#endif
+
+}  // namespace d500::cuda

@@ -1,0 +1,188 @@
+// The cuda backend's convolutions: one cuDNN call per repetition (forward, backward data or
+// backward filter), NCHW float32 tensors and KCRS weights (C per group) as d500's problem holds
+// them, strict float32 arithmetic (CUDNN_FMA_MATH: no TF32; PyTorch allows TF32 in convolutions
+// by default, so a side-by-side comparison sets torch.backends.cudnn.allow_tf32 = False). The
+// algorithm is cuDNN's heuristic first choice (cudnnGet*Algorithm_v7) among those that fit
+// the workspace limit, chosen at setup with its workspace allocated there: deterministic for a
+// device model, so every rank of a job records the same one (its name and workspace are the
+// point's cudnn.* attributes). Timing as every cuda kernel (cuda_common.hpp).
+#include <cudnn.h>
+
+#include <string>
+#include <vector>
+
+#include "backends/cuda/cuda_common.hpp"
+#include "common/error.hpp"
+
+namespace d500::cuda {
+
+namespace {
+
+void cudnn_check(cudnnStatus_t s, const char* call) {
+  if (s != CUDNN_STATUS_SUCCESS) throw Error(std::string("cuda: ") + call + " failed: " + cudnnGetErrorString(s));
+}
+
+// The largest workspace an algorithm may ask for: beyond it, the next of cuDNN's choices.
+constexpr std::size_t kWorkspaceLimit = std::size_t{1} << 30;
+
+const char* fwd_name(cudnnConvolutionFwdAlgo_t a) {
+  switch (a) {
+    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM: return "IMPLICIT_GEMM";
+    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM: return "IMPLICIT_PRECOMP_GEMM";
+    case CUDNN_CONVOLUTION_FWD_ALGO_GEMM: return "GEMM";
+    case CUDNN_CONVOLUTION_FWD_ALGO_DIRECT: return "DIRECT";
+    case CUDNN_CONVOLUTION_FWD_ALGO_FFT: return "FFT";
+    case CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING: return "FFT_TILING";
+    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD: return "WINOGRAD";
+    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED: return "WINOGRAD_NONFUSED";
+    default: return "unknown";
+  }
+}
+
+const char* bwd_data_name(cudnnConvolutionBwdDataAlgo_t a) {
+  switch (a) {
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_0: return "ALGO_0";
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_1: return "ALGO_1";
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT: return "FFT";
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING: return "FFT_TILING";
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD: return "WINOGRAD";
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED: return "WINOGRAD_NONFUSED";
+    default: return "unknown";
+  }
+}
+
+const char* bwd_filter_name(cudnnConvolutionBwdFilterAlgo_t a) {
+  switch (a) {
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0: return "ALGO_0";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1: return "ALGO_1";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT: return "FFT";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3: return "ALGO_3";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED: return "WINOGRAD_NONFUSED";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING: return "FFT_TILING";
+    default: return "unknown";
+  }
+}
+
+// The first of cuDNN's ranked choices that succeeded and fits the limit.
+template <class Perf>
+const Perf& first_fitting(const std::vector<Perf>& ranked, int returned, const char* what) {
+  for (int i = 0; i < returned; ++i)
+    if (ranked[static_cast<std::size_t>(i)].status == CUDNN_STATUS_SUCCESS && ranked[static_cast<std::size_t>(i)].memory <= kWorkspaceLimit)
+      return ranked[static_cast<std::size_t>(i)];
+  throw Error(std::string("cuda: cuDNN offers no ") + what + " algorithm for this convolution within a 1 GiB workspace");
+}
+
+class CudnnConv final : public DeviceKernel {
+ public:
+  explicit CudnnConv(OpProblem& p) : p_(p), cs_(conv_shape(p)) {
+    cudnn_check(cudnnCreate(&handle_), "cudnnCreate");
+    cudnn_check(cudnnSetStream(handle_, stream_), "cudnnSetStream");
+    auto dims = [](std::int64_t v) { return static_cast<int>(v); };
+    cudnn_check(cudnnCreateTensorDescriptor(&x_), "cudnnCreateTensorDescriptor");
+    cudnn_check(cudnnCreateTensorDescriptor(&y_), "cudnnCreateTensorDescriptor");
+    cudnn_check(cudnnCreateFilterDescriptor(&w_), "cudnnCreateFilterDescriptor");
+    cudnn_check(cudnnCreateConvolutionDescriptor(&conv_), "cudnnCreateConvolutionDescriptor");
+    cudnn_check(cudnnSetTensor4dDescriptor(x_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, dims(cs_.n), dims(cs_.c), dims(cs_.h), dims(cs_.w)),
+                "cudnnSetTensor4dDescriptor (x)");
+    cudnn_check(cudnnSetTensor4dDescriptor(y_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, dims(cs_.n), dims(cs_.k), dims(cs_.p()), dims(cs_.q())),
+                "cudnnSetTensor4dDescriptor (y)");
+    cudnn_check(cudnnSetFilter4dDescriptor(w_, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, dims(cs_.k), dims(cs_.cg()), dims(cs_.r), dims(cs_.s)),
+                "cudnnSetFilter4dDescriptor");
+    cudnn_check(cudnnSetConvolution2dDescriptor(conv_, dims(cs_.pad), dims(cs_.pad), dims(cs_.stride), dims(cs_.stride), dims(cs_.dilation),
+                                                dims(cs_.dilation), CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+                "cudnnSetConvolution2dDescriptor");
+    cudnn_check(cudnnSetConvolutionGroupCount(conv_, dims(cs_.groups)), "cudnnSetConvolutionGroupCount");
+    cudnn_check(cudnnSetConvolutionMathType(conv_, CUDNN_FMA_MATH), "cudnnSetConvolutionMathType");
+    // The problem's tensors on the device: inputs copied once, the output written by each run.
+    for (const auto& t : p.in) {
+      in_.push_back(std::make_unique<DeviceBuffer>(t.data.size() * sizeof(float)));
+      in_.back()->upload(t.data.data(), t.data.size() * sizeof(float));
+    }
+    out_ = std::make_unique<DeviceBuffer>(p.out[0].data.size() * sizeof(float));
+    choose_algorithm();
+    if (workspace_bytes_ > 0) workspace_ = std::make_unique<DeviceBuffer>(workspace_bytes_);
+  }
+  ~CudnnConv() override {
+    if (conv_) cudnnDestroyConvolutionDescriptor(conv_);
+    if (w_) cudnnDestroyFilterDescriptor(w_);
+    if (y_) cudnnDestroyTensorDescriptor(y_);
+    if (x_) cudnnDestroyTensorDescriptor(x_);
+    if (handle_) cudnnDestroy(handle_);
+  }
+
+  void run() override {
+    const float alpha = 1.0f, beta = 0.0f;
+    void* ws = workspace_ ? workspace_->get() : nullptr;
+    cudnnStatus_t s = CUDNN_STATUS_SUCCESS;
+    timed([&] {
+      if (p_.pass == "forward")  // in: x, w; out: y
+        s = cudnnConvolutionForward(handle_, &alpha, x_, in_[0]->get(), w_, in_[1]->get(), conv_, fwd_, ws, workspace_bytes_, &beta, y_,
+                                    out_->get());
+      else if (p_.pass == "backward_data")  // in: dy, w; out: dx
+        s = cudnnConvolutionBackwardData(handle_, &alpha, w_, in_[1]->get(), y_, in_[0]->get(), conv_, bwd_data_, ws, workspace_bytes_,
+                                         &beta, x_, out_->get());
+      else  // backward_filter; in: x, dy; out: dw
+        s = cudnnConvolutionBackwardFilter(handle_, &alpha, x_, in_[0]->get(), y_, in_[1]->get(), conv_, bwd_filter_, ws,
+                                           workspace_bytes_, &beta, w_, out_->get());
+    });
+    cudnn_check(s, "the cuDNN convolution");
+  }
+
+  void finish() override { out_->download(p_.out[0].data.data(), p_.out[0].data.size() * sizeof(float)); }
+
+  std::vector<std::pair<std::string, Value>> facts() const override {
+    return {{"cudnn.algorithm", algorithm_},
+            {"cudnn.workspace_bytes", static_cast<std::int64_t>(workspace_bytes_)},
+            {"cudnn.choice", std::string("cuDNN's heuristic first choice (cudnnGet*Algorithm_v7) within a 1 GiB workspace; "
+                                         "CUDNN_FMA_MATH (float32, no TF32); NCHW float32, weights KCRS")}};
+  }
+
+ private:
+  void choose_algorithm() {
+    int returned = 0;
+    if (p_.pass == "forward") {
+      std::vector<cudnnConvolutionFwdAlgoPerf_t> r(CUDNN_CONVOLUTION_FWD_ALGO_COUNT);
+      cudnn_check(cudnnGetConvolutionForwardAlgorithm_v7(handle_, x_, w_, conv_, y_, static_cast<int>(r.size()), &returned, r.data()),
+                  "cudnnGetConvolutionForwardAlgorithm_v7");
+      const auto& best = first_fitting(r, returned, "forward");
+      fwd_ = best.algo, workspace_bytes_ = best.memory, algorithm_ = std::string("forward ") + fwd_name(best.algo);
+    } else if (p_.pass == "backward_data") {
+      std::vector<cudnnConvolutionBwdDataAlgoPerf_t> r(CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT);
+      cudnn_check(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle_, w_, y_, conv_, x_, static_cast<int>(r.size()), &returned, r.data()),
+                  "cudnnGetConvolutionBackwardDataAlgorithm_v7");
+      const auto& best = first_fitting(r, returned, "backward-data");
+      bwd_data_ = best.algo, workspace_bytes_ = best.memory, algorithm_ = std::string("backward data ") + bwd_data_name(best.algo);
+    } else {
+      std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> r(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT);
+      cudnn_check(cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle_, x_, y_, conv_, w_, static_cast<int>(r.size()), &returned, r.data()),
+                  "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
+      const auto& best = first_fitting(r, returned, "backward-filter");
+      bwd_filter_ = best.algo, workspace_bytes_ = best.memory, algorithm_ = std::string("backward filter ") + bwd_filter_name(best.algo);
+    }
+  }
+
+  OpProblem& p_;
+  ConvShape cs_;
+  cudnnHandle_t handle_ = nullptr;
+  cudnnTensorDescriptor_t x_ = nullptr, y_ = nullptr;
+  cudnnFilterDescriptor_t w_ = nullptr;
+  cudnnConvolutionDescriptor_t conv_ = nullptr;
+  cudnnConvolutionFwdAlgo_t fwd_{};
+  cudnnConvolutionBwdDataAlgo_t bwd_data_{};
+  cudnnConvolutionBwdFilterAlgo_t bwd_filter_{};
+  std::size_t workspace_bytes_ = 0;
+  std::string algorithm_;
+  std::vector<std::unique_ptr<DeviceBuffer>> in_;
+  std::unique_ptr<DeviceBuffer> out_, workspace_;
+};
+
+}  // namespace
+
+std::unique_ptr<OpKernel> make_cudnn_conv(OpProblem& p) { return std::make_unique<CudnnConv>(p); }
+
+std::string cudnn_version() {
+  const std::size_t v = cudnnGetVersion();  // major * 10000 + minor * 100 + patch since cuDNN 9
+  return "cuDNN " + std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
+}
+
+}  // namespace d500::cuda
