@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/collective.hpp"
 #include "backends/graph.hpp"
 #include "backends/kernel.hpp"
 #include "common/value.hpp"
@@ -44,6 +45,9 @@ struct BackendInfo {
   std::function<std::string(const Graph&)> check_graph{};
   // Level 0's GEMM in reduced precision (dtype tf32, bf16, fp16): only such a backend takes them.
   bool reduced_precision = false;
+  // Level 0's collectives on this backend's own communication library (NCCL), made (untimed,
+  // collectively: every rank of the job at once) for a problem.
+  std::function<std::unique_ptr<CollectiveKernel>(CollectiveProblem&)> make_collective{};
   // A device backend built without a device to run on: why none is visible ("" when one is).
   // Points on it then fail at setup (backend-failed); `d500 backends` says "built, no device".
   std::function<std::string()> no_device{};

@@ -54,16 +54,22 @@ class Harness {
   // cold as it would inside a training step, as IMB's -off_cache does).
   template <class Op, class After>
   void repeat_then(Op&& op, After&& after) {
+    repeat_phased_then([&](int, const auto&) { op(); }, after, 0);
+  }
+
+  // repeat_then for a repetition that records phases (op(repetition, mark), as repeat_phased).
+  template <class Op, class After>
+  void repeat_phased_then(Op&& op, After&& after, int phases) {
     run(
-        [&](int, const PhaseMark&) {
-          op();
+        [&](int r, const PhaseMark& mark) {
+          op(r, mark);
           return true;
         },
         [&](int, const PhaseMark&, bool) {
           after();
           return true;
         },
-        0, warmups_ + reps_, nullptr);
+        phases, warmups_ + reps_, nullptr);
   }
 
   // Records a phase of the running repetition (its start and end, ns): a training step's data,

@@ -117,3 +117,31 @@ TEST_F(Gpu, ConvolutionsInEveryPassValidateAndRecordTheAlgorithmCudnnChose) {
   }
   H5Fclose(f);
 }
+
+// NCCL's collectives: without a device a point fails alone with the reason; off_cache (the
+// host's caches) is refused for it at plan time; with a device, each collective validates on one
+// rank per GPU with its device durations (one GPU here: NCCL refuses two ranks on one device).
+TEST_F(Gpu, NcclCollectivesFailAloneWithoutADeviceAndValidateWithOne) {
+  const d500::BackendInfo* b = d500::find_backend("nccl");
+  if (!b || !b->built) GTEST_SKIP() << "this build has no nccl backend: " << (b ? b->not_built_reason : std::string("unknown"));
+  const std::string no_device = b->no_device();
+  const std::string head = "[campaign]\nname = \"nccl\"\nrepetitions = 10\nwarmups = 2\n[fixed]\nbytes = 65536\nranks_per_node = 1\n";
+  Cmd refused = sh(d500_cmd("plan " + write("cold.toml", head + "workload = \"allreduce\"\nbackend = \"nccl\"\noff_cache = \"64M\"\n") +
+                            " -o " + (dir_ / "refused").string()));
+  EXPECT_NE(refused.code, 0);
+  EXPECT_NE(refused.out.find("keeps its buffers on the GPU: leave off_cache unset"), std::string::npos) << refused.out;
+  const auto rows = reported(head + "[axes]\nworkload = [\"allreduce\", \"allgather\", \"broadcast\", \"reduce_scatter\"]\n"
+                                    "backend = [\"nccl\", \"mpi\"]\nbuffers = [\"\", \"in-place\"]\n[[exclude]]\nbuffers = \"in-place\"\n"
+                                    "workload = [\"allgather\", \"broadcast\", \"reduce_scatter\"]\n");
+  ASSERT_EQ(rows.size(), 10u);
+  for (const auto& [id, row] : rows) {
+    SCOPED_TRACE(row.at("canonical"));
+    if (row.at("backend") == "mpi" || no_device.empty()) {
+      EXPECT_EQ(row.at("status"), "complete");
+      EXPECT_EQ(row.at("validation_status"), "passed");
+    } else {
+      EXPECT_EQ(row.at("status"), "backend-failed");
+      EXPECT_NE(row.at("status_reason").find("no CUDA device"), std::string::npos) << row.at("status_reason");
+    }
+  }
+}

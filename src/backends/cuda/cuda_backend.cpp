@@ -59,14 +59,14 @@ void DeviceBuffer::download(void* host, std::size_t bytes) const {
   check(cudaMemcpy(host, p_, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy (to the host)");
 }
 
-DeviceKernel::DeviceKernel() {
+DeviceTimer::DeviceTimer() {
   use_rank_device();
   check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
   check(cudaEventCreate(&start_), "cudaEventCreate");
   check(cudaEventCreate(&stop_), "cudaEventCreate");
 }
 
-DeviceKernel::~DeviceKernel() {
+DeviceTimer::~DeviceTimer() {
   if (start_) cudaEventDestroy(start_);
   if (stop_) cudaEventDestroy(stop_);
   if (stream_) cudaStreamDestroy(stream_);
@@ -144,7 +144,7 @@ class CudaGemm final : public cuda::DeviceKernel {
   explicit CudaGemm(OpProblem& p)
       : p_(p), m_(p.i("m")), n_(p.i("n")), k_(p.i("k")), dtype_(p.s("dtype")), types_(gemm_types(dtype_)) {
     cublas_check(cublasCreate(&handle_), "cublasCreate");
-    cublas_check(cublasSetStream(handle_, stream_), "cublasSetStream");
+    cublas_check(cublasSetStream(handle_, timer_.stream()), "cublasSetStream");
     cublas_check(cublasSetMathMode(handle_, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
     const std::size_t e = types_.bytes;
     a_ = std::make_unique<DeviceBuffer>(static_cast<std::size_t>(m_ * k_) * e);
@@ -161,7 +161,7 @@ class CudaGemm final : public cuda::DeviceKernel {
   void run() override {
     const float alpha = 1.0f, beta = 0.0f;
     cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
-    timed([&] {
+    timer_.timed([&] {
       s = cublasGemmEx(handle_, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(n_), static_cast<int>(m_), static_cast<int>(k_), &alpha,
                        b_->get(), types_.data, static_cast<int>(n_), a_->get(), types_.data, static_cast<int>(k_), &beta, c_->get(),
                        types_.data, static_cast<int>(n_), types_.compute, CUBLAS_GEMM_DEFAULT);

@@ -47,14 +47,15 @@ class DeviceBuffer {
   void* p_ = nullptr;
 };
 
-class DeviceKernel : public OpKernel {
+// A stream on this rank's device and two events around the work timed on it.
+class DeviceTimer {
  public:
-  DeviceKernel();  // on this rank's device: a non-blocking stream and two events
-  ~DeviceKernel() override;
-  std::int64_t device_ns() const override { return device_ns_; }
-
- protected:
-  // Runs launch() (which enqueues work on stream_) between the events, waits for the second,
+  DeviceTimer();  // selects this rank's device
+  ~DeviceTimer();
+  DeviceTimer(const DeviceTimer&) = delete;
+  DeviceTimer& operator=(const DeviceTimer&) = delete;
+  cudaStream_t stream() const { return stream_; }
+  // Runs launch() (which enqueues work on stream()) between the events, waits for the second,
   // and keeps the events' duration.
   template <class Launch>
   void timed(Launch&& launch) {
@@ -64,13 +65,23 @@ class DeviceKernel : public OpKernel {
     check(cudaEventSynchronize(stop_), "cudaEventSynchronize");
     float ms = 0;
     check(cudaEventElapsedTime(&ms, start_, stop_), "cudaEventElapsedTime");
-    device_ns_ = static_cast<std::int64_t>(std::llround(static_cast<double>(ms) * 1e6));
+    ns_ = static_cast<std::int64_t>(std::llround(static_cast<double>(ms) * 1e6));
   }
-  cudaStream_t stream_ = nullptr;
+  std::int64_t ns() const { return ns_; }
 
  private:
+  cudaStream_t stream_ = nullptr;
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
-  std::int64_t device_ns_ = 0;
+  std::int64_t ns_ = 0;
+};
+
+// A level-0 operator's kernel on the GPU, timed by its DeviceTimer.
+class DeviceKernel : public OpKernel {
+ public:
+  std::int64_t device_ns() const override { return timer_.ns(); }
+
+ protected:
+  DeviceTimer timer_;
 };
 
 #ifdef D500_HAVE_CUDNN

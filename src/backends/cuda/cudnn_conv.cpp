@@ -76,7 +76,7 @@ class CudnnConv final : public DeviceKernel {
  public:
   explicit CudnnConv(OpProblem& p) : p_(p), cs_(conv_shape(p)) {
     cudnn_check(cudnnCreate(&handle_), "cudnnCreate");
-    cudnn_check(cudnnSetStream(handle_, stream_), "cudnnSetStream");
+    cudnn_check(cudnnSetStream(handle_, timer_.stream()), "cudnnSetStream");
     auto dims = [](std::int64_t v) { return static_cast<int>(v); };
     cudnn_check(cudnnCreateTensorDescriptor(&x_), "cudnnCreateTensorDescriptor");
     cudnn_check(cudnnCreateTensorDescriptor(&y_), "cudnnCreateTensorDescriptor");
@@ -114,7 +114,7 @@ class CudnnConv final : public DeviceKernel {
     const float alpha = 1.0f, beta = 0.0f;
     void* ws = workspace_ ? workspace_->get() : nullptr;
     cudnnStatus_t s = CUDNN_STATUS_SUCCESS;
-    timed([&] {
+    timer_.timed([&] {
       if (p_.pass == "forward")  // in: x, w; out: y
         s = cudnnConvolutionForward(handle_, &alpha, x_, in_[0]->get(), w_, in_[1]->get(), conv_, fwd_, ws, workspace_bytes_, &beta, y_,
                                     out_->get());

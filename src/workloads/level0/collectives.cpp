@@ -10,13 +10,14 @@
 #include <string>
 #include <vector>
 
+#include "backends/registry.hpp"
 #include "common/mpi_check.hpp"
 #include "workloads/registry.hpp"
 
 namespace d500 {
 namespace {
 
-enum class Kind { Allreduce, Allgather, Broadcast, ReduceScatter };
+using Kind = CollectiveKind;
 
 // Small integers sum exactly in float32, so every expected result is known without a
 // reference run: element i of rank r's input is (r + 1) * (i % 7 + 1).
@@ -48,7 +49,9 @@ std::int64_t size_bytes(const std::string& text) {
 
 class Collective final : public Workload {
  public:
-  Collective(const RunContext& ctx, Kind kind)
+  // backend: nullptr for the MPI library's own collectives, else a backend with its own
+  // (make_collective: NCCL), whose kernel is made here, untimed, by every rank together.
+  Collective(const RunContext& ctx, Kind kind, const BackendInfo* backend = nullptr)
       : kind_(kind), comm_(ctx.comm), rank_(ctx.rank), size_(ctx.size),
         count_(static_cast<std::size_t>(param<std::int64_t>(ctx.params, "bytes") / 4)),
         in_place_(kind == Kind::Allreduce && param<std::string>(ctx.params, "buffers") == "in-place"),
@@ -61,13 +64,19 @@ class Collective final : public Workload {
       case Kind::Broadcast: recv_.resize(count_); break;
       case Kind::ReduceScatter: send_.resize(count_), recv_.resize(count_ / p); break;
     }
+    if (backend) {
+      problem_ = CollectiveProblem{kind_, comm_, rank_, size_, count_, in_place_, &send_, &recv_};
+      kernel_ = backend->make_collective(problem_);
+    }
   }
 
   Validation validate() override {
     for (std::size_t i = 0; i < send_.size(); ++i) send_[i] = input(rank_, i);
     for (std::size_t i = 0; i < recv_.size(); ++i)
       recv_[i] = (kind_ == Kind::Broadcast && rank_ == 0) || in_place_ ? input(rank_, i) : 0.0f;
+    if (kernel_) kernel_->upload();
     run();
+    if (kernel_) kernel_->finish();
     const double ranks_sum = size_ * (size_ + 1) / 2.0;
     double num = 0, den = 0;
     for (std::size_t i = 0; i < recv_.size(); ++i) {
@@ -89,18 +98,31 @@ class Collective final : public Workload {
     // buffers and MPI's shared segments), then refill an in-place buffer, as a training step
     // packs its gradients just before its allreduce (and as the sum would otherwise grow by
     // the rank count every repetition).
-    h.repeat_then([this] { run(); },
-                  [this] {
-                    if (!evict_.empty()) std::memset(evict_.data(), ++evictions_ & 0xff, evict_.size());
-                    if (in_place_)
-                      for (std::size_t i = 0; i < recv_.size(); ++i) recv_[i] = input(rank_, i);
-                  });
+    auto between = [this] {
+      if (!evict_.empty()) std::memset(evict_.data(), ++evictions_ & 0xff, evict_.size());
+      if (in_place_) {
+        for (std::size_t i = 0; i < recv_.size(); ++i) recv_[i] = input(rank_, i);
+        if (kernel_) kernel_->upload();
+      }
+    };
+    if (!kernel_ || kernel_->device_ns() < 0) return h.repeat_then([this] { run(); }, between);
+    // On a device: the device's own duration beside the host's, as for a GPU operator.
+    h.repeat_phased_then(
+        [this](int, const Harness::PhaseMark& mark) {
+          const std::int64_t t0 = now_ns();
+          run();
+          mark(Phase::Device, t0, t0 + kernel_->device_ns());
+        },
+        between, 1);
   }
+
+  std::vector<std::pair<std::string, Value>> attributes() const override { return kernel_ ? kernel_->facts() : decltype(kernel_->facts()){}; }
 
   Work work() const override { return collective_work(kind_, static_cast<std::int64_t>(count_) * 4, size_); }
 
  private:
   void run() {
+    if (kernel_) return kernel_->run();
     const int n = static_cast<int>(count_);
     switch (kind_) {
       case Kind::Allreduce:
@@ -126,6 +148,8 @@ class Collective final : public Workload {
   std::vector<unsigned char> evict_;
   unsigned evictions_ = 0;
   std::vector<float> send_, recv_;
+  CollectiveProblem problem_;
+  std::unique_ptr<CollectiveKernel> kernel_;
 };
 
 void add(WorkloadRegistry& r, const char* name, Kind kind, const char* description, const char* bytes_help) {
@@ -150,6 +174,9 @@ void add(WorkloadRegistry& r, const char* name, Kind kind, const char* descripti
     const std::int64_t ranks = std::get<std::int64_t>(p.at("nodes")) * std::get<std::int64_t>(p.at("ranks_per_node"));
     if (bytes % 4 != 0) return "bytes must be a multiple of 4 (float32 elements)";
     if (kind != Kind::Allreduce && std::get<std::string>(p.at("buffers")) == "in-place") return "buffers = \"in-place\" is for allreduce only";
+    if (std::get<std::string>(p.at("backend")) != "mpi" && !std::get<std::string>(p.at("off_cache")).empty())
+      return "off_cache writes over the host's caches between repetitions; backend \"" + std::get<std::string>(p.at("backend")) +
+             "\" keeps its buffers on the GPU: leave off_cache unset";
     if (size_bytes(std::get<std::string>(p.at("off_cache"))) < 0)
       return "off_cache is \"" + std::get<std::string>(p.at("off_cache")) + "\": a size such as \"64M\" (K, M, G, T: binary) or a number of bytes";
     if (bytes / 4 > 2147483647) return "bytes/4 must fit an MPI count (int)";
@@ -176,6 +203,11 @@ void add(WorkloadRegistry& r, const char* name, Kind kind, const char* descripti
                            std::get<std::int64_t>(p.at("nodes")) * std::get<std::int64_t>(p.at("ranks_per_node")));
   };
   w.backends["mpi"] = [kind](const RunContext& c) { return std::make_unique<Collective>(c, kind); };
+  for (const auto& b : all_backends())
+    if (b.built && b.make_collective) {
+      const BackendInfo* info = &b;
+      w.backends[b.name] = [kind, info](const RunContext& c) { return std::make_unique<Collective>(c, kind, info); };
+    }
   r.add(std::move(w));
 }
 

@@ -1,0 +1,42 @@
+#pragma once
+// The kernel contract of level 0's collectives on a backend other than the MPI library itself
+// (which workloads/level0/collectives.cpp calls directly): NCCL on GPUs. The workload makes the
+// host buffers and checks the result; a kernel copies the inputs where it works (untimed, at
+// setup), runs the collective (the timed call, returning when it is done on this rank), and
+// copies the result back in finish() (untimed).
+#include <mpi.h>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/value.hpp"
+
+namespace d500 {
+
+enum class CollectiveKind { Allreduce, Allgather, Broadcast, ReduceScatter };
+
+struct CollectiveProblem {
+  CollectiveKind kind = CollectiveKind::Allreduce;
+  MPI_Comm comm = MPI_COMM_NULL;  // the job's ranks (a kernel may use it at setup, e.g. to share an id)
+  int rank = 0, size = 1;
+  std::size_t count = 0;          // elements of the per-rank buffer the collective is named by
+  bool in_place = false;          // allreduce: the result overwrites the input
+  std::vector<float>* send = nullptr;  // this rank's input (in place: recv is the input)
+  std::vector<float>* recv = nullptr;  // the result
+};
+
+class CollectiveKernel {
+ public:
+  virtual ~CollectiveKernel() = default;
+  virtual void upload() = 0;  // untimed: the host input (send, or recv in place) to where the kernel works
+  virtual void run() = 0;     // timed: the collective, returning when it is complete on this rank
+  virtual void finish() = 0;  // untimed: the result into recv
+  // The device's own duration of the last run (ns), as OpKernel::device_ns; -1 on the host.
+  virtual std::int64_t device_ns() const { return -1; }
+  // Facts for the point's attributes, the same on every rank (as OpKernel::facts).
+  virtual std::vector<std::pair<std::string, Value>> facts() const { return {}; }
+};
+
+}  // namespace d500

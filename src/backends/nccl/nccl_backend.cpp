@@ -1,0 +1,93 @@
+// The `nccl` backend: level 0's collectives through NCCL, one GPU per rank (the device chosen
+// by local rank, as the cuda backend does), float32, sum. At setup rank 0 makes NCCL's unique
+// id and MPI_Bcast gives it to the others; every rank then joins the NCCL communicator and
+// copies its input to the device. A repetition is the NCCL call between two CUDA events on the
+// kernel's stream and the wait for the second (cuda_common.hpp); the harness's barrier between
+// repetitions is MPI's, as for the MPI collectives. The result is copied back in finish().
+#include <nccl.h>
+
+#include <string>
+
+#include "backends/cuda/cuda_common.hpp"
+#include "backends/registry.hpp"
+#include "common/error.hpp"
+#include "common/mpi_check.hpp"
+
+namespace d500 {
+
+namespace {
+
+void nccl_check(ncclResult_t r, const char* call) {
+  if (r != ncclSuccess) throw Error(std::string("nccl: ") + call + " failed: " + ncclGetErrorString(r));
+}
+
+std::string nccl_version() {
+  int v = 0;
+  ncclGetVersion(&v);  // major * 10000 + minor * 100 + patch since NCCL 2.9
+  return "NCCL " + std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
+}
+
+class NcclCollective final : public CollectiveKernel {
+ public:
+  explicit NcclCollective(CollectiveProblem& p) : p_(p) {
+    ncclUniqueId id{};
+    if (p.rank == 0) nccl_check(ncclGetUniqueId(&id), "ncclGetUniqueId");
+    mpi_check(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, p.comm), "MPI_Bcast", "NCCL's unique id");
+    nccl_check(ncclCommInitRank(&comm_, p.size, id, p.rank), "ncclCommInitRank");
+    if (!p.in_place && !p.send->empty()) send_ = std::make_unique<cuda::DeviceBuffer>(p.send->size() * sizeof(float));
+    recv_ = std::make_unique<cuda::DeviceBuffer>(p.recv->size() * sizeof(float));
+  }
+  ~NcclCollective() override {
+    if (comm_) ncclCommDestroy(comm_);
+  }
+
+  void upload() override {
+    if (send_) send_->upload(p_.send->data(), p_.send->size() * sizeof(float));
+    if (p_.in_place || p_.kind == CollectiveKind::Broadcast) recv_->upload(p_.recv->data(), p_.recv->size() * sizeof(float));
+  }
+
+  void run() override {
+    const void* in = send_ ? send_->get() : recv_->get();
+    void* out = recv_->get();
+    const std::size_t n = p_.count;
+    ncclResult_t r = ncclSuccess;
+    timer_.timed([&] {
+      switch (p_.kind) {
+        case CollectiveKind::Allreduce: r = ncclAllReduce(in, out, n, ncclFloat, ncclSum, comm_, timer_.stream()); break;
+        case CollectiveKind::Allgather: r = ncclAllGather(in, out, n, ncclFloat, comm_, timer_.stream()); break;
+        case CollectiveKind::Broadcast: r = ncclBroadcast(out, out, n, ncclFloat, 0, comm_, timer_.stream()); break;
+        case CollectiveKind::ReduceScatter:
+          r = ncclReduceScatter(in, out, n / static_cast<std::size_t>(p_.size), ncclFloat, ncclSum, comm_, timer_.stream());
+          break;
+      }
+    });
+    nccl_check(r, "the NCCL collective");
+  }
+
+  void finish() override { recv_->download(p_.recv->data(), p_.recv->size() * sizeof(float)); }
+  std::int64_t device_ns() const override { return timer_.ns(); }
+  std::vector<std::pair<std::string, Value>> facts() const override {
+    return {{"nccl.method", std::string("NCCL on one GPU per rank (by local rank), float32 sum; the unique id shared by MPI_Bcast; "
+                                        "NCCL's own choice of algorithm and protocol (NCCL_ALGO, NCCL_PROTO as the environment sets them)")}};
+  }
+
+ private:
+  CollectiveProblem& p_;
+  cuda::DeviceTimer timer_;  // before the communicator: selects the device
+  ncclComm_t comm_ = nullptr;
+  std::unique_ptr<cuda::DeviceBuffer> send_, recv_;
+};
+
+}  // namespace
+
+std::string cuda_no_device_reason();  // cuda_backend.cpp
+
+void register_backend_nccl(BackendRegistry& r) {
+  r.add({.name = "nccl",
+         .description = "NCCL collectives on one GPU per rank (by local rank), timed by CUDA events",
+         .version = nccl_version,
+         .make_collective = [](CollectiveProblem& p) -> std::unique_ptr<CollectiveKernel> { return std::make_unique<NcclCollective>(p); },
+         .no_device = cuda_no_device_reason});
+}
+
+}  // namespace d500
