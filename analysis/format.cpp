@@ -210,6 +210,25 @@ std::string distributed_note() {
          "scheme defines.";
 }
 
+Table collectives_table(const Report& rep) {
+  Table t{{"point", "ranks", "median", "algorithm bandwidth (CI)", "bus bandwidth (CI)", "bus factor"}};
+  for (const auto& r : rep.rows) {
+    if (r.bus_factor <= 0 || r.time.n == 0) continue;
+    auto bw = [&](double f) {
+      return fmt_sig(r.rate * f, 4) + " GB/s" + (r.time.has_ci ? " [" + fmt_sig(r.rate_lo * f, 4) + ", " + fmt_sig(r.rate_hi * f, 4) + "]" : "");
+    };
+    t.push_back({point_label(r), std::to_string(r.ranks), fmt_time(r.time.median), bw(1), bw(r.bus_factor), fmt_sig(r.bus_factor, 3)});
+  }
+  return t;
+}
+
+std::string collectives_note() {
+  return "Collectives, as nccl-tests defines their bandwidths: algorithm bandwidth = size / time, the size being the buffer "
+         "(allreduce, broadcast), the gathered result (allgather) or each rank's input (reduce_scatter); bus bandwidth = "
+         "algorithm bandwidth x the bus factor (allreduce 2(n-1)/n, allgather and reduce_scatter (n-1)/n, broadcast 1, n ranks), "
+         "which a link's speed bounds whatever the rank count. Times: medians of the slowest rank, intervals as for every point.";
+}
+
 Table overlap_table(const Report& rep) {
   Table t{{"point (overlapped)", "workers", "plain step", "overlapped step", "speedup (CI)", "plain communication + wait", "hidden (CI)"}};
   for (const auto& c : rep.overlap) {

@@ -47,6 +47,9 @@ Table launches_table(const Report& rep);
 Table network_table(const Report& rep);
 Table distributed_table(const Report& rep);
 std::string distributed_note();
+// Level 0's collectives: algorithm and bus bandwidth (nccl-tests' definitions), per point.
+Table collectives_table(const Report& rep);
+std::string collectives_note();
 // Level 3's overlap: the bucketed allreduce against the plain one, per pair of points.
 Table overlap_table(const Report& rep);
 std::string overlap_note(const Report& rep);

@@ -54,6 +54,10 @@ std::string render(const Report& rep) {
     for (std::size_t k = 0; k < r.rank_medians.size(); ++k) o << (k ? ", " : "") << jn(r.rank_medians[k]);
     o << "], \"rate\": " << (r.time.n ? jn(r.rate) : "null") << ", \"rate_is\": \"per rank\", \"rate_aggregate\": "
       << (r.time.n ? jn(r.rate_aggregate) : "null") << ", \"rate_unit\": " << js(r.rate_unit)
+      << ", \"bus_bandwidth\": "
+      << (r.bus_factor > 0 && r.time.n ? "[" + jn(r.rate * r.bus_factor) + ", " + (r.time.has_ci ? jn(r.rate_lo * r.bus_factor) : "null") +
+                                             ", " + (r.time.has_ci ? jn(r.rate_hi * r.bus_factor) : "null") + "]"
+                                       : std::string("null"))
       << ", \"validation\": {\"status\": " << js(r.validation_status) << ", \"max_rel_error\": "
       << jn(r.validation_max_rel_error) << ", \"tolerance\": " << jn(r.validation_tolerance) << "}"
       << ", \"peak_rss_bytes\": " << (r.peak_rss_bytes >= 0 ? std::to_string(r.peak_rss_bytes) : "null")

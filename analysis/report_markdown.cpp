@@ -26,6 +26,10 @@ std::string render(const Report& rep) {
         markdown_table(o, steps_table(r));
       }
   }
+  if (collectives_table(rep).size() > 1) {
+    o << "## Collectives\n\n" << collectives_note() << "\n\n";
+    markdown_table(o, collectives_table(rep));
+  }
   if (distributed_table(rep).size() > 1) {
     o << "## Distributed training\n\n" << distributed_note() << "\n\n";
     markdown_table(o, distributed_table(rep));

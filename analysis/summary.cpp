@@ -218,6 +218,12 @@ PointRow summarize_point(const PointResult& p, const JobResult& j, double confid
       for (double t : *more) r.tta_more.push_back({t, time_to_target_all_ranks(p.events, t, p.tta_budget_s)});
   r.work = static_cast<double>(p.rate_unit == "GFLOP/s" ? p.work_flops : p.rate_unit == "samples/s" ? p.work_items : p.work_bytes);
   const double unit = p.rate_unit == "samples/s" ? 1 : 1e9;
+  const double n = r.ranks;
+  if (r.ranks > 0 && r.level == 0) {
+    if (r.workload == "allreduce") r.bus_factor = 2 * (n - 1) / n;
+    if (r.workload == "allgather" || r.workload == "reduce_scatter") r.bus_factor = (n - 1) / n;
+    if (r.workload == "broadcast") r.bus_factor = 1;
+  }
   if (r.time.n > 0 && r.time.median > 0) {
     r.rate = r.work / r.time.median / unit;
     if (r.scaling == "weak" || r.ranks == 1) r.rate_aggregate = r.rate * r.ranks;

@@ -35,6 +35,10 @@ struct PointRow {
   // All ranks together: ranks x rate where every rank does the same work (weak scaling); NaN
   // where the work is split (strong scaling), which a per-rank work figure cannot sum.
   double rate_aggregate = std::nan("");
+  // Collectives: nccl-tests' bus bandwidth, the rate (its algorithm bandwidth) times the factor
+  // that makes it comparable across rank counts (allreduce 2(n-1)/n, allgather and
+  // reduce_scatter (n-1)/n, broadcast 1); 0 for other workloads.
+  double bus_factor = 0;
   double work = 0;                           // flops, bytes or samples per repetition (the rate's unit)
   double flops = 0;                          // per repetition (level 1: the network's, for GFLOP/s beside samples/s)
   stats::MeanInterval mean;                  // shown only when normality is not rejected

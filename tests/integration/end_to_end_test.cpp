@@ -244,6 +244,14 @@ TEST_F(EndToEnd, EveryCollectiveValidatesOnAnOddNumberOfRanks) {
     const double bytes = std::stod(row["param_bytes"]) * (row["workload"] == "allgather" ? 3 : 1);
     EXPECT_NEAR(std::stod(row["rate_median"]), bytes / std::stod(row["median_s"]) / 1e9, 1e-6 * std::stod(row["rate_median"]));
   }
+  // nccl-tests' bus bandwidth on 3 ranks: the rate times 4/3 (allreduce), 2/3 (allgather,
+  // reduce_scatter) or 1 (broadcast), in results.json and in the report's Collectives section.
+  Cmd bus = sh("/usr/bin/python3 -c \"import json; j = json.load(open('" + (dir_ / "run" / "results.json").string() +
+               "')); f = {'allreduce': 4 / 3, 'allgather': 2 / 3, 'reduce_scatter': 2 / 3, 'broadcast': 1}; "
+               "bad = [p['canonical'] for p in j['points'] if abs(p['bus_bandwidth'][0] / (p['rate'] * f[p['workload']]) - 1) > 1e-6 "
+               "or not p['bus_bandwidth'][1] <= p['bus_bandwidth'][0] <= p['bus_bandwidth'][2]]; print(len(j['points']), bad)\"");
+  EXPECT_EQ(bus.out, "8 []\n") << bus.out;
+  EXPECT_NE(read_file_text(dir_ / "run" / "report.md").find("## Collectives"), std::string::npos);
   Cmd bad = sh(d500_cmd("plan --dry-run " + write("b.toml", "[campaign]\nname = \"b\"\n[axes]\nworkload = [\"reduce_scatter\"]\n"
                                                         "backend = [\"mpi\"]\nbytes = [16]\nranks_per_node = [3]\n")));
   EXPECT_EQ(bad.code, 1);
