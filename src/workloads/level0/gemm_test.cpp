@@ -86,8 +86,8 @@ TEST(Harness, SlowRepetitionsAreFlushedDurablyOnSchedule) {
   EXPECT_EQ(durable_flushes, 6);  // after each of the 5 repetitions, and the final one
 }
 
-// Adaptive repetitions through the harness: repetitions of one steady duration stop at the
-// minimum, by the interval's width; slow ones stop when the point's time is up.
+// Adaptive repetitions through the harness: repetitions of one steady duration stop by the
+// interval's width, not before the minimum; slow ones stop when the point's time is up.
 TEST(Harness, AdaptiveRepetitionsStopByWidthOrTimeAndSaySo) {
   Recorder rec(1000);
   std::size_t samples = 0;
@@ -105,9 +105,13 @@ TEST(Harness, AdaptiveRepetitionsStopByWidthOrTimeAndSaySo) {
     ++calls;
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   });
-  EXPECT_EQ(calls, 1 + 8);
-  EXPECT_EQ(samples, 9u);
-  EXPECT_EQ(h.repetitions_run(), 9);
+  // Not before the minimum; on an idle machine at it (9 calls). A busy one (CI running builds
+  // beside the suite) can stretch one sleep to several times 2 ms, and the rule then rightly
+  // takes a few more repetitions: the count is checked against the rule, not a machine's load.
+  EXPECT_GE(calls, 1 + 8);
+  EXPECT_LT(calls, 1 + 100);
+  EXPECT_EQ(samples, static_cast<std::size_t>(calls));
+  EXPECT_EQ(h.repetitions_run(), calls);
   EXPECT_EQ(h.stopped_by(), StoppedBy::CiWidth);
   EXPECT_LE(h.stopped_at_width(), 0.5);
 
