@@ -116,7 +116,10 @@ class Collective final : public Workload {
         between, 1);
   }
 
-  std::vector<std::pair<std::string, Value>> attributes() const override { return kernel_ ? kernel_->facts() : decltype(kernel_->facts()){}; }
+  std::vector<std::pair<std::string, Value>> attributes() const override {
+    if (!kernel_) return {};
+    return kernel_->facts();
+  }
 
   Work work() const override { return collective_work(kind_, static_cast<std::int64_t>(count_) * 4, size_); }
 
