@@ -76,10 +76,7 @@ double fact_number(const PointRow& r, const std::string& k) {
   return std::nan("");
 }
 
-std::string fact_text(const PointRow& r, const std::string& k) {
-  auto it = r.facts.find(k);
-  return it != r.facts.end() && std::holds_alternative<std::string>(it->second) ? std::get<std::string>(it->second) : "";
-}
+std::string fact_text(const PointRow& r, const std::string& k) { return str_param_or(r.facts, k, ""); }
 
 }  // namespace
 

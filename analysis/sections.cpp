@@ -289,10 +289,7 @@ std::vector<ScalingSeries> scaling_series(const std::vector<PointRow>& rows, dou
 
 std::vector<OverlapComparison> overlap_comparisons(const std::vector<PointRow>& rows, double confidence, std::uint64_t seed) {
   std::vector<OverlapComparison> out;
-  auto scheme = [](const PointRow& r) {
-    const auto it = r.params.find("scheme");
-    return it != r.params.end() && std::holds_alternative<std::string>(it->second) ? std::get<std::string>(it->second) : std::string();
-  };
+  auto scheme = [](const PointRow& r) { return str_param_or(r.params, "scheme", ""); };
   auto keep = [&](const PointRow& r) { return r.has_timings() && (scheme(r) == "allreduce" || scheme(r) == "allreduce-overlap"); };
   for (const auto& g : group_rows(rows, {"scheme", "bucket_bytes"}, keep)) {
     const PointRow* plain = nullptr;

@@ -21,6 +21,11 @@ std::int64_t int_param_or(const Params& p, const std::string& name, std::int64_t
   return it != p.end() && type_of(it->second) == ValueType::Int ? std::get<std::int64_t>(it->second) : dflt;
 }
 
+std::string str_param_or(const Params& p, const std::string& name, const std::string& dflt) {
+  auto it = p.find(name);
+  return it != p.end() && type_of(it->second) == ValueType::String ? std::get<std::string>(it->second) : dflt;
+}
+
 static bool plain_word(const std::string& s) {
   if (s.empty()) return false;
   for (char c : s) {

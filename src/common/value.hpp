@@ -44,5 +44,7 @@ CanonicalHead canonical_head(const std::string& canonical_text);
 
 // The integer parameter `name`, or `dflt` when it is absent or not an integer.
 std::int64_t int_param_or(const Params& p, const std::string& name, std::int64_t dflt);
+// The string parameter `name`, or `dflt` when it is absent or not a string.
+std::string str_param_or(const Params& p, const std::string& name, const std::string& dflt);
 
 }  // namespace d500

@@ -72,6 +72,21 @@ class Harness {
         phases, warmups_ + reps_, nullptr);
   }
 
+  // As repeat_then, for work on a device: op() launches it and returns when it is done, and
+  // device_ns() then gives the device's own duration of it (its events), recorded as the
+  // repetition's `device` row, placed from the host's start; the host's duration stays the op
+  // row. Recording it is a store into preallocated memory, as for the op row.
+  template <class Op, class DeviceNs, class After>
+  void repeat_on_device_then(Op&& op, DeviceNs&& device_ns, After&& after) {
+    repeat_phased_then(
+        [&](int, const PhaseMark& mark) {
+          const std::int64_t t0 = now_ns();
+          op();
+          mark(Phase::Device, t0, t0 + device_ns());
+        },
+        after, 1);
+  }
+
   // Records a phase of the running repetition (its start and end, ns): a training step's data,
   // forward, backward and update phases, beside the whole step's `op` sample.
   using PhaseMark = std::function<void(Phase, std::int64_t, std::int64_t)>;

@@ -40,6 +40,8 @@ Devices visible_devices() {
   return d;
 }
 
+std::string no_device_reason() { return visible_devices().why_none; }
+
 int local_rank() {
   for (const char* v : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID", "PMIX_LOCAL_RANK"})
     if (const char* s = std::getenv(v); s && *s) return std::atoi(s);
@@ -203,9 +205,6 @@ class CudaGemm final : public cuda::DeviceKernel {
 
 }  // namespace
 
-// For `d500 backends` and the tests: "" when a device is visible, else why none is.
-std::string cuda_no_device_reason() { return cuda::visible_devices().why_none; }
-
 void register_backend_cuda(BackendRegistry& r) {
   r.add({.name = "cuda",
 #ifdef D500_HAVE_CUDNN
@@ -227,7 +226,7 @@ void register_backend_cuda(BackendRegistry& r) {
            return std::make_unique<CudaGemm>(p);
          },
          .reduced_precision = true,
-         .no_device = cuda_no_device_reason});
+         .no_device = cuda::no_device_reason});
 }
 
 }  // namespace d500

@@ -23,6 +23,8 @@ struct Devices {
   std::string why_none;
 };
 Devices visible_devices();
+// "" when a device is visible, else why none is (BackendInfo::no_device of cuda and nccl).
+std::string no_device_reason();
 
 // The rank's index among the ranks of its node, from the launcher's environment (Open MPI,
 // MPICH/Hydra, Slurm's srun, PMIx); 0 when none says.

@@ -80,14 +80,12 @@ class NcclCollective final : public CollectiveKernel {
 
 }  // namespace
 
-std::string cuda_no_device_reason();  // cuda_backend.cpp
-
 void register_backend_nccl(BackendRegistry& r) {
   r.add({.name = "nccl",
          .description = "NCCL collectives on one GPU per rank (by local rank), timed by CUDA events",
          .version = nccl_version,
          .make_collective = [](CollectiveProblem& p) -> std::unique_ptr<CollectiveKernel> { return std::make_unique<NcclCollective>(p); },
-         .no_device = cuda_no_device_reason});
+         .no_device = cuda::no_device_reason});
 }
 
 }  // namespace d500

@@ -106,14 +106,7 @@ class Collective final : public Workload {
       }
     };
     if (!kernel_ || kernel_->device_ns() < 0) return h.repeat_then([this] { run(); }, between);
-    // On a device: the device's own duration beside the host's, as for a GPU operator.
-    h.repeat_phased_then(
-        [this](int, const Harness::PhaseMark& mark) {
-          const std::int64_t t0 = now_ns();
-          run();
-          mark(Phase::Device, t0, t0 + kernel_->device_ns());
-        },
-        between, 1);
+    h.repeat_on_device_then([this] { run(); }, [this] { return kernel_->device_ns(); }, between);
   }
 
   std::vector<std::pair<std::string, Value>> attributes() const override {

@@ -221,16 +221,7 @@ class OperatorWorkload final : public Workload {
   }
   void measure(Harness& h) override {
     if (kernel_->device_ns() < 0) return h.repeat([this] { kernel_->run(); });
-    // A device kernel: the host's duration is the repetition's op row; the device's own (its
-    // events, read after the wait that run() ends with) is a `device` row, placed from the
-    // host's start. Recording it is a store into preallocated memory, as for the op row.
-    h.repeat_phased(
-        [this](int, const Harness::PhaseMark& mark) {
-          const std::int64_t t0 = now_ns();
-          kernel_->run();
-          mark(Phase::Device, t0, t0 + kernel_->device_ns());
-        },
-        1);
+    h.repeat_on_device_then([this] { kernel_->run(); }, [this] { return kernel_->device_ns(); }, [] {});
   }
   Work work() const override { return p_.work; }
   std::vector<std::pair<std::string, Value>> attributes() const override { return kernel_->facts(); }
