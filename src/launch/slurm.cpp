@@ -657,6 +657,7 @@ void slurm_status(const std::string& dir_arg, std::ostream& out) {
   const LiveStates states = subs.empty() ? LiveStates{} : states_or_why(plan, subs, controller_error);
   const CampaignFacts facts = gather(plan, subs, states);
   std::map<std::string, int> by_state;
+  int in_flight_tasks = 0;  // queued, running, or still finishing (COMPLETING): not settled yet
   out << "jobs (" << subs.size() << " submission(s)):\n";
   for (const auto& s : subs) {
     const std::size_t tasks = std::max<std::size_t>(1, s.specs.size());
@@ -678,6 +679,7 @@ void slurm_status(const std::string& dir_arg, std::ostream& out) {
       out << "\n";
       // The last words of an attempt that did not end well.
       const bool in_flight = it != states.end() && it->second.in_flight;
+      in_flight_tasks += in_flight;
       if (!e.cause.empty() && e.state != "COMPLETED" && !in_flight)
         for (const auto& line : e.tail) out << "      | " << line << "\n";
     }
@@ -708,7 +710,8 @@ void slurm_status(const std::string& dir_arg, std::ostream& out) {
   for (const auto& n : not_done) out << n << "\n";
   std::vector<std::string> parts;
   for (const auto& [k, v] : by_state) parts.push_back(std::to_string(v) + " " + k);
-  out << "summary: jobs " << (parts.empty() ? "none submitted" : join(parts, ", ")) << "; points " << complete << "/"
+  out << "summary: jobs " << (parts.empty() ? "none submitted" : join(parts, ", ")) << "; in flight "
+      << (controller_error.empty() ? std::to_string(in_flight_tasks) : "unknown") << "; points " << complete << "/"
       << counts.total << " complete" << (failed ? ", " + std::to_string(failed) + " failed" : "") << "\n";
 }
 

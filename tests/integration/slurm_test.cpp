@@ -36,9 +36,9 @@ class Slurm : public ScratchDirTest {
     ADD_FAILURE() << "gave up waiting after " << seconds << " s; last status:\n" << out;
     return out;
   }
-  static bool settled(const std::string& s) {
-    return s.find("PENDING") == std::string::npos && s.find("RUNNING") == std::string::npos;
-  }
+  // No task queued, running or still finishing: a job at its time limit shows COMPLETING while
+  // slurmd kills it and runs the epilog, and only then TIMEOUT.
+  static bool settled(const std::string& s) { return s.find("; in flight 0;") != std::string::npos; }
   static std::string cluster() { return fs::path(std::getenv("SLURM_CONF")).parent_path().string(); }
   static Cmd cluster_cmd(const std::string& what, const std::string& arg = "") {
     return sh("bash " + std::string(D500_SOURCE_DIR) + "/launchers/test-cluster.sh " + what + " " + cluster() + " " + arg);
@@ -79,7 +79,7 @@ TEST_F(Slurm, PlanSubmitStatusReportEndToEnd) {
   EXPECT_NE(sub.out.find("submitted job"), std::string::npos) << sub.out;
   EXPECT_EQ(lines(run / "slurm" / "submissions.tsv"), 1);
   std::string st = wait_status(run, settled, 120);
-  EXPECT_NE(st.find("summary: jobs 1 COMPLETED; points 2/2 complete"), std::string::npos) << st;
+  EXPECT_NE(st.find("summary: jobs 1 COMPLETED; in flight 0; points 2/2 complete"), std::string::npos) << st;
 
   // The worker ran under srun with 2 ranks, and the file knows its Slurm job.
   fs::path h5;
