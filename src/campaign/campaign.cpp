@@ -57,6 +57,13 @@ LocatedValue scalar(const toml::node& n, const std::string& path, const std::str
                          toml_type_name(n));
 }
 
+bool zipped_axis(const Campaign& c, const std::string& name) {
+  for (const auto& z : c.zips)
+    for (const auto& n : z.axes)
+      if (n == name) return true;
+  return false;
+}
+
 // An axis: a non-empty array of scalars of one type (a lone scalar is an axis of one value).
 Axis axis(const toml::key& k, const toml::node& n, const std::string& path, bool allow_array) {
   Axis a{std::string(k.str()), {}, loc(path, k.source())};
@@ -74,11 +81,6 @@ Axis axis(const toml::key& k, const toml::node& n, const std::string& path, bool
                         " and " + type_name(type_of(a.values.back().value)) +
                         " values: all values of an axis must have one type");
     }
-    std::set<std::string> seen;
-    for (const auto& v : a.values)
-      if (!seen.insert(canonical(v.value)).second)
-        throw Error(v.where, "axis '" + a.name + "' lists the value " + canonical(v.value) +
-                                 " twice");
   } else {
     a.values.push_back(scalar(n, path, a.name));
   }
@@ -487,8 +489,31 @@ Campaign parse_campaign_text(const std::string& text, const std::string& path, c
         len = found->values.size();
         g.axes.push_back(n);
       }
+      // Zipped axes may repeat a value (m = [256, 256], n = [128, 256]); the group may not repeat a
+      // combination.
+      std::set<std::string> tuples;
+      for (std::size_t i = 0; i < len; ++i) {
+        std::string tuple;
+        const LocatedValue* first = nullptr;
+        for (const auto& n : g.axes)
+          for (const auto& a : c.axes)
+            if (a.name == n) {
+              tuple += (tuple.empty() ? "" : ", ") + canonical(a.values[i].value);
+              if (!first) first = &a.values[i];
+            }
+        if (!tuples.insert(tuple).second)
+          throw Error(first->where, "[[zip]] group (" + join(g.axes, ", ") + ") lists (" + tuple + ") twice, at position " +
+                                        std::to_string(i + 1));
+      }
       c.zips.push_back(std::move(g));
     }
+  }
+  for (const auto& a : c.axes) {
+    if (zipped_axis(c, a.name)) continue;
+    std::set<std::string> seen;
+    for (const auto& v : a.values)
+      if (!seen.insert(canonical(v.value)).second)
+        throw Error(v.where, "axis '" + a.name + "' lists the value " + canonical(v.value) + " twice");
   }
 
   if (const toml::node* sn = root.get("slurm")) c.slurm = parse_slurm(as_table(*sn, path, "[slurm]"), path);

@@ -111,6 +111,17 @@ TEST(Campaign, ZipGroupsNeedExistingAxesOfEqualLength) {
   EXPECT_NE(e.find("did you mean 'm'"), std::string::npos) << e;
   e = error_of("[campaign]\nname = \"x\"\n[axes]\nn = [1]\nm = [2]\n[zip]\naxes = [\"n\", \"m\"]\n");
   EXPECT_NE(e.find("[[zip]]"), std::string::npos) << e;
+  // A zipped axis may repeat a value; the group may not repeat a combination, and an axis outside
+  // it still may not repeat one.
+  Campaign c = parse_campaign_text("[campaign]\nname = \"x\"\n[axes]\nm = [256, 256, 512]\nn = [128, 256, 256]\n"
+                                   "[[zip]]\naxes = [\"m\", \"n\"]\n", "c.toml");
+  ASSERT_EQ(c.axes.size(), 2u);
+  EXPECT_EQ(c.axes[0].values.size(), 3u);
+  e = error_of("[campaign]\nname = \"x\"\n[axes]\nm = [256, 512, 256]\nn = [128, 256, 128]\n[[zip]]\naxes = [\"m\", \"n\"]\n");
+  EXPECT_NE(e.find("group (m, n) lists (256, 128) twice, at position 3"), std::string::npos) << e;
+  EXPECT_NE(e.find("c.toml:4:"), std::string::npos) << e;
+  e = error_of("[campaign]\nname = \"x\"\n[axes]\nm = [1, 2]\nn = [3, 4]\nk = [5, 5]\n[[zip]]\naxes = [\"m\", \"n\"]\n");
+  EXPECT_NE(e.find("axis 'k' lists the value 5 twice"), std::string::npos) << e;
 }
 
 TEST(Campaign, AutoRepetitionsParseWithDefaultsAndTheirBounds) {
