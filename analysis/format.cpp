@@ -207,6 +207,43 @@ std::string distributed_note() {
          "scheme defines.";
 }
 
+const PointRow::PhaseTime* device_phase(const PointRow& r) {
+  for (const auto& ph : r.phases)
+    if (ph.phase == "device" && ph.time.n > 0) return &ph;
+  return nullptr;
+}
+
+Table device_table(const Report& rep) {
+  Table t{{"point", "host median", "device median (CI)", "device rate", "launch and wait", "peak device memory", "library's choice"}};
+  for (const auto& r : rep.rows) {
+    const PointRow::PhaseTime* d = device_phase(r);
+    if (!d || r.time.n == 0) continue;
+    const stats::Summary& s = d->time;
+    auto fact = [&](const char* k) {
+      auto it = r.facts.find(k);
+      return it == r.facts.end() ? std::string() : std::holds_alternative<std::string>(it->second) ? std::get<std::string>(it->second) : canonical(it->second);
+    };
+    const std::string memory = fact("device.peak_memory_bytes");
+    std::string choice = fact("cudnn.algorithm");
+    if (choice.empty()) choice = fact("cuda.gemm");
+    if (choice.empty()) choice = fact("cudnn.choice");
+    t.push_back({point_label(r), fmt_time(r.time.median),
+                 fmt_time(s.median) + (s.has_ci ? " [" + fmt_time(s.lo) + ", " + fmt_time(s.hi) + "]" : ""),
+                 s.median > 0 ? fmt_sig(r.rate * r.time.median / s.median, 4) + " " + r.rate_unit : "-",
+                 fmt_sig(100 * (r.time.median - s.median) / r.time.median, 3) + "%",
+                 memory.empty() ? "-" : fmt_bytes(std::stoll(memory)), choice.empty() ? "-" : choice});
+  }
+  return t;
+}
+
+std::string device_note() {
+  return "Points timed on a GPU. Host median: the harness's repetition (the library call's launch, its run, and the wait for the "
+         "event after it), the slowest rank's, as in Results. Device median: the CUDA events recorded on the kernel's stream around "
+         "the call, the slowest rank's per repetition, with its interval; the device rate is the work over it. Launch and wait = "
+         "(host - device) / host of the medians. Peak device memory: the largest over ranks of the memory the kernel held "
+         "(cudaMemGetInfo, device-wide).";
+}
+
 Table collectives_table(const Report& rep) {
   Table t{{"point", "ranks", "median", "algorithm bandwidth (CI)", "bus bandwidth (CI)", "bus factor"}};
   for (const auto& r : rep.rows) {

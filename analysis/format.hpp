@@ -48,6 +48,11 @@ Table network_table(const Report& rep);
 Table distributed_table(const Report& rep);
 std::string distributed_note();
 // Level 0's collectives: algorithm and bus bandwidth (nccl-tests' definitions), per point.
+// Points timed on a device (a `device` phase: CUDA events): the host's and the device's medians.
+Table device_table(const Report& rep);
+std::string device_note();
+// A point's device-phase summary, or nullptr when it has none.
+const PointRow::PhaseTime* device_phase(const PointRow& r);
 Table collectives_table(const Report& rep);
 std::string collectives_note();
 // Level 3's overlap: the bucketed allreduce against the plain one, per pair of points.

@@ -29,6 +29,10 @@ std::string render(const Report& rep) {
   }
   html_table(o, results_table(rep), cls);
   for (const auto& plot : rate_svgs(rep)) o << "<figure>" << plot << "</figure>\n";
+  if (device_table(rep).size() > 1) {
+    o << "<h2>On the device</h2>\n<p>" << html_escape(device_note()) << "</p>\n";
+    html_table(o, device_table(rep));
+  }
   if (collectives_table(rep).size() > 1) {
     o << "<h2>Collectives</h2>\n<p>" << html_escape(collectives_note()) << "</p>\n";
     html_table(o, collectives_table(rep));

@@ -63,6 +63,12 @@ std::string render(const Report& rep) {
       << ", \"peak_rss_bytes\": " << (r.peak_rss_bytes >= 0 ? std::to_string(r.peak_rss_bytes) : "null")
       << ", \"memory_estimate_bytes\": " << (r.memory_estimate_bytes >= 0 ? std::to_string(r.memory_estimate_bytes) : "null")
       << ", \"threads_oversubscribed\": " << (r.threads_oversubscribed ? "true" : "false");
+    if (const PointRow::PhaseTime* d = device_phase(r)) {  // timed on a GPU: the CUDA events' own figures
+      auto mem = r.facts.find("device.peak_memory_bytes");
+      o << ", \"device\": {\"median_s\": " << jn(d->time.median) << ", \"ci\": "
+        << (d->time.has_ci ? "[" + jn(d->time.lo) + ", " + jn(d->time.hi) + "]" : "null")
+        << ", \"peak_memory_bytes\": " << (mem == r.facts.end() ? std::string("null") : canonical(mem->second)) << "}";
+    }
     if (r.level >= 1) {  // networks and training steps: their phases (level 3: communication, wait)
       o << ", \"flops_per_repetition\": " << jn(r.flops) << ", \"samples_per_repetition\": " << r.work_items << ", \"phases\": {";
       for (std::size_t k = 0; k < r.phases.size(); ++k)

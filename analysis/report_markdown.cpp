@@ -26,6 +26,10 @@ std::string render(const Report& rep) {
         markdown_table(o, steps_table(r));
       }
   }
+  if (device_table(rep).size() > 1) {
+    o << "## On the device\n\n" << device_note() << "\n\n";
+    markdown_table(o, device_table(rep));
+  }
   if (collectives_table(rep).size() > 1) {
     o << "## Collectives\n\n" << collectives_note() << "\n\n";
     markdown_table(o, collectives_table(rep));

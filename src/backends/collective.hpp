@@ -35,6 +35,8 @@ class CollectiveKernel {
   virtual void finish() = 0;  // untimed: the result into recv
   // The device's own duration of the last run (ns), as OpKernel::device_ns; -1 on the host.
   virtual std::int64_t device_ns() const { return -1; }
+  // The most device memory it has held (bytes, this rank), as OpKernel's; -1 on the host.
+  virtual std::int64_t device_memory_bytes() const { return -1; }
   // Facts for the point's attributes, the same on every rank (as OpKernel::facts).
   virtual std::vector<std::pair<std::string, Value>> facts() const { return {}; }
 };

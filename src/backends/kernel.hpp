@@ -56,6 +56,8 @@ class OpKernel {
   // A device kernel: the last run()'s duration on the device, from events recorded around the
   // work on its stream (nanoseconds); -1 for a host kernel, whose run() is its own duration.
   virtual std::int64_t device_ns() const { return -1; }
+  // A device kernel: the most device memory it has held so far (bytes, this rank); -1 on the host.
+  virtual std::int64_t device_memory_bytes() const { return -1; }
   // What the kernel chose at setup that a reader of the results needs (an algorithm, its
   // workspace), stored as the point's attributes. Every rank writes them, so they must be the
   // same on every rank: derived from the problem and the library's deterministic choices.

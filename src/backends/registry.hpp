@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/collective.hpp"
@@ -51,6 +52,11 @@ struct BackendInfo {
   // A device backend built without a device to run on: why none is visible ("" when one is).
   // Points on it then fail at setup (backend-failed); `d500 backends` says "built, no device".
   std::function<std::string()> no_device{};
+  // A device backend: this rank's device in words (index, model, PCI bus, UUID; "none: <why>"),
+  // for the job's rank -> device map, and the device's facts (model, clocks, ECC, driver) for the
+  // job's machine record. Read once per job that has a point on such a backend.
+  std::function<std::string()> rank_device{};
+  std::function<std::vector<std::pair<std::string, std::string>>()> device_facts{};
 };
 
 class BackendRegistry {

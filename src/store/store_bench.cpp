@@ -82,7 +82,7 @@ int main(int argc, char** argv) {
     MPI_Barrier(MPI_COMM_WORLD);
     double secs = 0;
     {
-      ResultWriter w(file.string(), MPI_COMM_WORLD, spec, EnvRecord{"", "", "bench", false, {}}, mode);
+      ResultWriter w(file.string(), MPI_COMM_WORLD, spec, EnvRecord{"", "", "bench", false, {}, {}, ""}, mode);
       w.begin_point(point, 0, 0, static_cast<int>(std::min<long long>(per_rank, 1 << 30)), {Work{16, 8, 0}, "GB/s", "-", "weak", "", false, -1, {}});
       MPI_Barrier(MPI_COMM_WORLD);
       const std::int64_t t0 = now_ns();

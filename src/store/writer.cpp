@@ -169,6 +169,11 @@ ResultWriter::ResultWriter(const std::string& path, MPI_Comm comm, const JobIden
     std::vector<char> host(kHostLen, 0);
     std::snprintf(host.data(), kHostLen, "%s", env.host.c_str());
     per_rank_dataset(envg, "hosts", t, host.data(), kHostLen);
+    if (!env.device.empty()) {  // the same on every rank: a device job's text is never empty
+      std::vector<char> device(kHostLen, 0);
+      std::snprintf(device.data(), kHostLen, "%s", env.device.c_str());
+      per_rank_dataset(envg, "devices", t, device.data(), kHostLen);
+    }
   }
   if (writes())
     h5::Handle(h5::check(H5Gcreate2(file_, "points", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "H5Gcreate2",

@@ -46,6 +46,9 @@ struct EnvRecord {
   // Facts of the machine as rank 0 sees it (CPU model, CPUs, governor, memory, kernel, compiler),
   // recorded as /env machine.<name>.
   std::vector<std::pair<std::string, std::string>> machine;
+  // This rank's device in words (a job with points on a device backend; "" otherwise, on every
+  // rank alike), recorded per rank as /env/devices: the rank -> device map.
+  std::string device = {};
 };
 
 enum class StoreMode { Parallel, Gather };

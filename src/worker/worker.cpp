@@ -255,6 +255,16 @@ void run_job(const std::string& spec_path, const std::string& output, MPI_Comm c
   env.oversubscribed = oversubscribed(comm, host, 1);
   env.backend_versions = built_backend_versions();
   env.machine = machine_facts();
+  // A job with a point on a device backend records each rank's device and the device's facts.
+  const BackendInfo* device_backend = nullptr;
+  for (const PointSpec& p : spec.points) {
+    const BackendInfo* b = find_backend(std::get<std::string>(p.params.at("backend")));
+    if (b && b->built && b->rank_device) device_backend = b;
+  }
+  if (device_backend) {
+    env.device = device_backend->rank_device();
+    for (auto& f : device_backend->device_facts()) env.machine.push_back(std::move(f));
+  }
 
   const WorkloadRegistry& reg = builtin_workloads();
   ResultWriter out(output, comm, JobIdentity{spec.id, spec.campaign, spec.campaign_hash, spec.nodes, spec.ranks_per_node},

@@ -1,5 +1,7 @@
 #include "workloads/registry.hpp"
 
+#include "common/mpi_check.hpp"
+
 namespace d500 {
 
 const std::vector<ParamSpec>& common_params() {
@@ -28,6 +30,19 @@ std::vector<std::string> WorkloadRegistry::names() const {
   std::vector<std::string> out;
   for (const auto& w : list_) out.push_back(w.name);
   return out;
+}
+
+std::vector<std::pair<std::string, Value>> device_memory_attributes(MPI_Comm comm, std::int64_t mine) {
+  long long most = mine;
+  mpi_check(MPI_Allreduce(MPI_IN_PLACE, &most, 1, MPI_LONG_LONG, MPI_MAX, comm), "MPI_Allreduce", "device memory");
+  if (most < 0) return {};
+  return {{"device.peak_memory_bytes", static_cast<std::int64_t>(most)},
+          {"device.peak_memory_method",
+           std::string("the largest over ranks of the device memory in use (cudaMemGetInfo: total - free) after the last repetition, "
+                       "beyond the use before the kernel's setup with its context made: the kernel's buffers and its libraries' handles "
+                       "and workspaces (allocated at setup, nothing freed before the end); device-wide, so another process on the "
+                       "same device counts too; the driver's allocation granularity; a library's code loaded on first use counts in "
+                       "the job's first point on it")}};
 }
 
 }  // namespace d500

@@ -302,3 +302,38 @@ TEST_F(Analysis, APlantedTrendIsFlaggedAndThreeRanksArePairedByFriedman) {
   EXPECT_NE(md.find("try more warm-ups, longer repetitions"), std::string::npos);
   EXPECT_NE(md.find("differ (Friedman p"), std::string::npos);
 }
+
+// A GPU point: device rows of 0.8 of each repetition's duration (the rest launch and wait) and
+// its peak device memory. The report gives both medians, the device's interval holding the
+// planted value, and the memory, in results.json, results.csv and report.md; a host point beside
+// it has no device figures.
+TEST_F(Analysis, APlantedDeviceShareIsReportedBesideTheHostTime) {
+  synth("job-0000", 2, "campaign = \"gpu\"\nrepetitions = 40\nwarmups = 2\nseed = 3\n"
+                       "[[point]]\nparams = { workload = \"synthetic\", backend = \"gpu\" }\nmedian_s = 0.010\nnoise = 0.05\n"
+                       "work_flops = 10000000000\ndevice_share = 0.8\ndevice_memory_bytes = 3221225472\n"
+                       "[[point]]\nparams = { workload = \"synthetic\", backend = \"host\" }\nmedian_s = 0.010\nnoise = 0.05\n");
+  Cmd r = report();
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::string gpu = "[p for p in j['points'] if p['backend'] == 'gpu'][0]";
+  const double host = num(gpu + "['median_s']"), device = num(gpu + "['device']['median_s']");
+  EXPECT_NEAR(device / host, 0.8, 0.01);
+  EXPECT_LE(num(gpu + "['device']['ci'][0]"), device);
+  EXPECT_GE(num(gpu + "['device']['ci'][1]"), device);
+  EXPECT_EQ(num(gpu + "['device']['peak_memory_bytes']"), 3221225472.0);
+  EXPECT_EQ(json("'device' in [p for p in j['points'] if p['backend'] == 'host'][0]"), "False");
+  const auto rows = read_csv(dir_ / "run" / "results.csv");
+  ASSERT_EQ(rows.size(), 2u);
+  for (const auto& [id, row] : rows) {
+    SCOPED_TRACE(row.at("backend"));
+    EXPECT_EQ(row.at("device_median_s").empty(), row.at("backend") == "host");
+    EXPECT_EQ(row.at("device_peak_memory_bytes"), row.at("backend") == "gpu" ? "3221225472" : "");
+  }
+  const std::string md = read_file_text(dir_ / "run" / "report.md");
+  const auto at = md.find("## On the device");
+  ASSERT_NE(at, std::string::npos) << md;
+  const std::string section = md.substr(at, md.find("\n## ", at + 1) - at);
+  EXPECT_NE(section.find("3.00 GiB"), std::string::npos) << section;
+  EXPECT_NE(section.find("| 20"), std::string::npos) << "launch and wait, about 20%:\n" << section;
+  EXPECT_EQ(section.find("backend=host"), std::string::npos) << section;
+  EXPECT_EQ(section.find("synthetic:host"), std::string::npos) << section;
+}

@@ -1,9 +1,12 @@
 // The GPU backends end to end. Without CUDA in the build, each test is skipped and says so.
 // With it but without a visible device (this machine: CUDA to build against, no GPU), `d500
 // backends` says so and a point on the GPU fails at setup alone, its job going on. With a
-// device, GEMM in every dtype validates against the double reference and each repetition has
-// its device duration (CUDA events) beside the host's.
+// device, GEMM in every dtype and each cuDNN operator validate against the double reference,
+// each repetition has its device duration (CUDA events) beside the host's, and each point its
+// peak device memory.
 #include <cstdlib>
+#include <cstring>
+#include <functional>
 
 #include "backends/registry.hpp"
 #include "helpers.hpp"
@@ -24,6 +27,53 @@ class Gpu : public ScratchDirTest {
     }
     return "";
   }
+  // The per-rank strings of a results file's dataset (/env/hosts, /env/devices).
+  static std::vector<std::string> per_rank_strings(const fs::path& file, const char* path) {
+    std::vector<std::string> out;
+    const hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f < 0) return out;
+    const hid_t d = H5Dopen2(f, path, H5P_DEFAULT);
+    if (d >= 0) {
+      const hid_t t = H5Dget_type(d), s = H5Dget_space(d);
+      const std::size_t len = H5Tget_size(t);
+      const auto n = static_cast<std::size_t>(H5Sget_simple_extent_npoints(s));
+      std::vector<char> buf(len * n, 0);
+      if (H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()) >= 0)
+        for (std::size_t i = 0; i < n; ++i) out.emplace_back(buf.data() + i * len, strnlen(buf.data() + i * len, len));
+      H5Sclose(s);
+      H5Tclose(t);
+      H5Dclose(d);
+    }
+    H5Fclose(f);
+    return out;
+  }
+  static std::string env_attr(const fs::path& file, const char* name) {
+    const hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    const hid_t g = H5Gopen2(f, "env", H5P_DEFAULT);
+    std::string v = attr_string(g, name);
+    H5Gclose(g);
+    H5Fclose(f);
+    return v;
+  }
+  // Each of the `points` points of `f`: complete, validated, with `device_rows` device durations
+  // (warm-ups and repetitions); then the test's own checks of it.
+  static void each_validated_point(hid_t f, std::size_t points, int device_rows,
+                                   const std::function<void(hid_t, const std::string& canonical)>& more) {
+    const auto ids = point_ids(f);
+    ASSERT_EQ(ids.size(), points);
+    for (const auto& id : ids) {
+      hid_t g = H5Gopen2(f, ("points/" + id).c_str(), H5P_DEFAULT);
+      const std::string canonical = attr_string(g, "canonical");
+      SCOPED_TRACE(canonical);
+      EXPECT_EQ(attr_string(g, "status"), "complete");
+      EXPECT_EQ(attr_string(g, "validation_status"), "passed");
+      int rows = 0;
+      for (const auto& s : read_samples(f, id)) rows += s.phase == 9 && s.end_ns > s.start_ns;
+      EXPECT_EQ(rows, device_rows);
+      more(g, canonical);
+      H5Gclose(g);
+    }
+  }
 };
 
 const std::string kHead = "[campaign]\nname = \"gpu\"\nrepetitions = 20\nwarmups = 3\n[fixed]\nworkload = \"gemm\"\n";
@@ -39,11 +89,18 @@ TEST_F(Gpu, ABuildWithCudaListsItAndAPointWithoutADeviceFailsAloneWithTheReason)
   EXPECT_NE(list.out.find("  cuda: cuBLAS"), std::string::npos) << list.out;
   EXPECT_NE(list.out.find("CUDA runtime "), std::string::npos) << list.out;
   EXPECT_EQ(list.out.find("built, no CUDA device") != std::string::npos, !no_device.empty()) << list.out;
+  for (const char* op : {"gemm", "conv2d", "pool2d", "batchnorm", "relu", "softmax"}) EXPECT_TRUE(b->supports(op)) << op;
   if (!no_device.empty()) {
-    // The GPU point fails at setup with the reason; the CPU point of the same job completes.
-    const auto rows = reported(kHead + "n = 64\n[axes]\nbackend = [\"cuda\", \"blas\"]\n");
-    ASSERT_EQ(rows.size(), 2u);
+    // Each GPU point (one per operator) fails at setup with the reason; the CPU point of the same
+    // two-rank job completes. The job still records each rank's device ("none", and why) and the
+    // machine's GPU as rank 0 saw it; no point claims device memory it never held.
+    const auto rows = reported("[campaign]\nname = \"gpu\"\nrepetitions = 5\nwarmups = 1\n[fixed]\nranks_per_node = 2\n"
+                               "n = 8\nc = 4\nh = 8\n[axes]\nworkload = [\"gemm\", \"pool2d\", \"batchnorm\", \"relu\", \"softmax\"]\n"
+                               "backend = [\"cuda\", \"blas\"]\n[[exclude]]\nbackend = \"blas\"\n"
+                               "workload = [\"pool2d\", \"batchnorm\", \"relu\", \"softmax\"]\n");
+    ASSERT_EQ(rows.size(), 6u);
     for (const auto& [id, row] : rows) {
+      SCOPED_TRACE(row.at("canonical"));
       if (row.at("backend") == "cuda") {
         EXPECT_EQ(row.at("status"), "backend-failed");
         EXPECT_NE(row.at("status_reason").find("no CUDA device"), std::string::npos) << row.at("status_reason");
@@ -51,6 +108,10 @@ TEST_F(Gpu, ABuildWithCudaListsItAndAPointWithoutADeviceFailsAloneWithTheReason)
         EXPECT_EQ(row.at("status"), "complete");
       }
     }
+    const fs::path file = dir_ / "run" / "results" / "job-0000.h5";
+    EXPECT_EQ(per_rank_strings(file, "env/devices"), std::vector<std::string>(2, "none: " + no_device));
+    EXPECT_EQ(env_attr(file, "machine.gpu"), "none: " + no_device);
+    for (const auto& [id, row] : rows) EXPECT_EQ(row.at("device_peak_memory_bytes"), "") << row.at("canonical");
   }
   // Reduced precision is the GPU's alone, refused at plan time elsewhere, with the file's line.
   std::string out;
@@ -73,6 +134,9 @@ TEST_F(Gpu, GemmInEveryDtypeValidatesAndEachRepetitionHasItsDeviceDuration) {
     SCOPED_TRACE(attr_string(g, "canonical"));
     EXPECT_EQ(attr_string(g, "status"), "complete");
     EXPECT_EQ(attr_string(g, "validation_status"), "passed");
+    const std::string canonical = attr_string(g, "canonical");
+    const long long element = canonical.find("dtype=bf16") != std::string::npos || canonical.find("dtype=fp16") != std::string::npos ? 2 : 4;
+    EXPECT_GE(attr_int(g, "device.peak_memory_bytes"), 3 * 1024 * 1024 * element) << "A, B and C on the device";
     std::map<int, std::pair<long long, long long>> rep;  // rep -> (op duration, device duration)
     for (const auto& s : read_samples(f, id)) {
       if (s.phase == 0) rep[s.rep].first = s.end_ns - s.start_ns;
@@ -97,25 +161,44 @@ TEST_F(Gpu, ConvolutionsInEveryPassValidateAndRecordTheAlgorithmCudnnChose) {
                                "shape = [\"resnet50/res2_3x3\", \"resnet50/res4_3x3_stride2\"]\n");
   const hid_t f = ran_and_checked(run);
   ASSERT_GE(f, 0);
-  const auto ids = point_ids(f);
-  ASSERT_EQ(ids.size(), 6u);
-  for (const auto& id : ids) {
-    hid_t g = H5Gopen2(f, ("points/" + id).c_str(), H5P_DEFAULT);
-    const std::string canonical = attr_string(g, "canonical");
-    SCOPED_TRACE(canonical);
-    EXPECT_EQ(attr_string(g, "status"), "complete");
-    EXPECT_EQ(attr_string(g, "validation_status"), "passed");
+  each_validated_point(f, 6, 13, [](hid_t g, const std::string& canonical) {
     const std::string pass = canonical.substr(canonical.find(" pass=") + 6, canonical.find(' ', canonical.find(" pass=") + 6) - canonical.find(" pass=") - 6);
     const std::string algorithm = attr_string(g, "cudnn.algorithm");
     EXPECT_EQ(algorithm.rfind(pass == "forward" ? "forward " : pass == "backward_data" ? "backward data " : "backward filter ", 0), 0u) << algorithm;
     EXPECT_EQ(algorithm.find("unknown"), std::string::npos) << algorithm;
     EXPECT_GE(attr_int(g, "cudnn.workspace_bytes"), 0);
-    int device_rows = 0;
-    for (const auto& s : read_samples(f, id)) device_rows += s.phase == 9 && s.end_ns > s.start_ns;
-    EXPECT_EQ(device_rows, 13);
-    H5Gclose(g);
-  }
+  });
   H5Fclose(f);
+}
+
+// cuDNN's other operators, each pass and mode: validated against the double reference, each
+// repetition with its device duration, the call cuDNN made recorded, and the device memory the
+// point held, at least its own tensors. The job records the rank's device and the GPU's facts.
+TEST_F(Gpu, EveryCudnnOperatorValidatesInEachPassAndRecordsTheDeviceMemoryItHeld) {
+  if (const std::string why = why_skip(true); !why.empty()) GTEST_SKIP() << why;
+  if (!d500::find_backend("cuda")->supports("pool2d")) GTEST_SKIP() << "this build's cuda backend has no cuDNN";
+  const fs::path run = planned(
+      "[campaign]\nname = \"gpu-ops\"\nrepetitions = 10\nwarmups = 2\n[fixed]\nbackend = \"cuda\"\nn = 16\nc = 32\nh = 28\n[axes]\n"
+      "workload = [\"pool2d\", \"pool2d\", \"pool2d\", \"pool2d\", \"batchnorm\", \"batchnorm\", \"batchnorm\", \"relu\", \"relu\", "
+      "\"softmax\", \"softmax\"]\n"
+      "pass = [\"forward\", \"backward\", \"forward\", \"backward\", \"forward\", \"forward\", \"backward\", \"forward\", \"backward\", "
+      "\"forward\", \"backward\"]\n"
+      "mode = [\"max\", \"max\", \"avg\", \"avg\", \"training\", \"inference\", \"training\", \"max\", \"max\", \"max\", \"max\"]\n"
+      "[[zip]]\naxes = [\"workload\", \"pass\", \"mode\"]\n");
+  const hid_t f = ran_and_checked(run);
+  ASSERT_GE(f, 0);
+  each_validated_point(f, 11, 12, [](hid_t g, const std::string& canonical) {
+    EXPECT_EQ(attr_string(g, "cudnn.choice").rfind("cudnn", 0), 0u) << attr_string(g, "cudnn.choice");
+    const long long x_bytes = 4LL * 16 * 32 * (canonical.rfind("softmax:", 0) == 0 ? 1 : 28 * 28);
+    EXPECT_GE(attr_int(g, "device.peak_memory_bytes"), x_bytes);
+  });
+  H5Fclose(f);
+  const fs::path file = run / "results" / "job-0000.h5";
+  const auto devices = per_rank_strings(file, "env/devices");
+  ASSERT_EQ(devices.size(), 1u);
+  EXPECT_EQ(devices[0].rfind("cuda:0 of ", 0), 0u) << devices[0];
+  EXPECT_NE(devices[0].find(", GPU-"), std::string::npos) << devices[0];
+  EXPECT_FALSE(env_attr(file, "machine.gpu_model").empty());
 }
 
 // NCCL's collectives: without a device a point fails alone with the reason; off_cache (the

@@ -1,4 +1,5 @@
-// The `cuda` backend: level-0 GEMM through cuBLAS on one GPU per rank (the device chosen by the
+// The `cuda` backend: level-0 GEMM through cuBLAS (and, with cuDNN, convolutions in
+// cudnn_conv.cpp and the other operators in cudnn_ops.cpp) on one GPU per rank (the device chosen by the
 // rank's local rank on its node). Inputs are made on the host, converted to the point's dtype
 // and copied once at setup; outputs are copied back and converted to float in finish(), outside
 // timing. run() is the timed call: the cuBLAS call between two CUDA events on the kernel's own
@@ -8,8 +9,10 @@
 #include <cublas_api.h>
 #include <cublas_v2.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -52,6 +55,73 @@ void use_rank_device() {
   const Devices d = visible_devices();
   if (d.count == 0) throw Error("cuda: no CUDA device on this host (" + d.why_none + ")");
   check(cudaSetDevice(local_rank() % d.count), "cudaSetDevice");
+}
+
+namespace {
+
+// nvidia-smi's spelling of a device's UUID: GPU-8-4-4-4-12 hex digits.
+std::string uuid_text(const cudaUUID_t& u) {
+  static const char* hex = "0123456789abcdef";
+  std::string s = "GPU-";
+  for (int i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) s += '-';
+    const auto b = static_cast<unsigned char>(u.bytes[i]);
+    s += hex[b >> 4];
+    s += hex[b & 15];
+  }
+  return s;
+}
+
+int attribute(cudaDeviceAttr a, int device) {
+  int v = -1;
+  return cudaDeviceGetAttribute(&v, a, device) == cudaSuccess ? v : -1;
+}
+
+}  // namespace
+
+std::string rank_device_text() {
+  const Devices d = visible_devices();
+  if (d.count == 0) return "none: " + d.why_none;
+  const int dev = local_rank() % d.count;
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, dev) != cudaSuccess) return "cuda:" + std::to_string(dev) + " (its properties are unreadable)";
+  char bus[32] = {0};
+  if (cudaDeviceGetPCIBusId(bus, sizeof bus, dev) != cudaSuccess) std::snprintf(bus, sizeof bus, "unknown");
+  return "cuda:" + std::to_string(dev) + " of " + std::to_string(d.count) + ", " + prop.name + ", PCI " + bus + ", " + uuid_text(prop.uuid);
+}
+
+std::vector<std::pair<std::string, std::string>> device_facts() {
+  const Devices d = visible_devices();
+  if (d.count == 0) return {{"gpu", "none: " + d.why_none}};
+  const int dev = local_rank() % d.count;
+  cudaDeviceProp prop{};
+  if (const cudaError_t e = cudaGetDeviceProperties(&prop, dev); e != cudaSuccess)
+    return {{"gpu", std::string("unreadable: cudaGetDeviceProperties: ") + cudaGetErrorString(e)}};
+  int driver = 0;
+  cudaDriverGetVersion(&driver);
+  auto khz = [](int v) { return v < 0 ? std::string("unknown") : std::to_string(v); };
+  return {{"gpu_model", prop.name},
+          {"gpu_count", std::to_string(d.count)},
+          {"gpu_compute_capability", std::to_string(prop.major) + "." + std::to_string(prop.minor)},
+          {"gpu_sms", std::to_string(prop.multiProcessorCount)},
+          {"gpu_memory_bytes", std::to_string(prop.totalGlobalMem)},
+          {"gpu_sm_clock_khz", khz(attribute(cudaDevAttrClockRate, dev)) + " (the peak SM clock CUDA reports; the clock during the run is not read)"},
+          {"gpu_memory_clock_khz", khz(attribute(cudaDevAttrMemoryClockRate, dev))},
+          {"gpu_ecc", prop.ECCEnabled ? "on" : "off"},
+          {"gpu_driver", "CUDA " + std::to_string(driver / 1000) + "." + std::to_string(driver % 1000 / 10)}};
+}
+
+DeviceMemoryUse::DeviceMemoryUse() {
+  std::size_t free = 0, total = 0;
+  check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+  baseline_ = static_cast<std::int64_t>(total - free);
+}
+
+std::int64_t DeviceMemoryUse::peak() const {
+  std::size_t free = 0, total = 0;
+  check(cudaMemGetInfo(&free, &total), "cudaMemGetInfo");
+  peak_ = std::max(peak_, static_cast<std::int64_t>(total - free) - baseline_);
+  return peak_;
 }
 
 DeviceBuffer::DeviceBuffer(std::size_t bytes) { check(cudaMalloc(&p_, bytes), "cudaMalloc"); }
@@ -208,25 +278,31 @@ class CudaGemm final : public cuda::DeviceKernel {
 void register_backend_cuda(BackendRegistry& r) {
   r.add({.name = "cuda",
 #ifdef D500_HAVE_CUDNN
-         .description = "cuBLAS and cuDNN on the GPU (GEMM in fp32, tf32, bf16, fp16; convolutions), one device per rank by local rank, "
-                        "timed by CUDA events",
+         .description = "cuBLAS and cuDNN on the GPU (GEMM in fp32, tf32, bf16, fp16; convolutions, pooling, batch normalisation, ReLU, "
+                        "softmax), one device per rank by local rank, timed by CUDA events",
 #else
          .description = "cuBLAS on the GPU (GEMM in fp32, tf32, bf16, fp16), one device per rank by local rank, timed by CUDA events",
 #endif
          .version = cuda_version,
 #ifdef D500_HAVE_CUDNN
-         .supports = [](const std::string& op) { return op == "gemm" || op == "conv2d"; },
+         .supports =
+             [](const std::string& op) {
+               return op == "gemm" || op == "conv2d" || op == "pool2d" || op == "batchnorm" || op == "relu" || op == "softmax";
+             },
 #else
          .supports = [](const std::string& op) { return op == "gemm"; },
 #endif
          .make_kernel = [](OpProblem& p, int) -> std::unique_ptr<OpKernel> {
 #ifdef D500_HAVE_CUDNN
            if (p.op == "conv2d") return cuda::make_cudnn_conv(p);
+           if (p.op != "gemm") return cuda::make_cudnn_op(p);
 #endif
            return std::make_unique<CudaGemm>(p);
          },
          .reduced_precision = true,
-         .no_device = cuda::no_device_reason});
+         .no_device = cuda::no_device_reason,
+         .rank_device = cuda::rank_device_text,
+         .device_facts = cuda::device_facts});
 }
 
 }  // namespace d500

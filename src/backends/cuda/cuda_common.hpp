@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "backends/kernel.hpp"
 
@@ -33,6 +35,27 @@ int local_rank();
 // Selects this rank's device (local rank modulo the visible devices), or throws saying why there
 // is none.
 void use_rank_device();
+
+// This rank's device in words, for the job's rank -> device map (/env/devices): its index among
+// the visible ones, model, PCI bus id and UUID; "none: <why>" without one. Creates no context.
+std::string rank_device_text();
+// The device's facts as this rank sees them, for /env machine.gpu_*: model, memory, SM and
+// memory clocks (the peak clocks the device reports, kHz), ECC, compute capability, driver.
+std::vector<std::pair<std::string, std::string>> device_facts();
+
+// The device memory a kernel holds: the device's used memory (cudaMemGetInfo: total - free)
+// beyond what it was when the kernel began its setup, its context already made. Device-wide:
+// another process on the same device counts too; in the driver's allocation granules.
+class DeviceMemoryUse {
+ public:
+  DeviceMemoryUse();  // the baseline
+  // Samples now and returns the largest use seen.
+  std::int64_t peak() const;
+
+ private:
+  std::int64_t baseline_ = 0;
+  mutable std::int64_t peak_ = 0;
+};
 
 // A device buffer, freed with its owner.
 class DeviceBuffer {
@@ -77,18 +100,24 @@ class DeviceTimer {
   std::int64_t ns_ = 0;
 };
 
-// A level-0 operator's kernel on the GPU, timed by its DeviceTimer.
+// A level-0 operator's kernel on the GPU, timed by its DeviceTimer, its device memory measured
+// from before its setup (allocations happen at setup only: the use after the last run is the
+// peak of the kernel's own buffers and its libraries' handles and workspaces).
 class DeviceKernel : public OpKernel {
  public:
   std::int64_t device_ns() const override { return timer_.ns(); }
+  std::int64_t device_memory_bytes() const override { return memory_.peak(); }
 
  protected:
-  DeviceTimer timer_;
+  DeviceTimer timer_;      // first: selects the device
+  DeviceMemoryUse memory_;
 };
 
 #ifdef D500_HAVE_CUDNN
 // cuDNN's convolution of a conv2d problem (forward, backward_data or backward_filter).
 std::unique_ptr<OpKernel> make_cudnn_conv(OpProblem& p);
+// cuDNN's pooling, batch normalisation, ReLU and softmax (pool2d, batchnorm, relu, softmax).
+std::unique_ptr<OpKernel> make_cudnn_op(OpProblem& p);
 std::string cudnn_version();
 #endif
 

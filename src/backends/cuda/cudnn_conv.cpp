@@ -5,22 +5,55 @@
 // algorithm is cuDNN's heuristic first choice (cudnnGet*Algorithm_v7) among those that fit
 // the workspace limit, chosen at setup with its workspace allocated there: deterministic for a
 // device model, so every rank of a job records the same one (its name and workspace are the
-// point's cudnn.* attributes). Timing as every cuda kernel (cuda_common.hpp).
-#include <cudnn.h>
-
+// point's cudnn.* attributes). Timing as every cuda kernel (cuda_common.hpp). The shared cuDNN
+// pieces (the checked call, tensor descriptors, CudnnKernel) are defined here too.
 #include <string>
 #include <vector>
 
-#include "backends/cuda/cuda_common.hpp"
+#include "backends/cuda/cudnn_common.hpp"
 #include "common/error.hpp"
 
 namespace d500::cuda {
 
-namespace {
-
 void cudnn_check(cudnnStatus_t s, const char* call) {
   if (s != CUDNN_STATUS_SUCCESS) throw Error(std::string("cuda: ") + call + " failed: " + cudnnGetErrorString(s));
 }
+
+TensorDesc::TensorDesc(std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w) {
+  cudnn_check(cudnnCreateTensorDescriptor(&d_), "cudnnCreateTensorDescriptor");
+  cudnn_check(cudnnSetTensor4dDescriptor(d_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, static_cast<int>(n), static_cast<int>(c),
+                                         static_cast<int>(h), static_cast<int>(w)),
+              "cudnnSetTensor4dDescriptor");
+}
+
+TensorDesc::~TensorDesc() {
+  if (d_) cudnnDestroyTensorDescriptor(d_);
+}
+
+CudnnKernel::CudnnKernel(OpProblem& p) : p_(p) {
+  cudnn_check(cudnnCreate(&handle_), "cudnnCreate");
+  cudnn_check(cudnnSetStream(handle_, timer_.stream()), "cudnnSetStream");
+  for (const auto& t : p.in) {
+    in_.push_back(std::make_unique<DeviceBuffer>(t.data.size() * sizeof(float)));
+    in_.back()->upload(t.data.data(), t.data.size() * sizeof(float));
+  }
+  for (const auto& t : p.out) out_.push_back(std::make_unique<DeviceBuffer>(t.data.size() * sizeof(float)));
+}
+
+CudnnKernel::~CudnnKernel() {
+  if (handle_) cudnnDestroy(handle_);
+}
+
+void CudnnKernel::finish() {
+  for (std::size_t i = 0; i < out_.size(); ++i) out_[i]->download(p_.out[i].data.data(), p_.out[i].data.size() * sizeof(float));
+}
+
+void* CudnnKernel::scratch(std::size_t bytes) {
+  scratch_.push_back(std::make_unique<DeviceBuffer>(bytes));
+  return scratch_.back()->get();
+}
+
+namespace {
 
 // The largest workspace an algorithm may ask for: beyond it, the next of cuDNN's choices.
 constexpr std::size_t kWorkspaceLimit = std::size_t{1} << 30;
@@ -72,11 +105,9 @@ const Perf& first_fitting(const std::vector<Perf>& ranked, int returned, const c
   throw Error(std::string("cuda: cuDNN offers no ") + what + " algorithm for this convolution within a 1 GiB workspace");
 }
 
-class CudnnConv final : public DeviceKernel {
+class CudnnConv final : public CudnnKernel {
  public:
-  explicit CudnnConv(OpProblem& p) : p_(p), cs_(conv_shape(p)) {
-    cudnn_check(cudnnCreate(&handle_), "cudnnCreate");
-    cudnn_check(cudnnSetStream(handle_, timer_.stream()), "cudnnSetStream");
+  explicit CudnnConv(OpProblem& p) : CudnnKernel(p), cs_(conv_shape(p)) {
     auto dims = [](std::int64_t v) { return static_cast<int>(v); };
     cudnn_check(cudnnCreateTensorDescriptor(&x_), "cudnnCreateTensorDescriptor");
     cudnn_check(cudnnCreateTensorDescriptor(&y_), "cudnnCreateTensorDescriptor");
@@ -93,42 +124,31 @@ class CudnnConv final : public DeviceKernel {
                 "cudnnSetConvolution2dDescriptor");
     cudnn_check(cudnnSetConvolutionGroupCount(conv_, dims(cs_.groups)), "cudnnSetConvolutionGroupCount");
     cudnn_check(cudnnSetConvolutionMathType(conv_, CUDNN_FMA_MATH), "cudnnSetConvolutionMathType");
-    // The problem's tensors on the device: inputs copied once, the output written by each run.
-    for (const auto& t : p.in) {
-      in_.push_back(std::make_unique<DeviceBuffer>(t.data.size() * sizeof(float)));
-      in_.back()->upload(t.data.data(), t.data.size() * sizeof(float));
-    }
-    out_ = std::make_unique<DeviceBuffer>(p.out[0].data.size() * sizeof(float));
     choose_algorithm();
-    if (workspace_bytes_ > 0) workspace_ = std::make_unique<DeviceBuffer>(workspace_bytes_);
+    if (workspace_bytes_ > 0) workspace_ = scratch(workspace_bytes_);
   }
   ~CudnnConv() override {
     if (conv_) cudnnDestroyConvolutionDescriptor(conv_);
     if (w_) cudnnDestroyFilterDescriptor(w_);
     if (y_) cudnnDestroyTensorDescriptor(y_);
     if (x_) cudnnDestroyTensorDescriptor(x_);
-    if (handle_) cudnnDestroy(handle_);
   }
 
   void run() override {
     const float alpha = 1.0f, beta = 0.0f;
-    void* ws = workspace_ ? workspace_->get() : nullptr;
+    void* ws = workspace_;
     cudnnStatus_t s = CUDNN_STATUS_SUCCESS;
     timer_.timed([&] {
       if (p_.pass == "forward")  // in: x, w; out: y
-        s = cudnnConvolutionForward(handle_, &alpha, x_, in_[0]->get(), w_, in_[1]->get(), conv_, fwd_, ws, workspace_bytes_, &beta, y_,
-                                    out_->get());
+        s = cudnnConvolutionForward(handle_, &alpha, x_, in(0), w_, in(1), conv_, fwd_, ws, workspace_bytes_, &beta, y_, out(0));
       else if (p_.pass == "backward_data")  // in: dy, w; out: dx
-        s = cudnnConvolutionBackwardData(handle_, &alpha, w_, in_[1]->get(), y_, in_[0]->get(), conv_, bwd_data_, ws, workspace_bytes_,
-                                         &beta, x_, out_->get());
+        s = cudnnConvolutionBackwardData(handle_, &alpha, w_, in(1), y_, in(0), conv_, bwd_data_, ws, workspace_bytes_, &beta, x_, out(0));
       else  // backward_filter; in: x, dy; out: dw
-        s = cudnnConvolutionBackwardFilter(handle_, &alpha, x_, in_[0]->get(), y_, in_[1]->get(), conv_, bwd_filter_, ws,
-                                           workspace_bytes_, &beta, w_, out_->get());
+        s = cudnnConvolutionBackwardFilter(handle_, &alpha, x_, in(0), y_, in(1), conv_, bwd_filter_, ws, workspace_bytes_, &beta, w_,
+                                           out(0));
     });
     cudnn_check(s, "the cuDNN convolution");
   }
-
-  void finish() override { out_->download(p_.out[0].data.data(), p_.out[0].data.size() * sizeof(float)); }
 
   std::vector<std::pair<std::string, Value>> facts() const override {
     return {{"cudnn.algorithm", algorithm_},
@@ -161,9 +181,7 @@ class CudnnConv final : public DeviceKernel {
     }
   }
 
-  OpProblem& p_;
   ConvShape cs_;
-  cudnnHandle_t handle_ = nullptr;
   cudnnTensorDescriptor_t x_ = nullptr, y_ = nullptr;
   cudnnFilterDescriptor_t w_ = nullptr;
   cudnnConvolutionDescriptor_t conv_ = nullptr;
@@ -172,8 +190,7 @@ class CudnnConv final : public DeviceKernel {
   cudnnConvolutionBwdFilterAlgo_t bwd_filter_{};
   std::size_t workspace_bytes_ = 0;
   std::string algorithm_;
-  std::vector<std::unique_ptr<DeviceBuffer>> in_;
-  std::unique_ptr<DeviceBuffer> out_, workspace_;
+  void* workspace_ = nullptr;
 };
 
 }  // namespace

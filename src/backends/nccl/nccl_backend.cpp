@@ -66,6 +66,7 @@ class NcclCollective final : public CollectiveKernel {
 
   void finish() override { recv_->download(p_.recv->data(), p_.recv->size() * sizeof(float)); }
   std::int64_t device_ns() const override { return timer_.ns(); }
+  std::int64_t device_memory_bytes() const override { return memory_.peak(); }
   std::vector<std::pair<std::string, Value>> facts() const override {
     return {{"nccl.method", std::string("NCCL on one GPU per rank (by local rank), float32 sum; the unique id shared by MPI_Bcast; "
                                         "NCCL's own choice of algorithm and protocol (NCCL_ALGO, NCCL_PROTO as the environment sets them)")}};
@@ -74,6 +75,7 @@ class NcclCollective final : public CollectiveKernel {
  private:
   CollectiveProblem& p_;
   cuda::DeviceTimer timer_;  // before the communicator: selects the device
+  cuda::DeviceMemoryUse memory_;  // from before the communicator (NCCL's buffers count)
   ncclComm_t comm_ = nullptr;
   std::unique_ptr<cuda::DeviceBuffer> send_, recv_;
 };
@@ -85,7 +87,9 @@ void register_backend_nccl(BackendRegistry& r) {
          .description = "NCCL collectives on one GPU per rank (by local rank), timed by CUDA events",
          .version = nccl_version,
          .make_collective = [](CollectiveProblem& p) -> std::unique_ptr<CollectiveKernel> { return std::make_unique<NcclCollective>(p); },
-         .no_device = cuda::no_device_reason});
+         .no_device = cuda::no_device_reason,
+         .rank_device = cuda::rank_device_text,
+         .device_facts = cuda::device_facts});
 }
 
 }  // namespace d500

@@ -113,6 +113,9 @@ class Collective final : public Workload {
     if (!kernel_) return {};
     return kernel_->facts();
   }
+  std::vector<std::pair<std::string, Value>> final_attributes() const override {
+    return device_memory_attributes(comm_, kernel_ ? kernel_->device_memory_bytes() : -1);
+  }
 
   Work work() const override { return collective_work(kind_, static_cast<std::int64_t>(count_) * 4, size_); }
 

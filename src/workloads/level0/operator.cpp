@@ -209,7 +209,7 @@ class OperatorWorkload final : public Workload {
  public:
   using Make = std::function<std::unique_ptr<OpKernel>(OpProblem&, int threads)>;
   OperatorWorkload(const OperatorDef& def, const RunContext& ctx, const Make& make)
-      : def_(def), p_(make_problem(def, ctx.params, ctx.seed)) {
+      : def_(def), comm_(ctx.comm), p_(make_problem(def, ctx.params, ctx.seed)) {
     // Created here, before validation and timing: setup (primitive creation, layout reorders of
     // the inputs, workspace allocation) is never timed.
     kernel_ = make(p_, static_cast<int>(p_.i("threads")));
@@ -225,9 +225,13 @@ class OperatorWorkload final : public Workload {
   }
   Work work() const override { return p_.work; }
   std::vector<std::pair<std::string, Value>> attributes() const override { return kernel_->facts(); }
+  std::vector<std::pair<std::string, Value>> final_attributes() const override {
+    return device_memory_attributes(comm_, kernel_->device_memory_bytes());
+  }
 
  private:
   const OperatorDef& def_;
+  MPI_Comm comm_;
   OpProblem p_;
   std::unique_ptr<OpKernel> kernel_;
 };

@@ -1,0 +1,51 @@
+#pragma once
+// What the cuda backend's cuDNN kernels share (convolutions in cudnn_conv.cpp; pooling, batch
+// normalisation, ReLU and softmax in cudnn_ops.cpp): checked cuDNN calls, float32 NCHW tensor
+// descriptors, and CudnnKernel, a handle on the kernel's stream with the problem's tensors on the
+// device (inputs copied once at setup, outputs written by each run and copied back by finish()).
+#include <cudnn.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "backends/cuda/cuda_common.hpp"
+
+namespace d500::cuda {
+
+void cudnn_check(cudnnStatus_t s, const char* call);  // throws d500::Error naming the call and cuDNN's words
+
+// A float32 NCHW tensor descriptor, destroyed with its owner.
+class TensorDesc {
+ public:
+  TensorDesc(std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w);
+  ~TensorDesc();
+  TensorDesc(const TensorDesc&) = delete;
+  TensorDesc& operator=(const TensorDesc&) = delete;
+  cudnnTensorDescriptor_t get() const { return d_; }
+
+ private:
+  cudnnTensorDescriptor_t d_ = nullptr;
+};
+
+class CudnnKernel : public DeviceKernel {
+ public:
+  ~CudnnKernel() override;
+  // Every output back into the problem (untimed); a kernel whose outputs need more overrides it.
+  void finish() override;
+
+ protected:
+  explicit CudnnKernel(OpProblem& p);
+  const void* in(std::size_t i) const { return in_[i]->get(); }
+  void* out(std::size_t i) { return out_[i]->get(); }
+  // A device buffer of its own (a forward output a backward pass reads, a workspace), made at setup.
+  void* scratch(std::size_t bytes);
+
+  OpProblem& p_;
+  cudnnHandle_t handle_ = nullptr;
+
+ private:
+  std::vector<std::unique_ptr<DeviceBuffer>> in_, out_, scratch_;
+};
+
+}  // namespace d500::cuda
