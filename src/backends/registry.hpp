@@ -44,6 +44,9 @@ struct BackendInfo {
   std::function<std::unique_ptr<GraphRunner>(const RunnerSpec&)> make_graph_runner{};
   // Optional plan-time check that this backend's own executor can run a graph ("" when so).
   std::function<std::string(const Graph&)> check_graph{};
+  // Its graph runner has optimizers of its own (GraphRunner::native_optimizer): training may
+  // take optimizer_impl = "native".
+  bool native_optimizer = false;
   // Level 0's GEMM in reduced precision (dtype tf32, bf16, fp16): only such a backend takes them.
   bool reduced_precision = false;
   // Level 0's collectives on this backend's own communication library (NCCL), made (untimed,

@@ -228,3 +228,53 @@ TEST_F(Gpu, NcclCollectivesFailAloneWithoutADeviceAndValidateWithOne) {
     }
   }
 }
+
+// LibTorch's own executor on the GPU (libtorch-cuda). Without a CUDA LibTorch (Debian's is
+// CPU-only) or a device, `d500 backends` says why, a point on it fails alone with the reason
+// while the same network on the CPU completes, and the job records why per rank; level 3 on it
+// is refused at plan time. With both, a network validates in inference and training against the
+// double reference, and training runs with LibTorch's optimizer and d500's.
+TEST_F(Gpu, LibTorchsExecutorOnTheGpuValidatesOrSaysWhyItCannotRun) {
+  const d500::BackendInfo* b = d500::find_backend("libtorch-cuda");
+  if (!b || !b->built) GTEST_SKIP() << "this build has no libtorch-cuda backend: " << (b ? b->not_built_reason : std::string("unknown"));
+  const std::string no_device = b->no_device();
+  Cmd refused = sh(d500_cmd("plan " + write("l3.toml", "[campaign]\nname = \"l3\"\n[fixed]\nworkload = \"distributed\"\n"
+                                                      "network = \"lenet5\"\nbackend = \"libtorch-cuda\"\n") +
+                            " -o " + (dir_ / "refused").string()));
+  EXPECT_NE(refused.code, 0);
+  EXPECT_NE(refused.out.find("l3.toml:6:"), std::string::npos) << refused.out;
+  EXPECT_NE(refused.out.find("does not run on backend 'libtorch-cuda'"), std::string::npos) << refused.out;
+  if (!no_device.empty()) {
+    Cmd list = sh(d500_cmd("backends"));
+    EXPECT_NE(list.out.find("built, no CUDA device: its points fail at setup on this host (" + no_device + ")"), std::string::npos) << list.out;
+    const auto rows = reported("[campaign]\nname = \"lt\"\nrepetitions = 3\nwarmups = 1\n[fixed]\nworkload = \"network\"\n"
+                               "network = \"lenet5\"\nbatch = 8\n[axes]\nbackend = [\"libtorch-cuda\", \"libtorch-native\"]\n");
+    ASSERT_EQ(rows.size(), 2u);
+    for (const auto& [id, row] : rows) {
+      SCOPED_TRACE(row.at("canonical"));
+      if (row.at("backend") == "libtorch-cuda") {
+        EXPECT_EQ(row.at("status"), "backend-failed");
+        EXPECT_NE(row.at("status_reason").find("libtorch-cuda: " + no_device), std::string::npos) << row.at("status_reason");
+      } else {
+        EXPECT_EQ(row.at("status"), "complete");
+      }
+    }
+    EXPECT_EQ(per_rank_strings(dir_ / "run" / "results" / "job-0000.h5", "env/devices"), std::vector<std::string>{"none: " + no_device});
+    return;
+  }
+  const auto rows = reported("[campaign]\nname = \"lt\"\nrepetitions = 5\nwarmups = 2\n[fixed]\nnetwork = \"lenet5\"\n"
+                             "backend = \"libtorch-cuda\"\nbatch = 32\ndataset = \"synthetic\"\nsynthetic_samples = 512\nsteps = 10\n"
+                             "eval_interval_steps = 0\neval_samples = 64\noptimizer = \"momentum\"\n[axes]\n"
+                             "workload = [\"network\", \"network\", \"train\", \"train\"]\npass = [\"inference\", \"training\", \"inference\", \"training\"]\n"
+                             "optimizer_impl = [\"reference\", \"native\", \"native\", \"reference\"]\n"
+                             "[[zip]]\naxes = [\"workload\", \"pass\", \"optimizer_impl\"]\n");
+  ASSERT_EQ(rows.size(), 4u);
+  for (const auto& [id, row] : rows) {
+    SCOPED_TRACE(row.at("canonical"));
+    EXPECT_EQ(row.at("status"), "complete") << row.at("status_reason");
+    EXPECT_EQ(row.at("validation_status"), "passed");
+  }
+  const auto devices = per_rank_strings(dir_ / "run" / "results" / "job-0000.h5", "env/devices");
+  ASSERT_EQ(devices.size(), 1u);
+  EXPECT_EQ(devices[0].rfind("cuda:0 of ", 0), 0u) << devices[0];
+}

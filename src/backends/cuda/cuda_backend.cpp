@@ -22,6 +22,7 @@
 #include "backends/cuda/half.hpp"
 #include "backends/registry.hpp"
 #include "common/error.hpp"
+#include "common/node_rank.hpp"
 
 namespace d500 {
 
@@ -45,11 +46,7 @@ Devices visible_devices() {
 
 std::string no_device_reason() { return visible_devices().why_none; }
 
-int local_rank() {
-  for (const char* v : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID", "PMIX_LOCAL_RANK"})
-    if (const char* s = std::getenv(v); s && *s) return std::atoi(s);
-  return 0;
-}
+int local_rank() { return node_local_rank(); }
 
 void use_rank_device() {
   const Devices d = visible_devices();

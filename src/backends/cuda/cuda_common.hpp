@@ -28,8 +28,7 @@ Devices visible_devices();
 // "" when a device is visible, else why none is (BackendInfo::no_device of cuda and nccl).
 std::string no_device_reason();
 
-// The rank's index among the ranks of its node, from the launcher's environment (Open MPI,
-// MPICH/Hydra, Slurm's srun, PMIx); 0 when none says.
+// The rank's index among the ranks of its node (common/node_rank.hpp).
 int local_rank();
 
 // Selects this rank's device (local rank modulo the visible devices), or throws saying why there

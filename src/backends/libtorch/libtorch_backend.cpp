@@ -29,7 +29,7 @@ std::string libtorch_version() {
   auto at_line = info.find("ATen parallel backend: ");
   if (at_line != std::string::npos) backend = info.substr(at_line + 23, info.find('\n', at_line) - at_line - 23);
   return "LibTorch " + std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR) + "." +
-         std::to_string(TORCH_VERSION_PATCH) + " (CPU, " + backend + ")";
+         std::to_string(TORCH_VERSION_PATCH) + (at::hasCUDA() ? " (CUDA and CPU, " : " (CPU, ") + backend + ")";
 }
 
 // ATen's intra-op threads, and those of the BLAS it calls for matrix products: Debian's LibTorch
@@ -228,7 +228,21 @@ void register_backend_libtorch_native(BackendRegistry& r) {
          .description = "LibTorch executing whole networks itself: its operators and its autograd (level 1)",
          .version = libtorch_version,
          .make_graph_runner = make_libtorch_native_runner,
-         .check_graph = libtorch_native_check});
+         .check_graph = libtorch_native_check,
+         .native_optimizer = true});
+}
+
+void register_backend_libtorch_cuda(BackendRegistry& r) {
+  r.add({.name = "libtorch-cuda",
+         .description = "libtorch-native on the GPU: LibTorch's operators and autograd on one device per rank (by local rank), "
+                        "each pass ending with a wait for the device (levels 1 and 2)",
+         .version = libtorch_version,
+         .make_graph_runner = make_libtorch_cuda_runner,
+         .check_graph = libtorch_native_check,
+         .native_optimizer = true,
+         .no_device = libtorch_cuda_no_device,
+         .rank_device = libtorch_cuda_rank_device,
+         .device_facts = [] { return std::vector<std::pair<std::string, std::string>>{}; }});
 }
 
 }  // namespace d500

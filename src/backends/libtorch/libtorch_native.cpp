@@ -7,7 +7,9 @@
 // native optimizers are torch::optim's, over the same leaf tensors.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <ATen/detail/CUDAHooksInterface.h>
 #include <c10/core/GradMode.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/optim.h>
 #include <torch/serialize.h>
 
@@ -20,6 +22,7 @@
 #include "backends/libtorch/libtorch_backend.hpp"
 #include "backends/optimizer.hpp"
 #include "common/error.hpp"
+#include "common/node_rank.hpp"
 
 namespace d500 {
 namespace {
@@ -308,10 +311,19 @@ std::string untranslatable(const Node& n, const Graph& g) {
   return "";
 }
 
+// Waits until the work queued on the device's current stream is done: a timed call on a GPU
+// returns when its results are there, as on the CPU. Through c10's device interface, so that it
+// compiles against a LibTorch without CUDA (where no device is ever CUDA).
+void synchronize(const at::Device& d) {
+  if (!d.is_cuda()) return;
+  const c10::impl::DeviceGuardImplInterface* impl = c10::impl::getDeviceGuardImpl(d.type());
+  impl->synchronizeStream(impl->getStream(d));
+}
+
 // torch::optim's optimizer for an OptimizerSpec (d500's names mapped to LibTorch's options).
 class TorchOptimizer final : public Optimizer {
  public:
-  TorchOptimizer(const OptimizerSpec& s, std::vector<at::Tensor> params) : s_(s) {
+  TorchOptimizer(const OptimizerSpec& s, std::vector<at::Tensor> params, at::Device device) : s_(s), device_(device) {
     if (const std::string why = check_optimizer(s); !why.empty()) throw Error(why);
     namespace o = torch::optim;
     const std::string& n = s.name;
@@ -329,6 +341,7 @@ class TorchOptimizer final : public Optimizer {
   void step(double lr) override {
     for (auto& group : opt_->param_groups()) group.options().set_lr(lr);
     opt_->step();
+    synchronize(device_);
   }
   std::string describe() const override { return "LibTorch's torch::optim: " + describe_optimizer(s_); }
   std::vector<std::byte> save() const override {
@@ -353,12 +366,19 @@ class TorchOptimizer final : public Optimizer {
 
  private:
   OptimizerSpec s_;
+  at::Device device_;
   std::unique_ptr<torch::optim::Optimizer> opt_;
 };
 
+// On a GPU (libtorch-cuda) the graph's constants and the weights live on the device, the inputs
+// are copied there when d500 writes them (construction, inputs_changed(): untimed, or the data
+// phase of a training step), and forward(), backward() and the native optimizer's step end with
+// a wait for the device. d500's side of the weights and gradients (parameter(),
+// parameter_gradient(): checkpoints, hashes, d500's own optimizers) are host copies, made when
+// asked for; parameters_changed() copies back those handed out since the last forward pass.
 class NativeRunner final : public GraphRunner {
  public:
-  explicit NativeRunner(const RunnerSpec& s) : s_(s), g_(*s.graph) {
+  NativeRunner(const RunnerSpec& s, at::Device device) : s_(s), g_(*s.graph), device_(device) {
     at::set_num_threads(s.threads);
     openblas_threads(s.threads);
     if (const std::string why = libtorch_native_check(g_); !why.empty()) throw Error(why);
@@ -368,7 +388,7 @@ class NativeRunner final : public GraphRunner {
       const TensorInfo& info = g_.info(t);
       at::Tensor c = at::empty(info.shape, at::TensorOptions().dtype(scalar_type(info.dtype)));
       if (!bytes.empty()) std::memcpy(c.data_ptr(), bytes.data(), bytes.size());
-      values_[static_cast<std::size_t>(t)] = c;
+      values_[static_cast<std::size_t>(t)] = device_.is_cuda() ? c.to(device_) : c;
     }
     for (int p : s.params) values_[static_cast<std::size_t>(p)].requires_grad_(true);
     for (std::size_t k = 0; k < g_.inputs.size(); ++k) {
@@ -378,13 +398,29 @@ class NativeRunner final : public GraphRunner {
         slices_.push_back(at::from_blob(const_cast<std::byte*>(static_cast<const std::byte*>(s.inputs[k])) + static_cast<std::size_t>(m) * bytes,
                                         info.shape, at::TensorOptions().dtype(scalar_type(info.dtype))));
     }
+    if (device_.is_cuda()) {
+      for (const auto& h : slices_) device_slices_.push_back(h.to(device_));
+      for (int p : s.params) {
+        host_params_.push_back(at::empty(g_.info(p).shape, at::TensorOptions().dtype(at::kFloat)));
+        host_grads_.push_back(at::empty(g_.info(p).shape, at::TensorOptions().dtype(at::kFloat)));
+      }
+      handed_out_.assign(s.params.size(), false);
+      synchronize(device_);
+    }
+  }
+
+  void inputs_changed() override {
+    for (std::size_t i = 0; i < device_slices_.size(); ++i) device_slices_[i].copy_(slices_[i]);
+    synchronize(device_);
   }
 
   void forward(int micro) override {
     c10::AutoGradMode grad(s_.training);
+    std::fill(handed_out_.begin(), handed_out_.end(), false);  // host copies handed out earlier are stale from here on
     const int micros = std::max(1, s_.micro_batches);
+    const Tensors& inputs = device_.is_cuda() ? device_slices_ : slices_;
     for (std::size_t k = 0; k < g_.inputs.size(); ++k)
-      values_[static_cast<std::size_t>(g_.inputs[k])] = slices_[k * static_cast<std::size_t>(micros) + static_cast<std::size_t>(micro)];
+      values_[static_cast<std::size_t>(g_.inputs[k])] = inputs[k * static_cast<std::size_t>(micros) + static_cast<std::size_t>(micro)];
     Tensors in;
     for (const auto& n : g_.nodes) {
       in.clear();
@@ -393,6 +429,7 @@ class NativeRunner final : public GraphRunner {
       for (std::size_t j = 0; j < n.out.size() && j < out.size(); ++j)
         if (n.out[j] >= 0) values_[static_cast<std::size_t>(n.out[j])] = out[j];
     }
+    synchronize(device_);
   }
 
   void backward(int micro) override {
@@ -401,6 +438,7 @@ class NativeRunner final : public GraphRunner {
       for (int p : s_.params) values_[static_cast<std::size_t>(p)].mutable_grad().reset();
     at::Tensor& loss = values_[static_cast<std::size_t>(s_.loss)];
     loss.backward(at::full({}, 1.0 / micros, loss.options()));
+    synchronize(device_);
   }
 
   std::vector<double> output(std::size_t i) override { return to_doubles(values_[static_cast<std::size_t>(g_.outputs.at(i))]); }
@@ -409,39 +447,82 @@ class NativeRunner final : public GraphRunner {
     if (!g.defined()) return std::vector<double>(static_cast<std::size_t>(numel(g_.info(s_.params[k]).shape)), 0.0);
     return to_doubles(g);
   }
-  float* parameter(std::size_t k) override { return values_[static_cast<std::size_t>(s_.params.at(k))].data_ptr<float>(); }
+  float* parameter(std::size_t k) override {
+    at::Tensor& p = values_[static_cast<std::size_t>(s_.params.at(k))];
+    if (!device_.is_cuda()) return p.data_ptr<float>();
+    host_params_[k].copy_(p.detach());
+    handed_out_[k] = true;
+    return host_params_[k].data_ptr<float>();
+  }
   const float* parameter_gradient(std::size_t k) override {
     const at::Tensor& g = values_[static_cast<std::size_t>(s_.params.at(k))].grad();
-    return g.defined() ? g.data_ptr<float>() : nullptr;
+    if (!g.defined()) return nullptr;
+    if (!device_.is_cuda()) return g.data_ptr<float>();
+    host_grads_[k].copy_(g);
+    return host_grads_[k].data_ptr<float>();
+  }
+  void parameters_changed() override {
+    if (!device_.is_cuda()) return;
+    c10::NoGradGuard no_grad;
+    for (std::size_t k = 0; k < handed_out_.size(); ++k)
+      if (handed_out_[k]) values_[static_cast<std::size_t>(s_.params[k])].copy_(host_params_[k]);
+    std::fill(handed_out_.begin(), handed_out_.end(), false);
+    synchronize(device_);
   }
   std::unique_ptr<Optimizer> native_optimizer(const OptimizerSpec& spec) override {
     std::vector<at::Tensor> params;
     for (int p : s_.params) params.push_back(values_[static_cast<std::size_t>(p)]);
     try {
-      return std::make_unique<TorchOptimizer>(spec, std::move(params));
+      return std::make_unique<TorchOptimizer>(spec, std::move(params), device_);
     } catch (const c10::Error& e) {
       throw Error(std::string("LibTorch: ") + e.what_without_backtrace());
     }
   }
   std::string describe() const override {
-    return "LibTorch's own executor: " + std::to_string(g_.nodes.size()) + " ATen calls per pass" + (s_.training ? ", autograd for the backward pass" : "");
+    return "LibTorch's own executor: " + std::to_string(g_.nodes.size()) + " ATen calls per pass" + (s_.training ? ", autograd for the backward pass" : "") +
+           (device_.is_cuda() ? "; on " + device_.str() + ", each pass ending with a wait for the device" : "");
   }
 
  private:
   static std::vector<double> to_doubles(const at::Tensor& t) {
-    const at::Tensor d = t.detach().to(at::kDouble).contiguous();
+    const at::Tensor d = t.detach().to(at::kCPU).to(at::kDouble).contiguous();
     return std::vector<double>(d.data_ptr<double>(), d.data_ptr<double>() + d.numel());
   }
   RunnerSpec s_;
   const Graph& g_;
-  Tensors values_, slices_;
+  at::Device device_;
+  Tensors values_, slices_, device_slices_;
+  Tensors host_params_, host_grads_;  // d500's host copies on a GPU
+  std::vector<bool> handed_out_;
 };
 
 }  // namespace
 
 std::unique_ptr<GraphRunner> make_libtorch_native_runner(const RunnerSpec& s) {
   try {
-    return std::make_unique<NativeRunner>(s);
+    return std::make_unique<NativeRunner>(s, at::Device(at::kCPU));
+  } catch (const c10::Error& e) {
+    throw Error(std::string("LibTorch: ") + e.what_without_backtrace());
+  }
+}
+
+std::string libtorch_cuda_no_device() {
+  if (!at::hasCUDA()) return "this LibTorch was built without CUDA (Debian's is CPU-only; see the README for building against PyTorch's)";
+  const int n = at::detail::getCUDAHooks().getNumGPUs();
+  return n > 0 ? "" : "LibTorch sees no CUDA device";
+}
+
+std::string libtorch_cuda_rank_device() {
+  if (const std::string why = libtorch_cuda_no_device(); !why.empty()) return "none: " + why;
+  const int n = at::detail::getCUDAHooks().getNumGPUs();
+  return "cuda:" + std::to_string(node_local_rank() % n) + " of " + std::to_string(n) + " (as LibTorch numbers them)";
+}
+
+std::unique_ptr<GraphRunner> make_libtorch_cuda_runner(const RunnerSpec& s) {
+  if (const std::string why = libtorch_cuda_no_device(); !why.empty()) throw Error("libtorch-cuda: " + why);
+  const int n = at::detail::getCUDAHooks().getNumGPUs();
+  try {
+    return std::make_unique<NativeRunner>(s, at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(node_local_rank() % n)));
   } catch (const c10::Error& e) {
     throw Error(std::string("LibTorch: ") + e.what_without_backtrace());
   }

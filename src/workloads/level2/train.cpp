@@ -631,8 +631,13 @@ std::string train_check(const Params& p) {
   if (!why.empty()) return why;
   const TrainPoint pt(p);
   const std::string& backend = param<std::string>(p, "backend");
-  if (pt.optimizer_impl == "native" && backend != "libtorch-native")
-    return "optimizer_impl = \"native\" needs a backend with optimizers of its own: libtorch-native (backend here: " + backend + ")";
+  const BackendInfo* b = find_backend(backend);
+  if (pt.optimizer_impl == "native" && !(b && b->native_optimizer)) {
+    std::vector<std::string> with;
+    for (const auto& o : all_backends())
+      if (o.native_optimizer) with.push_back(o.name);
+    return "optimizer_impl = \"native\" needs a backend with optimizers of its own: " + join(with, ", ") + " (backend here: " + backend + ")";
+  }
   if (pt.steps <= 0 && pt.epochs <= 0 && !(pt.budget_s > 0))
     return "training needs an end: steps, epochs or time_budget";
   if (pt.target < 0 || pt.target > 1) return "target_accuracy is a fraction in (0, 1] (0: none)";
@@ -801,6 +806,9 @@ void register_train(WorkloadRegistry& r) {
 
   // Level 3: the same training, data-parallel over the ranks through a scheme.
   WorkloadInfo d = w;
+  // Not on a GPU yet: the schemes exchange host buffers over MPI (NCCL inside them is not built).
+  for (const auto& b : all_backends())
+    if (b.no_device) d.backends.erase(b.name);
   d.name = "distributed";
   d.level = 3;
   d.description = "data-parallel training over the ranks by a scheme (allreduce, overlapped buckets, parameter servers, model averaging, "
