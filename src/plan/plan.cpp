@@ -541,6 +541,7 @@ Plan make_plan(const Campaign& campaign, const WorkloadRegistry& reg, const Plan
   const int cpus = opt.host_cpus > 0 ? opt.host_cpus : host_cpus();
   std::int64_t largest_per_node = -1;
   std::set<std::pair<std::int64_t, std::int64_t>> threads_said;  // (ranks per node, threads) already warned of
+  std::set<std::string> gpus_said;                                // backends whose GPU request was warned of
   // Refusals found while expanding, thrown afterwards in the order of the checks.
   std::optional<Error> nodes_refusal, memory_refusal;
 
@@ -621,6 +622,29 @@ Plan make_plan(const Campaign& campaign, const WorkloadRegistry& reg, const Plan
                            std::to_string(c.slurm.cpus_per_task) + " CPUs per rank";
       plan.warnings.push_back("threads oversubscribed: " + w + " (e.g. point " + p.canonical +
                               "): its timings will measure threads sharing cores; the worker flags such points");
+    }
+    // GPUs: a point on a device backend wants one GPU per rank of its node; a Slurm job gets
+    // them only if it asks (gres), and a node's GPUs are shared by its ranks otherwise.
+    if (plan.tmpl.launcher == "slurm") {
+      const std::string backend = std::get<std::string>(res.params.at("backend"));
+      const BackendInfo* b = find_backend(backend);
+      if (b && b->no_device && !gpus_said.count(backend)) {
+        std::int64_t asked = -1;  // GPUs per node the gres asks for; -1: none
+        for (const auto& g : split(c.slurm.gres, ','))
+          if (g.rfind("gpu", 0) == 0) {
+            const auto colon = g.rfind(':');
+            asked = colon == std::string::npos ? 1 : std::atoll(g.c_str() + colon + 1);
+          }
+        const std::string eg = " (e.g. point " + p.canonical + ")";
+        if (asked < 0)
+          plan.warnings.push_back("point(s) on backend " + backend + " run on a GPU, but [slurm] asks for none: set gres = \"gpu:" +
+                                  std::to_string(rpn) + "\" (one per rank), or their jobs may land where there is none" + eg);
+        else if (asked < rpn)
+          plan.warnings.push_back("point(s) on backend " + backend + " run " + std::to_string(rpn) + " ranks per node on " +
+                                  std::to_string(asked) + " GPU(s) (gres = \"" + c.slurm.gres + "\"): ranks will share a GPU" +
+                                  (backend == "nccl" ? ", which NCCL refuses" : ", and time each other's work") + eg);
+        if (asked < rpn) gpus_said.insert(backend);
+      }
     }
     params_text.clear();
     append_toml_params(params_text, res.params);

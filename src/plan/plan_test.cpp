@@ -470,6 +470,25 @@ TEST(PlanResources, NamesThatAreDirectoriesAreRefusedAndARefusalLeavesNothing) {
   fs::remove_all(base);
 }
 
+// A point on a GPU backend in a Slurm job that asks for no GPU, or for fewer than its ranks per
+// node, is warned of once per backend; enough GPUs, or a CPU backend, say nothing.
+TEST(PlanResources, GpuPointsInSlurmJobsWithoutAGpuPerRankAreWarned) {
+  const BackendInfo* cuda = find_backend("cuda");
+  if (!cuda || !cuda->built) GTEST_SKIP() << "this build has no cuda backend: " << (cuda ? cuda->not_built_reason : "unknown");
+  const std::string head = "[campaign]\nname = \"s\"\ntemplate = \"slurm\"\n[slurm]\ntime_limit = 10\n";
+  const std::string points = "[fixed]\nworkload = \"gemm\"\nranks_per_node = 2\n[axes]\nbackend = [\"cuda\", \"blas\"]\nn = [8, 16]\n";
+  Plan none = plan_of(head + points);
+  ASSERT_EQ(none.warnings.size(), 1u);
+  EXPECT_NE(none.warnings[0].find("on backend cuda run on a GPU, but [slurm] asks for none: set gres = \"gpu:2\""), std::string::npos)
+      << none.warnings[0];
+  Plan shared = plan_of(head + "gres = \"gpu:1\"\n" + points);
+  ASSERT_EQ(shared.warnings.size(), 1u);
+  EXPECT_NE(shared.warnings[0].find("run 2 ranks per node on 1 GPU(s) (gres = \"gpu:1\"): ranks will share a GPU"), std::string::npos)
+      << shared.warnings[0];
+  EXPECT_TRUE(plan_of(head + "gres = \"gpu:a100:2\"\n" + points).warnings.empty());
+  EXPECT_TRUE(plan_of(head + "[fixed]\nworkload = \"gemm\"\nbackend = \"blas\"\nn = 8\n").warnings.empty());
+}
+
 // Issue 18: hostile paths and template names.
 namespace {
 const std::string kSlurmAll =
