@@ -6,7 +6,10 @@
 // repetitions is MPI's, as for the MPI collectives. The result is copied back in finish().
 #include <nccl.h>
 
+#include <cstdio>
+#include <cstring>
 #include <string>
+#include <vector>
 
 #include "backends/cuda/cuda_common.hpp"
 #include "backends/registry.hpp"
@@ -30,6 +33,9 @@ std::string nccl_version() {
 class NcclCollective final : public CollectiveKernel {
  public:
   explicit NcclCollective(CollectiveProblem& p) : p_(p) {
+    agree_on_devices(p);
+    timer_ = std::make_unique<cuda::DeviceTimer>();  // before the communicator: selects the device
+    memory_ = std::make_unique<cuda::DeviceMemoryUse>();  // from before the communicator (NCCL's buffers count)
     ncclUniqueId id{};
     if (p.rank == 0) nccl_check(ncclGetUniqueId(&id), "ncclGetUniqueId");
     mpi_check(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, p.comm), "MPI_Bcast", "NCCL's unique id");
@@ -51,13 +57,13 @@ class NcclCollective final : public CollectiveKernel {
     void* out = recv_->get();
     const std::size_t n = p_.count;
     ncclResult_t r = ncclSuccess;
-    timer_.timed([&] {
+    timer_->timed([&] {
       switch (p_.kind) {
-        case CollectiveKind::Allreduce: r = ncclAllReduce(in, out, n, ncclFloat, ncclSum, comm_, timer_.stream()); break;
-        case CollectiveKind::Allgather: r = ncclAllGather(in, out, n, ncclFloat, comm_, timer_.stream()); break;
-        case CollectiveKind::Broadcast: r = ncclBroadcast(out, out, n, ncclFloat, 0, comm_, timer_.stream()); break;
+        case CollectiveKind::Allreduce: r = ncclAllReduce(in, out, n, ncclFloat, ncclSum, comm_, timer_->stream()); break;
+        case CollectiveKind::Allgather: r = ncclAllGather(in, out, n, ncclFloat, comm_, timer_->stream()); break;
+        case CollectiveKind::Broadcast: r = ncclBroadcast(out, out, n, ncclFloat, 0, comm_, timer_->stream()); break;
         case CollectiveKind::ReduceScatter:
-          r = ncclReduceScatter(in, out, n / static_cast<std::size_t>(p_.size), ncclFloat, ncclSum, comm_, timer_.stream());
+          r = ncclReduceScatter(in, out, n / static_cast<std::size_t>(p_.size), ncclFloat, ncclSum, comm_, timer_->stream());
           break;
       }
     });
@@ -65,17 +71,43 @@ class NcclCollective final : public CollectiveKernel {
   }
 
   void finish() override { recv_->download(p_.recv->data(), p_.recv->size() * sizeof(float)); }
-  std::int64_t device_ns() const override { return timer_.ns(); }
-  std::int64_t device_memory_bytes() const override { return memory_.peak(); }
+  std::int64_t device_ns() const override { return timer_->ns(); }
+  std::int64_t device_memory_bytes() const override { return memory_->peak(); }
   std::vector<std::pair<std::string, Value>> facts() const override {
     return {{"nccl.method", std::string("NCCL on one GPU per rank (by local rank), float32 sum; the unique id shared by MPI_Bcast; "
                                         "NCCL's own choice of algorithm and protocol (NCCL_ALGO, NCCL_PROTO as the environment sets them)")}};
   }
 
  private:
+  // Every rank needs a device of its own before any joins NCCL: a rank without one, or two ranks
+  // on one GPU (which NCCL refuses), would leave the others waiting in the id's broadcast or in
+  // ncclCommInitRank. The ranks agree first, and all fail together, saying why.
+  static void agree_on_devices(const CollectiveProblem& p) {
+    const cuda::Devices d = cuda::visible_devices();
+    int mine = d.count > 0 ? 1 : 0, all = 0;
+    mpi_check(MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, p.comm), "MPI_Allreduce", "NCCL's device check");
+    if (!all)
+      throw Error(mine ? "nccl: another rank of the job has no CUDA device; NCCL needs one GPU per rank"
+                       : "nccl: no CUDA device on this host (" + d.why_none + ")");
+    constexpr int kLen = 320;
+    char here[kLen] = {0}, bus[32] = {0};
+    int name_len = 0;
+    mpi_check(MPI_Get_processor_name(here, &name_len), "MPI_Get_processor_name", "NCCL's device check");
+    cuda::check(cudaDeviceGetPCIBusId(bus, sizeof bus, cuda::local_rank() % d.count), "cudaDeviceGetPCIBusId");
+    std::snprintf(here + name_len, static_cast<std::size_t>(kLen - name_len), " %s", bus);
+    std::vector<char> every(static_cast<std::size_t>(kLen) * static_cast<std::size_t>(p.size));
+    mpi_check(MPI_Allgather(here, kLen, MPI_CHAR, every.data(), kLen, MPI_CHAR, p.comm), "MPI_Allgather", "NCCL's device check");
+    for (int a = 0; a < p.size; ++a)
+      for (int b = a + 1; b < p.size; ++b)
+        if (std::strncmp(&every[static_cast<std::size_t>(a) * kLen], &every[static_cast<std::size_t>(b) * kLen], kLen) == 0)
+          throw Error("nccl: ranks " + std::to_string(a) + " and " + std::to_string(b) + " would share the GPU at " +
+                      std::string(&every[static_cast<std::size_t>(a) * kLen]) +
+                      ": NCCL needs one GPU per rank (no more ranks per node than the node's GPUs; under Slurm, gres = \"gpu:<ranks per node>\")");
+  }
+
   CollectiveProblem& p_;
-  cuda::DeviceTimer timer_;  // before the communicator: selects the device
-  cuda::DeviceMemoryUse memory_;  // from before the communicator (NCCL's buffers count)
+  std::unique_ptr<cuda::DeviceTimer> timer_;
+  std::unique_ptr<cuda::DeviceMemoryUse> memory_;
   ncclComm_t comm_ = nullptr;
   std::unique_ptr<cuda::DeviceBuffer> send_, recv_;
 };
