@@ -24,7 +24,7 @@ reps=${1:-50} batch=${2:-32}
 work=${D500_BENCH_KEEP:-$(mktemp -d)}
 mkdir -p "$work"
 [ -n "${D500_BENCH_KEEP:-}" ] || trap 'rm -rf "$work"' EXIT
-"$d500" backends | grep -A1 '^  cuda:' | grep -q 'no CUDA device' && { "$d500" backends | grep -A1 '^  cuda:'; exit 1; }
+"$d500" backends | grep -A3 '^  cuda:' | grep -q 'built, no CUDA device' && { "$d500" backends | grep -A3 '^  cuda:'; exit 1; }
 head="[campaign]
 name = \"gpu-yardsticks\"
 repetitions = $reps
