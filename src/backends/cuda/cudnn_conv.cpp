@@ -7,6 +7,7 @@
 // device model, so every rank of a job records the same one (its name and workspace are the
 // point's cudnn.* attributes). Timing as every cuda kernel (cuda_common.hpp). The shared cuDNN
 // pieces (the checked call, tensor descriptors, CudnnKernel) are defined here too.
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,8 @@ void cudnn_check(cudnnStatus_t s, const char* call) {
 }
 
 TensorDesc::TensorDesc(std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w) {
+  for (const std::int64_t d : {n, c, h, w})
+    if (d > std::numeric_limits<int>::max()) throw Error("cuda: a tensor dimension of " + std::to_string(d) + " is beyond cuDNN's int");
   cudnn_check(cudnnCreateTensorDescriptor(&d_), "cudnnCreateTensorDescriptor");
   cudnn_check(cudnnSetTensor4dDescriptor(d_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, static_cast<int>(n), static_cast<int>(c),
                                          static_cast<int>(h), static_cast<int>(w)),
@@ -37,7 +40,13 @@ CudnnKernel::CudnnKernel(OpProblem& p) : p_(p) {
     in_.push_back(std::make_unique<DeviceBuffer>(t.data.size() * sizeof(float)));
     in_.back()->upload(t.data.data(), t.data.size() * sizeof(float));
   }
-  for (const auto& t : p.out) out_.push_back(std::make_unique<DeviceBuffer>(t.data.size() * sizeof(float)));
+  // Outputs start as zeros, never as whatever the allocation held: cuDNN blends some of them
+  // into their old values (batch normalisation's running statistics, with a factor of 1: 0 x NaN
+  // would still be NaN).
+  for (const auto& t : p.out) {
+    out_.push_back(std::make_unique<DeviceBuffer>(t.data.size() * sizeof(float)));
+    check(cudaMemset(out_.back()->get(), 0, t.data.size() * sizeof(float)), "cudaMemset");
+  }
 }
 
 CudnnKernel::~CudnnKernel() {

@@ -7,7 +7,6 @@
 // native optimizers are torch::optim's, over the same leaf tensors.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
-#include <ATen/detail/CUDAHooksInterface.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/optim.h>
@@ -506,21 +505,25 @@ std::unique_ptr<GraphRunner> make_libtorch_native_runner(const RunnerSpec& s) {
   }
 }
 
+namespace {
+// The CUDA devices LibTorch sees (0 without CUDA in this LibTorch).
+int cuda_devices() { return at::hasCUDA() ? static_cast<int>(c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->deviceCount()) : 0; }
+}  // namespace
+
 std::string libtorch_cuda_no_device() {
   if (!at::hasCUDA()) return "this LibTorch was built without CUDA (Debian's is CPU-only; see the README for building against PyTorch's)";
-  const int n = at::detail::getCUDAHooks().getNumGPUs();
-  return n > 0 ? "" : "LibTorch sees no CUDA device";
+  return cuda_devices() > 0 ? "" : "LibTorch sees no CUDA device";
 }
 
 std::string libtorch_cuda_rank_device() {
   if (const std::string why = libtorch_cuda_no_device(); !why.empty()) return "none: " + why;
-  const int n = at::detail::getCUDAHooks().getNumGPUs();
+  const int n = cuda_devices();
   return "cuda:" + std::to_string(node_local_rank() % n) + " of " + std::to_string(n) + " (as LibTorch numbers them)";
 }
 
 std::unique_ptr<GraphRunner> make_libtorch_cuda_runner(const RunnerSpec& s) {
   if (const std::string why = libtorch_cuda_no_device(); !why.empty()) throw Error("libtorch-cuda: " + why);
-  const int n = at::detail::getCUDAHooks().getNumGPUs();
+  const int n = cuda_devices();
   try {
     return std::make_unique<NativeRunner>(s, at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(node_local_rank() % n)));
   } catch (const c10::Error& e) {
