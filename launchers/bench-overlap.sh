@@ -9,7 +9,8 @@
 # table: both step medians, the speedup with its BCa interval and the share of the plain
 # scheme's communication + wait that overlapping hid, with its bootstrap interval. On a machine
 # with fewer cores than 4 ranks, the 4-rank points are oversubscribed (the report flags them).
-# Needs a built d500 (launchers/build.sh); keeps the run in $D500_BENCH_KEEP if set.
+# D500_BACKEND picks the executor (default: d500's on oneDNN, else the reference). Needs a built
+# d500 (launchers/build.sh); keeps the run in $D500_BENCH_KEEP if set.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 d500=${D500:-$root/build/d500}
@@ -19,6 +20,7 @@ mkdir -p "$work"
 [ -n "${D500_BENCH_KEEP:-}" ] || trap 'rm -rf "$work"' EXIT
 backend=reference
 "$d500" backends 2>/dev/null | grep -q '^  onednn:' && backend=onednn
+backend=${D500_BACKEND:-$backend}  # e.g. libtorch-native: LibTorch's own executor, overlapped through autograd's hooks
 bucket_list=$(printf '%s, ' $buckets)
 cat > "$work/c.toml" <<TOML
 [campaign]

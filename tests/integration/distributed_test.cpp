@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "backends/registry.hpp"
 #include "helpers.hpp"
 #include "training/data.hpp"
 
@@ -358,4 +359,47 @@ TEST_F(Distributed, TheVolumeD500CountsIsWhatAPmpiLayerSeesEachSchemeHandToMpi) 
     H5Gclose(g);
   }
   H5Fclose(f);
+}
+
+// LibTorch's own executor overlaps too: hooks after its autograd's gradient accumulators start
+// the buckets inside backward (a step's first communication row begins before its backward row
+// ends), and on 2 workers the overlapped scheme's curve is the plain one's bit for bit (each
+// element's sum of two is the same however the buffer is cut into buckets).
+TEST_F(Distributed, LibTorchsAutogradStartsTheBucketsDuringBackwardOnThePlainCurve) {
+  const d500::BackendInfo* b = d500::find_backend("libtorch-native");
+  if (!b || !b->built) GTEST_SKIP() << "this build has no libtorch-native backend: " << (b ? b->not_built_reason : "unknown");
+  const fs::path run = planned(kHead + "[fixed]\nworkload = \"distributed\"\nnetwork = \"lenet5\"\nbackend = \"libtorch-native\"\n" + data_lines() +
+                               "batch = 16\nsteps = 22\neval_interval_steps = 10\neval_samples = 200\noptimizer = \"momentum\"\nlr = 0.02\n"
+                               "checkpoint_interval = 0\nseed = 5\nranks_per_node = 2\nbucket_bytes = 16384\nhash_interval_steps = 5\n"
+                               "[axes]\nscheme = [\"allreduce\", \"allreduce-overlap\"]\n");
+  const hid_t f = ran_and_checked(run);
+  ASSERT_GE(f, 0);
+  each_validated_point(f, 2, [&](hid_t g, const std::string& id, const std::string& canonical) {
+    if (scheme_of(canonical) != "allreduce-overlap") return;
+    EXPECT_NE(attr_string(g, "dist.overlap").find("during backward"), std::string::npos) << attr_string(g, "dist.overlap");
+    std::map<std::pair<int, int>, std::pair<long long, long long>> step;  // (rank, rep) -> (backward end, first comm start)
+    for (const auto& s : read_samples(f, id)) {
+      if (s.warmup) continue;
+      auto& v = step[{s.rank, s.rep}];
+      if (s.phase == 3) v.first = s.end_ns;
+      if (s.phase == 5 && (v.second == 0 || s.start_ns < v.second)) v.second = s.start_ns;
+    }
+    int in_backward = 0;
+    for (const auto& [k, v] : step) in_backward += v.second > 0 && v.second < v.first;
+    EXPECT_EQ(in_backward, 2 * 20) << "every timed step of both ranks starts a bucket inside backward";
+  });
+  H5Fclose(f);
+  Cmd c = sh(curves_py(run / "results"));
+  ASSERT_EQ(c.code, 0) << c.out;
+  std::map<std::string, std::string> curve;
+  std::istringstream lines(c.out);
+  for (std::string line; std::getline(lines, line);)
+    if (const auto bar = line.find(" | "); bar != std::string::npos) {
+      std::string workload, scheme;
+      std::istringstream(line) >> workload >> scheme;  // "workload scheme servers ranks | curve"
+      curve[scheme] = line.substr(bar + 3);
+    }
+  ASSERT_EQ(curve.size(), 2u) << c.out;
+  EXPECT_NE(curve.at("allreduce").find("20:"), std::string::npos) << curve.at("allreduce");
+  EXPECT_EQ(curve.at("allreduce-overlap"), curve.at("allreduce"));
 }

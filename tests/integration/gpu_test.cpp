@@ -57,22 +57,13 @@ class Gpu : public ScratchDirTest {
   }
   // Each of the `points` points of `f`: complete, validated, with `device_rows` device durations
   // (warm-ups and repetitions); then the test's own checks of it.
-  static void each_validated_point(hid_t f, std::size_t points, int device_rows,
-                                   const std::function<void(hid_t, const std::string& canonical)>& more) {
-    const auto ids = point_ids(f);
-    ASSERT_EQ(ids.size(), points);
-    for (const auto& id : ids) {
-      hid_t g = H5Gopen2(f, ("points/" + id).c_str(), H5P_DEFAULT);
-      const std::string canonical = attr_string(g, "canonical");
-      SCOPED_TRACE(canonical);
-      EXPECT_EQ(attr_string(g, "status"), "complete");
-      EXPECT_EQ(attr_string(g, "validation_status"), "passed");
+  static void each_on_device(hid_t f, std::size_t points, int device_rows, const std::function<void(hid_t, const std::string& canonical)>& more) {
+    each_validated_point(f, points, [&](hid_t g, const std::string& id, const std::string& canonical) {
       int rows = 0;
       for (const auto& s : read_samples(f, id)) rows += s.phase == 9 && s.end_ns > s.start_ns;
       EXPECT_EQ(rows, device_rows);
       more(g, canonical);
-      H5Gclose(g);
-    }
+    });
   }
 };
 
@@ -127,14 +118,7 @@ TEST_F(Gpu, GemmInEveryDtypeValidatesAndEachRepetitionHasItsDeviceDuration) {
   const fs::path run = planned(kHead + "n = 1024\nbackend = \"cuda\"\n[axes]\ndtype = [\"fp32\", \"tf32\", \"bf16\", \"fp16\"]\n");
   const hid_t f = ran_and_checked(run);
   ASSERT_GE(f, 0);
-  const auto ids = point_ids(f);
-  ASSERT_EQ(ids.size(), 4u);
-  for (const auto& id : ids) {
-    hid_t g = H5Gopen2(f, ("points/" + id).c_str(), H5P_DEFAULT);
-    SCOPED_TRACE(attr_string(g, "canonical"));
-    EXPECT_EQ(attr_string(g, "status"), "complete");
-    EXPECT_EQ(attr_string(g, "validation_status"), "passed");
-    const std::string canonical = attr_string(g, "canonical");
+  each_validated_point(f, 4, [&](hid_t g, const std::string& id, const std::string& canonical) {
     const long long element = canonical.find("dtype=bf16") != std::string::npos || canonical.find("dtype=fp16") != std::string::npos ? 2 : 4;
     EXPECT_GE(attr_int(g, "device.peak_memory_bytes"), 3 * 1024 * 1024 * element) << "A, B and C on the device";
     std::map<int, std::pair<long long, long long>> rep;  // rep -> (op duration, device duration)
@@ -147,8 +131,7 @@ TEST_F(Gpu, GemmInEveryDtypeValidatesAndEachRepetitionHasItsDeviceDuration) {
       EXPECT_GT(v.second, 0) << "repetition " << k << " has no device duration";
       EXPECT_LE(v.second, v.first) << "repetition " << k << ": the device took longer than the host's launch and wait";
     }
-    H5Gclose(g);
-  }
+  });
   H5Fclose(f);
 }
 
@@ -161,7 +144,7 @@ TEST_F(Gpu, ConvolutionsInEveryPassValidateAndRecordTheAlgorithmCudnnChose) {
                                "shape = [\"resnet50/res2_3x3\", \"resnet50/res4_3x3_stride2\"]\n");
   const hid_t f = ran_and_checked(run);
   ASSERT_GE(f, 0);
-  each_validated_point(f, 6, 13, [](hid_t g, const std::string& canonical) {
+  each_on_device(f, 6, 13, [](hid_t g, const std::string& canonical) {
     const std::string pass = canonical.substr(canonical.find(" pass=") + 6, canonical.find(' ', canonical.find(" pass=") + 6) - canonical.find(" pass=") - 6);
     const std::string algorithm = attr_string(g, "cudnn.algorithm");
     EXPECT_EQ(algorithm.rfind(pass == "forward" ? "forward " : pass == "backward_data" ? "backward data " : "backward filter ", 0), 0u) << algorithm;
@@ -187,7 +170,7 @@ TEST_F(Gpu, EveryCudnnOperatorValidatesInEachPassAndRecordsTheDeviceMemoryItHeld
       "[[zip]]\naxes = [\"workload\", \"pass\", \"mode\"]\n");
   const hid_t f = ran_and_checked(run);
   ASSERT_GE(f, 0);
-  each_validated_point(f, 11, 12, [](hid_t g, const std::string& canonical) {
+  each_on_device(f, 11, 12, [](hid_t g, const std::string& canonical) {
     EXPECT_EQ(attr_string(g, "cudnn.choice").rfind("cudnn", 0), 0u) << attr_string(g, "cudnn.choice");
     const long long x_bytes = 4LL * 16 * 32 * (canonical.rfind("softmax:", 0) == 0 ? 1 : 28 * 28);
     EXPECT_GE(attr_int(g, "device.peak_memory_bytes"), x_bytes);

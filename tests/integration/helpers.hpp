@@ -225,6 +225,21 @@ inline std::vector<std::string> point_ids(hid_t file) {
   return ids;
 }
 
-
+// Each of the `points` points of a results file: complete and validated (traced by its canonical
+// text); then the test's own checks of its group.
+inline void each_validated_point(hid_t file, std::size_t points,
+                                 const std::function<void(hid_t group, const std::string& id, const std::string& canonical)>& more) {
+  const auto ids = point_ids(file);
+  ASSERT_EQ(ids.size(), points);
+  for (const auto& id : ids) {
+    hid_t g = H5Gopen2(file, ("points/" + id).c_str(), H5P_DEFAULT);
+    const std::string canonical = attr_string(g, "canonical");
+    SCOPED_TRACE(canonical);
+    EXPECT_EQ(attr_string(g, "status"), "complete");
+    EXPECT_EQ(attr_string(g, "validation_status"), "passed");
+    more(g, id, canonical);
+    H5Gclose(g);
+  }
+}
 
 }  // namespace d500test

@@ -9,6 +9,9 @@
 #include <ATen/Parallel.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
 #include <torch/optim.h>
 #include <torch/serialize.h>
 
@@ -436,8 +439,26 @@ class NativeRunner final : public GraphRunner {
     if (micro == 0)
       for (int p : s_.params) values_[static_cast<std::size_t>(p)].mutable_grad().reset();
     at::Tensor& loss = values_[static_cast<std::size_t>(s_.loss)];
+    armed_ = micro == micros - 1;  // a gradient is final only in the step's last micro-batch
     loss.backward(at::full({}, 1.0 / micros, loss.options()));
+    armed_ = false;
     synchronize(device_);
+  }
+
+  // Level 3's overlap: a hook after each weight's gradient accumulator (as PyTorch's DDP
+  // registers), which runs once autograd has written that weight's .grad for this pass. On the
+  // CPU, LibTorch's engine runs a CPU graph's backward on the calling thread, so the scheme's MPI
+  // calls stay on it. Not on a GPU: the engine's device threads would call MPI.
+  bool on_gradients_ready(GradientsReady f) override {
+    if (device_.is_cuda() || !s_.training) return false;
+    ready_ = std::move(f);
+    if (accumulators_.empty())
+      for (std::size_t k = 0; k < s_.params.size(); ++k) {
+        // The variable keeps only a weak reference: held here, or the hook goes with it.
+        accumulators_.push_back(torch::autograd::impl::grad_accumulator(values_[static_cast<std::size_t>(s_.params[k])]));
+        accumulators_.back()->add_post_hook(std::make_unique<GradientFinal>(*this, k));
+      }
+    return true;
   }
 
   std::vector<double> output(std::size_t i) override { return to_doubles(values_[static_cast<std::size_t>(g_.outputs.at(i))]); }
@@ -487,9 +508,25 @@ class NativeRunner final : public GraphRunner {
     const at::Tensor d = t.detach().to(at::kCPU).to(at::kDouble).contiguous();
     return std::vector<double>(d.data_ptr<double>(), d.data_ptr<double>() + d.numel());
   }
+  struct GradientFinal final : torch::autograd::FunctionPostHook {
+    GradientFinal(NativeRunner& r, std::size_t k) : r(r), k(k) {}
+    torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) override {
+      if (r.armed_ && r.ready_) {
+        const std::size_t one[1] = {k};
+        r.ready_(std::span<const std::size_t>(one, 1));
+      }
+      return outputs;
+    }
+    NativeRunner& r;
+    std::size_t k;
+  };
+
   RunnerSpec s_;
   const Graph& g_;
   at::Device device_;
+  GradientsReady ready_;
+  bool armed_ = false;
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
   Tensors values_, slices_, device_slices_;
   Tensors host_params_, host_grads_;  // d500's host copies on a GPU
   std::vector<bool> handed_out_;
