@@ -219,19 +219,15 @@ Table device_table(const Report& rep) {
     const PointRow::PhaseTime* d = device_phase(r);
     if (!d || r.time.n == 0) continue;
     const stats::Summary& s = d->time;
-    auto fact = [&](const char* k) {
-      auto it = r.facts.find(k);
-      return it == r.facts.end() ? std::string() : std::holds_alternative<std::string>(it->second) ? std::get<std::string>(it->second) : canonical(it->second);
-    };
-    const std::string memory = fact("device.peak_memory_bytes");
-    std::string choice = fact("cudnn.algorithm");
-    if (choice.empty()) choice = fact("cuda.gemm");
-    if (choice.empty()) choice = fact("cudnn.choice");
+    const double memory = fact_number(r, "device.peak_memory_bytes");
+    std::string choice = fact_text(r, "cudnn.algorithm");
+    if (choice.empty()) choice = fact_text(r, "cuda.gemm");
+    if (choice.empty()) choice = fact_text(r, "cudnn.choice");
     t.push_back({point_label(r), fmt_time(r.time.median),
                  fmt_time(s.median) + (s.has_ci ? " [" + fmt_time(s.lo) + ", " + fmt_time(s.hi) + "]" : ""),
                  s.median > 0 ? fmt_sig(r.rate * r.time.median / s.median, 4) + " " + r.rate_unit : "-",
                  fmt_sig(100 * (r.time.median - s.median) / r.time.median, 3) + "%",
-                 memory.empty() ? "-" : fmt_bytes(std::stoll(memory)), choice.empty() ? "-" : choice});
+                 std::isnan(memory) ? "-" : fmt_bytes(static_cast<std::int64_t>(memory)), choice.empty() ? "-" : choice});
   }
   return t;
 }

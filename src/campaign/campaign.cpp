@@ -57,13 +57,6 @@ LocatedValue scalar(const toml::node& n, const std::string& path, const std::str
                          toml_type_name(n));
 }
 
-bool zipped_axis(const Campaign& c, const std::string& name) {
-  for (const auto& z : c.zips)
-    for (const auto& n : z.axes)
-      if (n == name) return true;
-  return false;
-}
-
 // An axis: a non-empty array of scalars of one type (a lone scalar is an axis of one value).
 Axis axis(const toml::key& k, const toml::node& n, const std::string& path, bool allow_array) {
   Axis a{std::string(k.str()), {}, loc(path, k.source())};
@@ -458,8 +451,8 @@ Campaign parse_campaign_text(const std::string& text, const std::string& path, c
     return arr;
   };
 
+  std::set<std::string> zipped;  // the axes in a [[zip]] group
   if (auto zips = array_of_tables("zip")) {
-    std::set<std::string> zipped;
     for (auto&& z : *zips) {
       const toml::table& zt = *z.as_table();
       reject_unknown(zt, {"axes"}, path, "[[zip]]");
@@ -468,6 +461,7 @@ Campaign parse_campaign_text(const std::string& text, const std::string& path, c
       if (!arr || arr->size() < 2)
         throw Error(g.where, "[[zip]] needs axes = [\"a\", \"b\", ...] naming at least two axes");
       size_t len = 0;
+      std::vector<const Axis*> members;
       for (auto&& e : *arr) {
         auto s = e.as_string();
         if (!s) throw Error(loc(path, e.source()), "[[zip]] axes must be axis names (strings)");
@@ -488,28 +482,23 @@ Campaign parse_campaign_text(const std::string& text, const std::string& path, c
                                                  g.axes.front() + "' has " + std::to_string(len));
         len = found->values.size();
         g.axes.push_back(n);
+        members.push_back(found);
       }
       // Zipped axes may repeat a value (m = [256, 256], n = [128, 256]); the group may not repeat a
       // combination.
       std::set<std::string> tuples;
       for (std::size_t i = 0; i < len; ++i) {
         std::string tuple;
-        const LocatedValue* first = nullptr;
-        for (const auto& n : g.axes)
-          for (const auto& a : c.axes)
-            if (a.name == n) {
-              tuple += (tuple.empty() ? "" : ", ") + canonical(a.values[i].value);
-              if (!first) first = &a.values[i];
-            }
+        for (const Axis* a : members) tuple += (tuple.empty() ? "" : ", ") + canonical(a->values[i].value);
         if (!tuples.insert(tuple).second)
-          throw Error(first->where, "[[zip]] group (" + join(g.axes, ", ") + ") lists (" + tuple + ") twice, at position " +
+          throw Error(members.front()->values[i].where, "[[zip]] group (" + join(g.axes, ", ") + ") lists (" + tuple + ") twice, at position " +
                                         std::to_string(i + 1));
       }
       c.zips.push_back(std::move(g));
     }
   }
   for (const auto& a : c.axes) {
-    if (zipped_axis(c, a.name)) continue;
+    if (zipped.count(a.name)) continue;
     std::set<std::string> seen;
     for (const auto& v : a.values)
       if (!seen.insert(canonical(v.value)).second)

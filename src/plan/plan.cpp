@@ -542,6 +542,12 @@ Plan make_plan(const Campaign& campaign, const WorkloadRegistry& reg, const Plan
   std::int64_t largest_per_node = -1;
   std::set<std::pair<std::int64_t, std::int64_t>> threads_said;  // (ranks per node, threads) already warned of
   std::set<std::string> gpus_said;                                // backends whose GPU request was warned of
+  std::int64_t gpus_asked = -1;  // GPUs per node the Slurm jobs' gres asks for; -1: none
+  for (const auto& g : split(c.slurm.gres, ','))
+    if (g.rfind("gpu", 0) == 0) {
+      const auto colon = g.rfind(':');
+      gpus_asked = colon == std::string::npos ? 1 : std::atoll(g.c_str() + colon + 1);
+    }
   // Refusals found while expanding, thrown afterwards in the order of the checks.
   std::optional<Error> nodes_refusal, memory_refusal;
 
@@ -625,25 +631,18 @@ Plan make_plan(const Campaign& campaign, const WorkloadRegistry& reg, const Plan
     }
     // GPUs: a point on a device backend wants one GPU per rank of its node; a Slurm job gets
     // them only if it asks (gres), and a node's GPUs are shared by its ranks otherwise.
-    if (plan.tmpl.launcher == "slurm") {
-      const std::string backend = std::get<std::string>(res.params.at("backend"));
+    if (plan.tmpl.launcher == "slurm" && gpus_asked < rpn) {
+      const std::string& backend = std::get<std::string>(res.params.at("backend"));
       const BackendInfo* b = find_backend(backend);
-      if (b && b->no_device && !gpus_said.count(backend)) {
-        std::int64_t asked = -1;  // GPUs per node the gres asks for; -1: none
-        for (const auto& g : split(c.slurm.gres, ','))
-          if (g.rfind("gpu", 0) == 0) {
-            const auto colon = g.rfind(':');
-            asked = colon == std::string::npos ? 1 : std::atoll(g.c_str() + colon + 1);
-          }
+      if (b && b->no_device && gpus_said.insert(backend).second) {
         const std::string eg = " (e.g. point " + p.canonical + ")";
-        if (asked < 0)
+        if (gpus_asked < 0)
           plan.warnings.push_back("point(s) on backend " + backend + " run on a GPU, but [slurm] asks for none: set gres = \"gpu:" +
                                   std::to_string(rpn) + "\" (one per rank), or their jobs may land where there is none" + eg);
-        else if (asked < rpn)
+        else
           plan.warnings.push_back("point(s) on backend " + backend + " run " + std::to_string(rpn) + " ranks per node on " +
-                                  std::to_string(asked) + " GPU(s) (gres = \"" + c.slurm.gres + "\"): ranks will share a GPU" +
+                                  std::to_string(gpus_asked) + " GPU(s) (gres = \"" + c.slurm.gres + "\"): ranks will share a GPU" +
                                   (backend == "nccl" ? ", which NCCL refuses" : ", and time each other's work") + eg);
-        if (asked < rpn) gpus_said.insert(backend);
       }
     }
     params_text.clear();

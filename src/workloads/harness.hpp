@@ -87,6 +87,14 @@ class Harness {
         after, 1);
   }
 
+  // A kernel's repetitions: repeat_then, or repeat_on_device_then for a kernel that reports its
+  // device's own duration (device_ns() >= 0, a GPU's; -1 on the host, known before the first).
+  template <class Op, class DeviceNs, class After>
+  void repeat_kernel_then(Op&& op, DeviceNs&& device_ns, After&& after) {
+    if (device_ns() < 0) return repeat_then(op, after);
+    repeat_on_device_then(op, device_ns, after);
+  }
+
   // Records a phase of the running repetition (its start and end, ns): a training step's data,
   // forward, backward and update phases, beside the whole step's `op` sample.
   using PhaseMark = std::function<void(Phase, std::int64_t, std::int64_t)>;

@@ -33,9 +33,10 @@ std::vector<std::string> WorkloadRegistry::names() const {
 }
 
 std::vector<std::pair<std::string, Value>> device_memory_attributes(MPI_Comm comm, std::int64_t mine) {
+  // Every rank runs the same kernel: a host kernel's -1 is every rank's, and needs no exchange.
+  if (mine < 0) return {};
   long long most = mine;
   mpi_check(MPI_Allreduce(MPI_IN_PLACE, &most, 1, MPI_LONG_LONG, MPI_MAX, comm), "MPI_Allreduce", "device memory");
-  if (most < 0) return {};
   return {{"device.peak_memory_bytes", static_cast<std::int64_t>(most)},
           {"device.peak_memory_method",
            std::string("the largest over ranks of the device memory in use (cudaMemGetInfo: total - free) after the last repetition, "

@@ -78,8 +78,8 @@ class Workload {
 };
 
 // A device kernel's memory as the point's final attributes: the largest of the ranks' peaks
-// (`mine`, bytes; every rank calls it), with how it was measured; none when no rank's kernel is
-// on a device (mine < 0 everywhere).
+// (`mine`, bytes; every rank calls it), with how it was measured; none for a host kernel
+// (mine < 0, on every rank alike: the ranks run one kernel).
 std::vector<std::pair<std::string, Value>> device_memory_attributes(MPI_Comm comm, std::int64_t mine);
 
 using WorkloadFactory = std::function<std::unique_ptr<Workload>(const RunContext&)>;

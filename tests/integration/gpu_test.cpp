@@ -55,6 +55,21 @@ class Gpu : public ScratchDirTest {
     H5Fclose(f);
     return v;
   }
+  // Each row of results.csv: where `reason(row)` is empty the point completed and validated,
+  // else it failed at setup alone (backend-failed) with that text in its reason.
+  using Row = std::map<std::string, std::string>;
+  static void expect_outcomes(const std::map<std::string, Row>& rows, const std::function<std::string(const Row&)>& reason) {
+    for (const auto& [id, row] : rows) {
+      SCOPED_TRACE(row.at("canonical"));
+      if (const std::string why = reason(row); why.empty()) {
+        EXPECT_EQ(row.at("status"), "complete") << row.at("status_reason");
+        EXPECT_EQ(row.at("validation_status"), "passed");
+      } else {
+        EXPECT_EQ(row.at("status"), "backend-failed");
+        EXPECT_NE(row.at("status_reason").find(why), std::string::npos) << row.at("status_reason");
+      }
+    }
+  }
   // Each of the `points` points of `f`: complete, validated, with `device_rows` device durations
   // (warm-ups and repetitions); then the test's own checks of it.
   static void each_on_device(hid_t f, std::size_t points, int device_rows, const std::function<void(hid_t, const std::string& canonical)>& more) {
@@ -90,15 +105,7 @@ TEST_F(Gpu, ABuildWithCudaListsItAndAPointWithoutADeviceFailsAloneWithTheReason)
                                "backend = [\"cuda\", \"blas\"]\n[[exclude]]\nbackend = \"blas\"\n"
                                "workload = [\"pool2d\", \"batchnorm\", \"relu\", \"softmax\"]\n");
     ASSERT_EQ(rows.size(), 6u);
-    for (const auto& [id, row] : rows) {
-      SCOPED_TRACE(row.at("canonical"));
-      if (row.at("backend") == "cuda") {
-        EXPECT_EQ(row.at("status"), "backend-failed");
-        EXPECT_NE(row.at("status_reason").find("no CUDA device"), std::string::npos) << row.at("status_reason");
-      } else {
-        EXPECT_EQ(row.at("status"), "complete");
-      }
-    }
+    expect_outcomes(rows, [](const Row& row) { return row.at("backend") == "cuda" ? "no CUDA device" : ""; });
     const fs::path file = dir_ / "run" / "results" / "job-0000.h5";
     EXPECT_EQ(per_rank_strings(file, "env/devices"), std::vector<std::string>(2, "none: " + no_device));
     EXPECT_EQ(env_attr(file, "machine.gpu"), "none: " + no_device);
@@ -206,18 +213,11 @@ TEST_F(Gpu, NcclCollectivesFailAloneWithoutADeviceAndValidateWithOne) {
                              "backend = [\"nccl\", \"mpi\"]\nbuffers = [\"\", \"in-place\"]\n[[exclude]]\nbuffers = \"in-place\"\n"
                              "workload = [\"allgather\", \"broadcast\", \"reduce_scatter\"]\n");
   ASSERT_EQ(rows.size(), 20u);
-  for (const auto& [id, row] : rows) {
-    SCOPED_TRACE(row.at("canonical"));
+  expect_outcomes(rows, [&](const Row& row) -> std::string {
     const bool shared = row.at("ranks") == "2" && gpus < 2;
-    if (row.at("backend") == "mpi" || (no_device.empty() && !shared)) {
-      EXPECT_EQ(row.at("status"), "complete");
-      EXPECT_EQ(row.at("validation_status"), "passed");
-    } else {
-      EXPECT_EQ(row.at("status"), "backend-failed");
-      EXPECT_NE(row.at("status_reason").find(no_device.empty() ? "would share the GPU at" : "no CUDA device"), std::string::npos)
-          << row.at("status_reason");
-    }
-  }
+    if (row.at("backend") == "mpi" || (no_device.empty() && !shared)) return "";
+    return no_device.empty() ? "would share the GPU at" : "no CUDA device";
+  });
 }
 
 // LibTorch's own executor on the GPU (libtorch-cuda). Without a CUDA LibTorch (Debian's is
@@ -241,15 +241,7 @@ TEST_F(Gpu, LibTorchsExecutorOnTheGpuValidatesOrSaysWhyItCannotRun) {
     const auto rows = reported("[campaign]\nname = \"lt\"\nrepetitions = 3\nwarmups = 1\n[fixed]\nworkload = \"network\"\n"
                                "network = \"lenet5\"\nbatch = 8\n[axes]\nbackend = [\"libtorch-cuda\", \"libtorch-native\"]\n");
     ASSERT_EQ(rows.size(), 2u);
-    for (const auto& [id, row] : rows) {
-      SCOPED_TRACE(row.at("canonical"));
-      if (row.at("backend") == "libtorch-cuda") {
-        EXPECT_EQ(row.at("status"), "backend-failed");
-        EXPECT_NE(row.at("status_reason").find("libtorch-cuda: " + no_device), std::string::npos) << row.at("status_reason");
-      } else {
-        EXPECT_EQ(row.at("status"), "complete");
-      }
-    }
+    expect_outcomes(rows, [&](const Row& row) { return row.at("backend") == "libtorch-cuda" ? "libtorch-cuda: " + no_device : ""; });
     EXPECT_EQ(per_rank_strings(dir_ / "run" / "results" / "job-0000.h5", "env/devices"), std::vector<std::string>{"none: " + no_device});
     return;
   }
@@ -260,11 +252,7 @@ TEST_F(Gpu, LibTorchsExecutorOnTheGpuValidatesOrSaysWhyItCannotRun) {
                              "optimizer_impl = [\"reference\", \"native\", \"native\", \"reference\"]\n"
                              "[[zip]]\naxes = [\"workload\", \"pass\", \"optimizer_impl\"]\n");
   ASSERT_EQ(rows.size(), 4u);
-  for (const auto& [id, row] : rows) {
-    SCOPED_TRACE(row.at("canonical"));
-    EXPECT_EQ(row.at("status"), "complete") << row.at("status_reason");
-    EXPECT_EQ(row.at("validation_status"), "passed");
-  }
+  expect_outcomes(rows, [](const Row&) { return std::string(); });
   const auto devices = per_rank_strings(dir_ / "run" / "results" / "job-0000.h5", "env/devices");
   ASSERT_EQ(devices.size(), 1u);
   EXPECT_EQ(devices[0].rfind("cuda:0 of ", 0), 0u) << devices[0];

@@ -46,15 +46,18 @@ Devices visible_devices() {
 
 std::string no_device_reason() { return visible_devices().why_none; }
 
-int local_rank() { return node_local_rank(); }
+int rank_device_index(const Devices& d) { return node_local_rank() % d.count; }
 
 void use_rank_device() {
   const Devices d = visible_devices();
   if (d.count == 0) throw Error("cuda: no CUDA device on this host (" + d.why_none + ")");
-  check(cudaSetDevice(local_rank() % d.count), "cudaSetDevice");
+  check(cudaSetDevice(rank_device_index(d)), "cudaSetDevice");
 }
 
 namespace {
+
+// CUDA's version numbers (1000 major + 10 minor) as major.minor.
+std::string version_text(int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); }
 
 // nvidia-smi's spelling of a device's UUID: GPU-8-4-4-4-12 hex digits.
 std::string uuid_text(const cudaUUID_t& u) {
@@ -79,7 +82,7 @@ int attribute(cudaDeviceAttr a, int device) {
 std::string rank_device_text() {
   const Devices d = visible_devices();
   if (d.count == 0) return "none: " + d.why_none;
-  const int dev = local_rank() % d.count;
+  const int dev = rank_device_index(d);
   cudaDeviceProp prop{};
   if (cudaGetDeviceProperties(&prop, dev) != cudaSuccess) return "cuda:" + std::to_string(dev) + " (its properties are unreadable)";
   char bus[32] = {0};
@@ -90,7 +93,7 @@ std::string rank_device_text() {
 std::vector<std::pair<std::string, std::string>> device_facts() {
   const Devices d = visible_devices();
   if (d.count == 0) return {{"gpu", "none: " + d.why_none}};
-  const int dev = local_rank() % d.count;
+  const int dev = rank_device_index(d);
   cudaDeviceProp prop{};
   if (const cudaError_t e = cudaGetDeviceProperties(&prop, dev); e != cudaSuccess)
     return {{"gpu", std::string("unreadable: cudaGetDeviceProperties: ") + cudaGetErrorString(e)}};
@@ -105,7 +108,7 @@ std::vector<std::pair<std::string, std::string>> device_facts() {
           {"gpu_sm_clock_khz", khz(attribute(cudaDevAttrClockRate, dev)) + " (the peak SM clock CUDA reports; the clock during the run is not read)"},
           {"gpu_memory_clock_khz", khz(attribute(cudaDevAttrMemoryClockRate, dev))},
           {"gpu_ecc", prop.ECCEnabled ? "on" : "off"},
-          {"gpu_driver", "CUDA " + std::to_string(driver / 1000) + "." + std::to_string(driver % 1000 / 10)}};
+          {"gpu_driver", "CUDA " + version_text(driver)}};
 }
 
 DeviceMemoryUse::DeviceMemoryUse() {
@@ -152,9 +155,8 @@ void cublas_check(cublasStatus_t s, const char* call) {
   if (s != CUBLAS_STATUS_SUCCESS) throw Error(std::string("cuda: ") + call + " failed: " + cublasGetStatusString(s));
 }
 
-std::string version_text(int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); }
-
 std::string cuda_version() {
+  using cuda::version_text;
   int runtime = 0, driver = 0;
   cudaRuntimeGetVersion(&runtime);
   cudaDriverGetVersion(&driver);
@@ -167,7 +169,7 @@ std::string cuda_version() {
   const cuda::Devices d = cuda::visible_devices();
   if (d.count == 0) return s + "; no CUDA device (" + d.why_none + ")";
   cudaDeviceProp prop{};
-  if (cudaGetDeviceProperties(&prop, cuda::local_rank() % d.count) == cudaSuccess)
+  if (cudaGetDeviceProperties(&prop, cuda::rank_device_index(d)) == cudaSuccess)
     s += "; " + std::to_string(d.count) + " device(s), this rank's: " + prop.name + " (sm_" + std::to_string(prop.major) +
          std::to_string(prop.minor) + ", " + std::to_string(prop.multiProcessorCount) + " SMs, " +
          std::to_string(prop.totalGlobalMem >> 20) + " MiB, ECC " + (prop.ECCEnabled ? "on" : "off") + ", PCI " +

@@ -28,8 +28,9 @@ Devices visible_devices();
 // "" when a device is visible, else why none is (BackendInfo::no_device of cuda and nccl).
 std::string no_device_reason();
 
-// The rank's index among the ranks of its node (common/node_rank.hpp).
-int local_rank();
+// The device this rank uses among those visible (count > 0): its local rank on its node
+// (common/node_rank.hpp) modulo their count.
+int rank_device_index(const Devices& d);
 
 // Selects this rank's device (local rank modulo the visible devices), or throws saying why there
 // is none.

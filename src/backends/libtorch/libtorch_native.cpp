@@ -543,8 +543,10 @@ std::unique_ptr<GraphRunner> make_libtorch_native_runner(const RunnerSpec& s) {
 }
 
 namespace {
-// The CUDA devices LibTorch sees (0 without CUDA in this LibTorch).
+// The CUDA devices LibTorch sees (0 without CUDA in this LibTorch), and this rank's among them
+// (its local rank modulo their count; n > 0).
 int cuda_devices() { return at::hasCUDA() ? static_cast<int>(c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->deviceCount()) : 0; }
+int rank_cuda_index(int n) { return node_local_rank() % n; }
 }  // namespace
 
 std::string libtorch_cuda_no_device() {
@@ -555,14 +557,14 @@ std::string libtorch_cuda_no_device() {
 std::string libtorch_cuda_rank_device() {
   if (const std::string why = libtorch_cuda_no_device(); !why.empty()) return "none: " + why;
   const int n = cuda_devices();
-  return "cuda:" + std::to_string(node_local_rank() % n) + " of " + std::to_string(n) + " (as LibTorch numbers them)";
+  return "cuda:" + std::to_string(rank_cuda_index(n)) + " of " + std::to_string(n) + " (as LibTorch numbers them)";
 }
 
 std::unique_ptr<GraphRunner> make_libtorch_cuda_runner(const RunnerSpec& s) {
   if (const std::string why = libtorch_cuda_no_device(); !why.empty()) throw Error("libtorch-cuda: " + why);
   const int n = cuda_devices();
   try {
-    return std::make_unique<NativeRunner>(s, at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(node_local_rank() % n)));
+    return std::make_unique<NativeRunner>(s, at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(rank_cuda_index(n))));
   } catch (const c10::Error& e) {
     throw Error(std::string("LibTorch: ") + e.what_without_backtrace());
   }

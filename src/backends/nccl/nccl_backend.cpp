@@ -93,7 +93,7 @@ class NcclCollective final : public CollectiveKernel {
     char here[kLen] = {0}, bus[32] = {0};
     int name_len = 0;
     mpi_check(MPI_Get_processor_name(here, &name_len), "MPI_Get_processor_name", "NCCL's device check");
-    cuda::check(cudaDeviceGetPCIBusId(bus, sizeof bus, cuda::local_rank() % d.count), "cudaDeviceGetPCIBusId");
+    cuda::check(cudaDeviceGetPCIBusId(bus, sizeof bus, cuda::rank_device_index(d)), "cudaDeviceGetPCIBusId");
     std::snprintf(here + name_len, static_cast<std::size_t>(kLen - name_len), " %s", bus);
     std::vector<char> every(static_cast<std::size_t>(kLen) * static_cast<std::size_t>(p.size));
     mpi_check(MPI_Allgather(here, kLen, MPI_CHAR, every.data(), kLen, MPI_CHAR, p.comm), "MPI_Allgather", "NCCL's device check");

@@ -105,8 +105,7 @@ class Collective final : public Workload {
         if (kernel_) kernel_->upload();
       }
     };
-    if (!kernel_ || kernel_->device_ns() < 0) return h.repeat_then([this] { run(); }, between);
-    h.repeat_on_device_then([this] { run(); }, [this] { return kernel_->device_ns(); }, between);
+    h.repeat_kernel_then([this] { run(); }, [this] { return kernel_ ? kernel_->device_ns() : std::int64_t{-1}; }, between);
   }
 
   std::vector<std::pair<std::string, Value>> attributes() const override {

@@ -220,8 +220,7 @@ class OperatorWorkload final : public Workload {
     return validate_outputs(def_, p_);
   }
   void measure(Harness& h) override {
-    if (kernel_->device_ns() < 0) return h.repeat([this] { kernel_->run(); });
-    h.repeat_on_device_then([this] { kernel_->run(); }, [this] { return kernel_->device_ns(); }, [] {});
+    h.repeat_kernel_then([this] { kernel_->run(); }, [this] { return kernel_->device_ns(); }, [] {});
   }
   Work work() const override { return p_.work; }
   std::vector<std::pair<std::string, Value>> attributes() const override { return kernel_->facts(); }
