@@ -31,9 +31,10 @@ for ((i = 0; i < ${#steps[@]}; ++i)); do
     test)
       "$build/d500_integration_tests" --gtest_filter='Gpu.*' > "$out/gpu-tests.log" 2>&1
       echo "integration (Gpu.*): exit $?"
-      "$build/d500_unit_tests" --gtest_filter='Half*:PlanResources.Gpu*' > "$out/unit-tests.log" 2>&1
-      echo "unit (half, GPU plan warnings): exit $?"
+      "$build/d500_unit_tests" --gtest_filter='Half*:PlanResources.Gpu*:Executor.*' > "$out/unit-tests.log" 2>&1
+      echo "unit (half, GPU plan warnings, the executor with cuda against the yardstick): exit $?"
       grep -E '^\[  (PASSED|FAILED|SKIPPED) |Failure' -A3 "$out/gpu-tests.log" | head -60
+      grep -E '^\[  (PASSED|FAILED) |Failure' -A3 "$out/unit-tests.log" | head -40
       ;;
     bench)
       reps=${steps[$((i + 1))]:-50}

@@ -21,6 +21,8 @@
 
 namespace d500 {
 
+class DeviceMemory;  // backends/device.hpp
+
 // Element types, numbered as ONNX's TensorProto.DataType. Networks compute in float32; int64,
 // int32 and bool tensors carry indices, shapes and masks.
 enum class DType : std::uint8_t { Undefined = 0, F32 = 1, U8 = 2, I8 = 3, I32 = 6, I64 = 7, Bool = 9, F64 = 11 };
@@ -131,6 +133,9 @@ struct NodeProblem {
   std::vector<bool> const_in;  // input i is a constant (a weight): a kernel may prepare it once
   bool training = false;       // the pass: BatchNormalization uses batch statistics; backward() is called
   const Params* params = nullptr;  // the point's parameters (a custom backend's library), or none
+  // A device backend's executor memory (backends/device.hpp): every view above points into it,
+  // and the kernel enqueues its work on that memory's stream. nullptr on the host.
+  DeviceMemory* device = nullptr;
 };
 
 // A backend's implementation of one node, created untimed over its buffers: primitives,

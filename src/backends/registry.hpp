@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backends/collective.hpp"
+#include "backends/device.hpp"
 #include "backends/graph.hpp"
 #include "backends/kernel.hpp"
 #include "common/value.hpp"
@@ -39,6 +40,10 @@ struct BackendInfo {
   // buffers, on `threads` threads), or nullptr when this backend has none for that node (the
   // executor then runs the reference's, and says so per node).
   std::function<std::unique_ptr<NodeKernel>(const NodeProblem&, int threads)> make_node_kernel{};
+  // Level 1 on a device: the memory d500's executor keeps the graph's tensors in (made untimed,
+  // once per executor, on this rank's device). A backend with it gets device pointers in its
+  // NodeProblems; without it, host pointers.
+  std::function<std::unique_ptr<DeviceMemory>()> make_device_memory{};
   // Level 1, a framework's own executor of a whole graph (Deep500's native executors): present
   // on backends that are one (libtorch-native).
   std::function<std::unique_ptr<GraphRunner>(const RunnerSpec&)> make_graph_runner{};

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <map>
 
+#include "backends/device.hpp"
 #include "backends/graph_ops.hpp"
 #include "common/error.hpp"
 #include "metrics/metrics.hpp"
@@ -140,16 +141,83 @@ void add_into(void* target, const void* src, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) t[i] += s[i];
 }
 
+// Storage of a view as the executor plans it: float32 on a device (no double there).
+std::size_t view_bytes(const TensorView& v) {
+  return static_cast<std::size_t>(v.numel()) * (v.dtype == DType::F32 ? 4 : dtype_size(v.dtype));
+}
+
+// The reference's kernel for a node whose tensors are on a device: host mirrors of every tensor
+// it touches, downloaded before the kernel runs and its results uploaded after. Correct, and
+// slow where it happens; the per-node breakdown names it.
+class ThroughHost final : public NodeKernel {
+ public:
+  ThroughHost(const NodeProblem& p, DeviceMemory& mem) : dev_(p), host_(p), mem_(mem) {
+    host_.device = nullptr;
+    mirror(dev_.in, host_.in);
+    mirror(dev_.out, host_.out);
+    mirror(dev_.din, host_.din);
+    mirror(dev_.dout, host_.dout);
+    ref_ = make_reference_node_kernel(host_);
+  }
+  void forward() override {
+    fetch(dev_.in, host_.in);
+    ref_->forward();
+    put(dev_.out, host_.out);
+  }
+  void backward() override {
+    // The inputs and outputs the backward pass reads (others may be dead and hold another
+    // tensor's data by now: the reference does not read them), and the outputs' gradients.
+    fetch(dev_.in, host_.in);
+    fetch(dev_.out, host_.out);
+    fetch(dev_.dout, host_.dout);
+    ref_->backward();
+    put(dev_.din, host_.din);
+  }
+  void constants_changed() override { ref_->constants_changed(); }
+  std::string impl() const override { return "reference (fallback, through host)"; }
+
+ private:
+  void mirror(const std::vector<TensorView>& d, std::vector<TensorView>& h) {
+    for (std::size_t i = 0; i < d.size(); ++i) {
+      if (!d[i].present()) continue;
+      store_.emplace_back(view_bytes(d[i]));
+      h[i].data = store_.back().p;
+    }
+  }
+  void fetch(const std::vector<TensorView>& d, const std::vector<TensorView>& h) {
+    for (std::size_t i = 0; i < d.size(); ++i)
+      if (d[i].present()) mem_.download(h[i].data, d[i].data, view_bytes(d[i]));
+  }
+  void put(const std::vector<TensorView>& d, const std::vector<TensorView>& h) {
+    for (std::size_t i = 0; i < d.size(); ++i)
+      if (d[i].present()) mem_.upload(d[i].data, h[i].data, view_bytes(d[i]));
+  }
+
+  NodeProblem dev_, host_;
+  DeviceMemory& mem_;
+  std::vector<Buffer> store_;
+  std::unique_ptr<NodeKernel> ref_;
+};
+
 }  // namespace
 
 struct GraphExecutor::Impl {
   const Graph& g;
   ExecutorSpec spec;
   std::size_t fsz;  // bytes of a float element: 4, or 8 in the yardstick
-  std::map<int, Buffer> consts;
-  std::vector<Buffer> inputs_all, inputs_cur;
-  std::vector<Buffer> pgrad;
-  Buffer arena;
+  // A device backend's memory (declared first: released last), or null on the host.
+  std::unique_ptr<DeviceMemory> dev;
+  // Memory the executor owns: on the host, or on the device.
+  struct Block {
+    std::byte* p = nullptr;
+    std::size_t n = 0;
+  };
+  std::vector<Buffer> host_blocks;
+  std::vector<void*> dev_blocks;
+  std::map<int, Block> consts;
+  std::vector<Block> inputs_all, inputs_cur;
+  std::vector<Block> pgrad;
+  Block arena, seed;  // seed (device): 1 / micro-batches, copied into the loss's gradient
   std::vector<void*> data, grad;
   std::vector<std::unique_ptr<NodeKernel>> kernels;  // per node; null for views
   struct Add {
@@ -172,15 +240,45 @@ struct GraphExecutor::Impl {
   std::vector<std::vector<std::size_t>> ready_after;
   void* loss_grad = nullptr;
 
-  explicit Impl(const ExecutorSpec& s) : g(*s.graph), spec(s), fsz(s.double_precision ? 8 : 4) {}
+  explicit Impl(const ExecutorSpec& s) : g(*s.graph), spec(s), fsz(s.double_precision ? 8 : 4) {
+    if (!s.double_precision && s.backend && s.backend->make_device_memory) dev = s.backend->make_device_memory();
+  }
+  ~Impl() {
+    fwd.clear();
+    bwd.clear();
+    kernels.clear();  // a device kernel's resources go before the memory they live in
+    for (void* p : dev_blocks) dev->release(p);
+  }
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+
+  std::string on_device() const {
+    return "d500's executor keeps the parameters of " + spec.backend->name + " on " + dev->describe() +
+           ", and d500's optimizers and schemes work on host memory: training (levels 2 and 3) on " + spec.backend->name +
+           " is not built";
+  }
+  Block block(std::size_t bytes) {
+    Block b;
+    b.n = bytes;
+    if (dev) {
+      b.p = static_cast<std::byte*>(dev->allocate(std::max<std::size_t>(bytes, 1)));
+      dev_blocks.push_back(b.p);
+    } else {
+      host_blocks.emplace_back(bytes);
+      b.p = host_blocks.back().p;
+    }
+    return b;
+  }
 
   std::size_t tbytes(int t) const {
     const TensorInfo& i = g.info(t);
     return static_cast<std::size_t>(numel(i.shape)) * (i.dtype == DType::F32 ? fsz : dtype_size(i.dtype));
   }
-  // Float32 data as the executor's float type.
-  void load(Buffer& b, const void* src, int t, std::size_t count) {
-    if (g.info(t).dtype == DType::F32 && fsz == 8) {
+  // Float32 data as the executor's float type (on a device: float32 as it is).
+  void load(Block& b, const void* src, int t, std::size_t count) {
+    if (dev) {
+      if (count) dev->upload(b.p, src, count * (g.info(t).dtype == DType::F32 ? 4 : dtype_size(g.info(t).dtype)));
+    } else if (g.info(t).dtype == DType::F32 && fsz == 8) {
       const float* f = static_cast<const float*>(src);
       double* d = reinterpret_cast<double*>(b.p);
       for (std::size_t i = 0; i < count; ++i) d[i] = f[i];
@@ -197,14 +295,31 @@ struct GraphExecutor::Impl {
       default: return 0;
     }
   }
+  // A tensor's values (untimed): downloaded first when they are on the device.
   std::vector<double> read_all(int t, const void* p) const {
     std::vector<double> v(static_cast<std::size_t>(numel(g.info(t).shape)));
-    for (std::size_t i = 0; i < v.size() && p; ++i) v[i] = read(t, p, static_cast<std::int64_t>(i));
+    if (!p) return v;
+    std::vector<std::byte> host;
+    if (dev) {
+      host.resize(tbytes(t));
+      dev->download(host.data(), p, host.size());
+      p = host.data();
+    }
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = read(t, p, static_cast<std::int64_t>(i));
     return v;
   }
   void add(void* target, const void* src, std::int64_t n) const {
-    if (fsz == 8) add_into<double>(target, src, n);
+    if (dev) dev->add(static_cast<float*>(target), static_cast<const float*>(src), n);
+    else if (fsz == 8) add_into<double>(target, src, n);
     else add_into<float>(target, src, n);
+  }
+  void copy(void* dst, const void* src, std::size_t bytes) const {
+    if (dev) dev->copy(dst, src, bytes);
+    else std::memcpy(dst, src, bytes);
+  }
+  void zero(void* p, std::size_t bytes) const {
+    if (dev) dev->zero(p, bytes);
+    else std::memset(p, 0, bytes);
   }
 };
 
@@ -220,21 +335,21 @@ GraphExecutor::GraphExecutor(const ExecutorSpec& spec) : impl_(std::make_unique<
 
   // Weights and other constants, in the executor's float type.
   for (const auto& [t, bytes] : g.constants) {
-    Buffer b(m.tbytes(t));
+    Impl::Block b = m.block(m.tbytes(t));
     m.load(b, bytes.data(), t, static_cast<std::size_t>(numel(g.info(t).shape)));
     m.data[static_cast<std::size_t>(t)] = b.p;
     persistent_bytes_ += static_cast<std::int64_t>(b.n);
-    m.consts.emplace(t, std::move(b));
+    m.consts.emplace(t, b);
   }
   // Inputs: every micro-batch's data; with one micro-batch the graph reads it in place.
   for (std::size_t k = 0; k < g.inputs.size(); ++k) {
     const int t = g.inputs[k];
     const std::size_t count = static_cast<std::size_t>(numel(g.info(t).shape));
-    m.inputs_all.emplace_back(m.tbytes(t) * static_cast<std::size_t>(micros));
+    m.inputs_all.push_back(m.block(m.tbytes(t) * static_cast<std::size_t>(micros)));
     m.load(m.inputs_all.back(), spec.inputs[k], t, count * static_cast<std::size_t>(micros));
     persistent_bytes_ += static_cast<std::int64_t>(m.inputs_all.back().n);
     if (micros > 1) {
-      m.inputs_cur.emplace_back(m.tbytes(t));
+      m.inputs_cur.push_back(m.block(m.tbytes(t)));
       persistent_bytes_ += static_cast<std::int64_t>(m.inputs_cur.back().n);
       m.data[static_cast<std::size_t>(t)] = m.inputs_cur.back().p;
     } else {
@@ -388,7 +503,7 @@ GraphExecutor::GraphExecutor(const ExecutorSpec& spec) : impl_(std::make_unique<
   } else {
     arena_bytes_ = static_cast<std::int64_t>(place(reqs));
   }
-  m.arena = Buffer(static_cast<std::size_t>(arena_bytes_));
+  m.arena = m.block(static_cast<std::size_t>(arena_bytes_));
 
   for (std::size_t t = 0; t < nt; ++t)
     if (data_req[t] >= 0) m.data[t] = m.arena.p + reqs[static_cast<std::size_t>(data_req[t])].offset;
@@ -396,7 +511,7 @@ GraphExecutor::GraphExecutor(const ExecutorSpec& spec) : impl_(std::make_unique<
     if (!m.data[t] && root[t] != static_cast<int>(t)) m.data[t] = m.data[static_cast<std::size_t>(root[t])];
   if (spec.training) {
     for (std::size_t k = 0; k < spec.params.size(); ++k) {
-      m.pgrad.emplace_back(m.tbytes(spec.params[k]));
+      m.pgrad.push_back(m.block(m.tbytes(spec.params[k])));
       persistent_bytes_ += static_cast<std::int64_t>(m.pgrad.back().n);
       m.grad[static_cast<std::size_t>(spec.params[k])] = m.pgrad.back().p;
     }
@@ -405,6 +520,11 @@ GraphExecutor::GraphExecutor(const ExecutorSpec& spec) : impl_(std::make_unique<
     for (std::size_t t = 0; t < nt; ++t)
       if (need[t] && groot[t] != static_cast<int>(t)) m.grad[t] = m.grad[static_cast<std::size_t>(groot[t])];
     m.loss_grad = m.grad[static_cast<std::size_t>(spec.loss)];
+    if (m.dev) {
+      const float v = 1.0f / static_cast<float>(micros);
+      m.seed = m.block(sizeof v);
+      m.dev->upload(m.seed.p, &v, sizeof v);
+    }
   }
 
   // Kernels, over the planned buffers.
@@ -419,6 +539,7 @@ GraphExecutor::GraphExecutor(const ExecutorSpec& spec) : impl_(std::make_unique<
     // The node's shapes, over the planned buffers; its gradients' views have the same shapes.
     NodeProblem p = node_shapes(g, n, spec.training);
     p.params = spec.point;
+    p.device = m.dev.get();
     for (std::size_t s = 0; s < n.in.size(); ++s) {
       if (n.in[s] >= 0) p.in[s].data = m.data[static_cast<std::size_t>(n.in[s])];
       p.const_in.push_back(g.is_const(n.in[s]));
@@ -445,7 +566,10 @@ GraphExecutor::GraphExecutor(const ExecutorSpec& spec) : impl_(std::make_unique<
       m.kernels[i] = spec.backend->make_node_kernel(p, spec.threads);
       if (!m.kernels[i]) impl = "reference (fallback)";
     }
-    if (!m.kernels[i]) {
+    if (!m.kernels[i] && m.dev) {
+      m.kernels[i] = std::make_unique<ThroughHost>(p, *m.dev);
+      impl = m.kernels[i]->impl();
+    } else if (!m.kernels[i]) {
       m.kernels[i] = make_reference_node_kernel(p, spec.double_precision);
       if (impl.empty()) impl = m.kernels[i]->impl();
     } else {
@@ -511,17 +635,26 @@ GraphExecutor::GraphExecutor(const ExecutorSpec& spec) : impl_(std::make_unique<
 
 GraphExecutor::~GraphExecutor() = default;
 
+DeviceMemory* GraphExecutor::device() const { return impl_->dev.get(); }
+
 void GraphExecutor::forward(int micro) {
   Impl& m = *impl_;
+  std::int64_t* slot = slots_;
+  // The micro-batch's inputs count towards the first step.
+  std::int64_t t0 = slot ? now_ns() : 0;
   if (m.spec.micro_batches > 1)
     for (std::size_t k = 0; k < m.inputs_cur.size(); ++k)
-      std::memcpy(m.inputs_cur[k].p, m.inputs_all[k].p + static_cast<std::size_t>(micro) * m.inputs_cur[k].n, m.inputs_cur[k].n);
-  std::int64_t* slot = slots_;
+      m.copy(m.inputs_cur[k].p, m.inputs_all[k].p + static_cast<std::size_t>(micro) * m.inputs_cur[k].n, m.inputs_cur[k].n);
   for (const auto& r : m.fwd) {
-    const std::int64_t t0 = slot ? now_ns() : 0;
     r.kernel->forward();
-    if (slot) *slot++ += now_ns() - t0;
+    if (slot) {
+      if (m.dev) m.dev->synchronize();
+      const std::int64_t t1 = now_ns();
+      *slot++ += t1 - t0;
+      t0 = t1;
+    }
   }
+  if (m.dev) m.dev->synchronize();
 }
 
 void GraphExecutor::backward(int micro) {
@@ -530,10 +663,14 @@ void GraphExecutor::backward(int micro) {
   std::int64_t* slot = slots_ ? slots_ + m.fwd.size() : nullptr;
   std::int64_t t0 = slot ? now_ns() : 0;
   if (micro == 0 && micros > 1)
-    for (auto& b : m.pgrad) std::memset(b.p, 0, b.n);
-  if (m.fsz == 8) *static_cast<double*>(m.loss_grad) = 1.0 / micros;
+    for (auto& b : m.pgrad) m.zero(b.p, b.n);
+  if (m.dev) m.dev->copy(m.loss_grad, m.seed.p, sizeof(float));
+  else if (m.fsz == 8) *static_cast<double*>(m.loss_grad) = 1.0 / micros;
   else *static_cast<float*>(m.loss_grad) = 1.0f / static_cast<float>(micros);
-  if (slot) *slot++ += now_ns() - t0;
+  if (slot) {
+    if (m.dev) m.dev->synchronize();
+    *slot++ += now_ns() - t0;
+  }
   for (const auto& r : m.bwd) {
     if (slot) t0 = now_ns();
     if (r.kernel) {
@@ -541,12 +678,16 @@ void GraphExecutor::backward(int micro) {
     } else if (r.copy_adds) {
       m.add(r.copy_to, r.copy_from, r.copy_n);
     } else {
-      std::memcpy(r.copy_to, r.copy_from, static_cast<std::size_t>(r.copy_n) * m.fsz);
+      m.copy(r.copy_to, r.copy_from, static_cast<std::size_t>(r.copy_n) * m.fsz);
     }
     for (const auto& a : r.adds) m.add(a.target, a.temp, a.n);
-    if (slot) *slot++ += now_ns() - t0;
+    if (slot) {
+      if (m.dev) m.dev->synchronize();
+      *slot++ += now_ns() - t0;
+    }
     if (ready_ && micro == micros - 1) ready_(m.ready_after[static_cast<std::size_t>(&r - m.bwd.data())]);
   }
+  if (m.dev) m.dev->synchronize();
 }
 
 std::vector<double> GraphExecutor::output(std::size_t i) {
@@ -575,11 +716,13 @@ void GraphExecutor::inputs_changed() {
 
 float* GraphExecutor::parameter(std::size_t k) {
   if (impl_->fsz != 4) throw Error("the yardstick executor has no float32 parameters");
+  if (impl_->dev) throw Error(impl_->on_device());
   return static_cast<float*>(param_data(k));
 }
 
 const float* GraphExecutor::parameter_gradient(std::size_t k) {
   if (impl_->fsz != 4) throw Error("the yardstick executor has no float32 gradients");
+  if (impl_->dev) throw Error(impl_->on_device());
   return impl_->pgrad.empty() ? nullptr : static_cast<const float*>(param_grad(k));
 }
 
@@ -596,7 +739,9 @@ std::string GraphExecutor::describe() const {
   std::string b = m.spec.double_precision ? "reference in double (yardstick)"
                   : m.spec.backend        ? m.spec.backend->name
                                           : "reference";
-  return "d500 graph executor on " + b + ": " + std::to_string(m.fwd.size()) + " forward and " + std::to_string(m.bwd.size()) +
+  std::string where;
+  if (m.dev) where = " on " + m.dev->describe() + " (each forward and backward call waits for the device before it returns)";
+  return "d500 graph executor on " + b + where + ": " + std::to_string(m.fwd.size()) + " forward and " + std::to_string(m.bwd.size()) +
          " backward steps, " + std::to_string(arena_bytes_) + " bytes planned";
 }
 

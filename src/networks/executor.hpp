@@ -57,6 +57,8 @@ class GraphExecutor final : public GraphRunner {
   // slots[step index]: one int64 per step, preallocated by the caller.
   void time_steps(std::int64_t* slots) { slots_ = slots; }
   std::int64_t arena_bytes() const { return arena_bytes_; }      // planned activations and gradients
+  // The device memory the tensors live in (a device backend's), or nullptr on the host.
+  DeviceMemory* device() const;
   std::int64_t persistent_bytes() const { return persistent_bytes_; }  // weights, inputs, parameter gradients
   // The optimizer's view (level 2): a parameter's storage and gradient, in the executor's float type.
   void* param_data(std::size_t k);

@@ -2,11 +2,14 @@
 // differences of its forward pass (in double, through the executor itself), gradient
 // accumulation, views, micro-batching and the memory plan.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <map>
 #include <set>
 
+#include "backends/device.hpp"
 #include "backends/graph_ops.hpp"
 #include "backends/registry.hpp"
 #include "networks/validate.hpp"
@@ -291,12 +294,14 @@ TEST(Executor, EveryBackendsKernelsMatchTheYardstickOnEveryOperatorGraph) {
       {"onednn", {"Conv", "Gemm", "MatMul", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "BatchNormalization",
                   "LayerNormalization", "Softmax", "LogSoftmax", "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Sqrt", "Exp", "Log", "Abs",
                   "Neg", "HardSwish", "Add", "Sub", "Mul", "Transpose"}},
+      {"cuda", {"Conv", "Gemm", "MatMul", "MaxPool", "AveragePool", "GlobalAveragePool", "Softmax", "LogSoftmax", "Relu", "Add"}},
       {"libtorch", {"Conv", "ConvTranspose", "Gemm", "MatMul", "MaxPool", "AveragePool", "GlobalAveragePool", "BatchNormalization",
                     "LayerNormalization", "Softmax", "LogSoftmax", "Relu", "LeakyRelu", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish",
                     "Erf", "Sqrt", "Exp", "Log", "Add", "Sub", "Mul", "Div", "Transpose"}},
   };
   for (const auto& backend : all_backends()) {
     if (!backend.built || !backend.make_node_kernel || backend.name == "custom") continue;
+    if (backend.no_device && !backend.no_device().empty()) continue;  // a GPU backend on a host without one
     SCOPED_TRACE(backend.name);
     ASSERT_TRUE(own.count(backend.name)) << "list the operators " << backend.name << " runs itself";
     std::set<std::string> ran;
@@ -375,6 +380,269 @@ TEST(Executor, WhatGetsGradientsFollowsTheLossAndTheWeights) {
   EXPECT_FALSE(need[static_cast<std::size_t>(x)]) << "an input is not a weight";
   EXPECT_FALSE(need[static_cast<std::size_t>(unused)]) << "no path to the loss";
   EXPECT_FALSE(need[static_cast<std::size_t>(side)]);
+}
+
+// ---- The executor's device path, on a host ----------------------------------------------------
+// A "device" whose memory the host cannot touch: every allocation is its own mapping with no
+// access, opened only inside this memory's own calls (and a device kernel's). An executor that
+// reads or writes device memory from the host, or hands a host pointer to a device call, fails
+// here (a crash, or an error naming the pointer), as it would on a GPU.
+class GuardedMemory final : public DeviceMemory {
+ public:
+  struct Counts {
+    int uploads = 0, downloads = 0, copies = 0, zeros = 0, adds = 0, syncs = 0;
+  };
+  Counts counts;
+  ~GuardedMemory() override { EXPECT_TRUE(regions_.empty()) << regions_.size() << " allocations were never released"; }
+
+  void* allocate(std::size_t bytes) override {
+    const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+    const std::size_t len = (std::max<std::size_t>(bytes, 1) + page - 1) / page * page;
+    void* p = mmap(nullptr, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    regions_[reinterpret_cast<std::uintptr_t>(p)] = len;
+    return p;
+  }
+  void release(void* p) noexcept override {
+    const auto it = regions_.find(reinterpret_cast<std::uintptr_t>(p));
+    if (it == regions_.end()) {
+      ADD_FAILURE() << "release of memory this device never allocated";
+      return;
+    }
+    munmap(p, it->second);
+    regions_.erase(it);
+  }
+  // Opens the allocations that hold `ptrs` (each must lie in one) until the returned guard ends.
+  class Open {
+   public:
+    Open(GuardedMemory& m, std::initializer_list<const void*> ptrs) : m_(m) {
+      for (const void* p : ptrs) {
+        if (!p) continue;
+        const auto [base, len] = m.region(p);
+        mprotect(reinterpret_cast<void*>(base), len, PROT_READ | PROT_WRITE);
+        open_.emplace_back(base, len);
+      }
+    }
+    ~Open() {
+      for (const auto& [base, len] : open_) mprotect(reinterpret_cast<void*>(base), len, PROT_NONE);
+    }
+    Open(const Open&) = delete;
+    Open& operator=(const Open&) = delete;
+
+   private:
+    GuardedMemory& m_;
+    std::vector<std::pair<std::uintptr_t, std::size_t>> open_;
+  };
+  void upload(void* device, const void* host, std::size_t bytes) override {
+    ++counts.uploads;
+    Open o(*this, {device});
+    std::memcpy(device, host, bytes);
+  }
+  void download(void* host, const void* device, std::size_t bytes) override {
+    ++counts.downloads;
+    Open o(*this, {device});
+    std::memcpy(host, device, bytes);
+  }
+  void copy(void* dst, const void* src, std::size_t bytes) override {
+    ++counts.copies;
+    Open o(*this, {dst, src});
+    std::memmove(dst, src, bytes);
+  }
+  void zero(void* p, std::size_t bytes) override {
+    ++counts.zeros;
+    Open o(*this, {p});
+    std::memset(p, 0, bytes);
+  }
+  void add(float* dst, const float* src, std::int64_t n) override {
+    ++counts.adds;
+    Open o(*this, {dst, src});
+    for (std::int64_t i = 0; i < n; ++i) dst[i] += src[i];
+  }
+  void synchronize() override { ++counts.syncs; }
+  std::string describe() const override { return "guarded host memory (a test device)"; }
+
+ private:
+  std::pair<std::uintptr_t, std::size_t> region(const void* p) const {
+    const auto a = reinterpret_cast<std::uintptr_t>(p);
+    auto it = regions_.upper_bound(a);
+    if (it == regions_.begin() || a >= std::prev(it)->first + std::prev(it)->second)
+      throw Error("a device call was given a pointer outside device memory");
+    --it;
+    return {it->first, it->second};
+  }
+  std::map<std::uintptr_t, std::size_t> regions_;
+};
+
+// The test device's one kernel of its own: Relu, computed inside the memory's guard.
+class GuardedRelu final : public NodeKernel {
+ public:
+  explicit GuardedRelu(const NodeProblem& p) : p_(p), m_(*static_cast<GuardedMemory*>(p.device)) {}
+  void forward() override {
+    GuardedMemory::Open o(m_, {p_.in[0].data, p_.out[0].data});
+    const float* x = p_.in[0].as<const float>();
+    float* y = p_.out[0].as<float>();
+    for (std::int64_t i = 0; i < p_.in[0].numel(); ++i) y[i] = x[i] > 0 ? x[i] : 0.0f;
+  }
+  void backward() override {
+    if (!p_.din[0].present()) return;
+    GuardedMemory::Open o(m_, {p_.in[0].data, p_.dout[0].data, p_.din[0].data});
+    const float* x = p_.in[0].as<const float>();
+    const float* dy = p_.dout[0].as<const float>();
+    float* dx = p_.din[0].as<float>();
+    for (std::int64_t i = 0; i < p_.in[0].numel(); ++i) dx[i] = x[i] > 0 ? dy[i] : 0.0f;
+  }
+  std::string impl() const override { return "guarded relu"; }
+
+ private:
+  NodeProblem p_;
+  GuardedMemory& m_;
+};
+
+struct GuardedBackend {
+  GuardedMemory* memory = nullptr;  // the last executor's
+  BackendInfo info;
+  GuardedBackend() {
+    info.name = "guarded";
+    info.built = true;
+    info.make_node_kernel = [](const NodeProblem& p, int) -> std::unique_ptr<NodeKernel> {
+      EXPECT_NE(p.device, nullptr) << "a device backend's kernel got no device";
+      if (p.node->op == "Relu" && p.in[0].dtype == DType::F32) return std::make_unique<GuardedRelu>(p);
+      return nullptr;
+    };
+    info.make_device_memory = [this] {
+      auto m = std::make_unique<GuardedMemory>();
+      memory = m.get();
+      return std::unique_ptr<DeviceMemory>(std::move(m));
+    };
+  }
+};
+
+TEST(Executor, TheGuardedTestDeviceCatchesAHostAccessOfDeviceMemory) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  GuardedMemory m;
+  auto* p = static_cast<float*>(m.allocate(64));
+  float v = 0;
+  m.download(&v, p, sizeof v);
+  EXPECT_EQ(v, 0.0f) << "allocations start zeroed";
+  EXPECT_DEATH({ p[0] = 1.0f; }, "");
+  EXPECT_THROW(m.download(&v, &v, sizeof v), Error);
+  m.release(p);
+}
+
+// Every operator graph, trained for one step through the device path (the test device: all
+// nodes but Relu fall back to the reference through host mirrors), gives bit for bit the host
+// executor's outputs and gradients: the same kernels in the same order, only the memory moved.
+TEST(Executor, OnADeviceTheStepKeepsEveryTensorInDeviceMemoryAndComputesWhatTheHostDoes) {
+  GuardedBackend dev;
+  for (const auto& c : cases()) {
+    SCOPED_TRACE(c.name);
+    GraphBuilder b;
+    const int loss = b.finish_with_projection_loss(c.build(b));
+    ExecutorSpec s;
+    s.graph = &b.g;
+    s.training = true;
+    s.loss = loss;
+    s.params = b.params();
+    GraphExecutor host(s);
+    s.backend = &dev.info;
+    GraphExecutor device(s);
+    for (GraphExecutor* e : {&host, &device}) {
+      e->forward(0);
+      e->backward(0);
+    }
+    EXPECT_EQ(device.output(0), host.output(0));
+    for (std::size_t k = 0; k < s.params.size(); ++k) EXPECT_EQ(device.gradient(k), host.gradient(k)) << b.g.info(s.params[k]).name;
+    for (const auto& st : device.steps())
+      if (st.node >= 0 && b.g.nodes[static_cast<std::size_t>(st.node)].op != "Relu" && st.impl != "d500 (view gradient)")
+        EXPECT_EQ(st.impl, "reference (fallback, through host)");
+    EXPECT_NE(device.describe().find("on guarded host memory"), std::string::npos) << device.describe();
+    EXPECT_THROW(device.parameter(0), Error) << "d500's host optimizers cannot take device parameters";
+  }
+}
+
+// Micro-batches on the device: inputs copied per micro-batch on the device, parameter gradients
+// zeroed there and accumulated with the device's add; inference keeps the same results.
+TEST(Executor, OnADeviceMicroBatchesAndInferenceComputeWhatTheHostDoes) {
+  GraphBuilder b;
+  const std::int64_t batch = 2;
+  const int x = b.input("x", DType::F32, {batch, 6});
+  const int h = b.node("Relu", {b.node("Gemm", {x, b.weight("w1", {6, 5}), b.weight("b1", {5})})});
+  const int y = b.node("Gemm", {h, b.weight("w2", {5, 3}), b.weight("b2", {3})});
+  const int labels = b.input("labels", DType::I64, {batch});
+  const int loss = b.node("SoftmaxCrossEntropyLoss", {y, labels});
+  b.g.outputs = {loss, y};
+  infer_and_fold(b.g, "mlp");
+  std::vector<float> xs(3 * batch * 6);
+  fill_uniform(xs.data(), xs.size(), 7);
+  const std::vector<std::int64_t> ls = {0, 2, 1, 2, 0, 1};
+  GuardedBackend dev;
+  for (const bool training : {true, false}) {
+    SCOPED_TRACE(training ? "training, 3 micro-batches" : "inference");
+    ExecutorSpec s;
+    s.graph = &b.g;
+    s.training = training;
+    s.loss = loss;
+    s.params = b.params();
+    s.inputs = {xs.data(), ls.data()};
+    s.micro_batches = 3;
+    GraphExecutor host(s);
+    s.backend = &dev.info;
+    GraphExecutor device(s);
+    for (int step = 0; step < 2; ++step)
+      for (int micro = 0; micro < 3; ++micro)
+        for (GraphExecutor* e : {&host, &device}) {
+          e->forward(micro);
+          if (training) e->backward(micro);
+        }
+    EXPECT_EQ(device.output(0), host.output(0));
+    EXPECT_EQ(device.output(1), host.output(1));
+    if (training)
+      for (std::size_t k = 0; k < s.params.size(); ++k) EXPECT_EQ(device.gradient(k), host.gradient(k));
+  }
+}
+
+// What crosses between host and device in a step: nothing when the device has a kernel for every
+// node; a fallback node's tensors, each once per pass, when it has not.
+TEST(Executor, OnADeviceOnlyFallbackNodesMoveDataAcrossInAStep) {
+  auto chain = [](const std::string& middle) {
+    auto b = std::make_unique<GraphBuilder>();
+    int x = b->weight("x", {64});
+    x = b->node("Relu", {x});
+    x = b->node(middle, {x});
+    x = b->node("Relu", {x});
+    b->g.outputs = {b->node("ReduceSum", {x}, {{"keepdims", int_attr(0)}})};
+    infer_and_fold(b->g, "chain");
+    return b;
+  };
+  GuardedBackend dev;
+  for (const std::string middle : {"Relu", "Tanh"}) {
+    SCOPED_TRACE(middle);
+    auto b = chain(middle);
+    const int loss = b->g.outputs[0];
+    ExecutorSpec s;
+    s.graph = &b->g;
+    s.backend = &dev.info;
+    s.training = true;
+    s.loss = loss;
+    s.params = b->params();
+    GraphExecutor e(s);
+    dev.memory->counts = {};
+    e.forward(0);
+    const GuardedMemory::Counts f = dev.memory->counts;
+    dev.memory->counts = {};
+    e.backward(0);
+    const GuardedMemory::Counts bw = dev.memory->counts;
+    // ReduceSum always falls back: forward 1 input down, 1 output up; backward its input, its
+    // output and its output's gradient down, its input's gradient up.
+    const int extra = middle == "Tanh" ? 1 : 0;
+    EXPECT_EQ(f.downloads, 1 + extra);
+    EXPECT_EQ(f.uploads, 1 + extra);
+    EXPECT_EQ(bw.downloads, 3 + 3 * extra);
+    EXPECT_EQ(bw.uploads, 1 + extra);
+    EXPECT_EQ(bw.copies, 1) << "the loss's seed is a device copy";
+    EXPECT_GE(f.syncs, 1) << "forward waits for the device";
+    EXPECT_GE(bw.syncs, 1) << "backward waits for the device";
+  }
 }
 
 }  // namespace

@@ -47,6 +47,15 @@ class Gpu : public ScratchDirTest {
     H5Fclose(f);
     return out;
   }
+  // `d500 plan` refuses LeNet-5 for `workload` on `backend`, naming the file's backend line.
+  void expect_refused_at_plan(const std::string& workload, const std::string& backend) {
+    const std::string file = write(workload + ".toml", "[campaign]\nname = \"refused\"\n[fixed]\nworkload = \"" + workload +
+                                                           "\"\nnetwork = \"lenet5\"\nbackend = \"" + backend + "\"\n");
+    const Cmd refused = sh(d500_cmd("plan " + file + " -o " + (dir_ / ("refused-" + workload)).string()));
+    EXPECT_NE(refused.code, 0);
+    EXPECT_NE(refused.out.find(workload + ".toml:6:"), std::string::npos) << refused.out;
+    EXPECT_NE(refused.out.find("does not run on backend '" + backend + "'"), std::string::npos) << refused.out;
+  }
   static std::string env_attr(const fs::path& file, const char* name) {
     const hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
     const hid_t g = H5Gopen2(f, "env", H5P_DEFAULT);
@@ -229,12 +238,7 @@ TEST_F(Gpu, LibTorchsExecutorOnTheGpuValidatesOrSaysWhyItCannotRun) {
   const d500::BackendInfo* b = d500::find_backend("libtorch-cuda");
   if (!b || !b->built) GTEST_SKIP() << "this build has no libtorch-cuda backend: " << (b ? b->not_built_reason : std::string("unknown"));
   const std::string no_device = b->no_device();
-  Cmd refused = sh(d500_cmd("plan " + write("l3.toml", "[campaign]\nname = \"l3\"\n[fixed]\nworkload = \"distributed\"\n"
-                                                      "network = \"lenet5\"\nbackend = \"libtorch-cuda\"\n") +
-                            " -o " + (dir_ / "refused").string()));
-  EXPECT_NE(refused.code, 0);
-  EXPECT_NE(refused.out.find("l3.toml:6:"), std::string::npos) << refused.out;
-  EXPECT_NE(refused.out.find("does not run on backend 'libtorch-cuda'"), std::string::npos) << refused.out;
+  expect_refused_at_plan("distributed", "libtorch-cuda");
   if (!no_device.empty()) {
     Cmd list = sh(d500_cmd("backends"));
     EXPECT_NE(list.out.find("built, no CUDA device: its points fail at setup on this host (" + no_device + ")"), std::string::npos) << list.out;
@@ -256,4 +260,36 @@ TEST_F(Gpu, LibTorchsExecutorOnTheGpuValidatesOrSaysWhyItCannotRun) {
   const auto devices = per_rank_strings(dir_ / "run" / "results" / "job-0000.h5", "env/devices");
   ASSERT_EQ(devices.size(), 1u);
   EXPECT_EQ(devices[0].rfind("cuda:0 of ", 0), 0u) << devices[0];
+}
+
+// d500's own executor on the GPU (level 1): the network lives in device memory, cuBLAS and cuDNN
+// run the nodes they cover, the rest falls back through host mirrors. Training there is refused
+// at plan time (d500's optimizers work on host memory). Without a device, each cuda point fails
+// alone with the reason and the host point beside it completes.
+TEST_F(Gpu, DsExecutorRunsNetworksOnTheGpuAndValidatesOrSaysWhyItCannot) {
+  if (const std::string why = why_skip(false); !why.empty()) GTEST_SKIP() << why;
+  expect_refused_at_plan("train", "cuda");
+  const std::string no_device = d500::find_backend("cuda")->no_device();
+  if (!no_device.empty()) {
+    const auto rows = reported("[campaign]\nname = \"l1\"\nrepetitions = 3\nwarmups = 1\n[fixed]\nworkload = \"network\"\n"
+                               "network = \"lenet5\"\nbatch = 8\n[axes]\nbackend = [\"cuda\", \"reference\"]\n");
+    ASSERT_EQ(rows.size(), 2u);
+    expect_outcomes(rows, [&](const Row& row) { return row.at("backend") == "cuda" ? "no CUDA device on this host (" + no_device + ")" : ""; });
+    return;
+  }
+  // Every operator the built-in CNNs use, in both passes: LeNet-5 (convolutions, max pooling,
+  // Gemm, ReLU) and ResNet-20 (batch normalisation: cuDNN in inference, the reference through
+  // the host in training; residual adds; global average pooling).
+  // Each repetition has the device's own duration of the step; each point the device memory it
+  // held (at least its weights) and the executor's device in its description.
+  const fs::path run = planned("[campaign]\nname = \"l1\"\nrepetitions = 5\nwarmups = 2\n[fixed]\nworkload = \"network\"\n"
+                               "backend = \"cuda\"\nbatch = 32\n[axes]\nnetwork = [\"lenet5\", \"resnet20-cifar\"]\n"
+                               "pass = [\"inference\", \"training\"]\n");
+  const hid_t f = ran_and_checked(run);
+  ASSERT_GE(f, 0);
+  each_on_device(f, 4, 7, [](hid_t g, const std::string& canonical) {
+    EXPECT_NE(attr_string(g, "executor").find(" on cuda:0, "), std::string::npos) << attr_string(g, "executor");
+    EXPECT_GE(attr_int(g, "device.peak_memory_bytes"), attr_int(g, "network.weight_bytes")) << canonical;
+  });
+  H5Fclose(f);
 }

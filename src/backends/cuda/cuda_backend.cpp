@@ -278,9 +278,11 @@ void register_backend_cuda(BackendRegistry& r) {
   r.add({.name = "cuda",
 #ifdef D500_HAVE_CUDNN
          .description = "cuBLAS and cuDNN on the GPU (GEMM in fp32, tf32, bf16, fp16; convolutions, pooling, batch normalisation, ReLU, "
-                        "softmax), one device per rank by local rank, timed by CUDA events",
+                        "softmax; level 1: d500's executor with the network in device memory), one device per rank by local rank, "
+                        "timed by CUDA events",
 #else
-         .description = "cuBLAS on the GPU (GEMM in fp32, tf32, bf16, fp16), one device per rank by local rank, timed by CUDA events",
+         .description = "cuBLAS on the GPU (GEMM in fp32, tf32, bf16, fp16; level 1: d500's executor with the network in device "
+                        "memory), one device per rank by local rank, timed by CUDA events",
 #endif
          .version = cuda_version,
 #ifdef D500_HAVE_CUDNN
@@ -298,6 +300,8 @@ void register_backend_cuda(BackendRegistry& r) {
 #endif
            return std::make_unique<CudaGemm>(p);
          },
+         .make_node_kernel = cuda::make_node_kernel,
+         .make_device_memory = cuda::make_executor_memory,
          .reduced_precision = true,
          .no_device = cuda::no_device_reason,
          .rank_device = cuda::rank_device_text,

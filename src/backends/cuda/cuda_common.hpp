@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "backends/device.hpp"
+#include "backends/graph.hpp"
 #include "backends/kernel.hpp"
 
 namespace d500::cuda {
@@ -112,6 +114,11 @@ class DeviceKernel : public OpKernel {
   DeviceTimer timer_;      // first: selects the device
   DeviceMemoryUse memory_;
 };
+
+// Level 1 (cuda_graph.cpp): the memory d500's executor keeps a network in on this rank's device,
+// and the node kernels that run on it (nullptr for a node they do not cover, or for host memory).
+std::unique_ptr<DeviceMemory> make_executor_memory();
+std::unique_ptr<NodeKernel> make_node_kernel(const NodeProblem& p, int threads);
 
 #ifdef D500_HAVE_CUDNN
 // cuDNN's convolution of a conv2d problem (forward, backward_data or backward_filter).

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "backends/cuda/cuda_common.hpp"
@@ -27,6 +28,23 @@ class TensorDesc {
  private:
   cudnnTensorDescriptor_t d_ = nullptr;
 };
+
+// The algorithm cuDNN's heuristics rank first (cudnnGet*Algorithm_v7) among those that succeed
+// within a workspace of 1 GiB, for each pass of a described convolution: its enum value, name
+// and workspace; found is false when none fits. Deterministic for a device model and cuDNN
+// version, so every rank of a job chooses the same.
+struct ConvAlgorithm {
+  bool found = false;
+  int algo = 0;
+  std::size_t workspace = 0;
+  std::string name;  // "forward IMPLICIT_GEMM"
+};
+ConvAlgorithm choose_forward(cudnnHandle_t h, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w, cudnnConvolutionDescriptor_t conv,
+                             cudnnTensorDescriptor_t y);
+ConvAlgorithm choose_backward_data(cudnnHandle_t h, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w,
+                                   cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t y);
+ConvAlgorithm choose_backward_filter(cudnnHandle_t h, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w,
+                                     cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t y);
 
 class CudnnKernel : public DeviceKernel {
  public:

@@ -106,12 +106,15 @@ const char* bwd_filter_name(cudnnConvolutionBwdFilterAlgo_t a) {
 }
 
 // The first of cuDNN's ranked choices that succeeded and fits the limit.
-template <class Perf>
-const Perf& first_fitting(const std::vector<Perf>& ranked, int returned, const char* what) {
-  for (int i = 0; i < returned; ++i)
-    if (ranked[static_cast<std::size_t>(i)].status == CUDNN_STATUS_SUCCESS && ranked[static_cast<std::size_t>(i)].memory <= kWorkspaceLimit)
-      return ranked[static_cast<std::size_t>(i)];
-  throw Error(std::string("cuda: cuDNN offers no ") + what + " algorithm for this convolution within a 1 GiB workspace");
+template <class Perf, class Name>
+ConvAlgorithm first_fitting(const std::vector<Perf>& ranked, int returned, const char* pass, Name&& name) {
+  ConvAlgorithm a;
+  for (int i = 0; i < returned && !a.found; ++i) {
+    const Perf& p = ranked[static_cast<std::size_t>(i)];
+    if (p.status == CUDNN_STATUS_SUCCESS && p.memory <= kWorkspaceLimit)
+      a = ConvAlgorithm{true, static_cast<int>(p.algo), p.memory, std::string(pass) + " " + name(p.algo)};
+  }
+  return a;
 }
 
 class CudnnConv final : public CudnnKernel {
@@ -133,7 +136,11 @@ class CudnnConv final : public CudnnKernel {
                 "cudnnSetConvolution2dDescriptor");
     cudnn_check(cudnnSetConvolutionGroupCount(conv_, dims(cs_.groups)), "cudnnSetConvolutionGroupCount");
     cudnn_check(cudnnSetConvolutionMathType(conv_, CUDNN_FMA_MATH), "cudnnSetConvolutionMathType");
-    choose_algorithm();
+    const ConvAlgorithm a = p_.pass == "forward"         ? choose_forward(handle_, x_, w_, conv_, y_)
+                            : p_.pass == "backward_data" ? choose_backward_data(handle_, x_, w_, conv_, y_)
+                                                         : choose_backward_filter(handle_, x_, w_, conv_, y_);
+    if (!a.found) throw Error("cuda: cuDNN offers no " + p_.pass + " algorithm for this convolution within a 1 GiB workspace");
+    algo_ = a.algo, workspace_bytes_ = a.workspace, algorithm_ = a.name;
     if (workspace_bytes_ > 0) workspace_ = scratch(workspace_bytes_);
   }
   ~CudnnConv() override {
@@ -149,12 +156,14 @@ class CudnnConv final : public CudnnKernel {
     cudnnStatus_t s = CUDNN_STATUS_SUCCESS;
     timer_.timed([&] {
       if (p_.pass == "forward")  // in: x, w; out: y
-        s = cudnnConvolutionForward(handle_, &alpha, x_, in(0), w_, in(1), conv_, fwd_, ws, workspace_bytes_, &beta, y_, out(0));
+        s = cudnnConvolutionForward(handle_, &alpha, x_, in(0), w_, in(1), conv_, static_cast<cudnnConvolutionFwdAlgo_t>(algo_), ws,
+                                    workspace_bytes_, &beta, y_, out(0));
       else if (p_.pass == "backward_data")  // in: dy, w; out: dx
-        s = cudnnConvolutionBackwardData(handle_, &alpha, w_, in(1), y_, in(0), conv_, bwd_data_, ws, workspace_bytes_, &beta, x_, out(0));
+        s = cudnnConvolutionBackwardData(handle_, &alpha, w_, in(1), y_, in(0), conv_, static_cast<cudnnConvolutionBwdDataAlgo_t>(algo_), ws,
+                                         workspace_bytes_, &beta, x_, out(0));
       else  // backward_filter; in: x, dy; out: dw
-        s = cudnnConvolutionBackwardFilter(handle_, &alpha, x_, in(0), y_, in(1), conv_, bwd_filter_, ws, workspace_bytes_, &beta, w_,
-                                           out(0));
+        s = cudnnConvolutionBackwardFilter(handle_, &alpha, x_, in(0), y_, in(1), conv_, static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo_),
+                                           ws, workspace_bytes_, &beta, w_, out(0));
     });
     cudnn_check(s, "the cuDNN convolution");
   }
@@ -167,42 +176,44 @@ class CudnnConv final : public CudnnKernel {
   }
 
  private:
-  void choose_algorithm() {
-    int returned = 0;
-    if (p_.pass == "forward") {
-      std::vector<cudnnConvolutionFwdAlgoPerf_t> r(CUDNN_CONVOLUTION_FWD_ALGO_COUNT);
-      cudnn_check(cudnnGetConvolutionForwardAlgorithm_v7(handle_, x_, w_, conv_, y_, static_cast<int>(r.size()), &returned, r.data()),
-                  "cudnnGetConvolutionForwardAlgorithm_v7");
-      const auto& best = first_fitting(r, returned, "forward");
-      fwd_ = best.algo, workspace_bytes_ = best.memory, algorithm_ = std::string("forward ") + fwd_name(best.algo);
-    } else if (p_.pass == "backward_data") {
-      std::vector<cudnnConvolutionBwdDataAlgoPerf_t> r(CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT);
-      cudnn_check(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle_, w_, y_, conv_, x_, static_cast<int>(r.size()), &returned, r.data()),
-                  "cudnnGetConvolutionBackwardDataAlgorithm_v7");
-      const auto& best = first_fitting(r, returned, "backward-data");
-      bwd_data_ = best.algo, workspace_bytes_ = best.memory, algorithm_ = std::string("backward data ") + bwd_data_name(best.algo);
-    } else {
-      std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> r(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT);
-      cudnn_check(cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle_, x_, y_, conv_, w_, static_cast<int>(r.size()), &returned, r.data()),
-                  "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
-      const auto& best = first_fitting(r, returned, "backward-filter");
-      bwd_filter_ = best.algo, workspace_bytes_ = best.memory, algorithm_ = std::string("backward filter ") + bwd_filter_name(best.algo);
-    }
-  }
-
   ConvShape cs_;
   cudnnTensorDescriptor_t x_ = nullptr, y_ = nullptr;
   cudnnFilterDescriptor_t w_ = nullptr;
   cudnnConvolutionDescriptor_t conv_ = nullptr;
-  cudnnConvolutionFwdAlgo_t fwd_{};
-  cudnnConvolutionBwdDataAlgo_t bwd_data_{};
-  cudnnConvolutionBwdFilterAlgo_t bwd_filter_{};
+  int algo_ = 0;  // the pass's cuDNN algorithm enum
   std::size_t workspace_bytes_ = 0;
   std::string algorithm_;
   void* workspace_ = nullptr;
 };
 
 }  // namespace
+
+ConvAlgorithm choose_forward(cudnnHandle_t h, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w, cudnnConvolutionDescriptor_t conv,
+                             cudnnTensorDescriptor_t y) {
+  int returned = 0;
+  std::vector<cudnnConvolutionFwdAlgoPerf_t> r(CUDNN_CONVOLUTION_FWD_ALGO_COUNT);
+  cudnn_check(cudnnGetConvolutionForwardAlgorithm_v7(h, x, w, conv, y, static_cast<int>(r.size()), &returned, r.data()),
+              "cudnnGetConvolutionForwardAlgorithm_v7");
+  return first_fitting(r, returned, "forward", fwd_name);
+}
+
+ConvAlgorithm choose_backward_data(cudnnHandle_t h, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w,
+                                   cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t y) {
+  int returned = 0;
+  std::vector<cudnnConvolutionBwdDataAlgoPerf_t> r(CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT);
+  cudnn_check(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, w, y, conv, x, static_cast<int>(r.size()), &returned, r.data()),
+              "cudnnGetConvolutionBackwardDataAlgorithm_v7");
+  return first_fitting(r, returned, "backward data", bwd_data_name);
+}
+
+ConvAlgorithm choose_backward_filter(cudnnHandle_t h, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w,
+                                     cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t y) {
+  int returned = 0;
+  std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> r(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT);
+  cudnn_check(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, x, y, conv, w, static_cast<int>(r.size()), &returned, r.data()),
+              "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
+  return first_fitting(r, returned, "backward filter", bwd_filter_name);
+}
 
 std::unique_ptr<OpKernel> make_cudnn_conv(OpProblem& p) { return std::make_unique<CudnnConv>(p); }
 

@@ -121,7 +121,7 @@ std::shared_ptr<const StepValues> yardstick(const NetworkPoint& pt, const Loaded
 class NetworkWorkload final : public Workload {
  public:
   NetworkWorkload(const RunContext& ctx, const BackendInfo& backend)
-      : pt_(ctx.params), params_(ctx.params), backend_(backend), net_(load_point_network(pt_.network, pt_.graph_batch(), pt_.training)) {
+      : pt_(ctx.params), params_(ctx.params), backend_(backend), comm_(ctx.comm), net_(load_point_network(pt_.network, pt_.graph_batch(), pt_.training)) {
     inputs_ = make_inputs(net_->graph, pt_.micro_batches(), ctx.seed);
     RunnerSpec spec;
     spec.graph = &net_->graph;
@@ -167,7 +167,23 @@ class NetworkWorkload final : public Workload {
       times_.repetitions = h.repetitions();
       times_.ns.assign(times_.steps.size() * static_cast<std::size_t>(times_.repetitions), 0);  // preallocated: the timed region writes only
     }
-    h.repeat_phased([this](int rep, const Harness::PhaseMark& mark) { step(&mark, rep); }, pt_.training ? 2 : 0);
+    DeviceMemory* dev = executor_ ? executor_->device() : nullptr;
+    if (!dev) {
+      h.repeat_phased([this](int rep, const Harness::PhaseMark& mark) { step(&mark, rep); }, pt_.training ? 2 : 0);
+      return;
+    }
+    // On a device: its own duration of the step (events around all of it on the stream) as the
+    // repetition's `device` row, placed from the host's start.
+    h.repeat_phased(
+        [this, dev](int rep, const Harness::PhaseMark& mark) {
+          const std::int64_t t0 = now_ns();
+          dev->start_timing();
+          step(&mark, rep);
+          const std::int64_t ns = dev->stop_timing();
+          if (ns >= 0) mark(Phase::Device, t0, t0 + ns);
+        },
+        pt_.training ? 3 : 1);
+    device_peak_ = dev->peak_bytes();
   }
 
   Work work() const override { return work_; }
@@ -194,8 +210,12 @@ class NetworkWorkload final : public Workload {
       a.push_back({"memory.planned_bytes", executor_->arena_bytes()});
       a.push_back({"memory.persistent_bytes", executor_->persistent_bytes()});
       int fallback = 0;
-      for (const auto& s : executor_->steps()) fallback += s.impl == "reference (fallback)";
+      for (const auto& s : executor_->steps()) fallback += s.impl.rfind("reference (fallback", 0) == 0;
       a.push_back({"executor.reference_fallback_steps", std::int64_t{fallback}});
+    }
+    if (executor_ && executor_->device()) {
+      const auto dm = device_memory_attributes(comm_, device_peak_);
+      a.insert(a.end(), dm.begin(), dm.end());
     }
     return a;
   }
@@ -230,10 +250,12 @@ class NetworkWorkload final : public Workload {
   NetworkPoint pt_;
   Params params_;
   const BackendInfo& backend_;
+  MPI_Comm comm_;
   std::shared_ptr<const LoadedNetwork> net_;
   InputData inputs_;
   std::unique_ptr<GraphRunner> runner_;
   GraphExecutor* executor_ = nullptr;
+  std::int64_t device_peak_ = -1;
   Work work_;
   StepTimes times_;
 };

@@ -800,8 +800,11 @@ void register_train(WorkloadRegistry& r) {
       return 0;
     }
   };
+  // d500's executor on a device backend (cuda) keeps the parameters on the device, where d500's
+  // optimizers do not reach: training there goes through a framework's own executor
+  // (libtorch-cuda).
   for (const auto& b : all_backends())
-    if (b.built && (b.name == "reference" || b.make_node_kernel || b.make_graph_runner))
+    if (b.built && (b.name == "reference" || (b.make_node_kernel && !b.make_device_memory) || b.make_graph_runner))
       w.backends[b.name] = [&b](const RunContext& c) { return std::make_unique<TrainWorkload>(c, b); };
 
   // Level 3: the same training, data-parallel over the ranks through a scheme.

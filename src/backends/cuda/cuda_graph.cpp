@@ -1,0 +1,581 @@
+// The cuda backend at level 1: the memory d500's graph executor keeps a network in on this rank's
+// GPU (ExecutorMemory: one non-blocking stream, a cuBLAS handle and, with cuDNN, a cuDNN handle on
+// it), and node kernels that enqueue on that stream. Float32 throughout, strict: cuBLAS in
+// CUBLAS_DEFAULT_MATH and cuDNN convolutions in CUDNN_FMA_MATH (no TF32), as the yardstick's
+// tolerance for float32 assumes.
+//   Gemm, MatMul (2-D weights, or equal batches)  cuBLAS sgemm / sgemm strided batched
+//   Add (operands of one shape)                    a device copy and cublasSaxpy
+//   Conv (1-D, 2-D; symmetric pads)                cuDNN forward, backward data, backward filter,
+//                                                  backward bias; the algorithm cuDNN's heuristic
+//                                                  first choice within 1 GiB of workspace
+//   MaxPool, AveragePool, GlobalAveragePool        cuDNN pooling (no dilation, symmetric pads, the
+//                                                  floor rule); in training the kernel keeps its own
+//                                                  copy of what cuDNN's backward reads and the
+//                                                  executor does not keep (the output; an average's input)
+//   Relu                                           cuDNN activation
+//   Softmax, LogSoftmax                            cuDNN softmax (accurate / log)
+//   BatchNormalization (inference)                 cuDNN spatial batch normalisation
+// Every other node, and these outside the cases above, run on the reference through host
+// mirrors (the executor's fallback, named per node). Nothing here has run on a GPU yet: the
+// executor's device path is tested on the host with a guarded test device
+// (networks/executor_test.cpp), and these kernels against the yardstick by the same test on a
+// machine with a GPU.
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "backends/conv_geom.hpp"
+#include "backends/cuda/cuda_common.hpp"
+#include "backends/device.hpp"
+#include "backends/graph.hpp"
+#include "common/error.hpp"
+#ifdef D500_HAVE_CUDNN
+#include "backends/cuda/cudnn_common.hpp"
+#endif
+
+namespace d500::cuda {
+namespace {
+
+using I = std::int64_t;
+
+void blas_check(cublasStatus_t s, const char* call) {
+  if (s != CUBLAS_STATUS_SUCCESS) throw Error(std::string("cuda: ") + call + " failed: " + cublasGetStatusString(s));
+}
+
+bool fits_int(I v) { return v >= 0 && v <= std::numeric_limits<int>::max(); }
+int to_int(I v) { return static_cast<int>(v); }
+
+class ExecutorMemory final : public DeviceMemory {
+ public:
+  ExecutorMemory() {
+    use_rank_device();
+    use_ = std::make_unique<DeviceMemoryUse>();  // the baseline: the context made, nothing of ours yet
+    check(cudaGetDevice(&device_), "cudaGetDevice");
+    check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    check(cudaEventCreate(&start_), "cudaEventCreate");
+    check(cudaEventCreate(&stop_), "cudaEventCreate");
+    blas_check(cublasCreate(&blas_), "cublasCreate");
+    blas_check(cublasSetStream(blas_, stream_), "cublasSetStream");
+    blas_check(cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+#ifdef D500_HAVE_CUDNN
+    cudnn_check(cudnnCreate(&dnn_), "cudnnCreate");
+    cudnn_check(cudnnSetStream(dnn_, stream_), "cudnnSetStream");
+#endif
+    cudaDeviceProp prop{};
+    name_ = "cuda:" + std::to_string(device_);
+    if (cudaGetDeviceProperties(&prop, device_) == cudaSuccess) name_ += std::string(", ") + prop.name;
+  }
+  ~ExecutorMemory() override {
+    if (stream_) cudaStreamSynchronize(stream_);
+#ifdef D500_HAVE_CUDNN
+    if (dnn_) cudnnDestroy(dnn_);
+#endif
+    if (blas_) cublasDestroy(blas_);
+    if (start_) cudaEventDestroy(start_);
+    if (stop_) cudaEventDestroy(stop_);
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+  ExecutorMemory(const ExecutorMemory&) = delete;
+  ExecutorMemory& operator=(const ExecutorMemory&) = delete;
+
+  void* allocate(std::size_t bytes) override {
+    void* p = nullptr;
+    check(cudaMalloc(&p, std::max<std::size_t>(bytes, 1)), "cudaMalloc (the executor's memory)");
+    if (const cudaError_t e = cudaMemset(p, 0, std::max<std::size_t>(bytes, 1)); e != cudaSuccess) {
+      cudaFree(p);
+      check(e, "cudaMemset");
+    }
+    return p;
+  }
+  void release(void* p) noexcept override { cudaFree(p); }
+  void upload(void* device, const void* host, std::size_t bytes) override {
+    check(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream_), "cudaMemcpyAsync (to the device)");
+    synchronize();
+  }
+  void download(void* host, const void* device, std::size_t bytes) override {
+    check(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, stream_), "cudaMemcpyAsync (to the host)");
+    synchronize();
+  }
+  void copy(void* dst, const void* src, std::size_t bytes) override {
+    check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_), "cudaMemcpyAsync (on the device)");
+  }
+  void zero(void* p, std::size_t bytes) override { check(cudaMemsetAsync(p, 0, bytes, stream_), "cudaMemsetAsync"); }
+  void add(float* dst, const float* src, std::int64_t n) override {
+    const float one = 1.0f;
+    blas_check(cublasSaxpy_64(blas_, n, &one, src, 1, dst, 1), "cublasSaxpy_64");
+  }
+  void synchronize() override { check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
+  std::string describe() const override { return name_; }
+  void start_timing() override { check(cudaEventRecord(start_, stream_), "cudaEventRecord"); }
+  std::int64_t stop_timing() override {
+    check(cudaEventRecord(stop_, stream_), "cudaEventRecord");
+    check(cudaEventSynchronize(stop_), "cudaEventSynchronize");
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, start_, stop_), "cudaEventElapsedTime");
+    return static_cast<std::int64_t>(std::llround(static_cast<double>(ms) * 1e6));
+  }
+  std::int64_t peak_bytes() const override { return use_->peak(); }
+
+  cudaStream_t stream() const { return stream_; }
+  cublasHandle_t blas() const { return blas_; }
+#ifdef D500_HAVE_CUDNN
+  cudnnHandle_t dnn() const { return dnn_; }
+#endif
+
+ private:
+  int device_ = 0;
+  std::unique_ptr<DeviceMemoryUse> use_;
+  cudaStream_t stream_ = nullptr;
+  cudaEvent_t start_ = nullptr, stop_ = nullptr;
+  cublasHandle_t blas_ = nullptr;
+#ifdef D500_HAVE_CUDNN
+  cudnnHandle_t dnn_ = nullptr;
+#endif
+  std::string name_;
+};
+
+// What every node kernel here holds: the problem and the executor's memory, and device buffers of
+// its own (released before the memory goes: the executor destroys its kernels first).
+class CudaNode : public NodeKernel {
+ public:
+  CudaNode(const NodeProblem& p, ExecutorMemory& m) : p_(p), m_(m) {}
+  ~CudaNode() override {
+    for (void* b : own_) m_.release(b);
+  }
+  CudaNode(const CudaNode&) = delete;
+  CudaNode& operator=(const CudaNode&) = delete;
+
+ protected:
+  void* own(std::size_t bytes) {
+    own_.push_back(m_.allocate(bytes));
+    return own_.back();
+  }
+  float* ones(I n) {
+    const std::vector<float> v(static_cast<std::size_t>(n), 1.0f);
+    auto* d = static_cast<float*>(own(v.size() * sizeof(float)));
+    m_.upload(d, v.data(), v.size() * sizeof(float));
+    return d;
+  }
+  template <class T = float>
+  T* in(std::size_t i) const { return p_.in[i].as<T>(); }
+  float* out(std::size_t j) const { return p_.out[j].as<float>(); }
+  float* din(std::size_t i) const { return i < p_.din.size() ? p_.din[i].as<float>() : nullptr; }
+  const float* dout(std::size_t j) const { return p_.dout[j].as<const float>(); }
+
+  // Row-major C [m, n] = alpha op(A) op(B) + beta C (lda, ldb: the stored rows' lengths), as
+  // cuBLAS's column-major C^T = op(B)^T op(A)^T; `count` products `sa`, `sb`, `sc` apart.
+  void sgemm(bool ta, bool tb, I m, I n, I k, float alpha, const float* a, I lda, const float* b, I ldb, float beta, float* c, I ldc,
+             I count = 1, I sa = 0, I sb = 0, I sc = 0) const {
+    const cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    if (count == 1)
+      blas_check(cublasSgemm(m_.blas(), opb, opa, to_int(n), to_int(m), to_int(k), &alpha, b, to_int(ldb), a, to_int(lda), &beta, c,
+                             to_int(ldc)),
+                 "cublasSgemm");
+    else
+      blas_check(cublasSgemmStridedBatched(m_.blas(), opb, opa, to_int(n), to_int(m), to_int(k), &alpha, b, to_int(ldb), sb, a,
+                                           to_int(lda), sa, &beta, c, to_int(ldc), sc, to_int(count)),
+                 "cublasSgemmStridedBatched");
+  }
+
+  NodeProblem p_;
+  ExecutorMemory& m_;
+
+ private:
+  std::vector<void*> own_;
+};
+
+// Gemm: Y = alpha op(A) op(B) + beta C, C of shape [n] (or [1, n]) or [m, n].
+class Gemm final : public CudaNode {
+ public:
+  Gemm(const NodeProblem& p, ExecutorMemory& m) : CudaNode(p, m) {
+    const Shape& a = *p.in[0].shape;
+    const Shape& b = *p.in[1].shape;
+    ta_ = p.node->attr_i("transA", 0) != 0, tb_ = p.node->attr_i("transB", 0) != 0;
+    m_rows_ = ta_ ? a[1] : a[0], k_ = ta_ ? a[0] : a[1], n_ = tb_ ? b[0] : b[1];
+    alpha_ = static_cast<float>(p.node->attr_f("alpha", 1.0));
+    beta_ = p.in.size() > 2 && p.in[2].present() ? static_cast<float>(p.node->attr_f("beta", 1.0)) : 0.0f;
+    full_c_ = beta_ != 0.0f && p.in[2].numel() == m_rows_ * n_;
+    if (beta_ != 0.0f && !full_c_) ones_ = ones(m_rows_);
+  }
+  void forward() override {
+    float* y = out(0);
+    if (beta_ != 0.0f) {
+      if (full_c_) m_.copy(y, in(2), static_cast<std::size_t>(m_rows_ * n_) * sizeof(float));
+      else sgemm(false, false, m_rows_, n_, 1, 1.0f, ones_, 1, in(2), n_, 0.0f, y, n_);  // each row gets C
+    }
+    sgemm(ta_, tb_, m_rows_, n_, k_, alpha_, in(0), ta_ ? m_rows_ : k_, in(1), tb_ ? k_ : n_, beta_, y, n_);
+  }
+  void backward() override {
+    const float* dy = dout(0);
+    if (float* da = din(0)) {
+      if (!ta_) sgemm(false, !tb_, m_rows_, k_, n_, alpha_, dy, n_, in(1), tb_ ? k_ : n_, 0.0f, da, k_);
+      else sgemm(tb_, true, k_, m_rows_, n_, alpha_, in(1), tb_ ? k_ : n_, dy, n_, 0.0f, da, m_rows_);
+    }
+    if (float* db = din(1)) {
+      if (!tb_) sgemm(!ta_, false, k_, n_, m_rows_, alpha_, in(0), ta_ ? m_rows_ : k_, dy, n_, 0.0f, db, n_);
+      else sgemm(true, ta_, n_, k_, m_rows_, alpha_, dy, n_, in(0), ta_ ? m_rows_ : k_, 0.0f, db, k_);
+    }
+    if (float* dc = din(2)) {
+      const float zero = 0.0f;
+      if (full_c_) {  // dC = beta dY
+        m_.copy(dc, dy, static_cast<std::size_t>(m_rows_ * n_) * sizeof(float));
+        blas_check(cublasSscal_64(m_.blas(), m_rows_ * n_, &beta_, dc, 1), "cublasSscal_64");
+      } else {  // dC [n] = beta dY^T ones: column-major dY^T is n x m
+        blas_check(cublasSgemv(m_.blas(), CUBLAS_OP_N, to_int(n_), to_int(m_rows_), &beta_, dy, to_int(n_), ones_, 1, &zero, dc, 1),
+                   "cublasSgemv");
+      }
+    }
+  }
+  std::string impl() const override { return "cuda cublas sgemm"; }
+
+ private:
+  bool ta_ = false, tb_ = false, full_c_ = false;
+  I m_rows_ = 0, k_ = 0, n_ = 0;
+  float alpha_ = 1, beta_ = 0;
+  float* ones_ = nullptr;
+};
+
+// MatMul with a 2-D right operand (a projection: A's rows flattened), or with equal batches.
+class MatMul final : public CudaNode {
+ public:
+  MatMul(const NodeProblem& p, ExecutorMemory& m, bool batched) : CudaNode(p, m), batched_(batched) {
+    const Shape& a = *p.in[0].shape;
+    const Shape& b = *p.in[1].shape;
+    k_ = a.back(), n_ = b.back();
+    if (batched) {
+      rows_ = a[a.size() - 2];
+      count_ = numel(a) / (rows_ * k_);
+    } else {
+      rows_ = numel(a) / k_;
+    }
+  }
+  void forward() override {
+    sgemm(false, false, rows_, n_, k_, 1.0f, in(0), k_, in(1), n_, 0.0f, out(0), n_, count_, rows_ * k_, batched_ ? k_ * n_ : 0,
+          rows_ * n_);
+  }
+  void backward() override {
+    const float* dy = dout(0);
+    if (float* da = din(0))  // dA = dY B^T
+      sgemm(false, true, rows_, k_, n_, 1.0f, dy, n_, in(1), n_, 0.0f, da, k_, count_, rows_ * n_, batched_ ? k_ * n_ : 0, rows_ * k_);
+    if (float* db = din(1))  // dB = A^T dY (a 2-D weight: every row of A at once)
+      sgemm(true, false, k_, n_, rows_, 1.0f, in(0), k_, dy, n_, 0.0f, db, n_, count_, rows_ * k_, rows_ * n_, k_ * n_);
+  }
+  std::string impl() const override { return batched_ ? "cuda cublas sgemm (strided batched)" : "cuda cublas sgemm"; }
+
+ private:
+  bool batched_;
+  I rows_ = 0, k_ = 0, n_ = 0, count_ = 1;
+};
+
+// Add of two operands of one shape.
+class Add final : public CudaNode {
+ public:
+  using CudaNode::CudaNode;
+  void forward() override {
+    const I n = p_.out[0].numel();
+    m_.copy(out(0), in(0), static_cast<std::size_t>(n) * sizeof(float));
+    m_.add(out(0), in(1), n);
+  }
+  void backward() override {
+    const std::size_t bytes = static_cast<std::size_t>(p_.out[0].numel()) * sizeof(float);
+    for (std::size_t i = 0; i < 2; ++i)
+      if (float* d = din(i)) m_.copy(d, dout(0), bytes);
+  }
+  std::string impl() const override { return "cuda copy and cublas saxpy"; }
+};
+
+#ifdef D500_HAVE_CUDNN
+
+const float kOne = 1.0f, kZero = 0.0f;
+
+class Conv final : public CudaNode {
+ public:
+  // nullptr when cuDNN's geometry differs from the node's (the reference runs it then).
+  static std::unique_ptr<NodeKernel> make(const NodeProblem& p, ExecutorMemory& m) {
+    const ConvGeom g = conv_geom(*p.node, *p.in[0].shape, (*p.in[1].shape)[0]);
+    if (g.pt != g.pb || g.pl != g.pr) return nullptr;
+    for (const I v : {g.n, g.c, g.h, g.w, g.k, g.p, g.q})
+      if (!fits_int(v)) return nullptr;
+    auto k = std::unique_ptr<Conv>(new Conv(p, m, g));
+    return k->ok_ ? std::move(k) : nullptr;
+  }
+  ~Conv() override {
+    if (conv_) cudnnDestroyConvolutionDescriptor(conv_);
+    if (w_) cudnnDestroyFilterDescriptor(w_);
+  }
+  void forward() override {
+    cudnn_check(cudnnConvolutionForward(m_.dnn(), &kOne, x_.get(), in(0), w_, in(1), conv_, fwd_, ws_, ws_bytes_, &kZero, y_.get(), out(0)),
+                "cudnnConvolutionForward");
+    if (has_bias_) cudnn_check(cudnnAddTensor(m_.dnn(), &kOne, b_.get(), in(2), &kOne, y_.get(), out(0)), "cudnnAddTensor (bias)");
+  }
+  void backward() override {
+    const float* dy = dout(0);
+    if (float* dx = din(0))
+      cudnn_check(cudnnConvolutionBackwardData(m_.dnn(), &kOne, w_, in(1), y_.get(), dy, conv_, bwd_data_, ws_, ws_bytes_, &kZero, x_.get(), dx),
+                  "cudnnConvolutionBackwardData");
+    if (float* dw = din(1))
+      cudnn_check(cudnnConvolutionBackwardFilter(m_.dnn(), &kOne, x_.get(), in(0), y_.get(), dy, conv_, bwd_filter_, ws_, ws_bytes_, &kZero,
+                                                 w_, dw),
+                  "cudnnConvolutionBackwardFilter");
+    if (float* db = din(2))
+      cudnn_check(cudnnConvolutionBackwardBias(m_.dnn(), &kOne, y_.get(), dy, &kZero, b_.get(), db), "cudnnConvolutionBackwardBias");
+  }
+  std::string impl() const override { return "cuda cudnn convolution (" + algorithms_ + ")"; }
+
+ private:
+  Conv(const NodeProblem& p, ExecutorMemory& m, const ConvGeom& g)
+      : CudaNode(p, m), x_(g.n, g.c, g.h, g.w), y_(g.n, g.k, g.p, g.q), b_(1, g.k, 1, 1) {
+    has_bias_ = p.in.size() > 2 && p.in[2].present();
+    cudnn_check(cudnnCreateFilterDescriptor(&w_), "cudnnCreateFilterDescriptor");
+    cudnn_check(cudnnSetFilter4dDescriptor(w_, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, to_int(g.k), to_int(g.cg()), to_int(g.kh), to_int(g.kw)),
+                "cudnnSetFilter4dDescriptor");
+    cudnn_check(cudnnCreateConvolutionDescriptor(&conv_), "cudnnCreateConvolutionDescriptor");
+    cudnn_check(cudnnSetConvolution2dDescriptor(conv_, to_int(g.pt), to_int(g.pl), to_int(g.sh), to_int(g.sw), to_int(g.dh), to_int(g.dw),
+                                                CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+                "cudnnSetConvolution2dDescriptor");
+    cudnn_check(cudnnSetConvolutionGroupCount(conv_, to_int(g.groups)), "cudnnSetConvolutionGroupCount");
+    cudnn_check(cudnnSetConvolutionMathType(conv_, CUDNN_FMA_MATH), "cudnnSetConvolutionMathType");
+    int n = 0, c = 0, h = 0, w = 0;
+    cudnn_check(cudnnGetConvolution2dForwardOutputDim(conv_, x_.get(), w_, &n, &c, &h, &w), "cudnnGetConvolution2dForwardOutputDim");
+    if (n != g.n || c != g.k || h != g.p || w != g.q) return;  // ok_ stays false
+    const ConvAlgorithm f = choose_forward(m.dnn(), x_.get(), w_, conv_, y_.get());
+    if (!f.found) return;
+    fwd_ = static_cast<cudnnConvolutionFwdAlgo_t>(f.algo), ws_bytes_ = f.workspace;
+    // The impl text (64 bytes in the results file): cuDNN's algorithm enums, forward, backward
+    // data, backward filter ("algos f1 d1 w3").
+    algorithms_ = "algos f" + std::to_string(f.algo);
+    if (p.training) {
+      const ConvAlgorithm d = choose_backward_data(m.dnn(), x_.get(), w_, conv_, y_.get());
+      const ConvAlgorithm w8 = choose_backward_filter(m.dnn(), x_.get(), w_, conv_, y_.get());
+      if (!d.found || !w8.found) return;
+      bwd_data_ = static_cast<cudnnConvolutionBwdDataAlgo_t>(d.algo), bwd_filter_ = static_cast<cudnnConvolutionBwdFilterAlgo_t>(w8.algo);
+      ws_bytes_ = std::max({ws_bytes_, d.workspace, w8.workspace});
+      algorithms_ += " d" + std::to_string(d.algo) + " w" + std::to_string(w8.algo);
+    }
+    if (ws_bytes_ > 0) ws_ = own(ws_bytes_);
+    ok_ = true;
+  }
+
+  TensorDesc x_, y_, b_;
+  cudnnFilterDescriptor_t w_ = nullptr;
+  cudnnConvolutionDescriptor_t conv_ = nullptr;
+  cudnnConvolutionFwdAlgo_t fwd_{};
+  cudnnConvolutionBwdDataAlgo_t bwd_data_{};
+  cudnnConvolutionBwdFilterAlgo_t bwd_filter_{};
+  std::size_t ws_bytes_ = 0;
+  void* ws_ = nullptr;
+  bool has_bias_ = false, ok_ = false;
+  std::string algorithms_;
+};
+
+// MaxPool, AveragePool and GlobalAveragePool. cuDNN's backward pass reads the forward's input and
+// output; the executor keeps MaxPool's input alive, so in training the kernel copies the output
+// (and an average's input) into buffers of its own.
+class Pool final : public CudaNode {
+ public:
+  static std::unique_ptr<NodeKernel> make(const NodeProblem& p, ExecutorMemory& m) {
+    const Shape& xs = *p.in[0].shape;
+    if (xs.size() != 4 && xs.size() != 3) return nullptr;
+    const bool global = p.node->op == "GlobalAveragePool";
+    ConvGeom g;
+    if (global) {
+      g.n = xs[0], g.c = g.k = xs[1], g.h = xs.size() == 4 ? xs[2] : 1, g.w = xs.back();
+      g.kh = g.h, g.kw = g.w, g.sh = g.h, g.sw = g.w, g.p = g.q = 1;
+    } else {
+      g = conv_geom(*p.node, xs, xs[1]);
+      if (g.pt != g.pb || g.pl != g.pr || g.dh != 1 || g.dw != 1) return nullptr;
+    }
+    for (const I v : {g.n, g.c, g.h, g.w, g.kh, g.kw})
+      if (!fits_int(v)) return nullptr;
+    cudnnPoolingMode_t mode = CUDNN_POOLING_MAX;
+    if (p.node->op != "MaxPool")
+      mode = global || p.node->attr_i("count_include_pad", 0) ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
+                                                              : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
+    auto k = std::unique_ptr<Pool>(new Pool(p, m, g, mode));
+    return k->ok_ ? std::move(k) : nullptr;
+  }
+  ~Pool() override {
+    if (pool_) cudnnDestroyPoolingDescriptor(pool_);
+  }
+  void forward() override {
+    cudnn_check(cudnnPoolingForward(m_.dnn(), pool_, &kOne, x_.get(), in(0), &kZero, y_.get(), out(0)), "cudnnPoolingForward");
+    if (y_keep_) m_.copy(y_keep_, out(0), y_bytes_);
+    if (x_keep_) m_.copy(x_keep_, in(0), x_bytes_);
+  }
+  void backward() override {
+    float* dx = din(0);
+    if (!dx) return;
+    const void* x = x_keep_ ? x_keep_ : in(0);
+    cudnn_check(cudnnPoolingBackward(m_.dnn(), pool_, &kOne, y_.get(), y_keep_, y_.get(), dout(0), x_.get(), x, &kZero, x_.get(), dx),
+                "cudnnPoolingBackward");
+  }
+  std::string impl() const override {
+    return p_.training ? "cuda cudnn pooling (output kept for backward)" : "cuda cudnn pooling";
+  }
+
+ private:
+  Pool(const NodeProblem& p, ExecutorMemory& m, const ConvGeom& g, cudnnPoolingMode_t mode)
+      : CudaNode(p, m), x_(g.n, g.c, g.h, g.w), y_(g.n, g.c, g.p, g.q) {
+    cudnn_check(cudnnCreatePoolingDescriptor(&pool_), "cudnnCreatePoolingDescriptor");
+    cudnn_check(cudnnSetPooling2dDescriptor(pool_, mode, CUDNN_NOT_PROPAGATE_NAN, to_int(g.kh), to_int(g.kw), to_int(g.pt), to_int(g.pl),
+                                            to_int(g.sh), to_int(g.sw)),
+                "cudnnSetPooling2dDescriptor");
+    int n = 0, c = 0, h = 0, w = 0;
+    cudnn_check(cudnnGetPooling2dForwardOutputDim(pool_, x_.get(), &n, &c, &h, &w), "cudnnGetPooling2dForwardOutputDim");
+    if (n != g.n || c != g.c || h != g.p || w != g.q) return;  // ceil mode: the reference runs it
+    if (p.training) {
+      y_bytes_ = static_cast<std::size_t>(g.n * g.c * g.p * g.q) * sizeof(float);
+      y_keep_ = own(y_bytes_);
+      if (mode != CUDNN_POOLING_MAX) {
+        x_bytes_ = static_cast<std::size_t>(g.n * g.c * g.h * g.w) * sizeof(float);
+        x_keep_ = own(x_bytes_);
+      }
+    }
+    ok_ = true;
+  }
+
+  TensorDesc x_, y_;
+  cudnnPoolingDescriptor_t pool_ = nullptr;
+  void* y_keep_ = nullptr;
+  void* x_keep_ = nullptr;
+  std::size_t y_bytes_ = 0, x_bytes_ = 0;
+  bool ok_ = false;
+};
+
+// Relu, as a 1 x 1 x 1 x n tensor. The executor keeps the input alive for the backward pass; the
+// input stands for the output there (both are positive at the same places).
+class Relu final : public CudaNode {
+ public:
+  Relu(const NodeProblem& p, ExecutorMemory& m) : CudaNode(p, m), t_(1, 1, 1, p.in[0].numel()) {
+    cudnn_check(cudnnCreateActivationDescriptor(&act_), "cudnnCreateActivationDescriptor");
+    cudnn_check(cudnnSetActivationDescriptor(act_, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0), "cudnnSetActivationDescriptor");
+  }
+  ~Relu() override {
+    if (act_) cudnnDestroyActivationDescriptor(act_);
+  }
+  void forward() override {
+    cudnn_check(cudnnActivationForward(m_.dnn(), act_, &kOne, t_.get(), in(0), &kZero, t_.get(), out(0)), "cudnnActivationForward");
+  }
+  void backward() override {
+    if (float* dx = din(0))
+      cudnn_check(cudnnActivationBackward(m_.dnn(), act_, &kOne, t_.get(), in(0), t_.get(), dout(0), t_.get(), in(0), &kZero, t_.get(), dx),
+                  "cudnnActivationBackward");
+  }
+  std::string impl() const override { return "cuda cudnn activation"; }
+
+ private:
+  TensorDesc t_;
+  cudnnActivationDescriptor_t act_ = nullptr;
+};
+
+// Softmax and LogSoftmax along ONNX's axis: opset 13 on, one axis (outer x C x inner as N C H 1);
+// before, everything from the axis on as one (outer x C x 1 x 1).
+class Softmax final : public CudaNode {
+ public:
+  Softmax(const NodeProblem& p, ExecutorMemory& m, I outer, I c, I inner)
+      : CudaNode(p, m), t_(outer, c, inner, 1), algo_(p.node->op == "LogSoftmax" ? CUDNN_SOFTMAX_LOG : CUDNN_SOFTMAX_ACCURATE) {}
+  void forward() override {
+    cudnn_check(cudnnSoftmaxForward(m_.dnn(), algo_, CUDNN_SOFTMAX_MODE_CHANNEL, &kOne, t_.get(), in(0), &kZero, t_.get(), out(0)),
+                "cudnnSoftmaxForward");
+  }
+  void backward() override {
+    if (float* dx = din(0))
+      cudnn_check(cudnnSoftmaxBackward(m_.dnn(), algo_, CUDNN_SOFTMAX_MODE_CHANNEL, &kOne, t_.get(), out(0), t_.get(), dout(0), &kZero, t_.get(), dx),
+                  "cudnnSoftmaxBackward");
+  }
+  std::string impl() const override { return algo_ == CUDNN_SOFTMAX_LOG ? "cuda cudnn softmax (log)" : "cuda cudnn softmax"; }
+
+ private:
+  TensorDesc t_;
+  cudnnSoftmaxAlgorithm_t algo_;
+};
+
+// BatchNormalization in inference: the running statistics (inputs 3 and 4) normalise.
+class BatchNormInference final : public CudaNode {
+ public:
+  BatchNormInference(const NodeProblem& p, ExecutorMemory& m, I n, I c, I h, I w, double eps)
+      : CudaNode(p, m), x_(n, c, h, w), s_(1, c, 1, 1), eps_(eps) {}
+  void forward() override {
+    cudnn_check(cudnnBatchNormalizationForwardInference(m_.dnn(), CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, x_.get(), in(0), x_.get(), out(0),
+                                                        s_.get(), in(1), in(2), in(3), in(4), eps_),
+                "cudnnBatchNormalizationForwardInference");
+  }
+  void backward() override { throw Error("cuda: batch normalisation in inference has no backward pass"); }
+  std::string impl() const override { return "cuda cudnn batch normalisation (inference)"; }
+
+ private:
+  TensorDesc x_, s_;
+  double eps_;
+};
+
+// N C H W of a tensor with 2 to 4 axes (N C, N C L, N C H W); false beyond int or other ranks.
+bool nchw(const Shape& s, I& n, I& c, I& h, I& w) {
+  if (s.size() < 2 || s.size() > 4) return false;
+  n = s[0], c = s[1], h = s.size() == 4 ? s[2] : 1, w = s.size() >= 3 ? s.back() : 1;
+  return fits_int(n) && fits_int(c) && fits_int(h) && fits_int(w);
+}
+
+#endif  // D500_HAVE_CUDNN
+
+}  // namespace
+
+std::unique_ptr<DeviceMemory> make_executor_memory() { return std::make_unique<ExecutorMemory>(); }
+
+std::unique_ptr<NodeKernel> make_node_kernel(const NodeProblem& p, int) {
+  auto* m = dynamic_cast<ExecutorMemory*>(p.device);
+  if (!m) return nullptr;  // host memory: nothing here runs on it
+  for (const auto& t : p.in)
+    if (t.present() && t.dtype != DType::F32) return nullptr;
+  const std::string& op = p.node->op;
+  const Shape& a = *p.in[0].shape;
+  if (op == "Gemm") {
+    const Shape& b = *p.in[1].shape;
+    const I rows = p.node->attr_i("transA", 0) ? a[1] : a[0], n = p.node->attr_i("transB", 0) ? b[0] : b[1];
+    const bool has_c = p.in.size() > 2 && p.in[2].present();
+    if (has_c && p.in[2].numel() != n && p.in[2].numel() != rows * n) return nullptr;
+    if (has_c && p.in[2].numel() == n && p.in[2].shape->size() == 2 && (*p.in[2].shape)[0] != 1) return nullptr;
+    for (const I v : {a[0], a[1], b[0], b[1]})
+      if (!fits_int(v)) return nullptr;
+    return std::make_unique<Gemm>(p, *m);
+  }
+  if (op == "MatMul") {
+    const Shape& b = *p.in[1].shape;
+    if (a.size() < 2 || b.size() < 2 || !fits_int(numel(a)) || !fits_int(numel(b))) return nullptr;
+    if (b.size() == 2) return std::make_unique<MatMul>(p, *m, false);
+    if (a.size() == b.size() && std::equal(a.begin(), a.end() - 2, b.begin())) return std::make_unique<MatMul>(p, *m, true);
+    return nullptr;
+  }
+  if (op == "Add") {
+    if (p.in.size() != 2 || *p.in[0].shape != *p.in[1].shape) return nullptr;
+    return std::make_unique<Add>(p, *m);
+  }
+#ifdef D500_HAVE_CUDNN
+  if (op == "Conv" && (a.size() == 3 || a.size() == 4)) return Conv::make(p, *m);
+  if (op == "MaxPool" || op == "AveragePool" || op == "GlobalAveragePool") return Pool::make(p, *m);
+  if (op == "Relu" && fits_int(p.in[0].numel())) return std::make_unique<Relu>(p, *m);
+  if (op == "Softmax" || op == "LogSoftmax") {
+    const auto r = static_cast<I>(a.size());
+    I axis = p.node->attr_i("axis", p.opset >= 13 ? -1 : 1);
+    if (axis < 0) axis += r;
+    I outer = 1, c = 1, inner = 1;
+    for (I i = 0; i < r; ++i) (i < axis ? outer : i == axis || p.opset < 13 ? c : inner) *= a[static_cast<std::size_t>(i)];
+    if (!fits_int(outer) || !fits_int(c) || !fits_int(inner)) return nullptr;
+    return std::make_unique<Softmax>(p, *m, outer, c, inner);
+  }
+  if (op == "BatchNormalization" && !p.training &&
+      std::none_of(p.out.begin() + 1, p.out.end(), [](const TensorView& o) { return o.present(); })) {
+    I n = 0, c = 0, h = 0, w = 0;
+    const double eps = p.node->attr_f("epsilon", 1e-5);
+    if (!nchw(a, n, c, h, w) || eps < CUDNN_BN_MIN_EPSILON) return nullptr;
+    return std::make_unique<BatchNormInference>(p, *m, n, c, h, w, eps);
+  }
+#endif
+  return nullptr;
+}
+
+}  // namespace d500::cuda

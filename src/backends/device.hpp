@@ -1,0 +1,45 @@
+#pragma once
+// Where d500's graph executor keeps a network's tensors when its backend computes on a device
+// (level 1 on `cuda`): weights, inputs, the planned arena and the parameters' gradients are
+// allocated here, and the executor's own data movement (micro-batch inputs, the loss's seed,
+// gradients handed through views, the sums of gradient contributions) goes through these calls,
+// never through a host pointer. Everything is ordered on the memory's one stream, which the
+// backend's node kernels (NodeProblem::device) enqueue their work on too. A node the backend has
+// no kernel for runs on the reference through host mirrors: its tensors are downloaded, computed
+// on the host and uploaded (the executor says so per node: "reference (fallback, through host)").
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace d500 {
+
+class DeviceMemory {
+ public:
+  virtual ~DeviceMemory() = default;
+  // Untimed, at setup: zeroed device memory of `bytes` (at least 1), and its release.
+  virtual void* allocate(std::size_t bytes) = 0;
+  virtual void release(void* p) noexcept = 0;
+  // Host <-> device copies; they return once the data has arrived (work enqueued before them is
+  // finished first).
+  virtual void upload(void* device, const void* host, std::size_t bytes) = 0;
+  virtual void download(void* host, const void* device, std::size_t bytes) = 0;
+  // Enqueued on the stream: a device-to-device copy, zeroing, and dst[i] += src[i] over float32.
+  virtual void copy(void* dst, const void* src, std::size_t bytes) = 0;
+  virtual void zero(void* p, std::size_t bytes) = 0;
+  virtual void add(float* dst, const float* src, std::int64_t n) = 0;
+  // Waits until everything enqueued is done: the end of every forward and backward call, and of
+  // each step when steps are timed one by one.
+  virtual void synchronize() = 0;
+  // The device in words ("cuda:0, NVIDIA H100 80GB HBM3").
+  virtual std::string describe() const = 0;
+  // The device's own duration of the work enqueued between start_timing() and stop_timing()
+  // (events on the stream; stop_timing() waits for the second), ns; -1 where it cannot say.
+  virtual void start_timing() {}
+  virtual std::int64_t stop_timing() { return -1; }
+  // The device memory in use beyond what it was just before this memory was made (its context
+  // made): the largest seen so far, sampled now; -1 where it cannot say. With what the method
+  // counts, in words.
+  virtual std::int64_t peak_bytes() const { return -1; }
+};
+
+}  // namespace d500
