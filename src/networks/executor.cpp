@@ -219,6 +219,11 @@ struct GraphExecutor::Impl {
   std::vector<Block> pgrad;
   Block arena, seed;  // seed (device): 1 / micro-batches, copied into the loss's gradient
   std::vector<void*> data, grad;
+  // Training on a device: the host's copies of the parameters (the authoritative ones between
+  // steps: d500's optimizers, schemes and checkpoints write them, parameters_changed() uploads
+  // them) and of their gradients (downloaded when first asked for after a backward pass).
+  std::vector<std::vector<float>> host_params, host_grads;
+  std::vector<bool> grads_on_host;
   std::vector<std::unique_ptr<NodeKernel>> kernels;  // per node; null for views
   struct Add {
     void* target;
@@ -252,11 +257,6 @@ struct GraphExecutor::Impl {
   Impl(const Impl&) = delete;
   Impl& operator=(const Impl&) = delete;
 
-  std::string on_device() const {
-    return "d500's executor keeps the parameters of " + spec.backend->name + " on " + dev->describe() +
-           ", and d500's optimizers and schemes work on host memory: training (levels 2 and 3) on " + spec.backend->name +
-           " is not built";
-  }
   Block block(std::size_t bytes) {
     Block b;
     b.n = bytes;
@@ -524,6 +524,14 @@ GraphExecutor::GraphExecutor(const ExecutorSpec& spec) : impl_(std::make_unique<
       const float v = 1.0f / static_cast<float>(micros);
       m.seed = m.block(sizeof v);
       m.dev->upload(m.seed.p, &v, sizeof v);
+      for (const int t : spec.params) {
+        const auto n = static_cast<std::size_t>(numel(g.info(t).shape));
+        m.host_params.emplace_back(n);
+        m.host_grads.emplace_back(n);
+        if (g.is_const(t)) std::memcpy(m.host_params.back().data(), g.constants.at(t).data(), n * sizeof(float));
+        else m.dev->download(m.host_params.back().data(), m.data[static_cast<std::size_t>(t)], n * sizeof(float));
+      }
+      m.grads_on_host.assign(spec.params.size(), false);
     }
   }
 
@@ -664,6 +672,7 @@ void GraphExecutor::backward(int micro) {
   std::int64_t t0 = slot ? now_ns() : 0;
   if (micro == 0 && micros > 1)
     for (auto& b : m.pgrad) m.zero(b.p, b.n);
+  m.grads_on_host.assign(m.grads_on_host.size(), false);
   if (m.dev) m.dev->copy(m.loss_grad, m.seed.p, sizeof(float));
   else if (m.fsz == 8) *static_cast<double*>(m.loss_grad) = 1.0 / micros;
   else *static_cast<float*>(m.loss_grad) = 1.0f / static_cast<float>(micros);
@@ -716,18 +725,32 @@ void GraphExecutor::inputs_changed() {
 
 float* GraphExecutor::parameter(std::size_t k) {
   if (impl_->fsz != 4) throw Error("the yardstick executor has no float32 parameters");
-  if (impl_->dev) throw Error(impl_->on_device());
+  if (impl_->dev) return impl_->host_params.at(k).data();
   return static_cast<float*>(param_data(k));
 }
 
 const float* GraphExecutor::parameter_gradient(std::size_t k) {
   if (impl_->fsz != 4) throw Error("the yardstick executor has no float32 gradients");
-  if (impl_->dev) throw Error(impl_->on_device());
+  if (Impl& m = *impl_; m.dev) {
+    if (m.pgrad.empty()) return nullptr;
+    std::vector<float>& h = m.host_grads.at(k);
+    if (!m.grads_on_host[k]) m.dev->download(h.data(), m.pgrad[k].p, h.size() * sizeof(float));
+    m.grads_on_host[k] = true;
+    return h.data();
+  }
   return impl_->pgrad.empty() ? nullptr : static_cast<const float*>(param_grad(k));
 }
 
 void* GraphExecutor::param_data(std::size_t k) { return impl_->data[static_cast<std::size_t>(impl_->spec.params.at(k))]; }
 void* GraphExecutor::param_grad(std::size_t k) { return impl_->pgrad.at(k).p; }
+
+void GraphExecutor::parameters_changed() {
+  Impl& m = *impl_;
+  if (m.dev)
+    for (std::size_t k = 0; k < m.host_params.size(); ++k)
+      m.dev->upload(m.data[static_cast<std::size_t>(m.spec.params[k])], m.host_params[k].data(), m.host_params[k].size() * sizeof(float));
+  constants_changed();
+}
 
 void GraphExecutor::constants_changed() {
   for (auto& k : impl_->kernels)

@@ -60,14 +60,16 @@ class GraphExecutor final : public GraphRunner {
   // The device memory the tensors live in (a device backend's), or nullptr on the host.
   DeviceMemory* device() const;
   std::int64_t persistent_bytes() const { return persistent_bytes_; }  // weights, inputs, parameter gradients
-  // The optimizer's view (level 2): a parameter's storage and gradient, in the executor's float type.
+  // The optimizer's view (level 2): a parameter's storage and gradient, in the executor's float type
+  // (on a device: device pointers; parameter() and parameter_gradient() give the host's copies).
   void* param_data(std::size_t k);
   void* param_grad(std::size_t k);
   void constants_changed();
   void inputs_changed() override;
   float* parameter(std::size_t k) override;
   const float* parameter_gradient(std::size_t k) override;
-  void parameters_changed() override { constants_changed(); }
+  // On a device: the host's copies of the parameters are uploaded first.
+  void parameters_changed() override;
   bool on_gradients_ready(GradientsReady f) override {
     ready_ = std::move(f);
     return true;

@@ -262,13 +262,13 @@ TEST_F(Gpu, LibTorchsExecutorOnTheGpuValidatesOrSaysWhyItCannotRun) {
   EXPECT_EQ(devices[0].rfind("cuda:0 of ", 0), 0u) << devices[0];
 }
 
-// d500's own executor on the GPU (level 1): the network lives in device memory, cuBLAS and cuDNN
-// run the nodes they cover, the rest falls back through host mirrors. Training there is refused
-// at plan time (d500's optimizers work on host memory). Without a device, each cuda point fails
-// alone with the reason and the host point beside it completes.
+// d500's own executor on the GPU (levels 1 and 2): the network lives in device memory, cuBLAS
+// and cuDNN run the nodes they cover, the rest falls back through host mirrors; d500's optimizers
+// train the host's copies of the parameters. Level 3 on it is refused at plan time. Without a
+// device, each cuda point fails alone with the reason and the host point beside it completes.
 TEST_F(Gpu, DsExecutorRunsNetworksOnTheGpuAndValidatesOrSaysWhyItCannot) {
   if (const std::string why = why_skip(false); !why.empty()) GTEST_SKIP() << why;
-  expect_refused_at_plan("train", "cuda");
+  expect_refused_at_plan("distributed", "cuda");
   const std::string no_device = d500::find_backend("cuda")->no_device();
   if (!no_device.empty()) {
     const auto rows = reported("[campaign]\nname = \"l1\"\nrepetitions = 3\nwarmups = 1\n[fixed]\nworkload = \"network\"\n"
@@ -292,4 +292,12 @@ TEST_F(Gpu, DsExecutorRunsNetworksOnTheGpuAndValidatesOrSaysWhyItCannot) {
     EXPECT_GE(attr_int(g, "device.peak_memory_bytes"), attr_int(g, "network.weight_bytes")) << canonical;
   });
   H5Fclose(f);
+  // Level 2: LeNet-5 trained on the GPU by d500's momentum optimizer, validated like every
+  // training point, with the device memory it held.
+  fs::remove_all(run);  // the next campaign plans into the same directory
+  const auto trained = reported("[campaign]\nname = \"l2\"\n[fixed]\nworkload = \"train\"\nnetwork = \"lenet5\"\nbackend = \"cuda\"\n"
+                                "batch = 32\ndataset = \"synthetic\"\nsynthetic_samples = 512\nsteps = 10\neval_interval_steps = 0\n"
+                                "eval_samples = 64\noptimizer = \"momentum\"\n");
+  ASSERT_EQ(trained.size(), 1u);
+  expect_outcomes(trained, [](const Row&) { return std::string(); });
 }

@@ -412,6 +412,11 @@ class TrainWorkload final : public Workload {
             {"train.final_loss", last_loss_},
             {"train.resumed_at_step", resumed_at_},
             {"train.checkpoints", std::int64_t{checkpoints_}}};
+    // d500's executor on a device: the device memory the run held (collective).
+    if (const auto* e = dynamic_cast<const GraphExecutor*>(runner_.get()); e && e->device()) {
+      const auto dm = device_memory_attributes(comm_, e->device()->peak_bytes());
+      a.insert(a.end(), dm.begin(), dm.end());
+    }
     if (!scheme_) return a;
     // Communication per rank and step, agreed over the ranks (collective: every rank is here).
     const double steps = static_cast<double>(std::max<std::int64_t>(1, steps_done_ - resumed_at_));
@@ -800,16 +805,14 @@ void register_train(WorkloadRegistry& r) {
       return 0;
     }
   };
-  // d500's executor on a device backend (cuda) keeps the parameters on the device, where d500's
-  // optimizers do not reach: training there goes through a framework's own executor
-  // (libtorch-cuda).
   for (const auto& b : all_backends())
-    if (b.built && (b.name == "reference" || (b.make_node_kernel && !b.make_device_memory) || b.make_graph_runner))
+    if (b.built && (b.name == "reference" || b.make_node_kernel || b.make_graph_runner))
       w.backends[b.name] = [&b](const RunContext& c) { return std::make_unique<TrainWorkload>(c, b); };
 
   // Level 3: the same training, data-parallel over the ranks through a scheme.
   WorkloadInfo d = w;
-  // Not on a GPU yet: the schemes exchange host buffers over MPI (NCCL inside them is not built).
+  // Not on a GPU yet: the schemes exchange host buffers over MPI (NCCL inside them is not built;
+  // d500's executor on cuda could hand them its host copies, but that path is not enabled).
   for (const auto& b : all_backends())
     if (b.no_device) d.backends.erase(b.name);
   d.name = "distributed";
