@@ -6,7 +6,9 @@
 # yardsticks. From this machine, one device call per step (each under its 10-minute limit):
 #   run(command="bash launchers/device-check.sh build test", carry=[".devdeps"])
 #   run(command="bash launchers/device-check.sh bench", carry=[".devdeps"])
-# Steps: build, test, bench [REPETITIONS [CONV_BATCH]] (default: build test). Logs go to $OUT
+#   run(command="bash launchers/device-check.sh train", carry=[".devdeps"])
+# Steps: build, test, bench [REPETITIONS [CONV_BATCH]], train [NETWORK [BATCH]] (default: build
+# test). Logs go to $OUT
 # (the device tool brings them back), else ./device-out.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -43,8 +45,15 @@ for ((i = 0; i < ${#steps[@]}; ++i)); do
       [[ $batch =~ ^[0-9]+$ ]] && i=$((i + 1)) || batch=32
       D500_BUILD="$build" D500_BENCH_KEEP="$out/bench" bash launchers/bench-gpu.sh "$reps" "$batch" 2>&1 | tee "$out/bench-gpu.txt"
       ;;
+    train)
+      net=${steps[$((i + 1))]:-resnet50}
+      tbatch=${steps[$((i + 2))]:-128}
+      [[ $net =~ ^[a-z][a-z0-9-]*$ && $net != build && $net != test && $net != bench ]] && i=$((i + 1)) || net=resnet50
+      [[ $tbatch =~ ^[0-9]+$ ]] && i=$((i + 1)) || tbatch=128
+      D500_BUILD="$build" bash launchers/bench-gpu-train.sh "$net" "$tbatch" 2>&1 | tee "$out/bench-gpu-train.txt"
+      ;;
     *)
-      echo "device-check.sh: unknown step '${steps[$i]}' (build, test, bench [REPETITIONS [CONV_BATCH]])" >&2
+      echo "device-check.sh: unknown step '${steps[$i]}' (build, test, bench [REPETITIONS [CONV_BATCH]], train [NETWORK [BATCH]])" >&2
       exit 2
       ;;
   esac

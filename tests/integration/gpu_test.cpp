@@ -278,8 +278,8 @@ TEST_F(Gpu, DsExecutorRunsNetworksOnTheGpuAndValidatesOrSaysWhyItCannot) {
     return;
   }
   // Every operator the built-in CNNs use, in both passes: LeNet-5 (convolutions, max pooling,
-  // Gemm, ReLU) and ResNet-20 (batch normalisation: cuDNN in inference, the reference through
-  // the host in training; residual adds; global average pooling).
+  // Gemm, ReLU) and ResNet-20 (batch normalisation with running or batch statistics, residual
+  // adds, global average pooling).
   // Each repetition has the device's own duration of the step; each point the device memory it
   // held (at least its weights) and the executor's device in its description.
   const fs::path run = planned("[campaign]\nname = \"l1\"\nrepetitions = 5\nwarmups = 2\n[fixed]\nworkload = \"network\"\n"

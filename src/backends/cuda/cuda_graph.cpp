@@ -14,7 +14,8 @@
 //                                                  executor does not keep (the output; an average's input)
 //   Relu                                           cuDNN activation
 //   Softmax, LogSoftmax                            cuDNN softmax (accurate / log)
-//   BatchNormalization (inference)                 cuDNN spatial batch normalisation
+//   BatchNormalization (without running-statistics  cuDNN spatial batch normalisation, batch
+//   outputs)                                       statistics in training
 // Every other node, and these outside the cases above, run on the reference through host
 // mirrors (the executor's fallback, named per node). Nothing here has run on a GPU yet: the
 // executor's device path is tested on the host with a guarded test device
@@ -513,6 +514,53 @@ class BatchNormInference final : public CudaNode {
   double eps_;
 };
 
+// BatchNormalization in training: the batch's statistics normalise (biased variance, as the
+// reference); the mean and inverse deviation cuDNN saves in the forward pass serve the backward
+// one. Running statistics are not updated (a node with those outputs runs on the reference).
+class BatchNormTraining final : public CudaNode {
+ public:
+  BatchNormTraining(const NodeProblem& p, ExecutorMemory& m, I n, I c, I h, I w, double eps)
+      : CudaNode(p, m), x_(n, c, h, w), s_(1, c, 1, 1), eps_(eps), c_bytes_(static_cast<std::size_t>(c) * sizeof(float)),
+        x_bytes_(static_cast<std::size_t>(n * c * h * w) * sizeof(float)) {
+    mean_ = own(c_bytes_);
+    inv_ = own(c_bytes_);
+    // cuDNN writes all three gradients: those nobody wants go to scratch of the kernel's own,
+    // made here, untimed.
+    if (p.training) {
+      dx_ = din(0) ? din(0) : own(x_bytes_);
+      dscale_ = din(1) ? din(1) : own(c_bytes_);
+      dbias_ = din(2) ? din(2) : own(c_bytes_);
+    }
+  }
+  void forward() override {
+    cudnn_check(cudnnBatchNormalizationForwardTraining(m_.dnn(), CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, x_.get(), in(0), x_.get(), out(0),
+                                                       s_.get(), in(1), in(2), 0.0, nullptr, nullptr, eps_, mean_, inv_),
+                "cudnnBatchNormalizationForwardTraining");
+  }
+  void backward() override {
+    if (!p_.dout[0].present()) {  // no gradient reaches the output: all three are zero
+      m_.zero(dx_, x_bytes_);
+      m_.zero(dscale_, c_bytes_);
+      m_.zero(dbias_, c_bytes_);
+      return;
+    }
+    cudnn_check(cudnnBatchNormalizationBackward(m_.dnn(), CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, &kOne, &kZero, x_.get(), in(0), x_.get(),
+                                                dout(0), x_.get(), dx_, s_.get(), in(1), dscale_, dbias_, eps_, mean_, inv_),
+                "cudnnBatchNormalizationBackward");
+  }
+  std::string impl() const override { return "cuda cudnn batch normalisation (training)"; }
+
+ private:
+  TensorDesc x_, s_;
+  double eps_;
+  std::size_t c_bytes_, x_bytes_;
+  void* mean_ = nullptr;
+  void* inv_ = nullptr;
+  void* dx_ = nullptr;
+  void* dscale_ = nullptr;
+  void* dbias_ = nullptr;
+};
+
 // N C H W of a tensor with 2 to 4 axes (N C, N C L, N C H W); false beyond int or other ranks.
 bool nchw(const Shape& s, I& n, I& c, I& h, I& w) {
   if (s.size() < 2 || s.size() > 4) return false;
@@ -567,11 +615,12 @@ std::unique_ptr<NodeKernel> make_node_kernel(const NodeProblem& p, int) {
     if (!fits_int(outer) || !fits_int(c) || !fits_int(inner)) return nullptr;
     return std::make_unique<Softmax>(p, *m, outer, c, inner);
   }
-  if (op == "BatchNormalization" && !p.training &&
-      std::none_of(p.out.begin() + 1, p.out.end(), [](const TensorView& o) { return o.present(); })) {
+  if (op == "BatchNormalization" && std::none_of(p.out.begin() + 1, p.out.end(), [](const TensorView& o) { return o.present(); })) {
     I n = 0, c = 0, h = 0, w = 0;
     const double eps = p.node->attr_f("epsilon", 1e-5);
     if (!nchw(a, n, c, h, w) || eps < CUDNN_BN_MIN_EPSILON) return nullptr;
+    // Batch statistics in a training step, or where the node asks for them (training_mode).
+    if (p.training || p.node->attr_i("training_mode", 0) != 0) return std::make_unique<BatchNormTraining>(p, *m, n, c, h, w, eps);
     return std::make_unique<BatchNormInference>(p, *m, n, c, h, w, eps);
   }
 #endif

@@ -8,7 +8,10 @@
 //   mpirun -np 1 build/d500-bench-train [network] [batch] [steps per round] [rounds] [validate] [both|bare|d500]
 // validate = 0 skips the workload's validation before each round (its yardstick runs the network
 // in double on d500's reference kernels: minutes for ResNet-18 at batch 64 on a small machine);
-// the timed loop is the same either way.
+// the timed loop is the same either way. D500_BACKEND picks the executor (default
+// libtorch-native; libtorch-cuda, or cuda for d500's executor on the GPU); on a backend without
+// optimizers of its own, both loops use d500's reference SGD with momentum. The figures include
+// images per second (batch / median step), the GPU yardstick's unit.
 #include <mpi.h>
 
 #include <algorithm>
@@ -16,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/optimizer.hpp"
 #include "backends/registry.hpp"
 #include "networks/executor.hpp"
 #include "training/data.hpp"
@@ -45,25 +49,36 @@ int main(int argc, char** argv) {
   // the two can be compared from separate processes, free of each other's memory.
   const std::string only = argc > 6 ? argv[6] : "both";
   const bool run_bare = only != "d500", run_d500 = only != "bare";
-  const BackendInfo* b = find_backend("libtorch-native");
-  if (!b || !b->built) {
-    std::fprintf(stderr, "d500-bench-train: this build has no libtorch-native backend\n");
+  const char* env_backend = std::getenv("D500_BACKEND");
+  const std::string backend = env_backend && *env_backend ? env_backend : "libtorch-native";
+  const BackendInfo* b = find_backend(backend);
+  const WorkloadInfo* w = builtin_workloads().find("train");
+  if (!b || !b->built || !w->backends.count(backend)) {
+    std::fprintf(stderr, "d500-bench-train: this build cannot train on backend '%s'%s%s\n", backend.c_str(), b && !b->built ? ": " : "",
+                 b && !b->built ? b->not_built_reason.c_str() : "");
     MPI_Finalize();
     return 2;
   }
-  const WorkloadInfo* w = builtin_workloads().find("train");
+  if (b->no_device)
+    if (const std::string why = b->no_device(); !why.empty()) {
+      std::fprintf(stderr, "d500-bench-train: backend '%s' has no device here: %s\n", backend.c_str(), why.c_str());
+      MPI_Finalize();
+      return 2;
+    }
+  const bool native = b->native_optimizer;
   Params p;
   for (const auto& s : common_params())
     if (s.dflt) p[s.name] = *s.dflt;
   for (const auto& s : w->params)
     if (s.dflt) p[s.name] = *s.dflt;
   p["workload"] = std::string("train");
-  p["backend"] = std::string("libtorch-native");
+  p["backend"] = backend;
   p["network"] = network;
   p["dataset"] = std::string("synthetic");
   p["synthetic_samples"] = std::int64_t{batch * (steps + 1)};
   p["batch"] = batch;
-  p["optimizer_impl"] = std::string("native");
+  p["optimizer_impl"] = std::string(native ? "native" : "reference");
+  p["optimizer"] = std::string("momentum");
   p["steps"] = std::int64_t{steps};
   p["eval_interval_steps"] = std::int64_t{0};
   p["eval_samples"] = std::int64_t{batch};
@@ -82,8 +97,26 @@ int main(int argc, char** argv) {
   dr.samples = batch * (steps + 1);
   auto data = open_dataset(dr);
   InputData inputs = make_inputs(g, 1, 1);
-  auto runner = run_bare ? b->make_graph_runner(training_spec(g, *net, inputs, 1)) : nullptr;
-  auto opt = run_bare ? runner->native_optimizer(optimizer_spec(p, steps)) : nullptr;
+  auto runner = run_bare ? make_runner(*b, training_spec(g, *net, inputs, 1)) : nullptr;
+  // d500's reference optimizer where the backend has none of its own: over the runner's float32
+  // parameters, as the workload's.
+  class Access final : public ParamAccess {
+   public:
+    Access(GraphRunner* r, const Graph& g, const std::vector<int>& params) : r_(r) {
+      for (int t : params) n_.push_back(d500::numel(g.info(t).shape));
+    }
+    std::size_t count() const override { return n_.size(); }
+    float* data(std::size_t k) override { return r_->parameter(k); }
+    const float* grad(std::size_t k) override { return r_->parameter_gradient(k); }
+    std::int64_t numel(std::size_t k) const override { return n_[k]; }
+    void changed() override { r_->parameters_changed(); }
+
+   private:
+    GraphRunner* r_;
+    std::vector<std::int64_t> n_;
+  } access(runner.get(), g, net->params);
+  std::unique_ptr<Optimizer> opt;
+  if (run_bare) opt = native ? runner->native_optimizer(optimizer_spec(p, steps)) : make_reference_optimizer(optimizer_spec(p, steps), access);
   std::vector<std::int64_t> idx(static_cast<std::size_t>(batch));
   auto* x = reinterpret_cast<float*>(inputs.bytes[0].data());
   auto* y = reinterpret_cast<std::int64_t*>(inputs.bytes[1].data());
@@ -98,6 +131,7 @@ int main(int argc, char** argv) {
       const std::int64_t t0 = now_ns();
       for (std::int64_t i = 0; i < batch; ++i) idx[static_cast<std::size_t>(i)] = s * batch + i;
       data->read(idx, x, y);
+      runner->inputs_changed();
       runner->forward(0);
       runner->backward(0);
       opt->step(0.02);
@@ -105,7 +139,7 @@ int main(int argc, char** argv) {
     }
     if (run_d500) {
       RunContext ctx{MPI_COMM_WORLD, 0, 1, p, 1};
-      auto wl = w->backends.at("libtorch-native")(ctx);
+      auto wl = w->backends.at(backend)(ctx);
       if (validate) wl->validate();
       std::vector<double> mine;
       Harness h(MPI_COMM_WORLD, rec, 0, 1, wl->work(),
@@ -122,12 +156,14 @@ int main(int argc, char** argv) {
     }
   }
   const double a = bare.empty() ? 0 : median(bare), c = d500.empty() ? 0 : median(d500), wl = walls.empty() ? 0 : median(walls);
-  std::printf("network %s, batch %lld, %d steps per round, %d rounds, libtorch-native with torch::optim SGD momentum%s\n", network.c_str(),
-              static_cast<long long>(batch), steps, rounds, validate ? "" : " (validation skipped)");
-  std::printf("  bare loop of the same calls: %.4f ms a step (median of %zu steps; its first, cold step: %.4f ms)\n", a * 1e3, bare.size(),
-              bare_cold.empty() ? 0.0 : bare_cold[0] * 1e3);
-  std::printf("  d500's train workload:       %.4f ms a step (median of %zu steps' op rows, each round's first left out: median %.4f ms)\n", c * 1e3,
-              d500.size(), d500_cold.empty() ? 0.0 : median(d500_cold) * 1e3);
+  std::printf("network %s, batch %lld, %d steps per round, %d rounds, %s with %s SGD momentum%s\n", network.c_str(),
+              static_cast<long long>(batch), steps, rounds, backend.c_str(), native ? "its own" : "d500's reference",
+              validate ? "" : " (validation skipped)");
+  const auto per_s = [&](double step) { return step > 0 ? static_cast<double>(batch) / step : 0.0; };
+  std::printf("  bare loop of the same calls: %.4f ms a step, %.1f images/s (median of %zu steps; its first, cold step: %.4f ms)\n", a * 1e3,
+              per_s(a), bare.size(), bare_cold.empty() ? 0.0 : bare_cold[0] * 1e3);
+  std::printf("  d500's train workload:       %.4f ms a step, %.1f images/s (median of %zu steps' op rows, each round's first left out: median %.4f ms)\n",
+              c * 1e3, per_s(c), d500.size(), d500_cold.empty() ? 0.0 : median(d500_cold) * 1e3);
   std::printf("  d500's train workload:       %.4f ms a step (median of rounds; wall time of the whole loop, cold step and one final evaluation of one batch included)\n", wl * 1e3);
   std::printf("  overhead: %+.2f%% (median step, op rows)\n", (c / a - 1) * 100);
   MPI_Finalize();

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Training throughput on one GPU, against PyTorch in the same call:
+#   launchers/bench-gpu-train.sh [NETWORK] [BATCH] [STEPS] [ROUNDS]   (default resnet50 128 10 2)
+# 1. d500's `train` workload (d500-bench-train, validation skipped: the double-precision
+#    yardstick of ResNet-50 at batch 128 would take the host far longer than the run) with SGD
+#    momentum on `cuda` (d500's executor: cuBLAS/cuDNN in float32 without TF32, d500's optimizer
+#    on the host's copies of the parameters) and, when built against a CUDA LibTorch, on
+#    `libtorch-cuda` (LibTorch's executor and torch::optim): each a median step over STEPS x
+#    ROUNDS steps, each round's first left out, and images per second.
+# 2. PyTorch's own training step of the same architecture (ResNet-50 v1.5 written out in
+#    torch.nn below; torchvision is not needed) at the same batch: float32 with TF32 off (d500's
+#    arithmetic) and with PyTorch's defaults (TF32 convolutions), and bf16 autocast; CUDA events
+#    around each step, medians. The issue's yardstick on an H100: 915 images/s in fp32, 3711
+#    with bf16 autocast.
+# Needs a d500 built with CUDA and cuDNN, a visible GPU, mpirun, and Python with a CUDA PyTorch
+# ($PYTHON, default python3) for part 2.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${D500_BUILD:-$root/build}
+python=${PYTHON:-python3}
+network=${1:-resnet50} batch=${2:-128} steps=${3:-10} rounds=${4:-2}
+mpirun=(mpirun -np 1)
+[ "$(id -u)" = 0 ] && mpirun+=(--allow-run-as-root)
+for backend in cuda libtorch-cuda; do
+  echo "== d500 on $backend"
+  D500_BACKEND=$backend "${mpirun[@]}" "$build/d500-bench-train" "$network" "$batch" "$steps" "$rounds" 0 d500 2>&1 |
+    grep -E '^(network|  |d500-bench-train:|terminate|  what)'
+done
+[ "$network" = resnet50 ] || exit 0
+echo "== PyTorch ResNet-50 v1.5 (torch.nn), batch $batch"
+"$python" - "$batch" "$steps" "$rounds" <<'PY'
+import statistics, sys
+import torch
+import torch.nn as nn
+
+batch, steps, rounds = (int(a) for a in sys.argv[1:4])
+dev = torch.device("cuda")
+
+class Bottleneck(nn.Module):
+    def __init__(self, cin, width, stride):
+        super().__init__()
+        cout = width * 4
+        self.body = nn.Sequential(
+            nn.Conv2d(cin, width, 1, bias=False), nn.BatchNorm2d(width), nn.ReLU(inplace=True),
+            nn.Conv2d(width, width, 3, stride, 1, bias=False), nn.BatchNorm2d(width), nn.ReLU(inplace=True),
+            nn.Conv2d(width, cout, 1, bias=False), nn.BatchNorm2d(cout))
+        self.short = None if stride == 1 and cin == cout else nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+    def forward(self, x):
+        return torch.relu(self.body(x) + (x if self.short is None else self.short(x)))
+
+def resnet50(classes=1000):
+    layers = [nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(inplace=True), nn.MaxPool2d(3, 2, 1)]
+    cin = 64
+    for width, blocks, stride in ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)):
+        for b in range(blocks):
+            layers.append(Bottleneck(cin, width, stride if b == 0 else 1))
+            cin = width * 4
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(cin, classes)]
+    return nn.Sequential(*layers)
+
+print("GPU:", torch.cuda.get_device_name(0), "| PyTorch", torch.__version__, "| CUDA", torch.version.cuda, "| cuDNN", torch.backends.cudnn.version())
+x = torch.randn(batch, 3, 224, 224, device=dev)
+y = torch.randint(0, 1000, (batch,), device=dev)
+for name, tf32, autocast in (("fp32, TF32 off (d500's arithmetic)", False, False), ("fp32, PyTorch's defaults (TF32 convolutions)", True, False),
+                             ("bf16 autocast", True, True)):
+    torch.backends.cudnn.allow_tf32 = tf32
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.benchmark = False
+    model = resnet50().to(dev)
+    opt = torch.optim.SGD(model.parameters(), lr=0.02, momentum=0.9)
+    loss_fn = nn.CrossEntropyLoss()
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for r in range(rounds):
+        for s in range(steps):
+            start.record()
+            with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast):
+                loss = loss_fn(model(x), y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            stop.record()
+            stop.synchronize()
+            if s > 0:
+                times.append(start.elapsed_time(stop) * 1e-3)
+    m = statistics.median(times)
+    print("  %-46s %8.2f ms a step, %7.1f images/s (median of %d steps)" % (name, m * 1e3, batch / m, len(times)))
+    del model, opt
+    torch.cuda.empty_cache()
+PY
