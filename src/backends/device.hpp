@@ -27,8 +27,8 @@ class DeviceMemory {
   virtual void copy(void* dst, const void* src, std::size_t bytes) = 0;
   virtual void zero(void* p, std::size_t bytes) = 0;
   virtual void add(float* dst, const float* src, std::int64_t n) = 0;
-  // Waits until everything enqueued is done: the end of every forward and backward call, and of
-  // each step when steps are timed one by one.
+  // Waits until everything enqueued is done: the end of every forward and backward call (and of
+  // each step, when steps are timed one by one on a device without marks).
   virtual void synchronize() = 0;
   // The device in words ("cuda:0, NVIDIA H100 80GB HBM3").
   virtual std::string describe() const = 0;
@@ -40,6 +40,12 @@ class DeviceMemory {
   // made): the largest seen so far, sampled now; -1 where it cannot say. With what the method
   // counts, in words.
   virtual std::int64_t peak_bytes() const { return -1; }
+  // Per-step device timing without a wait between steps: reserve_marks(n) makes n events
+  // (untimed; false where the device has none), mark(i) records event i on the stream, and once
+  // the stream has been waited for, mark_ns(i, j) is the device's time from mark i to mark j.
+  virtual bool reserve_marks(std::size_t) { return false; }
+  virtual void mark(std::size_t) {}
+  virtual std::int64_t mark_ns(std::size_t, std::size_t) { return -1; }
 };
 
 }  // namespace d500

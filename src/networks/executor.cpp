@@ -224,6 +224,44 @@ struct GraphExecutor::Impl {
   // them) and of their gradients (downloaded when first asked for after a backward pass).
   std::vector<std::vector<float>> host_params, host_grads;
   std::vector<bool> grads_on_host;
+  // Per-step times on a device: its events between steps (no wait), read once the pass is done;
+  // without them, a wait after each step and the host's clock.
+  bool marks = false;
+
+  // The step clock of one pass: lap() after each step adds its duration to the next slot.
+  struct Clock {
+    Impl& m;
+    std::int64_t* slots;  // nullptr: not timed
+    std::size_t laps = 0;
+    std::int64_t t0 = 0;
+    Clock(Impl& impl, std::int64_t* s) : m(impl), slots(s) {
+      if (!slots) return;
+      if (m.marks) m.dev->mark(0);
+      else t0 = now_ns();
+    }
+    void lap() {
+      if (!slots) return;
+      if (m.marks) {
+        m.dev->mark(++laps);
+        return;
+      }
+      if (m.dev) m.dev->synchronize();
+      const std::int64_t t1 = now_ns();
+      slots[laps++] += t1 - t0;
+      t0 = t1;
+    }
+    // Host work between steps that is no step's (a scheme's calls on gradients made ready): the
+    // next step's time starts after it.
+    void resume() {
+      if (slots && !m.marks) t0 = now_ns();
+    }
+    // The pass's end: waits for the device, then reads its events.
+    void end() {
+      if (m.dev) m.dev->synchronize();
+      if (slots && m.marks)
+        for (std::size_t k = 0; k < laps; ++k) slots[k] += m.dev->mark_ns(k, k + 1);
+    }
+  };
   std::vector<std::unique_ptr<NodeKernel>> kernels;  // per node; null for views
   struct Add {
     void* target;
@@ -534,6 +572,7 @@ GraphExecutor::GraphExecutor(const ExecutorSpec& spec) : impl_(std::make_unique<
       m.grads_on_host.assign(spec.params.size(), false);
     }
   }
+  if (m.dev) m.marks = m.dev->reserve_marks(steps_.size() + 1);
 
   // Kernels, over the planned buffers.
   m.kernels.resize(g.nodes.size());
@@ -647,41 +686,30 @@ DeviceMemory* GraphExecutor::device() const { return impl_->dev.get(); }
 
 void GraphExecutor::forward(int micro) {
   Impl& m = *impl_;
-  std::int64_t* slot = slots_;
   // The micro-batch's inputs count towards the first step.
-  std::int64_t t0 = slot ? now_ns() : 0;
+  Impl::Clock clock(m, slots_);
   if (m.spec.micro_batches > 1)
     for (std::size_t k = 0; k < m.inputs_cur.size(); ++k)
       m.copy(m.inputs_cur[k].p, m.inputs_all[k].p + static_cast<std::size_t>(micro) * m.inputs_cur[k].n, m.inputs_cur[k].n);
   for (const auto& r : m.fwd) {
     r.kernel->forward();
-    if (slot) {
-      if (m.dev) m.dev->synchronize();
-      const std::int64_t t1 = now_ns();
-      *slot++ += t1 - t0;
-      t0 = t1;
-    }
+    clock.lap();
   }
-  if (m.dev) m.dev->synchronize();
+  clock.end();
 }
 
 void GraphExecutor::backward(int micro) {
   Impl& m = *impl_;
   const int micros = std::max(1, m.spec.micro_batches);
-  std::int64_t* slot = slots_ ? slots_ + m.fwd.size() : nullptr;
-  std::int64_t t0 = slot ? now_ns() : 0;
+  Impl::Clock clock(m, slots_ ? slots_ + m.fwd.size() : nullptr);
   if (micro == 0 && micros > 1)
     for (auto& b : m.pgrad) m.zero(b.p, b.n);
   m.grads_on_host.assign(m.grads_on_host.size(), false);
   if (m.dev) m.dev->copy(m.loss_grad, m.seed.p, sizeof(float));
   else if (m.fsz == 8) *static_cast<double*>(m.loss_grad) = 1.0 / micros;
   else *static_cast<float*>(m.loss_grad) = 1.0f / static_cast<float>(micros);
-  if (slot) {
-    if (m.dev) m.dev->synchronize();
-    *slot++ += now_ns() - t0;
-  }
+  clock.lap();
   for (const auto& r : m.bwd) {
-    if (slot) t0 = now_ns();
     if (r.kernel) {
       r.kernel->backward();
     } else if (r.copy_adds) {
@@ -690,13 +718,13 @@ void GraphExecutor::backward(int micro) {
       m.copy(r.copy_to, r.copy_from, static_cast<std::size_t>(r.copy_n) * m.fsz);
     }
     for (const auto& a : r.adds) m.add(a.target, a.temp, a.n);
-    if (slot) {
-      if (m.dev) m.dev->synchronize();
-      *slot++ += now_ns() - t0;
+    clock.lap();
+    if (ready_ && micro == micros - 1) {
+      ready_(m.ready_after[static_cast<std::size_t>(&r - m.bwd.data())]);
+      clock.resume();
     }
-    if (ready_ && micro == micros - 1) ready_(m.ready_after[static_cast<std::size_t>(&r - m.bwd.data())]);
   }
-  if (m.dev) m.dev->synchronize();
+  clock.end();
 }
 
 std::vector<double> GraphExecutor::output(std::size_t i) {

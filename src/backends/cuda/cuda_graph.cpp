@@ -77,6 +77,7 @@ class ExecutorMemory final : public DeviceMemory {
     if (dnn_) cudnnDestroy(dnn_);
 #endif
     if (blas_) cublasDestroy(blas_);
+    for (cudaEvent_t e : marks_) cudaEventDestroy(e);
     if (start_) cudaEventDestroy(start_);
     if (stop_) cudaEventDestroy(stop_);
     if (stream_) cudaStreamDestroy(stream_);
@@ -121,6 +122,20 @@ class ExecutorMemory final : public DeviceMemory {
     return static_cast<std::int64_t>(std::llround(static_cast<double>(ms) * 1e6));
   }
   std::int64_t peak_bytes() const override { return use_->peak(); }
+  bool reserve_marks(std::size_t n) override {
+    while (marks_.size() < n) {
+      cudaEvent_t e = nullptr;
+      check(cudaEventCreate(&e), "cudaEventCreate");
+      marks_.push_back(e);
+    }
+    return true;
+  }
+  void mark(std::size_t i) override { check(cudaEventRecord(marks_.at(i), stream_), "cudaEventRecord"); }
+  std::int64_t mark_ns(std::size_t i, std::size_t j) override {
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, marks_.at(i), marks_.at(j)), "cudaEventElapsedTime");
+    return static_cast<std::int64_t>(std::llround(static_cast<double>(ms) * 1e6));
+  }
 
   cudaStream_t stream() const { return stream_; }
   cublasHandle_t blas() const { return blas_; }
@@ -133,6 +148,7 @@ class ExecutorMemory final : public DeviceMemory {
   std::unique_ptr<DeviceMemoryUse> use_;
   cudaStream_t stream_ = nullptr;
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
+  std::vector<cudaEvent_t> marks_;
   cublasHandle_t blas_ = nullptr;
 #ifdef D500_HAVE_CUDNN
   cudnnHandle_t dnn_ = nullptr;
