@@ -141,10 +141,12 @@ void add_into(void* target, const void* src, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) t[i] += s[i];
 }
 
-// Storage of a view as the executor plans it: float32 on a device (no double there).
-std::size_t view_bytes(const TensorView& v) {
-  return static_cast<std::size_t>(v.numel()) * (v.dtype == DType::F32 ? 4 : dtype_size(v.dtype));
-}
+// Bytes of an element as the executor stores it: floats as its float type (`fsz`: 4, or 8 in the
+// yardstick), other types as they are.
+std::size_t element_bytes(DType t, std::size_t fsz) { return t == DType::F32 ? fsz : dtype_size(t); }
+
+// Storage of a view on a device (float32 there: no yardstick on a device).
+std::size_t view_bytes(const TensorView& v) { return static_cast<std::size_t>(v.numel()) * element_bytes(v.dtype, 4); }
 
 // The reference's kernel for a node whose tensors are on a device: host mirrors of every tensor
 // it touches, downloaded before the kernel runs and its results uploaded after. Correct, and
@@ -310,18 +312,19 @@ struct GraphExecutor::Impl {
 
   std::size_t tbytes(int t) const {
     const TensorInfo& i = g.info(t);
-    return static_cast<std::size_t>(numel(i.shape)) * (i.dtype == DType::F32 ? fsz : dtype_size(i.dtype));
+    return static_cast<std::size_t>(numel(i.shape)) * element_bytes(i.dtype, fsz);
   }
   // Float32 data as the executor's float type (on a device: float32 as it is).
   void load(Block& b, const void* src, int t, std::size_t count) {
+    const std::size_t bytes = count * element_bytes(g.info(t).dtype, 4);  // of the float32 source
     if (dev) {
-      if (count) dev->upload(b.p, src, count * (g.info(t).dtype == DType::F32 ? 4 : dtype_size(g.info(t).dtype)));
+      if (count) dev->upload(b.p, src, bytes);
     } else if (g.info(t).dtype == DType::F32 && fsz == 8) {
       const float* f = static_cast<const float*>(src);
       double* d = reinterpret_cast<double*>(b.p);
       for (std::size_t i = 0; i < count; ++i) d[i] = f[i];
     } else if (count) {
-      std::memcpy(b.p, src, count * (g.info(t).dtype == DType::F32 ? 4 : dtype_size(g.info(t).dtype)));
+      std::memcpy(b.p, src, bytes);
     }
   }
   double read(int t, const void* p, std::int64_t i) const {
@@ -566,8 +569,7 @@ GraphExecutor::GraphExecutor(const ExecutorSpec& spec) : impl_(std::make_unique<
         const auto n = static_cast<std::size_t>(numel(g.info(t).shape));
         m.host_params.emplace_back(n);
         m.host_grads.emplace_back(n);
-        if (g.is_const(t)) std::memcpy(m.host_params.back().data(), g.constants.at(t).data(), n * sizeof(float));
-        else m.dev->download(m.host_params.back().data(), m.data[static_cast<std::size_t>(t)], n * sizeof(float));
+        m.dev->download(m.host_params.back().data(), m.data[static_cast<std::size_t>(t)], n * sizeof(float));
       }
       m.grads_on_host.assign(spec.params.size(), false);
     }

@@ -178,8 +178,7 @@ class CudaNode : public NodeKernel {
     m_.upload(d, v.data(), v.size() * sizeof(float));
     return d;
   }
-  template <class T = float>
-  T* in(std::size_t i) const { return p_.in[i].as<T>(); }
+  float* in(std::size_t i) const { return p_.in[i].as<float>(); }
   float* out(std::size_t j) const { return p_.out[j].as<float>(); }
   float* din(std::size_t i) const { return i < p_.din.size() ? p_.din[i].as<float>() : nullptr; }
   const float* dout(std::size_t j) const { return p_.dout[j].as<const float>(); }

@@ -105,9 +105,13 @@ const char* bwd_filter_name(cudnnConvolutionBwdFilterAlgo_t a) {
   }
 }
 
-// The first of cuDNN's ranked choices that succeeded and fits the limit.
-template <class Perf, class Name>
-ConvAlgorithm first_fitting(const std::vector<Perf>& ranked, int returned, const char* pass, Name&& name) {
+// cuDNN's ranked choices for one pass (`rank(count, &returned, perfs)`, the cudnnGet*_v7 call
+// named `call`), and the first of them that succeeded and fits the limit.
+template <class Perf, class Rank, class Name>
+ConvAlgorithm first_fitting(int count, Rank&& rank, const char* call, const char* pass, Name&& name) {
+  int returned = 0;
+  std::vector<Perf> ranked(static_cast<std::size_t>(count));
+  cudnn_check(rank(count, &returned, ranked.data()), call);
   ConvAlgorithm a;
   for (int i = 0; i < returned && !a.found; ++i) {
     const Perf& p = ranked[static_cast<std::size_t>(i)];
@@ -190,29 +194,28 @@ class CudnnConv final : public CudnnKernel {
 
 ConvAlgorithm choose_forward(cudnnHandle_t h, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w, cudnnConvolutionDescriptor_t conv,
                              cudnnTensorDescriptor_t y) {
-  int returned = 0;
-  std::vector<cudnnConvolutionFwdAlgoPerf_t> r(CUDNN_CONVOLUTION_FWD_ALGO_COUNT);
-  cudnn_check(cudnnGetConvolutionForwardAlgorithm_v7(h, x, w, conv, y, static_cast<int>(r.size()), &returned, r.data()),
-              "cudnnGetConvolutionForwardAlgorithm_v7");
-  return first_fitting(r, returned, "forward", fwd_name);
+  using Perf = cudnnConvolutionFwdAlgoPerf_t;
+  return first_fitting<Perf>(
+      CUDNN_CONVOLUTION_FWD_ALGO_COUNT, [&](int n, int* got, Perf* r) { return cudnnGetConvolutionForwardAlgorithm_v7(h, x, w, conv, y, n, got, r); },
+      "cudnnGetConvolutionForwardAlgorithm_v7", "forward", fwd_name);
 }
 
 ConvAlgorithm choose_backward_data(cudnnHandle_t h, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w,
                                    cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t y) {
-  int returned = 0;
-  std::vector<cudnnConvolutionBwdDataAlgoPerf_t> r(CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT);
-  cudnn_check(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, w, y, conv, x, static_cast<int>(r.size()), &returned, r.data()),
-              "cudnnGetConvolutionBackwardDataAlgorithm_v7");
-  return first_fitting(r, returned, "backward data", bwd_data_name);
+  using Perf = cudnnConvolutionBwdDataAlgoPerf_t;
+  return first_fitting<Perf>(
+      CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+      [&](int n, int* got, Perf* r) { return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, w, y, conv, x, n, got, r); },
+      "cudnnGetConvolutionBackwardDataAlgorithm_v7", "backward data", bwd_data_name);
 }
 
 ConvAlgorithm choose_backward_filter(cudnnHandle_t h, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w,
                                      cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t y) {
-  int returned = 0;
-  std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> r(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT);
-  cudnn_check(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, x, y, conv, w, static_cast<int>(r.size()), &returned, r.data()),
-              "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
-  return first_fitting(r, returned, "backward filter", bwd_filter_name);
+  using Perf = cudnnConvolutionBwdFilterAlgoPerf_t;
+  return first_fitting<Perf>(
+      CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
+      [&](int n, int* got, Perf* r) { return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, x, y, conv, w, n, got, r); },
+      "cudnnGetConvolutionBackwardFilterAlgorithm_v7", "backward filter", bwd_filter_name);
 }
 
 std::unique_ptr<OpKernel> make_cudnn_conv(OpProblem& p) { return std::make_unique<CudnnConv>(p); }

@@ -213,10 +213,8 @@ class NetworkWorkload final : public Workload {
       for (const auto& s : executor_->steps()) fallback += s.impl.rfind("reference (fallback", 0) == 0;
       a.push_back({"executor.reference_fallback_steps", std::int64_t{fallback}});
     }
-    if (executor_ && executor_->device()) {
-      const auto dm = device_memory_attributes(comm_, device_peak_);
-      a.insert(a.end(), dm.begin(), dm.end());
-    }
+    const auto dm = device_memory_attributes(comm_, device_peak_);  // none on the host (-1)
+    a.insert(a.end(), dm.begin(), dm.end());
     return a;
   }
 

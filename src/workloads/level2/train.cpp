@@ -143,27 +143,6 @@ void check_data(const Dataset& d, const Graph& g, const Roles& r) {
     throw Error(d.describe() + ": " + std::to_string(d.classes()) + " classes, but the network's output has " + std::to_string(r.classes));
 }
 
-// The optimizer's view of a runner's parameters, or of a shadow copy with the runner's gradients.
-class RunnerParams final : public ParamAccess {
- public:
-  RunnerParams(GraphRunner& r, const Graph& g, const std::vector<int>& params) : r_(r) {
-    for (int t : params) numel_.push_back(d500::numel(g.info(t).shape));
-  }
-  std::size_t count() const override { return numel_.size(); }
-  float* data(std::size_t k) override { return shadow_ ? (*shadow_)[k].data() : r_.parameter(k); }
-  const float* grad(std::size_t k) override { return r_.parameter_gradient(k); }
-  std::int64_t numel(std::size_t k) const override { return numel_[k]; }
-  void changed() override {
-    if (!shadow_) r_.parameters_changed();
-  }
-  void shadow(std::vector<std::vector<float>>* s) { shadow_ = s; }
-
- private:
-  GraphRunner& r_;
-  std::vector<std::int64_t> numel_;
-  std::vector<std::vector<float>>* shadow_ = nullptr;
-};
-
 // A scheme's view of the runner's parameters and gradients (level 3).
 class RunnerModel final : public ModelAccess {
  public:
@@ -413,10 +392,9 @@ class TrainWorkload final : public Workload {
             {"train.resumed_at_step", resumed_at_},
             {"train.checkpoints", std::int64_t{checkpoints_}}};
     // d500's executor on a device: the device memory the run held (collective).
-    if (const auto* e = dynamic_cast<const GraphExecutor*>(runner_.get()); e && e->device()) {
-      const auto dm = device_memory_attributes(comm_, e->device()->peak_bytes());
-      a.insert(a.end(), dm.begin(), dm.end());
-    }
+    const auto* e = dynamic_cast<const GraphExecutor*>(runner_.get());
+    const auto dm = device_memory_attributes(comm_, e && e->device() ? e->device()->peak_bytes() : -1);  // none on the host
+    a.insert(a.end(), dm.begin(), dm.end());
     if (!scheme_) return a;
     // Communication per rank and step, agreed over the ranks (collective: every rank is here).
     const double steps = static_cast<double>(std::max<std::int64_t>(1, steps_done_ - resumed_at_));

@@ -100,23 +100,9 @@ int main(int argc, char** argv) {
   auto runner = run_bare ? make_runner(*b, training_spec(g, *net, inputs, 1)) : nullptr;
   // d500's reference optimizer where the backend has none of its own: over the runner's float32
   // parameters, as the workload's.
-  class Access final : public ParamAccess {
-   public:
-    Access(GraphRunner* r, const Graph& g, const std::vector<int>& params) : r_(r) {
-      for (int t : params) n_.push_back(d500::numel(g.info(t).shape));
-    }
-    std::size_t count() const override { return n_.size(); }
-    float* data(std::size_t k) override { return r_->parameter(k); }
-    const float* grad(std::size_t k) override { return r_->parameter_gradient(k); }
-    std::int64_t numel(std::size_t k) const override { return n_[k]; }
-    void changed() override { r_->parameters_changed(); }
-
-   private:
-    GraphRunner* r_;
-    std::vector<std::int64_t> n_;
-  } access(runner.get(), g, net->params);
+  std::unique_ptr<RunnerParams> access = run_bare ? std::make_unique<RunnerParams>(*runner, g, net->params) : nullptr;
   std::unique_ptr<Optimizer> opt;
-  if (run_bare) opt = native ? runner->native_optimizer(optimizer_spec(p, steps)) : make_reference_optimizer(optimizer_spec(p, steps), access);
+  if (run_bare) opt = native ? runner->native_optimizer(optimizer_spec(p, steps)) : make_reference_optimizer(optimizer_spec(p, steps), *access);
   std::vector<std::int64_t> idx(static_cast<std::size_t>(batch));
   auto* x = reinterpret_cast<float*>(inputs.bytes[0].data());
   auto* y = reinterpret_cast<std::int64_t*>(inputs.bytes[1].data());
