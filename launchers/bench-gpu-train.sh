@@ -3,8 +3,8 @@
 #   launchers/bench-gpu-train.sh [NETWORK] [BATCH] [STEPS] [ROUNDS]   (default resnet50 128 10 2)
 # 1. d500's `train` workload (d500-bench-train, validation skipped: the double-precision
 #    yardstick of ResNet-50 at batch 128 would take the host far longer than the run) with SGD
-#    momentum on `cuda` (d500's executor: cuBLAS/cuDNN in float32 without TF32, d500's optimizer
-#    on the host's copies of the parameters) and, when built against a CUDA LibTorch, on
+#    momentum on `cuda` (d500's executor: cuBLAS/cuDNN in float32 without TF32, d500's device
+#    optimizer: cuBLAS axpy and scale on the GPU's parameters) and, when built against a CUDA LibTorch, on
 #    `libtorch-cuda` (LibTorch's executor and torch::optim): each a median step over STEPS x
 #    ROUNDS steps, each round's first left out, and images per second.
 # 2. PyTorch's own training step of the same architecture (ResNet-50 v1.5 written out in

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "backends/device.hpp"
 #include "common/value.hpp"
 
 namespace d500 {
@@ -39,6 +40,19 @@ class CollectiveKernel {
   virtual std::int64_t device_memory_bytes() const { return -1; }
   // Facts for the point's attributes, the same on every rank (as OpKernel::facts).
   virtual std::vector<std::pair<std::string, Value>> facts() const { return {}; }
+};
+
+// Level 3 on a device: the collective a training scheme runs on d500's executor's device buffers
+// (communication = "nccl"), ordered on that executor's DeviceMemory stream. Made collectively
+// (every rank of the communicator at once), untimed, for one executor's memory.
+class DeviceCollective {
+ public:
+  virtual ~DeviceCollective() = default;
+  // `n` floats of the memory's device buffer `buf` become the mean of every rank's; returns once
+  // that is done on this rank (the stream waited for).
+  virtual void allreduce_mean(float* buf, std::size_t n) = 0;
+  // What it runs, in words ("NCCL 2.28.3 ncclAllReduce, ncclAvg, on the executor's stream").
+  virtual std::string describe() const = 0;
 };
 
 }  // namespace d500

@@ -27,6 +27,10 @@ class DeviceMemory {
   virtual void copy(void* dst, const void* src, std::size_t bytes) = 0;
   virtual void zero(void* p, std::size_t bytes) = 0;
   virtual void add(float* dst, const float* src, std::int64_t n) = 0;
+  // Enqueued too, over float32: y[i] += alpha x[i], and x[i] *= alpha (the device optimizer's
+  // arithmetic: SGD with momentum is nothing else).
+  virtual void axpy(float alpha, const float* x, float* y, std::int64_t n) = 0;
+  virtual void scale(float alpha, float* x, std::int64_t n) = 0;
   // Waits until everything enqueued is done: the end of every forward and backward call (and of
   // each step, when steps are timed one by one on a device without marks).
   virtual void synchronize() = 0;
@@ -46,6 +50,10 @@ class DeviceMemory {
   virtual bool reserve_marks(std::size_t) { return false; }
   virtual void mark(std::size_t) {}
   virtual std::int64_t mark_ns(std::size_t, std::size_t) { return -1; }
+  // The stream everything here is ordered on, as the device's runtime names it (a cudaStream_t),
+  // for a library that enqueues work of its own on it (NCCL in level 3); nullptr where there is
+  // none.
+  virtual void* native_stream() const { return nullptr; }
 };
 
 }  // namespace d500

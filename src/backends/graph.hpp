@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/device.hpp"
 #include "backends/optimizer.hpp"
 #include "common/value.hpp"
 
@@ -198,6 +199,13 @@ class GraphRunner {
   // parameter_gradient(k) may be written (level 3 averages gradients there in place).
   using GradientsReady = std::function<void(std::span<const std::size_t>)>;
   virtual bool on_gradients_ready(GradientsReady) { return false; }
+  // A runner whose tensors live on a device (d500's executor on cuda): that memory (nullptr on
+  // the host), and spec.params[k]'s gradient there after backward (nullptr: none), which a scheme
+  // may rewrite in place between backward and the optimizer (level 3 averaging where the data
+  // is) and then says so: parameter_gradient() reads the rewritten values.
+  virtual DeviceMemory* device_memory() { return nullptr; }
+  virtual float* device_gradient(std::size_t) { return nullptr; }
+  virtual void device_gradients_changed() {}
 };
 
 // Multidirectional (numpy) broadcasting of two shapes; throws d500::Error naming `what` when

@@ -57,6 +57,9 @@ struct BackendInfo {
   // Level 0's collectives on this backend's own communication library (NCCL), made (untimed,
   // collectively: every rank of the job at once) for a problem.
   std::function<std::unique_ptr<CollectiveKernel>(CollectiveProblem&)> make_collective{};
+  // Level 3's collective on another backend's device memory (a training scheme on d500's
+  // executor on cuda averaging gradients where they are), made collectively over `comm`.
+  std::function<std::unique_ptr<DeviceCollective>(DeviceMemory&, MPI_Comm)> make_device_collective{};
   // A device backend built without a device to run on: why none is visible ("" when one is).
   // Points on it then fail at setup (backend-failed); `d500 backends` says "built, no device".
   std::function<std::string()> no_device{};

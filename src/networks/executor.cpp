@@ -226,6 +226,19 @@ struct GraphExecutor::Impl {
   // them) and of their gradients (downloaded when first asked for after a backward pass).
   std::vector<std::vector<float>> host_params, host_grads;
   std::vector<bool> grads_on_host;
+  // A host copy of a parameter is current (params_on_host: false once a device optimizer has
+  // stepped) and was handed out by parameter() (params_handed: it may have been written since,
+  // so it is the newer one: parameters_changed() and the device optimizer upload it).
+  std::vector<bool> params_on_host, params_handed;
+  // Before work on the device's parameters and gradients: the host copies handed out (written
+  // or not, none older than the device's) go up.
+  void push_handed() {
+    for (std::size_t k = 0; k < host_params.size(); ++k) {
+      if (params_handed[k])
+        dev->upload(data[static_cast<std::size_t>(spec.params[k])], host_params[k].data(), host_params[k].size() * sizeof(float));
+      params_handed[k] = false;
+    }
+  }
   // Per-step times on a device: its events between steps (no wait), read once the pass is done;
   // without them, a wait after each step and the host's clock.
   bool marks = false;
@@ -572,6 +585,8 @@ GraphExecutor::GraphExecutor(const ExecutorSpec& spec) : impl_(std::make_unique<
         m.dev->download(m.host_params.back().data(), m.data[static_cast<std::size_t>(t)], n * sizeof(float));
       }
       m.grads_on_host.assign(spec.params.size(), false);
+      m.params_on_host.assign(spec.params.size(), true);
+      m.params_handed.assign(spec.params.size(), false);
     }
   }
   if (m.dev) m.marks = m.dev->reserve_marks(steps_.size() + 1);
@@ -755,7 +770,13 @@ void GraphExecutor::inputs_changed() {
 
 float* GraphExecutor::parameter(std::size_t k) {
   if (impl_->fsz != 4) throw Error("the yardstick executor has no float32 parameters");
-  if (impl_->dev) return impl_->host_params.at(k).data();
+  if (Impl& m = *impl_; m.dev) {
+    std::vector<float>& h = m.host_params.at(k);
+    if (!m.params_on_host[k]) m.dev->download(h.data(), m.data[static_cast<std::size_t>(m.spec.params[k])], h.size() * sizeof(float));
+    m.params_on_host[k] = true;
+    m.params_handed[k] = true;
+    return h.data();
+  }
   return static_cast<float*>(param_data(k));
 }
 
@@ -771,15 +792,120 @@ const float* GraphExecutor::parameter_gradient(std::size_t k) {
   return impl_->pgrad.empty() ? nullptr : static_cast<const float*>(param_grad(k));
 }
 
+float* GraphExecutor::device_gradient(std::size_t k) {
+  Impl& m = *impl_;
+  if (!m.dev || m.fsz != 4 || m.pgrad.empty()) return nullptr;
+  return reinterpret_cast<float*>(m.pgrad.at(k).p);
+}
+
+void GraphExecutor::device_gradients_changed() {
+  Impl& m = *impl_;
+  m.grads_on_host.assign(m.grads_on_host.size(), false);
+}
+
 void* GraphExecutor::param_data(std::size_t k) { return impl_->data[static_cast<std::size_t>(impl_->spec.params.at(k))]; }
 void* GraphExecutor::param_grad(std::size_t k) { return impl_->pgrad.at(k).p; }
 
 void GraphExecutor::parameters_changed() {
   Impl& m = *impl_;
-  if (m.dev)
-    for (std::size_t k = 0; k < m.host_params.size(); ++k)
-      m.dev->upload(m.data[static_cast<std::size_t>(m.spec.params[k])], m.host_params[k].data(), m.host_params[k].size() * sizeof(float));
+  if (m.dev) m.push_handed();
   constants_changed();
+}
+
+// The device optimizer: SGD's family as PyTorch's rules (backends/optimizer.hpp), in axpy and
+// scale calls on the executor's stream, state (the momentum buffers) in device memory.
+class DeviceOptimizer final : public Optimizer {
+ public:
+  DeviceOptimizer(const OptimizerSpec& s, GraphExecutor& e) : s_(s), m_(*e.impl_) {
+    if (const std::string why = check_optimizer(s); !why.empty()) throw Error(why);
+    if (s.name == "momentum" || s.name == "nesterov")
+      for (std::size_t k = 0; k < m_.host_params.size(); ++k) buf_.push_back(static_cast<float*>(m_.dev->allocate(m_.host_params[k].size() * sizeof(float))));
+  }
+  ~DeviceOptimizer() override {
+    for (float* b : buf_) m_.dev->release(b);
+  }
+  DeviceOptimizer(const DeviceOptimizer&) = delete;
+  DeviceOptimizer& operator=(const DeviceOptimizer&) = delete;
+
+  void step(double lr_d) override {
+    ++t_;
+    DeviceMemory& d = *m_.dev;
+    m_.push_handed();
+    const float lr = static_cast<float>(lr_d), wd = static_cast<float>(s_.weight_decay), mu = static_cast<float>(s_.momentum);
+    for (std::size_t k = 0; k < m_.host_params.size(); ++k) {
+      if (m_.pgrad.empty()) break;
+      auto* p = static_cast<float*>(m_.data[static_cast<std::size_t>(m_.spec.params[k])]);
+      auto* g = reinterpret_cast<float*>(m_.pgrad[k].p);
+      const auto n = static_cast<std::int64_t>(m_.host_params[k].size());
+      // A gradient the host was handed (a scheme over MPI averages there in place) is the newer.
+      if (m_.grads_on_host[k]) d.upload(g, m_.host_grads[k].data(), static_cast<std::size_t>(n) * sizeof(float));
+      if (s_.name == "sgd") {  // p -= lr (g + wd p)
+        if (wd != 0) d.scale(1 - lr * wd, p, n);
+        d.axpy(-lr, g, p, n);
+        continue;
+      }
+      float* b = buf_[k];  // b = mu b + (g + wd p), b = g + wd p at the first step
+      if (t_ == 1) d.copy(b, g, static_cast<std::size_t>(n) * sizeof(float));
+      else {
+        d.scale(mu, b, n);
+        d.axpy(1, g, b, n);
+      }
+      if (wd != 0) d.axpy(wd, p, b, n);
+      if (s_.name == "momentum") {  // p -= lr b
+        d.axpy(-lr, b, p, n);
+      } else {  // nesterov: p -= lr ((g + wd p) + mu b)
+        if (wd != 0) d.scale(1 - lr * wd, p, n);
+        d.axpy(-lr, g, p, n);
+        d.axpy(-lr * mu, b, p, n);
+      }
+    }
+    d.synchronize();
+    m_.params_on_host.assign(m_.params_on_host.size(), false);
+    for (auto& k : m_.kernels)
+      if (k) k->constants_changed();
+  }
+
+  std::string describe() const override {
+    return "d500's device optimizer on " + m_.dev->describe() + " (axpy and scale on the executor's stream, state in device memory): " +
+           describe_optimizer(s_);
+  }
+
+  // As the reference optimizer's: the step count, then every momentum buffer's floats.
+  std::vector<std::byte> save() const override {
+    std::vector<std::byte> out(sizeof t_);
+    std::memcpy(out.data(), &t_, sizeof t_);
+    for (std::size_t k = 0; k < buf_.size(); ++k) {
+      const std::size_t at = out.size(), bytes = m_.host_params[k].size() * sizeof(float);
+      out.resize(at + bytes);
+      m_.dev->download(out.data() + at, buf_[k], bytes);
+    }
+    return out;
+  }
+  void load(const std::vector<std::byte>& state) override {
+    std::size_t need = sizeof t_;
+    for (std::size_t k = 0; k < buf_.size(); ++k) need += m_.host_params[k].size() * sizeof(float);
+    if (state.size() != need)
+      throw Error("optimizer state of " + std::to_string(state.size()) + " bytes does not fit " + describe() + " (" + std::to_string(need) +
+                  " bytes)");
+    std::memcpy(&t_, state.data(), sizeof t_);
+    std::size_t at = sizeof t_;
+    for (std::size_t k = 0; k < buf_.size(); ++k) {
+      const std::size_t bytes = m_.host_params[k].size() * sizeof(float);
+      m_.dev->upload(buf_[k], state.data() + at, bytes);
+      at += bytes;
+    }
+  }
+
+ private:
+  OptimizerSpec s_;
+  GraphExecutor::Impl& m_;
+  std::vector<float*> buf_;
+  std::int64_t t_ = 0;
+};
+
+std::unique_ptr<Optimizer> GraphExecutor::native_optimizer(const OptimizerSpec& s) {
+  if (!impl_->dev || impl_->fsz != 4 || !(s.name == "sgd" || s.name == "momentum" || s.name == "nesterov")) return nullptr;
+  return std::make_unique<DeviceOptimizer>(s, *this);
 }
 
 void GraphExecutor::constants_changed() {

@@ -29,6 +29,8 @@ struct ExecutorSpec : RunnerSpec {
   const Params* point = nullptr;  // the point's parameters, handed to the backend's kernels
 };
 
+class DeviceOptimizer;
+
 class GraphExecutor final : public GraphRunner {
  public:
   explicit GraphExecutor(const ExecutorSpec& spec);
@@ -68,14 +70,22 @@ class GraphExecutor final : public GraphRunner {
   void inputs_changed() override;
   float* parameter(std::size_t k) override;
   const float* parameter_gradient(std::size_t k) override;
-  // On a device: the host's copies of the parameters are uploaded first.
+  // On a device: the host's copies handed out by parameter() since are uploaded first.
   void parameters_changed() override;
+  // On a device: SGD, momentum and Nesterov (PyTorch's rules, as d500's reference) on the device
+  // through DeviceMemory::axpy and scale, reading the device gradients and leaving the device's
+  // parameters the newer ones (parameter() downloads them when asked); nullptr elsewhere.
+  std::unique_ptr<Optimizer> native_optimizer(const OptimizerSpec& s) override;
   bool on_gradients_ready(GradientsReady f) override {
     ready_ = std::move(f);
     return true;
   }
+  DeviceMemory* device_memory() override { return device(); }
+  float* device_gradient(std::size_t k) override;
+  void device_gradients_changed() override;
 
  private:
+  friend class DeviceOptimizer;
   struct Impl;
   std::unique_ptr<Impl> impl_;
   std::vector<Step> steps_;

@@ -2,6 +2,7 @@
 // differences of its forward pass (in double, through the executor itself), gradient
 // accumulation, views, micro-batching and the memory plan.
 #include <gtest/gtest.h>
+#include <mpi.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include "backends/optimizer.hpp"
 #include "backends/registry.hpp"
 #include "networks/validate.hpp"
+#include "training/distributed.hpp"
 #include "networks/graph_builder_test.hpp"
 
 namespace d500 {
@@ -392,7 +394,7 @@ TEST(Executor, WhatGetsGradientsFollowsTheLossAndTheWeights) {
 class GuardedMemory final : public DeviceMemory {
  public:
   struct Counts {
-    int uploads = 0, downloads = 0, copies = 0, zeros = 0, adds = 0, syncs = 0;
+    int uploads = 0, downloads = 0, copies = 0, zeros = 0, adds = 0, syncs = 0, axpys = 0;
   };
   Counts counts;
   ~GuardedMemory() override { EXPECT_TRUE(regions_.empty()) << regions_.size() << " allocations were never released"; }
@@ -459,6 +461,16 @@ class GuardedMemory final : public DeviceMemory {
     ++counts.adds;
     Open o(*this, {dst, src});
     for (std::int64_t i = 0; i < n; ++i) dst[i] += src[i];
+  }
+  void axpy(float alpha, const float* x, float* y, std::int64_t n) override {
+    ++counts.axpys;
+    Open o(*this, {x, y});
+    for (std::int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
+  }
+  void scale(float alpha, float* x, std::int64_t n) override {
+    ++counts.axpys;
+    Open o(*this, {x});
+    for (std::int64_t i = 0; i < n; ++i) x[i] *= alpha;
   }
   void synchronize() override { ++counts.syncs; }
   std::string describe() const override { return "guarded host memory (a test device)"; }
@@ -617,39 +629,55 @@ TEST(Executor, OnADeviceMicroBatchesAndInferenceComputeWhatTheHostDoes) {
 // from the gradients downloaded when asked for, and the executor uploads them; over several
 // steps the parameters follow the host executor's bit for bit. A gradient written on the host
 // between backward and the optimizer (level 3's averaging) is what the optimizer reads.
-TEST(Executor, OnADeviceDsOptimizersTrainTheHostsCopiesAndTheStepsFollowTheHost) {
-  class Access final : public ParamAccess {
-   public:
-    Access(GraphExecutor& e, std::vector<std::int64_t> n) : e_(e), n_(std::move(n)) {}
-    std::size_t count() const override { return n_.size(); }
-    float* data(std::size_t k) override { return e_.parameter(k); }
-    const float* grad(std::size_t k) override { return e_.parameter_gradient(k); }
-    std::int64_t numel(std::size_t k) const override { return n_[k]; }
-    void changed() override { e_.parameters_changed(); }
-
-   private:
-    GraphExecutor& e_;
-    std::vector<std::int64_t> n_;
-  };
+// A small classifier with its loss: a convolution, Relu, a fully connected layer.
+// Training on it: its batch (inputs seeded by `seed`, the labels given), the executor's spec and
+// the parameters' sizes. Not movable: the spec points into it.
+struct SmallCnn {
   GraphBuilder b;
-  const int x = b.input("x", DType::F32, {4, 1, 6, 6});
-  const int c = b.node("Relu", {b.node("Conv", {x, b.weight("w", {3, 1, 3, 3}), b.weight("cb", {3})})});
-  const int y = b.node("Gemm", {b.node("Flatten", {c}), b.weight("fc", {48, 5}), b.weight("fb", {5})});
-  const int labels = b.input("labels", DType::I64, {4});
-  const int loss = b.node("SoftmaxCrossEntropyLoss", {y, labels});
-  b.g.outputs = {loss};
-  infer_and_fold(b.g, "cnn");
-  std::vector<float> xs(4 * 36);
-  fill_uniform(xs.data(), xs.size(), 5);
-  const std::vector<std::int64_t> ls = {0, 4, 2, 1};
+  std::vector<float> xs = std::vector<float>(4 * 36);
+  std::vector<std::int64_t> labels;
   ExecutorSpec s;
-  s.graph = &b.g;
-  s.training = true;
-  s.loss = loss;
-  s.params = b.params();
-  s.inputs = {xs.data(), ls.data()};
   std::vector<std::int64_t> sizes;
-  for (const int t : s.params) sizes.push_back(numel(b.g.info(t).shape));
+  SmallCnn(std::uint64_t seed, std::vector<std::int64_t> ls) : labels(std::move(ls)) {
+    const int x = b.input("x", DType::F32, {4, 1, 6, 6});
+    const int c = b.node("Relu", {b.node("Conv", {x, b.weight("w", {3, 1, 3, 3}), b.weight("cb", {3})})});
+    const int y = b.node("Gemm", {b.node("Flatten", {c}), b.weight("fc", {48, 5}), b.weight("fb", {5})});
+    const int l = b.input("labels", DType::I64, {4});
+    const int loss = b.node("SoftmaxCrossEntropyLoss", {y, l});
+    b.g.outputs = {loss};
+    infer_and_fold(b.g, "cnn");
+    fill_uniform(xs.data(), xs.size(), seed);
+    s.graph = &b.g;
+    s.training = true;
+    s.loss = loss;
+    s.params = b.params();
+    s.inputs = {xs.data(), labels.data()};
+    for (const int t : s.params) sizes.push_back(numel(b.g.info(t).shape));
+  }
+  SmallCnn(const SmallCnn&) = delete;
+  SmallCnn& operator=(const SmallCnn&) = delete;
+};
+
+// The reference optimizer's view of an executor's parameters (its host copies on a device).
+class Access final : public ParamAccess {
+ public:
+  Access(GraphExecutor& e, std::vector<std::int64_t> n) : e_(e), n_(std::move(n)) {}
+  std::size_t count() const override { return n_.size(); }
+  float* data(std::size_t k) override { return e_.parameter(k); }
+  const float* grad(std::size_t k) override { return e_.parameter_gradient(k); }
+  std::int64_t numel(std::size_t k) const override { return n_[k]; }
+  void changed() override { e_.parameters_changed(); }
+
+ private:
+  GraphExecutor& e_;
+  std::vector<std::int64_t> n_;
+};
+
+TEST(Executor, OnADeviceDsOptimizersTrainTheHostsCopiesAndTheStepsFollowTheHost) {
+  SmallCnn net(5, {0, 4, 2, 1});
+  ExecutorSpec& s = net.s;
+  const std::vector<std::int64_t>& sizes = net.sizes;
+  const GraphBuilder& b = net.b;
   GraphExecutor host(s);
   GuardedBackend dev;
   s.backend = &dev.info;
@@ -677,6 +705,192 @@ TEST(Executor, OnADeviceDsOptimizersTrainTheHostsCopiesAndTheStepsFollowTheHost)
     EXPECT_EQ(d, h) << b.g.info(s.params[k]).name;
     EXPECT_EQ(device.gradient(k), host.gradient(k));
   }
+}
+
+// The device optimizer (optimizer_impl = "native" on a device) follows d500's reference optimizer
+// on the host, step by step: with weight decay, with a gradient the host rewrote (a scheme over
+// MPI), with parameters the host read and rewrote between steps (an evaluation, a checkpoint
+// restored); a step that nobody touched moves nothing between host and device; its state
+// round-trips through save and load.
+TEST(Executor, OnADeviceTheDeviceOptimizerStepsAsTheReferenceAndTheHostsCopiesFollow) {
+  SmallCnn net(7, {3, 0, 2, 1});
+  ExecutorSpec& s = net.s;
+  const std::vector<std::int64_t>& sizes = net.sizes;
+  const GraphBuilder& b = net.b;
+  for (const std::string name : {"sgd", "momentum", "nesterov"}) {
+    SCOPED_TRACE(name);
+    OptimizerSpec o;
+    o.name = name;
+    o.lr = 0.05;
+    o.momentum = 0.9;
+    o.weight_decay = 0.01;
+    GraphExecutor host(s);
+    GuardedBackend dev;
+    s.backend = &dev.info;
+    GraphExecutor device(s);
+    s.backend = nullptr;
+    Access ha(host, sizes);
+    auto ref = make_reference_optimizer(o, ha);
+    auto opt = device.native_optimizer(o);
+    ASSERT_NE(opt, nullptr);
+    EXPECT_NE(opt->describe().find("device optimizer"), std::string::npos) << opt->describe();
+    for (int step = 0; step < 5; ++step) {
+      for (GraphExecutor* e : {&host, &device}) {
+        e->forward(0);
+        e->backward(0);
+      }
+      if (step == 2)  // a scheme over MPI writes the host's copy of a gradient
+        for (GraphExecutor* e : {&host, &device}) const_cast<float*>(e->parameter_gradient(1))[0] *= 0.5f;
+      if (step == 3) {  // the host reads and rewrites a parameter (a restore), then says so
+        for (GraphExecutor* e : {&host, &device}) e->parameter(0)[1] = 0.25f;
+        host.parameters_changed();
+        device.parameters_changed();
+      }
+      dev.memory->counts = {};
+      ref->step(0.05);
+      opt->step(0.05);
+      if (step == 1 || step == 4) {
+        EXPECT_EQ(dev.memory->counts.downloads, 0) << "step " << step << " moved nothing to the host";
+        EXPECT_EQ(dev.memory->counts.uploads, 0) << "step " << step;
+        EXPECT_GT(dev.memory->counts.axpys, 0);
+      }
+      if (step == 2) EXPECT_EQ(dev.memory->counts.uploads, 1) << "the rewritten gradient goes up";
+    }
+    for (std::size_t k = 0; k < sizes.size(); ++k) {
+      const float* h = host.parameter(k);
+      const float* d = device.parameter(k);  // downloaded: the device's are the newer
+      double err = 0, norm = 0;
+      for (std::int64_t i = 0; i < sizes[k]; ++i) {
+        err += (static_cast<double>(d[i]) - h[i]) * (static_cast<double>(d[i]) - h[i]);
+        norm += static_cast<double>(h[i]) * h[i];
+      }
+      EXPECT_LE(std::sqrt(err), 1e-6 * std::sqrt(norm)) << b.g.info(s.params[k]).name;
+    }
+    // The state: step count and momentum buffers, as the reference lays them out.
+    const std::vector<std::byte> state = opt->save();
+    EXPECT_EQ(state.size(), ref->save().size());
+    auto again = device.native_optimizer(o);
+    again->load(state);
+    EXPECT_EQ(again->save(), state);
+    EXPECT_THROW(again->load(std::vector<std::byte>(3)), Error);
+  }
+  OptimizerSpec adam;
+  adam.name = "adam";
+  GuardedBackend dev;
+  s.backend = &dev.info;
+  GraphExecutor device(s);
+  EXPECT_EQ(device.native_optimizer(adam), nullptr) << "adam has no device rule: the reference runs it on the host's copies";
+  GraphExecutor host_only((s.backend = nullptr, s));
+  EXPECT_EQ(host_only.native_optimizer(adam), nullptr);
+}
+
+// The test device's collective for level 3 (communication = "nccl" on a GPU): MPI_Allreduce over
+// its memory, opened for the call, then a division by the ranks.
+class GuardedCollective final : public DeviceCollective {
+ public:
+  GuardedCollective(GuardedMemory& m, MPI_Comm c) : m_(m), c_(c) {}
+  void allreduce_mean(float* buf, std::size_t n) override {
+    ++calls;
+    int size = 1;
+    MPI_Comm_size(c_, &size);
+    GuardedMemory::Open o(m_, {buf});
+    EXPECT_EQ(MPI_Allreduce(MPI_IN_PLACE, buf, static_cast<int>(n), MPI_FLOAT, MPI_SUM, c_), MPI_SUCCESS);
+    for (std::size_t i = 0; i < n; ++i) buf[i] /= static_cast<float>(size);
+  }
+  std::string describe() const override { return "MPI_Allreduce over the test device's memory"; }
+  int calls = 0;
+
+ private:
+  GuardedMemory& m_;
+  MPI_Comm c_;
+};
+
+// Level 3 on a device: the allreduce scheme averages the executor's gradients, over MPI through
+// the host's copies (communication = "mpi") or on the device by a device collective ("nccl",
+// where no gradient crosses to the host before the optimizer asks). Each rank trains on its own
+// batch; the optimizer then reads the mean of every rank's gradient. On one rank (the unit suite)
+// the mean is the rank's own gradient; CTest runs it again on two (unit_device_schemes_2_ranks).
+TEST(Executor, OnADeviceTheAllreduceSchemeAveragesTheGradientsOverMpiOrOnTheDevice) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  SmallCnn net(11 + static_cast<std::uint64_t>(rank), {rank % 5, 4, (2 + rank) % 5, 1});  // each rank its own batch
+  ExecutorSpec& s = net.s;
+  const std::vector<std::int64_t>& sizes = net.sizes;
+  const GraphBuilder& b = net.b;
+  // The expected mean: every rank's gradients from the host executor, added in double.
+  GraphExecutor host(s);
+  host.forward(0);
+  host.backward(0);
+  std::vector<std::vector<double>> mean;
+  for (std::size_t k = 0; k < sizes.size(); ++k) {
+    mean.push_back(host.gradient(k));
+    MPI_Allreduce(MPI_IN_PLACE, mean.back().data(), static_cast<int>(mean.back().size()), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    for (double& v : mean.back()) v /= size;
+  }
+  for (const std::string communication : {"mpi", "nccl"}) {
+    SCOPED_TRACE(communication);
+    GuardedBackend dev;
+    s.backend = &dev.info;
+    GraphExecutor device(s);
+    Access access(device, sizes);
+    RunnerModel model(device, access);
+    std::unique_ptr<GuardedCollective> collective;
+    if (communication == "nccl") collective = std::make_unique<GuardedCollective>(*dev.memory, MPI_COMM_WORLD);
+    SchemeSpec spec;
+    spec.communication = communication;
+    auto scheme = Scheme::make(spec, MPI_COMM_WORLD, model, OptimizerSpec{}, collective.get());
+    device.forward(0);
+    device.backward(0);
+    dev.memory->counts = {};
+    PhaseTally tally;
+    scheme->after_backward(0.1, tally);
+    const GuardedMemory::Counts c = dev.memory->counts;
+    EXPECT_EQ(scheme->counts().calls, 1);
+    if (communication == "nccl") {
+      EXPECT_EQ(collective->calls, 1);
+      EXPECT_EQ(c.downloads, 0) << "no gradient went through the host";
+      EXPECT_EQ(c.uploads, 0);
+      EXPECT_EQ(c.copies, 2 * static_cast<int>(sizes.size())) << "each gradient into the flat buffer and back";
+      EXPECT_NE(scheme->describe().find("on the device"), std::string::npos) << scheme->describe();
+    } else {
+      EXPECT_EQ(c.downloads, static_cast<int>(sizes.size())) << "each gradient once to the host";
+      EXPECT_EQ(c.uploads, 0) << "the optimizer reads the host's copy; nothing goes back until the parameters change";
+    }
+    // What the optimizer reads: the mean (float32 sums in another order: a few ulps).
+    for (std::size_t k = 0; k < sizes.size(); ++k) {
+      const float* g = device.parameter_gradient(k);
+      double err = 0, norm = 0;
+      for (std::size_t i = 0; i < mean[k].size(); ++i) {
+        err += (g[i] - mean[k][i]) * (g[i] - mean[k][i]);
+        norm += mean[k][i] * mean[k][i];
+      }
+      EXPECT_LE(std::sqrt(err), 1e-6 * std::sqrt(norm) + 1e-12) << b.g.info(s.params[k]).name;
+      EXPECT_GT(norm, 0) << "a gradient that is zero tests nothing";
+    }
+    if (communication == "nccl") {  // then the device optimizer: the whole step stays on the device
+      OptimizerSpec o;
+      o.name = "sgd";
+      auto opt = device.native_optimizer(o);
+      ASSERT_NE(opt, nullptr);
+      device.forward(0);
+      device.backward(0);
+      dev.memory->counts = {};
+      scheme->after_backward(0.1, tally);
+      opt->step(0.1);
+      EXPECT_EQ(dev.memory->counts.downloads, 0) << "averaging and the update read nothing on the host";
+      EXPECT_EQ(dev.memory->counts.uploads, 0);
+    }
+  }
+  // Where there is no device collective, or a scheme other than allreduce, nccl is refused.
+  SchemeSpec spec;
+  spec.communication = "nccl";
+  GraphExecutor plain(s);
+  Access access(plain, sizes);
+  RunnerModel model(plain, access);
+  EXPECT_THROW(Scheme::make(spec, MPI_COMM_WORLD, model, OptimizerSpec{}, nullptr), Error);
+  spec.name = "dpsgd";
+  EXPECT_NE(scheme_check(spec, 2).find("runs scheme = \"allreduce\" only"), std::string::npos) << scheme_check(spec, 2);
 }
 
 // What crosses between host and device in a step: nothing when the device has a kernel for every

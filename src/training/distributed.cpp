@@ -35,6 +35,10 @@ std::string scheme_check(const SchemeSpec& s, int ranks) {
   if (s.bucket_bytes < 4) return "bucket_bytes must hold at least one float (4 bytes)";
   if (s.average_interval < 1) return "average_interval is a step count >= 1";
   if (s.staleness < 0) return "staleness is a step count >= 0";
+  if (s.communication != "mpi" && s.communication != "nccl")
+    return "communication is \"mpi\" or \"nccl\"; got \"" + s.communication + "\"";
+  if (s.communication == "nccl" && s.name != "allreduce")
+    return "communication = \"nccl\" runs scheme = \"allreduce\" only (the others exchange host buffers over MPI); scheme here: " + s.name;
   return "";
 }
 
@@ -141,6 +145,51 @@ class AllreduceScheme final : public Scheme {
 
  private:
   std::vector<float> flat_;
+};
+
+// Gradients averaged where they are, on the device: packed into one device buffer by device
+// copies, one DeviceCollective allreduce (NCCL), copied back; the host's copies are read again
+// by the optimizer afterwards (GraphRunner::device_gradients_changed).
+class DeviceAllreduceScheme final : public Scheme {
+ public:
+  DeviceAllreduceScheme(const SchemeSpec& s, MPI_Comm c, ModelAccess& m, DeviceCollective& dc) : Scheme(s, c, m), dc_(dc), dev_(*m.device()) {
+    flat_ = static_cast<float*>(dev_.allocate(static_cast<std::size_t>(std::max<std::int64_t>(total_, 1)) * sizeof(float)));
+  }
+  ~DeviceAllreduceScheme() override { dev_.release(flat_); }
+  DeviceAllreduceScheme(const DeviceAllreduceScheme&) = delete;
+  DeviceAllreduceScheme& operator=(const DeviceAllreduceScheme&) = delete;
+
+  void after_backward(double, PhaseTally& t) override {
+    std::int64_t t0 = now_ns();
+    for (std::size_t k = 0; k < offset_.size(); ++k) {
+      const auto bytes = static_cast<std::size_t>(model_.numel(k)) * sizeof(float);
+      if (const float* g = model_.device_grad(k)) dev_.copy(flat_ + offset_[k], g, bytes);
+      else dev_.zero(flat_ + offset_[k], bytes);
+    }
+    dev_.synchronize();
+    t.add(Phase::Update, t0, now_ns());
+    barrier(t);
+    t0 = now_ns();
+    dc_.allreduce_mean(flat_, static_cast<std::size_t>(total_));
+    count(ring_bytes(total_), ring_bytes(total_));
+    const std::int64_t t1 = now_ns();
+    t.add(Phase::Communication, t0, t1);
+    for (std::size_t k = 0; k < offset_.size(); ++k)
+      if (float* g = model_.device_grad(k)) dev_.copy(g, flat_ + offset_[k], static_cast<std::size_t>(model_.numel(k)) * sizeof(float));
+    dev_.synchronize();
+    model_.device_grads_changed();
+    t.add(Phase::Update, t1, now_ns());
+  }
+  std::string describe() const override {
+    return "gradients averaged on the device: copied into one device buffer of all " + std::to_string(total_) + " parameters, one " +
+           dc_.describe() + " (mean over the ranks), copied back; volume counted as a ring allreduce: 2 (p-1)/p x " +
+           std::to_string(total_ * 4) + " bytes sent and received per rank";
+  }
+
+ private:
+  DeviceCollective& dc_;
+  DeviceMemory& dev_;
+  float* flat_ = nullptr;
 };
 
 // Buckets of gradients, each allreduced as soon as backward has made it final.
@@ -512,10 +561,15 @@ class ParameterServer final : public Scheme {
 
 }  // namespace
 
-std::unique_ptr<Scheme> Scheme::make(const SchemeSpec& s, MPI_Comm comm, ModelAccess& model, const OptimizerSpec& opt) {
+std::unique_ptr<Scheme> Scheme::make(const SchemeSpec& s, MPI_Comm comm, ModelAccess& model, const OptimizerSpec& opt, DeviceCollective* device) {
   int size = 1;
   mpi_check(MPI_Comm_size(comm, &size), "MPI_Comm_size", "scheme");
   if (const std::string why = scheme_check(s, size); !why.empty()) throw Error("scheme " + s.name + ": " + why);
+  if (s.communication == "nccl") {
+    if (!device || !model.device())
+      throw Error("scheme " + s.name + ": communication = \"nccl\" needs the model's gradients on a device and a collective there");
+    return std::make_unique<DeviceAllreduceScheme>(s, comm, model, *device);
+  }
   if (s.name == "allreduce") return std::make_unique<AllreduceScheme>(s, comm, model);
   if (s.name == "allreduce-overlap") return std::make_unique<OverlapScheme>(s, comm, model);
   if (s.name == "model-averaging") return std::make_unique<AveragingScheme>(s, comm, model);

@@ -3,7 +3,10 @@
 // what each rank sends and receives. The workload (workloads/level2/train.cpp, registered as
 // `distributed`) runs a worker's step as data, forward, backward, then the scheme:
 //
-//   allreduce          gradients averaged by one MPI_Allreduce after backward (consistent)
+//   allreduce          gradients averaged by one MPI_Allreduce after backward (consistent);
+//                      with communication = "nccl", on the device: the runner's device
+//                      gradients copied into one device buffer, one DeviceCollective mean
+//                      (ncclAllReduce, ncclAvg), copied back
 //   allreduce-overlap  gradients in buckets (bucket_bytes), each MPI_Iallreduce started as soon
 //                      as backward has made its gradients final, polled after every backward
 //                      step (Open MPI makes no progress on its own), waited for after backward
@@ -44,6 +47,8 @@
 #include <string>
 #include <vector>
 
+#include "backends/collective.hpp"
+#include "backends/graph.hpp"
 #include "backends/optimizer.hpp"
 #include "metrics/metrics.hpp"
 
@@ -55,6 +60,10 @@ struct SchemeSpec {
   std::int64_t average_interval = 8;    // model-averaging
   int ps_servers = 0;                   // ps-*: dedicated server ranks (0: rank 0 serves and trains)
   int staleness = 0;                    // ps-async: steps a worker computes between pulls
+  // Where the exchange runs: "mpi" (host buffers: a device runner's gradients go through the
+  // host's copies) or "nccl" (allreduce only: the device's gradients averaged on the device by
+  // the DeviceCollective the workload hands to Scheme::make).
+  std::string communication = "mpi";
 };
 
 const std::vector<std::string>& scheme_names();
@@ -76,6 +85,31 @@ class ModelAccess {
   // During backward: f(ready) after each backward step (GraphRunner::on_gradients_ready); false
   // when the runner cannot say.
   virtual bool on_gradients_ready(std::function<void(std::span<const std::size_t>)> f) = 0;
+  // Where the runner keeps its tensors on a device (communication = "nccl"): the memory, the
+  // gradient's device storage, and the notice that a scheme rewrote it there.
+  virtual DeviceMemory* device() { return nullptr; }
+  virtual float* device_grad(std::size_t) { return nullptr; }
+  virtual void device_grads_changed() {}
+};
+
+// A scheme's view of a graph runner's parameters and gradients (their count and sizes from `a`).
+class RunnerModel final : public ModelAccess {
+ public:
+  RunnerModel(GraphRunner& r, const ParamAccess& a) : r_(r), a_(a) {}
+  std::size_t count() const override { return a_.count(); }
+  std::int64_t numel(std::size_t k) const override { return a_.numel(k); }
+  float* param(std::size_t k) override { return r_.parameter(k); }
+  // GraphRunner: the gradient's storage may be written between backward and the optimizer.
+  float* grad(std::size_t k) override { return const_cast<float*>(r_.parameter_gradient(k)); }
+  void params_changed() override { r_.parameters_changed(); }
+  bool on_gradients_ready(std::function<void(std::span<const std::size_t>)> f) override { return r_.on_gradients_ready(std::move(f)); }
+  DeviceMemory* device() override { return r_.device_memory(); }
+  float* device_grad(std::size_t k) override { return r_.device_gradient(k); }
+  void device_grads_changed() override { r_.device_gradients_changed(); }
+
+ private:
+  GraphRunner& r_;
+  const ParamAccess& a_;
 };
 
 // A step's phases, added up over the step and marked once each (one row per phase and step).
@@ -105,8 +139,10 @@ struct CommCounts {
 
 class Scheme {
  public:
-  // Collective over `comm`. `opt` is what a server's optimizer applies (ps-*).
-  static std::unique_ptr<Scheme> make(const SchemeSpec& s, MPI_Comm comm, ModelAccess& model, const OptimizerSpec& opt);
+  // Collective over `comm`. `opt` is what a server's optimizer applies (ps-*). `device`: the
+  // collective over the model's device memory that communication = "nccl" runs (required then).
+  static std::unique_ptr<Scheme> make(const SchemeSpec& s, MPI_Comm comm, ModelAccess& model, const OptimizerSpec& opt,
+                                      DeviceCollective* device = nullptr);
   virtual ~Scheme();
 
   const SchemeSpec& spec() const { return spec_; }

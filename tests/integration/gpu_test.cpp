@@ -268,12 +268,26 @@ TEST_F(Gpu, LibTorchsExecutorOnTheGpuValidatesOrSaysWhyItCannotRun) {
 // device, each cuda point fails alone with the reason and the host point beside it completes.
 TEST_F(Gpu, DsExecutorRunsNetworksOnTheGpuAndValidatesOrSaysWhyItCannot) {
   if (const std::string why = why_skip(false); !why.empty()) GTEST_SKIP() << why;
-  expect_refused_at_plan("distributed", "cuda");
   const std::string no_device = d500::find_backend("cuda")->no_device();
+  const d500::BackendInfo* nccl = d500::find_backend("nccl");
+  const bool with_nccl = nccl && nccl->built;
+  {  // d500's device optimizer has SGD's family only: adam is refused at plan time, naming the line
+    const std::string file = write("adam.toml", "[campaign]\nname = \"adam\"\n[fixed]\nworkload = \"train\"\nbackend = \"cuda\"\n"
+                                                "dataset = \"synthetic\"\nsteps = 2\noptimizer = \"adam\"\noptimizer_impl = \"native\"\n");
+    const Cmd refused = sh(d500_cmd("plan " + file + " -o " + (dir_ / "refused-adam").string()));
+    EXPECT_NE(refused.code, 0);
+    EXPECT_NE(refused.out.find("adam.toml:"), std::string::npos) << refused.out;
+    EXPECT_NE(refused.out.find("d500's device optimizer, which has sgd, momentum and nesterov (optimizer here: adam)"), std::string::npos)
+        << refused.out;
+  }
   if (!no_device.empty()) {
-    const auto rows = reported("[campaign]\nname = \"l1\"\nrepetitions = 3\nwarmups = 1\n[fixed]\nworkload = \"network\"\n"
-                               "network = \"lenet5\"\nbatch = 8\n[axes]\nbackend = [\"cuda\", \"reference\"]\n");
-    ASSERT_EQ(rows.size(), 2u);
+    // Level 1 and level 3 (averaged on the GPU by NCCL when the build has it) fail at setup alone.
+    const auto rows = reported("[campaign]\nname = \"l1\"\nrepetitions = 3\nwarmups = 1\n[fixed]\nnetwork = \"lenet5\"\nbatch = 8\n"
+                               "dataset = \"synthetic\"\nsynthetic_samples = 64\nsteps = 2\n[axes]\n"
+                               "workload = [\"network\", \"network\", \"distributed\"]\nbackend = [\"cuda\", \"reference\", \"cuda\"]\n"
+                               "communication = [\"mpi\", \"mpi\", \"" + std::string(with_nccl ? "nccl" : "mpi") + "\"]\n"
+                               "[[zip]]\naxes = [\"workload\", \"backend\", \"communication\"]\n");
+    ASSERT_EQ(rows.size(), 3u);
     expect_outcomes(rows, [&](const Row& row) { return row.at("backend") == "cuda" ? "no CUDA device on this host (" + no_device + ")" : ""; });
     return;
   }
@@ -292,12 +306,43 @@ TEST_F(Gpu, DsExecutorRunsNetworksOnTheGpuAndValidatesOrSaysWhyItCannot) {
     EXPECT_GE(attr_int(g, "device.peak_memory_bytes"), attr_int(g, "network.weight_bytes")) << canonical;
   });
   H5Fclose(f);
-  // Level 2: LeNet-5 trained on the GPU by d500's momentum optimizer, validated like every
-  // training point, with the device memory it held.
+  // Level 2: LeNet-5 trained on the GPU by d500's momentum optimizer on the host's copies and by
+  // its device optimizer (checked against the reference over its first steps), validated like
+  // every training point.
   fs::remove_all(run);  // the next campaign plans into the same directory
   const auto trained = reported("[campaign]\nname = \"l2\"\n[fixed]\nworkload = \"train\"\nnetwork = \"lenet5\"\nbackend = \"cuda\"\n"
                                 "batch = 32\ndataset = \"synthetic\"\nsynthetic_samples = 512\nsteps = 10\neval_interval_steps = 0\n"
-                                "eval_samples = 64\noptimizer = \"momentum\"\n");
-  ASSERT_EQ(trained.size(), 1u);
+                                "eval_samples = 64\noptimizer = \"momentum\"\n[axes]\noptimizer_impl = [\"reference\", \"native\"]\n");
+  ASSERT_EQ(trained.size(), 2u);
   expect_outcomes(trained, [](const Row&) { return std::string(); });
+
+  // Level 3 on one rank: the allreduce over MPI (through the host's copies) and, with NCCL, on
+  // the device follow level 2's curve bit for bit (the mean over one rank is the gradient); with
+  // NCCL and the device optimizer too, nothing of the step goes through the host, and it validates.
+  fs::remove_all(run);
+  const std::string works = with_nccl ? "\"train\", \"distributed\", \"distributed\", \"distributed\"" : "\"train\", \"distributed\"";
+  const std::string comms = with_nccl ? "\"mpi\", \"mpi\", \"nccl\", \"nccl\"" : "\"mpi\", \"mpi\"";
+  const std::string impls = with_nccl ? "\"reference\", \"reference\", \"reference\", \"native\"" : "\"reference\", \"reference\"";
+  const fs::path l3 = planned("[campaign]\nname = \"l3\"\nrepetitions = 1\n[fixed]\nnetwork = \"lenet5\"\nbackend = \"cuda\"\n"
+                              "batch = 32\ndataset = \"synthetic\"\nsynthetic_samples = 512\nsteps = 12\neval_interval_steps = 4\n"
+                              "eval_samples = 64\noptimizer = \"momentum\"\nseed = 5\ncheckpoint_interval = 0\n[axes]\nworkload = [" + works +
+                              "]\ncommunication = [" + comms + "]\noptimizer_impl = [" + impls +
+                              "]\n[[zip]]\naxes = [\"workload\", \"communication\", \"optimizer_impl\"]\n");
+  const hid_t f3 = ran_and_checked(l3);
+  ASSERT_GE(f3, 0);
+  std::vector<std::pair<double, double>> finals;
+  each_validated_point(f3, with_nccl ? 4 : 2, [&](hid_t g, const std::string&, const std::string& canonical) {
+    EXPECT_EQ(attr_int(g, "train.steps"), 12) << canonical;
+    if (canonical.find("communication=nccl") != std::string::npos)
+      EXPECT_NE(attr_string(g, "dist.method").find("ncclAllReduce"), std::string::npos) << attr_string(g, "dist.method");
+    if (canonical.find("optimizer_impl=native") != std::string::npos)
+      EXPECT_NE(attr_string(g, "train.optimizer").find("device optimizer"), std::string::npos) << attr_string(g, "train.optimizer");
+    else
+      finals.emplace_back(attr_double(g, "train.final_loss"), attr_double(g, "train.final_accuracy"));
+  });
+  H5Fclose(f3);
+  for (const auto& fl : finals) {
+    EXPECT_EQ(fl.first, finals.at(0).first);
+    EXPECT_EQ(fl.second, finals.at(0).second);
+  }
 }

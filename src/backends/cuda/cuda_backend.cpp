@@ -272,6 +272,17 @@ class CudaGemm final : public cuda::DeviceKernel {
   std::unique_ptr<DeviceBuffer> a_, b_, c_;
 };
 
+// Training with optimizer_impl = "native" on cuda: d500's device optimizer (networks/executor.cpp)
+// has SGD's family only.
+std::string native_optimizer_check(const Params& p) {
+  const auto impl = p.find("optimizer_impl"), opt = p.find("optimizer");
+  if (impl == p.end() || opt == p.end() || impl->second != Value{std::string("native")}) return "";
+  const auto* name = std::get_if<std::string>(&opt->second);
+  if (name && (*name == "sgd" || *name == "momentum" || *name == "nesterov")) return "";
+  return "optimizer_impl = \"native\" on cuda is d500's device optimizer, which has sgd, momentum and nesterov (optimizer here: " +
+         (name ? *name : std::string("?")) + "); optimizer_impl = \"reference\" runs every optimizer on the host's copies";
+}
+
 }  // namespace
 
 void register_backend_cuda(BackendRegistry& r) {
@@ -300,8 +311,10 @@ void register_backend_cuda(BackendRegistry& r) {
 #endif
            return std::make_unique<CudaGemm>(p);
          },
+         .check_point = native_optimizer_check,
          .make_node_kernel = cuda::make_node_kernel,
          .make_device_memory = cuda::make_executor_memory,
+         .native_optimizer = true,
          .reduced_precision = true,
          .no_device = cuda::no_device_reason,
          .rank_device = cuda::rank_device_text,

@@ -111,6 +111,10 @@ class ExecutorMemory final : public DeviceMemory {
     const float one = 1.0f;
     blas_check(cublasSaxpy_64(blas_, n, &one, src, 1, dst, 1), "cublasSaxpy_64");
   }
+  void axpy(float alpha, const float* x, float* y, std::int64_t n) override {
+    blas_check(cublasSaxpy_64(blas_, n, &alpha, x, 1, y, 1), "cublasSaxpy_64");
+  }
+  void scale(float alpha, float* x, std::int64_t n) override { blas_check(cublasSscal_64(blas_, n, &alpha, x, 1), "cublasSscal_64"); }
   void synchronize() override { check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
   std::string describe() const override { return name_; }
   void start_timing() override { check(cudaEventRecord(start_, stream_), "cudaEventRecord"); }
@@ -136,6 +140,8 @@ class ExecutorMemory final : public DeviceMemory {
     check(cudaEventElapsedTime(&ms, marks_.at(i), marks_.at(j)), "cudaEventElapsedTime");
     return static_cast<std::int64_t>(std::llround(static_cast<double>(ms) * 1e6));
   }
+
+  void* native_stream() const override { return stream_; }
 
   cudaStream_t stream() const { return stream_; }
   cublasHandle_t blas() const { return blas_; }

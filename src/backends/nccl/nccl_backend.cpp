@@ -4,6 +4,9 @@
 // copies its input to the device. A repetition is the NCCL call between two CUDA events on the
 // kernel's stream and the wait for the second (cuda_common.hpp); the harness's barrier between
 // repetitions is MPI's, as for the MPI collectives. The result is copied back in finish().
+// Level 3 (communication = "nccl"): the same communicator set-up for a training scheme, whose
+// gradients d500's executor on cuda keeps on the device; ncclAllReduce with ncclAvg runs on that
+// executor's stream (NcclDeviceCollective).
 #include <nccl.h>
 
 #include <cstdio>
@@ -30,16 +33,55 @@ std::string nccl_version() {
   return "NCCL " + std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
 }
 
+// Every rank needs a device of its own before any joins NCCL: a rank without one, or two ranks
+// on one GPU (which NCCL refuses), would leave the others waiting in the id's broadcast or in
+// ncclCommInitRank. The ranks agree first, and all fail together, saying why.
+void agree_on_devices(MPI_Comm comm) {
+  int size = 1;
+  mpi_check(MPI_Comm_size(comm, &size), "MPI_Comm_size", "NCCL's device check");
+  const cuda::Devices d = cuda::visible_devices();
+  int mine = d.count > 0 ? 1 : 0, all = 0;
+  mpi_check(MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, comm), "MPI_Allreduce", "NCCL's device check");
+  if (!all)
+    throw Error(mine ? "nccl: another rank of the job has no CUDA device; NCCL needs one GPU per rank"
+                     : "nccl: no CUDA device on this host (" + d.why_none + ")");
+  constexpr int kLen = 320;
+  char here[kLen] = {0}, bus[32] = {0};
+  int name_len = 0;
+  mpi_check(MPI_Get_processor_name(here, &name_len), "MPI_Get_processor_name", "NCCL's device check");
+  cuda::check(cudaDeviceGetPCIBusId(bus, sizeof bus, cuda::rank_device_index(d)), "cudaDeviceGetPCIBusId");
+  std::snprintf(here + name_len, static_cast<std::size_t>(kLen - name_len), " %s", bus);
+  std::vector<char> every(static_cast<std::size_t>(kLen) * static_cast<std::size_t>(size));
+  mpi_check(MPI_Allgather(here, kLen, MPI_CHAR, every.data(), kLen, MPI_CHAR, comm), "MPI_Allgather", "NCCL's device check");
+  for (int a = 0; a < size; ++a)
+    for (int b = a + 1; b < size; ++b)
+      if (std::strncmp(&every[static_cast<std::size_t>(a) * kLen], &every[static_cast<std::size_t>(b) * kLen], kLen) == 0)
+        throw Error("nccl: ranks " + std::to_string(a) + " and " + std::to_string(b) + " would share the GPU at " +
+                    std::string(&every[static_cast<std::size_t>(a) * kLen]) +
+                    ": NCCL needs one GPU per rank (no more ranks per node than the node's GPUs; under Slurm, gres = \"gpu:<ranks per node>\")");
+}
+
+// A communicator over `comm`'s ranks on this rank's current device: rank 0 makes NCCL's unique
+// id, MPI_Bcast gives it to the others.
+ncclComm_t join(MPI_Comm comm) {
+  int rank = 0, size = 1;
+  mpi_check(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank", "NCCL's communicator");
+  mpi_check(MPI_Comm_size(comm, &size), "MPI_Comm_size", "NCCL's communicator");
+  ncclUniqueId id{};
+  if (rank == 0) nccl_check(ncclGetUniqueId(&id), "ncclGetUniqueId");
+  mpi_check(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, comm), "MPI_Bcast", "NCCL's unique id");
+  ncclComm_t c = nullptr;
+  nccl_check(ncclCommInitRank(&c, size, id, rank), "ncclCommInitRank");
+  return c;
+}
+
 class NcclCollective final : public CollectiveKernel {
  public:
   explicit NcclCollective(CollectiveProblem& p) : p_(p) {
-    agree_on_devices(p);
+    agree_on_devices(p.comm);
     timer_ = std::make_unique<cuda::DeviceTimer>();  // before the communicator: selects the device
     memory_ = std::make_unique<cuda::DeviceMemoryUse>();  // from before the communicator (NCCL's buffers count)
-    ncclUniqueId id{};
-    if (p.rank == 0) nccl_check(ncclGetUniqueId(&id), "ncclGetUniqueId");
-    mpi_check(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, p.comm), "MPI_Bcast", "NCCL's unique id");
-    nccl_check(ncclCommInitRank(&comm_, p.size, id, p.rank), "ncclCommInitRank");
+    comm_ = join(p.comm);
     if (!p.in_place && !p.send->empty()) send_ = std::make_unique<cuda::DeviceBuffer>(p.send->size() * sizeof(float));
     recv_ = std::make_unique<cuda::DeviceBuffer>(p.recv->size() * sizeof(float));
   }
@@ -79,37 +121,40 @@ class NcclCollective final : public CollectiveKernel {
   }
 
  private:
-  // Every rank needs a device of its own before any joins NCCL: a rank without one, or two ranks
-  // on one GPU (which NCCL refuses), would leave the others waiting in the id's broadcast or in
-  // ncclCommInitRank. The ranks agree first, and all fail together, saying why.
-  static void agree_on_devices(const CollectiveProblem& p) {
-    const cuda::Devices d = cuda::visible_devices();
-    int mine = d.count > 0 ? 1 : 0, all = 0;
-    mpi_check(MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, p.comm), "MPI_Allreduce", "NCCL's device check");
-    if (!all)
-      throw Error(mine ? "nccl: another rank of the job has no CUDA device; NCCL needs one GPU per rank"
-                       : "nccl: no CUDA device on this host (" + d.why_none + ")");
-    constexpr int kLen = 320;
-    char here[kLen] = {0}, bus[32] = {0};
-    int name_len = 0;
-    mpi_check(MPI_Get_processor_name(here, &name_len), "MPI_Get_processor_name", "NCCL's device check");
-    cuda::check(cudaDeviceGetPCIBusId(bus, sizeof bus, cuda::rank_device_index(d)), "cudaDeviceGetPCIBusId");
-    std::snprintf(here + name_len, static_cast<std::size_t>(kLen - name_len), " %s", bus);
-    std::vector<char> every(static_cast<std::size_t>(kLen) * static_cast<std::size_t>(p.size));
-    mpi_check(MPI_Allgather(here, kLen, MPI_CHAR, every.data(), kLen, MPI_CHAR, p.comm), "MPI_Allgather", "NCCL's device check");
-    for (int a = 0; a < p.size; ++a)
-      for (int b = a + 1; b < p.size; ++b)
-        if (std::strncmp(&every[static_cast<std::size_t>(a) * kLen], &every[static_cast<std::size_t>(b) * kLen], kLen) == 0)
-          throw Error("nccl: ranks " + std::to_string(a) + " and " + std::to_string(b) + " would share the GPU at " +
-                      std::string(&every[static_cast<std::size_t>(a) * kLen]) +
-                      ": NCCL needs one GPU per rank (no more ranks per node than the node's GPUs; under Slurm, gres = \"gpu:<ranks per node>\")");
-  }
-
   CollectiveProblem& p_;
   std::unique_ptr<cuda::DeviceTimer> timer_;
   std::unique_ptr<cuda::DeviceMemoryUse> memory_;
   ncclComm_t comm_ = nullptr;
   std::unique_ptr<cuda::DeviceBuffer> send_, recv_;
+};
+
+// Level 3: the mean of a scheme's device buffer over the ranks, on d500's executor's stream (its
+// memory was made on this rank's device, which is current), by ncclAllReduce with ncclAvg.
+class NcclDeviceCollective final : public DeviceCollective {
+ public:
+  NcclDeviceCollective(DeviceMemory& m, MPI_Comm comm) : stream_(static_cast<cudaStream_t>(m.native_stream())) {
+    if (!stream_) throw Error("nccl: the executor's device memory (" + m.describe() + ") has no CUDA stream to run on");
+    agree_on_devices(comm);
+    comm_ = join(comm);
+  }
+  ~NcclDeviceCollective() override {
+    if (comm_) ncclCommDestroy(comm_);
+  }
+  NcclDeviceCollective(const NcclDeviceCollective&) = delete;
+  NcclDeviceCollective& operator=(const NcclDeviceCollective&) = delete;
+
+  void allreduce_mean(float* buf, std::size_t n) override {
+    nccl_check(ncclAllReduce(buf, buf, n, ncclFloat, ncclAvg, comm_, stream_), "ncclAllReduce");
+    cuda::check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (after ncclAllReduce)");
+  }
+  std::string describe() const override {
+    return nccl_version() + " ncclAllReduce (float32, ncclAvg, in place) on the executor's CUDA stream, waited for; NCCL's own choice of "
+                            "algorithm and protocol";
+  }
+
+ private:
+  cudaStream_t stream_ = nullptr;
+  ncclComm_t comm_ = nullptr;
 };
 
 }  // namespace
@@ -119,6 +164,9 @@ void register_backend_nccl(BackendRegistry& r) {
          .description = "NCCL collectives on one GPU per rank (by local rank), timed by CUDA events",
          .version = nccl_version,
          .make_collective = [](CollectiveProblem& p) -> std::unique_ptr<CollectiveKernel> { return std::make_unique<NcclCollective>(p); },
+         .make_device_collective = [](DeviceMemory& m, MPI_Comm comm) -> std::unique_ptr<DeviceCollective> {
+           return std::make_unique<NcclDeviceCollective>(m, comm);
+         },
          .no_device = cuda::no_device_reason,
          .rank_device = cuda::rank_device_text,
          .device_facts = cuda::device_facts});

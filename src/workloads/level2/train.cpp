@@ -90,6 +90,7 @@ struct TrainPoint {
     scheme.average_interval = param<std::int64_t>(p, "average_interval");
     scheme.ps_servers = static_cast<int>(param<std::int64_t>(p, "ps_servers"));
     scheme.staleness = static_cast<int>(param<std::int64_t>(p, "staleness"));
+    scheme.communication = param<std::string>(p, "communication");
     workers = ranks - scheme.ps_servers;  // >= 1 where train_check passed (scheme_check)
     // A global batch is split over the workers: each rank's network takes its share.
     if (global_batch > 0) batch = std::max<std::int64_t>(1, global_batch / std::max<std::int64_t>(1, workers));
@@ -143,23 +144,6 @@ void check_data(const Dataset& d, const Graph& g, const Roles& r) {
     throw Error(d.describe() + ": " + std::to_string(d.classes()) + " classes, but the network's output has " + std::to_string(r.classes));
 }
 
-// A scheme's view of the runner's parameters and gradients (level 3).
-class RunnerModel final : public ModelAccess {
- public:
-  RunnerModel(GraphRunner& r, const ParamAccess& a) : r_(r), a_(a) {}
-  std::size_t count() const override { return a_.count(); }
-  std::int64_t numel(std::size_t k) const override { return a_.numel(k); }
-  float* param(std::size_t k) override { return r_.parameter(k); }
-  // GraphRunner: the gradient's storage may be written between backward and the optimizer.
-  float* grad(std::size_t k) override { return const_cast<float*>(r_.parameter_gradient(k)); }
-  void params_changed() override { r_.parameters_changed(); }
-  bool on_gradients_ready(std::function<void(std::span<const std::size_t>)> f) override { return r_.on_gradients_ready(std::move(f)); }
-
- private:
-  GraphRunner& r_;
-  const ParamAccess& a_;
-};
-
 std::vector<std::vector<float>> snapshot(GraphRunner& r, const ParamAccess& a) {
   std::vector<std::vector<float>> s;
   for (std::size_t k = 0; k < a.count(); ++k) {
@@ -198,7 +182,14 @@ class TrainWorkload final : public Workload {
     make_optimizer();
     if (pt_.distributed) {
       model_ = std::make_unique<RunnerModel>(*runner_, *access_);
-      scheme_ = Scheme::make(pt_.scheme, ctx.comm, *model_, opt_spec_);
+      if (pt_.scheme.communication == "nccl") {
+        // Gradients averaged where the executor keeps them (train_check: a device backend, nccl built).
+        const BackendInfo* nccl = find_backend("nccl");
+        if (!runner_->device_memory() || !nccl || !nccl->make_device_collective)
+          throw Error("communication = \"nccl\" needs d500's executor on a device and the nccl backend");
+        collective_ = nccl->make_device_collective(*runner_->device_memory(), ctx.comm);
+      }
+      scheme_ = Scheme::make(pt_.scheme, ctx.comm, *model_, opt_spec_, collective_.get());
     }
     const double flops = loaded_->work.training_flops;
     work_ = Work{static_cast<std::int64_t>(flops), 0, pt_.batch};
@@ -206,6 +197,14 @@ class TrainWorkload final : public Workload {
     eval_n_ = pt_.eval_samples > 0 ? std::min(pt_.eval_samples, test_->size()) : test_->size();
     eval_idx_.resize(static_cast<std::size_t>(pt_.batch));
   }
+
+  // The scheme and its collective hold memory of the runner's device: they go first.
+  ~TrainWorkload() override {
+    scheme_.reset();
+    collective_.reset();
+  }
+  TrainWorkload(const TrainWorkload&) = delete;
+  TrainWorkload& operator=(const TrainWorkload&) = delete;
 
   Validation validate() override {
     // The first batch: one step's loss and gradients against the yardstick.
@@ -434,7 +433,8 @@ class TrainWorkload final : public Workload {
 
   void make_optimizer() {
     optimizer_ = pt_.optimizer_impl == "native" ? runner_->native_optimizer(opt_spec_) : make_reference_optimizer(opt_spec_, *access_);
-    if (!optimizer_) throw Error("backend " + backend_.name + " has no optimizer of its own (optimizer_impl = \"native\" needs libtorch-native)");
+    if (!optimizer_)
+      throw Error("backend " + backend_.name + " has no optimizer of its own for " + opt_spec_.name + " (optimizer_impl = \"native\")");
   }
 
   void load_batch(std::span<const std::int64_t> idx) {
@@ -580,6 +580,7 @@ class TrainWorkload final : public Workload {
   MPI_Comm comm_;
   int worker_ = 0, workers_ = 1;  // level 3: this rank's index among the workers (-1: a server)
   std::unique_ptr<RunnerModel> model_;
+  std::unique_ptr<DeviceCollective> collective_;  // communication = "nccl"
   std::unique_ptr<Scheme> scheme_;
   PhaseTally tally_;
   std::vector<float> eval_model_;
@@ -642,6 +643,18 @@ std::string train_check(const Params& p) {
     if (pt.global_batch > 0 && pt.global_batch % pt.workers != 0)
       return "global_batch " + std::to_string(pt.global_batch) + " does not split evenly over " + std::to_string(pt.workers) +
              " workers (ranks " + std::to_string(pt.ranks) + " minus ps_servers " + std::to_string(pt.scheme.ps_servers) + ")";
+    if (pt.scheme.communication == "nccl") {
+      const BackendInfo* nccl = find_backend("nccl");
+      if (!(b && b->make_device_memory)) {
+        std::vector<std::string> with;
+        for (const auto& o : all_backends())
+          if (o.make_device_memory) with.push_back(o.name);
+        return "communication = \"nccl\" averages the gradients where d500's executor keeps them, on a GPU: it needs backend " +
+               (with.empty() ? std::string("cuda (not in this build)") : join(with, ", ")) + " (backend here: " + backend + ")";
+      }
+      if (!nccl || !nccl->built || !nccl->make_device_collective)
+        return "communication = \"nccl\" needs the nccl backend, which this build lacks" + (nccl ? ": " + nccl->not_built_reason : std::string());
+    }
     if (pt.optimizer_impl == "native" && (pt.scheme.name == "ps-sync" || pt.scheme.name == "ps-async"))
       return "a parameter server applies d500's reference optimizer to its shard: optimizer_impl = \"native\" does not apply to " + pt.scheme.name;
   }
@@ -789,10 +802,12 @@ void register_train(WorkloadRegistry& r) {
 
   // Level 3: the same training, data-parallel over the ranks through a scheme.
   WorkloadInfo d = w;
-  // Not on a GPU yet: the schemes exchange host buffers over MPI (NCCL inside them is not built;
-  // d500's executor on cuda could hand them its host copies, but that path is not enabled).
+  // On a GPU only d500's executor (cuda): its host copies of parameters and gradients stay what the
+  // scheme wrote until the next backward pass, and with communication = "nccl" its device
+  // gradients are averaged in place. LibTorch's runner on CUDA copies a gradient from the device
+  // at every ask, so an average written into the copy would not reach its optimizer: refused.
   for (const auto& b : all_backends())
-    if (b.no_device) d.backends.erase(b.name);
+    if (b.no_device && !b.make_device_memory) d.backends.erase(b.name);
   d.name = "distributed";
   d.level = 3;
   d.description = "data-parallel training over the ranks by a scheme (allreduce, overlapped buckets, parameter servers, model averaging, "
@@ -810,6 +825,9 @@ void register_train(WorkloadRegistry& r) {
                    integer("average_interval", 8, 1, std::int64_t{1} << 30, "model-averaging: steps between averages"),
                    integer("ps_servers", 0, 0, 1 << 20, "ps-sync, ps-async: dedicated server ranks (0: rank 0 serves and trains; ps-sync only)"),
                    integer("staleness", 0, 0, 1 << 20, "ps-async: steps a worker computes on its own copy between pulls"),
+                   {"communication", ValueType::String, V{std::string("mpi")}, 0, 0, {"mpi", "nccl"},
+                    "mpi: the scheme exchanges host buffers over MPI (on a device, through the host's copies); nccl (scheme allreduce, "
+                    "backend cuda): gradients averaged on the GPU by ncclAllReduce"},
                    integer("hash_interval_steps", 50, 0, std::int64_t{1} << 40,
                            "consistent schemes: steps between checks that every worker holds identical parameters (and at the end; 0: end only)")});
   r.add(std::move(w));

@@ -9,8 +9,9 @@
 // validate = 0 skips the workload's validation before each round (its yardstick runs the network
 // in double on d500's reference kernels: minutes for ResNet-18 at batch 64 on a small machine);
 // the timed loop is the same either way. D500_BACKEND picks the executor (default
-// libtorch-native; libtorch-cuda, or cuda for d500's executor on the GPU); on a backend without
-// optimizers of its own, both loops use d500's reference SGD with momentum. The figures include
+// libtorch-native; libtorch-cuda, or cuda for d500's executor on the GPU, whose own optimizer is
+// d500's device SGD); on a backend without optimizers of its own, both loops use d500's reference
+// SGD with momentum. The figures include
 // images per second (batch / median step), the GPU yardstick's unit.
 #include <mpi.h>
 
