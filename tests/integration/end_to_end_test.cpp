@@ -155,6 +155,36 @@ TEST_F(EndToEnd, TwoRankCampaignFileAndReportAgree) {
   EXPECT_NE(json.find("\"level\": 0, \"workload\": \"gemm\", \"backend\": \"blas\""), std::string::npos) << json.substr(0, 3000);
 }
 
+// Every campaign shipped in campaigns/ plans on this build, so that a change which breaks one
+// fails here. The only refusals allowed: a backend this build lacks (named as not available,
+// and really not built) and a dataset file that exists on the machine the campaign is for only.
+TEST_F(EndToEnd, EveryShippedCampaignPlansOrNamesWhatThisMachineLacks) {
+  int planned = 0;
+  for (const auto& e : fs::directory_iterator(fs::path(D500_TEST_DIR) / ".." / "campaigns")) {
+    if (e.path().extension() != ".toml") continue;
+    SCOPED_TRACE(e.path().filename().string());
+    const fs::path run = dir_ / e.path().stem();
+    const Cmd plan = sh(d500_cmd("plan " + e.path().string() + " -o " + run.string()));
+    if (plan.code == 0) {
+      EXPECT_TRUE(fs::exists(run / "points.csv")) << plan.out;
+      ++planned;
+      continue;
+    }
+    EXPECT_NE(plan.out.find(e.path().filename().string() + ":"), std::string::npos) << plan.out;  // file and line
+    const auto at = plan.out.find("key 'backend': backend '");
+    if (at != std::string::npos) {
+      const auto from = at + 24;
+      const std::string name = plan.out.substr(from, plan.out.find('\'', from) - from);
+      const d500::BackendInfo* b = d500::find_backend(name);
+      EXPECT_NE(plan.out.find("is not available in this build"), std::string::npos) << plan.out;
+      EXPECT_TRUE(b && !b->built) << name << " is built, yet refused: " << plan.out;
+    } else {
+      EXPECT_NE(plan.out.find("training data file not found (dataset = \"/scratch/"), std::string::npos) << plan.out;
+    }
+  }
+  EXPECT_GE(planned, 3) << "at least the CPU campaigns (quickstart, distributed, daint-scaling) plan everywhere";
+}
+
 TEST_F(EndToEnd, MoreRanksThanCoresRunsAndIsFlaggedAsOversubscribed) {
   const int ranks = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)) + 2;
   std::string campaign = write("o.toml", "[campaign]\nname = \"oversub\"\nrepetitions = 6\nwarmups = 1\n[axes]\n"
