@@ -48,10 +48,17 @@ class CollectiveKernel {
 class DeviceCollective {
  public:
   virtual ~DeviceCollective() = default;
-  // `n` floats of the memory's device buffer `buf` become the mean of every rank's; returns once
-  // that is done on this rank (the stream waited for).
-  virtual void allreduce_mean(float* buf, std::size_t n) = 0;
-  // What it runs, in words ("NCCL 2.28.3 ncclAllReduce, ncclAvg, on the executor's stream").
+  // `n` floats of the memory's device buffer `buf` are to become the mean of every rank's, once
+  // the work enqueued on the memory's stream so far is done; returns at once (the collective
+  // runs beside whatever is enqueued next). Every rank starts the same buffers in one order.
+  virtual void start_mean(float* buf, std::size_t n) = 0;
+  // Returns once every mean started is done on this rank.
+  virtual void wait() = 0;
+  void allreduce_mean(float* buf, std::size_t n) {
+    start_mean(buf, n);
+    wait();
+  }
+  // What it runs, in words ("NCCL 2.28.3 ncclAllReduce, ncclAvg, on a stream of its own").
   virtual std::string describe() const = 0;
 };
 

@@ -789,28 +789,31 @@ TEST(Executor, OnADeviceTheDeviceOptimizerStepsAsTheReferenceAndTheHostsCopiesFo
 class GuardedCollective final : public DeviceCollective {
  public:
   GuardedCollective(GuardedMemory& m, MPI_Comm c) : m_(m), c_(c) {}
-  void allreduce_mean(float* buf, std::size_t n) override {
-    ++calls;
+  // Done at once (its "stream" is the caller): every rank starts the same buffers in one order.
+  void start_mean(float* buf, std::size_t n) override {
+    ++starts;
     int size = 1;
     MPI_Comm_size(c_, &size);
     GuardedMemory::Open o(m_, {buf});
     EXPECT_EQ(MPI_Allreduce(MPI_IN_PLACE, buf, static_cast<int>(n), MPI_FLOAT, MPI_SUM, c_), MPI_SUCCESS);
     for (std::size_t i = 0; i < n; ++i) buf[i] /= static_cast<float>(size);
   }
+  void wait() override { ++waits; }
   std::string describe() const override { return "MPI_Allreduce over the test device's memory"; }
-  int calls = 0;
+  int starts = 0, waits = 0;
 
  private:
   GuardedMemory& m_;
   MPI_Comm c_;
 };
 
-// Level 3 on a device: the allreduce scheme averages the executor's gradients, over MPI through
-// the host's copies (communication = "mpi") or on the device by a device collective ("nccl",
-// where no gradient crosses to the host before the optimizer asks). Each rank trains on its own
+// Level 3 on a device: the allreduce schemes, plain and overlapped, average the executor's
+// gradients over MPI through the host's copies (communication = "mpi") or on the device by a
+// device collective ("nccl", where no gradient crosses to the host before the optimizer asks,
+// and the overlapped buckets start while backward runs). Each rank trains on its own
 // batch; the optimizer then reads the mean of every rank's gradient. On one rank (the unit suite)
 // the mean is the rank's own gradient; CTest runs it again on two (unit_device_schemes_2_ranks).
-TEST(Executor, OnADeviceTheAllreduceSchemeAveragesTheGradientsOverMpiOrOnTheDevice) {
+TEST(Executor, OnADeviceTheAllreduceSchemesAverageTheGradientsOverMpiOrOnTheDevice) {
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -828,8 +831,9 @@ TEST(Executor, OnADeviceTheAllreduceSchemeAveragesTheGradientsOverMpiOrOnTheDevi
     MPI_Allreduce(MPI_IN_PLACE, mean.back().data(), static_cast<int>(mean.back().size()), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     for (double& v : mean.back()) v /= size;
   }
+  for (const std::string name : {"allreduce", "allreduce-overlap"})
   for (const std::string communication : {"mpi", "nccl"}) {
-    SCOPED_TRACE(communication);
+    SCOPED_TRACE(name + " over " + communication);
     GuardedBackend dev;
     s.backend = &dev.info;
     GraphExecutor device(s);
@@ -838,23 +842,35 @@ TEST(Executor, OnADeviceTheAllreduceSchemeAveragesTheGradientsOverMpiOrOnTheDevi
     std::unique_ptr<GuardedCollective> collective;
     if (communication == "nccl") collective = std::make_unique<GuardedCollective>(*dev.memory, MPI_COMM_WORLD);
     SchemeSpec spec;
+    spec.name = name;
+    spec.bucket_bytes = 4;  // overlap: a bucket per parameter
     spec.communication = communication;
     auto scheme = Scheme::make(spec, MPI_COMM_WORLD, model, OptimizerSpec{}, collective.get());
+    const bool overlap = name == "allreduce-overlap";
+    const int calls = overlap ? static_cast<int>(sizes.size()) : 1;
     device.forward(0);
+    scheme->before_backward();
     device.backward(0);
+    const int started_in_backward = collective ? collective->starts : 0;
     dev.memory->counts = {};
     PhaseTally tally;
     scheme->after_backward(0.1, tally);
     const GuardedMemory::Counts c = dev.memory->counts;
-    EXPECT_EQ(scheme->counts().calls, 1);
+    EXPECT_EQ(scheme->counts().calls, calls);
     if (communication == "nccl") {
-      EXPECT_EQ(collective->calls, 1);
+      EXPECT_EQ(collective->starts, calls);
+      EXPECT_EQ(collective->waits, 1);
       EXPECT_EQ(c.downloads, 0) << "no gradient went through the host";
       EXPECT_EQ(c.uploads, 0);
-      EXPECT_EQ(c.copies, 2 * static_cast<int>(sizes.size())) << "each gradient into the flat buffer and back";
-      EXPECT_NE(scheme->describe().find("on the device"), std::string::npos) << scheme->describe();
+      if (overlap) {
+        EXPECT_EQ(started_in_backward, calls) << "every bucket started while backward ran (its copies enqueued behind it)";
+        EXPECT_EQ(c.copies, calls) << "after backward, only the means back into the gradients";
+      } else {
+        EXPECT_EQ(c.copies, 2 * static_cast<int>(sizes.size())) << "each gradient into the flat buffer and back";
+      }
+      EXPECT_NE(scheme->describe().find(overlap ? "copied on the device" : "on the device"), std::string::npos) << scheme->describe();
     } else {
-      EXPECT_EQ(c.downloads, static_cast<int>(sizes.size())) << "each gradient once to the host";
+      EXPECT_EQ(c.downloads, overlap ? 0 : static_cast<int>(sizes.size())) << "each gradient once to the host (overlap: in backward)";
       EXPECT_EQ(c.uploads, 0) << "the optimizer reads the host's copy; nothing goes back until the parameters change";
     }
     // What the optimizer reads: the mean (float32 sums in another order: a few ulps).
@@ -874,6 +890,7 @@ TEST(Executor, OnADeviceTheAllreduceSchemeAveragesTheGradientsOverMpiOrOnTheDevi
       auto opt = device.native_optimizer(o);
       ASSERT_NE(opt, nullptr);
       device.forward(0);
+      scheme->before_backward();
       device.backward(0);
       dev.memory->counts = {};
       scheme->after_backward(0.1, tally);
@@ -890,7 +907,7 @@ TEST(Executor, OnADeviceTheAllreduceSchemeAveragesTheGradientsOverMpiOrOnTheDevi
   RunnerModel model(plain, access);
   EXPECT_THROW(Scheme::make(spec, MPI_COMM_WORLD, model, OptimizerSpec{}, nullptr), Error);
   spec.name = "dpsgd";
-  EXPECT_NE(scheme_check(spec, 2).find("runs scheme = \"allreduce\" only"), std::string::npos) << scheme_check(spec, 2);
+  EXPECT_NE(scheme_check(spec, 2).find("runs the schemes allreduce and allreduce-overlap only"), std::string::npos) << scheme_check(spec, 2);
 }
 
 // What crosses between host and device in a step: nothing when the device has a kernel for every

@@ -37,8 +37,9 @@ std::string scheme_check(const SchemeSpec& s, int ranks) {
   if (s.staleness < 0) return "staleness is a step count >= 0";
   if (s.communication != "mpi" && s.communication != "nccl")
     return "communication is \"mpi\" or \"nccl\"; got \"" + s.communication + "\"";
-  if (s.communication == "nccl" && s.name != "allreduce")
-    return "communication = \"nccl\" runs scheme = \"allreduce\" only (the others exchange host buffers over MPI); scheme here: " + s.name;
+  if (s.communication == "nccl" && s.name != "allreduce" && s.name != "allreduce-overlap")
+    return "communication = \"nccl\" runs the schemes allreduce and allreduce-overlap only (the others exchange host buffers over MPI); "
+           "scheme here: " + s.name;
   return "";
 }
 
@@ -195,7 +196,10 @@ class DeviceAllreduceScheme final : public Scheme {
 // Buckets of gradients, each allreduced as soon as backward has made it final.
 class OverlapScheme final : public Scheme {
  public:
-  OverlapScheme(const SchemeSpec& s, MPI_Comm c, ModelAccess& m) : Scheme(s, c, m), flat_(static_cast<std::size_t>(total_)) {
+  // `dc`: communication = "nccl", the buckets averaged on the device (the runner's memory).
+  OverlapScheme(const SchemeSpec& s, MPI_Comm c, ModelAccess& m, DeviceCollective* dc) : Scheme(s, c, m), dc_(dc) {
+    if (dc_) dflat_ = static_cast<float*>(m.device()->allocate(static_cast<std::size_t>(std::max<std::int64_t>(total_, 1)) * sizeof(float)));
+    else flat_.resize(static_cast<std::size_t>(total_));
     // Buckets over contiguous parameters from the last (whose gradients come first) backwards.
     bucket_of_.assign(offset_.size(), 0);
     std::int64_t bytes = 0;
@@ -218,6 +222,11 @@ class OverlapScheme final : public Scheme {
     requests_.assign(buckets_.size(), MPI_REQUEST_NULL);
     hooked_ = model_.on_gradients_ready([this](std::span<const std::size_t> ready) { on_ready(ready); });
   }
+  ~OverlapScheme() override {
+    if (dflat_) model_.device()->release(dflat_);
+  }
+  OverlapScheme(const OverlapScheme&) = delete;
+  OverlapScheme& operator=(const OverlapScheme&) = delete;
 
   void before_backward() override {
     for (auto& b : buckets_) b.pending = b.params;
@@ -235,17 +244,31 @@ class OverlapScheme final : public Scheme {
     t.add(Phase::Update, t0, now_ns());
     t0 = now_ns();
     while (started_ < buckets_.size()) start(started_);
-    mpi_check(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE), "MPI_Waitall", "gradient buckets");
+    if (dc_) dc_->wait();
+    else mpi_check(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE), "MPI_Waitall", "gradient buckets");
     const std::int64_t t1 = now_ns();
     t.add(Phase::Communication, t0, t1);
-    unpack_grads(flat_.data(), 1.0f / static_cast<float>(size_));
+    if (dc_) {  // the means back into the runner's device gradients
+      DeviceMemory& d = *model_.device();
+      for (std::size_t k = 0; k < offset_.size(); ++k)
+        if (float* g = model_.device_grad(k)) d.copy(g, dflat_ + offset_[k], static_cast<std::size_t>(model_.numel(k)) * sizeof(float));
+      d.synchronize();
+      model_.device_grads_changed();
+    } else {
+      unpack_grads(flat_.data(), 1.0f / static_cast<float>(size_));
+    }
     t.add(Phase::Update, t1, now_ns());
   }
 
   std::string describe() const override {
-    return std::to_string(buckets_.size()) + " buckets of gradients (bucket_bytes " + std::to_string(spec_.bucket_bytes) +
-           ", from the last parameter backwards), each an MPI_Iallreduce started when backward has made its gradients final and "
-           "polled with MPI_Testall after every backward step, waited for after backward; volume counted as ring allreduces";
+    const std::string head = std::to_string(buckets_.size()) + " buckets of gradients (bucket_bytes " + std::to_string(spec_.bucket_bytes) +
+                             ", from the last parameter backwards), each ";
+    if (dc_)
+      return head + "copied on the device into its part of one buffer and its mean started (" + dc_->describe() +
+             ") when backward has made its gradients final, without waiting on the host; all waited for after backward and copied "
+             "back; volume counted as ring allreduces";
+    return head + "an MPI_Iallreduce started when backward has made its gradients final and "
+                  "polled with MPI_Testall after every backward step, waited for after backward; volume counted as ring allreduces";
   }
   std::string overlap() const override {
     return hooked_ ? "buckets start during backward (" + std::to_string(buckets_.size()) + " buckets)"
@@ -259,15 +282,26 @@ class OverlapScheme final : public Scheme {
     std::int64_t offset = 0, n = 0;
   };
 
+  // On a device: copies enqueued behind the backward steps that made the gradients.
   void pack_bucket(std::size_t b) {
     const Bucket& bk = buckets_[b];
-    for (std::size_t k = bk.first; k < bk.first + static_cast<std::size_t>(bk.params); ++k) pack_grad(k, flat_.data());
+    for (std::size_t k = bk.first; k < bk.first + static_cast<std::size_t>(bk.params); ++k) {
+      if (!dc_) {
+        pack_grad(k, flat_.data());
+        continue;
+      }
+      const auto bytes = static_cast<std::size_t>(model_.numel(k)) * sizeof(float);
+      if (const float* g = model_.device_grad(k)) model_.device()->copy(dflat_ + offset_[k], g, bytes);
+      else model_.device()->zero(dflat_ + offset_[k], bytes);
+    }
   }
 
   void start(std::size_t b) {
     const Bucket& bk = buckets_[b];
-    mpi_check(MPI_Iallreduce(MPI_IN_PLACE, flat_.data() + bk.offset, static_cast<int>(bk.n), MPI_FLOAT, MPI_SUM, comm_, &requests_[b]),
-              "MPI_Iallreduce", "a gradient bucket");
+    if (dc_) dc_->start_mean(dflat_ + bk.offset, static_cast<std::size_t>(bk.n));
+    else
+      mpi_check(MPI_Iallreduce(MPI_IN_PLACE, flat_.data() + bk.offset, static_cast<int>(bk.n), MPI_FLOAT, MPI_SUM, comm_, &requests_[b]),
+                "MPI_Iallreduce", "a gradient bucket");
     count(ring_bytes(bk.n), ring_bytes(bk.n));
     ++started_;
   }
@@ -283,14 +317,16 @@ class OverlapScheme final : public Scheme {
       pack_bucket(started_);
       start(started_);
     }
-    if (started_ > 0) {
+    if (started_ > 0 && !dc_) {  // MPI progresses inside MPI calls; NCCL on its own stream
       int done = 0;
       mpi_check(MPI_Testall(static_cast<int>(started_), requests_.data(), &done, MPI_STATUSES_IGNORE), "MPI_Testall", "gradient buckets");
     }
     in_backward_ns_ += now_ns() - t0;
   }
 
-  std::vector<float> flat_;
+  DeviceCollective* dc_ = nullptr;
+  float* dflat_ = nullptr;  // on the device (dc_)
+  std::vector<float> flat_;  // on the host (MPI)
   std::vector<Bucket> buckets_;
   std::vector<std::size_t> bucket_of_;
   std::vector<MPI_Request> requests_;
@@ -565,13 +601,11 @@ std::unique_ptr<Scheme> Scheme::make(const SchemeSpec& s, MPI_Comm comm, ModelAc
   int size = 1;
   mpi_check(MPI_Comm_size(comm, &size), "MPI_Comm_size", "scheme");
   if (const std::string why = scheme_check(s, size); !why.empty()) throw Error("scheme " + s.name + ": " + why);
-  if (s.communication == "nccl") {
-    if (!device || !model.device())
-      throw Error("scheme " + s.name + ": communication = \"nccl\" needs the model's gradients on a device and a collective there");
-    return std::make_unique<DeviceAllreduceScheme>(s, comm, model, *device);
-  }
+  if (s.communication == "nccl" && (!device || !model.device()))
+    throw Error("scheme " + s.name + ": communication = \"nccl\" needs the model's gradients on a device and a collective there");
+  if (s.name == "allreduce" && s.communication == "nccl") return std::make_unique<DeviceAllreduceScheme>(s, comm, model, *device);
   if (s.name == "allreduce") return std::make_unique<AllreduceScheme>(s, comm, model);
-  if (s.name == "allreduce-overlap") return std::make_unique<OverlapScheme>(s, comm, model);
+  if (s.name == "allreduce-overlap") return std::make_unique<OverlapScheme>(s, comm, model, s.communication == "nccl" ? device : nullptr);
   if (s.name == "model-averaging") return std::make_unique<AveragingScheme>(s, comm, model);
   if (s.name == "dpsgd") return std::make_unique<DpsgdScheme>(s, comm, model);
   return std::make_unique<ParameterServer>(s, comm, model, opt);

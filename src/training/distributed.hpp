@@ -10,7 +10,9 @@
 //   allreduce-overlap  gradients in buckets (bucket_bytes), each MPI_Iallreduce started as soon
 //                      as backward has made its gradients final, polled after every backward
 //                      step (Open MPI makes no progress on its own), waited for after backward
-//                      (consistent): PyTorch DDP's and Horovod's scheme
+//                      (consistent): PyTorch DDP's and Horovod's scheme; with communication =
+//                      "nccl", each bucket copied on the device and its mean started on the
+//                      collective's own stream behind an event, the host never waiting in backward
 //   ps-sync            a parameter server: ps_servers = 0 puts it on rank 0, which trains too
 //                      (MPI_Reduce of the gradients to it, its optimizer, MPI_Bcast of the
 //                      parameters); ps_servers = k > 0 makes ranks 0..k-1 dedicated servers,
@@ -61,8 +63,8 @@ struct SchemeSpec {
   int ps_servers = 0;                   // ps-*: dedicated server ranks (0: rank 0 serves and trains)
   int staleness = 0;                    // ps-async: steps a worker computes between pulls
   // Where the exchange runs: "mpi" (host buffers: a device runner's gradients go through the
-  // host's copies) or "nccl" (allreduce only: the device's gradients averaged on the device by
-  // the DeviceCollective the workload hands to Scheme::make).
+  // host's copies) or "nccl" (allreduce and allreduce-overlap: the device's gradients averaged on
+  // the device by the DeviceCollective the workload hands to Scheme::make).
   std::string communication = "mpi";
 };
 

@@ -197,7 +197,7 @@ TEST_F(Distributed, ImpossibleSchemesAreRefusedAtPlanTime) {
       {"scheme = \"allreduce-ring\"\n", "allreduce-overlap"},
       // NCCL averages gradients on a GPU: the reference's are on the host; and only the allreduce runs there.
       {"scheme = \"allreduce\"\ncommunication = \"nccl\"\n", "communication = \"nccl\" averages the gradients where d500's executor keeps them"},
-      {"scheme = \"dpsgd\"\ncommunication = \"nccl\"\n", "communication = \"nccl\" runs scheme = \"allreduce\" only"},
+      {"scheme = \"dpsgd\"\ncommunication = \"nccl\"\n", "communication = \"nccl\" runs the schemes allreduce and allreduce-overlap only"},
       {"scheme = \"allreduce\"\ncommunication = \"gloo\"\n", "key 'communication' is \"gloo\" (valid: mpi, nccl)"},
   };
   for (const auto& c : cases) {

@@ -5,8 +5,8 @@
 // kernel's stream and the wait for the second (cuda_common.hpp); the harness's barrier between
 // repetitions is MPI's, as for the MPI collectives. The result is copied back in finish().
 // Level 3 (communication = "nccl"): the same communicator set-up for a training scheme, whose
-// gradients d500's executor on cuda keeps on the device; ncclAllReduce with ncclAvg runs on that
-// executor's stream (NcclDeviceCollective).
+// gradients d500's executor on cuda keeps on the device; ncclAllReduce with ncclAvg runs on a
+// stream of its own, ordered after the executor's work by events (NcclDeviceCollective).
 #include <nccl.h>
 
 #include <cstdio>
@@ -128,32 +128,44 @@ class NcclCollective final : public CollectiveKernel {
   std::unique_ptr<cuda::DeviceBuffer> send_, recv_;
 };
 
-// Level 3: the mean of a scheme's device buffer over the ranks, on d500's executor's stream (its
-// memory was made on this rank's device, which is current), by ncclAllReduce with ncclAvg.
+// Level 3: means of a scheme's device buffers over the ranks by ncclAllReduce (ncclAvg, in place)
+// on a stream of the collective's own, each ordered after the work then enqueued on d500's
+// executor's stream by an event (the stream waits on the device, the host does not), so that
+// buckets reduce while backward goes on. The executor's memory was made on this rank's device,
+// which is current.
 class NcclDeviceCollective final : public DeviceCollective {
  public:
-  NcclDeviceCollective(DeviceMemory& m, MPI_Comm comm) : stream_(static_cast<cudaStream_t>(m.native_stream())) {
-    if (!stream_) throw Error("nccl: the executor's device memory (" + m.describe() + ") has no CUDA stream to run on");
+  NcclDeviceCollective(DeviceMemory& m, MPI_Comm comm) : compute_(static_cast<cudaStream_t>(m.native_stream())) {
+    if (!compute_) throw Error("nccl: the executor's device memory (" + m.describe() + ") has no CUDA stream to order after");
     agree_on_devices(comm);
+    cuda::check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags (NCCL's stream)");
+    cuda::check(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
     comm_ = join(comm);
   }
   ~NcclDeviceCollective() override {
+    if (stream_) cudaStreamSynchronize(stream_);
     if (comm_) ncclCommDestroy(comm_);
+    if (ready_) cudaEventDestroy(ready_);
+    if (stream_) cudaStreamDestroy(stream_);
   }
   NcclDeviceCollective(const NcclDeviceCollective&) = delete;
   NcclDeviceCollective& operator=(const NcclDeviceCollective&) = delete;
 
-  void allreduce_mean(float* buf, std::size_t n) override {
+  void start_mean(float* buf, std::size_t n) override {
+    // A wait captures the event's latest record when it is enqueued: one event serves every start.
+    cuda::check(cudaEventRecord(ready_, compute_), "cudaEventRecord (before a bucket's allreduce)");
+    cuda::check(cudaStreamWaitEvent(stream_, ready_, 0), "cudaStreamWaitEvent");
     nccl_check(ncclAllReduce(buf, buf, n, ncclFloat, ncclAvg, comm_, stream_), "ncclAllReduce");
-    cuda::check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (after ncclAllReduce)");
   }
+  void wait() override { cuda::check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (NCCL's stream)"); }
   std::string describe() const override {
-    return nccl_version() + " ncclAllReduce (float32, ncclAvg, in place) on the executor's CUDA stream, waited for; NCCL's own choice of "
-                            "algorithm and protocol";
+    return nccl_version() + " ncclAllReduce (float32, ncclAvg, in place) on a stream of its own, after an event on the executor's stream; "
+                            "NCCL's own choice of algorithm and protocol";
   }
 
  private:
-  cudaStream_t stream_ = nullptr;
+  cudaStream_t compute_ = nullptr, stream_ = nullptr;
+  cudaEvent_t ready_ = nullptr;
   ncclComm_t comm_ = nullptr;
 };
 
