@@ -23,12 +23,11 @@ class DeviceMemory {
   // finished first).
   virtual void upload(void* device, const void* host, std::size_t bytes) = 0;
   virtual void download(void* host, const void* device, std::size_t bytes) = 0;
-  // Enqueued on the stream: a device-to-device copy, zeroing, and dst[i] += src[i] over float32.
+  // Enqueued on the stream: a device-to-device copy, zeroing, and over float32 y[i] += alpha x[i]
+  // (the executor's gradient sums, alpha 1) and x[i] *= alpha (with axpy, the device optimizer's
+  // arithmetic: SGD with momentum is nothing else).
   virtual void copy(void* dst, const void* src, std::size_t bytes) = 0;
   virtual void zero(void* p, std::size_t bytes) = 0;
-  virtual void add(float* dst, const float* src, std::int64_t n) = 0;
-  // Enqueued too, over float32: y[i] += alpha x[i], and x[i] *= alpha (the device optimizer's
-  // arithmetic: SGD with momentum is nothing else).
   virtual void axpy(float alpha, const float* x, float* y, std::int64_t n) = 0;
   virtual void scale(float alpha, float* x, std::int64_t n) = 0;
   // Waits until everything enqueued is done: the end of every forward and backward call (and of

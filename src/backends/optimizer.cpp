@@ -153,31 +153,18 @@ class ReferenceOptimizer final : public Optimizer {
 
   std::string describe() const override { return "d500's reference optimizer: " + describe_optimizer(s_); }
 
-  // Layout: the step count (int64), then every a_ and b_ vector's floats in order.
+  // Every a_ vector, then every b_ vector.
   std::vector<std::byte> save() const override {
-    std::vector<std::byte> out(sizeof t_);
-    std::memcpy(out.data(), &t_, sizeof t_);
+    std::vector<const std::vector<float>*> buffers;
     for (const auto* v : {&a_, &b_})
-      for (const auto& x : *v) {
-        const auto* bytes = reinterpret_cast<const std::byte*>(x.data());
-        out.insert(out.end(), bytes, bytes + x.size() * sizeof(float));
-      }
-    return out;
+      for (const auto& x : *v) buffers.push_back(&x);
+    return pack_optimizer_state(t_, buffers);
   }
   void load(const std::vector<std::byte>& state) override {
-    std::size_t need = sizeof t_;
-    for (const auto* v : {&a_, &b_})
-      for (const auto& x : *v) need += x.size() * sizeof(float);
-    if (state.size() != need)
-      throw Error("optimizer state of " + std::to_string(state.size()) + " bytes does not fit " + describe() + " (" +
-                  std::to_string(need) + " bytes)");
-    std::memcpy(&t_, state.data(), sizeof t_);
-    std::size_t at = sizeof t_;
+    std::vector<std::vector<float>*> buffers;
     for (auto* v : {&a_, &b_})
-      for (auto& x : *v) {
-        std::memcpy(x.data(), state.data() + at, x.size() * sizeof(float));
-        at += x.size() * sizeof(float);
-      }
+      for (auto& x : *v) buffers.push_back(&x);
+    t_ = unpack_optimizer_state(state, buffers, describe());
   }
 
  private:
@@ -188,6 +175,37 @@ class ReferenceOptimizer final : public Optimizer {
 };
 
 }  // namespace
+
+const std::vector<std::string>& axpy_optimizer_names() {
+  static const std::vector<std::string> v{"sgd", "momentum", "nesterov"};
+  return v;
+}
+
+std::vector<std::byte> pack_optimizer_state(std::int64_t step, const std::vector<const std::vector<float>*>& buffers) {
+  std::vector<std::byte> out(sizeof step);
+  std::memcpy(out.data(), &step, sizeof step);
+  for (const auto* x : buffers) {
+    const auto* bytes = reinterpret_cast<const std::byte*>(x->data());
+    out.insert(out.end(), bytes, bytes + x->size() * sizeof(float));
+  }
+  return out;
+}
+
+std::int64_t unpack_optimizer_state(const std::vector<std::byte>& state, const std::vector<std::vector<float>*>& buffers,
+                                    const std::string& who) {
+  std::int64_t step = 0;
+  std::size_t need = sizeof step;
+  for (const auto* x : buffers) need += x->size() * sizeof(float);
+  if (state.size() != need)
+    throw Error("optimizer state of " + std::to_string(state.size()) + " bytes does not fit " + who + " (" + std::to_string(need) + " bytes)");
+  std::memcpy(&step, state.data(), sizeof step);
+  std::size_t at = sizeof step;
+  for (auto* x : buffers) {
+    std::memcpy(x->data(), state.data() + at, x->size() * sizeof(float));
+    at += x->size() * sizeof(float);
+  }
+  return step;
+}
 
 std::unique_ptr<Optimizer> make_reference_optimizer(const OptimizerSpec& s, ParamAccess& params) {
   return std::make_unique<ReferenceOptimizer>(s, params);

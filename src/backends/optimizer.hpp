@@ -74,6 +74,17 @@ class ParamAccess {
   virtual void changed() = 0;  // the parameters were written
 };
 
+// The rules an optimizer of axpy and scale alone computes (SGD's family): d500's device
+// optimizer (networks/executor.cpp) has these, and a device backend's plan-time check names them.
+const std::vector<std::string>& axpy_optimizer_names();
+
+// The checkpoint layout of d500's own optimizers (reference and device): the step count (int64),
+// then each state buffer's floats in order. Unpacking fills the buffers at their sizes and returns
+// the step count; bytes that do not fit them are refused, naming `who`.
+std::vector<std::byte> pack_optimizer_state(std::int64_t step, const std::vector<const std::vector<float>*>& buffers);
+std::int64_t unpack_optimizer_state(const std::vector<std::byte>& state, const std::vector<std::vector<float>*>& buffers,
+                                    const std::string& who);
+
 // d500's reference optimizer over `params` (which must outlive it).
 std::unique_ptr<Optimizer> make_reference_optimizer(const OptimizerSpec& s, ParamAccess& params);
 

@@ -234,11 +234,12 @@ struct GraphExecutor::Impl {
   // or not, none older than the device's) go up.
   void push_handed() {
     for (std::size_t k = 0; k < host_params.size(); ++k) {
-      if (params_handed[k])
-        dev->upload(data[static_cast<std::size_t>(spec.params[k])], host_params[k].data(), host_params[k].size() * sizeof(float));
+      if (params_handed[k]) dev->upload(param(k), host_params[k].data(), host_params[k].size() * sizeof(float));
       params_handed[k] = false;
     }
   }
+  // The storage of spec.params[k].
+  void* param(std::size_t k) const { return data[static_cast<std::size_t>(spec.params.at(k))]; }
   // Per-step times on a device: its events between steps (no wait), read once the pass is done;
   // without them, a wait after each step and the host's clock.
   bool marks = false;
@@ -363,7 +364,7 @@ struct GraphExecutor::Impl {
     return v;
   }
   void add(void* target, const void* src, std::int64_t n) const {
-    if (dev) dev->add(static_cast<float*>(target), static_cast<const float*>(src), n);
+    if (dev) dev->axpy(1.0f, static_cast<const float*>(src), static_cast<float*>(target), n);
     else if (fsz == 8) add_into<double>(target, src, n);
     else add_into<float>(target, src, n);
   }
@@ -772,7 +773,7 @@ float* GraphExecutor::parameter(std::size_t k) {
   if (impl_->fsz != 4) throw Error("the yardstick executor has no float32 parameters");
   if (Impl& m = *impl_; m.dev) {
     std::vector<float>& h = m.host_params.at(k);
-    if (!m.params_on_host[k]) m.dev->download(h.data(), m.data[static_cast<std::size_t>(m.spec.params[k])], h.size() * sizeof(float));
+    if (!m.params_on_host[k]) m.dev->download(h.data(), m.param(k), h.size() * sizeof(float));
     m.params_on_host[k] = true;
     m.params_handed[k] = true;
     return h.data();
@@ -803,7 +804,7 @@ void GraphExecutor::device_gradients_changed() {
   m.grads_on_host.assign(m.grads_on_host.size(), false);
 }
 
-void* GraphExecutor::param_data(std::size_t k) { return impl_->data[static_cast<std::size_t>(impl_->spec.params.at(k))]; }
+void* GraphExecutor::param_data(std::size_t k) { return impl_->param(k); }
 void* GraphExecutor::param_grad(std::size_t k) { return impl_->pgrad.at(k).p; }
 
 void GraphExecutor::parameters_changed() {
@@ -816,7 +817,7 @@ void GraphExecutor::parameters_changed() {
 // scale calls on the executor's stream, state (the momentum buffers) in device memory.
 class DeviceOptimizer final : public Optimizer {
  public:
-  DeviceOptimizer(const OptimizerSpec& s, GraphExecutor& e) : s_(s), m_(*e.impl_) {
+  DeviceOptimizer(const OptimizerSpec& s, GraphExecutor& e) : s_(s), e_(e), m_(*e.impl_) {
     if (const std::string why = check_optimizer(s); !why.empty()) throw Error(why);
     if (s.name == "momentum" || s.name == "nesterov")
       for (std::size_t k = 0; k < m_.host_params.size(); ++k) buf_.push_back(static_cast<float*>(m_.dev->allocate(m_.host_params[k].size() * sizeof(float))));
@@ -834,7 +835,7 @@ class DeviceOptimizer final : public Optimizer {
     const float lr = static_cast<float>(lr_d), wd = static_cast<float>(s_.weight_decay), mu = static_cast<float>(s_.momentum);
     for (std::size_t k = 0; k < m_.host_params.size(); ++k) {
       if (m_.pgrad.empty()) break;
-      auto* p = static_cast<float*>(m_.data[static_cast<std::size_t>(m_.spec.params[k])]);
+      auto* p = static_cast<float*>(m_.param(k));
       auto* g = reinterpret_cast<float*>(m_.pgrad[k].p);
       const auto n = static_cast<std::int64_t>(m_.host_params[k].size());
       // A gradient the host was handed (a scheme over MPI averages there in place) is the newer.
@@ -861,8 +862,7 @@ class DeviceOptimizer final : public Optimizer {
     }
     d.synchronize();
     m_.params_on_host.assign(m_.params_on_host.size(), false);
-    for (auto& k : m_.kernels)
-      if (k) k->constants_changed();
+    e_.constants_changed();
   }
 
   std::string describe() const override {
@@ -870,41 +870,39 @@ class DeviceOptimizer final : public Optimizer {
            describe_optimizer(s_);
   }
 
-  // As the reference optimizer's: the step count, then every momentum buffer's floats.
+  // The reference optimizer's layout: the step count, then every momentum buffer's floats.
   std::vector<std::byte> save() const override {
-    std::vector<std::byte> out(sizeof t_);
-    std::memcpy(out.data(), &t_, sizeof t_);
+    std::vector<std::vector<float>> host(buf_.size());
+    std::vector<const std::vector<float>*> buffers;
     for (std::size_t k = 0; k < buf_.size(); ++k) {
-      const std::size_t at = out.size(), bytes = m_.host_params[k].size() * sizeof(float);
-      out.resize(at + bytes);
-      m_.dev->download(out.data() + at, buf_[k], bytes);
+      host[k].resize(m_.host_params[k].size());
+      m_.dev->download(host[k].data(), buf_[k], host[k].size() * sizeof(float));
+      buffers.push_back(&host[k]);
     }
-    return out;
+    return pack_optimizer_state(t_, buffers);
   }
   void load(const std::vector<std::byte>& state) override {
-    std::size_t need = sizeof t_;
-    for (std::size_t k = 0; k < buf_.size(); ++k) need += m_.host_params[k].size() * sizeof(float);
-    if (state.size() != need)
-      throw Error("optimizer state of " + std::to_string(state.size()) + " bytes does not fit " + describe() + " (" + std::to_string(need) +
-                  " bytes)");
-    std::memcpy(&t_, state.data(), sizeof t_);
-    std::size_t at = sizeof t_;
+    std::vector<std::vector<float>> host(buf_.size());
+    std::vector<std::vector<float>*> buffers;
     for (std::size_t k = 0; k < buf_.size(); ++k) {
-      const std::size_t bytes = m_.host_params[k].size() * sizeof(float);
-      m_.dev->upload(buf_[k], state.data() + at, bytes);
-      at += bytes;
+      host[k].resize(m_.host_params[k].size());
+      buffers.push_back(&host[k]);
     }
+    t_ = unpack_optimizer_state(state, buffers, describe());
+    for (std::size_t k = 0; k < buf_.size(); ++k) m_.dev->upload(buf_[k], host[k].data(), host[k].size() * sizeof(float));
   }
 
  private:
   OptimizerSpec s_;
+  GraphExecutor& e_;
   GraphExecutor::Impl& m_;
   std::vector<float*> buf_;
   std::int64_t t_ = 0;
 };
 
 std::unique_ptr<Optimizer> GraphExecutor::native_optimizer(const OptimizerSpec& s) {
-  if (!impl_->dev || impl_->fsz != 4 || !(s.name == "sgd" || s.name == "momentum" || s.name == "nesterov")) return nullptr;
+  const auto& rules = axpy_optimizer_names();
+  if (!impl_->dev || impl_->fsz != 4 || std::ranges::find(rules, s.name) == rules.end()) return nullptr;
   return std::make_unique<DeviceOptimizer>(s, *this);
 }
 

@@ -394,7 +394,7 @@ TEST(Executor, WhatGetsGradientsFollowsTheLossAndTheWeights) {
 class GuardedMemory final : public DeviceMemory {
  public:
   struct Counts {
-    int uploads = 0, downloads = 0, copies = 0, zeros = 0, adds = 0, syncs = 0, axpys = 0;
+    int uploads = 0, downloads = 0, copies = 0, zeros = 0, syncs = 0, axpys = 0;  // axpys: axpy and scale
   };
   Counts counts;
   ~GuardedMemory() override { EXPECT_TRUE(regions_.empty()) << regions_.size() << " allocations were never released"; }
@@ -456,11 +456,6 @@ class GuardedMemory final : public DeviceMemory {
     ++counts.zeros;
     Open o(*this, {p});
     std::memset(p, 0, bytes);
-  }
-  void add(float* dst, const float* src, std::int64_t n) override {
-    ++counts.adds;
-    Open o(*this, {dst, src});
-    for (std::int64_t i = 0; i < n; ++i) dst[i] += src[i];
   }
   void axpy(float alpha, const float* x, float* y, std::int64_t n) override {
     ++counts.axpys;

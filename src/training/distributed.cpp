@@ -84,6 +84,20 @@ void Scheme::unpack_grads(const float* flat, float scale) {
   }
 }
 
+void Scheme::pack_device_grad(std::size_t k, float* flat) {
+  const auto bytes = static_cast<std::size_t>(model_.numel(k)) * sizeof(float);
+  if (const float* g = model_.device_grad(k)) model_.device()->copy(flat + offset_[k], g, bytes);
+  else model_.device()->zero(flat + offset_[k], bytes);
+}
+
+void Scheme::unpack_device_grads(const float* flat) {
+  DeviceMemory& d = *model_.device();
+  for (std::size_t k = 0; k < offset_.size(); ++k)
+    if (float* g = model_.device_grad(k)) d.copy(g, flat + offset_[k], static_cast<std::size_t>(model_.numel(k)) * sizeof(float));
+  d.synchronize();
+  model_.device_grads_changed();
+}
+
 void Scheme::pack_params(float* flat) {
   for (std::size_t k = 0; k < offset_.size(); ++k)
     std::memcpy(flat + offset_[k], model_.param(k), static_cast<std::size_t>(model_.numel(k)) * sizeof(float));
@@ -126,6 +140,21 @@ bool Scheme::mean_of_workers(std::vector<float>& flat) {
 
 namespace {
 
+// A flat float32 buffer of `n` elements in a device memory, released with it.
+class DeviceFlat {
+ public:
+  DeviceFlat(DeviceMemory& m, std::int64_t n)
+      : m_(m), p_(static_cast<float*>(m.allocate(static_cast<std::size_t>(std::max<std::int64_t>(n, 1)) * sizeof(float)))) {}
+  ~DeviceFlat() { m_.release(p_); }
+  DeviceFlat(const DeviceFlat&) = delete;
+  DeviceFlat& operator=(const DeviceFlat&) = delete;
+  float* get() const { return p_; }
+
+ private:
+  DeviceMemory& m_;
+  float* p_;
+};
+
 // Gradients averaged by one allreduce after backward.
 class AllreduceScheme final : public Scheme {
  public:
@@ -153,32 +182,21 @@ class AllreduceScheme final : public Scheme {
 // by the optimizer afterwards (GraphRunner::device_gradients_changed).
 class DeviceAllreduceScheme final : public Scheme {
  public:
-  DeviceAllreduceScheme(const SchemeSpec& s, MPI_Comm c, ModelAccess& m, DeviceCollective& dc) : Scheme(s, c, m), dc_(dc), dev_(*m.device()) {
-    flat_ = static_cast<float*>(dev_.allocate(static_cast<std::size_t>(std::max<std::int64_t>(total_, 1)) * sizeof(float)));
-  }
-  ~DeviceAllreduceScheme() override { dev_.release(flat_); }
-  DeviceAllreduceScheme(const DeviceAllreduceScheme&) = delete;
-  DeviceAllreduceScheme& operator=(const DeviceAllreduceScheme&) = delete;
+  DeviceAllreduceScheme(const SchemeSpec& s, MPI_Comm c, ModelAccess& m, DeviceCollective& dc)
+      : Scheme(s, c, m), dc_(dc), flat_(*m.device(), total_) {}
 
   void after_backward(double, PhaseTally& t) override {
     std::int64_t t0 = now_ns();
-    for (std::size_t k = 0; k < offset_.size(); ++k) {
-      const auto bytes = static_cast<std::size_t>(model_.numel(k)) * sizeof(float);
-      if (const float* g = model_.device_grad(k)) dev_.copy(flat_ + offset_[k], g, bytes);
-      else dev_.zero(flat_ + offset_[k], bytes);
-    }
-    dev_.synchronize();
+    for (std::size_t k = 0; k < offset_.size(); ++k) pack_device_grad(k, flat_.get());
+    model_.device()->synchronize();
     t.add(Phase::Update, t0, now_ns());
     barrier(t);
     t0 = now_ns();
-    dc_.allreduce_mean(flat_, static_cast<std::size_t>(total_));
+    dc_.allreduce_mean(flat_.get(), static_cast<std::size_t>(total_));
     count(ring_bytes(total_), ring_bytes(total_));
     const std::int64_t t1 = now_ns();
     t.add(Phase::Communication, t0, t1);
-    for (std::size_t k = 0; k < offset_.size(); ++k)
-      if (float* g = model_.device_grad(k)) dev_.copy(g, flat_ + offset_[k], static_cast<std::size_t>(model_.numel(k)) * sizeof(float));
-    dev_.synchronize();
-    model_.device_grads_changed();
+    unpack_device_grads(flat_.get());
     t.add(Phase::Update, t1, now_ns());
   }
   std::string describe() const override {
@@ -189,8 +207,7 @@ class DeviceAllreduceScheme final : public Scheme {
 
  private:
   DeviceCollective& dc_;
-  DeviceMemory& dev_;
-  float* flat_ = nullptr;
+  DeviceFlat flat_;
 };
 
 // Buckets of gradients, each allreduced as soon as backward has made it final.
@@ -198,7 +215,7 @@ class OverlapScheme final : public Scheme {
  public:
   // `dc`: communication = "nccl", the buckets averaged on the device (the runner's memory).
   OverlapScheme(const SchemeSpec& s, MPI_Comm c, ModelAccess& m, DeviceCollective* dc) : Scheme(s, c, m), dc_(dc) {
-    if (dc_) dflat_ = static_cast<float*>(m.device()->allocate(static_cast<std::size_t>(std::max<std::int64_t>(total_, 1)) * sizeof(float)));
+    if (dc_) dflat_ = std::make_unique<DeviceFlat>(*m.device(), total_);
     else flat_.resize(static_cast<std::size_t>(total_));
     // Buckets over contiguous parameters from the last (whose gradients come first) backwards.
     bucket_of_.assign(offset_.size(), 0);
@@ -222,11 +239,6 @@ class OverlapScheme final : public Scheme {
     requests_.assign(buckets_.size(), MPI_REQUEST_NULL);
     hooked_ = model_.on_gradients_ready([this](std::span<const std::size_t> ready) { on_ready(ready); });
   }
-  ~OverlapScheme() override {
-    if (dflat_) model_.device()->release(dflat_);
-  }
-  OverlapScheme(const OverlapScheme&) = delete;
-  OverlapScheme& operator=(const OverlapScheme&) = delete;
 
   void before_backward() override {
     for (auto& b : buckets_) b.pending = b.params;
@@ -248,15 +260,8 @@ class OverlapScheme final : public Scheme {
     else mpi_check(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE), "MPI_Waitall", "gradient buckets");
     const std::int64_t t1 = now_ns();
     t.add(Phase::Communication, t0, t1);
-    if (dc_) {  // the means back into the runner's device gradients
-      DeviceMemory& d = *model_.device();
-      for (std::size_t k = 0; k < offset_.size(); ++k)
-        if (float* g = model_.device_grad(k)) d.copy(g, dflat_ + offset_[k], static_cast<std::size_t>(model_.numel(k)) * sizeof(float));
-      d.synchronize();
-      model_.device_grads_changed();
-    } else {
-      unpack_grads(flat_.data(), 1.0f / static_cast<float>(size_));
-    }
+    if (dc_) unpack_device_grads(dflat_->get());  // the means back into the runner's device gradients
+    else unpack_grads(flat_.data(), 1.0f / static_cast<float>(size_));
     t.add(Phase::Update, t1, now_ns());
   }
 
@@ -286,19 +291,14 @@ class OverlapScheme final : public Scheme {
   void pack_bucket(std::size_t b) {
     const Bucket& bk = buckets_[b];
     for (std::size_t k = bk.first; k < bk.first + static_cast<std::size_t>(bk.params); ++k) {
-      if (!dc_) {
-        pack_grad(k, flat_.data());
-        continue;
-      }
-      const auto bytes = static_cast<std::size_t>(model_.numel(k)) * sizeof(float);
-      if (const float* g = model_.device_grad(k)) model_.device()->copy(dflat_ + offset_[k], g, bytes);
-      else model_.device()->zero(dflat_ + offset_[k], bytes);
+      if (dc_) pack_device_grad(k, dflat_->get());
+      else pack_grad(k, flat_.data());
     }
   }
 
   void start(std::size_t b) {
     const Bucket& bk = buckets_[b];
-    if (dc_) dc_->start_mean(dflat_ + bk.offset, static_cast<std::size_t>(bk.n));
+    if (dc_) dc_->start_mean(dflat_->get() + bk.offset, static_cast<std::size_t>(bk.n));
     else
       mpi_check(MPI_Iallreduce(MPI_IN_PLACE, flat_.data() + bk.offset, static_cast<int>(bk.n), MPI_FLOAT, MPI_SUM, comm_, &requests_[b]),
                 "MPI_Iallreduce", "a gradient bucket");
@@ -325,7 +325,7 @@ class OverlapScheme final : public Scheme {
   }
 
   DeviceCollective* dc_ = nullptr;
-  float* dflat_ = nullptr;  // on the device (dc_)
+  std::unique_ptr<DeviceFlat> dflat_;  // on the device (dc_)
   std::vector<float> flat_;  // on the host (MPI)
   std::vector<Bucket> buckets_;
   std::vector<std::size_t> bucket_of_;

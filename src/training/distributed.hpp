@@ -187,6 +187,11 @@ class Scheme {
   void unpack_grads(const float* flat, float scale);
   void pack_params(float* flat);
   void unpack_params(const float* flat);
+  // The same on the model's device (communication = "nccl"), into and out of a flat device
+  // buffer: a gradient's copy enqueued on the device's stream (zeros when none), and every
+  // gradient back from it, waited for and announced (ModelAccess::device_grads_changed).
+  void pack_device_grad(std::size_t k, float* flat);
+  void unpack_device_grads(const float* flat);
   // Collective: the mean of every rank's parameters (schemes without servers).
   bool mean_of_workers(std::vector<float>& flat);
   // A barrier over the scheme's ranks, timed as `wait`.

@@ -20,9 +20,11 @@
 
 #include "backends/cuda/cuda_common.hpp"
 #include "backends/cuda/half.hpp"
+#include "backends/optimizer.hpp"
 #include "backends/registry.hpp"
 #include "common/error.hpp"
 #include "common/node_rank.hpp"
+#include "common/text.hpp"
 
 namespace d500 {
 
@@ -278,8 +280,10 @@ std::string native_optimizer_check(const Params& p) {
   const auto impl = p.find("optimizer_impl"), opt = p.find("optimizer");
   if (impl == p.end() || opt == p.end() || impl->second != Value{std::string("native")}) return "";
   const auto* name = std::get_if<std::string>(&opt->second);
-  if (name && (*name == "sgd" || *name == "momentum" || *name == "nesterov")) return "";
-  return "optimizer_impl = \"native\" on cuda is d500's device optimizer, which has sgd, momentum and nesterov (optimizer here: " +
+  const auto& rules = axpy_optimizer_names();
+  if (name && std::ranges::find(rules, *name) != rules.end()) return "";
+  const std::string has = join({rules.begin(), rules.end() - 1}, ", ") + " and " + rules.back();
+  return "optimizer_impl = \"native\" on cuda is d500's device optimizer, which has " + has + " (optimizer here: " +
          (name ? *name : std::string("?")) + "); optimizer_impl = \"reference\" runs every optimizer on the host's copies";
 }
 

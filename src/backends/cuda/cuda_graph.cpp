@@ -107,10 +107,6 @@ class ExecutorMemory final : public DeviceMemory {
     check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_), "cudaMemcpyAsync (on the device)");
   }
   void zero(void* p, std::size_t bytes) override { check(cudaMemsetAsync(p, 0, bytes, stream_), "cudaMemsetAsync"); }
-  void add(float* dst, const float* src, std::int64_t n) override {
-    const float one = 1.0f;
-    blas_check(cublasSaxpy_64(blas_, n, &one, src, 1, dst, 1), "cublasSaxpy_64");
-  }
   void axpy(float alpha, const float* x, float* y, std::int64_t n) override {
     blas_check(cublasSaxpy_64(blas_, n, &alpha, x, 1, y, 1), "cublasSaxpy_64");
   }
@@ -301,7 +297,7 @@ class Add final : public CudaNode {
   void forward() override {
     const I n = p_.out[0].numel();
     m_.copy(out(0), in(0), static_cast<std::size_t>(n) * sizeof(float));
-    m_.add(out(0), in(1), n);
+    m_.axpy(1.0f, in(1), out(0), n);
   }
   void backward() override {
     const std::size_t bytes = static_cast<std::size_t>(p_.out[0].numel()) * sizeof(float);
