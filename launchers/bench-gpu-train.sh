@@ -8,8 +8,9 @@
 #    `libtorch-cuda` (LibTorch's executor and torch::optim): each a median step over STEPS x
 #    ROUNDS steps, each round's first left out, and images per second.
 # 2. PyTorch's own training step of the same architecture (ResNet-50 v1.5 written out in
-#    torch.nn below; torchvision is not needed) at the same batch: float32 with TF32 off (d500's
-#    arithmetic) and with PyTorch's defaults (TF32 convolutions), and bf16 autocast; CUDA events
+#    torch.nn below; torchvision is not needed) at the same batch: float32 with TF32 off and
+#    deterministic cuDNN algorithms (d500's executor's arithmetic and choice), with TF32 off, with
+#    PyTorch's defaults (TF32 convolutions), and bf16 autocast; CUDA events
 #    around each step, medians. The issue's yardstick on an H100: 915 images/s in fp32, 3711
 #    with bf16 autocast.
 # Needs a d500 built with CUDA and cuDNN, a visible GPU, mpirun, and Python with a CUDA PyTorch
@@ -61,11 +62,13 @@ def resnet50(classes=1000):
 print("GPU:", torch.cuda.get_device_name(0), "| PyTorch", torch.__version__, "| CUDA", torch.version.cuda, "| cuDNN", torch.backends.cudnn.version())
 x = torch.randn(batch, 3, 224, 224, device=dev)
 y = torch.randint(0, 1000, (batch,), device=dev)
-for name, tf32, autocast in (("fp32, TF32 off (d500's arithmetic)", False, False), ("fp32, PyTorch's defaults (TF32 convolutions)", True, False),
-                             ("bf16 autocast", True, True)):
+for name, tf32, autocast, det in (("fp32, TF32 off, deterministic (d500's arithmetic)", False, False, True),
+                                  ("fp32, TF32 off", False, False, False), ("fp32, PyTorch's defaults (TF32 convolutions)", True, False, False),
+                                  ("bf16 autocast", True, True, False)):
     torch.backends.cudnn.allow_tf32 = tf32
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.benchmark = False
+    torch.backends.cudnn.deterministic = det
     model = resnet50().to(dev)
     opt = torch.optim.SGD(model.parameters(), lr=0.02, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
@@ -84,7 +87,7 @@ for name, tf32, autocast in (("fp32, TF32 off (d500's arithmetic)", False, False
             if s > 0:
                 times.append(start.elapsed_time(stop) * 1e-3)
     m = statistics.median(times)
-    print("  %-46s %8.2f ms a step, %7.1f images/s (median of %d steps)" % (name, m * 1e3, batch / m, len(times)))
+    print("  %-52s %8.2f ms a step, %7.1f images/s (median of %d steps)" % (name, m * 1e3, batch / m, len(times)))
     del model, opt
     torch.cuda.empty_cache()
 PY

@@ -47,6 +47,25 @@ class Gpu : public ScratchDirTest {
     H5Fclose(f);
     return out;
   }
+  // The `impl` of each step in a point's `steps` table (hdf5-schema: fixed-length, 64 bytes).
+  static std::vector<std::string> step_impls(hid_t point) {
+    std::vector<std::string> out;
+    const hid_t d = H5Dopen2(point, "steps", H5P_DEFAULT);
+    if (d < 0) return out;
+    const hid_t str = H5Tcopy(H5T_C_S1), mem = H5Tcreate(H5T_COMPOUND, 64);
+    H5Tset_size(str, 64);
+    H5Tinsert(mem, "impl", 0, str);
+    const hid_t s = H5Dget_space(d);
+    const auto n = static_cast<std::size_t>(H5Sget_simple_extent_npoints(s));
+    std::vector<char> buf(64 * n, 0);
+    if (H5Dread(d, mem, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()) >= 0)
+      for (std::size_t i = 0; i < n; ++i) out.emplace_back(buf.data() + i * 64, strnlen(buf.data() + i * 64, 64));
+    H5Sclose(s);
+    H5Tclose(mem);
+    H5Tclose(str);
+    H5Dclose(d);
+    return out;
+  }
   // `d500 plan` refuses LeNet-5 for `workload` on `backend`, naming the file's backend line.
   void expect_refused_at_plan(const std::string& workload, const std::string& backend) {
     const std::string file = write(workload + ".toml", "[campaign]\nname = \"refused\"\n[fixed]\nworkload = \"" + workload +
@@ -304,6 +323,15 @@ TEST_F(Gpu, DsExecutorRunsNetworksOnTheGpuAndValidatesOrSaysWhyItCannot) {
   each_on_device(f, 4, 7, [](hid_t g, const std::string& canonical) {
     EXPECT_NE(attr_string(g, "executor").find(" on cuda:0, "), std::string::npos) << attr_string(g, "executor");
     EXPECT_GE(attr_int(g, "device.peak_memory_bytes"), attr_int(g, "network.weight_bytes")) << canonical;
+    // Every convolution on cuDNN, each with deterministic algorithms (these small ones have them).
+    int convolutions = 0;
+    for (const std::string& impl : step_impls(g)) {
+      if (impl.find("convolution") == std::string::npos) continue;
+      ++convolutions;
+      EXPECT_EQ(impl.rfind("cuda cudnn convolution (algos f", 0), 0u) << impl;
+      EXPECT_NE(impl.find(", deterministic)"), std::string::npos) << impl;
+    }
+    EXPECT_GE(convolutions, 2) << canonical;
   });
   H5Fclose(f);
   // Level 2: LeNet-5 trained on the GPU by d500's momentum optimizer on the host's copies and by
@@ -335,12 +363,14 @@ TEST_F(Gpu, DsExecutorRunsNetworksOnTheGpuAndValidatesOrSaysWhyItCannot) {
   std::vector<std::pair<double, double>> finals;
   each_validated_point(f3, with_nccl ? 5 : 2, [&](hid_t g, const std::string&, const std::string& canonical) {
     EXPECT_EQ(attr_int(g, "train.steps"), 12) << canonical;
-    if (canonical.find("communication=nccl") != std::string::npos)
+    if (canonical.find("communication=nccl") != std::string::npos) {
       EXPECT_NE(attr_string(g, "dist.method").find("ncclAllReduce"), std::string::npos) << attr_string(g, "dist.method");
-    if (canonical.find("optimizer_impl=native") != std::string::npos)
+    }
+    if (canonical.find("optimizer_impl=native") != std::string::npos) {
       EXPECT_NE(attr_string(g, "train.optimizer").find("device optimizer"), std::string::npos) << attr_string(g, "train.optimizer");
-    else
+    } else {
       finals.emplace_back(attr_double(g, "train.final_loss"), attr_double(g, "train.final_accuracy"));
+    }
   });
   H5Fclose(f3);
   for (const auto& fl : finals) {

@@ -7,9 +7,11 @@
 //   Add (operands of one shape)                    a device copy and cublasSaxpy
 //   Conv (1-D, 2-D; symmetric pads)                cuDNN forward, backward data, backward filter,
 //                                                  backward bias; the algorithm cuDNN's heuristic
-//                                                  first choice within 1 GiB of workspace
-//   MaxPool, AveragePool, GlobalAveragePool        cuDNN pooling (no dilation, symmetric pads, the
-//                                                  floor rule); in training the kernel keeps its own
+//                                                  first deterministic choice within 1 GiB of
+//                                                  workspace (any first choice if none is)
+//   MaxPool, AveragePool, GlobalAveragePool        cuDNN pooling (max in its deterministic mode; no
+//                                                  dilation, symmetric pads, the floor rule); in
+//                                                  training the kernel keeps its own
 //                                                  copy of what cuDNN's backward reads and the
 //                                                  executor does not keep (the output; an average's input)
 //   Relu                                           cuDNN activation
@@ -361,20 +363,25 @@ class Conv final : public CudaNode {
     int n = 0, c = 0, h = 0, w = 0;
     cudnn_check(cudnnGetConvolution2dForwardOutputDim(conv_, x_.get(), w_, &n, &c, &h, &w), "cudnnGetConvolution2dForwardOutputDim");
     if (n != g.n || c != g.k || h != g.p || w != g.q) return;  // ok_ stays false
-    const ConvAlgorithm f = choose_forward(m.dnn(), x_.get(), w_, conv_, y_.get());
+    // Deterministic algorithms where cuDNN has one that fits: a seeded training run then repeats
+    // bit for bit on the same GPU, as it does on the CPU.
+    const ConvAlgorithm f = choose_forward(m.dnn(), x_.get(), w_, conv_, y_.get(), Determinism::Prefer);
     if (!f.found) return;
     fwd_ = static_cast<cudnnConvolutionFwdAlgo_t>(f.algo), ws_bytes_ = f.workspace;
+    bool same_bits = f.deterministic;
     // The impl text (64 bytes in the results file): cuDNN's algorithm enums, forward, backward
-    // data, backward filter ("algos f1 d1 w3").
+    // data, backward filter, and whether all are deterministic ("algos f1 d1 w1, deterministic").
     algorithms_ = "algos f" + std::to_string(f.algo);
     if (p.training) {
-      const ConvAlgorithm d = choose_backward_data(m.dnn(), x_.get(), w_, conv_, y_.get());
-      const ConvAlgorithm w8 = choose_backward_filter(m.dnn(), x_.get(), w_, conv_, y_.get());
+      const ConvAlgorithm d = choose_backward_data(m.dnn(), x_.get(), w_, conv_, y_.get(), Determinism::Prefer);
+      const ConvAlgorithm w8 = choose_backward_filter(m.dnn(), x_.get(), w_, conv_, y_.get(), Determinism::Prefer);
       if (!d.found || !w8.found) return;
       bwd_data_ = static_cast<cudnnConvolutionBwdDataAlgo_t>(d.algo), bwd_filter_ = static_cast<cudnnConvolutionBwdFilterAlgo_t>(w8.algo);
       ws_bytes_ = std::max({ws_bytes_, d.workspace, w8.workspace});
       algorithms_ += " d" + std::to_string(d.algo) + " w" + std::to_string(w8.algo);
+      same_bits = same_bits && d.deterministic && w8.deterministic;
     }
+    algorithms_ += same_bits ? ", deterministic" : ", atomics";
     if (ws_bytes_ > 0) ws_ = own(ws_bytes_);
     ok_ = true;
   }
@@ -410,7 +417,9 @@ class Pool final : public CudaNode {
     }
     for (const I v : {g.n, g.c, g.h, g.w, g.kh, g.kw})
       if (!fits_int(v)) return nullptr;
-    cudnnPoolingMode_t mode = CUDNN_POOLING_MAX;
+    // Max pooling's deterministic mode: plain CUDNN_POOLING_MAX adds overlapping windows'
+    // gradients with atomics (cuDNN's "Reproducibility" notes).
+    cudnnPoolingMode_t mode = CUDNN_POOLING_MAX_DETERMINISTIC;
     if (p.node->op != "MaxPool")
       mode = global || p.node->attr_i("count_include_pad", 0) ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
                                                               : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
@@ -449,7 +458,7 @@ class Pool final : public CudaNode {
     if (p.training) {
       y_bytes_ = static_cast<std::size_t>(g.n * g.c * g.p * g.q) * sizeof(float);
       y_keep_ = own(y_bytes_);
-      if (mode != CUDNN_POOLING_MAX) {
+      if (mode != CUDNN_POOLING_MAX_DETERMINISTIC) {
         x_bytes_ = static_cast<std::size_t>(g.n * g.c * g.h * g.w) * sizeof(float);
         x_keep_ = own(x_bytes_);
       }

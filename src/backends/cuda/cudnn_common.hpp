@@ -30,21 +30,27 @@ class TensorDesc {
 };
 
 // The algorithm cuDNN's heuristics rank first (cudnnGet*Algorithm_v7) among those that succeed
-// within a workspace of 1 GiB, for each pass of a described convolution: its enum value, name
-// and workspace; found is false when none fits. Deterministic for a device model and cuDNN
-// version, so every rank of a job chooses the same.
+// within a workspace of 1 GiB, for each pass of a described convolution: its enum value, name,
+// workspace and whether cuDNN says it computes the same bits at every run; found is false when
+// none fits. The choice itself is the same for a device model and cuDNN version, so every rank
+// of a job makes the same one. With Determinism::Prefer the first deterministic algorithm that
+// fits is taken, and the first of any kind only when none is: cuDNN's backward filter ALGO_0 and
+// ALGO_3 and backward data ALGO_0 add with atomics, so that two runs of one training step on
+// the same GPU differ in their last bits (cuDNN's "Reproducibility" notes).
+enum class Determinism { Any, Prefer };
 struct ConvAlgorithm {
   bool found = false;
   int algo = 0;
   std::size_t workspace = 0;
+  bool deterministic = false;
   std::string name;  // "forward IMPLICIT_GEMM"
 };
 ConvAlgorithm choose_forward(cudnnHandle_t h, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w, cudnnConvolutionDescriptor_t conv,
-                             cudnnTensorDescriptor_t y);
+                             cudnnTensorDescriptor_t y, Determinism d = Determinism::Any);
 ConvAlgorithm choose_backward_data(cudnnHandle_t h, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w,
-                                   cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t y);
+                                   cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t y, Determinism d = Determinism::Any);
 ConvAlgorithm choose_backward_filter(cudnnHandle_t h, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w,
-                                     cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t y);
+                                     cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t y, Determinism d = Determinism::Any);
 
 class CudnnKernel : public DeviceKernel {
  public:

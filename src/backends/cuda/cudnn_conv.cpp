@@ -106,19 +106,24 @@ const char* bwd_filter_name(cudnnConvolutionBwdFilterAlgo_t a) {
 }
 
 // cuDNN's ranked choices for one pass (`rank(count, &returned, perfs)`, the cudnnGet*_v7 call
-// named `call`), and the first of them that succeeded and fits the limit.
+// named `call`), and the first of them that succeeded and fits the limit (and, preferring
+// determinism, the first deterministic one of those if there is one).
 template <class Perf, class Rank, class Name>
-ConvAlgorithm first_fitting(int count, Rank&& rank, const char* call, const char* pass, Name&& name) {
+ConvAlgorithm first_fitting(int count, Rank&& rank, const char* call, const char* pass, Name&& name, Determinism want) {
   int returned = 0;
   std::vector<Perf> ranked(static_cast<std::size_t>(count));
   cudnn_check(rank(count, &returned, ranked.data()), call);
-  ConvAlgorithm a;
-  for (int i = 0; i < returned && !a.found; ++i) {
+  ConvAlgorithm any, same_bits;
+  for (int i = 0; i < returned; ++i) {
     const Perf& p = ranked[static_cast<std::size_t>(i)];
-    if (p.status == CUDNN_STATUS_SUCCESS && p.memory <= kWorkspaceLimit)
-      a = ConvAlgorithm{true, static_cast<int>(p.algo), p.memory, std::string(pass) + " " + name(p.algo)};
+    if (p.status != CUDNN_STATUS_SUCCESS || p.memory > kWorkspaceLimit) continue;
+    const bool det = p.determinism == CUDNN_DETERMINISTIC;
+    const ConvAlgorithm a{true, static_cast<int>(p.algo), p.memory, det,
+                          std::string(pass) + " " + name(p.algo) + (det ? "" : " (non-deterministic)")};
+    if (!any.found) any = a;
+    if (det && !same_bits.found) same_bits = a;
   }
-  return a;
+  return want == Determinism::Prefer && same_bits.found ? same_bits : any;
 }
 
 class CudnnConv final : public CudnnKernel {
@@ -175,7 +180,8 @@ class CudnnConv final : public CudnnKernel {
   std::vector<std::pair<std::string, Value>> facts() const override {
     return {{"cudnn.algorithm", algorithm_},
             {"cudnn.workspace_bytes", static_cast<std::int64_t>(workspace_bytes_)},
-            {"cudnn.choice", std::string("cuDNN's heuristic first choice (cudnnGet*Algorithm_v7) within a 1 GiB workspace; "
+            {"cudnn.choice", std::string("cuDNN's heuristic first choice (cudnnGet*Algorithm_v7) within a 1 GiB workspace, deterministic "
+                                         "or not (PyTorch's default; the algorithm's name says when it adds with atomics); "
                                          "CUDNN_FMA_MATH (float32, no TF32); NCHW float32, weights KCRS")}};
   }
 
@@ -193,29 +199,29 @@ class CudnnConv final : public CudnnKernel {
 }  // namespace
 
 ConvAlgorithm choose_forward(cudnnHandle_t h, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w, cudnnConvolutionDescriptor_t conv,
-                             cudnnTensorDescriptor_t y) {
+                             cudnnTensorDescriptor_t y, Determinism d) {
   using Perf = cudnnConvolutionFwdAlgoPerf_t;
   return first_fitting<Perf>(
       CUDNN_CONVOLUTION_FWD_ALGO_COUNT, [&](int n, int* got, Perf* r) { return cudnnGetConvolutionForwardAlgorithm_v7(h, x, w, conv, y, n, got, r); },
-      "cudnnGetConvolutionForwardAlgorithm_v7", "forward", fwd_name);
+      "cudnnGetConvolutionForwardAlgorithm_v7", "forward", fwd_name, d);
 }
 
 ConvAlgorithm choose_backward_data(cudnnHandle_t h, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w,
-                                   cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t y) {
+                                   cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t y, Determinism d) {
   using Perf = cudnnConvolutionBwdDataAlgoPerf_t;
   return first_fitting<Perf>(
       CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
       [&](int n, int* got, Perf* r) { return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, w, y, conv, x, n, got, r); },
-      "cudnnGetConvolutionBackwardDataAlgorithm_v7", "backward data", bwd_data_name);
+      "cudnnGetConvolutionBackwardDataAlgorithm_v7", "backward data", bwd_data_name, d);
 }
 
 ConvAlgorithm choose_backward_filter(cudnnHandle_t h, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w,
-                                     cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t y) {
+                                     cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t y, Determinism d) {
   using Perf = cudnnConvolutionBwdFilterAlgoPerf_t;
   return first_fitting<Perf>(
       CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
       [&](int n, int* got, Perf* r) { return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, x, y, conv, w, n, got, r); },
-      "cudnnGetConvolutionBackwardFilterAlgorithm_v7", "backward filter", bwd_filter_name);
+      "cudnnGetConvolutionBackwardFilterAlgorithm_v7", "backward filter", bwd_filter_name, d);
 }
 
 std::unique_ptr<OpKernel> make_cudnn_conv(OpProblem& p) { return std::make_unique<CudnnConv>(p); }
