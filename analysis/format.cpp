@@ -118,7 +118,17 @@ std::string machine_text(const PointRow& r) {
   if (std::isnan(busy)) return "-";
   const std::string figures = "load " + (std::isnan(load) ? std::string("unknown") : (load >= 0 ? "+" : "") + fmt_sig(load, 2)) +
                               " beyond this job, steal " + fmt_sig(steal * 100, 2) + "%";
-  return busy > 0 ? "busy (" + figures + "): timings include other work" : "quiet (" + figures + ")";
+  std::string text = busy > 0 ? "busy (" + figures + "): timings include other work" : "quiet (" + figures + ")";
+  // The GPUs' state over the repetitions, where NVML could be read (device.*).
+  const double throttled = fact_number(r, "device.throttled");
+  if (std::isnan(throttled)) return text;
+  const double capped = fact_number(r, "device.capped_s"), span = fact_number(r, "device.span_s"),
+               clock = fact_number(r, "device.sm_clock_mhz_end"), energy = fact_number(r, "device.energy_j");
+  std::string gpu = "capped " + (std::isnan(capped) ? std::string("unknown") : fmt_sig(capped, 2) + " s") + " of " + fmt_sig(span, 3) +
+                    " s, SM clock at the end " + (std::isnan(clock) ? std::string("unknown") : fmt_sig(clock, 4) + " MHz") +
+                    ", reasons: " + fact_text(r, "device.clock_event_reasons") +
+                    (std::isnan(energy) ? std::string() : ", " + fmt_sig(energy, 3) + " J");
+  return text + (throttled > 0 ? "; GPU held back (" + gpu + "): timings are of a slowed GPU" : "; GPU at its clocks (" + gpu + ")");
 }
 
 std::string ratio_text(const stats::RatioInterval& x) {

@@ -27,7 +27,8 @@ std::string reps_text(const PointRow& r);
 std::string ranks_text(const PointRow& r);
 // Whether the repetitions look like independent draws (trend, lag-1 autocorrelation), and what to try.
 std::string independence_text(const PointRow& r);
-// The machine's state over the point (machine.* facts): quiet or busy, with the load and steal.
+// The machine's state over the point (machine.* facts): quiet or busy, with the load and steal;
+// on a GPU with NVML (device.* facts), whether its power or thermal limit held it back.
 std::string machine_text(const PointRow& r);
 std::string ratio_text(const stats::RatioInterval& x);
 std::string comparison_sentence(const Comparison& c);

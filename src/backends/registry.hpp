@@ -14,6 +14,7 @@
 #include "backends/device.hpp"
 #include "backends/graph.hpp"
 #include "backends/kernel.hpp"
+#include "backends/nvml.hpp"
 #include "common/value.hpp"
 
 namespace d500 {
@@ -68,6 +69,10 @@ struct BackendInfo {
   // job's machine record. Read once per job that has a point on such a backend.
   std::function<std::string()> rank_device{};
   std::function<std::vector<std::pair<std::string, std::string>>()> device_facts{};
+  // A device backend: the counters of this rank's device (backends/nvml.hpp: energy, time held
+  // back by the power or thermal limit, the clock now), read at each of its points' start and
+  // end, outside timing, for the point's device.* state.
+  std::function<nvml::Reading()> device_reading{};
 };
 
 class BackendRegistry {

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <new>
 
@@ -136,6 +137,42 @@ std::vector<std::pair<std::string, Value>> machine_state(const MachineSample& a,
       {"machine.cpu_mhz", cpus ? mhz / cpus : std::nan("")},
       {"machine.busy", std::int64_t{(known_load && worst[0] >= 1) || worst[1] >= 0.02 ? 1 : 0}}};
   return out;
+}
+
+// The point's device.* state (collective: every rank of a job whose point runs on a device
+// backend calls it, with NVML's readings of its own GPU before and after the measured
+// repetitions, `seconds` apart): the energy the ranks' GPUs used (summed over ranks: a GPU that
+// two ranks share counts twice), the longest time any GPU was held back by its power or thermal
+// limit, the lowest SM clock at the end and the clock-event reasons any GPU gave there; and
+// device.throttled when some GPU was held back for 1% of the span or a slowdown reason was
+// standing at its end. Nothing when no rank could read NVML (the job's /env says why).
+std::vector<std::pair<std::string, Value>> device_state(const nvml::Reading& a, const nvml::Reading& b, double seconds, MPI_Comm comm) {
+  const double nan = std::nan("");
+  const bool read = a.why.empty() && b.why.empty();
+  const double energy = read ? b.energy_j - a.energy_j : nan;
+  const double capped = read ? (b.power_capped_s - a.power_capped_s) + (b.thermal_capped_s - a.thermal_capped_s) : nan;
+  // NaN would poison MAX and MIN: -1 and +inf stand for "not read" there; the count says how many did.
+  const double mine_max[2] = {std::isnan(capped) ? -1 : capped, read ? 1.0 : 0.0};
+  const double mine_min = read && !std::isnan(b.sm_clock_mhz) ? b.sm_clock_mhz : std::numeric_limits<double>::infinity();
+  double worst[2] = {0, 0}, lowest = 0, total_energy = 0;
+  unsigned long long reasons = read ? b.clock_event_reasons : 0, any_reasons = 0;
+  int readers = read ? 1 : 0, all_readers = 0;
+  mpi_check(MPI_Allreduce(mine_max, worst, 2, MPI_DOUBLE, MPI_MAX, comm), "MPI_Allreduce", "worker");
+  mpi_check(MPI_Allreduce(&mine_min, &lowest, 1, MPI_DOUBLE, MPI_MIN, comm), "MPI_Allreduce", "worker");
+  mpi_check(MPI_Allreduce(&energy, &total_energy, 1, MPI_DOUBLE, MPI_SUM, comm), "MPI_Allreduce", "worker");
+  mpi_check(MPI_Allreduce(&reasons, &any_reasons, 1, MPI_UNSIGNED_LONG_LONG, MPI_BOR, comm), "MPI_Allreduce", "worker");
+  mpi_check(MPI_Allreduce(&readers, &all_readers, 1, MPI_INT, MPI_SUM, comm), "MPI_Allreduce", "worker");
+  if (all_readers == 0) return {};
+  int size = 1;
+  MPI_Comm_size(comm, &size);
+  const bool held = (worst[0] >= 0 && worst[0] >= 0.01 * seconds) || (any_reasons & nvml::kSlowdownReasons) != 0;
+  return {{"device.energy_j", all_readers == size ? total_energy : nan},
+          {"device.capped_s", worst[0] >= 0 ? worst[0] : nan},
+          {"device.span_s", seconds},
+          {"device.sm_clock_mhz_end", std::isinf(lowest) ? nan : lowest},
+          {"device.clock_event_reasons", nvml::reasons_text(any_reasons)},
+          {"device.readers", std::int64_t{all_readers}},
+          {"device.throttled", std::int64_t{held ? 1 : 0}}};
 }
 
 // Whether some host runs more than `per_rank` x its ranks CPUs' worth of threads (agreed by all
@@ -386,7 +423,13 @@ void run_job(const std::string& spec_path, const std::string& output, MPI_Comm c
       // its own (it stops at its target, budget or step count).
       const bool adaptive = spec.auto_repetitions.on && !tta;
       if (adaptive) h.stop_adaptively(spec.auto_repetitions);
+      // The GPU's counters around the repetitions (warm-ups included), outside them.
+      const bool on_device = static_cast<bool>(b->device_reading);
+      const nvml::Reading device_before = on_device ? b->device_reading() : nvml::Reading{};
+      const std::int64_t measured_from = now_ns();
       wl->measure(h);
+      if (on_device)
+        out.point_attributes(device_state(device_before, b->device_reading(), static_cast<double>(now_ns() - measured_from) * 1e-9, comm));
       if (const StepTimes* st = wl->step_times()) {
         if (adaptive && st->repetitions > h.repetitions_run()) {  // preallocated for max: the rows run
           StepTimes run = *st;

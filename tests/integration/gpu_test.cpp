@@ -8,6 +8,7 @@
 #include <cstring>
 #include <functional>
 
+#include "backends/nvml.hpp"
 #include "backends/registry.hpp"
 #include "helpers.hpp"
 
@@ -105,6 +106,16 @@ class Gpu : public ScratchDirTest {
       int rows = 0;
       for (const auto& s : read_samples(f, id)) rows += s.phase == 9 && s.end_ns > s.start_ns;
       EXPECT_EQ(rows, device_rows);
+      // The GPU's state over the repetitions where NVML can be read here (it comes with the driver).
+      if (d500::nvml::unavailable().empty()) {
+        EXPECT_GT(attr_double(g, "device.energy_j"), 0) << canonical;
+        EXPECT_GE(attr_double(g, "device.capped_s"), 0) << canonical;
+        EXPECT_GT(attr_double(g, "device.sm_clock_mhz_end"), 0) << canonical;
+        EXPECT_GT(attr_double(g, "device.span_s"), 0) << canonical;
+        EXPECT_FALSE(attr_string(g, "device.clock_event_reasons").empty()) << canonical;
+      } else {
+        EXPECT_EQ(H5Aexists(g, "device.throttled"), 0) << canonical << ": no NVML here (" << d500::nvml::unavailable() << ")";
+      }
       more(g, canonical);
     });
   }
@@ -217,6 +228,13 @@ TEST_F(Gpu, EveryCudnnOperatorValidatesInEachPassAndRecordsTheDeviceMemoryItHeld
   EXPECT_EQ(devices[0].rfind("cuda:0 of ", 0), 0u) << devices[0];
   EXPECT_NE(devices[0].find(", GPU-"), std::string::npos) << devices[0];
   EXPECT_FALSE(env_attr(file, "machine.gpu_model").empty());
+  // NVML's facts of the GPU, or why there are none.
+  if (d500::nvml::unavailable().empty()) {
+    EXPECT_FALSE(env_attr(file, "machine.gpu_nvml_driver").empty());
+    EXPECT_GT(std::atof(env_attr(file, "machine.gpu_sm_clock_mhz_max").c_str()), 0) << env_attr(file, "machine.gpu_sm_clock_mhz_max");
+  } else {
+    EXPECT_EQ(env_attr(file, "machine.gpu_nvml"), "unavailable: " + d500::nvml::unavailable());
+  }
 }
 
 // NCCL's collectives: without a device a point fails alone with the reason; off_cache (the

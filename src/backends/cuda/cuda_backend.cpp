@@ -92,6 +92,22 @@ std::string rank_device_text() {
   return "cuda:" + std::to_string(dev) + " of " + std::to_string(d.count) + ", " + prop.name + ", PCI " + bus + ", " + uuid_text(prop.uuid);
 }
 
+// This rank's device's PCI bus id as CUDA and NVML both spell it ("0000:17:00.0"), or "" with
+// `why` set. Creates no context.
+std::string rank_bus_id(std::string& why) {
+  const Devices d = visible_devices();
+  if (d.count == 0) {
+    why = "no CUDA device (" + d.why_none + ")";
+    return "";
+  }
+  char bus[32] = {0};
+  if (const cudaError_t e = cudaDeviceGetPCIBusId(bus, sizeof bus, rank_device_index(d)); e != cudaSuccess) {
+    why = std::string("cudaDeviceGetPCIBusId: ") + cudaGetErrorString(e);
+    return "";
+  }
+  return bus;
+}
+
 std::vector<std::pair<std::string, std::string>> device_facts() {
   const Devices d = visible_devices();
   if (d.count == 0) return {{"gpu", "none: " + d.why_none}};
@@ -102,15 +118,31 @@ std::vector<std::pair<std::string, std::string>> device_facts() {
   int driver = 0;
   cudaDriverGetVersion(&driver);
   auto khz = [](int v) { return v < 0 ? std::string("unknown") : std::to_string(v); };
-  return {{"gpu_model", prop.name},
-          {"gpu_count", std::to_string(d.count)},
-          {"gpu_compute_capability", std::to_string(prop.major) + "." + std::to_string(prop.minor)},
-          {"gpu_sms", std::to_string(prop.multiProcessorCount)},
-          {"gpu_memory_bytes", std::to_string(prop.totalGlobalMem)},
-          {"gpu_sm_clock_khz", khz(attribute(cudaDevAttrClockRate, dev)) + " (the peak SM clock CUDA reports; the clock during the run is not read)"},
-          {"gpu_memory_clock_khz", khz(attribute(cudaDevAttrMemoryClockRate, dev))},
-          {"gpu_ecc", prop.ECCEnabled ? "on" : "off"},
-          {"gpu_driver", "CUDA " + version_text(driver)}};
+  std::vector<std::pair<std::string, std::string>> out{
+      {"gpu_model", prop.name},
+      {"gpu_count", std::to_string(d.count)},
+      {"gpu_compute_capability", std::to_string(prop.major) + "." + std::to_string(prop.minor)},
+      {"gpu_sms", std::to_string(prop.multiProcessorCount)},
+      {"gpu_memory_bytes", std::to_string(prop.totalGlobalMem)},
+      {"gpu_sm_clock_khz", khz(attribute(cudaDevAttrClockRate, dev)) + " (the peak SM clock CUDA reports; NVML's clocks are gpu_sm_clock_mhz_*)"},
+      {"gpu_memory_clock_khz", khz(attribute(cudaDevAttrMemoryClockRate, dev))},
+      {"gpu_ecc", prop.ECCEnabled ? "on" : "off"},
+      {"gpu_driver", "CUDA " + version_text(driver)}};
+  std::string why;
+  const std::string bus = rank_bus_id(why);
+  for (auto& [k, v] : bus.empty() ? std::vector<std::pair<std::string, std::string>>{{"nvml", "unavailable: " + why}} : nvml::facts(bus))
+    out.emplace_back("gpu_" + k, std::move(v));
+  return out;
+}
+
+nvml::Reading device_reading() {
+  std::string why;
+  const std::string bus = rank_bus_id(why);
+  if (!bus.empty()) return nvml::read(bus);
+  nvml::Reading r;
+  r.energy_j = r.power_capped_s = r.thermal_capped_s = r.sm_clock_mhz = std::nan("");
+  r.why = why;
+  return r;
 }
 
 DeviceMemoryUse::DeviceMemoryUse() {
@@ -168,6 +200,7 @@ std::string cuda_version() {
 #ifdef D500_HAVE_CUDNN
   s += ", " + cuda::cudnn_version();
 #endif
+  s += ", " + nvml::state();
   const cuda::Devices d = cuda::visible_devices();
   if (d.count == 0) return s + "; no CUDA device (" + d.why_none + ")";
   cudaDeviceProp prop{};
@@ -322,7 +355,8 @@ void register_backend_cuda(BackendRegistry& r) {
          .reduced_precision = true,
          .no_device = cuda::no_device_reason,
          .rank_device = cuda::rank_device_text,
-         .device_facts = cuda::device_facts});
+         .device_facts = cuda::device_facts,
+         .device_reading = cuda::device_reading});
 }
 
 }  // namespace d500

@@ -16,6 +16,7 @@
 #include "backends/device.hpp"
 #include "backends/graph.hpp"
 #include "backends/kernel.hpp"
+#include "backends/nvml.hpp"
 
 namespace d500::cuda {
 
@@ -42,8 +43,13 @@ void use_rank_device();
 // the visible ones, model, PCI bus id and UUID; "none: <why>" without one. Creates no context.
 std::string rank_device_text();
 // The device's facts as this rank sees them, for /env machine.gpu_*: model, memory, SM and
-// memory clocks (the peak clocks the device reports, kHz), ECC, compute capability, driver.
+// memory clocks (the peak clocks the device reports, kHz), ECC, compute capability, driver; and
+// NVML's (backends/nvml.hpp): the driver's version, the clocks now, allowed and at most, the power
+// limit, persistence and the clock-event reasons (or why NVML gave none).
 std::vector<std::pair<std::string, std::string>> device_facts();
+// NVML's counters of this rank's device (energy, time capped by power or temperature, the SM
+// clock now), for a point's device.* state; all NaN with the reason without a device or NVML.
+nvml::Reading device_reading();
 
 // The device memory a kernel holds: the device's used memory (cudaMemGetInfo: total - free)
 // beyond what it was when the kernel began its setup, its context already made. Device-wide:

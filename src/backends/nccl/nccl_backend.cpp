@@ -181,7 +181,8 @@ void register_backend_nccl(BackendRegistry& r) {
          },
          .no_device = cuda::no_device_reason,
          .rank_device = cuda::rank_device_text,
-         .device_facts = cuda::device_facts});
+         .device_facts = cuda::device_facts,
+         .device_reading = cuda::device_reading});
 }
 
 }  // namespace d500
