@@ -206,6 +206,11 @@ class GraphRunner {
   virtual DeviceMemory* device_memory() { return nullptr; }
   virtual float* device_gradient(std::size_t) { return nullptr; }
   virtual void device_gradients_changed() {}
+  // The same for spec.params[k] itself: its device storage, made current first (a host copy
+  // handed out by parameter() goes up), which a scheme may rewrite between steps (model
+  // averaging where the data is) and then says so: parameter() then reads the rewritten values.
+  virtual float* device_parameter(std::size_t) { return nullptr; }
+  virtual void device_parameters_changed() {}
 };
 
 // Multidirectional (numpy) broadcasting of two shapes; throws d500::Error naming `what` when

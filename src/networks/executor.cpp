@@ -804,6 +804,21 @@ void GraphExecutor::device_gradients_changed() {
   m.grads_on_host.assign(m.grads_on_host.size(), false);
 }
 
+float* GraphExecutor::device_parameter(std::size_t k) {
+  Impl& m = *impl_;
+  if (!m.dev || m.fsz != 4 || !m.spec.training) return nullptr;
+  m.push_handed();  // a host copy handed out may have been written: it is the newer
+  return static_cast<float*>(m.param(k));
+}
+
+void GraphExecutor::device_parameters_changed() {
+  Impl& m = *impl_;
+  if (!m.dev) return;
+  m.params_on_host.assign(m.params_on_host.size(), false);
+  m.params_handed.assign(m.params_handed.size(), false);
+  constants_changed();
+}
+
 void* GraphExecutor::param_data(std::size_t k) { return impl_->param(k); }
 void* GraphExecutor::param_grad(std::size_t k) { return impl_->pgrad.at(k).p; }
 

@@ -83,6 +83,8 @@ class GraphExecutor final : public GraphRunner {
   DeviceMemory* device_memory() override { return device(); }
   float* device_gradient(std::size_t k) override;
   void device_gradients_changed() override;
+  float* device_parameter(std::size_t k) override;
+  void device_parameters_changed() override;
 
  private:
   friend class DeviceOptimizer;

@@ -802,6 +802,18 @@ class GuardedCollective final : public DeviceCollective {
   MPI_Comm c_;
 };
 
+// `got` is the mean computed in double, to float32 sums in another order (a few ulps); a mean
+// that is zero tests nothing.
+void expect_mean(const float* got, const std::vector<double>& mean, const std::string& what) {
+  double err = 0, norm = 0;
+  for (std::size_t i = 0; i < mean.size(); ++i) {
+    err += (got[i] - mean[i]) * (got[i] - mean[i]);
+    norm += mean[i] * mean[i];
+  }
+  EXPECT_LE(std::sqrt(err), 1e-6 * std::sqrt(norm) + 1e-12) << what;
+  EXPECT_GT(norm, 0) << what << ": a mean that is zero tests nothing";
+}
+
 // Level 3 on a device: the allreduce schemes, plain and overlapped, average the executor's
 // gradients over MPI through the host's copies (communication = "mpi") or on the device by a
 // device collective ("nccl", where no gradient crosses to the host before the optimizer asks,
@@ -869,16 +881,7 @@ TEST(Executor, OnADeviceTheAllreduceSchemesAverageTheGradientsOverMpiOrOnTheDevi
       EXPECT_EQ(c.uploads, 0) << "the optimizer reads the host's copy; nothing goes back until the parameters change";
     }
     // What the optimizer reads: the mean (float32 sums in another order: a few ulps).
-    for (std::size_t k = 0; k < sizes.size(); ++k) {
-      const float* g = device.parameter_gradient(k);
-      double err = 0, norm = 0;
-      for (std::size_t i = 0; i < mean[k].size(); ++i) {
-        err += (g[i] - mean[k][i]) * (g[i] - mean[k][i]);
-        norm += mean[k][i] * mean[k][i];
-      }
-      EXPECT_LE(std::sqrt(err), 1e-6 * std::sqrt(norm) + 1e-12) << b.g.info(s.params[k]).name;
-      EXPECT_GT(norm, 0) << "a gradient that is zero tests nothing";
-    }
+    for (std::size_t k = 0; k < sizes.size(); ++k) expect_mean(device.parameter_gradient(k), mean[k], b.g.info(s.params[k]).name);
     if (communication == "nccl") {  // then the device optimizer: the whole step stays on the device
       OptimizerSpec o;
       o.name = "sgd";
@@ -902,7 +905,75 @@ TEST(Executor, OnADeviceTheAllreduceSchemesAverageTheGradientsOverMpiOrOnTheDevi
   RunnerModel model(plain, access);
   EXPECT_THROW(Scheme::make(spec, MPI_COMM_WORLD, model, OptimizerSpec{}, nullptr), Error);
   spec.name = "dpsgd";
-  EXPECT_NE(scheme_check(spec, 2).find("runs the schemes allreduce and allreduce-overlap only"), std::string::npos) << scheme_check(spec, 2);
+  EXPECT_NE(scheme_check(spec, 2).find("runs the schemes allreduce, allreduce-overlap and model-averaging only"), std::string::npos)
+      << scheme_check(spec, 2);
+}
+
+// Level 3 on a device: model averaging averages the executor's parameters over MPI through the
+// host's copies, or on the device by a device collective ("nccl": copied into one device buffer,
+// averaged, copied back, nothing through the host); the host's copies then read the mean. Each
+// rank steps on its own batch first, so that the ranks' parameters differ (on two ranks:
+// unit_device_schemes_2_ranks).
+TEST(Executor, OnADeviceModelAveragingAveragesTheParametersOverMpiOrOnTheDevice) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  SmallCnn net(11, {rank % 5, 4, (2 + rank) % 5, 1});  // one set of weights, each rank its own batch
+  ExecutorSpec& s = net.s;
+  const std::vector<std::int64_t>& sizes = net.sizes;
+  for (const std::string communication : {"mpi", "nccl"}) {
+    SCOPED_TRACE(communication);
+    GuardedBackend dev;
+    s.backend = &dev.info;
+    GraphExecutor device(s);
+    Access access(device, sizes);
+    RunnerModel model(device, access);
+    OptimizerSpec o;
+    o.name = "sgd";
+    auto opt = device.native_optimizer(o);
+    ASSERT_NE(opt, nullptr);
+    device.forward(0);
+    device.backward(0);
+    opt->step(0.5);
+    // The expected mean, in double, of every rank's parameters after its own step.
+    std::vector<std::vector<double>> mean;
+    for (std::size_t k = 0; k < sizes.size(); ++k) {
+      const float* p = device.parameter(k);
+      mean.emplace_back(p, p + sizes[k]);
+      MPI_Allreduce(MPI_IN_PLACE, mean.back().data(), static_cast<int>(sizes[k]), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+      for (double& v : mean.back()) v /= size;
+    }
+    device.parameters_changed();  // the copies read above go back up: the device is current
+    std::unique_ptr<GuardedCollective> collective;
+    if (communication == "nccl") collective = std::make_unique<GuardedCollective>(*dev.memory, MPI_COMM_WORLD);
+    SchemeSpec spec;
+    spec.name = "model-averaging";
+    spec.average_interval = 2;
+    spec.communication = communication;
+    auto scheme = Scheme::make(spec, MPI_COMM_WORLD, model, OptimizerSpec{}, collective.get());
+    PhaseTally tally;
+    dev.memory->counts = {};
+    scheme->after_update(1, tally);  // not an averaging step
+    EXPECT_EQ(scheme->counts().calls, 0);
+    scheme->after_update(2, tally);
+    const GuardedMemory::Counts c = dev.memory->counts;
+    EXPECT_EQ(scheme->counts().calls, 1);
+    const auto K = static_cast<int>(sizes.size());
+    if (collective) {
+      EXPECT_EQ(collective->starts, 1);
+      EXPECT_EQ(c.downloads, 0) << "no parameter went through the host";
+      EXPECT_EQ(c.uploads, 0);
+      EXPECT_EQ(c.copies, 2 * K) << "each parameter into the flat buffer and back";
+      EXPECT_NE(scheme->describe().find("MPI_Allreduce over the test device's memory (mean over the ranks) of a device buffer"),
+                std::string::npos)
+          << scheme->describe();
+    } else {
+      EXPECT_EQ(c.uploads, K) << "the averaged host copies go back up";
+    }
+    // What the host and the next step read: the mean (float32 sums in another order: a few ulps).
+    for (std::size_t k = 0; k < sizes.size(); ++k) expect_mean(device.parameter(k), mean[k], net.b.g.info(s.params[k]).name);
+    if (collective) EXPECT_EQ(dev.memory->counts.downloads, K) << "the host's copies were stale after the average: read again";
+  }
 }
 
 // What crosses between host and device in a step: nothing when the device has a kernel for every

@@ -37,9 +37,9 @@ std::string scheme_check(const SchemeSpec& s, int ranks) {
   if (s.staleness < 0) return "staleness is a step count >= 0";
   if (s.communication != "mpi" && s.communication != "nccl")
     return "communication is \"mpi\" or \"nccl\"; got \"" + s.communication + "\"";
-  if (s.communication == "nccl" && s.name != "allreduce" && s.name != "allreduce-overlap")
-    return "communication = \"nccl\" runs the schemes allreduce and allreduce-overlap only (the others exchange host buffers over MPI); "
-           "scheme here: " + s.name;
+  if (s.communication == "nccl" && s.name != "allreduce" && s.name != "allreduce-overlap" && s.name != "model-averaging")
+    return "communication = \"nccl\" runs the schemes allreduce, allreduce-overlap and model-averaging only (the others exchange host "
+           "buffers over MPI); scheme here: " + s.name;
   return "";
 }
 
@@ -96,6 +96,23 @@ void Scheme::unpack_device_grads(const float* flat) {
     if (float* g = model_.device_grad(k)) d.copy(g, flat + offset_[k], static_cast<std::size_t>(model_.numel(k)) * sizeof(float));
   d.synchronize();
   model_.device_grads_changed();
+}
+
+void Scheme::pack_device_params(float* flat) {
+  DeviceMemory& d = *model_.device();
+  for (std::size_t k = 0; k < offset_.size(); ++k) {
+    const float* p = model_.device_param(k);
+    if (!p) throw Error("scheme " + spec_.name + ": the model has no device storage for parameter " + std::to_string(k));
+    d.copy(flat + offset_[k], p, static_cast<std::size_t>(model_.numel(k)) * sizeof(float));
+  }
+}
+
+void Scheme::unpack_device_params(const float* flat) {
+  DeviceMemory& d = *model_.device();
+  for (std::size_t k = 0; k < offset_.size(); ++k)
+    d.copy(model_.device_param(k), flat + offset_[k], static_cast<std::size_t>(model_.numel(k)) * sizeof(float));
+  d.synchronize();
+  model_.device_params_changed();
 }
 
 void Scheme::pack_params(float* flat) {
@@ -335,19 +352,28 @@ class OverlapScheme final : public Scheme {
   std::int64_t in_backward_ns_ = 0, first_call_ = 0;
 };
 
-// Parameters averaged every average_interval steps; local steps in between.
+// Parameters averaged every average_interval steps; local steps in between. With a device
+// collective (communication = "nccl"), on the device: the parameters copied into one device
+// buffer, averaged there, copied back, nothing through the host.
 class AveragingScheme final : public Scheme {
  public:
-  AveragingScheme(const SchemeSpec& s, MPI_Comm c, ModelAccess& m) : Scheme(s, c, m), flat_(static_cast<std::size_t>(total_)) {}
+  AveragingScheme(const SchemeSpec& s, MPI_Comm c, ModelAccess& m, DeviceCollective* dc) : Scheme(s, c, m), dc_(dc) {
+    if (dc_) device_flat_ = std::make_unique<DeviceFlat>(*m.device(), total_);
+    else flat_.resize(static_cast<std::size_t>(total_));
+  }
   void after_backward(double, PhaseTally&) override {}
   void after_update(std::int64_t step, PhaseTally& t) override {
     if (step % spec_.average_interval != 0) return;
-    average(t);
+    if (dc_) average_on_device(t);
+    else average(t);
   }
   bool evaluation_model(std::vector<float>& flat) override { return mean_of_workers(flat); }
   std::string describe() const override {
-    return "local steps; parameters averaged every " + std::to_string(spec_.average_interval) +
-           " steps by one MPI_Allreduce (sum, then / ranks); optimizer state stays local; volume counted as a ring allreduce";
+    return "local steps; parameters averaged every " + std::to_string(spec_.average_interval) + " steps by " +
+           (dc_ ? "one " + dc_->describe() + " (mean over the ranks) of a device buffer they are copied into and back from"
+                : std::string("one MPI_Allreduce (sum, then / ranks)")) +
+           "; optimizer state stays local; volume counted as a ring allreduce: 2 (p-1)/p x " + std::to_string(total_ * 4) +
+           " bytes sent and received per rank and average";
   }
 
  private:
@@ -361,7 +387,23 @@ class AveragingScheme final : public Scheme {
     unpack_params(flat_.data());
     t.add(Phase::Update, t1, now_ns());
   }
+  void average_on_device(PhaseTally& t) {
+    std::int64_t t0 = now_ns();
+    pack_device_params(device_flat_->get());
+    model_.device()->synchronize();
+    t.add(Phase::Update, t0, now_ns());
+    barrier(t);
+    t0 = now_ns();
+    dc_->allreduce_mean(device_flat_->get(), static_cast<std::size_t>(total_));
+    count(ring_bytes(total_), ring_bytes(total_));
+    const std::int64_t t1 = now_ns();
+    t.add(Phase::Communication, t0, t1);
+    unpack_device_params(device_flat_->get());
+    t.add(Phase::Update, t1, now_ns());
+  }
+  DeviceCollective* dc_;
   std::vector<float> flat_;
+  std::unique_ptr<DeviceFlat> device_flat_;
 };
 
 // D-PSGD on a ring of the workers.
@@ -602,11 +644,11 @@ std::unique_ptr<Scheme> Scheme::make(const SchemeSpec& s, MPI_Comm comm, ModelAc
   mpi_check(MPI_Comm_size(comm, &size), "MPI_Comm_size", "scheme");
   if (const std::string why = scheme_check(s, size); !why.empty()) throw Error("scheme " + s.name + ": " + why);
   if (s.communication == "nccl" && (!device || !model.device()))
-    throw Error("scheme " + s.name + ": communication = \"nccl\" needs the model's gradients on a device and a collective there");
+    throw Error("scheme " + s.name + ": communication = \"nccl\" needs the model's tensors on a device and a collective there");
   if (s.name == "allreduce" && s.communication == "nccl") return std::make_unique<DeviceAllreduceScheme>(s, comm, model, *device);
   if (s.name == "allreduce") return std::make_unique<AllreduceScheme>(s, comm, model);
   if (s.name == "allreduce-overlap") return std::make_unique<OverlapScheme>(s, comm, model, s.communication == "nccl" ? device : nullptr);
-  if (s.name == "model-averaging") return std::make_unique<AveragingScheme>(s, comm, model);
+  if (s.name == "model-averaging") return std::make_unique<AveragingScheme>(s, comm, model, s.communication == "nccl" ? device : nullptr);
   if (s.name == "dpsgd") return std::make_unique<DpsgdScheme>(s, comm, model);
   return std::make_unique<ParameterServer>(s, comm, model, opt);
 }

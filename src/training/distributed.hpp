@@ -24,7 +24,9 @@
 //                      the shard as it then is; a worker pulls every staleness + 1 steps and
 //                      computes on its own copy in between (inconsistent)
 //   model-averaging    local steps, parameters averaged by MPI_Allreduce every
-//                      average_interval steps (inconsistent between averages)
+//                      average_interval steps (inconsistent between averages); with
+//                      communication = "nccl", the runner's device parameters copied into one
+//                      device buffer, one DeviceCollective mean, copied back
 //   dpsgd              D-PSGD on a ring: after each local step a worker averages its parameters
 //                      with its two ring neighbours' (1/3 each; 1/2 with one neighbour)
 //                      (inconsistent)
@@ -64,7 +66,8 @@ struct SchemeSpec {
   int staleness = 0;                    // ps-async: steps a worker computes between pulls
   // Where the exchange runs: "mpi" (host buffers: a device runner's gradients go through the
   // host's copies) or "nccl" (allreduce and allreduce-overlap: the device's gradients averaged on
-  // the device by the DeviceCollective the workload hands to Scheme::make).
+  // the device by the DeviceCollective the workload hands to Scheme::make; model-averaging: the
+  // device's parameters).
   std::string communication = "mpi";
 };
 
@@ -92,6 +95,9 @@ class ModelAccess {
   virtual DeviceMemory* device() { return nullptr; }
   virtual float* device_grad(std::size_t) { return nullptr; }
   virtual void device_grads_changed() {}
+  // The parameters' device storage (made current first), and the notice that a scheme rewrote it.
+  virtual float* device_param(std::size_t) { return nullptr; }
+  virtual void device_params_changed() {}
 };
 
 // A scheme's view of a graph runner's parameters and gradients (their count and sizes from `a`).
@@ -108,6 +114,8 @@ class RunnerModel final : public ModelAccess {
   DeviceMemory* device() override { return r_.device_memory(); }
   float* device_grad(std::size_t k) override { return r_.device_gradient(k); }
   void device_grads_changed() override { r_.device_gradients_changed(); }
+  float* device_param(std::size_t k) override { return r_.device_parameter(k); }
+  void device_params_changed() override { r_.device_parameters_changed(); }
 
  private:
   GraphRunner& r_;
@@ -192,6 +200,9 @@ class Scheme {
   // gradient back from it, waited for and announced (ModelAccess::device_grads_changed).
   void pack_device_grad(std::size_t k, float* flat);
   void unpack_device_grads(const float* flat);
+  // The parameters into a flat device buffer (enqueued), and back from it (waited for, announced).
+  void pack_device_params(float* flat);
+  void unpack_device_params(const float* flat);
   // Collective: the mean of every rank's parameters (schemes without servers).
   bool mean_of_workers(std::vector<float>& flat);
   // A barrier over the scheme's ranks, timed as `wait`.

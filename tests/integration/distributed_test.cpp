@@ -195,9 +195,10 @@ TEST_F(Distributed, ImpossibleSchemesAreRefusedAtPlanTime) {
       {"scheme = \"allreduce\"\nps_servers = 1\nranks_per_node = 2\n", "ps_servers applies to the parameter-server schemes"},
       {"scheme = \"allreduce\"\nglobal_batch = 100\nranks_per_node = 3\n", "does not split evenly over 3 workers"},
       {"scheme = \"allreduce-ring\"\n", "allreduce-overlap"},
-      // NCCL averages gradients on a GPU: the reference's are on the host; and only the allreduce runs there.
-      {"scheme = \"allreduce\"\ncommunication = \"nccl\"\n", "communication = \"nccl\" averages the gradients where d500's executor keeps them"},
-      {"scheme = \"dpsgd\"\ncommunication = \"nccl\"\n", "communication = \"nccl\" runs the schemes allreduce and allreduce-overlap only"},
+      // NCCL averages on a GPU: the reference keeps its tensors on the host; and D-PSGD has no NCCL path.
+      {"scheme = \"allreduce\"\ncommunication = \"nccl\"\n", "communication = \"nccl\" averages the gradients (or parameters) where d500's executor keeps them"},
+      {"scheme = \"dpsgd\"\ncommunication = \"nccl\"\n", "communication = \"nccl\" runs the schemes allreduce, allreduce-overlap and model-averaging only"},
+      {"scheme = \"model-averaging\"\ncommunication = \"nccl\"\n", "communication = \"nccl\" averages the gradients (or parameters) where d500's executor keeps them"},
       {"scheme = \"allreduce\"\ncommunication = \"gloo\"\n", "key 'communication' is \"gloo\" (valid: mpi, nccl)"},
   };
   for (const auto& c : cases) {

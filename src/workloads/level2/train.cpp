@@ -649,7 +649,7 @@ std::string train_check(const Params& p) {
         std::vector<std::string> with;
         for (const auto& o : all_backends())
           if (o.make_device_memory) with.push_back(o.name);
-        return "communication = \"nccl\" averages the gradients where d500's executor keeps them, on a GPU: it needs backend " +
+        return "communication = \"nccl\" averages the gradients (or parameters) where d500's executor keeps them, on a GPU: it needs backend " +
                (with.empty() ? std::string("cuda (not in this build)") : join(with, ", ")) + " (backend here: " + backend + ")";
       }
       if (!nccl || !nccl->built || !nccl->make_device_collective)
@@ -826,8 +826,9 @@ void register_train(WorkloadRegistry& r) {
                    integer("ps_servers", 0, 0, 1 << 20, "ps-sync, ps-async: dedicated server ranks (0: rank 0 serves and trains; ps-sync only)"),
                    integer("staleness", 0, 0, 1 << 20, "ps-async: steps a worker computes on its own copy between pulls"),
                    {"communication", ValueType::String, V{std::string("mpi")}, 0, 0, {"mpi", "nccl"},
-                    "mpi: the scheme exchanges host buffers over MPI (on a device, through the host's copies); nccl (schemes allreduce "
-                    "and allreduce-overlap, backend cuda): gradients averaged on the GPU by ncclAllReduce"},
+                    "mpi: the scheme exchanges host buffers over MPI (on a device, through the host's copies); nccl (schemes allreduce, "
+                    "allreduce-overlap and model-averaging, backend cuda): gradients (model-averaging: parameters) averaged on the GPU by "
+                    "ncclAllReduce"},
                    integer("hash_interval_steps", 50, 0, std::int64_t{1} << 40,
                            "consistent schemes: steps between checks that every worker holds identical parameters (and at the end; 0: end only)")});
   r.add(std::move(w));
