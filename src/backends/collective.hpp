@@ -58,6 +58,12 @@ class DeviceCollective {
     start_mean(buf, n);
     wait();
   }
+  // Point to point (D-PSGD's neighbours): `n` floats of the memory's device buffer `send` go to
+  // each rank of `peers` (ranks of the communicator the collective was made over) and each peer's
+  // arrive in the matching `recv` buffer, once the work enqueued on the memory's stream so far is
+  // done; returns when this rank's transfers are done. Peers name each other (if I name you, you
+  // name me), so that every send meets its receive.
+  virtual void exchange(const float* send, const std::vector<float*>& recv, const std::vector<int>& peers, std::size_t n) = 0;
   // What it runs, in words ("NCCL 2.28.3 ncclAllReduce, ncclAvg, on a stream of its own").
   virtual std::string describe() const = 0;
 };

@@ -419,7 +419,8 @@ class GuardedMemory final : public DeviceMemory {
   // Opens the allocations that hold `ptrs` (each must lie in one) until the returned guard ends.
   class Open {
    public:
-    Open(GuardedMemory& m, std::initializer_list<const void*> ptrs) : m_(m) {
+    Open(GuardedMemory& m, std::initializer_list<const void*> ptrs) : Open(m, std::vector<const void*>(ptrs)) {}
+    Open(GuardedMemory& m, const std::vector<const void*>& ptrs) : m_(m) {
       for (const void* p : ptrs) {
         if (!p) continue;
         const auto [base, len] = m.region(p);
@@ -794,8 +795,18 @@ class GuardedCollective final : public DeviceCollective {
     for (std::size_t i = 0; i < n; ++i) buf[i] /= static_cast<float>(size);
   }
   void wait() override { ++waits; }
+  void exchange(const float* send, const std::vector<float*>& recv, const std::vector<int>& peers, std::size_t n) override {
+    ++exchanges;
+    std::vector<const void*> open{send};
+    open.insert(open.end(), recv.begin(), recv.end());
+    GuardedMemory::Open o(m_, open);
+    for (std::size_t i = 0; i < peers.size(); ++i)
+      EXPECT_EQ(MPI_Sendrecv(send, static_cast<int>(n), MPI_FLOAT, peers[i], 7, recv[i], static_cast<int>(n), MPI_FLOAT, peers[i], 7, c_,
+                             MPI_STATUS_IGNORE),
+                MPI_SUCCESS);
+  }
   std::string describe() const override { return "MPI_Allreduce over the test device's memory"; }
-  int starts = 0, waits = 0;
+  int starts = 0, waits = 0, exchanges = 0;
 
  private:
   GuardedMemory& m_;
@@ -904,25 +915,28 @@ TEST(Executor, OnADeviceTheAllreduceSchemesAverageTheGradientsOverMpiOrOnTheDevi
   Access access(plain, sizes);
   RunnerModel model(plain, access);
   EXPECT_THROW(Scheme::make(spec, MPI_COMM_WORLD, model, OptimizerSpec{}, nullptr), Error);
-  spec.name = "dpsgd";
-  EXPECT_NE(scheme_check(spec, 2).find("runs the schemes allreduce, allreduce-overlap and model-averaging only"), std::string::npos)
+  spec.name = "ps-sync";
+  EXPECT_NE(scheme_check(spec, 2).find("runs the schemes allreduce, allreduce-overlap, model-averaging and dpsgd"), std::string::npos)
       << scheme_check(spec, 2);
 }
 
-// Level 3 on a device: model averaging averages the executor's parameters over MPI through the
-// host's copies, or on the device by a device collective ("nccl": copied into one device buffer,
-// averaged, copied back, nothing through the host); the host's copies then read the mean. Each
-// rank steps on its own batch first, so that the ranks' parameters differ (on two ranks:
-// unit_device_schemes_2_ranks).
-TEST(Executor, OnADeviceModelAveragingAveragesTheParametersOverMpiOrOnTheDevice) {
+// Level 3 on a device: model averaging and D-PSGD average the executor's parameters over MPI
+// through the host's copies, or on the device through a device collective ("nccl": copied into
+// one device buffer, averaged there, copied back, nothing through the host); the host's copies
+// then read the result. Each rank steps on its own batch first, so that the ranks' parameters
+// differ (on two ranks: unit_device_schemes_2_ranks, where D-PSGD's one neighbour makes its
+// average the mean of both; on one rank D-PSGD has no neighbour and does nothing).
+TEST(Executor, OnADeviceModelAveragingAndDpsgdAverageTheParametersOverMpiOrOnTheDevice) {
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   SmallCnn net(11, {rank % 5, 4, (2 + rank) % 5, 1});  // one set of weights, each rank its own batch
   ExecutorSpec& s = net.s;
   const std::vector<std::int64_t>& sizes = net.sizes;
+  for (const std::string name : {"model-averaging", "dpsgd"})
   for (const std::string communication : {"mpi", "nccl"}) {
-    SCOPED_TRACE(communication);
+    SCOPED_TRACE(name + " over " + communication);
+    if (name == "dpsgd" && size > 2) continue;  // three or more: a neighbourhood's mean, not every rank's
     GuardedBackend dev;
     s.backend = &dev.info;
     GraphExecutor device(s);
@@ -947,32 +961,34 @@ TEST(Executor, OnADeviceModelAveragingAveragesTheParametersOverMpiOrOnTheDevice)
     std::unique_ptr<GuardedCollective> collective;
     if (communication == "nccl") collective = std::make_unique<GuardedCollective>(*dev.memory, MPI_COMM_WORLD);
     SchemeSpec spec;
-    spec.name = "model-averaging";
+    spec.name = name;
     spec.average_interval = 2;
     spec.communication = communication;
     auto scheme = Scheme::make(spec, MPI_COMM_WORLD, model, OptimizerSpec{}, collective.get());
     PhaseTally tally;
     dev.memory->counts = {};
-    scheme->after_update(1, tally);  // not an averaging step
-    EXPECT_EQ(scheme->counts().calls, 0);
+    if (name == "model-averaging") {
+      scheme->after_update(1, tally);  // not an averaging step
+      EXPECT_EQ(scheme->counts().calls, 0);
+    }
     scheme->after_update(2, tally);
     const GuardedMemory::Counts c = dev.memory->counts;
-    EXPECT_EQ(scheme->counts().calls, 1);
+    const bool acts = name == "model-averaging" || size > 1;
+    EXPECT_EQ(scheme->counts().calls, acts ? 1 : 0);
     const auto K = static_cast<int>(sizes.size());
     if (collective) {
-      EXPECT_EQ(collective->starts, 1);
+      EXPECT_EQ(name == "dpsgd" ? collective->exchanges : collective->starts, acts ? 1 : 0);
       EXPECT_EQ(c.downloads, 0) << "no parameter went through the host";
       EXPECT_EQ(c.uploads, 0);
-      EXPECT_EQ(c.copies, 2 * K) << "each parameter into the flat buffer and back";
-      EXPECT_NE(scheme->describe().find("MPI_Allreduce over the test device's memory (mean over the ranks) of a device buffer"),
-                std::string::npos)
-          << scheme->describe();
+      EXPECT_EQ(c.copies, acts ? 2 * K : 0) << "each parameter into the flat buffer and back";
+      if (name == "dpsgd") EXPECT_EQ(c.axpys, acts ? 2 : 0) << "the neighbour's added, then the sum scaled";
+      EXPECT_NE(scheme->describe().find("MPI_Allreduce over the test device's memory"), std::string::npos) << scheme->describe();
     } else {
-      EXPECT_EQ(c.uploads, K) << "the averaged host copies go back up";
+      EXPECT_EQ(c.uploads, acts ? K : 0) << "the averaged host copies go back up";
     }
     // What the host and the next step read: the mean (float32 sums in another order: a few ulps).
     for (std::size_t k = 0; k < sizes.size(); ++k) expect_mean(device.parameter(k), mean[k], net.b.g.info(s.params[k]).name);
-    if (collective) EXPECT_EQ(dev.memory->counts.downloads, K) << "the host's copies were stale after the average: read again";
+    if (collective) EXPECT_EQ(dev.memory->counts.downloads, acts ? K : 0) << "the host's copies were stale after the average: read again";
   }
 }
 

@@ -37,9 +37,9 @@ std::string scheme_check(const SchemeSpec& s, int ranks) {
   if (s.staleness < 0) return "staleness is a step count >= 0";
   if (s.communication != "mpi" && s.communication != "nccl")
     return "communication is \"mpi\" or \"nccl\"; got \"" + s.communication + "\"";
-  if (s.communication == "nccl" && s.name != "allreduce" && s.name != "allreduce-overlap" && s.name != "model-averaging")
-    return "communication = \"nccl\" runs the schemes allreduce, allreduce-overlap and model-averaging only (the others exchange host "
-           "buffers over MPI); scheme here: " + s.name;
+  if (s.communication == "nccl" && (s.name == "ps-sync" || s.name == "ps-async"))
+    return "communication = \"nccl\" runs the schemes allreduce, allreduce-overlap, model-averaging and dpsgd (a parameter server "
+           "applies d500's reference optimizer to host buffers and exchanges them over MPI); scheme here: " + s.name;
   return "";
 }
 
@@ -406,17 +406,30 @@ class AveragingScheme final : public Scheme {
   std::unique_ptr<DeviceFlat> device_flat_;
 };
 
-// D-PSGD on a ring of the workers.
+// D-PSGD on a ring of the workers. With a device collective (communication = "nccl"), on the
+// device: the parameters copied into one device buffer, sent to and received from the neighbours
+// by the collective's point-to-point exchange, averaged there by axpy and scale (in the host
+// path's order of additions), copied back.
 class DpsgdScheme final : public Scheme {
  public:
-  DpsgdScheme(const SchemeSpec& s, MPI_Comm c, ModelAccess& m) : Scheme(s, c, m), mine_(static_cast<std::size_t>(total_)) {
+  DpsgdScheme(const SchemeSpec& s, MPI_Comm c, ModelAccess& m, DeviceCollective* dc) : Scheme(s, c, m), dc_(dc) {
     if (size_ > 1) neighbours_.push_back((rank_ + size_ - 1) % size_);
     if (size_ > 2) neighbours_.push_back((rank_ + 1) % size_);
-    theirs_.assign(neighbours_.size(), std::vector<float>(static_cast<std::size_t>(total_)));
+    if (dc_) {
+      device_mine_ = std::make_unique<DeviceFlat>(*m.device(), total_);
+      for (std::size_t i = 0; i < neighbours_.size(); ++i) {
+        device_theirs_.push_back(std::make_unique<DeviceFlat>(*m.device(), total_));
+        theirs_at_.push_back(device_theirs_.back()->get());
+      }
+    } else {
+      mine_.resize(static_cast<std::size_t>(total_));
+      theirs_.assign(neighbours_.size(), std::vector<float>(static_cast<std::size_t>(total_)));
+    }
   }
   void after_backward(double, PhaseTally&) override {}
   void after_update(std::int64_t, PhaseTally& t) override {
     if (neighbours_.empty()) return;
+    if (dc_) return on_device(t);
     std::int64_t t0 = now_ns();
     pack_params(mine_.data());
     t.add(Phase::Update, t0, now_ns());
@@ -443,14 +456,37 @@ class DpsgdScheme final : public Scheme {
   bool evaluation_model(std::vector<float>& flat) override { return mean_of_workers(flat); }
   std::string describe() const override {
     return "D-PSGD on a ring: after each local step a worker sends its " + std::to_string(total_) +
-           " parameters to its ring neighbours and averages theirs with its own (weights 1/(neighbours + 1)); volume counted exactly "
-           "(point-to-point)";
+           " parameters to its ring neighbours and averages theirs with its own (weights 1/(neighbours + 1))" +
+           (dc_ ? ", on the device (" + dc_->describe() + "; averaged by axpy and scale)" : std::string(" over MPI")) +
+           "; volume counted exactly (point-to-point)";
   }
 
  private:
+  void on_device(PhaseTally& t) {
+    DeviceMemory& d = *model_.device();
+    float* mine = device_mine_->get();
+    std::int64_t t0 = now_ns();
+    pack_device_params(mine);
+    d.synchronize();
+    t.add(Phase::Update, t0, now_ns());
+    t0 = now_ns();
+    dc_->exchange(mine, theirs_at_, neighbours_, static_cast<std::size_t>(total_));
+    for (std::size_t i = 0; i < neighbours_.size(); ++i) count(total_ * 4, total_ * 4);
+    const std::int64_t t1 = now_ns();
+    t.add(Phase::Communication, t0, t1);
+    for (float* theirs : theirs_at_) d.axpy(1.0f, theirs, mine, total_);
+    d.scale(1.0f / static_cast<float>(neighbours_.size() + 1), mine, total_);
+    unpack_device_params(mine);
+    t.add(Phase::Update, t1, now_ns());
+  }
+
+  DeviceCollective* dc_;
   std::vector<int> neighbours_;
   std::vector<float> mine_;
   std::vector<std::vector<float>> theirs_;
+  std::unique_ptr<DeviceFlat> device_mine_;
+  std::vector<std::unique_ptr<DeviceFlat>> device_theirs_;
+  std::vector<float*> theirs_at_;
 };
 
 // A flat range of parameters as the reference optimizer sees them.
@@ -649,7 +685,7 @@ std::unique_ptr<Scheme> Scheme::make(const SchemeSpec& s, MPI_Comm comm, ModelAc
   if (s.name == "allreduce") return std::make_unique<AllreduceScheme>(s, comm, model);
   if (s.name == "allreduce-overlap") return std::make_unique<OverlapScheme>(s, comm, model, s.communication == "nccl" ? device : nullptr);
   if (s.name == "model-averaging") return std::make_unique<AveragingScheme>(s, comm, model, s.communication == "nccl" ? device : nullptr);
-  if (s.name == "dpsgd") return std::make_unique<DpsgdScheme>(s, comm, model);
+  if (s.name == "dpsgd") return std::make_unique<DpsgdScheme>(s, comm, model, s.communication == "nccl" ? device : nullptr);
   return std::make_unique<ParameterServer>(s, comm, model, opt);
 }
 

@@ -29,7 +29,8 @@
 //                      device buffer, one DeviceCollective mean, copied back
 //   dpsgd              D-PSGD on a ring: after each local step a worker averages its parameters
 //                      with its two ring neighbours' (1/3 each; 1/2 with one neighbour)
-//                      (inconsistent)
+//                      (inconsistent); with communication = "nccl", the device parameters sent
+//                      and received by DeviceCollective::exchange, averaged on the device
 //
 // Phases: `wait` is an MPI_Barrier over the scheme's ranks before a synchronous exchange (the
 // time a rank waits for the slowest), so that `communication` holds the exchange alone;
@@ -66,8 +67,8 @@ struct SchemeSpec {
   int staleness = 0;                    // ps-async: steps a worker computes between pulls
   // Where the exchange runs: "mpi" (host buffers: a device runner's gradients go through the
   // host's copies) or "nccl" (allreduce and allreduce-overlap: the device's gradients averaged on
-  // the device by the DeviceCollective the workload hands to Scheme::make; model-averaging: the
-  // device's parameters).
+  // the device by the DeviceCollective the workload hands to Scheme::make; model-averaging and
+  // dpsgd: the device's parameters).
   std::string communication = "mpi";
 };
 

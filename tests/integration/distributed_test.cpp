@@ -195,9 +195,9 @@ TEST_F(Distributed, ImpossibleSchemesAreRefusedAtPlanTime) {
       {"scheme = \"allreduce\"\nps_servers = 1\nranks_per_node = 2\n", "ps_servers applies to the parameter-server schemes"},
       {"scheme = \"allreduce\"\nglobal_batch = 100\nranks_per_node = 3\n", "does not split evenly over 3 workers"},
       {"scheme = \"allreduce-ring\"\n", "allreduce-overlap"},
-      // NCCL averages on a GPU: the reference keeps its tensors on the host; and D-PSGD has no NCCL path.
+      // NCCL averages on a GPU: the reference keeps its tensors on the host; and the parameter servers have no NCCL path.
       {"scheme = \"allreduce\"\ncommunication = \"nccl\"\n", "communication = \"nccl\" averages the gradients (or parameters) where d500's executor keeps them"},
-      {"scheme = \"dpsgd\"\ncommunication = \"nccl\"\n", "communication = \"nccl\" runs the schemes allreduce, allreduce-overlap and model-averaging only"},
+      {"scheme = \"ps-sync\"\ncommunication = \"nccl\"\n", "communication = \"nccl\" runs the schemes allreduce, allreduce-overlap, model-averaging and dpsgd"},
       {"scheme = \"model-averaging\"\ncommunication = \"nccl\"\n", "communication = \"nccl\" averages the gradients (or parameters) where d500's executor keeps them"},
       {"scheme = \"allreduce\"\ncommunication = \"gloo\"\n", "key 'communication' is \"gloo\" (valid: mpi, nccl)"},
   };

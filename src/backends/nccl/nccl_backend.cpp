@@ -158,9 +158,22 @@ class NcclDeviceCollective final : public DeviceCollective {
     nccl_check(ncclAllReduce(buf, buf, n, ncclFloat, ncclAvg, comm_, stream_), "ncclAllReduce");
   }
   void wait() override { cuda::check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (NCCL's stream)"); }
+  void exchange(const float* send, const std::vector<float*>& recv, const std::vector<int>& peers, std::size_t n) override {
+    cuda::check(cudaEventRecord(ready_, compute_), "cudaEventRecord (before an exchange)");
+    cuda::check(cudaStreamWaitEvent(stream_, ready_, 0), "cudaStreamWaitEvent");
+    // One group: every send and receive of this rank posted together, so that a ring never
+    // waits on itself.
+    nccl_check(ncclGroupStart(), "ncclGroupStart");
+    for (std::size_t i = 0; i < peers.size(); ++i) {
+      nccl_check(ncclSend(send, n, ncclFloat, peers[i], comm_, stream_), "ncclSend");
+      nccl_check(ncclRecv(recv[i], n, ncclFloat, peers[i], comm_, stream_), "ncclRecv");
+    }
+    nccl_check(ncclGroupEnd(), "ncclGroupEnd");
+    wait();
+  }
   std::string describe() const override {
-    return nccl_version() + " ncclAllReduce (float32, ncclAvg, in place) on a stream of its own, after an event on the executor's stream; "
-                            "NCCL's own choice of algorithm and protocol";
+    return nccl_version() + " ncclAllReduce (float32, ncclAvg, in place) and ncclSend/ncclRecv (grouped) on a stream of its own, after an "
+                            "event on the executor's stream; NCCL's own choice of algorithm and protocol";
   }
 
  private:

@@ -826,9 +826,9 @@ void register_train(WorkloadRegistry& r) {
                    integer("ps_servers", 0, 0, 1 << 20, "ps-sync, ps-async: dedicated server ranks (0: rank 0 serves and trains; ps-sync only)"),
                    integer("staleness", 0, 0, 1 << 20, "ps-async: steps a worker computes on its own copy between pulls"),
                    {"communication", ValueType::String, V{std::string("mpi")}, 0, 0, {"mpi", "nccl"},
-                    "mpi: the scheme exchanges host buffers over MPI (on a device, through the host's copies); nccl (schemes allreduce, "
-                    "allreduce-overlap and model-averaging, backend cuda): gradients (model-averaging: parameters) averaged on the GPU by "
-                    "ncclAllReduce"},
+                    "mpi: the scheme exchanges host buffers over MPI (on a device, through the host's copies); nccl (every scheme but "
+                    "the parameter servers, backend cuda): gradients (model-averaging, dpsgd: parameters) averaged on the GPU, by "
+                    "ncclAllReduce (dpsgd: ncclSend/ncclRecv with its neighbours)"},
                    integer("hash_interval_steps", 50, 0, std::int64_t{1} << 40,
                            "consistent schemes: steps between checks that every worker holds identical parameters (and at the end; 0: end only)")});
   r.add(std::move(w));
