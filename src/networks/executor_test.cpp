@@ -750,7 +750,9 @@ TEST(Executor, OnADeviceTheDeviceOptimizerStepsAsTheReferenceAndTheHostsCopiesFo
         EXPECT_EQ(dev.memory->counts.uploads, 0) << "step " << step;
         EXPECT_GT(dev.memory->counts.axpys, 0);
       }
-      if (step == 2) EXPECT_EQ(dev.memory->counts.uploads, 1) << "the rewritten gradient goes up";
+      if (step == 2) {
+        EXPECT_EQ(dev.memory->counts.uploads, 1) << "the rewritten gradient goes up";
+      }
     }
     for (std::size_t k = 0; k < sizes.size(); ++k) {
       const float* h = host.parameter(k);
@@ -981,14 +983,18 @@ TEST(Executor, OnADeviceModelAveragingAndDpsgdAverageTheParametersOverMpiOrOnThe
       EXPECT_EQ(c.downloads, 0) << "no parameter went through the host";
       EXPECT_EQ(c.uploads, 0);
       EXPECT_EQ(c.copies, acts ? 2 * K : 0) << "each parameter into the flat buffer and back";
-      if (name == "dpsgd") EXPECT_EQ(c.axpys, acts ? 2 : 0) << "the neighbour's added, then the sum scaled";
+      if (name == "dpsgd") {
+        EXPECT_EQ(c.axpys, acts ? 2 : 0) << "the neighbour's added, then the sum scaled";
+      }
       EXPECT_NE(scheme->describe().find("MPI_Allreduce over the test device's memory"), std::string::npos) << scheme->describe();
     } else {
       EXPECT_EQ(c.uploads, acts ? K : 0) << "the averaged host copies go back up";
     }
     // What the host and the next step read: the mean (float32 sums in another order: a few ulps).
     for (std::size_t k = 0; k < sizes.size(); ++k) expect_mean(device.parameter(k), mean[k], net.b.g.info(s.params[k]).name);
-    if (collective) EXPECT_EQ(dev.memory->counts.downloads, acts ? K : 0) << "the host's copies were stale after the average: read again";
+    if (collective) {
+      EXPECT_EQ(dev.memory->counts.downloads, acts ? K : 0) << "the host's copies were stale after the average: read again";
+    }
   }
 }
 

@@ -752,8 +752,12 @@ TEST_F(EndToEnd, AdaptiveRepetitionsStopTogetherAndTheFileAndReportSayWhy) {
     EXPECT_EQ(attr_string(g, "status"), "complete") << id;
     H5Gclose(g);
     EXPECT_TRUE(why == "ci_width" || why == "max" || why == "max_time") << why;
-    if (why == "ci_width") EXPECT_GE(reps, 12) << id;
-    if (why == "max") EXPECT_EQ(reps, 400) << id;
+    if (why == "ci_width") {
+      EXPECT_GE(reps, 12) << id;
+    }
+    if (why == "max") {
+      EXPECT_EQ(reps, 400) << id;
+    }
     // Both ranks ran the same repetitions: (warm-up + reps) rows each, every rep on both.
     std::vector<Row> rows = read_samples(file, id);
     ASSERT_EQ(rows.size(), static_cast<std::size_t>(2 * (1 + reps))) << id;
@@ -840,7 +844,9 @@ TEST_F(EndToEnd, PackingByTimeEstimatesFromAnEarlierRunAndThePackedPlanRuns) {
       EXPECT_NEAR(p.estimate_s, e->second, 1e-3 + e->second * 1e-3) << p.canonical;  // points.csv keeps 4 digits
     }
     // The model: 2 s a point beside its repetitions at 1 GFLOP/s.
-    if (p.canonical.find("gemm:reference") == 0) EXPECT_GT(p.estimate_s, 2.0) << p.canonical;
+    if (p.canonical.find("gemm:reference") == 0) {
+      EXPECT_GT(p.estimate_s, 2.0) << p.canonical;
+    }
   }
   EXPECT_EQ(measured, 3);
   Cmd run = sh(d500_cmd("run " + after.string()));
