@@ -2,7 +2,6 @@
 
 #include <dlfcn.h>
 
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
@@ -97,15 +96,20 @@ Device device(const Library& l, const std::string& bus, std::string& why) {
   return d;
 }
 
-// A value NVML fills, as text (`unit` after it), or why it cannot.
-template <class T, class Call>
-std::string value_text(const Library& l, const char* name, Call&& call, const std::string& unit, double scale = 1) {
-  T v{};
+// An unsigned value NVML fills (times `scale`), as text, or why it cannot.
+template <class Call>
+std::string value_text(const Library& l, const char* name, Call&& call, double scale = 1) {
+  unsigned v = 0;
   const Ret r = call(&v);
   if (r != 0) return "unknown (" + l.error(name, r) + ")";
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.6g", static_cast<double>(v) * scale);
-  return buf + unit;
+  return buf;
+}
+
+std::string driver_version(const Library& l) {
+  char version[96] = {0};
+  return l.driver_version && l.driver_version(version, sizeof version) == 0 ? version : "unknown";
 }
 
 }  // namespace
@@ -117,8 +121,7 @@ std::string probe(const std::string& path) { return load(path).why; }
 std::string state() {
   const Library& l = library();
   if (!l.why.empty()) return "NVML unavailable (" + l.why + ")";
-  char version[96] = {0};
-  return "NVML of driver " + std::string(l.driver_version && l.driver_version(version, sizeof version) == 0 ? version : "unknown");
+  return "NVML of driver " + driver_version(l);
 }
 
 std::vector<std::pair<std::string, std::string>> facts(const std::string& bus) {
@@ -129,20 +132,18 @@ std::vector<std::pair<std::string, std::string>> facts(const std::string& bus) {
   if (!d) return {{"nvml", "unavailable: " + why}};
   auto missing = [](const char* name) { return std::string("unknown (") + name + " is not in this NVML)"; };
   std::vector<std::pair<std::string, std::string>> out;
-  char version[96] = {0};
-  out.emplace_back("nvml_driver", l.driver_version && l.driver_version(version, sizeof version) == 0 ? std::string(version)
-                                                                                                      : std::string("unknown"));
+  out.emplace_back("nvml_driver", driver_version(l));
   auto clock = [&](auto fn, const char* name, unsigned type) {
     if (!fn) return missing(name);
-    return value_text<unsigned>(l, name, [&](unsigned* v) { return fn(d, type, v); }, "");
+    return value_text(l, name, [&](unsigned* v) { return fn(d, type, v); });
   };
   out.emplace_back("sm_clock_mhz_now", clock(l.clock, "nvmlDeviceGetClockInfo", kClockSm));
   out.emplace_back("sm_clock_mhz_application", clock(l.app_clock, "nvmlDeviceGetApplicationsClock", kClockSm));
   out.emplace_back("sm_clock_mhz_max", clock(l.max_clock, "nvmlDeviceGetMaxClockInfo", kClockSm));
   out.emplace_back("memory_clock_mhz_now", clock(l.clock, "nvmlDeviceGetClockInfo", kClockMem));
   out.emplace_back("power_limit_w", !l.power_limit ? missing("nvmlDeviceGetPowerManagementLimit")
-                                                   : value_text<unsigned>(l, "nvmlDeviceGetPowerManagementLimit",
-                                                                          [&](unsigned* v) { return l.power_limit(d, v); }, "", 1e-3));
+                                                   : value_text(l, "nvmlDeviceGetPowerManagementLimit",
+                                                                [&](unsigned* v) { return l.power_limit(d, v); }, 1e-3));
   unsigned persistent = 0;
   out.emplace_back("persistence_mode", l.persistence && l.persistence(d, &persistent) == 0 ? (persistent ? "on" : "off") : "unknown");
   unsigned long long bits = 0;
@@ -152,8 +153,6 @@ std::vector<std::pair<std::string, std::string>> facts(const std::string& bus) {
 
 Reading read(const std::string& bus) {
   Reading r;
-  const double nan = std::nan("");
-  r.energy_j = r.power_capped_s = r.thermal_capped_s = r.sm_clock_mhz = nan;
   const Library& l = library();
   if (!l.why.empty()) {
     r.why = l.why;

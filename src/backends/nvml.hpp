@@ -9,6 +9,7 @@
 // Nothing here is called inside a timed region: facts once per job, readings at a point's start
 // and end.
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -32,13 +33,15 @@ std::string state();
 std::vector<std::pair<std::string, std::string>> facts(const std::string& pci_bus_id);
 
 // One reading of the counters of the GPU at a PCI bus id. NaN where the GPU does not count it
-// (energy before Volta), all NaN with `why` set when NVML or the GPU is not there.
+// (energy before Volta), all NaN with `why` set when NVML or the GPU is not there (as a Reading
+// starts).
 struct Reading {
-  std::string why;                 // "" when read
-  double energy_j = 0;             // since the driver loaded (nvmlDeviceGetTotalEnergyConsumption)
-  double power_capped_s = 0;       // time held below its clocks by the power limit (violation counter)
-  double thermal_capped_s = 0;     // ... by its temperature
-  double sm_clock_mhz = 0;         // now
+  static constexpr double kUnread = std::numeric_limits<double>::quiet_NaN();
+  std::string why;                     // "" when read
+  double energy_j = kUnread;           // since the driver loaded (nvmlDeviceGetTotalEnergyConsumption)
+  double power_capped_s = kUnread;     // time held below its clocks by the power limit (violation counter)
+  double thermal_capped_s = kUnread;   // ... by its temperature
+  double sm_clock_mhz = kUnread;       // now
   std::uint64_t clock_event_reasons = 0;  // now: NVML's bits (nvmlClocksEventReason*)
 };
 Reading read(const std::string& pci_bus_id);

@@ -138,6 +138,16 @@ std::int64_t Scheme::synchronous_allreduce(float* flat, PhaseTally& t) {
   return t1;
 }
 
+std::int64_t Scheme::synchronous_device_allreduce(DeviceCollective& dc, float* flat, PhaseTally& t) {
+  barrier(t);
+  const std::int64_t t0 = now_ns();
+  dc.allreduce_mean(flat, static_cast<std::size_t>(total_));
+  count(ring_bytes(total_), ring_bytes(total_));
+  const std::int64_t t1 = now_ns();
+  t.add(Phase::Communication, t0, t1);
+  return t1;
+}
+
 void Scheme::barrier(PhaseTally& t) {
   const std::int64_t t0 = now_ns();
   mpi_check(MPI_Barrier(comm_), "MPI_Barrier", "waiting for the other ranks");
@@ -203,16 +213,11 @@ class DeviceAllreduceScheme final : public Scheme {
       : Scheme(s, c, m), dc_(dc), flat_(*m.device(), total_) {}
 
   void after_backward(double, PhaseTally& t) override {
-    std::int64_t t0 = now_ns();
+    const std::int64_t t0 = now_ns();
     for (std::size_t k = 0; k < offset_.size(); ++k) pack_device_grad(k, flat_.get());
     model_.device()->synchronize();
     t.add(Phase::Update, t0, now_ns());
-    barrier(t);
-    t0 = now_ns();
-    dc_.allreduce_mean(flat_.get(), static_cast<std::size_t>(total_));
-    count(ring_bytes(total_), ring_bytes(total_));
-    const std::int64_t t1 = now_ns();
-    t.add(Phase::Communication, t0, t1);
+    const std::int64_t t1 = synchronous_device_allreduce(dc_, flat_.get(), t);
     unpack_device_grads(flat_.get());
     t.add(Phase::Update, t1, now_ns());
   }
@@ -388,16 +393,11 @@ class AveragingScheme final : public Scheme {
     t.add(Phase::Update, t1, now_ns());
   }
   void average_on_device(PhaseTally& t) {
-    std::int64_t t0 = now_ns();
+    const std::int64_t t0 = now_ns();
     pack_device_params(device_flat_->get());
     model_.device()->synchronize();
     t.add(Phase::Update, t0, now_ns());
-    barrier(t);
-    t0 = now_ns();
-    dc_->allreduce_mean(device_flat_->get(), static_cast<std::size_t>(total_));
-    count(ring_bytes(total_), ring_bytes(total_));
-    const std::int64_t t1 = now_ns();
-    t.add(Phase::Communication, t0, t1);
+    const std::int64_t t1 = synchronous_device_allreduce(*dc_, device_flat_->get(), t);
     unpack_device_params(device_flat_->get());
     t.add(Phase::Update, t1, now_ns());
   }
@@ -681,11 +681,12 @@ std::unique_ptr<Scheme> Scheme::make(const SchemeSpec& s, MPI_Comm comm, ModelAc
   if (const std::string why = scheme_check(s, size); !why.empty()) throw Error("scheme " + s.name + ": " + why);
   if (s.communication == "nccl" && (!device || !model.device()))
     throw Error("scheme " + s.name + ": communication = \"nccl\" needs the model's tensors on a device and a collective there");
-  if (s.name == "allreduce" && s.communication == "nccl") return std::make_unique<DeviceAllreduceScheme>(s, comm, model, *device);
+  DeviceCollective* on_device = s.communication == "nccl" ? device : nullptr;  // nullptr: over MPI
+  if (s.name == "allreduce" && on_device) return std::make_unique<DeviceAllreduceScheme>(s, comm, model, *on_device);
   if (s.name == "allreduce") return std::make_unique<AllreduceScheme>(s, comm, model);
-  if (s.name == "allreduce-overlap") return std::make_unique<OverlapScheme>(s, comm, model, s.communication == "nccl" ? device : nullptr);
-  if (s.name == "model-averaging") return std::make_unique<AveragingScheme>(s, comm, model, s.communication == "nccl" ? device : nullptr);
-  if (s.name == "dpsgd") return std::make_unique<DpsgdScheme>(s, comm, model, s.communication == "nccl" ? device : nullptr);
+  if (s.name == "allreduce-overlap") return std::make_unique<OverlapScheme>(s, comm, model, on_device);
+  if (s.name == "model-averaging") return std::make_unique<AveragingScheme>(s, comm, model, on_device);
+  if (s.name == "dpsgd") return std::make_unique<DpsgdScheme>(s, comm, model, on_device);
   return std::make_unique<ParameterServer>(s, comm, model, opt);
 }
 

@@ -212,6 +212,8 @@ class Scheme {
   std::int64_t ring_bytes(std::int64_t n) const;
   // Barrier (wait), then an allreduce of the whole flat vector (communication); returns its end.
   std::int64_t synchronous_allreduce(float* flat, PhaseTally& t);
+  // The same on the device: barrier, then the collective's mean of the flat device buffer.
+  std::int64_t synchronous_device_allreduce(DeviceCollective& dc, float* flat, PhaseTally& t);
   void count(std::int64_t sent, std::int64_t received) {
     counts_.sent += sent;
     counts_.received += received;

@@ -151,27 +151,27 @@ std::vector<std::pair<std::string, Value>> device_state(const nvml::Reading& a, 
   const bool read = a.why.empty() && b.why.empty();
   const double energy = read ? b.energy_j - a.energy_j : nan;
   const double capped = read ? (b.power_capped_s - a.power_capped_s) + (b.thermal_capped_s - a.thermal_capped_s) : nan;
-  // NaN would poison MAX and MIN: -1 and +inf stand for "not read" there; the count says how many did.
-  const double mine_max[2] = {std::isnan(capped) ? -1 : capped, read ? 1.0 : 0.0};
-  const double mine_min = read && !std::isnan(b.sm_clock_mhz) ? b.sm_clock_mhz : std::numeric_limits<double>::infinity();
-  double worst[2] = {0, 0}, lowest = 0, total_energy = 0;
+  // NaN would poison MAX: -1 and -inf stand for "not read" there (the lowest clock is the
+  // largest negated one); the count of readers comes with the energy's sum.
+  const double mine_max[2] = {std::isnan(capped) ? -1 : capped,
+                              read && !std::isnan(b.sm_clock_mhz) ? -b.sm_clock_mhz : -std::numeric_limits<double>::infinity()};
+  const double mine_sum[2] = {energy, read ? 1.0 : 0.0};
+  double worst[2] = {0, 0}, sums[2] = {0, 0};
   unsigned long long reasons = read ? b.clock_event_reasons : 0, any_reasons = 0;
-  int readers = read ? 1 : 0, all_readers = 0;
   mpi_check(MPI_Allreduce(mine_max, worst, 2, MPI_DOUBLE, MPI_MAX, comm), "MPI_Allreduce", "worker");
-  mpi_check(MPI_Allreduce(&mine_min, &lowest, 1, MPI_DOUBLE, MPI_MIN, comm), "MPI_Allreduce", "worker");
-  mpi_check(MPI_Allreduce(&energy, &total_energy, 1, MPI_DOUBLE, MPI_SUM, comm), "MPI_Allreduce", "worker");
+  mpi_check(MPI_Allreduce(mine_sum, sums, 2, MPI_DOUBLE, MPI_SUM, comm), "MPI_Allreduce", "worker");
   mpi_check(MPI_Allreduce(&reasons, &any_reasons, 1, MPI_UNSIGNED_LONG_LONG, MPI_BOR, comm), "MPI_Allreduce", "worker");
-  mpi_check(MPI_Allreduce(&readers, &all_readers, 1, MPI_INT, MPI_SUM, comm), "MPI_Allreduce", "worker");
-  if (all_readers == 0) return {};
+  const auto readers = static_cast<int>(sums[1]);
+  if (readers == 0) return {};
   int size = 1;
   MPI_Comm_size(comm, &size);
   const bool held = (worst[0] >= 0 && worst[0] >= 0.01 * seconds) || (any_reasons & nvml::kSlowdownReasons) != 0;
-  return {{"device.energy_j", all_readers == size ? total_energy : nan},
+  return {{"device.energy_j", readers == size ? sums[0] : nan},
           {"device.capped_s", worst[0] >= 0 ? worst[0] : nan},
           {"device.span_s", seconds},
-          {"device.sm_clock_mhz_end", std::isinf(lowest) ? nan : lowest},
+          {"device.sm_clock_mhz_end", std::isinf(worst[1]) ? nan : -worst[1]},
           {"device.clock_event_reasons", nvml::reasons_text(any_reasons)},
-          {"device.readers", std::int64_t{all_readers}},
+          {"device.readers", std::int64_t{readers}},
           {"device.throttled", std::int64_t{held ? 1 : 0}}};
 }
 

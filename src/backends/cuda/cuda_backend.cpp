@@ -140,7 +140,6 @@ nvml::Reading device_reading() {
   const std::string bus = rank_bus_id(why);
   if (!bus.empty()) return nvml::read(bus);
   nvml::Reading r;
-  r.energy_j = r.power_capped_s = r.thermal_capped_s = r.sm_clock_mhz = std::nan("");
   r.why = why;
   return r;
 }
