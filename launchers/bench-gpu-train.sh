@@ -4,7 +4,9 @@
 # 1. d500's `train` workload (d500-bench-train, validation skipped: the double-precision
 #    yardstick of ResNet-50 at batch 128 would take the host far longer than the run) with SGD
 #    momentum on `cuda` (d500's executor: cuBLAS/cuDNN in float32 without TF32, d500's device
-#    optimizer: cuBLAS axpy and scale on the GPU's parameters) and, when built against a CUDA LibTorch, on
+#    optimizer: its fused kernel on the GPU's parameters), with deterministic cuDNN algorithms (the
+#    executor's default) and with cuDNN's heuristic first choices (cudnn_algorithms = heuristic:
+#    the cost of determinism), and, when built against a CUDA LibTorch, on
 #    `libtorch-cuda` (LibTorch's executor and torch::optim): each a median step over STEPS x
 #    ROUNDS steps, each round's first left out, and images per second.
 # 2. PyTorch's own training step of the same architecture (ResNet-50 v1.5 written out in
@@ -22,9 +24,10 @@ python=${PYTHON:-python3}
 network=${1:-resnet50} batch=${2:-128} steps=${3:-10} rounds=${4:-2}
 mpirun=(mpirun -np 1)
 [ "$(id -u)" = 0 ] && mpirun+=(--allow-run-as-root)
-for backend in cuda libtorch-cuda; do
-  echo "== d500 on $backend"
-  D500_BACKEND=$backend "${mpirun[@]}" "$build/d500-bench-train" "$network" "$batch" "$steps" "$rounds" 0 d500 2>&1 |
+for run in cuda:deterministic cuda:heuristic libtorch-cuda:; do
+  backend=${run%%:*} algos=${run#*:}
+  echo "== d500 on $backend${algos:+ (cudnn_algorithms = $algos)}"
+  D500_BACKEND=$backend D500_CUDNN_ALGORITHMS=$algos "${mpirun[@]}" "$build/d500-bench-train" "$network" "$batch" "$steps" "$rounds" 0 d500 2>&1 |
     grep -E '^(network|  |d500-bench-train:|terminate|  what)'
 done
 [ "$network" = resnet50 ] || exit 0

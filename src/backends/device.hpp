@@ -11,6 +11,9 @@
 #include <cstdint>
 #include <string>
 
+#include "backends/optimizer_rule.hpp"
+#include "common/error.hpp"
+
 namespace d500 {
 
 class DeviceMemory {
@@ -30,6 +33,13 @@ class DeviceMemory {
   virtual void zero(void* p, std::size_t bytes) = 0;
   virtual void axpy(float alpha, const float* x, float* y, std::int64_t n) = 0;
   virtual void scale(float alpha, float* x, std::int64_t n) = 0;
+  // Enqueued: one optimizer step over n float32 elements of a parameter p with gradient g and the
+  // rule's state a and b (nullptr where the rule keeps none: rule_has_a, rule_has_b), each
+  // element as apply_rule computes it (optimizer_rule.hpp), in one pass. A device without such a
+  // kernel says false to has_optimizer_step(); d500's device optimizer then composes SGD's family
+  // from axpy and scale, and has no other rule.
+  virtual bool has_optimizer_step() const { return false; }
+  virtual void optimizer_step(const StepRule& r, float* p, const float* g, float* a, float* b, std::int64_t n);
   // Waits until everything enqueued is done: the end of every forward and backward call (and of
   // each step, when steps are timed one by one on a device without marks).
   virtual void synchronize() = 0;
@@ -54,5 +64,9 @@ class DeviceMemory {
   // none.
   virtual void* native_stream() const { return nullptr; }
 };
+
+inline void DeviceMemory::optimizer_step(const StepRule&, float*, const float*, float*, float*, std::int64_t) {
+  throw Error(describe() + " has no optimizer kernel (has_optimizer_step() is false)");
+}
 
 }  // namespace d500

@@ -75,14 +75,36 @@ std::string describe_optimizer(const OptimizerSpec& s) {
   return d;
 }
 
+UpdateRule rule_of(const std::string& name) {
+  static const std::pair<const char*, UpdateRule> rules[] = {{"sgd", UpdateRule::Sgd},   {"momentum", UpdateRule::Momentum}, {"nesterov", UpdateRule::Nesterov},
+                                                       {"adam", UpdateRule::Adam}, {"adamw", UpdateRule::AdamW},       {"adagrad", UpdateRule::Adagrad},
+                                                       {"rmsprop", UpdateRule::RmsProp}};
+  for (const auto& [n, r] : rules)
+    if (name == n) return r;
+  throw Error("unknown optimizer '" + name + "' (valid: " + join(optimizer_names(), ", ") + ")");
+}
+
+StepRule step_rule(const OptimizerSpec& s, double lr, std::int64_t t) {
+  StepRule r;
+  r.rule = rule_of(s.name);
+  r.lr = static_cast<float>(lr), r.wd = static_cast<float>(s.weight_decay), r.mu = static_cast<float>(s.momentum);
+  r.b1 = static_cast<float>(s.beta1), r.b2 = static_cast<float>(s.beta2), r.eps = static_cast<float>(s.eps);
+  r.alpha = static_cast<float>(s.alpha);
+  const auto td = static_cast<double>(t);
+  r.step_size = r.lr / static_cast<float>(1 - std::pow(s.beta1, td));
+  r.bc2_sqrt = static_cast<float>(std::sqrt(1 - std::pow(s.beta2, td)));
+  r.first = t == 1;
+  return r;
+}
+
 namespace {
 
 class ReferenceOptimizer final : public Optimizer {
  public:
   ReferenceOptimizer(const OptimizerSpec& s, ParamAccess& p) : s_(s), p_(p) {
     if (const std::string why = check_optimizer(s); !why.empty()) throw Error(why);
-    const bool two = s.name == "adam" || s.name == "adamw" || (s.name == "rmsprop" && s.momentum > 0);
-    const bool one = two || s.name == "momentum" || s.name == "nesterov" || s.name == "adagrad" || s.name == "rmsprop";
+    const UpdateRule r = rule_of(s.name);
+    const bool one = rule_has_a(r), two = rule_has_b(r, static_cast<float>(s.momentum));
     for (std::size_t k = 0; k < p.count(); ++k) {
       const auto n = static_cast<std::size_t>(p.numel(k));
       a_.emplace_back(one ? n : 0, 0.0f);
@@ -92,61 +114,16 @@ class ReferenceOptimizer final : public Optimizer {
 
   void step(double lr_d) override {
     ++t_;
-    const float lr = static_cast<float>(lr_d), wd = static_cast<float>(s_.weight_decay);
+    const StepRule r = step_rule(s_, lr_d, t_);
     for (std::size_t k = 0; k < p_.count(); ++k) {
       float* p = p_.data(k);
       const float* g = p_.grad(k);
       if (!g) continue;  // no gradient this step: PyTorch skips the parameter too
       const std::int64_t n = p_.numel(k);
-      float* a = a_[k].data();
-      float* b = b_[k].data();
-      if (s_.name == "sgd") {
-        for (std::int64_t i = 0; i < n; ++i) p[i] -= lr * (g[i] + wd * p[i]);
-      } else if (s_.name == "momentum" || s_.name == "nesterov") {
-        const float mu = static_cast<float>(s_.momentum);
-        const bool nesterov = s_.name == "nesterov";
-        for (std::int64_t i = 0; i < n; ++i) {
-          const float d = g[i] + wd * p[i];
-          a[i] = t_ == 1 ? d : mu * a[i] + d;
-          p[i] -= lr * (nesterov ? d + mu * a[i] : a[i]);
-        }
-      } else if (s_.name == "adam" || s_.name == "adamw") {
-        const float b1 = static_cast<float>(s_.beta1), b2 = static_cast<float>(s_.beta2), eps = static_cast<float>(s_.eps);
-        const double t = static_cast<double>(t_);
-        const float bc1 = static_cast<float>(1 - std::pow(s_.beta1, t));
-        const float bc2_sqrt = static_cast<float>(std::sqrt(1 - std::pow(s_.beta2, t)));
-        const float step_size = lr / bc1;
-        const bool decoupled = s_.name == "adamw";
-        for (std::int64_t i = 0; i < n; ++i) {
-          float d = g[i];
-          if (decoupled) p[i] *= 1 - lr * wd;
-          else d += wd * p[i];
-          a[i] = a[i] * b1 + (1 - b1) * d;  // torch: exp_avg.lerp_(grad, 1 - beta1)
-          b[i] = b[i] * b2 + (1 - b2) * d * d;
-          const float denom = std::sqrt(b[i]) / bc2_sqrt + eps;
-          p[i] -= step_size * (a[i] / denom);
-        }
-      } else if (s_.name == "adagrad") {
-        const float eps = static_cast<float>(s_.eps);
-        for (std::int64_t i = 0; i < n; ++i) {
-          const float d = g[i] + wd * p[i];
-          a[i] += d * d;
-          p[i] -= lr * (d / (std::sqrt(a[i]) + eps));
-        }
-      } else {  // rmsprop
-        const float al = static_cast<float>(s_.alpha), eps = static_cast<float>(s_.eps), mu = static_cast<float>(s_.momentum);
-        for (std::int64_t i = 0; i < n; ++i) {
-          const float d = g[i] + wd * p[i];
-          a[i] = al * a[i] + (1 - al) * d * d;
-          const float avg = std::sqrt(a[i]) + eps;
-          if (mu > 0) {
-            b[i] = mu * b[i] + d / avg;
-            p[i] -= lr * b[i];
-          } else {
-            p[i] -= lr * (d / avg);
-          }
-        }
-      }
+      float dummy = 0;
+      float* a = a_[k].empty() ? nullptr : a_[k].data();
+      float* b = b_[k].empty() ? nullptr : b_[k].data();
+      for (std::int64_t i = 0; i < n; ++i) apply_rule(r, p[i], g[i], a ? a[i] : dummy, b ? b[i] : dummy);
     }
     p_.changed();
   }

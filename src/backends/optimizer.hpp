@@ -22,6 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "backends/optimizer_rule.hpp"
+
 namespace d500 {
 
 struct OptimizerSpec {
@@ -73,6 +75,12 @@ class ParamAccess {
   virtual std::int64_t numel(std::size_t k) const = 0;
   virtual void changed() = 0;  // the parameters were written
 };
+
+// The rule named `name` (one of optimizer_names(); throws otherwise), and one step's coefficients
+// for the element update every optimizer of d500's applies (optimizer_rule.hpp): step `t` is
+// 1-based, `lr` the schedule's rate for it.
+UpdateRule rule_of(const std::string& name);
+StepRule step_rule(const OptimizerSpec& s, double lr, std::int64_t t);
 
 // The rules an optimizer of axpy and scale alone computes (SGD's family): d500's device
 // optimizer (networks/executor.cpp) has these, and a device backend's plan-time check names them.

@@ -828,17 +828,27 @@ void GraphExecutor::parameters_changed() {
   constants_changed();
 }
 
-// The device optimizer: SGD's family as PyTorch's rules (backends/optimizer.hpp), in axpy and
-// scale calls on the executor's stream, state (the momentum buffers) in device memory.
+// The device optimizer: PyTorch's rules (backends/optimizer.hpp) on the executor's stream, state in
+// device memory. Where the device has a fused optimizer kernel (DeviceMemory::optimizer_step: the
+// cuda backend's), every rule, one pass per parameter, each element as the reference computes it;
+// elsewhere SGD's family, composed from axpy and scale.
 class DeviceOptimizer final : public Optimizer {
  public:
-  DeviceOptimizer(const OptimizerSpec& s, GraphExecutor& e) : s_(s), e_(e), m_(*e.impl_) {
+  DeviceOptimizer(const OptimizerSpec& s, GraphExecutor& e) : s_(s), e_(e), m_(*e.impl_), fused_(m_.dev->has_optimizer_step()) {
     if (const std::string why = check_optimizer(s); !why.empty()) throw Error(why);
-    if (s.name == "momentum" || s.name == "nesterov")
-      for (std::size_t k = 0; k < m_.host_params.size(); ++k) buf_.push_back(static_cast<float*>(m_.dev->allocate(m_.host_params[k].size() * sizeof(float))));
+    const UpdateRule r = rule_of(s.name);
+    const bool has_a = fused_ ? rule_has_a(r) : s.name == "momentum" || s.name == "nesterov";
+    const bool has_b = fused_ && rule_has_b(r, static_cast<float>(s.momentum));
+    for (std::size_t k = 0; k < m_.host_params.size(); ++k) {
+      const std::size_t bytes = m_.host_params[k].size() * sizeof(float);
+      a_.push_back(has_a ? static_cast<float*>(m_.dev->allocate(bytes)) : nullptr);
+      b_.push_back(has_b ? static_cast<float*>(m_.dev->allocate(bytes)) : nullptr);
+    }
   }
   ~DeviceOptimizer() override {
-    for (float* b : buf_) m_.dev->release(b);
+    for (const auto* v : {&a_, &b_})
+      for (float* x : *v)
+        if (x) m_.dev->release(x);
   }
   DeviceOptimizer(const DeviceOptimizer&) = delete;
   DeviceOptimizer& operator=(const DeviceOptimizer&) = delete;
@@ -847,7 +857,7 @@ class DeviceOptimizer final : public Optimizer {
     ++t_;
     DeviceMemory& d = *m_.dev;
     m_.push_handed();
-    const float lr = static_cast<float>(lr_d), wd = static_cast<float>(s_.weight_decay), mu = static_cast<float>(s_.momentum);
+    const StepRule rule = step_rule(s_, lr_d, t_);
     for (std::size_t k = 0; k < m_.host_params.size(); ++k) {
       if (m_.pgrad.empty()) break;
       auto* p = static_cast<float*>(m_.param(k));
@@ -855,25 +865,8 @@ class DeviceOptimizer final : public Optimizer {
       const auto n = static_cast<std::int64_t>(m_.host_params[k].size());
       // A gradient the host was handed (a scheme over MPI averages there in place) is the newer.
       if (m_.grads_on_host[k]) d.upload(g, m_.host_grads[k].data(), static_cast<std::size_t>(n) * sizeof(float));
-      if (s_.name == "sgd") {  // p -= lr (g + wd p)
-        if (wd != 0) d.scale(1 - lr * wd, p, n);
-        d.axpy(-lr, g, p, n);
-        continue;
-      }
-      float* b = buf_[k];  // b = mu b + (g + wd p), b = g + wd p at the first step
-      if (t_ == 1) d.copy(b, g, static_cast<std::size_t>(n) * sizeof(float));
-      else {
-        d.scale(mu, b, n);
-        d.axpy(1, g, b, n);
-      }
-      if (wd != 0) d.axpy(wd, p, b, n);
-      if (s_.name == "momentum") {  // p -= lr b
-        d.axpy(-lr, b, p, n);
-      } else {  // nesterov: p -= lr ((g + wd p) + mu b)
-        if (wd != 0) d.scale(1 - lr * wd, p, n);
-        d.axpy(-lr, g, p, n);
-        d.axpy(-lr * mu, b, p, n);
-      }
+      if (fused_) d.optimizer_step(rule, p, g, a_[k], b_[k], n);
+      else axpy_step(rule, p, g, a_[k], n);
     }
     d.synchronize();
     m_.params_on_host.assign(m_.params_on_host.size(), false);
@@ -881,43 +874,76 @@ class DeviceOptimizer final : public Optimizer {
   }
 
   std::string describe() const override {
-    return "d500's device optimizer on " + m_.dev->describe() + " (axpy and scale on the executor's stream, state in device memory): " +
+    return "d500's device optimizer on " + m_.dev->describe() +
+           (fused_ ? " (one fused kernel per parameter on the executor's stream, state in device memory): "
+                   : " (axpy and scale on the executor's stream, state in device memory): ") +
            describe_optimizer(s_);
   }
 
-  // The reference optimizer's layout: the step count, then every momentum buffer's floats.
+  // The reference optimizer's layout: the step count, then every first state, then every second.
   std::vector<std::byte> save() const override {
-    std::vector<std::vector<float>> host(buf_.size());
+    std::vector<std::vector<float>> host(2 * a_.size());
     std::vector<const std::vector<float>*> buffers;
-    for (std::size_t k = 0; k < buf_.size(); ++k) {
-      host[k].resize(m_.host_params[k].size());
-      m_.dev->download(host[k].data(), buf_[k], host[k].size() * sizeof(float));
-      buffers.push_back(&host[k]);
+    for (std::size_t j = 0; j < host.size(); ++j) {
+      const float* src = j < a_.size() ? a_[j] : b_[j - a_.size()];
+      if (src) {
+        host[j].resize(m_.host_params[j % a_.size()].size());
+        m_.dev->download(host[j].data(), src, host[j].size() * sizeof(float));
+      }
+      buffers.push_back(&host[j]);
     }
     return pack_optimizer_state(t_, buffers);
   }
   void load(const std::vector<std::byte>& state) override {
-    std::vector<std::vector<float>> host(buf_.size());
+    std::vector<std::vector<float>> host(2 * a_.size());
     std::vector<std::vector<float>*> buffers;
-    for (std::size_t k = 0; k < buf_.size(); ++k) {
-      host[k].resize(m_.host_params[k].size());
-      buffers.push_back(&host[k]);
+    for (std::size_t j = 0; j < host.size(); ++j) {
+      if (j < a_.size() ? a_[j] : b_[j - a_.size()]) host[j].resize(m_.host_params[j % a_.size()].size());
+      buffers.push_back(&host[j]);
     }
     t_ = unpack_optimizer_state(state, buffers, describe());
-    for (std::size_t k = 0; k < buf_.size(); ++k) m_.dev->upload(buf_[k], host[k].data(), host[k].size() * sizeof(float));
+    for (std::size_t j = 0; j < host.size(); ++j)
+      if (float* dst = j < a_.size() ? a_[j] : b_[j - a_.size()]) m_.dev->upload(dst, host[j].data(), host[j].size() * sizeof(float));
   }
 
  private:
+  // SGD's family from axpy and scale (a device without a fused kernel): the same rules, rounded
+  // otherwise (PyTorch's multi-tensor path is not the reference's loop either).
+  void axpy_step(const StepRule& r, float* p, const float* g, float* b, std::int64_t n) {
+    DeviceMemory& d = *m_.dev;
+    if (r.rule == UpdateRule::Sgd) {  // p -= lr (g + wd p)
+      if (r.wd != 0) d.scale(1 - r.lr * r.wd, p, n);
+      d.axpy(-r.lr, g, p, n);
+      return;
+    }
+    // b = mu b + (g + wd p), b = g + wd p at the first step
+    if (r.first) d.copy(b, g, static_cast<std::size_t>(n) * sizeof(float));
+    else {
+      d.scale(r.mu, b, n);
+      d.axpy(1, g, b, n);
+    }
+    if (r.wd != 0) d.axpy(r.wd, p, b, n);
+    if (r.rule == UpdateRule::Momentum) {  // p -= lr b
+      d.axpy(-r.lr, b, p, n);
+    } else {  // nesterov: p -= lr ((g + wd p) + mu b)
+      if (r.wd != 0) d.scale(1 - r.lr * r.wd, p, n);
+      d.axpy(-r.lr, g, p, n);
+      d.axpy(-r.lr * r.mu, b, p, n);
+    }
+  }
+
   OptimizerSpec s_;
   GraphExecutor& e_;
   GraphExecutor::Impl& m_;
-  std::vector<float*> buf_;
+  bool fused_;
+  std::vector<float*> a_, b_;  // per parameter, the rule's first and second state (nullptr: none)
   std::int64_t t_ = 0;
 };
 
 std::unique_ptr<Optimizer> GraphExecutor::native_optimizer(const OptimizerSpec& s) {
+  if (!impl_->dev || impl_->fsz != 4) return nullptr;
   const auto& rules = axpy_optimizer_names();
-  if (!impl_->dev || impl_->fsz != 4 || std::ranges::find(rules, s.name) == rules.end()) return nullptr;
+  if (!impl_->dev->has_optimizer_step() && std::ranges::find(rules, s.name) == rules.end()) return nullptr;
   return std::make_unique<DeviceOptimizer>(s, *this);
 }
 

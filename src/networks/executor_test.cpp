@@ -395,8 +395,10 @@ class GuardedMemory final : public DeviceMemory {
  public:
   struct Counts {
     int uploads = 0, downloads = 0, copies = 0, zeros = 0, syncs = 0, axpys = 0;  // axpys: axpy and scale
+    int optimizer_steps = 0;
   };
   Counts counts;
+  bool fused_optimizer = false;  // whether it offers the fused optimizer step (the cuda backend's kernel)
   ~GuardedMemory() override { EXPECT_TRUE(regions_.empty()) << regions_.size() << " allocations were never released"; }
 
   void* allocate(std::size_t bytes) override {
@@ -468,6 +470,16 @@ class GuardedMemory final : public DeviceMemory {
     Open o(*this, {x});
     for (std::int64_t i = 0; i < n; ++i) x[i] *= alpha;
   }
+  bool has_optimizer_step() const override { return fused_optimizer; }
+  void optimizer_step(const StepRule& r, float* p, const float* g, float* a, float* b, std::int64_t n) override {
+    if (!fused_optimizer) return DeviceMemory::optimizer_step(r, p, g, a, b, n);
+    ++counts.optimizer_steps;
+    EXPECT_EQ(a != nullptr, rule_has_a(r.rule)) << "the first state is there exactly when the rule keeps it";
+    EXPECT_EQ(b != nullptr, rule_has_b(r.rule, r.mu));
+    Open o(*this, {p, g, a, b});
+    float none = 0;
+    for (std::int64_t i = 0; i < n; ++i) apply_rule(r, p[i], g[i], a ? a[i] : none, b ? b[i] : none);
+  }
   void synchronize() override { ++counts.syncs; }
   std::string describe() const override { return "guarded host memory (a test device)"; }
   // Its "events": the host's clock when recorded (its work is done by then).
@@ -519,7 +531,7 @@ class GuardedRelu final : public NodeKernel {
 struct GuardedBackend {
   GuardedMemory* memory = nullptr;  // the last executor's
   BackendInfo info;
-  GuardedBackend() {
+  explicit GuardedBackend(bool fused_optimizer = false) {
     info.name = "guarded";
     info.built = true;
     info.make_node_kernel = [](const NodeProblem& p, int) -> std::unique_ptr<NodeKernel> {
@@ -527,8 +539,9 @@ struct GuardedBackend {
       if (p.node->op == "Relu" && p.in[0].dtype == DType::F32) return std::make_unique<GuardedRelu>(p);
       return nullptr;
     };
-    info.make_device_memory = [this] {
+    info.make_device_memory = [this, fused_optimizer] {
       auto m = std::make_unique<GuardedMemory>();
+      m->fused_optimizer = fused_optimizer;
       memory = m.get();
       return std::unique_ptr<DeviceMemory>(std::move(m));
     };
@@ -707,77 +720,108 @@ TEST(Executor, OnADeviceDsOptimizersTrainTheHostsCopiesAndTheStepsFollowTheHost)
 // on the host, step by step: with weight decay, with a gradient the host rewrote (a scheme over
 // MPI), with parameters the host read and rewrote between steps (an evaluation, a checkpoint
 // restored); a step that nobody touched moves nothing between host and device; its state
-// round-trips through save and load.
-TEST(Executor, OnADeviceTheDeviceOptimizerStepsAsTheReferenceAndTheHostsCopiesFollow) {
+// round-trips through save and load, in the reference's layout (a checkpoint of either loads into
+// the other). On a device with the fused step (the cuda backend's kernel) every rule, bit for bit
+// (the kernel computes apply_rule, as the reference does); on one with axpy and scale alone, SGD's
+// family, to rounding.
+void device_optimizer_follows_the_reference(bool fused, const std::vector<std::string>& rules) {
   SmallCnn net(7, {3, 0, 2, 1});
   ExecutorSpec& s = net.s;
   const std::vector<std::int64_t>& sizes = net.sizes;
   const GraphBuilder& b = net.b;
-  for (const std::string name : {"sgd", "momentum", "nesterov"}) {
-    SCOPED_TRACE(name);
-    OptimizerSpec o;
-    o.name = name;
-    o.lr = 0.05;
-    o.momentum = 0.9;
-    o.weight_decay = 0.01;
-    GraphExecutor host(s);
-    GuardedBackend dev;
-    s.backend = &dev.info;
-    GraphExecutor device(s);
-    s.backend = nullptr;
-    Access ha(host, sizes);
-    auto ref = make_reference_optimizer(o, ha);
-    auto opt = device.native_optimizer(o);
-    ASSERT_NE(opt, nullptr);
-    EXPECT_NE(opt->describe().find("device optimizer"), std::string::npos) << opt->describe();
-    for (int step = 0; step < 5; ++step) {
-      for (GraphExecutor* e : {&host, &device}) {
-        e->forward(0);
-        e->backward(0);
+  for (const std::string& name : rules) {
+    for (const double momentum : name == "rmsprop" ? std::vector<double>{0.9, 0.0} : std::vector<double>{0.9}) {
+      SCOPED_TRACE(name + " momentum " + std::to_string(momentum) + (fused ? " (fused step)" : " (axpy and scale)"));
+      OptimizerSpec o;
+      o.name = name;
+      o.lr = name == "adam" || name == "adamw" || name == "rmsprop" ? 0.002 : 0.05;
+      o.momentum = momentum;
+      o.weight_decay = 0.01;
+      GraphExecutor host(s);
+      GuardedBackend dev(fused);
+      s.backend = &dev.info;
+      GraphExecutor device(s);
+      s.backend = nullptr;
+      Access ha(host, sizes);
+      auto ref = make_reference_optimizer(o, ha);
+      auto opt = device.native_optimizer(o);
+      ASSERT_NE(opt, nullptr);
+      EXPECT_NE(opt->describe().find("device optimizer"), std::string::npos) << opt->describe();
+      for (int step = 0; step < 5; ++step) {
+        for (GraphExecutor* e : {&host, &device}) {
+          e->forward(0);
+          e->backward(0);
+        }
+        if (step == 2)  // a scheme over MPI writes the host's copy of a gradient
+          for (GraphExecutor* e : {&host, &device}) const_cast<float*>(e->parameter_gradient(1))[0] *= 0.5f;
+        if (step == 3) {  // the host reads and rewrites a parameter (a restore), then says so
+          for (GraphExecutor* e : {&host, &device}) e->parameter(0)[1] = 0.25f;
+          host.parameters_changed();
+          device.parameters_changed();
+        }
+        dev.memory->counts = {};
+        ref->step(o.lr);
+        opt->step(o.lr);
+        if (step == 1 || step == 4) {
+          EXPECT_EQ(dev.memory->counts.downloads, 0) << "step " << step << " moved nothing to the host";
+          EXPECT_EQ(dev.memory->counts.uploads, 0) << "step " << step;
+          if (fused) {
+            EXPECT_EQ(dev.memory->counts.optimizer_steps, static_cast<int>(sizes.size())) << "one fused step per parameter";
+            EXPECT_EQ(dev.memory->counts.axpys, 0);
+          } else {
+            EXPECT_GT(dev.memory->counts.axpys, 0);
+          }
+        }
+        if (step == 2) {
+          EXPECT_EQ(dev.memory->counts.uploads, 1) << "the rewritten gradient goes up";
+        }
       }
-      if (step == 2)  // a scheme over MPI writes the host's copy of a gradient
-        for (GraphExecutor* e : {&host, &device}) const_cast<float*>(e->parameter_gradient(1))[0] *= 0.5f;
-      if (step == 3) {  // the host reads and rewrites a parameter (a restore), then says so
-        for (GraphExecutor* e : {&host, &device}) e->parameter(0)[1] = 0.25f;
-        host.parameters_changed();
-        device.parameters_changed();
+      for (std::size_t k = 0; k < sizes.size(); ++k) {
+        const float* h = host.parameter(k);
+        const float* d = device.parameter(k);  // downloaded: the device's are the newer
+        double err = 0, norm = 0;
+        for (std::int64_t i = 0; i < sizes[k]; ++i) {
+          err += (static_cast<double>(d[i]) - h[i]) * (static_cast<double>(d[i]) - h[i]);
+          norm += static_cast<double>(h[i]) * h[i];
+        }
+        EXPECT_LE(std::sqrt(err), 1e-6 * std::sqrt(norm)) << b.g.info(s.params[k]).name;
+        if (fused) {
+          EXPECT_EQ(std::vector<float>(d, d + sizes[k]), std::vector<float>(h, h + sizes[k])) << "bit for bit: " << b.g.info(s.params[k]).name;
+        }
       }
-      dev.memory->counts = {};
-      ref->step(0.05);
-      opt->step(0.05);
-      if (step == 1 || step == 4) {
-        EXPECT_EQ(dev.memory->counts.downloads, 0) << "step " << step << " moved nothing to the host";
-        EXPECT_EQ(dev.memory->counts.uploads, 0) << "step " << step;
-        EXPECT_GT(dev.memory->counts.axpys, 0);
+      // The state: step count and every state buffer, as the reference lays them out; the
+      // reference's own state loads into the device optimizer, which then steps as it does.
+      const std::vector<std::byte> state = opt->save();
+      if (fused) {
+        EXPECT_EQ(state, ref->save());
+      } else {
+        EXPECT_EQ(state.size(), ref->save().size());
       }
-      if (step == 2) {
-        EXPECT_EQ(dev.memory->counts.uploads, 1) << "the rewritten gradient goes up";
-      }
+      auto again = device.native_optimizer(o);
+      again->load(ref->save());
+      EXPECT_EQ(again->save(), ref->save());
+      EXPECT_THROW(again->load(std::vector<std::byte>(3)), Error);
     }
-    for (std::size_t k = 0; k < sizes.size(); ++k) {
-      const float* h = host.parameter(k);
-      const float* d = device.parameter(k);  // downloaded: the device's are the newer
-      double err = 0, norm = 0;
-      for (std::int64_t i = 0; i < sizes[k]; ++i) {
-        err += (static_cast<double>(d[i]) - h[i]) * (static_cast<double>(d[i]) - h[i]);
-        norm += static_cast<double>(h[i]) * h[i];
-      }
-      EXPECT_LE(std::sqrt(err), 1e-6 * std::sqrt(norm)) << b.g.info(s.params[k]).name;
-    }
-    // The state: step count and momentum buffers, as the reference lays them out.
-    const std::vector<std::byte> state = opt->save();
-    EXPECT_EQ(state.size(), ref->save().size());
-    auto again = device.native_optimizer(o);
-    again->load(state);
-    EXPECT_EQ(again->save(), state);
-    EXPECT_THROW(again->load(std::vector<std::byte>(3)), Error);
   }
+}
+
+TEST(Executor, OnADeviceTheDeviceOptimizerStepsAsTheReferenceAndTheHostsCopiesFollow) {
+  device_optimizer_follows_the_reference(false, axpy_optimizer_names());
+  device_optimizer_follows_the_reference(true, optimizer_names());
+  // Without the fused step the adaptive rules have no device optimizer: the reference runs them
+  // on the host's copies (and the cuda backend's plan-time check says so in a build without nvcc).
+  SmallCnn net(7, {3, 0, 2, 1});
+  ExecutorSpec& s = net.s;
   OptimizerSpec adam;
   adam.name = "adam";
   GuardedBackend dev;
   s.backend = &dev.info;
   GraphExecutor device(s);
-  EXPECT_EQ(device.native_optimizer(adam), nullptr) << "adam has no device rule: the reference runs it on the host's copies";
+  EXPECT_EQ(device.native_optimizer(adam), nullptr) << "adam has no device rule without the fused step";
+  GuardedBackend fused(true);
+  s.backend = &fused.info;
+  GraphExecutor fused_device(s);
+  EXPECT_NE(fused_device.native_optimizer(adam), nullptr);
   GraphExecutor host_only((s.backend = nullptr, s));
   EXPECT_EQ(host_only.native_optimizer(adam), nullptr);
 }

@@ -139,6 +139,41 @@ TEST(Plan, ValuesAreRangeCheckedWhereTheyWereWritten) {
   EXPECT_NE(e.find("nodes must be 1"), std::string::npos) << e;
 }
 
+// cudnn_algorithms: cuda's alone (refused elsewhere, naming the key), its values checked where
+// written; the workload's default, written out, keeps the id of the point that leaves it unset
+// (level 0: heuristic, d500's executor: deterministic), and an operator with no algorithms to
+// choose drops it.
+TEST(Plan, CudnnAlgorithmsAreCudasAloneAndTheWorkloadsDefaultKeepsTheId) {
+  std::string e = error_of(kHead + "[fixed]\nworkload = \"network\"\nbackend = \"reference\"\nnetwork = \"lenet5\"\nbatch = 2\n"
+                                   "cudnn_algorithms = \"heuristic\"\n");
+  EXPECT_NE(e.find("'cudnn_algorithms' is only for backend \"cuda\" (this point's backend is \"reference\")"), std::string::npos) << e;
+  e = error_of(kHead + "[fixed]\nworkload = \"conv2d\"\nbackend = \"blas\"\nshape = \"resnet50/res2_3x3\"\nn = 2\n"
+                       "cudnn_algorithms = \"fastest\"\n");
+  EXPECT_NE(e.find("c.toml:8:20"), std::string::npos) << e;
+  EXPECT_NE(e.find("key 'cudnn_algorithms' is \"fastest\" (valid: heuristic, deterministic)"), std::string::npos) << e;
+  const BackendInfo* cuda = find_backend("cuda");
+  if (!cuda || !cuda->built) GTEST_SKIP() << "the rest plans cuda points, which this build lacks";
+  auto ids = [](const std::string& fixed, const std::string& axis) {
+    std::vector<std::string> out;
+    for (const auto& pt : plan_of(kHead + "[fixed]\nbackend = \"cuda\"\n" + fixed + "[axes]\ncudnn_algorithms = " + axis + "\n").points)
+      out.push_back(pt.canonical);
+    return out;
+  };
+  const std::string conv = "workload = \"conv2d\"\nshape = \"resnet50/res2_3x3\"\nn = 2\n";
+  const auto level0 = ids(conv, "[\"heuristic\", \"deterministic\"]");
+  ASSERT_EQ(level0.size(), 2u);
+  EXPECT_EQ(level0[0], plan_of(kHead + "[fixed]\nbackend = \"cuda\"\n" + conv).points.at(0).canonical);
+  EXPECT_EQ(level0[0].find("cudnn_algorithms"), std::string::npos) << level0[0];
+  EXPECT_NE(level0[1].find("cudnn_algorithms=deterministic"), std::string::npos) << level0[1];
+  const auto gemm = ids("workload = \"gemm\"\nn = 64\n", "[\"heuristic\", \"deterministic\"]");
+  ASSERT_EQ(gemm.size(), 1u) << "one problem, planned once";
+  EXPECT_EQ(gemm[0].find("cudnn_algorithms"), std::string::npos) << gemm[0];
+  const auto level1 = ids("workload = \"network\"\nnetwork = \"lenet5\"\nbatch = 2\npass = \"training\"\n", "[\"deterministic\", \"heuristic\"]");
+  ASSERT_EQ(level1.size(), 2u);
+  EXPECT_EQ(level1[0].find("cudnn_algorithms"), std::string::npos) << level1[0];
+  EXPECT_NE(level1[1].find("cudnn_algorithms=heuristic"), std::string::npos) << level1[1];
+}
+
 TEST(Plan, ExcludeRulesMustMatchSomething) {
   std::string base = kHead + "[axes]\nworkload = [\"gemm\"]\nbackend = [\"blas\"]\nn = [8, 16]\n";
   std::string e = error_of(base + "[[exclude]]\nn = 32\n");

@@ -187,15 +187,24 @@ TEST_F(Gpu, ConvolutionsInEveryPassValidateAndRecordTheAlgorithmCudnnChose) {
   if (!b->supports("conv2d")) GTEST_SKIP() << "this build's cuda backend has no cuDNN";
   const fs::path run = planned("[campaign]\nname = \"gpu-conv\"\nrepetitions = 10\nwarmups = 3\n[fixed]\nworkload = \"conv2d\"\n"
                                "backend = \"cuda\"\nn = 4\n[axes]\npass = [\"forward\", \"backward_data\", \"backward_filter\"]\n"
-                               "shape = [\"resnet50/res2_3x3\", \"resnet50/res4_3x3_stride2\"]\n");
+                               "shape = [\"resnet50/res2_3x3\", \"resnet50/res4_3x3_stride2\"]\n"
+                               "cudnn_algorithms = [\"heuristic\", \"deterministic\"]\n");
   const hid_t f = ran_and_checked(run);
   ASSERT_GE(f, 0);
-  each_on_device(f, 6, 13, [](hid_t g, const std::string& canonical) {
+  each_on_device(f, 12, 13, [](hid_t g, const std::string& canonical) {
     const std::string pass = canonical.substr(canonical.find(" pass=") + 6, canonical.find(' ', canonical.find(" pass=") + 6) - canonical.find(" pass=") - 6);
     const std::string algorithm = attr_string(g, "cudnn.algorithm");
     EXPECT_EQ(algorithm.rfind(pass == "forward" ? "forward " : pass == "backward_data" ? "backward data " : "backward filter ", 0), 0u) << algorithm;
     EXPECT_EQ(algorithm.find("unknown"), std::string::npos) << algorithm;
     EXPECT_GE(attr_int(g, "cudnn.workspace_bytes"), 0);
+    // Level 0's default is cuDNN's first choice ("heuristic", normalised away from the id); asked
+    // for, a deterministic one (cuDNN has one for every pass of these 3x3 convolutions: ALGO_1).
+    const bool deterministic = canonical.find("cudnn_algorithms=deterministic") != std::string::npos;
+    EXPECT_EQ(canonical.find("cudnn_algorithms=heuristic"), std::string::npos) << canonical;
+    EXPECT_EQ(attr_string(g, "cudnn.choice").find("first deterministic") != std::string::npos, deterministic) << attr_string(g, "cudnn.choice");
+    if (deterministic) {
+      EXPECT_EQ(algorithm.find("non-deterministic"), std::string::npos) << algorithm;
+    }
   });
   H5Fclose(f);
 }
@@ -308,14 +317,24 @@ TEST_F(Gpu, DsExecutorRunsNetworksOnTheGpuAndValidatesOrSaysWhyItCannot) {
   const std::string no_device = d500::find_backend("cuda")->no_device();
   const d500::BackendInfo* nccl = d500::find_backend("nccl");
   const bool with_nccl = nccl && nccl->built;
-  {  // d500's device optimizer has SGD's family only: adam is refused at plan time, naming the line
+  {  // d500's device optimizer has every rule through its fused kernel (nvcc); a build without nvcc
+     // has SGD's family only, and refuses adam at plan time, naming the line
     const std::string file = write("adam.toml", "[campaign]\nname = \"adam\"\n[fixed]\nworkload = \"train\"\nbackend = \"cuda\"\n"
                                                 "dataset = \"synthetic\"\nsteps = 2\noptimizer = \"adam\"\noptimizer_impl = \"native\"\n");
-    const Cmd refused = sh(d500_cmd("plan " + file + " -o " + (dir_ / "refused-adam").string()));
+    const Cmd planned_adam = sh(d500_cmd("plan " + file + " -o " + (dir_ / "plan-adam").string()));
+#ifdef D500_HAVE_CUDA_KERNELS
+    EXPECT_EQ(planned_adam.code, 0) << planned_adam.out;
+#else
+    EXPECT_NE(planned_adam.code, 0);
+    EXPECT_NE(planned_adam.out.find("adam.toml:"), std::string::npos) << planned_adam.out;
+    EXPECT_NE(planned_adam.out.find("d500's device optimizer, which in this build"), std::string::npos) << planned_adam.out;
+#endif
+    // cuDNN's choice of algorithms is cuda's alone: on another backend the key is refused.
+    const std::string other = write("algos.toml", "[campaign]\nname = \"algos\"\n[fixed]\nworkload = \"network\"\nbackend = \"reference\"\n"
+                                                  "network = \"lenet5\"\nbatch = 2\ncudnn_algorithms = \"heuristic\"\n");
+    const Cmd refused = sh(d500_cmd("plan " + other + " -o " + (dir_ / "refused-algos").string()));
     EXPECT_NE(refused.code, 0);
-    EXPECT_NE(refused.out.find("adam.toml:"), std::string::npos) << refused.out;
-    EXPECT_NE(refused.out.find("d500's device optimizer, which has sgd, momentum and nesterov (optimizer here: adam)"), std::string::npos)
-        << refused.out;
+    EXPECT_NE(refused.out.find("'cudnn_algorithms' is only for backend \"cuda\""), std::string::npos) << refused.out;
   }
   if (!no_device.empty()) {
     // Level 1 and level 3 (averaged on the GPU by NCCL when the build has it) fail at setup alone.
@@ -333,33 +352,69 @@ TEST_F(Gpu, DsExecutorRunsNetworksOnTheGpuAndValidatesOrSaysWhyItCannot) {
   // adds, global average pooling).
   // Each repetition has the device's own duration of the step; each point the device memory it
   // held (at least its weights) and the executor's device in its description.
+  // A training step with cuDNN's heuristic first choices (cudnn_algorithms = "heuristic", PyTorch's
+  // default) validates too; its pooling says when it adds with atomics.
   const fs::path run = planned("[campaign]\nname = \"l1\"\nrepetitions = 5\nwarmups = 2\n[fixed]\nworkload = \"network\"\n"
-                               "backend = \"cuda\"\nbatch = 32\n[axes]\nnetwork = [\"lenet5\", \"resnet20-cifar\"]\n"
-                               "pass = [\"inference\", \"training\"]\n");
+                               "backend = \"cuda\"\nbatch = 32\n[axes]\nnetwork = [\"lenet5\", \"resnet20-cifar\", \"lenet5\", \"resnet20-cifar\", \"lenet5\"]\n"
+                               "pass = [\"inference\", \"inference\", \"training\", \"training\", \"training\"]\n"
+                               "cudnn_algorithms = [\"deterministic\", \"deterministic\", \"deterministic\", \"deterministic\", \"heuristic\"]\n"
+                               "[[zip]]\naxes = [\"network\", \"pass\", \"cudnn_algorithms\"]\n");
   const hid_t f = ran_and_checked(run);
   ASSERT_GE(f, 0);
-  each_on_device(f, 4, 7, [](hid_t g, const std::string& canonical) {
+  each_on_device(f, 5, 7, [](hid_t g, const std::string& canonical) {
     EXPECT_NE(attr_string(g, "executor").find(" on cuda:0, "), std::string::npos) << attr_string(g, "executor");
     EXPECT_GE(attr_int(g, "device.peak_memory_bytes"), attr_int(g, "network.weight_bytes")) << canonical;
+    // The executor's default is "deterministic", normalised away from the id.
+    EXPECT_EQ(canonical.find("cudnn_algorithms=deterministic"), std::string::npos) << canonical;
+    const bool heuristic = canonical.find("cudnn_algorithms=heuristic") != std::string::npos;
     // Every convolution on cuDNN, each with deterministic algorithms (these small ones have them).
-    int convolutions = 0;
+    int convolutions = 0, pools = 0;
     for (const std::string& impl : step_impls(g)) {
+      if (impl.find("pooling") != std::string::npos) {
+        ++pools;
+        EXPECT_EQ(impl.find("atomics") != std::string::npos, heuristic) << impl;  // LeNet-5's are max pools
+      }
       if (impl.find("convolution") == std::string::npos) continue;
       ++convolutions;
       EXPECT_EQ(impl.rfind("cuda cudnn convolution (algos f", 0), 0u) << impl;
-      EXPECT_NE(impl.find(", deterministic)"), std::string::npos) << impl;
+      if (!heuristic) {
+        EXPECT_NE(impl.find(", deterministic)"), std::string::npos) << impl;
+      }
     }
     EXPECT_GE(convolutions, 2) << canonical;
+    EXPECT_GE(pools, 1) << canonical;
+#ifdef D500_HAVE_CUDA_KERNELS
+    // LeNet-5's every node runs on the GPU, its training loss on d500's own kernels: no step
+    // stops for the host.
+    if (canonical.find("network=lenet5") != std::string::npos) {
+      bool loss = false;
+      for (const std::string& impl : step_impls(g)) {
+        EXPECT_EQ(impl.find("fallback"), std::string::npos) << impl;
+        loss = loss || impl == "cuda d500 kernels (softmax cross-entropy)";
+      }
+      EXPECT_EQ(loss, canonical.find("pass=training") != std::string::npos) << canonical;
+    }
+#endif
   });
   H5Fclose(f);
   // Level 2: LeNet-5 trained on the GPU by d500's momentum optimizer on the host's copies and by
   // its device optimizer (checked against the reference over its first steps), validated like
   // every training point.
   fs::remove_all(run);  // the next campaign plans into the same directory
+  // With nvcc, Adam by the device optimizer's fused kernel too (its first steps checked against
+  // the reference's, as every native optimizer's are).
+#ifdef D500_HAVE_CUDA_KERNELS
+  const std::string optimizers = "\"momentum\", \"momentum\", \"adam\"", optimizer_impls = "\"reference\", \"native\", \"native\"";
+  const std::size_t l2_points = 3;
+#else
+  const std::string optimizers = "\"momentum\", \"momentum\"", optimizer_impls = "\"reference\", \"native\"";
+  const std::size_t l2_points = 2;
+#endif
   const auto trained = reported("[campaign]\nname = \"l2\"\n[fixed]\nworkload = \"train\"\nnetwork = \"lenet5\"\nbackend = \"cuda\"\n"
                                 "batch = 32\ndataset = \"synthetic\"\nsynthetic_samples = 512\nsteps = 10\neval_interval_steps = 0\n"
-                                "eval_samples = 64\noptimizer = \"momentum\"\n[axes]\noptimizer_impl = [\"reference\", \"native\"]\n");
-  ASSERT_EQ(trained.size(), 2u);
+                                "eval_samples = 64\nlr = 0.002\n[axes]\noptimizer = [" + optimizers + "]\noptimizer_impl = [" + optimizer_impls +
+                                "]\n[[zip]]\naxes = [\"optimizer\", \"optimizer_impl\"]\n");
+  ASSERT_EQ(trained.size(), l2_points);
   expect_outcomes(trained, [](const Row&) { return std::string(); });
 
   // Level 3 on one rank: the allreduce over MPI (through the host's copies) and, with NCCL, on

@@ -307,16 +307,23 @@ class CudaGemm final : public cuda::DeviceKernel {
 };
 
 // Training with optimizer_impl = "native" on cuda: d500's device optimizer (networks/executor.cpp)
-// has SGD's family only.
+// has every rule through the fused optimizer kernel (cuda_kernels.cu), and SGD's family only in a
+// build without nvcc.
 std::string native_optimizer_check(const Params& p) {
+#ifdef D500_HAVE_CUDA_KERNELS
+  (void)p;
+  return "";
+#else
   const auto impl = p.find("optimizer_impl"), opt = p.find("optimizer");
   if (impl == p.end() || opt == p.end() || impl->second != Value{std::string("native")}) return "";
   const auto* name = std::get_if<std::string>(&opt->second);
   const auto& rules = axpy_optimizer_names();
   if (name && std::ranges::find(rules, *name) != rules.end()) return "";
   const std::string has = join({rules.begin(), rules.end() - 1}, ", ") + " and " + rules.back();
-  return "optimizer_impl = \"native\" on cuda is d500's device optimizer, which has " + has + " (optimizer here: " +
-         (name ? *name : std::string("?")) + "); optimizer_impl = \"reference\" runs every optimizer on the host's copies";
+  return "optimizer_impl = \"native\" on cuda is d500's device optimizer, which in this build (CUDA without nvcc: no kernels of "
+         "d500's own) has " + has + " (optimizer here: " + (name ? *name : std::string("?")) +
+         "); optimizer_impl = \"reference\" runs every optimizer on the host's copies";
+#endif
 }
 
 }  // namespace

@@ -8,8 +8,10 @@
 //   Conv (1-D, 2-D; symmetric pads)                cuDNN forward, backward data, backward filter,
 //                                                  backward bias; the algorithm cuDNN's heuristic
 //                                                  first deterministic choice within 1 GiB of
-//                                                  workspace (any first choice if none is)
-//   MaxPool, AveragePool, GlobalAveragePool        cuDNN pooling (max in its deterministic mode; no
+//                                                  workspace (any first choice if none is, or
+//                                                  with cudnn_algorithms = "heuristic")
+//   MaxPool, AveragePool, GlobalAveragePool        cuDNN pooling (max in its deterministic mode
+//                                                  unless "heuristic"; no
 //                                                  dilation, symmetric pads, the floor rule); in
 //                                                  training the kernel keeps its own
 //                                                  copy of what cuDNN's backward reads and the
@@ -18,6 +20,8 @@
 //   Softmax, LogSoftmax                            cuDNN softmax (accurate / log)
 //   BatchNormalization (without running-statistics  cuDNN spatial batch normalisation, batch
 //   outputs)                                       statistics in training
+//   SoftmaxCrossEntropyLoss (scores [N, C], no     d500's own kernels (cuda_kernels.cu, with nvcc):
+//   weights, mean or sum)                          a block per row, the sum in a fixed order
 // Every other node, and these outside the cases above, run on the reference through host
 // mirrors (the executor's fallback, named per node). Nothing here has run on a GPU yet: the
 // executor's device path is tested on the host with a guarded test device
@@ -34,6 +38,7 @@
 
 #include "backends/conv_geom.hpp"
 #include "backends/cuda/cuda_common.hpp"
+#include "backends/cuda/cuda_kernels.hpp"
 #include "backends/device.hpp"
 #include "backends/graph.hpp"
 #include "common/error.hpp"
@@ -113,6 +118,12 @@ class ExecutorMemory final : public DeviceMemory {
     blas_check(cublasSaxpy_64(blas_, n, &alpha, x, 1, y, 1), "cublasSaxpy_64");
   }
   void scale(float alpha, float* x, std::int64_t n) override { blas_check(cublasSscal_64(blas_, n, &alpha, x, 1), "cublasSscal_64"); }
+#ifdef D500_HAVE_CUDA_KERNELS
+  bool has_optimizer_step() const override { return true; }
+  void optimizer_step(const StepRule& r, float* p, const float* g, float* a, float* b, std::int64_t n) override {
+    check(launch_optimizer_step(r, p, g, a, b, n, stream_), "the optimizer kernel's launch");
+  }
+#endif
   void synchronize() override { check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
   std::string describe() const override { return name_; }
   void start_timing() override { check(cudaEventRecord(start_, stream_), "cudaEventRecord"); }
@@ -309,6 +320,51 @@ class Add final : public CudaNode {
   std::string impl() const override { return "cuda copy and cublas saxpy"; }
 };
 
+#ifdef D500_HAVE_CUDA_KERNELS
+// The training loss d500 appends to a classifier (networks/prepare.cpp), on d500's own kernels
+// (cuda_kernels.cu): without it every training step would stop for the host twice (the scores
+// down, the loss up; then the gradient). Scores [N, C], labels [N], no class weights, reduction
+// mean or sum; the rest falls back.
+class SoftmaxCrossEntropy final : public CudaNode {
+ public:
+  static std::unique_ptr<NodeKernel> make(const NodeProblem& p, ExecutorMemory& m) {
+    const Shape& s = *p.in[0].shape;
+    const std::string reduction = p.node->attr_s("reduction", "mean");
+    if (p.in[0].dtype != DType::F32 || s.size() != 2 || !fits_int(s[1]) || s[0] < 1 || s[0] > std::numeric_limits<int>::max()) return nullptr;
+    if (p.in[1].dtype != DType::I64 && p.in[1].dtype != DType::I32) return nullptr;
+    if ((p.in.size() > 2 && p.in[2].present()) || (reduction != "mean" && reduction != "sum")) return nullptr;
+    SceShape d;
+    d.n = s[0], d.c = to_int(s[1]), d.labels64 = p.in[1].dtype == DType::I64, d.mean = reduction == "mean";
+    d.has_ignore = p.node->has("ignore_index"), d.ignore = p.node->attr_i("ignore_index", 0);
+    return std::unique_ptr<NodeKernel>(new SoftmaxCrossEntropy(p, m, d));
+  }
+  void forward() override {
+    float* log_prob = p_.out.size() > 1 && p_.out[1].present() ? out(1) : nullptr;
+    check(launch_sce_forward(d_, in(0), p_.in[1].data, out(0), log_prob, row_loss_, row_weight_, divisor_, m_.stream()),
+          "the softmax cross-entropy kernel's launch");
+  }
+  void backward() override {
+    float* ds = din(0);
+    if (!ds) return;
+    const float* dl = p_.dout[0].present() ? dout(0) : nullptr;
+    check(launch_sce_backward(d_, in(0), p_.in[1].data, row_weight_, divisor_, dl, ds, m_.stream()),
+          "the softmax cross-entropy kernel's launch");
+  }
+  std::string impl() const override { return "cuda d500 kernels (softmax cross-entropy)"; }
+
+ private:
+  SceShape d_;
+  float* row_loss_;
+  float* row_weight_;
+  float* divisor_;
+  SoftmaxCrossEntropy(const NodeProblem& p, ExecutorMemory& m, const SceShape& d) : CudaNode(p, m), d_(d) {
+    row_loss_ = static_cast<float*>(own(static_cast<std::size_t>(d.n) * sizeof(float)));
+    row_weight_ = static_cast<float*>(own(static_cast<std::size_t>(d.n) * sizeof(float)));
+    divisor_ = static_cast<float*>(own(sizeof(float)));
+  }
+};
+#endif
+
 #ifdef D500_HAVE_CUDNN
 
 const float kOne = 1.0f, kZero = 0.0f;
@@ -363,9 +419,10 @@ class Conv final : public CudaNode {
     int n = 0, c = 0, h = 0, w = 0;
     cudnn_check(cudnnGetConvolution2dForwardOutputDim(conv_, x_.get(), w_, &n, &c, &h, &w), "cudnnGetConvolution2dForwardOutputDim");
     if (n != g.n || c != g.k || h != g.p || w != g.q) return;  // ok_ stays false
-    // Deterministic algorithms where cuDNN has one that fits: a seeded training run then repeats
-    // bit for bit on the same GPU, as it does on the CPU.
-    const ConvAlgorithm f = choose_forward(m.dnn(), x_.get(), w_, conv_, y_.get(), Determinism::Prefer);
+    // Deterministic algorithms where cuDNN has one that fits (unless the point's cudnn_algorithms
+    // is "heuristic"): a seeded training run then repeats bit for bit on the same GPU, as on the CPU.
+    const Determinism want = determinism_of(p.params, Determinism::Prefer);
+    const ConvAlgorithm f = choose_forward(m.dnn(), x_.get(), w_, conv_, y_.get(), want);
     if (!f.found) return;
     fwd_ = static_cast<cudnnConvolutionFwdAlgo_t>(f.algo), ws_bytes_ = f.workspace;
     bool same_bits = f.deterministic;
@@ -373,8 +430,8 @@ class Conv final : public CudaNode {
     // data, backward filter, and whether all are deterministic ("algos f1 d1 w1, deterministic").
     algorithms_ = "algos f" + std::to_string(f.algo);
     if (p.training) {
-      const ConvAlgorithm d = choose_backward_data(m.dnn(), x_.get(), w_, conv_, y_.get(), Determinism::Prefer);
-      const ConvAlgorithm w8 = choose_backward_filter(m.dnn(), x_.get(), w_, conv_, y_.get(), Determinism::Prefer);
+      const ConvAlgorithm d = choose_backward_data(m.dnn(), x_.get(), w_, conv_, y_.get(), want);
+      const ConvAlgorithm w8 = choose_backward_filter(m.dnn(), x_.get(), w_, conv_, y_.get(), want);
       if (!d.found || !w8.found) return;
       bwd_data_ = static_cast<cudnnConvolutionBwdDataAlgo_t>(d.algo), bwd_filter_ = static_cast<cudnnConvolutionBwdFilterAlgo_t>(w8.algo);
       ws_bytes_ = std::max({ws_bytes_, d.workspace, w8.workspace});
@@ -418,8 +475,9 @@ class Pool final : public CudaNode {
     for (const I v : {g.n, g.c, g.h, g.w, g.kh, g.kw})
       if (!fits_int(v)) return nullptr;
     // Max pooling's deterministic mode: plain CUDNN_POOLING_MAX adds overlapping windows'
-    // gradients with atomics (cuDNN's "Reproducibility" notes).
-    cudnnPoolingMode_t mode = CUDNN_POOLING_MAX_DETERMINISTIC;
+    // gradients with atomics (cuDNN's "Reproducibility" notes); it is the point's with "heuristic".
+    cudnnPoolingMode_t mode =
+        determinism_of(p.params, Determinism::Prefer) == Determinism::Any ? CUDNN_POOLING_MAX : CUDNN_POOLING_MAX_DETERMINISTIC;
     if (p.node->op != "MaxPool")
       mode = global || p.node->attr_i("count_include_pad", 0) ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
                                                               : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
@@ -442,12 +500,14 @@ class Pool final : public CudaNode {
                 "cudnnPoolingBackward");
   }
   std::string impl() const override {
-    return p_.training ? "cuda cudnn pooling (output kept for backward)" : "cuda cudnn pooling";
+    std::string s = "cuda cudnn pooling";
+    if (mode_ == CUDNN_POOLING_MAX) s += ", atomics";
+    return p_.training ? s + " (output kept for backward)" : s;
   }
 
  private:
   Pool(const NodeProblem& p, ExecutorMemory& m, const ConvGeom& g, cudnnPoolingMode_t mode)
-      : CudaNode(p, m), x_(g.n, g.c, g.h, g.w), y_(g.n, g.c, g.p, g.q) {
+      : CudaNode(p, m), x_(g.n, g.c, g.h, g.w), y_(g.n, g.c, g.p, g.q), mode_(mode) {
     cudnn_check(cudnnCreatePoolingDescriptor(&pool_), "cudnnCreatePoolingDescriptor");
     cudnn_check(cudnnSetPooling2dDescriptor(pool_, mode, CUDNN_NOT_PROPAGATE_NAN, to_int(g.kh), to_int(g.kw), to_int(g.pt), to_int(g.pl),
                                             to_int(g.sh), to_int(g.sw)),
@@ -458,7 +518,7 @@ class Pool final : public CudaNode {
     if (p.training) {
       y_bytes_ = static_cast<std::size_t>(g.n * g.c * g.p * g.q) * sizeof(float);
       y_keep_ = own(y_bytes_);
-      if (mode != CUDNN_POOLING_MAX_DETERMINISTIC) {
+      if (mode != CUDNN_POOLING_MAX_DETERMINISTIC && mode != CUDNN_POOLING_MAX) {  // an average reads its input
         x_bytes_ = static_cast<std::size_t>(g.n * g.c * g.h * g.w) * sizeof(float);
         x_keep_ = own(x_bytes_);
       }
@@ -467,6 +527,7 @@ class Pool final : public CudaNode {
   }
 
   TensorDesc x_, y_;
+  cudnnPoolingMode_t mode_;
   cudnnPoolingDescriptor_t pool_ = nullptr;
   void* y_keep_ = nullptr;
   void* x_keep_ = nullptr;
@@ -603,6 +664,9 @@ std::unique_ptr<DeviceMemory> make_executor_memory() { return std::make_unique<E
 std::unique_ptr<NodeKernel> make_node_kernel(const NodeProblem& p, int) {
   auto* m = dynamic_cast<ExecutorMemory*>(p.device);
   if (!m) return nullptr;  // host memory: nothing here runs on it
+#ifdef D500_HAVE_CUDA_KERNELS
+  if (p.node->op == "SoftmaxCrossEntropyLoss") return SoftmaxCrossEntropy::make(p, *m);  // its labels are integers
+#endif
   for (const auto& t : p.in)
     if (t.present() && t.dtype != DType::F32) return nullptr;
   const std::string& op = p.node->op;

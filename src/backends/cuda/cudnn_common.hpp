@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backends/cuda/cuda_common.hpp"
+#include "common/value.hpp"
 
 namespace d500::cuda {
 
@@ -38,6 +39,14 @@ class TensorDesc {
 // ALGO_3 and backward data ALGO_0 add with atomics, so that two runs of one training step on
 // the same GPU differ in their last bits (cuDNN's "Reproducibility" notes).
 enum class Determinism { Any, Prefer };
+// The point's choice (its cudnn_algorithms: "heuristic" is Any, "deterministic" Prefer); `unset`
+// when the point leaves it to the workload's default or there is no point.
+inline Determinism determinism_of(const Params* p, Determinism unset) {
+  const auto it = p ? p->find("cudnn_algorithms") : Params::const_iterator{};
+  if (!p || it == p->end() || !std::holds_alternative<std::string>(it->second)) return unset;
+  const auto& v = std::get<std::string>(it->second);
+  return v == "heuristic" ? Determinism::Any : v == "deterministic" ? Determinism::Prefer : unset;
+}
 struct ConvAlgorithm {
   bool found = false;
   int algo = 0;

@@ -3,8 +3,8 @@
 // them, strict float32 arithmetic (CUDNN_FMA_MATH: no TF32; PyTorch allows TF32 in convolutions
 // by default, so a side-by-side comparison sets torch.backends.cudnn.allow_tf32 = False). The
 // algorithm is cuDNN's heuristic first choice (cudnnGet*Algorithm_v7) among those that fit
-// the workspace limit, chosen at setup with its workspace allocated there: deterministic for a
-// device model, so every rank of a job records the same one (its name and workspace are the
+// the workspace limit (with cudnn_algorithms = "deterministic", the first deterministic one),
+// chosen at setup with its workspace allocated there: the same choice for a device model, so every rank of a job records the same one (its name and workspace are the
 // point's cudnn.* attributes). Timing as every cuda kernel (cuda_common.hpp). The shared cuDNN
 // pieces (the checked call, tensor descriptors, CudnnKernel) are defined here too.
 #include <limits>
@@ -145,9 +145,10 @@ class CudnnConv final : public CudnnKernel {
                 "cudnnSetConvolution2dDescriptor");
     cudnn_check(cudnnSetConvolutionGroupCount(conv_, dims(cs_.groups)), "cudnnSetConvolutionGroupCount");
     cudnn_check(cudnnSetConvolutionMathType(conv_, CUDNN_FMA_MATH), "cudnnSetConvolutionMathType");
-    const ConvAlgorithm a = p_.pass == "forward"         ? choose_forward(handle_, x_, w_, conv_, y_)
-                            : p_.pass == "backward_data" ? choose_backward_data(handle_, x_, w_, conv_, y_)
-                                                         : choose_backward_filter(handle_, x_, w_, conv_, y_);
+    want_ = determinism_of(&p_.params, Determinism::Any);
+    const ConvAlgorithm a = p_.pass == "forward"         ? choose_forward(handle_, x_, w_, conv_, y_, want_)
+                            : p_.pass == "backward_data" ? choose_backward_data(handle_, x_, w_, conv_, y_, want_)
+                                                         : choose_backward_filter(handle_, x_, w_, conv_, y_, want_);
     if (!a.found) throw Error("cuda: cuDNN offers no " + p_.pass + " algorithm for this convolution within a 1 GiB workspace");
     algo_ = a.algo, workspace_bytes_ = a.workspace, algorithm_ = a.name;
     if (workspace_bytes_ > 0) workspace_ = scratch(workspace_bytes_);
@@ -180,9 +181,12 @@ class CudnnConv final : public CudnnKernel {
   std::vector<std::pair<std::string, Value>> facts() const override {
     return {{"cudnn.algorithm", algorithm_},
             {"cudnn.workspace_bytes", static_cast<std::int64_t>(workspace_bytes_)},
-            {"cudnn.choice", std::string("cuDNN's heuristic first choice (cudnnGet*Algorithm_v7) within a 1 GiB workspace, deterministic "
-                                         "or not (PyTorch's default; the algorithm's name says when it adds with atomics); "
-                                         "CUDNN_FMA_MATH (float32, no TF32); NCHW float32, weights KCRS")}};
+            {"cudnn.choice", std::string(want_ == Determinism::Any
+                                             ? "cuDNN's heuristic first choice (cudnnGet*Algorithm_v7) within a 1 GiB workspace, deterministic "
+                                               "or not (PyTorch's default; the algorithm's name says when it adds with atomics)"
+                                             : "the first deterministic algorithm of cuDNN's heuristic ranking (cudnnGet*Algorithm_v7) within "
+                                               "a 1 GiB workspace (cudnn_algorithms = deterministic; the heuristic first choice when none is)") +
+                                 "; CUDNN_FMA_MATH (float32, no TF32); NCHW float32, weights KCRS"}};
   }
 
  private:
@@ -190,6 +194,7 @@ class CudnnConv final : public CudnnKernel {
   cudnnTensorDescriptor_t x_ = nullptr, y_ = nullptr;
   cudnnFilterDescriptor_t w_ = nullptr;
   cudnnConvolutionDescriptor_t conv_ = nullptr;
+  Determinism want_ = Determinism::Any;
   int algo_ = 0;  // the pass's cuDNN algorithm enum
   std::size_t workspace_bytes_ = 0;
   std::string algorithm_;

@@ -39,7 +39,16 @@ std::vector<ParamSpec> operator_common_params() {
       {"threads", ValueType::Int, Value{std::int64_t{1}}, 1, 1024, {}, "threads per rank for the backend's library"},
       {"library", ValueType::String, Value{std::string()}, 0, 0, {},
        "backend = \"custom\": path of the shared library implementing the operator (include/d500/custom_op.h)"},
+      {"cudnn_algorithms", ValueType::String, Value{std::string()}, 0, 0, {"heuristic", "deterministic"},
+       "backend = \"cuda\": cuDNN's convolution algorithms, heuristic (cuDNN's first choice, which may add with atomics: "
+       "PyTorch's default) or deterministic (the first choice that repeats bit for bit; max pooling in its deterministic mode); "
+       "default: heuristic for a level-0 operator, deterministic in d500's executor (levels 1-3)"},
   };
+}
+
+void normalize_cudnn_algorithms(Params& p, const char* default_choice) {
+  auto& v = std::get<std::string>(p.at("cudnn_algorithms"));
+  if (v == default_choice) v.clear();
 }
 
 std::string operator_common_check(const Params& p) {
@@ -55,6 +64,8 @@ std::string operator_common_check(const Params& p) {
   }
   if (backend != "custom" && !library.empty())
     return "'library' is only for backend \"custom\" (this point's backend is \"" + backend + "\")";
+  if (!std::get<std::string>(p.at("cudnn_algorithms")).empty() && backend != "cuda")  // its values: the spec's choices
+    return "'cudnn_algorithms' is only for backend \"cuda\" (this point's backend is \"" + backend + "\")";
   return "";
 }
 
@@ -246,10 +257,13 @@ void register_operator(WorkloadRegistry& r, OperatorDef def) {
   for (const auto& s : operator_common_params()) info.params.push_back(s);
   // A custom library is named by its absolute path: jobs run elsewhere than `d500 plan`.
   auto own_normalize = info.normalize;
-  info.normalize = [own_normalize](Params& p) {
+  info.normalize = [own_normalize, convolution = d.info.name == "conv2d"](Params& p) {
     if (own_normalize) own_normalize(p);
     auto& lib = std::get<std::string>(p.at("library"));
     if (!lib.empty()) lib = std::filesystem::absolute(lib).lexically_normal().string();
+    // Only a convolution has algorithms to choose: elsewhere the key changes nothing, nor the id.
+    if (!convolution) std::get<std::string>(p.at("cudnn_algorithms")).clear();
+    normalize_cudnn_algorithms(p, "heuristic");
   };
   auto own_check = info.check;
   info.check = [own_check](const Params& p) {

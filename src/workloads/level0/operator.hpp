@@ -48,9 +48,14 @@ WorkloadInfo operator_info(std::string name, std::string description, std::strin
 std::vector<ParamSpec> nchw_params();
 void width_defaults_to_height(Params& p);
 
-// Parameters every operator takes: threads, and the custom backend's library.
+// Parameters every operator takes: threads, the custom backend's library, and cuDNN's choice of
+// convolution algorithms on cuda (levels 0-3: the network and training workloads take them too).
 std::vector<ParamSpec> operator_common_params();
 std::string operator_common_check(const Params& p);
+// cudnn_algorithms: "heuristic" (cuDNN's first choice, atomics allowed: PyTorch's default) or
+// "deterministic" (the first choice that repeats bit for bit); unset is the workload's default,
+// `default_choice`, to which an explicit equal value is normalised (equal problems, equal ids).
+void normalize_cudnn_algorithms(Params& p, const char* default_choice);
 
 // Creates the problem of a point with its inputs filled from `seed` (deterministically: the same
 // numbers on every backend), as the workload does; exposed for tests and benchmarks.

@@ -321,6 +321,7 @@ void register_network(WorkloadRegistry& r) {
     absolute_network_path(net);
     auto& lib = std::get<std::string>(p.at("library"));
     if (!lib.empty()) lib = fs::absolute(lib).lexically_normal().string();
+    normalize_cudnn_algorithms(p, "deterministic");
     // The model's own batch made explicit, so that equal problems get equal ids.
     if (std::get<std::int64_t>(p.at("batch")) <= 0) {
       try {

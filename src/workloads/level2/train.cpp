@@ -783,6 +783,7 @@ void register_train(WorkloadRegistry& r) {
     if (dataset != "fashion-mnist" && dataset != "synthetic") absolute(dataset);
     absolute(std::get<std::string>(p.at("data_dir")));
     absolute(std::get<std::string>(p.at("library")));
+    normalize_cudnn_algorithms(p, "deterministic");
   };
   w.check = train_check;
   w.memory_bytes = [](const Params& p) -> std::int64_t {

@@ -10,7 +10,8 @@
 // in double on d500's reference kernels: minutes for ResNet-18 at batch 64 on a small machine);
 // the timed loop is the same either way. D500_BACKEND picks the executor (default
 // libtorch-native; libtorch-cuda, or cuda for d500's executor on the GPU, whose own optimizer is
-// d500's device SGD); on a backend without optimizers of its own, both loops use d500's reference
+// d500's device optimizer), D500_CUDNN_ALGORITHMS its cudnn_algorithms on cuda (heuristic or
+// deterministic, the executor's default); on a backend without optimizers of its own, both loops use d500's reference
 // SGD with momentum. The figures include
 // images per second (batch / median step), the GPU yardstick's unit.
 #include <mpi.h>
@@ -84,6 +85,7 @@ int main(int argc, char** argv) {
   p["eval_interval_steps"] = std::int64_t{0};
   p["eval_samples"] = std::int64_t{batch};
   p["shuffle"] = false;
+  if (const char* algos = std::getenv("D500_CUDNN_ALGORITHMS"); algos && *algos) p["cudnn_algorithms"] = std::string(algos);
 
   // (a) The bare loop: the same data, runner and optimizer calls, nothing else.
   const auto net = load_point_network(network, batch, true);

@@ -1,0 +1,38 @@
+#pragma once
+// The cuda backend's own GPU kernels (cuda_kernels.cu, compiled by nvcc where CMake finds it:
+// D500_HAVE_CUDA_KERNELS), for what cuBLAS and cuDNN have no call for. Each launch is enqueued on
+// the given stream and returns the launch's error (cudaSuccess, or why it was refused).
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "backends/optimizer_rule.hpp"
+
+namespace d500::cuda {
+
+// One optimizer step over n float32 elements: apply_rule(r, p[i], g[i], a[i], b[i]) for every i
+// (a, b: nullptr where the rule keeps no such state).
+cudaError_t launch_optimizer_step(const StepRule& r, float* p, const float* g, float* a, float* b, std::int64_t n, cudaStream_t s);
+
+// ONNX's SoftmaxCrossEntropyLoss over scores [n, c] and labels [n] (int64 or int32), without
+// class weights, reduced by mean (over the labels not equal to ignore_index) or sum: the training
+// loss d500 appends to a classifier. Every row is one block; the rows' losses are summed by one
+// block in a fixed order, so the loss is the same bits at every run.
+struct SceShape {
+  std::int64_t n = 0;
+  int c = 0;
+  bool labels64 = true;
+  bool mean = true;
+  bool has_ignore = false;
+  std::int64_t ignore = 0;
+};
+// Forward: loss[0]; log_prob [n, c] when not nullptr; and for the backward pass, each row's
+// weight (0: ignored, else 1) and the divisor (the count of rows weighed, or 1 for sum). A label
+// outside [0, c) makes its row's loss, and so the loss, NaN.
+cudaError_t launch_sce_forward(const SceShape& d, const float* scores, const void* labels, float* loss, float* log_prob, float* row_loss,
+                               float* row_weight, float* divisor, cudaStream_t s);
+// Backward: dscores = dloss[0] / divisor * row_weight * (softmax(scores) - onehot(label)).
+cudaError_t launch_sce_backward(const SceShape& d, const float* scores, const void* labels, const float* row_weight, const float* divisor,
+                                const float* dloss, float* dscores, cudaStream_t s);
+
+}  // namespace d500::cuda
