@@ -76,9 +76,9 @@ std::string describe_optimizer(const OptimizerSpec& s) {
 }
 
 UpdateRule rule_of(const std::string& name) {
-  static const std::pair<const char*, UpdateRule> rules[] = {{"sgd", UpdateRule::Sgd},   {"momentum", UpdateRule::Momentum}, {"nesterov", UpdateRule::Nesterov},
-                                                       {"adam", UpdateRule::Adam}, {"adamw", UpdateRule::AdamW},       {"adagrad", UpdateRule::Adagrad},
-                                                       {"rmsprop", UpdateRule::RmsProp}};
+  static const std::pair<const char*, UpdateRule> rules[] = {
+      {"sgd", UpdateRule::Sgd},   {"momentum", UpdateRule::Momentum}, {"nesterov", UpdateRule::Nesterov}, {"adam", UpdateRule::Adam},
+      {"adamw", UpdateRule::AdamW}, {"adagrad", UpdateRule::Adagrad}, {"rmsprop", UpdateRule::RmsProp}};
   for (const auto& [n, r] : rules)
     if (name == n) return r;
   throw Error("unknown optimizer '" + name + "' (valid: " + join(optimizer_names(), ", ") + ")");
@@ -120,10 +120,9 @@ class ReferenceOptimizer final : public Optimizer {
       const float* g = p_.grad(k);
       if (!g) continue;  // no gradient this step: PyTorch skips the parameter too
       const std::int64_t n = p_.numel(k);
-      float dummy = 0;
       float* a = a_[k].empty() ? nullptr : a_[k].data();
       float* b = b_[k].empty() ? nullptr : b_[k].data();
-      for (std::int64_t i = 0; i < n; ++i) apply_rule(r, p[i], g[i], a ? a[i] : dummy, b ? b[i] : dummy);
+      for (std::int64_t i = 0; i < n; ++i) apply_rule_at(r, p, g, a, b, i);
     }
     p_.changed();
   }

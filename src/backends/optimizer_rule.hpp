@@ -77,4 +77,11 @@ D500_HOST_DEVICE inline void apply_rule(const StepRule& r, float& p, float g, fl
   }
 }
 
+// Element i of a parameter p with gradient g, its state arrays a and b nullptr where the rule keeps
+// none: the loop body of every optimizer step (the reference's, the cuda kernel's, a test device's).
+D500_HOST_DEVICE inline void apply_rule_at(const StepRule& r, float* p, const float* g, float* a, float* b, std::int64_t i) {
+  float no_a = 0, no_b = 0;
+  apply_rule(r, p[i], g[i], a ? a[i] : no_a, b ? b[i] : no_b);
+}
+
 }  // namespace d500

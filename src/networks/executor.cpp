@@ -836,19 +836,18 @@ class DeviceOptimizer final : public Optimizer {
  public:
   DeviceOptimizer(const OptimizerSpec& s, GraphExecutor& e) : s_(s), e_(e), m_(*e.impl_), fused_(m_.dev->has_optimizer_step()) {
     if (const std::string why = check_optimizer(s); !why.empty()) throw Error(why);
+    // The state the rule keeps, as the reference's (SGD's family, all the axpy path has, keeps no
+    // second state).
     const UpdateRule r = rule_of(s.name);
-    const bool has_a = fused_ ? rule_has_a(r) : s.name == "momentum" || s.name == "nesterov";
-    const bool has_b = fused_ && rule_has_b(r, static_cast<float>(s.momentum));
-    for (std::size_t k = 0; k < m_.host_params.size(); ++k) {
-      const std::size_t bytes = m_.host_params[k].size() * sizeof(float);
-      a_.push_back(has_a ? static_cast<float*>(m_.dev->allocate(bytes)) : nullptr);
-      b_.push_back(has_b ? static_cast<float*>(m_.dev->allocate(bytes)) : nullptr);
-    }
+    const std::size_t count = m_.host_params.size();
+    state_.assign(2 * count, nullptr);
+    for (std::size_t j = 0; j < state_.size(); ++j)
+      if (j < count ? rule_has_a(r) : rule_has_b(r, static_cast<float>(s.momentum)))
+        state_[j] = static_cast<float*>(m_.dev->allocate(bytes(j)));
   }
   ~DeviceOptimizer() override {
-    for (const auto* v : {&a_, &b_})
-      for (float* x : *v)
-        if (x) m_.dev->release(x);
+    for (float* x : state_)
+      if (x) m_.dev->release(x);
   }
   DeviceOptimizer(const DeviceOptimizer&) = delete;
   DeviceOptimizer& operator=(const DeviceOptimizer&) = delete;
@@ -865,8 +864,8 @@ class DeviceOptimizer final : public Optimizer {
       const auto n = static_cast<std::int64_t>(m_.host_params[k].size());
       // A gradient the host was handed (a scheme over MPI averages there in place) is the newer.
       if (m_.grads_on_host[k]) d.upload(g, m_.host_grads[k].data(), static_cast<std::size_t>(n) * sizeof(float));
-      if (fused_) d.optimizer_step(rule, p, g, a_[k], b_[k], n);
-      else axpy_step(rule, p, g, a_[k], n);
+      if (fused_) d.optimizer_step(rule, p, g, state_[k], state_[m_.host_params.size() + k], n);
+      else axpy_step(rule, p, g, state_[k], n);
     }
     d.synchronize();
     m_.params_on_host.assign(m_.params_on_host.size(), false);
@@ -882,31 +881,33 @@ class DeviceOptimizer final : public Optimizer {
 
   // The reference optimizer's layout: the step count, then every first state, then every second.
   std::vector<std::byte> save() const override {
-    std::vector<std::vector<float>> host(2 * a_.size());
+    std::vector<std::vector<float>> host(state_.size());
     std::vector<const std::vector<float>*> buffers;
-    for (std::size_t j = 0; j < host.size(); ++j) {
-      const float* src = j < a_.size() ? a_[j] : b_[j - a_.size()];
-      if (src) {
-        host[j].resize(m_.host_params[j % a_.size()].size());
-        m_.dev->download(host[j].data(), src, host[j].size() * sizeof(float));
+    for (std::size_t j = 0; j < state_.size(); ++j) {
+      if (state_[j]) {
+        host[j].resize(bytes(j) / sizeof(float));
+        m_.dev->download(host[j].data(), state_[j], bytes(j));
       }
       buffers.push_back(&host[j]);
     }
     return pack_optimizer_state(t_, buffers);
   }
   void load(const std::vector<std::byte>& state) override {
-    std::vector<std::vector<float>> host(2 * a_.size());
+    std::vector<std::vector<float>> host(state_.size());
     std::vector<std::vector<float>*> buffers;
-    for (std::size_t j = 0; j < host.size(); ++j) {
-      if (j < a_.size() ? a_[j] : b_[j - a_.size()]) host[j].resize(m_.host_params[j % a_.size()].size());
+    for (std::size_t j = 0; j < state_.size(); ++j) {
+      if (state_[j]) host[j].resize(bytes(j) / sizeof(float));
       buffers.push_back(&host[j]);
     }
     t_ = unpack_optimizer_state(state, buffers, describe());
-    for (std::size_t j = 0; j < host.size(); ++j)
-      if (float* dst = j < a_.size() ? a_[j] : b_[j - a_.size()]) m_.dev->upload(dst, host[j].data(), host[j].size() * sizeof(float));
+    for (std::size_t j = 0; j < state_.size(); ++j)
+      if (state_[j]) m_.dev->upload(state_[j], host[j].data(), bytes(j));
   }
 
  private:
+  // Bytes of state buffer j (of parameter j modulo the parameters' count).
+  std::size_t bytes(std::size_t j) const { return m_.host_params[j % m_.host_params.size()].size() * sizeof(float); }
+
   // SGD's family from axpy and scale (a device without a fused kernel): the same rules, rounded
   // otherwise (PyTorch's multi-tensor path is not the reference's loop either).
   void axpy_step(const StepRule& r, float* p, const float* g, float* b, std::int64_t n) {
@@ -936,7 +937,9 @@ class DeviceOptimizer final : public Optimizer {
   GraphExecutor& e_;
   GraphExecutor::Impl& m_;
   bool fused_;
-  std::vector<float*> a_, b_;  // per parameter, the rule's first and second state (nullptr: none)
+  // The rule's state in device memory, in the reference's order: every parameter's first state,
+  // then every parameter's second (nullptr: the rule keeps none).
+  std::vector<float*> state_;
   std::int64_t t_ = 0;
 };
 

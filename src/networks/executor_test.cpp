@@ -477,8 +477,7 @@ class GuardedMemory final : public DeviceMemory {
     EXPECT_EQ(a != nullptr, rule_has_a(r.rule)) << "the first state is there exactly when the rule keeps it";
     EXPECT_EQ(b != nullptr, rule_has_b(r.rule, r.mu));
     Open o(*this, {p, g, a, b});
-    float none = 0;
-    for (std::int64_t i = 0; i < n; ++i) apply_rule(r, p[i], g[i], a ? a[i] : none, b ? b[i] : none);
+    for (std::int64_t i = 0; i < n; ++i) apply_rule_at(r, p, g, a, b, i);
   }
   void synchronize() override { ++counts.syncs; }
   std::string describe() const override { return "guarded host memory (a test device)"; }

@@ -12,7 +12,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -87,25 +86,29 @@ std::string rank_device_text() {
   const int dev = rank_device_index(d);
   cudaDeviceProp prop{};
   if (cudaGetDeviceProperties(&prop, dev) != cudaSuccess) return "cuda:" + std::to_string(dev) + " (its properties are unreadable)";
-  char bus[32] = {0};
-  if (cudaDeviceGetPCIBusId(bus, sizeof bus, dev) != cudaSuccess) std::snprintf(bus, sizeof bus, "unknown");
-  return "cuda:" + std::to_string(dev) + " of " + std::to_string(d.count) + ", " + prop.name + ", PCI " + bus + ", " + uuid_text(prop.uuid);
+  std::string why;
+  const std::string bus = pci_bus_id(dev, why);
+  return "cuda:" + std::to_string(dev) + " of " + std::to_string(d.count) + ", " + prop.name + ", PCI " + (bus.empty() ? "unknown" : bus) +
+         ", " + uuid_text(prop.uuid);
 }
 
-// This rank's device's PCI bus id as CUDA and NVML both spell it ("0000:17:00.0"), or "" with
-// `why` set. Creates no context.
+std::string pci_bus_id(int device, std::string& why) {
+  char bus[32] = {0};
+  if (const cudaError_t e = cudaDeviceGetPCIBusId(bus, sizeof bus, device); e != cudaSuccess) {
+    why = std::string("cudaDeviceGetPCIBusId: ") + cudaGetErrorString(e);
+    return "";
+  }
+  return bus;
+}
+
+// This rank's device's PCI bus id, or "" with `why` set (no device, or CUDA's error).
 std::string rank_bus_id(std::string& why) {
   const Devices d = visible_devices();
   if (d.count == 0) {
     why = "no CUDA device (" + d.why_none + ")";
     return "";
   }
-  char bus[32] = {0};
-  if (const cudaError_t e = cudaDeviceGetPCIBusId(bus, sizeof bus, rank_device_index(d)); e != cudaSuccess) {
-    why = std::string("cudaDeviceGetPCIBusId: ") + cudaGetErrorString(e);
-    return "";
-  }
-  return bus;
+  return pci_bus_id(rank_device_index(d), why);
 }
 
 std::vector<std::pair<std::string, std::string>> device_facts() {

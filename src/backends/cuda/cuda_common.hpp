@@ -42,6 +42,9 @@ void use_rank_device();
 // This rank's device in words, for the job's rank -> device map (/env/devices): its index among
 // the visible ones, model, PCI bus id and UUID; "none: <why>" without one. Creates no context.
 std::string rank_device_text();
+// A device's PCI bus id as CUDA and NVML both spell it ("0000:17:00.0"), or "" with `why` set.
+// Creates no context.
+std::string pci_bus_id(int device, std::string& why);
 // The device's facts as this rank sees them, for /env machine.gpu_*: model, memory, SM and
 // memory clocks (the peak clocks the device reports, kHz), ECC, compute capability, driver; and
 // NVML's (backends/nvml.hpp): the driver's version, the clocks now, allowed and at most, the power

@@ -14,13 +14,7 @@ namespace {
 // and written only by its own thread (no atomics: the step is the same bits at every run).
 __global__ void optimizer_step_kernel(StepRule r, float* p, const float* g, float* a, float* b, std::int64_t n) {
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    float none = 0;
-    float& ai = a ? a[i] : none;
-    float none_b = 0;
-    float& bi = b ? b[i] : none_b;
-    apply_rule(r, p[i], g[i], ai, bi);
-  }
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) apply_rule_at(r, p, g, a, b, i);
 }
 
 constexpr int kRowThreads = 256;  // a power of two: the tree below halves it

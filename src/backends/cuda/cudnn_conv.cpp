@@ -4,8 +4,9 @@
 // by default, so a side-by-side comparison sets torch.backends.cudnn.allow_tf32 = False). The
 // algorithm is cuDNN's heuristic first choice (cudnnGet*Algorithm_v7) among those that fit
 // the workspace limit (with cudnn_algorithms = "deterministic", the first deterministic one),
-// chosen at setup with its workspace allocated there: the same choice for a device model, so every rank of a job records the same one (its name and workspace are the
-// point's cudnn.* attributes). Timing as every cuda kernel (cuda_common.hpp). The shared cuDNN
+// chosen at setup with its workspace allocated there: the same choice for a device model, so
+// every rank of a job records the same one (its name and workspace are the point's cudnn.*
+// attributes). Timing as every cuda kernel (cuda_common.hpp). The shared cuDNN
 // pieces (the checked call, tensor descriptors, CudnnKernel) are defined here too.
 #include <limits>
 #include <string>

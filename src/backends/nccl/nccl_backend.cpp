@@ -46,11 +46,13 @@ void agree_on_devices(MPI_Comm comm) {
     throw Error(mine ? "nccl: another rank of the job has no CUDA device; NCCL needs one GPU per rank"
                      : "nccl: no CUDA device on this host (" + d.why_none + ")");
   constexpr int kLen = 320;
-  char here[kLen] = {0}, bus[32] = {0};
+  char here[kLen] = {0};
   int name_len = 0;
   mpi_check(MPI_Get_processor_name(here, &name_len), "MPI_Get_processor_name", "NCCL's device check");
-  cuda::check(cudaDeviceGetPCIBusId(bus, sizeof bus, cuda::rank_device_index(d)), "cudaDeviceGetPCIBusId");
-  std::snprintf(here + name_len, static_cast<std::size_t>(kLen - name_len), " %s", bus);
+  std::string why;
+  const std::string bus = cuda::pci_bus_id(cuda::rank_device_index(d), why);
+  if (bus.empty()) throw Error("nccl: " + why);
+  std::snprintf(here + name_len, static_cast<std::size_t>(kLen - name_len), " %s", bus.c_str());
   std::vector<char> every(static_cast<std::size_t>(kLen) * static_cast<std::size_t>(size));
   mpi_check(MPI_Allgather(here, kLen, MPI_CHAR, every.data(), kLen, MPI_CHAR, comm), "MPI_Allgather", "NCCL's device check");
   for (int a = 0; a < size; ++a)
