@@ -5,14 +5,16 @@
 #    yardstick of ResNet-50 at batch 128 would take the host far longer than the run) with SGD
 #    momentum on `cuda` (d500's executor: cuBLAS/cuDNN in float32 without TF32, d500's device
 #    optimizer: its fused kernel on the GPU's parameters), with deterministic cuDNN algorithms (the
-#    executor's default) and with cuDNN's heuristic first choices (cudnn_algorithms = heuristic:
-#    the cost of determinism), and, when built against a CUDA LibTorch, on
+#    executor's default), with cuDNN's heuristic first choices (cudnn_algorithms = heuristic:
+#    the cost of determinism) and with the fastest ones cuDNN's find times at setup
+#    (cudnn_algorithms = find), and, when built against a CUDA LibTorch, on
 #    `libtorch-cuda` (LibTorch's executor and torch::optim): each a median step over STEPS x
 #    ROUNDS steps, each round's first left out, and images per second.
 # 2. PyTorch's own training step of the same architecture (ResNet-50 v1.5 written out in
 #    torch.nn below; torchvision is not needed) at the same batch: float32 with TF32 off and
 #    deterministic cuDNN algorithms (d500's executor's arithmetic and choice), with TF32 off, with
-#    PyTorch's defaults (TF32 convolutions), and bf16 autocast; CUDA events
+#    TF32 off and cudnn.benchmark (its find), with PyTorch's defaults (TF32 convolutions), and bf16
+#    autocast; CUDA events
 #    around each step, medians. The issue's yardstick on an H100: 915 images/s in fp32, 3711
 #    with bf16 autocast.
 # Needs a d500 built with CUDA and cuDNN, a visible GPU, mpirun, and Python with a CUDA PyTorch
@@ -24,7 +26,7 @@ python=${PYTHON:-python3}
 network=${1:-resnet50} batch=${2:-128} steps=${3:-10} rounds=${4:-2}
 mpirun=(mpirun -np 1)
 [ "$(id -u)" = 0 ] && mpirun+=(--allow-run-as-root)
-for run in cuda:deterministic cuda:heuristic libtorch-cuda:; do
+for run in cuda:deterministic cuda:heuristic cuda:find libtorch-cuda:; do
   backend=${run%%:*} algos=${run#*:}
   echo "== d500 on $backend${algos:+ (cudnn_algorithms = $algos)}"
   D500_BACKEND=$backend D500_CUDNN_ALGORITHMS=$algos "${mpirun[@]}" "$build/d500-bench-train" "$network" "$batch" "$steps" "$rounds" 0 d500 2>&1 |
@@ -65,12 +67,14 @@ def resnet50(classes=1000):
 print("GPU:", torch.cuda.get_device_name(0), "| PyTorch", torch.__version__, "| CUDA", torch.version.cuda, "| cuDNN", torch.backends.cudnn.version())
 x = torch.randn(batch, 3, 224, 224, device=dev)
 y = torch.randint(0, 1000, (batch,), device=dev)
-for name, tf32, autocast, det in (("fp32, TF32 off, deterministic (d500's arithmetic)", False, False, True),
-                                  ("fp32, TF32 off", False, False, False), ("fp32, PyTorch's defaults (TF32 convolutions)", True, False, False),
-                                  ("bf16 autocast", True, True, False)):
+for name, tf32, autocast, det, bench in (("fp32, TF32 off, deterministic (d500's arithmetic)", False, False, True, False),
+                                         ("fp32, TF32 off", False, False, False, False),
+                                         ("fp32, TF32 off, cudnn.benchmark (cuDNN's find)", False, False, False, True),
+                                         ("fp32, PyTorch's defaults (TF32 convolutions)", True, False, False, False),
+                                         ("bf16 autocast", True, True, False, False)):
     torch.backends.cudnn.allow_tf32 = tf32
     torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.benchmark = False
+    torch.backends.cudnn.benchmark = bench
     torch.backends.cudnn.deterministic = det
     model = resnet50().to(dev)
     opt = torch.optim.SGD(model.parameters(), lr=0.02, momentum=0.9)

@@ -3,11 +3,13 @@
 #   launchers/bench-gpu.sh [REPETITIONS] [CONV_BATCH]
 # 1. d500's `cuda` GEMM at n = 4096 and 8192 in fp32, tf32, bf16 and fp16, and cuDNN's
 #    convolutions of the ResNet-50 set (forward, backward data, backward filter) at batch
-#    CONV_BATCH (default 32): two campaigns planned, run and reported by d500 (REPETITIONS
-#    timed, default 50, after 5 warm-ups).
+#    CONV_BATCH (default 32), each with cuDNN's heuristic first choice and with the fastest cuDNN's
+#    find timed (cudnn_algorithms = find): two campaigns planned, run and reported by d500
+#    (REPETITIONS timed, default 50, after 5 warm-ups).
 # 2. PyTorch on the same problems, read back from d500's results.json (torch.mm; conv2d and
-#    aten.convolution_backward with cudnn.allow_tf32 = False and cudnn.benchmark = False, i.e.
-#    cuDNN's heuristics as d500 uses them), each repetition between CUDA events, medians.
+#    aten.convolution_backward with cudnn.allow_tf32 = False, and cudnn.benchmark = False, i.e.
+#    cuDNN's heuristics as d500 uses them, or True beside d500's find points), each repetition
+#    between CUDA events, medians.
 # 3. d500-bench-cuda: the same cuBLAS call as d500's GEMM in a bare loop (events, and the host's
 #    clock around launch and wait), the yardstick of the harness's overhead.
 # Prints, per problem: d500's device and host medians, PyTorch's, the bare loop's, and the ratios
@@ -32,7 +34,7 @@ warmups = 5
 [fixed]
 backend = \"cuda\""
 printf '%s\nworkload = "gemm"\n[axes]\nn = [4096, 8192]\ndtype = ["fp32", "tf32", "bf16", "fp16"]\n' "$head" > "$work/gemm.toml"
-printf '%s\nworkload = "conv2d"\nn = %d\n[axes]\npass = ["forward", "backward_data", "backward_filter"]\nshape = ["resnet50/*"]\n' \
+printf '%s\nworkload = "conv2d"\nn = %d\n[axes]\npass = ["forward", "backward_data", "backward_filter"]\nshape = ["resnet50/*"]\ncudnn_algorithms = ["heuristic", "find"]\n' \
   "$head" "$batch" > "$work/conv.toml"
 for c in gemm conv; do
   rm -rf "$work/$c"
@@ -101,6 +103,8 @@ for p in points:
         y = conv()
         dy = torch.randn_like(y)
         pass_ = param(p, "pass")
+        found = param(p, "cudnn_algorithms") == "find"
+        torch.backends.cudnn.benchmark = found  # PyTorch's own find, at its first call (a warm-up)
         mask = {"forward": None, "backward_data": [True, False, False], "backward_filter": [False, True, False]}[pass_]
         if mask is None:
             ref = timed(conv)
@@ -108,7 +112,8 @@ for p in points:
             ref = timed(lambda: torch.ops.aten.convolution_backward(dy, x, w, None, [g["stride"]] * 2, [g["pad"]] * 2,
                                                                    [g["dilation"]] * 2, False, [0, 0], g["groups"], mask))
         flops = p["rate"] * 1e9 * p["median_s"]  # GFLOP/s of the host time, back to the work of one repetition
-        rows.append(("conv %s %s" % (param(p, "shape", "?"), pass_), flops, p, ref, float("nan"), float("nan")))
+        torch.backends.cudnn.benchmark = False
+        rows.append(("conv %s %s%s" % (param(p, "shape", "?"), pass_, " find" if found else ""), flops, p, ref, float("nan"), float("nan")))
 
 print("%-48s %11s %11s %11s %11s %11s %9s %9s" % ("problem", "d500 device", "d500 host", "PyTorch", "bare dev", "bare host",
                                                    "d500/PT", "overhead"))

@@ -150,7 +150,7 @@ TEST(Plan, CudnnAlgorithmsAreCudasAloneAndTheWorkloadsDefaultKeepsTheId) {
   e = error_of(kHead + "[fixed]\nworkload = \"conv2d\"\nbackend = \"blas\"\nshape = \"resnet50/res2_3x3\"\nn = 2\n"
                        "cudnn_algorithms = \"fastest\"\n");
   EXPECT_NE(e.find("c.toml:8:20"), std::string::npos) << e;
-  EXPECT_NE(e.find("key 'cudnn_algorithms' is \"fastest\" (valid: heuristic, deterministic)"), std::string::npos) << e;
+  EXPECT_NE(e.find("key 'cudnn_algorithms' is \"fastest\" (valid: heuristic, deterministic, find)"), std::string::npos) << e;
   const BackendInfo* cuda = find_backend("cuda");
   if (!cuda || !cuda->built) GTEST_SKIP() << "the rest plans cuda points, which this build lacks";
   auto ids = [](const std::string& fixed, const std::string& axis) {
@@ -160,18 +160,21 @@ TEST(Plan, CudnnAlgorithmsAreCudasAloneAndTheWorkloadsDefaultKeepsTheId) {
     return out;
   };
   const std::string conv = "workload = \"conv2d\"\nshape = \"resnet50/res2_3x3\"\nn = 2\n";
-  const auto level0 = ids(conv, "[\"heuristic\", \"deterministic\"]");
-  ASSERT_EQ(level0.size(), 2u);
+  const auto level0 = ids(conv, "[\"heuristic\", \"deterministic\", \"find\"]");
+  ASSERT_EQ(level0.size(), 3u);
   EXPECT_EQ(level0[0], plan_of(kHead + "[fixed]\nbackend = \"cuda\"\n" + conv).points.at(0).canonical);
   EXPECT_EQ(level0[0].find("cudnn_algorithms"), std::string::npos) << level0[0];
   EXPECT_NE(level0[1].find("cudnn_algorithms=deterministic"), std::string::npos) << level0[1];
+  EXPECT_NE(level0[2].find("cudnn_algorithms=find"), std::string::npos) << level0[2];
   const auto gemm = ids("workload = \"gemm\"\nn = 64\n", "[\"heuristic\", \"deterministic\"]");
   ASSERT_EQ(gemm.size(), 1u) << "one problem, planned once";
   EXPECT_EQ(gemm[0].find("cudnn_algorithms"), std::string::npos) << gemm[0];
-  const auto level1 = ids("workload = \"network\"\nnetwork = \"lenet5\"\nbatch = 2\npass = \"training\"\n", "[\"deterministic\", \"heuristic\"]");
-  ASSERT_EQ(level1.size(), 2u);
+  const auto level1 =
+      ids("workload = \"network\"\nnetwork = \"lenet5\"\nbatch = 2\npass = \"training\"\n", "[\"deterministic\", \"heuristic\", \"find\"]");
+  ASSERT_EQ(level1.size(), 3u);
   EXPECT_EQ(level1[0].find("cudnn_algorithms"), std::string::npos) << level1[0];
   EXPECT_NE(level1[1].find("cudnn_algorithms=heuristic"), std::string::npos) << level1[1];
+  EXPECT_NE(level1[2].find("cudnn_algorithms=find"), std::string::npos) << level1[2];
 }
 
 TEST(Plan, ExcludeRulesMustMatchSomething) {

@@ -188,10 +188,10 @@ TEST_F(Gpu, ConvolutionsInEveryPassValidateAndRecordTheAlgorithmCudnnChose) {
   const fs::path run = planned("[campaign]\nname = \"gpu-conv\"\nrepetitions = 10\nwarmups = 3\n[fixed]\nworkload = \"conv2d\"\n"
                                "backend = \"cuda\"\nn = 4\n[axes]\npass = [\"forward\", \"backward_data\", \"backward_filter\"]\n"
                                "shape = [\"resnet50/res2_3x3\", \"resnet50/res4_3x3_stride2\"]\n"
-                               "cudnn_algorithms = [\"heuristic\", \"deterministic\"]\n");
+                               "cudnn_algorithms = [\"heuristic\", \"deterministic\", \"find\"]\n");
   const hid_t f = ran_and_checked(run);
   ASSERT_GE(f, 0);
-  each_on_device(f, 12, 13, [](hid_t g, const std::string& canonical) {
+  each_on_device(f, 18, 13, [](hid_t g, const std::string& canonical) {
     const std::string pass = canonical.substr(canonical.find(" pass=") + 6, canonical.find(' ', canonical.find(" pass=") + 6) - canonical.find(" pass=") - 6);
     const std::string algorithm = attr_string(g, "cudnn.algorithm");
     EXPECT_EQ(algorithm.rfind(pass == "forward" ? "forward " : pass == "backward_data" ? "backward data " : "backward filter ", 0), 0u) << algorithm;
@@ -204,6 +204,13 @@ TEST_F(Gpu, ConvolutionsInEveryPassValidateAndRecordTheAlgorithmCudnnChose) {
     EXPECT_EQ(attr_string(g, "cudnn.choice").find("first deterministic") != std::string::npos, deterministic) << attr_string(g, "cudnn.choice");
     if (deterministic) {
       EXPECT_EQ(algorithm.find("non-deterministic"), std::string::npos) << algorithm;
+    }
+    // Found: cuDNN timed every algorithm at setup and the point keeps the winner's time.
+    const bool found = canonical.find("cudnn_algorithms=find") != std::string::npos;
+    EXPECT_EQ(attr_string(g, "cudnn.choice").find("cudnnFind*AlgorithmEx") != std::string::npos, found) << attr_string(g, "cudnn.choice");
+    EXPECT_EQ(H5Aexists(g, "cudnn.found_ms") > 0, found) << canonical;
+    if (found) {
+      EXPECT_GT(attr_double(g, "cudnn.found_ms"), 0.0) << canonical;
     }
   });
   H5Fclose(f);
@@ -355,29 +362,36 @@ TEST_F(Gpu, DsExecutorRunsNetworksOnTheGpuAndValidatesOrSaysWhyItCannot) {
   // A training step with cuDNN's heuristic first choices (cudnn_algorithms = "heuristic", PyTorch's
   // default) validates too; its pooling says when it adds with atomics.
   const fs::path run = planned("[campaign]\nname = \"l1\"\nrepetitions = 5\nwarmups = 2\n[fixed]\nworkload = \"network\"\n"
-                               "backend = \"cuda\"\nbatch = 32\n[axes]\nnetwork = [\"lenet5\", \"resnet20-cifar\", \"lenet5\", \"resnet20-cifar\", \"lenet5\"]\n"
-                               "pass = [\"inference\", \"inference\", \"training\", \"training\", \"training\"]\n"
-                               "cudnn_algorithms = [\"deterministic\", \"deterministic\", \"deterministic\", \"deterministic\", \"heuristic\"]\n"
+                               "backend = \"cuda\"\nbatch = 32\n[axes]\n"
+                               "network = [\"lenet5\", \"resnet20-cifar\", \"lenet5\", \"resnet20-cifar\", \"lenet5\", \"resnet20-cifar\"]\n"
+                               "pass = [\"inference\", \"inference\", \"training\", \"training\", \"training\", \"training\"]\n"
+                               "cudnn_algorithms = [\"deterministic\", \"deterministic\", \"deterministic\", \"deterministic\", \"heuristic\", \"find\"]\n"
                                "[[zip]]\naxes = [\"network\", \"pass\", \"cudnn_algorithms\"]\n");
   const hid_t f = ran_and_checked(run);
   ASSERT_GE(f, 0);
-  each_on_device(f, 5, 7, [](hid_t g, const std::string& canonical) {
+  each_on_device(f, 6, 7, [](hid_t g, const std::string& canonical) {
     EXPECT_NE(attr_string(g, "executor").find(" on cuda:0, "), std::string::npos) << attr_string(g, "executor");
     EXPECT_GE(attr_int(g, "device.peak_memory_bytes"), attr_int(g, "network.weight_bytes")) << canonical;
     // The executor's default is "deterministic", normalised away from the id.
     EXPECT_EQ(canonical.find("cudnn_algorithms=deterministic"), std::string::npos) << canonical;
     const bool heuristic = canonical.find("cudnn_algorithms=heuristic") != std::string::npos;
-    // Every convolution on cuDNN, each with deterministic algorithms (these small ones have them).
+    const bool found = canonical.find("cudnn_algorithms=find") != std::string::npos;
+    // Every convolution on cuDNN, each with deterministic algorithms (these small ones have them),
+    // unless the point asked for cuDNN's first or fastest choices.
     int convolutions = 0, pools = 0;
     for (const std::string& impl : step_impls(g)) {
       if (impl.find("pooling") != std::string::npos) {
         ++pools;
-        EXPECT_EQ(impl.find("atomics") != std::string::npos, heuristic) << impl;  // LeNet-5's are max pools
+        // LeNet-5's are max pools (deterministic unless asked otherwise); ResNet-20's a global average.
+        if (canonical.find("network=lenet5") != std::string::npos) {
+          EXPECT_EQ(impl.find("atomics") != std::string::npos, heuristic || found) << impl;
+        }
       }
       if (impl.find("convolution") == std::string::npos) continue;
       ++convolutions;
       EXPECT_EQ(impl.rfind("cuda cudnn convolution (algos f", 0), 0u) << impl;
-      if (!heuristic) {
+      EXPECT_EQ(impl.find(", found") != std::string::npos, found) << impl;
+      if (!heuristic && !found) {
         EXPECT_NE(impl.find(", deterministic)"), std::string::npos) << impl;
       }
     }

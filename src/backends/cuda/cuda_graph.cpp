@@ -9,9 +9,11 @@
 //                                                  backward bias; the algorithm cuDNN's heuristic
 //                                                  first deterministic choice within 1 GiB of
 //                                                  workspace (any first choice if none is, or
-//                                                  with cudnn_algorithms = "heuristic")
+//                                                  with cudnn_algorithms = "heuristic"; the
+//                                                  fastest cuDNN's find timed with "find", once
+//                                                  per pass and geometry in a network)
 //   MaxPool, AveragePool, GlobalAveragePool        cuDNN pooling (max in its deterministic mode
-//                                                  unless "heuristic"; no
+//                                                  unless "heuristic" or "find"; no
 //                                                  dilation, symmetric pads, the floor rule); in
 //                                                  training the kernel keeps its own
 //                                                  copy of what cuDNN's backward reads and the
@@ -33,6 +35,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -156,6 +159,15 @@ class ExecutorMemory final : public DeviceMemory {
   cublasHandle_t blas() const { return blas_; }
 #ifdef D500_HAVE_CUDNN
   cudnnHandle_t dnn() const { return dnn_; }
+  // One convolution pass's algorithm (`key`: the pass and its geometry): chosen by `choose` the
+  // first time, the same choice for every later convolution of that pass and geometry in this
+  // network (found ones, as PyTorch's cudnn.benchmark caches them; the heuristics' are the same anyway).
+  template <class Choose>
+  ConvAlgorithm conv_algorithm(const std::string& key, Choice c, Choose&& choose) {
+    const std::string k = std::to_string(static_cast<int>(c)) + " " + key;
+    if (const auto it = algorithms_.find(k); it != algorithms_.end()) return it->second;
+    return algorithms_[k] = choose();
+  }
 #endif
 
  private:
@@ -167,6 +179,7 @@ class ExecutorMemory final : public DeviceMemory {
   cublasHandle_t blas_ = nullptr;
 #ifdef D500_HAVE_CUDNN
   cudnnHandle_t dnn_ = nullptr;
+  std::map<std::string, ConvAlgorithm> algorithms_;
 #endif
   std::string name_;
 };
@@ -369,6 +382,32 @@ class SoftmaxCrossEntropy final : public CudaNode {
 
 const float kOne = 1.0f, kZero = 0.0f;
 
+// The buffers cuDNN's find runs a convolution's algorithms on in d500's executor: an input, a
+// weight and an output of the convolution's sizes, zeros, of its own (the executor's own buffers
+// may share memory with tensors that live at setup), held only while the convolution's kernel is
+// made. None for an empty geometry (a choice that is not find).
+class FindBuffers {
+ public:
+  FindBuffers(ExecutorMemory& m, const ConvGeom& g) : m_(m) {
+    if (g.n == 0) return;
+    auto bytes = [](I elements) { return static_cast<std::size_t>(elements) * sizeof(float); };
+    b_.x = m.allocate(bytes(g.n * g.c * g.h * g.w));
+    b_.w = m.allocate(bytes(g.k * g.cg() * g.kh * g.kw));
+    b_.y = m.allocate(bytes(g.n * g.k * g.p * g.q));
+  }
+  ~FindBuffers() {
+    for (void* b : {b_.x, b_.w, b_.y})
+      if (b) m_.release(b);
+  }
+  FindBuffers(const FindBuffers&) = delete;
+  FindBuffers& operator=(const FindBuffers&) = delete;
+  const ConvBuffers* get() const { return b_.x ? &b_ : nullptr; }
+
+ private:
+  ExecutorMemory& m_;
+  ConvBuffers b_;
+};
+
 class Conv final : public CudaNode {
  public:
   // nullptr when cuDNN's geometry differs from the node's (the reference runs it then).
@@ -420,24 +459,37 @@ class Conv final : public CudaNode {
     cudnn_check(cudnnGetConvolution2dForwardOutputDim(conv_, x_.get(), w_, &n, &c, &h, &w), "cudnnGetConvolution2dForwardOutputDim");
     if (n != g.n || c != g.k || h != g.p || w != g.q) return;  // ok_ stays false
     // Deterministic algorithms where cuDNN has one that fits (unless the point's cudnn_algorithms
-    // is "heuristic"): a seeded training run then repeats bit for bit on the same GPU, as on the CPU.
-    const Determinism want = determinism_of(p.params, Determinism::Prefer);
-    const ConvAlgorithm f = choose_forward(m.dnn(), x_.get(), w_, conv_, y_.get(), want);
+    // says "heuristic" or "find"): a seeded training run then repeats bit for bit on the same GPU,
+    // as on the CPU.
+    const Choice want = choice_of(p.params, Choice::Deterministic);
+    const std::string shape = "x " + std::to_string(g.n) + "x" + std::to_string(g.c) + "x" + std::to_string(g.h) + "x" +
+                              std::to_string(g.w) + " w " + std::to_string(g.k) + "x" + std::to_string(g.cg()) + "x" + std::to_string(g.kh) +
+                              "x" + std::to_string(g.kw) + " pad " + std::to_string(g.pt) + "," + std::to_string(g.pl) + " stride " +
+                              std::to_string(g.sh) + "," + std::to_string(g.sw) + " dilation " + std::to_string(g.dh) + "," +
+                              std::to_string(g.dw) + " groups " + std::to_string(g.groups);
+    FindBuffers on(m, want == Choice::Find ? g : ConvGeom{});
+    const ConvAlgorithm f = m.conv_algorithm("forward " + shape, want, [&] { return choose_forward(m.dnn(), x_.get(), w_, conv_, y_.get(), want, on.get()); });
     if (!f.found) return;
     fwd_ = static_cast<cudnnConvolutionFwdAlgo_t>(f.algo), ws_bytes_ = f.workspace;
     bool same_bits = f.deterministic;
     // The impl text (64 bytes in the results file): cuDNN's algorithm enums, forward, backward
-    // data, backward filter, and whether all are deterministic ("algos f1 d1 w1, deterministic").
+    // data, backward filter, "found" when cuDNN's find chose them, and whether all are
+    // deterministic ("algos f1 d1 w1, deterministic").
     algorithms_ = "algos f" + std::to_string(f.algo);
     if (p.training) {
-      const ConvAlgorithm d = choose_backward_data(m.dnn(), x_.get(), w_, conv_, y_.get(), want);
-      const ConvAlgorithm w8 = choose_backward_filter(m.dnn(), x_.get(), w_, conv_, y_.get(), want);
+      const ConvAlgorithm d = m.conv_algorithm("backward data " + shape, want, [&] {
+        return choose_backward_data(m.dnn(), x_.get(), w_, conv_, y_.get(), want, on.get());
+      });
+      const ConvAlgorithm w8 = m.conv_algorithm("backward filter " + shape, want, [&] {
+        return choose_backward_filter(m.dnn(), x_.get(), w_, conv_, y_.get(), want, on.get());
+      });
       if (!d.found || !w8.found) return;
       bwd_data_ = static_cast<cudnnConvolutionBwdDataAlgo_t>(d.algo), bwd_filter_ = static_cast<cudnnConvolutionBwdFilterAlgo_t>(w8.algo);
       ws_bytes_ = std::max({ws_bytes_, d.workspace, w8.workspace});
       algorithms_ += " d" + std::to_string(d.algo) + " w" + std::to_string(w8.algo);
       same_bits = same_bits && d.deterministic && w8.deterministic;
     }
+    if (want == Choice::Find) algorithms_ += ", found";
     algorithms_ += same_bits ? ", deterministic" : ", atomics";
     if (ws_bytes_ > 0) ws_ = own(ws_bytes_);
     ok_ = true;
@@ -475,9 +527,10 @@ class Pool final : public CudaNode {
     for (const I v : {g.n, g.c, g.h, g.w, g.kh, g.kw})
       if (!fits_int(v)) return nullptr;
     // Max pooling's deterministic mode: plain CUDNN_POOLING_MAX adds overlapping windows'
-    // gradients with atomics (cuDNN's "Reproducibility" notes); it is the point's with "heuristic".
+    // gradients with atomics (cuDNN's "Reproducibility" notes); it is the point's with "heuristic"
+    // or "find".
     cudnnPoolingMode_t mode =
-        determinism_of(p.params, Determinism::Prefer) == Determinism::Any ? CUDNN_POOLING_MAX : CUDNN_POOLING_MAX_DETERMINISTIC;
+        choice_of(p.params, Choice::Deterministic) == Choice::Deterministic ? CUDNN_POOLING_MAX_DETERMINISTIC : CUDNN_POOLING_MAX;
     if (p.node->op != "MaxPool")
       mode = global || p.node->attr_i("count_include_pad", 0) ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
                                                               : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;

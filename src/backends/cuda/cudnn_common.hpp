@@ -30,36 +30,54 @@ class TensorDesc {
   cudnnTensorDescriptor_t d_ = nullptr;
 };
 
-// The algorithm cuDNN's heuristics rank first (cudnnGet*Algorithm_v7) among those that succeed
-// within a workspace of 1 GiB, for each pass of a described convolution: its enum value, name,
-// workspace and whether cuDNN says it computes the same bits at every run; found is false when
-// none fits. The choice itself is the same for a device model and cuDNN version, so every rank
-// of a job makes the same one. With Determinism::Prefer the first deterministic algorithm that
-// fits is taken, and the first of any kind only when none is: cuDNN's backward filter ALGO_0 and
-// ALGO_3 and backward data ALGO_0 add with atomics, so that two runs of one training step on
-// the same GPU differ in their last bits (cuDNN's "Reproducibility" notes).
-enum class Determinism { Any, Prefer };
-// The point's choice (its cudnn_algorithms: "heuristic" is Any, "deterministic" Prefer); `unset`
-// when the point leaves it to the workload's default or there is no point.
-inline Determinism determinism_of(const Params* p, Determinism unset) {
+// How a convolution's algorithm for each pass is chosen at setup, from the point's
+// cudnn_algorithms:
+// - Heuristic ("heuristic"): the algorithm cuDNN's heuristics rank first (cudnnGet*Algorithm_v7)
+//   among those that succeed within a workspace of 1 GiB. The choice is the same for a device
+//   model and cuDNN version, so every rank of a job makes the same one.
+// - Deterministic ("deterministic"): the first of that ranking that cuDNN says computes the same
+//   bits at every run, and the first of any kind only when none is. cuDNN's backward filter
+//   ALGO_0 and ALGO_3 and backward data ALGO_0 add with atomics, so that two runs of one training
+//   step on the same GPU differ in their last bits (cuDNN's "Reproducibility" notes).
+// - Find ("find"): every algorithm run once on the pass's own buffers by cudnnFind*AlgorithmEx,
+//   with a workspace as large as the largest any of them asks within 1 GiB, and the fastest that
+//   succeeded taken (PyTorch's torch.backends.cudnn.benchmark = True). Measured, so two ranks, or
+//   two runs, may choose differently when two algorithms are close.
+enum class Choice { Heuristic, Deterministic, Find };
+// The point's choice; `unset` when the point leaves it to the workload's default or there is no point.
+inline Choice choice_of(const Params* p, Choice unset) {
   const auto it = p ? p->find("cudnn_algorithms") : Params::const_iterator{};
   if (!p || it == p->end() || !std::holds_alternative<std::string>(it->second)) return unset;
   const auto& v = std::get<std::string>(it->second);
-  return v == "heuristic" ? Determinism::Any : v == "deterministic" ? Determinism::Prefer : unset;
+  return v == "heuristic" ? Choice::Heuristic : v == "deterministic" ? Choice::Deterministic : v == "find" ? Choice::Find : unset;
 }
+// The device buffers Choice::Find runs the algorithms on, in cuDNN's names for the forward pass:
+// x, w and y (a backward data pass writes its dx into x, a backward filter pass its dw into w).
+// The pass's output is overwritten; its inputs are read.
+struct ConvBuffers {
+  void* x = nullptr;
+  void* w = nullptr;
+  void* y = nullptr;
+};
+// The chosen algorithm: its enum value, name, workspace and whether cuDNN says it computes the
+// same bits at every run; found is false when none fits; with Choice::Find, the time cuDNN
+// measured for it (milliseconds, one run), else -1.
 struct ConvAlgorithm {
   bool found = false;
   int algo = 0;
   std::size_t workspace = 0;
   bool deterministic = false;
   std::string name;  // "forward IMPLICIT_GEMM"
+  double found_ms = -1;
 };
+// `on` is needed with Choice::Find and ignored otherwise.
 ConvAlgorithm choose_forward(cudnnHandle_t h, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w, cudnnConvolutionDescriptor_t conv,
-                             cudnnTensorDescriptor_t y, Determinism d = Determinism::Any);
-ConvAlgorithm choose_backward_data(cudnnHandle_t h, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w,
-                                   cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t y, Determinism d = Determinism::Any);
+                             cudnnTensorDescriptor_t y, Choice c = Choice::Heuristic, const ConvBuffers* on = nullptr);
+ConvAlgorithm choose_backward_data(cudnnHandle_t h, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w, cudnnConvolutionDescriptor_t conv,
+                                   cudnnTensorDescriptor_t y, Choice c = Choice::Heuristic, const ConvBuffers* on = nullptr);
 ConvAlgorithm choose_backward_filter(cudnnHandle_t h, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w,
-                                     cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t y, Determinism d = Determinism::Any);
+                                     cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t y, Choice c = Choice::Heuristic,
+                                     const ConvBuffers* on = nullptr);
 
 class CudnnKernel : public DeviceKernel {
  public:
@@ -70,6 +88,7 @@ class CudnnKernel : public DeviceKernel {
  protected:
   explicit CudnnKernel(OpProblem& p);
   const void* in(std::size_t i) const { return in_[i]->get(); }
+  void* input_buffer(std::size_t i) { return in_[i]->get(); }  // for a library call that takes it unqualified (cuDNN's find)
   void* out(std::size_t i) { return out_[i]->get(); }
   // A device buffer of its own (a forward output a backward pass reads, a workspace), made at setup.
   void* scratch(std::size_t bytes);

@@ -3,12 +3,15 @@
 // them, strict float32 arithmetic (CUDNN_FMA_MATH: no TF32; PyTorch allows TF32 in convolutions
 // by default, so a side-by-side comparison sets torch.backends.cudnn.allow_tf32 = False). The
 // algorithm is cuDNN's heuristic first choice (cudnnGet*Algorithm_v7) among those that fit
-// the workspace limit (with cudnn_algorithms = "deterministic", the first deterministic one),
-// chosen at setup with its workspace allocated there: the same choice for a device model, so
-// every rank of a job records the same one (its name and workspace are the point's cudnn.*
-// attributes). Timing as every cuda kernel (cuda_common.hpp). The shared cuDNN
+// the workspace limit (with cudnn_algorithms = "deterministic", the first deterministic one; with
+// "find", the fastest cudnnFind*AlgorithmEx timed on the point's own tensors), chosen at setup,
+// before any warm-up, with its workspace allocated there. The heuristics' choice is the same for a
+// device model, so every rank of a job records the same one; a found one is each rank's own (the
+// point's cudnn.* attributes are rank 0's). Timing as every cuda kernel (cuda_common.hpp). The shared cuDNN
 // pieces (the checked call, tensor descriptors, CudnnKernel) are defined here too.
+#include <algorithm>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -110,7 +113,7 @@ const char* bwd_filter_name(cudnnConvolutionBwdFilterAlgo_t a) {
 // named `call`), and the first of them that succeeded and fits the limit (and, preferring
 // determinism, the first deterministic one of those if there is one).
 template <class Perf, class Rank, class Name>
-ConvAlgorithm first_fitting(int count, Rank&& rank, const char* call, const char* pass, Name&& name, Determinism want) {
+ConvAlgorithm first_fitting(int count, Rank&& rank, const char* call, const char* pass, Name&& name, Choice want) {
   int returned = 0;
   std::vector<Perf> ranked(static_cast<std::size_t>(count));
   cudnn_check(rank(count, &returned, ranked.data()), call);
@@ -124,7 +127,52 @@ ConvAlgorithm first_fitting(int count, Rank&& rank, const char* call, const char
     if (!any.found) any = a;
     if (det && !same_bits.found) same_bits = a;
   }
-  return want == Determinism::Prefer && same_bits.found ? same_bits : any;
+  return want == Choice::Deterministic && same_bits.found ? same_bits : any;
+}
+
+// The fastest of one pass's algorithms as cuDNN times them (`find(count, &returned, perfs,
+// workspace, bytes)`, the cudnnFind*AlgorithmEx call named `find_call`, which runs each algorithm
+// on the buffers it was given and returns them sorted by time). Its workspace is the largest that
+// any algorithm of the heuristics' ranking (`rank`, named `rank_call`) asks within the limit, held
+// only while it searches; the chosen one is the fastest that succeeded within it.
+template <class Perf, class Rank, class Find, class Name>
+ConvAlgorithm fastest_found(int count, Rank&& rank, const char* rank_call, Find&& find, const char* find_call, const char* pass,
+                            Name&& name) {
+  int returned = 0;
+  std::vector<Perf> perfs(static_cast<std::size_t>(count));
+  cudnn_check(rank(count, &returned, perfs.data()), rank_call);
+  std::size_t limit = 0;
+  for (int i = 0; i < returned; ++i) {
+    const Perf& p = perfs[static_cast<std::size_t>(i)];
+    if (p.status == CUDNN_STATUS_SUCCESS && p.memory <= kWorkspaceLimit) limit = std::max(limit, p.memory);
+  }
+  std::unique_ptr<DeviceBuffer> workspace;
+  if (limit > 0) workspace = std::make_unique<DeviceBuffer>(limit);
+  returned = 0;
+  perfs.assign(static_cast<std::size_t>(count), Perf{});
+  cudnn_check(find(count, &returned, perfs.data(), workspace ? workspace->get() : nullptr, limit), find_call);
+  for (int i = 0; i < returned; ++i) {
+    const Perf& p = perfs[static_cast<std::size_t>(i)];
+    if (p.status != CUDNN_STATUS_SUCCESS || p.memory > limit) continue;
+    const bool det = p.determinism == CUDNN_DETERMINISTIC;
+    return ConvAlgorithm{true, static_cast<int>(p.algo), p.memory, det,
+                         std::string(pass) + " " + name(p.algo) + (det ? "" : " (non-deterministic)"), static_cast<double>(p.time)};
+  }
+  return {};
+}
+
+const ConvBuffers& buffers_for_find(const ConvBuffers* on) {
+  if (!on || !on->x || !on->w || !on->y) throw Error("cuda: cuDNN's find needs the convolution's buffers (an internal error)");
+  return *on;
+}
+
+// One pass's algorithm by the choice `c`: from cuDNN's heuristic ranking (`rank`, the call named
+// `rank_call`), or, with Choice::Find, the fastest `find` (named `find_call`) times.
+template <class Perf, class Rank, class Find, class Name>
+ConvAlgorithm choose(int count, Choice c, const char* pass, Name&& name, Rank&& rank, const char* rank_call, Find&& find,
+                     const char* find_call) {
+  if (c != Choice::Find) return first_fitting<Perf>(count, rank, rank_call, pass, name, c);
+  return fastest_found<Perf>(count, rank, rank_call, find, find_call, pass, name);
 }
 
 class CudnnConv final : public CudnnKernel {
@@ -146,12 +194,18 @@ class CudnnConv final : public CudnnKernel {
                 "cudnnSetConvolution2dDescriptor");
     cudnn_check(cudnnSetConvolutionGroupCount(conv_, dims(cs_.groups)), "cudnnSetConvolutionGroupCount");
     cudnn_check(cudnnSetConvolutionMathType(conv_, CUDNN_FMA_MATH), "cudnnSetConvolutionMathType");
-    want_ = determinism_of(&p_.params, Determinism::Any);
-    const ConvAlgorithm a = p_.pass == "forward"         ? choose_forward(handle_, x_, w_, conv_, y_, want_)
-                            : p_.pass == "backward_data" ? choose_backward_data(handle_, x_, w_, conv_, y_, want_)
-                                                         : choose_backward_filter(handle_, x_, w_, conv_, y_, want_);
+    want_ = choice_of(&p_.params, Choice::Heuristic);
+    // What a find runs on: this point's own tensors, inputs as uploaded, the output overwritten
+    // (each run writes it whole). forward: in x, w, out y; backward data: in dy, w, out dx;
+    // backward filter: in x, dy, out dw.
+    const ConvBuffers on = p_.pass == "forward"         ? ConvBuffers{input_buffer(0), input_buffer(1), out(0)}
+                           : p_.pass == "backward_data" ? ConvBuffers{out(0), input_buffer(1), input_buffer(0)}
+                                                        : ConvBuffers{input_buffer(0), out(0), input_buffer(1)};
+    const ConvAlgorithm a = p_.pass == "forward"         ? choose_forward(handle_, x_, w_, conv_, y_, want_, &on)
+                            : p_.pass == "backward_data" ? choose_backward_data(handle_, x_, w_, conv_, y_, want_, &on)
+                                                         : choose_backward_filter(handle_, x_, w_, conv_, y_, want_, &on);
     if (!a.found) throw Error("cuda: cuDNN offers no " + p_.pass + " algorithm for this convolution within a 1 GiB workspace");
-    algo_ = a.algo, workspace_bytes_ = a.workspace, algorithm_ = a.name;
+    algo_ = a.algo, workspace_bytes_ = a.workspace, algorithm_ = a.name, found_ms_ = a.found_ms;
     if (workspace_bytes_ > 0) workspace_ = scratch(workspace_bytes_);
   }
   ~CudnnConv() override {
@@ -180,14 +234,27 @@ class CudnnConv final : public CudnnKernel {
   }
 
   std::vector<std::pair<std::string, Value>> facts() const override {
-    return {{"cudnn.algorithm", algorithm_},
-            {"cudnn.workspace_bytes", static_cast<std::int64_t>(workspace_bytes_)},
-            {"cudnn.choice", std::string(want_ == Determinism::Any
-                                             ? "cuDNN's heuristic first choice (cudnnGet*Algorithm_v7) within a 1 GiB workspace, deterministic "
-                                               "or not (PyTorch's default; the algorithm's name says when it adds with atomics)"
-                                             : "the first deterministic algorithm of cuDNN's heuristic ranking (cudnnGet*Algorithm_v7) within "
-                                               "a 1 GiB workspace (cudnn_algorithms = deterministic; the heuristic first choice when none is)") +
-                                 "; CUDNN_FMA_MATH (float32, no TF32); NCHW float32, weights KCRS"}};
+    std::string how;
+    switch (want_) {
+      case Choice::Heuristic:
+        how = "cuDNN's heuristic first choice (cudnnGet*Algorithm_v7) within a 1 GiB workspace, deterministic or not (PyTorch's "
+              "default; the algorithm's name says when it adds with atomics)";
+        break;
+      case Choice::Deterministic:
+        how = "the first deterministic algorithm of cuDNN's heuristic ranking (cudnnGet*Algorithm_v7) within a 1 GiB workspace "
+              "(cudnn_algorithms = deterministic; the heuristic first choice when none is)";
+        break;
+      case Choice::Find:
+        how = "the fastest of every algorithm cuDNN ran once on this point's tensors at setup, before the warm-ups "
+              "(cudnnFind*AlgorithmEx; cudnn_algorithms = find, PyTorch's cudnn.benchmark), within the largest workspace any "
+              "asks up to 1 GiB; each rank finds its own, these attributes are rank 0's";
+        break;
+    }
+    std::vector<std::pair<std::string, Value>> f{{"cudnn.algorithm", algorithm_},
+                                                 {"cudnn.workspace_bytes", static_cast<std::int64_t>(workspace_bytes_)},
+                                                 {"cudnn.choice", how + "; CUDNN_FMA_MATH (float32, no TF32); NCHW float32, weights KCRS"}};
+    if (found_ms_ >= 0) f.emplace_back("cudnn.found_ms", found_ms_);
+    return f;
   }
 
  private:
@@ -195,7 +262,8 @@ class CudnnConv final : public CudnnKernel {
   cudnnTensorDescriptor_t x_ = nullptr, y_ = nullptr;
   cudnnFilterDescriptor_t w_ = nullptr;
   cudnnConvolutionDescriptor_t conv_ = nullptr;
-  Determinism want_ = Determinism::Any;
+  Choice want_ = Choice::Heuristic;
+  double found_ms_ = -1;  // with Choice::Find, cuDNN's time for the chosen algorithm
   int algo_ = 0;  // the pass's cuDNN algorithm enum
   std::size_t workspace_bytes_ = 0;
   std::string algorithm_;
@@ -205,29 +273,45 @@ class CudnnConv final : public CudnnKernel {
 }  // namespace
 
 ConvAlgorithm choose_forward(cudnnHandle_t h, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w, cudnnConvolutionDescriptor_t conv,
-                             cudnnTensorDescriptor_t y, Determinism d) {
+                             cudnnTensorDescriptor_t y, Choice c, const ConvBuffers* on) {
   using Perf = cudnnConvolutionFwdAlgoPerf_t;
-  return first_fitting<Perf>(
-      CUDNN_CONVOLUTION_FWD_ALGO_COUNT, [&](int n, int* got, Perf* r) { return cudnnGetConvolutionForwardAlgorithm_v7(h, x, w, conv, y, n, got, r); },
-      "cudnnGetConvolutionForwardAlgorithm_v7", "forward", fwd_name, d);
+  return choose<Perf>(
+      CUDNN_CONVOLUTION_FWD_ALGO_COUNT, c, "forward", fwd_name,
+      [&](int n, int* got, Perf* r) { return cudnnGetConvolutionForwardAlgorithm_v7(h, x, w, conv, y, n, got, r); },
+      "cudnnGetConvolutionForwardAlgorithm_v7",
+      [&](int n, int* got, Perf* r, void* ws, std::size_t bytes) {
+        const ConvBuffers& b = buffers_for_find(on);
+        return cudnnFindConvolutionForwardAlgorithmEx(h, x, b.x, w, b.w, conv, y, b.y, n, got, r, ws, bytes);
+      },
+      "cudnnFindConvolutionForwardAlgorithmEx");
 }
 
-ConvAlgorithm choose_backward_data(cudnnHandle_t h, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w,
-                                   cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t y, Determinism d) {
+ConvAlgorithm choose_backward_data(cudnnHandle_t h, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w, cudnnConvolutionDescriptor_t conv,
+                                   cudnnTensorDescriptor_t y, Choice c, const ConvBuffers* on) {
   using Perf = cudnnConvolutionBwdDataAlgoPerf_t;
-  return first_fitting<Perf>(
-      CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+  return choose<Perf>(
+      CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, c, "backward data", bwd_data_name,
       [&](int n, int* got, Perf* r) { return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, w, y, conv, x, n, got, r); },
-      "cudnnGetConvolutionBackwardDataAlgorithm_v7", "backward data", bwd_data_name, d);
+      "cudnnGetConvolutionBackwardDataAlgorithm_v7",
+      [&](int n, int* got, Perf* r, void* ws, std::size_t bytes) {
+        const ConvBuffers& b = buffers_for_find(on);
+        return cudnnFindConvolutionBackwardDataAlgorithmEx(h, w, b.w, y, b.y, conv, x, b.x, n, got, r, ws, bytes);
+      },
+      "cudnnFindConvolutionBackwardDataAlgorithmEx");
 }
 
 ConvAlgorithm choose_backward_filter(cudnnHandle_t h, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w,
-                                     cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t y, Determinism d) {
+                                     cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t y, Choice c, const ConvBuffers* on) {
   using Perf = cudnnConvolutionBwdFilterAlgoPerf_t;
-  return first_fitting<Perf>(
-      CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
+  return choose<Perf>(
+      CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, c, "backward filter", bwd_filter_name,
       [&](int n, int* got, Perf* r) { return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, x, y, conv, w, n, got, r); },
-      "cudnnGetConvolutionBackwardFilterAlgorithm_v7", "backward filter", bwd_filter_name, d);
+      "cudnnGetConvolutionBackwardFilterAlgorithm_v7",
+      [&](int n, int* got, Perf* r, void* ws, std::size_t bytes) {
+        const ConvBuffers& b = buffers_for_find(on);
+        return cudnnFindConvolutionBackwardFilterAlgorithmEx(h, x, b.x, y, b.y, conv, w, b.w, n, got, r, ws, bytes);
+      },
+      "cudnnFindConvolutionBackwardFilterAlgorithmEx");
 }
 
 std::unique_ptr<OpKernel> make_cudnn_conv(OpProblem& p) { return std::make_unique<CudnnConv>(p); }

@@ -39,9 +39,10 @@ std::vector<ParamSpec> operator_common_params() {
       {"threads", ValueType::Int, Value{std::int64_t{1}}, 1, 1024, {}, "threads per rank for the backend's library"},
       {"library", ValueType::String, Value{std::string()}, 0, 0, {},
        "backend = \"custom\": path of the shared library implementing the operator (include/d500/custom_op.h)"},
-      {"cudnn_algorithms", ValueType::String, Value{std::string()}, 0, 0, {"heuristic", "deterministic"},
+      {"cudnn_algorithms", ValueType::String, Value{std::string()}, 0, 0, {"heuristic", "deterministic", "find"},
        "backend = \"cuda\": cuDNN's convolution algorithms, heuristic (cuDNN's first choice, which may add with atomics: "
-       "PyTorch's default) or deterministic (the first choice that repeats bit for bit; max pooling in its deterministic mode); "
+       "PyTorch's default), deterministic (the first choice that repeats bit for bit; max pooling in its deterministic mode) "
+       "or find (the fastest of every algorithm cuDNN times at setup: PyTorch's cudnn.benchmark); "
        "default: heuristic for a level-0 operator, deterministic in d500's executor (levels 1-3)"},
   };
 }

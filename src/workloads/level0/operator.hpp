@@ -52,8 +52,9 @@ void width_defaults_to_height(Params& p);
 // convolution algorithms on cuda (levels 0-3: the network and training workloads take them too).
 std::vector<ParamSpec> operator_common_params();
 std::string operator_common_check(const Params& p);
-// cudnn_algorithms: "heuristic" (cuDNN's first choice, atomics allowed: PyTorch's default) or
-// "deterministic" (the first choice that repeats bit for bit); unset is the workload's default,
+// cudnn_algorithms: "heuristic" (cuDNN's first choice, atomics allowed: PyTorch's default),
+// "deterministic" (the first choice that repeats bit for bit) or "find" (the fastest cuDNN times
+// at setup: PyTorch's cudnn.benchmark); unset is the workload's default,
 // `default_choice`, to which an explicit equal value is normalised (equal problems, equal ids).
 void normalize_cudnn_algorithms(Params& p, const char* default_choice);
 
