@@ -186,6 +186,9 @@ class GraphRunner {
   // Float32 storage of spec.params[k] and its gradient after the last backward pass (nullptr
   // when it has none); the gradient's storage may move between steps.
   virtual float* parameter(std::size_t k) = 0;
+  // spec.params[k]'s values to read (a snapshot, a checkpoint, a comparison): on a device, a host
+  // copy that is not handed out for writing, so the next step has nothing to upload for it.
+  virtual const float* parameter_value(std::size_t k) { return parameter(k); }
   virtual const float* parameter_gradient(std::size_t k) = 0;
   // The parameters were written (an optimizer step, a checkpoint restored).
   virtual void parameters_changed() {}

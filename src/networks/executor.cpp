@@ -770,15 +770,20 @@ void GraphExecutor::inputs_changed() {
 }
 
 float* GraphExecutor::parameter(std::size_t k) {
+  const float* p = parameter_value(k);
+  if (Impl& m = *impl_; m.dev) m.params_handed[k] = true;  // it may be written: the newer from here
+  return const_cast<float*>(p);  // the executor's own storage (on a device, its host copy)
+}
+
+const float* GraphExecutor::parameter_value(std::size_t k) {
   if (impl_->fsz != 4) throw Error("the yardstick executor has no float32 parameters");
   if (Impl& m = *impl_; m.dev) {
     std::vector<float>& h = m.host_params.at(k);
     if (!m.params_on_host[k]) m.dev->download(h.data(), m.param(k), h.size() * sizeof(float));
     m.params_on_host[k] = true;
-    m.params_handed[k] = true;
     return h.data();
   }
-  return static_cast<float*>(param_data(k));
+  return static_cast<const float*>(param_data(k));
 }
 
 const float* GraphExecutor::parameter_gradient(std::size_t k) {

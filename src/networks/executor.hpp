@@ -69,6 +69,7 @@ class GraphExecutor final : public GraphRunner {
   void constants_changed();
   void inputs_changed() override;
   float* parameter(std::size_t k) override;
+  const float* parameter_value(std::size_t k) override;
   const float* parameter_gradient(std::size_t k) override;
   // On a device: the host's copies handed out by parameter() since are uploaded first.
   void parameters_changed() override;

@@ -718,7 +718,8 @@ TEST(Executor, OnADeviceDsOptimizersTrainTheHostsCopiesAndTheStepsFollowTheHost)
 // The device optimizer (optimizer_impl = "native" on a device) follows d500's reference optimizer
 // on the host, step by step: with weight decay, with a gradient the host rewrote (a scheme over
 // MPI), with parameters the host read and rewrote between steps (an evaluation, a checkpoint
-// restored); a step that nobody touched moves nothing between host and device; its state
+// restored); a step after which nobody touched the parameters, or only read them
+// (parameter_value: a checkpoint taken), moves nothing between host and device; its state
 // round-trips through save and load, in the reference's layout (a checkpoint of either loads into
 // the other). On a device with the fused step (the cuda backend's kernel) every rule, bit for bit
 // (the kernel computes apply_rule, as the reference does); on one with axpy and scale alone, SGD's
@@ -753,6 +754,14 @@ void device_optimizer_follows_the_reference(bool fused, const std::vector<std::s
         }
         if (step == 2)  // a scheme over MPI writes the host's copy of a gradient
           for (GraphExecutor* e : {&host, &device}) const_cast<float*>(e->parameter_gradient(1))[0] *= 0.5f;
+        if (step == 1)  // the host reads every parameter (a checkpoint): nothing need go back up
+          for (std::size_t k = 0; k < sizes.size(); ++k) {
+            const float* h = host.parameter_value(k);
+            const float* d = device.parameter_value(k);  // downloaded: the device optimizer stepped
+            if (fused) {  // (axpy's rounding differs from the reference's: compared at the end)
+              EXPECT_EQ(std::vector<float>(d, d + sizes[k]), std::vector<float>(h, h + sizes[k])) << "the read is the device's newest";
+            }
+          }
         if (step == 3) {  // the host reads and rewrites a parameter (a restore), then says so
           for (GraphExecutor* e : {&host, &device}) e->parameter(0)[1] = 0.25f;
           host.parameters_changed();

@@ -474,6 +474,12 @@ class NativeRunner final : public GraphRunner {
     handed_out_[k] = true;
     return host_params_[k].data_ptr<float>();
   }
+  const float* parameter_value(std::size_t k) override {
+    at::Tensor& p = values_[static_cast<std::size_t>(s_.params.at(k))];
+    if (!device_.is_cuda()) return p.data_ptr<float>();
+    if (!handed_out_[k]) host_params_[k].copy_(p.detach());  // a copy handed out is the newer
+    return host_params_[k].data_ptr<float>();
+  }
   const float* parameter_gradient(std::size_t k) override {
     const at::Tensor& g = values_[static_cast<std::size_t>(s_.params.at(k))].grad();
     if (!g.defined()) return nullptr;

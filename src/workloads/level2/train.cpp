@@ -147,7 +147,7 @@ void check_data(const Dataset& d, const Graph& g, const Roles& r) {
 std::vector<std::vector<float>> snapshot(GraphRunner& r, const ParamAccess& a) {
   std::vector<std::vector<float>> s;
   for (std::size_t k = 0; k < a.count(); ++k) {
-    const float* p = r.parameter(k);
+    const float* p = r.parameter_value(k);
     s.emplace_back(p, p + a.numel(k));
   }
   return s;
@@ -454,7 +454,7 @@ class TrainWorkload final : public Workload {
     s.loss = last_loss_;
     s.accuracy = last_acc_;
     for (std::size_t k = 0; k < access_->count(); ++k) {
-      const float* p = runner_->parameter(k);
+      const float* p = runner_->parameter_value(k);
       s.parameters.insert(s.parameters.end(), p, p + access_->numel(k));
     }
     s.optimizer = optimizer_->save();
@@ -494,7 +494,7 @@ class TrainWorkload final : public Workload {
     }
     double worst = 0;
     for (std::size_t k = 0; k < shadow.size(); ++k) {
-      const float* p = runner_->parameter(k);
+      const float* p = runner_->parameter_value(k);
       double num = 0, den = 0;
       for (std::size_t i = 0; i < shadow[k].size(); ++i) {
         const double d = static_cast<double>(p[i]) - shadow[k][i];
