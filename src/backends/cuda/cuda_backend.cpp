@@ -162,7 +162,13 @@ std::int64_t DeviceMemoryUse::peak() const {
 
 DeviceBuffer::DeviceBuffer(std::size_t bytes) { check(cudaMalloc(&p_, bytes), "cudaMalloc"); }
 DeviceBuffer::~DeviceBuffer() { cudaFree(p_); }
-void DeviceBuffer::upload(const void* host, std::size_t bytes) { check(cudaMemcpy(p_, host, bytes, cudaMemcpyHostToDevice), "cudaMemcpy (to the device)"); }
+// cudaMemcpy from pageable memory may return before its DMA has landed, and it runs on the legacy
+// default stream, which the kernels' non-blocking streams do not wait for: the wait makes the
+// data the next kernel reads, on whatever stream, the uploaded data (setup only, never timed).
+void DeviceBuffer::upload(const void* host, std::size_t bytes) {
+  check(cudaMemcpy(p_, host, bytes, cudaMemcpyHostToDevice), "cudaMemcpy (to the device)");
+  check(cudaStreamSynchronize(cudaStreamLegacy), "cudaStreamSynchronize (the upload)");
+}
 void DeviceBuffer::download(void* host, std::size_t bytes) const {
   check(cudaMemcpy(host, p_, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy (to the host)");
 }

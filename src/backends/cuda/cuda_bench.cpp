@@ -58,6 +58,7 @@ int main(int argc, char** argv) {
   for (std::size_t i = 0; i < size; ++i) host[i] = static_cast<unsigned char>(i * 2654435761u >> 24) & 0x3b;
   need(cudaMemcpy(a, host.data(), size, cudaMemcpyHostToDevice) == cudaSuccess, "cudaMemcpy");
   need(cudaMemcpy(b, host.data(), size, cudaMemcpyHostToDevice) == cudaSuccess, "cudaMemcpy");
+  need(cudaDeviceSynchronize() == cudaSuccess, "cudaDeviceSynchronize (the uploads landed before the timed stream reads them)");
   cudaStream_t stream = nullptr;
   cudaEvent_t start = nullptr, stop = nullptr;
   need(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess, "cudaStreamCreate");

@@ -98,9 +98,14 @@ class ExecutorMemory final : public DeviceMemory {
   void* allocate(std::size_t bytes) override {
     void* p = nullptr;
     check(cudaMalloc(&p, std::max<std::size_t>(bytes, 1)), "cudaMalloc (the executor's memory)");
-    if (const cudaError_t e = cudaMemset(p, 0, std::max<std::size_t>(bytes, 1)); e != cudaSuccess) {
+    // Zeroed on the executor's stream, so that everything enqueued there after sees the zeros (a
+    // plain cudaMemset runs on the legacy stream, which this non-blocking one does not wait for);
+    // waited for, so that another stream's work (a collective's) sees them too.
+    cudaError_t e = cudaMemsetAsync(p, 0, std::max<std::size_t>(bytes, 1), stream_);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(stream_);
+    if (e != cudaSuccess) {
       cudaFree(p);
-      check(e, "cudaMemset");
+      check(e, "cudaMemsetAsync");
     }
     return p;
   }

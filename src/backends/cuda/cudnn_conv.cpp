@@ -51,6 +51,8 @@ CudnnKernel::CudnnKernel(OpProblem& p) : p_(p) {
     out_.push_back(std::make_unique<DeviceBuffer>(t.data.size() * sizeof(float)));
     check(cudaMemset(out_.back()->get(), 0, t.data.size() * sizeof(float)), "cudaMemset");
   }
+  // The zeros have landed before any work on the kernel's own (non-blocking) stream reads them.
+  check(cudaStreamSynchronize(cudaStreamLegacy), "cudaStreamSynchronize (the zeroed outputs)");
 }
 
 CudnnKernel::~CudnnKernel() {
