@@ -342,7 +342,7 @@ class Add final : public CudaNode {
 // The training loss d500 appends to a classifier (networks/prepare.cpp), on d500's own kernels
 // (cuda_kernels.cu): without it every training step would stop for the host twice (the scores
 // down, the loss up; then the gradient). Scores [N, C], labels [N], no class weights, reduction
-// mean or sum; the rest falls back.
+// mean or sum, no log_prob output in training; the rest falls back.
 class SoftmaxCrossEntropy final : public CudaNode {
  public:
   static std::unique_ptr<NodeKernel> make(const NodeProblem& p, ExecutorMemory& m) {
@@ -351,6 +351,9 @@ class SoftmaxCrossEntropy final : public CudaNode {
     if (p.in[0].dtype != DType::F32 || s.size() != 2 || !fits_int(s[1]) || s[0] < 1 || s[0] > std::numeric_limits<int>::max()) return nullptr;
     if (p.in[1].dtype != DType::I64 && p.in[1].dtype != DType::I32) return nullptr;
     if ((p.in.size() > 2 && p.in[2].present()) || (reduction != "mean" && reduction != "sum")) return nullptr;
+    // A log_prob output read by other nodes in training: its gradient would flow back into the
+    // scores, and the backward kernel knows only the loss's. The reference computes both.
+    if (p.training && p.out.size() > 1 && p.out[1].present()) return nullptr;
     SceShape d;
     d.n = s[0], d.c = to_int(s[1]), d.labels64 = p.in[1].dtype == DType::I64, d.mean = reduction == "mean";
     d.has_ignore = p.node->has("ignore_index"), d.ignore = p.node->attr_i("ignore_index", 0);
