@@ -207,6 +207,9 @@ class GraphRunner {
   // may rewrite in place between backward and the optimizer (level 3 averaging where the data
   // is) and then says so: parameter_gradient() reads the rewritten values.
   virtual DeviceMemory* device_memory() { return nullptr; }
+  // The device memory the runner has held at most (bytes, as DeviceMemory::peak_bytes measures
+  // it: device-wide use beyond what it was before the runner's setup), or -1 on the host.
+  virtual std::int64_t device_peak_bytes() const { return -1; }
   virtual float* device_gradient(std::size_t) { return nullptr; }
   virtual void device_gradients_changed() {}
   // The same for spec.params[k] itself: its device storage, made current first (a host copy

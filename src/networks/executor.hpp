@@ -82,6 +82,7 @@ class GraphExecutor final : public GraphRunner {
     return true;
   }
   DeviceMemory* device_memory() override { return device(); }
+  std::int64_t device_peak_bytes() const override { return device() ? device()->peak_bytes() : -1; }
   float* device_gradient(std::size_t k) override;
   void device_gradients_changed() override;
   float* device_parameter(std::size_t k) override;

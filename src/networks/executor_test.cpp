@@ -398,6 +398,8 @@ class GuardedMemory final : public DeviceMemory {
     int optimizer_steps = 0;
   };
   Counts counts;
+  // The most it has held at once, in whole pages (a GPU's use, as the cuda backend reads it).
+  std::int64_t peak_bytes() const override { return peak_; }
   bool fused_optimizer = false;  // whether it offers the fused optimizer step (the cuda backend's kernel)
   ~GuardedMemory() override { EXPECT_TRUE(regions_.empty()) << regions_.size() << " allocations were never released"; }
 
@@ -407,6 +409,8 @@ class GuardedMemory final : public DeviceMemory {
     void* p = mmap(nullptr, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) throw std::bad_alloc();
     regions_[reinterpret_cast<std::uintptr_t>(p)] = len;
+    in_use_ += static_cast<std::int64_t>(len);
+    peak_ = std::max(peak_, in_use_);
     return p;
   }
   void release(void* p) noexcept override {
@@ -416,6 +420,7 @@ class GuardedMemory final : public DeviceMemory {
       return;
     }
     munmap(p, it->second);
+    in_use_ -= static_cast<std::int64_t>(it->second);
     regions_.erase(it);
   }
   // Opens the allocations that hold `ptrs` (each must lie in one) until the returned guard ends.
@@ -499,6 +504,7 @@ class GuardedMemory final : public DeviceMemory {
     return {it->first, it->second};
   }
   std::map<std::uintptr_t, std::size_t> regions_;
+  std::int64_t in_use_ = 0, peak_ = 0;
   std::vector<std::int64_t> marks_;
 };
 
@@ -832,6 +838,13 @@ TEST(Executor, OnADeviceTheDeviceOptimizerStepsAsTheReferenceAndTheHostsCopiesFo
   EXPECT_NE(fused_device.native_optimizer(adam), nullptr);
   GraphExecutor host_only((s.backend = nullptr, s));
   EXPECT_EQ(host_only.native_optimizer(adam), nullptr);
+  // The device memory the runner held, for the point's device.peak_memory_bytes: at least the
+  // weights and their gradients on the device; none on the host.
+  std::int64_t weights = 0;
+  for (const std::int64_t n : net.sizes) weights += n * static_cast<std::int64_t>(sizeof(float));
+  EXPECT_GE(fused_device.device_peak_bytes(), 2 * weights);
+  EXPECT_EQ(fused_device.device_peak_bytes(), fused.memory->peak_bytes());
+  EXPECT_EQ(host_only.device_peak_bytes(), -1);
 }
 
 // The test device's collective for level 3 (communication = "nccl" on a GPU): MPI_Allreduce over

@@ -25,6 +25,9 @@
 #include "backends/optimizer.hpp"
 #include "common/error.hpp"
 #include "common/node_rank.hpp"
+#ifdef D500_HAVE_CUDA
+#include "backends/cuda/cuda_common.hpp"  // the device memory in use, measured as the cuda backend measures it
+#endif
 
 namespace d500 {
 namespace {
@@ -384,6 +387,14 @@ class NativeRunner final : public GraphRunner {
     at::set_num_threads(s.threads);
     openblas_threads(s.threads);
     if (const std::string why = libtorch_native_check(g_); !why.empty()) throw Error(why);
+#ifdef D500_HAVE_CUDA
+    // The baseline of its device memory: this device's use before anything of the runner's is
+    // there (LibTorch's caching allocator keeps what it reserved, so the use after the run is its peak).
+    if (device_.is_cuda()) {
+      cuda::check(cudaSetDevice(device_.index()), "cudaSetDevice (LibTorch's device)");
+      memory_ = std::make_unique<cuda::DeviceMemoryUse>();
+    }
+#endif
     // The runner's own copies of the constants; the weights are leaves requiring gradients.
     values_.resize(g_.tensors.size());
     for (const auto& [t, bytes] : g_.constants) {
@@ -474,6 +485,13 @@ class NativeRunner final : public GraphRunner {
     handed_out_[k] = true;
     return host_params_[k].data_ptr<float>();
   }
+#ifdef D500_HAVE_CUDA
+  std::int64_t device_peak_bytes() const override {
+    if (!memory_) return -1;
+    cuda::check(cudaSetDevice(device_.index()), "cudaSetDevice (LibTorch's device)");
+    return memory_->peak();
+  }
+#endif
   const float* parameter_value(std::size_t k) override {
     at::Tensor& p = values_[static_cast<std::size_t>(s_.params.at(k))];
     if (!device_.is_cuda()) return p.data_ptr<float>();
@@ -536,6 +554,9 @@ class NativeRunner final : public GraphRunner {
   Tensors values_, slices_, device_slices_;
   Tensors host_params_, host_grads_;  // d500's host copies on a GPU
   std::vector<bool> handed_out_;
+#ifdef D500_HAVE_CUDA
+  std::unique_ptr<cuda::DeviceMemoryUse> memory_;  // on a GPU
+#endif
 };
 
 }  // namespace

@@ -170,6 +170,7 @@ class NetworkWorkload final : public Workload {
     DeviceMemory* dev = executor_ ? executor_->device() : nullptr;
     if (!dev) {
       h.repeat_phased([this](int rep, const Harness::PhaseMark& mark) { step(&mark, rep); }, pt_.training ? 2 : 0);
+      device_peak_ = runner_->device_peak_bytes();  // a framework's own executor on a GPU (libtorch-cuda); -1 on the host
       return;
     }
     // On a device: its own duration of the step (events around all of it on the stream) as the

@@ -390,9 +390,8 @@ class TrainWorkload final : public Workload {
             {"train.final_loss", last_loss_},
             {"train.resumed_at_step", resumed_at_},
             {"train.checkpoints", std::int64_t{checkpoints_}}};
-    // d500's executor on a device: the device memory the run held (collective).
-    const auto* e = dynamic_cast<const GraphExecutor*>(runner_.get());
-    const auto dm = device_memory_attributes(comm_, e && e->device() ? e->device()->peak_bytes() : -1);  // none on the host
+    // On a device (d500's executor, LibTorch's): the device memory the run held (collective).
+    const auto dm = device_memory_attributes(comm_, runner_->device_peak_bytes());  // none on the host
     a.insert(a.end(), dm.begin(), dm.end());
     if (!scheme_) return a;
     // Communication per rank and step, agreed over the ranks (collective: every rank is here).
