@@ -24,6 +24,9 @@
 //   outputs)                                       statistics in training
 //   SoftmaxCrossEntropyLoss (scores [N, C], no     d500's own kernels (cuda_kernels.cu, with nvcc):
 //   weights, mean or sum)                          a block per row, the sum in a fixed order
+//   Add, Sub, Mul, Div (broadcast), Erf,           d500's own element kernels (device_ops.hpp's
+//   Transpose, LayerNormalization, Gather          functions, one thread per element or row; the
+//                                                  reductions serial, in double, no atomics)
 // Every other node, and these outside the cases above, run on the reference through host
 // mirrors (the executor's fallback, named per node). Nothing here has run on a GPU yet: the
 // executor's device path is tested on the host with a guarded test device
@@ -384,6 +387,109 @@ class SoftmaxCrossEntropy final : public CudaNode {
     divisor_ = static_cast<float*>(own(sizeof(float)));
   }
 };
+
+// What d500's own element kernels (device_ops.hpp, one thread per element or row; the reductions
+// in a fixed order, no atomics) share: a checked launch, and zeros for an input gradient when the
+// output has none.
+class ElementNode : public CudaNode {
+ public:
+  using CudaNode::CudaNode;
+
+ protected:
+  void launched(cudaError_t e) const { check(e, (p_.node->op + "'s kernel launch").c_str()); }
+  // Whether dout(0) is there; if not, every input gradient is zero.
+  bool has_dout() {
+    if (p_.dout[0].present()) return true;
+    for (std::size_t i = 0; i < p_.din.size(); ++i)
+      if (float* d = din(i)) m_.zero(d, static_cast<std::size_t>(p_.in[i].numel()) * sizeof(float));
+    return false;
+  }
+};
+
+// Add, Sub, Mul, Div with broadcasting (Add of equal shapes stays on cuBLAS).
+class Binary final : public ElementNode {
+ public:
+  Binary(const NodeProblem& p, ExecutorMemory& m, const dev::Binary& k) : ElementNode(p, m), k_(k) {}
+  void forward() override { launched(launch_binary_forward(k_, in(0), in(1), out(0), m_.stream())); }
+  void backward() override {
+    if (!has_dout()) return;
+    for (int w = 0; w < 2; ++w)
+      if (float* d = din(static_cast<std::size_t>(w)))
+        launched(launch_binary_grad(k_, w, in(0), in(1), dout(0), d, p_.in[static_cast<std::size_t>(w)].numel(), m_.stream()));
+  }
+  std::string impl() const override { return "cuda d500 kernels (broadcast " + p_.node->op + ")"; }
+
+ private:
+  dev::Binary k_;
+};
+
+class Erf final : public ElementNode {
+ public:
+  using ElementNode::ElementNode;
+  void forward() override { launched(launch_erf_forward(in(0), out(0), p_.in[0].numel(), m_.stream())); }
+  void backward() override {
+    if (!has_dout() || !din(0)) return;
+    launched(launch_erf_backward(in(0), dout(0), din(0), p_.in[0].numel(), m_.stream()));
+  }
+  std::string impl() const override { return "cuda d500 kernels (erf)"; }
+};
+
+class Transpose final : public ElementNode {
+ public:
+  Transpose(const NodeProblem& p, ExecutorMemory& m, const dev::Strides& fwd, const dev::Strides& bwd) : ElementNode(p, m), fwd_(fwd), bwd_(bwd) {}
+  void forward() override { launched(launch_strided_copy(fwd_, in(0), out(0), m_.stream())); }
+  void backward() override {
+    if (!has_dout() || !din(0)) return;
+    launched(launch_strided_copy(bwd_, dout(0), din(0), m_.stream()));
+  }
+  std::string impl() const override { return "cuda d500 kernels (transpose)"; }
+
+ private:
+  dev::Strides fwd_, bwd_;
+};
+
+// Normalised over its last axes, one thread per row (its sums serial, in double); the scale's and
+// bias's gradients one thread per column over the rows.
+class LayerNorm final : public ElementNode {
+ public:
+  LayerNorm(const NodeProblem& p, ExecutorMemory& m, const dev::LayerNorm& k) : ElementNode(p, m), k_(k) {
+    const auto bytes = static_cast<std::size_t>(k.rows) * sizeof(float);
+    mean_ = static_cast<float*>(own(bytes));
+    inv_ = static_cast<float*>(own(bytes));
+  }
+  void forward() override {
+    const float* bias = p_.in.size() > 2 && p_.in[2].present() ? in(2) : nullptr;
+    float* mean = p_.out.size() > 1 && p_.out[1].present() ? out(1) : nullptr;
+    float* inv = p_.out.size() > 2 && p_.out[2].present() ? out(2) : nullptr;
+    launched(launch_layer_norm_forward(k_, in(0), in(1), bias, out(0), mean, inv, m_.stream()));
+  }
+  void backward() override {
+    if (!has_dout()) return;
+    launched(launch_layer_norm_backward(k_, in(0), in(1), dout(0), din(0), mean_, inv_, din(1), din(2), m_.stream()));
+  }
+  std::string impl() const override { return "cuda d500 kernels (layer normalisation)"; }
+
+ private:
+  dev::LayerNorm k_;
+  float* mean_ = nullptr;
+  float* inv_ = nullptr;
+};
+
+// The data's gradient: each element the sum of dy over the indices naming its row (a scan of the
+// indices per element: no atomics).
+class GatherNode final : public ElementNode {
+ public:
+  GatherNode(const NodeProblem& p, ExecutorMemory& m, const dev::Gather& k) : ElementNode(p, m), k_(k) {}
+  void forward() override { launched(launch_gather_forward(k_, in(0), p_.in[1].data, out(0), m_.stream())); }
+  void backward() override {
+    if (!has_dout() || !din(0)) return;
+    launched(launch_gather_grad(k_, p_.in[1].data, dout(0), din(0), m_.stream()));
+  }
+  std::string impl() const override { return "cuda d500 kernels (gather)"; }
+
+ private:
+  dev::Gather k_;
+};
 #endif
 
 #ifdef D500_HAVE_CUDNN
@@ -727,6 +833,10 @@ std::unique_ptr<NodeKernel> make_node_kernel(const NodeProblem& p, int) {
   if (!m) return nullptr;  // host memory: nothing here runs on it
 #ifdef D500_HAVE_CUDA_KERNELS
   if (p.node->op == "SoftmaxCrossEntropyLoss") return SoftmaxCrossEntropy::make(p, *m);  // its labels are integers
+  if (p.node->op == "Gather") {  // its indices are integers
+    const auto k = dev::gather_of(p);
+    return k ? std::make_unique<GatherNode>(p, *m, *k) : nullptr;
+  }
 #endif
   for (const auto& t : p.in)
     if (t.present() && t.dtype != DType::F32) return nullptr;
@@ -749,10 +859,22 @@ std::unique_ptr<NodeKernel> make_node_kernel(const NodeProblem& p, int) {
     if (a.size() == b.size() && std::equal(a.begin(), a.end() - 2, b.begin())) return std::make_unique<MatMul>(p, *m, true);
     return nullptr;
   }
-  if (op == "Add") {
-    if (p.in.size() != 2 || *p.in[0].shape != *p.in[1].shape) return nullptr;
-    return std::make_unique<Add>(p, *m);
+  if (op == "Add" && p.in.size() == 2 && *p.in[0].shape == *p.in[1].shape) return std::make_unique<Add>(p, *m);
+#ifdef D500_HAVE_CUDA_KERNELS
+  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") {
+    const auto k = dev::binary_of(p);
+    return k ? std::make_unique<Binary>(p, *m, *k) : nullptr;
   }
+  if (op == "Erf") return std::make_unique<Erf>(p, *m);
+  if (op == "Transpose") {
+    const auto f = dev::transpose_of(p, false), b = dev::transpose_of(p, true);
+    return f && b ? std::make_unique<Transpose>(p, *m, *f, *b) : nullptr;
+  }
+  if (op == "LayerNormalization") {
+    const auto k = dev::layer_norm_of(p);
+    return k ? std::make_unique<LayerNorm>(p, *m, *k) : nullptr;
+  }
+#endif
 #ifdef D500_HAVE_CUDNN
   if (op == "Conv" && (a.size() == 3 || a.size() == 4)) return Conv::make(p, *m);
   if (op == "MaxPool" || op == "AveragePool" || op == "GlobalAveragePool") return Pool::make(p, *m);

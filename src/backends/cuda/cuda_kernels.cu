@@ -95,7 +95,66 @@ __global__ void sce_backward_rows(SceShape d, const float* scores, const void* l
   for (int j = threadIdx.x; j < d.c; j += kRowThreads) dx[j] = g * (expf(x[j] - mx) / sum - (j == l ? 1.0f : 0.0f));
 }
 
+// One thread per element of [0, n) in a grid-stride loop, calling f(i).
+template <class F>
+__global__ void each_element(std::int64_t n, F f) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) f(i);
+}
+
+template <class F>
+cudaError_t launch_each(std::int64_t n, cudaStream_t s, F f) {
+  if (n <= 0) return cudaSuccess;
+  constexpr int kThreads = 256;
+  const auto blocks = static_cast<unsigned>(std::min<std::int64_t>((n + kThreads - 1) / kThreads, 65535));
+  each_element<<<blocks, kThreads, 0, s>>>(n, f);
+  return cudaGetLastError();
+}
+
 }  // namespace
+
+cudaError_t launch_binary_forward(const dev::Binary& k, const float* a, const float* b, float* y, cudaStream_t s) {
+  return launch_each(k.s.n, s, [=] __device__(std::int64_t i) { y[i] = dev::binary_forward_at(k, a, b, i); });
+}
+
+cudaError_t launch_binary_grad(const dev::Binary& k, int which, const float* a, const float* b, const float* dy, float* dx, std::int64_t n,
+                               cudaStream_t s) {
+  return launch_each(n, s, [=] __device__(std::int64_t j) { dx[j] = dev::binary_grad_at(k, which, a, b, dy, j); });
+}
+
+cudaError_t launch_erf_forward(const float* x, float* y, std::int64_t n, cudaStream_t s) {
+  return launch_each(n, s, [=] __device__(std::int64_t i) { y[i] = dev::erf_forward(x[i]); });
+}
+
+cudaError_t launch_erf_backward(const float* x, const float* dy, float* dx, std::int64_t n, cudaStream_t s) {
+  return launch_each(n, s, [=] __device__(std::int64_t i) { dx[i] = dev::erf_backward(x[i], dy[i]); });
+}
+
+cudaError_t launch_strided_copy(const dev::Strides& k, const float* x, float* y, cudaStream_t s) {
+  return launch_each(k.n, s, [=] __device__(std::int64_t i) { y[i] = dev::strided_at(k, x, i); });
+}
+
+cudaError_t launch_layer_norm_forward(const dev::LayerNorm& k, const float* x, const float* scale, const float* bias, float* y, float* mean,
+                                      float* inv, cudaStream_t s) {
+  return launch_each(k.rows, s, [=] __device__(std::int64_t r) { dev::ln_forward_row(k, x, scale, bias, y, mean, inv, r); });
+}
+
+cudaError_t launch_layer_norm_backward(const dev::LayerNorm& k, const float* x, const float* scale, const float* dy, float* dx, float* mean,
+                                       float* inv, float* dscale, float* dbias, cudaStream_t s) {
+  if (const cudaError_t e = launch_each(k.rows, s, [=] __device__(std::int64_t r) { dev::ln_backward_row(k, x, scale, dy, dx, mean, inv, r); });
+      e != cudaSuccess)
+    return e;
+  if (!dscale && !dbias) return cudaSuccess;
+  return launch_each(k.inner, s, [=] __device__(std::int64_t i) { dev::ln_param_grad_at(k, x, dy, mean, inv, dscale, dbias, i); });
+}
+
+cudaError_t launch_gather_forward(const dev::Gather& k, const float* data, const void* idx, float* y, cudaStream_t s) {
+  return launch_each(k.outer * k.count * k.inner, s, [=] __device__(std::int64_t i) { y[i] = dev::gather_at(k, data, idx, i); });
+}
+
+cudaError_t launch_gather_grad(const dev::Gather& k, const void* idx, const float* dy, float* ddata, cudaStream_t s) {
+  return launch_each(k.outer * k.axis_dim * k.inner, s, [=] __device__(std::int64_t j) { ddata[j] = dev::gather_grad_at(k, idx, dy, j); });
+}
 
 cudaError_t launch_sce_forward(const SceShape& d, const float* scores, const void* labels, float* loss, float* log_prob, float* row_loss,
                                float* row_weight, float* divisor, cudaStream_t s) {

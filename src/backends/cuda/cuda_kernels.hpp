@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "backends/device_ops.hpp"
 #include "backends/optimizer_rule.hpp"
 
 namespace d500::cuda {
@@ -34,5 +35,25 @@ cudaError_t launch_sce_forward(const SceShape& d, const float* scores, const voi
 // Backward: dscores = dloss[0] / divisor * row_weight * (softmax(scores) - onehot(label)).
 cudaError_t launch_sce_backward(const SceShape& d, const float* scores, const void* labels, const float* row_weight, const float* divisor,
                                 const float* dloss, float* dscores, cudaStream_t s);
+
+// Level 1's other operators (device_ops.hpp's functions, one thread per element or row):
+// y = a op b, broadcast; d(a) or d(b) (which: 0 or 1), each element the sum over its broadcast.
+cudaError_t launch_binary_forward(const dev::Binary& k, const float* a, const float* b, float* y, cudaStream_t s);
+cudaError_t launch_binary_grad(const dev::Binary& k, int which, const float* a, const float* b, const float* dy, float* dx, std::int64_t n,
+                               cudaStream_t s);
+// Erf: y = erf(x); dx = dy 2 / sqrt(pi) exp(-x^2).
+cudaError_t launch_erf_forward(const float* x, float* y, std::int64_t n, cudaStream_t s);
+cudaError_t launch_erf_backward(const float* x, const float* dy, float* dx, std::int64_t n, cudaStream_t s);
+// y[i] = x at the offset k's strides give (Transpose, forward or backward).
+cudaError_t launch_strided_copy(const dev::Strides& k, const float* x, float* y, cudaStream_t s);
+// LayerNormalization: rows forward; backward: rows (dx where given, the statistics into mean,
+// inv), then columns (dscale, dbias where given).
+cudaError_t launch_layer_norm_forward(const dev::LayerNorm& k, const float* x, const float* scale, const float* bias, float* y, float* mean,
+                                      float* inv, cudaStream_t s);
+cudaError_t launch_layer_norm_backward(const dev::LayerNorm& k, const float* x, const float* scale, const float* dy, float* dx, float* mean,
+                                       float* inv, float* dscale, float* dbias, cudaStream_t s);
+// Gather: y = data at the indices; d(data) as the sums of dy over the indices naming each row.
+cudaError_t launch_gather_forward(const dev::Gather& k, const float* data, const void* idx, float* y, cudaStream_t s);
+cudaError_t launch_gather_grad(const dev::Gather& k, const void* idx, const float* dy, float* ddata, cudaStream_t s);
 
 }  // namespace d500::cuda

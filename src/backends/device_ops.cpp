@@ -1,0 +1,119 @@
+// The descriptors of device_ops.hpp, made from a node whose attributes shape inference has
+// normalised (positive axes, a full permutation).
+#include "backends/device_ops.hpp"
+
+#include <algorithm>
+
+#include "backends/graph.hpp"
+
+namespace d500::dev {
+namespace {
+
+bool all_f32(const std::vector<TensorView>& ts) {
+  return std::all_of(ts.begin(), ts.end(), [](const TensorView& t) { return !t.present() || t.dtype == DType::F32; });
+}
+
+// Row-major strides of `shape` right-aligned to `rank` axes, 0 where the operand has size 1 (or no
+// such axis): broadcast along the output.
+void broadcast_strides(const Shape& shape, int rank, I* s) {
+  I stride = 1;
+  for (int d = rank - 1; d >= 0; --d) {
+    const int k = d - (rank - static_cast<int>(shape.size()));
+    const I size = k >= 0 ? shape[static_cast<std::size_t>(k)] : 1;
+    s[d] = size == 1 ? 0 : stride;
+    stride *= size;
+  }
+}
+
+}  // namespace
+
+std::optional<Binary> binary_of(const NodeProblem& p) {
+  const std::string& op = p.node->op;
+  Binary k;
+  if (op == "Add") k.op = BinaryOp::Add;
+  else if (op == "Sub") k.op = BinaryOp::Sub;
+  else if (op == "Mul") k.op = BinaryOp::Mul;
+  else if (op == "Div") k.op = BinaryOp::Div;
+  else return std::nullopt;
+  if (p.in.size() != 2 || !p.in[0].present() || !p.in[1].present() || !all_f32(p.in) || !all_f32(p.out)) return std::nullopt;
+  const Shape& y = *p.out[0].shape;
+  if (y.size() > static_cast<std::size_t>(kMaxRank) || p.in[0].shape->size() > y.size() || p.in[1].shape->size() > y.size()) return std::nullopt;
+  k.s.rank = static_cast<int>(y.size());
+  for (int d = 0; d < k.s.rank; ++d) k.s.dims[d] = y[static_cast<std::size_t>(d)];
+  k.s.n = numel(y);
+  broadcast_strides(*p.in[0].shape, k.s.rank, k.s.sa);
+  broadcast_strides(*p.in[1].shape, k.s.rank, k.s.sb);
+  return k;
+}
+
+std::optional<Strides> transpose_of(const NodeProblem& p, bool backward) {
+  if (p.node->op != "Transpose" || !all_f32(p.in) || !all_f32(p.out)) return std::nullopt;
+  const Shape& x = *p.in[0].shape;
+  const std::vector<I> perm = p.node->attr_ints("perm");
+  if (x.size() > static_cast<std::size_t>(kMaxRank) || perm.size() != x.size()) return std::nullopt;
+  const int rank = static_cast<int>(x.size());
+  I xs[kMaxRank] = {};  // the input's row-major strides
+  I stride = 1;
+  for (int d = rank - 1; d >= 0; --d) {
+    xs[d] = stride;
+    stride *= x[static_cast<std::size_t>(d)];
+  }
+  Strides s;
+  s.rank = rank;
+  s.n = numel(x);
+  if (!backward) {  // y[i0..] = x at axis perm[d] <- i_d
+    for (int d = 0; d < rank; ++d) {
+      const auto a = static_cast<std::size_t>(perm[static_cast<std::size_t>(d)]);
+      s.dims[d] = x[a], s.sa[d] = xs[a];
+    }
+    return s;
+  }
+  // dx[j..] = dy at the output axis that came from input axis d: dy's strides along dx's axes.
+  const Shape& y = *p.out[0].shape;
+  I ys[kMaxRank] = {};
+  stride = 1;
+  for (int d = rank - 1; d >= 0; --d) {
+    ys[d] = stride;
+    stride *= y[static_cast<std::size_t>(d)];
+  }
+  for (int d = 0; d < rank; ++d) {
+    s.dims[perm[static_cast<std::size_t>(d)]] = y[static_cast<std::size_t>(d)];
+    s.sa[perm[static_cast<std::size_t>(d)]] = ys[d];
+  }
+  return s;
+}
+
+std::optional<LayerNorm> layer_norm_of(const NodeProblem& p) {
+  if (p.node->op != "LayerNormalization" || p.in.size() < 2 || !all_f32(p.in) || !all_f32(p.out)) return std::nullopt;
+  if (p.training)
+    for (std::size_t j = 1; j < p.out.size(); ++j)
+      if (p.out[j].present()) return std::nullopt;
+  const Shape& x = *p.in[0].shape;
+  const auto axis = static_cast<std::size_t>(p.node->attr_i("axis", -1));  // made positive by inference
+  if (axis >= x.size()) return std::nullopt;
+  LayerNorm k;
+  k.rows = 1, k.inner = 1;
+  for (std::size_t i = 0; i < x.size(); ++i) (i < axis ? k.rows : k.inner) *= x[i];
+  if (p.in[1].numel() != k.inner || (p.in.size() > 2 && p.in[2].present() && p.in[2].numel() != k.inner)) return std::nullopt;
+  k.eps = static_cast<float>(p.node->attr_f("epsilon", 1e-5));
+  return k;
+}
+
+std::optional<Gather> gather_of(const NodeProblem& p) {
+  if (p.node->op != "Gather" || p.in.size() != 2 || p.in[0].dtype != DType::F32) return std::nullopt;
+  if (p.in[1].dtype != DType::I64 && p.in[1].dtype != DType::I32) return std::nullopt;
+  const Shape& x = *p.in[0].shape;
+  const auto axis = static_cast<std::size_t>(p.node->attr_i("axis", 0));  // made positive by inference
+  if (axis >= x.size()) return std::nullopt;
+  Gather k;
+  for (std::size_t i = 0; i < x.size(); ++i)
+    if (i < axis) k.outer *= x[i];
+    else if (i > axis) k.inner *= x[i];
+  k.axis_dim = x[axis];
+  k.count = p.in[1].numel();
+  k.idx64 = p.in[1].dtype == DType::I64;
+  if (k.count < 1 || k.axis_dim < 1) return std::nullopt;
+  return k;
+}
+
+}  // namespace d500::dev

@@ -1,0 +1,230 @@
+#pragma once
+// Level 1's operators on a device, one output element (or one row) at a time, written once for
+// the host and the device: the cuda backend's kernels (cuda/cuda_kernels.cu, one thread per
+// element in a grid-stride loop, built by nvcc with --fmad=false) call these functions, and the
+// executor's test device (networks/executor_test.cpp) calls the same ones in a host loop, so that
+// the index arithmetic the GPU runs is what the host's tests check against d500's reference.
+// Float32 data; every reduction (a broadcast operand's gradient, a row's statistics, an
+// embedding's gradient) is a loop in a fixed order with a double accumulator: no atomics, the same
+// bits at every run. The descriptors are plain structs passed by value to a kernel; device_ops.cpp
+// makes them from a node (nullopt: the node is outside what they cover).
+// This header is read by nvcc: nothing here but plain arithmetic.
+#include <cmath>
+#include <cstdint>
+#include <optional>
+
+#include "backends/optimizer_rule.hpp"  // D500_HOST_DEVICE
+
+namespace d500 {
+
+struct NodeProblem;
+
+namespace dev {
+
+constexpr int kMaxRank = 8;
+using I = std::int64_t;
+
+// An output index space (row-major over dims) and the element strides of up to two operands
+// along its axes (0 where an operand is broadcast, or has no such axis).
+struct Strides {
+  int rank = 0;
+  I dims[kMaxRank] = {};
+  I sa[kMaxRank] = {};
+  I sb[kMaxRank] = {};
+  I n = 0;  // elements of the output
+};
+
+// The offsets in a and b of output element i.
+D500_HOST_DEVICE inline void offsets(const Strides& s, I i, I& oa, I& ob) {
+  oa = 0, ob = 0;
+  for (int d = s.rank - 1; d >= 0; --d) {
+    const I c = i % s.dims[d];
+    i /= s.dims[d];
+    oa += c * s.sa[d];
+    ob += c * s.sb[d];
+  }
+}
+
+// ---- Add, Sub, Mul, Div with numpy broadcasting ----------------------------------------------
+enum class BinaryOp : std::int32_t { Add, Sub, Mul, Div };
+struct Binary {
+  BinaryOp op = BinaryOp::Add;
+  Strides s;  // sa: a's strides, sb: b's
+};
+
+D500_HOST_DEVICE inline float binary_apply(BinaryOp op, float a, float b) {
+  switch (op) {
+    case BinaryOp::Add: return a + b;
+    case BinaryOp::Sub: return a - b;
+    case BinaryOp::Mul: return a * b;
+    case BinaryOp::Div: return a / b;
+  }
+  return 0;
+}
+
+D500_HOST_DEVICE inline float binary_forward_at(const Binary& k, const float* a, const float* b, I i) {
+  I oa = 0, ob = 0;
+  offsets(k.s, i, oa, ob);
+  return binary_apply(k.op, a[oa], b[ob]);
+}
+
+// d(loss)/d(operand)[j], operand `which` (0: a, 1: b), j in its own row-major layout: the sum,
+// over the output elements it was broadcast to (in index order), of dy times the op's partial.
+D500_HOST_DEVICE inline float binary_grad_at(const Binary& k, int which, const float* a, const float* b, const float* dy, I j) {
+  const Strides& s = k.s;
+  const I* mine = which == 0 ? s.sa : s.sb;
+  I c[kMaxRank] = {};
+  I rest = j, count = 1;
+  for (int d = s.rank - 1; d >= 0; --d) {
+    if (mine[d] != 0) {  // an axis of the operand's own
+      c[d] = rest % s.dims[d];
+      rest /= s.dims[d];
+    } else {
+      count *= s.dims[d];
+    }
+  }
+  double acc = 0;
+  for (I t = 0; t < count; ++t) {
+    I r = t;
+    for (int d = s.rank - 1; d >= 0; --d)
+      if (mine[d] == 0) {
+        c[d] = r % s.dims[d];
+        r /= s.dims[d];
+      }
+    I i = 0, oa = 0, ob = 0;
+    for (int d = 0; d < s.rank; ++d) {
+      i = i * s.dims[d] + c[d];
+      oa += c[d] * s.sa[d];
+      ob += c[d] * s.sb[d];
+    }
+    float partial = 1;
+    switch (k.op) {
+      case BinaryOp::Add: break;
+      case BinaryOp::Sub: partial = which == 0 ? 1.0f : -1.0f; break;
+      case BinaryOp::Mul: partial = which == 0 ? b[ob] : a[oa]; break;
+      case BinaryOp::Div: partial = which == 0 ? 1.0f / b[ob] : -a[oa] / (b[ob] * b[ob]); break;
+    }
+    acc += static_cast<double>(dy[i] * partial);
+  }
+  return static_cast<float>(acc);
+}
+
+// ---- Erf (GELU's, as PyTorch exports it) -------------------------------------------------------
+D500_HOST_DEVICE inline float erf_forward(float x) { return erff(x); }
+D500_HOST_DEVICE inline float erf_backward(float x, float dy) { return dy * 1.1283791670955126f * expf(-(x * x)); }
+
+// ---- Transpose: output element i is the input's at the permuted offset -----------------------
+// (s.sa: the input's strides along the output's axes; the backward pass is the same with the
+// inverse permutation, transpose_backward in device_ops.cpp.)
+D500_HOST_DEVICE inline float strided_at(const Strides& s, const float* x, I i) {
+  I o = 0, unused = 0;
+  offsets(s, i, o, unused);
+  return x[o];
+}
+
+// ---- LayerNormalization over the axes from `axis` on ----------------------------------------
+struct LayerNorm {
+  I rows = 0, inner = 0;  // rows: the product of the axes before `axis`; inner: of the others
+  float eps = 1e-5f;
+};
+
+// A row's mean and 1 / sqrt(biased variance + eps), the sums in double (as the reference's).
+D500_HOST_DEVICE inline void ln_row_stats(const float* x, I n, float eps, float& mean, float& inv) {
+  double s = 0;
+  for (I i = 0; i < n; ++i) s += x[i];
+  mean = static_cast<float>(s / static_cast<double>(n));
+  double q = 0;
+  for (I i = 0; i < n; ++i) q += static_cast<double>((x[i] - mean) * (x[i] - mean));
+  inv = 1.0f / sqrtf(static_cast<float>(q / static_cast<double>(n)) + eps);
+}
+
+// Row r: y = (x - mean) * inv * scale + bias (bias may be nullptr); mean and inv into mean_out,
+// inv_out where given.
+D500_HOST_DEVICE inline void ln_forward_row(const LayerNorm& k, const float* x, const float* scale, const float* bias, float* y, float* mean_out,
+                                            float* inv_out, I r) {
+  const float* xr = x + r * k.inner;
+  float mean = 0, inv = 0;
+  ln_row_stats(xr, k.inner, k.eps, mean, inv);
+  for (I i = 0; i < k.inner; ++i) y[r * k.inner + i] = (xr[i] - mean) * inv * scale[i] + (bias ? bias[i] : 0.0f);
+  if (mean_out) mean_out[r] = mean;
+  if (inv_out) inv_out[r] = inv;
+}
+
+// Row r of the backward pass: its statistics into mean[r], inv[r] (for ln_param_grad_at), and dx
+// where given: inv / n * (n g - sum g - xhat sum(g xhat)), g = dy * scale.
+D500_HOST_DEVICE inline void ln_backward_row(const LayerNorm& k, const float* x, const float* scale, const float* dy, float* dx, float* mean,
+                                             float* inv, I r) {
+  const float* xr = x + r * k.inner;
+  ln_row_stats(xr, k.inner, k.eps, mean[r], inv[r]);
+  if (!dx) return;
+  const float m = mean[r], v = inv[r];
+  double sg = 0, sgx = 0;
+  for (I i = 0; i < k.inner; ++i) {
+    const float xhat = (xr[i] - m) * v, g = dy[r * k.inner + i] * scale[i];
+    sg += g;
+    sgx += static_cast<double>(g * xhat);
+  }
+  const float n = static_cast<float>(k.inner), fsg = static_cast<float>(sg), fsgx = static_cast<float>(sgx);
+  for (I i = 0; i < k.inner; ++i) {
+    const float xhat = (xr[i] - m) * v, g = dy[r * k.inner + i] * scale[i];
+    dx[r * k.inner + i] = v / n * (n * g - fsg - xhat * fsgx);
+  }
+}
+
+// Column i: d(scale)[i] = sum over rows of dy * xhat, d(bias)[i] = sum of dy (either may be nullptr),
+// from the statistics ln_backward_row left.
+D500_HOST_DEVICE inline void ln_param_grad_at(const LayerNorm& k, const float* x, const float* dy, const float* mean, const float* inv,
+                                              float* dscale, float* dbias, I i) {
+  double ss = 0, sb = 0;
+  for (I r = 0; r < k.rows; ++r) {
+    const float g = dy[r * k.inner + i];
+    ss += static_cast<double>(g * ((x[r * k.inner + i] - mean[r]) * inv[r]));
+    sb += g;
+  }
+  if (dscale) dscale[i] = static_cast<float>(ss);
+  if (dbias) dbias[i] = static_cast<float>(sb);
+}
+
+// ---- Gather along one axis: data [outer, axis_dim, inner], indices [count] (int64 or int32) ----
+struct Gather {
+  I outer = 1, axis_dim = 0, count = 0, inner = 1;
+  bool idx64 = true;
+};
+
+// An index made positive (ONNX allows -axis_dim..axis_dim-1); -1 when outside.
+D500_HOST_DEVICE inline I gather_index(const Gather& k, const void* idx, I t) {
+  I v = k.idx64 ? static_cast<const std::int64_t*>(idx)[t] : static_cast<I>(static_cast<const std::int32_t*>(idx)[t]);
+  if (v < 0) v += k.axis_dim;
+  return v >= 0 && v < k.axis_dim ? v : -1;
+}
+
+// Output element i ([outer, count, inner]); NaN for an index outside the axis.
+D500_HOST_DEVICE inline float gather_at(const Gather& k, const float* data, const void* idx, I i) {
+  const I e = i % k.inner, t = i / k.inner % k.count, o = i / (k.inner * k.count);
+  const I v = gather_index(k, idx, t);
+  return v < 0 ? NAN : data[(o * k.axis_dim + v) * k.inner + e];
+}
+
+// d(loss)/d(data)[j] ([outer, axis_dim, inner]): the sum of dy over the indices that name j's
+// row, in index order (a scan of the indices: no atomics).
+D500_HOST_DEVICE inline float gather_grad_at(const Gather& k, const void* idx, const float* dy, I j) {
+  const I e = j % k.inner, v = j / k.inner % k.axis_dim, o = j / (k.inner * k.axis_dim);
+  double acc = 0;
+  for (I t = 0; t < k.count; ++t)
+    if (gather_index(k, idx, t) == v) acc += dy[(o * k.count + t) * k.inner + e];
+  return static_cast<float>(acc);
+}
+
+// ---- The descriptors of a node (device_ops.cpp): nullopt when the node is outside them -------
+// Add, Sub, Mul, Div of float32 operands of rank <= kMaxRank.
+std::optional<Binary> binary_of(const NodeProblem& p);
+// Transpose: the forward descriptor, and the backward one (dx from dy, the inverse permutation).
+std::optional<Strides> transpose_of(const NodeProblem& p, bool backward);
+// LayerNormalization with neither Mean nor InvStdDev output read in training (their gradients
+// would flow back; the reference computes those).
+std::optional<LayerNorm> layer_norm_of(const NodeProblem& p);
+// Gather of float32 data by int64 or int32 indices.
+std::optional<Gather> gather_of(const NodeProblem& p);
+
+}  // namespace dev
+}  // namespace d500
