@@ -499,26 +499,29 @@ const float kOne = 1.0f, kZero = 0.0f;
 // The buffers cuDNN's find runs a convolution's algorithms on in d500's executor: an input, a
 // weight and an output of the convolution's sizes, zeros, of its own (the executor's own buffers
 // may share memory with tensors that live at setup), held only while the convolution's kernel is
-// made. None for an empty geometry (a choice that is not find).
+// made, and allocated only when a search asks for them (not when the network's choice for the
+// geometry is known already). None for an empty geometry (a choice that is not find).
 class FindBuffers {
  public:
-  FindBuffers(ExecutorMemory& m, const ConvGeom& g) : m_(m) {
-    if (g.n == 0) return;
-    auto bytes = [](I elements) { return static_cast<std::size_t>(elements) * sizeof(float); };
-    b_.x = m.allocate(bytes(g.n * g.c * g.h * g.w));
-    b_.w = m.allocate(bytes(g.k * g.cg() * g.kh * g.kw));
-    b_.y = m.allocate(bytes(g.n * g.k * g.p * g.q));
-  }
+  FindBuffers(ExecutorMemory& m, const ConvGeom& g) : m_(m), g_(g) {}
   ~FindBuffers() {
     for (void* b : {b_.x, b_.w, b_.y})
       if (b) m_.release(b);
   }
   FindBuffers(const FindBuffers&) = delete;
   FindBuffers& operator=(const FindBuffers&) = delete;
-  const ConvBuffers* get() const { return b_.x ? &b_ : nullptr; }
+  const ConvBuffers* get() {
+    if (g_.n == 0) return nullptr;
+    auto bytes = [](I elements) { return static_cast<std::size_t>(elements) * sizeof(float); };
+    if (!b_.x) b_.x = m_.allocate(bytes(g_.n * g_.c * g_.h * g_.w));
+    if (!b_.w) b_.w = m_.allocate(bytes(g_.k * g_.cg() * g_.kh * g_.kw));
+    if (!b_.y) b_.y = m_.allocate(bytes(g_.n * g_.k * g_.p * g_.q));
+    return &b_;
+  }
 
  private:
   ExecutorMemory& m_;
+  ConvGeom g_;
   ConvBuffers b_;
 };
 

@@ -111,6 +111,15 @@ const char* bwd_filter_name(cudnnConvolutionBwdFilterAlgo_t a) {
   }
 }
 
+// One of cuDNN's perf results as the choice it would be: "backward data ALGO_1
+// (non-deterministic)", its workspace, and (from a find) cuDNN's time for it.
+template <class Perf, class Name>
+ConvAlgorithm algorithm_of(const Perf& p, const char* pass, Name&& name, double found_ms = -1) {
+  const bool det = p.determinism == CUDNN_DETERMINISTIC;
+  return ConvAlgorithm{true, static_cast<int>(p.algo), p.memory, det,
+                       std::string(pass) + " " + name(p.algo) + (det ? "" : " (non-deterministic)"), found_ms};
+}
+
 // cuDNN's ranked choices for one pass (`rank(count, &returned, perfs)`, the cudnnGet*_v7 call
 // named `call`), and the first of them that succeeded and fits the limit (and, preferring
 // determinism, the first deterministic one of those if there is one).
@@ -123,11 +132,9 @@ ConvAlgorithm first_fitting(int count, Rank&& rank, const char* call, const char
   for (int i = 0; i < returned; ++i) {
     const Perf& p = ranked[static_cast<std::size_t>(i)];
     if (p.status != CUDNN_STATUS_SUCCESS || p.memory > kWorkspaceLimit) continue;
-    const bool det = p.determinism == CUDNN_DETERMINISTIC;
-    const ConvAlgorithm a{true, static_cast<int>(p.algo), p.memory, det,
-                          std::string(pass) + " " + name(p.algo) + (det ? "" : " (non-deterministic)")};
+    const ConvAlgorithm a = algorithm_of(p, pass, name);
     if (!any.found) any = a;
-    if (det && !same_bits.found) same_bits = a;
+    if (a.deterministic && !same_bits.found) same_bits = a;
   }
   return want == Choice::Deterministic && same_bits.found ? same_bits : any;
 }
@@ -155,10 +162,7 @@ ConvAlgorithm fastest_found(int count, Rank&& rank, const char* rank_call, Find&
   cudnn_check(find(count, &returned, perfs.data(), workspace ? workspace->get() : nullptr, limit), find_call);
   for (int i = 0; i < returned; ++i) {
     const Perf& p = perfs[static_cast<std::size_t>(i)];
-    if (p.status != CUDNN_STATUS_SUCCESS || p.memory > limit) continue;
-    const bool det = p.determinism == CUDNN_DETERMINISTIC;
-    return ConvAlgorithm{true, static_cast<int>(p.algo), p.memory, det,
-                         std::string(pass) + " " + name(p.algo) + (det ? "" : " (non-deterministic)"), static_cast<double>(p.time)};
+    if (p.status == CUDNN_STATUS_SUCCESS && p.memory <= limit) return algorithm_of(p, pass, name, static_cast<double>(p.time));
   }
   return {};
 }

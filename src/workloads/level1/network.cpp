@@ -170,21 +170,20 @@ class NetworkWorkload final : public Workload {
     DeviceMemory* dev = executor_ ? executor_->device() : nullptr;
     if (!dev) {
       h.repeat_phased([this](int rep, const Harness::PhaseMark& mark) { step(&mark, rep); }, pt_.training ? 2 : 0);
-      device_peak_ = runner_->device_peak_bytes();  // a framework's own executor on a GPU (libtorch-cuda); -1 on the host
-      return;
+    } else {
+      // On a device: its own duration of the step (events around all of it on the stream) as the
+      // repetition's `device` row, placed from the host's start.
+      h.repeat_phased(
+          [this, dev](int rep, const Harness::PhaseMark& mark) {
+            const std::int64_t t0 = now_ns();
+            dev->start_timing();
+            step(&mark, rep);
+            const std::int64_t ns = dev->stop_timing();
+            if (ns >= 0) mark(Phase::Device, t0, t0 + ns);
+          },
+          pt_.training ? 3 : 1);
     }
-    // On a device: its own duration of the step (events around all of it on the stream) as the
-    // repetition's `device` row, placed from the host's start.
-    h.repeat_phased(
-        [this, dev](int rep, const Harness::PhaseMark& mark) {
-          const std::int64_t t0 = now_ns();
-          dev->start_timing();
-          step(&mark, rep);
-          const std::int64_t ns = dev->stop_timing();
-          if (ns >= 0) mark(Phase::Device, t0, t0 + ns);
-        },
-        pt_.training ? 3 : 1);
-    device_peak_ = dev->peak_bytes();
+    device_peak_ = runner_->device_peak_bytes();  // d500's executor or a framework's on a GPU; -1 on the host
   }
 
   Work work() const override { return work_; }
