@@ -3,6 +3,8 @@
 #include "backends/device_ops.hpp"
 
 #include <algorithm>
+#include <iterator>
+#include <utility>
 
 #include "backends/graph.hpp"
 
@@ -43,6 +45,57 @@ std::optional<Binary> binary_of(const NodeProblem& p) {
   k.s.n = numel(y);
   broadcast_strides(*p.in[0].shape, k.s.rank, k.s.sa);
   broadcast_strides(*p.in[1].shape, k.s.rank, k.s.sb);
+  return k;
+}
+
+std::optional<Unary> unary_of(const NodeProblem& p) {
+  static const std::pair<const char*, UnaryOp> kOps[] = {
+      {"LeakyRelu", UnaryOp::LeakyRelu}, {"Sigmoid", UnaryOp::Sigmoid}, {"Tanh", UnaryOp::Tanh}, {"HardSigmoid", UnaryOp::HardSigmoid},
+      {"HardSwish", UnaryOp::HardSwish}, {"Sqrt", UnaryOp::Sqrt},       {"Erf", UnaryOp::Erf},   {"Exp", UnaryOp::Exp},
+      {"Log", UnaryOp::Log},             {"Neg", UnaryOp::Neg},           {"Abs", UnaryOp::Abs},   {"Reciprocal", UnaryOp::Reciprocal}};
+  const auto* it = std::find_if(std::begin(kOps), std::end(kOps), [&](const auto& e) { return p.node->op == e.first; });
+  if (it == std::end(kOps) || p.in.empty() || !p.in[0].present() || p.in[0].dtype != DType::F32 || !all_f32(p.out)) return std::nullopt;
+  Unary k;
+  k.op = it->second;
+  k.n = p.in[0].numel();
+  // The reference's defaults (ONNX's): LeakyRelu alpha 0.01; HardSigmoid alpha 0.2, beta 0.5.
+  if (k.op == UnaryOp::LeakyRelu) k.alpha = static_cast<float>(p.node->attr_f("alpha", 0.01));
+  if (k.op == UnaryOp::HardSigmoid) k.alpha = static_cast<float>(p.node->attr_f("alpha", 0.2)), k.beta = static_cast<float>(p.node->attr_f("beta", 0.5));
+  return k;
+}
+
+std::optional<Reduce> reduce_of(const NodeProblem& p) {
+  const bool mean = p.node->op == "ReduceMean";
+  if ((!mean && p.node->op != "ReduceSum") || !p.node->has("axes") || p.in[0].dtype != DType::F32 || !all_f32(p.out)) return std::nullopt;
+  const Shape& x = *p.in[0].shape;
+  if (x.size() > static_cast<std::size_t>(kMaxRank)) return std::nullopt;
+  const int rank = static_cast<int>(x.size());
+  bool reduced[kMaxRank] = {};
+  for (const I a : p.node->attrs.at("axes").ints) {  // positive, made so by inference
+    if (a < 0 || a >= rank) return std::nullopt;
+    reduced[a] = true;
+  }
+  I xs[kMaxRank] = {}, ys[kMaxRank] = {};  // row-major strides of x and of y (its keepdims layout)
+  I sx = 1, sy = 1;
+  for (int d = rank - 1; d >= 0; --d) {
+    xs[d] = sx, sx *= x[static_cast<std::size_t>(d)];
+    ys[d] = reduced[d] ? 0 : sy;
+    if (!reduced[d]) sy *= x[static_cast<std::size_t>(d)];
+  }
+  Reduce k;
+  k.mean = mean;
+  k.kept.rank = k.within.rank = k.back.rank = rank;
+  k.kept.n = k.within.n = 1;
+  for (int d = 0; d < rank; ++d) {
+    const I size = x[static_cast<std::size_t>(d)];
+    k.kept.dims[d] = reduced[d] ? 1 : size, k.kept.sa[d] = xs[d];
+    k.within.dims[d] = reduced[d] ? size : 1, k.within.sa[d] = xs[d];
+    k.back.dims[d] = size, k.back.sa[d] = ys[d];
+    (reduced[d] ? k.within.n : k.kept.n) *= size;
+  }
+  k.back.n = numel(x);
+  if (p.out[0].numel() != k.kept.n) return std::nullopt;
+  k.count = static_cast<float>(k.within.n);
   return k;
 }
 

@@ -109,9 +109,65 @@ D500_HOST_DEVICE inline float binary_grad_at(const Binary& k, int which, const f
   return static_cast<float>(acc);
 }
 
-// ---- Erf (GELU's, as PyTorch exports it) -------------------------------------------------------
-D500_HOST_DEVICE inline float erf_forward(float x) { return erff(x); }
-D500_HOST_DEVICE inline float erf_backward(float x, float dy) { return dy * 1.1283791670955126f * expf(-(x * x)); }
+// ---- Unary activations and arithmetic, each element on its own ------------------------------
+// The reference's formulas (reference/ops_elementwise.cpp), term for term. Relu is cuDNN's.
+enum class UnaryOp : std::int32_t { LeakyRelu, Sigmoid, Tanh, HardSigmoid, HardSwish, Sqrt, Erf, Exp, Log, Neg, Abs, Reciprocal };
+struct Unary {
+  UnaryOp op = UnaryOp::Erf;
+  float alpha = 0, beta = 0;  // LeakyRelu's alpha; HardSigmoid's alpha and beta
+  I n = 0;
+};
+
+// Whether the backward pass reads the output (else the input): the tensor the reference keeps.
+D500_HOST_DEVICE inline bool unary_uses_y(UnaryOp op) {
+  return op == UnaryOp::Sigmoid || op == UnaryOp::Tanh || op == UnaryOp::Sqrt || op == UnaryOp::Exp || op == UnaryOp::Reciprocal;
+}
+
+// std::max(0, std::min(1, v)) as the reference computes it (a NaN becomes 1).
+D500_HOST_DEVICE inline float clamp01(float v) {
+  const float m = v < 1.0f ? v : 1.0f;
+  return 0.0f < m ? m : 0.0f;
+}
+
+D500_HOST_DEVICE inline float unary_forward(const Unary& k, float x) {
+  switch (k.op) {
+    case UnaryOp::LeakyRelu: return x >= 0.0f ? x : k.alpha * x;
+    case UnaryOp::Sigmoid: return x >= 0.0f ? 1.0f / (1.0f + expf(-x)) : expf(x) / (1.0f + expf(x));
+    case UnaryOp::Tanh: return tanhf(x);
+    case UnaryOp::HardSigmoid: return clamp01(k.alpha * x + k.beta);
+    case UnaryOp::HardSwish: return x * clamp01(x / 6.0f + 0.5f);
+    case UnaryOp::Sqrt: return sqrtf(x);
+    case UnaryOp::Erf: return erff(x);
+    case UnaryOp::Exp: return expf(x);
+    case UnaryOp::Log: return logf(x);
+    case UnaryOp::Neg: return -x;
+    case UnaryOp::Abs: return fabsf(x);
+    case UnaryOp::Reciprocal: return 1.0f / x;
+  }
+  return 0;
+}
+
+// dx from dy and v: the output where unary_uses_y, else the input.
+D500_HOST_DEVICE inline float unary_backward(const Unary& k, float v, float dy) {
+  switch (k.op) {
+    case UnaryOp::LeakyRelu: return v >= 0.0f ? dy : k.alpha * dy;
+    case UnaryOp::Sigmoid: return dy * v * (1.0f - v);
+    case UnaryOp::Tanh: return dy * (1.0f - v * v);
+    case UnaryOp::HardSigmoid: {
+      const float t = k.alpha * v + k.beta;
+      return t > 0.0f && t < 1.0f ? k.alpha * dy : 0.0f;
+    }
+    case UnaryOp::HardSwish: return v < -3.0f ? 0.0f : v > 3.0f ? dy : dy * (v / 3.0f + 0.5f);
+    case UnaryOp::Sqrt: return dy / (2.0f * v);
+    case UnaryOp::Erf: return dy * 1.1283791670955126f * expf(-v * v);  // 2 / sqrt(pi)
+    case UnaryOp::Exp: return dy * v;
+    case UnaryOp::Log: return dy / v;
+    case UnaryOp::Neg: return -dy;
+    case UnaryOp::Abs: return v > 0.0f ? dy : v < 0.0f ? -dy : 0.0f;
+    case UnaryOp::Reciprocal: return -dy * v * v;
+  }
+  return 0;
+}
 
 // ---- Transpose: output element i is the input's at the permuted offset -----------------------
 // (s.sa: the input's strides along the output's axes; the backward pass is the same with the
@@ -215,9 +271,43 @@ D500_HOST_DEVICE inline float gather_grad_at(const Gather& k, const void* idx, c
   return static_cast<float>(acc);
 }
 
+// ---- ReduceSum and ReduceMean over any set of axes ------------------------------------------
+struct Reduce {
+  Strides kept;    // y's elements (x's shape with the reduced axes 1): sa, x's strides
+  Strides within;  // one output's elements (the reduced axes, 1 elsewhere): sa, x's strides
+  Strides back;    // x's elements: sa, y's strides (0 along the reduced axes)
+  bool mean = false;
+  float count = 1;  // elements per output, as a float (the mean's divisor)
+};
+
+// Output element o: the sum of its elements in x's row-major order (in double), over count for a
+// mean.
+D500_HOST_DEVICE inline float reduce_at(const Reduce& k, const float* x, I o) {
+  I base = 0, unused = 0;
+  offsets(k.kept, o, base, unused);
+  double acc = 0;
+  for (I t = 0; t < k.within.n; ++t) {
+    I off = 0;
+    offsets(k.within, t, off, unused);
+    acc += x[base + off];
+  }
+  const auto s = static_cast<float>(acc);
+  return k.mean ? s / k.count : s;
+}
+
+// d(loss)/dx[i]: dy at i's output, times 1 / count for a mean.
+D500_HOST_DEVICE inline float reduce_grad_at(const Reduce& k, const float* dy, I i) {
+  const float scale = k.mean ? 1.0f / k.count : 1.0f;
+  return strided_at(k.back, dy, i) * scale;
+}
+
 // ---- The descriptors of a node (device_ops.cpp): nullopt when the node is outside them -------
 // Add, Sub, Mul, Div of float32 operands of rank <= kMaxRank.
 std::optional<Binary> binary_of(const NodeProblem& p);
+// The unary operators of UnaryOp on float32.
+std::optional<Unary> unary_of(const NodeProblem& p);
+// ReduceSum, ReduceMean of a float32 tensor of rank <= kMaxRank (the axes as inference made them).
+std::optional<Reduce> reduce_of(const NodeProblem& p);
 // Transpose: the forward descriptor, and the backward one (dx from dy, the inverse permutation).
 std::optional<Strides> transpose_of(const NodeProblem& p, bool backward);
 // LayerNormalization with neither Mean nor InvStdDev output read in training (their gradients

@@ -423,15 +423,36 @@ class Binary final : public ElementNode {
   dev::Binary k_;
 };
 
-class Erf final : public ElementNode {
+// LeakyRelu, Sigmoid, Tanh, HardSigmoid, HardSwish, Sqrt, Erf, Exp, Log, Neg, Abs, Reciprocal; the
+// backward pass reads the tensor the reference keeps (the output for Sigmoid, Tanh, Sqrt, Exp,
+// Reciprocal; else the input).
+class Unary final : public ElementNode {
  public:
-  using ElementNode::ElementNode;
-  void forward() override { launched(launch_erf_forward(in(0), out(0), p_.in[0].numel(), m_.stream())); }
+  Unary(const NodeProblem& p, ExecutorMemory& m, const dev::Unary& k) : ElementNode(p, m), k_(k) {}
+  void forward() override { launched(launch_unary_forward(k_, in(0), out(0), m_.stream())); }
   void backward() override {
     if (!has_dout() || !din(0)) return;
-    launched(launch_erf_backward(in(0), dout(0), din(0), p_.in[0].numel(), m_.stream()));
+    launched(launch_unary_backward(k_, dev::unary_uses_y(k_.op) ? out(0) : in(0), dout(0), din(0), m_.stream()));
   }
-  std::string impl() const override { return "cuda d500 kernels (erf)"; }
+  std::string impl() const override { return "cuda d500 kernels (" + p_.node->op + ")"; }
+
+ private:
+  dev::Unary k_;
+};
+
+// ReduceSum, ReduceMean: one thread per output, its elements summed in order (in double).
+class Reduce final : public ElementNode {
+ public:
+  Reduce(const NodeProblem& p, ExecutorMemory& m, const dev::Reduce& k) : ElementNode(p, m), k_(k) {}
+  void forward() override { launched(launch_reduce_forward(k_, in(0), out(0), m_.stream())); }
+  void backward() override {
+    if (!has_dout() || !din(0)) return;
+    launched(launch_reduce_backward(k_, dout(0), din(0), m_.stream()));
+  }
+  std::string impl() const override { return "cuda d500 kernels (" + p_.node->op + ")"; }
+
+ private:
+  dev::Reduce k_;
 };
 
 class Transpose final : public ElementNode {
@@ -840,6 +861,10 @@ std::unique_ptr<NodeKernel> make_node_kernel(const NodeProblem& p, int) {
     const auto k = dev::gather_of(p);
     return k ? std::make_unique<GatherNode>(p, *m, *k) : nullptr;
   }
+  if (p.node->op == "ReduceSum" || p.node->op == "ReduceMean") {  // ReduceSum's axes may be an int64 input
+    const auto k = dev::reduce_of(p);
+    return k ? std::make_unique<Reduce>(p, *m, *k) : nullptr;
+  }
 #endif
   for (const auto& t : p.in)
     if (t.present() && t.dtype != DType::F32) return nullptr;
@@ -868,7 +893,7 @@ std::unique_ptr<NodeKernel> make_node_kernel(const NodeProblem& p, int) {
     const auto k = dev::binary_of(p);
     return k ? std::make_unique<Binary>(p, *m, *k) : nullptr;
   }
-  if (op == "Erf") return std::make_unique<Erf>(p, *m);
+  if (const auto k = dev::unary_of(p)) return std::make_unique<Unary>(p, *m, *k);
   if (op == "Transpose") {
     const auto f = dev::transpose_of(p, false), b = dev::transpose_of(p, true);
     return f && b ? std::make_unique<Transpose>(p, *m, *f, *b) : nullptr;

@@ -122,12 +122,20 @@ cudaError_t launch_binary_grad(const dev::Binary& k, int which, const float* a, 
   return launch_each(n, s, [=] __device__(std::int64_t j) { dx[j] = dev::binary_grad_at(k, which, a, b, dy, j); });
 }
 
-cudaError_t launch_erf_forward(const float* x, float* y, std::int64_t n, cudaStream_t s) {
-  return launch_each(n, s, [=] __device__(std::int64_t i) { y[i] = dev::erf_forward(x[i]); });
+cudaError_t launch_unary_forward(const dev::Unary& k, const float* x, float* y, cudaStream_t s) {
+  return launch_each(k.n, s, [=] __device__(std::int64_t i) { y[i] = dev::unary_forward(k, x[i]); });
 }
 
-cudaError_t launch_erf_backward(const float* x, const float* dy, float* dx, std::int64_t n, cudaStream_t s) {
-  return launch_each(n, s, [=] __device__(std::int64_t i) { dx[i] = dev::erf_backward(x[i], dy[i]); });
+cudaError_t launch_unary_backward(const dev::Unary& k, const float* v, const float* dy, float* dx, cudaStream_t s) {
+  return launch_each(k.n, s, [=] __device__(std::int64_t i) { dx[i] = dev::unary_backward(k, v[i], dy[i]); });
+}
+
+cudaError_t launch_reduce_forward(const dev::Reduce& k, const float* x, float* y, cudaStream_t s) {
+  return launch_each(k.kept.n, s, [=] __device__(std::int64_t o) { y[o] = dev::reduce_at(k, x, o); });
+}
+
+cudaError_t launch_reduce_backward(const dev::Reduce& k, const float* dy, float* dx, cudaStream_t s) {
+  return launch_each(k.back.n, s, [=] __device__(std::int64_t i) { dx[i] = dev::reduce_grad_at(k, dy, i); });
 }
 
 cudaError_t launch_strided_copy(const dev::Strides& k, const float* x, float* y, cudaStream_t s) {

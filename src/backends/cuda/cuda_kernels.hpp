@@ -41,9 +41,12 @@ cudaError_t launch_sce_backward(const SceShape& d, const float* scores, const vo
 cudaError_t launch_binary_forward(const dev::Binary& k, const float* a, const float* b, float* y, cudaStream_t s);
 cudaError_t launch_binary_grad(const dev::Binary& k, int which, const float* a, const float* b, const float* dy, float* dx, std::int64_t n,
                                cudaStream_t s);
-// Erf: y = erf(x); dx = dy 2 / sqrt(pi) exp(-x^2).
-cudaError_t launch_erf_forward(const float* x, float* y, std::int64_t n, cudaStream_t s);
-cudaError_t launch_erf_backward(const float* x, const float* dy, float* dx, std::int64_t n, cudaStream_t s);
+// A unary operator: y = f(x); dx = f'(v) dy, v the output where dev::unary_uses_y, else the input.
+cudaError_t launch_unary_forward(const dev::Unary& k, const float* x, float* y, cudaStream_t s);
+cudaError_t launch_unary_backward(const dev::Unary& k, const float* v, const float* dy, float* dx, cudaStream_t s);
+// ReduceSum, ReduceMean: one thread per output (its elements summed in order); dx = dy broadcast.
+cudaError_t launch_reduce_forward(const dev::Reduce& k, const float* x, float* y, cudaStream_t s);
+cudaError_t launch_reduce_backward(const dev::Reduce& k, const float* dy, float* dx, cudaStream_t s);
 // y[i] = x at the offset k's strides give (Transpose, forward or backward).
 cudaError_t launch_strided_copy(const dev::Strides& k, const float* x, float* y, cudaStream_t s);
 // LayerNormalization: rows forward; backward: rows (dx where given, the statistics into mean,
