@@ -5,8 +5,8 @@
 // executor's test device (networks/executor_test.cpp) calls the same ones in a host loop, so that
 // the index arithmetic the GPU runs is what the host's tests check against d500's reference.
 // Float32 data; every reduction (a broadcast operand's gradient, a row's statistics, an
-// embedding's gradient) is a loop in a fixed order with a double accumulator: no atomics, the same
-// bits at every run. The descriptors are plain structs passed by value to a kernel; device_ops.cpp
+// embedding's gradient) is a loop in a fixed order with a double accumulator, a long one split in
+// parts fixed by the shapes (Parts): no atomics, the same bits at every run. The descriptors are plain structs passed by value to a kernel; device_ops.cpp
 // makes them from a node (nullopt: the node is outside what they cover).
 // This header is read by nvcc: nothing here but plain arithmetic.
 #include <cmath>
@@ -45,6 +45,45 @@ D500_HOST_DEVICE inline void offsets(const Strides& s, I i, I& oa, I& ob) {
   }
 }
 
+// ---- Long sums in fixed parts -----------------------------------------------------------------
+// A gradient element that sums many terms (a broadcast operand's, over the elements it was
+// broadcast to; LayerNorm's scale and bias, over the rows) is summed in `chunks` consecutive
+// parts, each by a thread of its own into a double, and then the parts in order by one thread per
+// element (sum_parts): the parts depend on the shapes alone, so the sum is the same bits at every
+// run, and a gradient of few elements still gets enough threads to fill a GPU.
+struct Parts {
+  I outputs = 0;         // the gradient's elements
+  I count = 0;           // the terms of each
+  I chunks = 1, len = 0; // parts per element; terms per part (the last may be shorter)
+};
+
+D500_HOST_DEVICE inline Parts parts_of(I outputs, I count) {
+  constexpr I kThreads = I{1} << 16, kMinLen = 64;  // enough threads for a large GPU; a part's fewest terms
+  Parts s;
+  s.outputs = outputs, s.count = count, s.len = count;
+  if (outputs <= 0 || count < 2 * kMinLen || outputs >= kThreads) return s;
+  const I by_len = count / kMinLen, by_threads = (kThreads + outputs - 1) / outputs;
+  const I chunks = by_len < by_threads ? by_len : by_threads;
+  s.len = (count + chunks - 1) / chunks;
+  s.chunks = (count + s.len - 1) / s.len;
+  return s;
+}
+
+// Part e of the first stage: element e % outputs, terms [c len, (c + 1) len) of chunk c = e / outputs.
+D500_HOST_DEVICE inline void part_range(const Parts& s, I e, I& j, I& t0, I& t1) {
+  const I c = e / s.outputs;
+  j = e % s.outputs;
+  t0 = c * s.len;
+  t1 = t0 + s.len < s.count ? t0 + s.len : s.count;
+}
+
+// Element j's sum of its parts (part[c * outputs + j]), in chunk order.
+D500_HOST_DEVICE inline double sum_parts(const Parts& s, const double* part, I j) {
+  double acc = 0;
+  for (I c = 0; c < s.chunks; ++c) acc += part[c * s.outputs + j];
+  return acc;
+}
+
 // ---- Add, Sub, Mul, Div with numpy broadcasting ----------------------------------------------
 enum class BinaryOp : std::int32_t { Add, Sub, Mul, Div };
 struct Binary {
@@ -68,23 +107,31 @@ D500_HOST_DEVICE inline float binary_forward_at(const Binary& k, const float* a,
   return binary_apply(k.op, a[oa], b[ob]);
 }
 
-// d(loss)/d(operand)[j], operand `which` (0: a, 1: b), j in its own row-major layout: the sum,
-// over the output elements it was broadcast to (in index order), of dy times the op's partial.
-D500_HOST_DEVICE inline float binary_grad_at(const Binary& k, int which, const float* a, const float* b, const float* dy, I j) {
+// The count of terms in operand `which`'s gradient elements: the output elements each was
+// broadcast to.
+D500_HOST_DEVICE inline I binary_grad_count(const Binary& k, int which) {
+  const I* mine = which == 0 ? k.s.sa : k.s.sb;
+  I count = 1;
+  for (int d = 0; d < k.s.rank; ++d)
+    if (mine[d] == 0) count *= k.s.dims[d];
+  return count;
+}
+
+// d(loss)/d(operand)[j], operand `which` (0: a, 1: b), j in its own row-major layout, terms
+// [t0, t1): the sum, over the output elements it was broadcast to (in index order), of dy times
+// the op's partial.
+D500_HOST_DEVICE inline double binary_grad_part(const Binary& k, int which, const float* a, const float* b, const float* dy, I j, I t0, I t1) {
   const Strides& s = k.s;
   const I* mine = which == 0 ? s.sa : s.sb;
   I c[kMaxRank] = {};
-  I rest = j, count = 1;
-  for (int d = s.rank - 1; d >= 0; --d) {
+  I rest = j;
+  for (int d = s.rank - 1; d >= 0; --d)
     if (mine[d] != 0) {  // an axis of the operand's own
       c[d] = rest % s.dims[d];
       rest /= s.dims[d];
-    } else {
-      count *= s.dims[d];
     }
-  }
   double acc = 0;
-  for (I t = 0; t < count; ++t) {
+  for (I t = t0; t < t1; ++t) {
     I r = t;
     for (int d = s.rank - 1; d >= 0; --d)
       if (mine[d] == 0) {
@@ -106,7 +153,17 @@ D500_HOST_DEVICE inline float binary_grad_at(const Binary& k, int which, const f
     }
     acc += static_cast<double>(dy[i] * partial);
   }
-  return static_cast<float>(acc);
+  return acc;
+}
+
+// Operand `which`'s gradient in two stages (s = parts_of(its elements, binary_grad_count)): part e
+// of the first, then element j's sum of its parts. With one chunk, binary_grad_part over all
+// terms is element j's gradient at once.
+D500_HOST_DEVICE inline void binary_grad_stage(const Binary& k, int which, const Parts& s, const float* a, const float* b, const float* dy,
+                                               double* part, I e) {
+  I j = 0, t0 = 0, t1 = 0;
+  part_range(s, e, j, t0, t1);
+  part[e] = binary_grad_part(k, which, a, b, dy, j, t0, t1);
 }
 
 // ---- Unary activations and arithmetic, each element on its own ------------------------------
@@ -227,18 +284,30 @@ D500_HOST_DEVICE inline void ln_backward_row(const LayerNorm& k, const float* x,
   }
 }
 
-// Column i: d(scale)[i] = sum over rows of dy * xhat, d(bias)[i] = sum of dy (either may be nullptr),
-// from the statistics ln_backward_row left.
-D500_HOST_DEVICE inline void ln_param_grad_at(const LayerNorm& k, const float* x, const float* dy, const float* mean, const float* inv,
-                                              float* dscale, float* dbias, I i) {
-  double ss = 0, sb = 0;
-  for (I r = 0; r < k.rows; ++r) {
+// Column i over rows [r0, r1): the sums of dy * xhat (d(scale)[i]) and of dy (d(bias)[i]), from the
+// statistics ln_backward_row left.
+D500_HOST_DEVICE inline void ln_param_grad_part(const LayerNorm& k, const float* x, const float* dy, const float* mean, const float* inv, I i, I r0,
+                                                I r1, double& ss, double& sb) {
+  ss = 0, sb = 0;
+  for (I r = r0; r < r1; ++r) {
     const float g = dy[r * k.inner + i];
     ss += static_cast<double>(g * ((x[r * k.inner + i] - mean[r]) * inv[r]));
     sb += g;
   }
-  if (dscale) dscale[i] = static_cast<float>(ss);
-  if (dbias) dbias[i] = static_cast<float>(sb);
+}
+
+// The scale's and bias's gradients in two stages (s = parts_of(inner, rows)): part e of the
+// first, into part[e] (scale) and part[chunks * inner + e] (bias); then column i's sums of its
+// parts (dscale, dbias where given).
+D500_HOST_DEVICE inline void ln_param_grad_stage(const LayerNorm& k, const Parts& s, const float* x, const float* dy, const float* mean,
+                                                 const float* inv, double* part, I e) {
+  I i = 0, r0 = 0, r1 = 0;
+  part_range(s, e, i, r0, r1);
+  ln_param_grad_part(k, x, dy, mean, inv, i, r0, r1, part[e], part[s.chunks * s.outputs + e]);
+}
+D500_HOST_DEVICE inline void ln_param_grad_finish(const Parts& s, const double* part, float* dscale, float* dbias, I i) {
+  if (dscale) dscale[i] = static_cast<float>(sum_parts(s, part, i));
+  if (dbias) dbias[i] = static_cast<float>(sum_parts(s, part + s.chunks * s.outputs, i));
 }
 
 // ---- Gather along one axis: data [outer, axis_dim, inner], indices [count] (int64 or int32) ----

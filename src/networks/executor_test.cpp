@@ -588,16 +588,33 @@ class GuardedDeviceOp final : public NodeKernel {
       for (std::int64_t r = 0; r < ln_.rows; ++r) dev::ln_backward_row(ln_, in(0), in(1), dy, dx, mean.data(), inv.data(), r);
       float* ds = p_.din.size() > 1 ? p_.din[1].as<float>() : nullptr;
       float* db = p_.din.size() > 2 ? p_.din[2].as<float>() : nullptr;
-      for (std::int64_t i = 0; (ds || db) && i < ln_.inner; ++i) dev::ln_param_grad_at(ln_, in(0), dy, mean.data(), inv.data(), ds, db, i);
+      if (ds || db) {
+        const dev::Parts ps = dev::parts_of(ln_.inner, ln_.rows);
+        std::vector<double> part(2 * static_cast<std::size_t>(ps.chunks * ps.outputs));
+        for (std::int64_t e = 0; e < ps.chunks * ps.outputs; ++e) dev::ln_param_grad_stage(ln_, ps, in(0), dy, mean.data(), inv.data(), part.data(), e);
+        for (std::int64_t i = 0; i < ln_.inner; ++i) dev::ln_param_grad_finish(ps, part.data(), ds, db, i);
+        chunked += ps.chunks > 1;
+      }
     } else if (op == "Gather") {
       for (std::int64_t j = 0; dx && j < p_.in[0].numel(); ++j) dx[j] = dev::gather_grad_at(gather_, p_.in[1].data, dy, j);
     } else {
-      for (int w = 0; w < 2; ++w)
-        if (float* d = p_.din[static_cast<std::size_t>(w)].as<float>())
-          for (std::int64_t j = 0; j < p_.in[static_cast<std::size_t>(w)].numel(); ++j) d[j] = dev::binary_grad_at(binary_, w, in(0), in(1), dy, j);
+      for (int w = 0; w < 2; ++w) {
+        float* d = p_.din[static_cast<std::size_t>(w)].as<float>();
+        if (!d) continue;
+        const dev::Parts ps = dev::parts_of(p_.in[static_cast<std::size_t>(w)].numel(), dev::binary_grad_count(binary_, w));
+        if (ps.chunks == 1) {
+          for (std::int64_t j = 0; j < ps.outputs; ++j) d[j] = static_cast<float>(dev::binary_grad_part(binary_, w, in(0), in(1), dy, j, 0, ps.count));
+          continue;
+        }
+        std::vector<double> part(static_cast<std::size_t>(ps.chunks * ps.outputs));
+        for (std::int64_t e = 0; e < ps.chunks * ps.outputs; ++e) dev::binary_grad_stage(binary_, w, ps, in(0), in(1), dy, part.data(), e);
+        for (std::int64_t j = 0; j < ps.outputs; ++j) d[j] = static_cast<float>(dev::sum_parts(ps, part.data(), j));
+        chunked += 1;
+      }
     }
   }
   std::string impl() const override { return "guarded d500 kernels (" + p_.node->op + ")"; }
+  static inline int chunked = 0;  // gradients summed in more than one part, over all kernels
 
  private:
   explicit GuardedDeviceOp(const NodeProblem& p) : p_(p), m_(*static_cast<GuardedMemory*>(p.device)) {}
@@ -739,6 +756,22 @@ TEST(Executor, OnADeviceTheCudaBackendsElementKernelsComputeWhatTheReferenceDoes
     }
   }
   EXPECT_GE(on_kernels, 50) << "every covered operator's forward and backward steps, in the cases that use them";
+  {
+    // Long sums in parts (dev::Parts): LayerNorm's scale and bias and a broadcast bias over 301
+    // rows, four parts each (the last one shorter), as on the GPU.
+    SCOPED_TRACE("sums in parts");
+    GraphBuilder b;
+    const int x = b.weight("x", {301, 4});
+    const int ln = b.node("LayerNormalization", {x, b.weight("s", {4}), b.weight("t", {4})});
+    const int loss = b.finish_with_projection_loss({b.node("Mul", {b.node("Add", {ln, b.weight("c", {4})}), b.weight("m", {1, 4})})});
+    EXPECT_EQ(dev::parts_of(4, 301).chunks, 4);
+    EXPECT_EQ(dev::parts_of(4, 301).len, 76);
+    const int before = GuardedDeviceOp::chunked;
+    const std::vector<int> params = b.params();
+    auto [host, device] = stepped_on_host_and(b.g, loss, params, dev.info);
+    for (std::size_t k = 0; k < params.size(); ++k) close(device->gradient(k), host->gradient(k), b.g.info(params[k]).name);
+    EXPECT_EQ(GuardedDeviceOp::chunked - before, 3) << "LayerNorm's parameters, c's and m's gradients";
+  }
   // A ragged layer normalisation's Mean output read in training stays on the reference.
   GraphBuilder b;
   const int x = b.weight("x", {3, 4});

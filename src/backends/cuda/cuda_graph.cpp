@@ -406,21 +406,31 @@ class ElementNode : public CudaNode {
   }
 };
 
-// Add, Sub, Mul, Div with broadcasting (Add of equal shapes stays on cuBLAS).
+// Add, Sub, Mul, Div with broadcasting (Add of equal shapes stays on cuBLAS). A broadcast
+// operand's gradient sums in parts (dev::Parts) into scratch of the node's own, shared by the two
+// operands (one after the other on the stream).
 class Binary final : public ElementNode {
  public:
-  Binary(const NodeProblem& p, ExecutorMemory& m, const dev::Binary& k) : ElementNode(p, m), k_(k) {}
+  Binary(const NodeProblem& p, ExecutorMemory& m, const dev::Binary& k) : ElementNode(p, m), k_(k) {
+    std::size_t scratch = 0;
+    for (int w = 0; w < 2; ++w) {
+      parts_[w] = dev::parts_of(p.in[static_cast<std::size_t>(w)].numel(), dev::binary_grad_count(k, w));
+      if (p.training && parts_[w].chunks > 1) scratch = std::max(scratch, static_cast<std::size_t>(parts_[w].chunks * parts_[w].outputs));
+    }
+    if (scratch > 0) part_ = static_cast<double*>(own(scratch * sizeof(double)));
+  }
   void forward() override { launched(launch_binary_forward(k_, in(0), in(1), out(0), m_.stream())); }
   void backward() override {
     if (!has_dout()) return;
     for (int w = 0; w < 2; ++w)
-      if (float* d = din(static_cast<std::size_t>(w)))
-        launched(launch_binary_grad(k_, w, in(0), in(1), dout(0), d, p_.in[static_cast<std::size_t>(w)].numel(), m_.stream()));
+      if (float* d = din(static_cast<std::size_t>(w))) launched(launch_binary_grad(k_, w, parts_[w], in(0), in(1), dout(0), d, part_, m_.stream()));
   }
   std::string impl() const override { return "cuda d500 kernels (broadcast " + p_.node->op + ")"; }
 
  private:
   dev::Binary k_;
+  dev::Parts parts_[2];
+  double* part_ = nullptr;
 };
 
 // LeakyRelu, Sigmoid, Tanh, HardSigmoid, HardSwish, Sqrt, Erf, Exp, Log, Neg, Abs, Reciprocal; the
@@ -470,13 +480,14 @@ class Transpose final : public ElementNode {
 };
 
 // Normalised over its last axes, one thread per row (its sums serial, in double); the scale's and
-// bias's gradients one thread per column over the rows.
+// bias's gradients over the rows in parts (dev::Parts), each column's parts summed in order.
 class LayerNorm final : public ElementNode {
  public:
-  LayerNorm(const NodeProblem& p, ExecutorMemory& m, const dev::LayerNorm& k) : ElementNode(p, m), k_(k) {
+  LayerNorm(const NodeProblem& p, ExecutorMemory& m, const dev::LayerNorm& k) : ElementNode(p, m), k_(k), parts_(dev::parts_of(k.inner, k.rows)) {
     const auto bytes = static_cast<std::size_t>(k.rows) * sizeof(float);
     mean_ = static_cast<float*>(own(bytes));
     inv_ = static_cast<float*>(own(bytes));
+    if (p.training) part_ = static_cast<double*>(own(2 * static_cast<std::size_t>(parts_.chunks * parts_.outputs) * sizeof(double)));
   }
   void forward() override {
     const float* bias = p_.in.size() > 2 && p_.in[2].present() ? in(2) : nullptr;
@@ -486,14 +497,16 @@ class LayerNorm final : public ElementNode {
   }
   void backward() override {
     if (!has_dout()) return;
-    launched(launch_layer_norm_backward(k_, in(0), in(1), dout(0), din(0), mean_, inv_, din(1), din(2), m_.stream()));
+    launched(launch_layer_norm_backward(k_, parts_, in(0), in(1), dout(0), din(0), mean_, inv_, din(1), din(2), part_, m_.stream()));
   }
   std::string impl() const override { return "cuda d500 kernels (layer normalisation)"; }
 
  private:
   dev::LayerNorm k_;
+  dev::Parts parts_;
   float* mean_ = nullptr;
   float* inv_ = nullptr;
+  double* part_ = nullptr;
 };
 
 // The data's gradient: each element the sum of dy over the indices naming its row (a scan of the

@@ -117,9 +117,15 @@ cudaError_t launch_binary_forward(const dev::Binary& k, const float* a, const fl
   return launch_each(k.s.n, s, [=] __device__(std::int64_t i) { y[i] = dev::binary_forward_at(k, a, b, i); });
 }
 
-cudaError_t launch_binary_grad(const dev::Binary& k, int which, const float* a, const float* b, const float* dy, float* dx, std::int64_t n,
-                               cudaStream_t s) {
-  return launch_each(n, s, [=] __device__(std::int64_t j) { dx[j] = dev::binary_grad_at(k, which, a, b, dy, j); });
+cudaError_t launch_binary_grad(const dev::Binary& k, int which, const dev::Parts& ps, const float* a, const float* b, const float* dy, float* dx,
+                               double* part, cudaStream_t s) {
+  if (ps.chunks == 1)
+    return launch_each(ps.outputs, s, [=] __device__(std::int64_t j) { dx[j] = static_cast<float>(dev::binary_grad_part(k, which, a, b, dy, j, 0, ps.count)); });
+  if (const cudaError_t e = launch_each(ps.chunks * ps.outputs, s,
+                                        [=] __device__(std::int64_t e) { dev::binary_grad_stage(k, which, ps, a, b, dy, part, e); });
+      e != cudaSuccess)
+    return e;
+  return launch_each(ps.outputs, s, [=] __device__(std::int64_t j) { dx[j] = static_cast<float>(dev::sum_parts(ps, part, j)); });
 }
 
 cudaError_t launch_unary_forward(const dev::Unary& k, const float* x, float* y, cudaStream_t s) {
@@ -147,13 +153,17 @@ cudaError_t launch_layer_norm_forward(const dev::LayerNorm& k, const float* x, c
   return launch_each(k.rows, s, [=] __device__(std::int64_t r) { dev::ln_forward_row(k, x, scale, bias, y, mean, inv, r); });
 }
 
-cudaError_t launch_layer_norm_backward(const dev::LayerNorm& k, const float* x, const float* scale, const float* dy, float* dx, float* mean,
-                                       float* inv, float* dscale, float* dbias, cudaStream_t s) {
+cudaError_t launch_layer_norm_backward(const dev::LayerNorm& k, const dev::Parts& ps, const float* x, const float* scale, const float* dy,
+                                       float* dx, float* mean, float* inv, float* dscale, float* dbias, double* part, cudaStream_t s) {
   if (const cudaError_t e = launch_each(k.rows, s, [=] __device__(std::int64_t r) { dev::ln_backward_row(k, x, scale, dy, dx, mean, inv, r); });
       e != cudaSuccess)
     return e;
   if (!dscale && !dbias) return cudaSuccess;
-  return launch_each(k.inner, s, [=] __device__(std::int64_t i) { dev::ln_param_grad_at(k, x, dy, mean, inv, dscale, dbias, i); });
+  if (const cudaError_t e = launch_each(ps.chunks * ps.outputs, s,
+                                        [=] __device__(std::int64_t e) { dev::ln_param_grad_stage(k, ps, x, dy, mean, inv, part, e); });
+      e != cudaSuccess)
+    return e;
+  return launch_each(ps.outputs, s, [=] __device__(std::int64_t i) { dev::ln_param_grad_finish(ps, part, dscale, dbias, i); });
 }
 
 cudaError_t launch_gather_forward(const dev::Gather& k, const float* data, const void* idx, float* y, cudaStream_t s) {

@@ -39,8 +39,10 @@ cudaError_t launch_sce_backward(const SceShape& d, const float* scores, const vo
 // Level 1's other operators (device_ops.hpp's functions, one thread per element or row):
 // y = a op b, broadcast; d(a) or d(b) (which: 0 or 1), each element the sum over its broadcast.
 cudaError_t launch_binary_forward(const dev::Binary& k, const float* a, const float* b, float* y, cudaStream_t s);
-cudaError_t launch_binary_grad(const dev::Binary& k, int which, const float* a, const float* b, const float* dy, float* dx, std::int64_t n,
-                               cudaStream_t s);
+// The gradient in parts (ps = dev::parts_of(dx's elements, dev::binary_grad_count)); part: scratch
+// of ps.chunks * ps.outputs doubles where ps.chunks > 1.
+cudaError_t launch_binary_grad(const dev::Binary& k, int which, const dev::Parts& ps, const float* a, const float* b, const float* dy, float* dx,
+                               double* part, cudaStream_t s);
 // A unary operator: y = f(x); dx = f'(v) dy, v the output where dev::unary_uses_y, else the input.
 cudaError_t launch_unary_forward(const dev::Unary& k, const float* x, float* y, cudaStream_t s);
 cudaError_t launch_unary_backward(const dev::Unary& k, const float* v, const float* dy, float* dx, cudaStream_t s);
@@ -50,11 +52,12 @@ cudaError_t launch_reduce_backward(const dev::Reduce& k, const float* dy, float*
 // y[i] = x at the offset k's strides give (Transpose, forward or backward).
 cudaError_t launch_strided_copy(const dev::Strides& k, const float* x, float* y, cudaStream_t s);
 // LayerNormalization: rows forward; backward: rows (dx where given, the statistics into mean,
-// inv), then columns (dscale, dbias where given).
+// inv), then the columns' parts (ps = dev::parts_of(inner, rows); part: 2 ps.chunks inner doubles)
+// and their sums (dscale, dbias where given).
 cudaError_t launch_layer_norm_forward(const dev::LayerNorm& k, const float* x, const float* scale, const float* bias, float* y, float* mean,
                                       float* inv, cudaStream_t s);
-cudaError_t launch_layer_norm_backward(const dev::LayerNorm& k, const float* x, const float* scale, const float* dy, float* dx, float* mean,
-                                       float* inv, float* dscale, float* dbias, cudaStream_t s);
+cudaError_t launch_layer_norm_backward(const dev::LayerNorm& k, const dev::Parts& ps, const float* x, const float* scale, const float* dy,
+                                       float* dx, float* mean, float* inv, float* dscale, float* dbias, double* part, cudaStream_t s);
 // Gather: y = data at the indices; d(data) as the sums of dy over the indices naming each row.
 cudaError_t launch_gather_forward(const dev::Gather& k, const float* data, const void* idx, float* y, cudaStream_t s);
 cudaError_t launch_gather_grad(const dev::Gather& k, const void* idx, const float* dy, float* ddata, cudaStream_t s);
