@@ -566,6 +566,9 @@ std::vector<std::string> attention(const Report& rep) {
       out.push_back("`" + r.canonical + "` (" + r.id + "): ran with more ranks than CPUs on a host (oversubscribed): "
                     "its times measure core sharing, not the operation");
   for (const auto& r : rep.rows)
+    if (const std::string d = fact_text(r, "ranks_differ"); !d.empty())
+      out.push_back("`" + r.canonical + "` (" + r.id + "): its ranks set up differently (the point records rank 0's): " + d);
+  for (const auto& r : rep.rows)
     if (r.outcome != Outcome::Complete || r.reps_incomplete) {
       std::string s = "`" + r.canonical + "` (" + r.id + "): " + r.status + (r.status_reason.empty() ? "" : ": " + r.status_reason);
       if (r.reps_incomplete) s += "; " + std::to_string(r.reps_incomplete) + " repetitions lacked some rank and were excluded";

@@ -310,7 +310,37 @@ std::vector<std::pair<std::string, Value>> ResultWriter::rank0_attributes(const 
     const std::string name = bcast_string(mine ? mine_list[static_cast<std::size_t>(i)].first : "", comm_);
     out.push_back({name, bcast_value(mine ? mine_list[static_cast<std::size_t>(i)].second : Value{std::string()}, comm_)});
   }
+  // A rank whose own value of a string, integer or boolean attribute is not rank 0's (cuDNN's
+  // find may choose another algorithm on another GPU) is named, with its value, in the point's
+  // `ranks_differ`; a real number is a measurement, and rank 0's is the one written.
+  std::string differ;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const auto& [name, v0] = out[i];
+    if (std::holds_alternative<double>(v0)) continue;
+    const bool have = i < mine_list.size() && mine_list[i].first == name;
+    if (have && mine_list[i].second == v0) continue;
+    differ += (differ.empty() ? "" : "; ") + name + ": rank " + std::to_string(rank_) + " has " + (have ? canonical(mine_list[i].second) : "none");
+  }
+  if (note_differences(differ)) out.push_back({"ranks_differ", ranks_differ_});
   return out;
+}
+
+bool ResultWriter::note_differences(const std::string& mine) {
+  // Every rank's differences, joined on rank 0 in rank order, then on every rank.
+  const int len = static_cast<int>(mine.size());
+  std::vector<int> lens(static_cast<std::size_t>(size_)), at(static_cast<std::size_t>(size_));
+  mpi_check(MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, comm_), "MPI_Gather", path_);
+  int total = 0;
+  for (std::size_t r = 0; r < lens.size(); ++r) at[r] = total, total += lens[r];
+  std::string all(rank_ == 0 ? static_cast<std::size_t>(total) : 0, '\0');
+  mpi_check(MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), at.data(), MPI_CHAR, 0, comm_), "MPI_Gatherv", path_);
+  std::string joined;
+  for (std::size_t r = 0; rank_ == 0 && r < lens.size(); ++r)
+    if (lens[r] > 0) joined += (joined.empty() ? "" : "; ") + all.substr(static_cast<std::size_t>(at[r]), static_cast<std::size_t>(lens[r]));
+  joined = bcast_string(joined, comm_);
+  if (joined.empty()) return false;
+  ranks_differ_ += (ranks_differ_.empty() ? "" : "; ") + joined;
+  return true;
 }
 
 void ResultWriter::point_attributes(const std::vector<std::pair<std::string, Value>>& attributes) {
@@ -323,6 +353,7 @@ void ResultWriter::point_attributes(const std::vector<std::pair<std::string, Val
 void ResultWriter::begin_point(const PointIdentity& p, int index, int warmups, int repetitions, const PointMeta& meta) {
   point_id_ = p.id;
   point_attrs_.clear();
+  ranks_differ_.clear();
   const std::string backend_version = bcast_string(meta.backend_version, comm_);
   const auto extra = rank0_attributes(meta.attributes);
   step("starting a point", [&] {
@@ -402,6 +433,19 @@ void ResultWriter::step_times(const StepTimes& t) {
       r.flops = t.steps[i].flops;
       table.push_back(r);
     }
+  // A step whose implementation on this rank is not rank 0's (cuDNN's find chose another
+  // algorithm here) is named in the point's ranks_differ.
+  long long steps = static_cast<long long>(t.steps.size());
+  mpi_check(MPI_Bcast(&steps, 1, MPI_LONG_LONG, 0, comm_), "MPI_Bcast", path_);
+  std::string differ;
+  for (long long i = 0; i < steps; ++i) {
+    const bool have = static_cast<std::size_t>(i) < t.steps.size();
+    const std::string impl0 = bcast_string(have ? t.steps[static_cast<std::size_t>(i)].impl : "", comm_);
+    const std::string mine = have ? t.steps[static_cast<std::size_t>(i)].impl : "none";
+    if (mine != impl0)
+      differ += (differ.empty() ? "" : "; ") + ("step " + std::to_string(i) + " impl: rank " + std::to_string(rank_) + " has " + mine);
+  }
+  if (note_differences(differ)) step("writing point attributes", [&] { attr(point_, "ranks_differ", ranks_differ_); });
   std::vector<h5::StepTimeRow> rows;
   rows.reserve(t.ns.size());
   const std::size_t n = t.steps.size();

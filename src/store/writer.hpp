@@ -158,7 +158,12 @@ class ResultWriter {
     std::thread thread_;
   };
   std::string what() const;
+  // Rank 0's attributes, on every rank, and `ranks_differ` where a rank's own differ (collective).
   std::vector<std::pair<std::string, Value>> rank0_attributes(const std::vector<std::pair<std::string, Value>>& mine);
+  // Adds the ranks' differences (each rank's own text, "" where it agrees) to ranks_differ_, in
+  // rank order (collective); whether there were any.
+  bool note_differences(const std::string& mine);
+  std::string ranks_differ_;  // this point's differences so far
   bool writes() const { return mode_ == StoreMode::Parallel || rank_ == 0; }
   // Writes one element per rank into a new 1-D dataset (`type` in memory and file).
   void per_rank_dataset(hid_t parent, const char* name, hid_t type, const void* mine, std::size_t elem_size);

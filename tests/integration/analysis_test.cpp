@@ -306,11 +306,13 @@ TEST_F(Analysis, APlantedTrendIsFlaggedAndThreeRanksArePairedByFriedman) {
 // A GPU point: device rows of 0.8 of each repetition's duration (the rest launch and wait) and
 // its peak device memory. The report gives both medians, the device's interval holding the
 // planted value, and the memory, in results.json, results.csv and report.md; a host point beside
-// it has no device figures.
+// it has no device figures. Its two ranks' libraries chose different algorithms: the table gives
+// rank 0's, and the report's attention list names rank 1's.
 TEST_F(Analysis, APlantedDeviceShareIsReportedBesideTheHostTime) {
   synth("job-0000", 2, "campaign = \"gpu\"\nrepetitions = 40\nwarmups = 2\nseed = 3\n"
                        "[[point]]\nparams = { workload = \"synthetic\", backend = \"gpu\" }\nmedian_s = 0.010\nnoise = 0.05\n"
                        "work_flops = 10000000000\ndevice_share = 0.8\ndevice_memory_bytes = 3221225472\n"
+                       "algorithms = [\"IMPLICIT_GEMM\", \"WINOGRAD\"]\n"
                        "[[point]]\nparams = { workload = \"synthetic\", backend = \"host\" }\nmedian_s = 0.010\nnoise = 0.05\n");
   Cmd r = report();
   ASSERT_EQ(r.code, 0) << r.out;
@@ -336,4 +338,7 @@ TEST_F(Analysis, APlantedDeviceShareIsReportedBesideTheHostTime) {
   EXPECT_NE(section.find("| 20"), std::string::npos) << "launch and wait, about 20%:\n" << section;
   EXPECT_EQ(section.find("backend=host"), std::string::npos) << section;
   EXPECT_EQ(section.find("synthetic:host"), std::string::npos) << section;
+  EXPECT_NE(section.find("| IMPLICIT_GEMM |"), std::string::npos) << section;
+  EXPECT_NE(md.find("its ranks set up differently (the point records rank 0's): cudnn.algorithm: rank 1 has WINOGRAD"), std::string::npos)
+      << md;
 }
