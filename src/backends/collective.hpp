@@ -64,6 +64,13 @@ class DeviceCollective {
   // done; returns when this rank's transfers are done. Peers name each other (if I name you, you
   // name me), so that every send meets its receive.
   virtual void exchange(const float* send, const std::vector<float*>& recv, const std::vector<int>& peers, std::size_t n) = 0;
+  // A parameter server on rank `root` (ps-sync, ps_servers = 0): `n` floats of `buf` on `root`
+  // become the mean of every rank's (the other ranks' are left as they were), once the work
+  // enqueued on the memory's stream so far is done; returns when this rank's part is done.
+  virtual void reduce_mean(float* buf, std::size_t n, int root) = 0;
+  // `n` floats of `buf` on every rank become root's, once the work enqueued so far is done;
+  // returns when this rank's part is done.
+  virtual void broadcast(float* buf, std::size_t n, int root) = 0;
   // What it runs, in words ("NCCL 2.28.3 ncclAllReduce, ncclAvg, on a stream of its own").
   virtual std::string describe() const = 0;
 };

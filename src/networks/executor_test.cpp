@@ -1065,8 +1065,24 @@ class GuardedCollective final : public DeviceCollective {
                              MPI_STATUS_IGNORE),
                 MPI_SUCCESS);
   }
+  void reduce_mean(float* buf, std::size_t n, int root) override {
+    ++reduces;
+    int size = 1, rank = 0;
+    MPI_Comm_size(c_, &size);
+    MPI_Comm_rank(c_, &rank);
+    GuardedMemory::Open o(m_, {buf});
+    EXPECT_EQ(MPI_Reduce(rank == root ? MPI_IN_PLACE : buf, rank == root ? buf : nullptr, static_cast<int>(n), MPI_FLOAT, MPI_SUM, root, c_),
+              MPI_SUCCESS);
+    if (rank == root)
+      for (std::size_t i = 0; i < n; ++i) buf[i] /= static_cast<float>(size);
+  }
+  void broadcast(float* buf, std::size_t n, int root) override {
+    ++broadcasts;
+    GuardedMemory::Open o(m_, {buf});
+    EXPECT_EQ(MPI_Bcast(buf, static_cast<int>(n), MPI_FLOAT, root, c_), MPI_SUCCESS);
+  }
   std::string describe() const override { return "MPI_Allreduce over the test device's memory"; }
-  int starts = 0, waits = 0, exchanges = 0;
+  int starts = 0, waits = 0, exchanges = 0, reduces = 0, broadcasts = 0;
 
  private:
   GuardedMemory& m_;
@@ -1083,6 +1099,23 @@ void expect_mean(const float* got, const std::vector<double>& mean, const std::s
   }
   EXPECT_LE(std::sqrt(err), 1e-6 * std::sqrt(norm) + 1e-12) << what;
   EXPECT_GT(norm, 0) << what << ": a mean that is zero tests nothing";
+}
+
+// The device optimizer's plain SGD on `e`'s parameters.
+std::unique_ptr<Optimizer> device_sgd(GraphExecutor& e) {
+  OptimizerSpec o;
+  o.name = "sgd";
+  return e.native_optimizer(o);
+}
+
+// A training step's passes on `e` with the scheme's hooks, up to its exchange after backward (the
+// device's transfer counts cleared just before that exchange).
+void exchanged_step(GraphExecutor& e, Scheme& scheme, GuardedMemory& m, PhaseTally& t, double lr) {
+  e.forward(0);
+  scheme.before_backward();
+  e.backward(0);
+  m.counts = {};
+  scheme.after_backward(lr, t);
 }
 
 // Level 3 on a device: the allreduce schemes, plain and overlapped, average the executor's
@@ -1154,15 +1187,9 @@ TEST(Executor, OnADeviceTheAllreduceSchemesAverageTheGradientsOverMpiOrOnTheDevi
     // What the optimizer reads: the mean (float32 sums in another order: a few ulps).
     for (std::size_t k = 0; k < sizes.size(); ++k) expect_mean(device.parameter_gradient(k), mean[k], b.g.info(s.params[k]).name);
     if (communication == "nccl") {  // then the device optimizer: the whole step stays on the device
-      OptimizerSpec o;
-      o.name = "sgd";
-      auto opt = device.native_optimizer(o);
+      auto opt = device_sgd(device);
       ASSERT_NE(opt, nullptr);
-      device.forward(0);
-      scheme->before_backward();
-      device.backward(0);
-      dev.memory->counts = {};
-      scheme->after_backward(0.1, tally);
+      exchanged_step(device, *scheme, *dev.memory, tally, 0.1);
       opt->step(0.1);
       EXPECT_EQ(dev.memory->counts.downloads, 0) << "averaging and the update read nothing on the host";
       EXPECT_EQ(dev.memory->counts.uploads, 0);
@@ -1176,8 +1203,65 @@ TEST(Executor, OnADeviceTheAllreduceSchemesAverageTheGradientsOverMpiOrOnTheDevi
   RunnerModel model(plain, access);
   EXPECT_THROW(Scheme::make(spec, MPI_COMM_WORLD, model, OptimizerSpec{}, nullptr), Error);
   spec.name = "ps-sync";
-  EXPECT_NE(scheme_check(spec, 2).find("runs the schemes allreduce, allreduce-overlap, model-averaging and dpsgd"), std::string::npos)
-      << scheme_check(spec, 2);
+  EXPECT_EQ(scheme_check(spec, 2), "") << "ps-sync with its server on rank 0 runs on the device";
+  spec.ps_servers = 1;
+  EXPECT_NE(scheme_check(spec, 2).find("runs ps-sync with its server on rank 0 (ps_servers = 0)"), std::string::npos) << scheme_check(spec, 2);
+  spec.name = "ps-async";
+  EXPECT_NE(scheme_check(spec, 2).find("a receive from any rank, which NCCL lacks"), std::string::npos) << scheme_check(spec, 2);
+}
+
+// Level 3 on a device: ps-sync with its server on rank 0 (communication = "nccl"): every rank's
+// gradients reduced to a mean on rank 0, whose own optimizer steps alone, then rank 0's
+// parameters broadcast: every rank ends the step with rank 0's parameters after SGD on the mean
+// gradient, and nothing crossed to the host. On one rank (the unit suite) the mean is the rank's
+// own gradient; CTest runs it again on two (unit_device_schemes_2_ranks).
+TEST(Executor, OnADeviceTheColocatedParameterServerStepsOnRankZeroAndBroadcastsItsParameters) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  SmallCnn net(11, {rank % 5, 4, (2 + rank) % 5, 1});  // one set of weights, each rank its own batch
+  ExecutorSpec& s = net.s;
+  const std::vector<std::int64_t>& sizes = net.sizes;
+  const double lr = 0.5;
+  // The expected parameters: the initial ones minus lr times every rank's mean gradient (double).
+  GraphExecutor host(s);
+  host.forward(0);
+  host.backward(0);
+  std::vector<std::vector<double>> want;
+  for (std::size_t k = 0; k < sizes.size(); ++k) {
+    std::vector<double> g = host.gradient(k);
+    MPI_Allreduce(MPI_IN_PLACE, g.data(), static_cast<int>(g.size()), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    const float* p = host.parameter(k);
+    want.emplace_back(p, p + sizes[k]);
+    for (std::size_t i = 0; i < g.size(); ++i) want.back()[i] -= lr * g[i] / size;
+  }
+  GuardedBackend dev;
+  s.backend = &dev.info;
+  GraphExecutor device(s);
+  Access access(device, sizes);
+  RunnerModel model(device, access);
+  GuardedCollective collective(*dev.memory, MPI_COMM_WORLD);
+  SchemeSpec spec;
+  spec.name = "ps-sync";
+  spec.communication = "nccl";
+  auto scheme = Scheme::make(spec, MPI_COMM_WORLD, model, OptimizerSpec{}, &collective);
+  EXPECT_EQ(scheme->local_update(), rank == 0) << "rank 0's optimizer alone applies the update";
+  EXPECT_FALSE(scheme->has_server_state()) << "the server's optimizer is rank 0's own: its checkpoint holds it";
+  auto opt = device_sgd(device);
+  ASSERT_NE(opt, nullptr);
+  PhaseTally tally;
+  exchanged_step(device, *scheme, *dev.memory, tally, lr);
+  if (scheme->local_update()) opt->step(lr);
+  scheme->after_update(1, tally);
+  const GuardedMemory::Counts c = dev.memory->counts;
+  EXPECT_EQ(collective.reduces, 1);
+  EXPECT_EQ(collective.broadcasts, 1);
+  EXPECT_EQ(collective.starts, 0);
+  EXPECT_EQ(scheme->counts().calls, 2);
+  EXPECT_EQ(c.downloads, 0) << "no gradient or parameter went through the host";
+  EXPECT_EQ(c.uploads, 0);
+  for (std::size_t k = 0; k < sizes.size(); ++k) expect_mean(device.parameter(k), want[k], net.b.g.info(s.params[k]).name);
+  EXPECT_NE(scheme->describe().find("reduced to rank 0"), std::string::npos) << scheme->describe();
 }
 
 // Level 3 on a device: model averaging and D-PSGD average the executor's parameters over MPI

@@ -37,9 +37,13 @@ std::string scheme_check(const SchemeSpec& s, int ranks) {
   if (s.staleness < 0) return "staleness is a step count >= 0";
   if (s.communication != "mpi" && s.communication != "nccl")
     return "communication is \"mpi\" or \"nccl\"; got \"" + s.communication + "\"";
-  if (s.communication == "nccl" && (s.name == "ps-sync" || s.name == "ps-async"))
-    return "communication = \"nccl\" runs the schemes allreduce, allreduce-overlap, model-averaging and dpsgd (a parameter server "
-           "applies d500's reference optimizer to host buffers and exchanges them over MPI); scheme here: " + s.name;
+  if (s.communication == "nccl" && s.name == "ps-async")
+    return "communication = \"nccl\" does not run ps-async: its servers answer each worker as its gradient arrives, a receive from any "
+           "rank, which NCCL lacks (use communication = \"mpi\")";
+  if (s.communication == "nccl" && s.name == "ps-sync" && s.ps_servers > 0)
+    return "communication = \"nccl\" runs ps-sync with its server on rank 0 (ps_servers = 0): dedicated servers apply d500's reference "
+           "optimizer to host shards and exchange them over MPI (use communication = \"mpi\"); ps_servers here: " +
+           std::to_string(s.ps_servers);
   return "";
 }
 
@@ -673,6 +677,64 @@ class ParameterServer final : public Scheme {
   int since_pull_ = 0;
 };
 
+// ps-sync with its server on rank 0, which trains too, on the device (communication = "nccl"):
+// the gradients packed into one device buffer, their mean reduced to rank 0 by the device
+// collective; rank 0's own optimizer (the point's, as every worker's: on the device with
+// optimizer_impl = "native") applies it; then rank 0's parameters, packed into the same buffer,
+// broadcast, and every other rank's copied back from it. Nothing crosses to the host.
+class DeviceParameterServer final : public Scheme {
+ public:
+  DeviceParameterServer(const SchemeSpec& s, MPI_Comm c, ModelAccess& m, DeviceCollective& dc)
+      : Scheme(s, c, m), dc_(dc), flat_(*m.device(), total_) {}
+
+  bool local_update() const override { return rank_ == 0; }
+
+  void after_backward(double, PhaseTally& t) override {
+    const std::int64_t t0 = now_ns();
+    for (std::size_t k = 0; k < offset_.size(); ++k) pack_device_grad(k, flat_.get());
+    model_.device()->synchronize();
+    t.add(Phase::Update, t0, now_ns());
+    barrier(t);
+    const std::int64_t t1 = now_ns();
+    dc_.reduce_mean(flat_.get(), static_cast<std::size_t>(total_), 0);
+    if (rank_ == 0) count(0, total_ * 4 * (size_ - 1));
+    else count(total_ * 4, 0);
+    const std::int64_t t2 = now_ns();
+    t.add(Phase::Communication, t1, t2);
+    if (rank_ == 0) unpack_device_grads(flat_.get());
+    t.add(Phase::Update, t2, now_ns());
+  }
+
+  void after_update(std::int64_t, PhaseTally& t) override {
+    const std::int64_t t0 = now_ns();
+    if (rank_ == 0) {
+      pack_device_params(flat_.get());
+      model_.device()->synchronize();
+    }
+    const std::int64_t t1 = now_ns();
+    t.add(Phase::Update, t0, t1);
+    dc_.broadcast(flat_.get(), static_cast<std::size_t>(total_), 0);
+    if (rank_ == 0) count(total_ * 4 * (size_ - 1), 0);
+    else count(0, total_ * 4);
+    const std::int64_t t2 = now_ns();
+    t.add(Phase::Communication, t1, t2);
+    if (rank_ != 0) unpack_device_params(flat_.get());
+    t.add(Phase::Update, t2, now_ns());
+  }
+
+  std::string describe() const override {
+    return "synchronous parameter server on rank 0, which trains too, on the device: the gradients copied into one device buffer of all " +
+           std::to_string(total_) + " parameters, their mean reduced to rank 0 by " + dc_.describe() +
+           ", rank 0's own optimizer on it, rank 0's parameters broadcast from the same buffer and copied back on every other rank; "
+           "volume counted as flat trees (the root receives and sends p-1 buffers of " +
+           std::to_string(total_ * 4) + " bytes, every other rank sends and receives one)";
+  }
+
+ private:
+  DeviceCollective& dc_;
+  DeviceFlat flat_;
+};
+
 }  // namespace
 
 std::unique_ptr<Scheme> Scheme::make(const SchemeSpec& s, MPI_Comm comm, ModelAccess& model, const OptimizerSpec& opt, DeviceCollective* device) {
@@ -687,6 +749,7 @@ std::unique_ptr<Scheme> Scheme::make(const SchemeSpec& s, MPI_Comm comm, ModelAc
   if (s.name == "allreduce-overlap") return std::make_unique<OverlapScheme>(s, comm, model, on_device);
   if (s.name == "model-averaging") return std::make_unique<AveragingScheme>(s, comm, model, on_device);
   if (s.name == "dpsgd") return std::make_unique<DpsgdScheme>(s, comm, model, on_device);
+  if (s.name == "ps-sync" && on_device) return std::make_unique<DeviceParameterServer>(s, comm, model, *on_device);
   return std::make_unique<ParameterServer>(s, comm, model, opt);
 }
 

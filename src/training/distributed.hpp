@@ -18,7 +18,10 @@
 //                      parameters); ps_servers = k > 0 makes ranks 0..k-1 dedicated servers,
 //                      each owning a contiguous shard of the parameters (workers send each
 //                      shard to its server, which averages, applies its optimizer and sends the
-//                      shard back) (consistent)
+//                      shard back) (consistent); with communication = "nccl" and
+//                      ps_servers = 0, on the device: the gradients' mean reduced to rank 0 by
+//                      the DeviceCollective (ncclReduce, ncclAvg), rank 0's own optimizer, its
+//                      parameters broadcast (ncclBroadcast)
 //   ps-async           dedicated servers that apply each worker's gradient (scaled by 1 /
 //                      workers) the moment it arrives, in arrival order, and answer a pull with
 //                      the shard as it then is; a worker pulls every staleness + 1 steps and
@@ -68,7 +71,8 @@ struct SchemeSpec {
   // Where the exchange runs: "mpi" (host buffers: a device runner's gradients go through the
   // host's copies) or "nccl" (allreduce and allreduce-overlap: the device's gradients averaged on
   // the device by the DeviceCollective the workload hands to Scheme::make; model-averaging and
-  // dpsgd: the device's parameters).
+  // dpsgd: the device's parameters; ps-sync with ps_servers = 0: the gradients reduced to rank 0
+  // and its parameters broadcast on the device).
   std::string communication = "mpi";
 };
 

@@ -195,9 +195,11 @@ TEST_F(Distributed, ImpossibleSchemesAreRefusedAtPlanTime) {
       {"scheme = \"allreduce\"\nps_servers = 1\nranks_per_node = 2\n", "ps_servers applies to the parameter-server schemes"},
       {"scheme = \"allreduce\"\nglobal_batch = 100\nranks_per_node = 3\n", "does not split evenly over 3 workers"},
       {"scheme = \"allreduce-ring\"\n", "allreduce-overlap"},
-      // NCCL averages on a GPU: the reference keeps its tensors on the host; and the parameter servers have no NCCL path.
+      // NCCL averages on a GPU: the reference keeps its tensors on the host; and the parameter servers run on NCCL only on rank 0.
       {"scheme = \"allreduce\"\ncommunication = \"nccl\"\n", "communication = \"nccl\" averages the gradients (or parameters) where d500's executor keeps them"},
-      {"scheme = \"ps-sync\"\ncommunication = \"nccl\"\n", "communication = \"nccl\" runs the schemes allreduce, allreduce-overlap, model-averaging and dpsgd"},
+      {"scheme = \"ps-sync\"\ncommunication = \"nccl\"\n", "communication = \"nccl\" averages the gradients (or parameters) where d500's executor keeps them"},
+      {"scheme = \"ps-sync\"\nps_servers = 1\nranks_per_node = 2\ncommunication = \"nccl\"\n", "runs ps-sync with its server on rank 0 (ps_servers = 0)"},
+      {"scheme = \"ps-async\"\nps_servers = 1\nranks_per_node = 2\ncommunication = \"nccl\"\n", "a receive from any rank, which NCCL lacks"},
       {"scheme = \"model-averaging\"\ncommunication = \"nccl\"\n", "communication = \"nccl\" averages the gradients (or parameters) where d500's executor keeps them"},
       {"scheme = \"allreduce\"\ncommunication = \"gloo\"\n", "key 'communication' is \"gloo\" (valid: mpi, nccl)"},
   };

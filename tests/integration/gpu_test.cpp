@@ -454,16 +454,17 @@ TEST_F(Gpu, DsExecutorRunsNetworksOnTheGpuAndValidatesOrSaysWhyItCannot) {
 
   // Level 3 on one rank: the allreduce over MPI (through the host's copies) and, with NCCL, on
   // the device, plain and in buckets started during backward, and model averaging on the device
-  // (at step 8), follow level 2's curve bit for bit (the mean over one rank is the rank's own, and
+  // (at step 8), and ps-sync's server on rank 0 on the device, follow level 2's curve bit for bit
+  // (the mean over one rank is the rank's own, and
   // the executor's cuDNN algorithms are deterministic); with NCCL and the device optimizer too,
   // nothing of the step goes through the host, and it validates.
   fs::remove_all(run);
-  const std::string works = with_nccl ? "\"train\", \"distributed\", \"distributed\", \"distributed\", \"distributed\", \"distributed\""
+  const std::string works = with_nccl ? "\"train\", \"distributed\", \"distributed\", \"distributed\", \"distributed\", \"distributed\", \"distributed\""
                                        : "\"train\", \"distributed\"";
-  const std::string comms = with_nccl ? "\"mpi\", \"mpi\", \"nccl\", \"nccl\", \"nccl\", \"nccl\"" : "\"mpi\", \"mpi\"";
-  const std::string schemes = with_nccl ? "\"allreduce\", \"allreduce\", \"allreduce\", \"allreduce-overlap\", \"model-averaging\", \"allreduce\""
+  const std::string comms = with_nccl ? "\"mpi\", \"mpi\", \"nccl\", \"nccl\", \"nccl\", \"nccl\", \"nccl\"" : "\"mpi\", \"mpi\"";
+  const std::string schemes = with_nccl ? "\"allreduce\", \"allreduce\", \"allreduce\", \"allreduce-overlap\", \"model-averaging\", \"allreduce\", \"ps-sync\""
                                         : "\"allreduce\", \"allreduce\"";
-  const std::string impls = with_nccl ? "\"reference\", \"reference\", \"reference\", \"reference\", \"reference\", \"native\""
+  const std::string impls = with_nccl ? "\"reference\", \"reference\", \"reference\", \"reference\", \"reference\", \"native\", \"reference\""
                                       : "\"reference\", \"reference\"";
   const fs::path l3 = planned("[campaign]\nname = \"l3\"\nrepetitions = 1\n[fixed]\nnetwork = \"lenet5\"\nbackend = \"cuda\"\n"
                               "batch = 32\ndataset = \"synthetic\"\nsynthetic_samples = 512\nsteps = 12\neval_interval_steps = 4\n"
@@ -473,10 +474,13 @@ TEST_F(Gpu, DsExecutorRunsNetworksOnTheGpuAndValidatesOrSaysWhyItCannot) {
   const hid_t f3 = ran_and_checked(l3);
   ASSERT_GE(f3, 0);
   std::vector<std::pair<double, double>> finals;
-  each_validated_point(f3, with_nccl ? 6 : 2, [&](hid_t g, const std::string&, const std::string& canonical) {
+  each_validated_point(f3, with_nccl ? 7 : 2, [&](hid_t g, const std::string&, const std::string& canonical) {
     EXPECT_EQ(attr_int(g, "train.steps"), 12) << canonical;
     if (canonical.find("communication=nccl") != std::string::npos) {
       EXPECT_NE(attr_string(g, "dist.method").find("ncclAllReduce"), std::string::npos) << attr_string(g, "dist.method");
+    }
+    if (canonical.find("scheme=ps-sync") != std::string::npos) {
+      EXPECT_NE(attr_string(g, "dist.method").find("reduced to rank 0"), std::string::npos) << attr_string(g, "dist.method");
     }
     if (canonical.find("optimizer_impl=native") != std::string::npos) {
       EXPECT_NE(attr_string(g, "train.optimizer").find("device optimizer"), std::string::npos) << attr_string(g, "train.optimizer");

@@ -154,15 +154,12 @@ class NcclDeviceCollective final : public DeviceCollective {
   NcclDeviceCollective& operator=(const NcclDeviceCollective&) = delete;
 
   void start_mean(float* buf, std::size_t n) override {
-    // A wait captures the event's latest record when it is enqueued: one event serves every start.
-    cuda::check(cudaEventRecord(ready_, compute_), "cudaEventRecord (before a bucket's allreduce)");
-    cuda::check(cudaStreamWaitEvent(stream_, ready_, 0), "cudaStreamWaitEvent");
+    after_compute("before a bucket's allreduce");
     nccl_check(ncclAllReduce(buf, buf, n, ncclFloat, ncclAvg, comm_, stream_), "ncclAllReduce");
   }
   void wait() override { cuda::check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (NCCL's stream)"); }
   void exchange(const float* send, const std::vector<float*>& recv, const std::vector<int>& peers, std::size_t n) override {
-    cuda::check(cudaEventRecord(ready_, compute_), "cudaEventRecord (before an exchange)");
-    cuda::check(cudaStreamWaitEvent(stream_, ready_, 0), "cudaStreamWaitEvent");
+    after_compute("before an exchange");
     // One group: every send and receive of this rank posted together, so that a ring never
     // waits on itself.
     nccl_check(ncclGroupStart(), "ncclGroupStart");
@@ -173,12 +170,30 @@ class NcclDeviceCollective final : public DeviceCollective {
     nccl_check(ncclGroupEnd(), "ncclGroupEnd");
     wait();
   }
+  void reduce_mean(float* buf, std::size_t n, int root) override {
+    after_compute("before a reduce");
+    nccl_check(ncclReduce(buf, buf, n, ncclFloat, ncclAvg, root, comm_, stream_), "ncclReduce");
+    wait();
+  }
+  void broadcast(float* buf, std::size_t n, int root) override {
+    after_compute("before a broadcast");
+    nccl_check(ncclBroadcast(buf, buf, n, ncclFloat, root, comm_, stream_), "ncclBroadcast");
+    wait();
+  }
   std::string describe() const override {
-    return nccl_version() + " ncclAllReduce (float32, ncclAvg, in place) and ncclSend/ncclRecv (grouped) on a stream of its own, after an "
-                            "event on the executor's stream; NCCL's own choice of algorithm and protocol";
+    return nccl_version() + " ncclAllReduce (float32, ncclAvg, in place), ncclReduce (ncclAvg, in place) and ncclBroadcast (in place), and "
+                            "ncclSend/ncclRecv (grouped) on a stream of its own, after an event on the executor's stream; NCCL's own "
+                            "choice of algorithm and protocol";
   }
 
  private:
+  // NCCL's stream waits for the work enqueued on the executor's so far. A wait captures the
+  // event's latest record when it is enqueued: one event serves every call.
+  void after_compute(const char* what) {
+    cuda::check(cudaEventRecord(ready_, compute_), (std::string("cudaEventRecord (") + what + ")").c_str());
+    cuda::check(cudaStreamWaitEvent(stream_, ready_, 0), "cudaStreamWaitEvent");
+  }
+
   cudaStream_t compute_ = nullptr, stream_ = nullptr;
   cudaEvent_t ready_ = nullptr;
   ncclComm_t comm_ = nullptr;

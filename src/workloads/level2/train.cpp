@@ -654,8 +654,9 @@ std::string train_check(const Params& p) {
       if (!nccl || !nccl->built || !nccl->make_device_collective)
         return "communication = \"nccl\" needs the nccl backend, which this build lacks" + (nccl ? ": " + nccl->not_built_reason : std::string());
     }
-    if (pt.optimizer_impl == "native" && (pt.scheme.name == "ps-sync" || pt.scheme.name == "ps-async"))
-      return "a parameter server applies d500's reference optimizer to its shard: optimizer_impl = \"native\" does not apply to " + pt.scheme.name;
+    if (pt.optimizer_impl == "native" && (pt.scheme.name == "ps-sync" || pt.scheme.name == "ps-async") && pt.scheme.communication != "nccl")
+      return "a parameter server over MPI applies d500's reference optimizer to its shard: optimizer_impl = \"native\" does not apply to " +
+             pt.scheme.name + " with communication = \"mpi\" (ps-sync with communication = \"nccl\" runs rank 0's own optimizer)";
   }
   if (pt.target > 0 && !(pt.budget_s > 0))
     return "target_accuracy needs a time_budget (seconds of training): time to accuracy censors a run that misses the target at its budget";
