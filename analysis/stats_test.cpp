@@ -580,20 +580,20 @@ TEST(MachineText, SaysWhetherTheGpuWasHeldBackWhereNvmlWasRead) {
   r.facts["machine.busy"] = std::int64_t{0};
   r.facts["machine.other_load"] = 0.5;
   r.facts["machine.steal_share"] = 0.0;
-  EXPECT_EQ(d500::machine_text(r), "quiet (load +0.5 beyond this job, steal 0.0%)");
+  EXPECT_EQ(d500::machine_text(r), "quiet (load +0.50 beyond this job, steal 0.0%)");
   r.facts["device.throttled"] = std::int64_t{0};
   r.facts["device.capped_s"] = 0.0;
   r.facts["device.span_s"] = 12.5;
   r.facts["device.sm_clock_mhz_end"] = 1980.0;
   r.facts["device.clock_event_reasons"] = std::string("none");
   r.facts["device.energy_j"] = 8125.0;
-  EXPECT_EQ(d500::machine_text(r), "quiet (load +0.5 beyond this job, steal 0.0%); GPU at its clocks (capped 0.0 s of 12.5 s, "
+  EXPECT_EQ(d500::machine_text(r), "quiet (load +0.50 beyond this job, steal 0.0%); GPU at its clocks (capped 0.0 s of 12.5 s, "
                                              "SM clock at the end 1980 MHz, reasons: none, 8125 J)");
   r.facts["device.throttled"] = std::int64_t{1};
   r.facts["device.capped_s"] = 3.0;
   r.facts["device.sm_clock_mhz_end"] = 1410.0;
   r.facts["device.clock_event_reasons"] = std::string("power cap (software)");
   r.facts.erase("device.energy_j");  // a rank could not read its GPU's energy
-  EXPECT_EQ(d500::machine_text(r), "quiet (load +0.5 beyond this job, steal 0.0%); GPU held back (capped 3.0 s of 12.5 s, "
+  EXPECT_EQ(d500::machine_text(r), "quiet (load +0.50 beyond this job, steal 0.0%); GPU held back (capped 3.0 s of 12.5 s, "
                                              "SM clock at the end 1410 MHz, reasons: power cap (software)): timings are of a slowed GPU");
 }

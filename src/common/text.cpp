@@ -126,8 +126,9 @@ std::string fmt_sig(double v, int digits) {
   double a = std::fabs(v);
   if (a != 0 && (a < 1e-3 || a >= 1e9)) std::snprintf(buf, sizeof buf, "%.*e", digits - 1, v);
   else {
-    int int_digits = a < 1 ? 1 : static_cast<int>(std::floor(std::log10(a))) + 1;
-    int decimals = std::max(0, digits - int_digits);
+    // The digits before the first significant one count for nothing: 0.0129 to 3 is 0.0129.
+    const int magnitude = a == 0 ? 0 : static_cast<int>(std::floor(std::log10(a)));
+    const int decimals = std::max(0, digits - 1 - magnitude);
     std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
   }
   return buf;

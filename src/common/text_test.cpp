@@ -49,6 +49,17 @@ TEST(DidYouMean, SuggestsCloseNamesOnly) {
   EXPECT_EQ(edit_distance("kitten", "sitting"), 3);
 }
 
+TEST(FmtSig, GivesSignificantDigitsAtEveryMagnitude) {
+  EXPECT_EQ(fmt_sig(0.0129456, 3), "0.0129");
+  EXPECT_EQ(fmt_sig(0.5, 3), "0.500");
+  EXPECT_EQ(fmt_sig(0.0075, 2), "0.0075");
+  EXPECT_EQ(fmt_sig(12.345, 3), "12.3");
+  EXPECT_EQ(fmt_sig(1234.6, 3), "1235");
+  EXPECT_EQ(fmt_sig(0, 3), "0.00");
+  EXPECT_EQ(fmt_sig(-0.0314159, 2), "-0.031");
+  EXPECT_EQ(fmt_sig(0.00012, 2), "1.2e-04");
+}
+
 TEST(Csv, QuotesOnlyWhenNeeded) {
   EXPECT_EQ(csv_field("abc"), "abc");
   EXPECT_EQ(csv_field("a,b"), "\"a,b\"");
