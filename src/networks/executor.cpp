@@ -148,6 +148,43 @@ std::size_t element_bytes(DType t, std::size_t fsz) { return t == DType::F32 ? f
 // Storage of a view on a device (float32 there: no yardstick on a device).
 std::size_t view_bytes(const TensorView& v) { return static_cast<std::size_t>(v.numel()) * element_bytes(v.dtype, 4); }
 
+// The yardstick with float32's rounding simulated (ExecutorSpec::rounding_noise): every float
+// value the node writes, forward and backward, multiplied by 1 + u 2^-24 with u uniform in
+// [-1, 1) from a seeded generator (Monte Carlo arithmetic's model of a rounding to nearest).
+class RoundingNoise final : public NodeKernel {
+ public:
+  RoundingNoise(std::unique_ptr<NodeKernel> k, const NodeProblem& p, std::uint64_t seed) : k_(std::move(k)), p_(p), state_(seed) {}
+  void forward() override {
+    k_->forward();
+    perturb(p_.out);
+  }
+  void backward() override {
+    k_->backward();
+    perturb(p_.din);
+  }
+  void constants_changed() override { k_->constants_changed(); }
+  std::string impl() const override { return k_->impl() + ", rounding noise"; }
+
+ private:
+  void perturb(const std::vector<TensorView>& ts) {
+    for (const TensorView& t : ts) {
+      if (!t.present() || t.dtype != DType::F32) continue;
+      auto* v = static_cast<double*>(t.data);
+      for (std::int64_t i = 0; i < t.numel(); ++i) v[i] *= 1.0 + uniform() * 0x1p-24;
+    }
+  }
+  double uniform() {  // splitmix64, its top 53 bits as [-1, 1)
+    std::uint64_t z = (state_ += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return static_cast<double>(z >> 11) * 0x1p-52 - 1.0;
+  }
+  std::unique_ptr<NodeKernel> k_;
+  NodeProblem p_;
+  std::uint64_t state_;
+};
+
 // The reference's kernel for a node whose tensors are on a device: host mirrors of every tensor
 // it touches, downloaded before the kernel runs and its results uploaded after. Correct, and
 // slow where it happens; the per-node breakdown names it.
@@ -636,6 +673,8 @@ GraphExecutor::GraphExecutor(const ExecutorSpec& spec) : impl_(std::make_unique<
       impl = m.kernels[i]->impl();
     } else if (!m.kernels[i]) {
       m.kernels[i] = make_reference_node_kernel(p, spec.double_precision);
+      if (spec.double_precision && spec.rounding_noise != 0)
+        m.kernels[i] = std::make_unique<RoundingNoise>(std::move(m.kernels[i]), p, spec.rounding_noise * 0x100000001b3ull + i);
       if (impl.empty()) impl = m.kernels[i]->impl();
     } else {
       impl = m.kernels[i]->impl();

@@ -25,6 +25,10 @@ namespace d500 {
 struct ExecutorSpec : RunnerSpec {
   const BackendInfo* backend = nullptr;  // nullptr: the reference backend
   bool double_precision = false;
+  // With double_precision: nonzero seeds float32's rounding simulated on every value a node writes
+  // (each multiplied by 1 + u 2^-24, u uniform in [-1, 1)): the yardstick's sensitivity to float
+  // rounding (validate.hpp's rounding_spread).
+  std::uint64_t rounding_noise = 0;
   bool keep_all = false;         // no buffer reuse: every tensor stays readable (diagnosis)
   const Params* point = nullptr;  // the point's parameters, handed to the backend's kernels
 };

@@ -336,6 +336,56 @@ TEST(Executor, EveryBackendsKernelsMatchTheYardstickOnEveryOperatorGraph) {
   }
 }
 
+// The second opinion on a step that fails the formula's tolerance. A step whose loss subtracts a
+// large constant back out (x + 10000 - 10000: float32 keeps x only to 10000's ulp) is ill-conditioned:
+// the rounding spread of its loss is far above float32's unit roundoff, the same step without the
+// constant's is not, and the float executor's own loss fails the formula but passes within
+// kSpreadFactor x the spread; a loss 10% off still fails.
+TEST(Validation, TheRoundingSpreadAllowsAnIllConditionedStepItsFloatErrorAndNoMore) {
+  for (const bool cancel : {true, false}) {
+    SCOPED_TRACE(cancel ? "x + 10000 - 10000" : "x");
+    GraphBuilder b;
+    const int x = b.weight("x", {256});
+    int y = b.node("Relu", {x});
+    if (cancel) {
+      const int big = b.constant_f("big", {1}, 1e4, 1e4);
+      y = b.node("Sub", {b.node("Add", {y, big}), big});
+    }
+    const int loss = b.finish_with_projection_loss({y});
+    const std::vector<int> params = b.params();
+    ExecutorSpec s;
+    s.graph = &b.g;
+    s.training = true;
+    s.loss = loss;
+    s.params = params;
+    GraphExecutor f(s);
+    f.forward(0);
+    f.backward(0);
+    const StepValues got = step_values(f, b.g, params, true);
+    const StepValues ref = yardstick_step(b.g, true, loss, params, {}, 1);
+    const std::vector<double> spread = rounding_spread(b.g, true, loss, params, {}, 1, ref, 2);
+    ASSERT_EQ(spread.size(), ref.values.size());
+    const ToleranceBasis basis = network_tolerance(b.g, loss);
+    const StepJudgement j = judge_step(got, ref, basis, b.g, true, loss, params, {}, 1);
+    if (!cancel) {
+      EXPECT_LT(spread[0], 1e-6) << "a well-conditioned loss moves by about float32's unit roundoff";
+      EXPECT_EQ(j.tolerance, basis.tolerance) << "the formula passed: no second opinion";
+      EXPECT_EQ(j.words, basis.words);
+      continue;
+    }
+    EXPECT_GT(spread[0], 1e-5) << "the loss's rounding spread";
+    EXPECT_GT(compare_steps(got, ref).worst, basis.tolerance) << "the float executor fails the formula";
+    EXPECT_LE(j.error, j.tolerance) << j.words;
+    EXPECT_GT(j.tolerance, basis.tolerance);
+    EXPECT_NE(j.words.find("Monte Carlo arithmetic"), std::string::npos) << j.words;
+    StepValues off = got;
+    off.values[0][0] *= 1.1;
+    double allowed = 0;
+    const Discrepancy w = judge_with_spread(off, ref, basis.tolerance, spread, allowed);
+    EXPECT_GT(w.worst, allowed) << "a loss 10% off is more than rounding: " << w.where;
+  }
+}
+
 // A framework's own executor of whole graphs (libtorch-native) on the same graphs: its outputs and
 // autograd's gradients against the yardstick.
 TEST(Executor, NativeExecutorsMatchTheYardstickOnEveryOperatorGraph) {

@@ -3,6 +3,7 @@
 // (training) against the yardstick -- d500's reference executor in double precision, on the same
 // float32 weights and inputs, with the same micro-batches -- with a tolerance that scales with
 // the graph's depth and its longest reduction.
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,9 +31,10 @@ struct StepValues {
 // Inference: every graph output; training: the loss and every parameter's gradient.
 StepValues step_values(GraphRunner& r, const Graph& g, const std::vector<int>& params, bool training);
 // Runs one step of the yardstick (every micro-batch's forward and, training, backward pass) and
-// returns it, its tensors and gradients to be read (or its weights perturbed, in tests).
+// returns it, its tensors and gradients to be read (or its weights perturbed, in tests);
+// `rounding_noise`: ExecutorSpec's (0: exact).
 std::unique_ptr<GraphExecutor> run_yardstick(const Graph& g, bool training, int loss, const std::vector<int>& params,
-                                             const std::vector<const void*>& inputs, int micro_batches);
+                                             const std::vector<const void*>& inputs, int micro_batches, std::uint64_t rounding_noise = 0);
 // One step of the yardstick (all micro-batches): what step_values reads from run_yardstick's.
 StepValues yardstick_step(const Graph& g, bool training, int loss, const std::vector<int>& params,
                           const std::vector<const void*>& inputs, int micro_batches);
@@ -52,5 +54,33 @@ struct Discrepancy {
   std::string where;
 };
 Discrepancy compare_steps(const StepValues& got, const StepValues& ref);
+// Each tensor's relative L2 error, as compare_steps measures it.
+std::vector<double> step_errors(const StepValues& got, const StepValues& ref);
+
+// How far float32's rounding alone moves the yardstick's step: the yardstick run `runs` times
+// more with float32's rounding simulated on every value a node writes (ExecutorSpec::
+// rounding_noise, seeds 1 to runs: Monte Carlo arithmetic), each tensor's largest relative L2
+// distance from `exact` (as step_errors measures it). Large where the step is ill-conditioned: a
+// gradient that is a small sum of large terms of both signs (a batch normalisation's at batch 1).
+std::vector<double> rounding_spread(const Graph& g, bool training, int loss, const std::vector<int>& params,
+                                    const std::vector<const void*>& inputs, int micro_batches, const StepValues& exact, int runs = 2);
+// The second opinion on a step that failed the formula's tolerance: each tensor is allowed
+// max(tolerance, kSpreadFactor x its rounding spread). Returns the tensor whose error is the
+// largest share of its allowance (its error and name) and that allowance in `allowed`: the step
+// passes when worst <= allowed.
+constexpr double kSpreadFactor = 10;
+Discrepancy judge_with_spread(const StepValues& got, const StepValues& ref, double tolerance, const std::vector<double>& spread,
+                              double& allowed);
+
+// A step's validation: every tensor against the formula's tolerance (`basis`); where one exceeds
+// it, the second opinion (rounding_spread over the yardstick's run of `g`, twice, then
+// judge_with_spread). `error` is the decisive tensor's (`where`), `tolerance` its allowance: the
+// step passes when error <= tolerance. `words` says how the tolerance was set.
+struct StepJudgement {
+  double error = 0, tolerance = 0;
+  std::string where, words;
+};
+StepJudgement judge_step(const StepValues& got, const StepValues& ref, const ToleranceBasis& basis, const Graph& g, bool training, int loss,
+                         const std::vector<int>& params, const std::vector<const void*>& inputs, int micro_batches);
 
 }  // namespace d500

@@ -142,18 +142,19 @@ class NetworkWorkload final : public Workload {
     step(nullptr);
     const StepValues got = step_values(*runner_, net_->graph, net_->params, pt_.training);
     const auto ref = yardstick(pt_, *net_, inputs_);
-    const Discrepancy d = compare_steps(got, *ref);
+    const StepJudgement j = judge_step(got, *ref, net_->tolerance, net_->graph, pt_.training, net_->loss.loss, net_->params,
+                                       inputs_.pointers(), pt_.micro_batches());
     std::string what = pt_.training ? "the loss and the gradient of each of the " + std::to_string(net_->params.size()) + " weights"
                                     : "every graph output";
     if (pt_.micro_batches() > 1) what += ", over " + std::to_string(pt_.micro_batches()) + " micro-batches";
     std::string where;
-    if (!(d.worst <= net_->tolerance.tolerance))
+    if (!(j.error <= j.tolerance))
       where = "; " + first_divergence(net_->graph, backend_, &params_, inputs_.pointers(), pt_.micro_batches(), pt_.threads,
                                       net_->tolerance.tolerance);
-    return Validation{d.worst, net_->tolerance.tolerance,
-                      "relative L2 error of " + what + where + " (worst: " + d.where +
+    return Validation{j.error, j.tolerance,
+                      "relative L2 error of " + what + where + " (worst: " + j.where +
                           ", each against max(|reference|, 1e-4 x the RMS of the references' norms)), against d500's reference executor in "
-                          "double precision on the same float32 weights and inputs; tolerance " + net_->tolerance.words};
+                          "double precision on the same float32 weights and inputs; tolerance " + j.words};
   }
 
   void measure(Harness& h) override {

@@ -213,12 +213,12 @@ class TrainWorkload final : public Workload {
     runner_->backward(0);
     const StepValues got = step_values(*runner_, graph_, loaded_->params, true);
     const StepValues ref = yardstick_step(graph_, true, loaded_->loss.loss, loaded_->params, inputs_.pointers(), 1);
-    const Discrepancy d = compare_steps(got, ref);
-    const double tol = loaded_->tolerance.tolerance;
-    double ratio = d.worst / tol;
+    const StepJudgement j = judge_step(got, ref, loaded_->tolerance, graph_, true, loaded_->loss.loss, loaded_->params, inputs_.pointers(), 1);
+    double ratio = j.error / j.tolerance;
     std::string method = "worst of two ratios error/tolerance (<= 1 passes): (1) the first batch's loss and the gradient of each of the " +
                          std::to_string(loaded_->params.size()) + " weights against d500's reference executor in double on the same weights and "
-                         "batch: relative L2 error " + fmt_sig(d.worst, 3) + " (worst: " + d.where + "), tolerance " + loaded_->tolerance.words;
+                         "batch: relative L2 error " + fmt_sig(j.error, 3) + " (worst: " + j.where + "), tolerance " + fmt_sig(j.tolerance, 3) +
+                         ": " + j.words;
     if (pt_.optimizer_impl == "native") {
       const double e = optimizer_agreement();
       ratio = std::max(ratio, e / kOptimizerTolerance);
