@@ -169,4 +169,87 @@ std::optional<Gather> gather_of(const NodeProblem& p) {
   return k;
 }
 
+std::optional<std::vector<Blocks>> blocks_of(const NodeProblem& p) {
+  const bool concat = p.node->op == "Concat";
+  if (!concat && p.node->op != "Split") return std::nullopt;
+  const std::vector<TensorView>& parts = concat ? p.in : p.out;
+  const TensorView& whole = concat ? p.out[0] : p.in[0];
+  if (whole.dtype != DType::F32) return std::nullopt;
+  const auto axis = static_cast<std::size_t>(p.node->attr_i("axis", 0));  // made positive by inference
+  const Shape& w = *whole.shape;
+  if (axis >= w.size()) return std::nullopt;
+  I outer = 1, inner = 1;
+  for (std::size_t d = 0; d < w.size(); ++d)
+    if (d < axis) outer *= w[d];
+    else if (d > axis) inner *= w[d];
+  const I whole_block = w[axis] * inner;
+  std::vector<Blocks> v;
+  I at = 0;
+  for (const TensorView& t : parts) {
+    if (t.dtype != DType::F32 || t.shape->size() != w.size()) return std::nullopt;
+    const I b = (*t.shape)[axis] * inner;
+    Blocks k;
+    k.outer = outer, k.width = b;
+    // Concat: the part into the whole at `at`; Split: the whole at `at` into the part.
+    if (concat) k.src_block = b, k.src_at = 0, k.dst_block = whole_block, k.dst_at = at;
+    else k.src_block = whole_block, k.src_at = at, k.dst_block = b, k.dst_at = 0;
+    v.push_back(k);
+    at += b;
+  }
+  if (at != whole_block) return std::nullopt;
+  return v;
+}
+
+Blocks swap_blocks(const Blocks& b) {
+  Blocks s = b;
+  s.src_block = b.dst_block, s.src_at = b.dst_at, s.dst_block = b.src_block, s.dst_at = b.src_at;
+  return s;
+}
+
+std::optional<Window> window_of(const NodeProblem& p) {
+  const bool slice = p.node->op == "Slice";
+  if ((!slice && p.node->op != "Pad") || p.in[0].dtype != DType::F32 || p.out[0].dtype != DType::F32) return std::nullopt;
+  const Shape& x = *p.in[0].shape;
+  const Shape& y = *p.out[0].shape;
+  if (x.size() != y.size() || x.size() > static_cast<std::size_t>(kMaxRank)) return std::nullopt;
+  const int rank = static_cast<int>(x.size());
+  Window k;
+  k.rank = rank;
+  if (slice) {
+    const auto& starts = p.node->attrs.at("_starts").ints;  // every axis's, made explicit by inference
+    const auto& steps = p.node->attrs.at("_steps").ints;
+    if (starts.size() != x.size() || steps.size() != x.size()) return std::nullopt;
+    for (int d = 0; d < rank; ++d) k.start[d] = starts[static_cast<std::size_t>(d)], k.step[d] = steps[static_cast<std::size_t>(d)];
+  } else {
+    if (p.node->attr_s("mode", "constant") != "constant") return std::nullopt;  // reflect, edge: many outputs read one input
+    const auto& pads = p.node->attrs.at("_pads").ints;                          // begins, then ends
+    if (pads.size() != 2 * x.size()) return std::nullopt;
+    for (int d = 0; d < rank; ++d) k.start[d] = -pads[static_cast<std::size_t>(d)], k.step[d] = 1;
+    k.value = static_cast<float>(p.node->attr_f("_value", 0));
+  }
+  I sx = 1, sy = 1;
+  for (int d = rank - 1; d >= 0; --d) {
+    k.xdims[d] = x[static_cast<std::size_t>(d)], k.ydims[d] = y[static_cast<std::size_t>(d)];
+    if (k.step[d] == 0) return std::nullopt;
+    k.xs[d] = sx, k.ys[d] = sy;
+    sx *= k.xdims[d], sy *= k.ydims[d];
+  }
+  k.nx = sx, k.ny = sy;
+  return k;
+}
+
+std::optional<Binary> expand_of(const NodeProblem& p) {
+  if (p.node->op != "Expand" || p.in[0].dtype != DType::F32 || p.out[0].dtype != DType::F32) return std::nullopt;
+  const Shape& y = *p.out[0].shape;
+  if (y.size() > static_cast<std::size_t>(kMaxRank) || p.in[0].shape->size() > y.size()) return std::nullopt;
+  Binary k;
+  k.op = BinaryOp::Add;
+  k.s.rank = static_cast<int>(y.size());
+  for (int d = 0; d < k.s.rank; ++d) k.s.dims[d] = y[static_cast<std::size_t>(d)];
+  k.s.n = numel(y);
+  broadcast_strides(*p.in[0].shape, k.s.rank, k.s.sa);
+  broadcast_strides(*p.in[0].shape, k.s.rank, k.s.sb);
+  return k;
+}
+
 }  // namespace d500::dev

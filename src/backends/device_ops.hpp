@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "backends/optimizer_rule.hpp"  // D500_HOST_DEVICE
 
@@ -370,6 +371,63 @@ D500_HOST_DEVICE inline float reduce_grad_at(const Reduce& k, const float* dy, I
   return strided_at(k.back, dy, i) * scale;
 }
 
+// ---- Copies of data: Concat, Split, Slice, Pad (constant), Expand ------------------------------
+// Block copies (Concat, Split, each way): element i of [0, outer width) copies
+// src[o src_block + src_at + j] to dst[o dst_block + dst_at + j], o = i / width, j = i % width.
+struct Blocks {
+  I outer = 1, width = 0;
+  I src_block = 0, src_at = 0, dst_block = 0, dst_at = 0;
+};
+D500_HOST_DEVICE inline void block_copy_at(const Blocks& k, const float* src, float* dst, I i) {
+  const I o = i / k.width, j = i % k.width;
+  dst[o * k.dst_block + k.dst_at + j] = src[o * k.src_block + k.src_at + j];
+}
+
+// A window of an input of the same rank: output coordinate c reads the input at start + c step
+// on each axis (Slice: every read inside; Pad: begin = -start, step 1, the constant outside).
+struct Window {
+  int rank = 0;
+  I ydims[kMaxRank] = {}, xdims[kMaxRank] = {};
+  I start[kMaxRank] = {}, step[kMaxRank] = {};
+  I xs[kMaxRank] = {}, ys[kMaxRank] = {};  // row-major strides of the input and of the output
+  I nx = 0, ny = 0;
+  float value = 0;  // Pad's constant
+};
+
+// Output element i: the input element its coordinates read, or the constant outside the input.
+D500_HOST_DEVICE inline float window_at(const Window& k, const float* x, I i) {
+  I src = 0;
+  for (int d = k.rank - 1; d >= 0; --d) {
+    const I c = i % k.ydims[d];
+    i /= k.ydims[d];
+    const I at = k.start[d] + c * k.step[d];
+    if (at < 0 || at >= k.xdims[d]) return k.value;
+    src += at * k.xs[d];
+  }
+  return x[src];
+}
+
+// Input element j's gradient: dy at the one output element that read it, or 0 when none did
+// (each input element is read at most once: a slice's steps and a constant pad's offsets are
+// one-to-one).
+D500_HOST_DEVICE inline float window_grad_at(const Window& k, const float* dy, I j) {
+  I dst = 0;
+  bool read = true;
+  for (int d = k.rank - 1; d >= 0; --d) {
+    const I c = j % k.xdims[d];
+    j /= k.xdims[d];
+    const I t = c - k.start[d];
+    if (t % k.step[d] != 0) {
+      read = false;
+      continue;
+    }
+    const I q = t / k.step[d];
+    if (q < 0 || q >= k.ydims[d]) read = false;
+    else dst += q * k.ys[d];
+  }
+  return read ? dy[dst] : 0.0f;
+}
+
 // ---- The descriptors of a node (device_ops.cpp): nullopt when the node is outside them -------
 // Add, Sub, Mul, Div of float32 operands of rank <= kMaxRank.
 std::optional<Binary> binary_of(const NodeProblem& p);
@@ -384,6 +442,15 @@ std::optional<Strides> transpose_of(const NodeProblem& p, bool backward);
 std::optional<LayerNorm> layer_norm_of(const NodeProblem& p);
 // Gather of float32 data by int64 or int32 indices.
 std::optional<Gather> gather_of(const NodeProblem& p);
+// Concat's (inputs into the output) or Split's (the input into its outputs) block copies, one per
+// data input or output, forward; the backward pass copies the other way (swap_blocks).
+std::optional<std::vector<Blocks>> blocks_of(const NodeProblem& p);
+Blocks swap_blocks(const Blocks& b);
+// Slice (any steps) and Pad in constant mode, of float32 data of rank <= kMaxRank.
+std::optional<Window> window_of(const NodeProblem& p);
+// Expand: forward, the input's broadcast strides over the output (strided_at); backward, the sum
+// of dy over the broadcast as an Add's first operand's gradient (binary_grad_part; a, b unused).
+std::optional<Binary> expand_of(const NodeProblem& p);
 
 }  // namespace dev
 }  // namespace d500

@@ -597,6 +597,9 @@ class GuardedDeviceOp final : public NodeKernel {
     if (const auto f = dev::transpose_of(p, false)) return k->fwd_ = *f, k->bwd_ = *dev::transpose_of(p, true), std::move(k);
     if (const auto l = dev::layer_norm_of(p)) return k->ln_ = *l, std::move(k);
     if (const auto g = dev::gather_of(p)) return k->gather_ = *g, std::move(k);
+    if (auto bl = dev::blocks_of(p)) return k->blocks_ = std::move(*bl), std::move(k);
+    if (const auto w = dev::window_of(p)) return k->window_ = *w, std::move(k);
+    if (const auto e = dev::expand_of(p)) return k->binary_ = *e, std::move(k);
     return nullptr;
   }
   void forward() override {
@@ -615,11 +618,29 @@ class GuardedDeviceOp final : public NodeKernel {
                             p_.out.size() > 2 ? p_.out[2].as<float>() : nullptr, r);
     else if (op == "Gather")
       for (std::int64_t i = 0; i < gather_.outer * gather_.count * gather_.inner; ++i) y[i] = dev::gather_at(gather_, in(0), p_.in[1].data, i);
+    else if (op == "Concat" || op == "Split")
+      for (std::size_t k = 0; k < blocks_.size(); ++k) {
+        float* to = op == "Concat" ? y : p_.out[k].as<float>();
+        for (std::int64_t i = 0; to && i < blocks_[k].outer * blocks_[k].width; ++i) dev::block_copy_at(blocks_[k], in(op == "Concat" ? k : 0), to, i);
+      }
+    else if (op == "Slice" || op == "Pad")
+      for (std::int64_t i = 0; i < window_.ny; ++i) y[i] = dev::window_at(window_, in(0), i);
+    else if (op == "Expand")
+      for (std::int64_t i = 0; i < binary_.s.n; ++i) y[i] = dev::strided_at(binary_.s, in(0), i);
     else
       for (std::int64_t i = 0; i < binary_.s.n; ++i) y[i] = dev::binary_forward_at(binary_, in(0), in(1), i);
   }
   void backward() override {
     GuardedMemory::Open o(m_, views({&p_.in, &p_.out, &p_.din, &p_.dout}));
+    if (p_.node->op == "Split") {  // each output's gradient into its block; zeros where an output has none
+      float* dx = p_.din[0].as<float>();
+      if (!dx) return;
+      std::fill_n(dx, p_.in[0].numel(), 0.0f);
+      for (std::size_t k = 0; k < blocks_.size(); ++k)
+        if (const float* d = p_.dout[k].as<const float>())
+          for (std::int64_t i = 0; i < blocks_[k].outer * blocks_[k].width; ++i) dev::block_copy_at(dev::swap_blocks(blocks_[k]), d, dx, i);
+      return;
+    }
     const float* dy = p_.dout[0].as<const float>();
     for (std::size_t i = 0; i < p_.din.size(); ++i)
       if (!dy && p_.din[i].present()) std::fill_n(p_.din[i].as<float>(), p_.in[i].numel(), 0.0f);
@@ -647,26 +668,35 @@ class GuardedDeviceOp final : public NodeKernel {
       }
     } else if (op == "Gather") {
       for (std::int64_t j = 0; dx && j < p_.in[0].numel(); ++j) dx[j] = dev::gather_grad_at(gather_, p_.in[1].data, dy, j);
+    } else if (op == "Concat") {
+      for (std::size_t k = 0; k < blocks_.size(); ++k)
+        if (float* d = p_.din[k].as<float>())
+          for (std::int64_t i = 0; i < blocks_[k].outer * blocks_[k].width; ++i) dev::block_copy_at(dev::swap_blocks(blocks_[k]), dy, d, i);
+    } else if (op == "Slice" || op == "Pad") {
+      for (std::int64_t j = 0; dx && j < window_.nx; ++j) dx[j] = dev::window_grad_at(window_, dy, j);
     } else {
-      for (int w = 0; w < 2; ++w) {
-        float* d = p_.din[static_cast<std::size_t>(w)].as<float>();
-        if (!d) continue;
-        const dev::Parts ps = dev::parts_of(p_.in[static_cast<std::size_t>(w)].numel(), dev::binary_grad_count(binary_, w));
-        if (ps.chunks == 1) {
-          for (std::int64_t j = 0; j < ps.outputs; ++j) d[j] = static_cast<float>(dev::binary_grad_part(binary_, w, in(0), in(1), dy, j, 0, ps.count));
-          continue;
-        }
-        std::vector<double> part(static_cast<std::size_t>(ps.chunks * ps.outputs));
-        for (std::int64_t e = 0; e < ps.chunks * ps.outputs; ++e) dev::binary_grad_stage(binary_, w, ps, in(0), in(1), dy, part.data(), e);
-        for (std::int64_t j = 0; j < ps.outputs; ++j) d[j] = static_cast<float>(dev::sum_parts(ps, part.data(), j));
-        chunked += 1;
-      }
+      for (int w = 0; w < (op == "Expand" ? 1 : 2); ++w)
+        if (float* d = p_.din[static_cast<std::size_t>(w)].as<float>()) grad_in_parts(w, op == "Expand" ? nullptr : in(1), dy, d);
     }
   }
   std::string impl() const override { return "guarded d500 kernels (" + p_.node->op + ")"; }
   static inline int chunked = 0;  // gradients summed in more than one part, over all kernels
 
  private:
+  // Operand w's gradient of binary_ (an Expand's input: w 0, the operands unread) into d, in parts
+  // where dev::parts_of splits it, as the GPU's two stages.
+  void grad_in_parts(int w, const float* b, const float* dy, float* d) {
+    const float* a = p_.node->op == "Expand" ? nullptr : in(0);
+    const dev::Parts ps = dev::parts_of(p_.in[static_cast<std::size_t>(w)].numel(), dev::binary_grad_count(binary_, w));
+    if (ps.chunks == 1) {
+      for (std::int64_t j = 0; j < ps.outputs; ++j) d[j] = static_cast<float>(dev::binary_grad_part(binary_, w, a, b, dy, j, 0, ps.count));
+      return;
+    }
+    std::vector<double> part(static_cast<std::size_t>(ps.chunks * ps.outputs));
+    for (std::int64_t e = 0; e < ps.chunks * ps.outputs; ++e) dev::binary_grad_stage(binary_, w, ps, a, b, dy, part.data(), e);
+    for (std::int64_t j = 0; j < ps.outputs; ++j) d[j] = static_cast<float>(dev::sum_parts(ps, part.data(), j));
+    chunked += 1;
+  }
   explicit GuardedDeviceOp(const NodeProblem& p) : p_(p), m_(*static_cast<GuardedMemory*>(p.device)) {}
   const float* in(std::size_t i) const { return i < p_.in.size() ? p_.in[i].as<const float>() : nullptr; }
   static std::vector<const void*> views(std::initializer_list<const std::vector<TensorView>*> lists) {
@@ -684,6 +714,8 @@ class GuardedDeviceOp final : public NodeKernel {
   dev::Strides fwd_, bwd_;
   dev::LayerNorm ln_;
   dev::Gather gather_;
+  std::vector<dev::Blocks> blocks_;
+  dev::Window window_;
 };
 
 struct GuardedBackend {
@@ -763,7 +795,8 @@ TEST(Executor, OnADeviceTheStepKeepsEveryTensorInDeviceMemoryAndComputesWhatTheH
 }
 
 // The cuda backend's own element kernels (device_ops.hpp: broadcast Add, Sub, Mul, Div; the unary
-// operators; ReduceSum, ReduceMean; Transpose; LayerNormalization; Gather), as the test device runs the same functions: every
+// operators; ReduceSum, ReduceMean; Transpose; LayerNormalization; Gather; Concat, Split, Slice, constant
+// Pad, Expand), as the test device runs the same functions: every
 // operator graph that uses them, trained for one step, gives the host executor's gradients to
 // float32 rounding (their sums run in another order) and a loss as close to the double
 // yardstick's as the host's, to within twice the host's own error and one part in a million (the
@@ -773,7 +806,8 @@ TEST(Executor, OnADeviceTheCudaBackendsElementKernelsComputeWhatTheReferenceDoes
   GuardedBackend dev(false, true);
   const std::set<std::string> covered = {"Add",       "Sub",  "Mul",          "Div",       "LeakyRelu", "Sigmoid",    "Tanh",
                                          "HardSigmoid", "HardSwish", "Sqrt", "Erf",   "Exp",       "Log",       "Neg",        "Abs",
-                                         "Reciprocal",  "ReduceSum", "ReduceMean", "Transpose", "LayerNormalization", "Gather"};
+                                         "Reciprocal",  "ReduceSum", "ReduceMean", "Transpose", "LayerNormalization", "Gather",
+                                         "Concat",      "Split",     "Slice",      "Pad",       "Expand"};
   auto close = [](const std::vector<double>& got, const std::vector<double>& want, const std::string& what) {
     ASSERT_EQ(got.size(), want.size()) << what;
     double err = 0, norm = 0;
@@ -799,13 +833,32 @@ TEST(Executor, OnADeviceTheCudaBackendsElementKernelsComputeWhatTheReferenceDoes
     for (std::size_t k = 0; k < params.size(); ++k) close(device->gradient(k), host->gradient(k), b.g.info(params[k]).name);
     for (const auto& st : device->steps()) {
       if (st.node < 0) continue;
-      const std::string& op = b.g.nodes[static_cast<std::size_t>(st.node)].op;
+      const Node& n = b.g.nodes[static_cast<std::size_t>(st.node)];
+      const std::string& op = n.op;
       if (!covered.count(op) || st.impl == "d500 (view gradient)") continue;
-      EXPECT_EQ(st.impl, "guarded d500 kernels (" + op + ")") << op;
+      // A reflecting or edge pad reads an input element more than once: the reference's.
+      const bool kernel = op != "Pad" || n.attr_s("mode", "constant") == "constant";
+      EXPECT_EQ(st.impl, kernel ? "guarded d500 kernels (" + op + ")" : "reference (fallback, through host)") << c.name;
       on_kernels += st.impl != "reference (fallback, through host)";
     }
   }
-  EXPECT_GE(on_kernels, 50) << "every covered operator's forward and backward steps, in the cases that use them";
+  EXPECT_GE(on_kernels, 70) << "every covered operator's forward and backward steps, in the cases that use them";
+  {
+    // A Split whose first output is unused (its block of the gradient is zero) and a constant Pad
+    // that crops one axis and pads another with 0.5.
+    SCOPED_TRACE("Split with an unused output; Pad cropping and padding");
+    GraphBuilder b;
+    const int split = b.node("Split", {b.weight("x", {3, 5}), b.constant_i64("split", {2, 3})}, {{"axis", int_attr(1)}}, 2);
+    const int pad = b.node("Pad", {b.weight("y", {2, 6, 3}), b.constant_i64("p", {0, -1, 2, 1, -2, 0}), b.constant_f("v", {}, 0.5, 0.5)});
+    const int loss = b.finish_with_projection_loss({split + 1, pad});
+    const std::vector<int> params = b.params();
+    auto [host, device] = stepped_on_host_and(b.g, loss, params, dev.info);
+    for (std::size_t k = 0; k < params.size(); ++k) close(device->gradient(k), host->gradient(k), b.g.info(params[k]).name);
+    close(device->output(0), host->output(0), "the loss");
+    int copies = 0;
+    for (const auto& st : device->steps()) copies += st.impl == "guarded d500 kernels (Split)" || st.impl == "guarded d500 kernels (Pad)";
+    EXPECT_EQ(copies, 4) << "both nodes' forward and backward on the kernels";
+  }
   {
     // Long sums in parts (dev::Parts): LayerNorm's scale and bias and a broadcast bias over 301
     // rows, four parts each (the last one shorter), as on the GPU.

@@ -509,6 +509,76 @@ class LayerNorm final : public ElementNode {
   double* part_ = nullptr;
 };
 
+// Concat and Split: one block copy per part (the parts into the whole, or the whole into the
+// parts), and the other way back.
+class BlockCopies final : public ElementNode {
+ public:
+  BlockCopies(const NodeProblem& p, ExecutorMemory& m, std::vector<dev::Blocks> k)
+      : ElementNode(p, m), k_(std::move(k)), concat_(p.node->op == "Concat") {}
+  void forward() override {
+    for (std::size_t i = 0; i < k_.size(); ++i)
+      if (concat_) launched(launch_block_copy(k_[i], in(i), out(0), m_.stream()));
+      else if (p_.out[i].present()) launched(launch_block_copy(k_[i], in(0), out(i), m_.stream()));
+  }
+  void backward() override {
+    if (concat_) {
+      if (!has_dout()) return;
+      for (std::size_t i = 0; i < k_.size(); ++i)
+        if (float* d = din(i)) launched(launch_block_copy(dev::swap_blocks(k_[i]), dout(0), d, m_.stream()));
+      return;
+    }
+    float* dx = din(0);
+    if (!dx) return;
+    bool all = true;  // every part has a gradient: each block of dx is written
+    for (std::size_t i = 0; i < k_.size(); ++i) all = all && p_.dout[i].present();
+    if (!all) m_.zero(dx, static_cast<std::size_t>(p_.in[0].numel()) * sizeof(float));
+    for (std::size_t i = 0; i < k_.size(); ++i)
+      if (p_.dout[i].present()) launched(launch_block_copy(dev::swap_blocks(k_[i]), dout(i), dx, m_.stream()));
+  }
+  std::string impl() const override { return "cuda d500 kernels (" + p_.node->op + ")"; }
+
+ private:
+  std::vector<dev::Blocks> k_;
+  bool concat_;
+};
+
+// Slice and Pad (constant): the output through a window of the input; the input's gradient the one
+// output element's that read it (0 where none did).
+class WindowNode final : public ElementNode {
+ public:
+  WindowNode(const NodeProblem& p, ExecutorMemory& m, const dev::Window& k) : ElementNode(p, m), k_(k) {}
+  void forward() override { launched(launch_window_forward(k_, in(0), out(0), m_.stream())); }
+  void backward() override {
+    if (!has_dout() || !din(0)) return;
+    launched(launch_window_backward(k_, dout(0), din(0), m_.stream()));
+  }
+  std::string impl() const override { return "cuda d500 kernels (" + p_.node->op + ")"; }
+
+ private:
+  dev::Window k_;
+};
+
+// Expand: a broadcast copy; its gradient the sum over the broadcast, in parts as a broadcast
+// operand's.
+class Expand final : public ElementNode {
+ public:
+  Expand(const NodeProblem& p, ExecutorMemory& m, const dev::Binary& k)
+      : ElementNode(p, m), k_(k), parts_(dev::parts_of(p.in[0].numel(), dev::binary_grad_count(k, 0))) {
+    if (p.training && parts_.chunks > 1) part_ = static_cast<double*>(own(static_cast<std::size_t>(parts_.chunks * parts_.outputs) * sizeof(double)));
+  }
+  void forward() override { launched(launch_strided_copy(k_.s, in(0), out(0), m_.stream())); }
+  void backward() override {
+    if (!has_dout() || !din(0)) return;
+    launched(launch_binary_grad(k_, 0, parts_, nullptr, nullptr, dout(0), din(0), part_, m_.stream()));
+  }
+  std::string impl() const override { return "cuda d500 kernels (Expand)"; }
+
+ private:
+  dev::Binary k_;
+  dev::Parts parts_;
+  double* part_ = nullptr;
+};
+
 // The data's gradient: each element the sum of dy over the indices naming its row (a scan of the
 // indices per element: no atomics).
 class GatherNode final : public ElementNode {
@@ -873,6 +943,19 @@ std::unique_ptr<NodeKernel> make_node_kernel(const NodeProblem& p, int) {
   if (p.node->op == "Gather") {  // its indices are integers
     const auto k = dev::gather_of(p);
     return k ? std::make_unique<GatherNode>(p, *m, *k) : nullptr;
+  }
+  // Shapes, starts, pads and split sizes come as int64 inputs: the data's type is checked here.
+  if (p.node->op == "Concat" || p.node->op == "Split") {
+    auto k = dev::blocks_of(p);
+    return k ? std::make_unique<BlockCopies>(p, *m, std::move(*k)) : nullptr;
+  }
+  if (p.node->op == "Slice" || p.node->op == "Pad") {
+    const auto k = dev::window_of(p);
+    return k ? std::make_unique<WindowNode>(p, *m, *k) : nullptr;
+  }
+  if (p.node->op == "Expand") {
+    const auto k = dev::expand_of(p);
+    return k ? std::make_unique<Expand>(p, *m, *k) : nullptr;
   }
   if (p.node->op == "ReduceSum" || p.node->op == "ReduceMean") {  // ReduceSum's axes may be an int64 input
     const auto k = dev::reduce_of(p);

@@ -174,6 +174,18 @@ cudaError_t launch_gather_grad(const dev::Gather& k, const void* idx, const floa
   return launch_each(k.outer * k.axis_dim * k.inner, s, [=] __device__(std::int64_t j) { ddata[j] = dev::gather_grad_at(k, idx, dy, j); });
 }
 
+cudaError_t launch_block_copy(const dev::Blocks& k, const float* src, float* dst, cudaStream_t s) {
+  return launch_each(k.outer * k.width, s, [=] __device__(std::int64_t i) { dev::block_copy_at(k, src, dst, i); });
+}
+
+cudaError_t launch_window_forward(const dev::Window& k, const float* x, float* y, cudaStream_t s) {
+  return launch_each(k.ny, s, [=] __device__(std::int64_t i) { y[i] = dev::window_at(k, x, i); });
+}
+
+cudaError_t launch_window_backward(const dev::Window& k, const float* dy, float* dx, cudaStream_t s) {
+  return launch_each(k.nx, s, [=] __device__(std::int64_t j) { dx[j] = dev::window_grad_at(k, dy, j); });
+}
+
 cudaError_t launch_sce_forward(const SceShape& d, const float* scores, const void* labels, float* loss, float* log_prob, float* row_loss,
                                float* row_weight, float* divisor, cudaStream_t s) {
   if (d.n <= 0 || d.n > 0x7fffffff) return cudaErrorInvalidValue;

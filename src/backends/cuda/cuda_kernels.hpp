@@ -62,4 +62,10 @@ cudaError_t launch_layer_norm_backward(const dev::LayerNorm& k, const dev::Parts
 cudaError_t launch_gather_forward(const dev::Gather& k, const float* data, const void* idx, float* y, cudaStream_t s);
 cudaError_t launch_gather_grad(const dev::Gather& k, const void* idx, const float* dy, float* ddata, cudaStream_t s);
 
+// Concat and Split: one block copy (dev::Blocks) from src to dst.
+cudaError_t launch_block_copy(const dev::Blocks& k, const float* src, float* dst, cudaStream_t s);
+// Slice and constant Pad: y from x through the window; dx from dy (0 where no output read x).
+cudaError_t launch_window_forward(const dev::Window& k, const float* x, float* y, cudaStream_t s);
+cudaError_t launch_window_backward(const dev::Window& k, const float* dy, float* dx, cudaStream_t s);
+
 }  // namespace d500::cuda
