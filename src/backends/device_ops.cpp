@@ -36,6 +36,7 @@ std::optional<Binary> binary_of(const NodeProblem& p) {
   else if (op == "Sub") k.op = BinaryOp::Sub;
   else if (op == "Mul") k.op = BinaryOp::Mul;
   else if (op == "Div") k.op = BinaryOp::Div;
+  else if (op == "Pow") k.op = BinaryOp::Pow;  // a float32 exponent (an integer one: the reference's)
   else return std::nullopt;
   if (p.in.size() != 2 || !p.in[0].present() || !p.in[1].present() || !all_f32(p.in) || !all_f32(p.out)) return std::nullopt;
   const Shape& y = *p.out[0].shape;
@@ -52,7 +53,8 @@ std::optional<Unary> unary_of(const NodeProblem& p) {
   static const std::pair<const char*, UnaryOp> kOps[] = {
       {"LeakyRelu", UnaryOp::LeakyRelu}, {"Sigmoid", UnaryOp::Sigmoid}, {"Tanh", UnaryOp::Tanh}, {"HardSigmoid", UnaryOp::HardSigmoid},
       {"HardSwish", UnaryOp::HardSwish}, {"Sqrt", UnaryOp::Sqrt},       {"Erf", UnaryOp::Erf},   {"Exp", UnaryOp::Exp},
-      {"Log", UnaryOp::Log},             {"Neg", UnaryOp::Neg},           {"Abs", UnaryOp::Abs},   {"Reciprocal", UnaryOp::Reciprocal}};
+      {"Log", UnaryOp::Log},             {"Neg", UnaryOp::Neg},           {"Abs", UnaryOp::Abs},   {"Reciprocal", UnaryOp::Reciprocal},
+      {"Clip", UnaryOp::Clip}};
   const auto* it = std::find_if(std::begin(kOps), std::end(kOps), [&](const auto& e) { return p.node->op == e.first; });
   if (it == std::end(kOps) || p.in.empty() || !p.in[0].present() || p.in[0].dtype != DType::F32 || !all_f32(p.out)) return std::nullopt;
   Unary k;
@@ -61,6 +63,15 @@ std::optional<Unary> unary_of(const NodeProblem& p) {
   // The reference's defaults (ONNX's): LeakyRelu alpha 0.01; HardSigmoid alpha 0.2, beta 0.5.
   if (k.op == UnaryOp::LeakyRelu) k.alpha = static_cast<float>(p.node->attr_f("alpha", 0.01));
   if (k.op == UnaryOp::HardSigmoid) k.alpha = static_cast<float>(p.node->attr_f("alpha", 0.2)), k.beta = static_cast<float>(p.node->attr_f("beta", 0.5));
+  if (k.op == UnaryOp::Clip) {  // attributes before opset 11, constant inputs after
+    k.alpha = -INFINITY, k.beta = INFINITY;
+    if (p.opset < 11) {
+      k.alpha = static_cast<float>(p.node->attr_f("min", -INFINITY)), k.beta = static_cast<float>(p.node->attr_f("max", INFINITY));
+    } else {
+      if (p.in.size() > 1 && p.in[1].present()) k.lo = p.in[1].as<const float>();
+      if (p.in.size() > 2 && p.in[2].present()) k.hi = p.in[2].as<const float>();
+    }
+  }
   return k;
 }
 

@@ -86,7 +86,7 @@ D500_HOST_DEVICE inline double sum_parts(const Parts& s, const double* part, I j
 }
 
 // ---- Add, Sub, Mul, Div with numpy broadcasting ----------------------------------------------
-enum class BinaryOp : std::int32_t { Add, Sub, Mul, Div };
+enum class BinaryOp : std::int32_t { Add, Sub, Mul, Div, Pow };
 struct Binary {
   BinaryOp op = BinaryOp::Add;
   Strides s;  // sa: a's strides, sb: b's
@@ -98,6 +98,7 @@ D500_HOST_DEVICE inline float binary_apply(BinaryOp op, float a, float b) {
     case BinaryOp::Sub: return a - b;
     case BinaryOp::Mul: return a * b;
     case BinaryOp::Div: return a / b;
+    case BinaryOp::Pow: return powf(a, b);
   }
   return 0;
 }
@@ -151,6 +152,10 @@ D500_HOST_DEVICE inline double binary_grad_part(const Binary& k, int which, cons
       case BinaryOp::Sub: partial = which == 0 ? 1.0f : -1.0f; break;
       case BinaryOp::Mul: partial = which == 0 ? b[ob] : a[oa]; break;
       case BinaryOp::Div: partial = which == 0 ? 1.0f / b[ob] : -a[oa] / (b[ob] * b[ob]); break;
+      case BinaryOp::Pow:  // the reference's: no term where the exponent is 0 (a) or the base not positive (b)
+        if (which == 0) partial = b[ob] != 0.0f ? b[ob] * powf(a[oa], b[ob] - 1.0f) : 0.0f;
+        else partial = a[oa] > 0.0f ? powf(a[oa], b[ob]) * logf(a[oa]) : 0.0f;
+        break;
     }
     acc += static_cast<double>(dy[i] * partial);
   }
@@ -169,10 +174,13 @@ D500_HOST_DEVICE inline void binary_grad_stage(const Binary& k, int which, const
 
 // ---- Unary activations and arithmetic, each element on its own ------------------------------
 // The reference's formulas (reference/ops_elementwise.cpp), term for term. Relu is cuDNN's.
-enum class UnaryOp : std::int32_t { LeakyRelu, Sigmoid, Tanh, HardSigmoid, HardSwish, Sqrt, Erf, Exp, Log, Neg, Abs, Reciprocal };
+enum class UnaryOp : std::int32_t { LeakyRelu, Sigmoid, Tanh, HardSigmoid, HardSwish, Sqrt, Erf, Exp, Log, Neg, Abs, Reciprocal, Clip };
 struct Unary {
   UnaryOp op = UnaryOp::Erf;
-  float alpha = 0, beta = 0;  // LeakyRelu's alpha; HardSigmoid's alpha and beta
+  float alpha = 0, beta = 0;  // LeakyRelu's alpha; HardSigmoid's alpha and beta; Clip's bounds
+  // Clip (opset 11 on): its bounds as constant inputs, read on the device (nullptr: alpha, beta).
+  const float* lo = nullptr;
+  const float* hi = nullptr;
   I n = 0;
 };
 
@@ -201,6 +209,11 @@ D500_HOST_DEVICE inline float unary_forward(const Unary& k, float x) {
     case UnaryOp::Neg: return -x;
     case UnaryOp::Abs: return fabsf(x);
     case UnaryOp::Reciprocal: return 1.0f / x;
+    case UnaryOp::Clip: {  // std::min(std::max(x, lo), hi), as the reference
+      const float lo = k.lo ? *k.lo : k.alpha, hi = k.hi ? *k.hi : k.beta;
+      const float m = x < lo ? lo : x;
+      return hi < m ? hi : m;
+    }
   }
   return 0;
 }
@@ -223,6 +236,10 @@ D500_HOST_DEVICE inline float unary_backward(const Unary& k, float v, float dy) 
     case UnaryOp::Neg: return -dy;
     case UnaryOp::Abs: return v > 0.0f ? dy : v < 0.0f ? -dy : 0.0f;
     case UnaryOp::Reciprocal: return -dy * v * v;
+    case UnaryOp::Clip: {
+      const float lo = k.lo ? *k.lo : k.alpha, hi = k.hi ? *k.hi : k.beta;
+      return v > lo && v < hi ? dy : 0.0f;
+    }
   }
   return 0;
 }

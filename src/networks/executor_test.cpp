@@ -807,7 +807,7 @@ TEST(Executor, OnADeviceTheCudaBackendsElementKernelsComputeWhatTheReferenceDoes
   const std::set<std::string> covered = {"Add",       "Sub",  "Mul",          "Div",       "LeakyRelu", "Sigmoid",    "Tanh",
                                          "HardSigmoid", "HardSwish", "Sqrt", "Erf",   "Exp",       "Log",       "Neg",        "Abs",
                                          "Reciprocal",  "ReduceSum", "ReduceMean", "Transpose", "LayerNormalization", "Gather",
-                                         "Concat",      "Split",     "Slice",      "Pad",       "Expand"};
+                                         "Concat",      "Split",     "Slice",      "Pad",       "Expand",    "Clip",       "Pow"};
   auto close = [](const std::vector<double>& got, const std::vector<double>& want, const std::string& what) {
     ASSERT_EQ(got.size(), want.size()) << what;
     double err = 0, norm = 0;

@@ -406,7 +406,7 @@ class ElementNode : public CudaNode {
   }
 };
 
-// Add, Sub, Mul, Div with broadcasting (Add of equal shapes stays on cuBLAS). A broadcast
+// Add, Sub, Mul, Div, Pow (a float32 exponent) with broadcasting (Add of equal shapes stays on cuBLAS). A broadcast
 // operand's gradient sums in parts (dev::Parts) into scratch of the node's own, shared by the two
 // operands (one after the other on the stream).
 class Binary final : public ElementNode {
@@ -433,7 +433,8 @@ class Binary final : public ElementNode {
   double* part_ = nullptr;
 };
 
-// LeakyRelu, Sigmoid, Tanh, HardSigmoid, HardSwish, Sqrt, Erf, Exp, Log, Neg, Abs, Reciprocal; the
+// LeakyRelu, Sigmoid, Tanh, HardSigmoid, HardSwish, Sqrt, Erf, Exp, Log, Neg, Abs, Reciprocal, Clip
+// (its bounds read on the device where they are inputs); the
 // backward pass reads the tensor the reference keeps (the output for Sigmoid, Tanh, Sqrt, Exp,
 // Reciprocal; else the input).
 class Unary final : public ElementNode {
@@ -985,7 +986,7 @@ std::unique_ptr<NodeKernel> make_node_kernel(const NodeProblem& p, int) {
   }
   if (op == "Add" && p.in.size() == 2 && *p.in[0].shape == *p.in[1].shape) return std::make_unique<Add>(p, *m);
 #ifdef D500_HAVE_CUDA_KERNELS
-  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") {
+  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Pow") {
     const auto k = dev::binary_of(p);
     return k ? std::make_unique<Binary>(p, *m, *k) : nullptr;
   }
