@@ -176,7 +176,8 @@ std::optional<Gather> gather_of(const NodeProblem& p) {
   k.axis_dim = x[axis];
   k.count = p.in[1].numel();
   k.idx64 = p.in[1].dtype == DType::I64;
-  if (k.count < 1 || k.axis_dim < 1) return std::nullopt;
+  // The gradient's sort keys and positions are int32.
+  if (k.count < 1 || k.axis_dim < 1 || k.count > 0x7fffffff || k.axis_dim >= 0x7fffffff) return std::nullopt;
   return k;
 }
 

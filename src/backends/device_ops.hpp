@@ -348,13 +348,30 @@ D500_HOST_DEVICE inline float gather_at(const Gather& k, const float* data, cons
   return v < 0 ? NAN : data[(o * k.axis_dim + v) * k.inner + e];
 }
 
-// d(loss)/d(data)[j] ([outer, axis_dim, inner]): the sum of dy over the indices that name j's
-// row, in index order (a scan of the indices: no atomics).
-D500_HOST_DEVICE inline float gather_grad_at(const Gather& k, const void* idx, const float* dy, I j) {
+// d(loss)/d(data) from the indices sorted by the row they name, stably (in index order within a
+// row): `order` the index positions so sorted, `first[v]` where row v's run starts (first[axis_dim]
+// where the indices outside the axis start, sorted last). Element j ([outer, axis_dim, inner]) is
+// the sum of dy over its row's run, in index order: O(rows + indices) work, no atomics.
+// The sort key of index t: its row, or axis_dim for one outside the axis.
+D500_HOST_DEVICE inline std::int32_t gather_key(const Gather& k, const void* idx, I t) {
+  const I v = gather_index(k, idx, t);
+  return static_cast<std::int32_t>(v < 0 ? k.axis_dim : v);
+}
+// The first position of `keys` (sorted, count of them) whose key is >= v.
+D500_HOST_DEVICE inline std::int32_t gather_first(const std::int32_t* keys, I count, I v) {
+  I lo = 0, hi = count;
+  while (lo < hi) {
+    const I mid = lo + (hi - lo) / 2;
+    if (keys[mid] < v) lo = mid + 1;
+    else hi = mid;
+  }
+  return static_cast<std::int32_t>(lo);
+}
+D500_HOST_DEVICE inline float gather_grad_sorted_at(const Gather& k, const std::int32_t* order, const std::int32_t* first, const float* dy,
+                                                    I j) {
   const I e = j % k.inner, v = j / k.inner % k.axis_dim, o = j / (k.inner * k.axis_dim);
   double acc = 0;
-  for (I t = 0; t < k.count; ++t)
-    if (gather_index(k, idx, t) == v) acc += dy[(o * k.count + t) * k.inner + e];
+  for (I s = first[v]; s < first[v + 1]; ++s) acc += dy[(o * k.count + order[s]) * k.inner + e];
   return static_cast<float>(acc);
 }
 

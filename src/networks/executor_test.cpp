@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <map>
+#include <numeric>
 #include <set>
 
 #include "backends/device.hpp"
@@ -666,8 +667,15 @@ class GuardedDeviceOp final : public NodeKernel {
         for (std::int64_t i = 0; i < ln_.inner; ++i) dev::ln_param_grad_finish(ps, part.data(), ds, db, i);
         chunked += ps.chunks > 1;
       }
-    } else if (op == "Gather") {
-      for (std::int64_t j = 0; dx && j < p_.in[0].numel(); ++j) dx[j] = dev::gather_grad_at(gather_, p_.in[1].data, dy, j);
+    } else if (op == "Gather") {  // the indices sorted by row, stably (the GPU's CUB radix sort), then each row's run
+      const auto count = static_cast<std::size_t>(gather_.count);
+      std::vector<std::int32_t> key(count), order(count), sorted(count), first(static_cast<std::size_t>(gather_.axis_dim) + 1);
+      for (std::size_t t = 0; t < count; ++t) key[t] = dev::gather_key(gather_, p_.in[1].data, static_cast<std::int64_t>(t));
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(), [&](std::int32_t a, std::int32_t b) { return key[static_cast<std::size_t>(a)] < key[static_cast<std::size_t>(b)]; });
+      for (std::size_t s = 0; s < count; ++s) sorted[s] = key[static_cast<std::size_t>(order[s])];
+      for (std::size_t v = 0; v < first.size(); ++v) first[v] = dev::gather_first(sorted.data(), gather_.count, static_cast<std::int64_t>(v));
+      for (std::int64_t j = 0; dx && j < p_.in[0].numel(); ++j) dx[j] = dev::gather_grad_sorted_at(gather_, order.data(), first.data(), dy, j);
     } else if (op == "Concat") {
       for (std::size_t k = 0; k < blocks_.size(); ++k)
         if (float* d = p_.din[k].as<float>())

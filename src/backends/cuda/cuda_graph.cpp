@@ -580,20 +580,23 @@ class Expand final : public ElementNode {
   double* part_ = nullptr;
 };
 
-// The data's gradient: each element the sum of dy over the indices naming its row (a scan of the
-// indices per element: no atomics).
+// The data's gradient: the indices sorted by row (CUB's stable radix sort), then each element the
+// sum of dy over its row's run, in index order (no atomics).
 class GatherNode final : public ElementNode {
  public:
-  GatherNode(const NodeProblem& p, ExecutorMemory& m, const dev::Gather& k) : ElementNode(p, m), k_(k) {}
+  GatherNode(const NodeProblem& p, ExecutorMemory& m, const dev::Gather& k) : ElementNode(p, m), k_(k) {
+    if (p.training) scratch_ = own(gather_grad_scratch_bytes(k));
+  }
   void forward() override { launched(launch_gather_forward(k_, in(0), p_.in[1].data, out(0), m_.stream())); }
   void backward() override {
     if (!has_dout() || !din(0)) return;
-    launched(launch_gather_grad(k_, p_.in[1].data, dout(0), din(0), m_.stream()));
+    launched(launch_gather_grad(k_, p_.in[1].data, dout(0), din(0), scratch_, m_.stream()));
   }
   std::string impl() const override { return "cuda d500 kernels (gather)"; }
 
  private:
   dev::Gather k_;
+  void* scratch_ = nullptr;
 };
 #endif
 

@@ -7,6 +7,8 @@
 
 #include "backends/cuda/cuda_kernels.hpp"
 
+#include <cub/device/device_radix_sort.cuh>
+
 namespace d500::cuda {
 namespace {
 
@@ -170,8 +172,67 @@ cudaError_t launch_gather_forward(const dev::Gather& k, const float* data, const
   return launch_each(k.outer * k.count * k.inner, s, [=] __device__(std::int64_t i) { y[i] = dev::gather_at(k, data, idx, i); });
 }
 
-cudaError_t launch_gather_grad(const dev::Gather& k, const void* idx, const float* dy, float* ddata, cudaStream_t s) {
-  return launch_each(k.outer * k.axis_dim * k.inner, s, [=] __device__(std::int64_t j) { ddata[j] = dev::gather_grad_at(k, idx, dy, j); });
+namespace {
+// The scratch of the sorted gradient: keys and positions, in and out of the sort (count int32
+// each), the runs' starts (axis_dim + 1), then CUB's temporary storage (aligned to 256 bytes).
+struct GatherScratch {
+  std::int32_t *keys_in, *order_in, *keys, *order, *first;
+  void* temp;
+  std::size_t temp_bytes;
+};
+constexpr std::size_t kAlign = 256;
+std::size_t aligned(std::size_t b) { return (b + kAlign - 1) / kAlign * kAlign; }
+int key_bits(const dev::Gather& k) {  // keys are 0..axis_dim
+  int bits = 1;
+  while ((std::int64_t{1} << bits) <= k.axis_dim) ++bits;
+  return bits;
+}
+std::size_t sort_temp_bytes(const dev::Gather& k) {
+  std::size_t bytes = 0;
+  cub::DeviceRadixSort::SortPairs(nullptr, bytes, static_cast<const std::int32_t*>(nullptr), static_cast<std::int32_t*>(nullptr),
+                                  static_cast<const std::int32_t*>(nullptr), static_cast<std::int32_t*>(nullptr), static_cast<int>(k.count), 0,
+                                  key_bits(k));
+  return bytes;
+}
+GatherScratch gather_scratch(const dev::Gather& k, void* base) {
+  auto* p = static_cast<char*>(base);
+  const std::size_t ints = aligned(static_cast<std::size_t>(k.count) * sizeof(std::int32_t));
+  GatherScratch g{};
+  g.keys_in = reinterpret_cast<std::int32_t*>(p);
+  g.order_in = reinterpret_cast<std::int32_t*>(p + ints);
+  g.keys = reinterpret_cast<std::int32_t*>(p + 2 * ints);
+  g.order = reinterpret_cast<std::int32_t*>(p + 3 * ints);
+  g.first = reinterpret_cast<std::int32_t*>(p + 4 * ints);
+  g.temp = p + 4 * ints + aligned(static_cast<std::size_t>(k.axis_dim + 1) * sizeof(std::int32_t));
+  g.temp_bytes = sort_temp_bytes(k);
+  return g;
+}
+}  // namespace
+
+std::size_t gather_grad_scratch_bytes(const dev::Gather& k) {
+  return 4 * aligned(static_cast<std::size_t>(k.count) * sizeof(std::int32_t)) +
+         aligned(static_cast<std::size_t>(k.axis_dim + 1) * sizeof(std::int32_t)) + sort_temp_bytes(k);
+}
+
+cudaError_t launch_gather_grad(const dev::Gather& k, const void* idx, const float* dy, float* ddata, void* scratch, cudaStream_t s) {
+  const GatherScratch g = gather_scratch(k, scratch);
+  if (const cudaError_t e = launch_each(k.count, s,
+                                        [=] __device__(std::int64_t t) {
+                                          g.keys_in[t] = dev::gather_key(k, idx, t);
+                                          g.order_in[t] = static_cast<std::int32_t>(t);
+                                        });
+      e != cudaSuccess)
+    return e;
+  std::size_t temp_bytes = g.temp_bytes;
+  if (const cudaError_t e = cub::DeviceRadixSort::SortPairs(g.temp, temp_bytes, g.keys_in, g.keys, g.order_in, g.order, static_cast<int>(k.count), 0,
+                                                            key_bits(k), s);
+      e != cudaSuccess)
+    return e;
+  if (const cudaError_t e = launch_each(k.axis_dim + 1, s, [=] __device__(std::int64_t v) { g.first[v] = dev::gather_first(g.keys, k.count, v); });
+      e != cudaSuccess)
+    return e;
+  return launch_each(k.outer * k.axis_dim * k.inner, s,
+                     [=] __device__(std::int64_t j) { ddata[j] = dev::gather_grad_sorted_at(k, g.order, g.first, dy, j); });
 }
 
 cudaError_t launch_block_copy(const dev::Blocks& k, const float* src, float* dst, cudaStream_t s) {

@@ -4,6 +4,7 @@
 // the given stream and returns the launch's error (cudaSuccess, or why it was refused).
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "backends/device_ops.hpp"
@@ -60,7 +61,10 @@ cudaError_t launch_layer_norm_backward(const dev::LayerNorm& k, const dev::Parts
                                        float* dx, float* mean, float* inv, float* dscale, float* dbias, double* part, cudaStream_t s);
 // Gather: y = data at the indices; d(data) as the sums of dy over the indices naming each row.
 cudaError_t launch_gather_forward(const dev::Gather& k, const float* data, const void* idx, float* y, cudaStream_t s);
-cudaError_t launch_gather_grad(const dev::Gather& k, const void* idx, const float* dy, float* ddata, cudaStream_t s);
+// The gradient through the indices sorted by row (CUB's stable radix sort): its scratch is
+// gather_grad_scratch_bytes(k) bytes of device memory.
+std::size_t gather_grad_scratch_bytes(const dev::Gather& k);
+cudaError_t launch_gather_grad(const dev::Gather& k, const void* idx, const float* dy, float* ddata, void* scratch, cudaStream_t s);
 
 // Concat and Split: one block copy (dev::Blocks) from src to dst.
 cudaError_t launch_block_copy(const dev::Blocks& k, const float* src, float* dst, cudaStream_t s);
