@@ -27,11 +27,33 @@ void broadcast_strides(const Shape& shape, int rank, I* s) {
   }
 }
 
+// The index space of an output of shape y (rank <= kMaxRank), no operand strides yet.
+Strides output_space(const Shape& y) {
+  Strides s;
+  s.rank = static_cast<int>(y.size());
+  for (int d = 0; d < s.rank; ++d) s.dims[d] = y[static_cast<std::size_t>(d)];
+  s.n = numel(y);
+  return s;
+}
+
 }  // namespace
 
 std::optional<Binary> binary_of(const NodeProblem& p) {
   const std::string& op = p.node->op;
   Binary k;
+  if (op == "Where") {  // a bool condition picks between float32 branches
+    if (p.in.size() != 3 || p.in[0].dtype != DType::Bool || p.in[1].dtype != DType::F32 || p.in[2].dtype != DType::F32 || !all_f32(p.out))
+      return std::nullopt;
+    const Shape& y = *p.out[0].shape;
+    if (y.size() > static_cast<std::size_t>(kMaxRank)) return std::nullopt;
+    k.op = BinaryOp::Where;
+    k.s = output_space(y);
+    broadcast_strides(*p.in[1].shape, k.s.rank, k.s.sa);
+    broadcast_strides(*p.in[2].shape, k.s.rank, k.s.sb);
+    broadcast_strides(*p.in[0].shape, k.s.rank, k.s.sc);
+    k.cond = static_cast<const std::uint8_t*>(p.in[0].data);
+    return k;
+  }
   if (op == "Add") k.op = BinaryOp::Add;
   else if (op == "Sub") k.op = BinaryOp::Sub;
   else if (op == "Mul") k.op = BinaryOp::Mul;
@@ -41,9 +63,7 @@ std::optional<Binary> binary_of(const NodeProblem& p) {
   if (p.in.size() != 2 || !p.in[0].present() || !p.in[1].present() || !all_f32(p.in) || !all_f32(p.out)) return std::nullopt;
   const Shape& y = *p.out[0].shape;
   if (y.size() > static_cast<std::size_t>(kMaxRank) || p.in[0].shape->size() > y.size() || p.in[1].shape->size() > y.size()) return std::nullopt;
-  k.s.rank = static_cast<int>(y.size());
-  for (int d = 0; d < k.s.rank; ++d) k.s.dims[d] = y[static_cast<std::size_t>(d)];
-  k.s.n = numel(y);
+  k.s = output_space(y);
   broadcast_strides(*p.in[0].shape, k.s.rank, k.s.sa);
   broadcast_strides(*p.in[1].shape, k.s.rank, k.s.sb);
   return k;
@@ -256,9 +276,7 @@ std::optional<Binary> expand_of(const NodeProblem& p) {
   if (y.size() > static_cast<std::size_t>(kMaxRank) || p.in[0].shape->size() > y.size()) return std::nullopt;
   Binary k;
   k.op = BinaryOp::Add;
-  k.s.rank = static_cast<int>(y.size());
-  for (int d = 0; d < k.s.rank; ++d) k.s.dims[d] = y[static_cast<std::size_t>(d)];
-  k.s.n = numel(y);
+  k.s = output_space(y);
   broadcast_strides(*p.in[0].shape, k.s.rank, k.s.sa);
   broadcast_strides(*p.in[0].shape, k.s.rank, k.s.sb);
   return k;

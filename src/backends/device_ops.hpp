@@ -32,6 +32,7 @@ struct Strides {
   I dims[kMaxRank] = {};
   I sa[kMaxRank] = {};
   I sb[kMaxRank] = {};
+  I sc[kMaxRank] = {};  // a third operand's (Where's condition)
   I n = 0;  // elements of the output
 };
 
@@ -44,6 +45,16 @@ D500_HOST_DEVICE inline void offsets(const Strides& s, I i, I& oa, I& ob) {
     oa += c * s.sa[d];
     ob += c * s.sb[d];
   }
+}
+
+// The offset in the third operand of output element i.
+D500_HOST_DEVICE inline I offset_c(const Strides& s, I i) {
+  I oc = 0;
+  for (int d = s.rank - 1; d >= 0; --d) {
+    oc += i % s.dims[d] * s.sc[d];
+    i /= s.dims[d];
+  }
+  return oc;
 }
 
 // ---- Long sums in fixed parts -----------------------------------------------------------------
@@ -86,10 +97,11 @@ D500_HOST_DEVICE inline double sum_parts(const Parts& s, const double* part, I j
 }
 
 // ---- Add, Sub, Mul, Div with numpy broadcasting ----------------------------------------------
-enum class BinaryOp : std::int32_t { Add, Sub, Mul, Div, Pow };
+enum class BinaryOp : std::int32_t { Add, Sub, Mul, Div, Pow, Where };
 struct Binary {
   BinaryOp op = BinaryOp::Add;
-  Strides s;  // sa: a's strides, sb: b's
+  Strides s;  // sa: a's strides, sb: b's (Where: a the true branch, b the false, sc the condition's)
+  const std::uint8_t* cond = nullptr;  // Where's condition (a bool tensor on the device)
 };
 
 D500_HOST_DEVICE inline float binary_apply(BinaryOp op, float a, float b) {
@@ -99,6 +111,7 @@ D500_HOST_DEVICE inline float binary_apply(BinaryOp op, float a, float b) {
     case BinaryOp::Mul: return a * b;
     case BinaryOp::Div: return a / b;
     case BinaryOp::Pow: return powf(a, b);
+    case BinaryOp::Where: break;  // binary_forward_at's: it reads the condition
   }
   return 0;
 }
@@ -106,6 +119,7 @@ D500_HOST_DEVICE inline float binary_apply(BinaryOp op, float a, float b) {
 D500_HOST_DEVICE inline float binary_forward_at(const Binary& k, const float* a, const float* b, I i) {
   I oa = 0, ob = 0;
   offsets(k.s, i, oa, ob);
+  if (k.op == BinaryOp::Where) return k.cond[offset_c(k.s, i)] ? a[oa] : b[ob];
   return binary_apply(k.op, a[oa], b[ob]);
 }
 
@@ -140,11 +154,12 @@ D500_HOST_DEVICE inline double binary_grad_part(const Binary& k, int which, cons
         c[d] = r % s.dims[d];
         r /= s.dims[d];
       }
-    I i = 0, oa = 0, ob = 0;
+    I i = 0, oa = 0, ob = 0, oc = 0;
     for (int d = 0; d < s.rank; ++d) {
       i = i * s.dims[d] + c[d];
       oa += c[d] * s.sa[d];
       ob += c[d] * s.sb[d];
+      oc += c[d] * s.sc[d];
     }
     float partial = 1;
     switch (k.op) {
@@ -152,6 +167,7 @@ D500_HOST_DEVICE inline double binary_grad_part(const Binary& k, int which, cons
       case BinaryOp::Sub: partial = which == 0 ? 1.0f : -1.0f; break;
       case BinaryOp::Mul: partial = which == 0 ? b[ob] : a[oa]; break;
       case BinaryOp::Div: partial = which == 0 ? 1.0f / b[ob] : -a[oa] / (b[ob] * b[ob]); break;
+      case BinaryOp::Where: partial = (k.cond[oc] != 0) == (which == 0) ? 1.0f : 0.0f; break;
       case BinaryOp::Pow:  // the reference's: no term where the exponent is 0 (a) or the base not positive (b)
         if (which == 0) partial = b[ob] != 0.0f ? b[ob] * powf(a[oa], b[ob] - 1.0f) : 0.0f;
         else partial = a[oa] > 0.0f ? powf(a[oa], b[ob]) * logf(a[oa]) : 0.0f;
@@ -463,8 +479,10 @@ D500_HOST_DEVICE inline float window_grad_at(const Window& k, const float* dy, I
 }
 
 // ---- The descriptors of a node (device_ops.cpp): nullopt when the node is outside them -------
-// Add, Sub, Mul, Div of float32 operands of rank <= kMaxRank.
+// Add, Sub, Mul, Div, Pow of float32 operands of rank <= kMaxRank; Where of float32 branches (its
+// operands a and b are the node's inputs 1 and 2, binary_first).
 std::optional<Binary> binary_of(const NodeProblem& p);
+inline int binary_first(const Binary& k) { return k.op == BinaryOp::Where ? 1 : 0; }
 // The unary operators of UnaryOp on float32.
 std::optional<Unary> unary_of(const NodeProblem& p);
 // ReduceSum, ReduceMean of a float32 tensor of rank <= kMaxRank (the axes as inference made them).

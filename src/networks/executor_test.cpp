@@ -629,7 +629,7 @@ class GuardedDeviceOp final : public NodeKernel {
     else if (op == "Expand")
       for (std::int64_t i = 0; i < binary_.s.n; ++i) y[i] = dev::strided_at(binary_.s, in(0), i);
     else
-      for (std::int64_t i = 0; i < binary_.s.n; ++i) y[i] = dev::binary_forward_at(binary_, in(0), in(1), i);
+      for (std::int64_t i = 0; i < binary_.s.n; ++i) y[i] = dev::binary_forward_at(binary_, in(first()), in(first() + 1), i);
   }
   void backward() override {
     GuardedMemory::Open o(m_, views({&p_.in, &p_.out, &p_.din, &p_.dout}));
@@ -684,7 +684,7 @@ class GuardedDeviceOp final : public NodeKernel {
       for (std::int64_t j = 0; dx && j < window_.nx; ++j) dx[j] = dev::window_grad_at(window_, dy, j);
     } else {
       for (int w = 0; w < (op == "Expand" ? 1 : 2); ++w)
-        if (float* d = p_.din[static_cast<std::size_t>(w)].as<float>()) grad_in_parts(w, op == "Expand" ? nullptr : in(1), dy, d);
+        if (float* d = p_.din[first() + static_cast<std::size_t>(w)].as<float>()) grad_in_parts(w, op == "Expand" ? nullptr : in(first() + 1), dy, d);
     }
   }
   std::string impl() const override { return "guarded d500 kernels (" + p_.node->op + ")"; }
@@ -693,9 +693,10 @@ class GuardedDeviceOp final : public NodeKernel {
  private:
   // Operand w's gradient of binary_ (an Expand's input: w 0, the operands unread) into d, in parts
   // where dev::parts_of splits it, as the GPU's two stages.
+  std::size_t first() const { return static_cast<std::size_t>(dev::binary_first(binary_)); }
   void grad_in_parts(int w, const float* b, const float* dy, float* d) {
-    const float* a = p_.node->op == "Expand" ? nullptr : in(0);
-    const dev::Parts ps = dev::parts_of(p_.in[static_cast<std::size_t>(w)].numel(), dev::binary_grad_count(binary_, w));
+    const float* a = p_.node->op == "Expand" ? nullptr : in(first());
+    const dev::Parts ps = dev::parts_of(p_.in[first() + static_cast<std::size_t>(w)].numel(), dev::binary_grad_count(binary_, w));
     if (ps.chunks == 1) {
       for (std::int64_t j = 0; j < ps.outputs; ++j) d[j] = static_cast<float>(dev::binary_grad_part(binary_, w, a, b, dy, j, 0, ps.count));
       return;
@@ -815,7 +816,8 @@ TEST(Executor, OnADeviceTheCudaBackendsElementKernelsComputeWhatTheReferenceDoes
   const std::set<std::string> covered = {"Add",       "Sub",  "Mul",          "Div",       "LeakyRelu", "Sigmoid",    "Tanh",
                                          "HardSigmoid", "HardSwish", "Sqrt", "Erf",   "Exp",       "Log",       "Neg",        "Abs",
                                          "Reciprocal",  "ReduceSum", "ReduceMean", "Transpose", "LayerNormalization", "Gather",
-                                         "Concat",      "Split",     "Slice",      "Pad",       "Expand",    "Clip",       "Pow"};
+                                         "Concat",      "Split",     "Slice",      "Pad",       "Expand",    "Clip",       "Pow",
+                                         "Where"};
   auto close = [](const std::vector<double>& got, const std::vector<double>& want, const std::string& what) {
     ASSERT_EQ(got.size(), want.size()) << what;
     double err = 0, norm = 0;

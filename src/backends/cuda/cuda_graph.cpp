@@ -406,29 +406,32 @@ class ElementNode : public CudaNode {
   }
 };
 
-// Add, Sub, Mul, Div, Pow (a float32 exponent) with broadcasting (Add of equal shapes stays on cuBLAS). A broadcast
+// Add, Sub, Mul, Div, Pow (a float32 exponent), Where with broadcasting (Add of equal shapes stays on
+// cuBLAS). A broadcast
 // operand's gradient sums in parts (dev::Parts) into scratch of the node's own, shared by the two
 // operands (one after the other on the stream).
 class Binary final : public ElementNode {
  public:
-  Binary(const NodeProblem& p, ExecutorMemory& m, const dev::Binary& k) : ElementNode(p, m), k_(k) {
+  Binary(const NodeProblem& p, ExecutorMemory& m, const dev::Binary& k) : ElementNode(p, m), k_(k), first_(static_cast<std::size_t>(dev::binary_first(k))) {
     std::size_t scratch = 0;
     for (int w = 0; w < 2; ++w) {
-      parts_[w] = dev::parts_of(p.in[static_cast<std::size_t>(w)].numel(), dev::binary_grad_count(k, w));
+      parts_[w] = dev::parts_of(p.in[first_ + static_cast<std::size_t>(w)].numel(), dev::binary_grad_count(k, w));
       if (p.training && parts_[w].chunks > 1) scratch = std::max(scratch, static_cast<std::size_t>(parts_[w].chunks * parts_[w].outputs));
     }
     if (scratch > 0) part_ = static_cast<double*>(own(scratch * sizeof(double)));
   }
-  void forward() override { launched(launch_binary_forward(k_, in(0), in(1), out(0), m_.stream())); }
+  void forward() override { launched(launch_binary_forward(k_, in(first_), in(first_ + 1), out(0), m_.stream())); }
   void backward() override {
     if (!has_dout()) return;
     for (int w = 0; w < 2; ++w)
-      if (float* d = din(static_cast<std::size_t>(w))) launched(launch_binary_grad(k_, w, parts_[w], in(0), in(1), dout(0), d, part_, m_.stream()));
+      if (float* d = din(first_ + static_cast<std::size_t>(w)))
+        launched(launch_binary_grad(k_, w, parts_[w], in(first_), in(first_ + 1), dout(0), d, part_, m_.stream()));
   }
   std::string impl() const override { return "cuda d500 kernels (broadcast " + p_.node->op + ")"; }
 
  private:
   dev::Binary k_;
+  std::size_t first_;  // the node's input that is operand a (Where: 1, after its condition)
   dev::Parts parts_[2];
   double* part_ = nullptr;
 };
@@ -960,6 +963,10 @@ std::unique_ptr<NodeKernel> make_node_kernel(const NodeProblem& p, int) {
   if (p.node->op == "Expand") {
     const auto k = dev::expand_of(p);
     return k ? std::make_unique<Expand>(p, *m, *k) : nullptr;
+  }
+  if (p.node->op == "Where") {  // its condition is bool
+    const auto k = dev::binary_of(p);
+    return k ? std::make_unique<Binary>(p, *m, *k) : nullptr;
   }
   if (p.node->op == "ReduceSum" || p.node->op == "ReduceMean") {  // ReduceSum's axes may be an int64 input
     const auto k = dev::reduce_of(p);
