@@ -282,4 +282,20 @@ std::optional<Binary> expand_of(const NodeProblem& p) {
   return k;
 }
 
+std::optional<Cast> cast_of(const NodeProblem& p) {
+  if (p.node->op != "Cast") return std::nullopt;
+  auto elem = [](DType t) -> std::optional<Elem> {
+    switch (t) {
+      case DType::F32: return Elem::F32;
+      case DType::I64: return Elem::I64;
+      case DType::I32: return Elem::I32;
+      case DType::Bool: return Elem::Bool;
+      default: return std::nullopt;
+    }
+  };
+  const auto from = elem(p.in[0].dtype), to = elem(p.out[0].dtype);
+  if (!from || !to) return std::nullopt;
+  return Cast{*from, *to, p.in[0].numel()};
+}
+
 }  // namespace d500::dev

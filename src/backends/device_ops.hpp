@@ -478,6 +478,31 @@ D500_HOST_DEVICE inline float window_grad_at(const Window& k, const float* dy, I
   return read ? dy[dst] : 0.0f;
 }
 
+// ---- Cast between float32, int64, int32 and bool ---------------------------------------------
+enum class Elem : std::int32_t { F32, I64, I32, Bool };
+struct Cast {
+  Elem from = Elem::F32, to = Elem::F32;
+  I n = 0;
+};
+// Element i of src (its type `from`) as `to`: a static_cast, or != 0 for bool, as the reference.
+template <class From>
+D500_HOST_DEVICE inline void cast_to(Elem to, From v, void* dst, I i) {
+  switch (to) {
+    case Elem::F32: static_cast<float*>(dst)[i] = static_cast<float>(v); return;
+    case Elem::I64: static_cast<std::int64_t*>(dst)[i] = static_cast<std::int64_t>(v); return;
+    case Elem::I32: static_cast<std::int32_t*>(dst)[i] = static_cast<std::int32_t>(v); return;
+    case Elem::Bool: static_cast<std::uint8_t*>(dst)[i] = v != From(0) ? 1 : 0; return;
+  }
+}
+D500_HOST_DEVICE inline void cast_at(const Cast& k, const void* src, void* dst, I i) {
+  switch (k.from) {
+    case Elem::F32: return cast_to(k.to, static_cast<const float*>(src)[i], dst, i);
+    case Elem::I64: return cast_to(k.to, static_cast<const std::int64_t*>(src)[i], dst, i);
+    case Elem::I32: return cast_to(k.to, static_cast<const std::int32_t*>(src)[i], dst, i);
+    case Elem::Bool: return cast_to(k.to, static_cast<const std::uint8_t*>(src)[i], dst, i);
+  }
+}
+
 // ---- The descriptors of a node (device_ops.cpp): nullopt when the node is outside them -------
 // Add, Sub, Mul, Div, Pow of float32 operands of rank <= kMaxRank; Where of float32 branches (its
 // operands a and b are the node's inputs 1 and 2, binary_first).
@@ -503,6 +528,9 @@ std::optional<Window> window_of(const NodeProblem& p);
 // Expand: forward, the input's broadcast strides over the output (strided_at); backward, the sum
 // of dy over the broadcast as an Add's first operand's gradient (binary_grad_part; a, b unused).
 std::optional<Binary> expand_of(const NodeProblem& p);
+// Cast between float32, int64, int32 and bool (its gradient: dy where both types are float32,
+// else zeros).
+std::optional<Cast> cast_of(const NodeProblem& p);
 
 }  // namespace dev
 }  // namespace d500

@@ -601,6 +601,7 @@ class GuardedDeviceOp final : public NodeKernel {
     if (auto bl = dev::blocks_of(p)) return k->blocks_ = std::move(*bl), std::move(k);
     if (const auto w = dev::window_of(p)) return k->window_ = *w, std::move(k);
     if (const auto e = dev::expand_of(p)) return k->binary_ = *e, std::move(k);
+    if (const auto c = dev::cast_of(p)) return k->cast_ = *c, std::move(k);
     return nullptr;
   }
   void forward() override {
@@ -628,6 +629,8 @@ class GuardedDeviceOp final : public NodeKernel {
       for (std::int64_t i = 0; i < window_.ny; ++i) y[i] = dev::window_at(window_, in(0), i);
     else if (op == "Expand")
       for (std::int64_t i = 0; i < binary_.s.n; ++i) y[i] = dev::strided_at(binary_.s, in(0), i);
+    else if (op == "Cast")
+      for (std::int64_t i = 0; i < cast_.n; ++i) dev::cast_at(cast_, p_.in[0].data, p_.out[0].data, i);
     else
       for (std::int64_t i = 0; i < binary_.s.n; ++i) y[i] = dev::binary_forward_at(binary_, in(first()), in(first() + 1), i);
   }
@@ -682,6 +685,8 @@ class GuardedDeviceOp final : public NodeKernel {
           for (std::int64_t i = 0; i < blocks_[k].outer * blocks_[k].width; ++i) dev::block_copy_at(dev::swap_blocks(blocks_[k]), dy, d, i);
     } else if (op == "Slice" || op == "Pad") {
       for (std::int64_t j = 0; dx && j < window_.nx; ++j) dx[j] = dev::window_grad_at(window_, dy, j);
+    } else if (op == "Cast") {
+      for (std::int64_t i = 0; dx && i < cast_.n; ++i) dx[i] = cast_.to == dev::Elem::F32 ? dy[i] : 0.0f;
     } else {
       for (int w = 0; w < (op == "Expand" ? 1 : 2); ++w)
         if (float* d = p_.din[first() + static_cast<std::size_t>(w)].as<float>()) grad_in_parts(w, op == "Expand" ? nullptr : in(first() + 1), dy, d);
@@ -725,6 +730,7 @@ class GuardedDeviceOp final : public NodeKernel {
   dev::Gather gather_;
   std::vector<dev::Blocks> blocks_;
   dev::Window window_;
+  dev::Cast cast_;
 };
 
 struct GuardedBackend {
@@ -853,6 +859,25 @@ TEST(Executor, OnADeviceTheCudaBackendsElementKernelsComputeWhatTheReferenceDoes
     }
   }
   EXPECT_GE(on_kernels, 70) << "every covered operator's forward and backward steps, in the cases that use them";
+  {
+    // Cast: float32 to float32 (the gradient passes), through int32 and bool and back (truncated,
+    // then 0 or 1; no gradient).
+    SCOPED_TRACE("Cast");
+    GraphBuilder b;
+    // Computed from a weight (a cast of the weight itself would be folded at load time).
+    const int x = b.node("Neg", {b.weight("x", {3, 4}, -3, 3)});
+    const auto to = [&](int t, DType d) { return b.node("Cast", {t}, {{"to", int_attr(static_cast<std::int64_t>(d))}}); };
+    const int loss = b.finish_with_projection_loss({to(x, DType::F32), to(to(x, DType::I32), DType::F32), to(to(x, DType::Bool), DType::F32)});
+    const std::vector<int> params = b.params();
+    auto [host, device] = stepped_on_host_and(b.g, loss, params, dev.info);
+    for (std::size_t k = 0; k < params.size(); ++k) close(device->gradient(k), host->gradient(k), b.g.info(params[k]).name);
+    close(device->output(0), host->output(0), "the loss");
+    int casts = 0, on = 0;
+    for (const auto& st : device->steps())
+      if (st.node >= 0 && b.g.nodes[static_cast<std::size_t>(st.node)].op == "Cast") ++casts, on += st.impl == "guarded d500 kernels (Cast)";
+    EXPECT_GE(casts, 5) << "five casts forward, and the backward steps of those with a float output";
+    EXPECT_EQ(on, casts) << "every Cast step on the kernels";
+  }
   {
     // A Split whose first output is unused (its block of the gradient is zero) and a constant Pad
     // that crops one axis and pads another with 0.5.

@@ -583,6 +583,23 @@ class Expand final : public ElementNode {
   double* part_ = nullptr;
 };
 
+// Cast: a conversion per element; its gradient dy where both types are float32, else zeros.
+class CastNode final : public ElementNode {
+ public:
+  CastNode(const NodeProblem& p, ExecutorMemory& m, const dev::Cast& k) : ElementNode(p, m), k_(k) {}
+  void forward() override { launched(launch_cast(k_, p_.in[0].data, p_.out[0].data, m_.stream())); }
+  void backward() override {
+    if (!has_dout() || !din(0)) return;
+    const auto bytes = static_cast<std::size_t>(k_.n) * sizeof(float);
+    if (k_.to == dev::Elem::F32) m_.copy(din(0), dout(0), bytes);
+    else m_.zero(din(0), bytes);
+  }
+  std::string impl() const override { return "cuda d500 kernels (Cast)"; }
+
+ private:
+  dev::Cast k_;
+};
+
 // The data's gradient: the indices sorted by row (CUB's stable radix sort), then each element the
 // sum of dy over its row's run, in index order (no atomics).
 class GatherNode final : public ElementNode {
@@ -963,6 +980,10 @@ std::unique_ptr<NodeKernel> make_node_kernel(const NodeProblem& p, int) {
   if (p.node->op == "Expand") {
     const auto k = dev::expand_of(p);
     return k ? std::make_unique<Expand>(p, *m, *k) : nullptr;
+  }
+  if (p.node->op == "Cast") {
+    const auto k = dev::cast_of(p);
+    return k ? std::make_unique<CastNode>(p, *m, *k) : nullptr;
   }
   if (p.node->op == "Where") {  // its condition is bool
     const auto k = dev::binary_of(p);

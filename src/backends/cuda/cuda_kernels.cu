@@ -247,6 +247,10 @@ cudaError_t launch_window_backward(const dev::Window& k, const float* dy, float*
   return launch_each(k.nx, s, [=] __device__(std::int64_t j) { dx[j] = dev::window_grad_at(k, dy, j); });
 }
 
+cudaError_t launch_cast(const dev::Cast& k, const void* src, void* dst, cudaStream_t s) {
+  return launch_each(k.n, s, [=] __device__(std::int64_t i) { dev::cast_at(k, src, dst, i); });
+}
+
 cudaError_t launch_sce_forward(const SceShape& d, const float* scores, const void* labels, float* loss, float* log_prob, float* row_loss,
                                float* row_weight, float* divisor, cudaStream_t s) {
   if (d.n <= 0 || d.n > 0x7fffffff) return cudaErrorInvalidValue;

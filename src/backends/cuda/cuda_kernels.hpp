@@ -72,4 +72,7 @@ cudaError_t launch_block_copy(const dev::Blocks& k, const float* src, float* dst
 cudaError_t launch_window_forward(const dev::Window& k, const float* x, float* y, cudaStream_t s);
 cudaError_t launch_window_backward(const dev::Window& k, const float* dy, float* dx, cudaStream_t s);
 
+// Cast: dst from src, element by element.
+cudaError_t launch_cast(const dev::Cast& k, const void* src, void* dst, cudaStream_t s);
+
 }  // namespace d500::cuda
