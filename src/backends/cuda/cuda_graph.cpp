@@ -752,7 +752,8 @@ class Conv final : public CudaNode {
   std::string algorithms_;
 };
 
-// MaxPool, AveragePool and GlobalAveragePool. cuDNN's backward pass reads the forward's input and
+// MaxPool, AveragePool, GlobalAveragePool and GlobalMaxPool (a max pool whose window is the whole
+// map). cuDNN's backward pass reads the forward's input and
 // output; the executor keeps MaxPool's input alive, so in training the kernel copies the output
 // (and an average's input) into buffers of its own.
 class Pool final : public CudaNode {
@@ -760,7 +761,7 @@ class Pool final : public CudaNode {
   static std::unique_ptr<NodeKernel> make(const NodeProblem& p, ExecutorMemory& m) {
     const Shape& xs = *p.in[0].shape;
     if (xs.size() != 4 && xs.size() != 3) return nullptr;
-    const bool global = p.node->op == "GlobalAveragePool";
+    const bool global = p.node->op == "GlobalAveragePool" || p.node->op == "GlobalMaxPool";
     ConvGeom g;
     if (global) {
       g.n = xs[0], g.c = g.k = xs[1], g.h = xs.size() == 4 ? xs[2] : 1, g.w = xs.back();
@@ -776,7 +777,7 @@ class Pool final : public CudaNode {
     // or "find".
     cudnnPoolingMode_t mode =
         choice_of(p.params, Choice::Deterministic) == Choice::Deterministic ? CUDNN_POOLING_MAX_DETERMINISTIC : CUDNN_POOLING_MAX;
-    if (p.node->op != "MaxPool")
+    if (p.node->op == "AveragePool" || p.node->op == "GlobalAveragePool")
       mode = global || p.node->attr_i("count_include_pad", 0) ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
                                                               : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
     auto k = std::unique_ptr<Pool>(new Pool(p, m, g, mode));
@@ -1033,7 +1034,7 @@ std::unique_ptr<NodeKernel> make_node_kernel(const NodeProblem& p, int) {
 #endif
 #ifdef D500_HAVE_CUDNN
   if (op == "Conv" && (a.size() == 3 || a.size() == 4)) return Conv::make(p, *m);
-  if (op == "MaxPool" || op == "AveragePool" || op == "GlobalAveragePool") return Pool::make(p, *m);
+  if (op == "MaxPool" || op == "AveragePool" || op == "GlobalAveragePool" || op == "GlobalMaxPool") return Pool::make(p, *m);
   if (op == "Relu" && fits_int(p.in[0].numel())) return std::make_unique<Relu>(p, *m);
   if (op == "Softmax" || op == "LogSoftmax") {
     const auto r = static_cast<I>(a.size());
