@@ -40,6 +40,7 @@
 #include <limits>
 #include <map>
 #include <string>
+#include <initializer_list>
 #include <vector>
 
 #include "backends/conv_geom.hpp"
@@ -404,6 +405,32 @@ class ElementNode : public CudaNode {
       if (float* d = din(i)) m_.zero(d, static_cast<std::size_t>(p_.in[i].numel()) * sizeof(float));
     return false;
   }
+  // Scratch of the node's own for gradients summed in parts (dev::Parts), one after another on the
+  // stream: as many doubles as the largest needs; nullptr outside training or where none splits.
+  double* own_parts(std::initializer_list<dev::Parts> all) {
+    std::size_t doubles = 0;
+    for (const dev::Parts& ps : all)
+      if (ps.chunks > 1) doubles = std::max(doubles, static_cast<std::size_t>(ps.chunks * ps.outputs));
+    return p_.training && doubles > 0 ? static_cast<double*>(own(doubles * sizeof(double))) : nullptr;
+  }
+};
+
+// A node of one input whose forward pass maps x to y and whose backward pass maps dy to dx, each
+// by one launch over its descriptor (ReduceSum/ReduceMean; Slice and constant Pad).
+template <class K, cudaError_t (*Forward)(const K&, const float*, float*, cudaStream_t),
+          cudaError_t (*Backward)(const K&, const float*, float*, cudaStream_t)>
+class MapNode final : public ElementNode {
+ public:
+  MapNode(const NodeProblem& p, ExecutorMemory& m, const K& k) : ElementNode(p, m), k_(k) {}
+  void forward() override { launched(Forward(k_, in(0), out(0), m_.stream())); }
+  void backward() override {
+    if (!has_dout() || !din(0)) return;
+    launched(Backward(k_, dout(0), din(0), m_.stream()));
+  }
+  std::string impl() const override { return "cuda d500 kernels (" + p_.node->op + ")"; }
+
+ private:
+  K k_;
 };
 
 // Add, Sub, Mul, Div, Pow (a float32 exponent), Where with broadcasting (Add of equal shapes stays on
@@ -413,12 +440,8 @@ class ElementNode : public CudaNode {
 class Binary final : public ElementNode {
  public:
   Binary(const NodeProblem& p, ExecutorMemory& m, const dev::Binary& k) : ElementNode(p, m), k_(k), first_(static_cast<std::size_t>(dev::binary_first(k))) {
-    std::size_t scratch = 0;
-    for (int w = 0; w < 2; ++w) {
-      parts_[w] = dev::parts_of(p.in[first_ + static_cast<std::size_t>(w)].numel(), dev::binary_grad_count(k, w));
-      if (p.training && parts_[w].chunks > 1) scratch = std::max(scratch, static_cast<std::size_t>(parts_[w].chunks * parts_[w].outputs));
-    }
-    if (scratch > 0) part_ = static_cast<double*>(own(scratch * sizeof(double)));
+    for (int w = 0; w < 2; ++w) parts_[w] = dev::parts_of(p.in[first_ + static_cast<std::size_t>(w)].numel(), dev::binary_grad_count(k, w));
+    part_ = own_parts({parts_[0], parts_[1]});
   }
   void forward() override { launched(launch_binary_forward(k_, in(first_), in(first_ + 1), out(0), m_.stream())); }
   void backward() override {
@@ -455,19 +478,7 @@ class Unary final : public ElementNode {
 };
 
 // ReduceSum, ReduceMean: one thread per output, its elements summed in order (in double).
-class Reduce final : public ElementNode {
- public:
-  Reduce(const NodeProblem& p, ExecutorMemory& m, const dev::Reduce& k) : ElementNode(p, m), k_(k) {}
-  void forward() override { launched(launch_reduce_forward(k_, in(0), out(0), m_.stream())); }
-  void backward() override {
-    if (!has_dout() || !din(0)) return;
-    launched(launch_reduce_backward(k_, dout(0), din(0), m_.stream()));
-  }
-  std::string impl() const override { return "cuda d500 kernels (" + p_.node->op + ")"; }
-
- private:
-  dev::Reduce k_;
-};
+using Reduce = MapNode<dev::Reduce, launch_reduce_forward, launch_reduce_backward>;
 
 class Transpose final : public ElementNode {
  public:
@@ -548,28 +559,14 @@ class BlockCopies final : public ElementNode {
 
 // Slice and Pad (constant): the output through a window of the input; the input's gradient the one
 // output element's that read it (0 where none did).
-class WindowNode final : public ElementNode {
- public:
-  WindowNode(const NodeProblem& p, ExecutorMemory& m, const dev::Window& k) : ElementNode(p, m), k_(k) {}
-  void forward() override { launched(launch_window_forward(k_, in(0), out(0), m_.stream())); }
-  void backward() override {
-    if (!has_dout() || !din(0)) return;
-    launched(launch_window_backward(k_, dout(0), din(0), m_.stream()));
-  }
-  std::string impl() const override { return "cuda d500 kernels (" + p_.node->op + ")"; }
-
- private:
-  dev::Window k_;
-};
+using WindowNode = MapNode<dev::Window, launch_window_forward, launch_window_backward>;
 
 // Expand: a broadcast copy; its gradient the sum over the broadcast, in parts as a broadcast
 // operand's.
 class Expand final : public ElementNode {
  public:
   Expand(const NodeProblem& p, ExecutorMemory& m, const dev::Binary& k)
-      : ElementNode(p, m), k_(k), parts_(dev::parts_of(p.in[0].numel(), dev::binary_grad_count(k, 0))) {
-    if (p.training && parts_.chunks > 1) part_ = static_cast<double*>(own(static_cast<std::size_t>(parts_.chunks * parts_.outputs) * sizeof(double)));
-  }
+      : ElementNode(p, m), k_(k), parts_(dev::parts_of(p.in[0].numel(), dev::binary_grad_count(k, 0))), part_(own_parts({parts_})) {}
   void forward() override { launched(launch_strided_copy(k_.s, in(0), out(0), m_.stream())); }
   void backward() override {
     if (!has_dout() || !din(0)) return;
@@ -580,7 +577,7 @@ class Expand final : public ElementNode {
  private:
   dev::Binary k_;
   dev::Parts parts_;
-  double* part_ = nullptr;
+  double* part_;
 };
 
 // Cast: a conversion per element; its gradient dy where both types are float32, else zeros.
