@@ -435,15 +435,18 @@ void ResultWriter::step_times(const StepTimes& t) {
     }
   // A step whose implementation on this rank is not rank 0's (cuDNN's find chose another
   // algorithm here) is named in the point's ranks_differ.
-  long long steps = static_cast<long long>(t.steps.size());
-  mpi_check(MPI_Bcast(&steps, 1, MPI_LONG_LONG, 0, comm_), "MPI_Bcast", path_);
+  // Rank 0's implementations in one broadcast, each ended by a NUL.
+  std::string joined;
+  for (const StepInfo& st : t.steps) joined += st.impl + '\0';
+  joined = bcast_string(joined, comm_);
   std::string differ;
-  for (long long i = 0; i < steps; ++i) {
-    const bool have = static_cast<std::size_t>(i) < t.steps.size();
-    const std::string impl0 = bcast_string(have ? t.steps[static_cast<std::size_t>(i)].impl : "", comm_);
-    const std::string mine = have ? t.steps[static_cast<std::size_t>(i)].impl : "none";
-    if (mine != impl0)
+  std::size_t i = 0;
+  for (std::size_t at = 0; at < joined.size(); ++i) {
+    const std::size_t end = joined.find('\0', at);
+    const std::string mine = i < t.steps.size() ? t.steps[i].impl : "none";
+    if (mine != joined.substr(at, end - at))
       differ += (differ.empty() ? "" : "; ") + ("step " + std::to_string(i) + " impl: rank " + std::to_string(rank_) + " has " + mine);
+    at = end + 1;
   }
   if (note_differences(differ)) step("writing point attributes", [&] { attr(point_, "ranks_differ", ranks_differ_); });
   std::vector<h5::StepTimeRow> rows;
