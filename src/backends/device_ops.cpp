@@ -253,10 +253,20 @@ std::optional<Window> window_of(const NodeProblem& p) {
     if (starts.size() != x.size() || steps.size() != x.size()) return std::nullopt;
     for (int d = 0; d < rank; ++d) k.start[d] = starts[static_cast<std::size_t>(d)], k.step[d] = steps[static_cast<std::size_t>(d)];
   } else {
-    if (p.node->attr_s("mode", "constant") != "constant") return std::nullopt;  // reflect, edge: many outputs read one input
-    const auto& pads = p.node->attrs.at("_pads").ints;                          // begins, then ends
+    const std::string mode = p.node->attr_s("mode", "constant");
+    if (mode != "constant" && mode != "reflect" && mode != "edge") return std::nullopt;
+    k.mode = mode == "reflect" ? PadMode::Reflect : mode == "edge" ? PadMode::Edge : PadMode::Constant;
+    const auto& pads = p.node->attrs.at("_pads").ints;  // begins, then ends
     if (pads.size() != 2 * x.size()) return std::nullopt;
-    for (int d = 0; d < rank; ++d) k.start[d] = -pads[static_cast<std::size_t>(d)], k.step[d] = 1;
+    for (int d = 0; d < rank; ++d) {
+      const I begin = pads[static_cast<std::size_t>(d)], end = pads[x.size() + static_cast<std::size_t>(d)];
+      // One reflection reaches every padded position (inference refuses longer pads), and an
+      // edge needs an input to repeat.
+      if (k.mode == PadMode::Reflect && (begin >= x[static_cast<std::size_t>(d)] || end >= x[static_cast<std::size_t>(d)]) && (begin > 0 || end > 0))
+        return std::nullopt;
+      if (k.mode != PadMode::Constant && x[static_cast<std::size_t>(d)] < 1) return std::nullopt;
+      k.start[d] = -begin, k.step[d] = 1;
+    }
     k.value = static_cast<float>(p.node->attr_f("_value", 0));
   }
   I sx = 1, sy = 1;

@@ -435,14 +435,25 @@ D500_HOST_DEVICE inline void block_copy_at(const Blocks& k, const float* src, fl
 
 // A window of an input of the same rank: output coordinate c reads the input at start + c step
 // on each axis (Slice: every read inside; Pad: begin = -start, step 1, the constant outside).
+enum class PadMode : std::int32_t { Constant, Reflect, Edge };
 struct Window {
   int rank = 0;
   I ydims[kMaxRank] = {}, xdims[kMaxRank] = {};
   I start[kMaxRank] = {}, step[kMaxRank] = {};
   I xs[kMaxRank] = {}, ys[kMaxRank] = {};  // row-major strides of the input and of the output
   I nx = 0, ny = 0;
-  float value = 0;  // Pad's constant
+  float value = 0;                   // Pad's constant
+  PadMode mode = PadMode::Constant;  // outside the input: the constant, the mirror image (no edge repeat), the edge
 };
+
+// The input coordinate (along an axis of n) that window position `at` reads, or -1 for the
+// constant: the reference's pad_source (a reflection once: window_of keeps the pads below n).
+D500_HOST_DEVICE inline I window_source(PadMode mode, I at, I n) {
+  if (at >= 0 && at < n) return at;
+  if (mode == PadMode::Constant) return -1;
+  if (mode == PadMode::Edge) return at < 0 ? 0 : n - 1;
+  return at < 0 ? -at : 2 * (n - 1) - at;
+}
 
 // Output element i: the input element its coordinates read, or the constant outside the input.
 D500_HOST_DEVICE inline float window_at(const Window& k, const float* x, I i) {
@@ -450,17 +461,63 @@ D500_HOST_DEVICE inline float window_at(const Window& k, const float* x, I i) {
   for (int d = k.rank - 1; d >= 0; --d) {
     const I c = i % k.ydims[d];
     i /= k.ydims[d];
-    const I at = k.start[d] + c * k.step[d];
-    if (at < 0 || at >= k.xdims[d]) return k.value;
+    const I at = window_source(k.mode, k.start[d] + c * k.step[d], k.xdims[d]);
+    if (at < 0) return k.value;
     src += at * k.xs[d];
   }
   return x[src];
 }
 
+// A reflecting or edge pad's input element j: the sum of dy over the output elements that read it,
+// in row-major order, in double. Along an axis of n, coordinate c is read by at most three runs
+// of output positions: its own; its mirror images (-c, 2(n-1)-c) or, at an edge, the whole pad
+// beyond it. The outputs that read j are the runs' product over the axes.
+D500_HOST_DEVICE inline float window_grad_gathered(const Window& k, const float* dy, I j) {
+  I lo[kMaxRank][3], hi[kMaxRank][3];
+  int runs[kMaxRank], r[kMaxRank];
+  I o[kMaxRank];
+  for (int d = k.rank - 1; d >= 0; --d) {
+    const I c = j % k.xdims[d], n = k.xdims[d], y = k.ydims[d], s = k.start[d];
+    j /= k.xdims[d];
+    int m = 0;
+    auto run = [&](I a, I b) {  // output positions [a, b), clipped to the output
+      a = a < 0 ? 0 : a, b = b > y ? y : b;
+      if (a < b) lo[d][m] = a, hi[d][m] = b, ++m;
+    };
+    if (k.mode == PadMode::Edge) {
+      if (c == 0) run(0, -s);  // every position before the input
+      run(c - s, c - s + 1);
+      if (c == n - 1) run(n - s, y);
+    } else {
+      if (c >= 1) run(-c - s, -c - s + 1);
+      run(c - s, c - s + 1);
+      if (c <= n - 2) run(2 * (n - 1) - c - s, 2 * (n - 1) - c - s + 1);
+    }
+    if (m == 0) return 0.0f;
+    runs[d] = m, r[d] = 0, o[d] = lo[d][0];
+  }
+  double sum = 0;
+  for (;;) {
+    I dst = 0;
+    for (int d = 0; d < k.rank; ++d) dst += o[d] * k.ys[d];
+    sum += dy[dst];
+    int d = k.rank - 1;  // the next output position, the last axis fastest
+    for (; d >= 0; --d) {
+      if (++o[d] < hi[d][r[d]]) break;
+      if (++r[d] < runs[d]) {
+        o[d] = lo[d][r[d]];
+        break;
+      }
+      r[d] = 0, o[d] = lo[d][0];
+    }
+    if (d < 0) return static_cast<float>(sum);
+  }
+}
+
 // Input element j's gradient: dy at the one output element that read it, or 0 when none did
-// (each input element is read at most once: a slice's steps and a constant pad's offsets are
-// one-to-one).
+// (a slice's steps and a constant pad's offsets are one-to-one); a reflecting or edge pad's sums.
 D500_HOST_DEVICE inline float window_grad_at(const Window& k, const float* dy, I j) {
+  if (k.mode != PadMode::Constant) return window_grad_gathered(k, dy, j);
   I dst = 0;
   bool read = true;
   for (int d = k.rank - 1; d >= 0; --d) {

@@ -416,7 +416,7 @@ class ElementNode : public CudaNode {
 };
 
 // A node of one input whose forward pass maps x to y and whose backward pass maps dy to dx, each
-// by one launch over its descriptor (ReduceSum/ReduceMean; Slice and constant Pad).
+// by one launch over its descriptor (ReduceSum/ReduceMean; Slice and Pad).
 template <class K, cudaError_t (*Forward)(const K&, const float*, float*, cudaStream_t),
           cudaError_t (*Backward)(const K&, const float*, float*, cudaStream_t)>
 class MapNode final : public ElementNode {

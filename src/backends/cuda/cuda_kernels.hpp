@@ -68,7 +68,8 @@ cudaError_t launch_gather_grad(const dev::Gather& k, const void* idx, const floa
 
 // Concat and Split: one block copy (dev::Blocks) from src to dst.
 cudaError_t launch_block_copy(const dev::Blocks& k, const float* src, float* dst, cudaStream_t s);
-// Slice and constant Pad: y from x through the window; dx from dy (0 where no output read x).
+// Slice and Pad (constant, reflect, edge): y from x through the window; dx from dy (0 where no
+// output read x; a reflecting or edge pad's sums over the outputs that read x, in double).
 cudaError_t launch_window_forward(const dev::Window& k, const float* x, float* y, cudaStream_t s);
 cudaError_t launch_window_backward(const dev::Window& k, const float* dy, float* dx, cudaStream_t s);
 
