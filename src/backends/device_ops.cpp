@@ -308,4 +308,25 @@ std::optional<Cast> cast_of(const NodeProblem& p) {
   return Cast{*from, *to, p.in[0].numel()};
 }
 
+std::optional<Sce> sce_of(const NodeProblem& p) {
+  if (p.node->op != "SoftmaxCrossEntropyLoss" || p.in[0].dtype != DType::F32 || !all_f32(p.out)) return std::nullopt;
+  if (p.in[1].dtype != DType::I64 && p.in[1].dtype != DType::I32) return std::nullopt;
+  if (p.training && p.out.size() > 1 && p.out[1].present()) return std::nullopt;
+  const Shape& s = *p.in[0].shape;
+  if (s.size() < 2) return std::nullopt;
+  Sce k;
+  k.c = s[1];
+  for (std::size_t i = 2; i < s.size(); ++i) k.inner *= s[i];
+  k.rows = s[0] * k.inner;
+  k.labels64 = p.in[1].dtype == DType::I64;
+  const std::string reduction = p.node->attr_s("reduction", "mean");
+  k.reduction = reduction == "sum" ? Sce::Sum : reduction == "none" ? Sce::None : Sce::Mean;
+  k.has_ignore = p.node->has("ignore_index"), k.ignore = p.node->attr_i("ignore_index", 0);
+  if (p.in.size() > 2 && p.in[2].present()) {
+    if (p.in[2].dtype != DType::F32) return std::nullopt;
+    k.weight = p.in[2].as<const float>();
+  }
+  return k;
+}
+
 }  // namespace d500::dev

@@ -560,6 +560,81 @@ D500_HOST_DEVICE inline void cast_at(const Cast& k, const void* src, void* dst, 
   }
 }
 
+// ---- SoftmaxCrossEntropyLoss: scores [N, C, d...], labels [N, d...] ---------------------------
+// A row is one label's scores: row r = b inner + t (b < N, t < inner = the product of d...), its
+// class c at b C inner + c inner + t. Its log-sum-exp (max + log of the sum of exp(x - max), the
+// sum in double) is kept for the backward pass; its loss is -w_l (x_l - lse) and its weight w_l
+// (1 without class weights; 0 where the label is ignore_index; NaN, and so is the loss, where the
+// label is outside [0, C)). Reduction mean divides the rows' losses' sum by their weights' sum,
+// sum by 1; none keeps the rows' losses as the output. The sums run in parts (parts_of(2, rows):
+// the losses, then the weights) in double, no atomics.
+struct Sce {
+  I rows = 0, c = 0, inner = 1;
+  bool labels64 = true;
+  enum Reduction : std::int32_t { Mean, Sum, None } reduction = Mean;
+  bool has_ignore = false;
+  I ignore = 0;
+  const float* weight = nullptr;  // class weights [C] in device memory, or none
+};
+
+D500_HOST_DEVICE inline I sce_label(const Sce& k, const void* labels, I r) {
+  return k.labels64 ? static_cast<const std::int64_t*>(labels)[r] : static_cast<I>(static_cast<const std::int32_t*>(labels)[r]);
+}
+// Row r's first score; its classes follow k.inner apart.
+D500_HOST_DEVICE inline I sce_base(const Sce& k, I r) { return r / k.inner * k.c * k.inner + r % k.inner; }
+
+// Row r: lse[r], row_loss[r], row_weight[r].
+D500_HOST_DEVICE inline void sce_row(const Sce& k, const float* scores, const void* labels, float* lse, float* row_loss, float* row_weight,
+                                     I r) {
+  const float* x = scores + sce_base(k, r);
+  float mx = -INFINITY;
+  for (I j = 0; j < k.c; ++j) mx = fmaxf(mx, x[j * k.inner]);
+  double sum = 0;
+  for (I j = 0; j < k.c; ++j) sum += expf(x[j * k.inner] - mx);
+  const float l_se = mx + static_cast<float>(log(sum));
+  lse[r] = l_se;
+  const I l = sce_label(k, labels, r);
+  if (k.has_ignore && l == k.ignore) {
+    row_loss[r] = 0.0f, row_weight[r] = 0.0f;
+  } else if (l < 0 || l >= k.c) {
+    row_loss[r] = NAN, row_weight[r] = NAN;
+  } else {
+    const float w = k.weight ? k.weight[l] : 1.0f;
+    row_loss[r] = -(x[l * k.inner] - l_se) * w, row_weight[r] = w;
+  }
+}
+
+// Score element i's log-probability (the optional second output).
+D500_HOST_DEVICE inline float sce_log_prob_at(const Sce& k, const float* scores, const float* lse, I i) {
+  return scores[i] - lse[i / (k.c * k.inner) * k.inner + i % k.inner];
+}
+
+// The reduction's parts: part e sums the losses (element 0) or the weights (element 1) of its rows.
+D500_HOST_DEVICE inline void sce_total_stage(const Parts& s, const float* row_loss, const float* row_weight, double* part, I e) {
+  I which = 0, r0 = 0, r1 = 0;
+  part_range(s, e, which, r0, r1);
+  const float* v = which == 0 ? row_loss : row_weight;
+  double acc = 0;
+  for (I r = r0; r < r1; ++r) acc += v[r];
+  part[e] = acc;
+}
+// The loss (mean or sum), and the divisor the backward pass scales by.
+D500_HOST_DEVICE inline void sce_total_finish(const Sce& k, const Parts& s, const double* part, float* loss, float* divisor) {
+  const double total = sum_parts(s, part, 0), weight = sum_parts(s, part, 1);
+  divisor[0] = k.reduction == Sce::Mean ? static_cast<float>(weight) : 1.0f;
+  loss[0] = static_cast<float>(k.reduction == Sce::Mean ? total / weight : total);
+}
+
+// Score element i's gradient: g w_l (softmax - onehot(l)), g = dloss[0] / divisor (dloss[r] for
+// none); 0 where dloss is absent or the row ignored.
+D500_HOST_DEVICE inline float sce_grad_at(const Sce& k, const float* scores, const void* labels, const float* lse, const float* row_weight,
+                                          const float* divisor, const float* dloss, I i) {
+  const I r = i / (k.c * k.inner) * k.inner + i % k.inner, j = i / k.inner % k.c;
+  if (!dloss || row_weight[r] == 0.0f) return 0.0f;
+  const float g = (k.reduction == Sce::None ? dloss[r] : dloss[0] / divisor[0]) * row_weight[r];
+  return g * (expf(scores[i] - lse[r]) - (j == sce_label(k, labels, r) ? 1.0f : 0.0f));
+}
+
 // ---- The descriptors of a node (device_ops.cpp): nullopt when the node is outside them -------
 // Add, Sub, Mul, Div, Pow of float32 operands of rank <= kMaxRank; Where of float32 branches (its
 // operands a and b are the node's inputs 1 and 2, binary_first).
@@ -580,7 +655,7 @@ std::optional<Gather> gather_of(const NodeProblem& p);
 // data input or output, forward; the backward pass copies the other way (swap_blocks).
 std::optional<std::vector<Blocks>> blocks_of(const NodeProblem& p);
 Blocks swap_blocks(const Blocks& b);
-// Slice (any steps) and Pad in constant mode, of float32 data of rank <= kMaxRank.
+// Slice (any steps) and Pad (constant, reflect, edge), of float32 data of rank <= kMaxRank.
 std::optional<Window> window_of(const NodeProblem& p);
 // Expand: forward, the input's broadcast strides over the output (strided_at); backward, the sum
 // of dy over the broadcast as an Add's first operand's gradient (binary_grad_part; a, b unused).
@@ -588,6 +663,9 @@ std::optional<Binary> expand_of(const NodeProblem& p);
 // Cast between float32, int64, int32 and bool (its gradient: dy where both types are float32,
 // else zeros).
 std::optional<Cast> cast_of(const NodeProblem& p);
+// SoftmaxCrossEntropyLoss on float32 scores, without its log_prob output read in training (its
+// gradient would flow back into the scores; the reference computes both).
+std::optional<Sce> sce_of(const NodeProblem& p);
 
 }  // namespace dev
 }  // namespace d500

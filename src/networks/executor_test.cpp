@@ -206,6 +206,14 @@ std::vector<GradCase> cases() {
                  return std::vector<int>{b.node("SoftmaxCrossEntropyLoss", {b.weight("s", {2, 3, 2}), b.constant_i64("l", {1, 2, 0, 1}, {2, 2})},
                                                 {{"reduction", string_attr("sum")}})};
                }});
+  v.push_back({"SoftmaxCrossEntropyLoss (mean)", [](B& b) {
+                 return std::vector<int>{b.node("SoftmaxCrossEntropyLoss", {b.weight("s", {6, 7}, -3, 3), b.constant_i64("l", {6, 0, 3, 3, 1, 5})})};
+               }});
+  v.push_back({"SoftmaxCrossEntropyLoss (none, N C d1 d2, int32 labels)", [](B& b) {
+                 const int l = b.node("Cast", {b.constant_i64("l", {0, 3, 1, 2, 2, 0, 3, 3, 1, 0, 2, 1}, {2, 2, 3})},
+                                      {{"to", int_attr(static_cast<std::int64_t>(DType::I32))}});
+                 return std::vector<int>{b.node("SoftmaxCrossEntropyLoss", {b.weight("s", {2, 4, 2, 3}, -2, 2), l}, {{"reduction", string_attr("none")}})};
+               }});
   // Graphs where a tensor gets several gradients.
   v.push_back({"a weight used by two nodes and a residual through a view", [](B& b) {
                  const int x = b.weight("x", {2, 6});
@@ -608,6 +616,7 @@ class GuardedDeviceOp final : public NodeKernel {
     if (const auto w = dev::window_of(p)) return k->window_ = *w, std::move(k);
     if (const auto e = dev::expand_of(p)) return k->binary_ = *e, std::move(k);
     if (const auto c = dev::cast_of(p)) return k->cast_ = *c, std::move(k);
+    if (const auto s = dev::sce_of(p)) return k->sce_ = *s, std::move(k);
     return nullptr;
   }
   void forward() override {
@@ -637,6 +646,8 @@ class GuardedDeviceOp final : public NodeKernel {
       for (std::int64_t i = 0; i < binary_.s.n; ++i) y[i] = dev::strided_at(binary_.s, in(0), i);
     else if (op == "Cast")
       for (std::int64_t i = 0; i < cast_.n; ++i) dev::cast_at(cast_, p_.in[0].data, p_.out[0].data, i);
+    else if (op == "SoftmaxCrossEntropyLoss")
+      sce_forward(y);
     else
       for (std::int64_t i = 0; i < binary_.s.n; ++i) y[i] = dev::binary_forward_at(binary_, in(first()), in(first() + 1), i);
   }
@@ -693,6 +704,9 @@ class GuardedDeviceOp final : public NodeKernel {
       for (std::int64_t j = 0; dx && j < window_.nx; ++j) dx[j] = dev::window_grad_at(window_, dy, j);
     } else if (op == "Cast") {
       for (std::int64_t i = 0; dx && i < cast_.n; ++i) dx[i] = cast_.to == dev::Elem::F32 ? dy[i] : 0.0f;
+    } else if (op == "SoftmaxCrossEntropyLoss") {
+      for (std::int64_t i = 0; dx && i < sce_.rows * sce_.c; ++i)
+        dx[i] = dev::sce_grad_at(sce_, in(0), p_.in[1].data, lse_.data(), row_weight_.data(), &divisor_, dy, i);
     } else {
       for (int w = 0; w < (op == "Expand" ? 1 : 2); ++w)
         if (float* d = p_.din[first() + static_cast<std::size_t>(w)].as<float>()) grad_in_parts(w, op == "Expand" ? nullptr : in(first() + 1), dy, d);
@@ -718,6 +732,24 @@ class GuardedDeviceOp final : public NodeKernel {
     chunked += 1;
   }
   explicit GuardedDeviceOp(const NodeProblem& p) : p_(p), m_(*static_cast<GuardedMemory*>(p.device)) {}
+  // The loss's kernels in the GPU's order: the rows, the log-probabilities, then the rows' sums in
+  // parts (or the rows' losses as the output); the rows' scratch kept for the backward pass.
+  void sce_forward(float* loss) {
+    const auto rows = static_cast<std::size_t>(sce_.rows);
+    lse_.assign(rows, 0.0f), row_loss_.assign(rows, 0.0f), row_weight_.assign(rows, 0.0f);
+    for (std::int64_t r = 0; r < sce_.rows; ++r) dev::sce_row(sce_, in(0), p_.in[1].data, lse_.data(), row_loss_.data(), row_weight_.data(), r);
+    if (float* log_prob = p_.out.size() > 1 ? p_.out[1].as<float>() : nullptr)
+      for (std::int64_t i = 0; i < sce_.rows * sce_.c; ++i) log_prob[i] = dev::sce_log_prob_at(sce_, in(0), lse_.data(), i);
+    if (sce_.reduction == dev::Sce::None) {
+      std::copy(row_loss_.begin(), row_loss_.end(), loss);
+      return;
+    }
+    const dev::Parts ps = dev::parts_of(2, sce_.rows);
+    std::vector<double> part(static_cast<std::size_t>(ps.chunks * ps.outputs));
+    for (std::int64_t e = 0; e < ps.chunks * ps.outputs; ++e) dev::sce_total_stage(ps, row_loss_.data(), row_weight_.data(), part.data(), e);
+    dev::sce_total_finish(sce_, ps, part.data(), loss, &divisor_);
+    chunked += ps.chunks > 1;
+  }
   const float* in(std::size_t i) const { return i < p_.in.size() ? p_.in[i].as<const float>() : nullptr; }
   static std::vector<const void*> views(std::initializer_list<const std::vector<TensorView>*> lists) {
     std::vector<const void*> v;
@@ -737,6 +769,9 @@ class GuardedDeviceOp final : public NodeKernel {
   std::vector<dev::Blocks> blocks_;
   dev::Window window_;
   dev::Cast cast_;
+  dev::Sce sce_;
+  std::vector<float> lse_, row_loss_, row_weight_;  // the loss's scratch (the GPU's own device memory)
+  float divisor_ = 0;
 };
 
 struct GuardedBackend {
@@ -771,6 +806,13 @@ TEST(Executor, TheGuardedTestDeviceCatchesAHostAccessOfDeviceMemory) {
   EXPECT_DEATH({ p[0] = 1.0f; }, "");
   EXPECT_THROW(m.download(&v, &v, sizeof v), Error);
   m.release(p);
+}
+
+// The index of g's SoftmaxCrossEntropyLoss node.
+int sce_node(const Graph& g) {
+  for (std::size_t i = 0; i < g.nodes.size(); ++i)
+    if (g.nodes[i].op == "SoftmaxCrossEntropyLoss") return static_cast<int>(i);
+  return -1;
 }
 
 // One training step of graph `g` (loss `loss`, weights `params`) on the host's executor and on
@@ -829,7 +871,7 @@ TEST(Executor, OnADeviceTheCudaBackendsElementKernelsComputeWhatTheReferenceDoes
                                          "HardSigmoid", "HardSwish", "Sqrt", "Erf",   "Exp",       "Log",       "Neg",        "Abs",
                                          "Reciprocal",  "ReduceSum", "ReduceMean", "Transpose", "LayerNormalization", "Gather",
                                          "Concat",      "Split",     "Slice",      "Pad",       "Expand",    "Clip",       "Pow",
-                                         "Where"};
+                                         "Where",       "SoftmaxCrossEntropyLoss"};
   auto close = [](const std::vector<double>& got, const std::vector<double>& want, const std::string& what) {
     ASSERT_EQ(got.size(), want.size()) << what;
     double err = 0, norm = 0;
@@ -881,6 +923,34 @@ TEST(Executor, OnADeviceTheCudaBackendsElementKernelsComputeWhatTheReferenceDoes
       if (st.node >= 0 && b.g.nodes[static_cast<std::size_t>(st.node)].op == "Cast") ++casts, on += st.impl == "guarded d500 kernels (Cast)";
     EXPECT_GE(casts, 5) << "five casts forward, and the backward steps of those with a float output";
     EXPECT_EQ(on, casts) << "every Cast step on the kernels";
+  }
+  {
+    // The loss's log_prob output: on the kernels in inference (both outputs the graph's); in
+    // training, where its gradient would flow back into the scores, the node on the reference.
+    SCOPED_TRACE("SoftmaxCrossEntropyLoss with log_prob");
+    GraphBuilder b;
+    const int sce = b.node("SoftmaxCrossEntropyLoss", {b.weight("s", {3, 4, 2}, -2, 2), b.constant_i64("l", {3, 0, 1, 1, 2, 3}, {3, 2})}, {}, 2);
+    b.g.outputs = {sce, sce + 1};
+    infer_and_fold(b.g, "test graph");
+    ExecutorSpec s;
+    s.graph = &b.g;
+    GraphExecutor host(s);
+    s.backend = &dev.info;
+    GraphExecutor device(s);
+    for (GraphExecutor* e : {&host, &device}) e->forward(0);
+    close(device.output(0), host.output(0), "the loss");
+    close(device.output(1), host.output(1), "log_prob");
+    EXPECT_EQ(device.output(1).size(), 24u);
+    int on = 0, off = 0;
+    for (const auto& st : device.steps()) on += st.node == sce_node(b.g) && st.impl == "guarded d500 kernels (SoftmaxCrossEntropyLoss)";
+    GraphBuilder t;
+    const int tsce = t.node("SoftmaxCrossEntropyLoss", {t.weight("s", {3, 4}, -2, 2), t.constant_i64("l", {3, 0, 1})}, {}, 2);
+    const int loss = t.finish_with_projection_loss({tsce, tsce + 1});
+    auto [th, td] = stepped_on_host_and(t.g, loss, t.params(), dev.info);
+    for (std::size_t k = 0; k < t.params().size(); ++k) close(td->gradient(k), th->gradient(k), t.g.info(t.params()[k]).name);
+    for (const auto& st : td->steps()) off += st.node == sce_node(t.g) && st.impl == "reference (fallback, through host)";
+    EXPECT_EQ(on, 1) << "the forward pass on the kernels";
+    EXPECT_EQ(off, 2) << "the training step's forward and backward passes on the reference";
   }
   {
     // A Split whose first output is unused (its block of the gradient is zero) and a constant Pad

@@ -405,7 +405,7 @@ TEST_F(Gpu, DsExecutorRunsNetworksOnTheGpuAndValidatesOrSaysWhyItCannot) {
       bool loss = false;
       for (const std::string& impl : step_impls(g)) {
         EXPECT_EQ(impl.find("fallback"), std::string::npos) << impl;
-        loss = loss || impl == "cuda d500 kernels (softmax cross-entropy)";
+        loss = loss || impl == "cuda d500 kernels (SoftmaxCrossEntropyLoss)";
       }
       EXPECT_EQ(loss, canonical.find("pass=training") != std::string::npos) << canonical;
     }

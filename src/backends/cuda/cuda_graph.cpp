@@ -22,11 +22,12 @@
 //   Softmax, LogSoftmax                            cuDNN softmax (accurate / log)
 //   BatchNormalization (without running-statistics  cuDNN spatial batch normalisation, batch
 //   outputs)                                       statistics in training
-//   SoftmaxCrossEntropyLoss (scores [N, C], no     d500's own kernels (cuda_kernels.cu, with nvcc):
-//   weights, mean or sum)                          a block per row, the sum in a fixed order
-//   Add, Sub, Mul, Div (broadcast), Erf,           d500's own element kernels (device_ops.hpp's
-//   Transpose, LayerNormalization, Gather          functions, one thread per element or row; the
-//                                                  reductions serial, in double, no atomics)
+//   SoftmaxCrossEntropyLoss, broadcast Add, Sub,   d500's own kernels (device_ops.hpp's functions,
+//   Mul, Div, Pow (float exponent), Where; the     compiled by nvcc into cuda_kernels.cu: one
+//   unary activations and Clip; ReduceSum,         thread per element or row; the reductions
+//   ReduceMean; Transpose; LayerNormalization;     serial, in double, long ones in fixed parts;
+//   Gather; Concat, Split, Slice, Pad, Expand;     no atomics)
+//   Cast
 // Every other node, and these outside the cases above, run on the reference through host
 // mirrors (the executor's fallback, named per node). Nothing here has run on a GPU yet: the
 // executor's device path is tested on the host with a guarded test device
@@ -343,50 +344,41 @@ class Add final : public CudaNode {
 };
 
 #ifdef D500_HAVE_CUDA_KERNELS
-// The training loss d500 appends to a classifier (networks/prepare.cpp), on d500's own kernels
-// (cuda_kernels.cu): without it every training step would stop for the host twice (the scores
-// down, the loss up; then the gradient). Scores [N, C], labels [N], no class weights, reduction
-// mean or sum, no log_prob output in training; the rest falls back.
+// SoftmaxCrossEntropyLoss (dev::Sce: any N C d... layout, class weights, ignore_index, mean, sum
+// or none), the training loss d500 appends to a classifier (networks/prepare.cpp): on the host
+// every training step would stop twice (the scores down, the loss up; then the gradient). One
+// thread per row for its log-sum-exp, one per score for the gradient; the rows' sums in parts.
 class SoftmaxCrossEntropy final : public CudaNode {
  public:
-  static std::unique_ptr<NodeKernel> make(const NodeProblem& p, ExecutorMemory& m) {
-    const Shape& s = *p.in[0].shape;
-    const std::string reduction = p.node->attr_s("reduction", "mean");
-    if (p.in[0].dtype != DType::F32 || s.size() != 2 || !fits_int(s[1]) || s[0] < 1 || s[0] > std::numeric_limits<int>::max()) return nullptr;
-    if (p.in[1].dtype != DType::I64 && p.in[1].dtype != DType::I32) return nullptr;
-    if ((p.in.size() > 2 && p.in[2].present()) || (reduction != "mean" && reduction != "sum")) return nullptr;
-    // A log_prob output read by other nodes in training: its gradient would flow back into the
-    // scores, and the backward kernel knows only the loss's. The reference computes both.
-    if (p.training && p.out.size() > 1 && p.out[1].present()) return nullptr;
-    SceShape d;
-    d.n = s[0], d.c = to_int(s[1]), d.labels64 = p.in[1].dtype == DType::I64, d.mean = reduction == "mean";
-    d.has_ignore = p.node->has("ignore_index"), d.ignore = p.node->attr_i("ignore_index", 0);
-    return std::unique_ptr<NodeKernel>(new SoftmaxCrossEntropy(p, m, d));
+  SoftmaxCrossEntropy(const NodeProblem& p, ExecutorMemory& m, const dev::Sce& k) : CudaNode(p, m), k_(k), ps_(dev::parts_of(2, k.rows)) {
+    const auto rows = static_cast<std::size_t>(k.rows) * sizeof(float);
+    lse_ = static_cast<float*>(own(rows));
+    row_loss_ = static_cast<float*>(own(rows));
+    row_weight_ = static_cast<float*>(own(rows));
+    divisor_ = static_cast<float*>(own(sizeof(float)));
+    part_ = static_cast<double*>(own(static_cast<std::size_t>(ps_.chunks * ps_.outputs) * sizeof(double)));
   }
   void forward() override {
     float* log_prob = p_.out.size() > 1 && p_.out[1].present() ? out(1) : nullptr;
-    check(launch_sce_forward(d_, in(0), p_.in[1].data, out(0), log_prob, row_loss_, row_weight_, divisor_, m_.stream()),
-          "the softmax cross-entropy kernel's launch");
+    check(launch_sce_forward(k_, ps_, in(0), p_.in[1].data, out(0), log_prob, lse_, row_loss_, row_weight_, divisor_, part_, m_.stream()),
+          "the softmax cross-entropy kernels' launch");
   }
   void backward() override {
     float* ds = din(0);
     if (!ds) return;
     const float* dl = p_.dout[0].present() ? dout(0) : nullptr;
-    check(launch_sce_backward(d_, in(0), p_.in[1].data, row_weight_, divisor_, dl, ds, m_.stream()),
-          "the softmax cross-entropy kernel's launch");
+    check(launch_sce_backward(k_, in(0), p_.in[1].data, lse_, row_weight_, divisor_, dl, ds, m_.stream()), "the softmax cross-entropy kernel's launch");
   }
-  std::string impl() const override { return "cuda d500 kernels (softmax cross-entropy)"; }
+  std::string impl() const override { return "cuda d500 kernels (SoftmaxCrossEntropyLoss)"; }
 
  private:
-  SceShape d_;
+  dev::Sce k_;
+  dev::Parts ps_;
+  float* lse_;
   float* row_loss_;
   float* row_weight_;
   float* divisor_;
-  SoftmaxCrossEntropy(const NodeProblem& p, ExecutorMemory& m, const SceShape& d) : CudaNode(p, m), d_(d) {
-    row_loss_ = static_cast<float*>(own(static_cast<std::size_t>(d.n) * sizeof(float)));
-    row_weight_ = static_cast<float*>(own(static_cast<std::size_t>(d.n) * sizeof(float)));
-    divisor_ = static_cast<float*>(own(sizeof(float)));
-  }
+  double* part_;
 };
 
 // What d500's own element kernels (device_ops.hpp, one thread per element or row; the reductions
@@ -961,7 +953,10 @@ std::unique_ptr<NodeKernel> make_node_kernel(const NodeProblem& p, int) {
   auto* m = dynamic_cast<ExecutorMemory*>(p.device);
   if (!m) return nullptr;  // host memory: nothing here runs on it
 #ifdef D500_HAVE_CUDA_KERNELS
-  if (p.node->op == "SoftmaxCrossEntropyLoss") return SoftmaxCrossEntropy::make(p, *m);  // its labels are integers
+  if (p.node->op == "SoftmaxCrossEntropyLoss") {  // its labels are integers
+    const auto k = dev::sce_of(p);
+    return k ? std::make_unique<SoftmaxCrossEntropy>(p, *m, *k) : nullptr;
+  }
   if (p.node->op == "Gather") {  // its indices are integers
     const auto k = dev::gather_of(p);
     return k ? std::make_unique<GatherNode>(p, *m, *k) : nullptr;

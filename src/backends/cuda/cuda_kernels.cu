@@ -19,84 +19,6 @@ __global__ void optimizer_step_kernel(StepRule r, float* p, const float* g, floa
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) apply_rule_at(r, p, g, a, b, i);
 }
 
-constexpr int kRowThreads = 256;  // a power of two: the tree below halves it
-
-// The block's maximum or sum of one value per thread, the same tree at every run; every thread
-// gets the result.
-__device__ float block_reduce(float v, float* shared, bool max) {
-  shared[threadIdx.x] = v;
-  __syncthreads();
-  for (int half = kRowThreads / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half) {
-      const float o = shared[threadIdx.x + half];
-      shared[threadIdx.x] = max ? fmaxf(shared[threadIdx.x], o) : shared[threadIdx.x] + o;
-    }
-    __syncthreads();
-  }
-  const float r = shared[0];
-  __syncthreads();
-  return r;
-}
-
-__device__ std::int64_t label_at(const void* labels, bool labels64, std::int64_t i) {
-  return labels64 ? static_cast<const std::int64_t*>(labels)[i] : static_cast<std::int64_t>(static_cast<const std::int32_t*>(labels)[i]);
-}
-
-// A row's maximum and sum of exp(x - max): softmax's pieces, as the reference computes them.
-__device__ void row_softmax(const float* x, int c, float* shared, float& mx, float& sum) {
-  float m = -INFINITY;
-  for (int j = threadIdx.x; j < c; j += kRowThreads) m = fmaxf(m, x[j]);
-  mx = block_reduce(m, shared, true);
-  float s = 0;
-  for (int j = threadIdx.x; j < c; j += kRowThreads) s += expf(x[j] - mx);
-  sum = block_reduce(s, shared, false);
-}
-
-__global__ void sce_forward_rows(SceShape d, const float* scores, const void* labels, float* log_prob, float* row_loss, float* row_weight) {
-  __shared__ float shared[kRowThreads];
-  const std::int64_t n = blockIdx.x;
-  const float* x = scores + n * d.c;
-  float mx = 0, sum = 0;
-  row_softmax(x, d.c, shared, mx, sum);
-  const float lse = mx + logf(sum);
-  if (log_prob)
-    for (int j = threadIdx.x; j < d.c; j += kRowThreads) log_prob[n * d.c + j] = x[j] - lse;
-  if (threadIdx.x == 0) {
-    const std::int64_t l = label_at(labels, d.labels64, n);
-    const bool ignored = d.has_ignore && l == d.ignore;
-    row_weight[n] = ignored ? 0.0f : 1.0f;
-    row_loss[n] = ignored ? 0.0f : l < 0 || l >= d.c ? NAN : -(x[l] - lse);
-  }
-}
-
-__global__ void sce_forward_total(SceShape d, const float* row_loss, const float* row_weight, float* loss, float* divisor) {
-  __shared__ float shared[kRowThreads];
-  float total = 0, weight = 0;
-  for (std::int64_t i = threadIdx.x; i < d.n; i += kRowThreads) {
-    total += row_loss[i];
-    weight += row_weight[i];
-  }
-  total = block_reduce(total, shared, false);
-  weight = block_reduce(weight, shared, false);
-  if (threadIdx.x == 0) {
-    divisor[0] = d.mean ? weight : 1.0f;
-    loss[0] = d.mean ? total / weight : total;
-  }
-}
-
-__global__ void sce_backward_rows(SceShape d, const float* scores, const void* labels, const float* row_weight, const float* divisor,
-                                  const float* dloss, float* dscores) {
-  __shared__ float shared[kRowThreads];
-  const std::int64_t n = blockIdx.x;
-  const float* x = scores + n * d.c;
-  float* dx = dscores + n * d.c;
-  const float g = !dloss || row_weight[n] == 0 ? 0.0f : dloss[0] / divisor[0];
-  float mx = 0, sum = 0;
-  row_softmax(x, d.c, shared, mx, sum);
-  const std::int64_t l = label_at(labels, d.labels64, n);
-  for (int j = threadIdx.x; j < d.c; j += kRowThreads) dx[j] = g * (expf(x[j] - mx) / sum - (j == l ? 1.0f : 0.0f));
-}
-
 // One thread per element of [0, n) in a grid-stride loop, calling f(i).
 template <class F>
 __global__ void each_element(std::int64_t n, F f) {
@@ -251,20 +173,26 @@ cudaError_t launch_cast(const dev::Cast& k, const void* src, void* dst, cudaStre
   return launch_each(k.n, s, [=] __device__(std::int64_t i) { dev::cast_at(k, src, dst, i); });
 }
 
-cudaError_t launch_sce_forward(const SceShape& d, const float* scores, const void* labels, float* loss, float* log_prob, float* row_loss,
-                               float* row_weight, float* divisor, cudaStream_t s) {
-  if (d.n <= 0 || d.n > 0x7fffffff) return cudaErrorInvalidValue;
-  sce_forward_rows<<<static_cast<unsigned>(d.n), kRowThreads, 0, s>>>(d, scores, labels, log_prob, row_loss, row_weight);
-  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-  sce_forward_total<<<1, kRowThreads, 0, s>>>(d, row_loss, row_weight, loss, divisor);
-  return cudaGetLastError();
+cudaError_t launch_sce_forward(const dev::Sce& k, const dev::Parts& ps, const float* scores, const void* labels, float* loss, float* log_prob,
+                               float* lse, float* row_loss, float* row_weight, float* divisor, double* part, cudaStream_t s) {
+  if (const cudaError_t e = launch_each(k.rows, s, [=] __device__(std::int64_t r) { dev::sce_row(k, scores, labels, lse, row_loss, row_weight, r); });
+      e != cudaSuccess)
+    return e;
+  if (log_prob)
+    if (const cudaError_t e = launch_each(k.rows * k.c, s, [=] __device__(std::int64_t i) { log_prob[i] = dev::sce_log_prob_at(k, scores, lse, i); });
+        e != cudaSuccess)
+      return e;
+  if (k.reduction == dev::Sce::None) return launch_each(k.rows, s, [=] __device__(std::int64_t r) { loss[r] = row_loss[r]; });
+  if (const cudaError_t e = launch_each(ps.chunks * ps.outputs, s, [=] __device__(std::int64_t e) { dev::sce_total_stage(ps, row_loss, row_weight, part, e); });
+      e != cudaSuccess)
+    return e;
+  return launch_each(1, s, [=] __device__(std::int64_t) { dev::sce_total_finish(k, ps, part, loss, divisor); });
 }
 
-cudaError_t launch_sce_backward(const SceShape& d, const float* scores, const void* labels, const float* row_weight, const float* divisor,
-                                const float* dloss, float* dscores, cudaStream_t s) {
-  if (d.n <= 0 || d.n > 0x7fffffff) return cudaErrorInvalidValue;
-  sce_backward_rows<<<static_cast<unsigned>(d.n), kRowThreads, 0, s>>>(d, scores, labels, row_weight, divisor, dloss, dscores);
-  return cudaGetLastError();
+cudaError_t launch_sce_backward(const dev::Sce& k, const float* scores, const void* labels, const float* lse, const float* row_weight,
+                                const float* divisor, const float* dloss, float* dscores, cudaStream_t s) {
+  return launch_each(k.rows * k.c, s,
+                     [=] __device__(std::int64_t i) { dscores[i] = dev::sce_grad_at(k, scores, labels, lse, row_weight, divisor, dloss, i); });
 }
 
 cudaError_t launch_optimizer_step(const StepRule& r, float* p, const float* g, float* a, float* b, std::int64_t n, cudaStream_t s) {

@@ -16,26 +16,14 @@ namespace d500::cuda {
 // (a, b: nullptr where the rule keeps no such state).
 cudaError_t launch_optimizer_step(const StepRule& r, float* p, const float* g, float* a, float* b, std::int64_t n, cudaStream_t s);
 
-// ONNX's SoftmaxCrossEntropyLoss over scores [n, c] and labels [n] (int64 or int32), without
-// class weights, reduced by mean (over the labels not equal to ignore_index) or sum: the training
-// loss d500 appends to a classifier. Every row is one block; the rows' losses are summed by one
-// block in a fixed order, so the loss is the same bits at every run.
-struct SceShape {
-  std::int64_t n = 0;
-  int c = 0;
-  bool labels64 = true;
-  bool mean = true;
-  bool has_ignore = false;
-  std::int64_t ignore = 0;
-};
-// Forward: loss[0]; log_prob [n, c] when not nullptr; and for the backward pass, each row's
-// weight (0: ignored, else 1) and the divisor (the count of rows weighed, or 1 for sum). A label
-// outside [0, c) makes its row's loss, and so the loss, NaN.
-cudaError_t launch_sce_forward(const SceShape& d, const float* scores, const void* labels, float* loss, float* log_prob, float* row_loss,
-                               float* row_weight, float* divisor, cudaStream_t s);
-// Backward: dscores = dloss[0] / divisor * row_weight * (softmax(scores) - onehot(label)).
-cudaError_t launch_sce_backward(const SceShape& d, const float* scores, const void* labels, const float* row_weight, const float* divisor,
-                                const float* dloss, float* dscores, cudaStream_t s);
+// ONNX's SoftmaxCrossEntropyLoss (dev::Sce): forward, each row's log-sum-exp, loss and weight
+// (lse, row_loss, row_weight: k.rows floats each), log_prob where not nullptr, and the loss (mean,
+// sum: through ps = dev::parts_of(2, k.rows), part its 2 ps.chunks doubles; none: the rows'
+// losses) with the divisor the backward pass scales by; backward, dscores element by element.
+cudaError_t launch_sce_forward(const dev::Sce& k, const dev::Parts& ps, const float* scores, const void* labels, float* loss, float* log_prob,
+                               float* lse, float* row_loss, float* row_weight, float* divisor, double* part, cudaStream_t s);
+cudaError_t launch_sce_backward(const dev::Sce& k, const float* scores, const void* labels, const float* lse, const float* row_weight,
+                                const float* divisor, const float* dloss, float* dscores, cudaStream_t s);
 
 // Level 1's other operators (device_ops.hpp's functions, one thread per element or row):
 // y = a op b, broadcast; d(a) or d(b) (which: 0 or 1), each element the sum over its broadcast.
