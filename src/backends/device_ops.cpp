@@ -58,9 +58,12 @@ std::optional<Binary> binary_of(const NodeProblem& p) {
   else if (op == "Sub") k.op = BinaryOp::Sub;
   else if (op == "Mul") k.op = BinaryOp::Mul;
   else if (op == "Div") k.op = BinaryOp::Div;
-  else if (op == "Pow") k.op = BinaryOp::Pow;  // a float32 exponent (an integer one: the reference's)
+  else if (op == "Pow") k.op = BinaryOp::Pow;
   else return std::nullopt;
-  if (p.in.size() != 2 || !p.in[0].present() || !p.in[1].present() || !all_f32(p.in) || !all_f32(p.out)) return std::nullopt;
+  if (p.in.size() != 2 || !p.in[0].present() || !p.in[1].present() || p.in[0].dtype != DType::F32 || !all_f32(p.out)) return std::nullopt;
+  if (k.op == BinaryOp::Pow && p.in[1].dtype == DType::I64) k.b_elem = Elem::I64;
+  else if (k.op == BinaryOp::Pow && p.in[1].dtype == DType::I32) k.b_elem = Elem::I32;
+  else if (p.in[1].dtype != DType::F32) return std::nullopt;
   const Shape& y = *p.out[0].shape;
   if (y.size() > static_cast<std::size_t>(kMaxRank) || p.in[0].shape->size() > y.size() || p.in[1].shape->size() > y.size()) return std::nullopt;
   k.s = output_space(y);

@@ -98,10 +98,14 @@ D500_HOST_DEVICE inline double sum_parts(const Parts& s, const double* part, I j
 
 // ---- Add, Sub, Mul, Div with numpy broadcasting ----------------------------------------------
 enum class BinaryOp : std::int32_t { Add, Sub, Mul, Div, Pow, Where };
+enum class Elem : std::int32_t { F32, I64, I32, Bool };  // a tensor's element type
 struct Binary {
   BinaryOp op = BinaryOp::Add;
   Strides s;  // sa: a's strides, sb: b's (Where: a the true branch, b the false, sc the condition's)
   const std::uint8_t* cond = nullptr;  // Where's condition (a bool tensor on the device)
+  // Pow's exponent as the node has it: float32, or int64 or int32, which the node casts to float32
+  // (cast_at) before the kernels read it as b, as the reference reads it in the base's type.
+  Elem b_elem = Elem::F32;
 };
 
 D500_HOST_DEVICE inline float binary_apply(BinaryOp op, float a, float b) {
@@ -535,8 +539,7 @@ D500_HOST_DEVICE inline float window_grad_at(const Window& k, const float* dy, I
   return read ? dy[dst] : 0.0f;
 }
 
-// ---- Cast between float32, int64, int32 and bool ---------------------------------------------
-enum class Elem : std::int32_t { F32, I64, I32, Bool };
+// ---- Cast between float32, int64, int32 and bool (Elem: above, with Binary) ------------------
 struct Cast {
   Elem from = Elem::F32, to = Elem::F32;
   I n = 0;
@@ -636,8 +639,9 @@ D500_HOST_DEVICE inline float sce_grad_at(const Sce& k, const float* scores, con
 }
 
 // ---- The descriptors of a node (device_ops.cpp): nullopt when the node is outside them -------
-// Add, Sub, Mul, Div, Pow of float32 operands of rank <= kMaxRank; Where of float32 branches (its
-// operands a and b are the node's inputs 1 and 2, binary_first).
+// Add, Sub, Mul, Div, Pow of float32 operands of rank <= kMaxRank (Pow's exponent may be int64 or
+// int32: b_elem); Where of float32 branches (its operands a and b are the node's inputs 1 and 2,
+// binary_first).
 std::optional<Binary> binary_of(const NodeProblem& p);
 inline int binary_first(const Binary& k) { return k.op == BinaryOp::Where ? 1 : 0; }
 // The unary operators of UnaryOp on float32.

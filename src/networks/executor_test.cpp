@@ -93,6 +93,11 @@ std::vector<GradCase> cases() {
                    return std::vector<int>{b.node(op, {b.weight("a", {2, 3, 4}, 0.5, 2), b.weight("b", {3, 1}, 0.5, 2)})};
                  }});
   v.push_back({"Pow", [](B& b) { return std::vector<int>{b.node("Pow", {b.weight("a", {2, 3}, 0.5, 2), b.weight("b", {3}, 0.5, 2)})}; }});
+  v.push_back({"Pow (integer exponents, broadcast)", [](B& b) {
+                 const int e = b.node("Cast", {b.constant_i64("e", {2, 0, 3}, {3})}, {{"to", int_attr(static_cast<std::int64_t>(DType::I32))}});
+                 return std::vector<int>{b.node("Pow", {b.weight("a", {2, 3}, -2, -0.5), b.constant_i64("k", {2, -1}, {2, 1})}),
+                                         b.node("Pow", {b.weight("c", {4, 3}, 0.5, 2), e})};
+               }});
   v.push_back({"Mul of a tensor by itself", [](B& b) {
                  const int x = b.weight("x", {4, 3});
                  return std::vector<int>{b.node("Mul", {x, x})};
@@ -649,7 +654,7 @@ class GuardedDeviceOp final : public NodeKernel {
     else if (op == "SoftmaxCrossEntropyLoss")
       sce_forward(y);
     else
-      for (std::int64_t i = 0; i < binary_.s.n; ++i) y[i] = dev::binary_forward_at(binary_, in(first()), in(first() + 1), i);
+      for (std::int64_t i = 0; i < binary_.s.n; ++i) y[i] = dev::binary_forward_at(binary_, in(first()), operand_b(), i);
   }
   void backward() override {
     GuardedMemory::Open o(m_, views({&p_.in, &p_.out, &p_.din, &p_.dout}));
@@ -709,7 +714,7 @@ class GuardedDeviceOp final : public NodeKernel {
         dx[i] = dev::sce_grad_at(sce_, in(0), p_.in[1].data, lse_.data(), row_weight_.data(), &divisor_, dy, i);
     } else {
       for (int w = 0; w < (op == "Expand" ? 1 : 2); ++w)
-        if (float* d = p_.din[first() + static_cast<std::size_t>(w)].as<float>()) grad_in_parts(w, op == "Expand" ? nullptr : in(first() + 1), dy, d);
+        if (float* d = p_.din[first() + static_cast<std::size_t>(w)].as<float>()) grad_in_parts(w, op == "Expand" ? nullptr : operand_b(), dy, d);
     }
   }
   std::string impl() const override { return "guarded d500 kernels (" + p_.node->op + ")"; }
@@ -732,6 +737,14 @@ class GuardedDeviceOp final : public NodeKernel {
     chunked += 1;
   }
   explicit GuardedDeviceOp(const NodeProblem& p) : p_(p), m_(*static_cast<GuardedMemory*>(p.device)) {}
+  // Operand b as float32: Pow's integer exponent cast first (cast_at), as the GPU's node does.
+  const float* operand_b() {
+    if (binary_.b_elem == dev::Elem::F32) return in(first() + 1);
+    const dev::Cast c{binary_.b_elem, dev::Elem::F32, p_.in[1].numel()};
+    exponent_.resize(static_cast<std::size_t>(c.n));
+    for (std::int64_t i = 0; i < c.n; ++i) dev::cast_at(c, p_.in[1].data, exponent_.data(), i);
+    return exponent_.data();
+  }
   // The loss's kernels in the GPU's order: the rows, the log-probabilities, then the rows' sums in
   // parts (or the rows' losses as the output); the rows' scratch kept for the backward pass.
   void sce_forward(float* loss) {
@@ -771,6 +784,7 @@ class GuardedDeviceOp final : public NodeKernel {
   dev::Cast cast_;
   dev::Sce sce_;
   std::vector<float> lse_, row_loss_, row_weight_;  // the loss's scratch (the GPU's own device memory)
+  std::vector<float> exponent_;                     // Pow's integer exponent as float32
   float divisor_ = 0;
 };
 

@@ -23,11 +23,10 @@
 //   BatchNormalization (without running-statistics  cuDNN spatial batch normalisation, batch
 //   outputs)                                       statistics in training
 //   SoftmaxCrossEntropyLoss, broadcast Add, Sub,   d500's own kernels (device_ops.hpp's functions,
-//   Mul, Div, Pow (float exponent), Where; the     compiled by nvcc into cuda_kernels.cu: one
-//   unary activations and Clip; ReduceSum,         thread per element or row; the reductions
-//   ReduceMean; Transpose; LayerNormalization;     serial, in double, long ones in fixed parts;
-//   Gather; Concat, Split, Slice, Pad, Expand;     no atomics)
-//   Cast
+//   Mul, Div, Pow, Where; the unary activations    compiled by nvcc into cuda_kernels.cu: one
+//   and Clip; ReduceSum, ReduceMean; Transpose;    thread per element or row; the reductions
+//   LayerNormalization; Gather; Concat, Split,     serial, in double, long ones in fixed parts;
+//   Slice, Pad, Expand; Cast                       no atomics)
 // Every other node, and these outside the cases above, run on the reference through host
 // mirrors (the executor's fallback, named per node). Nothing here has run on a GPU yet: the
 // executor's device path is tested on the host with a guarded test device
@@ -425,7 +424,7 @@ class MapNode final : public ElementNode {
   K k_;
 };
 
-// Add, Sub, Mul, Div, Pow (a float32 exponent), Where with broadcasting (Add of equal shapes stays on
+// Add, Sub, Mul, Div, Pow (a float32 or integer exponent), Where with broadcasting (Add of equal shapes stays on
 // cuBLAS). A broadcast
 // operand's gradient sums in parts (dev::Parts) into scratch of the node's own, shared by the two
 // operands (one after the other on the stream).
@@ -434,21 +433,30 @@ class Binary final : public ElementNode {
   Binary(const NodeProblem& p, ExecutorMemory& m, const dev::Binary& k) : ElementNode(p, m), k_(k), first_(static_cast<std::size_t>(dev::binary_first(k))) {
     for (int w = 0; w < 2; ++w) parts_[w] = dev::parts_of(p.in[first_ + static_cast<std::size_t>(w)].numel(), dev::binary_grad_count(k, w));
     part_ = own_parts({parts_[0], parts_[1]});
+    if (k.b_elem != dev::Elem::F32) exponent_ = static_cast<float*>(own(static_cast<std::size_t>(p.in[1].numel()) * sizeof(float)));
   }
-  void forward() override { launched(launch_binary_forward(k_, in(first_), in(first_ + 1), out(0), m_.stream())); }
+  void forward() override { launched(launch_binary_forward(k_, in(first_), operand_b(), out(0), m_.stream())); }
   void backward() override {
     if (!has_dout()) return;
+    const float* b = din(first_) ? operand_b() : in(first_ + 1);  // an integer exponent has no gradient
     for (int w = 0; w < 2; ++w)
-      if (float* d = din(first_ + static_cast<std::size_t>(w)))
-        launched(launch_binary_grad(k_, w, parts_[w], in(first_), in(first_ + 1), dout(0), d, part_, m_.stream()));
+      if (float* d = din(first_ + static_cast<std::size_t>(w))) launched(launch_binary_grad(k_, w, parts_[w], in(first_), b, dout(0), d, part_, m_.stream()));
   }
   std::string impl() const override { return "cuda d500 kernels (broadcast " + p_.node->op + ")"; }
 
  private:
+  // Operand b as float32: Pow's integer exponent cast into exponent_ first, on the stream.
+  const float* operand_b() {
+    if (!exponent_) return in(first_ + 1);
+    launched(launch_cast(dev::Cast{k_.b_elem, dev::Elem::F32, p_.in[1].numel()}, p_.in[1].data, exponent_, m_.stream()));
+    return exponent_;
+  }
+
   dev::Binary k_;
   std::size_t first_;  // the node's input that is operand a (Where: 1, after its condition)
   dev::Parts parts_[2];
   double* part_ = nullptr;
+  float* exponent_ = nullptr;  // Pow's integer exponent as float32
 };
 
 // LeakyRelu, Sigmoid, Tanh, HardSigmoid, HardSwish, Sqrt, Erf, Exp, Log, Neg, Abs, Reciprocal, Clip
@@ -978,7 +986,7 @@ std::unique_ptr<NodeKernel> make_node_kernel(const NodeProblem& p, int) {
     const auto k = dev::cast_of(p);
     return k ? std::make_unique<CastNode>(p, *m, *k) : nullptr;
   }
-  if (p.node->op == "Where") {  // its condition is bool
+  if (p.node->op == "Where" || p.node->op == "Pow") {  // Where's condition is bool; Pow's exponent may be an integer
     const auto k = dev::binary_of(p);
     return k ? std::make_unique<Binary>(p, *m, *k) : nullptr;
   }
@@ -1010,7 +1018,7 @@ std::unique_ptr<NodeKernel> make_node_kernel(const NodeProblem& p, int) {
   }
   if (op == "Add" && p.in.size() == 2 && *p.in[0].shape == *p.in[1].shape) return std::make_unique<Add>(p, *m);
 #ifdef D500_HAVE_CUDA_KERNELS
-  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Pow") {
+  if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") {
     const auto k = dev::binary_of(p);
     return k ? std::make_unique<Binary>(p, *m, *k) : nullptr;
   }
