@@ -311,6 +311,19 @@ std::optional<Cast> cast_of(const NodeProblem& p) {
   return Cast{*from, *to, p.in[0].numel()};
 }
 
+std::optional<BatchNorm> batch_norm_of(const NodeProblem& p) {
+  if (p.node->op != "BatchNormalization" || p.in.size() < 5 || !all_f32(p.in) || !all_f32(p.out)) return std::nullopt;
+  const Shape& x = *p.in[0].shape;
+  if (x.size() < 2) return std::nullopt;
+  BatchNorm k;
+  k.n = x[0], k.c = x[1];
+  for (std::size_t i = 2; i < x.size(); ++i) k.plane *= x[i];
+  k.eps = static_cast<float>(p.node->attr_f("epsilon", 1e-5));
+  k.momentum = static_cast<float>(p.node->attr_f("momentum", 0.9));
+  k.training = p.training || p.node->attr_i("training_mode", 0) != 0;  // the reference's bn_training
+  return k;
+}
+
 std::optional<Sce> sce_of(const NodeProblem& p) {
   if (p.node->op != "SoftmaxCrossEntropyLoss" || p.in[0].dtype != DType::F32 || !all_f32(p.out)) return std::nullopt;
   if (p.in[1].dtype != DType::I64 && p.in[1].dtype != DType::I32) return std::nullopt;

@@ -348,6 +348,87 @@ D500_HOST_DEVICE inline void ln_param_grad_finish(const Parts& s, const double* 
   if (dbias) dbias[i] = static_cast<float>(sum_parts(s, part + s.chunks * s.outputs, i));
 }
 
+// ---- BatchNormalization: x [n, c, plane...], per channel -------------------------------------
+// The channel's statistics (batch ones in training, the running inputs else) in two passes of
+// parts over its n plane elements (ps = parts_of(c, n plane)): the mean, then the biased
+// variance, each sum in double, as the reference's; then the running-statistics outputs and the
+// elements. Backward: the channel's sums of dy and of dy xhat in parts, then dx per element.
+struct BatchNorm {
+  I n = 0, c = 0, plane = 1;
+  float eps = 1e-5f, momentum = 0.9f;
+  bool training = true;  // batch statistics; else the running ones (inputs 3 and 4) normalise
+};
+// Element t (< n plane) of channel ch.
+D500_HOST_DEVICE inline I bn_element(const BatchNorm& k, I ch, I t) { return (t / k.plane * k.c + ch) * k.plane + t % k.plane; }
+D500_HOST_DEVICE inline I bn_channel(const BatchNorm& k, I i) { return i / k.plane % k.c; }
+
+// Part e: the sum of x (mean nullptr) or of (x - mean)^2 over its elements.
+D500_HOST_DEVICE inline void bn_stats_stage(const BatchNorm& k, const Parts& s, const float* x, const float* mean, double* part, I e) {
+  I ch = 0, t0 = 0, t1 = 0;
+  part_range(s, e, ch, t0, t1);
+  double acc = 0;
+  for (I t = t0; t < t1; ++t) {
+    const float v = x[bn_element(k, ch, t)];
+    if (mean) {
+      const float d = v - mean[ch];
+      acc += d * d;
+    } else {
+      acc += v;
+    }
+  }
+  part[e] = acc;
+}
+// Channel ch's mean or variance from the parts.
+D500_HOST_DEVICE inline void bn_stats_finish(const Parts& s, const double* part, float* stat, I ch) {
+  stat[ch] = static_cast<float>(sum_parts(s, part, ch) / static_cast<double>(s.count));
+}
+// Channel ch's optional outputs, the reference's: the running statistics updated (momentum times
+// the input plus 1 - momentum times the batch's), and (before opset 14) the batch's.
+D500_HOST_DEVICE inline void bn_running_outputs(const BatchNorm& k, const float* rm, const float* rv, const float* mean, const float* var,
+                                                float* out_rm, float* out_rv, float* out_mean, float* out_var, I ch) {
+  if (out_rm) out_rm[ch] = rm[ch] * k.momentum + mean[ch] * (1.0f - k.momentum);
+  if (out_rv) out_rv[ch] = rv[ch] * k.momentum + var[ch] * (1.0f - k.momentum);
+  if (out_mean) out_mean[ch] = mean[ch];
+  if (out_var) out_var[ch] = var[ch];
+}
+D500_HOST_DEVICE inline float bn_forward_at(const BatchNorm& k, const float* x, const float* scale, const float* bias, const float* mean,
+                                            const float* var, I i) {
+  const I ch = bn_channel(k, i);
+  const float inv = 1.0f / sqrtf(var[ch] + k.eps);
+  return scale[ch] * (x[i] - mean[ch]) * inv + bias[ch];
+}
+// Part e of the backward sums: of dy into part[e], of dy xhat into part[chunks c + e].
+D500_HOST_DEVICE inline void bn_grad_stage(const BatchNorm& k, const Parts& s, const float* x, const float* dy, const float* mean, const float* var,
+                                           double* part, I e) {
+  I ch = 0, t0 = 0, t1 = 0;
+  part_range(s, e, ch, t0, t1);
+  const float inv = 1.0f / sqrtf(var[ch] + k.eps);
+  double sdy = 0, sdyx = 0;
+  for (I t = t0; t < t1; ++t) {
+    const I at = bn_element(k, ch, t);
+    sdy += dy[at];
+    sdyx += dy[at] * (x[at] - mean[ch]) * inv;
+  }
+  part[e] = sdy, part[s.chunks * s.outputs + e] = sdyx;
+}
+// Channel ch's sums (into sdy, sdyx for the elements' pass) and the scale's and bias's gradients.
+D500_HOST_DEVICE inline void bn_grad_finish(const Parts& s, const double* part, float* sdy, float* sdyx, float* dscale, float* dbias, I ch) {
+  sdy[ch] = static_cast<float>(sum_parts(s, part, ch));
+  sdyx[ch] = static_cast<float>(sum_parts(s, part + s.chunks * s.outputs, ch));
+  if (dbias) dbias[ch] = sdy[ch];
+  if (dscale) dscale[ch] = sdyx[ch];
+}
+// dx[i]: scale inv / M (M dy - sum dy - xhat sum(dy xhat)) in training (M = n plane), else
+// scale inv dy.
+D500_HOST_DEVICE inline float bn_dx_at(const BatchNorm& k, const float* x, const float* scale, const float* dy, const float* mean, const float* var,
+                                       const float* sdy, const float* sdyx, I i) {
+  const I ch = bn_channel(k, i);
+  const float inv = 1.0f / sqrtf(var[ch] + k.eps);
+  if (!k.training) return scale[ch] * inv * dy[i];
+  const auto m = static_cast<float>(k.n * k.plane);
+  return scale[ch] * inv / m * (m * dy[i] - sdy[ch] - (x[i] - mean[ch]) * inv * sdyx[ch]);
+}
+
 // ---- Gather along one axis: data [outer, axis_dim, inner], indices [count] (int64 or int32) ----
 struct Gather {
   I outer = 1, axis_dim = 0, count = 0, inner = 1;
@@ -667,6 +748,8 @@ std::optional<Binary> expand_of(const NodeProblem& p);
 // Cast between float32, int64, int32 and bool (its gradient: dy where both types are float32,
 // else zeros).
 std::optional<Cast> cast_of(const NodeProblem& p);
+// BatchNormalization of float32 x [n, c, ...] (spatial), any outputs.
+std::optional<BatchNorm> batch_norm_of(const NodeProblem& p);
 // SoftmaxCrossEntropyLoss on float32 scores, without its log_prob output read in training (its
 // gradient would flow back into the scores; the reference computes both).
 std::optional<Sce> sce_of(const NodeProblem& p);

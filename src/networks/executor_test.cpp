@@ -145,6 +145,11 @@ std::vector<GradCase> cases() {
                  return std::vector<int>{b.node("BatchNormalization", {b.weight("x", {3, 4, 2, 2}), b.weight("s", {4}, 0.5, 1.5), b.weight("b", {4}),
                                                                        b.constant_f("m", {4}), b.constant_f("v", {4}, 0.5, 1)})};
                }});
+  v.push_back({"BatchNormalization (3-D, many rows)", [](B& b) {
+                 return std::vector<int>{b.node("BatchNormalization", {b.weight("x", {40, 3, 5}, -2, 3), b.weight("s", {3}, 0.5, 1.5), b.weight("b", {3}),
+                                                                       b.constant_f("m", {3}), b.constant_f("v", {3}, 0.5, 1)},
+                                                {{"epsilon", float_attr(1e-3f)}})};
+               }});
   v.push_back({"LayerNormalization (last axis)", [](B& b) {
                  return std::vector<int>{b.node("LayerNormalization", {b.weight("x", {3, 6}), b.weight("s", {6}), b.weight("b", {6})})};
                }});
@@ -622,6 +627,7 @@ class GuardedDeviceOp final : public NodeKernel {
     if (const auto e = dev::expand_of(p)) return k->binary_ = *e, std::move(k);
     if (const auto c = dev::cast_of(p)) return k->cast_ = *c, std::move(k);
     if (const auto s = dev::sce_of(p)) return k->sce_ = *s, std::move(k);
+    if (const auto n = dev::batch_norm_of(p)) return k->bn_ = *n, std::move(k);
     return nullptr;
   }
   void forward() override {
@@ -653,6 +659,8 @@ class GuardedDeviceOp final : public NodeKernel {
       for (std::int64_t i = 0; i < cast_.n; ++i) dev::cast_at(cast_, p_.in[0].data, p_.out[0].data, i);
     else if (op == "SoftmaxCrossEntropyLoss")
       sce_forward(y);
+    else if (op == "BatchNormalization")
+      bn_forward(y);
     else
       for (std::int64_t i = 0; i < binary_.s.n; ++i) y[i] = dev::binary_forward_at(binary_, in(first()), operand_b(), i);
   }
@@ -709,6 +717,8 @@ class GuardedDeviceOp final : public NodeKernel {
       for (std::int64_t j = 0; dx && j < window_.nx; ++j) dx[j] = dev::window_grad_at(window_, dy, j);
     } else if (op == "Cast") {
       for (std::int64_t i = 0; dx && i < cast_.n; ++i) dx[i] = cast_.to == dev::Elem::F32 ? dy[i] : 0.0f;
+    } else if (op == "BatchNormalization") {
+      bn_backward(dy, dx);
     } else if (op == "SoftmaxCrossEntropyLoss") {
       for (std::int64_t i = 0; dx && i < sce_.rows * sce_.c; ++i)
         dx[i] = dev::sce_grad_at(sce_, in(0), p_.in[1].data, lse_.data(), row_weight_.data(), &divisor_, dy, i);
@@ -737,6 +747,39 @@ class GuardedDeviceOp final : public NodeKernel {
     chunked += 1;
   }
   explicit GuardedDeviceOp(const NodeProblem& p) : p_(p), m_(*static_cast<GuardedMemory*>(p.device)) {}
+  // BatchNormalization in the GPU's order: the batch's mean, then variance (training; else the
+  // running inputs), the optional outputs, the elements.
+  const float* bn_stat(std::vector<float>& stat, const float* mean) {
+    const dev::Parts ps = dev::parts_of(bn_.c, bn_.n * bn_.plane);
+    std::vector<double> part(static_cast<std::size_t>(ps.chunks * ps.outputs));
+    stat.assign(static_cast<std::size_t>(bn_.c), 0.0f);
+    for (std::int64_t e = 0; e < ps.chunks * ps.outputs; ++e) dev::bn_stats_stage(bn_, ps, in(0), mean, part.data(), e);
+    for (std::int64_t ch = 0; ch < bn_.c; ++ch) dev::bn_stats_finish(ps, part.data(), stat.data(), ch);
+    chunked += ps.chunks > 1;
+    return stat.data();
+  }
+  std::pair<const float*, const float*> bn_statistics() {
+    if (!bn_.training) return {in(3), in(4)};
+    const float* mean = bn_stat(bn_mean_, nullptr);
+    return {mean, bn_stat(bn_var_, mean)};
+  }
+  void bn_forward(float* y) {
+    const auto [mean, var] = bn_statistics();
+    float* o[4] = {};
+    for (std::size_t j = 1; j < p_.out.size() && j < 5; ++j) o[j - 1] = p_.out[j].as<float>();
+    for (std::int64_t ch = 0; bn_.training && ch < bn_.c; ++ch) dev::bn_running_outputs(bn_, in(3), in(4), mean, var, o[0], o[1], o[2], o[3], ch);
+    for (std::int64_t i = 0; i < bn_.n * bn_.c * bn_.plane; ++i) y[i] = dev::bn_forward_at(bn_, in(0), in(1), in(2), mean, var, i);
+  }
+  void bn_backward(const float* dy, float* dx) {
+    const auto [mean, var] = bn_statistics();
+    const dev::Parts ps = dev::parts_of(bn_.c, bn_.n * bn_.plane);
+    std::vector<double> part(2 * static_cast<std::size_t>(ps.chunks * ps.outputs));
+    std::vector<float> sdy(static_cast<std::size_t>(bn_.c)), sdyx(sdy.size());
+    for (std::int64_t e = 0; e < ps.chunks * ps.outputs; ++e) dev::bn_grad_stage(bn_, ps, in(0), dy, mean, var, part.data(), e);
+    for (std::int64_t ch = 0; ch < bn_.c; ++ch)
+      dev::bn_grad_finish(ps, part.data(), sdy.data(), sdyx.data(), p_.din[1].as<float>(), p_.din[2].as<float>(), ch);
+    for (std::int64_t i = 0; dx && i < bn_.n * bn_.c * bn_.plane; ++i) dx[i] = dev::bn_dx_at(bn_, in(0), in(1), dy, mean, var, sdy.data(), sdyx.data(), i);
+  }
   // Operand b as float32: Pow's integer exponent cast first (cast_at), as the GPU's node does.
   const float* operand_b() {
     if (binary_.b_elem == dev::Elem::F32) return in(first() + 1);
@@ -785,6 +828,8 @@ class GuardedDeviceOp final : public NodeKernel {
   dev::Sce sce_;
   std::vector<float> lse_, row_loss_, row_weight_;  // the loss's scratch (the GPU's own device memory)
   std::vector<float> exponent_;                     // Pow's integer exponent as float32
+  dev::BatchNorm bn_;
+  std::vector<float> bn_mean_, bn_var_;
   float divisor_ = 0;
 };
 
@@ -827,6 +872,17 @@ int sce_node(const Graph& g) {
   for (std::size_t i = 0; i < g.nodes.size(); ++i)
     if (g.nodes[i].op == "SoftmaxCrossEntropyLoss") return static_cast<int>(i);
   return -1;
+}
+
+// Graph `g`'s forward pass in inference on the host's executor and on `device`'s: the two executors.
+std::pair<std::unique_ptr<GraphExecutor>, std::unique_ptr<GraphExecutor>> inferred_on_host_and(const Graph& g, const BackendInfo& device) {
+  ExecutorSpec s;
+  s.graph = &g;
+  auto host = std::make_unique<GraphExecutor>(s);
+  s.backend = &device;
+  auto dev = std::make_unique<GraphExecutor>(s);
+  for (GraphExecutor* e : {host.get(), dev.get()}) e->forward(0);
+  return {std::move(host), std::move(dev)};
 }
 
 // One training step of graph `g` (loss `loss`, weights `params`) on the host's executor and on
@@ -885,7 +941,7 @@ TEST(Executor, OnADeviceTheCudaBackendsElementKernelsComputeWhatTheReferenceDoes
                                          "HardSigmoid", "HardSwish", "Sqrt", "Erf",   "Exp",       "Log",       "Neg",        "Abs",
                                          "Reciprocal",  "ReduceSum", "ReduceMean", "Transpose", "LayerNormalization", "Gather",
                                          "Concat",      "Split",     "Slice",      "Pad",       "Expand",    "Clip",       "Pow",
-                                         "Where",       "SoftmaxCrossEntropyLoss"};
+                                         "Where",       "SoftmaxCrossEntropyLoss", "BatchNormalization"};
   auto close = [](const std::vector<double>& got, const std::vector<double>& want, const std::string& what) {
     ASSERT_EQ(got.size(), want.size()) << what;
     double err = 0, norm = 0;
@@ -946,17 +1002,12 @@ TEST(Executor, OnADeviceTheCudaBackendsElementKernelsComputeWhatTheReferenceDoes
     const int sce = b.node("SoftmaxCrossEntropyLoss", {b.weight("s", {3, 4, 2}, -2, 2), b.constant_i64("l", {3, 0, 1, 1, 2, 3}, {3, 2})}, {}, 2);
     b.g.outputs = {sce, sce + 1};
     infer_and_fold(b.g, "test graph");
-    ExecutorSpec s;
-    s.graph = &b.g;
-    GraphExecutor host(s);
-    s.backend = &dev.info;
-    GraphExecutor device(s);
-    for (GraphExecutor* e : {&host, &device}) e->forward(0);
-    close(device.output(0), host.output(0), "the loss");
-    close(device.output(1), host.output(1), "log_prob");
-    EXPECT_EQ(device.output(1).size(), 24u);
+    auto [host, device] = inferred_on_host_and(b.g, dev.info);
+    close(device->output(0), host->output(0), "the loss");
+    close(device->output(1), host->output(1), "log_prob");
+    EXPECT_EQ(device->output(1).size(), 24u);
     int on = 0, off = 0;
-    for (const auto& st : device.steps()) on += st.node == sce_node(b.g) && st.impl == "guarded d500 kernels (SoftmaxCrossEntropyLoss)";
+    for (const auto& st : device->steps()) on += st.node == sce_node(b.g) && st.impl == "guarded d500 kernels (SoftmaxCrossEntropyLoss)";
     GraphBuilder t;
     const int tsce = t.node("SoftmaxCrossEntropyLoss", {t.weight("s", {3, 4}, -2, 2), t.constant_i64("l", {3, 0, 1})}, {}, 2);
     const int loss = t.finish_with_projection_loss({tsce, tsce + 1});
@@ -965,6 +1016,43 @@ TEST(Executor, OnADeviceTheCudaBackendsElementKernelsComputeWhatTheReferenceDoes
     for (const auto& st : td->steps()) off += st.node == sce_node(t.g) && st.impl == "reference (fallback, through host)";
     EXPECT_EQ(on, 1) << "the forward pass on the kernels";
     EXPECT_EQ(off, 2) << "the training step's forward and backward passes on the reference";
+  }
+  {
+    // BatchNormalization with its running-statistics outputs (training_mode), read as the graph's
+    // outputs beside the loss (they have no gradient: ONNX's, and the reference's, running
+    // statistics are not differentiable).
+    SCOPED_TRACE("BatchNormalization with running statistics");
+    GraphBuilder b;
+    const int bn = b.node("BatchNormalization", {b.weight("x", {40, 3, 5}, -2, 3), b.weight("s", {3}, 0.5, 1.5), b.weight("b", {3}),
+                                                 b.constant_f("m", {3}), b.constant_f("v", {3}, 0.5, 1)},
+                          {{"training_mode", int_attr(1)}, {"momentum", float_attr(0.8f)}}, 3);
+    const int loss = b.finish_with_projection_loss({bn});
+    b.g.outputs = {loss, bn + 1, bn + 2};
+    infer_and_fold(b.g, "test graph");
+    const std::vector<int> params = b.params();
+    auto [host, device] = stepped_on_host_and(b.g, loss, params, dev.info);
+    for (std::size_t k = 0; k < params.size(); ++k) close(device->gradient(k), host->gradient(k), b.g.info(params[k]).name);
+    close(device->output(0), host->output(0), "the loss");
+    close(device->output(1), host->output(1), "the running mean");
+    close(device->output(2), host->output(2), "the running variance");
+    ASSERT_EQ(device->output(2).size(), 3u);
+    int on = 0;
+    for (const auto& st : device->steps()) on += st.impl == "guarded d500 kernels (BatchNormalization)";
+    EXPECT_EQ(on, 2) << "forward and backward on the kernels";
+  }
+  {
+    // BatchNormalization in inference: the running statistics (inputs 3 and 4) normalise.
+    SCOPED_TRACE("BatchNormalization in inference");
+    GraphBuilder b;
+    const int bn = b.node("BatchNormalization", {b.weight("x", {2, 3, 4, 2}, -2, 2), b.weight("s", {3}, 0.5, 1.5), b.weight("b", {3}),
+                                                 b.constant_f("m", {3}), b.constant_f("v", {3}, 0.5, 1)});
+    b.g.outputs = {bn};
+    infer_and_fold(b.g, "test graph");
+    auto [host, device] = inferred_on_host_and(b.g, dev.info);
+    close(device->output(0), host->output(0), "y");
+    int on = 0;
+    for (const auto& st : device->steps()) on += st.impl == "guarded d500 kernels (BatchNormalization)";
+    EXPECT_EQ(on, 1);
   }
   {
     // A Split whose first output is unused (its block of the gradient is zero) and a constant Pad

@@ -21,7 +21,8 @@
 //   Relu                                           cuDNN activation
 //   Softmax, LogSoftmax                            cuDNN softmax (accurate / log)
 //   BatchNormalization (without running-statistics  cuDNN spatial batch normalisation, batch
-//   outputs)                                       statistics in training
+//   outputs)                                       statistics in training; with them, or
+//                                                  without cuDNN: d500's kernels below
 //   SoftmaxCrossEntropyLoss, broadcast Add, Sub,   d500's own kernels (device_ops.hpp's functions,
 //   Mul, Div, Pow, Where; the unary activations    compiled by nvcc into cuda_kernels.cu: one
 //   and Clip; ReduceSum, ReduceMean; Transpose;    thread per element or row; the reductions
@@ -475,6 +476,49 @@ class Unary final : public ElementNode {
 
  private:
   dev::Unary k_;
+};
+
+// BatchNormalization on d500's kernels (dev::BatchNorm) where cuDNN's does not serve: a node with
+// running-statistics outputs (cuDNN's running variance is unbiased, ONNX's and the reference's
+// biased), a build without cuDNN, an epsilon below cuDNN's least, a layout cuDNN's spatial mode
+// does not take. In training the statistics come from the batch (two passes of parts per
+// channel), forward and again backward, as the reference recomputes them.
+class BatchNormKernels final : public ElementNode {
+ public:
+  BatchNormKernels(const NodeProblem& p, ExecutorMemory& m, const dev::BatchNorm& k) : ElementNode(p, m), k_(k), ps_(dev::parts_of(k.c, k.n * k.plane)) {
+    const auto c = static_cast<std::size_t>(k.c) * sizeof(float);
+    for (float** f : {&mean_, &var_, &sdy_, &sdyx_}) *f = static_cast<float*>(own(c));
+    part_ = static_cast<double*>(own(2 * static_cast<std::size_t>(ps_.chunks * ps_.outputs) * sizeof(double)));
+  }
+  void forward() override {
+    statistics();
+    float* outs[4] = {};
+    for (std::size_t j = 1; j < p_.out.size() && j < 5; ++j) outs[j - 1] = p_.out[j].present() ? out(j) : nullptr;
+    launched(launch_bn_forward(k_, in(0), in(1), in(2), in(3), in(4), mean(), var(), out(0), outs, m_.stream()));
+  }
+  void backward() override {
+    if (!has_dout()) return;
+    float *dx = din(0), *dscale = din(1), *dbias = din(2);
+    if (!dx && !dscale && !dbias) return;
+    statistics();
+    launched(launch_bn_backward(k_, ps_, in(0), in(1), dout(0), mean(), var(), part_, sdy_, sdyx_, dx, dscale, dbias, m_.stream()));
+  }
+  std::string impl() const override { return "cuda d500 kernels (BatchNormalization)"; }
+
+ private:
+  // The batch's mean and variance into mean_, var_ (training); inference reads the running inputs.
+  void statistics() {
+    if (!k_.training) return;
+    launched(launch_bn_stat(k_, ps_, in(0), nullptr, part_, mean_, m_.stream()));
+    launched(launch_bn_stat(k_, ps_, in(0), mean_, part_, var_, m_.stream()));
+  }
+  const float* mean() const { return k_.training ? mean_ : in(3); }
+  const float* var() const { return k_.training ? var_ : in(4); }
+
+  dev::BatchNorm k_;
+  dev::Parts ps_;
+  float *mean_ = nullptr, *var_ = nullptr, *sdy_ = nullptr, *sdyx_ = nullptr;
+  double* part_ = nullptr;
 };
 
 // ReduceSum, ReduceMean: one thread per output, its elements summed in order (in double).
@@ -1048,10 +1092,17 @@ std::unique_ptr<NodeKernel> make_node_kernel(const NodeProblem& p, int) {
   if (op == "BatchNormalization" && std::none_of(p.out.begin() + 1, p.out.end(), [](const TensorView& o) { return o.present(); })) {
     I n = 0, c = 0, h = 0, w = 0;
     const double eps = p.node->attr_f("epsilon", 1e-5);
-    if (!nchw(a, n, c, h, w) || eps < CUDNN_BN_MIN_EPSILON) return nullptr;
     // Batch statistics in a training step, or where the node asks for them (training_mode).
-    if (p.training || p.node->attr_i("training_mode", 0) != 0) return std::make_unique<BatchNormTraining>(p, *m, n, c, h, w, eps);
-    return std::make_unique<BatchNormInference>(p, *m, n, c, h, w, eps);
+    if (nchw(a, n, c, h, w) && eps >= CUDNN_BN_MIN_EPSILON) {
+      if (p.training || p.node->attr_i("training_mode", 0) != 0) return std::make_unique<BatchNormTraining>(p, *m, n, c, h, w, eps);
+      return std::make_unique<BatchNormInference>(p, *m, n, c, h, w, eps);
+    }
+  }
+#endif
+#ifdef D500_HAVE_CUDA_KERNELS
+  if (op == "BatchNormalization") {
+    const auto k = dev::batch_norm_of(p);
+    return k ? std::make_unique<BatchNormKernels>(p, *m, *k) : nullptr;
   }
 #endif
   return nullptr;

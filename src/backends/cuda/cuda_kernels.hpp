@@ -61,6 +61,18 @@ cudaError_t launch_block_copy(const dev::Blocks& k, const float* src, float* dst
 cudaError_t launch_window_forward(const dev::Window& k, const float* x, float* y, cudaStream_t s);
 cudaError_t launch_window_backward(const dev::Window& k, const float* dy, float* dx, cudaStream_t s);
 
+// BatchNormalization (dev::BatchNorm; ps = dev::parts_of(k.c, k.n k.plane), part: 2 ps.chunks k.c
+// doubles). A statistic per channel: the mean (mean nullptr) or the variance about `mean`, into
+// stat. Forward: the optional outputs (outs: running mean, running variance, batch mean, batch
+// variance, each nullptr where absent; in training only) and y. Backward: the channel's sums into
+// sdy, sdyx (k.c floats each), dscale and dbias where given, then dx where given.
+cudaError_t launch_bn_stat(const dev::BatchNorm& k, const dev::Parts& ps, const float* x, const float* mean, double* part, float* stat,
+                           cudaStream_t s);
+cudaError_t launch_bn_forward(const dev::BatchNorm& k, const float* x, const float* scale, const float* bias, const float* rm, const float* rv,
+                              const float* mean, const float* var, float* y, float* const outs[4], cudaStream_t s);
+cudaError_t launch_bn_backward(const dev::BatchNorm& k, const dev::Parts& ps, const float* x, const float* scale, const float* dy, const float* mean,
+                               const float* var, double* part, float* sdy, float* sdyx, float* dx, float* dscale, float* dbias, cudaStream_t s);
+
 // Cast: dst from src, element by element.
 cudaError_t launch_cast(const dev::Cast& k, const void* src, void* dst, cudaStream_t s);
 
