@@ -24,6 +24,9 @@ struct ConvGeom {
 
 // The geometry of `node` on input shape `x` with `out_channels` outputs (pooling: x[1]).
 ConvGeom conv_geom(const Node& node, const Shape& x, std::int64_t out_channels);
+// ConvTranspose's geometry, node X [N, C, H, W] to Y [N, K, Ho, Wo]: the convolution whose
+// backward-data pass it is, from Y (input, c = K) to X (output, k = C), weights [C, K/g, kh, kw].
+ConvGeom transpose_geom(const Node& node, const Shape& x, const Shape& y);
 // The number of windows along an axis: floor, or ceil in ceil_mode, as ONNX defines it.
 std::int64_t pooled_size(std::int64_t in, std::int64_t pb, std::int64_t pe, std::int64_t k, std::int64_t d,
                          std::int64_t s, bool ceil_mode);

@@ -122,6 +122,11 @@ std::vector<GradCase> cases() {
                  return std::vector<int>{b.node("ConvTranspose", {b.weight("x", {2, 3, 4, 4}), b.weight("w", {3, 2, 3, 3}), b.weight("b", {2})},
                                                 {{"strides", ints_attr({2, 2})}, {"pads", ints_attr({1, 1, 1, 1})}, {"output_padding", ints_attr({1, 1})}})};
                }});
+  v.push_back({"ConvTranspose (groups, dilation)", [](B& b) {
+                 return std::vector<int>{b.node("ConvTranspose", {b.weight("x", {2, 4, 3, 5}), b.weight("w", {4, 3, 2, 3})},
+                                                {{"group", int_attr(2)}, {"dilations", ints_attr({1, 2})}, {"pads", ints_attr({0, 1, 0, 1})},
+                                                 {"strides", ints_attr({1, 2})}})};
+               }});
   v.push_back({"Gemm (transB, bias broadcast, alpha, beta)", [](B& b) {
                  return std::vector<int>{b.node("Gemm", {b.weight("a", {3, 4}), b.weight("b", {5, 4}), b.weight("c", {5})},
                                                 {{"transB", int_attr(1)}, {"alpha", float_attr(0.5)}, {"beta", float_attr(2.0)}})};
@@ -323,7 +328,7 @@ TEST(Executor, EveryBackendsKernelsMatchTheYardstickOnEveryOperatorGraph) {
       {"onednn", {"Conv", "Gemm", "MatMul", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "BatchNormalization",
                   "LayerNormalization", "Softmax", "LogSoftmax", "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Sqrt", "Exp", "Log", "Abs",
                   "Neg", "HardSwish", "Add", "Sub", "Mul", "Transpose"}},
-      {"cuda", {"Conv", "Gemm", "MatMul", "MaxPool", "AveragePool", "GlobalAveragePool", "BatchNormalization", "Softmax", "LogSoftmax", "Relu",
+      {"cuda", {"Conv", "ConvTranspose", "Gemm", "MatMul", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "BatchNormalization", "Softmax", "LogSoftmax", "Relu",
                 "Add"}},
       {"libtorch", {"Conv", "ConvTranspose", "Gemm", "MatMul", "MaxPool", "AveragePool", "GlobalAveragePool", "BatchNormalization",
                     "LayerNormalization", "Softmax", "LogSoftmax", "Relu", "LeakyRelu", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish",

@@ -5,7 +5,9 @@
 // tolerance for float32 assumes.
 //   Gemm, MatMul (2-D weights, or equal batches)  cuBLAS sgemm / sgemm strided batched
 //   Add (operands of one shape)                    a device copy and cublasSaxpy
-//   Conv (1-D, 2-D; symmetric pads)                cuDNN forward, backward data, backward filter,
+//   Conv, ConvTranspose (1-D, 2-D; symmetric       cuDNN forward, backward data, backward filter,
+//   pads; ConvTranspose: the convolution's         (ConvTranspose: forward by backward data)
+//   adjoint)
 //                                                  backward bias; the algorithm cuDNN's heuristic
 //                                                  first deterministic choice within 1 GiB of
 //                                                  workspace (any first choice if none is, or
@@ -694,15 +696,21 @@ class FindBuffers {
   ConvBuffers b_;
 };
 
+// Conv, and ConvTranspose as the convolution whose backward-data pass it is (transpose_geom:
+// from the node's output to its input). In cuDNN's terms x_ is the convolution's input and y_ its
+// output: Conv reads x_ and writes y_ forward; ConvTranspose reads y_ (its input) and writes x_
+// (its output) by the backward-data pass, and its backward pass runs the convolution forward
+// (the input's gradient) and backward-filter with the roles of x and dy swapped.
 class Conv final : public CudaNode {
  public:
   // nullptr when cuDNN's geometry differs from the node's (the reference runs it then).
   static std::unique_ptr<NodeKernel> make(const NodeProblem& p, ExecutorMemory& m) {
-    const ConvGeom g = conv_geom(*p.node, *p.in[0].shape, (*p.in[1].shape)[0]);
+    const bool transposed = p.node->op == "ConvTranspose";
+    const ConvGeom g = transposed ? transpose_geom(*p.node, *p.in[0].shape, *p.out[0].shape) : conv_geom(*p.node, *p.in[0].shape, (*p.in[1].shape)[0]);
     if (g.pt != g.pb || g.pl != g.pr) return nullptr;
     for (const I v : {g.n, g.c, g.h, g.w, g.k, g.p, g.q})
       if (!fits_int(v)) return nullptr;
-    auto k = std::unique_ptr<Conv>(new Conv(p, m, g));
+    auto k = std::unique_ptr<Conv>(new Conv(p, m, g, transposed));
     return k->ok_ ? std::move(k) : nullptr;
   }
   ~Conv() override {
@@ -710,27 +718,36 @@ class Conv final : public CudaNode {
     if (w_) cudnnDestroyFilterDescriptor(w_);
   }
   void forward() override {
-    cudnn_check(cudnnConvolutionForward(m_.dnn(), &kOne, x_.get(), in(0), w_, in(1), conv_, fwd_, ws_, ws_bytes_, &kZero, y_.get(), out(0)),
-                "cudnnConvolutionForward");
-    if (has_bias_) cudnn_check(cudnnAddTensor(m_.dnn(), &kOne, b_.get(), in(2), &kOne, y_.get(), out(0)), "cudnnAddTensor (bias)");
+    if (transposed_)
+      backward_data(in(0), out(0));
+    else
+      convolve(in(0), out(0));
+    if (has_bias_) cudnn_check(cudnnAddTensor(m_.dnn(), &kOne, b_.get(), in(2), &kOne, out_desc(), out(0)), "cudnnAddTensor (bias)");
   }
   void backward() override {
     const float* dy = dout(0);
-    if (float* dx = din(0))
-      cudnn_check(cudnnConvolutionBackwardData(m_.dnn(), &kOne, w_, in(1), y_.get(), dy, conv_, bwd_data_, ws_, ws_bytes_, &kZero, x_.get(), dx),
-                  "cudnnConvolutionBackwardData");
-    if (float* dw = din(1))
-      cudnn_check(cudnnConvolutionBackwardFilter(m_.dnn(), &kOne, x_.get(), in(0), y_.get(), dy, conv_, bwd_filter_, ws_, ws_bytes_, &kZero,
+    if (float* dx = din(0)) {
+      if (transposed_)
+        convolve(dy, dx);
+      else
+        backward_data(dy, dx);
+    }
+    if (float* dw = din(1)) {
+      // The filter's gradient: the convolution's input and its output's gradient.
+      const float* conv_x = transposed_ ? dy : in(0);
+      const float* conv_dy = transposed_ ? in(0) : dy;
+      cudnn_check(cudnnConvolutionBackwardFilter(m_.dnn(), &kOne, x_.get(), conv_x, y_.get(), conv_dy, conv_, bwd_filter_, ws_, ws_bytes_, &kZero,
                                                  w_, dw),
                   "cudnnConvolutionBackwardFilter");
+    }
     if (float* db = din(2))
-      cudnn_check(cudnnConvolutionBackwardBias(m_.dnn(), &kOne, y_.get(), dy, &kZero, b_.get(), db), "cudnnConvolutionBackwardBias");
+      cudnn_check(cudnnConvolutionBackwardBias(m_.dnn(), &kOne, out_desc(), dy, &kZero, b_.get(), db), "cudnnConvolutionBackwardBias");
   }
-  std::string impl() const override { return "cuda cudnn convolution (" + algorithms_ + ")"; }
+  std::string impl() const override { return std::string("cuda cudnn ") + (transposed_ ? "transposed " : "") + "convolution (" + algorithms_ + ")"; }
 
  private:
-  Conv(const NodeProblem& p, ExecutorMemory& m, const ConvGeom& g)
-      : CudaNode(p, m), x_(g.n, g.c, g.h, g.w), y_(g.n, g.k, g.p, g.q), b_(1, g.k, 1, 1) {
+  Conv(const NodeProblem& p, ExecutorMemory& m, const ConvGeom& g, bool transposed)
+      : CudaNode(p, m), transposed_(transposed), x_(g.n, g.c, g.h, g.w), y_(g.n, g.k, g.p, g.q), b_(1, transposed ? g.c : g.k, 1, 1) {
     has_bias_ = p.in.size() > 2 && p.in[2].present();
     cudnn_check(cudnnCreateFilterDescriptor(&w_), "cudnnCreateFilterDescriptor");
     cudnn_check(cudnnSetFilter4dDescriptor(w_, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, to_int(g.k), to_int(g.cg()), to_int(g.kh), to_int(g.kw)),
@@ -754,33 +771,59 @@ class Conv final : public CudaNode {
                               std::to_string(g.sh) + "," + std::to_string(g.sw) + " dilation " + std::to_string(g.dh) + "," +
                               std::to_string(g.dw) + " groups " + std::to_string(g.groups);
     FindBuffers on(m, want == Choice::Find ? g : ConvGeom{});
-    const ConvAlgorithm f = m.conv_algorithm("forward " + shape, want, [&] { return choose_forward(m.dnn(), x_.get(), w_, conv_, y_.get(), want, on.get()); });
-    if (!f.found) return;
-    fwd_ = static_cast<cudnnConvolutionFwdAlgo_t>(f.algo), ws_bytes_ = f.workspace;
-    bool same_bits = f.deterministic;
+    // The passes the node runs: Conv's forward pass is the convolution's, ConvTranspose's its
+    // backward-data pass; training adds the other two.
+    const bool need_f = !transposed || p.training, need_d = transposed || p.training, need_w = p.training;
+    bool same_bits = true;
     // The impl text (64 bytes in the results file): cuDNN's algorithm enums, forward, backward
-    // data, backward filter, "found" when cuDNN's find chose them, and whether all are
-    // deterministic ("algos f1 d1 w1, deterministic").
-    algorithms_ = "algos f" + std::to_string(f.algo);
-    if (p.training) {
+    // data, backward filter (those the node runs), "found" when cuDNN's find chose them, and
+    // whether all are deterministic ("algos f1 d1 w1, deterministic").
+    std::vector<std::string> names;
+    auto take = [&](const ConvAlgorithm& a, const char* letter) {
+      ws_bytes_ = std::max(ws_bytes_, a.workspace);
+      same_bits = same_bits && a.deterministic;
+      names.push_back(letter + std::to_string(a.algo));
+      return a.found;
+    };
+    if (need_f) {
+      const ConvAlgorithm f = m.conv_algorithm("forward " + shape, want, [&] { return choose_forward(m.dnn(), x_.get(), w_, conv_, y_.get(), want, on.get()); });
+      if (!take(f, "f")) return;
+      fwd_ = static_cast<cudnnConvolutionFwdAlgo_t>(f.algo);
+    }
+    if (need_d) {
       const ConvAlgorithm d = m.conv_algorithm("backward data " + shape, want, [&] {
         return choose_backward_data(m.dnn(), x_.get(), w_, conv_, y_.get(), want, on.get());
       });
+      if (!take(d, "d")) return;
+      bwd_data_ = static_cast<cudnnConvolutionBwdDataAlgo_t>(d.algo);
+    }
+    if (need_w) {
       const ConvAlgorithm w8 = m.conv_algorithm("backward filter " + shape, want, [&] {
         return choose_backward_filter(m.dnn(), x_.get(), w_, conv_, y_.get(), want, on.get());
       });
-      if (!d.found || !w8.found) return;
-      bwd_data_ = static_cast<cudnnConvolutionBwdDataAlgo_t>(d.algo), bwd_filter_ = static_cast<cudnnConvolutionBwdFilterAlgo_t>(w8.algo);
-      ws_bytes_ = std::max({ws_bytes_, d.workspace, w8.workspace});
-      algorithms_ += " d" + std::to_string(d.algo) + " w" + std::to_string(w8.algo);
-      same_bits = same_bits && d.deterministic && w8.deterministic;
+      if (!take(w8, "w")) return;
+      bwd_filter_ = static_cast<cudnnConvolutionBwdFilterAlgo_t>(w8.algo);
     }
+    algorithms_ = "algos";
+    for (const std::string& n8 : names) algorithms_ += " " + n8;
     if (want == Choice::Find) algorithms_ += ", found";
     algorithms_ += same_bits ? ", deterministic" : ", atomics";
     if (ws_bytes_ > 0) ws_ = own(ws_bytes_);
     ok_ = true;
   }
+  // The convolution forward (x_ to y_) and its backward-data pass (y_ to x_).
+  void convolve(const float* x, float* y) {
+    cudnn_check(cudnnConvolutionForward(m_.dnn(), &kOne, x_.get(), x, w_, in(1), conv_, fwd_, ws_, ws_bytes_, &kZero, y_.get(), y),
+                "cudnnConvolutionForward");
+  }
+  void backward_data(const float* dy, float* dx) {
+    cudnn_check(cudnnConvolutionBackwardData(m_.dnn(), &kOne, w_, in(1), y_.get(), dy, conv_, bwd_data_, ws_, ws_bytes_, &kZero, x_.get(), dx),
+                "cudnnConvolutionBackwardData");
+  }
+  // The node's output's descriptor.
+  cudnnTensorDescriptor_t out_desc() const { return transposed_ ? x_.get() : y_.get(); }
 
+  bool transposed_;
   TensorDesc x_, y_, b_;
   cudnnFilterDescriptor_t w_ = nullptr;
   cudnnConvolutionDescriptor_t conv_ = nullptr;
@@ -1077,7 +1120,7 @@ std::unique_ptr<NodeKernel> make_node_kernel(const NodeProblem& p, int) {
   }
 #endif
 #ifdef D500_HAVE_CUDNN
-  if (op == "Conv" && (a.size() == 3 || a.size() == 4)) return Conv::make(p, *m);
+  if ((op == "Conv" || op == "ConvTranspose") && (a.size() == 3 || a.size() == 4)) return Conv::make(p, *m);
   if (op == "MaxPool" || op == "AveragePool" || op == "GlobalAveragePool" || op == "GlobalMaxPool") return Pool::make(p, *m);
   if (op == "Relu" && fits_int(p.in[0].numel())) return std::make_unique<Relu>(p, *m);
   if (op == "Softmax" || op == "LogSoftmax") {

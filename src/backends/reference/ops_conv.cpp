@@ -31,6 +31,14 @@ ConvGeom conv_geom(const Node& node, const Shape& x, std::int64_t out_channels) 
   return g;
 }
 
+ConvGeom transpose_geom(const Node& node, const Shape& x, const Shape& y) {
+  ConvGeom g = conv_geom(node, y, x[1]);
+  // conv_geom computed p, q from y; they must equal X's spatial size.
+  g.p = x.size() == 4 ? x[2] : 1;
+  g.q = x.back();
+  return g;
+}
+
 std::int64_t pooled_size(std::int64_t in, std::int64_t pb, std::int64_t pe, std::int64_t k, std::int64_t d,
                          std::int64_t s, bool ceil_mode) {
   const std::int64_t span = in + pb + pe - ((k - 1) * d + 1);
@@ -256,15 +264,7 @@ double conv_flops(const NodeProblem& p, bool backward) {
 
 // ---- ConvTranspose: the adjoint of a convolution from Y-space to X-space ---------------------
 // X [N, C, H, W], W [C, K/g, kh, kw], Y [N, K, Ho, Wo]. The convolution whose backward-data pass
-// this is maps [N, K, Ho, Wo] to [N, C, H, W] with weights [C, K/g, kh, kw].
-// The forward convolution whose input is Y and whose output is X.
-ConvGeom transpose_geom(const Node& node, const Shape& x, const Shape& y) {
-  ConvGeom g = conv_geom(node, y, x[1]);
-  // conv_geom computed p, q from y; they must equal X's spatial size.
-  g.p = x.size() == 4 ? x[2] : 1;
-  g.q = x.back();
-  return g;
-}
+// this is maps [N, K, Ho, Wo] to [N, C, H, W] with weights [C, K/g, kh, kw] (transpose_geom).
 
 void infer_conv_transpose(InferCtx& c) {
   c.require_float(0, c.n_in());
