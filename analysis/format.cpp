@@ -565,6 +565,14 @@ std::vector<std::string> attention(const Report& rep) {
     if (r.oversubscribed)
       out.push_back("`" + r.canonical + "` (" + r.id + "): ran with more ranks than CPUs on a host (oversubscribed): "
                     "its times measure core sharing, not the operation");
+  // On a device, a node the backend has no kernel for crosses to the host and back inside the
+  // timed step (on the host the reference shares the memory: no copy, only another kernel).
+  for (const auto& r : rep.rows) {
+    const double fallback = fact_number(r, "executor.reference_fallback_steps");
+    if (fallback > 0 && !std::isnan(fact_number(r, "device.peak_memory_bytes")))
+      out.push_back("`" + r.canonical + "` (" + r.id + "): " + std::to_string(static_cast<long long>(fallback)) + " of its node steps ran on d500's reference through host mirrors (" +
+                    fact_text(r, "executor.reference_fallback_ops") + "): each copies its tensors down and back inside the timed step");
+  }
   for (const auto& r : rep.rows)
     if (const std::string d = fact_text(r, "ranks_differ"); !d.empty())
       out.push_back("`" + r.canonical + "` (" + r.id + "): its ranks set up differently (the point records rank 0's): " + d);

@@ -312,8 +312,9 @@ TEST_F(Analysis, APlantedDeviceShareIsReportedBesideTheHostTime) {
   synth("job-0000", 2, "campaign = \"gpu\"\nrepetitions = 40\nwarmups = 2\nseed = 3\n"
                        "[[point]]\nparams = { workload = \"synthetic\", backend = \"gpu\" }\nmedian_s = 0.010\nnoise = 0.05\n"
                        "work_flops = 10000000000\ndevice_share = 0.8\ndevice_memory_bytes = 3221225472\n"
-                       "algorithms = [\"IMPLICIT_GEMM\", \"WINOGRAD\"]\n"
-                       "[[point]]\nparams = { workload = \"synthetic\", backend = \"host\" }\nmedian_s = 0.010\nnoise = 0.05\n");
+                       "algorithms = [\"IMPLICIT_GEMM\", \"WINOGRAD\"]\nfallback_steps = 6\nfallback_ops = \"Resize, ArgMax\"\n"
+                       "[[point]]\nparams = { workload = \"synthetic\", backend = \"host\" }\nmedian_s = 0.010\nnoise = 0.05\n"
+                       "fallback_steps = 4\nfallback_ops = \"Mod\"\n");
   Cmd r = report();
   ASSERT_EQ(r.code, 0) << r.out;
   const std::string gpu = "[p for p in j['points'] if p['backend'] == 'gpu'][0]";
@@ -341,4 +342,7 @@ TEST_F(Analysis, APlantedDeviceShareIsReportedBesideTheHostTime) {
   EXPECT_NE(section.find("| IMPLICIT_GEMM |"), std::string::npos) << section;
   EXPECT_NE(md.find("its ranks set up differently (the point records rank 0's): cudnn.algorithm: rank 1 has WINOGRAD"), std::string::npos)
       << md;
+  // The device point's host fallbacks are named; the host point's reference steps copy nothing.
+  EXPECT_NE(md.find("6 of its node steps ran on d500's reference through host mirrors (Resize, ArgMax)"), std::string::npos) << md;
+  EXPECT_EQ(md.find("(Mod)"), std::string::npos) << md;
 }

@@ -1,13 +1,16 @@
 // Level 1 end to end: network campaigns planned, run with 2 MPI ranks under mpirun, read back from
 // HDF5 with the plain C API and h5py; micro-batching's memory; a wrong operator found at its node;
 // plan-time refusals; ONNX's backend tests on every backend.
+#include <algorithm>
 #include <cstdlib>
 #include <set>
 
 #include "backends/registry.hpp"
+#include "common/text.hpp"
 #include "helpers.hpp"
 #include "networks/conformance.hpp"
 #include "networks/onnx_proto.hpp"
+#include "store/reader.hpp"
 
 using namespace d500test;
 
@@ -101,6 +104,25 @@ TEST_F(Networks, TwoRanksRunEveryExecutorAndTheFileHoldsEveryStep) {
   EXPECT_GT(with_steps, 0);
   H5Gclose(pts);
   H5Fclose(f);
+
+  // The steps d500's reference ran for a backend without the kernel, counted and named in the
+  // point's attributes as its step table has them.
+  int with_fallbacks = 0;
+  for (const auto& p : d500::read_job_file((run / "results" / "job-0000.h5").string()).points) {
+    if (p.steps.empty()) continue;
+    std::int64_t fallback = 0;
+    std::vector<std::string> ops;
+    for (const auto& s : p.steps) {
+      if (s.impl.rfind("reference (fallback", 0) != 0) continue;
+      ++fallback;
+      if (std::find(ops.begin(), ops.end(), s.op) == ops.end()) ops.push_back(s.op);
+    }
+    EXPECT_EQ(std::get<std::int64_t>(p.facts.at("executor.reference_fallback_steps")), fallback) << p.canonical;
+    EXPECT_EQ(std::get<std::string>(p.facts.at("executor.reference_fallback_ops")), d500::join(ops, ", ")) << p.canonical;
+    with_fallbacks += fallback > 0;
+  }
+  // blas has kernels for Conv, Gemm and MatMul only.
+  if (built_executors().find("\"blas\"") != std::string::npos) EXPECT_GT(with_fallbacks, 0);
 
   // h5py, as hdf5-schema/README.md shows: the costliest step of a point from the raw rows.
   Cmd py = sh("/usr/bin/python3 -c \"\nimport h5py, numpy as np\nf = h5py.File('" + (run / "results" / "job-0000.h5").string() +

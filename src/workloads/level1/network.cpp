@@ -6,6 +6,7 @@
 // every node's time.
 #include "workloads/level1/network.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <limits>
 
@@ -210,9 +211,8 @@ class NetworkWorkload final : public Workload {
     if (executor_) {
       a.push_back({"memory.planned_bytes", executor_->arena_bytes()});
       a.push_back({"memory.persistent_bytes", executor_->persistent_bytes()});
-      int fallback = 0;
-      for (const auto& s : executor_->steps()) fallback += s.impl.rfind("reference (fallback", 0) == 0;
-      a.push_back({"executor.reference_fallback_steps", std::int64_t{fallback}});
+      const auto f = fallback_attributes(*executor_, g);
+      a.insert(a.end(), f.begin(), f.end());
     }
     const auto dm = device_memory_attributes(comm_, device_peak_);  // none on the host (-1)
     a.insert(a.end(), dm.begin(), dm.end());
@@ -298,6 +298,18 @@ std::int64_t network_memory(const Params& p) {
 }
 
 }  // namespace
+
+std::vector<std::pair<std::string, Value>> fallback_attributes(const GraphExecutor& e, const Graph& g) {
+  std::int64_t steps = 0;
+  std::vector<std::string> ops;
+  for (const auto& s : e.steps()) {
+    if (s.impl.rfind("reference (fallback", 0) != 0) continue;
+    ++steps;
+    const std::string& op = g.nodes[static_cast<std::size_t>(s.node)].op;
+    if (std::find(ops.begin(), ops.end(), op) == ops.end()) ops.push_back(op);
+  }
+  return {{"executor.reference_fallback_steps", steps}, {"executor.reference_fallback_ops", join(ops, ", ")}};
+}
 
 void register_network(WorkloadRegistry& r) {
   WorkloadInfo w;

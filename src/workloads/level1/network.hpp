@@ -40,6 +40,12 @@ std::int64_t memory_figure(double bytes);
 // `d500 plan`); built-in names unchanged.
 void absolute_network_path(std::string& network);
 
+class GraphExecutor;
+// The executor's steps that ran on d500's reference (the backend has no kernel for them; on a
+// device, through host mirrors) in its graph g as a point's attributes: executor.reference_fallback_steps, and
+// executor.reference_fallback_ops, their operators each once in schedule order ("" when none).
+std::vector<std::pair<std::string, Value>> fallback_attributes(const GraphExecutor& e, const Graph& g);
+
 void register_network(WorkloadRegistry& r);
 
 }  // namespace d500

@@ -346,6 +346,10 @@ class TrainWorkload final : public Workload {
     a.push_back({"network.flops_per_sample", loaded_->work.training_flops / static_cast<double>(pt_.batch)});
     a.push_back({"network.loss", loaded_->loss.description});
     a.push_back({"executor", runner_->describe()});
+    if (const auto* e = dynamic_cast<const GraphExecutor*>(runner_.get())) {
+      const auto f = fallback_attributes(*e, graph_);
+      a.insert(a.end(), f.begin(), f.end());
+    }
     a.push_back({"train.init", init_words_});
     a.push_back({"train.dataset", train_->describe()});
     a.push_back({"train.test_dataset", test_->describe()});
