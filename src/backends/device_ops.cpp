@@ -327,7 +327,6 @@ std::optional<BatchNorm> batch_norm_of(const NodeProblem& p) {
 std::optional<Sce> sce_of(const NodeProblem& p) {
   if (p.node->op != "SoftmaxCrossEntropyLoss" || p.in[0].dtype != DType::F32 || !all_f32(p.out)) return std::nullopt;
   if (p.in[1].dtype != DType::I64 && p.in[1].dtype != DType::I32) return std::nullopt;
-  if (p.training && p.out.size() > 1 && p.out[1].present()) return std::nullopt;
   const Shape& s = *p.in[0].shape;
   if (s.size() < 2) return std::nullopt;
   Sce k;

@@ -709,14 +709,28 @@ D500_HOST_DEVICE inline void sce_total_finish(const Sce& k, const Parts& s, cons
   loss[0] = static_cast<float>(k.reduction == Sce::Mean ? total / weight : total);
 }
 
-// Score element i's gradient: g w_l (softmax - onehot(l)), g = dloss[0] / divisor (dloss[r] for
-// none); 0 where dloss is absent or the row ignored.
+// Row r's sum of log_prob's gradient (where log_prob is read), in double.
+D500_HOST_DEVICE inline void sce_dlp_row(const Sce& k, const float* dlp, float* dlp_sum, I r) {
+  const float* d = dlp + sce_base(k, r);
+  double s = 0;
+  for (I j = 0; j < k.c; ++j) s += d[j * k.inner];
+  dlp_sum[r] = static_cast<float>(s);
+}
+
+// Score element i's gradient: the loss's, g w_l (softmax - onehot(l)), g = dloss[0] / divisor
+// (dloss[r] for none; none where dloss is absent or the row ignored); plus, where log_prob is
+// read (dlp), its gradient through log-softmax: dlp - softmax * dlp_sum[r].
 D500_HOST_DEVICE inline float sce_grad_at(const Sce& k, const float* scores, const void* labels, const float* lse, const float* row_weight,
-                                          const float* divisor, const float* dloss, I i) {
+                                          const float* divisor, const float* dloss, const float* dlp, const float* dlp_sum, I i) {
   const I r = i / (k.c * k.inner) * k.inner + i % k.inner, j = i / k.inner % k.c;
-  if (!dloss || row_weight[r] == 0.0f) return 0.0f;
-  const float g = (k.reduction == Sce::None ? dloss[r] : dloss[0] / divisor[0]) * row_weight[r];
-  return g * (expf(scores[i] - lse[r]) - (j == sce_label(k, labels, r) ? 1.0f : 0.0f));
+  const float prob = expf(scores[i] - lse[r]);
+  float v = 0.0f;
+  if (dloss && row_weight[r] != 0.0f) {
+    const float g = (k.reduction == Sce::None ? dloss[r] : dloss[0] / divisor[0]) * row_weight[r];
+    v = g * (prob - (j == sce_label(k, labels, r) ? 1.0f : 0.0f));
+  }
+  if (dlp) v += dlp[i] - prob * dlp_sum[r];
+  return v;
 }
 
 // ---- The descriptors of a node (device_ops.cpp): nullopt when the node is outside them -------
@@ -750,8 +764,7 @@ std::optional<Binary> expand_of(const NodeProblem& p);
 std::optional<Cast> cast_of(const NodeProblem& p);
 // BatchNormalization of float32 x [n, c, ...] (spatial), any outputs.
 std::optional<BatchNorm> batch_norm_of(const NodeProblem& p);
-// SoftmaxCrossEntropyLoss on float32 scores, without its log_prob output read in training (its
-// gradient would flow back into the scores; the reference computes both).
+// SoftmaxCrossEntropyLoss on float32 scores.
 std::optional<Sce> sce_of(const NodeProblem& p);
 
 }  // namespace dev

@@ -347,7 +347,7 @@ class Add final : public CudaNode {
 
 #ifdef D500_HAVE_CUDA_KERNELS
 // SoftmaxCrossEntropyLoss (dev::Sce: any N C d... layout, class weights, ignore_index, mean, sum
-// or none), the training loss d500 appends to a classifier (networks/prepare.cpp): on the host
+// or none, log_prob read or not), the training loss d500 appends to a classifier (networks/prepare.cpp): on the host
 // every training step would stop twice (the scores down, the loss up; then the gradient). One
 // thread per row for its log-sum-exp, one per score for the gradient; the rows' sums in parts.
 class SoftmaxCrossEntropy final : public CudaNode {
@@ -357,6 +357,7 @@ class SoftmaxCrossEntropy final : public CudaNode {
     lse_ = static_cast<float*>(own(rows));
     row_loss_ = static_cast<float*>(own(rows));
     row_weight_ = static_cast<float*>(own(rows));
+    dlp_sum_ = static_cast<float*>(own(rows));
     divisor_ = static_cast<float*>(own(sizeof(float)));
     part_ = static_cast<double*>(own(static_cast<std::size_t>(ps_.chunks * ps_.outputs) * sizeof(double)));
   }
@@ -369,7 +370,9 @@ class SoftmaxCrossEntropy final : public CudaNode {
     float* ds = din(0);
     if (!ds) return;
     const float* dl = p_.dout[0].present() ? dout(0) : nullptr;
-    check(launch_sce_backward(k_, in(0), p_.in[1].data, lse_, row_weight_, divisor_, dl, ds, m_.stream()), "the softmax cross-entropy kernel's launch");
+    const float* dlp = p_.dout.size() > 1 && p_.dout[1].present() ? dout(1) : nullptr;  // log_prob read
+    check(launch_sce_backward(k_, in(0), p_.in[1].data, lse_, row_weight_, divisor_, dl, dlp, dlp_sum_, ds, m_.stream()),
+          "the softmax cross-entropy kernels' launch");
   }
   std::string impl() const override { return "cuda d500 kernels (SoftmaxCrossEntropyLoss)"; }
 
@@ -379,6 +382,7 @@ class SoftmaxCrossEntropy final : public CudaNode {
   float* lse_;
   float* row_loss_;
   float* row_weight_;
+  float* dlp_sum_;
   float* divisor_;
   double* part_;
 };

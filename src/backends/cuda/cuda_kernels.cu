@@ -190,9 +190,13 @@ cudaError_t launch_sce_forward(const dev::Sce& k, const dev::Parts& ps, const fl
 }
 
 cudaError_t launch_sce_backward(const dev::Sce& k, const float* scores, const void* labels, const float* lse, const float* row_weight,
-                                const float* divisor, const float* dloss, float* dscores, cudaStream_t s) {
-  return launch_each(k.rows * k.c, s,
-                     [=] __device__(std::int64_t i) { dscores[i] = dev::sce_grad_at(k, scores, labels, lse, row_weight, divisor, dloss, i); });
+                                const float* divisor, const float* dloss, const float* dlp, float* dlp_sum, float* dscores, cudaStream_t s) {
+  if (dlp)
+    if (const cudaError_t e = launch_each(k.rows, s, [=] __device__(std::int64_t r) { dev::sce_dlp_row(k, dlp, dlp_sum, r); }); e != cudaSuccess)
+      return e;
+  return launch_each(k.rows * k.c, s, [=] __device__(std::int64_t i) {
+    dscores[i] = dev::sce_grad_at(k, scores, labels, lse, row_weight, divisor, dloss, dlp, dlp_sum, i);
+  });
 }
 
 cudaError_t launch_bn_stat(const dev::BatchNorm& k, const dev::Parts& ps, const float* x, const float* mean, double* part, float* stat,

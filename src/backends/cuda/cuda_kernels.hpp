@@ -19,11 +19,12 @@ cudaError_t launch_optimizer_step(const StepRule& r, float* p, const float* g, f
 // ONNX's SoftmaxCrossEntropyLoss (dev::Sce): forward, each row's log-sum-exp, loss and weight
 // (lse, row_loss, row_weight: k.rows floats each), log_prob where not nullptr, and the loss (mean,
 // sum: through ps = dev::parts_of(2, k.rows), part its 2 ps.chunks doubles; none: the rows'
-// losses) with the divisor the backward pass scales by; backward, dscores element by element.
+// losses) with the divisor the backward pass scales by; backward, dscores element by element (with
+// log_prob's gradient dlp where read: its rows' sums into dlp_sum, k.rows floats, first).
 cudaError_t launch_sce_forward(const dev::Sce& k, const dev::Parts& ps, const float* scores, const void* labels, float* loss, float* log_prob,
                                float* lse, float* row_loss, float* row_weight, float* divisor, double* part, cudaStream_t s);
 cudaError_t launch_sce_backward(const dev::Sce& k, const float* scores, const void* labels, const float* lse, const float* row_weight,
-                                const float* divisor, const float* dloss, float* dscores, cudaStream_t s);
+                                const float* divisor, const float* dloss, const float* dlp, float* dlp_sum, float* dscores, cudaStream_t s);
 
 // Level 1's other operators (device_ops.hpp's functions, one thread per element or row):
 // y = a op b, broadcast; d(a) or d(b) (which: 0 or 1), each element the sum over its broadcast.

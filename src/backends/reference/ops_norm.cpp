@@ -341,6 +341,8 @@ void sce_fwd(const NodeProblem& p, T*) {
   else if (red == "mean") loss[0] = total / sce_weight_sum<T>(p, d);
 }
 
+// The scores' gradient: the loss's, g w_l (softmax - onehot(l)), plus where log_prob is read, its
+// gradient through log-softmax, dlp - softmax * (the row's sum of dlp).
 template <class T>
 void sce_bwd(const NodeProblem& p, T*) {
   T* ds = din<T>(p, 0);
@@ -349,6 +351,7 @@ void sce_bwd(const NodeProblem& p, T*) {
   const T* s = cin<T>(p, 0);
   const T* w = p.in.size() > 2 && p.in[2].present() ? cin<T>(p, 2) : nullptr;
   const T* dl = dout<T>(p, 0);
+  const T* dlp = dout<T>(p, 1);
   const std::string red = p.node->attr_s("reduction", "mean");
   const bool has_ignore = p.node->has("ignore_index");
   const I ignore = p.node->attr_i("ignore_index", 0);
@@ -363,9 +366,12 @@ void sce_bwd(const NodeProblem& p, T*) {
       for (I c = 0; c < d.c; ++c) mx = std::max(mx, s[base + c * d.inner]);
       T sum = 0;
       for (I c = 0; c < d.c; ++c) sum += std::exp(s[base + c * d.inner] - mx);
+      double dlp_sum = 0;
+      for (I c = 0; dlp && c < d.c; ++c) dlp_sum += dlp[base + c * d.inner];
       for (I c = 0; c < d.c; ++c) {
         const T prob = std::exp(s[base + c * d.inner] - mx) / sum;
         ds[base + c * d.inner] = g * (prob - (c == l ? T(1) : T(0)));
+        if (dlp) ds[base + c * d.inner] += dlp[base + c * d.inner] - prob * static_cast<T>(dlp_sum);
       }
     }
 }
