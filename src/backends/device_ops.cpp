@@ -172,9 +172,6 @@ std::optional<Strides> transpose_of(const NodeProblem& p, bool backward) {
 
 std::optional<LayerNorm> layer_norm_of(const NodeProblem& p) {
   if (p.node->op != "LayerNormalization" || p.in.size() < 2 || !all_f32(p.in) || !all_f32(p.out)) return std::nullopt;
-  if (p.training)
-    for (std::size_t j = 1; j < p.out.size(); ++j)
-      if (p.out[j].present()) return std::nullopt;
   const Shape& x = *p.in[0].shape;
   const auto axis = static_cast<std::size_t>(p.node->attr_i("axis", -1));  // made positive by inference
   if (axis >= x.size()) return std::nullopt;

@@ -303,22 +303,30 @@ D500_HOST_DEVICE inline void ln_forward_row(const LayerNorm& k, const float* x, 
 
 // Row r of the backward pass: its statistics into mean[r], inv[r] (for ln_param_grad_at), and dx
 // where given: inv / n * (n g - sum g - xhat sum(g xhat)), g = dy * scale.
-D500_HOST_DEVICE inline void ln_backward_row(const LayerNorm& k, const float* x, const float* scale, const float* dy, float* dx, float* mean,
-                                             float* inv, I r) {
+// Where the Mean and InvStdDev outputs are read, their gradients (dmean, dinv: nullptr where not;
+// dy too, where only they are read) add dmean / n - dinv inv^3 (x - mean) / n, as the reference's.
+D500_HOST_DEVICE inline void ln_backward_row(const LayerNorm& k, const float* x, const float* scale, const float* dy, const float* dmean,
+                                             const float* dinv, float* dx, float* mean, float* inv, I r) {
   const float* xr = x + r * k.inner;
   ln_row_stats(xr, k.inner, k.eps, mean[r], inv[r]);
   if (!dx) return;
   const float m = mean[r], v = inv[r];
   double sg = 0, sgx = 0;
-  for (I i = 0; i < k.inner; ++i) {
+  for (I i = 0; dy && i < k.inner; ++i) {
     const float xhat = (xr[i] - m) * v, g = dy[r * k.inner + i] * scale[i];
     sg += g;
     sgx += static_cast<double>(g * xhat);
   }
   const float n = static_cast<float>(k.inner), fsg = static_cast<float>(sg), fsgx = static_cast<float>(sgx);
   for (I i = 0; i < k.inner; ++i) {
-    const float xhat = (xr[i] - m) * v, g = dy[r * k.inner + i] * scale[i];
-    dx[r * k.inner + i] = v / n * (n * g - fsg - xhat * fsgx);
+    float d = 0.0f;
+    if (dy) {
+      const float xhat = (xr[i] - m) * v, g = dy[r * k.inner + i] * scale[i];
+      d = v / n * (n * g - fsg - xhat * fsgx);
+    }
+    if (dmean) d += dmean[r] / n;
+    if (dinv) d -= dinv[r] * v * v * v * (xr[i] - m) / n;
+    dx[r * k.inner + i] = d;
   }
 }
 
@@ -745,8 +753,7 @@ std::optional<Unary> unary_of(const NodeProblem& p);
 std::optional<Reduce> reduce_of(const NodeProblem& p);
 // Transpose: the forward descriptor, and the backward one (dx from dy, the inverse permutation).
 std::optional<Strides> transpose_of(const NodeProblem& p, bool backward);
-// LayerNormalization with neither Mean nor InvStdDev output read in training (their gradients
-// would flow back; the reference computes those).
+// LayerNormalization (Mean and InvStdDev outputs read or not).
 std::optional<LayerNorm> layer_norm_of(const NodeProblem& p);
 // Gather of float32 data by int64 or int32 indices.
 std::optional<Gather> gather_of(const NodeProblem& p);

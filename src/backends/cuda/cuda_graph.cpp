@@ -561,8 +561,14 @@ class LayerNorm final : public ElementNode {
     launched(launch_layer_norm_forward(k_, in(0), in(1), bias, out(0), mean, inv, m_.stream()));
   }
   void backward() override {
-    if (!has_dout()) return;
-    launched(launch_layer_norm_backward(k_, parts_, in(0), in(1), dout(0), din(0), mean_, inv_, din(1), din(2), part_, m_.stream()));
+    // The Mean and InvStdDev outputs' gradients, where a graph reads them.
+    const float* dmean = p_.dout.size() > 1 && p_.dout[1].present() ? dout(1) : nullptr;
+    const float* dinv = p_.dout.size() > 2 && p_.dout[2].present() ? dout(2) : nullptr;
+    if (!has_dout() && !dmean && !dinv) return;  // no gradient at all: zeros
+    const float* dy = p_.dout[0].present() ? dout(0) : nullptr;
+    float *dscale = din(1), *dbias = din(2);
+    if (!dy) dscale = dbias = nullptr;  // zeroed by has_dout
+    launched(launch_layer_norm_backward(k_, parts_, in(0), in(1), dy, dmean, dinv, din(0), mean_, inv_, dscale, dbias, part_, m_.stream()));
   }
   std::string impl() const override { return "cuda d500 kernels (layer normalisation)"; }
 

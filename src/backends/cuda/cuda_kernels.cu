@@ -78,8 +78,9 @@ cudaError_t launch_layer_norm_forward(const dev::LayerNorm& k, const float* x, c
 }
 
 cudaError_t launch_layer_norm_backward(const dev::LayerNorm& k, const dev::Parts& ps, const float* x, const float* scale, const float* dy,
-                                       float* dx, float* mean, float* inv, float* dscale, float* dbias, double* part, cudaStream_t s) {
-  if (const cudaError_t e = launch_each(k.rows, s, [=] __device__(std::int64_t r) { dev::ln_backward_row(k, x, scale, dy, dx, mean, inv, r); });
+                                       const float* dmean, const float* dinv, float* dx, float* mean, float* inv, float* dscale, float* dbias,
+                                       double* part, cudaStream_t s) {
+  if (const cudaError_t e = launch_each(k.rows, s, [=] __device__(std::int64_t r) { dev::ln_backward_row(k, x, scale, dy, dmean, dinv, dx, mean, inv, r); });
       e != cudaSuccess)
     return e;
   if (!dscale && !dbias) return cudaSuccess;

@@ -41,13 +41,14 @@ cudaError_t launch_reduce_forward(const dev::Reduce& k, const float* x, float* y
 cudaError_t launch_reduce_backward(const dev::Reduce& k, const float* dy, float* dx, cudaStream_t s);
 // y[i] = x at the offset k's strides give (Transpose, forward or backward).
 cudaError_t launch_strided_copy(const dev::Strides& k, const float* x, float* y, cudaStream_t s);
-// LayerNormalization: rows forward; backward: rows (dx where given, the statistics into mean,
-// inv), then the columns' parts (ps = dev::parts_of(inner, rows); part: 2 ps.chunks inner doubles)
+// LayerNormalization: rows forward; backward: rows (dx where given, from dy and the Mean and
+// InvStdDev outputs' gradients where read, each nullptr where not; the statistics into mean, inv), then the columns' parts (ps = dev::parts_of(inner, rows); part: 2 ps.chunks inner doubles)
 // and their sums (dscale, dbias where given).
 cudaError_t launch_layer_norm_forward(const dev::LayerNorm& k, const float* x, const float* scale, const float* bias, float* y, float* mean,
                                       float* inv, cudaStream_t s);
 cudaError_t launch_layer_norm_backward(const dev::LayerNorm& k, const dev::Parts& ps, const float* x, const float* scale, const float* dy,
-                                       float* dx, float* mean, float* inv, float* dscale, float* dbias, double* part, cudaStream_t s);
+                                       const float* dmean, const float* dinv, float* dx, float* mean, float* inv, float* dscale, float* dbias,
+                                       double* part, cudaStream_t s);
 // Gather: y = data at the indices; d(data) as the sums of dy over the indices naming each row.
 cudaError_t launch_gather_forward(const dev::Gather& k, const float* data, const void* idx, float* y, cudaStream_t s);
 // The gradient through the indices sorted by row (CUB's stable radix sort): its scratch is

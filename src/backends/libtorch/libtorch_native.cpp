@@ -194,12 +194,24 @@ const std::map<std::string, Op>& ops() {
       }
       return out;
     };
-    t["LayerNormalization"] = [out_shape](const Node& n, const Tensors& in, const Graph& g, bool) {
+    t["LayerNormalization"] = [out_shape](const Node& n, const Tensors& in, const Graph& g, bool train) {
       const auto axis = n.attr_i("axis", -1);
       const std::vector<I> norm(in[0].sizes().begin() + axis, in[0].sizes().end());
       const at::Tensor b = in.size() > 2 && in[2].defined() ? in[2].reshape(norm) : at::Tensor();
       if (n.out.size() == 1 || (n.out[1] < 0 && (n.out.size() < 3 || n.out[2] < 0)))
         return Tensors{at::layer_norm(in[0], norm, in[1].reshape(norm), b, n.attr_f("epsilon", 1e-5))};
+      if (train) {
+        // In training, Mean and InvStdDev differentiable (ATen's native_layer_norm returns them
+        // without a gradient): computed again by autograd's ops, as d500's reference derives them.
+        std::vector<I> dims;
+        for (I d = axis; d < in[0].dim(); ++d) dims.push_back(d);
+        const at::Tensor mean = in[0].mean(dims, true);
+        const at::Tensor inv = ((in[0] - mean).pow(2).mean(dims, true) + n.attr_f("epsilon", 1e-5)).rsqrt();
+        Tensors out{at::layer_norm(in[0], norm, in[1].reshape(norm), b, n.attr_f("epsilon", 1e-5))};
+        for (std::size_t j = 1; j < n.out.size(); ++j)
+          out.push_back(n.out[j] >= 0 ? (j == 1 ? mean : inv).reshape(out_shape(g, n, j)) : at::Tensor());
+        return out;
+      }
       // Mean and inverse standard deviation asked for too: the native op that returns them.
       auto r = at::native_layer_norm(in[0], norm, in[1].reshape(norm), b.defined() ? c10::optional<at::Tensor>(b) : c10::nullopt,
                                      n.attr_f("epsilon", 1e-5));

@@ -166,6 +166,9 @@ void ln_bwd(const NodeProblem& p, T*) {
   const LnDims d = ln_dims(p);
   const T eps = static_cast<T>(p.node->attr_f("epsilon", 1e-5));
   const T *x = cin<T>(p, 0), *scale = cin<T>(p, 1), *dy = dout<T>(p, 0);
+  // The Mean and InvStdDev outputs' gradients, where a graph reads them: d mean / dx_i = 1 / n,
+  // d inv / dx_i = -inv^3 (x_i - mean) / n.
+  const T *dmean = dout<T>(p, 1), *dinv = dout<T>(p, 2);
   T *dx = din<T>(p, 0), *dscale = din<T>(p, 1), *dbias = din<T>(p, 2);
   if (dscale) std::fill(dscale, dscale + d.inner, T(0));
   if (dbias) std::fill(dbias, dbias + d.inner, T(0));
@@ -185,12 +188,14 @@ void ln_bwd(const NodeProblem& p, T*) {
     const T sg = static_cast<T>(sg_), sgx = static_cast<T>(sgx_);
     if (!dx) continue;
     for (I i = 0; i < d.inner; ++i) {
-      if (!dy) {
-        dx[o * d.inner + i] = 0;
-        continue;
+      T v = 0;
+      if (dy) {
+        const T xhat = (xo[i] - mean) * inv, g = dy[o * d.inner + i] * scale[i];
+        v = inv / n * (n * g - sg - xhat * sgx);
       }
-      const T xhat = (xo[i] - mean) * inv, g = dy[o * d.inner + i] * scale[i];
-      dx[o * d.inner + i] = inv / n * (n * g - sg - xhat * sgx);
+      if (dmean) v += dmean[o] / n;
+      if (dinv) v -= dinv[o] * inv * inv * inv * (xo[i] - mean) / n;
+      dx[o * d.inner + i] = v;
     }
   }
 }
