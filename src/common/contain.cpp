@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -33,12 +34,24 @@ void write_all(int fd, const std::string& s) {
   }
 }
 
+// The address space this process maps now (/proc/self/statm's first field, in pages): the
+// libraries it loaded, its threads' stacks, and what a GPU driver reserved; 0 where unknown.
+std::int64_t mapped_bytes() {
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  if (!f) return 0;
+  unsigned long long pages = 0;
+  const int got = std::fscanf(f, "%llu", &pages);
+  std::fclose(f);
+  return got == 1 ? static_cast<std::int64_t>(pages) * sysconf(_SC_PAGESIZE) : 0;
+}
+
 }  // namespace
 
 Contained run_contained(const std::function<std::string()>& work, const ContainLimits& limits) {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) throw Error(std::string("pipe: ") + std::strerror(errno));
   std::fflush(nullptr);  // nothing buffered is written twice
+  const std::int64_t mapped = mapped_bytes();  // the child's too, at the fork
   const pid_t pid = fork();
   if (pid < 0) {
     close(fds[0]);
@@ -47,7 +60,11 @@ Contained run_contained(const std::function<std::string()>& work, const ContainL
   }
   if (pid == 0) {
     close(fds[0]);
-    rlimit as{static_cast<rlim_t>(limits.memory_bytes), static_cast<rlim_t>(limits.memory_bytes)};
+    // The limit is on what the work adds: on top of the address space the child starts with (the
+    // parent's at the fork), which differs from node to node -- a GPU node's CUDA, cuDNN and NCCL
+    // libraries alone map over 1.5 GiB, and an initialised driver reserves far more.
+    const auto cap = static_cast<rlim_t>(mapped + limits.memory_bytes);
+    rlimit as{cap, cap};
     setrlimit(RLIMIT_AS, &as);
     rlimit core{0, 0};  // a crash here is expected damage, not a core dump to keep
     setrlimit(RLIMIT_CORE, &core);

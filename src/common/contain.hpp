@@ -10,7 +10,9 @@ namespace d500 {
 
 struct ContainLimits {
   double seconds = 120;                // wall-clock limit; the child is killed (SIGKILL) past it
-  std::int64_t memory_bytes = 4LL << 30;  // address-space limit of the child (RLIMIT_AS)
+  // The address space the work may add (RLIMIT_AS of the child, set to what the child maps at the
+  // fork plus this).
+  std::int64_t memory_bytes = 4LL << 30;
 };
 
 struct Contained {

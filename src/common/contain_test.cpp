@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -57,6 +58,22 @@ TEST(Contain, ARunawayAllocationMeetsTheMemoryLimit) {
   }, ContainLimits{30, 512LL << 20});
   EXPECT_EQ(c.kind, Contained::OutOfMemory);
   EXPECT_NE(c.text.find("needed more than 512 MiB"), std::string::npos) << c.text;
+}
+
+// The limit is on what the work adds, not on the address space the caller already maps: a GPU
+// node's libraries and driver reservations can exceed the limit itself. Here the caller holds a
+// 3 GiB reservation (as a CUDA driver does, never touched); the child still gets its 512 MiB.
+TEST(Contain, TheMemoryLimitIsOnTopOfWhatTheCallerAlreadyMaps) {
+  const std::size_t reserved = std::size_t{3} << 30;
+  void* r = mmap(nullptr, reserved, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  ASSERT_NE(r, MAP_FAILED);
+  Contained c = run_contained([]() -> std::string {
+    std::vector<char> v(std::size_t{256} << 20, 'x');
+    return "allocated " + std::to_string(v.size() >> 20) + " MiB";
+  }, ContainLimits{30, 512LL << 20});
+  munmap(r, reserved);
+  EXPECT_EQ(c.kind, Contained::Ok) << c.text;
+  EXPECT_EQ(c.text, "allocated 256 MiB");
 }
 
 TEST(Contain, OnlyRegularFilesAreOpened) {
