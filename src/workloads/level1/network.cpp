@@ -214,10 +214,12 @@ class NetworkWorkload final : public Workload {
       const auto f = fallback_attributes(*executor_, g);
       a.insert(a.end(), f.begin(), f.end());
     }
-    const auto dm = device_memory_attributes(comm_, device_peak_);  // none on the host (-1)
-    a.insert(a.end(), dm.begin(), dm.end());
     return a;
   }
+
+  // After the repetitions: the device memory the runner held at most (none on the host, -1).
+  // attributes() comes before them, when nothing has been measured yet.
+  std::vector<std::pair<std::string, Value>> final_attributes() const override { return device_memory_attributes(comm_, device_peak_); }
 
   const StepTimes* step_times() const override { return executor_ ? &times_ : nullptr; }
 
