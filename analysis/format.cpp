@@ -127,7 +127,9 @@ std::string machine_text(const PointRow& r) {
   std::string gpu = "capped " + (std::isnan(capped) ? std::string("unknown") : fmt_sig(capped, 2) + " s") + " of " + fmt_sig(span, 3) +
                     " s, SM clock at the end " + (std::isnan(clock) ? std::string("unknown") : fmt_sig(clock, 4) + " MHz") +
                     ", reasons: " + fact_text(r, "device.clock_event_reasons") +
-                    (std::isnan(energy) ? std::string() : ", " + fmt_sig(energy, 3) + " J");
+                    (!std::isnan(energy)                           ? ", " + fmt_sig(energy, 3) + " J"
+                     : fact_text(r, "device.energy_note").empty() ? std::string()
+                                                                   : ", energy not resolved: NVML's counter did not advance");
   return text + (throttled > 0 ? "; GPU held back (" + gpu + "): timings are of a slowed GPU" : "; GPU at its clocks (" + gpu + ")");
 }
 

@@ -596,4 +596,10 @@ TEST(MachineText, SaysWhetherTheGpuWasHeldBackWhereNvmlWasRead) {
   r.facts.erase("device.energy_j");  // a rank could not read its GPU's energy
   EXPECT_EQ(d500::machine_text(r), "quiet (load +0.50 beyond this job, steal 0.0%); GPU held back (capped 3.0 s of 12.5 s, "
                                              "SM clock at the end 1410 MHz, reasons: power cap (software)): timings are of a slowed GPU");
+  // A span too short for NVML's energy counter to advance: no energy, and why.
+  r.facts["device.energy_j"] = std::nan("");
+  r.facts["device.energy_note"] = std::string("NVML's energy counter did not advance over the 2.1 ms span on 1 of 1 rank(s)");
+  EXPECT_EQ(d500::machine_text(r), "quiet (load +0.50 beyond this job, steal 0.0%); GPU held back (capped 3.0 s of 12.5 s, "
+                                             "SM clock at the end 1410 MHz, reasons: power cap (software), energy not resolved: NVML's "
+                                             "counter did not advance): timings are of a slowed GPU");
 }

@@ -139,41 +139,6 @@ std::vector<std::pair<std::string, Value>> machine_state(const MachineSample& a,
   return out;
 }
 
-// The point's device.* state (collective: every rank of a job whose point runs on a device
-// backend calls it, with NVML's readings of its own GPU before and after the measured
-// repetitions, `seconds` apart): the energy the ranks' GPUs used (summed over ranks: a GPU that
-// two ranks share counts twice), the longest time any GPU was held back by its power or thermal
-// limit, the lowest SM clock at the end and the clock-event reasons any GPU gave there; and
-// device.throttled when some GPU was held back for 1% of the span or a slowdown reason was
-// standing at its end. Nothing when no rank could read NVML (the job's /env says why).
-std::vector<std::pair<std::string, Value>> device_state(const nvml::Reading& a, const nvml::Reading& b, double seconds, MPI_Comm comm) {
-  const double nan = std::nan("");
-  const bool read = a.why.empty() && b.why.empty();
-  const double energy = read ? b.energy_j - a.energy_j : nan;
-  const double capped = read ? (b.power_capped_s - a.power_capped_s) + (b.thermal_capped_s - a.thermal_capped_s) : nan;
-  // NaN would poison MAX: -1 and -inf stand for "not read" there (the lowest clock is the
-  // largest negated one); the count of readers comes with the energy's sum.
-  const double mine_max[2] = {std::isnan(capped) ? -1 : capped,
-                              read && !std::isnan(b.sm_clock_mhz) ? -b.sm_clock_mhz : -std::numeric_limits<double>::infinity()};
-  const double mine_sum[2] = {energy, read ? 1.0 : 0.0};
-  double worst[2] = {0, 0}, sums[2] = {0, 0};
-  unsigned long long reasons = read ? b.clock_event_reasons : 0, any_reasons = 0;
-  mpi_check(MPI_Allreduce(mine_max, worst, 2, MPI_DOUBLE, MPI_MAX, comm), "MPI_Allreduce", "worker");
-  mpi_check(MPI_Allreduce(mine_sum, sums, 2, MPI_DOUBLE, MPI_SUM, comm), "MPI_Allreduce", "worker");
-  mpi_check(MPI_Allreduce(&reasons, &any_reasons, 1, MPI_UNSIGNED_LONG_LONG, MPI_BOR, comm), "MPI_Allreduce", "worker");
-  const auto readers = static_cast<int>(sums[1]);
-  if (readers == 0) return {};
-  int size = 1;
-  MPI_Comm_size(comm, &size);
-  const bool held = (worst[0] >= 0 && worst[0] >= 0.01 * seconds) || (any_reasons & nvml::kSlowdownReasons) != 0;
-  return {{"device.energy_j", readers == size ? sums[0] : nan},
-          {"device.capped_s", worst[0] >= 0 ? worst[0] : nan},
-          {"device.span_s", seconds},
-          {"device.sm_clock_mhz_end", std::isinf(worst[1]) ? nan : -worst[1]},
-          {"device.clock_event_reasons", nvml::reasons_text(any_reasons)},
-          {"device.readers", std::int64_t{readers}},
-          {"device.throttled", std::int64_t{held ? 1 : 0}}};
-}
 
 // Whether some host runs more than `per_rank` x its ranks CPUs' worth of threads (agreed by all
 // ranks): timings then measure the sharing of cores, and the report says so.
@@ -465,6 +430,54 @@ void run_job(const std::string& spec_path, const std::string& output, MPI_Comm c
 }
 
 }  // namespace
+
+// The point's device.* state (collective: every rank of a job whose point runs on a device
+// backend calls it, with NVML's readings of its own GPU before and after the measured
+// repetitions, `seconds` apart): the energy the ranks' GPUs used (summed over ranks: a GPU that
+// two ranks share counts twice), the longest time any GPU was held back by its power or thermal
+// limit, the lowest SM clock at the end and the clock-event reasons any GPU gave there; and
+// device.throttled when some GPU was held back for 1% of the span or a slowdown reason was
+// standing at its end. Nothing when no rank could read NVML (the job's /env says why).
+std::vector<std::pair<std::string, Value>> device_state(const nvml::Reading& a, const nvml::Reading& b, double seconds, MPI_Comm comm) {
+  const double nan = std::nan("");
+  const bool read = a.why.empty() && b.why.empty();
+  // NVML's energy counter advances in steps, not continuously: on the H100 that d500 was first
+  // run on, the repetitions of a small kernel (a few ms in all) often read 0 J. A counter that did
+  // not advance over the span states no energy (NaN, and device.energy_note says why), never 0 J.
+  const bool counted = read && !std::isnan(a.energy_j) && !std::isnan(b.energy_j);
+  const bool stalled = counted && b.energy_j <= a.energy_j;
+  const double energy = counted ? (stalled ? 0.0 : b.energy_j - a.energy_j) : nan;
+  const double capped = read ? (b.power_capped_s - a.power_capped_s) + (b.thermal_capped_s - a.thermal_capped_s) : nan;
+  // NaN would poison MAX: -1 and -inf stand for "not read" there (the lowest clock is the
+  // largest negated one); the count of readers comes with the energy's sum.
+  const double mine_max[2] = {std::isnan(capped) ? -1 : capped,
+                              read && !std::isnan(b.sm_clock_mhz) ? -b.sm_clock_mhz : -std::numeric_limits<double>::infinity()};
+  const double mine_sum[3] = {energy, read ? 1.0 : 0.0, stalled ? 1.0 : 0.0};
+  double worst[2] = {0, 0}, sums[3] = {0, 0, 0};
+  unsigned long long reasons = read ? b.clock_event_reasons : 0, any_reasons = 0;
+  mpi_check(MPI_Allreduce(mine_max, worst, 2, MPI_DOUBLE, MPI_MAX, comm), "MPI_Allreduce", "worker");
+  mpi_check(MPI_Allreduce(mine_sum, sums, 3, MPI_DOUBLE, MPI_SUM, comm), "MPI_Allreduce", "worker");
+  mpi_check(MPI_Allreduce(&reasons, &any_reasons, 1, MPI_UNSIGNED_LONG_LONG, MPI_BOR, comm), "MPI_Allreduce", "worker");
+  const auto readers = static_cast<int>(sums[1]);
+  if (readers == 0) return {};
+  int size = 1;
+  MPI_Comm_size(comm, &size);
+  const bool held = (worst[0] >= 0 && worst[0] >= 0.01 * seconds) || (any_reasons & nvml::kSlowdownReasons) != 0;
+  const auto stalled_ranks = static_cast<int>(sums[2]);
+  std::vector<std::pair<std::string, Value>> out{
+      {"device.energy_j", readers == size && stalled_ranks == 0 ? sums[0] : nan},
+      {"device.capped_s", worst[0] >= 0 ? worst[0] : nan},
+          {"device.span_s", seconds},
+          {"device.sm_clock_mhz_end", std::isinf(worst[1]) ? nan : -worst[1]},
+          {"device.clock_event_reasons", nvml::reasons_text(any_reasons)},
+          {"device.readers", std::int64_t{readers}},
+          {"device.throttled", std::int64_t{held ? 1 : 0}}};
+  if (stalled_ranks > 0)
+    out.push_back({"device.energy_note", "NVML's energy counter did not advance over the " + fmt_sig(seconds * 1e3, 3) + " ms span on " +
+                                             std::to_string(stalled_ranks) + " of " + std::to_string(size) +
+                                             " rank(s): the span is shorter than the counter's update interval, so no energy is stated"});
+  return out;
+}
 
 int worker_main(int argc, char** argv) {
   hold_rank_lock();  // a rank that outlives its runner and mpirun stays visible to the next runner

@@ -1,6 +1,19 @@
 #pragma once
 // The MPI worker: runs the points of one job on every rank and streams samples to the job's
 // results file. Started by the job script (mpirun or srun) as `d500-worker SPEC OUTPUT`.
+#include <mpi.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backends/nvml.hpp"
+#include "common/value.hpp"
+
 namespace d500 {
 int worker_main(int argc, char** argv);
+
+// A point's device.* attributes from every rank's NVML readings of its GPU before and after the
+// repetitions, `seconds` apart (collective over `comm`; nothing when no rank could read NVML).
+std::vector<std::pair<std::string, Value>> device_state(const nvml::Reading& a, const nvml::Reading& b, double seconds, MPI_Comm comm);
 }
