@@ -17,11 +17,14 @@ using I = std::int64_t;
 // Visits every (image, output channel, input channel, kernel tap, output position) of a grouped,
 // strided, padded, dilated convolution whose input position (ih, iw) lies inside the image, and
 // calls f(x index, w index, y index). The three passes differ only in what f accumulates.
+// [k0, k1) limits the output channels visited (all by default): each output channel's y and w
+// entries are then touched by one caller alone, in the same order as in the whole visit.
 template <class F>
-void conv_taps(const ConvShape& cs, F&& f) {
+void conv_taps(const ConvShape& cs, F&& f, I k0 = 0, I k1 = -1) {
   const I P = cs.p(), Q = cs.q(), CG = cs.cg(), KG = cs.kg();
+  if (k1 < 0) k1 = cs.k;
   for (I n = 0; n < cs.n; ++n)
-    for (I k = 0; k < cs.k; ++k) {
+    for (I k = k0; k < k1; ++k) {
       const I g = k / KG;
       for (I c = 0; c < CG; ++c) {
         const I xc = g * CG + c;  // input channel in the whole tensor
@@ -42,11 +45,15 @@ void conv_taps(const ConvShape& cs, F&& f) {
     }
 }
 
-// y = conv(x, w)
+// y = conv(x, w); [k0, k1): only those output channels (their y entries must be zero).
+template <class T>
+void conv2d_forward_channels(const ConvShape& cs, const T* x, const T* w, T* y, I k0, I k1) {
+  conv_taps(cs, [&](I xi, I wi, I yi) { y[yi] += x[xi] * w[wi]; }, k0, k1);
+}
 template <class T>
 void conv2d_forward(const ConvShape& cs, const T* x, const T* w, T* y) {
   std::fill(y, y + cs.y_size(), T(0));
-  conv_taps(cs, [&](I xi, I wi, I yi) { y[yi] += x[xi] * w[wi]; });
+  conv2d_forward_channels(cs, x, w, y, 0, cs.k);
 }
 
 // dx = d<dy, conv(x, w)>/dx
@@ -57,10 +64,15 @@ void conv2d_backward_data(const ConvShape& cs, const T* dy, const T* w, T* dx) {
 }
 
 // dw = d<dy, conv(x, w)>/dw
+// [k0, k1): only those output channels' filters (their dw entries must be zero).
+template <class T>
+void conv2d_backward_filter_channels(const ConvShape& cs, const T* x, const T* dy, T* dw, I k0, I k1) {
+  conv_taps(cs, [&](I xi, I wi, I yi) { dw[wi] += x[xi] * dy[yi]; }, k0, k1);
+}
 template <class T>
 void conv2d_backward_filter(const ConvShape& cs, const T* x, const T* dy, T* dw) {
   std::fill(dw, dw + cs.w_size(), T(0));
-  conv_taps(cs, [&](I xi, I wi, I yi) { dw[wi] += x[xi] * dy[yi]; });
+  conv2d_backward_filter_channels(cs, x, dy, dw, 0, cs.k);
 }
 
 // Max or average over each window; padding positions are skipped (never the maximum, never

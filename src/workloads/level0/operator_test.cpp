@@ -7,8 +7,11 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 
+#include "backends/reference/nn.hpp"
 #include "backends/registry.hpp"
+#include "common/parallel.hpp"
 #include "common/error.hpp"
 #include "workloads/level0/shape_sets.hpp"
 
@@ -150,6 +153,37 @@ TEST(OperatorValidation, TheFloatReferencePassesAndTheBatchIsCutForLargeBatches)
   EXPECT_LE(v.rel_error, v.tolerance);
   EXPECT_NE(v.method.find("images 1 and 5 of 5"), std::string::npos) << v.method;
   EXPECT_GT(v.rel_error, 0.0);  // float against double: never bit-identical on this size
+}
+
+// The yardstick splits a large convolution's output channels between this rank's cores; each
+// output entry is still one thread's sum in the one order, so the double result is the plain
+// single-threaded loop's, bit for bit (37 channels: ranges of unequal length).
+TEST(OperatorValidation, TheYardsticksConvolutionOnSeveralCoresIsTheOneCoreResultBitForBit) {
+  if (rank_cores() < 2) GTEST_SKIP() << "this process may run on one core only: nothing is split";
+  const OperatorDef* def = find_operator("conv2d");
+  for (const char* pass : {"forward", "backward_filter", "backward_data"}) {
+    SCOPED_TRACE(pass);
+    const Params p = params_for(*def, {{"n", I(8)}, {"c", I(32)}, {"h", I(28)}, {"k", I(37)}, {"r", I(3)}, {"pad", I(1)},
+                                       {"stride", I(1)}, {"pass", S(pass)}});
+    OpProblem prob = make_problem(*def, p, 5);
+    std::vector<std::vector<double>> in, out, whole;
+    std::vector<const double*> inp;
+    std::vector<double*> outp;
+    for (const auto& t : prob.in) in.emplace_back(t.data.begin(), t.data.end());
+    for (const auto& v : in) inp.push_back(v.data());
+    out.emplace_back(static_cast<std::size_t>(prob.out[0].numel()), -1.0);
+    outp.push_back(out[0].data());
+    def->ref_double(prob, inp, outp);
+    std::vector<double> one(out[0].size(), -2.0);
+    const ConvShape cs{8, 32, 28, 28, 37, 3, 3, 1, 1, 1, 1};
+    ASSERT_GT(cs.flops(), 1e8) << "large enough to be split";
+    if (std::string(pass) == "forward") reference::conv2d_forward(cs, inp[0], inp[1], one.data());
+    else if (std::string(pass) == "backward_filter") reference::conv2d_backward_filter(cs, inp[0], inp[1], one.data());
+    else reference::conv2d_backward_data(cs, inp[0], inp[1], one.data());
+    std::size_t differ = 0;
+    for (std::size_t i = 0; i < one.size(); ++i) differ += std::memcmp(&one[i], &out[0][i], sizeof(double)) != 0;
+    EXPECT_EQ(differ, 0u) << "of " << one.size();
+  }
 }
 
 TEST(OperatorValidation, GemmComparesSixteenRowsSpreadOverATallMatrix) {
