@@ -2,14 +2,16 @@
 # For the engineers' GPU machine (../shared/device/README.md), which has CUDA, cuDNN, NCCL, Open
 # MPI and PyTorch but none of Debian's libraries: builds d500 there with what .devdeps carries
 # (../shared/device/fetch-debs.sh .devdeps, plus unpack-debs.sh copied into it) and, when PyTorch
-# is importable, against its CUDA LibTorch (libtorch-cuda); runs the GPU tests; runs the GPU
-# yardsticks. From this machine, one device call per step (each under its 10-minute limit):
-#   run(command="bash launchers/device-check.sh build test", carry=[".devdeps"])
-#   run(command="bash launchers/device-check.sh bench", carry=[".devdeps"])
-#   run(command="bash launchers/device-check.sh train", carry=[".devdeps"])
+# is importable, against its CUDA LibTorch (libtorch-cuda; if that build fails, again without
+# LibTorch); runs the GPU tests; runs the GPU yardsticks. From this machine, in one device call:
+#   run(command="bash launchers/device-check.sh build test bench 20 32 train", carry=[".devdeps"])
 # Steps: build, test, bench [REPETITIONS [CONV_BATCH]], train [NETWORK [BATCH]] (default: build
-# test). Logs go to $OUT
-# (the device tool brings them back), else ./device-out.
+# test). Each step has a time limit (D500_STEP_LIMIT_S, default 240 s) so that one that hangs
+# leaves the later ones their turn. Logs go to $OUT (the device tool brings back at most 8 files:
+# this writes 6), else ./device-out. D500_CUDA_ARCHS: the GPUs to build for (default 90-real,
+# the H100 and H200); D500_BUILD_TARGETS: only these ninja targets; D500_DEVICE_TORCH=0 builds without PyTorch's LibTorch (a shorter build).
+# .devdeps needs libonnxifi beside the shared script's list (ONNX's CMake targets name its
+# files): bash ../shared/device/fetch-debs.sh .devdeps libonnxifi
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -17,25 +19,41 @@ out=${OUT:-$root/device-out}
 mkdir -p "$out"
 steps=("$@")
 [ ${#steps[@]} -gt 0 ] || steps=(build test)
+limit=${D500_STEP_LIMIT_S:-240}
 eval "$(bash .devdeps/unpack-debs.sh .devdeps /tmp/dd)"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 build=$root/build-gpu
+t0=$SECONDS
+stamp() { echo "[device-check +$((SECONDS - t0)) s] $*"; }
+configure_and_build() {  # extra cmake args...
+  cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DD500_WITH_TESTS=ON \
+    -DCMAKE_CUDA_ARCHITECTURES="${D500_CUDA_ARCHS:-90-real}" "$@" >> "$out/build.log" 2>&1 &&
+    ninja -C "$build" -k 0 -j16 ${D500_BUILD_TARGETS:-} >> "$out/build.log" 2>&1
+}
 for ((i = 0; i < ${#steps[@]}; ++i)); do
+  stamp "step ${steps[$i]}"
   case "${steps[$i]}" in
     build)
-      nvidia-smi > "$out/nvidia-smi.txt" 2>&1
-      torch_root=$(python3 -c 'import torch; print(torch.__path__[0])' 2>/dev/null || true)
-      cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DD500_WITH_TESTS=ON \
-        ${torch_root:+-DD500_TORCH_ROOT="$torch_root"} > "$out/configure.log" 2>&1 || { tail -40 "$out/configure.log"; exit 1; }
-      ninja -C "$build" -j16 > "$out/build.log" 2>&1 || { grep -m20 -A5 'error' "$out/build.log"; exit 1; }
-      "$build/d500" backends | tee "$out/backends.txt"
+      { nvidia-smi; nvcc --version | tail -2; grep -m3 -E 'define CUDNN_(MAJOR|MINOR|PATCHLEVEL)' /usr/include/x86_64-linux-gnu/cudnn_version*.h
+        python3 -c 'import torch; print("torch", torch.__version__, torch.version.cuda, torch.backends.cudnn.version())'; } > "$out/info.txt" 2>&1
+      torch_root=
+      [ "${D500_DEVICE_TORCH:-1}" = 0 ] || torch_root=$(python3 -c 'import torch; print(torch.__path__[0])' 2>/dev/null || true)
+      if ! configure_and_build ${torch_root:+-DD500_TORCH_ROOT="$torch_root" -DD500_WITHOUT_LIBTORCH=OFF} ${torch_root:--DD500_WITHOUT_LIBTORCH=ON}; then
+        grep -m30 -B2 -A8 -E 'error|Error' "$out/build.log"
+        [ -n "$torch_root" ] || exit 1
+        stamp "the build against PyTorch's LibTorch failed (above); again without LibTorch"
+        echo "==== again without LibTorch" >> "$out/build.log"
+
+        configure_and_build -DD500_WITHOUT_LIBTORCH=ON || { grep -m30 -B2 -A8 -E 'error|Error' "$out/build.log"; exit 1; }
+      fi
+      "$build/d500" backends | tee -a "$out/info.txt"
       ;;
     test)
-      "$build/d500_integration_tests" --gtest_filter='Gpu.*' > "$out/gpu-tests.log" 2>&1
+      timeout "$limit" "$build/d500_integration_tests" --gtest_filter='Gpu.*' > "$out/gpu-tests.log" 2>&1
       echo "integration (Gpu.*): exit $?"
-      "$build/d500_unit_tests" --gtest_filter='Half*:PlanResources.Gpu*:Executor.*' > "$out/unit-tests.log" 2>&1
-      echo "unit (half, GPU plan warnings, the executor with cuda against the yardstick): exit $?"
-      grep -E '^\[  (PASSED|FAILED|SKIPPED) |Failure' -A3 "$out/gpu-tests.log" | head -60
+      timeout "$limit" "$build/d500_unit_tests" --gtest_filter='Half*:PlanResources.Gpu*:Nvml.*:Executor.*' > "$out/unit-tests.log" 2>&1
+      echo "unit (half, GPU plan warnings, NVML, the executor with cuda against the yardstick): exit $?"
+      grep -E '^\[  (PASSED|FAILED|SKIPPED) |^\[       OK|Failure' -A3 "$out/gpu-tests.log" | head -80
       grep -E '^\[  (PASSED|FAILED) |Failure' -A3 "$out/unit-tests.log" | head -40
       ;;
     bench)
@@ -43,14 +61,18 @@ for ((i = 0; i < ${#steps[@]}; ++i)); do
       batch=${steps[$((i + 2))]:-32}
       [[ $reps =~ ^[0-9]+$ ]] && i=$((i + 1)) || reps=50
       [[ $batch =~ ^[0-9]+$ ]] && i=$((i + 1)) || batch=32
-      D500_BUILD="$build" D500_BENCH_KEEP="$out/bench" bash launchers/bench-gpu.sh "$reps" "$batch" 2>&1 | tee "$out/bench-gpu.txt"
+      D500_BUILD="$build" D500_BENCH_KEEP=/tmp/d500-bench timeout "$limit" bash launchers/bench-gpu.sh "$reps" "$batch" > "$out/bench-gpu.txt" 2>&1
+      echo "bench-gpu.sh: exit $?"
+      cat "$out/bench-gpu.txt"
       ;;
     train)
       net=${steps[$((i + 1))]:-resnet50}
       tbatch=${steps[$((i + 2))]:-128}
       [[ $net =~ ^[a-z][a-z0-9-]*$ && $net != build && $net != test && $net != bench ]] && i=$((i + 1)) || net=resnet50
       [[ $tbatch =~ ^[0-9]+$ ]] && i=$((i + 1)) || tbatch=128
-      D500_BUILD="$build" bash launchers/bench-gpu-train.sh "$net" "$tbatch" 2>&1 | tee "$out/bench-gpu-train.txt"
+      D500_BUILD="$build" timeout "$limit" bash launchers/bench-gpu-train.sh "$net" "$tbatch" > "$out/bench-gpu-train.txt" 2>&1
+      echo "bench-gpu-train.sh: exit $?"
+      cat "$out/bench-gpu-train.txt"
       ;;
     *)
       echo "device-check.sh: unknown step '${steps[$i]}' (build, test, bench [REPETITIONS [CONV_BATCH]], train [NETWORK [BATCH]])" >&2
@@ -58,3 +80,4 @@ for ((i = 0; i < ${#steps[@]}; ++i)); do
       ;;
   esac
 done
+stamp done

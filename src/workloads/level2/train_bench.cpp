@@ -149,12 +149,13 @@ int main(int argc, char** argv) {
               static_cast<long long>(batch), steps, rounds, backend.c_str(), native ? "its own" : "d500's reference",
               validate ? "" : " (validation skipped)");
   const auto per_s = [&](double step) { return step > 0 ? static_cast<double>(batch) / step : 0.0; };
-  std::printf("  bare loop of the same calls: %.4f ms a step, %.1f images/s (median of %zu steps; its first, cold step: %.4f ms)\n", a * 1e3,
-              per_s(a), bare.size(), bare_cold.empty() ? 0.0 : bare_cold[0] * 1e3);
+  if (!bare.empty())
+    std::printf("  bare loop of the same calls: %.4f ms a step, %.1f images/s (median of %zu steps; its first, cold step: %.4f ms)\n", a * 1e3,
+                per_s(a), bare.size(), bare_cold.empty() ? 0.0 : bare_cold[0] * 1e3);
   std::printf("  d500's train workload:       %.4f ms a step, %.1f images/s (median of %zu steps' op rows, each round's first left out: median %.4f ms)\n",
               c * 1e3, per_s(c), d500.size(), d500_cold.empty() ? 0.0 : median(d500_cold) * 1e3);
   std::printf("  d500's train workload:       %.4f ms a step (median of rounds; wall time of the whole loop, cold step and one final evaluation of one batch included)\n", wl * 1e3);
-  std::printf("  overhead: %+.2f%% (median step, op rows)\n", (c / a - 1) * 100);
+  if (!bare.empty() && !d500.empty()) std::printf("  overhead: %+.2f%% (median step, op rows)\n", (c / a - 1) * 100);
   MPI_Finalize();
   return 0;
 }
