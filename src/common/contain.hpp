@@ -32,7 +32,8 @@ struct Contained {
 Contained run_contained(const std::function<std::string()>& work, const ContainLimits& limits);
 
 // The limits for reading a file of `file_bytes`: D500_READ_TIMEOUT_S and D500_READ_MEMORY_MB
-// when set, else 60 s + 1 s per 8 MiB and 2 GiB + 16 times the file's size.
+// when set, else 60 s + 1 s per 8 MiB and 2 GiB + 16 times the file's size (beyond what the
+// process maps at the fork).
 ContainLimits read_limits(std::int64_t file_bytes);
 
 // Why `path` may not be opened as a data file: "" for a regular file (a symbolic link to one
