@@ -21,6 +21,13 @@ steps=("$@")
 [ ${#steps[@]} -gt 0 ] || steps=(build test)
 limit=${D500_STEP_LIMIT_S:-240}
 eval "$(bash .devdeps/unpack-debs.sh .devdeps /tmp/dd)"
+# D500_CUDNN_FROM_TORCH=1: d500 runs on PyTorch's own cuDNN (its pip package's libcudnn.so.9)
+# instead of the machine's, so that a difference between d500's convolutions and PyTorch's can be
+# told apart from a difference between the two cuDNN versions (`d500 backends` names the one run).
+if [ "${D500_CUDNN_FROM_TORCH:-0}" = 1 ]; then
+  cudnn_lib=$(python3 -c 'import nvidia.cudnn as c; print(list(c.__path__)[0] + "/lib")' 2>/dev/null)
+  [ -d "$cudnn_lib" ] && export LD_LIBRARY_PATH="$cudnn_lib:$LD_LIBRARY_PATH" || echo "device-check.sh: PyTorch's cuDNN not found; the machine's is used" >&2
+fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 build=$root/build-gpu
 t0=$SECONDS
