@@ -4,7 +4,8 @@
 # 1. d500's `cuda` GEMM at n = 4096 and 8192 in fp32, tf32, bf16 and fp16, and cuDNN's
 #    convolutions of the ResNet-50 set (forward, backward data, backward filter) at batch
 #    CONV_BATCH (default 32), each with cuDNN's heuristic first choice and with the fastest cuDNN's
-#    find timed (cudnn_algorithms = find): two campaigns planned, run and reported by d500
+#    find timed (cudnn_algorithms = find), each through cuDNN's legacy calls and through its graph
+#    API (cudnn_api = graph, rows marked "graph"): two campaigns planned, run and reported by d500
 #    (REPETITIONS timed, default 50, after 5 warm-ups).
 # 2. PyTorch on the same problems, read back from d500's results.json (torch.mm; conv2d and
 #    aten.convolution_backward with cudnn.allow_tf32 = False, and cudnn.benchmark = False, i.e.
@@ -102,7 +103,8 @@ for p in points:
                                                                    [g["dilation"]] * 2, False, [0, 0], g["groups"], mask))
         flops = p["rate"] * 1e9 * p["median_s"]  # GFLOP/s of the host time, back to the work of one repetition
         torch.backends.cudnn.benchmark = False
-        rows.append(("conv %s %s%s" % (param(p, "shape", "?"), pass_, " find" if found else ""), flops, p, ref, float("nan"), float("nan")))
+        graph = " graph" if param(p, "cudnn_api") == "graph" else ""
+        rows.append(("conv %s %s%s%s" % (param(p, "shape", "?"), pass_, " find" if found else "", graph), flops, p, ref, float("nan"), float("nan")))
 
 print("%-48s %11s %11s %11s %11s %11s %9s %9s" % ("problem", "d500 device", "d500 host", "PyTorch", "bare dev", "bare host",
                                                    "d500/PT", "overhead"))
@@ -126,12 +128,13 @@ if worst_oh:
     print("largest host time d500 adds around a kernel beyond the bare loop's (host - device, d500's minus the bare loop's): %.1f us" % (1e6 * worst_gap))
 PY
 }
-# D500_BENCH_ONLY=gemm (or conv) runs one campaign. D500_BENCH_CONV_PASSES and D500_BENCH_CONV_SHAPES narrow the convolutions (TOML array items):
+# D500_BENCH_ONLY=gemm (or conv) runs one campaign; D500_BENCH_CUDNN_APIS='"legacy"' leaves out the graph API. D500_BENCH_CONV_PASSES and D500_BENCH_CONV_SHAPES narrow the convolutions (TOML array items):
 # validating a backward-filter pass on the whole batch in double on the CPU takes seconds a point.
 passes=${D500_BENCH_CONV_PASSES:-'"forward", "backward_data", "backward_filter"'}
 shapes=${D500_BENCH_CONV_SHAPES:-'"resnet50/*"'}
-printf '%s\nworkload = "conv2d"\nn = %d\n[axes]\npass = [%s]\nshape = [%s]\ncudnn_algorithms = ["heuristic", "find"]\n' \
-  "$head" "$batch" "$passes" "$shapes" > "$work/conv.toml"
+apis=${D500_BENCH_CUDNN_APIS:-'"legacy", "graph"'}  # cuDNN's legacy calls and its graph API (cudnn_api)
+printf '%s\nworkload = "conv2d"\nn = %d\n[axes]\npass = [%s]\nshape = [%s]\ncudnn_algorithms = ["heuristic", "find"]\ncudnn_api = [%s]\n' \
+  "$head" "$batch" "$passes" "$shapes" "$apis" > "$work/conv.toml"
 : > "$work/bare.txt"
 for n in 4096 8192; do
   for dtype in fp32 tf32 bf16 fp16; do "$bare" "$n" "$dtype" "$reps" 5 >> "$work/bare.txt"; done

@@ -143,6 +143,29 @@ TEST(Plan, ValuesAreRangeCheckedWhereTheyWereWritten) {
 // written; the workload's default, written out, keeps the id of the point that leaves it unset
 // (level 0: heuristic, d500's executor: deterministic), and an operator with no algorithms to
 // choose drops it.
+// cudnn_api: cuda's alone, refused elsewhere naming the key; its values checked at their line;
+// "legacy", the default, keeps the id of the point that leaves it unset; graph is in the id; an
+// operator that is no convolution drops it.
+TEST(Plan, CudnnApiIsCudasConvolutionsAloneAndLegacyKeepsTheId) {
+  std::string e = error_of(kHead + "[fixed]\nworkload = \"conv2d\"\nbackend = \"blas\"\nshape = \"resnet50/res2_3x3\"\nn = 2\n"
+                                   "cudnn_api = \"graph\"\n");
+  EXPECT_NE(e.find("'cudnn_api' is only for backend \"cuda\" (this point's backend is \"blas\")"), std::string::npos) << e;
+  e = error_of(kHead + "[fixed]\nworkload = \"conv2d\"\nbackend = \"blas\"\nshape = \"resnet50/res2_3x3\"\nn = 2\ncudnn_api = \"grahp\"\n");
+  EXPECT_NE(e.find("c.toml:8:13"), std::string::npos) << e;
+  EXPECT_NE(e.find("(valid: legacy, graph)"), std::string::npos) << e;
+  const BackendInfo* cuda = find_backend("cuda");
+  if (!cuda || !cuda->built) GTEST_SKIP() << "the rest plans cuda points, which this build lacks";
+  const std::string conv = kHead + "[fixed]\nbackend = \"cuda\"\nworkload = \"conv2d\"\nshape = \"resnet50/res2_3x3\"\nn = 2\n";
+  const auto pts = plan_of(conv + "[axes]\ncudnn_api = [\"legacy\", \"graph\"]\n").points;
+  ASSERT_EQ(pts.size(), 2u);
+  EXPECT_EQ(pts[0].canonical, plan_of(conv).points.at(0).canonical);
+  EXPECT_EQ(pts[0].canonical.find("cudnn_api"), std::string::npos) << pts[0].canonical;
+  EXPECT_NE(pts[1].canonical.find("cudnn_api=graph"), std::string::npos) << pts[1].canonical;
+  const auto pool = plan_of(kHead + "[fixed]\nbackend = \"cuda\"\nworkload = \"pool2d\"\nn = 2\nc = 4\nh = 8\n[axes]\ncudnn_api = [\"legacy\", \"graph\"]\n").points;
+  ASSERT_EQ(pool.size(), 1u) << "one problem, planned once";
+  EXPECT_EQ(pool[0].canonical.find("cudnn_api"), std::string::npos) << pool[0].canonical;
+}
+
 TEST(Plan, CudnnAlgorithmsAreCudasAloneAndTheWorkloadsDefaultKeepsTheId) {
   std::string e = error_of(kHead + "[fixed]\nworkload = \"network\"\nbackend = \"reference\"\nnetwork = \"lenet5\"\nbatch = 2\n"
                                    "cudnn_algorithms = \"heuristic\"\n");

@@ -78,6 +78,25 @@ class Gpu : public ScratchDirTest {
     EXPECT_NE(refused.out.find(workload + ".toml:6:"), std::string::npos) << refused.out;
     EXPECT_NE(refused.out.find("does not run on backend '" + backend + "'"), std::string::npos) << refused.out;
   }
+  // Why this build or host cannot run cuDNN's convolutions ("" when it can).
+  static std::string why_skip_convolutions() {
+    if (std::string why = why_skip(true); !why.empty()) return why;
+    return d500::find_backend("cuda")->supports("conv2d") ? "" : "this build's cuda backend has no cuDNN";
+  }
+  // The convolutions `shapes` (TOML array items) at batch 4 in every pass with every
+  // cudnn_algorithms choice (18 points for two shapes), `fixed` added, planned.
+  fs::path every_pass_and_choice(const std::string& name, const std::string& fixed, const std::string& shapes) {
+    return planned("[campaign]\nname = \"" + name + "\"\nrepetitions = 10\nwarmups = 3\n[fixed]\nworkload = \"conv2d\"\nbackend = \"cuda\"\n"
+                   "n = 4\n" + fixed + "[axes]\npass = [\"forward\", \"backward_data\", \"backward_filter\"]\nshape = [" + shapes +
+                   "]\ncudnn_algorithms = [\"heuristic\", \"deterministic\", \"find\"]\n");
+  }
+  // A convolution point's pass as cudnn.algorithm begins with it: "forward ", "backward data ",
+  // "backward filter ".
+  static std::string pass_words(const std::string& canonical) {
+    const std::size_t at = canonical.find(" pass=") + 6;
+    const std::string pass = canonical.substr(at, canonical.find(' ', at) - at);
+    return pass == "forward" ? "forward " : pass == "backward_data" ? "backward data " : "backward filter ";
+  }
   static std::string env_attr(const fs::path& file, const char* name) {
     const hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
     const hid_t g = H5Gopen2(f, "env", H5P_DEFAULT);
@@ -191,19 +210,12 @@ TEST_F(Gpu, GemmInEveryDtypeValidatesAndEachRepetitionHasItsDeviceDuration) {
 }
 
 TEST_F(Gpu, ConvolutionsInEveryPassValidateAndRecordTheAlgorithmCudnnChose) {
-  if (const std::string why = why_skip(true); !why.empty()) GTEST_SKIP() << why;
-  const d500::BackendInfo* b = d500::find_backend("cuda");
-  if (!b->supports("conv2d")) GTEST_SKIP() << "this build's cuda backend has no cuDNN";
-  const fs::path run = planned("[campaign]\nname = \"gpu-conv\"\nrepetitions = 10\nwarmups = 3\n[fixed]\nworkload = \"conv2d\"\n"
-                               "backend = \"cuda\"\nn = 4\n[axes]\npass = [\"forward\", \"backward_data\", \"backward_filter\"]\n"
-                               "shape = [\"resnet50/res2_3x3\", \"resnet50/res4_3x3_stride2\"]\n"
-                               "cudnn_algorithms = [\"heuristic\", \"deterministic\", \"find\"]\n");
-  const hid_t f = ran_and_checked(run);
+  if (const std::string why = why_skip_convolutions(); !why.empty()) GTEST_SKIP() << why;
+  const hid_t f = ran_and_checked(every_pass_and_choice("gpu-conv", "", "\"resnet50/res2_3x3\", \"resnet50/res4_3x3_stride2\""));
   ASSERT_GE(f, 0);
   each_on_device(f, 18, 13, [](hid_t g, const std::string& canonical) {
-    const std::string pass = canonical.substr(canonical.find(" pass=") + 6, canonical.find(' ', canonical.find(" pass=") + 6) - canonical.find(" pass=") - 6);
     const std::string algorithm = attr_string(g, "cudnn.algorithm");
-    EXPECT_EQ(algorithm.rfind(pass == "forward" ? "forward " : pass == "backward_data" ? "backward data " : "backward filter ", 0), 0u) << algorithm;
+    EXPECT_EQ(algorithm.rfind(pass_words(canonical), 0), 0u) << algorithm;
     EXPECT_EQ(algorithm.find("unknown"), std::string::npos) << algorithm;
     EXPECT_GE(attr_int(g, "cudnn.workspace_bytes"), 0);
     // Level 0's default is cuDNN's first choice ("heuristic", normalised away from the id); asked
@@ -217,6 +229,34 @@ TEST_F(Gpu, ConvolutionsInEveryPassValidateAndRecordTheAlgorithmCudnnChose) {
     // Found: cuDNN timed every algorithm at setup and the point keeps the winner's time.
     const bool found = canonical.find("cudnn_algorithms=find") != std::string::npos;
     EXPECT_EQ(attr_string(g, "cudnn.choice").find("cudnnFind*AlgorithmEx") != std::string::npos, found) << attr_string(g, "cudnn.choice");
+    EXPECT_EQ(H5Aexists(g, "cudnn.found_ms") > 0, found) << canonical;
+    if (found) {
+      EXPECT_GT(attr_double(g, "cudnn.found_ms"), 0.0) << canonical;
+    }
+  });
+  H5Fclose(f);
+}
+
+// The same convolutions through cuDNN's graph API (cudnn_api = "graph"), a 1x1 among them: each
+// pass validates against the double yardstick with the engine configuration its choice names,
+// float32 arithmetic kept (no TF32 engine), a deterministic choice without cuDNN's
+// non-deterministic note, a found one with the time it measured.
+TEST_F(Gpu, ConvolutionsThroughCudnnsGraphApiValidateAndNameTheirEngine) {
+  if (const std::string why = why_skip_convolutions(); !why.empty()) GTEST_SKIP() << why;
+  const hid_t f = ran_and_checked(every_pass_and_choice("gpu-graph", "cudnn_api = \"graph\"\n", "\"resnet50/res2_3x3\", \"resnet50/res2_1x1_reduce\""));
+  ASSERT_GE(f, 0);
+  each_on_device(f, 18, 13, [](hid_t g, const std::string& canonical) {
+    EXPECT_NE(canonical.find("cudnn_api=graph"), std::string::npos) << canonical;
+    const std::string algorithm = attr_string(g, "cudnn.algorithm"), choice = attr_string(g, "cudnn.choice");
+    EXPECT_EQ(algorithm.rfind(pass_words(canonical) + "engine ", 0), 0u) << algorithm;
+    EXPECT_NE(algorithm.find("(graph API"), std::string::npos) << algorithm;
+    EXPECT_NE(choice.find("cuDNN's graph API"), std::string::npos) << choice;
+    EXPECT_NE(choice.find("without TF32"), std::string::npos) << choice;
+    EXPECT_GE(attr_int(g, "cudnn.workspace_bytes"), 0);
+    if (canonical.find("cudnn_algorithms=deterministic") != std::string::npos) {
+      EXPECT_EQ(algorithm.find("non-deterministic"), std::string::npos) << algorithm;
+    }
+    const bool found = canonical.find("cudnn_algorithms=find") != std::string::npos;
     EXPECT_EQ(H5Aexists(g, "cudnn.found_ms") > 0, found) << canonical;
     if (found) {
       EXPECT_GT(attr_double(g, "cudnn.found_ms"), 0.0) << canonical;

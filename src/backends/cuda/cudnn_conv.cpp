@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "backends/cuda/cudnn_common.hpp"
+#include "backends/cuda/cudnn_graph_conv.hpp"
 #include "common/error.hpp"
 
 namespace d500::cuda {
@@ -207,6 +208,14 @@ class CudnnConv final : public CudnnKernel {
     const ConvBuffers on = p_.pass == "forward"         ? ConvBuffers{input_buffer(0), input_buffer(1), out(0)}
                            : p_.pass == "backward_data" ? ConvBuffers{out(0), input_buffer(1), input_buffer(0)}
                                                         : ConvBuffers{input_buffer(0), out(0), input_buffer(1)};
+    if (const auto api = p_.params.find("cudnn_api"); api != p_.params.end() && std::holds_alternative<std::string>(api->second) &&
+                                                      std::get<std::string>(api->second) == "graph") {
+      const ConvPass pass = p_.pass == "forward" ? ConvPass::Forward : p_.pass == "backward_data" ? ConvPass::BackwardData : ConvPass::BackwardFilter;
+      graph_ = std::make_unique<GraphConv>(handle_, cs_, pass, want_, on, [this](std::size_t bytes) { return scratch(bytes); });
+      const ConvAlgorithm& a = graph_->chosen();
+      workspace_bytes_ = a.workspace, algorithm_ = a.name, found_ms_ = a.found_ms;
+      return;
+    }
     const ConvAlgorithm a = p_.pass == "forward"         ? choose_forward(handle_, x_, w_, conv_, y_, want_, &on)
                             : p_.pass == "backward_data" ? choose_backward_data(handle_, x_, w_, conv_, y_, want_, &on)
                                                          : choose_backward_filter(handle_, x_, w_, conv_, y_, want_, &on);
@@ -226,7 +235,9 @@ class CudnnConv final : public CudnnKernel {
     void* ws = workspace_;
     cudnnStatus_t s = CUDNN_STATUS_SUCCESS;
     timer_.timed([&] {
-      if (p_.pass == "forward")  // in: x, w; out: y
+      if (graph_)  // the plan and its buffers, made at setup
+        s = graph_->run();
+      else if (p_.pass == "forward")  // in: x, w; out: y
         s = cudnnConvolutionForward(handle_, &alpha, x_, in(0), w_, in(1), conv_, static_cast<cudnnConvolutionFwdAlgo_t>(algo_), ws,
                                     workspace_bytes_, &beta, y_, out(0));
       else if (p_.pass == "backward_data")  // in: dy, w; out: dx
@@ -256,9 +267,11 @@ class CudnnConv final : public CudnnKernel {
               "asks up to 1 GiB; each rank finds its own, these attributes are rank 0's";
         break;
     }
-    std::vector<std::pair<std::string, Value>> f{{"cudnn.algorithm", algorithm_},
-                                                 {"cudnn.workspace_bytes", static_cast<std::int64_t>(workspace_bytes_)},
-                                                 {"cudnn.choice", how + "; CUDNN_FMA_MATH (float32, no TF32); NCHW float32, weights KCRS"}};
+    if (graph_) how = graph_->how();
+    std::vector<std::pair<std::string, Value>> f{
+        {"cudnn.algorithm", algorithm_},
+        {"cudnn.workspace_bytes", static_cast<std::int64_t>(workspace_bytes_)},
+        {"cudnn.choice", how + (graph_ ? "; float32 arithmetic" : "; CUDNN_FMA_MATH (float32, no TF32)") + "; NCHW float32, weights KCRS"}};
     if (found_ms_ >= 0) f.emplace_back("cudnn.found_ms", found_ms_);
     return f;
   }
@@ -274,6 +287,7 @@ class CudnnConv final : public CudnnKernel {
   std::size_t workspace_bytes_ = 0;
   std::string algorithm_;
   void* workspace_ = nullptr;
+  std::unique_ptr<GraphConv> graph_;  // cudnn_api = "graph": cuDNN's graph API instead of the calls above
 };
 
 }  // namespace

@@ -44,6 +44,10 @@ std::vector<ParamSpec> operator_common_params() {
        "PyTorch's default), deterministic (the first choice that repeats bit for bit; max pooling in its deterministic mode) "
        "or find (the fastest of every algorithm cuDNN times at setup: PyTorch's cudnn.benchmark); "
        "default: heuristic for a level-0 operator, deterministic in d500's executor (levels 1-3)"},
+      {"cudnn_api", ValueType::String, Value{std::string()}, 0, 0, {"legacy", "graph"},
+       "backend = \"cuda\", workload = \"conv2d\": how cuDNN is called, legacy (cudnnConvolution*, cudnnGet*_v7, cudnnFind*Ex) or "
+       "graph (cuDNN's graph API: operation graph, heuristics' engine configurations, execution plan, as PyTorch calls it); "
+       "default: legacy"},
   };
 }
 
@@ -67,6 +71,8 @@ std::string operator_common_check(const Params& p) {
     return "'library' is only for backend \"custom\" (this point's backend is \"" + backend + "\")";
   if (!std::get<std::string>(p.at("cudnn_algorithms")).empty() && backend != "cuda")  // its values: the spec's choices
     return "'cudnn_algorithms' is only for backend \"cuda\" (this point's backend is \"" + backend + "\")";
+  if (!std::get<std::string>(p.at("cudnn_api")).empty() && backend != "cuda")
+    return "'cudnn_api' is only for backend \"cuda\" (this point's backend is \"" + backend + "\")";
   return "";
 }
 
@@ -263,8 +269,9 @@ void register_operator(WorkloadRegistry& r, OperatorDef def) {
     auto& lib = std::get<std::string>(p.at("library"));
     if (!lib.empty()) lib = std::filesystem::absolute(lib).lexically_normal().string();
     // Only a convolution has algorithms to choose: elsewhere the key changes nothing, nor the id.
-    if (!convolution) std::get<std::string>(p.at("cudnn_algorithms")).clear();
+    if (!convolution) std::get<std::string>(p.at("cudnn_algorithms")).clear(), std::get<std::string>(p.at("cudnn_api")).clear();
     normalize_cudnn_algorithms(p, "heuristic");
+    if (auto& api = std::get<std::string>(p.at("cudnn_api")); api == "legacy") api.clear();  // the default, normalised away from the id
   };
   auto own_check = info.check;
   info.check = [own_check](const Params& p) {

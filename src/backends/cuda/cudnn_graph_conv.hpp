@@ -1,0 +1,58 @@
+#pragma once
+// One convolution pass (forward, backward data or backward filter) through cuDNN's graph API,
+// the backend descriptors that PyTorch reaches through cuDNN's frontend, as an alternative to
+// the legacy calls of cudnn_conv.cpp (cudnn_api = "graph"). Float32 NCHW tensors, KCRS weights (C
+// per group), strict float32 arithmetic: an engine configuration cuDNN marks as using tensor cores
+// (TF32 for float32) or down-converting its inputs is left out, as PyTorch leaves them out with
+// allow_tf32 = False. The configuration is chosen at setup:
+// - Choice::Heuristic: the first of heuristics mode A's ranking whose execution plan builds
+//   within a 1 GiB workspace (PyTorch's default path, "heuristics_instant");
+// - Choice::Deterministic: the first of those without cuDNN's non-deterministic note;
+// - Choice::Find: every configuration of mode A and of the fallback mode that builds, each run
+//   once and then timed three times on the pass's own buffers between CUDA events, the fastest
+//   taken (PyTorch's cudnn.benchmark times the same lists).
+// The plan and its variant pack (the buffers' addresses and the workspace) are made once, at
+// setup; a repetition is one cudnnBackendExecute.
+#include <memory>
+#include <string>
+
+#include "backends/cuda/cudnn_common.hpp"
+#include "backends/op_shapes.hpp"
+
+namespace d500::cuda {
+
+enum class ConvPass { Forward, BackwardData, BackwardFilter };
+
+class GraphConv {
+ public:
+  // `on`: the pass's buffers in cuDNN's forward names (a backward data pass writes dx into x, a
+  // backward filter pass dw into w); Find runs the candidates on them, and run() uses them.
+  // `workspace(bytes)` returns a device buffer of that size that lives as long as this object.
+  template <class Scratch>
+  GraphConv(cudnnHandle_t h, const ConvShape& cs, ConvPass pass, Choice c, const ConvBuffers& on, Scratch&& workspace)
+      : GraphConv(h, cs, pass, c, on) {
+    bind(chosen_.workspace ? workspace(chosen_.workspace) : nullptr);
+  }
+  ~GraphConv();
+  GraphConv(const GraphConv&) = delete;
+  GraphConv& operator=(const GraphConv&) = delete;
+
+  // One execution of the chosen plan on the stream of the handle (inside the timed region).
+  cudnnStatus_t run() const;
+  // The choice: "forward engine 12 (graph API)", its workspace, whether deterministic, and with
+  // Find its time (milliseconds, the fastest of three runs).
+  const ConvAlgorithm& chosen() const { return chosen_; }
+  // How the choice was made, in words, with the number of configurations considered.
+  const std::string& how() const { return how_; }
+
+ private:
+  GraphConv(cudnnHandle_t h, const ConvShape& cs, ConvPass pass, Choice c, const ConvBuffers& on);
+  void bind(void* workspace);
+
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  ConvAlgorithm chosen_;
+  std::string how_;
+};
+
+}  // namespace d500::cuda
