@@ -1,6 +1,5 @@
 #include "plan/plan.hpp"
 
-#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,6 +16,7 @@
 #include <sstream>
 
 #include "backends/registry.hpp"
+#include "common/parallel.hpp"
 #include "common/text.hpp"
 #include "d500/version.hpp"
 #include "plan/jobspec.hpp"
@@ -45,12 +45,7 @@ std::int64_t host_memory_bytes() { return meminfo_bytes("MemTotal:"); }
 std::int64_t available_memory_bytes() { return meminfo_bytes("MemAvailable:"); }
 
 
-int host_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
-  return static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
-}
+int host_cpus() { return static_cast<int>(rank_cores()); }
 
 std::string templates_dir() {
   if (const char* env = std::getenv("D500_TEMPLATES")) return env;
