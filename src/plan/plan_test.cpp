@@ -139,10 +139,6 @@ TEST(Plan, ValuesAreRangeCheckedWhereTheyWereWritten) {
   EXPECT_NE(e.find("nodes must be 1"), std::string::npos) << e;
 }
 
-// cudnn_algorithms: cuda's alone (refused elsewhere, naming the key), its values checked where
-// written; the workload's default, written out, keeps the id of the point that leaves it unset
-// (level 0: heuristic, d500's executor: deterministic), and an operator with no algorithms to
-// choose drops it.
 // cudnn_api: cuda's alone, refused elsewhere naming the key; its values checked at their line;
 // "legacy", the default, keeps the id of the point that leaves it unset; graph is in the id; an
 // operator that is no convolution drops it.
@@ -166,6 +162,10 @@ TEST(Plan, CudnnApiIsCudasConvolutionsAloneAndLegacyKeepsTheId) {
   EXPECT_EQ(pool[0].canonical.find("cudnn_api"), std::string::npos) << pool[0].canonical;
 }
 
+// cudnn_algorithms: cuda's alone (refused elsewhere, naming the key), its values checked where
+// written; the workload's default, written out, keeps the id of the point that leaves it unset
+// (level 0: heuristic, d500's executor: deterministic), and an operator with no algorithms to
+// choose drops it.
 TEST(Plan, CudnnAlgorithmsAreCudasAloneAndTheWorkloadsDefaultKeepsTheId) {
   std::string e = error_of(kHead + "[fixed]\nworkload = \"network\"\nbackend = \"reference\"\nnetwork = \"lenet5\"\nbatch = 2\n"
                                    "cudnn_algorithms = \"heuristic\"\n");

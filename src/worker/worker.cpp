@@ -139,7 +139,6 @@ std::vector<std::pair<std::string, Value>> machine_state(const MachineSample& a,
   return out;
 }
 
-
 // Whether some host runs more than `per_rank` x its ranks CPUs' worth of threads (agreed by all
 // ranks): timings then measure the sharing of cores, and the report says so.
 bool oversubscribed(MPI_Comm comm, const HostShape& h, std::int64_t per_rank) {
