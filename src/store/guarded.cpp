@@ -1,6 +1,10 @@
 #include "store/guarded.hpp"
 
+#include <sys/stat.h>
+
+#include <chrono>
 #include <filesystem>
+#include <thread>
 
 #include "common/contain.hpp"
 #include "common/error.hpp"
@@ -19,19 +23,88 @@ std::string damage(const Contained& c) {
   return "damaged: reading it (in a separate process) " + c.text + "; none of it is used";
 }
 
+// A file that a job is still writing is read without the writer's knowledge (parallel HDF5 has
+// no single-writer/multiple-reader mode): between two of HDF5's metadata writes a reader can
+// meet an object header that is not on disk yet, and the file looks damaged. The writer flushes
+// durably at least every 2 s (workloads/harness.hpp), so such a file changes again soon, and
+// is then read again. What tells it apart from a damaged file is that it changes.
+struct Stamp {
+  dev_t dev = 0;
+  ino_t ino = 0;
+  off_t size = -1;
+  std::int64_t mtime_ns = 0;
+  bool operator==(const Stamp&) const = default;
+};
+
+Stamp stamp_of(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) return {};
+  return {st.st_dev, st.st_ino, st.st_size, st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec};
+}
+
+constexpr double kSettleS = 3.0;     // longer than the writer's 2 s between durable flushes
+constexpr double kPatienceS = 30.0;  // the most time spent reading one file again and again
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+bool says_running(const std::string& path) {
+  const Contained c = run_contained([&] { return read_job_status(path); }, limits_for(path));
+  return c.ok() && c.text == "running";
+}
+
+// After a failed read begun at `before`: whether the file changed since, or says its job is
+// running and changes within kSettleS.
+bool being_written(const std::string& path, const Stamp& before) {
+  if (!(stamp_of(path) == before)) return true;
+  if (!says_running(path)) return false;
+  const auto t0 = std::chrono::steady_clock::now();
+  while (seconds_since(t0) < kSettleS) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (!(stamp_of(path) == before)) return true;
+  }
+  return false;
+}
+
+// Runs `attempt` (true: the file read cleanly) until it succeeds, the file is not being written,
+// or kPatienceS has passed.
+template <class Attempt>
+void until_settled(const std::string& path, Attempt&& attempt) {
+  const auto t0 = std::chrono::steady_clock::now();
+  for (;;) {
+    const Stamp before = stamp_of(path);
+    if (attempt() || seconds_since(t0) > kPatienceS || !being_written(path, before)) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let the writer finish its flush
+  }
+}
+
 }  // namespace
 
 JobResult read_job_file_guarded(const std::string& path) {
   if (const std::string why = not_a_regular_file(path); !why.empty()) throw Error(path + ": " + why);
-  const Contained c = run_contained(
-      [&] {
-        read_job_file(path);
-        return std::string();
-      },
-      limits_for(path));
-  if (c.kind == Contained::Failed) throw Error(c.text);  // the reader's own error, already naming the file
-  if (!c.ok()) throw Error(path + ": " + damage(c));
-  return read_job_file(path);
+  JobResult r;
+  std::string error;
+  until_settled(path, [&] {
+    const Contained c = run_contained(
+        [&] {
+          read_job_file(path);
+          return std::string();
+        },
+        limits_for(path));
+    error = c.kind == Contained::Failed ? c.text  // the reader's own error, already naming the file
+            : c.ok()                    ? std::string()
+                                        : path + ": " + damage(c);
+    if (!error.empty()) return false;
+    try {
+      r = read_job_file(path);  // the child read it cleanly; a writer may still have moved on since
+    } catch (const Error& e) {
+      error = e.what();
+    }
+    return error.empty();
+  });
+  if (!error.empty()) throw Error(error);
+  return r;
 }
 
 CheckResult check_file_guarded(const std::string& path) {
@@ -41,30 +114,35 @@ CheckResult check_file_guarded(const std::string& path) {
     r.problems.push_back(path + ": " + why);
     return r;
   }
-  // The child's answer: the summary, then each problem, separated by NUL bytes.
-  const Contained c = run_contained(
-      [&] {
-        CheckResult in = check_file(path);
-        std::string s = in.summary;
-        for (const auto& p : in.problems) s += '\0' + p;
-        return s;
-      },
-      limits_for(path));
-  if (c.kind == Contained::Failed) {
-    r.problems.push_back(path + ": " + c.text);
-    return r;
-  }
-  if (!c.ok()) {
-    r.problems.push_back(path + ": " + damage(c));
-    return r;
-  }
-  std::size_t at = c.text.find('\0');
-  r.summary = c.text.substr(0, at);
-  while (at != std::string::npos) {
-    const std::size_t next = c.text.find('\0', at + 1);
-    r.problems.push_back(c.text.substr(at + 1, next == std::string::npos ? std::string::npos : next - at - 1));
-    at = next;
-  }
+  until_settled(path, [&] {
+    r.summary.clear();
+    r.problems.clear();
+    // The child's answer: the summary, then each problem, separated by NUL bytes.
+    const Contained c = run_contained(
+        [&] {
+          CheckResult in = check_file(path);
+          std::string s = in.summary;
+          for (const auto& p : in.problems) s += '\0' + p;
+          return s;
+        },
+        limits_for(path));
+    if (c.kind == Contained::Failed) {
+      r.problems.push_back(path + ": " + c.text);
+      return false;
+    }
+    if (!c.ok()) {
+      r.problems.push_back(path + ": " + damage(c));
+      return false;
+    }
+    std::size_t at = c.text.find('\0');
+    r.summary = c.text.substr(0, at);
+    while (at != std::string::npos) {
+      const std::size_t next = c.text.find('\0', at + 1);
+      r.problems.push_back(c.text.substr(at + 1, next == std::string::npos ? std::string::npos : next - at - 1));
+      at = next;
+    }
+    return r.problems.empty();
+  });
   return r;
 }
 

@@ -53,4 +53,8 @@ struct JobResult {
 // Throws d500::Error naming the file for a missing, truncated, foreign or newer-schema file.
 JobResult read_job_file(const std::string& path);
 
+// The file's own `status` attribute alone ("running", "complete", ...): what is left to read of
+// a file whose points cannot be read. Throws d500::Error as read_job_file does.
+std::string read_job_status(const std::string& path);
+
 }  // namespace d500

@@ -122,7 +122,9 @@ TEST_F(Networks, TwoRanksRunEveryExecutorAndTheFileHoldsEveryStep) {
     with_fallbacks += fallback > 0;
   }
   // blas has kernels for Conv, Gemm and MatMul only.
-  if (built_executors().find("\"blas\"") != std::string::npos) EXPECT_GT(with_fallbacks, 0);
+  if (built_executors().find("\"blas\"") != std::string::npos) {
+    EXPECT_GT(with_fallbacks, 0);
+  }
 
   // h5py, as hdf5-schema/README.md shows: the costliest step of a point from the raw rows.
   Cmd py = sh("/usr/bin/python3 -c \"\nimport h5py, numpy as np\nf = h5py.File('" + (run / "results" / "job-0000.h5").string() +

@@ -7,8 +7,11 @@
 #include <thread>
 #include <toml++/toml.h>
 
+#include "common/error.hpp"
 #include "common/text.hpp"
 #include "helpers.hpp"
+#include "store/guarded.hpp"
+#include "store/h5.hpp"
 #include "store/reader.hpp"
 
 using namespace d500test;
@@ -221,6 +224,80 @@ TEST_F(Store, DamagedForeignAndNewerFilesGetClearErrorsAndTheRestIsReported) {
   int complete = 0;
   for (auto& [id, row] : csv) complete += row["status"] == "complete";
   EXPECT_EQ(complete, 3);
+}
+
+// A job's file is read while the job writes it (parallel HDF5 has no single-writer/multiple-
+// reader mode), so a reader can meet it halfway through a flush. Such a read is tried again while
+// the file changes; a damaged file that does not change is reported as before.
+TEST_F(Store, AFileReadHalfwayThroughAFlushIsReadAgainOnceItChangesAndAStillOneIsNot) {
+  fs::path run = plan_and_run(kSmall);
+  const fs::path file = run / "results" / "job-0000.h5";
+  const fs::path intact = dir_ / "intact.h5";
+  fs::copy_file(file, intact);
+  std::string point;
+  {
+    hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    point = point_ids(f).at(0);
+    H5Fclose(f);
+  }
+  // As a reader may find it mid-flush: a point's attribute not (yet) there. `status` says what
+  // the job says of itself.
+  auto halfway = [&](const std::string& status) {
+    fs::copy_file(intact, file, fs::copy_options::overwrite_existing);
+    hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    hid_t g = H5Gopen2(f, ("/points/" + point).c_str(), H5P_DEFAULT);
+    EXPECT_GE(H5Adelete(g, "canonical"), 0);
+    H5Gclose(g);
+    d500::h5::write_attr(f, "status", status);
+    H5Fclose(f);
+  };
+  auto seconds_of = [](const std::function<void()>& f) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+
+  // The job writes on: a second later the file is whole again (renamed over, as a flush would).
+  auto whole_in_a_second = [&] {
+    ASSERT_EQ(sh("(sleep 1; cp " + intact.string() + " " + file.string() + ".new; mv " + file.string() + ".new " +
+                 file.string() + ") >/dev/null 2>&1 &").code, 0);
+  };
+  halfway("running");
+  whole_in_a_second();
+  d500::JobResult r;
+  const double caught_up = seconds_of([&] { r = d500::read_job_file_guarded(file.string()); });
+  EXPECT_EQ(r.points.size(), 3u);
+  EXPECT_GE(caught_up, 0.9);
+  EXPECT_LT(caught_up, 10.0);
+
+  // d500 check does the same: no problem reported for a file that became whole.
+  halfway("running");
+  whole_in_a_second();
+  const d500::CheckResult c = d500::check_file_guarded(file.string());
+  EXPECT_TRUE(c.problems.empty()) << c.problems.at(0);
+
+  // A file that says it is running but does not change within the writer's flush interval is
+  // damaged, and reading it gives up after a few seconds.
+  std::string error;
+  auto read_failing = [&] {
+    error.clear();
+    try {
+      d500::read_job_file_guarded(file.string());
+    } catch (const d500::Error& e) {
+      error = e.what();
+    }
+  };
+  halfway("running");
+  const double gave_up = seconds_of(read_failing);
+  EXPECT_NE(error.find(file.string() + ":/points/" + point), std::string::npos) << error;
+  EXPECT_GE(gave_up, 2.9);
+  EXPECT_LT(gave_up, 10.0);
+
+  // A finished job's file is not waited for.
+  halfway("complete");
+  const double at_once = seconds_of(read_failing);
+  EXPECT_NE(error.find(file.string() + ":/points/" + point), std::string::npos) << error;
+  EXPECT_LT(at_once, 2.0);
 }
 
 TEST_F(Store, GatherModeWritesTheSameLayout) {
