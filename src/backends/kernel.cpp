@@ -9,6 +9,13 @@ namespace d500 {
 
 double float_tolerance(double terms) { return 1e-6 * std::max(10.0, 4.0 * std::sqrt(std::max(terms, 1.0))); }
 
+double rounded_inputs_tolerance(int mantissa_bits) { return 8 * std::ldexp(1.0, -(mantissa_bits + 1)); }
+
+bool tf32_math(const Params& p) {
+  const auto it = p.find("math");
+  return it != p.end() && std::holds_alternative<std::string>(it->second) && std::get<std::string>(it->second) == "tf32";
+}
+
 std::int64_t Tensor::numel() const {
   std::int64_t n = 1;
   for (auto d : dims) n *= d;

@@ -68,6 +68,13 @@ class OpKernel {
 // of a float sum grows about like sqrt(terms) * 2^-24 when errors are random, with room for
 // reassociation (blocking, Winograd-free direct algorithms). Levels 0 and 1 validate with it.
 double float_tolerance(double terms);
+// What rounding each input of a product to `mantissa_bits` bits (TF32: 10, bfloat16: 7, half: 10)
+// adds, relative to the result's norm, when the products are summed in float32: 8u, u = 2^-(bits+1).
+// It does not grow with the sum's length; it is added to float_tolerance's.
+double rounded_inputs_tolerance(int mantissa_bits);
+// The point's `math` (cuda: "tf32" lets tensor cores round float32 inputs of convolutions and
+// matrix products to TF32; "" or "fp32": strict float32).
+bool tf32_math(const Params& p);
 
 // The shapes of a problem of each operator, read from its parameters (one meaning for all).
 ConvShape conv_shape(const OpProblem& p);

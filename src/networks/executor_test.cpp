@@ -7,15 +7,18 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <numeric>
 #include <set>
 
 #include "backends/device.hpp"
 #include "backends/device_ops.hpp"
+#include "backends/kernel.hpp"
 #include "backends/graph_ops.hpp"
 #include "backends/optimizer.hpp"
 #include "backends/registry.hpp"
+#include "common/random.hpp"
 #include "networks/validate.hpp"
 #include "training/distributed.hpp"
 #include "networks/graph_builder_test.hpp"
@@ -401,6 +404,52 @@ TEST(Executor, EveryBackendsKernelsMatchTheYardstickOnEveryOperatorGraph) {
 // the rounding spread of its loss is far above float32's unit roundoff, the same step without the
 // constant's is not, and the float executor's own loss fails the formula but passes within
 // kSpreadFactor x the spread; a loss 10% off still fails.
+// math = "tf32" widens a network's tolerance by 8u sqrt(D), u = 2^-11, and says so; "fp32" and
+// no math keep it. The width is what rounding inputs to TF32 costs: a product whose inputs are
+// rounded to TF32's 10 mantissa bits (as tensor cores do) and summed in float32 fails float32's
+// tolerance and passes the widened one.
+TEST(Validation, Tf32MathWidensTheToleranceByWhatRoundingInputsToTf32Costs) {
+  GraphBuilder b;
+  const int x = b.weight("x", {4, 64});
+  const int w = b.weight("w", {64, 8});
+  const int loss = b.finish_with_projection_loss({b.node("MatMul", {x, w})});
+  const ToleranceBasis basis = network_tolerance(b.g, loss);
+  for (const Params& p : {Params{}, Params{{"math", std::string("fp32")}}}) {
+    EXPECT_EQ(with_point_math(basis, p).tolerance, basis.tolerance);
+    EXPECT_EQ(with_point_math(basis, p).words, basis.words);
+  }
+  const ToleranceBasis tf32 = with_point_math(basis, Params{{"math", std::string("tf32")}});
+  EXPECT_DOUBLE_EQ(tf32.tolerance, basis.tolerance + 8 * std::ldexp(1.0, -11) * std::sqrt(static_cast<double>(basis.depth)));
+  EXPECT_NE(tf32.words.find("math = tf32"), std::string::npos) << tf32.words;
+
+  auto to_tf32 = [](float f) {  // round to nearest even at 10 mantissa bits
+    std::uint32_t u = 0;
+    std::memcpy(&u, &f, 4);
+    u = (u + 0xFFFu + ((u >> 13) & 1u)) & ~0x1FFFu;
+    std::memcpy(&f, &u, 4);
+    return f;
+  };
+  const int m = 16, k = 1024, n = 16;
+  std::vector<float> a(static_cast<std::size_t>(m) * k), bb(static_cast<std::size_t>(k) * n);
+  fill_uniform(a.data(), a.size(), 1);
+  fill_uniform(bb.data(), bb.size(), 2);
+  double num = 0, den = 0;
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j) {
+      float got = 0;
+      double exact = 0;
+      for (int l = 0; l < k; ++l) {
+        const float ai = a[static_cast<std::size_t>(i) * k + l], bj = bb[static_cast<std::size_t>(l) * n + j];
+        got += to_tf32(ai) * to_tf32(bj);
+        exact += static_cast<double>(ai) * bj;
+      }
+      num += (got - exact) * (got - exact), den += exact * exact;
+    }
+  const double error = std::sqrt(num / den);
+  EXPECT_GT(error, float_tolerance(k)) << "TF32's rounding is beyond float32's tolerance";
+  EXPECT_LE(error, float_tolerance(k) + rounded_inputs_tolerance(10)) << "and within the widened one";
+}
+
 TEST(Validation, TheRoundingSpreadAllowsAnIllConditionedStepItsFloatErrorAndNoMore) {
   for (const bool cancel : {true, false}) {
     SCOPED_TRACE(cancel ? "x + 10000 - 10000" : "x");

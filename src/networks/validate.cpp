@@ -53,6 +53,15 @@ ToleranceBasis network_tolerance(const Graph& g, int loss) {
   return b;
 }
 
+ToleranceBasis with_point_math(ToleranceBasis b, const Params& point) {
+  if (!tf32_math(point)) return b;
+  const double extra = rounded_inputs_tolerance(10) * std::sqrt(static_cast<double>(std::max(b.depth, 1)));
+  b.tolerance += extra;
+  b.words += "; + 8u sqrt(D) = " + fmt_sig(extra, 3) + ", u = 2^-11 (math = tf32: convolutions and matrix products may round " +
+             "their inputs to TF32's 10 mantissa bits), in all " + fmt_sig(b.tolerance, 3);
+  return b;
+}
+
 StepValues step_values(GraphRunner& r, const Graph& g, const std::vector<int>& params, bool training) {
   StepValues v;
   if (!training) {

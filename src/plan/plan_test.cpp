@@ -200,6 +200,42 @@ TEST(Plan, CudnnAlgorithmsAreCudasAloneAndTheWorkloadsDefaultKeepsTheId) {
   EXPECT_NE(level1[2].find("cudnn_algorithms=find"), std::string::npos) << level1[2];
 }
 
+// math: cuda's alone, and for convolutions and networks; gemm names its own key; "fp32", the
+// default, keeps the id; an operator without convolutions or products drops it.
+TEST(Plan, MathIsCudasForConvolutionsAndNetworksAndGemmNamesItsDtype) {
+  std::string e = error_of(kHead + "[fixed]\nworkload = \"network\"\nbackend = \"reference\"\nnetwork = \"lenet5\"\nbatch = 2\n"
+                                   "math = \"tf32\"\n");
+  EXPECT_NE(e.find("'math' is only for backend \"cuda\" (this point's backend is \"reference\"; the CPU backends compute in strict "
+                   "float32)"),
+            std::string::npos)
+      << e;
+  e = error_of(kHead + "[fixed]\nworkload = \"conv2d\"\nbackend = \"blas\"\nshape = \"resnet50/res2_3x3\"\nn = 2\nmath = \"bf16\"\n");
+  EXPECT_NE(e.find("c.toml:8:8"), std::string::npos) << e;
+  EXPECT_NE(e.find("key 'math' is \"bf16\" (valid: fp32, tf32)"), std::string::npos) << e;
+  const BackendInfo* cuda = find_backend("cuda");
+  if (!cuda || !cuda->built) GTEST_SKIP() << "the rest plans cuda points, which this build lacks";
+  e = error_of(kHead + "[fixed]\nworkload = \"gemm\"\nbackend = \"cuda\"\nn = 64\nmath = \"tf32\"\n");
+  EXPECT_NE(e.find("'math' is for conv2d and networks; gemm's element type is its own key: dtype = \"tf32\""), std::string::npos) << e;
+  auto ids = [](const std::string& fixed) {
+    std::vector<std::string> out;
+    for (const auto& pt : plan_of(kHead + "[fixed]\nbackend = \"cuda\"\n" + fixed + "[axes]\nmath = [\"fp32\", \"tf32\"]\n").points)
+      out.push_back(pt.canonical);
+    return out;
+  };
+  const std::string conv = "workload = \"conv2d\"\nshape = \"resnet50/res2_3x3\"\nn = 2\n";
+  const auto level0 = ids(conv);
+  ASSERT_EQ(level0.size(), 2u);
+  EXPECT_EQ(level0[0], plan_of(kHead + "[fixed]\nbackend = \"cuda\"\n" + conv).points.at(0).canonical);
+  EXPECT_NE(level0[1].find("math=tf32"), std::string::npos) << level0[1];
+  const auto level1 = ids("workload = \"network\"\nnetwork = \"lenet5\"\nbatch = 2\npass = \"training\"\n");
+  ASSERT_EQ(level1.size(), 2u);
+  EXPECT_EQ(level1[0].find("math"), std::string::npos) << level1[0];
+  EXPECT_NE(level1[1].find("math=tf32"), std::string::npos) << level1[1];
+  const auto pool = ids("workload = \"pool2d\"\nn = 2\nc = 4\nh = 8\n");
+  ASSERT_EQ(pool.size(), 1u) << "one problem, planned once";
+  EXPECT_EQ(pool[0].find("math"), std::string::npos) << pool[0];
+}
+
 TEST(Plan, ExcludeRulesMustMatchSomething) {
   std::string base = kHead + "[axes]\nworkload = [\"gemm\"]\nbackend = [\"blas\"]\nn = [8, 16]\n";
   std::string e = error_of(base + "[[exclude]]\nn = 32\n");

@@ -265,6 +265,36 @@ TEST_F(Gpu, ConvolutionsThroughCudnnsGraphApiValidateAndNameTheirEngine) {
   H5Fclose(f);
 }
 
+// math = "tf32": convolutions (the legacy calls and the graph API, in every pass) and a training
+// step of d500's executor may use TF32 tensor cores, validate within the tolerance widened for
+// TF32's rounding, and say both.
+TEST_F(Gpu, Tf32MathValidatesWithinItsWiderToleranceAndEachPointSaysSo) {
+  if (const std::string why = why_skip_convolutions(); !why.empty()) GTEST_SKIP() << why;
+  const hid_t f = ran_and_checked(planned(
+      "[campaign]\nname = \"gpu-tf32\"\nrepetitions = 10\nwarmups = 3\n[fixed]\nworkload = \"conv2d\"\nbackend = \"cuda\"\nn = 8\n"
+      "math = \"tf32\"\n[axes]\npass = [\"forward\", \"backward_data\", \"backward_filter\"]\n"
+      "shape = [\"resnet50/res2_3x3\", \"resnet50/res2_1x1_reduce\"]\ncudnn_api = [\"legacy\", \"graph\"]\n"));
+  ASSERT_GE(f, 0);
+  each_on_device(f, 12, 13, [](hid_t g, const std::string& canonical) {
+    EXPECT_NE(canonical.find("math=tf32"), std::string::npos) << canonical;
+    const std::string choice = attr_string(g, "cudnn.choice");
+    EXPECT_NE(choice.find("math = tf32"), std::string::npos) << choice;
+    EXPECT_EQ(choice.find("without TF32"), std::string::npos) << choice;
+    EXPECT_NE(attr_string(g, "validation_method").find("math = tf32"), std::string::npos) << attr_string(g, "validation_method");
+    EXPECT_GT(attr_double(g, "validation_tolerance"), 8 * std::ldexp(1.0, -11)) << canonical;
+  });
+  H5Fclose(f);
+  const hid_t net = ran_and_checked(planned("[campaign]\nname = \"gpu-tf32-net\"\nrepetitions = 3\nwarmups = 1\n[fixed]\n"
+                                            "workload = \"network\"\nbackend = \"cuda\"\nbatch = 32\nnetwork = \"resnet20-cifar\"\n"
+                                            "pass = \"training\"\n[axes]\nmath = [\"fp32\", \"tf32\"]\n"));
+  ASSERT_GE(net, 0);
+  each_on_device(net, 2, 4, [](hid_t g, const std::string& canonical) {
+    const bool tf32 = canonical.find("math=tf32") != std::string::npos;
+    EXPECT_EQ(attr_string(g, "validation_method").find("math = tf32") != std::string::npos, tf32) << attr_string(g, "validation_method");
+  });
+  H5Fclose(net);
+}
+
 // cuDNN's other operators, each pass and mode: validated against the double reference, each
 // repetition with its device duration, the call cuDNN made recorded, and the device memory the
 // point held, at least its own tensors. The job records the rank's device and the GPU's facts.

@@ -1,8 +1,10 @@
 // The cuda backend at level 1: the memory d500's graph executor keeps a network in on this rank's
 // GPU (ExecutorMemory: one non-blocking stream, a cuBLAS handle and, with cuDNN, a cuDNN handle on
-// it), and node kernels that enqueue on that stream. Float32 throughout, strict: cuBLAS in
-// CUBLAS_DEFAULT_MATH and cuDNN convolutions in CUDNN_FMA_MATH (no TF32), as the yardstick's
-// tolerance for float32 assumes.
+// it), and node kernels that enqueue on that stream. Float32 throughout, strict by default: cuBLAS
+// in CUBLAS_DEFAULT_MATH and cuDNN convolutions in CUDNN_FMA_MATH (no TF32), as the yardstick's
+// tolerance for float32 assumes; with the point's math = "tf32", cuBLAS in
+// CUBLAS_TF32_TENSOR_OP_MATH and cuDNN's descriptors in CUDNN_DEFAULT_MATH (TF32 tensor cores
+// allowed, as PyTorch's allow_tf32 flags do), validated with the wider tolerance that states.
 //   Gemm, MatMul (2-D weights, or equal batches)  cuBLAS sgemm / sgemm strided batched
 //   Add (operands of one shape)                    a device copy and cublasSaxpy
 //   Conv, ConvTranspose (1-D, 2-D; symmetric       cuDNN forward, backward data, backward filter,
@@ -200,7 +202,7 @@ class ExecutorMemory final : public DeviceMemory {
 // its own (released before the memory goes: the executor destroys its kernels first).
 class CudaNode : public NodeKernel {
  public:
-  CudaNode(const NodeProblem& p, ExecutorMemory& m) : p_(p), m_(m) {}
+  CudaNode(const NodeProblem& p, ExecutorMemory& m) : p_(p), m_(m), tf32_(p.params && tf32_math(*p.params)) {}
   ~CudaNode() override {
     for (void* b : own_) m_.release(b);
   }
@@ -228,6 +230,8 @@ class CudaNode : public NodeKernel {
   void sgemm(bool ta, bool tb, I m, I n, I k, float alpha, const float* a, I lda, const float* b, I ldb, float beta, float* c, I ldc,
              I count = 1, I sa = 0, I sb = 0, I sc = 0) const {
     const cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    // The handle is the executor's: each product sets the point's math (host-side, no device work).
+    blas_check(cublasSetMathMode(m_.blas(), tf32_ ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
     if (count == 1)
       blas_check(cublasSgemm(m_.blas(), opb, opa, to_int(n), to_int(m), to_int(k), &alpha, b, to_int(ldb), a, to_int(lda), &beta, c,
                              to_int(ldc)),
@@ -240,6 +244,7 @@ class CudaNode : public NodeKernel {
 
   NodeProblem p_;
   ExecutorMemory& m_;
+  bool tf32_;  // the point's math = "tf32": cuBLAS and cuDNN may round float32 inputs to TF32 on tensor cores
 
  private:
   std::vector<void*> own_;
@@ -746,6 +751,7 @@ class Conv final : public CudaNode {
       // The filter's gradient: the convolution's input and its output's gradient.
       const float* conv_x = transposed_ ? dy : in(0);
       const float* conv_dy = transposed_ ? in(0) : dy;
+      use_math(math_w_);
       cudnn_check(cudnnConvolutionBackwardFilter(m_.dnn(), &kOne, x_.get(), conv_x, y_.get(), conv_dy, conv_, bwd_filter_, ws_, ws_bytes_, &kZero,
                                                  w_, dw),
                   "cudnnConvolutionBackwardFilter");
@@ -767,7 +773,9 @@ class Conv final : public CudaNode {
                                                 CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
                 "cudnnSetConvolution2dDescriptor");
     cudnn_check(cudnnSetConvolutionGroupCount(conv_, to_int(g.groups)), "cudnnSetConvolutionGroupCount");
-    cudnn_check(cudnnSetConvolutionMathType(conv_, CUDNN_FMA_MATH), "cudnnSetConvolutionMathType");
+    const cudnnMathType_t math = conv_math_of(p.params);
+    cudnn_check(cudnnSetConvolutionMathType(conv_, math), "cudnnSetConvolutionMathType");
+    current_math_ = math;
     int n = 0, c = 0, h = 0, w = 0;
     cudnn_check(cudnnGetConvolution2dForwardOutputDim(conv_, x_.get(), w_, &n, &c, &h, &w), "cudnnGetConvolution2dForwardOutputDim");
     if (n != g.n || c != g.k || h != g.p || w != g.q) return;  // ok_ stays false
@@ -779,7 +787,7 @@ class Conv final : public CudaNode {
                               std::to_string(g.w) + " w " + std::to_string(g.k) + "x" + std::to_string(g.cg()) + "x" + std::to_string(g.kh) +
                               "x" + std::to_string(g.kw) + " pad " + std::to_string(g.pt) + "," + std::to_string(g.pl) + " stride " +
                               std::to_string(g.sh) + "," + std::to_string(g.sw) + " dilation " + std::to_string(g.dh) + "," +
-                              std::to_string(g.dw) + " groups " + std::to_string(g.groups);
+                              std::to_string(g.dw) + " groups " + std::to_string(g.groups) + (math == CUDNN_FMA_MATH ? "" : " tf32");
     FindBuffers on(m, want == Choice::Find ? g : ConvGeom{});
     // The passes the node runs: Conv's forward pass is the convolution's, ConvTranspose's its
     // backward-data pass; training adds the other two.
@@ -798,21 +806,21 @@ class Conv final : public CudaNode {
     if (need_f) {
       const ConvAlgorithm f = m.conv_algorithm("forward " + shape, want, [&] { return choose_forward(m.dnn(), x_.get(), w_, conv_, y_.get(), want, on.get()); });
       if (!take(f, "f")) return;
-      fwd_ = static_cast<cudnnConvolutionFwdAlgo_t>(f.algo);
+      fwd_ = static_cast<cudnnConvolutionFwdAlgo_t>(f.algo), math_f_ = f.math;
     }
     if (need_d) {
       const ConvAlgorithm d = m.conv_algorithm("backward data " + shape, want, [&] {
         return choose_backward_data(m.dnn(), x_.get(), w_, conv_, y_.get(), want, on.get());
       });
       if (!take(d, "d")) return;
-      bwd_data_ = static_cast<cudnnConvolutionBwdDataAlgo_t>(d.algo);
+      bwd_data_ = static_cast<cudnnConvolutionBwdDataAlgo_t>(d.algo), math_d_ = d.math;
     }
     if (need_w) {
       const ConvAlgorithm w8 = m.conv_algorithm("backward filter " + shape, want, [&] {
         return choose_backward_filter(m.dnn(), x_.get(), w_, conv_, y_.get(), want, on.get());
       });
       if (!take(w8, "w")) return;
-      bwd_filter_ = static_cast<cudnnConvolutionBwdFilterAlgo_t>(w8.algo);
+      bwd_filter_ = static_cast<cudnnConvolutionBwdFilterAlgo_t>(w8.algo), math_w_ = w8.math;
     }
     algorithms_ = "algos";
     for (const std::string& n8 : names) algorithms_ += " " + n8;
@@ -822,11 +830,20 @@ class Conv final : public CudaNode {
     ok_ = true;
   }
   // The convolution forward (x_ to y_) and its backward-data pass (y_ to x_).
+  // The math type the pass's algorithm was chosen with, on the descriptor the passes share (cuDNN
+  // asks for the perf result's own before the call; host-side, no device work).
+  void use_math(cudnnMathType_t m) {
+    if (m == current_math_) return;
+    cudnn_check(cudnnSetConvolutionMathType(conv_, m), "cudnnSetConvolutionMathType (the pass's algorithm's)");
+    current_math_ = m;
+  }
   void convolve(const float* x, float* y) {
+    use_math(math_f_);
     cudnn_check(cudnnConvolutionForward(m_.dnn(), &kOne, x_.get(), x, w_, in(1), conv_, fwd_, ws_, ws_bytes_, &kZero, y_.get(), y),
                 "cudnnConvolutionForward");
   }
   void backward_data(const float* dy, float* dx) {
+    use_math(math_d_);
     cudnn_check(cudnnConvolutionBackwardData(m_.dnn(), &kOne, w_, in(1), y_.get(), dy, conv_, bwd_data_, ws_, ws_bytes_, &kZero, x_.get(), dx),
                 "cudnnConvolutionBackwardData");
   }
@@ -840,6 +857,7 @@ class Conv final : public CudaNode {
   cudnnConvolutionFwdAlgo_t fwd_{};
   cudnnConvolutionBwdDataAlgo_t bwd_data_{};
   cudnnConvolutionBwdFilterAlgo_t bwd_filter_{};
+  cudnnMathType_t math_f_ = CUDNN_FMA_MATH, math_d_ = CUDNN_FMA_MATH, math_w_ = CUDNN_FMA_MATH, current_math_ = CUDNN_FMA_MATH;
   std::size_t ws_bytes_ = 0;
   void* ws_ = nullptr;
   bool has_bias_ = false, ok_ = false;

@@ -44,6 +44,11 @@ class TensorDesc {
 //   succeeded taken (PyTorch's torch.backends.cudnn.benchmark = True). Measured, so two ranks, or
 //   two runs, may choose differently when two algorithms are close.
 enum class Choice { Heuristic, Deterministic, Find };
+// The descriptor's math type for the point's `math`: CUDNN_DEFAULT_MATH with "tf32" (TF32 tensor
+// cores allowed for float32, PyTorch's allow_tf32 = True), else CUDNN_FMA_MATH (strict float32).
+cudnnMathType_t conv_math_of(const Params* p);
+// "float32 (CUDNN_FMA_MATH, no TF32)" or "float32 with TF32 tensor cores allowed (...)", for the point's attributes.
+std::string conv_math_words(cudnnMathType_t descriptor_math, cudnnMathType_t chosen);
 // The point's choice; `unset` when the point leaves it to the workload's default or there is no point.
 inline Choice choice_of(const Params* p, Choice unset) {
   const auto it = p ? p->find("cudnn_algorithms") : Params::const_iterator{};
@@ -69,6 +74,10 @@ struct ConvAlgorithm {
   bool deterministic = false;
   std::string name;  // "forward IMPLICIT_GEMM"
   double found_ms = -1;
+  // The math type cuDNN ran it with (its perf result's), set on the descriptor before each call,
+  // as cuDNN asks: within the descriptor's own (CUDNN_FMA_MATH allows no TF32; CUDNN_DEFAULT_MATH
+  // allows TF32 for float32), an algorithm may run in another.
+  cudnnMathType_t math = CUDNN_FMA_MATH;
 };
 // `on` is needed with Choice::Find and ignored otherwise.
 ConvAlgorithm choose_forward(cudnnHandle_t h, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w, cudnnConvolutionDescriptor_t conv,

@@ -1,7 +1,9 @@
 // The cuda backend's convolutions: one cuDNN call per repetition (forward, backward data or
 // backward filter), NCHW float32 tensors and KCRS weights (C per group) as d500's problem holds
-// them, strict float32 arithmetic (CUDNN_FMA_MATH: no TF32; PyTorch allows TF32 in convolutions
-// by default, so a side-by-side comparison sets torch.backends.cudnn.allow_tf32 = False). The
+// them, strict float32 arithmetic by default (CUDNN_FMA_MATH: no TF32; PyTorch allows TF32 in
+// convolutions by default, so a side-by-side comparison sets torch.backends.cudnn.allow_tf32 =
+// False), TF32 tensor cores allowed with the point's math = "tf32" (CUDNN_DEFAULT_MATH, then the
+// chosen algorithm's own math type, as cuDNN asks). The
 // algorithm is cuDNN's heuristic first choice (cudnnGet*Algorithm_v7) among those that fit
 // the workspace limit (with cudnn_algorithms = "deterministic", the first deterministic one; with
 // "find", the fastest cudnnFind*AlgorithmEx timed on the point's own tensors), chosen at setup,
@@ -17,6 +19,7 @@
 
 #include "backends/cuda/cudnn_common.hpp"
 #include "backends/cuda/cudnn_graph_conv.hpp"
+#include "backends/kernel.hpp"
 #include "common/error.hpp"
 
 namespace d500::cuda {
@@ -69,6 +72,18 @@ void* CudnnKernel::scratch(std::size_t bytes) {
   return scratch_.back()->get();
 }
 
+cudnnMathType_t conv_math_of(const Params* p) { return p && tf32_math(*p) ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH; }
+
+std::string conv_math_words(cudnnMathType_t descriptor_math, cudnnMathType_t chosen) {
+  if (descriptor_math == CUDNN_FMA_MATH) return "CUDNN_FMA_MATH (float32, no TF32)";
+  const char* ran = chosen == CUDNN_TENSOR_OP_MATH ? "CUDNN_TENSOR_OP_MATH"
+                    : chosen == CUDNN_FMA_MATH     ? "CUDNN_FMA_MATH"
+                    : chosen == CUDNN_DEFAULT_MATH ? "CUDNN_DEFAULT_MATH"
+                                                   : "another math type";
+  return std::string("CUDNN_DEFAULT_MATH (math = tf32: TF32 tensor cores allowed for float32, PyTorch's allow_tf32); the algorithm "
+                     "runs in ") + ran;
+}
+
 namespace {
 
 // The largest workspace an algorithm may ask for: beyond it, the next of cuDNN's choices.
@@ -118,7 +133,7 @@ template <class Perf, class Name>
 ConvAlgorithm algorithm_of(const Perf& p, const char* pass, Name&& name, double found_ms = -1) {
   const bool det = p.determinism == CUDNN_DETERMINISTIC;
   return ConvAlgorithm{true, static_cast<int>(p.algo), p.memory, det,
-                       std::string(pass) + " " + name(p.algo) + (det ? "" : " (non-deterministic)"), found_ms};
+                       std::string(pass) + " " + name(p.algo) + (det ? "" : " (non-deterministic)"), found_ms, p.mathType};
 }
 
 // cuDNN's ranked choices for one pass (`rank(count, &returned, perfs)`, the cudnnGet*_v7 call
@@ -200,7 +215,8 @@ class CudnnConv final : public CudnnKernel {
                                                 dims(cs_.dilation), CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
                 "cudnnSetConvolution2dDescriptor");
     cudnn_check(cudnnSetConvolutionGroupCount(conv_, dims(cs_.groups)), "cudnnSetConvolutionGroupCount");
-    cudnn_check(cudnnSetConvolutionMathType(conv_, CUDNN_FMA_MATH), "cudnnSetConvolutionMathType");
+    math_ = conv_math_of(&p_.params);
+    cudnn_check(cudnnSetConvolutionMathType(conv_, math_), "cudnnSetConvolutionMathType");
     want_ = choice_of(&p_.params, Choice::Heuristic);
     // What a find runs on: this point's own tensors, inputs as uploaded, the output overwritten
     // (each run writes it whole). forward: in x, w, out y; backward data: in dy, w, out dx;
@@ -211,7 +227,8 @@ class CudnnConv final : public CudnnKernel {
     if (const auto api = p_.params.find("cudnn_api"); api != p_.params.end() && std::holds_alternative<std::string>(api->second) &&
                                                       std::get<std::string>(api->second) == "graph") {
       const ConvPass pass = p_.pass == "forward" ? ConvPass::Forward : p_.pass == "backward_data" ? ConvPass::BackwardData : ConvPass::BackwardFilter;
-      graph_ = std::make_unique<GraphConv>(handle_, cs_, pass, want_, on, [this](std::size_t bytes) { return scratch(bytes); });
+      graph_ = std::make_unique<GraphConv>(handle_, cs_, pass, want_, math_ != CUDNN_FMA_MATH, on,
+                                           [this](std::size_t bytes) { return scratch(bytes); });
       const ConvAlgorithm& a = graph_->chosen();
       workspace_bytes_ = a.workspace, algorithm_ = a.name, found_ms_ = a.found_ms;
       return;
@@ -220,7 +237,8 @@ class CudnnConv final : public CudnnKernel {
                             : p_.pass == "backward_data" ? choose_backward_data(handle_, x_, w_, conv_, y_, want_, &on)
                                                          : choose_backward_filter(handle_, x_, w_, conv_, y_, want_, &on);
     if (!a.found) throw Error("cuda: cuDNN offers no " + p_.pass + " algorithm for this convolution within a 1 GiB workspace");
-    algo_ = a.algo, workspace_bytes_ = a.workspace, algorithm_ = a.name, found_ms_ = a.found_ms;
+    algo_ = a.algo, workspace_bytes_ = a.workspace, algorithm_ = a.name, found_ms_ = a.found_ms, chosen_math_ = a.math;
+    cudnn_check(cudnnSetConvolutionMathType(conv_, chosen_math_), "cudnnSetConvolutionMathType (the chosen algorithm's)");
     if (workspace_bytes_ > 0) workspace_ = scratch(workspace_bytes_);
   }
   ~CudnnConv() override {
@@ -271,7 +289,7 @@ class CudnnConv final : public CudnnKernel {
     std::vector<std::pair<std::string, Value>> f{
         {"cudnn.algorithm", algorithm_},
         {"cudnn.workspace_bytes", static_cast<std::int64_t>(workspace_bytes_)},
-        {"cudnn.choice", how + (graph_ ? "; float32 arithmetic" : "; CUDNN_FMA_MATH (float32, no TF32)") + "; NCHW float32, weights KCRS"}};
+        {"cudnn.choice", how + "; " + (graph_ ? graph_->math() : conv_math_words(math_, chosen_math_)) + "; NCHW float32, weights KCRS"}};
     if (found_ms_ >= 0) f.emplace_back("cudnn.found_ms", found_ms_);
     return f;
   }
@@ -282,6 +300,7 @@ class CudnnConv final : public CudnnKernel {
   cudnnFilterDescriptor_t w_ = nullptr;
   cudnnConvolutionDescriptor_t conv_ = nullptr;
   Choice want_ = Choice::Heuristic;
+  cudnnMathType_t math_ = CUDNN_FMA_MATH, chosen_math_ = CUDNN_FMA_MATH;  // the descriptor's; the chosen algorithm's
   double found_ms_ = -1;  // with Choice::Find, cuDNN's time for the chosen algorithm
   int algo_ = 0;  // the pass's cuDNN algorithm enum
   std::size_t workspace_bytes_ = 0;

@@ -112,6 +112,7 @@ const char* pass_name(ConvPass p) {
 struct GraphConv::Impl {
   cudnnHandle_t handle = nullptr;
   ConvBuffers on;
+  bool tf32 = false;  // engines with tensor cores (TF32 for float32) allowed
   std::vector<Desc> keep;  // the tensors, the convolution, the operation and the graph
   std::unique_ptr<Candidate> chosen;
   std::unique_ptr<Desc> pack;
@@ -129,8 +130,8 @@ struct GraphConv::Impl {
   }
 
   // The configurations of heuristics `mode` for `graph`, in its order, whose plans build within
-  // the workspace limit and whose engines keep float32 arithmetic (and, `deterministic`, repeat
-  // bit for bit). `offered` counts what the heuristics returned.
+  // the workspace limit and whose engines keep float32 arithmetic, or with `tf32` may use TF32
+  // tensor cores (and, `deterministic`, repeat bit for bit). `offered` counts what the heuristics returned.
   std::vector<Candidate> candidates(const Desc& graph, cudnnBackendHeurMode_t mode, bool deterministic, int* offered) const {
     Desc heur(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
     heur.set(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph, "the heuristics' graph")
@@ -153,7 +154,7 @@ struct GraphConv::Impl {
     std::vector<Candidate> out;
     for (std::int64_t i = 0; i < std::min(got, count); ++i) {
       const EngineFacts e = engine_facts(raw[static_cast<std::size_t>(i)]);
-      if (e.tensor_cores || e.down_converts || (deterministic && e.nondeterministic)) continue;
+      if ((e.tensor_cores && !tf32) || e.down_converts || (deterministic && e.nondeterministic)) continue;
       Desc plan(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
       plan.set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle, "the plan's handle")
           .set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &raw[static_cast<std::size_t>(i)],
@@ -169,10 +170,11 @@ struct GraphConv::Impl {
   }
 };
 
-GraphConv::GraphConv(cudnnHandle_t h, const ConvShape& cs, ConvPass pass, Choice c, const ConvBuffers& on)
-    : impl_(std::make_unique<Impl>()) {
+GraphConv::GraphConv(cudnnHandle_t h, const ConvShape& cs, ConvPass pass, Choice c, bool tf32, const ConvBuffers& on)
+    : impl_(std::make_unique<Impl>()), tf32_(tf32) {
   impl_->handle = h;
   impl_->on = on;
+  impl_->tf32 = tf32;
   auto& keep = impl_->keep;
   keep.reserve(6);  // x, w, y, the convolution, the operation, the graph: references to them stay valid
   keep.push_back(tensor(kX, {cs.n, cs.c, cs.h, cs.w}));
@@ -246,7 +248,7 @@ GraphConv::GraphConv(cudnnHandle_t h, const ConvShape& cs, ConvPass pass, Choice
   }
   if (list.empty())
     throw Error(std::string("cuda: cuDNN's graph API offers no ") + pass_name(pass) + " engine configuration for this convolution in " +
-                modes + " (" + std::to_string(offered) + " offered) that builds within a 1 GiB workspace without TF32" +
+                modes + " (" + std::to_string(offered) + " offered) that builds within a 1 GiB workspace" + (tf32 ? "" : " without TF32") +
                 (deterministic ? " and repeats bit for bit" : ""));
   std::size_t pick = 0;
   double best_ms = -1;
@@ -291,7 +293,7 @@ GraphConv::GraphConv(cudnnHandle_t h, const ConvShape& cs, ConvPass pass, Choice
                               (e.nondeterministic ? ", non-deterministic" : "") + ")",
                           best_ms};
   const std::string considered = std::to_string(list.size()) + " of the " + std::to_string(offered) + " configurations " + modes +
-                                 " offered built within a 1 GiB workspace without TF32 or down-converted inputs" +
+                                 " offered built within a 1 GiB workspace without " + (tf32 ? "" : "TF32 or ") + "down-converted inputs" +
                                  (deterministic ? " and repeat bit for bit" : "");
   how_ = c == Choice::Find ? "the fastest engine configuration of cuDNN's graph API, each run once and then timed three times at setup "
                              "on the point's own tensors (cudnn_api = graph, cudnn_algorithms = find; PyTorch's cudnn.benchmark); " +
@@ -301,6 +303,12 @@ GraphConv::GraphConv(cudnnHandle_t h, const ConvShape& cs, ConvPass pass, Choice
                                considered
                          : "the first engine configuration of cuDNN's graph API's heuristics (cudnn_api = graph; PyTorch's default); " +
                                considered;
+}
+
+std::string GraphConv::math() const {
+  if (!tf32_) return "float32 arithmetic, no TF32";
+  return std::string("TF32 tensor cores allowed for float32 (math = tf32, PyTorch's allow_tf32); the chosen engine ") +
+         (impl_->chosen->engine.tensor_cores ? "uses tensor cores" : "computes in float32");
 }
 
 void GraphConv::bind(void* workspace) { impl_->pack = std::make_unique<Desc>(impl_->variant_pack(workspace)); }

@@ -2,9 +2,10 @@
 // One convolution pass (forward, backward data or backward filter) through cuDNN's graph API,
 // the backend descriptors that PyTorch reaches through cuDNN's frontend, as an alternative to
 // the legacy calls of cudnn_conv.cpp (cudnn_api = "graph"). Float32 NCHW tensors, KCRS weights (C
-// per group), strict float32 arithmetic: an engine configuration cuDNN marks as using tensor cores
-// (TF32 for float32) or down-converting its inputs is left out, as PyTorch leaves them out with
-// allow_tf32 = False. The configuration is chosen at setup:
+// per group), float32 arithmetic: an engine configuration cuDNN marks as down-converting its
+// inputs is left out, and one marked as using tensor cores (TF32 for float32) too unless `tf32`
+// (the point's math = "tf32"), as PyTorch does by its allow_tf32. The configuration is chosen at
+// setup:
 // - Choice::Heuristic: the first of heuristics mode A's ranking whose execution plan builds
 //   within a 1 GiB workspace (PyTorch's default path, "heuristics_instant");
 // - Choice::Deterministic: the first of those without cuDNN's non-deterministic note;
@@ -29,8 +30,8 @@ class GraphConv {
   // backward filter pass dw into w); Find runs the candidates on them, and run() uses them.
   // `workspace(bytes)` returns a device buffer of that size that lives as long as this object.
   template <class Scratch>
-  GraphConv(cudnnHandle_t h, const ConvShape& cs, ConvPass pass, Choice c, const ConvBuffers& on, Scratch&& workspace)
-      : GraphConv(h, cs, pass, c, on) {
+  GraphConv(cudnnHandle_t h, const ConvShape& cs, ConvPass pass, Choice c, bool tf32, const ConvBuffers& on, Scratch&& workspace)
+      : GraphConv(h, cs, pass, c, tf32, on) {
     bind(chosen_.workspace ? workspace(chosen_.workspace) : nullptr);
   }
   ~GraphConv();
@@ -44,15 +45,19 @@ class GraphConv {
   const ConvAlgorithm& chosen() const { return chosen_; }
   // How the choice was made, in words, with the number of configurations considered.
   const std::string& how() const { return how_; }
+  // The arithmetic the chosen engine does: "float32 arithmetic, no TF32", or with tf32 whether
+  // the chosen engine uses tensor cores.
+  std::string math() const;
 
  private:
-  GraphConv(cudnnHandle_t h, const ConvShape& cs, ConvPass pass, Choice c, const ConvBuffers& on);
+  GraphConv(cudnnHandle_t h, const ConvShape& cs, ConvPass pass, Choice c, bool tf32, const ConvBuffers& on);
   void bind(void* workspace);
 
   struct Impl;
   std::unique_ptr<Impl> impl_;
   ConvAlgorithm chosen_;
   std::string how_;
+  bool tf32_ = false;
 };
 
 }  // namespace d500::cuda

@@ -62,6 +62,11 @@ OpProblem conv_problem(const Params& params) {
     p.reduction = "scales with sqrt(N * P * Q)";
   }
   p.tolerance = float_tolerance(terms);
+  if (tf32_math(p.params)) {  // tensor cores round x, w and dy to TF32; the sums stay float32
+    p.tolerance += rounded_inputs_tolerance(10);
+    p.reduction = "8u, u = 2^-11 (math = tf32: inputs rounded to TF32's 10 mantissa bits), + the float32 tolerance that " +
+                  p.reduction;
+  }
   p.work = {cs.flops(), 4 * (cs.x_size() + cs.w_size() + cs.y_size())};
   return p;
 }

@@ -61,8 +61,7 @@ OpProblem gemm_problem(const Params& params) {
   const std::string dtype = p.params.count("dtype") ? p.s("dtype") : std::string();
   if (dtype == "tf32" || dtype == "bf16" || dtype == "fp16") {
     const int mantissa = dtype == "bf16" ? 7 : 10;
-    const double u = std::ldexp(1.0, -(mantissa + 1));
-    p.tolerance += 8 * u;
+    p.tolerance += rounded_inputs_tolerance(mantissa);
     p.reduction = "8u + the float32 tolerance (sqrt(k)), u = 2^-" + std::to_string(mantissa + 1) + ": " + dtype + " keeps " +
                   std::to_string(mantissa) + " mantissa bits; accumulation in float32";
   }
@@ -101,6 +100,9 @@ OperatorDef gemm_operator() {
       if (std::get<std::int64_t>(p.at(dim)) <= 0) return std::string(dim) + " must be positive, or -1 for 'same as n'";
     const std::string& dtype = std::get<std::string>(p.at("dtype"));
     const std::string& backend = std::get<std::string>(p.at("backend"));
+    if (const auto m = p.find("math"); m != p.end() && !std::get<std::string>(m->second).empty())
+      return "'math' is for conv2d and networks; gemm's element type is its own key: dtype = \"" + std::get<std::string>(m->second) +
+             "\" (valid: fp32, tf32, bf16, fp16)";
     if (!dtype.empty()) {
       const BackendInfo* b = find_backend(backend);
       if (!b || !b->reduced_precision) {

@@ -48,12 +48,18 @@ std::vector<ParamSpec> operator_common_params() {
        "backend = \"cuda\", workload = \"conv2d\": how cuDNN is called, legacy (cudnnConvolution*, cudnnGet*_v7, cudnnFind*Ex) or "
        "graph (cuDNN's graph API: operation graph, heuristics' engine configurations, execution plan, as PyTorch calls it); "
        "default: legacy"},
+      {"math", ValueType::String, Value{std::string()}, 0, 0, {"fp32", "tf32"},
+       "backend = \"cuda\", conv2d and networks (levels 1-3): the float32 arithmetic of convolutions and matrix products, fp32 "
+       "(strict float32: no tensor cores) or tf32 (tensor cores round each float32 input to TF32's 10 mantissa bits and sum in "
+       "float32: PyTorch's torch.backends.cudnn.allow_tf32 and torch.backends.cuda.matmul.allow_tf32); validation allows "
+       "8u more, u = 2^-11; default: fp32 (gemm: its dtype = \"tf32\")"},
   };
 }
 
 void normalize_cudnn_algorithms(Params& p, const char* default_choice) {
   auto& v = std::get<std::string>(p.at("cudnn_algorithms"));
   if (v == default_choice) v.clear();
+  if (auto& m = std::get<std::string>(p.at("math")); m == "fp32") m.clear();  // the default, normalised away from the id
 }
 
 std::string operator_common_check(const Params& p) {
@@ -73,6 +79,9 @@ std::string operator_common_check(const Params& p) {
     return "'cudnn_algorithms' is only for backend \"cuda\" (this point's backend is \"" + backend + "\")";
   if (!std::get<std::string>(p.at("cudnn_api")).empty() && backend != "cuda")
     return "'cudnn_api' is only for backend \"cuda\" (this point's backend is \"" + backend + "\")";
+  if (!std::get<std::string>(p.at("math")).empty() && backend != "cuda")
+    return "'math' is only for backend \"cuda\" (this point's backend is \"" + backend +
+           "\"; the CPU backends compute in strict float32)";
   return "";
 }
 
@@ -264,12 +273,15 @@ void register_operator(WorkloadRegistry& r, OperatorDef def) {
   for (const auto& s : operator_common_params()) info.params.push_back(s);
   // A custom library is named by its absolute path: jobs run elsewhere than `d500 plan`.
   auto own_normalize = info.normalize;
-  info.normalize = [own_normalize, convolution = d.info.name == "conv2d"](Params& p) {
+  info.normalize = [own_normalize, convolution = d.info.name == "conv2d", gemm = d.info.name == "gemm"](Params& p) {
     if (own_normalize) own_normalize(p);
     auto& lib = std::get<std::string>(p.at("library"));
     if (!lib.empty()) lib = std::filesystem::absolute(lib).lexically_normal().string();
     // Only a convolution has algorithms to choose: elsewhere the key changes nothing, nor the id.
     if (!convolution) std::get<std::string>(p.at("cudnn_algorithms")).clear(), std::get<std::string>(p.at("cudnn_api")).clear();
+    // An operator without convolutions or matrix products has no float32 arithmetic that TF32
+    // changes; gemm's own key is dtype (check() refuses math there, naming it).
+    if (!convolution && !gemm) std::get<std::string>(p.at("math")).clear();
     normalize_cudnn_algorithms(p, "heuristic");
     if (auto& api = std::get<std::string>(p.at("cudnn_api")); api == "legacy") api.clear();  // the default, normalised away from the id
   };

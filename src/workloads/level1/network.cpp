@@ -143,7 +143,8 @@ class NetworkWorkload final : public Workload {
     step(nullptr);
     const StepValues got = step_values(*runner_, net_->graph, net_->params, pt_.training);
     const auto ref = yardstick(pt_, *net_, inputs_);
-    const StepJudgement j = judge_step(got, *ref, net_->tolerance, net_->graph, pt_.training, net_->loss.loss, net_->params,
+    const ToleranceBasis tolerance = with_point_math(net_->tolerance, params_);
+    const StepJudgement j = judge_step(got, *ref, tolerance, net_->graph, pt_.training, net_->loss.loss, net_->params,
                                        inputs_.pointers(), pt_.micro_batches());
     std::string what = pt_.training ? "the loss and the gradient of each of the " + std::to_string(net_->params.size()) + " weights"
                                     : "every graph output";
@@ -151,7 +152,7 @@ class NetworkWorkload final : public Workload {
     std::string where;
     if (!(j.error <= j.tolerance))
       where = "; " + first_divergence(net_->graph, backend_, &params_, inputs_.pointers(), pt_.micro_batches(), pt_.threads,
-                                      net_->tolerance.tolerance);
+                                      tolerance.tolerance);
     return Validation{j.error, j.tolerance,
                       "relative L2 error of " + what + where + " (worst: " + j.where +
                           ", each against max(|reference|, 1e-4 x the RMS of the references' norms)), against d500's reference executor in "
