@@ -202,7 +202,14 @@ Resolved resolve(const Raw& raw, const WorkloadRegistry& reg, const Campaign& c)
   r.canonical = canonical_point(r.params);
   if (w.check) {
     std::string why = w.check(r.params);
-    if (!why.empty()) throw Error(*r.where, "point " + r.canonical + ": " + why);
+    if (!why.empty()) {
+      // A reason that begins with a key the campaign wrote ("'math' is only for ...") points at
+      // that key's line; any other at the workload's.
+      const Location* at = r.where;
+      if (why.size() > 2 && why[0] == '\'')
+        if (const auto k = raw.find(why.substr(1, why.find('\'', 1) - 1)); k != raw.end()) at = &k->second->where;
+      throw Error(*at, "point " + r.canonical + ": " + why);
+    }
   }
   return r;
 }

@@ -170,6 +170,7 @@ TEST(Plan, CudnnAlgorithmsAreCudasAloneAndTheWorkloadsDefaultKeepsTheId) {
   std::string e = error_of(kHead + "[fixed]\nworkload = \"network\"\nbackend = \"reference\"\nnetwork = \"lenet5\"\nbatch = 2\n"
                                    "cudnn_algorithms = \"heuristic\"\n");
   EXPECT_NE(e.find("'cudnn_algorithms' is only for backend \"cuda\" (this point's backend is \"reference\")"), std::string::npos) << e;
+  EXPECT_NE(e.find("c.toml:8:20: "), std::string::npos) << "the refused key's own line: " << e;
   e = error_of(kHead + "[fixed]\nworkload = \"conv2d\"\nbackend = \"blas\"\nshape = \"resnet50/res2_3x3\"\nn = 2\n"
                        "cudnn_algorithms = \"fastest\"\n");
   EXPECT_NE(e.find("c.toml:8:20"), std::string::npos) << e;
@@ -209,6 +210,7 @@ TEST(Plan, MathIsCudasForConvolutionsAndNetworksAndGemmNamesItsDtype) {
                    "float32)"),
             std::string::npos)
       << e;
+  EXPECT_NE(e.find("c.toml:8:8: "), std::string::npos) << "the refused key's own line: " << e;
   e = error_of(kHead + "[fixed]\nworkload = \"conv2d\"\nbackend = \"blas\"\nshape = \"resnet50/res2_3x3\"\nn = 2\nmath = \"bf16\"\n");
   EXPECT_NE(e.find("c.toml:8:8"), std::string::npos) << e;
   EXPECT_NE(e.find("key 'math' is \"bf16\" (valid: fp32, tf32)"), std::string::npos) << e;
