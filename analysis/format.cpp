@@ -327,6 +327,19 @@ std::string steps_caption(const PointRow& r) {
          (r.fallback_share > 0 ? "; " + fmt_sig(100 * r.fallback_share, 3) + "% ran on the reference, which the backend lacks" : "") + ")";
 }
 
+Table operators_table(const PointRow& r) {
+  Table t{{"operator", "pass", "steps", "medians added", "share", "GFLOP/s"}};
+  for (const auto& g : r.by_operator)
+    t.push_back({g.op, g.direction, std::to_string(g.steps), fmt_time(g.median_s), fmt_sig(100 * g.share, 3) + "%",
+                 g.gflops > 0 ? fmt_sig(g.gflops, 4) : "-"});
+  return t;
+}
+
+std::string operators_caption(const PointRow& r) {
+  return point_label(r) + ": all " + std::to_string(r.steps) + " steps by operator and pass (each step's median added, as a " +
+         "profiler groups kernels; the shares are of " + fmt_time(r.steps_total_s) + ")";
+}
+
 std::string network_note() {
   return "Networks (level 1): samples/s is the batch over the median step time; GFLOP/s counts the graph's work (multiply-adds "
          "twice). A training step's forward and backward phases are summarised as the whole step is (per repetition the "

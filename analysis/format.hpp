@@ -61,6 +61,9 @@ Table overlap_table(const Report& rep);
 std::string overlap_note(const Report& rep);
 Table steps_table(const PointRow& r);
 std::string steps_caption(const PointRow& r);
+// Every step of the point added by operator and pass: steps, summed medians, share, GFLOP/s.
+Table operators_table(const PointRow& r);
+std::string operators_caption(const PointRow& r);
 std::string network_note();
 std::string tta_svg(const TtaConfig& c, const Report& rep);
 std::string scaling_caption(const ScalingSeries& s);

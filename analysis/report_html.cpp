@@ -52,6 +52,8 @@ std::string render(const Report& rep) {
       if (!r.top_steps.empty()) {
         o << "<p>" << html_escape(steps_caption(r)) << "</p>\n";
         html_table(o, steps_table(r));
+        o << "<p>" << html_escape(operators_caption(r)) << "</p>\n";
+        html_table(o, operators_table(r));
       }
   }
   if (environment_table(rep).size() > 1) {

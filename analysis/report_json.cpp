@@ -86,6 +86,12 @@ std::string render(const Report& rep) {
         o << (q ? ", " : "") << "{\"name\": " << js(st.name) << ", \"op\": " << js(st.op) << ", \"direction\": " << js(st.direction)
           << ", \"impl\": " << js(st.impl) << ", \"median_s\": " << jn(st.median_s) << ", \"share\": " << jn(st.share) << "}";
       }
+      o << "], \"by_operator\": [";
+      for (std::size_t q = 0; q < r.by_operator.size(); ++q) {
+        const auto& g = r.by_operator[q];
+        o << (q ? ", " : "") << "{\"op\": " << js(g.op) << ", \"direction\": " << js(g.direction) << ", \"steps\": " << g.steps
+          << ", \"median_s\": " << jn(g.median_s) << ", \"share\": " << jn(g.share) << ", \"gflops\": " << jn(g.gflops) << "}";
+      }
       o << "]";
     }
     o << "}";

@@ -24,6 +24,8 @@ std::string render(const Report& rep) {
       if (!r.top_steps.empty()) {
         o << steps_caption(r) << "\n\n";
         markdown_table(o, steps_table(r));
+        o << operators_caption(r) << "\n\n";
+        markdown_table(o, operators_table(r));
       }
   }
   if (device_table(rep).size() > 1) {

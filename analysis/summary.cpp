@@ -173,6 +173,7 @@ PointRow summarize_point(const PointResult& p, const JobResult& j, double confid
         worst_of[static_cast<std::size_t>(t.step)][static_cast<std::size_t>(t.rep)] =
             std::max(worst_of[static_cast<std::size_t>(t.step)][static_cast<std::size_t>(t.rep)], t.ns);
     std::vector<PointRow::StepCost> all;
+    std::map<std::pair<std::string, std::string>, std::pair<PointRow::OpCost, double>> groups;  // (op, pass) -> cost, flops
     for (std::size_t k = 0; k < n; ++k) {
       std::vector<double> v;
       for (auto x : worst_of[k])
@@ -181,8 +182,20 @@ PointRow summarize_point(const PointResult& p, const JobResult& j, double confid
       c.gflops = c.median_s > 0 ? p.steps[k].flops / c.median_s / 1e9 : 0;
       r.steps_total_s += c.median_s;
       if (c.impl == "reference (fallback)") r.fallback_share += c.median_s;
+      auto& [g, flops] = groups[{c.op, c.direction}];
+      g.op = c.op, g.direction = c.direction;
+      ++g.steps;
+      g.median_s += c.median_s;
+      flops += p.steps[k].flops;
       all.push_back(c);
     }
+    for (auto& [key, gf] : groups) {
+      auto& [g, flops] = gf;
+      g.share = r.steps_total_s > 0 ? g.median_s / r.steps_total_s : 0;
+      g.gflops = g.median_s > 0 ? flops / g.median_s / 1e9 : 0;
+      r.by_operator.push_back(g);
+    }
+    std::stable_sort(r.by_operator.begin(), r.by_operator.end(), [](const auto& a, const auto& b) { return a.median_s > b.median_s; });
     for (auto& c : all) c.share = r.steps_total_s > 0 ? c.median_s / r.steps_total_s : 0;
     if (r.steps_total_s > 0) r.fallback_share /= r.steps_total_s;
     std::stable_sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.median_s > b.median_s; });

@@ -72,6 +72,15 @@ struct PointRow {
     double median_s = 0, share = 0, gflops = 0;
   };
   std::vector<StepCost> top_steps;
+  // Every step, added by operator and pass (Conv forward, Conv backward, ...): where the step's
+  // time goes, as a framework's profiler groups it; costliest first. gflops: the group's work
+  // over its summed medians (0 where it counts none).
+  struct OpCost {
+    std::string op, direction;
+    int steps = 0;
+    double median_s = 0, share = 0, gflops = 0;
+  };
+  std::vector<OpCost> by_operator;
   double steps_total_s = 0;       // the medians of every step, added
   double fallback_share = 0;      // of that, the steps the backend left to the reference
   int steps = 0;

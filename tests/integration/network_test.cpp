@@ -53,6 +53,29 @@ TEST_F(Networks, TwoRanksRunEveryExecutorAndTheFileHoldsEveryStep) {
   const std::string md = read_file_text(run / "report.md");
   EXPECT_NE(md.find("## Networks"), std::string::npos);
   EXPECT_NE(md.find("costliest of"), std::string::npos);
+  EXPECT_NE(md.find("steps by operator and pass"), std::string::npos);
+  // Every step added by operator and pass: the groups hold each step once, add up to the steps'
+  // total, and come costliest first.
+  const std::string by_operator = R"(
+import json, sys
+n = 0
+for p in json.load(open(sys.argv[1]))["points"]:
+    g, what = p.get("by_operator"), p["canonical"]
+    if not g:
+        continue
+    n += 1
+    assert sum(x["steps"] for x in g) == p["steps"], what
+    assert abs(sum(x["median_s"] for x in g) - p["steps_total_median_s"]) <= 1e-6 * p["steps_total_median_s"], what
+    assert abs(sum(x["share"] for x in g) - 1) < 1e-6, what
+    assert [x["median_s"] for x in g] == sorted((x["median_s"] for x in g), reverse=True), what
+    assert len({(x["op"], x["direction"]) for x in g}) == len(g), what
+    assert any(x["op"] == "Conv" and x["direction"] == "forward" and x["steps"] == 2 for x in g), what
+    assert any(x["op"] == "Conv" and x["direction"] == "backward" for x in g) == ("pass=training" in what), what
+print("grouped", n, "points")
+)";
+  Cmd groups = sh("/usr/bin/python3 -c '" + by_operator + "' " + (run / "results.json").string());
+  EXPECT_EQ(groups.code, 0) << groups.out;
+  EXPECT_NE(groups.out.find("grouped "), std::string::npos) << groups.out;
   auto csv = read_csv(run / "results.csv");
   int points = 0;
   for (const auto& [id, row] : csv) {
