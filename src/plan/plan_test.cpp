@@ -142,7 +142,7 @@ TEST(Plan, ValuesAreRangeCheckedWhereTheyWereWritten) {
 // cudnn_api: cuda's alone, refused elsewhere naming the key; its values checked at their line;
 // "legacy", the default, keeps the id of the point that leaves it unset; graph is in the id; an
 // operator that is no convolution drops it.
-TEST(Plan, CudnnApiIsCudasConvolutionsAloneAndLegacyKeepsTheId) {
+TEST(Plan, CudnnApiIsCudasConvolutionsAndNetworksAndLegacyKeepsTheId) {
   std::string e = error_of(kHead + "[fixed]\nworkload = \"conv2d\"\nbackend = \"blas\"\nshape = \"resnet50/res2_3x3\"\nn = 2\n"
                                    "cudnn_api = \"graph\"\n");
   EXPECT_NE(e.find("'cudnn_api' is only for backend \"cuda\" (this point's backend is \"blas\")"), std::string::npos) << e;
@@ -160,6 +160,12 @@ TEST(Plan, CudnnApiIsCudasConvolutionsAloneAndLegacyKeepsTheId) {
   const auto pool = plan_of(kHead + "[fixed]\nbackend = \"cuda\"\nworkload = \"pool2d\"\nn = 2\nc = 4\nh = 8\n[axes]\ncudnn_api = [\"legacy\", \"graph\"]\n").points;
   ASSERT_EQ(pool.size(), 1u) << "one problem, planned once";
   EXPECT_EQ(pool[0].canonical.find("cudnn_api"), std::string::npos) << pool[0].canonical;
+  // d500's executor calls its convolutions either way too (levels 1-3).
+  const std::string net = kHead + "[fixed]\nbackend = \"cuda\"\nworkload = \"train\"\nnetwork = \"lenet5\"\ndataset = \"synthetic\"\n";
+  const auto trains = plan_of(net + "[axes]\ncudnn_api = [\"legacy\", \"graph\"]\n").points;
+  ASSERT_EQ(trains.size(), 2u);
+  EXPECT_EQ(trains[0].canonical, plan_of(net).points.at(0).canonical);
+  EXPECT_NE(trains[1].canonical.find("cudnn_api=graph"), std::string::npos) << trains[1].canonical;
 }
 
 // cudnn_algorithms: cuda's alone (refused elsewhere, naming the key), its values checked where

@@ -267,8 +267,8 @@ TEST_F(Gpu, ConvolutionsThroughCudnnsGraphApiValidateAndNameTheirEngine) {
 
 // math = "tf32": convolutions (the legacy calls and the graph API, in every pass) and a training
 // step of d500's executor may use TF32 tensor cores, validate within the tolerance widened for
-// TF32's rounding, and say both.
-TEST_F(Gpu, Tf32MathValidatesWithinItsWiderToleranceAndEachPointSaysSo) {
+// TF32's rounding, and say both. d500's executor calls cuDNN's graph API with cudnn_api = "graph".
+TEST_F(Gpu, Tf32MathAndTheGraphApiValidateAtLevelZeroAndInTheExecutorAndSaySo) {
   if (const std::string why = why_skip_convolutions(); !why.empty()) GTEST_SKIP() << why;
   const hid_t f = ran_and_checked(planned(
       "[campaign]\nname = \"gpu-tf32\"\nrepetitions = 10\nwarmups = 3\n[fixed]\nworkload = \"conv2d\"\nbackend = \"cuda\"\nn = 8\n"
@@ -286,11 +286,20 @@ TEST_F(Gpu, Tf32MathValidatesWithinItsWiderToleranceAndEachPointSaysSo) {
   H5Fclose(f);
   const hid_t net = ran_and_checked(planned("[campaign]\nname = \"gpu-tf32-net\"\nrepetitions = 3\nwarmups = 1\n[fixed]\n"
                                             "workload = \"network\"\nbackend = \"cuda\"\nbatch = 32\nnetwork = \"resnet20-cifar\"\n"
-                                            "pass = \"training\"\n[axes]\nmath = [\"fp32\", \"tf32\"]\n"));
+                                            "pass = \"training\"\n[axes]\nmath = [\"fp32\", \"tf32\"]\n"
+                                            "cudnn_api = [\"legacy\", \"graph\"]\n"));
   ASSERT_GE(net, 0);
-  each_on_device(net, 2, 4, [](hid_t g, const std::string& canonical) {
+  each_on_device(net, 4, 4, [](hid_t g, const std::string& canonical) {
     const bool tf32 = canonical.find("math=tf32") != std::string::npos;
     EXPECT_EQ(attr_string(g, "validation_method").find("math = tf32") != std::string::npos, tf32) << attr_string(g, "validation_method");
+    const bool graph = canonical.find("cudnn_api=graph") != std::string::npos;
+    int convolutions = 0;
+    for (const std::string& impl : step_impls(g)) {
+      if (impl.find("convolution") == std::string::npos) continue;
+      ++convolutions;
+      EXPECT_EQ(impl.rfind(graph ? "cuda cudnn convolution (graph engines f" : "cuda cudnn convolution (algos f", 0), 0u) << impl;
+    }
+    EXPECT_GE(convolutions, 2) << canonical;
   });
   H5Fclose(net);
 }

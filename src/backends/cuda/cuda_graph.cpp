@@ -15,7 +15,10 @@
 //                                                  workspace (any first choice if none is, or
 //                                                  with cudnn_algorithms = "heuristic"; the
 //                                                  fastest cuDNN's find timed with "find", once
-//                                                  per pass and geometry in a network)
+//                                                  per pass and geometry in a network); with
+//                                                  cudnn_api = "graph", execution plans of
+//                                                  cuDNN's graph API (cudnn_graph_conv.hpp),
+//                                                  chosen per node
 //   MaxPool, AveragePool, GlobalAveragePool        cuDNN pooling (max in its deterministic mode
 //                                                  unless "heuristic" or "find"; no
 //                                                  dilation, symmetric pads, the floor rule); in
@@ -56,6 +59,7 @@
 #include "common/error.hpp"
 #ifdef D500_HAVE_CUDNN
 #include "backends/cuda/cudnn_common.hpp"
+#include "backends/cuda/cudnn_graph_conv.hpp"
 #endif
 
 namespace d500::cuda {
@@ -751,10 +755,7 @@ class Conv final : public CudaNode {
       // The filter's gradient: the convolution's input and its output's gradient.
       const float* conv_x = transposed_ ? dy : in(0);
       const float* conv_dy = transposed_ ? in(0) : dy;
-      use_math(math_w_);
-      cudnn_check(cudnnConvolutionBackwardFilter(m_.dnn(), &kOne, x_.get(), conv_x, y_.get(), conv_dy, conv_, bwd_filter_, ws_, ws_bytes_, &kZero,
-                                                 w_, dw),
-                  "cudnnConvolutionBackwardFilter");
+      backward_filter(conv_x, conv_dy, dw);
     }
     if (float* db = din(2))
       cudnn_check(cudnnConvolutionBackwardBias(m_.dnn(), &kOne, out_desc(), dy, &kZero, b_.get(), db), "cudnnConvolutionBackwardBias");
@@ -792,6 +793,10 @@ class Conv final : public CudaNode {
     // The passes the node runs: Conv's forward pass is the convolution's, ConvTranspose's its
     // backward-data pass; training adds the other two.
     const bool need_f = !transposed || p.training, need_d = transposed || p.training, need_w = p.training;
+    if (graph_api(p.params)) {
+      make_graph_passes(m, g, want, math != CUDNN_FMA_MATH, on, need_f, need_d, need_w);
+      return;
+    }
     bool same_bits = true;
     // The impl text (64 bytes in the results file): cuDNN's algorithm enums, forward, backward
     // data, backward filter (those the node runs), "found" when cuDNN's find chose them, and
@@ -830,6 +835,39 @@ class Conv final : public CudaNode {
     ok_ = true;
   }
   // The convolution forward (x_ to y_) and its backward-data pass (y_ to x_).
+  static bool graph_api(const Params* p) {
+    const auto it = p ? p->find("cudnn_api") : Params::const_iterator{};
+    return p && it != p->end() && std::holds_alternative<std::string>(it->second) && std::get<std::string>(it->second) == "graph";
+  }
+  // cudnn_api = "graph": each pass the node runs as an execution plan of cuDNN's graph API
+  // (GraphConv, as level 0's), chosen for this node at setup (no cache across the network's
+  // nodes: a find times each node's candidates), one workspace for the node's passes, the
+  // buffers given with each run.
+  void make_graph_passes(ExecutorMemory& m, const ConvGeom& g, Choice want, bool tf32, FindBuffers& on, bool need_f, bool need_d,
+                         bool need_w) {
+    const ConvBuffers none{};
+    const ConvBuffers& search = want == Choice::Find ? *on.get() : none;
+    auto later = [](std::size_t) -> void* { return nullptr; };  // the node's one workspace is given below
+    std::vector<std::string> names;
+    bool same_bits = true;
+    auto make = [&](std::unique_ptr<GraphConv>& into, ConvPass pass, const char* letter) {
+      into = std::make_unique<GraphConv>(m.dnn(), g, pass, want, tf32, search, later);
+      ws_bytes_ = std::max(ws_bytes_, into->chosen().workspace);
+      same_bits = same_bits && into->chosen().deterministic;
+      names.push_back(letter + std::to_string(into->chosen().algo));
+    };
+    if (need_f) make(graph_f_, ConvPass::Forward, "f");
+    if (need_d) make(graph_d_, ConvPass::BackwardData, "d");
+    if (need_w) make(graph_w_, ConvPass::BackwardFilter, "w");
+    if (ws_bytes_ > 0) ws_ = own(ws_bytes_);
+    for (auto* k : {graph_f_.get(), graph_d_.get(), graph_w_.get()})
+      if (k) k->use_workspace(ws_);
+    algorithms_ = "graph engines";
+    for (const std::string& n8 : names) algorithms_ += " " + n8;
+    if (want == Choice::Find) algorithms_ += ", found";
+    algorithms_ += same_bits ? ", deterministic" : ", atomics";
+    ok_ = true;
+  }
   // The math type the pass's algorithm was chosen with, on the descriptor the passes share (cuDNN
   // asks for the perf result's own before the call; host-side, no device work).
   void use_math(cudnnMathType_t m) {
@@ -838,14 +876,33 @@ class Conv final : public CudaNode {
     current_math_ = m;
   }
   void convolve(const float* x, float* y) {
+    if (graph_f_) {
+      cudnn_check(graph_f_->run_on({const_cast<float*>(x), in(1), y}), "cudnnBackendExecute (the convolution's forward plan)");
+      return;
+    }
     use_math(math_f_);
     cudnn_check(cudnnConvolutionForward(m_.dnn(), &kOne, x_.get(), x, w_, in(1), conv_, fwd_, ws_, ws_bytes_, &kZero, y_.get(), y),
                 "cudnnConvolutionForward");
   }
   void backward_data(const float* dy, float* dx) {
+    if (graph_d_) {
+      cudnn_check(graph_d_->run_on({dx, in(1), const_cast<float*>(dy)}), "cudnnBackendExecute (the convolution's backward data plan)");
+      return;
+    }
     use_math(math_d_);
     cudnn_check(cudnnConvolutionBackwardData(m_.dnn(), &kOne, w_, in(1), y_.get(), dy, conv_, bwd_data_, ws_, ws_bytes_, &kZero, x_.get(), dx),
                 "cudnnConvolutionBackwardData");
+  }
+  // The filter's gradient from the convolution's input x and its output's gradient dy.
+  void backward_filter(const float* x, const float* dy, float* dw) {
+    if (graph_w_) {
+      cudnn_check(graph_w_->run_on({const_cast<float*>(x), dw, const_cast<float*>(dy)}),
+                  "cudnnBackendExecute (the convolution's backward filter plan)");
+      return;
+    }
+    use_math(math_w_);
+    cudnn_check(cudnnConvolutionBackwardFilter(m_.dnn(), &kOne, x_.get(), x, y_.get(), dy, conv_, bwd_filter_, ws_, ws_bytes_, &kZero, w_, dw),
+                "cudnnConvolutionBackwardFilter");
   }
   // The node's output's descriptor.
   cudnnTensorDescriptor_t out_desc() const { return transposed_ ? x_.get() : y_.get(); }
@@ -858,6 +915,7 @@ class Conv final : public CudaNode {
   cudnnConvolutionBwdDataAlgo_t bwd_data_{};
   cudnnConvolutionBwdFilterAlgo_t bwd_filter_{};
   cudnnMathType_t math_f_ = CUDNN_FMA_MATH, math_d_ = CUDNN_FMA_MATH, math_w_ = CUDNN_FMA_MATH, current_math_ = CUDNN_FMA_MATH;
+  std::unique_ptr<GraphConv> graph_f_, graph_d_, graph_w_;  // cudnn_api = "graph": the passes' plans instead
   std::size_t ws_bytes_ = 0;
   void* ws_ = nullptr;
   bool has_bias_ = false, ok_ = false;

@@ -227,7 +227,7 @@ class CudnnConv final : public CudnnKernel {
     if (const auto api = p_.params.find("cudnn_api"); api != p_.params.end() && std::holds_alternative<std::string>(api->second) &&
                                                       std::get<std::string>(api->second) == "graph") {
       const ConvPass pass = p_.pass == "forward" ? ConvPass::Forward : p_.pass == "backward_data" ? ConvPass::BackwardData : ConvPass::BackwardFilter;
-      graph_ = std::make_unique<GraphConv>(handle_, cs_, pass, want_, math_ != CUDNN_FMA_MATH, on,
+      graph_ = std::make_unique<GraphConv>(handle_, graph_geom(cs_), pass, want_, math_ != CUDNN_FMA_MATH, on,
                                            [this](std::size_t bytes) { return scratch(bytes); });
       const ConvAlgorithm& a = graph_->chosen();
       workspace_bytes_ = a.workspace, algorithm_ = a.name, found_ms_ = a.found_ms;

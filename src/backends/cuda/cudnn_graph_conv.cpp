@@ -112,6 +112,7 @@ const char* pass_name(ConvPass p) {
 struct GraphConv::Impl {
   cudnnHandle_t handle = nullptr;
   ConvBuffers on;
+  void* workspace = nullptr;
   bool tf32 = false;  // engines with tensor cores (TF32 for float32) allowed
   std::vector<Desc> keep;  // the tensors, the convolution, the operation and the graph
   std::unique_ptr<Candidate> chosen;
@@ -170,22 +171,32 @@ struct GraphConv::Impl {
   }
 };
 
-GraphConv::GraphConv(cudnnHandle_t h, const ConvShape& cs, ConvPass pass, Choice c, bool tf32, const ConvBuffers& on)
+ConvGeom graph_geom(const ConvShape& cs) {
+  ConvGeom g;
+  g.n = cs.n, g.c = cs.c, g.h = cs.h, g.w = cs.w, g.k = cs.k, g.kh = cs.r, g.kw = cs.s;
+  g.sh = g.sw = cs.stride, g.dh = g.dw = cs.dilation;
+  g.pt = g.pl = g.pb = g.pr = cs.pad;
+  g.p = cs.p(), g.q = cs.q(), g.groups = cs.groups;
+  return g;
+}
+
+GraphConv::GraphConv(cudnnHandle_t h, const ConvGeom& cs, ConvPass pass, Choice c, bool tf32, const ConvBuffers& on)
     : impl_(std::make_unique<Impl>()), tf32_(tf32) {
+  if (cs.pt != cs.pb || cs.pl != cs.pr) throw Error("cuda: cuDNN's graph API is given equal pads on both sides of an axis (an internal error)");
   impl_->handle = h;
   impl_->on = on;
   impl_->tf32 = tf32;
   auto& keep = impl_->keep;
   keep.reserve(6);  // x, w, y, the convolution, the operation, the graph: references to them stay valid
   keep.push_back(tensor(kX, {cs.n, cs.c, cs.h, cs.w}));
-  keep.push_back(tensor(kW, {cs.k, cs.cg(), cs.r, cs.s}));
-  keep.push_back(tensor(kY, {cs.n, cs.k, cs.p(), cs.q()}));
+  keep.push_back(tensor(kW, {cs.k, cs.cg(), cs.kh, cs.kw}));
+  keep.push_back(tensor(kY, {cs.n, cs.k, cs.p, cs.q}));
   const Desc &x = keep[0], &w = keep[1], &y = keep[2];
   {
     const cudnnDataType_t compute = CUDNN_DATA_FLOAT;
     const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
     const std::int64_t spatial = 2;
-    const std::array<std::int64_t, 2> pad{cs.pad, cs.pad}, stride{cs.stride, cs.stride}, dilation{cs.dilation, cs.dilation};
+    const std::array<std::int64_t, 2> pad{cs.pt, cs.pl}, stride{cs.sh, cs.sw}, dilation{cs.dh, cs.dw};
     Desc conv(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
     conv.set(CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute, "the convolution's compute type")
         .set(CUDNN_ATTR_CONVOLUTION_CONV_MODE, CUDNN_TYPE_CONVOLUTION_MODE, 1, &mode, "the convolution's mode")
@@ -311,10 +322,25 @@ std::string GraphConv::math() const {
          (impl_->chosen->engine.tensor_cores ? "uses tensor cores" : "computes in float32");
 }
 
-void GraphConv::bind(void* workspace) { impl_->pack = std::make_unique<Desc>(impl_->variant_pack(workspace)); }
+void GraphConv::bind(void* workspace) {
+  impl_->workspace = workspace;
+  impl_->pack.reset();
+  if (impl_->on.x && impl_->on.w && impl_->on.y) impl_->pack = std::make_unique<Desc>(impl_->variant_pack(workspace));
+}
 
 GraphConv::~GraphConv() = default;
 
-cudnnStatus_t GraphConv::run() const { return cudnnBackendExecute(impl_->handle, impl_->chosen->plan.get(), impl_->pack->get()); }
+cudnnStatus_t GraphConv::run() const {
+  if (!impl_->pack) return CUDNN_STATUS_BAD_PARAM;  // no buffers given: run_on is the call
+  return cudnnBackendExecute(impl_->handle, impl_->chosen->plan.get(), impl_->pack->get());
+}
+
+cudnnStatus_t GraphConv::run_on(const ConvBuffers& on) {
+  if (!impl_->pack || on.x != impl_->on.x || on.w != impl_->on.w || on.y != impl_->on.y) {
+    impl_->on = on;
+    bind(impl_->workspace);
+  }
+  return run();
+}
 
 }  // namespace d500::cuda

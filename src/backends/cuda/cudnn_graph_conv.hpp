@@ -12,11 +12,13 @@
 // - Choice::Find: every configuration of mode A and of the fallback mode that builds, each run
 //   once and then timed three times on the pass's own buffers between CUDA events, the fastest
 //   taken (PyTorch's cudnn.benchmark times the same lists).
-// The plan and its variant pack (the buffers' addresses and the workspace) are made once, at
-// setup; a repetition is one cudnnBackendExecute.
+// The plan is made once, at setup, and so is its variant pack (the buffers' addresses and the
+// workspace) where the buffers are known then (level 0); d500's executor gives them with each
+// run (run_on), the pack made anew only when they change. A repetition is one cudnnBackendExecute.
 #include <memory>
 #include <string>
 
+#include "backends/conv_geom.hpp"
 #include "backends/cuda/cudnn_common.hpp"
 #include "backends/op_shapes.hpp"
 
@@ -24,22 +26,34 @@ namespace d500::cuda {
 
 enum class ConvPass { Forward, BackwardData, BackwardFilter };
 
+// A level-0 problem's shape as the geometry GraphConv takes (square kernels, equal pads).
+ConvGeom graph_geom(const ConvShape& cs);
+
 class GraphConv {
  public:
+  // `g`: the convolution (NCHW x, KCRS w with C per group, pads equal on both sides of an axis).
   // `on`: the pass's buffers in cuDNN's forward names (a backward data pass writes dx into x, a
-  // backward filter pass dw into w); Find runs the candidates on them, and run() uses them.
-  // `workspace(bytes)` returns a device buffer of that size that lives as long as this object.
+  // backward filter pass dw into w); Find runs the candidates on them, and run() uses them (none:
+  // run_on gives them). `workspace(bytes)` returns a device buffer of that size that lives as long
+  // as this object (or nullptr, to give one later with use_workspace).
   template <class Scratch>
-  GraphConv(cudnnHandle_t h, const ConvShape& cs, ConvPass pass, Choice c, bool tf32, const ConvBuffers& on, Scratch&& workspace)
-      : GraphConv(h, cs, pass, c, tf32, on) {
+  GraphConv(cudnnHandle_t h, const ConvGeom& g, ConvPass pass, Choice c, bool tf32, const ConvBuffers& on, Scratch&& workspace)
+      : GraphConv(h, g, pass, c, tf32, on) {
     bind(chosen_.workspace ? workspace(chosen_.workspace) : nullptr);
   }
   ~GraphConv();
   GraphConv(const GraphConv&) = delete;
   GraphConv& operator=(const GraphConv&) = delete;
 
-  // One execution of the chosen plan on the stream of the handle (inside the timed region).
+  // One execution of the chosen plan on the stream of the handle (inside the timed region), on
+  // the buffers given at setup.
   cudnnStatus_t run() const;
+  // The same on `on` (d500's executor: the node's buffers); the variant pack is made anew, on
+  // the host, only when they differ from the last run's.
+  cudnnStatus_t run_on(const ConvBuffers& on);
+  // The workspace the chosen plan runs with (at least chosen().workspace bytes; shared by the
+  // passes of one node), replacing the one given at construction.
+  void use_workspace(void* workspace) { bind(workspace); }
   // The choice: "forward engine 12 (graph API)", its workspace, whether deterministic, and with
   // Find its time (milliseconds, the fastest of three runs).
   const ConvAlgorithm& chosen() const { return chosen_; }
@@ -50,7 +64,7 @@ class GraphConv {
   std::string math() const;
 
  private:
-  GraphConv(cudnnHandle_t h, const ConvShape& cs, ConvPass pass, Choice c, bool tf32, const ConvBuffers& on);
+  GraphConv(cudnnHandle_t h, const ConvGeom& g, ConvPass pass, Choice c, bool tf32, const ConvBuffers& on);
   void bind(void* workspace);
 
   struct Impl;

@@ -45,9 +45,9 @@ std::vector<ParamSpec> operator_common_params() {
        "or find (the fastest of every algorithm cuDNN times at setup: PyTorch's cudnn.benchmark); "
        "default: heuristic for a level-0 operator, deterministic in d500's executor (levels 1-3)"},
       {"cudnn_api", ValueType::String, Value{std::string()}, 0, 0, {"legacy", "graph"},
-       "backend = \"cuda\", workload = \"conv2d\": how cuDNN is called, legacy (cudnnConvolution*, cudnnGet*_v7, cudnnFind*Ex) or "
-       "graph (cuDNN's graph API: operation graph, heuristics' engine configurations, execution plan, as PyTorch calls it); "
-       "default: legacy"},
+       "backend = \"cuda\", conv2d and networks (levels 1-3): how cuDNN's convolutions are called, legacy (cudnnConvolution*, "
+       "cudnnGet*_v7, cudnnFind*Ex) or graph (cuDNN's graph API: operation graph, heuristics' engine configurations, execution "
+       "plan, as PyTorch calls it); default: legacy"},
       {"math", ValueType::String, Value{std::string()}, 0, 0, {"fp32", "tf32"},
        "backend = \"cuda\", conv2d and networks (levels 1-3): the float32 arithmetic of convolutions and matrix products, fp32 "
        "(strict float32: no tensor cores) or tf32 (tensor cores round each float32 input to TF32's 10 mantissa bits and sum in "
@@ -60,6 +60,7 @@ void normalize_cudnn_algorithms(Params& p, const char* default_choice) {
   auto& v = std::get<std::string>(p.at("cudnn_algorithms"));
   if (v == default_choice) v.clear();
   if (auto& m = std::get<std::string>(p.at("math")); m == "fp32") m.clear();  // the default, normalised away from the id
+  if (auto& api = std::get<std::string>(p.at("cudnn_api")); api == "legacy") api.clear();  // likewise
 }
 
 std::string operator_common_check(const Params& p) {
@@ -283,7 +284,6 @@ void register_operator(WorkloadRegistry& r, OperatorDef def) {
     // changes; gemm's own key is dtype (check() refuses math there, naming it).
     if (!convolution && !gemm) std::get<std::string>(p.at("math")).clear();
     normalize_cudnn_algorithms(p, "heuristic");
-    if (auto& api = std::get<std::string>(p.at("cudnn_api")); api == "legacy") api.clear();  // the default, normalised away from the id
   };
   auto own_check = info.check;
   info.check = [own_check](const Params& p) {

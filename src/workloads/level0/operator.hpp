@@ -55,7 +55,8 @@ std::string operator_common_check(const Params& p);
 // cudnn_algorithms: "heuristic" (cuDNN's first choice, atomics allowed: PyTorch's default),
 // "deterministic" (the first choice that repeats bit for bit) or "find" (the fastest cuDNN times
 // at setup: PyTorch's cudnn.benchmark); unset is the workload's default,
-// `default_choice`, to which an explicit equal value is normalised (equal problems, equal ids).
+// `default_choice`, to which an explicit equal value is normalised (equal problems, equal ids);
+// math = "fp32" and cudnn_api = "legacy", the defaults, are normalised away too.
 void normalize_cudnn_algorithms(Params& p, const char* default_choice);
 
 // Creates the problem of a point with its inputs filled from `seed` (deterministically: the same
