@@ -7,8 +7,9 @@
 #    optimizer: its fused kernel on the GPU's parameters), with deterministic cuDNN algorithms (the
 #    executor's default), with cuDNN's heuristic first choices (cudnn_algorithms = heuristic:
 #    the cost of determinism) and with the fastest ones cuDNN's find times at setup
-#    (cudnn_algorithms = find), each of these also with math = tf32 (TF32 tensor cores in cuDNN
-#    and cuBLAS: PyTorch's default arithmetic for convolutions), and, when built against a CUDA LibTorch, on
+#    (cudnn_algorithms = find), the last two also with math = tf32 (TF32 tensor cores in cuDNN
+#    and cuBLAS: PyTorch's default arithmetic for convolutions) and with cudnn_api = graph
+#    (cuDNN's graph API, as PyTorch calls it), and, when built against a CUDA LibTorch, on
 #    `libtorch-cuda` (LibTorch's executor and torch::optim): each a median step over STEPS x
 #    ROUNDS steps, each round's first left out, and images per second.
 # 2. PyTorch's own training step of the same architecture (ResNet-50 v1.5 written out in
@@ -25,16 +26,17 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${D500_BUILD:-$root/build}
 python=${PYTHON:-python3}
 network=${1:-resnet50} batch=${2:-128} steps=${3:-10} rounds=${4:-2}
+[ -x "$build/d500-bench-train" ] || { echo "bench-gpu-train.sh: no $build/d500-bench-train (build d500 first, or set D500_BUILD)" >&2; exit 2; }
 mpirun=(mpirun -np 1)
 [ "$(id -u)" = 0 ] && mpirun+=(--allow-run-as-root)
-# D500_BENCH_TRAIN_RUNS narrows part 1: BACKEND:CUDNN_ALGORITHMS:MATH items, separated by spaces.
-runs=${D500_BENCH_TRAIN_RUNS:-cuda:deterministic: cuda:heuristic: cuda:find: cuda:deterministic:tf32 cuda:heuristic:tf32 cuda:find:tf32 libtorch-cuda::}
+# D500_BENCH_TRAIN_RUNS narrows part 1: BACKEND:CUDNN_ALGORITHMS:MATH:CUDNN_API items (empty:
+# the default), separated by spaces.
+runs=${D500_BENCH_TRAIN_RUNS:-cuda:deterministic:: cuda:heuristic:: cuda:find:: cuda:heuristic:tf32: cuda:find:tf32: cuda:heuristic::graph cuda:find::graph libtorch-cuda:::}
 for run in $runs; do
-  [[ $run =~ ^[a-z0-9-]+:[a-z]*:[a-z0-9]*$ ]] || { echo "D500_BENCH_TRAIN_RUNS: '$run' is not BACKEND:CUDNN_ALGORITHMS:MATH" >&2; exit 2; }
-  backend=${run%%:*} rest=${run#*:}
-  algos=${rest%%:*} math=${rest#*:}
-  echo "== d500 on $backend${algos:+ (cudnn_algorithms = $algos${math:+, math = $math})}"
-  D500_BACKEND=$backend D500_CUDNN_ALGORITHMS=$algos D500_MATH=$math "${mpirun[@]}" "$build/d500-bench-train" "$network" "$batch" "$steps" "$rounds" 0 d500 2>&1 |
+  [[ $run =~ ^[a-z0-9-]+:[a-z]*:[a-z0-9]*:[a-z]*$ ]] || { echo "D500_BENCH_TRAIN_RUNS: '$run' is not BACKEND:CUDNN_ALGORITHMS:MATH:CUDNN_API" >&2; exit 2; }
+  IFS=: read -r backend algos math api <<< "$run"
+  echo "== d500 on $backend${algos:+ (cudnn_algorithms = $algos${math:+, math = $math}${api:+, cudnn_api = $api})}"
+  D500_BACKEND=$backend D500_CUDNN_ALGORITHMS=$algos D500_MATH=$math D500_CUDNN_API=$api "${mpirun[@]}" "$build/d500-bench-train" "$network" "$batch" "$steps" "$rounds" 0 d500 2>&1 |
     grep -E '^(network|  |d500-bench-train:|terminate|  what)'
 done
 [ "$network" = resnet50 ] || exit 0
