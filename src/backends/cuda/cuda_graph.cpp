@@ -18,7 +18,7 @@
 //                                                  per pass and geometry in a network); with
 //                                                  cudnn_api = "graph", execution plans of
 //                                                  cuDNN's graph API (cudnn_graph_conv.hpp),
-//                                                  chosen per node
+//                                                  one per pass and geometry, shared
 //   MaxPool, AveragePool, GlobalAveragePool        cuDNN pooling (max in its deterministic mode
 //                                                  unless "heuristic" or "find"; no
 //                                                  dilation, symmetric pads, the floor rule); in
@@ -97,6 +97,7 @@ class ExecutorMemory final : public DeviceMemory {
   ~ExecutorMemory() override {
     if (stream_) cudaStreamSynchronize(stream_);
 #ifdef D500_HAVE_CUDNN
+    graph_plans_.clear();
     if (dnn_) cudnnDestroy(dnn_);
 #endif
     if (blas_) cublasDestroy(blas_);
@@ -186,6 +187,15 @@ class ExecutorMemory final : public DeviceMemory {
     if (const auto it = algorithms_.find(k); it != algorithms_.end()) return it->second;
     return algorithms_[k] = choose();
   }
+  // One convolution pass's plan of cuDNN's graph API (`key`: the pass, its geometry and math),
+  // searched by `make` the first time; a later convolution of that key runs the same plan on its
+  // own buffers (GraphConv::SamePlan), as PyTorch's cache of plans does.
+  template <class Make>
+  std::shared_ptr<GraphConv> graph_plan(const std::string& key, Choice c, Make&& make) {
+    const std::string k = std::to_string(static_cast<int>(c)) + " " + key;
+    if (const auto it = graph_plans_.find(k); it != graph_plans_.end()) return std::make_shared<GraphConv>(GraphConv::SamePlan{}, *it->second);
+    return graph_plans_[k] = make();
+  }
 #endif
 
  private:
@@ -198,6 +208,7 @@ class ExecutorMemory final : public DeviceMemory {
 #ifdef D500_HAVE_CUDNN
   cudnnHandle_t dnn_ = nullptr;
   std::map<std::string, ConvAlgorithm> algorithms_;
+  std::map<std::string, std::shared_ptr<GraphConv>> graph_plans_;  // the first of each key's; destroyed before the handle
 #endif
   std::string name_;
 };
@@ -794,7 +805,7 @@ class Conv final : public CudaNode {
     // backward-data pass; training adds the other two.
     const bool need_f = !transposed || p.training, need_d = transposed || p.training, need_w = p.training;
     if (graph_api(p.params)) {
-      make_graph_passes(m, g, want, math != CUDNN_FMA_MATH, on, need_f, need_d, need_w);
+      make_graph_passes(m, g, shape, want, math != CUDNN_FMA_MATH, on, need_f, need_d, need_w);
       return;
     }
     bool same_bits = true;
@@ -840,18 +851,19 @@ class Conv final : public CudaNode {
     return p && it != p->end() && std::holds_alternative<std::string>(it->second) && std::get<std::string>(it->second) == "graph";
   }
   // cudnn_api = "graph": each pass the node runs as an execution plan of cuDNN's graph API
-  // (GraphConv, as level 0's), chosen for this node at setup (no cache across the network's
-  // nodes: a find times each node's candidates), one workspace for the node's passes, the
-  // buffers given with each run.
-  void make_graph_passes(ExecutorMemory& m, const ConvGeom& g, Choice want, bool tf32, FindBuffers& on, bool need_f, bool need_d,
-                         bool need_w) {
-    const ConvBuffers none{};
-    const ConvBuffers& search = want == Choice::Find ? *on.get() : none;
+  // (GraphConv, as level 0's), chosen at setup once per pass and geometry in the network (`shape`
+  // says it), one workspace for the node's passes, the buffers given with each run.
+  void make_graph_passes(ExecutorMemory& m, const ConvGeom& g, const std::string& shape, Choice want, bool tf32, FindBuffers& on,
+                         bool need_f, bool need_d, bool need_w) {
     auto later = [](std::size_t) -> void* { return nullptr; };  // the node's one workspace is given below
     std::vector<std::string> names;
     bool same_bits = true;
-    auto make = [&](std::unique_ptr<GraphConv>& into, ConvPass pass, const char* letter) {
-      into = std::make_unique<GraphConv>(m.dnn(), g, pass, want, tf32, search, later);
+    auto make = [&](std::shared_ptr<GraphConv>& into, ConvPass pass, const char* letter) {
+      into = m.graph_plan(std::string(letter) + " " + shape, want, [&] {
+        // A find runs the candidates on buffers of the geometry's sizes (made only for it).
+        const ConvBuffers search = want == Choice::Find ? *on.get() : ConvBuffers{};
+        return std::make_shared<GraphConv>(m.dnn(), g, pass, want, tf32, search, later);
+      });
       ws_bytes_ = std::max(ws_bytes_, into->chosen().workspace);
       same_bits = same_bits && into->chosen().deterministic;
       names.push_back(letter + std::to_string(into->chosen().algo));
@@ -915,7 +927,7 @@ class Conv final : public CudaNode {
   cudnnConvolutionBwdDataAlgo_t bwd_data_{};
   cudnnConvolutionBwdFilterAlgo_t bwd_filter_{};
   cudnnMathType_t math_f_ = CUDNN_FMA_MATH, math_d_ = CUDNN_FMA_MATH, math_w_ = CUDNN_FMA_MATH, current_math_ = CUDNN_FMA_MATH;
-  std::unique_ptr<GraphConv> graph_f_, graph_d_, graph_w_;  // cudnn_api = "graph": the passes' plans instead
+  std::shared_ptr<GraphConv> graph_f_, graph_d_, graph_w_;  // cudnn_api = "graph": the passes' plans instead
   std::size_t ws_bytes_ = 0;
   void* ws_ = nullptr;
   bool has_bias_ = false, ok_ = false;

@@ -117,10 +117,12 @@ struct GraphConv::Impl {
   std::vector<Desc> keep;  // the tensors, the convolution, the operation and the graph
   std::unique_ptr<Candidate> chosen;
   std::unique_ptr<Desc> pack;
+  std::shared_ptr<const Impl> same;  // SamePlan: whose graph and plan these are (keep, chosen empty)
+  const Candidate& plan() const { return same ? *same->chosen : *chosen; }
 
   // The variant pack of `plan`'s three tensors at `on` and `workspace`.
   Desc variant_pack(void* workspace) const {
-    const std::array<std::int64_t, 3> uids{kX, kW, kY};
+    const std::array<std::int64_t, 3> uids{kX, kW, kY};  // the same in every GraphConv: a shared plan's too
     std::array<void*, 3> pointers{on.x, on.w, on.y};
     Desc p(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
     p.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids.data(), "the variant pack's ids")
@@ -181,7 +183,7 @@ ConvGeom graph_geom(const ConvShape& cs) {
 }
 
 GraphConv::GraphConv(cudnnHandle_t h, const ConvGeom& cs, ConvPass pass, Choice c, bool tf32, const ConvBuffers& on)
-    : impl_(std::make_unique<Impl>()), tf32_(tf32) {
+    : impl_(std::make_shared<Impl>()), tf32_(tf32) {
   if (cs.pt != cs.pb || cs.pl != cs.pr) throw Error("cuda: cuDNN's graph API is given equal pads on both sides of an axis (an internal error)");
   impl_->handle = h;
   impl_->on = on;
@@ -319,7 +321,16 @@ GraphConv::GraphConv(cudnnHandle_t h, const ConvGeom& cs, ConvPass pass, Choice 
 std::string GraphConv::math() const {
   if (!tf32_) return "float32 arithmetic, no TF32";
   return std::string("TF32 tensor cores allowed for float32 (math = tf32, PyTorch's allow_tf32); the chosen engine ") +
-         (impl_->chosen->engine.tensor_cores ? "uses tensor cores" : "computes in float32");
+         (impl_->plan().engine.tensor_cores ? "uses tensor cores" : "computes in float32");
+}
+
+GraphConv::GraphConv(SamePlan, const GraphConv& like)
+    : impl_(std::make_shared<Impl>()), chosen_(like.chosen_), how_(like.how_ + "; the plan chosen for an earlier convolution of "
+                                                                              "this geometry and pass, shared"),
+      tf32_(like.tf32_) {
+  impl_->handle = like.impl_->handle;
+  impl_->tf32 = like.tf32_;
+  impl_->same = like.impl_->same ? like.impl_->same : like.impl_;
 }
 
 void GraphConv::bind(void* workspace) {
@@ -332,7 +343,7 @@ GraphConv::~GraphConv() = default;
 
 cudnnStatus_t GraphConv::run() const {
   if (!impl_->pack) return CUDNN_STATUS_BAD_PARAM;  // no buffers given: run_on is the call
-  return cudnnBackendExecute(impl_->handle, impl_->chosen->plan.get(), impl_->pack->get());
+  return cudnnBackendExecute(impl_->handle, impl_->plan().plan.get(), impl_->pack->get());
 }
 
 cudnnStatus_t GraphConv::run_on(const ConvBuffers& on) {

@@ -41,6 +41,11 @@ class GraphConv {
       : GraphConv(h, g, pass, c, tf32, on) {
     bind(chosen_.workspace ? workspace(chosen_.workspace) : nullptr);
   }
+  // The plan `like` chose, for another convolution of the same geometry, pass and choice (d500's
+  // executor: a network's later nodes of that geometry), with buffers and a workspace of its
+  // own: no search, the execution plan shared (a plan runs on whatever variant pack it is given).
+  struct SamePlan {};
+  GraphConv(SamePlan, const GraphConv& like);
   ~GraphConv();
   GraphConv(const GraphConv&) = delete;
   GraphConv& operator=(const GraphConv&) = delete;
@@ -68,7 +73,7 @@ class GraphConv {
   void bind(void* workspace);
 
   struct Impl;
-  std::unique_ptr<Impl> impl_;
+  std::shared_ptr<Impl> impl_;
   ConvAlgorithm chosen_;
   std::string how_;
   bool tf32_ = false;
