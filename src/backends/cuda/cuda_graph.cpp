@@ -809,6 +809,9 @@ class Conv final : public CudaNode {
       return;
     }
     bool same_bits = true;
+    // Strict float32 runs every pass in CUDNN_FMA_MATH whatever a perf result says; with TF32
+    // allowed each pass in its chosen algorithm's math type, as cuDNN asks.
+    const bool strict = math == CUDNN_FMA_MATH;
     // The impl text (64 bytes in the results file): cuDNN's algorithm enums, forward, backward
     // data, backward filter (those the node runs), "found" when cuDNN's find chose them, and
     // whether all are deterministic ("algos f1 d1 w1, deterministic").
@@ -822,21 +825,21 @@ class Conv final : public CudaNode {
     if (need_f) {
       const ConvAlgorithm f = m.conv_algorithm("forward " + shape, want, [&] { return choose_forward(m.dnn(), x_.get(), w_, conv_, y_.get(), want, on.get()); });
       if (!take(f, "f")) return;
-      fwd_ = static_cast<cudnnConvolutionFwdAlgo_t>(f.algo), math_f_ = f.math;
+      fwd_ = static_cast<cudnnConvolutionFwdAlgo_t>(f.algo), math_f_ = strict ? CUDNN_FMA_MATH : f.math;
     }
     if (need_d) {
       const ConvAlgorithm d = m.conv_algorithm("backward data " + shape, want, [&] {
         return choose_backward_data(m.dnn(), x_.get(), w_, conv_, y_.get(), want, on.get());
       });
       if (!take(d, "d")) return;
-      bwd_data_ = static_cast<cudnnConvolutionBwdDataAlgo_t>(d.algo), math_d_ = d.math;
+      bwd_data_ = static_cast<cudnnConvolutionBwdDataAlgo_t>(d.algo), math_d_ = strict ? CUDNN_FMA_MATH : d.math;
     }
     if (need_w) {
       const ConvAlgorithm w8 = m.conv_algorithm("backward filter " + shape, want, [&] {
         return choose_backward_filter(m.dnn(), x_.get(), w_, conv_, y_.get(), want, on.get());
       });
       if (!take(w8, "w")) return;
-      bwd_filter_ = static_cast<cudnnConvolutionBwdFilterAlgo_t>(w8.algo), math_w_ = w8.math;
+      bwd_filter_ = static_cast<cudnnConvolutionBwdFilterAlgo_t>(w8.algo), math_w_ = strict ? CUDNN_FMA_MATH : w8.math;
     }
     algorithms_ = "algos";
     for (const std::string& n8 : names) algorithms_ += " " + n8;

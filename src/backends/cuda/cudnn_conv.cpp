@@ -237,8 +237,13 @@ class CudnnConv final : public CudnnKernel {
                             : p_.pass == "backward_data" ? choose_backward_data(handle_, x_, w_, conv_, y_, want_, &on)
                                                          : choose_backward_filter(handle_, x_, w_, conv_, y_, want_, &on);
     if (!a.found) throw Error("cuda: cuDNN offers no " + p_.pass + " algorithm for this convolution within a 1 GiB workspace");
-    algo_ = a.algo, workspace_bytes_ = a.workspace, algorithm_ = a.name, found_ms_ = a.found_ms, chosen_math_ = a.math;
-    cudnn_check(cudnnSetConvolutionMathType(conv_, chosen_math_), "cudnnSetConvolutionMathType (the chosen algorithm's)");
+    algo_ = a.algo, workspace_bytes_ = a.workspace, algorithm_ = a.name, found_ms_ = a.found_ms;
+    // Strict float32 stays CUDNN_FMA_MATH whatever a perf result says (PyTorch asserts it is);
+    // with TF32 allowed the call runs in the chosen algorithm's own math type, as cuDNN asks.
+    if (math_ != CUDNN_FMA_MATH) {
+      chosen_math_ = a.math;
+      cudnn_check(cudnnSetConvolutionMathType(conv_, chosen_math_), "cudnnSetConvolutionMathType (the chosen algorithm's)");
+    }
     if (workspace_bytes_ > 0) workspace_ = scratch(workspace_bytes_);
   }
   ~CudnnConv() override {
