@@ -1,6 +1,7 @@
 #include "store/guarded.hpp"
 
 #include <sys/stat.h>
+#include <time.h>
 
 #include <chrono>
 #include <filesystem>
@@ -55,12 +56,16 @@ bool says_running(const std::string& path) {
 }
 
 // After a failed read begun at `before`: whether the file changed since, or says its job is
-// running and changes within kSettleS.
+// running and changes within kSettleS of its last change (a file last written longer ago than
+// that has no writer: no wait).
 bool being_written(const std::string& path, const Stamp& before) {
   if (!(stamp_of(path) == before)) return true;
   if (!says_running(path)) return false;
+  struct timespec now {};
+  clock_gettime(CLOCK_REALTIME, &now);
+  const double age = static_cast<double>(now.tv_sec * 1'000'000'000LL + now.tv_nsec - before.mtime_ns) * 1e-9;
   const auto t0 = std::chrono::steady_clock::now();
-  while (seconds_since(t0) < kSettleS) {
+  while (seconds_since(t0) < kSettleS - age) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     if (!(stamp_of(path) == before)) return true;
   }

@@ -6,8 +6,8 @@
 // only a file the child read cleanly is read again here. Files that are not regular files
 // (a FIFO would block open() forever) are never opened. A job's file is read while the job may
 // still write it; a read that fails while the file changes (or that says "running" and changes
-// within 3 s, longer than the writer's 2 s between durable flushes) is tried again, for at most
-// 30 s: a reader that met a flush halfway does not call the file damaged.
+// within 3 s of its last change, longer than the writer's 2 s between durable flushes) is tried
+// again, for at most 30 s: a reader that met a flush halfway does not call the file damaged.
 #include <string>
 
 #include "store/check.hpp"

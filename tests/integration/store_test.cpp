@@ -293,6 +293,13 @@ TEST_F(Store, AFileReadHalfwayThroughAFlushIsReadAgainOnceItChangesAndAStillOneI
   EXPECT_GE(gave_up, 2.9);
   EXPECT_LT(gave_up, 10.0);
 
+  // Nor is one that says it is running but was last written longer ago than that: its job is gone.
+  halfway("running");
+  fs::last_write_time(file, fs::last_write_time(file) - std::chrono::minutes(1));
+  const double gone = seconds_of(read_failing);
+  EXPECT_NE(error.find(file.string() + ":/points/" + point), std::string::npos) << error;
+  EXPECT_LT(gone, 2.0);
+
   // A finished job's file is not waited for.
   halfway("complete");
   const double at_once = seconds_of(read_failing);
