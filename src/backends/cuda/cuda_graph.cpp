@@ -217,7 +217,12 @@ class ExecutorMemory final : public DeviceMemory {
 // its own (released before the memory goes: the executor destroys its kernels first).
 class CudaNode : public NodeKernel {
  public:
-  CudaNode(const NodeProblem& p, ExecutorMemory& m) : p_(p), m_(m), tf32_(p.params && tf32_math(*p.params)) {}
+  // The handle is the executor's, and every node of one executor has the point's parameters: each
+  // sets the handle's math to the point's (math = "tf32": TF32 tensor cores in GEMMs), at setup.
+  CudaNode(const NodeProblem& p, ExecutorMemory& m) : p_(p), m_(m) {
+    blas_check(cublasSetMathMode(m.blas(), p.params && tf32_math(*p.params) ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
+               "cublasSetMathMode");
+  }
   ~CudaNode() override {
     for (void* b : own_) m_.release(b);
   }
@@ -245,8 +250,6 @@ class CudaNode : public NodeKernel {
   void sgemm(bool ta, bool tb, I m, I n, I k, float alpha, const float* a, I lda, const float* b, I ldb, float beta, float* c, I ldc,
              I count = 1, I sa = 0, I sb = 0, I sc = 0) const {
     const cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
-    // The handle is the executor's: each product sets the point's math (host-side, no device work).
-    blas_check(cublasSetMathMode(m_.blas(), tf32_ ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
     if (count == 1)
       blas_check(cublasSgemm(m_.blas(), opb, opa, to_int(n), to_int(m), to_int(k), &alpha, b, to_int(ldb), a, to_int(lda), &beta, c,
                              to_int(ldc)),
@@ -259,7 +262,6 @@ class CudaNode : public NodeKernel {
 
   NodeProblem p_;
   ExecutorMemory& m_;
-  bool tf32_;  // the point's math = "tf32": cuBLAS and cuDNN may round float32 inputs to TF32 on tensor cores
 
  private:
   std::vector<void*> own_;
@@ -804,7 +806,7 @@ class Conv final : public CudaNode {
     // The passes the node runs: Conv's forward pass is the convolution's, ConvTranspose's its
     // backward-data pass; training adds the other two.
     const bool need_f = !transposed || p.training, need_d = transposed || p.training, need_w = p.training;
-    if (graph_api(p.params)) {
+    if (graph_api_of(p.params)) {
       make_graph_passes(m, g, shape, want, math != CUDNN_FMA_MATH, on, need_f, need_d, need_w);
       return;
     }
@@ -848,11 +850,6 @@ class Conv final : public CudaNode {
     if (ws_bytes_ > 0) ws_ = own(ws_bytes_);
     ok_ = true;
   }
-  // The convolution forward (x_ to y_) and its backward-data pass (y_ to x_).
-  static bool graph_api(const Params* p) {
-    const auto it = p ? p->find("cudnn_api") : Params::const_iterator{};
-    return p && it != p->end() && std::holds_alternative<std::string>(it->second) && std::get<std::string>(it->second) == "graph";
-  }
   // cudnn_api = "graph": each pass the node runs as an execution plan of cuDNN's graph API
   // (GraphConv, as level 0's), chosen at setup once per pass and geometry in the network (`shape`
   // says it), one workspace for the node's passes, the buffers given with each run.
@@ -890,6 +887,7 @@ class Conv final : public CudaNode {
     cudnn_check(cudnnSetConvolutionMathType(conv_, m), "cudnnSetConvolutionMathType (the pass's algorithm's)");
     current_math_ = m;
   }
+  // The convolution forward (x_ to y_) and its backward-data pass (y_ to x_).
   void convolve(const float* x, float* y) {
     if (graph_f_) {
       cudnn_check(graph_f_->run_on({const_cast<float*>(x), in(1), y}), "cudnnBackendExecute (the convolution's forward plan)");

@@ -49,6 +49,11 @@ enum class Choice { Heuristic, Deterministic, Find };
 cudnnMathType_t conv_math_of(const Params* p);
 // "float32 (CUDNN_FMA_MATH, no TF32)" or "float32 with TF32 tensor cores allowed (...)", for the point's attributes.
 std::string conv_math_words(cudnnMathType_t descriptor_math, cudnnMathType_t chosen);
+// Whether the point says cudnn_api = "graph" (cuDNN's graph API instead of the legacy calls).
+inline bool graph_api_of(const Params* p) {
+  const auto it = p ? p->find("cudnn_api") : Params::const_iterator{};
+  return p && it != p->end() && std::holds_alternative<std::string>(it->second) && std::get<std::string>(it->second) == "graph";
+}
 // The point's choice; `unset` when the point leaves it to the workload's default or there is no point.
 inline Choice choice_of(const Params* p, Choice unset) {
   const auto it = p ? p->find("cudnn_algorithms") : Params::const_iterator{};

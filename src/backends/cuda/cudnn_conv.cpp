@@ -224,8 +224,7 @@ class CudnnConv final : public CudnnKernel {
     const ConvBuffers on = p_.pass == "forward"         ? ConvBuffers{input_buffer(0), input_buffer(1), out(0)}
                            : p_.pass == "backward_data" ? ConvBuffers{out(0), input_buffer(1), input_buffer(0)}
                                                         : ConvBuffers{input_buffer(0), out(0), input_buffer(1)};
-    if (const auto api = p_.params.find("cudnn_api"); api != p_.params.end() && std::holds_alternative<std::string>(api->second) &&
-                                                      std::get<std::string>(api->second) == "graph") {
+    if (graph_api_of(&p_.params)) {
       const ConvPass pass = p_.pass == "forward" ? ConvPass::Forward : p_.pass == "backward_data" ? ConvPass::BackwardData : ConvPass::BackwardFilter;
       graph_ = std::make_unique<GraphConv>(handle_, graph_geom(cs_), pass, want_, math_ != CUDNN_FMA_MATH, on,
                                            [this](std::size_t bytes) { return scratch(bytes); });

@@ -183,7 +183,7 @@ ConvGeom graph_geom(const ConvShape& cs) {
 }
 
 GraphConv::GraphConv(cudnnHandle_t h, const ConvGeom& cs, ConvPass pass, Choice c, bool tf32, const ConvBuffers& on)
-    : impl_(std::make_shared<Impl>()), tf32_(tf32) {
+    : impl_(std::make_shared<Impl>()) {
   if (cs.pt != cs.pb || cs.pl != cs.pr) throw Error("cuda: cuDNN's graph API is given equal pads on both sides of an axis (an internal error)");
   impl_->handle = h;
   impl_->on = on;
@@ -319,17 +319,16 @@ GraphConv::GraphConv(cudnnHandle_t h, const ConvGeom& cs, ConvPass pass, Choice 
 }
 
 std::string GraphConv::math() const {
-  if (!tf32_) return "float32 arithmetic, no TF32";
+  if (!impl_->tf32) return "float32 arithmetic, no TF32";
   return std::string("TF32 tensor cores allowed for float32 (math = tf32, PyTorch's allow_tf32); the chosen engine ") +
          (impl_->plan().engine.tensor_cores ? "uses tensor cores" : "computes in float32");
 }
 
 GraphConv::GraphConv(SamePlan, const GraphConv& like)
     : impl_(std::make_shared<Impl>()), chosen_(like.chosen_), how_(like.how_ + "; the plan chosen for an earlier convolution of "
-                                                                              "this geometry and pass, shared"),
-      tf32_(like.tf32_) {
+                                                                              "this geometry and pass, shared") {
   impl_->handle = like.impl_->handle;
-  impl_->tf32 = like.tf32_;
+  impl_->tf32 = like.impl_->tf32;
   impl_->same = like.impl_->same ? like.impl_->same : like.impl_;
 }
 

@@ -76,7 +76,6 @@ class GraphConv {
   std::shared_ptr<Impl> impl_;
   ConvAlgorithm chosen_;
   std::string how_;
-  bool tf32_ = false;
 };
 
 }  // namespace d500::cuda
