@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # For the engineers' GPU machine (../shared/device/README.md), which has CUDA, cuDNN, NCCL, Open
 # MPI and PyTorch but none of Debian's libraries: builds d500 there with what .devdeps carries
-# (../shared/device/fetch-debs.sh .devdeps, plus unpack-debs.sh copied into it) and, when PyTorch
+# (`bash launchers/device-check.sh prepare`, below) and, when PyTorch
 # is importable, against its CUDA LibTorch (libtorch-cuda; if that build fails, again without
 # LibTorch); runs the GPU tests; runs the GPU yardsticks. From this machine, in one device call:
 #   run(command="bash launchers/device-check.sh build test bench 20 32 train", carry=[".devdeps"])
@@ -10,11 +10,23 @@
 # leaves the later ones their turn. Logs go to $OUT (the device tool brings back at most 8 files:
 # this writes 6), else ./device-out. D500_CUDA_ARCHS: the GPUs to build for (default 90-real,
 # the H100 and H200); D500_BUILD_TARGETS: only these ninja targets; D500_DEVICE_TORCH=0 builds without PyTorch's LibTorch (a shorter build).
-# .devdeps needs libonnxifi beside the shared script's list (ONNX's CMake targets name its
-# files): bash ../shared/device/fetch-debs.sh .devdeps libonnxifi
+# Before the first device call, on this machine (not the GPU's): `bash launchers/device-check.sh
+# prepare` fills .devdeps with the shared script's packages plus libonnxifi (ONNX's CMake targets
+# name its files; without it the device's configure fails) and unpack-debs.sh, and git-ignores it.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
+if [ "${1:-}" = prepare ]; then
+  shared=${D500_SHARED_DEVICE:-$root/../shared/device}
+  [ -f "$shared/fetch-debs.sh" ] || { echo "device-check.sh prepare: no $shared/fetch-debs.sh (set D500_SHARED_DEVICE)" >&2; exit 2; }
+  grep -qx '/.devdeps/' .git/info/exclude 2>/dev/null || echo /.devdeps/ >> .git/info/exclude
+  bash "$shared/fetch-debs.sh" .devdeps libonnxifi > /dev/null || exit 1
+  cp "$shared/unpack-debs.sh" .devdeps/ || exit 1
+  echo "device-check.sh prepare: $(ls .devdeps/*.deb | wc -l) packages in .devdeps; now, through the device tool:"
+  echo '  run(command="bash launchers/device-check.sh build test", carry=[".devdeps"])'
+  exit 0
+fi
+[ -f .devdeps/unpack-debs.sh ] || { echo "device-check.sh: no .devdeps/unpack-debs.sh: run 'bash launchers/device-check.sh prepare' on the build machine first" >&2; exit 2; }
 out=${OUT:-$root/device-out}
 mkdir -p "$out"
 steps=("$@")
