@@ -225,8 +225,15 @@ const PointRow::PhaseTime* device_phase(const PointRow& r) {
   return nullptr;
 }
 
+double peak_fraction(const PointRow& r) {
+  const PointRow::PhaseTime* d = device_phase(r);
+  const double peak = fact_number(r, "device.peak_flops");
+  if (!d || !(d->time.median > 0) || !(peak > 0) || !(r.flops > 0)) return std::nan("");
+  return r.flops / d->time.median / peak;
+}
+
 Table device_table(const Report& rep) {
-  Table t{{"point", "host median", "device median (CI)", "device rate", "launch and wait", "peak device memory", "library's choice"}};
+  Table t{{"point", "host median", "device median (CI)", "device rate", "of peak", "launch and wait", "peak device memory", "library's choice"}};
   for (const auto& r : rep.rows) {
     const PointRow::PhaseTime* d = device_phase(r);
     if (!d || r.time.n == 0) continue;
@@ -238,6 +245,7 @@ Table device_table(const Report& rep) {
     t.push_back({point_label(r), fmt_time(r.time.median),
                  fmt_time(s.median) + (s.has_ci ? " [" + fmt_time(s.lo) + ", " + fmt_time(s.hi) + "]" : ""),
                  s.median > 0 ? fmt_sig(r.rate * r.time.median / s.median, 4) + " " + r.rate_unit : "-",
+                 std::isnan(peak_fraction(r)) ? "-" : fmt_sig(100 * peak_fraction(r), 3) + "%",
                  fmt_sig(100 * (r.time.median - s.median) / r.time.median, 3) + "%",
                  std::isnan(memory) ? "-" : fmt_bytes(static_cast<std::int64_t>(memory)), choice.empty() ? "-" : choice});
   }
@@ -248,8 +256,11 @@ std::string device_note() {
   return "Points timed on a GPU. Host median: the harness's repetition (the library call's launch, its run, and the wait for the "
          "event after it), the slowest rank's, as in Results. Device median: the CUDA events recorded on the kernel's stream around "
          "the call, the slowest rank's per repetition, with its interval; the device rate is the work over it. Launch and wait = "
-         "(host - device) / host of the medians. Peak device memory: the largest over ranks of the memory the kernel held "
-         "(cudaMemGetInfo, device-wide).";
+         "(host - device) / host of the medians. Of peak: the device rate over the GPU's arithmetic peak for the point's "
+         "arithmetic (strict float32: the FP32 cores; tf32, bf16, fp16: the tensor cores), SMs x dense FLOP per clock per SM (NVIDIA's "
+         "whitepapers) x the device's peak SM clock, an upper bound a power-capped tensor-core kernel does not reach (each point's "
+         "device.peak_basis states it; \"-\" where d500's table has no peak for the GPU). Peak device memory: the largest over ranks "
+         "of the memory the kernel held (cudaMemGetInfo, device-wide).";
 }
 
 Table collectives_table(const Report& rep) {

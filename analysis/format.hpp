@@ -54,6 +54,10 @@ Table device_table(const Report& rep);
 std::string device_note();
 // A point's device-phase summary, or nullptr when it has none.
 const PointRow::PhaseTime* device_phase(const PointRow& r);
+// A GPU point's device rate against its device's arithmetic peak (device.peak_flops, which the
+// cuda backend records with its basis, device.peak_basis): the FLOPs per repetition over the
+// device median, over the peak; NaN without a device phase, a FLOP rate or a known peak.
+double peak_fraction(const PointRow& r);
 Table collectives_table(const Report& rep);
 std::string collectives_note();
 // Level 3's overlap: the bucketed allreduce against the plain one, per pair of points.

@@ -67,7 +67,9 @@ std::string render(const Report& rep) {
       auto mem = r.facts.find("device.peak_memory_bytes");
       o << ", \"device\": {\"median_s\": " << jn(d->time.median) << ", \"ci\": "
         << (d->time.has_ci ? "[" + jn(d->time.lo) + ", " + jn(d->time.hi) + "]" : "null")
-        << ", \"peak_memory_bytes\": " << (mem == r.facts.end() ? std::string("null") : canonical(mem->second)) << "}";
+        << ", \"peak_memory_bytes\": " << (mem == r.facts.end() ? std::string("null") : canonical(mem->second))
+        << ", \"peak_fraction\": " << (std::isnan(peak_fraction(r)) ? std::string("null") : jn(peak_fraction(r)))
+        << ", \"peak_basis\": " << js(str_param_or(r.facts, "device.peak_basis", "")) << "}";
     }
     if (r.level >= 1) {  // networks and training steps: their phases (level 3: communication, wait)
       o << ", \"flops_per_repetition\": " << jn(r.flops) << ", \"samples_per_repetition\": " << r.work_items << ", \"phases\": {";

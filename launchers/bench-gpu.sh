@@ -121,8 +121,14 @@ for name, flops, p, ref, bd, bh in rows:
         # whatever the kernel's own speed on each side.
         worst_gap = max(worst_gap, (h - d) - (bh - bd))
     rate = " %.4g TFLOP/s" % (flops / d / 1e12) if flops else ""
+    share = p.get("device", {}).get("peak_fraction")
+    if rate and share:
+        rate += " (%.1f%% of peak)" % (100 * share)
     print("%-48s %9.4g ms %9.4g ms %9.4g ms %9.4g ms %9.4g ms %9.4f %8.2f%%%s" % (name, d * 1e3, h * 1e3, ref * 1e3, bd * 1e3, bh * 1e3,
                                                                                ratio, 100 * overhead if overhead == overhead else float("nan"), rate))
+basis = sorted({p.get("device", {}).get("peak_basis", "") for _, _, p, _, _, _ in rows} - {""})
+for b in basis:
+    print("peak: " + b)
 print("largest |d500 device / PyTorch - 1|: %.2f%%; largest |d500 host / bare host - 1|: %.2f%%" % (100 * worst_pt, 100 * worst_oh))
 if worst_oh:
     print("largest host time d500 adds around a kernel beyond the bare loop's (host - device, d500's minus the bare loop's): %.1f us" % (1e6 * worst_gap))

@@ -2,6 +2,7 @@
 // real ResultWriter (under mpirun), reported by `d500 report`, and the report's JSON checked.
 #include <algorithm>
 
+#include "common/text.hpp"
 #include "helpers.hpp"
 
 using namespace d500test;
@@ -306,12 +307,14 @@ TEST_F(Analysis, APlantedTrendIsFlaggedAndThreeRanksArePairedByFriedman) {
 // A GPU point: device rows of 0.8 of each repetition's duration (the rest launch and wait) and
 // its peak device memory. The report gives both medians, the device's interval holding the
 // planted value, and the memory, in results.json, results.csv and report.md; a host point beside
-// it has no device figures. Its two ranks' libraries chose different algorithms: the table gives
+// it has no device figures. Its planted arithmetic peak gives the device rate's share of it
+// (10 GFLOP in about 8 ms against 5 TFLOP/s: about 25%). Its two ranks' libraries chose different algorithms: the table gives
 // rank 0's, and the report's attention list names rank 1's.
 TEST_F(Analysis, APlantedDeviceShareIsReportedBesideTheHostTime) {
   synth("job-0000", 2, "campaign = \"gpu\"\nrepetitions = 40\nwarmups = 2\nseed = 3\n"
                        "[[point]]\nparams = { workload = \"synthetic\", backend = \"gpu\" }\nmedian_s = 0.010\nnoise = 0.05\n"
                        "work_flops = 10000000000\ndevice_share = 0.8\ndevice_memory_bytes = 3221225472\n"
+                       "device_peak_flops = 5e12\n"
                        "algorithms = [\"IMPLICIT_GEMM\", \"WINOGRAD\"]\nfallback_steps = 6\nfallback_ops = \"Resize, ArgMax\"\n"
                        "[[point]]\nparams = { workload = \"synthetic\", backend = \"host\" }\nmedian_s = 0.010\nnoise = 0.05\n"
                        "fallback_steps = 4\nfallback_ops = \"Mod\"\n");
@@ -323,6 +326,9 @@ TEST_F(Analysis, APlantedDeviceShareIsReportedBesideTheHostTime) {
   EXPECT_LE(num(gpu + "['device']['ci'][0]"), device);
   EXPECT_GE(num(gpu + "['device']['ci'][1]"), device);
   EXPECT_EQ(num(gpu + "['device']['peak_memory_bytes']"), 3221225472.0);
+  EXPECT_NEAR(num(gpu + "['device']['peak_fraction']"), 1e10 / device / 5e12, 1e-6);
+  EXPECT_NEAR(num(gpu + "['device']['peak_fraction']"), 0.25, 0.02);
+  EXPECT_EQ(json(gpu + "['device']['peak_basis']"), "planted by d500-synth");
   EXPECT_EQ(json("'device' in [p for p in j['points'] if p['backend'] == 'host'][0]"), "False");
   const auto rows = read_csv(dir_ / "run" / "results.csv");
   ASSERT_EQ(rows.size(), 2u);
@@ -330,6 +336,7 @@ TEST_F(Analysis, APlantedDeviceShareIsReportedBesideTheHostTime) {
     SCOPED_TRACE(row.at("backend"));
     EXPECT_EQ(row.at("device_median_s").empty(), row.at("backend") == "host");
     EXPECT_EQ(row.at("device_peak_memory_bytes"), row.at("backend") == "gpu" ? "3221225472" : "");
+    EXPECT_EQ(row.at("device_peak_fraction").empty(), row.at("backend") == "host");
   }
   const std::string md = read_file_text(dir_ / "run" / "report.md");
   const auto at = md.find("## On the device");
@@ -337,6 +344,9 @@ TEST_F(Analysis, APlantedDeviceShareIsReportedBesideTheHostTime) {
   const std::string section = md.substr(at, md.find("\n## ", at + 1) - at);
   EXPECT_NE(section.find("3.00 GiB"), std::string::npos) << section;
   EXPECT_NE(section.find("| 20"), std::string::npos) << "launch and wait, about 20%:\n" << section;
+  EXPECT_NE(section.find("| of peak |"), std::string::npos) << section;
+  const std::string of_peak = "| " + ::d500::fmt_sig(100 * num(gpu + "['device']['peak_fraction']"), 3) + "% |";
+  EXPECT_NE(section.find(of_peak), std::string::npos) << of_peak << "\n" << section;
   EXPECT_EQ(section.find("backend=host"), std::string::npos) << section;
   EXPECT_EQ(section.find("synthetic:host"), std::string::npos) << section;
   EXPECT_NE(section.find("| IMPLICIT_GEMM |"), std::string::npos) << section;

@@ -195,6 +195,15 @@ TEST_F(Gpu, GemmInEveryDtypeValidatesAndEachRepetitionHasItsDeviceDuration) {
   each_validated_point(f, 4, [&](hid_t g, const std::string& id, const std::string& canonical) {
     const long long element = canonical.find("dtype=bf16") != std::string::npos || canonical.find("dtype=fp16") != std::string::npos ? 2 : 4;
     EXPECT_GE(attr_int(g, "device.peak_memory_bytes"), 3 * 1024 * 1024 * element) << "A, B and C on the device";
+    // The GPU's peak for the dtype (an H100 or H200 is in d500's table): no repetition's device
+    // rate may pass it, or the table or the work counted is wrong.
+    const double peak = attr_double(g, "device.peak_flops");
+    const std::string basis = attr_string(g, "device.peak_basis");
+    const std::string dtype = canonical.substr(canonical.find("dtype=") + 6, 4);
+    if (basis.rfind("unknown: compute capability", 0) != 0) {
+      EXPECT_GT(peak, 0) << basis;
+      EXPECT_NE(basis.find(" " + dtype + " FLOP/clock/SM"), std::string::npos) << basis;
+    }
     std::map<int, std::pair<long long, long long>> rep;  // rep -> (op duration, device duration)
     for (const auto& s : read_samples(f, id)) {
       if (s.phase == 0) rep[s.rep].first = s.end_ns - s.start_ns;
@@ -204,6 +213,7 @@ TEST_F(Gpu, GemmInEveryDtypeValidatesAndEachRepetitionHasItsDeviceDuration) {
     for (const auto& [k, v] : rep) {
       EXPECT_GT(v.second, 0) << "repetition " << k << " has no device duration";
       EXPECT_LE(v.second, v.first) << "repetition " << k << ": the device took longer than the host's launch and wait";
+      if (peak > 0 && v.second > 0) EXPECT_LT(2.0 * 1024 * 1024 * 1024 / (static_cast<double>(v.second) * 1e-9), peak) << basis;
     }
   });
   H5Fclose(f);

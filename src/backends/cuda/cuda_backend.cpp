@@ -19,6 +19,7 @@
 
 #include "backends/cuda/cuda_common.hpp"
 #include "backends/cuda/half.hpp"
+#include "backends/cuda/peak.hpp"
 #include "backends/optimizer.hpp"
 #include "backends/registry.hpp"
 #include "common/error.hpp"
@@ -136,6 +137,20 @@ std::vector<std::pair<std::string, std::string>> device_facts() {
   for (auto& [k, v] : bus.empty() ? std::vector<std::pair<std::string, std::string>>{{"nvml", "unavailable: " + why}} : nvml::facts(bus))
     out.emplace_back("gpu_" + k, std::move(v));
   return out;
+}
+
+std::vector<std::pair<std::string, Value>> device_peak_facts(const std::string& arithmetic) {
+  std::string basis;
+  double peak = 0;
+  const Devices d = visible_devices();
+  if (d.count == 0) {
+    basis = "unknown: no CUDA device (" + d.why_none + ")";
+  } else {
+    const int dev = rank_device_index(d);
+    peak = gpu_peak_flops(attribute(cudaDevAttrComputeCapabilityMajor, dev), attribute(cudaDevAttrComputeCapabilityMinor, dev),
+                          attribute(cudaDevAttrMultiProcessorCount, dev), attribute(cudaDevAttrClockRate, dev), arithmetic, basis);
+  }
+  return {{"device.peak_flops", peak}, {"device.peak_basis", basis}};
 }
 
 nvml::Reading device_reading() {
@@ -284,10 +299,12 @@ class CudaGemm final : public cuda::DeviceKernel {
   }
 
   std::vector<std::pair<std::string, Value>> facts() const override {
-    return {{"cuda.gemm", std::string("cublasGemmEx, CUBLAS_GEMM_DEFAULT, ") +
-                              (dtype_.empty() ? "float32 in and out, CUBLAS_COMPUTE_32F (no TF32)"
-                               : dtype_ == "tf32" ? "float32 in and out, CUBLAS_COMPUTE_32F_FAST_TF32"
-                                                  : dtype_ + " in and out, CUBLAS_COMPUTE_32F (float32 accumulation)")}};
+    auto f = cuda::device_peak_facts(dtype_.empty() ? "fp32" : dtype_);
+    f.emplace_back("cuda.gemm", std::string("cublasGemmEx, CUBLAS_GEMM_DEFAULT, ") +
+                                    (dtype_.empty() ? "float32 in and out, CUBLAS_COMPUTE_32F (no TF32)"
+                                     : dtype_ == "tf32" ? "float32 in and out, CUBLAS_COMPUTE_32F_FAST_TF32"
+                                                        : dtype_ + " in and out, CUBLAS_COMPUTE_32F (float32 accumulation)"));
+    return f;
   }
 
   void finish() override {

@@ -53,6 +53,10 @@ std::vector<std::pair<std::string, std::string>> device_facts();
 // NVML's counters of this rank's device (energy, time capped by power or temperature, the SM
 // clock now), for a point's device.* state; all NaN with the reason without a device or NVML.
 nvml::Reading device_reading();
+// The arithmetic peak of this rank's device for `arithmetic` (peak.hpp: "fp32", "tf32", "bf16",
+// "fp16") at its peak SM clock, as a kernel's facts: device.peak_flops (FLOP/s; 0 when unknown)
+// and device.peak_basis (the formula, or why there is none), which the report shows rates against.
+std::vector<std::pair<std::string, Value>> device_peak_facts(const std::string& arithmetic);
 
 // The device memory a kernel holds: the device's used memory (cudaMemGetInfo: total - free)
 // beyond what it was when the kernel began its setup, its context already made. Device-wide:

@@ -295,6 +295,9 @@ class CudnnConv final : public CudnnKernel {
         {"cudnn.workspace_bytes", static_cast<std::int64_t>(workspace_bytes_)},
         {"cudnn.choice", how + "; " + (graph_ ? graph_->math() : conv_math_words(math_, chosen_math_)) + "; NCHW float32, weights KCRS"}};
     if (found_ms_ >= 0) f.emplace_back("cudnn.found_ms", found_ms_);
+    // The bound is the arithmetic the point allows: with math = tf32, TF32 tensor cores, whether
+    // the chosen algorithm uses them or not (cudnn.choice says).
+    for (auto& kv : device_peak_facts(math_ == CUDNN_FMA_MATH ? "fp32" : "tf32")) f.push_back(std::move(kv));
     return f;
   }
 
