@@ -73,6 +73,10 @@ struct BackendInfo {
   // back by the power or thermal limit, the clock now), read at each of its points' start and
   // end, outside timing, for the point's device.* state.
   std::function<nvml::Reading()> device_reading{};
+  // A device backend: this rank's device's arithmetic peak for "fp32", "tf32", "bf16" or "fp16"
+  // as a point's facts (device.peak_flops, FLOP/s, 0 when unknown; device.peak_basis, the
+  // formula or why there is none), for the report's share of peak.
+  std::function<std::vector<std::pair<std::string, Value>>(const std::string& arithmetic)> device_peak{};
 };
 
 class BackendRegistry {

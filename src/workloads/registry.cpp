@@ -1,5 +1,7 @@
 #include "workloads/registry.hpp"
 
+#include "backends/kernel.hpp"
+#include "backends/registry.hpp"
 #include "common/mpi_check.hpp"
 
 namespace d500 {
@@ -44,6 +46,11 @@ std::vector<std::pair<std::string, Value>> device_memory_attributes(MPI_Comm com
                        "and workspaces (allocated at setup, nothing freed before the end); device-wide, so another process on the "
                        "same device counts too; the driver's allocation granularity; a library's code loaded on first use counts in "
                        "the job's first point on it")}};
+}
+
+std::vector<std::pair<std::string, Value>> executor_peak_attributes(const BackendInfo& b, const Params& p, bool on_device) {
+  if (!on_device || !b.device_peak) return {};
+  return b.device_peak(tf32_math(p) ? "tf32" : "fp32");
 }
 
 }  // namespace d500

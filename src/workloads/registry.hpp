@@ -82,6 +82,13 @@ class Workload {
 // (mine < 0, on every rank alike: the ranks run one kernel).
 std::vector<std::pair<std::string, Value>> device_memory_attributes(MPI_Comm comm, std::int64_t mine);
 
+struct BackendInfo;
+
+// d500's executor on a device backend (levels 1-3): the device's arithmetic peak for the point's
+// math (float32, or TF32 with math = "tf32"), as the point's facts; none on the host or on a
+// backend without a peak.
+std::vector<std::pair<std::string, Value>> executor_peak_attributes(const BackendInfo& b, const Params& p, bool on_device);
+
 using WorkloadFactory = std::function<std::unique_ptr<Workload>(const RunContext&)>;
 
 struct WorkloadInfo {

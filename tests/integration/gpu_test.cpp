@@ -302,6 +302,9 @@ TEST_F(Gpu, Tf32MathAndTheGraphApiValidateAtLevelZeroAndInTheExecutorAndSaySo) {
   each_on_device(net, 4, 4, [](hid_t g, const std::string& canonical) {
     const bool tf32 = canonical.find("math=tf32") != std::string::npos;
     EXPECT_EQ(attr_string(g, "validation_method").find("math = tf32") != std::string::npos, tf32) << attr_string(g, "validation_method");
+    // The step's bound is the arithmetic the point allows (the executor records the GPU's peak).
+    const std::string basis = attr_string(g, "device.peak_basis");
+    EXPECT_TRUE(basis.find(tf32 ? " tf32 FLOP/clock/SM" : " fp32 FLOP/clock/SM") != std::string::npos || basis.rfind("unknown: ", 0) == 0) << basis;
     const bool graph = canonical.find("cudnn_api=graph") != std::string::npos;
     int convolutions = 0;
     for (const std::string& impl : step_impls(g)) {

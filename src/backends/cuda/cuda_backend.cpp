@@ -388,7 +388,8 @@ void register_backend_cuda(BackendRegistry& r) {
          .no_device = cuda::no_device_reason,
          .rank_device = cuda::rank_device_text,
          .device_facts = cuda::device_facts,
-         .device_reading = cuda::device_reading});
+         .device_reading = cuda::device_reading,
+         .device_peak = cuda::device_peak_facts});
 }
 
 }  // namespace d500

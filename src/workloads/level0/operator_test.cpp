@@ -304,3 +304,29 @@ TEST(OperatorChecks, ImpossibleShapesAreRefused) {
 
 }  // namespace
 }  // namespace d500
+
+namespace d500 {
+namespace {
+
+// d500's executor records its device's peak for the arithmetic the point allows: float32, or TF32
+// with math = "tf32"; nothing on the host or on a backend without a peak.
+TEST(ExecutorPeak, AskedForThePointsArithmeticOnlyOnADeviceBackendWithAPeak) {
+  BackendInfo b;
+  std::vector<std::string> asked;
+  b.device_peak = [&](const std::string& arithmetic) {
+    asked.push_back(arithmetic);
+    return std::vector<std::pair<std::string, Value>>{{"device.peak_flops", 1e12}, {"device.peak_basis", arithmetic}};
+  };
+  const Params tf32{{"math", Value{std::string("tf32")}}}, strict{{"math", Value{std::string("fp32")}}}, none{};
+  EXPECT_TRUE(executor_peak_attributes(b, tf32, false).empty());
+  const auto a = executor_peak_attributes(b, tf32, true);
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_EQ(a[1].second, Value{std::string("tf32")});
+  executor_peak_attributes(b, strict, true);
+  executor_peak_attributes(b, none, true);
+  EXPECT_EQ(asked, (std::vector<std::string>{"tf32", "fp32", "fp32"}));
+  EXPECT_TRUE(executor_peak_attributes(BackendInfo{}, tf32, true).empty());
+}
+
+}  // namespace
+}  // namespace d500

@@ -215,6 +215,8 @@ class NetworkWorkload final : public Workload {
       const auto f = fallback_attributes(*executor_, g);
       a.insert(a.end(), f.begin(), f.end());
     }
+    const auto peak = executor_peak_attributes(backend_, params_, executor_ && runner_->device_memory());
+    a.insert(a.end(), peak.begin(), peak.end());
     return a;
   }
 

@@ -349,6 +349,8 @@ class TrainWorkload final : public Workload {
     if (const auto* e = dynamic_cast<const GraphExecutor*>(runner_.get())) {
       const auto f = fallback_attributes(*e, graph_);
       a.insert(a.end(), f.begin(), f.end());
+      const auto peak = executor_peak_attributes(backend_, params_, runner_->device_memory() != nullptr);
+      a.insert(a.end(), peak.begin(), peak.end());
     }
     a.push_back({"train.init", init_words_});
     a.push_back({"train.dataset", train_->describe()});
