@@ -75,16 +75,24 @@ class Harness {
   // As repeat_then, for work on a device: op() launches it and returns when it is done, and
   // device_ns() then gives the device's own duration of it (its events), recorded as the
   // repetition's `device` row, placed from the host's start; the host's duration stays the op
-  // row. Recording it is a store into preallocated memory, as for the op row.
+  // row. device_ns() is called after the op row has ended, before after(): reading the events'
+  // duration (cudaEventElapsedTime) is no part of the host's time, as in a bare loop that reads
+  // the clock right after its wait. Recording it is a store into preallocated memory.
   template <class Op, class DeviceNs, class After>
   void repeat_on_device_then(Op&& op, DeviceNs&& device_ns, After&& after) {
-    repeat_phased_then(
-        [&](int, const PhaseMark& mark) {
-          const std::int64_t t0 = now_ns();
+    std::int64_t t0 = 0;
+    run(
+        [&](int, const PhaseMark&) {
+          t0 = now_ns();
           op();
-          mark(Phase::Device, t0, t0 + device_ns());
+          return true;
         },
-        after, 1);
+        [&](int, const PhaseMark& mark, bool) {
+          mark(Phase::Device, t0, t0 + device_ns());
+          after();
+          return true;
+        },
+        1, warmups_ + reps_, nullptr);
   }
 
   // A kernel's repetitions: repeat_then, or repeat_on_device_then for a kernel that reports its

@@ -95,24 +95,34 @@ class DeviceTimer {
   DeviceTimer(const DeviceTimer&) = delete;
   DeviceTimer& operator=(const DeviceTimer&) = delete;
   cudaStream_t stream() const { return stream_; }
-  // Runs launch() (which enqueues work on stream()) between the events, waits for the second,
-  // and keeps the events' duration.
+  // Runs launch() (which enqueues work on stream()) between the events and waits for the
+  // second: the host's timed region ends there, as a bare loop's does.
   template <class Launch>
   void timed(Launch&& launch) {
     cudaEventRecord(start_, stream_);
     launch();
     cudaEventRecord(stop_, stream_);
     check(cudaEventSynchronize(stop_), "cudaEventSynchronize");
-    float ms = 0;
-    check(cudaEventElapsedTime(&ms, start_, stop_), "cudaEventElapsedTime");
-    ns_ = static_cast<std::int64_t>(std::llround(static_cast<double>(ms) * 1e6));
+    unread_ = true;
   }
-  std::int64_t ns() const { return ns_; }
+  // The events' duration of the last timed(), read from them (cudaEventElapsedTime) at the first
+  // call after it, outside the host's timed region (the harness asks after the repetition's op
+  // row); 0 before any.
+  std::int64_t ns() const {
+    if (unread_) {
+      float ms = 0;
+      check(cudaEventElapsedTime(&ms, start_, stop_), "cudaEventElapsedTime");
+      ns_ = static_cast<std::int64_t>(std::llround(static_cast<double>(ms) * 1e6));
+      unread_ = false;
+    }
+    return ns_;
+  }
 
  private:
   cudaStream_t stream_ = nullptr;
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
-  std::int64_t ns_ = 0;
+  mutable std::int64_t ns_ = 0;
+  mutable bool unread_ = false;
 };
 
 // A level-0 operator's kernel on the GPU, timed by its DeviceTimer, its device memory measured

@@ -72,6 +72,46 @@ TEST(Harness, RecordsWarmupsAndRepetitionsAndFlushesWhenFull) {
   }
 }
 
+// A device kernel's repetitions: each has its op row (the host's launch and wait) and its device
+// row (the duration device_ns() gives, placed from the host's start). device_ns() is asked after
+// the op row has ended and before after(), so that reading the events is no part of the host's
+// time; a kernel's device_ns() of -1 (a host kernel) gives op rows alone.
+TEST(Harness, ADevicesDurationIsReadAfterTheHostsRowEndsAndRecordedBesideIt) {
+  Recorder rec(1000);
+  std::vector<Sample> got;
+  Harness h(MPI_COMM_SELF, rec, 1, 4, Work{}, [&](std::span<const Sample> s, bool) { got.insert(got.end(), s.begin(), s.end()); });
+  std::vector<std::int64_t> asked_at, after_at;
+  int ops = 0;
+  h.repeat_kernel_then([&] { ++ops; std::this_thread::sleep_for(std::chrono::milliseconds(1)); },
+                       [&] {
+                         asked_at.push_back(now_ns());
+                         return std::int64_t{500'000};
+                       },
+                       [&] { after_at.push_back(now_ns()); });
+  EXPECT_EQ(ops, 5);
+  ASSERT_EQ(got.size(), 10u);
+  ASSERT_EQ(asked_at.size(), 6u);  // once before the first (host or device?), then once per repetition
+  ASSERT_EQ(after_at.size(), 5u);
+  for (int r = 0; r < 5; ++r) {
+    const Sample& op = got[static_cast<std::size_t>(2 * r)];
+    const Sample& dev = got[static_cast<std::size_t>(2 * r + 1)];
+    EXPECT_EQ(op.phase, static_cast<std::uint8_t>(Phase::Op));
+    EXPECT_EQ(dev.phase, static_cast<std::uint8_t>(Phase::Device));
+    EXPECT_EQ(op.rep, r);
+    EXPECT_EQ(dev.rep, r);
+    EXPECT_EQ(dev.warmup, r < 1 ? 1 : 0);
+    EXPECT_EQ(dev.end_ns - dev.start_ns, 500'000);
+    EXPECT_GE(dev.start_ns, op.start_ns);
+    EXPECT_GE(op.end_ns - op.start_ns, 1'000'000);
+    EXPECT_GE(asked_at[static_cast<std::size_t>(r + 1)], op.end_ns) << "repetition " << r << ": device_ns() inside the host's row";
+    EXPECT_LE(asked_at[static_cast<std::size_t>(r + 1)], after_at[static_cast<std::size_t>(r)]);
+  }
+  got.clear();
+  h.repeat_kernel_then([] {}, [] { return std::int64_t{-1}; }, [] {});
+  ASSERT_EQ(got.size(), 5u);
+  for (const Sample& s : got) EXPECT_EQ(s.phase, static_cast<std::uint8_t>(Phase::Op));
+}
+
 TEST(Harness, SlowRepetitionsAreFlushedDurablyOnSchedule) {
   Recorder rec(1000);
   int durable_flushes = 0;
