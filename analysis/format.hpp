@@ -43,6 +43,10 @@ Table comparison_table(const Report& rep);
 Table scaling_table(const ScalingSeries& s);
 Table tta_table(const Report& rep);
 Table launches_table(const Report& rep);
+// Backends compared across their launches (Report::launch_comparisons), with the note that says
+// how, and that the comparisons within one launch do not cover launch-to-launch variation.
+Table launch_comparison_table(const Report& rep);
+std::string launch_comparison_note(const Report& rep);
 // Level 1: one row per network point (rates, the step's phases, memory, what ran where), and
 // per point on d500's executor its costliest steps.
 Table network_table(const Report& rep);

@@ -60,6 +60,9 @@ std::string render(const Report& rep) {
     o << "\nacross " << g.interval.launches << " launches, " << g.group << ": " << fmt_time(g.interval.estimate)
       << (g.interval.has_ci ? " [" + fmt_time(g.interval.lo) + ", " + fmt_time(g.interval.hi) + "]" : "")
       << ", between-launch share of variance " << fmt_sig(g.interval.between_share * 100, 2) << "%\n";
+  for (const auto& c : rep.launch_comparisons)
+    o << "\nacross " << c.launches.size() << " launches, " << c.other << " vs " << c.baseline << ", " << c.group << ": speedup "
+      << ratio_text(c.speedup) << (c.speedup.excludes_one() ? " (significant)" : " (not significant)") << "\n";
   for (const auto& c : rep.tta)
     o << "\ntime to accuracy " << fmt_sig(c.summary.target, 3) << ", " << c.group << ": median "
       << tta_median_text(c.summary) << " " << tta_ci_text(c.summary) << "; reached " << tta_success_text(c.summary)

@@ -80,6 +80,10 @@ std::string render(const Report& rep) {
     o << "<h2>Across launches</h2>\n<p>The primary interval covers the variation between launches (two-stage: launch medians, "
          "then a t interval on their logarithms); each launch's own interval covers only the variation within it.</p>\n";
     html_table(o, launches_table(rep));
+    if (!rep.launch_comparisons.empty()) {
+      o << "<h3>Backend comparisons across launches</h3>\n<p>" << html_escape(launch_comparison_note(rep)) << "</p>\n";
+      html_table(o, launch_comparison_table(rep));
+    }
   }
   if (!rep.tta.empty()) {
     o << "<h2>Time to accuracy</h2>\n<p>Each run's time is that of its first evaluation reaching the target within the "

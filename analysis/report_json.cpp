@@ -149,6 +149,18 @@ std::string render(const Report& rep) {
       << ", \"between_sd_log\": " << jn(li.between_sd_log) << ", \"within_sd_log\": " << jn(li.within_sd_log)
       << ", \"method\": \"two-stage: launch medians; Student t on their logs (k-1 df); one-way random-effects ANOVA share\"}";
   }
+  o << "\n  ],\n  \"launch_comparisons\": [";
+  for (std::size_t i = 0; i < rep.launch_comparisons.size(); ++i) {
+    const auto& c = rep.launch_comparisons[i];
+    o << (i ? "," : "") << "\n    {\"group\": " << js(c.group) << ", \"baseline\": " << js(c.baseline) << ", \"backend\": " << js(c.other)
+      << ", \"launches\": [";
+    for (std::size_t k = 0; k < c.launches.size(); ++k) o << (k ? ", " : "") << c.launches[k];
+    o << "], \"baseline_medians_s\": [";
+    for (std::size_t k = 0; k < c.baseline_medians.size(); ++k) o << (k ? ", " : "") << jn(c.baseline_medians[k]);
+    o << "], \"backend_medians_s\": [";
+    for (std::size_t k = 0; k < c.other_medians.size(); ++k) o << (k ? ", " : "") << jn(c.other_medians[k]);
+    o << "], \"speedup\": " << jratio(c.speedup) << "}";
+  }
   o << "\n  ],\n  \"time_to_accuracy\": [";
   for (std::size_t i = 0; i < rep.tta.size(); ++i) {
     const auto& c = rep.tta[i];

@@ -56,6 +56,10 @@ std::string render(const Report& rep) {
          "between launches (two-stage: launch medians, then a t interval on their logarithms); each launch's own interval "
          "covers only the variation within it.\n\n";
     markdown_table(o, launches_table(rep));
+    if (!rep.launch_comparisons.empty()) {
+      o << "### Backend comparisons across launches\n\n" << launch_comparison_note(rep) << "\n\n";
+      markdown_table(o, launch_comparison_table(rep));
+    }
   }
   if (!rep.comparisons.empty()) {
     o << "## Backend comparisons\n\n";

@@ -109,6 +109,40 @@ std::vector<LaunchGroup> launch_groups(const std::vector<PointRow>& rows, double
   return out;
 }
 
+std::vector<LaunchComparison> compare_backends_across_launches(const std::vector<PointRow>& rows, double confidence) {
+  std::vector<LaunchComparison> out;
+  auto launch_of = [](const PointRow* r) { return static_cast<int>(int_param_or(r->params, "launch", 0)); };
+  for (const auto& g : group_rows(rows, {"backend", "launch"}, [](const PointRow& r) { return r.params.count("launch") && r.has_timings(); })) {
+    std::map<std::string, std::map<int, const PointRow*>> by_backend;  // backend -> launch -> point
+    for (const auto* r : g) by_backend[r->backend][launch_of(r)] = r;
+    if (by_backend.size() < 2) continue;
+    // The baseline as in compare_backends: the reference when present, else the first by name.
+    std::string base = by_backend.count("reference") ? "reference" : by_backend.begin()->first;
+    const auto& base_launches = by_backend[base];
+    for (const auto& [backend, launches] : by_backend) {
+      if (backend == base) continue;
+      LaunchComparison c;
+      c.baseline = base;
+      c.other = backend;
+      c.confidence = confidence;
+      for (const auto& [launch, r] : launches) {
+        const auto b = base_launches.find(launch);
+        if (b == base_launches.end()) continue;
+        c.launches.push_back(launch);
+        c.baseline_medians.push_back(b->second->time.median);
+        c.other_medians.push_back(r->time.median);
+      }
+      if (c.launches.size() < 2) continue;  // one launch of both: the comparisons within it say all
+      c.group = label(*base_launches.begin()->second, false, true);
+      const std::string launch_text = " launch=" + std::to_string(base_launches.begin()->first);
+      if (const auto at = c.group.find(launch_text); at != std::string::npos) c.group.erase(at, launch_text.size());
+      c.speedup = stats::launch_ratio(c.baseline_medians, c.other_medians, confidence);
+      out.push_back(std::move(c));
+    }
+  }
+  return out;
+}
+
 std::vector<TtaConfig> tta_configs(const std::vector<PointRow>& rows, double confidence) {
   std::vector<TtaConfig> out;
   for (auto& runs : group_rows(rows, {"seed"}, [](const PointRow& r) { return r.tta_target > 0; })) {

@@ -575,4 +575,33 @@ LaunchInterval launch_interval(const std::vector<std::vector<double>>& per_launc
   return r;
 }
 
+RatioInterval launch_ratio(const std::vector<double>& a_medians, const std::vector<double>& b_medians, double confidence) {
+  RatioInterval r;
+  r.method = "paired by launch: Student's t on the log ratios of the launch medians";
+  r.bounded = false;
+  const std::size_t k = std::min(a_medians.size(), b_medians.size());
+  std::vector<double> logs;
+  for (std::size_t i = 0; i < k; ++i) {
+    if (!(a_medians[i] > 0) || !(b_medians[i] > 0)) {
+      r.withheld = "a launch median is not positive";
+      return r;
+    }
+    logs.push_back(std::log(a_medians[i] / b_medians[i]));
+  }
+  if (k == 0) {
+    r.withheld = "no launch of both";
+    return r;
+  }
+  const MeanInterval t = mean_t_interval(logs, confidence);
+  r.estimate = std::exp(t.mean);
+  if (!t.valid) {
+    r.withheld = "one launch of both: no interval across launches";
+    return r;
+  }
+  r.bounded = true;
+  r.lo = std::exp(t.lo);
+  r.hi = std::exp(t.hi);
+  return r;
+}
+
 }  // namespace d500::stats

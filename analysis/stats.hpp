@@ -141,6 +141,15 @@ struct RatioInterval {
   bool excludes_one() const { return bounded && (lo > 1 || hi < 1); }
 };
 
+// Two configurations measured in the same k launches (launch i of each in the same time slot,
+// as a campaign's `launches` orders its jobs): the ratio of their typical launch medians,
+// median(a_i) / median(b_i) paired by launch, as the exponentiated Student's t interval (k - 1
+// degrees of freedom) on the k log ratios: it covers the variation between launches, which a
+// comparison within one launch does not. `a_medians` and `b_medians` are the launches' medians,
+// in the same launch order; no interval (bounded false, `withheld` says why) for k < 2 or a
+// median that is not positive.
+RatioInterval launch_ratio(const std::vector<double>& a_medians, const std::vector<double>& b_medians, double confidence);
+
 // Two-sample bootstrap of median(a) / median(b): each sample resampled independently,
 // `resamples` times, from a fixed seed (reproducible reports). Percentile or BCa limits (see
 // bca_levels). One policy for small samples, medians and ratios alike: no interval (`withheld`)

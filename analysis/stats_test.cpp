@@ -256,6 +256,31 @@ TEST(LaunchInterval, MatchesScipyAndSplitsTheVariance) {
   EXPECT_EQ(launch_interval({launches[0], launches[0]}, 0.95).between_share, 0);
 }
 
+// Two backends' launch medians paired by launch: ratios 2, 4, 4, whose logs are ln 2 (1, 2, 2),
+// so the geometric mean is 2^(5/3) and the t interval (2 degrees of freedom, standard error
+// ln 2 / 3) is 2^((5 -+ t) / 3) with t = 4.302652729911275 (SciPy's stats.t.ppf(0.975, 2)).
+TEST(LaunchRatio, IsTheTIntervalOnTheLogRatiosPairedByLaunchAndNeedsTwoLaunches) {
+  const double t = 4.302652729911275;
+  const RatioInterval r = launch_ratio({2, 4, 8}, {1, 1, 2}, 0.95);
+  ASSERT_TRUE(r.bounded) << r.withheld;
+  EXPECT_NEAR(r.estimate, std::pow(2.0, 5.0 / 3), 1e-12);
+  EXPECT_NEAR(r.lo, std::pow(2.0, (5 - t) / 3), 1e-9);
+  EXPECT_NEAR(r.hi, std::pow(2.0, (5 + t) / 3), 1e-9);
+  EXPECT_TRUE(r.excludes_one());
+  // Pairing: the same medians in another order pair differently (ratios 1, 4, 8 here).
+  const RatioInterval shuffled = launch_ratio({2, 4, 8}, {2, 1, 1}, 0.95);
+  EXPECT_NEAR(shuffled.estimate, std::cbrt(32.0), 1e-12);
+  EXPECT_GT(shuffled.hi / shuffled.lo, r.hi / r.lo);
+  // One launch: an estimate, no interval; a median that is not positive: none.
+  const RatioInterval one = launch_ratio({2}, {1}, 0.95);
+  EXPECT_FALSE(one.bounded);
+  EXPECT_DOUBLE_EQ(one.estimate, 2);
+  EXPECT_FALSE(one.withheld.empty());
+  const RatioInterval zero = launch_ratio({2, 0}, {1, 1}, 0.95);
+  EXPECT_FALSE(zero.bounded);
+  EXPECT_NE(zero.withheld.find("not positive"), std::string::npos);
+}
+
 TEST(Fieller, BracketsTheRatioAndIsUnboundedNearZeroDenominators) {
   std::vector<double> a = {2.0, 2.2, 1.9, 2.1, 2.05}, b = {1.0, 1.1, 0.95, 1.05, 1.02};
   RatioInterval r = fieller_ratio(a, b, 0.95);

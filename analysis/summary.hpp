@@ -117,6 +117,18 @@ struct LaunchGroup {
   stats::LaunchInterval interval;
 };
 
+// Backend B against backend A on points measured in the same launches (campaign.launches):
+// the typical launch's median(A) / median(B), paired by launch (stats::launch_ratio), an interval
+// that covers the variation between launches, which Comparison (one launch's points) does not.
+struct LaunchComparison {
+  std::string group;             // the shared parameters, without backend and launch
+  std::string baseline, other;   // backends
+  std::vector<int> launches;     // the launches both were measured in, paired
+  std::vector<double> baseline_medians, other_medians;  // per paired launch, seconds
+  stats::RatioInterval speedup;
+  double confidence = 0.95;
+};
+
 // Backend B against backend A on otherwise identical points: speedup = median(A) / median(B).
 struct Comparison {
   std::string group;             // the shared parameters
@@ -189,6 +201,7 @@ struct Report {
   std::vector<ScalingSeries> scaling;
   std::vector<TtaConfig> tta;
   std::vector<LaunchGroup> launches;           // points measured in 2 or more launches
+  std::vector<LaunchComparison> launch_comparisons;  // backends compared across their launches
   std::vector<OverlapComparison> overlap;      // level 3: allreduce-overlap against allreduce
   std::vector<std::string> files;              // files read
   std::vector<std::string> unreadable;         // "file: reason"
@@ -211,6 +224,7 @@ std::vector<Comparison> compare_backends(const std::vector<PointRow>& rows, doub
 std::vector<ScalingSeries> scaling_series(const std::vector<PointRow>& rows, double confidence, std::uint64_t seed);
 std::vector<TtaConfig> tta_configs(const std::vector<PointRow>& rows, double confidence);
 std::vector<LaunchGroup> launch_groups(const std::vector<PointRow>& rows, double confidence);
+std::vector<LaunchComparison> compare_backends_across_launches(const std::vector<PointRow>& rows, double confidence);
 std::vector<OverlapComparison> overlap_comparisons(const std::vector<PointRow>& rows, double confidence, std::uint64_t seed);
 
 // A statement of how the numbers were obtained; every report carries it.

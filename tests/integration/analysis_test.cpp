@@ -356,3 +356,47 @@ TEST_F(Analysis, APlantedDeviceShareIsReportedBesideTheHostTime) {
   EXPECT_NE(md.find("6 of its node steps ran on d500's reference through host mirrors (Resize, ArgMax)"), std::string::npos) << md;
   EXPECT_EQ(md.find("(Mod)"), std::string::npos) << md;
 }
+
+// Two backends measured in the same 5 launches, with a planted factor per launch and point
+// (sigma 0.2) far above the noise within a launch (0.02), and a planted speedup of 2: the
+// comparison across launches pairs the launch medians and its interval, recomputed here from
+// results.json, holds the planted ratio (0.5, baseline "fast" over "slow") and is wider than
+// any comparison within one launch, which covers none of the launch-to-launch variation.
+TEST_F(Analysis, BackendsMeasuredInSeveralLaunchesAreComparedAcrossThemPairedByLaunch) {
+  for (int launch = 1; launch <= 5; ++launch) {
+    std::string spec = "campaign = \"launch-compare\"\nrepetitions = 20\nwarmups = 1\nseed = 21\n";
+    for (const auto& [backend, median] : {std::pair{"fast", "0.005"}, std::pair{"slow", "0.010"}})
+      spec += std::string("[[point]]\nparams = { workload = \"synthetic\", backend = \"") + backend +
+              "\", launch = " + std::to_string(launch) + " }\nmedian_s = " + median + "\nnoise = 0.02\nlaunch_noise = 0.2\n";
+    synth("job-000" + std::to_string(launch - 1), 1, spec);
+  }
+  Cmd r = report();
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(num("len(j['launch_comparisons'])"), 1);
+  const std::string c = "j['launch_comparisons'][0]";
+  EXPECT_EQ(json(c + "['baseline']"), "fast");
+  EXPECT_EQ(json(c + "['backend']"), "slow");
+  EXPECT_EQ(json(c + "['launches']"), "[1, 2, 3, 4, 5]");
+  EXPECT_EQ(json(c + "['group']").find("launch="), std::string::npos) << json(c + "['group']");
+  // The interval from the paired launch medians: t with 4 degrees of freedom on the log ratios.
+  Cmd check = sh("/usr/bin/python3 -c \"import json, math, statistics as st; j = json.load(open('" +
+                 (dir_ / "run" / "results.json").string() +
+                 "')); c = j['launch_comparisons'][0]; d = [math.log(a / b) for a, b in zip(c['baseline_medians_s'], c['backend_medians_s'])]; "
+                 "m = st.mean(d); h = 2.7764451051977987 * st.stdev(d) / math.sqrt(5); s = c['speedup']; "
+                 "assert abs(s['estimate'] / math.exp(m) - 1) < 1e-9, s; assert abs(s['lo'] / math.exp(m - h) - 1) < 1e-9, s; "
+                 "assert abs(s['hi'] / math.exp(m + h) - 1) < 1e-9, s; print('ok')\"");
+  EXPECT_EQ(check.out, "ok\n") << check.out;
+  const double lo = num(c + "['speedup']['lo']"), hi = num(c + "['speedup']['hi']");
+  EXPECT_LE(lo, 0.5);
+  EXPECT_GE(hi, 0.5);
+  // Each launch's own comparison (one launch's 20 repetitions each side) is far narrower.
+  EXPECT_EQ(num("len(j['comparisons'])"), 5);
+  for (int i = 0; i < 5; ++i) {
+    const std::string w = "j['comparisons'][" + std::to_string(i) + "]['speedup']";
+    EXPECT_LT(num(w + "['hi']") / num(w + "['lo']"), hi / lo) << "launch comparison " << i;
+  }
+  const std::string md = read_file_text(dir_ / "run" / "report.md");
+  EXPECT_NE(md.find("### Backend comparisons across launches"), std::string::npos) << md;
+  EXPECT_NE(md.find("paired by launch"), std::string::npos) << md;
+  EXPECT_NE(r.out.find("across 5 launches, slow vs fast"), std::string::npos) << r.out;
+}
