@@ -410,24 +410,30 @@ Table launches_table(const Report& rep) {
 
 Table launch_comparison_table(const Report& rep) {
   const std::string ci = std::to_string(static_cast<int>(rep.confidence * 100 + .5)) + "%";
-  Table t{{"shared parameters", "baseline", "backend", "launches paired", "speedup across launches (" + ci + " t on log ratios)", "verdict",
-           "each launch: baseline / backend median"}};
+  Table t{{"compared", "shared parameters", "baseline", "against", "launches paired",
+           "speedup T(baseline)/T(other) across launches (" + ci + " t on log ratios)", "verdict, or scaling efficiency (CI)",
+           "each launch: T(baseline)/T(other)"}};
   for (const auto& c : rep.launch_comparisons) {
     std::vector<std::string> each;
     for (std::size_t i = 0; i < c.launches.size(); ++i)
       each.push_back(std::to_string(c.launches[i]) + ": " + fmt_sig(c.baseline_medians[i] / c.other_medians[i], 4));
-    t.push_back({c.group, c.baseline, c.other, std::to_string(c.launches.size()), ratio_text(c.speedup),
-                 c.speedup.excludes_one() ? "significant" : "not significant", join(each, "; ")});
+    const std::string verdict =
+        c.varies == "ranks"
+            ? fmt_sig(c.speedup.estimate / c.ideal, 3) +
+                  (c.speedup.bounded ? " [" + fmt_sig(c.speedup.lo / c.ideal, 3) + ", " + fmt_sig(c.speedup.hi / c.ideal, 3) + "]" : "")
+            : c.speedup.excludes_one() ? "significant" : "not significant";
+    t.push_back({c.varies, c.group, c.baseline, c.other, std::to_string(c.launches.size()), ratio_text(c.speedup), verdict, join(each, "; ")});
   }
   return t;
 }
 
 std::string launch_comparison_note(const Report&) {
-  return "Backends measured in the same launches: per launch the ratio of the two medians (baseline / backend: above 1, the "
-         "backend is faster), then Student's t interval (launches - 1 degrees of freedom) on the logarithms of those ratios, "
-         "exponentiated: the typical launch's speedup, paired by launch (a campaign's launches run one after the other, launch i "
-         "of every point in the same period). Its interval covers the variation between launches; the Backend comparisons "
-         "below compare the points of one launch each and cover only the variation within it.";
+  return "Configurations measured in the same launches (backends; a scaling series' rank counts against its smallest): per "
+         "launch the ratio of the two medians (above 1, the other is faster), then Student's t interval (launches - 1 degrees of "
+         "freedom) on the logarithms of those ratios, exponentiated: the typical launch's speedup, paired by launch (a campaign's "
+         "launches run one after the other, launch i of every point in the same period). A scaling efficiency is that speedup "
+         "over the ideal (strong: p / p_base; weak: 1). These intervals cover the variation between launches; the Backend "
+         "comparisons and Scaling sections compare the points of one launch each and cover only the variation within it.";
 }
 
 Table tta_table(const Report& rep) {

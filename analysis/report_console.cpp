@@ -62,7 +62,10 @@ std::string render(const Report& rep) {
       << ", between-launch share of variance " << fmt_sig(g.interval.between_share * 100, 2) << "%\n";
   for (const auto& c : rep.launch_comparisons)
     o << "\nacross " << c.launches.size() << " launches, " << c.other << " vs " << c.baseline << ", " << c.group << ": speedup "
-      << ratio_text(c.speedup) << (c.speedup.excludes_one() ? " (significant)" : " (not significant)") << "\n";
+      << ratio_text(c.speedup)
+      << (c.varies == "ranks" ? ", efficiency " + fmt_sig(c.speedup.estimate / c.ideal, 3)
+          : c.speedup.excludes_one() ? std::string(" (significant)") : std::string(" (not significant)"))
+      << "\n";
   for (const auto& c : rep.tta)
     o << "\ntime to accuracy " << fmt_sig(c.summary.target, 3) << ", " << c.group << ": median "
       << tta_median_text(c.summary) << " " << tta_ci_text(c.summary) << "; reached " << tta_success_text(c.summary)

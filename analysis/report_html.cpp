@@ -81,7 +81,7 @@ std::string render(const Report& rep) {
          "then a t interval on their logarithms); each launch's own interval covers only the variation within it.</p>\n";
     html_table(o, launches_table(rep));
     if (!rep.launch_comparisons.empty()) {
-      o << "<h3>Backend comparisons across launches</h3>\n<p>" << html_escape(launch_comparison_note(rep)) << "</p>\n";
+      o << "<h3>Comparisons across launches</h3>\n<p>" << html_escape(launch_comparison_note(rep)) << "</p>\n";
       html_table(o, launch_comparison_table(rep));
     }
   }

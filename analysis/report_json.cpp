@@ -152,12 +152,13 @@ std::string render(const Report& rep) {
   o << "\n  ],\n  \"launch_comparisons\": [";
   for (std::size_t i = 0; i < rep.launch_comparisons.size(); ++i) {
     const auto& c = rep.launch_comparisons[i];
-    o << (i ? "," : "") << "\n    {\"group\": " << js(c.group) << ", \"baseline\": " << js(c.baseline) << ", \"backend\": " << js(c.other)
+    o << (i ? "," : "") << "\n    {\"varies\": " << js(c.varies) << ", \"group\": " << js(c.group) << ", \"baseline\": " << js(c.baseline)
+      << ", \"other\": " << js(c.other) << ", \"ideal_speedup\": " << (c.varies == "ranks" ? jn(c.ideal) : std::string("null"))
       << ", \"launches\": [";
     for (std::size_t k = 0; k < c.launches.size(); ++k) o << (k ? ", " : "") << c.launches[k];
     o << "], \"baseline_medians_s\": [";
     for (std::size_t k = 0; k < c.baseline_medians.size(); ++k) o << (k ? ", " : "") << jn(c.baseline_medians[k]);
-    o << "], \"backend_medians_s\": [";
+    o << "], \"other_medians_s\": [";
     for (std::size_t k = 0; k < c.other_medians.size(); ++k) o << (k ? ", " : "") << jn(c.other_medians[k]);
     o << "], \"speedup\": " << jratio(c.speedup) << "}";
   }

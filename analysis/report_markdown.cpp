@@ -57,7 +57,7 @@ std::string render(const Report& rep) {
          "covers only the variation within it.\n\n";
     markdown_table(o, launches_table(rep));
     if (!rep.launch_comparisons.empty()) {
-      o << "### Backend comparisons across launches\n\n" << launch_comparison_note(rep) << "\n\n";
+      o << "### Comparisons across launches\n\n" << launch_comparison_note(rep) << "\n\n";
       markdown_table(o, launch_comparison_table(rep));
     }
   }

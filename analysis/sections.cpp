@@ -4,6 +4,7 @@
 #include <cmath>
 #include <random>
 #include <map>
+#include <optional>
 
 #include "common/text.hpp"
 #include "metrics/stopping.hpp"
@@ -109,35 +110,82 @@ std::vector<LaunchGroup> launch_groups(const std::vector<PointRow>& rows, double
   return out;
 }
 
+namespace {
+
+int launch_of(const PointRow* r) { return static_cast<int>(int_param_or(r->params, "launch", 0)); }
+bool timed_launch(const PointRow& r) { return r.params.count("launch") && r.has_timings(); }
+
+// `other` against `base` in the launches both were measured in, paired by launch; nullopt when
+// they share fewer than two (one launch's comparison then says all there is).
+std::optional<LaunchComparison> paired(const std::map<int, const PointRow*>& base, const std::map<int, const PointRow*>& other,
+                                       double confidence) {
+  LaunchComparison c;
+  c.confidence = confidence;
+  for (const auto& [launch, r] : other) {
+    const auto b = base.find(launch);
+    if (b == base.end()) continue;
+    c.launches.push_back(launch);
+    c.baseline_medians.push_back(b->second->time.median);
+    c.other_medians.push_back(r->time.median);
+  }
+  if (c.launches.size() < 2) return std::nullopt;
+  c.speedup = stats::launch_ratio(c.baseline_medians, c.other_medians, confidence);
+  return c;
+}
+
+// A group's label without its launch.
+std::string without_launch(std::string label, const PointRow& r) {
+  const std::string launch = " launch=" + std::to_string(launch_of(&r));
+  if (const auto at = label.find(launch); at != std::string::npos) label.erase(at, launch.size());
+  return label;
+}
+
+}  // namespace
+
 std::vector<LaunchComparison> compare_backends_across_launches(const std::vector<PointRow>& rows, double confidence) {
   std::vector<LaunchComparison> out;
-  auto launch_of = [](const PointRow* r) { return static_cast<int>(int_param_or(r->params, "launch", 0)); };
-  for (const auto& g : group_rows(rows, {"backend", "launch"}, [](const PointRow& r) { return r.params.count("launch") && r.has_timings(); })) {
-    std::map<std::string, std::map<int, const PointRow*>> by_backend;  // backend -> launch -> point
-    for (const auto* r : g) by_backend[r->backend][launch_of(r)] = r;
-    if (by_backend.size() < 2) continue;
-    // The baseline as in compare_backends: the reference when present, else the first by name.
-    std::string base = by_backend.count("reference") ? "reference" : by_backend.begin()->first;
-    const auto& base_launches = by_backend[base];
-    for (const auto& [backend, launches] : by_backend) {
-      if (backend == base) continue;
-      LaunchComparison c;
-      c.baseline = base;
-      c.other = backend;
-      c.confidence = confidence;
-      for (const auto& [launch, r] : launches) {
-        const auto b = base_launches.find(launch);
-        if (b == base_launches.end()) continue;
-        c.launches.push_back(launch);
-        c.baseline_medians.push_back(b->second->time.median);
-        c.other_medians.push_back(r->time.median);
+  for (const auto& g : group_rows(rows, {"backend", "launch"}, timed_launch)) {
+    // ranks -> backend -> launch -> point (the ranks apart, whatever the parameters say of them)
+    std::map<int, std::map<std::string, std::map<int, const PointRow*>>> by_ranks;
+    for (const auto* r : g) by_ranks[r->ranks][r->backend][launch_of(r)] = r;
+    for (auto& [ranks, by_backend] : by_ranks) {
+      if (by_backend.size() < 2) continue;
+      // The baseline as in compare_backends: the reference when present, else the first by name.
+      const std::string base = by_backend.count("reference") ? "reference" : by_backend.begin()->first;
+      for (const auto& [backend, launches] : by_backend) {
+        if (backend == base) continue;
+        auto c = paired(by_backend[base], launches, confidence);
+        if (!c) continue;
+        c->group = without_launch(label(*by_backend[base].begin()->second, false, true), *by_backend[base].begin()->second);
+        c->baseline = base;
+        c->other = backend;
+        out.push_back(std::move(*c));
       }
-      if (c.launches.size() < 2) continue;  // one launch of both: the comparisons within it say all
-      c.group = label(*base_launches.begin()->second, false, true);
-      const std::string launch_text = " launch=" + std::to_string(base_launches.begin()->first);
-      if (const auto at = c.group.find(launch_text); at != std::string::npos) c.group.erase(at, launch_text.size());
-      c.speedup = stats::launch_ratio(c.baseline_medians, c.other_medians, confidence);
-      out.push_back(std::move(c));
+    }
+  }
+  return out;
+}
+
+std::vector<LaunchComparison> scaling_across_launches(const std::vector<PointRow>& rows, double confidence) {
+  std::vector<LaunchComparison> out;
+  auto ranks_text = [](int n) { return std::to_string(n) + (n == 1 ? " rank" : " ranks"); };
+  for (const auto& g : group_rows(rows, {"nodes", "ranks_per_node", "launch"}, timed_launch)) {
+    std::map<int, std::map<int, const PointRow*>> by_ranks;  // ranks -> launch -> point
+    for (const auto* r : g) by_ranks[r->ranks][launch_of(r)] = r;
+    if (by_ranks.size() < 2) continue;
+    const auto& [base_ranks, base] = *by_ranks.begin();
+    const PointRow& first = *base.begin()->second;
+    for (const auto& [ranks, launches] : by_ranks) {
+      if (ranks == base_ranks) continue;
+      auto c = paired(base, launches, confidence);
+      if (!c) continue;
+      c->varies = "ranks";
+      c->group = without_launch(label(first, true, false), first);
+      c->baseline = ranks_text(base_ranks);
+      c->other = ranks_text(ranks);
+      // As ScalingSeries: strong scaling's ideal is p / p_base, weak scaling's 1.
+      c->ideal = first.scaling == "weak" ? 1.0 : static_cast<double>(ranks) / base_ranks;
+      out.push_back(std::move(*c));
     }
   }
   return out;

@@ -321,6 +321,7 @@ Report analyze_run(const std::string& dir, const AnalysisOptions& opt) {
     if (!listed.count(id)) rep.rows.push_back(std::move(b));  // results without a plan listing
   rep.comparisons = compare_backends(rep.rows, opt.confidence, opt.seed);
   rep.launch_comparisons = compare_backends_across_launches(rep.rows, opt.confidence);
+  for (auto& c : scaling_across_launches(rep.rows, opt.confidence)) rep.launch_comparisons.push_back(std::move(c));
   rep.scaling = scaling_series(rep.rows, opt.confidence, opt.seed);
   rep.tta = tta_configs(rep.rows, opt.confidence);
   rep.launches = launch_groups(rep.rows, opt.confidence);

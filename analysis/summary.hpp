@@ -117,12 +117,15 @@ struct LaunchGroup {
   stats::LaunchInterval interval;
 };
 
-// Backend B against backend A on points measured in the same launches (campaign.launches):
-// the typical launch's median(A) / median(B), paired by launch (stats::launch_ratio), an interval
-// that covers the variation between launches, which Comparison (one launch's points) does not.
+// Two configurations measured in the same launches (campaign.launches): backend B against
+// backend A, or a scaling series' rank count p against its smallest: the typical launch's
+// median(A) / median(B), paired by launch (stats::launch_ratio), an interval that covers the
+// variation between launches, which Comparison and ScalingSeries (one launch's points) do not.
 struct LaunchComparison {
-  std::string group;             // the shared parameters, without backend and launch
-  std::string baseline, other;   // backends
+  std::string varies = "backend";  // "backend", or "ranks" (a scaling series)
+  std::string group;             // the shared parameters, without what varies and launch
+  std::string baseline, other;   // backends, or rank counts ("1 rank", "4 ranks")
+  double ideal = 0;              // ranks: the ideal speedup (strong p / p_base, weak 1); 0 for backends
   std::vector<int> launches;     // the launches both were measured in, paired
   std::vector<double> baseline_medians, other_medians;  // per paired launch, seconds
   stats::RatioInterval speedup;
@@ -225,6 +228,7 @@ std::vector<ScalingSeries> scaling_series(const std::vector<PointRow>& rows, dou
 std::vector<TtaConfig> tta_configs(const std::vector<PointRow>& rows, double confidence);
 std::vector<LaunchGroup> launch_groups(const std::vector<PointRow>& rows, double confidence);
 std::vector<LaunchComparison> compare_backends_across_launches(const std::vector<PointRow>& rows, double confidence);
+std::vector<LaunchComparison> scaling_across_launches(const std::vector<PointRow>& rows, double confidence);
 std::vector<OverlapComparison> overlap_comparisons(const std::vector<PointRow>& rows, double confidence, std::uint64_t seed);
 
 // A statement of how the numbers were obtained; every report carries it.

@@ -32,6 +32,18 @@ class Analysis : public ScratchDirTest {
     return c.out.substr(0, c.out.find_last_not_of('\n') + 1);
   }
   double num(const std::string& expr) { return std::stod(json(expr)); }
+  // The report has one comparison across launches: of `varies`, `other` against `baseline`,
+  // paired over `launches`.
+  void expect_one_launch_comparison(const std::string& varies, const std::string& baseline, const std::string& other,
+                                    const std::string& launches) {
+    ASSERT_EQ(num("len(j['launch_comparisons'])"), 1);
+    const std::string c = "j['launch_comparisons'][0]";
+    EXPECT_EQ(json(c + "['varies']"), varies);
+    EXPECT_EQ(json(c + "['baseline']"), baseline);
+    EXPECT_EQ(json(c + "['other']"), other);
+    EXPECT_EQ(json(c + "['launches']"), launches);
+    EXPECT_EQ(json(c + "['group']").find("launch="), std::string::npos) << json(c + "['group']");
+  }
 };
 
 }  // namespace
@@ -372,16 +384,12 @@ TEST_F(Analysis, BackendsMeasuredInSeveralLaunchesAreComparedAcrossThemPairedByL
   }
   Cmd r = report();
   ASSERT_EQ(r.code, 0) << r.out;
-  EXPECT_EQ(num("len(j['launch_comparisons'])"), 1);
+  expect_one_launch_comparison("backend", "fast", "slow", "[1, 2, 3, 4, 5]");
   const std::string c = "j['launch_comparisons'][0]";
-  EXPECT_EQ(json(c + "['baseline']"), "fast");
-  EXPECT_EQ(json(c + "['backend']"), "slow");
-  EXPECT_EQ(json(c + "['launches']"), "[1, 2, 3, 4, 5]");
-  EXPECT_EQ(json(c + "['group']").find("launch="), std::string::npos) << json(c + "['group']");
   // The interval from the paired launch medians: t with 4 degrees of freedom on the log ratios.
   Cmd check = sh("/usr/bin/python3 -c \"import json, math, statistics as st; j = json.load(open('" +
                  (dir_ / "run" / "results.json").string() +
-                 "')); c = j['launch_comparisons'][0]; d = [math.log(a / b) for a, b in zip(c['baseline_medians_s'], c['backend_medians_s'])]; "
+                 "')); c = j['launch_comparisons'][0]; d = [math.log(a / b) for a, b in zip(c['baseline_medians_s'], c['other_medians_s'])]; "
                  "m = st.mean(d); h = 2.7764451051977987 * st.stdev(d) / math.sqrt(5); s = c['speedup']; "
                  "assert abs(s['estimate'] / math.exp(m) - 1) < 1e-9, s; assert abs(s['lo'] / math.exp(m - h) - 1) < 1e-9, s; "
                  "assert abs(s['hi'] / math.exp(m + h) - 1) < 1e-9, s; print('ok')\"");
@@ -396,7 +404,35 @@ TEST_F(Analysis, BackendsMeasuredInSeveralLaunchesAreComparedAcrossThemPairedByL
     EXPECT_LT(num(w + "['hi']") / num(w + "['lo']"), hi / lo) << "launch comparison " << i;
   }
   const std::string md = read_file_text(dir_ / "run" / "report.md");
-  EXPECT_NE(md.find("### Backend comparisons across launches"), std::string::npos) << md;
+  EXPECT_NE(md.find("### Comparisons across launches"), std::string::npos) << md;
   EXPECT_NE(md.find("paired by launch"), std::string::npos) << md;
   EXPECT_NE(r.out.find("across 5 launches, slow vs fast"), std::string::npos) << r.out;
+}
+
+// A strong-scaling series measured in 3 launches (a 1-rank and a 2-rank job in each, a planted
+// factor per launch and point): the 2-rank point is compared with the 1-rank one across the
+// launches, paired by launch, its interval holding the planted speedup of 2 and its efficiency
+// the speedup over the ideal 2.
+TEST_F(Analysis, AScalingSeriesMeasuredInSeveralLaunchesIsComparedAcrossThem) {
+  int job = 0;
+  for (int launch = 1; launch <= 3; ++launch)
+    for (const auto& [ranks, median] : {std::pair{1, "0.020"}, std::pair{2, "0.010"}})
+      synth("job-000" + std::to_string(job++), ranks,
+            "campaign = \"launch-scaling\"\nrepetitions = 20\nwarmups = 1\nseed = 9\n[[point]]\nparams = { workload = \"synthetic\", "
+            "backend = \"x\", launch = " + std::to_string(launch) + " }\nmedian_s = " + median +
+                "\nnoise = 0.02\nlaunch_noise = 0.1\nscaling = \"strong\"\n");
+  Cmd r = report();
+  ASSERT_EQ(r.code, 0) << r.out;
+  expect_one_launch_comparison("ranks", "1 rank", "2 ranks", "[1, 2, 3]");
+  const std::string c = "j['launch_comparisons'][0]";
+  EXPECT_EQ(num(c + "['ideal_speedup']"), 2);
+  const double est = num(c + "['speedup']['estimate']");
+  EXPECT_NEAR(est, std::exp((std::log(num(c + "['baseline_medians_s'][0]") / num(c + "['other_medians_s'][0]")) +
+                             std::log(num(c + "['baseline_medians_s'][1]") / num(c + "['other_medians_s'][1]")) +
+                             std::log(num(c + "['baseline_medians_s'][2]") / num(c + "['other_medians_s'][2]"))) / 3),
+              1e-6 * est);
+  EXPECT_LE(num(c + "['speedup']['lo']"), 2.0);
+  EXPECT_GE(num(c + "['speedup']['hi']"), 2.0);
+  EXPECT_NE(r.out.find("across 3 launches, 2 ranks vs 1 rank, synthetic:x"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(", efficiency " + ::d500::fmt_sig(est / 2, 3)), std::string::npos) << r.out;
 }
