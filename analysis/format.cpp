@@ -361,10 +361,15 @@ std::string network_note() {
 }
 
 Table quality_table(const Report& rep) {
-  Table t{{"point", "ranks", "n", "mean (t-interval)", "outliers (low/high)", "enough repetitions", "ranks", "independence", "machine"}};
+  Table t{{"point", "ranks", "n", "mean (t-interval)", "p90, p99 (exact CI)", "outliers (low/high)", "enough repetitions", "ranks",
+           "independence", "machine"}};
   for (const auto& r : rep.rows) {
     if (r.time.n == 0) continue;
-    t.push_back({point_label(r), std::to_string(r.ranks), std::to_string(r.time.n), mean_text(r),
+    std::vector<std::string> tail;
+    for (const auto& q : r.tail)
+      tail.push_back(fmt_time(q.estimate) + (q.has_ci ? " [" + fmt_time(q.lo) + ", " + fmt_time(q.hi) + "]"
+                                                      : " (no CI: n < " + std::to_string(q.least_n_for_ci) + ")"));
+    t.push_back({point_label(r), std::to_string(r.ranks), std::to_string(r.time.n), mean_text(r), join(tail, "; "),
                  std::to_string(r.outliers.low) + "/" + std::to_string(r.outliers.high), reps_text(r), ranks_text(r),
                  independence_text(r), machine_text(r)});
   }

@@ -50,7 +50,14 @@ std::string render(const Report& rep) {
       << (r.independence.applicable ? "{\"trend_rho\": " + jn(r.independence.trend_rho) + ", \"trend_p\": " + jn(r.independence.trend_p) +
                                           ", \"lag1\": " + jn(r.independence.lag1) + "}"
                                     : std::string("null"))
-      << ", \"rank_medians_s\": [";
+      << ", \"tail\": [";
+    for (std::size_t k = 0; k < r.tail.size(); ++k) {
+      const auto& q = r.tail[k];
+      o << (k ? ", " : "") << "{\"p\": " << jn(q.p) << ", \"estimate_s\": " << jn(q.estimate) << ", \"ci\": "
+        << (q.has_ci ? "[" + jn(q.lo) + ", " + jn(q.hi) + "]" : std::string("null"))
+        << ", \"ci_coverage\": " << (q.has_ci ? jn(q.coverage) : std::string("null")) << ", \"least_n_for_ci\": " << q.least_n_for_ci << "}";
+    }
+    o << "], \"rank_medians_s\": [";
     for (std::size_t k = 0; k < r.rank_medians.size(); ++k) o << (k ? ", " : "") << jn(r.rank_medians[k]);
     o << "], \"rate\": " << (r.time.n ? jn(r.rate) : "null") << ", \"rate_is\": \"per rank\", \"rate_aggregate\": "
       << (r.time.n ? jn(r.rate_aggregate) : "null") << ", \"rate_unit\": " << js(r.rate_unit)

@@ -1,6 +1,8 @@
 #include "stats.hpp"
 
 #include <algorithm>
+#include <map>
+#include <mutex>
 #include <boost/math/distributions/binomial.hpp>
 
 namespace d500::stats {
@@ -12,6 +14,21 @@ double median(std::vector<double> x) {
   return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
 }
 
+namespace {
+
+// The exact interval of the p-quantile of sorted data (its order statistics at quantile_ci_ranks'
+// ranks): false, and nothing set, where this n has none.
+bool order_statistic_interval(const std::vector<double>& sorted, double p, double confidence, double& lo, double& hi, double& coverage) {
+  const RankInterval r = quantile_ci_ranks(static_cast<int>(sorted.size()), p, confidence);
+  if (!r.valid) return false;
+  lo = sorted[static_cast<std::size_t>(r.lo - 1)];
+  hi = sorted[static_cast<std::size_t>(r.hi - 1)];
+  coverage = r.coverage;
+  return true;
+}
+
+}  // namespace
+
 Summary summarize(std::vector<double> x, double confidence) {
   Summary s;
   s.n = static_cast<int>(x.size());
@@ -22,14 +39,30 @@ Summary summarize(std::vector<double> x, double confidence) {
   s.max = x.back();
   std::size_t n = x.size();
   s.median = n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
-  RankInterval r = quantile_ci_ranks(s.n, 0.5, confidence);
-  if (r.valid) {
-    s.has_ci = true;
-    s.lo = x[static_cast<std::size_t>(r.lo - 1)];
-    s.hi = x[static_cast<std::size_t>(r.hi - 1)];
-    s.coverage = r.coverage;
-  }
+  s.has_ci = order_statistic_interval(x, 0.5, confidence, s.lo, s.hi, s.coverage);
   return s;
+}
+
+QuantileSummary summarize_quantile(std::vector<double> x, double p, double confidence) {
+  QuantileSummary q;
+  q.p = p;
+  q.n = static_cast<int>(x.size());
+  // The least n with an interval (the upper rank must fit: P(at most n - 1 below) >= the upper
+  // tail), searched once per (p, confidence): a report asks for the same few.
+  static std::mutex guard;
+  static std::map<std::pair<double, double>, int> least;
+  {
+    const std::lock_guard<std::mutex> lock(guard);
+    auto [it, fresh] = least.try_emplace({p, confidence}, 1);
+    if (fresh)
+      while (it->second < 100000 && !quantile_ci_ranks(it->second, p, confidence).valid) ++it->second;
+    q.least_n_for_ci = it->second;
+  }
+  if (x.empty()) return q;
+  std::sort(x.begin(), x.end());
+  q.estimate = quantile_sorted(x, p);
+  q.has_ci = order_statistic_interval(x, p, confidence, q.lo, q.hi, q.coverage);
+  return q;
 }
 
 }  // namespace d500::stats

@@ -26,6 +26,17 @@ struct Summary {
 };
 Summary summarize(std::vector<double> x, double confidence = 0.95);
 
+// A tail quantile of a point's costs (rule 8 of Hoefler and Belli: where the tail matters, the
+// median is not the measure): the sample p-quantile (type 7, below) with the exact equal-tailed
+// order-statistic interval at `confidence` (quantile_ci_ranks), where one exists for this n (at
+// 95%: n >= 36 for p = 0.9, n >= 368 for p = 0.99); `least_n_for_ci` says how many it needs.
+struct QuantileSummary {
+  double p = 0, estimate = 0, lo = 0, hi = 0, coverage = 0;
+  bool has_ci = false;
+  int n = 0, least_n_for_ci = 0;
+};
+QuantileSummary summarize_quantile(std::vector<double> x, double p, double confidence);
+
 // Sample quantile, linear interpolation between order statistics (Hyndman-Fan type 7, as R's
 // default and numpy's), of sorted data.
 double quantile_sorted(const std::vector<double>& sorted, double p);

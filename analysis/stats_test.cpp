@@ -256,6 +256,31 @@ TEST(LaunchInterval, MatchesScipyAndSplitsTheVariance) {
   EXPECT_EQ(launch_interval({launches[0], launches[0]}, 0.95).between_share, 0);
 }
 
+// A tail quantile: the type-7 sample quantile, and the exact order-statistic interval whose ranks
+// quantile_ci_ranks gives, from the least n that has one (the 90th percentile needs 36 values at
+// 95%: 1 - 0.9^n >= 0.975; the 99th, 368).
+TEST(TailQuantile, IsTheSampleQuantileWithItsExactIntervalFromTheLeastNThatHasOne) {
+  std::vector<double> x;
+  for (int i = 100; i >= 1; --i) x.push_back(i);  // unsorted on purpose
+  const QuantileSummary q = summarize_quantile(x, 0.9, 0.95);
+  EXPECT_EQ(q.n, 100);
+  EXPECT_DOUBLE_EQ(q.estimate, 90.1);  // x(90) + 0.1 (x(91) - x(90)), as numpy.percentile(x, 90)
+  const RankInterval r = quantile_ci_ranks(100, 0.9, 0.95);
+  ASSERT_TRUE(q.has_ci);
+  EXPECT_DOUBLE_EQ(q.lo, r.lo);  // x(k) = k here
+  EXPECT_DOUBLE_EQ(q.hi, r.hi);
+  EXPECT_LE(q.lo, q.estimate);
+  EXPECT_GE(q.hi, q.estimate);
+  EXPECT_GE(q.coverage, 0.95);
+  EXPECT_EQ(q.least_n_for_ci, 36);
+  EXPECT_TRUE(quantile_ci_ranks(36, 0.9, 0.95).valid);
+  EXPECT_FALSE(quantile_ci_ranks(35, 0.9, 0.95).valid);
+  const QuantileSummary p99 = summarize_quantile(x, 0.99, 0.95);
+  EXPECT_FALSE(p99.has_ci);
+  EXPECT_EQ(p99.least_n_for_ci, 368);
+  EXPECT_DOUBLE_EQ(p99.estimate, 99.01);
+}
+
 // Two backends' launch medians paired by launch: ratios 2, 4, 4, whose logs are ln 2 (1, 2, 2),
 // so the geometric mean is 2^(5/3) and the t interval (2 degrees of freedom, standard error
 // ln 2 / 3) is 2^((5 -+ t) / 3) with t = 4.302652729911275 (SciPy's stats.t.ppf(0.975, 2)).

@@ -151,6 +151,8 @@ PointRow summarize_point(const PointResult& p, const JobResult& j, double confid
     }
   }
   r.time = stats::summarize(r.costs, confidence);
+  if (!r.costs.empty())
+    for (double q : {0.9, 0.99}) r.tail.push_back(stats::summarize_quantile(r.costs, q, confidence));
   for (const auto& [ph, w] : phase_worst) {
     std::vector<double> v;
     std::map<int, double> by_rep;

@@ -31,6 +31,8 @@ struct PointRow {
   std::vector<double> costs;  // timed repetitions, seconds, max over ranks, in repetition order
   std::vector<int> cost_reps; // the repetition each of `costs` is
   stats::Summary time;        // of costs
+  // The tail of costs: the 90th and 99th percentiles with their exact intervals where n allows.
+  std::vector<stats::QuantileSummary> tail;
   double rate = 0, rate_lo = 0, rate_hi = 0;  // per rank: one rank's work over the median and CI bounds of time
   // All ranks together: ranks x rate where every rank does the same work (weak scaling); NaN
   // where the work is split (strong scaling), which a per-rank work figure cannot sum.

@@ -338,6 +338,14 @@ TEST_F(Analysis, APlantedDeviceShareIsReportedBesideTheHostTime) {
   EXPECT_LE(num(gpu + "['device']['ci'][0]"), device);
   EXPECT_GE(num(gpu + "['device']['ci'][1]"), device);
   EXPECT_EQ(num(gpu + "['device']['peak_memory_bytes']"), 3221225472.0);
+  // The tail: with 40 repetitions the 90th percentile has its exact interval, the 99th none
+  // (it needs 368), and the report says so.
+  EXPECT_EQ(num(gpu + "['tail'][0]['p']"), 0.9);
+  EXPECT_GE(num(gpu + "['tail'][0]['estimate_s']"), host);
+  EXPECT_LE(num(gpu + "['tail'][0]['ci'][0]"), num(gpu + "['tail'][0]['estimate_s']"));
+  EXPECT_GE(num(gpu + "['tail'][0]['ci'][1]"), num(gpu + "['tail'][0]['estimate_s']"));
+  EXPECT_EQ(json(gpu + "['tail'][1]['ci']"), "None");
+  EXPECT_EQ(num(gpu + "['tail'][1]['least_n_for_ci']"), 368);
   EXPECT_NEAR(num(gpu + "['device']['peak_fraction']"), 1e10 / device / 5e12, 1e-6);
   EXPECT_NEAR(num(gpu + "['device']['peak_fraction']"), 0.25, 0.02);
   EXPECT_EQ(json(gpu + "['device']['peak_basis']"), "planted by d500-synth");
@@ -355,6 +363,7 @@ TEST_F(Analysis, APlantedDeviceShareIsReportedBesideTheHostTime) {
   ASSERT_NE(at, std::string::npos) << md;
   const std::string section = md.substr(at, md.find("\n## ", at + 1) - at);
   EXPECT_NE(section.find("3.00 GiB"), std::string::npos) << section;
+  EXPECT_NE(md.find("(no CI: n < 368)"), std::string::npos) << md;
   EXPECT_NE(section.find("| 20"), std::string::npos) << "launch and wait, about 20%:\n" << section;
   EXPECT_NE(section.find("| of peak |"), std::string::npos) << section;
   const std::string of_peak = "| " + ::d500::fmt_sig(100 * num(gpu + "['device']['peak_fraction']"), 3) + "% |";
