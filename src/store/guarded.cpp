@@ -9,6 +9,7 @@
 
 #include "common/contain.hpp"
 #include "common/error.hpp"
+#include "store/liveness.hpp"
 
 namespace d500 {
 
@@ -50,17 +51,26 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-bool says_running(const std::string& path) {
-  const Contained c = run_contained([&] { return read_job_status(path); }, limits_for(path));
-  return c.ok() && c.text == "running";
+// Whether the file says its job is running and its writer is not known to be gone (a writer of
+// this machine that has ended writes nothing more: store/liveness.hpp).
+bool may_have_a_writer(const std::string& path) {
+  const Contained c = run_contained(
+      [&] {
+        const JobStatus s = read_job_status(path);
+        return s.status + '\n' + s.writer;
+      },
+      limits_for(path));
+  if (!c.ok()) return false;
+  const auto nl = c.text.find('\n');
+  return c.text.substr(0, nl) == "running" && !writer_gone(nl == std::string::npos ? std::string() : c.text.substr(nl + 1));
 }
 
 // After a failed read begun at `before`: whether the file changed since, or says its job is
 // running and changes within kSettleS of its last change (a file last written longer ago than
-// that has no writer: no wait).
+// that, or whose writer on this machine has ended, has no writer: no wait).
 bool being_written(const std::string& path, const Stamp& before) {
   if (!(stamp_of(path) == before)) return true;
-  if (!says_running(path)) return false;
+  if (!may_have_a_writer(path)) return false;
   struct timespec now {};
   clock_gettime(CLOCK_REALTIME, &now);
   const double age = static_cast<double>(now.tv_sec * 1'000'000'000LL + now.tv_nsec - before.mtime_ns) * 1e-9;

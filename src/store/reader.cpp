@@ -103,12 +103,15 @@ PointResult read_point(hid_t file, const std::string& id, const std::string& pat
 
 }  // namespace
 
-std::string read_job_status(const std::string& path) {
+JobStatus read_job_status(const std::string& path) {
   h5::init();
   if (H5Fis_hdf5(path.c_str()) <= 0) throw Error(path + ": not an HDF5 file (truncated, or not a d500 results file)");
   h5::Handle f(h5::check(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), "H5Fopen", path + " (truncated or damaged?)"),
                H5Fclose);
-  return h5::read_attr_string(f, "status", path);
+  JobStatus s;
+  s.status = h5::read_attr_string(f, "status", path);
+  if (h5::has_attr(f, "writer")) s.writer = h5::read_attr_string(f, "writer", path);
+  return s;
 }
 
 JobResult read_job_file(const std::string& path) {

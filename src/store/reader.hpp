@@ -53,8 +53,12 @@ struct JobResult {
 // Throws d500::Error naming the file for a missing, truncated, foreign or newer-schema file.
 JobResult read_job_file(const std::string& path);
 
-// The file's own `status` attribute alone ("running", "complete", ...): what is left to read of
-// a file whose points cannot be read. Throws d500::Error as read_job_file does.
-std::string read_job_status(const std::string& path);
+// The file's own word on itself alone: its `status` ("running", "complete", ...) and `writer`
+// (rank 0's identity, store/liveness.hpp; "" in a file written before d500 recorded it): what is
+// left to read of a file whose points cannot be read. Throws d500::Error as read_job_file does.
+struct JobStatus {
+  std::string status, writer;
+};
+JobStatus read_job_status(const std::string& path);
 
 }  // namespace d500

@@ -14,6 +14,7 @@
 #include "common/mpi_check.hpp"
 #include "common/text.hpp"
 #include "d500/version.hpp"
+#include "store/liveness.hpp"
 #include "store/schema.hpp"
 
 namespace d500 {
@@ -116,6 +117,8 @@ ResultWriter::ResultWriter(const std::string& path, MPI_Comm comm, const JobIden
   attr(file_, "d500_version", std::string(kVersion));
   attr(file_, "d500_commit", std::string(kGitCommit));
   attr(file_, "created_utc", bcast_string(rank_ == 0 ? utc_now_iso8601() : "", comm_));
+  // Rank 0's process, so that a reader on its machine can tell a dead job's file from a running one's.
+  attr(file_, "writer", bcast_string(rank_ == 0 ? writer_identity() : "", comm_));
   attr(file_, "store_mode", std::string(store_mode_name(mode_)));
   attr(file_, "oversubscribed", std::int64_t{env.oversubscribed ? 1 : 0});
   attr(file_, "timer", std::string("std::chrono::steady_clock (CLOCK_MONOTONIC), ns, per rank"));

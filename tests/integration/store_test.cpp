@@ -11,6 +11,7 @@
 #include "common/text.hpp"
 #include "helpers.hpp"
 #include "store/guarded.hpp"
+#include "store/liveness.hpp"
 #include "store/h5.hpp"
 #include "store/reader.hpp"
 
@@ -240,15 +241,27 @@ TEST_F(Store, AFileReadHalfwayThroughAFlushIsReadAgainOnceItChangesAndAStillOneI
     point = point_ids(f).at(0);
     H5Fclose(f);
   }
+  // The job's worker has ended: its file names a process of this machine that no longer exists.
+  const std::string dead_writer = d500::writer_identity(std::stol(sh("sh -c 'echo $$'").out));
+  {
+    hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    EXPECT_TRUE(d500::writer_gone(d500::h5::read_attr_string(f, "writer", file.string()))) << "the worker has ended";
+    H5Fclose(f);
+  }
+  EXPECT_FALSE(d500::writer_gone(d500::writer_identity())) << "this process is alive";
+  EXPECT_TRUE(d500::writer_gone(dead_writer));
+  EXPECT_FALSE(d500::writer_gone("boot=another-machine pidns=x host=y pid=1")) << "unknown elsewhere";
+  EXPECT_FALSE(d500::writer_gone(""));
   // As a reader may find it mid-flush: a point's attribute not (yet) there. `status` says what
-  // the job says of itself.
-  auto halfway = [&](const std::string& status) {
+  // the job says of itself; `writer`, whose process writes it (by default this live one).
+  auto halfway = [&](const std::string& status, const std::string& writer = d500::writer_identity()) {
     fs::copy_file(intact, file, fs::copy_options::overwrite_existing);
     hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
     hid_t g = H5Gopen2(f, ("/points/" + point).c_str(), H5P_DEFAULT);
     EXPECT_GE(H5Adelete(g, "canonical"), 0);
     H5Gclose(g);
     d500::h5::write_attr(f, "status", status);
+    d500::h5::write_attr(f, "writer", writer);
     H5Fclose(f);
   };
   auto seconds_of = [](const std::function<void()>& f) {
@@ -299,6 +312,12 @@ TEST_F(Store, AFileReadHalfwayThroughAFlushIsReadAgainOnceItChangesAndAStillOneI
   const double gone = seconds_of(read_failing);
   EXPECT_NE(error.find(file.string() + ":/points/" + point), std::string::npos) << error;
   EXPECT_LT(gone, 2.0);
+
+  // Nor is one, however recent, whose writer on this machine has ended: its job is gone.
+  halfway("running", dead_writer);
+  const double dead = seconds_of(read_failing);
+  EXPECT_NE(error.find(file.string() + ":/points/" + point), std::string::npos) << error;
+  EXPECT_LT(dead, 2.0);
 
   // A finished job's file is not waited for.
   halfway("complete");
