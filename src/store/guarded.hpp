@@ -8,6 +8,8 @@
 // still write it; a read that fails while the file changes (or that says "running" and changes
 // within 3 s of its last change, longer than the writer's 2 s between durable flushes) is tried
 // again, for at most 30 s: a reader that met a flush halfway does not call the file damaged.
+// A file whose writer (its `writer` attribute, store/liveness.hpp) is a process of this machine
+// that has ended is not waited for.
 #include <string>
 
 #include "store/check.hpp"
