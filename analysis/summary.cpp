@@ -37,8 +37,10 @@ std::string method_statement(const Report& rep) {
                 std::to_string(rep.launches.front().interval.launches) + " or more separate launches (jobs). Their primary interval is "
                 "two-stage: each launch's median, then Student's t interval (k - 1 degrees of freedom) on the logarithms of the k launch "
                 "medians, exponentiated around their geometric mean; it covers the variation between launches. The share of the variance "
-                "of log costs between launches is from a one-way random-effects ANOVA (method of moments). Comparisons and scaling "
-                "still pair points launch by launch (within-launch intervals).";
+                "of log costs between launches is from a one-way random-effects ANOVA (method of moments). Backends, and a scaling "
+                "series' rank counts, measured in the same launches are also compared across them (per launch the ratio of the two "
+                "medians, then Student's t on the log ratios, paired by launch); the Backend comparisons and Scaling sections and the "
+                "scaling model still pair points launch by launch (within-launch intervals).";
   else
     adaptive += " Every interval covers only the variation within one launch (one job on one allocation): variation between "
                 "launches (another allocation, another time) is not measured; set launches = k in [campaign] to measure it.";

@@ -415,6 +415,7 @@ TEST_F(Analysis, BackendsMeasuredInSeveralLaunchesAreComparedAcrossThemPairedByL
   const std::string md = read_file_text(dir_ / "run" / "report.md");
   EXPECT_NE(md.find("### Comparisons across launches"), std::string::npos) << md;
   EXPECT_NE(md.find("paired by launch"), std::string::npos) << md;
+  EXPECT_NE(md.find("measured in the same launches are also compared across them"), std::string::npos) << "the method says so";
   EXPECT_NE(r.out.find("across 5 launches, slow vs fast"), std::string::npos) << r.out;
 }
 
