@@ -50,6 +50,10 @@ std::vector<std::vector<const PointRow*>> group_rows(const std::vector<PointRow>
   return groups;
 }
 
+// A point's launch (campaign.launches), and whether a point was measured in one and has timings.
+int launch_of(const PointRow* r) { return static_cast<int>(int_param_or(r->params, "launch", 0)); }
+bool timed_launch(const PointRow& r) { return r.params.count("launch") && r.has_timings(); }
+
 }  // namespace
 
 // Each comparison's own bootstrap stream, from the report's seed and the two points' ids: two
@@ -91,9 +95,8 @@ std::vector<Comparison> compare_backends(const std::vector<PointRow>& rows, doub
 
 std::vector<LaunchGroup> launch_groups(const std::vector<PointRow>& rows, double confidence) {
   std::vector<LaunchGroup> out;
-  for (auto& g : group_rows(rows, {"launch"}, [](const PointRow& r) { return r.params.count("launch") && r.has_timings(); })) {
+  for (auto& g : group_rows(rows, {"launch"}, timed_launch)) {
     if (g.size() < 2) continue;
-    auto launch_of = [](const PointRow* r) { return static_cast<int>(int_param_or(r->params, "launch", 0)); };
     std::stable_sort(g.begin(), g.end(), [&](auto* a, auto* b) { return launch_of(a) < launch_of(b); });
     LaunchGroup lg;
     lg.group = g.front()->workload + ":" + g.front()->backend + " " + key_without(g.front()->params, {"launch", "workload", "backend"});
@@ -111,9 +114,6 @@ std::vector<LaunchGroup> launch_groups(const std::vector<PointRow>& rows, double
 }
 
 namespace {
-
-int launch_of(const PointRow* r) { return static_cast<int>(int_param_or(r->params, "launch", 0)); }
-bool timed_launch(const PointRow& r) { return r.params.count("launch") && r.has_timings(); }
 
 // `other` against `base` in the launches both were measured in, paired by launch; nullopt when
 // they share fewer than two (one launch's comparison then says all there is).
