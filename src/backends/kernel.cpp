@@ -11,10 +11,15 @@ double float_tolerance(double terms) { return 1e-6 * std::max(10.0, 4.0 * std::s
 
 double rounded_inputs_tolerance(int mantissa_bits) { return 8 * std::ldexp(1.0, -(mantissa_bits + 1)); }
 
-bool tf32_math(const Params& p) {
+std::string point_math(const Params& p) {
   const auto it = p.find("math");
-  return it != p.end() && std::holds_alternative<std::string>(it->second) && std::get<std::string>(it->second) == "tf32";
+  if (it == p.end() || !std::holds_alternative<std::string>(it->second)) return "fp32";
+  const auto& m = std::get<std::string>(it->second);
+  return m.empty() ? "fp32" : m;
 }
+
+bool tf32_math(const Params& p) { return point_math(p) == "tf32"; }
+bool bf16_math(const Params& p) { return point_math(p) == "bf16"; }
 
 std::int64_t Tensor::numel() const {
   std::int64_t n = 1;

@@ -72,9 +72,12 @@ double float_tolerance(double terms);
 // adds, relative to the result's norm, when the products are summed in float32: 8u, u = 2^-(bits+1).
 // It does not grow with the sum's length; it is added to float_tolerance's.
 double rounded_inputs_tolerance(int mantissa_bits);
-// The point's `math` (cuda: "tf32" lets tensor cores round float32 inputs of convolutions and
-// matrix products to TF32; "" or "fp32": strict float32).
+// The point's `math`: "fp32" (unset or "fp32": strict float32), "tf32" (cuda: tensor cores round
+// float32 inputs of convolutions and matrix products to TF32) or "bf16" (cuda, levels 1-3: they
+// compute in bfloat16 with float32 sums, every tensor the executor keeps staying float32).
+std::string point_math(const Params& p);
 bool tf32_math(const Params& p);
+bool bf16_math(const Params& p);
 
 // The shapes of a problem of each operator, read from its parameters (one meaning for all).
 ConvShape conv_shape(const OpProblem& p);

@@ -12,6 +12,7 @@
 #include <numeric>
 #include <set>
 
+#include "backends/cuda/half.hpp"
 #include "backends/device.hpp"
 #include "backends/device_ops.hpp"
 #include "backends/kernel.hpp"
@@ -408,6 +409,41 @@ TEST(Executor, EveryBackendsKernelsMatchTheYardstickOnEveryOperatorGraph) {
 // no math keep it. The width is what rounding inputs to TF32 costs: a product whose inputs are
 // rounded to TF32's 10 mantissa bits (as tensor cores do) and summed in float32 fails float32's
 // tolerance and passes the widened one.
+// A float rounded to nearest even at TF32's 10 mantissa bits, as tensor cores do.
+float to_tf32(float f) {
+  std::uint32_t u = 0;
+  std::memcpy(&u, &f, 4);
+  u = (u + 0xFFFu + ((u >> 13) & 1u)) & ~0x1FFFu;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// The relative (Frobenius) error against double of a [16, 1024] x [1024, 16] product of uniform
+// numbers (seeds `seed`, `seed` + 1) whose inputs pass through `in` before their float32 products
+// are summed in float32, and each result through `out`.
+template <class In, class Out>
+double rounded_product_error(std::uint64_t seed, In in, Out out) {
+  const int m = 16, k = 1024, n = 16;
+  std::vector<float> a(static_cast<std::size_t>(m) * k), bb(static_cast<std::size_t>(k) * n);
+  fill_uniform(a.data(), a.size(), seed);
+  fill_uniform(bb.data(), bb.size(), seed + 1);
+  double num = 0, den = 0;
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < n; ++j) {
+      float sum = 0;
+      double exact = 0;
+      for (int l = 0; l < k; ++l) {
+        const float ai = a[static_cast<std::size_t>(i) * k + l], bj = bb[static_cast<std::size_t>(l) * n + j];
+        sum += in(ai) * in(bj);
+        exact += static_cast<double>(ai) * bj;
+      }
+      const double got = out(sum);
+      num += (got - exact) * (got - exact), den += exact * exact;
+    }
+  return std::sqrt(num / den);
+}
+constexpr int kProductTerms = 1024;  // rounded_product_error's sums' length
+
 TEST(Validation, Tf32MathWidensTheToleranceByWhatRoundingInputsToTf32Costs) {
   GraphBuilder b;
   const int x = b.weight("x", {4, 64});
@@ -422,32 +458,34 @@ TEST(Validation, Tf32MathWidensTheToleranceByWhatRoundingInputsToTf32Costs) {
   EXPECT_DOUBLE_EQ(tf32.tolerance, basis.tolerance + 8 * std::ldexp(1.0, -11) * std::sqrt(static_cast<double>(basis.depth)));
   EXPECT_NE(tf32.words.find("math = tf32"), std::string::npos) << tf32.words;
 
-  auto to_tf32 = [](float f) {  // round to nearest even at 10 mantissa bits
-    std::uint32_t u = 0;
-    std::memcpy(&u, &f, 4);
-    u = (u + 0xFFFu + ((u >> 13) & 1u)) & ~0x1FFFu;
-    std::memcpy(&f, &u, 4);
-    return f;
-  };
-  const int m = 16, k = 1024, n = 16;
-  std::vector<float> a(static_cast<std::size_t>(m) * k), bb(static_cast<std::size_t>(k) * n);
-  fill_uniform(a.data(), a.size(), 1);
-  fill_uniform(bb.data(), bb.size(), 2);
-  double num = 0, den = 0;
-  for (int i = 0; i < m; ++i)
-    for (int j = 0; j < n; ++j) {
-      float got = 0;
-      double exact = 0;
-      for (int l = 0; l < k; ++l) {
-        const float ai = a[static_cast<std::size_t>(i) * k + l], bj = bb[static_cast<std::size_t>(l) * n + j];
-        got += to_tf32(ai) * to_tf32(bj);
-        exact += static_cast<double>(ai) * bj;
-      }
-      num += (got - exact) * (got - exact), den += exact * exact;
-    }
-  const double error = std::sqrt(num / den);
-  EXPECT_GT(error, float_tolerance(k)) << "TF32's rounding is beyond float32's tolerance";
-  EXPECT_LE(error, float_tolerance(k) + rounded_inputs_tolerance(10)) << "and within the widened one";
+  const double error = rounded_product_error(1, to_tf32, [](float f) { return f; });
+  EXPECT_GT(error, float_tolerance(kProductTerms)) << "TF32's rounding is beyond float32's tolerance";
+  EXPECT_LE(error, float_tolerance(kProductTerms) + rounded_inputs_tolerance(10)) << "and within the widened one";
+}
+
+// math = "bf16" widens it by 9u sqrt(D), u = 2^-8: a product of inputs rounded to bfloat16 (round
+// to nearest even, as cuBLAS's CUBLAS_COMPUTE_32F_FAST_16BF and d500's kernels do), summed in
+// float32 and its result rounded to bfloat16 (as cuDNN's bfloat16 convolutions write it), errs
+// several times more than the same product in TF32 (bfloat16 keeps 3 mantissa bits fewer), and
+// passes bf16's tolerance.
+TEST(Validation, Bf16MathWidensTheToleranceByWhatRoundingInputsAndResultsToBf16Costs) {
+  GraphBuilder b;
+  const int x = b.weight("x", {4, 64});
+  const int w = b.weight("w", {64, 8});
+  const int loss = b.finish_with_projection_loss({b.node("MatMul", {x, w})});
+  const ToleranceBasis basis = network_tolerance(b.g, loss);
+  const ToleranceBasis bf16 = with_point_math(basis, Params{{"math", std::string("bf16")}});
+  const double chain = std::sqrt(static_cast<double>(basis.depth));
+  EXPECT_DOUBLE_EQ(bf16.tolerance, basis.tolerance + 9 * std::ldexp(1.0, -8) * chain);
+  EXPECT_NE(bf16.words.find("math = bf16"), std::string::npos) << bf16.words;
+  EXPECT_NE(bf16.words.find("9u sqrt(D)"), std::string::npos) << bf16.words;
+  EXPECT_GT(bf16.tolerance, with_point_math(basis, Params{{"math", std::string("tf32")}}).tolerance);
+
+  auto round = [](float f) { return from_bf16(to_bf16(f)); };
+  const double error = rounded_product_error(3, round, round), tf32_error = rounded_product_error(3, to_tf32, [](float f) { return f; });
+  EXPECT_GT(error, float_tolerance(kProductTerms)) << "bfloat16's rounding is beyond float32's tolerance";
+  EXPECT_GT(error, 4 * tf32_error) << "and several times TF32's";
+  EXPECT_LE(error, float_tolerance(kProductTerms) + rounded_inputs_tolerance(7) + std::ldexp(1.0, -8)) << "and within bf16's";
 }
 
 TEST(Validation, TheRoundingSpreadAllowsAnIllConditionedStepItsFloatErrorAndNoMore) {

@@ -54,11 +54,19 @@ ToleranceBasis network_tolerance(const Graph& g, int loss) {
 }
 
 ToleranceBasis with_point_math(ToleranceBasis b, const Params& point) {
-  if (!tf32_math(point)) return b;
-  const double extra = rounded_inputs_tolerance(10) * std::sqrt(static_cast<double>(std::max(b.depth, 1)));
-  b.tolerance += extra;
-  b.words += "; + 8u sqrt(D) = " + fmt_sig(extra, 3) + ", u = 2^-11 (math = tf32: convolutions and matrix products may round " +
-             "their inputs to TF32's 10 mantissa bits), in all " + fmt_sig(b.tolerance, 3);
+  const double chain = std::sqrt(static_cast<double>(std::max(b.depth, 1)));
+  if (tf32_math(point)) {
+    const double extra = rounded_inputs_tolerance(10) * chain;
+    b.tolerance += extra;
+    b.words += "; + 8u sqrt(D) = " + fmt_sig(extra, 3) + ", u = 2^-11 (math = tf32: convolutions and matrix products may round " +
+               "their inputs to TF32's 10 mantissa bits), in all " + fmt_sig(b.tolerance, 3);
+  } else if (bf16_math(point)) {
+    // The inputs' rounding (8u) and a convolution's result's own (u), u = 2^-8.
+    const double extra = (rounded_inputs_tolerance(7) + std::ldexp(1.0, -8)) * chain;
+    b.tolerance += extra;
+    b.words += "; + 9u sqrt(D) = " + fmt_sig(extra, 3) + ", u = 2^-8 (math = bf16: convolutions and matrix products round " +
+               "their inputs to bfloat16's 7 mantissa bits, a convolution its result too), in all " + fmt_sig(b.tolerance, 3);
+  }
   return b;
 }
 

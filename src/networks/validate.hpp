@@ -24,7 +24,9 @@ struct ToleranceBasis {
 ToleranceBasis network_tolerance(const Graph& g, int loss);
 // `b` for a point whose math is "tf32" (tf32_math): each convolution and matrix product may round
 // its float32 inputs to TF32, which adds rounded_inputs_tolerance(10) (8u, u = 2^-11) per node on
-// the longest chain, grown as the float32 term grows (sqrt(D)); `b` itself otherwise.
+// the longest chain, grown as the float32 term grows (sqrt(D)); with "bf16" (bf16_math), inputs
+// rounded to bfloat16 (rounded_inputs_tolerance(7), 8u, u = 2^-8) and a convolution's result too
+// (u): 9u sqrt(D); `b` itself otherwise.
 ToleranceBasis with_point_math(ToleranceBasis b, const Params& point);
 
 // What a step computed: named tensors as doubles.

@@ -219,7 +219,9 @@ TEST(Plan, MathIsCudasForConvolutionsAndNetworksAndGemmNamesItsDtype) {
   EXPECT_NE(e.find("c.toml:8:8: "), std::string::npos) << "the refused key's own line: " << e;
   e = error_of(kHead + "[fixed]\nworkload = \"conv2d\"\nbackend = \"blas\"\nshape = \"resnet50/res2_3x3\"\nn = 2\nmath = \"bf16\"\n");
   EXPECT_NE(e.find("c.toml:8:8"), std::string::npos) << e;
-  EXPECT_NE(e.find("key 'math' is \"bf16\" (valid: fp32, tf32)"), std::string::npos) << e;
+  EXPECT_NE(e.find("'math' \"bf16\" is for networks (levels 1-3"), std::string::npos) << e;
+  e = error_of(kHead + "[fixed]\nworkload = \"conv2d\"\nbackend = \"blas\"\nshape = \"resnet50/res2_3x3\"\nn = 2\nmath = \"fp16\"\n");
+  EXPECT_NE(e.find("key 'math' is \"fp16\"; did you mean 'fp32'? (valid: fp32, tf32, bf16)"), std::string::npos) << e;
   const BackendInfo* cuda = find_backend("cuda");
   if (!cuda || !cuda->built) GTEST_SKIP() << "the rest plans cuda points, which this build lacks";
   e = error_of(kHead + "[fixed]\nworkload = \"gemm\"\nbackend = \"cuda\"\nn = 64\nmath = \"tf32\"\n");
@@ -242,6 +244,17 @@ TEST(Plan, MathIsCudasForConvolutionsAndNetworksAndGemmNamesItsDtype) {
   const auto pool = ids("workload = \"pool2d\"\nn = 2\nc = 4\nh = 8\n");
   ASSERT_EQ(pool.size(), 1u) << "one problem, planned once";
   EXPECT_EQ(pool[0].find("math"), std::string::npos) << pool[0];
+  // bf16, a network's mixed precision: the legacy cuDNN calls only, and d500's own kernels.
+  const std::string net = kHead + "[fixed]\nbackend = \"cuda\"\nworkload = \"network\"\nnetwork = \"lenet5\"\nbatch = 2\nmath = \"bf16\"\n";
+  e = error_of(net);
+  if (!e.empty()) {
+    EXPECT_NE(e.find("'math' \"bf16\" on cuda needs d500's own kernels"), std::string::npos) << e;
+    return;
+  }
+  EXPECT_NE(plan_of(net).points.at(0).canonical.find("math=bf16"), std::string::npos);
+  e = error_of(net + "cudnn_api = \"graph\"\n");
+  EXPECT_NE(e.find("c.toml:8:8: "), std::string::npos) << e;
+  EXPECT_NE(e.find("cudnn_api = \"graph\" takes math = \"fp32\" or \"tf32\""), std::string::npos) << e;
 }
 
 TEST(Plan, ExcludeRulesMustMatchSomething) {

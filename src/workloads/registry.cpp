@@ -50,7 +50,7 @@ std::vector<std::pair<std::string, Value>> device_memory_attributes(MPI_Comm com
 
 std::vector<std::pair<std::string, Value>> executor_peak_attributes(const BackendInfo& b, const Params& p, bool on_device) {
   if (!on_device || !b.device_peak) return {};
-  return b.device_peak(tf32_math(p) ? "tf32" : "fp32");
+  return b.device_peak(point_math(p));
 }
 
 }  // namespace d500

@@ -85,7 +85,7 @@ std::vector<std::pair<std::string, Value>> device_memory_attributes(MPI_Comm com
 struct BackendInfo;
 
 // d500's executor on a device backend (levels 1-3): the device's arithmetic peak for the point's
-// math (float32, or TF32 with math = "tf32"), as the point's facts; none on the host or on a
+// math (float32; TF32 with math = "tf32"; bfloat16 with "bf16"), as the point's facts; none on the host or on a
 // backend without a peak.
 std::vector<std::pair<std::string, Value>> executor_peak_attributes(const BackendInfo& b, const Params& p, bool on_device);
 

@@ -213,7 +213,9 @@ TEST_F(Gpu, GemmInEveryDtypeValidatesAndEachRepetitionHasItsDeviceDuration) {
     for (const auto& [k, v] : rep) {
       EXPECT_GT(v.second, 0) << "repetition " << k << " has no device duration";
       EXPECT_LE(v.second, v.first) << "repetition " << k << ": the device took longer than the host's launch and wait";
-      if (peak > 0 && v.second > 0) EXPECT_LT(2.0 * 1024 * 1024 * 1024 / (static_cast<double>(v.second) * 1e-9), peak) << basis;
+      if (peak > 0 && v.second > 0) {
+        EXPECT_LT(2.0 * 1024 * 1024 * 1024 / (static_cast<double>(v.second) * 1e-9), peak) << basis;
+      }
     }
   });
   H5Fclose(f);
@@ -278,7 +280,9 @@ TEST_F(Gpu, ConvolutionsThroughCudnnsGraphApiValidateAndNameTheirEngine) {
 // math = "tf32": convolutions (the legacy calls and the graph API, in every pass) and a training
 // step of d500's executor may use TF32 tensor cores, validate within the tolerance widened for
 // TF32's rounding, and say both. d500's executor calls cuDNN's graph API with cudnn_api = "graph".
-TEST_F(Gpu, Tf32MathAndTheGraphApiValidateAtLevelZeroAndInTheExecutorAndSaySo) {
+// math = "bf16" (the executor, legacy calls): its training step validates within bfloat16's
+// widened tolerance, its matrix products name CUBLAS_COMPUTE_32F_FAST_16BF, its peak is bf16's.
+TEST_F(Gpu, ReducedMathAndTheGraphApiValidateAtLevelZeroAndInTheExecutorAndSaySo) {
   if (const std::string why = why_skip_convolutions(); !why.empty()) GTEST_SKIP() << why;
   const hid_t f = ran_and_checked(planned(
       "[campaign]\nname = \"gpu-tf32\"\nrepetitions = 10\nwarmups = 3\n[fixed]\nworkload = \"conv2d\"\nbackend = \"cuda\"\nn = 8\n"
@@ -296,18 +300,29 @@ TEST_F(Gpu, Tf32MathAndTheGraphApiValidateAtLevelZeroAndInTheExecutorAndSaySo) {
   H5Fclose(f);
   const hid_t net = ran_and_checked(planned("[campaign]\nname = \"gpu-tf32-net\"\nrepetitions = 3\nwarmups = 1\n[fixed]\n"
                                             "workload = \"network\"\nbackend = \"cuda\"\nbatch = 32\nnetwork = \"resnet20-cifar\"\n"
-                                            "pass = \"training\"\n[axes]\nmath = [\"fp32\", \"tf32\"]\n"
-                                            "cudnn_api = [\"legacy\", \"graph\"]\n"));
+                                            "pass = \"training\"\n[axes]\nmath = [\"fp32\", \"tf32\", \"bf16\"]\n"
+                                            "cudnn_api = [\"legacy\", \"graph\"]\n"
+                                            "[[exclude]]\nmath = \"bf16\"\ncudnn_api = \"graph\"\n"));
   ASSERT_GE(net, 0);
-  each_on_device(net, 4, 4, [](hid_t g, const std::string& canonical) {
-    const bool tf32 = canonical.find("math=tf32") != std::string::npos;
-    EXPECT_EQ(attr_string(g, "validation_method").find("math = tf32") != std::string::npos, tf32) << attr_string(g, "validation_method");
+  each_on_device(net, 5, 4, [](hid_t g, const std::string& canonical) {
+    const std::string math = canonical.find("math=tf32") != std::string::npos   ? "tf32"
+                             : canonical.find("math=bf16") != std::string::npos ? "bf16"
+                                                                                : "fp32";
+    const std::string method = attr_string(g, "validation_method");
+    EXPECT_EQ(method.find("math = tf32") != std::string::npos, math == "tf32") << method;
+    EXPECT_EQ(method.find("math = bf16") != std::string::npos, math == "bf16") << method;
+    if (math == "bf16") {
+      EXPECT_GT(attr_double(g, "validation_tolerance"), 9 * std::ldexp(1.0, -8)) << canonical;
+    }
     // The step's bound is the arithmetic the point allows (the executor records the GPU's peak).
     const std::string basis = attr_string(g, "device.peak_basis");
-    EXPECT_TRUE(basis.find(tf32 ? " tf32 FLOP/clock/SM" : " fp32 FLOP/clock/SM") != std::string::npos || basis.rfind("unknown: ", 0) == 0) << basis;
+    EXPECT_TRUE(basis.find(" " + math + " FLOP/clock/SM") != std::string::npos || basis.rfind("unknown: ", 0) == 0) << basis;
     const bool graph = canonical.find("cudnn_api=graph") != std::string::npos;
     int convolutions = 0;
     for (const std::string& impl : step_impls(g)) {
+      if (impl.rfind("cuda cublas", 0) == 0) {
+        EXPECT_EQ(impl.find("32F_FAST_16BF") != std::string::npos, math == "bf16") << impl;
+      }
       if (impl.find("convolution") == std::string::npos) continue;
       ++convolutions;
       EXPECT_EQ(impl.rfind(graph ? "cuda cudnn convolution (graph engines f" : "cuda cudnn convolution (algos f", 0), 0u) << impl;

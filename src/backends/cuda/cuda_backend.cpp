@@ -352,6 +352,27 @@ std::string native_optimizer_check(const Params& p) {
 #endif
 }
 
+// math = "bf16" (levels 1-3): the executor's convolutions run in cuDNN's legacy bfloat16
+// configuration on bfloat16 copies that d500's own kernels make, and its matrix products in
+// cuBLAS's CUBLAS_COMPUTE_32F_FAST_16BF.
+std::string bf16_math_check(const Params& p) {
+  if (!bf16_math(p)) return "";
+#ifndef D500_HAVE_CUDA_KERNELS
+  return "'math' \"bf16\" on cuda needs d500's own kernels (the bfloat16 copies of a convolution's tensors), which this build "
+         "lacks (CUDA without nvcc); math = \"fp32\" or \"tf32\" run here";
+#else
+  if (const auto api = p.find("cudnn_api"); api != p.end() && api->second == Value{std::string("graph")})
+    return "'math' \"bf16\" runs cuDNN's convolutions through the legacy calls only (cudnn_api = \"legacy\", the default); "
+           "cudnn_api = \"graph\" takes math = \"fp32\" or \"tf32\"";
+  return "";
+#endif
+}
+
+std::string point_check(const Params& p) {
+  std::string why = bf16_math_check(p);
+  return why.empty() ? native_optimizer_check(p) : why;
+}
+
 }  // namespace
 
 void register_backend_cuda(BackendRegistry& r) {
@@ -380,7 +401,7 @@ void register_backend_cuda(BackendRegistry& r) {
 #endif
            return std::make_unique<CudaGemm>(p);
          },
-         .check_point = native_optimizer_check,
+         .check_point = point_check,
          .make_node_kernel = cuda::make_node_kernel,
          .make_device_memory = cuda::make_executor_memory,
          .native_optimizer = true,

@@ -4,7 +4,12 @@
 // in CUBLAS_DEFAULT_MATH and cuDNN convolutions in CUDNN_FMA_MATH (no TF32), as the yardstick's
 // tolerance for float32 assumes; with the point's math = "tf32", cuBLAS in
 // CUBLAS_TF32_TENSOR_OP_MATH and cuDNN's descriptors in CUDNN_DEFAULT_MATH (TF32 tensor cores
-// allowed, as PyTorch's allow_tf32 flags do), validated with the wider tolerance that states.
+// allowed, as PyTorch's allow_tf32 flags do), validated with the wider tolerance that states; with
+// math = "bf16" (mixed precision), cuBLAS in CUBLAS_COMPUTE_32F_FAST_16BF (float32 in and out,
+// inputs rounded to bfloat16, float32 sums) and cuDNN's convolutions in its bfloat16
+// configuration (CUDNN_TENSOR_OP_MATH) on bfloat16 copies of x, w and dy that d500's kernels
+// round at each call into the executor's shared scratch, the result widened back to float32:
+// every tensor the executor keeps stays float32 (PyTorch's autocast keeps bfloat16 activations).
 //   Gemm, MatMul (2-D weights, or equal batches)  cuBLAS sgemm / sgemm strided batched
 //   Add (operands of one shape)                    a device copy and cublasSaxpy
 //   Conv, ConvTranspose (1-D, 2-D; symmetric       cuDNN forward, backward data, backward filter,
@@ -47,6 +52,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <memory>
 #include <string>
 #include <initializer_list>
 #include <vector>
@@ -96,6 +102,7 @@ class ExecutorMemory final : public DeviceMemory {
   }
   ~ExecutorMemory() override {
     if (stream_) cudaStreamSynchronize(stream_);
+    if (scratch_) cudaFree(scratch_);
 #ifdef D500_HAVE_CUDNN
     graph_plans_.clear();
     if (dnn_) cudnnDestroy(dnn_);
@@ -176,6 +183,21 @@ class ExecutorMemory final : public DeviceMemory {
 
   cudaStream_t stream() const { return stream_; }
   cublasHandle_t blas() const { return blas_; }
+  // Device memory the node kernels share for what lives only within one of their calls (the
+  // bfloat16 copies of a convolution's tensors with math = "bf16"): every node runs in order on
+  // the one stream, so no two calls use it at once. Grown at setup (untimed) to the most any
+  // kernel reserves; scratch() is read at each call, as a later reservation may move it.
+  void reserve_scratch(std::size_t bytes) {
+    if (bytes <= scratch_bytes_) return;
+    if (scratch_) {
+      synchronize();
+      release(scratch_);
+      scratch_ = nullptr, scratch_bytes_ = 0;
+    }
+    scratch_ = allocate(bytes);
+    scratch_bytes_ = bytes;
+  }
+  void* scratch() const { return scratch_; }
 #ifdef D500_HAVE_CUDNN
   cudnnHandle_t dnn() const { return dnn_; }
   // One convolution pass's algorithm (`key`: the pass and its geometry): chosen by `choose` the
@@ -205,6 +227,8 @@ class ExecutorMemory final : public DeviceMemory {
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
   std::vector<cudaEvent_t> marks_;
   cublasHandle_t blas_ = nullptr;
+  void* scratch_ = nullptr;
+  std::size_t scratch_bytes_ = 0;
 #ifdef D500_HAVE_CUDNN
   cudnnHandle_t dnn_ = nullptr;
   std::map<std::string, ConvAlgorithm> algorithms_;
@@ -219,7 +243,9 @@ class CudaNode : public NodeKernel {
  public:
   // The handle is the executor's, and every node of one executor has the point's parameters: each
   // sets the handle's math to the point's (math = "tf32": TF32 tensor cores in GEMMs), at setup.
-  CudaNode(const NodeProblem& p, ExecutorMemory& m) : p_(p), m_(m) {
+  // With math = "bf16", the matrix products run in CUBLAS_COMPUTE_32F_FAST_16BF instead (float32
+  // in and out, the inputs rounded to bfloat16 by tensor cores, float32 sums).
+  CudaNode(const NodeProblem& p, ExecutorMemory& m) : p_(p), m_(m), bf16_(p.params && bf16_math(*p.params)) {
     blas_check(cublasSetMathMode(m.blas(), p.params && tf32_math(*p.params) ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
                "cublasSetMathMode");
   }
@@ -246,10 +272,23 @@ class CudaNode : public NodeKernel {
   const float* dout(std::size_t j) const { return p_.dout[j].as<const float>(); }
 
   // Row-major C [m, n] = alpha op(A) op(B) + beta C (lda, ldb: the stored rows' lengths), as
-  // cuBLAS's column-major C^T = op(B)^T op(A)^T; `count` products `sa`, `sb`, `sc` apart.
+  // cuBLAS's column-major C^T = op(B)^T op(A)^T; `count` products `sa`, `sb`, `sc` apart; in the
+  // point's math (exact: strict float32 whatever it is, for a copy through a product of ones).
   void sgemm(bool ta, bool tb, I m, I n, I k, float alpha, const float* a, I lda, const float* b, I ldb, float beta, float* c, I ldc,
-             I count = 1, I sa = 0, I sb = 0, I sc = 0) const {
+             I count = 1, I sa = 0, I sb = 0, I sc = 0, bool exact = false) const {
     const cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    if (bf16_ && !exact) {
+      if (count == 1)
+        blas_check(cublasGemmEx(m_.blas(), opb, opa, to_int(n), to_int(m), to_int(k), &alpha, b, CUDA_R_32F, to_int(ldb), a, CUDA_R_32F,
+                                to_int(lda), &beta, c, CUDA_R_32F, to_int(ldc), CUBLAS_COMPUTE_32F_FAST_16BF, CUBLAS_GEMM_DEFAULT),
+                   "cublasGemmEx (CUBLAS_COMPUTE_32F_FAST_16BF)");
+      else
+        blas_check(cublasGemmStridedBatchedEx(m_.blas(), opb, opa, to_int(n), to_int(m), to_int(k), &alpha, b, CUDA_R_32F, to_int(ldb), sb,
+                                              a, CUDA_R_32F, to_int(lda), sa, &beta, c, CUDA_R_32F, to_int(ldc), sc, to_int(count),
+                                              CUBLAS_COMPUTE_32F_FAST_16BF, CUBLAS_GEMM_DEFAULT),
+                   "cublasGemmStridedBatchedEx (CUBLAS_COMPUTE_32F_FAST_16BF)");
+      return;
+    }
     if (count == 1)
       blas_check(cublasSgemm(m_.blas(), opb, opa, to_int(n), to_int(m), to_int(k), &alpha, b, to_int(ldb), a, to_int(lda), &beta, c,
                              to_int(ldc)),
@@ -260,8 +299,12 @@ class CudaNode : public NodeKernel {
                  "cublasSgemmStridedBatched");
   }
 
+  // "cuda cublas sgemm", or its bfloat16 arithmetic's name with math = "bf16".
+  std::string gemm_words() const { return bf16_ ? "cuda cublas gemm 32F_FAST_16BF" : "cuda cublas sgemm"; }
+
   NodeProblem p_;
   ExecutorMemory& m_;
+  const bool bf16_;  // math = "bf16"
 
  private:
   std::vector<void*> own_;
@@ -284,7 +327,7 @@ class Gemm final : public CudaNode {
     float* y = out(0);
     if (beta_ != 0.0f) {
       if (full_c_) m_.copy(y, in(2), static_cast<std::size_t>(m_rows_ * n_) * sizeof(float));
-      else sgemm(false, false, m_rows_, n_, 1, 1.0f, ones_, 1, in(2), n_, 0.0f, y, n_);  // each row gets C
+      else sgemm(false, false, m_rows_, n_, 1, 1.0f, ones_, 1, in(2), n_, 0.0f, y, n_, 1, 0, 0, 0, true);  // each row gets C
     }
     sgemm(ta_, tb_, m_rows_, n_, k_, alpha_, in(0), ta_ ? m_rows_ : k_, in(1), tb_ ? k_ : n_, beta_, y, n_);
   }
@@ -309,7 +352,7 @@ class Gemm final : public CudaNode {
       }
     }
   }
-  std::string impl() const override { return "cuda cublas sgemm"; }
+  std::string impl() const override { return gemm_words(); }
 
  private:
   bool ta_ = false, tb_ = false, full_c_ = false;
@@ -343,7 +386,7 @@ class MatMul final : public CudaNode {
     if (float* db = din(1))  // dB = A^T dY (a 2-D weight: every row of A at once)
       sgemm(true, false, k_, n_, rows_, 1.0f, in(0), k_, dy, n_, 0.0f, db, n_, count_, rows_ * k_, rows_ * n_, k_ * n_);
   }
-  std::string impl() const override { return batched_ ? "cuda cublas sgemm (strided batched)" : "cuda cublas sgemm"; }
+  std::string impl() const override { return batched_ ? gemm_words() + " (strided batched)" : gemm_words(); }
 
  private:
   bool batched_;
@@ -779,19 +822,30 @@ class Conv final : public CudaNode {
   Conv(const NodeProblem& p, ExecutorMemory& m, const ConvGeom& g, bool transposed)
       : CudaNode(p, m), transposed_(transposed), x_(g.n, g.c, g.h, g.w), y_(g.n, g.k, g.p, g.q), b_(1, transposed ? g.c : g.k, 1, 1) {
     has_bias_ = p.in.size() > 2 && p.in[2].present();
+    // math = "bf16": cuDNN's bfloat16 configuration (x, w and y in bfloat16, the sums in float32)
+    // on copies in the executor's scratch that d500's kernels round at each call, the result
+    // rounded back to float32.
+    if (bf16_) {
+      xh_ = std::make_unique<TensorDesc>(g.n, g.c, g.h, g.w, CUDNN_DATA_BFLOAT16);
+      yh_ = std::make_unique<TensorDesc>(g.n, g.k, g.p, g.q, CUDNN_DATA_BFLOAT16);
+      x_elems_ = g.n * g.c * g.h * g.w, w_elems_ = g.k * g.cg() * g.kh * g.kw, y_elems_ = g.n * g.k * g.p * g.q;
+      m.reserve_scratch(half_offset(x_elems_) + half_offset(w_elems_) + half_offset(y_elems_));
+    }
     cudnn_check(cudnnCreateFilterDescriptor(&w_), "cudnnCreateFilterDescriptor");
-    cudnn_check(cudnnSetFilter4dDescriptor(w_, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, to_int(g.k), to_int(g.cg()), to_int(g.kh), to_int(g.kw)),
+    cudnn_check(cudnnSetFilter4dDescriptor(w_, bf16_ ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, to_int(g.k), to_int(g.cg()),
+                                           to_int(g.kh), to_int(g.kw)),
                 "cudnnSetFilter4dDescriptor");
     cudnn_check(cudnnCreateConvolutionDescriptor(&conv_), "cudnnCreateConvolutionDescriptor");
     cudnn_check(cudnnSetConvolution2dDescriptor(conv_, to_int(g.pt), to_int(g.pl), to_int(g.sh), to_int(g.sw), to_int(g.dh), to_int(g.dw),
                                                 CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
                 "cudnnSetConvolution2dDescriptor");
     cudnn_check(cudnnSetConvolutionGroupCount(conv_, to_int(g.groups)), "cudnnSetConvolutionGroupCount");
-    const cudnnMathType_t math = conv_math_of(p.params);
+    // bfloat16 data on tensor cores, as PyTorch asks for its reduced-precision convolutions.
+    const cudnnMathType_t math = bf16_ ? CUDNN_TENSOR_OP_MATH : conv_math_of(p.params);
     cudnn_check(cudnnSetConvolutionMathType(conv_, math), "cudnnSetConvolutionMathType");
     current_math_ = math;
     int n = 0, c = 0, h = 0, w = 0;
-    cudnn_check(cudnnGetConvolution2dForwardOutputDim(conv_, x_.get(), w_, &n, &c, &h, &w), "cudnnGetConvolution2dForwardOutputDim");
+    cudnn_check(cudnnGetConvolution2dForwardOutputDim(conv_, cx(), w_, &n, &c, &h, &w), "cudnnGetConvolution2dForwardOutputDim");
     if (n != g.n || c != g.k || h != g.p || w != g.q) return;  // ok_ stays false
     // Deterministic algorithms where cuDNN has one that fits (unless the point's cudnn_algorithms
     // says "heuristic" or "find"): a seeded training run then repeats bit for bit on the same GPU,
@@ -801,12 +855,13 @@ class Conv final : public CudaNode {
                               std::to_string(g.w) + " w " + std::to_string(g.k) + "x" + std::to_string(g.cg()) + "x" + std::to_string(g.kh) +
                               "x" + std::to_string(g.kw) + " pad " + std::to_string(g.pt) + "," + std::to_string(g.pl) + " stride " +
                               std::to_string(g.sh) + "," + std::to_string(g.sw) + " dilation " + std::to_string(g.dh) + "," +
-                              std::to_string(g.dw) + " groups " + std::to_string(g.groups) + (math == CUDNN_FMA_MATH ? "" : " tf32");
+                              std::to_string(g.dw) + " groups " + std::to_string(g.groups) + (bf16_ ? " bf16" : math == CUDNN_FMA_MATH ? "" : " tf32");
     FindBuffers on(m, want == Choice::Find ? g : ConvGeom{});
     // The passes the node runs: Conv's forward pass is the convolution's, ConvTranspose's its
     // backward-data pass; training adds the other two.
     const bool need_f = !transposed || p.training, need_d = transposed || p.training, need_w = p.training;
     if (graph_api_of(p.params)) {
+      if (bf16_) throw Error("cuda: math = \"bf16\" runs convolutions through cuDNN's legacy calls only (cudnn_api = \"legacy\")");
       make_graph_passes(m, g, shape, want, math != CUDNN_FMA_MATH, on, need_f, need_d, need_w);
       return;
     }
@@ -825,20 +880,20 @@ class Conv final : public CudaNode {
       return a.found;
     };
     if (need_f) {
-      const ConvAlgorithm f = m.conv_algorithm("forward " + shape, want, [&] { return choose_forward(m.dnn(), x_.get(), w_, conv_, y_.get(), want, on.get()); });
+      const ConvAlgorithm f = m.conv_algorithm("forward " + shape, want, [&] { return choose_forward(m.dnn(), cx(), w_, conv_, cy(), want, on.get()); });
       if (!take(f, "f")) return;
       fwd_ = static_cast<cudnnConvolutionFwdAlgo_t>(f.algo), math_f_ = strict ? CUDNN_FMA_MATH : f.math;
     }
     if (need_d) {
       const ConvAlgorithm d = m.conv_algorithm("backward data " + shape, want, [&] {
-        return choose_backward_data(m.dnn(), x_.get(), w_, conv_, y_.get(), want, on.get());
+        return choose_backward_data(m.dnn(), cx(), w_, conv_, cy(), want, on.get());
       });
       if (!take(d, "d")) return;
       bwd_data_ = static_cast<cudnnConvolutionBwdDataAlgo_t>(d.algo), math_d_ = strict ? CUDNN_FMA_MATH : d.math;
     }
     if (need_w) {
       const ConvAlgorithm w8 = m.conv_algorithm("backward filter " + shape, want, [&] {
-        return choose_backward_filter(m.dnn(), x_.get(), w_, conv_, y_.get(), want, on.get());
+        return choose_backward_filter(m.dnn(), cx(), w_, conv_, cy(), want, on.get());
       });
       if (!take(w8, "w")) return;
       bwd_filter_ = static_cast<cudnnConvolutionBwdFilterAlgo_t>(w8.algo), math_w_ = strict ? CUDNN_FMA_MATH : w8.math;
@@ -894,6 +949,14 @@ class Conv final : public CudaNode {
       return;
     }
     use_math(math_f_);
+    if (bf16_) {
+      const Halves h = halves();
+      to_half(x, h.x, x_elems_), to_half(in(1), h.w, w_elems_);
+      cudnn_check(cudnnConvolutionForward(m_.dnn(), &kOne, cx(), h.x, w_, h.w, conv_, fwd_, ws_, ws_bytes_, &kZero, cy(), h.y),
+                  "cudnnConvolutionForward (bfloat16)");
+      from_half(h.y, y, y_elems_);
+      return;
+    }
     cudnn_check(cudnnConvolutionForward(m_.dnn(), &kOne, x_.get(), x, w_, in(1), conv_, fwd_, ws_, ws_bytes_, &kZero, y_.get(), y),
                 "cudnnConvolutionForward");
   }
@@ -903,6 +966,14 @@ class Conv final : public CudaNode {
       return;
     }
     use_math(math_d_);
+    if (bf16_) {
+      const Halves h = halves();
+      to_half(dy, h.y, y_elems_), to_half(in(1), h.w, w_elems_);
+      cudnn_check(cudnnConvolutionBackwardData(m_.dnn(), &kOne, w_, h.w, cy(), h.y, conv_, bwd_data_, ws_, ws_bytes_, &kZero, cx(), h.x),
+                  "cudnnConvolutionBackwardData (bfloat16)");
+      from_half(h.x, dx, x_elems_);
+      return;
+    }
     cudnn_check(cudnnConvolutionBackwardData(m_.dnn(), &kOne, w_, in(1), y_.get(), dy, conv_, bwd_data_, ws_, ws_bytes_, &kZero, x_.get(), dx),
                 "cudnnConvolutionBackwardData");
   }
@@ -914,14 +985,51 @@ class Conv final : public CudaNode {
       return;
     }
     use_math(math_w_);
+    if (bf16_) {
+      const Halves h = halves();
+      to_half(x, h.x, x_elems_), to_half(dy, h.y, y_elems_);
+      cudnn_check(cudnnConvolutionBackwardFilter(m_.dnn(), &kOne, cx(), h.x, cy(), h.y, conv_, bwd_filter_, ws_, ws_bytes_, &kZero, w_, h.w),
+                  "cudnnConvolutionBackwardFilter (bfloat16)");
+      from_half(h.w, dw, w_elems_);
+      return;
+    }
     cudnn_check(cudnnConvolutionBackwardFilter(m_.dnn(), &kOne, x_.get(), x, y_.get(), dy, conv_, bwd_filter_, ws_, ws_bytes_, &kZero, w_, dw),
                 "cudnnConvolutionBackwardFilter");
   }
   // The node's output's descriptor.
   cudnnTensorDescriptor_t out_desc() const { return transposed_ ? x_.get() : y_.get(); }
+  // The descriptors the convolution's passes run on: float32, or bfloat16 with math = "bf16".
+  cudnnTensorDescriptor_t cx() const { return xh_ ? xh_->get() : x_.get(); }
+  cudnnTensorDescriptor_t cy() const { return yh_ ? yh_->get() : y_.get(); }
+  // math = "bf16": where in the executor's scratch the bfloat16 copies of x, w and y (or their
+  // gradients) live during one call, each 256-byte aligned.
+  struct Halves {
+    void *x, *w, *y;
+  };
+  static std::size_t half_offset(I elements) { return (static_cast<std::size_t>(elements) * 2 + 255) / 256 * 256; }
+  Halves halves() const {
+    auto* base = static_cast<char*>(m_.scratch());
+    return {base, base + half_offset(x_elems_), base + half_offset(x_elems_) + half_offset(w_elems_)};
+  }
+#ifdef D500_HAVE_CUDA_KERNELS
+  void to_half(const float* src, void* dst, I n) const {
+    check(launch_to_bf16(src, dst, n, m_.stream()), "the bfloat16 rounding kernel's launch");
+  }
+  void from_half(const void* src, float* dst, I n) const {
+    check(launch_from_bf16(src, dst, n, m_.stream()), "the bfloat16 widening kernel's launch");
+  }
+#else  // the plan refuses math = "bf16" in such a build (the backend's check_point)
+  [[noreturn]] static void no_kernels() {
+    throw Error("cuda: math = \"bf16\" needs d500's own kernels, which this build lacks (CUDA without nvcc)");
+  }
+  void to_half(const float*, void*, I) const { no_kernels(); }
+  void from_half(const void*, float*, I) const { no_kernels(); }
+#endif
 
   bool transposed_;
   TensorDesc x_, y_, b_;
+  std::unique_ptr<TensorDesc> xh_, yh_;  // math = "bf16": the passes' bfloat16 descriptors
+  I x_elems_ = 0, w_elems_ = 0, y_elems_ = 0;
   cudnnFilterDescriptor_t w_ = nullptr;
   cudnnConvolutionDescriptor_t conv_ = nullptr;
   cudnnConvolutionFwdAlgo_t fwd_{};

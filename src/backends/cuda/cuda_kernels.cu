@@ -7,6 +7,8 @@
 
 #include "backends/cuda/cuda_kernels.hpp"
 
+#include <cuda_bf16.h>
+
 #include <cub/device/device_radix_sort.cuh>
 
 namespace d500::cuda {
@@ -168,6 +170,16 @@ cudaError_t launch_window_forward(const dev::Window& k, const float* x, float* y
 
 cudaError_t launch_window_backward(const dev::Window& k, const float* dy, float* dx, cudaStream_t s) {
   return launch_each(k.nx, s, [=] __device__(std::int64_t j) { dx[j] = dev::window_grad_at(k, dy, j); });
+}
+
+cudaError_t launch_to_bf16(const float* src, void* dst, std::int64_t n, cudaStream_t s) {
+  auto* out = static_cast<__nv_bfloat16*>(dst);
+  return launch_each(n, s, [=] __device__(std::int64_t i) { out[i] = __float2bfloat16_rn(src[i]); });
+}
+
+cudaError_t launch_from_bf16(const void* src, float* dst, std::int64_t n, cudaStream_t s) {
+  const auto* in = static_cast<const __nv_bfloat16*>(src);
+  return launch_each(n, s, [=] __device__(std::int64_t i) { dst[i] = __bfloat162float(in[i]); });
 }
 
 cudaError_t launch_cast(const dev::Cast& k, const void* src, void* dst, cudaStream_t s) {

@@ -75,6 +75,11 @@ cudaError_t launch_bn_forward(const dev::BatchNorm& k, const float* x, const flo
 cudaError_t launch_bn_backward(const dev::BatchNorm& k, const dev::Parts& ps, const float* x, const float* scale, const float* dy, const float* mean,
                                const float* var, double* part, float* sdy, float* sdyx, float* dx, float* dscale, float* dbias, cudaStream_t s);
 
+// math = "bf16": n float32 elements rounded to bfloat16 (to nearest even; dst: n 16-bit words),
+// and back (exact).
+cudaError_t launch_to_bf16(const float* src, void* dst, std::int64_t n, cudaStream_t s);
+cudaError_t launch_from_bf16(const void* src, float* dst, std::int64_t n, cudaStream_t s);
+
 // Cast: dst from src, element by element.
 cudaError_t launch_cast(const dev::Cast& k, const void* src, void* dst, cudaStream_t s);
 

@@ -48,11 +48,14 @@ std::vector<ParamSpec> operator_common_params() {
        "backend = \"cuda\", conv2d and networks (levels 1-3): how cuDNN's convolutions are called, legacy (cudnnConvolution*, "
        "cudnnGet*_v7, cudnnFind*Ex) or graph (cuDNN's graph API: operation graph, heuristics' engine configurations, execution "
        "plan, as PyTorch calls it); default: legacy"},
-      {"math", ValueType::String, Value{std::string()}, 0, 0, {"fp32", "tf32"},
-       "backend = \"cuda\", conv2d and networks (levels 1-3): the float32 arithmetic of convolutions and matrix products, fp32 "
-       "(strict float32: no tensor cores) or tf32 (tensor cores round each float32 input to TF32's 10 mantissa bits and sum in "
-       "float32: PyTorch's torch.backends.cudnn.allow_tf32 and torch.backends.cuda.matmul.allow_tf32); validation allows "
-       "8u more, u = 2^-11; default: fp32 (gemm: its dtype = \"tf32\")"},
+      {"math", ValueType::String, Value{std::string()}, 0, 0, {"fp32", "tf32", "bf16"},
+       "backend = \"cuda\", conv2d and networks (levels 1-3): the arithmetic of convolutions and matrix products, fp32 "
+       "(strict float32: no tensor cores), tf32 (tensor cores round each float32 input to TF32's 10 mantissa bits and sum in "
+       "float32: PyTorch's torch.backends.cudnn.allow_tf32 and torch.backends.cuda.matmul.allow_tf32; validation allows "
+       "8u more, u = 2^-11) or, for networks only, bf16 (mixed precision: their inputs rounded to bfloat16, sums in float32, "
+       "a convolution's result rounded to bfloat16 too; every tensor the network keeps, its weights and the optimizer stay "
+       "float32, unlike PyTorch's autocast, whose activations are bfloat16; validation allows 9u more, u = 2^-8); default: "
+       "fp32 (gemm: its dtype)"},
   };
 }
 
@@ -287,6 +290,9 @@ void register_operator(WorkloadRegistry& r, OperatorDef def) {
   };
   auto own_check = info.check;
   info.check = [own_check](const Params& p) {
+    if (bf16_math(p))
+      return std::string("'math' \"bf16\" is for networks (levels 1-3: d500's executor in mixed precision); a level-0 operator "
+                         "computes in fp32 or tf32 (math), and gemm in bf16 through its own dtype = \"bf16\"");
     std::string why = operator_common_check(p);
     if (why.empty() && own_check) why = own_check(p);
     return why;

@@ -317,14 +317,17 @@ TEST(ExecutorPeak, AskedForThePointsArithmeticOnlyOnADeviceBackendWithAPeak) {
     asked.push_back(arithmetic);
     return std::vector<std::pair<std::string, Value>>{{"device.peak_flops", 1e12}, {"device.peak_basis", arithmetic}};
   };
-  const Params tf32{{"math", Value{std::string("tf32")}}}, strict{{"math", Value{std::string("fp32")}}}, none{};
+  const Params tf32{{"math", Value{std::string("tf32")}}}, strict{{"math", Value{std::string("fp32")}}}, none{},
+      bf16{{"math", Value{std::string("bf16")}}}, normalised{{"math", Value{std::string()}}};
   EXPECT_TRUE(executor_peak_attributes(b, tf32, false).empty());
   const auto a = executor_peak_attributes(b, tf32, true);
   ASSERT_EQ(a.size(), 2u);
   EXPECT_EQ(a[1].second, Value{std::string("tf32")});
   executor_peak_attributes(b, strict, true);
   executor_peak_attributes(b, none, true);
-  EXPECT_EQ(asked, (std::vector<std::string>{"tf32", "fp32", "fp32"}));
+  executor_peak_attributes(b, bf16, true);
+  executor_peak_attributes(b, normalised, true);
+  EXPECT_EQ(asked, (std::vector<std::string>{"tf32", "fp32", "fp32", "bf16", "fp32"}));
   EXPECT_TRUE(executor_peak_attributes(BackendInfo{}, tf32, true).empty());
 }
 

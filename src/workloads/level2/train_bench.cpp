@@ -10,7 +10,7 @@
 // in double on d500's reference kernels: minutes for ResNet-18 at batch 64 on a small machine);
 // the timed loop is the same either way. D500_BACKEND picks the executor (default
 // libtorch-native; libtorch-cuda, or cuda for d500's executor on the GPU, whose own optimizer is
-// d500's device optimizer), D500_MATH its math on cuda (fp32 or tf32), D500_CUDNN_API its cudnn_api (legacy or graph), D500_CUDNN_ALGORITHMS its cudnn_algorithms on cuda (heuristic, find or
+// d500's device optimizer), D500_MATH its math on cuda (fp32, tf32 or bf16), D500_CUDNN_API its cudnn_api (legacy or graph), D500_CUDNN_ALGORITHMS its cudnn_algorithms on cuda (heuristic, find or
 // deterministic, the executor's default); on a backend without optimizers of its own, both loops use d500's reference
 // SGD with momentum. The figures include
 // images per second (batch / median step), the GPU yardstick's unit.
