@@ -793,6 +793,7 @@ class Conv final : public CudaNode {
     if (w_) cudnnDestroyFilterDescriptor(w_);
   }
   void forward() override {
+    forget_halves();
     if (transposed_)
       backward_data(in(0), out(0));
     else
@@ -800,6 +801,7 @@ class Conv final : public CudaNode {
     if (has_bias_) cudnn_check(cudnnAddTensor(m_.dnn(), &kOne, b_.get(), in(2), &kOne, out_desc(), out(0)), "cudnnAddTensor (bias)");
   }
   void backward() override {
+    forget_halves();  // then a tensor both passes read is rounded once (dy, or ConvTranspose's dy)
     const float* dy = dout(0);
     if (float* dx = din(0)) {
       if (transposed_)
@@ -950,11 +952,10 @@ class Conv final : public CudaNode {
     }
     use_math(math_f_);
     if (bf16_) {
-      const Halves h = halves();
-      to_half(x, h.x, x_elems_), to_half(in(1), h.w, w_elems_);
-      cudnn_check(cudnnConvolutionForward(m_.dnn(), &kOne, cx(), h.x, w_, h.w, conv_, fwd_, ws_, ws_bytes_, &kZero, cy(), h.y),
+      void *hx = half_of(kX, x), *hw = half_of(kW, in(1)), *hy = written(kY);
+      cudnn_check(cudnnConvolutionForward(m_.dnn(), &kOne, cx(), hx, w_, hw, conv_, fwd_, ws_, ws_bytes_, &kZero, cy(), hy),
                   "cudnnConvolutionForward (bfloat16)");
-      from_half(h.y, y, y_elems_);
+      from_half(hy, y, y_elems_);
       return;
     }
     cudnn_check(cudnnConvolutionForward(m_.dnn(), &kOne, x_.get(), x, w_, in(1), conv_, fwd_, ws_, ws_bytes_, &kZero, y_.get(), y),
@@ -967,11 +968,10 @@ class Conv final : public CudaNode {
     }
     use_math(math_d_);
     if (bf16_) {
-      const Halves h = halves();
-      to_half(dy, h.y, y_elems_), to_half(in(1), h.w, w_elems_);
-      cudnn_check(cudnnConvolutionBackwardData(m_.dnn(), &kOne, w_, h.w, cy(), h.y, conv_, bwd_data_, ws_, ws_bytes_, &kZero, cx(), h.x),
+      void *hdy = half_of(kY, dy), *hw = half_of(kW, in(1)), *hdx = written(kX);
+      cudnn_check(cudnnConvolutionBackwardData(m_.dnn(), &kOne, w_, hw, cy(), hdy, conv_, bwd_data_, ws_, ws_bytes_, &kZero, cx(), hdx),
                   "cudnnConvolutionBackwardData (bfloat16)");
-      from_half(h.x, dx, x_elems_);
+      from_half(hdx, dx, x_elems_);
       return;
     }
     cudnn_check(cudnnConvolutionBackwardData(m_.dnn(), &kOne, w_, in(1), y_.get(), dy, conv_, bwd_data_, ws_, ws_bytes_, &kZero, x_.get(), dx),
@@ -986,11 +986,10 @@ class Conv final : public CudaNode {
     }
     use_math(math_w_);
     if (bf16_) {
-      const Halves h = halves();
-      to_half(x, h.x, x_elems_), to_half(dy, h.y, y_elems_);
-      cudnn_check(cudnnConvolutionBackwardFilter(m_.dnn(), &kOne, cx(), h.x, cy(), h.y, conv_, bwd_filter_, ws_, ws_bytes_, &kZero, w_, h.w),
+      void *hx = half_of(kX, x), *hdy = half_of(kY, dy), *hdw = written(kW);
+      cudnn_check(cudnnConvolutionBackwardFilter(m_.dnn(), &kOne, cx(), hx, cy(), hdy, conv_, bwd_filter_, ws_, ws_bytes_, &kZero, w_, hdw),
                   "cudnnConvolutionBackwardFilter (bfloat16)");
-      from_half(h.w, dw, w_elems_);
+      from_half(hdw, dw, w_elems_);
       return;
     }
     cudnn_check(cudnnConvolutionBackwardFilter(m_.dnn(), &kOne, x_.get(), x, y_.get(), dy, conv_, bwd_filter_, ws_, ws_bytes_, &kZero, w_, dw),
@@ -1001,16 +1000,26 @@ class Conv final : public CudaNode {
   // The descriptors the convolution's passes run on: float32, or bfloat16 with math = "bf16".
   cudnnTensorDescriptor_t cx() const { return xh_ ? xh_->get() : x_.get(); }
   cudnnTensorDescriptor_t cy() const { return yh_ ? yh_->get() : y_.get(); }
-  // math = "bf16": where in the executor's scratch the bfloat16 copies of x, w and y (or their
-  // gradients) live during one call, each 256-byte aligned.
-  struct Halves {
-    void *x, *w, *y;
-  };
+  // math = "bf16": the executor's scratch holds, during one call, bfloat16 copies of a tensor of
+  // x's shape, one of w's and one of y's (each 256-byte aligned), and this node remembers which
+  // float32 tensor each region is a copy of, so that one call rounds each tensor once. Forgotten
+  // at each call's start (other nodes use the scratch in between) and where a pass writes.
+  enum Region { kX, kW, kY };
   static std::size_t half_offset(I elements) { return (static_cast<std::size_t>(elements) * 2 + 255) / 256 * 256; }
-  Halves halves() const {
+  void* region(Region r) const {
     auto* base = static_cast<char*>(m_.scratch());
-    return {base, base + half_offset(x_elems_), base + half_offset(x_elems_) + half_offset(w_elems_)};
+    return r == kX ? base : r == kW ? base + half_offset(x_elems_) : base + half_offset(x_elems_) + half_offset(w_elems_);
   }
+  I elements(Region r) const { return r == kX ? x_elems_ : r == kW ? w_elems_ : y_elems_; }
+  void* half_of(Region r, const float* src) {
+    if (held_[r] != src) to_half(src, region(r), elements(r)), held_[r] = src;
+    return region(r);
+  }
+  void* written(Region r) {
+    held_[r] = nullptr;
+    return region(r);
+  }
+  void forget_halves() { held_[kX] = held_[kW] = held_[kY] = nullptr; }
 #ifdef D500_HAVE_CUDA_KERNELS
   void to_half(const float* src, void* dst, I n) const {
     check(launch_to_bf16(src, dst, n, m_.stream()), "the bfloat16 rounding kernel's launch");
@@ -1030,6 +1039,7 @@ class Conv final : public CudaNode {
   TensorDesc x_, y_, b_;
   std::unique_ptr<TensorDesc> xh_, yh_;  // math = "bf16": the passes' bfloat16 descriptors
   I x_elems_ = 0, w_elems_ = 0, y_elems_ = 0;
+  const float* held_[3] = {};
   cudnnFilterDescriptor_t w_ = nullptr;
   cudnnConvolutionDescriptor_t conv_ = nullptr;
   cudnnConvolutionFwdAlgo_t fwd_{};
