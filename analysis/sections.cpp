@@ -25,10 +25,10 @@ std::string key_without(const Params& p, std::initializer_list<const char*> drop
 }
 
 // How a group reads in the report: like a point, without what varies inside the group.
-std::string label(const PointRow& r, bool with_backend, bool with_ranks) {
+std::string label(const PointRow& r, bool with_backend, bool with_ranks, const char* also_without = nullptr) {
   std::string s = r.workload + (with_backend ? ":" + r.backend : "");
   for (const auto& [k, v] : r.params)
-    if (k != "workload" && k != "backend" && k != "nodes" && k != "ranks_per_node" && !is_unset(v))
+    if (k != "workload" && k != "backend" && k != "nodes" && k != "ranks_per_node" && !is_unset(v) && !(also_without && k == also_without))
       s += " " + k + "=" + canonical(v);
   if (with_ranks) s += ", " + std::to_string(r.ranks) + (r.ranks == 1 ? " rank" : " ranks");
   return s;
@@ -54,6 +54,10 @@ std::vector<std::vector<const PointRow*>> group_rows(const std::vector<PointRow>
 int launch_of(const PointRow* r) { return static_cast<int>(int_param_or(r->params, "launch", 0)); }
 bool timed_launch(const PointRow& r) { return r.params.count("launch") && r.has_timings(); }
 
+// Which of two backends is the baseline of a comparison: the reference backend when present (the
+// truth), else the one first in name order (stable whatever order the files were read in).
+bool baseline_before(const std::string& a, const std::string& b) { return a == "reference" || (b != "reference" && a < b); }
+
 }  // namespace
 
 // Each comparison's own bootstrap stream, from the report's seed and the two points' ids: two
@@ -66,11 +70,9 @@ std::vector<Comparison> compare_backends(const std::vector<PointRow>& rows, doub
   std::vector<Comparison> out;
   for (const auto& g : group_rows(rows, {"backend"}, [](const PointRow& r) { return r.has_timings(); })) {
     if (g.size() < 2) continue;
-    // The baseline is the reference backend when present (the truth), else the backend first
-    // in name order: stable whatever order the files were read in.
     const PointRow* base = g.front();
     for (const auto* r : g)
-      if (r->backend == "reference" || (base->backend != "reference" && r->backend < base->backend)) base = r;
+      if (baseline_before(r->backend, base->backend)) base = r;
     for (const auto* r : g) {
       if (r == base) continue;
       Comparison c;
@@ -133,13 +135,6 @@ std::optional<LaunchComparison> paired(const std::map<int, const PointRow*>& bas
   return c;
 }
 
-// A group's label without its launch.
-std::string without_launch(std::string label, const PointRow& r) {
-  const std::string launch = " launch=" + std::to_string(launch_of(&r));
-  if (const auto at = label.find(launch); at != std::string::npos) label.erase(at, launch.size());
-  return label;
-}
-
 }  // namespace
 
 std::vector<LaunchComparison> compare_backends_across_launches(const std::vector<PointRow>& rows, double confidence) {
@@ -150,13 +145,14 @@ std::vector<LaunchComparison> compare_backends_across_launches(const std::vector
     for (const auto* r : g) by_ranks[r->ranks][r->backend][launch_of(r)] = r;
     for (auto& [ranks, by_backend] : by_ranks) {
       if (by_backend.size() < 2) continue;
-      // The baseline as in compare_backends: the reference when present, else the first by name.
-      const std::string base = by_backend.count("reference") ? "reference" : by_backend.begin()->first;
+      std::string base = by_backend.begin()->first;  // the baseline as compare_backends chooses it
+      for (const auto& [backend, launches] : by_backend)
+        if (baseline_before(backend, base)) base = backend;
       for (const auto& [backend, launches] : by_backend) {
         if (backend == base) continue;
         auto c = paired(by_backend[base], launches, confidence);
         if (!c) continue;
-        c->group = without_launch(label(*by_backend[base].begin()->second, false, true), *by_backend[base].begin()->second);
+        c->group = label(*by_backend[base].begin()->second, false, true, "launch");
         c->baseline = base;
         c->other = backend;
         out.push_back(std::move(*c));
@@ -180,7 +176,7 @@ std::vector<LaunchComparison> scaling_across_launches(const std::vector<PointRow
       auto c = paired(base, launches, confidence);
       if (!c) continue;
       c->varies = "ranks";
-      c->group = without_launch(label(first, true, false), first);
+      c->group = label(first, true, false, "launch");
       c->baseline = ranks_text(base_ranks);
       c->other = ranks_text(ranks);
       // As ScalingSeries: strong scaling's ideal is p / p_base, weak scaling's 1.
