@@ -2,7 +2,8 @@
 # The GPU yardsticks, on one GPU, in one call:
 #   launchers/bench-gpu.sh [REPETITIONS] [CONV_BATCH]
 # 1. d500's `cuda` GEMM at n = 4096 and 8192 in fp32, tf32, bf16 and fp16, and cuDNN's
-#    convolutions of the ResNet-50 set (forward, backward data, backward filter) at batch
+#    convolutions of the ResNet-50 set (forward, backward data, backward filter; float32, and with
+#    D500_BENCH_CONV_DTYPES in bf16 or fp16 too) at batch
 #    CONV_BATCH (default 32), each with cuDNN's heuristic first choice and with the fastest cuDNN's
 #    find timed (cudnn_algorithms = find), each through cuDNN's legacy calls and through its graph
 #    API (cudnn_api = graph, rows marked "graph"): two campaigns planned, run and reported by d500
@@ -87,8 +88,10 @@ for p in points:
         rows.append(("gemm n=%d %s" % (n, dtype), flops, p, ref, bd, bh))
     elif p["workload"] == "conv2d":
         g = {k: param(p, k) for k in ("n", "c", "h", "w", "k", "r", "s", "stride", "pad", "dilation", "groups")}
-        x = torch.randn(g["n"], g["c"], g["h"], g["w"], device=dev)
-        w = torch.randn(g["k"], g["c"] // g["groups"], g["r"], g["s"], device=dev)
+        dtype = param(p, "dtype", "fp32")
+        t = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
+        x = torch.randn(g["n"], g["c"], g["h"], g["w"], device=dev, dtype=t)
+        w = torch.randn(g["k"], g["c"] // g["groups"], g["r"], g["s"], device=dev, dtype=t)
         conv = lambda: F.conv2d(x, w, None, g["stride"], g["pad"], g["dilation"], g["groups"])
         y = conv()
         dy = torch.randn_like(y)
@@ -104,7 +107,8 @@ for p in points:
         flops = p["rate"] * 1e9 * p["median_s"]  # GFLOP/s of the host time, back to the work of one repetition
         torch.backends.cudnn.benchmark = False
         graph = " graph" if param(p, "cudnn_api") == "graph" else ""
-        rows.append(("conv %s %s%s%s" % (param(p, "shape", "?"), pass_, " find" if found else "", graph), flops, p, ref, float("nan"), float("nan")))
+        rows.append(("conv %s %s%s%s%s" % (param(p, "shape", "?"), pass_, " find" if found else "", graph, "" if dtype == "fp32" else " " + dtype),
+                     flops, p, ref, float("nan"), float("nan")))
 
 print("%-48s %11s %11s %11s %11s %11s %9s %9s" % ("problem", "d500 device", "d500 host", "PyTorch", "bare dev", "bare host",
                                                    "d500/PT", "overhead"))
@@ -136,11 +140,19 @@ PY
 }
 # D500_BENCH_ONLY=gemm (or conv) runs one campaign; D500_BENCH_CUDNN_APIS='"legacy"' leaves out the graph API. D500_BENCH_CONV_PASSES and D500_BENCH_CONV_SHAPES narrow the convolutions (TOML array items):
 # validating a backward-filter pass on the whole batch in double on the CPU takes seconds a point.
+# D500_BENCH_CONV_DTYPES='"fp32", "bf16"' adds the convolutions in 16-bit types (conv2d's dtype;
+# the legacy calls only), against PyTorch's conv2d on tensors of that type.
 passes=${D500_BENCH_CONV_PASSES:-'"forward", "backward_data", "backward_filter"'}
 shapes=${D500_BENCH_CONV_SHAPES:-'"resnet50/*"'}
 apis=${D500_BENCH_CUDNN_APIS:-'"legacy", "graph"'}  # cuDNN's legacy calls and its graph API (cudnn_api)
-printf '%s\nworkload = "conv2d"\nn = %d\n[axes]\npass = [%s]\nshape = [%s]\ncudnn_algorithms = ["heuristic", "find"]\ncudnn_api = [%s]\n' \
-  "$head" "$batch" "$passes" "$shapes" "$apis" > "$work/conv.toml"
+dtypes=${D500_BENCH_CONV_DTYPES:-'"fp32"'}
+printf '%s\nworkload = "conv2d"\nn = %d\n[axes]\npass = [%s]\nshape = [%s]\ncudnn_algorithms = ["heuristic", "find"]\ncudnn_api = [%s]\ndtype = [%s]\n' \
+  "$head" "$batch" "$passes" "$shapes" "$apis" "$dtypes" > "$work/conv.toml"
+if [[ $apis == *'"graph"'* ]]; then  # cuDNN's graph API takes float32 only
+  for t in bf16 fp16; do
+    [[ $dtypes == *"\"$t\""* ]] && printf '[[exclude]]\ndtype = "%s"\ncudnn_api = "graph"\n' "$t" >> "$work/conv.toml"
+  done
+fi
 : > "$work/bare.txt"
 for n in 4096 8192; do
   for dtype in fp32 tf32 bf16 fp16; do "$bare" "$n" "$dtype" "$reps" 5 >> "$work/bare.txt"; done

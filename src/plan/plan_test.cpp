@@ -257,6 +257,30 @@ TEST(Plan, MathIsCudasForConvolutionsAndNetworksAndGemmNamesItsDtype) {
   EXPECT_NE(e.find("cudnn_api = \"graph\" takes math = \"fp32\" or \"tf32\""), std::string::npos) << e;
 }
 
+// conv2d's dtype: a reduced-precision backend's alone, refused at the key's own line elsewhere;
+// "fp32" keeps the id; not with math = "tf32" (float32's rounding) or cuDNN's graph API.
+TEST(Plan, AConvolutionsDtypeNeedsAReducedPrecisionBackendAndTheLegacyCalls) {
+  const std::string conv = "workload = \"conv2d\"\nshape = \"resnet50/res2_3x3\"\nn = 2\n";
+  std::string e = error_of(kHead + "[fixed]\nbackend = \"blas\"\n" + conv + "dtype = \"bf16\"\n");
+  EXPECT_NE(e.find("c.toml:8:9: "), std::string::npos) << "the refused key's own line: " << e;
+  EXPECT_NE(e.find("'dtype' \"bf16\" needs a backend that computes in reduced precision"), std::string::npos) << e;
+  EXPECT_NE(error_of(kHead + "[fixed]\nbackend = \"blas\"\n" + conv + "dtype = \"tf32\"\n").find("(valid: fp32, bf16, fp16)"),
+            std::string::npos);
+  EXPECT_EQ(plan_of(kHead + "[fixed]\nbackend = \"blas\"\n" + conv + "dtype = \"fp32\"\n").points.at(0).canonical,
+            plan_of(kHead + "[fixed]\nbackend = \"blas\"\n" + conv).points.at(0).canonical);
+  const BackendInfo* cuda = find_backend("cuda");
+  if (!cuda || !cuda->built || !cuda->supports("conv2d")) GTEST_SKIP() << "the rest plans cuDNN convolutions, which this build lacks";
+  const std::string head = kHead + "[fixed]\nbackend = \"cuda\"\n" + conv;
+  const Plan p = plan_of(head + "[axes]\ndtype = [\"bf16\", \"fp16\"]\n");
+  ASSERT_EQ(p.points.size(), 2u);
+  EXPECT_NE(p.points[0].canonical.find("dtype=bf16"), std::string::npos) << p.points[0].canonical;
+  e = error_of(head + "dtype = \"fp16\"\nmath = \"tf32\"\n");
+  EXPECT_NE(e.find("'math' \"tf32\" rounds float32 data; with dtype = \"fp16\""), std::string::npos) << e;
+  EXPECT_NE(e.find("c.toml:9:8: "), std::string::npos) << e;
+  e = error_of(head + "dtype = \"bf16\"\ncudnn_api = \"graph\"\n");
+  EXPECT_NE(e.find("'cudnn_api' \"graph\" runs float32 convolutions only"), std::string::npos) << e;
+}
+
 TEST(Plan, ExcludeRulesMustMatchSomething) {
   std::string base = kHead + "[axes]\nworkload = [\"gemm\"]\nbackend = [\"blas\"]\nn = [8, 16]\n";
   std::string e = error_of(base + "[[exclude]]\nn = 32\n");

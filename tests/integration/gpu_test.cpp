@@ -184,7 +184,7 @@ TEST_F(Gpu, ABuildWithCudaListsItAndAPointWithoutADeviceFailsAloneWithTheReason)
                          (dir_ / "refused").string()));
   EXPECT_NE(plan.code, 0);
   EXPECT_NE(plan.out.find("bf16.toml:"), std::string::npos) << plan.out;
-  EXPECT_NE(plan.out.find("needs a backend that multiplies in reduced precision (cuda)"), std::string::npos) << plan.out;
+  EXPECT_NE(plan.out.find("needs a backend that computes in reduced precision (cuda)"), std::string::npos) << plan.out;
 }
 
 TEST_F(Gpu, GemmInEveryDtypeValidatesAndEachRepetitionHasItsDeviceDuration) {
@@ -280,8 +280,9 @@ TEST_F(Gpu, ConvolutionsThroughCudnnsGraphApiValidateAndNameTheirEngine) {
 // math = "tf32": convolutions (the legacy calls and the graph API, in every pass) and a training
 // step of d500's executor may use TF32 tensor cores, validate within the tolerance widened for
 // TF32's rounding, and say both. d500's executor calls cuDNN's graph API with cudnn_api = "graph".
-// math = "bf16" (the executor, legacy calls): its training step validates within bfloat16's
-// widened tolerance, its matrix products name CUBLAS_COMPUTE_32F_FAST_16BF, its peak is bf16's.
+// dtype = "bf16" and "fp16" (level 0, legacy calls) and math = "bf16" (the executor): they
+// validate within the 16-bit types' widened tolerance and say so; the executor's matrix products
+// name CUBLAS_COMPUTE_32F_FAST_16BF; each point's peak is its type's.
 TEST_F(Gpu, ReducedMathAndTheGraphApiValidateAtLevelZeroAndInTheExecutorAndSaySo) {
   if (const std::string why = why_skip_convolutions(); !why.empty()) GTEST_SKIP() << why;
   const hid_t f = ran_and_checked(planned(
@@ -298,6 +299,19 @@ TEST_F(Gpu, ReducedMathAndTheGraphApiValidateAtLevelZeroAndInTheExecutorAndSaySo
     EXPECT_GT(attr_double(g, "validation_tolerance"), 8 * std::ldexp(1.0, -11)) << canonical;
   });
   H5Fclose(f);
+  // dtype = "bf16" and "fp16" at level 0: cuDNN's 16-bit configurations, validated within 9u.
+  const hid_t half = ran_and_checked(planned(
+      "[campaign]\nname = \"gpu-16bit\"\nrepetitions = 10\nwarmups = 3\n[fixed]\nworkload = \"conv2d\"\nbackend = \"cuda\"\nn = 8\n"
+      "shape = \"resnet50/res2_3x3\"\n[axes]\npass = [\"forward\", \"backward_data\", \"backward_filter\"]\ndtype = [\"bf16\", \"fp16\"]\n"));
+  ASSERT_GE(half, 0);
+  each_on_device(half, 6, 13, [](hid_t g, const std::string& canonical) {
+    const std::string dtype = canonical.find("dtype=bf16") != std::string::npos ? "bf16" : "fp16";
+    EXPECT_NE(attr_string(g, "cudnn.choice").find("CUDNN_TENSOR_OP_MATH (dtype = " + dtype), std::string::npos) << attr_string(g, "cudnn.choice");
+    EXPECT_NE(attr_string(g, "validation_method").find("dtype = " + dtype), std::string::npos) << attr_string(g, "validation_method");
+    const std::string basis = attr_string(g, "device.peak_basis");
+    EXPECT_TRUE(basis.find(" " + dtype + " FLOP/clock/SM") != std::string::npos || basis.rfind("unknown: ", 0) == 0) << basis;
+  });
+  H5Fclose(half);
   const hid_t net = ran_and_checked(planned("[campaign]\nname = \"gpu-tf32-net\"\nrepetitions = 3\nwarmups = 1\n[fixed]\n"
                                             "workload = \"network\"\nbackend = \"cuda\"\nbatch = 32\nnetwork = \"resnet20-cifar\"\n"
                                             "pass = \"training\"\n[axes]\nmath = [\"fp32\", \"tf32\", \"bf16\"]\n"

@@ -378,7 +378,8 @@ std::string point_check(const Params& p) {
 void register_backend_cuda(BackendRegistry& r) {
   r.add({.name = "cuda",
 #ifdef D500_HAVE_CUDNN
-         .description = "cuBLAS and cuDNN on the GPU (GEMM in fp32, tf32, bf16, fp16; convolutions, pooling, batch normalisation, ReLU, "
+         .description = "cuBLAS and cuDNN on the GPU (GEMM in fp32, tf32, bf16, fp16; convolutions in fp32, tf32, bf16, fp16; pooling, "
+                        "batch normalisation, ReLU, "
                         "softmax; level 1: d500's executor with the network in device memory), one device per rank by local rank, "
                         "timed by CUDA events",
 #else

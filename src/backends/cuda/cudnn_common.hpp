@@ -50,6 +50,7 @@ enum class Choice { Heuristic, Deterministic, Find };
 cudnnMathType_t conv_math_of(const Params* p);
 // "float32 (CUDNN_FMA_MATH, no TF32)" or "float32 with TF32 tensor cores allowed (...)", for the point's attributes.
 std::string conv_math_words(cudnnMathType_t descriptor_math, cudnnMathType_t chosen);
+const char* math_type_name(cudnnMathType_t m);  // "CUDNN_TENSOR_OP_MATH", ...
 // Whether the point says cudnn_api = "graph" (cuDNN's graph API instead of the legacy calls).
 inline bool graph_api_of(const Params* p) {
   const auto it = p ? p->find("cudnn_api") : Params::const_iterator{};
@@ -94,6 +95,13 @@ ConvAlgorithm choose_backward_filter(cudnnHandle_t h, cudnnTensorDescriptor_t x,
                                      cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t y, Choice c = Choice::Heuristic,
                                      const ConvBuffers* on = nullptr);
 
+// How a kernel's tensors are stored on the device: float32, or 16-bit (level 0's conv2d with
+// dtype = "bf16" or "fp16": each input rounded on the host at setup, to nearest even, each output
+// widened on the host in finish(), both untimed).
+enum class Storage { F32, BF16, F16 };
+Storage storage_of(const std::string& dtype);  // "" or "fp32", "bf16", "fp16"
+cudnnDataType_t cudnn_type(Storage s);
+
 class CudnnKernel : public DeviceKernel {
  public:
   ~CudnnKernel() override;
@@ -101,7 +109,7 @@ class CudnnKernel : public DeviceKernel {
   void finish() override;
 
  protected:
-  explicit CudnnKernel(OpProblem& p);
+  explicit CudnnKernel(OpProblem& p, Storage storage = Storage::F32);
   const void* in(std::size_t i) const { return in_[i]->get(); }
   void* input_buffer(std::size_t i) { return in_[i]->get(); }  // for a library call that takes it unqualified (cuDNN's find)
   void* out(std::size_t i) { return out_[i]->get(); }
@@ -110,6 +118,7 @@ class CudnnKernel : public DeviceKernel {
 
   OpProblem& p_;
   cudnnHandle_t handle_ = nullptr;
+  const Storage storage_;
 
  private:
   std::vector<std::unique_ptr<DeviceBuffer>> in_, out_, scratch_;

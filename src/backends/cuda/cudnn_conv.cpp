@@ -3,7 +3,9 @@
 // them, strict float32 arithmetic by default (CUDNN_FMA_MATH: no TF32; PyTorch allows TF32 in
 // convolutions by default, so a side-by-side comparison sets torch.backends.cudnn.allow_tf32 =
 // False), TF32 tensor cores allowed with the point's math = "tf32" (CUDNN_DEFAULT_MATH, then the
-// chosen algorithm's own math type, as cuDNN asks). The
+// chosen algorithm's own math type, as cuDNN asks); with the point's dtype = "bf16" or "fp16", the
+// tensors in that type on the device (rounded on the host at setup, widened in finish(), both
+// untimed) and cuDNN's pseudo-bfloat16 / pseudo-half configuration on tensor cores. The
 // algorithm is cuDNN's heuristic first choice (cudnnGet*Algorithm_v7) among those that fit
 // the workspace limit (with cudnn_algorithms = "deterministic", the first deterministic one; with
 // "find", the fastest cudnnFind*AlgorithmEx timed on the point's own tensors), chosen at setup,
@@ -19,6 +21,7 @@
 
 #include "backends/cuda/cudnn_common.hpp"
 #include "backends/cuda/cudnn_graph_conv.hpp"
+#include "backends/cuda/half.hpp"
 #include "backends/kernel.hpp"
 #include "common/error.hpp"
 
@@ -41,19 +44,32 @@ TensorDesc::~TensorDesc() {
   if (d_) cudnnDestroyTensorDescriptor(d_);
 }
 
-CudnnKernel::CudnnKernel(OpProblem& p) : p_(p) {
+Storage storage_of(const std::string& dtype) { return dtype == "bf16" ? Storage::BF16 : dtype == "fp16" ? Storage::F16 : Storage::F32; }
+
+cudnnDataType_t cudnn_type(Storage s) {
+  return s == Storage::BF16 ? CUDNN_DATA_BFLOAT16 : s == Storage::F16 ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
+}
+
+CudnnKernel::CudnnKernel(OpProblem& p, Storage storage) : p_(p), storage_(storage) {
   cudnn_check(cudnnCreate(&handle_), "cudnnCreate");
   cudnn_check(cudnnSetStream(handle_, timer_.stream()), "cudnnSetStream");
+  const std::size_t element = storage == Storage::F32 ? sizeof(float) : sizeof(std::uint16_t);
   for (const auto& t : p.in) {
-    in_.push_back(std::make_unique<DeviceBuffer>(t.data.size() * sizeof(float)));
-    in_.back()->upload(t.data.data(), t.data.size() * sizeof(float));
+    in_.push_back(std::make_unique<DeviceBuffer>(t.data.size() * element));
+    if (storage == Storage::F32) {
+      in_.back()->upload(t.data.data(), t.data.size() * sizeof(float));
+      continue;
+    }
+    std::vector<std::uint16_t> narrow(t.data.size());
+    for (std::size_t i = 0; i < narrow.size(); ++i) narrow[i] = storage == Storage::BF16 ? to_bf16(t.data[i]) : to_half(t.data[i]);
+    in_.back()->upload(narrow.data(), narrow.size() * sizeof(std::uint16_t));
   }
   // Outputs start as zeros, never as whatever the allocation held: cuDNN blends some of them
   // into their old values (batch normalisation's running statistics, with a factor of 1: 0 x NaN
   // would still be NaN).
   for (const auto& t : p.out) {
-    out_.push_back(std::make_unique<DeviceBuffer>(t.data.size() * sizeof(float)));
-    check(cudaMemset(out_.back()->get(), 0, t.data.size() * sizeof(float)), "cudaMemset");
+    out_.push_back(std::make_unique<DeviceBuffer>(t.data.size() * element));
+    check(cudaMemset(out_.back()->get(), 0, t.data.size() * element), "cudaMemset");
   }
   // The zeros have landed before any work on the kernel's own (non-blocking) stream reads them.
   check(cudaStreamSynchronize(cudaStreamLegacy), "cudaStreamSynchronize (the zeroed outputs)");
@@ -64,7 +80,16 @@ CudnnKernel::~CudnnKernel() {
 }
 
 void CudnnKernel::finish() {
-  for (std::size_t i = 0; i < out_.size(); ++i) out_[i]->download(p_.out[i].data.data(), p_.out[i].data.size() * sizeof(float));
+  for (std::size_t i = 0; i < out_.size(); ++i) {
+    std::vector<float>& o = p_.out[i].data;
+    if (storage_ == Storage::F32) {
+      out_[i]->download(o.data(), o.size() * sizeof(float));
+      continue;
+    }
+    std::vector<std::uint16_t> narrow(o.size());
+    out_[i]->download(narrow.data(), narrow.size() * sizeof(std::uint16_t));
+    for (std::size_t j = 0; j < o.size(); ++j) o[j] = storage_ == Storage::BF16 ? from_bf16(narrow[j]) : from_half(narrow[j]);
+  }
 }
 
 void* CudnnKernel::scratch(std::size_t bytes) {
@@ -74,14 +99,17 @@ void* CudnnKernel::scratch(std::size_t bytes) {
 
 cudnnMathType_t conv_math_of(const Params* p) { return p && tf32_math(*p) ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH; }
 
+const char* math_type_name(cudnnMathType_t m) {
+  return m == CUDNN_TENSOR_OP_MATH ? "CUDNN_TENSOR_OP_MATH"
+         : m == CUDNN_FMA_MATH     ? "CUDNN_FMA_MATH"
+         : m == CUDNN_DEFAULT_MATH ? "CUDNN_DEFAULT_MATH"
+                                   : "another math type";
+}
+
 std::string conv_math_words(cudnnMathType_t descriptor_math, cudnnMathType_t chosen) {
   if (descriptor_math == CUDNN_FMA_MATH) return "CUDNN_FMA_MATH (float32, no TF32)";
-  const char* ran = chosen == CUDNN_TENSOR_OP_MATH ? "CUDNN_TENSOR_OP_MATH"
-                    : chosen == CUDNN_FMA_MATH     ? "CUDNN_FMA_MATH"
-                    : chosen == CUDNN_DEFAULT_MATH ? "CUDNN_DEFAULT_MATH"
-                                                   : "another math type";
   return std::string("CUDNN_DEFAULT_MATH (math = tf32: TF32 tensor cores allowed for float32, PyTorch's allow_tf32); the algorithm "
-                     "runs in ") + ran;
+                     "runs in ") + math_type_name(chosen);
 }
 
 namespace {
@@ -199,23 +227,27 @@ ConvAlgorithm choose(int count, Choice c, const char* pass, Name&& name, Rank&& 
 
 class CudnnConv final : public CudnnKernel {
  public:
-  explicit CudnnConv(OpProblem& p) : CudnnKernel(p), cs_(conv_shape(p)) {
+  // dtype = "bf16" or "fp16": cuDNN's pseudo-bfloat16 or pseudo-half configuration (x, w, y in
+  // that type, the convolution's compute type float32), on tensor cores (CUDNN_TENSOR_OP_MATH).
+  explicit CudnnConv(OpProblem& p)
+      : CudnnKernel(p, storage_of(p.params.count("dtype") ? p.s("dtype") : std::string())), cs_(conv_shape(p)) {
     auto dims = [](std::int64_t v) { return static_cast<int>(v); };
+    const cudnnDataType_t type = cudnn_type(storage_);
     cudnn_check(cudnnCreateTensorDescriptor(&x_), "cudnnCreateTensorDescriptor");
     cudnn_check(cudnnCreateTensorDescriptor(&y_), "cudnnCreateTensorDescriptor");
     cudnn_check(cudnnCreateFilterDescriptor(&w_), "cudnnCreateFilterDescriptor");
     cudnn_check(cudnnCreateConvolutionDescriptor(&conv_), "cudnnCreateConvolutionDescriptor");
-    cudnn_check(cudnnSetTensor4dDescriptor(x_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, dims(cs_.n), dims(cs_.c), dims(cs_.h), dims(cs_.w)),
+    cudnn_check(cudnnSetTensor4dDescriptor(x_, CUDNN_TENSOR_NCHW, type, dims(cs_.n), dims(cs_.c), dims(cs_.h), dims(cs_.w)),
                 "cudnnSetTensor4dDescriptor (x)");
-    cudnn_check(cudnnSetTensor4dDescriptor(y_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, dims(cs_.n), dims(cs_.k), dims(cs_.p()), dims(cs_.q())),
+    cudnn_check(cudnnSetTensor4dDescriptor(y_, CUDNN_TENSOR_NCHW, type, dims(cs_.n), dims(cs_.k), dims(cs_.p()), dims(cs_.q())),
                 "cudnnSetTensor4dDescriptor (y)");
-    cudnn_check(cudnnSetFilter4dDescriptor(w_, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, dims(cs_.k), dims(cs_.cg()), dims(cs_.r), dims(cs_.s)),
+    cudnn_check(cudnnSetFilter4dDescriptor(w_, type, CUDNN_TENSOR_NCHW, dims(cs_.k), dims(cs_.cg()), dims(cs_.r), dims(cs_.s)),
                 "cudnnSetFilter4dDescriptor");
     cudnn_check(cudnnSetConvolution2dDescriptor(conv_, dims(cs_.pad), dims(cs_.pad), dims(cs_.stride), dims(cs_.stride), dims(cs_.dilation),
                                                 dims(cs_.dilation), CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
                 "cudnnSetConvolution2dDescriptor");
     cudnn_check(cudnnSetConvolutionGroupCount(conv_, dims(cs_.groups)), "cudnnSetConvolutionGroupCount");
-    math_ = conv_math_of(&p_.params);
+    math_ = storage_ == Storage::F32 ? conv_math_of(&p_.params) : CUDNN_TENSOR_OP_MATH;
     cudnn_check(cudnnSetConvolutionMathType(conv_, math_), "cudnnSetConvolutionMathType");
     want_ = choice_of(&p_.params, Choice::Heuristic);
     // What a find runs on: this point's own tensors, inputs as uploaded, the output overwritten
@@ -225,6 +257,7 @@ class CudnnConv final : public CudnnKernel {
                            : p_.pass == "backward_data" ? ConvBuffers{out(0), input_buffer(1), input_buffer(0)}
                                                         : ConvBuffers{input_buffer(0), out(0), input_buffer(1)};
     if (graph_api_of(&p_.params)) {
+      if (storage_ != Storage::F32) throw Error("cuda: cudnn_api = \"graph\" runs float32 convolutions only (dtype: the legacy calls)");
       const ConvPass pass = p_.pass == "forward" ? ConvPass::Forward : p_.pass == "backward_data" ? ConvPass::BackwardData : ConvPass::BackwardFilter;
       graph_ = std::make_unique<GraphConv>(handle_, graph_geom(cs_), pass, want_, math_ != CUDNN_FMA_MATH, on,
                                            [this](std::size_t bytes) { return scratch(bytes); });
@@ -293,15 +326,23 @@ class CudnnConv final : public CudnnKernel {
     std::vector<std::pair<std::string, Value>> f{
         {"cudnn.algorithm", algorithm_},
         {"cudnn.workspace_bytes", static_cast<std::int64_t>(workspace_bytes_)},
-        {"cudnn.choice", how + "; " + (graph_ ? graph_->math() : conv_math_words(math_, chosen_math_)) + "; NCHW float32, weights KCRS"}};
+        {"cudnn.choice", how + "; " + (graph_ ? graph_->math() : math_words()) + "; NCHW " + type_words() + ", weights KCRS"}};
     if (found_ms_ >= 0) f.emplace_back("cudnn.found_ms", found_ms_);
     // The bound is the arithmetic the point allows: with math = tf32, TF32 tensor cores, whether
-    // the chosen algorithm uses them or not (cudnn.choice says).
-    for (auto& kv : device_peak_facts(math_ == CUDNN_FMA_MATH ? "fp32" : "tf32")) f.push_back(std::move(kv));
+    // the chosen algorithm uses them or not (cudnn.choice says); with a dtype, that type's.
+    const char* arithmetic = storage_ == Storage::BF16 ? "bf16" : storage_ == Storage::F16 ? "fp16" : math_ == CUDNN_FMA_MATH ? "fp32" : "tf32";
+    for (auto& kv : device_peak_facts(arithmetic)) f.push_back(std::move(kv));
     return f;
   }
 
  private:
+  const char* type_words() const { return storage_ == Storage::BF16 ? "bfloat16" : storage_ == Storage::F16 ? "half" : "float32"; }
+  std::string math_words() const {
+    if (storage_ == Storage::F32) return conv_math_words(math_, chosen_math_);
+    return std::string("CUDNN_TENSOR_OP_MATH (dtype = ") + (storage_ == Storage::BF16 ? "bf16" : "fp16") + ": " + type_words() +
+           " tensors, float32 compute type, PyTorch's conv2d on such tensors); the algorithm runs in " + math_type_name(chosen_math_);
+  }
+
   ConvShape cs_;
   cudnnTensorDescriptor_t x_ = nullptr, y_ = nullptr;
   cudnnFilterDescriptor_t w_ = nullptr;

@@ -1,4 +1,6 @@
 // conv2d: 2-D convolution, forward and both backward passes, grouped, strided, padded, dilated.
+#include <cmath>
+
 #include "backends/reference/nn.hpp"
 #include "common/parallel.hpp"
 #include "workloads/level0/operator.hpp"
@@ -62,12 +64,21 @@ OpProblem conv_problem(const Params& params) {
     p.reduction = "scales with sqrt(N * P * Q)";
   }
   p.tolerance = float_tolerance(terms);
+  const std::string dtype = p.params.count("dtype") ? p.s("dtype") : std::string();
   if (tf32_math(p.params)) {  // tensor cores round x, w and dy to TF32; the sums stay float32
     p.tolerance += rounded_inputs_tolerance(10);
     p.reduction = "8u, u = 2^-11 (math = tf32: inputs rounded to TF32's 10 mantissa bits), + the float32 tolerance that " +
                   p.reduction;
+  } else if (dtype == "bf16" || dtype == "fp16") {
+    // The inputs (8u: each a relative error of up to u) and the result (u) rounded to the type;
+    // the sums in float32.
+    const int mantissa = dtype == "bf16" ? 7 : 10;
+    p.tolerance += rounded_inputs_tolerance(mantissa) + std::ldexp(1.0, -(mantissa + 1));
+    p.reduction = "9u, u = 2^-" + std::to_string(mantissa + 1) + " (dtype = " + dtype + ": inputs and result in " +
+                  std::to_string(mantissa) + " mantissa bits, sums in float32), + the float32 tolerance that " + p.reduction;
   }
-  p.work = {cs.flops(), 4 * (cs.x_size() + cs.w_size() + cs.y_size())};
+  const std::int64_t element_bytes = dtype == "bf16" || dtype == "fp16" ? 2 : 4;
+  p.work = {cs.flops(), element_bytes * (cs.x_size() + cs.w_size() + cs.y_size())};
   return p;
 }
 
@@ -80,7 +91,8 @@ ParamSpec size(const char* name, const char* help, std::int64_t min = 1) {
 
 OperatorDef conv2d_operator() {
   OperatorDef d;
-  d.info = operator_info("conv2d", "float32 2-D convolution (NCHW, weights KCRS), forward / backward_data / backward_filter", "GFLOP/s", "convolves its own batch");
+  d.info = operator_info("conv2d", "2-D convolution (NCHW, weights KCRS; float32, or bf16/fp16 with dtype), forward / backward_data / backward_filter",
+                         "GFLOP/s", "convolves its own batch");
   WorkloadInfo& w = d.info;
   w.params = {
       {"pass", ValueType::String, Value{std::string("forward")}, 0, 0, {"forward", "backward_data", "backward_filter"},
@@ -98,6 +110,10 @@ OperatorDef conv2d_operator() {
       size("pad", "zero padding on every side; default 0", 0),
       {"dilation", ValueType::Int, Value{std::int64_t{1}}, 1, 64, {}, "dilation along both axes"},
       {"groups", ValueType::Int, Value{std::int64_t{1}}, 1, 1 << 20, {}, "groups (c and k must be multiples)"},
+      {"dtype", ValueType::String, Value{std::string()}, 0, 0, {"fp32", "bf16", "fp16"},
+       "element type of x, w, y and their gradients: unset or fp32, float32; bf16 and fp16 (the tensors in that type, the sums "
+       "in float32: cuDNN's pseudo-bfloat16 and pseudo-half configurations, PyTorch's conv2d on such tensors), on a backend "
+       "with reduced precision (cuda, through cuDNN's legacy calls); validation allows 9u more (u = 2^-8, 2^-11)"},
   };
   w.normalize = [](Params& p) {
     apply_named_shape(p, resnet50_convolutions());
@@ -108,6 +124,7 @@ OperatorDef conv2d_operator() {
     dflt("s", p.at("r"));
     dflt("stride", Value{std::int64_t{1}});
     dflt("pad", Value{std::int64_t{0}});
+    if (std::get<std::string>(p.at("dtype")) == "fp32") p["dtype"] = std::string();  // one point id for float32
   };
   w.check = [](const Params& p) -> std::string {
     std::string why = check_named_shape(p, resnet50_convolutions());
@@ -125,6 +142,15 @@ OperatorDef conv2d_operator() {
              std::to_string(cs.dilation * (cs.s - 1) + 1) + ") does not fit the padded input";
     if (cs.pad >= cs.dilation * (std::max(cs.r, cs.s) - 1) + 1)
       return "padding " + std::to_string(cs.pad) + " is as large as the kernel: some outputs would see only padding";
+    if (const std::string& dtype = std::get<std::string>(p.at("dtype")); !dtype.empty()) {
+      if (const auto m = p.find("math"); m != p.end() && m->second == Value{std::string("tf32")})
+        return "'math' \"tf32\" rounds float32 data; with dtype = \"" + dtype + "\" the tensor cores take " + dtype +
+               " as it is: leave math unset";
+      if (const auto api = p.find("cudnn_api"); api != p.end() && api->second == Value{std::string("graph")})
+        return "'cudnn_api' \"graph\" runs float32 convolutions only; dtype = \"" + dtype + "\" runs through cuDNN's legacy calls "
+               "(cudnn_api = \"legacy\", the default)";
+      return reduced_precision_check(p);
+    }
     return "";
   };
   d.problem = conv_problem;

@@ -98,23 +98,10 @@ OperatorDef gemm_operator() {
     if (std::get<std::int64_t>(p.at("n")) <= 0) return "'n' must be given (a positive size) unless 'shape' names a problem";
     for (const char* dim : {"m", "k"})
       if (std::get<std::int64_t>(p.at(dim)) <= 0) return std::string(dim) + " must be positive, or -1 for 'same as n'";
-    const std::string& dtype = std::get<std::string>(p.at("dtype"));
-    const std::string& backend = std::get<std::string>(p.at("backend"));
     if (const auto m = p.find("math"); m != p.end() && !std::get<std::string>(m->second).empty())
       return "'math' is for conv2d and networks; gemm's element type is its own key: dtype = \"" + std::get<std::string>(m->second) +
              "\" (valid: fp32, tf32, bf16, fp16)";
-    if (!dtype.empty()) {
-      const BackendInfo* b = find_backend(backend);
-      if (!b || !b->reduced_precision) {
-        std::vector<std::string> with;
-        for (const auto& x : all_backends())
-          if (x.reduced_precision) with.push_back(x.name);
-        return "dtype = \"" + dtype + "\" needs a backend that multiplies in reduced precision (" +
-               (with.empty() ? std::string("none in this build; cuda when built with CUDA") : join(with, ", ")) + "); backend \"" +
-               backend + "\" computes in float32: leave dtype unset (or \"fp32\")";
-      }
-    }
-    return "";
+    return reduced_precision_check(p);
   };
   d.problem = gemm_problem;
   d.ref_float = gemm_reference<float>;

@@ -7,6 +7,7 @@
 
 #include "backends/registry.hpp"
 #include "common/error.hpp"
+#include "common/text.hpp"
 
 namespace d500 {
 
@@ -87,6 +88,20 @@ std::string operator_common_check(const Params& p) {
     return "'math' is only for backend \"cuda\" (this point's backend is \"" + backend +
            "\"; the CPU backends compute in strict float32)";
   return "";
+}
+
+std::string reduced_precision_check(const Params& p) {
+  const auto d = p.find("dtype");
+  const std::string dtype = d != p.end() && std::holds_alternative<std::string>(d->second) ? std::get<std::string>(d->second) : "";
+  const std::string& backend = std::get<std::string>(p.at("backend"));
+  if (dtype.empty() || dtype == "fp32") return "";
+  if (const BackendInfo* b = find_backend(backend); b && b->reduced_precision) return "";
+  std::vector<std::string> with;
+  for (const auto& x : all_backends())
+    if (x.reduced_precision) with.push_back(x.name);
+  return "'dtype' \"" + dtype + "\" needs a backend that computes in reduced precision (" +
+         (with.empty() ? std::string("none in this build; cuda when built with CUDA") : join(with, ", ")) + "); backend \"" + backend +
+         "\" computes in float32: leave dtype unset (or \"fp32\")";
 }
 
 OpProblem make_problem(const OperatorDef& def, const Params& p, std::uint64_t seed) {

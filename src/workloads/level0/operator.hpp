@@ -52,6 +52,10 @@ void width_defaults_to_height(Params& p);
 // convolution algorithms on cuda (levels 0-3: the network and training workloads take them too).
 std::vector<ParamSpec> operator_common_params();
 std::string operator_common_check(const Params& p);
+// A level-0 `dtype` other than float32 (gemm: tf32, bf16, fp16; conv2d: bf16, fp16) needs a
+// backend that computes in reduced precision (BackendInfo::reduced_precision): "" when the
+// point's backend does, else why not, naming the backends that would.
+std::string reduced_precision_check(const Params& p);
 // cudnn_algorithms: "heuristic" (cuDNN's first choice, atomics allowed: PyTorch's default),
 // "deterministic" (the first choice that repeats bit for bit) or "find" (the fastest cuDNN times
 // at setup: PyTorch's cudnn.benchmark); unset is the workload's default,

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "backends/cuda/half.hpp"
 #include "backends/reference/nn.hpp"
 #include "backends/registry.hpp"
 #include "common/parallel.hpp"
@@ -228,6 +229,49 @@ TEST(OperatorValidation, NaNFails) {
   prob.out[0].data.assign(prob.out[0].data.size(), std::nanf(""));
   const Validation v = validate_outputs(*def, prob);
   EXPECT_FALSE(v.rel_error <= v.tolerance);
+}
+
+// conv2d with dtype = "bf16" or "fp16" (cuda: cuDNN's pseudo-bfloat16 / pseudo-half configurations):
+// a convolution whose inputs and result are rounded to the type and whose sums run in float32,
+// as cuDNN's computes, passes the widened tolerance (9u), says so, and fails float32's; the
+// work counts 2-byte elements.
+TEST(OperatorValidation, AConvolutionIn16BitTypesPassesItsWidenedToleranceAndFailsFloat32s) {
+  const OperatorDef* def = find_operator("conv2d");
+  ASSERT_NE(def, nullptr);
+  const std::map<std::string, Value> conv{{"n", I(3)}, {"c", I(8)}, {"h", I(9)}, {"w", I(8)}, {"k", I(6)}, {"r", I(3)}, {"pad", I(1)}};
+  for (const char* dtype : {"bf16", "fp16"}) {
+    for (const char* pass : {"forward", "backward_data", "backward_filter"}) {
+      SCOPED_TRACE(std::string(dtype) + " " + pass);
+      auto with = [&](const char* type) {
+        auto over = conv;
+        over["pass"] = S(pass);
+        over["dtype"] = S(type);
+        return params_for(*def, over);
+      };
+      const bool bf16 = std::string(dtype) == "bf16";
+      auto round = [&](float f) { return bf16 ? from_bf16(to_bf16(f)) : from_half(to_half(f)); };
+      OpProblem narrow = make_problem(*def, with(dtype), 5), wide = make_problem(*def, with("fp32"), 5);
+      EXPECT_EQ(narrow.work.bytes * 2, wide.work.bytes);
+      EXPECT_GT(narrow.tolerance, wide.tolerance + 9 * std::ldexp(1.0, bf16 ? -8 : -11) * 0.99);
+      EXPECT_NE(narrow.reduction.find(std::string("dtype = ") + dtype), std::string::npos) << narrow.reduction;
+      // cuDNN's arithmetic, emulated: rounded inputs, float32 sums, a rounded result.
+      std::vector<std::vector<float>> in;
+      for (const auto& t : narrow.in) {
+        in.emplace_back(t.data);
+        for (float& v : in.back()) v = round(v);
+      }
+      def->ref_float(narrow, {in[0].data(), in[1].data()}, {narrow.out[0].data.data()});
+      for (float& v : narrow.out[0].data) v = round(v);
+      const Validation v = validate_outputs(*def, narrow);
+      EXPECT_LE(v.rel_error, v.tolerance);
+      ASSERT_EQ(wide.in[0].data, narrow.in[0].data) << "the same inputs, whatever the dtype";
+      wide.out[0].data = narrow.out[0].data;
+      const Validation strict = validate_outputs(*def, wide);
+      EXPECT_GT(strict.rel_error, strict.tolerance) << "the 16-bit result fails float32's tolerance";
+      for (float& x : narrow.out[0].data) x *= 1.1f;
+      EXPECT_GT(validate_outputs(*def, narrow).rel_error, v.tolerance) << "and a result 10% off fails the widened one";
+    }
+  }
 }
 
 TEST(CustomOperator, ACorrectLibraryPassesAndAWrongOneFails) {
