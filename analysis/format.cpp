@@ -441,6 +441,31 @@ std::string launch_comparison_note(const Report&) {
          "comparisons and Scaling sections compare the points of one launch each and cover only the variation within it.";
 }
 
+Table launch_scaling_table(const Report& rep) {
+  const std::string ci = std::to_string(static_cast<int>(rep.confidence * 100 + .5)) + "%";
+  auto iv = [](double v, double lo, double hi) { return fmt_sig(v, 3) + " [" + fmt_sig(lo, 3) + ", " + fmt_sig(hi, 3) + "]"; };
+  Table t{{"series", "kind", "rank counts", "launches", "law (why)", "s (" + ci + " t over launches)", "k", "predicted efficiency at 2x",
+           "at 4x", "each launch's s"}};
+  for (const auto& m : rep.launch_scaling) {
+    std::vector<std::string> counts, each;
+    for (int r : m.ranks) counts.push_back(std::to_string(r));
+    for (std::size_t i = 0; i < m.launches.size(); ++i) each.push_back(std::to_string(m.launches[i]) + ": " + fmt_sig(m.launch_s[i], 3));
+    t.push_back({m.group, m.kind, join(counts, ", "), std::to_string(m.launches.size()), m.law + " (" + m.why + ")", iv(m.s, m.s_lo, m.s_hi),
+                 m.law == "USL" ? iv(m.k, m.k_lo, m.k_hi) : "0 (Amdahl)",
+                 std::to_string(m.at2) + " ranks: " + iv(m.eff2, m.eff2_lo, m.eff2_hi),
+                 std::to_string(m.at4) + " ranks: " + iv(m.eff4, m.eff4_lo, m.eff4_hi), join(each, "; ")});
+  }
+  return t;
+}
+
+std::string launch_scaling_note(const Report&) {
+  return "A scaling series measured in the same launches: the model (capacity C(n) = n / (1 + s (n-1) + k n (n-1)), Amdahl's law "
+         "its k = 0 case, n = ranks / the smallest; least squares on each launch's medians) fitted to each launch on its own, then "
+         "Student's t interval (launches - 1 degrees of freedom) on the launches' s, k and predicted efficiencies. These intervals "
+         "cover the variation between launches; the Scaling section's models are each one launch's, their bootstrap intervals "
+         "cover only its repetitions. The predictions extrapolate the law's assumption; they are not measurements.";
+}
+
 Table tta_table(const Report& rep) {
   const std::string ci = std::to_string(static_cast<int>(rep.confidence * 100 + .5)) + "%";
   Table t{{"configuration", "target", "budget", "eval every", "runs reaching target (" + ci + " Clopper-Pearson)",

@@ -47,6 +47,9 @@ Table launches_table(const Report& rep);
 // how, and that the comparisons within one launch do not cover launch-to-launch variation.
 Table launch_comparison_table(const Report& rep);
 std::string launch_comparison_note(const Report& rep);
+// Scaling series' models fitted across their launches (Report::launch_scaling), and how.
+Table launch_scaling_table(const Report& rep);
+std::string launch_scaling_note(const Report& rep);
 // Level 1: one row per network point (rates, the step's phases, memory, what ran where), and
 // per point on d500's executor its costliest steps.
 Table network_table(const Report& rep);

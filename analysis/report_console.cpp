@@ -66,6 +66,11 @@ std::string render(const Report& rep) {
       << (c.varies == "ranks" ? ", efficiency " + fmt_sig(c.speedup.estimate / c.ideal, 3)
           : c.speedup.excludes_one() ? std::string(" (significant)") : std::string(" (not significant)"))
       << "\n";
+  for (const auto& m : rep.launch_scaling)
+    o << "\nacross " << m.launches.size() << " launches, scaling model of " << m.group << ": " << m.law << ", s " << fmt_sig(m.s, 3)
+      << " [" << fmt_sig(m.s_lo, 3) << ", " << fmt_sig(m.s_hi, 3) << "]"
+      << (m.law == "USL" ? ", k " + fmt_sig(m.k, 3) + " [" + fmt_sig(m.k_lo, 3) + ", " + fmt_sig(m.k_hi, 3) + "]" : std::string())
+      << ", predicted efficiency at " << m.at2 << " ranks " << fmt_sig(m.eff2, 3) << "\n";
   for (const auto& c : rep.tta)
     o << "\ntime to accuracy " << fmt_sig(c.summary.target, 3) << ", " << c.group << ": median "
       << tta_median_text(c.summary) << " " << tta_ci_text(c.summary) << "; reached " << tta_success_text(c.summary)

@@ -84,6 +84,10 @@ std::string render(const Report& rep) {
       o << "<h3>Comparisons across launches</h3>\n<p>" << html_escape(launch_comparison_note(rep)) << "</p>\n";
       html_table(o, launch_comparison_table(rep));
     }
+    if (!rep.launch_scaling.empty()) {
+      o << "<h3>Scaling models across launches</h3>\n<p>" << html_escape(launch_scaling_note(rep)) << "</p>\n";
+      html_table(o, launch_scaling_table(rep));
+    }
   }
   if (!rep.tta.empty()) {
     o << "<h2>Time to accuracy</h2>\n<p>Each run's time is that of its first evaluation reaching the target within the "

@@ -2,6 +2,7 @@
 #include <cmath>
 #include <set>
 #include <sstream>
+#include <type_traits>
 
 #include "common/text.hpp"
 #include "format.hpp"
@@ -168,6 +169,28 @@ std::string render(const Report& rep) {
     o << "], \"other_medians_s\": [";
     for (std::size_t k = 0; k < c.other_medians.size(); ++k) o << (k ? ", " : "") << jn(c.other_medians[k]);
     o << "], \"speedup\": " << jratio(c.speedup) << "}";
+  }
+  o << "\n  ],\n  \"launch_scaling\": [";
+  for (std::size_t i = 0; i < rep.launch_scaling.size(); ++i) {
+    const auto& m = rep.launch_scaling[i];
+    auto list = [&](const auto& v) {
+      std::string s = "[";
+      for (std::size_t k = 0; k < v.size(); ++k) {
+        if constexpr (std::is_integral_v<std::decay_t<decltype(v[k])>>) s += (k ? ", " : "") + std::to_string(v[k]);
+        else s += (k ? ", " : "") + jn(v[k]);
+      }
+      return s + "]";
+    };
+    auto iv = [&](double est, double lo, double hi) {
+      return "{\"estimate\": " + jn(est) + ", \"lo\": " + jn(lo) + ", \"hi\": " + jn(hi) + "}";
+    };
+    o << (i ? "," : "") << "\n    {\"group\": " << js(m.group) << ", \"kind\": " << js(m.kind) << ", \"base_ranks\": " << m.base_ranks
+      << ", \"ranks\": " << list(m.ranks) << ", \"launches\": " << list(m.launches) << ", \"law\": " << js(m.law)
+      << ", \"why\": " << js(m.why) << ", \"launch_s\": " << list(m.launch_s) << ", \"launch_k\": " << list(m.launch_k)
+      << ", \"s\": " << iv(m.s, m.s_lo, m.s_hi) << ", \"k\": " << iv(m.k, m.k_lo, m.k_hi) << ", \"efficiency_at_2x\": {\"ranks\": "
+      << m.at2 << ", \"interval\": " << iv(m.eff2, m.eff2_lo, m.eff2_hi) << "}, \"efficiency_at_4x\": {\"ranks\": " << m.at4
+      << ", \"interval\": " << iv(m.eff4, m.eff4_lo, m.eff4_hi) << "}, \"confidence\": " << jn(m.confidence)
+      << ", \"method\": \"least squares of the law on each launch's medians; Student t over the launches' fits (k-1 df)\"}";
   }
   o << "\n  ],\n  \"time_to_accuracy\": [";
   for (std::size_t i = 0; i < rep.tta.size(); ++i) {

@@ -60,6 +60,10 @@ std::string render(const Report& rep) {
       o << "### Comparisons across launches\n\n" << launch_comparison_note(rep) << "\n\n";
       markdown_table(o, launch_comparison_table(rep));
     }
+    if (!rep.launch_scaling.empty()) {
+      o << "### Scaling models across launches\n\n" << launch_scaling_note(rep) << "\n\n";
+      markdown_table(o, launch_scaling_table(rep));
+    }
   }
   if (!rep.comparisons.empty()) {
     o << "## Backend comparisons\n\n";

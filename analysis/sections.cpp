@@ -365,6 +365,77 @@ std::vector<ScalingSeries> scaling_series(const std::vector<PointRow>& rows, dou
   return out;
 }
 
+std::vector<LaunchScalingModel> scaling_models_across_launches(const std::vector<PointRow>& rows, double confidence) {
+  std::vector<LaunchScalingModel> out;
+  for (const auto& g : group_rows(rows, {"nodes", "ranks_per_node", "launch"}, timed_launch)) {
+    std::map<int, std::map<int, const PointRow*>> by_launch;  // launch -> ranks -> point
+    for (const auto* r : g) by_launch[launch_of(r)][r->ranks] = r;
+    // The rank counts every launch measured; as the per-launch fit, oversubscribed points (other
+    // than the base) describe the oversubscription, not the machine, and are left out.
+    std::map<int, int> seen;  // ranks -> launches measuring it
+    for (const auto& [launch, points] : by_launch)
+      for (const auto& [ranks, r] : points) ++seen[ranks];
+    std::vector<int> ranks;
+    for (const auto& [p, count] : seen) {
+      if (count != static_cast<int>(by_launch.size())) continue;
+      bool over = false;
+      for (const auto& [launch, points] : by_launch) over = over || points.at(p)->oversubscribed || points.at(p)->threads_oversubscribed;
+      if (!over || ranks.empty()) ranks.push_back(p);
+    }
+    if (by_launch.size() < 2 || ranks.size() < 2) continue;
+    LaunchScalingModel m;
+    m.confidence = confidence;
+    const PointRow& first = *by_launch.begin()->second.at(ranks.front());
+    m.group = label(first, true, false, "launch");
+    m.kind = first.scaling;
+    m.base_ranks = ranks.front();
+    m.ranks = ranks;
+    std::vector<double> n;
+    for (std::size_t i = 1; i < ranks.size(); ++i) n.push_back(static_cast<double>(ranks[i]) / ranks.front());
+    const double nmax = n.back();
+    // Per law (0: Amdahl, 1: USL), each launch's s, k and predicted efficiencies.
+    std::vector<double> fs[2], fk[2], f2[2], f4[2];
+    const bool three = ranks.size() >= 3;
+    bool usable = true;
+    for (const auto& [launch, points] : by_launch) {
+      std::vector<double> c;
+      const double base = points.at(ranks.front())->time.median;
+      for (std::size_t i = 1; i < ranks.size(); ++i) {
+        const double t = points.at(ranks[i])->time.median;
+        usable = usable && base > 0 && t > 0;
+        c.push_back(t > 0 ? base / t * (m.kind == "weak" ? n[i - 1] : 1.0) : 0);
+      }
+      m.launches.push_back(launch);
+      for (int law = 0; law < (three ? 2 : 1); ++law) {
+        const auto [a, k] = fit_usl(n, c, law == 1);
+        fs[law].push_back(a), fk[law].push_back(k);
+        f2[law].push_back(usl_efficiency(a, k, 2 * nmax)), f4[law].push_back(usl_efficiency(a, k, 4 * nmax));
+      }
+    }
+    if (!usable) continue;
+    const stats::MeanInterval usl_k = three ? stats::mean_t_interval(fk[1], confidence) : stats::MeanInterval{};
+    const bool usl = three && usl_k.valid && usl_k.lo > 0;
+    const int law = usl ? 1 : 0;
+    m.law = usl ? "USL" : "Amdahl";
+    m.why = !three ? "two rank counts: only Amdahl's one parameter can be fitted"
+            : usl  ? "the USL's contention term k is above 0 across its interval over the launches"
+                   : "the USL's contention term k is not clearly above 0 over the launches (its interval reaches 0): Amdahl's law "
+                     "suffices";
+    m.launch_s = fs[law], m.launch_k = fk[law];
+    auto take = [&](const std::vector<double>& v, double& est, double& lo, double& hi) {
+      const stats::MeanInterval t = stats::mean_t_interval(v, confidence);
+      est = t.mean, lo = t.lo, hi = t.hi;
+    };
+    take(fs[law], m.s, m.s_lo, m.s_hi);
+    take(fk[law], m.k, m.k_lo, m.k_hi);
+    take(f2[law], m.eff2, m.eff2_lo, m.eff2_hi);
+    take(f4[law], m.eff4, m.eff4_lo, m.eff4_hi);
+    m.at2 = 2 * ranks.back(), m.at4 = 4 * ranks.back();
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
 std::vector<OverlapComparison> overlap_comparisons(const std::vector<PointRow>& rows, double confidence, std::uint64_t seed) {
   std::vector<OverlapComparison> out;
   auto scheme = [](const PointRow& r) { return str_param_or(r.params, "scheme", ""); };

@@ -39,8 +39,9 @@ std::string method_statement(const Report& rep) {
                 "medians, exponentiated around their geometric mean; it covers the variation between launches. The share of the variance "
                 "of log costs between launches is from a one-way random-effects ANOVA (method of moments). Backends, and a scaling "
                 "series' rank counts, measured in the same launches are also compared across them (per launch the ratio of the two "
-                "medians, then Student's t on the log ratios, paired by launch); the Backend comparisons and Scaling sections and the "
-                "scaling model still pair points launch by launch (within-launch intervals).";
+                "medians, then Student's t on the log ratios, paired by launch), and a scaling series' model is fitted to each launch "
+                "and summarised by Student's t over the launches' fits; the Backend comparisons and Scaling sections pair points "
+                "launch by launch (within-launch intervals).";
   else
     adaptive += " Every interval covers only the variation within one launch (one job on one allocation): variation between "
                 "launches (another allocation, another time) is not measured; set launches = k in [campaign] to measure it.";
@@ -326,6 +327,7 @@ Report analyze_run(const std::string& dir, const AnalysisOptions& opt) {
   rep.comparisons = compare_backends(rep.rows, opt.confidence, opt.seed);
   rep.launch_comparisons = compare_backends_across_launches(rep.rows, opt.confidence);
   for (auto& c : scaling_across_launches(rep.rows, opt.confidence)) rep.launch_comparisons.push_back(std::move(c));
+  rep.launch_scaling = scaling_models_across_launches(rep.rows, opt.confidence);
   rep.scaling = scaling_series(rep.rows, opt.confidence, opt.seed);
   rep.tta = tta_configs(rep.rows, opt.confidence);
   rep.launches = launch_groups(rep.rows, opt.confidence);

@@ -189,6 +189,25 @@ struct ScalingSeries {
   } model;
 };
 
+// A scaling series measured in the same k >= 2 launches: the series' model (ScalingSeries::Model's
+// law) fitted to each launch's medians on its own, then Student's t interval (k - 1 degrees of
+// freedom) on the k launches' s, k and predicted efficiencies: the typical launch's model, with
+// intervals that cover the variation between launches (the per-launch series' bootstrap covers
+// only the repetitions within one). The USL when three or more rank counts are measured and its
+// contention term's interval lies above 0; else Amdahl's law.
+struct LaunchScalingModel {
+  std::string group, kind;      // as ScalingSeries
+  int base_ranks = 0;
+  std::vector<int> ranks;       // the rank counts fitted, measured in every launch listed (oversubscribed ones left out)
+  std::vector<int> launches;
+  std::string law, why;
+  std::vector<double> launch_s, launch_k;  // each launch's fit of `law`, in launch order
+  double s = 0, s_lo = 0, s_hi = 0, k = 0, k_lo = 0, k_hi = 0;
+  int at2 = 0, at4 = 0;  // ranks: 2x and 4x the largest fitted
+  double eff2 = 0, eff2_lo = 0, eff2_hi = 0, eff4 = 0, eff4_lo = 0, eff4_hi = 0;
+  double confidence = 0.95;
+};
+
 // One hardware and software environment the run's files were measured in: the machine facts,
 // library versions and performance-relevant variables rank 0 recorded (/env), d500's version,
 // and which hosts and files share it. Job-specific variables (Slurm job ids, node lists) are
@@ -207,6 +226,7 @@ struct Report {
   std::vector<TtaConfig> tta;
   std::vector<LaunchGroup> launches;           // points measured in 2 or more launches
   std::vector<LaunchComparison> launch_comparisons;  // backends compared across their launches
+  std::vector<LaunchScalingModel> launch_scaling;    // scaling series' models across their launches
   std::vector<OverlapComparison> overlap;      // level 3: allreduce-overlap against allreduce
   std::vector<std::string> files;              // files read
   std::vector<std::string> unreadable;         // "file: reason"
@@ -231,6 +251,7 @@ std::vector<TtaConfig> tta_configs(const std::vector<PointRow>& rows, double con
 std::vector<LaunchGroup> launch_groups(const std::vector<PointRow>& rows, double confidence);
 std::vector<LaunchComparison> compare_backends_across_launches(const std::vector<PointRow>& rows, double confidence);
 std::vector<LaunchComparison> scaling_across_launches(const std::vector<PointRow>& rows, double confidence);
+std::vector<LaunchScalingModel> scaling_models_across_launches(const std::vector<PointRow>& rows, double confidence);
 std::vector<OverlapComparison> overlap_comparisons(const std::vector<PointRow>& rows, double confidence, std::uint64_t seed);
 
 // A statement of how the numbers were obtained; every report carries it.

@@ -446,3 +446,43 @@ TEST_F(Analysis, AScalingSeriesMeasuredInSeveralLaunchesIsComparedAcrossThem) {
   EXPECT_NE(r.out.find("across 3 launches, 2 ranks vs 1 rank, synthetic:x"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(", efficiency " + ::d500::fmt_sig(est / 2, 3)), std::string::npos) << r.out;
 }
+
+// A strong-scaling series of 1, 2 and 4 ranks measured in 4 launches with Amdahl's law planted
+// (s = 0.1: T(p) = T(1) (1 + 0.1 (p-1)) / p) and a factor per launch and point: the model across
+// launches fits each launch, its s and predicted efficiencies are Student's t over the four fits
+// (recomputed here from results.json), the interval holds the planted s, and Amdahl's law is
+// chosen (the USL's k is not clearly above 0).
+TEST_F(Analysis, AScalingSeriesModelIsFittedAcrossItsLaunches) {
+  int job = 0;
+  for (int launch = 1; launch <= 4; ++launch)
+    for (const auto& [ranks, median] : {std::pair{1, "0.0400"}, std::pair{2, "0.0220"}, std::pair{4, "0.0130"}})
+      synth("job-00" + std::to_string(10 + job++), ranks,
+            "campaign = \"launch-model\"\nrepetitions = 20\nwarmups = 1\nseed = 4\n[[point]]\nparams = { workload = \"synthetic\", "
+            "backend = \"x\", launch = " + std::to_string(launch) + " }\nmedian_s = " + median +
+                "\nnoise = 0.01\nlaunch_noise = 0.03\nscaling = \"strong\"\n");
+  Cmd r = report();
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(num("len(j['launch_scaling'])"), 1);
+  const std::string m = "j['launch_scaling'][0]";
+  EXPECT_EQ(json(m + "['law']"), "Amdahl");
+  EXPECT_EQ(json(m + "['ranks']"), "[1, 2, 4]");
+  EXPECT_EQ(json(m + "['launches']"), "[1, 2, 3, 4]");
+  EXPECT_LE(num(m + "['s']['lo']"), 0.1);
+  EXPECT_GE(num(m + "['s']['hi']"), 0.1);
+  // Each launch's Amdahl fit from its medians, and Student's t (3 degrees of freedom) over them.
+  Cmd check = sh("/usr/bin/python3 -c \"import json, math, statistics as st; j = json.load(open('" +
+                 (dir_ / "run" / "results.json").string() +
+                 "')); m = j['launch_scaling'][0]; pts = [p for p in j['points'] if p['status'] == 'complete']; fits = []\n"
+                 "for L in m['launches']:\n"
+                 "  med = {p['ranks']: p['median_s'] for p in pts if ' launch=%d ' % L in p['canonical'] + ' '}\n"
+                 "  xs = [(n - 1, n / (med[1] / med[n]) - 1) for n in (2, 4)]\n"
+                 "  fits.append(max(0.0, sum(x * y for x, y in xs) / sum(x * x for x, y in xs)))\n"
+                 "assert all(abs(a - b) < 1e-9 for a, b in zip(fits, m['launch_s'])), (fits, m['launch_s'])\n"
+                 "h = 3.182446305284263 * st.stdev(fits) / 2; s = m['s']\n"
+                 "assert abs(s['estimate'] - st.mean(fits)) < 1e-9 and abs(s['lo'] - (st.mean(fits) - h)) < 1e-9, s\n"
+                 "print('ok')\"");
+  EXPECT_EQ(check.out, "ok\n") << check.out;
+  const std::string md = read_file_text(dir_ / "run" / "report.md");
+  EXPECT_NE(md.find("### Scaling models across launches"), std::string::npos) << md;
+  EXPECT_NE(r.out.find("across 4 launches, scaling model of synthetic:x"), std::string::npos) << r.out;
+}
