@@ -147,8 +147,10 @@ std::vector<std::pair<std::string, Value>> device_peak_facts(const std::string& 
     basis = "unknown: no CUDA device (" + d.why_none + ")";
   } else {
     const int dev = rank_device_index(d);
+    cudaDeviceProp prop{};
+    const std::string name = cudaGetDeviceProperties(&prop, dev) == cudaSuccess ? prop.name : "";
     peak = gpu_peak_flops(attribute(cudaDevAttrComputeCapabilityMajor, dev), attribute(cudaDevAttrComputeCapabilityMinor, dev),
-                          attribute(cudaDevAttrMultiProcessorCount, dev), attribute(cudaDevAttrClockRate, dev), arithmetic, basis);
+                          attribute(cudaDevAttrMultiProcessorCount, dev), attribute(cudaDevAttrClockRate, dev), arithmetic, basis, name);
   }
   return {{"device.peak_flops", peak}, {"device.peak_basis", basis}};
 }
