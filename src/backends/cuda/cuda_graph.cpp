@@ -1,8 +1,8 @@
 // The cuda backend at level 1: the memory d500's graph executor keeps a network in on this rank's
 // GPU (ExecutorMemory: one non-blocking stream, a cuBLAS handle and, with cuDNN, a cuDNN handle on
-// it), and node kernels that enqueue on that stream. Float32 throughout, strict by default: cuBLAS
-// in CUBLAS_DEFAULT_MATH and cuDNN convolutions in CUDNN_FMA_MATH (no TF32), as the yardstick's
-// tolerance for float32 assumes; with the point's math = "tf32", cuBLAS in
+// it), and node kernels that enqueue on that stream. Float32 tensors throughout, strict float32
+// arithmetic by default: cuBLAS in CUBLAS_DEFAULT_MATH and cuDNN convolutions in CUDNN_FMA_MATH
+// (no TF32), as the yardstick's tolerance for float32 assumes; with the point's math = "tf32", cuBLAS in
 // CUBLAS_TF32_TENSOR_OP_MATH and cuDNN's descriptors in CUDNN_DEFAULT_MATH (TF32 tensor cores
 // allowed, as PyTorch's allow_tf32 flags do), validated with the wider tolerance that states; with
 // math = "bf16" (mixed precision), cuBLAS in CUBLAS_COMPUTE_32F_FAST_16BF (float32 in and out,
