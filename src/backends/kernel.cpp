@@ -11,6 +11,10 @@ double float_tolerance(double terms) { return 1e-6 * std::max(10.0, 4.0 * std::s
 
 double rounded_inputs_tolerance(int mantissa_bits) { return 8 * std::ldexp(1.0, -(mantissa_bits + 1)); }
 
+double rounded_inputs_and_result_tolerance(int mantissa_bits) {
+  return rounded_inputs_tolerance(mantissa_bits) + std::ldexp(1.0, -(mantissa_bits + 1));
+}
+
 std::string point_math(const Params& p) {
   const auto it = p.find("math");
   if (it == p.end() || !std::holds_alternative<std::string>(it->second)) return "fp32";

@@ -72,6 +72,8 @@ double float_tolerance(double terms);
 // adds, relative to the result's norm, when the products are summed in float32: 8u, u = 2^-(bits+1).
 // It does not grow with the sum's length; it is added to float_tolerance's.
 double rounded_inputs_tolerance(int mantissa_bits);
+// The same with the result rounded to that type too (a bfloat16 or half convolution's output): 9u.
+double rounded_inputs_and_result_tolerance(int mantissa_bits);
 // The point's `math`: "fp32" (unset or "fp32": strict float32), "tf32" (cuda: tensor cores round
 // float32 inputs of convolutions and matrix products to TF32) or "bf16" (cuda, levels 1-3: they
 // compute in bfloat16 with float32 sums, every tensor the executor keeps staying float32).

@@ -444,12 +444,17 @@ double rounded_product_error(std::uint64_t seed, In in, Out out) {
 }
 constexpr int kProductTerms = 1024;  // rounded_product_error's sums' length
 
-TEST(Validation, Tf32MathWidensTheToleranceByWhatRoundingInputsToTf32Costs) {
+// The float32 tolerance of a training step of one MatMul [4, 64] x [64, 8] and its loss.
+ToleranceBasis matmul_tolerance() {
   GraphBuilder b;
   const int x = b.weight("x", {4, 64});
   const int w = b.weight("w", {64, 8});
   const int loss = b.finish_with_projection_loss({b.node("MatMul", {x, w})});
-  const ToleranceBasis basis = network_tolerance(b.g, loss);
+  return network_tolerance(b.g, loss);
+}
+
+TEST(Validation, Tf32MathWidensTheToleranceByWhatRoundingInputsToTf32Costs) {
+  const ToleranceBasis basis = matmul_tolerance();
   for (const Params& p : {Params{}, Params{{"math", std::string("fp32")}}}) {
     EXPECT_EQ(with_point_math(basis, p).tolerance, basis.tolerance);
     EXPECT_EQ(with_point_math(basis, p).words, basis.words);
@@ -469,11 +474,7 @@ TEST(Validation, Tf32MathWidensTheToleranceByWhatRoundingInputsToTf32Costs) {
 // several times more than the same product in TF32 (bfloat16 keeps 3 mantissa bits fewer), and
 // passes bf16's tolerance.
 TEST(Validation, Bf16MathWidensTheToleranceByWhatRoundingInputsAndResultsToBf16Costs) {
-  GraphBuilder b;
-  const int x = b.weight("x", {4, 64});
-  const int w = b.weight("w", {64, 8});
-  const int loss = b.finish_with_projection_loss({b.node("MatMul", {x, w})});
-  const ToleranceBasis basis = network_tolerance(b.g, loss);
+  const ToleranceBasis basis = matmul_tolerance();
   const ToleranceBasis bf16 = with_point_math(basis, Params{{"math", std::string("bf16")}});
   const double chain = std::sqrt(static_cast<double>(basis.depth));
   EXPECT_DOUBLE_EQ(bf16.tolerance, basis.tolerance + 9 * std::ldexp(1.0, -8) * chain);

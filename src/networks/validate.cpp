@@ -62,7 +62,7 @@ ToleranceBasis with_point_math(ToleranceBasis b, const Params& point) {
                "their inputs to TF32's 10 mantissa bits), in all " + fmt_sig(b.tolerance, 3);
   } else if (bf16_math(point)) {
     // The inputs' rounding (8u) and a convolution's result's own (u), u = 2^-8.
-    const double extra = (rounded_inputs_tolerance(7) + std::ldexp(1.0, -8)) * chain;
+    const double extra = rounded_inputs_and_result_tolerance(7) * chain;
     b.tolerance += extra;
     b.words += "; + 9u sqrt(D) = " + fmt_sig(extra, 3) + ", u = 2^-8 (math = bf16: convolutions and matrix products round " +
                "their inputs to bfloat16's 7 mantissa bits, a convolution its result too), in all " + fmt_sig(b.tolerance, 3);

@@ -255,14 +255,8 @@ GemmTypes gemm_types(const std::string& dtype) {
 std::vector<unsigned char> to_device_type(const std::vector<float>& x, const std::string& dtype) {
   const GemmTypes t = gemm_types(dtype);
   std::vector<unsigned char> out(x.size() * t.bytes);
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    if (t.bytes == 4) {
-      std::memcpy(out.data() + 4 * i, &x[i], 4);
-    } else {
-      const std::uint16_t h = dtype == "bf16" ? to_bf16(x[i]) : to_half(x[i]);
-      std::memcpy(out.data() + 2 * i, &h, 2);
-    }
-  }
+  if (t.bytes == 4) std::memcpy(out.data(), x.data(), out.size());
+  else std::memcpy(out.data(), to_16bit(x, dtype == "bf16").data(), out.size());
   return out;
 }
 
@@ -314,14 +308,12 @@ class CudaGemm final : public cuda::DeviceKernel {
     std::vector<unsigned char> c(count * types_.bytes);
     c_->download(c.data(), c.size());
     float* out = p_.out[0].data.data();
-    for (std::size_t i = 0; i < count; ++i) {
-      if (types_.bytes == 4) {
-        std::memcpy(out + i, c.data() + 4 * i, 4);
-      } else {
-        std::uint16_t h;
-        std::memcpy(&h, c.data() + 2 * i, 2);
-        out[i] = dtype_ == "bf16" ? from_bf16(h) : from_half(h);
-      }
+    if (types_.bytes == 4) {
+      std::memcpy(out, c.data(), c.size());
+    } else {
+      std::vector<std::uint16_t> h(count);
+      std::memcpy(h.data(), c.data(), c.size());
+      from_16bit(h.data(), count, dtype_ == "bf16", out);
     }
   }
 

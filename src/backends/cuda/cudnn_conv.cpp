@@ -60,8 +60,7 @@ CudnnKernel::CudnnKernel(OpProblem& p, Storage storage) : p_(p), storage_(storag
       in_.back()->upload(t.data.data(), t.data.size() * sizeof(float));
       continue;
     }
-    std::vector<std::uint16_t> narrow(t.data.size());
-    for (std::size_t i = 0; i < narrow.size(); ++i) narrow[i] = storage == Storage::BF16 ? to_bf16(t.data[i]) : to_half(t.data[i]);
+    const std::vector<std::uint16_t> narrow = to_16bit(t.data, storage == Storage::BF16);
     in_.back()->upload(narrow.data(), narrow.size() * sizeof(std::uint16_t));
   }
   // Outputs start as zeros, never as whatever the allocation held: cuDNN blends some of them
@@ -88,7 +87,7 @@ void CudnnKernel::finish() {
     }
     std::vector<std::uint16_t> narrow(o.size());
     out_[i]->download(narrow.data(), narrow.size() * sizeof(std::uint16_t));
-    for (std::size_t j = 0; j < o.size(); ++j) o[j] = storage_ == Storage::BF16 ? from_bf16(narrow[j]) : from_half(narrow[j]);
+    from_16bit(narrow.data(), narrow.size(), storage_ == Storage::BF16, o.data());
   }
 }
 

@@ -3,8 +3,10 @@
 // the cuda backend's reduced-precision inputs and outputs need, done on the host at setup and
 // in finish() (untimed). Plain C++, so that they are unit-tested in every build.
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 namespace d500 {
 
@@ -55,6 +57,19 @@ inline float from_half(std::uint16_t h) {
   const std::uint32_t u = sign | (e == 31 ? 0x7f800000u | (m << 13) : ((e + 112) << 23) | (m << 13));
   std::memcpy(&f, &u, 4);
   return f;
+}
+
+// A float tensor as 16-bit words (bfloat16 with `bf16`, else half), and n of them widened back
+// into `out`: the host side of a reduced-precision kernel's inputs (at setup) and outputs (in
+// finish()), both untimed.
+inline std::vector<std::uint16_t> to_16bit(const std::vector<float>& x, bool bf16) {
+  std::vector<std::uint16_t> h(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) h[i] = bf16 ? to_bf16(x[i]) : to_half(x[i]);
+  return h;
+}
+
+inline void from_16bit(const std::uint16_t* h, std::size_t n, bool bf16, float* out) {
+  for (std::size_t i = 0; i < n; ++i) out[i] = bf16 ? from_bf16(h[i]) : from_half(h[i]);
 }
 
 }  // namespace d500

@@ -42,6 +42,21 @@ TEST(HalfConversions, ExactValuesAndTheFormatsLimits) {
 // Over a million values spread across the formats' normal ranges, a round trip lands on the
 // nearest representable value: within half a unit in the last place (2^-11 for half, 2^-8 for
 // bfloat16, relative), and converting it again changes nothing.
+// The tensor-wide helpers convert element by element, as the scalar functions do.
+TEST(HalfConversions, TensorsConvertElementByElement) {
+  const std::vector<float> x{1.0f, -0.1f, 3.14159f, 65504.0f, 1e-8f};
+  for (const bool bf16 : {true, false}) {
+    const std::vector<std::uint16_t> h = to_16bit(x, bf16);
+    ASSERT_EQ(h.size(), x.size());
+    std::vector<float> back(x.size());
+    from_16bit(h.data(), h.size(), bf16, back.data());
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      EXPECT_EQ(h[i], bf16 ? to_bf16(x[i]) : to_half(x[i])) << i;
+      EXPECT_EQ(back[i], bf16 ? from_bf16(h[i]) : from_half(h[i])) << i;
+    }
+  }
+}
+
 TEST(HalfConversions, RoundTripsAreWithinHalfAnUlpAndStable) {
   std::mt19937 gen(7);
   std::uniform_real_distribution<float> mant(1.0f, 2.0f);
