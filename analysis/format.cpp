@@ -504,7 +504,11 @@ std::string scaling_model_text(const ScalingSeries& s) {
   const auto& m = s.model;
   if (m.law.empty()) return m.left_out.empty() ? "" : " No scaling model: " + m.left_out + ".";
   auto iv = [](double v, double lo, double hi) { return fmt_sig(v, 3) + " [" + fmt_sig(lo, 3) + ", " + fmt_sig(hi, 3) + "]"; };
-  std::string t = " Fitted model (" + m.law + ", " + m.why + "; bootstrap intervals over the repetitions): capacity C(n) = n / (1 + s (n-1)" +
+  std::string t = " Fitted model (" + m.law + ", " + m.why + "; bootstrap intervals over the repetitions" +
+                  (m.exact_medians ? ", the resample medians of points of over " + std::to_string(stats::kDirectBootstrapMax) +
+                                         " repetitions drawn from their exact distribution"
+                                   : "") +
+                  "): capacity C(n) = n / (1 + s (n-1)" +
                   (m.law == "USL" ? " + k n (n-1)" : "") + "), n = ranks / " + std::to_string(s.base_ranks) + "; s = " + iv(m.s, m.s_lo, m.s_hi);
   if (m.law == "USL") t += ", k = " + iv(m.k, m.k_lo, m.k_hi);
   if (!m.left_out.empty()) t += " (" + m.left_out + ")";

@@ -121,7 +121,8 @@ std::string render(const Report& rep) {
       << ", \"base_ranks\": " << s.base_ranks << ", \"base_median_s\": " << jn(s.base_time);
     if (!s.model.law.empty()) {
       const auto& m = s.model;
-      o << ", \"model\": {\"law\": " << js(m.law) << ", \"why\": " << js(m.why) << ", \"left_out\": " << js(m.left_out) << ", \"s\": [" << jn(m.s) << ", " << jn(m.s_lo) << ", "
+      o << ", \"model\": {\"law\": " << js(m.law) << ", \"why\": " << js(m.why) << ", \"left_out\": " << js(m.left_out)
+        << ", \"exact_medians\": " << (m.exact_medians ? "true" : "false") << ", \"s\": [" << jn(m.s) << ", " << jn(m.s_lo) << ", "
         << jn(m.s_hi) << "], \"k\": [" << jn(m.k) << ", " << jn(m.k_lo) << ", " << jn(m.k_hi) << "], \"predicted_efficiency\": {\""
         << m.at2 << "\": [" << jn(m.eff2) << ", " << jn(m.eff2_lo) << ", " << jn(m.eff2_hi) << "], \"" << m.at4 << "\": [" << jn(m.eff4)
         << ", " << jn(m.eff4_lo) << ", " << jn(m.eff4_hi) << "]}}";

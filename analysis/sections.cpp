@@ -2,6 +2,7 @@
 // to each other. Ratios of medians get seeded BCa bootstrap intervals (STATISTICS: "Ratios").
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <random>
 #include <map>
 #include <optional>
@@ -280,15 +281,17 @@ void fit_scaling_model(ScalingSeries& s, const std::vector<const PointRow*>& g, 
   std::vector<double> bs[2], bk[2], b2[2], b4[2];
   const double nmax = n.back();
   const int laws = count_ranks < 3 ? 1 : 2;
-  std::vector<double> m(g.size()), x;
+  // A point of more than kDirectBootstrapMax repetitions has its resample medians drawn from their
+  // exact distribution, as the comparisons' bootstrap does: resampling 10^5 values a thousand
+  // times per point is what made a large campaign's report take minutes.
+  std::deque<stats::MedianResampler> draws;
+  for (const auto* r : g) {
+    draws.emplace_back(r->costs, r->costs.size() > stats::kDirectBootstrapMax);
+    s.model.exact_medians = s.model.exact_medians || draws.back().exact();
+  }
+  std::vector<double> m(g.size());
   for (int b = 0; b < kBootstrapResamples / 2; ++b) {
-    for (std::size_t i = 0; i < g.size(); ++i) {
-      const auto& costs = g[i]->costs;
-      x.resize(costs.size());
-      std::uniform_int_distribution<std::size_t> pick(0, costs.size() - 1);
-      for (auto& v : x) v = costs[pick(rng)];
-      m[i] = stats::median(x);
-    }
+    for (std::size_t i = 0; i < g.size(); ++i) m[i] = draws[i].draw(rng);
     const std::vector<double> c = capacities(m);
     for (int law = 0; law < laws; ++law) {
       const auto [a, k] = fit_usl(n, c, law == 1);

@@ -7,12 +7,11 @@
 
 namespace d500::stats {
 
-double median(std::vector<double> x) {
-  if (x.empty()) return 0;
-  std::sort(x.begin(), x.end());
-  std::size_t n = x.size();
-  return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
-}
+namespace {
+double median_inplace(std::vector<double>& x);
+}  // namespace
+
+double median(std::vector<double> x) { return x.empty() ? 0 : median_inplace(x); }
 
 namespace {
 
@@ -278,6 +277,22 @@ double ResampledMedian::draw(double u) const {
   return x_[std::min(j, x_.size()) - 1];
 }
 
+MedianResampler::MedianResampler(const std::vector<double>& x, bool exact) : x_(x) {
+  if (!exact || x_.empty()) {
+    resample_.resize(x_.size());
+    return;
+  }
+  std::sort(x_.begin(), x_.end());
+  exact_.emplace(x_, x_.size() % 2 ? x_.size() : x_.size() - 1);
+}
+
+double MedianResampler::draw(std::mt19937_64& gen) {
+  if (exact_) return exact_->draw((static_cast<double>(gen() >> 11) + 0.5) / 9007199254740992.0);  // uniform in (0, 1)
+  if (x_.empty()) return 0;
+  for (auto& v : resample_) v = x_[bounded(gen, x_.size())];
+  return median_inplace(resample_);
+}
+
 BcaLevels bca_levels(const std::vector<double>& replicates, double estimate,
                      const std::vector<std::vector<double>>& jackknife, double confidence) {
   BcaLevels l;
@@ -335,24 +350,10 @@ RatioInterval bootstrap_median_ratio(const std::vector<double>& a, const std::ve
   }
   std::mt19937_64 gen(seed);
   std::vector<double> theta(static_cast<std::size_t>(resamples));
-  if (direct) {
-    std::vector<double> ra(a.size()), rb(b.size());
-    for (int k = 0; k < resamples; ++k) {
-      for (auto& v : ra) v = a[bounded(gen, a.size())];
-      for (auto& v : rb) v = b[bounded(gen, b.size())];
-      theta[static_cast<std::size_t>(k)] = median_inplace(ra) / median_inplace(rb);
-    }
-  } else {
-    std::vector<double> sa(a), sb(b);
-    std::sort(sa.begin(), sa.end());
-    std::sort(sb.begin(), sb.end());
-    auto odd = [](std::size_t n) { return n % 2 ? n : n - 1; };
-    const ResampledMedian ma(sa, odd(sa.size())), mb(sb, odd(sb.size()));
-    auto uniform = [&] { return (static_cast<double>(gen() >> 11) + 0.5) / 9007199254740992.0; };
-    for (int k = 0; k < resamples; ++k) {
-      const double num = ma.draw(uniform());
-      theta[static_cast<std::size_t>(k)] = num / mb.draw(uniform());
-    }
+  MedianResampler ra(a, !direct), rb(b, !direct);
+  for (int k = 0; k < resamples; ++k) {
+    const double num = ra.draw(gen);
+    theta[static_cast<std::size_t>(k)] = num / rb.draw(gen);
   }
   std::sort(theta.begin(), theta.end());
   const double alpha = 1 - confidence;

@@ -3,6 +3,8 @@
 // exact, distribution-free confidence interval from binomial order statistics.
 #include <cmath>
 #include <cstdint>
+#include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -182,6 +184,25 @@ class ResampledMedian {
   const std::vector<double>& x_;
   std::size_t first_ = 0;     // rank (0-based) of cdf_[0]
   std::vector<double> cdf_;   // P(J <= first_ + i + 1)
+};
+
+// The medians of bootstrap resamples of one sample, drawn one after another from `gen`: value by
+// value (a resample of the sample's size, then its median) unless `exact`; with `exact`, each from
+// ResampledMedian's exact distribution for a resample of odd size (n, or n - 1 when n is even), one
+// draw from `gen` each, which costs O(log n) instead of O(n). What every bootstrap of a median in
+// the analysis draws from (bootstrap_median_ratio's, the scaling model's). Not copyable: the
+// exact distribution refers to the sorted copy held here.
+class MedianResampler {
+ public:
+  MedianResampler(const std::vector<double>& x, bool exact);
+  MedianResampler(const MedianResampler&) = delete;
+  MedianResampler& operator=(const MedianResampler&) = delete;
+  double draw(std::mt19937_64& gen);
+  bool exact() const { return exact_.has_value(); }
+
+ private:
+  std::vector<double> x_, resample_;
+  std::optional<ResampledMedian> exact_;
 };
 
 // Efron's bias-corrected and accelerated levels (Efron & Tibshirani 1993, 14.3 and 15.4; as

@@ -454,6 +454,22 @@ TEST(TimeToAccuracy, MedianIsUndefinedWhenHalfOrMoreMiss) {
   EXPECT_FALSE(most.beyond_budget);
 }
 
+namespace {
+// The Kolmogorov-Smirnov distance between the empirical distributions of two samples (sorted here).
+double ks_distance(std::vector<double> a, std::vector<double> b) {
+  std::sort(a.begin(), a.end());
+  std::sort(b.begin(), b.end());
+  double ks = 0;
+  for (const auto* s : {&a, &b})
+    for (double v : *s) {
+      const double fa = static_cast<double>(std::upper_bound(a.begin(), a.end(), v) - a.begin()) / static_cast<double>(a.size());
+      const double fb = static_cast<double>(std::upper_bound(b.begin(), b.end(), v) - b.begin()) / static_cast<double>(b.size());
+      ks = std::max(ks, std::fabs(fa - fb));
+    }
+  return ks;
+}
+}  // namespace
+
 // The exact-distribution draw of a resample's median must agree with resampling value by value.
 TEST(Bootstrap, ResampledMedianMatchesDirectResampling) {
   std::mt19937_64 gen(99);
@@ -472,17 +488,69 @@ TEST(Bootstrap, ResampledMedianMatchesDirectResampling) {
     direct.push_back(median(r));
     drawn.push_back(fast.draw(u(g)));
   }
-  std::sort(direct.begin(), direct.end());
-  std::sort(drawn.begin(), drawn.end());
-  // Kolmogorov-Smirnov distance between the two empirical distributions: the 1% critical value
-  // for two samples of 4000 is 1.63 * sqrt(2 / 4000) = 0.036.
-  double ks = 0;
-  for (double v : direct) {
-    double f1 = static_cast<double>(std::upper_bound(direct.begin(), direct.end(), v) - direct.begin()) / 4000;
-    double f2 = static_cast<double>(std::upper_bound(drawn.begin(), drawn.end(), v) - drawn.begin()) / 4000;
-    ks = std::max(ks, std::fabs(f1 - f2));
+  // The 1% critical value of the Kolmogorov-Smirnov distance for two samples of 4000 is
+  // 1.63 * sqrt(2 / 4000) = 0.036.
+  EXPECT_LT(ks_distance(direct, drawn), 0.036);
+}
+
+// MedianResampler's two ways of drawing a bootstrap median draw from one distribution, for an
+// even sample too (the exact way's resample is then one value smaller).
+TEST(Bootstrap, MedianResamplerDrawsTheSameDistributionEitherWay) {
+  std::mt19937_64 gen(17);
+  std::lognormal_distribution<double> dist(0.0, 0.5);
+  std::vector<double> x(1000);
+  for (auto& v : x) v = dist(gen);
+  MedianResampler exact(x, true), direct(x, false);
+  EXPECT_TRUE(exact.exact());
+  EXPECT_FALSE(direct.exact());
+  std::vector<double> a, b;
+  std::mt19937_64 g(3);
+  for (int k = 0; k < 4000; ++k) a.push_back(exact.draw(g)), b.push_back(direct.draw(g));
+  EXPECT_LT(ks_distance(a, b), 0.036);  // as above
+  std::sort(b.begin(), b.end());
+  // Not a degenerate distribution: the draws spread about as a median's sampling error does
+  // (1.2533 sigma / sqrt(n) for normal data; log-normal with sigma 0.5 near its median, about 0.5).
+  const double sd = (b[3599] - b[399]) / (2 * 1.2816);
+  EXPECT_NEAR(sd, 1.2533 * 0.5 / std::sqrt(1000.0), 0.006);
+}
+
+// A scaling series whose points hold more than kDirectBootstrapMax repetitions has its model's
+// bootstrap draw each resample's median from its exact distribution (resampling 10^5 values a
+// thousand times per point made a 10-million-sample report take 11 minutes); the planted serial
+// fraction is still inside the interval, which is no wider than the small series' one.
+TEST(ScalingModel, LargePointsDrawExactResampleMediansAndKeepThePlantedFraction) {
+  auto series = [](int reps) {
+    std::mt19937_64 gen(23);
+    std::normal_distribution<double> noise(1.0, 0.02);
+    std::vector<d500::PointRow> rows;
+    for (int ranks : {1, 2, 4}) {
+      d500::PointRow r;
+      r.id = "p" + std::to_string(ranks);
+      r.workload = "synthetic";
+      r.backend = "x";
+      r.params = {{"workload", std::string("synthetic")}, {"backend", std::string("x")}};
+      r.outcome = d500::Outcome::Complete;
+      r.ranks = ranks;
+      for (int i = 0; i < reps; ++i) r.costs.push_back(0.02 * (0.2 + 0.8 / ranks) * noise(gen));  // Amdahl, s = 0.2
+      r.time = summarize(r.costs);
+      rows.push_back(r);
+    }
+    const auto s = d500::scaling_series(rows, 0.95, 5);
+    EXPECT_EQ(s.size(), 1u);
+    return s.empty() ? d500::ScalingSeries{} : s.front();
+  };
+  const auto large = series(20000), small = series(200);
+  EXPECT_TRUE(large.model.exact_medians);
+  EXPECT_FALSE(small.model.exact_medians);
+  for (const auto* s : {&large, &small}) {
+    EXPECT_EQ(s->model.law, "Amdahl");
+    EXPECT_LE(s->model.s_lo, 0.2);
+    EXPECT_GE(s->model.s_hi, 0.2);
+    const std::string text = d500::scaling_model_text(*s);
+    EXPECT_EQ(text.find("exact distribution") != std::string::npos, s->model.exact_medians) << text;
   }
-  EXPECT_LT(ks, 0.036);
+  // 100 times the repetitions: an interval about a tenth as wide, and certainly narrower.
+  EXPECT_LT(large.model.s_hi - large.model.s_lo, 0.3 * (small.model.s_hi - small.model.s_lo));
 }
 
 TEST(Bootstrap, CoversTheTrueRatioForLargeSamples) {

@@ -186,6 +186,9 @@ struct ScalingSeries {
     double s = 0, s_lo = 0, s_hi = 0, k = 0, k_lo = 0, k_hi = 0;
     int at2 = 0, at4 = 0;  // ranks: 2x and 4x the largest measured
     double eff2 = 0, eff2_lo = 0, eff2_hi = 0, eff4 = 0, eff4_lo = 0, eff4_hi = 0;
+    // Whether the resample medians of a point of more than stats::kDirectBootstrapMax
+    // repetitions were drawn from their exact distribution (stats::MedianResampler).
+    bool exact_medians = false;
   } model;
 };
 
