@@ -278,7 +278,9 @@ TEST(Plan, AConvolutionsDtypeNeedsAReducedPrecisionBackendAndTheLegacyCalls) {
   EXPECT_NE(e.find("'math' \"tf32\" rounds float32 data; with dtype = \"fp16\""), std::string::npos) << e;
   EXPECT_NE(e.find("c.toml:9:8: "), std::string::npos) << e;
   e = error_of(head + "dtype = \"bf16\"\ncudnn_api = \"graph\"\n");
-  EXPECT_NE(e.find("'cudnn_api' \"graph\" runs float32 convolutions only"), std::string::npos) << e;
+  EXPECT_NE(e.find("'dtype' \"bf16\" runs through cuDNN's legacy calls only: cudnn_api = \"graph\" runs float32 convolutions"),
+            std::string::npos) << e;
+  EXPECT_NE(e.find("c.toml:8:9: "), std::string::npos) << "the dtype's line: " << e;
 }
 
 TEST(Plan, ExcludeRulesMustMatchSomething) {

@@ -355,10 +355,7 @@ std::string bf16_math_check(const Params& p) {
   return "'math' \"bf16\" on cuda needs d500's own kernels (the bfloat16 copies of a convolution's tensors), which this build "
          "lacks (CUDA without nvcc); math = \"fp32\" or \"tf32\" run here";
 #else
-  if (const auto api = p.find("cudnn_api"); api != p.end() && api->second == Value{std::string("graph")})
-    return "'math' \"bf16\" runs cuDNN's convolutions through the legacy calls only (cudnn_api = \"legacy\", the default); "
-           "cudnn_api = \"graph\" takes math = \"fp32\" or \"tf32\"";
-  return "";
+  return cudnn_graph_api_check(p);
 #endif
 }
 

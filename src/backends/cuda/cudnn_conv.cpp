@@ -256,7 +256,7 @@ class CudnnConv final : public CudnnKernel {
                            : p_.pass == "backward_data" ? ConvBuffers{out(0), input_buffer(1), input_buffer(0)}
                                                         : ConvBuffers{input_buffer(0), out(0), input_buffer(1)};
     if (graph_api_of(&p_.params)) {
-      if (storage_ != Storage::F32) throw Error("cuda: cudnn_api = \"graph\" runs float32 convolutions only (dtype: the legacy calls)");
+      if (const std::string why = cudnn_graph_api_check(p_.params); !why.empty()) throw Error("cuda: " + why);
       const ConvPass pass = p_.pass == "forward" ? ConvPass::Forward : p_.pass == "backward_data" ? ConvPass::BackwardData : ConvPass::BackwardFilter;
       graph_ = std::make_unique<GraphConv>(handle_, graph_geom(cs_), pass, want_, math_ != CUDNN_FMA_MATH, on,
                                            [this](std::size_t bytes) { return scratch(bytes); });

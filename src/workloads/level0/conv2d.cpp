@@ -144,9 +144,7 @@ OperatorDef conv2d_operator() {
       if (const auto m = p.find("math"); m != p.end() && m->second == Value{std::string("tf32")})
         return "'math' \"tf32\" rounds float32 data; with dtype = \"" + dtype + "\" the tensor cores take " + dtype +
                " as it is: leave math unset";
-      if (const auto api = p.find("cudnn_api"); api != p.end() && api->second == Value{std::string("graph")})
-        return "'cudnn_api' \"graph\" runs float32 convolutions only; dtype = \"" + dtype + "\" runs through cuDNN's legacy calls "
-               "(cudnn_api = \"legacy\", the default)";
+      if (std::string why = cudnn_graph_api_check(p); !why.empty()) return why;
       return reduced_precision_check(p);
     }
     return "";
