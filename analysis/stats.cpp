@@ -9,6 +9,12 @@ namespace d500::stats {
 
 namespace {
 double median_inplace(std::vector<double>& x);
+
+// The summaries below sort their copy of the data; a caller that holds it sorted already (a
+// report summarises each point's costs several ways: summarize_point) pays O(n) for the check.
+void sort_unless_sorted(std::vector<double>& x) {
+  if (!std::is_sorted(x.begin(), x.end())) std::sort(x.begin(), x.end());
+}
 }  // namespace
 
 double median(std::vector<double> x) { return x.empty() ? 0 : median_inplace(x); }
@@ -33,7 +39,7 @@ Summary summarize(std::vector<double> x, double confidence) {
   s.n = static_cast<int>(x.size());
   s.confidence = confidence;
   if (x.empty()) return s;
-  std::sort(x.begin(), x.end());
+  sort_unless_sorted(x);
   s.min = x.front();
   s.max = x.back();
   std::size_t n = x.size();
@@ -58,7 +64,7 @@ QuantileSummary summarize_quantile(std::vector<double> x, double p, double confi
     q.least_n_for_ci = it->second;
   }
   if (x.empty()) return q;
-  std::sort(x.begin(), x.end());
+  sort_unless_sorted(x);
   q.estimate = quantile_sorted(x, p);
   q.has_ci = order_statistic_interval(x, p, confidence, q.lo, q.hi, q.coverage);
   return q;
@@ -131,7 +137,7 @@ NormalityTest anderson_darling(std::vector<double> x) {
   NormalityTest r;
   const std::size_t n = x.size();
   if (n < 8) return r;
-  std::sort(x.begin(), x.end());
+  sort_unless_sorted(x);
   const double m = mean_of(x), sd = std::sqrt(var_of(x, m));
   if (!(sd > 0)) return r;
   boost::math::normal z;
@@ -158,7 +164,7 @@ NormalityTest anderson_darling(std::vector<double> x) {
 Outliers tukey_outliers(std::vector<double> x) {
   Outliers o;
   if (x.empty()) return o;
-  std::sort(x.begin(), x.end());
+  sort_unless_sorted(x);
   const double q1 = quantile_sorted(x, 0.25), q3 = quantile_sorted(x, 0.75), iqr = q3 - q1;
   o.lo_fence = q1 - 1.5 * iqr;
   o.hi_fence = q3 + 1.5 * iqr;
@@ -493,7 +499,7 @@ RepetitionAdvice repetition_advice(const std::vector<double>& x, const Summary& 
   if (a.enough) return a.needed = s.n, a;
   if (x.size() < 2 || !(s.median > 0)) return a.needed = floor, a;
   std::vector<double> sorted(x);
-  std::sort(sorted.begin(), sorted.end());
+  sort_unless_sorted(sorted);
   // Two readings of the quantile function, each biased upwards where it fails: the sample's own
   // (type 7) quantiles follow its shape mode by mode but take single spacings at face value; the
   // Harrell-Davis ones resist that noise but smooth across a gap between modes. The smaller wins.

@@ -123,11 +123,15 @@ namespace {
 
 // Elements of the tensors, in double: sizes a campaign may ask for (relu with n = c = h = 10^6)
 // overflow 64-bit integers, and the estimate must still say "too big".
-double elements(const std::vector<Tensor>& ts) {
+// The tensors' elements; with `entries` > 0, those of `entries` entries of each batched tensor
+// (dims[0] is its batch): what the reference problem of validate_outputs holds, which checks that
+// its own problem is that size.
+double elements(const std::vector<Tensor>& ts, std::int64_t entries = 0) {
   double n = 0;
   for (const auto& t : ts) {
     double e = 1;
-    for (auto d : t.dims) e *= static_cast<double>(d);
+    for (std::size_t i = 0; i < t.dims.size(); ++i)
+      e *= static_cast<double>(i == 0 && entries > 0 && t.batched ? entries : t.dims[i]);
     n += e;
   }
   return n;
@@ -150,14 +154,8 @@ std::int64_t operator_memory_bytes(const OperatorDef& def, const Params& p) {
   // The float tensors, and the inputs' double staging while make_problem fills them.
   double bytes = 4 * (in + out) + 8 * in;
   // The double reference of validation, on the entries of the batch it compares.
-  if (const std::int64_t k = compared_entries(prob)) {
-    Params sliced = p;
-    sliced[prob.batch] = Value{k};
-    const OpProblem ref = def.problem(sliced);
-    bytes += 8 * (elements(ref.in) + elements(ref.out));
-  } else {
-    bytes += 8 * (in + out);
-  }
+  if (const std::int64_t k = compared_entries(prob)) bytes += 8 * (elements(prob.in, k) + elements(prob.out, k));
+  else bytes += 8 * (in + out);
   const std::string& backend = std::get<std::string>(p.at("backend"));
   if (const BackendInfo* b = find_backend(backend); b && b->workspace_bytes && bytes < 1e18)
     bytes += static_cast<double>(b->workspace_bytes(prob));

@@ -330,6 +330,49 @@ TEST(NamedShapes, ResNet50LayersFillTheSizesAndContradictionsAreErrors) {
   }
 }
 
+// The memory estimate counts validation's double reference without building its problem: k
+// entries of each batched tensor (validate_outputs builds that problem, with the batch set to k,
+// and checks that it is that size). For operators whose validation cuts the batch and for those
+// whose it cannot (batch normalisation's running statistics are not batched), the estimate is
+// the floats, the inputs' double staging and the reference problem validation builds.
+TEST(OperatorMemory, TheEstimateCountsTheReferenceProblemValidationBuilds) {
+  auto elements = [](const std::vector<Tensor>& ts) {
+    double n = 0;
+    for (const auto& t : ts) n += static_cast<double>(t.numel());
+    return n;
+  };
+  const std::vector<std::pair<const char*, std::map<std::string, Value>>> cases{
+      {"gemm", {{"m", I(100)}, {"n", I(30)}, {"k", I(20)}}},
+      {"conv2d", {{"n", I(9)}, {"c", I(4)}, {"h", I(7)}, {"k", I(6)}, {"r", I(3)}, {"pad", I(1)}}},
+      {"conv2d", {{"n", I(9)}, {"c", I(4)}, {"h", I(7)}, {"k", I(6)}, {"r", I(3)}, {"pass", S("backward_filter")}}},
+      {"pool2d", {{"n", I(9)}, {"c", I(3)}, {"h", I(8)}}},
+      {"batchnorm", {{"n", I(9)}, {"c", I(3)}, {"h", I(5)}}},
+      {"relu", {{"n", I(9)}, {"c", I(3)}, {"h", I(5)}}},
+      {"softmax", {{"n", I(40)}, {"c", I(7)}}}};
+  int cut = 0;
+  for (const auto& [op, over] : cases) {
+    const OperatorDef* def = find_operator(op);
+    ASSERT_NE(def, nullptr) << op;
+    const Params p = params_for(*def, over);
+    const OpProblem full = def->problem(p);
+    bool sliceable = !full.out.empty() && p.count(full.batch);
+    for (const auto& t : full.out) sliceable = sliceable && t.batched;
+    const std::int64_t k = std::max<std::int64_t>(2, full.validate_entries);
+    double reference = elements(full.in) + elements(full.out);
+    if (sliceable && full.i(full.batch) > k) {
+      Params sliced = p;
+      sliced[full.batch] = Value{k};
+      const OpProblem ref = def->problem(sliced);
+      reference = elements(ref.in) + elements(ref.out);
+      ++cut;
+    }
+    const double in = elements(full.in), out = elements(full.out);
+    EXPECT_EQ(operator_memory_bytes(*def, p), static_cast<std::int64_t>(4 * (in + out) + 8 * in + 8 * reference))
+        << canonical_point(p);
+  }
+  EXPECT_GE(cut, 5) << "most cases must exercise the cut batch";
+}
+
 TEST(OperatorChecks, ImpossibleShapesAreRefused) {
   const OperatorDef* conv = find_operator("conv2d");
   EXPECT_NE(conv->info.check(params_for(*conv, {{"n", I(1)}, {"c", I(3)}, {"h", I(8)}, {"k", I(4)}, {"r", I(3)},
