@@ -122,10 +122,9 @@ OpProblem make_problem(const OperatorDef& def, const Params& p, std::uint64_t se
 namespace {
 
 // Elements of the tensors, in double: sizes a campaign may ask for (relu with n = c = h = 10^6)
-// overflow 64-bit integers, and the estimate must still say "too big".
-// The tensors' elements; with `entries` > 0, those of `entries` entries of each batched tensor
-// (dims[0] is its batch): what the reference problem of validate_outputs holds, which checks that
-// its own problem is that size.
+// overflow 64-bit integers, and the estimate must still say "too big". With `entries` > 0, those
+// of `entries` entries of each batched tensor (dims[0] is its batch): what the reference problem
+// of validate_outputs holds (it checks that its own problem is that size).
 double elements(const std::vector<Tensor>& ts, std::int64_t entries = 0) {
   double n = 0;
   for (const auto& t : ts) {
