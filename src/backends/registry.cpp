@@ -1,5 +1,12 @@
 #include "backends/registry.hpp"
 
+#include <dlfcn.h>
+
+#include <atomic>
+#include <filesystem>
+#include <map>
+#include <mutex>
+
 #include "common/error.hpp"
 
 namespace d500 {
@@ -37,6 +44,125 @@ const BackendInfo* find_backend(const std::string& name) {
   return nullptr;
 }
 
+namespace {
+
+// One module: loaded once per process, never unloaded (its functions live on in the registry).
+struct Module {
+  std::once_flag once;
+  std::atomic<bool> tried{false};  // set once the load has been tried (whatever became of it)
+  std::string error;   // why it did not load ("" when it did)
+  std::vector<BackendInfo> backends;
+};
+
+// Leaked on purpose: the modules' functions must outlive every static destructor that may call one.
+std::map<std::string, Module>& modules() {
+  static auto* m = new std::map<std::string, Module>;
+  return *m;
+}
+std::mutex& modules_mutex() {
+  static auto* m = new std::mutex;
+  return *m;
+}
+
+Module& module_of(const std::string& file) {
+  std::lock_guard<std::mutex> lock(modules_mutex());
+  return modules()[file];  // std::map: a reference stays valid as others are added
+}
+
+// The folder libd500core was loaded from: the modules lie beside it (in the build tree and in an
+// installed prefix's lib/ alike).
+std::filesystem::path core_dir() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&all_backends), &info) == 0 || !info.dli_fname) return {};
+  std::error_code ec;  // "prefix/bin/../lib/libd500core.so", through the programs' RPATH: said plainly in messages
+  const std::filesystem::path core = std::filesystem::weakly_canonical(info.dli_fname, ec);
+  return (ec ? std::filesystem::path(info.dli_fname) : core).parent_path();
+}
+
+void load(Module& m, const std::string& file) {
+  const std::filesystem::path path = core_dir() / file;
+  // RTLD_LOCAL: a module's libraries (LibTorch's own HDF5 and protobuf among them) stay out of the
+  // symbol lookups of everything loaded after it.
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    const char* why = dlerror();
+    m.error = why ? why : ("dlopen(" + path.string() + ") failed");
+    return;
+  }
+  using Register = void (*)(BackendRegistry&);
+  auto reg = reinterpret_cast<Register>(dlsym(handle, "d500_register_module"));
+  if (!reg) {
+    m.error = path.string() + " has no d500_register_module: not a d500 backend module";
+    return;
+  }
+  BackendRegistry r;
+  try {
+    reg(r);
+  } catch (const std::exception& e) {
+    m.error = path.string() + ": registering its backends failed: " + e.what();
+    return;
+  }
+  // The module must provide what the core declared of it, no more and no less: a mismatch is a
+  // build error of d500's, said as one rather than found as a missing function later.
+  for (const BackendInfo& got : r.all()) {
+    const BackendInfo* declared = find_backend(got.name);
+    if (!declared || declared->module != file) {
+      m.error = "internal error: module " + file + " registers backend '" + got.name + "', which the core does not declare in it";
+      return;
+    }
+    for_each_backend_function([&](const char* field, auto member) {
+      if (m.error.empty() && bool(got.*member) != bool(declared->*member))
+        m.error = "internal error: backend '" + got.name + "' in module " + file + (got.*member ? " provides " : " lacks ") +
+                  field + ", which its declaration in the core " + (got.*member ? "lacks" : "provides");
+    });
+    if (!m.error.empty()) return;
+  }
+  for (const BackendInfo& b : all_backends())
+    if (b.module == file) {
+      bool found = false;
+      for (const BackendInfo& got : r.all()) found = found || got.name == b.name;
+      if (!found) {
+        m.error = "internal error: module " + file + " does not register backend '" + b.name + "', which the core declares in it";
+        return;
+      }
+    }
+  m.backends = r.all();
+}
+
+Module& loaded_module(const std::string& file) {
+  Module& m = module_of(file);
+  std::call_once(m.once, [&] {
+    load(m, file);
+    m.tried.store(true, std::memory_order_release);
+  });
+  return m;
+}
+
+}  // namespace
+
+const BackendInfo& module_backend(const std::string& name) {
+  const BackendInfo* b = find_backend(name);
+  if (!b || b->module.empty()) throw Error("internal error: backend '" + name + "' is not in a module");
+  Module& m = loaded_module(b->module);
+  if (!m.error.empty()) throw Error("backend '" + name + "': its module did not load: " + m.error);
+  for (const BackendInfo& got : m.backends)
+    if (got.name == name) return got;
+  throw Error("internal error: module " + b->module + " lost backend '" + name + "'");
+}
+
+std::string load_backend(const std::string& name) {
+  const BackendInfo* b = find_backend(name);
+  if (!b || b->module.empty()) return "";
+  return loaded_module(b->module).error;
+}
+
+bool backend_loaded(const std::string& name) {
+  const BackendInfo* b = find_backend(name);
+  if (!b || b->module.empty()) return true;
+  // Asks without starting (or waiting on) a load: one under way counts as not loaded.
+  return module_of(b->module).tried.load(std::memory_order_acquire);
+}
+
 std::vector<std::string> built_backend_names() {
   std::vector<std::string> out;
   for (const auto& b : all_backends())
@@ -46,8 +172,18 @@ std::vector<std::string> built_backend_names() {
 
 std::vector<std::pair<std::string, std::string>> built_backend_versions() {
   std::vector<std::pair<std::string, std::string>> out;
-  for (const auto& b : all_backends())
-    if (b.built && b.version) out.emplace_back(b.name, b.version());
+  for (const auto& b : all_backends()) {
+    if (!b.built || !b.version) continue;
+    if (!backend_loaded(b.name)) {
+      out.emplace_back(b.name, "module " + b.module + " not loaded: no point of this process ran on it");
+      continue;
+    }
+    if (const std::string why = load_backend(b.name); !why.empty()) {
+      out.emplace_back(b.name, "module " + b.module + " did not load: " + why);
+      continue;
+    }
+    out.emplace_back(b.name, b.version());
+  }
   return out;
 }
 

@@ -3,7 +3,16 @@
 // from its own folder (src/backends/<name>/) through one function, register_backend_<name>,
 // that CMake's d500_backend() call lists in a generated file (generated/backends_builtin.cpp);
 // a backend missing from the build is listed with the reason, so that asking for it is a
-// plan-time error that says why. This header depends on nothing above the backends.
+// plan-time error that says why.
+//
+// A backend whose libraries are heavy to load (LibTorch, CUDA's: together a second of static
+// initialisation and 350 MiB in every process) lives in a module of its own, a shared library
+// beside libd500core (libd500-<module>.so) that is loaded at its first use: the core holds its
+// declaration (`declare`: name, description, operators, flags and which functions it provides),
+// the module registers the whole backend, and every function of the declaration forwards to the
+// module's. A process that never runs such a backend never loads its libraries; a module that
+// does not load (a library missing at run time) makes its backends' points a plan-time error
+// that says why. This header depends on nothing above the backends.
 #include <functional>
 #include <memory>
 #include <string>
@@ -25,6 +34,7 @@ struct BackendInfo {
   std::string description{};
   bool built = false;
   std::string not_built_reason{};            // when !built
+  std::string module{};                      // its module's file when in one (loaded at first use), else ""
   std::function<std::string()> version{};    // library version(s), when built
   // Level-0 operators: which ones this backend has kernels for, and a kernel for a problem
   // (created untimed over the problem's buffers, running on `threads` threads).
@@ -79,21 +89,68 @@ struct BackendInfo {
   std::function<std::vector<std::pair<std::string, Value>>(const std::string& arithmetic)> device_peak{};
 };
 
+// Calls `visit(field_name, &BackendInfo::field)` for every function of a BackendInfo: what a
+// module's declaration and its registration must agree on. A new function field goes here too.
+template <class Visit>
+void for_each_backend_function(Visit&& visit) {
+  visit("version", &BackendInfo::version);
+  visit("supports", &BackendInfo::supports);
+  visit("make_kernel", &BackendInfo::make_kernel);
+  visit("check_point", &BackendInfo::check_point);
+  visit("workspace_bytes", &BackendInfo::workspace_bytes);
+  visit("make_node_kernel", &BackendInfo::make_node_kernel);
+  visit("make_device_memory", &BackendInfo::make_device_memory);
+  visit("make_graph_runner", &BackendInfo::make_graph_runner);
+  visit("check_graph", &BackendInfo::check_graph);
+  visit("make_collective", &BackendInfo::make_collective);
+  visit("make_device_collective", &BackendInfo::make_device_collective);
+  visit("no_device", &BackendInfo::no_device);
+  visit("rank_device", &BackendInfo::rank_device);
+  visit("device_facts", &BackendInfo::device_facts);
+  visit("device_reading", &BackendInfo::device_reading);
+  visit("device_peak", &BackendInfo::device_peak);
+}
+
+// The registered backend `name` of its module, loading the module at the first call (once per
+// process, thread-safe); throws d500::Error saying why when the module does not load.
+const BackendInfo& module_backend(const std::string& name);
+
 class BackendRegistry {
  public:
   void add(BackendInfo info);
   // A backend this build lacks: listed, with the reason, never run.
   void add_missing(std::string name, std::string description, std::string reason);
+  // A backend in module `module` (a file name, found beside libd500core): `declared` holds what
+  // is known without loading it (name, description, supports, the flags; a function that needs
+  // the module's libraries is left empty), `provided` the functions the module registers. Each
+  // of those becomes one that loads the module at its first call and forwards to it.
+  template <class... F>
+  void declare(const std::string& module, BackendInfo declared, F BackendInfo::*... provided) {
+    (forward(declared, provided), ...);
+    declared.module = module;
+    add(std::move(declared));
+  }
   const std::vector<BackendInfo>& all() const { return list_; }
 
  private:
+  template <class R, class... A>
+  static void forward(BackendInfo& b, std::function<R(A...)> BackendInfo::*field) {
+    b.*field = [name = b.name, field](A... a) -> R { return (module_backend(name).*field)(std::forward<A>(a)...); };
+  }
   std::vector<BackendInfo> list_;
 };
 
 const std::vector<BackendInfo>& all_backends();
 const BackendInfo* find_backend(const std::string& name);
 std::vector<std::string> built_backend_names();
-// "name=version" of every built backend, for the results file's environment record.
+// Loads the module of backend `name` if it is in one and not loaded yet: "" when it is ready (or
+// needs no module), else why its module did not load. The planner calls it for every point's
+// backend, the worker for its job's before the first point.
+std::string load_backend(const std::string& name);
+// Whether backend `name` can be asked without loading anything (in the core, or its module loaded).
+bool backend_loaded(const std::string& name);
+// "name=version" of every built backend, for the results file's environment record; a backend
+// whose module this process has not loaded says so instead of loading it for its version.
 std::vector<std::pair<std::string, std::string>> built_backend_versions();
 
 }  // namespace d500

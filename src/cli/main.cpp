@@ -229,9 +229,15 @@ int cmd_backends() {
     std::vector<std::string> wl;
     for (const auto& w : builtin_workloads().all())
       if (w.backends.count(b.name)) wl.push_back(w.name);
+    // A backend in a module is loaded to be listed: what `d500 backends` says is what a job gets.
+    const std::string load_error = b.built ? load_backend(b.name) : "";
     std::cout << (b.built ? "  " : "- ") << b.name << ": " << b.description << "\n      "
-              << (b.built ? "version: " + b.version() : "not in this build: " + b.not_built_reason) << "\n";
+              << (!b.built ? "not in this build: " + b.not_built_reason
+                           : load_error.empty() ? "version: " + b.version() : "in this build, but its module did not load: " + load_error)
+              << "\n";
+    if (b.built && !b.module.empty()) std::cout << "      module: " << b.module << " (loaded at first use)\n";
     if (b.built) std::cout << "      workloads: " << (wl.empty() ? "-" : join(wl, ", ")) << "\n";
+    if (!load_error.empty()) continue;
     if (b.built && b.no_device)
       if (const std::string why = b.no_device(); !why.empty())
         std::cout << "      built, no CUDA device: its points fail at setup on this host (" << why << ")\n";

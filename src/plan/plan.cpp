@@ -140,6 +140,11 @@ void check_backend_exists(const LocatedValue& lv) {
     throw Error(lv.where, "key 'backend': backend '" + name + "' is not available in this build: " +
                               b->not_built_reason + " (this build has: " + join(built_backend_names(), ", ") +
                               ")");
+  if (const std::string why = load_backend(name); !why.empty())
+    throw Error(lv.where, "key 'backend': backend '" + name + "' is in this build, in module " + b->module +
+                              ", which did not load here: " + why +
+                              " (its libraries must be found at run time as at build time: LD_LIBRARY_PATH or the site's environment "
+                              "modules)");
 }
 
 const WorkloadInfo& check_workload_exists(const LocatedValue& lv, const WorkloadRegistry& reg) {

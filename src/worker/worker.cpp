@@ -254,13 +254,18 @@ void run_job(const std::string& spec_path, const std::string& output, MPI_Comm c
   env.host = host_name();
   const HostShape host = host_shape(comm);
   env.oversubscribed = oversubscribed(comm, host, 1);
+  // The job's backends that live in modules are loaded here, before any point: their loading
+  // (LibTorch's static initialisation, CUDA's libraries) is never inside a point, and the versions
+  // below are those of the libraries this job runs. One that does not load fails its points at
+  // setup, with the reason (the planner refused it already where it failed there).
+  for (const PointSpec& p : spec.points) (void)load_backend(std::get<std::string>(p.params.at("backend")));
   env.backend_versions = built_backend_versions();
   env.machine = machine_facts();
   // A job with a point on a device backend records each rank's device and the device's facts.
   const BackendInfo* device_backend = nullptr;
   for (const PointSpec& p : spec.points) {
     const BackendInfo* b = find_backend(std::get<std::string>(p.params.at("backend")));
-    if (b && b->built && b->rank_device) device_backend = b;
+    if (b && b->built && b->rank_device && load_backend(b->name).empty()) device_backend = b;
   }
   if (device_backend) {
     env.device = device_backend->rank_device();
@@ -306,7 +311,10 @@ void run_job(const std::string& spec_path, const std::string& output, MPI_Comm c
     } catch (const std::exception& e) {
       backend_error = e.what();
     }
-    ResultWriter::PointMeta meta{wl ? wl->work() : Work{}, w->rate_unit, b->version(), w->scaling_of ? w->scaling_of(p.params) : w->scaling,
+    // A backend whose module did not load on this node: its point fails above, with the loader's words.
+    const std::string module_error = load_backend(bname);
+    ResultWriter::PointMeta meta{wl ? wl->work() : Work{}, w->rate_unit, module_error.empty() ? b->version() : "module did not load: " + module_error,
+                                 w->scaling_of ? w->scaling_of(p.params) : w->scaling,
                                  w->scaling_note, false, -1, {}};
     meta.threads_oversubscribed = oversubscribed(comm, host, int_param_or(p.params, "threads", 1));
     meta.memory_estimate_bytes = estimate;

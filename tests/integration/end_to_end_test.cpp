@@ -1,6 +1,7 @@
 // End to end, the real thing: `d500 plan`, `d500 run` (mpirun, 2 ranks), `d500 report`; then
 // the HDF5 files are read back with the plain HDF5 C API -- not through d500's reader -- and
 // checked against the report's CSV.
+#include <map>
 #include <set>
 #include <signal.h>
 
@@ -722,6 +723,123 @@ TEST_F(EndToEnd, AnInstalledD500PlansRunsAndReportsFromItsPrefix) {
   ASSERT_EQ(rep.code, 0) << rep.out;
   EXPECT_NE(rep.out.find("gemm:blas"), std::string::npos) << rep.out;
   EXPECT_NE(read_file_text(run / "jobs" / "job-0000.sh").find((prefix / "bin" / "d500-worker").string()), std::string::npos);
+
+  // The backends in modules load from the prefix's lib/, beside the prefix's core (the dynamic
+  // loader's record of what `d500 backends`, which loads them all, opened).
+  std::vector<std::string> modules;
+  for (const auto& b : d500::all_backends())
+    if (b.built && !b.module.empty() && std::find(modules.begin(), modules.end(), b.module) == modules.end()) modules.push_back(b.module);
+  const fs::path ld = dir_ / "ld";
+  Cmd listed = sh(env + "LD_DEBUG=files LD_DEBUG_OUTPUT=" + ld.string() + " " + d500 + " backends");
+  EXPECT_EQ(listed.code, 0) << listed.out;
+  EXPECT_EQ(listed.out.find("did not load"), std::string::npos) << listed.out;
+  std::set<std::string> loaded;  // every library initialised ("calling init: /a/b.so"), its path made canonical
+  for (const auto& f : fs::directory_iterator(dir_)) {
+    if (f.path().filename().string().rfind("ld.", 0) != 0) continue;
+    const std::string text = read_file_text(f.path());
+    const std::string key = "calling init: ";
+    for (std::size_t at = text.find(key); at != std::string::npos; at = text.find(key, at + 1)) {
+      const std::size_t from = at + key.size();
+      loaded.insert(fs::weakly_canonical(text.substr(from, text.find('\n', from) - from)).string());
+    }
+  }
+  EXPECT_TRUE(loaded.count(fs::weakly_canonical(prefix / "lib" / "libd500core.so").string())) << listed.out;
+  for (const auto& f : loaded) EXPECT_EQ(f.rfind(std::string(D500_BUILD_DIR) + "/libd500", 0), std::string::npos) << "loaded from the build tree: " << f;
+  for (const auto& m : modules) EXPECT_TRUE(loaded.count(fs::weakly_canonical(prefix / "lib" / m).string())) << m;
+  if (!d500::find_backend("libtorch")->built) GTEST_SKIP() << "the rest needs a backend in a module (libtorch), which this build lacks";
+  EXPECT_NE(listed.out.find("version: LibTorch "), std::string::npos) << listed.out;
+  // A module that cannot load (here: deleted; on a cluster: a library its environment module
+  // provides, not loaded) is a plan-time error naming the file, line and key and why; the
+  // backends in the core still plan.
+  // Planned where the module loads, run where it does not (a compute node without the library):
+  // its point fails at setup with the loader's words, the job goes on, the blas point runs.
+  const std::string both = write("both.toml", "[campaign]\nname = \"b\"\nrepetitions = 3\nwarmups = 1\n[fixed]\nworkload = \"gemm\"\n"
+                                              "n = 16\n[axes]\nbackend = [\"libtorch\", \"blas\"]\n");
+  const fs::path node = dir_ / "node";
+  ASSERT_EQ(sh(env + d500 + " plan " + both + " -o " + node.string()).code, 0);
+  fs::remove(prefix / "lib" / "libd500-libtorch.so");
+  Cmd ran = sh(env + d500 + " run " + node.string());
+  ASSERT_EQ(sh(env + d500 + " report " + node.string()).code, 0) << ran.out;
+  auto rows = read_csv(node / "results.csv");
+  ASSERT_EQ(rows.size(), 2u) << ran.out;
+  for (auto& [id, row] : rows) {
+    if (row["param_backend"] == "libtorch") {
+      EXPECT_EQ(row["status"], "backend-failed") << ran.out;
+      EXPECT_NE(row["status_reason"].find("backend 'libtorch': its module did not load: "), std::string::npos) << row["status_reason"];
+    } else {
+      EXPECT_EQ(row["status"], "complete") << row["canonical"];
+    }
+  }
+  const std::string torch = write("torch.toml", "[campaign]\nname = \"t\"\n[fixed]\nworkload = \"gemm\"\nbackend = \"libtorch\"\nn = 16\n");
+  Cmd bad = sh(env + d500 + " plan --dry-run " + torch);
+  EXPECT_NE(bad.code, 0) << bad.out;
+  EXPECT_NE(bad.out.find("torch.toml:5:11: key 'backend': backend 'libtorch' is in this build, in module libd500-libtorch.so, which did not load here: "),
+            std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("libd500-libtorch.so: cannot open shared object file"), std::string::npos) << bad.out;
+  EXPECT_EQ(sh(env + d500 + " plan --dry-run " + campaign).code, 0);
+  Cmd listed_after = sh(env + d500 + " backends");
+  EXPECT_EQ(listed_after.code, 0) << listed_after.out;
+  EXPECT_NE(listed_after.out.find("in this build, but its module did not load: "), std::string::npos) << listed_after.out;
+}
+
+// The backends in modules (LibTorch's, CUDA's) are loaded by the processes that run them and by no
+// other: a campaign on blas plans and runs (mpirun, 2 ranks) without a single one of their
+// libraries in any d500 process (the dynamic loader's own record, LD_DEBUG=files), and its file
+// says that the modules were not loaded; one on libtorch loads LibTorch in the planner and the
+// workers, and its file holds LibTorch's version.
+TEST_F(EndToEnd, ABackendsModuleIsLoadedOnlyByTheProcessesThatRunIt) {
+  std::vector<std::string> in_modules;
+  for (const auto& b : d500::all_backends())
+    if (b.built && !b.module.empty()) in_modules.push_back(b.name);
+  if (in_modules.empty()) GTEST_SKIP() << "this build has no backend in a module (built without LibTorch and CUDA)";
+  const bool torch = d500::find_backend("libtorch")->built;
+  auto run_logged = [&](const std::string& name, const std::string& backend) {
+    const fs::path logs = dir_ / ("ld-" + name);
+    fs::create_directories(logs);
+    const std::string campaign = write(name + ".toml", "[campaign]\nname = \"" + name + "\"\nrepetitions = 3\nwarmups = 1\n[fixed]\n"
+                                                       "workload = \"gemm\"\nbackend = \"" + backend + "\"\nn = 16\nranks_per_node = 2\n");
+    const fs::path run = dir_ / ("run-" + name);
+    const std::string env = "LD_DEBUG=files LD_DEBUG_OUTPUT=" + (logs / "ld").string() + " ";
+    Cmd plan = sh(env + d500_cmd("plan " + campaign + " -o " + run.string()));
+    EXPECT_EQ(plan.code, 0) << plan.out;
+    Cmd r = sh(env + d500_cmd("run " + run.string()));
+    EXPECT_EQ(r.code, 0) << r.out;
+    // Which processes loaded what: one log per process, named by its pid.
+    std::map<std::string, std::string> logged;
+    for (const auto& f : fs::directory_iterator(logs)) logged[f.path().filename().string()] = read_file_text(f.path());
+    return std::make_pair(run, logged);
+  };
+  auto count = [](const std::map<std::string, std::string>& logs, const std::string& needle) {
+    int n = 0;
+    for (const auto& [f, text] : logs) n += text.find(needle) != std::string::npos;
+    return n;
+  };
+  auto [run, logs] = run_logged("core", "blas");
+  int d500_processes = 0;  // the planner, the runner, two workers (mpirun's own are not d500's)
+  for (const auto& [f, text] : logs) d500_processes += text.find("libd500core") != std::string::npos;
+  EXPECT_GE(d500_processes, 4);
+  EXPECT_EQ(count(logs, "libd500-"), 0) << "a module was loaded by a process that runs only blas";
+  EXPECT_EQ(count(logs, "libtorch_cpu"), 0);
+  EXPECT_EQ(count(logs, "libcublas"), 0);
+  hid_t file = H5Fopen((run / "results" / "job-0000.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(file, 0);
+  hid_t env = H5Gopen2(file, "/env", H5P_DEFAULT);
+  for (const auto& name : in_modules)
+    EXPECT_NE(attr_string(env, ("version." + name).c_str()).find("not loaded: no point of this process ran on it"), std::string::npos) << name;
+  EXPECT_NE(attr_string(env, "version.blas").find("OpenBLAS"), std::string::npos);
+  H5Gclose(env);
+  H5Fclose(file);
+  if (!torch) GTEST_SKIP() << "the blas half passed; the libtorch half needs LibTorch, which this build lacks";
+
+  auto [trun, tlogs] = run_logged("torch", "libtorch");
+  EXPECT_GE(count(tlogs, "libd500-libtorch.so"), 3) << "the planner and both workers load the libtorch module";
+  EXPECT_GE(count(tlogs, "libtorch_cpu"), 3);
+  file = H5Fopen((trun / "results" / "job-0000.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(file, 0);
+  env = H5Gopen2(file, "/env", H5P_DEFAULT);
+  EXPECT_EQ(attr_string(env, "version.libtorch").rfind("LibTorch ", 0), 0u) << attr_string(env, "version.libtorch");
+  H5Gclose(env);
+  H5Fclose(file);
 }
 
 // repetitions = "auto" on 2 ranks: every point stops by the rule, all ranks after the same

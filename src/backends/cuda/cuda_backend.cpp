@@ -21,6 +21,7 @@
 #include "backends/cuda/half.hpp"
 #include "backends/cuda/peak.hpp"
 #include "backends/optimizer.hpp"
+#include "backends/cuda/cuda_declared.hpp"
 #include "backends/registry.hpp"
 #include "common/error.hpp"
 #include "common/node_rank.hpp"
@@ -366,43 +367,27 @@ std::string point_check(const Params& p) {
 
 }  // namespace
 
-void register_backend_cuda(BackendRegistry& r) {
-  r.add({.name = "cuda",
+// The module's side of cuda_declared.hpp's declaration (the core's, which names the functions
+// below; the registry checks that both agree when it loads this module).
+void provide_backend_cuda(BackendRegistry& r) {
+  BackendInfo b = cuda_declared();
+  b.version = cuda_version;
+  b.make_kernel = [](OpProblem& p, int) -> std::unique_ptr<OpKernel> {
 #ifdef D500_HAVE_CUDNN
-         .description = "cuBLAS and cuDNN on the GPU (GEMM in fp32, tf32, bf16, fp16; convolutions in fp32, tf32, bf16, fp16; pooling, "
-                        "batch normalisation, ReLU, "
-                        "softmax; level 1: d500's executor with the network in device memory), one device per rank by local rank, "
-                        "timed by CUDA events",
-#else
-         .description = "cuBLAS on the GPU (GEMM in fp32, tf32, bf16, fp16; level 1: d500's executor with the network in device "
-                        "memory), one device per rank by local rank, timed by CUDA events",
+    if (p.op == "conv2d") return cuda::make_cudnn_conv(p);
+    if (p.op != "gemm") return cuda::make_cudnn_op(p);
 #endif
-         .version = cuda_version,
-#ifdef D500_HAVE_CUDNN
-         .supports =
-             [](const std::string& op) {
-               return op == "gemm" || op == "conv2d" || op == "pool2d" || op == "batchnorm" || op == "relu" || op == "softmax";
-             },
-#else
-         .supports = [](const std::string& op) { return op == "gemm"; },
-#endif
-         .make_kernel = [](OpProblem& p, int) -> std::unique_ptr<OpKernel> {
-#ifdef D500_HAVE_CUDNN
-           if (p.op == "conv2d") return cuda::make_cudnn_conv(p);
-           if (p.op != "gemm") return cuda::make_cudnn_op(p);
-#endif
-           return std::make_unique<CudaGemm>(p);
-         },
-         .check_point = point_check,
-         .make_node_kernel = cuda::make_node_kernel,
-         .make_device_memory = cuda::make_executor_memory,
-         .native_optimizer = true,
-         .reduced_precision = true,
-         .no_device = cuda::no_device_reason,
-         .rank_device = cuda::rank_device_text,
-         .device_facts = cuda::device_facts,
-         .device_reading = cuda::device_reading,
-         .device_peak = cuda::device_peak_facts});
+    return std::make_unique<CudaGemm>(p);
+  };
+  b.check_point = point_check;
+  b.make_node_kernel = cuda::make_node_kernel;
+  b.make_device_memory = cuda::make_executor_memory;
+  b.no_device = cuda::no_device_reason;
+  b.rank_device = cuda::rank_device_text;
+  b.device_facts = cuda::device_facts;
+  b.device_reading = cuda::device_reading;
+  b.device_peak = cuda::device_peak_facts;
+  r.add(std::move(b));
 }
 
 }  // namespace d500

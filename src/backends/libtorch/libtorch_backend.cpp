@@ -16,6 +16,7 @@
 #include "backends/blas/blas_backend.hpp"
 #include "backends/kernel.hpp"
 #include "backends/libtorch/libtorch_backend.hpp"
+#include "backends/libtorch/libtorch_declared.hpp"
 #include "backends/registry.hpp"
 #include "common/error.hpp"
 
@@ -207,42 +208,34 @@ std::unique_ptr<OpKernel> make_libtorch_kernel(OpProblem& p, int threads) {
 
 }  // namespace
 
-void register_backend_libtorch(BackendRegistry& r) {
-  r.add({.name = "libtorch",
-         .description = "LibTorch ATen operators on CPU",
-         .version = libtorch_version,
-         .supports = [](const std::string&) { return true; },
-         .make_kernel = make_libtorch_kernel,
-         // Convolutions and batch normalisation allocate their results on every call (see
-         // keep_freed_memory), plus ATen's own buffers: bounded by twice the outputs.
-         .workspace_bytes = [](const OpProblem& p) -> std::int64_t {
-           std::int64_t n = 0;
-           for (const auto& t : p.out) n += t.numel();
-           return p.op == "conv2d" || p.op == "batchnorm" ? 2 * 4 * n : 0;
-         },
-         .make_node_kernel = make_libtorch_node_kernel});
+// The module's side of the declarations in libtorch_declared.hpp (the core's, which name the
+// functions below; the registry checks that both agree when it loads this module).
+void provide_backend_libtorch(BackendRegistry& r) {
+  BackendInfo b = libtorch_declared();
+  b.version = libtorch_version;
+  b.make_kernel = make_libtorch_kernel;
+  b.make_node_kernel = make_libtorch_node_kernel;
+  r.add(std::move(b));
 }
 
-void register_backend_libtorch_native(BackendRegistry& r) {
-  r.add({.name = "libtorch-native",
-         .description = "LibTorch executing whole networks itself: its operators and its autograd (level 1)",
-         .version = libtorch_version,
-         .make_graph_runner = make_libtorch_native_runner,
-         .check_graph = libtorch_native_check,
-         .native_optimizer = true});
+namespace {
+// LibTorch executing whole graphs itself, on the CPU or the GPU: the same version and check.
+BackendInfo native_runner(BackendInfo b, std::unique_ptr<GraphRunner> (*make)(const RunnerSpec&)) {
+  b.version = libtorch_version;
+  b.make_graph_runner = make;
+  b.check_graph = libtorch_native_check;
+  return b;
 }
+}  // namespace
 
-void register_backend_libtorch_cuda(BackendRegistry& r) {
-  r.add({.name = "libtorch-cuda",
-         .description = "libtorch-native on the GPU: LibTorch's operators and autograd on one device per rank (by local rank), "
-                        "each pass ending with a wait for the device (levels 1 and 2)",
-         .version = libtorch_version,
-         .make_graph_runner = make_libtorch_cuda_runner,
-         .check_graph = libtorch_native_check,
-         .native_optimizer = true,
-         .no_device = libtorch_cuda_no_device,
-         .rank_device = libtorch_cuda_rank_device,
-         .device_facts = [] { return std::vector<std::pair<std::string, std::string>>{}; }});
+void provide_backend_libtorch_native(BackendRegistry& r) { r.add(native_runner(libtorch_native_declared(), make_libtorch_native_runner)); }
+
+void provide_backend_libtorch_cuda(BackendRegistry& r) {
+  BackendInfo b = native_runner(libtorch_cuda_declared(), make_libtorch_cuda_runner);
+  b.no_device = libtorch_cuda_no_device;
+  b.rank_device = libtorch_cuda_rank_device;
+  b.device_facts = [] { return std::vector<std::pair<std::string, std::string>>{}; };
+  r.add(std::move(b));
 }
 
 }  // namespace d500

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backends/cuda/cuda_common.hpp"
+#include "backends/cuda/cuda_declared.hpp"
 #include "backends/registry.hpp"
 #include "common/error.hpp"
 #include "common/mpi_check.hpp"
@@ -201,18 +202,19 @@ class NcclDeviceCollective final : public DeviceCollective {
 
 }  // namespace
 
-void register_backend_nccl(BackendRegistry& r) {
-  r.add({.name = "nccl",
-         .description = "NCCL collectives on one GPU per rank (by local rank), timed by CUDA events",
-         .version = nccl_version,
-         .make_collective = [](CollectiveProblem& p) -> std::unique_ptr<CollectiveKernel> { return std::make_unique<NcclCollective>(p); },
-         .make_device_collective = [](DeviceMemory& m, MPI_Comm comm) -> std::unique_ptr<DeviceCollective> {
-           return std::make_unique<NcclDeviceCollective>(m, comm);
-         },
-         .no_device = cuda::no_device_reason,
-         .rank_device = cuda::rank_device_text,
-         .device_facts = cuda::device_facts,
-         .device_reading = cuda::device_reading});
+// The module's side of cuda_declared.hpp's declaration of nccl.
+void provide_backend_nccl(BackendRegistry& r) {
+  BackendInfo b = nccl_declared();
+  b.version = nccl_version;
+  b.make_collective = [](CollectiveProblem& p) -> std::unique_ptr<CollectiveKernel> { return std::make_unique<NcclCollective>(p); };
+  b.make_device_collective = [](DeviceMemory& m, MPI_Comm comm) -> std::unique_ptr<DeviceCollective> {
+    return std::make_unique<NcclDeviceCollective>(m, comm);
+  };
+  b.no_device = cuda::no_device_reason;
+  b.rank_device = cuda::rank_device_text;
+  b.device_facts = cuda::device_facts;
+  b.device_reading = cuda::device_reading;
+  r.add(std::move(b));
 }
 
 }  // namespace d500
