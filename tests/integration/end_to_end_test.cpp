@@ -242,7 +242,7 @@ TEST_F(EndToEnd, APointThatCannotAllocateFailsAloneWithTheReason) {
   const fs::path run = planned("[campaign]\nname = \"mem\"\nrepetitions = 3\nwarmups = 1\n[fixed]\n"
                                "workload = \"gemm\"\nbackend = \"blas\"\n[axes]\nn = [8192, 64]\n");
   // The limit: 0.5 GB above the smallest of 1.5, 2, 2.5, 3 GB under which d500 starts at all (a
-  // build with CUDA maps about 0.5 GB more of its libraries than one without), so the small
+  // build with CUDA mapped about 0.5 GB more of its libraries before they moved into modules), so the small
   // point has room and the large one, which needs 2.25 GiB more, has not. Below that, d500 may
   // not even end: OpenBLAS's threads retry a failing malloc forever, hence the probe's timeout.
   long long limit_kb = 0;
