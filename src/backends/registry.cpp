@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "common/error.hpp"
+#include "d500/version.hpp"
 
 namespace d500 {
 
@@ -91,8 +92,18 @@ void load(Module& m, const std::string& file) {
   }
   using Register = void (*)(BackendRegistry&);
   auto reg = reinterpret_cast<Register>(dlsym(handle, "d500_register_module"));
-  if (!reg) {
-    m.error = path.string() + " has no d500_register_module: not a d500 backend module";
+  const auto* build = static_cast<const char*>(dlsym(handle, "d500_module_build"));
+  const auto* types_size = static_cast<const unsigned long*>(dlsym(handle, "d500_module_types_size"));
+  if (!reg || !build || !types_size) {
+    m.error = path.string() + " is not a d500 backend module (it lacks d500_register_module, d500_module_build or d500_module_types_size)";
+    return;
+  }
+  // Called only when built with this core: another build's module would be handed d500's types
+  // in another layout.
+  if (std::string(build) != kModuleBuild || *types_size != sizeof(BackendInfo) + sizeof(BackendRegistry)) {
+    m.error = path.string() + " was built by " + build + "; this d500 is " + kModuleBuild +
+              (std::string(build) == kModuleBuild ? " with other types" : "") +
+              ": a module must come from the same build as libd500core (build again, or install again, both together)";
     return;
   }
   BackendRegistry r;

@@ -780,6 +780,18 @@ TEST_F(EndToEnd, AnInstalledD500PlansRunsAndReportsFromItsPrefix) {
   Cmd listed_after = sh(env + d500 + " backends");
   EXPECT_EQ(listed_after.code, 0) << listed_after.out;
   EXPECT_NE(listed_after.out.find("in this build, but its module did not load: "), std::string::npos) << listed_after.out;
+  // A module left from another build (an older install) is refused by its build's identity,
+  // never called (the stand-in aborts when called); a library that is no module at all likewise.
+  fs::copy_file(D500_STALE_MODULE, prefix / "lib" / "libd500-libtorch.so");
+  Cmd stale = sh(env + d500 + " plan --dry-run " + torch);
+  EXPECT_NE(stale.code, 0) << stale.out;
+  EXPECT_NE(stale.out.find("libd500-libtorch.so was built by d500 0.0.9 (0123456789ab), GNU 11.4.0; this d500 is d500 "), std::string::npos)
+      << stale.out;
+  EXPECT_NE(stale.out.find("a module must come from the same build as libd500core"), std::string::npos) << stale.out;
+  fs::copy_file(D500_CUSTOM_RELU, prefix / "lib" / "libd500-libtorch.so", fs::copy_options::overwrite_existing);
+  Cmd foreign = sh(env + d500 + " plan --dry-run " + torch);
+  EXPECT_NE(foreign.code, 0) << foreign.out;
+  EXPECT_NE(foreign.out.find("libd500-libtorch.so is not a d500 backend module"), std::string::npos) << foreign.out;
 }
 
 // The backends in modules (LibTorch's, CUDA's) are loaded by the processes that run them and by no

@@ -221,7 +221,9 @@ TEST(RequiredBackends, AreBuilt) {
     ASSERT_NE(b, nullptr) << "D500_REQUIRE_BACKENDS names '" << name << "', which d500 does not know";
     EXPECT_TRUE(b->built) << "backend '" << name << "' is required but not built: " << b->not_built_reason;
     // Built into a module that does not load here is as missing (its library gone at run time).
-    if (b->built) EXPECT_EQ(load_backend(name), "") << "backend '" << name << "' is required, built, but its module does not load";
+    if (b->built) {
+      EXPECT_EQ(load_backend(name), "") << "backend '" << name << "' is required, built, but its module does not load";
+    }
   }
 }
 
