@@ -181,20 +181,16 @@ std::vector<std::string> built_backend_names() {
   return out;
 }
 
+std::string backend_version(const BackendInfo& b) {
+  if (!backend_loaded(b.name)) return "module " + b.module + " not loaded: no point of this process ran on it";
+  if (const std::string why = load_backend(b.name); !why.empty()) return "module " + b.module + " did not load: " + why;
+  return b.version();
+}
+
 std::vector<std::pair<std::string, std::string>> built_backend_versions() {
   std::vector<std::pair<std::string, std::string>> out;
-  for (const auto& b : all_backends()) {
-    if (!b.built || !b.version) continue;
-    if (!backend_loaded(b.name)) {
-      out.emplace_back(b.name, "module " + b.module + " not loaded: no point of this process ran on it");
-      continue;
-    }
-    if (const std::string why = load_backend(b.name); !why.empty()) {
-      out.emplace_back(b.name, "module " + b.module + " did not load: " + why);
-      continue;
-    }
-    out.emplace_back(b.name, b.version());
-  }
+  for (const auto& b : all_backends())
+    if (b.built && b.version) out.emplace_back(b.name, backend_version(b));
   return out;
 }
 

@@ -149,8 +149,10 @@ std::vector<std::string> built_backend_names();
 std::string load_backend(const std::string& name);
 // Whether backend `name` can be asked without loading anything (in the core, or its module loaded).
 bool backend_loaded(const std::string& name);
-// "name=version" of every built backend, for the results file's environment record; a backend
-// whose module this process has not loaded says so instead of loading it for its version.
+// A built backend's version(s); one in a module that this process has not loaded, or that did not
+// load, says so instead (never loading it for its version).
+std::string backend_version(const BackendInfo& b);
+// "name=version" (backend_version) of every built backend, for the results file's environment record.
 std::vector<std::pair<std::string, std::string>> built_backend_versions();
 
 }  // namespace d500

@@ -258,15 +258,15 @@ void run_job(const std::string& spec_path, const std::string& output, MPI_Comm c
   // (LibTorch's static initialisation, CUDA's libraries) is never inside a point, and the versions
   // below are those of the libraries this job runs. One that does not load fails its points at
   // setup, with the reason (the planner refused it already where it failed there).
-  for (const PointSpec& p : spec.points) (void)load_backend(std::get<std::string>(p.params.at("backend")));
-  env.backend_versions = built_backend_versions();
-  env.machine = machine_facts();
-  // A job with a point on a device backend records each rank's device and the device's facts.
+  // A job with a point on a device backend (that loaded) records each rank's device and its facts.
   const BackendInfo* device_backend = nullptr;
   for (const PointSpec& p : spec.points) {
-    const BackendInfo* b = find_backend(std::get<std::string>(p.params.at("backend")));
-    if (b && b->built && b->rank_device && load_backend(b->name).empty()) device_backend = b;
+    const std::string& name = std::get<std::string>(p.params.at("backend"));
+    const BackendInfo* b = find_backend(name);
+    if (load_backend(name).empty() && b && b->built && b->rank_device) device_backend = b;
   }
+  env.backend_versions = built_backend_versions();
+  env.machine = machine_facts();
   if (device_backend) {
     env.device = device_backend->rank_device();
     for (auto& f : device_backend->device_facts()) env.machine.push_back(std::move(f));
@@ -311,10 +311,8 @@ void run_job(const std::string& spec_path, const std::string& output, MPI_Comm c
     } catch (const std::exception& e) {
       backend_error = e.what();
     }
-    // A backend whose module did not load on this node: its point fails above, with the loader's words.
-    const std::string module_error = load_backend(bname);
-    ResultWriter::PointMeta meta{wl ? wl->work() : Work{}, w->rate_unit, module_error.empty() ? b->version() : "module did not load: " + module_error,
-                                 w->scaling_of ? w->scaling_of(p.params) : w->scaling,
+    // A backend whose module did not load on this node (its point failed above) says so instead.
+    ResultWriter::PointMeta meta{wl ? wl->work() : Work{}, w->rate_unit, backend_version(*b), w->scaling_of ? w->scaling_of(p.params) : w->scaling,
                                  w->scaling_note, false, -1, {}};
     meta.threads_oversubscribed = oversubscribed(comm, host, int_param_or(p.params, "threads", 1));
     meta.memory_estimate_bytes = estimate;
