@@ -561,112 +561,192 @@ Plan make_plan(const Campaign& campaign, const WorkloadRegistry& reg, const Plan
   plan.value_counts.resize(c.axes.size());
   for (std::size_t a = 0; a < c.axes.size(); ++a) plan.value_counts[a].assign(c.axes[a].values.size(), 0);
   constexpr std::size_t kParamsBlockBytes = 16u << 20;
-  std::string params_text;
   std::vector<int> rule_hits(c.excludes.size(), 0);
   IdSet seen(static_cast<std::size_t>(std::min<double>(combinations, 2e6)));
   plan.points.reserve(static_cast<std::size_t>(std::min<double>(combinations, 2e6)));
-  std::vector<std::size_t> idx(product.dims.size(), 0);
-  for (std::uint64_t combination = 0; combination < product.size; ++combination) {
-    if (combination > 0)  // the next combination: the last dimension varies fastest
-      for (std::size_t d = idx.size(); d-- > 0;) {
-        if (++idx[d] < product.extent(d)) break;
-        idx[d] = 0;
-      }
-    bool excluded = false;
-    for (std::size_t r = 0; r < rules.size(); ++r) {
-      bool all = rules[r].possible;
-      for (std::size_t k = 0; all && k < rules[r].keys.size(); ++k) all = rules[r].keys[k].hit[idx[rules[r].keys[k].dim]];
-      if (all) ++rule_hits[r], excluded = true;
-    }
-    if (excluded) continue;
-    product.set(idx);
-    // Drop what this point's workload does not take: a gemm point ignores the allreduce
-    // `bytes` axis, and the duplicates that leaves are planned once.
-    Resolved res = resolve(product.raw, reg, c);
-    const std::uint64_t key = fnv1a64(res.canonical);
-    if (!seen.insert(key)) continue;
-    Point p;
-    p.id = hex64(key);
-    p.canonical = std::move(res.canonical);
-    p.level = res.workload->level;
-    p.nodes = static_cast<int>(std::get<std::int64_t>(res.params.at("nodes")));
-    p.ranks_per_node = static_cast<int>(std::get<std::int64_t>(res.params.at("ranks_per_node")));
-    if (auto l = res.params.find("launch"); l != res.params.end()) p.launch = static_cast<std::uint8_t>(std::get<std::int64_t>(l->second));
-    p.combination = combination;
-    if (model) {
-      const TimeModel::Estimate e = model->estimate(p.id, p.level, *res.workload, res.params);
-      p.estimate_s = static_cast<float>(e.seconds);
-      p.estimate_source = static_cast<std::uint8_t>(e.source);
-    }
-    if (!nodes_refusal && plan.tmpl.launcher == "local" && p.nodes != 1)
-      nodes_refusal = Error(*res.where, "point " + p.canonical + ": template '" + plan.tmpl.name +
-                                            "' runs on this machine only, so nodes must be 1 (use a Slurm template for more)");
+  // For the rare point that needs its resolution again (a refusal's words): the calling
+  // thread's own product.
+  auto resolve_again = [&](std::uint64_t combination) {
+    product.set(combination);
+    return resolve(product.raw, reg, c);
+  };
 
-    // Memory per point against a node's: refused (unless --force) before anything is written.
-    const std::int64_t rpn = p.ranks_per_node;
-    if (res.workload->memory_bytes) {
-      p.memory_bytes = res.workload->memory_bytes(res.params);
-      const std::int64_t per_node = p.memory_bytes * rpn;
-      if (per_node > largest_per_node) largest_per_node = per_node, plan.largest_memory_point = static_cast<long>(plan.points.size());
-      if (plan.node_memory_bytes > 0 && per_node > plan.node_memory_bytes && !memory_refusal) {
-        const std::string driver = memory_driver(res, product.raw, p.memory_bytes);
-        const std::string why =
-            "point " + p.canonical + ": needs about " + fmt_bytes(p.memory_bytes) + " of memory per rank" +
-            (rpn > 1 ? " (" + fmt_bytes(per_node) + " for its " + std::to_string(rpn) + " ranks per node)" : "") +
-            " for its tensors, their validation copies and the backend's workspace, more than " +
-            plan.node_memory_source +
-            (driver.empty() ? "" : "; key '" + driver + "' = " + canonical(res.params.at(driver)) + " makes it so");
-        if (!opt.force)
-          memory_refusal = Error(driver.empty() ? *res.where : product.raw.at(driver)->where,
-                                 why + "; lower it, or plan with --force to run it anyway (nothing was written)");
-        else
-          plan.warnings.push_back(why + " (planned anyway: --force)");
+  // A run of combinations, worked out on any thread: what is independent of the others (the
+  // exclude rules, resolution and its checks, the memory estimate, the time estimate, the
+  // parameters' text). What depends on the points before it (duplicates, the first refusal,
+  // warnings said once, the counts) is decided by the calling thread, taking the runs in order.
+  struct Made {
+    std::uint64_t key = 0;
+    Point point;  // all but where its parameters' text lies
+    std::int64_t threads = 1;
+    std::string backend;
+    std::size_t params_end = 0;  // its text: Chunk::params_text up to here, from the previous point's end
+  };
+  struct Chunk {
+    std::vector<Made> points;   // those no exclude rule drops, in combination order
+    std::string params_text;    // their parameters' TOML texts, one after the other
+    std::vector<char> present;  // per point, per axis (campaign order): its parameters hold the axis
+    std::vector<int> rule_hits;
+    std::exception_ptr error;  // the first combination of the run that failed: points end before it
+  };
+  constexpr std::uint64_t kChunk = 2048;
+  const std::uint64_t chunks = (product.size + kChunk - 1) / kChunk;
+  auto make_chunk = [&](std::size_t chunk_index) {
+    Chunk ch;
+    ch.rule_hits.assign(rules.size(), 0);
+    Product mine(c, plan.dims);
+    const std::uint64_t begin = chunk_index * kChunk, end = std::min(product.size, begin + kChunk);
+    std::vector<std::size_t> idx(mine.dims.size(), 0);
+    for (std::size_t d = 0; d < idx.size(); ++d) idx[d] = static_cast<std::size_t>(begin / mine.stride[d] % mine.extent(d));
+    try {
+      for (std::uint64_t combination = begin; combination < end; ++combination) {
+        if (combination > begin)  // the next combination: the last dimension varies fastest
+          for (std::size_t d = idx.size(); d-- > 0;) {
+            if (++idx[d] < mine.extent(d)) break;
+            idx[d] = 0;
+          }
+        bool excluded = false;
+        for (std::size_t r = 0; r < rules.size(); ++r) {
+          bool all = rules[r].possible;
+          for (std::size_t k = 0; all && k < rules[r].keys.size(); ++k) all = rules[r].keys[k].hit[idx[rules[r].keys[k].dim]];
+          if (all) ++ch.rule_hits[r], excluded = true;
+        }
+        if (excluded) continue;
+        mine.set(idx);
+        // Drop what this point's workload does not take: a gemm point ignores the allreduce
+        // `bytes` axis, and the duplicates that leaves are planned once (by the calling thread).
+        Resolved res = resolve(mine.raw, reg, c);
+        Made m;
+        m.key = fnv1a64(res.canonical);
+        Point& p = m.point;
+        p.id = hex64(m.key);
+        p.canonical = std::move(res.canonical);
+        p.level = res.workload->level;
+        p.nodes = static_cast<int>(std::get<std::int64_t>(res.params.at("nodes")));
+        p.ranks_per_node = static_cast<int>(std::get<std::int64_t>(res.params.at("ranks_per_node")));
+        if (auto l = res.params.find("launch"); l != res.params.end()) p.launch = static_cast<std::uint8_t>(std::get<std::int64_t>(l->second));
+        p.combination = combination;
+        if (model) {
+          const TimeModel::Estimate e = model->estimate(p.id, p.level, *res.workload, res.params);
+          p.estimate_s = static_cast<float>(e.seconds);
+          p.estimate_source = static_cast<std::uint8_t>(e.source);
+        }
+        if (res.workload->memory_bytes) p.memory_bytes = res.workload->memory_bytes(res.params);
+        m.threads = int_param_or(res.params, "threads", 1);
+        m.backend = std::get<std::string>(res.params.at("backend"));
+        append_toml_params(ch.params_text, res.params);
+        m.params_end = ch.params_text.size();
+        for (const auto& axis : c.axes) ch.present.push_back(static_cast<char>(res.params.count(axis.name) > 0));
+        ch.points.push_back(std::move(m));
       }
+    } catch (...) {
+      ch.error = std::current_exception();
     }
-    // Threads: ranks x threads beyond the CPUs makes the library's threads share cores.
-    const std::int64_t threads = int_param_or(res.params, "threads", 1);
-    const bool local_over = plan.tmpl.launcher == "local" && rpn * threads > cpus;
-    const bool slurm_over = plan.tmpl.launcher == "slurm" && threads > c.slurm.cpus_per_task;
-    if ((local_over || slurm_over) && threads_said.insert({local_over ? rpn : 0, threads}).second) {
-      const std::string w =
-          local_over ? std::to_string(rpn) + " rank(s) x " + std::to_string(threads) + " thread(s) = " +
-                           std::to_string(rpn * threads) + " on this machine's " + std::to_string(cpus) + " CPUs"
-                     : std::to_string(threads) + " thread(s) per rank, but [slurm] cpus_per_task = " +
-                           std::to_string(c.slurm.cpus_per_task) + " CPUs per rank";
-      plan.warnings.push_back("threads oversubscribed: " + w + " (e.g. point " + p.canonical +
-                              "): its timings will measure threads sharing cores; the worker flags such points");
-    }
-    // GPUs: a point on a device backend wants one GPU per rank of its node; a Slurm job gets
-    // them only if it asks (gres), and a node's GPUs are shared by its ranks otherwise.
-    if (plan.tmpl.launcher == "slurm" && gpus_asked < rpn) {
-      const std::string& backend = std::get<std::string>(res.params.at("backend"));
-      const BackendInfo* b = find_backend(backend);
-      if (b && b->no_device && gpus_said.insert(backend).second) {
-        const std::string eg = " (e.g. point " + p.canonical + ")";
-        if (gpus_asked < 0)
-          plan.warnings.push_back("point(s) on backend " + backend + " run on a GPU, but [slurm] asks for none: set gres = \"gpu:" +
-                                  std::to_string(rpn) + "\" (one per rank), or their jobs may land where there is none" + eg);
-        else
-          plan.warnings.push_back("point(s) on backend " + backend + " run " + std::to_string(rpn) + " ranks per node on " +
-                                  std::to_string(gpus_asked) + " GPU(s) (gres = \"" + c.slurm.gres + "\"): ranks will share a GPU" +
-                                  (backend == "nccl" ? ", which NCCL refuses" : ", and time each other's work") + eg);
+    return ch;
+  };
+
+  auto take_chunk = [&](std::size_t, Chunk&& ch) {
+    for (std::size_t r = 0; r < rules.size(); ++r) rule_hits[r] += ch.rule_hits[r];
+    // Which points are new (a duplicate of an earlier one is planned once), and whether the
+    // run's text is mostly theirs: then it becomes a block of the plan as it is, uncopied;
+    // otherwise their texts are copied into the plan's current block and the rest let go.
+    std::vector<char> fresh(ch.points.size());
+    std::size_t fresh_bytes = 0;
+    for (std::size_t q = 0, begin = 0; q < ch.points.size(); begin = ch.points[q].params_end, ++q)
+      if ((fresh[q] = static_cast<char>(seen.insert(ch.points[q].key)))) fresh_bytes += ch.points[q].params_end - begin;
+    const bool keep_text = 2 * fresh_bytes >= ch.params_text.size() && !ch.params_text.empty();
+    const auto chunk_block = static_cast<std::uint32_t>(plan.params_blocks.size());
+    if (keep_text) plan.params_blocks.push_back(std::move(ch.params_text));
+    const std::string_view chunk_text = keep_text ? std::string_view(plan.params_blocks.back()) : std::string_view(ch.params_text);
+    std::size_t text_begin = 0;
+    for (std::size_t q = 0; q < ch.points.size(); ++q) {
+      Made& m = ch.points[q];
+      const std::size_t offset = text_begin, length = m.params_end - text_begin;
+      text_begin = m.params_end;
+      if (!fresh[q]) continue;
+      Point& p = m.point;
+      if (!nodes_refusal && plan.tmpl.launcher == "local" && p.nodes != 1)
+        nodes_refusal = Error(*resolve_again(p.combination).where, "point " + p.canonical + ": template '" + plan.tmpl.name +
+                                                                        "' runs on this machine only, so nodes must be 1 (use a Slurm template for more)");
+
+      // Memory per point against a node's: refused (unless --force) before anything is written.
+      const std::int64_t rpn = p.ranks_per_node;
+      if (p.memory_bytes >= 0) {
+        const std::int64_t per_node = p.memory_bytes * rpn;
+        if (per_node > largest_per_node) largest_per_node = per_node, plan.largest_memory_point = static_cast<long>(plan.points.size());
+        if (plan.node_memory_bytes > 0 && per_node > plan.node_memory_bytes && !memory_refusal) {
+          const Resolved res = resolve_again(p.combination);
+          const std::string driver = memory_driver(res, product.raw, p.memory_bytes);
+          const std::string why =
+              "point " + p.canonical + ": needs about " + fmt_bytes(p.memory_bytes) + " of memory per rank" +
+              (rpn > 1 ? " (" + fmt_bytes(per_node) + " for its " + std::to_string(rpn) + " ranks per node)" : "") +
+              " for its tensors, their validation copies and the backend's workspace, more than " +
+              plan.node_memory_source +
+              (driver.empty() ? "" : "; key '" + driver + "' = " + canonical(res.params.at(driver)) + " makes it so");
+          if (!opt.force)
+            memory_refusal = Error(driver.empty() ? *res.where : product.raw.at(driver)->where,
+                                   why + "; lower it, or plan with --force to run it anyway (nothing was written)");
+          else
+            plan.warnings.push_back(why + " (planned anyway: --force)");
+        }
       }
+      // Threads: ranks x threads beyond the CPUs makes the library's threads share cores.
+      const std::int64_t threads = m.threads;
+      const bool local_over = plan.tmpl.launcher == "local" && rpn * threads > cpus;
+      const bool slurm_over = plan.tmpl.launcher == "slurm" && threads > c.slurm.cpus_per_task;
+      if ((local_over || slurm_over) && threads_said.insert({local_over ? rpn : 0, threads}).second) {
+        const std::string w =
+            local_over ? std::to_string(rpn) + " rank(s) x " + std::to_string(threads) + " thread(s) = " +
+                             std::to_string(rpn * threads) + " on this machine's " + std::to_string(cpus) + " CPUs"
+                       : std::to_string(threads) + " thread(s) per rank, but [slurm] cpus_per_task = " +
+                             std::to_string(c.slurm.cpus_per_task) + " CPUs per rank";
+        plan.warnings.push_back("threads oversubscribed: " + w + " (e.g. point " + p.canonical +
+                                "): its timings will measure threads sharing cores; the worker flags such points");
+      }
+      // GPUs: a point on a device backend wants one GPU per rank of its node; a Slurm job gets
+      // them only if it asks (gres), and a node's GPUs are shared by its ranks otherwise.
+      if (plan.tmpl.launcher == "slurm" && gpus_asked < rpn) {
+        const std::string& backend = m.backend;
+        const BackendInfo* b = find_backend(backend);
+        if (b && b->no_device && gpus_said.insert(backend).second) {
+          const std::string eg = " (e.g. point " + p.canonical + ")";
+          if (gpus_asked < 0)
+            plan.warnings.push_back("point(s) on backend " + backend + " run on a GPU, but [slurm] asks for none: set gres = \"gpu:" +
+                                    std::to_string(rpn) + "\" (one per rank), or their jobs may land where there is none" + eg);
+          else
+            plan.warnings.push_back("point(s) on backend " + backend + " run " + std::to_string(rpn) + " ranks per node on " +
+                                    std::to_string(gpus_asked) + " GPU(s) (gres = \"" + c.slurm.gres + "\"): ranks will share a GPU" +
+                                    (backend == "nccl" ? ", which NCCL refuses" : ", and time each other's work") + eg);
+        }
+      }
+      p.params_length = static_cast<std::uint32_t>(length);
+      if (keep_text) {
+        p.params_block = chunk_block;
+        p.params_offset = static_cast<std::uint32_t>(offset);
+      } else {
+        if (plan.params_blocks.empty() || plan.params_blocks.back().size() + length > kParamsBlockBytes) {
+          plan.params_blocks.emplace_back();
+          plan.params_blocks.back().reserve(std::max(kParamsBlockBytes, length));
+        }
+        p.params_block = static_cast<std::uint32_t>(plan.params_blocks.size() - 1);
+        p.params_offset = static_cast<std::uint32_t>(plan.params_blocks.back().size());
+        plan.params_blocks.back() += chunk_text.substr(offset, length);
+      }
+      for (std::size_t d = 0; d < plan.dims.size(); ++d) {
+        const std::size_t value = static_cast<std::size_t>(p.combination / product.stride[d] % product.extent(d));
+        for (auto a : plan.dims[d])
+          if (ch.present[q * c.axes.size() + a]) ++plan.value_counts[a][value];
+      }
+      plan.points.push_back(std::move(p));
     }
-    params_text.clear();
-    append_toml_params(params_text, res.params);
-    if (plan.params_blocks.empty() || plan.params_blocks.back().size() + params_text.size() > kParamsBlockBytes) {
-      plan.params_blocks.emplace_back();
-      plan.params_blocks.back().reserve(std::max(kParamsBlockBytes, params_text.size()));
-    }
-    p.params_block = static_cast<std::uint32_t>(plan.params_blocks.size() - 1);
-    p.params_offset = static_cast<std::uint32_t>(plan.params_blocks.back().size());
-    p.params_length = static_cast<std::uint32_t>(params_text.size());
-    plan.params_blocks.back() += params_text;
-    for (std::size_t d = 0; d < plan.dims.size(); ++d)
-      for (auto a : plan.dims[d])
-        if (res.params.count(c.axes[a].name)) ++plan.value_counts[a][idx[d]];
-    plan.points.push_back(std::move(p));
-  }
+    if (ch.error) std::rethrow_exception(ch.error);
+  };
+  // Threads for a campaign big enough to gain from them: the CPUs this process may use, at
+  // most 8 (past that, the calling thread's share bounds the gain); opt.threads overrides.
+  const unsigned threads = opt.threads > 0 ? static_cast<unsigned>(opt.threads)
+                           : product.size < 4 * kChunk ? 1u
+                                                       : static_cast<unsigned>(std::min<std::int64_t>(8, rank_cores()));
+  ordered_parallel<Chunk>(static_cast<std::size_t>(chunks), threads, 4 * static_cast<std::size_t>(threads), make_chunk, take_chunk);
   for (std::size_t r = 0; r < c.excludes.size(); ++r)
     if (!rule_hits[r])
       throw Error(c.excludes[r].where, "this [[exclude]] rule matches no point: check its values");
@@ -821,23 +901,26 @@ void write_plan(const Plan& plan, const std::string& dir, const std::string& wor
     write_file_atomic(at.plan_file().string(), pt_text.str());
     read_back_plan_file(at.plan_file().string(), pt);
 
-    {
-      // Streamed: 10^6 points are ~100 MB of text, never held whole.
-      std::ofstream csv(at.points_csv(), std::ios::binary | std::ios::trunc);
-      csv << "point_id,job_id,level,estimate_s,canonical\n";
-      std::string line;
-      for (const auto& j : plan.jobs)
-        for (auto i : j.points) {
-          const Point& p = plan.points[i];
-          line = p.id + "," + j.id + "," + std::to_string(p.level) + "," + (p.estimate_s >= 0 ? fmt_sig(p.estimate_s, 4) : "") + "," +
-                 csv_field(p.canonical) + "\n";
-          csv.write(line.data(), static_cast<std::streamsize>(line.size()));
-        }
-      csv.close();
-      if (!csv) throw Error(at.points_csv().string() + ": write failed (disk full?); nothing was written");
-    }
-
-    for (const auto& j : plan.jobs) {
+    // The points' list (item 0) and each job's files (item 1 + its index), written on the CPUs
+    // this process may use; a failure is rethrown in that order once every thread has stopped.
+    auto write_item = [&](std::size_t item) {
+      if (item == 0) {
+        // Streamed: 10^6 points are ~100 MB of text, never held whole.
+        std::ofstream csv(at.points_csv(), std::ios::binary | std::ios::trunc);
+        csv << "point_id,job_id,level,estimate_s,canonical\n";
+        std::string line;
+        for (const auto& j : plan.jobs)
+          for (auto i : j.points) {
+            const Point& p = plan.points[i];
+            line = p.id + "," + j.id + "," + std::to_string(p.level) + "," + (p.estimate_s >= 0 ? fmt_sig(p.estimate_s, 4) : "") + "," +
+                   csv_field(p.canonical) + "\n";
+            csv.write(line.data(), static_cast<std::streamsize>(line.size()));
+          }
+        csv.close();
+        if (!csv) throw Error(at.points_csv().string() + ": write failed (disk full?); nothing was written");
+        return true;
+      }
+      const Job& j = plan.jobs[item - 1];
       // Not parsed back here (toml++ reads ~50 MB/s: seconds for 10^6 points): every value is
       // written by the spec writer's escaping, whose round trip through read_job_spec is tested
       // with hostile strings, beside the equality of this text with the one derived afresh
@@ -874,7 +957,11 @@ void write_plan(const Plan& plan, const std::string& dir, const std::string& wor
       fs::path sp = at.job_script(j.id);
       write_file_atomic(sp.string(), script);
       fs::permissions(sp, fs::perms::owner_exec | fs::perms::group_exec, fs::perm_options::add);
-    }
+      return true;
+    };
+    const unsigned threads = plan.jobs.size() < 4 ? 1u : static_cast<unsigned>(std::min<std::int64_t>(8, rank_cores()));
+    // Any window: what is made ahead is a bool, and no thread waits on the long points' list.
+    ordered_parallel<bool>(plan.jobs.size() + 1, threads, plan.jobs.size() + 1, write_item, [](std::size_t, bool) {});
     if (fs::exists(target)) fs::remove(target);  // the empty directory checked above
     fs::rename(tmp, target);
   } catch (const fs::filesystem_error& e) {

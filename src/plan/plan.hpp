@@ -65,9 +65,10 @@ struct Plan {
   // Per axis (index into campaign.axes), per value: how many points have that value (a point
   // whose workload does not take the key counts for none): the plan's summary.
   std::vector<std::vector<std::int64_t>> value_counts;
-  // Every point's parameters as its job spec's inline table, kept from planning in blocks of
-  // up to 16 MiB (no copy of everything when one grows), so that writing 10^6 points derives
-  // none of them again.
+  // Every point's parameters as its job spec's inline table, kept from planning in blocks (the
+  // texts of a run of combinations as a planning thread wrote them, or copies of up to 16 MiB
+  // where duplicates left a run mostly unused; never one string that grows by copying), so that
+  // writing 10^6 points derives none of them again.
   std::vector<std::string> params_blocks;
   // Packing by time ([packing]): a job's time limit, what the points of one may add up to (the
   // limit less the margin), and how the estimates were made, in words. 0 / "": not packed by time.
@@ -115,6 +116,9 @@ struct PlanOptions {
   int host_cpus = 0;
   // Memory free for planning itself (MemAvailable); 0 reads /proc/meminfo.
   std::int64_t available_memory_bytes = 0;
+  // Threads that expand and check the points (the plan is the same whatever the count); 0: the
+  // CPUs this process may use, at most 8, and 1 for a campaign of under 8192 combinations.
+  int threads = 0;
 };
 
 // The size guards of planning itself. A job's spec is one TOML file that every rank of the job

@@ -934,3 +934,89 @@ TEST(Plan, LaunchMistakesAreLocated) {
   EXPECT_NE(e.find("c.toml:7"), std::string::npos) << e;
   EXPECT_NE(e.find("set launches instead"), std::string::npos) << e;
 }
+
+TEST(Plan, ThePlanIsTheSameWhateverTheThreadsThatExpandIt) {
+  // 3 workloads x 2 backends x 20 sizes x 8 byte counts x 2 thread counts x 15 seeds = 28800
+  // combinations (the last dimension, the workload's, has 3 values: no run starts at its first),
+  // in runs of 2048 on several threads: excluded pairs, duplicates (gemm takes no `bytes`, the
+  // collectives neither `n` nor `threads`), a warning said once, one per point too big for a
+  // node (forced).
+  std::string sizes, seeds;
+  for (int i = 1; i <= 19; ++i) sizes += std::to_string(8 * i) + ", ";
+  sizes += "65536";
+  for (int i = 1; i <= 15; ++i) seeds += (i > 1 ? ", " : "") + std::to_string(i);
+  const std::string text = kHead +
+                           "[axes]\nworkload = [\"gemm\", \"allreduce\", \"broadcast\"]\nbackend = [\"blas\", \"mpi\"]\n"
+                           "n = [" + sizes + "]\nbytes = [8, 16, 32, 64, 128, 256, 512, 1024]\nthreads = [1, 64]\n"
+                           "seed = [" + seeds + "]\n"
+                           "[[exclude]]\nworkload = \"gemm\"\nbackend = \"mpi\"\n"
+                           "[[exclude]]\nworkload = [\"allreduce\", \"broadcast\"]\nbackend = \"blas\"\n";
+  PlanOptions opt;
+  opt.host_memory_bytes = 24 * kGiB;
+  opt.host_cpus = 2;
+  opt.force = true;
+  opt.threads = 1;
+  const Plan one = plan_with(text, opt);
+  ASSERT_EQ(one.points.size(), 20u * 2 * 15 + 2u * 8 * 15) << "gemm: sizes x threads x seeds; collectives: bytes x seeds";
+  ASSERT_EQ(one.warnings.size(), 1u + 2u * 15) << "a threads warning per ranks x threads, a memory one per forced point";
+  // Each point is what its combination resolves to afresh, the runs' seams included.
+  PointResolver again(one);
+  for (const Point& pt : one.points) {
+    std::string text;
+    append_toml_params(text, again.params(pt));  // throws if the canonical text differs
+    ASSERT_EQ(text, one.params_toml(pt)) << pt.canonical;
+  }
+  for (int threads : {3, 0}) {
+    opt.threads = threads;
+    const Plan p = plan_with(text, opt);
+    ASSERT_EQ(p.points.size(), one.points.size()) << threads;
+    for (std::size_t i = 0; i < p.points.size(); ++i) {
+      const Point &a = p.points[i], &b = one.points[i];
+      ASSERT_EQ(a.id, b.id) << threads << " threads, point " << i;
+      EXPECT_EQ(a.canonical, b.canonical);
+      EXPECT_EQ(a.combination, b.combination);
+      EXPECT_EQ(a.memory_bytes, b.memory_bytes);
+      EXPECT_EQ(p.params_toml(a), one.params_toml(b));
+    }
+    EXPECT_EQ(p.warnings, one.warnings) << threads;
+    EXPECT_EQ(p.value_counts, one.value_counts) << threads;
+    EXPECT_EQ(p.largest_memory_point, one.largest_memory_point) << threads;
+    ASSERT_EQ(p.jobs.size(), one.jobs.size()) << threads;
+    for (std::size_t j = 0; j < p.jobs.size(); ++j) EXPECT_EQ(job_spec_text(p, p.jobs[j]), job_spec_text(one, one.jobs[j]));
+  }
+  // The same first refusal: a point too big unless forced, and a value out of range late in the
+  // product (every combination from there on fails).
+  opt.force = false;
+  const std::string late = kHead + "[fixed]\nworkload = \"gemm\"\nbackend = \"blas\"\n[axes]\nm = [" + sizes +
+                           ", 70000, 70001]\nseed = [" + seeds + "]\nn = [" + sizes + "]\n";
+  for (const std::string& t : {text, late}) {
+    opt.threads = 1;
+    const std::string e1 = error_with(t, opt);
+    opt.threads = 3;
+    EXPECT_FALSE(e1.empty());
+    EXPECT_EQ(error_with(t, opt), e1);
+  }
+  EXPECT_NE(error_with(late, opt).find("70000"), std::string::npos) << error_with(late, opt);
+}
+
+TEST(Plan, NetworkPointsPlanTheSameOnSeveralThreads) {
+  // Level 1's checks and estimates load networks through a cache that the threads share.
+  std::string seeds;
+  for (int i = 1; i <= 30; ++i) seeds += (i > 1 ? ", " : "") + std::to_string(i);
+  const std::string text = kHead +
+                           "[fixed]\nworkload = \"network\"\n[axes]\nnetwork = [\"lenet5\", \"mlp\", \"fashion-cnn\"]\n"
+                           "backend = [\"reference\", \"blas\"]\nbatch = [8, 16, 32, 64]\npass = [\"inference\", \"training\"]\n"
+                           "microbatch = [0, 4]\nseed = [" + seeds + "]\n";
+  PlanOptions opt;
+  opt.threads = 1;
+  const Plan one = plan_with(text, opt);
+  opt.threads = 4;
+  const Plan four = plan_with(text, opt);
+  ASSERT_EQ(one.points.size(), 3u * 2 * 4 * 2 * 2 * 30);
+  ASSERT_EQ(four.points.size(), one.points.size());
+  for (std::size_t i = 0; i < one.points.size(); ++i) {
+    ASSERT_EQ(four.points[i].canonical, one.points[i].canonical) << i;
+    EXPECT_EQ(four.points[i].memory_bytes, one.points[i].memory_bytes) << i;
+    EXPECT_GT(one.points[i].memory_bytes, 0) << i;
+  }
+}

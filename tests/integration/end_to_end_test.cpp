@@ -701,6 +701,38 @@ TEST_F(EndToEnd, ALargePlanIsSummarisedAndListedOnRequest) {
   EXPECT_EQ(points, 80) << listed.out;
 }
 
+// A plan whose files do not fit the disk (written on several threads: 24,000 points, so the
+// planner and the writer use every CPU) is refused with the reason; nothing of it is left, and
+// an earlier run directory on the same disk is untouched.
+TEST_F(EndToEnd, APlanOnAFullDiskIsRefusedAndLeavesNothingAndLosesNothing) {
+  const auto mounted = small_tmpfs("1m");
+  if (!mounted) GTEST_SKIP() << "needs root to mount a small tmpfs (mount -t tmpfs)";
+  const fs::path mnt = mounted->path;
+  const std::string small = write("small.toml", "[campaign]\nname = \"small\"\n[fixed]\nworkload = \"gemm\"\nbackend = \"blas\"\nn = 8\n");
+  ASSERT_EQ(sh(d500_cmd("plan " + small + " -o " + (mnt / "old").string())).code, 0);
+  std::map<std::string, std::string> before;
+  for (const auto& e : fs::recursive_directory_iterator(mnt))
+    if (e.is_regular_file()) before[e.path().string()] = read_file_text(e.path());
+  ASSERT_GE(before.size(), 4u);
+
+  std::string seeds;
+  for (int i = 1; i <= 1000; ++i) seeds += (i > 1 ? ", " : "") + std::to_string(i);
+  const std::string big = write("big.toml", "[campaign]\nname = \"big\"\npoints_per_job = 1000\n[fixed]\nworkload = \"gemm\"\n"
+                                            "backend = \"blas\"\n[axes]\nn = [8, 16, 24, 32, 40, 48, 56, 64]\nm = [8, 16, 32]\n"
+                                            "seed = [" + seeds + "]\n");
+  Cmd plan = sh(d500_cmd("plan " + big + " -o " + (mnt / "runs" / "big").string()));
+  EXPECT_EQ(plan.code, 1) << plan.out;
+  EXPECT_TRUE(plan.out.find("disk full") != std::string::npos || plan.out.find("No space left on device") != std::string::npos)
+      << plan.out;
+  EXPECT_NE(plan.out.find("nothing was written"), std::string::npos) << plan.out;
+  std::map<std::string, std::string> after;
+  for (const auto& e : fs::recursive_directory_iterator(mnt)) {
+    EXPECT_TRUE(e.path().string().rfind((mnt / "old").string(), 0) == 0) << "left behind: " << e.path();
+    if (e.is_regular_file()) after[e.path().string()] = read_file_text(e.path());
+  }
+  EXPECT_EQ(after, before);
+}
+
 // Issue 15, item 4: `cmake --install` gives a d500 that works from its prefix alone: the worker
 // beside it, the templates from share/d500, a campaign planned, run and reported.
 TEST_F(EndToEnd, AnInstalledD500PlansRunsAndReportsFromItsPrefix) {

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -148,6 +149,23 @@ class ScratchDirTest : public ::testing::Test {
                "for i in $(seq 1 1200); do n=$(" + grep + " 2>/dev/null); [ \"${n:-0}\" -ge " + std::to_string(n) +
                " ] && break; sleep 0.05; done\npkill -KILL -f 'd500-worke[r] " + (run / "jobs").string() + "'\nwait; " + grep + ")");
     return c.code == 0 ? std::atoi(c.out.c_str()) : -1;
+  }
+  // A tmpfs of `size` (e.g. "1m") mounted at dir_/tmpfs, unmounted with the returned guard;
+  // nullptr when it cannot be mounted (not root): the caller skips with that reason.
+  struct Mounted {  // one owner only: a copy's end would unmount it under the test
+    fs::path path;
+    Mounted() = default;
+    Mounted(const Mounted&) = delete;
+    Mounted& operator=(const Mounted&) = delete;
+    ~Mounted() { sh("umount " + path.string()); }
+  };
+  std::unique_ptr<Mounted> small_tmpfs(const std::string& size) {
+    const fs::path mnt = dir_ / "tmpfs";
+    fs::create_directories(mnt);
+    if (geteuid() != 0 || sh("mount -t tmpfs -o size=" + size + " d500test " + mnt.string()).code != 0) return nullptr;
+    auto m = std::make_unique<Mounted>();
+    m->path = mnt;
+    return m;
   }
   fs::path dir_;
 };

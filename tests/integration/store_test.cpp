@@ -602,14 +602,9 @@ TEST_F(Store, AFullDiskEndsEveryJobWithAClearErrorNeverAHangAndLeavesNoTemporari
   // The run directory on a 2 MiB tmpfs; points of very short repetitions stream samples until
   // the disk is full. 20 attempts each with 2 and 4 ranks: every one must end (bounded by
   // `timeout`), fail, say why, and leave no temporary file behind.
-  const fs::path mnt = dir_ / "tmpfs";
-  fs::create_directories(mnt);
-  if (geteuid() != 0 || sh("mount -t tmpfs -o size=2m d500test " + mnt.string()).code != 0)
-    GTEST_SKIP() << "needs root to mount a small tmpfs (mount -t tmpfs)";
-  struct Unmount {
-    fs::path p;
-    ~Unmount() { sh("umount " + p.string()); }
-  } unmount{mnt};
+  const auto mounted = small_tmpfs("2m");
+  if (!mounted) GTEST_SKIP() << "needs root to mount a small tmpfs (mount -t tmpfs)";
+  const fs::path mnt = mounted->path;
   const int attempts = std::getenv("D500_FULL_DISK_ATTEMPTS") ? std::atoi(std::getenv("D500_FULL_DISK_ATTEMPTS")) : 20;
   for (int ranks : {2, 4}) {
     const std::string campaign = write("full.toml", "[campaign]\nname = \"full\"\nrepetitions = 1000000\nwarmups = 1\n"
@@ -620,6 +615,7 @@ TEST_F(Store, AFullDiskEndsEveryJobWithAClearErrorNeverAHangAndLeavesNoTemporari
       ASSERT_EQ(sh(d500_cmd("plan " + campaign + " -o " + (mnt / "run").string())).code, 0);
       // Leave 160 KiB free (a few flushes of samples), so that every attempt fills the disk in
       // seconds, also with 4 ranks sharing 2 cores.
+      ASSERT_LT(fs::space(mnt).capacity, 64u << 20) << mnt << " is not the small tmpfs: no filler written";
       const auto free = fs::space(mnt).available;
       if (free > 160 * 1024) write_filler(mnt / "filler", free - 160 * 1024);
       Cmd r = sh("D500_STORE_TIMEOUT_S=3 timeout -s KILL 120 " + d500_cmd("run " + (mnt / "run").string()));

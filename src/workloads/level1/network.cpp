@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <limits>
+#include <mutex>
 
 #include "backends/graph_ops.hpp"
 #include "backends/registry.hpp"
@@ -43,13 +44,15 @@ struct NetworkPoint {
 };
 
 // Keeps the last few values made for a key: loading a network or running the yardstick once
-// serves the points of a job (and the plan-time checks) that share it.
+// serves the points of a job (and the plan-time checks) that share it. Thread-safe (the planner
+// checks points on several threads): one value is made at a time, so none is made twice.
 template <class V>
 class Recent {
  public:
   explicit Recent(std::size_t keep) : keep_(keep) {}
   template <class Make>
   std::shared_ptr<const V> get(const std::string& key, Make&& make) {
+    std::lock_guard<std::mutex> lock(mutex_);
     for (auto it = items_.begin(); it != items_.end(); ++it)
       if (it->first == key) {
         auto v = it->second;
@@ -64,6 +67,7 @@ class Recent {
   }
 
  private:
+  std::mutex mutex_;
   std::size_t keep_;
   std::vector<std::pair<std::string, std::shared_ptr<const V>>> items_;
 };

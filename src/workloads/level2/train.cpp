@@ -21,6 +21,7 @@
 #include <filesystem>
 #include <limits>
 #include <map>
+#include <mutex>
 
 #include "backends/registry.hpp"
 #include "common/mpi_check.hpp"
@@ -716,6 +717,9 @@ OptimizerSpec optimizer_spec(const Params& p, std::int64_t total_steps) {
 }
 
 std::shared_ptr<Dataset> shared_dataset(const DatasetRequest& r) {
+  // Thread-safe, as the planner checks points on several threads; one dataset opened at a time.
+  static std::mutex mutex;
+  std::lock_guard<std::mutex> lock(mutex);
   static std::vector<std::pair<std::string, std::shared_ptr<Dataset>>> cache;
   const std::string key = r.dataset + "\n" + r.split + "\n" + r.data_dir + "\n" + shape_str(r.sample_shape) + "\n" + std::to_string(r.classes) +
                           "\n" + std::to_string(r.samples) + "\n" + std::to_string(r.seed);
