@@ -140,11 +140,18 @@ void check_backend_exists(const LocatedValue& lv) {
     throw Error(lv.where, "key 'backend': backend '" + name + "' is not available in this build: " +
                               b->not_built_reason + " (this build has: " + join(built_backend_names(), ", ") +
                               ")");
-  if (const std::string why = load_backend(name); !why.empty())
+  if (const std::string why = load_backend(name); !why.empty()) {
+    // What to do depends on the loader's words: a library not found, or no room to map it.
+    const bool no_room = why.find("failed to map") != std::string::npos || why.find("cannot map") != std::string::npos ||
+                         why.find("Cannot allocate memory") != std::string::npos;
+    const std::string hint = no_room
+                                 ? "this process's address space is too small for its libraries: raise the limit (ulimit -v; "
+                                   "they map about 0.5 GB)"
+                                 : "its libraries must be found at run time as at build time: LD_LIBRARY_PATH or the site's "
+                                   "environment modules";
     throw Error(lv.where, "key 'backend': backend '" + name + "' is in this build, in module " + b->module +
-                              ", which did not load here: " + why +
-                              " (its libraries must be found at run time as at build time: LD_LIBRARY_PATH or the site's environment "
-                              "modules)");
+                              ", which did not load here: " + why + " (" + hint + ")");
+  }
 }
 
 const WorkloadInfo& check_workload_exists(const LocatedValue& lv, const WorkloadRegistry& reg) {

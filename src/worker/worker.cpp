@@ -2,18 +2,22 @@
 
 #include <mpi.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/resource.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 #include <map>
 #include <new>
+#include <optional>
 
 #include "backends/registry.hpp"
 #include "common/error.hpp"
@@ -33,6 +37,54 @@ namespace fs = std::filesystem;
 
 namespace d500 {
 namespace {
+
+// SIGTERM while a training point that checkpoints runs: Slurm's warning at the time limit, which
+// it follows with SIGKILL KillWait seconds later (30 by default), and `d500 run`'s when it is
+// stopped. Noted, it rides the harness's per-step allreduce: every rank checkpoints before its
+// next step and the process then ends as the signal asked (Harness::on_terminate). At any
+// other time SIGTERM acts as it always did.
+volatile std::sig_atomic_t g_sigterm_seen = 0;
+extern "C" void note_sigterm(int) { g_sigterm_seen = 1; }
+
+// While it lives, a SIGTERM is noted instead of acted upon (unless the process ignores it);
+// when it ends, one noted and not yet acted upon is delivered as it came.
+class SigtermDeferred {
+ public:
+  SigtermDeferred() {
+    g_sigterm_seen = 0;
+    struct sigaction sa {};
+    sa.sa_handler = note_sigterm;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;  // MPI's and HDF5's system calls go on across it
+    armed_ = sigaction(SIGTERM, &sa, &old_) == 0;
+    if (armed_ && !(old_.sa_flags & SA_SIGINFO) && old_.sa_handler == SIG_IGN) {
+      sigaction(SIGTERM, &old_, nullptr);  // an ignored SIGTERM stays ignored
+      armed_ = false;
+    }
+  }
+  ~SigtermDeferred() {
+    if (!armed_) return;
+    sigaction(SIGTERM, &old_, nullptr);
+    if (g_sigterm_seen) end();
+  }
+  SigtermDeferred(const SigtermDeferred&) = delete;
+  SigtermDeferred& operator=(const SigtermDeferred&) = delete;
+  bool armed() const { return armed_; }
+  // Ends the process as the noted SIGTERM asked: by the action it had before, the default's
+  // death by SIGTERM if that returns.
+  [[noreturn]] void end() {
+    std::fflush(nullptr);
+    sigaction(SIGTERM, &old_, nullptr);
+    raise(SIGTERM);
+    std::signal(SIGTERM, SIG_DFL);
+    raise(SIGTERM);
+    std::_Exit(128 + SIGTERM);
+  }
+
+ private:
+  bool armed_ = false;
+  struct sigaction old_ {};
+};
 
 std::string host_name() {
   char buf[MPI_MAX_PROCESSOR_NAME] = {0};
@@ -343,6 +395,8 @@ void run_job(const std::string& spec_path, const std::string& output, MPI_Comm c
     const double worst = out.validation(v.rel_error, v.tolerance, v.method);
     Outcome outcome = Outcome::Complete;
     std::string reason;
+    // Armed for a training point that checkpoints; ends with the point (its outcome written).
+    std::optional<SigtermDeferred> sigterm;
     if (failed_any) {
       // An error of the backend, not a wrong result: its own outcome, so that reports and
       // resumes can tell a library that cannot run a point from one that computes it wrongly.
@@ -380,6 +434,16 @@ void run_job(const std::string& spec_path, const std::string& output, MPI_Comm c
             std::fflush(stdout);
           }
         });
+        sigterm.emplace();
+        if (sigterm->armed())
+          h.on_terminate(&g_sigterm_seen, [&] {
+            if (rank == 0)
+              std::fprintf(stderr,
+                           "d500-worker: SIGTERM during point %s: every rank flushed its samples and took a checkpoint "
+                           "before its next step; ending as the signal asks (run again to resume from it)\n",
+                           p.id.c_str());
+            sigterm->end();
+          });
         if (auto c = checkpoints.find(p.id); c != checkpoints.end()) {
           const auto said = resume_point(*wl, out, p, c->second, rank, comm);
           out.point_attributes(said);

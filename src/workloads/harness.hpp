@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -144,6 +145,16 @@ class Harness {
   }
   using CheckpointSink = std::function<void(const TrainingState&)>;
   void on_checkpoint(CheckpointSink f) { checkpoint_sink_ = std::move(f); }
+  // A termination asked for from outside (SIGTERM: Slurm's warning at the time limit, which it
+  // follows with SIGKILL after KillWait): while training, `*seen` set on any rank rides the
+  // per-step allreduce, and every rank, before its next step, flushes durably, takes a
+  // checkpoint (when checkpoints are on and a step has run) and calls `end`, which does not
+  // return (it ends the process as the signal asked). The point stays incomplete, as a killed
+  // one does, and its resume starts from that checkpoint: no step since the last one is lost.
+  void on_terminate(const volatile std::sig_atomic_t* seen, std::function<void()> end) {
+    term_seen_ = seen;
+    term_end_ = std::move(end);
+  }
   // Checkpoints the last train() took.
   int checkpoints() const { return checkpoints_; }
   // Steps the last train() ran, warm-ups included.
@@ -197,9 +208,11 @@ class Harness {
     if (adaptive) rule.emplace(auto_);
     const std::int64_t max_ns = static_cast<std::int64_t>(auto_.max_time_s * 1e9);
     // What the allreduce (MAX) agrees on: a durable flush is due, training stops, a checkpoint
-    // is due, the point's time is up, the previous repetition's time. Fixed counts reduce the
-    // first value only, training the first three, adaptive repetitions all five.
-    const int reduced = adaptive ? 5 : count < 0 ? 3 : 1;
+    // is due, the point's time is up, the previous repetition's time, a termination was asked
+    // for. Fixed counts reduce the first value only, training the first three (all six when it
+    // may be terminated), adaptive repetitions the first five.
+    const bool terminable = count < 0 && term_seen_ != nullptr && static_cast<bool>(term_end_);
+    const int reduced = adaptive ? 5 : count < 0 ? (terminable ? 6 : 3) : 1;
     std::int64_t last_ns = 0;
     int go_on = 1;
     trained_ = 0;
@@ -209,12 +222,13 @@ class Harness {
     for (int r = 0; count < 0 || r < count + (adaptive ? 1 : 0); ++r) {
       if (rec_.room() < static_cast<std::size_t>(rows) + 1) flush(false);  // every rank alike: same sample counts
       const std::int64_t t = now_ns();
-      const std::int64_t mine[5] = {t - last_durable >= interval_ns_ ? 1 : 0, go_on ? 0 : 1,
+      const std::int64_t mine[6] = {t - last_durable >= interval_ns_ ? 1 : 0, go_on ? 0 : 1,
                                     checkpoints && t - last_checkpoint >= cp->interval_ns ? 1 : 0,
-                                    adaptive && t - started >= max_ns ? 1 : 0, last_ns};
-      std::int64_t agreed[5] = {0, 0, 0, 0, 0};
+                                    adaptive && t - started >= max_ns ? 1 : 0, last_ns,
+                                    terminable && *term_seen_ ? 1 : 0};
+      std::int64_t agreed[6] = {0, 0, 0, 0, 0, 0};
       mpi_check(MPI_Allreduce(mine, agreed, reduced, MPI_INT64_T, MPI_MAX, comm_), "MPI_Allreduce", "harness");
-      if (agreed[1]) break;
+      if (agreed[1]) break;  // training ended by itself: a termination asked for now waits for the point's end
       if (adaptive) {
         if (r > warmups_) rule->add(agreed[4]);  // repetition r - 1 was timed
         if (r >= warmups_ && rule->stop(agreed[3] != 0)) {
@@ -223,13 +237,18 @@ class Harness {
           break;
         }
       }
-      if (agreed[2] && r > 0) {  // after step r - 1, whose repetition the row joins
+      if ((agreed[2] || (agreed[5] && checkpoints)) && r > 0) {  // after step r - 1, whose repetition the row joins
         flush(true);
         const std::int64_t t0 = now_ns();
         checkpoint_sink_(cp->state());
         ++checkpoints_;
         last_checkpoint = last_durable = now_ns();
         mark(Phase::Checkpoint, t0, last_checkpoint);
+      }
+      if (agreed[5]) {
+        flush(true);
+        term_end_();
+        return;  // (end does not return)
       }
       rep = r;
       warm = r < warmups_ ? std::uint8_t{1} : std::uint8_t{0};
@@ -256,6 +275,8 @@ class Harness {
   EventFlush event_flush_;
   int trained_ = 0, checkpoints_ = 0;
   CheckpointSink checkpoint_sink_;
+  const volatile std::sig_atomic_t* term_seen_ = nullptr;
+  std::function<void()> term_end_;
   AutoRepetitions auto_;
   StoppedBy stopped_by_ = StoppedBy::Count;
   double stopped_width_ = std::numeric_limits<double>::quiet_NaN();

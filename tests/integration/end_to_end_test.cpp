@@ -886,6 +886,36 @@ TEST_F(EndToEnd, ABackendsModuleIsLoadedOnlyByTheProcessesThatRunIt) {
   H5Fclose(file);
 }
 
+// Under an address-space limit (ulimit -v) that the core fits and CUDA's libraries do not,
+// d500 starts, plans CPU points and says what keeps the GPU backends out: the module that did
+// not map, at the campaign's line, with what to raise.
+TEST_F(EndToEnd, UnderAnAddressSpaceLimitTheCoreWorksAndAModuleWithoutRoomIsNamed) {
+  const d500::BackendInfo* cuda = d500::find_backend("cuda");
+  if (!cuda || !cuda->built) GTEST_SKIP() << "this build has no CUDA module (built without CUDA)";
+  // The smallest limit, in steps of 256 MiB, under which `d500 version` ends well (under a
+  // limit too small, OpenBLAS's threads retry their buffer forever: hence the timeout).
+  long limit_kib = 0;
+  for (long kib = 256 * 1024; kib <= 4 * 1024 * 1024 && !limit_kib; kib += 256 * 1024)
+    if (sh("ulimit -v " + std::to_string(kib) + "; timeout -s KILL 30 " + d500_cmd("version")).code == 0) limit_kib = kib;
+  ASSERT_GT(limit_kib, 0) << "d500 version did not start under 4 GiB of address space";
+  const std::string ulimit = "ulimit -v " + std::to_string(limit_kib) + "; timeout -s KILL 60 ";
+  const std::string cpu = write("cpu.toml", "[campaign]\nname = \"cpu\"\n[fixed]\nworkload = \"gemm\"\nbackend = \"blas\"\nn = 16\n");
+  Cmd plan = sh(ulimit + d500_cmd("plan --dry-run " + cpu));
+  EXPECT_EQ(plan.code, 0) << limit_kib << " KiB: " << plan.out;
+  const std::string gpu = write("gpu.toml", "[campaign]\nname = \"gpu\"\n[fixed]\nworkload = \"gemm\"\nbackend = \"cuda\"\nn = 16\n");
+  Cmd refused = sh(ulimit + d500_cmd("plan --dry-run " + gpu));
+  EXPECT_EQ(refused.code, 1) << limit_kib << " KiB: " << refused.out;
+  EXPECT_NE(refused.out.find("gpu.toml:5:11: key 'backend': backend 'cuda' is in this build, in module libd500-cuda.so, "
+                             "which did not load here"),
+            std::string::npos)
+      << refused.out;
+  EXPECT_NE(refused.out.find("address space is too small for its libraries: raise the limit (ulimit -v"), std::string::npos)
+      << refused.out;
+  Cmd backends = sh(ulimit + d500_cmd("backends"));
+  EXPECT_EQ(backends.code, 0) << backends.out;
+  EXPECT_NE(backends.out.find("in this build, but its module did not load"), std::string::npos) << backends.out;
+}
+
 // repetitions = "auto" on 2 ranks: every point stops by the rule, all ranks after the same
 // repetition; the file says why and the report's interval is the one the rule judged.
 TEST_F(EndToEnd, AdaptiveRepetitionsStopTogetherAndTheFileAndReportSayWhy) {

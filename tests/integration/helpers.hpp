@@ -140,14 +140,15 @@ class ScratchDirTest : public ::testing::Test {
     EXPECT_EQ(r.code, 0) << r.out;
     return {killed, whole};
   }
-  // `d500 run RUN` of a one-job run (its output to dir_/attempt.txt), its workers SIGKILLed, as
-  // at a time limit, once the job's log has `n` lines starting with `prefix`. Returns how many
-  // such lines the log had by then (-1 if the command failed).
-  int run_killed_after(const fs::path& run, const std::string& prefix, int n) {
+  // `d500 run RUN` of a one-job run (its output to dir_/attempt.txt), its workers sent `sig`
+  // (SIGKILL, as a node lost or a time limit's end; SIGTERM, as Slurm's warning before it) once
+  // the job's log has `n` lines starting with `prefix`; it returns once `d500 run` has ended.
+  // Returns how many such lines the log had by then (-1 if the command failed).
+  int run_killed_after(const fs::path& run, const std::string& prefix, int n, const std::string& sig = "KILL") {
     const std::string grep = "grep -c '^" + prefix + "' " + (run / "logs" / "job-0000.log").string();
     Cmd c = sh("(" + d500_cmd("run " + run.string()) + " > " + (dir_ / "attempt.txt").string() + " 2>&1 &\n"
                "for i in $(seq 1 1200); do n=$(" + grep + " 2>/dev/null); [ \"${n:-0}\" -ge " + std::to_string(n) +
-               " ] && break; sleep 0.05; done\npkill -KILL -f 'd500-worke[r] " + (run / "jobs").string() + "'\nwait; " + grep + ")");
+               " ] && break; sleep 0.05; done\npkill -" + sig + " -f 'd500-worke[r] " + (run / "jobs").string() + "'\nwait; " + grep + ")");
     return c.code == 0 ? std::atoi(c.out.c_str()) : -1;
   }
   // A tmpfs of `size` (e.g. "1m") mounted at dir_/tmpfs, unmounted with the returned guard;
@@ -241,6 +242,36 @@ inline std::vector<std::string> point_ids(hid_t file) {
   H5Literate(g, H5_INDEX_NAME, H5_ITER_INC, nullptr, names_cb, &ids);
   H5Gclose(g);
   return ids;
+}
+
+// The one point of a results file (a one-point job's), opened read-only and closed with it:
+// `group` < 0 (and a failure of the test) when the file does not open or holds another number.
+struct OnePoint {
+  hid_t file = -1, group = -1;
+  explicit OnePoint(const fs::path& path) {
+    file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    EXPECT_GE(file, 0) << path;
+    if (file < 0) return;
+    const std::vector<std::string> ids = point_ids(file);
+    EXPECT_EQ(ids.size(), 1u) << path;
+    if (ids.size() == 1) group = H5Gopen2(file, ("points/" + ids[0]).c_str(), H5P_DEFAULT);
+  }
+  ~OnePoint() {
+    if (group >= 0) H5Gclose(group);
+    if (file >= 0) H5Fclose(file);
+  }
+  OnePoint(const OnePoint&) = delete;
+  OnePoint& operator=(const OnePoint&) = delete;
+};
+
+// The number that ends the last line of `log` starting with `prefix` (a progress line's step:
+// "d500:checkpoint 1/1 970"); -1 when there is none.
+inline long long last_line_number(const std::string& log, const std::string& prefix) {
+  long long found = -1;
+  std::istringstream lines(log);
+  for (std::string l; std::getline(lines, l);)
+    if (l.rfind(prefix, 0) == 0) found = std::atoll(l.substr(l.rfind(' ') + 1).c_str());
+  return found;
 }
 
 // Each of the `points` points of a results file: complete and validated (traced by its canonical

@@ -246,6 +246,13 @@ seed = 4
   ASSERT_EQ(first.size(), 1u);
   Cmd check = sh(d500_cmd("check " + first[0].string()));
   EXPECT_EQ(check.code, 0) << check.out;
+  // Slurm's SIGTERM at the limit (KillWait = 5 s before its SIGKILL) made the ranks checkpoint
+  // before their next step: the attempt's last checkpoint is where the next one starts.
+  std::string logs;
+  for (const auto& e : fs::directory_iterator(run / "logs")) logs += read_file_text(e.path());
+  EXPECT_NE(logs.find("SIGTERM during point"), std::string::npos) << logs;
+  const long long checkpointed = last_line_number(logs, "d500:checkpoint ");
+  ASSERT_GT(checkpointed, 0) << logs;
 
   Cmd resume = sh(d500_cmd("submit --resume " + run.string()));
   ASSERT_EQ(resume.code, 0) << resume.out;
@@ -256,18 +263,15 @@ seed = 4
   for (const auto& e : fs::directory_iterator(run / "results"))
     if (e.path() != first[0]) second = e.path();
   ASSERT_FALSE(second.empty());
-  hid_t f = H5Fopen(second.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-  ASSERT_GE(f, 0);
-  const std::vector<std::string> ids = point_ids(f);
-  ASSERT_EQ(ids.size(), 1u);
-  hid_t g = H5Gopen2(f, ("points/" + ids[0]).c_str(), H5P_DEFAULT);
+  const OnePoint point(second);
+  ASSERT_GE(point.group, 0);
+  const hid_t g = point.group;
   EXPECT_EQ(attr_string(g, "status"), "complete");
   const long long resumed = attr_int(g, "train.resumed_at_step");
   EXPECT_GT(resumed, 0);
+  EXPECT_EQ(resumed, checkpointed);
   EXPECT_NE(attr_string(g, "train.resumed_from").find(first[0].filename().string()), std::string::npos) << attr_string(g, "train.resumed_from");
   EXPECT_NE(attr_string(g, "train.stop_reason").find("time budget"), std::string::npos) << attr_string(g, "train.stop_reason");
-  H5Gclose(g);
-  H5Fclose(f);
   // The budget is spent once: 150 s of training across both attempts, plus at most the last step.
   Cmd secs = sh("/usr/bin/python3 -c \"\nimport h5py\ng = list(h5py.File('" + second.string() + "', 'r')['points'].values())[0]\n"
                 "e = g['events'][:]\nsteps = list(e['step'])\nprint(g.attrs['train.training_seconds'], int(all(a < b for a, b in zip(steps, steps[1:]))), "

@@ -290,3 +290,69 @@ TEST_F(Training, ImpossiblePointsAreRefusedAtPlanTime) {
     EXPECT_NE(plan.out.find("its samples are [1,28,28], the network's input"), std::string::npos) << plan.out;
   }
 }
+
+// SIGTERM in the middle of training (Slurm's warning at a job's time limit, KillWait seconds
+// before its SIGKILL; `d500 run` stopped): every rank takes a checkpoint before its next step
+// and the job ends as the signal asks. Run again, the point resumes from that step -- with
+// periodic checkpoints an hour apart there is no other -- and ends on the uninterrupted curve.
+TEST_F(Training, ASigtermCheckpointsBeforeTheNextStepAndTheResumeLosesNoStep) {
+  const std::string campaign = kHead + "network = \"lenet5\"\nbackend = \"reference\"\ndataset = \"synthetic\"\nsynthetic_samples = 8192\n"
+                                       "batch = 32\nsteps = 600\neval_interval_steps = 10\neval_samples = 64\noptimizer = \"adam\"\nlr = 0.001\n"
+                                       "seed = 9\nranks_per_node = 2\ncheckpoint_interval = 3600\n";
+  const auto [stopped, whole] = planned_twice_and_one_run(campaign);
+  // The first attempt: its workers sent SIGTERM once the log shows training under way (its
+  // first durable flush comes about 2 s into the point).
+  ASSERT_GE(run_killed_after(stopped, "d500:flushed", 1, "TERM"), 1) << read_file_text(dir_ / "attempt.txt");
+  const std::string log = read_file_text(stopped / "logs" / "job-0000.log");
+  ASSERT_EQ(log.find("d500:done"), std::string::npos) << "the first attempt ended before the signal: " << log;
+  EXPECT_NE(log.find("SIGTERM during point"), std::string::npos) << log;
+  const auto checkpoints = [&] {
+    int n = 0;
+    for (auto at = log.find("\nd500:checkpoint "); at != std::string::npos; at = log.find("\nd500:checkpoint ", at + 1)) ++n;
+    return n;
+  };
+  ASSERT_EQ(checkpoints(), 1) << log;
+  const long long step = last_line_number(log, "d500:checkpoint ");
+  EXPECT_GT(step, 0);
+  EXPECT_LT(step, 600);
+  Cmd check = sh(d500_cmd("check " + (stopped / "results" / "job-0000.h5").string()));
+  EXPECT_EQ(check.code, 0) << check.out;  // an incomplete training point, its checkpoint sound
+
+  Cmd second = sh(d500_cmd("run " + stopped.string()));
+  ASSERT_EQ(second.code, 0) << second.out;
+  EXPECT_NE(second.out.find("resumed from a checkpoint after step " + std::to_string(step)), std::string::npos) << second.out;
+  const fs::path results = stopped / "results" / "job-0000.h5";
+  {
+    const OnePoint point(results);
+    ASSERT_GE(point.group, 0);
+    EXPECT_EQ(attr_string(point.group, "status"), "complete");
+    EXPECT_EQ(attr_int(point.group, "train.resumed_at_step"), step);
+    EXPECT_EQ(attr_int(point.group, "train.steps"), 600);
+  }
+  Cmd a = sh(sorted_events_py(results)), b = sh(sorted_events_py(whole / "results" / "job-0000.h5"));
+  ASSERT_EQ(a.code, 0) << a.out;
+  ASSERT_EQ(b.code, 0) << b.out;
+  EXPECT_EQ(a.out, b.out);  // both ranks' curves, every bit
+}
+
+// `d500 run` stopped (Ctrl-C) in the middle of training: its SIGTERM reaches mpirun, which sends
+// the ranks SIGTERM 3 s later (templates/local.sh.in) and SIGKILL 3 s after that; they checkpoint
+// before their next step. Run again, the point resumes from that step and completes.
+TEST_F(Training, AStoppedRunCheckpointsAndTheNextRunResumesFromThere) {
+  const fs::path run = planned(kHead + "network = \"lenet5\"\nbackend = \"reference\"\ndataset = \"synthetic\"\nsynthetic_samples = 8192\n"
+                                       "batch = 32\nsteps = 1500\neval_interval_steps = 10\neval_samples = 64\noptimizer = \"adam\"\nlr = 0.001\n"
+                                       "seed = 9\nranks_per_node = 2\ncheckpoint_interval = 3600\n");
+  const fs::path log = run / "logs" / "job-0000.log";
+  Cmd stopped = sh("(" + d500_cmd("run " + run.string()) + " > " + (dir_ / "attempt.txt").string() + " 2>&1 & pid=$!\n"
+                   "for i in $(seq 1 1200); do grep -q '^d500:flushed' " + log.string() + " 2>/dev/null && break; sleep 0.05; done\n"
+                   "kill -INT $pid; wait $pid; echo \"rc=$?\")");
+  const std::string first = read_file_text(log);
+  ASSERT_EQ(first.find("d500:done"), std::string::npos) << "the first attempt ended before it was stopped: " << first;
+  EXPECT_NE(stopped.out.find("rc=130"), std::string::npos) << stopped.out << read_file_text(dir_ / "attempt.txt");
+  EXPECT_NE(first.find("SIGTERM during point"), std::string::npos) << first;
+  const long long step = last_line_number(first, "d500:checkpoint ");
+  EXPECT_GT(step, 0) << first;
+  Cmd second = sh(d500_cmd("run " + run.string()));
+  ASSERT_EQ(second.code, 0) << second.out;
+  EXPECT_NE(second.out.find("resumed from a checkpoint after step " + std::to_string(step)), std::string::npos) << second.out;
+}

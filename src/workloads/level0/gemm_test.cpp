@@ -169,3 +169,61 @@ TEST(Harness, AdaptiveRepetitionsStopByWidthOrTimeAndSaySo) {
   EXPECT_LE(calls, 11);
   EXPECT_EQ(slow.repetitions_run(), calls);
 }
+
+// A termination asked for during training (a SIGTERM noted by the worker): the harness finishes
+// the step under way, flushes durably, takes one checkpoint before the next step and calls the
+// end; without checkpoints it ends without one; with none asked for, training runs to its end.
+TEST(Harness, ATerminationAskedForMidStepCheckpointsBeforeTheNextStepAndEnds) {
+  for (const bool with_checkpoints : {true, false}) {
+    Recorder rec(1000);
+    int durable = 0, checkpoint_rows = 0;
+    Harness h(MPI_COMM_SELF, rec, 1, 0, Work{}, [&](std::span<const Sample> flushed, bool d) {
+      durable += d;
+      for (const Sample& s : flushed) checkpoint_rows += s.phase == static_cast<std::uint8_t>(Phase::Checkpoint);
+    });
+    std::vector<std::int64_t> states;
+    h.on_checkpoint([&](const TrainingState& s) { states.push_back(s.step); });
+    volatile std::sig_atomic_t seen = 0;
+    int ended = 0, durable_at_end = -1;
+    h.on_terminate(&seen, [&] {
+      ++ended;
+      durable_at_end = durable;
+    });
+    std::int64_t steps = 0;
+    Harness::Checkpointing cp;
+    cp.interval_ns = with_checkpoints ? std::int64_t{3600} * 1'000'000'000 : 0;  // none due by the clock
+    cp.state = [&] {
+      TrainingState st;
+      st.step = steps;
+      return st;
+    };
+    h.train(
+        [&](int, const Harness::PhaseMark&) {
+          ++steps;
+          if (steps == 5) seen = 1;  // the signal arrives during step 5
+          return steps < 100;
+        },
+        [&](int, const Harness::PhaseMark& mark, bool) {
+          mark(Phase::Evaluation, now_ns(), now_ns());
+          return true;
+        },
+        1, cp);
+    EXPECT_EQ(steps, 5) << "no step after the one the signal came in";
+    EXPECT_EQ(h.trained_steps(), 5);
+    EXPECT_EQ(ended, 1);
+    EXPECT_GE(durable_at_end, 1) << "samples flushed durably before the end";
+    EXPECT_EQ(states, with_checkpoints ? std::vector<std::int64_t>{5} : std::vector<std::int64_t>{});
+    EXPECT_EQ(h.checkpoints(), with_checkpoints ? 1 : 0);
+    EXPECT_EQ(checkpoint_rows, with_checkpoints ? 1 : 0) << "its time is a checkpoint row, flushed before the end";
+  }
+  // Nothing asked for: the same training runs its 100 steps and never calls the end.
+  Recorder rec(1000);
+  Harness h(MPI_COMM_SELF, rec, 1, 0, Work{}, [](std::span<const Sample>, bool) {});
+  volatile std::sig_atomic_t seen = 0;
+  int ended = 0;
+  h.on_terminate(&seen, [&] { ++ended; });
+  int steps = 0;
+  h.train([&](int, const Harness::PhaseMark&) { return ++steps < 100; }, [](int, const Harness::PhaseMark&, bool) { return true; }, 1);
+  EXPECT_EQ(steps, 100);
+  EXPECT_EQ(ended, 0);
+}
