@@ -47,6 +47,14 @@ std::int64_t available_memory_bytes() { return meminfo_bytes("MemAvailable:"); }
 
 int host_cpus() { return static_cast<int>(rank_cores()); }
 
+namespace {
+// Threads for planning's work of `items` (combinations, files): the CPUs this process may use,
+// at most 8 (past that, the calling thread's own share bounds the gain); one below `worth_from`.
+unsigned planning_threads(std::uint64_t items, std::uint64_t worth_from) {
+  return items < worth_from ? 1u : static_cast<unsigned>(std::min<std::int64_t>(8, rank_cores()));
+}
+}  // namespace
+
 std::string templates_dir() {
   if (const char* env = std::getenv("D500_TEMPLATES")) return env;
   // An installed d500 (cmake --install) has them in share/d500/templates beside its bin/.
@@ -748,11 +756,7 @@ Plan make_plan(const Campaign& campaign, const WorkloadRegistry& reg, const Plan
     }
     if (ch.error) std::rethrow_exception(ch.error);
   };
-  // Threads for a campaign big enough to gain from them: the CPUs this process may use, at
-  // most 8 (past that, the calling thread's share bounds the gain); opt.threads overrides.
-  const unsigned threads = opt.threads > 0 ? static_cast<unsigned>(opt.threads)
-                           : product.size < 4 * kChunk ? 1u
-                                                       : static_cast<unsigned>(std::min<std::int64_t>(8, rank_cores()));
+  const unsigned threads = opt.threads > 0 ? static_cast<unsigned>(opt.threads) : planning_threads(product.size, 4 * kChunk);
   ordered_parallel<Chunk>(static_cast<std::size_t>(chunks), threads, 4 * static_cast<std::size_t>(threads), make_chunk, take_chunk);
   for (std::size_t r = 0; r < c.excludes.size(); ++r)
     if (!rule_hits[r])
@@ -966,7 +970,7 @@ void write_plan(const Plan& plan, const std::string& dir, const std::string& wor
       fs::permissions(sp, fs::perms::owner_exec | fs::perms::group_exec, fs::perm_options::add);
       return true;
     };
-    const unsigned threads = plan.jobs.size() < 4 ? 1u : static_cast<unsigned>(std::min<std::int64_t>(8, rank_cores()));
+    const unsigned threads = planning_threads(plan.jobs.size(), 4);
     // Any window: what is made ahead is a bool, and no thread waits on the long points' list.
     ordered_parallel<bool>(plan.jobs.size() + 1, threads, plan.jobs.size() + 1, write_item, [](std::size_t, bool) {});
     if (fs::exists(target)) fs::remove(target);  // the empty directory checked above

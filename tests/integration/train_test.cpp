@@ -184,18 +184,16 @@ TEST_F(Training, AKilledRunResumesFromItsLastIntactCheckpointAndEndsOnTheUninter
   EXPECT_TRUE(fs::exists(killed / "results" / "job-0000.h5.prev-1"));
   Cmd check3 = sh(d500_cmd("check " + attempt2.string()));
   EXPECT_EQ(check3.code, 0) << check3.out;
-  hid_t f = H5Fopen(attempt2.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-  ASSERT_GE(f, 0);
-  const std::vector<std::string> ids = point_ids(f);
-  ASSERT_EQ(ids.size(), 1u);
-  hid_t g = H5Gopen2(f, ("points/" + ids[0]).c_str(), H5P_DEFAULT);
-  EXPECT_EQ(attr_string(g, "status"), "complete");
-  EXPECT_EQ(attr_int(g, "train.resumed_at_step"), older_step);
-  EXPECT_EQ(attr_int(g, "train.steps"), 240);
-  EXPECT_EQ(attr_int(g, "repetitions"), 240 - older_step - 2);  // this attempt's steps after its 2 warm-ups
-  EXPECT_NE(attr_string(g, "train.resumed_from").find("job-0000.h5.prev-1"), std::string::npos) << attr_string(g, "train.resumed_from");
-  H5Gclose(g);
-  H5Fclose(f);
+  {
+    const OnePoint point(attempt2);
+    ASSERT_GE(point.group, 0);
+    const hid_t g = point.group;
+    EXPECT_EQ(attr_string(g, "status"), "complete");
+    EXPECT_EQ(attr_int(g, "train.resumed_at_step"), older_step);
+    EXPECT_EQ(attr_int(g, "train.steps"), 240);
+    EXPECT_EQ(attr_int(g, "repetitions"), 240 - older_step - 2);  // this attempt's steps after its 2 warm-ups
+    EXPECT_NE(attr_string(g, "train.resumed_from").find("job-0000.h5.prev-1"), std::string::npos) << attr_string(g, "train.resumed_from");
+  }
 
   Cmd a = sh(sorted_events_py(attempt2)), b = sh(sorted_events_py(whole / "results" / "job-0000.h5"));
   ASSERT_EQ(a.code, 0) << a.out;
