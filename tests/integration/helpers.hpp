@@ -98,9 +98,11 @@ class ScratchDirTest : public ::testing::Test {
     std::ofstream((dir_ / name).string()) << text;
     return (dir_ / name).string();
   }
-  // Writes `text` as a campaign and plans it into dir_/run; the plan's output goes to `plan_out`.
+  // Writes `text` as a campaign and plans it into dir_/run (dir_/run-2, run-3, ... when a test
+  // plans again and left the earlier run in place); the plan's output goes to `plan_out`.
   fs::path planned(const std::string& text, std::string* plan_out = nullptr) {
-    const fs::path run = dir_ / "run";
+    fs::path run = dir_ / "run";
+    for (int k = 2; fs::exists(run); ++k) run = dir_ / ("run-" + std::to_string(k));
     Cmd plan = sh(std::string(D500_BIN) + " plan " + write("campaign.toml", text) + " -o " + run.string());
     EXPECT_EQ(plan.code, 0) << plan.out;
     if (plan_out) *plan_out = plan.out;
@@ -284,8 +286,10 @@ inline void each_validated_point(hid_t file, std::size_t points,
     hid_t g = H5Gopen2(file, ("points/" + id).c_str(), H5P_DEFAULT);
     const std::string canonical = attr_string(g, "canonical");
     SCOPED_TRACE(canonical);
-    EXPECT_EQ(attr_string(g, "status"), "complete");
-    EXPECT_EQ(attr_string(g, "validation_status"), "passed");
+    EXPECT_EQ(attr_string(g, "status"), "complete") << attr_string(g, "status_reason");
+    EXPECT_EQ(attr_string(g, "validation_status"), "passed")
+        << "error " << attr_double(g, "validation_max_rel_error") << ", tolerance " << attr_double(g, "validation_tolerance") << ": "
+        << attr_string(g, "validation_method");
     more(g, id, canonical);
     H5Gclose(g);
   }
