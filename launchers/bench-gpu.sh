@@ -3,7 +3,7 @@
 #   launchers/bench-gpu.sh [REPETITIONS] [CONV_BATCH]
 # 1. d500's `cuda` GEMM at n = 4096 and 8192 in fp32, tf32, bf16 and fp16, and cuDNN's
 #    convolutions of the ResNet-50 set (forward, backward data, backward filter; float32, and with
-#    D500_BENCH_CONV_DTYPES in bf16 or fp16 too) at batch
+#    D500_BENCH_CONV_DTYPES in bf16 or fp16 too, through either API) at batch
 #    CONV_BATCH (default 32), each with cuDNN's heuristic first choice and with the fastest cuDNN's
 #    find timed (cudnn_algorithms = find), each through cuDNN's legacy calls and through its graph
 #    API (cudnn_api = graph, rows marked "graph"): two campaigns planned, run and reported by d500
@@ -140,19 +140,14 @@ PY
 }
 # D500_BENCH_ONLY=gemm (or conv) runs one campaign; D500_BENCH_CUDNN_APIS='"legacy"' leaves out the graph API. D500_BENCH_CONV_PASSES and D500_BENCH_CONV_SHAPES narrow the convolutions (TOML array items):
 # validating a backward-filter pass on the whole batch in double on the CPU takes seconds a point.
-# D500_BENCH_CONV_DTYPES='"fp32", "bf16"' adds the convolutions in 16-bit types (conv2d's dtype;
-# the legacy calls only), against PyTorch's conv2d on tensors of that type.
+# D500_BENCH_CONV_DTYPES='"fp32", "bf16"' adds the convolutions in 16-bit types (conv2d's dtype,
+# through both cuDNN APIs), against PyTorch's conv2d on tensors of that type.
 passes=${D500_BENCH_CONV_PASSES:-'"forward", "backward_data", "backward_filter"'}
 shapes=${D500_BENCH_CONV_SHAPES:-'"resnet50/*"'}
 apis=${D500_BENCH_CUDNN_APIS:-'"legacy", "graph"'}  # cuDNN's legacy calls and its graph API (cudnn_api)
 dtypes=${D500_BENCH_CONV_DTYPES:-'"fp32"'}
 printf '%s\nworkload = "conv2d"\nn = %d\n[axes]\npass = [%s]\nshape = [%s]\ncudnn_algorithms = ["heuristic", "find"]\ncudnn_api = [%s]\ndtype = [%s]\n' \
   "$head" "$batch" "$passes" "$shapes" "$apis" "$dtypes" > "$work/conv.toml"
-if [[ $apis == *'"graph"'* ]]; then  # cuDNN's graph API takes float32 only
-  for t in bf16 fp16; do
-    [[ $dtypes == *"\"$t\""* ]] && printf '[[exclude]]\ndtype = "%s"\ncudnn_api = "graph"\n' "$t" >> "$work/conv.toml"
-  done
-fi
 : > "$work/bare.txt"
 for n in 4096 8192; do
   for dtype in fp32 tf32 bf16 fp16; do "$bare" "$n" "$dtype" "$reps" 5 >> "$work/bare.txt"; done

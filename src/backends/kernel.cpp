@@ -28,11 +28,6 @@ bool bf16_math(const Params& p) { return point_math(p) == "bf16"; }
 std::string cudnn_graph_api_check(const Params& p) {
   const auto api = p.find("cudnn_api");
   if (api == p.end() || api->second != Value{std::string("graph")}) return "";
-  const auto dtype = p.find("dtype");
-  const std::string d = dtype != p.end() && std::holds_alternative<std::string>(dtype->second) ? std::get<std::string>(dtype->second) : "";
-  if (!d.empty() && d != "fp32")
-    return "'dtype' \"" + d + "\" runs through cuDNN's legacy calls only: cudnn_api = \"graph\" runs float32 convolutions "
-           "(leave cudnn_api unset, or \"legacy\", the default)";
   if (bf16_math(p))
     return "'math' \"bf16\" runs cuDNN's convolutions through the legacy calls only (cudnn_api = \"legacy\", the default); "
            "cudnn_api = \"graph\" takes math = \"fp32\" or \"tf32\"";

@@ -259,7 +259,7 @@ TEST(Plan, MathIsCudasForConvolutionsAndNetworksAndGemmNamesItsDtype) {
 
 // conv2d's dtype: a reduced-precision backend's alone, refused at the key's own line elsewhere;
 // "fp32" keeps the id; not with math = "tf32" (float32's rounding) or cuDNN's graph API.
-TEST(Plan, AConvolutionsDtypeNeedsAReducedPrecisionBackendAndTheLegacyCalls) {
+TEST(Plan, AConvolutionsDtypeNeedsAReducedPrecisionBackendAndRunsOnEitherCudnnApi) {
   const std::string conv = "workload = \"conv2d\"\nshape = \"resnet50/res2_3x3\"\nn = 2\n";
   std::string e = error_of(kHead + "[fixed]\nbackend = \"blas\"\n" + conv + "dtype = \"bf16\"\n");
   EXPECT_NE(e.find("c.toml:8:9: "), std::string::npos) << "the refused key's own line: " << e;
@@ -277,10 +277,11 @@ TEST(Plan, AConvolutionsDtypeNeedsAReducedPrecisionBackendAndTheLegacyCalls) {
   e = error_of(head + "dtype = \"fp16\"\nmath = \"tf32\"\n");
   EXPECT_NE(e.find("'math' \"tf32\" rounds float32 data; with dtype = \"fp16\""), std::string::npos) << e;
   EXPECT_NE(e.find("c.toml:9:8: "), std::string::npos) << e;
-  e = error_of(head + "dtype = \"bf16\"\ncudnn_api = \"graph\"\n");
-  EXPECT_NE(e.find("'dtype' \"bf16\" runs through cuDNN's legacy calls only: cudnn_api = \"graph\" runs float32 convolutions"),
-            std::string::npos) << e;
-  EXPECT_NE(e.find("c.toml:8:9: "), std::string::npos) << "the dtype's line: " << e;
+  // 16-bit tensors through cuDNN's graph API too (PyTorch's path for them).
+  const Plan g = plan_of(head + "cudnn_api = \"graph\"\n[axes]\ndtype = [\"bf16\", \"fp16\"]\n");
+  ASSERT_EQ(g.points.size(), 2u);
+  EXPECT_NE(g.points[1].canonical.find("cudnn_api=graph"), std::string::npos) << g.points[1].canonical;
+  EXPECT_NE(g.points[1].canonical.find("dtype=fp16"), std::string::npos) << g.points[1].canonical;
 }
 
 TEST(Plan, ExcludeRulesMustMatchSomething) {

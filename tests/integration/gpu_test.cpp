@@ -199,7 +199,9 @@ TEST_F(Gpu, GemmInEveryDtypeValidatesAndEachRepetitionHasItsDeviceDuration) {
     // rate may pass it, or the table or the work counted is wrong.
     const double peak = attr_double(g, "device.peak_flops");
     const std::string basis = attr_string(g, "device.peak_basis");
-    const std::string dtype = canonical.substr(canonical.find("dtype=") + 6, 4);
+    // fp32, the default, is left out of the canonical text.
+    const std::size_t at = canonical.find("dtype=");
+    const std::string dtype = at == std::string::npos ? "fp32" : canonical.substr(at + 6, 4);
     if (basis.rfind("unknown: compute capability", 0) != 0) {
       EXPECT_GT(peak, 0) << basis;
       EXPECT_NE(basis.find(" " + dtype + " FLOP/clock/SM"), std::string::npos) << basis;
@@ -299,14 +301,19 @@ TEST_F(Gpu, ReducedMathAndTheGraphApiValidateAtLevelZeroAndInTheExecutorAndSaySo
     EXPECT_GT(attr_double(g, "validation_tolerance"), 8 * std::ldexp(1.0, -11)) << canonical;
   });
   H5Fclose(f);
-  // dtype = "bf16" and "fp16" at level 0: cuDNN's 16-bit configurations, validated within 9u.
+  // dtype = "bf16" and "fp16" at level 0: cuDNN's 16-bit configurations through its legacy calls
+  // and its graph API, validated within 9u.
   const hid_t half = ran_and_checked(planned(
       "[campaign]\nname = \"gpu-16bit\"\nrepetitions = 10\nwarmups = 3\n[fixed]\nworkload = \"conv2d\"\nbackend = \"cuda\"\nn = 8\n"
-      "shape = \"resnet50/res2_3x3\"\n[axes]\npass = [\"forward\", \"backward_data\", \"backward_filter\"]\ndtype = [\"bf16\", \"fp16\"]\n"));
+      "shape = \"resnet50/res2_3x3\"\n[axes]\npass = [\"forward\", \"backward_data\", \"backward_filter\"]\ndtype = [\"bf16\", \"fp16\"]\n"
+      "cudnn_api = [\"legacy\", \"graph\"]\n"));
   ASSERT_GE(half, 0);
-  each_on_device(half, 6, 13, [](hid_t g, const std::string& canonical) {
+  each_on_device(half, 12, 13, [](hid_t g, const std::string& canonical) {
     const std::string dtype = canonical.find("dtype=bf16") != std::string::npos ? "bf16" : "fp16";
-    EXPECT_NE(attr_string(g, "cudnn.choice").find("CUDNN_TENSOR_OP_MATH (dtype = " + dtype), std::string::npos) << attr_string(g, "cudnn.choice");
+    const bool graph = canonical.find("cudnn_api=graph") != std::string::npos;
+    const std::string choice = attr_string(g, "cudnn.choice");
+    EXPECT_NE(choice.find((graph ? "tensor cores allowed (dtype = " : "CUDNN_TENSOR_OP_MATH (dtype = ") + dtype), std::string::npos) << choice;
+    EXPECT_EQ(choice.find("graph API") != std::string::npos, graph) << choice;
     EXPECT_NE(attr_string(g, "validation_method").find("dtype = " + dtype), std::string::npos) << attr_string(g, "validation_method");
     const std::string basis = attr_string(g, "device.peak_basis");
     EXPECT_TRUE(basis.find(" " + dtype + " FLOP/clock/SM") != std::string::npos || basis.rfind("unknown: ", 0) == 0) << basis;

@@ -258,8 +258,8 @@ class CudnnConv final : public CudnnKernel {
     if (graph_api_of(&p_.params)) {
       if (const std::string why = cudnn_graph_api_check(p_.params); !why.empty()) throw Error("cuda: " + why);
       const ConvPass pass = p_.pass == "forward" ? ConvPass::Forward : p_.pass == "backward_data" ? ConvPass::BackwardData : ConvPass::BackwardFilter;
-      graph_ = std::make_unique<GraphConv>(handle_, graph_geom(cs_), pass, want_, math_ != CUDNN_FMA_MATH, on,
-                                           [this](std::size_t bytes) { return scratch(bytes); });
+      graph_ = std::make_unique<GraphConv>(handle_, graph_geom(cs_), pass, want_, storage_ == Storage::F32 && math_ != CUDNN_FMA_MATH, on,
+                                           [this](std::size_t bytes) { return scratch(bytes); }, type);
       const ConvAlgorithm& a = graph_->chosen();
       workspace_bytes_ = a.workspace, algorithm_ = a.name, found_ms_ = a.found_ms;
       return;

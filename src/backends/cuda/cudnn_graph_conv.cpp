@@ -51,10 +51,9 @@ class Desc {
   cudnnBackendDescriptor_t d_ = nullptr;
 };
 
-// A float32 tensor of four dimensions, packed in that order (NCHW, or KCRS for weights).
-Desc tensor(std::int64_t uid, std::array<std::int64_t, 4> dims) {
+// A tensor of `type` of four dimensions, packed in that order (NCHW, or KCRS for weights).
+Desc tensor(std::int64_t uid, std::array<std::int64_t, 4> dims, cudnnDataType_t type) {
   const std::array<std::int64_t, 4> strides{dims[1] * dims[2] * dims[3], dims[2] * dims[3], dims[3], 1};
-  const cudnnDataType_t type = CUDNN_DATA_FLOAT;
   const std::int64_t alignment = 16;  // cudaMalloc's buffers are aligned to 256 bytes
   Desc t(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
   t.set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type, "the tensor's data type")
@@ -114,6 +113,7 @@ struct GraphConv::Impl {
   ConvBuffers on;
   void* workspace = nullptr;
   bool tf32 = false;  // engines with tensor cores (TF32 for float32) allowed
+  cudnnDataType_t io = CUDNN_DATA_FLOAT;  // x, w and y's type: float32, or bfloat16 / half (every engine allowed)
   std::vector<Desc> keep;  // the tensors, the convolution, the operation and the graph
   std::unique_ptr<Candidate> chosen;
   std::unique_ptr<Desc> pack;
@@ -133,8 +133,9 @@ struct GraphConv::Impl {
   }
 
   // The configurations of heuristics `mode` for `graph`, in its order, whose plans build within
-  // the workspace limit and whose engines keep float32 arithmetic, or with `tf32` may use TF32
-  // tensor cores (and, `deterministic`, repeat bit for bit). `offered` counts what the heuristics returned.
+  // the workspace limit and, on float32 tensors, whose engines keep float32 arithmetic, or with
+  // `tf32` may use TF32 tensor cores (and, `deterministic`, repeat bit for bit). `offered` counts
+  // what the heuristics returned.
   std::vector<Candidate> candidates(const Desc& graph, cudnnBackendHeurMode_t mode, bool deterministic, int* offered) const {
     Desc heur(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
     heur.set(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph, "the heuristics' graph")
@@ -157,7 +158,8 @@ struct GraphConv::Impl {
     std::vector<Candidate> out;
     for (std::int64_t i = 0; i < std::min(got, count); ++i) {
       const EngineFacts e = engine_facts(raw[static_cast<std::size_t>(i)]);
-      if ((e.tensor_cores && !tf32) || e.down_converts || (deterministic && e.nondeterministic)) continue;
+      const bool f32 = io == CUDNN_DATA_FLOAT;
+      if ((f32 && ((e.tensor_cores && !tf32) || e.down_converts)) || (deterministic && e.nondeterministic)) continue;
       Desc plan(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
       plan.set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle, "the plan's handle")
           .set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &raw[static_cast<std::size_t>(i)],
@@ -182,17 +184,20 @@ ConvGeom graph_geom(const ConvShape& cs) {
   return g;
 }
 
-GraphConv::GraphConv(cudnnHandle_t h, const ConvGeom& cs, ConvPass pass, Choice c, bool tf32, const ConvBuffers& on)
+GraphConv::GraphConv(cudnnHandle_t h, const ConvGeom& cs, ConvPass pass, Choice c, bool tf32, const ConvBuffers& on, cudnnDataType_t io)
     : impl_(std::make_shared<Impl>()) {
   if (cs.pt != cs.pb || cs.pl != cs.pr) throw Error("cuda: cuDNN's graph API is given equal pads on both sides of an axis (an internal error)");
+  if (io != CUDNN_DATA_FLOAT && io != CUDNN_DATA_BFLOAT16 && io != CUDNN_DATA_HALF)
+    throw Error("cuda: cuDNN's graph API is given float32, bfloat16 or half tensors (an internal error)");
   impl_->handle = h;
   impl_->on = on;
   impl_->tf32 = tf32;
+  impl_->io = io;
   auto& keep = impl_->keep;
   keep.reserve(6);  // x, w, y, the convolution, the operation, the graph: references to them stay valid
-  keep.push_back(tensor(kX, {cs.n, cs.c, cs.h, cs.w}));
-  keep.push_back(tensor(kW, {cs.k, cs.cg(), cs.kh, cs.kw}));
-  keep.push_back(tensor(kY, {cs.n, cs.k, cs.p, cs.q}));
+  keep.push_back(tensor(kX, {cs.n, cs.c, cs.h, cs.w}, io));
+  keep.push_back(tensor(kW, {cs.k, cs.cg(), cs.kh, cs.kw}, io));
+  keep.push_back(tensor(kY, {cs.n, cs.k, cs.p, cs.q}, io));
   const Desc &x = keep[0], &w = keep[1], &y = keep[2];
   {
     const cudnnDataType_t compute = CUDNN_DATA_FLOAT;
@@ -306,7 +311,8 @@ GraphConv::GraphConv(cudnnHandle_t h, const ConvGeom& cs, ConvPass pass, Choice 
                               (e.nondeterministic ? ", non-deterministic" : "") + ")",
                           best_ms};
   const std::string considered = std::to_string(list.size()) + " of the " + std::to_string(offered) + " configurations " + modes +
-                                 " offered built within a 1 GiB workspace without " + (tf32 ? "" : "TF32 or ") + "down-converted inputs" +
+                                 " offered built within a 1 GiB workspace" +
+                                 (io != CUDNN_DATA_FLOAT ? std::string() : std::string(" without ") + (tf32 ? "" : "TF32 or ") + "down-converted inputs") +
                                  (deterministic ? " and repeat bit for bit" : "");
   how_ = c == Choice::Find ? "the fastest engine configuration of cuDNN's graph API, each run once and then timed three times at setup "
                              "on the point's own tensors (cudnn_api = graph, cudnn_algorithms = find; PyTorch's cudnn.benchmark); " +
@@ -319,6 +325,12 @@ GraphConv::GraphConv(cudnnHandle_t h, const ConvGeom& cs, ConvPass pass, Choice 
 }
 
 std::string GraphConv::math() const {
+  if (impl_->io != CUDNN_DATA_FLOAT) {
+    const bool bf16 = impl_->io == CUDNN_DATA_BFLOAT16;
+    return std::string("tensor cores allowed (dtype = ") + (bf16 ? "bf16: bfloat16" : "fp16: half") +
+           " x, w and y, float32 compute type, PyTorch's conv2d on such tensors); the chosen engine " +
+           (impl_->plan().engine.tensor_cores ? "uses tensor cores" : "does not use tensor cores");
+  }
   if (!impl_->tf32) return "float32 arithmetic, no TF32";
   return std::string("TF32 tensor cores allowed for float32 (math = tf32, PyTorch's allow_tf32); the chosen engine ") +
          (impl_->plan().engine.tensor_cores ? "uses tensor cores" : "computes in float32");
@@ -329,6 +341,7 @@ GraphConv::GraphConv(SamePlan, const GraphConv& like)
                                                                               "this geometry and pass, shared") {
   impl_->handle = like.impl_->handle;
   impl_->tf32 = like.impl_->tf32;
+  impl_->io = like.impl_->io;
   impl_->same = like.impl_->same ? like.impl_->same : like.impl_;
 }
 

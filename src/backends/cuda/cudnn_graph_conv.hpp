@@ -1,11 +1,13 @@
 #pragma once
 // One convolution pass (forward, backward data or backward filter) through cuDNN's graph API,
 // the backend descriptors that PyTorch reaches through cuDNN's frontend, as an alternative to
-// the legacy calls of cudnn_conv.cpp (cudnn_api = "graph"). Float32 NCHW tensors, KCRS weights (C
-// per group), float32 arithmetic: an engine configuration cuDNN marks as down-converting its
-// inputs is left out, and one marked as using tensor cores (TF32 for float32) too unless `tf32`
-// (the point's math = "tf32"), as PyTorch does by its allow_tf32. The configuration is chosen at
-// setup:
+// the legacy calls of cudnn_conv.cpp (cudnn_api = "graph"). NCHW tensors, KCRS weights (C per
+// group), in float32 (`io` CUDNN_DATA_FLOAT) or, at level 0's dtype = "bf16" / "fp16", in bfloat16
+// or half (CUDNN_DATA_BFLOAT16 / CUDNN_DATA_HALF), always summed in float32 (the convolution's
+// compute type). In float32 an engine configuration cuDNN marks as down-converting its inputs is
+// left out, and one marked as using tensor cores (TF32) too unless `tf32` (the point's math =
+// "tf32"), as PyTorch does by its allow_tf32; 16-bit tensors take every engine, tensor cores
+// included, as PyTorch filters them. The configuration is chosen at setup:
 // - Choice::Heuristic: the first of heuristics mode A's ranking whose execution plan builds
 //   within a 1 GiB workspace (PyTorch's default path, "heuristics_instant");
 // - Choice::Deterministic: the first of those without cuDNN's non-deterministic note;
@@ -37,8 +39,9 @@ class GraphConv {
   // run_on gives them). `workspace(bytes)` returns a device buffer of that size that lives as long
   // as this object (or nullptr, to give one later with use_workspace).
   template <class Scratch>
-  GraphConv(cudnnHandle_t h, const ConvGeom& g, ConvPass pass, Choice c, bool tf32, const ConvBuffers& on, Scratch&& workspace)
-      : GraphConv(h, g, pass, c, tf32, on) {
+  GraphConv(cudnnHandle_t h, const ConvGeom& g, ConvPass pass, Choice c, bool tf32, const ConvBuffers& on, Scratch&& workspace,
+            cudnnDataType_t io = CUDNN_DATA_FLOAT)
+      : GraphConv(h, g, pass, c, tf32, on, io) {
     bind(chosen_.workspace ? workspace(chosen_.workspace) : nullptr);
   }
   // The plan `like` chose, for another convolution of the same geometry, pass and choice (d500's
@@ -64,12 +67,12 @@ class GraphConv {
   const ConvAlgorithm& chosen() const { return chosen_; }
   // How the choice was made, in words, with the number of configurations considered.
   const std::string& how() const { return how_; }
-  // The arithmetic the chosen engine does: "float32 arithmetic, no TF32", or with tf32 whether
-  // the chosen engine uses tensor cores.
+  // The arithmetic the chosen engine does: "float32 arithmetic, no TF32", with tf32 whether the
+  // chosen engine uses tensor cores, with 16-bit tensors their type and the float32 sums.
   std::string math() const;
 
  private:
-  GraphConv(cudnnHandle_t h, const ConvGeom& g, ConvPass pass, Choice c, bool tf32, const ConvBuffers& on);
+  GraphConv(cudnnHandle_t h, const ConvGeom& g, ConvPass pass, Choice c, bool tf32, const ConvBuffers& on, cudnnDataType_t io);
   void bind(void* workspace);
 
   struct Impl;

@@ -111,7 +111,7 @@ OperatorDef conv2d_operator() {
       {"dtype", ValueType::String, Value{std::string()}, 0, 0, {"fp32", "bf16", "fp16"},
        "element type of x, w, y and their gradients: unset or fp32, float32; bf16 and fp16 (the tensors in that type, the sums "
        "in float32: cuDNN's pseudo-bfloat16 and pseudo-half configurations, PyTorch's conv2d on such tensors), on a backend "
-       "with reduced precision (cuda, through cuDNN's legacy calls); validation allows 9u more (u = 2^-8, 2^-11)"},
+       "with reduced precision (cuda, through cuDNN's legacy calls or its graph API); validation allows 9u more (u = 2^-8, 2^-11)"},
   };
   w.normalize = [](Params& p) {
     apply_named_shape(p, resnet50_convolutions());
@@ -144,7 +144,6 @@ OperatorDef conv2d_operator() {
       if (const auto m = p.find("math"); m != p.end() && m->second == Value{std::string("tf32")})
         return "'math' \"tf32\" rounds float32 data; with dtype = \"" + dtype + "\" the tensor cores take " + dtype +
                " as it is: leave math unset";
-      if (std::string why = cudnn_graph_api_check(p); !why.empty()) return why;
       return reduced_precision_check(p);
     }
     return "";
