@@ -5,10 +5,10 @@
 # is importable, against its CUDA LibTorch (libtorch-cuda; if that build fails, again without
 # LibTorch); runs the GPU tests; runs the GPU yardsticks. From this machine, in one device call:
 #   run(command="bash launchers/device-check.sh build test bench 20 32 train", carry=[".devdeps"])
-# Steps: build, test, bench [REPETITIONS [CONV_BATCH]], train [NETWORK [BATCH]] (default: build
-# test). Each step has a time limit (D500_STEP_LIMIT_S, default 240 s) so that one that hangs
+# Steps: build, test, bench [REPETITIONS [CONV_BATCH]], train [NETWORK [BATCH]], profile [NETWORK
+# [BATCH]] (default: build test). Each step has a time limit (D500_STEP_LIMIT_S, default 240 s) so that one that hangs
 # leaves the later ones their turn. Logs go to $OUT (the device tool brings back at most 8 files:
-# this writes 6), else ./device-out. D500_CUDA_ARCHS: the GPUs to build for (default 90-real,
+# this writes 7), else ./device-out. D500_CUDA_ARCHS: the GPUs to build for (default 90-real,
 # the H100 and H200); D500_BUILD_TARGETS: only these ninja targets; D500_DEVICE_TORCH=0 builds without PyTorch's LibTorch (a shorter build).
 # Before the first device call, on this machine (not the GPU's): `bash launchers/device-check.sh
 # prepare` fills .devdeps with the shared script's packages plus libonnxifi (ONNX's CMake targets
@@ -68,12 +68,15 @@ for ((i = 0; i < ${#steps[@]}; ++i)); do
       "$build/d500" backends | tee -a "$out/info.txt"
       ;;
     test)
-      timeout "$limit" "$build/d500_integration_tests" --gtest_filter='Gpu.*' > "$out/gpu-tests.log" 2>&1
-      echo "integration (Gpu.*): exit $?"
-      timeout "$limit" "$build/d500_unit_tests" --gtest_filter='Half*:PlanResources.Gpu*:Nvml.*:Executor.*' > "$out/unit-tests.log" 2>&1
-      echo "unit (half, GPU plan warnings, NVML, the executor with cuda against the yardstick): exit $?"
+      # D500_GPU_TESTS narrows the integration tests (a gtest filter; the unit tests then do not run).
+      timeout "$limit" "$build/d500_integration_tests" --gtest_filter="${D500_GPU_TESTS:-Gpu.*}" > "$out/gpu-tests.log" 2>&1
+      echo "integration (${D500_GPU_TESTS:-Gpu.*}): exit $?"
+      if [ -z "${D500_GPU_TESTS:-}" ]; then
+        timeout "$limit" "$build/d500_unit_tests" --gtest_filter='Half*:PlanResources.Gpu*:Nvml.*:Executor.*' > "$out/unit-tests.log" 2>&1
+        echo "unit (half, GPU plan warnings, NVML, the executor with cuda against the yardstick): exit $?"
+      fi
       grep -E '^\[  (PASSED|FAILED|SKIPPED) |^\[       OK|Failure' -A3 "$out/gpu-tests.log" | head -80
-      grep -E '^\[  (PASSED|FAILED) |Failure' -A3 "$out/unit-tests.log" | head -40
+      [ -n "${D500_GPU_TESTS:-}" ] || grep -E '^\[  (PASSED|FAILED) |Failure' -A3 "$out/unit-tests.log" | head -40
       ;;
     bench)
       reps=${steps[$((i + 1))]:-50}
@@ -93,8 +96,25 @@ for ((i = 0; i < ${#steps[@]}; ++i)); do
       echo "bench-gpu-train.sh: exit $?"
       cat "$out/bench-gpu-train.txt"
       ;;
+    profile)
+      # Where a training step's time goes on the GPU: d500-bench-executor's per-operator and
+      # slowest-step breakdown (device times between CUDA events around each node step), once per
+      # D500_PROFILE_RUNS item (CUDNN_ALGORITHMS:MATH:CUDNN_API, default find::), validation skipped.
+      pnet=${steps[$((i + 1))]:-resnet50}
+      pbatch=${steps[$((i + 2))]:-128}
+      [[ $pnet =~ ^[a-z][a-z0-9-]*$ && $pnet != build && $pnet != test && $pnet != bench && $pnet != train ]] && i=$((i + 1)) || pnet=resnet50
+      [[ $pbatch =~ ^[0-9]+$ ]] && i=$((i + 1)) || pbatch=128
+      for prun in ${D500_PROFILE_RUNS:-find::}; do
+        IFS=: read -r palgos pmath papi <<< "$prun"
+        echo "== $pnet batch $pbatch training on cuda: cudnn_algorithms=${palgos:-default} math=${pmath:-fp32} cudnn_api=${papi:-legacy}" >> "$out/profile.txt"
+        D500_VALIDATE=0 D500_CUDNN_ALGORITHMS=$palgos D500_MATH=$pmath D500_CUDNN_API=$papi timeout "$limit" \
+          mpirun -np 1 "$build/d500-bench-executor" "$pnet" "$pbatch" cuda training 1 2 5 >> "$out/profile.txt" 2>&1
+        echo "profile ($prun): exit $?"
+      done
+      cat "$out/profile.txt"
+      ;;
     *)
-      echo "device-check.sh: unknown step '${steps[$i]}' (build, test, bench [REPETITIONS [CONV_BATCH]], train [NETWORK [BATCH]])" >&2
+      echo "device-check.sh: unknown step '${steps[$i]}' (build, test, bench [REPETITIONS [CONV_BATCH]], train [NETWORK [BATCH]], profile [NETWORK [BATCH]])" >&2
       exit 2
       ;;
   esac

@@ -17,6 +17,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <map>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -116,6 +117,7 @@ int main(int argc, char** argv) {
   // anew every round: a fresh runner's first step allocates what later steps reuse) and is
   // reported apart; the comparison is between the medians of the other steps.
   std::vector<double> bare, d500, bare_cold, d500_cold, walls;
+  std::map<int, std::vector<double>> phases;  // d500's phase rows (data, forward, backward, ...), the first round's first left out
   Recorder rec(1 << 16);
   for (int r = 0; r < rounds; ++r) {
     for (int s = 0; run_bare && s < steps; ++s) {
@@ -135,8 +137,11 @@ int main(int argc, char** argv) {
       std::vector<double> mine;
       Harness h(MPI_COMM_WORLD, rec, 0, 1, wl->work(),
                 [&](std::span<const Sample> s, bool) {
-                  for (const auto& row : s)
-                    if (row.phase == 0) mine.push_back(static_cast<double>(row.end_ns - row.start_ns) * 1e-9);
+                  for (const auto& row : s) {
+                    const double d = static_cast<double>(row.end_ns - row.start_ns) * 1e-9;
+                    if (row.phase == 0) mine.push_back(d);
+                    else if (r > 0 || !phases[row.phase].empty()) phases[row.phase].push_back(d);
+                  }
                 },
                 std::int64_t{1} << 62);
       h.on_events([](std::span<const Event>, bool) {});
@@ -158,6 +163,11 @@ int main(int argc, char** argv) {
               c * 1e3, per_s(c), d500.size(), d500_cold.empty() ? 0.0 : median(d500_cold) * 1e3);
   std::printf("  d500's train workload:       %.4f ms a step (median of rounds; wall time of the whole loop, cold step and one final evaluation of one batch included)\n", wl * 1e3);
   if (!bare.empty() && !d500.empty()) std::printf("  overhead: %+.2f%% (median step, op rows)\n", (c / a - 1) * 100);
+  // Where d500's step goes, phase by phase (each phase's median; on a GPU forward and backward
+  // are the host's launch and, where the executor waits, the device's time).
+  for (const auto& [ph, v] : phases)
+    if (!v.empty())
+      std::printf("  d500's phase %-12s %.4f ms (median of %zu)\n", phase_name(static_cast<Phase>(ph)), median(v) * 1e3, v.size());
   MPI_Finalize();
   return 0;
 }
