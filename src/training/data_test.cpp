@@ -178,6 +178,26 @@ TEST(Data, SyntheticSamplesDependOnTheIndexAlone) {
   EXPECT_NE(xa[0], xa[192]);
 }
 
+// A batch large enough to be made on several threads (2^20 values or more) holds what reading
+// its samples one at a time gives, sample for sample and label for label.
+TEST(Data, ALargeSyntheticBatchMadeOnThreadsHoldsTheSamplesReadOneByOne) {
+  DatasetRequest r{"synthetic", "train", "", {3, 64, 64}, 10, 1000, 7};
+  auto d = open_dataset(r);
+  const std::int64_t n = 3 * 64 * 64, count = 97;  // 1.19 million values: over the threshold, an odd split
+  ASSERT_GE(count * n, 1 << 20);
+  std::vector<std::int64_t> idx(static_cast<std::size_t>(count));
+  for (std::int64_t i = 0; i < count; ++i) idx[static_cast<std::size_t>(i)] = (i * 37 + 11) % 1000;
+  std::vector<float> x(static_cast<std::size_t>(count * n)), one(static_cast<std::size_t>(n));
+  std::vector<std::int64_t> y(static_cast<std::size_t>(count)), label(1);
+  d->read(idx, x.data(), y.data());
+  for (std::int64_t i = 0; i < count; ++i) {
+    d->read(std::span<const std::int64_t>(&idx[static_cast<std::size_t>(i)], 1), one.data(), label.data());
+    ASSERT_TRUE(std::equal(one.begin(), one.end(), x.begin() + i * n)) << "sample " << i;
+    ASSERT_EQ(label[0], y[static_cast<std::size_t>(i)]) << "sample " << i;
+  }
+  EXPECT_NE(x[0], x[static_cast<std::size_t>(n)]);
+}
+
 TEST(Data, SamplerShufflesPerEpochFromTheSeedAndPartitionsRanks) {
   Sampler s(10, 3, false, 1);
   EXPECT_EQ(s.batches_per_epoch(), 3);  // the tenth sample is left out
