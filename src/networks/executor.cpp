@@ -1,6 +1,7 @@
 #include "networks/executor.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -183,6 +184,55 @@ class RoundingNoise final : public NodeKernel {
   std::unique_ptr<NodeKernel> k_;
   NodeProblem p_;
   std::uint64_t state_;
+};
+
+// The yardstick of reduced-precision products (ExecutorSpec::reduced_mantissa): the node's two
+// float inputs, and backward its output's gradient, rounded to `bits` mantissa bits (to nearest,
+// ties to even) while it computes, as tensor cores round float32 operands with TF32; the exact
+// values put back after, so that other readers of those tensors see them unrounded.
+class ReducedInputs final : public NodeKernel {
+ public:
+  ReducedInputs(std::unique_ptr<NodeKernel> k, const NodeProblem& p, int bits) : k_(std::move(k)), p_(p), bits_(bits) {}
+  void forward() override {
+    round({p_.in.size() > 0 ? &p_.in[0] : nullptr, p_.in.size() > 1 ? &p_.in[1] : nullptr, nullptr});
+    k_->forward();
+    restore();
+  }
+  void backward() override {
+    round({p_.in.size() > 0 ? &p_.in[0] : nullptr, p_.in.size() > 1 ? &p_.in[1] : nullptr, p_.dout.empty() ? nullptr : &p_.dout[0]});
+    k_->backward();
+    restore();
+  }
+  void constants_changed() override { k_->constants_changed(); }
+  std::string impl() const override { return k_->impl() + ", inputs rounded to " + std::to_string(bits_) + " mantissa bits"; }
+
+ private:
+  void round(std::initializer_list<const TensorView*> ts) {
+    saved_.clear();
+    for (const TensorView* t : ts) {
+      if (!t || !t->present() || t->dtype != DType::F32) continue;
+      auto* v = static_cast<double*>(t->data);
+      bool seen = false;  // the same buffer twice (x @ x): rounded once, put back once
+      for (const auto& s : saved_) seen = seen || s.first == v;
+      if (seen) continue;
+      saved_.emplace_back(v, std::vector<double>(v, v + t->numel()));
+      for (std::int64_t i = 0; i < t->numel(); ++i) v[i] = rounded(v[i]);
+    }
+  }
+  void restore() {
+    for (auto& [v, keep] : saved_) std::copy(keep.begin(), keep.end(), v);
+    saved_.clear();
+  }
+  double rounded(double x) const {
+    if (x == 0 || !std::isfinite(x)) return x;
+    int e = 0;
+    const double m = std::frexp(x, &e);  // |m| in [0.5, 1): bits_ + 1 significant bits kept
+    return std::ldexp(std::nearbyint(std::ldexp(m, bits_ + 1)), e - bits_ - 1);
+  }
+  std::unique_ptr<NodeKernel> k_;
+  NodeProblem p_;
+  int bits_;
+  std::vector<std::pair<double*, std::vector<double>>> saved_;
 };
 
 // The reference's kernel for a node whose tensors are on a device: host mirrors of every tensor
@@ -673,6 +723,8 @@ GraphExecutor::GraphExecutor(const ExecutorSpec& spec) : impl_(std::make_unique<
       impl = m.kernels[i]->impl();
     } else if (!m.kernels[i]) {
       m.kernels[i] = make_reference_node_kernel(p, spec.double_precision);
+      if (spec.double_precision && spec.reduced_mantissa > 0 && (n.op == "Conv" || n.op == "Gemm" || n.op == "MatMul"))
+        m.kernels[i] = std::make_unique<ReducedInputs>(std::move(m.kernels[i]), p, spec.reduced_mantissa);
       if (spec.double_precision && spec.rounding_noise != 0)
         m.kernels[i] = std::make_unique<RoundingNoise>(std::move(m.kernels[i]), p, spec.rounding_noise * 0x100000001b3ull + i);
       if (impl.empty()) impl = m.kernels[i]->impl();

@@ -20,6 +20,8 @@
 #include "backends/optimizer.hpp"
 #include "backends/registry.hpp"
 #include "common/random.hpp"
+#include "networks/builtin.hpp"
+#include "networks/prepare.hpp"
 #include "networks/validate.hpp"
 #include "training/distributed.hpp"
 #include "networks/graph_builder_test.hpp"
@@ -532,6 +534,92 @@ TEST(Validation, TheRoundingSpreadAllowsAnIllConditionedStepItsFloatErrorAndNoMo
     const Discrepancy w = judge_with_spread(off, ref, basis.tolerance, spread, allowed);
     EXPECT_GT(w.worst, allowed) << "a loss 10% off is more than rounding: " << w.where;
   }
+}
+
+// The yardstick of reduced-precision products (ExecutorSpec::reduced_mantissa): a MatMul's two
+// inputs rounded to 10 mantissa bits (to nearest even) while it computes, exactly the product of
+// the rounded values, and put back after: a Relu reading the same x later sees it unrounded.
+TEST(Validation, TheReducedPrecisionYardstickRoundsAProductsInputsAndPutsThemBack) {
+  GraphBuilder b;
+  const int x = b.weight("x", {3, 16});
+  const int w = b.weight("w", {16, 2});
+  const int y = b.node("MatMul", {x, w});
+  const int r = b.node("Relu", {x});
+  b.g.outputs = {y, r};
+  infer_and_fold(b.g, "test graph");
+  auto floats = [&](int t) {
+    std::vector<double> v(static_cast<std::size_t>(numel(b.g.info(t).shape)));
+    const auto* f = reinterpret_cast<const float*>(b.g.constants.at(t).data());
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = f[i];
+    return v;
+  };
+  const std::vector<double> xv = floats(x), wv = floats(w);
+  auto tf32 = [](double v) { return static_cast<double>(to_tf32(static_cast<float>(v))); };
+  for (const int bits : {0, 10}) {
+    SCOPED_TRACE(bits);
+    ExecutorSpec s;
+    s.graph = &b.g;
+    s.double_precision = true;
+    s.reduced_mantissa = bits;
+    GraphExecutor e(s);
+    e.forward(0);
+    const std::vector<double> product = e.output(0), relu = e.output(1);
+    int differ = 0;
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 2; ++j) {
+        double want = 0;
+        for (int k = 0; k < 16; ++k) {
+          const double a = xv[static_cast<std::size_t>(i * 16 + k)], c = wv[static_cast<std::size_t>(k * 2 + j)];
+          want += bits ? tf32(a) * tf32(c) : a * c;
+        }
+        EXPECT_NEAR(product[static_cast<std::size_t>(i * 2 + j)], want, 1e-12) << i << "," << j;
+      }
+    for (std::size_t i = 0; i < xv.size(); ++i) {
+      EXPECT_EQ(relu[i], std::max(xv[i], 0.0)) << "x is put back after the product: " << i;
+      differ += tf32(xv[i]) != xv[i];
+    }
+    EXPECT_GT(differ, 40) << "uniform floats keep more than 10 mantissa bits: the rounding shows";
+  }
+}
+
+// math = "tf32": a training step whose products round their inputs to TF32 (simulated, to nearest
+// even) errs beyond 8u sqrt(D) already on LeNet-5 (ResNet-20's batch normalisations make it
+// worse; on an H100 its step erred 0.107 against 0.059). judge_step's second opinion simulates
+// that rounding and allows kReducedFactor x its distance: the TF32 step passes, the same step
+// judged as float32 fails, and one gradient 50% off still fails.
+TEST(Validation, ATf32StepPassesWithinItsSimulatedRoundingAndAWrongOneFails) {
+  Graph g = load_builtin_network("lenet5", LoadOptions{8, {}});
+  const int loss = add_training_loss(g).loss;
+  const std::vector<int> params = trainable_params(g, loss);
+  const InputData inputs = make_inputs(g, 1, 1);
+  const StepValues exact = yardstick_step(g, true, loss, params, inputs.pointers(), 1);
+  ExecutorSpec s;
+  s.graph = &g;
+  s.training = true;
+  s.loss = loss;
+  s.params = params;
+  s.inputs = inputs.pointers();
+  s.double_precision = true;
+  s.reduced_mantissa = 10;
+  GraphExecutor e(s);
+  e.forward(0);
+  e.backward(0);
+  const StepValues got = step_values(e, g, params, true);
+  const ToleranceBasis fp32 = network_tolerance(g, loss), tf32 = with_point_math(fp32, Params{{"math", std::string("tf32")}});
+  EXPECT_EQ(tf32.reduced_mantissa, 10);
+  EXPECT_EQ(fp32.reduced_mantissa, 0);
+  EXPECT_GT(compare_steps(got, exact).worst, tf32.tolerance) << "TF32's rounding alone is beyond 8u sqrt(D)";
+  const StepJudgement j = judge_step(got, exact, tf32, g, true, loss, params, inputs.pointers(), 1);
+  EXPECT_LE(j.error, j.tolerance) << j.words;
+  EXPECT_NE(j.words.find("rounded to 10 mantissa bits"), std::string::npos) << j.words;
+  EXPECT_NE(j.words.find("simulated distance"), std::string::npos) << j.words;
+  const StepJudgement as_fp32 = judge_step(got, exact, fp32, g, true, loss, params, inputs.pointers(), 1);
+  EXPECT_GT(as_fp32.error, as_fp32.tolerance) << "float32's judgement knows nothing of TF32: " << as_fp32.words;
+  StepValues off = got;
+  for (double& v : off.values.back()) v *= 1.5;
+  const StepJudgement wrong = judge_step(off, exact, tf32, g, true, loss, params, inputs.pointers(), 1);
+  EXPECT_GT(wrong.error, wrong.tolerance) << wrong.words;
+  EXPECT_EQ(wrong.where, exact.names.back()) << wrong.words;
 }
 
 // A framework's own executor of whole graphs (libtorch-native) on the same graphs: its outputs and

@@ -60,6 +60,7 @@ ToleranceBasis with_point_math(ToleranceBasis b, const Params& point) {
     b.tolerance += extra;
     b.words += "; + 8u sqrt(D) = " + fmt_sig(extra, 3) + ", u = 2^-11 (math = tf32: convolutions and matrix products may round " +
                "their inputs to TF32's 10 mantissa bits), in all " + fmt_sig(b.tolerance, 3);
+    b.reduced_mantissa = 10;
   } else if (bf16_math(point)) {
     // The inputs' rounding (8u) and a convolution's result's own (u), u = 2^-8.
     const double extra = rounded_inputs_and_result_tolerance(7) * chain;
@@ -89,7 +90,8 @@ StepValues step_values(GraphRunner& r, const Graph& g, const std::vector<int>& p
 }
 
 std::unique_ptr<GraphExecutor> run_yardstick(const Graph& g, bool training, int loss, const std::vector<int>& params,
-                                             const std::vector<const void*>& inputs, int micro_batches, std::uint64_t rounding_noise) {
+                                             const std::vector<const void*>& inputs, int micro_batches, std::uint64_t rounding_noise,
+                                             int reduced_mantissa) {
   ExecutorSpec s;
   s.graph = &g;
   s.training = training;
@@ -99,6 +101,7 @@ std::unique_ptr<GraphExecutor> run_yardstick(const Graph& g, bool training, int 
   s.micro_batches = micro_batches;
   s.double_precision = true;
   s.rounding_noise = rounding_noise;
+  s.reduced_mantissa = reduced_mantissa;
   auto e = std::make_unique<GraphExecutor>(s);
   for (int m = 0; m < micro_batches; ++m) {
     e->forward(m);
@@ -182,14 +185,22 @@ std::vector<double> rounding_spread(const Graph& g, bool training, int loss, con
   return spread;
 }
 
+std::vector<double> reduced_precision_distance(const Graph& g, bool training, int loss, const std::vector<int>& params,
+                                               const std::vector<const void*>& inputs, int micro_batches, const StepValues& exact,
+                                               int bits) {
+  const auto e = run_yardstick(g, training, loss, params, inputs, micro_batches, 0, bits);
+  return step_errors(step_values(*e, g, params, training), exact);
+}
+
 Discrepancy judge_with_spread(const StepValues& got, const StepValues& ref, double tolerance, const std::vector<double>& spread,
-                              double& allowed) {
+                              double& allowed, const std::vector<double>& reduced) {
   const std::vector<double> e = step_errors(got, ref);
   Discrepancy d;
   double worst_ratio = -1;
   allowed = tolerance;
   for (std::size_t t = 0; t < e.size(); ++t) {
-    const double a = std::max(tolerance, kSpreadFactor * (t < spread.size() ? spread[t] : 0.0));
+    const double a = std::max({tolerance, kSpreadFactor * (t < spread.size() ? spread[t] : 0.0),
+                               kReducedFactor * (t < reduced.size() ? reduced[t] : 0.0)});
     const double ratio = e[t] / a;
     if (std::isnan(ratio) || ratio > worst_ratio) {
       worst_ratio = ratio, d.worst = e[t], d.where = ref.names[t], allowed = a;
@@ -205,17 +216,26 @@ StepJudgement judge_step(const StepValues& got, const StepValues& ref, const Tol
   StepJudgement j{d.worst, basis.tolerance, d.where, basis.words};
   if (d.worst <= basis.tolerance || std::isnan(d.worst)) return j;
   const std::vector<double> spread = rounding_spread(g, training, loss, params, inputs, micro_batches, ref, 2);
+  const std::vector<double> reduced =
+      basis.reduced_mantissa > 0 ? reduced_precision_distance(g, training, loss, params, inputs, micro_batches, ref, basis.reduced_mantissa)
+                                 : std::vector<double>{};
   double allowed = basis.tolerance;
-  const Discrepancy w = judge_with_spread(got, ref, basis.tolerance, spread, allowed);
-  double decisive = 0;
+  const Discrepancy w = judge_with_spread(got, ref, basis.tolerance, spread, allowed, reduced);
+  double decisive = 0, decisive_reduced = 0;
   for (std::size_t t = 0; t < ref.names.size(); ++t)
-    if (ref.names[t] == w.where) decisive = spread[t];
+    if (ref.names[t] == w.where) decisive = spread[t], decisive_reduced = t < reduced.size() ? reduced[t] : 0.0;
   j.error = w.worst, j.where = w.where, j.tolerance = allowed;
   j.words = basis.words + "; " + d.where + " exceeded it (" + fmt_sig(d.worst, 3) + "), so each tensor was allowed the larger of it and " +
             fmt_sig(kSpreadFactor, 2) + " x its rounding spread: how far float32's rounding alone moves the yardstick's tensor (the "
             "yardstick run twice more with every value a node writes multiplied by 1 + u 2^-24, u uniform in [-1, 1): Monte Carlo "
-            "arithmetic), large where the step is ill-conditioned; the decisive tensor here is " + w.where + ", spread " +
-            fmt_sig(decisive, 3) + ", allowed " + fmt_sig(allowed, 3);
+            "arithmetic), large where the step is ill-conditioned";
+  if (basis.reduced_mantissa > 0)
+    j.words += ", and " + fmt_sig(kReducedFactor, 2) + " x its distance under the point's reduced precision simulated (the yardstick run " +
+               "once more with every Conv, Gemm and MatMul input, and backward the output gradient it reads, rounded to " +
+               std::to_string(basis.reduced_mantissa) + " mantissa bits, to nearest even)";
+  j.words += "; the decisive tensor here is " + w.where + ", spread " + fmt_sig(decisive, 3) +
+             (basis.reduced_mantissa > 0 ? ", simulated distance " + fmt_sig(decisive_reduced, 3) : std::string()) + ", allowed " +
+             fmt_sig(allowed, 3);
   return j;
 }
 

@@ -19,6 +19,9 @@ struct ToleranceBasis {
   double terms = 1;   // the longest sum a float32 result is made of
   double tolerance = 0;
   std::string words;  // the formula with its numbers, for the point's validation method
+  // math = "tf32": 10, the mantissa bits its products' inputs keep (judge_step's second opinion
+  // simulates that rounding); 0 otherwise.
+  int reduced_mantissa = 0;
 };
 // loss < 0: inference.
 ToleranceBasis network_tolerance(const Graph& g, int loss);
@@ -26,7 +29,7 @@ ToleranceBasis network_tolerance(const Graph& g, int loss);
 // its float32 inputs to TF32, which adds rounded_inputs_tolerance(10) (8u, u = 2^-11) per node on
 // the longest chain, grown as the float32 term grows (sqrt(D)); with "bf16" (bf16_math), inputs
 // rounded to bfloat16 (rounded_inputs_tolerance(7), 8u, u = 2^-8) and a convolution's result too
-// (u): 9u sqrt(D); `b` itself otherwise.
+// (u): 9u sqrt(D); `b` itself otherwise. With "tf32" it also sets reduced_mantissa (10).
 ToleranceBasis with_point_math(ToleranceBasis b, const Params& point);
 
 // What a step computed: named tensors as doubles.
@@ -38,9 +41,10 @@ struct StepValues {
 StepValues step_values(GraphRunner& r, const Graph& g, const std::vector<int>& params, bool training);
 // Runs one step of the yardstick (every micro-batch's forward and, training, backward pass) and
 // returns it, its tensors and gradients to be read (or its weights perturbed, in tests);
-// `rounding_noise`: ExecutorSpec's (0: exact).
+// `rounding_noise`, `reduced_mantissa`: ExecutorSpec's (0: exact).
 std::unique_ptr<GraphExecutor> run_yardstick(const Graph& g, bool training, int loss, const std::vector<int>& params,
-                                             const std::vector<const void*>& inputs, int micro_batches, std::uint64_t rounding_noise = 0);
+                                             const std::vector<const void*>& inputs, int micro_batches, std::uint64_t rounding_noise = 0,
+                                             int reduced_mantissa = 0);
 // One step of the yardstick (all micro-batches): what step_values reads from run_yardstick's.
 StepValues yardstick_step(const Graph& g, bool training, int loss, const std::vector<int>& params,
                           const std::vector<const void*>& inputs, int micro_batches);
@@ -70,17 +74,31 @@ std::vector<double> step_errors(const StepValues& got, const StepValues& ref);
 // gradient that is a small sum of large terms of both signs (a batch normalisation's at batch 1).
 std::vector<double> rounding_spread(const Graph& g, bool training, int loss, const std::vector<int>& params,
                                     const std::vector<const void*>& inputs, int micro_batches, const StepValues& exact, int runs = 2);
+// How far the reduced precision of a point's products alone moves the yardstick's step: the
+// yardstick run once more with every Conv, Gemm and MatMul input (and, backward, the output
+// gradient it reads) rounded to `bits` mantissa bits, to nearest even (ExecutorSpec::
+// reduced_mantissa; 10: TF32), each tensor's relative L2 distance from `exact`. A training step
+// through batch normalisations is ill-conditioned for these roundings: ResNet-20's gradients move
+// by 6-10% under TF32's, far beyond 8u sqrt(D).
+std::vector<double> reduced_precision_distance(const Graph& g, bool training, int loss, const std::vector<int>& params,
+                                               const std::vector<const void*>& inputs, int micro_batches, const StepValues& exact,
+                                               int bits);
 // The second opinion on a step that failed the formula's tolerance: each tensor is allowed
-// max(tolerance, kSpreadFactor x its rounding spread). Returns the tensor whose error is the
+// max(tolerance, kSpreadFactor x its rounding spread, kReducedFactor x its reduced-precision
+// distance (none: zero)). Returns the tensor whose error is the
 // largest share of its allowance (its error and name) and that allowance in `allowed`: the step
 // passes when worst <= allowed.
 constexpr double kSpreadFactor = 10;
+// A backend's TF32 products round the same inputs, but in its own order of sums, with its own
+// algorithms (a Winograd or FFT convolution rounds transformed values) and perhaps not to
+// nearest: its distance from the exact step is allowed three times the simulated one.
+constexpr double kReducedFactor = 3;
 Discrepancy judge_with_spread(const StepValues& got, const StepValues& ref, double tolerance, const std::vector<double>& spread,
-                              double& allowed);
+                              double& allowed, const std::vector<double>& reduced = {});
 
 // A step's validation: every tensor against the formula's tolerance (`basis`); where one exceeds
-// it, the second opinion (rounding_spread over the yardstick's run of `g`, twice, then
-// judge_with_spread). `error` is the decisive tensor's (`where`), `tolerance` its allowance: the
+// it, the second opinion (rounding_spread over the yardstick's run of `g`, twice, with
+// basis.reduced_mantissa reduced_precision_distance too, then judge_with_spread). `error` is the decisive tensor's (`where`), `tolerance` its allowance: the
 // step passes when error <= tolerance. `words` says how the tolerance was set.
 struct StepJudgement {
   double error = 0, tolerance = 0;
