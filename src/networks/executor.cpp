@@ -723,7 +723,7 @@ GraphExecutor::GraphExecutor(const ExecutorSpec& spec) : impl_(std::make_unique<
       impl = m.kernels[i]->impl();
     } else if (!m.kernels[i]) {
       m.kernels[i] = make_reference_node_kernel(p, spec.double_precision);
-      if (spec.double_precision && spec.reduced_mantissa > 0 && (n.op == "Conv" || n.op == "Gemm" || n.op == "MatMul"))
+      if (spec.double_precision && spec.reduced_mantissa > 0 && (n.op == "Conv" || n.op == "ConvTranspose" || n.op == "Gemm" || n.op == "MatMul"))
         m.kernels[i] = std::make_unique<ReducedInputs>(std::move(m.kernels[i]), p, spec.reduced_mantissa);
       if (spec.double_precision && spec.rounding_noise != 0)
         m.kernels[i] = std::make_unique<RoundingNoise>(std::move(m.kernels[i]), p, spec.rounding_noise * 0x100000001b3ull + i);

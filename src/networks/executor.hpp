@@ -29,7 +29,7 @@ struct ExecutorSpec : RunnerSpec {
   // (each multiplied by 1 + u 2^-24, u uniform in [-1, 1)): the yardstick's sensitivity to float
   // rounding (validate.hpp's rounding_spread).
   std::uint64_t rounding_noise = 0;
-  // With double_precision: nonzero rounds the two float inputs of every Conv, Gemm and MatMul (and,
+  // With double_precision: nonzero rounds the two float inputs of every Conv, ConvTranspose, Gemm and MatMul (and,
   // backward, the output gradient they read) to this many mantissa bits, to nearest even, before
   // the node computes (10: TF32 as tensor cores take float32 with math = "tf32"); the values are
   // put back after. The yardstick of reduced-precision arithmetic.

@@ -231,7 +231,7 @@ StepJudgement judge_step(const StepValues& got, const StepValues& ref, const Tol
             "arithmetic), large where the step is ill-conditioned";
   if (basis.reduced_mantissa > 0)
     j.words += ", and " + fmt_sig(kReducedFactor, 2) + " x its distance under the point's reduced precision simulated (the yardstick run " +
-               "once more with every Conv, Gemm and MatMul input, and backward the output gradient it reads, rounded to " +
+               "once more with every Conv, ConvTranspose, Gemm and MatMul input, and backward the output gradient it reads, rounded to " +
                std::to_string(basis.reduced_mantissa) + " mantissa bits, to nearest even)";
   j.words += "; the decisive tensor here is " + w.where + ", spread " + fmt_sig(decisive, 3) +
              (basis.reduced_mantissa > 0 ? ", simulated distance " + fmt_sig(decisive_reduced, 3) : std::string()) + ", allowed " +
