@@ -9,6 +9,10 @@
 // where a step's time goes. D500_VALIDATE=0 skips validation (its double-precision yardstick takes
 // minutes for ResNet-50 at batch 128); D500_CUDNN_ALGORITHMS, D500_MATH and D500_CUDNN_API set
 // those parameters on cuda.
+// D500_SIMULATE_MANTISSA=B (e.g. 10, TF32) only prints how far rounding every Conv, ConvTranspose,
+// Gemm and MatMul input to B mantissa bits moves the yardstick's step (each tensor's relative L2
+// distance, as validation measures it), beside math = "tf32"'s formula tolerance, and ends:
+//   D500_SIMULATE_MANTISSA=10 mpirun -np 1 build/d500-bench-executor resnet20-cifar 32 reference training
 #include <mpi.h>
 
 #include <algorithm>
@@ -20,6 +24,8 @@
 
 #include "backends/registry.hpp"
 #include "networks/executor.hpp"
+#include "networks/prepare.hpp"
+#include "networks/validate.hpp"
 #include "stats.hpp"
 #include "workloads/harness.hpp"
 #include "workloads/level1/network.hpp"
@@ -95,6 +101,25 @@ int main(int argc, char** argv) {
   const char* validate_env = std::getenv("D500_VALIDATE");
   const bool validate = !(validate_env && std::string(validate_env) == "0");
   const bool training = pass == "training";
+  if (const char* bits = std::getenv("D500_SIMULATE_MANTISSA"); bits && std::atoi(bits) > 0) {
+    const auto net = load_point_network(network, batch, training);
+    const InputData inputs = make_inputs(net->graph, 1, 1);
+    const int loss = training ? net->loss.loss : -1;
+    const StepValues exact = yardstick_step(net->graph, training, loss, net->params, inputs.pointers(), 1);
+    const std::vector<double> d =
+        reduced_precision_distance(net->graph, training, loss, net->params, inputs.pointers(), 1, exact, std::atoi(bits));
+    const ToleranceBasis tf32 = with_point_math(net->tolerance, Params{{"math", std::string("tf32")}});
+    std::size_t worst = 0;
+    for (std::size_t k = 0; k < d.size(); ++k)
+      if (d[k] > d[worst]) worst = k;
+    std::printf("%s, batch %lld, %s: products' inputs rounded to %s mantissa bits move the step by up to %.4g (%s); math = tf32's "
+                "formula tolerance %.4g; %zu of %zu tensors beyond it\n",
+                network.c_str(), static_cast<long long>(batch), pass.c_str(), bits, d.empty() ? 0.0 : d[worst],
+                d.empty() ? "-" : exact.names[worst].c_str(), tf32.tolerance,
+                static_cast<std::size_t>(std::count_if(d.begin(), d.end(), [&](double x) { return x > tf32.tolerance; })), d.size());
+    MPI_Finalize();
+    return 0;
+  }
   std::printf("%s, batch %lld, %s, %s, %d thread(s); %d alternating blocks of %d repetitions\n", network.c_str(),
               static_cast<long long>(batch), pass.c_str(), backend.c_str(), threads, blocks, reps);
 
