@@ -79,6 +79,46 @@ std::string method_statement(const Report& rep) {
          "both samples pass the normality check, the ratio of means with Fieller's interval is given as well." + adaptive;
 }
 
+void add_step_costs(PointRow& r, const PointResult& p, int first_rep, int end_rep, std::size_t top) {
+  // Per step: per timed repetition the slowest rank, then the median over repetitions.
+  const std::size_t n = p.steps.size();
+  std::vector<std::vector<std::int64_t>> worst_of(n, std::vector<std::int64_t>(static_cast<std::size_t>(std::max(end_rep, 0)), -1));
+  for (const auto& t : p.step_times)
+    if (t.step >= 0 && static_cast<std::size_t>(t.step) < n && t.rep >= first_rep && t.rep < end_rep)
+      worst_of[static_cast<std::size_t>(t.step)][static_cast<std::size_t>(t.rep)] =
+          std::max(worst_of[static_cast<std::size_t>(t.step)][static_cast<std::size_t>(t.rep)], t.ns);
+  std::vector<PointRow::StepCost> all;
+  std::map<std::pair<std::string, std::string>, std::pair<PointRow::OpCost, double>> groups;  // (op, pass) -> cost, flops
+  for (std::size_t k = 0; k < n; ++k) {
+    std::vector<double> v;
+    for (auto x : worst_of[k])
+      if (x >= 0) v.push_back(static_cast<double>(x) * 1e-9);
+    PointRow::StepCost c{p.steps[k].name, p.steps[k].op, p.steps[k].direction, p.steps[k].impl, stats::median(v), 0, 0};
+    c.gflops = c.median_s > 0 ? p.steps[k].flops / c.median_s / 1e9 : 0;
+    r.steps_total_s += c.median_s;
+    if (c.impl == "reference (fallback)") r.fallback_share += c.median_s;
+    auto& [g, flops] = groups[{c.op, c.direction}];
+    g.op = c.op, g.direction = c.direction;
+    ++g.steps;
+    g.median_s += c.median_s;
+    flops += p.steps[k].flops;
+    all.push_back(c);
+  }
+  for (auto& [key, gf] : groups) {
+    auto& [g, flops] = gf;
+    g.share = r.steps_total_s > 0 ? g.median_s / r.steps_total_s : 0;
+    g.gflops = g.median_s > 0 ? flops / g.median_s / 1e9 : 0;
+    r.by_operator.push_back(g);
+  }
+  std::stable_sort(r.by_operator.begin(), r.by_operator.end(), [](const auto& a, const auto& b) { return a.median_s > b.median_s; });
+  for (auto& c : all) c.share = r.steps_total_s > 0 ? c.median_s / r.steps_total_s : 0;
+  if (r.steps_total_s > 0) r.fallback_share /= r.steps_total_s;
+  std::stable_sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.median_s > b.median_s; });
+  r.steps = static_cast<int>(n);
+  all.resize(std::min(all.size(), top));
+  r.top_steps = std::move(all);
+}
+
 namespace {
 
 PointRow summarize_point(const PointResult& p, const JobResult& j, double confidence) {
@@ -173,45 +213,7 @@ PointRow summarize_point(const PointResult& p, const JobResult& j, double confid
   r.work_items = p.work_items;
   r.flops = static_cast<double>(p.work_flops);
   r.facts = p.facts;
-  if (!p.steps.empty()) {
-    // Per step: per timed repetition the slowest rank, then the median over repetitions.
-    const std::size_t n = p.steps.size();
-    std::vector<std::vector<std::int64_t>> worst_of(n, std::vector<std::int64_t>(static_cast<std::size_t>(std::max(total_reps, 0)), -1));
-    for (const auto& t : p.step_times)
-      if (t.step >= 0 && static_cast<std::size_t>(t.step) < n && t.rep >= p.warmups && t.rep < total_reps)
-        worst_of[static_cast<std::size_t>(t.step)][static_cast<std::size_t>(t.rep)] =
-            std::max(worst_of[static_cast<std::size_t>(t.step)][static_cast<std::size_t>(t.rep)], t.ns);
-    std::vector<PointRow::StepCost> all;
-    std::map<std::pair<std::string, std::string>, std::pair<PointRow::OpCost, double>> groups;  // (op, pass) -> cost, flops
-    for (std::size_t k = 0; k < n; ++k) {
-      std::vector<double> v;
-      for (auto x : worst_of[k])
-        if (x >= 0) v.push_back(static_cast<double>(x) * 1e-9);
-      PointRow::StepCost c{p.steps[k].name, p.steps[k].op, p.steps[k].direction, p.steps[k].impl, stats::median(v), 0, 0};
-      c.gflops = c.median_s > 0 ? p.steps[k].flops / c.median_s / 1e9 : 0;
-      r.steps_total_s += c.median_s;
-      if (c.impl == "reference (fallback)") r.fallback_share += c.median_s;
-      auto& [g, flops] = groups[{c.op, c.direction}];
-      g.op = c.op, g.direction = c.direction;
-      ++g.steps;
-      g.median_s += c.median_s;
-      flops += p.steps[k].flops;
-      all.push_back(c);
-    }
-    for (auto& [key, gf] : groups) {
-      auto& [g, flops] = gf;
-      g.share = r.steps_total_s > 0 ? g.median_s / r.steps_total_s : 0;
-      g.gflops = g.median_s > 0 ? flops / g.median_s / 1e9 : 0;
-      r.by_operator.push_back(g);
-    }
-    std::stable_sort(r.by_operator.begin(), r.by_operator.end(), [](const auto& a, const auto& b) { return a.median_s > b.median_s; });
-    for (auto& c : all) c.share = r.steps_total_s > 0 ? c.median_s / r.steps_total_s : 0;
-    if (r.steps_total_s > 0) r.fallback_share /= r.steps_total_s;
-    std::stable_sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.median_s > b.median_s; });
-    r.steps = static_cast<int>(n);
-    all.resize(std::min<std::size_t>(all.size(), 10));
-    r.top_steps = std::move(all);
-  }
+  if (!p.steps.empty()) add_step_costs(r, p, p.warmups, total_reps);
   r.mean = stats::mean_t_interval(r.costs, confidence);
   r.normality = stats::anderson_darling(sorted_costs);
   r.outliers = stats::tukey_outliers(sorted_costs);

@@ -96,6 +96,13 @@ struct PointRow {
   bool mean_trusted() const { return normality.applicable && !normality.rejects() && outliers.low + outliers.high == 0; }
 };
 
+struct PointResult;
+// Level 1 on d500's executor: where a step's time goes, from `p`'s node steps and each rank's
+// time in each: per step the median over repetitions [first_rep, end_rep) of the slowest rank's
+// duration, into r's by_operator (added by operator and pass), top_steps (the `top` costliest),
+// steps_total_s, fallback_share and steps. The report's breakdown, and d500-bench-executor's.
+void add_step_costs(PointRow& r, const PointResult& p, int first_rep, int end_rep, std::size_t top = 10);
+
 // Resamples of every bootstrap interval of a report or a comparison of runs.
 constexpr int kBootstrapResamples = 2000;
 

@@ -18,7 +18,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <map>
 #include <string>
 #include <vector>
 
@@ -27,6 +26,8 @@
 #include "networks/prepare.hpp"
 #include "networks/validate.hpp"
 #include "stats.hpp"
+#include "store/reader.hpp"
+#include "summary.hpp"
 #include "workloads/harness.hpp"
 #include "workloads/level1/network.hpp"
 #include "workloads/registry.hpp"
@@ -35,42 +36,26 @@ using namespace d500;
 
 namespace {
 
-// Where the step's time goes: per node step the median over the last measure()'s repetitions,
-// summed per (operator, direction, implementation), and the ten slowest steps.
+// Where the step's time goes, as the report breaks it down (add_step_costs): the last measure()'s
+// repetitions of this one rank, added by operator and pass, and the twelve slowest steps.
 void print_breakdown(const StepTimes* t) {
   if (!t || t->steps.empty() || t->repetitions <= 0) return;
+  PointResult p;
+  p.steps = t->steps;
   const std::size_t n = t->steps.size();
-  std::vector<double> med(n);
-  double total = 0;
-  for (std::size_t k = 0; k < n; ++k) {
-    std::vector<double> v;
-    for (int r = 0; r < t->repetitions; ++r) v.push_back(static_cast<double>(t->ns[static_cast<std::size_t>(r) * n + k]) * 1e-6);
-    med[k] = stats::median(v);
-    total += med[k];
-  }
-  struct Group {
-    double ms = 0, flops = 0;
-    int steps = 0;
-  };
-  std::map<std::string, Group> groups;
-  for (std::size_t k = 0; k < n; ++k) {
-    Group& g = groups[t->steps[k].op + " " + t->steps[k].direction + " | " + t->steps[k].impl];
-    g.ms += med[k], g.flops += t->steps[k].flops, ++g.steps;
-  }
-  std::vector<std::pair<std::string, Group>> sorted(groups.begin(), groups.end());
-  std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.second.ms > b.second.ms; });
-  std::printf("node steps: %zu, their medians summed: %.3f ms\n%9s %6s %5s %9s  %s\n", n, total, "ms", "share", "steps", "TFLOP/s", "operator direction | implementation");
-  for (const auto& [name, g] : sorted)
-    std::printf("%9.3f %5.1f%% %5d %9.2f  %s\n", g.ms, 100 * g.ms / total, g.steps, g.ms > 0 ? g.flops / g.ms * 1e-9 : 0.0, name.c_str());
-  std::vector<std::size_t> order(n);
-  for (std::size_t k = 0; k < n; ++k) order[k] = k;
-  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return med[a] > med[b]; });
+  for (int r = 0; r < t->repetitions; ++r)
+    for (std::size_t k = 0; k < n; ++k)
+      p.step_times.push_back({0, r, static_cast<std::int32_t>(k), t->ns[static_cast<std::size_t>(r) * n + k]});
+  PointRow row;
+  add_step_costs(row, p, 0, t->repetitions, 12);
+  std::printf("node steps: %d, their medians summed: %.3f ms\n%9s %6s %5s %9s  %s\n", row.steps, row.steps_total_s * 1e3, "ms", "share", "steps",
+              "TFLOP/s", "operator direction");
+  for (const auto& g : row.by_operator)
+    std::printf("%9.3f %5.1f%% %5d %9.2f  %s %s\n", g.median_s * 1e3, 100 * g.share, g.steps, g.gflops * 1e-3, g.op.c_str(), g.direction.c_str());
   std::printf("slowest steps:\n");
-  for (std::size_t i = 0; i < std::min<std::size_t>(n, 12); ++i) {
-    const StepInfo& s = t->steps[order[i]];
-    std::printf("%9.3f ms %9.2f TFLOP/s  %s %s (%s) | %s\n", med[order[i]], med[order[i]] > 0 ? s.flops / med[order[i]] * 1e-9 : 0.0, s.name.c_str(),
-                s.direction.c_str(), s.op.c_str(), s.impl.c_str());
-  }
+  for (const auto& c : row.top_steps)
+    std::printf("%9.3f ms %9.2f TFLOP/s  %s %s (%s) | %s\n", c.median_s * 1e3, c.gflops * 1e-3, c.name.c_str(), c.direction.c_str(), c.op.c_str(),
+                c.impl.c_str());
 }
 
 }  // namespace
