@@ -557,13 +557,8 @@ TEST(Validation, TheReducedPrecisionYardstickRoundsAProductsInputsAndPutsThemBac
   auto tf32 = [](double v) { return static_cast<double>(to_tf32(static_cast<float>(v))); };
   for (const int bits : {0, 10}) {
     SCOPED_TRACE(bits);
-    ExecutorSpec s;
-    s.graph = &b.g;
-    s.double_precision = true;
-    s.reduced_mantissa = bits;
-    GraphExecutor e(s);
-    e.forward(0);
-    const std::vector<double> product = e.output(0), relu = e.output(1);
+    const auto e = run_yardstick(b.g, false, -1, {}, {}, 1, 0, bits);
+    const std::vector<double> product = e->output(0), relu = e->output(1);
     int differ = 0;
     for (int i = 0; i < 3; ++i)
       for (int j = 0; j < 2; ++j) {
@@ -593,18 +588,7 @@ TEST(Validation, ATf32StepPassesWithinItsSimulatedRoundingAndAWrongOneFails) {
   const std::vector<int> params = trainable_params(g, loss);
   const InputData inputs = make_inputs(g, 1, 1);
   const StepValues exact = yardstick_step(g, true, loss, params, inputs.pointers(), 1);
-  ExecutorSpec s;
-  s.graph = &g;
-  s.training = true;
-  s.loss = loss;
-  s.params = params;
-  s.inputs = inputs.pointers();
-  s.double_precision = true;
-  s.reduced_mantissa = 10;
-  GraphExecutor e(s);
-  e.forward(0);
-  e.backward(0);
-  const StepValues got = step_values(e, g, params, true);
+  const StepValues got = step_values(*run_yardstick(g, true, loss, params, inputs.pointers(), 1, 0, 10), g, params, true);
   const ToleranceBasis fp32 = network_tolerance(g, loss), tf32 = with_point_math(fp32, Params{{"math", std::string("tf32")}});
   EXPECT_EQ(tf32.reduced_mantissa, 10);
   EXPECT_EQ(fp32.reduced_mantissa, 0);

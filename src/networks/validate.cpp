@@ -56,11 +56,11 @@ ToleranceBasis network_tolerance(const Graph& g, int loss) {
 ToleranceBasis with_point_math(ToleranceBasis b, const Params& point) {
   const double chain = std::sqrt(static_cast<double>(std::max(b.depth, 1)));
   if (tf32_math(point)) {
-    const double extra = rounded_inputs_tolerance(10) * chain;
+    b.reduced_mantissa = 10;  // TF32's: the formula's u and the second opinion's simulated rounding
+    const double extra = rounded_inputs_tolerance(b.reduced_mantissa) * chain;
     b.tolerance += extra;
     b.words += "; + 8u sqrt(D) = " + fmt_sig(extra, 3) + ", u = 2^-11 (math = tf32: convolutions and matrix products may round " +
                "their inputs to TF32's 10 mantissa bits), in all " + fmt_sig(b.tolerance, 3);
-    b.reduced_mantissa = 10;
   } else if (bf16_math(point)) {
     // The inputs' rounding (8u) and a convolution's result's own (u), u = 2^-8.
     const double extra = rounded_inputs_and_result_tolerance(7) * chain;

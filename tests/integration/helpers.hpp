@@ -250,13 +250,14 @@ inline std::vector<std::string> point_ids(hid_t file) {
 // `group` < 0 (and a failure of the test) when the file does not open or holds another number.
 struct OnePoint {
   hid_t file = -1, group = -1;
+  std::string id;
   explicit OnePoint(const fs::path& path) {
     file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
     EXPECT_GE(file, 0) << path;
     if (file < 0) return;
     const std::vector<std::string> ids = point_ids(file);
     EXPECT_EQ(ids.size(), 1u) << path;
-    if (ids.size() == 1) group = H5Gopen2(file, ("points/" + ids[0]).c_str(), H5P_DEFAULT);
+    if (ids.size() == 1) id = ids[0], group = H5Gopen2(file, ("points/" + id).c_str(), H5P_DEFAULT);
   }
   ~OnePoint() {
     if (group >= 0) H5Gclose(group);

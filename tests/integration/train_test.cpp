@@ -218,21 +218,17 @@ TEST_F(Training, TwoRanksTrainOnTheirSharesInLockstep) {
   // per rank: the worst rank's are written), so the point's checksum holds.
   Cmd check = sh(d500_cmd("check " + (run / "results" / "job-0000.h5").string()));
   EXPECT_EQ(check.code, 0) << check.out;
-  hid_t f = H5Fopen((run / "results" / "job-0000.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-  ASSERT_GE(f, 0);
-  const std::vector<std::string> ids = point_ids(f);
-  ASSERT_EQ(ids.size(), 1u);
-  hid_t g = H5Gopen2(f, ("points/" + ids[0]).c_str(), H5P_DEFAULT);
+  const OnePoint point(run / "results" / "job-0000.h5");
+  ASSERT_GE(point.group, 0);
+  const hid_t g = point.group;
   // 1024 samples, 512 per rank, 16 batches of 32 per rank and epoch: 32 steps in 2 epochs.
   EXPECT_EQ(attr_int(g, "train.steps"), 32);
   EXPECT_NE(attr_string(g, "train.sampler").find("each rank its own share of 512 samples"), std::string::npos) << attr_string(g, "train.sampler");
   std::map<int, int> per_rank;
-  for (const auto& s : read_samples(f, ids[0]))
+  for (const auto& s : read_samples(point.file, point.id))
     if (s.phase == 0) ++per_rank[s.rank];
   EXPECT_EQ(per_rank[0], 32);
   EXPECT_EQ(per_rank[1], 32);
-  H5Gclose(g);
-  H5Fclose(f);
 }
 
 TEST_F(Training, LibTorchsOptimizersAgreeWithTheReferenceOnes) {
