@@ -44,6 +44,15 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 build=$root/build-gpu
 t0=$SECONDS
 stamp() { echo "[device-check +$((SECONDS - t0)) s] $*"; }
+# The optional NETWORK [BATCH] after step i (train, profile): net and nbatch (resnet50 and 128
+# when absent), i moved past what was given. A step's name is never taken for a network.
+network_and_batch() {
+  net=resnet50 nbatch=128
+  local a=${steps[$((i + 1))]:-}
+  if [[ $a =~ ^[a-z][a-z0-9-]*$ && ! " build test bench train profile " =~ " $a " ]]; then net=$a i=$((i + 1)); fi
+  a=${steps[$((i + 1))]:-}
+  if [[ $a =~ ^[0-9]+$ ]]; then nbatch=$a i=$((i + 1)); fi
+}
 configure_and_build() {  # extra cmake args...
   cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DD500_WITH_TESTS=ON \
     -DCMAKE_CUDA_ARCHITECTURES="${D500_CUDA_ARCHS:-90-real}" "$@" >> "$out/build.log" 2>&1 &&
@@ -88,11 +97,8 @@ for ((i = 0; i < ${#steps[@]}; ++i)); do
       cat "$out/bench-gpu.txt"
       ;;
     train)
-      net=${steps[$((i + 1))]:-resnet50}
-      tbatch=${steps[$((i + 2))]:-128}
-      [[ $net =~ ^[a-z][a-z0-9-]*$ && $net != build && $net != test && $net != bench ]] && i=$((i + 1)) || net=resnet50
-      [[ $tbatch =~ ^[0-9]+$ ]] && i=$((i + 1)) || tbatch=128
-      D500_BUILD="$build" timeout "$limit" bash launchers/bench-gpu-train.sh "$net" "$tbatch" > "$out/bench-gpu-train.txt" 2>&1
+      network_and_batch
+      D500_BUILD="$build" timeout "$limit" bash launchers/bench-gpu-train.sh "$net" "$nbatch" > "$out/bench-gpu-train.txt" 2>&1
       echo "bench-gpu-train.sh: exit $?"
       cat "$out/bench-gpu-train.txt"
       ;;
@@ -100,15 +106,12 @@ for ((i = 0; i < ${#steps[@]}; ++i)); do
       # Where a training step's time goes on the GPU: d500-bench-executor's per-operator and
       # slowest-step breakdown (device times between CUDA events around each node step), once per
       # D500_PROFILE_RUNS item (CUDNN_ALGORITHMS:MATH:CUDNN_API, default find::), validation skipped.
-      pnet=${steps[$((i + 1))]:-resnet50}
-      pbatch=${steps[$((i + 2))]:-128}
-      [[ $pnet =~ ^[a-z][a-z0-9-]*$ && $pnet != build && $pnet != test && $pnet != bench && $pnet != train ]] && i=$((i + 1)) || pnet=resnet50
-      [[ $pbatch =~ ^[0-9]+$ ]] && i=$((i + 1)) || pbatch=128
+      network_and_batch
       for prun in ${D500_PROFILE_RUNS:-find::}; do
         IFS=: read -r palgos pmath papi <<< "$prun"
-        echo "== $pnet batch $pbatch training on cuda: cudnn_algorithms=${palgos:-default} math=${pmath:-fp32} cudnn_api=${papi:-legacy}" >> "$out/profile.txt"
+        echo "== $net batch $nbatch training on cuda: cudnn_algorithms=${palgos:-default} math=${pmath:-fp32} cudnn_api=${papi:-legacy}" >> "$out/profile.txt"
         D500_VALIDATE=0 D500_CUDNN_ALGORITHMS=$palgos D500_MATH=$pmath D500_CUDNN_API=$papi timeout "$limit" \
-          mpirun -np 1 "$build/d500-bench-executor" "$pnet" "$pbatch" cuda training 1 2 5 >> "$out/profile.txt" 2>&1
+          mpirun -np 1 "$build/d500-bench-executor" "$net" "$nbatch" cuda training 1 2 5 >> "$out/profile.txt" 2>&1
         echo "profile ($prun): exit $?"
       done
       cat "$out/profile.txt"

@@ -134,7 +134,7 @@ class Synthetic final : public Dataset {
   const Shape& sample_shape() const override { return shape_; }
   int classes() const override { return classes_; }
   // Each sample from its own seed, so a large batch (a million values or more: ResNet-50's
-  // batch of 128 is 19 million, about 60 ms on one core) is made on the cores this rank may run
+  // batch of 128 is 19 million, 80-90 ms on one core) is made on the cores this rank may run
   // on, a range of samples each, as a data loader's workers would: the same values whatever the
   // thread count.
   void read(std::span<const std::int64_t> idx, float* x, std::int64_t* y) override {
