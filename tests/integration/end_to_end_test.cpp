@@ -606,8 +606,11 @@ TEST_F(EndToEnd, AfterKill9TheRanksEndAndAJobThatOutlivesItsRunnerIsNamed) {
 // point again, under a spec of its own, and every earlier results file is kept.
 TEST_F(EndToEnd, ARunResumesByPointAndKeepsEveryEarlierFile) {
   const fs::path run = planned(
-      "[campaign]\nname = \"resume\"\nrepetitions = 3000\nwarmups = 0\n[fixed]\nworkload = \"gemm\"\nn = 256\n"
-      "[axes]\nbackend = [\"blas\", \"reference\"]\n");  // blas: about a second; reference: a minute
+      "[campaign]\nname = \"resume\"\nrepetitions = 3000\nwarmups = 0\n[fixed]\nworkload = \"gemm\"\n"
+      "[axes]\nbackend = [\"blas\", \"reference\"]\nn = [256, 512]\n[[zip]]\naxes = [\"backend\", \"n\"]\n");
+  // blas at n = 256: about a second; reference at n = 512: about 25 s here, far longer than the
+  // 3 s mpirun leaves a rank between a stop and its SIGTERM (at n = 256 it took 2.5 s, and it
+  // sometimes completed before the SIGTERM reached it)
   const std::string spec = (run / "jobs" / "job-0000.toml").string();
   const fs::path out1 = dir_ / "run1.out", out2 = dir_ / "run2.out";
   pid_t runner = spawn_d500("run " + run.string(), out1);
