@@ -29,7 +29,10 @@ build=${D500_BUILD:-$root/build}
 python=${PYTHON:-python3}
 network=${1:-resnet50} batch=${2:-128} steps=${3:-10} rounds=${4:-2}
 [ -x "$build/d500-bench-train" ] || { echo "bench-gpu-train.sh: no $build/d500-bench-train (build d500 first, or set D500_BUILD)" >&2; exit 2; }
-mpirun=(mpirun -np 1)
+# The one rank gets every core, as d500's local launcher gives a lone rank (templates/local.sh.in:
+# nproc / ranks of them): Open MPI alone would bind it to one core, and the data phase, which
+# makes a batch on the rank's cores, would be measured on one.
+mpirun=(mpirun -np 1 --map-by "slot:PE=$(nproc)" --bind-to core)
 [ "$(id -u)" = 0 ] && mpirun+=(--allow-run-as-root)
 # D500_BENCH_TRAIN_RUNS narrows part 1: BACKEND:CUDNN_ALGORITHMS:MATH:CUDNN_API items (empty:
 # the default), separated by spaces.

@@ -111,7 +111,7 @@ for ((i = 0; i < ${#steps[@]}; ++i)); do
         IFS=: read -r palgos pmath papi <<< "$prun"
         echo "== $net batch $nbatch training on cuda: cudnn_algorithms=${palgos:-default} math=${pmath:-fp32} cudnn_api=${papi:-legacy}" >> "$out/profile.txt"
         D500_VALIDATE=0 D500_CUDNN_ALGORITHMS=$palgos D500_MATH=$pmath D500_CUDNN_API=$papi timeout "$limit" \
-          mpirun -np 1 "$build/d500-bench-executor" "$net" "$nbatch" cuda training 1 2 5 >> "$out/profile.txt" 2>&1
+          mpirun -np 1 --map-by "slot:PE=$(nproc)" --bind-to core "$build/d500-bench-executor" "$net" "$nbatch" cuda training 1 2 5 >> "$out/profile.txt" 2>&1
         echo "profile ($prun): exit $?"
       done
       cat "$out/profile.txt"

@@ -5,7 +5,7 @@
 // schedule, the stop checks). Rounds alternate (a) and (b) so that drift hits both; the figure is
 // the median step time of each and their ratio. The data read is in both (synthetic samples made
 // from the seed: the data phase's cost, the same in (a) and (b)).
-//   mpirun -np 1 build/d500-bench-train [network] [batch] [steps per round] [rounds] [validate] [both|bare|d500]
+//   mpirun -np 1 --map-by slot:PE=$(nproc) --bind-to core build/d500-bench-train [network] [batch] [steps per round] [rounds] [validate] [both|bare|d500]
 // validate = 0 skips the workload's validation before each round (its yardstick runs the network
 // in double on d500's reference kernels: minutes for ResNet-18 at batch 64 on a small machine);
 // the timed loop is the same either way. D500_BACKEND picks the executor (default
