@@ -160,7 +160,8 @@ struct RunnerSpec {
   int loss = -1;               // training: the scalar float tensor whose gradient is 1
   std::vector<int> params;     // training: the float constants whose gradients are wanted
   // Per graph input (in graph.inputs order): the data of all micro-batches, one after another,
-  // each the graph input's size.
+  // each the graph input's size. Read again at inputs_changed(): it outlives the runner (d500's
+  // executor on a device page-locks a training input of 1 MiB or more while it lives).
   std::vector<const void*> inputs;
   int micro_batches = 1;
   int threads = 1;

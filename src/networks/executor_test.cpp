@@ -672,6 +672,14 @@ class GuardedMemory final : public DeviceMemory {
   // The most it has held at once, in whole pages (a GPU's use, as the cuda backend reads it).
   std::int64_t peak_bytes() const override { return peak_; }
   bool fused_optimizer = false;  // whether it offers the fused optimizer step (the cuda backend's kernel)
+  // Host ranges page-locked now (pin(), until unpin()): the backend's, so that it outlives this memory.
+  std::map<const void*, std::size_t>* pinned = nullptr;
+  void pin(const void* host, std::size_t bytes) noexcept override {
+    EXPECT_TRUE(pinned->emplace(host, bytes).second) << "a range pinned twice";
+  }
+  void unpin(const void* host) noexcept override {
+    EXPECT_EQ(pinned->erase(host), 1u) << "unpin of a range never pinned";
+  }
   ~GuardedMemory() override { EXPECT_TRUE(regions_.empty()) << regions_.size() << " allocations were never released"; }
 
   void* allocate(std::size_t bytes) override {
@@ -1039,6 +1047,7 @@ class GuardedDeviceOp final : public NodeKernel {
 
 struct GuardedBackend {
   GuardedMemory* memory = nullptr;  // the last executor's
+  std::map<const void*, std::size_t> pinned;  // what every executor's memory has page-locked now
   BackendInfo info;
   // element_ops: the test device runs device_ops.hpp's kernels too, as the cuda backend does.
   explicit GuardedBackend(bool fused_optimizer = false, bool element_ops = false) {
@@ -1053,6 +1062,7 @@ struct GuardedBackend {
     info.make_device_memory = [this, fused_optimizer] {
       auto m = std::make_unique<GuardedMemory>();
       m->fused_optimizer = fused_optimizer;
+      m->pinned = &pinned;
       memory = m.get();
       return std::unique_ptr<DeviceMemory>(std::move(m));
     };
@@ -1069,6 +1079,50 @@ TEST(Executor, TheGuardedTestDeviceCatchesAHostAccessOfDeviceMemory) {
   EXPECT_DEATH({ p[0] = 1.0f; }, "");
   EXPECT_THROW(m.download(&v, &v, sizeof v), Error);
   m.release(p);
+}
+
+// A training batch is read from the same host memory at every step (inputs_changed): on a device
+// the executor page-locks an input of 1 MiB or more, with its size, for as long as it lives, and
+// nothing smaller, nothing in inference.
+TEST(Executor, OnADeviceATrainingInputOfAMebibyteOrMoreIsPageLockedWhileTheExecutorLives) {
+  GuardedBackend dev;
+  GraphBuilder b;
+  const int x = b.input("x", DType::F32, {256, 1024});  // 1 MiB of float32
+  const int small = b.input("s", DType::F32, {255, 1024});
+  const int y = b.node("Mul", {x, b.weight("w", {256, 1024})});
+  const int z = b.node("Mul", {small, b.weight("v", {255, 1024})});
+  const int loss = b.finish_with_projection_loss({y, z});
+  std::vector<float> xs(256 * 1024, 0.5f), ss(255 * 1024, -0.25f);
+  ExecutorSpec s;
+  s.graph = &b.g;
+  s.backend = &dev.info;
+  s.inputs = {xs.data(), ss.data()};
+  {
+    GraphExecutor inference(s);
+    inference.forward(0);
+    EXPECT_TRUE(dev.pinned.empty()) << "inference reads its inputs once";
+  }
+  s.training = true;
+  s.loss = loss;
+  s.params = b.params();
+  auto e = std::make_unique<GraphExecutor>(s);
+  EXPECT_EQ(dev.pinned, (std::map<const void*, std::size_t>{{xs.data(), xs.size() * sizeof(float)}}));
+  xs.assign(xs.size(), 2.0f);
+  e->inputs_changed();
+  e->forward(0);
+  e->backward(0);
+  const std::vector<double> dw = e->gradient(0);  // d(loss)/dw = x R: x now 2 everywhere
+  ASSERT_EQ(dw.size(), xs.size());
+  GraphExecutor host([&] {
+    ExecutorSpec h = s;
+    h.backend = nullptr;
+    return h;
+  }());
+  host.forward(0);
+  host.backward(0);
+  EXPECT_EQ(dw, host.gradient(0)) << "the pinned batch is read as it is now";
+  e.reset();
+  EXPECT_TRUE(dev.pinned.empty()) << "unpinned when the executor ends";
 }
 
 // The index of g's SoftmaxCrossEntropyLoss node.
