@@ -11,7 +11,8 @@
 // round at each call into the executor's shared scratch, the result widened back to float32:
 // every tensor the executor keeps stays float32 (PyTorch's autocast keeps bfloat16 activations).
 //   Gemm, MatMul (2-D weights, or equal batches)  cuBLAS sgemm / sgemm strided batched
-//   Add (operands of one shape)                    a device copy and cublasSaxpy
+//   Add (operands of one shape)                    d500's add kernel, one pass (without nvcc:
+//                                                  a device copy and cublasSaxpy)
 //   Conv, ConvTranspose (1-D, 2-D; symmetric       cuDNN forward, backward data, backward filter,
 //   pads; ConvTranspose: the convolution's         (ConvTranspose: forward by backward data)
 //   adjoint)
@@ -410,21 +411,37 @@ class MatMul final : public CudaNode {
   I rows_ = 0, k_ = 0, n_ = 0, count_ = 1;
 };
 
-// Add of two operands of one shape.
+// Add of two operands of one shape (a residual connection): one pass of d500's kernel, reading
+// a and b and writing y (a copy then cublasSaxpy, the way without nvcc, reads and writes y twice
+// more: 5 passes over the tensor's bytes against 3, and the same sums: fma(1, b, a) is a + b);
+// backward, dy read once into both gradients.
 class Add final : public CudaNode {
  public:
   using CudaNode::CudaNode;
   void forward() override {
     const I n = p_.out[0].numel();
+#ifdef D500_HAVE_CUDA_KERNELS
+    check(launch_add(in(0), in(1), out(0), n, m_.stream()), "the add kernel's launch");
+#else
     m_.copy(out(0), in(0), static_cast<std::size_t>(n) * sizeof(float));
     m_.axpy(1.0f, in(1), out(0), n);
+#endif
   }
   void backward() override {
-    const std::size_t bytes = static_cast<std::size_t>(p_.out[0].numel()) * sizeof(float);
-    for (std::size_t i = 0; i < 2; ++i)
-      if (float* d = din(i)) m_.copy(d, dout(0), bytes);
+    const I n = p_.out[0].numel();
+    float* d0 = din(0);
+    float* d1 = din(1);
+#ifdef D500_HAVE_CUDA_KERNELS
+    if (d0 && d1) return check(launch_copy_twice(dout(0), d0, d1, n, m_.stream()), "the add gradient kernel's launch");
+#endif
+    for (float* d : {d0, d1})
+      if (d) m_.copy(d, dout(0), static_cast<std::size_t>(n) * sizeof(float));
   }
+#ifdef D500_HAVE_CUDA_KERNELS
+  std::string impl() const override { return "cuda d500 kernel (add in one pass)"; }
+#else
   std::string impl() const override { return "cuda copy and cublas saxpy"; }
+#endif
 };
 
 #ifdef D500_HAVE_CUDA_KERNELS

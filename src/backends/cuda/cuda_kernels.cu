@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 
 #include "backends/cuda/cuda_kernels.hpp"
 
@@ -37,7 +38,48 @@ cudaError_t launch_each(std::int64_t n, cudaStream_t s, F f) {
   return cudaGetLastError();
 }
 
+// Elementwise over [0, n) in 16-byte vectors where every pointer allows: items [0, n / 4) call
+// vec(j) on elements 4j..4j+3, the rest (n % 4 of them) scalar(i) one element each; one launch.
+template <class V, class S>
+cudaError_t launch_vector4(std::int64_t n, bool aligned, cudaStream_t s, V vec, S scalar) {
+  if (!aligned) return launch_each(n, s, scalar);
+  const std::int64_t n4 = n / 4;
+  return launch_each(n4 + n % 4, s, [=] __device__(std::int64_t j) {
+    if (j < n4)
+      vec(j);
+    else
+      scalar(4 * n4 + (j - n4));
+  });
+}
+
+bool aligned16(std::initializer_list<const void*> ps) {
+  for (const void* p : ps)
+    if (reinterpret_cast<std::uintptr_t>(p) % 16 != 0) return false;
+  return true;
+}
+
 }  // namespace
+
+cudaError_t launch_add(const float* a, const float* b, float* y, std::int64_t n, cudaStream_t s) {
+  return launch_vector4(
+      n, aligned16({a, b, y}), s,
+      [=] __device__(std::int64_t j) {
+        const float4 u = reinterpret_cast<const float4*>(a)[j], v = reinterpret_cast<const float4*>(b)[j];
+        reinterpret_cast<float4*>(y)[j] = make_float4(u.x + v.x, u.y + v.y, u.z + v.z, u.w + v.w);
+      },
+      [=] __device__(std::int64_t i) { y[i] = a[i] + b[i]; });
+}
+
+cudaError_t launch_copy_twice(const float* x, float* y0, float* y1, std::int64_t n, cudaStream_t s) {
+  return launch_vector4(
+      n, aligned16({x, y0, y1}), s,
+      [=] __device__(std::int64_t j) {
+        const float4 u = reinterpret_cast<const float4*>(x)[j];
+        reinterpret_cast<float4*>(y0)[j] = u;
+        reinterpret_cast<float4*>(y1)[j] = u;
+      },
+      [=] __device__(std::int64_t i) { y0[i] = y1[i] = x[i]; });
+}
 
 cudaError_t launch_binary_forward(const dev::Binary& k, const float* a, const float* b, float* y, cudaStream_t s) {
   return launch_each(k.s.n, s, [=] __device__(std::int64_t i) { y[i] = dev::binary_forward_at(k, a, b, i); });

@@ -26,6 +26,11 @@ cudaError_t launch_sce_forward(const dev::Sce& k, const dev::Parts& ps, const fl
 cudaError_t launch_sce_backward(const dev::Sce& k, const float* scores, const void* labels, const float* lse, const float* row_weight,
                                 const float* divisor, const float* dloss, const float* dlp, float* dlp_sum, float* dscores, cudaStream_t s);
 
+// Add of two operands of one shape, y = a + b, in one pass (float4 loads and stores where the
+// three are 16-byte aligned); its backward pass, dy into both gradients, in one read.
+cudaError_t launch_add(const float* a, const float* b, float* y, std::int64_t n, cudaStream_t s);
+cudaError_t launch_copy_twice(const float* x, float* y0, float* y1, std::int64_t n, cudaStream_t s);
+
 // Level 1's other operators (device_ops.hpp's functions, one thread per element or row):
 // y = a op b, broadcast; d(a) or d(b) (which: 0 or 1), each element the sum over its broadcast.
 cudaError_t launch_binary_forward(const dev::Binary& k, const float* a, const float* b, float* y, cudaStream_t s);
