@@ -25,15 +25,6 @@ std::string point_math(const Params& p) {
 bool tf32_math(const Params& p) { return point_math(p) == "tf32"; }
 bool bf16_math(const Params& p) { return point_math(p) == "bf16"; }
 
-std::string cudnn_graph_api_check(const Params& p) {
-  const auto api = p.find("cudnn_api");
-  if (api == p.end() || api->second != Value{std::string("graph")}) return "";
-  if (bf16_math(p))
-    return "'math' \"bf16\" runs cuDNN's convolutions through the legacy calls only (cudnn_api = \"legacy\", the default); "
-           "cudnn_api = \"graph\" takes math = \"fp32\" or \"tf32\"";
-  return "";
-}
-
 std::int64_t Tensor::numel() const {
   std::int64_t n = 1;
   for (auto d : dims) n *= d;

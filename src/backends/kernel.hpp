@@ -80,12 +80,6 @@ double rounded_inputs_and_result_tolerance(int mantissa_bits);
 std::string point_math(const Params& p);
 bool tf32_math(const Params& p);
 bool bf16_math(const Params& p);
-// What cuDNN's graph API path (cudnn_api = "graph", level 0 and the executor) takes: tensors of
-// their own type (float32, or level 0's dtype bf16 / fp16), with math "fp32" or "tf32". The
-// executor's math = "bf16" (16-bit arithmetic on float32 tensors) runs through cuDNN's legacy
-// calls. "" for a point it takes or one not on the graph API; else why not, beginning with the
-// key the point set ('math'), as plan-time checks begin, so that the error points at that key's line.
-std::string cudnn_graph_api_check(const Params& p);
 
 // The shapes of a problem of each operator, read from its parameters (one meaning for all).
 ConvShape conv_shape(const OpProblem& p);

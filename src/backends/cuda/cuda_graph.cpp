@@ -7,9 +7,11 @@
 // allowed, as PyTorch's allow_tf32 flags do), validated with the wider tolerance that states; with
 // math = "bf16" (mixed precision), cuBLAS in CUBLAS_COMPUTE_32F_FAST_16BF (float32 in and out,
 // inputs rounded to bfloat16, float32 sums) and cuDNN's convolutions in its bfloat16
-// configuration (CUDNN_TENSOR_OP_MATH) on bfloat16 copies of x, w and dy that d500's kernels
-// round at each call into the executor's shared scratch, the result widened back to float32:
-// every tensor the executor keeps stays float32 (PyTorch's autocast keeps bfloat16 activations).
+// configuration (CUDNN_TENSOR_OP_MATH; with cudnn_api = "graph", graph-API plans on bfloat16
+// tensors) on bfloat16 copies of x, w and dy that d500's kernels round at each call into the
+// executor's shared scratch (a trained Conv's x into a copy of its own, kept from the forward pass
+// for the backward-filter pass), the result widened back to float32: every tensor the executor
+// keeps stays float32 (PyTorch's autocast keeps bfloat16 activations).
 //   Gemm, MatMul (2-D weights, or equal batches)  cuBLAS sgemm / sgemm strided batched
 //   Add (operands of one shape)                    d500's add kernel, one pass (without nvcc:
 //                                                  a device copy and cublasSaxpy)
@@ -866,6 +868,9 @@ class Conv final : public CudaNode {
       yh_ = std::make_unique<TensorDesc>(g.n, g.k, g.p, g.q, CUDNN_DATA_BFLOAT16);
       x_elems_ = g.n * g.c * g.h * g.w, w_elems_ = g.k * g.cg() * g.kh * g.kw, y_elems_ = g.n * g.k * g.p * g.q;
       m.reserve_scratch(half_offset(x_elems_) + half_offset(w_elems_) + half_offset(y_elems_));
+      // Training a Conv's filter: the forward pass's bfloat16 copy of x is kept for the
+      // backward-filter pass (as autocast saves its bfloat16 inputs for backward), not rounded again.
+      if (p.training && !transposed && p.din.size() > 1 && p.din[1].present()) saved_x_ = own(half_offset(x_elems_));
     }
     cudnn_check(cudnnCreateFilterDescriptor(&w_), "cudnnCreateFilterDescriptor");
     cudnn_check(cudnnSetFilter4dDescriptor(w_, bf16_ ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, to_int(g.k), to_int(g.cg()),
@@ -897,8 +902,6 @@ class Conv final : public CudaNode {
     // backward-data pass; training adds the other two.
     const bool need_f = !transposed || p.training, need_d = transposed || p.training, need_w = p.training;
     if (graph_api_of(p.params)) {
-      // Planning refuses what the graph API path does not take; d500-bench-train sets parameters without planning.
-      if (const std::string why = cudnn_graph_api_check(*p.params); !why.empty()) throw Error("cuda: " + why);
       make_graph_passes(m, g, shape, want, math != CUDNN_FMA_MATH, on, need_f, need_d, need_w);
       return;
     }
@@ -954,7 +957,7 @@ class Conv final : public CudaNode {
       into = m.graph_plan(std::string(letter) + " " + shape, want, [&] {
         // A find runs the candidates on buffers of the geometry's sizes (made only for it).
         const ConvBuffers search = want == Choice::Find ? *on.get() : ConvBuffers{};
-        return std::make_shared<GraphConv>(m.dnn(), g, pass, want, tf32, search, later);
+        return std::make_shared<GraphConv>(m.dnn(), g, pass, want, tf32, search, later, bf16_ ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT);
       });
       ws_bytes_ = std::max(ws_bytes_, into->chosen().workspace);
       same_bits = same_bits && into->chosen().deterministic;
@@ -979,54 +982,78 @@ class Conv final : public CudaNode {
     cudnn_check(cudnnSetConvolutionMathType(conv_, m), "cudnnSetConvolutionMathType (the pass's algorithm's)");
     current_math_ = m;
   }
-  // The convolution forward (x_ to y_) and its backward-data pass (y_ to x_).
+  // The convolution forward (x_ to y_) and its backward-data pass (y_ to x_). With math = "bf16"
+  // each runs on bfloat16 copies (the forward input into the node's saved copy where it keeps one)
+  // and widens its result into the float32 tensor.
   void convolve(const float* x, float* y) {
+    if (bf16_) {
+      void* hx = saved_x_;
+      if (hx)
+        to_half(x, hx, x_elems_);
+      else
+        hx = half_of(kX, x);
+      void *hw = half_of(kW, in(1)), *hy = written(kY);
+      if (graph_f_) {
+        cudnn_check(graph_f_->run_on({hx, hw, hy}), "cudnnBackendExecute (the convolution's bfloat16 forward plan)");
+      } else {
+        use_math(math_f_);
+        cudnn_check(cudnnConvolutionForward(m_.dnn(), &kOne, cx(), hx, w_, hw, conv_, fwd_, ws_, ws_bytes_, &kZero, cy(), hy),
+                    "cudnnConvolutionForward (bfloat16)");
+      }
+      from_half(hy, y, y_elems_);
+      return;
+    }
     if (graph_f_) {
       cudnn_check(graph_f_->run_on({const_cast<float*>(x), in(1), y}), "cudnnBackendExecute (the convolution's forward plan)");
       return;
     }
     use_math(math_f_);
-    if (bf16_) {
-      void *hx = half_of(kX, x), *hw = half_of(kW, in(1)), *hy = written(kY);
-      cudnn_check(cudnnConvolutionForward(m_.dnn(), &kOne, cx(), hx, w_, hw, conv_, fwd_, ws_, ws_bytes_, &kZero, cy(), hy),
-                  "cudnnConvolutionForward (bfloat16)");
-      from_half(hy, y, y_elems_);
-      return;
-    }
     cudnn_check(cudnnConvolutionForward(m_.dnn(), &kOne, x_.get(), x, w_, in(1), conv_, fwd_, ws_, ws_bytes_, &kZero, y_.get(), y),
                 "cudnnConvolutionForward");
   }
   void backward_data(const float* dy, float* dx) {
+    if (bf16_) {
+      void *hdy = half_of(kY, dy), *hw = half_of(kW, in(1)), *hdx = written(kX);
+      if (graph_d_) {
+        cudnn_check(graph_d_->run_on({hdx, hw, hdy}), "cudnnBackendExecute (the convolution's bfloat16 backward data plan)");
+      } else {
+        use_math(math_d_);
+        cudnn_check(cudnnConvolutionBackwardData(m_.dnn(), &kOne, w_, hw, cy(), hdy, conv_, bwd_data_, ws_, ws_bytes_, &kZero, cx(), hdx),
+                    "cudnnConvolutionBackwardData (bfloat16)");
+      }
+      from_half(hdx, dx, x_elems_);
+      return;
+    }
     if (graph_d_) {
       cudnn_check(graph_d_->run_on({dx, in(1), const_cast<float*>(dy)}), "cudnnBackendExecute (the convolution's backward data plan)");
       return;
     }
     use_math(math_d_);
-    if (bf16_) {
-      void *hdy = half_of(kY, dy), *hw = half_of(kW, in(1)), *hdx = written(kX);
-      cudnn_check(cudnnConvolutionBackwardData(m_.dnn(), &kOne, w_, hw, cy(), hdy, conv_, bwd_data_, ws_, ws_bytes_, &kZero, cx(), hdx),
-                  "cudnnConvolutionBackwardData (bfloat16)");
-      from_half(hdx, dx, x_elems_);
-      return;
-    }
     cudnn_check(cudnnConvolutionBackwardData(m_.dnn(), &kOne, w_, in(1), y_.get(), dy, conv_, bwd_data_, ws_, ws_bytes_, &kZero, x_.get(), dx),
                 "cudnnConvolutionBackwardData");
   }
-  // The filter's gradient from the convolution's input x and its output's gradient dy.
+  // The filter's gradient from the convolution's input x and its output's gradient dy (with
+  // math = "bf16", x's copy the forward pass saved where the node keeps one: the same rounding).
   void backward_filter(const float* x, const float* dy, float* dw) {
+    if (bf16_) {
+      void* hx = saved_x_ ? saved_x_ : half_of(kX, x);
+      void *hdy = half_of(kY, dy), *hdw = written(kW);
+      if (graph_w_) {
+        cudnn_check(graph_w_->run_on({hx, hdw, hdy}), "cudnnBackendExecute (the convolution's bfloat16 backward filter plan)");
+      } else {
+        use_math(math_w_);
+        cudnn_check(cudnnConvolutionBackwardFilter(m_.dnn(), &kOne, cx(), hx, cy(), hdy, conv_, bwd_filter_, ws_, ws_bytes_, &kZero, w_, hdw),
+                    "cudnnConvolutionBackwardFilter (bfloat16)");
+      }
+      from_half(hdw, dw, w_elems_);
+      return;
+    }
     if (graph_w_) {
       cudnn_check(graph_w_->run_on({const_cast<float*>(x), dw, const_cast<float*>(dy)}),
                   "cudnnBackendExecute (the convolution's backward filter plan)");
       return;
     }
     use_math(math_w_);
-    if (bf16_) {
-      void *hx = half_of(kX, x), *hdy = half_of(kY, dy), *hdw = written(kW);
-      cudnn_check(cudnnConvolutionBackwardFilter(m_.dnn(), &kOne, cx(), hx, cy(), hdy, conv_, bwd_filter_, ws_, ws_bytes_, &kZero, w_, hdw),
-                  "cudnnConvolutionBackwardFilter (bfloat16)");
-      from_half(hdw, dw, w_elems_);
-      return;
-    }
     cudnn_check(cudnnConvolutionBackwardFilter(m_.dnn(), &kOne, x_.get(), x, y_.get(), dy, conv_, bwd_filter_, ws_, ws_bytes_, &kZero, w_, dw),
                 "cudnnConvolutionBackwardFilter");
   }
@@ -1073,6 +1100,7 @@ class Conv final : public CudaNode {
   bool transposed_;
   TensorDesc x_, y_, b_;
   std::unique_ptr<TensorDesc> xh_, yh_;  // math = "bf16": the passes' bfloat16 descriptors
+  void* saved_x_ = nullptr;               // math = "bf16", training a Conv's filter: x's bfloat16 copy from the forward pass
   I x_elems_ = 0, w_elems_ = 0, y_elems_ = 0;
   const float* held_[3] = {};
   cudnnFilterDescriptor_t w_ = nullptr;

@@ -256,7 +256,6 @@ class CudnnConv final : public CudnnKernel {
                            : p_.pass == "backward_data" ? ConvBuffers{out(0), input_buffer(1), input_buffer(0)}
                                                         : ConvBuffers{input_buffer(0), out(0), input_buffer(1)};
     if (graph_api_of(&p_.params)) {
-      if (const std::string why = cudnn_graph_api_check(p_.params); !why.empty()) throw Error("cuda: " + why);
       const ConvPass pass = p_.pass == "forward" ? ConvPass::Forward : p_.pass == "backward_data" ? ConvPass::BackwardData : ConvPass::BackwardFilter;
       graph_ = std::make_unique<GraphConv>(handle_, graph_geom(cs_), pass, want_, storage_ == Storage::F32 && math_ != CUDNN_FMA_MATH, on,
                                            [this](std::size_t bytes) { return scratch(bytes); }, type);
