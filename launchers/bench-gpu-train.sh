@@ -10,8 +10,9 @@
 #    (cudnn_algorithms = find), the last two also with math = tf32 (TF32 tensor cores in cuDNN
 #    and cuBLAS: PyTorch's default arithmetic for convolutions), with math = bf16 (mixed
 #    precision: convolutions and matrix products in bfloat16 with float32 sums, every tensor kept
-#    in float32: against PyTorch's bf16 autocast, whose activations are bfloat16) and with cudnn_api = graph
-#    (cuDNN's graph API, as PyTorch calls it), and, when built against a CUDA LibTorch, on
+#    in float32: against PyTorch's bf16 autocast, whose activations are bfloat16), also through
+#    cudnn_api = graph, and with cudnn_api = graph in float32 (cuDNN's graph API, as PyTorch
+#    calls it), and, when built against a CUDA LibTorch, on
 #    `libtorch-cuda` (LibTorch's executor and torch::optim): each a median step over STEPS x
 #    ROUNDS steps, each round's first left out, and images per second.
 # 2. PyTorch's own training step of the same architecture (ResNet-50 v1.5 written out in
@@ -36,7 +37,7 @@ mpirun=(mpirun -np 1 --map-by "slot:PE=$(nproc)" --bind-to core)
 [ "$(id -u)" = 0 ] && mpirun+=(--allow-run-as-root)
 # D500_BENCH_TRAIN_RUNS narrows part 1: BACKEND:CUDNN_ALGORITHMS:MATH:CUDNN_API items (empty:
 # the default), separated by spaces.
-runs=${D500_BENCH_TRAIN_RUNS:-cuda:deterministic:: cuda:heuristic:: cuda:find:: cuda:heuristic:tf32: cuda:find:tf32: cuda:find:bf16: cuda:heuristic::graph cuda:find::graph libtorch-cuda:::}
+runs=${D500_BENCH_TRAIN_RUNS:-cuda:deterministic:: cuda:heuristic:: cuda:find:: cuda:heuristic:tf32: cuda:find:tf32: cuda:find:bf16: cuda:find:bf16:graph cuda:heuristic::graph cuda:find::graph libtorch-cuda:::}
 for run in $runs; do
   [[ $run =~ ^[a-z0-9-]+:[a-z]*:[a-z0-9]*:[a-z]*$ ]] || { echo "D500_BENCH_TRAIN_RUNS: '$run' is not BACKEND:CUDNN_ALGORITHMS:MATH:CUDNN_API" >&2; exit 2; }
   IFS=: read -r backend algos math api <<< "$run"
