@@ -27,10 +27,10 @@ class DeviceMemory {
   virtual void upload(void* device, const void* host, std::size_t bytes) = 0;
   virtual void download(void* host, const void* device, std::size_t bytes) = 0;
   // Untimed, at setup: host memory that upload() will read again and again (a training batch),
-  // page-locked where the device can, so that each copy runs at the link's speed without staging;
-  // unpin() before that memory is freed. Neither throws: a device that cannot pin copies as before.
+  // page-locked where the device can, so that each copy runs at the link's speed without staging,
+  // until this DeviceMemory ends (the host memory must outlive it). Never throws: a device that
+  // cannot pin copies as before.
   virtual void pin(const void* /*host*/, std::size_t /*bytes*/) noexcept {}
-  virtual void unpin(const void* /*host*/) noexcept {}
   // Enqueued on the stream: a device-to-device copy, zeroing, and over float32 y[i] += alpha x[i]
   // (the executor's gradient sums, alpha 1) and x[i] *= alpha (with axpy, the device optimizer's
   // arithmetic: SGD with momentum is nothing else).

@@ -307,7 +307,6 @@ struct GraphExecutor::Impl {
   std::vector<void*> dev_blocks;
   std::map<int, Block> consts;
   std::vector<Block> inputs_all, inputs_cur;
-  std::vector<const void*> pinned;  // host inputs handed to dev->pin()
   std::vector<Block> pgrad;
   Block arena, seed;  // seed (device): 1 / micro-batches, copied into the loss's gradient
   std::vector<void*> data, grad;
@@ -397,7 +396,6 @@ struct GraphExecutor::Impl {
     bwd.clear();
     kernels.clear();  // a device kernel's resources go before the memory they live in
     for (void* p : dev_blocks) dev->release(p);
-    for (const void* h : pinned) dev->unpin(h);
   }
   Impl(const Impl&) = delete;
   Impl& operator=(const Impl&) = delete;
@@ -494,12 +492,10 @@ GraphExecutor::GraphExecutor(const ExecutorSpec& spec) : impl_(std::make_unique<
     m.inputs_all.push_back(m.block(m.tbytes(t) * static_cast<std::size_t>(micros)));
     m.load(m.inputs_all.back(), spec.inputs[k], t, count * static_cast<std::size_t>(micros));
     // Training reads this host memory again at every step (inputs_changed): page-locked on a
-    // device while the executor lives, a large batch crosses at the link's speed.
+    // device while the executor (its device memory) lives, a large batch crosses at the link's speed.
     if (const std::size_t bytes = count * static_cast<std::size_t>(micros) * element_bytes(g.info(t).dtype, 4);
-        m.dev && spec.training && bytes >= kPinFrom && spec.inputs[k]) {
+        m.dev && spec.training && bytes >= kPinFrom && spec.inputs[k])
       m.dev->pin(spec.inputs[k], bytes);
-      m.pinned.push_back(spec.inputs[k]);
-    }
     persistent_bytes_ += static_cast<std::int64_t>(m.inputs_all.back().n);
     if (micros > 1) {
       m.inputs_cur.push_back(m.block(m.tbytes(t)));

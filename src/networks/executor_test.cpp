@@ -672,15 +672,17 @@ class GuardedMemory final : public DeviceMemory {
   // The most it has held at once, in whole pages (a GPU's use, as the cuda backend reads it).
   std::int64_t peak_bytes() const override { return peak_; }
   bool fused_optimizer = false;  // whether it offers the fused optimizer step (the cuda backend's kernel)
-  // Host ranges page-locked now (pin(), until unpin()): the backend's, so that it outlives this memory.
+  // Host ranges page-locked now (pin(), until this memory ends): the backend's, so that it
+  // outlives this memory.
   std::map<const void*, std::size_t>* pinned = nullptr;
   void pin(const void* host, std::size_t bytes) noexcept override {
     EXPECT_TRUE(pinned->emplace(host, bytes).second) << "a range pinned twice";
+    pins_.push_back(host);
   }
-  void unpin(const void* host) noexcept override {
-    EXPECT_EQ(pinned->erase(host), 1u) << "unpin of a range never pinned";
+  ~GuardedMemory() override {
+    EXPECT_TRUE(regions_.empty()) << regions_.size() << " allocations were never released";
+    for (const void* h : pins_) pinned->erase(h);  // page-locked until this memory ends
   }
-  ~GuardedMemory() override { EXPECT_TRUE(regions_.empty()) << regions_.size() << " allocations were never released"; }
 
   void* allocate(std::size_t bytes) override {
     const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
@@ -783,6 +785,7 @@ class GuardedMemory final : public DeviceMemory {
     return {it->first, it->second};
   }
   std::map<std::uintptr_t, std::size_t> regions_;
+  std::vector<const void*> pins_;  // what this memory pinned
   std::int64_t in_use_ = 0, peak_ = 0;
   std::vector<std::int64_t> marks_;
 };

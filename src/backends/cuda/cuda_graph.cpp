@@ -146,17 +146,12 @@ class ExecutorMemory final : public DeviceMemory {
   // cudaHostRegister: a copy from pageable memory is staged through the driver's own pinned
   // buffers, one from page-locked memory goes straight across (ResNet-50's batch of 128 is 77 MB);
   // a range the driver refuses (already registered, no memory to lock) is copied as before.
+  // Unregistered when this memory ends.
   void pin(const void* host, std::size_t bytes) noexcept override {
     if (cudaHostRegister(const_cast<void*>(host), bytes, cudaHostRegisterDefault) == cudaSuccess)
       pinned_.push_back(host);
     else
       cudaGetLastError();  // not sticky: clear it, so that the next check does not report it
-  }
-  void unpin(const void* host) noexcept override {
-    const auto it = std::find(pinned_.begin(), pinned_.end(), host);
-    if (it == pinned_.end()) return;
-    cudaHostUnregister(const_cast<void*>(host));
-    pinned_.erase(it);
   }
   void copy(void* dst, const void* src, std::size_t bytes) override {
     check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_), "cudaMemcpyAsync (on the device)");
