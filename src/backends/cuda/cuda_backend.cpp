@@ -350,13 +350,11 @@ std::string native_optimizer_check(const Params& p) {
 // math = "bf16" (levels 1-3): the executor's convolutions run in cuDNN's bfloat16 configuration
 // (its legacy calls, or its graph API with cudnn_api = "graph") on bfloat16 copies that d500's
 // own kernels make, and its matrix products in cuBLAS's CUBLAS_COMPUTE_32F_FAST_16BF.
-std::string bf16_math_check(const Params& p) {
+std::string bf16_math_check([[maybe_unused]] const Params& p) {
 #ifndef D500_HAVE_CUDA_KERNELS
   if (bf16_math(p))
     return "'math' \"bf16\" on cuda needs d500's own kernels (the bfloat16 copies of a convolution's tensors), which this build "
            "lacks (CUDA without nvcc); math = \"fp32\" or \"tf32\" run here";
-#else
-  (void)p;
 #endif
   return "";
 }

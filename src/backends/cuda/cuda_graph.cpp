@@ -978,79 +978,49 @@ class Conv final : public CudaNode {
     current_math_ = m;
   }
   // The convolution forward (x_ to y_) and its backward-data pass (y_ to x_). With math = "bf16"
-  // each runs on bfloat16 copies (the forward input into the node's saved copy where it keeps one)
-  // and widens its result into the float32 tensor.
+  // each pass runs on bfloat16 copies (operand, result: the forward input into the node's saved
+  // copy where it keeps one) on the bfloat16 descriptors (cx, cy, w_) and widens its result into
+  // the float32 tensor; in float32 on the tensors themselves.
   void convolve(const float* x, float* y) {
-    if (bf16_) {
-      void* hx = saved_x_;
-      if (hx)
-        to_half(x, hx, x_elems_);
-      else
-        hx = half_of(kX, x);
-      void *hw = half_of(kW, in(1)), *hy = written(kY);
-      if (graph_f_) {
-        cudnn_check(graph_f_->run_on({hx, hw, hy}), "cudnnBackendExecute (the convolution's bfloat16 forward plan)");
-      } else {
-        use_math(math_f_);
-        cudnn_check(cudnnConvolutionForward(m_.dnn(), &kOne, cx(), hx, w_, hw, conv_, fwd_, ws_, ws_bytes_, &kZero, cy(), hy),
-                    "cudnnConvolutionForward (bfloat16)");
-      }
-      from_half(hy, y, y_elems_);
-      return;
-    }
+    void* hx = saved_x_;
+    if (hx)
+      to_half(x, hx, x_elems_);
+    else
+      hx = operand(kX, x);
+    void *hw = operand(kW, in(1)), *hy = result(kY, y);
     if (graph_f_) {
-      cudnn_check(graph_f_->run_on({const_cast<float*>(x), in(1), y}), "cudnnBackendExecute (the convolution's forward plan)");
-      return;
+      cudnn_check(graph_f_->run_on({hx, hw, hy}), "cudnnBackendExecute (the convolution's forward plan)");
+    } else {
+      use_math(math_f_);
+      cudnn_check(cudnnConvolutionForward(m_.dnn(), &kOne, cx(), hx, w_, hw, conv_, fwd_, ws_, ws_bytes_, &kZero, cy(), hy),
+                  bf16_ ? "cudnnConvolutionForward (bfloat16)" : "cudnnConvolutionForward");
     }
-    use_math(math_f_);
-    cudnn_check(cudnnConvolutionForward(m_.dnn(), &kOne, x_.get(), x, w_, in(1), conv_, fwd_, ws_, ws_bytes_, &kZero, y_.get(), y),
-                "cudnnConvolutionForward");
+    widen(kY, hy, y);
   }
   void backward_data(const float* dy, float* dx) {
-    if (bf16_) {
-      void *hdy = half_of(kY, dy), *hw = half_of(kW, in(1)), *hdx = written(kX);
-      if (graph_d_) {
-        cudnn_check(graph_d_->run_on({hdx, hw, hdy}), "cudnnBackendExecute (the convolution's bfloat16 backward data plan)");
-      } else {
-        use_math(math_d_);
-        cudnn_check(cudnnConvolutionBackwardData(m_.dnn(), &kOne, w_, hw, cy(), hdy, conv_, bwd_data_, ws_, ws_bytes_, &kZero, cx(), hdx),
-                    "cudnnConvolutionBackwardData (bfloat16)");
-      }
-      from_half(hdx, dx, x_elems_);
-      return;
-    }
+    void *hdy = operand(kY, dy), *hw = operand(kW, in(1)), *hdx = result(kX, dx);
     if (graph_d_) {
-      cudnn_check(graph_d_->run_on({dx, in(1), const_cast<float*>(dy)}), "cudnnBackendExecute (the convolution's backward data plan)");
-      return;
+      cudnn_check(graph_d_->run_on({hdx, hw, hdy}), "cudnnBackendExecute (the convolution's backward data plan)");
+    } else {
+      use_math(math_d_);
+      cudnn_check(cudnnConvolutionBackwardData(m_.dnn(), &kOne, w_, hw, cy(), hdy, conv_, bwd_data_, ws_, ws_bytes_, &kZero, cx(), hdx),
+                  bf16_ ? "cudnnConvolutionBackwardData (bfloat16)" : "cudnnConvolutionBackwardData");
     }
-    use_math(math_d_);
-    cudnn_check(cudnnConvolutionBackwardData(m_.dnn(), &kOne, w_, in(1), y_.get(), dy, conv_, bwd_data_, ws_, ws_bytes_, &kZero, x_.get(), dx),
-                "cudnnConvolutionBackwardData");
+    widen(kX, hdx, dx);
   }
   // The filter's gradient from the convolution's input x and its output's gradient dy (with
   // math = "bf16", x's copy the forward pass saved where the node keeps one: the same rounding).
   void backward_filter(const float* x, const float* dy, float* dw) {
-    if (bf16_) {
-      void* hx = saved_x_ ? saved_x_ : half_of(kX, x);
-      void *hdy = half_of(kY, dy), *hdw = written(kW);
-      if (graph_w_) {
-        cudnn_check(graph_w_->run_on({hx, hdw, hdy}), "cudnnBackendExecute (the convolution's bfloat16 backward filter plan)");
-      } else {
-        use_math(math_w_);
-        cudnn_check(cudnnConvolutionBackwardFilter(m_.dnn(), &kOne, cx(), hx, cy(), hdy, conv_, bwd_filter_, ws_, ws_bytes_, &kZero, w_, hdw),
-                    "cudnnConvolutionBackwardFilter (bfloat16)");
-      }
-      from_half(hdw, dw, w_elems_);
-      return;
-    }
+    void* hx = saved_x_ ? saved_x_ : operand(kX, x);
+    void *hdy = operand(kY, dy), *hdw = result(kW, dw);
     if (graph_w_) {
-      cudnn_check(graph_w_->run_on({const_cast<float*>(x), dw, const_cast<float*>(dy)}),
-                  "cudnnBackendExecute (the convolution's backward filter plan)");
-      return;
+      cudnn_check(graph_w_->run_on({hx, hdw, hdy}), "cudnnBackendExecute (the convolution's backward filter plan)");
+    } else {
+      use_math(math_w_);
+      cudnn_check(cudnnConvolutionBackwardFilter(m_.dnn(), &kOne, cx(), hx, cy(), hdy, conv_, bwd_filter_, ws_, ws_bytes_, &kZero, w_, hdw),
+                  bf16_ ? "cudnnConvolutionBackwardFilter (bfloat16)" : "cudnnConvolutionBackwardFilter");
     }
-    use_math(math_w_);
-    cudnn_check(cudnnConvolutionBackwardFilter(m_.dnn(), &kOne, x_.get(), x, y_.get(), dy, conv_, bwd_filter_, ws_, ws_bytes_, &kZero, w_, dw),
-                "cudnnConvolutionBackwardFilter");
+    widen(kW, hdw, dw);
   }
   // The node's output's descriptor.
   cudnnTensorDescriptor_t out_desc() const { return transposed_ ? x_.get() : y_.get(); }
@@ -1075,6 +1045,14 @@ class Conv final : public CudaNode {
   void* written(Region r) {
     held_[r] = nullptr;
     return region(r);
+  }
+  // A pass's operand: the float32 tensor itself, or with math = "bf16" its copy in region r.
+  void* operand(Region r, const float* t) { return bf16_ ? half_of(r, t) : const_cast<float*>(t); }
+  // Where a pass writes: the float32 tensor, or with math = "bf16" region r, which widen() then
+  // copies into the tensor.
+  void* result(Region r, float* t) { return bf16_ ? written(r) : t; }
+  void widen(Region r, const void* h, float* t) const {
+    if (bf16_) from_half(h, t, elements(r));
   }
   void forget_halves() { held_[kX] = held_[kW] = held_[kY] = nullptr; }
 #ifdef D500_HAVE_CUDA_KERNELS
