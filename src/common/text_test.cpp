@@ -75,6 +75,17 @@ TEST(Value, CanonicalFormsAreStableAndTyped) {
   EXPECT_EQ(canonical(Value{std::string("a b")}), "\"a b\"");
 }
 
+TEST(Value, ACanonicalTextParsesBackToItsParameters) {
+  const Params p{{"workload", std::string("train")}, {"backend", std::string("blas")}, {"n", std::int64_t{512}},
+                 {"lr", 0.1},                        {"alpha", 2.0},                     {"shuffle", true},
+                 {"dataset", std::string("/data/a b \"q\".h5")}, {"network", std::string("lenet5")}};
+  EXPECT_EQ(parse_canonical_point(canonical_point(p)), p);
+  EXPECT_EQ(canonical_point(parse_canonical_point(canonical_point(p))), canonical_point(p));
+  const Params head = parse_canonical_point("gemm:reference");
+  EXPECT_EQ(head.size(), 2u);
+  EXPECT_EQ(std::get<std::string>(head.at("backend")), "reference");
+}
+
 TEST(WriteFileAtomic, ReportsAnUnwritableDirectory) {
   EXPECT_THROW(write_file_atomic("/nonexistent-dir/x.txt", "x"), Error);
 }

@@ -1,5 +1,6 @@
 #include "common/value.hpp"
 
+#include <algorithm>
 #include <charconv>
 
 namespace d500 {
@@ -99,6 +100,79 @@ CanonicalHead canonical_head(const std::string& text) {
   const auto colon = text.find(':'), space = text.find(' ');
   if (colon == std::string::npos || (space != std::string::npos && space < colon)) return {text, ""};
   return {text.substr(0, colon), text.substr(colon + 1, space == std::string::npos ? std::string::npos : space - colon - 1)};
+}
+
+ParamSpread param_spread(const std::vector<const Params*>& points) {
+  ParamSpread s;
+  std::map<std::string, std::pair<std::string, std::size_t>> first;  // name -> (canonical value, how many have it)
+  std::map<std::string, bool> differs;
+  for (const Params* p : points)
+    for (const auto& [k, v] : *p) {
+      if (k == "workload" || k == "backend" || is_unset(v)) continue;
+      auto [it, fresh] = first.try_emplace(k, canonical(v), 0);
+      ++it->second.second;
+      if (!fresh && it->second.first != canonical(v)) differs[k] = true;
+    }
+  for (const auto& [k, seen] : first) {
+    if (differs[k] || seen.second < points.size()) {
+      s.varying.push_back(k);
+      continue;
+    }
+    for (const Params* p : points)
+      if (auto it = p->find(k); it != p->end()) {
+        s.shared[k] = it->second;
+        break;
+      }
+  }
+  return s;
+}
+
+std::string short_point_text(const Params& p, const std::vector<std::string>& varying, const std::vector<std::string>& without) {
+  std::string s = str_param_or(p, "workload", "?") + ":" + str_param_or(p, "backend", "?");
+  for (const auto& k : varying) {
+    if (std::find(without.begin(), without.end(), k) != without.end()) continue;
+    auto it = p.find(k);
+    if (it != p.end() && !is_unset(it->second)) s += " " + k + "=" + canonical(it->second);
+  }
+  return s;
+}
+
+Params parse_canonical_point(const std::string& text) {
+  Params p;
+  const CanonicalHead head = canonical_head(text);
+  p["workload"] = head.workload;
+  if (!head.backend.empty()) p["backend"] = head.backend;
+  std::size_t i = text.find(' ');
+  while (i != std::string::npos && i < text.size()) {
+    while (i < text.size() && text[i] == ' ') ++i;
+    const std::size_t eq = text.find('=', i);
+    if (eq == std::string::npos) break;
+    const std::string key = text.substr(i, eq - i);
+    std::string raw;
+    bool quoted = false;
+    i = eq + 1;
+    if (i < text.size() && text[i] == '"') {  // a quoted string: backslash escapes '"' and '\\'
+      quoted = true;
+      for (++i; i < text.size() && text[i] != '"'; ++i) raw += text[i] == '\\' && i + 1 < text.size() ? text[++i] : text[i];
+      ++i;
+    } else {
+      const std::size_t end = text.find(' ', i);
+      raw = text.substr(i, end == std::string::npos ? std::string::npos : end - i);
+      i = end;
+    }
+    Value v = raw;
+    if (!quoted) {
+      std::int64_t n = 0;
+      double d = 0;
+      const char* b = raw.data();
+      const char* e = raw.data() + raw.size();
+      if (raw == "true" || raw == "false") v = raw == "true";
+      else if (auto r = std::from_chars(b, e, n); r.ec == std::errc() && r.ptr == e) v = n;
+      else if (auto r2 = std::from_chars(b, e, d); r2.ec == std::errc() && r2.ptr == e) v = d;
+    }
+    p[key] = std::move(v);
+  }
+  return p;
 }
 
 }  // namespace d500

@@ -5,6 +5,7 @@
 #include <map>
 #include <string>
 #include <variant>
+#include <vector>
 
 #include "common/error.hpp"
 
@@ -41,6 +42,21 @@ struct CanonicalHead {
   std::string workload, backend;
 };
 CanonicalHead canonical_head(const std::string& canonical_text);
+// The parameters of a canonical text (the inverse of canonical_point, up to types that its text
+// does not keep apart: a string spelled as a number or boolean reads back as one). For a point
+// known only by its text (planned, never run): what its label and the report's columns show.
+Params parse_canonical_point(const std::string& canonical_text);
+
+// What tells points of one workload apart: the parameters whose values differ between them (one
+// absent from some counts as differing), and those they all share with one value; workload and
+// backend are in neither. The report's names (analysis/names.hpp) and `d500 run`'s progress.
+struct ParamSpread {
+  std::vector<std::string> varying;  // in name order
+  Params shared;
+};
+ParamSpread param_spread(const std::vector<const Params*>& points);
+// "workload:backend k=v ..." with only the `varying` parameters, less `without`.
+std::string short_point_text(const Params& p, const std::vector<std::string>& varying, const std::vector<std::string>& without = {});
 
 // The integer parameter `name`, or `dflt` when it is absent or not an integer.
 std::int64_t int_param_or(const Params& p, const std::string& name, std::int64_t dflt);
