@@ -381,6 +381,22 @@ RatioInterval bootstrap_median_ratio(const std::vector<double>& a, const std::ve
   return r;
 }
 
+RatioInterval exact_median_ratio(const std::vector<double>& a, const std::vector<double>& b, double confidence) {
+  RatioInterval r;
+  r.estimate = median(a) / median(b);
+  r.method = "exact order-statistic intervals of both medians at sqrt(confidence), divided crosswise";
+  const double each = std::sqrt(confidence);
+  const Summary sa = summarize(a, each), sb = summarize(b, each);
+  if (!sa.has_ci || !sb.has_ci || !(sb.lo > 0)) {
+    r.bounded = false;
+    r.withheld = "a sample too small for its median's exact interval at " + std::to_string(each);
+    return r;
+  }
+  r.lo = sa.lo / sb.hi;
+  r.hi = sa.hi / sb.lo;
+  return r;
+}
+
 RatioInterval fieller_ratio(const std::vector<double>& a, const std::vector<double>& b, double confidence) {
   RatioInterval r;
   r.method = "Fieller interval for the ratio of means";

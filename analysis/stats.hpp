@@ -222,6 +222,13 @@ BcaLevels bca_levels(const std::vector<double>& replicates, double estimate,
 RatioInterval bootstrap_median_ratio(const std::vector<double>& a, const std::vector<double>& b, double confidence,
                                      BootstrapMethod method, int resamples = 2000, std::uint64_t seed = 1);
 
+// A distribution-free interval for median(a) / median(b) of independent samples: each median's
+// exact order-statistic interval at the level sqrt(confidence), divided crosswise
+// ([lo_a / hi_b, hi_a / lo_b]); since the two cover independently, with at least sqrt(confidence)
+// each, the ratio's covers with at least `confidence` whatever the distributions. Withheld (bounded
+// false) where a sample is too small for its median's interval at that level.
+RatioInterval exact_median_ratio(const std::vector<double>& a, const std::vector<double>& b, double confidence);
+
 // Fieller's interval for mean(a) / mean(b) of independent samples.
 RatioInterval fieller_ratio(const std::vector<double>& a, const std::vector<double>& b, double confidence);
 
