@@ -39,7 +39,7 @@ PointChange compare_point(const PointRow& a, const PointRow& b, const CompareOpt
   }
   // An independent resampling stream per point, from the seed and the point's identity.
   const std::uint64_t seed = opt.seed ^ fnv1a64(a.id);
-  c.ratio = stats::bootstrap_median_ratio(b.costs, a.costs, opt.confidence, stats::BootstrapMethod::BCa, kBootstrapResamples, seed);
+  c.ratio = stats::bootstrap_median_ratio(b.costs, a.costs, opt.confidence, kRatioMethod, kBootstrapResamples, seed);
   // The same policy as a point's own interval (stats: none below the smallest n that has one).
   if (!c.ratio.withheld.empty()) {
     c.why = c.ratio.withheld;
@@ -143,7 +143,7 @@ std::string comparison_text(const std::vector<RunComparison>& cmp, const Compare
     o << "\n";
   }
   o << "Method: per point, the other run's median time over the base run's (both: per repetition the slowest "
-       "rank), with a " << level << " BCa bootstrap interval (" << kBootstrapResamples
+       "rank), with a " << level << " " << (kRatioMethod == stats::BootstrapMethod::BCa ? "BCa" : "percentile") << " bootstrap interval (" << kBootstrapResamples
     << " resamples of each run's repetitions, seeded by --seed and the point's id). A regression: the interval "
        "lies above 1 and the ratio is at least 1 + threshold ("
     << fmt_sig(1 + opt.threshold, 4) << "); an improvement: the interval lies below 1 and the ratio is at most 1 / "

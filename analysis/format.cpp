@@ -1,5 +1,6 @@
 #include "format.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -34,7 +35,7 @@ std::string params_text(const Params& params, bool with_backend) {
   return join(parts, " ");
 }
 
-std::string point_label(const PointRow& r) { return r.workload + ":" + r.backend + " " + params_text(r.params, false); }
+std::string point_label(const Report& rep, const PointRow& r) { return rep.names.label(r); }
 
 std::string ci_text(const PointRow& r) {
   if (r.time.n == 0) return "-";
@@ -176,7 +177,7 @@ Table results_table(const Report& rep) {
   const std::string ci = std::to_string(static_cast<int>(rep.confidence * 100 + .5)) + "% CI";
   Table t{{"point", "ranks", "n", "median", ci, "rate", "rate CI", "validation", "status"}};
   for (const auto& r : rep.rows)
-    t.push_back({point_label(r),
+    t.push_back({point_label(rep, r),
                  std::to_string(r.ranks) + (r.oversubscribed          ? " (oversubscribed)"
                                             : r.threads_oversubscribed ? " (threads oversubscribed)"
                                                                        : ""),
@@ -202,7 +203,7 @@ Table distributed_table(const Report& rep) {
     std::string params = consistent ? (mismatches == 0 ? "identical (" + std::to_string(static_cast<long long>(fact_number(r, "dist.hash_checks"))) + " hash checks)"
                                                        : "DIFFERED from step " + std::to_string(static_cast<long long>(fact_number(r, "dist.first_mismatch_step"))))
                                     : "inconsistent scheme: not expected to agree";
-    t.push_back({point_label(r), scheme + (consistent ? "" : " (inconsistent)"), std::to_string(static_cast<long long>(fact_number(r, "dist.workers"))),
+    t.push_back({point_label(rep, r), scheme + (consistent ? "" : " (inconsistent)"), std::to_string(static_cast<long long>(fact_number(r, "dist.workers"))),
                  fmt_time(r.time.median), fb > 0 ? fmt_time(fb) : "-", fmt_time(comm), wait > 0 ? fmt_time(wait) : "-",
                  fmt_sig(100 * (comm + wait) / r.time.median, 3) + "%", fmt_bytes(static_cast<std::int64_t>(sent)),
                  comm > 0 && sent > 0 ? fmt_sig(sent / comm / 1e9, 3) + " GB/s" : "-", params});
@@ -211,7 +212,7 @@ Table distributed_table(const Report& rep) {
 }
 
 std::string distributed_note() {
-  return "Level 3, per point: medians over the timed steps of the slowest rank's phase (communication: time inside the scheme's MPI calls; "
+  return "Level 3, per point: medians over the timed steps of the phases of the step's slowest rank (each step's breakdown is one rank's own, so the phases add up to at most the step; communication: time inside the scheme's MPI calls; "
          "wait: the barrier before a synchronous exchange). Communication share = (communication + wait) / step. Sent / step: bytes a rank "
          "hands to MPI per step, the mean over ranks, counted by d500's communication layer (collectives by their textbook algorithm, "
          "point-to-point exactly); effective bandwidth = sent / communication. Consistent schemes are checked by a hash of every "
@@ -242,7 +243,7 @@ Table device_table(const Report& rep) {
     std::string choice = fact_text(r, "cudnn.algorithm");
     if (choice.empty()) choice = fact_text(r, "cuda.gemm");
     if (choice.empty()) choice = fact_text(r, "cudnn.choice");
-    t.push_back({point_label(r), fmt_time(r.time.median),
+    t.push_back({point_label(rep, r), fmt_time(r.time.median),
                  fmt_time(s.median) + (s.has_ci ? " [" + fmt_time(s.lo) + ", " + fmt_time(s.hi) + "]" : ""),
                  s.median > 0 ? fmt_sig(r.rate * r.time.median / s.median, 4) + " " + r.rate_unit : "-",
                  std::isnan(peak_fraction(r)) ? "-" : fmt_sig(100 * peak_fraction(r), 3) + "%",
@@ -270,7 +271,7 @@ Table collectives_table(const Report& rep) {
     auto bw = [&](double f) {
       return fmt_sig(r.rate * f, 4) + " GB/s" + (r.time.has_ci ? " [" + fmt_sig(r.rate_lo * f, 4) + ", " + fmt_sig(r.rate_hi * f, 4) + "]" : "");
     };
-    t.push_back({point_label(r), std::to_string(r.ranks), fmt_time(r.time.median), bw(1), bw(r.bus_factor), fmt_sig(r.bus_factor, 3)});
+    t.push_back({point_label(rep, r), std::to_string(r.ranks), fmt_time(r.time.median), bw(1), bw(r.bus_factor), fmt_sig(r.bus_factor, 3)});
   }
   return t;
 }
@@ -297,7 +298,7 @@ Table overlap_table(const Report& rep) {
 std::string overlap_note(const Report& rep) {
   return "The bucketed, overlapped allreduce against the plain one on otherwise identical points (the same network, data, "
          "ranks and seed; bucket_bytes aside). Steps are the slowest rank's, medians over the timed steps. Speedup = plain step / "
-         "overlapped step (" + std::to_string(static_cast<int>(100 * rep.confidence + 0.5)) + "% BCa bootstrap of the ratio of "
+         "overlapped step (" + std::to_string(static_cast<int>(100 * rep.confidence + 0.5)) + "% " + std::string(kRatioMethod == stats::BootstrapMethod::BCa ? "BCa" : "percentile") + " bootstrap of the ratio of "
          "medians). Hidden = (plain step - overlapped step) / the plain scheme's communication + wait: the share of the "
          "communication the plain scheme exposes that overlapping took off the step (100%: all of it; below 0: the overlapped "
          "step is slower), with a percentile bootstrap over the steps (the plain point's step and communication resampled "
@@ -317,7 +318,7 @@ Table network_table(const Report& rep) {
     if (auto it = r.facts.find("memory.planned_bytes"); it != r.facts.end() && std::holds_alternative<std::int64_t>(it->second))
       mem = fmt_bytes(std::get<std::int64_t>(it->second));
     std::string where = r.steps ? fmt_sig(100 * (1 - r.fallback_share), 3) + "% of step time" : "the framework's own executor";
-    t.push_back({point_label(r), rate_text(r) + " " + rate_ci_text(r),
+    t.push_back({point_label(rep, r), rate_text(r) + " " + rate_ci_text(r),
                  r.flops > 0 && r.time.median > 0 ? fmt_sig(r.flops / r.time.median / 1e9, 4) : "-", fwd, bwd, mem,
                  r.peak_rss_bytes >= 0 ? fmt_bytes(r.peak_rss_bytes) : "-", where});
   }
@@ -332,8 +333,8 @@ Table steps_table(const PointRow& r) {
   return t;
 }
 
-std::string steps_caption(const PointRow& r) {
-  return point_label(r) + ": the " + std::to_string(r.top_steps.size()) + " costliest of " + std::to_string(r.steps) +
+std::string steps_caption(const Report& rep, const PointRow& r) {
+  return point_label(rep, r) + ": the " + std::to_string(r.top_steps.size()) + " costliest of " + std::to_string(r.steps) +
          " steps (their medians add up to " + fmt_time(r.steps_total_s) + " of a " + fmt_time(r.time.median) + " step" +
          (r.fallback_share > 0 ? "; " + fmt_sig(100 * r.fallback_share, 3) + "% ran on the reference, which the backend lacks" : "") + ")";
 }
@@ -346,15 +347,15 @@ Table operators_table(const PointRow& r) {
   return t;
 }
 
-std::string operators_caption(const PointRow& r) {
-  return point_label(r) + ": all " + std::to_string(r.steps) + " steps by operator and pass (each step's median added, as a " +
+std::string operators_caption(const Report& rep, const PointRow& r) {
+  return point_label(rep, r) + ": all " + std::to_string(r.steps) + " steps by operator and pass (each step's median added, as a " +
          "profiler groups kernels; the shares are of " + fmt_time(r.steps_total_s) + ")";
 }
 
 std::string network_note() {
   return "Networks (level 1): samples/s is the batch over the median step time; GFLOP/s counts the graph's work (multiply-adds "
-         "twice). A training step's forward and backward phases are summarised as the whole step is (per repetition the "
-         "slowest rank). Planned memory is the executor's arena of activations and gradients, placed by lifetime; peak RSS "
+         "twice). A training step's forward and backward phases are the phases of each repetition's slowest rank (one "
+         "rank's own breakdown, so they add up to at most the step), summarised as the whole step is. Planned memory is the executor's arena of activations and gradients, placed by lifetime; peak RSS "
          "is the process's. On d500's executor every node's forward and backward step is timed inside the repetitions "
          "(two clock reads each); a step's median is over the timed repetitions of its slowest rank, and its share is of "
          "the steps' medians added up.";
@@ -369,7 +370,7 @@ Table quality_table(const Report& rep) {
     for (const auto& q : r.tail)
       tail.push_back(fmt_time(q.estimate) + (q.has_ci ? " [" + fmt_time(q.lo) + ", " + fmt_time(q.hi) + "]"
                                                       : " (no CI: n < " + std::to_string(q.least_n_for_ci) + ")"));
-    t.push_back({point_label(r), std::to_string(r.ranks), std::to_string(r.time.n), mean_text(r), join(tail, "; "),
+    t.push_back({point_label(rep, r), std::to_string(r.ranks), std::to_string(r.time.n), mean_text(r), join(tail, "; "),
                  std::to_string(r.outliers.low) + "/" + std::to_string(r.outliers.high), reps_text(r), ranks_text(r),
                  independence_text(r), machine_text(r)});
   }
@@ -377,7 +378,7 @@ Table quality_table(const Report& rep) {
 }
 
 Table comparison_table(const Report& rep) {
-  Table t{{"shared parameters", "baseline", "backend", "speedup: ratio of medians (BCa CI)", "verdict",
+  Table t{{"shared parameters", "baseline", "backend", "speedup: ratio of medians (CI)", "verdict",
             "ratio of means (Fieller CI)"}};
   for (const auto& c : rep.comparisons)
     t.push_back({c.group, c.baseline, c.other, ratio_text(c.speedup),
@@ -450,7 +451,8 @@ Table launch_scaling_table(const Report& rep) {
     std::vector<std::string> counts, each;
     for (int r : m.ranks) counts.push_back(std::to_string(r));
     for (std::size_t i = 0; i < m.launches.size(); ++i) each.push_back(std::to_string(m.launches[i]) + ": " + fmt_sig(m.launch_s[i], 3));
-    t.push_back({m.group, m.kind, join(counts, ", "), std::to_string(m.launches.size()), m.law + " (" + m.why + ")", iv(m.s, m.s_lo, m.s_hi),
+    t.push_back({m.group, m.kind, join(counts, ", "), std::to_string(m.launches.size()),
+                 m.failed.empty() ? m.law + " (" + m.why + ")" : "no model: " + m.failed, iv(m.s, m.s_lo, m.s_hi),
                  m.law == "USL" ? iv(m.k, m.k_lo, m.k_hi) : "0 (Amdahl)",
                  std::to_string(m.at2) + " ranks: " + iv(m.eff2, m.eff2_lo, m.eff2_hi),
                  std::to_string(m.at4) + " ranks: " + iv(m.eff4, m.eff4_lo, m.eff4_hi), join(each, "; ")});
@@ -481,27 +483,43 @@ Table tta_table(const Report& rep) {
 
 std::string tta_svg(const TtaConfig& c, const Report& rep) {
   svg::Plot p;
-  p.title = c.group;
+  p.title = c.group + ", target " + fmt_sig(c.summary.target, 3);
   p.xlabel = "training time [s]";
   p.ylabel = "accuracy";
   for (std::size_t i = 0; i < c.ids.size(); ++i)
     for (const auto& r : rep.rows)
       if (r.id == c.ids[i]) {
         svg::Series s;
-        s.name = "seed " + std::to_string(c.seeds[i]);
+        const bool reached = std::any_of(r.curve.begin(), r.curve.end(), [&](const auto& e) { return e.second >= c.summary.target; });
+        s.name = "seed " + std::to_string(c.seeds[i]) + (reached ? "" : r.outcome != Outcome::Complete ? " (cut off)" : " (missed)");
+        s.dashed = !reached;
         s.markers = false;
         for (auto [t, a] : r.curve) s.x.push_back(t), s.y.push_back(a);
         p.series.push_back(s);
       }
-  svg::Series target{"target", {0, c.summary.budget_s}, {c.summary.target, c.summary.target}, {}, {}, true, false};
-  svg::Series budget{"budget", {c.summary.budget_s, c.summary.budget_s}, {0, 1}, {}, {}, true, false};
+  svg::Series target{"target", {0, c.summary.budget_s}, {c.summary.target, c.summary.target}, {}, {}, true, false, true, {}};
+  // The budget's line spans the curves' accuracies, not [0, 1]: the curves keep the plot's height.
+  double lo = c.summary.target, hi = c.summary.target;
+  for (const auto& s : p.series)
+    for (double a : s.y) lo = std::min(lo, a), hi = std::max(hi, a);
+  svg::Series budget{"budget", {c.summary.budget_s, c.summary.budget_s}, {lo, hi}, {}, {}, true, false, true, {}};
   p.series.push_back(target);
-  p.series.push_back(budget);
+  if (c.summary.budget_s > 0) p.series.push_back(budget);
+  if (c.summary.median_defined) {
+    svg::Mark m;
+    m.x = c.summary.median;
+    m.y = c.summary.target;
+    m.lo = c.summary.has_ci ? c.summary.lo : m.x;
+    m.hi = c.summary.has_ci ? (std::isfinite(c.summary.hi) ? c.summary.hi : c.summary.budget_s) : m.x;
+    m.tip = "median time to accuracy " + tta_median_text(c.summary) + " " + tta_ci_text(c.summary) + "; reached " + tta_success_text(c.summary);
+    p.marks.push_back(m);
+  }
   return svg::render(p);
 }
 
 std::string scaling_model_text(const ScalingSeries& s) {
   const auto& m = s.model;
+  if (m.law.empty() && !m.failed.empty()) return " No scaling model: " + m.failed + (m.left_out.empty() ? "" : " (" + m.left_out + ")") + ".";
   if (m.law.empty()) return m.left_out.empty() ? "" : " No scaling model: " + m.left_out + ".";
   auto iv = [](double v, double lo, double hi) { return fmt_sig(v, 3) + " [" + fmt_sig(lo, 3) + ", " + fmt_sig(hi, 3) + "]"; };
   std::string t = " Fitted model (" + m.law + ", " + m.why + "; bootstrap intervals over the repetitions" +
@@ -535,10 +553,10 @@ std::string scaling_svg(const ScalingSeries& s) {
   p.xlabel = "ranks";
   p.ylabel = "time per repetition [s]";
   p.logx = p.logy = true;
-  svg::Series m{"median, CI", {}, {}, {}, {}, false, true};
-  svg::Series ideal{"ideal", {}, {}, {}, {}, true, false};
+  svg::Series m{"median, CI", {}, {}, {}, {}, false, true, true, {}};
+  svg::Series ideal{"ideal", {}, {}, {}, {}, true, false, true, {}};
   // The fitted model's time, T(base) x n / C(n), at the measured counts and its two predictions.
-  svg::Series model{s.model.law + " fit", {}, {}, {}, {}, true, false};
+  svg::Series model{s.model.law + " fit", {}, {}, {}, {}, true, false, true, {}};
   auto model_time = [&](double ranks) {
     const double n = ranks / s.base_ranks, load = 1 + s.model.s * (n - 1) + s.model.k * n * (n - 1);
     return s.base_time * (s.kind == "weak" ? load : load / n);
@@ -549,6 +567,9 @@ std::string scaling_svg(const ScalingSeries& s) {
     m.y.push_back(pt.time.median);
     m.lo.push_back(pt.time.has_ci ? pt.time.lo : NAN);
     m.hi.push_back(pt.time.has_ci ? pt.time.hi : NAN);
+    m.tips.push_back(std::to_string(pt.ranks) + (pt.ranks == 1 ? " rank" : " ranks") + ": median " + fmt_time(pt.time.median) +
+                     (pt.time.has_ci ? " [" + fmt_time(pt.time.lo) + ", " + fmt_time(pt.time.hi) + "]" : "") + ", n=" +
+                     std::to_string(pt.time.n) + "; speedup " + ratio_text(pt.speedup) + ", efficiency " + fmt_sig(pt.efficiency, 3));
     ideal.x.push_back(x);
     ideal.y.push_back(s.kind == "weak" ? s.base_time : s.base_time * s.base_ranks / x);
     model.x.push_back(x);
@@ -591,33 +612,6 @@ Table environment_table(const Report& rep) {
   return t;
 }
 
-std::vector<std::string> rate_svgs(const Report& rep) {
-  // One plot per rate unit (GFLOP/s and GB/s never share an axis), one series per backend; a
-  // point sits at its row of the Results table, so the plot and the table read together.
-  std::map<std::string, std::map<std::string, svg::Series>> by_unit;
-  for (std::size_t i = 0; i < rep.rows.size(); ++i) {
-    const PointRow& r = rep.rows[i];
-    if (r.outcome != Outcome::Complete || r.time.n == 0) continue;
-    auto& s = by_unit[r.rate_unit][r.backend];
-    s.name = r.backend;
-    s.x.push_back(static_cast<double>(i + 1));
-    s.y.push_back(r.rate);
-    s.lo.push_back(r.time.has_ci ? r.rate_lo : NAN);
-    s.hi.push_back(r.time.has_ci ? r.rate_hi : NAN);
-  }
-  std::vector<std::string> out;
-  for (auto& [unit, series] : by_unit) {
-    svg::Plot p;
-    p.title = "rates in " + unit + " by backend (median, CI)";
-    p.xlabel = "row of the Results table (1 = first)";
-    p.ylabel = unit;
-    p.logy = true;
-    for (auto& [b, s] : series) p.series.push_back(s);
-    out.push_back(svg::render(p));
-  }
-  return out;
-}
-
 void markdown_table(std::ostringstream& o, const Table& t) {
   for (std::size_t k = 0; k < t.size(); ++k) {
     o << "|";
@@ -647,26 +641,26 @@ std::vector<std::string> attention(const Report& rep) {
   std::vector<std::string> out;
   for (const auto& r : rep.rows)
     if (r.threads_oversubscribed && !r.oversubscribed)
-      out.push_back("`" + r.canonical + "` (" + r.id + "): its ranks x threads exceeded the CPUs of a host "
+      out.push_back(point_label(rep, r) + " (" + r.id + "): its ranks x threads exceeded the CPUs of a host "
                     "(threads oversubscribed): its times measure threads sharing cores");
   for (const auto& r : rep.rows)
     if (r.oversubscribed)
-      out.push_back("`" + r.canonical + "` (" + r.id + "): ran with more ranks than CPUs on a host (oversubscribed): "
+      out.push_back(point_label(rep, r) + " (" + r.id + "): ran with more ranks than CPUs on a host (oversubscribed): "
                     "its times measure core sharing, not the operation");
   // On a device, a node the backend has no kernel for crosses to the host and back inside the
   // timed step (on the host the reference shares the memory: no copy, only another kernel).
   for (const auto& r : rep.rows) {
     const double fallback = fact_number(r, "executor.reference_fallback_steps");
     if (fallback > 0 && !std::isnan(fact_number(r, "device.peak_memory_bytes")))
-      out.push_back("`" + r.canonical + "` (" + r.id + "): " + std::to_string(static_cast<long long>(fallback)) + " of its node steps ran on d500's reference through host mirrors (" +
+      out.push_back(point_label(rep, r) + " (" + r.id + "): " + std::to_string(static_cast<long long>(fallback)) + " of its node steps ran on d500's reference through host mirrors (" +
                     fact_text(r, "executor.reference_fallback_ops") + "): each copies its tensors down and back inside the timed step");
   }
   for (const auto& r : rep.rows)
     if (const std::string d = fact_text(r, "ranks_differ"); !d.empty())
-      out.push_back("`" + r.canonical + "` (" + r.id + "): its ranks set up differently (the point records rank 0's): " + d);
+      out.push_back(point_label(rep, r) + " (" + r.id + "): its ranks set up differently (the point records rank 0's): " + d);
   for (const auto& r : rep.rows)
     if (r.outcome != Outcome::Complete || r.reps_incomplete) {
-      std::string s = "`" + r.canonical + "` (" + r.id + "): " + r.status + (r.status_reason.empty() ? "" : ": " + r.status_reason);
+      std::string s = point_label(rep, r) + " (" + r.id + "): " + r.status + (r.status_reason.empty() ? "" : ": " + r.status_reason);
       if (r.reps_incomplete) s += "; " + std::to_string(r.reps_incomplete) + " repetitions lacked some rank and were excluded";
       out.push_back(s);
     }
@@ -704,6 +698,22 @@ std::string jratio(const stats::RatioInterval& r) {
   return "{\"estimate\": " + jn(r.estimate) + ", \"lo\": " + (r.bounded ? jn(r.lo) : "null") + ", \"hi\": " +
          (r.bounded ? jn(r.hi) : "null") + ", \"significant\": " + (r.excludes_one() ? "true" : "false") +
          ", \"method\": " + js(r.method) + (r.withheld.empty() ? "" : ", \"withheld\": " + js(r.withheld)) + "}";
+}
+
+}  // namespace d500
+
+namespace d500 {
+
+std::string ratio_method_words() {
+  return kRatioMethod == stats::BootstrapMethod::BCa ? "seeded BCa bootstrap" : "seeded percentile bootstrap";
+}
+
+std::string launch_model_words(const LaunchScalingModel& m) {
+  if (!m.failed.empty()) return "no model: " + m.failed;
+  return m.law + ", s " + fmt_sig(m.s, 3) + " [" + fmt_sig(m.s_lo, 3) + ", " + fmt_sig(m.s_hi, 3) + "]" +
+         (m.law == "USL" ? ", k " + fmt_sig(m.k, 3) + " [" + fmt_sig(m.k_lo, 3) + ", " + fmt_sig(m.k_hi, 3) + "]" : std::string()) +
+         ", predicted efficiency at " + std::to_string(m.at2) + " ranks " + fmt_sig(m.eff2, 3) + " [" + fmt_sig(m.eff2_lo, 3) + ", " +
+         fmt_sig(m.eff2_hi, 3) + "]";
 }
 
 }  // namespace d500

@@ -17,7 +17,8 @@ std::string fmt_p(double p);
 // "p=0.034", or "p < 0.0001"
 constexpr int kMostAdvisedRepetitions = 1000;  // repetition advice beyond this reads "too noisy"
 std::string params_text(const Params& params, bool with_backend);
-std::string point_label(const PointRow& r);
+// A point by workload:backend and what varies among the report's points of its workload.
+std::string point_label(const Report& rep, const PointRow& r);
 std::string ci_text(const PointRow& r);
 std::string rate_text(const PointRow& r);
 std::string rate_ci_text(const PointRow& r);
@@ -71,17 +72,19 @@ std::string collectives_note();
 Table overlap_table(const Report& rep);
 std::string overlap_note(const Report& rep);
 Table steps_table(const PointRow& r);
-std::string steps_caption(const PointRow& r);
+std::string steps_caption(const Report& rep, const PointRow& r);
 // Every step of the point added by operator and pass: steps, summed medians, share, GFLOP/s.
 Table operators_table(const PointRow& r);
-std::string operators_caption(const PointRow& r);
+std::string operators_caption(const Report& rep, const PointRow& r);
 std::string network_note();
 std::string tta_svg(const TtaConfig& c, const Report& rep);
 std::string scaling_caption(const ScalingSeries& s);
 std::string scaling_model_text(const ScalingSeries& s);
 std::string scaling_svg(const ScalingSeries& s);
-// The rates of the complete points, one plot per rate unit (SVG each).
-std::vector<std::string> rate_svgs(const Report& rep);
+// How a ratio of medians gets its interval, in words ("percentile bootstrap").
+std::string ratio_method_words();
+// A scaling model fitted across launches in words: its law, s, k and predicted efficiency.
+std::string launch_model_words(const LaunchScalingModel& m);
 void markdown_table(std::ostringstream& o, const Table& t);
 void html_table(std::ostringstream& o, const Table& t, const std::vector<std::string>& row_class = {});
 std::vector<std::string> attention(const Report& rep);

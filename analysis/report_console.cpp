@@ -1,85 +1,149 @@
-// The console reporter: the results table, comparisons, scaling and time to accuracy as plain text for the terminal (printed by `d500 report`, written nowhere).
-#include <cmath>
-#include <set>
+// The console reporter: the report's document (document.hpp) for a terminal, every table fitted to
+// 120 columns unless `d500 report --wide` (printed by `d500 report`, written nowhere).
+#include <algorithm>
 #include <sstream>
 
 #include "common/text.hpp"
-#include "format.hpp"
+#include "document.hpp"
 #include "reporters.hpp"
 
 namespace d500 {
 
 namespace {
 
-// A table in aligned columns, its header underlined.
-void text_table(std::ostringstream& o, const Table& t) {
-  std::vector<std::size_t> w(t.front().size(), 0);
-  for (const auto& row : t)
-    for (std::size_t i = 0; i < row.size(); ++i) w[i] = std::max(w[i], row[i].size());
-  for (std::size_t k = 0; k < t.size(); ++k) {
-    for (std::size_t i = 0; i < t[k].size(); ++i)
-      o << t[k][i] << std::string(w[i] - t[k][i].size() + (i + 1 < t[k].size() ? 2 : 0), ' ');
-    o << "\n";
+// Columns a UTF-8 string takes (one a code point: d500's text has no wide characters).
+std::size_t columns(const std::string& s) {
+  std::size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+// The first `cols` columns of `s`, its last one an ellipsis where it was cut.
+std::string cut(const std::string& s, std::size_t cols) {
+  if (columns(s) <= cols) return s;
+  std::string o;
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if ((c & 0xC0) != 0x80 && ++n == cols) break;
+    o += s[i];
+  }
+  while (!o.empty() && (static_cast<unsigned char>(o.back()) & 0xC0) == 0x80) o.pop_back();  // never half a character
+  return o + "\u2026";
+}
+
+void wrap(std::ostringstream& o, const std::string& text, std::size_t width, const std::string& indent = "") {
+  for (const auto& para : split(text, '\n')) {
+    if (width == 0) {
+      o << indent << para << "\n";
+      continue;
+    }
+    std::string line = indent;
+    std::size_t len = indent.size();
+    for (const auto& word : split(para, ' ')) {
+      if (word.empty()) continue;
+      if (len > indent.size() && len + 1 + columns(word) > width) {
+        o << line << "\n";
+        line = indent + "  ";
+        len = line.size();
+      }
+      if (len > indent.size() && line.back() != ' ') line += ' ', ++len;
+      line += word;
+      len += columns(word);
+    }
+    o << line << "\n";
+  }
+}
+
+// A table in aligned columns, its header underlined; within `width` columns, the widest column
+// is cut (with an ellipsis) until the table fits.
+void text_table(std::ostringstream& o, const TableBlock& tb, std::size_t width) {
+  std::vector<std::size_t> keep;
+  for (std::size_t i = 0; i < tb.table.front().size(); ++i)
+    if (width == 0 || !tb.wide_only.count(i)) keep.push_back(i);
+  std::vector<std::size_t> w(keep.size(), 0);
+  for (const auto& row : tb.table)
+    for (std::size_t j = 0; j < keep.size(); ++j) w[j] = std::max(w[j], columns(row[keep[j]]));
+  auto total = [&] {
+    std::size_t t = 0;
+    for (auto x : w) t += x + 2;
+    return t - 2;
+  };
+  // The first column names the row: the others give way first, down to their header (at most
+  // 16 columns) or 12, whichever is wider; then every column, down to 8.
+  std::vector<std::size_t> least(w.size());
+  for (std::size_t j = 0; j < w.size(); ++j) least[j] = std::max<std::size_t>(12, std::min<std::size_t>(16, columns(tb.table[0][keep[j]])));
+  while (width > 0 && total() > width) {
+    std::size_t pick = w.size();
+    for (std::size_t j = 1; j < w.size(); ++j)
+      if (w[j] > least[j] && (pick == w.size() || w[j] > w[pick])) pick = j;
+    if (pick == w.size()) pick = static_cast<std::size_t>(std::max_element(w.begin(), w.end()) - w.begin());
+    if (w[pick] <= 8) break;
+    --w[pick];
+  }
+  for (std::size_t k = 0; k < tb.table.size(); ++k) {
+    std::string line;
+    for (std::size_t j = 0; j < keep.size(); ++j) {
+      const std::string c = cut(tb.table[k][keep[j]], w[j]);
+      line += c + (j + 1 < keep.size() ? std::string(w[j] - columns(c) + 2, ' ') : "");
+    }
+    o << line << "\n";
     if (k == 0) {
-      for (std::size_t i = 0; i < w.size(); ++i) o << std::string(w[i], '-') << (i + 1 < w.size() ? "  " : "");
+      for (std::size_t j = 0; j < w.size(); ++j) o << std::string(w[j], '-') << (j + 1 < w.size() ? "  " : "");
       o << "\n";
     }
   }
 }
 
-std::string render(const Report& rep) {
+}  // namespace
+
+std::string render_console(const Report& rep, std::size_t width) {
+  const Document d = report_document(rep);
   std::ostringstream o;
-  text_table(o, results_table(rep));
-  const Table nets = network_table(rep);
-  if (nets.size() > 1) {
-    o << "\nnetworks (the costliest steps of each are in report.md):\n";
-    text_table(o, nets);
+  o << d.title << "\n";
+  wrap(o, join(d.facts, "; "), width);
+  bool figures = false;
+  for (const auto& s : d.sections) {
+    for (const auto& b : s.blocks) figures = figures || b.kind == Block::Kind::Figure;
+    if (!s.terminal) continue;
+    const bool shows = std::any_of(s.blocks.begin(), s.blocks.end(), [](const Block& b) {
+      return b.terminal && !(b.kind == Block::Kind::Text && b.brief == "-") && !(b.kind == Block::Kind::Table && b.table.table.size() < 2);
+    });
+    if (!shows) continue;
+    o << "\n" << s.title << ":\n";
+    for (const auto& b : s.blocks) {
+      if (!b.terminal) continue;
+      switch (b.kind) {
+        case Block::Kind::Text:
+          if (b.brief != "-") wrap(o, b.brief.empty() ? b.text : b.brief, width);
+          break;
+        case Block::Kind::Table:
+          if (b.table.table.size() > 1) text_table(o, b.table, width);
+          break;
+        case Block::Kind::List: {
+          // A long list (a comparison per seed and size) is cut in the terminal, never in the files.
+          constexpr std::size_t kMostItems = 16;
+          const std::size_t shown = width == 0 || b.items.size() <= kMostItems ? b.items.size() : kMostItems - 1;
+          for (std::size_t i = 0; i < shown; ++i) wrap(o, "- " + b.items[i], b.wrap ? width : 0);
+          if (shown < b.items.size()) wrap(o, "- ... and " + std::to_string(b.items.size() - shown) + " more in report.md (or --wide)", width);
+          break;
+        }
+        case Block::Kind::Figure: break;
+      }
+    }
   }
-  const Table dist = distributed_table(rep);
-  if (dist.size() > 1) {
-    o << "\ndistributed training (phases per step; details in report.md):\n";
-    text_table(o, dist);
-  }
-  if (!rep.overlap.empty()) {
-    o << "\noverlap (bucketed allreduce against the plain one; hidden = share of the plain scheme's communication + wait taken off the step):\n";
-    text_table(o, overlap_table(rep));
-  }
-  if (!rep.comparisons.empty()) {
-    o << "\ncomparisons (" << static_cast<int>(rep.confidence * 100 + .5) << "% BCa bootstrap of the ratio of medians):\n";
-    for (const auto& c : rep.comparisons) o << "  " << c.group << ": " << comparison_sentence(c) << "\n";
-  }
-  for (const auto& s : rep.scaling) {
-    o << "\n" << s.kind << " scaling, " << s.group << " (base " << s.base_ranks << " rank(s), " << fmt_time(s.base_time)
-      << "):\n";
-    for (const auto& p : s.points)
-      o << "  " << p.ranks << " ranks: " << fmt_time(p.time.median) << ", T(base)/T(p) " << ratio_text(p.speedup)
-        << ", efficiency " << fmt_sig(p.efficiency, 3) << " [" << fmt_sig(p.efficiency_lo, 3) << ", " << fmt_sig(p.efficiency_hi, 3) << "]\n";
-    if (!s.model.law.empty()) o << " " << scaling_model_text(s) << "\n";
-  }
-  for (const auto& g : rep.launches)
-    o << "\nacross " << g.interval.launches << " launches, " << g.group << ": " << fmt_time(g.interval.estimate)
-      << (g.interval.has_ci ? " [" + fmt_time(g.interval.lo) + ", " + fmt_time(g.interval.hi) + "]" : "")
-      << ", between-launch share of variance " << fmt_sig(g.interval.between_share * 100, 2) << "%\n";
-  for (const auto& c : rep.launch_comparisons)
-    o << "\nacross " << c.launches.size() << " launches, " << c.other << " vs " << c.baseline << ", " << c.group << ": speedup "
-      << ratio_text(c.speedup)
-      << (c.varies == "ranks" ? ", efficiency " + fmt_sig(c.speedup.estimate / c.ideal, 3)
-          : c.speedup.excludes_one() ? std::string(" (significant)") : std::string(" (not significant)"))
-      << "\n";
-  for (const auto& m : rep.launch_scaling)
-    o << "\nacross " << m.launches.size() << " launches, scaling model of " << m.group << ": " << m.law << ", s " << fmt_sig(m.s, 3)
-      << " [" << fmt_sig(m.s_lo, 3) << ", " << fmt_sig(m.s_hi, 3) << "]"
-      << (m.law == "USL" ? ", k " + fmt_sig(m.k, 3) + " [" + fmt_sig(m.k_lo, 3) + ", " + fmt_sig(m.k_hi, 3) + "]" : std::string())
-      << ", predicted efficiency at " << m.at2 << " ranks " << fmt_sig(m.eff2, 3) << "\n";
-  for (const auto& c : rep.tta)
-    o << "\ntime to accuracy " << fmt_sig(c.summary.target, 3) << ", " << c.group << ": median "
-      << tta_median_text(c.summary) << " " << tta_ci_text(c.summary) << "; reached " << tta_success_text(c.summary)
-      << (c.cut_off ? "; " + std::to_string(c.cut_off) + " run(s) cut off, censored (" + c.summary.method + ")" : "")
-      << (c.disagreements.empty() ? "" : "; RANKS DISAGREE: " + c.disagreements.front()) << "\n";
-  for (const auto& u : rep.unreadable) o << "unreadable: " << u << "\n";
+  std::vector<std::string> elsewhere;
+  for (const auto& s : d.sections)
+    if (!s.terminal) elsewhere.push_back(s.title);
+  o << "\n";
+  wrap(o, std::string(figures ? "Figures and the sections " : "The sections ") + join(elsewhere, ", ") + " are in report.html and report.md" +
+              (width ? "; `d500 report --wide` prints every column." : "."),
+       width);
   return o.str();
 }
 
+namespace {
+std::string render(const Report& rep) { return render_console(rep, 120); }
 }  // namespace
 
 std::unique_ptr<Reporter> console_reporter() { return make_reporter("console", "", render); }

@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "common/text.hpp"
+#include "document.hpp"
 #include "format.hpp"
 #include "reporters.hpp"
 
@@ -31,7 +32,18 @@ std::string render(const Report& rep) {
   o << "],\n  \"points\": [";
   for (std::size_t i = 0; i < rep.rows.size(); ++i) {
     const auto& r = rep.rows[i];
-    o << (i ? "," : "") << "\n    {\"id\": " << js(r.id) << ", \"canonical\": " << js(r.canonical) << ", \"level\": " << r.level
+    // The parameters as typed fields, so that pd.json_normalize(results["points"]) gives each its
+    // column (params.n, params.backend, ...).
+    std::string params;
+    for (const auto& [k, v] : r.params) {
+      if (is_unset(v)) continue;
+      params += (params.empty() ? "" : ", ") + js(k) + ": " +
+                (std::holds_alternative<std::string>(v) ? js(std::get<std::string>(v))
+                 : std::holds_alternative<double>(v)    ? jn(std::get<double>(v))
+                                                        : canonical(v));
+    }
+    o << (i ? "," : "") << "\n    {\"id\": " << js(r.id) << ", \"label\": " << js(rep.names.label(r)) << ", \"params\": {" << params
+      << "}, \"canonical\": " << js(r.canonical) << ", \"level\": " << r.level
       << ", \"workload\": " << js(r.workload) << ", \"backend\": " << js(r.backend) << ", \"job\": "
       << js(r.job_id) << ", \"status\": " << js(r.status) << ", \"status_reason\": " << js(r.status_reason)
       << ", \"ranks\": " << r.ranks << ", \"oversubscribed\": " << (r.oversubscribed ? "true" : "false")
@@ -216,7 +228,38 @@ std::string render(const Report& rep) {
   }
   o << "\n  ],\n  \"unreadable\": [";
   for (std::size_t i = 0; i < rep.unreadable.size(); ++i) o << (i ? ", " : "") << js(rep.unreadable[i]);
-  o << "]\n}\n";
+  // The report's sections as the other formats show them (document.hpp): titles, notes, tables
+  // (rows of strings, the header first), lists and the figures' file names in figures/.
+  o << "],\n  \"sections\": [";
+  const Document doc = report_document(rep);
+  for (std::size_t i = 0; i < doc.sections.size(); ++i) {
+    const Section& sec = doc.sections[i];
+    o << (i ? "," : "") << "\n    {\"title\": " << js(sec.title) << ", \"depth\": " << sec.depth << ", \"blocks\": [";
+    for (std::size_t k = 0; k < sec.blocks.size(); ++k) {
+      const Block& b = sec.blocks[k];
+      o << (k ? ", " : "");
+      switch (b.kind) {
+        case Block::Kind::Text: o << "{\"text\": " << js(b.text) << "}"; break;
+        case Block::Kind::Figure: o << "{\"figure\": " << js(figures_dir(rep.confidence) + "/" + b.name + ".svg") << ", \"caption\": " << js(b.text) << "}"; break;
+        case Block::Kind::List:
+          o << "{\"list\": [";
+          for (std::size_t j = 0; j < b.items.size(); ++j) o << (j ? ", " : "") << js(b.items[j]);
+          o << "]}";
+          break;
+        case Block::Kind::Table:
+          o << "{\"table\": [";
+          for (std::size_t j = 0; j < b.table.table.size(); ++j) {
+            o << (j ? ", " : "") << "[";
+            for (std::size_t c = 0; c < b.table.table[j].size(); ++c) o << (c ? ", " : "") << js(b.table.table[j][c]);
+            o << "]";
+          }
+          o << "]}";
+          break;
+      }
+    }
+    o << "]}";
+  }
+  o << "\n  ]\n}\n";
   return o.str();
 }
 

@@ -6,6 +6,7 @@
 
 #include "common/error.hpp"
 #include "common/text.hpp"
+#include "document.hpp"
 #include "store/index.hpp"
 
 namespace d500 {
@@ -77,6 +78,19 @@ std::vector<std::string> write_reports(const Report& rep) {
       write_file_atomic(path, r->render_report(rep));
       written.push_back(path);
     }
+  // The figures, one SVG file each, which report.md links (report.html carries them inline).
+  const Document doc = report_document(rep);
+  const std::filesystem::path figs = d / figures_dir(rep.confidence);
+  // The folder is the report's own: figures of an earlier report that this one no longer draws go.
+  if (std::filesystem::is_directory(figs))
+    for (const auto& e : std::filesystem::directory_iterator(figs))
+      if (e.path().extension() == ".svg") std::filesystem::remove(e.path());
+  for (const auto& s : doc.sections)
+    for (const auto& b : s.blocks)
+      if (b.kind == Block::Kind::Figure) {
+        std::filesystem::create_directories(figs);
+        write_file_atomic((figs / (b.name + ".svg")).string(), "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n" + b.svg);
+      }
   std::vector<IndexEntry> pts;
   for (const auto& r : rep.rows)
     if (!r.file.empty()) pts.push_back({r.id, r.file});

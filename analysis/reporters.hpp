@@ -32,6 +32,9 @@ const Reporter& find_reporter(const std::string& name);  // throws naming the kn
 // report at another level never overwrites the first.
 std::string output_name(const std::string& file, double confidence);
 
+// The console reporter's text for a terminal `width` columns wide (0: every column, `--wide`).
+std::string render_console(const Report& rep, std::size_t width);
+
 // Writes every reporter's file into the run directory (atomically, one by one) and the
 // campaign index of the results files. Returns the files written, in order.
 std::vector<std::string> write_reports(const Report& r);

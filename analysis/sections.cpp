@@ -1,5 +1,5 @@
 // Comparisons between backends and scaling series: the parts of the report that relate points
-// to each other. Ratios of medians get seeded BCa bootstrap intervals (STATISTICS: "Ratios").
+// to each other. Ratios of medians get seeded bootstrap intervals (kRatioMethod) (STATISTICS: "Ratios").
 #include <algorithm>
 #include <cmath>
 #include <deque>
@@ -25,13 +25,12 @@ std::string key_without(const Params& p, std::initializer_list<const char*> drop
   return join(parts, " ");
 }
 
-// How a group reads in the report: like a point, without what varies inside the group.
-std::string label(const PointRow& r, bool with_backend, bool with_ranks, const char* also_without = nullptr) {
-  std::string s = r.workload + (with_backend ? ":" + r.backend : "");
-  for (const auto& [k, v] : r.params)
-    if (k != "workload" && k != "backend" && k != "nodes" && k != "ranks_per_node" && !is_unset(v) && !(also_without && k == also_without))
-      s += " " + k + "=" + canonical(v);
-  if (with_ranks) s += ", " + std::to_string(r.ranks) + (r.ranks == 1 ? " rank" : " ranks");
+// How a group reads in the report: like a point (by what varies among the report's points of its
+// workload), without what varies inside the group; the rank count where the workload's vary.
+std::string label(const PointNames& names, const PointRow& r, bool with_backend, bool with_ranks, const char* also_without = "") {
+  std::string s = names.label(r, {"nodes", "ranks_per_node", also_without}, with_backend);
+  if (with_ranks && (names.varies(r.workload, "nodes") || names.varies(r.workload, "ranks_per_node")))
+    s += ", " + std::to_string(r.ranks) + (r.ranks == 1 ? " rank" : " ranks");
   return s;
 }
 
@@ -69,6 +68,7 @@ std::uint64_t comparison_seed(std::uint64_t seed, const std::string& base_id, co
 
 std::vector<Comparison> compare_backends(const std::vector<PointRow>& rows, double confidence, std::uint64_t seed) {
   std::vector<Comparison> out;
+  const PointNames names = point_names(rows);
   for (const auto& g : group_rows(rows, {"backend"}, [](const PointRow& r) { return r.has_timings(); })) {
     if (g.size() < 2) continue;
     const PointRow* base = g.front();
@@ -77,7 +77,7 @@ std::vector<Comparison> compare_backends(const std::vector<PointRow>& rows, doub
     for (const auto* r : g) {
       if (r == base) continue;
       Comparison c;
-      c.group = label(*base, false, true);
+      c.group = label(names, *base, false, true);
       c.baseline = base->backend;
       c.other = r->backend;
       c.baseline_id = base->id;
@@ -88,7 +88,7 @@ std::vector<Comparison> compare_backends(const std::vector<PointRow>& rows, doub
         c.has_mean_ratio = true;
         c.mean_ratio = stats::fieller_ratio(base->costs, r->costs, confidence);
       }
-      c.speedup = stats::bootstrap_median_ratio(base->costs, r->costs, confidence, stats::BootstrapMethod::BCa,
+      c.speedup = stats::bootstrap_median_ratio(base->costs, r->costs, confidence, kRatioMethod,
                                                 kBootstrapResamples, comparison_seed(seed, base->id, r->id));
       out.push_back(c);
     }
@@ -98,11 +98,12 @@ std::vector<Comparison> compare_backends(const std::vector<PointRow>& rows, doub
 
 std::vector<LaunchGroup> launch_groups(const std::vector<PointRow>& rows, double confidence) {
   std::vector<LaunchGroup> out;
+  const PointNames names = point_names(rows);
   for (auto& g : group_rows(rows, {"launch"}, timed_launch)) {
     if (g.size() < 2) continue;
     std::stable_sort(g.begin(), g.end(), [&](auto* a, auto* b) { return launch_of(a) < launch_of(b); });
     LaunchGroup lg;
-    lg.group = g.front()->workload + ":" + g.front()->backend + " " + key_without(g.front()->params, {"launch", "workload", "backend"});
+    lg.group = label(names, *g.front(), true, true, "launch");
     std::vector<std::vector<double>> per;
     for (const auto* r : g) {
       lg.ids.push_back(r->id);
@@ -140,6 +141,7 @@ std::optional<LaunchComparison> paired(const std::map<int, const PointRow*>& bas
 
 std::vector<LaunchComparison> compare_backends_across_launches(const std::vector<PointRow>& rows, double confidence) {
   std::vector<LaunchComparison> out;
+  const PointNames names = point_names(rows);
   for (const auto& g : group_rows(rows, {"backend", "launch"}, timed_launch)) {
     // ranks -> backend -> launch -> point (the ranks apart, whatever the parameters say of them)
     std::map<int, std::map<std::string, std::map<int, const PointRow*>>> by_ranks;
@@ -153,7 +155,7 @@ std::vector<LaunchComparison> compare_backends_across_launches(const std::vector
         if (backend == base) continue;
         auto c = paired(by_backend[base], launches, confidence);
         if (!c) continue;
-        c->group = label(*by_backend[base].begin()->second, false, true, "launch");
+        c->group = label(names, *by_backend[base].begin()->second, false, true, "launch");
         c->baseline = base;
         c->other = backend;
         out.push_back(std::move(*c));
@@ -165,6 +167,7 @@ std::vector<LaunchComparison> compare_backends_across_launches(const std::vector
 
 std::vector<LaunchComparison> scaling_across_launches(const std::vector<PointRow>& rows, double confidence) {
   std::vector<LaunchComparison> out;
+  const PointNames names = point_names(rows);
   auto ranks_text = [](int n) { return std::to_string(n) + (n == 1 ? " rank" : " ranks"); };
   for (const auto& g : group_rows(rows, {"nodes", "ranks_per_node", "launch"}, timed_launch)) {
     std::map<int, std::map<int, const PointRow*>> by_ranks;  // ranks -> launch -> point
@@ -177,7 +180,7 @@ std::vector<LaunchComparison> scaling_across_launches(const std::vector<PointRow
       auto c = paired(base, launches, confidence);
       if (!c) continue;
       c->varies = "ranks";
-      c->group = label(first, true, false, "launch");
+      c->group = label(names, first, true, false, "launch");
       c->baseline = ranks_text(base_ranks);
       c->other = ranks_text(ranks);
       // As ScalingSeries: strong scaling's ideal is p / p_base, weak scaling's 1.
@@ -190,6 +193,7 @@ std::vector<LaunchComparison> scaling_across_launches(const std::vector<PointRow
 
 std::vector<TtaConfig> tta_configs(const std::vector<PointRow>& rows, double confidence) {
   std::vector<TtaConfig> out;
+  const PointNames names = point_names(rows);
   for (auto& runs : group_rows(rows, {"seed"}, [](const PointRow& r) { return r.tta_target > 0; })) {
     auto seed_of = [](const PointRow* r) { return int_param_or(r->params, "seed", 0); };
     std::stable_sort(runs.begin(), runs.end(), [&](auto* a, auto* b) { return seed_of(a) < seed_of(b); });
@@ -200,7 +204,7 @@ std::vector<TtaConfig> tta_configs(const std::vector<PointRow>& rows, double con
     targets.push_back(first.tta_target);
     for (std::size_t q = 0; q < targets.size(); ++q) {
       TtaConfig c;
-      c.group = first.workload + ":" + first.backend + " " + key_without(first.params, {"seed", "workload", "backend"});
+      c.group = label(names, first, true, true, "seed");
       c.eval_interval_steps = first.eval_interval_steps;
       std::vector<double> t, cut;
       for (const auto* r : runs) {
@@ -308,6 +312,17 @@ void fit_scaling_model(ScalingSeries& s, const std::vector<const PointRow*>& g, 
           : usl           ? "the USL's contention term k is above 0 across its interval"
                           : "the USL's contention term k is not clearly above 0 (its interval reaches 0): Amdahl's law suffices";
   std::tie(M.s, M.k) = fit_usl(n, capacities(med), usl);
+  // Amdahl's and the USL's s is a share of the work: a fit above 1 says the time grows with the
+  // rank count faster than any serial share allows, which neither law describes.
+  if (M.s > 1) {
+    M.failed = "the least-squares fit gives s = " + fmt_sig(M.s, 3) + ", outside the law's range [0, 1]: the time grows with the rank count "
+               "faster than a serial share allows (a busy or oversubscribed machine, or communication that grows with the ranks), "
+               "which " + M.law + "'s law cannot describe";
+    M.law.clear();
+    return;
+  }
+  // The bootstrap's fits are clipped to the same range (an interval clipped to the parameter space keeps its coverage).
+  for (auto& v : bs[law]) v = std::min(v, 1.0);
   M.s_lo = percentile(bs[law], lo), M.s_hi = percentile(bs[law], hi);
   M.k_lo = percentile(bk[law], lo), M.k_hi = percentile(bk[law], hi);
   M.at2 = static_cast<int>(2 * g.back()->ranks), M.at4 = static_cast<int>(4 * g.back()->ranks);
@@ -320,11 +335,12 @@ void fit_scaling_model(ScalingSeries& s, const std::vector<const PointRow*>& g, 
 
 std::vector<ScalingSeries> scaling_series(const std::vector<PointRow>& rows, double confidence, std::uint64_t seed) {
   std::vector<ScalingSeries> out;
+  const PointNames names = point_names(rows);
   for (auto& g : group_rows(rows, {"nodes", "ranks_per_node"}, [](const PointRow& r) { return r.has_timings(); })) {
     std::sort(g.begin(), g.end(), [](auto* a, auto* b) { return a->ranks < b->ranks; });
     if (g.size() < 2 || g.front()->ranks == g.back()->ranks) continue;
     ScalingSeries s;
-    s.group = label(*g.front(), true, false);
+    s.group = label(names, *g.front(), true, false);
     s.kind = g.front()->scaling;
     s.note = g.front()->scaling_note;
     const PointRow& base = *g.front();
@@ -340,7 +356,7 @@ std::vector<ScalingSeries> scaling_series(const std::vector<PointRow>& rows, dou
         p.speedup.estimate = p.speedup.lo = p.speedup.hi = 1;  // the base, by definition
         p.speedup.method = "base";
       } else {
-        p.speedup = stats::bootstrap_median_ratio(base.costs, r->costs, confidence, stats::BootstrapMethod::BCa,
+        p.speedup = stats::bootstrap_median_ratio(base.costs, r->costs, confidence, kRatioMethod,
                                                   kBootstrapResamples, comparison_seed(seed, base.id, r->id));
       }
       // Strong scaling: ideal speedup is p / p_base. Weak scaling: ideal time is constant, so
@@ -370,6 +386,7 @@ std::vector<ScalingSeries> scaling_series(const std::vector<PointRow>& rows, dou
 
 std::vector<LaunchScalingModel> scaling_models_across_launches(const std::vector<PointRow>& rows, double confidence) {
   std::vector<LaunchScalingModel> out;
+  const PointNames names = point_names(rows);
   for (const auto& g : group_rows(rows, {"nodes", "ranks_per_node", "launch"}, timed_launch)) {
     std::map<int, std::map<int, const PointRow*>> by_launch;  // launch -> ranks -> point
     for (const auto* r : g) by_launch[launch_of(r)][r->ranks] = r;
@@ -389,7 +406,7 @@ std::vector<LaunchScalingModel> scaling_models_across_launches(const std::vector
     LaunchScalingModel m;
     m.confidence = confidence;
     const PointRow& first = *by_launch.begin()->second.at(ranks.front());
-    m.group = label(first, true, false, "launch");
+    m.group = label(names, first, true, false, "launch");
     m.kind = first.scaling;
     m.base_ranks = ranks.front();
     m.ranks = ranks;
@@ -429,10 +446,23 @@ std::vector<LaunchScalingModel> scaling_models_across_launches(const std::vector
       const stats::MeanInterval t = stats::mean_t_interval(v, confidence);
       est = t.mean, lo = t.lo, hi = t.hi;
     };
+    // Efficiencies are positive: Student's t on their logarithms, exponentiated, so that the
+    // interval never crosses 0; s and k are clipped to their ranges ([0, 1] and >= 0).
+    auto take_log = [&](const std::vector<double>& v, double& est, double& lo, double& hi) {
+      std::vector<double> l;
+      for (double x : v) l.push_back(std::log(std::max(x, 1e-300)));
+      const stats::MeanInterval t = stats::mean_t_interval(l, confidence);
+      est = std::exp(t.mean), lo = std::exp(t.lo), hi = std::exp(t.hi);
+    };
     take(fs[law], m.s, m.s_lo, m.s_hi);
     take(fk[law], m.k, m.k_lo, m.k_hi);
-    take(f2[law], m.eff2, m.eff2_lo, m.eff2_hi);
-    take(f4[law], m.eff4, m.eff4_lo, m.eff4_hi);
+    take_log(f2[law], m.eff2, m.eff2_lo, m.eff2_hi);
+    take_log(f4[law], m.eff4, m.eff4_lo, m.eff4_hi);
+    if (m.s > 1)
+      m.failed = "the launches' typical s = " + fmt_sig(m.s, 3) + " lies outside the law's range [0, 1]: the time grows with the rank count "
+                 "faster than a serial share allows";
+    m.s_lo = std::clamp(m.s_lo, 0.0, 1.0), m.s_hi = std::clamp(m.s_hi, 0.0, 1.0);
+    m.k_lo = std::max(m.k_lo, 0.0), m.k_hi = std::max(m.k_hi, 0.0);
     m.at2 = 2 * ranks.back(), m.at4 = 4 * ranks.back();
     out.push_back(std::move(m));
   }
@@ -441,6 +471,7 @@ std::vector<LaunchScalingModel> scaling_models_across_launches(const std::vector
 
 std::vector<OverlapComparison> overlap_comparisons(const std::vector<PointRow>& rows, double confidence, std::uint64_t seed) {
   std::vector<OverlapComparison> out;
+  const PointNames names = point_names(rows);
   auto scheme = [](const PointRow& r) { return str_param_or(r.params, "scheme", ""); };
   auto keep = [&](const PointRow& r) { return r.has_timings() && (scheme(r) == "allreduce" || scheme(r) == "allreduce-overlap"); };
   for (const auto& g : group_rows(rows, {"scheme", "bucket_bytes"}, keep)) {
@@ -463,7 +494,7 @@ std::vector<OverlapComparison> overlap_comparisons(const std::vector<PointRow>& 
     for (const auto* r : g) {
       if (scheme(*r) != "allreduce-overlap") continue;
       OverlapComparison c;
-      c.group = label(*r, true, true);
+      c.group = label(names, *r, true, true);
       c.plain_id = plain->id;
       c.overlap_id = r->id;
       c.workers = workers;
@@ -471,7 +502,7 @@ std::vector<OverlapComparison> overlap_comparisons(const std::vector<PointRow>& 
       c.overlap_step = r->time.median;
       c.plain_exposed = stats::median(exposed);
       const std::uint64_t s = comparison_seed(seed, plain->id, r->id);
-      c.speedup = stats::bootstrap_median_ratio(plain->costs, r->costs, confidence, stats::BootstrapMethod::BCa, kBootstrapResamples, s);
+      c.speedup = stats::bootstrap_median_ratio(plain->costs, r->costs, confidence, kRatioMethod, kBootstrapResamples, s);
       auto hidden = [](double p, double o, double e) { return e > 0 ? (p - o) / e : std::nan(""); };
       c.hidden = hidden(c.plain_step, c.overlap_step, c.plain_exposed);
       const std::size_t least = static_cast<std::size_t>(smallest_n_with_median_ci(confidence));

@@ -11,6 +11,7 @@
 
 #include "common/value.hpp"
 #include "metrics/outcome.hpp"
+#include "names.hpp"
 #include "stats.hpp"
 #include "tta.hpp"
 
@@ -105,6 +106,9 @@ void add_step_costs(PointRow& r, const PointResult& p, int first_rep, int end_re
 
 // Resamples of every bootstrap interval of a report or a comparison of runs.
 constexpr int kBootstrapResamples = 2000;
+// How every ratio of medians (backend comparisons, scaling speedups, overlap) gets its interval:
+// chosen by its simulated coverage at n = 10 (d500-bench-ratio-coverage; README, Statistics).
+constexpr stats::BootstrapMethod kRatioMethod = stats::BootstrapMethod::Percentile;
 
 // One training configuration across its runs (points that differ only in seed).
 struct TtaConfig {
@@ -160,7 +164,7 @@ struct OverlapComparison {
   int workers = 0;
   double plain_step = 0, overlap_step = 0;  // medians of the step (slowest rank), seconds
   double plain_exposed = 0;                 // median of the plain scheme's communication + wait per step
-  stats::RatioInterval speedup;             // median(plain step) / median(overlap step), BCa bootstrap
+  stats::RatioInterval speedup;             // median(plain step) / median(overlap step), kRatioMethod's bootstrap
   // (median(plain step) - median(overlap step)) / median(plain exposed): 1 = all of it hidden,
   // 0 = none, < 0 = the overlapped step is slower. Percentile bootstrap over the repetitions
   // (the plain point's step and exposed time resampled together, by repetition).
@@ -190,6 +194,9 @@ struct ScalingSeries {
     std::string law;  // "Amdahl" or "USL"; empty when there are too few rank counts
     std::string why;  // why this law
     std::string left_out;  // points not fitted (oversubscribed), in words; "" when none
+    // Why no model is reported although enough rank counts were measured: the fit left the
+    // law's physical range (s in [0, 1]); law is then empty.
+    std::string failed;
     double s = 0, s_lo = 0, s_hi = 0, k = 0, k_lo = 0, k_hi = 0;
     int at2 = 0, at4 = 0;  // ranks: 2x and 4x the largest measured
     double eff2 = 0, eff2_lo = 0, eff2_hi = 0, eff4 = 0, eff4_lo = 0, eff4_hi = 0;
@@ -211,6 +218,7 @@ struct LaunchScalingModel {
   std::vector<int> ranks;       // the rank counts fitted, measured in every launch listed (oversubscribed ones left out)
   std::vector<int> launches;
   std::string law, why;
+  std::string failed;  // why no model is reported: the launches' typical s lies outside [0, 1]
   std::vector<double> launch_s, launch_k;  // each launch's fit of `law`, in launch order
   double s = 0, s_lo = 0, s_hi = 0, k = 0, k_lo = 0, k_hi = 0;
   int at2 = 0, at4 = 0;  // ranks: 2x and 4x the largest fitted
@@ -231,6 +239,7 @@ struct Environment {
 struct Report {
   std::string dir, campaign, campaign_hash, d500_version;
   std::vector<PointRow> rows;                  // in plan order
+  PointNames names;                            // what tells the rows apart, per workload
   std::vector<Comparison> comparisons;
   std::vector<ScalingSeries> scaling;
   std::vector<TtaConfig> tta;

@@ -11,7 +11,9 @@ namespace d500::svg {
 
 namespace {
 const char* kColours[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#7f7f7f"};
-constexpr double W = 560, H = 340, L = 70, R = 150, T = 30, B = 45;
+constexpr double W = 600, H = 340, L = 70, R = 170, T = 34, B = 48;
+constexpr double kCharWidth = 6.6;  // an 11-px sans-serif character, generously
+constexpr std::size_t kLegendRows = 14;
 
 struct Axis {
   double lo, hi;
@@ -32,6 +34,12 @@ struct Axis {
             if (v >= lo * 0.999 && v <= hi * 1.001) t.push_back(v);
           }
         if (t.size() >= 3) break;
+      }
+      if (t.size() > 8) {  // many decades: one tick a decade
+        std::vector<double> d;
+        for (double v : t)
+          if (std::fabs(std::log10(v) - std::round(std::log10(v))) < 1e-9) d.push_back(v);
+        if (d.size() >= 2) t = d;
       }
     } else {
       double step = std::pow(10, std::floor(std::log10((hi - lo) / 5)));
@@ -62,7 +70,17 @@ Axis make_axis(std::vector<double> v, bool log) {
 
 std::string tick_text(double v) {
   char b[32];
-  std::snprintf(b, sizeof b, "%.3g", v);
+  const double a = std::fabs(v);
+  if (a >= 1e4 && a < 1e15) {  // 16384, 1.05e6 -> "16.4k", "1.05M": short enough for an axis
+    const char* units[] = {"k", "M", "G", "T"};
+    int u = -1;
+    double x = v;
+    while (std::fabs(x) >= 1000 && u < 3) x /= 1000, ++u;
+    std::snprintf(b, sizeof b, "%.3g%s", x, units[u]);
+    return b;
+  }
+  if (a >= 1 && std::fabs(v - std::round(v)) < 1e-9 * a) std::snprintf(b, sizeof b, "%.0f", v);  // 1000, not 1e+03
+  else std::snprintf(b, sizeof b, "%.3g", v);
   return b;
 }
 
@@ -71,7 +89,67 @@ std::string num(double v) {
   std::snprintf(b, sizeof b, "%.1f", v);
   return b;
 }
+
+// A data value as an attribute: every digit it needs (0.001 and 0.02 stay apart).
+std::string data_num(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.9g", v);
+  return b;
+}
+
+// `s` cut to `chars` characters with an ellipsis (the full text goes into the element's <title>).
+std::string fit(const std::string& s, double width) {
+  const std::size_t chars = static_cast<std::size_t>(std::max(4.0, width / kCharWidth));
+  return s.size() <= chars ? s : s.substr(0, chars - 1) + "\u2026";
+}
+
+std::string text_el(double x, double y, const std::string& cls, const std::string& anchor, const std::string& full, double width,
+                    const std::string& extra = "") {
+  const std::string shown = fit(full, width);
+  return "<text class=\"" + cls + "\" x=\"" + num(x) + "\" y=\"" + num(y) + "\" text-anchor=\"" + anchor + "\"" + extra + ">" +
+         (shown != full ? "<title>" + html_escape(full) + "</title>" : "") + html_escape(shown) + "</text>\n";
+}
+
+std::string frame(const std::string& title, const std::string& xlabel, const std::string& ylabel, double height = H) {
+  std::string o = "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"d500-figure\" width=\"" + num(W) + "\" height=\"" + num(height) +
+                  "\" viewBox=\"0 0 " + num(W) + " " + num(height) + "\" font-family=\"sans-serif\" font-size=\"11\">\n";
+  o += text_el(8, 18, "title", "start", title, W - 16, " font-size=\"12\" font-weight=\"bold\"");
+  o += "<rect class=\"plot-area\" x=\"" + num(L) + "\" y=\"" + num(T) + "\" width=\"" + num(W - L - R) + "\" height=\"" +
+       num(H - T - B) + "\" fill=\"none\" stroke=\"#444\"/>\n";
+  if (!xlabel.empty()) o += text_el((L + W - R) / 2, H - 8, "xlabel", "middle", xlabel, W - L - R);
+  o += text_el(0, 0, "ylabel", "middle", ylabel, H - T - B, " transform=\"translate(14," + num((T + H - B) / 2) + ") rotate(-90)\"");
+  return o;
+}
+
+std::string y_ticks(const Axis& ay) {
+  std::string o;
+  for (double t : ay.ticks()) {
+    const double y = ay.map(t, H - B, T);
+    o += "<line x1=\"" + num(L - 4) + "\" y1=\"" + num(y) + "\" x2=\"" + num(W - R) + "\" y2=\"" + num(y) +
+         "\" stroke=\"#ddd\"/><text class=\"tick\" x=\"" + num(L - 6) + "\" y=\"" + num(y + 4) + "\" text-anchor=\"end\">" +
+         tick_text(t) + "</text>\n";
+  }
+  return o;
+}
+
+std::string legend_entry(std::size_t k, const std::string& colour, const std::string& name, bool dashed, bool line) {
+  const double ly = T + 14 + 16 * static_cast<double>(k);
+  std::string o;
+  if (line)
+    o += "<line x1=\"" + num(W - R + 10) + "\" y1=\"" + num(ly - 4) + "\" x2=\"" + num(W - R + 28) + "\" y2=\"" + num(ly - 4) +
+         "\" stroke=\"" + colour + "\" stroke-width=\"2\"" + (dashed ? " stroke-dasharray=\"5,4\"" : "") + "/>";
+  else
+    o += "<circle cx=\"" + num(W - R + 19) + "\" cy=\"" + num(ly - 4) + "\" r=\"3\" fill=\"" + colour + "\"/>";
+  return o + text_el(W - R + 32, ly, "legend", "start", name, R - 36);
+}
 }  // namespace
+
+bool spans_decade(const std::vector<double>& v) {
+  double lo = std::numeric_limits<double>::infinity(), hi = 0;
+  for (double x : v)
+    if (std::isfinite(x) && x > 0) lo = std::min(lo, x), hi = std::max(hi, x);
+  return hi > 0 && hi >= 10 * lo;
+}
 
 std::string render(const Plot& p) {
   std::vector<double> xs, ys;
@@ -81,45 +159,116 @@ std::string render(const Plot& p) {
     ys.insert(ys.end(), s.lo.begin(), s.lo.end());
     ys.insert(ys.end(), s.hi.begin(), s.hi.end());
   }
-  Axis ax = make_axis(xs, p.logx), ay = make_axis(ys, p.logy);
+  for (const auto& m : p.marks) xs.push_back(m.lo), xs.push_back(m.hi), xs.push_back(m.x), ys.push_back(m.y);
+  const bool cats = !p.xcats.empty();
+  Axis ax = cats ? Axis{-0.5, static_cast<double>(p.xcats.size()) - 0.5, false} : make_axis(xs, p.logx);
+  Axis ay = make_axis(ys, p.logy);
   auto X = [&](double v) { return ax.map(v, L, W - R); };
   auto Y = [&](double v) { return ay.map(v, H - B, T); };
-  std::string o = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + num(W) + "\" height=\"" + num(H) +
-                  "\" font-family=\"sans-serif\" font-size=\"11\">\n";
-  o += "<text x=\"8\" y=\"18\" font-size=\"12\">" + html_escape(p.title) + "</text>\n";
-  o += "<rect x=\"" + num(L) + "\" y=\"" + num(T) + "\" width=\"" + num(W - L - R) + "\" height=\"" + num(H - T - B) +
-       "\" fill=\"none\" stroke=\"#444\"/>\n";
-  for (double t : ax.ticks())
-    o += "<line x1=\"" + num(X(t)) + "\" y1=\"" + num(H - B) + "\" x2=\"" + num(X(t)) + "\" y2=\"" + num(H - B + 4) +
-         "\" stroke=\"#444\"/><text x=\"" + num(X(t)) + "\" y=\"" + num(H - B + 16) + "\" text-anchor=\"middle\">" +
-         tick_text(t) + "</text>\n";
-  for (double t : ay.ticks())
-    o += "<line x1=\"" + num(L - 4) + "\" y1=\"" + num(Y(t)) + "\" x2=\"" + num(W - R) + "\" y2=\"" + num(Y(t)) +
-         "\" stroke=\"#ddd\"/><text x=\"" + num(L - 6) + "\" y=\"" + num(Y(t) + 4) + "\" text-anchor=\"end\">" +
-         tick_text(t) + "</text>\n";
-  o += "<text x=\"" + num((L + W - R) / 2) + "\" y=\"" + num(H - 8) + "\" text-anchor=\"middle\">" + html_escape(p.xlabel) + "</text>\n";
-  o += "<text transform=\"translate(14," + num((T + H - B) / 2) + ") rotate(-90)\" text-anchor=\"middle\">" +
-       html_escape(p.ylabel) + "</text>\n";
+  std::string o = frame(p.title, p.xlabel, p.ylabel);
+  if (cats) {
+    const double slot = (W - L - R) / static_cast<double>(p.xcats.size());
+    for (std::size_t i = 0; i < p.xcats.size(); ++i)
+      o += text_el(X(static_cast<double>(i)), H - B + 16, "tick", "middle", p.xcats[i], slot - 4);
+  } else {
+    for (double t : ax.ticks())
+      o += "<line x1=\"" + num(X(t)) + "\" y1=\"" + num(H - B) + "\" x2=\"" + num(X(t)) + "\" y2=\"" + num(H - B + 4) +
+           "\" stroke=\"#444\"/><text class=\"tick\" x=\"" + num(X(t)) + "\" y=\"" + num(H - B + 16) + "\" text-anchor=\"middle\">" +
+           tick_text(t) + "</text>\n";
+  }
+  o += y_ticks(ay);
+  const std::size_t shown = p.series.size() > kLegendRows ? kLegendRows - 1 : p.series.size();
   for (std::size_t k = 0; k < p.series.size(); ++k) {
     const auto& s = p.series[k];
     const std::string c = kColours[k % (sizeof kColours / sizeof *kColours)];
-    std::string pts;
+    std::vector<std::size_t> order;
     for (std::size_t i = 0; i < s.x.size(); ++i)
-      if (std::isfinite(s.y[i]) && (!p.logy || s.y[i] > 0)) pts += num(X(s.x[i])) + "," + num(Y(s.y[i])) + " ";
-    o += "<polyline fill=\"none\" stroke=\"" + c + "\" stroke-width=\"1.5\"" +
-         (s.dashed ? " stroke-dasharray=\"5,4\"" : "") + " points=\"" + pts + "\"/>\n";
-    for (std::size_t i = 0; i < s.x.size(); ++i) {
-      if (!std::isfinite(s.y[i])) continue;
-      if (i < s.lo.size() && std::isfinite(s.lo[i]) && std::isfinite(s.hi[i]))
-        o += "<line x1=\"" + num(X(s.x[i])) + "\" y1=\"" + num(Y(s.lo[i])) + "\" x2=\"" + num(X(s.x[i])) + "\" y2=\"" +
-             num(Y(s.hi[i])) + "\" stroke=\"" + c + "\"/>\n";
-      if (s.markers) o += "<circle cx=\"" + num(X(s.x[i])) + "\" cy=\"" + num(Y(s.y[i])) + "\" r=\"3\" fill=\"" + c + "\"/>\n";
+      if (std::isfinite(s.y[i]) && (!p.logy || s.y[i] > 0) && (!p.logx || cats || s.x[i] > 0)) order.push_back(i);
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return s.x[a] < s.x[b]; });
+    o += "<g class=\"series\" data-name=\"" + html_escape(s.name) + "\" data-line=\"" + (s.line ? "1" : "0") + "\">\n";
+    if (s.line && order.size() > 1) {
+      std::string pts;
+      for (std::size_t i : order) pts += num(X(s.x[i])) + "," + num(Y(s.y[i])) + " ";
+      o += "<polyline fill=\"none\" stroke=\"" + c + "\" stroke-width=\"1.5\"" + (s.dashed ? " stroke-dasharray=\"5,4\"" : "") +
+           " points=\"" + pts + "\"/>\n";
     }
-    const double ly = T + 14 + 16 * static_cast<double>(k);
-    o += "<line x1=\"" + num(W - R + 10) + "\" y1=\"" + num(ly - 4) + "\" x2=\"" + num(W - R + 28) + "\" y2=\"" + num(ly - 4) +
-         "\" stroke=\"" + c + "\" stroke-width=\"2\"" + (s.dashed ? " stroke-dasharray=\"5,4\"" : "") + "/><text x=\"" +
-         num(W - R + 32) + "\" y=\"" + num(ly) + "\">" + html_escape(s.name) + "</text>\n";
+    for (std::size_t i : order) {
+      if (i < s.lo.size() && std::isfinite(s.lo[i]) && std::isfinite(s.hi[i]) && (!p.logy || s.lo[i] > 0))
+        o += "<line class=\"ci\" x1=\"" + num(X(s.x[i])) + "\" y1=\"" + num(Y(s.lo[i])) + "\" x2=\"" + num(X(s.x[i])) + "\" y2=\"" +
+             num(Y(s.hi[i])) + "\" stroke=\"" + c + "\"/>\n";
+      if (s.markers)
+        o += "<circle class=\"point\" data-x=\"" + data_num(s.x[i]) + "\" cx=\"" + num(X(s.x[i])) + "\" cy=\"" + num(Y(s.y[i])) +
+             "\" r=\"3.5\" fill=\"" + c + "\">" + (i < s.tips.size() ? "<title>" + html_escape(s.tips[i]) + "</title>" : "") +
+             "</circle>\n";
+    }
+    o += "</g>\n";
+    if (k < shown) o += legend_entry(k, c, s.name, s.dashed, s.line || !s.markers);
   }
+  if (shown < p.series.size())
+    o += text_el(W - R + 10, T + 14 + 16 * static_cast<double>(shown), "legend", "start",
+                 "+" + std::to_string(p.series.size() - shown) + " more (hover)", R - 14);
+  for (const auto& m : p.marks) {
+    o += "<g class=\"mark\"><line x1=\"" + num(X(m.lo)) + "\" y1=\"" + num(Y(m.y)) + "\" x2=\"" + num(X(m.hi)) + "\" y2=\"" +
+         num(Y(m.y)) + "\" stroke=\"#000\" stroke-width=\"4\" opacity=\"0.45\"><title>" + html_escape(m.tip) + "</title></line>";
+    o += "<circle class=\"point\" data-x=\"" + data_num(m.x) + "\" cx=\"" + num(X(m.x)) + "\" cy=\"" + num(Y(m.y)) +
+         "\" r=\"4.5\" fill=\"#000\"><title>" + html_escape(m.tip) + "</title></circle></g>\n";
+  }
+  return o + "</svg>\n";
+}
+
+std::string render(const BoxPlot& p) {
+  std::vector<double> ys;
+  for (const auto& b : p.boxes) ys.insert(ys.end(), b.values.begin(), b.values.end());
+  Axis ay = make_axis(ys, p.logy);
+  const double n = static_cast<double>(std::max<std::size_t>(p.boxes.size(), 1));
+  Axis ax{-0.5, n - 0.5, false};
+  auto X = [&](double v) { return ax.map(v, L, W - R); };
+  auto Y = [&](double v) { return ay.map(v, H - B, T); };
+  // Below the plotting area, the boxes' names slanted: room for about 26 characters.
+  constexpr double kLabels = 120;
+  std::string o = frame(p.title, "", p.ylabel, H + kLabels);
+  o += y_ticks(ay);
+  const double slot = (W - L - R) / n, half = std::min(18.0, slot * 0.3);
+  for (std::size_t i = 0; i < p.boxes.size(); ++i) {
+    const Box& b = p.boxes[i];
+    const std::string c = kColours[i % (sizeof kColours / sizeof *kColours)];
+    std::vector<double> v;
+    for (double x : b.values)
+      if (std::isfinite(x) && (!p.logy || x > 0)) v.push_back(x);
+    std::sort(v.begin(), v.end());
+    const double x = X(static_cast<double>(i));
+    // Slanted at 40 degrees, a label of width w reaches w cos 40 to the left and w sin 40 down.
+    o += text_el(x + 3, H - B + 12, "tick", "end", b.name, std::min(kLabels * 1.45, (x - 6) / std::cos(40 * M_PI / 180)),
+                 " transform=\"rotate(-40 " + num(x + 3) + " " + num(H - B + 12) + ")\"");
+    if (v.empty()) continue;
+    auto q = [&](double f) {  // type 7
+      const double h = (static_cast<double>(v.size()) - 1) * f;
+      const std::size_t lo = static_cast<std::size_t>(std::floor(h));
+      return v[lo] + (h - static_cast<double>(lo)) * (v[std::min(lo + 1, v.size() - 1)] - v[lo]);
+    };
+    const double q1 = q(0.25), q3 = q(0.75), iqr = q3 - q1;
+    double wlo = q1, whi = q3;
+    for (double x2 : v) {
+      if (x2 >= q1 - 1.5 * iqr) wlo = std::min(wlo, x2);
+      if (x2 <= q3 + 1.5 * iqr) whi = std::max(whi, x2);
+    }
+    o += "<g class=\"box\"><title>" + html_escape(b.tip) + "</title>";
+    o += "<line x1=\"" + num(x) + "\" y1=\"" + num(Y(wlo)) + "\" x2=\"" + num(x) + "\" y2=\"" + num(Y(whi)) + "\" stroke=\"" + c + "\"/>";
+    o += "<rect x=\"" + num(x - half) + "\" y=\"" + num(Y(q3)) + "\" width=\"" + num(2 * half) + "\" height=\"" +
+         num(std::max(1.0, Y(q1) - Y(q3))) + "\" fill=\"" + c + "\" fill-opacity=\"0.15\" stroke=\"" + c + "\"/>";
+    if (b.has_ci)
+      o += "<rect class=\"ci\" x=\"" + num(x - half * 0.45) + "\" y=\"" + num(Y(b.hi)) + "\" width=\"" + num(half * 0.9) + "\" height=\"" +
+           num(std::max(1.0, Y(b.lo) - Y(b.hi))) + "\" fill=\"" + c + "\" fill-opacity=\"0.55\"/>";
+    o += "<line x1=\"" + num(x - half) + "\" y1=\"" + num(Y(b.median)) + "\" x2=\"" + num(x + half) + "\" y2=\"" + num(Y(b.median)) +
+         "\" stroke=\"#000\" stroke-width=\"2\"/>";
+    for (double x2 : v)
+      if (x2 < wlo || x2 > whi) o += "<circle cx=\"" + num(x) + "\" cy=\"" + num(Y(x2)) + "\" r=\"2\" fill=\"none\" stroke=\"" + c + "\"/>";
+    o += "</g>\n";
+  }
+  o += text_el(W - R + 10, T + 14, "legend", "start", "box: quartiles", R - 14);
+  o += text_el(W - R + 10, T + 30, "legend", "start", "whiskers: 1.5 IQR", R - 14);
+  o += text_el(W - R + 10, T + 46, "legend", "start", "bar: median's CI", R - 14);
+  o += text_el(W - R + 10, T + 62, "legend", "start", "line: median", R - 14);
   return o + "</svg>\n";
 }
 

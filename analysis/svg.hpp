@@ -1,6 +1,8 @@
 #pragma once
-// Minimal SVG line/point plots with error bars, for the HTML report (no plotting library in
-// Debian suits a C++ tool without a runtime; this is the smallest thing that does).
+// Minimal SVG plots for the HTML report and the figures Markdown links (no plotting library in
+// Debian suits a C++ tool without a runtime; this is the smallest thing that does). Every figure
+// carries what a reader or the browser test needs: classes on its title, axis labels, plotting
+// area and series, each marker's x in data-x and its hover text in a <title>.
 #include <string>
 #include <vector>
 
@@ -12,14 +14,44 @@ struct Series {
   std::vector<double> lo, hi;  // error bars (same length as y), or empty
   bool dashed = false;         // reference lines (ideal, Amdahl, target)
   bool markers = true;
+  bool line = true;            // joins its points in x order (only points that differ in x alone)
+  std::vector<std::string> tips;  // hover text per point (same length as x), or empty
+};
+
+// A horizontal interval drawn on the plot: a median with its interval on a target line.
+struct Mark {
+  double x = 0, lo = 0, hi = 0, y = 0;
+  std::string tip;
 };
 
 struct Plot {
   std::string title, xlabel, ylabel;
   bool logx = false, logy = false;
+  std::vector<std::string> xcats;  // a categorical x axis: x = 0, 1, ... names these
   std::vector<Series> series;
+  std::vector<Mark> marks;
 };
 
 std::string render(const Plot& p);
+
+// One box per sample: quartiles, whiskers to the furthest value within 1.5 IQR, the values beyond
+// drawn one by one, and the median's confidence interval as a notch bar.
+struct Box {
+  std::string name, tip;
+  std::vector<double> values;  // any order
+  double median = 0, lo = 0, hi = 0;
+  bool has_ci = false;
+};
+
+struct BoxPlot {
+  std::string title, ylabel;
+  bool logy = false;
+  std::vector<Box> boxes;
+};
+
+std::string render(const BoxPlot& p);
+
+// Whether a set of positive values spans a decade or more (log axis).
+bool spans_decade(const std::vector<double>& v);
 
 }  // namespace d500::svg

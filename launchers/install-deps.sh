@@ -16,6 +16,7 @@ pkgs=(g++ cmake ninja-build pkg-config git
       libtorch-dev)                         # LibTorch (ATen, CPU): the libtorch backend
 if [ "${1:-}" = "--tests" ]; then
   pkgs+=(libgtest-dev libgmock-dev          # GoogleTest: unit and integration tests
+         chromium                             # the report checked through its DOM in a real browser
          libonnx-testdata python3-onnx        # ONNX's backend tests (d500 onnx-test); checking exported models
          python3 python3-h5py python3-pandas python3-numpy   # reading results without d500
          slurmctld slurmd slurm-client munge                 # the test clusters

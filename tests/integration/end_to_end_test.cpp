@@ -114,7 +114,7 @@ TEST_F(EndToEnd, TwoRankCampaignFileAndReportAgree) {
     EXPECT_EQ(csv[id]["n"], "8");
     EXPECT_EQ(csv[id]["warmups_excluded"], "2");
     EXPECT_EQ(csv[id]["status"], "complete");
-    EXPECT_EQ(csv[id]["oversubscribed"], "no");
+    EXPECT_EQ(csv[id]["oversubscribed"], "false");
     EXPECT_NEAR(std::stod(csv[id]["median_s"]), median, median * 1e-6) << id;
     // n = 8: the 95% interval is [x(1), x(8)].
     EXPECT_NEAR(std::stod(csv[id]["ci_lo_s"]), c[0], c[0] * 1e-6);
@@ -127,16 +127,26 @@ TEST_F(EndToEnd, TwoRankCampaignFileAndReportAgree) {
     }
   }
   H5Fclose(file);
-  EXPECT_NE(rep.out.find("allreduce:mpi bytes=4096"), std::string::npos) << rep.out;
-  EXPECT_NE(rep.out.find(" GFLOP/s per rank ("), std::string::npos) << rep.out;
-  EXPECT_NE(rep.out.find(" all ranks)"), std::string::npos) << rep.out;
-  // GFLOP/s and GB/s never share an axis: one plot per unit, points at their table rows.
+  // A table per workload: what varies (gemm's n) a column, what its points share (allreduce's bytes) said once.
+  EXPECT_NE(rep.out.find("Results: allreduce:\nShared by every allreduce point: bytes=4096"), std::string::npos) << rep.out;
+  EXPECT_NE(rep.out.find("Results: gemm:"), std::string::npos) << rep.out;
+  // Rates per rank, with every rank's sum beside them in the files (the terminal's --wide).
+  const std::string md_text = read_file_text(run / "report.md");
+  EXPECT_NE(md_text.find("| GFLOP/s | rate CI | all ranks |"), std::string::npos) << md_text;
+  EXPECT_NE(sh(d500_cmd("report --wide " + run.string())).out.find("all ranks"), std::string::npos);
+  // GFLOP/s and GB/s never share an axis: per workload its rate against its swept parameter
+  // (gemm: n), then its repetitions' distribution; Markdown links the same SVG files.
   const std::string html = read_file_text(run / "report.html");
-  for (const char* part : {"rates in GFLOP/s by backend", "rates in GB/s by backend", "row of the Results table"})
+  for (const char* part : {"GFLOP/s (median, 95% CI)", "GB/s (median, 95% CI)", "class=\"xlabel\" x=", "text-anchor=\"middle\">n", "gemm: repetitions of each point"})
     EXPECT_NE(html.find(part), std::string::npos) << part;
+  EXPECT_EQ(html.find("row of the Results table"), std::string::npos) << "no plot by table row";
   std::size_t figures = 0;
-  for (std::size_t at = html.find("<figure>"); at != std::string::npos; at = html.find("<figure>", at + 1)) ++figures;
-  EXPECT_EQ(figures, 2u);
+  for (std::size_t at = html.find("<figure "); at != std::string::npos; at = html.find("<figure ", at + 1)) ++figures;
+  EXPECT_EQ(figures, 4u);
+  std::size_t files = 0;
+  for (const auto& e : fs::directory_iterator(run / "figures")) files += e.path().extension() == ".svg";
+  EXPECT_EQ(files, 4u);
+  EXPECT_NE(md_text.find("](figures/rate-gemm-GFLOP-s.svg)"), std::string::npos) << md_text;
   // The environment the files were measured in: this machine's CPU as /proc/cpuinfo names it.
   std::string cpu;
   {
@@ -199,7 +209,7 @@ TEST_F(EndToEnd, MoreRanksThanCoresRunsAndIsFlaggedAsOversubscribed) {
   ASSERT_EQ(rep.code, 0) << rep.out;
   auto csv = read_csv(run / "results.csv");
   ASSERT_EQ(csv.size(), 1u);
-  EXPECT_EQ(csv.begin()->second["oversubscribed"], "yes");
+  EXPECT_EQ(csv.begin()->second["oversubscribed"], "true");
   EXPECT_EQ(csv.begin()->second["ranks"], std::to_string(ranks));
   EXPECT_NE(rep.out.find("(oversubscribed)"), std::string::npos) << rep.out;
 }
@@ -223,8 +233,8 @@ TEST_F(EndToEnd, ThreadsBeyondTheCpusAreWarnedAtPlanTimeAndFlaggedPerPoint) {
   ASSERT_EQ(csv.size(), 2u);
   for (auto& [id, row] : csv) {
     const bool over = row["param_threads"] == std::to_string(threads);
-    EXPECT_EQ(row["threads_oversubscribed"], over ? "yes" : "no") << row["canonical"];
-    EXPECT_EQ(row["oversubscribed"], "no") << "one rank never oversubscribes by ranks";
+    EXPECT_EQ(row["threads_oversubscribed"], over ? "true" : "false") << row["canonical"];
+    EXPECT_EQ(row["oversubscribed"], "false") << "one rank never oversubscribes by ranks";
     EXPECT_EQ(row["status"], "complete");
     // The planner's estimate beside the measured peak: gemm n=64 holds 3 float and 2 double
     // matrices and a 16-row reference: 4*3*4096 + 8*2*4096 + 8*(16*64*2 + 4096) bytes.
@@ -756,7 +766,7 @@ TEST_F(EndToEnd, AnInstalledD500PlansRunsAndReportsFromItsPrefix) {
   ASSERT_EQ(r.code, 0) << r.out;
   Cmd rep = sh(env + d500 + " report " + run.string());
   ASSERT_EQ(rep.code, 0) << rep.out;
-  EXPECT_NE(rep.out.find("gemm:blas"), std::string::npos) << rep.out;
+  EXPECT_NE(rep.out.find("Results: gemm:\nShared by every gemm point: "), std::string::npos) << rep.out;
   EXPECT_NE(read_file_text(run / "jobs" / "job-0000.sh").find((prefix / "bin" / "d500-worker").string()), std::string::npos);
 
   // The backends in modules load from the prefix's lib/, beside the prefix's core (the dynamic

@@ -1,0 +1,441 @@
+// The report's sections, built once from the summary: every reporter renders this list.
+#include "document.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "common/text.hpp"
+#include "reporters.hpp"
+#include "svg.hpp"
+
+namespace d500 {
+
+namespace {
+
+Block text(std::string t, std::string brief = "") {
+  Block b;
+  b.text = std::move(t);
+  b.brief = std::move(brief);
+  return b;
+}
+
+Block table(Table t, bool terminal = true) {
+  Block b;
+  b.kind = Block::Kind::Table;
+  b.table.table = std::move(t);
+  b.terminal = terminal;
+  return b;
+}
+
+Block figure(std::string svg, std::string name, std::string caption) {
+  Block b;
+  b.kind = Block::Kind::Figure;
+  b.svg = std::move(svg);
+  b.name = std::move(name);
+  b.text = std::move(caption);
+  b.terminal = false;
+  return b;
+}
+
+Block list(std::vector<std::string> items) {
+  Block b;
+  b.kind = Block::Kind::List;
+  b.items = std::move(items);
+  return b;
+}
+
+std::string pct(double confidence) { return std::to_string(static_cast<int>(confidence * 100 + .5)) + "%"; }
+
+bool numeric(const Value& v) { return std::holds_alternative<std::int64_t>(v) || std::holds_alternative<double>(v); }
+double number(const Value& v) {
+  return std::holds_alternative<std::int64_t>(v) ? static_cast<double>(std::get<std::int64_t>(v)) : std::get<double>(v);
+}
+
+// A file name from a label: letters, digits and '-' only.
+std::string slug(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+    if (ok) o += c;
+    else if (!o.empty() && o.back() != '-') o += '-';
+  }
+  while (!o.empty() && o.back() == '-') o.pop_back();
+  return o.substr(0, 60);
+}
+
+std::string hover(const PointRow& r, const PointNames& names) {
+  std::string t = names.label(r) + "\nmedian " + fmt_time(r.time.median) + " " + ci_text(r) + ", n=" + std::to_string(r.time.n);
+  if (r.rate > 0) t += "\nrate " + fmt_sig(r.rate, 4) + " " + r.rate_unit + " " + rate_ci_text(r);
+  return t;
+}
+
+// The swept axis of a workload's figure: its numeric parameter that varies (the rank count when
+// nodes or ranks per node vary), preferring the sizes a user sweeps; else a categorical one.
+struct XChoice {
+  std::string name;  // a parameter, or "ranks"
+  bool categorical = false;
+};
+
+XChoice choose_x(const std::vector<const PointRow*>& rows, const PointNames& names, const std::string& workload) {
+  std::vector<std::string> numeric_names, other;
+  auto it = names.varying.find(workload);
+  if (it != names.varying.end())
+    for (const auto& k : it->second) {
+      if (k == "seed" || k == "launch" || k == "nodes" || k == "ranks_per_node") continue;
+      const bool all = std::all_of(rows.begin(), rows.end(), [&](const PointRow* r) {
+        auto v = r->params.find(k);
+        return v != r->params.end() && numeric(v->second);
+      });
+      (all ? numeric_names : other).push_back(k);
+    }
+  if (names.varies(workload, "nodes") || names.varies(workload, "ranks_per_node")) numeric_names.push_back("ranks");
+  for (const char* p : {"n", "m", "k", "bytes", "size", "batch", "ranks", "microbatch", "hidden", "channels"})
+    if (std::find(numeric_names.begin(), numeric_names.end(), p) != numeric_names.end()) return {p, false};
+  auto distinct = [&](const std::string& k) {
+    std::set<std::string> v;
+    for (const auto* r : rows)
+      if (r->params.count(k)) v.insert(canonical(r->params.at(k)));
+    return v.size();
+  };
+  auto most = [&](const std::vector<std::string>& c) {
+    return *std::max_element(c.begin(), c.end(), [&](const auto& a, const auto& b) { return distinct(a) < distinct(b); });
+  };
+  if (!numeric_names.empty()) return {most(numeric_names), false};
+  if (!other.empty()) return {most(other), true};
+  return {"", true};
+}
+
+std::string value_text(const PointRow& r, const std::string& k) {
+  if (k == "ranks") return std::to_string(r.ranks);
+  auto v = r.params.find(k);
+  return v == r.params.end() ? "-" : canonical(v->second);
+}
+
+// Per workload: its rate (or time) against the swept axis, a series per backend, the other
+// varying parameters as small multiples; then the distribution of every point's repetitions.
+std::vector<Block> workload_figures(const Report& rep, const std::string& workload) {
+  std::vector<const PointRow*> rows;
+  for (const auto& r : rep.rows)
+    if (r.workload == workload && r.has_timings()) rows.push_back(&r);
+  std::vector<Block> out;
+  if (rows.empty()) return out;
+  const PointNames& names = rep.names;
+  const XChoice x = choose_x(rows, names, workload);
+  // Parameters tied one-to-one to the axis (m = k = n swept together) belong to it, not to a panel.
+  std::set<std::string> tied;
+  if (!x.name.empty())
+    if (auto it = names.varying.find(workload); it != names.varying.end())
+      for (const auto& k : it->second) {
+        if (k == x.name) continue;
+        std::map<std::string, std::string> fwd, back;
+        bool one_to_one = true;
+        for (const auto* r : rows) {
+          const std::string a = value_text(*r, x.name), b = value_text(*r, k);
+          one_to_one = one_to_one && fwd.emplace(a, b).first->second == b && back.emplace(b, a).first->second == a;
+        }
+        if (one_to_one) tied.insert(k);
+      }
+  // The panel of a point: the varying parameters other than the axis and the backend.
+  std::map<std::string, std::vector<const PointRow*>> panels;
+  std::vector<std::string> panel_order;
+  for (const auto* r : rows) {
+    std::vector<std::string> parts;
+    auto it = names.varying.find(workload);
+    if (it != names.varying.end())
+      for (const auto& k : it->second) {
+        // Seeds are replicates, not settings: their points share a panel and are never joined.
+        if (k == x.name || k == "seed" || tied.count(k) || (x.name == "ranks" && (k == "nodes" || k == "ranks_per_node"))) continue;
+        parts.push_back(k + "=" + value_text(*r, k));
+      }
+    const bool rated = r->rate > 0 && !r->rate_unit.empty();
+    std::string key = join(parts, " ") + "\x1f" + (rated ? r->rate_unit : "time");
+    if (!panels.count(key)) panel_order.push_back(key);
+    panels[key].push_back(r);
+  }
+  constexpr std::size_t kMostPanels = 12;
+  std::size_t drawn = 0;
+  for (const auto& key : panel_order) {
+    if (drawn == kMostPanels) break;
+    const auto& pts = panels[key];
+    const std::string what = key.substr(0, key.find('\x1f')), unit = key.substr(key.find('\x1f') + 1);
+    const bool rated = unit != "time";
+    svg::Plot p;
+    p.title = workload + (what.empty() ? "" : ": " + what);
+    p.ylabel = rated ? unit + " (median, " + pct(rep.confidence) + " CI)" : "time per repetition [s] (median, CI)";
+    std::vector<std::string> cats;
+    if (x.categorical) {
+      for (const auto* r : pts)
+        if (std::find(cats.begin(), cats.end(), value_text(*r, x.name)) == cats.end()) cats.push_back(value_text(*r, x.name));
+      p.xcats = cats.empty() || x.name.empty() ? std::vector<std::string>{workload} : cats;
+    }
+    std::map<std::string, svg::Series> by_backend;
+    std::vector<double> xs, ys;
+    for (const auto* r : pts) {
+      auto& s = by_backend[r->backend];
+      s.name = r->backend;
+      s.line = !x.categorical && !names.varies(workload, "seed");
+      double xv = 0;
+      if (x.categorical) xv = x.name.empty() ? 0 : static_cast<double>(std::find(cats.begin(), cats.end(), value_text(*r, x.name)) - cats.begin());
+      else xv = x.name == "ranks" ? r->ranks : number(r->params.at(x.name));
+      s.x.push_back(xv);
+      s.y.push_back(rated ? r->rate : r->time.median);
+      s.lo.push_back(!r->time.has_ci ? NAN : rated ? r->rate_lo : r->time.lo);
+      s.hi.push_back(!r->time.has_ci ? NAN : rated ? r->rate_hi : r->time.hi);
+      s.tips.push_back(hover(*r, names));
+      xs.push_back(xv), ys.push_back(s.y.back());
+    }
+    p.logx = !x.categorical && svg::spans_decade(xs);
+    p.logy = svg::spans_decade(ys);
+    std::string axis = x.name;
+    for (const auto& k : tied) axis += " = " + k;
+    p.xlabel = x.name.empty() ? "" : axis + (x.categorical ? "" : p.logx ? " (log scale)" : "");
+    if (p.logy) p.ylabel += ", log scale";
+    for (auto& [b, s] : by_backend) p.series.push_back(s);
+    ++drawn;
+    out.push_back(figure(svg::render(p), slug("rate-" + workload + "-" + what + "-" + (rated ? unit : "time")),
+                         "Figure: " + p.title + ". " + (rated ? unit : "Time") + " against " + (x.name.empty() ? "nothing that varies" : x.name) +
+                             ", one series per backend" +
+                             (x.categorical ? " (categories: no line joins them)"
+                              : names.varies(workload, "seed") ? " (a marker per seed: replicates, never joined)"
+                                                               : "; a line joins points that differ in " + x.name + " alone") +
+                             ". Bars: the " + pct(rep.confidence) + " CI. Hover a point for its parameters, median, interval and n."));
+  }
+  if (panel_order.size() > drawn)
+    out.push_back(text(std::to_string(panel_order.size() - drawn) + " more panels of " + workload + " are not drawn; results.csv has every point."));
+  // The repetitions of each point, up to 16 boxes a figure.
+  constexpr std::size_t kBoxes = 16;
+  for (std::size_t from = 0; from < rows.size(); from += kBoxes) {
+    svg::BoxPlot b;
+    b.title = workload + ": repetitions of each point" + (rows.size() > kBoxes ? " (" + std::to_string(from / kBoxes + 1) + ")" : "");
+    b.ylabel = "time per repetition [s]";
+    std::vector<double> all;
+    for (std::size_t i = from; i < std::min(rows.size(), from + kBoxes); ++i) {
+      const PointRow& r = *rows[i];
+      const std::string v = names.varying_text(r);
+      b.boxes.push_back({r.backend + (v.empty() ? "" : " " + v), hover(r, names), r.costs, r.time.median, r.time.lo, r.time.hi, r.time.has_ci});
+      all.insert(all.end(), r.costs.begin(), r.costs.end());
+    }
+    b.logy = svg::spans_decade(all);
+    if (b.logy) b.ylabel += ", log scale";
+    out.push_back(figure(svg::render(b), slug("repetitions-" + workload + "-" + std::to_string(from / kBoxes + 1)),
+                         "Figure: " + b.title + " (the slowest rank's time per repetition; warm-ups excluded). Box: quartiles; "
+                         "whiskers: 1.5 IQR; the dark bar: the median's exact " + pct(rep.confidence) + " CI."));
+  }
+  return out;
+}
+
+// The results of one workload: a column per varying parameter, the shared ones said once.
+Section workload_results(const Report& rep, const std::string& workload) {
+  Section s;
+  s.title = "Results: " + workload;
+  s.depth = 3;
+  const PointNames& names = rep.names;
+  const std::string shared = names.shared_text(workload);
+  s.blocks.push_back(text(shared.empty() ? "No parameter is shared by every " + workload + " point."
+                                         : "Shared by every " + workload + " point: " + shared + "."));
+  std::vector<std::string> vary;
+  if (auto it = names.varying.find(workload); it != names.varying.end()) vary = it->second;
+  const std::string ci = pct(rep.confidence) + " CI";
+  // One rate unit for the workload: in the header, the cells bare numbers.
+  std::set<std::string> units;
+  bool aggregate = false;
+  for (const auto& r : rep.rows)
+    if (r.workload == workload && r.time.n > 0) {
+      units.insert(r.rate_unit);
+      aggregate = aggregate || (r.ranks > 1 && std::isfinite(r.rate_aggregate));
+    }
+  const std::string unit = units.size() == 1 ? *units.begin() : "";
+  std::vector<std::string> head{"backend"};
+  head.insert(head.end(), vary.begin(), vary.end());
+  const std::size_t first_figure = head.size();
+  for (const std::string& h : {std::string("ranks"), std::string("n"), std::string("median"), ci,
+                               unit.empty() ? std::string("rate") : unit, std::string("rate CI"),
+                               std::string(aggregate ? "all ranks" : ""), std::string("validation"), std::string("status")})
+    if (!h.empty()) head.push_back(h);
+  Block b = table({head});
+  b.table.sortable = true;
+  b.table.wide_only = {first_figure + 3};  // the time's CI: the rate's says the same
+  if (aggregate) b.table.wide_only.insert(first_figure + 6);
+  for (const auto& r : rep.rows) {
+    if (r.workload != workload) continue;
+    std::vector<std::string> row{r.backend};
+    for (const auto& k : vary) row.push_back(value_text(r, k));
+    const std::string status = r.status + (r.oversubscribed ? " (oversubscribed)" : r.threads_oversubscribed ? " (threads oversubscribed)" : "");
+    const bool has = r.time.n > 0;
+    const std::string rate = !has ? "-" : unit.empty() ? fmt_sig(r.rate, 4) + " " + r.rate_unit : fmt_sig(r.rate, 4);
+    std::vector<std::string> cells{std::to_string(r.ranks), std::to_string(r.time.n), has ? fmt_time(r.time.median) : std::string("-"),
+                                   ci_text(r), rate, rate_ci_text(r)};
+    if (aggregate) cells.push_back(has && std::isfinite(r.rate_aggregate) ? fmt_sig(r.rate_aggregate, 4) : "-");
+    cells.push_back(validation_text(r));
+    cells.push_back(status);
+    row.insert(row.end(), cells.begin(), cells.end());
+    b.table.table.push_back(row);
+    b.table.row_title.push_back(r.canonical + " (" + r.id + ")");
+    b.table.row_class.push_back(r.outcome != Outcome::Complete ? "bad" : !r.time.has_ci || !r.advice.enough ? "warn" : "");
+  }
+  s.blocks.push_back(std::move(b));
+  for (auto& f : workload_figures(rep, workload)) s.blocks.push_back(std::move(f));
+  return s;
+}
+
+std::string method_brief(const Report& rep) {
+  return "Medians of the slowest rank per repetition with exact " + pct(rep.confidence) +
+         " order-statistic CIs; warm-ups recorded and excluded; ratios of medians with " + ratio_method_words() +
+         " intervals.\nThe full method statement is in report.md and report.html (section Method).";
+}
+
+Block with_title(Block b, const Report& rep, bool point_column) {
+  if (!point_column) return b;
+  // Tables whose first column is a point: its full canonical form as the row's hover text.
+  for (std::size_t k = 1; k < b.table.table.size(); ++k)
+    for (const auto& r : rep.rows)
+      if (point_label(rep, r) == b.table.table[k][0]) {
+        b.table.row_title.push_back(r.canonical + " (" + r.id + ")");
+        break;
+      }
+  if (b.table.row_title.size() + 1 != b.table.table.size()) b.table.row_title.clear();
+  return b;
+}
+
+}  // namespace
+
+std::string figures_dir(double confidence) { return output_name("figures", confidence); }
+
+Document report_document(const Report& rep) {
+  Document d;
+  d.title = "d500 report: " + rep.campaign;
+  d.facts = {"campaign hash: " + rep.campaign_hash, "d500: " + rep.d500_version, "files read: " + std::to_string(rep.files.size()),
+             "bootstrap seed: " + std::to_string(rep.seed)};
+  {
+    Section s{"Method", 2, true, {}};
+    s.blocks.push_back(text(method_statement(rep), method_brief(rep)));
+    d.sections.push_back(std::move(s));
+  }
+  {
+    Section s{"Results", 2, true, {}};
+    s.blocks.push_back(text("One table per workload, its rows in plan order: the parameters that differ between its points are "
+                            "columns, those they share are said once. Times are the median over repetitions of the slowest rank; "
+                            "rates are per rank (all ranks: their sum, where every rank does the same work); validation gives the "
+                            "largest relative error against the reference. Hover a row (HTML) for the point's full parameters; results.csv has every figure.",
+                            "-"));
+    d.sections.push_back(std::move(s));
+    std::vector<std::string> workloads;
+    for (const auto& r : rep.rows)
+      if (std::find(workloads.begin(), workloads.end(), r.workload) == workloads.end()) workloads.push_back(r.workload);
+    for (const auto& w : workloads) d.sections.push_back(workload_results(rep, w));
+  }
+  if (network_table(rep).size() > 1) {
+    Section s{"Networks", 2, true, {text(network_note(), "-"), with_title(table(network_table(rep)), rep, true)}};
+    for (const auto& r : rep.rows)
+      if (!r.top_steps.empty()) {
+        s.blocks.push_back(text(steps_caption(rep, r), "-"));
+        s.blocks.push_back(table(steps_table(r), false));
+        s.blocks.push_back(text(operators_caption(rep, r), "-"));
+        s.blocks.push_back(table(operators_table(r), false));
+      }
+    d.sections.push_back(std::move(s));
+  }
+  if (device_table(rep).size() > 1)
+    d.sections.push_back({"On the device", 2, false, {text(device_note()), with_title(table(device_table(rep)), rep, true)}});
+  if (collectives_table(rep).size() > 1)
+    d.sections.push_back({"Collectives", 2, false, {text(collectives_note()), with_title(table(collectives_table(rep)), rep, true)}});
+  if (distributed_table(rep).size() > 1) {
+    d.sections.push_back({"Distributed training", 2, true, {text(distributed_note(), "-"), with_title(table(distributed_table(rep)), rep, true)}});
+    if (!rep.overlap.empty()) d.sections.push_back({"Overlap", 3, true, {text(overlap_note(rep), "-"), table(overlap_table(rep))}});
+  }
+  if (!rep.comparisons.empty()) {
+    Section s{"Backend comparisons", 2, true, {}};
+    s.blocks.push_back(text("Speedup = median(baseline) / median(other) on otherwise identical points, with " + ratio_method_words() + " " +
+                                pct(rep.confidence) + " intervals; significant when the interval excludes 1.",
+                            "-"));
+    s.blocks.push_back(table(comparison_table(rep), false));
+    std::vector<std::string> items;
+    for (const auto& c : rep.comparisons) items.push_back((c.group.empty() ? "" : c.group + ": ") + comparison_sentence(c));
+    s.blocks.push_back(list(items));
+    d.sections.push_back(std::move(s));
+  }
+  if (!rep.scaling.empty()) {
+    Section s{"Scaling", 2, true, {}};
+    for (const auto& sc : rep.scaling) {
+      s.blocks.push_back(text(scaling_caption(sc), sc.kind + " scaling of " + sc.group + " (base " + std::to_string(sc.base_ranks) +
+                                                       (sc.base_ranks == 1 ? " rank, " : " ranks, ") + fmt_time(sc.base_time) + ")." +
+                                                       scaling_model_text(sc).substr(0, scaling_model_text(sc).find("; predicted"))));
+      s.blocks.push_back(figure(scaling_svg(sc), slug("scaling-" + sc.group), "Figure: " + sc.kind + " scaling of " + sc.group +
+                                                                                 ": time per repetition against ranks (log-log), with the ideal and the fitted model."));
+      s.blocks.push_back(table(scaling_table(sc)));
+    }
+    d.sections.push_back(std::move(s));
+  }
+  if (!rep.launches.empty()) {
+    Section s{"Across launches", 2, true, {}};
+    s.blocks.push_back(text("Points measured in separate launches (jobs): the primary interval covers the variation between launches "
+                            "(two-stage: launch medians, then a t interval on their logarithms); each launch's own interval covers "
+                            "only the variation within it.",
+                            "-"));
+    s.blocks.push_back(table(launches_table(rep), false));
+    std::vector<std::string> items;
+    for (const auto& g : rep.launches)
+      items.push_back("across " + std::to_string(g.interval.launches) + " launches, " + g.group + ": " + fmt_time(g.interval.estimate) +
+                      (g.interval.has_ci ? " [" + fmt_time(g.interval.lo) + ", " + fmt_time(g.interval.hi) + "]" : "") +
+                      ", between-launch share of variance " + fmt_sig(g.interval.between_share * 100, 2) + "%");
+    s.blocks.push_back(list(items));
+    d.sections.push_back(std::move(s));
+    if (!rep.launch_comparisons.empty()) {
+      std::vector<std::string> items;
+      for (const auto& c : rep.launch_comparisons)
+        items.push_back("across " + std::to_string(c.launches.size()) + " launches, " + c.other + " vs " + c.baseline + ", " + c.group +
+                        ": speedup " + ratio_text(c.speedup) +
+                        (c.varies == "ranks" ? ", efficiency " + fmt_sig(c.speedup.estimate / c.ideal, 3)
+                         : c.speedup.excludes_one() ? std::string(" (significant)") : std::string(" (not significant)")));
+      d.sections.push_back({"Comparisons across launches", 3, true, {text(launch_comparison_note(rep), "-"), table(launch_comparison_table(rep), false), list(items)}});
+    }
+    if (!rep.launch_scaling.empty()) {
+      std::vector<std::string> items;
+      for (const auto& m : rep.launch_scaling) items.push_back("across " + std::to_string(m.launches.size()) + " launches, scaling model of " + m.group + ": " + launch_model_words(m));
+      d.sections.push_back({"Scaling models across launches", 3, true, {text(launch_scaling_note(rep), "-"), table(launch_scaling_table(rep), false), list(items)}});
+    }
+  }
+  if (!rep.tta.empty()) {
+    Section s{"Time to accuracy", 2, true, {}};
+    s.blocks.push_back(text("Each run's time is that of its first evaluation reaching the target within the budget; a run that misses "
+                            "is censored (coded as > budget), never dropped.",
+                            "-"));
+    s.blocks.push_back(table(tta_table(rep), false));  // the terminal has the sentences below
+    std::vector<std::string> items;
+    for (const auto& c : rep.tta)
+      items.push_back("time to accuracy " + fmt_sig(c.summary.target, 3) + ", " + c.group + ": median " + tta_median_text(c.summary) + " " +
+                      tta_ci_text(c.summary) + "; reached " + tta_success_text(c.summary) +
+                      (c.cut_off ? "; " + std::to_string(c.cut_off) + " run(s) cut off, censored (" + c.summary.method + ")" : "") +
+                      (c.disagreements.empty() ? "" : "; RANKS DISAGREE: " + c.disagreements.front()));
+    s.blocks.push_back(list(items));
+    for (const auto& c : rep.tta)
+      s.blocks.push_back(figure(tta_svg(c, rep), slug("tta-" + c.group + "-" + fmt_sig(c.summary.target, 3)),
+                                "Figure: accuracy against training time, " + c.group + ", one line per seed (dashed: a run that did "
+                                "not reach the target); the black mark on the target line is the median time to accuracy with its " +
+                                    pct(rep.confidence) + " interval."));
+    d.sections.push_back(std::move(s));
+  }
+  if (environment_table(rep).size() > 1)
+    d.sections.push_back({"Environment", 2, false, {text("As rank 0 of each job recorded it (/env of the results files; per-rank "
+                                                         "differences are not recorded). A governor other than performance, or one "
+                                                         "that is unreadable, may let clocks vary between repetitions."),
+                                                    table(environment_table(rep))}});
+  d.sections.push_back({"Measurement quality", 2, false, {with_title(table(quality_table(rep)), rep, true)}});
+  if (auto att = attention(rep); !att.empty()) d.sections.push_back({"Points needing attention", 2, true, {list(att)}});
+  if (!rep.unreadable.empty()) {
+    std::vector<std::string> items;
+    for (const auto& u : rep.unreadable) items.push_back("unreadable: " + u);
+    Block b = list(items);
+    b.wrap = false;  // paths and library messages, whole on their lines
+    d.sections.push_back({"Unreadable files", 2, true, {b}});
+  }
+  // Each figure's file name once: a second of the same name gets -2, a third -3.
+  std::map<std::string, int> seen;
+  for (auto& s : d.sections)
+    for (auto& b : s.blocks)
+      if (b.kind == Block::Kind::Figure && ++seen[b.name] > 1) b.name += "-" + std::to_string(seen[b.name]);
+  return d;
+}
+
+}  // namespace d500

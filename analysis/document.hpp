@@ -1,0 +1,55 @@
+#pragma once
+// The report as data: one list of sections (title, notes, tables, figures, lists), built once
+// from the summary. The console, Markdown, HTML and JSON reporters only render this list, so a
+// new section is written in one place (document.cpp) and the formats cannot drift apart.
+#include <set>
+#include <string>
+#include <vector>
+
+#include "format.hpp"
+#include "summary.hpp"
+
+namespace d500 {
+
+struct TableBlock {
+  Table table;                          // the header row first
+  std::vector<std::string> row_class;   // per body row: "bad", "warn" or "" (HTML)
+  std::vector<std::string> row_title;   // per body row: the hover text (HTML: the point's full canonical form)
+  std::set<std::size_t> wide_only;      // columns the terminal prints only with --wide
+  bool sortable = false;                // HTML: a click on a header sorts by that column
+};
+
+struct Block {
+  enum class Kind { Text, Table, Figure, List };
+  Kind kind = Kind::Text;
+  std::string text;                 // Text: a paragraph; Figure: its caption
+  std::string brief;                // Text: what the terminal prints instead ("" prints `text`)
+  bool terminal = true;             // printed in the terminal (figures never are)
+  TableBlock table;
+  std::string svg, name;            // Figure: the SVG and its file name (figures/<name>.svg)
+  std::vector<std::string> items;   // List
+  bool wrap = true;                 // List: the terminal may wrap its items (not where they hold paths)
+};
+
+struct Section {
+  std::string title;
+  int depth = 2;            // 2: a section; 3: a subsection
+  bool terminal = true;     // printed in the terminal
+  std::vector<Block> blocks;
+};
+
+struct Document {
+  std::string title;
+  std::vector<std::string> facts;  // campaign hash, d500, files read, seed
+  std::vector<Section> sections;
+};
+
+Document report_document(const Report& rep);
+
+// The folder the figures are written to beside report.md ("figures", or "figures-99").
+std::string figures_dir(double confidence);
+
+// The document for a terminal `width` columns wide (0: no limit, `--wide`).
+std::string render_console(const Report& rep, std::size_t width);
+
+}  // namespace d500

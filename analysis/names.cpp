@@ -1,0 +1,58 @@
+#include "names.hpp"
+
+#include <algorithm>
+
+#include "common/text.hpp"
+#include "summary.hpp"
+
+namespace d500 {
+
+namespace {
+bool listed(std::initializer_list<const char*> names, const std::string& k) {
+  return std::any_of(names.begin(), names.end(), [&](const char* n) { return k == n; });
+}
+}  // namespace
+
+PointNames point_names(const std::vector<PointRow>& rows) {
+  PointNames n;
+  std::map<std::string, std::vector<const Params*>> by_workload;
+  for (const auto& r : rows) by_workload[r.workload].push_back(&r.params);
+  for (const auto& [w, points] : by_workload) {
+    ParamSpread s = param_spread(points);
+    if (!s.varying.empty()) n.varying[w] = std::move(s.varying);
+    n.shared[w] = std::move(s.shared);
+  }
+  return n;
+}
+
+bool PointNames::varies(const std::string& workload, const std::string& name) const {
+  auto it = varying.find(workload);
+  return it != varying.end() && std::find(it->second.begin(), it->second.end(), name) != it->second.end();
+}
+
+std::string PointNames::varying_text(const PointRow& r, std::initializer_list<const char*> without) const {
+  std::vector<std::string> parts;
+  auto it = varying.find(r.workload);
+  if (it != varying.end())
+    for (const auto& k : it->second) {
+      if (listed(without, k)) continue;
+      auto v = r.params.find(k);
+      if (v != r.params.end() && !is_unset(v->second)) parts.push_back(k + "=" + canonical(v->second));
+    }
+  return join(parts, " ");
+}
+
+std::string PointNames::label(const PointRow& r, std::initializer_list<const char*> without, bool with_backend) const {
+  const std::string rest = varying_text(r, without);
+  return r.workload + (with_backend ? ":" + r.backend : "") + (rest.empty() ? "" : " " + rest);
+}
+
+std::string PointNames::shared_text(const std::string& workload) const {
+  std::vector<std::string> parts;
+  auto it = shared.find(workload);
+  if (it != shared.end())
+    for (const auto& [k, v] : it->second) parts.push_back(k + "=" + canonical(v));
+  return join(parts, " ");
+}
+
+}  // namespace d500

@@ -1,0 +1,36 @@
+#pragma once
+// How the report names a point: by `workload:backend` and the parameters that vary among the
+// report's points of that workload (seed, nodes and ranks_per_node among them when they vary),
+// never by the defaults every point shares, which each section states once. The full canonical
+// text stays in results.csv/json and the HTML row's tooltip.
+#include <initializer_list>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/value.hpp"
+
+namespace d500 {
+
+struct PointRow;
+
+struct PointNames {
+  // workload -> the parameters whose values differ between its points (an absent parameter
+  // counts as a value), in name order; backend and workload themselves are never listed.
+  std::map<std::string, std::vector<std::string>> varying;
+  // workload -> the parameters every point of it has with the same value.
+  std::map<std::string, Params> shared;
+
+  bool varies(const std::string& workload, const std::string& name) const;
+  // "gemm:blas n=512 ranks_per_node=2": the point by what tells it apart, less `without`.
+  std::string label(const PointRow& r, std::initializer_list<const char*> without = {}, bool with_backend = true) const;
+  // Only the varying parameters' "k=v" (no workload or backend), less `without`.
+  std::string varying_text(const PointRow& r, std::initializer_list<const char*> without = {}) const;
+  // "batch=64 network=lenet5 seed=42": what every point of the workload shares ("" when none).
+  std::string shared_text(const std::string& workload) const;
+};
+
+PointNames point_names(const std::vector<PointRow>& rows);
+
+}  // namespace d500

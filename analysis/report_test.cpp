@@ -1,0 +1,128 @@
+// The report's names, figures and physical ranges, on rows made here (no files): what tells two
+// points apart is shown and nothing else, a figure's line joins only points that differ in its x
+// parameter alone, and a scaling fit outside its law's range is reported as failed.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <regex>
+
+#include "document.hpp"
+#include "format.hpp"
+#include "summary.hpp"
+
+namespace {
+
+using d500::PointRow;
+
+PointRow row(const std::string& backend, std::int64_t n, std::int64_t rpn, std::int64_t seed, double median) {
+  PointRow r;
+  r.workload = "gemm";
+  r.backend = backend;
+  r.params = {{"workload", std::string("gemm")}, {"backend", backend}, {"n", n}, {"ranks_per_node", rpn}, {"nodes", std::int64_t{1}},
+              {"seed", seed}, {"dtype", std::string("float32")}, {"threads", std::int64_t{1}}};
+  r.canonical = d500::canonical_point(r.params);
+  r.id = r.canonical;
+  r.ranks = static_cast<int>(rpn);
+  r.outcome = d500::Outcome::Complete;
+  r.status = "complete";
+  r.rate_unit = "GFLOP/s";
+  std::mt19937_64 gen(static_cast<std::uint64_t>(n * 7 + rpn));
+  std::normal_distribution<double> noise(1.0, 0.01);
+  for (int i = 0; i < 12; ++i) r.costs.push_back(median * noise(gen));
+  r.time = d500::stats::summarize(r.costs);
+  r.rate = 2.0 * static_cast<double>(n * n * n) / r.time.median / 1e9;
+  r.rate_lo = 2.0 * static_cast<double>(n * n * n) / r.time.hi / 1e9;
+  r.rate_hi = 2.0 * static_cast<double>(n * n * n) / r.time.lo / 1e9;
+  return r;
+}
+
+d500::Report report(std::vector<PointRow> rows) {
+  d500::Report rep;
+  rep.campaign = "t";
+  rep.rows = std::move(rows);
+  rep.names = d500::point_names(rep.rows);
+  return rep;
+}
+
+TEST(PointNames, APointIsNamedByWhatVariesAndTheRestIsSaidOnce) {
+  std::vector<PointRow> rows;
+  for (const char* b : {"reference", "blas"})
+    for (std::int64_t n : {64, 128}) rows.push_back(row(b, n, 1, 42, 1e-3));
+  const auto rep = report(rows);
+  EXPECT_EQ(d500::point_label(rep, rep.rows[0]), "gemm:reference n=64");
+  EXPECT_EQ(rep.names.shared_text("gemm"), "dtype=float32 nodes=1 ranks_per_node=1 seed=42 threads=1");
+  // Seeds and rank counts that vary are shown: two rows never read alike.
+  rows.push_back(row("blas", 128, 2, 7, 1e-3));
+  const auto more = report(rows);
+  std::set<std::string> labels;
+  for (const auto& r : more.rows) labels.insert(d500::point_label(more, r));
+  EXPECT_EQ(labels.size(), more.rows.size());
+  EXPECT_EQ(d500::point_label(more, more.rows.back()), "gemm:blas n=128 ranks_per_node=2 seed=7");
+}
+
+TEST(PointNames, APlannedPointWithoutResultsReadsLikeItsNeighbours) {
+  const PointRow done = row("blas", 64, 2, 42, 1e-3);
+  const d500::Params parsed = d500::parse_canonical_point(done.canonical);
+  EXPECT_EQ(parsed, done.params);
+}
+
+// Per panel (the varying parameters other than x), a series per backend whose line runs along
+// x: the points of one series share everything but n.
+TEST(ReportFigures, ALineJoinsOnlyPointsThatDifferInItsXParameterAlone) {
+  std::vector<PointRow> rows;
+  for (std::int64_t rpn : {1, 2})
+    for (const char* b : {"reference", "blas"})
+      for (std::int64_t n : {512, 64, 1024, 128}) rows.push_back(row(b, n, rpn, 42, 1e-6 * static_cast<double>(n)));
+  const auto rep = report(rows);
+  const d500::Document doc = d500::report_document(rep);
+  std::vector<std::string> rate_figures;
+  for (const auto& s : doc.sections)
+    for (const auto& b : s.blocks)
+      if (b.kind == d500::Block::Kind::Figure && b.name.rfind("rate-", 0) == 0) rate_figures.push_back(b.svg);
+  ASSERT_EQ(rate_figures.size(), 2u) << "one panel per ranks_per_node";
+  const std::regex series("<g class=\"series\" data-name=\"([a-z]+)\" data-line=\"1\">([^]*?)</g>"), x("data-x=\"([0-9.]+)\""),
+      tip("ranks_per_node=([0-9])");
+  for (const auto& svg : rate_figures) {
+    EXPECT_NE(svg.find("n (log scale)"), std::string::npos) << "64 to 1024 spans a decade";
+    int count = 0;
+    for (std::sregex_iterator it(svg.begin(), svg.end(), series), end; it != end; ++it, ++count) {
+      const std::string body = (*it)[2];
+      std::vector<double> xs;
+      for (std::sregex_iterator m(body.begin(), body.end(), x); m != end; ++m) xs.push_back(std::stod((*m)[1]));
+      EXPECT_EQ(xs, (std::vector<double>{64, 128, 512, 1024})) << "ordered along x, each n once";
+      std::set<std::string> rpn;
+      for (std::sregex_iterator m(body.begin(), body.end(), tip); m != end; ++m) rpn.insert((*m)[1]);
+      EXPECT_EQ(rpn.size(), 1u) << "a series never mixes rank counts";
+    }
+    EXPECT_EQ(count, 2) << "a series per backend";
+  }
+}
+
+// Times that grow with the rank count faster than any serial share allows: no Amdahl model with
+// s > 1, but the reason; a real serial share is fitted inside [0, 1].
+TEST(ScalingModel, AFitOutsideTheLawsRangeIsReportedAsFailed) {
+  auto series = [](double (*time)(int)) {
+    std::vector<PointRow> rows;
+    for (int ranks : {1, 2, 4}) {
+      PointRow r = row("x", 64, 1, 42, 0.01 * time(ranks));
+      r.params.erase("ranks_per_node");
+      r.ranks = ranks;
+      rows.push_back(r);
+    }
+    return d500::scaling_series(rows, 0.95, 3);
+  };
+  const auto bad = series([](int p) { return p == 1 ? 1.0 : 1.5 * p; });  // 2 ranks: 3x the time; 4 ranks: 6x
+  ASSERT_EQ(bad.size(), 1u);
+  EXPECT_TRUE(bad[0].model.law.empty());
+  EXPECT_NE(bad[0].model.failed.find("outside the law's range [0, 1]"), std::string::npos) << bad[0].model.failed;
+  EXPECT_NE(d500::scaling_model_text(bad[0]).find("No scaling model: "), std::string::npos);
+  const auto good = series([](int p) { return 0.2 + 0.8 / p; });  // Amdahl, s = 0.2
+  ASSERT_EQ(good.size(), 1u);
+  EXPECT_FALSE(good[0].model.law.empty());
+  EXPECT_GE(good[0].model.s_lo, 0.0);
+  EXPECT_LE(good[0].model.s_hi, 1.0);
+  EXPECT_LE(good[0].model.s_lo, 0.2);
+  EXPECT_GE(good[0].model.s_hi, 0.2);
+}
+
+}  // namespace
