@@ -19,6 +19,7 @@
 #include "plan/plan.hpp"
 #include "compare.hpp"
 #include "mllog.hpp"
+#include "document.hpp"
 #include "reporters.hpp"
 #include "store/guarded.hpp"
 #include "workloads/registry.hpp"
@@ -36,7 +37,7 @@ const Subcommand kSubcommands[] = {
     {"plan", "expand a campaign into points and jobs; write job scripts and specs"},
     {"run", "run a plan's jobs on this machine with mpirun"},
     {"submit", "submit a plan's jobs to Slurm through libslurm (--resume: only what is left)"},
-    {"status", "per job the Slurm state and reason, per point done/incomplete/missing"},
+    {"status", "what runs now (local: the point, i of n) or per job the Slurm state and reason; per point done/incomplete/missing"},
     {"cancel", "cancel the campaign's queued and running Slurm jobs"},
     {"report", "summarise a run's results files: table, report.md, report.html, results.csv"},
     {"compare", "compare runs point by point (matched by id): time ratios with bootstrap CIs; exit 4 on a regression"},
@@ -184,13 +185,15 @@ int cmd_run(const std::string& dir, bool rerun) {
   return failed ? 1 : 0;
 }
 
-int cmd_report(const std::string& dir, double confidence, std::uint64_t seed) {
+int cmd_report(const std::string& dir, double confidence, std::uint64_t seed, bool wide) {
   if (!(confidence > 0.5 && confidence < 1))
     throw Error("--confidence must lie between 0.5 and 1 (e.g. 0.95), got " + std::to_string(confidence));
   Report r = analyze_run(dir, AnalysisOptions{confidence, seed});
-  std::cout << find_reporter("console").render_report(r);
+  std::cout << render_console(r, wide ? 0 : 120);
   const std::vector<std::string> written = write_reports(r);
-  std::cout << "\n" << method_statement(r) << "\n\nwrote " << join(written, ", ") << " (campaign.h5: the index)\n";
+  std::vector<std::string> names;
+  for (const auto& w : written) names.push_back(std::filesystem::path(w).filename().string());
+  std::cout << "\nwrote " << join(names, ", ") << " (the index) and " << figures_dir(r.confidence) << "/ in " << dir << "\n";
   return 0;
 }
 
@@ -362,6 +365,8 @@ int main(int argc, char** argv) {
   sub["report"]->add_option("--confidence", confidence, "confidence level of the intervals (default 0.95)");
   std::uint64_t seed = 1;
   sub["report"]->add_option("--seed", seed, "seed of the bootstrap resampling (default 1)");
+  bool wide = false;
+  sub["report"]->add_flag("--wide", wide, "print every column of every table (by default the terminal output fits 120 columns)");
   std::vector<std::string> compare_dirs;
   CompareOptions compare_opt;
   std::string compare_csv;
@@ -389,7 +394,7 @@ int main(int argc, char** argv) {
   try {
     if (sub["plan"]->parsed()) return cmd_plan(campaign, out, dry_run, force, list_points);
     if (sub["run"]->parsed()) return cmd_run(dir, rerun);
-    if (sub["report"]->parsed()) return cmd_report(dir, confidence, seed);
+    if (sub["report"]->parsed()) return cmd_report(dir, confidence, seed, wide);
     if (sub["check"]->parsed()) return cmd_check(files);
     if (sub["compare"]->parsed()) return cmd_compare(compare_dirs, compare_opt, compare_csv);
     if (sub["export"]->parsed()) {
@@ -401,7 +406,11 @@ int main(int argc, char** argv) {
       slurm_submit(dir, SubmitOptions{resume, retry_failed}, std::cout);
       return 0;
     }
-    if (sub["status"]->parsed()) return slurm_status(dir, std::cout), 0;
+    if (sub["status"]->parsed()) {
+      // A local plan has no Slurm jobs: its state is its lock, its jobs' status files and logs.
+      if (RunLayout(dir).launcher() == "local") return local_status(dir, std::cout), 0;
+      return slurm_status(dir, std::cout), 0;
+    }
     if (sub["cancel"]->parsed()) return slurm_cancel(dir, std::cout), 0;
     if (sub["backends"]->parsed()) return cmd_backends();
     if (sub["workloads"]->parsed()) return cmd_workloads();

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -17,6 +18,7 @@
 
 #include "common/error.hpp"
 #include "common/text.hpp"
+#include "common/value.hpp"
 #include "metrics/metrics.hpp"
 #include "metrics/progress.hpp"
 #include "plan/jobspec.hpp"
@@ -104,6 +106,54 @@ bool completed_before(const fs::path& status_file) {
   }
 }
 
+// The whole campaign's progress: how many of its points have ended (here or in an earlier run),
+// each point named by what varies among its workload's points, and the time left: the plan's
+// estimates of the points not yet ended where it has them (packing by time), else the mean time
+// of the points ended in this run.
+class CampaignProgress {
+ public:
+  CampaignProgress(const RunLayout& layout, const RunState& state) {
+    std::map<std::string, std::vector<const Params*>> by_workload;
+    std::vector<Params> all;
+    const auto planned = read_points_csv(layout);
+    all.reserve(planned.size());
+    for (const auto& p : planned) all.push_back(parse_canonical_point(p.canonical));
+    for (std::size_t i = 0; i < planned.size(); ++i) {
+      by_workload[str_param_or(all[i], "workload", "?")].push_back(&all[i]);
+      if (is_final(state.of(planned[i].id).outcome)) ++ended_;
+      else if (planned[i].estimate_s >= 0) estimates_[planned[i].canonical] = planned[i].estimate_s, left_estimate_ += planned[i].estimate_s;
+      else all_estimated_ = false;
+    }
+    for (const auto& [w, points] : by_workload) varying_[w] = param_spread(points).varying;
+    total_ = static_cast<int>(planned.size());
+  }
+  std::string name(const std::string& canonical) const {
+    const Params p = parse_canonical_point(canonical);
+    auto it = varying_.find(str_param_or(p, "workload", "?"));
+    return it == varying_.end() ? canonical : short_point_text(p, it->second);
+  }
+  void started(const std::string& canonical) { running_ = canonical; }
+  // After a point ended: "campaign 5/24 ended, about 03:10 left".
+  std::string ended(double seconds) {
+    ++ended_, ++ended_here_, seconds_here_ += seconds;
+    if (auto it = estimates_.find(running_); it != estimates_.end()) left_estimate_ -= it->second, estimates_.erase(it);
+    const int left = std::max(0, total_ - ended_);
+    std::string eta;
+    if (left > 0 && all_estimated_ && !estimates_.empty()) eta = ", about " + clock_text(std::max(0.0, left_estimate_)) + " left (the plan's estimates)";
+    else if (left > 0) eta = ", about " + clock_text(seconds_here_ / ended_here_ * left) + " left (at this run's mean per point)";
+    return "campaign " + std::to_string(std::min(ended_, total_)) + "/" + std::to_string(total_) + " ended" + eta;
+  }
+  int total() const { return total_; }
+
+ private:
+  std::map<std::string, std::vector<std::string>> varying_;
+  std::map<std::string, double> estimates_;  // canonical -> seconds, for the points not yet ended
+  double left_estimate_ = 0, seconds_here_ = 0;
+  bool all_estimated_ = true;
+  int total_ = 0, ended_ = 0, ended_here_ = 0;
+  std::string running_;
+};
+
 // Runs `bash script` in `dir`, copying every output line into `log` and turning the worker's
 // progress lines into progress for a person.
 // The job runs in its own process group (so that stopping it reaches mpirun and every rank,
@@ -111,7 +161,7 @@ bool completed_before(const fs::path& status_file) {
 // d500 run die without a chance to stop it (kill -9).
 int run_script(const fs::path& dir, const std::string& script, const fs::path& log, const std::string& prefix,
                std::int64_t t0, std::ostream& out, std::map<Outcome, int>& points, RunLock& lock,
-               const std::string& job_id, const std::string& resume_spec) {
+               const std::string& job_id, const std::string& resume_spec, CampaignProgress& campaign) {
   int fds[2];
   if (pipe(fds) != 0) throw Error(std::string("pipe: ") + std::strerror(errno));
   const pid_t parent = getpid();
@@ -158,12 +208,13 @@ int run_script(const fs::path& dir, const std::string& script, const fs::path& l
     if (!s.empty() && s.back() == '\n') s.pop_back();
     double el = static_cast<double>(now_ns() - t0) * 1e-9;
     if (auto p = parse_progress_line(s)) {
-      if (p->kind == ProgressLine::Point)
-        out << prefix << " " << clock_text(el) << "  point " << p->index << "/" << p->count << " " << p->canonical << "\n";
-      else if (p->kind == ProgressLine::Done) {
+      if (p->kind == ProgressLine::Point) {
+        campaign.started(p->canonical);
+        out << prefix << " " << clock_text(el) << "  point " << p->index << "/" << p->count << " " << campaign.name(p->canonical) << "\n";
+      } else if (p->kind == ProgressLine::Done) {
         ++points[p->outcome];
         out << prefix << " " << clock_text(el) << "    " << outcome_name(p->outcome) << " " << fmt_sig(p->seconds, 3)
-            << "s\n";
+            << "s; " << campaign.ended(p->seconds) << "\n";
       } else if (p->kind == ProgressLine::Resumed) {
         out << prefix << " " << clock_text(el) << "    resumed from a checkpoint after step " << p->rows << "\n";
       }
@@ -204,6 +255,8 @@ std::vector<JobOutcome> run_local(const std::string& dir_arg, const LocalRunOpti
   const RunState state = opt.rerun ? RunState{} : scan_results(layout);
 
   std::vector<JobOutcome> outcomes;
+  CampaignProgress campaign(layout, state);
+  out << "d500 run: " << jobs.size() << " job(s), " << campaign.total() << " point(s) in the campaign\n";
   const std::int64_t t0 = now_ns();
   for (std::size_t j = 0; j < jobs.size(); ++j) {
     JobOutcome o;
@@ -253,7 +306,7 @@ std::vector<JobOutcome> run_local(const std::string& dir_arg, const LocalRunOpti
     out << prefix << " starting\n";
     out.flush();
     const std::int64_t tj = now_ns();
-    o.exit_code = run_script(dir, layout.job_script(jobs[j]).string(), o.log, prefix, t0, out, o.points, lock, jobs[j], resume_spec);
+    o.exit_code = run_script(dir, layout.job_script(jobs[j]).string(), o.log, prefix, t0, out, o.points, lock, jobs[j], resume_spec, campaign);
     o.seconds = static_cast<double>(now_ns() - tj) * 1e-9;
     o.stopped_by = g_stop_signal;
     toml::table rec{{"exit_code", o.exit_code},
@@ -275,6 +328,62 @@ std::vector<JobOutcome> run_local(const std::string& dir_arg, const LocalRunOpti
     if (o.stopped_by) break;
   }
   return outcomes;
+}
+
+void local_status(const std::string& dir_arg, std::ostream& out) {
+  const RunLayout layout(dir_arg);
+  layout.require_plan(dir_arg);
+  const RunState state = scan_results(layout);
+  CampaignProgress campaign(layout, state);
+  const std::optional<LockHolder> holder = lock_holder(layout);
+  if (!holder) {
+    out << "not running: no d500 run holds " << layout.root().string() << "\n";
+  } else {
+    double elapsed = -1;
+    std::tm tm{};
+    if (strptime(holder->started_utc.c_str(), "%Y-%m-%dT%H:%M:%S", &tm)) elapsed = std::difftime(std::time(nullptr), timegm(&tm));
+    out << "running: `" << holder->command << "` (pid " << holder->pid << " on host " << holder->host << ", since " << holder->started_utc
+        << (elapsed >= 0 ? ", " + clock_text(elapsed) + " ago" : std::string()) << ")\n";
+    if (!holder->job.empty()) {
+      // The job's log: its last point started, and whether it ended.
+      std::ifstream log(layout.job_log(holder->job));
+      std::optional<ProgressLine> last_start, last_done;
+      for (std::string line; std::getline(log, line);)
+        if (auto p = parse_progress_line(line)) {
+          if (p->kind == ProgressLine::Point) last_start = p;
+          if (p->kind == ProgressLine::Done) last_done = p;
+        }
+      out << "  job " << holder->job;
+      if (last_start && (!last_done || last_done->index < last_start->index))
+        out << ": point " << last_start->index << "/" << last_start->count << " " << campaign.name(last_start->canonical);
+      else if (last_done)
+        out << ": " << last_done->index << "/" << last_done->count << " points ended";
+      out << "\n";
+    }
+  }
+  out << "jobs:\n";
+  for (const auto& job : layout.job_ids()) {
+    const fs::path status = layout.job_status(job);
+    std::string what = holder && holder->job == job ? "running" : "not run";
+    if (!(holder && holder->job == job) && fs::exists(status)) {
+      try {
+        const auto t = toml::parse_file(status.string());
+        const auto code = t["exit_code"].value_or(std::int64_t{-1});
+        what = t.contains("stopped_by") ? "stopped by " + t["stopped_by"].value_or(std::string("?"))
+               : code == 0                ? "finished"
+                                          : "failed (exit code " + std::to_string(code) + ")";
+        what += " after " + fmt_sig(t["seconds"].value_or(0.0), 3) + " s, " + t["ended_utc"].value_or(std::string("?"));
+      } catch (const toml::parse_error& e) {
+        what = "status unreadable: " + std::string(e.what());
+      }
+    }
+    out << "  " << job << "  " << what << "\n";
+  }
+  std::map<Outcome, int> by;
+  for (const auto& p : read_points_csv(layout)) ++by[state.of(p.id).outcome];
+  std::vector<std::string> parts;
+  for (const auto& [k, n] : by) parts.push_back(std::to_string(n) + " " + outcome_name(k));
+  out << "points: " << (parts.empty() ? std::string("none planned") : join(parts, ", ")) << " (of " << campaign.total() << ")\n";
 }
 
 }  // namespace d500

@@ -34,6 +34,12 @@ struct LocalRunOptions {
 // outcome saying `stopped_by`.
 std::vector<JobOutcome> run_local(const std::string& dir, const LocalRunOptions& opt, std::ostream& out);
 
+// What a local run directory's state is, for `d500 status`: whether a runner works there now
+// (from its lock: command, pid, host, since when, the job and, from the job's log, the point it
+// runs, i of n, and how long the run has taken), each job's last exit status, and the points
+// by outcome (complete, failed, incomplete, missing).
+void local_status(const std::string& dir, std::ostream& out);
+
 // Moves an existing results file aside (name.h5 -> name.h5.prev-N) so nothing is lost.
 std::string move_aside(const std::string& path);
 

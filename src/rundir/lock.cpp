@@ -125,6 +125,21 @@ LockHolder read_lock_file(const std::string& path) {
   return h;
 }
 
+std::optional<LockHolder> lock_holder(const RunLayout& dir) {
+  const std::string path = (dir.root() / "run.lock").string();
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;  // never run
+  struct flock fl {};
+  fl.l_type = F_RDLCK;  // a read lock would conflict with the runner's write lock
+  fl.l_whence = SEEK_SET;
+  fl.l_start = 0;
+  fl.l_len = 1;
+  const bool held = fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type != F_UNLCK;
+  ::close(fd);
+  if (!held) return std::nullopt;
+  return read_lock_file(path);
+}
+
 RunLock RunLock::acquire(const RunLayout& dir, const std::string& command) {
   const std::string path = (dir.root() / "run.lock").string();
   // Not O_CLOEXEC: the job a runner starts inherits the descriptor and so holds the lock too.

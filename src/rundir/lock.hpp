@@ -8,6 +8,7 @@
 // refused with the names of what still runs, instead of starting the same job beside it.
 #include <sys/types.h>
 
+#include <optional>
 #include <string>
 
 #include "rundir/layout.hpp"
@@ -55,5 +56,8 @@ struct LockHolder {
   long long job_pgid_start = 0;  // the group leader's start time (/proc/<pid>/stat, clock ticks)
 };
 LockHolder read_lock_file(const std::string& path);
+// Who holds the run directory's lock now (F_OFD_GETLK on byte 0, nothing taken), or nullopt
+// when no runner holds it.
+std::optional<LockHolder> lock_holder(const RunLayout& dir);
 
 }  // namespace d500
