@@ -35,14 +35,16 @@ network=${1:-resnet50} batch=${2:-128} steps=${3:-10} rounds=${4:-2}
 # makes a batch on the rank's cores, would be measured on one.
 mpirun=(mpirun -np 1 --map-by "slot:PE=$(nproc)" --bind-to core)
 [ "$(id -u)" = 0 ] && mpirun+=(--allow-run-as-root)
-# D500_BENCH_TRAIN_RUNS narrows part 1: BACKEND:CUDNN_ALGORITHMS:MATH:CUDNN_API items (empty:
-# the default), separated by spaces.
+# D500_BENCH_TRAIN_RUNS narrows part 1: BACKEND:CUDNN_ALGORITHMS:MATH:CUDNN_API[:MEMORY_FORMAT]
+# items (empty: the default), separated by spaces. D500_BENCH_TORCH_RUNS narrows part 2 to the
+# named PyTorch runs (see the table in the Python below), separated by spaces.
 runs=${D500_BENCH_TRAIN_RUNS:-cuda:deterministic:: cuda:heuristic:: cuda:find:: cuda:heuristic:tf32: cuda:find:tf32: cuda:find:bf16: cuda:find:bf16:graph cuda:heuristic::graph cuda:find::graph libtorch-cuda:::}
 for run in $runs; do
-  [[ $run =~ ^[a-z0-9-]+:[a-z]*:[a-z0-9]*:[a-z]*$ ]] || { echo "D500_BENCH_TRAIN_RUNS: '$run' is not BACKEND:CUDNN_ALGORITHMS:MATH:CUDNN_API" >&2; exit 2; }
-  IFS=: read -r backend algos math api <<< "$run"
-  echo "== d500 on $backend${algos:+ (cudnn_algorithms = $algos${math:+, math = $math}${api:+, cudnn_api = $api})}"
-  D500_BACKEND=$backend D500_CUDNN_ALGORITHMS=$algos D500_MATH=$math D500_CUDNN_API=$api "${mpirun[@]}" "$build/d500-bench-train" "$network" "$batch" "$steps" "$rounds" 0 d500 2>&1 |
+  [[ $run =~ ^[a-z0-9-]+:[a-z]*:[a-z0-9]*:[a-z]*(:[a-z_]*)?$ ]] || { echo "D500_BENCH_TRAIN_RUNS: '$run' is not BACKEND:CUDNN_ALGORITHMS:MATH:CUDNN_API[:MEMORY_FORMAT]" >&2; exit 2; }
+  IFS=: read -r backend algos math api layout <<< "$run"
+  echo "== d500 on $backend (cudnn_algorithms = ${algos:-default}, math = ${math:-fp32}${api:+, cudnn_api = $api}${layout:+, memory_format = $layout})"
+  D500_BACKEND=$backend D500_CUDNN_ALGORITHMS=$algos D500_MATH=$math D500_CUDNN_API=$api D500_MEMORY_FORMAT=$layout \
+    "${mpirun[@]}" "$build/d500-bench-train" "$network" "$batch" "$steps" "$rounds" 0 d500 2>&1 |
     grep -E '^(network|  |d500-bench-train:|terminate|  what)'
 done
 [ "$network" = resnet50 ] || exit 0
@@ -80,16 +82,29 @@ def resnet50(classes=1000):
 print("GPU:", torch.cuda.get_device_name(0), "| PyTorch", torch.__version__, "| CUDA", torch.version.cuda, "| cuDNN", torch.backends.cudnn.version())
 x = torch.randn(batch, 3, 224, 224, device=dev)
 y = torch.randint(0, 1000, (batch,), device=dev)
-for name, tf32, autocast, det, bench in (("fp32, TF32 off, deterministic (d500's arithmetic)", False, False, True, False),
-                                         ("fp32, TF32 off", False, False, False, False),
-                                         ("fp32, TF32 off, cudnn.benchmark (cuDNN's find)", False, False, False, True),
-                                         ("fp32, PyTorch's defaults (TF32 convolutions)", True, False, False, False),
-                                         ("bf16 autocast", True, True, False, False)):
+import os
+# name: (cudnn.allow_tf32, matmul.allow_tf32, autocast bf16, cudnn.deterministic, cudnn.benchmark, channels_last)
+runs = {
+    "fp32-det": ("fp32, TF32 off, deterministic (d500's arithmetic)", False, False, False, True, False, False),
+    "fp32": ("fp32, TF32 off", False, False, False, False, False, False),
+    "fp32-find": ("fp32, TF32 off, cudnn.benchmark (cuDNN's find)", False, False, False, False, True, False),
+    "defaults": ("fp32, PyTorch's defaults (TF32 convolutions)", True, False, False, False, False, False),
+    "tf32-find": ("tf32 (cuDNN and matmul), cudnn.benchmark", True, True, False, False, True, False),
+    "tf32-find-cl": ("tf32, cudnn.benchmark, channels_last", True, True, False, False, True, True),
+    "bf16": ("bf16 autocast", True, False, True, False, False, False),
+    "bf16-find": ("bf16 autocast, cudnn.benchmark", True, False, True, False, True, False),
+    "bf16-find-cl": ("bf16 autocast, cudnn.benchmark, channels_last", True, False, True, False, True, True),
+}
+chosen = os.environ.get("D500_BENCH_TORCH_RUNS", "fp32-det fp32 fp32-find defaults bf16").split()
+for key in chosen:
+    name, tf32, mm_tf32, autocast, det, bench, cl = runs[key]
     torch.backends.cudnn.allow_tf32 = tf32
-    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = mm_tf32
     torch.backends.cudnn.benchmark = bench
     torch.backends.cudnn.deterministic = det
-    model = resnet50().to(dev)
+    fmt = torch.channels_last if cl else torch.contiguous_format
+    model = resnet50().to(dev, memory_format=fmt)
+    x = x.contiguous(memory_format=fmt)
     opt = torch.optim.SGD(model.parameters(), lr=0.02, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

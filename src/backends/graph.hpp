@@ -165,6 +165,10 @@ struct RunnerSpec {
   std::vector<const void*> inputs;
   int micro_batches = 1;
   int threads = 1;
+  // A framework's own executor on a GPU (libtorch-cuda), from the point's keys: math ("": strict
+  // float32, "tf32", "bf16"), memory_format ("": NCHW, "channels_last") and cudnn_algorithms
+  // ("": deterministic, "heuristic", "find"). d500's executor reads them from the point itself.
+  std::string math, memory_format, cudnn_algorithms;
 };
 
 class GraphRunner {

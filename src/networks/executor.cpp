@@ -29,7 +29,15 @@ NodeProblem node_shapes(const Graph& g, const Node& n, bool training) {
 }
 
 std::unique_ptr<GraphRunner> make_runner(const BackendInfo& backend, const RunnerSpec& r, const Params* point) {
-  if (backend.make_graph_runner) return backend.make_graph_runner(r);
+  if (backend.make_graph_runner) {
+    RunnerSpec own = r;
+    if (point) {
+      own.math = str_param_or(*point, "math", "");
+      own.memory_format = str_param_or(*point, "memory_format", "");
+      own.cudnn_algorithms = str_param_or(*point, "cudnn_algorithms", "");
+    }
+    return backend.make_graph_runner(own);
+  }
   ExecutorSpec e;
   static_cast<RunnerSpec&>(e) = r;
   e.backend = &backend;

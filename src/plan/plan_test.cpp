@@ -168,14 +168,14 @@ TEST(Plan, CudnnApiIsCudasConvolutionsAndNetworksAndLegacyKeepsTheId) {
   EXPECT_NE(trains[1].canonical.find("cudnn_api=graph"), std::string::npos) << trains[1].canonical;
 }
 
-// cudnn_algorithms: cuda's alone (refused elsewhere, naming the key), its values checked where
+// cudnn_algorithms: cuda's and libtorch-cuda's alone (refused elsewhere, naming the key), its values checked where
 // written; the workload's default, written out, keeps the id of the point that leaves it unset
 // (level 0: heuristic, d500's executor: deterministic), and an operator with no algorithms to
 // choose drops it.
 TEST(Plan, CudnnAlgorithmsAreCudasAloneAndTheWorkloadsDefaultKeepsTheId) {
   std::string e = error_of(kHead + "[fixed]\nworkload = \"network\"\nbackend = \"reference\"\nnetwork = \"lenet5\"\nbatch = 2\n"
                                    "cudnn_algorithms = \"heuristic\"\n");
-  EXPECT_NE(e.find("'cudnn_algorithms' is only for backend \"cuda\" (this point's backend is \"reference\")"), std::string::npos) << e;
+  EXPECT_NE(e.find("'cudnn_algorithms' is only for backends \"cuda\" and \"libtorch-cuda\" (this point's backend is \"reference\")"), std::string::npos) << e;
   EXPECT_NE(e.find("c.toml:8:20: "), std::string::npos) << "the refused key's own line: " << e;
   e = error_of(kHead + "[fixed]\nworkload = \"conv2d\"\nbackend = \"blas\"\nshape = \"resnet50/res2_3x3\"\nn = 2\n"
                        "cudnn_algorithms = \"fastest\"\n");
@@ -207,13 +207,31 @@ TEST(Plan, CudnnAlgorithmsAreCudasAloneAndTheWorkloadsDefaultKeepsTheId) {
   EXPECT_NE(level1[2].find("cudnn_algorithms=find"), std::string::npos) << level1[2];
 }
 
+// memory_format: libtorch-cuda's alone (d500's executor keeps NCHW), named at its line;
+// "nchw", the default, keeps the id.
+TEST(Plan, MemoryFormatIsLibTorchCudasAndItsDefaultKeepsTheId) {
+  std::string e = error_of(kHead + "[fixed]\nworkload = \"network\"\nbackend = \"libtorch-native\"\nnetwork = \"lenet5\"\nbatch = 2\n"
+                                   "memory_format = \"channels_last\"\n");
+  const BackendInfo* native = find_backend("libtorch-native");
+  if (native && native->built) {
+    EXPECT_NE(e.find("'memory_format' = \"channels_last\" is only for backend \"libtorch-cuda\" (this point's backend is \"libtorch-native\""),
+              std::string::npos) << e;
+    EXPECT_NE(e.find("c.toml:8:"), std::string::npos) << "the refused key's own line: " << e;
+  }
+  e = error_of(kHead + "[fixed]\nworkload = \"network\"\nbackend = \"reference\"\nnetwork = \"lenet5\"\nbatch = 2\nmemory_format = \"nhwc\"\n");
+  EXPECT_NE(e.find("(valid: nchw, channels_last)"), std::string::npos) << e;
+  const auto with = plan_of(kHead + "[fixed]\nworkload = \"network\"\nbackend = \"reference\"\nnetwork = \"lenet5\"\nbatch = 2\nmemory_format = \"nchw\"\n");
+  const auto without = plan_of(kHead + "[fixed]\nworkload = \"network\"\nbackend = \"reference\"\nnetwork = \"lenet5\"\nbatch = 2\n");
+  EXPECT_EQ(with.points.at(0).canonical, without.points.at(0).canonical);
+}
+
 // math: cuda's alone, and for convolutions and networks; gemm names its own key; "fp32", the
 // default, keeps the id; an operator without convolutions or products drops it.
 TEST(Plan, MathIsCudasForConvolutionsAndNetworksAndGemmNamesItsDtype) {
   std::string e = error_of(kHead + "[fixed]\nworkload = \"network\"\nbackend = \"reference\"\nnetwork = \"lenet5\"\nbatch = 2\n"
                                    "math = \"tf32\"\n");
-  EXPECT_NE(e.find("'math' is only for backend \"cuda\" (this point's backend is \"reference\"; the CPU backends compute in strict "
-                   "float32)"),
+  EXPECT_NE(e.find("'math' is only for backends \"cuda\" and \"libtorch-cuda\" (this point's backend is \"reference\"; the CPU backends "
+                   "compute in strict float32)"),
             std::string::npos)
       << e;
   EXPECT_NE(e.find("c.toml:8:8: "), std::string::npos) << "the refused key's own line: " << e;

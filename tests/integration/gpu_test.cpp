@@ -9,6 +9,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <set>
 
 #include "backends/nvml.hpp"
 #include "backends/registry.hpp"
@@ -451,6 +452,37 @@ TEST_F(Gpu, LibTorchsExecutorOnTheGpuValidatesOrSaysWhyItCannotRun) {
   EXPECT_EQ(devices[0].rfind("cuda:0 of ", 0), 0u) << devices[0];
 }
 
+// LibTorch as its users run it on a GPU: strict float32 by default (LibTorch's own default lets
+// cuDNN use TF32), TF32, bf16 autocast, channels_last and cudnn.benchmark, each point saying
+// which in its `executor` attribute, and each training step validating against the double
+// reference within its math's tolerance.
+TEST_F(Gpu, LibTorchOnTheGpuRunsEachMathAndLayoutAsPyTorchUsersSetThem) {
+  const d500::BackendInfo* b = d500::find_backend("libtorch-cuda");
+  if (!b || !b->built) GTEST_SKIP() << "this build has no libtorch-cuda backend: " << (b ? b->not_built_reason : std::string("unknown"));
+  if (const std::string why = b->no_device(); !why.empty()) GTEST_SKIP() << why;
+  const auto rows = reported("[campaign]\nname = \"ltm\"\nrepetitions = 4\nwarmups = 1\n[fixed]\nworkload = \"network\"\nnetwork = \"lenet5\"\n"
+                             "backend = \"libtorch-cuda\"\nbatch = 32\npass = \"training\"\n[axes]\n"
+                             "math = [\"fp32\", \"tf32\", \"bf16\", \"bf16\"]\nmemory_format = [\"nchw\", \"channels_last\", \"nchw\", \"channels_last\"]\n"
+                             "cudnn_algorithms = [\"deterministic\", \"find\", \"find\", \"heuristic\"]\n"
+                             "[[zip]]\naxes = [\"math\", \"memory_format\", \"cudnn_algorithms\"]\n");
+  ASSERT_EQ(rows.size(), 4u);
+  expect_outcomes(rows, [](const Row&) { return std::string(); });
+  const hid_t f = H5Fopen((dir_ / "run" / "results" / "job-0000.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  std::set<std::string> said;
+  for (const auto& id : point_ids(f)) {
+    const hid_t g = H5Gopen2(f, ("/points/" + id).c_str(), H5P_DEFAULT);
+    const std::string canonical = attr_string(g, "canonical"), executor = attr_string(g, "executor");
+    const bool bf16 = canonical.find("math=bf16") != std::string::npos, tf32 = canonical.find("math=tf32") != std::string::npos;
+    EXPECT_NE(executor.find(bf16 ? "bf16 autocast" : tf32 ? "TF32 allowed" : "strict float32 (TF32 off)"), std::string::npos) << executor;
+    EXPECT_NE(executor.find(canonical.find("channels_last") != std::string::npos ? ", channels_last" : ", NCHW"), std::string::npos) << executor;
+    said.insert(executor.substr(executor.rfind(", ") + 2));
+    H5Gclose(g);
+  }
+  H5Fclose(f);
+  EXPECT_EQ(said, (std::set<std::string>{"deterministic cuDNN", "cudnn.benchmark", "cuDNN's heuristic choice"}));
+}
+
 // d500's own executor on the GPU (levels 1 and 2): the network lives in device memory, cuBLAS
 // and cuDNN run the nodes they cover, the rest falls back through host mirrors; d500's optimizers
 // train the host's copies of the parameters. Level 3 on it is refused at plan time. Without a
@@ -477,7 +509,7 @@ TEST_F(Gpu, DsExecutorRunsNetworksOnTheGpuAndValidatesOrSaysWhyItCannot) {
                                                   "network = \"lenet5\"\nbatch = 2\ncudnn_algorithms = \"heuristic\"\n");
     const Cmd refused = sh(d500_cmd("plan " + other + " -o " + (dir_ / "refused-algos").string()));
     EXPECT_NE(refused.code, 0);
-    EXPECT_NE(refused.out.find("'cudnn_algorithms' is only for backend \"cuda\""), std::string::npos) << refused.out;
+    EXPECT_NE(refused.out.find("'cudnn_algorithms' is only for backends \"cuda\" and \"libtorch-cuda\""), std::string::npos) << refused.out;
   }
   if (!no_device.empty()) {
     // Level 1 and level 3 (averaged on the GPU by NCCL when the build has it) fail at setup alone.

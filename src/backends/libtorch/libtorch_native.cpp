@@ -7,6 +7,7 @@
 // native optimizers are torch::optim's, over the same leaf tensors.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <ATen/autocast_mode.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/csrc/autograd/function.h>
@@ -14,6 +15,7 @@
 #include <torch/csrc/autograd/variable.h>
 #include <torch/optim.h>
 #include <torch/serialize.h>
+#include <torch/version.h>
 
 #include <functional>
 #include <map>
@@ -328,6 +330,65 @@ std::string untranslatable(const Node& n, const Graph& g) {
   return "";
 }
 
+// LibTorch's arithmetic and cuDNN's choice on a GPU, as a PyTorch user sets them
+// (torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32, cudnn.benchmark,
+// cudnn.deterministic): process-wide switches, so set again before every pass of the runner
+// that wants them (a job may run points of several settings one after another).
+struct TorchMath {
+  bool tf32 = false, bf16 = false, channels_last = false, benchmark = false, deterministic = true;
+  static TorchMath of(const RunnerSpec& s) {
+    TorchMath m;
+    m.tf32 = s.math == "tf32";
+    m.bf16 = s.math == "bf16";
+    m.channels_last = s.memory_format == "channels_last";
+    m.benchmark = s.cudnn_algorithms == "find";
+    m.deterministic = s.cudnn_algorithms.empty() || s.cudnn_algorithms == "deterministic";
+    return m;
+  }
+  void apply() const {
+    at::globalContext().setAllowTF32CuDNN(tf32);  // LibTorch's own default is true: strict unless asked
+    at::globalContext().setAllowTF32CuBLAS(tf32);
+    at::globalContext().setBenchmarkCuDNN(benchmark);
+    at::globalContext().setDeterministicCuDNN(deterministic);
+  }
+  std::string words() const {
+    return std::string(bf16 ? "bf16 autocast (activations in bfloat16, weights float32)" : tf32 ? "TF32 allowed in cuDNN and cuBLAS" : "strict float32 (TF32 off)") +
+           (channels_last ? ", channels_last" : ", NCHW") +
+           (benchmark ? ", cudnn.benchmark" : deterministic ? ", deterministic cuDNN" : ", cuDNN's heuristic choice");
+  }
+};
+
+// torch.autocast("cuda", dtype=torch.bfloat16) around a forward pass: on at construction, off and
+// its cast cache cleared at the end, as leaving PyTorch's outermost autocast region does.
+class Bf16Autocast {
+ public:
+  explicit Bf16Autocast(bool on) : on_(on) {
+    if (!on_) return;
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+    at::autocast::set_autocast_dtype(at::kCUDA, at::kBFloat16);
+    at::autocast::set_autocast_enabled(at::kCUDA, true);
+#else
+    at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
+    at::autocast::set_enabled(true);
+#endif
+    at::autocast::increment_nesting();
+  }
+  ~Bf16Autocast() {
+    if (!on_) return;
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+    at::autocast::set_autocast_enabled(at::kCUDA, false);
+#else
+    at::autocast::set_enabled(false);
+#endif
+    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+  }
+  Bf16Autocast(const Bf16Autocast&) = delete;
+  Bf16Autocast& operator=(const Bf16Autocast&) = delete;
+
+ private:
+  bool on_;
+};
+
 // Waits until the work queued on the device's current stream is done: a timed call on a GPU
 // returns when its results are there, as on the CPU. Through c10's device interface, so that it
 // compiles against a LibTorch without CUDA (where no device is ever CUDA).
@@ -395,7 +456,10 @@ class TorchOptimizer final : public Optimizer {
 // asked for; parameters_changed() copies back those handed out since the last forward pass.
 class NativeRunner final : public GraphRunner {
  public:
-  NativeRunner(const RunnerSpec& s, at::Device device) : s_(s), g_(*s.graph), device_(device) {
+  NativeRunner(const RunnerSpec& s, at::Device device) : s_(s), g_(*s.graph), device_(device), math_(TorchMath::of(s)) {
+    if (!device_.is_cuda() && (!s.math.empty() || !s.memory_format.empty() || !s.cudnn_algorithms.empty()))
+      throw Error("libtorch-native: math, memory_format and cudnn_algorithms are for libtorch-cuda (a GPU's arithmetic and layout)");
+    if (device_.is_cuda()) math_.apply();
     at::set_num_threads(s.threads);
     openblas_threads(s.threads);
     if (const std::string why = libtorch_native_check(g_); !why.empty()) throw Error(why);
@@ -414,6 +478,8 @@ class NativeRunner final : public GraphRunner {
       at::Tensor c = at::empty(info.shape, at::TensorOptions().dtype(scalar_type(info.dtype)));
       if (!bytes.empty()) std::memcpy(c.data_ptr(), bytes.data(), bytes.size());
       values_[static_cast<std::size_t>(t)] = device_.is_cuda() ? c.to(device_) : c;
+      if (math_.channels_last && c.dim() == 4 && c.is_floating_point())
+        values_[static_cast<std::size_t>(t)] = values_[static_cast<std::size_t>(t)].contiguous(at::MemoryFormat::ChannelsLast);
     }
     for (int p : s.params) values_[static_cast<std::size_t>(p)].requires_grad_(true);
     for (std::size_t k = 0; k < g_.inputs.size(); ++k) {
@@ -424,7 +490,8 @@ class NativeRunner final : public GraphRunner {
                                         info.shape, at::TensorOptions().dtype(scalar_type(info.dtype))));
     }
     if (device_.is_cuda()) {
-      for (const auto& h : slices_) device_slices_.push_back(h.to(device_));
+      for (const auto& h : slices_)
+        device_slices_.push_back(math_.channels_last && h.dim() == 4 ? h.to(device_).contiguous(at::MemoryFormat::ChannelsLast) : h.to(device_));
       for (int p : s.params) {
         host_params_.push_back(at::empty(g_.info(p).shape, at::TensorOptions().dtype(at::kFloat)));
         host_grads_.push_back(at::empty(g_.info(p).shape, at::TensorOptions().dtype(at::kFloat)));
@@ -440,7 +507,9 @@ class NativeRunner final : public GraphRunner {
   }
 
   void forward(int micro) override {
+    if (device_.is_cuda()) math_.apply();
     c10::AutoGradMode grad(s_.training);
+    const Bf16Autocast autocast(math_.bf16);
     std::fill(handed_out_.begin(), handed_out_.end(), false);  // host copies handed out earlier are stale from here on
     const int micros = std::max(1, s_.micro_batches);
     const Tensors& inputs = device_.is_cuda() ? device_slices_ : slices_;
@@ -458,6 +527,7 @@ class NativeRunner final : public GraphRunner {
   }
 
   void backward(int micro) override {
+    if (device_.is_cuda()) math_.apply();
     const int micros = std::max(1, s_.micro_batches);
     if (micro == 0)
       for (int p : s_.params) values_[static_cast<std::size_t>(p)].mutable_grad().reset();
@@ -536,7 +606,7 @@ class NativeRunner final : public GraphRunner {
   }
   std::string describe() const override {
     return "LibTorch's own executor: " + std::to_string(g_.nodes.size()) + " ATen calls per pass" + (s_.training ? ", autograd for the backward pass" : "") +
-           (device_.is_cuda() ? "; on " + device_.str() + ", each pass ending with a wait for the device" : "");
+           (device_.is_cuda() ? "; on " + device_.str() + ", each pass ending with a wait for the device; " + math_.words() : "");
   }
 
  private:
@@ -560,6 +630,7 @@ class NativeRunner final : public GraphRunner {
   RunnerSpec s_;
   const Graph& g_;
   at::Device device_;
+  TorchMath math_;
   GradientsReady ready_;
   bool armed_ = false;
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;

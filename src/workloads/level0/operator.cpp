@@ -44,7 +44,8 @@ std::vector<ParamSpec> operator_common_params() {
        "backend = \"cuda\": cuDNN's convolution algorithms, heuristic (cuDNN's first choice, which may add with atomics: "
        "PyTorch's default), deterministic (the first choice that repeats bit for bit; max pooling in its deterministic mode) "
        "or find (the fastest of every algorithm cuDNN times at setup: PyTorch's cudnn.benchmark); "
-       "default: heuristic for a level-0 operator, deterministic in d500's executor (levels 1-3)"},
+       "default: heuristic for a level-0 operator, deterministic in d500's executor (levels 1-3); backend = \"libtorch-cuda\" "
+       "(levels 1-2): the same three as cudnn.deterministic, LibTorch's own default and cudnn.benchmark"},
       {"cudnn_api", ValueType::String, Value{std::string()}, 0, 0, {"legacy", "graph"},
        "backend = \"cuda\", conv2d and networks (levels 1-3): how cuDNN's convolutions are called, legacy (cudnnConvolution*, "
        "cudnnGet*_v7, cudnnFind*Ex) or graph (cuDNN's graph API: operation graph, heuristics' engine configurations, execution "
@@ -56,7 +57,12 @@ std::vector<ParamSpec> operator_common_params() {
        "8u more, u = 2^-11) or, for networks only, bf16 (mixed precision: their inputs rounded to bfloat16, sums in float32, "
        "a convolution's result rounded to bfloat16 too; every tensor the network keeps, its weights and the optimizer stay "
        "float32, unlike PyTorch's autocast, whose activations are bfloat16; validation allows 9u more, u = 2^-8); default: "
-       "fp32 (gemm: its dtype)"},
+       "fp32 (gemm: its dtype); backend = \"libtorch-cuda\" (levels 1-2): fp32 (strict: TF32 off in cuDNN and cuBLAS, "
+       "which LibTorch otherwise allows in convolutions), tf32 (allowed in both) or bf16 (LibTorch's autocast to bfloat16 "
+       "around the forward pass, as torch.autocast: activations in bfloat16, weights and optimizer float32)"},
+      {"memory_format", ValueType::String, Value{std::string()}, 0, 0, {"nchw", "channels_last"},
+       "backend = \"libtorch-cuda\" (levels 1-2): the layout of 4-D weights and inputs, nchw (contiguous) or channels_last "
+       "(NHWC strides, as torch.channels_last: cuDNN's tensor-core convolutions need no transposes); default: nchw"},
   };
 }
 
@@ -65,6 +71,7 @@ void normalize_cudnn_algorithms(Params& p, const char* default_choice) {
   if (v == default_choice) v.clear();
   if (auto& m = std::get<std::string>(p.at("math")); m == "fp32") m.clear();  // the default, normalised away from the id
   if (auto& api = std::get<std::string>(p.at("cudnn_api")); api == "legacy") api.clear();  // likewise
+  if (auto& f = std::get<std::string>(p.at("memory_format")); f == "nchw") f.clear();   // likewise
 }
 
 std::string operator_common_check(const Params& p) {
@@ -80,13 +87,16 @@ std::string operator_common_check(const Params& p) {
   }
   if (backend != "custom" && !library.empty())
     return "'library' is only for backend \"custom\" (this point's backend is \"" + backend + "\")";
-  if (!std::get<std::string>(p.at("cudnn_algorithms")).empty() && backend != "cuda")  // its values: the spec's choices
-    return "'cudnn_algorithms' is only for backend \"cuda\" (this point's backend is \"" + backend + "\")";
+  if (!std::get<std::string>(p.at("cudnn_algorithms")).empty() && backend != "cuda" && backend != "libtorch-cuda")  // its values: the spec's choices
+    return "'cudnn_algorithms' is only for backends \"cuda\" and \"libtorch-cuda\" (this point's backend is \"" + backend + "\")";
   if (!std::get<std::string>(p.at("cudnn_api")).empty() && backend != "cuda")
     return "'cudnn_api' is only for backend \"cuda\" (this point's backend is \"" + backend + "\")";
-  if (!std::get<std::string>(p.at("math")).empty() && backend != "cuda")
-    return "'math' is only for backend \"cuda\" (this point's backend is \"" + backend +
+  if (!std::get<std::string>(p.at("math")).empty() && backend != "cuda" && backend != "libtorch-cuda")
+    return "'math' is only for backends \"cuda\" and \"libtorch-cuda\" (this point's backend is \"" + backend +
            "\"; the CPU backends compute in strict float32)";
+  if (!std::get<std::string>(p.at("memory_format")).empty() && backend != "libtorch-cuda")
+    return "'memory_format' = \"channels_last\" is only for backend \"libtorch-cuda\" (this point's backend is \"" + backend +
+           "\"; d500's own executor keeps NCHW)";
   return "";
 }
 

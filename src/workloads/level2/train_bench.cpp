@@ -10,7 +10,8 @@
 // in double on d500's reference kernels: minutes for ResNet-18 at batch 64 on a small machine);
 // the timed loop is the same either way. D500_BACKEND picks the executor (default
 // libtorch-native; libtorch-cuda, or cuda for d500's executor on the GPU, whose own optimizer is
-// d500's device optimizer), D500_MATH its math on cuda (fp32, tf32 or bf16), D500_CUDNN_API its cudnn_api (legacy or graph), D500_CUDNN_ALGORITHMS its cudnn_algorithms on cuda (heuristic, find or
+// d500's device optimizer), D500_MATH its math on cuda and libtorch-cuda (fp32, tf32 or bf16), D500_MEMORY_FORMAT
+// libtorch-cuda's layout (nchw or channels_last), D500_CUDNN_API its cudnn_api (legacy or graph), D500_CUDNN_ALGORITHMS its cudnn_algorithms on cuda (heuristic, find or
 // deterministic, the executor's default); on a backend without optimizers of its own, both loops use d500's reference
 // SGD with momentum. The figures include
 // images per second (batch / median step), the GPU yardstick's unit.
@@ -89,6 +90,7 @@ int main(int argc, char** argv) {
   if (const char* algos = std::getenv("D500_CUDNN_ALGORITHMS"); algos && *algos) p["cudnn_algorithms"] = std::string(algos);
   if (const char* math = std::getenv("D500_MATH"); math && *math) p["math"] = std::string(math);
   if (const char* api = std::getenv("D500_CUDNN_API"); api && *api) p["cudnn_api"] = std::string(api);
+  if (const char* f = std::getenv("D500_MEMORY_FORMAT"); f && *f) p["memory_format"] = std::string(f);
 
   // (a) The bare loop: the same data, runner and optimizer calls, nothing else.
   const auto net = load_point_network(network, batch, true);
@@ -103,7 +105,8 @@ int main(int argc, char** argv) {
   dr.samples = batch * (steps + 1);
   auto data = open_dataset(dr);
   InputData inputs = make_inputs(g, 1, 1);
-  auto runner = run_bare ? make_runner(*b, training_spec(g, *net, inputs, 1)) : nullptr;
+  // The point's keys reach the bare loop's runner too (math, memory_format, cudnn_algorithms).
+  auto runner = run_bare ? make_runner(*b, training_spec(g, *net, inputs, 1), &p) : nullptr;
   // d500's reference optimizer where the backend has none of its own: over the runner's float32
   // parameters, as the workload's.
   std::unique_ptr<RunnerParams> access = run_bare ? std::make_unique<RunnerParams>(*runner, g, net->params) : nullptr;
