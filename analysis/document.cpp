@@ -106,10 +106,13 @@ XChoice choose_x(const std::vector<const PointRow*>& rows, const PointNames& nam
   return {"", true};
 }
 
+// A parameter's value in a table cell or on an axis: an unset string (the workload's default,
+// normalised away from the id) reads "default", an absent parameter "-".
 std::string value_text(const PointRow& r, const std::string& k) {
   if (k == "ranks") return std::to_string(r.ranks);
   auto v = r.params.find(k);
-  return v == r.params.end() ? "-" : canonical(v->second);
+  if (v == r.params.end()) return "-";
+  return is_unset(v->second) ? "default" : canonical(v->second);
 }
 
 // Per workload: its rate (or time) against the swept axis, a series per backend, the other
@@ -279,6 +282,50 @@ Section workload_results(const Report& rep, const std::string& workload) {
   return s;
 }
 
+// Level 0's roofline: each operator point's attained GFLOP/s (on a GPU, over its device time)
+// against its arithmetic intensity (FLOPs over the bytes of its operands: the least traffic it
+// needs), a series per backend, and the compute peaks d500 knows (a GPU's, from its table); no
+// memory roof, since d500 records no measured bandwidth. Empty without a level-0 FLOP point.
+std::vector<Block> roofline(const Report& rep) {
+  std::map<std::string, svg::Series> by_backend;
+  std::map<double, std::string> peaks;  // GFLOP/s -> basis
+  std::vector<double> xs;
+  for (const auto& r : rep.rows) {
+    if (r.level != 0 || !r.has_timings() || !(r.flops > 0) || !(r.work_bytes > 0) || r.rate_unit != "GFLOP/s") continue;
+    const PointRow::PhaseTime* d = device_phase(r);
+    const double seconds = d ? d->time.median : r.time.median;
+    if (!(seconds > 0)) continue;
+    auto& s = by_backend[r.backend];
+    s.name = r.backend;
+    s.line = false;  // points of different operators and sizes: never joined
+    s.x.push_back(r.flops / r.work_bytes);
+    s.y.push_back(r.flops / seconds / 1e9);
+    s.tips.push_back(rep.names.label(r) + "\n" + fmt_sig(s.x.back(), 3) + " FLOP/byte, " + fmt_sig(s.y.back(), 4) + " GFLOP/s" +
+                     (d ? " (device time)" : " (host time)"));
+    xs.push_back(s.x.back());
+    auto it = r.facts.find("device.peak_flops");
+    if (it != r.facts.end())
+      if (const auto* v = std::get_if<double>(&it->second); v && *v > 0)
+        peaks[*v / 1e9] = str_param_or(r.facts, "device.peak_basis", "the GPU's arithmetic peak");
+  }
+  if (by_backend.empty()) return {};
+  svg::Plot p;
+  p.title = "roofline: operators (level 0)";
+  p.xlabel = "FLOP per byte of operands (log scale)";
+  p.ylabel = "attained GFLOP/s (log scale)";
+  p.logx = p.logy = true;
+  for (auto& [b, s] : by_backend) p.series.push_back(s);
+  const double lo = *std::min_element(xs.begin(), xs.end()), hi = *std::max_element(xs.begin(), xs.end());
+  for (const auto& [gflops, basis] : peaks)
+    p.series.push_back(svg::Series{"peak " + fmt_sig(gflops / 1e3, 3) + " TFLOP/s", {lo, hi}, {gflops, gflops}, {}, {}, true, false, true, {}});
+  std::string caption = "Figure: attained GFLOP/s of each level-0 operator point against its arithmetic intensity (its FLOPs over the bytes "
+                        "of its operands, the least traffic it needs); on a GPU over its device time. ";
+  if (peaks.empty()) caption += "No ceiling is drawn: d500 records no peak for these processors (a CPU core's sustained clock and FMA units are not known reliably) ";
+  else caption += "Dashed: the GPU's arithmetic peak for the point's arithmetic, as d500's table gives it (" + peaks.begin()->second + "); ";
+  caption += "and no memory roof: no bandwidth is measured.";
+  return {figure(svg::render(p), "roofline", caption)};
+}
+
 std::string method_brief(const Report& rep) {
   return "Medians of the slowest rank per repetition with exact " + pct(rep.confidence) +
          " order-statistic CIs; warm-ups recorded and excluded; ratios of medians with " + ratio_method_words() +
@@ -325,6 +372,7 @@ Document report_document(const Report& rep) {
       if (std::find(workloads.begin(), workloads.end(), r.workload) == workloads.end()) workloads.push_back(r.workload);
     for (const auto& w : workloads) d.sections.push_back(workload_results(rep, w));
   }
+  if (auto r = roofline(rep); !r.empty()) d.sections.push_back({"Roofline", 2, true, std::move(r)});
   if (network_table(rep).size() > 1) {
     Section s{"Networks", 2, true, {text(network_note(), "-"), with_title(table(network_table(rep)), rep, true)}};
     for (const auto& r : rep.rows)

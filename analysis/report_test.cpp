@@ -126,3 +126,33 @@ TEST(ScalingModel, AFitOutsideTheLawsRangeIsReportedAsFailed) {
 }
 
 }  // namespace
+
+namespace {
+
+// Level 0's roofline: every FLOP point at its arithmetic intensity, on a GPU over its device
+// time, with the GPU's peak where d500 knows it; none without a level-0 FLOP point.
+TEST(ReportFigures, TheRooflinePlacesOperatorsByIntensityUnderTheKnownPeak) {
+  std::vector<PointRow> rows;
+  for (std::int64_t n : {64, 256}) {
+    PointRow r = row("cuda", n, 1, 42, 1e-4);
+    r.flops = 2.0 * static_cast<double>(n * n * n);
+    r.work_bytes = 4.0 * 3 * static_cast<double>(n * n);
+    r.facts["device.peak_flops"] = 6.7e13;
+    r.facts["device.peak_basis"] = std::string("132 SMs x 128 FP32 FMA");
+    rows.push_back(r);
+  }
+  auto rep = report(rows);
+  std::string svg;
+  for (const auto& s : d500::report_document(rep).sections)
+    for (const auto& b : s.blocks)
+      if (b.kind == d500::Block::Kind::Figure && b.name == "roofline") svg = b.svg;
+  ASSERT_FALSE(svg.empty());
+  EXPECT_NE(svg.find("data-x=\"10.6666667\""), std::string::npos) << "n = 64: 2n^3 / 12n^2 FLOP per byte";
+  EXPECT_NE(svg.find(">peak 67.0 TFLOP/s</text>"), std::string::npos) << svg.substr(svg.find("legend"), 400);
+  EXPECT_NE(svg.find("data-line=\"0\""), std::string::npos) << "operators of different sizes are never joined";
+  rep.rows[0].level = rep.rows[1].level = 1;
+  for (const auto& s : d500::report_document(rep).sections)
+    for (const auto& b : s.blocks) EXPECT_NE(b.name, "roofline");
+}
+
+}  // namespace

@@ -218,6 +218,7 @@ PointRow summarize_point(const PointResult& p, const JobResult& j, double confid
   }
   r.work_items = p.work_items;
   r.flops = static_cast<double>(p.work_flops);
+  r.work_bytes = static_cast<double>(p.work_bytes);
   r.facts = p.facts;
   if (!p.steps.empty()) add_step_costs(r, p, p.warmups, total_reps);
   r.mean = stats::mean_t_interval(r.costs, confidence);

@@ -44,6 +44,7 @@ struct PointRow {
   double bus_factor = 0;
   double work = 0;                           // flops, bytes or samples per repetition (the rate's unit)
   double flops = 0;                          // per repetition (level 1: the network's, for GFLOP/s beside samples/s)
+  double work_bytes = 0;                     // per repetition: the operands' bytes (level 0: the roofline's traffic)
   stats::MeanInterval mean;                  // shown only when normality is not rejected
   stats::NormalityTest normality;
   stats::Outliers outliers;

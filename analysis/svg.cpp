@@ -68,7 +68,8 @@ Axis make_axis(std::vector<double> v, bool log) {
   return {lo, hi, log};
 }
 
-std::string tick_text(double v) {
+// A tick's label with `digits` significant digits.
+std::string tick_text(double v, int digits = 3) {
   char b[32];
   const double a = std::fabs(v);
   if (a >= 1e4 && a < 1e15) {  // 16384, 1.05e6 -> "16.4k", "1.05M": short enough for an axis
@@ -76,12 +77,26 @@ std::string tick_text(double v) {
     int u = -1;
     double x = v;
     while (std::fabs(x) >= 1000 && u < 3) x /= 1000, ++u;
-    std::snprintf(b, sizeof b, "%.3g%s", x, units[u]);
+    std::snprintf(b, sizeof b, "%.*g%s", digits, x, units[u]);
     return b;
   }
-  if (a >= 1 && std::fabs(v - std::round(v)) < 1e-9 * a) std::snprintf(b, sizeof b, "%.0f", v);  // 1000, not 1e+03
-  else std::snprintf(b, sizeof b, "%.3g", v);
+  if (a >= 1 && a < 1e9 && std::fabs(v - std::round(v)) < 1e-9 * a) std::snprintf(b, sizeof b, "%.0f", v);  // 1000, not 1e+03
+  else std::snprintf(b, sizeof b, "%.*g", digits, v);
   return b;
+}
+
+// The labels of `ticks`, with as many digits as it takes for no two to read alike (a narrow
+// range, 27.95k to 28.2k, needs more than three).
+std::vector<std::string> tick_texts(const std::vector<double>& ticks) {
+  std::vector<std::string> t;
+  for (int digits = 3; digits <= 8; ++digits) {
+    t.clear();
+    for (double v : ticks) t.push_back(tick_text(v, digits));
+    bool distinct = true;
+    for (std::size_t i = 1; i < t.size(); ++i) distinct = distinct && t[i] != t[i - 1];
+    if (distinct) break;
+  }
+  return t;
 }
 
 std::string num(double v) {
@@ -123,11 +138,13 @@ std::string frame(const std::string& title, const std::string& xlabel, const std
 
 std::string y_ticks(const Axis& ay) {
   std::string o;
-  for (double t : ay.ticks()) {
-    const double y = ay.map(t, H - B, T);
+  const std::vector<double> ticks = ay.ticks();
+  const std::vector<std::string> labels = tick_texts(ticks);
+  for (std::size_t i = 0; i < ticks.size(); ++i) {
+    const double y = ay.map(ticks[i], H - B, T);
     o += "<line x1=\"" + num(L - 4) + "\" y1=\"" + num(y) + "\" x2=\"" + num(W - R) + "\" y2=\"" + num(y) +
-         "\" stroke=\"#ddd\"/><text class=\"tick\" x=\"" + num(L - 6) + "\" y=\"" + num(y + 4) + "\" text-anchor=\"end\">" +
-         tick_text(t) + "</text>\n";
+         "\" stroke=\"#ddd\"/><text class=\"tick ytick\" x=\"" + num(L - 6) + "\" y=\"" + num(y + 4) + "\" text-anchor=\"end\">" +
+         labels[i] + "</text>\n";
   }
   return o;
 }
@@ -171,10 +188,12 @@ std::string render(const Plot& p) {
     for (std::size_t i = 0; i < p.xcats.size(); ++i)
       o += text_el(X(static_cast<double>(i)), H - B + 16, "tick", "middle", p.xcats[i], slot - 4);
   } else {
-    for (double t : ax.ticks())
-      o += "<line x1=\"" + num(X(t)) + "\" y1=\"" + num(H - B) + "\" x2=\"" + num(X(t)) + "\" y2=\"" + num(H - B + 4) +
-           "\" stroke=\"#444\"/><text class=\"tick\" x=\"" + num(X(t)) + "\" y=\"" + num(H - B + 16) + "\" text-anchor=\"middle\">" +
-           tick_text(t) + "</text>\n";
+    const std::vector<double> ticks = ax.ticks();
+    const std::vector<std::string> labels = tick_texts(ticks);
+    for (std::size_t i = 0; i < ticks.size(); ++i)
+      o += "<line x1=\"" + num(X(ticks[i])) + "\" y1=\"" + num(H - B) + "\" x2=\"" + num(X(ticks[i])) + "\" y2=\"" + num(H - B + 4) +
+           "\" stroke=\"#444\"/><text class=\"tick\" x=\"" + num(X(ticks[i])) + "\" y=\"" + num(H - B + 16) + "\" text-anchor=\"middle\">" +
+           labels[i] + "</text>\n";
   }
   o += y_ticks(ay);
   const std::size_t shown = p.series.size() > kLegendRows ? kLegendRows - 1 : p.series.size();

@@ -1,7 +1,8 @@
 // Checks a d500 report.html through its DOM in a real browser (tests/browser/check-report.sh
 // appends this to a copy of the page and reads the verdict from the dumped DOM): every figure
 // has a non-empty plotting area with something plotted in it, no title, axis label or legend
-// entry is clipped by its figure or overlaps another, x tick labels do not overlap, every line
+// entry is clipped by its figure or overlaps another, x tick labels do not overlap, no two ticks of
+// an axis read alike, every line
 // joins its points in x order, and every plotted point and box has hover text.
 (function () {
   var errors = [];
@@ -44,6 +45,13 @@
     for (var c = 0; c + 1 < ticks.length; ++c)
       if (overlap(ticks[c].getBoundingClientRect(), ticks[c + 1].getBoundingClientRect()))
         errors.push(name + ': x tick labels "' + ticks[c].textContent + '" and "' + ticks[c + 1].textContent + '" overlap');
+    [ticks, Array.prototype.slice.call(svg.querySelectorAll('text.ytick'))].forEach(function (axis) {
+      var seen = {};
+      axis.forEach(function (t) {
+        if (seen[t.textContent]) errors.push(name + ': two ticks of one axis read "' + t.textContent + '"');
+        seen[t.textContent] = true;
+      });
+    });
     svg.querySelectorAll('g.series').forEach(function (g) {
       var line = g.querySelector('polyline');
       if (!line) return;
