@@ -38,6 +38,8 @@ mpirun=(mpirun -np 1 --map-by "slot:PE=$(nproc)" --bind-to core)
 # D500_BENCH_TRAIN_RUNS narrows part 1: BACKEND:CUDNN_ALGORITHMS:MATH:CUDNN_API[:MEMORY_FORMAT]
 # items (empty: the default), separated by spaces. D500_BENCH_TORCH_RUNS narrows part 2 to the
 # named PyTorch runs (see the table in the Python below), separated by spaces.
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
 runs=${D500_BENCH_TRAIN_RUNS:-cuda:deterministic:: cuda:heuristic:: cuda:find:: cuda:heuristic:tf32: cuda:find:tf32: cuda:find:bf16: cuda:find:bf16:graph cuda:heuristic::graph cuda:find::graph libtorch-cuda:::}
 for run in $runs; do
   [[ $run =~ ^[a-z0-9-]+:[a-z]*:[a-z0-9]*:[a-z]*(:[a-z_]*)?$ ]] || { echo "D500_BENCH_TRAIN_RUNS: '$run' is not BACKEND:CUDNN_ALGORITHMS:MATH:CUDNN_API[:MEMORY_FORMAT]" >&2; exit 2; }
@@ -45,11 +47,11 @@ for run in $runs; do
   echo "== d500 on $backend (cudnn_algorithms = ${algos:-default}, math = ${math:-fp32}${api:+, cudnn_api = $api}${layout:+, memory_format = $layout})"
   D500_BACKEND=$backend D500_CUDNN_ALGORITHMS=$algos D500_MATH=$math D500_CUDNN_API=$api D500_MEMORY_FORMAT=$layout \
     "${mpirun[@]}" "$build/d500-bench-train" "$network" "$batch" "$steps" "$rounds" 0 d500 2>&1 |
-    grep -E '^(network|  |d500-bench-train:|terminate|  what)'
+    grep -E '^(network|  |d500-bench-train:|terminate|  what)' | tee "$tmp/d500-$backend-$algos-$math-$api-$layout.txt"
 done
 [ "$network" = resnet50 ] || exit 0
 echo "== PyTorch ResNet-50 v1.5 (torch.nn), batch $batch"
-"$python" - "$batch" "$steps" "$rounds" <<'PY'
+"$python" - "$batch" "$steps" "$rounds" <<'PY' | tee "$tmp/torch.txt"
 import statistics, sys
 import torch
 import torch.nn as nn
@@ -122,7 +124,26 @@ for key in chosen:
             if s > 0:
                 times.append(start.elapsed_time(stop) * 1e-3)
     m = statistics.median(times)
-    print("  %-52s %8.2f ms a step, %7.1f images/s (median of %d steps)" % (name, m * 1e3, batch / m, len(times)))
+    print("  %-52s %8.2f ms a step, %7.1f images/s (median of %d steps) [%s]" % (name, m * 1e3, batch / m, len(times), key))
     del model, opt
     torch.cuda.empty_cache()
 PY
+# libtorch-cuda against PyTorch's loop in the same mode, from the two parts' figures: the
+# harness's cost over the same framework (the whole step, and without d500's data phase, which
+# PyTorch's loop, reusing one batch, does not have).
+echo "== libtorch-cuda against PyTorch, the same mode (+: d500's step is longer; the harness target is +1%)"
+for f in "$tmp"/d500-libtorch-cuda-*.txt; do
+  [ -f "$f" ] || continue
+  IFS=- read -r _ _ _ algos math api layout <<< "$(basename "$f" .txt)"
+  key=fp32; [ -n "$math" ] && key=$math
+  case "$algos" in deterministic | "") [ "$key" = fp32 ] && key=fp32-det || key=$key-det ;; find) key=$key-find ;; esac
+  [ "$layout" = channels_last ] && key=$key-cl
+  torch_ms=$(grep -F "[$key]" "$tmp/torch.txt" | grep -oE '[0-9.]+ ms a step' | grep -oE '^[0-9.]+')
+  whole=$(grep -m1 "d500's train workload:.*images/s" "$f" | grep -oE '[0-9.]+ ms a step' | grep -oE '^[0-9.]+')
+  bare=$(grep -m1 "without its data phase" "$f" | grep -oE '[0-9.]+ ms a step' | grep -oE '^[0-9.]+')
+  if [ -z "$torch_ms" ] || [ -z "$whole" ]; then echo "  ${math:-fp32} ${algos:-deterministic} ${layout:-nchw}: no PyTorch run [$key] to pair with"; continue; fi
+  awk -v k="$key" -v t="$torch_ms" -v w="$whole" -v b="$bare" 'BEGIN {
+    printf "  %-14s PyTorch %7.2f ms; d500 whole step %7.2f ms (%+.1f%%)", k, t, w, (w / t - 1) * 100
+    if (b != "") printf ", without its data phase %7.2f ms (%+.1f%%)", b, (b / t - 1) * 100
+    printf "\n" }'
+done
