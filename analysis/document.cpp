@@ -326,6 +326,48 @@ std::vector<Block> roofline(const Report& rep) {
   return {figure(svg::render(p), "roofline", caption)};
 }
 
+// A scaling series' step broken down per rank count: the median over repetitions of each phase's
+// share of the slowest rank's step (communication, wait; the rest is computation), stacked.
+// Empty where the series' points time no communication (levels 0-2).
+std::vector<Block> communication_share(const Report& rep, const ScalingSeries& sc) {
+  svg::StackedBars bars;
+  bars.title = "step breakdown: " + sc.group;
+  bars.xlabel = "ranks";
+  bars.ylabel = "share of the step [%]";
+  bars.layers = {{"computation", {}, {}}, {"communication", {}, {}}, {"wait", {}, {}}};
+  bool any = false;
+  for (const auto& pt : sc.points) {
+    const PointRow* r = nullptr;
+    for (const auto& row : rep.rows)
+      if (row.id == pt.id) r = &row;
+    if (!r) continue;
+    std::vector<double> comm, wait;
+    for (std::size_t i = 0; i < r->costs.size(); ++i) {
+      double c = 0, w = 0;
+      for (const auto& ph : r->phases) {
+        auto it = ph.by_rep.find(r->cost_reps[i]);
+        if (it == ph.by_rep.end()) continue;
+        if (ph.phase == "communication") c = it->second, any = true;
+        if (ph.phase == "wait") w = it->second;
+      }
+      if (r->costs[i] > 0) comm.push_back(100 * c / r->costs[i]), wait.push_back(100 * w / r->costs[i]);
+    }
+    const double c = comm.empty() ? 0 : stats::median(comm), w = wait.empty() ? 0 : stats::median(wait);
+    bars.categories.push_back(std::to_string(pt.ranks));
+    const double values[3] = {std::max(0.0, 100 - c - w), c, w};
+    for (std::size_t k = 0; k < 3; ++k) {
+      bars.layers[k].values.push_back(values[k]);
+      bars.layers[k].tips.push_back(std::to_string(pt.ranks) + " ranks: " + bars.layers[k].name + " " + fmt_sig(values[k], 3) + "% of the step (median over " +
+                                    std::to_string(comm.size()) + " steps)");
+    }
+  }
+  if (!any) return {};
+  return {figure(svg::render(bars), slug("step-breakdown-" + sc.group),
+                 "Figure: where the step of " + sc.group + " goes at each rank count: per step the slowest rank's communication (time in "
+                 "the scheme's MPI calls) and wait (the barrier before a synchronous exchange) over its whole step, the median over steps; "
+                 "computation is the rest.")};
+}
+
 std::string method_brief(const Report& rep) {
   return "Medians of the slowest rank per repetition with exact " + pct(rep.confidence) +
          " order-statistic CIs; warm-ups recorded and excluded; ratios of medians with " + ratio_method_words() +
@@ -389,7 +431,11 @@ Document report_document(const Report& rep) {
   if (collectives_table(rep).size() > 1)
     d.sections.push_back({"Collectives", 2, false, {text(collectives_note()), with_title(table(collectives_table(rep)), rep, true)}});
   if (distributed_table(rep).size() > 1) {
-    d.sections.push_back({"Distributed training", 2, true, {text(distributed_note(), "-"), with_title(table(distributed_table(rep)), rep, true)}});
+    Block t = table(distributed_table(rep));
+    // The terminal keeps the step, its communication and their share; the files have every column.
+    t.table.wide_only = {4, 8, 9, 10};
+    for (std::size_t k = 1; k < t.table.table.size(); ++k) t.table.table[k][0] = t.table.table[k][0].substr(t.table.table[k][0].find(':') + 1);
+    d.sections.push_back({"Distributed training", 2, true, {text(distributed_note(), "-"), t}});
     if (!rep.overlap.empty()) d.sections.push_back({"Overlap", 3, true, {text(overlap_note(rep), "-"), table(overlap_table(rep))}});
   }
   if (!rep.comparisons.empty()) {
@@ -410,7 +456,9 @@ Document report_document(const Report& rep) {
                                                        (sc.base_ranks == 1 ? " rank, " : " ranks, ") + fmt_time(sc.base_time) + ")." +
                                                        scaling_model_text(sc).substr(0, scaling_model_text(sc).find("; predicted"))));
       s.blocks.push_back(figure(scaling_svg(sc), slug("scaling-" + sc.group), "Figure: " + sc.kind + " scaling of " + sc.group +
-                                                                                 ": time per repetition against ranks (log-log), with the ideal and the fitted model."));
+                                                                                 ": time per repetition against ranks (log-log), with the ideal" +
+                                                                                 (sc.model.law.empty() ? " (no model: see above)." : " and the fitted model.")));
+      for (auto& b : communication_share(rep, sc)) s.blocks.push_back(std::move(b));
       s.blocks.push_back(table(scaling_table(sc)));
     }
     d.sections.push_back(std::move(s));
@@ -457,11 +505,19 @@ Document report_document(const Report& rep) {
                       (c.cut_off ? "; " + std::to_string(c.cut_off) + " run(s) cut off, censored (" + c.summary.method + ")" : "") +
                       (c.disagreements.empty() ? "" : "; RANKS DISAGREE: " + c.disagreements.front()));
     s.blocks.push_back(list(items));
-    for (const auto& c : rep.tta)
+    for (const auto& c : rep.tta) {
+      bool curves = false;  // rank 0 of a parameter-server scheme is a server: it evaluates nothing
+      for (const auto& r : rep.rows)
+        if (std::find(c.ids.begin(), c.ids.end(), r.id) != c.ids.end()) curves = curves || !r.curve.empty();
+      if (!curves) {
+        s.blocks.push_back(text("No curve to draw for " + c.group + ": its runs' rank 0 recorded no evaluation."));
+        continue;
+      }
       s.blocks.push_back(figure(tta_svg(c, rep), slug("tta-" + c.group + "-" + fmt_sig(c.summary.target, 3)),
                                 "Figure: accuracy against training time, " + c.group + ", one line per seed (dashed: a run that did "
                                 "not reach the target); the black mark on the target line is the median time to accuracy with its " +
                                     pct(rep.confidence) + " interval."));
+    }
     d.sections.push_back(std::move(s));
   }
   if (environment_table(rep).size() > 1)

@@ -203,7 +203,8 @@ Table distributed_table(const Report& rep) {
     std::string params = consistent ? (mismatches == 0 ? "identical (" + std::to_string(static_cast<long long>(fact_number(r, "dist.hash_checks"))) + " hash checks)"
                                                        : "DIFFERED from step " + std::to_string(static_cast<long long>(fact_number(r, "dist.first_mismatch_step"))))
                                     : "inconsistent scheme: not expected to agree";
-    t.push_back({point_label(rep, r), scheme + (consistent ? "" : " (inconsistent)"), std::to_string(static_cast<long long>(fact_number(r, "dist.workers"))),
+    // The scheme has its own column: the point is named by the rest of what varies.
+    t.push_back({rep.names.label(r, {"scheme"}), scheme + (consistent ? "" : " (inconsistent)"), std::to_string(static_cast<long long>(fact_number(r, "dist.workers"))),
                  fmt_time(r.time.median), fb > 0 ? fmt_time(fb) : "-", fmt_time(comm), wait > 0 ? fmt_time(wait) : "-",
                  fmt_sig(100 * (comm + wait) / r.time.median, 3) + "%", fmt_bytes(static_cast<std::int64_t>(sent)),
                  comm > 0 && sent > 0 ? fmt_sig(sent / comm / 1e9, 3) + " GB/s" : "-", params});

@@ -209,7 +209,7 @@ std::string render(const Plot& p) {
       std::string pts;
       for (std::size_t i : order) pts += num(X(s.x[i])) + "," + num(Y(s.y[i])) + " ";
       o += "<polyline fill=\"none\" stroke=\"" + c + "\" stroke-width=\"1.5\"" + (s.dashed ? " stroke-dasharray=\"5,4\"" : "") +
-           " points=\"" + pts + "\"/>\n";
+           " points=\"" + pts + "\"><title>" + html_escape(s.name) + "</title></polyline>\n";
     }
     for (std::size_t i : order) {
       if (i < s.lo.size() && std::isfinite(s.lo[i]) && std::isfinite(s.hi[i]) && (!p.logy || s.lo[i] > 0))
@@ -288,6 +288,38 @@ std::string render(const BoxPlot& p) {
   o += text_el(W - R + 10, T + 30, "legend", "start", "whiskers: 1.5 IQR", R - 14);
   o += text_el(W - R + 10, T + 46, "legend", "start", "bar: median's CI", R - 14);
   o += text_el(W - R + 10, T + 62, "legend", "start", "line: median", R - 14);
+  return o + "</svg>\n";
+}
+
+std::string render(const StackedBars& p) {
+  const Axis ay{0, 100, false};
+  const double n = static_cast<double>(std::max<std::size_t>(p.categories.size(), 1));
+  const Axis ax{-0.5, n - 0.5, false};
+  auto X = [&](double v) { return ax.map(v, L, W - R); };
+  auto Y = [&](double v) { return ay.map(v, H - B, T); };
+  std::string o = frame(p.title, p.xlabel, p.ylabel);
+  o += y_ticks(ay);
+  const double slot = (W - L - R) / n, half = std::min(30.0, slot * 0.35);
+  for (std::size_t i = 0; i < p.categories.size(); ++i) {
+    const double x = X(static_cast<double>(i));
+    o += text_el(x, H - B + 16, "tick", "middle", p.categories[i], slot - 4);
+    double base = 0;
+    for (std::size_t k = 0; k < p.layers.size(); ++k) {
+      const auto& l = p.layers[k];
+      const double v = i < l.values.size() && std::isfinite(l.values[i]) ? std::clamp(l.values[i], 0.0, 100.0 - base) : 0;
+      const std::string c = kColours[k % (sizeof kColours / sizeof *kColours)];
+      o += "<rect class=\"bar\" x=\"" + num(x - half) + "\" y=\"" + num(Y(base + v)) + "\" width=\"" + num(2 * half) + "\" height=\"" +
+           num(std::max(0.0, Y(base) - Y(base + v))) + "\" fill=\"" + c + "\" fill-opacity=\"0.7\"><title>" +
+           html_escape(i < l.tips.size() ? l.tips[i] : l.name) + "</title></rect>\n";
+      base += v;
+    }
+  }
+  for (std::size_t k = 0; k < p.layers.size(); ++k) {
+    const std::string c = kColours[k % (sizeof kColours / sizeof *kColours)];
+    const double ly = T + 14 + 16 * static_cast<double>(k);
+    o += "<rect x=\"" + num(W - R + 10) + "\" y=\"" + num(ly - 9) + "\" width=\"18\" height=\"10\" fill=\"" + c + "\" fill-opacity=\"0.7\"/>" +
+         text_el(W - R + 32, ly, "legend", "start", p.layers[k].name, R - 36);
+  }
   return o + "</svg>\n";
 }
 

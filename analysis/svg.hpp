@@ -51,6 +51,21 @@ struct BoxPlot {
 
 std::string render(const BoxPlot& p);
 
+// Stacked bars, one per category: each layer's share of the category's whole (e.g. a step's
+// compute and its communication at each rank count), in percent.
+struct StackedBars {
+  std::string title, xlabel, ylabel;
+  std::vector<std::string> categories;
+  struct Layer {
+    std::string name;
+    std::vector<double> values;  // per category, percent
+    std::vector<std::string> tips;
+  };
+  std::vector<Layer> layers;
+};
+
+std::string render(const StackedBars& p);
+
 // Whether a set of positive values spans a decade or more (log axis).
 bool spans_decade(const std::vector<double>& v);
 

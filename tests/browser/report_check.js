@@ -19,14 +19,19 @@
     if (!area) { errors.push(name + ': no plotting area'); return; }
     var ab = area.getBoundingClientRect();
     if (ab.width < 50 || ab.height < 50) errors.push(name + ': plotting area ' + ab.width + 'x' + ab.height);
-    var marks = svg.querySelectorAll('circle.point, g.box');
-    if (!marks.length) errors.push(name + ': nothing plotted');
+    var marks = svg.querySelectorAll('circle.point, g.box, rect.bar');
+    var curves = svg.querySelectorAll('g.series polyline');  // a training curve: a time series without markers
+    if (!marks.length && !curves.length) errors.push(name + ': nothing plotted');
+    curves.forEach(function (c) {
+      var t = c.querySelector('title');
+      if (!t || !t.textContent.trim()) errors.push(name + ': a line without hover text');
+    });
     marks.forEach(function (m) {
       points++;
       var t = m.querySelector('title');
       if (!t || !t.textContent.trim()) errors.push(name + ': a point without hover text');
       var b = m.getBoundingClientRect();
-      if (m.tagName === 'circle' && !inside(b, ab)) errors.push(name + ': a point outside the plotting area');
+      if ((m.tagName === 'circle' || m.tagName === 'rect') && !inside(b, ab)) errors.push(name + ': a point outside the plotting area');
     });
     var labels = Array.prototype.slice.call(svg.querySelectorAll('text.title, text.xlabel, text.ylabel, text.legend'));
     labels.forEach(function (t) {
