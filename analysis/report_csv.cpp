@@ -47,8 +47,10 @@ std::string render(const Report& rep) {
       // A count beyond the advice's cap is not a number of repetitions: empty, and the cap's flag says why.
       << (has && !r.advice.capped ? std::to_string(r.advice.needed) : "") << "," << (has ? flag(r.advice.capped) : "") << "," << (r.ranks_test.applicable ? num(r.ranks_test.p_value) : "")
       << "," << r.rate_unit << "," << (has ? num(r.rate) : "") << "," << (ci ? num(r.rate_lo) : "") << ","
-      << (ci ? num(r.rate_hi) : "") << "," << r.validation_status << "," << num(r.validation_max_rel_error) << ","
-      << num(r.validation_tolerance) << "," << (r.peak_rss_bytes >= 0 ? std::to_string(r.peak_rss_bytes) : "") << ","
+      << (ci ? num(r.rate_hi) : "") << "," << r.validation_status << ","
+      // A point never validated has no error and no tolerance: empty, not 0.
+      << (r.validation_status == "not-run" ? "" : num(r.validation_max_rel_error)) << ","
+      << (r.validation_status == "not-run" ? "" : num(r.validation_tolerance)) << "," << (r.peak_rss_bytes >= 0 ? std::to_string(r.peak_rss_bytes) : "") << ","
       << (r.memory_estimate_bytes >= 0 ? std::to_string(r.memory_estimate_bytes) : "") << ","
       << flag(r.threads_oversubscribed) << ","
       << r.status << "," << csv_field(r.status_reason) << "," << csv_field(r.hosts)

@@ -79,7 +79,8 @@ std::string render(const Report& rep) {
                                              ", " + (r.time.has_ci ? jn(r.rate_hi * r.bus_factor) : "null") + "]"
                                        : std::string("null"))
       << ", \"validation\": {\"status\": " << js(r.validation_status) << ", \"max_rel_error\": "
-      << jn(r.validation_max_rel_error) << ", \"tolerance\": " << jn(r.validation_tolerance) << "}"
+      << (r.validation_status == "not-run" ? "null" : jn(r.validation_max_rel_error)) << ", \"tolerance\": "
+      << (r.validation_status == "not-run" ? "null" : jn(r.validation_tolerance)) << "}"
       << ", \"peak_rss_bytes\": " << (r.peak_rss_bytes >= 0 ? std::to_string(r.peak_rss_bytes) : "null")
       << ", \"memory_estimate_bytes\": " << (r.memory_estimate_bytes >= 0 ? std::to_string(r.memory_estimate_bytes) : "null")
       << ", \"threads_oversubscribed\": " << (r.threads_oversubscribed ? "true" : "false");
