@@ -135,17 +135,19 @@ TEST_F(EndToEnd, TwoRankCampaignFileAndReportAgree) {
   EXPECT_NE(md_text.find("| GFLOP/s | rate CI | all ranks |"), std::string::npos) << md_text;
   EXPECT_NE(sh(d500_cmd("report --wide " + run.string())).out.find("all ranks"), std::string::npos);
   // GFLOP/s and GB/s never share an axis: per workload its rate against its swept parameter
-  // (gemm: n), then its repetitions' distribution; Markdown links the same SVG files.
+  // (gemm: n), then its repetitions' distribution; level 0's GEMMs on a roofline; Markdown links
+  // the same SVG files.
   const std::string html = read_file_text(run / "report.html");
   for (const char* part : {"GFLOP/s (median, 95% CI)", "GB/s (median, 95% CI)", "class=\"xlabel\" x=", "text-anchor=\"middle\">n", "gemm: repetitions of each point"})
     EXPECT_NE(html.find(part), std::string::npos) << part;
   EXPECT_EQ(html.find("row of the Results table"), std::string::npos) << "no plot by table row";
   std::size_t figures = 0;
   for (std::size_t at = html.find("<figure "); at != std::string::npos; at = html.find("<figure ", at + 1)) ++figures;
-  EXPECT_EQ(figures, 4u);
+  EXPECT_EQ(figures, 5u);
+  EXPECT_NE(html.find("<figure id=\"roofline\">"), std::string::npos);
   std::size_t files = 0;
   for (const auto& e : fs::directory_iterator(run / "figures")) files += e.path().extension() == ".svg";
-  EXPECT_EQ(files, 4u);
+  EXPECT_EQ(files, 5u);
   EXPECT_NE(md_text.find("](figures/rate-gemm-GFLOP-s.svg)"), std::string::npos) << md_text;
   // The environment the files were measured in: this machine's CPU as /proc/cpuinfo names it.
   std::string cpu;
