@@ -110,6 +110,28 @@ int cmd_plan(const std::string& campaign_path, std::string out_dir, bool dry_run
             << " points in " << plan.jobs.size() << " jobs, template " << plan.tmpl.name << " (" << plan.tmpl.path << ")\n";
   if (c.auto_repetitions.on) std::cout << "repetitions " << c.auto_repetitions.rule() << "\n";
   if (!plan.packing_text.empty()) std::cout << plan.packing_text << "\n";
+  // A listed point is named by what varies among its workload's points, the rest said once per
+  // workload (as the report names it); a listing of over 10^4 points keeps the canonical forms.
+  std::vector<Params> parsed;
+  std::map<std::string, std::vector<std::string>> varying;
+  const bool short_names = (plan.points.size() <= kListedPoints || list) && plan.points.size() <= 10000;
+  if (short_names) {
+    std::map<std::string, std::vector<const Params*>> by_workload;
+    parsed.reserve(plan.points.size());
+    for (const auto& pt : plan.points) parsed.push_back(parse_canonical_point(pt.canonical));
+    for (const auto& p : parsed) by_workload[str_param_or(p, "workload", "?")].push_back(&p);
+    for (const auto& [w, pts] : by_workload) {
+      ParamSpread s = param_spread(pts);
+      varying[w] = s.varying;
+      std::vector<std::string> shared;
+      for (const auto& [k, v] : s.shared) shared.push_back(k + "=" + canonical(v));
+      if (!shared.empty()) std::cout << "  every " << w << " point: " << join(shared, " ") << "\n";
+    }
+  }
+  auto name = [&](std::size_t i) {
+    if (!short_names) return plan.points[i].canonical;
+    return short_point_text(parsed[i], varying[str_param_or(parsed[i], "workload", "?")]);
+  };
   if (plan.points.size() > kListedPoints && !list) print_plan_summary(plan, std::cout);
   else {
     std::string text;  // one write: 10^6 points are listed in a fraction of a second
@@ -124,7 +146,7 @@ int cmd_plan(const std::string& campaign_path, std::string out_dir, bool dry_run
         text += "    ";
         text += plan.points[i].id;
         text += "  ";
-        text += plan.points[i].canonical;
+        text += name(i);
         text += "\n";
       }
     }
@@ -139,7 +161,7 @@ int cmd_plan(const std::string& campaign_path, std::string out_dir, bool dry_run
     std::cout << "memory: the largest point needs about " << fmt_bytes(big.memory_bytes) << " per rank"
               << (rpn > 1 ? " (" + fmt_bytes(big.memory_bytes * rpn) + " per node)" : "") << " of "
               << (plan.node_memory_bytes > 0 ? plan.node_memory_source : std::string("a node's memory, which is unknown (set [slurm] mem_per_node to check it)"))
-              << ": " << big.canonical << "\n";
+              << ": " << (short_names ? name(static_cast<std::size_t>(plan.largest_memory_point)) : big.canonical) << "\n";
   }
   for (const auto& w : plan.warnings) std::cout << "warning: " << w << "\n";
   if (dry_run) {
