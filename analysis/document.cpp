@@ -397,11 +397,6 @@ Document report_document(const Report& rep) {
   d.facts = {"campaign hash: " + rep.campaign_hash, "d500: " + rep.d500_version, "files read: " + std::to_string(rep.files.size()),
              "bootstrap seed: " + std::to_string(rep.seed)};
   {
-    Section s{"Method", 2, true, {}};
-    s.blocks.push_back(text(method_statement(rep), method_brief(rep)));
-    d.sections.push_back(std::move(s));
-  }
-  {
     Section s{"Results", 2, true, {}};
     s.blocks.push_back(text("One table per workload, its rows in plan order: the parameters that differ between its points are "
                             "columns, those they share are said once. Times are the median over repetitions of the slowest rank; "
@@ -520,6 +515,8 @@ Document report_document(const Report& rep) {
     }
     d.sections.push_back(std::move(s));
   }
+  // The method after the figures it explains: a reader meets the results first.
+  d.sections.push_back({"Method", 2, true, {text(method_statement(rep), method_brief(rep))}});
   if (environment_table(rep).size() > 1)
     d.sections.push_back({"Environment", 2, false, {text("As rank 0 of each job recorded it (/env of the results files; per-rank "
                                                          "differences are not recorded). A governor other than performance, or one "
