@@ -56,8 +56,10 @@ std::string point_status(const fs::path& file, const std::string& point) {
 }  // namespace
 
 TEST_F(Store, KilledJobKeepsEverySampleFlushedBeforeTheKill) {
-  // Point 1 is quick; point 2 would run for minutes, flushing every ~2 s: the job is killed
-  // with SIGKILL right after point 2's first flush.
+  // Point 1 is quick (n = 32: 10^5 repetitions in a few seconds); point 2 would run for minutes,
+  // flushing every ~2 s: the job is killed with SIGKILL right after point 2's first flush. (With
+  // n = 160 for both, point 1 alone took ~50 s of the 60 s the test waits, and a busy machine
+  // made it miss.)
   std::string c = write("kill.toml", R"(
 [campaign]
 name = "killed"
@@ -66,8 +68,10 @@ warmups = 1
 [axes]
 workload = ["gemm"]
 backend = ["blas", "reference"]
-n = [160]
+n = [32, 160]
 ranks_per_node = [2]
+[[zip]]
+axes = ["backend", "n"]
 )");
   fs::path run = dir_ / "run";
   ASSERT_EQ(sh(d500_cmd("plan " + c + " -o " + run.string())).code, 0);
@@ -76,7 +80,7 @@ ranks_per_node = [2]
 
   const fs::path log = run / "logs" / "job-0000.log";
   std::string flushed_line;
-  for (int i = 0; i < 600 && flushed_line.empty(); ++i) {
+  for (int i = 0; i < 1200 && flushed_line.empty(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     std::ifstream in(log);
     for (std::string line; std::getline(in, line);)
