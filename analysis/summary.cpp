@@ -162,8 +162,8 @@ PointRow summarize_point(const PointResult& p, const JobResult& j, double confid
   // Other phases (a training step's forward and backward): per repetition, those of the rank
   // whose whole repetition was slowest, so that a repetition's breakdown is one rank's own and
   // its phases add up to at most the whole (each phase's maximum over ranks taken apart need not).
-  std::map<std::pair<int, int>, std::map<std::uint8_t, std::int64_t>> rank_phase;  // (rep, rank) -> phase -> ns
-  std::map<std::uint8_t, std::set<int>> phase_reps;                                 // phase -> reps some rank timed it in
+  // Found in a second pass over the samples, once each repetition's slowest rank is known: no
+  // map per sample on this path, which a report of 10^7 samples walks.
   std::vector<int> worst_rank(seen.size(), -1);
   for (const auto& s : p.samples) {
     if (s.rep < 0 || s.rep >= total_reps || s.rank < 0 || s.rank >= j.ranks) continue;
@@ -171,11 +171,7 @@ PointRow summarize_point(const PointResult& p, const JobResult& j, double confid
       warm.insert(s.rep);
       continue;
     }
-    if (s.phase != static_cast<std::uint8_t>(Phase::Op)) {
-      rank_phase[{s.rep, s.rank}][s.phase] += s.end_ns - s.start_ns;
-      phase_reps[s.phase].insert(s.rep);
-      continue;
-    }
+    if (s.phase != static_cast<std::uint8_t>(Phase::Op)) continue;  // the second pass below
     const auto d = s.end_ns - s.start_ns;
     seen[static_cast<std::size_t>(s.rep)]++;
     if (d > worst[static_cast<std::size_t>(s.rep)] || worst_rank[static_cast<std::size_t>(s.rep)] < 0)
@@ -202,17 +198,27 @@ PointRow summarize_point(const PointResult& p, const JobResult& j, double confid
   r.time = stats::summarize(sorted_costs, confidence);
   if (!r.costs.empty())
     for (double q : {0.9, 0.99}) r.tail.push_back(stats::summarize_quantile(sorted_costs, q, confidence));
-  for (const auto& [ph, reps] : phase_reps) {
+  // Per phase and repetition: the slowest rank's duration of it (0 where that rank did not time
+  // the phase in a repetition some rank timed it in), and whether any rank timed it.
+  std::map<std::uint8_t, std::pair<std::vector<std::int64_t>, std::vector<bool>>> phase_of;
+  for (const auto& s : p.samples) {
+    if (s.warmup || s.phase == static_cast<std::uint8_t>(Phase::Op) || s.rep < 0 || s.rep >= total_reps || s.rank < 0 || s.rank >= j.ranks)
+      continue;
+    auto& [ns, timed] = phase_of[s.phase];
+    ns.resize(seen.size(), 0);
+    timed.resize(seen.size(), false);
+    const auto rep = static_cast<std::size_t>(s.rep);
+    timed[rep] = true;
+    if (s.rank == worst_rank[rep]) ns[rep] += s.end_ns - s.start_ns;
+  }
+  for (const auto& [ph, by] : phase_of) {
+    const auto& [ns, timed] = by;
     std::vector<double> v;
     std::map<int, double> by_rep;
-    for (int rep : reps) {
-      if (seen[static_cast<std::size_t>(rep)] != j.ranks) continue;  // as the whole: every rank's repetition
-      auto it = rank_phase.find({rep, worst_rank[static_cast<std::size_t>(rep)]});
-      std::int64_t ns = 0;  // the slowest rank did not time this phase in this repetition: none of its time went to it
-      if (it != rank_phase.end())
-        if (auto p2 = it->second.find(ph); p2 != it->second.end()) ns = p2->second;
-      v.push_back(static_cast<double>(ns) * 1e-9);
-      by_rep[rep] = v.back();
+    for (std::size_t rep = 0; rep < seen.size(); ++rep) {
+      if (!timed[rep] || seen[rep] != j.ranks) continue;  // as the whole: every rank's repetition
+      v.push_back(static_cast<double>(ns[rep]) * 1e-9);
+      by_rep[static_cast<int>(rep)] = v.back();
     }
     r.phases.push_back({phase_name(static_cast<Phase>(ph)), stats::summarize(v, confidence), std::move(by_rep)});
   }
