@@ -376,13 +376,13 @@ std::string method_brief(const Report& rep) {
 
 Block with_title(Block b, const Report& rep, bool point_column) {
   if (!point_column) return b;
-  // Tables whose first column is a point: its full canonical form as the row's hover text.
+  // Tables whose first column is a point: its full canonical form as the row's hover text. Each
+  // label once, looked up by row (not every label per row: quality_table lists every point).
+  std::map<std::string, const PointRow*> by_label;
+  for (const auto& r : rep.rows) by_label.emplace(point_label(rep, r), &r);
   for (std::size_t k = 1; k < b.table.table.size(); ++k)
-    for (const auto& r : rep.rows)
-      if (point_label(rep, r) == b.table.table[k][0]) {
-        b.table.row_title.push_back(r.canonical + " (" + r.id + ")");
-        break;
-      }
+    if (auto it = by_label.find(b.table.table[k][0]); it != by_label.end())
+      b.table.row_title.push_back(it->second->canonical + " (" + it->second->id + ")");
   if (b.table.row_title.size() + 1 != b.table.table.size()) b.table.row_title.clear();
   return b;
 }

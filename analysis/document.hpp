@@ -50,6 +50,6 @@ Document report_document(const Report& rep);
 std::string figures_dir(double confidence);
 
 // The document for a terminal `width` columns wide (0: no limit, `--wide`).
-std::string render_console(const Report& rep, std::size_t width);
+std::string render_console(const Document& d, std::size_t width);
 
 }  // namespace d500

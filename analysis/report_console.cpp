@@ -97,8 +97,7 @@ void text_table(std::ostringstream& o, const TableBlock& tb, std::size_t width) 
 
 }  // namespace
 
-std::string render_console(const Report& rep, std::size_t width) {
-  const Document d = report_document(rep);
+std::string render_console(const Document& d, std::size_t width) {
   std::ostringstream o;
   o << d.title << "\n";
   wrap(o, join(d.facts, "; "), width);
@@ -143,7 +142,7 @@ std::string render_console(const Report& rep, std::size_t width) {
 }
 
 namespace {
-std::string render(const Report& rep) { return render_console(rep, 120); }
+std::string render(const Report&, const Document& d) { return render_console(d, 120); }
 }  // namespace
 
 std::unique_ptr<Reporter> console_reporter() { return make_reporter("console", "", render); }

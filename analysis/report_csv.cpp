@@ -14,7 +14,7 @@ namespace {
 // One boolean convention in every column: true/false, as pandas reads them.
 std::string flag(bool b) { return b ? "true" : "false"; }
 
-std::string render(const Report& rep) {
+std::string render(const Report& rep, const Document&) {
   std::set<std::string> names;
   for (const auto& r : rep.rows)
     for (const auto& [k, v] : r.params) names.insert(k);

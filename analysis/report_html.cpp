@@ -45,8 +45,7 @@ void table_html(std::ostringstream& o, const TableBlock& tb) {
 
 std::string anchor(std::size_t i) { return "s" + std::to_string(i + 1); }
 
-std::string render(const Report& rep) {
-  const Document d = report_document(rep);
+std::string render(const Report&, const Document& d) {
   std::ostringstream o;
   o << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" << html_escape(d.title) << "</title>\n<style>"
     << "body{font-family:sans-serif;margin:2em;max-width:100em;line-height:1.4}"

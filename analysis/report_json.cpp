@@ -13,7 +13,7 @@ namespace d500 {
 
 namespace {
 
-std::string render(const Report& rep) {
+std::string render(const Report& rep, const Document& doc) {
   std::ostringstream o;
   o << "{\n  \"campaign\": " << js(rep.campaign) << ",\n  \"campaign_hash\": " << js(rep.campaign_hash)
     << ",\n  \"d500\": " << js(rep.d500_version) << ",\n  \"confidence\": " << jn(rep.confidence)
@@ -232,7 +232,6 @@ std::string render(const Report& rep) {
   // The report's sections as the other formats show them (document.hpp): titles, notes, tables
   // (rows of strings, the header first), lists and the figures' file names in figures/.
   o << "],\n  \"sections\": [";
-  const Document doc = report_document(rep);
   for (std::size_t i = 0; i < doc.sections.size(); ++i) {
     const Section& sec = doc.sections[i];
     o << (i ? "," : "") << "\n    {\"title\": " << js(sec.title) << ", \"depth\": " << sec.depth << ", \"blocks\": [";

@@ -10,8 +10,7 @@ namespace d500 {
 
 namespace {
 
-std::string render(const Report& rep) {
-  const Document d = report_document(rep);
+std::string render(const Report& rep, const Document& d) {
   std::ostringstream o;
   o << "# " << d.title << "\n\n";
   for (const auto& f : d.facts) o << "- " << f << "\n";

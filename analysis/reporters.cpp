@@ -22,20 +22,20 @@ namespace {
 
 class FunctionReporter final : public Reporter {
  public:
-  FunctionReporter(std::string name, std::string file, std::string (*render)(const Report&))
+  FunctionReporter(std::string name, std::string file, std::string (*render)(const Report&, const Document&))
       : name_(std::move(name)), file_(std::move(file)), render_(render) {}
   std::string name() const override { return name_; }
   std::string file() const override { return file_; }
-  std::string render_report(const Report& r) const override { return render_(r); }
+  std::string render_report(const Report& r, const Document& d) const override { return render_(r, d); }
 
  private:
   std::string name_, file_;
-  std::string (*render_)(const Report&);
+  std::string (*render_)(const Report&, const Document&);
 };
 
 }  // namespace
 
-std::unique_ptr<Reporter> make_reporter(std::string name, std::string file, std::string (*render)(const Report&)) {
+std::unique_ptr<Reporter> make_reporter(std::string name, std::string file, std::string (*render)(const Report&, const Document&)) {
   return std::make_unique<FunctionReporter>(std::move(name), std::move(file), render);
 }
 
@@ -69,17 +69,16 @@ std::string output_name(const std::string& file, double confidence) {
   return file.substr(0, dot) + "-" + level + (dot == std::string::npos ? "" : file.substr(dot));
 }
 
-std::vector<std::string> write_reports(const Report& rep) {
+std::vector<std::string> write_reports(const Report& rep, const Document& doc) {
   const std::filesystem::path d(rep.dir);
   std::vector<std::string> written;
   for (const auto& r : reporters())
     if (!r->file().empty()) {
       const std::string path = (d / output_name(r->file(), rep.confidence)).string();
-      write_file_atomic(path, r->render_report(rep));
+      write_file_atomic(path, r->render_report(rep, doc));
       written.push_back(path);
     }
   // The figures, one SVG file each, which report.md links (report.html carries them inline).
-  const Document doc = report_document(rep);
   const std::filesystem::path figs = d / figures_dir(rep.confidence);
   // The folder is the report's own: figures of an earlier report that this one no longer draws go.
   if (std::filesystem::is_directory(figs))

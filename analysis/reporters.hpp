@@ -11,17 +11,21 @@
 
 namespace d500 {
 
+struct Document;
+
 class Reporter {
  public:
   virtual ~Reporter() = default;
   virtual std::string name() const = 0;  // "markdown"
   // The file it writes in the run directory ("report.md"); "" for one that only prints.
   virtual std::string file() const = 0;
-  virtual std::string render_report(const Report& r) const = 0;
+  // The summary and the report's sections built from it (document.hpp): built once, whatever
+  // the number of reporters that render them.
+  virtual std::string render_report(const Report& r, const Document& d) const = 0;
 };
 
 // A reporter from its name, file and render function: what each report_<name>.cpp returns.
-std::unique_ptr<Reporter> make_reporter(std::string name, std::string file, std::string (*render)(const Report&));
+std::unique_ptr<Reporter> make_reporter(std::string name, std::string file, std::string (*render)(const Report&, const Document&));
 
 // Every reporter, in the order they are written.
 const std::vector<std::unique_ptr<Reporter>>& reporters();
@@ -32,11 +36,8 @@ const Reporter& find_reporter(const std::string& name);  // throws naming the kn
 // report at another level never overwrites the first.
 std::string output_name(const std::string& file, double confidence);
 
-// The console reporter's text for a terminal `width` columns wide (0: every column, `--wide`).
-std::string render_console(const Report& rep, std::size_t width);
-
 // Writes every reporter's file into the run directory (atomically, one by one) and the
 // campaign index of the results files. Returns the files written, in order.
-std::vector<std::string> write_reports(const Report& r);
+std::vector<std::string> write_reports(const Report& r, const Document& d);
 
 }  // namespace d500

@@ -211,8 +211,9 @@ int cmd_report(const std::string& dir, double confidence, std::uint64_t seed, bo
   if (!(confidence > 0.5 && confidence < 1))
     throw Error("--confidence must lie between 0.5 and 1 (e.g. 0.95), got " + std::to_string(confidence));
   Report r = analyze_run(dir, AnalysisOptions{confidence, seed});
-  std::cout << render_console(r, wide ? 0 : 120);
-  const std::vector<std::string> written = write_reports(r);
+  const Document doc = report_document(r);  // once: the terminal and every file render it
+  std::cout << render_console(doc, wide ? 0 : 120);
+  const std::vector<std::string> written = write_reports(r, doc);
   std::vector<std::string> names;
   for (const auto& w : written) names.push_back(std::filesystem::path(w).filename().string());
   std::cout << "\nwrote " << join(names, ", ") << " (the index) and " << figures_dir(r.confidence) << "/ in " << dir << "\n";
