@@ -7,12 +7,6 @@
 
 namespace d500 {
 
-namespace {
-bool listed(std::initializer_list<const char*> names, const std::string& k) {
-  return std::any_of(names.begin(), names.end(), [&](const char* n) { return k == n; });
-}
-}  // namespace
-
 PointNames point_names(const std::vector<PointRow>& rows) {
   PointNames n;
   std::map<std::string, std::vector<const Params*>> by_workload;
@@ -31,15 +25,8 @@ bool PointNames::varies(const std::string& workload, const std::string& name) co
 }
 
 std::string PointNames::varying_text(const PointRow& r, std::initializer_list<const char*> without) const {
-  std::vector<std::string> parts;
   auto it = varying.find(r.workload);
-  if (it != varying.end())
-    for (const auto& k : it->second) {
-      if (listed(without, k)) continue;
-      auto v = r.params.find(k);
-      if (v != r.params.end() && !is_unset(v->second)) parts.push_back(k + "=" + canonical(v->second));
-    }
-  return join(parts, " ");
+  return it == varying.end() ? "" : d500::varying_text(r.params, it->second, std::vector<std::string>(without.begin(), without.end()));
 }
 
 std::string PointNames::label(const PointRow& r, std::initializer_list<const char*> without, bool with_backend) const {

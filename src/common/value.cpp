@@ -127,14 +127,19 @@ ParamSpread param_spread(const std::vector<const Params*>& points) {
   return s;
 }
 
-std::string short_point_text(const Params& p, const std::vector<std::string>& varying, const std::vector<std::string>& without) {
-  std::string s = str_param_or(p, "workload", "?") + ":" + str_param_or(p, "backend", "?");
+std::string varying_text(const Params& p, const std::vector<std::string>& varying, const std::vector<std::string>& without) {
+  std::string s;
   for (const auto& k : varying) {
     if (std::find(without.begin(), without.end(), k) != without.end()) continue;
     auto it = p.find(k);
-    if (it != p.end() && !is_unset(it->second)) s += " " + k + "=" + canonical(it->second);
+    if (it != p.end() && !is_unset(it->second)) s += (s.empty() ? "" : " ") + k + "=" + canonical(it->second);
   }
   return s;
+}
+
+std::string short_point_text(const Params& p, const std::vector<std::string>& varying, const std::vector<std::string>& without) {
+  const std::string rest = varying_text(p, varying, without);
+  return str_param_or(p, "workload", "?") + ":" + str_param_or(p, "backend", "?") + (rest.empty() ? "" : " " + rest);
 }
 
 Params parse_canonical_point(const std::string& text) {

@@ -55,6 +55,8 @@ struct ParamSpread {
   Params shared;
 };
 ParamSpread param_spread(const std::vector<const Params*>& points);
+// "k=v k=v" of the `varying` parameters that `p` sets, less `without`.
+std::string varying_text(const Params& p, const std::vector<std::string>& varying, const std::vector<std::string>& without = {});
 // "workload:backend k=v ..." with only the `varying` parameters, less `without`.
 std::string short_point_text(const Params& p, const std::vector<std::string>& varying, const std::vector<std::string>& without = {});
 
