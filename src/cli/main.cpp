@@ -17,6 +17,7 @@
 #include "networks/builtin.hpp"
 #include "networks/conformance.hpp"
 #include "plan/plan.hpp"
+#include "rundir/layout.hpp"
 #include "compare.hpp"
 #include "mllog.hpp"
 #include "document.hpp"
@@ -210,6 +211,7 @@ int cmd_run(const std::string& dir, bool rerun) {
 int cmd_report(const std::string& dir, double confidence, std::uint64_t seed, bool wide) {
   if (!(confidence > 0.5 && confidence < 1))
     throw Error("--confidence must lie between 0.5 and 1 (e.g. 0.95), got " + std::to_string(confidence));
+  RunLayout(dir).refuse_links_out();  // the report's files are written into it
   Report r = analyze_run(dir, AnalysisOptions{confidence, seed});
   const Document doc = report_document(r);  // once: the terminal and every file render it
   std::cout << render_console(doc, wide ? 0 : 120);

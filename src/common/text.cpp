@@ -1,6 +1,11 @@
 #include "common/text.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -78,24 +83,81 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
-void write_file_atomic(const std::string& path, const std::string& content) {
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw Error(path + ": cannot write: " + std::strerror(errno));
-    out << content;
-    out.close();  // a full disk may show only when the last buffer is written
-    if (!out) {
-      const int e = errno;
-      std::remove(tmp.c_str());  // a failed write leaves no temporary behind
-      throw Error(path + ": write failed (disk full?): " + std::strerror(e));
-    }
+namespace {
+
+// A name for a temporary beside `path` that no other writer picks: pid, time and a counter.
+std::string temporary_name(const std::string& path) {
+  static std::atomic<unsigned> counter{0};
+  const auto t = static_cast<unsigned long long>(std::chrono::steady_clock::now().time_since_epoch().count());
+  return path + "." + hex64(fnv1a64(std::to_string(::getpid()) + ":" + std::to_string(t) + ":" +
+                                    std::to_string(counter.fetch_add(1))))
+                          .substr(0, 8) +
+         ".tmp";
+}
+
+bool write_all(int fd, const std::string& content) {
+  std::size_t done = 0;
+  while (done < content.size()) {
+    const ssize_t w = ::write(fd, content.data() + done, content.size() - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    done += static_cast<std::size_t>(w);
+  }
+  return true;
+}
+
+}  // namespace
+
+void write_file_atomic(const std::string& path, const std::string& content, bool sync) {
+  // O_CREAT | O_EXCL: a fresh file, never one that is there already, and never through a
+  // symbolic link planted at the temporary's name (O_EXCL does not follow one; O_NOFOLLOW says
+  // so twice). The rename replaces a link at `path` itself, never the file it points to.
+  std::string tmp;
+  int fd = -1;
+  for (int attempt = 0; attempt < 16 && fd < 0; ++attempt) {
+    tmp = temporary_name(path);
+    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (fd < 0 && errno != EEXIST) break;
+  }
+  if (fd < 0) throw Error(path + ": cannot write: " + std::strerror(errno));
+  // A full disk may show only at the last write or at fsync.
+  const bool ok = write_all(fd, content) && (!sync || ::fsync(fd) == 0);
+  const int e = errno;
+  ::close(fd);
+  if (!ok) {
+    ::unlink(tmp.c_str());  // a failed write leaves no temporary behind
+    throw Error(path + ": write failed (disk full?): " + std::strerror(e));
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    int e = errno;
-    std::remove(tmp.c_str());
-    throw Error(path + ": cannot rename into place: " + std::strerror(e));
+    const int re = errno;
+    ::unlink(tmp.c_str());
+    throw Error(path + ": cannot rename into place: " + std::strerror(re));
   }
+}
+
+int open_for_append(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0666);
+  if (fd >= 0) return fd;
+  if (errno == ELOOP)
+    throw Error(path + ": is a symbolic link; d500 appends to no file through a link (remove the link)");
+  throw Error(path + ": cannot open for appending: " + std::strerror(errno));
+}
+
+void append_file(const std::string& path, const std::string& text) {
+  const int fd = open_for_append(path);
+  const bool ok = write_all(fd, text);
+  const int e = errno;
+  ::close(fd);
+  if (!ok) throw Error(path + ": cannot append (disk full?): " + std::strerror(e));
+}
+
+void sync_file_system(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) throw Error(dir + ": cannot open to sync: " + std::strerror(errno));
+  const bool ok = ::syncfs(fd) == 0;
+  const int e = errno;
+  ::close(fd);
+  if (!ok) throw Error(dir + ": writing it to disk failed (disk full?): " + std::strerror(e));
 }
 
 std::string html_escape(const std::string& s) {

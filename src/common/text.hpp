@@ -23,8 +23,18 @@ std::vector<std::string> split(const std::string& s, char sep);
 
 // Reads a whole file; throws d500::Error naming the file when it cannot.
 std::string read_file(const std::string& path);
-// Writes through a temporary file and rename, so a reader never sees half a file.
-void write_file_atomic(const std::string& path, const std::string& content);
+// Writes through a fresh temporary beside `path` (created O_CREAT|O_EXCL|O_NOFOLLOW, so never
+// through a symbolic link planted there), fsync'd (unless `sync` is false: the planner syncs its
+// whole directory once) and renamed into place: a reader never sees half a file, a crash never
+// leaves a torn one, and a link at `path` is replaced, never written through.
+void write_file_atomic(const std::string& path, const std::string& content, bool sync = true);
+// Opens `path` for appending (created when missing), refusing a symbolic link with an error
+// naming it; the caller closes the descriptor.
+int open_for_append(const std::string& path);
+void append_file(const std::string& path, const std::string& text);
+// syncfs(2) of the file system holding `dir`: one call for everything written there unsynced;
+// throws naming `dir` when the kernel reports a failed write-back.
+void sync_file_system(const std::string& dir);
 
 std::string html_escape(const std::string& s);
 // Quotes a CSV field when it holds a comma, quote or newline (RFC 4180).

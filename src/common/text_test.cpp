@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <filesystem>
 
@@ -88,6 +90,39 @@ TEST(Value, ACanonicalTextParsesBackToItsParameters) {
 
 TEST(WriteFileAtomic, ReportsAnUnwritableDirectory) {
   EXPECT_THROW(write_file_atomic("/nonexistent-dir/x.txt", "x"), Error);
+}
+
+// Issue 52: a link planted at a file d500 writes is replaced, never written through; an append
+// refuses it; and no temporary is left behind.
+TEST(WriteFileAtomic, ReplacesALinkAndNeverWritesThroughIt) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("d500-text-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  write_file_atomic((dir / "victim").string(), "secret\n");
+  std::filesystem::create_symlink(dir / "victim", dir / "report.md");
+  write_file_atomic((dir / "report.md").string(), "the report\n");
+  EXPECT_EQ(read_file((dir / "victim").string()), "secret\n");
+  EXPECT_FALSE(std::filesystem::is_symlink(dir / "report.md"));
+  EXPECT_EQ(read_file((dir / "report.md").string()), "the report\n");
+
+  std::filesystem::create_symlink(dir / "victim", dir / "job.log");
+  try {
+    append_file((dir / "job.log").string(), "appended\n");
+    ADD_FAILURE() << "appended through a link";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("job.log: is a symbolic link"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(read_file((dir / "victim").string()), "secret\n");
+  append_file((dir / "real.log").string(), "one\n");
+  append_file((dir / "real.log").string(), "two\n");
+  EXPECT_EQ(read_file((dir / "real.log").string()), "one\ntwo\n");
+  int files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    EXPECT_FALSE(e.path().string().ends_with(".tmp")) << e.path();
+    ++files;
+  }
+  EXPECT_EQ(files, 4);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Split, KeepsEmptyInnerPartsAndDropsATrailingOne) {

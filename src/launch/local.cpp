@@ -162,11 +162,23 @@ class CampaignProgress {
 int run_script(const fs::path& dir, const std::string& script, const fs::path& log, const std::string& prefix,
                std::int64_t t0, std::ostream& out, std::map<Outcome, int>& points, RunLock& lock,
                const std::string& job_id, const std::string& resume_spec, CampaignProgress& campaign) {
+  // Opened before anything starts, refusing a link planted at its name.
+  const int logfd = open_for_append(log.string());
   int fds[2];
-  if (pipe(fds) != 0) throw Error(std::string("pipe: ") + std::strerror(errno));
+  if (pipe(fds) != 0) {
+    ::close(logfd);
+    throw Error(std::string("pipe: ") + std::strerror(errno));
+  }
   const pid_t parent = getpid();
   pid_t pid = fork();
-  if (pid < 0) throw Error(std::string("fork: ") + std::strerror(errno));
+  if (pid < 0) {
+    const int e = errno;
+    ::close(logfd);
+    ::close(fds[0]);
+    ::close(fds[1]);
+    throw Error(std::string("cannot start the job (fork: ") + std::strerror(e) +
+                "); is a memory or process limit (ulimit -v, ulimit -u) too tight for d500 run?");
+  }
   if (pid == 0) {
     setpgid(0, 0);
     prctl(PR_SET_PDEATHSIG, SIGTERM);
@@ -174,6 +186,7 @@ int run_script(const fs::path& dir, const std::string& script, const fs::path& l
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
     signal(SIGHUP, SIG_DFL);
+    ::close(logfd);
     dup2(fds[1], 1);
     dup2(fds[1], 2);
     close(fds[0]);
@@ -196,14 +209,18 @@ int run_script(const fs::path& dir, const std::string& script, const fs::path& l
   if (g_stop_signal) kill(-pid, SIGTERM);  // told to stop while starting it
   lock.set_job(job_id, pid);
   close(fds[1]);
-  std::ofstream logf(log, std::ios::app);
   FILE* in = fdopen(fds[0], "r");
   char* line = nullptr;
   size_t cap = 0;
   ssize_t len;
   while ((len = getline(&line, &cap, in)) > 0) {
-    logf.write(line, len);
-    logf.flush();
+    // The log is kept whatever happens to it (a full disk): the job's progress still comes here.
+    for (ssize_t done = 0; done < len;) {
+      const ssize_t w = ::write(logfd, line + done, static_cast<size_t>(len - done));
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) break;
+      done += w;
+    }
     std::string s(line, static_cast<size_t>(len));
     if (!s.empty() && s.back() == '\n') s.pop_back();
     double el = static_cast<double>(now_ns() - t0) * 1e-9;
@@ -224,6 +241,7 @@ int run_script(const fs::path& dir, const std::string& script, const fs::path& l
   }
   free(line);
   fclose(in);
+  ::close(logfd);
   int st = 0;
   while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
   }

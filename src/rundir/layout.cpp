@@ -22,6 +22,31 @@ RunLayout RunLayout::of_spec(const std::string& spec_path) {
 void RunLayout::require_plan(const std::string& as_given) const {
   if (!fs::exists(plan_file()))
     throw Error(as_given + ": not a d500 plan directory (no plan.toml); create one with `d500 plan CAMPAIGN -o DIR`");
+  refuse_links_out();
+}
+
+void RunLayout::refuse_links_out() const {
+  std::error_code ec;
+  const fs::path real_root = fs::canonical(root_, ec);
+  if (ec) return;  // nothing there yet
+  auto check = [&](const fs::path& p) {
+    if (!fs::is_symlink(fs::symlink_status(p, ec))) return;
+    const fs::path to = fs::weakly_canonical(p, ec);
+    const auto rel = to.lexically_relative(real_root);
+    if (!ec && !rel.empty() && *rel.begin() != ".." && !rel.is_absolute()) return;  // a link within the run directory
+    throw Error(p.string() + ": is a symbolic link to " + (ec ? std::string("?") : to.string()) +
+                ", outside the run directory; d500 writes nothing through a link that leads out of it: remove the link "
+                "(a run directory holds its own files)");
+  };
+  for (const auto& e : fs::directory_iterator(root_, ec)) {
+    check(e.path());
+    if (e.is_symlink() || !e.is_directory()) continue;
+    for (const auto& f : fs::directory_iterator(e.path(), ec)) {
+      check(f.path());
+      if (!f.is_symlink() && f.is_directory())  // slurm/attempts
+        for (const auto& g : fs::directory_iterator(f.path(), ec)) check(g.path());
+    }
+  }
 }
 
 namespace {

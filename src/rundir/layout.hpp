@@ -50,8 +50,12 @@ class RunLayout {
   std::filesystem::path attempts_dir() const { return slurm_dir() / "attempts"; }
   std::filesystem::path observed_file() const { return slurm_dir() / "observed.tsv"; }
 
-  // Throws the error a user sees when `dir` is not a run directory (no plan.toml).
+  // Throws the error a user sees when `dir` is not a run directory (no plan.toml), or when it
+  // holds a link that leads out of it (refuse_links_out).
   void require_plan(const std::string& as_given) const;
+  // Throws naming the first symbolic link in the run directory (its top level, its folders and
+  // theirs) that leads outside it: d500 writes nothing through such a link.
+  void refuse_links_out() const;
   // plan.toml's launcher ("local" or "slurm"); throws naming the file when it cannot be read.
   std::string launcher() const;
   // The directory the campaign was planned from (relative paths in campaign.toml are relative

@@ -97,7 +97,7 @@ bool process_group_runs(long pgid) {
 void hold_rank_lock() {
   const char* path = std::getenv("D500_RUN_LOCK");
   if (!path || !*path) return;
-  const int fd = ::open(path, O_RDWR | O_CLOEXEC);
+  const int fd = ::open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) return;
   struct flock fl {};
   fl.l_type = F_RDLCK;
@@ -127,7 +127,7 @@ LockHolder read_lock_file(const std::string& path) {
 
 std::optional<LockHolder> lock_holder(const RunLayout& dir) {
   const std::string path = (dir.root() / "run.lock").string();
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) return std::nullopt;  // never run
   struct flock fl {};
   fl.l_type = F_RDLCK;  // a read lock would conflict with the runner's write lock
@@ -143,7 +143,10 @@ std::optional<LockHolder> lock_holder(const RunLayout& dir) {
 RunLock RunLock::acquire(const RunLayout& dir, const std::string& command) {
   const std::string path = (dir.root() / "run.lock").string();
   // Not O_CLOEXEC: the job a runner starts inherits the descriptor and so holds the lock too.
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT, 0644);
+  // O_NOFOLLOW: the lock (and the holder text written into it) never goes through a link.
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW, 0644);
+  if (fd < 0 && errno == ELOOP)
+    throw Error(path + ": is a symbolic link; d500 locks and writes no file through a link (remove it)");
   if (fd < 0) throw Error(path + ": cannot open the run directory's lock: " + std::strerror(errno));
   struct flock fl {};
   fl.l_type = F_WRLCK;

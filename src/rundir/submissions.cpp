@@ -26,8 +26,7 @@ constexpr const char* kCancellationsHeader = "# slurm_id\tcancelled_utc";
 void append_line_durably(const fs::path& file, const std::string& header, const std::string& line) {
   fs::create_directories(file.parent_path());
   const bool fresh = !fs::exists(file);
-  int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-  if (fd < 0) throw Error(file.string() + ": cannot open: " + std::strerror(errno));
+  const int fd = open_for_append(file.string());  // never through a link
   std::string text = (fresh ? header + "\n" : "") + line + "\n";
   bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && ::fsync(fd) == 0;
   int e = errno;

@@ -14,13 +14,17 @@ void write_campaign_index(const std::string& run_dir, const std::string& campaig
   h5::init();
   const fs::path final_path = fs::path(run_dir) / "campaign.h5";
   const fs::path tmp = fs::path(run_dir) / "campaign.h5.tmp";
+  {
+    std::error_code gone;
+    fs::remove(tmp, gone);  // a leftover (or a planted link: removed, never followed)
+  }
   const std::string w = final_path.string();
   // Targets relative to the index's own directory: both sides absolute, so that a run directory
   // named relatively ("runs/x") and files listed absolutely still relate.
   const fs::path base = fs::absolute(run_dir).lexically_normal();
   auto relative = [&](const std::string& file) { return fs::absolute(file).lexically_normal().lexically_relative(base).string(); };
   try {
-    h5::Handle f(h5::check(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), "H5Fcreate", w), H5Fclose);
+    h5::Handle f(h5::check(H5Fcreate(tmp.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT), "H5Fcreate", w), H5Fclose);
     h5::write_attr(f, "schema", std::string("d500-campaign-index"));
     h5::write_attr(f, "schema_version", std::int64_t{1});
     h5::write_attr(f, "campaign", campaign);

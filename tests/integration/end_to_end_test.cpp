@@ -592,7 +592,7 @@ TEST_F(EndToEnd, AfterKill9TheRanksEndAndAJobThatOutlivesItsRunnerIsNamed) {
   // A job that ignores SIGTERM outlives its runner's kill -9: the next runner names it.
   fs::create_directories(dir_ / "templates");
   write("templates/stubborn.sh.in",
-        "#!/usr/bin/env bash\n# d500: launcher=local\ntrap '' TERM HUP INT\nsleep 120\n"
+        "#!/usr/bin/env bash\n# d500: launcher=local\ntrap '' TERM HUP INT\n: > started\nsleep 120\n"
         "# {{worker}} {{spec}} {{output}}\n");
   const fs::path stubborn = dir_ / "stubborn";
   Cmd plan = sh(d500_cmd("plan " +
@@ -601,7 +601,10 @@ TEST_F(EndToEnd, AfterKill9TheRanksEndAndAJobThatOutlivesItsRunnerIsNamed) {
                          " -o " + stubborn.string()));
   ASSERT_EQ(plan.code, 0) << plan.out;
   runner = spawn_d500("run " + stubborn.string(), out);
-  ASSERT_TRUE(wait_for([&] { return ::d500::read_lock_file((stubborn / "run.lock").string()).job_pgid > 0; }, 30));
+  // Until the script has set its trap, a kill -9 of its runner ends it too (the kernel's SIGTERM,
+  // or its own check that its parent is still there): on a loaded machine that once took longer
+  // than the runner's recording of the group, and the second runner then rightly ran the job.
+  ASSERT_TRUE(wait_for([&] { return fs::exists(stubborn / "started"); }, 60));
   const long pgid = ::d500::read_lock_file((stubborn / "run.lock").string()).job_pgid;
   ASSERT_GT(pgid, 0);
   kill(runner, SIGKILL);
@@ -612,6 +615,54 @@ TEST_F(EndToEnd, AfterKill9TheRanksEndAndAJobThatOutlivesItsRunnerIsNamed) {
   EXPECT_NE(again.out.find("job job-0000, process group " + std::to_string(pgid)), std::string::npos) << again.out;
   kill(-static_cast<pid_t>(pgid), SIGKILL);
   EXPECT_TRUE(wait_for([&] { return kill(-static_cast<pid_t>(pgid), 0) != 0; }, 10));
+}
+
+// Issue 52: a run directory prepared by someone careless or hostile. A link planted at a file
+// d500 writes or appends to never has the file it points to written: every command refuses a
+// link that leads out of the run directory, naming it, and one within it is replaced (a report)
+// or refused (a log, the lock), never written through.
+TEST_F(EndToEnd, NoWriteFollowsALinkPlantedInTheRunDirectory) {
+  const fs::path run = planned("[campaign]\nname = \"links\"\nrepetitions = 4\nwarmups = 1\n[fixed]\nworkload = \"gemm\"\n"
+                               "backend = \"blas\"\nn = 16\n");
+  const fs::path victim = dir_ / "victim";
+  write("victim", "secret\n");
+  for (const char* planted : {"run.lock", "logs/job-0000.log", "jobs/job-0000.status.tmp", "jobs/job-0000.status",
+                              "report.md.tmp", "results/job-0000.h5", "results.csv"}) {
+    SCOPED_TRACE(planted);
+    fs::create_symlink(victim, run / planted);
+    for (const char* command : {"run ", "report ", "status "}) {
+      Cmd c = sh(d500_cmd(command + run.string()));
+      EXPECT_NE(c.code, 0) << command << c.out;
+      EXPECT_NE(c.out.find((run / planted).string() + ": is a symbolic link to " + victim.string() +
+                           ", outside the run directory"),
+                std::string::npos)
+          << command << c.out;
+    }
+    fs::remove(run / planted);
+  }
+  EXPECT_EQ(read_file_text(victim), "secret\n");
+
+  // Within the run directory: the lock and the log are refused all the same; a report is replaced.
+  fs::create_symlink("plan.toml", run / "run.lock");
+  Cmd locked = sh(d500_cmd("run " + run.string()));
+  EXPECT_EQ(locked.code, 1) << locked.out;
+  EXPECT_NE(locked.out.find("run.lock: is a symbolic link; d500 locks and writes no file through a link"), std::string::npos)
+      << locked.out;
+  fs::remove(run / "run.lock");
+  fs::create_symlink("../campaign.toml", run / "logs" / "job-0000.log");
+  Cmd logged = sh(d500_cmd("run " + run.string()));
+  EXPECT_NE(logged.code, 0) << logged.out;
+  EXPECT_NE(logged.out.find("job-0000.log: is a symbolic link; d500 appends to no file through a link"), std::string::npos)
+      << logged.out;
+  fs::remove(run / "logs" / "job-0000.log");
+  const std::string campaign = read_file_text(run / "campaign.toml");
+  fs::create_symlink("campaign.toml", run / "report.md");
+  ASSERT_EQ(sh(d500_cmd("run " + run.string())).code, 0);
+  Cmd rep = sh(d500_cmd("report " + run.string()));
+  ASSERT_EQ(rep.code, 0) << rep.out;
+  EXPECT_FALSE(fs::is_symlink(run / "report.md"));
+  EXPECT_EQ(read_file_text(run / "campaign.toml"), campaign);
+  for (const auto& e : fs::recursive_directory_iterator(run)) EXPECT_FALSE(e.path().string().ends_with(".tmp")) << e.path();
 }
 
 // Issue 15, item 2: `d500 run` resumes by point. A job killed in its second point runs only that
