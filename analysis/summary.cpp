@@ -153,7 +153,11 @@ PointRow summarize_point(const PointResult& p, const JobResult& j, double confid
   r.hosts = join(std::vector<std::string>(hosts.begin(), hosts.end()), " ");
 
   // Per repetition: the slowest rank's duration, if every rank recorded it.
-  const int total_reps = p.warmups + p.repetitions;
+  // Sized by the samples there are, never by the counts a file states (the reader checked them
+  // against the samples; an unfinished point's may be far larger than what it ran).
+  std::int32_t last_rep = -1;
+  for (const auto& s : p.samples) last_rep = std::max(last_rep, s.rep);
+  const int total_reps = static_cast<int>(std::min<std::int64_t>(std::int64_t{p.warmups} + p.repetitions, std::int64_t{last_rep} + 1));
   std::vector<int> seen(static_cast<std::size_t>(std::max(total_reps, 0)), 0);
   std::vector<std::int64_t> worst(seen.size(), 0);
   std::vector<std::vector<double>> per_rank(static_cast<std::size_t>(std::max(j.ranks, 0)));

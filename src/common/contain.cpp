@@ -22,8 +22,6 @@ namespace d500 {
 
 namespace {
 
-constexpr std::size_t kMaxResult = 16u << 20;
-
 void write_all(int fd, const std::string& s) {
   std::size_t at = 0;
   while (at < s.size()) {
@@ -80,7 +78,7 @@ Contained run_contained(const std::function<std::string()>& work, const ContainL
     } catch (...) {
       text = "unknown exception";
     }
-    if (text.size() > kMaxResult) text.resize(kMaxResult);
+    if (text.size() > limits.max_answer_bytes) text.resize(limits.max_answer_bytes + 1);  // the parent says so
     write_all(fds[1], std::string(1, kind) + text);
     close(fds[1]);
     _exit(0);  // no atexit handlers, no library destructors of the parent's state
@@ -103,7 +101,7 @@ Contained run_contained(const std::function<std::string()>& work, const ContainL
     ssize_t n = ::read(fds[0], buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;  // the child closed its end: it is exiting
-    if (got.size() < kMaxResult + 1) got.append(buf, static_cast<std::size_t>(n));
+    if (got.size() < limits.max_answer_bytes + 2) got.append(buf, static_cast<std::size_t>(n));
   }
   close(fds[0]);
   if (timed_out) kill(pid, SIGKILL);
@@ -123,6 +121,10 @@ Contained run_contained(const std::function<std::string()>& work, const ContainL
   } else if (got[0] == 'M') {
     c.kind = Contained::OutOfMemory;
     c.text = "needed more than " + fmt_bytes(limits.memory_bytes) + " of memory and was stopped";
+  } else if (got.size() > limits.max_answer_bytes + 1) {
+    c.kind = Contained::Failed;
+    c.text = "answered more than " + fmt_bytes(static_cast<std::int64_t>(limits.max_answer_bytes)) +
+             ", more than its work can mean";
   } else {
     c.kind = got[0] == 'O' ? Contained::Ok : Contained::Failed;
     c.text = got.substr(1);
@@ -138,6 +140,7 @@ ContainLimits read_limits(std::int64_t file_bytes) {
   ContainLimits l;
   l.seconds = 60 + static_cast<double>(file_bytes) / (8 << 20);
   l.memory_bytes = (2LL << 30) + 16 * file_bytes;
+  l.max_answer_bytes = (64u << 20) + 4 * static_cast<std::size_t>(std::max<std::int64_t>(file_bytes, 0));
   if (const char* e = std::getenv("D500_READ_TIMEOUT_S"); e && std::atof(e) > 0) l.seconds = std::atof(e);
   if (const char* e = std::getenv("D500_READ_MEMORY_MB"); e && std::atoll(e) > 0) l.memory_bytes = std::atoll(e) << 20;
   return l;

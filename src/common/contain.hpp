@@ -13,6 +13,8 @@ struct ContainLimits {
   // The address space the work may add (RLIMIT_AS of the child, set to what the child maps at the
   // fork plus this).
   std::int64_t memory_bytes = 4LL << 30;
+  // The most the work may answer; a longer answer is Failed ("answered more than ...").
+  std::size_t max_answer_bytes = 16u << 20;
 };
 
 struct Contained {
@@ -25,7 +27,8 @@ struct Contained {
   bool ok() const { return kind == Ok; }
 };
 
-// Runs `work` in a forked child under `limits` and returns its result text (at most 16 MiB).
+// Runs `work` in a forked child under `limits` and returns its result text (at most
+// limits.max_answer_bytes).
 // An exception in the child is Failed with its what(); std::bad_alloc, or a signal while the
 // child was near its memory limit, is OutOfMemory. The caller must not be multi-threaded or
 // inside MPI (fork's rules); the d500 CLI is neither.
@@ -33,7 +36,7 @@ Contained run_contained(const std::function<std::string()>& work, const ContainL
 
 // The limits for reading a file of `file_bytes`: D500_READ_TIMEOUT_S and D500_READ_MEMORY_MB
 // when set, else 60 s + 1 s per 8 MiB and 2 GiB + 16 times the file's size (beyond what the
-// process maps at the fork).
+// process maps at the fork); an answer of at most 64 MiB + 4 times the file's size.
 ContainLimits read_limits(std::int64_t file_bytes);
 
 // Why `path` may not be opened as a data file: "" for a regular file (a symbolic link to one

@@ -62,6 +62,9 @@ std::string plan_value(const fs::path& plan_file, const char* key) {
 
 std::string RunLayout::launcher() const { return plan_value(plan_file(), "launcher"); }
 std::string RunLayout::campaign_dir() const { return plan_value(plan_file(), "campaign_dir"); }
+std::string RunLayout::campaign_hash() const {
+  return std::filesystem::exists(plan_file()) ? plan_value(plan_file(), "campaign_hash") : std::string();
+}
 
 std::vector<std::string> RunLayout::job_ids() const {
   std::vector<std::string> jobs;

@@ -61,6 +61,9 @@ class RunLayout {
   // The directory the campaign was planned from (relative paths in campaign.toml are relative
   // to it); "" for a plan that predates the record.
   std::string campaign_dir() const;
+  // The planned campaign's hash ("" for a plan that predates the record): what every results
+  // file of this run states as its campaign_hash.
+  std::string campaign_hash() const;
   // The planned jobs (jobs/*.sh), sorted.
   std::vector<std::string> job_ids() const;
   // Every results file: results/*.h5 and the earlier attempts kept beside them (*.h5.prev-N),

@@ -19,12 +19,19 @@ PointState RunState::of(const std::string& id) const {
 
 RunState scan_results(const RunLayout& dir, const std::function<void(const JobResult&)>& each) {
   RunState st;
+  const std::string hash = dir.campaign_hash();
   for (const auto& f : dir.results_files()) {
     JobResult j;
     try {
       j = read_job_file_guarded(f);
     } catch (const Error& e) {
       st.unreadable.push_back(e.what());
+      continue;
+    }
+    if (!hash.empty() && j.campaign_hash != hash) {  // copied in from another run
+      st.unreadable.push_back(f + ": foreign: written for campaign \"" + printable(j.campaign.substr(0, 80)) +
+                              "\" (hash " + printable(j.campaign_hash.substr(0, 32)) + "), not this run's (hash " + hash +
+                              "); none of it is used");
       continue;
     }
     st.files.push_back(f);

@@ -10,6 +10,7 @@
 #include "common/contain.hpp"
 #include "common/error.hpp"
 #include "store/liveness.hpp"
+#include "store/result_codec.hpp"
 
 namespace d500 {
 
@@ -101,18 +102,16 @@ JobResult read_job_file_guarded(const std::string& path) {
   JobResult r;
   std::string error;
   until_settled(path, [&] {
-    const Contained c = run_contained(
-        [&] {
-          read_job_file(path);
-          return std::string();
-        },
-        limits_for(path));
-    error = c.kind == Contained::Failed ? c.text  // the reader's own error, already naming the file
-            : c.ok()                    ? std::string()
-                                        : path + ": " + damage(c);
+    // What the child read comes back whole (store/result_codec): the file is never opened
+    // here, where a change or damage since the child's read could take the report down.
+    const Contained c = run_contained([&] { return encode_job_result(read_job_file(path)); }, limits_for(path));
+    const bool own_error = c.kind == Contained::Failed && c.text.find(path) != std::string::npos;
+    error = own_error ? c.text  // the reader's own error, already naming the file
+            : c.ok()  ? std::string()
+                      : path + ": " + damage(c);
     if (!error.empty()) return false;
     try {
-      r = read_job_file(path);  // the child read it cleanly; a writer may still have moved on since
+      r = decode_job_result(c.text, path);
     } catch (const Error& e) {
       error = e.what();
     }

@@ -2,8 +2,9 @@
 // Reading results files that may be damaged, without letting one take the others down. The
 // HDF5 library trusts the lengths it finds in a file: a flipped length in the global heap (the
 // variable-length strings) can crash it, hang it or make it allocate without bound. So every
-// file is first read whole in a child process under a time and memory limit (common/contain);
-// only a file the child read cleanly is read again here. Files that are not regular files
+// file is first read whole in a child process under a time and memory limit (common/contain),
+// and what the child read comes back whole (store/result_codec): the parent never opens the file
+// itself. Files that are not regular files
 // (a FIFO would block open() forever) are never opened. A job's file is read while the job may
 // still write it; a read that fails while the file changes (or that says "running" and changes
 // within 3 s of its last change, longer than the writer's 2 s between durable flushes) is tried

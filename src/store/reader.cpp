@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <filesystem>
 
 #include "common/error.hpp"
@@ -29,7 +30,43 @@ bool has_phase_column(hid_t point, const std::string& what) {
   return H5Tget_member_index(t, "phase") >= 0;
 }
 
-PointResult read_point(hid_t file, const std::string& id, const std::string& path) {
+// A count a file states (ranks, warm-ups, repetitions): what sizes the reader's and the
+// summary's buffers, so never taken unchecked.
+constexpr std::int64_t kMaxCount = 1'000'000'000;
+constexpr std::int64_t kMaxRanks = 1 << 20;  // beyond the largest machines' rank counts
+
+int bounded_count(std::int64_t v, const std::string& what, const char* name, std::int64_t max = kMaxCount) {
+  if (v < 0 || v > max)
+    throw Error(what + ": damaged: its `" + name + "` attribute is " + std::to_string(v) + ", outside 0.." +
+                std::to_string(max));
+  return static_cast<int>(v);
+}
+
+// A point's counts against its data: every sample of a rank the job had and of a repetition it
+// states, warm-ups flagged as such; a complete point holds the warm-ups and repetitions it
+// states (the worker writes the repetitions it ran over the planned ones when it stops early).
+// A training point still running has run as many steps as it has: its count is written at its
+// end (as store/check.cpp reads it).
+void check_counts(const PointResult& p, int ranks, const std::string& what) {
+  const bool open_ended = p.level >= 2 && p.outcome == Outcome::Incomplete;
+  const std::int64_t total = open_ended ? std::numeric_limits<std::int32_t>::max() : std::int64_t{p.warmups} + p.repetitions;
+  std::int32_t last = -1;
+  for (std::size_t i = 0; i < p.samples.size(); ++i) {
+    const Sample& s = p.samples[i];
+    if (s.rank < 0 || s.rank >= ranks || s.rep < 0 || s.rep >= total || (s.warmup != 0) != (s.rep < p.warmups))
+      throw Error(what + ": damaged: sample row " + std::to_string(i) + " (rank " + std::to_string(s.rank) + ", repetition " +
+                  std::to_string(s.rep) + (s.warmup ? ", warm-up" : "") + ") disagrees with the point's ranks = " +
+                  std::to_string(ranks) + ", warmups = " + std::to_string(p.warmups) +
+                  ", repetitions = " + std::to_string(p.repetitions));
+    last = std::max(last, s.rep);
+  }
+  if (p.outcome == Outcome::Complete && !p.samples.empty() && last + 1 != total)
+    throw Error(what + ": damaged: it says complete with warmups = " + std::to_string(p.warmups) + " and repetitions = " +
+                std::to_string(p.repetitions) + ", but its samples end at repetition " + std::to_string(last + 1) +
+                " of " + std::to_string(total));
+}
+
+PointResult read_point(hid_t file, const std::string& id, const std::string& path, int ranks) {
   const std::string what = path + ":/points/" + id;
   h5::Handle g(h5::check(H5Gopen2(file, ("/points/" + id).c_str(), H5P_DEFAULT), "H5Gopen2", what), H5Gclose);
   PointResult p;
@@ -46,8 +83,8 @@ PointResult read_point(hid_t file, const std::string& id, const std::string& pat
   p.backend_version = h5::read_attr_string(g, "backend_version", what);
   p.index = static_cast<int>(h5::read_attr_int(g, "index", what));
   p.level = static_cast<int>(h5::read_attr_int(g, "level", what));
-  p.warmups = static_cast<int>(h5::read_attr_int(g, "warmups", what));
-  p.repetitions = static_cast<int>(h5::read_attr_int(g, "repetitions", what));
+  p.warmups = bounded_count(h5::read_attr_int(g, "warmups", what), what, "warmups");
+  p.repetitions = bounded_count(h5::read_attr_int(g, "repetitions", what), what, "repetitions");
   p.work_flops = h5::read_attr_int(g, "work_flops", what);
   p.work_bytes = h5::read_attr_int(g, "work_bytes", what);
   if (h5::has_attr(g, "seconds")) p.seconds = h5::read_attr_double(g, "seconds", what);
@@ -98,6 +135,7 @@ PointResult read_point(hid_t file, const std::string& id, const std::string& pat
     for (const auto& r : h5::read_rows<h5::StepTimeRow>(g, "step_times", h5::step_time_mem_type(), what))
       p.step_times.push_back(PointResult::StepTime{r.rank, r.rep, r.step, r.ns});
   }
+  check_counts(p, ranks, what);
   return p;
 }
 
@@ -136,7 +174,7 @@ JobResult read_job_file(const std::string& path) {
   r.d500_version = h5::read_attr_string(f, "d500_version", path);
   r.d500_commit = h5::read_attr_string(f, "d500_commit", path);
   r.created_utc = h5::read_attr_string(f, "created_utc", path);
-  r.ranks = static_cast<int>(h5::read_attr_int(f, "ranks", path));
+  r.ranks = bounded_count(h5::read_attr_int(f, "ranks", path), path, "ranks", kMaxRanks);
   if (h5::has_attr(f, "oversubscribed")) r.oversubscribed = h5::read_attr_int(f, "oversubscribed", path) != 0;
 
   if (H5Lexists(f, "/env", H5P_DEFAULT) > 0) {
@@ -147,7 +185,13 @@ JobResult read_job_file(const std::string& path) {
   if (H5Lexists(f, "/env/hosts", H5P_DEFAULT) > 0) {
     h5::Handle d(h5::check(H5Dopen2(f, "/env/hosts", H5P_DEFAULT), "H5Dopen2", path + ":/env/hosts"), H5Dclose);
     h5::Handle t(h5::check(H5Dget_type(d), "H5Dget_type", path), H5Tclose);
-    std::size_t len = H5Tget_size(t);
+    const std::size_t len = H5Tget_size(t);
+    h5::Handle space(h5::check(H5Dget_space(d), "H5Dget_space", path + ":/env/hosts"), H5Sclose);
+    const hssize_t n = H5Sget_simple_extent_npoints(space);
+    // Sized from the dataset itself, after checking it against `ranks`: never from an attribute.
+    if (n != r.ranks || len == 0 || len > 4096 || H5Tis_variable_str(t) > 0)
+      throw Error(path + ":/env/hosts: damaged: " + std::to_string(n) + " names of " + std::to_string(len) +
+                  " bytes, for ranks = " + std::to_string(r.ranks));
     std::vector<char> buf(len * static_cast<std::size_t>(r.ranks) + 1, 0);
     h5::check(H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()), "H5Dread", path + ":/env/hosts");
     for (int i = 0; i < r.ranks; ++i) r.hosts.emplace_back(buf.data() + static_cast<std::size_t>(i) * len, strnlen(buf.data() + static_cast<std::size_t>(i) * len, len));
@@ -158,7 +202,7 @@ JobResult read_job_file(const std::string& path) {
     h5::Handle g(h5::check(H5Gopen2(f, "/points", H5P_DEFAULT), "H5Gopen2", path + ":/points"), H5Gclose);
     h5::check(H5Literate(g, H5_INDEX_NAME, H5_ITER_INC, nullptr, collect_names, &ids), "H5Literate", path);
   }
-  for (const auto& id : ids) r.points.push_back(read_point(f, id, path));
+  for (const auto& id : ids) r.points.push_back(read_point(f, id, path, r.ranks));
   std::sort(r.points.begin(), r.points.end(), [](const auto& a, const auto& b) { return a.index < b.index; });
   return r;
 }

@@ -2,6 +2,7 @@
 // by h5py and pandas from the documentation alone, damaged and foreign files, gather mode.
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <regex>
 #include <thread>
@@ -229,6 +230,87 @@ TEST_F(Store, DamagedForeignAndNewerFilesGetClearErrorsAndTheRestIsReported) {
   int complete = 0;
   for (auto& [id, row] : csv) complete += row["status"] == "complete";
   EXPECT_EQ(complete, 3);
+}
+
+// Issue 52: a results file whose attributes were forged to contradict its data, or to make the
+// reader allocate without bound, or that was copied in from another campaign, is reported with
+// the reason -- never `complete`, never a crash, never gigabytes -- and the rest is reported.
+TEST_F(Store, ForgedCountsAndForeignFilesAreNamedNeverReportedComplete) {
+  fs::path run = plan_and_run(kSmall);
+  const fs::path good = run / "results" / "job-0000.h5";
+  std::string point;
+  {
+    hid_t f = H5Fopen(good.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    point = point_ids(f).front();
+    H5Fclose(f);
+  }
+  auto forge = [&](const std::string& name, const std::function<void(hid_t file, hid_t point)>& edit) {
+    const fs::path copy = run / "results" / (name + ".h5");
+    fs::copy_file(good, copy);
+    hid_t f = H5Fopen(copy.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    hid_t g = H5Gopen2(f, ("/points/" + point).c_str(), H5P_DEFAULT);
+    edit(f, g);
+    H5Gclose(g);
+    H5Fclose(f);
+    return copy.string();
+  };
+  auto set_int = [](hid_t obj, const char* name, std::int64_t v) {
+    H5Adelete(obj, name);
+    ::d500::h5::write_attr(obj, name, v);
+  };
+  // The checksum recomputed over the forged attributes, as a careful forger would.
+  const std::string reps1000 = forge("reps1000", [&](hid_t, hid_t g) {
+    set_int(g, "repetitions", 1000);
+    H5Adelete(g, "checksum");
+    ::d500::h5::write_attr(g, "checksum", ::d500::h5::attributes_checksum(::d500::h5::read_all_attributes(g, "forged")));
+  });
+  const std::string warm = forge("warmups-max", [&](hid_t, hid_t g) {
+    set_int(g, "warmups", 2147483647);
+    H5Adelete(g, "checksum");
+  });
+  const std::string reps2e9 = forge("reps-2e9", [&](hid_t, hid_t g) {
+    set_int(g, "repetitions", 2000000000);
+    H5Adelete(g, "checksum");
+  });
+  const std::string ranks = forge("ranks-max", [&](hid_t f, hid_t) {
+    set_int(f, "ranks", 2147483647);
+    H5Ldelete(f, "/env/hosts", H5P_DEFAULT);
+  });
+  const std::string hosts = forge("hosts-short", [&](hid_t f, hid_t) { set_int(f, "ranks", 1); });
+  const std::string foreign = forge("foreign", [&](hid_t f, hid_t) {
+    H5Adelete(f, "campaign_hash");
+    ::d500::h5::write_attr(f, "campaign_hash", std::string("0123456789abcdef"));
+  });
+
+  // Bounded: 4 GiB of address space and two minutes (2e9 repetitions once took 434 s and 23 GB).
+  Cmd rep = sh("ulimit -v 4194304; timeout 120 " + d500_cmd("report " + run.string()));
+  ASSERT_EQ(rep.code, 0) << rep.out;
+  const std::string where = ":/points/" + point + ": damaged: ";
+  EXPECT_NE(rep.out.find("unreadable: " + reps1000 + where + "it says complete with warmups = 2 and repetitions = 1000, "
+                         "but its samples end at repetition 9 of 1002"),
+            std::string::npos)
+      << rep.out;
+  EXPECT_NE(rep.out.find("unreadable: " + warm + where + "its `warmups` attribute is 2147483647, outside 0..1000000000"),
+            std::string::npos)
+      << rep.out;
+  EXPECT_NE(rep.out.find("unreadable: " + reps2e9 + where + "its `repetitions` attribute is 2000000000"), std::string::npos)
+      << rep.out;
+  EXPECT_NE(rep.out.find("unreadable: " + ranks + ": damaged: its `ranks` attribute is 2147483647"), std::string::npos)
+      << rep.out;
+  EXPECT_NE(rep.out.find("unreadable: " + hosts + ":/env/hosts: damaged: 2 names"), std::string::npos) << rep.out;
+  EXPECT_NE(rep.out.find("unreadable: " + foreign + ": foreign: written for campaign \"store\" (hash 0123456789abcdef), "
+                         "not this run's"),
+            std::string::npos)
+      << rep.out;
+  auto csv = read_csv(run / "results.csv");
+  ASSERT_EQ(csv.size(), 3u) << rep.out;
+  for (auto& [id, row] : csv) EXPECT_EQ(row["status"], "complete") << id;
+  EXPECT_EQ(csv[point]["n"], "7") << "the forged record was used";
+
+  // `d500 check` names each damaged file too (the foreign one is sound on its own).
+  Cmd check = sh("ulimit -v 4194304; timeout 120 " + d500_cmd("check " + reps1000 + " " + warm + " " + reps2e9 + " " + ranks));
+  EXPECT_EQ(check.code, 1) << check.out;
+  EXPECT_EQ(check.out.find(": ok"), std::string::npos) << check.out;
 }
 
 // A job's file is read while the job writes it (parallel HDF5 has no single-writer/multiple-
