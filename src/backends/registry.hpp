@@ -28,6 +28,12 @@
 
 namespace d500 {
 
+// Whether plan-time checks may load code that a campaign names (the custom backend's library,
+// whose constructors run when it is loaded). `d500 plan --dry-run` turns it off: a check then
+// looks at the file alone. On by default: a real plan loads it (README, "Trust").
+void set_plan_loads_code(bool on);
+bool plan_loads_code();
+
 // Registered with designated initializers; what a backend leaves out stays empty.
 struct BackendInfo {
   std::string name{};

@@ -1,9 +1,10 @@
 #include "campaign/campaign.hpp"
 
 #include <cctype>
+#include <cstring>
 #include <cmath>
+#include <vector>
 #include <filesystem>
-#include <regex>
 #include <set>
 #include <sstream>
 #include <toml++/toml.h>
@@ -35,7 +36,7 @@ void reject_unknown(const toml::table& t, const std::vector<std::string>& valid,
     bool ok = false;
     for (const auto& x : valid) ok = ok || x == key;
     if (!ok)
-      throw Error(loc(path, k.source()), "unknown key '" + key + "' in " + where +
+      throw Error(loc(path, k.source()), "unknown key '" + printable(key.size() > 80 ? key.substr(0, 80) + "..." : key) + "' in " + where +
                                              did_you_mean(key, valid) + " (valid keys: " +
                                              join(valid, ", ") + ")");
   }
@@ -112,18 +113,31 @@ std::string get_string(const toml::table& t, const char* key, const std::string&
   return s->get();
 }
 
+// A word of 1 to `most` letters, digits and the characters of `extra`: checked character by
+// character (std::regex recursed per character, and a megabyte-long value overflowed its stack).
+struct Word {
+  const char* extra;
+  std::size_t most;
+  bool matches(const std::string& s) const {
+    if (s.empty() || s.size() > most) return false;
+    for (unsigned char c : s)
+      if (!std::isalnum(c) && (c == 0 || !std::strchr(extra, c))) return false;
+    return true;
+  }
+};
+
 // A string of a Slurm option: only the characters that option needs.
 std::string slurm_word(const toml::table& t, const char* key, const std::string& path, const char* allowed_desc,
-                       const std::regex& allowed) {
+                       const Word& allowed) {
   const toml::node* n = t.get(key);
   if (!n) return "";
   auto s = n->as_string();
   if (!s)
     throw Error(loc(path, n->source()), std::string("key '") + key + "' in [slurm]: expected a string, got " +
                                             toml_type_name(*n));
-  if (!std::regex_match(s->get(), allowed))
-    throw Error(loc(path, n->source()), std::string("key '") + key + "' in [slurm] is \"" + s->get() +
-                                            "\", which Slurm would not accept in a job script; valid: " + allowed_desc);
+  if (!allowed.matches(s->get()))
+    throw Error(loc(path, n->source()), std::string("key '") + key + "' in [slurm] is " + quote_value(s->get()) +
+                                            ", which Slurm would not accept in a job script; valid: " + allowed_desc);
   return s->get();
 }
 
@@ -142,19 +156,48 @@ double get_number(const toml::table& t, const char* key, double dflt, double lo,
   return v;
 }
 
-// Seconds from a string "90s", "2min", "1h", "MM:SS" or "HH:MM:SS"; -1 if it is none of them.
+// A run of 1 to `most` digits at `at` (advanced past it) as a number; -1 when there is none or
+// it is longer: no value read here can overflow, and nothing recurses (std::regex did, and a
+// 30,000-digit duration overflowed its stack).
+long long digits_at(const std::string& text, std::size_t& at, std::size_t most) {
+  const std::size_t from = at;
+  long long v = 0;
+  while (at < text.size() && text[at] >= '0' && text[at] <= '9') {
+    if (at - from == most) return -1;
+    v = v * 10 + (text[at++] - '0');
+  }
+  return at == from ? -1 : v;
+}
+
+// Seconds from a string "90s", "2.5 min", "1h", "MM:SS" or "HH:MM:SS" (at most 9 digits a
+// field); -1 if it is none of them.
 double parse_duration_s(const std::string& text) {
-  static const std::regex unit_re("([0-9]+(\\.[0-9]+)?) ?(s|min|h)");
-  static const std::regex clock_re("([0-9]{1,3}):([0-5][0-9])(:([0-5][0-9]))?");
-  std::smatch m;
-  if (std::regex_match(text, m, unit_re)) {
-    const double v = std::stod(m[1].str());
-    return v * (m[3] == "s" ? 1 : m[3] == "min" ? 60 : 3600);
+  std::size_t at = 0;
+  const long long whole = digits_at(text, at, 9);
+  if (whole < 0) return -1;
+  if (at < text.size() && text[at] == ':') {  // a clock: H:MM or H:MM:SS, minutes and seconds below 60
+    std::vector<long long> f{whole};
+    while (at < text.size() && text[at] == ':' && f.size() < 3) {
+      const std::size_t start = ++at;
+      const long long v = digits_at(text, at, 2);
+      if (v < 0 || v > 59 || at - start != 2) return -1;
+      f.push_back(v);
+    }
+    if (at != text.size() || whole > 999) return -1;
+    return f.size() == 3 ? static_cast<double>(f[0] * 3600 + f[1] * 60 + f[2]) : static_cast<double>(f[0] * 60 + f[1]);
   }
-  if (std::regex_match(text, m, clock_re)) {
-    if (m[3].matched) return std::stod(m[1].str()) * 3600 + std::stod(m[2].str()) * 60 + std::stod(m[4].str());
-    return std::stod(m[1].str()) * 60 + std::stod(m[2].str());
+  double v = static_cast<double>(whole);
+  if (at < text.size() && text[at] == '.') {
+    const std::size_t start = ++at;
+    const long long frac = digits_at(text, at, 9);
+    if (frac < 0) return -1;
+    v += static_cast<double>(frac) / std::pow(10.0, static_cast<double>(at - start));
   }
+  if (at < text.size() && text[at] == ' ') ++at;
+  const std::string unit = text.substr(at);
+  if (unit == "s") return v;
+  if (unit == "min") return v * 60;
+  if (unit == "h") return v * 3600;
   return -1;
 }
 
@@ -241,10 +284,7 @@ SlurmSettings parse_slurm(const toml::table& t, const std::string& path) {
   SlurmSettings s;
   s.present = true;
   s.where = loc(path, t.source());
-  static const std::regex name_re("[A-Za-z0-9_.-]{1,128}");
-  static const std::regex constraint_re("[A-Za-z0-9_.&|*:,()\\[\\]-]{1,256}");
-  static const std::regex gres_re("[A-Za-z0-9_.:,=-]{1,256}");
-  static const std::regex module_re("[A-Za-z0-9_.+/@-]{1,256}");
+  const Word name_re{"_.-", 128}, constraint_re{"_.&|*:,()[]-", 256}, gres_re{"_.:,=-", 256}, module_re{"_.+/@-", 256};
   const char* names = "1-128 letters, digits, '_', '.', '-'";
   s.partition = slurm_word(t, "partition", path, names, name_re);
   s.account = slurm_word(t, "account", path, names, name_re);
@@ -258,7 +298,7 @@ SlurmSettings parse_slurm(const toml::table& t, const std::string& path) {
     else if (auto str = n->as_string()) text = str->get();
     s.time_limit_min = parse_time_limit(text);
     if (s.time_limit_min <= 0)
-      throw Error(loc(path, n->source()), "key 'time_limit' in [slurm] is " + (text.empty() ? std::string("not a time") : "\"" + text + "\"") +
+      throw Error(loc(path, n->source()), "key 'time_limit' in [slurm] is " + (text.empty() ? std::string("not a time") : quote_value(text)) +
                                               "; valid: minutes (e.g. 30) or \"HH:MM:SS\", \"D-HH:MM:SS\", at least one minute");
   }
   s.cpus_per_task = static_cast<int>(get_int(t, "cpus_per_task", 1, 1, 4096, path, "[slurm]"));
@@ -269,7 +309,7 @@ SlurmSettings parse_slurm(const toml::table& t, const std::string& path) {
     s.mem_per_node_bytes = parse_memory_size(text);
     s.mem_where = loc(path, n->source());
     if (s.mem_per_node_bytes <= 0)
-      throw Error(s.mem_where, "key 'mem_per_node' in [slurm] is " + (text.empty() ? std::string("not a size") : "\"" + text + "\"") +
+      throw Error(s.mem_where, "key 'mem_per_node' in [slurm] is " + (text.empty() ? std::string("not a size") : quote_value(text)) +
                                    "; valid: the memory of one node as Slurm writes it, e.g. 64G, 512000M, 1T, or a number of MiB");
   }
   s.throttle = static_cast<int>(get_int(t, "throttle", 0, 0, 100000, path, "[slurm]"));
@@ -279,7 +319,7 @@ SlurmSettings parse_slurm(const toml::table& t, const std::string& path) {
     if (!arr) throw Error(loc(path, n->source()), "key 'modules' in [slurm]: expected an array of module names");
     for (auto&& m : *arr) {
       auto str = m.as_string();
-      if (!str || !std::regex_match(str->get(), module_re))
+      if (!str || !module_re.matches(str->get()))
         throw Error(loc(path, m.source()), "key 'modules' in [slurm]: each module must be a name of letters, digits and _ . + / @ -");
       s.modules.push_back(str->get());
     }
@@ -304,33 +344,34 @@ SlurmSettings parse_slurm(const toml::table& t, const std::string& path) {
 
 }  // namespace
 
-std::int64_t parse_memory_size(const std::string& text) {
-  static const std::regex re("([0-9]{1,12})([KMGTkmgt]?)[Bb]?");
-  std::smatch m;
-  if (!std::regex_match(text, m, re)) return -1;
-  std::int64_t v = std::stoll(m[1].str());
-  const char unit = m[2].matched && m[2].length() ? static_cast<char>(std::toupper(m[2].str()[0])) : 'M';
-  const int shift = unit == 'K' ? 10 : unit == 'M' ? 20 : unit == 'G' ? 30 : 40;
-  if (v > (std::int64_t{1} << (62 - shift))) return -1;  // beyond any node
-  return v << shift;
-}
+std::int64_t parse_memory_size(const std::string& text) { return parse_size(text, 20); }  // Slurm's: MiB bare
 
 int parse_time_limit(const std::string& text) {
-  // At most 7 digits a field (19 years in minutes): std::stol never overflows here.
-  static const std::regex re("(?:(\\d{1,7})-)?(\\d{1,7})(?::(\\d{1,7}))?(?::(\\d{1,7}))?");
-  std::smatch m;
-  if (!std::regex_match(text, m, re)) return -1;
-  auto num = [&](int i) { return m[i].matched ? std::stol(m[i].str()) : 0L; };
-  long minutes = 0;
-  if (m[1].matched) {  // D-HH[:MM[:SS]]
-    minutes = num(1) * 1440 + num(2) * 60 + num(3) + (num(4) > 0 ? 1 : 0);
-  } else if (m[4].matched) {  // HH:MM:SS
-    minutes = num(2) * 60 + num(3) + (num(4) > 0 ? 1 : 0);
-  } else if (m[3].matched) {  // MM:SS
-    minutes = num(2) + (num(3) > 0 ? 1 : 0);
-  } else {  // MM
-    minutes = num(2);
+  // Slurm's forms: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS; at most 7 digits a field
+  // (19 years in minutes), so nothing below overflows.
+  std::size_t at = 0;
+  long long days = -1;
+  const std::size_t dash = text.find('-');
+  if (dash != std::string::npos) {
+    days = digits_at(text, at, 7);
+    if (days < 0 || at != dash) return -1;
+    ++at;
   }
+  std::vector<long long> f;
+  for (;;) {
+    const long long v = digits_at(text, at, 7);
+    if (v < 0) return -1;
+    f.push_back(v);
+    if (at == text.size()) break;
+    if (text[at] != ':' || f.size() == 3) return -1;
+    ++at;
+  }
+  auto num = [&](std::size_t i) { return i < f.size() ? f[i] : 0LL; };
+  long long minutes = 0;
+  if (days >= 0) minutes = days * 1440 + num(0) * 60 + num(1) + (num(2) > 0 ? 1 : 0);  // D-HH[:MM[:SS]]
+  else if (f.size() == 3) minutes = num(0) * 60 + num(1) + (num(2) > 0 ? 1 : 0);       // HH:MM:SS
+  else if (f.size() == 2) minutes = num(0) + (num(1) > 0 ? 1 : 0);                     // MM:SS
+  else minutes = num(0);                                                                // MM
   return minutes > 0 && minutes < 100000000 ? static_cast<int>(minutes) : -1;
 }
 
@@ -359,17 +400,16 @@ Campaign parse_campaign_text(const std::string& text, const std::string& path, c
   const toml::node* name = ct.get("name");
   if (!name) throw Error(loc(path, ct.source()), "[campaign] needs a name, e.g. name = \"scaling-study\"");
   c.name = get_string(ct, "name", "", path);
-  static const std::regex name_re("[A-Za-z0-9_.-]{1,64}");
-  if (!std::regex_match(c.name, name_re) || c.name.find_first_not_of('.') == std::string::npos)
-    throw Error(loc(path, name->source()), "key 'name' in [campaign] is \"" + c.name +
-                                               "\"; valid: 1-64 letters, digits, '_', '.', '-', not only dots "
+  if (!Word{"_.-", 64}.matches(c.name) || c.name.find_first_not_of('.') == std::string::npos)
+    throw Error(loc(path, name->source()), "key 'name' in [campaign] is " + quote_value(c.name) +
+                                               "; valid: 1-64 letters, digits, '_', '.', '-', not only dots "
                                                "(the name is a directory: runs/<name>)");
   c.description = get_string(ct, "description", "", path);
   c.repetitions_where = ct.get("repetitions") ? loc(path, ct.get("repetitions")->source()) : loc(path, ct.source());
   if (const toml::node* rn = ct.get("repetitions"); rn && rn->is_string()) {
     if (rn->value_or(std::string()) != "auto")
-      throw Error(c.repetitions_where, "key 'repetitions' in [campaign] is \"" + printable(rn->value_or(std::string())) +
-                                           "\"; valid: an integer 1 to 1000000, or \"auto\" (repeat until the median's "
+      throw Error(c.repetitions_where, "key 'repetitions' in [campaign] is " + quote_value(rn->value_or(std::string())) +
+                                           "; valid: an integer 1 to 1000000, or \"auto\" (repeat until the median's "
                                            "interval is narrow enough; settings in [auto_repetitions])");
     c.auto_repetitions.on = true;
   } else {
@@ -391,10 +431,9 @@ Campaign parse_campaign_text(const std::string& text, const std::string& path, c
   c.template_name = get_string(ct, "template", "local", path, &c.template_where);
   // A template is a name, never a path: "../../x" must not run a file outside the template
   // directories.
-  static const std::regex template_re("[A-Za-z0-9_-]{1,64}");
-  if (!std::regex_match(c.template_name, template_re))
-    throw Error(c.template_where, "key 'template' in [campaign] is \"" + printable(c.template_name) +
-                                      "\"; valid: a template's name, 1-64 letters, digits, '_', '-' (not a path: "
+  if (!Word{"_-", 64}.matches(c.template_name))
+    throw Error(c.template_where, "key 'template' in [campaign] is " + quote_value(c.template_name) +
+                                      "; valid: a template's name, 1-64 letters, digits, '_', '-' (not a path: "
                                       "templates are looked up in d500's templates/ and in templates_dir)");
   if (ct.get("templates_dir")) {
     c.templates_dir = get_string(ct, "templates_dir", "", path, &c.templates_dir_where);

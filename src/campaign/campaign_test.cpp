@@ -168,3 +168,53 @@ TEST(Campaign, AutoRepetitionMistakesAreLocatedAndSayWhatIsValid) {
     EXPECT_TRUE(has(e, "c.toml:5:12") && has(e, "\"HH:MM:SS\"")) << bad << ": " << e;
   }
 }
+
+// Issue 52: hostile values end in a clear error, never a crash (std::regex recursed per character
+// and overflowed its stack on a 30,000-digit duration; std::stod threw out_of_range on 400
+// nines), never an overflow that passes a check, and never a megabyte or an escape sequence
+// echoed back.
+TEST(Campaign, HostileValuesGetABoundedErrorNeverACrash) {
+  const std::string head = "[campaign]\nname = \"h\"\n";
+  const std::string huge(30000, '9');
+  std::string e = error_of(head + "repetitions = \"auto\"\n[auto_repetitions]\nmax_time = \"" + huge + "s\"\n");
+  EXPECT_NE(e.find("c.toml:5:12: key 'max_time' in [auto_repetitions] is not a duration"), std::string::npos) << e.substr(0, 300);
+  e = error_of(head + "[packing]\njob_time = \"" + std::string(400, '9') + "\"\n");
+  EXPECT_NE(e.find("key 'job_time' in [packing] is not a job's time"), std::string::npos) << e.substr(0, 300);
+  e = error_of(head + "[packing]\njob_time = \"" + huge + ":00\"\n");
+  EXPECT_NE(e.find("key 'job_time' in [packing]"), std::string::npos) << e.substr(0, 300);
+  e = error_of(head + "[slurm]\ntime_limit = \"" + huge + "\"\n");
+  EXPECT_NE(e.find("key 'time_limit' in [slurm] is \"9999"), std::string::npos) << e.substr(0, 300);
+  EXPECT_NE(e.find("...\" (30000 characters)"), std::string::npos) << e.substr(0, 300);
+  EXPECT_LT(e.size(), 400u);
+  e = error_of(head + "[slurm]\nmem_per_node = \"8388607T\"\n");
+  EXPECT_NE(e.find("key 'mem_per_node' in [slurm] is \"8388607T\""), std::string::npos) << e;
+
+  // A megabyte-long name: refused in a line, not echoed whole.
+  e = error_of("[campaign]\nname = \"" + std::string(1 << 20, 'a') + "\"\n");
+  EXPECT_NE(e.find("key 'name' in [campaign] is \"aaaa"), std::string::npos) << e.substr(0, 300);
+  EXPECT_NE(e.find("(1048576 characters)"), std::string::npos) << e.substr(0, 300);
+  EXPECT_LT(e.size(), 500u);
+  // An escape sequence in a value reaches no terminal raw.
+  e = error_of("[campaign]\nname = \"x\\u001b[2Jy\"\n");
+  EXPECT_NE(e.find("is \"x\\x1b[2Jy\""), std::string::npos) << e;
+  EXPECT_EQ(e.find('\x1b'), std::string::npos);
+  e = error_of(head + "[slurm]\npartition = \"p\\u001b]0;title\\u0007\"\n");
+  EXPECT_EQ(e.find('\x1b'), std::string::npos) << e;
+  EXPECT_NE(e.find("\\x1b]0;title\\x07"), std::string::npos) << e;
+
+  // What the parsers accept is unchanged.
+  EXPECT_EQ(parse_time_limit("30"), 30);
+  EXPECT_EQ(parse_time_limit("1:30"), 2);
+  EXPECT_EQ(parse_time_limit("02:00:00"), 120);
+  EXPECT_EQ(parse_time_limit("1-00:30"), 1470);
+  EXPECT_EQ(parse_time_limit("1-2"), 1560);
+  EXPECT_EQ(parse_time_limit("1:2:3:4"), -1);
+  EXPECT_EQ(parse_time_limit("-5"), -1);
+  EXPECT_EQ(parse_time_limit("99999999"), -1);
+  EXPECT_EQ(parse_memory_size("64G"), 64LL << 30);
+  EXPECT_EQ(parse_memory_size("512000"), 512000LL << 20);
+  EXPECT_EQ(parse_memory_size("1TB"), 1LL << 40);
+  EXPECT_EQ(parse_memory_size("4194303T"), 4194303LL << 40);
+  EXPECT_EQ(parse_memory_size("4194304T"), -1);
+  EXPECT_EQ(parse_memory_size("1GiB"), -1);
+}

@@ -30,6 +30,15 @@ using namespace d500;
 
 namespace {
 
+// An error for the terminal: control characters (an escape sequence from a hostile value)
+// written as \xNN, line breaks kept.
+std::string terminal_safe(const std::string& s) {
+  const std::vector<std::string> lines = split(s, '\n');
+  std::string out;
+  for (std::size_t i = 0; i < lines.size(); ++i) out += (i ? "\n" : "") + printable(lines[i]);
+  return out;
+}
+
 struct Subcommand {
   const char* name;
   const char* help;
@@ -105,6 +114,7 @@ void print_plan_summary(const Plan& plan, std::ostream& out) {
 int cmd_plan(const std::string& campaign_path, std::string out_dir, bool dry_run, bool force, bool list) {
   refuse_control_chars(out_dir, "the run directory (-o)");  // before any output: write_plan checks again
   Campaign c = load_campaign(campaign_path);
+  set_plan_loads_code(!dry_run);  // a dry run loads no library a campaign names
   Plan plan = make_plan(c, builtin_workloads(), PlanOptions{force});
   if (out_dir.empty()) out_dir = "runs/" + c.name;
   std::cout << "campaign " << c.name << " (" << c.path << ", hash " << c.hash << "): " << plan.points.size()
@@ -447,10 +457,10 @@ int main(int argc, char** argv) {
       return 0;
     }
   } catch (const Error& e) {
-    std::cerr << "d500: error: " << e.what() << "\n";
+    std::cerr << "d500: error: " << terminal_safe(e.what()) << "\n";
     return 1;
   } catch (const std::exception& e) {
-    std::cerr << "d500: internal error: " << e.what() << "\n";
+    std::cerr << "d500: internal error: " << terminal_safe(e.what()) << "\n";
     return 3;
   }
   return 0;

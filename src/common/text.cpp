@@ -240,6 +240,48 @@ std::string printable(const std::string& s) {
   return out;
 }
 
+std::string quote_value(const std::string& s) {
+  constexpr std::size_t kShown = 80;
+  if (s.size() <= kShown) return "\"" + printable(s) + "\"";
+  return "\"" + printable(s.substr(0, kShown)) + "...\" (" + std::to_string(s.size()) + " characters)";
+}
+
+std::int64_t parse_size(const std::string& text, int bare_unit_shift) {
+  std::size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  if (digits == 0 || digits > 15) return -1;  // 15 digits: < 2^50, so no overflow below
+  std::int64_t v = 0;
+  for (std::size_t i = 0; i < digits; ++i) v = v * 10 + (text[i] - '0');
+  std::string rest = text.substr(digits);
+  if (!rest.empty() && (rest.back() == 'B' || rest.back() == 'b') && rest.size() <= 2) rest.pop_back();
+  int shift = bare_unit_shift;
+  if (rest.size() == 1) {
+    switch (rest[0]) {
+      case 'K': case 'k': shift = 10; break;
+      case 'M': case 'm': shift = 20; break;
+      case 'G': case 'g': shift = 30; break;
+      case 'T': case 't': shift = 40; break;
+      default: return -1;
+    }
+  } else if (!rest.empty()) {
+    return -1;
+  }
+  if (v >= (std::int64_t{1} << (62 - shift))) return -1;  // 4 EiB and beyond: no machine has it
+  return v << shift;
+}
+
+std::int64_t add_sat(std::int64_t a, std::int64_t b) {
+  std::int64_t r;
+  if (__builtin_add_overflow(a, b, &r)) return a > 0 ? INT64_MAX : INT64_MIN;
+  return r;
+}
+
+std::int64_t mul_sat(std::int64_t a, std::int64_t b) {
+  std::int64_t r;
+  if (__builtin_mul_overflow(a, b, &r)) return (a > 0) == (b > 0) ? INT64_MAX : INT64_MIN;
+  return r;
+}
+
 void refuse_control_chars(const std::string& s, const std::string& what) {
   if (!has_control_chars(s)) return;
   throw Error(what + " \"" + printable(s) + "\" contains a control character (shown escaped); a path or value that "

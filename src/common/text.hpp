@@ -56,6 +56,19 @@ std::string signal_name(int sig);
 bool has_control_chars(const std::string& s);
 // `s` with control characters written as \n, \r, \t or \xNN: for error messages.
 std::string printable(const std::string& s);
+// A value from a file, quoted for an error message: at most 80 characters of it, control
+// characters escaped as printable() does, and its length said when it was cut:
+// "\"aaaa...\" (1048576 characters)".
+std::string quote_value(const std::string& s);
+// A size: digits (at most 15) and an optional binary unit K, M, G, T, then an optional B or b
+// ("64M", "8GB"; not "8GiB"); a number without a unit is in `bare_unit_shift` (0: bytes,
+// 20: MiB). -1 for anything else or for a size of 2^62 bytes or more: never an overflow.
+std::int64_t parse_size(const std::string& text, int bare_unit_shift);
+// Saturating 64-bit arithmetic for estimates (memory, node-hours): a result beyond int64 is
+// INT64_MAX, which every check then refuses, never a wrapped negative number.
+std::int64_t add_sat(std::int64_t a, std::int64_t b);
+std::int64_t mul_sat(std::int64_t a, std::int64_t b);
+
 // Throws d500::Error "<what> \"...\" contains a control character (...)" when `s` holds one.
 void refuse_control_chars(const std::string& s, const std::string& what);
 

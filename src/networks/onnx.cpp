@@ -57,8 +57,13 @@ std::vector<std::byte> tensor_bytes(const onnx::TensorProto& t, const std::strin
     std::int64_t offset = 0, length = -1;
     for (const auto& kv : t.external_data()) {
       if (kv.key() == "location") location = kv.value();
-      else if (kv.key() == "offset") offset = std::stoll(kv.value());
-      else if (kv.key() == "length") length = std::stoll(kv.value());
+      else if (kv.key() == "offset" || kv.key() == "length") {
+        const std::int64_t v = parse_size(kv.value(), 0);  // digits only, bounded: never an exception
+        if (v < 0 || kv.value().find_first_not_of("0123456789") != std::string::npos)
+          throw Error(what + ": tensor '" + t.name() + "': external data " + kv.key() + " " + quote_value(kv.value()) +
+                      " is not a whole number of bytes");
+        (kv.key() == "offset" ? offset : length) = v;
+      }
     }
     const fs::path rel(location);
     if (location.empty() || rel.is_absolute() || rel.lexically_normal().string().rfind("..", 0) == 0)

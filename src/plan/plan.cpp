@@ -101,6 +101,7 @@ TemplateInfo load_template(const std::string& name, const Location& where, const
   }
   if (t.launcher.empty())
     throw Error(Location{t.path, 1, 1}, "template lacks a '# d500: launcher=local|slurm' line");
+  check_placeholder_contexts(t.text, t.path);  // also for a dry run, which renders nothing
   // What its #SBATCH lines ask must reach the job description `d500 submit` makes.
   if (t.launcher == "slurm") parse_sbatch_lines(t.text, t.path);
   return t;
@@ -127,7 +128,7 @@ Value checked(const ParamSpec& spec, const LocatedValue& lv, const std::string& 
   if (spec.type == ValueType::String && !spec.choices.empty()) {
     const auto& s = std::get<std::string>(v);
     if (std::find(spec.choices.begin(), spec.choices.end(), s) == spec.choices.end())
-      throw Error(lv.where, "key '" + spec.name + "' is \"" + s + "\"" + did_you_mean(s, spec.choices) +
+      throw Error(lv.where, "key '" + spec.name + "' is " + quote_value(s) + did_you_mean(s, spec.choices) +
                                 " (valid: " + join(spec.choices, ", ") + ")");
   }
   return v;

@@ -11,6 +11,11 @@ namespace d500 {
 // line holding it is left out when the value is empty (e.g. "#SBATCH --account={{?account}}").
 // A value with a control character (a newline) is refused: the output has exactly the
 // template's lines, less the dropped ones.
+// Throws naming file:line:column for a placeholder where a single-quoted word does not protect
+// its value: inside double quotes, backquotes or a here-document that expands $(...).
+// render_template checks this first; the planner checks a template as it loads it.
+void check_placeholder_contexts(const std::string& text, const std::string& path);
+
 std::string render_template(const std::string& text, const std::string& path,
                             const std::map<std::string, std::string>& vars);
 

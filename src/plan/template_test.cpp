@@ -61,3 +61,35 @@ TEST(Template, OptionalPlaceholdersDropTheirLineWhenEmpty) {
 TEST(Template, TextWithoutPlaceholdersIsUnchanged) {
   EXPECT_EQ(render_template("a { b } $x\n", "t", {}), "a { b } $x\n");
 }
+
+// Issue 52: single-quoting protects a value only where the shell reads a word. Inside double
+// quotes a value "r$(touch x)" became "'r$(touch x)'" and ran; such templates are refused at
+// their placeholder, and the contexts that are safe stay allowed.
+TEST(Template, APlaceholderWhereQuotingDoesNotProtectIsRefusedWithItsPlace) {
+  const std::map<std::string, std::string> vars{{"run_dir", "r$(touch x)"}, {"spec", "s"}};
+  auto error_of = [&](const std::string& text) {
+    try {
+      render_template(text, "t.sh.in", vars);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  std::string e = error_of("#!/bin/bash\ncd \"{{run_dir}}\"\n");
+  EXPECT_NE(e.find("t.sh.in:2:5: placeholder {{run_dir}} inside double quotes"), std::string::npos) << e;
+  e = error_of("x=`ls {{run_dir}}`\n");
+  EXPECT_NE(e.find("t.sh.in:1:7: placeholder {{run_dir}} inside backquotes"), std::string::npos) << e;
+  e = error_of("cat <<EOF\ncd {{run_dir}}\nEOF\n");
+  EXPECT_NE(e.find("t.sh.in:2:4: placeholder {{run_dir}} inside a here-document"), std::string::npos) << e;
+  e = error_of("echo \"a \\\" b\" \"c {{spec}}\"\n");  // an escaped quote does not end the string
+  EXPECT_NE(e.find("t.sh.in:1:18: placeholder {{spec}} inside double quotes"), std::string::npos) << e;
+
+  // Safe: a word of its own, after an option, beside a quoted string, in a comment (#SBATCH),
+  // in single quotes (the value's own quotes close and reopen them), in a quoted here-document,
+  // and after a here-document has ended.
+  const std::string ok = "#!/bin/bash\n#SBATCH --chdir={{run_dir}}\ncd {{run_dir}} && echo \"$x\"{{spec}}\n"
+                         "echo 'a'{{spec}}'b' '{{spec}}'\ncat <<'EOF'\n{{spec}}\nEOF\ncat <<-END\n\tplain\n\tEND\n"
+                         "echo {{spec}} # \"{{spec}}\nread -ra m <<< {{spec}}\necho {{spec}}\n";
+  EXPECT_EQ(error_of(ok), "");
+  EXPECT_EQ(render_template("cd {{run_dir}}\n", "t", vars), "cd 'r$(touch x)'\n");
+}

@@ -421,6 +421,27 @@ ranks_per_node = [1, 2]
   EXPECT_TRUE(fs::exists(run / "results" / "job-0001.h5"));
 }
 
+// Issue 52, the trust model: a campaign's library is code (its constructors run when it is
+// loaded). `d500 plan --dry-run` loads none -- it looks at the file alone -- and a real plan
+// loads it to check its operator, as the README says.
+TEST_F(EndToEnd, ADryRunLoadsNoLibraryACampaignNames) {
+  const fs::path mark = dir_ / "loaded";
+  const std::string campaign = write("c.toml", "[campaign]\nname = \"trust\"\n[fixed]\nworkload = \"relu\"\nn = 2\nc = 8\nh = 12\n"
+                                               "backend = \"custom\"\nlibrary = \"" + std::string(D500_CUSTOM_RELU) + "\"\n");
+  const std::string env = "D500_TEST_LOADED_MARK=" + mark.string() + " ";
+  Cmd dry = sh(env + d500_cmd("plan --dry-run " + campaign));
+  ASSERT_EQ(dry.code, 0) << dry.out;
+  EXPECT_FALSE(fs::exists(mark)) << "the dry run ran the library's constructor";
+  const std::string bogus = write("bogus.so", "#!/bin/sh\n");
+  Cmd not_elf = sh(env + d500_cmd("plan --dry-run " + write("b.toml", "[campaign]\nname = \"trust\"\n[fixed]\nworkload = \"relu\"\n"
+                                                                         "n = 2\nc = 8\nh = 12\nbackend = \"custom\"\nlibrary = \"" + bogus + "\"\n")));
+  EXPECT_NE(not_elf.code, 0) << not_elf.out;
+  EXPECT_NE(not_elf.out.find("library '" + bogus + "' is not a shared object"), std::string::npos) << not_elf.out;
+  Cmd real = sh(env + d500_cmd("plan " + campaign + " -o " + (dir_ / "run").string()));
+  ASSERT_EQ(real.code, 0) << real.out;
+  EXPECT_TRUE(fs::exists(mark)) << "a real plan checks the library by loading it";
+}
+
 TEST_F(EndToEnd, OperatorsRunOnEveryBackendAndAWrongOneIsFlaggedNotTimed) {
   // Two ranks, relu on the library backends of this build and two custom builds (one
   // deliberately wrong), conv2d on blas and the library backends of this build.

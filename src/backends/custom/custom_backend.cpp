@@ -2,6 +2,9 @@
 // include/d500/custom_op.h, loaded with dlopen.
 #include <dlfcn.h>
 
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <utility>
 
 #include "backends/conv_geom.hpp"
@@ -190,6 +193,13 @@ std::unique_ptr<NodeKernel> make_custom_node_kernel(const NodeProblem& p, int) {
 std::string check_custom_library(const Params& p) {
   const auto& path = std::get<std::string>(p.at("library"));
   if (path.empty()) return "";  // the operator's own check says 'library' is needed
+  if (!plan_loads_code()) {  // a dry run: the file alone, nothing of it runs
+    std::ifstream in(path, std::ios::binary);
+    char magic[4] = {};
+    if (!std::filesystem::is_regular_file(path) || !in.read(magic, 4) || std::memcmp(magic, "\x7f" "ELF", 4) != 0)
+      return "library '" + path + "' is not a shared object (no such file, or not ELF)";
+    return "";
+  }
   const std::string& workload = std::get<std::string>(p.at("workload"));
   std::string last;
   for (const std::string& op : workload == "network" ? std::vector<std::string>(std::begin(kNodeOps), std::end(kNodeOps))

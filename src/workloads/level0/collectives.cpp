@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backends/registry.hpp"
+#include "common/text.hpp"
 #include "common/mpi_check.hpp"
 #include "workloads/registry.hpp"
 
@@ -30,21 +31,9 @@ Work collective_work(Kind kind, std::int64_t bytes, std::int64_t ranks) {
           kind == Kind::Allgather ? count * 4 * ranks : count * 4};
 }
 
-// "64M" -> 67108864, "4096" -> 4096, "" -> 0; -1 for anything else.
+// "64M" -> 67108864, "4096" -> 4096, "" -> 0; -1 for anything else (and for 4 EiB or more).
 std::int64_t size_bytes(const std::string& text) {
-  if (text.empty()) return 0;
-  std::size_t digits = 0;
-  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
-  if (digits == 0 || digits > 12 || text.size() - digits > 1) return -1;
-  std::int64_t v = std::stoll(text.substr(0, digits));
-  if (digits == text.size()) return v;
-  switch (std::toupper(static_cast<unsigned char>(text.back()))) {
-    case 'K': return v << 10;
-    case 'M': return v << 20;
-    case 'G': return v << 30;
-    case 'T': return v << 40;
-    default: return -1;
-  }
+  return text.empty() ? 0 : parse_size(text, 0);
 }
 
 class Collective final : public Workload {
@@ -176,7 +165,8 @@ void add(WorkloadRegistry& r, const char* name, Kind kind, const char* descripti
       return "off_cache writes over the host's caches between repetitions; backend \"" + std::get<std::string>(p.at("backend")) +
              "\" keeps its buffers on the GPU: leave off_cache unset";
     if (size_bytes(std::get<std::string>(p.at("off_cache"))) < 0)
-      return "off_cache is \"" + std::get<std::string>(p.at("off_cache")) + "\": a size such as \"64M\" (K, M, G, T: binary) or a number of bytes";
+      return "off_cache is " + quote_value(std::get<std::string>(p.at("off_cache"))) +
+             ": a size below 4 EiB such as \"64M\" (K, M, G, T: binary) or a number of bytes";
     if (bytes / 4 > 2147483647) return "bytes/4 must fit an MPI count (int)";
     if (kind == Kind::ReduceScatter && (bytes / 4) % ranks != 0)
       return "reduce_scatter needs bytes/4 divisible by the ranks (" + std::to_string(ranks) + ")";
@@ -189,12 +179,13 @@ void add(WorkloadRegistry& r, const char* name, Kind kind, const char* descripti
     const std::int64_t ranks = std::get<std::int64_t>(p.at("nodes")) * std::get<std::int64_t>(p.at("ranks_per_node"));
     const std::int64_t evict = std::max<std::int64_t>(0, size_bytes(std::get<std::string>(p.at("off_cache"))));
     switch (kind) {
-      case Kind::Allreduce: return 2 * bytes + evict;
-      case Kind::Allgather: return bytes + bytes * ranks + evict;
-      case Kind::Broadcast: return bytes + evict;
-      case Kind::ReduceScatter: return bytes + bytes / std::max<std::int64_t>(1, ranks) + evict;
+      // Saturating: an estimate beyond int64 is refused by the plan's memory check, never wraps.
+      case Kind::Allreduce: return add_sat(mul_sat(2, bytes), evict);
+      case Kind::Allgather: return add_sat(add_sat(bytes, mul_sat(bytes, ranks)), evict);
+      case Kind::Broadcast: return add_sat(bytes, evict);
+      case Kind::ReduceScatter: return add_sat(bytes + bytes / std::max<std::int64_t>(1, ranks), evict);
     }
-    return bytes + evict;
+    return add_sat(bytes, evict);
   };
   w.work_of = [kind](const Params& p) {
     return collective_work(kind, std::get<std::int64_t>(p.at("bytes")),
