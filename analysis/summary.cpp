@@ -310,7 +310,8 @@ Report analyze_run(const std::string& dir, const AnalysisOptions& opt) {
 
   std::vector<PlannedPoint> planned = read_points_csv(layout);
   // Beside a point that its Slurm job left unfinished: how that job ended, and its last words.
-  const std::map<std::string, JobEnd> job_ends = slurm_job_ends(layout);
+  std::map<std::string, JobEnd> job_ends = slurm_job_ends(layout);
+  job_ends.merge(local_job_ends(layout));  // a job d500 run ended for want of progress
   auto with_job_end = [&](PointRow& r, const std::string& job) {
     auto e = job_ends.find(job);
     if (is_final(r.outcome) || e == job_ends.end() || e->second.text.empty()) return;

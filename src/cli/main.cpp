@@ -1,6 +1,9 @@
 // The d500 command line: a table of subcommands. Errors from every stage arrive here as
 // d500::Error and leave as one line on stderr and a non-zero exit code.
+#include <sys/resource.h>
 #include <unistd.h>
+
+#include <cstdlib>
 
 #include <CLI/CLI.hpp>
 #include <filesystem>
@@ -352,7 +355,32 @@ int cmd_onnx_test(const std::vector<std::string>& dirs, const std::string& backe
 
 }  // namespace
 
+// OpenBLAS (linked into d500core) starts its thread pool when it is loaded, before main, unless
+// OPENBLAS_NUM_THREADS says 1. This process plans, reads and writes files and forks readers; a
+// pool of idle BLAS threads only hurts it: under a tight `ulimit -v` they retry failed
+// allocations forever, and OpenBLAS's fork and exit hooks wait on them (d500 report and d500 run
+// then never ended). So the CLI starts itself once more with one BLAS thread (25 ms), and gives
+// the jobs it starts the user's own setting back.
+void start_with_one_blas_thread(char** argv) {
+  constexpr const char* kMark = "D500_CLI_USER_OPENBLAS_NUM_THREADS";
+  if (const char* user = std::getenv(kMark)) {  // the second start: the user's setting back
+    if (user[0] == '=') setenv("OPENBLAS_NUM_THREADS", user + 1, 1);
+    else unsetenv("OPENBLAS_NUM_THREADS");
+    unsetenv(kMark);
+    return;
+  }
+  const char* blas = std::getenv("OPENBLAS_NUM_THREADS");
+  if (blas && std::string(blas) == "1") return;
+  setenv(kMark, blas ? (std::string("=") + blas).c_str() : "-", 1);
+  setenv("OPENBLAS_NUM_THREADS", "1", 1);
+  execv("/proc/self/exe", argv);
+  unsetenv(kMark);  // no /proc: go on as started
+  if (blas) setenv("OPENBLAS_NUM_THREADS", blas, 1);
+  else unsetenv("OPENBLAS_NUM_THREADS");
+}
+
 int main(int argc, char** argv) {
+  start_with_one_blas_thread(argv);
   // A mistyped subcommand gets the nearest one, as ninja does for its tools.
   if (argc > 1 && argv[1][0] != '-') {
     std::vector<std::string> names;

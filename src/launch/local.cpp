@@ -1,14 +1,18 @@
 #include "launch/local.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
@@ -49,6 +53,7 @@ namespace {
 volatile sig_atomic_t g_stop_signal = 0;
 volatile pid_t g_job_pgid = 0;
 constexpr unsigned kStopGraceSeconds = 10;
+constexpr double kDefaultProgressTimeoutS = 900;
 
 void on_stop_signal(int sig) {
   const bool again = g_stop_signal != 0;
@@ -159,9 +164,49 @@ class CampaignProgress {
 // The job runs in its own process group (so that stopping it reaches mpirun and every rank,
 // and a terminal's Ctrl-C reaches d500 run first), and is sent SIGTERM by the kernel should
 // d500 run die without a chance to stop it (kill -9).
-int run_script(const fs::path& dir, const std::string& script, const fs::path& log, const std::string& prefix,
-               std::int64_t t0, std::ostream& out, std::map<Outcome, int>& points, RunLock& lock,
-               const std::string& job_id, const std::string& resume_spec, CampaignProgress& campaign) {
+// The job's signs of progress: its output (the worker prints a line per point, resumed step and
+// checkpoint) and its results file, which the worker flushes durably at least every 2 s while it
+// times repetitions or steps. A job showing neither for the progress timeout has a rank that
+// stopped (SIGSTOP, a dead node) or hangs in a collective: it is ended, not waited for forever.
+double progress_timeout_s() {
+  const char* e = std::getenv("D500_PROGRESS_TIMEOUT_S");
+  const double v = e ? std::atof(e) : 0;
+  return v > 0 ? v : kDefaultProgressTimeoutS;
+}
+
+// A stamp of a file that changes when it is written: its modification time and size; 0 when absent.
+std::int64_t stamp_of(const fs::path& p) {
+  struct stat st {};
+  return ::stat(p.c_str(), &st) == 0 ? st.st_mtim.tv_sec * 1'000'000'000LL + st.st_mtim.tv_nsec + st.st_size : 0;
+}
+
+// mpirun keeps a few descriptors per rank (its output pipes, PMIx's sockets) beside its own;
+// with too few it crashed in PMIx_Finalize and hung (ulimit -n 32, two ranks). The soft limit is
+// raised to the hard one where that is lower; a hard limit that is still too low is refused
+// before the job starts.
+void require_open_files(int ranks) {
+  rlimit r{};
+  if (getrlimit(RLIMIT_NOFILE, &r) != 0) return;
+  const rlim_t need = 40 + 4 * static_cast<rlim_t>(std::max(ranks, 1));
+  if (r.rlim_cur < need && r.rlim_cur < r.rlim_max) {
+    r.rlim_cur = std::min<rlim_t>(r.rlim_max, std::max<rlim_t>(need, 1024));
+    setrlimit(RLIMIT_NOFILE, &r);
+    getrlimit(RLIMIT_NOFILE, &r);
+  }
+  if (r.rlim_cur < need)
+    throw Error("the open-file limit (ulimit -n) is " + std::to_string(r.rlim_cur) + "; mpirun needs about " +
+                std::to_string(need) + " for a job of " + std::to_string(ranks) +
+                " rank(s) on this host (with fewer it crashes and hangs): raise it, e.g. `ulimit -n 1024`; nothing was started");
+}
+
+struct JobEnded {
+  int code = 0;
+  double stalled_s = 0;  // > 0: ended by d500 run after this long without progress
+};
+
+JobEnded run_script(const fs::path& dir, const std::string& script, const fs::path& log, const fs::path& results,
+                    const std::string& prefix, std::int64_t t0, std::ostream& out, std::map<Outcome, int>& points,
+                    RunLock& lock, const std::string& job_id, const std::string& resume_spec, CampaignProgress& campaign) {
   // Opened before anything starts, refusing a link planted at its name.
   const int logfd = open_for_append(log.string());
   int fds[2];
@@ -209,20 +254,8 @@ int run_script(const fs::path& dir, const std::string& script, const fs::path& l
   if (g_stop_signal) kill(-pid, SIGTERM);  // told to stop while starting it
   lock.set_job(job_id, pid);
   close(fds[1]);
-  FILE* in = fdopen(fds[0], "r");
-  char* line = nullptr;
-  size_t cap = 0;
-  ssize_t len;
-  while ((len = getline(&line, &cap, in)) > 0) {
-    // The log is kept whatever happens to it (a full disk): the job's progress still comes here.
-    for (ssize_t done = 0; done < len;) {
-      const ssize_t w = ::write(logfd, line + done, static_cast<size_t>(len - done));
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) break;
-      done += w;
-    }
-    std::string s(line, static_cast<size_t>(len));
-    if (!s.empty() && s.back() == '\n') s.pop_back();
+  // A line of the job's output: a worker's progress line becomes progress for a person.
+  auto show = [&](const std::string& s) {
     double el = static_cast<double>(now_ns() - t0) * 1e-9;
     if (auto p = parse_progress_line(s)) {
       if (p->kind == ProgressLine::Point) {
@@ -238,9 +271,56 @@ int run_script(const fs::path& dir, const std::string& script, const fs::path& l
     } else if (s.find("error") != std::string::npos || s.find("Error") != std::string::npos)
       out << prefix << " " << s << "\n";
     out.flush();
+  };
+  const double timeout_s = progress_timeout_s();
+  std::int64_t last_progress = now_ns(), last_stamp = stamp_of(results), killed_at = 0;
+  double stalled_s = 0;
+  std::string pending;
+  char buf[1 << 14];
+  for (bool open = true; open;) {
+    pollfd pfd{fds[0], POLLIN, 0};
+    const int ready = poll(&pfd, 1, 1000);
+    if (ready < 0 && errno != EINTR) break;
+    const std::int64_t now = now_ns();
+    if (ready <= 0) {  // quiet for a second: has the results file moved on?
+      if (const std::int64_t stamp = stamp_of(results); stamp != last_stamp) last_stamp = stamp, last_progress = now;
+      if (!killed_at && static_cast<double>(now - last_progress) * 1e-9 > timeout_s) {
+        stalled_s = static_cast<double>(now - last_progress) * 1e-9;
+        out << prefix << " no progress for " << fmt_sig(stalled_s, 3) << " s (no output, no write to "
+            << results.filename().string() << "): a rank has stopped or hangs; ending the job (D500_PROGRESS_TIMEOUT_S = "
+            << fmt_sig(timeout_s, 3) << ")\n";
+        out.flush();
+        kill(-pid, SIGTERM);
+        killed_at = now;
+      } else if (killed_at && now - killed_at > static_cast<std::int64_t>(kStopGraceSeconds) * 1'000'000'000LL) {
+        kill(-pid, SIGKILL);  // a stopped rank takes no SIGTERM
+        killed_at = now;
+      }
+      continue;
+    }
+    const ssize_t got = ::read(fds[0], buf, sizeof buf);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      open = false;
+      if (pending.empty()) break;
+      pending += '\n';  // a last line without its newline
+    } else {
+      pending.append(buf, static_cast<std::size_t>(got));
+      // The log is kept whatever happens to it (a full disk): the job's progress still comes here.
+      for (ssize_t done = 0; done < got;) {
+        const ssize_t w = ::write(logfd, buf + done, static_cast<size_t>(got - done));
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) break;
+        done += w;
+      }
+      last_progress = now;
+    }
+    for (std::size_t nl; (nl = pending.find('\n')) != std::string::npos;) {
+      show(pending.substr(0, nl));
+      pending.erase(0, nl + 1);
+    }
   }
-  free(line);
-  fclose(in);
+  ::close(fds[0]);
   ::close(logfd);
   int st = 0;
   while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
@@ -250,9 +330,9 @@ int run_script(const fs::path& dir, const std::string& script, const fs::path& l
   g_job_pgid = 0;
   alarm(0);
   lock.set_job("", 0);
-  if (WIFEXITED(st)) return WEXITSTATUS(st);
-  if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
-  return 255;
+  if (WIFEXITED(st)) return {WEXITSTATUS(st), stalled_s};
+  if (WIFSIGNALED(st)) return {128 + WTERMSIG(st), stalled_s};
+  return {255, stalled_s};
 }
 
 }  // namespace
@@ -318,13 +398,19 @@ std::vector<JobOutcome> run_local(const std::string& dir_arg, const LocalRunOpti
         }
       }
     }
+    {
+      const JobSpec whole = read_job_spec(layout.job_spec(jobs[j]).string());
+      require_open_files(whole.nodes * whole.ranks_per_node);
+    }
     const fs::path result = layout.results_file(jobs[j]);
     std::string aside = move_aside(result.string());
     if (!aside.empty()) out << prefix << " earlier results kept as " << fs::path(aside).filename().string() << "\n";
     out << prefix << " starting\n";
     out.flush();
     const std::int64_t tj = now_ns();
-    o.exit_code = run_script(dir, layout.job_script(jobs[j]).string(), o.log, prefix, t0, out, o.points, lock, jobs[j], resume_spec, campaign);
+    const JobEnded ended = run_script(dir, layout.job_script(jobs[j]).string(), o.log, result, prefix, t0, out, o.points,
+                                      lock, jobs[j], resume_spec, campaign);
+    o.exit_code = ended.code;
     o.seconds = static_cast<double>(now_ns() - tj) * 1e-9;
     o.stopped_by = g_stop_signal;
     toml::table rec{{"exit_code", o.exit_code},
@@ -333,6 +419,9 @@ std::vector<JobOutcome> run_local(const std::string& dir_arg, const LocalRunOpti
                     {"log", fs::relative(layout.job_log(jobs[j]), dir).string()}};
     const std::string sig = signal_name(o.stopped_by);
     if (o.stopped_by) rec.insert("stopped_by", sig);
+    if (ended.stalled_s > 0)
+      rec.insert("ended_by", "d500 run after " + fmt_sig(ended.stalled_s, 3) +
+                                 " s without progress (no output, no write to its results file): a rank had stopped or hung");
     std::ostringstream rec_text;
     rec_text << "# Written by d500 run.\n" << rec << "\n";
     write_file_atomic(status.string(), rec_text.str());

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <charconv>
 #include <fstream>
+#include <filesystem>
 #include <sstream>
+#include <toml++/toml.h>
 
 #include "common/text.hpp"
 #include "rundir/submissions.hpp"
@@ -192,6 +194,22 @@ std::optional<Outcome> outcome_of_slurm_state(const std::string& state) {
   if (state == "NODE_FAIL" || state == "PREEMPTED" || state == "BOOT_FAIL") return Outcome::NodeFailed;
   if (state == "FAILED" || state == "OUT_OF_MEMORY") return Outcome::JobFailed;
   return std::nullopt;
+}
+
+std::map<std::string, JobEnd> local_job_ends(const RunLayout& dir) {
+  std::map<std::string, JobEnd> out;
+  for (const auto& job : dir.job_ids()) {
+    const auto status = dir.job_status(job);
+    if (!std::filesystem::is_regular_file(status)) continue;
+    try {
+      const toml::table t = toml::parse_file(status.string());
+      if (const auto why = t["ended_by"].value<std::string>())
+        out[job] = JobEnd{Outcome::JobFailed, "ended by " + printable(why->substr(0, 300))};
+    } catch (const toml::parse_error&) {
+      // A damaged record of how the job ended says nothing of it.
+    }
+  }
+  return out;
 }
 
 std::map<std::string, JobEnd> slurm_job_ends(const RunLayout& dir) {

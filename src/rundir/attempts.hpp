@@ -83,6 +83,9 @@ struct JobEnd {
   std::string text;
 };
 std::map<std::string, JobEnd> slurm_job_ends(const RunLayout& dir);
+// Per planned job that `d500 run` ended itself (jobs/<job>.status's `ended_by`: no progress for
+// the progress timeout), job-failed and the cause in words. Empty when none was.
+std::map<std::string, JobEnd> local_job_ends(const RunLayout& dir);
 
 // The lines an attempt wrote to its output after its own "d500: attempt N of Slurm job ..."
 // line (the whole file when that line is absent), at most `n` from the end.

@@ -21,6 +21,23 @@ namespace {
 
 class EndToEnd : public ScratchDirTest {};
 
+// The tests that kill, signal or wait for something: each runs idle and with a CPU hog per core
+// (issue 52: on a loaded machine, two runners of one job once ran side by side).
+class Signals : public ScratchDirTest, public ::testing::WithParamInterface<bool> {
+ protected:
+  void SetUp() override {
+    ScratchDirTest::SetUp();
+    hog_ = std::make_unique<CpuHog>(GetParam());
+  }
+  void TearDown() override {
+    hog_.reset();
+    ScratchDirTest::TearDown();
+  }
+
+ private:
+  std::unique_ptr<CpuHog> hog_;
+};
+
 const std::string kTwoRankCampaign =
     "[campaign]\nname = \"e2e\"\nrepetitions = 8\nwarmups = 2\n" + gemm_and_allreduce("64, 96", "4096", 2);
 
@@ -524,11 +541,11 @@ TEST_F(EndToEnd, OperatorsRunOnEveryBackendAndAWrongOneIsFlaggedNotTimed) {
 namespace {
 
 // Starts `d500 ARGS` with its output in `out`; returns d500's own pid.
-pid_t spawn_d500(const std::string& args, const fs::path& out) {
+pid_t spawn_d500(const std::string& args, const fs::path& out, const std::string& env = "") {
   pid_t pid = fork();
   if (pid == 0) {
     setpgid(0, 0);  // its own group, as a shell starts a job: signals in the test reach only it
-    execl("/bin/bash", "bash", "-c", ("exec " + d500_cmd(args) + " > '" + out.string() + "' 2>&1").c_str(),
+    execl("/bin/bash", "bash", "-c", ((env.empty() ? "exec " : "exec env " + env + " ") + d500_cmd(args) + " > '" + out.string() + "' 2>&1").c_str(),
           static_cast<char*>(nullptr));
     _exit(127);
   }
@@ -573,7 +590,7 @@ const std::string kSlowCampaign =
 
 }  // namespace
 
-TEST_F(EndToEnd, ASecondRunnerIsRefusedAndSigtermStopsTheWholeJob) {
+TEST_P(Signals, ASecondRunnerIsRefusedAndSigtermStopsTheWholeJob) {
   const fs::path run = planned(kSlowCampaign);
   const fs::path out = dir_ / "run1.out";
   const pid_t runner = spawn_d500("run " + run.string(), out);
@@ -599,7 +616,7 @@ TEST_F(EndToEnd, ASecondRunnerIsRefusedAndSigtermStopsTheWholeJob) {
   EXPECT_EQ(read_csv(run / "results.csv").begin()->second["status"], "incomplete") << rep.out;
 }
 
-TEST_F(EndToEnd, AfterKill9TheRanksEndAndAJobThatOutlivesItsRunnerIsNamed) {
+TEST_P(Signals, AfterKill9TheRanksEndAndAJobThatOutlivesItsRunnerIsNamed) {
   const fs::path run = planned(kSlowCampaign);
   const std::string spec = (run / "jobs" / "job-0000.toml").string();
   const fs::path out = dir_ / "run1.out";
@@ -636,6 +653,62 @@ TEST_F(EndToEnd, AfterKill9TheRanksEndAndAJobThatOutlivesItsRunnerIsNamed) {
   EXPECT_NE(again.out.find("job job-0000, process group " + std::to_string(pgid)), std::string::npos) << again.out;
   kill(-static_cast<pid_t>(pgid), SIGKILL);
   EXPECT_TRUE(wait_for([&] { return kill(-static_cast<pid_t>(pgid), 0) != 0; }, 10));
+}
+
+// Issue 52, bounded waits: a rank that stops (SIGSTOP; a dead node looks the same) leaves the
+// other spinning in a collective and the job silent. d500 run ends it once neither its output
+// nor its results file has moved for D500_PROGRESS_TIMEOUT_S (SIGTERM, then SIGKILL 10 s later,
+// which a stopped process cannot ignore), and the report says why its point is unfinished.
+TEST_P(Signals, AStoppedRankEndsItsJobAfterTheProgressTimeoutAndTheReportSaysWhy) {
+  const fs::path run = planned(kSlowCampaign);
+  const std::string spec = (run / "jobs" / "job-0000.toml").string();
+  const fs::path out = dir_ / "run.out";
+  const pid_t runner = spawn_d500("run " + run.string(), out, "D500_PROGRESS_TIMEOUT_S=3");
+  ASSERT_TRUE(wait_for([&] { return read_file_text(out).find("point 1/1") != std::string::npos; }, 60)) << read_file_text(out);
+  ASSERT_TRUE(wait_for([&] { return processes_with(spec).size() == 2; }, 30));
+  const pid_t rank = processes_with(spec).front();
+  ASSERT_EQ(kill(rank, SIGSTOP), 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  // The bound: the timeout, the 10 s between SIGTERM and SIGKILL, and a second per poll (the
+  // slack is for a loaded machine).
+  EXPECT_EQ(exit_status_within(runner, 3 + 10 + 30), 1) << read_file_text(out);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("stopped rank: d500 run ended %.1f s after the SIGSTOP\n", took);
+  EXPECT_TRUE(wait_for([&] { return processes_with(spec).empty(); }, 10)) << "a rank survived its job";
+  const std::string said = read_file_text(out);
+  EXPECT_NE(said.find("no progress for"), std::string::npos) << said;
+  EXPECT_NE(said.find("a rank has stopped or hangs; ending the job (D500_PROGRESS_TIMEOUT_S = 3.00)"), std::string::npos) << said;
+
+  Cmd rep = sh(d500_cmd("report " + run.string()));
+  ASSERT_EQ(rep.code, 0) << rep.out;
+  auto csv = read_csv(run / "results.csv");
+  ASSERT_EQ(csv.size(), 1u) << rep.out;
+  const auto& row = csv.begin()->second;
+  EXPECT_EQ(row.at("status"), "job-failed") << rep.out;
+  EXPECT_NE(row.at("status_reason").find("ended by d500 run after"), std::string::npos) << row.at("status_reason");
+}
+
+INSTANTIATE_TEST_SUITE_P(IdleAndLoaded, Signals, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "UnderAHogPerCore" : "Idle"; });
+
+// Issue 52: tight limits end in a clear error or a clean run, never a hang. `ulimit -n 32` once
+// crashed mpirun in PMIx_Finalize and left d500 run waiting; `ulimit -v 200000` left report,
+// check and run spinning in OpenBLAS's fork and exit hooks.
+TEST_F(EndToEnd, TightLimitsEndInAClearErrorNeverAHang) {
+  const fs::path run = planned("[campaign]\nname = \"limits\"\nrepetitions = 5\nwarmups = 1\n[fixed]\nworkload = \"gemm\"\n"
+                               "backend = \"blas\"\nn = 16\nranks_per_node = 2\n");
+  Cmd files = sh("ulimit -n 32; timeout -s KILL 60 " + d500_cmd("run " + run.string()));
+  EXPECT_EQ(files.code, 1) << files.out;
+  EXPECT_NE(files.out.find("the open-file limit (ulimit -n) is 32; mpirun needs about 48 for a job of 2 rank(s)"),
+            std::string::npos)
+      << files.out;
+  EXPECT_FALSE(fs::exists(run / "results" / "job-0000.h5")) << "a job was started";
+  ASSERT_EQ(sh(d500_cmd("run " + run.string())).code, 0);
+  const std::string h5 = (run / "results" / "job-0000.h5").string();
+  for (const std::string command : {"report " + run.string(), "check " + h5, "status " + run.string()}) {
+    Cmd c = sh("ulimit -v 200000; timeout -s KILL 60 " + d500_cmd(command));
+    EXPECT_TRUE(c.code == 0) << command << ": exit " << c.code << " (137: killed after 60 s)\n" << c.out;
+  }
 }
 
 // Issue 52: a run directory prepared by someone careless or hostile. A link planted at a file

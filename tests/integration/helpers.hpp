@@ -3,6 +3,7 @@
 // read HDF5 with the plain C API (never through d500's own reader), parse results.csv.
 #include <gtest/gtest.h>
 #include <hdf5.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -295,5 +296,33 @@ inline void each_validated_point(hid_t file, std::size_t points,
     H5Gclose(g);
   }
 }
+
+// A busy machine, as a shared login node is: one process spinning per CPU for the life of the
+// object (none when `on` is false), started and ended by the test itself. Tests that kill,
+// signal or time something run both idle and under it (issue 52).
+class CpuHog {
+ public:
+  explicit CpuHog(bool on) {
+    if (!on) return;
+    const long cpus = std::max(1L, sysconf(_SC_NPROCESSORS_ONLN));
+    for (long i = 0; i < cpus; ++i) {
+      const pid_t p = fork();
+      if (p == 0) {
+        for (volatile unsigned long x = 0;; x = x + 1) {
+        }
+      }
+      if (p > 0) pids_.push_back(p);
+    }
+  }
+  ~CpuHog() {
+    for (pid_t p : pids_) kill(p, SIGKILL);
+    for (pid_t p : pids_) waitpid(p, nullptr, 0);
+  }
+  CpuHog(const CpuHog&) = delete;
+  CpuHog& operator=(const CpuHog&) = delete;
+
+ private:
+  std::vector<pid_t> pids_;
+};
 
 }  // namespace d500test
