@@ -1,5 +1,8 @@
 #include "metrics/stopping.hpp"
 
+#include <map>
+#include <tuple>
+
 #include <algorithm>
 #include <boost/math/distributions/binomial.hpp>
 #include <cmath>
@@ -24,12 +27,20 @@ int smallest_with_cdf_at_least(const boost::math::binomial_distribution<double>&
 RankInterval quantile_ci_ranks(int n, double p, double confidence) {
   RankInterval r;
   if (n <= 0) return r;
+  // The same few (n, p, confidence) come back for every point of a report (the repetitions
+  // advice tries up to ~35 counts per point, each costing dozens of incomplete-beta
+  // evaluations): computed once per thread.
+  thread_local std::map<std::tuple<int, double, double>, RankInterval> known;
+  const auto key = std::make_tuple(n, p, confidence);
+  if (const auto it = known.find(key); it != known.end()) return it->second;
+  if (known.size() > 100000) known.clear();
   const double alpha = 1 - confidence;
   boost::math::binomial_distribution<double> b(n, p);
   r.lo = smallest_with_cdf_at_least(b, n, alpha / 2);
   r.hi = smallest_with_cdf_at_least(b, n, 1 - alpha / 2) + 1;
   r.valid = r.lo >= 1 && r.hi <= n;
   if (r.valid) r.coverage = boost::math::cdf(b, r.hi - 1) - boost::math::cdf(b, r.lo - 1);
+  known.emplace(key, r);
   return r;
 }
 
