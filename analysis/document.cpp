@@ -522,6 +522,24 @@ Document report_document(const Report& rep) {
                                                          "differences are not recorded). A governor other than performance, or one "
                                                          "that is unreadable, may let clocks vary between repetitions."),
                                                     table(environment_table(rep))}});
+  {  // Code a campaign named (a custom operator's library): which file, which bytes, for how many points.
+    std::map<std::pair<std::string, std::string>, int> loaded;
+    for (const auto& r : rep.rows) {
+      auto path = r.facts.find("library.path"), sum = r.facts.find("library.sha256");
+      if (path != r.facts.end() && sum != r.facts.end()) ++loaded[{canonical(path->second), canonical(sum->second)}];
+    }
+    std::vector<std::string> items;
+    for (const auto& [lib, n] : loaded)
+      items.push_back(lib.first + ": SHA-256 " + lib.second + " (" + std::to_string(n) + " point" + (n == 1 ? "" : "s") + ")");
+    if (!items.empty()) {
+      Block b = list(items);
+      b.wrap = false;
+      d.sections.push_back({"Code loaded from the campaign", 2, false,
+                            {text("Each library a point loaded (its `library`), resolved, with the SHA-256 of its bytes "
+                                  "when the point ran: code, not data (README, \"Trust\")."),
+                             b}});
+    }
+  }
   d.sections.push_back({"Measurement quality", 2, false, {with_title(table(quality_table(rep)), rep, true)}});
   if (auto att = attention(rep); !att.empty()) d.sections.push_back({"Points needing attention", 2, true, {list(att)}});
   if (!rep.unreadable.empty()) {

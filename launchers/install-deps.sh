@@ -8,6 +8,7 @@ pkgs=(g++ cmake ninja-build pkg-config git
       libtomlplusplus-dev                   # TOML++: campaign files and job specs
       libonnx-dev libprotobuf-dev           # ONNX (and its protobuf): networks of level 1
       zlib1g-dev dataset-fashion-mnist      # zlib reads Fashion-MNIST's gzip'd IDX files (level 2's real data)
+      libssl-dev                            # OpenSSL's libcrypto: SHA-256 of the libraries a campaign loads
       libcli11-dev                          # CLI11: the command line
       libboost-math-dev                     # Boost.Math: binomial quantiles for the intervals
       libopenblas-dev                       # OpenBLAS: the blas backend

@@ -1,6 +1,7 @@
 #include "common/text.hpp"
 
 #include <fcntl.h>
+#include <openssl/evp.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -158,6 +159,31 @@ void sync_file_system(const std::string& dir) {
   const int e = errno;
   ::close(fd);
   if (!ok) throw Error(dir + ": writing it to disk failed (disk full?): " + std::strerror(e));
+}
+
+std::string sha256_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw Error(path + ": cannot read to checksum: " + std::strerror(errno));
+  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+  bool ok = ctx && EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr) == 1;
+  char buf[1 << 16];
+  for (ssize_t n; ok && (n = ::read(fd, buf, sizeof buf)) != 0;) {
+    if (n < 0 && errno == EINTR) continue;
+    ok = n > 0 && EVP_DigestUpdate(ctx, buf, static_cast<std::size_t>(n)) == 1;
+  }
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  ok = ok && EVP_DigestFinal_ex(ctx, md, &len) == 1;
+  EVP_MD_CTX_free(ctx);
+  ::close(fd);
+  if (!ok) throw Error(path + ": cannot checksum (SHA-256)");
+  std::string hex;
+  for (unsigned int i = 0; i < len; ++i) {
+    char b[3];
+    std::snprintf(b, sizeof b, "%02x", md[i]);
+    hex += b;
+  }
+  return hex;
 }
 
 std::string html_escape(const std::string& s) {

@@ -40,6 +40,10 @@ std::string html_escape(const std::string& s);
 // Quotes a CSV field when it holds a comma, quote or newline (RFC 4180).
 std::string csv_field(const std::string& s);
 
+// The SHA-256 of a file's bytes in hex (OpenSSL's libcrypto); throws naming the file when it
+// cannot be read.
+std::string sha256_file(const std::string& path);
+
 // Formats a number with `digits` significant digits, without exponent for ordinary ranges.
 std::string fmt_sig(double v, int digits = 4);
 // A size in binary units with 3 significant digits: "512 KiB", "1.25 GiB".

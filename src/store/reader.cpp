@@ -107,7 +107,7 @@ PointResult read_point(hid_t file, const std::string& id, const std::string& pat
     if (n.rfind("param.", 0) == 0) p.params[n.substr(6)] = h5::read_attr_value(g, n, what);
     if (n.rfind("network.", 0) == 0 || n.rfind("memory.", 0) == 0 || n.rfind("executor", 0) == 0 || n.rfind("train.", 0) == 0 ||
         n.rfind("dist.", 0) == 0 || n.rfind("comm.", 0) == 0 || n.rfind("repetitions.", 0) == 0 || n.rfind("machine.", 0) == 0 ||
-        n.rfind("device.", 0) == 0 || n.rfind("cuda.", 0) == 0 || n.rfind("cudnn.", 0) == 0 || n.rfind("nccl.", 0) == 0 ||
+        n.rfind("device.", 0) == 0 || n.rfind("library.", 0) == 0 || n.rfind("cuda.", 0) == 0 || n.rfind("cudnn.", 0) == 0 || n.rfind("nccl.", 0) == 0 ||
         n == "ranks_differ")
       p.facts[n] = h5::read_attr_value(g, n, what);
   }

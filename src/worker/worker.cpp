@@ -375,6 +375,18 @@ void run_job(const std::string& spec_path, const std::string& output, MPI_Comm c
         backend_error = e.what();
       }
     }
+    // Code a campaign named, run by this point: which file, and exactly which bytes (README, "Trust").
+    if (auto lib = p.params.find("library"); lib != p.params.end())
+      if (const auto* path = std::get_if<std::string>(&lib->second); path && !path->empty()) {
+        std::error_code ec;
+        const auto real = std::filesystem::canonical(*path, ec);
+        meta.attributes.push_back({"library.path", ec ? *path : real.string()});
+        try {
+          meta.attributes.push_back({"library.sha256", sha256_file(*path)});
+        } catch (const Error& e) {
+          meta.attributes.push_back({"library.sha256", std::string("unreadable: ") + e.what()});
+        }
+      }
     out.begin_point(PointIdentity{p.id, p.canonical, p.level, p.params}, i, spec.warmups, spec.repetitions, meta);
     Validation v{std::nan(""), 0.0, ""};
     if (wl) {

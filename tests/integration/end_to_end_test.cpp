@@ -440,8 +440,9 @@ ranks_per_node = [1, 2]
 
 // Issue 52, the trust model: a campaign's library is code (its constructors run when it is
 // loaded). `d500 plan --dry-run` loads none -- it looks at the file alone -- and a real plan
-// loads it to check its operator, as the README says.
-TEST_F(EndToEnd, ADryRunLoadsNoLibraryACampaignNames) {
+// loads it to check its operator, as the README says; a run records which file it loaded and
+// the SHA-256 of its bytes (checked against coreutils' sha256sum), and the report lists them.
+TEST_F(EndToEnd, ADryRunLoadsNoLibraryAndARunRecordsWhichItLoaded) {
   const fs::path mark = dir_ / "loaded";
   const std::string campaign = write("c.toml", "[campaign]\nname = \"trust\"\n[fixed]\nworkload = \"relu\"\nn = 2\nc = 8\nh = 12\n"
                                                "backend = \"custom\"\nlibrary = \"" + std::string(D500_CUSTOM_RELU) + "\"\n");
@@ -457,6 +458,15 @@ TEST_F(EndToEnd, ADryRunLoadsNoLibraryACampaignNames) {
   Cmd real = sh(env + d500_cmd("plan " + campaign + " -o " + (dir_ / "run").string()));
   ASSERT_EQ(real.code, 0) << real.out;
   EXPECT_TRUE(fs::exists(mark)) << "a real plan checks the library by loading it";
+
+  ASSERT_EQ(sh(d500_cmd("run " + (dir_ / "run").string())).code, 0);
+  Cmd rep = sh(d500_cmd("report " + (dir_ / "run").string()));
+  ASSERT_EQ(rep.code, 0) << rep.out;
+  Cmd sum = sh("sha256sum " + std::string(D500_CUSTOM_RELU) + " | cut -d' ' -f1 | tr -d '\\n'");
+  ASSERT_EQ(sum.out.size(), 64u) << sum.out;
+  const std::string md = read_file_text(dir_ / "run" / "report.md");
+  EXPECT_NE(md.find("## Code loaded from the campaign"), std::string::npos) << md;
+  EXPECT_NE(md.find(fs::canonical(D500_CUSTOM_RELU).string() + ": SHA-256 " + sum.out + " (1 point)"), std::string::npos) << md;
 }
 
 TEST_F(EndToEnd, OperatorsRunOnEveryBackendAndAWrongOneIsFlaggedNotTimed) {
@@ -705,7 +715,7 @@ TEST_F(EndToEnd, TightLimitsEndInAClearErrorNeverAHang) {
   EXPECT_FALSE(fs::exists(run / "results" / "job-0000.h5")) << "a job was started";
   ASSERT_EQ(sh(d500_cmd("run " + run.string())).code, 0);
   const std::string h5 = (run / "results" / "job-0000.h5").string();
-  for (const std::string command : {"report " + run.string(), "check " + h5, "status " + run.string()}) {
+  for (const std::string& command : {"report " + run.string(), "check " + h5, "status " + run.string()}) {
     Cmd c = sh("ulimit -v 200000; timeout -s KILL 60 " + d500_cmd(command));
     EXPECT_TRUE(c.code == 0) << command << ": exit " << c.code << " (137: killed after 60 s)\n" << c.out;
   }

@@ -308,8 +308,7 @@ class CpuHog {
     for (long i = 0; i < cpus; ++i) {
       const pid_t p = fork();
       if (p == 0) {
-        for (volatile unsigned long x = 0;; x = x + 1) {
-        }
+        for (;;) asm volatile("" ::: "memory");  // spins; never optimised away
       }
       if (p > 0) pids_.push_back(p);
     }
