@@ -350,7 +350,7 @@ TEST_F(EndToEnd, AnAllreduceInPlaceWithColdCachesValidatesAndOldPointsKeepTheirI
   bad = sh(d500_cmd("plan --dry-run " + write("o.toml", "[campaign]\nname = \"o\"\n[axes]\nworkload = [\"allreduce\"]\n"
                                                     "backend = [\"mpi\"]\nbytes = [16]\noff_cache = [\"lots\"]\n")));
   EXPECT_EQ(bad.code, 1);
-  EXPECT_NE(bad.out.find("off_cache is \"lots\": a size such as \"64M\""), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("off_cache is \"lots\": a size below 4 EiB such as \"64M\""), std::string::npos) << bad.out;
 }
 
 TEST_F(EndToEnd, SubmitWithoutASlurmConfigurationSaysSoAndRecordsNothing) {
