@@ -22,16 +22,6 @@ namespace d500 {
 
 namespace {
 
-void write_all(int fd, const std::string& s) {
-  std::size_t at = 0;
-  while (at < s.size()) {
-    ssize_t n = ::write(fd, s.data() + at, std::min<std::size_t>(s.size() - at, 1 << 16));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    at += static_cast<std::size_t>(n);
-  }
-}
-
 // The address space this process maps now (/proc/self/statm's first field, in pages): the
 // libraries it loaded, its threads' stacks, and what a GPU driver reserved; 0 where unknown.
 std::int64_t mapped_bytes() {

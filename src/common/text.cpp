@@ -96,18 +96,18 @@ std::string temporary_name(const std::string& path) {
          ".tmp";
 }
 
-bool write_all(int fd, const std::string& content) {
+}  // namespace
+
+bool write_all(int fd, std::string_view bytes) {
   std::size_t done = 0;
-  while (done < content.size()) {
-    const ssize_t w = ::write(fd, content.data() + done, content.size() - done);
+  while (done < bytes.size()) {
+    const ssize_t w = ::write(fd, bytes.data() + done, bytes.size() - done);
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) return false;
     done += static_cast<std::size_t>(w);
   }
   return true;
 }
-
-}  // namespace
 
 void write_file_atomic(const std::string& path, const std::string& content, bool sync) {
   // O_CREAT | O_EXCL: a fresh file, never one that is there already, and never through a

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace d500 {
@@ -28,6 +29,9 @@ std::string read_file(const std::string& path);
 // whole directory once) and renamed into place: a reader never sees half a file, a crash never
 // leaves a torn one, and a link at `path` is replaced, never written through.
 void write_file_atomic(const std::string& path, const std::string& content, bool sync = true);
+// Writes all of `bytes` to `fd`, again after a partial write or EINTR; false (errno set) on
+// an error such as a full disk or a closed pipe.
+bool write_all(int fd, std::string_view bytes);
 // Opens `path` for appending (created when missing), refusing a symbolic link with an error
 // naming it; the caller closes the descriptor.
 int open_for_append(const std::string& path);

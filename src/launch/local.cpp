@@ -306,13 +306,8 @@ JobEnded run_script(const fs::path& dir, const std::string& script, const fs::pa
       pending += '\n';  // a last line without its newline
     } else {
       pending.append(buf, static_cast<std::size_t>(got));
-      // The log is kept whatever happens to it (a full disk): the job's progress still comes here.
-      for (ssize_t done = 0; done < got;) {
-        const ssize_t w = ::write(logfd, buf + done, static_cast<size_t>(got - done));
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) break;
-        done += w;
-      }
+      // A failed write to the log (a full disk) is let go: the job's progress still comes here.
+      write_all(logfd, std::string_view(buf, static_cast<std::size_t>(got)));
       last_progress = now;
     }
     for (std::size_t nl; (nl = pending.find('\n')) != std::string::npos;) {
