@@ -17,6 +17,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <toml++/toml.h>
 
@@ -159,11 +160,6 @@ class CampaignProgress {
   std::string running_;
 };
 
-// Runs `bash script` in `dir`, copying every output line into `log` and turning the worker's
-// progress lines into progress for a person.
-// The job runs in its own process group (so that stopping it reaches mpirun and every rank,
-// and a terminal's Ctrl-C reaches d500 run first), and is sent SIGTERM by the kernel should
-// d500 run die without a chance to stop it (kill -9).
 // The job's signs of progress: its output (the worker prints a line per point, resumed step and
 // checkpoint) and its results file, which the worker flushes durably at least every 2 s while it
 // times repetitions or steps. A job showing neither for the progress timeout has a rank that
@@ -204,6 +200,63 @@ struct JobEnded {
   double stalled_s = 0;  // > 0: ended by d500 run after this long without progress
 };
 
+// Copies the job's output (read from `from`) to its log and hands each line to `show` until the
+// job closes it; meanwhile ends the job's group `pid` when it shows no progress for the progress
+// timeout (SIGTERM, SIGKILL kStopGraceSeconds later). Returns how long it had been without
+// progress when ended, 0 when it was not.
+double pump_output(int from, int logfd, pid_t pid, const fs::path& results, const std::string& prefix, std::ostream& out,
+                   const std::function<void(const std::string&)>& show) {
+  const double timeout_s = progress_timeout_s();
+  std::int64_t last_progress = now_ns(), last_stamp = stamp_of(results), killed_at = 0;
+  double stalled_s = 0;
+  std::string pending;
+  char buf[1 << 14];
+  for (bool open = true; open;) {
+    pollfd pfd{from, POLLIN, 0};
+    const int ready = poll(&pfd, 1, 1000);
+    if (ready < 0 && errno != EINTR) break;
+    const std::int64_t now = now_ns();
+    if (ready <= 0) {  // quiet for a second: has the results file moved on?
+      if (const std::int64_t stamp = stamp_of(results); stamp != last_stamp) last_stamp = stamp, last_progress = now;
+      if (!killed_at && static_cast<double>(now - last_progress) * 1e-9 > timeout_s) {
+        stalled_s = static_cast<double>(now - last_progress) * 1e-9;
+        out << prefix << " no progress for " << fmt_sig(stalled_s, 3) << " s (no output, no write to "
+            << results.filename().string() << "): a rank has stopped or hangs; ending the job (D500_PROGRESS_TIMEOUT_S = "
+            << fmt_sig(timeout_s, 3) << ")\n";
+        out.flush();
+        kill(-pid, SIGTERM);
+        killed_at = now;
+      } else if (killed_at && now - killed_at > static_cast<std::int64_t>(kStopGraceSeconds) * 1'000'000'000LL) {
+        kill(-pid, SIGKILL);  // a stopped rank takes no SIGTERM
+        killed_at = now;
+      }
+      continue;
+    }
+    const ssize_t got = ::read(from, buf, sizeof buf);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      open = false;
+      if (pending.empty()) break;
+      pending += '\n';  // a last line without its newline
+    } else {
+      pending.append(buf, static_cast<std::size_t>(got));
+      // A failed write to the log (a full disk) is let go: the job's progress still comes here.
+      write_all(logfd, std::string_view(buf, static_cast<std::size_t>(got)));
+      last_progress = now;
+    }
+    for (std::size_t nl; (nl = pending.find('\n')) != std::string::npos;) {
+      show(pending.substr(0, nl));
+      pending.erase(0, nl + 1);
+    }
+  }
+  return stalled_s;
+}
+
+// Runs `bash script` in `dir`, copying every output line into `log` and turning the worker's
+// progress lines into progress for a person.
+// The job runs in its own process group (so that stopping it reaches mpirun and every rank,
+// and a terminal's Ctrl-C reaches d500 run first), and is sent SIGTERM by the kernel should
+// d500 run die without a chance to stop it (kill -9).
 JobEnded run_script(const fs::path& dir, const std::string& script, const fs::path& log, const fs::path& results,
                     const std::string& prefix, std::int64_t t0, std::ostream& out, std::map<Outcome, int>& points,
                     RunLock& lock, const std::string& job_id, const std::string& resume_spec, CampaignProgress& campaign) {
@@ -272,49 +325,7 @@ JobEnded run_script(const fs::path& dir, const std::string& script, const fs::pa
       out << prefix << " " << s << "\n";
     out.flush();
   };
-  const double timeout_s = progress_timeout_s();
-  std::int64_t last_progress = now_ns(), last_stamp = stamp_of(results), killed_at = 0;
-  double stalled_s = 0;
-  std::string pending;
-  char buf[1 << 14];
-  for (bool open = true; open;) {
-    pollfd pfd{fds[0], POLLIN, 0};
-    const int ready = poll(&pfd, 1, 1000);
-    if (ready < 0 && errno != EINTR) break;
-    const std::int64_t now = now_ns();
-    if (ready <= 0) {  // quiet for a second: has the results file moved on?
-      if (const std::int64_t stamp = stamp_of(results); stamp != last_stamp) last_stamp = stamp, last_progress = now;
-      if (!killed_at && static_cast<double>(now - last_progress) * 1e-9 > timeout_s) {
-        stalled_s = static_cast<double>(now - last_progress) * 1e-9;
-        out << prefix << " no progress for " << fmt_sig(stalled_s, 3) << " s (no output, no write to "
-            << results.filename().string() << "): a rank has stopped or hangs; ending the job (D500_PROGRESS_TIMEOUT_S = "
-            << fmt_sig(timeout_s, 3) << ")\n";
-        out.flush();
-        kill(-pid, SIGTERM);
-        killed_at = now;
-      } else if (killed_at && now - killed_at > static_cast<std::int64_t>(kStopGraceSeconds) * 1'000'000'000LL) {
-        kill(-pid, SIGKILL);  // a stopped rank takes no SIGTERM
-        killed_at = now;
-      }
-      continue;
-    }
-    const ssize_t got = ::read(fds[0], buf, sizeof buf);
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) {
-      open = false;
-      if (pending.empty()) break;
-      pending += '\n';  // a last line without its newline
-    } else {
-      pending.append(buf, static_cast<std::size_t>(got));
-      // A failed write to the log (a full disk) is let go: the job's progress still comes here.
-      write_all(logfd, std::string_view(buf, static_cast<std::size_t>(got)));
-      last_progress = now;
-    }
-    for (std::size_t nl; (nl = pending.find('\n')) != std::string::npos;) {
-      show(pending.substr(0, nl));
-      pending.erase(0, nl + 1);
-    }
-  }
+  const double stalled_s = pump_output(fds[0], logfd, pid, results, prefix, out, show);
   ::close(fds[0]);
   ::close(logfd);
   int st = 0;
@@ -364,8 +375,8 @@ std::vector<JobOutcome> run_local(const std::string& dir_arg, const LocalRunOpti
       continue;
     }
     std::string resume_spec;
+    JobSpec spec = read_job_spec(layout.job_spec(jobs[j]).string());
     if (!opt.rerun) {
-      JobSpec spec = read_job_spec(layout.job_spec(jobs[j]).string());
       std::vector<PointSpec> left;
       for (const auto& p : spec.points)
         if (!is_final(state.of(p.id).outcome)) left.push_back(p);
@@ -393,10 +404,7 @@ std::vector<JobOutcome> run_local(const std::string& dir_arg, const LocalRunOpti
         }
       }
     }
-    {
-      const JobSpec whole = read_job_spec(layout.job_spec(jobs[j]).string());
-      require_open_files(whole.nodes * whole.ranks_per_node);
-    }
+    require_open_files(spec.nodes * spec.ranks_per_node);
     const fs::path result = layout.results_file(jobs[j]);
     std::string aside = move_aside(result.string());
     if (!aside.empty()) out << prefix << " earlier results kept as " << fs::path(aside).filename().string() << "\n";
