@@ -11,6 +11,7 @@
 #include "d500/schema_text.hpp"
 #include "store/checkpoint.hpp"
 #include "store/h5.hpp"
+#include "store/reader.hpp"
 #include "store/schema.hpp"
 #include "metrics/metrics.hpp"
 #include "metrics/outcome.hpp"
@@ -156,15 +157,16 @@ class Checker {
     std::set<std::pair<int, int>> seen;  // (rank, rep) with at least one phase
     std::set<std::tuple<int, int, int>> phases;
     int bad = 0;
+    auto problem_of = [&](const Sample& x) -> std::string {
+      if (std::string why = sample_count_problem(x, ranks, warmups, reps, open_ended); !why.empty()) return why;  // the reader's rule too
+      if (x.end_ns < x.start_ns) return "end_ns before start_ns";
+      if (x.phase >= kPhaseCount) return "phase " + std::to_string(x.phase) + " outside 0.." + std::to_string(kPhaseCount - 1);
+      if (!phases.insert({x.rank, x.rep, x.phase}).second)
+        return "rank " + std::to_string(x.rank) + " rep " + std::to_string(x.rep) + " phase " + phase_name(static_cast<Phase>(x.phase)) + " recorded twice";
+      return "";
+    };
     for (const auto& x : rows) {
-      std::string why;
-      if (x.rank < 0 || x.rank >= ranks) why = "rank " + std::to_string(x.rank) + " outside 0.." + std::to_string(ranks - 1);
-      else if (x.rep < 0 || (x.rep >= warmups + reps && !open_ended)) why = "rep " + std::to_string(x.rep) + " outside 0.." + std::to_string(warmups + reps - 1);
-      else if ((x.rep < warmups) != (x.warmup != 0)) why = "rep " + std::to_string(x.rep) + " has warmup = " + std::to_string(x.warmup);
-      else if (x.end_ns < x.start_ns) why = "end_ns before start_ns";
-      else if (x.phase >= kPhaseCount) why = "phase " + std::to_string(x.phase) + " outside 0.." + std::to_string(kPhaseCount - 1);
-      else if (!phases.insert({x.rank, x.rep, x.phase}).second)
-        why = "rank " + std::to_string(x.rank) + " rep " + std::to_string(x.rep) + " phase " + phase_name(static_cast<Phase>(x.phase)) + " recorded twice";
+      const std::string why = problem_of(x);
       if (why.empty()) seen.insert({x.rank, x.rep});
       if (!why.empty() && bad++ < 3) problem(where + "/samples", why);
     }

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <limits>
 #include <filesystem>
 
 #include "common/error.hpp"
@@ -49,15 +48,14 @@ int bounded_count(std::int64_t v, const std::string& what, const char* name, std
 // end (as store/check.cpp reads it).
 void check_counts(const PointResult& p, int ranks, const std::string& what) {
   const bool open_ended = p.level >= 2 && p.outcome == Outcome::Incomplete;
-  const std::int64_t total = open_ended ? std::numeric_limits<std::int32_t>::max() : std::int64_t{p.warmups} + p.repetitions;
+  const std::int64_t total = std::int64_t{p.warmups} + p.repetitions;
   std::int32_t last = -1;
   for (std::size_t i = 0; i < p.samples.size(); ++i) {
     const Sample& s = p.samples[i];
-    if (s.rank < 0 || s.rank >= ranks || s.rep < 0 || s.rep >= total || (s.warmup != 0) != (s.rep < p.warmups))
-      throw Error(what + ": damaged: sample row " + std::to_string(i) + " (rank " + std::to_string(s.rank) + ", repetition " +
-                  std::to_string(s.rep) + (s.warmup ? ", warm-up" : "") + ") disagrees with the point's ranks = " +
+    if (const std::string why = sample_count_problem(s, ranks, p.warmups, p.repetitions, open_ended); !why.empty())
+      throw Error(what + ": damaged: sample row " + std::to_string(i) + ": " + why + " (the point's ranks = " +
                   std::to_string(ranks) + ", warmups = " + std::to_string(p.warmups) +
-                  ", repetitions = " + std::to_string(p.repetitions));
+                  ", repetitions = " + std::to_string(p.repetitions) + ")");
     last = std::max(last, s.rep);
   }
   if (p.outcome == Outcome::Complete && !p.samples.empty() && last + 1 != total)
@@ -65,6 +63,20 @@ void check_counts(const PointResult& p, int ranks, const std::string& what) {
                 std::to_string(p.repetitions) + ", but its samples end at repetition " + std::to_string(last + 1) +
                 " of " + std::to_string(total));
 }
+
+}  // namespace
+
+std::string sample_count_problem(const Sample& s, std::int64_t ranks, std::int64_t warmups, std::int64_t repetitions,
+                                 bool open_ended) {
+  const std::int64_t total = warmups + repetitions;
+  if (s.rank < 0 || s.rank >= ranks) return "rank " + std::to_string(s.rank) + " outside 0.." + std::to_string(ranks - 1);
+  if (s.rep < 0 || (s.rep >= total && !open_ended))
+    return "rep " + std::to_string(s.rep) + " outside 0.." + std::to_string(total - 1);
+  if ((s.rep < warmups) != (s.warmup != 0)) return "rep " + std::to_string(s.rep) + " has warmup = " + std::to_string(s.warmup);
+  return "";
+}
+
+namespace {
 
 PointResult read_point(hid_t file, const std::string& id, const std::string& path, int ranks) {
   const std::string what = path + ":/points/" + id;

@@ -50,6 +50,13 @@ struct JobResult {
   std::vector<PointResult> points;  // in job order
 };
 
+// Why sample row `s` contradicts its point's counts ("" when it does not): a rank outside the
+// job's, a repetition beyond warmups + repetitions (unless `open_ended`: a training point still
+// running has run as many steps as it has), a warm-up flag that disagrees with the repetition.
+// The one rule of the reader (which refuses such a point as damaged) and of `d500 check`.
+std::string sample_count_problem(const Sample& s, std::int64_t ranks, std::int64_t warmups, std::int64_t repetitions,
+                                 bool open_ended);
+
 // Throws d500::Error naming the file for a missing, truncated, foreign or newer-schema file.
 JobResult read_job_file(const std::string& path);
 
