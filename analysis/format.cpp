@@ -604,8 +604,8 @@ Table environment_table(const Report& rep) {
     for (const auto& e : rep.environments) {
       auto it = e.facts.find(n);
       std::string v = it == e.facts.end() ? "-" : it->second;
-      if (n == "machine.memory_bytes" && v.find_first_not_of("0123456789") == std::string::npos && parse_size(v, 0) >= 0)
-        v = fmt_bytes(parse_size(v, 0));
+      if (n == "machine.memory_bytes" && v.find_first_not_of("0123456789") == std::string::npos)
+        if (const std::int64_t bytes = parse_size(v, 0); bytes >= 0) v = fmt_bytes(bytes);
       row.push_back(v.empty() ? "(empty)" : v);
     }
     t.push_back(row);

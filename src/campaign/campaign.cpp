@@ -36,7 +36,7 @@ void reject_unknown(const toml::table& t, const std::vector<std::string>& valid,
     bool ok = false;
     for (const auto& x : valid) ok = ok || x == key;
     if (!ok)
-      throw Error(loc(path, k.source()), "unknown key '" + printable(key.size() > 80 ? key.substr(0, 80) + "..." : key) + "' in " + where +
+      throw Error(loc(path, k.source()), "unknown key " + quote_value(key, '\'') + " in " + where +
                                              did_you_mean(key, valid) + " (valid keys: " +
                                              join(valid, ", ") + ")");
   }

@@ -266,10 +266,10 @@ std::string printable(const std::string& s) {
   return out;
 }
 
-std::string quote_value(const std::string& s) {
+std::string quote_value(const std::string& s, char quote) {
   constexpr std::size_t kShown = 80;
-  if (s.size() <= kShown) return "\"" + printable(s) + "\"";
-  return "\"" + printable(s.substr(0, kShown)) + "...\" (" + std::to_string(s.size()) + " characters)";
+  if (s.size() <= kShown) return quote + printable(s) + quote;
+  return quote + printable(s.substr(0, kShown)) + "..." + quote + " (" + std::to_string(s.size()) + " characters)";
 }
 
 std::int64_t parse_size(const std::string& text, int bare_unit_shift) {

@@ -66,8 +66,8 @@ bool has_control_chars(const std::string& s);
 std::string printable(const std::string& s);
 // A value from a file, quoted for an error message: at most 80 characters of it, control
 // characters escaped as printable() does, and its length said when it was cut:
-// "\"aaaa...\" (1048576 characters)".
-std::string quote_value(const std::string& s);
+// "\"aaaa...\" (1048576 characters)", in `quote` (a double quote unless told).
+std::string quote_value(const std::string& s, char quote = '"');
 // A size: digits (at most 15) and an optional binary unit K, M, G, T, then an optional B or b
 // ("64M", "8GB"; not "8GiB"); a number without a unit is in `bare_unit_shift` (0: bytes,
 // 20: MiB). -1 for anything else or for a size of 2^62 bytes or more: never an overflow.
