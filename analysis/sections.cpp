@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 
+#include "common/parallel.hpp"
 #include "common/text.hpp"
 #include "metrics/stopping.hpp"
 #include "summary.hpp"
@@ -68,6 +69,7 @@ std::uint64_t comparison_seed(std::uint64_t seed, const std::string& base_id, co
 
 std::vector<Comparison> compare_backends(const std::vector<PointRow>& rows, double confidence, std::uint64_t seed) {
   std::vector<Comparison> out;
+  std::vector<std::pair<const PointRow*, const PointRow*>> pairs;  // (baseline, other) of out's entries
   const PointNames names = point_names(rows);
   for (const auto& g : group_rows(rows, {"backend"}, [](const PointRow& r) { return r.has_timings(); })) {
     if (g.size() < 2) continue;
@@ -88,11 +90,20 @@ std::vector<Comparison> compare_backends(const std::vector<PointRow>& rows, doub
         c.has_mean_ratio = true;
         c.mean_ratio = stats::fieller_ratio(base->costs, r->costs, confidence);
       }
-      c.speedup = stats::bootstrap_median_ratio(base->costs, r->costs, confidence, kRatioMethod,
-                                                kBootstrapResamples, comparison_seed(seed, base->id, r->id));
       out.push_back(c);
+      pairs.emplace_back(base, r);
     }
   }
+  // The bootstraps (most of a large report's time) on the cores this process may use: each
+  // comparison has its own seed, so the figures do not depend on how many threads there are.
+  parallel_ranges(static_cast<std::int64_t>(out.size()), std::min<std::int64_t>(rank_cores(), static_cast<std::int64_t>(out.size()) / 64 + 1),
+                  [&](std::int64_t begin, std::int64_t end) {
+                    for (auto i = static_cast<std::size_t>(begin); i < static_cast<std::size_t>(end); ++i) {
+                      const auto [base, r] = pairs[i];
+                      out[i].speedup = stats::bootstrap_median_ratio(base->costs, r->costs, confidence, kRatioMethod, kBootstrapResamples,
+                                                                     comparison_seed(seed, base->id, r->id));
+                    }
+                  });
   return out;
 }
 

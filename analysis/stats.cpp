@@ -94,18 +94,37 @@ double quantile_sorted(const std::vector<double>& x, double p) {
 double harrell_davis_sorted(const std::vector<double>& x, double p) {
   const std::size_t n = x.size();
   if (n < 2) return n ? x[0] : std::numeric_limits<double>::quiet_NaN();
-  const double dn = static_cast<double>(n), a = p * (dn + 1), b = (1 - p) * (dn + 1);
-  // Weights outside 10 standard deviations of the Beta are below double precision: skip them,
-  // so that a large sample costs O(sqrt(n)) incomplete beta evaluations.
-  const double sd = std::sqrt(p * (1 - p) / (dn + 2));
-  const auto first = static_cast<std::size_t>(std::max(0.0, std::floor((p - 10 * sd) * dn)));
-  const auto last = static_cast<std::size_t>(std::min(dn, std::ceil((p + 10 * sd) * dn)));
-  double sum = 0, prev = first == 0 ? 0 : boost::math::ibeta(a, b, static_cast<double>(first) / dn);
-  for (std::size_t i = first; i < last; ++i) {
-    const double next = i + 1 == n ? 1 : boost::math::ibeta(a, b, static_cast<double>(i + 1) / dn);
-    sum += (next - prev) * x[i];
-    prev = next;
+  // The weights depend on (n, p) alone: computed once per thread and kept (a report asks the
+  // same few of them for thousands of points of one size: repetition advice, per point).
+  struct Weights {
+    std::size_t first = 0;
+    std::vector<double> w;
+  };
+  thread_local std::map<std::pair<std::size_t, double>, Weights> cache;
+  auto [it, fresh] = cache.try_emplace({n, p});
+  Weights& W = it->second;
+  if (fresh) {
+    const double dn = static_cast<double>(n), a = p * (dn + 1), b = (1 - p) * (dn + 1);
+    // Weights outside 10 standard deviations of the Beta are below double precision: skip them,
+    // so that a large sample costs O(sqrt(n)) incomplete beta evaluations.
+    const double sd = std::sqrt(p * (1 - p) / (dn + 2));
+    W.first = static_cast<std::size_t>(std::max(0.0, std::floor((p - 10 * sd) * dn)));
+    const auto last = static_cast<std::size_t>(std::min(dn, std::ceil((p + 10 * sd) * dn)));
+    double prev = W.first == 0 ? 0 : boost::math::ibeta(a, b, static_cast<double>(W.first) / dn);
+    for (std::size_t i = W.first; i < last; ++i) {
+      const double next = i + 1 == n ? 1 : boost::math::ibeta(a, b, static_cast<double>(i + 1) / dn);
+      W.w.push_back(next - prev);
+      prev = next;
+    }
+    if (cache.size() > 4096) {  // bounded: a report of many sample sizes starts afresh
+      Weights keep = std::move(W);
+      cache.clear();
+      it = cache.try_emplace({n, p}, std::move(keep)).first;
+    }
   }
+  const Weights& use = it->second;
+  double sum = 0;
+  for (std::size_t k = 0; k < use.w.size(); ++k) sum += use.w[k] * x[use.first + k];
   return sum;
 }
 

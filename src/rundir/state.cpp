@@ -20,19 +20,19 @@ PointState RunState::of(const std::string& id) const {
 RunState scan_results(const RunLayout& dir, const std::function<void(const JobResult&)>& each) {
   RunState st;
   const std::string hash = dir.campaign_hash();
-  for (const auto& f : dir.results_files()) {
-    JobResult j;
-    try {
-      j = read_job_file_guarded(f);
-    } catch (const Error& e) {
-      st.unreadable.push_back(e.what());
-      continue;
+  const std::vector<std::string> files = dir.results_files();
+  read_job_files_guarded(files, [&](std::size_t i, const JobResult* read, const std::string& error) {
+    const std::string& f = files[i];
+    if (!read) {
+      st.unreadable.push_back(error);
+      return;
     }
+    const JobResult& j = *read;
     if (!hash.empty() && j.campaign_hash != hash) {  // copied in from another run
       st.unreadable.push_back(f + ": foreign: written for campaign \"" + printable(j.campaign.substr(0, 80)) +
                               "\" (hash " + printable(j.campaign_hash.substr(0, 32)) + "), not this run's (hash " + hash +
                               "); none of it is used");
-      continue;
+      return;
     }
     st.files.push_back(f);
     for (const auto& p : j.points) {
@@ -41,7 +41,7 @@ RunState scan_results(const RunLayout& dir, const std::function<void(const JobRe
       if (it == st.points.end() || better_record(s, it->second)) st.points[p.id] = s;
     }
     if (each) each(j);
-  }
+  });
   return st;
 }
 

@@ -4,7 +4,9 @@
 #include <time.h>
 
 #include <chrono>
+#include <cstring>
 #include <filesystem>
+#include <optional>
 #include <thread>
 
 #include "common/contain.hpp"
@@ -119,6 +121,81 @@ JobResult read_job_file_guarded(const std::string& path) {
   });
   if (!error.empty()) throw Error(error);
   return r;
+}
+
+void read_job_files_guarded(const std::vector<std::string>& paths,
+                            const std::function<void(std::size_t, const JobResult*, const std::string&)>& each) {
+  constexpr std::size_t kBatchFiles = 64;
+  constexpr std::int64_t kBatchBytes = 64LL << 20;
+  auto alone = [&](std::size_t i) {
+    try {
+      const JobResult r = read_job_file_guarded(paths[i]);
+      each(i, &r, "");
+    } catch (const Error& e) {
+      each(i, nullptr, e.what());
+    }
+  };
+  std::size_t next = 0;
+  while (next < paths.size()) {
+    // The batch: consecutive regular files, up to the limits (a file over them goes alone).
+    std::vector<std::size_t> batch;
+    std::int64_t bytes = 0;
+    for (; next < paths.size() && batch.size() < kBatchFiles; ++next) {
+      if (!not_a_regular_file(paths[next]).empty()) {
+        if (batch.empty()) alone(next++);
+        break;
+      }
+      std::error_code ec;
+      const auto size = static_cast<std::int64_t>(std::filesystem::file_size(paths[next], ec));
+      if (!batch.empty() && bytes + size > kBatchBytes) break;
+      batch.push_back(next);
+      bytes += ec ? 0 : size;
+    }
+    if (batch.empty()) continue;
+    // The child's answer: per file a byte ('1': read, '0': not), then for a read file its
+    // encoding's length (8 bytes) and the encoding (store/result_codec).
+    const Contained c = run_contained(
+        [&] {
+          std::string a;
+          for (std::size_t i : batch) {
+            std::string e;
+            try {
+              e = encode_job_result(read_job_file(paths[i]));
+            } catch (const std::exception&) {
+              a += '0';
+              continue;
+            }
+            const std::uint64_t n = e.size();
+            a += '1';
+            a.append(reinterpret_cast<const char*>(&n), sizeof n);
+            a += e;
+          }
+          return a;
+        },
+        read_limits(bytes));
+    std::size_t at = 0;
+    for (std::size_t i : batch) {
+      std::optional<JobResult> r;
+      if (c.ok() && at < c.text.size() && c.text[at] == '1' && at + 1 + sizeof(std::uint64_t) <= c.text.size()) {
+        std::uint64_t n = 0;
+        std::memcpy(&n, c.text.data() + at + 1, sizeof n);
+        at += 1 + sizeof n;
+        if (n <= c.text.size() - at) {
+          try {
+            r = decode_job_result(c.text.substr(at, n), paths[i]);
+          } catch (const Error&) {
+          }
+          at += n;
+        } else {
+          at = c.text.size();
+        }
+      } else if (c.ok() && at < c.text.size()) {
+        ++at;
+      }
+      if (r) each(i, &*r, "");
+      else alone(i);
+    }
+  }
 }
 
 CheckResult check_file_guarded(const std::string& path) {
