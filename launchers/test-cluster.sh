@@ -6,30 +6,47 @@
 # slurmd in its own network and UTS namespace, with its own host name (d500n1, d500n2, ...) and
 # address (10.250.P.11, .12, ..., P = the controller's port mod 250), joined to the controller
 # (10.250.P.1, on a bridge in this namespace) by a veth pair. Nothing but loopback and the
-# cluster's own namespaces is used.
-#
-#   launchers/test-cluster.sh start DIR [NODES]   # prints the SLURM_CONF to export; waits until every node is idle
-#   launchers/test-cluster.sh stop DIR
-#   launchers/test-cluster.sh fail-node DIR NAME  # kills a node's processes and marks it DOWN: its jobs end NODE_FAIL
-#   launchers/test-cluster.sh stop-controller DIR    # stops slurmctld only (fault tests)
-#   launchers/test-cluster.sh start-controller DIR
-#   launchers/test-cluster.sh hang-controller DIR    # SIGSTOP: slurmctld accepts connections, answers nothing
-#   launchers/test-cluster.sh resume-controller DIR  # SIGCONT: it handles what queued meanwhile
-#   launchers/test-cluster.sh min-job-age DIR SECONDS # how long Slurm keeps a finished job's record
-#
-# Needs root (slurmd runs jobs as their users) and the Debian packages slurmctld, slurmd,
-# slurm-client and munge (launchers/install-deps.sh --slurm installs them).
+# cluster's own namespaces is used. D500_TEST_GPUS_PER_NODE=G (default 0) advertises G count-only
+# GPUs per node (GresTypes=gpu, Gres=gpu:G, stand-in files for devices): jobs asking for GPUs are planned,
+# submitted and allocated as on a GPU cluster, and the worker finds no device.
+# D500_TEST_CPUS_PER_NODE=C (default 2) gives each node of a multi-node cluster C CPUs (they share
+# this machine's cores). Both are remembered in DIR for a later start.
 set -euo pipefail
-cmd=${1:?usage: test-cluster.sh start|stop|fail-node|stop-controller|start-controller|hang-controller|resume-controller|min-job-age DIR ...}
-dir=${2:?usage: test-cluster.sh $cmd DIR}
+usage() {
+  cat <<'USAGE'
+usage: launchers/test-cluster.sh COMMAND DIR [ARG]
+  start DIR [NODES]          start a cluster of NODES nodes (default 1) with its state in DIR;
+                             prints the SLURM_CONF to export and waits until every node is idle
+  stop DIR                   stop the daemons that start started (and a multi-node cluster's namespaces)
+  fail-node DIR NAME         kill node NAME's processes and mark it DOWN: its jobs end NODE_FAIL
+  stop-controller DIR        stop slurmctld only (fault tests)
+  start-controller DIR       start it again
+  hang-controller DIR        SIGSTOP slurmctld: it accepts connections and answers nothing
+  resume-controller DIR      SIGCONT: it handles what queued meanwhile
+  min-job-age DIR SECONDS    how long Slurm keeps a finished job's record
+Environment: D500_TEST_SLURMCTLD_PORT (16817), D500_TEST_SLURMD_PORT (16818),
+D500_TEST_GPUS_PER_NODE (0: GPU GRES per node, no devices), D500_TEST_CPUS_PER_NODE (2, multi-node).
+Needs root (slurmd runs jobs as their users) and the Debian packages slurmctld, slurmd,
+slurm-client and munge (`launchers/install-deps.sh --tests` installs them).
+USAGE
+}
+case "${1:-}" in
+  -h|--help|help) usage; exit 0 ;;
+  start|stop|fail-node|stop-controller|start-controller|hang-controller|resume-controller|min-job-age) ;;
+  "") usage >&2; exit 2 ;;
+  *) echo "test-cluster: unknown command '$1'" >&2; usage >&2; exit 2 ;;
+esac
+[ -n "${2:-}" ] || { echo "test-cluster: $1 needs the cluster's directory" >&2; usage >&2; exit 2; }
+cmd=$1
+dir=$2
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
 conf="$dir/slurm.conf"
 host=$(hostname -s)
 # Ports away from the standard 6817/6818, so a real Slurm on the machine is left alone.
-# (A cluster remembers its ports, so stop and fail-node find what start made.)
+# (A cluster remembers its ports, so stop, fail-node and a later start find what start made.)
 ctld_port=${D500_TEST_SLURMCTLD_PORT:-$(cat "$dir/port" 2>/dev/null || echo 16817)}
-slurmd_port=${D500_TEST_SLURMD_PORT:-16818}
+slurmd_port=${D500_TEST_SLURMD_PORT:-$(cat "$dir/slurmd_port" 2>/dev/null || echo 16818)}
 
 log() { echo "test-cluster: $*" >&2; }
 
@@ -100,19 +117,42 @@ start)
       --pid-file="$dir/munged.pid" --log-file="$dir/munge/munged.log" --seed-file="$dir/munge/munged.seed"
   fi
   nodes=${3:-1}
+  case "$nodes" in ''|*[!0-9]*|0) log "start: NODES must be a number of nodes >= 1, not '$nodes'"; exit 2 ;; esac
+  # A cluster remembers its shape, so that starting it again (after fail-node) keeps it.
+  gpus=${D500_TEST_GPUS_PER_NODE:-$(cat "$dir/gpus" 2>/dev/null || echo 0)}
+  cpus=${D500_TEST_CPUS_PER_NODE:-$(cat "$dir/cpus" 2>/dev/null || echo 2)}
+  case "$gpus" in ''|*[!0-9]*) log "D500_TEST_GPUS_PER_NODE must be a number of GPUs >= 0, not '$gpus'"; exit 2 ;; esac
+  gres_node="" gres_types=""
+  if [ "$gpus" -gt 0 ]; then
+    # Slurm ignores a GPU without File=, which must be a device: each is a stand-in of this
+    # cluster's (a character device like /dev/null, 1:3; no GPU driver behind it), so jobs are
+    # allocated GPUs (and CUDA_VISIBLE_DEVICES) and find no device.
+    gres_node=" Gres=gpu:$gpus" gres_types="GresTypes=gpu"
+    mkdir -p "$dir/gpu"
+    for g in $(seq 0 $((gpus - 1))); do [ -c "$dir/gpu/nvidia$g" ] || { rm -f "$dir/gpu/nvidia$g"; mknod "$dir/gpu/nvidia$g" c 1 3; }; done
+    echo "Name=gpu File=$dir/gpu/nvidia[0-$((gpus - 1))]" > "$dir/gres.conf"
+  else
+    rm -f "$dir/gres.conf"
+  fi
+  case "$cpus" in ''|*[!0-9]*|0) log "D500_TEST_CPUS_PER_NODE must be a number of CPUs >= 1, not '$cpus'"; exit 2 ;; esac
+  echo "$gpus" > "$dir/gpus"
+  echo "$cpus" > "$dir/cpus"
   echo "$nodes" > "$dir/nodes"
   echo "$ctld_port" > "$dir/port"
+  echo "$slurmd_port" > "$dir/slurmd_port"
   if [ "$nodes" -gt 1 ]; then
     make_network "$nodes"
     # The nodes share this machine's /tmp; PMIx's per-step directories must not collide, so each
     # node has its own TmpFS.
     ctld_addr=$net.1 spool="$dir/spool/%n" slurmd_pid="$dir/slurmd.%n.daemon.pid" slurmd_log="$dir/slurmd.%n.log"
     tmp_fs="TmpFS=$dir/tmp/%n"
-    node_lines=$(for i in $(seq "$nodes"); do echo "NodeName=d500n$i NodeAddr=$net.$((10 + i)) CPUs=2 State=UNKNOWN"; done)
+    node_lines=$(for i in $(seq "$nodes"); do echo "NodeName=d500n$i NodeAddr=$net.$((10 + i)) CPUs=$cpus$gres_node State=UNKNOWN"; done)
+    # The nodes share this machine's cores: each slurmd takes the configured CPUs as its own.
+    overrides="SlurmdParameters=config_overrides"
     node_names="d500n[1-$nodes]"
   else
-    ctld_addr=127.0.0.1 spool="$dir/spool" slurmd_pid="$dir/slurmd.daemon.pid" slurmd_log="$dir/slurmd.log" tmp_fs=""
-    node_lines="NodeName=$host NodeAddr=127.0.0.1 CPUs=$(nproc) State=UNKNOWN"
+    ctld_addr=127.0.0.1 spool="$dir/spool" slurmd_pid="$dir/slurmd.daemon.pid" slurmd_log="$dir/slurmd.log" tmp_fs="" overrides=""
+    node_lines="NodeName=$host NodeAddr=127.0.0.1 CPUs=$(nproc)$gres_node State=UNKNOWN"
     node_names=$host
   fi
   cat > "$conf" <<EOF
@@ -143,12 +183,15 @@ AccountingStorageType=accounting_storage/none
 JobCompType=jobcomp/none
 ReturnToService=2
 MinJobAge=3600
+MaxJobCount=50000
 KillWait=5
 OverTimeLimit=0
 InactiveLimit=0
 MessageTimeout=10
 SlurmdTimeout=60
 $tmp_fs
+$overrides
+$gres_types
 $node_lines
 PartitionName=debug Nodes=$node_names Default=YES MaxTime=INFINITE State=UP
 EOF

@@ -24,7 +24,9 @@ const std::vector<std::string> kAutoRepetitionKeys = {"ci_rel_width", "confidenc
 const std::vector<std::string> kSlurmKeys = {"partition",   "account",      "qos",          "constraint",
                                              "gres",        "mpi",          "time_limit",   "cpus_per_task",
                                              "modules",     "array",        "throttle",     "analysis_job",
-                                             "retry_time_factor", "max_retries", "budget_node_hours", "mem_per_node"};
+                                             "retry_time_factor", "max_retries", "budget_node_hours", "mem_per_node",
+                                             "reservation", "module_init", "signal_before_limit", "analysis"};
+const std::vector<std::string> kSlurmAnalysisKeys = {"partition", "account", "qos", "reservation", "time_limit"};
 const std::vector<std::string> kCampaignKeys = {"name", "description", "repetitions",
                                                 "warmups", "template", "templates_dir", "points_per_job",
                                                 "launches"};
@@ -156,18 +158,6 @@ double get_number(const toml::table& t, const char* key, double dflt, double lo,
   return v;
 }
 
-// A run of 1 to `most` digits at `at` (advanced past it) as a number; -1 when there is none or
-// it is longer: no value read here can overflow, and nothing recurses (std::regex did, and a
-// 30,000-digit duration overflowed its stack).
-long long digits_at(const std::string& text, std::size_t& at, std::size_t most) {
-  const std::size_t from = at;
-  long long v = 0;
-  while (at < text.size() && text[at] >= '0' && text[at] <= '9') {
-    if (at - from == most) return -1;
-    v = v * 10 + (text[at++] - '0');
-  }
-  return at == from ? -1 : v;
-}
 
 // Seconds from a string "90s", "2.5 min", "1h", "MM:SS" or "HH:MM:SS" (at most 9 digits a
 // field); -1 if it is none of them.
@@ -279,6 +269,21 @@ PackingSettings parse_packing(const toml::table& t, const std::string& path, con
   return s;
 }
 
+// A Slurm time limit key ("time_limit") of `section`: minutes; 0 when absent.
+int time_limit_key(const toml::table& t, const std::string& path, const char* section) {
+  const toml::node* n = t.get("time_limit");
+  if (!n) return 0;
+  std::string text;
+  if (auto i = n->as_integer()) text = std::to_string(i->get());
+  else if (auto str = n->as_string()) text = str->get();
+  const int minutes = parse_time_limit(text);
+  if (minutes <= 0)
+    throw Error(loc(path, n->source()), std::string("key 'time_limit' in ") + section + " is " +
+                                            (text.empty() ? std::string("not a time") : quote_value(text)) +
+                                            "; valid: minutes (e.g. 30) or \"HH:MM:SS\", \"D-HH:MM:SS\", at least one minute");
+  return minutes;
+}
+
 SlurmSettings parse_slurm(const toml::table& t, const std::string& path) {
   reject_unknown(t, kSlurmKeys, path, "[slurm]");
   SlurmSettings s;
@@ -292,14 +297,34 @@ SlurmSettings parse_slurm(const toml::table& t, const std::string& path) {
   s.constraint = slurm_word(t, "constraint", path, "a feature expression of letters, digits and _ . & | * : , ( ) [ ] -", constraint_re);
   s.gres = slurm_word(t, "gres", path, "e.g. gpu:1 (letters, digits, _ . : , = -)", gres_re);
   if (t.get("mpi")) s.mpi = slurm_word(t, "mpi", path, "an srun --mpi plugin name, e.g. pmix, pmi2, none", name_re);
-  if (const toml::node* n = t.get("time_limit")) {
-    std::string text;
-    if (auto i = n->as_integer()) text = std::to_string(i->get());
-    else if (auto str = n->as_string()) text = str->get();
-    s.time_limit_min = parse_time_limit(text);
-    if (s.time_limit_min <= 0)
-      throw Error(loc(path, n->source()), "key 'time_limit' in [slurm] is " + (text.empty() ? std::string("not a time") : quote_value(text)) +
-                                              "; valid: minutes (e.g. 30) or \"HH:MM:SS\", \"D-HH:MM:SS\", at least one minute");
+  s.time_limit_min = time_limit_key(t, path, "[slurm]");
+  s.reservation = slurm_word(t, "reservation", path, names, name_re);
+  if (const toml::node* n = t.get("module_init")) {
+    auto str = n->as_string();
+    if (!str || str->get().empty() || str->get()[0] != '/' || has_control_chars(str->get()))
+      throw Error(loc(path, n->source()), "key 'module_init' in [slurm]: valid: the absolute path of the site's script that "
+                                          "defines `module` for bash (e.g. \"/etc/profile.d/modules.sh\", "
+                                          "\"/opt/cray/pe/modules/default/init/bash\")");
+    s.module_init = str->get();
+  }
+  if (const toml::node* n = t.get("signal_before_limit")) {
+    const double v = duration_s(*n);
+    s.signal_where = loc(path, n->source());
+    if (!(v >= 0) || v > 65535)
+      throw Error(s.signal_where, "key 'signal_before_limit' in [slurm] is not a duration Slurm can signal before a limit; valid: "
+                                  "e.g. \"120s\", \"2min\" or a number of seconds from 0 (no signal) to 65535");
+    s.signal_before_limit_s = static_cast<int>(std::ceil(v));
+  }
+  if (const toml::node* n = t.get("analysis")) {
+    const toml::table* a = n->as_table();
+    if (!a) throw Error(loc(path, n->source()), "key 'analysis' in [slurm]: expected a table ([slurm.analysis]) of the analysis job's "
+                                                "partition, account, qos, reservation and time_limit");
+    reject_unknown(*a, kSlurmAnalysisKeys, path, "[slurm.analysis]");
+    s.analysis.partition = slurm_word(*a, "partition", path, names, name_re);
+    s.analysis.account = slurm_word(*a, "account", path, names, name_re);
+    s.analysis.qos = slurm_word(*a, "qos", path, names, name_re);
+    s.analysis.reservation = slurm_word(*a, "reservation", path, names, name_re);
+    s.analysis.time_limit_min = time_limit_key(*a, path, "[slurm.analysis]");
   }
   s.cpus_per_task = static_cast<int>(get_int(t, "cpus_per_task", 1, 1, 4096, path, "[slurm]"));
   if (const toml::node* n = t.get("mem_per_node")) {

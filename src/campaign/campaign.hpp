@@ -32,10 +32,20 @@ struct ZipGroup {
 
 // Slurm settings ([slurm] table), checked for shape here; every string is restricted to the
 // characters its Slurm option allows, so that no value can break a job script or #SBATCH line.
+// The analysis job's own settings ([slurm.analysis]); each empty one is the jobs' ([slurm]).
+struct SlurmAnalysisSettings {
+  std::string partition, account, qos, reservation;
+  int time_limit_min = 0;  // 0: estimated from the plan (analysis_time_limit_min)
+};
+
 struct SlurmSettings {
   bool present = false;
   Location where;
-  std::string partition, account, qos, constraint, gres, mpi = "pmix";
+  std::string partition, account, qos, reservation, constraint, gres, mpi = "pmix";
+  std::string module_init;          // the site's script defining `module` ("": d500's list of usual places)
+  int signal_before_limit_s = -1;   // SIGTERM this long before the limit (--signal); -1: the default (plan.hpp)
+  Location signal_where;
+  SlurmAnalysisSettings analysis;
   int time_limit_min = 0;          // required by Slurm templates
   int cpus_per_task = 1;
   std::vector<std::string> modules;

@@ -167,7 +167,7 @@ int cmd_plan(const std::string& campaign_path, std::string out_dir, bool dry_run
     std::cout << text;
   }
   if (plan.tmpl.launcher == "slurm")
-    std::cout << "total: at most " << fmt_sig(total_node_hours(plan), 4) << " node-hours"
+    std::cout << "total: at most " << fmt_sig(total_node_hours(plan), 4) << " node-hours: " << node_hours_text(plan, node_hours(plan))
               << (c.slurm.budget_node_hours > 0 ? " (budget " + fmt_sig(c.slurm.budget_node_hours, 4) + ")" : "") << "\n";
   if (plan.largest_memory_point >= 0) {
     const Point& big = plan.points[static_cast<std::size_t>(plan.largest_memory_point)];

@@ -272,6 +272,19 @@ std::string quote_value(const std::string& s, char quote) {
   return quote + printable(s.substr(0, kShown)) + "..." + quote + " (" + std::to_string(s.size()) + " characters)";
 }
 
+// A run of 1 to `most` digits at `at` (advanced past it) as a number; -1 when there is none or
+// it is longer: no value read here can overflow, and nothing recurses (std::regex did, and a
+// 30,000-digit duration overflowed its stack).
+long long digits_at(const std::string& text, std::size_t& at, std::size_t most) {
+  const std::size_t from = at;
+  long long v = 0;
+  while (at < text.size() && text[at] >= '0' && text[at] <= '9') {
+    if (at - from == most) return -1;
+    v = v * 10 + (text[at++] - '0');
+  }
+  return at == from ? -1 : v;
+}
+
 std::int64_t parse_size(const std::string& text, int bare_unit_shift) {
   std::size_t digits = 0;
   while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;

@@ -72,6 +72,10 @@ std::string quote_value(const std::string& s, char quote = '"');
 // ("64M", "8GB"; not "8GiB"); a number without a unit is in `bare_unit_shift` (0: bytes,
 // 20: MiB). -1 for anything else or for a size of 2^62 bytes or more: never an overflow.
 std::int64_t parse_size(const std::string& text, int bare_unit_shift);
+
+// A run of 1 to `most` digits at `at` (advanced past it) as a number; -1 when there is none or
+// it is longer: nothing read with it can overflow.
+long long digits_at(const std::string& text, std::size_t& at, std::size_t most);
 // Saturating 64-bit arithmetic for estimates (memory, node-hours): a result beyond int64 is
 // INT64_MAX, which every check then refuses, never a wrapped negative number.
 std::int64_t add_sat(std::int64_t a, std::int64_t b);

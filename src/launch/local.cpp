@@ -318,6 +318,10 @@ JobEnded run_script(const fs::path& dir, const std::string& script, const fs::pa
         ++points[p->outcome];
         out << prefix << " " << clock_text(el) << "    " << outcome_name(p->outcome) << " " << fmt_sig(p->seconds, 3)
             << "s; " << campaign.ended(p->seconds) << "\n";
+      } else if (p->kind == ProgressLine::Skipped) {
+        ++points[p->outcome];
+        out << prefix << " " << clock_text(el) << "  point " << p->index << "/" << p->count << " already "
+            << outcome_name(p->outcome) << " in " << fs::path(p->canonical).filename().string() << ": not run again\n";
       } else if (p->kind == ProgressLine::Resumed) {
         out << prefix << " " << clock_text(el) << "    resumed from a checkpoint after step " << p->rows << "\n";
       }
@@ -357,6 +361,8 @@ std::vector<JobOutcome> run_local(const std::string& dir_arg, const LocalRunOpti
   // Resume by point: what the results files already hold with a final outcome is not run again
   // (their files are kept; the report takes the best record of each point).
   const RunState state = opt.rerun ? RunState{} : scan_results(layout);
+  // The worker skips points an earlier attempt of its job finished (worker.cpp); --rerun runs them.
+  if (opt.rerun) setenv("D500_RERUN", "1", 1);
 
   std::vector<JobOutcome> outcomes;
   CampaignProgress campaign(layout, state);

@@ -236,18 +236,30 @@ std::string failed_nodes_of(const std::string& nodelist) {
 
 // The state of every task of every recorded submission that Slurm still knows. A job Slurm
 // has purged (MinJobAge), or whose id now belongs to a job without this run's tag, is absent.
+// One query for all of them (this user's jobs: `d500 status` of 10^4 submissions is one RPC,
+// not 10^4), its records indexed by the id a submission recorded (an array task's by its array's).
 LiveStates query_states(const PlanDir& plan, const std::vector<Submission>& subs) {
   LiveStates out;
+  if (subs.empty()) return out;
   const std::string tag = run_tag(plan);
   std::optional<std::set<TaskKey>> started;  // tasks with an attempt record, read when first needed
+  job_info_msg_t* msg = nullptr;
+  check(slurm_load_job_user(&msg, static_cast<std::uint32_t>(getuid()), SHOW_ALL), "slurm_load_job_user");
+  std::map<std::uint32_t, std::vector<const slurm_job_info_t*>> by_id;
+  for (std::uint32_t r = 0; r < msg->record_count; ++r) {
+    const slurm_job_info_t& j = msg->job_array[r];
+    by_id[j.array_job_id ? j.array_job_id : j.job_id].push_back(&j);
+  }
+  struct Free {
+    job_info_msg_t* m;
+    ~Free() { slurm_free_job_info_msg(m); }
+  } free_msg{msg};
+  static const std::vector<const slurm_job_info_t*> kNone;
   for (const auto& s : subs) {
-    job_info_msg_t* msg = nullptr;
-    if (slurm_load_job(&msg, s.slurm_id, SHOW_ALL) != SLURM_SUCCESS) {
-      if (slurm_get_errno() == ESLURM_INVALID_JOB_ID) continue;  // purged: the records below know more
-      check(SLURM_ERROR, "slurm_load_job(" + std::to_string(s.slurm_id) + ")");
-    }
-    for (std::uint32_t r = 0; r < msg->record_count; ++r) {
-      const slurm_job_info_t& j = msg->job_array[r];
+    const auto found = by_id.find(s.slurm_id);
+    const auto& records = found == by_id.end() ? kNone : found->second;  // none: purged, the records below know more
+    for (const slurm_job_info_t* jp : records) {
+      const slurm_job_info_t& j = *jp;
       if (j.comment && std::string(j.comment).rfind("d500:", 0) == 0 && std::string(j.comment).rfind(tag, 0) != 0)
         continue;  // the id was reused by another run's job
       const std::uint32_t base = j.job_state & JOB_STATE_BASE;
@@ -274,8 +286,7 @@ LiveStates query_states(const PlanDir& plan, const std::vector<Submission>& subs
         out[t.s.task] = t;
       }
     }
-    const bool known = msg->record_count > 0;
-    slurm_free_job_info_msg(msg);
+    const bool known = !records.empty();
     // A pending array task cancelled (scancel <id>_<task>) leaves no record at all: Slurm just
     // drops its index from the array's. A task the live array no longer lists, and that never
     // started (no record of its own under slurm/attempts/), was cancelled before it started.
@@ -402,8 +413,22 @@ void run_test_hook() {
   if (posix_spawn(&pid, hook, nullptr, nullptr, argv, environ) == 0) waitpid(pid, nullptr, 0);
 }
 
+// The controller's MaxArraySize (an array's task ids stay below it); Slurm's default when the
+// controller does not say.
+int controller_max_array_size() {
+  slurm_conf_t* conf = nullptr;
+  int most = 1001;
+  if (slurm_load_ctl_conf(static_cast<time_t>(0), &conf) == SLURM_SUCCESS && conf) {
+    if (conf->max_array_sz > 0 && conf->max_array_sz < (1u << 30)) most = static_cast<int>(conf->max_array_sz);
+    slurm_free_ctl_conf(conf);
+  }
+  return most;
+}
+
 struct Request {
   std::string name, script, script_path, work_dir, std_out, array, dependency, spec_list, comment, exclude;
+  // Used where the script's #SBATCH lines do not say (the analysis job's script says nothing).
+  std::string partition, account, qos, reservation;
   int nodes = 1, ranks_per_node = 1, time_limit_min = 1;
 };
 
@@ -430,6 +455,9 @@ std::uint32_t submit_one(const Request& r) {
   std::string name = r.name, script = r.script, work_dir = r.work_dir, out = r.std_out, err = opt("error"), array = r.array,
               dep = r.dependency, comment = r.comment, partition = opt("partition"), account = opt("account"), qos = opt("qos"),
               features = opt("constraint"), reservation = opt("reservation"), nodelist = opt("nodelist"), exclude;
+  for (auto [mine, asked] : {std::pair{&partition, &r.partition}, std::pair{&account, &r.account}, std::pair{&qos, &r.qos},
+                             std::pair{&reservation, &r.reservation}})
+    if (mine->empty()) *mine = *asked;
   std::vector<std::string> excluded;
   for (const std::string& x : {opt("exclude"), r.exclude})
     if (!x.empty()) excluded.push_back(x);
@@ -486,6 +514,16 @@ std::uint32_t submit_one(const Request& r) {
     if (x.name == "requeue") d.requeue = 1;
     if (x.name == "no-requeue") d.requeue = 0;
   }
+  if (o.find("signal")) {
+    // As sbatch: without B:, the job's steps (the worker checkpoints and ends; not srun, whose
+    // SIGTERM would kill them, nor the batch shell, which records the step's end:
+    // templates/slurm-attempt.bash); with B:, the batch shell only.
+    const SbatchSignal sig = *parse_sbatch_signal(opt("signal"));
+    d.warn_signal = static_cast<std::uint16_t>(sig.number);
+    d.warn_time = static_cast<std::uint16_t>(sig.seconds);
+    d.warn_flags = sig.batch_only ? KILL_JOB_BATCH : 0;
+    extra.push_back("D500_SIGNAL_BEFORE_S=" + std::to_string(sig.seconds));
+  }
   d.time_limit = static_cast<std::uint32_t>(r.time_limit_min);
   d.user_id = getuid();
   d.group_id = getgid();
@@ -540,6 +578,7 @@ int slurm_submit(const std::string& dir_arg, const SubmitOptions& opt, std::ostr
   in.failed_nodes = facts.failed_nodes;
   in.retry_failed = opt.retry_failed;
   in.earlier_submissions = static_cast<int>(subs.size());
+  in.max_array_size = controller_max_array_size();
   const SubmitPlan todo = plan_submissions(in, plan.campaign, plan.layout);
   for (const auto& n : todo.notes) out << n << "\n";
   if (todo.batches.empty()) {
@@ -603,7 +642,13 @@ int slurm_submit(const std::string& dir_arg, const SubmitOptions& opt, std::ostr
       r.comment = tag + "analysis";
       r.work_dir = dir;
       r.std_out = (plan.layout.logs_dir() / (r.name + ".slurm-%j.out")).string();
-      r.time_limit_min = std::max(10, sl.time_limit_min);
+      // Where the campaign's jobs run, unless [slurm.analysis] says otherwise; for the time the
+      // report needs (estimated from the plan's size, or [slurm.analysis] time_limit).
+      r.partition = sl.analysis.partition.empty() ? sl.partition : sl.analysis.partition;
+      r.account = sl.analysis.account.empty() ? sl.account : sl.analysis.account;
+      r.qos = sl.analysis.qos.empty() ? sl.qos : sl.analysis.qos;
+      r.reservation = sl.analysis.reservation.empty() ? sl.reservation : sl.analysis.reservation;
+      r.time_limit_min = analysis_time_limit_min(plan.campaign, static_cast<std::size_t>(plan.layout.planned_points()), plan.jobs.size());
       std::vector<std::string> deps;
       for (auto id : ids) deps.push_back(std::to_string(id));
       r.dependency = "afterany:" + join(deps, ":");

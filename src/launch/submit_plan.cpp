@@ -1,6 +1,8 @@
 #include "launch/submit_plan.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <tuple>
 
 #include "common/text.hpp"
@@ -79,11 +81,18 @@ SubmitPlan plan_submissions(const SubmitFacts& facts, const Campaign& campaign, 
     if (!groups.count(key)) order.push_back(key);
     groups[key].push_back(std::move(e));
   }
+  // An array holds task ids 0 .. MaxArraySize - 1 (Slurm refuses more): a larger group becomes
+  // several arrays.
+  const std::size_t most = static_cast<std::size_t>(std::max(1, facts.max_array_size - 1));
   std::vector<std::vector<SubmitEntry>> batches;
   for (const auto& k : order) {
-    if (sl.array || sl.throttle > 0) batches.push_back(groups[k]);
+    auto& g = groups[k];
+    if (sl.array || sl.throttle > 0)
+      for (std::size_t from = 0; from < g.size(); from += most)
+        batches.emplace_back(std::make_move_iterator(g.begin() + static_cast<std::ptrdiff_t>(from)),
+                             std::make_move_iterator(g.begin() + static_cast<std::ptrdiff_t>(std::min(g.size(), from + most))));
     else
-      for (const auto& e : groups[k]) batches.push_back({e});
+      for (auto& e : g) batches.push_back({std::move(e)});
   }
   for (std::size_t i = 0; i < batches.size(); ++i) {
     SubmitBatch b;

@@ -24,6 +24,7 @@ struct SubmitFacts {
   std::map<std::string, std::string> failed_nodes;    // node -> the task that ended NODE_FAIL on it
   bool retry_failed = false;                          // resubmit jobs past max_retries failures (--retry-failed)
   int earlier_submissions = 0;                        // records in submissions.tsv (numbers the new lists)
+  int max_array_size = 1001;                          // the controller's MaxArraySize: task ids below it
 };
 
 struct SubmitEntry {

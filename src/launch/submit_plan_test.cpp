@@ -51,6 +51,37 @@ TEST(SubmitPlan, AFreshCampaignGroupsJobsOfOneShapeIntoArrays) {
   EXPECT_EQ(p.batches[1].list, "/runs/c/slurm/submit-1.list");
 }
 
+// Slurm refuses an array with a task id of MaxArraySize or more (default 1001): 2500 jobs of one
+// shape under MaxArraySize = 1001 are three arrays of 1000, 1000 and 500 tasks, each throttled
+// and chained when the campaign throttles.
+TEST(SubmitPlan, ArraysStayBelowTheControllersMaxArraySize) {
+  SubmitFacts f;
+  for (int i = 0; i < 2500; ++i) {
+    const std::string id = "job-" + std::to_string(10000 + i);
+    f.jobs.push_back({id, job(id, {std::to_string(i)})});
+  }
+  f.max_array_size = 1001;
+  Campaign c = slurm_campaign();
+  c.slurm.throttle = 50;
+  const SubmitPlan p = plan_submissions(f, c, kDir);
+  ASSERT_EQ(p.batches.size(), 3u);
+  EXPECT_EQ(p.batches[0].array_expr, "0-999%50");
+  EXPECT_EQ(p.batches[1].array_expr, "0-999%50");
+  EXPECT_EQ(p.batches[2].array_expr, "0-499%50");
+  EXPECT_EQ(p.batches[1].entries.front().job, "job-11000");
+  EXPECT_FALSE(p.batches[0].after_previous);
+  EXPECT_TRUE(p.batches[2].after_previous);
+  EXPECT_EQ(p.batches[2].list, "/runs/c/slurm/submit-2.list");
+  f.max_array_size = 5;
+  f.jobs.resize(9);
+  c.slurm.throttle = 0;
+  const SubmitPlan small = plan_submissions(f, c, kDir);
+  ASSERT_EQ(small.batches.size(), 3u);
+  EXPECT_EQ(small.batches[0].array_expr, "0-3");
+  EXPECT_EQ(small.batches[2].entries.size(), 1u);
+  EXPECT_FALSE(small.batches[2].array) << "a lone job is not an array";
+}
+
 TEST(SubmitPlan, WithoutArraysEveryJobIsItsOwnSubmission) {
   SubmitFacts f;
   f.jobs = {{"job-0000", job("job-0000", {"a"})}, {"job-0001", job("job-0001", {"b"})}};

@@ -70,7 +70,15 @@ TEST(Progress, LinesRoundTripAndOtherOutputIsNotProgress) {
   ASSERT_TRUE(p);
   EXPECT_EQ(p->kind, ProgressLine::Resumed);
   EXPECT_EQ(p->rows, 20);
-  for (const char* other : {"", "d500:point", "d500:point x/2 a", "d500:done 1/2 exploded 1s", "d500:pointy 1/2 a",
+  EXPECT_EQ(progress_skipped_line(2, 3, Outcome::Complete, "/r/results/job-0000.slurm-7.0.h5"),
+            "d500:skipped 2/3 complete /r/results/job-0000.slurm-7.0.h5");
+  p = parse_progress_line(progress_skipped_line(2, 3, Outcome::FailedValidation, "/r/a b.h5"));
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->kind, ProgressLine::Skipped);
+  EXPECT_EQ(p->index, 2);
+  EXPECT_EQ(p->outcome, Outcome::FailedValidation);
+  EXPECT_EQ(p->canonical, "/r/a b.h5");
+  for (const char* other : {"", "d500:point", "d500:point x/2 a", "d500:skipped 1/2 complete", "d500:skipped 1/2 exploded f.h5", "d500:done 1/2 exploded 1s", "d500:pointy 1/2 a",
                             "error: d500:point 1/2 a", "d500:flushed 1/ 5", "d500:checkpoint /2 5"})
     EXPECT_FALSE(parse_progress_line(other)) << other;
 }

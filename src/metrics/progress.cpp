@@ -11,6 +11,7 @@ constexpr const char* kFlushed = "d500:flushed ";
 constexpr const char* kDone = "d500:done ";
 constexpr const char* kCheckpoint = "d500:checkpoint ";
 constexpr const char* kResumed = "d500:resumed ";
+constexpr const char* kSkipped = "d500:skipped ";
 
 std::string counter(int index, int count) { return std::to_string(index) + "/" + std::to_string(count); }
 
@@ -51,6 +52,10 @@ std::string progress_resumed_line(int index, int count, long long step) {
   return kResumed + counter(index, count) + " " + std::to_string(step);
 }
 
+std::string progress_skipped_line(int index, int count, Outcome outcome, const std::string& file) {
+  return kSkipped + counter(index, count) + " " + outcome_name(outcome) + " " + file;
+}
+
 std::optional<ProgressLine> parse_progress_line(const std::string& line) {
   ProgressLine p;
   std::string rest;
@@ -72,6 +77,16 @@ std::optional<ProgressLine> parse_progress_line(const std::string& line) {
     if (!parse_counter(line.substr(std::string(kFlushed).size()), p, rest)) return std::nullopt;
     p.kind = ProgressLine::Flushed;
     p.rows = std::atoll(rest.c_str());
+    return p;
+  }
+  if (starts(kSkipped)) {
+    if (!parse_counter(line.substr(std::string(kSkipped).size()), p, rest)) return std::nullopt;
+    const auto space = rest.find(' ');
+    auto o = parse_outcome(rest.substr(0, space));
+    if (!o || space == std::string::npos) return std::nullopt;
+    p.kind = ProgressLine::Skipped;
+    p.outcome = *o;
+    p.canonical = rest.substr(space + 1);
     return p;
   }
   if (starts(kDone)) {

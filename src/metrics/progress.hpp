@@ -7,6 +7,8 @@
 //   d500:done I/N OUTCOME SECONDSs    point I ended with OUTCOME after SECONDS
 //   d500:checkpoint I/N STEP          point I's training state after STEP steps is durably in the file
 //   d500:resumed I/N STEP             point I resumes training from a checkpoint after STEP steps
+//   d500:skipped I/N OUTCOME FILE     point I is not run: an earlier attempt's FILE holds it with
+//                                     final OUTCOME (a requeued or resumed job measures nothing twice)
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -20,13 +22,14 @@ std::string progress_flushed_line(int index, int count, long long rows);
 std::string progress_done_line(int index, int count, Outcome outcome, double seconds);
 std::string progress_checkpoint_line(int index, int count, long long step);
 std::string progress_resumed_line(int index, int count, long long step);
+std::string progress_skipped_line(int index, int count, Outcome outcome, const std::string& file);
 
 struct ProgressLine {
-  enum Kind { Point, Flushed, Done, Checkpoint, Resumed } kind = Point;
+  enum Kind { Point, Flushed, Done, Checkpoint, Resumed, Skipped } kind = Point;
   int index = 0, count = 0;        // 1-based
-  std::string canonical;           // Point
+  std::string canonical;           // Point; Skipped: the file
   long long rows = 0;              // Flushed: rows; Checkpoint, Resumed: the step
-  Outcome outcome = Outcome::Complete;  // Done
+  Outcome outcome = Outcome::Complete;  // Done, Skipped
   double seconds = 0;              // Done
 };
 // nullopt for any other line (the job's own output).

@@ -2,11 +2,15 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <string_view>
 #include <toml++/toml.h>
 
+#include "common/error.hpp"
 #include "common/text.hpp"
 #include "plan/plan.hpp"
+#include "rundir/layout.hpp"
+#include "workloads/registry.hpp"
 
 namespace d500 {
 
@@ -132,15 +136,91 @@ std::string job_spec_toml(const JobSpec& s) {
   return o;
 }
 
-std::string job_spec_text(const Plan& plan, const Job& job) {
+std::string job_spec_text(const Plan& plan, const Job& job, std::uint64_t offset) {
   const Campaign& c = plan.campaign;
-  std::string o = spec_head(job.id, c.name, c.hash, job.nodes, job.ranks_per_node, c.repetitions, c.auto_repetitions, c.warmups, job.points.size());
-  for (auto i : job.points) {
-    const Point& p = plan.points[i];
-    append_point(o, p.id, p.canonical, p.level, plan.params_toml(p));
-  }
+  std::string o = spec_head(job.id, c.name, c.hash, job.nodes, job.ranks_per_node, c.repetitions, c.auto_repetitions, c.warmups, 0);
+  o += "\n# This job's points: `count` rows of the plan's points.csv from byte `offset`.\n[rows]\nfile = \"points.csv\"\n";
+  o += "offset = " + std::to_string(offset) + "\ncount = " + std::to_string(job.points.size()) + "\n";
   return o;
 }
+
+namespace {
+// The text of parameter `key` in a canonical text, as written (a bare word: one that reads as a
+// number or boolean was written bare).
+std::string bare_token(const std::string& canonical, const std::string& key) {
+  const std::string at = " " + key + "=";
+  const std::size_t from = canonical.find(at);
+  if (from == std::string::npos) return "";
+  const std::size_t begin = from + at.size(), end = canonical.find(' ', begin);
+  return canonical.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+}
+}  // namespace
+
+Params params_of_canonical(const std::string& canonical, const std::string& where) {
+  Params p = parse_canonical_point(canonical);
+  const std::string workload = std::get<std::string>(p.at("workload"));
+  const WorkloadInfo* w = builtin_workloads().find(workload);
+  if (!w) throw Error(where + ": unknown workload '" + workload + "' in point '" + canonical + "'");
+  auto give_type = [&](const ParamSpec& spec) {
+    auto it = p.find(spec.name);
+    if (it == p.end()) {
+      if (spec.type == ValueType::String) p[spec.name] = std::string();  // left out: unset
+      return;
+    }
+    Value& v = it->second;
+    if (type_of(v) == spec.type) return;
+    if (spec.type == ValueType::String) v = bare_token(canonical, spec.name);
+    else if (spec.type == ValueType::Real && type_of(v) == ValueType::Int) v = static_cast<double>(std::get<std::int64_t>(v));
+    else
+      throw Error(where + ": parameter '" + spec.name + "' of point '" + canonical + "' is " + type_name(type_of(v)) + ", not " +
+                  type_name(spec.type));
+  };
+  for (const auto& spec : common_params()) give_type(spec);
+  for (const auto& spec : w->params) give_type(spec);
+  return p;
+}
+
+namespace {
+// The rows of points.csv a spec names, as points: each row the spec's job's, its id its text's.
+std::vector<PointSpec> read_rows(const std::string& spec_path, const std::string& job, const toml::table& rows) {
+  auto need = [&](auto opt, const char* key) {
+    if (!opt) throw Error(spec_path + ": job spec lacks 'rows." + std::string(key) + "' (was it written by d500 plan?)");
+    return *opt;
+  };
+  const std::string file = need(rows["file"].value<std::string>(), "file");
+  const std::int64_t offset = need(rows["offset"].value<std::int64_t>(), "offset");
+  const std::int64_t count = need(rows["count"].value<std::int64_t>(), "count");
+  if (file != "points.csv") throw Error(spec_path + ": rows.file is \"" + printable(file) + "\"; valid: \"points.csv\"");
+  const RunLayout layout = RunLayout::of_spec(spec_path);
+  const std::string csv = layout.points_csv().string();
+  std::ifstream in(csv, std::ios::binary);
+  if (!in) throw Error(csv + ": cannot open the plan's points, which job spec " + spec_path + " names");
+  in.seekg(0, std::ios::end);
+  const std::int64_t size = static_cast<std::int64_t>(in.tellg());
+  if (offset < 0 || offset > size || count < 0 || count > size)
+    throw Error(spec_path + ": rows offset = " + std::to_string(offset) + ", count = " + std::to_string(count) + " do not fit " + csv +
+                " (" + std::to_string(size) + " bytes; was the plan edited?)");
+  std::string header;
+  in.seekg(0);
+  std::getline(in, header);
+  const bool estimates = header.rfind("point_id,job_id,level,estimate_s,", 0) == 0;
+  in.seekg(offset);
+  std::vector<PointSpec> points;
+  points.reserve(static_cast<std::size_t>(count));
+  std::string line;
+  for (std::int64_t r = 0; r < count; ++r) {
+    PlannedPoint x;
+    if (!std::getline(in, line) || !parse_points_csv_row(line, estimates, x) || x.job != job)
+      throw Error(csv + ": row " + std::to_string(r + 1) + " of the " + std::to_string(count) + " from byte " + std::to_string(offset) +
+                  " that job spec " + spec_path + " names is not a point of job " + job + " (was the plan edited?)");
+    const std::string where = csv + " (job " + job + ", row " + std::to_string(r + 1) + ")";
+    if (hex64(fnv1a64(x.canonical)) != x.id)
+      throw Error(where + ": point " + x.id + " is not the id of its canonical text '" + x.canonical + "' (was the plan edited?)");
+    points.push_back({x.id, x.canonical, x.level, params_of_canonical(x.canonical, where)});
+  }
+  return points;
+}
+}  // namespace
 
 JobSpec read_job_spec(const std::string& path) {
   toml::table root;
@@ -172,8 +252,15 @@ JobSpec read_job_spec(const std::string& path) {
     r.max_time_s = need((*a)["max_time_s"].value<double>(), "job.auto_repetitions.max_time_s");
     if (r.max != s.repetitions) throw Error(path + ": job.auto_repetitions.max differs from job.repetitions (was the spec edited?)");
   }
+  if (const toml::table* rows = root["rows"].as_table()) {
+    s.points = read_rows(path, s.id, *rows);
+    for (const auto& p : s.points)
+      if (canonical_point(p.params) != p.canonical)
+        throw Error(path + ": point " + p.id + ": its parameters do not give back its canonical form '" + p.canonical + "'");
+    return s;
+  }
   const toml::array* pts = root["point"].as_array();
-  if (!pts) throw Error(path + ": job spec has no [[point]] entries");
+  if (!pts) throw Error(path + ": job spec has neither [rows] nor [[point]] entries");
   for (auto&& n : *pts) {
     const toml::table* t = n.as_table();
     if (!t) throw Error(path + ": [[point]] entries must be tables");

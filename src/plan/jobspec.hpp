@@ -1,6 +1,7 @@
 #pragma once
 // The job spec: what the planner hands the worker. One TOML file per job, so a user can read
 // (and a test can write) exactly what a job will do.
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -32,10 +33,24 @@ struct JobSpec {
 };
 
 JobSpec make_job_spec(const Plan& plan, const Job& job);
+// A spec that lists its points ([[point]] tables with their parameters): what `d500 submit
+// --resume` and `d500 run` write for the points a job has left.
 std::string job_spec_toml(const JobSpec& spec);
-// The same text as job_spec_toml(make_job_spec(plan, job)), from the parameter tables the plan
-// kept (Plan::params_toml): what d500 plan writes, without deriving any point again.
-std::string job_spec_text(const Plan& plan, const Job& job);
+// What `d500 plan` writes: the job's head and, instead of its points, the range of points.csv
+// that holds them (a job's points are consecutive rows there), `count` rows from byte `offset`:
+//   [rows]
+//   file = "points.csv"
+//   offset = 1234
+//   count = 100
+// so that a plan's files hold each point once (~100 bytes: its id, job, level, estimate and
+// canonical text). read_job_spec reads either form into the same JobSpec.
+std::string job_spec_text(const Plan& plan, const Job& job, std::uint64_t offset);
+// The parameters of a planned point from its canonical text alone (parse_canonical_point), each
+// value of the type its workload declares (a string spelled as a number stays a string, an
+// integral real stays real) and each declared string parameter the text leaves out set unset
+// (""), as the planner resolved them. Throws d500::Error naming `where` for an unknown workload
+// or a value its declared type cannot hold.
+Params params_of_canonical(const std::string& canonical, const std::string& where);
 // A point's parameters as a TOML inline table's contents ("backend = \"blas\", n = 8"), appended.
 void append_toml_params(std::string& out, const Params& params);
 JobSpec read_job_spec(const std::string& path);

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -405,10 +406,45 @@ double job_node_hours(const Plan& plan, const Job& job) {
   return plan.tmpl.launcher == "slurm" ? job.nodes * plan.campaign.slurm.time_limit_min / 60.0 : 0.0;
 }
 
-double total_node_hours(const Plan& plan) {
-  double sum = 0;
-  for (const auto& j : plan.jobs) sum += job_node_hours(plan, j);
-  return sum;
+NodeHours node_hours(const Plan& plan) {
+  NodeHours h;
+  if (plan.tmpl.launcher != "slurm") return h;
+  const SlurmSettings& sl = plan.campaign.slurm;
+  double retry_minutes = 0;  // per node, over a job's retries
+  for (int k = 1; k <= sl.max_retries; ++k) retry_minutes += std::ceil(sl.time_limit_min * std::pow(sl.retry_time_factor, k));
+  for (const auto& j : plan.jobs) {
+    h.jobs += job_node_hours(plan, j);
+    h.retries += j.nodes * retry_minutes / 60.0;
+  }
+  if (sl.analysis_job)
+    h.analysis = (1 + sl.max_retries) * analysis_time_limit_min(plan.campaign, plan.points.size(), plan.jobs.size()) / 60.0;
+  return h;
+}
+
+double total_node_hours(const Plan& plan) { return node_hours(plan).total(); }
+
+std::string node_hours_text(const Plan& plan, const NodeHours& h) {
+  const SlurmSettings& sl = plan.campaign.slurm;
+  std::string t = std::to_string(plan.jobs.size()) + (plan.jobs.size() == 1 ? " job" : " jobs") + " at the time limit " + fmt_sig(h.jobs, 3);
+  if (sl.max_retries > 0)
+    t += " + retries " + fmt_sig(h.retries, 3) + " (max_retries = " + std::to_string(sl.max_retries) +
+         ", retry_time_factor = " + fmt_sig(sl.retry_time_factor, 3) + ")";
+  if (sl.analysis_job)
+    t += " + analysis job " + fmt_sig(h.analysis, 3) + " (1 node, " +
+         slurm_time(analysis_time_limit_min(plan.campaign, plan.points.size(), plan.jobs.size())) +
+         (sl.max_retries > 0 ? ", once per submission round: " + std::to_string(1 + sl.max_retries) : std::string()) + ")";
+  return t;
+}
+
+int analysis_time_limit_min(const Campaign& c, std::size_t points, std::size_t jobs) {
+  if (c.slurm.analysis.time_limit_min > 0) return c.slurm.analysis.time_limit_min;
+  const double seconds = 2 * (60 + 0.005 * static_cast<double>(points) + 0.05 * static_cast<double>(jobs));
+  return std::max(5, static_cast<int>(std::ceil(seconds / 60)));
+}
+
+int signal_before_limit_s(const Campaign& c, bool has_training) {
+  if (c.slurm.signal_before_limit_s >= 0) return c.slurm.signal_before_limit_s;
+  return has_training ? std::min(120, c.slurm.time_limit_min * 60 / 4) : 0;
 }
 
 std::vector<ShapeGroup> points_by_shape(const std::vector<Point>& points) {
@@ -576,7 +612,6 @@ Plan make_plan(const Campaign& campaign, const WorkloadRegistry& reg, const Plan
 
   plan.value_counts.resize(c.axes.size());
   for (std::size_t a = 0; a < c.axes.size(); ++a) plan.value_counts[a].assign(c.axes[a].values.size(), 0);
-  constexpr std::size_t kParamsBlockBytes = 16u << 20;
   std::vector<int> rule_hits(c.excludes.size(), 0);
   IdSet seen(static_cast<std::size_t>(std::min<double>(combinations, 2e6)));
   plan.points.reserve(static_cast<std::size_t>(std::min<double>(combinations, 2e6)));
@@ -596,11 +631,9 @@ Plan make_plan(const Campaign& campaign, const WorkloadRegistry& reg, const Plan
     Point point;  // all but where its parameters' text lies
     std::int64_t threads = 1;
     std::string backend;
-    std::size_t params_end = 0;  // its text: Chunk::params_text up to here, from the previous point's end
   };
   struct Chunk {
     std::vector<Made> points;   // those no exclude rule drops, in combination order
-    std::string params_text;    // their parameters' TOML texts, one after the other
     std::vector<char> present;  // per point, per axis (campaign order): its parameters hold the axis
     std::vector<int> rule_hits;
     std::exception_ptr error;  // the first combination of the run that failed: points end before it
@@ -650,8 +683,6 @@ Plan make_plan(const Campaign& campaign, const WorkloadRegistry& reg, const Plan
         if (res.workload->memory_bytes) p.memory_bytes = res.workload->memory_bytes(res.params);
         m.threads = int_param_or(res.params, "threads", 1);
         m.backend = std::get<std::string>(res.params.at("backend"));
-        append_toml_params(ch.params_text, res.params);
-        m.params_end = ch.params_text.size();
         for (const auto& axis : c.axes) ch.present.push_back(static_cast<char>(res.params.count(axis.name) > 0));
         ch.points.push_back(std::move(m));
       }
@@ -663,23 +694,10 @@ Plan make_plan(const Campaign& campaign, const WorkloadRegistry& reg, const Plan
 
   auto take_chunk = [&](std::size_t, Chunk&& ch) {
     for (std::size_t r = 0; r < rules.size(); ++r) rule_hits[r] += ch.rule_hits[r];
-    // Which points are new (a duplicate of an earlier one is planned once), and whether the
-    // run's text is mostly theirs: then it becomes a block of the plan as it is, uncopied;
-    // otherwise their texts are copied into the plan's current block and the rest let go.
-    std::vector<char> fresh(ch.points.size());
-    std::size_t fresh_bytes = 0;
-    for (std::size_t q = 0, begin = 0; q < ch.points.size(); begin = ch.points[q].params_end, ++q)
-      if ((fresh[q] = static_cast<char>(seen.insert(ch.points[q].key)))) fresh_bytes += ch.points[q].params_end - begin;
-    const bool keep_text = 2 * fresh_bytes >= ch.params_text.size() && !ch.params_text.empty();
-    const auto chunk_block = static_cast<std::uint32_t>(plan.params_blocks.size());
-    if (keep_text) plan.params_blocks.push_back(std::move(ch.params_text));
-    const std::string_view chunk_text = keep_text ? std::string_view(plan.params_blocks.back()) : std::string_view(ch.params_text);
-    std::size_t text_begin = 0;
+    // A duplicate of an earlier point is planned once.
     for (std::size_t q = 0; q < ch.points.size(); ++q) {
       Made& m = ch.points[q];
-      const std::size_t offset = text_begin, length = m.params_end - text_begin;
-      text_begin = m.params_end;
-      if (!fresh[q]) continue;
+      if (!seen.insert(m.key)) continue;
       Point& p = m.point;
       if (!nodes_refusal && plan.tmpl.launcher == "local" && p.nodes != 1)
         nodes_refusal = Error(*resolve_again(p.combination).where, "point " + p.canonical + ": template '" + plan.tmpl.name +
@@ -734,19 +752,6 @@ Plan make_plan(const Campaign& campaign, const WorkloadRegistry& reg, const Plan
                                     std::to_string(gpus_asked) + " GPU(s) (gres = \"" + c.slurm.gres + "\"): ranks will share a GPU" +
                                     (backend == "nccl" ? ", which NCCL refuses" : ", and time each other's work") + eg);
         }
-      }
-      p.params_length = static_cast<std::uint32_t>(length);
-      if (keep_text) {
-        p.params_block = chunk_block;
-        p.params_offset = static_cast<std::uint32_t>(offset);
-      } else {
-        if (plan.params_blocks.empty() || plan.params_blocks.back().size() + length > kParamsBlockBytes) {
-          plan.params_blocks.emplace_back();
-          plan.params_blocks.back().reserve(std::max(kParamsBlockBytes, length));
-        }
-        p.params_block = static_cast<std::uint32_t>(plan.params_blocks.size() - 1);
-        p.params_offset = static_cast<std::uint32_t>(plan.params_blocks.back().size());
-        plan.params_blocks.back() += chunk_text.substr(offset, length);
       }
       for (std::size_t d = 0; d < plan.dims.size(); ++d) {
         const std::size_t value = static_cast<std::size_t>(p.combination / product.stride[d] % product.extent(d));
@@ -814,11 +819,17 @@ Plan make_plan(const Campaign& campaign, const WorkloadRegistry& reg, const Plan
     plan.warnings.push_back("a job of " + std::to_string(largest) + " points (over " + std::to_string(kMaxPointsPerJob) +
                             ", planned because of --force); points_per_job = " + std::to_string(suggest) + " would split it");
   }
-  const double nh = total_node_hours(plan);
-  if (c.slurm.budget_node_hours > 0 && nh > c.slurm.budget_node_hours && !opt.force)
-    throw Error(c.slurm.where, "the campaign may use " + fmt_sig(nh, 4) + " node-hours (" + std::to_string(plan.jobs.size()) +
-                                   " jobs at their time limits), over its budget_node_hours = " +
-                                   fmt_sig(c.slurm.budget_node_hours, 4) + "; lower the time limit or sizes, or plan with --force");
+  const NodeHours nh = node_hours(plan);
+  if (c.slurm.budget_node_hours > 0 && nh.total() > c.slurm.budget_node_hours && !opt.force)
+    throw Error(c.slurm.where, "the campaign may use " + fmt_sig(nh.total(), 4) + " node-hours (" + node_hours_text(plan, nh) +
+                                   "), over its budget_node_hours = " + fmt_sig(c.slurm.budget_node_hours, 4) +
+                                   "; lower the time limit, sizes or max_retries, or plan with --force");
+  if (plan.tmpl.launcher == "slurm" && c.slurm.signal_before_limit_s > 0 && c.slurm.time_limit_min > 0 &&
+      c.slurm.signal_before_limit_s >= c.slurm.time_limit_min * 60)
+    throw Error(c.slurm.signal_where, "key 'signal_before_limit' in [slurm] is " + std::to_string(c.slurm.signal_before_limit_s) +
+                                          " s, not less than the time limit (" + slurm_time(c.slurm.time_limit_min) +
+                                          "): the signal would come at the start; valid: 0 (no signal) to " +
+                                          std::to_string(c.slurm.time_limit_min * 60 - 1) + " s");
   return plan;
 }
 
@@ -913,35 +924,43 @@ void write_plan(const Plan& plan, const std::string& dir, const std::string& wor
     write_file_atomic(at.plan_file().string(), pt_text.str());
     read_back_plan_file(at.plan_file().string(), pt);
 
-    // The points' list (item 0) and each job's files (item 1 + its index), written on the CPUs
-    // this process may use; a failure is rethrown in that order once every thread has stopped.
-    auto write_item = [&](std::size_t item) {
-      if (item == 0) {
-        // Streamed: 10^6 points are ~100 MB of text, never held whole.
-        std::ofstream csv(at.points_csv(), std::ios::binary | std::ios::trunc);
-        csv << "point_id,job_id,level,estimate_s,canonical\n";
-        std::string line;
-        for (const auto& j : plan.jobs)
-          for (auto i : j.points) {
-            const Point& p = plan.points[i];
-            line = p.id + "," + j.id + "," + std::to_string(p.level) + "," + (p.estimate_s >= 0 ? fmt_sig(p.estimate_s, 4) : "") + "," +
-                   csv_field(p.canonical) + "\n";
-            csv.write(line.data(), static_cast<std::streamsize>(line.size()));
-          }
-        csv.close();
-        if (!csv) throw Error(at.points_csv().string() + ": write failed (disk full?); nothing was written");
-        return true;
+    // The points' list first, each job's rows consecutive (its spec names their byte range),
+    // streamed: 10^6 points are ~100 MB of text, never held whole.
+    std::vector<std::uint64_t> job_offset(plan.jobs.size());
+    {
+      std::ofstream csv(at.points_csv(), std::ios::binary | std::ios::trunc);
+      std::string line = std::string(kPointsCsvHeader) + "\n";
+      csv.write(line.data(), static_cast<std::streamsize>(line.size()));
+      std::uint64_t offset = line.size();
+      for (std::size_t k = 0; k < plan.jobs.size(); ++k) {
+        const Job& j = plan.jobs[k];
+        job_offset[k] = offset;
+        for (auto i : j.points) {
+          const Point& p = plan.points[i];
+          line = p.id + "," + j.id + "," + std::to_string(p.level) + "," + (p.estimate_s >= 0 ? fmt_sig(p.estimate_s, 4) : "") + "," +
+                 csv_field(p.canonical) + "\n";
+          csv.write(line.data(), static_cast<std::streamsize>(line.size()));
+          offset += line.size();
+        }
       }
-      const Job& j = plan.jobs[item - 1];
-      // Not parsed back here (toml++ reads ~50 MB/s: seconds for 10^6 points): every value is
-      // written by the spec writer's escaping, whose round trip through read_job_spec is tested
-      // with hostile strings, beside the equality of this text with the one derived afresh
-      // (PointResolver); the worker checks each point's canonical text before it runs anything.
+      csv.close();
+      if (!csv) throw Error(at.points_csv().string() + ": write failed (disk full?); nothing was written");
+    }
+    // Each job's files (item: its index), written on the CPUs this process may use; a failure is
+    // rethrown in that order once every thread has stopped.
+    auto write_item = [&](std::size_t item) {
+      const Job& j = plan.jobs[item];
+      // The spec names its rows of points.csv; read_job_spec derives each point's parameters from
+      // its canonical text there (params_of_canonical, whose agreement with the planner's own
+      // parameters is tested for every workload) and checks the id and text of each row.
       // Not fsync'd one by one (10^4 jobs would take seconds): the directory is synced once below,
       // before it is renamed into place.
-      write_file_atomic(at.job_spec(j.id).string(), job_spec_text(plan, j), false);
+      write_file_atomic(at.job_spec(j.id).string(), job_spec_text(plan, j, job_offset[item]), false);
       write_file_atomic(at.job_list(j.id).string(), final_dir.job_spec(j.id).string() + "\n", false);
       const SlurmSettings& sl = plan.campaign.slurm;
+      const int signal_s = signal_before_limit_s(plan.campaign, std::any_of(j.points.begin(), j.points.end(), [&](std::size_t i) {
+                                                   return plan.points[i].level >= 2;
+                                                 }));
       std::map<std::string, std::string> vars = {
           {"job_id", j.id},
           {"job_name", plan.campaign.name + "." + j.id},
@@ -952,7 +971,10 @@ void write_plan(const Plan& plan, const std::string& dir, const std::string& wor
           {"qos", sl.qos},
           {"constraint", sl.constraint},
           {"gres", sl.gres},
+          {"reservation", sl.reservation},
           {"modules", join(sl.modules, " ")},
+          {"module_init", sl.module_init},
+          {"signal", signal_s > 0 ? "TERM@" + std::to_string(signal_s) : ""},
           {"mpi", sl.mpi},
           {"log", (final_dir.logs_dir() / (j.id + ".slurm-%j.out")).string()},
           {"spec_list", final_dir.job_list(j.id).string()},
@@ -975,7 +997,7 @@ void write_plan(const Plan& plan, const std::string& dir, const std::string& wor
     };
     const unsigned threads = planning_threads(plan.jobs.size(), 4);
     // Any window: what is made ahead is a bool, and no thread waits on the long points' list.
-    ordered_parallel<bool>(plan.jobs.size() + 1, threads, plan.jobs.size() + 1, write_item, [](std::size_t, bool) {});
+    ordered_parallel<bool>(plan.jobs.size(), threads, plan.jobs.size(), write_item, [](std::size_t, bool) {});
     sync_file_system(tmp);  // every file above on disk before the plan appears under its name
     if (fs::exists(target)) fs::remove(target);  // the empty directory checked above
     fs::rename(tmp, target);

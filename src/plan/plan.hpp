@@ -15,7 +15,8 @@ namespace d500 {
 
 // One planned point, compact: a campaign of 10^6 points is planned in well under 1 GB, so a
 // point keeps its identity and what grouping and reporting need, not its parameters; those are
-// derived again from `combination` (PointResolver) when a job spec is written.
+// derived again from `combination` (PointResolver) where a check needs them, and by the worker
+// from the canonical text (params_of_canonical) that its job's rows of points.csv hold.
 struct Point {
   std::string id;         // hex FNV-1a of `canonical`
   std::string canonical;  // "gemm:blas m=1024 n=1024 ..." -- one stable text form
@@ -27,8 +28,6 @@ struct Point {
   std::uint64_t combination = 0;   // its ordinal in the product of the plan's dimensions
   float estimate_s = -1;           // packing by time: its estimated duration; -1: not estimated
   std::uint8_t estimate_source = 0;  // an EstimateSource (plan/packing.hpp)
-  // Its parameters as the TOML inline table its job spec holds: Plan::params_toml.
-  std::uint32_t params_block = 0, params_offset = 0, params_length = 0;
 };
 
 struct Job {
@@ -65,18 +64,10 @@ struct Plan {
   // Per axis (index into campaign.axes), per value: how many points have that value (a point
   // whose workload does not take the key counts for none): the plan's summary.
   std::vector<std::vector<std::int64_t>> value_counts;
-  // Every point's parameters as its job spec's inline table, kept from planning in blocks (the
-  // texts of a run of combinations as a planning thread wrote them, or copies of up to 16 MiB
-  // where duplicates left a run mostly unused; never one string that grows by copying), so that
-  // writing 10^6 points derives none of them again.
-  std::vector<std::string> params_blocks;
   // Packing by time ([packing]): a job's time limit, what the points of one may add up to (the
   // limit less the margin), and how the estimates were made, in words. 0 / "": not packed by time.
   double job_limit_s = 0, job_capacity_s = 0;
   std::string packing_text;
-  std::string_view params_toml(const Point& p) const {
-    return std::string_view(params_blocks[p.params_block]).substr(p.params_offset, p.params_length);
-  }
 };
 
 // The points of each job shape (nodes, ranks per node), shapes in the order they first appear,
@@ -142,7 +133,29 @@ Plan make_plan(const Campaign& c, const WorkloadRegistry& reg, const PlanOptions
 
 // Node-hours a job may use: nodes x its Slurm time limit (0 for local plans).
 double job_node_hours(const Plan& plan, const Job& job);
-double total_node_hours(const Plan& plan);
+
+// What a Slurm plan may spend at most, in node-hours (all 0 for local plans): its jobs at their
+// limits; the retries `d500 submit --resume` may make of each job (max_retries of them, the k-th
+// at its limit x retry_time_factor^k, rounded up to a minute as submit rounds it); and the
+// analysis job on one node (analysis_job = true), once per submission round (1 + max_retries).
+struct NodeHours {
+  double jobs = 0, retries = 0, analysis = 0;
+  double total() const { return jobs + retries + analysis; }
+};
+NodeHours node_hours(const Plan& plan);
+double total_node_hours(const Plan& plan);  // node_hours(plan).total()
+// "3 jobs at their time limits 1.5 + retries 1.5 (max_retries = 1, ...) + analysis job 0.083 (...)"
+std::string node_hours_text(const Plan& plan, const NodeHours& h);
+
+// The analysis job's time limit in minutes: [slurm.analysis] time_limit, else estimated from the
+// plan's size (`d500 report` reads ~10^4 points' files in well under a minute: 60 s + 5 ms a
+// point + 50 ms a job, doubled, at least 5 minutes).
+int analysis_time_limit_min(const Campaign& c, std::size_t points, std::size_t jobs);
+
+// Seconds before the time limit at which Slurm sends SIGTERM (--signal=TERM@s; 0: none): [slurm]
+// signal_before_limit, else for a plan with training points (level 2 and up, which checkpoint
+// and end cleanly on it) 120 s, or a quarter of the limit when that is shorter.
+int signal_before_limit_s(const Campaign& c, bool has_training);
 
 // "HH:MM:SS" (or "D-HH:MM:SS") for Slurm from minutes.
 std::string slurm_time(int minutes);

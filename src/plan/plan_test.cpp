@@ -363,9 +363,9 @@ TEST(Plan, WritesAPlanDirectoryAndNeverOverwritesOne) {
   fs::remove_all(dir);
 }
 
-// Issue 15, item 3: the planner writes specs with its own writer and does not parse them back
-// (seconds for 10^6 points), so the writer's escaping must round-trip every value through the
-// parser the worker uses, hostile strings and extreme numbers included.
+// The specs `d500 submit --resume` and `d500 run` write list their points: the writer's escaping
+// must round-trip every value through the parser the worker uses, hostile strings and extreme
+// numbers included.
 TEST(JobSpec, EveryValueRoundTripsThroughTheWriterAndTheWorkersParser) {
   JobSpec s;
   s.id = "job-\"0\"";
@@ -412,9 +412,11 @@ TEST(JobSpec, EveryValueRoundTripsThroughTheWriterAndTheWorkersParser) {
   EXPECT_TRUE(std::signbit(std::get<double>(back.points[0].params.at("negative_zero"))));
 }
 
-// What d500 plan writes (kept parameter tables) is byte for byte the spec derived afresh from
-// each point's combination: zips, excluded and dropped axes, defaults and named shapes.
-TEST(JobSpec, ThePlannersTextIsTheSpecDerivedAfresh) {
+// What d500 plan writes names each job's rows of points.csv, and the worker derives each
+// point's parameters from its canonical text there: they are exactly those derived afresh from
+// each point's combination (zips, excluded and dropped axes, defaults, unset strings, named
+// shapes, every level's workloads), read back from a written plan, for every job.
+TEST(JobSpec, ThePlansRowsGiveBackEveryPointsParameters) {
   Plan p = plan_of("[campaign]\nname = \"t\"\npoints_per_job = 3\n[axes]\n"
                    "workload = [\"gemm\", \"allreduce\", \"conv2d\"]\nbackend = [\"blas\", \"mpi\"]\n"
                    "n = [8, 16]\nm = [4, 8]\nbytes = [64, 128]\nshape = [\"\", \"resnet50/conv1\"]\nranks_per_node = [1, 2]\n"
@@ -424,7 +426,67 @@ TEST(JobSpec, ThePlannersTextIsTheSpecDerivedAfresh) {
                    "[[exclude]]\nworkload = \"conv2d\"\nshape = \"\"\n"
                    "[[exclude]]\nworkload = \"gemm\"\nshape = \"resnet50/conv1\"\n");
   ASSERT_GT(p.jobs.size(), 3u);
-  for (const auto& j : p.jobs) EXPECT_EQ(job_spec_text(p, j), job_spec_toml(make_job_spec(p, j))) << j.id;
+  Plan levels = plan_of("[campaign]\nname = \"l\"\npoints_per_job = 2\n[axes]\n"
+                        "workload = [\"network\", \"train\", \"distributed\"]\nbackend = [\"reference\"]\n"
+                        "network = [\"lenet5\", \"mlp\"]\nlr = [0.5, 1.0]\nbatch = [8]\nranks_per_node = [2]\n");
+  ASSERT_GT(levels.points.size(), 6u);
+  for (const Plan* plan : {&p, &levels}) {
+    fs::path dir = fs::temp_directory_path() / ("d500-rows-" + std::to_string(getpid()));
+    fs::remove_all(dir);
+    write_plan(*plan, dir.string(), "/bin/true");
+    PointResolver afresh(*plan);
+    for (const auto& j : plan->jobs) {
+      const JobSpec back = read_job_spec((dir / "jobs" / (j.id + ".toml")).string());
+      ASSERT_EQ(back.points.size(), j.points.size()) << j.id;
+      for (std::size_t k = 0; k < j.points.size(); ++k) {
+        const Point& pt = plan->points[j.points[k]];
+        EXPECT_EQ(back.points[k].id, pt.id);
+        EXPECT_EQ(back.points[k].level, pt.level);
+        EXPECT_EQ(back.points[k].params, afresh.params(pt)) << pt.canonical;
+      }
+      EXPECT_EQ(job_spec_toml(back), job_spec_toml(make_job_spec(*plan, j))) << j.id;
+    }
+    // The spec is a head and a range: the plan's files hold each point once (points.csv).
+    const std::string spec = read_file((dir / "jobs" / "job-0000.toml").string());
+    EXPECT_LT(spec.size(), 600u) << spec;
+    EXPECT_EQ(spec.find("[[point]]"), std::string::npos) << spec;
+    fs::remove_all(dir);
+  }
+}
+
+// A spec's rows must be its job's points as planned: a row of another job, an edited canonical
+// text or a range beyond the file is refused, naming the file.
+TEST(JobSpec, RowsThatAreNotTheJobsPointsAreRefused) {
+  Plan p = plan_of(kHead + "points_per_job = 1\n[axes]\nworkload = [\"gemm\"]\nbackend = [\"blas\"]\nn = [8, 16]\n");
+  fs::path dir = fs::temp_directory_path() / ("d500-rows-bad-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  write_plan(p, dir.string(), "/bin/true");
+  const std::string spec0 = (dir / "jobs" / "job-0000.toml").string(), spec1 = (dir / "jobs" / "job-0001.toml").string();
+  const std::string text1 = read_file(spec1);
+  auto refusal = [&](const std::string& spec) {
+    try {
+      read_job_spec(spec);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  // job-0001 pointed at job-0000's row.
+  const std::string off0 = read_file(spec0).substr(read_file(spec0).find("offset = "));
+  std::string t = text1;
+  t.replace(t.find("offset = "), t.find('\n', t.find("offset = ")) - t.find("offset = "), off0.substr(0, off0.find('\n')));
+  write_file_atomic(spec1, t);
+  EXPECT_NE(refusal(spec1).find("is not a point of job job-0001"), std::string::npos) << refusal(spec1);
+  t = text1;
+  t.replace(t.find("count = 1"), 9, "count = 99");
+  write_file_atomic(spec1, t);
+  EXPECT_NE(refusal(spec1).find("points.csv: row 2 of the 99"), std::string::npos) << refusal(spec1);
+  write_file_atomic(spec1, text1);
+  std::string csv = read_file((dir / "points.csv").string());
+  csv.replace(csv.find("n=16"), 4, "n=17");
+  write_file_atomic((dir / "points.csv").string(), csv);
+  EXPECT_NE(refusal(spec1).find("is not the id of its canonical text"), std::string::npos) << refusal(spec1);
+  fs::remove_all(dir);
 }
 
 TEST(JobSpec, RejectsAnEditedSpec) {
@@ -467,6 +529,65 @@ TEST(PlanSlurm, NodeHoursAreCountedAndABudgetIsEnforcedUnlessForced) {
   ASSERT_EQ(p.jobs.size(), 3u);
   EXPECT_DOUBLE_EQ(job_node_hours(p, p.jobs[0]), 1.5);
   EXPECT_DOUBLE_EQ(total_node_hours(p), 4.5);
+}
+
+// What a campaign may spend: its jobs, the retries of each (max_retries, the k-th at the limit x
+// retry_time_factor^k) and the analysis job once per submission round; a budget is checked
+// against all of it (a 1.0 node-hour campaign with an analysis job used to pass a 1.2 budget).
+TEST(PlanSlurm, TheBudgetCountsEveryRetryAndTheAnalysisJob) {
+  const std::string head = "[campaign]\nname = \"s\"\ntemplate = \"slurm\"\n[axes]\nworkload = [\"gemm\"]\nbackend = [\"blas\"]\n"
+                           "n = [8, 16]\n[slurm]\ntime_limit = 30\n";
+  std::string e = error_of(head + "max_retries = 1\nretry_time_factor = 1.5\nanalysis_job = true\nbudget_node_hours = 1.2\n");
+  EXPECT_NE(e.find("c.toml:8:1"), std::string::npos) << e;
+  EXPECT_NE(e.find("may use 1.417 node-hours (1 job at the time limit 0.500 + retries 0.750 (max_retries = 1, "
+                   "retry_time_factor = 1.50) + analysis job 0.167 (1 node, 00:05:00, once per submission round: 2))"),
+            std::string::npos) << e;
+  EXPECT_NE(e.find("over its budget_node_hours = 1.200"), std::string::npos) << e;
+  Plan p = make_plan(parse_campaign_text(head + "max_retries = 2\nretry_time_factor = 2\nanalysis_job = true\n", "c.toml"),
+                     builtin_workloads());
+  const NodeHours h = node_hours(p);
+  EXPECT_DOUBLE_EQ(h.jobs, 0.5);
+  EXPECT_DOUBLE_EQ(h.retries, (60 + 120) / 60.0) << "30 min x 2, then x 4";
+  EXPECT_DOUBLE_EQ(h.analysis, 3 * 5 / 60.0);
+  EXPECT_DOUBLE_EQ(total_node_hours(p), h.total());
+  // The analysis job's limit grows with the plan, unless [slurm.analysis] sets it.
+  Campaign c = parse_campaign_text(head, "c.toml");
+  EXPECT_EQ(analysis_time_limit_min(c, 2, 1), 5);
+  EXPECT_EQ(analysis_time_limit_min(c, 10000, 10000), 21);  // 2 x (60 + 50 + 500) s
+  c = parse_campaign_text(head + "[slurm.analysis]\ntime_limit = \"00:45:00\"\naccount = \"a2\"\n", "c.toml");
+  EXPECT_EQ(analysis_time_limit_min(c, 10000, 10000), 45);
+  EXPECT_EQ(c.slurm.analysis.account, "a2");
+  // Local plans spend no node-hours.
+  Plan local = make_plan(parse_campaign_text("[campaign]\nname = \"l\"\n[axes]\nworkload = [\"gemm\"]\nbackend = [\"blas\"]\nn = [8]\n",
+                                             "c.toml"),
+                         builtin_workloads());
+  EXPECT_DOUBLE_EQ(node_hours(local).total(), 0);
+}
+
+// Training points checkpoint and end on SIGTERM: Slurm is asked to send it before the limit
+// (120 s, or a quarter of a shorter limit; signal_before_limit overrides, 0 turns it off), and
+// the site's keys reach the job script as single-quoted words.
+TEST(PlanSlurm, SignalBeforeTheLimitAndSiteKeys) {
+  const std::string head = "[campaign]\nname = \"s\"\ntemplate = \"slurm\"\n[axes]\nworkload = [\"gemm\"]\nbackend = [\"blas\"]\n"
+                           "n = [8]\n[slurm]\n";
+  EXPECT_EQ(signal_before_limit_s(parse_campaign_text(head + "time_limit = 30\n", "c.toml"), true), 120);
+  EXPECT_EQ(signal_before_limit_s(parse_campaign_text(head + "time_limit = 30\n", "c.toml"), false), 0);
+  EXPECT_EQ(signal_before_limit_s(parse_campaign_text(head + "time_limit = 2\n", "c.toml"), true), 30);
+  EXPECT_EQ(signal_before_limit_s(parse_campaign_text(head + "time_limit = 30\nsignal_before_limit = \"5min\"\n", "c.toml"), false), 300);
+  EXPECT_EQ(signal_before_limit_s(parse_campaign_text(head + "time_limit = 30\nsignal_before_limit = 0\n", "c.toml"), true), 0);
+  std::string e = error_of(head + "time_limit = 1\nsignal_before_limit = \"90s\"\n");
+  EXPECT_NE(e.find("c.toml:10:23"), std::string::npos) << e;
+  EXPECT_NE(e.find("not less than the time limit (00:01:00)"), std::string::npos) << e;
+  e = error_of(head + "time_limit = 5\nsignal_before_limit = \"soon\"\n");
+  EXPECT_NE(e.find("key 'signal_before_limit' in [slurm]"), std::string::npos) << e;
+  e = error_of(head + "time_limit = 5\nmodule_init = \"etc/modules.sh\"\n");
+  EXPECT_NE(e.find("key 'module_init' in [slurm]: valid: the absolute path"), std::string::npos) << e;
+  e = error_of(head + "time_limit = 5\n[slurm.analysis]\naccont = \"x\"\n");
+  EXPECT_NE(e.find("did you mean 'account'"), std::string::npos) << e;
+  e = error_of(head + "time_limit = 5\n[slurm.analysis]\nqos = \"a b\"\n");
+  EXPECT_NE(e.find("key 'qos' in [slurm]"), std::string::npos) << e;
+  e = error_of(head + "time_limit = 5\nreservation = \"$(x)\"\n");
+  EXPECT_NE(e.find("key 'reservation' in [slurm]"), std::string::npos) << e;
 }
 
 TEST(PlanSlurm, TimeLimitsInSlurmsForms) {
@@ -657,7 +778,7 @@ namespace {
 const std::string kSlurmAll =
     "[campaign]\nname = \"s\"\ntemplate = \"TEMPLATE\"\n[axes]\nworkload = [\"gemm\"]\nbackend = [\"blas\"]\nn = [8]\n"
     "[slurm]\ntime_limit = 5\npartition = \"p\"\naccount = \"a\"\nqos = \"q\"\nconstraint = \"gpu\"\ngres = \"gpu:1\"\n"
-    "modules = [\"m/1\"]\n";
+    "modules = [\"m/1\"]\nreservation = \"r\"\nsignal_before_limit = 60\n";
 
 std::string with_template(std::string text, const std::string& name) {
   text.replace(text.find("TEMPLATE"), 8, name);
@@ -980,11 +1101,7 @@ TEST(Plan, ThePlanIsTheSameWhateverTheThreadsThatExpandIt) {
   ASSERT_EQ(one.warnings.size(), 1u + 2u * 15) << "a threads warning per ranks x threads, a memory one per forced point";
   // Each point is what its combination resolves to afresh, the runs' seams included.
   PointResolver again(one);
-  for (const Point& pt : one.points) {
-    std::string text;
-    append_toml_params(text, again.params(pt));  // throws if the canonical text differs
-    ASSERT_EQ(text, one.params_toml(pt)) << pt.canonical;
-  }
+  for (const Point& pt : one.points) ASSERT_EQ(params_of_canonical(pt.canonical, "t"), again.params(pt)) << pt.canonical;
   for (int threads : {3, 0}) {
     opt.threads = threads;
     const Plan p = plan_with(text, opt);
@@ -995,13 +1112,12 @@ TEST(Plan, ThePlanIsTheSameWhateverTheThreadsThatExpandIt) {
       EXPECT_EQ(a.canonical, b.canonical);
       EXPECT_EQ(a.combination, b.combination);
       EXPECT_EQ(a.memory_bytes, b.memory_bytes);
-      EXPECT_EQ(p.params_toml(a), one.params_toml(b));
     }
     EXPECT_EQ(p.warnings, one.warnings) << threads;
     EXPECT_EQ(p.value_counts, one.value_counts) << threads;
     EXPECT_EQ(p.largest_memory_point, one.largest_memory_point) << threads;
     ASSERT_EQ(p.jobs.size(), one.jobs.size()) << threads;
-    for (std::size_t j = 0; j < p.jobs.size(); ++j) EXPECT_EQ(job_spec_text(p, p.jobs[j]), job_spec_text(one, one.jobs[j]));
+    for (std::size_t j = 0; j < p.jobs.size(); ++j) EXPECT_EQ(p.jobs[j].points, one.jobs[j].points);
   }
   // The same first refusal: a point too big unless forced, and a value out of range late in the
   // product (every combination from there on fails).

@@ -1,5 +1,6 @@
 #include "plan/sbatch.hpp"
 
+#include <csignal>
 #include <map>
 #include <sstream>
 
@@ -19,7 +20,7 @@ const std::map<std::string, bool>& carried() {
       {"gres", true},      {"output", true},    {"error", true},       {"open-mode", true},       {"hint", true},
       {"mem", true},       {"mem-per-cpu", true}, {"exclude", true},   {"nodelist", true},        {"reservation", true},
       {"gpus", true},      {"gpus-per-node", true}, {"gpus-per-task", true}, {"exclusive", false}, {"requeue", false},
-      {"no-requeue", false}};
+      {"no-requeue", false}, {"signal", true}};
   return m;
 }
 
@@ -91,6 +92,32 @@ const SbatchOption* SbatchOptions::find(const std::string& name) const {
   return hit;
 }
 
+std::optional<SbatchSignal> parse_sbatch_signal(const std::string& value) {
+  SbatchSignal s;
+  std::string v = value;
+  if (v.rfind("B:", 0) == 0) s.batch_only = true, v = v.substr(2);
+  std::size_t at = v.find('@');
+  std::string name = v.substr(0, at);
+  if (at != std::string::npos) {
+    std::size_t pos = at + 1;
+    const long long secs = digits_at(v, pos, 5);
+    if (secs < 0 || pos != v.size() || secs > 65535) return std::nullopt;
+    s.seconds = static_cast<int>(secs);
+  }
+  if (name.rfind("SIG", 0) == 0) name = name.substr(3);
+  static const std::map<std::string, int> names = {{"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"KILL", SIGKILL},
+                                                   {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"TERM", SIGTERM}, {"CONT", SIGCONT},
+                                                   {"STOP", SIGSTOP}, {"ALRM", SIGALRM}, {"URG", SIGURG}};
+  if (auto it = names.find(name); it != names.end()) s.number = it->second;
+  else {
+    std::size_t pos = 0;
+    const long long n = digits_at(name, pos, 2);
+    if (n <= 0 || n >= 65 || pos != name.size()) return std::nullopt;
+    s.number = static_cast<int>(n);
+  }
+  return s;
+}
+
 long long sbatch_size_mib(const std::string& text) {
   // The campaign's reading of a Slurm size (mem_per_node), less the "B" it also allows ("4GB"),
   // which sbatch refuses; kibibytes round up to a whole MiB, as sbatch's do.
@@ -143,6 +170,9 @@ SbatchOptions parse_sbatch_lines(const std::string& script, const std::string& p
         throw Error(at, "#SBATCH --hint=" + value + ": d500 carries nomultithread or multithread");
       } else if (name == "open-mode" && value != "append" && value != "truncate") {
         throw Error(at, "#SBATCH --open-mode=" + value + ": append or truncate");
+      } else if (name == "signal" && !parse_sbatch_signal(value)) {
+        throw Error(at, "#SBATCH --signal=" + value + ": d500 carries [B:]SIGNAL[@SECONDS] (e.g. TERM@120, B:USR1@300; "
+                        "SECONDS up to 65535)");
       } else if ((name == "exclusive") && has_value) {
         throw Error(at, "#SBATCH --exclusive=" + value + ": d500 carries --exclusive alone (whole nodes)");
       }

@@ -4,6 +4,7 @@
 // libslurm, not the script to sbatch, so the description must say everything those lines say;
 // an option d500 does not carry over is refused when the plan is made, naming the template's
 // line, instead of being dropped at submission.
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,15 @@ SbatchOptions parse_sbatch_lines(const std::string& script, const std::string& p
 
 // The long options d500 carries into a job description, for messages and the README.
 const std::vector<std::string>& sbatch_options_carried();
+
+// sbatch's --signal=[B:]SIG[@SECONDS]: the signal (a number, or a name with or without SIG: TERM,
+// USR1, ...), how long before the time limit (sbatch's default: 60 s), and whether only the batch
+// shell gets it (B:). nullopt for anything else (R:, a time over 65535 s).
+struct SbatchSignal {
+  int number = 0, seconds = 60;
+  bool batch_only = false;
+};
+std::optional<SbatchSignal> parse_sbatch_signal(const std::string& value);
 
 // "4G" -> 4096, "500" -> 500, "2T" -> 2097152: sbatch's --mem sizes in MiB (no suffix: MiB).
 long long sbatch_size_mib(const std::string& text);

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <csignal>
+
 #include "common/error.hpp"
 #include "common/text.hpp"
 
@@ -65,4 +67,27 @@ TEST(Sbatch, D500TemplatesCarryEveryLine) {
     const std::string text = read_file(std::string(D500_SOURCE_DIR) + "/templates/" + t + ".sh.in");
     EXPECT_NO_THROW(parse_sbatch_lines(text, t)) << t;
   }
+}
+
+// --signal as sbatch reads it: [B:]SIGNAL[@SECONDS], names with or without SIG, or numbers.
+TEST(Sbatch, SignalBeforeTheLimitIsCarriedAsSbatchReadsIt) {
+  auto sig = parse_sbatch_signal("TERM@120");
+  ASSERT_TRUE(sig);
+  EXPECT_EQ(sig->number, SIGTERM);
+  EXPECT_EQ(sig->seconds, 120);
+  EXPECT_FALSE(sig->batch_only);
+  sig = parse_sbatch_signal("B:SIGUSR1");
+  ASSERT_TRUE(sig);
+  EXPECT_EQ(sig->number, SIGUSR1);
+  EXPECT_EQ(sig->seconds, 60) << "sbatch's default";
+  EXPECT_TRUE(sig->batch_only);
+  sig = parse_sbatch_signal("10@65535");
+  ASSERT_TRUE(sig);
+  EXPECT_EQ(sig->number, 10);
+  for (const char* bad : {"", "R:TERM@60", "TERM@", "TERM@65536", "TERM@-1", "NOPE@60", "0@60", "65@60", "TERM@12x"})
+    EXPECT_FALSE(parse_sbatch_signal(bad)) << bad;
+  EXPECT_EQ(parse_sbatch_lines("#!/bin/bash\n#SBATCH --signal=TERM@120\n", "t.sh").find("signal")->value, "TERM@120");
+  const std::string e = refusal("#!/bin/bash\n#SBATCH --signal=R:TERM@60\n");
+  EXPECT_NE(e.find("t.sh:2:1"), std::string::npos) << e;
+  EXPECT_NE(e.find("[B:]SIGNAL[@SECONDS]"), std::string::npos) << e;
 }

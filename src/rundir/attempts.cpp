@@ -74,6 +74,8 @@ std::vector<AttemptRecord> read_attempts(const RunLayout& dir) {
         a.timed_out = field(rest, "verdict") == "timed-out";
         double s = -1;
         if (number(field(rest, "elapsed_s"), s)) a.term_elapsed_s = s;
+        int before = 0;
+        if (number(field(rest, "before_s"), before)) a.signal_before_s = before;
       } else if (kind == "end") {
         int code = 0;
         if (number(field(rest, "exit"), code)) a.exit_code = code;
@@ -156,10 +158,20 @@ TaskEnd resolve_task_end(const TaskKey& task, const std::optional<ObservedState>
     else if (s.state == "PREEMPTED") e.cause = "preempted";
     if (s.restarts > 0) e.cause += std::string(e.cause.empty() ? "" : "; ") + "requeued " + std::to_string(s.restarts) + "x";
   };
+  // The job ended on the signal d500 asked for before its limit (--signal): the worker took a
+  // checkpoint and ended, the script's exit is the worker's; Slurm calls it FAILED or COMPLETED,
+  // but it is the time limit, as at the limit itself.
+  auto warned = [&] {
+    if (!last || !last->timed_out || last->signal_before_s <= 0 || (e.state != "FAILED" && e.state != "COMPLETED")) return;
+    e.state = "TIMEOUT";
+    e.cause = "time limit reached: SIGTERM at " + std::to_string(static_cast<long>(last->term_elapsed_s)) + " s, " +
+              std::to_string(last->signal_before_s) + " s before the limit (signal_before_limit), the job ended on it";
+  };
   if (live) {
     e.source = "slurm";
     if (final_live) {
       from_slurm(*live);
+      warned();
     } else {
       e.state = live->state;
       if (live->restarts > 0) e.cause = "requeued " + std::to_string(live->restarts) + "x";
@@ -167,6 +179,7 @@ TaskEnd resolve_task_end(const TaskKey& task, const std::optional<ObservedState>
   } else if (observed.count(task)) {
     e.source = "observed";
     from_slurm(observed.at(task));
+    warned();
   } else if (last) {
     e.source = "job record";
     if (last->timed_out) {

@@ -29,6 +29,7 @@ struct AttemptRecord {
   bool terminated = false;          // a SIGTERM was recorded
   bool timed_out = false;           // ... within 10 s of the time limit
   double term_elapsed_s = -1;
+  int signal_before_s = 0;          // the signal was asked this long before the limit (0: at the limit)
   std::optional<int> exit_code;     // the script's exit (its `end` line); none: killed outright
 };
 

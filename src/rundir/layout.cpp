@@ -66,6 +66,14 @@ std::string RunLayout::campaign_hash() const {
   return std::filesystem::exists(plan_file()) ? plan_value(plan_file(), "campaign_hash") : std::string();
 }
 
+std::int64_t RunLayout::planned_points() const {
+  try {
+    return toml::parse_file(plan_file().string())["plan"]["points"].value_or(std::int64_t{0});
+  } catch (const toml::parse_error&) {
+    return 0;
+  }
+}
+
 std::vector<std::string> RunLayout::job_ids() const {
   std::vector<std::string> jobs;
   std::error_code ec;
@@ -86,6 +94,26 @@ std::vector<std::string> RunLayout::results_files() const {
   return files;
 }
 
+bool parse_points_csv_row(const std::string& line, bool estimates, PlannedPoint& x) {
+  const std::size_t a = line.find(','), b = line.find(',', a + 1), c = line.find(',', b + 1);
+  const std::size_t d = estimates && c != std::string::npos ? line.find(',', c + 1) : c;
+  if (a == std::string::npos || b == std::string::npos || c == std::string::npos || d == std::string::npos) return false;
+  x.id = line.substr(0, a);
+  x.job = line.substr(a + 1, b - a - 1);
+  x.level = std::atoi(line.substr(b + 1, c - b - 1).c_str());
+  x.estimate_s = estimates && d > c + 1 ? std::atof(line.substr(c + 1, d - c - 1).c_str()) : -1;
+  x.canonical = line.substr(d + 1);
+  if (x.canonical.size() >= 2 && x.canonical.front() == '"') {  // csv_field's quoting undone
+    std::string u;
+    for (std::size_t i = 1; i + 1 < x.canonical.size(); ++i) {
+      if (x.canonical[i] == '"' && x.canonical[i + 1] == '"') ++i;
+      u += x.canonical[i];
+    }
+    x.canonical = u;
+  }
+  return true;
+}
+
 std::vector<PlannedPoint> read_points_csv(const RunLayout& dir) {
   std::vector<PlannedPoint> out;
   const fs::path p = dir.points_csv();
@@ -98,25 +126,10 @@ std::vector<PlannedPoint> read_points_csv(const RunLayout& dir) {
   for (int line_no = 2; std::getline(in, line); ++line_no) {
     if (line.empty()) continue;
     PlannedPoint x;
-    const std::size_t a = line.find(','), b = line.find(',', a + 1), c = line.find(',', b + 1);
-    const std::size_t d = estimates && c != std::string::npos ? line.find(',', c + 1) : c;
-    if (a == std::string::npos || b == std::string::npos || c == std::string::npos || d == std::string::npos)
+    if (!parse_points_csv_row(line, estimates, x))
       throw Error(Location{p.string(), line_no, 1},
                   std::string("damaged row (expected id,job,level,") + (estimates ? "estimate_s," : "") + "canonical)");
-    x.id = line.substr(0, a);
-    x.job = line.substr(a + 1, b - a - 1);
-    x.level = std::atoi(line.substr(b + 1, c - b - 1).c_str());
-    if (estimates && d > c + 1) x.estimate_s = std::atof(line.substr(c + 1, d - c - 1).c_str());
-    x.canonical = line.substr(d + 1);
-    if (x.canonical.size() >= 2 && x.canonical.front() == '"') {  // csv_field's quoting undone
-      std::string u;
-      for (std::size_t i = 1; i + 1 < x.canonical.size(); ++i) {
-        if (x.canonical[i] == '"' && x.canonical[i + 1] == '"') ++i;
-        u += x.canonical[i];
-      }
-      x.canonical = u;
-    }
-    out.push_back(x);
+    out.push_back(std::move(x));
   }
   return out;
 }

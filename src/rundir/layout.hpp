@@ -64,6 +64,8 @@ class RunLayout {
   // The planned campaign's hash ("" for a plan that predates the record): what every results
   // file of this run states as its campaign_hash.
   std::string campaign_hash() const;
+  // plan.toml's count of points (0 when it cannot be read).
+  std::int64_t planned_points() const;
   // The planned jobs (jobs/*.sh), sorted.
   std::vector<std::string> job_ids() const;
   // Every results file: results/*.h5 and the earlier attempts kept beside them (*.h5.prev-N),
@@ -85,5 +87,9 @@ struct PlannedPoint {
 };
 // Reads points.csv (empty when there is none); a damaged row is an error naming file and line.
 std::vector<PlannedPoint> read_points_csv(const RunLayout& dir);
+// One row of points.csv ("id,job,level,estimate_s,canonical", or without estimate_s in a plan
+// that predates it: `estimates` false) into `x`; false when it is damaged.
+bool parse_points_csv_row(const std::string& line, bool estimates, PlannedPoint& x);
+inline constexpr const char* kPointsCsvHeader = "point_id,job_id,level,estimate_s,canonical";
 
 }  // namespace d500

@@ -298,5 +298,64 @@ TEST_F(RunDirTest, AnAttemptRecordsItsStartItsSigtermAndItsExitAndOutlivesSlurm)
   EXPECT_FALSE(outcome_of_slurm_state("COMPLETED").has_value());
 }
 
+// --signal=TERM@S (D500_SIGNAL_BEFORE_S): Slurm signals the job's steps before the limit, not the
+// batch shell; the step ends by SIGTERM, and the record says the job ended on that signal, which
+// d500 reads as its time limit whatever Slurm calls the end. A step ending so without a signal
+// before the limit asked for is the step's own failure.
+TEST_F(RunDirTest, AStepEndedBySlurmsSignalBeforeTheLimitIsRecordedAsTheTimeLimit) {
+  const RunLayout run(dir_.string());
+  const std::string lib = std::string(D500_SOURCE_DIR) + "/templates/slurm-attempt.bash";
+  auto job = [&](const std::string& env, const std::string& body) {
+    const std::string script = "cd " + shell_quote(dir_.string()) + " && source " + shell_quote(lib) + "\n" + body;
+    return std::system((env + " bash -c " + shell_quote(script) + " >> " + shell_quote((dir_ / "job.out").string()) + " 2>&1").c_str());
+  };
+  const std::string step = "d500_step bash -c 'kill -TERM $$'";  // a step that ends by SIGTERM at once
+  job("SLURM_JOB_ID=50 D500_TIME_LIMIT_S=60 D500_SIGNAL_BEFORE_S=15", step);
+  job("SLURM_JOB_ID=51 D500_TIME_LIMIT_S=60", step);
+  job("SLURM_JOB_ID=52 D500_TIME_LIMIT_S=600 D500_SIGNAL_BEFORE_S=15", step);  // 585 s early: not that signal
+  const auto all = read_attempts(run);
+  ASSERT_EQ(all.size(), 3u) << read_file((dir_ / "job.out").string());
+  EXPECT_TRUE(all[0].timed_out);
+  EXPECT_EQ(all[0].signal_before_s, 15);
+  ASSERT_TRUE(all[0].exit_code.has_value());
+  EXPECT_EQ(*all[0].exit_code, 143);
+  EXPECT_FALSE(all[1].terminated) << "no signal asked for: the step's own end";
+  EXPECT_FALSE(all[2].terminated) << "long before the signal was due";
+  EXPECT_NE(read_file((dir_ / "job.out").string()).find("the job step ended on Slurm's SIGTERM 15 s before the time limit"),
+            std::string::npos);
+  ObservedState live;
+  live.task = {50, 0};
+  live.state = "FAILED";
+  live.exit_code = 143;
+  const TaskEnd e = resolve_task_end({50, 0}, live, true, {}, all);
+  EXPECT_EQ(e.state, "TIMEOUT");
+  EXPECT_NE(e.cause.find("15 s before the limit (signal_before_limit)"), std::string::npos) << e.cause;
+  live.task = {51, 0};
+  EXPECT_EQ(resolve_task_end({51, 0}, live, true, {}, all).state, "FAILED");
+}
+
+// A batch job started by `#!/usr/bin/env bash` has no `module` on many sites: d500_module_init
+// defines it from the site's script (the first that does, of the one named and the usual
+// places), and says what it tried when none does (exit 127, as a missing command).
+TEST_F(RunDirTest, ModulesAreInitialisedFromTheSitesScriptOrTheJobSaysWhatItTried) {
+  const std::string lib = std::string(D500_SOURCE_DIR) + "/templates/slurm-attempt.bash";
+  std::ofstream(dir_ / "init.sh") << "module() { echo \"module $*\"; }\n";
+  auto job = [&](const std::string& body) {
+    const std::string script = "set -euo pipefail; cd " + shell_quote(dir_.string()) + " && source " + shell_quote(lib) + "\n" + body;
+    const std::string out = (dir_ / "out.txt").string();
+    const int rc = std::system(("env -u MODULESHOME bash -c " + shell_quote(script) + " > " + shell_quote(out) + " 2>&1").c_str());
+    return std::make_pair(WEXITSTATUS(rc), read_file(out));
+  };
+  auto [rc, out] = job("d500_module_init " + shell_quote((dir_ / "init.sh").string()) + "; module load PrgEnv-gnu");
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("module load PrgEnv-gnu"), std::string::npos) << out;
+  std::tie(rc, out) = job("d500_module_init " + shell_quote((dir_ / "missing.sh").string()) + "; echo not reached");
+  EXPECT_EQ(rc, 127) << out;
+  EXPECT_NE(out.find("has no `module` command and none of " + (dir_ / "missing.sh").string() + " /etc/profile.d/modules.sh"),
+            std::string::npos) << out;
+  EXPECT_NE(out.find("set [slurm] module_init"), std::string::npos) << out;
+  EXPECT_EQ(out.find("not reached"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace d500

@@ -18,6 +18,7 @@
 #include <map>
 #include <new>
 #include <optional>
+#include <set>
 
 #include "backends/registry.hpp"
 #include "common/error.hpp"
@@ -29,6 +30,7 @@
 #include "rundir/layout.hpp"
 #include "rundir/lock.hpp"
 #include "store/checkpoint.hpp"
+#include "store/guarded.hpp"
 #include "store/h5.hpp"
 #include "store/writer.hpp"
 #include "workloads/registry.hpp"
@@ -262,6 +264,57 @@ std::string look_for_checkpoints(const std::string& spec_path, const std::string
   }
 }
 
+// Points of this job that an earlier attempt already ended with a final outcome (store/outcome:
+// complete, failed validation, backend failed), as "id\toutcome\tfile" lines: a requeued job
+// (same spec, a new attempt: results/<spec>.slurm-<id>.<attempt>.h5) or a job run again measures
+// nothing twice. The earlier attempts are the run directory's results files named after this spec
+// (<spec>.h5, <spec>.*.h5, their .prev-N copies) other than `output`, of this campaign and job,
+// each read in a contained child (untrusted files). Before MPI starts, on rank 0 only, like the
+// checkpoint lookup; a file that cannot be read is skipped with a note (its points run).
+// D500_RERUN=1 (`d500 run --rerun`) runs every point.
+std::string look_for_finished(const std::string& spec_path, const std::string& output) {
+  if (announced_rank() > 0) return "";
+  if (const char* rerun = std::getenv("D500_RERUN"); rerun && std::string(rerun) == "1") return "";  // d500 run --rerun
+  try {
+    const JobSpec spec = read_job_spec(spec_path);
+    const RunLayout layout = RunLayout::of_spec(spec_path);
+    const std::string stem = fs::path(spec_path).stem().string();
+    std::set<std::string> ids;
+    for (const auto& p : spec.points) ids.insert(p.id);
+    std::map<std::string, std::pair<Outcome, std::string>> found;
+    std::error_code ec;
+    for (const auto& f : layout.results_files()) {
+      const std::string name = fs::path(f).filename().string();
+      if ((name.rfind(stem + ".", 0) != 0) || fs::equivalent(f, output, ec)) continue;
+      try {
+        const JobResult r = read_job_file_guarded(f);
+        if (r.campaign_hash != spec.campaign_hash || r.job_id != spec.id) continue;
+        for (const auto& p : r.points)
+          if (ids.count(p.id) && is_final(p.outcome) && !found.count(p.id)) found[p.id] = {p.outcome, f};
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "d500-worker: note: %s; its points are not taken as done\n", e.what());
+      }
+    }
+    std::string text;
+    for (const auto& [id, of] : found) text += id + "\t" + outcome_name(of.first) + "\t" + of.second + "\n";
+    return text;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "d500-worker: note: looking for points an earlier attempt finished: %s; every point runs\n", e.what());
+    return "";
+  }
+}
+
+using Finished = std::map<std::string, std::pair<Outcome, std::string>>;
+Finished parse_finished(const std::string& text) {
+  Finished out;
+  for (const std::string& line : split(text, '\n')) {
+    const auto f = split(line, '\t');
+    if (f.size() != 3) continue;
+    if (auto o = parse_outcome(f[1])) out[f[0]] = {*o, f[2]};
+  }
+  return out;
+}
+
 // Continues a training point from its checkpoint, when every rank can: the events up to it go
 // into this attempt's file, so that its record holds the whole curve. Otherwise training starts
 // over, and the point says why.
@@ -289,7 +342,8 @@ std::vector<std::pair<std::string, Value>> resume_point(Workload& wl, ResultWrit
                                      " s); events up to it copied from there, samples of this attempt only"}};
 }
 
-void run_job(const std::string& spec_path, const std::string& output, MPI_Comm comm, const Checkpoints& checkpoints) {
+void run_job(const std::string& spec_path, const std::string& output, MPI_Comm comm, const Checkpoints& checkpoints,
+             const Finished& finished) {
   int rank = 0, size = 1;
   mpi_check(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank", "worker");
   mpi_check(MPI_Comm_size(comm, &size), "MPI_Comm_size", "worker");
@@ -331,6 +385,13 @@ void run_job(const std::string& spec_path, const std::string& output, MPI_Comm c
   const int n = static_cast<int>(spec.points.size());
   for (int i = 0; i < n; ++i) {
     const PointSpec& p = spec.points[static_cast<std::size_t>(i)];
+    if (auto done = finished.find(p.id); done != finished.end()) {
+      if (rank == 0) {
+        std::printf("%s\n", progress_skipped_line(i + 1, n, done->second.first, done->second.second).c_str());
+        std::fflush(stdout);
+      }
+      continue;
+    }
     if (rank == 0) {
       std::printf("%s\n", progress_point_line(i + 1, n, p.canonical).c_str());
       std::fflush(stdout);
@@ -563,6 +624,7 @@ std::vector<std::pair<std::string, Value>> device_state(const nvml::Reading& a, 
 int worker_main(int argc, char** argv) {
   hold_rank_lock();  // a rank that outlives its runner and mpirun stays visible to the next runner
   const std::string checkpoints_found = argc == 3 ? look_for_checkpoints(argv[1], argv[2]) : "";
+  const std::string finished_found = argc == 3 ? look_for_finished(argv[1], argv[2]) : "";
   MPI_Init(&argc, &argv);
   int rank = 0;
   // MPI failures come back as codes, which mpi_check turns into errors that name the call.
@@ -577,7 +639,8 @@ int worker_main(int argc, char** argv) {
   }
   try {
     // Rank 0's answer, on every rank (the lookup ran before MPI_Init).
-    run_job(argv[1], argv[2], MPI_COMM_WORLD, parse_checkpoints_text(bcast_string(checkpoints_found, MPI_COMM_WORLD)));
+    run_job(argv[1], argv[2], MPI_COMM_WORLD, parse_checkpoints_text(bcast_string(checkpoints_found, MPI_COMM_WORLD)),
+            parse_finished(bcast_string(finished_found, MPI_COMM_WORLD)));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "d500-worker: error: %s: %s\n", where.c_str(), e.what());
     std::fflush(stderr);

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <thread>
 
+#include "backends/registry.hpp"
 #include "common/text.hpp"
 #include "helpers.hpp"
 
@@ -53,6 +54,52 @@ class Slurm : public ScratchDirTest {
   // The Slurm id of the run's first submission.
   static std::string first_job_id(const fs::path& run) {
     return sh("awk 'NR==2{printf \"%s\", $1}' " + (run / "slurm" / "submissions.tsv").string()).out;
+  }
+  // Makes the three-node cluster (launchers/test-cluster.sh start DIR 3, which CTest's fixture
+  // starts beside the single-node one: <build>/test-cluster-3) this test's; "" when it is absent.
+  static std::string use_multinode() {
+    const std::string multi = (fs::path(cluster()).parent_path() / "test-cluster-3" / "slurm.conf").string();
+    if (!fs::exists(multi)) {
+      ADD_FAILURE() << multi << ": run through ctest (the slurm_cluster fixture starts both clusters)";
+      return "";
+    }
+    setenv("SLURM_CONF", multi.c_str(), 1);
+    return multi;
+  }
+  // Kills node `victim` of the cluster of `conf` (its jobs end NODE_FAIL), or brings it back.
+  static Cmd fail_node(const std::string& conf, const std::string& victim) {
+    return sh("bash " + std::string(D500_SOURCE_DIR) + "/launchers/test-cluster.sh fail-node " + fs::path(conf).parent_path().string() +
+              " " + victim);
+  }
+  static void restore_node(const std::string& conf, const std::string& victim) {
+    // The cluster remembers its ports and shape: start brings the node's slurmd back alone.
+    sh("scontrol update nodename=" + victim + " state=resume; D500_TEST_SLURMCTLD_PORT=16827 bash " + std::string(D500_SOURCE_DIR) +
+       "/launchers/test-cluster.sh start " + fs::path(conf).parent_path().string() + " 3");
+  }
+  // The first node of a job's node list ("d500n[1,3]" -> d500n1 is its batch host; the second: d500n3).
+  static std::string second_node(const std::string& nodelist) {
+    return nodelist.find("[") != std::string::npos ? "d500n" + nodelist.substr(nodelist.find_first_of(",-") + 1, 1)
+                                                   : nodelist.substr(0, nodelist.find('\n'));
+  }
+  // A campaign of one MPI allreduce point on 2 nodes, planned into `run`, submitted and waited
+  // for (it must complete); its results files.
+  std::vector<fs::path> two_node_allreduce(const fs::path& run, const std::string& name, const std::string& tmpl,
+                                           const std::string& slurm, int bytes, int ranks_per_node) {
+    const std::string c = write(name + ".toml", "[campaign]\nname = \"" + name + "\"\nrepetitions = 20\nwarmups = 2\ntemplate = \"" + tmpl +
+                                                    "\"\n[slurm]\ntime_limit = 5\n" + slurm +
+                                                    "[axes]\nworkload = [\"allreduce\"]\nbackend = [\"mpi\"]\nbytes = [" +
+                                                    std::to_string(bytes) + "]\nnodes = [2]\nranks_per_node = [" +
+                                                    std::to_string(ranks_per_node) + "]\n");
+    EXPECT_EQ(sh(d500_cmd("plan " + c + " -o " + run.string())).code, 0);
+    EXPECT_EQ(sh(d500_cmd("submit " + run.string())).code, 0);
+    const std::string st = wait_status(run, settled, 120);
+    EXPECT_NE(st.find("points: 1 complete"), std::string::npos) << st;
+    return files_in(run / "results");
+  }
+  // The run's first job log ("" before there is one): a requeued job's attempts share it.
+  static std::string first_log(const fs::path& run) {
+    const auto logs = files_in(run / "logs");
+    return logs.empty() ? std::string() : read_file_text(logs[0]);
   }
   static int lines(const fs::path& f) {
     std::ifstream in(f);
@@ -210,9 +257,11 @@ n = [32, 48]
 
 // The issue's case: a training run killed at its Slurm time limit resumes with `submit --resume`
 // from its checkpoint, and its time budget counts training time across the two attempts.
-TEST_F(Slurm, ATrainingRunKilledAtItsTimeLimitResumesFromItsCheckpointAndSpendsItsBudgetOnce) {
-  // 150 s of training: the 1-minute limit (enforced within about 30 s by slurmctld) ends the
-  // first attempt part-way, whatever the speed; the second (3 minutes) has time for the rest.
+TEST_F(Slurm, ATrainingRunSignalledBeforeItsTimeLimitCheckpointsResumesAndSpendsItsBudgetOnce) {
+  // 150 s of training: the 1-minute limit ends the first attempt part-way, whatever the speed:
+  // Slurm signals the job's steps 15 s before it (--signal=TERM@15, the default for training with
+  // so short a limit; Slurm may send it up to a minute early), the worker checkpoints and ends;
+  // the second attempt (3 minutes) has time for the rest.
   fs::path run = plan(R"([campaign]
 name = "slurm-train"
 repetitions = 1
@@ -236,18 +285,28 @@ eval_samples = 128
 checkpoint_interval = 5
 seed = 4
 )");
+  EXPECT_NE(read_file_text(run / "jobs" / "job-0000.sh").find("#SBATCH --signal='TERM@15'"), std::string::npos);
   Cmd sub = sh(d500_cmd("submit " + run.string()));
   ASSERT_EQ(sub.code, 0) << sub.out;
   std::string st = wait_status(run, settled, 240);
   EXPECT_NE(st.find("TIMEOUT"), std::string::npos) << st;
+  EXPECT_NE(st.find("15 s before the limit (signal_before_limit), the job ended on it"), std::string::npos) << st;
+  // The batch shell saw its step end on the signal, before the limit, and said so.
+  const auto records = files_in(run / "slurm" / "attempts");
+  ASSERT_EQ(records.size(), 1u);
+  const std::string record = read_file_text(records[0]);
+  EXPECT_NE(record.find("before_s=15 by=step verdict=timed-out"), std::string::npos) << record;
+  double signalled_at = 0;
+  ASSERT_EQ(std::sscanf(record.substr(record.find("elapsed_s=")).c_str(), "elapsed_s=%lf", &signalled_at), 1) << record;
+  EXPECT_LT(signalled_at, 60) << record;
   EXPECT_NE(st.find("points: 0 complete, 0 failed (validation or backend), 1 incomplete"), std::string::npos) << st;
   std::vector<fs::path> first;
   for (const auto& e : fs::directory_iterator(run / "results")) first.push_back(e.path());
   ASSERT_EQ(first.size(), 1u);
   Cmd check = sh(d500_cmd("check " + first[0].string()));
   EXPECT_EQ(check.code, 0) << check.out;
-  // Slurm's SIGTERM at the limit (KillWait = 5 s before its SIGKILL) made the ranks checkpoint
-  // before their next step: the attempt's last checkpoint is where the next one starts.
+  // Slurm's SIGTERM before the limit made the ranks checkpoint before their next step: the
+  // attempt's last checkpoint is where the next one starts.
   std::string logs;
   for (const auto& e : fs::directory_iterator(run / "logs")) logs += read_file_text(e.path());
   EXPECT_NE(logs.find("SIGTERM during point"), std::string::npos) << logs;
@@ -287,12 +346,13 @@ seed = 4
 }
 
 // A requeue (scontrol requeue, or Slurm's own after a node failure) reruns the job under the
-// same id: each attempt has its own results file and record, the log keeps both, and the
-// report takes the attempt that finished.
-TEST_F(Slurm, ARequeuedJobKeepsEveryAttemptAndTheReportTakesTheOneThatFinished) {
+// same id: each attempt has its own results file and record, the log keeps both, the new attempt
+// measures only what the first did not finish, and the report takes each point's final record.
+TEST_F(Slurm, ARequeuedJobMeasuresEachPointOnceAndTheReportTakesTheRecordsThatFinished) {
+  // Two quick points (well under a second each), then one of about 20 s.
   fs::path run = plan(R"([campaign]
 name = "slurm-requeue"
-repetitions = 12000
+repetitions = 2000
 warmups = 1
 template = "slurm"
 [slurm]
@@ -300,37 +360,104 @@ time_limit = 5
 [axes]
 workload = ["gemm"]
 backend = ["reference"]
-n = [256]
+n = [48, 64, 384]
 )");
   ASSERT_EQ(sh(d500_cmd("submit " + run.string())).code, 0);
   const std::string id = first_job_id(run);
-  // Requeue once the first attempt has flushed samples; Slurm holds a requeued job 2 minutes,
-  // which the test lifts.
-  wait_status(run, [&](const std::string&) { return !files_in(run / "results").empty(); }, 60);
-  std::this_thread::sleep_for(std::chrono::seconds(3));
+  // Requeue once the long point has started and flushed samples; Slurm holds a requeued job
+  // 2 minutes, which the test lifts.
+  wait_status(run, [&](const std::string&) { return first_log(run).find("d500:flushed 3/3") != std::string::npos; }, 90);
   Cmd rq = sh("scontrol requeue " + id + " && sleep 1 && scontrol update jobid=" + id + " StartTime=now");
   ASSERT_EQ(rq.code, 0) << rq.out;
   std::string st = wait_status(run, [](const std::string& s) { return settled(s) && s.find("COMPLETED") != std::string::npos; }, 180);
   EXPECT_NE(st.find("COMPLETED  limit 00:05:00  requeued 1x  [2 attempts]"), std::string::npos) << st;
-  EXPECT_NE(st.find("points: 1 complete"), std::string::npos) << st;
+  EXPECT_NE(st.find("points: 3 complete"), std::string::npos) << st;
   const auto results = files_in(run / "results");
   ASSERT_EQ(results.size(), 2u);
   EXPECT_EQ(results[0].filename().string(), "job-0000.slurm-" + id + ".0.h5");
   EXPECT_EQ(results[1].filename().string(), "job-0000.slurm-" + id + ".1.h5");
-  EXPECT_NE(sh(d500_cmd("check " + results[0].string())).out.find("1 incomplete"), std::string::npos);
+  // The first attempt finished two points, the second measured the third alone.
+  const std::string first = sh(d500_cmd("check " + results[0].string())).out;
+  EXPECT_NE(first.find("2 complete"), std::string::npos) << first;
+  EXPECT_NE(first.find("1 incomplete"), std::string::npos) << first;
+  const std::string second = sh(d500_cmd("check " + results[1].string())).out;
+  EXPECT_NE(second.find("1 complete"), std::string::npos) << second;
+  EXPECT_EQ(second.find("incomplete"), std::string::npos) << second;
   EXPECT_EQ(files_in(run / "slurm" / "attempts").size(), 2u);
-  const std::string log = read_file(files_in(run / "logs").at(0).string());
+  const std::string log = first_log(run);
+  const auto attempt1 = log.find("d500: attempt 1 of Slurm job " + id);
   EXPECT_NE(log.find("d500: attempt 0 of Slurm job " + id), std::string::npos) << log;
   EXPECT_NE(log.find("DUE TO JOB REQUEUE"), std::string::npos) << log;
-  EXPECT_NE(log.find("d500: attempt 1 of Slurm job " + id), std::string::npos) << log;
+  ASSERT_NE(attempt1, std::string::npos) << log;
+  const std::string again = log.substr(attempt1);
+  EXPECT_NE(again.find("d500:skipped 1/3 complete " + results[0].string()), std::string::npos) << again;
+  EXPECT_NE(again.find("d500:skipped 2/3 complete " + results[0].string()), std::string::npos) << again;
+  EXPECT_EQ(again.find("d500:point 1/3"), std::string::npos) << again;
+  EXPECT_EQ(again.find("d500:point 2/3"), std::string::npos) << again;
+  EXPECT_NE(again.find("d500:point 3/3"), std::string::npos) << again;
   ASSERT_EQ(sh(d500_cmd("report " + run.string())).code, 0);
+  int from_first = 0, from_second = 0;
   for (auto& [pid, row] : read_csv(run / "results.csv")) {
     EXPECT_EQ(row["status"], "complete") << pid;
-    EXPECT_NE(row["file"].find(".1.h5"), std::string::npos) << row["file"];
+    from_first += row["file"].find(".0.h5") != std::string::npos;
+    from_second += row["file"].find(".1.h5") != std::string::npos;
   }
+  EXPECT_EQ(from_first, 2);
+  EXPECT_EQ(from_second, 1);
 }
 
-// A job that fails for its own reasons (here a module system the machine lacks: exit 127)
+// Sites as they are: the Daint template in a job started by `#!/usr/bin/env bash` (no `module`
+// in its shell) loads its modules through the site's init script ([slurm] module_init, here a
+// stub that says what it loads); srun is given --cpus-per-task itself (Slurm 22.05's srun no
+// longer reads SLURM_CPUS_PER_TASK); the analysis job runs under the campaign's account and
+// partition, with [slurm.analysis] overriding the account, for the time estimated from the plan.
+TEST_F(Slurm, SiteModulesLoadThroughTheInitScriptAndTheAnalysisJobRunsWhereTheCampaignSays) {
+  const std::string init = write("site-modules.sh", "module() { echo \"site module: $*\"; }\n");
+  fs::path run = plan(R"([campaign]
+name = "slurm-site"
+repetitions = 6
+warmups = 1
+template = "daint"
+[slurm]
+time_limit = 5
+account = "proj1"
+partition = "debug"
+cpus_per_task = 2
+analysis_job = true
+modules = ["daint-gpu", "PrgEnv-gnu"]
+module_init = ")" + init + R"("
+[slurm.analysis]
+account = "proj1-analysis"
+[axes]
+workload = ["gemm"]
+backend = ["reference"]
+n = [64]
+)");
+  const std::string script = read_file_text(run / "jobs" / "job-0000.sh");
+  EXPECT_NE(script.find("srun --mpi='pmix' --cpus-per-task='2' --cpu-bind=cores"), std::string::npos) << script;
+  EXPECT_EQ(script.find("--signal"), std::string::npos) << "no training point: no signal before the limit\n" << script;
+  Cmd sub = sh(d500_cmd("submit " + run.string()));
+  ASSERT_EQ(sub.code, 0) << sub.out;
+  std::string st = wait_status(run, [](const std::string& s) { return settled(s) && s.find("analysis  COMPLETED") != std::string::npos; }, 120);
+  EXPECT_NE(st.find("points: 1 complete"), std::string::npos) << st;
+  const std::string job = first_job_id(run);
+  const std::string analysis = sh("awk '$2==\"analysis\"{printf \"%s\", $1}' " + (run / "slurm" / "submissions.tsv").string()).out;
+  ASSERT_FALSE(analysis.empty()) << read_file_text(run / "slurm" / "submissions.tsv");
+  const std::string j = sh("scontrol -o show job " + job).out, a = sh("scontrol -o show job " + analysis).out;
+  EXPECT_NE(j.find("Account=proj1 "), std::string::npos) << j;
+  EXPECT_NE(j.find("Partition=debug "), std::string::npos) << j;
+  EXPECT_NE(a.find("Account=proj1-analysis "), std::string::npos) << a;
+  EXPECT_NE(a.find("Partition=debug "), std::string::npos) << a;
+  EXPECT_NE(a.find("TimeLimit=00:05:00 "), std::string::npos) << "estimated from a 1-point plan: the 5-minute floor\n" << a;
+  std::string logs;
+  for (const auto& f : files_in(run / "logs")) logs += read_file_text(f);
+  EXPECT_NE(logs.find("site module: load daint-gpu"), std::string::npos) << logs;
+  EXPECT_NE(logs.find("site module: load PrgEnv-gnu"), std::string::npos) << logs;
+  EXPECT_TRUE(fs::exists(run / "report.md")) << "the analysis job ran `d500 report`";
+}
+
+// A job that fails for its own reasons (here modules on a machine without a module system: exit
+// 127, the templates' d500_module_init finding no init script)
 // shows its exit code and last lines in status and report, and runs again at most max_retries
 // times.
 TEST_F(Slurm, AFailingJobShowsItsCauseAndIsRetriedAtMostMaxRetriesTimes) {
@@ -352,7 +479,7 @@ n = [64]
   std::string st = wait_status(run, settled, 60);
   EXPECT_NE(st.find("FAILED (NonZeroExitCode)  limit 00:05:00  exit 127 (command not found)"), std::string::npos) << st;
   EXPECT_NE(st.find("| "), std::string::npos) << st;
-  EXPECT_NE(st.find("module: command not found"), std::string::npos) << st;
+  EXPECT_NE(st.find("has no `module` command"), std::string::npos) << st;
   EXPECT_NE(st.find("job-failed"), std::string::npos) << st;
   Cmd again = sh(d500_cmd("submit --resume " + run.string()));
   EXPECT_NE(again.out.find("submitted job"), std::string::npos) << "one retry: " << again.out;
@@ -360,7 +487,7 @@ n = [64]
   Cmd third = sh(d500_cmd("submit --resume " + run.string()));
   EXPECT_EQ(third.code, 0) << third.out;
   EXPECT_NE(third.out.find("job-0000: failed 2 time(s), more than max_retries = 1; not resubmitted"), std::string::npos) << third.out;
-  EXPECT_NE(third.out.find("module: command not found"), std::string::npos) << third.out;
+  EXPECT_NE(third.out.find("has no `module` command"), std::string::npos) << third.out;
   EXPECT_NE(third.out.find("nothing to submit"), std::string::npos) << third.out;
   EXPECT_EQ(lines(run / "slurm" / "submissions.tsv"), 2);
   ASSERT_EQ(sh(d500_cmd("report " + run.string())).code, 0);
@@ -480,30 +607,10 @@ n = [256, 255, 254]
 // `srun --mpi=pmix`, its ranks on two hosts; then a node killed under a running 2-node job, which
 // Slurm ends NODE_FAIL, and `submit --resume` runs the job again on the other two nodes.
 TEST_F(Slurm, MultiNodeCampaignAcrossHostsAndAFailedNodeIsExcludedOnResume) {
-  // CTest's fixture starts it beside the single-node cluster: <build>/test-cluster-3.
-  const std::string multi = (fs::path(cluster()).parent_path() / "test-cluster-3" / "slurm.conf").string();
-  ASSERT_TRUE(fs::exists(multi)) << multi << ": run through ctest (the slurm_cluster fixture starts both clusters)";
-  const char* conf = multi.c_str();
-  setenv("SLURM_CONF", conf, 1);
-  fs::path run = plan(R"([campaign]
-name = "slurm-two-nodes"
-repetitions = 50
-warmups = 2
-template = "daint"
-[slurm]
-time_limit = 5
-partition = "debug"
-[axes]
-workload = ["allreduce"]
-backend = ["mpi"]
-bytes = [65536]
-nodes = [2]
-ranks_per_node = [1]
-)");
-  ASSERT_EQ(sh(d500_cmd("submit " + run.string())).code, 0);
-  std::string st = wait_status(run, settled, 120);
-  EXPECT_NE(st.find("points: 1 complete"), std::string::npos) << st;
-  const auto results = files_in(run / "results");
+  const std::string conf = use_multinode();
+  ASSERT_FALSE(conf.empty());
+  const fs::path run = dir_ / "run";
+  const auto results = two_node_allreduce(run, "slurm-two-nodes", "daint", "partition = \"debug\"\n", 65536, 1);
   ASSERT_EQ(results.size(), 1u);
   Cmd hosts = sh("/usr/bin/python3 -c \"import h5py; print(' '.join(h.decode() for h in h5py.File('" + results[0].string() +
                  "', 'r')['env/hosts'][:]))\"");
@@ -543,13 +650,10 @@ ranks_per_node = [1]
   std::this_thread::sleep_for(std::chrono::seconds(3));
   const std::string id = first_job_id(long_run);
   const std::string nodelist = sh("squeue -h -o %N -j " + id).out;
-  const std::string victim = nodelist.find("[") != std::string::npos
-                                 ? "d500n" + nodelist.substr(nodelist.find_first_of(",-") + 1, 1)
-                                 : nodelist.substr(0, nodelist.find('\n'));
-  Cmd kill = sh("bash " + std::string(D500_SOURCE_DIR) + "/launchers/test-cluster.sh fail-node " +
-                fs::path(conf).parent_path().string() + " " + victim);
+  const std::string victim = second_node(nodelist);
+  Cmd kill = fail_node(conf, victim);
   ASSERT_EQ(kill.code, 0) << kill.out;
-  st = wait_status(long_run, [](const std::string& s) { return s.find("NODE_FAIL") != std::string::npos; }, 120);
+  std::string st = wait_status(long_run, [](const std::string& s) { return s.find("NODE_FAIL") != std::string::npos; }, 120);
   EXPECT_NE(st.find("node failure on " + victim), std::string::npos) << "only the failed node, not " << nodelist << ": " << st;
   Cmd resume = sh(d500_cmd("submit --resume " + long_run.string()));
   EXPECT_EQ(resume.code, 0) << resume.out;
@@ -569,6 +673,115 @@ ranks_per_node = [1]
   EXPECT_EQ(sh(d500_cmd("cancel " + long_run.string())).code, 0);
   wait_status(long_run, settled, 60);
   // The node comes back for whatever runs next.
-  sh("scontrol update nodename=" + victim + " state=resume; D500_TEST_SLURMCTLD_PORT=16827 bash " + std::string(D500_SOURCE_DIR) +
-     "/launchers/test-cluster.sh start " + fs::path(conf).parent_path().string() + " 3");
+  restore_node(conf, victim);
+}
+
+// A node killed under a running 2-node job that Slurm may requeue (the templates' default):
+// Slurm ends the attempt NODE_FAIL and requeues the job, whose next attempt, on the nodes left,
+// measures only the point the first did not finish.
+TEST_F(Slurm, ANodeFailureRequeuesTheJobAndItsNextAttemptMeasuresOnlyWhatWasLeft) {
+  const std::string conf = use_multinode();
+  ASSERT_FALSE(conf.empty());
+  // 8 bytes: well under a second; 1 MiB: tens of seconds over the cluster's veths.
+  fs::path run = plan(R"([campaign]
+name = "slurm-node-fail-requeue"
+repetitions = 20000
+warmups = 1
+template = "slurm"
+[slurm]
+time_limit = 5
+[axes]
+workload = ["allreduce"]
+backend = ["mpi"]
+bytes = [8, 1048576]
+nodes = [2]
+ranks_per_node = [1]
+)");
+  ASSERT_EQ(sh(d500_cmd("submit " + run.string())).code, 0);
+  const std::string id = first_job_id(run);
+  wait_status(run, [&](const std::string&) { return first_log(run).find("d500:point 2/2") != std::string::npos; }, 90);
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  ASSERT_EQ(first_log(run).find("d500:done 2/2"), std::string::npos) << "the second point ended before the node failed:\n" << first_log(run);
+  const std::string victim = second_node(sh("squeue -h -o %N -j " + id).out);
+  ASSERT_EQ(victim.rfind("d500n", 0), 0u) << "the job runs on no node: " << sh(d500_cmd("status " + run.string())).out;
+  Cmd kill = fail_node(conf, victim);
+  ASSERT_EQ(kill.code, 0) << kill.out;
+  // Slurm requeues the job and holds it; the test lifts the hold once it is pending again.
+  for (int i = 0; i < 120; ++i) {
+    if (sh("squeue -h -o %T -j " + id).out.find("PENDING") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  sh("scontrol update jobid=" + id + " StartTime=now");
+  std::string st = wait_status(run, [](const std::string& s) { return settled(s) && s.find("points: 2 complete") != std::string::npos; }, 180);
+  EXPECT_NE(st.find("requeued 1x"), std::string::npos) << st;
+  std::vector<fs::path> results;  // the killed rank's liveness lock stays beside its file
+  for (const auto& f : files_in(run / "results"))
+    if (f.extension() == ".h5") results.push_back(f);
+  ASSERT_EQ(results.size(), 2u);
+  const std::string first = sh(d500_cmd("check " + results[0].string())).out;
+  EXPECT_NE(first.find("1 complete"), std::string::npos) << first;
+  EXPECT_NE(first.find("1 incomplete"), std::string::npos) << first;
+  const std::string second = sh(d500_cmd("check " + results[1].string())).out;
+  EXPECT_NE(second.find("1 complete"), std::string::npos) << second;
+  const std::string log = first_log(run);
+  const auto attempt1 = log.find("d500: attempt 1 of Slurm job " + id);
+  ASSERT_NE(attempt1, std::string::npos) << log;
+  const std::string again = log.substr(attempt1);
+  EXPECT_NE(again.find("d500:skipped 1/2 complete " + results[0].string()), std::string::npos) << again;
+  EXPECT_EQ(again.find("d500:point 1/2"), std::string::npos) << again;
+  EXPECT_NE(again.find("d500:point 2/2"), std::string::npos) << again;
+  EXPECT_EQ(again.find(victim), std::string::npos) << "the second attempt runs on the nodes left\n" << again;
+  restore_node(conf, victim);
+}
+
+// GPU allocations: the three-node cluster has four GPUs a node (GRES gpu:4, stand-in devices
+// without a driver). A 2-node job asking for them is allocated them (Slurm sets each step's
+// CUDA_VISIBLE_DEVICES); where this build has the cuda backend, the shipped GPU campaign plans,
+// submits and is allocated 2 nodes x 4 GPUs there, and each point says it found no device.
+TEST_F(Slurm, GpuJobsAreAllocatedTheirGpusAndAPointWithoutADeviceSaysSo) {
+  const std::string conf = use_multinode();
+  ASSERT_FALSE(conf.empty());
+  const fs::path run = dir_ / "run";
+  const auto results = two_node_allreduce(run, "slurm-gres", "slurm", "gres = \"gpu:4\"\n", 1024, 4);
+  const std::string job = sh("scontrol -o show job " + first_job_id(run)).out;
+  EXPECT_NE(job.find("NumNodes=2 "), std::string::npos) << job;
+  EXPECT_NE(job.find("TresPerNode=gres:gpu:4"), std::string::npos) << job;
+  ASSERT_EQ(results.size(), 1u);
+  Cmd visible = sh("/usr/bin/python3 -c \"import h5py; print(h5py.File('" + results[0].string() +
+                   "', 'r')['env'].attrs['env.CUDA_VISIBLE_DEVICES'])\"");
+  EXPECT_EQ(visible.code, 0) << visible.out;
+  EXPECT_NE(visible.out.find("0,1,2,3"), std::string::npos) << visible.out;
+
+  const d500::BackendInfo* cuda = d500::find_backend("cuda");
+  if (!cuda || !cuda->built) GTEST_SKIP() << "the GPU campaign needs the cuda backend, which this build lacks: " << (cuda ? cuda->not_built_reason : "unknown");
+  // campaigns/gpu-training-scaling.toml on this cluster: its partition, and the node counts it has.
+  std::string text = read_file_text(fs::path(D500_SOURCE_DIR) / "campaigns" / "gpu-training-scaling.toml");
+  for (const auto& [from, to] : {std::pair<std::string, std::string>{"partition = \"gpu\"", "partition = \"debug\""},
+                                 {"nodes = [1, 1, 2, 4, 8]", "nodes = [1, 1, 2]"},
+                                 {"ranks_per_node = [1, 4, 4, 4, 4]", "ranks_per_node = [1, 4, 4]"}}) {
+    ASSERT_NE(text.find(from), std::string::npos) << from;
+    text.replace(text.find(from), from.size(), to);
+  }
+  const fs::path gpu = dir_ / "gpu";
+  Cmd planned = sh(d500_cmd("plan " + write("gpu.toml", text) + " -o " + gpu.string()));
+  ASSERT_EQ(planned.code, 0) << planned.out;
+  ASSERT_EQ(sh(d500_cmd("submit " + gpu.string())).code, 0);
+  const std::string st = wait_status(gpu, settled, 240);
+  EXPECT_NE(st.find("points: 0 complete, 12 failed"), std::string::npos) << st;
+  std::string two_nodes;
+  std::istringstream subs(read_file_text(gpu / "slurm" / "submissions.tsv"));
+  for (std::string line; std::getline(subs, line);)
+    if (!line.empty() && line[0] != '#') {
+      const std::string j = sh("scontrol -o show job " + line.substr(0, line.find('\t'))).out;
+      if (j.find("NumNodes=2 ") != std::string::npos) two_nodes = j;
+    }
+  EXPECT_NE(two_nodes.find("TresPerNode=gres:gpu:4"), std::string::npos) << two_nodes;
+  EXPECT_NE(two_nodes.find("NumCPUs=64"), std::string::npos) << "4 ranks x 8 CPUs on each node\n" << two_nodes;
+  ASSERT_EQ(sh(d500_cmd("report " + gpu.string())).code, 0);
+  const auto rows = read_csv(gpu / "results.csv");
+  EXPECT_EQ(rows.size(), 12u);
+  for (const auto& [pid, row] : rows) {
+    EXPECT_EQ(row.at("status"), "backend-failed") << pid;
+    EXPECT_NE(row.at("status_reason").find("no CUDA device"), std::string::npos) << row.at("status_reason");
+  }
 }
