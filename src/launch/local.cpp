@@ -395,8 +395,9 @@ std::vector<JobOutcome> run_local(const std::string& dir_arg, const LocalRunOpti
       }
       if (left.size() < n) {
         if (read_file(layout.job_script(jobs[j]).string()).find("D500_SPEC") == std::string::npos) {
-          out << prefix << " note: its script (from a template that does not read D500_SPEC) runs all " << n
-              << " points again, though " << (n - left.size()) << " already have final results\n";
+          out << prefix << " note: its script (from a template that does not read D500_SPEC) runs the job's own spec of " << n
+              << " points; the worker skips the " << (n - left.size())
+              << " that this job's earlier results files hold with final results\n";
         } else {
           int k = 1;
           while (fs::exists(layout.job_spec(jobs[j] + ".r" + std::to_string(k)))) ++k;

@@ -821,9 +821,24 @@ TEST_F(EndToEnd, AJobWhosePointsAllHaveFinalResultsIsNotRunAgain) {
   EXPECT_EQ(again.code, 0) << again.out;
   EXPECT_NE(again.out.find("all 2 points already have final results"), std::string::npos) << again.out;
   EXPECT_FALSE(fs::exists(run / "results" / "job-0000.h5.prev-1"));
+  // The worker itself skips what an earlier file of its spec finished: a requeued Slurm job's
+  // next attempt is the same spec with another output.
+  const std::string worker = (fs::path(D500_BIN).parent_path() / "d500-worker").string();
+  const std::string spec = (run / "jobs" / "job-0000.toml").string(), again_file = (run / "results" / "job-0000.again.h5").string();
+  Cmd attempt = sh("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np 1 " + worker + " " + spec + " " +
+                   again_file);
+  EXPECT_EQ(attempt.code, 0) << attempt.out;
+  const std::string earlier = (run / "results" / "job-0000.h5").string();
+  EXPECT_NE(attempt.out.find("d500:skipped 1/2 complete " + earlier), std::string::npos) << attempt.out;
+  EXPECT_NE(attempt.out.find("d500:skipped 2/2 complete " + earlier), std::string::npos) << attempt.out;
+  EXPECT_EQ(attempt.out.find("d500:point"), std::string::npos) << attempt.out;
+  fs::remove(again_file);
+  // --rerun measures every point again (the worker is told not to skip).
   Cmd rerun = sh(d500_cmd("run --rerun " + run.string()));
   EXPECT_EQ(rerun.code, 0) << rerun.out;
   EXPECT_TRUE(fs::exists(run / "results" / "job-0000.h5.prev-1"));
+  EXPECT_NE(sh(d500_cmd("check " + (run / "results" / "job-0000.h5").string())).out.find("2 complete"), std::string::npos);
+  EXPECT_EQ(rerun.out.find("not run again"), std::string::npos) << rerun.out;
 }
 
 // Issue 15, item 4: `d500` alone and `d500 --version` answer instead of "A subcommand is required".
