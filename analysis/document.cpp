@@ -536,7 +536,7 @@ Document report_document(const Report& rep) {
       b.wrap = false;
       d.sections.push_back({"Code loaded from the campaign", 2, false,
                             {text("Each library a point loaded (its `library`), resolved, with the SHA-256 of its bytes "
-                                  "when the point ran: code, not data (README, \"Trust\")."),
+                                  "when the point ran: code, not data (docs/trust.md)."),
                              b}});
     }
   }

@@ -1,7 +1,7 @@
 #pragma once
 // `d500 export mllog RUN`: every training run of a run directory (each level-2 point's best
 // record) as an MLPerf-style log, `:::MLLOG {json}` lines, one file per run, so that tools
-// built for MLPerf training logs read d500 runs. The mapping is in README.md ("MLPerf-style
+// built for MLPerf training logs read d500 runs. The mapping is in docs/level2-training.md ("MLPerf-style
 // logs"): time_ms is d500's training clock (run_start at the results file's creation, each
 // later line at run_start + training time, evaluation excluded), so run_stop - run_start is
 // the run's time to accuracy when it reached its target (status success), else its training

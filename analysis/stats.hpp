@@ -1,5 +1,5 @@
 #pragma once
-// Robust summaries for benchmark timings (see STATISTICS in the README): the median with an
+// Robust summaries for benchmark timings (see docs/statistics.md): the median with an
 // exact, distribution-free confidence interval from binomial order statistics.
 #include <cmath>
 #include <cstdint>

@@ -108,7 +108,7 @@ void add_step_costs(PointRow& r, const PointResult& p, int first_rep, int end_re
 // Resamples of every bootstrap interval of a report or a comparison of runs.
 constexpr int kBootstrapResamples = 2000;
 // How every ratio of medians (backend comparisons, scaling speedups, overlap) gets its interval:
-// chosen by its simulated coverage at n = 10 (d500-bench-ratio-coverage; README, Statistics).
+// chosen by its simulated coverage at n = 10 (d500-bench-ratio-coverage; docs/statistics.md).
 constexpr stats::BootstrapMethod kRatioMethod = stats::BootstrapMethod::Percentile;
 
 // One training configuration across its runs (points that differ only in seed).

@@ -30,7 +30,7 @@ namespace d500 {
 
 // Whether plan-time checks may load code that a campaign names (the custom backend's library,
 // whose constructors run when it is loaded). `d500 plan --dry-run` turns it off: a check then
-// looks at the file alone. On by default: a real plan loads it (README, "Trust").
+// looks at the file alone. On by default: a real plan loads it (docs/trust.md).
 void set_plan_loads_code(bool on);
 bool plan_loads_code();
 

@@ -27,7 +27,7 @@ struct SbatchOptions {
 // holding a template's placeholder ({{...}}) is left to the rendered script's reading.
 SbatchOptions parse_sbatch_lines(const std::string& script, const std::string& path);
 
-// The long options d500 carries into a job description, for messages and the README.
+// The long options d500 carries into a job description, for messages and docs/slurm.md.
 const std::vector<std::string>& sbatch_options_carried();
 
 // sbatch's --signal=[B:]SIG[@SECONDS]: the signal (a number, or a name with or without SIG: TERM,

@@ -436,7 +436,7 @@ void run_job(const std::string& spec_path, const std::string& output, MPI_Comm c
         backend_error = e.what();
       }
     }
-    // Code a campaign named, run by this point: which file, and exactly which bytes (README, "Trust").
+    // Code a campaign named, run by this point: which file, and exactly which bytes (docs/trust.md).
     if (auto lib = p.params.find("library"); lib != p.params.end())
       if (const auto* path = std::get_if<std::string>(&lib->second); path && !path->empty()) {
         std::error_code ec;

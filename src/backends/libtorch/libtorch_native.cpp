@@ -660,7 +660,7 @@ int rank_cuda_index(int n) { return node_local_rank() % n; }
 }  // namespace
 
 std::string libtorch_cuda_no_device() {
-  if (!at::hasCUDA()) return "this LibTorch was built without CUDA (Debian's is CPU-only; see the README for building against PyTorch's)";
+  if (!at::hasCUDA()) return "this LibTorch was built without CUDA (Debian's is CPU-only; docs/codebase.md (Libraries) says how to build against PyTorch's)";
   return cuda_devices() > 0 ? "" : "LibTorch sees no CUDA device";
 }
 
