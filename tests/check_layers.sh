@@ -1,11 +1,34 @@
 #!/usr/bin/env bash
 # Fails when a source file includes a header from a folder its layer may not use. The rules are
 # the table between the "layers" markers in src/ARCHITECTURE.md (folder | may include), so the
-# design note and this check cannot disagree. CUDA sources (.cu, .cuh) are read as C++ ones.
-# Known hole: a bare include ("stats.hpp") is taken as beside the file, though analysis/ is on the
-# include path (src/cli/main.cpp includes four analysis headers so). Tests and benchmarks
+# design note and this check cannot disagree. CUDA sources (.cu, .cuh) are read as C++ ones; a
+# bare include ("stats.hpp") must name a file beside the includer (analysis/ is on the include
+# path, so a bare "summary.hpp" in store/ would reach it unnamed). Tests and benchmarks
 # (*_test.cpp, *_bench.cpp) are exempt: they may reach across layers to set things up.
+#   tests/check_layers.sh              checks this tree
+#   tests/check_layers.sh --self-test  plants each hole the check closes in a scratch tree (with
+#                                      this tree's layer table) and fails unless each is refused
 set -euo pipefail
+if [ "${1:-}" = --self-test ]; then
+  here=$(cd "$(dirname "$0")/.." && pwd)
+  scratch=$(mktemp -d)
+  trap 'rm -rf "$scratch"' EXIT
+  mkdir -p "$scratch/src/store" "$scratch/src/backends/cuda" "$scratch/analysis" "$scratch/tests"
+  cp "$here/src/ARCHITECTURE.md" "$scratch/src/"
+  cp "$0" "$scratch/tests/check_layers.sh"
+  touch "$scratch/analysis/summary.hpp"
+  echo '#include "summary.hpp"' > "$scratch/src/store/reader.cpp"             # bare, not beside: analysis unnamed
+  echo '#include "workloads/registry.hpp"' > "$scratch/src/backends/cuda/k.cu"  # upward, in a CUDA source
+  echo '#include "store/reader.hpp"' > "$scratch/src/backends/cuda/k_test.cpp"  # a test: exempt
+  out=$(bash "$scratch/tests/check_layers.sh" 2>&1) && { echo "check_layers self-test: the planted holes passed"; exit 1; }
+  for want in 'src/store/reader.cpp includes "summary.hpp", which is not beside it' \
+              'src/backends/cuda/k.cu includes "workloads/registry.hpp": layer '"'"'backends'"'"; do
+    grep -qF "$want" <<< "$out" || { echo "check_layers self-test: not refused: $want"; echo "$out"; exit 1; }
+  done
+  ! grep -q k_test.cpp <<< "$out" || { echo "check_layers self-test: a test file was checked"; exit 1; }
+  echo "check_layers self-test: both planted holes refused"
+  exit 0
+fi
 root=$(cd "$(dirname "$0")/.." && pwd)
 doc="$root/src/ARCHITECTURE.md"
 declare -A allowed
@@ -24,8 +47,17 @@ while IFS= read -r file; do
   [ -n "${allowed[$folder]+x}" ] || { echo "$rel: folder '$folder' is not in the layer table of src/ARCHITECTURE.md"; bad=1; continue; }
   while IFS= read -r inc; do
     target=${inc%%/*}
-    [ "$target" = "$inc" ] && target=$folder   # "stats.hpp": beside the file
     checked=$((checked + 1))
+    if [ "$target" = "$inc" ]; then
+      # "stats.hpp" must be beside the file: any other one the compiler finds through an include
+      # path (analysis/ is on it), which would let a layer reach a folder without naming it.
+      if [ ! -f "$(dirname "$file")/$inc" ]; then
+        echo "$rel includes \"$inc\", which is not beside it: name its folder (\"<folder>/$inc\") so the layer rules see it"
+        bad=1
+        continue
+      fi
+      target=$folder
+    fi
     if [[ "${allowed[$folder]}" != *" $target "* ]]; then
       echo "$rel includes \"$inc\": layer '$folder' may include only:${allowed[$folder]}"
       bad=1
