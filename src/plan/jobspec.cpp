@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <string_view>
 #include <toml++/toml.h>
 
@@ -181,15 +182,18 @@ Params params_of_canonical(const std::string& canonical, const std::string& wher
 }
 
 namespace {
+// A spec's value `key`, which d500 writes: its absence says the file is not a spec d500 wrote.
+template <class T>
+T need(std::optional<T> value, const std::string& path, const std::string& key) {
+  if (!value) throw Error(path + ": job spec lacks '" + key + "' (was it written by d500 plan?)");
+  return *value;
+}
+
 // The rows of points.csv a spec names, as points: each row the spec's job's, its id its text's.
 std::vector<PointSpec> read_rows(const std::string& spec_path, const std::string& job, const toml::table& rows) {
-  auto need = [&](auto opt, const char* key) {
-    if (!opt) throw Error(spec_path + ": job spec lacks 'rows." + std::string(key) + "' (was it written by d500 plan?)");
-    return *opt;
-  };
-  const std::string file = need(rows["file"].value<std::string>(), "file");
-  const std::int64_t offset = need(rows["offset"].value<std::int64_t>(), "offset");
-  const std::int64_t count = need(rows["count"].value<std::int64_t>(), "count");
+  const std::string file = need(rows["file"].value<std::string>(), spec_path, "rows.file");
+  const std::int64_t offset = need(rows["offset"].value<std::int64_t>(), spec_path, "rows.offset");
+  const std::int64_t count = need(rows["count"].value<std::int64_t>(), spec_path, "rows.count");
   if (file != "points.csv") throw Error(spec_path + ": rows.file is \"" + printable(file) + "\"; valid: \"points.csv\"");
   const RunLayout layout = RunLayout::of_spec(spec_path);
   const std::string csv = layout.points_csv().string();
@@ -203,7 +207,7 @@ std::vector<PointSpec> read_rows(const std::string& spec_path, const std::string
   std::string header;
   in.seekg(0);
   std::getline(in, header);
-  const bool estimates = header.rfind("point_id,job_id,level,estimate_s,", 0) == 0;
+  const bool estimates = points_csv_has_estimates(header);
   in.seekg(offset);
   std::vector<PointSpec> points;
   points.reserve(static_cast<std::size_t>(count));
@@ -220,54 +224,17 @@ std::vector<PointSpec> read_rows(const std::string& spec_path, const std::string
   }
   return points;
 }
-}  // namespace
 
-JobSpec read_job_spec(const std::string& path) {
-  toml::table root;
-  try {
-    root = toml::parse_file(path);
-  } catch (const toml::parse_error& e) {
-    throw Error(Location{path, static_cast<int>(e.source().begin.line), static_cast<int>(e.source().begin.column)},
-                "job spec: " + std::string(e.description()));
-  }
-  auto need = [&](auto opt, const char* key) {
-    if (!opt) throw Error(path + ": job spec lacks '" + key + "' (was it written by d500 plan?)");
-    return *opt;
-  };
-  JobSpec s;
-  s.id = need(root["job"]["id"].value<std::string>(), "job.id");
-  s.campaign = need(root["job"]["campaign"].value<std::string>(), "job.campaign");
-  s.campaign_hash = need(root["job"]["campaign_hash"].value<std::string>(), "job.campaign_hash");
-  s.nodes = need(root["job"]["nodes"].value<int>(), "job.nodes");
-  s.ranks_per_node = need(root["job"]["ranks_per_node"].value<int>(), "job.ranks_per_node");
-  s.repetitions = need(root["job"]["repetitions"].value<int>(), "job.repetitions");
-  s.warmups = need(root["job"]["warmups"].value<int>(), "job.warmups");
-  if (const toml::table* a = root["job"]["auto_repetitions"].as_table()) {
-    AutoRepetitions& r = s.auto_repetitions;
-    r.on = true;
-    r.ci_rel_width = need((*a)["ci_rel_width"].value<double>(), "job.auto_repetitions.ci_rel_width");
-    r.confidence = need((*a)["confidence"].value<double>(), "job.auto_repetitions.confidence");
-    r.min = need((*a)["min"].value<int>(), "job.auto_repetitions.min");
-    r.max = need((*a)["max"].value<int>(), "job.auto_repetitions.max");
-    r.max_time_s = need((*a)["max_time_s"].value<double>(), "job.auto_repetitions.max_time_s");
-    if (r.max != s.repetitions) throw Error(path + ": job.auto_repetitions.max differs from job.repetitions (was the spec edited?)");
-  }
-  if (const toml::table* rows = root["rows"].as_table()) {
-    s.points = read_rows(path, s.id, *rows);
-    for (const auto& p : s.points)
-      if (canonical_point(p.params) != p.canonical)
-        throw Error(path + ": point " + p.id + ": its parameters do not give back its canonical form '" + p.canonical + "'");
-    return s;
-  }
-  const toml::array* pts = root["point"].as_array();
-  if (!pts) throw Error(path + ": job spec has neither [rows] nor [[point]] entries");
-  for (auto&& n : *pts) {
+// A spec's [[point]] tables (the form a resubmission writes), as points.
+std::vector<PointSpec> read_point_tables(const std::string& path, const toml::array& pts) {
+  std::vector<PointSpec> points;
+  for (auto&& n : pts) {
     const toml::table* t = n.as_table();
     if (!t) throw Error(path + ": [[point]] entries must be tables");
     PointSpec p;
-    p.id = need((*t)["id"].value<std::string>(), "point.id");
-    p.canonical = need((*t)["canonical"].value<std::string>(), "point.canonical");
-    p.level = need((*t)["level"].value<int>(), "point.level");
+    p.id = need((*t)["id"].value<std::string>(), path, "point.id");
+    p.canonical = need((*t)["canonical"].value<std::string>(), path, "point.canonical");
+    p.level = need((*t)["level"].value<int>(), path, "point.level");
     const toml::table* params = (*t)["params"].as_table();
     if (!params) throw Error(path + ": point " + p.id + " has no params table");
     for (auto&& [k, v] : *params) {
@@ -278,11 +245,50 @@ JobSpec read_job_spec(const std::string& path) {
       else if (auto str = v.as_string()) p.params[key] = str->get();
       else throw Error(path + ": point " + p.id + ": parameter '" + key + "' is not a scalar");
     }
+    points.push_back(std::move(p));
+  }
+  return points;
+}
+}  // namespace
+
+JobSpec read_job_spec(const std::string& path) {
+  toml::table root;
+  try {
+    root = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    throw Error(Location{path, static_cast<int>(e.source().begin.line), static_cast<int>(e.source().begin.column)},
+                "job spec: " + std::string(e.description()));
+  }
+  JobSpec s;
+  s.id = need(root["job"]["id"].value<std::string>(), path, "job.id");
+  s.campaign = need(root["job"]["campaign"].value<std::string>(), path, "job.campaign");
+  s.campaign_hash = need(root["job"]["campaign_hash"].value<std::string>(), path, "job.campaign_hash");
+  s.nodes = need(root["job"]["nodes"].value<int>(), path, "job.nodes");
+  s.ranks_per_node = need(root["job"]["ranks_per_node"].value<int>(), path, "job.ranks_per_node");
+  s.repetitions = need(root["job"]["repetitions"].value<int>(), path, "job.repetitions");
+  s.warmups = need(root["job"]["warmups"].value<int>(), path, "job.warmups");
+  if (const toml::table* a = root["job"]["auto_repetitions"].as_table()) {
+    AutoRepetitions& r = s.auto_repetitions;
+    r.on = true;
+    r.ci_rel_width = need((*a)["ci_rel_width"].value<double>(), path, "job.auto_repetitions.ci_rel_width");
+    r.confidence = need((*a)["confidence"].value<double>(), path, "job.auto_repetitions.confidence");
+    r.min = need((*a)["min"].value<int>(), path, "job.auto_repetitions.min");
+    r.max = need((*a)["max"].value<int>(), path, "job.auto_repetitions.max");
+    r.max_time_s = need((*a)["max_time_s"].value<double>(), path, "job.auto_repetitions.max_time_s");
+    if (r.max != s.repetitions) throw Error(path + ": job.auto_repetitions.max differs from job.repetitions (was the spec edited?)");
+  }
+  if (const toml::table* rows = root["rows"].as_table()) {
+    s.points = read_rows(path, s.id, *rows);
+  } else {
+    const toml::array* pts = root["point"].as_array();
+    if (!pts) throw Error(path + ": job spec has neither [rows] nor [[point]] entries");
+    s.points = read_point_tables(path, *pts);
+  }
+  // Either way, every point's parameters give back its canonical text (its identity).
+  for (const auto& p : s.points)
     if (canonical_point(p.params) != p.canonical)
       throw Error(path + ": point " + p.id + ": parameters do not match its canonical form '" + p.canonical +
                   "' (was the spec edited?)");
-    s.points.push_back(std::move(p));
-  }
   return s;
 }
 

@@ -122,7 +122,7 @@ std::vector<PlannedPoint> read_points_csv(const RunLayout& dir) {
   std::string line;
   std::getline(in, line);  // header
   // Since packing by time, an estimate column before the canonical text (which may hold commas).
-  const bool estimates = line.rfind("point_id,job_id,level,estimate_s,", 0) == 0;
+  const bool estimates = points_csv_has_estimates(line);
   for (int line_no = 2; std::getline(in, line); ++line_no) {
     if (line.empty()) continue;
     PlannedPoint x;

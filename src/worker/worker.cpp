@@ -237,14 +237,10 @@ int announced_rank() {
   return -1;
 }
 
-// Before MPI starts (the lookup reads each results file first in a forked child, and fork does
-// not mix with MPI or threads): the newest checkpoint of each training point of the job in the
-// run directory's results files, `output` (this attempt's) aside. Ranks the launcher announced
-// as other than 0 leave it to rank 0, which shares the answer.
-std::string look_for_checkpoints(const std::string& spec_path, const std::string& output) {
-  if (announced_rank() > 0) return "";
+// The newest checkpoint of each training point of the job in the run directory's results files,
+// `output` (this attempt's) aside, as checkpoints_text.
+std::string look_for_checkpoints(const JobSpec& spec, const std::string& spec_path, const std::string& output) {
   try {
-    const JobSpec spec = read_job_spec(spec_path);
     std::vector<std::string> ids;
     for (const auto& p : spec.points)
       if (p.level >= 2) ids.push_back(p.id);
@@ -265,36 +261,33 @@ std::string look_for_checkpoints(const std::string& spec_path, const std::string
 }
 
 // Points of this job that an earlier attempt already ended with a final outcome (store/outcome:
-// complete, failed validation, backend failed), as "id\toutcome\tfile" lines: a requeued job
+// complete, failed validation, backend failed), by id: the outcome and the file. A requeued job
 // (same spec, a new attempt: results/<spec>.slurm-<id>.<attempt>.h5) or a job run again measures
 // nothing twice. The earlier attempts are the run directory's results files named after this spec
 // (<spec>.h5, <spec>.*.h5, their .prev-N copies) other than `output`, of this campaign and job,
-// each read in a contained child (untrusted files). Before MPI starts, on rank 0 only, like the
-// checkpoint lookup; a file that cannot be read is skipped with a note (its points run).
-// D500_RERUN=1 (`d500 run --rerun`) runs every point.
-std::string look_for_finished(const std::string& spec_path, const std::string& output) {
-  if (announced_rank() > 0) return "";
-  if (const char* rerun = std::getenv("D500_RERUN"); rerun && std::string(rerun) == "1") return "";  // d500 run --rerun
+// read contained (read_job_files_guarded: untrusted files); a file that cannot be read is
+// skipped with a note (its points run). As "id\toutcome\tfile" lines.
+using Finished = std::map<std::string, std::pair<Outcome, std::string>>;
+
+std::string look_for_finished(const JobSpec& spec, const std::string& spec_path, const std::string& output) {
   try {
-    const JobSpec spec = read_job_spec(spec_path);
-    const RunLayout layout = RunLayout::of_spec(spec_path);
     const std::string stem = fs::path(spec_path).stem().string();
     std::set<std::string> ids;
     for (const auto& p : spec.points) ids.insert(p.id);
-    std::map<std::string, std::pair<Outcome, std::string>> found;
+    std::vector<std::string> files;
     std::error_code ec;
-    for (const auto& f : layout.results_files()) {
-      const std::string name = fs::path(f).filename().string();
-      if ((name.rfind(stem + ".", 0) != 0) || fs::equivalent(f, output, ec)) continue;
-      try {
-        const JobResult r = read_job_file_guarded(f);
-        if (r.campaign_hash != spec.campaign_hash || r.job_id != spec.id) continue;
-        for (const auto& p : r.points)
-          if (ids.count(p.id) && is_final(p.outcome) && !found.count(p.id)) found[p.id] = {p.outcome, f};
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "d500-worker: note: %s; its points are not taken as done\n", e.what());
+    for (const auto& f : RunLayout::of_spec(spec_path).results_files())
+      if (fs::path(f).filename().string().rfind(stem + ".", 0) == 0 && !fs::equivalent(f, output, ec)) files.push_back(f);
+    Finished found;
+    read_job_files_guarded(files, [&](std::size_t i, const JobResult* r, const std::string& error) {
+      if (!r) {
+        std::fprintf(stderr, "d500-worker: note: %s; its points are not taken as done\n", error.c_str());
+        return;
       }
-    }
+      if (r->campaign_hash != spec.campaign_hash || r->job_id != spec.id) return;
+      for (const auto& p : r->points)
+        if (ids.count(p.id) && is_final(p.outcome) && !found.count(p.id)) found[p.id] = {p.outcome, files[i]};
+    });
     std::string text;
     for (const auto& [id, of] : found) text += id + "\t" + outcome_name(of.first) + "\t" + of.second + "\n";
     return text;
@@ -304,7 +297,6 @@ std::string look_for_finished(const std::string& spec_path, const std::string& o
   }
 }
 
-using Finished = std::map<std::string, std::pair<Outcome, std::string>>;
 Finished parse_finished(const std::string& text) {
   Finished out;
   for (const std::string& line : split(text, '\n')) {
@@ -313,6 +305,29 @@ Finished parse_finished(const std::string& text) {
     if (auto o = parse_outcome(f[1])) out[f[0]] = {*o, f[2]};
   }
   return out;
+}
+
+// What earlier attempts of the job left: its training points' checkpoints and the points they
+// finished. Before MPI starts (each results file is read first in a forked child, and fork does
+// not mix with MPI or threads), with the spec read once; ranks the launcher announced as other
+// than 0 leave it to rank 0, which shares the answers. D500_RERUN=1 (`d500 run --rerun`): no
+// point is taken as finished.
+struct EarlierAttempts {
+  std::string checkpoints, finished;
+};
+
+EarlierAttempts look_at_earlier_attempts(const std::string& spec_path, const std::string& output) {
+  if (announced_rank() > 0) return {};
+  JobSpec spec;
+  try {
+    spec = read_job_spec(spec_path);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "d500-worker: note: looking at earlier attempts: %s; every point runs from the start\n", e.what());
+    return {};
+  }
+  const char* rerun = std::getenv("D500_RERUN");
+  const bool again = rerun && std::string(rerun) == "1";
+  return {look_for_checkpoints(spec, spec_path, output), again ? std::string() : look_for_finished(spec, spec_path, output)};
 }
 
 // Continues a training point from its checkpoint, when every rank can: the events up to it go
@@ -623,8 +638,7 @@ std::vector<std::pair<std::string, Value>> device_state(const nvml::Reading& a, 
 
 int worker_main(int argc, char** argv) {
   hold_rank_lock();  // a rank that outlives its runner and mpirun stays visible to the next runner
-  const std::string checkpoints_found = argc == 3 ? look_for_checkpoints(argv[1], argv[2]) : "";
-  const std::string finished_found = argc == 3 ? look_for_finished(argv[1], argv[2]) : "";
+  const EarlierAttempts earlier = argc == 3 ? look_at_earlier_attempts(argv[1], argv[2]) : EarlierAttempts{};
   MPI_Init(&argc, &argv);
   int rank = 0;
   // MPI failures come back as codes, which mpi_check turns into errors that name the call.
@@ -639,8 +653,8 @@ int worker_main(int argc, char** argv) {
   }
   try {
     // Rank 0's answer, on every rank (the lookup ran before MPI_Init).
-    run_job(argv[1], argv[2], MPI_COMM_WORLD, parse_checkpoints_text(bcast_string(checkpoints_found, MPI_COMM_WORLD)),
-            parse_finished(bcast_string(finished_found, MPI_COMM_WORLD)));
+    run_job(argv[1], argv[2], MPI_COMM_WORLD, parse_checkpoints_text(bcast_string(earlier.checkpoints, MPI_COMM_WORLD)),
+            parse_finished(bcast_string(earlier.finished, MPI_COMM_WORLD)));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "d500-worker: error: %s: %s\n", where.c_str(), e.what());
     std::fflush(stderr);
