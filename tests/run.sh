@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # The second README command: installs what is missing, builds d500 with its tests, and runs
 # the whole suite through CTest (unit tests, then integration tests with real mpirun ranks and a
-# real single-node Slurm cluster) twice:
-#   1. on the Debian build, which must have every optional library: D500_REQUIRE_BACKENDS and
-#      D500_REQUIRE_SLURM make a library that silently went missing fail the suite;
-#   2. on a build configured without oneDNN, LibTorch, libslurm and CUDA (as a GPU node's or a minimal
-#      cluster's build would be), where the tests of what it lacks are skipped with the reason:
-#      every unit test, and the integration tests whose outcome depends on which libraries the
-#      build has (kMinimalIntegration below); the others run the same code either way and ran
-#      in the first pass. D500_TEST_MINIMAL=all runs every test there too.
-# Arguments go to both ctest runs (e.g. -R Store). D500_TEST_MINIMAL=0 skips the second run.
+# real single-node Slurm cluster), in one ctest run holding two builds' tests:
+#   - the Debian build's, which must have every optional library: D500_REQUIRE_BACKENDS and
+#     D500_REQUIRE_SLURM make a library that silently went missing fail the suite;
+#   - the minimal variant's (build/minimal/, label `minimal`): the same objects linked without
+#     oneDNN, LibTorch, libslurm and CUDA, as a GPU node's or a minimal cluster's build would be,
+#     running the tests whose outcome depends on which libraries a build has; the tests of what it
+#     lacks are skipped with the reason, and it must have exactly the backends that need nothing
+#     optional (its tests set D500_REQUIRE_BACKENDS themselves). The CMake side of such a build
+#     (-DD500_WITHOUT_...=ON) is configured too.
+# D500_TEST_MINIMAL=build also makes that build for real (build-minimal/, a second compilation)
+# and runs every test there; D500_TEST_MINIMAL=0 leaves the minimal variant's tests out.
+# Arguments go to ctest (e.g. -R Store).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -23,7 +26,7 @@ run_suite() {  # build dir, required backends, whether libslurm is required, cte
   log=$(mktemp)
   echo "== d500 suite in $dir (required backends: $backends; libslurm required: $slurm)"
   (cd "$dir" && D500_REQUIRE_BACKENDS=$backends D500_REQUIRE_SLURM=$slurm D500_REQUIRE_BROWSER=1 \
-     ctest --output-on-failure --timeout 900 -j 2 "$@") 2>&1 | tee "$log" || rc=1
+     ctest --output-on-failure --timeout 900 -j 3 "$@") 2>&1 | tee "$log" || rc=1
   local total fail skip
   total=$(grep -oE 'tests failed out of [0-9]+' "$log" | grep -oE '[0-9]+$' || echo 0)
   fail=$(grep -oE '[0-9]+ tests failed out of' "$log" | grep -oE '^[0-9]+' || echo 0)
@@ -32,22 +35,30 @@ run_suite() {  # build dir, required backends, whether libslurm is required, cte
   rm -f "$log"
 }
 
-run_suite build reference,blas,mpi,onednn,libtorch,libtorch-native,custom 1 "$@"
-if [ "${D500_TEST_MINIMAL:-1}" != 0 ]; then
-  gen=()
-  command -v ninja >/dev/null && [ ! -f build-minimal/CMakeCache.txt ] && gen=(-G Ninja)
-  cmake -S . -B build-minimal "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DD500_WITH_TESTS=ON \
-    -DD500_WITHOUT_ONEDNN=ON -DD500_WITHOUT_LIBTORCH=ON -DD500_WITHOUT_SLURM=ON -DD500_WITHOUT_CUDA=ON >/dev/null
-  cmake --build build-minimal -j "$(nproc)"
-  if [ "${D500_TEST_MINIMAL:-1}" = all ]; then
-    run_suite build-minimal reference,blas,mpi,custom 0 "$@"
-  else
-    # Backends listed or refused, modules loaded or missing, executors and optimizers on the
-    # backends there are, shipped campaigns planned or refused, GPU tests skipped with the reason.
-    kMinimalIntegration='^(EndToEnd\.(TwoRankCampaignFileAndReportAgree|ABackendsModule|AnInstalledD500|EveryShippedCampaign|OperatorsRunOnEveryBackend|UnderAnAddressSpaceLimit|ADryRunLoads)|Gpu\.|Conformance\.|Networks\.(TwoRanksRunEveryExecutor|EveryExportedBuiltIn)|Training\.(LibTorchsOptimizers|LeNetReaches)|Distributed\.LibTorchs)'
-    run_suite build-minimal reference,blas,mpi,custom 0 -LE integration "$@"
-    run_suite build-minimal reference,blas,mpi,custom 0 -L integration -R "$kMinimalIntegration" "$@"
-  fi
-fi
+without=(-DD500_WITHOUT_ONEDNN=ON -DD500_WITHOUT_LIBTORCH=ON -DD500_WITHOUT_SLURM=ON -DD500_WITHOUT_CUDA=ON)
+all=reference,blas,mpi,onednn,libtorch,libtorch-native,custom
+case "${D500_TEST_MINIMAL:-1}" in
+  0)
+    run_suite build $all 1 -LE minimal "$@" ;;
+  build)
+    run_suite build $all 1 "$@"
+    gen=()
+    command -v ninja >/dev/null && [ ! -f build-minimal/CMakeCache.txt ] && gen=(-G Ninja)
+    cmake -S . -B build-minimal "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DD500_WITH_TESTS=ON "${without[@]}" >/dev/null
+    cmake --build build-minimal -j "$(nproc)"
+    run_suite build-minimal reference,blas,mpi,custom 0 "$@" ;;
+  *)
+    # A build configured without the optional libraries must configure and list them as missing
+    # (the CMake side of it; its code is the minimal variant's, whose tests run below).
+    echo "== configuring a build without the optional libraries (build-minimal-configure/)"
+    rm -rf build-minimal-configure
+    if ! cmake -S . -B build-minimal-configure -DD500_WITH_TESTS=ON "${without[@]}" >/dev/null ||
+       ! grep -q 'add_missing("onednn"' build-minimal-configure/generated/backends_builtin.cpp; then
+      echo "FAILED: a build without the optional libraries does not configure, or still lists oneDNN as built"
+      rc=1 failed=$((failed + 1))
+    fi
+    rm -rf build-minimal-configure
+    run_suite build $all 1 "$@" ;;
+esac
 echo "suite: $passed passed, $failed failed, $skipped skipped"
 exit $rc

@@ -823,7 +823,7 @@ TEST_F(EndToEnd, AJobWhosePointsAllHaveFinalResultsIsNotRunAgain) {
   EXPECT_FALSE(fs::exists(run / "results" / "job-0000.h5.prev-1"));
   // The worker itself skips what an earlier file of its spec finished: a requeued Slurm job's
   // next attempt is the same spec with another output.
-  const std::string worker = (fs::path(D500_BIN).parent_path() / "d500-worker").string();
+  const std::string worker = (fs::path(d500_bin()).parent_path() / "d500-worker").string();
   const std::string spec = (run / "jobs" / "job-0000.toml").string(), again_file = (run / "results" / "job-0000.again.h5").string();
   Cmd attempt = sh("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np 1 " + worker + " " + spec + " " +
                    again_file);

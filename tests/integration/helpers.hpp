@@ -57,7 +57,14 @@ inline std::string read_file_text(const fs::path& p) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-inline std::string d500_cmd(const std::string& args) { return std::string(D500_BIN) + " " + args; }
+// The d500 beside this test program: build/d500 for the build's own tests, build/minimal/d500 for
+// those of the variant without the optional libraries (CMakeLists.txt).
+inline std::string d500_bin() {
+  static const std::string bin = (fs::read_symlink("/proc/self/exe").parent_path() / "d500").string();
+  return bin;
+}
+
+inline std::string d500_cmd(const std::string& args) { return d500_bin() + " " + args; }
 
 inline std::map<std::string, std::map<std::string, std::string>> read_csv(const fs::path& p) {
   std::ifstream in(p);
@@ -104,7 +111,7 @@ class ScratchDirTest : public ::testing::Test {
   fs::path planned(const std::string& text, std::string* plan_out = nullptr) {
     fs::path run = dir_ / "run";
     for (int k = 2; fs::exists(run); ++k) run = dir_ / ("run-" + std::to_string(k));
-    Cmd plan = sh(std::string(D500_BIN) + " plan " + write("campaign.toml", text) + " -o " + run.string());
+    Cmd plan = sh(d500_bin() + " plan " + write("campaign.toml", text) + " -o " + run.string());
     EXPECT_EQ(plan.code, 0) << plan.out;
     if (plan_out) *plan_out = plan.out;
     return run;

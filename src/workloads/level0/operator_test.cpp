@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -210,8 +211,10 @@ TEST(OperatorValidation, GemmComparesSixteenRowsSpreadOverATallMatrix) {
 TEST(RequiredBackends, AreBuilt) {
   const char* env = std::getenv("D500_REQUIRE_BACKENDS");
   if (!env || !*env) GTEST_SKIP() << "D500_REQUIRE_BACKENDS is not set: no backend is required of this build";
+  // "=a,b": exactly these are built (the minimal variant: nothing optional slipped in).
+  const bool exactly = env[0] == '=';
   std::vector<std::string> names;
-  for (std::string rest = env; !rest.empty();) {
+  for (std::string rest = env + (exactly ? 1 : 0); !rest.empty();) {
     const auto comma = rest.find(',');
     names.push_back(rest.substr(0, comma));
     rest = comma == std::string::npos ? "" : rest.substr(comma + 1);
@@ -225,6 +228,10 @@ TEST(RequiredBackends, AreBuilt) {
       EXPECT_EQ(load_backend(name), "") << "backend '" << name << "' is required, built, but its module does not load";
     }
   }
+  if (exactly)
+    for (const BackendInfo& b : all_backends())
+      EXPECT_TRUE(b.built == (std::find(names.begin(), names.end(), b.name) != names.end()))
+          << "backend '" << b.name << "' is " << (b.built ? "built" : "not built") << ", D500_REQUIRE_BACKENDS says " << env;
 }
 
 TEST(OperatorValidation, NaNFails) {
