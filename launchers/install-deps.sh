@@ -21,7 +21,8 @@ if [ "${1:-}" = "--tests" ]; then
          libonnx-testdata python3-onnx        # ONNX's backend tests (d500 onnx-test); checking exported models
          python3 python3-h5py python3-pandas python3-numpy   # reading results without d500
          slurmctld slurmd slurm-client munge                 # the test clusters
-         iproute2 util-linux)                                # the multi-node one: namespaces, veths, a bridge
+         iproute2 util-linux                                 # the multi-node one: namespaces, veths, a bridge
+         universal-ctags)                                    # tests/check_function_length.sh finds every function
 fi
 missing=()
 for p in "${pkgs[@]}"; do
