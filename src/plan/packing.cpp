@@ -7,6 +7,7 @@
 #include "common/error.hpp"
 #include "common/text.hpp"
 #include "plan/plan.hpp"
+#include "plan/stages.hpp"
 #include "rundir/layout.hpp"
 
 namespace d500 {
@@ -176,5 +177,81 @@ void pack_by_time(Plan& plan, const PlanOptions& opt, const TimeModel& model) {
                       "% on average; estimates: " + join(src, ", ") + "; the longest point " + fmt_duration(big.estimate_s) +
                       " (" + big.canonical + "). " + model.describe() + ". The margin also covers each job's start (mpirun, libraries).";
 }
+
+namespace planning {
+
+namespace {
+
+// points_per_job points of one shape a job (0: every point of the shape in one).
+void pack_by_count(Plan& plan) {
+  const Campaign& c = plan.campaign;
+  for (const ShapeGroup& shape : points_by_shape(plan.points)) {
+    const auto& pts = shape.points;
+    std::size_t per = c.points_per_job > 0 ? static_cast<std::size_t>(c.points_per_job) : pts.size();
+    for (std::size_t s = 0; s < pts.size(); s += per) {
+      Job j;
+      char id[32];
+      std::snprintf(id, sizeof id, "job-%04zu", plan.jobs.size());
+      j.id = id;
+      j.nodes = shape.nodes;
+      j.ranks_per_node = shape.ranks_per_node;
+      j.points.assign(pts.begin() + static_cast<long>(s), pts.begin() + static_cast<long>(std::min(pts.size(), s + per)));
+      plan.jobs.push_back(std::move(j));
+    }
+  }
+}
+
+// A job of over kMaxPointsPerJob points is one spec every rank reads whole, one results file, one
+// allocation lost to one failure: refused with the split that keeps each job under the limit.
+void check_job_size(Plan& plan, const PlanOptions& opt) {
+  const Campaign& c = plan.campaign;
+  std::size_t largest = 0;
+  for (const auto& j : plan.jobs) largest = std::max(largest, j.points.size());
+  if (static_cast<std::int64_t>(largest) <= kMaxPointsPerJob) return;
+  const std::int64_t jobs_needed = (static_cast<std::int64_t>(largest) + kMaxPointsPerJob - 1) / kMaxPointsPerJob;
+  const std::int64_t suggest = (static_cast<std::int64_t>(largest) + jobs_needed - 1) / jobs_needed;
+  const std::string what = "a job of " + std::to_string(largest) + " points (" +
+                           (c.points_per_job > 0 ? "points_per_job = " + std::to_string(c.points_per_job)
+                                                 : std::string("points_per_job = 0 puts every point of one shape in one job")) +
+                           ")";
+  if (!opt.force)
+    throw Error(c.points_per_job_where, "the plan has " + what + ", over the " + std::to_string(kMaxPointsPerJob) +
+                                            " points a job may hold: set points_per_job = " + std::to_string(suggest) +
+                                            " (" + std::to_string(jobs_needed) + " jobs of that shape), or plan with --force");
+  const std::int64_t avail = opt.available_memory_bytes > 0 ? opt.available_memory_bytes : available_memory_bytes();
+  if (const std::string why = too_big_for_memory(plan_cost(static_cast<double>(plan.points.size()), static_cast<double>(largest)), avail);
+      !why.empty())
+    throw Error(c.points_per_job_where, "the plan has " + what + "; writing its spec " + why +
+                                            ", even with --force: set points_per_job = " + std::to_string(suggest));
+  plan.warnings.push_back("a job of " + std::to_string(largest) + " points (over " + std::to_string(kMaxPointsPerJob) +
+                          ", planned because of --force); points_per_job = " + std::to_string(suggest) + " would split it");
+}
+
+}  // namespace
+
+void pack_jobs(Plan& plan, const PlanOptions& opt, const TimeModel* model) {
+  if (model)
+    pack_by_time(plan, opt, *model);
+  else
+    pack_by_count(plan);
+  check_job_size(plan, opt);
+}
+
+void check_plan_limits(const Plan& plan, const PlanOptions& opt) {
+  const Campaign& c = plan.campaign;
+  const NodeHours nh = node_hours(plan);
+  if (c.slurm.budget_node_hours > 0 && nh.total() > c.slurm.budget_node_hours && !opt.force)
+    throw Error(c.slurm.where, "the campaign may use " + fmt_sig(nh.total(), 4) + " node-hours (" + node_hours_text(plan, nh) +
+                                   "), over its budget_node_hours = " + fmt_sig(c.slurm.budget_node_hours, 4) +
+                                   "; lower the time limit, sizes or max_retries, or plan with --force");
+  if (plan.tmpl.launcher == "slurm" && c.slurm.signal_before_limit_s > 0 && c.slurm.time_limit_min > 0 &&
+      c.slurm.signal_before_limit_s >= c.slurm.time_limit_min * 60)
+    throw Error(c.slurm.signal_where, "key 'signal_before_limit' in [slurm] is " + std::to_string(c.slurm.signal_before_limit_s) +
+                                          " s, not less than the time limit (" + slurm_time(c.slurm.time_limit_min) +
+                                          "): the signal would come at the start; valid: 0 (no signal) to " +
+                                          std::to_string(c.slurm.time_limit_min * 60 - 1) + " s");
+}
+
+}  // namespace planning
 
 }  // namespace d500
