@@ -357,29 +357,40 @@ std::vector<std::pair<std::string, Value>> resume_point(Workload& wl, ResultWrit
                                      " s); events up to it copied from there, samples of this attempt only"}};
 }
 
-void run_job(const std::string& spec_path, const std::string& output, MPI_Comm comm, const Checkpoints& checkpoints,
-             const Finished& finished) {
+// What every point of a job shares.
+struct JobRun {
+  const JobSpec& spec;
+  const std::string& spec_path;
+  MPI_Comm comm;
   int rank = 0, size = 1;
-  mpi_check(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank", "worker");
-  mpi_check(MPI_Comm_size(comm, &size), "MPI_Comm_size", "worker");
-  const JobSpec spec = read_job_spec(spec_path);
-  if (size != spec.nodes * spec.ranks_per_node)
-    throw Error(spec_path + ": job " + spec.id + " wants " + std::to_string(spec.nodes * spec.ranks_per_node) +
-                " ranks (" + std::to_string(spec.nodes) + " nodes x " + std::to_string(spec.ranks_per_node) +
-                "), but the worker was started with " + std::to_string(size));
+  HostShape host;
+  ResultWriter& out;
+  Recorder& rec;
+  const Checkpoints& checkpoints;
+  int n = 0;  // points in the job
+};
+
+// A progress line for the launcher (metrics/progress.hpp), from rank 0.
+void progress(const JobRun& job, const std::string& line) {
+  if (job.rank != 0) return;
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+}
+
+// The job's environment record. The job's backends that live in modules are loaded here, before
+// any point: their loading (LibTorch's static initialisation, CUDA's libraries) is never inside a
+// point, and the versions recorded are those of the libraries this job runs. One that does not
+// load fails its points at setup, with the reason (the planner refused it already where it failed
+// there). A job with a point on a device backend (that loaded) records each rank's device and its
+// facts.
+EnvRecord job_environment(const JobSpec& spec, const std::string& spec_path, MPI_Comm comm, const HostShape& host) {
   // The run directory is the parent of jobs/; the campaign text lives there.
-  fs::path run_dir = fs::absolute(spec_path).parent_path().parent_path();
+  const fs::path run_dir = fs::absolute(spec_path).parent_path().parent_path();
   EnvRecord env;
   env.campaign_text = read_file((run_dir / "campaign.toml").string());
   env.campaign_path = (run_dir / "campaign.toml").string();
   env.host = host_name();
-  const HostShape host = host_shape(comm);
   env.oversubscribed = oversubscribed(comm, host, 1);
-  // The job's backends that live in modules are loaded here, before any point: their loading
-  // (LibTorch's static initialisation, CUDA's libraries) is never inside a point, and the versions
-  // below are those of the libraries this job runs. One that does not load fails its points at
-  // setup, with the reason (the planner refused it already where it failed there).
-  // A job with a point on a device backend (that loaded) records each rank's device and its facts.
   const BackendInfo* device_backend = nullptr;
   for (const PointSpec& p : spec.points) {
     const std::string& name = std::get<std::string>(p.params.at("backend"));
@@ -392,196 +403,227 @@ void run_job(const std::string& spec_path, const std::string& output, MPI_Comm c
     env.device = device_backend->rank_device();
     for (auto& f : device_backend->device_facts()) env.machine.push_back(std::move(f));
   }
+  return env;
+}
 
-  const WorkloadRegistry& reg = builtin_workloads();
-  ResultWriter out(output, comm, JobIdentity{spec.id, spec.campaign, spec.campaign_hash, spec.nodes, spec.ranks_per_node},
-                   env);
-  Recorder rec(kRecorderCapacity);
-  const int n = static_cast<int>(spec.points.size());
-  for (int i = 0; i < n; ++i) {
-    const PointSpec& p = spec.points[static_cast<std::size_t>(i)];
-    if (auto done = finished.find(p.id); done != finished.end()) {
-      if (rank == 0) {
-        std::printf("%s\n", progress_skipped_line(i + 1, n, done->second.first, done->second.second).c_str());
-        std::fflush(stdout);
-      }
-      continue;
-    }
-    if (rank == 0) {
-      std::printf("%s\n", progress_point_line(i + 1, n, p.canonical).c_str());
-      std::fflush(stdout);
-    }
-    const std::int64_t t0 = now_ns();
-    reset_peak_rss();
-    const MachineSample machine_before = machine_sample();
-    const std::string wname = std::get<std::string>(p.params.at("workload"));
-    const std::string bname = std::get<std::string>(p.params.at("backend"));
-    const WorkloadInfo* w = reg.find(wname);
-    const BackendInfo* b = find_backend(bname);
-    if (!w || !b || !b->built || !w->backends.count(bname))
-      throw Error(spec_path + ": point " + p.id + " (" + p.canonical + ") is not runnable by this build of d500");
-    RunContext ctx{comm, rank, size, p.params, static_cast<std::uint64_t>(std::get<std::int64_t>(p.params.at("seed")))};
-    // A backend that throws while setting up or validating (a primitive the library cannot
-    // create, an operator it lacks at run time) fails this point, not the job: the ranks agree on
-    // it, the point is flagged with the library's message, and the job goes on.
-    // Memory that cannot be had is the same kind of failure, said in words with the estimate.
-    const std::int64_t estimate = w->memory_bytes ? w->memory_bytes(p.params) : -1;
-    std::string backend_error;
-    auto out_of_memory = [&] {
-      return "out of memory: this rank could not allocate the point's data" +
-             (estimate >= 0 ? " (the planner's estimate: " + fmt_bytes(estimate) + " per rank)" : std::string());
-    };
-    std::unique_ptr<Workload> wl;
+// A point's workload made, described and validated: what the ranks agree on before anything is
+// timed. A backend that throws while setting up or validating (a primitive the library cannot
+// create, an operator it lacks at run time) fails this point, not the job: the ranks agree on it,
+// the point is flagged with the library's message, and the job goes on. Memory that cannot be had
+// is the same kind of failure, said in words with the estimate.
+struct PointSetup {
+  const WorkloadInfo* w = nullptr;
+  const BackendInfo* b = nullptr;
+  std::unique_ptr<Workload> wl;
+  Validation v{std::nan(""), 0.0, ""};
+  bool failed_here = false, failed_any = false;
+};
+
+// The point's attributes from its library: which file, and exactly which bytes (docs/trust.md).
+void library_attributes(const PointSpec& p, ResultWriter::PointMeta& meta) {
+  auto lib = p.params.find("library");
+  if (lib == p.params.end()) return;
+  const auto* path = std::get_if<std::string>(&lib->second);
+  if (!path || path->empty()) return;
+  std::error_code ec;
+  const auto real = std::filesystem::canonical(*path, ec);
+  meta.attributes.push_back({"library.path", ec ? *path : real.string()});
+  try {
+    meta.attributes.push_back({"library.sha256", sha256_file(*path)});
+  } catch (const Error& e) {
+    meta.attributes.push_back({"library.sha256", std::string("unreadable: ") + e.what()});
+  }
+}
+
+PointSetup set_up_point(JobRun& job, const PointSpec& p, int i) {
+  PointSetup s;
+  const std::string wname = std::get<std::string>(p.params.at("workload"));
+  const std::string bname = std::get<std::string>(p.params.at("backend"));
+  s.w = builtin_workloads().find(wname);
+  s.b = find_backend(bname);
+  if (!s.w || !s.b || !s.b->built || !s.w->backends.count(bname))
+    throw Error(job.spec_path + ": point " + p.id + " (" + p.canonical + ") is not runnable by this build of d500");
+  const WorkloadInfo& w = *s.w;
+  RunContext ctx{job.comm, job.rank, job.size, p.params, static_cast<std::uint64_t>(std::get<std::int64_t>(p.params.at("seed")))};
+  const std::int64_t estimate = w.memory_bytes ? w.memory_bytes(p.params) : -1;
+  std::string backend_error;
+  auto out_of_memory = [&] {
+    return "out of memory: this rank could not allocate the point's data" +
+           (estimate >= 0 ? " (the planner's estimate: " + fmt_bytes(estimate) + " per rank)" : std::string());
+  };
+  try {
+    s.wl = w.backends.at(bname)(ctx);
+  } catch (const std::bad_alloc&) {
+    backend_error = out_of_memory();
+  } catch (const std::exception& e) {
+    backend_error = e.what();
+  }
+  // A backend whose module did not load on this node (its point failed above) says so instead.
+  ResultWriter::PointMeta meta{s.wl ? s.wl->work() : Work{}, w.rate_unit, backend_version(*s.b), w.scaling_of ? w.scaling_of(p.params) : w.scaling,
+                               w.scaling_note, false, -1, {}};
+  meta.threads_oversubscribed = oversubscribed(job.comm, job.host, int_param_or(p.params, "threads", 1));
+  meta.memory_estimate_bytes = estimate;
+  if (s.wl) {
     try {
-      wl = w->backends.at(bname)(ctx);
+      meta.attributes = s.wl->attributes();
+    } catch (const std::exception& e) {
+      backend_error = e.what();
+    }
+  }
+  library_attributes(p, meta);
+  job.out.begin_point(PointIdentity{p.id, p.canonical, p.level, p.params}, i, job.spec.warmups, job.spec.repetitions, meta);
+  if (s.wl) {
+    try {
+      s.v = s.wl->validate();
     } catch (const std::bad_alloc&) {
       backend_error = out_of_memory();
     } catch (const std::exception& e) {
       backend_error = e.what();
     }
-    // A backend whose module did not load on this node (its point failed above) says so instead.
-    ResultWriter::PointMeta meta{wl ? wl->work() : Work{}, w->rate_unit, backend_version(*b), w->scaling_of ? w->scaling_of(p.params) : w->scaling,
-                                 w->scaling_note, false, -1, {}};
-    meta.threads_oversubscribed = oversubscribed(comm, host, int_param_or(p.params, "threads", 1));
-    meta.memory_estimate_bytes = estimate;
-    if (wl) {
-      try {
-        meta.attributes = wl->attributes();
-      } catch (const std::exception& e) {
-        backend_error = e.what();
-      }
-    }
-    // Code a campaign named, run by this point: which file, and exactly which bytes (docs/trust.md).
-    if (auto lib = p.params.find("library"); lib != p.params.end())
-      if (const auto* path = std::get_if<std::string>(&lib->second); path && !path->empty()) {
-        std::error_code ec;
-        const auto real = std::filesystem::canonical(*path, ec);
-        meta.attributes.push_back({"library.path", ec ? *path : real.string()});
-        try {
-          meta.attributes.push_back({"library.sha256", sha256_file(*path)});
-        } catch (const Error& e) {
-          meta.attributes.push_back({"library.sha256", std::string("unreadable: ") + e.what()});
-        }
-      }
-    out.begin_point(PointIdentity{p.id, p.canonical, p.level, p.params}, i, spec.warmups, spec.repetitions, meta);
-    Validation v{std::nan(""), 0.0, ""};
-    if (wl) {
-      try {
-        v = wl->validate();
-      } catch (const std::bad_alloc&) {
-        backend_error = out_of_memory();
-      } catch (const std::exception& e) {
-        backend_error = e.what();
-      }
-    }
-    int failed_here = backend_error.empty() ? 0 : 1, failed_any = 0;
-    mpi_check(MPI_Allreduce(&failed_here, &failed_any, 1, MPI_INT, MPI_MAX, comm), "MPI_Allreduce", "worker");
-    if (failed_any) {
-      v.rel_error = std::nan("");
-      v.method = failed_here ? "the backend failed: " + backend_error : "the backend failed on another rank";
-    }
-    const double worst = out.validation(v.rel_error, v.tolerance, v.method);
-    Outcome outcome = Outcome::Complete;
-    std::string reason;
-    // Armed for a training point that checkpoints; ends with the point (its outcome written).
-    std::optional<SigtermDeferred> sigterm;
-    if (failed_any) {
-      // An error of the backend, not a wrong result: its own outcome, so that reports and
-      // resumes can tell a library that cannot run a point from one that computes it wrongly.
-      outcome = Outcome::BackendFailed;
-      reason = v.method;
-      if (failed_here) std::fprintf(stderr, "d500-worker: point %s: %s\n", p.id.c_str(), v.method.c_str());
-    } else if (!(worst <= v.tolerance)) {
-      // Validate, then time: a wrong result is never timed.
-      outcome = Outcome::FailedValidation;
-      reason = "relative error " + fmt_sig(worst, 3) + " exceeds tolerance " + fmt_sig(v.tolerance, 3) + " (" +
-               v.method + ")";
+  }
+  int failed_here = backend_error.empty() ? 0 : 1, failed_any = 0;
+  mpi_check(MPI_Allreduce(&failed_here, &failed_any, 1, MPI_INT, MPI_MAX, job.comm), "MPI_Allreduce", "worker");
+  s.failed_here = failed_here, s.failed_any = failed_any;
+  if (failed_any) {
+    s.v.rel_error = std::nan("");
+    s.v.method = failed_here ? "the backend failed: " + backend_error : "the backend failed on another rank";
+  }
+  return s;
+}
+
+// The checkpoints of a training point, the SIGTERM that ends it at its next step (armed in
+// `sigterm`, which lives until the point's outcome is written), and its resume from an earlier
+// attempt's checkpoint.
+void arrange_checkpoints(JobRun& job, const PointSpec& p, int i, Workload& wl, Harness& h, std::optional<SigtermDeferred>& sigterm) {
+  h.on_checkpoint([&job, i](const TrainingState& st) {
+    job.out.checkpoint(st);
+    progress(job, progress_checkpoint_line(i + 1, job.n, st.step));
+  });
+  sigterm.emplace();
+  if (sigterm->armed())
+    h.on_terminate(&g_sigterm_seen, [&job, &p, &sigterm] {
+      if (job.rank == 0)
+        std::fprintf(stderr,
+                     "d500-worker: SIGTERM during point %s: every rank flushed its samples and took a checkpoint "
+                     "before its next step; ending as the signal asks (run again to resume from it)\n",
+                     p.id.c_str());
+      sigterm->end();
+    });
+  if (auto c = job.checkpoints.find(p.id); c != job.checkpoints.end()) {
+    const auto said = resume_point(wl, job.out, p, c->second, job.rank, job.comm);
+    job.out.point_attributes(said);
+    if (said.front().first == "train.resumed_from") progress(job, progress_resumed_line(i + 1, job.n, c->second.step));
+  }
+}
+
+// The timed part of a validated point: warm-ups and repetitions (or a training run's steps)
+// through the harness, streamed to the results file; then what the workload says of itself.
+void measure_point(JobRun& job, const PointSpec& p, int i, PointSetup& s, std::optional<SigtermDeferred>& sigterm) {
+  const JobSpec& spec = job.spec;
+  Workload& wl = *s.wl;
+  long long flushed = 0;
+  Harness h(job.comm, job.rec, spec.warmups, spec.repetitions, wl.work(), [&](std::span<const Sample> samples, bool durable) {
+    job.out.append(samples, durable);
+    // Tells the launcher (and tests) how much of this point is safely on disk.
+    long long mine = static_cast<long long>(samples.size()), all = 0;
+    mpi_check(MPI_Reduce(&mine, &all, 1, MPI_LONG_LONG, MPI_SUM, 0, job.comm), "MPI_Reduce", "worker");
+    flushed += all;
+    if (durable && flushed > 0) progress(job, progress_flushed_line(i + 1, job.n, flushed));
+  });
+  const Workload::TimeToAccuracy* tta = wl.time_to_accuracy();
+  if (tta) {
+    job.out.set_time_to_accuracy(tta->target, tta->budget_s, tta->eval_interval_steps);
+    h.on_events([&](std::span<const Event> e, bool durable) { job.out.append_events(e, durable); });
+  }
+  if (wl.checkpoints()) arrange_checkpoints(job, p, i, wl, h, sigterm);
+  // Adaptive repetitions apply to points timed by repetitions; a training point's steps are its
+  // own (it stops at its target, budget or step count).
+  const bool adaptive = spec.auto_repetitions.on && !tta;
+  if (adaptive) h.stop_adaptively(spec.auto_repetitions);
+  // The GPU's counters around the repetitions (warm-ups included), outside them.
+  const bool on_device = static_cast<bool>(s.b->device_reading);
+  const nvml::Reading device_before = on_device ? s.b->device_reading() : nvml::Reading{};
+  const std::int64_t measured_from = now_ns();
+  wl.measure(h);
+  if (on_device)
+    job.out.point_attributes(
+        device_state(device_before, s.b->device_reading(), static_cast<double>(now_ns() - measured_from) * 1e-9, job.comm));
+  if (const StepTimes* st = wl.step_times()) {
+    if (adaptive && st->repetitions > h.repetitions_run()) {  // preallocated for max: the rows run
+      StepTimes run = *st;
+      run.repetitions = h.repetitions_run();
+      run.ns.resize(run.steps.size() * static_cast<std::size_t>(run.repetitions));
+      job.out.step_times(run);
     } else {
-      long long flushed = 0;
-      Harness h(comm, rec, spec.warmups, spec.repetitions, wl->work(), [&](std::span<const Sample> s, bool durable) {
-        out.append(s, durable);
-        // Tells the launcher (and tests) how much of this point is safely on disk.
-        long long mine = static_cast<long long>(s.size()), all = 0;
-        mpi_check(MPI_Reduce(&mine, &all, 1, MPI_LONG_LONG, MPI_SUM, 0, comm), "MPI_Reduce", "worker");
-        flushed += all;
-        if (rank == 0 && durable && flushed > 0) {
-          std::printf("%s\n", progress_flushed_line(i + 1, n, flushed).c_str());
-          std::fflush(stdout);
-        }
-      });
-      const Workload::TimeToAccuracy* tta = wl->time_to_accuracy();
-      if (tta) {
-        out.set_time_to_accuracy(tta->target, tta->budget_s, tta->eval_interval_steps);
-        h.on_events([&](std::span<const Event> e, bool durable) { out.append_events(e, durable); });
-      }
-      if (wl->checkpoints()) {
-        h.on_checkpoint([&](const TrainingState& st) {
-          out.checkpoint(st);
-          if (rank == 0) {
-            std::printf("%s\n", progress_checkpoint_line(i + 1, n, st.step).c_str());
-            std::fflush(stdout);
-          }
-        });
-        sigterm.emplace();
-        if (sigterm->armed())
-          h.on_terminate(&g_sigterm_seen, [&] {
-            if (rank == 0)
-              std::fprintf(stderr,
-                           "d500-worker: SIGTERM during point %s: every rank flushed its samples and took a checkpoint "
-                           "before its next step; ending as the signal asks (run again to resume from it)\n",
-                           p.id.c_str());
-            sigterm->end();
-          });
-        if (auto c = checkpoints.find(p.id); c != checkpoints.end()) {
-          const auto said = resume_point(*wl, out, p, c->second, rank, comm);
-          out.point_attributes(said);
-          if (rank == 0 && said.front().first == "train.resumed_from") {
-            std::printf("%s\n", progress_resumed_line(i + 1, n, c->second.step).c_str());
-            std::fflush(stdout);
-          }
-        }
-      }
-      // Adaptive repetitions apply to points timed by repetitions; a training point's steps are
-      // its own (it stops at its target, budget or step count).
-      const bool adaptive = spec.auto_repetitions.on && !tta;
-      if (adaptive) h.stop_adaptively(spec.auto_repetitions);
-      // The GPU's counters around the repetitions (warm-ups included), outside them.
-      const bool on_device = static_cast<bool>(b->device_reading);
-      const nvml::Reading device_before = on_device ? b->device_reading() : nvml::Reading{};
-      const std::int64_t measured_from = now_ns();
-      wl->measure(h);
-      if (on_device)
-        out.point_attributes(device_state(device_before, b->device_reading(), static_cast<double>(now_ns() - measured_from) * 1e-9, comm));
-      if (const StepTimes* st = wl->step_times()) {
-        if (adaptive && st->repetitions > h.repetitions_run()) {  // preallocated for max: the rows run
-          StepTimes run = *st;
-          run.repetitions = h.repetitions_run();
-          run.ns.resize(run.steps.size() * static_cast<std::size_t>(run.repetitions));
-          out.step_times(run);
-        } else {
-          out.step_times(*st);
-        }
-      }
-      auto after = wl->final_attributes();
-      // A training point runs as many steps as it needs: its timed repetitions are those steps.
-      if (tta) after.push_back({"repetitions", std::int64_t{std::max(0, h.trained_steps() - spec.warmups)}});
-      if (adaptive) {
-        after.push_back({"repetitions", std::int64_t{std::max(0, h.repetitions_run() - spec.warmups)}});
-        after.push_back({"repetitions.rule", spec.auto_repetitions.rule()});
-        after.push_back({"repetitions.stopped_by", std::string(stopped_by_name(h.stopped_by()))});
-        after.push_back({"repetitions.ci_rel_width", h.stopped_at_width()});
-      }
-      out.point_attributes(after);
+      job.out.step_times(*st);
     }
-    const double secs = static_cast<double>(now_ns() - t0) * 1e-9;  // rank 0's is written (end_point)
-    long long peak = peak_rss_bytes(), max_peak = 0;
-    mpi_check(MPI_Allreduce(&peak, &max_peak, 1, MPI_LONG_LONG, MPI_MAX, comm), "MPI_Allreduce", "worker");
-    out.point_attributes(machine_state(machine_before, machine_sample(), host.ranks_here, int_param_or(p.params, "threads", 1), comm));
-    out.end_point(outcome, reason, secs, max_peak);
-    if (rank == 0) {
-      std::printf("%s\n", progress_done_line(i + 1, n, outcome, secs).c_str());
-      std::fflush(stdout);
-    }
+  }
+  auto after = wl.final_attributes();
+  // A training point runs as many steps as it needs: its timed repetitions are those steps.
+  if (tta) after.push_back({"repetitions", std::int64_t{std::max(0, h.trained_steps() - spec.warmups)}});
+  if (adaptive) {
+    after.push_back({"repetitions", std::int64_t{std::max(0, h.repetitions_run() - spec.warmups)}});
+    after.push_back({"repetitions.rule", spec.auto_repetitions.rule()});
+    after.push_back({"repetitions.stopped_by", std::string(stopped_by_name(h.stopped_by()))});
+    after.push_back({"repetitions.ci_rel_width", h.stopped_at_width()});
+  }
+  job.out.point_attributes(after);
+}
+
+// One point, start to end: set up and validated, timed unless it failed, its outcome written.
+void run_point(JobRun& job, const PointSpec& p, int i) {
+  progress(job, progress_point_line(i + 1, job.n, p.canonical));
+  const std::int64_t t0 = now_ns();
+  reset_peak_rss();
+  const MachineSample machine_before = machine_sample();
+  PointSetup s = set_up_point(job, p, i);
+  const double worst = job.out.validation(s.v.rel_error, s.v.tolerance, s.v.method);
+  Outcome outcome = Outcome::Complete;
+  std::string reason;
+  // Armed for a training point that checkpoints; ends with the point (its outcome written).
+  std::optional<SigtermDeferred> sigterm;
+  if (s.failed_any) {
+    // An error of the backend, not a wrong result: its own outcome, so that reports and resumes
+    // can tell a library that cannot run a point from one that computes it wrongly.
+    outcome = Outcome::BackendFailed;
+    reason = s.v.method;
+    if (s.failed_here) std::fprintf(stderr, "d500-worker: point %s: %s\n", p.id.c_str(), s.v.method.c_str());
+  } else if (!(worst <= s.v.tolerance)) {
+    // Validate, then time: a wrong result is never timed.
+    outcome = Outcome::FailedValidation;
+    reason = "relative error " + fmt_sig(worst, 3) + " exceeds tolerance " + fmt_sig(s.v.tolerance, 3) + " (" + s.v.method + ")";
+  } else {
+    measure_point(job, p, i, s, sigterm);
+  }
+  const double secs = static_cast<double>(now_ns() - t0) * 1e-9;  // rank 0's is written (end_point)
+  long long peak = peak_rss_bytes(), max_peak = 0;
+  mpi_check(MPI_Allreduce(&peak, &max_peak, 1, MPI_LONG_LONG, MPI_MAX, job.comm), "MPI_Allreduce", "worker");
+  job.out.point_attributes(machine_state(machine_before, machine_sample(), job.host.ranks_here, int_param_or(p.params, "threads", 1), job.comm));
+  job.out.end_point(outcome, reason, secs, max_peak);
+  progress(job, progress_done_line(i + 1, job.n, outcome, secs));
+}
+
+void run_job(const std::string& spec_path, const std::string& output, MPI_Comm comm, const Checkpoints& checkpoints,
+             const Finished& finished) {
+  int rank = 0, size = 1;
+  mpi_check(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank", "worker");
+  mpi_check(MPI_Comm_size(comm, &size), "MPI_Comm_size", "worker");
+  const JobSpec spec = read_job_spec(spec_path);
+  if (size != spec.nodes * spec.ranks_per_node)
+    throw Error(spec_path + ": job " + spec.id + " wants " + std::to_string(spec.nodes * spec.ranks_per_node) +
+                " ranks (" + std::to_string(spec.nodes) + " nodes x " + std::to_string(spec.ranks_per_node) +
+                "), but the worker was started with " + std::to_string(size));
+  const HostShape host = host_shape(comm);
+  ResultWriter out(output, comm, JobIdentity{spec.id, spec.campaign, spec.campaign_hash, spec.nodes, spec.ranks_per_node},
+                   job_environment(spec, spec_path, comm, host));
+  Recorder rec(kRecorderCapacity);
+  JobRun job{spec, spec_path, comm, rank, size, host, out, rec, checkpoints, static_cast<int>(spec.points.size())};
+  for (int i = 0; i < job.n; ++i) {
+    const PointSpec& p = spec.points[static_cast<std::size_t>(i)];
+    if (auto done = finished.find(p.id); done != finished.end())
+      progress(job, progress_skipped_line(i + 1, job.n, done->second.first, done->second.second));
+    else
+      run_point(job, p, i);
   }
   out.finish("complete");
 }
