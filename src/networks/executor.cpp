@@ -298,6 +298,33 @@ class ThroughHost final : public NodeKernel {
   std::unique_ptr<NodeKernel> ref_;
 };
 
+// What the constructor works out before it allocates (construction only): which storage each
+// tensor and gradient uses (aliasing), the schedule of steps, and the arena's requests.
+struct Schedule {
+  // Aliasing: views share their input's storage (root[t]: the tensor whose storage t uses).
+  std::vector<int> root, producer;  // producer[t]: the node that writes t, -1: none
+  std::vector<const OpSchema*> schema;
+  // The schedule: per node its forward and backward step (-1: none).
+  std::vector<int> fstep, bstep;
+  int seed_step = -1, end = 0;
+  // Training: the tensors that get gradients; groot[t]: the tensor whose gradient buffer t's
+  // gradient uses; param_index[t]: t's index in spec.params, -1: not a parameter.
+  std::vector<bool> need;
+  std::vector<int> groot, param_index;
+  struct Contribution {
+    int step, node;
+    std::size_t slot;
+    int tensor;
+    bool direct = true;  // writes the gradient buffer; else through a temporary, then added
+  };
+  std::vector<Contribution> contribs;
+  std::map<std::pair<int, std::size_t>, std::size_t> contrib_of;  // (node, input slot) -> contribution
+  std::vector<bool> view_aliased;  // per node: a view that hands its gradient over in place
+  // Placement: the arena's requests, and each tensor's (data, gradient) and contribution's.
+  std::vector<Request> reqs;
+  std::vector<int> data_req, grad_req, temp_req;
+};
+
 }  // namespace
 
 struct GraphExecutor::Impl {
@@ -473,19 +500,21 @@ struct GraphExecutor::Impl {
     if (dev) dev->zero(p, bytes);
     else std::memset(p, 0, bytes);
   }
+
+  // The constructor's stages, in order (each below it). Each returns the persistent bytes it
+  // allocated, or the arena's size.
+  std::int64_t load_constants_and_inputs();
+  std::int64_t place_arena(Schedule& sc);
+  std::int64_t point_into_arena(const Schedule& sc);
+  void make_kernels(const Schedule& sc, std::vector<GraphExecutor::Step>& steps);
+  void make_backward_runs(const Schedule& sc, std::vector<GraphExecutor::Step>& steps);
 };
 
-GraphExecutor::GraphExecutor(const ExecutorSpec& spec) : impl_(std::make_unique<Impl>(spec)) {
-  Impl& m = *impl_;
-  const Graph& g = m.g;
-  const std::size_t nt = g.tensors.size();
+// Weights, other constants and inputs, in the executor's float type.
+std::int64_t GraphExecutor::Impl::load_constants_and_inputs() {
+  Impl& m = *this;
+  std::int64_t persistent_bytes_ = 0;
   const int micros = std::max(1, spec.micro_batches);
-  if (spec.inputs.size() != g.inputs.size())
-    throw Error("executor: " + std::to_string(spec.inputs.size()) + " inputs given, the graph has " + std::to_string(g.inputs.size()));
-  m.data.assign(nt, nullptr);
-  m.grad.assign(nt, nullptr);
-
-  // Weights and other constants, in the executor's float type.
   for (const auto& [t, bytes] : g.constants) {
     Impl::Block b = m.block(m.tbytes(t));
     m.load(b, bytes.data(), t, static_cast<std::size_t>(numel(g.info(t).shape)));
@@ -513,51 +542,56 @@ GraphExecutor::GraphExecutor(const ExecutorSpec& spec) : impl_(std::make_unique<
       m.data[static_cast<std::size_t>(t)] = m.inputs_all.back().p;
     }
   }
+  return persistent_bytes_;
+}
 
-  // Views share their input's storage: root[t] is the tensor whose storage t uses.
-  std::vector<int> root(nt), producer(nt, -1);
-  for (std::size_t t = 0; t < nt; ++t) root[t] = static_cast<int>(t);
-  std::vector<const OpSchema*> schema(g.nodes.size());
+namespace {
+
+// Aliasing: views share their input's storage.
+Schedule aliasing(const Graph& g) {
+  Schedule sc;
+  const std::size_t nt = g.tensors.size();
+  sc.root.resize(nt);
+  sc.producer.assign(nt, -1);
+  for (std::size_t t = 0; t < nt; ++t) sc.root[t] = static_cast<int>(t);
+  sc.schema.resize(g.nodes.size());
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
-    schema[i] = find_op(n.op);
-    if (!schema[i]) throw Error(n.label() + ": d500 does not run " + n.op);
+    sc.schema[i] = find_op(n.op);
+    if (!sc.schema[i]) throw Error(n.label() + ": d500 does not run " + n.op);
     for (int t : n.out)
-      if (t >= 0) producer[static_cast<std::size_t>(t)] = static_cast<int>(i);
-    if (schema[i]->view) root[static_cast<std::size_t>(n.out[0])] = root[static_cast<std::size_t>(n.in[0])];
+      if (t >= 0) sc.producer[static_cast<std::size_t>(t)] = static_cast<int>(i);
+    if (sc.schema[i]->view) sc.root[static_cast<std::size_t>(n.out[0])] = sc.root[static_cast<std::size_t>(n.in[0])];
   }
+  return sc;
+}
 
-  // The schedule: forward steps of kernel nodes, then (training) the loss seed and the backward
-  // steps in reverse order.
-  std::vector<int> fstep(g.nodes.size(), -1), bstep(g.nodes.size(), -1);
+// The schedule: forward steps of kernel nodes, then (training) the loss seed and the backward
+// steps in reverse order, with each gradient's contributions.
+void schedule_steps(const Graph& g, const ExecutorSpec& spec, Schedule& sc, std::vector<GraphExecutor::Step>& steps) {
+  using Step = GraphExecutor::Step;
+  const std::size_t nt = g.tensors.size();
+  const int micros = std::max(1, spec.micro_batches);
+  sc.fstep.assign(g.nodes.size(), -1);
+  sc.bstep.assign(g.nodes.size(), -1);
   for (std::size_t i = 0; i < g.nodes.size(); ++i)
-    if (!schema[i]->view) {
-      fstep[i] = static_cast<int>(steps_.size());
-      steps_.push_back(Step{static_cast<int>(i), false, "", 0});
+    if (!sc.schema[i]->view) {
+      sc.fstep[i] = static_cast<int>(steps.size());
+      steps.push_back(Step{static_cast<int>(i), false, "", 0});
     }
 
-  std::vector<bool> need;
-  // Gradient storage: groot[t] is the tensor whose gradient buffer t's gradient uses.
-  std::vector<int> groot(nt);
-  for (std::size_t t = 0; t < nt; ++t) groot[t] = static_cast<int>(t);
-  std::vector<int> param_index(nt, -1);
-  struct Contribution {
-    int step, node;
-    std::size_t slot;
-    int tensor;
-    bool direct = true;
-  };
-  std::vector<Contribution> contribs;
-  std::vector<bool> view_aliased(g.nodes.size(), false);
-  int seed_step = -1;
+  sc.groot.resize(nt);
+  for (std::size_t t = 0; t < nt; ++t) sc.groot[t] = static_cast<int>(t);
+  sc.param_index.assign(nt, -1);
+  sc.view_aliased.assign(g.nodes.size(), false);
   if (spec.training) {
     if (spec.loss < 0 || g.info(spec.loss).dtype != DType::F32 || numel(g.info(spec.loss).shape) != 1)
       throw Error("executor: a training step needs a scalar float loss");
-    need = tensors_needing_gradients(g, spec.loss, spec.params);
-    for (std::size_t k = 0; k < spec.params.size(); ++k) param_index[static_cast<std::size_t>(spec.params[k])] = static_cast<int>(k);
+    sc.need = tensors_needing_gradients(g, spec.loss, spec.params);
+    for (std::size_t k = 0; k < spec.params.size(); ++k) sc.param_index[static_cast<std::size_t>(spec.params[k])] = static_cast<int>(k);
     auto diff = [&](std::size_t node, std::size_t slot) {
       const int t = g.nodes[node].in[slot];
-      return t >= 0 && need[static_cast<std::size_t>(t)] && (schema[node]->diff_in >> slot & 1u);
+      return t >= 0 && sc.need[static_cast<std::size_t>(t)] && (sc.schema[node]->diff_in >> slot & 1u);
     };
     // How many node inputs send a gradient to each tensor.
     std::vector<int> count(nt, 0);
@@ -566,116 +600,133 @@ GraphExecutor::GraphExecutor(const ExecutorSpec& spec) : impl_(std::make_unique<
         if (diff(i, s)) ++count[static_cast<std::size_t>(g.nodes[i].in[s])];
     // A view that is its input's only consumer hands its gradient over in place.
     for (std::size_t i = 0; i < g.nodes.size(); ++i) {
-      if (!schema[i]->view || !diff(i, 0)) continue;
+      if (!sc.schema[i]->view || !diff(i, 0)) continue;
       const int x = g.nodes[i].in[0], y = g.nodes[i].out[0];
-      if (count[static_cast<std::size_t>(x)] == 1 && !(param_index[static_cast<std::size_t>(x)] >= 0 && micros > 1)) {
-        groot[static_cast<std::size_t>(y)] = groot[static_cast<std::size_t>(x)];
-        view_aliased[i] = true;
+      if (count[static_cast<std::size_t>(x)] == 1 && !(sc.param_index[static_cast<std::size_t>(x)] >= 0 && micros > 1)) {
+        sc.groot[static_cast<std::size_t>(y)] = sc.groot[static_cast<std::size_t>(x)];
+        sc.view_aliased[i] = true;
       }
     }
-    seed_step = static_cast<int>(steps_.size());
-    steps_.push_back(Step{-1, true, "d500 (loss gradient = 1 / micro-batches)", 0});
-    contribs.push_back(Contribution{seed_step, -1, 0, spec.loss, true});
+    sc.seed_step = static_cast<int>(steps.size());
+    steps.push_back(Step{-1, true, "d500 (loss gradient = 1 / micro-batches)", 0});
+    sc.contribs.push_back(Schedule::Contribution{sc.seed_step, -1, 0, spec.loss, true});
     for (std::size_t r = g.nodes.size(); r-- > 0;) {
       bool any = false;
       for (std::size_t s = 0; s < g.nodes[r].in.size(); ++s) any = any || diff(r, s);
-      if (!any || view_aliased[r]) continue;
-      bstep[r] = static_cast<int>(steps_.size());
-      steps_.push_back(Step{static_cast<int>(r), true, "", 0});
+      if (!any || sc.view_aliased[r]) continue;
+      sc.bstep[r] = static_cast<int>(steps.size());
+      steps.push_back(Step{static_cast<int>(r), true, "", 0});
       for (std::size_t s = 0; s < g.nodes[r].in.size(); ++s)
-        if (diff(r, s)) contribs.push_back(Contribution{bstep[r], static_cast<int>(r), s, g.nodes[r].in[s], true});
+        if (diff(r, s)) sc.contribs.push_back(Schedule::Contribution{sc.bstep[r], static_cast<int>(r), s, g.nodes[r].in[s], true});
     }
     // The first contribution to a gradient buffer writes it; later ones go through a temporary
     // and are added. Parameters accumulate over micro-batches: with several, every contribution
     // is added (their gradients are zeroed when the step starts).
     std::vector<bool> written(nt, false);
-    for (auto& c : contribs) {
-      const auto gr = static_cast<std::size_t>(groot[static_cast<std::size_t>(c.tensor)]);
-      const bool param = param_index[gr] >= 0;
+    for (auto& c : sc.contribs) {
+      const auto gr = static_cast<std::size_t>(sc.groot[static_cast<std::size_t>(c.tensor)]);
+      const bool param = sc.param_index[gr] >= 0;
       c.direct = !written[gr] && !(param && micros > 1);
       written[gr] = true;
     }
+    for (std::size_t k = 0; k < sc.contribs.size(); ++k)
+      if (sc.contribs[k].node >= 0) sc.contrib_of[{sc.contribs[k].node, sc.contribs[k].slot}] = k;
   }
-  const int end = static_cast<int>(steps_.size());
+  sc.end = static_cast<int>(steps.size());
+}
 
-  // Lifetimes over the schedule, and the plan.
-  std::vector<Request> reqs;
-  std::vector<int> data_req(nt, -1), grad_req(nt, -1);
-  auto is_arena = [&](int t) { return !g.is_const(t) && producer[static_cast<std::size_t>(t)] >= 0; };
+}  // namespace
+
+// Lifetimes over the schedule, and the arena's plan: each request placed (or, keep_all, laid end to end).
+std::int64_t GraphExecutor::Impl::place_arena(Schedule& sc) {
+  Impl& m = *this;
+  const std::size_t nt = g.tensors.size();
+  std::int64_t arena = 0;
+  sc.data_req.assign(nt, -1);
+  sc.grad_req.assign(nt, -1);
+  auto is_arena = [&](int t) { return !g.is_const(t) && sc.producer[static_cast<std::size_t>(t)] >= 0; };
   for (std::size_t t = 0; t < nt; ++t) {
-    if (root[t] != static_cast<int>(t) || !is_arena(static_cast<int>(t))) continue;
-    const int def = fstep[static_cast<std::size_t>(producer[t])];
+    if (sc.root[t] != static_cast<int>(t) || !is_arena(static_cast<int>(t))) continue;
+    const int def = sc.fstep[static_cast<std::size_t>(sc.producer[t])];
     if (def < 0) continue;  // produced by a view of nothing in the arena
-    data_req[t] = static_cast<int>(reqs.size());
-    reqs.push_back(Request{m.tbytes(static_cast<int>(t)), def, spec.keep_all ? end : def});
+    sc.data_req[t] = static_cast<int>(sc.reqs.size());
+    sc.reqs.push_back(Request{m.tbytes(static_cast<int>(t)), def, spec.keep_all ? sc.end : def});
   }
   auto extend = [&](int t, int until) {
     if (t < 0) return;
-    const int r = data_req[static_cast<std::size_t>(root[static_cast<std::size_t>(t)])];
-    if (r >= 0) reqs[static_cast<std::size_t>(r)].end = std::max(reqs[static_cast<std::size_t>(r)].end, until);
+    const int r = sc.data_req[static_cast<std::size_t>(sc.root[static_cast<std::size_t>(t)])];
+    if (r >= 0) sc.reqs[static_cast<std::size_t>(r)].end = std::max(sc.reqs[static_cast<std::size_t>(r)].end, until);
   };
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
-    if (fstep[i] >= 0)
-      for (int t : g.nodes[i].in) extend(t, fstep[i]);
-    if (bstep[i] >= 0) {
+    if (sc.fstep[i] >= 0)
+      for (int t : g.nodes[i].in) extend(t, sc.fstep[i]);
+    if (sc.bstep[i] >= 0) {
       for (std::size_t s = 0; s < g.nodes[i].in.size(); ++s)
-        if (schema[i]->saved_in >> s & 1u) extend(g.nodes[i].in[s], bstep[i]);
+        if (sc.schema[i]->saved_in >> s & 1u) extend(g.nodes[i].in[s], sc.bstep[i]);
       for (std::size_t s = 0; s < g.nodes[i].out.size(); ++s)
-        if (schema[i]->saved_out >> s & 1u) extend(g.nodes[i].out[s], bstep[i]);
+        if (sc.schema[i]->saved_out >> s & 1u) extend(g.nodes[i].out[s], sc.bstep[i]);
     }
   }
-  for (int t : g.outputs) extend(t, end);
+  for (int t : g.outputs) extend(t, sc.end);
   if (spec.training) {
-    extend(spec.loss, end);
+    extend(spec.loss, sc.end);
     // Gradient buffers (parameters' are persistent): from the first contribution to the
     // backward step of the node that produced the tensor (which reads it).
-    for (const auto& c : contribs) {
-      const auto gr = static_cast<std::size_t>(groot[static_cast<std::size_t>(c.tensor)]);
-      if (param_index[gr] >= 0) continue;
-      if (grad_req[gr] < 0) {
-        grad_req[gr] = static_cast<int>(reqs.size());
-        reqs.push_back(Request{m.tbytes(static_cast<int>(gr)), c.step, spec.keep_all ? end : c.step});
+    for (const auto& c : sc.contribs) {
+      const auto gr = static_cast<std::size_t>(sc.groot[static_cast<std::size_t>(c.tensor)]);
+      if (sc.param_index[gr] >= 0) continue;
+      if (sc.grad_req[gr] < 0) {
+        sc.grad_req[gr] = static_cast<int>(sc.reqs.size());
+        sc.reqs.push_back(Request{m.tbytes(static_cast<int>(gr)), c.step, spec.keep_all ? sc.end : c.step});
       }
     }
     for (std::size_t t = 0; t < nt; ++t) {
-      const int r = grad_req[static_cast<std::size_t>(groot[t])];
-      if (r < 0 || !need[t]) continue;
-      const int p = producer[t];
-      const int until = p < 0 ? end : bstep[static_cast<std::size_t>(p)] >= 0 ? bstep[static_cast<std::size_t>(p)] : end;
-      reqs[static_cast<std::size_t>(r)].end = std::max(reqs[static_cast<std::size_t>(r)].end, until);
+      const int r = sc.grad_req[static_cast<std::size_t>(sc.groot[t])];
+      if (r < 0 || !sc.need[t]) continue;
+      const int p = sc.producer[t];
+      const int until = p < 0 ? sc.end : sc.bstep[static_cast<std::size_t>(p)] >= 0 ? sc.bstep[static_cast<std::size_t>(p)] : sc.end;
+      sc.reqs[static_cast<std::size_t>(r)].end = std::max(sc.reqs[static_cast<std::size_t>(r)].end, until);
     }
   }
   // Temporaries for contributions that are added.
-  std::vector<int> temp_req(contribs.size(), -1);
-  for (std::size_t k = 0; k < contribs.size(); ++k)
-    if (!contribs[k].direct && !(contribs[k].node >= 0 && schema[static_cast<std::size_t>(contribs[k].node)]->view)) {
-      temp_req[k] = static_cast<int>(reqs.size());
-      reqs.push_back(Request{m.tbytes(contribs[k].tensor), contribs[k].step, contribs[k].step});
+  sc.temp_req.assign(sc.contribs.size(), -1);
+  for (std::size_t k = 0; k < sc.contribs.size(); ++k)
+    if (!sc.contribs[k].direct && !(sc.contribs[k].node >= 0 && sc.schema[static_cast<std::size_t>(sc.contribs[k].node)]->view)) {
+      sc.temp_req[k] = static_cast<int>(sc.reqs.size());
+      sc.reqs.push_back(Request{m.tbytes(sc.contribs[k].tensor), sc.contribs[k].step, sc.contribs[k].step});
     }
-  for (auto& r : reqs) r.bytes = round_up(r.bytes);
+  for (auto& r : sc.reqs) r.bytes = round_up(r.bytes);
   if (spec.keep_all) {
     std::size_t at = 0;
-    for (auto& r : reqs) r.offset = at, at += r.bytes;
-    arena_bytes_ = static_cast<std::int64_t>(at);
+    for (auto& r : sc.reqs) r.offset = at, at += r.bytes;
+    arena = static_cast<std::int64_t>(at);
   } else {
-    arena_bytes_ = static_cast<std::int64_t>(place(reqs));
+    arena = static_cast<std::int64_t>(place(sc.reqs));
   }
-  m.arena = m.block(static_cast<std::size_t>(arena_bytes_));
+  return arena;
+}
 
+// Each tensor's data and gradient in the arena (or its root's), the parameters' gradients, and on
+// a device the host's copies of the parameters.
+std::int64_t GraphExecutor::Impl::point_into_arena(const Schedule& sc) {
+  Impl& m = *this;
+  const std::size_t nt = g.tensors.size();
+  const int micros = std::max(1, spec.micro_batches);
+  std::int64_t persistent = 0;
   for (std::size_t t = 0; t < nt; ++t)
-    if (data_req[t] >= 0) m.data[t] = m.arena.p + reqs[static_cast<std::size_t>(data_req[t])].offset;
+    if (sc.data_req[t] >= 0) m.data[t] = m.arena.p + sc.reqs[static_cast<std::size_t>(sc.data_req[t])].offset;
   for (std::size_t t = 0; t < nt; ++t)
-    if (!m.data[t] && root[t] != static_cast<int>(t)) m.data[t] = m.data[static_cast<std::size_t>(root[t])];
+    if (!m.data[t] && sc.root[t] != static_cast<int>(t)) m.data[t] = m.data[static_cast<std::size_t>(sc.root[t])];
   if (spec.training) {
     for (std::size_t k = 0; k < spec.params.size(); ++k) {
       m.pgrad.push_back(m.block(m.tbytes(spec.params[k])));
-      persistent_bytes_ += static_cast<std::int64_t>(m.pgrad.back().n);
+      persistent += static_cast<std::int64_t>(m.pgrad.back().n);
       m.grad[static_cast<std::size_t>(spec.params[k])] = m.pgrad.back().p;
     }
     for (std::size_t t = 0; t < nt; ++t)
-      if (grad_req[t] >= 0) m.grad[t] = m.arena.p + reqs[static_cast<std::size_t>(grad_req[t])].offset;
+      if (sc.grad_req[t] >= 0) m.grad[t] = m.arena.p + sc.reqs[static_cast<std::size_t>(sc.grad_req[t])].offset;
     for (std::size_t t = 0; t < nt; ++t)
-      if (need[t] && groot[t] != static_cast<int>(t)) m.grad[t] = m.grad[static_cast<std::size_t>(groot[t])];
+      if (sc.need[t] && sc.groot[t] != static_cast<int>(t)) m.grad[t] = m.grad[static_cast<std::size_t>(sc.groot[t])];
     m.loss_grad = m.grad[static_cast<std::size_t>(spec.loss)];
     if (m.dev) {
       const float v = 1.0f / static_cast<float>(micros);
@@ -692,17 +743,19 @@ GraphExecutor::GraphExecutor(const ExecutorSpec& spec) : impl_(std::make_unique<
       m.params_handed.assign(spec.params.size(), false);
     }
   }
-  if (m.dev) m.marks = m.dev->reserve_marks(steps_.size() + 1);
+  return persistent;
+}
 
-  // Kernels, over the planned buffers.
+// The kernels, over the planned buffers: the backend's, else through the host on a device,
+// else the reference's (in the yardstick: with its reduced inputs or rounding noise).
+void GraphExecutor::Impl::make_kernels(const Schedule& sc, std::vector<GraphExecutor::Step>& steps) {
+  Impl& m = *this;
   m.kernels.resize(g.nodes.size());
-  std::map<std::pair<int, std::size_t>, std::size_t> contrib_of;  // (node, slot) -> contribution
-  for (std::size_t k = 0; k < contribs.size(); ++k)
-    if (contribs[k].node >= 0) contrib_of[{contribs[k].node, contribs[k].slot}] = k;
-  auto temp_ptr = [&](std::size_t k) { return static_cast<void*>(m.arena.p + reqs[static_cast<std::size_t>(temp_req[k])].offset); };
+  const auto& contrib_of = sc.contrib_of;
+  auto temp_ptr = [&](std::size_t k) { return static_cast<void*>(m.arena.p + sc.reqs[static_cast<std::size_t>(sc.temp_req[k])].offset); };
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
-    if (schema[i]->view) continue;
+    if (sc.schema[i]->view) continue;
     // The node's shapes, over the planned buffers; its gradients' views have the same shapes.
     NodeProblem p = node_shapes(g, n, spec.training);
     p.params = spec.point;
@@ -713,18 +766,18 @@ GraphExecutor::GraphExecutor(const ExecutorSpec& spec) : impl_(std::make_unique<
     }
     for (std::size_t j = 0; j < n.out.size(); ++j)
       if (n.out[j] >= 0) p.out[j].data = m.data[static_cast<std::size_t>(n.out[j])];
-    if (spec.training && bstep[i] >= 0) {
+    if (spec.training && sc.bstep[i] >= 0) {
       for (std::size_t s = 0; s < n.in.size(); ++s) {
         TensorView d = p.in[s];
         d.data = nullptr;
         const auto it = contrib_of.find({static_cast<int>(i), s});
-        if (it != contrib_of.end()) d.data = contribs[it->second].direct ? m.grad[static_cast<std::size_t>(n.in[s])] : temp_ptr(it->second);
+        if (it != contrib_of.end()) d.data = sc.contribs[it->second].direct ? m.grad[static_cast<std::size_t>(n.in[s])] : temp_ptr(it->second);
         p.din.push_back(d);
       }
       for (std::size_t j = 0; j < n.out.size(); ++j) {
         TensorView d = p.out[j];
         const int t = n.out[j];
-        d.data = t >= 0 && need[static_cast<std::size_t>(t)] ? m.grad[static_cast<std::size_t>(t)] : nullptr;
+        d.data = t >= 0 && sc.need[static_cast<std::size_t>(t)] ? m.grad[static_cast<std::size_t>(t)] : nullptr;
         p.dout.push_back(d);
       }
     }
@@ -746,62 +799,86 @@ GraphExecutor::GraphExecutor(const ExecutorSpec& spec) : impl_(std::make_unique<
     } else {
       impl = m.kernels[i]->impl();
     }
-    Step& fs = steps_[static_cast<std::size_t>(fstep[i])];
+    Step& fs = steps[static_cast<std::size_t>(sc.fstep[i])];
     fs.impl = impl;
-    fs.flops = schema[i]->flops ? schema[i]->flops(p, false) : 0;
+    fs.flops = sc.schema[i]->flops ? sc.schema[i]->flops(p, false) : 0;
     Impl::Run fr;
     fr.node = static_cast<int>(i);
     fr.kernel = m.kernels[i].get();
     m.fwd.push_back(std::move(fr));
-    if (bstep[i] >= 0) {
-      Step& bs = steps_[static_cast<std::size_t>(bstep[i])];
+    if (sc.bstep[i] >= 0) {
+      Step& bs = steps[static_cast<std::size_t>(sc.bstep[i])];
       bs.impl = impl;
-      bs.flops = schema[i]->flops ? schema[i]->flops(p, true) : 0;
+      bs.flops = sc.schema[i]->flops ? sc.schema[i]->flops(p, true) : 0;
     }
   }
-  if (spec.training) {
-    // Backward runs in schedule order; each carries its additions.
-    std::vector<Impl::Run> runs(static_cast<std::size_t>(end));
-    for (std::size_t i = 0; i < g.nodes.size(); ++i) {
-      if (bstep[i] < 0) continue;
-      Impl::Run& r = runs[static_cast<std::size_t>(bstep[i])];
-      r.node = static_cast<int>(i);
-      if (schema[i]->view) {
-        // A view whose input gets several gradients: its own is handed over by a copy or an add.
-        const int x = g.nodes[i].in[0], y = g.nodes[i].out[0];
-        const std::size_t k = contrib_of.at({static_cast<int>(i), 0});
-        r.copy_from = m.grad[static_cast<std::size_t>(y)];
-        r.copy_to = m.grad[static_cast<std::size_t>(x)];
-        r.copy_adds = !contribs[k].direct;
-        r.copy_n = numel(g.info(x).shape);
-        steps_[static_cast<std::size_t>(bstep[i])].impl = "d500 (view gradient)";
-        continue;
-      }
-      r.kernel = m.kernels[i].get();
+}
+
+// Training: the backward runs in schedule order, each with its additions, and when each
+// parameter's gradient is final.
+void GraphExecutor::Impl::make_backward_runs(const Schedule& sc, std::vector<GraphExecutor::Step>& steps) {
+  Impl& m = *this;
+  const auto& contrib_of = sc.contrib_of;
+  auto temp_ptr = [&](std::size_t k) { return static_cast<void*>(m.arena.p + sc.reqs[static_cast<std::size_t>(sc.temp_req[k])].offset); };
+  // Backward runs in schedule order; each carries its additions.
+  std::vector<Impl::Run> runs(static_cast<std::size_t>(sc.end));
+  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+    if (sc.bstep[i] < 0) continue;
+    Impl::Run& r = runs[static_cast<std::size_t>(sc.bstep[i])];
+    r.node = static_cast<int>(i);
+    if (sc.schema[i]->view) {
+      // A view whose input gets several gradients: its own is handed over by a copy or an add.
+      const int x = g.nodes[i].in[0], y = g.nodes[i].out[0];
+      const std::size_t k = contrib_of.at({static_cast<int>(i), 0});
+      r.copy_from = m.grad[static_cast<std::size_t>(y)];
+      r.copy_to = m.grad[static_cast<std::size_t>(x)];
+      r.copy_adds = !sc.contribs[k].direct;
+      r.copy_n = numel(g.info(x).shape);
+      steps[static_cast<std::size_t>(sc.bstep[i])].impl = "d500 (view gradient)";
+      continue;
     }
-    for (std::size_t k = 0; k < contribs.size(); ++k) {
-      const auto& c = contribs[k];
-      if (c.direct || c.node < 0 || schema[static_cast<std::size_t>(c.node)]->view) continue;
-      runs[static_cast<std::size_t>(c.step)].adds.push_back(
-          Impl::Add{m.grad[static_cast<std::size_t>(c.tensor)], temp_ptr(k), numel(g.info(c.tensor).shape)});
-    }
-    for (int s = seed_step + 1; s < end; ++s) m.bwd.push_back(std::move(runs[static_cast<std::size_t>(s)]));
-    // When each parameter's gradient is final: after the backward step of its last contribution
-    // (a parameter without one, whose gradient stays zero, at the end).
-    std::vector<int> last(spec.params.size(), end - 1);
-    std::vector<bool> any(spec.params.size(), false);
-    for (const auto& c : contribs) {
-      const int k = param_index[static_cast<std::size_t>(groot[static_cast<std::size_t>(c.tensor)])];
-      if (k < 0) continue;
-      const auto ku = static_cast<std::size_t>(k);
-      last[ku] = any[ku] ? std::max(last[ku], c.step) : c.step;
-      any[ku] = true;
-    }
-    m.ready_after.assign(m.bwd.size(), {});
-    if (!m.bwd.empty())
-      for (std::size_t k = 0; k < last.size(); ++k)
-        m.ready_after[static_cast<std::size_t>(std::max(last[k] - seed_step - 1, 0))].push_back(k);
+    r.kernel = m.kernels[i].get();
   }
+  for (std::size_t k = 0; k < sc.contribs.size(); ++k) {
+    const auto& c = sc.contribs[k];
+    if (c.direct || c.node < 0 || sc.schema[static_cast<std::size_t>(c.node)]->view) continue;
+    runs[static_cast<std::size_t>(c.step)].adds.push_back(
+        Impl::Add{m.grad[static_cast<std::size_t>(c.tensor)], temp_ptr(k), numel(g.info(c.tensor).shape)});
+  }
+  for (int s = sc.seed_step + 1; s < sc.end; ++s) m.bwd.push_back(std::move(runs[static_cast<std::size_t>(s)]));
+  // When each parameter's gradient is final: after the backward step of its last contribution
+  // (a parameter without one, whose gradient stays zero, at the end).
+  std::vector<int> last(spec.params.size(), sc.end - 1);
+  std::vector<bool> any(spec.params.size(), false);
+  for (const auto& c : sc.contribs) {
+    const int k = sc.param_index[static_cast<std::size_t>(sc.groot[static_cast<std::size_t>(c.tensor)])];
+    if (k < 0) continue;
+    const auto ku = static_cast<std::size_t>(k);
+    last[ku] = any[ku] ? std::max(last[ku], c.step) : c.step;
+    any[ku] = true;
+  }
+  m.ready_after.assign(m.bwd.size(), {});
+  if (!m.bwd.empty())
+    for (std::size_t k = 0; k < last.size(); ++k)
+      m.ready_after[static_cast<std::size_t>(std::max(last[k] - sc.seed_step - 1, 0))].push_back(k);
+}
+
+GraphExecutor::GraphExecutor(const ExecutorSpec& spec) : impl_(std::make_unique<Impl>(spec)) {
+  Impl& m = *impl_;
+  const std::size_t nt = m.g.tensors.size();
+  if (spec.inputs.size() != m.g.inputs.size())
+    throw Error("executor: " + std::to_string(spec.inputs.size()) + " inputs given, the graph has " + std::to_string(m.g.inputs.size()));
+  m.data.assign(nt, nullptr);
+  m.grad.assign(nt, nullptr);
+  persistent_bytes_ += m.load_constants_and_inputs();
+  Schedule sc = aliasing(m.g);
+  schedule_steps(m.g, spec, sc, steps_);
+  arena_bytes_ = m.place_arena(sc);
+  m.arena = m.block(static_cast<std::size_t>(arena_bytes_));
+  persistent_bytes_ += m.point_into_arena(sc);
+  if (m.dev) m.marks = m.dev->reserve_marks(steps_.size() + 1);
+  m.make_kernels(sc, steps_);
+  if (spec.training) m.make_backward_runs(sc, steps_);
 }
 
 GraphExecutor::~GraphExecutor() = default;
