@@ -5,6 +5,10 @@
 # bare include ("stats.hpp") must name a file beside the includer (analysis/ is on the include
 # path, so a bare "summary.hpp" in store/ would reach it unnamed). Tests and benchmarks
 # (*_test.cpp, *_bench.cpp) are exempt: they may reach across layers to set things up.
+# Then workloads/ must name no backend: a string literal in its code (comments aside) that is a
+# backend's name (CMakeLists.txt's d500_backend calls) fails, unless tests/backend-names-allowed.txt
+# lists the file and a text of the line, with why (an entry that matches nothing fails too: the
+# list only shrinks). A backend's settings and flags (backends/registry.hpp) say what it takes.
 #   tests/check_layers.sh              checks this tree
 #   tests/check_layers.sh --self-test  plants each hole the check closes in a scratch tree (with
 #                                      this tree's layer table) and fails unless each is refused
@@ -20,13 +24,20 @@ if [ "${1:-}" = --self-test ]; then
   echo '#include "summary.hpp"' > "$scratch/src/store/reader.cpp"             # bare, not beside: analysis unnamed
   echo '#include "workloads/registry.hpp"' > "$scratch/src/backends/cuda/k.cu"  # upward, in a CUDA source
   echo '#include "store/reader.hpp"' > "$scratch/src/backends/cuda/k_test.cpp"  # a test: exempt
+  mkdir -p "$scratch/src/workloads/level0"
+  printf 'd500_backend(reference BUILT ON)\nd500_backend(cuda BUILT ${X})\n' > "$scratch/CMakeLists.txt"
+  printf 'int f(const std::string& b) {\n  // on "cuda" a comment may say so\n  return b == "cuda";\n}\n' > "$scratch/src/workloads/level0/op.cpp"
+  printf 'src/workloads/level0/gone.cpp\tnothing\tstale\n' > "$scratch/tests/backend-names-allowed.txt"
   out=$(bash "$scratch/tests/check_layers.sh" 2>&1) && { echo "check_layers self-test: the planted holes passed"; exit 1; }
   for want in 'src/store/reader.cpp includes "summary.hpp", which is not beside it' \
-              'src/backends/cuda/k.cu includes "workloads/registry.hpp": layer '"'"'backends'"'"; do
+              'src/backends/cuda/k.cu includes "workloads/registry.hpp": layer '"'"'backends'"'" \
+              'src/workloads/level0/op.cpp:3 names backend "cuda"' \
+              'tests/backend-names-allowed.txt: src/workloads/level0/gone.cpp "nothing" matches no line'; do
     grep -qF "$want" <<< "$out" || { echo "check_layers self-test: not refused: $want"; echo "$out"; exit 1; }
   done
   ! grep -q k_test.cpp <<< "$out" || { echo "check_layers self-test: a test file was checked"; exit 1; }
-  echo "check_layers self-test: both planted holes refused"
+  grep -q 'op.cpp:2' <<< "$out" && { echo "check_layers self-test: a comment was checked"; exit 1; }
+  echo "check_layers self-test: every planted hole refused"
   exit 0
 fi
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -64,5 +75,41 @@ while IFS= read -r file; do
     fi
   done < <(grep -oE '^#include "[^"]+"' "$file" | sed -E 's/#include "(.*)"/\1/')
 done < <(find "$root/src" "$root/analysis" -name '*.cpp' -o -name '*.hpp' -o -name '*.cu' -o -name '*.cuh' -o -name '*.in' | sort)
+
+# workloads/ names no backend (but what tests/backend-names-allowed.txt lists, with why).
+mapfile -t backends < <(grep -oE '^d500_backend\([a-z0-9-]+' "$root/CMakeLists.txt" | sed 's/d500_backend(//')
+[ ${#backends[@]} -gt 1 ] || { echo "check_layers: no d500_backend calls found in $root/CMakeLists.txt" >&2; exit 2; }
+allow="$root/tests/backend-names-allowed.txt"
+names=$(IFS='|'; echo "${backends[*]}")
+named=$(find "$root/src/workloads" -name '*.cpp' -o -name '*.hpp' | grep -vE '_(test|bench)\.cpp$' | sort |
+  while IFS= read -r file; do
+    sed -E 's://.*$::' "$file" | grep -nE "\"($names)\"" | sed "s|^|${file#"$root"/}:|" || true
+  done)
+used=()
+while IFS= read -r hit; do
+  [ -n "$hit" ] || continue
+  file=${hit%%:*} rest=${hit#*:} line=${rest%%:*} code=${rest#*:}
+  ok=0
+  if [ -f "$allow" ]; then
+    while IFS=$'\t' read -r afile atext _; do
+      [[ -z "$afile" || "$afile" == \#* ]] && continue
+      if [ "$afile" = "$file" ] && [[ "$code" == *"$atext"* ]]; then ok=1; used+=("$afile $atext"); fi
+    done < "$allow"
+  fi
+  if [ $ok = 0 ]; then
+    echo "$file:$line names backend $(grep -oE "\"($names)\"" <<< "$code" | head -1) in its code: a workload takes what a backend declares (its settings and flags, backends/registry.hpp), never its name"
+    bad=1
+  fi
+done <<< "$named"
+if [ -f "$allow" ]; then
+  while IFS=$'\t' read -r afile atext _; do
+    [[ -z "$afile" || "$afile" == \#* ]] && continue
+    if ! printf '%s\n' "${used[@]}" | grep -qxF "$afile $atext"; then
+      echo "tests/backend-names-allowed.txt: $afile \"$atext\" matches no line any more: delete the entry"
+      bad=1
+    fi
+  done < "$allow"
+fi
 if [ $bad -ne 0 ]; then echo "check_layers: FAILED (see src/ARCHITECTURE.md, Layers)"; exit 1; fi
-echo "check_layers: $checked includes in ${#allowed[@]} layers keep the table of src/ARCHITECTURE.md"
+echo "check_layers: $checked includes in ${#allowed[@]} layers keep the table of src/ARCHITECTURE.md;" \
+     "workloads/ names no backend but the ${#used[@]} uses tests/backend-names-allowed.txt explains"

@@ -38,6 +38,15 @@ void BackendRegistry::add_missing(std::string name, std::string description, std
   list_.push_back(std::move(b));
 }
 
+void BackendRegistry::add_settings(const std::string& name, std::vector<BackendSetting> settings) {
+  for (auto& b : list_)
+    if (b.name == name) {
+      for (auto& s : settings) b.settings.push_back(std::move(s));
+      return;
+    }
+  throw Error("internal error: settings of backend '" + name + "', which is not registered");
+}
+
 const std::vector<BackendInfo>& all_backends() {
   static const std::vector<BackendInfo> list = [] {
     BackendRegistry r;

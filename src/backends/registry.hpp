@@ -24,6 +24,7 @@
 #include "backends/graph.hpp"
 #include "backends/kernel.hpp"
 #include "backends/nvml.hpp"
+#include "common/param_spec.hpp"
 #include "common/value.hpp"
 
 namespace d500 {
@@ -34,10 +35,39 @@ namespace d500 {
 void set_plan_loads_code(bool on);
 bool plan_loads_code();
 
+// A setting a backend owns: a campaign key that only points on this backend take (cuDNN's
+// algorithms, the arithmetic, a library's path). Each backend declares its own in its folder
+// (src/backends/<name>/<name>_settings.cpp, listed by d500_backend's SETTINGS, compiled into every
+// build, so that a build without the backend still knows the key and says the backend is missing);
+// backends/settings.hpp gives the workloads that run on backends their union and the generic
+// checks, so that no workload names a backend.
+struct BackendSetting {
+  // Name, type, choices and help (what it does on this backend). Its default is "": the
+  // backend's own choice.
+  ParamSpec spec;
+  // The workloads whose points it changes; on another workload's point it is cleared (it changes
+  // nothing, nor the id). Empty: every workload that runs on backends.
+  std::vector<std::string> workloads{};
+  // A value that is the backend's own choice, normalised to "" so that the id does not change:
+  // `neutral` by default, `neutral_for` by workload where it differs.
+  std::string neutral{};
+  std::vector<std::pair<std::string, std::string>> neutral_for{};
+  bool required = false;   // a point on this backend must set it
+  bool path = false;       // a file's path: made absolute (jobs run elsewhere than `d500 plan`)
+  std::string other_note{};  // said when a point on another backend sets it
+};
+
 // Registered with designated initializers; what a backend leaves out stays empty.
 struct BackendInfo {
   std::string name{};
   std::string description{};
+  // The baseline every other backend is validated against (workloads run it as their own
+  // implementation); exactly one backend is.
+  bool reference = false;
+  // Level 0's collectives on the host through MPI itself (workloads/level0/collectives.cpp);
+  // a backend with make_collective runs them on its own library instead.
+  bool host_collectives = false;
+  std::vector<BackendSetting> settings{};  // its own campaign keys (BackendSetting)
   bool built = false;
   std::string not_built_reason{};            // when !built
   std::string module{};                      // its module's file when in one (loaded at first use), else ""
@@ -126,6 +156,8 @@ class BackendRegistry {
   void add(BackendInfo info);
   // A backend this build lacks: listed, with the reason, never run.
   void add_missing(std::string name, std::string description, std::string reason);
+  // The settings of backend `name` (registered or missing), from its folder's settings file.
+  void add_settings(const std::string& name, std::vector<BackendSetting> settings);
   // A backend in module `module` (a file name, found beside libd500core): `declared` holds what
   // is known without loading it (name, description, supports, the flags; a function that needs
   // the module's libraries is left empty), `provided` the functions the module registers. Each

@@ -14,20 +14,12 @@
 #include <string>
 #include <vector>
 
+#include "common/param_spec.hpp"
 #include "common/random.hpp"  // fill_uniform: the inputs of every workload
 #include "common/value.hpp"
 #include "workloads/harness.hpp"
 
 namespace d500 {
-
-struct ParamSpec {
-  std::string name;
-  ValueType type;
-  std::optional<Value> dflt;          // nullopt: required
-  std::int64_t min = 0, max = 0;      // for integers, when min < max
-  std::vector<std::string> choices;   // for strings, when not empty
-  std::string help;
-};
 
 // Parameters every point has, whatever its workload.
 const std::vector<ParamSpec>& common_params();

@@ -20,7 +20,7 @@ std::string mpi_library_version() {
 }  // namespace
 
 void register_backend_mpi(BackendRegistry& r) {
-  r.add({.name = "mpi", .description = "MPI collectives", .version = mpi_library_version});
+  r.add({.name = "mpi", .description = "MPI collectives", .host_collectives = true, .version = mpi_library_version});
 }
 
 }  // namespace d500

@@ -161,7 +161,8 @@ void add(WorkloadRegistry& r, const char* name, Kind kind, const char* descripti
     const std::int64_t ranks = std::get<std::int64_t>(p.at("nodes")) * std::get<std::int64_t>(p.at("ranks_per_node"));
     if (bytes % 4 != 0) return "bytes must be a multiple of 4 (float32 elements)";
     if (kind != Kind::Allreduce && std::get<std::string>(p.at("buffers")) == "in-place") return "buffers = \"in-place\" is for allreduce only";
-    if (std::get<std::string>(p.at("backend")) != "mpi" && !std::get<std::string>(p.at("off_cache")).empty())
+    const BackendInfo* b = find_backend(std::get<std::string>(p.at("backend")));
+    if (b && b->make_collective && !std::get<std::string>(p.at("off_cache")).empty())
       return "off_cache writes over the host's caches between repetitions; backend \"" + std::get<std::string>(p.at("backend")) +
              "\" keeps its buffers on the GPU: leave off_cache unset";
     if (size_bytes(std::get<std::string>(p.at("off_cache"))) < 0)
@@ -191,7 +192,8 @@ void add(WorkloadRegistry& r, const char* name, Kind kind, const char* descripti
     return collective_work(kind, std::get<std::int64_t>(p.at("bytes")),
                            std::get<std::int64_t>(p.at("nodes")) * std::get<std::int64_t>(p.at("ranks_per_node")));
   };
-  w.backends["mpi"] = [kind](const RunContext& c) { return std::make_unique<Collective>(c, kind); };
+  for (const auto& b : all_backends())
+    if (b.built && b.host_collectives) w.backends[b.name] = [kind](const RunContext& c) { return std::make_unique<Collective>(c, kind); };
   for (const auto& b : all_backends())
     if (b.built && b.make_collective) {
       const BackendInfo* info = &b;

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "backends/registry.hpp"
+#include "backends/settings.hpp"
 #include "common/error.hpp"
 #include "common/text.hpp"
 
@@ -36,69 +37,13 @@ void width_defaults_to_height(Params& p) {
 }
 
 std::vector<ParamSpec> operator_common_params() {
-  return {
-      {"threads", ValueType::Int, Value{std::int64_t{1}}, 1, 1024, {}, "threads per rank for the backend's library"},
-      {"library", ValueType::String, Value{std::string()}, 0, 0, {},
-       "backend = \"custom\": path of the shared library implementing the operator (include/d500/custom_op.h)"},
-      {"cudnn_algorithms", ValueType::String, Value{std::string()}, 0, 0, {"heuristic", "deterministic", "find"},
-       "backend = \"cuda\": cuDNN's convolution algorithms, heuristic (cuDNN's first choice, which may add with atomics: "
-       "PyTorch's default), deterministic (the first choice that repeats bit for bit; max pooling in its deterministic mode) "
-       "or find (the fastest of every algorithm cuDNN times at setup: PyTorch's cudnn.benchmark); "
-       "default: heuristic for a level-0 operator, deterministic in d500's executor (levels 1-3); backend = \"libtorch-cuda\" "
-       "(levels 1-2): the same three as cudnn.deterministic, LibTorch's own default and cudnn.benchmark"},
-      {"cudnn_api", ValueType::String, Value{std::string()}, 0, 0, {"legacy", "graph"},
-       "backend = \"cuda\", conv2d and networks (levels 1-3): how cuDNN's convolutions are called, legacy (cudnnConvolution*, "
-       "cudnnGet*_v7, cudnnFind*Ex) or graph (cuDNN's graph API: operation graph, heuristics' engine configurations, execution "
-       "plan, as PyTorch calls it); default: legacy"},
-      {"math", ValueType::String, Value{std::string()}, 0, 0, {"fp32", "tf32", "bf16"},
-       "backend = \"cuda\", conv2d and networks (levels 1-3): the arithmetic of convolutions and matrix products, fp32 "
-       "(strict float32: no tensor cores), tf32 (tensor cores round each float32 input to TF32's 10 mantissa bits and sum in "
-       "float32: PyTorch's torch.backends.cudnn.allow_tf32 and torch.backends.cuda.matmul.allow_tf32; validation allows "
-       "8u more, u = 2^-11) or, for networks only, bf16 (mixed precision: their inputs rounded to bfloat16, sums in float32, "
-       "a convolution's result rounded to bfloat16 too; every tensor the network keeps, its weights and the optimizer stay "
-       "float32, unlike PyTorch's autocast, whose activations are bfloat16; validation allows 9u more, u = 2^-8); default: "
-       "fp32 (gemm: its dtype); backend = \"libtorch-cuda\" (levels 1-2): fp32 (strict: TF32 off in cuDNN and cuBLAS, "
-       "which LibTorch otherwise allows in convolutions), tf32 (allowed in both) or bf16 (LibTorch's autocast to bfloat16 "
-       "around the forward pass, as torch.autocast: activations in bfloat16, weights and optimizer float32)"},
-      {"memory_format", ValueType::String, Value{std::string()}, 0, 0, {"nchw", "channels_last"},
-       "backend = \"libtorch-cuda\" (levels 1-2): the layout of 4-D weights and inputs, nchw (contiguous) or channels_last "
-       "(NHWC strides, as torch.channels_last: cuDNN's tensor-core convolutions need no transposes); default: nchw"},
-  };
+  std::vector<ParamSpec> out = {
+      {"threads", ValueType::Int, Value{std::int64_t{1}}, 1, 1024, {}, "threads per rank for the backend's library"}};
+  for (auto& s : backend_setting_params()) out.push_back(std::move(s));
+  return out;
 }
 
-void normalize_cudnn_algorithms(Params& p, const char* default_choice) {
-  auto& v = std::get<std::string>(p.at("cudnn_algorithms"));
-  if (v == default_choice) v.clear();
-  if (auto& m = std::get<std::string>(p.at("math")); m == "fp32") m.clear();  // the default, normalised away from the id
-  if (auto& api = std::get<std::string>(p.at("cudnn_api")); api == "legacy") api.clear();  // likewise
-  if (auto& f = std::get<std::string>(p.at("memory_format")); f == "nchw") f.clear();   // likewise
-}
-
-std::string operator_common_check(const Params& p) {
-  const auto& backend = std::get<std::string>(p.at("backend"));
-  const auto& library = std::get<std::string>(p.at("library"));
-  if (backend == "reference" && std::get<std::int64_t>(p.at("threads")) != 1)
-    return "the reference backend is single-threaded: threads must be 1";
-  if (backend == "custom" && library.empty())
-    return "backend \"custom\" needs 'library', the path of a shared library (include/d500/custom_op.h)";
-  if (const BackendInfo* b = find_backend(backend); b && b->built && b->check_point) {
-    std::string why = b->check_point(p);
-    if (!why.empty()) return why;
-  }
-  if (backend != "custom" && !library.empty())
-    return "'library' is only for backend \"custom\" (this point's backend is \"" + backend + "\")";
-  if (!std::get<std::string>(p.at("cudnn_algorithms")).empty() && backend != "cuda" && backend != "libtorch-cuda")  // its values: the spec's choices
-    return "'cudnn_algorithms' is only for backends \"cuda\" and \"libtorch-cuda\" (this point's backend is \"" + backend + "\")";
-  if (!std::get<std::string>(p.at("cudnn_api")).empty() && backend != "cuda")
-    return "'cudnn_api' is only for backend \"cuda\" (this point's backend is \"" + backend + "\")";
-  if (!std::get<std::string>(p.at("math")).empty() && backend != "cuda" && backend != "libtorch-cuda")
-    return "'math' is only for backends \"cuda\" and \"libtorch-cuda\" (this point's backend is \"" + backend +
-           "\"; the CPU backends compute in strict float32)";
-  if (!std::get<std::string>(p.at("memory_format")).empty() && backend != "libtorch-cuda")
-    return "'memory_format' = \"channels_last\" is only for backend \"libtorch-cuda\" (this point's backend is \"" + backend +
-           "\"; d500's own executor keeps NCHW)";
-  return "";
-}
+std::string operator_common_check(const Params& p) { return check_backend_settings(p); }
 
 std::string reduced_precision_check(const Params& p) {
   const auto d = p.find("dtype");
@@ -297,18 +242,12 @@ void register_operator(WorkloadRegistry& r, OperatorDef def) {
   const OperatorDef& d = *defs.back();
   WorkloadInfo info = d.info;
   for (const auto& s : operator_common_params()) info.params.push_back(s);
-  // A custom library is named by its absolute path: jobs run elsewhere than `d500 plan`.
   auto own_normalize = info.normalize;
-  info.normalize = [own_normalize, convolution = d.info.name == "conv2d", gemm = d.info.name == "gemm"](Params& p) {
+  // A backend's setting that does not change this operator is cleared (nor changes its id); a
+  // custom library is named by its absolute path: jobs run elsewhere than `d500 plan`.
+  info.normalize = [own_normalize, name = d.info.name](Params& p) {
     if (own_normalize) own_normalize(p);
-    auto& lib = std::get<std::string>(p.at("library"));
-    if (!lib.empty()) lib = std::filesystem::absolute(lib).lexically_normal().string();
-    // Only a convolution has algorithms to choose: elsewhere the key changes nothing, nor the id.
-    if (!convolution) std::get<std::string>(p.at("cudnn_algorithms")).clear(), std::get<std::string>(p.at("cudnn_api")).clear();
-    // An operator without convolutions or matrix products has no float32 arithmetic that TF32
-    // changes; gemm's own key is dtype (check() refuses math there, naming it).
-    if (!convolution && !gemm) std::get<std::string>(p.at("math")).clear();
-    normalize_cudnn_algorithms(p, "heuristic");
+    normalize_backend_settings(p, name);
   };
   auto own_check = info.check;
   info.check = [own_check](const Params& p) {
@@ -321,7 +260,7 @@ void register_operator(WorkloadRegistry& r, OperatorDef def) {
   };
   info.memory_bytes = [&d](const Params& p) { return operator_memory_bytes(d, p); };
   info.work_of = [&d](const Params& p) { return d.problem(p).work; };  // dimensions only: no data
-  info.backends["reference"] = [&d](const RunContext& c) {
+  info.backends[reference_backend_name()] = [&d](const RunContext& c) {
     return std::make_unique<OperatorWorkload>(d, c, [&d](OpProblem& p, int) { return std::make_unique<RefKernel>(d, p); });
   };
   for (const auto& b : all_backends())

@@ -48,20 +48,15 @@ WorkloadInfo operator_info(std::string name, std::string description, std::strin
 std::vector<ParamSpec> nchw_params();
 void width_defaults_to_height(Params& p);
 
-// Parameters every operator takes: threads, the custom backend's library, and cuDNN's choice of
-// convolution algorithms on cuda (levels 0-3: the network and training workloads take them too).
+// Parameters every workload that runs on backends takes (levels 0-3): threads, and the
+// backends' own settings (backends/settings.hpp: each backend declares its keys in its folder).
 std::vector<ParamSpec> operator_common_params();
+// "" when the point's backend takes the settings the point sets (check_backend_settings).
 std::string operator_common_check(const Params& p);
 // A level-0 `dtype` other than float32 (gemm: tf32, bf16, fp16; conv2d: bf16, fp16) needs a
 // backend that computes in reduced precision (BackendInfo::reduced_precision): "" when the
 // point's backend does, else why not, naming the backends that would.
 std::string reduced_precision_check(const Params& p);
-// cudnn_algorithms: "heuristic" (cuDNN's first choice, atomics allowed: PyTorch's default),
-// "deterministic" (the first choice that repeats bit for bit) or "find" (the fastest cuDNN times
-// at setup: PyTorch's cudnn.benchmark); unset is the workload's default,
-// `default_choice`, to which an explicit equal value is normalised (equal problems, equal ids);
-// math = "fp32" and cudnn_api = "legacy", the defaults, are normalised away too.
-void normalize_cudnn_algorithms(Params& p, const char* default_choice);
 
 // Creates the problem of a point with its inputs filled from `seed` (deterministically: the same
 // numbers on every backend), as the workload does; exposed for tests and benchmarks.

@@ -228,10 +228,12 @@ TEST(RequiredBackends, AreBuilt) {
       EXPECT_EQ(load_backend(name), "") << "backend '" << name << "' is required, built, but its module does not load";
     }
   }
-  if (exactly)
-    for (const BackendInfo& b : all_backends())
+  if (exactly) {
+    for (const BackendInfo& b : all_backends()) {
       EXPECT_TRUE(b.built == (std::find(names.begin(), names.end(), b.name) != names.end()))
           << "backend '" << b.name << "' is " << (b.built ? "built" : "not built") << ", D500_REQUIRE_BACKENDS says " << env;
+    }
+  }
 }
 
 TEST(OperatorValidation, NaNFails) {

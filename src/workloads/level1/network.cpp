@@ -13,6 +13,7 @@
 
 #include "backends/graph_ops.hpp"
 #include "backends/registry.hpp"
+#include "backends/settings.hpp"
 #include "common/error.hpp"
 #include "common/text.hpp"
 #include "networks/builtin.hpp"
@@ -341,9 +342,7 @@ void register_network(WorkloadRegistry& r) {
   w.normalize = [](Params& p) {
     auto& net = std::get<std::string>(p.at("network"));
     absolute_network_path(net);
-    auto& lib = std::get<std::string>(p.at("library"));
-    if (!lib.empty()) lib = fs::absolute(lib).lexically_normal().string();
-    normalize_cudnn_algorithms(p, "deterministic");
+    normalize_backend_settings(p, "network");
     // The model's own batch made explicit, so that equal problems get equal ids.
     if (std::get<std::int64_t>(p.at("batch")) <= 0) {
       try {
@@ -359,7 +358,7 @@ void register_network(WorkloadRegistry& r) {
     w.backends[b.name] = [&b](const RunContext& c) { return std::make_unique<NetworkWorkload>(c, b); };
   };
   for (const auto& b : all_backends())
-    if (b.built && (b.name == "reference" || b.make_node_kernel || b.make_graph_runner)) add(b);
+    if (b.built && (b.reference || b.make_node_kernel || b.make_graph_runner)) add(b);
   r.add(std::move(w));
 }
 

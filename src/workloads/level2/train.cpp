@@ -24,6 +24,7 @@
 #include <mutex>
 
 #include "backends/registry.hpp"
+#include "backends/settings.hpp"
 #include "common/mpi_check.hpp"
 #include "common/error.hpp"
 #include "common/text.hpp"
@@ -185,7 +186,7 @@ class TrainWorkload final : public Workload {
       model_ = std::make_unique<RunnerModel>(*runner_, *access_);
       if (pt_.scheme.communication == "nccl") {
         // Gradients averaged where the executor keeps them (train_check: a device backend, nccl built).
-        const BackendInfo* nccl = find_backend("nccl");
+        const BackendInfo* nccl = find_backend(pt_.scheme.communication);
         if (!runner_->device_memory() || !nccl || !nccl->make_device_collective)
           throw Error("communication = \"nccl\" needs d500's executor on a device and the nccl backend");
         collective_ = nccl->make_device_collective(*runner_->device_memory(), ctx.comm);
@@ -650,7 +651,7 @@ std::string train_check(const Params& p) {
       return "global_batch " + std::to_string(pt.global_batch) + " does not split evenly over " + std::to_string(pt.workers) +
              " workers (ranks " + std::to_string(pt.ranks) + " minus ps_servers " + std::to_string(pt.scheme.ps_servers) + ")";
     if (pt.scheme.communication == "nccl") {
-      const BackendInfo* nccl = find_backend("nccl");
+      const BackendInfo* nccl = find_backend(pt.scheme.communication);
       if (!(b && b->make_device_memory)) {
         std::vector<std::string> with;
         for (const auto& o : all_backends())
@@ -792,8 +793,7 @@ void register_train(WorkloadRegistry& r) {
     auto& dataset = std::get<std::string>(p.at("dataset"));
     if (dataset != "fashion-mnist" && dataset != "synthetic") absolute(dataset);
     absolute(std::get<std::string>(p.at("data_dir")));
-    absolute(std::get<std::string>(p.at("library")));
-    normalize_cudnn_algorithms(p, "deterministic");
+    normalize_backend_settings(p, "train");
   };
   w.check = train_check;
   w.memory_bytes = [](const Params& p) -> std::int64_t {
@@ -808,7 +808,7 @@ void register_train(WorkloadRegistry& r) {
     }
   };
   for (const auto& b : all_backends())
-    if (b.built && (b.name == "reference" || b.make_node_kernel || b.make_graph_runner))
+    if (b.built && (b.reference || b.make_node_kernel || b.make_graph_runner))
       w.backends[b.name] = [&b](const RunContext& c) { return std::make_unique<TrainWorkload>(c, b); };
 
   // Level 3: the same training, data-parallel over the ranks through a scheme.

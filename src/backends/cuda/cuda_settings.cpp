@@ -1,0 +1,40 @@
+// The cuda backend's settings (BackendSetting): how cuDNN's convolutions are chosen and called,
+// and the arithmetic of convolutions and matrix products. Compiled into every build, with CUDA or
+// without, so that a campaign that sets them is told the backend is missing, not the key unknown.
+#include "backends/registry.hpp"
+
+namespace d500 {
+
+std::vector<BackendSetting> settings_of_backend_cuda() {
+  const std::vector<std::string> convolutions = {"conv2d", "network", "train", "distributed"};
+  return {
+      {.spec = {"cudnn_algorithms", ValueType::String, Value{std::string()}, 0, 0, {"heuristic", "deterministic", "find"},
+                "conv2d and networks (levels 1-3): cuDNN's convolution algorithms, heuristic (cuDNN's first choice, which "
+                "may add with atomics: PyTorch's default), deterministic (the first choice that repeats bit for bit; max "
+                "pooling in its deterministic mode) or find (the fastest of every algorithm cuDNN times at setup: "
+                "PyTorch's cudnn.benchmark); default: heuristic for a level-0 operator, deterministic in d500's executor "
+                "(levels 1-3)"},
+       .workloads = convolutions,
+       .neutral = "deterministic",
+       .neutral_for = {{"conv2d", "heuristic"}}},
+      {.spec = {"cudnn_api", ValueType::String, Value{std::string()}, 0, 0, {"legacy", "graph"},
+                "conv2d and networks (levels 1-3): how cuDNN's convolutions are called, legacy (cudnnConvolution*, "
+                "cudnnGet*_v7, cudnnFind*Ex) or graph (cuDNN's graph API: operation graph, heuristics' engine "
+                "configurations, execution plan, as PyTorch calls it); default: legacy"},
+       .workloads = convolutions,
+       .neutral = "legacy"},
+      {.spec = {"math", ValueType::String, Value{std::string()}, 0, 0, {"fp32", "tf32", "bf16"},
+                "conv2d and networks (levels 1-3): the arithmetic of convolutions and matrix products, fp32 (strict "
+                "float32: no tensor cores), tf32 (tensor cores round each float32 input to TF32's 10 mantissa bits and "
+                "sum in float32: PyTorch's torch.backends.cudnn.allow_tf32 and torch.backends.cuda.matmul.allow_tf32; "
+                "validation allows 8u more, u = 2^-11) or, for networks only, bf16 (mixed precision: their inputs "
+                "rounded to bfloat16, sums in float32, a convolution's result rounded to bfloat16 too; every tensor the "
+                "network keeps, its weights and the optimizer stay float32, unlike PyTorch's autocast, whose activations "
+                "are bfloat16; validation allows 9u more, u = 2^-8); default: fp32 (gemm: its dtype)"},
+       .workloads = {"conv2d", "gemm", "network", "train", "distributed"},
+       .neutral = "fp32",
+       .other_note = "the CPU backends compute in strict float32"},
+  };
+}
+
+}  // namespace d500

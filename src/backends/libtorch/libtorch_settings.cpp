@@ -1,0 +1,30 @@
+// The libtorch-cuda backend's settings (BackendSetting): PyTorch's own switches for cuDNN, the
+// arithmetic and the memory layout, as PyTorch users set them. Compiled into every build.
+#include "backends/registry.hpp"
+
+namespace d500 {
+
+std::vector<BackendSetting> settings_of_backend_libtorch_cuda() {
+  const std::vector<std::string> networks = {"network", "train", "distributed"};
+  return {
+      {.spec = {"cudnn_algorithms", ValueType::String, Value{std::string()}, 0, 0, {"heuristic", "deterministic", "find"},
+                "levels 1-2: cudnn.deterministic (deterministic), LibTorch's own default (heuristic) or cudnn.benchmark "
+                "(find); default: deterministic"},
+       .workloads = networks,
+       .neutral = "deterministic"},
+      {.spec = {"math", ValueType::String, Value{std::string()}, 0, 0, {"fp32", "tf32", "bf16"},
+                "levels 1-2: fp32 (strict: TF32 off in cuDNN and cuBLAS, which LibTorch otherwise allows in "
+                "convolutions), tf32 (allowed in both) or bf16 (LibTorch's autocast to bfloat16 around the forward "
+                "pass, as torch.autocast: activations in bfloat16, weights and optimizer float32); default: fp32"},
+       .workloads = networks,
+       .neutral = "fp32",
+       .other_note = "the CPU backends compute in strict float32"},
+      {.spec = {"memory_format", ValueType::String, Value{std::string()}, 0, 0, {"nchw", "channels_last"},
+                "levels 1-2: the layout of 4-D weights and inputs, nchw (contiguous) or channels_last (NHWC strides, "
+                "as torch.channels_last: cuDNN's tensor-core convolutions need no transposes); default: nchw"},
+       .neutral = "nchw",
+       .other_note = "d500's own executor keeps NCHW"},
+  };
+}
+
+}  // namespace d500

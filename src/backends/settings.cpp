@@ -1,0 +1,133 @@
+#include "backends/settings.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+
+#include "common/error.hpp"
+#include "common/text.hpp"
+
+namespace d500 {
+
+namespace {
+
+bool applies(const BackendSetting& s, const std::string& workload) {
+  return s.workloads.empty() || std::find(s.workloads.begin(), s.workloads.end(), workload) != s.workloads.end();
+}
+
+std::string neutral_value(const BackendSetting& s, const std::string& workload) {
+  for (const auto& [w, v] : s.neutral_for)
+    if (w == workload) return v;
+  return s.neutral;
+}
+
+// The backends that declare setting `key`, by name.
+std::vector<const BackendInfo*> declaring(const std::string& key) {
+  std::vector<const BackendInfo*> out;
+  for (const auto& b : all_backends())
+    for (const auto& s : b.settings)
+      if (s.spec.name == key) out.push_back(&b);
+  std::sort(out.begin(), out.end(), [](const BackendInfo* a, const BackendInfo* b) { return a->name < b->name; });
+  return out;
+}
+
+const BackendSetting* setting_of(const BackendInfo& b, const std::string& key) {
+  for (const auto& s : b.settings)
+    if (s.spec.name == key) return &s;
+  return nullptr;
+}
+
+std::string quoted_list(const std::vector<const BackendInfo*>& bs) {
+  std::string out;
+  for (std::size_t i = 0; i < bs.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == bs.size() ? " and " : ", ") + std::string("\"") + bs[i]->name + "\"";
+  return out;
+}
+
+}  // namespace
+
+std::vector<ParamSpec> backend_setting_params() {
+  std::vector<const BackendInfo*> by_name;
+  for (const auto& b : all_backends()) by_name.push_back(&b);
+  std::sort(by_name.begin(), by_name.end(), [](const BackendInfo* a, const BackendInfo* b) { return a->name < b->name; });
+  std::vector<ParamSpec> out;
+  std::map<std::string, std::size_t> at;
+  for (const BackendInfo* bp : by_name)
+    for (const auto& s : bp->settings) {
+      const BackendInfo& b = *bp;
+      const std::string help = "backend = \"" + b.name + "\": " + s.spec.help;
+      auto [it, fresh] = at.try_emplace(s.spec.name, out.size());
+      if (fresh) {
+        ParamSpec p = s.spec;
+        p.dflt = Value{std::string()};
+        p.help = help;
+        out.push_back(std::move(p));
+        continue;
+      }
+      ParamSpec& p = out[it->second];
+      if (p.type != s.spec.type)
+        throw Error("internal error: backend setting '" + s.spec.name + "' is declared with two types");
+      for (const auto& c : s.spec.choices)
+        if (std::find(p.choices.begin(), p.choices.end(), c) == p.choices.end()) p.choices.push_back(c);
+      p.help += "; " + help;
+    }
+  return out;
+}
+
+void normalize_backend_settings(Params& p, const std::string& workload) {
+  std::map<std::string, bool> keep;  // per key: whether some declaration applies to the workload
+  for (const auto& b : all_backends())
+    for (const auto& s : b.settings) keep[s.spec.name] = keep[s.spec.name] || applies(s, workload);
+  for (const auto& b : all_backends())
+    for (const auto& s : b.settings) {
+      auto it = p.find(s.spec.name);
+      if (it == p.end() || !std::holds_alternative<std::string>(it->second)) continue;
+      auto& v = std::get<std::string>(it->second);
+      if (!keep[s.spec.name]) v.clear();
+      if (v.empty() || !applies(s, workload)) continue;  // another backend's declaration may apply
+      if (v == neutral_value(s, workload)) v.clear();
+      else if (s.path) v = std::filesystem::absolute(v).lexically_normal().string();
+    }
+}
+
+std::string check_backend_settings(const Params& p) {
+  const auto bit = p.find("backend");
+  if (bit == p.end()) return "";
+  const std::string& backend = std::get<std::string>(bit->second);
+  const BackendInfo* b = find_backend(backend);
+  if (!b) return "";
+  for (const auto& s : b->settings) {
+    auto it = p.find(s.spec.name);
+    if (s.required && (it == p.end() || std::get<std::string>(it->second).empty()))
+      return "backend \"" + backend + "\" needs '" + s.spec.name + "': " + s.spec.help;
+  }
+  std::vector<std::string> seen;
+  for (const auto& other : all_backends())
+    for (const auto& s : other.settings) {
+      const std::string& key = s.spec.name;
+      if (std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
+      seen.push_back(key);
+      auto it = p.find(key);
+      if (it == p.end() || !std::holds_alternative<std::string>(it->second) || std::get<std::string>(it->second).empty()) continue;
+      if (setting_of(*b, key)) continue;
+      const auto owners = declaring(key);
+      std::string note;
+      for (const BackendInfo* o : owners)
+        if (const BackendSetting* d = setting_of(*o, key); d && !d->other_note.empty()) note = "; " + d->other_note;
+      return "'" + key + "' is only for backend" + (owners.size() > 1 ? "s " : " ") + quoted_list(owners) +
+             " (this point's backend is \"" + backend + "\"" + note + ")";
+    }
+  if (b->built && b->check_point) return b->check_point(p);
+  return "";
+}
+
+const std::string& reference_backend_name() {
+  static const std::string name = [] {
+    for (const auto& b : all_backends())
+      if (b.reference) return b.name;
+    throw Error("internal error: no backend is the reference");
+  }();
+  return name;
+}
+
+}  // namespace d500

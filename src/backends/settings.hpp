@@ -1,0 +1,34 @@
+#pragma once
+// The backends' own settings (BackendSetting, declared in each backend's folder) as the workloads
+// that run on backends take them: one ParamSpec per key over every backend d500 knows, whether
+// this build has it or not, and the checks every such workload applies to a point, naming no
+// backend of its own.
+#include <string>
+#include <vector>
+
+#include "backends/registry.hpp"
+#include "common/param_spec.hpp"
+#include "common/value.hpp"
+
+namespace d500 {
+
+// One parameter per setting name, backends in name order: the union of the
+// backends' choices, default "" (each backend's own), and each backend's help joined:
+// `backend = "cuda": ...; backend = "libtorch-cuda": ...`.
+std::vector<ParamSpec> backend_setting_params();
+
+// A point of `workload` with the settings' keys: clears the settings that do not change that
+// workload, normalises each backend's own choice to "" (BackendSetting::neutral) and a path to an
+// absolute one.
+void normalize_backend_settings(Params& p, const std::string& workload);
+
+// "" when the point's backend takes every setting the point sets and has every setting it
+// requires; else why not, naming the key first (the planner then points at its line): "'math' is
+// only for backends "cuda" and "libtorch-cuda" (this point's backend is "blas"; ...)". Then the
+// backend's own check of the point (BackendInfo::check_point).
+std::string check_backend_settings(const Params& p);
+
+// The reference backend's name: every workload's own implementation, the yardstick of validation.
+const std::string& reference_backend_name();
+
+}  // namespace d500
