@@ -117,6 +117,52 @@ std::string value_text(const PointRow& r, const std::string& k) {
 
 // Per workload: its rate (or time) against the swept axis, a series per backend, the other
 // varying parameters as small multiples; then the distribution of every point's repetitions.
+// Parameters tied one-to-one to the axis `x` (m = k = n swept together): they belong to it, not
+// to a panel.
+std::set<std::string> tied_to_axis(const std::vector<const PointRow*>& rows, const PointNames& names,
+                                   const std::string& workload, const std::string& x) {
+  std::set<std::string> tied;
+  if (x.empty()) return tied;
+  auto it = names.varying.find(workload);
+  if (it == names.varying.end()) return tied;
+  for (const auto& k : it->second) {
+    if (k == x) continue;
+    std::map<std::string, std::string> fwd, back;
+    bool one_to_one = true;
+    for (const auto* r : rows) {
+      const std::string a = value_text(*r, x), b = value_text(*r, k);
+      one_to_one = one_to_one && fwd.emplace(a, b).first->second == b && back.emplace(b, a).first->second == a;
+    }
+    if (one_to_one) tied.insert(k);
+  }
+  return tied;
+}
+
+// The repetitions of each point of a workload as box plots, up to 16 boxes a figure.
+std::vector<Block> repetition_figures(const Report& rep, const std::vector<const PointRow*>& rows, const std::string& workload) {
+  std::vector<Block> out;
+  const PointNames& names = rep.names;
+  constexpr std::size_t kBoxes = 16;
+  for (std::size_t from = 0; from < rows.size(); from += kBoxes) {
+    svg::BoxPlot b;
+    b.title = workload + ": repetitions of each point" + (rows.size() > kBoxes ? " (" + std::to_string(from / kBoxes + 1) + ")" : "");
+    b.ylabel = "time per repetition [s]";
+    std::vector<double> all;
+    for (std::size_t i = from; i < std::min(rows.size(), from + kBoxes); ++i) {
+      const PointRow& r = *rows[i];
+      const std::string v = names.varying_text(r);
+      b.boxes.push_back({r.backend + (v.empty() ? "" : " " + v), hover(r, names), r.costs, r.time.median, r.time.lo, r.time.hi, r.time.has_ci});
+      all.insert(all.end(), r.costs.begin(), r.costs.end());
+    }
+    b.logy = svg::spans_decade(all);
+    if (b.logy) b.ylabel += ", log scale";
+    out.push_back(figure(svg::render(b), slug("repetitions-" + workload + "-" + std::to_string(from / kBoxes + 1)),
+                         "Figure: " + b.title + " (the slowest rank's time per repetition; warm-ups excluded). Box: quartiles; "
+                         "whiskers: 1.5 IQR; the dark bar: the median's exact " + pct(rep.confidence) + " CI."));
+  }
+  return out;
+}
+
 std::vector<Block> workload_figures(const Report& rep, const std::string& workload) {
   std::vector<const PointRow*> rows;
   for (const auto& r : rep.rows)
@@ -125,20 +171,7 @@ std::vector<Block> workload_figures(const Report& rep, const std::string& worklo
   if (rows.empty()) return out;
   const PointNames& names = rep.names;
   const XChoice x = choose_x(rows, names, workload);
-  // Parameters tied one-to-one to the axis (m = k = n swept together) belong to it, not to a panel.
-  std::set<std::string> tied;
-  if (!x.name.empty())
-    if (auto it = names.varying.find(workload); it != names.varying.end())
-      for (const auto& k : it->second) {
-        if (k == x.name) continue;
-        std::map<std::string, std::string> fwd, back;
-        bool one_to_one = true;
-        for (const auto* r : rows) {
-          const std::string a = value_text(*r, x.name), b = value_text(*r, k);
-          one_to_one = one_to_one && fwd.emplace(a, b).first->second == b && back.emplace(b, a).first->second == a;
-        }
-        if (one_to_one) tied.insert(k);
-      }
+  const std::set<std::string> tied = tied_to_axis(rows, names, workload, x.name);
   // The panel of a point: the varying parameters other than the axis and the backend.
   std::map<std::string, std::vector<const PointRow*>> panels;
   std::vector<std::string> panel_order;
@@ -206,25 +239,7 @@ std::vector<Block> workload_figures(const Report& rep, const std::string& worklo
   }
   if (panel_order.size() > drawn)
     out.push_back(text(std::to_string(panel_order.size() - drawn) + " more panels of " + workload + " are not drawn; results.csv has every point."));
-  // The repetitions of each point, up to 16 boxes a figure.
-  constexpr std::size_t kBoxes = 16;
-  for (std::size_t from = 0; from < rows.size(); from += kBoxes) {
-    svg::BoxPlot b;
-    b.title = workload + ": repetitions of each point" + (rows.size() > kBoxes ? " (" + std::to_string(from / kBoxes + 1) + ")" : "");
-    b.ylabel = "time per repetition [s]";
-    std::vector<double> all;
-    for (std::size_t i = from; i < std::min(rows.size(), from + kBoxes); ++i) {
-      const PointRow& r = *rows[i];
-      const std::string v = names.varying_text(r);
-      b.boxes.push_back({r.backend + (v.empty() ? "" : " " + v), hover(r, names), r.costs, r.time.median, r.time.lo, r.time.hi, r.time.has_ci});
-      all.insert(all.end(), r.costs.begin(), r.costs.end());
-    }
-    b.logy = svg::spans_decade(all);
-    if (b.logy) b.ylabel += ", log scale";
-    out.push_back(figure(svg::render(b), slug("repetitions-" + workload + "-" + std::to_string(from / kBoxes + 1)),
-                         "Figure: " + b.title + " (the slowest rank's time per repetition; warm-ups excluded). Box: quartiles; "
-                         "whiskers: 1.5 IQR; the dark bar: the median's exact " + pct(rep.confidence) + " CI."));
-  }
+  for (auto& b : repetition_figures(rep, rows, workload)) out.push_back(std::move(b));
   return out;
 }
 

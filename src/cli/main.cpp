@@ -379,111 +379,121 @@ void start_with_one_blas_thread(char** argv) {
   else unsetenv("OPENBLAS_NUM_THREADS");
 }
 
+namespace {
+
+// A mistyped subcommand gets the nearest one, as ninja does for its tools: 2 when refused, else 0.
+int refuse_unknown_subcommand(int argc, char** argv) {
+  if (argc <= 1 || argv[1][0] == '-') return 0;
+  std::vector<std::string> names;
+  for (const auto& s : kSubcommands) names.push_back(s.name);
+  std::string given = argv[1];
+  if (std::find(names.begin(), names.end(), given) != names.end()) return 0;
+  std::cerr << "d500: error: unknown subcommand '" << given << "'" << did_you_mean(given, names)
+            << " (subcommands: " << join(names, ", ") << ")\n";
+  return 2;
+}
+
+// Every subcommand's arguments and options, as the command line gave them.
+struct Args {
+  std::string campaign, dir, out;
+  bool dry_run = false, rerun = false, force = false, list_points = false, resume = false, retry_failed = false, wide = false;
+  double confidence = 0.95;
+  std::uint64_t seed = 1;
+  std::vector<std::string> files, compare_dirs, test_dirs;
+  std::string export_format, export_dir, compare_csv, test_backend = "reference", export_name, export_out;
+  CompareOptions compare_opt;
+  int test_threads = 1;
+};
+
+void add_options(std::map<std::string, CLI::App*>& sub, Args& a) {
+  sub["plan"]->add_option("campaign", a.campaign, "campaign file (TOML)")->required();
+  sub["plan"]->add_option("-o,--output", a.out, "run directory to create (default runs/<campaign name>)");
+  sub["plan"]->add_flag("-n,--dry-run", a.dry_run, "print the plan, write nothing");
+  sub["plan"]->add_flag("--force", a.force, "plan even over the campaign's node-hour budget or a node's memory");
+  sub["plan"]->add_flag("--list", a.list_points, "list every point by job (a plan of more than 60 points is otherwise summarised)");
+  sub["run"]->add_option("dir", a.dir, "run directory written by d500 plan")->required();
+  sub["run"]->add_flag("--rerun", a.rerun, "also run jobs that completed before (earlier results are kept)");
+  sub["report"]->add_option("dir", a.dir, "run directory")->required();
+  sub["submit"]->add_option("dir", a.dir, "run directory written by d500 plan (Slurm template)")->required();
+  sub["submit"]->add_flag("--resume", a.resume, "submit only points neither complete nor queued or running");
+  sub["submit"]->add_flag("--retry-failed", a.retry_failed,
+                          "with --resume: submit again jobs that failed more than max_retries times (once their cause is fixed)");
+  sub["status"]->add_option("dir", a.dir, "run directory")->required();
+  sub["cancel"]->add_option("dir", a.dir, "run directory")->required();
+  sub["check"]->add_option("files", a.files, "results files (.h5)")->required();
+  sub["export"]->add_option("format", a.export_format, "mllog")->required()->check(CLI::IsMember({"mllog"}));
+  sub["export"]->add_option("dir", a.dir, "run directory")->required();
+  sub["export"]->add_option("-o,--output", a.export_dir, "where to write the logs (default DIR/mllog)");
+  sub["report"]->add_option("--confidence", a.confidence, "confidence level of the intervals (default 0.95)");
+  sub["report"]->add_option("--seed", a.seed, "seed of the bootstrap resampling (default 1)");
+  sub["report"]->add_flag("--wide", a.wide, "print every column of every table (by default the terminal output fits 120 columns)");
+  sub["compare"]->add_option("runs", a.compare_dirs, "run directories: the base first, then the runs compared with it")->required();
+  sub["compare"]->add_option("--threshold", a.compare_opt.threshold,
+                             "smallest change that counts as a regression or improvement, a fraction (default 0.05)");
+  sub["compare"]->add_option("--confidence", a.compare_opt.confidence, "confidence level of the intervals (default 0.95)");
+  sub["compare"]->add_option("--seed", a.compare_opt.seed, "seed of the bootstrap resampling (default 1)");
+  sub["compare"]->add_option("--csv", a.compare_csv, "also write every matched point's comparison to this CSV file");
+  sub["onnx-test"]->add_option("dirs", a.test_dirs, "case directories, or directories of them (e.g. /usr/share/libonnx-testdata/data/node)")->required();
+  sub["onnx-test"]->add_option("--backend", a.test_backend, "backend whose kernels (or own executor) run the cases (default reference)");
+  sub["onnx-test"]->add_option("--threads", a.test_threads, "threads for the backend's library (default 1)");
+  sub["export-network"]->add_option("name", a.export_name, "a built-in network (see d500 networks)")->required();
+  sub["export-network"]->add_option("-o,--output", a.export_out, "the .onnx file to write")->required();
+}
+
+// Runs the subcommand the command line named; its exit status.
+int dispatch(std::map<std::string, CLI::App*>& sub, const Args& a) {
+  if (sub["plan"]->parsed()) return cmd_plan(a.campaign, a.out, a.dry_run, a.force, a.list_points);
+  if (sub["run"]->parsed()) return cmd_run(a.dir, a.rerun);
+  if (sub["report"]->parsed()) return cmd_report(a.dir, a.confidence, a.seed, a.wide);
+  if (sub["check"]->parsed()) return cmd_check(a.files);
+  if (sub["compare"]->parsed()) return cmd_compare(a.compare_dirs, a.compare_opt, a.compare_csv);
+  if (sub["export"]->parsed()) {
+    const auto written = export_mllogs(a.dir, a.export_dir.empty() ? (fs::path(a.dir) / "mllog").string() : a.export_dir);
+    std::cout << "wrote " << written.size() << " MLPerf-style log(s), one per training run: " << join(written, ", ") << "\n";
+    return 0;
+  }
+  if (sub["submit"]->parsed()) {
+    slurm_submit(a.dir, SubmitOptions{a.resume, a.retry_failed}, std::cout);
+    return 0;
+  }
+  if (sub["status"]->parsed()) {
+    // A local plan has no Slurm jobs: its state is its lock, its jobs' status files and logs.
+    if (RunLayout(a.dir).launcher() == "local") return local_status(a.dir, std::cout), 0;
+    return slurm_status(a.dir, std::cout), 0;
+  }
+  if (sub["cancel"]->parsed()) return slurm_cancel(a.dir, std::cout), 0;
+  if (sub["backends"]->parsed()) return cmd_backends();
+  if (sub["workloads"]->parsed()) return cmd_workloads();
+  if (sub["networks"]->parsed()) return cmd_networks();
+  if (sub["export-network"]->parsed()) return cmd_export_network(a.export_name, a.export_out);
+  if (sub["onnx-test"]->parsed()) return cmd_onnx_test(a.test_dirs, a.test_backend, a.test_threads);
+  if (sub["version"]->parsed()) {
+    std::cout << "d500 " << kVersion << " (" << kGitCommit << ")\n";
+    return 0;
+  }
+  return 0;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   start_with_one_blas_thread(argv);
-  // A mistyped subcommand gets the nearest one, as ninja does for its tools.
-  if (argc > 1 && argv[1][0] != '-') {
-    std::vector<std::string> names;
-    for (const auto& s : kSubcommands) names.push_back(s.name);
-    std::string given = argv[1];
-    if (std::find(names.begin(), names.end(), given) == names.end()) {
-      std::cerr << "d500: error: unknown subcommand '" << given << "'" << did_you_mean(given, names)
-                << " (subcommands: " << join(names, ", ") << ")\n";
-      return 2;
-    }
-  }
+  if (const int refused = refuse_unknown_subcommand(argc, argv)) return refused;
   CLI::App app{"d500: deep-learning benchmark campaigns for HPC systems"};
   const std::string version = std::string("d500 ") + kVersion + " (" + kGitCommit + ")";
   app.require_subcommand(0, 1);
   app.set_version_flag("--version", version);
-  std::string campaign, dir, out;
-  bool dry_run = false, rerun = false;
-  double confidence = 0.95;
   std::map<std::string, CLI::App*> sub;
   for (const auto& s : kSubcommands) sub[s.name] = app.add_subcommand(s.name, s.help);
-  sub["plan"]->add_option("campaign", campaign, "campaign file (TOML)")->required();
-  sub["plan"]->add_option("-o,--output", out, "run directory to create (default runs/<campaign name>)");
-  sub["plan"]->add_flag("-n,--dry-run", dry_run, "print the plan, write nothing");
-  bool force = false;
-  sub["plan"]->add_flag("--force", force, "plan even over the campaign's node-hour budget or a node's memory");
-  bool list_points = false;
-  sub["plan"]->add_flag("--list", list_points, "list every point by job (a plan of more than 60 points is otherwise summarised)");
-  sub["run"]->add_option("dir", dir, "run directory written by d500 plan")->required();
-  sub["run"]->add_flag("--rerun", rerun, "also run jobs that completed before (earlier results are kept)");
-  sub["report"]->add_option("dir", dir, "run directory")->required();
-  bool resume = false;
-  sub["submit"]->add_option("dir", dir, "run directory written by d500 plan (Slurm template)")->required();
-  sub["submit"]->add_flag("--resume", resume, "submit only points neither complete nor queued or running");
-  bool retry_failed = false;
-  sub["submit"]->add_flag("--retry-failed", retry_failed,
-                          "with --resume: submit again jobs that failed more than max_retries times (once their cause is fixed)");
-  sub["status"]->add_option("dir", dir, "run directory")->required();
-  sub["cancel"]->add_option("dir", dir, "run directory")->required();
-  std::vector<std::string> files;
-  sub["check"]->add_option("files", files, "results files (.h5)")->required();
-  std::string export_format, export_dir;
-  sub["export"]->add_option("format", export_format, "mllog")->required()->check(CLI::IsMember({"mllog"}));
-  sub["export"]->add_option("dir", dir, "run directory")->required();
-  sub["export"]->add_option("-o,--output", export_dir, "where to write the logs (default DIR/mllog)");
-  sub["report"]->add_option("--confidence", confidence, "confidence level of the intervals (default 0.95)");
-  std::uint64_t seed = 1;
-  sub["report"]->add_option("--seed", seed, "seed of the bootstrap resampling (default 1)");
-  bool wide = false;
-  sub["report"]->add_flag("--wide", wide, "print every column of every table (by default the terminal output fits 120 columns)");
-  std::vector<std::string> compare_dirs;
-  CompareOptions compare_opt;
-  std::string compare_csv;
-  sub["compare"]->add_option("runs", compare_dirs, "run directories: the base first, then the runs compared with it")->required();
-  sub["compare"]->add_option("--threshold", compare_opt.threshold,
-                             "smallest change that counts as a regression or improvement, a fraction (default 0.05)");
-  sub["compare"]->add_option("--confidence", compare_opt.confidence, "confidence level of the intervals (default 0.95)");
-  sub["compare"]->add_option("--seed", compare_opt.seed, "seed of the bootstrap resampling (default 1)");
-  sub["compare"]->add_option("--csv", compare_csv, "also write every matched point's comparison to this CSV file");
-  std::vector<std::string> test_dirs;
-  std::string test_backend = "reference";
-  int test_threads = 1;
-  sub["onnx-test"]->add_option("dirs", test_dirs, "case directories, or directories of them (e.g. /usr/share/libonnx-testdata/data/node)")->required();
-  sub["onnx-test"]->add_option("--backend", test_backend, "backend whose kernels (or own executor) run the cases (default reference)");
-  sub["onnx-test"]->add_option("--threads", test_threads, "threads for the backend's library (default 1)");
-  std::string export_name, export_out;
-  sub["export-network"]->add_option("name", export_name, "a built-in network (see d500 networks)")->required();
-  sub["export-network"]->add_option("-o,--output", export_out, "the .onnx file to write")->required();
+  Args args;
+  add_options(sub, args);
   CLI11_PARSE(app, argc, argv);
   if (app.get_subcommands().empty()) {  // plain `d500`: what it is and what it can do
     std::cout << version << "\n" << app.help();
     return 0;
   }
-
   try {
-    if (sub["plan"]->parsed()) return cmd_plan(campaign, out, dry_run, force, list_points);
-    if (sub["run"]->parsed()) return cmd_run(dir, rerun);
-    if (sub["report"]->parsed()) return cmd_report(dir, confidence, seed, wide);
-    if (sub["check"]->parsed()) return cmd_check(files);
-    if (sub["compare"]->parsed()) return cmd_compare(compare_dirs, compare_opt, compare_csv);
-    if (sub["export"]->parsed()) {
-      const auto written = export_mllogs(dir, export_dir.empty() ? (fs::path(dir) / "mllog").string() : export_dir);
-      std::cout << "wrote " << written.size() << " MLPerf-style log(s), one per training run: " << join(written, ", ") << "\n";
-      return 0;
-    }
-    if (sub["submit"]->parsed()) {
-      slurm_submit(dir, SubmitOptions{resume, retry_failed}, std::cout);
-      return 0;
-    }
-    if (sub["status"]->parsed()) {
-      // A local plan has no Slurm jobs: its state is its lock, its jobs' status files and logs.
-      if (RunLayout(dir).launcher() == "local") return local_status(dir, std::cout), 0;
-      return slurm_status(dir, std::cout), 0;
-    }
-    if (sub["cancel"]->parsed()) return slurm_cancel(dir, std::cout), 0;
-    if (sub["backends"]->parsed()) return cmd_backends();
-    if (sub["workloads"]->parsed()) return cmd_workloads();
-    if (sub["networks"]->parsed()) return cmd_networks();
-    if (sub["export-network"]->parsed()) return cmd_export_network(export_name, export_out);
-    if (sub["onnx-test"]->parsed()) return cmd_onnx_test(test_dirs, test_backend, test_threads);
-    if (sub["version"]->parsed()) {
-      std::cout << "d500 " << kVersion << " (" << kGitCommit << ")\n";
-      return 0;
-    }
+    return dispatch(sub, args);
   } catch (const Error& e) {
     std::cerr << "d500: error: " << terminal_safe(e.what()) << "\n";
     return 1;
@@ -491,5 +501,4 @@ int main(int argc, char** argv) {
     std::cerr << "d500: internal error: " << terminal_safe(e.what()) << "\n";
     return 3;
   }
-  return 0;
 }

@@ -36,6 +36,52 @@ struct StepRow {
   double flops;
 };
 
+// The points of a results file read with HDF5's C API: every d500-executor point has its step
+// table, and every rank a duration of every step in every repetition (2 ranks, 6 repetitions);
+// training steps have their two phases. Returns how many points had a step table.
+int points_with_step_tables(const fs::path& file) {
+  hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  EXPECT_GE(f, 0);
+  if (f < 0) return 0;
+  hid_t pts = H5Gopen2(f, "points", H5P_DEFAULT);
+  std::vector<std::string> ids;
+  H5Literate(pts, H5_INDEX_NAME, H5_ITER_INC, nullptr, names_cb, &ids);
+  int with_steps = 0;
+  for (const auto& id : ids) {
+    hid_t g = H5Gopen2(pts, id.c_str(), H5P_DEFAULT);
+    const std::string canonical = attr_string(g, "canonical");
+    EXPECT_EQ(attr_int(g, "work_items"), 8) << canonical;
+    // d500's executor records its memory plan; a framework's own executor has none.
+    if (canonical.find("libtorch-native") == std::string::npos) EXPECT_GT(attr_int(g, "memory.planned_bytes"), 0) << canonical;
+    else EXPECT_EQ(H5Aexists(g, "memory.planned_bytes"), 0) << canonical;
+    const bool training = canonical.find("pass=training") != std::string::npos;
+    std::set<int> phases;
+    for (const auto& s : read_samples(f, id)) phases.insert(s.phase);
+    EXPECT_EQ(phases.size(), training ? 3u : 1u) << canonical << ": op, forward and backward rows";
+    if (H5Lexists(g, "steps", H5P_DEFAULT) > 0) {
+      ++with_steps;
+      hid_t d = H5Dopen2(g, "step_times", H5P_DEFAULT);
+      hid_t s = H5Dget_space(d);
+      const hssize_t rows = H5Sget_simple_extent_npoints(s);
+      H5Sclose(s);
+      H5Dclose(d);
+      hid_t ds = H5Dopen2(g, "steps", H5P_DEFAULT);
+      hid_t ss = H5Dget_space(ds);
+      const hssize_t steps = H5Sget_simple_extent_npoints(ss);
+      H5Sclose(ss);
+      H5Dclose(ds);
+      EXPECT_GT(steps, 5) << canonical;
+      EXPECT_EQ(rows, steps * 2 * 6) << canonical << ": 2 ranks x 6 repetitions x every step";
+    } else {
+      EXPECT_NE(canonical.find("libtorch-native"), std::string::npos) << canonical << " lacks its steps";
+    }
+    H5Gclose(g);
+  }
+  H5Gclose(pts);
+  H5Fclose(f);
+  return with_steps;
+}
+
 }  // namespace
 
 TEST_F(Networks, TwoRanksRunEveryExecutorAndTheFileHoldsEveryStep) {
@@ -86,47 +132,8 @@ print("grouped", n, "points")
   }
   EXPECT_GE(points, 8);
 
-  // The file, read with HDF5's C API: every d500-executor point has its step table, and every
-  // rank a duration of every step in every repetition; training steps have their two phases.
-  hid_t f = H5Fopen((run / "results" / "job-0000.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-  ASSERT_GE(f, 0);
-  hid_t pts = H5Gopen2(f, "points", H5P_DEFAULT);
-  std::vector<std::string> ids;
-  H5Literate(pts, H5_INDEX_NAME, H5_ITER_INC, nullptr, names_cb, &ids);
-  int with_steps = 0;
-  for (const auto& id : ids) {
-    hid_t g = H5Gopen2(pts, id.c_str(), H5P_DEFAULT);
-    const std::string canonical = attr_string(g, "canonical");
-    EXPECT_EQ(attr_int(g, "work_items"), 8) << canonical;
-    // d500's executor records its memory plan; a framework's own executor has none.
-    if (canonical.find("libtorch-native") == std::string::npos) EXPECT_GT(attr_int(g, "memory.planned_bytes"), 0) << canonical;
-    else EXPECT_EQ(H5Aexists(g, "memory.planned_bytes"), 0) << canonical;
-    const bool training = canonical.find("pass=training") != std::string::npos;
-    std::set<int> phases;
-    for (const auto& s : read_samples(f, id)) phases.insert(s.phase);
-    EXPECT_EQ(phases.size(), training ? 3u : 1u) << canonical << ": op, forward and backward rows";
-    if (H5Lexists(g, "steps", H5P_DEFAULT) > 0) {
-      ++with_steps;
-      hid_t d = H5Dopen2(g, "step_times", H5P_DEFAULT);
-      hid_t s = H5Dget_space(d);
-      const hssize_t rows = H5Sget_simple_extent_npoints(s);
-      H5Sclose(s);
-      H5Dclose(d);
-      hid_t ds = H5Dopen2(g, "steps", H5P_DEFAULT);
-      hid_t ss = H5Dget_space(ds);
-      const hssize_t steps = H5Sget_simple_extent_npoints(ss);
-      H5Sclose(ss);
-      H5Dclose(ds);
-      EXPECT_GT(steps, 5) << canonical;
-      EXPECT_EQ(rows, steps * 2 * 6) << canonical << ": 2 ranks x 6 repetitions x every step";
-    } else {
-      EXPECT_NE(canonical.find("libtorch-native"), std::string::npos) << canonical << " lacks its steps";
-    }
-    H5Gclose(g);
-  }
-  EXPECT_GT(with_steps, 0);
-  H5Gclose(pts);
-  H5Fclose(f);
+  // The file, read with HDF5's C API: every d500-executor point has its step table.
+  EXPECT_GT(points_with_step_tables(run / "results" / "job-0000.h5"), 0);
 
   // The steps d500's reference ran for a backend without the kernel, counted and named in the
   // point's attributes as its step table has them.

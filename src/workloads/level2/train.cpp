@@ -732,20 +732,20 @@ std::shared_ptr<Dataset> shared_dataset(const DatasetRequest& r) {
   return d;
 }
 
-void register_train(WorkloadRegistry& r) {
-  WorkloadInfo w;
-  w.name = "train";
-  w.level = 2;
-  w.description = "a network trained on a dataset to a step count, a target test accuracy or a time budget; steps timed by phase, accuracy as events";
-  w.rate_unit = "samples/s";
-  w.scaling = "weak";
-  w.scaling_note = "every rank trains on its own share of each epoch";
+namespace {
+
+ParamSpec real_param(const char* n, double d, const char* help) { return ParamSpec{n, ValueType::Real, Value{d}, 0, 0, {}, help}; }
+ParamSpec int_param(const char* n, std::int64_t d, std::int64_t lo, std::int64_t hi, const char* help) {
+  return ParamSpec{n, ValueType::Int, Value{d}, lo, hi, {}, help};
+}
+
+// Level 2's own parameters: the network, the data, the optimizer and its schedule, when to stop,
+// evaluate and checkpoint.
+std::vector<ParamSpec> training_params() {
   using V = Value;
-  auto real = [](const char* n, double d, const char* help) { return ParamSpec{n, ValueType::Real, V{d}, 0, 0, {}, help}; };
-  auto integer = [](const char* n, std::int64_t d, std::int64_t lo, std::int64_t hi, const char* help) {
-    return ParamSpec{n, ValueType::Int, V{d}, lo, hi, {}, help};
-  };
-  w.params = {
+  const auto real = real_param;
+  const auto integer = int_param;
+  return {
       {"network", ValueType::String, V{std::string("lenet5")}, 0, 0, {}, "a built-in network (d500 networks) or the path of an .onnx classifier"},
       {"dataset", ValueType::String, V{std::string("fashion-mnist")}, 0, 0, {},
        "fashion-mnist (Debian's dataset-fashion-mnist), synthetic, or the path of an HDF5 file (hdf5-schema/README.md)"},
@@ -783,35 +783,12 @@ void register_train(WorkloadRegistry& r) {
       {"init", ValueType::String, V{std::string("seeded")}, 0, 0, {"seeded", "model"},
        "seeded: new weights from the point's seed (He-uniform); model: the model file's weights"},
   };
-  for (const auto& s : operator_common_params()) w.params.push_back(s);
-  w.normalize = [](Params& p) {
-    absolute_network_path(std::get<std::string>(p.at("network")));
-    // Files by their absolute paths (the two named datasets are not files).
-    auto absolute = [](std::string& v) {
-      if (!v.empty()) v = fs::absolute(v).lexically_normal().string();
-    };
-    auto& dataset = std::get<std::string>(p.at("dataset"));
-    if (dataset != "fashion-mnist" && dataset != "synthetic") absolute(dataset);
-    absolute(std::get<std::string>(p.at("data_dir")));
-    normalize_backend_settings(p, "train");
-  };
-  w.check = train_check;
-  w.memory_bytes = [](const Params& p) -> std::int64_t {
-    const TrainPoint pt(p);
-    try {
-      const NetworkBytes b = network_bytes(*load_point_network(pt.network, pt.batch, true));
-      // The point's graph, the runner, two optimizer states, the yardstick in double; data.
-      const double step = 2 * b.activations + b.weights;
-      return memory_figure(5 * b.weights + step + 2 * (b.weights + step) + 64e6);
-    } catch (const Error&) {
-      return 0;
-    }
-  };
-  for (const auto& b : all_backends())
-    if (b.built && (b.reference || b.make_node_kernel || b.make_graph_runner))
-      w.backends[b.name] = [&b](const RunContext& c) { return std::make_unique<TrainWorkload>(c, b); };
+}
 
-  // Level 3: the same training, data-parallel over the ranks through a scheme.
+// Level 3: the same training, data-parallel over the ranks through a scheme.
+WorkloadInfo distributed_workload(const WorkloadInfo& w) {
+  using V = Value;
+  const auto integer = int_param;
   WorkloadInfo d = w;
   // On a GPU only d500's executor (cuda): its host copies of parameters and gradients stay what the
   // scheme wrote until the next backward pass, and with communication = "nccl" its device
@@ -842,6 +819,49 @@ void register_train(WorkloadRegistry& r) {
                     "ncclAllReduce (dpsgd: ncclSend/ncclRecv with its neighbours)"},
                    integer("hash_interval_steps", 50, 0, std::int64_t{1} << 40,
                            "consistent schemes: steps between checks that every worker holds identical parameters (and at the end; 0: end only)")});
+  return d;
+}
+
+}  // namespace
+
+void register_train(WorkloadRegistry& r) {
+  WorkloadInfo w;
+  w.name = "train";
+  w.level = 2;
+  w.description = "a network trained on a dataset to a step count, a target test accuracy or a time budget; steps timed by phase, accuracy as events";
+  w.rate_unit = "samples/s";
+  w.scaling = "weak";
+  w.scaling_note = "every rank trains on its own share of each epoch";
+  w.params = training_params();
+  for (const auto& s : operator_common_params()) w.params.push_back(s);
+  w.normalize = [](Params& p) {
+    absolute_network_path(std::get<std::string>(p.at("network")));
+    // Files by their absolute paths (the two named datasets are not files).
+    auto absolute = [](std::string& v) {
+      if (!v.empty()) v = fs::absolute(v).lexically_normal().string();
+    };
+    auto& dataset = std::get<std::string>(p.at("dataset"));
+    if (dataset != "fashion-mnist" && dataset != "synthetic") absolute(dataset);
+    absolute(std::get<std::string>(p.at("data_dir")));
+    normalize_backend_settings(p, "train");
+  };
+  w.check = train_check;
+  w.memory_bytes = [](const Params& p) -> std::int64_t {
+    const TrainPoint pt(p);
+    try {
+      const NetworkBytes b = network_bytes(*load_point_network(pt.network, pt.batch, true));
+      // The point's graph, the runner, two optimizer states, the yardstick in double; data.
+      const double step = 2 * b.activations + b.weights;
+      return memory_figure(5 * b.weights + step + 2 * (b.weights + step) + 64e6);
+    } catch (const Error&) {
+      return 0;
+    }
+  };
+  for (const auto& b : all_backends())
+    if (b.built && (b.reference || b.make_node_kernel || b.make_graph_runner))
+      w.backends[b.name] = [&b](const RunContext& c) { return std::make_unique<TrainWorkload>(c, b); };
+
+  WorkloadInfo d = distributed_workload(w);
   r.add(std::move(w));
   r.add(std::move(d));
 }
