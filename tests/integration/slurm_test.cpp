@@ -76,6 +76,18 @@ class Slurm : public ScratchDirTest {
     sh("scontrol update nodename=" + victim + " state=resume; D500_TEST_SLURMCTLD_PORT=16827 bash " + std::string(D500_SOURCE_DIR) +
        "/launchers/test-cluster.sh start " + fs::path(conf).parent_path().string() + " 3");
   }
+  // Brings a failed node back, and ends the test's job, when the test ends however it ends: a
+  // failed assertion must not leave the next multi-node test a node short or a job holding two.
+  struct NodeBack {
+    std::string conf, victim, job;
+    NodeBack(std::string c, std::string v, std::string j) : conf(std::move(c)), victim(std::move(v)), job(std::move(j)) {}
+    NodeBack(const NodeBack&) = delete;
+    NodeBack& operator=(const NodeBack&) = delete;
+    ~NodeBack() {
+      if (!job.empty()) sh("scancel " + job);
+      restore_node(conf, victim);
+    }
+  };
   // The first node of a job's node list ("d500n[1,3]" -> d500n1 is its batch host; the second: d500n3).
   static std::string second_node(const std::string& nodelist) {
     return nodelist.find("[") != std::string::npos ? "d500n" + nodelist.substr(nodelist.find_first_of(",-") + 1, 1)
@@ -652,6 +664,7 @@ ranks_per_node = [1]
   const std::string id = first_job_id(long_run);
   const std::string nodelist = sh("squeue -h -o %N -j " + id).out;
   const std::string victim = second_node(nodelist);
+  const NodeBack back(conf, victim, "");  // the node comes back for whatever runs next
   Cmd kill = fail_node(conf, victim);
   ASSERT_EQ(kill.code, 0) << kill.out;
   std::string st = wait_status(long_run, [](const std::string& s) { return s.find("NODE_FAIL") != std::string::npos; }, 120);
@@ -673,8 +686,6 @@ ranks_per_node = [1]
   EXPECT_EQ(job.find(" NodeList=" + victim), std::string::npos) << job;
   EXPECT_EQ(sh(d500_cmd("cancel " + long_run.string())).code, 0);
   wait_status(long_run, settled, 60);
-  // The node comes back for whatever runs next.
-  restore_node(conf, victim);
 }
 
 // A node killed under a running 2-node job that Slurm may requeue (the templates' default):
@@ -705,6 +716,7 @@ ranks_per_node = [1]
   ASSERT_EQ(first_log(run).find("d500:done 2/2"), std::string::npos) << "the second point ended before the node failed:\n" << first_log(run);
   const std::string victim = second_node(sh("squeue -h -o %N -j " + id).out);
   ASSERT_EQ(victim.rfind("d500n", 0), 0u) << "the job runs on no node: " << sh(d500_cmd("status " + run.string())).out;
+  const NodeBack back(conf, victim, id);
   Cmd kill = fail_node(conf, victim);
   ASSERT_EQ(kill.code, 0) << kill.out;
   // Slurm requeues the job and holds it; the test lifts the hold once it is pending again.
@@ -713,7 +725,7 @@ ranks_per_node = [1]
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
   sh("scontrol update jobid=" + id + " StartTime=now");
-  std::string st = wait_status(run, [](const std::string& s) { return settled(s) && s.find("points: 2 complete") != std::string::npos; }, 180);
+  std::string st = wait_status(run, [](const std::string& s) { return settled(s) && s.find("points: 2 complete") != std::string::npos; }, 360);
   EXPECT_NE(st.find("requeued 1x"), std::string::npos) << st;
   std::vector<fs::path> results;  // the killed rank's liveness lock stays beside its file
   for (const auto& f : files_in(run / "results"))
@@ -732,7 +744,6 @@ ranks_per_node = [1]
   EXPECT_EQ(again.find("d500:point 1/2"), std::string::npos) << again;
   EXPECT_NE(again.find("d500:point 2/2"), std::string::npos) << again;
   EXPECT_EQ(again.find(victim), std::string::npos) << "the second attempt runs on the nodes left\n" << again;
-  restore_node(conf, victim);
 }
 
 // GPU allocations: the three-node cluster has four GPUs a node (GRES gpu:4, stand-in devices
