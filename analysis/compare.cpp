@@ -46,9 +46,12 @@ PointChange compare_point(const PointRow& a, const PointRow& b, const CompareOpt
     return c;
   }
   const double t = opt.threshold;
-  if (c.ratio.bounded && c.ratio.lo > 1) c.change = c.ratio.estimate >= 1 + t ? Change::Regression : Change::Slower;
-  else if (c.ratio.bounded && c.ratio.hi < 1) c.change = c.ratio.estimate <= 1 / (1 + t) ? Change::Improvement : Change::Faster;
-  else c.change = Change::Unchanged;
+  if (c.ratio.bounded && c.ratio.lo > 1)
+    c.change = c.ratio.estimate >= 1 + t ? Change::Regression : Change::Slower;
+  else if (c.ratio.bounded && c.ratio.hi < 1)
+    c.change = c.ratio.estimate <= 1 / (1 + t) ? Change::Improvement : Change::Faster;
+  else
+    c.change = Change::Unchanged;
   return c;
 }
 
@@ -74,7 +77,8 @@ const char* change_name(Change c) {
 }
 
 int RunComparison::count(Change c) const {
-  return static_cast<int>(std::count_if(points.begin(), points.end(), [&](const PointChange& p) { return p.change == c; }));
+  return static_cast<int>(
+      std::count_if(points.begin(), points.end(), [&](const PointChange& p) { return p.change == c; }));
 }
 
 std::vector<RunComparison> compare_runs(const std::string& base, const std::vector<std::string>& others,
@@ -85,7 +89,8 @@ std::vector<RunComparison> compare_runs(const std::string& base, const std::vect
     throw Error("--threshold must be 0 or more (a fraction: 0.05 is 5%), got " + fmt_sig(opt.threshold, 4));
   auto analyse = [&](const std::string& dir) {
     Report r = analyze_run(dir, AnalysisOptions{opt.confidence, opt.seed});
-    if (r.files.empty()) throw Error(dir + ": no results files to compare (run it first: d500 run " + shell_quote(dir) + ")");
+    if (r.files.empty())
+      throw Error(dir + ": no results files to compare (run it first: d500 run " + shell_quote(dir) + ")");
     return r;
   };
   const Report a = analyse(base);
@@ -113,8 +118,9 @@ std::vector<RunComparison> compare_runs(const std::string& base, const std::vect
     }
     rc.only_other = static_cast<int>(b.rows.size() - matched.size());
     if (rc.points.empty())
-      throw Error(base + " and " + dir + " share no point (points match by id, the hash of their canonical text: were they planned "
-                                         "from campaigns with any point in common?)");
+      throw Error(base + " and " + dir +
+                  " share no point (points match by id, the hash of their canonical text: were they planned "
+                  "from campaigns with any point in common?)");
     out.push_back(std::move(rc));
   }
   return out;
@@ -129,21 +135,25 @@ std::string comparison_text(const std::vector<RunComparison>& cmp, const Compare
     o << rc.points.size() << " points in both";
     if (rc.only_base || rc.only_other)
       o << " (" << rc.only_base << " only in base, " << rc.only_other << " only in other: not compared)";
-    o << ": " << rc.count(Change::Regression) << " regression(s), " << rc.count(Change::Improvement) << " improvement(s), "
-      << rc.count(Change::Slower) << " slower and " << rc.count(Change::Faster) << " faster within the threshold, "
-      << rc.count(Change::Unchanged) << " without significant change, " << rc.count(Change::NotComparable)
-      << " not comparable\n";
+    o << ": " << rc.count(Change::Regression) << " regression(s), " << rc.count(Change::Improvement)
+      << " improvement(s), " << rc.count(Change::Slower) << " slower and " << rc.count(Change::Faster)
+      << " faster within the threshold, " << rc.count(Change::Unchanged) << " without significant change, "
+      << rc.count(Change::NotComparable) << " not comparable\n";
     for (Change c : {Change::Regression, Change::Improvement, Change::Slower, Change::Faster, Change::NotComparable})
       for (const auto& p : rc.points) {
         if (p.change != c) continue;
         o << "  " << change_name(c) << ": " << p.canonical << "  ";
-        if (c == Change::NotComparable) o << p.why << "\n";
-        else o << fmt_time(p.base_median) << " -> " << fmt_time(p.other_median) << ", " << ratio_words(p) << "\n";
+        if (c == Change::NotComparable)
+          o << p.why << "\n";
+        else
+          o << fmt_time(p.base_median) << " -> " << fmt_time(p.other_median) << ", " << ratio_words(p) << "\n";
       }
     o << "\n";
   }
   o << "Method: per point, the other run's median time over the base run's (both: per repetition the slowest "
-       "rank), with a " << level << " " << (kRatioMethod == stats::BootstrapMethod::BCa ? "BCa" : "percentile") << " bootstrap interval (" << kBootstrapResamples
+       "rank), with a "
+    << level << " " << (kRatioMethod == stats::BootstrapMethod::BCa ? "BCa" : "percentile") << " bootstrap interval ("
+    << kBootstrapResamples
     << " resamples of each run's repetitions, seeded by --seed and the point's id). A regression: the interval "
        "lies above 1 and the ratio is at least 1 + threshold ("
     << fmt_sig(1 + opt.threshold, 4) << "); an improvement: the interval lies below 1 and the ratio is at most 1 / "
@@ -153,14 +163,16 @@ std::string comparison_text(const std::vector<RunComparison>& cmp, const Compare
 
 std::string comparison_csv(const std::vector<RunComparison>& cmp) {
   std::ostringstream o;
-  o << "point_id,canonical,base_run,other_run,change,base_n,other_n,base_median_s,other_median_s,time_ratio,ratio_lo,ratio_hi,why\n";
+  o << "point_id,canonical,base_run,other_run,change,base_n,other_n,base_median_s,other_median_s,time_ratio,ratio_lo,"
+       "ratio_hi,why\n";
   for (const auto& rc : cmp)
     for (const auto& p : rc.points) {
       const bool has = p.change != Change::NotComparable;
-      o << p.id << "," << csv_field(p.canonical) << "," << csv_field(rc.base_dir) << "," << csv_field(rc.other_dir) << ","
-        << csv_field(change_name(p.change)) << "," << p.base_n << "," << p.other_n << "," << fmt_sig(p.base_median, 6) << ","
-        << fmt_sig(p.other_median, 6) << "," << (has ? fmt_sig(p.ratio.estimate, 6) : "") << ","
-        << (has ? fmt_sig(p.ratio.lo, 6) : "") << "," << (has ? fmt_sig(p.ratio.hi, 6) : "") << "," << csv_field(p.why) << "\n";
+      o << p.id << "," << csv_field(p.canonical) << "," << csv_field(rc.base_dir) << "," << csv_field(rc.other_dir)
+        << "," << csv_field(change_name(p.change)) << "," << p.base_n << "," << p.other_n << ","
+        << fmt_sig(p.base_median, 6) << "," << fmt_sig(p.other_median, 6) << ","
+        << (has ? fmt_sig(p.ratio.estimate, 6) : "") << "," << (has ? fmt_sig(p.ratio.lo, 6) : "") << ","
+        << (has ? fmt_sig(p.ratio.hi, 6) : "") << "," << csv_field(p.why) << "\n";
     }
   return o.str();
 }

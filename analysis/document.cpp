@@ -57,15 +57,18 @@ std::string slug(const std::string& s) {
   std::string o;
   for (char c : s) {
     const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-    if (ok) o += c;
-    else if (!o.empty() && o.back() != '-') o += '-';
+    if (ok)
+      o += c;
+    else if (!o.empty() && o.back() != '-')
+      o += '-';
   }
   while (!o.empty() && o.back() == '-') o.pop_back();
   return o.substr(0, 60);
 }
 
 std::string hover(const PointRow& r, const PointNames& names) {
-  std::string t = names.label(r) + "\nmedian " + fmt_time(r.time.median) + " " + ci_text(r) + ", n=" + std::to_string(r.time.n);
+  std::string t =
+      names.label(r) + "\nmedian " + fmt_time(r.time.median) + " " + ci_text(r) + ", n=" + std::to_string(r.time.n);
   if (r.rate > 0) t += "\nrate " + fmt_sig(r.rate, 4) + " " + r.rate_unit + " " + rate_ci_text(r);
   return t;
 }
@@ -99,7 +102,8 @@ XChoice choose_x(const std::vector<const PointRow*>& rows, const PointNames& nam
     return v.size();
   };
   auto most = [&](const std::vector<std::string>& c) {
-    return *std::max_element(c.begin(), c.end(), [&](const auto& a, const auto& b) { return distinct(a) < distinct(b); });
+    return *std::max_element(c.begin(), c.end(),
+                             [&](const auto& a, const auto& b) { return distinct(a) < distinct(b); });
   };
   if (!numeric_names.empty()) return {most(numeric_names), false};
   if (!other.empty()) return {most(other), true};
@@ -139,26 +143,31 @@ std::set<std::string> tied_to_axis(const std::vector<const PointRow*>& rows, con
 }
 
 // The repetitions of each point of a workload as box plots, up to 16 boxes a figure.
-std::vector<Block> repetition_figures(const Report& rep, const std::vector<const PointRow*>& rows, const std::string& workload) {
+std::vector<Block> repetition_figures(const Report& rep, const std::vector<const PointRow*>& rows,
+                                      const std::string& workload) {
   std::vector<Block> out;
   const PointNames& names = rep.names;
   constexpr std::size_t kBoxes = 16;
   for (std::size_t from = 0; from < rows.size(); from += kBoxes) {
     svg::BoxPlot b;
-    b.title = workload + ": repetitions of each point" + (rows.size() > kBoxes ? " (" + std::to_string(from / kBoxes + 1) + ")" : "");
+    b.title = workload + ": repetitions of each point" +
+              (rows.size() > kBoxes ? " (" + std::to_string(from / kBoxes + 1) + ")" : "");
     b.ylabel = "time per repetition [s]";
     std::vector<double> all;
     for (std::size_t i = from; i < std::min(rows.size(), from + kBoxes); ++i) {
       const PointRow& r = *rows[i];
       const std::string v = names.varying_text(r);
-      b.boxes.push_back({r.backend + (v.empty() ? "" : " " + v), hover(r, names), r.costs, r.time.median, r.time.lo, r.time.hi, r.time.has_ci});
+      b.boxes.push_back({r.backend + (v.empty() ? "" : " " + v), hover(r, names), r.costs, r.time.median, r.time.lo,
+                         r.time.hi, r.time.has_ci});
       all.insert(all.end(), r.costs.begin(), r.costs.end());
     }
     b.logy = svg::spans_decade(all);
     if (b.logy) b.ylabel += ", log scale";
     out.push_back(figure(svg::render(b), slug("repetitions-" + workload + "-" + std::to_string(from / kBoxes + 1)),
-                         "Figure: " + b.title + " (the slowest rank's time per repetition; warm-ups excluded). Box: quartiles; "
-                         "whiskers: 1.5 IQR; the dark bar: the median's exact " + pct(rep.confidence) + " CI."));
+                         "Figure: " + b.title +
+                             " (the slowest rank's time per repetition; warm-ups excluded). Box: quartiles; "
+                             "whiskers: 1.5 IQR; the dark bar: the median's exact " +
+                             pct(rep.confidence) + " CI."));
   }
   return out;
 }
@@ -181,7 +190,9 @@ std::vector<Block> workload_figures(const Report& rep, const std::string& worklo
     if (it != names.varying.end())
       for (const auto& k : it->second) {
         // Seeds are replicates, not settings: their points share a panel and are never joined.
-        if (k == x.name || k == "seed" || tied.count(k) || (x.name == "ranks" && (k == "nodes" || k == "ranks_per_node"))) continue;
+        if (k == x.name || k == "seed" || tied.count(k) ||
+            (x.name == "ranks" && (k == "nodes" || k == "ranks_per_node")))
+          continue;
         parts.push_back(k + "=" + value_text(*r, k));
       }
     const bool rated = r->rate > 0 && !r->rate_unit.empty();
@@ -202,7 +213,8 @@ std::vector<Block> workload_figures(const Report& rep, const std::string& worklo
     std::vector<std::string> cats;
     if (x.categorical) {
       for (const auto* r : pts)
-        if (std::find(cats.begin(), cats.end(), value_text(*r, x.name)) == cats.end()) cats.push_back(value_text(*r, x.name));
+        if (std::find(cats.begin(), cats.end(), value_text(*r, x.name)) == cats.end())
+          cats.push_back(value_text(*r, x.name));
       p.xcats = cats.empty() || x.name.empty() ? std::vector<std::string>{workload} : cats;
     }
     std::map<std::string, svg::Series> by_backend;
@@ -212,8 +224,12 @@ std::vector<Block> workload_figures(const Report& rep, const std::string& worklo
       s.name = r->backend;
       s.line = !x.categorical && !names.varies(workload, "seed");
       double xv = 0;
-      if (x.categorical) xv = x.name.empty() ? 0 : static_cast<double>(std::find(cats.begin(), cats.end(), value_text(*r, x.name)) - cats.begin());
-      else xv = x.name == "ranks" ? r->ranks : number(r->params.at(x.name));
+      if (x.categorical)
+        xv = x.name.empty()
+                 ? 0
+                 : static_cast<double>(std::find(cats.begin(), cats.end(), value_text(*r, x.name)) - cats.begin());
+      else
+        xv = x.name == "ranks" ? r->ranks : number(r->params.at(x.name));
       s.x.push_back(xv);
       s.y.push_back(rated ? r->rate : r->time.median);
       s.lo.push_back(!r->time.has_ci ? NAN : rated ? r->rate_lo : r->time.lo);
@@ -229,16 +245,18 @@ std::vector<Block> workload_figures(const Report& rep, const std::string& worklo
     if (p.logy) p.ylabel += ", log scale";
     for (auto& [b, s] : by_backend) p.series.push_back(s);
     ++drawn;
-    out.push_back(figure(svg::render(p), slug("rate-" + workload + "-" + what + "-" + (rated ? unit : "time")),
-                         "Figure: " + p.title + ". " + (rated ? unit : "Time") + " against " + (x.name.empty() ? "nothing that varies" : x.name) +
-                             ", one series per backend" +
-                             (x.categorical ? " (categories: no line joins them)"
-                              : names.varies(workload, "seed") ? " (a marker per seed: replicates, never joined)"
-                                                               : "; a line joins points that differ in " + x.name + " alone") +
-                             ". Bars: the " + pct(rep.confidence) + " CI. Hover a point for its parameters, median, interval and n."));
+    out.push_back(figure(
+        svg::render(p), slug("rate-" + workload + "-" + what + "-" + (rated ? unit : "time")),
+        "Figure: " + p.title + ". " + (rated ? unit : "Time") + " against " +
+            (x.name.empty() ? "nothing that varies" : x.name) + ", one series per backend" +
+            (x.categorical                    ? " (categories: no line joins them)"
+             : names.varies(workload, "seed") ? " (a marker per seed: replicates, never joined)"
+                                              : "; a line joins points that differ in " + x.name + " alone") +
+            ". Bars: the " + pct(rep.confidence) + " CI. Hover a point for its parameters, median, interval and n."));
   }
   if (panel_order.size() > drawn)
-    out.push_back(text(std::to_string(panel_order.size() - drawn) + " more panels of " + workload + " are not drawn; results.csv has every point."));
+    out.push_back(text(std::to_string(panel_order.size() - drawn) + " more panels of " + workload +
+                       " are not drawn; results.csv has every point."));
   for (auto& b : repetition_figures(rep, rows, workload)) out.push_back(std::move(b));
   return out;
 }
@@ -267,9 +285,10 @@ Section workload_results(const Report& rep, const std::string& workload) {
   std::vector<std::string> head{"backend"};
   head.insert(head.end(), vary.begin(), vary.end());
   const std::size_t first_figure = head.size();
-  for (const std::string& h : {std::string("ranks"), std::string("n"), std::string("median"), ci,
-                               unit.empty() ? std::string("rate") : unit, std::string("rate CI"),
-                               std::string(aggregate ? "all ranks" : ""), std::string("validation"), std::string("status")})
+  for (const std::string& h :
+       {std::string("ranks"), std::string("n"), std::string("median"), ci, unit.empty() ? std::string("rate") : unit,
+        std::string("rate CI"), std::string(aggregate ? "all ranks" : ""), std::string("validation"),
+        std::string("status")})
     if (!h.empty()) head.push_back(h);
   Block b = table({head});
   b.table.sortable = true;
@@ -279,18 +298,26 @@ Section workload_results(const Report& rep, const std::string& workload) {
     if (r.workload != workload) continue;
     std::vector<std::string> row{r.backend};
     for (const auto& k : vary) row.push_back(value_text(r, k));
-    const std::string status = r.status + (r.oversubscribed ? " (oversubscribed)" : r.threads_oversubscribed ? " (threads oversubscribed)" : "");
+    const std::string status = r.status + (r.oversubscribed           ? " (oversubscribed)"
+                                           : r.threads_oversubscribed ? " (threads oversubscribed)"
+                                                                      : "");
     const bool has = r.time.n > 0;
     const std::string rate = !has ? "-" : unit.empty() ? fmt_sig(r.rate, 4) + " " + r.rate_unit : fmt_sig(r.rate, 4);
-    std::vector<std::string> cells{std::to_string(r.ranks), std::to_string(r.time.n), has ? fmt_time(r.time.median) : std::string("-"),
-                                   ci_text(r), rate, rate_ci_text(r)};
+    std::vector<std::string> cells{std::to_string(r.ranks),
+                                   std::to_string(r.time.n),
+                                   has ? fmt_time(r.time.median) : std::string("-"),
+                                   ci_text(r),
+                                   rate,
+                                   rate_ci_text(r)};
     if (aggregate) cells.push_back(has && std::isfinite(r.rate_aggregate) ? fmt_sig(r.rate_aggregate, 4) : "-");
     cells.push_back(validation_text(r));
     cells.push_back(status);
     row.insert(row.end(), cells.begin(), cells.end());
     b.table.table.push_back(row);
     b.table.row_title.push_back(r.canonical + " (" + r.id + ")");
-    b.table.row_class.push_back(r.outcome != Outcome::Complete ? "bad" : !r.time.has_ci || !r.advice.enough ? "warn" : "");
+    b.table.row_class.push_back(r.outcome != Outcome::Complete       ? "bad"
+                                : !r.time.has_ci || !r.advice.enough ? "warn"
+                                                                     : "");
   }
   s.blocks.push_back(std::move(b));
   for (auto& f : workload_figures(rep, workload)) s.blocks.push_back(std::move(f));
@@ -315,8 +342,8 @@ std::vector<Block> roofline(const Report& rep) {
     s.line = false;  // points of different operators and sizes: never joined
     s.x.push_back(r.flops / r.work_bytes);
     s.y.push_back(r.flops / seconds / 1e9);
-    s.tips.push_back(rep.names.label(r) + "\n" + fmt_sig(s.x.back(), 3) + " FLOP/byte, " + fmt_sig(s.y.back(), 4) + " GFLOP/s" +
-                     (d ? " (device time)" : " (host time)"));
+    s.tips.push_back(rep.names.label(r) + "\n" + fmt_sig(s.x.back(), 3) + " FLOP/byte, " + fmt_sig(s.y.back(), 4) +
+                     " GFLOP/s" + (d ? " (device time)" : " (host time)"));
     xs.push_back(s.x.back());
     auto it = r.facts.find("device.peak_flops");
     if (it != r.facts.end())
@@ -332,11 +359,19 @@ std::vector<Block> roofline(const Report& rep) {
   for (auto& [b, s] : by_backend) p.series.push_back(s);
   const double lo = *std::min_element(xs.begin(), xs.end()), hi = *std::max_element(xs.begin(), xs.end());
   for (const auto& [gflops, basis] : peaks)
-    p.series.push_back(svg::Series{"peak " + fmt_sig(gflops / 1e3, 3) + " TFLOP/s", {lo, hi}, {gflops, gflops}, {}, {}, true, false, true, {}});
-  std::string caption = "Figure: attained GFLOP/s of each level-0 operator point against its arithmetic intensity (its FLOPs over the bytes "
-                        "of its operands, the least traffic it needs); on a GPU over its device time. ";
-  if (peaks.empty()) caption += "No ceiling is drawn: d500 records no peak for these processors (a CPU core's sustained clock and FMA units are not known reliably) ";
-  else caption += "Dashed: the GPU's arithmetic peak for the point's arithmetic, as d500's table gives it (" + peaks.begin()->second + "); ";
+    p.series.push_back(svg::Series{
+        "peak " + fmt_sig(gflops / 1e3, 3) + " TFLOP/s", {lo, hi}, {gflops, gflops}, {}, {}, true, false, true, {}});
+  std::string caption =
+      "Figure: attained GFLOP/s of each level-0 operator point against its arithmetic intensity (its FLOPs over the "
+      "bytes "
+      "of its operands, the least traffic it needs); on a GPU over its device time. ";
+  if (peaks.empty())
+    caption +=
+        "No ceiling is drawn: d500 records no peak for these processors (a CPU core's sustained clock and FMA units "
+        "are not known reliably) ";
+  else
+    caption += "Dashed: the GPU's arithmetic peak for the point's arithmetic, as d500's table gives it (" +
+               peaks.begin()->second + "); ";
   caption += "and no memory roof: no bandwidth is measured.";
   return {figure(svg::render(p), "roofline", caption)};
 }
@@ -372,15 +407,18 @@ std::vector<Block> communication_share(const Report& rep, const ScalingSeries& s
     const double values[3] = {std::max(0.0, 100 - c - w), c, w};
     for (std::size_t k = 0; k < 3; ++k) {
       bars.layers[k].values.push_back(values[k]);
-      bars.layers[k].tips.push_back(std::to_string(pt.ranks) + " ranks: " + bars.layers[k].name + " " + fmt_sig(values[k], 3) + "% of the step (median over " +
+      bars.layers[k].tips.push_back(std::to_string(pt.ranks) + " ranks: " + bars.layers[k].name + " " +
+                                    fmt_sig(values[k], 3) + "% of the step (median over " +
                                     std::to_string(comm.size()) + " steps)");
     }
   }
   if (!any) return {};
   return {figure(svg::render(bars), slug("step-breakdown-" + sc.group),
-                 "Figure: where the step of " + sc.group + " goes at each rank count: per step the slowest rank's communication (time in "
-                 "the scheme's MPI calls) and wait (the barrier before a synchronous exchange) over its whole step, the median over steps; "
-                 "computation is the rest.")};
+                 "Figure: where the step of " + sc.group +
+                     " goes at each rank count: per step the slowest rank's communication (time in "
+                     "the scheme's MPI calls) and wait (the barrier before a synchronous exchange) over its whole "
+                     "step, the median over steps; "
+                     "computation is the rest.")};
 }
 
 std::string method_brief(const Report& rep) {
@@ -409,15 +447,17 @@ std::string figures_dir(double confidence) { return output_name("figures", confi
 Document report_document(const Report& rep) {
   Document d;
   d.title = "d500 report: " + rep.campaign;
-  d.facts = {"campaign hash: " + rep.campaign_hash, "d500: " + rep.d500_version, "files read: " + std::to_string(rep.files.size()),
-             "bootstrap seed: " + std::to_string(rep.seed)};
+  d.facts = {"campaign hash: " + rep.campaign_hash, "d500: " + rep.d500_version,
+             "files read: " + std::to_string(rep.files.size()), "bootstrap seed: " + std::to_string(rep.seed)};
   {
     Section s{"Results", 2, true, {}};
-    s.blocks.push_back(text("One table per workload, its rows in plan order: the parameters that differ between its points are "
-                            "columns, those they share are said once. Times are the median over repetitions of the slowest rank; "
-                            "rates are per rank (all ranks: their sum, where every rank does the same work); validation gives the "
-                            "largest relative error against the reference. Hover a row (HTML) for the point's full parameters; results.csv has every figure.",
-                            "-"));
+    s.blocks.push_back(
+        text("One table per workload, its rows in plan order: the parameters that differ between its points are "
+             "columns, those they share are said once. Times are the median over repetitions of the slowest rank; "
+             "rates are per rank (all ranks: their sum, where every rank does the same work); validation gives the "
+             "largest relative error against the reference. Hover a row (HTML) for the point's full parameters; "
+             "results.csv has every figure.",
+             "-"));
     d.sections.push_back(std::move(s));
     std::vector<std::string> workloads;
     for (const auto& r : rep.rows)
@@ -437,37 +477,45 @@ Document report_document(const Report& rep) {
     d.sections.push_back(std::move(s));
   }
   if (device_table(rep).size() > 1)
-    d.sections.push_back({"On the device", 2, false, {text(device_note()), with_title(table(device_table(rep)), rep, true)}});
+    d.sections.push_back(
+        {"On the device", 2, false, {text(device_note()), with_title(table(device_table(rep)), rep, true)}});
   if (collectives_table(rep).size() > 1)
-    d.sections.push_back({"Collectives", 2, false, {text(collectives_note()), with_title(table(collectives_table(rep)), rep, true)}});
+    d.sections.push_back(
+        {"Collectives", 2, false, {text(collectives_note()), with_title(table(collectives_table(rep)), rep, true)}});
   if (distributed_table(rep).size() > 1) {
     Block t = table(distributed_table(rep));
     // The terminal keeps the step, its communication and their share; the files have every column.
     t.table.wide_only = {4, 8, 9, 10};
-    for (std::size_t k = 1; k < t.table.table.size(); ++k) t.table.table[k][0] = t.table.table[k][0].substr(t.table.table[k][0].find(':') + 1);
+    for (std::size_t k = 1; k < t.table.table.size(); ++k)
+      t.table.table[k][0] = t.table.table[k][0].substr(t.table.table[k][0].find(':') + 1);
     d.sections.push_back({"Distributed training", 2, true, {text(distributed_note(), "-"), t}});
-    if (!rep.overlap.empty()) d.sections.push_back({"Overlap", 3, true, {text(overlap_note(rep), "-"), table(overlap_table(rep))}});
+    if (!rep.overlap.empty())
+      d.sections.push_back({"Overlap", 3, true, {text(overlap_note(rep), "-"), table(overlap_table(rep))}});
   }
   if (!rep.comparisons.empty()) {
     Section s{"Backend comparisons", 2, true, {}};
-    s.blocks.push_back(text("Speedup = median(baseline) / median(other) on otherwise identical points, with " + ratio_method_words() + " " +
-                                pct(rep.confidence) + " intervals; significant when the interval excludes 1.",
+    s.blocks.push_back(text("Speedup = median(baseline) / median(other) on otherwise identical points, with " +
+                                ratio_method_words() + " " + pct(rep.confidence) +
+                                " intervals; significant when the interval excludes 1.",
                             "-"));
     s.blocks.push_back(table(comparison_table(rep), false));
     std::vector<std::string> items;
-    for (const auto& c : rep.comparisons) items.push_back((c.group.empty() ? "" : c.group + ": ") + comparison_sentence(c));
+    for (const auto& c : rep.comparisons)
+      items.push_back((c.group.empty() ? "" : c.group + ": ") + comparison_sentence(c));
     s.blocks.push_back(list(items));
     d.sections.push_back(std::move(s));
   }
   if (!rep.scaling.empty()) {
     Section s{"Scaling", 2, true, {}};
     for (const auto& sc : rep.scaling) {
-      s.blocks.push_back(text(scaling_caption(sc), sc.kind + " scaling of " + sc.group + " (base " + std::to_string(sc.base_ranks) +
-                                                       (sc.base_ranks == 1 ? " rank, " : " ranks, ") + fmt_time(sc.base_time) + ")." +
-                                                       scaling_model_text(sc).substr(0, scaling_model_text(sc).find("; predicted"))));
-      s.blocks.push_back(figure(scaling_svg(sc), slug("scaling-" + sc.group), "Figure: " + sc.kind + " scaling of " + sc.group +
-                                                                                 ": time per repetition against ranks (log-log), with the ideal" +
-                                                                                 (sc.model.law.empty() ? " (no model: see above)." : " and the fitted model.")));
+      s.blocks.push_back(
+          text(scaling_caption(sc), sc.kind + " scaling of " + sc.group + " (base " + std::to_string(sc.base_ranks) +
+                                        (sc.base_ranks == 1 ? " rank, " : " ranks, ") + fmt_time(sc.base_time) + ")." +
+                                        scaling_model_text(sc).substr(0, scaling_model_text(sc).find("; predicted"))));
+      s.blocks.push_back(figure(scaling_svg(sc), slug("scaling-" + sc.group),
+                                "Figure: " + sc.kind + " scaling of " + sc.group +
+                                    ": time per repetition against ranks (log-log), with the ideal" +
+                                    (sc.model.law.empty() ? " (no model: see above)." : " and the fitted model.")));
       for (auto& b : communication_share(rep, sc)) s.blocks.push_back(std::move(b));
       s.blocks.push_back(table(scaling_table(sc)));
     }
@@ -475,14 +523,16 @@ Document report_document(const Report& rep) {
   }
   if (!rep.launches.empty()) {
     Section s{"Across launches", 2, true, {}};
-    s.blocks.push_back(text("Points measured in separate launches (jobs): the primary interval covers the variation between launches "
-                            "(two-stage: launch medians, then a t interval on their logarithms); each launch's own interval covers "
-                            "only the variation within it.",
-                            "-"));
+    s.blocks.push_back(
+        text("Points measured in separate launches (jobs): the primary interval covers the variation between launches "
+             "(two-stage: launch medians, then a t interval on their logarithms); each launch's own interval covers "
+             "only the variation within it.",
+             "-"));
     s.blocks.push_back(table(launches_table(rep), false));
     std::vector<std::string> items;
     for (const auto& g : rep.launches)
-      items.push_back("across " + std::to_string(g.interval.launches) + " launches, " + g.group + ": " + fmt_time(g.interval.estimate) +
+      items.push_back("across " + std::to_string(g.interval.launches) + " launches, " + g.group + ": " +
+                      fmt_time(g.interval.estimate) +
                       (g.interval.has_ci ? " [" + fmt_time(g.interval.lo) + ", " + fmt_time(g.interval.hi) + "]" : "") +
                       ", between-launch share of variance " + fmt_sig(g.interval.between_share * 100, 2) + "%");
     s.blocks.push_back(list(items));
@@ -490,30 +540,43 @@ Document report_document(const Report& rep) {
     if (!rep.launch_comparisons.empty()) {
       std::vector<std::string> items;
       for (const auto& c : rep.launch_comparisons)
-        items.push_back("across " + std::to_string(c.launches.size()) + " launches, " + c.other + " vs " + c.baseline + ", " + c.group +
-                        ": speedup " + ratio_text(c.speedup) +
-                        (c.varies == "ranks" ? ", efficiency " + fmt_sig(c.speedup.estimate / c.ideal, 3)
-                         : c.speedup.excludes_one() ? std::string(" (significant)") : std::string(" (not significant)")));
-      d.sections.push_back({"Comparisons across launches", 3, true, {text(launch_comparison_note(rep), "-"), table(launch_comparison_table(rep), false), list(items)}});
+        items.push_back("across " + std::to_string(c.launches.size()) + " launches, " + c.other + " vs " + c.baseline +
+                        ", " + c.group + ": speedup " + ratio_text(c.speedup) +
+                        (c.varies == "ranks"        ? ", efficiency " + fmt_sig(c.speedup.estimate / c.ideal, 3)
+                         : c.speedup.excludes_one() ? std::string(" (significant)")
+                                                    : std::string(" (not significant)")));
+      d.sections.push_back(
+          {"Comparisons across launches",
+           3,
+           true,
+           {text(launch_comparison_note(rep), "-"), table(launch_comparison_table(rep), false), list(items)}});
     }
     if (!rep.launch_scaling.empty()) {
       std::vector<std::string> items;
-      for (const auto& m : rep.launch_scaling) items.push_back("across " + std::to_string(m.launches.size()) + " launches, scaling model of " + m.group + ": " + launch_model_words(m));
-      d.sections.push_back({"Scaling models across launches", 3, true, {text(launch_scaling_note(rep), "-"), table(launch_scaling_table(rep), false), list(items)}});
+      for (const auto& m : rep.launch_scaling)
+        items.push_back("across " + std::to_string(m.launches.size()) + " launches, scaling model of " + m.group +
+                        ": " + launch_model_words(m));
+      d.sections.push_back(
+          {"Scaling models across launches",
+           3,
+           true,
+           {text(launch_scaling_note(rep), "-"), table(launch_scaling_table(rep), false), list(items)}});
     }
   }
   if (!rep.tta.empty()) {
     Section s{"Time to accuracy", 2, true, {}};
-    s.blocks.push_back(text("Each run's time is that of its first evaluation reaching the target within the budget; a run that misses "
-                            "is censored (coded as > budget), never dropped.",
-                            "-"));
+    s.blocks.push_back(
+        text("Each run's time is that of its first evaluation reaching the target within the budget; a run that misses "
+             "is censored (coded as > budget), never dropped.",
+             "-"));
     s.blocks.push_back(table(tta_table(rep), false));  // the terminal has the sentences below
     std::vector<std::string> items;
     for (const auto& c : rep.tta)
-      items.push_back("time to accuracy " + fmt_sig(c.summary.target, 3) + ", " + c.group + ": median " + tta_median_text(c.summary) + " " +
-                      tta_ci_text(c.summary) + "; reached " + tta_success_text(c.summary) +
-                      (c.cut_off ? "; " + std::to_string(c.cut_off) + " run(s) cut off, censored (" + c.summary.method + ")" : "") +
-                      (c.disagreements.empty() ? "" : "; RANKS DISAGREE: " + c.disagreements.front()));
+      items.push_back(
+          "time to accuracy " + fmt_sig(c.summary.target, 3) + ", " + c.group + ": median " +
+          tta_median_text(c.summary) + " " + tta_ci_text(c.summary) + "; reached " + tta_success_text(c.summary) +
+          (c.cut_off ? "; " + std::to_string(c.cut_off) + " run(s) cut off, censored (" + c.summary.method + ")" : "") +
+          (c.disagreements.empty() ? "" : "; RANKS DISAGREE: " + c.disagreements.front()));
     s.blocks.push_back(list(items));
     for (const auto& c : rep.tta) {
       bool curves = false;  // rank 0 of a parameter-server scheme is a server: it evaluates nothing
@@ -523,20 +586,25 @@ Document report_document(const Report& rep) {
         s.blocks.push_back(text("No curve to draw for " + c.group + ": its runs' rank 0 recorded no evaluation."));
         continue;
       }
-      s.blocks.push_back(figure(tta_svg(c, rep), slug("tta-" + c.group + "-" + fmt_sig(c.summary.target, 3)),
-                                "Figure: accuracy against training time, " + c.group + ", one line per seed (dashed: a run that did "
-                                "not reach the target); the black mark on the target line is the median time to accuracy with its " +
-                                    pct(rep.confidence) + " interval."));
+      s.blocks.push_back(figure(
+          tta_svg(c, rep), slug("tta-" + c.group + "-" + fmt_sig(c.summary.target, 3)),
+          "Figure: accuracy against training time, " + c.group +
+              ", one line per seed (dashed: a run that did "
+              "not reach the target); the black mark on the target line is the median time to accuracy with its " +
+              pct(rep.confidence) + " interval."));
     }
     d.sections.push_back(std::move(s));
   }
   // The method after the figures it explains: a reader meets the results first.
   d.sections.push_back({"Method", 2, true, {text(method_statement(rep), method_brief(rep))}});
   if (environment_table(rep).size() > 1)
-    d.sections.push_back({"Environment", 2, false, {text("As rank 0 of each job recorded it (/env of the results files; per-rank "
-                                                         "differences are not recorded). A governor other than performance, or one "
-                                                         "that is unreadable, may let clocks vary between repetitions."),
-                                                    table(environment_table(rep))}});
+    d.sections.push_back({"Environment",
+                          2,
+                          false,
+                          {text("As rank 0 of each job recorded it (/env of the results files; per-rank "
+                                "differences are not recorded). A governor other than performance, or one "
+                                "that is unreadable, may let clocks vary between repetitions."),
+                           table(environment_table(rep))}});
   {  // Code a campaign named (a custom operator's library): which file, which bytes, for how many points.
     std::map<std::pair<std::string, std::string>, int> loaded;
     for (const auto& r : rep.rows) {
@@ -545,14 +613,18 @@ Document report_document(const Report& rep) {
     }
     std::vector<std::string> items;
     for (const auto& [lib, n] : loaded)
-      items.push_back(lib.first + ": SHA-256 " + lib.second + " (" + std::to_string(n) + " point" + (n == 1 ? "" : "s") + ")");
+      items.push_back(lib.first + ": SHA-256 " + lib.second + " (" + std::to_string(n) + " point" +
+                      (n == 1 ? "" : "s") + ")");
     if (!items.empty()) {
       Block b = list(items);
       b.wrap = false;
-      d.sections.push_back({"Code loaded from the campaign", 2, false,
-                            {text("Each library a point loaded (its `library`), resolved, with the SHA-256 of its bytes "
-                                  "when the point ran: code, not data (docs/trust.md)."),
-                             b}});
+      d.sections.push_back(
+          {"Code loaded from the campaign",
+           2,
+           false,
+           {text("Each library a point loaded (its `library`), resolved, with the SHA-256 of its bytes "
+                 "when the point ran: code, not data (docs/trust.md)."),
+            b}});
     }
   }
   d.sections.push_back({"Measurement quality", 2, false, {with_title(table(quality_table(rep)), rep, true)}});

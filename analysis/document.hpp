@@ -12,29 +12,29 @@
 namespace d500 {
 
 struct TableBlock {
-  Table table;                          // the header row first
-  std::vector<std::string> row_class;   // per body row: "bad", "warn" or "" (HTML)
-  std::vector<std::string> row_title;   // per body row: the hover text (HTML: the point's full canonical form)
-  std::set<std::size_t> wide_only;      // columns the terminal prints only with --wide
-  bool sortable = false;                // HTML: a click on a header sorts by that column
+  Table table;                         // the header row first
+  std::vector<std::string> row_class;  // per body row: "bad", "warn" or "" (HTML)
+  std::vector<std::string> row_title;  // per body row: the hover text (HTML: the point's full canonical form)
+  std::set<std::size_t> wide_only;     // columns the terminal prints only with --wide
+  bool sortable = false;               // HTML: a click on a header sorts by that column
 };
 
 struct Block {
   enum class Kind { Text, Table, Figure, List };
   Kind kind = Kind::Text;
-  std::string text;                 // Text: a paragraph; Figure: its caption
-  std::string brief;                // Text: what the terminal prints instead ("" prints `text`)
-  bool terminal = true;             // printed in the terminal (figures never are)
+  std::string text;      // Text: a paragraph; Figure: its caption
+  std::string brief;     // Text: what the terminal prints instead ("" prints `text`)
+  bool terminal = true;  // printed in the terminal (figures never are)
   TableBlock table;
-  std::string svg, name;            // Figure: the SVG and its file name (figures/<name>.svg)
-  std::vector<std::string> items;   // List
-  bool wrap = true;                 // List: the terminal may wrap its items (not where they hold paths)
+  std::string svg, name;           // Figure: the SVG and its file name (figures/<name>.svg)
+  std::vector<std::string> items;  // List
+  bool wrap = true;                // List: the terminal may wrap its items (not where they hold paths)
 };
 
 struct Section {
   std::string title;
-  int depth = 2;            // 2: a section; 3: a subsection
-  bool terminal = true;     // printed in the terminal
+  int depth = 2;         // 2: a section; 3: a subsection
+  bool terminal = true;  // printed in the terminal
   std::vector<Block> blocks;
 };
 

@@ -46,7 +46,9 @@ std::string ci_text(const PointRow& r) {
 std::string rate_text(const PointRow& r) {
   if (r.time.n == 0) return "-";
   std::string t = fmt_sig(r.rate, 4) + " " + r.rate_unit;
-  if (r.ranks > 1) t += " per rank" + (std::isfinite(r.rate_aggregate) ? " (" + fmt_sig(r.rate_aggregate, 4) + " all ranks)" : std::string());
+  if (r.ranks > 1)
+    t += " per rank" +
+         (std::isfinite(r.rate_aggregate) ? " (" + fmt_sig(r.rate_aggregate, 4) + " all ranks)" : std::string());
   return t;
 }
 
@@ -84,7 +86,8 @@ std::string fact_text(const PointRow& r, const std::string& k) { return str_para
 std::string reps_text(const PointRow& r) {
   if (r.time.n == 0) return "-";
   if (const std::string why = fact_text(r, "repetitions.stopped_by"); !why.empty()) {
-    const std::string width = r.time.has_ci ? fmt_sig((r.time.hi - r.time.lo) / r.time.median * 100, 2) + "% wide" : "no interval";
+    const std::string width =
+        r.time.has_ci ? fmt_sig((r.time.hi - r.time.lo) / r.time.median * 100, 2) + "% wide" : "no interval";
     if (why == "ci_width") return "auto: stopped at n=" + std::to_string(r.time.n) + ", CI " + width;
     if (why == "max") return "auto: max n=" + std::to_string(r.time.n) + " reached, CI still " + width;
     if (why == "max_time") return "auto: max_time reached at n=" + std::to_string(r.time.n) + ", CI " + width;
@@ -93,14 +96,16 @@ std::string reps_text(const PointRow& r) {
   // Beyond a thousand, the advice says only that the samples are too noisy (or not one
   // distribution) for repetitions to fix: say that instead of "~16133".
   if (r.advice.capped || r.advice.needed > kMostAdvisedRepetitions)
-    return "no (CI +/-" + fmt_sig(r.advice.rel_half_width * 100, 2) + "%): over " + std::to_string(kMostAdvisedRepetitions) +
+    return "no (CI +/-" + fmt_sig(r.advice.rel_half_width * 100, 2) + "%): over " +
+           std::to_string(kMostAdvisedRepetitions) +
            " needed, too noisy for repetitions alone (check load, warm-ups, longer runs)";
   return "no, ~" + std::to_string(r.advice.needed) + " needed";
 }
 
 std::string ranks_text(const PointRow& r) {
   if (!r.ranks_test.applicable) return "-";
-  return r.ranks_test.p_value < 0.01 ? "differ (" + r.ranks_test.method + " " + fmt_p(r.ranks_test.p_value) + ")" : "alike";
+  return r.ranks_test.p_value < 0.01 ? "differ (" + r.ranks_test.method + " " + fmt_p(r.ranks_test.p_value) + ")"
+                                     : "alike";
 }
 
 std::string independence_text(const PointRow& r) {
@@ -117,7 +122,8 @@ std::string machine_text(const PointRow& r) {
   const double busy = fact_number(r, "machine.busy"), load = fact_number(r, "machine.other_load"),
                steal = fact_number(r, "machine.steal_share");
   if (std::isnan(busy)) return "-";
-  const std::string figures = "load " + (std::isnan(load) ? std::string("unknown") : (load >= 0 ? "+" : "") + fmt_sig(load, 2)) +
+  const std::string figures = "load " +
+                              (std::isnan(load) ? std::string("unknown") : (load >= 0 ? "+" : "") + fmt_sig(load, 2)) +
                               " beyond this job, steal " + fmt_sig(steal * 100, 2) + "%";
   std::string text = busy > 0 ? "busy (" + figures + "): timings include other work" : "quiet (" + figures + ")";
   // The GPUs' state over the repetitions, where NVML could be read (device.*).
@@ -125,13 +131,16 @@ std::string machine_text(const PointRow& r) {
   if (std::isnan(throttled)) return text;
   const double capped = fact_number(r, "device.capped_s"), span = fact_number(r, "device.span_s"),
                clock = fact_number(r, "device.sm_clock_mhz_end"), energy = fact_number(r, "device.energy_j");
-  std::string gpu = "capped " + (std::isnan(capped) ? std::string("unknown") : fmt_sig(capped, 2) + " s") + " of " + fmt_sig(span, 3) +
-                    " s, SM clock at the end " + (std::isnan(clock) ? std::string("unknown") : fmt_sig(clock, 4) + " MHz") +
-                    ", reasons: " + fact_text(r, "device.clock_event_reasons") +
-                    (!std::isnan(energy)                           ? ", " + fmt_sig(energy, 3) + " J"
-                     : fact_text(r, "device.energy_note").empty() ? std::string()
-                                                                   : ", energy not resolved: NVML's counter did not advance");
-  return text + (throttled > 0 ? "; GPU held back (" + gpu + "): timings are of a slowed GPU" : "; GPU at its clocks (" + gpu + ")");
+  std::string gpu =
+      "capped " + (std::isnan(capped) ? std::string("unknown") : fmt_sig(capped, 2) + " s") + " of " +
+      fmt_sig(span, 3) + " s, SM clock at the end " +
+      (std::isnan(clock) ? std::string("unknown") : fmt_sig(clock, 4) + " MHz") +
+      ", reasons: " + fact_text(r, "device.clock_event_reasons") +
+      (!std::isnan(energy)                          ? ", " + fmt_sig(energy, 3) + " J"
+       : fact_text(r, "device.energy_note").empty() ? std::string()
+                                                    : ", energy not resolved: NVML's counter did not advance");
+  return text + (throttled > 0 ? "; GPU held back (" + gpu + "): timings are of a slowed GPU"
+                               : "; GPU at its clocks (" + gpu + ")");
 }
 
 std::string ratio_text(const stats::RatioInterval& x) {
@@ -148,8 +157,8 @@ std::string comparison_sentence(const Comparison& c) {
   // The interval is of the factor the sentence states: the speedup, or its inverse, the slowdown.
   const std::string level = std::to_string(static_cast<int>(100 * c.confidence + 0.5)) + "% CI";
   if (s.estimate >= 1)
-    return c.other + " is " + fmt_sig(s.estimate, 3) + "x faster than " + c.baseline + " (" + level + " of the speedup: [" +
-           fmt_sig(s.lo, 3) + ", " + fmt_sig(s.hi, 3) + "])";
+    return c.other + " is " + fmt_sig(s.estimate, 3) + "x faster than " + c.baseline + " (" + level +
+           " of the speedup: [" + fmt_sig(s.lo, 3) + ", " + fmt_sig(s.hi, 3) + "])";
   return c.other + " is " + fmt_sig(1 / s.estimate, 3) + "x slower than " + c.baseline + " (" + level +
          " of the slowdown: [" + fmt_sig(1 / s.hi, 3) + ", " + fmt_sig(1 / s.lo, 3) + "])";
 }
@@ -163,7 +172,8 @@ std::string tta_median_text(const TtaSummary& s) {
 std::string tta_ci_text(const TtaSummary& s) {
   if (s.beyond_budget) return "> budget (" + fmt_time(s.budget_s) + ") at both bounds: the median exceeds the budget";
   if (!s.has_ci) return "none (n=" + std::to_string(s.runs) + ")";
-  return "[" + fmt_time(s.lo) + ", " + (s.hi_censored() ? "> budget (" + fmt_time(s.budget_s) + ")" : fmt_time(s.hi)) + "]";
+  return "[" + fmt_time(s.lo) + ", " + (s.hi_censored() ? "> budget (" + fmt_time(s.budget_s) + ")" : fmt_time(s.hi)) +
+         "]";
 }
 
 std::string tta_success_text(const TtaSummary& s) {
@@ -178,17 +188,17 @@ Table results_table(const Report& rep) {
   Table t{{"point", "ranks", "n", "median", ci, "rate", "rate CI", "validation", "status"}};
   for (const auto& r : rep.rows)
     t.push_back({point_label(rep, r),
-                 std::to_string(r.ranks) + (r.oversubscribed          ? " (oversubscribed)"
+                 std::to_string(r.ranks) + (r.oversubscribed           ? " (oversubscribed)"
                                             : r.threads_oversubscribed ? " (threads oversubscribed)"
                                                                        : ""),
-                 std::to_string(r.time.n), r.time.n ? fmt_time(r.time.median) : "-",
-                 ci_text(r), rate_text(r), rate_ci_text(r), validation_text(r), r.status});
+                 std::to_string(r.time.n), r.time.n ? fmt_time(r.time.median) : "-", ci_text(r), rate_text(r),
+                 rate_ci_text(r), validation_text(r), r.status});
   return t;
 }
 
 Table distributed_table(const Report& rep) {
-  Table t{{"point", "scheme", "workers", "step (median)", "forward+backward", "communication", "wait", "communication share", "sent / step",
-           "effective bandwidth", "parameters across workers"}};
+  Table t{{"point", "scheme", "workers", "step (median)", "forward+backward", "communication", "wait",
+           "communication share", "sent / step", "effective bandwidth", "parameters across workers"}};
   for (const auto& r : rep.rows) {
     const std::string scheme = fact_text(r, "dist.scheme");
     if (scheme.empty() || r.time.n == 0) continue;
@@ -200,12 +210,17 @@ Table distributed_table(const Report& rep) {
     }
     const bool consistent = fact_number(r, "dist.consistent") == 1;
     const double sent = fact_number(r, "comm.bytes_sent_per_step"), mismatches = fact_number(r, "dist.hash_mismatches");
-    std::string params = consistent ? (mismatches == 0 ? "identical (" + std::to_string(static_cast<long long>(fact_number(r, "dist.hash_checks"))) + " hash checks)"
-                                                       : "DIFFERED from step " + std::to_string(static_cast<long long>(fact_number(r, "dist.first_mismatch_step"))))
-                                    : "inconsistent scheme: not expected to agree";
+    std::string params =
+        consistent ? (mismatches == 0
+                          ? "identical (" + std::to_string(static_cast<long long>(fact_number(r, "dist.hash_checks"))) +
+                                " hash checks)"
+                          : "DIFFERED from step " +
+                                std::to_string(static_cast<long long>(fact_number(r, "dist.first_mismatch_step"))))
+                   : "inconsistent scheme: not expected to agree";
     // The scheme has its own column: the point is named by the rest of what varies.
-    t.push_back({rep.names.label(r, {"scheme"}), scheme + (consistent ? "" : " (inconsistent)"), std::to_string(static_cast<long long>(fact_number(r, "dist.workers"))),
-                 fmt_time(r.time.median), fb > 0 ? fmt_time(fb) : "-", fmt_time(comm), wait > 0 ? fmt_time(wait) : "-",
+    t.push_back({rep.names.label(r, {"scheme"}), scheme + (consistent ? "" : " (inconsistent)"),
+                 std::to_string(static_cast<long long>(fact_number(r, "dist.workers"))), fmt_time(r.time.median),
+                 fb > 0 ? fmt_time(fb) : "-", fmt_time(comm), wait > 0 ? fmt_time(wait) : "-",
                  fmt_sig(100 * (comm + wait) / r.time.median, 3) + "%", fmt_bytes(static_cast<std::int64_t>(sent)),
                  comm > 0 && sent > 0 ? fmt_sig(sent / comm / 1e9, 3) + " GB/s" : "-", params});
   }
@@ -213,11 +228,17 @@ Table distributed_table(const Report& rep) {
 }
 
 std::string distributed_note() {
-  return "Level 3, per point: medians over the timed steps of the phases of the step's slowest rank (each step's breakdown is one rank's own, so the phases add up to at most the step; communication: time inside the scheme's MPI calls; "
-         "wait: the barrier before a synchronous exchange). Communication share = (communication + wait) / step. Sent / step: bytes a rank "
-         "hands to MPI per step, the mean over ranks, counted by d500's communication layer (collectives by their textbook algorithm, "
-         "point-to-point exactly); effective bandwidth = sent / communication. Consistent schemes are checked by a hash of every "
-         "worker's parameters; inconsistent ones (ps-async, model averaging, D-PSGD) are labelled and evaluated on the model their "
+  return "Level 3, per point: medians over the timed steps of the phases of the step's slowest rank (each step's "
+         "breakdown is one rank's own, so the phases add up to at most the step; communication: time inside the "
+         "scheme's MPI calls; "
+         "wait: the barrier before a synchronous exchange). Communication share = (communication + wait) / step. Sent "
+         "/ step: bytes a rank "
+         "hands to MPI per step, the mean over ranks, counted by d500's communication layer (collectives by their "
+         "textbook algorithm, "
+         "point-to-point exactly); effective bandwidth = sent / communication. Consistent schemes are checked by a "
+         "hash of every "
+         "worker's parameters; inconsistent ones (ps-async, model averaging, D-PSGD) are labelled and evaluated on the "
+         "model their "
          "scheme defines.";
 }
 
@@ -235,7 +256,8 @@ double peak_fraction(const PointRow& r) {
 }
 
 Table device_table(const Report& rep) {
-  Table t{{"point", "host median", "device median (CI)", "device rate", "of peak", "launch and wait", "peak device memory", "library's choice"}};
+  Table t{{"point", "host median", "device median (CI)", "device rate", "of peak", "launch and wait",
+           "peak device memory", "library's choice"}};
   for (const auto& r : rep.rows) {
     const PointRow::PhaseTime* d = device_phase(r);
     if (!d || r.time.n == 0) continue;
@@ -249,19 +271,27 @@ Table device_table(const Report& rep) {
                  s.median > 0 ? fmt_sig(r.rate * r.time.median / s.median, 4) + " " + r.rate_unit : "-",
                  std::isnan(peak_fraction(r)) ? "-" : fmt_sig(100 * peak_fraction(r), 3) + "%",
                  fmt_sig(100 * (r.time.median - s.median) / r.time.median, 3) + "%",
-                 std::isnan(memory) ? "-" : fmt_bytes(static_cast<std::int64_t>(memory)), choice.empty() ? "-" : choice});
+                 std::isnan(memory) ? "-" : fmt_bytes(static_cast<std::int64_t>(memory)),
+                 choice.empty() ? "-" : choice});
   }
   return t;
 }
 
 std::string device_note() {
-  return "Points timed on a GPU. Host median: the harness's repetition (the library call's launch, its run, and the wait for the "
-         "event after it), the slowest rank's, as in Results. Device median: the CUDA events recorded on the kernel's stream around "
-         "the call, the slowest rank's per repetition, with its interval; the device rate is the work over it. Launch and wait = "
-         "(host - device) / host of the medians. Of peak: the device rate over the GPU's arithmetic peak for the point's "
-         "arithmetic (strict float32: the FP32 cores; tf32, bf16, fp16: the tensor cores), SMs x dense FLOP per clock per SM (NVIDIA's "
-         "whitepapers) x the device's peak SM clock, an upper bound a power-capped tensor-core kernel does not reach (each point's "
-         "device.peak_basis states it; \"-\" where d500's table has no peak for the GPU). Peak device memory: the largest over ranks "
+  return "Points timed on a GPU. Host median: the harness's repetition (the library call's launch, its run, and the "
+         "wait for the "
+         "event after it), the slowest rank's, as in Results. Device median: the CUDA events recorded on the kernel's "
+         "stream around "
+         "the call, the slowest rank's per repetition, with its interval; the device rate is the work over it. Launch "
+         "and wait = "
+         "(host - device) / host of the medians. Of peak: the device rate over the GPU's arithmetic peak for the "
+         "point's "
+         "arithmetic (strict float32: the FP32 cores; tf32, bf16, fp16: the tensor cores), SMs x dense FLOP per clock "
+         "per SM (NVIDIA's "
+         "whitepapers) x the device's peak SM clock, an upper bound a power-capped tensor-core kernel does not reach "
+         "(each point's "
+         "device.peak_basis states it; \"-\" where d500's table has no peak for the GPU). Peak device memory: the "
+         "largest over ranks "
          "of the memory the kernel held (cudaMemGetInfo, device-wide).";
 }
 
@@ -270,44 +300,61 @@ Table collectives_table(const Report& rep) {
   for (const auto& r : rep.rows) {
     if (r.bus_factor <= 0 || r.time.n == 0) continue;
     auto bw = [&](double f) {
-      return fmt_sig(r.rate * f, 4) + " GB/s" + (r.time.has_ci ? " [" + fmt_sig(r.rate_lo * f, 4) + ", " + fmt_sig(r.rate_hi * f, 4) + "]" : "");
+      return fmt_sig(r.rate * f, 4) + " GB/s" +
+             (r.time.has_ci ? " [" + fmt_sig(r.rate_lo * f, 4) + ", " + fmt_sig(r.rate_hi * f, 4) + "]" : "");
     };
-    t.push_back({point_label(rep, r), std::to_string(r.ranks), fmt_time(r.time.median), bw(1), bw(r.bus_factor), fmt_sig(r.bus_factor, 3)});
+    t.push_back({point_label(rep, r), std::to_string(r.ranks), fmt_time(r.time.median), bw(1), bw(r.bus_factor),
+                 fmt_sig(r.bus_factor, 3)});
   }
   return t;
 }
 
 std::string collectives_note() {
-  return "Collectives, as nccl-tests defines their bandwidths: algorithm bandwidth = size / time, the size being the buffer "
-         "(allreduce, broadcast), the gathered result (allgather) or each rank's input (reduce_scatter); bus bandwidth = "
-         "algorithm bandwidth x the bus factor (allreduce 2(n-1)/n, allgather and reduce_scatter (n-1)/n, broadcast 1, n ranks), "
-         "which a link's speed bounds whatever the rank count. Times: medians of the slowest rank, intervals as for every point.";
+  return "Collectives, as nccl-tests defines their bandwidths: algorithm bandwidth = size / time, the size being the "
+         "buffer "
+         "(allreduce, broadcast), the gathered result (allgather) or each rank's input (reduce_scatter); bus bandwidth "
+         "= "
+         "algorithm bandwidth x the bus factor (allreduce 2(n-1)/n, allgather and reduce_scatter (n-1)/n, broadcast 1, "
+         "n ranks), "
+         "which a link's speed bounds whatever the rank count. Times: medians of the slowest rank, intervals as for "
+         "every point.";
 }
 
 Table overlap_table(const Report& rep) {
-  Table t{{"point (overlapped)", "workers", "plain step", "overlapped step", "speedup (CI)", "plain communication + wait", "hidden (CI)"}};
+  Table t{{"point (overlapped)", "workers", "plain step", "overlapped step", "speedup (CI)",
+           "plain communication + wait", "hidden (CI)"}};
   for (const auto& c : rep.overlap) {
-    const std::string hidden = fmt_sig(100 * c.hidden, 3) + "%" +
-                               (c.hidden_withheld.empty() ? " [" + fmt_sig(100 * c.hidden_lo, 3) + "%, " + fmt_sig(100 * c.hidden_hi, 3) + "%]"
-                                                          : " (no interval: " + c.hidden_withheld + ")");
-    t.push_back({c.group, std::to_string(c.workers), fmt_time(c.plain_step), fmt_time(c.overlap_step), ratio_text(c.speedup),
-                 fmt_time(c.plain_exposed), hidden});
+    const std::string hidden =
+        fmt_sig(100 * c.hidden, 3) + "%" +
+        (c.hidden_withheld.empty() ? " [" + fmt_sig(100 * c.hidden_lo, 3) + "%, " + fmt_sig(100 * c.hidden_hi, 3) + "%]"
+                                   : " (no interval: " + c.hidden_withheld + ")");
+    t.push_back({c.group, std::to_string(c.workers), fmt_time(c.plain_step), fmt_time(c.overlap_step),
+                 ratio_text(c.speedup), fmt_time(c.plain_exposed), hidden});
   }
   return t;
 }
 
 std::string overlap_note(const Report& rep) {
-  return "The bucketed, overlapped allreduce against the plain one on otherwise identical points (the same network, data, "
-         "ranks and seed; bucket_bytes aside). Steps are the slowest rank's, medians over the timed steps. Speedup = plain step / "
-         "overlapped step (" + std::to_string(static_cast<int>(100 * rep.confidence + 0.5)) + "% " + std::string(kRatioMethod == stats::BootstrapMethod::BCa ? "BCa" : "percentile") + " bootstrap of the ratio of "
-         "medians). Hidden = (plain step - overlapped step) / the plain scheme's communication + wait: the share of the "
-         "communication the plain scheme exposes that overlapping took off the step (100%: all of it; below 0: the overlapped "
-         "step is slower), with a percentile bootstrap over the steps (the plain point's step and communication resampled "
+  return "The bucketed, overlapped allreduce against the plain one on otherwise identical points (the same network, "
+         "data, "
+         "ranks and seed; bucket_bytes aside). Steps are the slowest rank's, medians over the timed steps. Speedup = "
+         "plain step / "
+         "overlapped step (" +
+         std::to_string(static_cast<int>(100 * rep.confidence + 0.5)) + "% " +
+         std::string(kRatioMethod == stats::BootstrapMethod::BCa ? "BCa" : "percentile") +
+         " bootstrap of the ratio of "
+         "medians). Hidden = (plain step - overlapped step) / the plain scheme's communication + wait: the share of "
+         "the "
+         "communication the plain scheme exposes that overlapping took off the step (100%: all of it; below 0: the "
+         "overlapped "
+         "step is slower), with a percentile bootstrap over the steps (the plain point's step and communication "
+         "resampled "
          "together).";
 }
 
 Table network_table(const Report& rep) {
-  Table t{{"point", "samples/s", "GFLOP/s", "forward", "backward", "planned memory", "peak RSS", "nodes on the backend"}};
+  Table t{
+      {"point", "samples/s", "GFLOP/s", "forward", "backward", "planned memory", "peak RSS", "nodes on the backend"}};
   for (const auto& r : rep.rows) {
     if (r.level != 1 || r.time.n == 0) continue;
     std::string fwd = "-", bwd = "-";
@@ -316,9 +363,11 @@ Table network_table(const Report& rep) {
       if (ph.phase == "backward") bwd = fmt_time(ph.time.median);
     }
     std::string mem = "-";
-    if (auto it = r.facts.find("memory.planned_bytes"); it != r.facts.end() && std::holds_alternative<std::int64_t>(it->second))
+    if (auto it = r.facts.find("memory.planned_bytes");
+        it != r.facts.end() && std::holds_alternative<std::int64_t>(it->second))
       mem = fmt_bytes(std::get<std::int64_t>(it->second));
-    std::string where = r.steps ? fmt_sig(100 * (1 - r.fallback_share), 3) + "% of step time" : "the framework's own executor";
+    std::string where =
+        r.steps ? fmt_sig(100 * (1 - r.fallback_share), 3) + "% of step time" : "the framework's own executor";
     t.push_back({point_label(rep, r), rate_text(r) + " " + rate_ci_text(r),
                  r.flops > 0 && r.time.median > 0 ? fmt_sig(r.flops / r.time.median / 1e9, 4) : "-", fwd, bwd, mem,
                  r.peak_rss_bytes >= 0 ? fmt_bytes(r.peak_rss_bytes) : "-", where});
@@ -335,9 +384,13 @@ Table steps_table(const PointRow& r) {
 }
 
 std::string steps_caption(const Report& rep, const PointRow& r) {
-  return point_label(rep, r) + ": the " + std::to_string(r.top_steps.size()) + " costliest of " + std::to_string(r.steps) +
-         " steps (their medians add up to " + fmt_time(r.steps_total_s) + " of a " + fmt_time(r.time.median) + " step" +
-         (r.fallback_share > 0 ? "; " + fmt_sig(100 * r.fallback_share, 3) + "% ran on the reference, which the backend lacks" : "") + ")";
+  return point_label(rep, r) + ": the " + std::to_string(r.top_steps.size()) + " costliest of " +
+         std::to_string(r.steps) + " steps (their medians add up to " + fmt_time(r.steps_total_s) + " of a " +
+         fmt_time(r.time.median) + " step" +
+         (r.fallback_share > 0
+              ? "; " + fmt_sig(100 * r.fallback_share, 3) + "% ran on the reference, which the backend lacks"
+              : "") +
+         ")";
 }
 
 Table operators_table(const PointRow& r) {
@@ -349,22 +402,26 @@ Table operators_table(const PointRow& r) {
 }
 
 std::string operators_caption(const Report& rep, const PointRow& r) {
-  return point_label(rep, r) + ": all " + std::to_string(r.steps) + " steps by operator and pass (each step's median added, as a " +
+  return point_label(rep, r) + ": all " + std::to_string(r.steps) +
+         " steps by operator and pass (each step's median added, as a " +
          "profiler groups kernels; the shares are of " + fmt_time(r.steps_total_s) + ")";
 }
 
 std::string network_note() {
-  return "Networks (level 1): samples/s is the batch over the median step time; GFLOP/s counts the graph's work (multiply-adds "
+  return "Networks (level 1): samples/s is the batch over the median step time; GFLOP/s counts the graph's work "
+         "(multiply-adds "
          "twice). A training step's forward and backward phases are the phases of each repetition's slowest rank (one "
-         "rank's own breakdown, so they add up to at most the step), summarised as the whole step is. Planned memory is the executor's arena of activations and gradients, placed by lifetime; peak RSS "
+         "rank's own breakdown, so they add up to at most the step), summarised as the whole step is. Planned memory "
+         "is the executor's arena of activations and gradients, placed by lifetime; peak RSS "
          "is the process's. On d500's executor every node's forward and backward step is timed inside the repetitions "
-         "(two clock reads each); a step's median is over the timed repetitions of its slowest rank, and its share is of "
+         "(two clock reads each); a step's median is over the timed repetitions of its slowest rank, and its share is "
+         "of "
          "the steps' medians added up.";
 }
 
 Table quality_table(const Report& rep) {
-  Table t{{"point", "ranks", "n", "mean (t-interval)", "p90, p99 (exact CI)", "outliers (low/high)", "enough repetitions", "ranks",
-           "independence", "machine"}};
+  Table t{{"point", "ranks", "n", "mean (t-interval)", "p90, p99 (exact CI)", "outliers (low/high)",
+           "enough repetitions", "ranks", "independence", "machine"}};
   for (const auto& r : rep.rows) {
     if (r.time.n == 0) continue;
     std::vector<std::string> tail;
@@ -380,7 +437,7 @@ Table quality_table(const Report& rep) {
 
 Table comparison_table(const Report& rep) {
   Table t{{"shared parameters", "baseline", "backend", "speedup: ratio of medians (CI)", "verdict",
-            "ratio of means (Fieller CI)"}};
+           "ratio of means (Fieller CI)"}};
   for (const auto& c : rep.comparisons)
     t.push_back({c.group, c.baseline, c.other, ratio_text(c.speedup),
                  c.speedup.excludes_one() ? "significant" : "not significant",
@@ -391,10 +448,10 @@ Table comparison_table(const Report& rep) {
 Table scaling_table(const ScalingSeries& s) {
   Table t{{"ranks", "nodes", "n", "median time", "CI", "T(base)/T(p) (CI)", "efficiency (CI)"}};
   for (const auto& p : s.points)
-    t.push_back({std::to_string(p.ranks), std::to_string(p.nodes), std::to_string(p.time.n), fmt_time(p.time.median),
-                 p.time.has_ci ? "[" + fmt_time(p.time.lo) + ", " + fmt_time(p.time.hi) + "]" : "none",
-                 ratio_text(p.speedup),
-                 fmt_sig(p.efficiency, 3) + " [" + fmt_sig(p.efficiency_lo, 3) + ", " + fmt_sig(p.efficiency_hi, 3) + "]"});
+    t.push_back(
+        {std::to_string(p.ranks), std::to_string(p.nodes), std::to_string(p.time.n), fmt_time(p.time.median),
+         p.time.has_ci ? "[" + fmt_time(p.time.lo) + ", " + fmt_time(p.time.hi) + "]" : "none", ratio_text(p.speedup),
+         fmt_sig(p.efficiency, 3) + " [" + fmt_sig(p.efficiency_lo, 3) + ", " + fmt_sig(p.efficiency_hi, 3) + "]"});
   return t;
 }
 
@@ -406,11 +463,13 @@ Table launches_table(const Report& rep) {
     const auto& li = g.interval;
     std::vector<std::string> each;
     for (std::size_t i = 0; i < g.within.size(); ++i)
-      each.push_back(std::to_string(g.launch_numbers[i]) + ": " + fmt_time(g.within[i].median) +
-                     (g.within[i].has_ci ? " [" + fmt_time(g.within[i].lo) + ", " + fmt_time(g.within[i].hi) + "]" : ""));
-    t.push_back({g.group, std::to_string(li.launches),
-                 fmt_time(li.estimate) + (li.has_ci ? " [" + fmt_time(li.lo) + ", " + fmt_time(li.hi) + "]" : " (no interval)"),
-                 fmt_sig(li.between_share * 100, 2) + "%", join(each, "; ")});
+      each.push_back(
+          std::to_string(g.launch_numbers[i]) + ": " + fmt_time(g.within[i].median) +
+          (g.within[i].has_ci ? " [" + fmt_time(g.within[i].lo) + ", " + fmt_time(g.within[i].hi) + "]" : ""));
+    t.push_back(
+        {g.group, std::to_string(li.launches),
+         fmt_time(li.estimate) + (li.has_ci ? " [" + fmt_time(li.lo) + ", " + fmt_time(li.hi) + "]" : " (no interval)"),
+         fmt_sig(li.between_share * 100, 2) + "%", join(each, "; ")});
   }
   return t;
 }
@@ -418,40 +477,52 @@ Table launches_table(const Report& rep) {
 Table launch_comparison_table(const Report& rep) {
   const std::string ci = std::to_string(static_cast<int>(rep.confidence * 100 + .5)) + "%";
   Table t{{"compared", "shared parameters", "baseline", "against", "launches paired",
-           "speedup T(baseline)/T(other) across launches (" + ci + " t on log ratios)", "verdict, or scaling efficiency (CI)",
-           "each launch: T(baseline)/T(other)"}};
+           "speedup T(baseline)/T(other) across launches (" + ci + " t on log ratios)",
+           "verdict, or scaling efficiency (CI)", "each launch: T(baseline)/T(other)"}};
   for (const auto& c : rep.launch_comparisons) {
     std::vector<std::string> each;
     for (std::size_t i = 0; i < c.launches.size(); ++i)
       each.push_back(std::to_string(c.launches[i]) + ": " + fmt_sig(c.baseline_medians[i] / c.other_medians[i], 4));
-    const std::string verdict =
-        c.varies == "ranks"
-            ? fmt_sig(c.speedup.estimate / c.ideal, 3) +
-                  (c.speedup.bounded ? " [" + fmt_sig(c.speedup.lo / c.ideal, 3) + ", " + fmt_sig(c.speedup.hi / c.ideal, 3) + "]" : "")
-            : c.speedup.excludes_one() ? "significant" : "not significant";
-    t.push_back({c.varies, c.group, c.baseline, c.other, std::to_string(c.launches.size()), ratio_text(c.speedup), verdict, join(each, "; ")});
+    const std::string verdict = c.varies == "ranks"
+                                    ? fmt_sig(c.speedup.estimate / c.ideal, 3) +
+                                          (c.speedup.bounded ? " [" + fmt_sig(c.speedup.lo / c.ideal, 3) + ", " +
+                                                                   fmt_sig(c.speedup.hi / c.ideal, 3) + "]"
+                                                             : "")
+                                : c.speedup.excludes_one() ? "significant"
+                                                           : "not significant";
+    t.push_back({c.varies, c.group, c.baseline, c.other, std::to_string(c.launches.size()), ratio_text(c.speedup),
+                 verdict, join(each, "; ")});
   }
   return t;
 }
 
 std::string launch_comparison_note(const Report&) {
-  return "Configurations measured in the same launches (backends; a scaling series' rank counts against its smallest): per "
-         "launch the ratio of the two medians (above 1, the other is faster), then Student's t interval (launches - 1 degrees of "
-         "freedom) on the logarithms of those ratios, exponentiated: the typical launch's speedup, paired by launch (a campaign's "
-         "launches run one after the other, launch i of every point in the same period). A scaling efficiency is that speedup "
-         "over the ideal (strong: p / p_base; weak: 1). These intervals cover the variation between launches; the Backend "
-         "comparisons and Scaling sections compare the points of one launch each and cover only the variation within it.";
+  return "Configurations measured in the same launches (backends; a scaling series' rank counts against its smallest): "
+         "per "
+         "launch the ratio of the two medians (above 1, the other is faster), then Student's t interval (launches - 1 "
+         "degrees of "
+         "freedom) on the logarithms of those ratios, exponentiated: the typical launch's speedup, paired by launch (a "
+         "campaign's "
+         "launches run one after the other, launch i of every point in the same period). A scaling efficiency is that "
+         "speedup "
+         "over the ideal (strong: p / p_base; weak: 1). These intervals cover the variation between launches; the "
+         "Backend "
+         "comparisons and Scaling sections compare the points of one launch each and cover only the variation within "
+         "it.";
 }
 
 Table launch_scaling_table(const Report& rep) {
   const std::string ci = std::to_string(static_cast<int>(rep.confidence * 100 + .5)) + "%";
-  auto iv = [](double v, double lo, double hi) { return fmt_sig(v, 3) + " [" + fmt_sig(lo, 3) + ", " + fmt_sig(hi, 3) + "]"; };
-  Table t{{"series", "kind", "rank counts", "launches", "law (why)", "s (" + ci + " t over launches)", "k", "predicted efficiency at 2x",
-           "at 4x", "each launch's s"}};
+  auto iv = [](double v, double lo, double hi) {
+    return fmt_sig(v, 3) + " [" + fmt_sig(lo, 3) + ", " + fmt_sig(hi, 3) + "]";
+  };
+  Table t{{"series", "kind", "rank counts", "launches", "law (why)", "s (" + ci + " t over launches)", "k",
+           "predicted efficiency at 2x", "at 4x", "each launch's s"}};
   for (const auto& m : rep.launch_scaling) {
     std::vector<std::string> counts, each;
     for (int r : m.ranks) counts.push_back(std::to_string(r));
-    for (std::size_t i = 0; i < m.launches.size(); ++i) each.push_back(std::to_string(m.launches[i]) + ": " + fmt_sig(m.launch_s[i], 3));
+    for (std::size_t i = 0; i < m.launches.size(); ++i)
+      each.push_back(std::to_string(m.launches[i]) + ": " + fmt_sig(m.launch_s[i], 3));
     t.push_back({m.group, m.kind, join(counts, ", "), std::to_string(m.launches.size()),
                  m.failed.empty() ? m.law + " (" + m.why + ")" : "no model: " + m.failed, iv(m.s, m.s_lo, m.s_hi),
                  m.law == "USL" ? iv(m.k, m.k_lo, m.k_hi) : "0 (Amdahl)",
@@ -462,10 +533,14 @@ Table launch_scaling_table(const Report& rep) {
 }
 
 std::string launch_scaling_note(const Report&) {
-  return "A scaling series measured in the same launches: the model (capacity C(n) = n / (1 + s (n-1) + k n (n-1)), Amdahl's law "
-         "its k = 0 case, n = ranks / the smallest; least squares on each launch's medians) fitted to each launch on its own, then "
-         "Student's t interval (launches - 1 degrees of freedom) on the launches' s, k and predicted efficiencies. These intervals "
-         "cover the variation between launches; the Scaling section's models are each one launch's, their bootstrap intervals "
+  return "A scaling series measured in the same launches: the model (capacity C(n) = n / (1 + s (n-1) + k n (n-1)), "
+         "Amdahl's law "
+         "its k = 0 case, n = ranks / the smallest; least squares on each launch's medians) fitted to each launch on "
+         "its own, then "
+         "Student's t interval (launches - 1 degrees of freedom) on the launches' s, k and predicted efficiencies. "
+         "These intervals "
+         "cover the variation between launches; the Scaling section's models are each one launch's, their bootstrap "
+         "intervals "
          "cover only its repetitions. The predictions extrapolate the law's assumption; they are not measurements.";
 }
 
@@ -476,7 +551,8 @@ Table tta_table(const Report& rep) {
   for (const auto& c : rep.tta)
     t.push_back({c.group, fmt_sig(c.summary.target, 3), fmt_time(c.summary.budget_s),
                  std::to_string(c.eval_interval_steps) + " steps", tta_success_text(c.summary),
-                 tta_median_text(c.summary) + (c.cut_off ? " (Kaplan-Meier: " + std::to_string(c.cut_off) + " cut off, censored)" : "") +
+                 tta_median_text(c.summary) +
+                     (c.cut_off ? " (Kaplan-Meier: " + std::to_string(c.cut_off) + " cut off, censored)" : "") +
                      (c.disagreements.empty() ? "" : "; ranks disagree: " + c.disagreements.front()),
                  tta_ci_text(c.summary)});
   return t;
@@ -491,14 +567,19 @@ std::string tta_svg(const TtaConfig& c, const Report& rep) {
     for (const auto& r : rep.rows)
       if (r.id == c.ids[i]) {
         svg::Series s;
-        const bool reached = std::any_of(r.curve.begin(), r.curve.end(), [&](const auto& e) { return e.second >= c.summary.target; });
-        s.name = "seed " + std::to_string(c.seeds[i]) + (reached ? "" : r.outcome != Outcome::Complete ? " (cut off)" : " (missed)");
+        const bool reached =
+            std::any_of(r.curve.begin(), r.curve.end(), [&](const auto& e) { return e.second >= c.summary.target; });
+        s.name = "seed " + std::to_string(c.seeds[i]) +
+                 (reached                          ? ""
+                  : r.outcome != Outcome::Complete ? " (cut off)"
+                                                   : " (missed)");
         s.dashed = !reached;
         s.markers = false;
         for (auto [t, a] : r.curve) s.x.push_back(t), s.y.push_back(a);
         p.series.push_back(s);
       }
-  svg::Series target{"target", {0, c.summary.budget_s}, {c.summary.target, c.summary.target}, {}, {}, true, false, true, {}};
+  svg::Series target{"target", {0, c.summary.budget_s}, {c.summary.target, c.summary.target}, {}, {}, true, false, true,
+                     {}};
   // The budget's line spans the curves' accuracies, not [0, 1]: the curves keep the plot's height.
   double lo = c.summary.target, hi = c.summary.target;
   for (const auto& s : p.series)
@@ -512,7 +593,8 @@ std::string tta_svg(const TtaConfig& c, const Report& rep) {
     m.y = c.summary.target;
     m.lo = c.summary.has_ci ? c.summary.lo : m.x;
     m.hi = c.summary.has_ci ? (std::isfinite(c.summary.hi) ? c.summary.hi : c.summary.budget_s) : m.x;
-    m.tip = "median time to accuracy " + tta_median_text(c.summary) + " " + tta_ci_text(c.summary) + "; reached " + tta_success_text(c.summary);
+    m.tip = "median time to accuracy " + tta_median_text(c.summary) + " " + tta_ci_text(c.summary) + "; reached " +
+            tta_success_text(c.summary);
     p.marks.push_back(m);
   }
   return svg::render(p);
@@ -520,19 +602,24 @@ std::string tta_svg(const TtaConfig& c, const Report& rep) {
 
 std::string scaling_model_text(const ScalingSeries& s) {
   const auto& m = s.model;
-  if (m.law.empty() && !m.failed.empty()) return " No scaling model: " + m.failed + (m.left_out.empty() ? "" : " (" + m.left_out + ")") + ".";
+  if (m.law.empty() && !m.failed.empty())
+    return " No scaling model: " + m.failed + (m.left_out.empty() ? "" : " (" + m.left_out + ")") + ".";
   if (m.law.empty()) return m.left_out.empty() ? "" : " No scaling model: " + m.left_out + ".";
-  auto iv = [](double v, double lo, double hi) { return fmt_sig(v, 3) + " [" + fmt_sig(lo, 3) + ", " + fmt_sig(hi, 3) + "]"; };
-  std::string t = " Fitted model (" + m.law + ", " + m.why + "; bootstrap intervals over the repetitions" +
-                  (m.exact_medians ? ", the resample medians of points of over " + std::to_string(stats::kDirectBootstrapMax) +
-                                         " repetitions drawn from their exact distribution"
-                                   : "") +
-                  "): capacity C(n) = n / (1 + s (n-1)" +
-                  (m.law == "USL" ? " + k n (n-1)" : "") + "), n = ranks / " + std::to_string(s.base_ranks) + "; s = " + iv(m.s, m.s_lo, m.s_hi);
+  auto iv = [](double v, double lo, double hi) {
+    return fmt_sig(v, 3) + " [" + fmt_sig(lo, 3) + ", " + fmt_sig(hi, 3) + "]";
+  };
+  std::string t =
+      " Fitted model (" + m.law + ", " + m.why + "; bootstrap intervals over the repetitions" +
+      (m.exact_medians ? ", the resample medians of points of over " + std::to_string(stats::kDirectBootstrapMax) +
+                             " repetitions drawn from their exact distribution"
+                       : "") +
+      "): capacity C(n) = n / (1 + s (n-1)" + (m.law == "USL" ? " + k n (n-1)" : "") + "), n = ranks / " +
+      std::to_string(s.base_ranks) + "; s = " + iv(m.s, m.s_lo, m.s_hi);
   if (m.law == "USL") t += ", k = " + iv(m.k, m.k_lo, m.k_hi);
   if (!m.left_out.empty()) t += " (" + m.left_out + ")";
-  t += "; predicted efficiency at " + std::to_string(m.at2) + " ranks " + iv(m.eff2, m.eff2_lo, m.eff2_hi) + ", at " + std::to_string(m.at4) +
-       " ranks " + iv(m.eff4, m.eff4_lo, m.eff4_hi) + " (extrapolated: the law's assumption, not a measurement).";
+  t += "; predicted efficiency at " + std::to_string(m.at2) + " ranks " + iv(m.eff2, m.eff2_lo, m.eff2_hi) + ", at " +
+       std::to_string(m.at4) + " ranks " + iv(m.eff4, m.eff4_lo, m.eff4_hi) +
+       " (extrapolated: the law's assumption, not a measurement).";
   return t;
 }
 
@@ -568,9 +655,11 @@ std::string scaling_svg(const ScalingSeries& s) {
     m.y.push_back(pt.time.median);
     m.lo.push_back(pt.time.has_ci ? pt.time.lo : NAN);
     m.hi.push_back(pt.time.has_ci ? pt.time.hi : NAN);
-    m.tips.push_back(std::to_string(pt.ranks) + (pt.ranks == 1 ? " rank" : " ranks") + ": median " + fmt_time(pt.time.median) +
-                     (pt.time.has_ci ? " [" + fmt_time(pt.time.lo) + ", " + fmt_time(pt.time.hi) + "]" : "") + ", n=" +
-                     std::to_string(pt.time.n) + "; speedup " + ratio_text(pt.speedup) + ", efficiency " + fmt_sig(pt.efficiency, 3));
+    m.tips.push_back(std::to_string(pt.ranks) + (pt.ranks == 1 ? " rank" : " ranks") + ": median " +
+                     fmt_time(pt.time.median) +
+                     (pt.time.has_ci ? " [" + fmt_time(pt.time.lo) + ", " + fmt_time(pt.time.hi) + "]" : "") +
+                     ", n=" + std::to_string(pt.time.n) + "; speedup " + ratio_text(pt.speedup) + ", efficiency " +
+                     fmt_sig(pt.efficiency, 3));
     ideal.x.push_back(x);
     ideal.y.push_back(s.kind == "weak" ? s.base_time : s.base_time * s.base_ranks / x);
     model.x.push_back(x);
@@ -630,7 +719,8 @@ void markdown_table(std::ostringstream& o, const Table& t) {
 void html_table(std::ostringstream& o, const Table& t, const std::vector<std::string>& row_class) {
   o << "<table>\n";
   for (std::size_t k = 0; k < t.size(); ++k) {
-    std::string cls = k > 0 && k - 1 < row_class.size() && !row_class[k - 1].empty() ? " class=\"" + row_class[k - 1] + "\"" : "";
+    std::string cls =
+        k > 0 && k - 1 < row_class.size() && !row_class[k - 1].empty() ? " class=\"" + row_class[k - 1] + "\"" : "";
     o << "<tr" << cls << ">";
     for (const auto& c : t[k]) o << (k == 0 ? "<th>" : "<td>") << html_escape(c) << (k == 0 ? "</th>" : "</td>");
     o << "</tr>\n";
@@ -642,27 +732,34 @@ std::vector<std::string> attention(const Report& rep) {
   std::vector<std::string> out;
   for (const auto& r : rep.rows)
     if (r.threads_oversubscribed && !r.oversubscribed)
-      out.push_back(point_label(rep, r) + " (" + r.id + "): its ranks x threads exceeded the CPUs of a host "
+      out.push_back(point_label(rep, r) + " (" + r.id +
+                    "): its ranks x threads exceeded the CPUs of a host "
                     "(threads oversubscribed): its times measure threads sharing cores");
   for (const auto& r : rep.rows)
     if (r.oversubscribed)
-      out.push_back(point_label(rep, r) + " (" + r.id + "): ran with more ranks than CPUs on a host (oversubscribed): "
+      out.push_back(point_label(rep, r) + " (" + r.id +
+                    "): ran with more ranks than CPUs on a host (oversubscribed): "
                     "its times measure core sharing, not the operation");
   // On a device, a node the backend has no kernel for crosses to the host and back inside the
   // timed step (on the host the reference shares the memory: no copy, only another kernel).
   for (const auto& r : rep.rows) {
     const double fallback = fact_number(r, "executor.reference_fallback_steps");
     if (fallback > 0 && !std::isnan(fact_number(r, "device.peak_memory_bytes")))
-      out.push_back(point_label(rep, r) + " (" + r.id + "): " + std::to_string(static_cast<long long>(fallback)) + " of its node steps ran on d500's reference through host mirrors (" +
-                    fact_text(r, "executor.reference_fallback_ops") + "): each copies its tensors down and back inside the timed step");
+      out.push_back(point_label(rep, r) + " (" + r.id + "): " + std::to_string(static_cast<long long>(fallback)) +
+                    " of its node steps ran on d500's reference through host mirrors (" +
+                    fact_text(r, "executor.reference_fallback_ops") +
+                    "): each copies its tensors down and back inside the timed step");
   }
   for (const auto& r : rep.rows)
     if (const std::string d = fact_text(r, "ranks_differ"); !d.empty())
-      out.push_back(point_label(rep, r) + " (" + r.id + "): its ranks set up differently (the point records rank 0's): " + d);
+      out.push_back(point_label(rep, r) + " (" + r.id +
+                    "): its ranks set up differently (the point records rank 0's): " + d);
   for (const auto& r : rep.rows)
     if (r.outcome != Outcome::Complete || r.reps_incomplete) {
-      std::string s = point_label(rep, r) + " (" + r.id + "): " + r.status + (r.status_reason.empty() ? "" : ": " + r.status_reason);
-      if (r.reps_incomplete) s += "; " + std::to_string(r.reps_incomplete) + " repetitions lacked some rank and were excluded";
+      std::string s = point_label(rep, r) + " (" + r.id + "): " + r.status +
+                      (r.status_reason.empty() ? "" : ": " + r.status_reason);
+      if (r.reps_incomplete)
+        s += "; " + std::to_string(r.reps_incomplete) + " repetitions lacked some rank and were excluded";
       out.push_back(s);
     }
   return out;
@@ -696,9 +793,10 @@ std::string jn(double v) {
   return b;
 }
 std::string jratio(const stats::RatioInterval& r) {
-  return "{\"estimate\": " + jn(r.estimate) + ", \"lo\": " + (r.bounded ? jn(r.lo) : "null") + ", \"hi\": " +
-         (r.bounded ? jn(r.hi) : "null") + ", \"significant\": " + (r.excludes_one() ? "true" : "false") +
-         ", \"method\": " + js(r.method) + (r.withheld.empty() ? "" : ", \"withheld\": " + js(r.withheld)) + "}";
+  return "{\"estimate\": " + jn(r.estimate) + ", \"lo\": " + (r.bounded ? jn(r.lo) : "null") +
+         ", \"hi\": " + (r.bounded ? jn(r.hi) : "null") +
+         ", \"significant\": " + (r.excludes_one() ? "true" : "false") + ", \"method\": " + js(r.method) +
+         (r.withheld.empty() ? "" : ", \"withheld\": " + js(r.withheld)) + "}";
 }
 
 }  // namespace d500
@@ -712,9 +810,10 @@ std::string ratio_method_words() {
 std::string launch_model_words(const LaunchScalingModel& m) {
   if (!m.failed.empty()) return "no model: " + m.failed;
   return m.law + ", s " + fmt_sig(m.s, 3) + " [" + fmt_sig(m.s_lo, 3) + ", " + fmt_sig(m.s_hi, 3) + "]" +
-         (m.law == "USL" ? ", k " + fmt_sig(m.k, 3) + " [" + fmt_sig(m.k_lo, 3) + ", " + fmt_sig(m.k_hi, 3) + "]" : std::string()) +
-         ", predicted efficiency at " + std::to_string(m.at2) + " ranks " + fmt_sig(m.eff2, 3) + " [" + fmt_sig(m.eff2_lo, 3) + ", " +
-         fmt_sig(m.eff2_hi, 3) + "]";
+         (m.law == "USL" ? ", k " + fmt_sig(m.k, 3) + " [" + fmt_sig(m.k_lo, 3) + ", " + fmt_sig(m.k_hi, 3) + "]"
+                         : std::string()) +
+         ", predicted efficiency at " + std::to_string(m.at2) + " ranks " + fmt_sig(m.eff2, 3) + " [" +
+         fmt_sig(m.eff2_lo, 3) + ", " + fmt_sig(m.eff2_hi, 3) + "]";
 }
 
 }  // namespace d500

@@ -37,9 +37,11 @@ class Log {
  public:
   explicit Log(long long t0) : t0_(t0) {}
   // One line; `value` and `metadata` are JSON text.
-  void line(double training_s, const char* type, const char* key, const std::string& value, const std::string& metadata = "{}") {
-    o_ << ":::MLLOG {\"namespace\": \"\", \"time_ms\": " << t0_ + std::llround(training_s * 1e3) << ", \"event_type\": \"" << type
-       << "\", \"key\": \"" << key << "\", \"value\": " << value << ", \"metadata\": " << metadata << "}\n";
+  void line(double training_s, const char* type, const char* key, const std::string& value,
+            const std::string& metadata = "{}") {
+    o_ << ":::MLLOG {\"namespace\": \"\", \"time_ms\": " << t0_ + std::llround(training_s * 1e3)
+       << ", \"event_type\": \"" << type << "\", \"key\": \"" << key << "\", \"value\": " << value
+       << ", \"metadata\": " << metadata << "}\n";
   }
   void event(const char* key, const std::string& value) { line(0, "POINT_IN_TIME", key, value); }
   std::string text() const { return o_.str(); }
@@ -68,7 +70,9 @@ std::string mllog_text(const JobResult& job, const PointResult& p) {
   const double steps = number("train.steps", 0), epochs = number("train.epochs", 0);
   const double epochs_per_step = steps > 0 ? epochs / steps : 0;
   const auto batch = p.params.find("batch");
-  const long long per_rank = batch != p.params.end() && std::holds_alternative<std::int64_t>(batch->second) ? std::get<std::int64_t>(batch->second) : 0;
+  const long long per_rank = batch != p.params.end() && std::holds_alternative<std::int64_t>(batch->second)
+                                 ? std::get<std::int64_t>(batch->second)
+                                 : 0;
   log.event("submission_benchmark", param_json(p, "network"));
   log.event("submission_org", js("d500"));
   log.event("submission_platform", js(join(job.hosts, ",")));
@@ -81,7 +85,8 @@ std::string mllog_text(const JobResult& job, const PointResult& p) {
   log.event("opt_base_learning_rate", param_json(p, "lr"));
   log.event("opt_weight_decay", param_json(p, "weight_decay"));
   log.event("opt_learning_rate_warmup_steps", param_json(p, "warmup_steps"));
-  if (const Value* d = fact("train.dataset"); d && std::holds_alternative<std::string>(*d)) log.event("d500_train_dataset", js(std::get<std::string>(*d)));
+  if (const Value* d = fact("train.dataset"); d && std::holds_alternative<std::string>(*d))
+    log.event("d500_train_dataset", js(std::get<std::string>(*d)));
   log.event("eval_samples", param_json(p, "eval_samples"));
   log.event("d500_point", js(p.id + " " + p.canonical));
   log.line(0, "INTERVAL_START", "run_start", "null");
@@ -92,8 +97,8 @@ std::string mllog_text(const JobResult& job, const PointResult& p) {
   for (const Event& e : p.events) {
     if (e.rank != 0) continue;
     const double t = static_cast<double>(e.time_ns) * 1e-9;
-    const std::string meta = "{\"epoch_num\": " + jn(static_cast<double>(e.step) * epochs_per_step) + ", \"step\": " + std::to_string(e.step) +
-                             ", \"loss\": " + jn(e.loss) + "}";
+    const std::string meta = "{\"epoch_num\": " + jn(static_cast<double>(e.step) * epochs_per_step) +
+                             ", \"step\": " + std::to_string(e.step) + ", \"loss\": " + jn(e.loss) + "}";
     log.line(t, "POINT_IN_TIME", "eval_accuracy", jn(e.accuracy), meta);
     if (target > 0 && e.accuracy >= target && (!(budget > 0) || t <= budget)) {
       success = true;  // MLPerf's run ends at the first evaluation on target
@@ -104,7 +109,8 @@ std::string mllog_text(const JobResult& job, const PointResult& p) {
   }
   // Aborted: no target, a target missed within the budget, or a record the job left unfinished.
   if (p.outcome != Outcome::Complete) success = false;
-  log.line(stop_s, "INTERVAL_END", "run_stop", "null", std::string("{\"status\": \"") + (success ? "success" : "aborted") + "\"}");
+  log.line(stop_s, "INTERVAL_END", "run_stop", "null",
+           std::string("{\"status\": \"") + (success ? "success" : "aborted") + "\"}");
   return log.text();
 }
 

@@ -26,7 +26,9 @@ bool PointNames::varies(const std::string& workload, const std::string& name) co
 
 std::string PointNames::varying_text(const PointRow& r, std::initializer_list<const char*> without) const {
   auto it = varying.find(r.workload);
-  return it == varying.end() ? "" : d500::varying_text(r.params, it->second, std::vector<std::string>(without.begin(), without.end()));
+  return it == varying.end()
+             ? ""
+             : d500::varying_text(r.params, it->second, std::vector<std::string>(without.begin(), without.end()));
 }
 
 std::string PointNames::label(const PointRow& r, std::initializer_list<const char*> without, bool with_backend) const {

@@ -40,8 +40,10 @@ int main(int argc, char** argv) {
          return std::bernoulli_distribution(0.1)(g) ? base * std::uniform_real_distribution<double>(3, 10)(g) : base;
        }},
   };
-  std::printf("coverage of a nominal 95%% interval of median(a) / median(b), %d trials each (true ratio 0.5)\n", trials);
-  std::printf("%-30s %4s  %-22s %-22s %-22s\n", "distribution", "n", "BCa bootstrap", "percentile bootstrap", "distribution-free");
+  std::printf("coverage of a nominal 95%% interval of median(a) / median(b), %d trials each (true ratio 0.5)\n",
+              trials);
+  std::printf("%-30s %4s  %-22s %-22s %-22s\n", "distribution", "n", "BCa bootstrap", "percentile bootstrap",
+              "distribution-free");
   std::mt19937_64 gen(20261127);
   for (const auto& shape : shapes)
     for (int n : ns) {
@@ -69,11 +71,13 @@ int main(int argc, char** argv) {
           std::snprintf(b, sizeof b, "no interval");
         } else {
           std::sort(widths[m].begin(), widths[m].end());
-          std::snprintf(b, sizeof b, "%.3f (width x%.2f)", static_cast<double>(cover[m]) / bounded[m], widths[m][widths[m].size() / 2]);
+          std::snprintf(b, sizeof b, "%.3f (width x%.2f)", static_cast<double>(cover[m]) / bounded[m],
+                        widths[m][widths[m].size() / 2]);
         }
         cells[m] = b;
       }
-      std::printf("%-30s %4d  %-22s %-22s %-22s\n", shape.name, n, cells[0].c_str(), cells[1].c_str(), cells[2].c_str());
+      std::printf("%-30s %4d  %-22s %-22s %-22s\n", shape.name, n, cells[0].c_str(), cells[1].c_str(),
+                  cells[2].c_str());
     }
   return 0;
 }

@@ -72,7 +72,8 @@ void text_table(std::ostringstream& o, const TableBlock& tb, std::size_t width) 
   // The first column names the row: the others give way first, down to their header (at most
   // 16 columns) or 12, whichever is wider; then every column, down to 8.
   std::vector<std::size_t> least(w.size());
-  for (std::size_t j = 0; j < w.size(); ++j) least[j] = std::max<std::size_t>(12, std::min<std::size_t>(16, columns(tb.table[0][keep[j]])));
+  for (std::size_t j = 0; j < w.size(); ++j)
+    least[j] = std::max<std::size_t>(12, std::min<std::size_t>(16, columns(tb.table[0][keep[j]])));
   while (width > 0 && total() > width) {
     std::size_t pick = w.size();
     for (std::size_t j = 1; j < w.size(); ++j)
@@ -106,7 +107,8 @@ std::string render_console(const Document& d, std::size_t width) {
     for (const auto& b : s.blocks) figures = figures || b.kind == Block::Kind::Figure;
     if (!s.terminal) continue;
     const bool shows = std::any_of(s.blocks.begin(), s.blocks.end(), [](const Block& b) {
-      return b.terminal && !(b.kind == Block::Kind::Text && b.brief == "-") && !(b.kind == Block::Kind::Table && b.table.table.size() < 2);
+      return b.terminal && !(b.kind == Block::Kind::Text && b.brief == "-") &&
+             !(b.kind == Block::Kind::Table && b.table.table.size() < 2);
     });
     if (!shows) continue;
     o << "\n" << s.title << ":\n";
@@ -124,7 +126,8 @@ std::string render_console(const Document& d, std::size_t width) {
           constexpr std::size_t kMostItems = 16;
           const std::size_t shown = width == 0 || b.items.size() <= kMostItems ? b.items.size() : kMostItems - 1;
           for (std::size_t i = 0; i < shown; ++i) wrap(o, "- " + b.items[i], b.wrap ? width : 0);
-          if (shown < b.items.size()) wrap(o, "- ... and " + std::to_string(b.items.size() - shown) + " more in report.md (or --wide)", width);
+          if (shown < b.items.size())
+            wrap(o, "- ... and " + std::to_string(b.items.size() - shown) + " more in report.md (or --wide)", width);
           break;
         }
         case Block::Kind::Figure: break;
@@ -135,8 +138,9 @@ std::string render_console(const Document& d, std::size_t width) {
   for (const auto& s : d.sections)
     if (!s.terminal) elsewhere.push_back(s.title);
   o << "\n";
-  wrap(o, std::string(figures ? "Figures and the sections " : "The sections ") + join(elsewhere, ", ") + " are in report.html and report.md" +
-              (width ? "; `d500 report --wide` prints every column." : "."),
+  wrap(o,
+       std::string(figures ? "Figures and the sections " : "The sections ") + join(elsewhere, ", ") +
+           " are in report.html and report.md" + (width ? "; `d500 report --wide` prints every column." : "."),
        width);
   return o.str();
 }

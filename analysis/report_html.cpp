@@ -34,7 +34,8 @@ void table_html(std::ostringstream& o, const TableBlock& tb) {
   o << "<table" << (tb.sortable ? " class=\"sortable\"" : "") << ">\n";
   for (std::size_t k = 0; k < tb.table.size(); ++k) {
     std::string attrs;
-    if (k > 0 && k - 1 < tb.row_class.size() && !tb.row_class[k - 1].empty()) attrs += " class=\"" + tb.row_class[k - 1] + "\"";
+    if (k > 0 && k - 1 < tb.row_class.size() && !tb.row_class[k - 1].empty())
+      attrs += " class=\"" + tb.row_class[k - 1] + "\"";
     if (k > 0 && k - 1 < tb.row_title.size()) attrs += " title=\"" + html_escape(tb.row_title[k - 1]) + "\"";
     o << "<tr" << attrs << ">";
     for (const auto& c : tb.table[k]) o << (k == 0 ? "<th>" : "<td>") << html_escape(c) << (k == 0 ? "</th>" : "</td>");
@@ -47,18 +48,21 @@ std::string anchor(std::size_t i) { return "s" + std::to_string(i + 1); }
 
 std::string render(const Report&, const Document& d) {
   std::ostringstream o;
-  o << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" << html_escape(d.title) << "</title>\n<style>"
+  o << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" << html_escape(d.title)
+    << "</title>\n<style>"
     << "body{font-family:sans-serif;margin:2em;max-width:100em;line-height:1.4}"
-    << "table{border-collapse:collapse;margin-bottom:1em;font-size:90%}td,th{border:1px solid #ccc;padding:.25em .5em;text-align:right}"
+    << "table{border-collapse:collapse;margin-bottom:1em;font-size:90%}td,th{border:1px solid #ccc;padding:.25em "
+       ".5em;text-align:right}"
     << "td:first-child,th:first-child{text-align:left}th{background:#f4f4f4}table.sortable th{cursor:pointer}"
     << "table.sortable th:after{content:' \\2195';color:#aaa}tr[title]:hover{background:#eef}"
     << ".bad{background:#fdd}.warn{background:#ffd}figure{display:inline-block;margin:0 1em 1em 0;vertical-align:top}"
-    << "figcaption{max-width:600px;font-size:85%;color:#444}nav{columns:3;font-size:90%}p{max-width:70em}</style></head><body>\n"
+    << "figcaption{max-width:600px;font-size:85%;color:#444}nav{columns:3;font-size:90%}p{max-width:70em}</style></"
+       "head><body>\n"
     << "<h1>" << html_escape(d.title) << "</h1>\n<p>" << html_escape(join(d.facts, "; ")) << "</p>\n<nav>\n";
   for (std::size_t i = 0; i < d.sections.size(); ++i)
     if (d.sections[i].depth == 2 || d.sections[i].title.rfind("Results: ", 0) == 0)
-      o << "<div>" << (d.sections[i].depth > 2 ? "&nbsp;&nbsp;" : "") << "<a href=\"#" << anchor(i) << "\">" << html_escape(d.sections[i].title)
-        << "</a></div>\n";
+      o << "<div>" << (d.sections[i].depth > 2 ? "&nbsp;&nbsp;" : "") << "<a href=\"#" << anchor(i) << "\">"
+        << html_escape(d.sections[i].title) << "</a></div>\n";
   o << "</nav>\n";
   for (std::size_t i = 0; i < d.sections.size(); ++i) {
     const Section& s = d.sections[i];
@@ -74,7 +78,8 @@ std::string render(const Report&, const Document& d) {
           o << "</ul>\n";
           break;
         case Block::Kind::Figure:
-          o << "<figure id=\"" << html_escape(b.name) << "\">" << b.svg << "<figcaption>" << html_escape(b.text) << "</figcaption></figure>\n";
+          o << "<figure id=\"" << html_escape(b.name) << "\">" << b.svg << "<figcaption>" << html_escape(b.text)
+            << "</figcaption></figure>\n";
           break;
       }
   }

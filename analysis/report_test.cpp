@@ -18,8 +18,9 @@ PointRow row(const std::string& backend, std::int64_t n, std::int64_t rpn, std::
   PointRow r;
   r.workload = "gemm";
   r.backend = backend;
-  r.params = {{"workload", std::string("gemm")}, {"backend", backend}, {"n", n}, {"ranks_per_node", rpn}, {"nodes", std::int64_t{1}},
-              {"seed", seed}, {"dtype", std::string("float32")}, {"threads", std::int64_t{1}}};
+  r.params = {{"workload", std::string("gemm")}, {"backend", backend},        {"n", n},
+              {"ranks_per_node", rpn},           {"nodes", std::int64_t{1}},  {"seed", seed},
+              {"dtype", std::string("float32")}, {"threads", std::int64_t{1}}};
   r.canonical = d500::canonical_point(r.params);
   r.id = r.canonical;
   r.ranks = static_cast<int>(rpn);
@@ -80,8 +81,8 @@ TEST(ReportFigures, ALineJoinsOnlyPointsThatDifferInItsXParameterAlone) {
     for (const auto& b : s.blocks)
       if (b.kind == d500::Block::Kind::Figure && b.name.rfind("rate-", 0) == 0) rate_figures.push_back(b.svg);
   ASSERT_EQ(rate_figures.size(), 2u) << "one panel per ranks_per_node";
-  const std::regex series("<g class=\"series\" data-name=\"([a-z]+)\" data-line=\"1\">([^]*?)</g>"), x("data-x=\"([0-9.]+)\""),
-      tip("ranks_per_node=([0-9])");
+  const std::regex series("<g class=\"series\" data-name=\"([a-z]+)\" data-line=\"1\">([^]*?)</g>"),
+      x("data-x=\"([0-9.]+)\""), tip("ranks_per_node=([0-9])");
   for (const auto& svg : rate_figures) {
     EXPECT_NE(svg.find("n (log scale)"), std::string::npos) << "64 to 1024 spans a decade";
     int count = 0;

@@ -35,7 +35,8 @@ class FunctionReporter final : public Reporter {
 
 }  // namespace
 
-std::unique_ptr<Reporter> make_reporter(std::string name, std::string file, std::string (*render)(const Report&, const Document&)) {
+std::unique_ptr<Reporter> make_reporter(std::string name, std::string file,
+                                        std::string (*render)(const Report&, const Document&)) {
   return std::make_unique<FunctionReporter>(std::move(name), std::move(file), render);
 }
 
@@ -64,7 +65,8 @@ const Reporter& find_reporter(const std::string& name) {
 std::string output_name(const std::string& file, double confidence) {
   const int pct = static_cast<int>(std::lround(confidence * 1000));  // 950, 990, 995
   if (pct == 950) return file;
-  const std::string level = pct % 10 == 0 ? std::to_string(pct / 10) : std::to_string(pct / 10) + "." + std::to_string(pct % 10);
+  const std::string level =
+      pct % 10 == 0 ? std::to_string(pct / 10) : std::to_string(pct / 10) + "." + std::to_string(pct % 10);
   const auto dot = file.find('.');
   return file.substr(0, dot) + "-" + level + (dot == std::string::npos ? "" : file.substr(dot));
 }

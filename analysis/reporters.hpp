@@ -25,7 +25,8 @@ class Reporter {
 };
 
 // A reporter from its name, file and render function: what each report_<name>.cpp returns.
-std::unique_ptr<Reporter> make_reporter(std::string name, std::string file, std::string (*render)(const Report&, const Document&));
+std::unique_ptr<Reporter> make_reporter(std::string name, std::string file,
+                                        std::string (*render)(const Report&, const Document&));
 
 // Every reporter, in the order they are written.
 const std::vector<std::unique_ptr<Reporter>>& reporters();

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
-#include <random>
 #include <map>
 #include <optional>
+#include <random>
 
 #include "common/parallel.hpp"
 #include "common/text.hpp"
@@ -28,7 +28,8 @@ std::string key_without(const Params& p, std::initializer_list<const char*> drop
 
 // How a group reads in the report: like a point (by what varies among the report's points of its
 // workload), without what varies inside the group; the rank count where the workload's vary.
-std::string label(const PointNames& names, const PointRow& r, bool with_backend, bool with_ranks, const char* also_without = "") {
+std::string label(const PointNames& names, const PointRow& r, bool with_backend, bool with_ranks,
+                  const char* also_without = "") {
   std::string s = names.label(r, {"nodes", "ranks_per_node", also_without}, with_backend);
   if (with_ranks && (names.varies(r.workload, "nodes") || names.varies(r.workload, "ranks_per_node")))
     s += ", " + std::to_string(r.ranks) + (r.ranks == 1 ? " rank" : " ranks");
@@ -38,8 +39,8 @@ std::string label(const PointNames& names, const PointRow& r, bool with_backend,
 // The rows `keep` accepts, grouped by their parameters less `drop` (what varies inside a group),
 // the groups in the order first seen and the rows of each in plan order.
 template <class Keep>
-std::vector<std::vector<const PointRow*>> group_rows(const std::vector<PointRow>& rows, std::initializer_list<const char*> drop,
-                                                     Keep keep) {
+std::vector<std::vector<const PointRow*>> group_rows(const std::vector<PointRow>& rows,
+                                                     std::initializer_list<const char*> drop, Keep keep) {
   std::map<std::string, std::size_t> index;
   std::vector<std::vector<const PointRow*>> groups;
   for (const auto& r : rows) {
@@ -57,7 +58,9 @@ bool timed_launch(const PointRow& r) { return r.params.count("launch") && r.has_
 
 // Which of two backends is the baseline of a comparison: the reference backend when present (the
 // truth), else the one first in name order (stable whatever order the files were read in).
-bool baseline_before(const std::string& a, const std::string& b) { return a == "reference" || (b != "reference" && a < b); }
+bool baseline_before(const std::string& a, const std::string& b) {
+  return a == "reference" || (b != "reference" && a < b);
+}
 
 }  // namespace
 
@@ -96,12 +99,14 @@ std::vector<Comparison> compare_backends(const std::vector<PointRow>& rows, doub
   }
   // The bootstraps (most of a large report's time) on the cores this process may use: each
   // comparison has its own seed, so the figures do not depend on how many threads there are.
-  parallel_ranges(static_cast<std::int64_t>(out.size()), std::min<std::int64_t>(rank_cores(), static_cast<std::int64_t>(out.size()) / 64 + 1),
+  parallel_ranges(static_cast<std::int64_t>(out.size()),
+                  std::min<std::int64_t>(rank_cores(), static_cast<std::int64_t>(out.size()) / 64 + 1),
                   [&](std::int64_t begin, std::int64_t end) {
                     for (auto i = static_cast<std::size_t>(begin); i < static_cast<std::size_t>(end); ++i) {
                       const auto [base, r] = pairs[i];
-                      out[i].speedup = stats::bootstrap_median_ratio(base->costs, r->costs, confidence, kRatioMethod, kBootstrapResamples,
-                                                                     comparison_seed(seed, base->id, r->id));
+                      out[i].speedup =
+                          stats::bootstrap_median_ratio(base->costs, r->costs, confidence, kRatioMethod,
+                                                        kBootstrapResamples, comparison_seed(seed, base->id, r->id));
                     }
                   });
   return out;
@@ -132,8 +137,8 @@ namespace {
 
 // `other` against `base` in the launches both were measured in, paired by launch; nullopt when
 // they share fewer than two (one launch's comparison then says all there is).
-std::optional<LaunchComparison> paired(const std::map<int, const PointRow*>& base, const std::map<int, const PointRow*>& other,
-                                       double confidence) {
+std::optional<LaunchComparison> paired(const std::map<int, const PointRow*>& base,
+                                       const std::map<int, const PointRow*>& other, double confidence) {
   LaunchComparison c;
   c.confidence = confidence;
   for (const auto& [launch, r] : other) {
@@ -219,7 +224,7 @@ std::vector<TtaConfig> tta_configs(const std::vector<PointRow>& rows, double con
       c.eval_interval_steps = first.eval_interval_steps;
       std::vector<double> t, cut;
       for (const auto* r : runs) {
-        const double reached = q + 1 == targets.size() ? r->tta_s
+        const double reached = q + 1 == targets.size()  ? r->tta_s
                                : q < r->tta_more.size() ? r->tta_more[q].second
                                                         : std::numeric_limits<double>::infinity();
         c.ids.push_back(r->id);
@@ -321,14 +326,17 @@ void fit_scaling_model(ScalingSeries& s, const std::vector<const PointRow*>& g, 
   M.law = usl ? "USL" : "Amdahl";
   M.why = count_ranks < 3 ? "two rank counts: only Amdahl's one parameter can be fitted"
           : usl           ? "the USL's contention term k is above 0 across its interval"
-                          : "the USL's contention term k is not clearly above 0 (its interval reaches 0): Amdahl's law suffices";
+                : "the USL's contention term k is not clearly above 0 (its interval reaches 0): Amdahl's law suffices";
   std::tie(M.s, M.k) = fit_usl(n, capacities(med), usl);
   // Amdahl's and the USL's s is a share of the work: a fit above 1 says the time grows with the
   // rank count faster than any serial share allows, which neither law describes.
   if (M.s > 1) {
-    M.failed = "the least-squares fit gives s = " + fmt_sig(M.s, 3) + ", outside the law's range [0, 1]: the time grows with the rank count "
-               "faster than a serial share allows (a busy or oversubscribed machine, or communication that grows with the ranks), "
-               "which " + M.law + "'s law cannot describe";
+    M.failed = "the least-squares fit gives s = " + fmt_sig(M.s, 3) +
+               ", outside the law's range [0, 1]: the time grows with the rank count "
+               "faster than a serial share allows (a busy or oversubscribed machine, or communication that grows with "
+               "the ranks), "
+               "which " +
+               M.law + "'s law cannot describe";
     M.law.clear();
     return;
   }
@@ -367,8 +375,8 @@ std::vector<ScalingSeries> scaling_series(const std::vector<PointRow>& rows, dou
         p.speedup.estimate = p.speedup.lo = p.speedup.hi = 1;  // the base, by definition
         p.speedup.method = "base";
       } else {
-        p.speedup = stats::bootstrap_median_ratio(base.costs, r->costs, confidence, kRatioMethod,
-                                                  kBootstrapResamples, comparison_seed(seed, base.id, r->id));
+        p.speedup = stats::bootstrap_median_ratio(base.costs, r->costs, confidence, kRatioMethod, kBootstrapResamples,
+                                                  comparison_seed(seed, base.id, r->id));
       }
       // Strong scaling: ideal speedup is p / p_base. Weak scaling: ideal time is constant, so
       // the efficiency is T(base) / T(p) itself.
@@ -383,12 +391,15 @@ std::vector<ScalingSeries> scaling_series(const std::vector<PointRow>& rows, dou
     std::vector<const PointRow*> fitted;
     std::vector<std::string> left_out;
     for (const auto* r : g) {
-      if (r != g.front() && (r->oversubscribed || r->threads_oversubscribed)) left_out.push_back(std::to_string(r->ranks));
-      else fitted.push_back(r);
+      if (r != g.front() && (r->oversubscribed || r->threads_oversubscribed))
+        left_out.push_back(std::to_string(r->ranks));
+      else
+        fitted.push_back(r);
     }
     if (fitted.size() >= 2) fit_scaling_model(s, fitted, confidence, seed);
     if (!left_out.empty())
-      s.model.left_out = "the oversubscribed " + join(left_out, ", ") + "-rank point" + (left_out.size() > 1 ? "s" : "") +
+      s.model.left_out = "the oversubscribed " + join(left_out, ", ") + "-rank point" +
+                         (left_out.size() > 1 ? "s" : "") +
                          (fitted.size() >= 2 ? " left out of the fit" : ": no other rank count to fit a model to");
     out.push_back(s);
   }
@@ -410,7 +421,8 @@ std::vector<LaunchScalingModel> scaling_models_across_launches(const std::vector
     for (const auto& [p, count] : seen) {
       if (count != static_cast<int>(by_launch.size())) continue;
       bool over = false;
-      for (const auto& [launch, points] : by_launch) over = over || points.at(p)->oversubscribed || points.at(p)->threads_oversubscribed;
+      for (const auto& [launch, points] : by_launch)
+        over = over || points.at(p)->oversubscribed || points.at(p)->threads_oversubscribed;
       if (!over || ranks.empty()) ranks.push_back(p);
     }
     if (by_launch.size() < 2 || ranks.size() < 2) continue;
@@ -450,7 +462,8 @@ std::vector<LaunchScalingModel> scaling_models_across_launches(const std::vector
     m.law = usl ? "USL" : "Amdahl";
     m.why = !three ? "two rank counts: only Amdahl's one parameter can be fitted"
             : usl  ? "the USL's contention term k is above 0 across its interval over the launches"
-                   : "the USL's contention term k is not clearly above 0 over the launches (its interval reaches 0): Amdahl's law "
+                   : "the USL's contention term k is not clearly above 0 over the launches (its interval reaches 0): "
+                     "Amdahl's law "
                      "suffices";
     m.launch_s = fs[law], m.launch_k = fk[law];
     auto take = [&](const std::vector<double>& v, double& est, double& lo, double& hi) {
@@ -470,7 +483,8 @@ std::vector<LaunchScalingModel> scaling_models_across_launches(const std::vector
     take_log(f2[law], m.eff2, m.eff2_lo, m.eff2_hi);
     take_log(f4[law], m.eff4, m.eff4_lo, m.eff4_hi);
     if (m.s > 1)
-      m.failed = "the launches' typical s = " + fmt_sig(m.s, 3) + " lies outside the law's range [0, 1]: the time grows with the rank count "
+      m.failed = "the launches' typical s = " + fmt_sig(m.s, 3) +
+                 " lies outside the law's range [0, 1]: the time grows with the rank count "
                  "faster than a serial share allows";
     m.s_lo = std::clamp(m.s_lo, 0.0, 1.0), m.s_hi = std::clamp(m.s_hi, 0.0, 1.0);
     m.k_lo = std::max(m.k_lo, 0.0), m.k_hi = std::max(m.k_hi, 0.0);
@@ -480,11 +494,14 @@ std::vector<LaunchScalingModel> scaling_models_across_launches(const std::vector
   return out;
 }
 
-std::vector<OverlapComparison> overlap_comparisons(const std::vector<PointRow>& rows, double confidence, std::uint64_t seed) {
+std::vector<OverlapComparison> overlap_comparisons(const std::vector<PointRow>& rows, double confidence,
+                                                   std::uint64_t seed) {
   std::vector<OverlapComparison> out;
   const PointNames names = point_names(rows);
   auto scheme = [](const PointRow& r) { return str_param_or(r.params, "scheme", ""); };
-  auto keep = [&](const PointRow& r) { return r.has_timings() && (scheme(r) == "allreduce" || scheme(r) == "allreduce-overlap"); };
+  auto keep = [&](const PointRow& r) {
+    return r.has_timings() && (scheme(r) == "allreduce" || scheme(r) == "allreduce-overlap");
+  };
   for (const auto& g : group_rows(rows, {"scheme", "bucket_bytes"}, keep)) {
     const PointRow* plain = nullptr;
     for (const auto* r : g)
@@ -513,7 +530,8 @@ std::vector<OverlapComparison> overlap_comparisons(const std::vector<PointRow>& 
       c.overlap_step = r->time.median;
       c.plain_exposed = stats::median(exposed);
       const std::uint64_t s = comparison_seed(seed, plain->id, r->id);
-      c.speedup = stats::bootstrap_median_ratio(plain->costs, r->costs, confidence, kRatioMethod, kBootstrapResamples, s);
+      c.speedup =
+          stats::bootstrap_median_ratio(plain->costs, r->costs, confidence, kRatioMethod, kBootstrapResamples, s);
       auto hidden = [](double p, double o, double e) { return e > 0 ? (p - o) / e : std::nan(""); };
       c.hidden = hidden(c.plain_step, c.overlap_step, c.plain_exposed);
       const std::size_t least = static_cast<std::size_t>(smallest_n_with_median_ci(confidence));

@@ -1,9 +1,9 @@
 #include "stats.hpp"
 
 #include <algorithm>
+#include <boost/math/distributions/binomial.hpp>
 #include <map>
 #include <mutex>
-#include <boost/math/distributions/binomial.hpp>
 
 namespace d500::stats {
 
@@ -23,7 +23,8 @@ namespace {
 
 // The exact interval of the p-quantile of sorted data (its order statistics at quantile_ci_ranks'
 // ranks): false, and nothing set, where this n has none.
-bool order_statistic_interval(const std::vector<double>& sorted, double p, double confidence, double& lo, double& hi, double& coverage) {
+bool order_statistic_interval(const std::vector<double>& sorted, double p, double confidence, double& lo, double& hi,
+                              double& coverage) {
   const RankInterval r = quantile_ci_ranks(static_cast<int>(sorted.size()), p, confidence);
   if (!r.valid) return false;
   lo = sorted[static_cast<std::size_t>(r.lo - 1)];
@@ -171,10 +172,14 @@ NormalityTest anderson_darling(std::vector<double> x) {
   const double dn = static_cast<double>(n);
   r.a2 = -dn - s / dn;
   const double a = r.a2_star = r.a2 * (1 + 0.75 / dn + 2.25 / (dn * dn));
-  if (a >= 0.6) r.p_value = std::exp(1.2937 - 5.709 * a + 0.0186 * a * a);
-  else if (a >= 0.34) r.p_value = std::exp(0.9177 - 4.279 * a - 1.38 * a * a);
-  else if (a >= 0.2) r.p_value = 1 - std::exp(-8.318 + 42.796 * a - 59.938 * a * a);
-  else r.p_value = 1 - std::exp(-13.436 + 101.14 * a - 223.73 * a * a);
+  if (a >= 0.6)
+    r.p_value = std::exp(1.2937 - 5.709 * a + 0.0186 * a * a);
+  else if (a >= 0.34)
+    r.p_value = std::exp(0.9177 - 4.279 * a - 1.38 * a * a);
+  else if (a >= 0.2)
+    r.p_value = 1 - std::exp(-8.318 + 42.796 * a - 59.938 * a * a);
+  else
+    r.p_value = 1 - std::exp(-13.436 + 101.14 * a - 223.73 * a * a);
   r.p_value = std::clamp(r.p_value, 0.0, 1.0);
   r.applicable = true;
   return r;
@@ -187,7 +192,7 @@ Outliers tukey_outliers(std::vector<double> x) {
   const double q1 = quantile_sorted(x, 0.25), q3 = quantile_sorted(x, 0.75), iqr = q3 - q1;
   o.lo_fence = q1 - 1.5 * iqr;
   o.hi_fence = q3 + 1.5 * iqr;
-  for (double v : x) o.low += v < o.lo_fence, o.high += v > o.hi_fence;
+  for (double v : x) o.low += v<o.lo_fence, o.high += v> o.hi_fence;
   return o;
 }
 
@@ -268,8 +273,7 @@ std::vector<double> leave_one_out_medians(const std::vector<double>& s) {
   if (n < 2) return std::vector<double>(n, n ? s[0] : 0);
   const std::size_t m = n - 1;  // size after removal
   auto at = [&](std::size_t k, std::size_t removed) { return k < removed ? s[k] : s[k + 1]; };
-  for (std::size_t i = 0; i < n; ++i)
-    out[i] = m % 2 ? at(m / 2, i) : 0.5 * (at(m / 2 - 1, i) + at(m / 2, i));
+  for (std::size_t i = 0; i < n; ++i) out[i] = m % 2 ? at(m / 2, i) : 0.5 * (at(m / 2 - 1, i) + at(m / 2, i));
   return out;
 }
 
@@ -279,13 +283,17 @@ ResampledMedian::ResampledMedian(const std::vector<double>& sorted, std::size_t 
   const double n = static_cast<double>(sorted.size());
   const double a = static_cast<double>((k + 1) / 2), b = static_cast<double>(k) - a + 1;
   // P(J <= j) = P(Bin(k, j/n) >= a) = I_{j/n}(a, b), the regularised incomplete beta.
-  auto cdf = [&](std::size_t j) { return j >= sorted.size() ? 1.0 : boost::math::ibeta(a, b, static_cast<double>(j) / n); };
+  auto cdf = [&](std::size_t j) {
+    return j >= sorted.size() ? 1.0 : boost::math::ibeta(a, b, static_cast<double>(j) / n);
+  };
   auto first_at_least = [&](double target) {
     std::size_t lo = 0, hi = sorted.size();
     while (lo < hi) {
       std::size_t mid = lo + (hi - lo) / 2;
-      if (cdf(mid) >= target) hi = mid;
-      else lo = mid + 1;
+      if (cdf(mid) >= target)
+        hi = mid;
+      else
+        lo = mid + 1;
     }
     return lo;
   };
@@ -363,14 +371,16 @@ RatioInterval bootstrap_median_ratio(const std::vector<double>& a, const std::ve
   RatioInterval r;
   r.estimate = median(a) / median(b);
   const bool direct = a.size() <= kDirectBootstrapMax && b.size() <= kDirectBootstrapMax;
-  r.method = std::string(method == BootstrapMethod::BCa ? "BCa" : "percentile") + " bootstrap of the ratio of medians, " +
-             std::to_string(resamples) + " resamples, seed " + std::to_string(seed) +
+  r.method = std::string(method == BootstrapMethod::BCa ? "BCa" : "percentile") +
+             " bootstrap of the ratio of medians, " + std::to_string(resamples) + " resamples, seed " +
+             std::to_string(seed) +
              (direct ? "" : ", resample medians drawn from their exact distribution (odd resample size)");
   const int least = smallest_n_with_median_ci(confidence);
   if (a.size() < static_cast<std::size_t>(least) || b.size() < static_cast<std::size_t>(least)) {
     r.bounded = false;
     r.withheld = "fewer than " + std::to_string(least) + " repetitions in a sample (n = " + std::to_string(a.size()) +
-                 " and " + std::to_string(b.size()) + "): no median has an exact interval there, so no ratio of medians gets one";
+                 " and " + std::to_string(b.size()) +
+                 "): no median has an exact interval there, so no ratio of medians gets one";
     return r;
   }
   std::mt19937_64 gen(seed);
@@ -544,7 +554,8 @@ RepetitionAdvice repetition_advice(const std::vector<double>& x, const Summary& 
     if (!r.valid) return std::numeric_limits<double>::infinity();
     const double p_lo = r.lo / (m + 1.0), p_hi = r.hi / (m + 1.0);
     const double w7 = std::max(med7 - quantile_sorted(sorted, p_lo), quantile_sorted(sorted, p_hi) - med7) / med7;
-    const double w_hd = std::max(med_hd - harrell_davis_sorted(sorted, p_lo), harrell_davis_sorted(sorted, p_hi) - med_hd) / med_hd;
+    const double w_hd =
+        std::max(med_hd - harrell_davis_sorted(sorted, p_lo), harrell_davis_sorted(sorted, p_hi) - med_hd) / med_hd;
     return std::min(w7, w_hd);
   };
   // Grow geometrically to the first count that reaches the target, then bisect back to the
@@ -563,7 +574,8 @@ RepetitionAdvice repetition_advice(const std::vector<double>& x, const Summary& 
   return a;
 }
 
-KaplanMeierMedian kaplan_meier_median(const std::vector<double>& time, const std::vector<bool>& event, double confidence) {
+KaplanMeierMedian kaplan_meier_median(const std::vector<double>& time, const std::vector<bool>& event,
+                                      double confidence) {
   KaplanMeierMedian m;
   std::vector<std::size_t> order(time.size());
   std::iota(order.begin(), order.end(), 0);
@@ -581,7 +593,8 @@ KaplanMeierMedian kaplan_meier_median(const std::vector<double>& time, const std
       greenwood += at_risk > deaths ? deaths / (at_risk * (at_risk - deaths)) : std::numeric_limits<double>::infinity();
       t.push_back(time[order[i]]);
       est.push_back(surv);
-      const double w = std::isfinite(greenwood) ? std::exp(z * std::sqrt(greenwood)) : std::numeric_limits<double>::infinity();
+      const double w =
+          std::isfinite(greenwood) ? std::exp(z * std::sqrt(greenwood)) : std::numeric_limits<double>::infinity();
       lower.push_back(surv > 0 ? surv / w : 0);
       upper.push_back(surv > 0 ? std::min(1.0, surv * w) : 0);
     }
@@ -650,7 +663,8 @@ LaunchInterval launch_interval(const std::vector<std::vector<double>>& per_launc
   return r;
 }
 
-RatioInterval launch_ratio(const std::vector<double>& a_medians, const std::vector<double>& b_medians, double confidence) {
+RatioInterval launch_ratio(const std::vector<double>& a_medians, const std::vector<double>& b_medians,
+                           double confidence) {
   RatioInterval r;
   r.method = "paired by launch: Student's t on the log ratios of the launch medians";
   r.bounded = false;

@@ -102,7 +102,9 @@ struct IndependenceCheck {
   double trend_rho = 0, trend_p = 1, lag1 = 0;
   bool applicable = false;  // n >= 10 and not all equal
   bool trend(double alpha = 0.01) const { return applicable && trend_p < alpha; }
-  bool autocorrelated(int n, double z = 2.576) const { return applicable && std::abs(lag1) > z / std::sqrt(static_cast<double>(n)); }
+  bool autocorrelated(int n, double z = 2.576) const {
+    return applicable && std::abs(lag1) > z / std::sqrt(static_cast<double>(n));
+  }
 };
 IndependenceCheck independence_check(const std::vector<double>& x);
 
@@ -113,10 +115,10 @@ IndependenceCheck independence_check(const std::vector<double>& x);
 // the variance of log costs between launches (one-way random-effects ANOVA, method of moments:
 // (MSB - MSW) / n0 over that plus MSW, 0 when negative).
 struct LaunchInterval {
-  int launches = 0;              // launches with values
-  std::vector<double> medians;   // per launch
+  int launches = 0;             // launches with values
+  std::vector<double> medians;  // per launch
   double estimate = 0, lo = 0, hi = 0;
-  bool has_ci = false;           // k >= 2 and the launch medians are positive
+  bool has_ci = false;  // k >= 2 and the launch medians are positive
   double between_share = 0;
   double within_sd_log = 0, between_sd_log = 0;
 };
@@ -140,7 +142,8 @@ struct KaplanMeierMedian {
   double median = 0, lo = 0, hi = 0;
 };
 // time[i] with event[i] (true: observed, false: censored at that time).
-KaplanMeierMedian kaplan_meier_median(const std::vector<double>& time, const std::vector<bool>& event, double confidence);
+KaplanMeierMedian kaplan_meier_median(const std::vector<double>& time, const std::vector<bool>& event,
+                                      double confidence);
 
 // A ratio with its interval. `bounded` is false when the interval is unbounded (Fieller with a
 // denominator not significantly different from zero).
@@ -161,14 +164,15 @@ struct RatioInterval {
 // comparison within one launch does not. `a_medians` and `b_medians` are the launches' medians,
 // in the same launch order; no interval (bounded false, `withheld` says why) for k < 2 or a
 // median that is not positive.
-RatioInterval launch_ratio(const std::vector<double>& a_medians, const std::vector<double>& b_medians, double confidence);
+RatioInterval launch_ratio(const std::vector<double>& a_medians, const std::vector<double>& b_medians,
+                           double confidence);
 
 // Two-sample bootstrap of median(a) / median(b): each sample resampled independently,
 // `resamples` times, from a fixed seed (reproducible reports). Percentile or BCa limits (see
 // bca_levels). One policy for small samples, medians and ratios alike: no interval (`withheld`)
-// unless each sample has at least smallest_n_with_median_ci(confidence) values (6 at 95%). Samples larger than kDirectBootstrapMax are not
-// resampled value by value: each resample's median is drawn from its exact distribution (see
-// ResampledMedian), for a resample of odd size (n, or n - 1 when n is even).
+// unless each sample has at least smallest_n_with_median_ci(confidence) values (6 at 95%). Samples larger than
+// kDirectBootstrapMax are not resampled value by value: each resample's median is drawn from its exact distribution
+// (see ResampledMedian), for a resample of odd size (n, or n - 1 when n is even).
 enum class BootstrapMethod { Percentile, BCa };
 inline constexpr std::size_t kDirectBootstrapMax = 2000;
 
@@ -182,8 +186,8 @@ class ResampledMedian {
 
  private:
   const std::vector<double>& x_;
-  std::size_t first_ = 0;     // rank (0-based) of cdf_[0]
-  std::vector<double> cdf_;   // P(J <= first_ + i + 1)
+  std::size_t first_ = 0;    // rank (0-based) of cdf_[0]
+  std::vector<double> cdf_;  // P(J <= first_ + i + 1)
 };
 
 // The medians of bootstrap resamples of one sample, drawn one after another from `gen`: value by

@@ -64,7 +64,7 @@ TEST(MeanInterval, UsesStudentsT) {
   ASSERT_TRUE(m.valid);
   EXPECT_DOUBLE_EQ(m.mean, 5.5);
   const double half = 2.2621571627409915 * std::sqrt(55.0 / 6.0) / std::sqrt(10.0);  // t(0.975; 9)
-  EXPECT_NEAR(m.lo, 3.3341494103866087, 1e-9);  // scipy.stats.t.interval
+  EXPECT_NEAR(m.lo, 3.3341494103866087, 1e-9);                                       // scipy.stats.t.interval
   EXPECT_NEAR(m.lo, 5.5 - half, 1e-9);
   EXPECT_NEAR(m.hi, 5.5 + half, 1e-9);
 }
@@ -155,7 +155,8 @@ TEST(Bootstrap, CoversTheTrueRatioOfMedians) {
 namespace {
 const std::vector<double> kBcaA = {2.1, 2.0, 2.3, 1.9, 2.2, 2.05, 2.9, 1.95, 2.15, 2.0, 2.6, 2.0, 2.7};
 const std::vector<double> kBcaB = {1.3, 0.9, 1.5, 0.97, 1.0, 1.6, 0.95, 1.01, 1.35, 0.98, 1.4};
-std::vector<double> leave_each_out(const std::vector<double>& x, const std::function<double(const std::vector<double>&)>& f) {
+std::vector<double> leave_each_out(const std::vector<double>& x,
+                                   const std::function<double(const std::vector<double>&)>& f) {
   std::vector<double> out;
   for (std::size_t i = 0; i < x.size(); ++i) {
     std::vector<double> y = x;
@@ -171,7 +172,8 @@ TEST(Bootstrap, BcaLevelsMatchScipy) {
   EXPECT_DOUBLE_EQ(est, 2.0792079207920793);
   // 400 replicates, 8 of them exactly the estimate: ties count half in z0.
   std::vector<double> theta;
-  for (int k = 0; k < 400; ++k) theta.push_back(k % 50 == 0 ? est : est * (1 + 0.05 * (((k * 37) % 400) - 180) / 200.0));
+  for (int k = 0; k < 400; ++k)
+    theta.push_back(k % 50 == 0 ? est : est * (1 + 0.05 * (((k * 37) % 400) - 180) / 200.0));
   std::sort(theta.begin(), theta.end());
   const std::vector<std::vector<double>> jack = {
       leave_each_out(kBcaA, [&](const std::vector<double>& y) { return median(y) / mb; }),
@@ -426,8 +428,8 @@ TEST(TimeToAccuracy, CensoredRunsKeepTheirPlaceInTheOrderStatistics) {
   ASSERT_TRUE(s.median_defined);
   EXPECT_DOUBLE_EQ(s.median, 14.5);
   ASSERT_TRUE(s.has_ci);
-  EXPECT_DOUBLE_EQ(s.lo, 11);  // x(2)
-  EXPECT_TRUE(s.hi_censored());  // x(9) is a miss: "> budget"
+  EXPECT_DOUBLE_EQ(s.lo, 11);                           // x(2)
+  EXPECT_TRUE(s.hi_censored());                         // x(9) is a miss: "> budget"
   EXPECT_NEAR(s.success.lo, 0.4439045376923585, 1e-9);  // scipy beta.ppf(0.025, 8, 3)
   EXPECT_NEAR(s.success.hi, 0.9747892736731666, 1e-9);  // scipy beta.ppf(0.975, 9, 2)
 }
@@ -447,7 +449,8 @@ TEST(TimeToAccuracy, MedianIsUndefinedWhenHalfOrMoreMiss) {
   EXPECT_FALSE(all.hi_censored());
   EXPECT_DOUBLE_EQ(all.hi, 9);
   // Most runs missed and even the lower rank (x(2) of 10) is a miss: beyond the budget, not "none".
-  d500::TtaSummary beyond = d500::summarize_tta({10, kInf, kInf, kInf, kInf, kInf, kInf, kInf, kInf, kInf}, 0.9, 20, 0.95);
+  d500::TtaSummary beyond =
+      d500::summarize_tta({10, kInf, kInf, kInf, kInf, kInf, kInf, kInf, kInf, kInf}, 0.9, 20, 0.95);
   EXPECT_FALSE(beyond.has_ci);
   EXPECT_TRUE(beyond.beyond_budget);
   EXPECT_EQ(d500::tta_ci_text(beyond), "> budget (20.00 s) at both bounds: the median exceeds the budget");
@@ -462,8 +465,10 @@ double ks_distance(std::vector<double> a, std::vector<double> b) {
   double ks = 0;
   for (const auto* s : {&a, &b})
     for (double v : *s) {
-      const double fa = static_cast<double>(std::upper_bound(a.begin(), a.end(), v) - a.begin()) / static_cast<double>(a.size());
-      const double fb = static_cast<double>(std::upper_bound(b.begin(), b.end(), v) - b.begin()) / static_cast<double>(b.size());
+      const double fa =
+          static_cast<double>(std::upper_bound(a.begin(), a.end(), v) - a.begin()) / static_cast<double>(a.size());
+      const double fb =
+          static_cast<double>(std::upper_bound(b.begin(), b.end(), v) - b.begin()) / static_cast<double>(b.size());
       ks = std::max(ks, std::fabs(fa - fb));
     }
   return ks;
@@ -602,7 +607,7 @@ TEST(PairedRanks, FriedmanWithTiesMatchesSciPy) {
   EXPECT_EQ(r.df, 2);
   EXPECT_NEAR(r.statistic, 9.76923076923077, 1e-12);
   EXPECT_NEAR(r.p_value, 0.007562031676513105, 1e-12);
-  const std::vector<std::vector<double>> b4{{10, 12, 11, 13}, {9, 11, 10, 14}, {8, 8, 9, 12},
+  const std::vector<std::vector<double>> b4{{10, 12, 11, 13}, {9, 11, 10, 14},  {8, 8, 9, 12},
                                             {11, 13, 12, 12}, {10, 10, 10, 11}, {7, 9, 8, 10}};
   const auto r4 = paired_ranks_test(b4);
   EXPECT_NEAR(r4.statistic, 13.000000000000004, 1e-10);
@@ -613,7 +618,8 @@ TEST(PairedRanks, FriedmanWithTiesMatchesSciPy) {
 
 TEST(PairedRanks, TwoRanksUseTheExactSignTestAsSciPysBinomtest) {
   // d = x - y: 2 positive, 9 negative, 1 tie; stats.binomtest(2, 11, 0.5).pvalue
-  const std::vector<double> x{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, y{1.5, 2.5, 2.5, 4.5, 5.5, 6.5, 7.5, 7.5, 9.5, 10.5, 11.5, 12};
+  const std::vector<double> x{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12},
+      y{1.5, 2.5, 2.5, 4.5, 5.5, 6.5, 7.5, 7.5, 9.5, 10.5, 11.5, 12};
   std::vector<std::vector<double>> b;
   for (std::size_t i = 0; i < x.size(); ++i) b.push_back({x[i], y[i]});
   const auto r = paired_ranks_test(b);
@@ -655,7 +661,8 @@ TEST(Comparisons, EachHasItsOwnBootstrapStreamAndIsReproducible) {
       r.id = std::string(backend) + size;
       r.workload = "gemm";
       r.backend = backend;
-      r.params = {{"workload", std::string("gemm")}, {"backend", std::string(backend)}, {"n", std::int64_t{std::atoi(size)}}};
+      r.params = {
+          {"workload", std::string("gemm")}, {"backend", std::string(backend)}, {"n", std::int64_t{std::atoi(size)}}};
       r.outcome = d500::Outcome::Complete;
       r.costs = std::string(backend) == "reference" ? a : b;
       r.time = summarize(r.costs);
@@ -663,7 +670,7 @@ TEST(Comparisons, EachHasItsOwnBootstrapStreamAndIsReproducible) {
     }
   const auto c = d500::compare_backends(rows, 0.95, 7), again = d500::compare_backends(rows, 0.95, 7);
   ASSERT_EQ(c.size(), 2u);
-  EXPECT_EQ(c[0].speedup.estimate, c[1].speedup.estimate);  // the same numbers...
+  EXPECT_EQ(c[0].speedup.estimate, c[1].speedup.estimate);                                // the same numbers...
   EXPECT_TRUE(c[0].speedup.lo != c[1].speedup.lo || c[0].speedup.hi != c[1].speedup.hi);  // ...their own resamples
   EXPECT_EQ(c[0].speedup.lo, again[0].speedup.lo);
   EXPECT_EQ(c[1].speedup.hi, again[1].speedup.hi);
@@ -705,19 +712,23 @@ TEST(MachineText, SaysWhetherTheGpuWasHeldBackWhereNvmlWasRead) {
   r.facts["device.sm_clock_mhz_end"] = 1980.0;
   r.facts["device.clock_event_reasons"] = std::string("none");
   r.facts["device.energy_j"] = 8125.0;
-  EXPECT_EQ(d500::machine_text(r), "quiet (load +0.50 beyond this job, steal 0.0%); GPU at its clocks (capped 0.0 s of 12.5 s, "
-                                             "SM clock at the end 1980 MHz, reasons: none, 8125 J)");
+  EXPECT_EQ(d500::machine_text(r),
+            "quiet (load +0.50 beyond this job, steal 0.0%); GPU at its clocks (capped 0.0 s of 12.5 s, "
+            "SM clock at the end 1980 MHz, reasons: none, 8125 J)");
   r.facts["device.throttled"] = std::int64_t{1};
   r.facts["device.capped_s"] = 3.0;
   r.facts["device.sm_clock_mhz_end"] = 1410.0;
   r.facts["device.clock_event_reasons"] = std::string("power cap (software)");
   r.facts.erase("device.energy_j");  // a rank could not read its GPU's energy
-  EXPECT_EQ(d500::machine_text(r), "quiet (load +0.50 beyond this job, steal 0.0%); GPU held back (capped 3.0 s of 12.5 s, "
-                                             "SM clock at the end 1410 MHz, reasons: power cap (software)): timings are of a slowed GPU");
+  EXPECT_EQ(d500::machine_text(r),
+            "quiet (load +0.50 beyond this job, steal 0.0%); GPU held back (capped 3.0 s of 12.5 s, "
+            "SM clock at the end 1410 MHz, reasons: power cap (software)): timings are of a slowed GPU");
   // A span too short for NVML's energy counter to advance: no energy, and why.
   r.facts["device.energy_j"] = std::nan("");
-  r.facts["device.energy_note"] = std::string("NVML's energy counter did not advance over the 2.1 ms span on 1 of 1 rank(s)");
-  EXPECT_EQ(d500::machine_text(r), "quiet (load +0.50 beyond this job, steal 0.0%); GPU held back (capped 3.0 s of 12.5 s, "
-                                             "SM clock at the end 1410 MHz, reasons: power cap (software), energy not resolved: NVML's "
-                                             "counter did not advance): timings are of a slowed GPU");
+  r.facts["device.energy_note"] =
+      std::string("NVML's energy counter did not advance over the 2.1 ms span on 1 of 1 rank(s)");
+  EXPECT_EQ(d500::machine_text(r),
+            "quiet (load +0.50 beyond this job, steal 0.0%); GPU held back (capped 3.0 s of 12.5 s, "
+            "SM clock at the end 1410 MHz, reasons: power cap (software), energy not resolved: NVML's "
+            "counter did not advance): timings are of a slowed GPU");
 }

@@ -34,62 +34,101 @@ std::string method_statement(const Report& rep) {
   }
   if (!rep.launches.empty())
     adaptive += " Launches: " + std::to_string(rep.launches.size()) + " point(s) were measured in " +
-                std::to_string(rep.launches.front().interval.launches) + " or more separate launches (jobs). Their primary interval is "
-                "two-stage: each launch's median, then Student's t interval (k - 1 degrees of freedom) on the logarithms of the k launch "
-                "medians, exponentiated around their geometric mean; it covers the variation between launches. The share of the variance "
-                "of log costs between launches is from a one-way random-effects ANOVA (method of moments). Backends, and a scaling "
-                "series' rank counts, measured in the same launches are also compared across them (per launch the ratio of the two "
-                "medians, then Student's t on the log ratios, paired by launch), and a scaling series' model is fitted to each launch "
-                "and summarised by Student's t over the launches' fits; the Backend comparisons and Scaling sections pair points "
+                std::to_string(rep.launches.front().interval.launches) +
+                " or more separate launches (jobs). Their primary interval is "
+                "two-stage: each launch's median, then Student's t interval (k - 1 degrees of freedom) on the "
+                "logarithms of the k launch "
+                "medians, exponentiated around their geometric mean; it covers the variation between launches. The "
+                "share of the variance "
+                "of log costs between launches is from a one-way random-effects ANOVA (method of moments). Backends, "
+                "and a scaling "
+                "series' rank counts, measured in the same launches are also compared across them (per launch the "
+                "ratio of the two "
+                "medians, then Student's t on the log ratios, paired by launch), and a scaling series' model is fitted "
+                "to each launch "
+                "and summarised by Student's t over the launches' fits; the Backend comparisons and Scaling sections "
+                "pair points "
                 "launch by launch (within-launch intervals).";
   else
-    adaptive += " Every interval covers only the variation within one launch (one job on one allocation): variation between "
-                "launches (another allocation, another time) is not measured; set launches = k in [campaign] to measure it.";
+    adaptive +=
+        " Every interval covers only the variation within one launch (one job on one allocation): variation between "
+        "launches (another allocation, another time) is not measured; set launches = k in [campaign] to measure it.";
   if (!rep.tta.empty())
-    adaptive += " Time to accuracy: per run, the training time of the first evaluation reaching the target within the budget, taken "
-                "from the latest rank (every rank's evaluations are checked against rank 0's: the same steps and accuracies to 1e-9; "
-                "a difference is reported). Across seeds: the median with the exact order-statistic interval, misses coded as "
-                "beyond the budget; where runs were cut off before the target or the budget (their job killed or timed out), they "
-                "are right-censored at the training time every rank reached and the median and its interval are Kaplan-Meier's "
-                "(Greenwood variance on the log scale; Brookmeyer-Crowley limits, as R's survfit). The success rate is over the "
-                "runs whose outcome is known, with a Clopper-Pearson interval.";
+    adaptive +=
+        " Time to accuracy: per run, the training time of the first evaluation reaching the target within the budget, "
+        "taken "
+        "from the latest rank (every rank's evaluations are checked against rank 0's: the same steps and accuracies to "
+        "1e-9; "
+        "a difference is reported). Across seeds: the median with the exact order-statistic interval, misses coded as "
+        "beyond the budget; where runs were cut off before the target or the budget (their job killed or timed out), "
+        "they "
+        "are right-censored at the training time every rank reached and the median and its interval are Kaplan-Meier's "
+        "(Greenwood variance on the log scale; Brookmeyer-Crowley limits, as R's survfit). The success rate is over "
+        "the "
+        "runs whose outcome is known, with a Clopper-Pearson interval.";
   if (!rules.empty())
-    adaptive += " A point that stopped by its interval's width has that interval computed after a stop that depended on "
-                "it: its coverage may be somewhat below the nominal level.";
-  return "Each repetition starts when every rank has entered an MPI_Allreduce (MAX) of a few integers (a barrier that also carries the durable-flush decision and, with adaptive repetitions, the previous repetition's slowest time; each file states its method in its `sync` attribute); its cost is the maximum over ranks of the rank's own "
+    adaptive +=
+        " A point that stopped by its interval's width has that interval computed after a stop that depended on "
+        "it: its coverage may be somewhat below the nominal level.";
+  return "Each repetition starts when every rank has entered an MPI_Allreduce (MAX) of a few integers (a barrier that "
+         "also carries the durable-flush decision and, with adaptive repetitions, the previous repetition's slowest "
+         "time; each file states its method in its `sync` attribute); its cost is the maximum over ranks of the rank's "
+         "own "
          "duration (end - start, std::chrono::steady_clock). Warm-up repetitions are recorded but excluded; "
          "repetitions missing on some rank are excluded and counted. The summary is the median with an exact, "
-         "distribution-free " + pct +
+         "distribution-free " +
+         pct +
          " confidence interval from binomial order statistics (none exists for n <= 5). The mean with a Student-t " +
          pct +
-         " interval is shown only where an Anderson-Darling test does not reject normality (p >= 0.05) and no value lies beyond Tukey's fences. Rates are per rank (one rank's work over the repetition's time); where every rank does the same work (weak scaling) the aggregate of all ranks, ranks x that, is given beside it. Rates are "
+         " interval is shown only where an Anderson-Darling test does not reject normality (p >= 0.05) and no value "
+         "lies beyond Tukey's fences. Rates are per rank (one rank's work over the repetition's time); where every "
+         "rank does the same work (weak scaling) the aggregate of all ranks, ranks x that, is given beside it. Rates "
+         "are "
          "work / time (GFLOP/s = flops / s / 1e9; GB/s = bytes / s / 1e9, bytes being for collectives the per-rank "
-         "buffer as nccl-tests sizes it: the gathered result for allgather; samples/s = the batch of a network step / s); the rate interval is the time interval mapped through that function. "
-         "A repetition's cost is its whole-step (op) row; the phases of a training step (forward, backward) are its other rows, each summarised the same way, "
-         "and on d500's network executor every node's step is timed inside the repetition by two clock reads into preallocated memory. Outliers beyond "
+         "buffer as nccl-tests sizes it: the gathered result for allgather; samples/s = the batch of a network step / "
+         "s); the rate interval is the time interval mapped through that function. "
+         "A repetition's cost is its whole-step (op) row; the phases of a training step (forward, backward) are its "
+         "other rows, each summarised the same way, "
+         "and on d500's network executor every node's step is timed inside the repetition by two clock reads into "
+         "preallocated memory. Outliers beyond "
          "Tukey's fences (1.5 IQR) are counted, never removed. 'Enough' means the median's CI half-width is within "
-         "5% of the median with n >= 10; otherwise the repetitions needed are the smallest count whose exact interval, read off the sample's own quantiles (type 7 and Harrell-Davis, the narrower) at that count's order-statistic positions, reaches 5% (no normality or 1/sqrt(n) law assumed; capped at 1000). "
-         "Ranks are flagged as differing when a paired test of their own durations, blocked by repetition (Friedman's for 3 or more ranks, the exact sign test for 2), gives p < 0.01. "
-         "Each point's repetition costs (n >= 10) are checked for independence: a trend over the repetition index (Spearman, flagged at p < 0.01) and lag-1 "
-         "autocorrelation (flagged beyond 2.576 / sqrt(n)); a flag says the interval, which assumes independent draws, may be too narrow. "
-         "Each point records the machine's state over it (the 1-minute load beyond the job's own ranks x threads, the share of CPU time stolen, "
-         "involuntary context switches, the CPU clock); a point is flagged busy with another CPU's worth of load or 2% stolen time. Ratios "
+         "5% of the median with n >= 10; otherwise the repetitions needed are the smallest count whose exact interval, "
+         "read off the sample's own quantiles (type 7 and Harrell-Davis, the narrower) at that count's order-statistic "
+         "positions, reaches 5% (no normality or 1/sqrt(n) law assumed; capped at 1000). "
+         "Ranks are flagged as differing when a paired test of their own durations, blocked by repetition (Friedman's "
+         "for 3 or more ranks, the exact sign test for 2), gives p < 0.01. "
+         "Each point's repetition costs (n >= 10) are checked for independence: a trend over the repetition index "
+         "(Spearman, flagged at p < 0.01) and lag-1 "
+         "autocorrelation (flagged beyond 2.576 / sqrt(n)); a flag says the interval, which assumes independent draws, "
+         "may be too narrow. "
+         "Each point records the machine's state over it (the 1-minute load beyond the job's own ranks x threads, the "
+         "share of CPU time stolen, "
+         "involuntary context switches, the CPU clock); a point is flagged busy with another CPU's worth of load or 2% "
+         "stolen time. Ratios "
          "(speedups, backend comparisons) are ratios of medians with seeded percentile bootstrap intervals (" +
-         std::to_string(kBootstrapResamples) + " resamples; each comparison's own stream, seeded from the report's seed and its two points' ids), each sample resampled independently; "
-         "the percentile bootstrap was chosen over BCa by simulated coverage at n = 10 (d500-bench-ratio-coverage: at least 0.96 for lognormal, bimodal and 10%-outlier samples, where BCa fell to 0.89 on the bimodal ones); a ratio gets no interval where either sample is too small for a median's own (n <= 5 at 95%); a comparison is significant when its interval excludes 1. Where "
-         "both samples pass the normality check, the ratio of means with Fieller's interval is given as well." + adaptive;
+         std::to_string(kBootstrapResamples) +
+         " resamples; each comparison's own stream, seeded from the report's seed and its two points' ids), each "
+         "sample resampled independently; "
+         "the percentile bootstrap was chosen over BCa by simulated coverage at n = 10 (d500-bench-ratio-coverage: at "
+         "least 0.96 for lognormal, bimodal and 10%-outlier samples, where BCa fell to 0.89 on the bimodal ones); a "
+         "ratio gets no interval where either sample is too small for a median's own (n <= 5 at 95%); a comparison is "
+         "significant when its interval excludes 1. Where "
+         "both samples pass the normality check, the ratio of means with Fieller's interval is given as well." +
+         adaptive;
 }
 
 void add_step_costs(PointRow& r, const PointResult& p, int first_rep, int end_rep, std::size_t top) {
   // Per step: per timed repetition the slowest rank, then the median over repetitions.
   const std::size_t n = p.steps.size();
-  std::vector<std::vector<std::int64_t>> worst_of(n, std::vector<std::int64_t>(static_cast<std::size_t>(std::max(end_rep, 0)), -1));
+  std::vector<std::vector<std::int64_t>> worst_of(
+      n, std::vector<std::int64_t>(static_cast<std::size_t>(std::max(end_rep, 0)), -1));
   for (const auto& t : p.step_times)
     if (t.step >= 0 && static_cast<std::size_t>(t.step) < n && t.rep >= first_rep && t.rep < end_rep)
       worst_of[static_cast<std::size_t>(t.step)][static_cast<std::size_t>(t.rep)] =
           std::max(worst_of[static_cast<std::size_t>(t.step)][static_cast<std::size_t>(t.rep)], t.ns);
   std::vector<PointRow::StepCost> all;
-  std::map<std::pair<std::string, std::string>, std::pair<PointRow::OpCost, double>> groups;  // (op, pass) -> cost, flops
+  std::map<std::pair<std::string, std::string>, std::pair<PointRow::OpCost, double>>
+      groups;  // (op, pass) -> cost, flops
   for (std::size_t k = 0; k < n; ++k) {
     std::vector<double> v;
     for (auto x : worst_of[k])
@@ -111,7 +150,8 @@ void add_step_costs(PointRow& r, const PointResult& p, int first_rep, int end_re
     g.gflops = g.median_s > 0 ? flops / g.median_s / 1e9 : 0;
     r.by_operator.push_back(g);
   }
-  std::stable_sort(r.by_operator.begin(), r.by_operator.end(), [](const auto& a, const auto& b) { return a.median_s > b.median_s; });
+  std::stable_sort(r.by_operator.begin(), r.by_operator.end(),
+                   [](const auto& a, const auto& b) { return a.median_s > b.median_s; });
   for (auto& c : all) c.share = r.steps_total_s > 0 ? c.median_s / r.steps_total_s : 0;
   if (r.steps_total_s > 0) r.fallback_share /= r.steps_total_s;
   std::stable_sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.median_s > b.median_s; });
@@ -157,7 +197,8 @@ PointRow summarize_point(const PointResult& p, const JobResult& j, double confid
   // against the samples; an unfinished point's may be far larger than what it ran).
   std::int32_t last_rep = -1;
   for (const auto& s : p.samples) last_rep = std::max(last_rep, s.rep);
-  const int total_reps = static_cast<int>(std::min<std::int64_t>(std::int64_t{p.warmups} + p.repetitions, std::int64_t{last_rep} + 1));
+  const int total_reps =
+      static_cast<int>(std::min<std::int64_t>(std::int64_t{p.warmups} + p.repetitions, std::int64_t{last_rep} + 1));
   std::vector<int> seen(static_cast<std::size_t>(std::max(total_reps, 0)), 0);
   std::vector<std::int64_t> worst(seen.size(), 0);
   std::vector<std::vector<double>> per_rank(static_cast<std::size_t>(std::max(j.ranks, 0)));
@@ -206,7 +247,8 @@ PointRow summarize_point(const PointResult& p, const JobResult& j, double confid
   // the phase in a repetition some rank timed it in), and whether any rank timed it.
   std::map<std::uint8_t, std::pair<std::vector<std::int64_t>, std::vector<bool>>> phase_of;
   for (const auto& s : p.samples) {
-    if (s.warmup || s.phase == static_cast<std::uint8_t>(Phase::Op) || s.rep < 0 || s.rep >= total_reps || s.rank < 0 || s.rank >= j.ranks)
+    if (s.warmup || s.phase == static_cast<std::uint8_t>(Phase::Op) || s.rep < 0 || s.rep >= total_reps || s.rank < 0 ||
+        s.rank >= j.ranks)
       continue;
     auto& [ns, timed] = phase_of[s.phase];
     ns.resize(seen.size(), 0);
@@ -254,10 +296,13 @@ PointRow summarize_point(const PointResult& p, const JobResult& j, double confid
     r.tta_trained_s = ev.trained_s;
     r.eval_disagreement = ev.disagreement;
   }
-  if (auto it = p.params.find("report_targets"); p.tta_target > 0 && it != p.params.end() && std::holds_alternative<std::string>(it->second))
+  if (auto it = p.params.find("report_targets");
+      p.tta_target > 0 && it != p.params.end() && std::holds_alternative<std::string>(it->second))
     if (const auto more = parse_number_list(std::get<std::string>(it->second)))
       for (double t : *more) r.tta_more.push_back({t, time_to_target_all_ranks(p.events, t, p.tta_budget_s)});
-  r.work = static_cast<double>(p.rate_unit == "GFLOP/s" ? p.work_flops : p.rate_unit == "samples/s" ? p.work_items : p.work_bytes);
+  r.work = static_cast<double>(p.rate_unit == "GFLOP/s"     ? p.work_flops
+                               : p.rate_unit == "samples/s" ? p.work_items
+                                                            : p.work_bytes);
   const double unit = p.rate_unit == "samples/s" ? 1 : 1e9;
   const double n = r.ranks;
   if (r.ranks > 0 && r.level == 0) {
@@ -297,8 +342,10 @@ Report analyze_run(const std::string& dir, const AnalysisOptions& opt) {
     for (const auto& p : j.points) rows[{p.id, j.path}] = summarize_point(p, j, opt.confidence);
     std::map<std::string, std::string> facts{{"d500", j.d500_version + " (" + j.d500_commit + ")"}};
     for (const auto& [k, v] : j.env)
-      if (k.rfind("env.SLURM_JOB_ID", 0) != 0 && k.rfind("env.SLURM_ARRAY", 0) != 0 && k != "env.SLURM_JOB_NODELIST") facts[k] = v;
-    auto e = std::find_if(rep.environments.begin(), rep.environments.end(), [&](const Environment& x) { return x.facts == facts; });
+      if (k.rfind("env.SLURM_JOB_ID", 0) != 0 && k.rfind("env.SLURM_ARRAY", 0) != 0 && k != "env.SLURM_JOB_NODELIST")
+        facts[k] = v;
+    auto e = std::find_if(rep.environments.begin(), rep.environments.end(),
+                          [&](const Environment& x) { return x.facts == facts; });
     if (e == rep.environments.end()) e = rep.environments.insert(rep.environments.end(), Environment{facts, {}, 0});
     e->hosts.insert(j.hosts.begin(), j.hosts.end());
     ++e->files;

@@ -26,12 +26,12 @@ struct PointRow {
   int level = 0, ranks = 0, nodes = 1, ranks_per_node = 1, warmups_excluded = 0, reps_incomplete = 0;
   Params params;
   double validation_max_rel_error = 0, validation_tolerance = 0;
-  std::int64_t peak_rss_bytes = -1;  // largest peak resident set of a rank during the point; -1: unknown
+  std::int64_t peak_rss_bytes = -1;         // largest peak resident set of a rank during the point; -1: unknown
   std::int64_t memory_estimate_bytes = -1;  // the planner's estimate of the point's data per rank; -1: none
-  bool threads_oversubscribed = false;       // ranks x threads beyond some host's CPUs
-  std::vector<double> costs;  // timed repetitions, seconds, max over ranks, in repetition order
-  std::vector<int> cost_reps; // the repetition each of `costs` is
-  stats::Summary time;        // of costs
+  bool threads_oversubscribed = false;      // ranks x threads beyond some host's CPUs
+  std::vector<double> costs;                // timed repetitions, seconds, max over ranks, in repetition order
+  std::vector<int> cost_reps;               // the repetition each of `costs` is
+  stats::Summary time;                      // of costs
   // The tail of costs: the 90th and 99th percentiles with their exact intervals where n allows.
   std::vector<stats::QuantileSummary> tail;
   double rate = 0, rate_lo = 0, rate_hi = 0;  // per rank: one rank's work over the median and CI bounds of time
@@ -42,16 +42,16 @@ struct PointRow {
   // that makes it comparable across rank counts (allreduce 2(n-1)/n, allgather and
   // reduce_scatter (n-1)/n, broadcast 1); 0 for other workloads.
   double bus_factor = 0;
-  double work = 0;                           // flops, bytes or samples per repetition (the rate's unit)
-  double flops = 0;                          // per repetition (level 1: the network's, for GFLOP/s beside samples/s)
-  double work_bytes = 0;                     // per repetition: the operands' bytes (level 0: the roofline's traffic)
-  stats::MeanInterval mean;                  // shown only when normality is not rejected
+  double work = 0;           // flops, bytes or samples per repetition (the rate's unit)
+  double flops = 0;          // per repetition (level 1: the network's, for GFLOP/s beside samples/s)
+  double work_bytes = 0;     // per repetition: the operands' bytes (level 0: the roofline's traffic)
+  stats::MeanInterval mean;  // shown only when normality is not rejected
   stats::NormalityTest normality;
   stats::Outliers outliers;
   stats::RepetitionAdvice advice;
-  stats::PairedRanksTest ranks_test;         // do the ranks' own durations differ (paired by repetition)?
-  stats::IndependenceCheck independence;     // trend and lag-1 autocorrelation of `costs`
-  std::vector<double> rank_medians;          // per rank, seconds
+  stats::PairedRanksTest ranks_test;      // do the ranks' own durations differ (paired by repetition)?
+  stats::IndependenceCheck independence;  // trend and lag-1 autocorrelation of `costs`
+  std::vector<double> rank_medians;       // per rank, seconds
   // Training points (levels 2, 3): the target, budget and rank 0's curve.
   double tta_target = 0, tta_budget_s = 0;
   std::int64_t eval_interval_steps = 0;
@@ -85,17 +85,19 @@ struct PointRow {
     double median_s = 0, share = 0, gflops = 0;
   };
   std::vector<OpCost> by_operator;
-  double steps_total_s = 0;       // the medians of every step, added
-  double fallback_share = 0;      // of that, the steps the backend left to the reference
+  double steps_total_s = 0;   // the medians of every step, added
+  double fallback_share = 0;  // of that, the steps the backend left to the reference
   int steps = 0;
-  std::int64_t work_items = 0;    // samples per repetition (rate unit samples/s)
+  std::int64_t work_items = 0;         // samples per repetition (rate unit samples/s)
   std::map<std::string, Value> facts;  // network.*, executor*, memory.* as recorded
   // Complete, with timed repetitions: what comparisons, scaling series and `d500 compare` use.
   bool has_timings() const { return outcome == Outcome::Complete && time.n > 0; }
   // Whether the mean and its t-interval (and Fieller's ratio of means) may be shown: normality
   // not rejected and no Tukey outlier (a few 10x outliers pass Anderson-Darling at n = 10-15
   // often, and then the t-interval never covers the mean).
-  bool mean_trusted() const { return normality.applicable && !normality.rejects() && outliers.low + outliers.high == 0; }
+  bool mean_trusted() const {
+    return normality.applicable && !normality.rejects() && outliers.low + outliers.high == 0;
+  }
 };
 
 struct PointResult;
@@ -117,17 +119,17 @@ struct TtaConfig {
   std::vector<std::string> ids;
   std::vector<std::int64_t> seeds;
   std::int64_t eval_interval_steps = 0;
-  int cut_off = 0;              // runs whose job ended before they did: censored at the time reached
+  int cut_off = 0;                         // runs whose job ended before they did: censored at the time reached
   std::vector<std::string> disagreements;  // "seed S: ..." where a run's ranks evaluated differently
   TtaSummary summary;
 };
 
 // One point measured in several launches (campaign.launches: points that differ only in `launch`).
 struct LaunchGroup {
-  std::string group;                  // the point without its launch
-  std::vector<std::string> ids;       // per launch with timings, in launch order
+  std::string group;             // the point without its launch
+  std::vector<std::string> ids;  // per launch with timings, in launch order
   std::vector<int> launch_numbers;
-  std::vector<stats::Summary> within; // each launch's own median and exact CI
+  std::vector<stats::Summary> within;  // each launch's own median and exact CI
   stats::LaunchInterval interval;
 };
 
@@ -137,10 +139,10 @@ struct LaunchGroup {
 // variation between launches, which Comparison and ScalingSeries (one launch's points) do not.
 struct LaunchComparison {
   std::string varies = "backend";  // "backend", or "ranks" (a scaling series)
-  std::string group;             // the shared parameters, without what varies and launch
-  std::string baseline, other;   // backends, or rank counts ("1 rank", "4 ranks")
-  double ideal = 0;              // ranks: the ideal speedup (strong p / p_base, weak 1); 0 for backends
-  std::vector<int> launches;     // the launches both were measured in, paired
+  std::string group;               // the shared parameters, without what varies and launch
+  std::string baseline, other;     // backends, or rank counts ("1 rank", "4 ranks")
+  double ideal = 0;                // ranks: the ideal speedup (strong p / p_base, weak 1); 0 for backends
+  std::vector<int> launches;       // the launches both were measured in, paired
   std::vector<double> baseline_medians, other_medians;  // per paired launch, seconds
   stats::RatioInterval speedup;
   double confidence = 0.95;
@@ -148,8 +150,8 @@ struct LaunchComparison {
 
 // Backend B against backend A on otherwise identical points: speedup = median(A) / median(B).
 struct Comparison {
-  std::string group;             // the shared parameters
-  std::string baseline, other;   // backends
+  std::string group;            // the shared parameters
+  std::string baseline, other;  // backends
   std::string baseline_id, other_id;
   stats::RatioInterval speedup;
   // Ratio of means with Fieller's interval, only when neither sample rejects normality.
@@ -182,18 +184,18 @@ struct ScalingPoint {
 };
 
 struct ScalingSeries {
-  std::string group;        // the parameters shared by the series
-  std::string kind, note;   // "strong" or "weak", and what grows
+  std::string group;       // the parameters shared by the series
+  std::string kind, note;  // "strong" or "weak", and what grows
   int base_ranks = 0;
-  double base_time = 0;     // median, seconds
+  double base_time = 0;  // median, seconds
   std::vector<ScalingPoint> points;
   // A scaling model fitted to the capacity C(n) = speedup (strong) or n x T(base)/T(p) (weak),
   // n = p / base ranks: the Universal Scalability Law C(n) = n / (1 + s (n-1) + k n (n-1)),
   // Amdahl's law its k = 0 case. Least squares on the linear form n/C - 1 = s (n-1) + k n (n-1)
   // over the medians; intervals from a bootstrap of every point's repetitions (percentile).
   struct Model {
-    std::string law;  // "Amdahl" or "USL"; empty when there are too few rank counts
-    std::string why;  // why this law
+    std::string law;       // "Amdahl" or "USL"; empty when there are too few rank counts
+    std::string why;       // why this law
     std::string left_out;  // points not fitted (oversubscribed), in words; "" when none
     // Why no model is reported although enough rank counts were measured: the fit left the
     // law's physical range (s in [0, 1]); law is then empty.
@@ -214,12 +216,12 @@ struct ScalingSeries {
 // only the repetitions within one). The USL when three or more rank counts are measured and its
 // contention term's interval lies above 0; else Amdahl's law.
 struct LaunchScalingModel {
-  std::string group, kind;      // as ScalingSeries
+  std::string group, kind;  // as ScalingSeries
   int base_ranks = 0;
-  std::vector<int> ranks;       // the rank counts fitted, measured in every launch listed (oversubscribed ones left out)
+  std::vector<int> ranks;  // the rank counts fitted, measured in every launch listed (oversubscribed ones left out)
   std::vector<int> launches;
   std::string law, why;
-  std::string failed;  // why no model is reported: the launches' typical s lies outside [0, 1]
+  std::string failed;                      // why no model is reported: the launches' typical s lies outside [0, 1]
   std::vector<double> launch_s, launch_k;  // each launch's fit of `law`, in launch order
   double s = 0, s_lo = 0, s_hi = 0, k = 0, k_lo = 0, k_hi = 0;
   int at2 = 0, at4 = 0;  // ranks: 2x and 4x the largest fitted
@@ -239,20 +241,20 @@ struct Environment {
 
 struct Report {
   std::string dir, campaign, campaign_hash, d500_version;
-  std::vector<PointRow> rows;                  // in plan order
-  PointNames names;                            // what tells the rows apart, per workload
+  std::vector<PointRow> rows;  // in plan order
+  PointNames names;            // what tells the rows apart, per workload
   std::vector<Comparison> comparisons;
   std::vector<ScalingSeries> scaling;
   std::vector<TtaConfig> tta;
-  std::vector<LaunchGroup> launches;           // points measured in 2 or more launches
+  std::vector<LaunchGroup> launches;                 // points measured in 2 or more launches
   std::vector<LaunchComparison> launch_comparisons;  // backends compared across their launches
   std::vector<LaunchScalingModel> launch_scaling;    // scaling series' models across their launches
-  std::vector<OverlapComparison> overlap;      // level 3: allreduce-overlap against allreduce
-  std::vector<std::string> files;              // files read
-  std::vector<std::string> unreadable;         // "file: reason"
-  std::vector<Environment> environments;       // in the order first seen
+  std::vector<OverlapComparison> overlap;            // level 3: allreduce-overlap against allreduce
+  std::vector<std::string> files;                    // files read
+  std::vector<std::string> unreadable;               // "file: reason"
+  std::vector<Environment> environments;             // in the order first seen
   double confidence = 0.95;
-  std::uint64_t seed = 1;                      // of every bootstrap
+  std::uint64_t seed = 1;  // of every bootstrap
 };
 
 struct AnalysisOptions {
@@ -272,7 +274,8 @@ std::vector<LaunchGroup> launch_groups(const std::vector<PointRow>& rows, double
 std::vector<LaunchComparison> compare_backends_across_launches(const std::vector<PointRow>& rows, double confidence);
 std::vector<LaunchComparison> scaling_across_launches(const std::vector<PointRow>& rows, double confidence);
 std::vector<LaunchScalingModel> scaling_models_across_launches(const std::vector<PointRow>& rows, double confidence);
-std::vector<OverlapComparison> overlap_comparisons(const std::vector<PointRow>& rows, double confidence, std::uint64_t seed);
+std::vector<OverlapComparison> overlap_comparisons(const std::vector<PointRow>& rows, double confidence,
+                                                   std::uint64_t seed);
 
 // A statement of how the numbers were obtained; every report carries it.
 // How the figures of `rep` were measured and summarised, in words; with adaptive repetitions,

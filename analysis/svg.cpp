@@ -26,7 +26,8 @@ struct Axis {
     std::vector<double> t;
     if (log) {
       // 1-2-5 per decade; a narrow range gets finer mantissas so it still has labels.
-      for (const auto& mantissas : {std::vector<double>{1, 2, 5}, std::vector<double>{1, 1.2, 1.5, 2, 3, 4, 5, 6, 7, 8, 9}}) {
+      for (const auto& mantissas :
+           {std::vector<double>{1, 2, 5}, std::vector<double>{1, 1.2, 1.5, 2, 3, 4, 5, 6, 7, 8, 9}}) {
         t.clear();
         for (double e = std::floor(std::log10(lo)); e <= std::ceil(std::log10(hi)); ++e)
           for (double m : mantissas) {
@@ -80,8 +81,10 @@ std::string tick_text(double v, int digits = 3) {
     std::snprintf(b, sizeof b, "%.*g%s", digits, x, units[u]);
     return b;
   }
-  if (a >= 1 && a < 1e9 && std::fabs(v - std::round(v)) < 1e-9 * a) std::snprintf(b, sizeof b, "%.0f", v);  // 1000, not 1e+03
-  else std::snprintf(b, sizeof b, "%.*g", digits, v);
+  if (a >= 1 && a < 1e9 && std::fabs(v - std::round(v)) < 1e-9 * a)
+    std::snprintf(b, sizeof b, "%.0f", v);  // 1000, not 1e+03
+  else
+    std::snprintf(b, sizeof b, "%.*g", digits, v);
   return b;
 }
 
@@ -118,21 +121,24 @@ std::string fit(const std::string& s, double width) {
   return s.size() <= chars ? s : s.substr(0, chars - 1) + "\u2026";
 }
 
-std::string text_el(double x, double y, const std::string& cls, const std::string& anchor, const std::string& full, double width,
-                    const std::string& extra = "") {
+std::string text_el(double x, double y, const std::string& cls, const std::string& anchor, const std::string& full,
+                    double width, const std::string& extra = "") {
   const std::string shown = fit(full, width);
-  return "<text class=\"" + cls + "\" x=\"" + num(x) + "\" y=\"" + num(y) + "\" text-anchor=\"" + anchor + "\"" + extra + ">" +
-         (shown != full ? "<title>" + html_escape(full) + "</title>" : "") + html_escape(shown) + "</text>\n";
+  return "<text class=\"" + cls + "\" x=\"" + num(x) + "\" y=\"" + num(y) + "\" text-anchor=\"" + anchor + "\"" +
+         extra + ">" + (shown != full ? "<title>" + html_escape(full) + "</title>" : "") + html_escape(shown) +
+         "</text>\n";
 }
 
 std::string frame(const std::string& title, const std::string& xlabel, const std::string& ylabel, double height = H) {
-  std::string o = "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"d500-figure\" width=\"" + num(W) + "\" height=\"" + num(height) +
-                  "\" viewBox=\"0 0 " + num(W) + " " + num(height) + "\" font-family=\"sans-serif\" font-size=\"11\">\n";
+  std::string o = "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"d500-figure\" width=\"" + num(W) + "\" height=\"" +
+                  num(height) + "\" viewBox=\"0 0 " + num(W) + " " + num(height) +
+                  "\" font-family=\"sans-serif\" font-size=\"11\">\n";
   o += text_el(8, 18, "title", "start", title, W - 16, " font-size=\"12\" font-weight=\"bold\"");
-  o += "<rect class=\"plot-area\" x=\"" + num(L) + "\" y=\"" + num(T) + "\" width=\"" + num(W - L - R) + "\" height=\"" +
-       num(H - T - B) + "\" fill=\"none\" stroke=\"#444\"/>\n";
+  o += "<rect class=\"plot-area\" x=\"" + num(L) + "\" y=\"" + num(T) + "\" width=\"" + num(W - L - R) +
+       "\" height=\"" + num(H - T - B) + "\" fill=\"none\" stroke=\"#444\"/>\n";
   if (!xlabel.empty()) o += text_el((L + W - R) / 2, H - 8, "xlabel", "middle", xlabel, W - L - R);
-  o += text_el(0, 0, "ylabel", "middle", ylabel, H - T - B, " transform=\"translate(14," + num((T + H - B) / 2) + ") rotate(-90)\"");
+  o += text_el(0, 0, "ylabel", "middle", ylabel, H - T - B,
+               " transform=\"translate(14," + num((T + H - B) / 2) + ") rotate(-90)\"");
   return o;
 }
 
@@ -143,8 +149,8 @@ std::string y_ticks(const Axis& ay) {
   for (std::size_t i = 0; i < ticks.size(); ++i) {
     const double y = ay.map(ticks[i], H - B, T);
     o += "<line x1=\"" + num(L - 4) + "\" y1=\"" + num(y) + "\" x2=\"" + num(W - R) + "\" y2=\"" + num(y) +
-         "\" stroke=\"#ddd\"/><text class=\"tick ytick\" x=\"" + num(L - 6) + "\" y=\"" + num(y + 4) + "\" text-anchor=\"end\">" +
-         labels[i] + "</text>\n";
+         "\" stroke=\"#ddd\"/><text class=\"tick ytick\" x=\"" + num(L - 6) + "\" y=\"" + num(y + 4) +
+         "\" text-anchor=\"end\">" + labels[i] + "</text>\n";
   }
   return o;
 }
@@ -153,8 +159,9 @@ std::string legend_entry(std::size_t k, const std::string& colour, const std::st
   const double ly = T + 14 + 16 * static_cast<double>(k);
   std::string o;
   if (line)
-    o += "<line x1=\"" + num(W - R + 10) + "\" y1=\"" + num(ly - 4) + "\" x2=\"" + num(W - R + 28) + "\" y2=\"" + num(ly - 4) +
-         "\" stroke=\"" + colour + "\" stroke-width=\"2\"" + (dashed ? " stroke-dasharray=\"5,4\"" : "") + "/>";
+    o += "<line x1=\"" + num(W - R + 10) + "\" y1=\"" + num(ly - 4) + "\" x2=\"" + num(W - R + 28) + "\" y2=\"" +
+         num(ly - 4) + "\" stroke=\"" + colour + "\" stroke-width=\"2\"" + (dashed ? " stroke-dasharray=\"5,4\"" : "") +
+         "/>";
   else
     o += "<circle cx=\"" + num(W - R + 19) + "\" cy=\"" + num(ly - 4) + "\" r=\"3\" fill=\"" + colour + "\"/>";
   return o + text_el(W - R + 32, ly, "legend", "start", name, R - 36);
@@ -191,9 +198,9 @@ std::string render(const Plot& p) {
     const std::vector<double> ticks = ax.ticks();
     const std::vector<std::string> labels = tick_texts(ticks);
     for (std::size_t i = 0; i < ticks.size(); ++i)
-      o += "<line x1=\"" + num(X(ticks[i])) + "\" y1=\"" + num(H - B) + "\" x2=\"" + num(X(ticks[i])) + "\" y2=\"" + num(H - B + 4) +
-           "\" stroke=\"#444\"/><text class=\"tick\" x=\"" + num(X(ticks[i])) + "\" y=\"" + num(H - B + 16) + "\" text-anchor=\"middle\">" +
-           labels[i] + "</text>\n";
+      o += "<line x1=\"" + num(X(ticks[i])) + "\" y1=\"" + num(H - B) + "\" x2=\"" + num(X(ticks[i])) + "\" y2=\"" +
+           num(H - B + 4) + "\" stroke=\"#444\"/><text class=\"tick\" x=\"" + num(X(ticks[i])) + "\" y=\"" +
+           num(H - B + 16) + "\" text-anchor=\"middle\">" + labels[i] + "</text>\n";
   }
   o += y_ticks(ay);
   const std::size_t shown = p.series.size() > kLegendRows ? kLegendRows - 1 : p.series.size();
@@ -208,17 +215,18 @@ std::string render(const Plot& p) {
     if (s.line && order.size() > 1) {
       std::string pts;
       for (std::size_t i : order) pts += num(X(s.x[i])) + "," + num(Y(s.y[i])) + " ";
-      o += "<polyline fill=\"none\" stroke=\"" + c + "\" stroke-width=\"1.5\"" + (s.dashed ? " stroke-dasharray=\"5,4\"" : "") +
-           " points=\"" + pts + "\"><title>" + html_escape(s.name) + "</title></polyline>\n";
+      o += "<polyline fill=\"none\" stroke=\"" + c + "\" stroke-width=\"1.5\"" +
+           (s.dashed ? " stroke-dasharray=\"5,4\"" : "") + " points=\"" + pts + "\"><title>" + html_escape(s.name) +
+           "</title></polyline>\n";
     }
     for (std::size_t i : order) {
       if (i < s.lo.size() && std::isfinite(s.lo[i]) && std::isfinite(s.hi[i]) && (!p.logy || s.lo[i] > 0))
-        o += "<line class=\"ci\" x1=\"" + num(X(s.x[i])) + "\" y1=\"" + num(Y(s.lo[i])) + "\" x2=\"" + num(X(s.x[i])) + "\" y2=\"" +
-             num(Y(s.hi[i])) + "\" stroke=\"" + c + "\"/>\n";
+        o += "<line class=\"ci\" x1=\"" + num(X(s.x[i])) + "\" y1=\"" + num(Y(s.lo[i])) + "\" x2=\"" + num(X(s.x[i])) +
+             "\" y2=\"" + num(Y(s.hi[i])) + "\" stroke=\"" + c + "\"/>\n";
       if (s.markers)
-        o += "<circle class=\"point\" data-x=\"" + data_num(s.x[i]) + "\" cx=\"" + num(X(s.x[i])) + "\" cy=\"" + num(Y(s.y[i])) +
-             "\" r=\"3.5\" fill=\"" + c + "\">" + (i < s.tips.size() ? "<title>" + html_escape(s.tips[i]) + "</title>" : "") +
-             "</circle>\n";
+        o += "<circle class=\"point\" data-x=\"" + data_num(s.x[i]) + "\" cx=\"" + num(X(s.x[i])) + "\" cy=\"" +
+             num(Y(s.y[i])) + "\" r=\"3.5\" fill=\"" + c + "\">" +
+             (i < s.tips.size() ? "<title>" + html_escape(s.tips[i]) + "</title>" : "") + "</circle>\n";
     }
     o += "</g>\n";
     if (k < shown) o += legend_entry(k, c, s.name, s.dashed, s.line || !s.markers);
@@ -227,8 +235,9 @@ std::string render(const Plot& p) {
     o += text_el(W - R + 10, T + 14 + 16 * static_cast<double>(shown), "legend", "start",
                  "+" + std::to_string(p.series.size() - shown) + " more (hover)", R - 14);
   for (const auto& m : p.marks) {
-    o += "<g class=\"mark\"><line x1=\"" + num(X(m.lo)) + "\" y1=\"" + num(Y(m.y)) + "\" x2=\"" + num(X(m.hi)) + "\" y2=\"" +
-         num(Y(m.y)) + "\" stroke=\"#000\" stroke-width=\"4\" opacity=\"0.45\"><title>" + html_escape(m.tip) + "</title></line>";
+    o += "<g class=\"mark\"><line x1=\"" + num(X(m.lo)) + "\" y1=\"" + num(Y(m.y)) + "\" x2=\"" + num(X(m.hi)) +
+         "\" y2=\"" + num(Y(m.y)) + "\" stroke=\"#000\" stroke-width=\"4\" opacity=\"0.45\"><title>" +
+         html_escape(m.tip) + "</title></line>";
     o += "<circle class=\"point\" data-x=\"" + data_num(m.x) + "\" cx=\"" + num(X(m.x)) + "\" cy=\"" + num(Y(m.y)) +
          "\" r=\"4.5\" fill=\"#000\"><title>" + html_escape(m.tip) + "</title></circle></g>\n";
   }
@@ -257,8 +266,9 @@ std::string render(const BoxPlot& p) {
     std::sort(v.begin(), v.end());
     const double x = X(static_cast<double>(i));
     // Slanted at 40 degrees, a label of width w reaches w cos 40 to the left and w sin 40 down.
-    o += text_el(x + 3, H - B + 12, "tick", "end", b.name, std::min(kLabels * 1.45, (x - 6) / std::cos(40 * M_PI / 180)),
-                 " transform=\"rotate(-40 " + num(x + 3) + " " + num(H - B + 12) + ")\"");
+    o +=
+        text_el(x + 3, H - B + 12, "tick", "end", b.name, std::min(kLabels * 1.45, (x - 6) / std::cos(40 * M_PI / 180)),
+                " transform=\"rotate(-40 " + num(x + 3) + " " + num(H - B + 12) + ")\"");
     if (v.empty()) continue;
     auto q = [&](double f) {  // type 7
       const double h = (static_cast<double>(v.size()) - 1) * f;
@@ -272,16 +282,19 @@ std::string render(const BoxPlot& p) {
       if (x2 <= q3 + 1.5 * iqr) whi = std::max(whi, x2);
     }
     o += "<g class=\"box\"><title>" + html_escape(b.tip) + "</title>";
-    o += "<line x1=\"" + num(x) + "\" y1=\"" + num(Y(wlo)) + "\" x2=\"" + num(x) + "\" y2=\"" + num(Y(whi)) + "\" stroke=\"" + c + "\"/>";
+    o += "<line x1=\"" + num(x) + "\" y1=\"" + num(Y(wlo)) + "\" x2=\"" + num(x) + "\" y2=\"" + num(Y(whi)) +
+         "\" stroke=\"" + c + "\"/>";
     o += "<rect x=\"" + num(x - half) + "\" y=\"" + num(Y(q3)) + "\" width=\"" + num(2 * half) + "\" height=\"" +
          num(std::max(1.0, Y(q1) - Y(q3))) + "\" fill=\"" + c + "\" fill-opacity=\"0.15\" stroke=\"" + c + "\"/>";
     if (b.has_ci)
-      o += "<rect class=\"ci\" x=\"" + num(x - half * 0.45) + "\" y=\"" + num(Y(b.hi)) + "\" width=\"" + num(half * 0.9) + "\" height=\"" +
-           num(std::max(1.0, Y(b.lo) - Y(b.hi))) + "\" fill=\"" + c + "\" fill-opacity=\"0.55\"/>";
-    o += "<line x1=\"" + num(x - half) + "\" y1=\"" + num(Y(b.median)) + "\" x2=\"" + num(x + half) + "\" y2=\"" + num(Y(b.median)) +
-         "\" stroke=\"#000\" stroke-width=\"2\"/>";
+      o += "<rect class=\"ci\" x=\"" + num(x - half * 0.45) + "\" y=\"" + num(Y(b.hi)) + "\" width=\"" +
+           num(half * 0.9) + "\" height=\"" + num(std::max(1.0, Y(b.lo) - Y(b.hi))) + "\" fill=\"" + c +
+           "\" fill-opacity=\"0.55\"/>";
+    o += "<line x1=\"" + num(x - half) + "\" y1=\"" + num(Y(b.median)) + "\" x2=\"" + num(x + half) + "\" y2=\"" +
+         num(Y(b.median)) + "\" stroke=\"#000\" stroke-width=\"2\"/>";
     for (double x2 : v)
-      if (x2 < wlo || x2 > whi) o += "<circle cx=\"" + num(x) + "\" cy=\"" + num(Y(x2)) + "\" r=\"2\" fill=\"none\" stroke=\"" + c + "\"/>";
+      if (x2 < wlo || x2 > whi)
+        o += "<circle cx=\"" + num(x) + "\" cy=\"" + num(Y(x2)) + "\" r=\"2\" fill=\"none\" stroke=\"" + c + "\"/>";
     o += "</g>\n";
   }
   o += text_el(W - R + 10, T + 14, "legend", "start", "box: quartiles", R - 14);
@@ -306,19 +319,21 @@ std::string render(const StackedBars& p) {
     double base = 0;
     for (std::size_t k = 0; k < p.layers.size(); ++k) {
       const auto& l = p.layers[k];
-      const double v = i < l.values.size() && std::isfinite(l.values[i]) ? std::clamp(l.values[i], 0.0, 100.0 - base) : 0;
+      const double v =
+          i < l.values.size() && std::isfinite(l.values[i]) ? std::clamp(l.values[i], 0.0, 100.0 - base) : 0;
       const std::string c = kColours[k % (sizeof kColours / sizeof *kColours)];
-      o += "<rect class=\"bar\" x=\"" + num(x - half) + "\" y=\"" + num(Y(base + v)) + "\" width=\"" + num(2 * half) + "\" height=\"" +
-           num(std::max(0.0, Y(base) - Y(base + v))) + "\" fill=\"" + c + "\" fill-opacity=\"0.7\"><title>" +
-           html_escape(i < l.tips.size() ? l.tips[i] : l.name) + "</title></rect>\n";
+      o += "<rect class=\"bar\" x=\"" + num(x - half) + "\" y=\"" + num(Y(base + v)) + "\" width=\"" + num(2 * half) +
+           "\" height=\"" + num(std::max(0.0, Y(base) - Y(base + v))) + "\" fill=\"" + c +
+           "\" fill-opacity=\"0.7\"><title>" + html_escape(i < l.tips.size() ? l.tips[i] : l.name) +
+           "</title></rect>\n";
       base += v;
     }
   }
   for (std::size_t k = 0; k < p.layers.size(); ++k) {
     const std::string c = kColours[k % (sizeof kColours / sizeof *kColours)];
     const double ly = T + 14 + 16 * static_cast<double>(k);
-    o += "<rect x=\"" + num(W - R + 10) + "\" y=\"" + num(ly - 9) + "\" width=\"18\" height=\"10\" fill=\"" + c + "\" fill-opacity=\"0.7\"/>" +
-         text_el(W - R + 32, ly, "legend", "start", p.layers[k].name, R - 36);
+    o += "<rect x=\"" + num(W - R + 10) + "\" y=\"" + num(ly - 9) + "\" width=\"18\" height=\"10\" fill=\"" + c +
+         "\" fill-opacity=\"0.7\"/>" + text_el(W - R + 32, ly, "legend", "start", p.layers[k].name, R - 36);
   }
   return o + "</svg>\n";
 }

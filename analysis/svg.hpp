@@ -14,7 +14,7 @@ struct Series {
   std::vector<double> lo, hi;  // error bars (same length as y), or empty
   bool dashed = false;         // reference lines (ideal, Amdahl, target)
   bool markers = true;
-  bool line = true;            // joins its points in x order (only points that differ in x alone)
+  bool line = true;               // joins its points in x order (only points that differ in x alone)
   std::vector<std::string> tips;  // hover text per point (same length as x), or empty
 };
 

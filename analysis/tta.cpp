@@ -4,9 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <set>
-#include <limits>
 
 namespace d500 {
 
@@ -19,8 +19,9 @@ TtaSummary summarize_censored(std::vector<double> tta, double target, double bud
   s.target = target;
   s.budget_s = budget_s;
   s.confidence = confidence;
-  s.method = "Kaplan-Meier (" + std::to_string(cut_off.size()) +
-             " run(s) cut off, censored at the training time reached; misses censored at the budget), Greenwood log interval";
+  s.method =
+      "Kaplan-Meier (" + std::to_string(cut_off.size()) +
+      " run(s) cut off, censored at the training time reached; misses censored at the budget), Greenwood log interval";
   std::sort(tta.begin(), tta.end());
   std::sort(cut_off.begin(), cut_off.end());
   std::vector<double> time;
@@ -83,7 +84,8 @@ RankEvaluations check_rank_evaluations(const std::vector<Event>& events) {
       }
       if (it != evals.end() && std::fabs(it->second - acc) > 1e-9) {
         r.disagreement = "at step " + std::to_string(step) + " rank " + std::to_string(rank) + " measured accuracy " +
-                         fmt_sig(it->second, 6) + ", rank " + std::to_string(by_rank.begin()->first) + " " + fmt_sig(acc, 6);
+                         fmt_sig(it->second, 6) + ", rank " + std::to_string(by_rank.begin()->first) + " " +
+                         fmt_sig(acc, 6);
         return r;
       }
     }
@@ -117,7 +119,9 @@ TtaSummary summarize_tta(std::vector<double> tta, double target, double budget_s
   if (n == 0) return s;
   // Half or more missed: the middle order statistic(s) would be a miss.
   s.median_defined = 2 * s.reached > n;
-  if (s.median_defined) s.median = n % 2 ? tta[static_cast<std::size_t>(n / 2)] : 0.5 * (tta[static_cast<std::size_t>(n / 2 - 1)] + tta[static_cast<std::size_t>(n / 2)]);
+  if (s.median_defined)
+    s.median = n % 2 ? tta[static_cast<std::size_t>(n / 2)]
+                     : 0.5 * (tta[static_cast<std::size_t>(n / 2 - 1)] + tta[static_cast<std::size_t>(n / 2)]);
   // Coding misses as +infinity keeps the order statistics, so the exact interval still holds.
   stats::RankInterval r = stats::quantile_ci_ranks(n, 0.5, confidence);
   // The lower rank a miss: the whole interval lies beyond the budget, which is a finding.

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "stats.hpp"
 #include "metrics/metrics.hpp"
+#include "stats.hpp"
 
 namespace d500 {
 
@@ -36,12 +36,12 @@ struct TtaSummary {
   std::vector<double> cut_off;
   std::string method;
   double target = 0, budget_s = 0, confidence = 0.95;
-  std::vector<double> tta;        // sorted; +infinity for runs that missed
-  bool median_defined = false;    // false when half or more of the runs missed
+  std::vector<double> tta;      // sorted; +infinity for runs that missed
+  bool median_defined = false;  // false when half or more of the runs missed
   double median = 0;
-  bool has_ci = false;            // false when n is too small, or the lower bound is a miss
-  bool beyond_budget = false;     // the lower bound is a miss: the median exceeds the budget, at this confidence
-  double lo = 0, hi = 0;          // hi is +infinity when the upper rank lands on a miss
+  bool has_ci = false;         // false when n is too small, or the lower bound is a miss
+  bool beyond_budget = false;  // the lower bound is a miss: the median exceeds the budget, at this confidence
+  double lo = 0, hi = 0;       // hi is +infinity when the upper rank lands on a miss
   stats::Proportion success;
   bool hi_censored() const { return has_ci && hi == std::numeric_limits<double>::infinity(); }
 };

@@ -22,7 +22,7 @@ if [ "${1:-}" = "--tests" ]; then
          python3 python3-h5py python3-pandas python3-numpy   # reading results without d500
          slurmctld slurmd slurm-client munge                 # the test clusters
          iproute2 util-linux                                 # the multi-node one: namespaces, veths, a bridge
-         universal-ctags)                                    # tests/check_function_length.sh finds every function
+         universal-ctags clang-format)                       # the function-length and format checks (tests/check_*.sh)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

@@ -7,7 +7,7 @@
 # (*_test.cpp, *_bench.cpp) are exempt: they may reach across layers to set things up.
 # Then workloads/ must name no backend: a string literal in its code (comments aside) that is a
 # backend's name (CMakeLists.txt's d500_backend calls) fails, unless tests/backend-names-allowed.txt
-# lists the file and a text of the line, with why (an entry that matches nothing fails too: the
+# lists the file and a text of the line (or of the three above it), with why (an entry that matches nothing fails too: the
 # list only shrinks). A backend's settings and flags (backends/registry.hpp) say what it takes.
 #   tests/check_layers.sh              checks this tree
 #   tests/check_layers.sh --self-test  plants each hole the check closes in a scratch tree (with
@@ -89,11 +89,13 @@ used=()
 while IFS= read -r hit; do
   [ -n "$hit" ] || continue
   file=${hit%%:*} rest=${hit#*:} line=${rest%%:*} code=${rest#*:}
+  # The entry's text may be on the line or up to three lines above it (one statement, formatted).
+  context=$(sed -n "$((line > 3 ? line - 3 : 1)),${line}p" "$root/$file")
   ok=0
   if [ -f "$allow" ]; then
     while IFS=$'\t' read -r afile atext _; do
       [[ -z "$afile" || "$afile" == \#* ]] && continue
-      if [ "$afile" = "$file" ] && [[ "$code" == *"$atext"* ]]; then ok=1; used+=("$afile $atext"); fi
+      if [ "$afile" = "$file" ] && [[ "$context" == *"$atext"* ]]; then ok=1; used+=("$afile $atext"); fi
     done < "$allow"
   fi
   if [ $ok = 0 ]; then

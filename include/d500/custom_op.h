@@ -29,26 +29,25 @@ extern "C" {
 #define D500_CUSTOM_OP_ABI_VERSION 1
 
 struct d500_tensor {
-  const char* name;    /* "x", "w", "y", "dy", ... */
+  const char* name; /* "x", "w", "y", "dy", ... */
   int ndim;
   const int64_t* dims;
-  float* data;         /* inputs: read only; outputs: to be written by run() */
+  float* data; /* inputs: read only; outputs: to be written by run() */
 };
 
 struct d500_param {
-  const char* name;    /* every integer parameter of the point: "n", "c", "stride", ... */
+  const char* name; /* every integer parameter of the point: "n", "c", "stride", ... */
   int64_t value;
 };
 
 struct d500_custom_op_v1 {
-  int abi_version;     /* D500_CUSTOM_OP_ABI_VERSION */
-  const char* op;      /* the operator implemented: "relu", "conv2d", ... */
-  const char* name;    /* shown in reports, e.g. "my fused relu 0.3" */
+  int abi_version;  /* D500_CUSTOM_OP_ABI_VERSION */
+  const char* op;   /* the operator implemented: "relu", "conv2d", ... */
+  const char* name; /* shown in reports, e.g. "my fused relu 0.3" */
   /* Prepare to compute `pass` ("forward", "backward", "backward_data", "backward_filter") of the
    * problem. Returns 0 and sets *state, or non-zero with a message in err (errlen bytes). */
-  int (*create)(const char* pass, const struct d500_param* params, int nparams,
-                const struct d500_tensor* inputs, int ninputs, const struct d500_tensor* outputs, int noutputs,
-                void** state, char* err, size_t errlen);
+  int (*create)(const char* pass, const struct d500_param* params, int nparams, const struct d500_tensor* inputs,
+                int ninputs, const struct d500_tensor* outputs, int noutputs, void** state, char* err, size_t errlen);
   int (*run)(void* state); /* 0 on success */
   void (*destroy)(void* state);
 };

@@ -22,8 +22,8 @@ struct CollectiveProblem {
   CollectiveKind kind = CollectiveKind::Allreduce;
   MPI_Comm comm = MPI_COMM_NULL;  // the job's ranks (a kernel may use it at setup, e.g. to share an id)
   int rank = 0, size = 1;
-  std::size_t count = 0;          // elements of the per-rank buffer the collective is named by
-  bool in_place = false;          // allreduce: the result overwrites the input
+  std::size_t count = 0;               // elements of the per-rank buffer the collective is named by
+  bool in_place = false;               // allreduce: the result overwrites the input
   std::vector<float>* send = nullptr;  // this rank's input (in place: recv is the input)
   std::vector<float>* recv = nullptr;  // the result
 };
@@ -63,7 +63,8 @@ class DeviceCollective {
   // arrive in the matching `recv` buffer, once the work enqueued on the memory's stream so far is
   // done; returns when this rank's transfers are done. Peers name each other (if I name you, you
   // name me), so that every send meets its receive.
-  virtual void exchange(const float* send, const std::vector<float*>& recv, const std::vector<int>& peers, std::size_t n) = 0;
+  virtual void exchange(const float* send, const std::vector<float*>& recv, const std::vector<int>& peers,
+                        std::size_t n) = 0;
   // A parameter server on rank `root` (ps-sync, ps_servers = 0): `n` floats of `buf` on `root`
   // become the mean of every rank's (the other ranks' are left as they were), once the work
   // enqueued on the memory's stream so far is done; returns when this rank's part is done.

@@ -42,7 +42,8 @@ std::optional<Binary> binary_of(const NodeProblem& p) {
   const std::string& op = p.node->op;
   Binary k;
   if (op == "Where") {  // a bool condition picks between float32 branches
-    if (p.in.size() != 3 || p.in[0].dtype != DType::Bool || p.in[1].dtype != DType::F32 || p.in[2].dtype != DType::F32 || !all_f32(p.out))
+    if (p.in.size() != 3 || p.in[0].dtype != DType::Bool || p.in[1].dtype != DType::F32 ||
+        p.in[2].dtype != DType::F32 || !all_f32(p.out))
       return std::nullopt;
     const Shape& y = *p.out[0].shape;
     if (y.size() > static_cast<std::size_t>(kMaxRank)) return std::nullopt;
@@ -54,18 +55,30 @@ std::optional<Binary> binary_of(const NodeProblem& p) {
     k.cond = static_cast<const std::uint8_t*>(p.in[0].data);
     return k;
   }
-  if (op == "Add") k.op = BinaryOp::Add;
-  else if (op == "Sub") k.op = BinaryOp::Sub;
-  else if (op == "Mul") k.op = BinaryOp::Mul;
-  else if (op == "Div") k.op = BinaryOp::Div;
-  else if (op == "Pow") k.op = BinaryOp::Pow;
-  else return std::nullopt;
-  if (p.in.size() != 2 || !p.in[0].present() || !p.in[1].present() || p.in[0].dtype != DType::F32 || !all_f32(p.out)) return std::nullopt;
-  if (k.op == BinaryOp::Pow && p.in[1].dtype == DType::I64) k.b_elem = Elem::I64;
-  else if (k.op == BinaryOp::Pow && p.in[1].dtype == DType::I32) k.b_elem = Elem::I32;
-  else if (p.in[1].dtype != DType::F32) return std::nullopt;
+  if (op == "Add")
+    k.op = BinaryOp::Add;
+  else if (op == "Sub")
+    k.op = BinaryOp::Sub;
+  else if (op == "Mul")
+    k.op = BinaryOp::Mul;
+  else if (op == "Div")
+    k.op = BinaryOp::Div;
+  else if (op == "Pow")
+    k.op = BinaryOp::Pow;
+  else
+    return std::nullopt;
+  if (p.in.size() != 2 || !p.in[0].present() || !p.in[1].present() || p.in[0].dtype != DType::F32 || !all_f32(p.out))
+    return std::nullopt;
+  if (k.op == BinaryOp::Pow && p.in[1].dtype == DType::I64)
+    k.b_elem = Elem::I64;
+  else if (k.op == BinaryOp::Pow && p.in[1].dtype == DType::I32)
+    k.b_elem = Elem::I32;
+  else if (p.in[1].dtype != DType::F32)
+    return std::nullopt;
   const Shape& y = *p.out[0].shape;
-  if (y.size() > static_cast<std::size_t>(kMaxRank) || p.in[0].shape->size() > y.size() || p.in[1].shape->size() > y.size()) return std::nullopt;
+  if (y.size() > static_cast<std::size_t>(kMaxRank) || p.in[0].shape->size() > y.size() ||
+      p.in[1].shape->size() > y.size())
+    return std::nullopt;
   k.s = output_space(y);
   broadcast_strides(*p.in[0].shape, k.s.rank, k.s.sa);
   broadcast_strides(*p.in[1].shape, k.s.rank, k.s.sb);
@@ -73,23 +86,35 @@ std::optional<Binary> binary_of(const NodeProblem& p) {
 }
 
 std::optional<Unary> unary_of(const NodeProblem& p) {
-  static const std::pair<const char*, UnaryOp> kOps[] = {
-      {"LeakyRelu", UnaryOp::LeakyRelu}, {"Sigmoid", UnaryOp::Sigmoid}, {"Tanh", UnaryOp::Tanh}, {"HardSigmoid", UnaryOp::HardSigmoid},
-      {"HardSwish", UnaryOp::HardSwish}, {"Sqrt", UnaryOp::Sqrt},       {"Erf", UnaryOp::Erf},   {"Exp", UnaryOp::Exp},
-      {"Log", UnaryOp::Log},             {"Neg", UnaryOp::Neg},           {"Abs", UnaryOp::Abs},   {"Reciprocal", UnaryOp::Reciprocal},
-      {"Clip", UnaryOp::Clip}};
+  static const std::pair<const char*, UnaryOp> kOps[] = {{"LeakyRelu", UnaryOp::LeakyRelu},
+                                                         {"Sigmoid", UnaryOp::Sigmoid},
+                                                         {"Tanh", UnaryOp::Tanh},
+                                                         {"HardSigmoid", UnaryOp::HardSigmoid},
+                                                         {"HardSwish", UnaryOp::HardSwish},
+                                                         {"Sqrt", UnaryOp::Sqrt},
+                                                         {"Erf", UnaryOp::Erf},
+                                                         {"Exp", UnaryOp::Exp},
+                                                         {"Log", UnaryOp::Log},
+                                                         {"Neg", UnaryOp::Neg},
+                                                         {"Abs", UnaryOp::Abs},
+                                                         {"Reciprocal", UnaryOp::Reciprocal},
+                                                         {"Clip", UnaryOp::Clip}};
   const auto* it = std::find_if(std::begin(kOps), std::end(kOps), [&](const auto& e) { return p.node->op == e.first; });
-  if (it == std::end(kOps) || p.in.empty() || !p.in[0].present() || p.in[0].dtype != DType::F32 || !all_f32(p.out)) return std::nullopt;
+  if (it == std::end(kOps) || p.in.empty() || !p.in[0].present() || p.in[0].dtype != DType::F32 || !all_f32(p.out))
+    return std::nullopt;
   Unary k;
   k.op = it->second;
   k.n = p.in[0].numel();
   // The reference's defaults (ONNX's): LeakyRelu alpha 0.01; HardSigmoid alpha 0.2, beta 0.5.
   if (k.op == UnaryOp::LeakyRelu) k.alpha = static_cast<float>(p.node->attr_f("alpha", 0.01));
-  if (k.op == UnaryOp::HardSigmoid) k.alpha = static_cast<float>(p.node->attr_f("alpha", 0.2)), k.beta = static_cast<float>(p.node->attr_f("beta", 0.5));
+  if (k.op == UnaryOp::HardSigmoid)
+    k.alpha = static_cast<float>(p.node->attr_f("alpha", 0.2)),
+    k.beta = static_cast<float>(p.node->attr_f("beta", 0.5));
   if (k.op == UnaryOp::Clip) {  // attributes before opset 11, constant inputs after
     k.alpha = -INFINITY, k.beta = INFINITY;
     if (p.opset < 11) {
-      k.alpha = static_cast<float>(p.node->attr_f("min", -INFINITY)), k.beta = static_cast<float>(p.node->attr_f("max", INFINITY));
+      k.alpha = static_cast<float>(p.node->attr_f("min", -INFINITY)),
+      k.beta = static_cast<float>(p.node->attr_f("max", INFINITY));
     } else {
       if (p.in.size() > 1 && p.in[1].present()) k.lo = p.in[1].as<const float>();
       if (p.in.size() > 2 && p.in[2].present()) k.hi = p.in[2].as<const float>();
@@ -100,7 +125,8 @@ std::optional<Unary> unary_of(const NodeProblem& p) {
 
 std::optional<Reduce> reduce_of(const NodeProblem& p) {
   const bool mean = p.node->op == "ReduceMean";
-  if ((!mean && p.node->op != "ReduceSum") || !p.node->has("axes") || p.in[0].dtype != DType::F32 || !all_f32(p.out)) return std::nullopt;
+  if ((!mean && p.node->op != "ReduceSum") || !p.node->has("axes") || p.in[0].dtype != DType::F32 || !all_f32(p.out))
+    return std::nullopt;
   const Shape& x = *p.in[0].shape;
   if (x.size() > static_cast<std::size_t>(kMaxRank)) return std::nullopt;
   const int rank = static_cast<int>(x.size());
@@ -178,7 +204,8 @@ std::optional<LayerNorm> layer_norm_of(const NodeProblem& p) {
   LayerNorm k;
   k.rows = 1, k.inner = 1;
   for (std::size_t i = 0; i < x.size(); ++i) (i < axis ? k.rows : k.inner) *= x[i];
-  if (p.in[1].numel() != k.inner || (p.in.size() > 2 && p.in[2].present() && p.in[2].numel() != k.inner)) return std::nullopt;
+  if (p.in[1].numel() != k.inner || (p.in.size() > 2 && p.in[2].present() && p.in[2].numel() != k.inner))
+    return std::nullopt;
   k.eps = static_cast<float>(p.node->attr_f("epsilon", 1e-5));
   return k;
 }
@@ -191,8 +218,10 @@ std::optional<Gather> gather_of(const NodeProblem& p) {
   if (axis >= x.size()) return std::nullopt;
   Gather k;
   for (std::size_t i = 0; i < x.size(); ++i)
-    if (i < axis) k.outer *= x[i];
-    else if (i > axis) k.inner *= x[i];
+    if (i < axis)
+      k.outer *= x[i];
+    else if (i > axis)
+      k.inner *= x[i];
   k.axis_dim = x[axis];
   k.count = p.in[1].numel();
   k.idx64 = p.in[1].dtype == DType::I64;
@@ -212,8 +241,10 @@ std::optional<std::vector<Blocks>> blocks_of(const NodeProblem& p) {
   if (axis >= w.size()) return std::nullopt;
   I outer = 1, inner = 1;
   for (std::size_t d = 0; d < w.size(); ++d)
-    if (d < axis) outer *= w[d];
-    else if (d > axis) inner *= w[d];
+    if (d < axis)
+      outer *= w[d];
+    else if (d > axis)
+      inner *= w[d];
   const I whole_block = w[axis] * inner;
   std::vector<Blocks> v;
   I at = 0;
@@ -223,8 +254,10 @@ std::optional<std::vector<Blocks>> blocks_of(const NodeProblem& p) {
     Blocks k;
     k.outer = outer, k.width = b;
     // Concat: the part into the whole at `at`; Split: the whole at `at` into the part.
-    if (concat) k.src_block = b, k.src_at = 0, k.dst_block = whole_block, k.dst_at = at;
-    else k.src_block = whole_block, k.src_at = at, k.dst_block = b, k.dst_at = 0;
+    if (concat)
+      k.src_block = b, k.src_at = 0, k.dst_block = whole_block, k.dst_at = at;
+    else
+      k.src_block = whole_block, k.src_at = at, k.dst_block = b, k.dst_at = 0;
     v.push_back(k);
     at += b;
   }
@@ -240,7 +273,8 @@ Blocks swap_blocks(const Blocks& b) {
 
 std::optional<Window> window_of(const NodeProblem& p) {
   const bool slice = p.node->op == "Slice";
-  if ((!slice && p.node->op != "Pad") || p.in[0].dtype != DType::F32 || p.out[0].dtype != DType::F32) return std::nullopt;
+  if ((!slice && p.node->op != "Pad") || p.in[0].dtype != DType::F32 || p.out[0].dtype != DType::F32)
+    return std::nullopt;
   const Shape& x = *p.in[0].shape;
   const Shape& y = *p.out[0].shape;
   if (x.size() != y.size() || x.size() > static_cast<std::size_t>(kMaxRank)) return std::nullopt;
@@ -251,7 +285,8 @@ std::optional<Window> window_of(const NodeProblem& p) {
     const auto& starts = p.node->attrs.at("_starts").ints;  // every axis's, made explicit by inference
     const auto& steps = p.node->attrs.at("_steps").ints;
     if (starts.size() != x.size() || steps.size() != x.size()) return std::nullopt;
-    for (int d = 0; d < rank; ++d) k.start[d] = starts[static_cast<std::size_t>(d)], k.step[d] = steps[static_cast<std::size_t>(d)];
+    for (int d = 0; d < rank; ++d)
+      k.start[d] = starts[static_cast<std::size_t>(d)], k.step[d] = steps[static_cast<std::size_t>(d)];
   } else {
     const std::string mode = p.node->attr_s("mode", "constant");
     if (mode != "constant" && mode != "reflect" && mode != "edge") return std::nullopt;
@@ -262,7 +297,8 @@ std::optional<Window> window_of(const NodeProblem& p) {
       const I begin = pads[static_cast<std::size_t>(d)], end = pads[x.size() + static_cast<std::size_t>(d)];
       // One reflection reaches every padded position (inference refuses longer pads), and an
       // edge needs an input to repeat.
-      if (k.mode == PadMode::Reflect && (begin >= x[static_cast<std::size_t>(d)] || end >= x[static_cast<std::size_t>(d)]) && (begin > 0 || end > 0))
+      if (k.mode == PadMode::Reflect &&
+          (begin >= x[static_cast<std::size_t>(d)] || end >= x[static_cast<std::size_t>(d)]) && (begin > 0 || end > 0))
         return std::nullopt;
       if (k.mode != PadMode::Constant && x[static_cast<std::size_t>(d)] < 1) return std::nullopt;
       k.start[d] = -begin, k.step[d] = 1;

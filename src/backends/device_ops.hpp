@@ -6,9 +6,9 @@
 // the index arithmetic the GPU runs is what the host's tests check against d500's reference.
 // Float32 data; every reduction (a broadcast operand's gradient, a row's statistics, an
 // embedding's gradient) is a loop in a fixed order with a double accumulator, a long one split in
-// parts fixed by the shapes (Parts): no atomics, the same bits at every run. The descriptors are plain structs passed by value to a kernel; device_ops.cpp
-// makes them from a node (nullopt: the node is outside what they cover).
-// This header is read by nvcc: nothing here but plain arithmetic.
+// parts fixed by the shapes (Parts): no atomics, the same bits at every run. The descriptors are plain structs passed
+// by value to a kernel; device_ops.cpp makes them from a node (nullopt: the node is outside what they cover). This
+// header is read by nvcc: nothing here but plain arithmetic.
 #include <cmath>
 #include <cstdint>
 #include <optional>
@@ -33,7 +33,7 @@ struct Strides {
   I sa[kMaxRank] = {};
   I sb[kMaxRank] = {};
   I sc[kMaxRank] = {};  // a third operand's (Where's condition)
-  I n = 0;  // elements of the output
+  I n = 0;              // elements of the output
 };
 
 // The offsets in a and b of output element i.
@@ -64,9 +64,9 @@ D500_HOST_DEVICE inline I offset_c(const Strides& s, I i) {
 // element (sum_parts): the parts depend on the shapes alone, so the sum is the same bits at every
 // run, and a gradient of few elements still gets enough threads to fill a GPU.
 struct Parts {
-  I outputs = 0;         // the gradient's elements
-  I count = 0;           // the terms of each
-  I chunks = 1, len = 0; // parts per element; terms per part (the last may be shorter)
+  I outputs = 0;          // the gradient's elements
+  I count = 0;            // the terms of each
+  I chunks = 1, len = 0;  // parts per element; terms per part (the last may be shorter)
 };
 
 D500_HOST_DEVICE inline Parts parts_of(I outputs, I count) {
@@ -140,7 +140,8 @@ D500_HOST_DEVICE inline I binary_grad_count(const Binary& k, int which) {
 // d(loss)/d(operand)[j], operand `which` (0: a, 1: b), j in its own row-major layout, terms
 // [t0, t1): the sum, over the output elements it was broadcast to (in index order), of dy times
 // the op's partial.
-D500_HOST_DEVICE inline double binary_grad_part(const Binary& k, int which, const float* a, const float* b, const float* dy, I j, I t0, I t1) {
+D500_HOST_DEVICE inline double binary_grad_part(const Binary& k, int which, const float* a, const float* b,
+                                                const float* dy, I j, I t0, I t1) {
   const Strides& s = k.s;
   const I* mine = which == 0 ? s.sa : s.sb;
   I c[kMaxRank] = {};
@@ -173,8 +174,10 @@ D500_HOST_DEVICE inline double binary_grad_part(const Binary& k, int which, cons
       case BinaryOp::Div: partial = which == 0 ? 1.0f / b[ob] : -a[oa] / (b[ob] * b[ob]); break;
       case BinaryOp::Where: partial = (k.cond[oc] != 0) == (which == 0) ? 1.0f : 0.0f; break;
       case BinaryOp::Pow:  // the reference's: no term where the exponent is 0 (a) or the base not positive (b)
-        if (which == 0) partial = b[ob] != 0.0f ? b[ob] * powf(a[oa], b[ob] - 1.0f) : 0.0f;
-        else partial = a[oa] > 0.0f ? powf(a[oa], b[ob]) * logf(a[oa]) : 0.0f;
+        if (which == 0)
+          partial = b[ob] != 0.0f ? b[ob] * powf(a[oa], b[ob] - 1.0f) : 0.0f;
+        else
+          partial = a[oa] > 0.0f ? powf(a[oa], b[ob]) * logf(a[oa]) : 0.0f;
         break;
     }
     acc += static_cast<double>(dy[i] * partial);
@@ -185,8 +188,8 @@ D500_HOST_DEVICE inline double binary_grad_part(const Binary& k, int which, cons
 // Operand `which`'s gradient in two stages (s = parts_of(its elements, binary_grad_count)): part e
 // of the first, then element j's sum of its parts. With one chunk, binary_grad_part over all
 // terms is element j's gradient at once.
-D500_HOST_DEVICE inline void binary_grad_stage(const Binary& k, int which, const Parts& s, const float* a, const float* b, const float* dy,
-                                               double* part, I e) {
+D500_HOST_DEVICE inline void binary_grad_stage(const Binary& k, int which, const Parts& s, const float* a,
+                                               const float* b, const float* dy, double* part, I e) {
   I j = 0, t0 = 0, t1 = 0;
   part_range(s, e, j, t0, t1);
   part[e] = binary_grad_part(k, which, a, b, dy, j, t0, t1);
@@ -194,7 +197,21 @@ D500_HOST_DEVICE inline void binary_grad_stage(const Binary& k, int which, const
 
 // ---- Unary activations and arithmetic, each element on its own ------------------------------
 // The reference's formulas (reference/ops_elementwise.cpp), term for term. Relu is cuDNN's.
-enum class UnaryOp : std::int32_t { LeakyRelu, Sigmoid, Tanh, HardSigmoid, HardSwish, Sqrt, Erf, Exp, Log, Neg, Abs, Reciprocal, Clip };
+enum class UnaryOp : std::int32_t {
+  LeakyRelu,
+  Sigmoid,
+  Tanh,
+  HardSigmoid,
+  HardSwish,
+  Sqrt,
+  Erf,
+  Exp,
+  Log,
+  Neg,
+  Abs,
+  Reciprocal,
+  Clip
+};
 struct Unary {
   UnaryOp op = UnaryOp::Erf;
   float alpha = 0, beta = 0;  // LeakyRelu's alpha; HardSigmoid's alpha and beta; Clip's bounds
@@ -206,7 +223,8 @@ struct Unary {
 
 // Whether the backward pass reads the output (else the input): the tensor the reference keeps.
 D500_HOST_DEVICE inline bool unary_uses_y(UnaryOp op) {
-  return op == UnaryOp::Sigmoid || op == UnaryOp::Tanh || op == UnaryOp::Sqrt || op == UnaryOp::Exp || op == UnaryOp::Reciprocal;
+  return op == UnaryOp::Sigmoid || op == UnaryOp::Tanh || op == UnaryOp::Sqrt || op == UnaryOp::Exp ||
+         op == UnaryOp::Reciprocal;
 }
 
 // std::max(0, std::min(1, v)) as the reference computes it (a NaN becomes 1).
@@ -291,8 +309,8 @@ D500_HOST_DEVICE inline void ln_row_stats(const float* x, I n, float eps, float&
 
 // Row r: y = (x - mean) * inv * scale + bias (bias may be nullptr); mean and inv into mean_out,
 // inv_out where given.
-D500_HOST_DEVICE inline void ln_forward_row(const LayerNorm& k, const float* x, const float* scale, const float* bias, float* y, float* mean_out,
-                                            float* inv_out, I r) {
+D500_HOST_DEVICE inline void ln_forward_row(const LayerNorm& k, const float* x, const float* scale, const float* bias,
+                                            float* y, float* mean_out, float* inv_out, I r) {
   const float* xr = x + r * k.inner;
   float mean = 0, inv = 0;
   ln_row_stats(xr, k.inner, k.eps, mean, inv);
@@ -305,8 +323,9 @@ D500_HOST_DEVICE inline void ln_forward_row(const LayerNorm& k, const float* x, 
 // where given: inv / n * (n g - sum g - xhat sum(g xhat)), g = dy * scale.
 // Where the Mean and InvStdDev outputs are read, their gradients (dmean, dinv: nullptr where not;
 // dy too, where only they are read) add dmean / n - dinv inv^3 (x - mean) / n, as the reference's.
-D500_HOST_DEVICE inline void ln_backward_row(const LayerNorm& k, const float* x, const float* scale, const float* dy, const float* dmean,
-                                             const float* dinv, float* dx, float* mean, float* inv, I r) {
+D500_HOST_DEVICE inline void ln_backward_row(const LayerNorm& k, const float* x, const float* scale, const float* dy,
+                                             const float* dmean, const float* dinv, float* dx, float* mean, float* inv,
+                                             I r) {
   const float* xr = x + r * k.inner;
   ln_row_stats(xr, k.inner, k.eps, mean[r], inv[r]);
   if (!dx) return;
@@ -332,8 +351,8 @@ D500_HOST_DEVICE inline void ln_backward_row(const LayerNorm& k, const float* x,
 
 // Column i over rows [r0, r1): the sums of dy * xhat (d(scale)[i]) and of dy (d(bias)[i]), from the
 // statistics ln_backward_row left.
-D500_HOST_DEVICE inline void ln_param_grad_part(const LayerNorm& k, const float* x, const float* dy, const float* mean, const float* inv, I i, I r0,
-                                                I r1, double& ss, double& sb) {
+D500_HOST_DEVICE inline void ln_param_grad_part(const LayerNorm& k, const float* x, const float* dy, const float* mean,
+                                                const float* inv, I i, I r0, I r1, double& ss, double& sb) {
   ss = 0, sb = 0;
   for (I r = r0; r < r1; ++r) {
     const float g = dy[r * k.inner + i];
@@ -345,13 +364,14 @@ D500_HOST_DEVICE inline void ln_param_grad_part(const LayerNorm& k, const float*
 // The scale's and bias's gradients in two stages (s = parts_of(inner, rows)): part e of the
 // first, into part[e] (scale) and part[chunks * inner + e] (bias); then column i's sums of its
 // parts (dscale, dbias where given).
-D500_HOST_DEVICE inline void ln_param_grad_stage(const LayerNorm& k, const Parts& s, const float* x, const float* dy, const float* mean,
-                                                 const float* inv, double* part, I e) {
+D500_HOST_DEVICE inline void ln_param_grad_stage(const LayerNorm& k, const Parts& s, const float* x, const float* dy,
+                                                 const float* mean, const float* inv, double* part, I e) {
   I i = 0, r0 = 0, r1 = 0;
   part_range(s, e, i, r0, r1);
   ln_param_grad_part(k, x, dy, mean, inv, i, r0, r1, part[e], part[s.chunks * s.outputs + e]);
 }
-D500_HOST_DEVICE inline void ln_param_grad_finish(const Parts& s, const double* part, float* dscale, float* dbias, I i) {
+D500_HOST_DEVICE inline void ln_param_grad_finish(const Parts& s, const double* part, float* dscale, float* dbias,
+                                                  I i) {
   if (dscale) dscale[i] = static_cast<float>(sum_parts(s, part, i));
   if (dbias) dbias[i] = static_cast<float>(sum_parts(s, part + s.chunks * s.outputs, i));
 }
@@ -367,11 +387,14 @@ struct BatchNorm {
   bool training = true;  // batch statistics; else the running ones (inputs 3 and 4) normalise
 };
 // Element t (< n plane) of channel ch.
-D500_HOST_DEVICE inline I bn_element(const BatchNorm& k, I ch, I t) { return (t / k.plane * k.c + ch) * k.plane + t % k.plane; }
+D500_HOST_DEVICE inline I bn_element(const BatchNorm& k, I ch, I t) {
+  return (t / k.plane * k.c + ch) * k.plane + t % k.plane;
+}
 D500_HOST_DEVICE inline I bn_channel(const BatchNorm& k, I i) { return i / k.plane % k.c; }
 
 // Part e: the sum of x (mean nullptr) or of (x - mean)^2 over its elements.
-D500_HOST_DEVICE inline void bn_stats_stage(const BatchNorm& k, const Parts& s, const float* x, const float* mean, double* part, I e) {
+D500_HOST_DEVICE inline void bn_stats_stage(const BatchNorm& k, const Parts& s, const float* x, const float* mean,
+                                            double* part, I e) {
   I ch = 0, t0 = 0, t1 = 0;
   part_range(s, e, ch, t0, t1);
   double acc = 0;
@@ -392,22 +415,23 @@ D500_HOST_DEVICE inline void bn_stats_finish(const Parts& s, const double* part,
 }
 // Channel ch's optional outputs, the reference's: the running statistics updated (momentum times
 // the input plus 1 - momentum times the batch's), and (before opset 14) the batch's.
-D500_HOST_DEVICE inline void bn_running_outputs(const BatchNorm& k, const float* rm, const float* rv, const float* mean, const float* var,
-                                                float* out_rm, float* out_rv, float* out_mean, float* out_var, I ch) {
+D500_HOST_DEVICE inline void bn_running_outputs(const BatchNorm& k, const float* rm, const float* rv, const float* mean,
+                                                const float* var, float* out_rm, float* out_rv, float* out_mean,
+                                                float* out_var, I ch) {
   if (out_rm) out_rm[ch] = rm[ch] * k.momentum + mean[ch] * (1.0f - k.momentum);
   if (out_rv) out_rv[ch] = rv[ch] * k.momentum + var[ch] * (1.0f - k.momentum);
   if (out_mean) out_mean[ch] = mean[ch];
   if (out_var) out_var[ch] = var[ch];
 }
-D500_HOST_DEVICE inline float bn_forward_at(const BatchNorm& k, const float* x, const float* scale, const float* bias, const float* mean,
-                                            const float* var, I i) {
+D500_HOST_DEVICE inline float bn_forward_at(const BatchNorm& k, const float* x, const float* scale, const float* bias,
+                                            const float* mean, const float* var, I i) {
   const I ch = bn_channel(k, i);
   const float inv = 1.0f / sqrtf(var[ch] + k.eps);
   return scale[ch] * (x[i] - mean[ch]) * inv + bias[ch];
 }
 // Part e of the backward sums: of dy into part[e], of dy xhat into part[chunks c + e].
-D500_HOST_DEVICE inline void bn_grad_stage(const BatchNorm& k, const Parts& s, const float* x, const float* dy, const float* mean, const float* var,
-                                           double* part, I e) {
+D500_HOST_DEVICE inline void bn_grad_stage(const BatchNorm& k, const Parts& s, const float* x, const float* dy,
+                                           const float* mean, const float* var, double* part, I e) {
   I ch = 0, t0 = 0, t1 = 0;
   part_range(s, e, ch, t0, t1);
   const float inv = 1.0f / sqrtf(var[ch] + k.eps);
@@ -420,7 +444,8 @@ D500_HOST_DEVICE inline void bn_grad_stage(const BatchNorm& k, const Parts& s, c
   part[e] = sdy, part[s.chunks * s.outputs + e] = sdyx;
 }
 // Channel ch's sums (into sdy, sdyx for the elements' pass) and the scale's and bias's gradients.
-D500_HOST_DEVICE inline void bn_grad_finish(const Parts& s, const double* part, float* sdy, float* sdyx, float* dscale, float* dbias, I ch) {
+D500_HOST_DEVICE inline void bn_grad_finish(const Parts& s, const double* part, float* sdy, float* sdyx, float* dscale,
+                                            float* dbias, I ch) {
   sdy[ch] = static_cast<float>(sum_parts(s, part, ch));
   sdyx[ch] = static_cast<float>(sum_parts(s, part + s.chunks * s.outputs, ch));
   if (dbias) dbias[ch] = sdy[ch];
@@ -428,8 +453,8 @@ D500_HOST_DEVICE inline void bn_grad_finish(const Parts& s, const double* part, 
 }
 // dx[i]: scale inv / M (M dy - sum dy - xhat sum(dy xhat)) in training (M = n plane), else
 // scale inv dy.
-D500_HOST_DEVICE inline float bn_dx_at(const BatchNorm& k, const float* x, const float* scale, const float* dy, const float* mean, const float* var,
-                                       const float* sdy, const float* sdyx, I i) {
+D500_HOST_DEVICE inline float bn_dx_at(const BatchNorm& k, const float* x, const float* scale, const float* dy,
+                                       const float* mean, const float* var, const float* sdy, const float* sdyx, I i) {
   const I ch = bn_channel(k, i);
   const float inv = 1.0f / sqrtf(var[ch] + k.eps);
   if (!k.training) return scale[ch] * inv * dy[i];
@@ -471,13 +496,15 @@ D500_HOST_DEVICE inline std::int32_t gather_first(const std::int32_t* keys, I co
   I lo = 0, hi = count;
   while (lo < hi) {
     const I mid = lo + (hi - lo) / 2;
-    if (keys[mid] < v) lo = mid + 1;
-    else hi = mid;
+    if (keys[mid] < v)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   return static_cast<std::int32_t>(lo);
 }
-D500_HOST_DEVICE inline float gather_grad_sorted_at(const Gather& k, const std::int32_t* order, const std::int32_t* first, const float* dy,
-                                                    I j) {
+D500_HOST_DEVICE inline float gather_grad_sorted_at(const Gather& k, const std::int32_t* order,
+                                                    const std::int32_t* first, const float* dy, I j) {
   const I e = j % k.inner, v = j / k.inner % k.axis_dim, o = j / (k.inner * k.axis_dim);
   double acc = 0;
   for (I s = first[v]; s < first[v + 1]; ++s) acc += dy[(o * k.count + order[s]) * k.inner + e];
@@ -622,8 +649,10 @@ D500_HOST_DEVICE inline float window_grad_at(const Window& k, const float* dy, I
       continue;
     }
     const I q = t / k.step[d];
-    if (q < 0 || q >= k.ydims[d]) read = false;
-    else dst += q * k.ys[d];
+    if (q < 0 || q >= k.ydims[d])
+      read = false;
+    else
+      dst += q * k.ys[d];
   }
   return read ? dy[dst] : 0.0f;
 }
@@ -670,14 +699,15 @@ struct Sce {
 };
 
 D500_HOST_DEVICE inline I sce_label(const Sce& k, const void* labels, I r) {
-  return k.labels64 ? static_cast<const std::int64_t*>(labels)[r] : static_cast<I>(static_cast<const std::int32_t*>(labels)[r]);
+  return k.labels64 ? static_cast<const std::int64_t*>(labels)[r]
+                    : static_cast<I>(static_cast<const std::int32_t*>(labels)[r]);
 }
 // Row r's first score; its classes follow k.inner apart.
 D500_HOST_DEVICE inline I sce_base(const Sce& k, I r) { return r / k.inner * k.c * k.inner + r % k.inner; }
 
 // Row r: lse[r], row_loss[r], row_weight[r].
-D500_HOST_DEVICE inline void sce_row(const Sce& k, const float* scores, const void* labels, float* lse, float* row_loss, float* row_weight,
-                                     I r) {
+D500_HOST_DEVICE inline void sce_row(const Sce& k, const float* scores, const void* labels, float* lse, float* row_loss,
+                                     float* row_weight, I r) {
   const float* x = scores + sce_base(k, r);
   float mx = -INFINITY;
   for (I j = 0; j < k.c; ++j) mx = fmaxf(mx, x[j * k.inner]);
@@ -702,7 +732,8 @@ D500_HOST_DEVICE inline float sce_log_prob_at(const Sce& k, const float* scores,
 }
 
 // The reduction's parts: part e sums the losses (element 0) or the weights (element 1) of its rows.
-D500_HOST_DEVICE inline void sce_total_stage(const Parts& s, const float* row_loss, const float* row_weight, double* part, I e) {
+D500_HOST_DEVICE inline void sce_total_stage(const Parts& s, const float* row_loss, const float* row_weight,
+                                             double* part, I e) {
   I which = 0, r0 = 0, r1 = 0;
   part_range(s, e, which, r0, r1);
   const float* v = which == 0 ? row_loss : row_weight;
@@ -711,7 +742,8 @@ D500_HOST_DEVICE inline void sce_total_stage(const Parts& s, const float* row_lo
   part[e] = acc;
 }
 // The loss (mean or sum), and the divisor the backward pass scales by.
-D500_HOST_DEVICE inline void sce_total_finish(const Sce& k, const Parts& s, const double* part, float* loss, float* divisor) {
+D500_HOST_DEVICE inline void sce_total_finish(const Sce& k, const Parts& s, const double* part, float* loss,
+                                              float* divisor) {
   const double total = sum_parts(s, part, 0), weight = sum_parts(s, part, 1);
   divisor[0] = k.reduction == Sce::Mean ? static_cast<float>(weight) : 1.0f;
   loss[0] = static_cast<float>(k.reduction == Sce::Mean ? total / weight : total);
@@ -728,8 +760,9 @@ D500_HOST_DEVICE inline void sce_dlp_row(const Sce& k, const float* dlp, float* 
 // Score element i's gradient: the loss's, g w_l (softmax - onehot(l)), g = dloss[0] / divisor
 // (dloss[r] for none; none where dloss is absent or the row ignored); plus, where log_prob is
 // read (dlp), its gradient through log-softmax: dlp - softmax * dlp_sum[r].
-D500_HOST_DEVICE inline float sce_grad_at(const Sce& k, const float* scores, const void* labels, const float* lse, const float* row_weight,
-                                          const float* divisor, const float* dloss, const float* dlp, const float* dlp_sum, I i) {
+D500_HOST_DEVICE inline float sce_grad_at(const Sce& k, const float* scores, const void* labels, const float* lse,
+                                          const float* row_weight, const float* divisor, const float* dloss,
+                                          const float* dlp, const float* dlp_sum, I i) {
   const I r = i / (k.c * k.inner) * k.inner + i % k.inner, j = i / k.inner % k.c;
   const float prob = expf(scores[i] - lse[r]);
   float v = 0.0f;

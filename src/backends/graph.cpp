@@ -20,9 +20,13 @@ const char* dtype_name(DType t) {
 
 std::size_t dtype_size(DType t) {
   switch (t) {
-    case DType::F32: case DType::I32: return 4;
-    case DType::I64: case DType::F64: return 8;
-    case DType::U8: case DType::I8: case DType::Bool: return 1;
+    case DType::F32:
+    case DType::I32: return 4;
+    case DType::I64:
+    case DType::F64: return 8;
+    case DType::U8:
+    case DType::I8:
+    case DType::Bool: return 1;
     case DType::Undefined: break;
   }
   return 0;

@@ -28,8 +28,8 @@ class DeviceMemory;  // backends/device.hpp
 // int32 and bool tensors carry indices, shapes and masks.
 enum class DType : std::uint8_t { Undefined = 0, F32 = 1, U8 = 2, I8 = 3, I32 = 6, I64 = 7, Bool = 9, F64 = 11 };
 const char* dtype_name(DType t);
-std::size_t dtype_size(DType t);   // 0 for Undefined
-bool dtype_supported(DType t);     // F32, I32, I64, Bool: what the executors run
+std::size_t dtype_size(DType t);  // 0 for Undefined
+bool dtype_supported(DType t);    // F32, I32, I64, Bool: what the executors run
 
 using Shape = std::vector<std::int64_t>;
 std::int64_t numel(const Shape& s);
@@ -96,16 +96,19 @@ struct Node {
 
 struct Graph {
   std::string name;
-  int opset = 0;                      // of the default domain
+  int opset = 0;  // of the default domain
   std::vector<TensorInfo> tensors;
-  std::vector<Node> nodes;            // topological order
-  std::vector<int> inputs, outputs;   // data inputs (initializers excluded), outputs
+  std::vector<Node> nodes;                          // topological order
+  std::vector<int> inputs, outputs;                 // data inputs (initializers excluded), outputs
   std::map<int, std::vector<std::byte>> constants;  // tensor id -> value (initializers, folded nodes)
-  std::set<int> initializers;         // constants that are the model's initializers (its weights)
+  std::set<int> initializers;                       // constants that are the model's initializers (its weights)
 
   int find(const std::string& tensor_name) const;  // -1 when absent
   bool is_const(int t) const { return t >= 0 && constants.count(t) > 0; }
-  std::int64_t bytes(int t) const { return numel(tensors[static_cast<std::size_t>(t)].shape) * static_cast<std::int64_t>(dtype_size(tensors[static_cast<std::size_t>(t)].dtype)); }
+  std::int64_t bytes(int t) const {
+    return numel(tensors[static_cast<std::size_t>(t)].shape) *
+           static_cast<std::int64_t>(dtype_size(tensors[static_cast<std::size_t>(t)].dtype));
+  }
   const TensorInfo& info(int t) const { return tensors[static_cast<std::size_t>(t)]; }
   // Adds a tensor and returns its id.
   int add_tensor(TensorInfo t);
@@ -119,7 +122,9 @@ struct TensorView {
   void* data = nullptr;  // nullptr: an absent optional input/output, or no gradient wanted
   std::int64_t numel() const { return shape ? d500::numel(*shape) : 0; }
   template <class T>
-  T* as() const { return static_cast<T*>(data); }
+  T* as() const {
+    return static_cast<T*>(data);
+  }
   bool present() const { return data != nullptr; }
 };
 
@@ -131,8 +136,8 @@ struct NodeProblem {
   // Training only: gradients. din[i] is written by backward() (its data is nullptr when input i
   // needs none); dout[j] is read (nullptr: output j has no gradient, which means zero).
   std::vector<TensorView> din, dout;
-  std::vector<bool> const_in;  // input i is a constant (a weight): a kernel may prepare it once
-  bool training = false;       // the pass: BatchNormalization uses batch statistics; backward() is called
+  std::vector<bool> const_in;      // input i is a constant (a weight): a kernel may prepare it once
+  bool training = false;           // the pass: BatchNormalization uses batch statistics; backward() is called
   const Params* params = nullptr;  // the point's parameters (a custom backend's library), or none
   // A device backend's executor memory (backends/device.hpp): every view above points into it,
   // and the kernel enqueues its work on that memory's stream. nullptr on the host.
@@ -157,8 +162,8 @@ class NodeKernel {
 struct RunnerSpec {
   const Graph* graph = nullptr;
   bool training = false;
-  int loss = -1;               // training: the scalar float tensor whose gradient is 1
-  std::vector<int> params;     // training: the float constants whose gradients are wanted
+  int loss = -1;            // training: the scalar float tensor whose gradient is 1
+  std::vector<int> params;  // training: the float constants whose gradients are wanted
   // Per graph input (in graph.inputs order): the data of all micro-batches, one after another,
   // each the graph input's size. Read again at inputs_changed(): it outlives the runner (d500's
   // executor on a device page-locks a training input of 1 MiB or more while it lives).

@@ -21,10 +21,10 @@ namespace d500 {
 struct InferCtx {
   Node& node;
   int opset = 0;
-  std::vector<const TensorInfo*> in;       // nullptr: absent optional input
-  std::vector<TensorInfo*> out;            // nullptr: absent optional output
-  std::vector<const std::byte*> value;     // data of constant inputs; nullptr when not constant
-  bool training = false;                   // the graph is run for a training step
+  std::vector<const TensorInfo*> in;    // nullptr: absent optional input
+  std::vector<TensorInfo*> out;         // nullptr: absent optional output
+  std::vector<const std::byte*> value;  // data of constant inputs; nullptr when not constant
+  bool training = false;                // the graph is run for a training step
 
   std::size_t n_in() const { return in.size(); }
   bool has_in(std::size_t i) const { return i < in.size() && in[i] != nullptr; }
@@ -47,7 +47,7 @@ using RefFwd = void (*)(const NodeProblem&, T* scratch);
 
 struct OpSchema {
   const char* op = "";
-  int since = 1;   // the oldest opset whose version of the op d500 implements
+  int since = 1;  // the oldest opset whose version of the op d500 implements
   void (*infer)(InferCtx&) = nullptr;
   // Reference kernels (fwd always; bwd for differentiable ops). Float tensors hold T.
   RefFwd<float> fwd_f = nullptr;

@@ -44,8 +44,8 @@ Tensor& OpProblem::output(const std::string& name) {
 }
 
 ConvShape conv_shape(const OpProblem& p) {
-  return {p.i("n"), p.i("c"), p.i("h"), p.i("w"), p.i("k"), p.i("r"), p.i("s"),
-          p.i("stride"), p.i("pad"), p.i("dilation"), p.i("groups")};
+  return {p.i("n"), p.i("c"),      p.i("h"),   p.i("w"),        p.i("k"),     p.i("r"),
+          p.i("s"), p.i("stride"), p.i("pad"), p.i("dilation"), p.i("groups")};
 }
 
 PoolShape pool_shape(const OpProblem& p) {

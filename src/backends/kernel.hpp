@@ -30,8 +30,8 @@ struct OpProblem {
   Params params;     // the point's parameters (normalised)
   std::vector<Tensor> in, out;
   Work work;
-  double tolerance = 0;      // largest relative error norm accepted in float32
-  std::string reduction;     // in words, for the report: what the tolerance scales with
+  double tolerance = 0;   // largest relative error norm accepted in float32
+  std::string reduction;  // in words, for the report: what the tolerance scales with
   // The parameter that is the batch of the batched tensors ("n" for images, "m" for GEMM rows),
   // and how many of its entries validation compares when the batch is larger (evenly spread,
   // first and last always among them). `batch_word` names one entry in the method text.

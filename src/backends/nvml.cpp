@@ -17,7 +17,7 @@ struct ViolationTime {
   unsigned long long reference_time;  // a CPU timestamp, microseconds
   unsigned long long violation_ns;    // time the policy held the clocks down, nanoseconds
 };
-constexpr unsigned kClockSm = 1, kClockMem = 2;        // nvmlClockType_t
+constexpr unsigned kClockSm = 1, kClockMem = 2;           // nvmlClockType_t
 constexpr unsigned kPolicyPower = 0, kPolicyThermal = 1;  // nvmlPerfPolicyType_t
 
 struct Library {
@@ -142,10 +142,12 @@ std::vector<std::pair<std::string, std::string>> facts(const std::string& bus) {
   out.emplace_back("sm_clock_mhz_max", clock(l.max_clock, "nvmlDeviceGetMaxClockInfo", kClockSm));
   out.emplace_back("memory_clock_mhz_now", clock(l.clock, "nvmlDeviceGetClockInfo", kClockMem));
   out.emplace_back("power_limit_w", !l.power_limit ? missing("nvmlDeviceGetPowerManagementLimit")
-                                                   : value_text(l, "nvmlDeviceGetPowerManagementLimit",
-                                                                [&](unsigned* v) { return l.power_limit(d, v); }, 1e-3));
+                                                   : value_text(
+                                                         l, "nvmlDeviceGetPowerManagementLimit",
+                                                         [&](unsigned* v) { return l.power_limit(d, v); }, 1e-3));
   unsigned persistent = 0;
-  out.emplace_back("persistence_mode", l.persistence && l.persistence(d, &persistent) == 0 ? (persistent ? "on" : "off") : "unknown");
+  out.emplace_back("persistence_mode",
+                   l.persistence && l.persistence(d, &persistent) == 0 ? (persistent ? "on" : "off") : "unknown");
   unsigned long long bits = 0;
   out.emplace_back("clock_event_reasons", l.reasons && l.reasons(d, &bits) == 0 ? reasons_text(bits) : "unknown");
   return out;
@@ -163,8 +165,10 @@ Reading read(const std::string& bus) {
   unsigned long long mj = 0;
   if (l.energy && l.energy(d, &mj) == 0) r.energy_j = static_cast<double>(mj) * 1e-3;
   ViolationTime v{};
-  if (l.violation && l.violation(d, kPolicyPower, &v) == 0) r.power_capped_s = static_cast<double>(v.violation_ns) * 1e-9;
-  if (l.violation && l.violation(d, kPolicyThermal, &v) == 0) r.thermal_capped_s = static_cast<double>(v.violation_ns) * 1e-9;
+  if (l.violation && l.violation(d, kPolicyPower, &v) == 0)
+    r.power_capped_s = static_cast<double>(v.violation_ns) * 1e-9;
+  if (l.violation && l.violation(d, kPolicyThermal, &v) == 0)
+    r.thermal_capped_s = static_cast<double>(v.violation_ns) * 1e-9;
   unsigned mhz = 0;
   if (l.clock && l.clock(d, kClockSm, &mhz) == 0) r.sm_clock_mhz = mhz;
   unsigned long long bits = 0;

@@ -37,11 +37,11 @@ std::vector<std::pair<std::string, std::string>> facts(const std::string& pci_bu
 // starts).
 struct Reading {
   static constexpr double kUnread = std::numeric_limits<double>::quiet_NaN();
-  std::string why;                     // "" when read
-  double energy_j = kUnread;           // since the driver loaded (nvmlDeviceGetTotalEnergyConsumption)
-  double power_capped_s = kUnread;     // time held below its clocks by the power limit (violation counter)
-  double thermal_capped_s = kUnread;   // ... by its temperature
-  double sm_clock_mhz = kUnread;       // now
+  std::string why;                        // "" when read
+  double energy_j = kUnread;              // since the driver loaded (nvmlDeviceGetTotalEnergyConsumption)
+  double power_capped_s = kUnread;        // time held below its clocks by the power limit (violation counter)
+  double thermal_capped_s = kUnread;      // ... by its temperature
+  double sm_clock_mhz = kUnread;          // now
   std::uint64_t clock_event_reasons = 0;  // now: NVML's bits (nvmlClocksEventReason*)
 };
 Reading read(const std::string& pci_bus_id);

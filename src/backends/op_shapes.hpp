@@ -7,13 +7,13 @@
 namespace d500 {
 
 struct ConvShape {
-  std::int64_t n, c, h, w;  // input: batch, channels, height, width
-  std::int64_t k, r, s;     // output channels, kernel height, kernel width
+  std::int64_t n, c, h, w;                                     // input: batch, channels, height, width
+  std::int64_t k, r, s;                                        // output channels, kernel height, kernel width
   std::int64_t stride = 1, pad = 0, dilation = 1, groups = 1;  // the same along both axes
   std::int64_t p() const { return (h + 2 * pad - dilation * (r - 1) - 1) / stride + 1; }  // output height
   std::int64_t q() const { return (w + 2 * pad - dilation * (s - 1) - 1) / stride + 1; }  // output width
-  std::int64_t cg() const { return c / groups; }  // input channels per group
-  std::int64_t kg() const { return k / groups; }  // output channels per group
+  std::int64_t cg() const { return c / groups; }                                          // input channels per group
+  std::int64_t kg() const { return k / groups; }                                          // output channels per group
   std::int64_t x_size() const { return n * c * h * w; }
   std::int64_t w_size() const { return k * cg() * r * s; }
   std::int64_t y_size() const { return n * k * p() * q(); }

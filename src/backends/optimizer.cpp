@@ -27,8 +27,10 @@ std::string check_optimizer(const OptimizerSpec& s) {
       if (e == x) return true;
     return false;
   };
-  if (!in(optimizer_names(), s.name)) return "optimizer '" + s.name + "' is not one of " + join(optimizer_names(), ", ");
-  if (!in(schedule_names(), s.schedule)) return "schedule '" + s.schedule + "' is not one of " + join(schedule_names(), ", ");
+  if (!in(optimizer_names(), s.name))
+    return "optimizer '" + s.name + "' is not one of " + join(optimizer_names(), ", ");
+  if (!in(schedule_names(), s.schedule))
+    return "schedule '" + s.schedule + "' is not one of " + join(schedule_names(), ", ");
   if (!(s.lr > 0) || !std::isfinite(s.lr)) return "lr must be a positive number";
   if (!(s.momentum >= 0 && s.momentum < 1)) return "momentum must be in [0, 1)";
   if ((s.name == "momentum" || s.name == "nesterov") && !(s.momentum > 0))
@@ -45,7 +47,8 @@ std::string check_optimizer(const OptimizerSpec& s) {
 
 double learning_rate(const OptimizerSpec& s, std::int64_t step) {
   double lr = s.lr;
-  if (s.warmup_steps > 0 && step < s.warmup_steps) return lr * static_cast<double>(step + 1) / static_cast<double>(s.warmup_steps);
+  if (s.warmup_steps > 0 && step < s.warmup_steps)
+    return lr * static_cast<double>(step + 1) / static_cast<double>(s.warmup_steps);
   const std::int64_t t = step - s.warmup_steps;
   if (s.schedule == "step") {
     lr *= std::pow(s.gamma, static_cast<double>(t / s.step_size));
@@ -63,11 +66,13 @@ std::string num(double v) { return canonical(Value{v}); }
 
 std::string describe_optimizer(const OptimizerSpec& s) {
   std::string d = s.name + " lr=" + num(s.lr);
-  if (s.name == "momentum" || s.name == "nesterov" || (s.name == "rmsprop" && s.momentum > 0)) d += " momentum=" + num(s.momentum);
+  if (s.name == "momentum" || s.name == "nesterov" || (s.name == "rmsprop" && s.momentum > 0))
+    d += " momentum=" + num(s.momentum);
   if (s.name == "adam" || s.name == "adamw") d += " betas=(" + num(s.beta1) + "," + num(s.beta2) + ")";
   if (s.name == "adam" || s.name == "adamw" || s.name == "adagrad" || s.name == "rmsprop") d += " eps=" + num(s.eps);
   if (s.name == "rmsprop") d += " alpha=" + num(s.alpha);
-  if (s.weight_decay > 0) d += std::string(s.name == "adamw" ? " decoupled" : "") + " weight_decay=" + num(s.weight_decay);
+  if (s.weight_decay > 0)
+    d += std::string(s.name == "adamw" ? " decoupled" : "") + " weight_decay=" + num(s.weight_decay);
   d += ", schedule " + s.schedule;
   if (s.schedule == "step") d += " (x" + num(s.gamma) + " every " + std::to_string(s.step_size) + " steps)";
   if (s.schedule == "cosine") d += " (to 0 at step " + std::to_string(s.total_steps) + ")";
@@ -77,8 +82,9 @@ std::string describe_optimizer(const OptimizerSpec& s) {
 
 UpdateRule rule_of(const std::string& name) {
   static const std::pair<const char*, UpdateRule> rules[] = {
-      {"sgd", UpdateRule::Sgd},   {"momentum", UpdateRule::Momentum}, {"nesterov", UpdateRule::Nesterov}, {"adam", UpdateRule::Adam},
-      {"adamw", UpdateRule::AdamW}, {"adagrad", UpdateRule::Adagrad}, {"rmsprop", UpdateRule::RmsProp}};
+      {"sgd", UpdateRule::Sgd},        {"momentum", UpdateRule::Momentum}, {"nesterov", UpdateRule::Nesterov},
+      {"adam", UpdateRule::Adam},      {"adamw", UpdateRule::AdamW},       {"adagrad", UpdateRule::Adagrad},
+      {"rmsprop", UpdateRule::RmsProp}};
   for (const auto& [n, r] : rules)
     if (name == n) return r;
   throw Error("unknown optimizer '" + name + "' (valid: " + join(optimizer_names(), ", ") + ")");
@@ -167,13 +173,14 @@ std::vector<std::byte> pack_optimizer_state(std::int64_t step, const std::vector
   return out;
 }
 
-std::int64_t unpack_optimizer_state(const std::vector<std::byte>& state, const std::vector<std::vector<float>*>& buffers,
-                                    const std::string& who) {
+std::int64_t unpack_optimizer_state(const std::vector<std::byte>& state,
+                                    const std::vector<std::vector<float>*>& buffers, const std::string& who) {
   std::int64_t step = 0;
   std::size_t need = sizeof step;
   for (const auto* x : buffers) need += x->size() * sizeof(float);
   if (state.size() != need)
-    throw Error("optimizer state of " + std::to_string(state.size()) + " bytes does not fit " + who + " (" + std::to_string(need) + " bytes)");
+    throw Error("optimizer state of " + std::to_string(state.size()) + " bytes does not fit " + who + " (" +
+                std::to_string(need) + " bytes)");
   std::memcpy(&step, state.data(), sizeof step);
   std::size_t at = sizeof step;
   for (auto* x : buffers) {

@@ -29,10 +29,10 @@ namespace d500 {
 struct OptimizerSpec {
   std::string name = "sgd";  // sgd, momentum, nesterov, adam, adamw, adagrad, rmsprop
   double lr = 0.01;
-  double momentum = 0.9;      // momentum, nesterov; rmsprop's (0: none)
+  double momentum = 0.9;  // momentum, nesterov; rmsprop's (0: none)
   double beta1 = 0.9, beta2 = 0.999;
   double eps = 1e-8;
-  double alpha = 0.99;        // rmsprop's smoothing
+  double alpha = 0.99;  // rmsprop's smoothing
   double weight_decay = 0;
   // The learning rate over steps: constant, step (x gamma every step_size steps), cosine (to 0
   // at total_steps); a linear warm-up from lr/warmup_steps to lr over the first warmup_steps.
@@ -90,8 +90,8 @@ const std::vector<std::string>& axpy_optimizer_names();
 // then each state buffer's floats in order. Unpacking fills the buffers at their sizes and returns
 // the step count; bytes that do not fit them are refused, naming `who`.
 std::vector<std::byte> pack_optimizer_state(std::int64_t step, const std::vector<const std::vector<float>*>& buffers);
-std::int64_t unpack_optimizer_state(const std::vector<std::byte>& state, const std::vector<std::vector<float>*>& buffers,
-                                    const std::string& who);
+std::int64_t unpack_optimizer_state(const std::vector<std::byte>& state,
+                                    const std::vector<std::vector<float>*>& buffers, const std::string& who);
 
 // d500's reference optimizer over `params` (which must outlive it).
 std::unique_ptr<Optimizer> make_reference_optimizer(const OptimizerSpec& s, ParamAccess& params);

@@ -24,16 +24,18 @@ enum class UpdateRule : std::int32_t { Sgd, Momentum, Nesterov, Adam, AdamW, Ada
 // sum, RMSprop's square average) and b (exp_avg_sq, RMSprop's momentum buffer), as the rule needs.
 struct StepRule {
   UpdateRule rule = UpdateRule::Sgd;
-  float lr = 0, wd = 0, mu = 0;      // learning rate, weight decay, momentum
-  float b1 = 0, b2 = 0, eps = 0;     // Adam's betas; the denominator's epsilon
-  float alpha = 0;                   // RMSprop's smoothing
-  float step_size = 0, bc2_sqrt = 0; // Adam: lr / (1 - b1^t), sqrt(1 - b2^t)
-  bool first = false;                // the first step (momentum's buffer starts as the gradient)
+  float lr = 0, wd = 0, mu = 0;       // learning rate, weight decay, momentum
+  float b1 = 0, b2 = 0, eps = 0;      // Adam's betas; the denominator's epsilon
+  float alpha = 0;                    // RMSprop's smoothing
+  float step_size = 0, bc2_sqrt = 0;  // Adam: lr / (1 - b1^t), sqrt(1 - b2^t)
+  bool first = false;                 // the first step (momentum's buffer starts as the gradient)
 };
 
 // Whether the rule keeps state a / b (the reference and device optimizers allocate by these).
 D500_HOST_DEVICE inline bool rule_has_a(UpdateRule r) { return r != UpdateRule::Sgd; }
-D500_HOST_DEVICE inline bool rule_has_b(UpdateRule r, float mu) { return r == UpdateRule::Adam || r == UpdateRule::AdamW || (r == UpdateRule::RmsProp && mu > 0); }
+D500_HOST_DEVICE inline bool rule_has_b(UpdateRule r, float mu) {
+  return r == UpdateRule::Adam || r == UpdateRule::AdamW || (r == UpdateRule::RmsProp && mu > 0);
+}
 
 D500_HOST_DEVICE inline void apply_rule(const StepRule& r, float& p, float g, float& a, float& b) {
   switch (r.rule) {
@@ -48,8 +50,10 @@ D500_HOST_DEVICE inline void apply_rule(const StepRule& r, float& p, float g, fl
     case UpdateRule::Adam:
     case UpdateRule::AdamW: {
       float d = g;
-      if (r.rule == UpdateRule::AdamW) p *= 1 - r.lr * r.wd;
-      else d += r.wd * p;
+      if (r.rule == UpdateRule::AdamW)
+        p *= 1 - r.lr * r.wd;
+      else
+        d += r.wd * p;
       a = a * r.b1 + (1 - r.b1) * d;  // torch: exp_avg.lerp_(grad, 1 - beta1)
       b = b * r.b2 + (1 - r.b2) * d * d;
       const float denom = sqrtf(b) / r.bc2_sqrt + r.eps;
@@ -79,7 +83,8 @@ D500_HOST_DEVICE inline void apply_rule(const StepRule& r, float& p, float g, fl
 
 // Element i of a parameter p with gradient g, its state arrays a and b nullptr where the rule keeps
 // none: the loop body of every optimizer step (the reference's, the cuda kernel's, a test device's).
-D500_HOST_DEVICE inline void apply_rule_at(const StepRule& r, float* p, const float* g, float* a, float* b, std::int64_t i) {
+D500_HOST_DEVICE inline void apply_rule_at(const StepRule& r, float* p, const float* g, float* a, float* b,
+                                           std::int64_t i) {
   float no_a = 0, no_b = 0;
   apply_rule(r, p[i], g[i], a ? a[i] : no_a, b ? b[i] : no_b);
 }

@@ -42,7 +42,8 @@ void expect_trajectory(const OptimizerSpec& s, int steps, F closed, double tol =
     o->step(learning_rate(s, t - 1));
     for (std::size_t k = 0; k < a.p.size(); ++k)
       for (std::size_t i = 0; i < a.p[k].size(); ++i)
-        ASSERT_NEAR(a.p[k][i], closed(start.p[k][i], start.g[k][i], t), tol * std::max(1.0, std::fabs(closed(start.p[k][i], start.g[k][i], t))))
+        ASSERT_NEAR(a.p[k][i], closed(start.p[k][i], start.g[k][i], t),
+                    tol * std::max(1.0, std::fabs(closed(start.p[k][i], start.g[k][i], t))))
             << s.name << " step " << t << " param " << k << "[" << i << "]";
   }
   EXPECT_EQ(a.changes, steps);
@@ -88,17 +89,21 @@ TEST(Optimizers, NesterovLooksAhead) {
 TEST(Optimizers, AdamTakesStepsOfLrUnderAConstantGradient) {
   // Bias correction makes m_hat = g and v_hat = g^2 exactly: each step moves lr g / (|g| + eps).
   // (Float32 bias corrections round: a few ulps a step.)
-  expect_trajectory(spec("adam"), 12, [](double p0, double g, int t) { return p0 - t * 0.05 * g / (std::fabs(g) + 1e-8); }, 2e-5);
+  expect_trajectory(
+      spec("adam"), 12, [](double p0, double g, int t) { return p0 - t * 0.05 * g / (std::fabs(g) + 1e-8); }, 2e-5);
 }
 
 TEST(Optimizers, AdamWDecaysTheWeightsApartFromTheGradient) {
   OptimizerSpec s = spec("adamw");
   s.weight_decay = 0.2;
-  expect_trajectory(s, 12, [](double p0, double g, int t) {
-    double p = p0;
-    for (int k = 0; k < t; ++k) p = p * (1 - 0.05 * 0.2) - 0.05 * g / (std::fabs(g) + 1e-8);
-    return p;
-  }, 2e-5);
+  expect_trajectory(
+      s, 12,
+      [](double p0, double g, int t) {
+        double p = p0;
+        for (int k = 0; k < t; ++k) p = p * (1 - 0.05 * 0.2) - 0.05 * g / (std::fabs(g) + 1e-8);
+        return p;
+      },
+      2e-5);
   // Adam with the same weight decay couples it to the gradient: another trajectory.
   Params a, b;
   OptimizerSpec coupled = spec("adam");
@@ -119,20 +124,26 @@ TEST(Optimizers, AdagradStepsShrinkAsOneOverSqrtT) {
 TEST(Optimizers, RmspropNormalisesByTheRunningSquare) {
   OptimizerSpec s = spec("rmsprop");
   s.momentum = 0;
-  expect_trajectory(s, 12, [](double p0, double g, int t) {
-    double p = p0;
-    for (int k = 1; k <= t; ++k) p -= 0.05 * g / (std::fabs(g) * std::sqrt(1 - std::pow(0.99, k)) + 1e-8);
-    return p;
-  }, 1e-5);
+  expect_trajectory(
+      s, 12,
+      [](double p0, double g, int t) {
+        double p = p0;
+        for (int k = 1; k <= t; ++k) p -= 0.05 * g / (std::fabs(g) * std::sqrt(1 - std::pow(0.99, k)) + 1e-8);
+        return p;
+      },
+      1e-5);
   s.momentum = 0.5;  // with momentum: b_k = 0.5 b_{k-1} + g / a_k; p -= lr b_k
-  expect_trajectory(s, 12, [](double p0, double g, int t) {
-    double p = p0, b = 0;
-    for (int k = 1; k <= t; ++k) {
-      b = 0.5 * b + g / (std::fabs(g) * std::sqrt(1 - std::pow(0.99, k)) + 1e-8);
-      p -= 0.05 * b;
-    }
-    return p;
-  }, 1e-5);
+  expect_trajectory(
+      s, 12,
+      [](double p0, double g, int t) {
+        double p = p0, b = 0;
+        for (int k = 1; k <= t; ++k) {
+          b = 0.5 * b + g / (std::fabs(g) * std::sqrt(1 - std::pow(0.99, k)) + 1e-8);
+          p -= 0.05 * b;
+        }
+        return p;
+      },
+      1e-5);
 }
 
 TEST(Optimizers, SchedulesGiveTheirLearningRates) {

@@ -52,8 +52,8 @@ struct BackendSetting {
   // `neutral` by default, `neutral_for` by workload where it differs.
   std::string neutral{};
   std::vector<std::pair<std::string, std::string>> neutral_for{};
-  bool required = false;   // a point on this backend must set it
-  bool path = false;       // a file's path: made absolute (jobs run elsewhere than `d500 plan`)
+  bool required = false;     // a point on this backend must set it
+  bool path = false;         // a file's path: made absolute (jobs run elsewhere than `d500 plan`)
   std::string other_note{};  // said when a point on another backend sets it
 };
 
@@ -69,9 +69,9 @@ struct BackendInfo {
   bool host_collectives = false;
   std::vector<BackendSetting> settings{};  // its own campaign keys (BackendSetting)
   bool built = false;
-  std::string not_built_reason{};            // when !built
-  std::string module{};                      // its module's file when in one (loaded at first use), else ""
-  std::function<std::string()> version{};    // library version(s), when built
+  std::string not_built_reason{};          // when !built
+  std::string module{};                    // its module's file when in one (loaded at first use), else ""
+  std::function<std::string()> version{};  // library version(s), when built
   // Level-0 operators: which ones this backend has kernels for, and a kernel for a problem
   // (created untimed over the problem's buffers, running on `threads` threads).
   std::function<bool(const std::string& op)> supports{};

@@ -49,7 +49,8 @@ std::string quoted_list(const std::vector<const BackendInfo*>& bs) {
 std::vector<ParamSpec> backend_setting_params() {
   std::vector<const BackendInfo*> by_name;
   for (const auto& b : all_backends()) by_name.push_back(&b);
-  std::sort(by_name.begin(), by_name.end(), [](const BackendInfo* a, const BackendInfo* b) { return a->name < b->name; });
+  std::sort(by_name.begin(), by_name.end(),
+            [](const BackendInfo* a, const BackendInfo* b) { return a->name < b->name; });
   std::vector<ParamSpec> out;
   std::map<std::string, std::size_t> at;
   for (const BackendInfo* bp : by_name)
@@ -85,8 +86,10 @@ void normalize_backend_settings(Params& p, const std::string& workload) {
       auto& v = std::get<std::string>(it->second);
       if (!keep[s.spec.name]) v.clear();
       if (v.empty() || !applies(s, workload)) continue;  // another backend's declaration may apply
-      if (v == neutral_value(s, workload)) v.clear();
-      else if (s.path) v = std::filesystem::absolute(v).lexically_normal().string();
+      if (v == neutral_value(s, workload))
+        v.clear();
+      else if (s.path)
+        v = std::filesystem::absolute(v).lexically_normal().string();
     }
 }
 
@@ -108,7 +111,9 @@ std::string check_backend_settings(const Params& p) {
       if (std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
       seen.push_back(key);
       auto it = p.find(key);
-      if (it == p.end() || !std::holds_alternative<std::string>(it->second) || std::get<std::string>(it->second).empty()) continue;
+      if (it == p.end() || !std::holds_alternative<std::string>(it->second) ||
+          std::get<std::string>(it->second).empty())
+        continue;
       if (setting_of(*b, key)) continue;
       const auto owners = declaring(key);
       std::string note;

@@ -1,13 +1,13 @@
 #include "campaign/campaign.hpp"
 
+#include <toml++/toml.h>
 #include <cctype>
-#include <cstring>
 #include <cmath>
-#include <vector>
+#include <cstring>
 #include <filesystem>
 #include <set>
 #include <sstream>
-#include <toml++/toml.h>
+#include <vector>
 
 #include "common/text.hpp"
 
@@ -18,29 +18,44 @@ Location loc(const std::string& path, const toml::source_region& r) {
   return Location{path, static_cast<int>(r.begin.line), static_cast<int>(r.begin.column)};
 }
 
-const std::vector<std::string> kTopLevel = {"campaign", "fixed", "axes", "zip", "exclude", "slurm", "auto_repetitions", "packing"};
-const std::vector<std::string> kPackingKeys = {"margin", "job_time", "times_from", "gflops", "gbps", "point_overhead_s", "default_point_s"};
+const std::vector<std::string> kTopLevel = {"campaign",         "fixed",  "axes", "zip", "exclude", "slurm",
+                                            "auto_repetitions", "packing"};
+const std::vector<std::string> kPackingKeys = {"margin", "job_time",         "times_from",     "gflops",
+                                               "gbps",   "point_overhead_s", "default_point_s"};
 const std::vector<std::string> kAutoRepetitionKeys = {"ci_rel_width", "confidence", "min", "max", "max_time"};
-const std::vector<std::string> kSlurmKeys = {"partition",   "account",      "qos",          "constraint",
-                                             "gres",        "mpi",          "time_limit",   "cpus_per_task",
-                                             "modules",     "array",        "throttle",     "analysis_job",
-                                             "retry_time_factor", "max_retries", "budget_node_hours", "mem_per_node",
-                                             "reservation", "module_init", "signal_before_limit", "analysis"};
+const std::vector<std::string> kSlurmKeys = {"partition",
+                                             "account",
+                                             "qos",
+                                             "constraint",
+                                             "gres",
+                                             "mpi",
+                                             "time_limit",
+                                             "cpus_per_task",
+                                             "modules",
+                                             "array",
+                                             "throttle",
+                                             "analysis_job",
+                                             "retry_time_factor",
+                                             "max_retries",
+                                             "budget_node_hours",
+                                             "mem_per_node",
+                                             "reservation",
+                                             "module_init",
+                                             "signal_before_limit",
+                                             "analysis"};
 const std::vector<std::string> kSlurmAnalysisKeys = {"partition", "account", "qos", "reservation", "time_limit"};
-const std::vector<std::string> kCampaignKeys = {"name", "description", "repetitions",
-                                                "warmups", "template", "templates_dir", "points_per_job",
-                                                "launches"};
+const std::vector<std::string> kCampaignKeys = {"name",     "description",   "repetitions",    "warmups",
+                                                "template", "templates_dir", "points_per_job", "launches"};
 
-void reject_unknown(const toml::table& t, const std::vector<std::string>& valid,
-                    const std::string& path, const std::string& where) {
+void reject_unknown(const toml::table& t, const std::vector<std::string>& valid, const std::string& path,
+                    const std::string& where) {
   for (auto&& [k, v] : t) {
     std::string key(k.str());
     bool ok = false;
     for (const auto& x : valid) ok = ok || x == key;
     if (!ok)
       throw Error(loc(path, k.source()), "unknown key " + quote_value(key, '\'') + " in " + where +
-                                             did_you_mean(key, valid) + " (valid keys: " +
-                                             join(valid, ", ") + ")");
+                                             did_you_mean(key, valid) + " (valid keys: " + join(valid, ", ") + ")");
   }
 }
 
@@ -56,8 +71,7 @@ LocatedValue scalar(const toml::node& n, const std::string& path, const std::str
   if (auto f = n.as_floating_point()) return {Value{f->get()}, where};
   if (auto b = n.as_boolean()) return {Value{b->get()}, where};
   if (auto s = n.as_string()) return {Value{s->get()}, where};
-  throw Error(where, "key '" + key + "': expected an integer, float, boolean or string, got " +
-                         toml_type_name(n));
+  throw Error(where, "key '" + key + "': expected an integer, float, boolean or string, got " + toml_type_name(n));
 }
 
 // An axis: a non-empty array of scalars of one type (a lone scalar is an axis of one value).
@@ -65,17 +79,16 @@ Axis axis(const toml::key& k, const toml::node& n, const std::string& path, bool
   Axis a{std::string(k.str()), {}, loc(path, k.source())};
   if (auto arr = n.as_array()) {
     if (!allow_array)
-      throw Error(a.where, "key '" + a.name + "' in [fixed] takes one value, not an array "
-                           "(sweep it under [axes] instead)");
-    if (arr->empty())
-      throw Error(loc(path, n.source()), "axis '" + a.name + "' is empty: give at least one value");
+      throw Error(a.where, "key '" + a.name +
+                               "' in [fixed] takes one value, not an array "
+                               "(sweep it under [axes] instead)");
+    if (arr->empty()) throw Error(loc(path, n.source()), "axis '" + a.name + "' is empty: give at least one value");
     for (auto&& e : *arr) {
       a.values.push_back(scalar(e, path, a.name));
       if (type_of(a.values.back().value) != type_of(a.values.front().value))
-        throw Error(a.values.back().where,
-                    "axis '" + a.name + "' mixes " + type_name(type_of(a.values.front().value)) +
-                        " and " + type_name(type_of(a.values.back().value)) +
-                        " values: all values of an axis must have one type");
+        throw Error(a.values.back().where, "axis '" + a.name + "' mixes " + type_name(type_of(a.values.front().value)) +
+                                               " and " + type_name(type_of(a.values.back().value)) +
+                                               " values: all values of an axis must have one type");
     }
   } else {
     a.values.push_back(scalar(n, path, a.name));
@@ -88,29 +101,29 @@ const toml::table& as_table(const toml::node& n, const std::string& path, const 
   throw Error(loc(path, n.source()), what + " must be a table, got " + toml_type_name(n));
 }
 
-std::int64_t get_int(const toml::table& t, const char* key, std::int64_t dflt, std::int64_t lo,
-                     std::int64_t hi, const std::string& path, const char* section = "[campaign]") {
+std::int64_t get_int(const toml::table& t, const char* key, std::int64_t dflt, std::int64_t lo, std::int64_t hi,
+                     const std::string& path, const char* section = "[campaign]") {
   const toml::node* n = t.get(key);
   if (!n) return dflt;
   auto i = n->as_integer();
   if (!i)
-    throw Error(loc(path, n->source()), std::string("key '") + key + "' in " + section + ": expected an integer, got " +
-                                            toml_type_name(*n));
+    throw Error(loc(path, n->source()),
+                std::string("key '") + key + "' in " + section + ": expected an integer, got " + toml_type_name(*n));
   if (i->get() < lo || i->get() > hi)
     throw Error(loc(path, n->source()), std::string("key '") + key + "' in " + section + " is " +
-                                            std::to_string(i->get()) + "; valid: " +
-                                            std::to_string(lo) + " to " + std::to_string(hi));
+                                            std::to_string(i->get()) + "; valid: " + std::to_string(lo) + " to " +
+                                            std::to_string(hi));
   return i->get();
 }
 
-std::string get_string(const toml::table& t, const char* key, const std::string& dflt,
-                       const std::string& path, Location* where = nullptr) {
+std::string get_string(const toml::table& t, const char* key, const std::string& dflt, const std::string& path,
+                       Location* where = nullptr) {
   const toml::node* n = t.get(key);
   if (!n) return dflt;
   auto s = n->as_string();
   if (!s)
-    throw Error(loc(path, n->source()), std::string("key '") + key + "' in [campaign]: expected a string, got " +
-                                            toml_type_name(*n));
+    throw Error(loc(path, n->source()),
+                std::string("key '") + key + "' in [campaign]: expected a string, got " + toml_type_name(*n));
   if (where) *where = loc(path, n->source());
   return s->get();
 }
@@ -135,8 +148,8 @@ std::string slurm_word(const toml::table& t, const char* key, const std::string&
   if (!n) return "";
   auto s = n->as_string();
   if (!s)
-    throw Error(loc(path, n->source()), std::string("key '") + key + "' in [slurm]: expected a string, got " +
-                                            toml_type_name(*n));
+    throw Error(loc(path, n->source()),
+                std::string("key '") + key + "' in [slurm]: expected a string, got " + toml_type_name(*n));
   if (!allowed.matches(s->get()))
     throw Error(loc(path, n->source()), std::string("key '") + key + "' in [slurm] is " + quote_value(s->get()) +
                                             ", which Slurm would not accept in a job script; valid: " + allowed_desc);
@@ -149,15 +162,18 @@ double get_number(const toml::table& t, const char* key, double dflt, double lo,
   const toml::node* n = t.get(key);
   if (!n) return dflt;
   double v = std::nan("");
-  if (auto i = n->as_integer()) v = static_cast<double>(i->get());
-  else if (auto f = n->as_floating_point()) v = f->get();
+  if (auto i = n->as_integer())
+    v = static_cast<double>(i->get());
+  else if (auto f = n->as_floating_point())
+    v = f->get();
   else
-    throw Error(loc(path, n->source()), std::string("key '") + key + "' in " + section + ": expected a number, got " + toml_type_name(*n));
+    throw Error(loc(path, n->source()),
+                std::string("key '") + key + "' in " + section + ": expected a number, got " + toml_type_name(*n));
   if (!(v >= lo && v <= hi))
-    throw Error(loc(path, n->source()), std::string("key '") + key + "' in " + section + " is " + canonical(Value{v}) + "; valid: " + valid);
+    throw Error(loc(path, n->source()),
+                std::string("key '") + key + "' in " + section + " is " + canonical(Value{v}) + "; valid: " + valid);
   return v;
 }
-
 
 // Seconds from a string "90s", "2.5 min", "1h", "MM:SS" or "HH:MM:SS" (at most 9 digits a
 // field); -1 if it is none of them.
@@ -209,21 +225,22 @@ void parse_auto_repetitions(const toml::table& t, const std::string& path, AutoR
   const int least = smallest_n_with_median_ci(a.confidence);
   a.min = static_cast<int>(get_int(t, "min", std::max(a.min, least), 1, 1000000, path, section));
   if (a.min < least)
-    throw Error(loc(path, t.get("min")->source()), "key 'min' in [auto_repetitions] is " + std::to_string(a.min) +
-                                                        "; the median's exact " + canonical(Value{a.confidence * 100}) +
-                                                        "% interval needs at least " + std::to_string(least) +
-                                                        " repetitions, so valid: " + std::to_string(least) + " to 1000000");
+    throw Error(loc(path, t.get("min")->source()),
+                "key 'min' in [auto_repetitions] is " + std::to_string(a.min) + "; the median's exact " +
+                    canonical(Value{a.confidence * 100}) + "% interval needs at least " + std::to_string(least) +
+                    " repetitions, so valid: " + std::to_string(least) + " to 1000000");
   a.max = static_cast<int>(get_int(t, "max", std::max(a.max, a.min), 1, 1000000, path, section));
   if (a.max < a.min)
     throw Error(loc(path, t.get("max")->source()), "key 'max' in [auto_repetitions] is " + std::to_string(a.max) +
-                                                        ", below min = " + std::to_string(a.min) + "; valid: " +
-                                                        std::to_string(a.min) + " to 1000000");
+                                                       ", below min = " + std::to_string(a.min) +
+                                                       "; valid: " + std::to_string(a.min) + " to 1000000");
   if (const toml::node* n = t.get("max_time")) {
     const double v = duration_s(*n);
     if (!(v > 0 && v <= 7 * 24 * 3600.0))
-      throw Error(loc(path, n->source()), "key 'max_time' in [auto_repetitions] is not a duration of a point's repetitions; "
-                                          "valid: seconds (e.g. 90 or 0.5), or \"90s\", \"2min\", \"1h\", \"MM:SS\", "
-                                          "\"HH:MM:SS\", more than 0 and at most a week");
+      throw Error(loc(path, n->source()),
+                  "key 'max_time' in [auto_repetitions] is not a duration of a point's repetitions; "
+                  "valid: seconds (e.g. 90 or 0.5), or \"90s\", \"2min\", \"1h\", \"MM:SS\", "
+                  "\"HH:MM:SS\", more than 0 and at most a week");
     a.max_time_s = v;
   }
 }
@@ -234,35 +251,43 @@ PackingSettings parse_packing(const toml::table& t, const std::string& path, con
   PackingSettings s;
   s.present = true;
   s.where = loc(path, t.source());
-  s.margin = get_number(t, "margin", s.margin, 0, 0.9, path, section, "a fraction of the time limit kept free, 0 to 0.9, e.g. 0.2");
-  s.gflops = get_number(t, "gflops", s.gflops, 1e-6, 1e9, path, section, "a rank's GFLOP/s for the time model, more than 0");
+  s.margin = get_number(t, "margin", s.margin, 0, 0.9, path, section,
+                        "a fraction of the time limit kept free, 0 to 0.9, e.g. 0.2");
+  s.gflops =
+      get_number(t, "gflops", s.gflops, 1e-6, 1e9, path, section, "a rank's GFLOP/s for the time model, more than 0");
   s.gbps = get_number(t, "gbps", s.gbps, 1e-6, 1e9, path, section, "a rank's GB/s for the time model, more than 0");
-  s.point_overhead_s = get_number(t, "point_overhead_s", s.point_overhead_s, 0, 1e6, path, section, "seconds, 0 or more");
+  s.point_overhead_s =
+      get_number(t, "point_overhead_s", s.point_overhead_s, 0, 1e6, path, section, "seconds, 0 or more");
   s.default_point_s = get_number(t, "default_point_s", s.default_point_s, 0, 1e7, path, section,
                                  "seconds for a point nothing else estimates, 0 (refuse such points) or more");
   if (const toml::node* n = t.get("job_time")) {
     s.job_time_where = loc(path, n->source());
     const double v = duration_s(*n);
     if (!(v >= 1 && v <= 365 * 24 * 3600.0))
-      throw Error(s.job_time_where, "key 'job_time' in [packing] is not a job's time; valid: seconds (e.g. 3600), or \"90s\", "
-                                    "\"30min\", \"2h\", \"MM:SS\", \"HH:MM:SS\", at least 1 s");
+      throw Error(s.job_time_where,
+                  "key 'job_time' in [packing] is not a job's time; valid: seconds (e.g. 3600), or \"90s\", "
+                  "\"30min\", \"2h\", \"MM:SS\", \"HH:MM:SS\", at least 1 s");
     s.job_time_s = v;
   }
   if (const toml::node* n = t.get("times_from")) {
     s.times_from_where = loc(path, n->source());
     const toml::array* arr = n->as_array();
-    if (!arr) throw Error(s.times_from_where, "key 'times_from' in [packing]: expected an array of run directories, e.g. [\"runs/last-week\"]");
+    if (!arr)
+      throw Error(s.times_from_where,
+                  "key 'times_from' in [packing]: expected an array of run directories, e.g. [\"runs/last-week\"]");
     for (auto&& e : *arr) {
       auto str = e.as_string();
       if (!str || str->get().empty() || has_control_chars(str->get()))
-        throw Error(loc(path, e.source()), "key 'times_from' in [packing]: each entry must be a run directory's path "
-                                           "(relative paths are relative to the campaign file)");
+        throw Error(loc(path, e.source()),
+                    "key 'times_from' in [packing]: each entry must be a run directory's path "
+                    "(relative paths are relative to the campaign file)");
       std::filesystem::path d(str->get());
       if (d.is_relative()) d = base / d;
       d = d.lexically_normal();
       if (!std::filesystem::is_directory(d / "results"))
-        throw Error(loc(path, e.source()), "key 'times_from' in [packing]: " + d.string() +
-                                               " is not a run directory (it has no results/); name one that d500 run measured");
+        throw Error(loc(path, e.source()),
+                    "key 'times_from' in [packing]: " + d.string() +
+                        " is not a run directory (it has no results/); name one that d500 run measured");
       s.times_from.push_back(d.string());
     }
   }
@@ -274,13 +299,16 @@ int time_limit_key(const toml::table& t, const std::string& path, const char* se
   const toml::node* n = t.get("time_limit");
   if (!n) return 0;
   std::string text;
-  if (auto i = n->as_integer()) text = std::to_string(i->get());
-  else if (auto str = n->as_string()) text = str->get();
+  if (auto i = n->as_integer())
+    text = std::to_string(i->get());
+  else if (auto str = n->as_string())
+    text = str->get();
   const int minutes = parse_time_limit(text);
   if (minutes <= 0)
-    throw Error(loc(path, n->source()), std::string("key 'time_limit' in ") + section + " is " +
-                                            (text.empty() ? std::string("not a time") : quote_value(text)) +
-                                            "; valid: minutes (e.g. 30) or \"HH:MM:SS\", \"D-HH:MM:SS\", at least one minute");
+    throw Error(loc(path, n->source()),
+                std::string("key 'time_limit' in ") + section + " is " +
+                    (text.empty() ? std::string("not a time") : quote_value(text)) +
+                    "; valid: minutes (e.g. 30) or \"HH:MM:SS\", \"D-HH:MM:SS\", at least one minute");
   return minutes;
 }
 
@@ -294,7 +322,8 @@ SlurmSettings parse_slurm(const toml::table& t, const std::string& path) {
   s.partition = slurm_word(t, "partition", path, names, name_re);
   s.account = slurm_word(t, "account", path, names, name_re);
   s.qos = slurm_word(t, "qos", path, names, name_re);
-  s.constraint = slurm_word(t, "constraint", path, "a feature expression of letters, digits and _ . & | * : , ( ) [ ] -", constraint_re);
+  s.constraint = slurm_word(t, "constraint", path,
+                            "a feature expression of letters, digits and _ . & | * : , ( ) [ ] -", constraint_re);
   s.gres = slurm_word(t, "gres", path, "e.g. gpu:1 (letters, digits, _ . : , = -)", gres_re);
   if (t.get("mpi")) s.mpi = slurm_word(t, "mpi", path, "an srun --mpi plugin name, e.g. pmix, pmi2, none", name_re);
   s.time_limit_min = time_limit_key(t, path, "[slurm]");
@@ -302,23 +331,27 @@ SlurmSettings parse_slurm(const toml::table& t, const std::string& path) {
   if (const toml::node* n = t.get("module_init")) {
     auto str = n->as_string();
     if (!str || str->get().empty() || str->get()[0] != '/' || has_control_chars(str->get()))
-      throw Error(loc(path, n->source()), "key 'module_init' in [slurm]: valid: the absolute path of the site's script that "
-                                          "defines `module` for bash (e.g. \"/etc/profile.d/modules.sh\", "
-                                          "\"/opt/cray/pe/modules/default/init/bash\")");
+      throw Error(loc(path, n->source()),
+                  "key 'module_init' in [slurm]: valid: the absolute path of the site's script that "
+                  "defines `module` for bash (e.g. \"/etc/profile.d/modules.sh\", "
+                  "\"/opt/cray/pe/modules/default/init/bash\")");
     s.module_init = str->get();
   }
   if (const toml::node* n = t.get("signal_before_limit")) {
     const double v = duration_s(*n);
     s.signal_where = loc(path, n->source());
     if (!(v >= 0) || v > 65535)
-      throw Error(s.signal_where, "key 'signal_before_limit' in [slurm] is not a duration Slurm can signal before a limit; valid: "
-                                  "e.g. \"120s\", \"2min\" or a number of seconds from 0 (no signal) to 65535");
+      throw Error(s.signal_where,
+                  "key 'signal_before_limit' in [slurm] is not a duration Slurm can signal before a limit; valid: "
+                  "e.g. \"120s\", \"2min\" or a number of seconds from 0 (no signal) to 65535");
     s.signal_before_limit_s = static_cast<int>(std::ceil(v));
   }
   if (const toml::node* n = t.get("analysis")) {
     const toml::table* a = n->as_table();
-    if (!a) throw Error(loc(path, n->source()), "key 'analysis' in [slurm]: expected a table ([slurm.analysis]) of the analysis job's "
-                                                "partition, account, qos, reservation and time_limit");
+    if (!a)
+      throw Error(loc(path, n->source()),
+                  "key 'analysis' in [slurm]: expected a table ([slurm.analysis]) of the analysis job's "
+                  "partition, account, qos, reservation and time_limit");
     reject_unknown(*a, kSlurmAnalysisKeys, path, "[slurm.analysis]");
     s.analysis.partition = slurm_word(*a, "partition", path, names, name_re);
     s.analysis.account = slurm_word(*a, "account", path, names, name_re);
@@ -329,13 +362,16 @@ SlurmSettings parse_slurm(const toml::table& t, const std::string& path) {
   s.cpus_per_task = static_cast<int>(get_int(t, "cpus_per_task", 1, 1, 4096, path, "[slurm]"));
   if (const toml::node* n = t.get("mem_per_node")) {
     std::string text;
-    if (auto i = n->as_integer()) text = std::to_string(i->get());
-    else if (auto str = n->as_string()) text = str->get();
+    if (auto i = n->as_integer())
+      text = std::to_string(i->get());
+    else if (auto str = n->as_string())
+      text = str->get();
     s.mem_per_node_bytes = parse_memory_size(text);
     s.mem_where = loc(path, n->source());
     if (s.mem_per_node_bytes <= 0)
-      throw Error(s.mem_where, "key 'mem_per_node' in [slurm] is " + (text.empty() ? std::string("not a size") : quote_value(text)) +
-                                   "; valid: the memory of one node as Slurm writes it, e.g. 64G, 512000M, 1T, or a number of MiB");
+      throw Error(s.mem_where,
+                  "key 'mem_per_node' in [slurm] is " + (text.empty() ? std::string("not a size") : quote_value(text)) +
+                      "; valid: the memory of one node as Slurm writes it, e.g. 64G, 512000M, 1T, or a number of MiB");
   }
   s.throttle = static_cast<int>(get_int(t, "throttle", 0, 0, 100000, path, "[slurm]"));
   s.max_retries = static_cast<int>(get_int(t, "max_retries", 0, 0, 100, path, "[slurm]"));
@@ -345,7 +381,8 @@ SlurmSettings parse_slurm(const toml::table& t, const std::string& path) {
     for (auto&& m : *arr) {
       auto str = m.as_string();
       if (!str || !module_re.matches(str->get()))
-        throw Error(loc(path, m.source()), "key 'modules' in [slurm]: each module must be a name of letters, digits and _ . + / @ -");
+        throw Error(loc(path, m.source()),
+                    "key 'modules' in [slurm]: each module must be a name of letters, digits and _ . + / @ -");
       s.modules.push_back(str->get());
     }
   }
@@ -360,8 +397,9 @@ SlurmSettings parse_slurm(const toml::table& t, const std::string& path) {
       double v = n->is_integer() ? static_cast<double>(n->as_integer()->get()) : n->value_or(-1.0);
       const bool factor = std::string(key) == "retry_time_factor";
       if (!(v >= (factor ? 1.0 : 0.0)) || v > 1e9)
-        throw Error(loc(path, n->source()), std::string("key '") + key + "' in [slurm]: valid: " +
-                                                (factor ? "a number >= 1 (1: keep the limit)" : "a number of node-hours >= 0 (0: no budget)"));
+        throw Error(loc(path, n->source()),
+                    std::string("key '") + key + "' in [slurm]: valid: " +
+                        (factor ? "a number >= 1 (1: keep the limit)" : "a number of node-hours >= 0 (0: no budget)"));
       (factor ? s.retry_time_factor : s.budget_node_hours) = v;
     }
   return s;
@@ -393,17 +431,22 @@ int parse_time_limit(const std::string& text) {
   }
   auto num = [&](std::size_t i) { return i < f.size() ? f[i] : 0LL; };
   long long minutes = 0;
-  if (days >= 0) minutes = days * 1440 + num(0) * 60 + num(1) + (num(2) > 0 ? 1 : 0);  // D-HH[:MM[:SS]]
-  else if (f.size() == 3) minutes = num(0) * 60 + num(1) + (num(2) > 0 ? 1 : 0);       // HH:MM:SS
-  else if (f.size() == 2) minutes = num(0) + (num(1) > 0 ? 1 : 0);                     // MM:SS
-  else minutes = num(0);                                                                // MM
+  if (days >= 0)
+    minutes = days * 1440 + num(0) * 60 + num(1) + (num(2) > 0 ? 1 : 0);  // D-HH[:MM[:SS]]
+  else if (f.size() == 3)
+    minutes = num(0) * 60 + num(1) + (num(2) > 0 ? 1 : 0);  // HH:MM:SS
+  else if (f.size() == 2)
+    minutes = num(0) + (num(1) > 0 ? 1 : 0);  // MM:SS
+  else
+    minutes = num(0);  // MM
   return minutes > 0 && minutes < 100000000 ? static_cast<int>(minutes) : -1;
 }
 
 Campaign parse_campaign_text(const std::string& text, const std::string& path, const std::string& base_dir) {
   // Relative paths in the campaign (templates_dir, times_from) are relative to its own file,
   // or to where the copy in a run directory was first planned from.
-  const std::filesystem::path base = base_dir.empty() ? std::filesystem::absolute(path).parent_path() : std::filesystem::path(base_dir);
+  const std::filesystem::path base =
+      base_dir.empty() ? std::filesystem::absolute(path).parent_path() : std::filesystem::path(base_dir);
   Campaign c;
   c.path = path;
   c.text = text;
@@ -433,25 +476,29 @@ Campaign parse_campaign_text(const std::string& text, const std::string& path, c
   c.repetitions_where = ct.get("repetitions") ? loc(path, ct.get("repetitions")->source()) : loc(path, ct.source());
   if (const toml::node* rn = ct.get("repetitions"); rn && rn->is_string()) {
     if (rn->value_or(std::string()) != "auto")
-      throw Error(c.repetitions_where, "key 'repetitions' in [campaign] is " + quote_value(rn->value_or(std::string())) +
+      throw Error(c.repetitions_where, "key 'repetitions' in [campaign] is " +
+                                           quote_value(rn->value_or(std::string())) +
                                            "; valid: an integer 1 to 1000000, or \"auto\" (repeat until the median's "
                                            "interval is narrow enough; settings in [auto_repetitions])");
     c.auto_repetitions.on = true;
   } else {
     c.repetitions = static_cast<int>(get_int(ct, "repetitions", 10, 1, 1000000, path));
   }
-  if (const toml::node* pn = root.get("packing")) c.packing = parse_packing(as_table(*pn, path, "[packing]"), path, base);
+  if (const toml::node* pn = root.get("packing"))
+    c.packing = parse_packing(as_table(*pn, path, "[packing]"), path, base);
   if (const toml::node* an = root.get("auto_repetitions")) {
     const toml::table& at = as_table(*an, path, "[auto_repetitions]");
     if (!c.auto_repetitions.on)
-      throw Error(loc(path, at.source()), "[auto_repetitions] applies only with repetitions = \"auto\" in [campaign] (it is " +
-                                              std::to_string(c.repetitions) + "); set that, or remove the table");
+      throw Error(loc(path, at.source()),
+                  "[auto_repetitions] applies only with repetitions = \"auto\" in [campaign] (it is " +
+                      std::to_string(c.repetitions) + "); set that, or remove the table");
     parse_auto_repetitions(at, path, c.auto_repetitions);
   }
   if (c.auto_repetitions.on) c.repetitions = c.auto_repetitions.max;
   c.warmups = static_cast<int>(get_int(ct, "warmups", 2, 0, 100000, path));
   c.points_per_job = static_cast<int>(get_int(ct, "points_per_job", 0, 0, 1000000, path));
-  c.points_per_job_where = ct.get("points_per_job") ? loc(path, ct.get("points_per_job")->source()) : loc(path, ct.source());
+  c.points_per_job_where =
+      ct.get("points_per_job") ? loc(path, ct.get("points_per_job")->source()) : loc(path, ct.source());
   c.template_where = loc(path, ct.source());
   c.template_name = get_string(ct, "template", "local", path, &c.template_where);
   // A template is a name, never a path: "../../x" must not run a file outside the template
@@ -463,13 +510,15 @@ Campaign parse_campaign_text(const std::string& text, const std::string& path, c
   if (ct.get("templates_dir")) {
     c.templates_dir = get_string(ct, "templates_dir", "", path, &c.templates_dir_where);
     if (c.templates_dir.empty() || has_control_chars(c.templates_dir))
-      throw Error(c.templates_dir_where, "key 'templates_dir' in [campaign] must be a directory's path without control "
-                                         "characters (relative paths are relative to the campaign file)");
+      throw Error(c.templates_dir_where,
+                  "key 'templates_dir' in [campaign] must be a directory's path without control "
+                  "characters (relative paths are relative to the campaign file)");
     std::filesystem::path d(c.templates_dir);
     if (d.is_relative()) d = base / d;
     c.templates_dir = d.lexically_normal().string();
     if (!std::filesystem::is_directory(c.templates_dir))
-      throw Error(c.templates_dir_where, "key 'templates_dir' in [campaign]: " + c.templates_dir + " is not a directory");
+      throw Error(c.templates_dir_where,
+                  "key 'templates_dir' in [campaign]: " + c.templates_dir + " is not a directory");
   }
 
   std::set<std::string> names;
@@ -498,8 +547,9 @@ Campaign parse_campaign_text(const std::string& text, const std::string& path, c
     for (const auto* list : {&c.fixed, &c.axes})
       for (const auto& a : *list)
         if (a.name == "launch")
-          throw Error(a.where, "key 'launch' is set by d500 (launches = k in [campaign] gives launch = 1..k); "
-                               "remove it and set launches instead");
+          throw Error(a.where,
+                      "key 'launch' is set by d500 (launches = k in [campaign] gives launch = 1..k); "
+                      "remove it and set launches instead");
     Axis launch{"launch", {}, lw};
     for (int k = 1; k <= c.launches; ++k) launch.values.push_back(LocatedValue{Value{std::int64_t{k}}, lw});
     c.axes.insert(c.axes.begin(), launch);
@@ -510,8 +560,8 @@ Campaign parse_campaign_text(const std::string& text, const std::string& path, c
     if (!n) return nullptr;
     auto arr = n->as_array();
     if (!arr || !arr->is_array_of_tables())
-      throw Error(loc(path, n->source()), std::string("'") + key + "' must be an array of tables: write [[" +
-                                              key + "]]");
+      throw Error(loc(path, n->source()),
+                  std::string("'") + key + "' must be an array of tables: write [[" + key + "]]");
     return arr;
   };
 
@@ -535,15 +585,15 @@ Campaign parse_campaign_text(const std::string& text, const std::string& path, c
         if (!found) {
           std::vector<std::string> an;
           for (const auto& a : c.axes) an.push_back(a.name);
-          throw Error(loc(path, e.source()), "[[zip]] names '" + n + "', which is not an axis" +
-                                                 did_you_mean(n, an) + " (axes: " + join(an, ", ") + ")");
+          throw Error(loc(path, e.source()), "[[zip]] names '" + n + "', which is not an axis" + did_you_mean(n, an) +
+                                                 " (axes: " + join(an, ", ") + ")");
         }
         if (!zipped.insert(n).second)
           throw Error(loc(path, e.source()), "axis '" + n + "' is in more than one [[zip]] group");
         if (len && found->values.size() != len)
           throw Error(loc(path, e.source()), "[[zip]] axes must have equal lengths: '" + n + "' has " +
-                                                 std::to_string(found->values.size()) + " values, '" +
-                                                 g.axes.front() + "' has " + std::to_string(len));
+                                                 std::to_string(found->values.size()) + " values, '" + g.axes.front() +
+                                                 "' has " + std::to_string(len));
         len = found->values.size();
         g.axes.push_back(n);
         members.push_back(found);
@@ -555,8 +605,8 @@ Campaign parse_campaign_text(const std::string& text, const std::string& path, c
         std::string tuple;
         for (const Axis* a : members) tuple += (tuple.empty() ? "" : ", ") + canonical(a->values[i].value);
         if (!tuples.insert(tuple).second)
-          throw Error(members.front()->values[i].where, "[[zip]] group (" + join(g.axes, ", ") + ") lists (" + tuple + ") twice, at position " +
-                                        std::to_string(i + 1));
+          throw Error(members.front()->values[i].where, "[[zip]] group (" + join(g.axes, ", ") + ") lists (" + tuple +
+                                                            ") twice, at position " + std::to_string(i + 1));
       }
       c.zips.push_back(std::move(g));
     }

@@ -42,11 +42,11 @@ struct SlurmSettings {
   bool present = false;
   Location where;
   std::string partition, account, qos, reservation, constraint, gres, mpi = "pmix";
-  std::string module_init;          // the site's script defining `module` ("": d500's list of usual places)
-  int signal_before_limit_s = -1;   // SIGTERM this long before the limit (--signal); -1: the default (plan.hpp)
+  std::string module_init;         // the site's script defining `module` ("": d500's list of usual places)
+  int signal_before_limit_s = -1;  // SIGTERM this long before the limit (--signal); -1: the default (plan.hpp)
   Location signal_where;
   SlurmAnalysisSettings analysis;
-  int time_limit_min = 0;          // required by Slurm templates
+  int time_limit_min = 0;  // required by Slurm templates
   int cpus_per_task = 1;
   std::vector<std::string> modules;
   bool array = true;               // jobs of one shape and limit become one job array
@@ -54,7 +54,7 @@ struct SlurmSettings {
   bool analysis_job = false;       // a job running `d500 report` after all others
   double retry_time_factor = 1.0;  // a job that timed out is resubmitted with its limit times this
   int max_retries = 0;
-  double budget_node_hours = 0;    // refuse to submit more than this (0: no budget)
+  double budget_node_hours = 0;         // refuse to submit more than this (0: no budget)
   std::int64_t mem_per_node_bytes = 0;  // memory of one node, for the plan's memory check (0: unknown)
   Location mem_where;
 };
@@ -64,36 +64,36 @@ struct SlurmSettings {
 struct PackingSettings {
   bool present = false;
   Location where;
-  double margin = 0.2;           // fraction of the time limit kept free
-  double job_time_s = 0;         // a job's limit for local plans (Slurm plans use [slurm] time_limit)
+  double margin = 0.2;    // fraction of the time limit kept free
+  double job_time_s = 0;  // a job's limit for local plans (Slurm plans use [slurm] time_limit)
   Location job_time_where;
   std::vector<std::string> times_from;  // earlier run directories (absolute), measured times by point id
   Location times_from_where;
-  double gflops = 1, gbps = 1;   // the model's rates where no earlier run calibrates a backend
-  double point_overhead_s = 2;   // per point: process-side setup, validation, writing
-  double default_point_s = 0;    // points without any estimate (0: refuse them)
+  double gflops = 1, gbps = 1;  // the model's rates where no earlier run calibrates a backend
+  double point_overhead_s = 2;  // per point: process-side setup, validation, writing
+  double default_point_s = 0;   // points without any estimate (0: refuse them)
 };
 
 struct Campaign {
-  std::string path;   // as given by the user
-  std::string text;   // the file's exact bytes: stored in every result file
-  std::string hash;   // FNV-1a of text, hex
+  std::string path;  // as given by the user
+  std::string text;  // the file's exact bytes: stored in every result file
+  std::string hash;  // FNV-1a of text, hex
   std::string name;
   std::string description;
   int repetitions = 10;              // with auto_repetitions.on: its max
   AutoRepetitions auto_repetitions;  // repetitions = "auto" and [auto_repetitions]
   Location repetitions_where;        // the key, or the [campaign] table when it is not set
   int warmups = 2;
-  int points_per_job = 0;            // 0: every point of one shape in one job
-  int launches = 1;                  // each point measured in this many separate jobs (axis `launch`)
-  Location points_per_job_where;     // the key, or the [campaign] table when it is not set
+  int points_per_job = 0;         // 0: every point of one shape in one job
+  int launches = 1;               // each point measured in this many separate jobs (axis `launch`)
+  Location points_per_job_where;  // the key, or the [campaign] table when it is not set
   std::string template_name = "local";
   Location template_where;
   // A directory of the user's own templates (absolute; "" for none), searched before d500's.
   std::string templates_dir;
   Location templates_dir_where;
-  std::vector<Axis> fixed;           // one value each
-  std::vector<Axis> axes;            // swept; cartesian product unless zipped
+  std::vector<Axis> fixed;  // one value each
+  std::vector<Axis> axes;   // swept; cartesian product unless zipped
   std::vector<ZipGroup> zips;
   std::vector<Rule> excludes;
   SlurmSettings slurm;

@@ -113,14 +113,18 @@ TEST(Campaign, ZipGroupsNeedExistingAxesOfEqualLength) {
   EXPECT_NE(e.find("[[zip]]"), std::string::npos) << e;
   // A zipped axis may repeat a value; the group may not repeat a combination, and an axis outside
   // it still may not repeat one.
-  Campaign c = parse_campaign_text("[campaign]\nname = \"x\"\n[axes]\nm = [256, 256, 512]\nn = [128, 256, 256]\n"
-                                   "[[zip]]\naxes = [\"m\", \"n\"]\n", "c.toml");
+  Campaign c = parse_campaign_text(
+      "[campaign]\nname = \"x\"\n[axes]\nm = [256, 256, 512]\nn = [128, 256, 256]\n"
+      "[[zip]]\naxes = [\"m\", \"n\"]\n",
+      "c.toml");
   ASSERT_EQ(c.axes.size(), 2u);
   EXPECT_EQ(c.axes[0].values.size(), 3u);
-  e = error_of("[campaign]\nname = \"x\"\n[axes]\nm = [256, 512, 256]\nn = [128, 256, 128]\n[[zip]]\naxes = [\"m\", \"n\"]\n");
+  e = error_of(
+      "[campaign]\nname = \"x\"\n[axes]\nm = [256, 512, 256]\nn = [128, 256, 128]\n[[zip]]\naxes = [\"m\", \"n\"]\n");
   EXPECT_NE(e.find("group (m, n) lists (256, 128) twice, at position 3"), std::string::npos) << e;
   EXPECT_NE(e.find("c.toml:4:"), std::string::npos) << e;
-  e = error_of("[campaign]\nname = \"x\"\n[axes]\nm = [1, 2]\nn = [3, 4]\nk = [5, 5]\n[[zip]]\naxes = [\"m\", \"n\"]\n");
+  e = error_of(
+      "[campaign]\nname = \"x\"\n[axes]\nm = [1, 2]\nn = [3, 4]\nk = [5, 5]\n[[zip]]\naxes = [\"m\", \"n\"]\n");
   EXPECT_NE(e.find("axis 'k' lists the value 5 twice"), std::string::npos) << e;
 }
 
@@ -130,8 +134,9 @@ TEST(Campaign, AutoRepetitionsParseWithDefaultsAndTheirBounds) {
   EXPECT_TRUE(d.auto_repetitions.on);
   EXPECT_EQ(d.auto_repetitions.min, 10);
   EXPECT_EQ(d.repetitions, d.auto_repetitions.max);  // the bound, for everything sized by it
-  Campaign c = parse_campaign_text(head + "[auto_repetitions]\nci_rel_width = 0.01\nconfidence = 0.99\nmin = 20\nmax = 5000\nmax_time = \"2min\"\n",
-                                   "c.toml");
+  Campaign c = parse_campaign_text(
+      head + "[auto_repetitions]\nci_rel_width = 0.01\nconfidence = 0.99\nmin = 20\nmax = 5000\nmax_time = \"2min\"\n",
+      "c.toml");
   EXPECT_DOUBLE_EQ(c.auto_repetitions.ci_rel_width, 0.01);
   EXPECT_DOUBLE_EQ(c.auto_repetitions.confidence, 0.99);
   EXPECT_EQ(c.auto_repetitions.min, 20);
@@ -139,7 +144,8 @@ TEST(Campaign, AutoRepetitionsParseWithDefaultsAndTheirBounds) {
   EXPECT_DOUBLE_EQ(c.auto_repetitions.max_time_s, 120);
   for (const auto& [text, seconds] : std::vector<std::pair<std::string, double>>{
            {"90", 90}, {"0.5", 0.5}, {"\"45s\"", 45}, {"\"1h\"", 3600}, {"\"01:30\"", 90}, {"\"01:00:05\"", 3605}})
-    EXPECT_DOUBLE_EQ(parse_campaign_text(head + "[auto_repetitions]\nmax_time = " + text + "\n", "c.toml").auto_repetitions.max_time_s,
+    EXPECT_DOUBLE_EQ(parse_campaign_text(head + "[auto_repetitions]\nmax_time = " + text + "\n", "c.toml")
+                         .auto_repetitions.max_time_s,
                      seconds)
         << text;
 }
@@ -177,7 +183,8 @@ TEST(Campaign, HostileValuesGetABoundedErrorNeverACrash) {
   const std::string head = "[campaign]\nname = \"h\"\n";
   const std::string huge(30000, '9');
   std::string e = error_of(head + "repetitions = \"auto\"\n[auto_repetitions]\nmax_time = \"" + huge + "s\"\n");
-  EXPECT_NE(e.find("c.toml:5:12: key 'max_time' in [auto_repetitions] is not a duration"), std::string::npos) << e.substr(0, 300);
+  EXPECT_NE(e.find("c.toml:5:12: key 'max_time' in [auto_repetitions] is not a duration"), std::string::npos)
+      << e.substr(0, 300);
   e = error_of(head + "[packing]\njob_time = \"" + std::string(400, '9') + "\"\n");
   EXPECT_NE(e.find("key 'job_time' in [packing] is not a job's time"), std::string::npos) << e.substr(0, 300);
   e = error_of(head + "[packing]\njob_time = \"" + huge + ":00\"\n");

@@ -9,6 +9,11 @@
 #include <filesystem>
 #include <iostream>
 
+#include "analysis/compare.hpp"
+#include "analysis/document.hpp"
+#include "analysis/mllog.hpp"
+#include "analysis/reporters.hpp"
+#include "backends/graph_ops.hpp"
 #include "backends/registry.hpp"
 #include "campaign/campaign.hpp"
 #include "common/error.hpp"
@@ -16,15 +21,10 @@
 #include "d500/version.hpp"
 #include "launch/local.hpp"
 #include "launch/slurm.hpp"
-#include "backends/graph_ops.hpp"
 #include "networks/builtin.hpp"
 #include "networks/conformance.hpp"
 #include "plan/plan.hpp"
 #include "rundir/layout.hpp"
-#include "analysis/compare.hpp"
-#include "analysis/mllog.hpp"
-#include "analysis/document.hpp"
-#include "analysis/reporters.hpp"
 #include "store/guarded.hpp"
 #include "workloads/registry.hpp"
 
@@ -50,7 +50,9 @@ const Subcommand kSubcommands[] = {
     {"plan", "expand a campaign into points and jobs; write job scripts and specs"},
     {"run", "run a plan's jobs on this machine with mpirun"},
     {"submit", "submit a plan's jobs to Slurm through libslurm (--resume: only what is left)"},
-    {"status", "what runs now (local: the point, i of n) or per job the Slurm state and reason; per point done/incomplete/missing"},
+    {"status",
+     "what runs now (local: the point, i of n) or per job the Slurm state and reason; per point "
+     "done/incomplete/missing"},
     {"cancel", "cancel the campaign's queued and running Slurm jobs"},
     {"report", "summarise a run's results files: table, report.md, report.html, results.csv"},
     {"compare", "compare runs point by point (matched by id): time ratios with bootstrap CIs; exit 4 on a regression"},
@@ -60,7 +62,8 @@ const Subcommand kSubcommands[] = {
     {"workloads", "list the workloads and their parameters"},
     {"networks", "list the built-in networks with their parameters, parameter count and FLOPs per sample"},
     {"export-network", "write a built-in network as an ONNX file (-o FILE.onnx)"},
-    {"onnx-test", "run ONNX backend-test cases (model.onnx + test_data_set_N) on a backend; pass/fail per case and operator"},
+    {"onnx-test",
+     "run ONNX backend-test cases (model.onnx + test_data_set_N) on a backend; pass/fail per case and operator"},
     {"version", "print the d500 version and commit"},
 };
 
@@ -85,7 +88,8 @@ void print_plan_summary(const Plan& plan, std::ostream& out) {
   };
   std::vector<Shape> shapes;
   for (const auto& j : plan.jobs) {
-    auto it = std::find_if(shapes.begin(), shapes.end(), [&](const Shape& s) { return s.nodes == j.nodes && s.rpn == j.ranks_per_node; });
+    auto it = std::find_if(shapes.begin(), shapes.end(),
+                           [&](const Shape& s) { return s.nodes == j.nodes && s.rpn == j.ranks_per_node; });
     if (it == shapes.end()) it = shapes.insert(shapes.end(), Shape{j.nodes, j.ranks_per_node});
     ++it->jobs;
     it->fewest = std::min(it->fewest, j.points.size());
@@ -99,7 +103,8 @@ void print_plan_summary(const Plan& plan, std::ostream& out) {
     if (s.longest_s >= 0) out << ", the longest estimated " << fmt_sig(s.longest_s / 60, 3) << " min";
     if (plan.tmpl.launcher == "slurm")
       out << ", time limit " << slurm_time(plan.campaign.slurm.time_limit_min) << ", "
-          << fmt_sig(static_cast<double>(s.jobs) * s.nodes * plan.campaign.slurm.time_limit_min / 60.0, 3) << " node-hours";
+          << fmt_sig(static_cast<double>(s.jobs) * s.nodes * plan.campaign.slurm.time_limit_min / 60.0, 3)
+          << " node-hours";
     out << "\n";
   }
   out << "  points per axis value (d500 plan --list prints every point; points.csv lists them all):\n";
@@ -109,7 +114,8 @@ void print_plan_summary(const Plan& plan, std::ostream& out) {
     std::vector<std::string> parts;
     for (std::size_t v = 0; v < axis.values.size() && v < kShown; ++v)
       parts.push_back(canonical(axis.values[v].value) + " (" + std::to_string(plan.value_counts[a][v]) + ")");
-    if (axis.values.size() > kShown) parts.push_back("... " + std::to_string(axis.values.size() - kShown) + " more values");
+    if (axis.values.size() > kShown)
+      parts.push_back("... " + std::to_string(axis.values.size() - kShown) + " more values");
     out << "    " << axis.name << ": " << join(parts, ", ") << "\n";
   }
 }
@@ -121,7 +127,8 @@ int cmd_plan(const std::string& campaign_path, std::string out_dir, bool dry_run
   Plan plan = make_plan(c, builtin_workloads(), PlanOptions{force});
   if (out_dir.empty()) out_dir = "runs/" + c.name;
   std::cout << "campaign " << c.name << " (" << c.path << ", hash " << c.hash << "): " << plan.points.size()
-            << " points in " << plan.jobs.size() << " jobs, template " << plan.tmpl.name << " (" << plan.tmpl.path << ")\n";
+            << " points in " << plan.jobs.size() << " jobs, template " << plan.tmpl.name << " (" << plan.tmpl.path
+            << ")\n";
   if (c.auto_repetitions.on) std::cout << "repetitions " << c.auto_repetitions.rule() << "\n";
   if (!plan.packing_text.empty()) std::cout << plan.packing_text << "\n";
   // A listed point is named by what varies among its workload's points, the rest said once per
@@ -146,15 +153,17 @@ int cmd_plan(const std::string& campaign_path, std::string out_dir, bool dry_run
     if (!short_names) return plan.points[i].canonical;
     return short_point_text(parsed[i], varying[str_param_or(parsed[i], "workload", "?")]);
   };
-  if (plan.points.size() > kListedPoints && !list) print_plan_summary(plan, std::cout);
+  if (plan.points.size() > kListedPoints && !list)
+    print_plan_summary(plan, std::cout);
   else {
     std::string text;  // one write: 10^6 points are listed in a fraction of a second
     for (const auto& j : plan.jobs) {
-      text += "  " + j.id + ": " + std::to_string(j.nodes) + " node(s) x " + std::to_string(j.ranks_per_node) + " rank(s), " +
-              std::to_string(j.points.size()) + " points";
+      text += "  " + j.id + ": " + std::to_string(j.nodes) + " node(s) x " + std::to_string(j.ranks_per_node) +
+              " rank(s), " + std::to_string(j.points.size()) + " points";
       if (j.estimate_s >= 0) text += ", estimated " + fmt_sig(j.estimate_s / 60, 3) + " min";
       if (plan.tmpl.launcher == "slurm")
-        text += ", time limit " + slurm_time(c.slurm.time_limit_min) + ", " + fmt_sig(job_node_hours(plan, j), 3) + " node-hours";
+        text += ", time limit " + slurm_time(c.slurm.time_limit_min) + ", " + fmt_sig(job_node_hours(plan, j), 3) +
+                " node-hours";
       text += "\n";
       for (auto i : j.points) {
         text += "    ";
@@ -167,15 +176,20 @@ int cmd_plan(const std::string& campaign_path, std::string out_dir, bool dry_run
     std::cout << text;
   }
   if (plan.tmpl.launcher == "slurm")
-    std::cout << "total: at most " << fmt_sig(total_node_hours(plan), 4) << " node-hours: " << node_hours_text(plan, node_hours(plan))
-              << (c.slurm.budget_node_hours > 0 ? " (budget " + fmt_sig(c.slurm.budget_node_hours, 4) + ")" : "") << "\n";
+    std::cout << "total: at most " << fmt_sig(total_node_hours(plan), 4)
+              << " node-hours: " << node_hours_text(plan, node_hours(plan))
+              << (c.slurm.budget_node_hours > 0 ? " (budget " + fmt_sig(c.slurm.budget_node_hours, 4) + ")" : "")
+              << "\n";
   if (plan.largest_memory_point >= 0) {
     const Point& big = plan.points[static_cast<std::size_t>(plan.largest_memory_point)];
     const std::int64_t rpn = big.ranks_per_node;
     std::cout << "memory: the largest point needs about " << fmt_bytes(big.memory_bytes) << " per rank"
               << (rpn > 1 ? " (" + fmt_bytes(big.memory_bytes * rpn) + " per node)" : "") << " of "
-              << (plan.node_memory_bytes > 0 ? plan.node_memory_source : std::string("a node's memory, which is unknown (set [slurm] mem_per_node to check it)"))
-              << ": " << (short_names ? name(static_cast<std::size_t>(plan.largest_memory_point)) : big.canonical) << "\n";
+              << (plan.node_memory_bytes > 0
+                      ? plan.node_memory_source
+                      : std::string("a node's memory, which is unknown (set [slurm] mem_per_node to check it)"))
+              << ": " << (short_names ? name(static_cast<std::size_t>(plan.largest_memory_point)) : big.canonical)
+              << "\n";
   }
   for (const auto& w : plan.warnings) std::cout << "warning: " << w << "\n";
   if (dry_run) {
@@ -192,9 +206,12 @@ int cmd_run(const std::string& dir, bool rerun) {
   auto outcomes = run_local(dir, LocalRunOptions{rerun}, std::cout);
   int failed = 0, ran = 0, skipped = 0, stopped = 0;
   for (const auto& o : outcomes) {
-    if (o.skipped) ++skipped;
-    else if (o.stopped_by) ++stopped;
-    else ++ran, failed += o.exit_code != 0;
+    if (o.skipped)
+      ++skipped;
+    else if (o.stopped_by)
+      ++stopped;
+    else
+      ++ran, failed += o.exit_code != 0;
   }
   std::cout << "d500 run: " << ran << " job(s) run, " << (ran - failed) << " succeeded, " << failed << " failed";
   if (stopped) std::cout << ", " << stopped << " stopped";
@@ -211,10 +228,11 @@ int cmd_run(const std::string& dir, bool rerun) {
     std::cout << "points: " << join(parts, ", ") << "\n";
   }
   for (const auto& o : outcomes)
-    if (!o.skipped && o.exit_code) std::cout << "  " << o.job_id << ": exit code " << o.exit_code << ", log " << o.log << "\n";
+    if (!o.skipped && o.exit_code)
+      std::cout << "  " << o.job_id << ": exit code " << o.exit_code << ", log " << o.log << "\n";
   if (!outcomes.empty() && outcomes.back().stopped_by) {
-    std::cout << "stopped: " << outcomes.back().job_id << " was stopped with its processes; `d500 run " << shell_quote(dir)
-              << "` runs it and the jobs after it again\n";
+    std::cout << "stopped: " << outcomes.back().job_id << " was stopped with its processes; `d500 run "
+              << shell_quote(dir) << "` runs it and the jobs after it again\n";
     return 128 + outcomes.back().stopped_by;
   }
   std::cout << "next: d500 report " << shell_quote(dir) << "\n";
@@ -231,7 +249,8 @@ int cmd_report(const std::string& dir, double confidence, std::uint64_t seed, bo
   const std::vector<std::string> written = write_reports(r, doc);
   std::vector<std::string> names;
   for (const auto& w : written) names.push_back(std::filesystem::path(w).filename().string());
-  std::cout << "\nwrote " << join(names, ", ") << " (the index) and " << figures_dir(r.confidence) << "/ in " << dir << "\n";
+  std::cout << "\nwrote " << join(names, ", ") << " (the index) and " << figures_dir(r.confidence) << "/ in " << dir
+            << "\n";
   return 0;
 }
 
@@ -273,8 +292,9 @@ int cmd_backends() {
     // A backend in a module is loaded to be listed: what `d500 backends` says is what a job gets.
     const std::string load_error = b.built ? load_backend(b.name) : "";
     std::cout << (b.built ? "  " : "- ") << b.name << ": " << b.description << "\n      "
-              << (!b.built ? "not in this build: " + b.not_built_reason
-                           : load_error.empty() ? "version: " + b.version() : "in this build, but its module did not load: " + load_error)
+              << (!b.built             ? "not in this build: " + b.not_built_reason
+                  : load_error.empty() ? "version: " + b.version()
+                                       : "in this build, but its module did not load: " + load_error)
               << "\n";
     if (b.built && !b.module.empty()) std::cout << "      module: " << b.module << " (loaded at first use)\n";
     if (b.built) std::cout << "      workloads: " << (wl.empty() ? "-" : join(wl, ", ")) << "\n";
@@ -288,13 +308,15 @@ int cmd_backends() {
 
 // "integer, default 1, 1 to 4096" / "string, required, one of a, b": a parameter as a user must write it.
 std::string param_text(const ParamSpec& p) {
-  std::string o = std::string(type_name(p.type)) + (p.dflt ? ", default " + canonical(*p.dflt) : std::string(", required"));
+  std::string o =
+      std::string(type_name(p.type)) + (p.dflt ? ", default " + canonical(*p.dflt) : std::string(", required"));
   if (p.type == ValueType::Int && p.min < p.max) o += ", " + std::to_string(p.min) + " to " + std::to_string(p.max);
   if (!p.choices.empty()) {  // named sets can be long: the first few, and how many in all
     constexpr std::size_t kShown = 6;
     std::vector<std::string> shown;
     for (std::size_t i = 0; i < p.choices.size() && i < kShown; ++i) shown.push_back(canonical(Value{p.choices[i]}));
-    o += ", one of " + join(shown, ", ") + (p.choices.size() > kShown ? ", ... (" + std::to_string(p.choices.size()) + " in all)" : "");
+    o += ", one of " + join(shown, ", ") +
+         (p.choices.size() > kShown ? ", ... (" + std::to_string(p.choices.size()) + " in all)" : "");
   }
   return o;
 }
@@ -313,21 +335,25 @@ int cmd_workloads() {
 }
 
 int cmd_networks() {
-  std::cout << "built-in networks (weights seeded per network; FLOPs count multiply-adds twice, per sample, at batch 1):\n";
+  std::cout
+      << "built-in networks (weights seeded per network; FLOPs count multiply-adds twice, per sample, at batch 1):\n";
   for (const auto& n : builtin_networks()) {
     ModelFacts model;
     const NetworkFacts f = network_facts(load_builtin_network(n.name, LoadOptions{1, {}}, &model));
     const int written = model.nodes;
-    const std::string folded = written == f.nodes
-                                   ? ""
-                                   : " (" + std::to_string(written) + " in the ONNX file; its shape computations fold at load)";
-    std::cout << "  " << n.name << ": " << n.description << "\n      input " << n.input << "; " << fmt_sig(static_cast<double>(f.params) / 1e6, 4)
-              << " M parameters (" << fmt_bytes(f.weight_bytes) << " of weights); " << fmt_sig(f.forward_flops / 1e9, 4)
-              << " GFLOP forward, " << fmt_sig(f.training_flops / 1e9, 4) << " GFLOP a training step; " << f.nodes
-              << " nodes" << folded << "\n      operators: " << join(f.ops, ", ") << "\n";
+    const std::string folded =
+        written == f.nodes ? ""
+                           : " (" + std::to_string(written) + " in the ONNX file; its shape computations fold at load)";
+    std::cout << "  " << n.name << ": " << n.description << "\n      input " << n.input << "; "
+              << fmt_sig(static_cast<double>(f.params) / 1e6, 4) << " M parameters (" << fmt_bytes(f.weight_bytes)
+              << " of weights); " << fmt_sig(f.forward_flops / 1e9, 4) << " GFLOP forward, "
+              << fmt_sig(f.training_flops / 1e9, 4) << " GFLOP a training step; " << f.nodes << " nodes" << folded
+              << "\n      operators: " << join(f.ops, ", ") << "\n";
   }
-  std::cout << "A campaign names one with network = \"NAME\", or the path of an .onnx file. d500 runs these operators (opsets "
-            << kMinOpset << "-" << kMaxOpset << "; older models are upgraded by ONNX's version converter):\n  " << supported_ops_text() << "\n";
+  std::cout << "A campaign names one with network = \"NAME\", or the path of an .onnx file. d500 runs these operators "
+               "(opsets "
+            << kMinOpset << "-" << kMaxOpset << "; older models are upgraded by ONNX's version converter):\n  "
+            << supported_ops_text() << "\n";
   return 0;
 }
 
@@ -336,8 +362,8 @@ int cmd_export_network(const std::string& name, const std::string& out) {
   refuse_control_chars(out, "the output file (-o)");
   const std::string bytes = builtin_network_onnx(name);
   write_file_atomic(out, bytes);
-  std::cout << "wrote " << out << " (" << fmt_bytes(static_cast<std::int64_t>(bytes.size())) << ", ONNX opset " << kMaxOpset
-            << ", batch axis symbolic 'N')\n";
+  std::cout << "wrote " << out << " (" << fmt_bytes(static_cast<std::int64_t>(bytes.size())) << ", ONNX opset "
+            << kMaxOpset << ", batch axis symbolic 'N')\n";
   return 0;
 }
 
@@ -345,7 +371,9 @@ int cmd_onnx_test(const std::vector<std::string>& dirs, const std::string& backe
   const BackendInfo* b = find_backend(backend);
   std::vector<std::string> names;
   for (const auto& x : all_backends()) names.push_back(x.name);
-  if (!b) throw Error("--backend: no backend '" + backend + "'" + did_you_mean(backend, names) + " (backends: " + join(names, ", ") + ")");
+  if (!b)
+    throw Error("--backend: no backend '" + backend + "'" + did_you_mean(backend, names) +
+                " (backends: " + join(names, ", ") + ")");
   if (!b->built) throw Error("--backend " + backend + ": " + b->not_built_reason);
   if (!b->make_node_kernel && !b->make_graph_runner && backend != "reference")
     throw Error("--backend " + backend + " runs no networks (level 1)");
@@ -364,8 +392,10 @@ int cmd_onnx_test(const std::vector<std::string>& dirs, const std::string& backe
 void start_with_one_blas_thread(char** argv) {
   constexpr const char* kMark = "D500_CLI_USER_OPENBLAS_NUM_THREADS";
   if (const char* user = std::getenv(kMark)) {  // the second start: the user's setting back
-    if (user[0] == '=') setenv("OPENBLAS_NUM_THREADS", user + 1, 1);
-    else unsetenv("OPENBLAS_NUM_THREADS");
+    if (user[0] == '=')
+      setenv("OPENBLAS_NUM_THREADS", user + 1, 1);
+    else
+      unsetenv("OPENBLAS_NUM_THREADS");
     unsetenv(kMark);
     return;
   }
@@ -375,8 +405,10 @@ void start_with_one_blas_thread(char** argv) {
   setenv("OPENBLAS_NUM_THREADS", "1", 1);
   execv("/proc/self/exe", argv);
   unsetenv(kMark);  // no /proc: go on as started
-  if (blas) setenv("OPENBLAS_NUM_THREADS", blas, 1);
-  else unsetenv("OPENBLAS_NUM_THREADS");
+  if (blas)
+    setenv("OPENBLAS_NUM_THREADS", blas, 1);
+  else
+    unsetenv("OPENBLAS_NUM_THREADS");
 }
 
 namespace {
@@ -396,7 +428,8 @@ int refuse_unknown_subcommand(int argc, char** argv) {
 // Every subcommand's arguments and options, as the command line gave them.
 struct Args {
   std::string campaign, dir, out;
-  bool dry_run = false, rerun = false, force = false, list_points = false, resume = false, retry_failed = false, wide = false;
+  bool dry_run = false, rerun = false, force = false, list_points = false, resume = false, retry_failed = false,
+       wide = false;
   double confidence = 0.95;
   std::uint64_t seed = 1;
   std::vector<std::string> files, compare_dirs, test_dirs;
@@ -410,14 +443,16 @@ void add_options(std::map<std::string, CLI::App*>& sub, Args& a) {
   sub["plan"]->add_option("-o,--output", a.out, "run directory to create (default runs/<campaign name>)");
   sub["plan"]->add_flag("-n,--dry-run", a.dry_run, "print the plan, write nothing");
   sub["plan"]->add_flag("--force", a.force, "plan even over the campaign's node-hour budget or a node's memory");
-  sub["plan"]->add_flag("--list", a.list_points, "list every point by job (a plan of more than 60 points is otherwise summarised)");
+  sub["plan"]->add_flag("--list", a.list_points,
+                        "list every point by job (a plan of more than 60 points is otherwise summarised)");
   sub["run"]->add_option("dir", a.dir, "run directory written by d500 plan")->required();
   sub["run"]->add_flag("--rerun", a.rerun, "also run jobs that completed before (earlier results are kept)");
   sub["report"]->add_option("dir", a.dir, "run directory")->required();
   sub["submit"]->add_option("dir", a.dir, "run directory written by d500 plan (Slurm template)")->required();
   sub["submit"]->add_flag("--resume", a.resume, "submit only points neither complete nor queued or running");
-  sub["submit"]->add_flag("--retry-failed", a.retry_failed,
-                          "with --resume: submit again jobs that failed more than max_retries times (once their cause is fixed)");
+  sub["submit"]->add_flag(
+      "--retry-failed", a.retry_failed,
+      "with --resume: submit again jobs that failed more than max_retries times (once their cause is fixed)");
   sub["status"]->add_option("dir", a.dir, "run directory")->required();
   sub["cancel"]->add_option("dir", a.dir, "run directory")->required();
   sub["check"]->add_option("files", a.files, "results files (.h5)")->required();
@@ -426,15 +461,23 @@ void add_options(std::map<std::string, CLI::App*>& sub, Args& a) {
   sub["export"]->add_option("-o,--output", a.export_dir, "where to write the logs (default DIR/mllog)");
   sub["report"]->add_option("--confidence", a.confidence, "confidence level of the intervals (default 0.95)");
   sub["report"]->add_option("--seed", a.seed, "seed of the bootstrap resampling (default 1)");
-  sub["report"]->add_flag("--wide", a.wide, "print every column of every table (by default the terminal output fits 120 columns)");
-  sub["compare"]->add_option("runs", a.compare_dirs, "run directories: the base first, then the runs compared with it")->required();
+  sub["report"]->add_flag("--wide", a.wide,
+                          "print every column of every table (by default the terminal output fits 120 columns)");
+  sub["compare"]
+      ->add_option("runs", a.compare_dirs, "run directories: the base first, then the runs compared with it")
+      ->required();
   sub["compare"]->add_option("--threshold", a.compare_opt.threshold,
                              "smallest change that counts as a regression or improvement, a fraction (default 0.05)");
-  sub["compare"]->add_option("--confidence", a.compare_opt.confidence, "confidence level of the intervals (default 0.95)");
+  sub["compare"]->add_option("--confidence", a.compare_opt.confidence,
+                             "confidence level of the intervals (default 0.95)");
   sub["compare"]->add_option("--seed", a.compare_opt.seed, "seed of the bootstrap resampling (default 1)");
   sub["compare"]->add_option("--csv", a.compare_csv, "also write every matched point's comparison to this CSV file");
-  sub["onnx-test"]->add_option("dirs", a.test_dirs, "case directories, or directories of them (e.g. /usr/share/libonnx-testdata/data/node)")->required();
-  sub["onnx-test"]->add_option("--backend", a.test_backend, "backend whose kernels (or own executor) run the cases (default reference)");
+  sub["onnx-test"]
+      ->add_option("dirs", a.test_dirs,
+                   "case directories, or directories of them (e.g. /usr/share/libonnx-testdata/data/node)")
+      ->required();
+  sub["onnx-test"]->add_option("--backend", a.test_backend,
+                               "backend whose kernels (or own executor) run the cases (default reference)");
   sub["onnx-test"]->add_option("--threads", a.test_threads, "threads for the backend's library (default 1)");
   sub["export-network"]->add_option("name", a.export_name, "a built-in network (see d500 networks)")->required();
   sub["export-network"]->add_option("-o,--output", a.export_out, "the .onnx file to write")->required();
@@ -448,8 +491,10 @@ int dispatch(std::map<std::string, CLI::App*>& sub, const Args& a) {
   if (sub["check"]->parsed()) return cmd_check(a.files);
   if (sub["compare"]->parsed()) return cmd_compare(a.compare_dirs, a.compare_opt, a.compare_csv);
   if (sub["export"]->parsed()) {
-    const auto written = export_mllogs(a.dir, a.export_dir.empty() ? (fs::path(a.dir) / "mllog").string() : a.export_dir);
-    std::cout << "wrote " << written.size() << " MLPerf-style log(s), one per training run: " << join(written, ", ") << "\n";
+    const auto written =
+        export_mllogs(a.dir, a.export_dir.empty() ? (fs::path(a.dir) / "mllog").string() : a.export_dir);
+    std::cout << "wrote " << written.size() << " MLPerf-style log(s), one per training run: " << join(written, ", ")
+              << "\n";
     return 0;
   }
   if (sub["submit"]->parsed()) {

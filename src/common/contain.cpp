@@ -38,7 +38,7 @@ std::int64_t mapped_bytes() {
 Contained run_contained(const std::function<std::string()>& work, const ContainLimits& limits) {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) throw Error(std::string("pipe: ") + std::strerror(errno));
-  std::fflush(nullptr);  // nothing buffered is written twice
+  std::fflush(nullptr);                        // nothing buffered is written twice
   const std::int64_t mapped = mapped_bytes();  // the child's too, at the fork
   const pid_t pid = fork();
   if (pid < 0) {
@@ -79,7 +79,8 @@ Contained run_contained(const std::function<std::string()>& work, const ContainL
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(limits.seconds);
   char buf[1 << 16];
   for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       timed_out = true;
       break;
@@ -96,8 +97,7 @@ Contained run_contained(const std::function<std::string()>& work, const ContainL
   close(fds[0]);
   if (timed_out) kill(pid, SIGKILL);
   int st = 0;
-  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-  }
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
   Contained c;
   if (timed_out) {
     c.kind = Contained::TimedOut;

@@ -9,7 +9,7 @@
 namespace d500 {
 
 struct ContainLimits {
-  double seconds = 120;                // wall-clock limit; the child is killed (SIGKILL) past it
+  double seconds = 120;  // wall-clock limit; the child is killed (SIGKILL) past it
   // The address space the work may add (RLIMIT_AS of the child, set to what the child maps at the
   // fork plus this).
   std::int64_t memory_bytes = 4LL << 30;

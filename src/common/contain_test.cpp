@@ -30,19 +30,23 @@ TEST(Contain, AnExceptionIsFailedWithItsMessage) {
 }
 
 TEST(Contain, ACrashIsNamedAndTheCallerGoesOn) {
-  Contained c = run_contained([]() -> std::string {
-    raise(SIGSEGV);
-    return "unreachable";
-  }, ContainLimits{});
+  Contained c = run_contained(
+      []() -> std::string {
+        raise(SIGSEGV);
+        return "unreachable";
+      },
+      ContainLimits{});
   EXPECT_EQ(c.kind, Contained::Crashed);
   EXPECT_EQ(c.text, "crashed with SIGSEGV");
 }
 
 TEST(Contain, AHangIsStoppedAtTheTimeLimit) {
   const auto t0 = std::chrono::steady_clock::now();
-  Contained c = run_contained([]() -> std::string {
-    for (;;) pause();
-  }, ContainLimits{0.5, 1LL << 30});
+  Contained c = run_contained(
+      []() -> std::string {
+        for (;;) pause();
+      },
+      ContainLimits{0.5, 1LL << 30});
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_EQ(c.kind, Contained::TimedOut);
   EXPECT_NE(c.text.find("took longer than 0.5"), std::string::npos) << c.text;
@@ -51,11 +55,13 @@ TEST(Contain, AHangIsStoppedAtTheTimeLimit) {
 }
 
 TEST(Contain, ARunawayAllocationMeetsTheMemoryLimit) {
-  Contained c = run_contained([]() -> std::string {
-    std::vector<std::vector<char>> hog;
-    for (int i = 0; i < 64; ++i) hog.emplace_back(std::size_t{64} << 20, 'x');  // 4 GiB if it were allowed
-    return "allocated " + std::to_string(hog.size());
-  }, ContainLimits{30, 512LL << 20});
+  Contained c = run_contained(
+      []() -> std::string {
+        std::vector<std::vector<char>> hog;
+        for (int i = 0; i < 64; ++i) hog.emplace_back(std::size_t{64} << 20, 'x');  // 4 GiB if it were allowed
+        return "allocated " + std::to_string(hog.size());
+      },
+      ContainLimits{30, 512LL << 20});
   EXPECT_EQ(c.kind, Contained::OutOfMemory);
   EXPECT_NE(c.text.find("needed more than 512 MiB"), std::string::npos) << c.text;
 }
@@ -67,10 +73,12 @@ TEST(Contain, TheMemoryLimitIsOnTopOfWhatTheCallerAlreadyMaps) {
   const std::size_t reserved = std::size_t{3} << 30;
   void* r = mmap(nullptr, reserved, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   ASSERT_NE(r, MAP_FAILED);
-  Contained c = run_contained([]() -> std::string {
-    std::vector<char> v(std::size_t{256} << 20, 'x');
-    return "allocated " + std::to_string(v.size() >> 20) + " MiB";
-  }, ContainLimits{30, 512LL << 20});
+  Contained c = run_contained(
+      []() -> std::string {
+        std::vector<char> v(std::size_t{256} << 20, 'x');
+        return "allocated " + std::to_string(v.size() >> 20) + " MiB";
+      },
+      ContainLimits{30, 512LL << 20});
   munmap(r, reserved);
   EXPECT_EQ(c.kind, Contained::Ok) << c.text;
   EXPECT_EQ(c.text, "allocated 256 MiB");

@@ -33,8 +33,7 @@ std::string did_you_mean(const std::string& word, const std::vector<std::string>
     if (d < best_d) best_d = d, best = &c;
   }
   // A suggestion further than a third of the word away is noise, not help.
-  if (best && best_d <= std::max<int>(2, static_cast<int>(word.size()) / 3))
-    return "; did you mean '" + *best + "'?";
+  if (best && best_d <= std::max<int>(2, static_cast<int>(word.size()) / 3)) return "; did you mean '" + *best + "'?";
   return "";
 }
 

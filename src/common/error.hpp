@@ -10,8 +10,8 @@ namespace d500 {
 
 struct Location {
   std::string file;
-  int line = 0;    // 1-based; 0 when unknown
-  int column = 0;  // 1-based; 0 when unknown
+  int line = 0;             // 1-based; 0 when unknown
+  int column = 0;           // 1-based; 0 when unknown
   std::string str() const;  // "file:line:column" with the unknown parts left out
 };
 

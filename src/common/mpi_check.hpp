@@ -15,8 +15,8 @@ namespace d500 {
   char msg[MPI_MAX_ERROR_STRING];
   int len = 0;
   if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) len = 0;
-  throw Error(std::string(call) + " failed (" + what + "): " +
-              (len > 0 ? std::string(msg, static_cast<std::size_t>(len)) : "MPI error " + std::to_string(rc)));
+  throw Error(std::string(call) + " failed (" + what +
+              "): " + (len > 0 ? std::string(msg, static_cast<std::size_t>(len)) : "MPI error " + std::to_string(rc)));
 }
 
 // The success path is one comparison and builds nothing: safe inside a timed region.

@@ -13,9 +13,9 @@ namespace d500 {
 struct ParamSpec {
   std::string name;
   ValueType type;
-  std::optional<Value> dflt;          // nullopt: required
-  std::int64_t min = 0, max = 0;      // for integers, when min < max
-  std::vector<std::string> choices;   // for strings, when not empty
+  std::optional<Value> dflt;         // nullopt: required
+  std::int64_t min = 0, max = 0;     // for integers, when min < max
+  std::vector<std::string> choices;  // for strings, when not empty
   std::string help;
 };
 

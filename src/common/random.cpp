@@ -5,7 +5,7 @@
 namespace d500 {
 
 void fill_uniform(float* x, std::size_t n, std::uint64_t seed, float lo, float hi) {
-  std::mt19937_64 gen(seed);  // mt19937_64's output sequence is fixed by the standard
+  std::mt19937_64 gen(seed);                    // mt19937_64's output sequence is fixed by the standard
   const double scale = (hi - lo) / 16777216.0;  // 24 random bits: exact in float
   for (std::size_t i = 0; i < n; ++i) x[i] = static_cast<float>(lo + scale * static_cast<double>(gen() >> 40));
 }

@@ -6,13 +6,13 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <csignal>
 #include <ctime>
 #include <fstream>
 #include <sstream>
@@ -24,8 +24,10 @@ namespace d500 {
 std::string shell_quote(const std::string& s) {
   std::string out = "'";
   for (char c : s) {
-    if (c == '\'') out += "'\\''";
-    else out += c;
+    if (c == '\'')
+      out += "'\\''";
+    else
+      out += c;
   }
   return out + "'";
 }
@@ -62,7 +64,8 @@ std::optional<std::vector<double>> parse_number_list(const std::string& s) {
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> out;
   std::size_t at = 0;
-  for (std::size_t next; (next = s.find(sep, at)) != std::string::npos; at = next + 1) out.push_back(s.substr(at, next - at));
+  for (std::size_t next; (next = s.find(sep, at)) != std::string::npos; at = next + 1)
+    out.push_back(s.substr(at, next - at));
   if (at < s.size()) out.push_back(s.substr(at));
   return out;
 }
@@ -90,9 +93,10 @@ namespace {
 std::string temporary_name(const std::string& path) {
   static std::atomic<unsigned> counter{0};
   const auto t = static_cast<unsigned long long>(std::chrono::steady_clock::now().time_since_epoch().count());
-  return path + "." + hex64(fnv1a64(std::to_string(::getpid()) + ":" + std::to_string(t) + ":" +
-                                    std::to_string(counter.fetch_add(1))))
-                          .substr(0, 8) +
+  return path + "." +
+         hex64(
+             fnv1a64(std::to_string(::getpid()) + ":" + std::to_string(t) + ":" + std::to_string(counter.fetch_add(1))))
+             .substr(0, 8) +
          ".tmp";
 }
 
@@ -212,7 +216,8 @@ std::string fmt_sig(double v, int digits) {
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
   char buf[64];
   double a = std::fabs(v);
-  if (a != 0 && (a < 1e-3 || a >= 1e9)) std::snprintf(buf, sizeof buf, "%.*e", digits - 1, v);
+  if (a != 0 && (a < 1e-3 || a >= 1e9))
+    std::snprintf(buf, sizeof buf, "%.*e", digits - 1, v);
   else {
     // The digits before the first significant one count for nothing: 0.0129 to 3 is 0.0129.
     const int magnitude = a == 0 ? 0 : static_cast<int>(std::floor(std::log10(a)));
@@ -254,14 +259,18 @@ bool has_control_chars(const std::string& s) {
 std::string printable(const std::string& s) {
   std::string out;
   for (unsigned char c : s) {
-    if (c == '\n') out += "\\n";
-    else if (c == '\r') out += "\\r";
-    else if (c == '\t') out += "\\t";
+    if (c == '\n')
+      out += "\\n";
+    else if (c == '\r')
+      out += "\\r";
+    else if (c == '\t')
+      out += "\\t";
     else if (c < 0x20 || c == 0x7f) {
       char buf[8];
       std::snprintf(buf, sizeof buf, "\\x%02x", c);
       out += buf;
-    } else out += static_cast<char>(c);
+    } else
+      out += static_cast<char>(c);
   }
   return out;
 }
@@ -296,10 +305,14 @@ std::int64_t parse_size(const std::string& text, int bare_unit_shift) {
   int shift = bare_unit_shift;
   if (rest.size() == 1) {
     switch (rest[0]) {
-      case 'K': case 'k': shift = 10; break;
-      case 'M': case 'm': shift = 20; break;
-      case 'G': case 'g': shift = 30; break;
-      case 'T': case 't': shift = 40; break;
+      case 'K':
+      case 'k': shift = 10; break;
+      case 'M':
+      case 'm': shift = 20; break;
+      case 'G':
+      case 'g': shift = 30; break;
+      case 'T':
+      case 't': shift = 40; break;
       default: return -1;
     }
   } else if (!rest.empty()) {
@@ -323,7 +336,8 @@ std::int64_t mul_sat(std::int64_t a, std::int64_t b) {
 
 void refuse_control_chars(const std::string& s, const std::string& what) {
   if (!has_control_chars(s)) return;
-  throw Error(what + " \"" + printable(s) + "\" contains a control character (shown escaped); a path or value that "
+  throw Error(what + " \"" + printable(s) +
+              "\" contains a control character (shown escaped); a path or value that "
               "reaches a job script or plan file must not, since no quoting protects an #SBATCH line from a newline: "
               "rename it");
 }

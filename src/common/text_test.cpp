@@ -27,9 +27,20 @@ std::string run_bash(const std::string& script) {
 
 TEST(ShellQuote, HostileValuesReachTheShellAsOneLiteralWord) {
   const std::string marker = "/tmp/d500-quote-test-" + std::to_string(getpid());
-  const std::vector<std::string> hostile = {
-      "plain", "with space", "it's", "$(touch " + marker + ")", "`touch " + marker + "`", "a;touch " + marker,
-      "new\nline", "\"double\"", "back\\slash", "'", "", "*", "$HOME", "--flag"};
+  const std::vector<std::string> hostile = {"plain",
+                                            "with space",
+                                            "it's",
+                                            "$(touch " + marker + ")",
+                                            "`touch " + marker + "`",
+                                            "a;touch " + marker,
+                                            "new\nline",
+                                            "\"double\"",
+                                            "back\\slash",
+                                            "'",
+                                            "",
+                                            "*",
+                                            "$HOME",
+                                            "--flag"};
   for (const auto& v : hostile) {
     // One word, exactly the value: `set --` makes it the only positional parameter.
     std::string out = run_bash("set -- " + shell_quote(v) + "; printf '%s|%s' \"$#\" \"$1\"");
@@ -78,9 +89,14 @@ TEST(Value, CanonicalFormsAreStableAndTyped) {
 }
 
 TEST(Value, ACanonicalTextParsesBackToItsParameters) {
-  const Params p{{"workload", std::string("train")}, {"backend", std::string("blas")}, {"n", std::int64_t{512}},
-                 {"lr", 0.1},                        {"alpha", 2.0},                     {"shuffle", true},
-                 {"dataset", std::string("/data/a b \"q\".h5")}, {"network", std::string("lenet5")}};
+  const Params p{{"workload", std::string("train")},
+                 {"backend", std::string("blas")},
+                 {"n", std::int64_t{512}},
+                 {"lr", 0.1},
+                 {"alpha", 2.0},
+                 {"shuffle", true},
+                 {"dataset", std::string("/data/a b \"q\".h5")},
+                 {"network", std::string("lenet5")}};
   EXPECT_EQ(parse_canonical_point(canonical_point(p)), p);
   EXPECT_EQ(canonical_point(parse_canonical_point(canonical_point(p))), canonical_point(p));
   const Params head = parse_canonical_point("gemm:reference");
@@ -95,7 +111,8 @@ TEST(WriteFileAtomic, ReportsAnUnwritableDirectory) {
 // Issue 52: a link planted at a file d500 writes is replaced, never written through; an append
 // refuses it; and no temporary is left behind.
 TEST(WriteFileAtomic, ReplacesALinkAndNeverWritesThroughIt) {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("d500-text-" + std::to_string(::getpid()));
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("d500-text-" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   write_file_atomic((dir / "victim").string(), "secret\n");

@@ -30,8 +30,8 @@ std::string str_param_or(const Params& p, const std::string& name, const std::st
 static bool plain_word(const std::string& s) {
   if (s.empty()) return false;
   for (char c : s) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '_' || c == '-' || c == '.' || c == '+' || c == '/';
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
+              c == '.' || c == '+' || c == '/';
     if (!ok) return false;
   }
   return true;
@@ -99,7 +99,8 @@ std::string canonical_point(const Params& p) {
 CanonicalHead canonical_head(const std::string& text) {
   const auto colon = text.find(':'), space = text.find(' ');
   if (colon == std::string::npos || (space != std::string::npos && space < colon)) return {text, ""};
-  return {text.substr(0, colon), text.substr(colon + 1, space == std::string::npos ? std::string::npos : space - colon - 1)};
+  return {text.substr(0, colon),
+          text.substr(colon + 1, space == std::string::npos ? std::string::npos : space - colon - 1)};
 }
 
 ParamSpread param_spread(const std::vector<const Params*>& points) {
@@ -127,7 +128,8 @@ ParamSpread param_spread(const std::vector<const Params*>& points) {
   return s;
 }
 
-std::string varying_text(const Params& p, const std::vector<std::string>& varying, const std::vector<std::string>& without) {
+std::string varying_text(const Params& p, const std::vector<std::string>& varying,
+                         const std::vector<std::string>& without) {
   std::string s;
   for (const auto& k : varying) {
     if (std::find(without.begin(), without.end(), k) != without.end()) continue;
@@ -137,7 +139,8 @@ std::string varying_text(const Params& p, const std::vector<std::string>& varyin
   return s;
 }
 
-std::string short_point_text(const Params& p, const std::vector<std::string>& varying, const std::vector<std::string>& without) {
+std::string short_point_text(const Params& p, const std::vector<std::string>& varying,
+                             const std::vector<std::string>& without) {
   const std::string rest = varying_text(p, varying, without);
   return str_param_or(p, "workload", "?") + ":" + str_param_or(p, "backend", "?") + (rest.empty() ? "" : " " + rest);
 }
@@ -158,7 +161,8 @@ Params parse_canonical_point(const std::string& text) {
     i = eq + 1;
     if (i < text.size() && text[i] == '"') {  // a quoted string: backslash escapes '"' and '\\'
       quoted = true;
-      for (++i; i < text.size() && text[i] != '"'; ++i) raw += text[i] == '\\' && i + 1 < text.size() ? text[++i] : text[i];
+      for (++i; i < text.size() && text[i] != '"'; ++i)
+        raw += text[i] == '\\' && i + 1 < text.size() ? text[++i] : text[i];
       ++i;
     } else {
       const std::size_t end = text.find(' ', i);
@@ -171,9 +175,12 @@ Params parse_canonical_point(const std::string& text) {
       double d = 0;
       const char* b = raw.data();
       const char* e = raw.data() + raw.size();
-      if (raw == "true" || raw == "false") v = raw == "true";
-      else if (auto r = std::from_chars(b, e, n); r.ec == std::errc() && r.ptr == e) v = n;
-      else if (auto r2 = std::from_chars(b, e, d); r2.ec == std::errc() && r2.ptr == e) v = d;
+      if (raw == "true" || raw == "false")
+        v = raw == "true";
+      else if (auto r = std::from_chars(b, e, n); r.ec == std::errc() && r.ptr == e)
+        v = n;
+      else if (auto r2 = std::from_chars(b, e, d); r2.ec == std::errc() && r2.ptr == e)
+        v = d;
     }
     p[key] = std::move(v);
   }

@@ -23,7 +23,9 @@ std::string canonical(const Value& v);
 
 // An empty string parameter means "not set" (no named shape, no custom library): left out of
 // canonical point text and of labels, so adding an optional string parameter changes no id.
-inline bool is_unset(const Value& v) { return std::holds_alternative<std::string>(v) && std::get<std::string>(v).empty(); }
+inline bool is_unset(const Value& v) {
+  return std::holds_alternative<std::string>(v) && std::get<std::string>(v).empty();
+}
 
 // A value together with where it was written, so late checks can still point at the file.
 struct LocatedValue {
@@ -56,9 +58,11 @@ struct ParamSpread {
 };
 ParamSpread param_spread(const std::vector<const Params*>& points);
 // "k=v k=v" of the `varying` parameters that `p` sets, less `without`.
-std::string varying_text(const Params& p, const std::vector<std::string>& varying, const std::vector<std::string>& without = {});
+std::string varying_text(const Params& p, const std::vector<std::string>& varying,
+                         const std::vector<std::string>& without = {});
 // "workload:backend k=v ..." with only the `varying` parameters, less `without`.
-std::string short_point_text(const Params& p, const std::vector<std::string>& varying, const std::vector<std::string>& without = {});
+std::string short_point_text(const Params& p, const std::vector<std::string>& varying,
+                             const std::vector<std::string>& without = {});
 
 // The integer parameter `name`, or `dflt` when it is absent or not an integer.
 std::int64_t int_param_or(const Params& p, const std::string& name, std::int64_t dflt);

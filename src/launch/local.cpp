@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <toml++/toml.h>
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -19,7 +20,6 @@
 #include <fstream>
 #include <functional>
 #include <sstream>
-#include <toml++/toml.h>
 
 #include "common/error.hpp"
 #include "common/text.hpp"
@@ -92,7 +92,7 @@ class StopSignals {
 
  private:
   static constexpr int kSignals[3] = {SIGINT, SIGTERM, SIGHUP};
-  struct sigaction old_[4] {};
+  struct sigaction old_[4]{};
 };
 
 std::string clock_text(double s) {
@@ -126,9 +126,12 @@ class CampaignProgress {
     for (const auto& p : planned) all.push_back(parse_canonical_point(p.canonical));
     for (std::size_t i = 0; i < planned.size(); ++i) {
       by_workload[str_param_or(all[i], "workload", "?")].push_back(&all[i]);
-      if (is_final(state.of(planned[i].id).outcome)) ++ended_;
-      else if (planned[i].estimate_s >= 0) estimates_[planned[i].canonical] = planned[i].estimate_s, left_estimate_ += planned[i].estimate_s;
-      else all_estimated_ = false;
+      if (is_final(state.of(planned[i].id).outcome))
+        ++ended_;
+      else if (planned[i].estimate_s >= 0)
+        estimates_[planned[i].canonical] = planned[i].estimate_s, left_estimate_ += planned[i].estimate_s;
+      else
+        all_estimated_ = false;
     }
     for (const auto& [w, points] : by_workload) varying_[w] = param_spread(points).varying;
     total_ = static_cast<int>(planned.size());
@@ -145,8 +148,10 @@ class CampaignProgress {
     if (auto it = estimates_.find(running_); it != estimates_.end()) left_estimate_ -= it->second, estimates_.erase(it);
     const int left = std::max(0, total_ - ended_);
     std::string eta;
-    if (left > 0 && all_estimated_ && !estimates_.empty()) eta = ", about " + clock_text(std::max(0.0, left_estimate_)) + " left (the plan's estimates)";
-    else if (left > 0) eta = ", about " + clock_text(seconds_here_ / ended_here_ * left) + " left (at this run's mean per point)";
+    if (left > 0 && all_estimated_ && !estimates_.empty())
+      eta = ", about " + clock_text(std::max(0.0, left_estimate_)) + " left (the plan's estimates)";
+    else if (left > 0)
+      eta = ", about " + clock_text(seconds_here_ / ended_here_ * left) + " left (at this run's mean per point)";
     return "campaign " + std::to_string(std::min(ended_, total_)) + "/" + std::to_string(total_) + " ended" + eta;
   }
   int total() const { return total_; }
@@ -192,7 +197,8 @@ void require_open_files(int ranks) {
   if (r.rlim_cur < need)
     throw Error("the open-file limit (ulimit -n) is " + std::to_string(r.rlim_cur) + "; mpirun needs about " +
                 std::to_string(need) + " for a job of " + std::to_string(ranks) +
-                " rank(s) on this host (with fewer it crashes and hangs): raise it, e.g. `ulimit -n 1024`; nothing was started");
+                " rank(s) on this host (with fewer it crashes and hangs): raise it, e.g. `ulimit -n 1024`; nothing was "
+                "started");
 }
 
 struct JobEnded {
@@ -204,8 +210,8 @@ struct JobEnded {
 // job closes it; meanwhile ends the job's group `pid` when it shows no progress for the progress
 // timeout (SIGTERM, SIGKILL kStopGraceSeconds later). Returns how long it had been without
 // progress when ended, 0 when it was not.
-double pump_output(int from, int logfd, pid_t pid, const fs::path& results, const std::string& prefix, std::ostream& out,
-                   const std::function<void(const std::string&)>& show) {
+double pump_output(int from, int logfd, pid_t pid, const fs::path& results, const std::string& prefix,
+                   std::ostream& out, const std::function<void(const std::string&)>& show) {
   const double timeout_s = progress_timeout_s();
   std::int64_t last_progress = now_ns(), last_stamp = stamp_of(results), killed_at = 0;
   double stalled_s = 0;
@@ -221,8 +227,9 @@ double pump_output(int from, int logfd, pid_t pid, const fs::path& results, cons
       if (!killed_at && static_cast<double>(now - last_progress) * 1e-9 > timeout_s) {
         stalled_s = static_cast<double>(now - last_progress) * 1e-9;
         out << prefix << " no progress for " << fmt_sig(stalled_s, 3) << " s (no output, no write to "
-            << results.filename().string() << "): a rank has stopped or hangs; ending the job (D500_PROGRESS_TIMEOUT_S = "
-            << fmt_sig(timeout_s, 3) << ")\n";
+            << results.filename().string()
+            << "): a rank has stopped or hangs; ending the job (D500_PROGRESS_TIMEOUT_S = " << fmt_sig(timeout_s, 3)
+            << ")\n";
         out.flush();
         kill(-pid, SIGTERM);
         killed_at = now;
@@ -259,7 +266,8 @@ double pump_output(int from, int logfd, pid_t pid, const fs::path& results, cons
 // d500 run die without a chance to stop it (kill -9).
 JobEnded run_script(const fs::path& dir, const std::string& script, const fs::path& log, const fs::path& results,
                     const std::string& prefix, std::int64_t t0, std::ostream& out, std::map<Outcome, int>& points,
-                    RunLock& lock, const std::string& job_id, const std::string& resume_spec, CampaignProgress& campaign) {
+                    RunLock& lock, const std::string& job_id, const std::string& resume_spec,
+                    CampaignProgress& campaign) {
   // Opened before anything starts, refusing a link planted at its name.
   const int logfd = open_for_append(log.string());
   int fds[2];
@@ -292,8 +300,10 @@ JobEnded run_script(const fs::path& dir, const std::string& script, const fs::pa
     if (chdir(dir.c_str()) != 0) _exit(127);
     setenv("D500_RUN_LOCK", lock.path().c_str(), 1);  // each rank holds its byte of it (hold_rank_lock)
     // The points still to run, when resuming (the template reads D500_SPEC); never inherited.
-    if (resume_spec.empty()) unsetenv("D500_SPEC");
-    else setenv("D500_SPEC", resume_spec.c_str(), 1);
+    if (resume_spec.empty())
+      unsetenv("D500_SPEC");
+    else
+      setenv("D500_SPEC", resume_spec.c_str(), 1);
     if (geteuid() == 0) {
       // Open MPI refuses root unless told; containers and CI run as root.
       setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
@@ -313,7 +323,8 @@ JobEnded run_script(const fs::path& dir, const std::string& script, const fs::pa
     if (auto p = parse_progress_line(s)) {
       if (p->kind == ProgressLine::Point) {
         campaign.started(p->canonical);
-        out << prefix << " " << clock_text(el) << "  point " << p->index << "/" << p->count << " " << campaign.name(p->canonical) << "\n";
+        out << prefix << " " << clock_text(el) << "  point " << p->index << "/" << p->count << " "
+            << campaign.name(p->canonical) << "\n";
       } else if (p->kind == ProgressLine::Done) {
         ++points[p->outcome];
         out << prefix << " " << clock_text(el) << "    " << outcome_name(p->outcome) << " " << fmt_sig(p->seconds, 3)
@@ -333,8 +344,7 @@ JobEnded run_script(const fs::path& dir, const std::string& script, const fs::pa
   ::close(fds[0]);
   ::close(logfd);
   int st = 0;
-  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-  }
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
   // The script has ended; anything left in its group (a rank mpirun lost) is ended with it.
   kill(-pid, SIGKILL);
   g_job_pgid = 0;
@@ -395,7 +405,8 @@ std::vector<JobOutcome> run_local(const std::string& dir_arg, const LocalRunOpti
       }
       if (left.size() < n) {
         if (read_file(layout.job_script(jobs[j]).string()).find("D500_SPEC") == std::string::npos) {
-          out << prefix << " note: its script (from a template that does not read D500_SPEC) runs the job's own spec of " << n
+          out << prefix
+              << " note: its script (from a template that does not read D500_SPEC) runs the job's own spec of " << n
               << " points; the worker skips the " << (n - left.size())
               << " that this job's earlier results files hold with final results\n";
         } else {
@@ -418,8 +429,8 @@ std::vector<JobOutcome> run_local(const std::string& dir_arg, const LocalRunOpti
     out << prefix << " starting\n";
     out.flush();
     const std::int64_t tj = now_ns();
-    const JobEnded ended = run_script(dir, layout.job_script(jobs[j]).string(), o.log, result, prefix, t0, out, o.points,
-                                      lock, jobs[j], resume_spec, campaign);
+    const JobEnded ended = run_script(dir, layout.job_script(jobs[j]).string(), o.log, result, prefix, t0, out,
+                                      o.points, lock, jobs[j], resume_spec, campaign);
     o.exit_code = ended.code;
     o.seconds = static_cast<double>(now_ns() - tj) * 1e-9;
     o.stopped_by = g_stop_signal;
@@ -430,13 +441,15 @@ std::vector<JobOutcome> run_local(const std::string& dir_arg, const LocalRunOpti
     const std::string sig = signal_name(o.stopped_by);
     if (o.stopped_by) rec.insert("stopped_by", sig);
     if (ended.stalled_s > 0)
-      rec.insert("ended_by", "d500 run after " + fmt_sig(ended.stalled_s, 3) +
-                                 " s without progress (no output, no write to its results file): a rank had stopped or hung");
+      rec.insert("ended_by",
+                 "d500 run after " + fmt_sig(ended.stalled_s, 3) +
+                     " s without progress (no output, no write to its results file): a rank had stopped or hung");
     std::ostringstream rec_text;
     rec_text << "# Written by d500 run.\n" << rec << "\n";
     write_file_atomic(status.string(), rec_text.str());
     if (o.stopped_by)
-      out << prefix << " STOPPED (d500 run got " << sig << ") after " << fmt_sig(o.seconds, 3) << " s: its processes were stopped; later jobs were not started\n";
+      out << prefix << " STOPPED (d500 run got " << sig << ") after " << fmt_sig(o.seconds, 3)
+          << " s: its processes were stopped; later jobs were not started\n";
     else
       out << prefix << " " << (o.exit_code == 0 ? "finished" : "FAILED with exit code " + std::to_string(o.exit_code))
           << " after " << fmt_sig(o.seconds, 3) << " s" << (o.exit_code ? "; log: " + o.log : "") << "\n";
@@ -458,9 +471,10 @@ void local_status(const std::string& dir_arg, std::ostream& out) {
   } else {
     double elapsed = -1;
     std::tm tm{};
-    if (strptime(holder->started_utc.c_str(), "%Y-%m-%dT%H:%M:%S", &tm)) elapsed = std::difftime(std::time(nullptr), timegm(&tm));
-    out << "running: `" << holder->command << "` (pid " << holder->pid << " on host " << holder->host << ", since " << holder->started_utc
-        << (elapsed >= 0 ? ", " + clock_text(elapsed) + " ago" : std::string()) << ")\n";
+    if (strptime(holder->started_utc.c_str(), "%Y-%m-%dT%H:%M:%S", &tm))
+      elapsed = std::difftime(std::time(nullptr), timegm(&tm));
+    out << "running: `" << holder->command << "` (pid " << holder->pid << " on host " << holder->host << ", since "
+        << holder->started_utc << (elapsed >= 0 ? ", " + clock_text(elapsed) + " ago" : std::string()) << ")\n";
     if (!holder->job.empty()) {
       // The job's log: its last point started, and whether it ended.
       std::ifstream log(layout.job_log(holder->job));
@@ -472,7 +486,8 @@ void local_status(const std::string& dir_arg, std::ostream& out) {
         }
       out << "  job " << holder->job;
       if (last_start && (!last_done || last_done->index < last_start->index))
-        out << ": point " << last_start->index << "/" << last_start->count << " " << campaign.name(last_start->canonical);
+        out << ": point " << last_start->index << "/" << last_start->count << " "
+            << campaign.name(last_start->canonical);
       else if (last_done)
         out << ": " << last_done->index << "/" << last_done->count << " points ended";
       out << "\n";
@@ -487,8 +502,8 @@ void local_status(const std::string& dir_arg, std::ostream& out) {
         const auto t = toml::parse_file(status.string());
         const auto code = t["exit_code"].value_or(std::int64_t{-1});
         what = t.contains("stopped_by") ? "stopped by " + t["stopped_by"].value_or(std::string("?"))
-               : code == 0                ? "finished"
-                                          : "failed (exit code " + std::to_string(code) + ")";
+               : code == 0              ? "finished"
+                                        : "failed (exit code " + std::to_string(code) + ")";
         what += " after " + fmt_sig(t["seconds"].value_or(0.0), 3) + " s, " + t["ended_utc"].value_or(std::string("?"));
       } catch (const toml::parse_error& e) {
         what = "status unreadable: " + std::string(e.what());
@@ -500,7 +515,8 @@ void local_status(const std::string& dir_arg, std::ostream& out) {
   for (const auto& p : read_points_csv(layout)) ++by[state.of(p.id).outcome];
   std::vector<std::string> parts;
   for (const auto& [k, n] : by) parts.push_back(std::to_string(n) + " " + outcome_name(k));
-  out << "points: " << (parts.empty() ? std::string("none planned") : join(parts, ", ")) << " (of " << campaign.total() << ")\n";
+  out << "points: " << (parts.empty() ? std::string("none planned") : join(parts, ", ")) << " (of " << campaign.total()
+      << ")\n";
 }
 
 }  // namespace d500

@@ -16,8 +16,8 @@ struct JobOutcome {
   int exit_code = 0;  // 128 + signal when killed by a signal
   double seconds = 0;
   std::string log;
-  bool skipped = false;  // already complete from an earlier run
-  int stopped_by = 0;    // the signal that told d500 run to stop during this job; 0: none
+  bool skipped = false;           // already complete from an earlier run
+  int stopped_by = 0;             // the signal that told d500 run to stop during this job; 0: none
   std::map<Outcome, int> points;  // how its points ended, from the worker's progress lines
 };
 

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <toml++/toml.h>
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
@@ -16,7 +17,6 @@
 #include <optional>
 #include <set>
 #include <sstream>
-#include <toml++/toml.h>
 
 #include "campaign/campaign.hpp"
 #include "common/error.hpp"
@@ -76,8 +76,8 @@ struct PlanDir {
 PlanDir load_plan_dir(const std::string& dir) {
   RunLayout layout(dir);
   layout.require_plan(dir);
-  PlanDir p{layout, layout.root().string(), load_campaign(layout.campaign_file().string(), layout.campaign_dir()), layout.launcher(),
-            layout.job_ids()};
+  PlanDir p{layout, layout.root().string(), load_campaign(layout.campaign_file().string(), layout.campaign_dir()),
+            layout.launcher(), layout.job_ids()};
   return p;
 }
 
@@ -91,12 +91,12 @@ using LiveStates = std::map<TaskKey, TaskState>;
 // What the submissions, Slurm's answers, d500's observations and the jobs' own records say.
 struct CampaignFacts {
   RunState results;
-  std::set<std::string> in_flight;             // point ids in a queued or running task
+  std::set<std::string> in_flight;  // point ids in a queued or running task
   std::map<std::string, int> attempts, timeouts, failures;
   std::map<std::string, std::string> failure_cause, failed_nodes;
-  std::map<std::string, Outcome> ended_by;     // point id -> how its last attempt's task ended
+  std::map<std::string, Outcome> ended_by;       // point id -> how its last attempt's task ended
   std::map<std::string, std::string> ended_why;  // point id -> that task and its cause, in words
-  std::map<TaskKey, TaskEnd> ends;             // every task
+  std::map<TaskKey, TaskEnd> ends;               // every task
 };
 
 CampaignFacts gather(const PlanDir& plan, const std::vector<Submission>& subs, const LiveStates& live) {
@@ -126,7 +126,8 @@ CampaignFacts gather(const PlanDir& plan, const std::vector<Submission>& subs, c
         f.failures[job]++;
         f.failure_cause[job] = e.cause + (e.tail.empty() ? "" : ": " + e.tail.back());
       }
-      if ((e.state == "NODE_FAIL" || e.state == "BOOT_FAIL") && !e.nodes.empty()) f.failed_nodes[e.nodes] = "job " + task_name(s, i);
+      if ((e.state == "NODE_FAIL" || e.state == "BOOT_FAIL") && !e.nodes.empty())
+        f.failed_nodes[e.nodes] = "job " + task_name(s, i);
       if (!ended && e.state != "COMPLETED") continue;  // nothing known of its end
       for (const auto& p : read_job_spec(s.specs[i]).points) {
         if (ended) {
@@ -188,7 +189,8 @@ void check(int rc, const std::string& what) {
   int e = slurm_get_errno();
   std::string msg = what + ": " + slurm_strerror(e);
   if (e == SLURMCTLD_COMMUNICATIONS_CONNECTION_ERROR || e == SLURM_COMMUNICATIONS_CONNECTION_ERROR ||
-      e == SLURMCTLD_COMMUNICATIONS_SEND_ERROR || e == SLURMCTLD_COMMUNICATIONS_RECEIVE_ERROR || e == SLURM_PROTOCOL_SOCKET_IMPL_TIMEOUT)
+      e == SLURMCTLD_COMMUNICATIONS_SEND_ERROR || e == SLURMCTLD_COMMUNICATIONS_RECEIVE_ERROR ||
+      e == SLURM_PROTOCOL_SOCKET_IMPL_TIMEOUT)
     msg += " (is slurmctld running and reachable? SLURM_CONF=" +
            std::string(std::getenv("SLURM_CONF") ? std::getenv("SLURM_CONF") : "(default)") + ")";
   throw Error(msg);
@@ -207,8 +209,9 @@ struct Session {
   Session() {
     if (slurm_config().empty())
       throw Error(std::string("no Slurm configuration found (") +
-                  (std::getenv("SLURM_CONF") ? "SLURM_CONF=" + std::string(std::getenv("SLURM_CONF")) + " does not exist"
-                                             : "SLURM_CONF is unset and /etc/slurm/slurm.conf is absent") +
+                  (std::getenv("SLURM_CONF")
+                       ? "SLURM_CONF=" + std::string(std::getenv("SLURM_CONF")) + " does not exist"
+                       : "SLURM_CONF is unset and /etc/slurm/slurm.conf is absent") +
                   "): is this a Slurm cluster's login node?");
     slurm_init(nullptr);
   }
@@ -225,7 +228,8 @@ std::string failed_nodes_of(const std::string& nodelist) {
     node_info_msg_t* ni = nullptr;
     if (slurm_load_node_single(&ni, h, SHOW_ALL) == SLURM_SUCCESS && ni && ni->record_count > 0) {
       const std::uint32_t st = ni->node_array[0].node_state;
-      if ((st & NODE_STATE_BASE) == NODE_STATE_DOWN || (st & NODE_STATE_DRAIN) || (st & NODE_STATE_FAIL)) failed.push_back(h);
+      if ((st & NODE_STATE_BASE) == NODE_STATE_DOWN || (st & NODE_STATE_DRAIN) || (st & NODE_STATE_FAIL))
+        failed.push_back(h);
     }
     if (ni) slurm_free_node_info_msg(ni);
     free(h);
@@ -242,10 +246,10 @@ LiveStates query_states(const PlanDir& plan, const std::vector<Submission>& subs
   LiveStates out;
   if (subs.empty()) return out;
   const std::string tag = run_tag(plan);
-  std::optional<std::set<TaskKey>> started;  // tasks with an attempt record, read when first needed
+  std::optional<std::set<TaskKey> > started;  // tasks with an attempt record, read when first needed
   job_info_msg_t* msg = nullptr;
   check(slurm_load_job_user(&msg, static_cast<std::uint32_t>(getuid()), SHOW_ALL), "slurm_load_job_user");
-  std::map<std::uint32_t, std::vector<const slurm_job_info_t*>> by_id;
+  std::map<std::uint32_t, std::vector<const slurm_job_info_t*> > by_id;
   for (std::uint32_t r = 0; r < msg->record_count; ++r) {
     const slurm_job_info_t& j = msg->job_array[r];
     by_id[j.array_job_id ? j.array_job_id : j.job_id].push_back(&j);
@@ -267,20 +271,27 @@ LiveStates query_states(const PlanDir& plan, const std::vector<Submission>& subs
       t.in_flight = base == JOB_PENDING || base == JOB_RUNNING || base == JOB_SUSPENDED ||
                     (j.job_state & (JOB_COMPLETING | JOB_CONFIGURING | JOB_REQUEUE | JOB_REQUEUE_FED | JOB_RESIZING));
       t.s.state = slurm_job_state_string(t.in_flight ? j.job_state : base);
-      t.s.reason = j.state_reason == WAIT_NO_REASON ? "" : slurm_job_reason_string(static_cast<job_state_reason>(j.state_reason));
+      t.s.reason = j.state_reason == WAIT_NO_REASON
+                       ? ""
+                       : slurm_job_reason_string(static_cast<job_state_reason>(j.state_reason));
       if (j.state_desc && *j.state_desc) t.s.reason += (t.s.reason.empty() ? "" : ": ") + std::string(j.state_desc);
       if (!t.in_flight) {
-        if (WIFSIGNALED(j.exit_code)) t.s.signal = WTERMSIG(j.exit_code);
-        else t.s.exit_code = WEXITSTATUS(j.exit_code);
+        if (WIFSIGNALED(j.exit_code))
+          t.s.signal = WTERMSIG(j.exit_code);
+        else
+          t.s.exit_code = WEXITSTATUS(j.exit_code);
       }
       t.s.restarts = j.restart_cnt;
       t.s.nodes = j.nodes ? j.nodes : "";
       if (base == JOB_NODE_FAIL && !t.s.nodes.empty()) t.s.nodes = failed_nodes_of(t.s.nodes);
       t.s.seen_utc = utc_now_iso8601();
       std::vector<int> tasks;
-      if (s.kind != "array") tasks = {0};
-      else if (j.array_task_id != NO_VAL) tasks = {static_cast<int>(j.array_task_id)};
-      else if (j.array_task_str) tasks = parse_array_indices(j.array_task_str);
+      if (s.kind != "array")
+        tasks = {0};
+      else if (j.array_task_id != NO_VAL)
+        tasks = {static_cast<int>(j.array_task_id)};
+      else if (j.array_task_str)
+        tasks = parse_array_indices(j.array_task_str);
       for (int i : tasks) {
         t.s.task = {s.slurm_id, i};
         out[t.s.task] = t;
@@ -448,15 +459,20 @@ std::uint32_t submit_one(const Request& r) {
   char host[256] = {0};
   gethostname(host, sizeof host - 1);
   std::error_code ec;
-  std::vector<std::string> extra = {"D500_SPEC_LIST=" + r.spec_list, "D500_TIME_LIMIT_S=" + std::to_string(r.time_limit_min * 60),
-                                    "SLURM_NTASKS=" + std::to_string(ntasks), "SLURM_NPROCS=" + std::to_string(ntasks),
-                                    "SLURM_NTASKS_PER_NODE=" + std::to_string(r.ranks_per_node), "SLURM_JOB_NAME=" + r.name,
-                                    "SLURM_SUBMIT_DIR=" + fs::current_path(ec).string(), "SLURM_SUBMIT_HOST=" + std::string(host)};
-  std::string name = r.name, script = r.script, work_dir = r.work_dir, out = r.std_out, err = opt("error"), array = r.array,
-              dep = r.dependency, comment = r.comment, partition = opt("partition"), account = opt("account"), qos = opt("qos"),
-              features = opt("constraint"), reservation = opt("reservation"), nodelist = opt("nodelist"), exclude;
-  for (auto [mine, asked] : {std::pair{&partition, &r.partition}, std::pair{&account, &r.account}, std::pair{&qos, &r.qos},
-                             std::pair{&reservation, &r.reservation}})
+  std::vector<std::string> extra = {"D500_SPEC_LIST=" + r.spec_list,
+                                    "D500_TIME_LIMIT_S=" + std::to_string(r.time_limit_min * 60),
+                                    "SLURM_NTASKS=" + std::to_string(ntasks),
+                                    "SLURM_NPROCS=" + std::to_string(ntasks),
+                                    "SLURM_NTASKS_PER_NODE=" + std::to_string(r.ranks_per_node),
+                                    "SLURM_JOB_NAME=" + r.name,
+                                    "SLURM_SUBMIT_DIR=" + fs::current_path(ec).string(),
+                                    "SLURM_SUBMIT_HOST=" + std::string(host)};
+  std::string name = r.name, script = r.script, work_dir = r.work_dir, out = r.std_out, err = opt("error"),
+              array = r.array, dep = r.dependency, comment = r.comment, partition = opt("partition"),
+              account = opt("account"), qos = opt("qos"), features = opt("constraint"),
+              reservation = opt("reservation"), nodelist = opt("nodelist"), exclude;
+  for (auto [mine, asked] : {std::pair{&partition, &r.partition}, std::pair{&account, &r.account},
+                             std::pair{&qos, &r.qos}, std::pair{&reservation, &r.reservation}})
     if (mine->empty()) *mine = *asked;
   std::vector<std::string> excluded;
   for (const std::string& x : {opt("exclude"), r.exclude})
@@ -508,7 +524,8 @@ std::uint32_t submit_one(const Request& r) {
     extra.insert(extra.end(), {"SLURM_HINT=multithread", "SLURM_NTASKS_PER_CORE=" + std::to_string(INFINITE16)});
   }
   if (o.find("mem")) d.pn_min_memory = static_cast<std::uint64_t>(sbatch_size_mib(opt("mem")));
-  if (o.find("mem-per-cpu")) d.pn_min_memory = static_cast<std::uint64_t>(sbatch_size_mib(opt("mem-per-cpu"))) | MEM_PER_CPU;
+  if (o.find("mem-per-cpu"))
+    d.pn_min_memory = static_cast<std::uint64_t>(sbatch_size_mib(opt("mem-per-cpu"))) | MEM_PER_CPU;
   if (o.find("exclusive")) d.shared = JOB_SHARED_NONE;
   for (const auto& x : o.options) {
     if (x.name == "requeue") d.requeue = 1;
@@ -556,7 +573,8 @@ int slurm_submit(const std::string& dir_arg, const SubmitOptions& opt, std::ostr
   try {
     adopt_unrecorded(plan, subs, out);
   } catch (const Error& e) {
-    throw Error(std::string(e.what()) + "; nothing was submitted (d500 asks Slurm for this run's jobs before it submits)");
+    throw Error(std::string(e.what()) +
+                "; nothing was submitted (d500 asks Slurm for this run's jobs before it submits)");
   }
   if (!subs.empty() && !opt.resume)
     throw Error(dir_arg + ": already submitted (" + std::to_string(subs.size()) +
@@ -637,7 +655,8 @@ int slurm_submit(const std::string& dir_arg, const SubmitOptions& opt, std::ostr
       fs::path self = fs::read_symlink("/proc/self/exe", ec);
       Request r;
       r.name = plan.campaign.name + ".analysis";
-      r.script = render_template(t.text, t.path, {{"campaign", plan.campaign.name}, {"run_dir", dir}, {"d500", self.string()}});
+      r.script = render_template(t.text, t.path,
+                                 {{"campaign", plan.campaign.name}, {"run_dir", dir}, {"d500", self.string()}});
       r.script_path = t.path;
       r.comment = tag + "analysis";
       r.work_dir = dir;
@@ -648,7 +667,8 @@ int slurm_submit(const std::string& dir_arg, const SubmitOptions& opt, std::ostr
       r.account = sl.analysis.account.empty() ? sl.account : sl.analysis.account;
       r.qos = sl.analysis.qos.empty() ? sl.qos : sl.analysis.qos;
       r.reservation = sl.analysis.reservation.empty() ? sl.reservation : sl.analysis.reservation;
-      r.time_limit_min = analysis_time_limit_min(plan.campaign, static_cast<std::size_t>(plan.layout.planned_points()), plan.jobs.size());
+      r.time_limit_min = analysis_time_limit_min(plan.campaign, static_cast<std::size_t>(plan.layout.planned_points()),
+                                                 plan.jobs.size());
       std::vector<std::string> deps;
       for (auto id : ids) deps.push_back(std::to_string(id));
       r.dependency = "afterany:" + join(deps, ":");
@@ -662,10 +682,11 @@ int slurm_submit(const std::string& dir_arg, const SubmitOptions& opt, std::ostr
     throw Error(std::string(e.what()) + "; " + std::to_string(submitted) + " of " +
                 std::to_string(todo.batches.size() + (sl.analysis_job ? 1 : 0)) +
                 " submission(s) were accepted and recorded in slurm/submissions.tsv; the rest was not submitted" +
-                (timed_out ? " as far as d500 knows (the controller did not answer in time: it may have accepted the "
-                             "last one, which `d500 submit --resume` finds by this run's tag in its comment and records "
-                             "instead of submitting it again)"
-                           : "") +
+                (timed_out
+                     ? " as far as d500 knows (the controller did not answer in time: it may have accepted the "
+                       "last one, which `d500 submit --resume` finds by this run's tag in its comment and records "
+                       "instead of submitting it again)"
+                     : "") +
                 ": `d500 submit --resume` submits it once Slurm answers again");
   }
   return submitted;
@@ -713,8 +734,8 @@ void slurm_status(const std::string& dir_arg, std::ostream& out) {
       const std::string state = e.state.empty() ? (controller_error.empty() ? "PURGED" : "UNKNOWN") : e.state;
       const std::string reason = it != states.end() ? it->second.s.reason : "";
       by_state[state]++;
-      out << "  " << task_name(s, i) << "  " << (s.specs.empty() ? "analysis" : fs::path(s.specs[i]).stem().string()) << "  "
-          << state << (reason.empty() ? "" : " (" + reason + ")") << "  limit " << slurm_time(s.time_limit_min);
+      out << "  " << task_name(s, i) << "  " << (s.specs.empty() ? "analysis" : fs::path(s.specs[i]).stem().string())
+          << "  " << state << (reason.empty() ? "" : " (" + reason + ")") << "  limit " << slurm_time(s.time_limit_min);
       if (!e.cause.empty()) out << "  " << e.cause;
       if (e.attempts > 1) out << "  [" << e.attempts << " attempts]";
       if (e.source == "observed") out << "  [purged by Slurm: as d500 saw it end]";
@@ -741,8 +762,9 @@ void slurm_status(const std::string& dir_arg, std::ostream& out) {
     counts.by_outcome[st.outcome]++;
     ++counts.total;
     if (st.outcome != Outcome::Complete)
-      not_done.push_back("  " + p.id + "  " + outcome_name(st.outcome) + "  " + p.canonical +
-                         (!is_final(st.outcome) && facts.ended_why.count(p.id) ? "  (" + facts.ended_why.at(p.id) + ")" : ""));
+      not_done.push_back(
+          "  " + p.id + "  " + outcome_name(st.outcome) + "  " + p.canonical +
+          (!is_final(st.outcome) && facts.ended_why.count(p.id) ? "  (" + facts.ended_why.at(p.id) + ")" : ""));
   }
   // A point that failed validation or whose backend failed is final (a rerun of the same code
   // changes nothing) but not done: it is counted apart.

@@ -16,9 +16,12 @@ SubmitPlan plan_submissions(const SubmitFacts& facts, const Campaign& campaign, 
   for (const auto& [job, original] : facts.jobs) {
     std::vector<PointSpec> left;
     for (const auto& p : original.points) {
-      if (facts.finished.count(p.id)) ++plan.finished;
-      else if (facts.in_flight.count(p.id)) ++plan.in_flight;
-      else left.push_back(p);
+      if (facts.finished.count(p.id))
+        ++plan.finished;
+      else if (facts.in_flight.count(p.id))
+        ++plan.in_flight;
+      else
+        left.push_back(p);
     }
     if (left.empty()) continue;
     const int attempts = facts.attempts.count(job) ? facts.attempts.at(job) : 0;
@@ -26,9 +29,9 @@ SubmitPlan plan_submissions(const SubmitFacts& facts, const Campaign& campaign, 
     const int failures = facts.failures.count(job) ? facts.failures.at(job) : 0;
     // A job given up: said, and its points counted.
     auto give_up = [&](const char* what, int times, const std::string& more) {
-      plan.notes.push_back(job + ": " + what + " " + std::to_string(times) + " time(s), more than max_retries = " +
-                           std::to_string(sl.max_retries) + "; not resubmitted (" + std::to_string(left.size()) +
-                           " points left)" + more);
+      plan.notes.push_back(job + ": " + what + " " + std::to_string(times) +
+                           " time(s), more than max_retries = " + std::to_string(sl.max_retries) +
+                           "; not resubmitted (" + std::to_string(left.size()) + " points left)" + more);
       plan.gave_up += static_cast<int>(left.size());
     };
     // A job that failed for its own reasons (an exit code, a signal, out of memory: not its
@@ -36,7 +39,8 @@ SubmitPlan plan_submissions(const SubmitFacts& facts, const Campaign& campaign, 
     // reported, not resubmitted for ever.
     if (failures > sl.max_retries && !facts.retry_failed) {
       give_up("failed", failures,
-              ". Last failure: " + (facts.failure_cause.count(job) ? facts.failure_cause.at(job) : std::string("cause unknown")) +
+              ". Last failure: " +
+                  (facts.failure_cause.count(job) ? facts.failure_cause.at(job) : std::string("cause unknown")) +
                   ". Fix the cause, then `d500 submit --resume --retry-failed`");
       continue;
     }
@@ -89,8 +93,9 @@ SubmitPlan plan_submissions(const SubmitFacts& facts, const Campaign& campaign, 
     auto& g = groups[k];
     if (sl.array || sl.throttle > 0)
       for (std::size_t from = 0; from < g.size(); from += most)
-        batches.emplace_back(std::make_move_iterator(g.begin() + static_cast<std::ptrdiff_t>(from)),
-                             std::make_move_iterator(g.begin() + static_cast<std::ptrdiff_t>(std::min(g.size(), from + most))));
+        batches.emplace_back(
+            std::make_move_iterator(g.begin() + static_cast<std::ptrdiff_t>(from)),
+            std::make_move_iterator(g.begin() + static_cast<std::ptrdiff_t>(std::min(g.size(), from + most))));
     else
       for (auto& e : g) batches.push_back({std::move(e)});
   }
@@ -105,7 +110,8 @@ SubmitPlan plan_submissions(const SubmitFacts& facts, const Campaign& campaign, 
     b.name = campaign.name + "." + (b.array ? "array-" + std::to_string(n) : b.entries.front().job);
     b.list = dir.submit_list(n);
     if (b.array)
-      b.array_expr = "0-" + std::to_string(b.entries.size() - 1) + (sl.throttle > 0 ? "%" + std::to_string(sl.throttle) : "");
+      b.array_expr =
+          "0-" + std::to_string(b.entries.size() - 1) + (sl.throttle > 0 ? "%" + std::to_string(sl.throttle) : "");
     b.after_previous = sl.throttle > 0 && i > 0;
     plan.batches.push_back(std::move(b));
   }

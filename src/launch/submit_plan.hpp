@@ -38,11 +38,11 @@ struct SubmitEntry {
 struct SubmitBatch {
   std::vector<SubmitEntry> entries;  // one job, or the tasks of one array
   bool array = false;
-  std::string array_expr;            // "0-N" with "%throttle" when throttled
-  bool after_previous = false;       // depends on (afterany) the batch before it: throttled arrays chain
+  std::string array_expr;       // "0-N" with "%throttle" when throttled
+  bool after_previous = false;  // depends on (afterany) the batch before it: throttled arrays chain
   int nodes = 1, ranks_per_node = 1, time_limit_min = 0;
-  std::string name;                  // Slurm job name: <campaign>.<job> or <campaign>.array-<N>
-  std::filesystem::path list;        // slurm/submit-<N>.list: the specs of its tasks
+  std::string name;            // Slurm job name: <campaign>.<job> or <campaign>.array-<N>
+  std::filesystem::path list;  // slurm/submit-<N>.list: the specs of its tasks
 };
 
 struct SubmitPlan {

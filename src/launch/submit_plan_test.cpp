@@ -32,7 +32,8 @@ const RunLayout kDir("/runs/c");
 
 TEST(SubmitPlan, AFreshCampaignGroupsJobsOfOneShapeIntoArrays) {
   SubmitFacts f;
-  f.jobs = {{"job-0000", job("job-0000", {"a", "b"})}, {"job-0001", job("job-0001", {"c"})},
+  f.jobs = {{"job-0000", job("job-0000", {"a", "b"})},
+            {"job-0001", job("job-0001", {"c"})},
             {"job-0002", job("job-0002", {"d"}, 2, 4)}};
   const SubmitPlan p = plan_submissions(f, slurm_campaign(), kDir);
   ASSERT_EQ(p.batches.size(), 2u);
@@ -94,7 +95,8 @@ TEST(SubmitPlan, WithoutArraysEveryJobIsItsOwnSubmission) {
 
 TEST(SubmitPlan, AResumeRunsOnlyWhatIsNeitherFinishedNorInFlightUnderANewSpec) {
   SubmitFacts f;
-  f.jobs = {{"job-0000", job("job-0000", {"a", "b", "c"})}, {"job-0001", job("job-0001", {"d"})},
+  f.jobs = {{"job-0000", job("job-0000", {"a", "b", "c"})},
+            {"job-0001", job("job-0001", {"d"})},
             {"job-0002", job("job-0002", {"e"})}};
   f.finished = {"a", "d"};
   f.in_flight = {"b", "e"};
@@ -138,14 +140,16 @@ TEST(SubmitPlan, TimeOutsGrowTheLimitUntilMaxRetriesThenTheJobIsGivenUp) {
   EXPECT_EQ(p.batches[0].entries[0].spec.id, "job-0000.r2");
   EXPECT_EQ(p.gave_up, 2);
   ASSERT_EQ(p.notes.size(), 1u);
-  EXPECT_NE(p.notes[0].find("job-0001: timed out 3 time(s), more than max_retries = 2"), std::string::npos) << p.notes[0];
+  EXPECT_NE(p.notes[0].find("job-0001: timed out 3 time(s), more than max_retries = 2"), std::string::npos)
+      << p.notes[0];
 }
 
 TEST(SubmitPlan, AJobFailingForItsOwnReasonsRunsAtMostMaxRetriesMoreTimesAndFailedNodesAreExcluded) {
   Campaign c = slurm_campaign(10);
   c.slurm.max_retries = 1;
   SubmitFacts f;
-  f.jobs = {{"job-0000", job("job-0000", {"a"})}, {"job-0001", job("job-0001", {"b"})}, {"job-0002", job("job-0002", {"c"})}};
+  f.jobs = {
+      {"job-0000", job("job-0000", {"a"})}, {"job-0001", job("job-0001", {"b"})}, {"job-0002", job("job-0002", {"c"})}};
   f.attempts = {{"job-0000", 1}, {"job-0001", 2}, {"job-0002", 1}};
   f.failures = {{"job-0000", 1}, {"job-0001", 2}};
   f.failure_cause = {{"job-0001", "exit 127 (command not found): module: command not found"}};
@@ -160,8 +164,10 @@ TEST(SubmitPlan, AJobFailingForItsOwnReasonsRunsAtMostMaxRetriesMoreTimesAndFail
   ASSERT_EQ(p.notes.size(), 2u);
   EXPECT_NE(p.notes[0].find("job-0001: failed 2 time(s), more than max_retries = 1; not resubmitted (1 points left). "
                             "Last failure: exit 127 (command not found): module: command not found"),
-            std::string::npos) << p.notes[0];
-  EXPECT_NE(p.notes[1].find("excluding node nid00007 (--exclude): job 41 ended NODE_FAIL on it"), std::string::npos) << p.notes[1];
+            std::string::npos)
+      << p.notes[0];
+  EXPECT_NE(p.notes[1].find("excluding node nid00007 (--exclude): job 41 ended NODE_FAIL on it"), std::string::npos)
+      << p.notes[1];
   EXPECT_EQ(p.exclude, "nid00007");
   // Once the cause is fixed, --retry-failed sends it again.
   f.retry_failed = true;
@@ -174,7 +180,8 @@ TEST(SubmitPlan, AThrottleMakesChainedArraysEvenOfOneJob) {
   Campaign c = slurm_campaign();
   c.slurm.throttle = 2;
   SubmitFacts f;
-  f.jobs = {{"job-0000", job("job-0000", {"a"})}, {"job-0001", job("job-0001", {"b"}, 2, 1)},
+  f.jobs = {{"job-0000", job("job-0000", {"a"})},
+            {"job-0001", job("job-0001", {"b"}, 2, 1)},
             {"job-0002", job("job-0002", {"c"})}};
   const SubmitPlan p = plan_submissions(f, c, kDir);
   ASSERT_EQ(p.batches.size(), 2u);
@@ -189,7 +196,8 @@ TEST(SubmitPlan, AThrottleMakesChainedArraysEvenOfOneJob) {
 // libslurm that silently goes missing fails there instead of skipping the Slurm tests.
 TEST(RequiredLibraries, SlurmIsBuiltWhereRequired) {
   const char* env = std::getenv("D500_REQUIRE_SLURM");
-  if (!env || std::string(env) != "1") GTEST_SKIP() << "D500_REQUIRE_SLURM is not 1: libslurm is not required of this build";
+  if (!env || std::string(env) != "1")
+    GTEST_SKIP() << "D500_REQUIRE_SLURM is not 1: libslurm is not required of this build";
   EXPECT_TRUE(slurm_available()) << "libslurm is required but this d500 was built without it (Debian: libslurm-dev)";
 }
 

@@ -3,8 +3,8 @@
 namespace d500 {
 
 namespace {
-constexpr const char* kNames[kPhaseCount] = {"op",     "data",          "forward", "backward",
-                                             "update", "communication", "wait",    "evaluation", "checkpoint", "device"};
+constexpr const char* kNames[kPhaseCount] = {"op",   "data",       "forward",    "backward", "update", "communication",
+                                             "wait", "evaluation", "checkpoint", "device"};
 }
 
 const char* phase_name(Phase p) {

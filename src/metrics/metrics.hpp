@@ -18,15 +18,15 @@ namespace d500 {
 // in the root attribute `phase_names`: never renumber, only append.
 enum class Phase : std::uint8_t {
   Op = 0,
-  Data = 1,           // loading and preparing a batch
+  Data = 1,  // loading and preparing a batch
   Forward = 2,
   Backward = 3,
   Update = 4,         // the optimizer step
   Communication = 5,  // time inside communication calls (allreduce, send, ...)
   Wait = 6,           // time blocked on other ranks
   Evaluation = 7,
-  Checkpoint = 8,     // writing a training checkpoint (between steps, outside training time)
-  Device = 9,         // a device kernel's own duration (GPU: CUDA events on its stream), beside the host's op row
+  Checkpoint = 8,  // writing a training checkpoint (between steps, outside training time)
+  Device = 9,      // a device kernel's own duration (GPU: CUDA events on its stream), beside the host's op row
 };
 inline constexpr int kPhaseCount = 10;
 const char* phase_name(Phase p);
@@ -41,11 +41,11 @@ bool parse_phase(const std::string& name, Phase& out);
 struct Sample {
   std::int64_t start_ns;
   std::int64_t end_ns;
-  std::int64_t bytes;   // bytes moved by the operation (from the shapes)
-  std::int64_t flops;   // floating-point operations (from the shapes)
+  std::int64_t bytes;  // bytes moved by the operation (from the shapes)
+  std::int64_t flops;  // floating-point operations (from the shapes)
   std::int32_t rank;
-  std::int32_t rep;     // 0-based, warm-ups first
-  std::uint8_t warmup;  // 1: a warm-up repetition, recorded but excluded from summaries
+  std::int32_t rep;        // 0-based, warm-ups first
+  std::uint8_t warmup;     // 1: a warm-up repetition, recorded but excluded from summaries
   std::uint8_t phase = 0;  // a Phase; 0 (op) in files of schema version 1, which had no phase
 };
 
@@ -63,14 +63,14 @@ struct Event {
 // limit resumes from. Written by the store (ResultWriter::checkpoint) between steps, read back
 // by the worker of a later attempt (store/checkpoint.hpp).
 struct TrainingState {
-  std::int64_t step = 0;                   // steps done
-  std::int64_t epoch = 0, position = 0;    // the sampler's next batch: epoch, batches taken in it
-  std::int64_t training_ns = 0;            // training time so far (the budget's clock)
+  std::int64_t step = 0;                 // steps done
+  std::int64_t epoch = 0, position = 0;  // the sampler's next batch: epoch, batches taken in it
+  std::int64_t training_ns = 0;          // training time so far (the budget's clock)
   std::int64_t evaluation_ns = 0, evaluations = 0;
-  double loss = 0, accuracy = 0;           // the last evaluation's (NaN: none yet)
-  std::vector<float> parameters;           // every trainable parameter, in the network's order
-  std::vector<std::byte> optimizer;        // the optimizer's own state (Optimizer::save)
-  std::vector<Event> events;               // reading back: this rank's events up to `step`
+  double loss = 0, accuracy = 0;     // the last evaluation's (NaN: none yet)
+  std::vector<float> parameters;     // every trainable parameter, in the network's order
+  std::vector<std::byte> optimizer;  // the optimizer's own state (Optimizer::save)
+  std::vector<Event> events;         // reading back: this rank's events up to `step`
 };
 
 // The work one repetition does, derived from the point's shapes.
@@ -92,13 +92,12 @@ struct StepInfo {
 };
 struct StepTimes {
   std::vector<StepInfo> steps;
-  int repetitions = 0;         // warm-ups included, in repetition order
+  int repetitions = 0;           // warm-ups included, in repetition order
   std::vector<std::int64_t> ns;  // repetitions x steps: this rank's duration of each step
 };
 
 inline std::int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
 

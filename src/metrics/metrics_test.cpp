@@ -78,7 +78,8 @@ TEST(Progress, LinesRoundTripAndOtherOutputIsNotProgress) {
   EXPECT_EQ(p->index, 2);
   EXPECT_EQ(p->outcome, Outcome::FailedValidation);
   EXPECT_EQ(p->canonical, "/r/a b.h5");
-  for (const char* other : {"", "d500:point", "d500:point x/2 a", "d500:skipped 1/2 complete", "d500:skipped 1/2 exploded f.h5", "d500:done 1/2 exploded 1s", "d500:pointy 1/2 a",
+  for (const char* other : {"", "d500:point", "d500:point x/2 a", "d500:skipped 1/2 complete",
+                            "d500:skipped 1/2 exploded f.h5", "d500:done 1/2 exploded 1s", "d500:pointy 1/2 a",
                             "error: d500:point 1/2 a", "d500:flushed 1/ 5", "d500:checkpoint /2 5"})
     EXPECT_FALSE(parse_progress_line(other)) << other;
 }

@@ -60,7 +60,8 @@ std::optional<ProgressLine> parse_progress_line(const std::string& line) {
   ProgressLine p;
   std::string rest;
   auto starts = [&](const char* prefix) { return line.rfind(prefix, 0) == 0; };
-  for (const auto& [prefix, kind] : {std::pair{kCheckpoint, ProgressLine::Checkpoint}, std::pair{kResumed, ProgressLine::Resumed}})
+  for (const auto& [prefix, kind] :
+       {std::pair{kCheckpoint, ProgressLine::Checkpoint}, std::pair{kResumed, ProgressLine::Resumed}})
     if (starts(prefix)) {
       if (!parse_counter(line.substr(std::string(prefix).size()), p, rest)) return std::nullopt;
       p.kind = kind;

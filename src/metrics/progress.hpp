@@ -26,11 +26,11 @@ std::string progress_skipped_line(int index, int count, Outcome outcome, const s
 
 struct ProgressLine {
   enum Kind { Point, Flushed, Done, Checkpoint, Resumed, Skipped } kind = Point;
-  int index = 0, count = 0;        // 1-based
-  std::string canonical;           // Point; Skipped: the file
-  long long rows = 0;              // Flushed: rows; Checkpoint, Resumed: the step
+  int index = 0, count = 0;             // 1-based
+  std::string canonical;                // Point; Skipped: the file
+  long long rows = 0;                   // Flushed: rows; Checkpoint, Resumed: the step
   Outcome outcome = Outcome::Complete;  // Done, Skipped
-  double seconds = 0;              // Done
+  double seconds = 0;                   // Done
 };
 // nullopt for any other line (the job's own output).
 std::optional<ProgressLine> parse_progress_line(const std::string& line);

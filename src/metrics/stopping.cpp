@@ -17,8 +17,10 @@ int smallest_with_cdf_at_least(const boost::math::binomial_distribution<double>&
   int lo = 0, hi = n + 1;
   while (lo < hi) {
     int mid = lo + (hi - lo) / 2;
-    if (boost::math::cdf(b, mid) >= target) hi = mid;
-    else lo = mid + 1;
+    if (boost::math::cdf(b, mid) >= target)
+      hi = mid;
+    else
+      lo = mid + 1;
   }
   return lo;
 }

@@ -55,8 +55,10 @@ class Builder {
     for (auto d : dims) t->add_dims(d), n *= d;
     std::string raw(static_cast<std::size_t>(n) * 4, '\0');
     float* f = reinterpret_cast<float*>(raw.data());
-    if (bound > 0) fill_uniform(f, static_cast<std::size_t>(n), seed_ * 0x9e3779b97f4a7c15ull + ++weights_, -bound, bound);
-    else std::fill(f, f + n, value);
+    if (bound > 0)
+      fill_uniform(f, static_cast<std::size_t>(n), seed_ * 0x9e3779b97f4a7c15ull + ++weights_, -bound, bound);
+    else
+      std::fill(f, f + n, value);
     t->set_raw_data(std::move(raw));
     return name;
   }
@@ -89,8 +91,8 @@ class Builder {
     t->add_float_data(v);
     return out;
   }
-  std::string node(const std::string& op, const std::vector<std::string>& in, const std::map<std::string, AttrValue>& attrs = {},
-                   int outputs = 1) {
+  std::string node(const std::string& op, const std::vector<std::string>& in,
+                   const std::map<std::string, AttrValue>& attrs = {}, int outputs = 1) {
     auto* n = g_->add_node();
     n->set_op_type(op);
     const std::string out = fresh(op);
@@ -100,9 +102,12 @@ class Builder {
     for (const auto& [k, v] : attrs) {
       auto* a = n->add_attribute();
       a->set_name(k);
-      if (std::holds_alternative<std::int64_t>(v)) a->set_type(onnx::AttributeProto::INT), a->set_i(std::get<std::int64_t>(v));
-      else if (std::holds_alternative<float>(v)) a->set_type(onnx::AttributeProto::FLOAT), a->set_f(std::get<float>(v));
-      else if (std::holds_alternative<std::string>(v)) a->set_type(onnx::AttributeProto::STRING), a->set_s(std::get<std::string>(v));
+      if (std::holds_alternative<std::int64_t>(v))
+        a->set_type(onnx::AttributeProto::INT), a->set_i(std::get<std::int64_t>(v));
+      else if (std::holds_alternative<float>(v))
+        a->set_type(onnx::AttributeProto::FLOAT), a->set_f(std::get<float>(v));
+      else if (std::holds_alternative<std::string>(v))
+        a->set_type(onnx::AttributeProto::STRING), a->set_s(std::get<std::string>(v));
       else {
         a->set_type(onnx::AttributeProto::INTS);
         for (auto x : std::get<std::vector<std::int64_t>>(v)) a->add_ints(x);
@@ -113,17 +118,20 @@ class Builder {
   onnx::ModelProto take() { return std::move(m_); }
 
   // Layers, as PyTorch exports them.
-  std::string conv(const std::string& x, std::int64_t cin, std::int64_t cout, std::int64_t k, std::int64_t stride, std::int64_t pad,
-                   bool bias) {
+  std::string conv(const std::string& x, std::int64_t cin, std::int64_t cout, std::int64_t k, std::int64_t stride,
+                   std::int64_t pad, bool bias) {
     const std::string w = he("conv_w", {cout, cin, k, k}, cin * k * k);
     std::vector<std::string> in{x, w};
     if (bias) in.push_back(weight("conv_b", {cout}, 0));
-    return node("Conv", in, {{"kernel_shape", std::vector<std::int64_t>{k, k}}, {"strides", std::vector<std::int64_t>{stride, stride}},
-                             {"pads", std::vector<std::int64_t>{pad, pad, pad, pad}}});
+    return node("Conv", in,
+                {{"kernel_shape", std::vector<std::int64_t>{k, k}},
+                 {"strides", std::vector<std::int64_t>{stride, stride}},
+                 {"pads", std::vector<std::int64_t>{pad, pad, pad, pad}}});
   }
   std::string bn(const std::string& x, std::int64_t c, float gamma = 1.0f) {
-    return node("BatchNormalization", {x, weight("bn_scale", {c}, 0, gamma), weight("bn_bias", {c}, 0),
-                                       weight("bn_mean", {c}, 0), weight("bn_var", {c}, 0, 1.0f)},
+    return node("BatchNormalization",
+                {x, weight("bn_scale", {c}, 0, gamma), weight("bn_bias", {c}, 0), weight("bn_mean", {c}, 0),
+                 weight("bn_var", {c}, 0, 1.0f)},
                 {{"epsilon", 1e-5f}, {"momentum", 0.9f}});
   }
   // PyTorch's Linear: Gemm with W [out, in] transposed.
@@ -140,8 +148,10 @@ class Builder {
     auto* shape = tt->mutable_shape();
     for (auto d : dims) {
       auto* dim = shape->add_dim();
-      if (d < 0) dim->set_dim_param("N");
-      else dim->set_dim_value(d);
+      if (d < 0)
+        dim->set_dim_param("N");
+      else
+        dim->set_dim_value(d);
     }
   }
   std::string fresh(const std::string& base) { return base + "_" + std::to_string(counter_[base]++); }
@@ -168,7 +178,9 @@ onnx::ModelProto mlp() {
 onnx::ModelProto lenet5() {
   Builder b("lenet5", 2);
   std::string x = b.input("image", onnx::TensorProto::FLOAT, {-1, 1, 28, 28});
-  auto pool = [&](const std::string& v) { return b.node("MaxPool", {v}, {{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}}); };
+  auto pool = [&](const std::string& v) {
+    return b.node("MaxPool", {v}, {{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}});
+  };
   x = pool(b.relu(b.conv(x, 1, 6, 5, 1, 2, true)));
   x = pool(b.relu(b.conv(x, 6, 16, 5, 1, 0, true)));
   x = b.node("Flatten", {x}, {{"axis", I{1}}});
@@ -183,7 +195,9 @@ onnx::ModelProto lenet5() {
 onnx::ModelProto fashion_cnn() {
   Builder b("fashion-cnn", 7);
   std::string x = b.input("image", onnx::TensorProto::FLOAT, {-1, 1, 28, 28});
-  auto pool = [&](const std::string& v) { return b.node("MaxPool", {v}, {{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}}); };
+  auto pool = [&](const std::string& v) {
+    return b.node("MaxPool", {v}, {{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}});
+  };
   x = pool(b.relu(b.conv(x, 1, 32, 3, 1, 1, true)));
   x = pool(b.relu(b.conv(x, 32, 64, 3, 1, 1, true)));
   x = b.node("Flatten", {x}, {{"axis", I{1}}});
@@ -266,27 +280,35 @@ onnx::ModelProto transformer_encoder() {
   // [N, S, H, Dh] and [N, S, D] from the input's own shape, as PyTorch exports x.view(n, s, h, dh):
   // Shape, Gather of a scalar index (a scalar), Unsqueeze to [1], Concat.
   const std::string shape = b.node("Shape", {tokens});
-  auto dim = [&](I i) { return b.node("Unsqueeze", {b.node("Gather", {shape, b.ints("index", {i}, true)}), b.ints("axes", {0})}); };
+  auto dim = [&](I i) {
+    return b.node("Unsqueeze", {b.node("Gather", {shape, b.ints("index", {i}, true)}), b.ints("axes", {0})});
+  };
   const std::string n = dim(0), s = dim(1);
   const std::string heads_shape = b.node("Concat", {n, s, b.ints("h_dh", {H, Dh})}, {{"axis", I{0}}});
   const std::string model_shape = b.node("Concat", {n, s, b.ints("d", {D})}, {{"axis", I{0}}});
   const std::string inv_sqrt_dh = b.scalar(1.0f / std::sqrt(static_cast<float>(Dh)));
   const std::string half = b.scalar(0.5f), one = b.scalar(1.0f), sqrt2 = b.scalar(std::sqrt(2.0f));
-  auto dense = [&](const std::string& v, I in, I out) { return b.node("Add", {b.node("MatMul", {v, b.he("w", {in, out}, in)}), b.weight("b", {out}, 0)}); };
+  auto dense = [&](const std::string& v, I in, I out) {
+    return b.node("Add", {b.node("MatMul", {v, b.he("w", {in, out}, in)}), b.weight("b", {out}, 0)});
+  };
   auto layer_norm = [&](const std::string& v) {
-    return b.node("LayerNormalization", {v, b.weight("ln_scale", {D}, 0, 1.0f), b.weight("ln_bias", {D}, 0)}, {{"axis", I{-1}}, {"epsilon", 1e-5f}});
+    return b.node("LayerNormalization", {v, b.weight("ln_scale", {D}, 0, 1.0f), b.weight("ln_bias", {D}, 0)},
+                  {{"axis", I{-1}}, {"epsilon", 1e-5f}});
   };
   for (I l = 0; l < L; ++l) {
-    auto heads = [&](const std::string& v, const Ints& perm) { return b.node("Transpose", {b.node("Reshape", {v, heads_shape})}, {{"perm", perm}}); };
-    const std::string q = heads(dense(x, D, D), {0, 2, 1, 3});   // [N, H, S, Dh]
-    const std::string k = heads(dense(x, D, D), {0, 2, 3, 1});   // [N, H, Dh, S]
-    const std::string v = heads(dense(x, D, D), {0, 2, 1, 3});   // [N, H, S, Dh]
+    auto heads = [&](const std::string& v, const Ints& perm) {
+      return b.node("Transpose", {b.node("Reshape", {v, heads_shape})}, {{"perm", perm}});
+    };
+    const std::string q = heads(dense(x, D, D), {0, 2, 1, 3});  // [N, H, S, Dh]
+    const std::string k = heads(dense(x, D, D), {0, 2, 3, 1});  // [N, H, Dh, S]
+    const std::string v = heads(dense(x, D, D), {0, 2, 1, 3});  // [N, H, S, Dh]
     const std::string scores = b.node("Mul", {b.node("MatMul", {q, k}), inv_sqrt_dh});
     const std::string attn = b.node("MatMul", {b.node("Softmax", {scores}, {{"axis", I{-1}}}), v});
     const std::string ctx = b.node("Reshape", {b.node("Transpose", {attn}, {{"perm", Ints{0, 2, 1, 3}}}), model_shape});
     x = layer_norm(b.node("Add", {x, dense(ctx, D, D)}));
     const std::string h = dense(x, D, F);
-    const std::string gelu = b.node("Mul", {b.node("Mul", {h, half}), b.node("Add", {b.node("Erf", {b.node("Div", {h, sqrt2})}), one})});
+    const std::string gelu =
+        b.node("Mul", {b.node("Mul", {h, half}), b.node("Add", {b.node("Erf", {b.node("Div", {h, sqrt2})}), one})});
     x = layer_norm(b.node("Add", {x, dense(gelu, F, D)}));
   }
   x = b.node("ReduceMean", {x}, {{"axes", Ints{1}}, {"keepdims", I{0}}});
@@ -304,13 +326,11 @@ onnx::ModelProto build(const std::string& name) {
   if (name == "transformer-encoder") return transformer_encoder();
   std::vector<std::string> names;
   for (const auto& n : builtin_networks()) names.push_back(n.name);
-  throw Error("no built-in network '" + name + "'" + did_you_mean(name, names) + " (built in: " +
-              [&] {
-                std::string s;
-                for (const auto& x : names) s += (s.empty() ? "" : ", ") + x;
-                return s;
-              }() +
-              "; or give the path of an .onnx file)");
+  throw Error("no built-in network '" + name + "'" + did_you_mean(name, names) + " (built in: " + [&] {
+    std::string s;
+    for (const auto& x : names) s += (s.empty() ? "" : ", ") + x;
+    return s;
+  }() + "; or give the path of an .onnx file)");
 }
 
 }  // namespace
@@ -322,13 +342,15 @@ const std::vector<BuiltinNetwork>& builtin_networks() {
       {"mlp", "multilayer perceptron: 784-512-256-10, ReLU", "[N,1,28,28] float32 images (flattened)", 10},
       {"fashion-cnn", "a wider CNN: 2 convolutions 3x3 (32, 64 channels) with max pooling, fully connected 3136-128-10",
        "[N,1,28,28] float32 images (Fashion-MNIST's shape)", 10},
-      {"resnet18", "ResNet-18 (basic blocks 2-2-2-2, 64-512 channels, BatchNormalization)", "[N,3,224,224] float32 images", 1000},
+      {"resnet18", "ResNet-18 (basic blocks 2-2-2-2, 64-512 channels, BatchNormalization)",
+       "[N,3,224,224] float32 images", 1000},
       {"resnet50", "ResNet-50 v1.5 (bottlenecks 3-4-6-3, stride on the 3x3 convolution, BatchNormalization)",
        "[N,3,224,224] float32 images", 1000},
       {"resnet20-cifar", "ResNet-20 for CIFAR-10 (3 stages of 3 basic blocks, 16-32-64 channels, projection shortcuts)",
        "[N,3,32,32] float32 images", 10},
       {"transformer-encoder",
-       "BERT-style encoder: 4 post-LayerNorm layers, d_model 256, 4 heads, feed-forward 1024 with GELU (Erf), vocabulary 8192, "
+       "BERT-style encoder: 4 post-LayerNorm layers, d_model 256, 4 heads, feed-forward 1024 with GELU (Erf), "
+       "vocabulary 8192, "
        "mean pooling, 10 classes",
        "[N,128] int64 token ids", 10},
   };
@@ -354,13 +376,15 @@ Graph load_builtin_network(const std::string& name, const LoadOptions& opt, Mode
 
 Graph load_network(const std::string& network, const LoadOptions& opt, ModelFacts* facts) {
   if (find_builtin_network(network)) return load_builtin_network(network, opt, facts);
-  if (network.find('/') == std::string::npos && network.find(".onnx") == std::string::npos) build(network);  // "no built-in network ..."
+  if (network.find('/') == std::string::npos && network.find(".onnx") == std::string::npos)
+    build(network);  // "no built-in network ..."
   return load_onnx_file(network, opt, facts);
 }
 
 GraphWork graph_work(const Graph& g, int loss) {
   GraphWork w;
-  const std::vector<bool> need = loss >= 0 ? tensors_needing_gradients(g, loss, trainable_params(g, loss)) : std::vector<bool>(g.tensors.size(), false);
+  const std::vector<bool> need = loss >= 0 ? tensors_needing_gradients(g, loss, trainable_params(g, loss))
+                                           : std::vector<bool>(g.tensors.size(), false);
   for (const auto& n : g.nodes) {
     const OpSchema* s = find_op(n.op);
     if (!s || !s->flops) continue;

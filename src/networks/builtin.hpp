@@ -38,12 +38,12 @@ GraphWork graph_work(const Graph& g, int loss);
 
 // What `d500 networks` prints of a graph loaded at batch 1.
 struct NetworkFacts {
-  std::int64_t params = 0;          // trainable weights' elements (BatchNormalization statistics excluded)
-  std::int64_t weight_bytes = 0;    // every constant the model holds
-  double forward_flops = 0;         // per sample
-  double training_flops = 0;        // per sample, forward and backward, with the loss d500 appends
+  std::int64_t params = 0;        // trainable weights' elements (BatchNormalization statistics excluded)
+  std::int64_t weight_bytes = 0;  // every constant the model holds
+  double forward_flops = 0;       // per sample
+  double training_flops = 0;      // per sample, forward and backward, with the loss d500 appends
   int nodes = 0;
-  std::vector<std::string> ops;     // operator types, sorted
+  std::vector<std::string> ops;  // operator types, sorted
 };
 NetworkFacts network_facts(const Graph& g_at_batch_1);
 

@@ -88,7 +88,8 @@ std::string run_set(const Graph& g, const fs::path& set, const BackendInfo& back
   if (ins.size() != g.inputs.size())
     return "the case gives " + std::to_string(ins.size()) + " inputs, the model has " + std::to_string(g.inputs.size());
   if (outs.size() != g.outputs.size())
-    return "the case expects " + std::to_string(outs.size()) + " outputs, the model has " + std::to_string(g.outputs.size());
+    return "the case expects " + std::to_string(outs.size()) + " outputs, the model has " +
+           std::to_string(g.outputs.size());
   std::vector<std::vector<std::byte>> data(ins.size());
   std::vector<const void*> ptrs;
   for (std::size_t k = 0; k < ins.size(); ++k) {
@@ -96,7 +97,8 @@ std::string run_set(const Graph& g, const fs::path& set, const BackendInfo& back
     const TensorInfo& want = g.info(g.inputs[k]);
     if (from_onnx_type(t.data_type()) != want.dtype || Shape(t.dims().begin(), t.dims().end()) != want.shape)
       return "input " + std::to_string(k) + " is " + onnx_type_name(t.data_type()) + " " +
-             shape_str(Shape(t.dims().begin(), t.dims().end())) + ", the model wants " + dtype_name(want.dtype) + " " + shape_str(want.shape);
+             shape_str(Shape(t.dims().begin(), t.dims().end())) + ", the model wants " + dtype_name(want.dtype) + " " +
+             shape_str(want.shape);
     data[k] = tensor_bytes(t, ins[k].string(), set.string());
     ptrs.push_back(data[k].data());
   }
@@ -113,8 +115,8 @@ std::string run_set(const Graph& g, const fs::path& set, const BackendInfo& back
     const DType dt = from_onnx_type(t.data_type());
     const Shape dims(t.dims().begin(), t.dims().end());
     if (dt != have.dtype || dims != have.shape)
-      return "output " + std::to_string(k) + " is " + dtype_name(have.dtype) + " " + shape_str(have.shape) + ", expected " +
-             onnx_type_name(t.data_type()) + " " + shape_str(dims);
+      return "output " + std::to_string(k) + " is " + dtype_name(have.dtype) + " " + shape_str(have.shape) +
+             ", expected " + onnx_type_name(t.data_type()) + " " + shape_str(dims);
     const std::vector<std::byte> want = tensor_bytes(t, outs[k].string(), set.string());
     const std::vector<double> got = runner->output(k);
     for (std::size_t i = 0; i < got.size(); ++i) {
@@ -123,10 +125,12 @@ std::string run_set(const Graph& g, const fs::path& set, const BackendInfo& back
       const bool ok = exact ? w == v
                             : (std::isnan(w) && std::isnan(v)) || (std::isinf(w) && w == v) ||
                                   std::abs(v - w) <= 1e-7 + 1e-3 * std::abs(w);
-      const double rel = std::isfinite(w) && std::isfinite(v) ? std::abs(v - w) / std::max(std::abs(w), 1e-30) : (ok ? 0 : INFINITY);
+      const double rel =
+          std::isfinite(w) && std::isfinite(v) ? std::abs(v - w) / std::max(std::abs(w), 1e-30) : (ok ? 0 : INFINITY);
       if (std::abs(v - w) > 0 || !ok) worst = std::max(worst, std::abs(v - w) <= 1e-30 ? 0.0 : rel);
       if (!ok && bad.empty())
-        bad = "output " + std::to_string(k) + " element " + std::to_string(i) + ": got " + fmt_sig(v, 7) + ", expected " + fmt_sig(w, 7);
+        bad = "output " + std::to_string(k) + " element " + std::to_string(i) + ": got " + fmt_sig(v, 7) +
+              ", expected " + fmt_sig(w, 7);
     }
   }
   return bad;
@@ -138,7 +142,8 @@ void collect(const fs::path& root, std::vector<fs::path>& out) {
     return;
   }
   std::error_code ec;
-  if (!fs::is_directory(root, ec)) throw Error(root.string() + ": neither a test case (a directory with model.onnx) nor a directory of them");
+  if (!fs::is_directory(root, ec))
+    throw Error(root.string() + ": neither a test case (a directory with model.onnx) nor a directory of them");
   std::vector<fs::path> kids;
   for (const auto& e : fs::directory_iterator(root))
     if (e.is_directory() && is_case(e.path())) kids.push_back(e.path());
@@ -170,7 +175,9 @@ ConformanceSummary run_conformance(const std::vector<std::string>& roots, const 
         g = load_onnx_file((dir / "model.onnx").string(), opt, &facts);
       } catch (const Error& e) {
         const std::string msg = e.what();
-        if (msg.find("must be known at load time") == std::string::npos && msg.find("must be a constant") == std::string::npos) throw;
+        if (msg.find("must be known at load time") == std::string::npos &&
+            msg.find("must be a constant") == std::string::npos)
+          throw;
         opt.fixed_inputs = load_time_inputs(dir / "model.onnx", sets[0]);
         g = load_onnx_file((dir / "model.onnx").string(), opt, &facts);
         c.detail = "integer inputs fixed at load time";
@@ -199,12 +206,17 @@ ConformanceSummary run_conformance(const std::vector<std::string>& roots, const 
       if (msg.rfind(prefix, 0) == 0) msg = msg.substr(prefix.size());
       c.detail = msg;
     }
-    const char* word = c.result == ConformanceCase::Result::Pass ? "pass" : c.result == ConformanceCase::Result::Fail ? "FAIL" : "cannot run";
+    const char* word = c.result == ConformanceCase::Result::Pass   ? "pass"
+                       : c.result == ConformanceCase::Result::Fail ? "FAIL"
+                                                                   : "cannot run";
     out << word << "  " << c.name;
-    if (c.result != ConformanceCase::Result::CannotRun) out << "  worst relative error " << fmt_sig(c.worst_rel_error, 3);
+    if (c.result != ConformanceCase::Result::CannotRun)
+      out << "  worst relative error " << fmt_sig(c.worst_rel_error, 3);
     if (!c.detail.empty()) out << "  (" << c.detail << ")";
     out << "\n";
-    (c.result == ConformanceCase::Result::Pass ? sum.passed : c.result == ConformanceCase::Result::Fail ? sum.failed : sum.cannot_run)++;
+    (c.result == ConformanceCase::Result::Pass   ? sum.passed
+     : c.result == ConformanceCase::Result::Fail ? sum.failed
+                                                 : sum.cannot_run)++;
     sum.cases.push_back(std::move(c));
   }
   // Per operator: the cases whose models use it.

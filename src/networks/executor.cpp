@@ -131,7 +131,8 @@ std::size_t place(std::vector<Request>& reqs) {
     Request& r = reqs[i];
     busy.clear();
     for (std::size_t j : placed)
-      if (reqs[j].def <= r.end && r.def <= reqs[j].end) busy.push_back({reqs[j].offset, reqs[j].offset + reqs[j].bytes});
+      if (reqs[j].def <= r.end && r.def <= reqs[j].end)
+        busy.push_back({reqs[j].offset, reqs[j].offset + reqs[j].bytes});
     std::sort(busy.begin(), busy.end());
     std::size_t at = 0;
     for (const auto& [b, e] : busy) {
@@ -164,7 +165,8 @@ std::size_t view_bytes(const TensorView& v) { return static_cast<std::size_t>(v.
 // [-1, 1) from a seeded generator (Monte Carlo arithmetic's model of a rounding to nearest).
 class RoundingNoise final : public NodeKernel {
  public:
-  RoundingNoise(std::unique_ptr<NodeKernel> k, const NodeProblem& p, std::uint64_t seed) : k_(std::move(k)), p_(p), state_(seed) {}
+  RoundingNoise(std::unique_ptr<NodeKernel> k, const NodeProblem& p, std::uint64_t seed)
+      : k_(std::move(k)), p_(p), state_(seed) {}
   void forward() override {
     k_->forward();
     perturb(p_.out);
@@ -209,12 +211,15 @@ class ReducedInputs final : public NodeKernel {
     restore();
   }
   void backward() override {
-    round({p_.in.size() > 0 ? &p_.in[0] : nullptr, p_.in.size() > 1 ? &p_.in[1] : nullptr, p_.dout.empty() ? nullptr : &p_.dout[0]});
+    round({p_.in.size() > 0 ? &p_.in[0] : nullptr, p_.in.size() > 1 ? &p_.in[1] : nullptr,
+           p_.dout.empty() ? nullptr : &p_.dout[0]});
     k_->backward();
     restore();
   }
   void constants_changed() override { k_->constants_changed(); }
-  std::string impl() const override { return k_->impl() + ", inputs rounded to " + std::to_string(bits_) + " mantissa bits"; }
+  std::string impl() const override {
+    return k_->impl() + ", inputs rounded to " + std::to_string(bits_) + " mantissa bits";
+  }
 
  private:
   void round(std::initializer_list<const TensorView*> ts) {
@@ -376,8 +381,10 @@ struct GraphExecutor::Impl {
     std::int64_t t0 = 0;
     Clock(Impl& impl, std::int64_t* s) : m(impl), slots(s) {
       if (!slots) return;
-      if (m.marks) m.dev->mark(0);
-      else t0 = now_ns();
+      if (m.marks)
+        m.dev->mark(0);
+      else
+        t0 = now_ns();
     }
     void lap() {
       if (!slots) return;
@@ -488,17 +495,24 @@ struct GraphExecutor::Impl {
     return v;
   }
   void add(void* target, const void* src, std::int64_t n) const {
-    if (dev) dev->axpy(1.0f, static_cast<const float*>(src), static_cast<float*>(target), n);
-    else if (fsz == 8) add_into<double>(target, src, n);
-    else add_into<float>(target, src, n);
+    if (dev)
+      dev->axpy(1.0f, static_cast<const float*>(src), static_cast<float*>(target), n);
+    else if (fsz == 8)
+      add_into<double>(target, src, n);
+    else
+      add_into<float>(target, src, n);
   }
   void copy(void* dst, const void* src, std::size_t bytes) const {
-    if (dev) dev->copy(dst, src, bytes);
-    else std::memcpy(dst, src, bytes);
+    if (dev)
+      dev->copy(dst, src, bytes);
+    else
+      std::memcpy(dst, src, bytes);
   }
   void zero(void* p, std::size_t bytes) const {
-    if (dev) dev->zero(p, bytes);
-    else std::memset(p, 0, bytes);
+    if (dev)
+      dev->zero(p, bytes);
+    else
+      std::memset(p, 0, bytes);
   }
 
   // The constructor's stages, in order (each below it). Each returns the persistent bytes it
@@ -588,7 +602,8 @@ void schedule_steps(const Graph& g, const ExecutorSpec& spec, Schedule& sc, std:
     if (spec.loss < 0 || g.info(spec.loss).dtype != DType::F32 || numel(g.info(spec.loss).shape) != 1)
       throw Error("executor: a training step needs a scalar float loss");
     sc.need = tensors_needing_gradients(g, spec.loss, spec.params);
-    for (std::size_t k = 0; k < spec.params.size(); ++k) sc.param_index[static_cast<std::size_t>(spec.params[k])] = static_cast<int>(k);
+    for (std::size_t k = 0; k < spec.params.size(); ++k)
+      sc.param_index[static_cast<std::size_t>(spec.params[k])] = static_cast<int>(k);
     auto diff = [&](std::size_t node, std::size_t slot) {
       const int t = g.nodes[node].in[slot];
       return t >= 0 && sc.need[static_cast<std::size_t>(t)] && (sc.schema[node]->diff_in >> slot & 1u);
@@ -602,7 +617,8 @@ void schedule_steps(const Graph& g, const ExecutorSpec& spec, Schedule& sc, std:
     for (std::size_t i = 0; i < g.nodes.size(); ++i) {
       if (!sc.schema[i]->view || !diff(i, 0)) continue;
       const int x = g.nodes[i].in[0], y = g.nodes[i].out[0];
-      if (count[static_cast<std::size_t>(x)] == 1 && !(sc.param_index[static_cast<std::size_t>(x)] >= 0 && micros > 1)) {
+      if (count[static_cast<std::size_t>(x)] == 1 &&
+          !(sc.param_index[static_cast<std::size_t>(x)] >= 0 && micros > 1)) {
         sc.groot[static_cast<std::size_t>(y)] = sc.groot[static_cast<std::size_t>(x)];
         sc.view_aliased[i] = true;
       }
@@ -617,7 +633,8 @@ void schedule_steps(const Graph& g, const ExecutorSpec& spec, Schedule& sc, std:
       sc.bstep[r] = static_cast<int>(steps.size());
       steps.push_back(Step{static_cast<int>(r), true, "", 0});
       for (std::size_t s = 0; s < g.nodes[r].in.size(); ++s)
-        if (diff(r, s)) sc.contribs.push_back(Schedule::Contribution{sc.bstep[r], static_cast<int>(r), s, g.nodes[r].in[s], true});
+        if (diff(r, s))
+          sc.contribs.push_back(Schedule::Contribution{sc.bstep[r], static_cast<int>(r), s, g.nodes[r].in[s], true});
     }
     // The first contribution to a gradient buffer writes it; later ones go through a temporary
     // and are added. Parameters accumulate over micro-batches: with several, every contribution
@@ -684,14 +701,17 @@ std::int64_t GraphExecutor::Impl::place_arena(Schedule& sc) {
       const int r = sc.grad_req[static_cast<std::size_t>(sc.groot[t])];
       if (r < 0 || !sc.need[t]) continue;
       const int p = sc.producer[t];
-      const int until = p < 0 ? sc.end : sc.bstep[static_cast<std::size_t>(p)] >= 0 ? sc.bstep[static_cast<std::size_t>(p)] : sc.end;
+      const int until = p < 0                                        ? sc.end
+                        : sc.bstep[static_cast<std::size_t>(p)] >= 0 ? sc.bstep[static_cast<std::size_t>(p)]
+                                                                     : sc.end;
       sc.reqs[static_cast<std::size_t>(r)].end = std::max(sc.reqs[static_cast<std::size_t>(r)].end, until);
     }
   }
   // Temporaries for contributions that are added.
   sc.temp_req.assign(sc.contribs.size(), -1);
   for (std::size_t k = 0; k < sc.contribs.size(); ++k)
-    if (!sc.contribs[k].direct && !(sc.contribs[k].node >= 0 && sc.schema[static_cast<std::size_t>(sc.contribs[k].node)]->view)) {
+    if (!sc.contribs[k].direct &&
+        !(sc.contribs[k].node >= 0 && sc.schema[static_cast<std::size_t>(sc.contribs[k].node)]->view)) {
       sc.temp_req[k] = static_cast<int>(sc.reqs.size());
       sc.reqs.push_back(Request{m.tbytes(sc.contribs[k].tensor), sc.contribs[k].step, sc.contribs[k].step});
     }
@@ -752,7 +772,9 @@ void GraphExecutor::Impl::make_kernels(const Schedule& sc, std::vector<GraphExec
   Impl& m = *this;
   m.kernels.resize(g.nodes.size());
   const auto& contrib_of = sc.contrib_of;
-  auto temp_ptr = [&](std::size_t k) { return static_cast<void*>(m.arena.p + sc.reqs[static_cast<std::size_t>(sc.temp_req[k])].offset); };
+  auto temp_ptr = [&](std::size_t k) {
+    return static_cast<void*>(m.arena.p + sc.reqs[static_cast<std::size_t>(sc.temp_req[k])].offset);
+  };
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
     if (sc.schema[i]->view) continue;
@@ -771,7 +793,8 @@ void GraphExecutor::Impl::make_kernels(const Schedule& sc, std::vector<GraphExec
         TensorView d = p.in[s];
         d.data = nullptr;
         const auto it = contrib_of.find({static_cast<int>(i), s});
-        if (it != contrib_of.end()) d.data = sc.contribs[it->second].direct ? m.grad[static_cast<std::size_t>(n.in[s])] : temp_ptr(it->second);
+        if (it != contrib_of.end())
+          d.data = sc.contribs[it->second].direct ? m.grad[static_cast<std::size_t>(n.in[s])] : temp_ptr(it->second);
         p.din.push_back(d);
       }
       for (std::size_t j = 0; j < n.out.size(); ++j) {
@@ -791,10 +814,12 @@ void GraphExecutor::Impl::make_kernels(const Schedule& sc, std::vector<GraphExec
       impl = m.kernels[i]->impl();
     } else if (!m.kernels[i]) {
       m.kernels[i] = make_reference_node_kernel(p, spec.double_precision);
-      if (spec.double_precision && spec.reduced_mantissa > 0 && (n.op == "Conv" || n.op == "ConvTranspose" || n.op == "Gemm" || n.op == "MatMul"))
+      if (spec.double_precision && spec.reduced_mantissa > 0 &&
+          (n.op == "Conv" || n.op == "ConvTranspose" || n.op == "Gemm" || n.op == "MatMul"))
         m.kernels[i] = std::make_unique<ReducedInputs>(std::move(m.kernels[i]), p, spec.reduced_mantissa);
       if (spec.double_precision && spec.rounding_noise != 0)
-        m.kernels[i] = std::make_unique<RoundingNoise>(std::move(m.kernels[i]), p, spec.rounding_noise * 0x100000001b3ull + i);
+        m.kernels[i] =
+            std::make_unique<RoundingNoise>(std::move(m.kernels[i]), p, spec.rounding_noise * 0x100000001b3ull + i);
       if (impl.empty()) impl = m.kernels[i]->impl();
     } else {
       impl = m.kernels[i]->impl();
@@ -819,7 +844,9 @@ void GraphExecutor::Impl::make_kernels(const Schedule& sc, std::vector<GraphExec
 void GraphExecutor::Impl::make_backward_runs(const Schedule& sc, std::vector<GraphExecutor::Step>& steps) {
   Impl& m = *this;
   const auto& contrib_of = sc.contrib_of;
-  auto temp_ptr = [&](std::size_t k) { return static_cast<void*>(m.arena.p + sc.reqs[static_cast<std::size_t>(sc.temp_req[k])].offset); };
+  auto temp_ptr = [&](std::size_t k) {
+    return static_cast<void*>(m.arena.p + sc.reqs[static_cast<std::size_t>(sc.temp_req[k])].offset);
+  };
   // Backward runs in schedule order; each carries its additions.
   std::vector<Impl::Run> runs(static_cast<std::size_t>(sc.end));
   for (std::size_t i = 0; i < g.nodes.size(); ++i) {
@@ -867,7 +894,8 @@ GraphExecutor::GraphExecutor(const ExecutorSpec& spec) : impl_(std::make_unique<
   Impl& m = *impl_;
   const std::size_t nt = m.g.tensors.size();
   if (spec.inputs.size() != m.g.inputs.size())
-    throw Error("executor: " + std::to_string(spec.inputs.size()) + " inputs given, the graph has " + std::to_string(m.g.inputs.size()));
+    throw Error("executor: " + std::to_string(spec.inputs.size()) + " inputs given, the graph has " +
+                std::to_string(m.g.inputs.size()));
   m.data.assign(nt, nullptr);
   m.grad.assign(nt, nullptr);
   persistent_bytes_ += m.load_constants_and_inputs();
@@ -891,7 +919,8 @@ void GraphExecutor::forward(int micro) {
   Impl::Clock clock(m, slots_);
   if (m.spec.micro_batches > 1)
     for (std::size_t k = 0; k < m.inputs_cur.size(); ++k)
-      m.copy(m.inputs_cur[k].p, m.inputs_all[k].p + static_cast<std::size_t>(micro) * m.inputs_cur[k].n, m.inputs_cur[k].n);
+      m.copy(m.inputs_cur[k].p, m.inputs_all[k].p + static_cast<std::size_t>(micro) * m.inputs_cur[k].n,
+             m.inputs_cur[k].n);
   for (const auto& r : m.fwd) {
     r.kernel->forward();
     clock.lap();
@@ -906,9 +935,12 @@ void GraphExecutor::backward(int micro) {
   if (micro == 0 && micros > 1)
     for (auto& b : m.pgrad) m.zero(b.p, b.n);
   m.grads_on_host.assign(m.grads_on_host.size(), false);
-  if (m.dev) m.dev->copy(m.loss_grad, m.seed.p, sizeof(float));
-  else if (m.fsz == 8) *static_cast<double*>(m.loss_grad) = 1.0 / micros;
-  else *static_cast<float*>(m.loss_grad) = 1.0f / static_cast<float>(micros);
+  if (m.dev)
+    m.dev->copy(m.loss_grad, m.seed.p, sizeof(float));
+  else if (m.fsz == 8)
+    *static_cast<double*>(m.loss_grad) = 1.0 / micros;
+  else
+    *static_cast<float*>(m.loss_grad) = 1.0f / static_cast<float>(micros);
   clock.lap();
   for (const auto& r : m.bwd) {
     if (r.kernel) {
@@ -948,14 +980,15 @@ void GraphExecutor::inputs_changed() {
   const int micros = std::max(1, m.spec.micro_batches);
   for (std::size_t k = 0; k < m.g.inputs.size(); ++k) {
     const int t = m.g.inputs[k];
-    m.load(m.inputs_all[k], m.spec.inputs[k], t, static_cast<std::size_t>(numel(m.g.info(t).shape)) * static_cast<std::size_t>(micros));
+    m.load(m.inputs_all[k], m.spec.inputs[k], t,
+           static_cast<std::size_t>(numel(m.g.info(t).shape)) * static_cast<std::size_t>(micros));
   }
 }
 
 float* GraphExecutor::parameter(std::size_t k) {
   const float* p = parameter_value(k);
   if (Impl& m = *impl_; m.dev) m.params_handed[k] = true;  // it may be written: the newer from here
-  return const_cast<float*>(p);  // the executor's own storage (on a device, its host copy)
+  return const_cast<float*>(p);                            // the executor's own storage (on a device, its host copy)
 }
 
 const float* GraphExecutor::parameter_value(std::size_t k) {
@@ -1022,7 +1055,8 @@ void GraphExecutor::parameters_changed() {
 // elsewhere SGD's family, composed from axpy and scale.
 class DeviceOptimizer final : public Optimizer {
  public:
-  DeviceOptimizer(const OptimizerSpec& s, GraphExecutor& e) : s_(s), e_(e), m_(*e.impl_), fused_(m_.dev->has_optimizer_step()) {
+  DeviceOptimizer(const OptimizerSpec& s, GraphExecutor& e)
+      : s_(s), e_(e), m_(*e.impl_), fused_(m_.dev->has_optimizer_step()) {
     if (const std::string why = check_optimizer(s); !why.empty()) throw Error(why);
     // The state the rule keeps, as the reference's (SGD's family, all the axpy path has, keeps no
     // second state).
@@ -1052,8 +1086,10 @@ class DeviceOptimizer final : public Optimizer {
       const auto n = static_cast<std::int64_t>(m_.host_params[k].size());
       // A gradient the host was handed (a scheme over MPI averages there in place) is the newer.
       if (m_.grads_on_host[k]) d.upload(g, m_.host_grads[k].data(), static_cast<std::size_t>(n) * sizeof(float));
-      if (fused_) d.optimizer_step(rule, p, g, state_[k], state_[m_.host_params.size() + k], n);
-      else axpy_step(rule, p, g, state_[k], n);
+      if (fused_)
+        d.optimizer_step(rule, p, g, state_[k], state_[m_.host_params.size() + k], n);
+      else
+        axpy_step(rule, p, g, state_[k], n);
     }
     d.synchronize();
     m_.params_on_host.assign(m_.params_on_host.size(), false);
@@ -1106,7 +1142,8 @@ class DeviceOptimizer final : public Optimizer {
       return;
     }
     // b = mu b + (g + wd p), b = g + wd p at the first step
-    if (r.first) d.copy(b, g, static_cast<std::size_t>(n) * sizeof(float));
+    if (r.first)
+      d.copy(b, g, static_cast<std::size_t>(n) * sizeof(float));
     else {
       d.scale(r.mu, b, n);
       d.axpy(1, g, b, n);
@@ -1149,9 +1186,10 @@ std::string GraphExecutor::describe() const {
                   : m.spec.backend        ? m.spec.backend->name
                                           : "reference";
   std::string where;
-  if (m.dev) where = " on " + m.dev->describe() + " (each forward and backward call waits for the device before it returns)";
-  return "d500 graph executor on " + b + where + ": " + std::to_string(m.fwd.size()) + " forward and " + std::to_string(m.bwd.size()) +
-         " backward steps, " + std::to_string(arena_bytes_) + " bytes planned";
+  if (m.dev)
+    where = " on " + m.dev->describe() + " (each forward and backward call waits for the device before it returns)";
+  return "d500 graph executor on " + b + where + ": " + std::to_string(m.fwd.size()) + " forward and " +
+         std::to_string(m.bwd.size()) + " backward steps, " + std::to_string(arena_bytes_) + " bytes planned";
 }
 
 }  // namespace d500

@@ -34,7 +34,7 @@ struct ExecutorSpec : RunnerSpec {
   // the node computes (10: TF32 as tensor cores take float32 with math = "tf32"); the values are
   // put back after. The yardstick of reduced-precision arithmetic.
   int reduced_mantissa = 0;
-  bool keep_all = false;         // no buffer reuse: every tensor stays readable (diagnosis)
+  bool keep_all = false;          // no buffer reuse: every tensor stays readable (diagnosis)
   const Params* point = nullptr;  // the point's parameters, handed to the backend's kernels
 };
 
@@ -67,7 +67,7 @@ class GraphExecutor final : public GraphRunner {
   // When set, each step's duration (ns) of the coming forward/backward calls is added to
   // slots[step index]: one int64 per step, preallocated by the caller.
   void time_steps(std::int64_t* slots) { slots_ = slots; }
-  std::int64_t arena_bytes() const { return arena_bytes_; }      // planned activations and gradients
+  std::int64_t arena_bytes() const { return arena_bytes_; }  // planned activations and gradients
   // The device memory the tensors live in (a device backend's), or nullptr on the host.
   DeviceMemory* device() const;
   std::int64_t persistent_bytes() const { return persistent_bytes_; }  // weights, inputs, parameter gradients
@@ -112,7 +112,8 @@ NodeProblem node_shapes(const Graph& g, const Node& n, bool training);
 
 // The runner of a point on `backend`: the backend's own executor of whole graphs when it is one
 // (libtorch-native), else d500's executor on its kernels.
-std::unique_ptr<GraphRunner> make_runner(const BackendInfo& backend, const RunnerSpec& spec, const Params* point = nullptr);
+std::unique_ptr<GraphRunner> make_runner(const BackendInfo& backend, const RunnerSpec& spec,
+                                         const Params* point = nullptr);
 
 // What gets gradients in a training step: for each tensor, whether the loss depends on it
 // through differentiable inputs and it depends on a parameter.

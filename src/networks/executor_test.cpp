@@ -15,16 +15,16 @@
 #include "backends/cuda/half.hpp"
 #include "backends/device.hpp"
 #include "backends/device_ops.hpp"
-#include "backends/kernel.hpp"
 #include "backends/graph_ops.hpp"
+#include "backends/kernel.hpp"
 #include "backends/optimizer.hpp"
 #include "backends/registry.hpp"
 #include "common/random.hpp"
 #include "networks/builtin.hpp"
+#include "networks/graph_builder_test.hpp"
 #include "networks/prepare.hpp"
 #include "networks/validate.hpp"
 #include "training/distributed.hpp"
-#include "networks/graph_builder_test.hpp"
 
 namespace d500 {
 namespace {
@@ -91,18 +91,24 @@ std::vector<GradCase> cases() {
   unary("Abs", -1, 1);
   unary("Reciprocal", 0.5, 2);
   v.push_back({"Clip", [](B& b) {
-                 return std::vector<int>{b.node("Clip", {b.weight("x", {3, 5}), b.constant("lo", DType::F32, {}, B::bytes_of({-0.5f})),
-                                                         b.constant("hi", DType::F32, {}, B::bytes_of({0.6f}))})};
+                 return std::vector<int>{
+                     b.node("Clip", {b.weight("x", {3, 5}), b.constant("lo", DType::F32, {}, B::bytes_of({-0.5f})),
+                                     b.constant("hi", DType::F32, {}, B::bytes_of({0.6f}))})};
                }});
   for (const char* op : {"Add", "Sub", "Mul", "Div"})
-    v.push_back({std::string(op) + " (broadcast)", [op](B& b) {
-                   return std::vector<int>{b.node(op, {b.weight("a", {2, 3, 4}, 0.5, 2), b.weight("b", {3, 1}, 0.5, 2)})};
-                 }});
-  v.push_back({"Pow", [](B& b) { return std::vector<int>{b.node("Pow", {b.weight("a", {2, 3}, 0.5, 2), b.weight("b", {3}, 0.5, 2)})}; }});
+    v.push_back(
+        {std::string(op) + " (broadcast)", [op](B& b) {
+           return std::vector<int>{b.node(op, {b.weight("a", {2, 3, 4}, 0.5, 2), b.weight("b", {3, 1}, 0.5, 2)})};
+         }});
+  v.push_back({"Pow", [](B& b) {
+                 return std::vector<int>{b.node("Pow", {b.weight("a", {2, 3}, 0.5, 2), b.weight("b", {3}, 0.5, 2)})};
+               }});
   v.push_back({"Pow (integer exponents, broadcast)", [](B& b) {
-                 const int e = b.node("Cast", {b.constant_i64("e", {2, 0, 3}, {3})}, {{"to", int_attr(static_cast<std::int64_t>(DType::I32))}});
-                 return std::vector<int>{b.node("Pow", {b.weight("a", {2, 3}, -2, -0.5), b.constant_i64("k", {2, -1}, {2, 1})}),
-                                         b.node("Pow", {b.weight("c", {4, 3}, 0.5, 2), e})};
+                 const int e = b.node("Cast", {b.constant_i64("e", {2, 0, 3}, {3})},
+                                      {{"to", int_attr(static_cast<std::int64_t>(DType::I32))}});
+                 return std::vector<int>{
+                     b.node("Pow", {b.weight("a", {2, 3}, -2, -0.5), b.constant_i64("k", {2, -1}, {2, 1})}),
+                     b.node("Pow", {b.weight("c", {4, 3}, 0.5, 2), e})};
                }});
   v.push_back({"Mul of a tensor by itself", [](B& b) {
                  const int x = b.weight("x", {4, 3});
@@ -110,35 +116,49 @@ std::vector<GradCase> cases() {
                }});
   v.push_back({"Where", [](B& b) {
                  const std::vector<std::byte> c = {std::byte{1}, std::byte{0}, std::byte{1}};
-                 return std::vector<int>{b.node("Where", {b.constant("c", DType::Bool, {3}, c), b.weight("x", {2, 3}), b.weight("y", {1, 3})})};
+                 return std::vector<int>{b.node(
+                     "Where", {b.constant("c", DType::Bool, {3}, c), b.weight("x", {2, 3}), b.weight("y", {1, 3})})};
                }});
-  v.push_back({"Conv (strided, padded, dilated, bias)", [](B& b) {
-                 return std::vector<int>{b.node("Conv", {b.weight("x", {2, 3, 7, 6}), b.weight("w", {4, 3, 3, 2}), b.weight("b", {4})},
-                                                {{"strides", ints_attr({2, 1})}, {"pads", ints_attr({1, 0, 0, 1})}, {"dilations", ints_attr({1, 2})}})};
-               }});
+  v.push_back(
+      {"Conv (strided, padded, dilated, bias)", [](B& b) {
+         return std::vector<int>{b.node(
+             "Conv", {b.weight("x", {2, 3, 7, 6}), b.weight("w", {4, 3, 3, 2}), b.weight("b", {4})},
+             {{"strides", ints_attr({2, 1})}, {"pads", ints_attr({1, 0, 0, 1})}, {"dilations", ints_attr({1, 2})}})};
+       }});
   v.push_back({"Conv (grouped)", [](B& b) {
                  return std::vector<int>{b.node("Conv", {b.weight("x", {2, 4, 5, 5}), b.weight("w", {6, 2, 3, 3})},
                                                 {{"group", int_attr(2)}, {"auto_pad", string_attr("SAME_UPPER")}})};
                }});
-  v.push_back({"Conv (1x1)", [](B& b) { return std::vector<int>{b.node("Conv", {b.weight("x", {2, 3, 4, 4}), b.weight("w", {5, 3, 1, 1})})}; }});
+  v.push_back({"Conv (1x1)", [](B& b) {
+                 return std::vector<int>{b.node("Conv", {b.weight("x", {2, 3, 4, 4}), b.weight("w", {5, 3, 1, 1})})};
+               }});
   v.push_back({"Conv (1-D)", [](B& b) {
-                 return std::vector<int>{b.node("Conv", {b.weight("x", {2, 3, 9}), b.weight("w", {4, 3, 3})}, {{"pads", ints_attr({1, 2})}})};
+                 return std::vector<int>{b.node("Conv", {b.weight("x", {2, 3, 9}), b.weight("w", {4, 3, 3})},
+                                                {{"pads", ints_attr({1, 2})}})};
                }});
   v.push_back({"ConvTranspose", [](B& b) {
-                 return std::vector<int>{b.node("ConvTranspose", {b.weight("x", {2, 3, 4, 4}), b.weight("w", {3, 2, 3, 3}), b.weight("b", {2})},
-                                                {{"strides", ints_attr({2, 2})}, {"pads", ints_attr({1, 1, 1, 1})}, {"output_padding", ints_attr({1, 1})}})};
+                 return std::vector<int>{b.node(
+                     "ConvTranspose", {b.weight("x", {2, 3, 4, 4}), b.weight("w", {3, 2, 3, 3}), b.weight("b", {2})},
+                     {{"strides", ints_attr({2, 2})},
+                      {"pads", ints_attr({1, 1, 1, 1})},
+                      {"output_padding", ints_attr({1, 1})}})};
                }});
   v.push_back({"ConvTranspose (groups, dilation)", [](B& b) {
-                 return std::vector<int>{b.node("ConvTranspose", {b.weight("x", {2, 4, 3, 5}), b.weight("w", {4, 3, 2, 3})},
-                                                {{"group", int_attr(2)}, {"dilations", ints_attr({1, 2})}, {"pads", ints_attr({0, 1, 0, 1})},
+                 return std::vector<int>{b.node("ConvTranspose",
+                                                {b.weight("x", {2, 4, 3, 5}), b.weight("w", {4, 3, 2, 3})},
+                                                {{"group", int_attr(2)},
+                                                 {"dilations", ints_attr({1, 2})},
+                                                 {"pads", ints_attr({0, 1, 0, 1})},
                                                  {"strides", ints_attr({1, 2})}})};
                }});
   v.push_back({"Gemm (transB, bias broadcast, alpha, beta)", [](B& b) {
-                 return std::vector<int>{b.node("Gemm", {b.weight("a", {3, 4}), b.weight("b", {5, 4}), b.weight("c", {5})},
-                                                {{"transB", int_attr(1)}, {"alpha", float_attr(0.5)}, {"beta", float_attr(2.0)}})};
+                 return std::vector<int>{
+                     b.node("Gemm", {b.weight("a", {3, 4}), b.weight("b", {5, 4}), b.weight("c", {5})},
+                            {{"transB", int_attr(1)}, {"alpha", float_attr(0.5)}, {"beta", float_attr(2.0)}})};
                }});
   v.push_back({"Gemm (transA)", [](B& b) {
-                 return std::vector<int>{b.node("Gemm", {b.weight("a", {4, 3}), b.weight("b", {4, 5})}, {{"transA", int_attr(1)}})};
+                 return std::vector<int>{
+                     b.node("Gemm", {b.weight("a", {4, 3}), b.weight("b", {4, 5})}, {{"transA", int_attr(1)}})};
                }});
   v.push_back({"MatMul (broadcast batch)", [](B& b) {
                  return std::vector<int>{b.node("MatMul", {b.weight("a", {2, 1, 3, 4}), b.weight("b", {3, 4, 5})})};
@@ -149,69 +169,108 @@ std::vector<GradCase> cases() {
   v.push_back({"MatMul (a projection: 2-D weight)", [](B& b) {
                  return std::vector<int>{b.node("MatMul", {b.weight("x", {2, 3, 4}), b.weight("w", {4, 5})})};
                }});
-  v.push_back({"MatMul (1-D)", [](B& b) { return std::vector<int>{b.node("MatMul", {b.weight("a", {4}), b.weight("b", {2, 4, 5})})}; }});
-  v.push_back({"Softmax", [](B& b) { return std::vector<int>{b.node("Softmax", {b.weight("x", {2, 3, 4})}, {{"axis", int_attr(1)}})}; }});
+  v.push_back({"MatMul (1-D)", [](B& b) {
+                 return std::vector<int>{b.node("MatMul", {b.weight("a", {4}), b.weight("b", {2, 4, 5})})};
+               }});
+  v.push_back({"Softmax", [](B& b) {
+                 return std::vector<int>{b.node("Softmax", {b.weight("x", {2, 3, 4})}, {{"axis", int_attr(1)}})};
+               }});
   v.push_back({"LogSoftmax", [](B& b) { return std::vector<int>{b.node("LogSoftmax", {b.weight("x", {3, 5})})}; }});
   v.push_back({"BatchNormalization (training)", [](B& b) {
-                 return std::vector<int>{b.node("BatchNormalization", {b.weight("x", {3, 4, 2, 2}), b.weight("s", {4}, 0.5, 1.5), b.weight("b", {4}),
-                                                                       b.constant_f("m", {4}), b.constant_f("v", {4}, 0.5, 1)})};
+                 return std::vector<int>{
+                     b.node("BatchNormalization",
+                            {b.weight("x", {3, 4, 2, 2}), b.weight("s", {4}, 0.5, 1.5), b.weight("b", {4}),
+                             b.constant_f("m", {4}), b.constant_f("v", {4}, 0.5, 1)})};
                }});
   v.push_back({"BatchNormalization (3-D, many rows)", [](B& b) {
-                 return std::vector<int>{b.node("BatchNormalization", {b.weight("x", {40, 3, 5}, -2, 3), b.weight("s", {3}, 0.5, 1.5), b.weight("b", {3}),
-                                                                       b.constant_f("m", {3}), b.constant_f("v", {3}, 0.5, 1)},
-                                                {{"epsilon", float_attr(1e-3f)}})};
+                 return std::vector<int>{
+                     b.node("BatchNormalization",
+                            {b.weight("x", {40, 3, 5}, -2, 3), b.weight("s", {3}, 0.5, 1.5), b.weight("b", {3}),
+                             b.constant_f("m", {3}), b.constant_f("v", {3}, 0.5, 1)},
+                            {{"epsilon", float_attr(1e-3f)}})};
                }});
   v.push_back({"LayerNormalization (last axis)", [](B& b) {
-                 return std::vector<int>{b.node("LayerNormalization", {b.weight("x", {3, 6}), b.weight("s", {6}), b.weight("b", {6})})};
+                 return std::vector<int>{
+                     b.node("LayerNormalization", {b.weight("x", {3, 6}), b.weight("s", {6}), b.weight("b", {6})})};
                }});
   v.push_back({"LayerNormalization (axis 1)", [](B& b) {
-                 return std::vector<int>{b.node("LayerNormalization", {b.weight("x", {2, 3, 4}), b.weight("s", {3, 4})}, {{"axis", int_attr(1)}})};
+                 return std::vector<int>{b.node("LayerNormalization", {b.weight("x", {2, 3, 4}), b.weight("s", {3, 4})},
+                                                {{"axis", int_attr(1)}})};
                }});
-  v.push_back({"MaxPool", [](B& b) {
-                 return std::vector<int>{b.node("MaxPool", {b.weight("x", {2, 2, 5, 5})},
-                                                {{"kernel_shape", ints_attr({3, 3})}, {"strides", ints_attr({2, 2})}, {"pads", ints_attr({1, 1, 1, 1})}})};
-               }});
+  v.push_back(
+      {"MaxPool", [](B& b) {
+         return std::vector<int>{b.node(
+             "MaxPool", {b.weight("x", {2, 2, 5, 5})},
+             {{"kernel_shape", ints_attr({3, 3})}, {"strides", ints_attr({2, 2})}, {"pads", ints_attr({1, 1, 1, 1})}})};
+       }});
   v.push_back({"AveragePool (padding excluded, ceil mode)", [](B& b) {
                  return std::vector<int>{b.node("AveragePool", {b.weight("x", {2, 2, 6, 5})},
-                                                {{"kernel_shape", ints_attr({3, 2})}, {"strides", ints_attr({2, 2})}, {"pads", ints_attr({1, 0, 1, 1})}, {"ceil_mode", int_attr(1)}})};
+                                                {{"kernel_shape", ints_attr({3, 2})},
+                                                 {"strides", ints_attr({2, 2})},
+                                                 {"pads", ints_attr({1, 0, 1, 1})},
+                                                 {"ceil_mode", int_attr(1)}})};
                }});
   v.push_back({"AveragePool (padding counted)", [](B& b) {
                  return std::vector<int>{b.node("AveragePool", {b.weight("x", {1, 2, 5, 5})},
-                                                {{"kernel_shape", ints_attr({3, 3})}, {"pads", ints_attr({1, 1, 1, 1})}, {"count_include_pad", int_attr(1)}})};
+                                                {{"kernel_shape", ints_attr({3, 3})},
+                                                 {"pads", ints_attr({1, 1, 1, 1})},
+                                                 {"count_include_pad", int_attr(1)}})};
                }});
-  v.push_back({"GlobalAveragePool", [](B& b) { return std::vector<int>{b.node("GlobalAveragePool", {b.weight("x", {2, 3, 4, 5})})}; }});
-  v.push_back({"GlobalMaxPool", [](B& b) { return std::vector<int>{b.node("GlobalMaxPool", {b.weight("x", {2, 3, 4, 5})})}; }});
-  v.push_back({"Transpose", [](B& b) { return std::vector<int>{b.node("Transpose", {b.weight("x", {2, 3, 4})}, {{"perm", ints_attr({2, 0, 1})}})}; }});
+  v.push_back({"GlobalAveragePool", [](B& b) {
+                 return std::vector<int>{b.node("GlobalAveragePool", {b.weight("x", {2, 3, 4, 5})})};
+               }});
+  v.push_back({"GlobalMaxPool", [](B& b) {
+                 return std::vector<int>{b.node("GlobalMaxPool", {b.weight("x", {2, 3, 4, 5})})};
+               }});
+  v.push_back(
+      {"Transpose", [](B& b) {
+         return std::vector<int>{b.node("Transpose", {b.weight("x", {2, 3, 4})}, {{"perm", ints_attr({2, 0, 1})}})};
+       }});
   v.push_back({"Concat", [](B& b) {
-                 return std::vector<int>{b.node("Concat", {b.weight("a", {2, 3, 2}), b.weight("b", {2, 1, 2})}, {{"axis", int_attr(1)}})};
+                 return std::vector<int>{
+                     b.node("Concat", {b.weight("a", {2, 3, 2}), b.weight("b", {2, 1, 2})}, {{"axis", int_attr(1)}})};
                }});
   v.push_back({"Split (both outputs used)", [](B& b) {
-                 const int first = b.node("Split", {b.weight("x", {2, 5}), b.constant_i64("split", {2, 3})}, {{"axis", int_attr(1)}}, 2);
+                 const int first = b.node("Split", {b.weight("x", {2, 5}), b.constant_i64("split", {2, 3})},
+                                          {{"axis", int_attr(1)}}, 2);
                  return std::vector<int>{first, first + 1};
                }});
   v.push_back({"Slice (negative step)", [](B& b) {
-                 return std::vector<int>{b.node("Slice", {b.weight("x", {4, 6}), b.constant_i64("s", {5, 1}), b.constant_i64("e", {0, 10}),
-                                                          b.constant_i64("a", {1, 0}), b.constant_i64("st", {-2, 2})})};
+                 return std::vector<int>{
+                     b.node("Slice", {b.weight("x", {4, 6}), b.constant_i64("s", {5, 1}), b.constant_i64("e", {0, 10}),
+                                      b.constant_i64("a", {1, 0}), b.constant_i64("st", {-2, 2})})};
                }});
   v.push_back({"Gather (repeated indices)", [](B& b) {
-                 return std::vector<int>{b.node("Gather", {b.weight("x", {3, 5}), b.constant_i64("i", {4, 0, -1, 4, 1, 4}, {2, 3})}, {{"axis", int_attr(1)}})};
+                 return std::vector<int>{
+                     b.node("Gather", {b.weight("x", {3, 5}), b.constant_i64("i", {4, 0, -1, 4, 1, 4}, {2, 3})},
+                            {{"axis", int_attr(1)}})};
                }});
   for (const char* mode : {"constant", "reflect", "edge"})
     v.push_back({std::string("Pad (") + mode + ")", [mode](B& b) {
-                   return std::vector<int>{b.node("Pad", {b.weight("x", {2, 3, 4, 5}), b.constant_i64("p", {0, 0, 1, 2, 0, 0, 2, 1})}, {{"mode", string_attr(mode)}})};
+                   return std::vector<int>{
+                       b.node("Pad", {b.weight("x", {2, 3, 4, 5}), b.constant_i64("p", {0, 0, 1, 2, 0, 0, 2, 1})},
+                              {{"mode", string_attr(mode)}})};
                  }});
   v.push_back({"Pad (reflect, pads one short of the axis)", [](B& b) {
-                 return std::vector<int>{b.node("Pad", {b.weight("x", {1, 2, 3, 6}), b.constant_i64("p", {0, 0, 2, 5, 0, 0, 1, 4})}, {{"mode", string_attr("reflect")}})};
+                 return std::vector<int>{
+                     b.node("Pad", {b.weight("x", {1, 2, 3, 6}), b.constant_i64("p", {0, 0, 2, 5, 0, 0, 1, 4})},
+                            {{"mode", string_attr("reflect")}})};
                }});
   v.push_back({"Pad (edge, a one-wide axis)", [](B& b) {
-                 return std::vector<int>{b.node("Pad", {b.weight("x", {2, 1, 1, 3}), b.constant_i64("p", {0, 0, 3, 0, 0, 0, 2, 2})}, {{"mode", string_attr("edge")}})};
+                 return std::vector<int>{
+                     b.node("Pad", {b.weight("x", {2, 1, 1, 3}), b.constant_i64("p", {0, 0, 3, 0, 0, 0, 2, 2})},
+                            {{"mode", string_attr("edge")}})};
                }});
-  v.push_back({"Expand", [](B& b) { return std::vector<int>{b.node("Expand", {b.weight("x", {3, 1}), b.constant_i64("s", {2, 3, 4})})}; }});
-  v.push_back({"ReduceMean (keepdims)", [](B& b) {
-                 return std::vector<int>{b.node("ReduceMean", {b.weight("x", {2, 3, 4})}, {{"axes", ints_attr({0, 2})}})};
+  v.push_back({"Expand", [](B& b) {
+                 return std::vector<int>{b.node("Expand", {b.weight("x", {3, 1}), b.constant_i64("s", {2, 3, 4})})};
                }});
+  v.push_back(
+      {"ReduceMean (keepdims)", [](B& b) {
+         return std::vector<int>{b.node("ReduceMean", {b.weight("x", {2, 3, 4})}, {{"axes", ints_attr({0, 2})}})};
+       }});
   v.push_back({"ReduceSum", [](B& b) {
-                 return std::vector<int>{b.node("ReduceSum", {b.weight("x", {2, 3, 4}), b.constant_i64("a", {-2})}, {{"keepdims", int_attr(0)}})};
+                 return std::vector<int>{b.node("ReduceSum", {b.weight("x", {2, 3, 4}), b.constant_i64("a", {-2})},
+                                                {{"keepdims", int_attr(0)}})};
                }});
   v.push_back({"views (Reshape, Flatten, Squeeze, Unsqueeze)", [](B& b) {
                  const int r = b.node("Reshape", {b.weight("x", {2, 3, 4}), b.constant_i64("s", {0, -1})});
@@ -220,36 +279,48 @@ std::vector<GradCase> cases() {
                  return std::vector<int>{b.node("Flatten", {q}, {{"axis", int_attr(0)}})};
                }});
   v.push_back({"SoftmaxCrossEntropyLoss (weighted mean, ignored label)", [](B& b) {
-                 return std::vector<int>{b.node("SoftmaxCrossEntropyLoss", {b.weight("s", {4, 5}), b.constant_i64("l", {1, 4, 0, 2}), b.constant_f("w", {5}, 0.5, 1.5)},
-                                                {{"ignore_index", int_attr(0)}})};
+                 return std::vector<int>{b.node(
+                     "SoftmaxCrossEntropyLoss",
+                     {b.weight("s", {4, 5}), b.constant_i64("l", {1, 4, 0, 2}), b.constant_f("w", {5}, 0.5, 1.5)},
+                     {{"ignore_index", int_attr(0)}})};
                }});
   v.push_back({"SoftmaxCrossEntropyLoss (sum, N C d)", [](B& b) {
-                 return std::vector<int>{b.node("SoftmaxCrossEntropyLoss", {b.weight("s", {2, 3, 2}), b.constant_i64("l", {1, 2, 0, 1}, {2, 2})},
+                 return std::vector<int>{b.node("SoftmaxCrossEntropyLoss",
+                                                {b.weight("s", {2, 3, 2}), b.constant_i64("l", {1, 2, 0, 1}, {2, 2})},
                                                 {{"reduction", string_attr("sum")}})};
                }});
   v.push_back({"SoftmaxCrossEntropyLoss (log_prob read too)", [](B& b) {
-                 const int s = b.node("SoftmaxCrossEntropyLoss", {b.weight("s", {3, 4, 2}, -2, 2), b.constant_i64("l", {3, 0, 1, 1, 2, 3}, {3, 2})}, {}, 2);
+                 const int s =
+                     b.node("SoftmaxCrossEntropyLoss",
+                            {b.weight("s", {3, 4, 2}, -2, 2), b.constant_i64("l", {3, 0, 1, 1, 2, 3}, {3, 2})}, {}, 2);
                  return std::vector<int>{s, s + 1};
                }});
   v.push_back({"SoftmaxCrossEntropyLoss (only log_prob read, ignore_index)", [](B& b) {
-                 const int s = b.node("SoftmaxCrossEntropyLoss", {b.weight("s", {5, 3}, -2, 2), b.constant_i64("l", {2, 0, 1, 1, 0})}, {{"ignore_index", int_attr(1)}}, 2);
+                 const int s = b.node("SoftmaxCrossEntropyLoss",
+                                      {b.weight("s", {5, 3}, -2, 2), b.constant_i64("l", {2, 0, 1, 1, 0})},
+                                      {{"ignore_index", int_attr(1)}}, 2);
                  return std::vector<int>{s + 1};
                }});
   v.push_back({"LayerNormalization (Mean and InvStdDev read)", [](B& b) {
-                 const int s = b.node("LayerNormalization", {b.weight("x", {3, 6}), b.weight("s", {6}), b.weight("b", {6})}, {}, 3);
+                 const int s = b.node("LayerNormalization",
+                                      {b.weight("x", {3, 6}), b.weight("s", {6}), b.weight("b", {6})}, {}, 3);
                  return std::vector<int>{s, s + 1, s + 2};
                }});
   v.push_back({"LayerNormalization (only InvStdDev read, over two axes)", [](B& b) {
-                 const int s = b.node("LayerNormalization", {b.weight("x", {2, 3, 4}), b.weight("s", {3, 4}), b.weight("b", {3, 4})}, {{"axis", int_attr(1)}}, 3);
+                 const int s = b.node("LayerNormalization",
+                                      {b.weight("x", {2, 3, 4}), b.weight("s", {3, 4}), b.weight("b", {3, 4})},
+                                      {{"axis", int_attr(1)}}, 3);
                  return std::vector<int>{s + 2};
                }});
   v.push_back({"SoftmaxCrossEntropyLoss (mean)", [](B& b) {
-                 return std::vector<int>{b.node("SoftmaxCrossEntropyLoss", {b.weight("s", {6, 7}, -3, 3), b.constant_i64("l", {6, 0, 3, 3, 1, 5})})};
+                 return std::vector<int>{b.node("SoftmaxCrossEntropyLoss", {b.weight("s", {6, 7}, -3, 3),
+                                                                            b.constant_i64("l", {6, 0, 3, 3, 1, 5})})};
                }});
   v.push_back({"SoftmaxCrossEntropyLoss (none, N C d1 d2, int32 labels)", [](B& b) {
                  const int l = b.node("Cast", {b.constant_i64("l", {0, 3, 1, 2, 2, 0, 3, 3, 1, 0, 2, 1}, {2, 2, 3})},
                                       {{"to", int_attr(static_cast<std::int64_t>(DType::I32))}});
-                 return std::vector<int>{b.node("SoftmaxCrossEntropyLoss", {b.weight("s", {2, 4, 2, 3}, -2, 2), l}, {{"reduction", string_attr("none")}})};
+                 return std::vector<int>{b.node("SoftmaxCrossEntropyLoss", {b.weight("s", {2, 4, 2, 3}, -2, 2), l},
+                                                {{"reduction", string_attr("none")}})};
                }});
   // Graphs where a tensor gets several gradients.
   v.push_back({"a weight used by two nodes and a residual through a view", [](B& b) {
@@ -343,11 +414,37 @@ TEST(Executor, MicroBatchGradientsEqualTheWholeBatchs) {
 // The operators d500's own element kernels take (device_ops.hpp; the cuda backend's where nvcc
 // built them), each in some operator graph of cases().
 const std::set<std::string>& element_kernel_ops() {
-  static const std::set<std::string> ops = {"Add",       "Sub",  "Mul",          "Div",       "LeakyRelu", "Sigmoid",    "Tanh",
-                                            "HardSigmoid", "HardSwish", "Sqrt", "Erf",   "Exp",       "Log",       "Neg",        "Abs",
-                                            "Reciprocal",  "ReduceSum", "ReduceMean", "Transpose", "LayerNormalization", "Gather",
-                                            "Concat",      "Split",     "Slice",      "Pad",       "Expand",    "Clip",       "Pow",
-                                            "Where",       "SoftmaxCrossEntropyLoss", "BatchNormalization"};
+  static const std::set<std::string> ops = {"Add",
+                                            "Sub",
+                                            "Mul",
+                                            "Div",
+                                            "LeakyRelu",
+                                            "Sigmoid",
+                                            "Tanh",
+                                            "HardSigmoid",
+                                            "HardSwish",
+                                            "Sqrt",
+                                            "Erf",
+                                            "Exp",
+                                            "Log",
+                                            "Neg",
+                                            "Abs",
+                                            "Reciprocal",
+                                            "ReduceSum",
+                                            "ReduceMean",
+                                            "Transpose",
+                                            "LayerNormalization",
+                                            "Gather",
+                                            "Concat",
+                                            "Split",
+                                            "Slice",
+                                            "Pad",
+                                            "Expand",
+                                            "Clip",
+                                            "Pow",
+                                            "Where",
+                                            "SoftmaxCrossEntropyLoss",
+                                            "BatchNormalization"};
   return ops;
 }
 
@@ -358,14 +455,62 @@ TEST(Executor, EveryBackendsKernelsMatchTheYardstickOnEveryOperatorGraph) {
   // graphs: everything else may fall back to the reference.
   std::map<std::string, std::set<std::string>> own = {
       {"blas", {"Conv", "Gemm", "MatMul"}},
-      {"onednn", {"Conv", "Gemm", "MatMul", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "BatchNormalization",
-                  "LayerNormalization", "Softmax", "LogSoftmax", "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Sqrt", "Exp", "Log", "Abs",
-                  "Neg", "HardSwish", "Add", "Sub", "Mul", "Transpose"}},
-      {"cuda", {"Conv", "ConvTranspose", "Gemm", "MatMul", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "BatchNormalization", "Softmax", "LogSoftmax", "Relu",
-                "Add"}},
-      {"libtorch", {"Conv", "ConvTranspose", "Gemm", "MatMul", "MaxPool", "AveragePool", "GlobalAveragePool", "BatchNormalization",
-                    "LayerNormalization", "Softmax", "LogSoftmax", "Relu", "LeakyRelu", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish",
-                    "Erf", "Sqrt", "Exp", "Log", "Add", "Sub", "Mul", "Div", "Transpose"}},
+      {"onednn",
+       {"Conv",
+        "Gemm",
+        "MatMul",
+        "MaxPool",
+        "AveragePool",
+        "GlobalAveragePool",
+        "GlobalMaxPool",
+        "BatchNormalization",
+        "LayerNormalization",
+        "Softmax",
+        "LogSoftmax",
+        "Relu",
+        "LeakyRelu",
+        "Sigmoid",
+        "Tanh",
+        "Sqrt",
+        "Exp",
+        "Log",
+        "Abs",
+        "Neg",
+        "HardSwish",
+        "Add",
+        "Sub",
+        "Mul",
+        "Transpose"}},
+      {"cuda",
+       {"Conv", "ConvTranspose", "Gemm", "MatMul", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
+        "BatchNormalization", "Softmax", "LogSoftmax", "Relu", "Add"}},
+      {"libtorch",
+       {"Conv",
+        "ConvTranspose",
+        "Gemm",
+        "MatMul",
+        "MaxPool",
+        "AveragePool",
+        "GlobalAveragePool",
+        "BatchNormalization",
+        "LayerNormalization",
+        "Softmax",
+        "LogSoftmax",
+        "Relu",
+        "LeakyRelu",
+        "Sigmoid",
+        "Tanh",
+        "HardSigmoid",
+        "HardSwish",
+        "Erf",
+        "Sqrt",
+        "Exp",
+        "Log",
+        "Add",
+        "Sub",
+        "Mul",
+        "Div",
+        "Transpose"}},
   };
 #ifdef D500_HAVE_CUDA_KERNELS
   own["cuda"].insert(element_kernel_ops().begin(), element_kernel_ops().end());
@@ -391,14 +536,16 @@ TEST(Executor, EveryBackendsKernelsMatchTheYardstickOnEveryOperatorGraph) {
       e.forward(0);
       e.backward(0);
       for (const auto& st : e.steps())
-        if (st.node >= 0 && st.impl.find("reference") == std::string::npos) ran.insert(b.g.nodes[static_cast<std::size_t>(st.node)].op);
+        if (st.node >= 0 && st.impl.find("reference") == std::string::npos)
+          ran.insert(b.g.nodes[static_cast<std::size_t>(st.node)].op);
       const StepValues got = step_values(e, b.g, params, true);
       const StepValues ref = yardstick_step(b.g, true, loss, params, {}, 1);
       const Discrepancy d = compare_steps(got, ref);
       const ToleranceBasis tol = network_tolerance(b.g, loss);
       EXPECT_LE(d.worst, tol.tolerance) << d.where;
     }
-    for (const auto& op : own.at(backend.name)) EXPECT_TRUE(ran.count(op)) << backend.name << " did not run " << op << " itself";
+    for (const auto& op : own.at(backend.name))
+      EXPECT_TRUE(ran.count(op)) << backend.name << " did not run " << op << " itself";
   }
 }
 
@@ -436,7 +583,7 @@ double rounded_product_error(std::uint64_t seed, In in, Out out) {
       double exact = 0;
       for (int l = 0; l < k; ++l) {
         const float ai = a[static_cast<std::size_t>(i) * k + l], bj = bb[static_cast<std::size_t>(l) * n + j];
-        sum += in(ai) * in(bj);
+        sum += in(ai)*in(bj);
         exact += static_cast<double>(ai) * bj;
       }
       const double got = out(sum);
@@ -462,7 +609,8 @@ TEST(Validation, Tf32MathWidensTheToleranceByWhatRoundingInputsToTf32Costs) {
     EXPECT_EQ(with_point_math(basis, p).words, basis.words);
   }
   const ToleranceBasis tf32 = with_point_math(basis, Params{{"math", std::string("tf32")}});
-  EXPECT_DOUBLE_EQ(tf32.tolerance, basis.tolerance + 8 * std::ldexp(1.0, -11) * std::sqrt(static_cast<double>(basis.depth)));
+  EXPECT_DOUBLE_EQ(tf32.tolerance,
+                   basis.tolerance + 8 * std::ldexp(1.0, -11) * std::sqrt(static_cast<double>(basis.depth)));
   EXPECT_NE(tf32.words.find("math = tf32"), std::string::npos) << tf32.words;
 
   const double error = rounded_product_error(1, to_tf32, [](float f) { return f; });
@@ -485,10 +633,12 @@ TEST(Validation, Bf16MathWidensTheToleranceByWhatRoundingInputsAndResultsToBf16C
   EXPECT_GT(bf16.tolerance, with_point_math(basis, Params{{"math", std::string("tf32")}}).tolerance);
 
   auto round = [](float f) { return from_bf16(to_bf16(f)); };
-  const double error = rounded_product_error(3, round, round), tf32_error = rounded_product_error(3, to_tf32, [](float f) { return f; });
+  const double error = rounded_product_error(3, round, round),
+               tf32_error = rounded_product_error(3, to_tf32, [](float f) { return f; });
   EXPECT_GT(error, float_tolerance(kProductTerms)) << "bfloat16's rounding is beyond float32's tolerance";
   EXPECT_GT(error, 4 * tf32_error) << "and several times TF32's";
-  EXPECT_LE(error, float_tolerance(kProductTerms) + rounded_inputs_tolerance(7) + std::ldexp(1.0, -8)) << "and within bf16's";
+  EXPECT_LE(error, float_tolerance(kProductTerms) + rounded_inputs_tolerance(7) + std::ldexp(1.0, -8))
+      << "and within bf16's";
 }
 
 TEST(Validation, TheRoundingSpreadAllowsAnIllConditionedStepItsFloatErrorAndNoMore) {
@@ -588,8 +738,10 @@ TEST(Validation, ATf32StepPassesWithinItsSimulatedRoundingAndAWrongOneFails) {
   const std::vector<int> params = trainable_params(g, loss);
   const InputData inputs = make_inputs(g, 1, 1);
   const StepValues exact = yardstick_step(g, true, loss, params, inputs.pointers(), 1);
-  const StepValues got = step_values(*run_yardstick(g, true, loss, params, inputs.pointers(), 1, 0, 10), g, params, true);
-  const ToleranceBasis fp32 = network_tolerance(g, loss), tf32 = with_point_math(fp32, Params{{"math", std::string("tf32")}});
+  const StepValues got =
+      step_values(*run_yardstick(g, true, loss, params, inputs.pointers(), 1, 0, 10), g, params, true);
+  const ToleranceBasis fp32 = network_tolerance(g, loss),
+                       tf32 = with_point_math(fp32, Params{{"math", std::string("tf32")}});
   EXPECT_EQ(tf32.reduced_mantissa, 10);
   EXPECT_EQ(fp32.reduced_mantissa, 0);
   EXPECT_GT(compare_steps(got, exact).worst, tf32.tolerance) << "TF32's rounding alone is beyond 8u sqrt(D)";
@@ -632,7 +784,8 @@ TEST(Executor, NativeExecutorsMatchTheYardstickOnEveryOperatorGraph) {
       auto runner = backend.make_graph_runner(r);
       runner->forward(0);
       runner->backward(0);
-      const Discrepancy d = compare_steps(step_values(*runner, b.g, params, true), yardstick_step(b.g, true, loss, params, {}, 1));
+      const Discrepancy d =
+          compare_steps(step_values(*runner, b.g, params, true), yardstick_step(b.g, true, loss, params, {}, 1));
       EXPECT_LE(d.worst, network_tolerance(b.g, loss).tolerance) << d.where;
     }
   }
@@ -825,7 +978,8 @@ class GuardedDeviceOp final : public NodeKernel {
     if (const auto u = dev::unary_of(p)) return k->unary_ = *u, std::move(k);
     if (const auto r = dev::reduce_of(p)) return k->reduce_ = *r, std::move(k);
     if (const auto b = dev::binary_of(p)) return k->binary_ = *b, std::move(k);
-    if (const auto f = dev::transpose_of(p, false)) return k->fwd_ = *f, k->bwd_ = *dev::transpose_of(p, true), std::move(k);
+    if (const auto f = dev::transpose_of(p, false))
+      return k->fwd_ = *f, k->bwd_ = *dev::transpose_of(p, true), std::move(k);
     if (const auto l = dev::layer_norm_of(p)) return k->ln_ = *l, std::move(k);
     if (const auto g = dev::gather_of(p)) return k->gather_ = *g, std::move(k);
     if (auto bl = dev::blocks_of(p)) return k->blocks_ = std::move(*bl), std::move(k);
@@ -851,11 +1005,13 @@ class GuardedDeviceOp final : public NodeKernel {
         dev::ln_forward_row(ln_, in(0), in(1), in(2), y, p_.out.size() > 1 ? p_.out[1].as<float>() : nullptr,
                             p_.out.size() > 2 ? p_.out[2].as<float>() : nullptr, r);
     else if (op == "Gather")
-      for (std::int64_t i = 0; i < gather_.outer * gather_.count * gather_.inner; ++i) y[i] = dev::gather_at(gather_, in(0), p_.in[1].data, i);
+      for (std::int64_t i = 0; i < gather_.outer * gather_.count * gather_.inner; ++i)
+        y[i] = dev::gather_at(gather_, in(0), p_.in[1].data, i);
     else if (op == "Concat" || op == "Split")
       for (std::size_t k = 0; k < blocks_.size(); ++k) {
         float* to = op == "Concat" ? y : p_.out[k].as<float>();
-        for (std::int64_t i = 0; to && i < blocks_[k].outer * blocks_[k].width; ++i) dev::block_copy_at(blocks_[k], in(op == "Concat" ? k : 0), to, i);
+        for (std::int64_t i = 0; to && i < blocks_[k].outer * blocks_[k].width; ++i)
+          dev::block_copy_at(blocks_[k], in(op == "Concat" ? k : 0), to, i);
       }
     else if (op == "Slice" || op == "Pad")
       for (std::int64_t i = 0; i < window_.ny; ++i) y[i] = dev::window_at(window_, in(0), i);
@@ -868,7 +1024,8 @@ class GuardedDeviceOp final : public NodeKernel {
     else if (op == "BatchNormalization")
       bn_forward(y);
     else
-      for (std::int64_t i = 0; i < binary_.s.n; ++i) y[i] = dev::binary_forward_at(binary_, in(first()), operand_b(), i);
+      for (std::int64_t i = 0; i < binary_.s.n; ++i)
+        y[i] = dev::binary_forward_at(binary_, in(first()), operand_b(), i);
   }
   void backward() override {
     GuardedMemory::Open o(m_, views({&p_.in, &p_.out, &p_.din, &p_.dout}));
@@ -878,7 +1035,8 @@ class GuardedDeviceOp final : public NodeKernel {
       std::fill_n(dx, p_.in[0].numel(), 0.0f);
       for (std::size_t k = 0; k < blocks_.size(); ++k)
         if (const float* d = p_.dout[k].as<const float>())
-          for (std::int64_t i = 0; i < blocks_[k].outer * blocks_[k].width; ++i) dev::block_copy_at(dev::swap_blocks(blocks_[k]), d, dx, i);
+          for (std::int64_t i = 0; i < blocks_[k].outer * blocks_[k].width; ++i)
+            dev::block_copy_at(dev::swap_blocks(blocks_[k]), d, dx, i);
       return;
     }
     if (p_.node->op == "SoftmaxCrossEntropyLoss") {  // the loss's gradient, log_prob's, or both
@@ -888,7 +1046,8 @@ class GuardedDeviceOp final : public NodeKernel {
       std::vector<float> dlp_sum(static_cast<std::size_t>(sce_.rows));
       for (std::int64_t r = 0; dlp && r < sce_.rows; ++r) dev::sce_dlp_row(sce_, dlp, dlp_sum.data(), r);
       for (std::int64_t i = 0; ds && i < sce_.rows * sce_.c; ++i)
-        ds[i] = dev::sce_grad_at(sce_, in(0), p_.in[1].data, lse_.data(), row_weight_.data(), &divisor_, dl, dlp, dlp_sum.data(), i);
+        ds[i] = dev::sce_grad_at(sce_, in(0), p_.in[1].data, lse_.data(), row_weight_.data(), &divisor_, dl, dlp,
+                                 dlp_sum.data(), i);
       return;
     }
     const float* dy = p_.dout[0].as<const float>();
@@ -908,29 +1067,38 @@ class GuardedDeviceOp final : public NodeKernel {
       std::vector<float> mean(static_cast<std::size_t>(ln_.rows)), inv(mean.size());
       const float* dmean = p_.dout.size() > 1 ? p_.dout[1].as<const float>() : nullptr;
       const float* dinv = p_.dout.size() > 2 ? p_.dout[2].as<const float>() : nullptr;
-      for (std::int64_t r = 0; r < ln_.rows; ++r) dev::ln_backward_row(ln_, in(0), in(1), dy, dmean, dinv, dx, mean.data(), inv.data(), r);
+      for (std::int64_t r = 0; r < ln_.rows; ++r)
+        dev::ln_backward_row(ln_, in(0), in(1), dy, dmean, dinv, dx, mean.data(), inv.data(), r);
       float* ds = p_.din.size() > 1 ? p_.din[1].as<float>() : nullptr;
       float* db = p_.din.size() > 2 ? p_.din[2].as<float>() : nullptr;
       if (dy && (ds || db)) {
         const dev::Parts ps = dev::parts_of(ln_.inner, ln_.rows);
         std::vector<double> part(2 * static_cast<std::size_t>(ps.chunks * ps.outputs));
-        for (std::int64_t e = 0; e < ps.chunks * ps.outputs; ++e) dev::ln_param_grad_stage(ln_, ps, in(0), dy, mean.data(), inv.data(), part.data(), e);
+        for (std::int64_t e = 0; e < ps.chunks * ps.outputs; ++e)
+          dev::ln_param_grad_stage(ln_, ps, in(0), dy, mean.data(), inv.data(), part.data(), e);
         for (std::int64_t i = 0; i < ln_.inner; ++i) dev::ln_param_grad_finish(ps, part.data(), ds, db, i);
         chunked += ps.chunks > 1;
       }
     } else if (op == "Gather") {  // the indices sorted by row, stably (the GPU's CUB radix sort), then each row's run
       const auto count = static_cast<std::size_t>(gather_.count);
-      std::vector<std::int32_t> key(count), order(count), sorted(count), first(static_cast<std::size_t>(gather_.axis_dim) + 1);
-      for (std::size_t t = 0; t < count; ++t) key[t] = dev::gather_key(gather_, p_.in[1].data, static_cast<std::int64_t>(t));
+      std::vector<std::int32_t> key(count), order(count), sorted(count),
+          first(static_cast<std::size_t>(gather_.axis_dim) + 1);
+      for (std::size_t t = 0; t < count; ++t)
+        key[t] = dev::gather_key(gather_, p_.in[1].data, static_cast<std::int64_t>(t));
       std::iota(order.begin(), order.end(), 0);
-      std::stable_sort(order.begin(), order.end(), [&](std::int32_t a, std::int32_t b) { return key[static_cast<std::size_t>(a)] < key[static_cast<std::size_t>(b)]; });
+      std::stable_sort(order.begin(), order.end(), [&](std::int32_t a, std::int32_t b) {
+        return key[static_cast<std::size_t>(a)] < key[static_cast<std::size_t>(b)];
+      });
       for (std::size_t s = 0; s < count; ++s) sorted[s] = key[static_cast<std::size_t>(order[s])];
-      for (std::size_t v = 0; v < first.size(); ++v) first[v] = dev::gather_first(sorted.data(), gather_.count, static_cast<std::int64_t>(v));
-      for (std::int64_t j = 0; dx && j < p_.in[0].numel(); ++j) dx[j] = dev::gather_grad_sorted_at(gather_, order.data(), first.data(), dy, j);
+      for (std::size_t v = 0; v < first.size(); ++v)
+        first[v] = dev::gather_first(sorted.data(), gather_.count, static_cast<std::int64_t>(v));
+      for (std::int64_t j = 0; dx && j < p_.in[0].numel(); ++j)
+        dx[j] = dev::gather_grad_sorted_at(gather_, order.data(), first.data(), dy, j);
     } else if (op == "Concat") {
       for (std::size_t k = 0; k < blocks_.size(); ++k)
         if (float* d = p_.din[k].as<float>())
-          for (std::int64_t i = 0; i < blocks_[k].outer * blocks_[k].width; ++i) dev::block_copy_at(dev::swap_blocks(blocks_[k]), dy, d, i);
+          for (std::int64_t i = 0; i < blocks_[k].outer * blocks_[k].width; ++i)
+            dev::block_copy_at(dev::swap_blocks(blocks_[k]), dy, d, i);
     } else if (op == "Slice" || op == "Pad") {
       for (std::int64_t j = 0; dx && j < window_.nx; ++j) dx[j] = dev::window_grad_at(window_, dy, j);
     } else if (op == "Cast") {
@@ -939,7 +1107,8 @@ class GuardedDeviceOp final : public NodeKernel {
       bn_backward(dy, dx);
     } else {
       for (int w = 0; w < (op == "Expand" ? 1 : 2); ++w)
-        if (float* d = p_.din[first() + static_cast<std::size_t>(w)].as<float>()) grad_in_parts(w, op == "Expand" ? nullptr : operand_b(), dy, d);
+        if (float* d = p_.din[first() + static_cast<std::size_t>(w)].as<float>())
+          grad_in_parts(w, op == "Expand" ? nullptr : operand_b(), dy, d);
     }
   }
   std::string impl() const override { return "guarded d500 kernels (" + p_.node->op + ")"; }
@@ -951,13 +1120,16 @@ class GuardedDeviceOp final : public NodeKernel {
   std::size_t first() const { return static_cast<std::size_t>(dev::binary_first(binary_)); }
   void grad_in_parts(int w, const float* b, const float* dy, float* d) {
     const float* a = p_.node->op == "Expand" ? nullptr : in(first());
-    const dev::Parts ps = dev::parts_of(p_.in[first() + static_cast<std::size_t>(w)].numel(), dev::binary_grad_count(binary_, w));
+    const dev::Parts ps =
+        dev::parts_of(p_.in[first() + static_cast<std::size_t>(w)].numel(), dev::binary_grad_count(binary_, w));
     if (ps.chunks == 1) {
-      for (std::int64_t j = 0; j < ps.outputs; ++j) d[j] = static_cast<float>(dev::binary_grad_part(binary_, w, a, b, dy, j, 0, ps.count));
+      for (std::int64_t j = 0; j < ps.outputs; ++j)
+        d[j] = static_cast<float>(dev::binary_grad_part(binary_, w, a, b, dy, j, 0, ps.count));
       return;
     }
     std::vector<double> part(static_cast<std::size_t>(ps.chunks * ps.outputs));
-    for (std::int64_t e = 0; e < ps.chunks * ps.outputs; ++e) dev::binary_grad_stage(binary_, w, ps, a, b, dy, part.data(), e);
+    for (std::int64_t e = 0; e < ps.chunks * ps.outputs; ++e)
+      dev::binary_grad_stage(binary_, w, ps, a, b, dy, part.data(), e);
     for (std::int64_t j = 0; j < ps.outputs; ++j) d[j] = static_cast<float>(dev::sum_parts(ps, part.data(), j));
     chunked += 1;
   }
@@ -982,18 +1154,22 @@ class GuardedDeviceOp final : public NodeKernel {
     const auto [mean, var] = bn_statistics();
     float* o[4] = {};
     for (std::size_t j = 1; j < p_.out.size() && j < 5; ++j) o[j - 1] = p_.out[j].as<float>();
-    for (std::int64_t ch = 0; bn_.training && ch < bn_.c; ++ch) dev::bn_running_outputs(bn_, in(3), in(4), mean, var, o[0], o[1], o[2], o[3], ch);
-    for (std::int64_t i = 0; i < bn_.n * bn_.c * bn_.plane; ++i) y[i] = dev::bn_forward_at(bn_, in(0), in(1), in(2), mean, var, i);
+    for (std::int64_t ch = 0; bn_.training && ch < bn_.c; ++ch)
+      dev::bn_running_outputs(bn_, in(3), in(4), mean, var, o[0], o[1], o[2], o[3], ch);
+    for (std::int64_t i = 0; i < bn_.n * bn_.c * bn_.plane; ++i)
+      y[i] = dev::bn_forward_at(bn_, in(0), in(1), in(2), mean, var, i);
   }
   void bn_backward(const float* dy, float* dx) {
     const auto [mean, var] = bn_statistics();
     const dev::Parts ps = dev::parts_of(bn_.c, bn_.n * bn_.plane);
     std::vector<double> part(2 * static_cast<std::size_t>(ps.chunks * ps.outputs));
     std::vector<float> sdy(static_cast<std::size_t>(bn_.c)), sdyx(sdy.size());
-    for (std::int64_t e = 0; e < ps.chunks * ps.outputs; ++e) dev::bn_grad_stage(bn_, ps, in(0), dy, mean, var, part.data(), e);
+    for (std::int64_t e = 0; e < ps.chunks * ps.outputs; ++e)
+      dev::bn_grad_stage(bn_, ps, in(0), dy, mean, var, part.data(), e);
     for (std::int64_t ch = 0; ch < bn_.c; ++ch)
       dev::bn_grad_finish(ps, part.data(), sdy.data(), sdyx.data(), p_.din[1].as<float>(), p_.din[2].as<float>(), ch);
-    for (std::int64_t i = 0; dx && i < bn_.n * bn_.c * bn_.plane; ++i) dx[i] = dev::bn_dx_at(bn_, in(0), in(1), dy, mean, var, sdy.data(), sdyx.data(), i);
+    for (std::int64_t i = 0; dx && i < bn_.n * bn_.c * bn_.plane; ++i)
+      dx[i] = dev::bn_dx_at(bn_, in(0), in(1), dy, mean, var, sdy.data(), sdyx.data(), i);
   }
   // Operand b as float32: Pow's integer exponent cast first (cast_at), as the GPU's node does.
   const float* operand_b() {
@@ -1008,16 +1184,19 @@ class GuardedDeviceOp final : public NodeKernel {
   void sce_forward(float* loss) {
     const auto rows = static_cast<std::size_t>(sce_.rows);
     lse_.assign(rows, 0.0f), row_loss_.assign(rows, 0.0f), row_weight_.assign(rows, 0.0f);
-    for (std::int64_t r = 0; r < sce_.rows; ++r) dev::sce_row(sce_, in(0), p_.in[1].data, lse_.data(), row_loss_.data(), row_weight_.data(), r);
+    for (std::int64_t r = 0; r < sce_.rows; ++r)
+      dev::sce_row(sce_, in(0), p_.in[1].data, lse_.data(), row_loss_.data(), row_weight_.data(), r);
     if (float* log_prob = p_.out.size() > 1 ? p_.out[1].as<float>() : nullptr)
-      for (std::int64_t i = 0; i < sce_.rows * sce_.c; ++i) log_prob[i] = dev::sce_log_prob_at(sce_, in(0), lse_.data(), i);
+      for (std::int64_t i = 0; i < sce_.rows * sce_.c; ++i)
+        log_prob[i] = dev::sce_log_prob_at(sce_, in(0), lse_.data(), i);
     if (sce_.reduction == dev::Sce::None) {
       std::copy(row_loss_.begin(), row_loss_.end(), loss);
       return;
     }
     const dev::Parts ps = dev::parts_of(2, sce_.rows);
     std::vector<double> part(static_cast<std::size_t>(ps.chunks * ps.outputs));
-    for (std::int64_t e = 0; e < ps.chunks * ps.outputs; ++e) dev::sce_total_stage(ps, row_loss_.data(), row_weight_.data(), part.data(), e);
+    for (std::int64_t e = 0; e < ps.chunks * ps.outputs; ++e)
+      dev::sce_total_stage(ps, row_loss_.data(), row_weight_.data(), part.data(), e);
     dev::sce_total_finish(sce_, ps, part.data(), loss, &divisor_);
     chunked += ps.chunks > 1;
   }
@@ -1049,7 +1228,7 @@ class GuardedDeviceOp final : public NodeKernel {
 };
 
 struct GuardedBackend {
-  GuardedMemory* memory = nullptr;  // the last executor's
+  GuardedMemory* memory = nullptr;            // the last executor's
   std::map<const void*, std::size_t> pinned;  // what every executor's memory has page-locked now
   BackendInfo info;
   // element_ops: the test device runs device_ops.hpp's kernels too, as the cuda backend does.
@@ -1136,7 +1315,8 @@ int sce_node(const Graph& g) {
 }
 
 // Graph `g`'s forward pass in inference on the host's executor and on `device`'s: the two executors.
-std::pair<std::unique_ptr<GraphExecutor>, std::unique_ptr<GraphExecutor>> inferred_on_host_and(const Graph& g, const BackendInfo& device) {
+std::pair<std::unique_ptr<GraphExecutor>, std::unique_ptr<GraphExecutor>> inferred_on_host_and(
+    const Graph& g, const BackendInfo& device) {
   ExecutorSpec s;
   s.graph = &g;
   auto host = std::make_unique<GraphExecutor>(s);
@@ -1148,9 +1328,8 @@ std::pair<std::unique_ptr<GraphExecutor>, std::unique_ptr<GraphExecutor>> inferr
 
 // One training step of graph `g` (loss `loss`, weights `params`) on the host's executor and on
 // `device`'s: the two executors, stepped.
-std::pair<std::unique_ptr<GraphExecutor>, std::unique_ptr<GraphExecutor>> stepped_on_host_and(const Graph& g, int loss,
-                                                                                               const std::vector<int>& params,
-                                                                                               const BackendInfo& device) {
+std::pair<std::unique_ptr<GraphExecutor>, std::unique_ptr<GraphExecutor>> stepped_on_host_and(
+    const Graph& g, int loss, const std::vector<int>& params, const BackendInfo& device) {
   ExecutorSpec s;
   s.graph = &g;
   s.training = true;
@@ -1178,9 +1357,11 @@ TEST(Executor, OnADeviceTheStepKeepsEveryTensorInDeviceMemoryAndComputesWhatTheH
     const std::vector<int> params = b.params();
     auto [host, device] = stepped_on_host_and(b.g, loss, params, dev.info);
     EXPECT_EQ(device->output(0), host->output(0));
-    for (std::size_t k = 0; k < params.size(); ++k) EXPECT_EQ(device->gradient(k), host->gradient(k)) << b.g.info(params[k]).name;
+    for (std::size_t k = 0; k < params.size(); ++k)
+      EXPECT_EQ(device->gradient(k), host->gradient(k)) << b.g.info(params[k]).name;
     for (const auto& st : device->steps()) {
-      if (st.node >= 0 && b.g.nodes[static_cast<std::size_t>(st.node)].op != "Relu" && st.impl != "d500 (view gradient)") {
+      if (st.node >= 0 && b.g.nodes[static_cast<std::size_t>(st.node)].op != "Relu" &&
+          st.impl != "d500 (view gradient)") {
         EXPECT_EQ(st.impl, "reference (fallback, through host)");
       }
     }
@@ -1194,8 +1375,8 @@ TEST(Executor, OnADeviceTheStepKeepsEveryTensorInDeviceMemoryAndComputesWhatTheH
 // operator graph that uses them, trained for one step, gives the host executor's gradients to
 // float32 rounding (their sums run in another order) and a loss as close to the double
 // yardstick's as the host's, to within twice the host's own error and one part in a million (the
-// loss is a sum with cancellation, which the reference takes in float and the kernels in double), with those nodes on the kernels and nothing else moved to the
-// host for them.
+// loss is a sum with cancellation, which the reference takes in float and the kernels in double), with those nodes on
+// the kernels and nothing else moved to the host for them.
 TEST(Executor, OnADeviceTheCudaBackendsElementKernelsComputeWhatTheReferenceDoes) {
   GuardedBackend dev(false, true);
   const std::set<std::string>& covered = element_kernel_ops();
@@ -1220,9 +1401,11 @@ TEST(Executor, OnADeviceTheCudaBackendsElementKernelsComputeWhatTheReferenceDoes
     const std::vector<int> params = b.params();
     auto [host, device] = stepped_on_host_and(b.g, loss, params, dev.info);
     const double exact = test::run_double(b.g, loss, params)->output(0).at(0);
-    EXPECT_LE(std::abs(device->output(0).at(0) - exact), 2 * std::abs(host->output(0).at(0) - exact) + 1e-6 * std::abs(exact) + 1e-12)
+    EXPECT_LE(std::abs(device->output(0).at(0) - exact),
+              2 * std::abs(host->output(0).at(0) - exact) + 1e-6 * std::abs(exact) + 1e-12)
         << "the loss: device " << device->output(0).at(0) << ", host " << host->output(0).at(0) << ", double " << exact;
-    for (std::size_t k = 0; k < params.size(); ++k) close(device->gradient(k), host->gradient(k), b.g.info(params[k]).name);
+    for (std::size_t k = 0; k < params.size(); ++k)
+      close(device->gradient(k), host->gradient(k), b.g.info(params[k]).name);
     for (const auto& st : device->steps()) {
       if (st.node < 0) continue;
       const Node& n = b.g.nodes[static_cast<std::size_t>(st.node)];
@@ -1234,7 +1417,8 @@ TEST(Executor, OnADeviceTheCudaBackendsElementKernelsComputeWhatTheReferenceDoes
     }
   }
   EXPECT_GE(on_kernels, 70) << "every covered operator's forward and backward steps, in the cases that use them";
-  EXPECT_EQ(seen, covered) << "every covered operator in some case (the GPU's yardstick test asserts each runs on the kernels)";
+  EXPECT_EQ(seen, covered)
+      << "every covered operator in some case (the GPU's yardstick test asserts each runs on the kernels)";
   {
     // Cast: float32 to float32 (the gradient passes), through int32 and bool and back (truncated,
     // then 0 or 1; no gradient).
@@ -1242,15 +1426,20 @@ TEST(Executor, OnADeviceTheCudaBackendsElementKernelsComputeWhatTheReferenceDoes
     GraphBuilder b;
     // Computed from a weight (a cast of the weight itself would be folded at load time).
     const int x = b.node("Neg", {b.weight("x", {3, 4}, -3, 3)});
-    const auto to = [&](int t, DType d) { return b.node("Cast", {t}, {{"to", int_attr(static_cast<std::int64_t>(d))}}); };
-    const int loss = b.finish_with_projection_loss({to(x, DType::F32), to(to(x, DType::I32), DType::F32), to(to(x, DType::Bool), DType::F32)});
+    const auto to = [&](int t, DType d) {
+      return b.node("Cast", {t}, {{"to", int_attr(static_cast<std::int64_t>(d))}});
+    };
+    const int loss = b.finish_with_projection_loss(
+        {to(x, DType::F32), to(to(x, DType::I32), DType::F32), to(to(x, DType::Bool), DType::F32)});
     const std::vector<int> params = b.params();
     auto [host, device] = stepped_on_host_and(b.g, loss, params, dev.info);
-    for (std::size_t k = 0; k < params.size(); ++k) close(device->gradient(k), host->gradient(k), b.g.info(params[k]).name);
+    for (std::size_t k = 0; k < params.size(); ++k)
+      close(device->gradient(k), host->gradient(k), b.g.info(params[k]).name);
     close(device->output(0), host->output(0), "the loss");
     int casts = 0, on = 0;
     for (const auto& st : device->steps())
-      if (st.node >= 0 && b.g.nodes[static_cast<std::size_t>(st.node)].op == "Cast") ++casts, on += st.impl == "guarded d500 kernels (Cast)";
+      if (st.node >= 0 && b.g.nodes[static_cast<std::size_t>(st.node)].op == "Cast")
+        ++casts, on += st.impl == "guarded d500 kernels (Cast)";
     EXPECT_GE(casts, 5) << "five casts forward, and the backward steps of those with a float output";
     EXPECT_EQ(on, casts) << "every Cast step on the kernels";
   }
@@ -1258,7 +1447,8 @@ TEST(Executor, OnADeviceTheCudaBackendsElementKernelsComputeWhatTheReferenceDoes
     // The loss's log_prob output in inference (both outputs the graph's; training: cases()).
     SCOPED_TRACE("SoftmaxCrossEntropyLoss with log_prob");
     GraphBuilder b;
-    const int sce = b.node("SoftmaxCrossEntropyLoss", {b.weight("s", {3, 4, 2}, -2, 2), b.constant_i64("l", {3, 0, 1, 1, 2, 3}, {3, 2})}, {}, 2);
+    const int sce = b.node("SoftmaxCrossEntropyLoss",
+                           {b.weight("s", {3, 4, 2}, -2, 2), b.constant_i64("l", {3, 0, 1, 1, 2, 3}, {3, 2})}, {}, 2);
     b.g.outputs = {sce, sce + 1};
     infer_and_fold(b.g, "test graph");
     auto [host, device] = inferred_on_host_and(b.g, dev.info);
@@ -1266,7 +1456,8 @@ TEST(Executor, OnADeviceTheCudaBackendsElementKernelsComputeWhatTheReferenceDoes
     close(device->output(1), host->output(1), "log_prob");
     EXPECT_EQ(device->output(1).size(), 24u);
     int on = 0;
-    for (const auto& st : device->steps()) on += st.node == sce_node(b.g) && st.impl == "guarded d500 kernels (SoftmaxCrossEntropyLoss)";
+    for (const auto& st : device->steps())
+      on += st.node == sce_node(b.g) && st.impl == "guarded d500 kernels (SoftmaxCrossEntropyLoss)";
     EXPECT_EQ(on, 1) << "the forward pass on the kernels";
   }
   {
@@ -1275,15 +1466,17 @@ TEST(Executor, OnADeviceTheCudaBackendsElementKernelsComputeWhatTheReferenceDoes
     // statistics are not differentiable).
     SCOPED_TRACE("BatchNormalization with running statistics");
     GraphBuilder b;
-    const int bn = b.node("BatchNormalization", {b.weight("x", {40, 3, 5}, -2, 3), b.weight("s", {3}, 0.5, 1.5), b.weight("b", {3}),
-                                                 b.constant_f("m", {3}), b.constant_f("v", {3}, 0.5, 1)},
+    const int bn = b.node("BatchNormalization",
+                          {b.weight("x", {40, 3, 5}, -2, 3), b.weight("s", {3}, 0.5, 1.5), b.weight("b", {3}),
+                           b.constant_f("m", {3}), b.constant_f("v", {3}, 0.5, 1)},
                           {{"training_mode", int_attr(1)}, {"momentum", float_attr(0.8f)}}, 3);
     const int loss = b.finish_with_projection_loss({bn});
     b.g.outputs = {loss, bn + 1, bn + 2};
     infer_and_fold(b.g, "test graph");
     const std::vector<int> params = b.params();
     auto [host, device] = stepped_on_host_and(b.g, loss, params, dev.info);
-    for (std::size_t k = 0; k < params.size(); ++k) close(device->gradient(k), host->gradient(k), b.g.info(params[k]).name);
+    for (std::size_t k = 0; k < params.size(); ++k)
+      close(device->gradient(k), host->gradient(k), b.g.info(params[k]).name);
     close(device->output(0), host->output(0), "the loss");
     close(device->output(1), host->output(1), "the running mean");
     close(device->output(2), host->output(2), "the running variance");
@@ -1296,8 +1489,9 @@ TEST(Executor, OnADeviceTheCudaBackendsElementKernelsComputeWhatTheReferenceDoes
     // BatchNormalization in inference: the running statistics (inputs 3 and 4) normalise.
     SCOPED_TRACE("BatchNormalization in inference");
     GraphBuilder b;
-    const int bn = b.node("BatchNormalization", {b.weight("x", {2, 3, 4, 2}, -2, 2), b.weight("s", {3}, 0.5, 1.5), b.weight("b", {3}),
-                                                 b.constant_f("m", {3}), b.constant_f("v", {3}, 0.5, 1)});
+    const int bn =
+        b.node("BatchNormalization", {b.weight("x", {2, 3, 4, 2}, -2, 2), b.weight("s", {3}, 0.5, 1.5),
+                                      b.weight("b", {3}), b.constant_f("m", {3}), b.constant_f("v", {3}, 0.5, 1)});
     b.g.outputs = {bn};
     infer_and_fold(b.g, "test graph");
     auto [host, device] = inferred_on_host_and(b.g, dev.info);
@@ -1311,15 +1505,19 @@ TEST(Executor, OnADeviceTheCudaBackendsElementKernelsComputeWhatTheReferenceDoes
     // that crops one axis and pads another with 0.5.
     SCOPED_TRACE("Split with an unused output; Pad cropping and padding");
     GraphBuilder b;
-    const int split = b.node("Split", {b.weight("x", {3, 5}), b.constant_i64("split", {2, 3})}, {{"axis", int_attr(1)}}, 2);
-    const int pad = b.node("Pad", {b.weight("y", {2, 6, 3}), b.constant_i64("p", {0, -1, 2, 1, -2, 0}), b.constant_f("v", {}, 0.5, 0.5)});
+    const int split =
+        b.node("Split", {b.weight("x", {3, 5}), b.constant_i64("split", {2, 3})}, {{"axis", int_attr(1)}}, 2);
+    const int pad = b.node(
+        "Pad", {b.weight("y", {2, 6, 3}), b.constant_i64("p", {0, -1, 2, 1, -2, 0}), b.constant_f("v", {}, 0.5, 0.5)});
     const int loss = b.finish_with_projection_loss({split + 1, pad});
     const std::vector<int> params = b.params();
     auto [host, device] = stepped_on_host_and(b.g, loss, params, dev.info);
-    for (std::size_t k = 0; k < params.size(); ++k) close(device->gradient(k), host->gradient(k), b.g.info(params[k]).name);
+    for (std::size_t k = 0; k < params.size(); ++k)
+      close(device->gradient(k), host->gradient(k), b.g.info(params[k]).name);
     close(device->output(0), host->output(0), "the loss");
     int copies = 0;
-    for (const auto& st : device->steps()) copies += st.impl == "guarded d500 kernels (Split)" || st.impl == "guarded d500 kernels (Pad)";
+    for (const auto& st : device->steps())
+      copies += st.impl == "guarded d500 kernels (Split)" || st.impl == "guarded d500 kernels (Pad)";
     EXPECT_EQ(copies, 4) << "both nodes' forward and backward on the kernels";
   }
   {
@@ -1329,13 +1527,15 @@ TEST(Executor, OnADeviceTheCudaBackendsElementKernelsComputeWhatTheReferenceDoes
     GraphBuilder b;
     const int x = b.weight("x", {301, 4});
     const int ln = b.node("LayerNormalization", {x, b.weight("s", {4}), b.weight("t", {4})});
-    const int loss = b.finish_with_projection_loss({b.node("Mul", {b.node("Add", {ln, b.weight("c", {4})}), b.weight("m", {1, 4})})});
+    const int loss = b.finish_with_projection_loss(
+        {b.node("Mul", {b.node("Add", {ln, b.weight("c", {4})}), b.weight("m", {1, 4})})});
     EXPECT_EQ(dev::parts_of(4, 301).chunks, 4);
     EXPECT_EQ(dev::parts_of(4, 301).len, 76);
     const int before = GuardedDeviceOp::chunked;
     const std::vector<int> params = b.params();
     auto [host, device] = stepped_on_host_and(b.g, loss, params, dev.info);
-    for (std::size_t k = 0; k < params.size(); ++k) close(device->gradient(k), host->gradient(k), b.g.info(params[k]).name);
+    for (std::size_t k = 0; k < params.size(); ++k)
+      close(device->gradient(k), host->gradient(k), b.g.info(params[k]).name);
     EXPECT_EQ(GuardedDeviceOp::chunked - before, 3) << "LayerNorm's parameters, c's and m's gradients";
   }
 }
@@ -1458,7 +1658,8 @@ TEST(Executor, OnADeviceDsOptimizersTrainTheHostsCopiesAndTheStepsFollowTheHost)
   device.forward(0);
   EXPECT_EQ(device.output(0), host.output(0));
   for (std::size_t k = 0; k < s.params.size(); ++k) {
-    const std::vector<float> h(host.parameter(k), host.parameter(k) + sizes[k]), d(device.parameter(k), device.parameter(k) + sizes[k]);
+    const std::vector<float> h(host.parameter(k), host.parameter(k) + sizes[k]),
+        d(device.parameter(k), device.parameter(k) + sizes[k]);
     EXPECT_EQ(d, h) << b.g.info(s.params[k]).name;
     EXPECT_EQ(device.gradient(k), host.gradient(k));
   }
@@ -1508,7 +1709,8 @@ void device_optimizer_follows_the_reference(bool fused, const std::vector<std::s
             const float* h = host.parameter_value(k);
             const float* d = device.parameter_value(k);  // downloaded: the device optimizer stepped
             if (fused) {  // (axpy's rounding differs from the reference's: compared at the end)
-              EXPECT_EQ(std::vector<float>(d, d + sizes[k]), std::vector<float>(h, h + sizes[k])) << "the read is the device's newest";
+              EXPECT_EQ(std::vector<float>(d, d + sizes[k]), std::vector<float>(h, h + sizes[k]))
+                  << "the read is the device's newest";
             }
           }
         if (step == 3) {  // the host reads and rewrites a parameter (a restore), then says so
@@ -1523,7 +1725,8 @@ void device_optimizer_follows_the_reference(bool fused, const std::vector<std::s
           EXPECT_EQ(dev.memory->counts.downloads, 0) << "step " << step << " moved nothing to the host";
           EXPECT_EQ(dev.memory->counts.uploads, 0) << "step " << step;
           if (fused) {
-            EXPECT_EQ(dev.memory->counts.optimizer_steps, static_cast<int>(sizes.size())) << "one fused step per parameter";
+            EXPECT_EQ(dev.memory->counts.optimizer_steps, static_cast<int>(sizes.size()))
+                << "one fused step per parameter";
             EXPECT_EQ(dev.memory->counts.axpys, 0);
           } else {
             EXPECT_GT(dev.memory->counts.axpys, 0);
@@ -1543,7 +1746,8 @@ void device_optimizer_follows_the_reference(bool fused, const std::vector<std::s
         }
         EXPECT_LE(std::sqrt(err), 1e-6 * std::sqrt(norm)) << b.g.info(s.params[k]).name;
         if (fused) {
-          EXPECT_EQ(std::vector<float>(d, d + sizes[k]), std::vector<float>(h, h + sizes[k])) << "bit for bit: " << b.g.info(s.params[k]).name;
+          EXPECT_EQ(std::vector<float>(d, d + sizes[k]), std::vector<float>(h, h + sizes[k]))
+              << "bit for bit: " << b.g.info(s.params[k]).name;
         }
       }
       // The state: step count and every state buffer, as the reference lays them out; the
@@ -1605,14 +1809,15 @@ class GuardedCollective final : public DeviceCollective {
     for (std::size_t i = 0; i < n; ++i) buf[i] /= static_cast<float>(size);
   }
   void wait() override { ++waits; }
-  void exchange(const float* send, const std::vector<float*>& recv, const std::vector<int>& peers, std::size_t n) override {
+  void exchange(const float* send, const std::vector<float*>& recv, const std::vector<int>& peers,
+                std::size_t n) override {
     ++exchanges;
     std::vector<const void*> open{send};
     open.insert(open.end(), recv.begin(), recv.end());
     GuardedMemory::Open o(m_, open);
     for (std::size_t i = 0; i < peers.size(); ++i)
-      EXPECT_EQ(MPI_Sendrecv(send, static_cast<int>(n), MPI_FLOAT, peers[i], 7, recv[i], static_cast<int>(n), MPI_FLOAT, peers[i], 7, c_,
-                             MPI_STATUS_IGNORE),
+      EXPECT_EQ(MPI_Sendrecv(send, static_cast<int>(n), MPI_FLOAT, peers[i], 7, recv[i], static_cast<int>(n), MPI_FLOAT,
+                             peers[i], 7, c_, MPI_STATUS_IGNORE),
                 MPI_SUCCESS);
   }
   void reduce_mean(float* buf, std::size_t n, int root) override {
@@ -1621,7 +1826,8 @@ class GuardedCollective final : public DeviceCollective {
     MPI_Comm_size(c_, &size);
     MPI_Comm_rank(c_, &rank);
     GuardedMemory::Open o(m_, {buf});
-    EXPECT_EQ(MPI_Reduce(rank == root ? MPI_IN_PLACE : buf, rank == root ? buf : nullptr, static_cast<int>(n), MPI_FLOAT, MPI_SUM, root, c_),
+    EXPECT_EQ(MPI_Reduce(rank == root ? MPI_IN_PLACE : buf, rank == root ? buf : nullptr, static_cast<int>(n),
+                         MPI_FLOAT, MPI_SUM, root, c_),
               MPI_SUCCESS);
     if (rank == root)
       for (std::size_t i = 0; i < n; ++i) buf[i] /= static_cast<float>(size);
@@ -1689,62 +1895,67 @@ TEST(Executor, OnADeviceTheAllreduceSchemesAverageTheGradientsOverMpiOrOnTheDevi
   std::vector<std::vector<double>> mean;
   for (std::size_t k = 0; k < sizes.size(); ++k) {
     mean.push_back(host.gradient(k));
-    MPI_Allreduce(MPI_IN_PLACE, mean.back().data(), static_cast<int>(mean.back().size()), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, mean.back().data(), static_cast<int>(mean.back().size()), MPI_DOUBLE, MPI_SUM,
+                  MPI_COMM_WORLD);
     for (double& v : mean.back()) v /= size;
   }
   for (const std::string name : {"allreduce", "allreduce-overlap"})
-  for (const std::string communication : {"mpi", "nccl"}) {
-    SCOPED_TRACE(name + " over " + communication);
-    GuardedBackend dev;
-    s.backend = &dev.info;
-    GraphExecutor device(s);
-    Access access(device, sizes);
-    RunnerModel model(device, access);
-    std::unique_ptr<GuardedCollective> collective;
-    if (communication == "nccl") collective = std::make_unique<GuardedCollective>(*dev.memory, MPI_COMM_WORLD);
-    SchemeSpec spec;
-    spec.name = name;
-    spec.bucket_bytes = 4;  // overlap: a bucket per parameter
-    spec.communication = communication;
-    auto scheme = Scheme::make(spec, MPI_COMM_WORLD, model, OptimizerSpec{}, collective.get());
-    const bool overlap = name == "allreduce-overlap";
-    const int calls = overlap ? static_cast<int>(sizes.size()) : 1;
-    device.forward(0);
-    scheme->before_backward();
-    device.backward(0);
-    const int started_in_backward = collective ? collective->starts : 0;
-    dev.memory->counts = {};
-    PhaseTally tally;
-    scheme->after_backward(0.1, tally);
-    const GuardedMemory::Counts c = dev.memory->counts;
-    EXPECT_EQ(scheme->counts().calls, calls);
-    if (communication == "nccl") {
-      EXPECT_EQ(collective->starts, calls);
-      EXPECT_EQ(collective->waits, 1);
-      EXPECT_EQ(c.downloads, 0) << "no gradient went through the host";
-      EXPECT_EQ(c.uploads, 0);
-      if (overlap) {
-        EXPECT_EQ(started_in_backward, calls) << "every bucket started while backward ran (its copies enqueued behind it)";
-        EXPECT_EQ(c.copies, calls) << "after backward, only the means back into the gradients";
+    for (const std::string communication : {"mpi", "nccl"}) {
+      SCOPED_TRACE(name + " over " + communication);
+      GuardedBackend dev;
+      s.backend = &dev.info;
+      GraphExecutor device(s);
+      Access access(device, sizes);
+      RunnerModel model(device, access);
+      std::unique_ptr<GuardedCollective> collective;
+      if (communication == "nccl") collective = std::make_unique<GuardedCollective>(*dev.memory, MPI_COMM_WORLD);
+      SchemeSpec spec;
+      spec.name = name;
+      spec.bucket_bytes = 4;  // overlap: a bucket per parameter
+      spec.communication = communication;
+      auto scheme = Scheme::make(spec, MPI_COMM_WORLD, model, OptimizerSpec{}, collective.get());
+      const bool overlap = name == "allreduce-overlap";
+      const int calls = overlap ? static_cast<int>(sizes.size()) : 1;
+      device.forward(0);
+      scheme->before_backward();
+      device.backward(0);
+      const int started_in_backward = collective ? collective->starts : 0;
+      dev.memory->counts = {};
+      PhaseTally tally;
+      scheme->after_backward(0.1, tally);
+      const GuardedMemory::Counts c = dev.memory->counts;
+      EXPECT_EQ(scheme->counts().calls, calls);
+      if (communication == "nccl") {
+        EXPECT_EQ(collective->starts, calls);
+        EXPECT_EQ(collective->waits, 1);
+        EXPECT_EQ(c.downloads, 0) << "no gradient went through the host";
+        EXPECT_EQ(c.uploads, 0);
+        if (overlap) {
+          EXPECT_EQ(started_in_backward, calls)
+              << "every bucket started while backward ran (its copies enqueued behind it)";
+          EXPECT_EQ(c.copies, calls) << "after backward, only the means back into the gradients";
+        } else {
+          EXPECT_EQ(c.copies, 2 * static_cast<int>(sizes.size())) << "each gradient into the flat buffer and back";
+        }
+        EXPECT_NE(scheme->describe().find(overlap ? "copied on the device" : "on the device"), std::string::npos)
+            << scheme->describe();
       } else {
-        EXPECT_EQ(c.copies, 2 * static_cast<int>(sizes.size())) << "each gradient into the flat buffer and back";
+        EXPECT_EQ(c.downloads, overlap ? 0 : static_cast<int>(sizes.size()))
+            << "each gradient once to the host (overlap: in backward)";
+        EXPECT_EQ(c.uploads, 0) << "the optimizer reads the host's copy; nothing goes back until the parameters change";
       }
-      EXPECT_NE(scheme->describe().find(overlap ? "copied on the device" : "on the device"), std::string::npos) << scheme->describe();
-    } else {
-      EXPECT_EQ(c.downloads, overlap ? 0 : static_cast<int>(sizes.size())) << "each gradient once to the host (overlap: in backward)";
-      EXPECT_EQ(c.uploads, 0) << "the optimizer reads the host's copy; nothing goes back until the parameters change";
+      // What the optimizer reads: the mean (float32 sums in another order: a few ulps).
+      for (std::size_t k = 0; k < sizes.size(); ++k)
+        expect_mean(device.parameter_gradient(k), mean[k], b.g.info(s.params[k]).name);
+      if (communication == "nccl") {  // then the device optimizer: the whole step stays on the device
+        auto opt = device_sgd(device);
+        ASSERT_NE(opt, nullptr);
+        exchanged_step(device, *scheme, *dev.memory, tally, 0.1);
+        opt->step(0.1);
+        EXPECT_EQ(dev.memory->counts.downloads, 0) << "averaging and the update read nothing on the host";
+        EXPECT_EQ(dev.memory->counts.uploads, 0);
+      }
     }
-    // What the optimizer reads: the mean (float32 sums in another order: a few ulps).
-    for (std::size_t k = 0; k < sizes.size(); ++k) expect_mean(device.parameter_gradient(k), mean[k], b.g.info(s.params[k]).name);
-    if (communication == "nccl") {  // then the device optimizer: the whole step stays on the device
-      auto opt = device_sgd(device);
-      ASSERT_NE(opt, nullptr);
-      exchanged_step(device, *scheme, *dev.memory, tally, 0.1);
-      opt->step(0.1);
-      EXPECT_EQ(dev.memory->counts.downloads, 0) << "averaging and the update read nothing on the host";
-      EXPECT_EQ(dev.memory->counts.uploads, 0);
-    }
-  }
   // Where there is no device collective, or a scheme other than allreduce, nccl is refused.
   SchemeSpec spec;
   spec.communication = "nccl";
@@ -1755,9 +1966,11 @@ TEST(Executor, OnADeviceTheAllreduceSchemesAverageTheGradientsOverMpiOrOnTheDevi
   spec.name = "ps-sync";
   EXPECT_EQ(scheme_check(spec, 2), "") << "ps-sync with its server on rank 0 runs on the device";
   spec.ps_servers = 1;
-  EXPECT_NE(scheme_check(spec, 2).find("runs ps-sync with its server on rank 0 (ps_servers = 0)"), std::string::npos) << scheme_check(spec, 2);
+  EXPECT_NE(scheme_check(spec, 2).find("runs ps-sync with its server on rank 0 (ps_servers = 0)"), std::string::npos)
+      << scheme_check(spec, 2);
   spec.name = "ps-async";
-  EXPECT_NE(scheme_check(spec, 2).find("a receive from any rank, which NCCL lacks"), std::string::npos) << scheme_check(spec, 2);
+  EXPECT_NE(scheme_check(spec, 2).find("a receive from any rank, which NCCL lacks"), std::string::npos)
+      << scheme_check(spec, 2);
 }
 
 // Level 3 on a device: ps-sync with its server on rank 0 (communication = "nccl"): every rank's
@@ -1810,7 +2023,8 @@ TEST(Executor, OnADeviceTheColocatedParameterServerStepsOnRankZeroAndBroadcastsI
   EXPECT_EQ(scheme->counts().calls, 2);
   EXPECT_EQ(c.downloads, 0) << "no gradient or parameter went through the host";
   EXPECT_EQ(c.uploads, 0);
-  for (std::size_t k = 0; k < sizes.size(); ++k) expect_mean(device.parameter(k), want[k], net.b.g.info(s.params[k]).name);
+  for (std::size_t k = 0; k < sizes.size(); ++k)
+    expect_mean(device.parameter(k), want[k], net.b.g.info(s.params[k]).name);
   EXPECT_NE(scheme->describe().find("reduced to rank 0"), std::string::npos) << scheme->describe();
 }
 
@@ -1828,66 +2042,70 @@ TEST(Executor, OnADeviceModelAveragingAndDpsgdAverageTheParametersOverMpiOrOnThe
   ExecutorSpec& s = net.s;
   const std::vector<std::int64_t>& sizes = net.sizes;
   for (const std::string name : {"model-averaging", "dpsgd"})
-  for (const std::string communication : {"mpi", "nccl"}) {
-    SCOPED_TRACE(name + " over " + communication);
-    if (name == "dpsgd" && size > 2) continue;  // three or more: a neighbourhood's mean, not every rank's
-    GuardedBackend dev;
-    s.backend = &dev.info;
-    GraphExecutor device(s);
-    Access access(device, sizes);
-    RunnerModel model(device, access);
-    OptimizerSpec o;
-    o.name = "sgd";
-    auto opt = device.native_optimizer(o);
-    ASSERT_NE(opt, nullptr);
-    device.forward(0);
-    device.backward(0);
-    opt->step(0.5);
-    // The expected mean, in double, of every rank's parameters after its own step.
-    std::vector<std::vector<double>> mean;
-    for (std::size_t k = 0; k < sizes.size(); ++k) {
-      const float* p = device.parameter(k);
-      mean.emplace_back(p, p + sizes[k]);
-      MPI_Allreduce(MPI_IN_PLACE, mean.back().data(), static_cast<int>(sizes[k]), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-      for (double& v : mean.back()) v /= size;
-    }
-    device.parameters_changed();  // the copies read above go back up: the device is current
-    std::unique_ptr<GuardedCollective> collective;
-    if (communication == "nccl") collective = std::make_unique<GuardedCollective>(*dev.memory, MPI_COMM_WORLD);
-    SchemeSpec spec;
-    spec.name = name;
-    spec.average_interval = 2;
-    spec.communication = communication;
-    auto scheme = Scheme::make(spec, MPI_COMM_WORLD, model, OptimizerSpec{}, collective.get());
-    PhaseTally tally;
-    dev.memory->counts = {};
-    if (name == "model-averaging") {
-      scheme->after_update(1, tally);  // not an averaging step
-      EXPECT_EQ(scheme->counts().calls, 0);
-    }
-    scheme->after_update(2, tally);
-    const GuardedMemory::Counts c = dev.memory->counts;
-    const bool acts = name == "model-averaging" || size > 1;
-    EXPECT_EQ(scheme->counts().calls, acts ? 1 : 0);
-    const auto K = static_cast<int>(sizes.size());
-    if (collective) {
-      EXPECT_EQ(name == "dpsgd" ? collective->exchanges : collective->starts, acts ? 1 : 0);
-      EXPECT_EQ(c.downloads, 0) << "no parameter went through the host";
-      EXPECT_EQ(c.uploads, 0);
-      EXPECT_EQ(c.copies, acts ? 2 * K : 0) << "each parameter into the flat buffer and back";
-      if (name == "dpsgd") {
-        EXPECT_EQ(c.axpys, acts ? 2 : 0) << "the neighbour's added, then the sum scaled";
+    for (const std::string communication : {"mpi", "nccl"}) {
+      SCOPED_TRACE(name + " over " + communication);
+      if (name == "dpsgd" && size > 2) continue;  // three or more: a neighbourhood's mean, not every rank's
+      GuardedBackend dev;
+      s.backend = &dev.info;
+      GraphExecutor device(s);
+      Access access(device, sizes);
+      RunnerModel model(device, access);
+      OptimizerSpec o;
+      o.name = "sgd";
+      auto opt = device.native_optimizer(o);
+      ASSERT_NE(opt, nullptr);
+      device.forward(0);
+      device.backward(0);
+      opt->step(0.5);
+      // The expected mean, in double, of every rank's parameters after its own step.
+      std::vector<std::vector<double>> mean;
+      for (std::size_t k = 0; k < sizes.size(); ++k) {
+        const float* p = device.parameter(k);
+        mean.emplace_back(p, p + sizes[k]);
+        MPI_Allreduce(MPI_IN_PLACE, mean.back().data(), static_cast<int>(sizes[k]), MPI_DOUBLE, MPI_SUM,
+                      MPI_COMM_WORLD);
+        for (double& v : mean.back()) v /= size;
       }
-      EXPECT_NE(scheme->describe().find("MPI_Allreduce over the test device's memory"), std::string::npos) << scheme->describe();
-    } else {
-      EXPECT_EQ(c.uploads, acts ? K : 0) << "the averaged host copies go back up";
+      device.parameters_changed();  // the copies read above go back up: the device is current
+      std::unique_ptr<GuardedCollective> collective;
+      if (communication == "nccl") collective = std::make_unique<GuardedCollective>(*dev.memory, MPI_COMM_WORLD);
+      SchemeSpec spec;
+      spec.name = name;
+      spec.average_interval = 2;
+      spec.communication = communication;
+      auto scheme = Scheme::make(spec, MPI_COMM_WORLD, model, OptimizerSpec{}, collective.get());
+      PhaseTally tally;
+      dev.memory->counts = {};
+      if (name == "model-averaging") {
+        scheme->after_update(1, tally);  // not an averaging step
+        EXPECT_EQ(scheme->counts().calls, 0);
+      }
+      scheme->after_update(2, tally);
+      const GuardedMemory::Counts c = dev.memory->counts;
+      const bool acts = name == "model-averaging" || size > 1;
+      EXPECT_EQ(scheme->counts().calls, acts ? 1 : 0);
+      const auto K = static_cast<int>(sizes.size());
+      if (collective) {
+        EXPECT_EQ(name == "dpsgd" ? collective->exchanges : collective->starts, acts ? 1 : 0);
+        EXPECT_EQ(c.downloads, 0) << "no parameter went through the host";
+        EXPECT_EQ(c.uploads, 0);
+        EXPECT_EQ(c.copies, acts ? 2 * K : 0) << "each parameter into the flat buffer and back";
+        if (name == "dpsgd") {
+          EXPECT_EQ(c.axpys, acts ? 2 : 0) << "the neighbour's added, then the sum scaled";
+        }
+        EXPECT_NE(scheme->describe().find("MPI_Allreduce over the test device's memory"), std::string::npos)
+            << scheme->describe();
+      } else {
+        EXPECT_EQ(c.uploads, acts ? K : 0) << "the averaged host copies go back up";
+      }
+      // What the host and the next step read: the mean (float32 sums in another order: a few ulps).
+      for (std::size_t k = 0; k < sizes.size(); ++k)
+        expect_mean(device.parameter(k), mean[k], net.b.g.info(s.params[k]).name);
+      if (collective) {
+        EXPECT_EQ(dev.memory->counts.downloads, acts ? K : 0)
+            << "the host's copies were stale after the average: read again";
+      }
     }
-    // What the host and the next step read: the mean (float32 sums in another order: a few ulps).
-    for (std::size_t k = 0; k < sizes.size(); ++k) expect_mean(device.parameter(k), mean[k], net.b.g.info(s.params[k]).name);
-    if (collective) {
-      EXPECT_EQ(dev.memory->counts.downloads, acts ? K : 0) << "the host's copies were stale after the average: read again";
-    }
-  }
 }
 
 // What crosses between host and device in a step: nothing when the device has a kernel for every

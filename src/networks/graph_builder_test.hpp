@@ -8,11 +8,11 @@
 #include <vector>
 
 #include "backends/graph.hpp"
+#include "common/random.hpp"
 #include "common/text.hpp"
 #include "networks/executor.hpp"
 #include "networks/onnx.hpp"
 #include "networks/validate.hpp"
-#include "common/random.hpp"
 
 namespace d500::test {
 

@@ -56,7 +56,8 @@ std::vector<std::byte> tensor_bytes(const onnx::TensorProto& t, const std::strin
     std::string location;
     std::int64_t offset = 0, length = -1;
     for (const auto& kv : t.external_data()) {
-      if (kv.key() == "location") location = kv.value();
+      if (kv.key() == "location")
+        location = kv.value();
       else if (kv.key() == "offset" || kv.key() == "length") {
         const std::int64_t v = parse_size(kv.value(), 0);  // digits only, bounded: never an exception
         if (v < 0 || kv.value().find_first_not_of("0123456789") != std::string::npos)
@@ -74,7 +75,8 @@ std::vector<std::byte> tensor_bytes(const onnx::TensorProto& t, const std::strin
     if (!in) throw Error(what + ": tensor '" + t.name() + "': cannot open its external data " + file.string());
     in.seekg(offset);
     if (length >= 0 && static_cast<std::size_t>(length) != bytes)
-      throw Error(what + ": tensor '" + t.name() + "': external data length " + std::to_string(length) + " != " + std::to_string(bytes));
+      throw Error(what + ": tensor '" + t.name() + "': external data length " + std::to_string(length) +
+                  " != " + std::to_string(bytes));
     in.read(reinterpret_cast<char*>(out.data()), static_cast<std::streamsize>(bytes));
     if (static_cast<std::size_t>(in.gcount()) != bytes)
       throw Error(what + ": tensor '" + t.name() + "': its external data " + file.string() + " is too short");
@@ -82,20 +84,32 @@ std::vector<std::byte> tensor_bytes(const onnx::TensorProto& t, const std::strin
   }
   if (t.has_raw_data()) {
     if (t.raw_data().size() != bytes)
-      throw Error(what + ": tensor '" + t.name() + "' holds " + std::to_string(t.raw_data().size()) + " bytes, its shape needs " + std::to_string(bytes));
+      throw Error(what + ": tensor '" + t.name() + "' holds " + std::to_string(t.raw_data().size()) +
+                  " bytes, its shape needs " + std::to_string(bytes));
     if (bytes) std::memcpy(out.data(), t.raw_data().data(), bytes);
     return out;
   }
   auto fill = [&](const auto& field, auto cast) {
     if (static_cast<std::int64_t>(field.size()) != n)
-      throw Error(what + ": tensor '" + t.name() + "' holds " + std::to_string(field.size()) + " values, its shape needs " + std::to_string(n));
+      throw Error(what + ": tensor '" + t.name() + "' holds " + std::to_string(field.size()) +
+                  " values, its shape needs " + std::to_string(n));
     for (std::int64_t i = 0; i < n; ++i) cast(i, field.Get(static_cast<int>(i)));
   };
   switch (dt) {
-    case DType::F32: fill(t.float_data(), [&](std::int64_t i, float v) { std::memcpy(out.data() + i * 4, &v, 4); }); break;
-    case DType::I64: fill(t.int64_data(), [&](std::int64_t i, std::int64_t v) { std::memcpy(out.data() + i * 8, &v, 8); }); break;
-    case DType::I32: fill(t.int32_data(), [&](std::int64_t i, std::int32_t v) { std::memcpy(out.data() + i * 4, &v, 4); }); break;
-    case DType::Bool: fill(t.int32_data(), [&](std::int64_t i, std::int32_t v) { out[static_cast<std::size_t>(i)] = std::byte{static_cast<unsigned char>(v != 0)}; }); break;
+    case DType::F32:
+      fill(t.float_data(), [&](std::int64_t i, float v) { std::memcpy(out.data() + i * 4, &v, 4); });
+      break;
+    case DType::I64:
+      fill(t.int64_data(), [&](std::int64_t i, std::int64_t v) { std::memcpy(out.data() + i * 8, &v, 8); });
+      break;
+    case DType::I32:
+      fill(t.int32_data(), [&](std::int64_t i, std::int32_t v) { std::memcpy(out.data() + i * 4, &v, 4); });
+      break;
+    case DType::Bool:
+      fill(t.int32_data(), [&](std::int64_t i, std::int32_t v) {
+        out[static_cast<std::size_t>(i)] = std::byte{static_cast<unsigned char>(v != 0)};
+      });
+      break;
     default: break;
   }
   return out;
@@ -124,7 +138,8 @@ Attr convert_attr(const onnx::AttributeProto& a, const std::string& where) {
       r.tensor_data = tensor_bytes(a.t(), where, ".");
       break;
     default:
-      throw Error(where + ": attribute '" + a.name() + "' is of a kind d500 does not read (subgraphs, sparse tensors and string lists are not supported)");
+      throw Error(where + ": attribute '" + a.name() +
+                  "' is of a kind d500 does not read (subgraphs, sparse tensors and string lists are not supported)");
   }
   return r;
 }
@@ -161,14 +176,16 @@ void set_batch(onnx::ModelProto& m, const std::string& what, const LoadOptions& 
       if (i == 0) {
         if (first) facts.declared_batch = known ? d->dim_value() : -1;
         if (!known && opt.batch <= 0)
-          throw Error(what + ": input '" + in.name() + "' has a symbolic batch ('" + d->dim_param() + "'): set the point's 'batch'");
+          throw Error(what + ": input '" + in.name() + "' has a symbolic batch ('" + d->dim_param() +
+                      "'): set the point's 'batch'");
         if (known && opt.batch > 0 && d->dim_value() != 1 && d->dim_value() != opt.batch)
           throw Error(what + ": input '" + in.name() + "' has a fixed batch of " + std::to_string(d->dim_value()) +
                       ", so it cannot run at batch " + std::to_string(opt.batch) +
                       " (d500 overrides a batch that is symbolic or 1; export the model with a symbolic batch)");
         if (opt.batch > 0) d->set_dim_value(opt.batch);
       } else if (!known) {
-        throw Error(what + ": input '" + in.name() + "' axis " + std::to_string(i) + " is symbolic ('" + d->dim_param() +
+        throw Error(what + ": input '" + in.name() + "' axis " + std::to_string(i) + " is symbolic ('" +
+                    d->dim_param() +
                     "'); d500 runs static shapes: export the model with every axis but the batch fixed");
       }
     }
@@ -184,12 +201,14 @@ void set_batch(onnx::ModelProto& m, const std::string& what, const LoadOptions& 
 void run_checker(const onnx::ModelProto& m, const std::string& file) {
   bool external = false;
   for (const auto& t : m.graph().initializer()) external = external || t.data_location() == onnx::TensorProto::EXTERNAL;
-  if (external && !file.empty()) onnx::checker::check_model(file);
-  else onnx::checker::check_model(m);
+  if (external && !file.empty())
+    onnx::checker::check_model(file);
+  else
+    onnx::checker::check_model(m);
 }
 
-Graph convert(onnx::ModelProto& m, const std::string& what, const std::string& base_dir, const LoadOptions& opt, ModelFacts* facts_out,
-              const std::string& file = "") {
+Graph convert(onnx::ModelProto& m, const std::string& what, const std::string& base_dir, const LoadOptions& opt,
+              ModelFacts* facts_out, const std::string& file = "") {
   ModelFacts facts;
   facts.opset = default_opset(m);
   facts.producer = m.producer_name() + (m.producer_version().empty() ? "" : " " + m.producer_version());
@@ -198,7 +217,8 @@ Graph convert(onnx::ModelProto& m, const std::string& what, const std::string& b
     if (std::find(facts.ops.begin(), facts.ops.end(), n.op_type()) == facts.ops.end()) facts.ops.push_back(n.op_type());
   if (facts_out) *facts_out = facts;  // what is known so far, also when the model is refused below
   if (facts.opset == 0)
-    throw Error(what + ": the model imports no opset of the default ONNX domain (only other domains); d500 runs opsets " +
+    throw Error(what +
+                ": the model imports no opset of the default ONNX domain (only other domains); d500 runs opsets " +
                 std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset) + " of the default domain");
   if (facts.opset > 0 && facts.opset < kMinOpset) {
     // Old exports (opset 1-6) are upgraded by ONNX's own version converter.
@@ -207,16 +227,19 @@ Graph convert(onnx::ModelProto& m, const std::string& what, const std::string& b
       m = onnx::version_conversion::ConvertVersion(m, kConvertTo);
     } catch (const std::exception& e) {
       std::string msg = e.what();
-      throw Error(what + ": the model imports opset " + std::to_string(facts.opset) + "; ONNX's version converter could not upgrade it to opset " +
-                  std::to_string(kConvertTo) + ": " + msg.substr(0, msg.find("\n\n")));
+      throw Error(what + ": the model imports opset " + std::to_string(facts.opset) +
+                  "; ONNX's version converter could not upgrade it to opset " + std::to_string(kConvertTo) + ": " +
+                  msg.substr(0, msg.find("\n\n")));
     }
     facts.converted_from = facts.opset;
     facts.opset = default_opset(m);
   }
   if (facts.opset < kMinOpset || facts.opset > kMaxOpset)
-    throw Error(what + ": the model imports opset " + std::to_string(facts.opset) + " of the default ONNX domain; d500 runs opsets " +
-                std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset) +
-                (facts.opset > kMaxOpset ? " (its ONNX library is 1.12; convert the model with onnx.version_converter)" : ""));
+    throw Error(
+        what + ": the model imports opset " + std::to_string(facts.opset) +
+        " of the default ONNX domain; d500 runs opsets " + std::to_string(kMinOpset) + " to " +
+        std::to_string(kMaxOpset) +
+        (facts.opset > kMaxOpset ? " (its ONNX library is 1.12; convert the model with onnx.version_converter)" : ""));
   try {
     run_checker(m, facts.converted_from ? "" : file);
   } catch (const std::exception& e) {
@@ -262,8 +285,8 @@ Graph convert(onnx::ModelProto& m, const std::string& what, const std::string& b
                   "; d500 feeds float32, int64, int32 and bool inputs");
     if (auto fixed = opt.fixed_inputs.find(in.name()); fixed != opt.fixed_inputs.end()) {
       if (static_cast<std::int64_t>(fixed->second.size()) != g.bytes(id))
-        throw Error(what + ": the value fixed for input '" + in.name() + "' has " + std::to_string(fixed->second.size()) +
-                    " bytes; its shape needs " + std::to_string(g.bytes(id)));
+        throw Error(what + ": the value fixed for input '" + in.name() + "' has " +
+                    std::to_string(fixed->second.size()) + " bytes; its shape needs " + std::to_string(g.bytes(id)));
       g.constants[id] = fixed->second;
       continue;
     }
@@ -287,7 +310,8 @@ Graph convert(onnx::ModelProto& m, const std::string& what, const std::string& b
     if (const onnx::OpSchema* os = onnx::OpSchemaRegistry::Schema(n.op_type(), facts.opset, ""))
       if (os->SinceVersion() < schema->since)
         throw Error(where + ": opset " + std::to_string(facts.opset) + " gives " + n.op_type() + " version " +
-                    std::to_string(os->SinceVersion()) + "; d500 implements it from version " + std::to_string(schema->since));
+                    std::to_string(os->SinceVersion()) + "; d500 implements it from version " +
+                    std::to_string(schema->since));
     for (const auto& a : n.attribute()) node.attrs[a.name()] = convert_attr(a, where);
     for (const auto& i : n.input()) node.in.push_back(i.empty() ? -1 : tensor(i));
     for (const auto& o : n.output()) node.out.push_back(o.empty() ? -1 : tensor(o));
@@ -304,8 +328,8 @@ Graph convert(onnx::ModelProto& m, const std::string& what, const std::string& b
     bool known = true;
     for (auto d : it->second.shape) known = known && d >= 0;
     if (known && it->second.shape != t.shape)
-      throw Error(what + ": d500 and ONNX infer different shapes for '" + t.name + "': " + shape_str(t.shape) + " and " +
-                  shape_str(it->second.shape) + " (a d500 defect: please report it with the model)");
+      throw Error(what + ": d500 and ONNX infer different shapes for '" + t.name + "': " + shape_str(t.shape) +
+                  " and " + shape_str(it->second.shape) + " (a d500 defect: please report it with the model)");
   }
   if (facts_out) *facts_out = facts;
   return g;
@@ -395,7 +419,9 @@ void infer_and_fold(Graph& g, const std::string& what) {
   std::vector<Node> kept;
   for (auto& n : g.nodes) {
     const OpSchema* s = find_op(n.op);
-    if (!s) throw Error(what + ": " + n.label() + ": d500 does not run " + n.op + "; this build runs: " + supported_ops_text());
+    if (!s)
+      throw Error(what + ": " + n.label() + ": d500 does not run " + n.op +
+                  "; this build runs: " + supported_ops_text());
     InferCtx c{n, g.opset, {}, {}, {}};
     for (int t : n.in) {
       c.in.push_back(t >= 0 ? &g.tensors[static_cast<std::size_t>(t)] : nullptr);
@@ -404,7 +430,8 @@ void infer_and_fold(Graph& g, const std::string& what) {
     for (int t : n.out) c.out.push_back(t >= 0 ? &g.tensors[static_cast<std::size_t>(t)] : nullptr);
     for (std::size_t i = 0; i < n.in.size(); ++i)
       if (n.in[i] >= 0 && g.info(n.in[i]).dtype == DType::Undefined)
-        throw Error(what + ": " + n.label() + ": input '" + g.info(n.in[i]).name + "' is produced by no node, input or initializer");
+        throw Error(what + ": " + n.label() + ": input '" + g.info(n.in[i]).name +
+                    "' is produced by no node, input or initializer");
     try {
       s->infer(c);
     } catch (const Error& e) {
@@ -412,7 +439,8 @@ void infer_and_fold(Graph& g, const std::string& what) {
     }
     for (int t : n.out)
       if (t >= 0 && !dtype_supported(g.info(t).dtype))
-        throw Error(what + ": " + n.label() + ": output '" + g.info(t).name + "' would be " + dtype_name(g.info(t).dtype) + ", which d500 does not run");
+        throw Error(what + ": " + n.label() + ": output '" + g.info(t).name + "' would be " +
+                    dtype_name(g.info(t).dtype) + ", which d500 does not run");
     bool all_const = true;
     for (int t : n.in) all_const = all_const && (t < 0 || g.is_const(t));
     const bool float_out = !n.out.empty() && n.out[0] >= 0 && g.info(n.out[0]).dtype == DType::F32;

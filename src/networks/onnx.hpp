@@ -38,7 +38,8 @@ struct ModelFacts {
 // names the file and, for a node, its name, operator and opset.
 Graph load_onnx_file(const std::string& path, const LoadOptions& opt, ModelFacts* facts = nullptr);
 // The same from a serialized model in memory (`what` names it in errors).
-Graph load_onnx_bytes(const std::string& bytes, const std::string& what, const LoadOptions& opt, ModelFacts* facts = nullptr);
+Graph load_onnx_bytes(const std::string& bytes, const std::string& what, const LoadOptions& opt,
+                      ModelFacts* facts = nullptr);
 
 // d500's shape inference and constant folding over a graph whose tensors' types and shapes are
 // known for inputs and constants: fills every other tensor's, folds nodes whose inputs are known

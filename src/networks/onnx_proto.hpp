@@ -15,6 +15,7 @@ std::string onnx_type_name(int onnx_type);
 // A TensorProto's values as bytes of its d500 type (external data read from base_dir).
 std::vector<std::byte> tensor_bytes(const onnx::TensorProto& t, const std::string& what, const std::string& base_dir);
 // Loads a model built in memory (the built-in networks), as load_onnx_file does a file.
-Graph load_onnx_model(onnx::ModelProto& m, const std::string& what, const LoadOptions& opt, ModelFacts* facts = nullptr);
+Graph load_onnx_model(onnx::ModelProto& m, const std::string& what, const LoadOptions& opt,
+                      ModelFacts* facts = nullptr);
 
 }  // namespace d500

@@ -18,7 +18,8 @@ namespace {
 class OnnxFiles : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("d500_onnx_" + std::to_string(::getpid()) + "_" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() / ("d500_onnx_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::create_directories(dir_);
   }
   void TearDown() override { fs::remove_all(dir_); }
@@ -29,8 +30,8 @@ class OnnxFiles : public ::testing::Test {
     return p.string();
   }
   // A one-node model: x [batch, 4] -> op -> y.
-  static onnx::ModelProto one_node(const std::string& op, int opset = 17, const std::string& batch_dim = "N", std::int64_t batch = -1,
-                                   const std::string& domain = "") {
+  static onnx::ModelProto one_node(const std::string& op, int opset = 17, const std::string& batch_dim = "N",
+                                   std::int64_t batch = -1, const std::string& domain = "") {
     onnx::ModelProto m;
     m.set_ir_version(8);
     auto* o = m.add_opset_import();
@@ -49,8 +50,10 @@ class OnnxFiles : public ::testing::Test {
       auto* t = v->mutable_type()->mutable_tensor_type();
       t->set_elem_type(onnx::TensorProto::FLOAT);
       auto* d0 = t->mutable_shape()->add_dim();
-      if (batch > 0) d0->set_dim_value(batch);
-      else d0->set_dim_param(batch_dim);
+      if (batch > 0)
+        d0->set_dim_value(batch);
+      else
+        d0->set_dim_param(batch_dim);
       t->mutable_shape()->add_dim()->set_dim_value(4);
     }
     auto* n = g->add_node();
@@ -95,15 +98,18 @@ TEST_F(OnnxFiles, OpsetsOutsideTheRangeAndOtherDomainsAreRefused) {
 
 TEST_F(OnnxFiles, TheBatchReplacesASymbolicOrUnitBatchAndIsRequiredWhenSymbolic) {
   const std::string sym = write("sym.onnx", one_node("Relu"));
-  EXPECT_NE(load_error(sym, -1).find("symbolic batch ('N'): set the point's 'batch'"), std::string::npos) << load_error(sym, -1);
+  EXPECT_NE(load_error(sym, -1).find("symbolic batch ('N'): set the point's 'batch'"), std::string::npos)
+      << load_error(sym, -1);
   const Graph g = load_onnx_file(sym, LoadOptions{5, {}});
   EXPECT_EQ(g.info(g.inputs[0]).shape, (Shape{5, 4}));
   EXPECT_EQ(g.info(g.outputs[0]).shape, (Shape{5, 4}));
   // A model fixed at batch 1 runs at any batch; one fixed at 8 only at 8.
-  EXPECT_EQ(load_onnx_file(write("one.onnx", one_node("Relu", 17, "", 1)), LoadOptions{3, {}}).info(0).shape, (Shape{3, 4}));
+  EXPECT_EQ(load_onnx_file(write("one.onnx", one_node("Relu", 17, "", 1)), LoadOptions{3, {}}).info(0).shape,
+            (Shape{3, 4}));
   const std::string e = load_error(write("eight.onnx", one_node("Relu", 17, "", 8)), 3);
   EXPECT_NE(e.find("fixed batch of 8"), std::string::npos) << e;
-  EXPECT_EQ(load_onnx_file(write("eight2.onnx", one_node("Relu", 17, "", 8)), LoadOptions{-1, {}}).info(0).shape, (Shape{8, 4}));
+  EXPECT_EQ(load_onnx_file(write("eight2.onnx", one_node("Relu", 17, "", 8)), LoadOptions{-1, {}}).info(0).shape,
+            (Shape{8, 4}));
 }
 
 TEST_F(OnnxFiles, NotAModelOrAMissingFileIsSaidSo) {
@@ -115,9 +121,11 @@ TEST_F(OnnxFiles, NotAModelOrAMissingFileIsSaidSo) {
 TEST_F(OnnxFiles, TheOnnxCheckerAndShapeInferenceRejectBrokenModels) {
   onnx::ModelProto m = one_node("Relu");
   m.mutable_graph()->mutable_node(0)->set_input(0, "nowhere");  // an input nothing produces
-  EXPECT_NE(load_error(write("dangling.onnx", m)).find("the ONNX checker rejects the model"), std::string::npos) << load_error(write("d2.onnx", m));
+  EXPECT_NE(load_error(write("dangling.onnx", m)).find("the ONNX checker rejects the model"), std::string::npos)
+      << load_error(write("d2.onnx", m));
   onnx::ModelProto gemm = one_node("Gemm");  // Gemm needs two inputs
-  EXPECT_NE(load_error(write("gemm.onnx", gemm)).find("ONNX checker"), std::string::npos) << load_error(write("g2.onnx", gemm));
+  EXPECT_NE(load_error(write("gemm.onnx", gemm)).find("ONNX checker"), std::string::npos)
+      << load_error(write("g2.onnx", gemm));
 }
 
 TEST_F(OnnxFiles, ExternalDataIsReadBesideTheModelAndNeverOutsideIt) {
@@ -169,10 +177,10 @@ TEST(OnnxLoad, ShapeSubgraphsFoldAndWeightsStayTrainable) {
 
 TEST(OnnxLoad, BuiltInNetworksHaveTheirPublishedSizes) {
   const NetworkFacts r50 = network_facts(load_builtin_network("resnet50", LoadOptions{1, {}}));
-  EXPECT_NEAR(static_cast<double>(r50.params), 25.557e6, 0.01e6);      // torchvision's resnet50: 25,557,032
-  EXPECT_NEAR(r50.forward_flops, 8.2e9, 0.15e9);                       // 4.1 GMACs
+  EXPECT_NEAR(static_cast<double>(r50.params), 25.557e6, 0.01e6);  // torchvision's resnet50: 25,557,032
+  EXPECT_NEAR(r50.forward_flops, 8.2e9, 0.15e9);                   // 4.1 GMACs
   const NetworkFacts r18 = network_facts(load_builtin_network("resnet18", LoadOptions{1, {}}));
-  EXPECT_NEAR(static_cast<double>(r18.params), 11.689e6, 0.01e6);      // 11,689,512
+  EXPECT_NEAR(static_cast<double>(r18.params), 11.689e6, 0.01e6);  // 11,689,512
   const NetworkFacts le = network_facts(load_builtin_network("lenet5", LoadOptions{1, {}}));
   EXPECT_EQ(le.params, 61706);
   // Export and reload: the same graph.

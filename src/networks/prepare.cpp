@@ -11,7 +11,8 @@
 namespace d500 {
 namespace {
 
-int add_node(Graph& g, const std::string& op, std::vector<int> in, std::map<std::string, Attr> attrs, const std::string& out_name) {
+int add_node(Graph& g, const std::string& op, std::vector<int> in, std::map<std::string, Attr> attrs,
+             const std::string& out_name) {
   Node n;
   n.op = op;
   n.name = out_name;
@@ -50,7 +51,8 @@ TrainingLoss add_training_loss(Graph& g) {
     const int d = add_node(g, "Sub", {y, r.target}, {}, "d500_error");
     const int sq = add_node(g, "Mul", {d, d}, {}, "d500_squared_error");
     r.loss = add_node(g, "ReduceMean", {sq}, {{"keepdims", zero}}, "d500_loss");
-    r.description = "mean squared error of output '" + g.info(y).name + "' " + shape_str(ys) + " against a seeded target";
+    r.description =
+        "mean squared error of output '" + g.info(y).name + "' " + shape_str(ys) + " against a seeded target";
   }
   g.outputs.push_back(r.loss);
   infer_and_fold(g, g.name + " with the training loss");
@@ -101,8 +103,8 @@ InputData make_inputs(const Graph& g, int micro_batches, std::uint64_t seed) {
         auto* p = reinterpret_cast<std::int32_t*>(b.data());
         for (std::size_t i = 0; i < n; ++i) p[i] = static_cast<std::int32_t>(v[i]);
       }
-      d.descriptions.push_back(info.name + " " + shape_str(info.shape) + " " + dtype_name(info.dtype) + " uniform in [0, " +
-                               std::to_string(range) + ") (" + use + ")");
+      d.descriptions.push_back(info.name + " " + shape_str(info.shape) + " " + dtype_name(info.dtype) +
+                               " uniform in [0, " + std::to_string(range) + ") (" + use + ")");
     } else {
       throw Error(g.name + ": d500 cannot make data for input '" + info.name + "' (" + dtype_name(info.dtype) + ")");
     }
@@ -120,14 +122,17 @@ std::string seeded_weights(Graph& g, const std::vector<int>& params, std::uint64
     std::int64_t fan_in = numel(s) / s[0];
     for (const Node& n : g.nodes) {  // stored [in, out]: MatMul's B, Gemm's B without transB
       if (n.in.size() > 1 && n.in[1] == t && s.size() == 2 &&
-          (n.op == "MatMul" || (n.op == "Gemm" && n.attr_i("transB", 0) == 0))) fan_in = s[0];
+          (n.op == "MatMul" || (n.op == "Gemm" && n.attr_i("transB", 0) == 0)))
+        fan_in = s[0];
     }
     auto& bytes = g.constants.at(t);
     const float bound = static_cast<float>(std::sqrt(6.0 / static_cast<double>(std::max<std::int64_t>(1, fan_in))));
-    fill_uniform(reinterpret_cast<float*>(bytes.data()), static_cast<std::size_t>(numel(s)), seed * 0x9e3779b97f4a7c15ull + k + 1, -bound, bound);
+    fill_uniform(reinterpret_cast<float*>(bytes.data()), static_cast<std::size_t>(numel(s)),
+                 seed * 0x9e3779b97f4a7c15ull + k + 1, -bound, bound);
     ++drawn;
   }
-  return std::to_string(drawn) + " weight tensors drawn He-uniform U(-sqrt(6/fan_in), sqrt(6/fan_in)) from the point's seed; "
+  return std::to_string(drawn) +
+         " weight tensors drawn He-uniform U(-sqrt(6/fan_in), sqrt(6/fan_in)) from the point's seed; "
          "one-dimensional parameters (biases, normalisation) as in the model";
 }
 

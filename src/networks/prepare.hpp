@@ -9,9 +9,9 @@
 namespace d500 {
 
 struct TrainingLoss {
-  int loss = -1;                  // the scalar float tensor whose gradient is 1
-  int labels = -1, target = -1;   // inputs d500 added for it (-1: none)
-  std::string description;        // for the point's record: which loss, on which output
+  int loss = -1;                 // the scalar float tensor whose gradient is 1
+  int labels = -1, target = -1;  // inputs d500 added for it (-1: none)
+  std::string description;       // for the point's record: which loss, on which output
 };
 
 // Gives `g` the loss of a training step, as its last output: the model's own when an output is
@@ -26,7 +26,7 @@ TrainingLoss add_training_loss(Graph& g);
 struct InputData {
   std::vector<std::vector<std::byte>> bytes;  // per graph input
   std::vector<const void*> pointers() const;
-  std::vector<std::string> descriptions;      // "image [8,3,224,224] float32 uniform in [-1, 1)"
+  std::vector<std::string> descriptions;  // "image [8,3,224,224] float32 uniform in [-1, 1)"
 };
 InputData make_inputs(const Graph& g, int micro_batches, std::uint64_t seed);
 

@@ -14,7 +14,8 @@ namespace {
 // ||got - ref|| / max(||ref||, floor); NaN anywhere gives NaN, which fails validation.
 double rel_l2(const std::vector<double>& got, const std::vector<double>& ref, double floor) {
   double num = 0, den = 0;
-  for (std::size_t i = 0; i < got.size() && i < ref.size(); ++i) num += (got[i] - ref[i]) * (got[i] - ref[i]), den += ref[i] * ref[i];
+  for (std::size_t i = 0; i < got.size() && i < ref.size(); ++i)
+    num += (got[i] - ref[i]) * (got[i] - ref[i]), den += ref[i] * ref[i];
   if (std::isnan(num)) return num;
   return std::sqrt(num) / std::max(std::sqrt(den), floor > 0 ? floor : 1e-300);
 }
@@ -24,7 +25,8 @@ ToleranceBasis network_tolerance(const Graph& g, int loss) {
   ToleranceBasis b;
   std::vector<int> dist(g.tensors.size(), 0);
   const bool training = loss >= 0;
-  const std::vector<bool> need = training ? tensors_needing_gradients(g, loss, trainable_params(g, loss)) : std::vector<bool>(g.tensors.size(), false);
+  const std::vector<bool> need = training ? tensors_needing_gradients(g, loss, trainable_params(g, loss))
+                                          : std::vector<bool>(g.tensors.size(), false);
   for (const auto& n : g.nodes) {
     const OpSchema* s = find_op(n.op);
     int d = 0;
@@ -43,13 +45,14 @@ ToleranceBasis network_tolerance(const Graph& g, int loss) {
     if (training)
       for (std::size_t i = 0; i < n.in.size(); ++i)
         if (n.in[i] >= 0 && need[static_cast<std::size_t>(n.in[i])] && (s->diff_in >> i & 1u))
-          b.terms = std::max(b.terms, fwd * out_elems / std::max<double>(1, static_cast<double>(numel(g.info(n.in[i]).shape))));
+          b.terms = std::max(b.terms,
+                             fwd * out_elems / std::max<double>(1, static_cast<double>(numel(g.info(n.in[i]).shape))));
   }
   if (training) b.depth *= 2;  // forward and back
   b.tolerance = float_tolerance(b.terms) * std::sqrt(static_cast<double>(std::max(b.depth, 1)));
   b.words = "1e-6 max(10, 4 sqrt(K)) sqrt(D) = " + fmt_sig(b.tolerance, 3) + ", with K = " + fmt_sig(b.terms, 4) +
-            " the longest float32 sum and D = " + std::to_string(b.depth) + " the computing nodes on the longest chain" +
-            (training ? " there and back" : "");
+            " the longest float32 sum and D = " + std::to_string(b.depth) +
+            " the computing nodes on the longest chain" + (training ? " there and back" : "");
   return b;
 }
 
@@ -59,14 +62,16 @@ ToleranceBasis with_point_math(ToleranceBasis b, const Params& point) {
     b.reduced_mantissa = 10;  // TF32's: the formula's u and the second opinion's simulated rounding
     const double extra = rounded_inputs_tolerance(b.reduced_mantissa) * chain;
     b.tolerance += extra;
-    b.words += "; + 8u sqrt(D) = " + fmt_sig(extra, 3) + ", u = 2^-11 (math = tf32: convolutions and matrix products may round " +
+    b.words += "; + 8u sqrt(D) = " + fmt_sig(extra, 3) +
+               ", u = 2^-11 (math = tf32: convolutions and matrix products may round " +
                "their inputs to TF32's 10 mantissa bits), in all " + fmt_sig(b.tolerance, 3);
   } else if (bf16_math(point)) {
     // The inputs' rounding (8u) and a convolution's result's own (u), u = 2^-8.
     const double extra = rounded_inputs_and_result_tolerance(7) * chain;
     b.tolerance += extra;
-    b.words += "; + 9u sqrt(D) = " + fmt_sig(extra, 3) + ", u = 2^-8 (math = bf16: convolutions and matrix products round " +
-               "their inputs to bfloat16's 7 mantissa bits, a convolution its result too), in all " + fmt_sig(b.tolerance, 3);
+    b.words +=
+        "; + 9u sqrt(D) = " + fmt_sig(extra, 3) + ", u = 2^-8 (math = bf16: convolutions and matrix products round " +
+        "their inputs to bfloat16's 7 mantissa bits, a convolution its result too), in all " + fmt_sig(b.tolerance, 3);
   }
   return b;
 }
@@ -90,8 +95,8 @@ StepValues step_values(GraphRunner& r, const Graph& g, const std::vector<int>& p
 }
 
 std::unique_ptr<GraphExecutor> run_yardstick(const Graph& g, bool training, int loss, const std::vector<int>& params,
-                                             const std::vector<const void*>& inputs, int micro_batches, std::uint64_t rounding_noise,
-                                             int reduced_mantissa) {
+                                             const std::vector<const void*>& inputs, int micro_batches,
+                                             std::uint64_t rounding_noise, int reduced_mantissa) {
   ExecutorSpec s;
   s.graph = &g;
   s.training = training;
@@ -115,8 +120,8 @@ StepValues yardstick_step(const Graph& g, bool training, int loss, const std::ve
   return step_values(*run_yardstick(g, training, loss, params, inputs, micro_batches), g, params, training);
 }
 
-std::string first_divergence(const Graph& g, const BackendInfo& backend, const Params* point, const std::vector<const void*>& inputs,
-                             int micro_batches, int threads, double tolerance) {
+std::string first_divergence(const Graph& g, const BackendInfo& backend, const Params* point,
+                             const std::vector<const void*>& inputs, int micro_batches, int threads, double tolerance) {
   if (backend.make_graph_runner) return "";  // a framework's own executor shows no intermediate tensors
   ExecutorSpec s;
   s.graph = &g;
@@ -139,15 +144,16 @@ std::string first_divergence(const Graph& g, const BackendInfo& backend, const P
       if (t < 0 || g.info(t).dtype != DType::F32) continue;
       const double err = rel_l2(got.tensor(t), ref.tensor(t), 1e-30);
       if (!(err <= tolerance))
-        return "the first node off in the forward pass is " + n.label() + " (computed by " + st.impl + "): relative error " +
-               fmt_sig(err, 3) + " in '" + g.info(t).name + "'";
+        return "the first node off in the forward pass is " + n.label() + " (computed by " + st.impl +
+               "): relative error " + fmt_sig(err, 3) + " in '" + g.info(t).name + "'";
     }
   }
   return "the forward pass agrees node by node; the difference arises in the backward pass";
 }
 
 std::vector<double> step_errors(const StepValues& got, const StepValues& ref) {
-  if (got.values.size() != ref.values.size()) throw Error("validation: the executor and the yardstick computed different tensors");
+  if (got.values.size() != ref.values.size())
+    throw Error("validation: the executor and the yardstick computed different tensors");
   double all = 0;
   for (const auto& r : ref.values)
     for (double x : r) all += x * x;
@@ -158,7 +164,9 @@ std::vector<double> step_errors(const StepValues& got, const StepValues& ref) {
   for (std::size_t t = 0; t < ref.values.size(); ++t) {
     const auto& a = got.values[t];
     const auto& b = ref.values[t];
-    if (a.size() != b.size()) throw Error("validation: " + ref.names[t] + " has " + std::to_string(a.size()) + " values, the yardstick " + std::to_string(b.size()));
+    if (a.size() != b.size())
+      throw Error("validation: " + ref.names[t] + " has " + std::to_string(a.size()) + " values, the yardstick " +
+                  std::to_string(b.size()));
     e.push_back(rel_l2(a, b, floor));
   }
   return e;
@@ -175,7 +183,8 @@ Discrepancy compare_steps(const StepValues& got, const StepValues& ref) {
 }
 
 std::vector<double> rounding_spread(const Graph& g, bool training, int loss, const std::vector<int>& params,
-                                    const std::vector<const void*>& inputs, int micro_batches, const StepValues& exact, int runs) {
+                                    const std::vector<const void*>& inputs, int micro_batches, const StepValues& exact,
+                                    int runs) {
   std::vector<double> spread(exact.values.size(), 0.0);
   for (int r = 1; r <= runs; ++r) {
     const auto e = run_yardstick(g, training, loss, params, inputs, micro_batches, static_cast<std::uint64_t>(r));
@@ -186,14 +195,14 @@ std::vector<double> rounding_spread(const Graph& g, bool training, int loss, con
 }
 
 std::vector<double> reduced_precision_distance(const Graph& g, bool training, int loss, const std::vector<int>& params,
-                                               const std::vector<const void*>& inputs, int micro_batches, const StepValues& exact,
-                                               int bits) {
+                                               const std::vector<const void*>& inputs, int micro_batches,
+                                               const StepValues& exact, int bits) {
   const auto e = run_yardstick(g, training, loss, params, inputs, micro_batches, 0, bits);
   return step_errors(step_values(*e, g, params, training), exact);
 }
 
-Discrepancy judge_with_spread(const StepValues& got, const StepValues& ref, double tolerance, const std::vector<double>& spread,
-                              double& allowed, const std::vector<double>& reduced) {
+Discrepancy judge_with_spread(const StepValues& got, const StepValues& ref, double tolerance,
+                              const std::vector<double>& spread, double& allowed, const std::vector<double>& reduced) {
   const std::vector<double> e = step_errors(got, ref);
   Discrepancy d;
   double worst_ratio = -1;
@@ -210,32 +219,38 @@ Discrepancy judge_with_spread(const StepValues& got, const StepValues& ref, doub
   return d;
 }
 
-StepJudgement judge_step(const StepValues& got, const StepValues& ref, const ToleranceBasis& basis, const Graph& g, bool training, int loss,
-                         const std::vector<int>& params, const std::vector<const void*>& inputs, int micro_batches) {
+StepJudgement judge_step(const StepValues& got, const StepValues& ref, const ToleranceBasis& basis, const Graph& g,
+                         bool training, int loss, const std::vector<int>& params,
+                         const std::vector<const void*>& inputs, int micro_batches) {
   const Discrepancy d = compare_steps(got, ref);
   StepJudgement j{d.worst, basis.tolerance, d.where, basis.words};
   if (d.worst <= basis.tolerance || std::isnan(d.worst)) return j;
   const std::vector<double> spread = rounding_spread(g, training, loss, params, inputs, micro_batches, ref, 2);
   const std::vector<double> reduced =
-      basis.reduced_mantissa > 0 ? reduced_precision_distance(g, training, loss, params, inputs, micro_batches, ref, basis.reduced_mantissa)
-                                 : std::vector<double>{};
+      basis.reduced_mantissa > 0
+          ? reduced_precision_distance(g, training, loss, params, inputs, micro_batches, ref, basis.reduced_mantissa)
+          : std::vector<double>{};
   double allowed = basis.tolerance;
   const Discrepancy w = judge_with_spread(got, ref, basis.tolerance, spread, allowed, reduced);
   double decisive = 0, decisive_reduced = 0;
   for (std::size_t t = 0; t < ref.names.size(); ++t)
     if (ref.names[t] == w.where) decisive = spread[t], decisive_reduced = t < reduced.size() ? reduced[t] : 0.0;
   j.error = w.worst, j.where = w.where, j.tolerance = allowed;
-  j.words = basis.words + "; " + d.where + " exceeded it (" + fmt_sig(d.worst, 3) + "), so each tensor was allowed the larger of it and " +
-            fmt_sig(kSpreadFactor, 2) + " x its rounding spread: how far float32's rounding alone moves the yardstick's tensor (the "
-            "yardstick run twice more with every value a node writes multiplied by 1 + u 2^-24, u uniform in [-1, 1): Monte Carlo "
+  j.words = basis.words + "; " + d.where + " exceeded it (" + fmt_sig(d.worst, 3) +
+            "), so each tensor was allowed the larger of it and " + fmt_sig(kSpreadFactor, 2) +
+            " x its rounding spread: how far float32's rounding alone moves the yardstick's tensor (the "
+            "yardstick run twice more with every value a node writes multiplied by 1 + u 2^-24, u uniform in [-1, 1): "
+            "Monte Carlo "
             "arithmetic), large where the step is ill-conditioned";
   if (basis.reduced_mantissa > 0)
-    j.words += ", and " + fmt_sig(kReducedFactor, 2) + " x its distance under the point's reduced precision simulated (the yardstick run " +
-               "once more with every Conv, ConvTranspose, Gemm and MatMul input, and backward the output gradient it reads, rounded to " +
+    j.words += ", and " + fmt_sig(kReducedFactor, 2) +
+               " x its distance under the point's reduced precision simulated (the yardstick run " +
+               "once more with every Conv, ConvTranspose, Gemm and MatMul input, and backward the output gradient it "
+               "reads, rounded to " +
                std::to_string(basis.reduced_mantissa) + " mantissa bits, to nearest even)";
   j.words += "; the decisive tensor here is " + w.where + ", spread " + fmt_sig(decisive, 3) +
-             (basis.reduced_mantissa > 0 ? ", simulated distance " + fmt_sig(decisive_reduced, 3) : std::string()) + ", allowed " +
-             fmt_sig(allowed, 3);
+             (basis.reduced_mantissa > 0 ? ", simulated distance " + fmt_sig(decisive_reduced, 3) : std::string()) +
+             ", allowed " + fmt_sig(allowed, 3);
   return j;
 }
 

@@ -15,8 +15,8 @@
 namespace d500 {
 
 struct ToleranceBasis {
-  int depth = 0;      // computing nodes on the longest chain from an input to an output (twice, training)
-  double terms = 1;   // the longest sum a float32 result is made of
+  int depth = 0;     // computing nodes on the longest chain from an input to an output (twice, training)
+  double terms = 1;  // the longest sum a float32 result is made of
   double tolerance = 0;
   std::string words;  // the formula with its numbers, for the point's validation method
   // math = "tf32": 10, the mantissa bits its products' inputs keep (judge_step's second opinion
@@ -43,8 +43,8 @@ StepValues step_values(GraphRunner& r, const Graph& g, const std::vector<int>& p
 // returns it, its tensors and gradients to be read (or its weights perturbed, in tests);
 // `rounding_noise`, `reduced_mantissa`: ExecutorSpec's (0: exact).
 std::unique_ptr<GraphExecutor> run_yardstick(const Graph& g, bool training, int loss, const std::vector<int>& params,
-                                             const std::vector<const void*>& inputs, int micro_batches, std::uint64_t rounding_noise = 0,
-                                             int reduced_mantissa = 0);
+                                             const std::vector<const void*>& inputs, int micro_batches,
+                                             std::uint64_t rounding_noise = 0, int reduced_mantissa = 0);
 // One step of the yardstick (all micro-batches): what step_values reads from run_yardstick's.
 StepValues yardstick_step(const Graph& g, bool training, int loss, const std::vector<int>& params,
                           const std::vector<const void*>& inputs, int micro_batches);
@@ -53,8 +53,8 @@ StepValues yardstick_step(const Graph& g, bool training, int loss, const std::ve
 // backend and on the yardstick, compared node by node; the first node whose output is off by
 // more than `tolerance` ("" when the forward pass agrees everywhere). Costs a forward pass of
 // each with no buffer reuse: only for points that failed.
-std::string first_divergence(const Graph& g, const BackendInfo& backend, const Params* point, const std::vector<const void*>& inputs,
-                             int micro_batches, int threads, double tolerance);
+std::string first_divergence(const Graph& g, const BackendInfo& backend, const Params* point,
+                             const std::vector<const void*>& inputs, int micro_batches, int threads, double tolerance);
 
 // The worst relative L2 error over the tensors, each against max(|ref|, 1e-4 x the RMS of the
 // reference tensors' norms), so that a gradient that is zero in exact arithmetic (float noise
@@ -73,7 +73,8 @@ std::vector<double> step_errors(const StepValues& got, const StepValues& ref);
 // distance from `exact` (as step_errors measures it). Large where the step is ill-conditioned: a
 // gradient that is a small sum of large terms of both signs (a batch normalisation's at batch 1).
 std::vector<double> rounding_spread(const Graph& g, bool training, int loss, const std::vector<int>& params,
-                                    const std::vector<const void*>& inputs, int micro_batches, const StepValues& exact, int runs = 2);
+                                    const std::vector<const void*>& inputs, int micro_batches, const StepValues& exact,
+                                    int runs = 2);
 // How far the reduced precision of a point's products alone moves the yardstick's step: the
 // yardstick run once more with every Conv, ConvTranspose, Gemm and MatMul input (and, backward, the output
 // gradient it reads) rounded to `bits` mantissa bits, to nearest even (ExecutorSpec::
@@ -81,8 +82,8 @@ std::vector<double> rounding_spread(const Graph& g, bool training, int loss, con
 // through batch normalisations is ill-conditioned for these roundings: ResNet-20's gradients move
 // by 6-10% under TF32's, far beyond 8u sqrt(D).
 std::vector<double> reduced_precision_distance(const Graph& g, bool training, int loss, const std::vector<int>& params,
-                                               const std::vector<const void*>& inputs, int micro_batches, const StepValues& exact,
-                                               int bits);
+                                               const std::vector<const void*>& inputs, int micro_batches,
+                                               const StepValues& exact, int bits);
 // The second opinion on a step that failed the formula's tolerance: each tensor is allowed
 // max(tolerance, kSpreadFactor x its rounding spread, kReducedFactor x its reduced-precision
 // distance (none: zero)). Returns the tensor whose error is the
@@ -93,18 +94,21 @@ constexpr double kSpreadFactor = 10;
 // algorithms (a Winograd or FFT convolution rounds transformed values) and perhaps not to
 // nearest: its distance from the exact step is allowed three times the simulated one.
 constexpr double kReducedFactor = 3;
-Discrepancy judge_with_spread(const StepValues& got, const StepValues& ref, double tolerance, const std::vector<double>& spread,
-                              double& allowed, const std::vector<double>& reduced = {});
+Discrepancy judge_with_spread(const StepValues& got, const StepValues& ref, double tolerance,
+                              const std::vector<double>& spread, double& allowed,
+                              const std::vector<double>& reduced = {});
 
 // A step's validation: every tensor against the formula's tolerance (`basis`); where one exceeds
 // it, the second opinion (rounding_spread over the yardstick's run of `g`, twice, with
-// basis.reduced_mantissa reduced_precision_distance too, then judge_with_spread). `error` is the decisive tensor's (`where`), `tolerance` its allowance: the
-// step passes when error <= tolerance. `words` says how the tolerance was set.
+// basis.reduced_mantissa reduced_precision_distance too, then judge_with_spread). `error` is the decisive tensor's
+// (`where`), `tolerance` its allowance: the step passes when error <= tolerance. `words` says how the tolerance was
+// set.
 struct StepJudgement {
   double error = 0, tolerance = 0;
   std::string where, words;
 };
-StepJudgement judge_step(const StepValues& got, const StepValues& ref, const ToleranceBasis& basis, const Graph& g, bool training, int loss,
-                         const std::vector<int>& params, const std::vector<const void*>& inputs, int micro_batches);
+StepJudgement judge_step(const StepValues& got, const StepValues& ref, const ToleranceBasis& basis, const Graph& g,
+                         bool training, int loss, const std::vector<int>& params,
+                         const std::vector<const void*>& inputs, int micro_batches);
 
 }  // namespace d500

@@ -41,9 +41,8 @@ void order_dimensions(Plan& plan, const KeysByName& keys) {
   }
   for (std::size_t i = 0; i < c.axes.size(); ++i)
     if (!zipped.count(c.axes[i].name)) plan.dims.push_back({i});
-  std::sort(plan.dims.begin(), plan.dims.end(), [&](const auto& x, const auto& y) {
-    return c.axes[x.front()].name < c.axes[y.front()].name;
-  });
+  std::sort(plan.dims.begin(), plan.dims.end(),
+            [&](const auto& x, const auto& y) { return c.axes[x.front()].name < c.axes[y.front()].name; });
 }
 
 // Each exclude rule as tables: per key it names, which values of that key's dimension it matches
@@ -91,7 +90,8 @@ double check_combinations_fit(const Campaign& c, const Product& product, const P
   double combinations = 1;
   for (std::size_t d = 0; d < product.dims.size(); ++d) combinations *= static_cast<double>(product.extent(d));
   const double per_job_bound = c.points_per_job > 0 ? std::min<double>(c.points_per_job, combinations) : combinations;
-  if (const std::string why = too_big_for_memory(plan_cost(combinations, std::min<double>(per_job_bound, kMaxPointsPerJob)), avail);
+  if (const std::string why =
+          too_big_for_memory(plan_cost(combinations, std::min<double>(per_job_bound, kMaxPointsPerJob)), avail);
       !why.empty())
     throw Error(Location{c.path, 1, 1}, "the campaign expands to " + fmt_sig(combinations, 4) +
                                             " combinations of its axes; planning them " + why +
@@ -130,7 +130,8 @@ Made make_point(const Plan& plan, const Product& mine, std::uint64_t combination
   p.level = res.workload->level;
   p.nodes = static_cast<int>(std::get<std::int64_t>(res.params.at("nodes")));
   p.ranks_per_node = static_cast<int>(std::get<std::int64_t>(res.params.at("ranks_per_node")));
-  if (auto l = res.params.find("launch"); l != res.params.end()) p.launch = static_cast<std::uint8_t>(std::get<std::int64_t>(l->second));
+  if (auto l = res.params.find("launch"); l != res.params.end())
+    p.launch = static_cast<std::uint8_t>(std::get<std::int64_t>(l->second));
   p.combination = combination;
   if (model) {
     const TimeModel::Estimate e = model->estimate(p.id, p.level, *res.workload, res.params);
@@ -151,7 +152,8 @@ Chunk make_chunk(const Plan& plan, std::uint64_t total, std::size_t chunk_index,
   Product mine(plan.campaign, plan.dims);
   const std::uint64_t begin = chunk_index * kChunk, end = std::min(total, begin + kChunk);
   std::vector<std::size_t> idx(mine.dims.size(), 0);
-  for (std::size_t d = 0; d < idx.size(); ++d) idx[d] = static_cast<std::size_t>(begin / mine.stride[d] % mine.extent(d));
+  for (std::size_t d = 0; d < idx.size(); ++d)
+    idx[d] = static_cast<std::size_t>(begin / mine.stride[d] % mine.extent(d));
   try {
     for (std::uint64_t combination = begin; combination < end; ++combination) {
       if (combination > begin)  // the next combination: the last dimension varies fastest
@@ -208,22 +210,26 @@ void expand_points(Plan& plan, const KeysByName& keys, const PlanOptions& opt, c
     if (ch.error) std::rethrow_exception(ch.error);
   };
   const std::uint64_t chunks = (product.size + kChunk - 1) / kChunk;
-  const unsigned threads = opt.threads > 0 ? static_cast<unsigned>(opt.threads) : planning_threads(product.size, 4 * kChunk);
+  const unsigned threads =
+      opt.threads > 0 ? static_cast<unsigned>(opt.threads) : planning_threads(product.size, 4 * kChunk);
   ordered_parallel<Chunk>(
       static_cast<std::size_t>(chunks), threads, 4 * static_cast<std::size_t>(threads),
       [&](std::size_t i) { return make_chunk(plan, product.size, i, rules, model); }, take_chunk);
 
   for (std::size_t r = 0; r < c.excludes.size(); ++r)
     if (!rule_hits[r]) throw Error(c.excludes[r].where, "this [[exclude]] rule matches no point: check its values");
-  if (plan.points.empty()) throw Error(Location{c.path, 1, 1}, "the campaign has no points left after [[exclude]] rules");
+  if (plan.points.empty())
+    throw Error(Location{c.path, 1, 1}, "the campaign has no points left after [[exclude]] rules");
   resources.throw_refusals();
 
   // A training point (level 2 and up) is one run of many steps: its steps are the samples.
-  const bool timed_by_repetitions = std::any_of(plan.points.begin(), plan.points.end(), [](const auto& p) { return p.level < 2; });
+  const bool timed_by_repetitions =
+      std::any_of(plan.points.begin(), plan.points.end(), [](const auto& p) { return p.level < 2; });
   if (c.repetitions <= 5 && timed_by_repetitions)
-    plan.warnings.push_back(c.path + ": repetitions = " + std::to_string(c.repetitions) +
-                            ": no distribution-free 95% confidence interval of a median exists for n <= 5, so the report "
-                            "will give none; use 6 or more (10 or more for a useful width)");
+    plan.warnings.push_back(
+        c.path + ": repetitions = " + std::to_string(c.repetitions) +
+        ": no distribution-free 95% confidence interval of a median exists for n <= 5, so the report "
+        "will give none; use 6 or more (10 or more for a useful width)");
 }
 
 }  // namespace d500::planning

@@ -1,11 +1,11 @@
 #include "plan/jobspec.hpp"
 
+#include <toml++/toml.h>
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <optional>
 #include <string_view>
-#include <toml++/toml.h>
 
 #include "common/error.hpp"
 #include "common/text.hpp"
@@ -40,15 +40,19 @@ void append_toml_key(std::string& out, const std::string& k) {
   const bool bare = !k.empty() && std::all_of(k.begin(), k.end(), [](char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
   });
-  if (bare) out += k;
-  else out += toml_string(k);
+  if (bare)
+    out += k;
+  else
+    out += toml_string(k);
 }
 
 // A value as TOML writes it: a string escaped by toml_string; a number or boolean in its
 // canonical text, which is already TOML (shortest round-trip reals with ".0" kept, inf, nan).
 void append_toml_value(std::string& out, const Value& v) {
-  if (const auto* s = std::get_if<std::string>(&v)) out += toml_string(*s);
-  else out += canonical(v);
+  if (const auto* s = std::get_if<std::string>(&v))
+    out += toml_string(*s);
+  else
+    out += canonical(v);
 }
 }  // namespace
 
@@ -106,14 +110,15 @@ std::string spec_head(const std::string& id, const std::string& campaign, const 
   o += "ranks_per_node = " + std::to_string(rpn) + "\n";
   o += "repetitions = " + std::to_string(repetitions) + "\n";
   if (a.on)
-    o += "auto_repetitions = { ci_rel_width = " + canonical(Value{a.ci_rel_width}) + ", confidence = " +
-         canonical(Value{a.confidence}) + ", min = " + std::to_string(a.min) + ", max = " + std::to_string(a.max) +
-         ", max_time_s = " + canonical(Value{a.max_time_s}) + " }\n";
+    o += "auto_repetitions = { ci_rel_width = " + canonical(Value{a.ci_rel_width}) +
+         ", confidence = " + canonical(Value{a.confidence}) + ", min = " + std::to_string(a.min) +
+         ", max = " + std::to_string(a.max) + ", max_time_s = " + canonical(Value{a.max_time_s}) + " }\n";
   o += "warmups = " + std::to_string(warmups) + "\n";
   return o;
 }
 
-void append_point(std::string& o, const std::string& id, const std::string& canonical, int level, std::string_view params) {
+void append_point(std::string& o, const std::string& id, const std::string& canonical, int level,
+                  std::string_view params) {
   o += "\n[[point]]\nid = ";
   o += toml_string(id);
   o += "\ncanonical = ";
@@ -127,7 +132,8 @@ void append_point(std::string& o, const std::string& id, const std::string& cano
 }  // namespace
 
 std::string job_spec_toml(const JobSpec& s) {
-  std::string o = spec_head(s.id, s.campaign, s.campaign_hash, s.nodes, s.ranks_per_node, s.repetitions, s.auto_repetitions, s.warmups, s.points.size());
+  std::string o = spec_head(s.id, s.campaign, s.campaign_hash, s.nodes, s.ranks_per_node, s.repetitions,
+                            s.auto_repetitions, s.warmups, s.points.size());
   std::string params;
   for (const auto& p : s.points) {
     params.clear();
@@ -139,8 +145,10 @@ std::string job_spec_toml(const JobSpec& s) {
 
 std::string job_spec_text(const Plan& plan, const Job& job, std::uint64_t offset) {
   const Campaign& c = plan.campaign;
-  std::string o = spec_head(job.id, c.name, c.hash, job.nodes, job.ranks_per_node, c.repetitions, c.auto_repetitions, c.warmups, 0);
-  o += "\n# This job's points: `count` rows of the plan's points.csv from byte `offset`.\n[rows]\nfile = \"points.csv\"\n";
+  std::string o =
+      spec_head(job.id, c.name, c.hash, job.nodes, job.ranks_per_node, c.repetitions, c.auto_repetitions, c.warmups, 0);
+  o += "\n# This job's points: `count` rows of the plan's points.csv from byte `offset`.\n[rows]\nfile = "
+       "\"points.csv\"\n";
   o += "offset = " + std::to_string(offset) + "\ncount = " + std::to_string(job.points.size()) + "\n";
   return o;
 }
@@ -170,11 +178,13 @@ Params params_of_canonical(const std::string& canonical, const std::string& wher
     }
     Value& v = it->second;
     if (type_of(v) == spec.type) return;
-    if (spec.type == ValueType::String) v = bare_token(canonical, spec.name);
-    else if (spec.type == ValueType::Real && type_of(v) == ValueType::Int) v = static_cast<double>(std::get<std::int64_t>(v));
+    if (spec.type == ValueType::String)
+      v = bare_token(canonical, spec.name);
+    else if (spec.type == ValueType::Real && type_of(v) == ValueType::Int)
+      v = static_cast<double>(std::get<std::int64_t>(v));
     else
-      throw Error(where + ": parameter '" + spec.name + "' of point '" + canonical + "' is " + type_name(type_of(v)) + ", not " +
-                  type_name(spec.type));
+      throw Error(where + ": parameter '" + spec.name + "' of point '" + canonical + "' is " + type_name(type_of(v)) +
+                  ", not " + type_name(spec.type));
   };
   for (const auto& spec : common_params()) give_type(spec);
   for (const auto& spec : w->params) give_type(spec);
@@ -194,7 +204,8 @@ std::vector<PointSpec> read_rows(const std::string& spec_path, const std::string
   const std::string file = need(rows["file"].value<std::string>(), spec_path, "rows.file");
   const std::int64_t offset = need(rows["offset"].value<std::int64_t>(), spec_path, "rows.offset");
   const std::int64_t count = need(rows["count"].value<std::int64_t>(), spec_path, "rows.count");
-  if (file != "points.csv") throw Error(spec_path + ": rows.file is \"" + printable(file) + "\"; valid: \"points.csv\"");
+  if (file != "points.csv")
+    throw Error(spec_path + ": rows.file is \"" + printable(file) + "\"; valid: \"points.csv\"");
   const RunLayout layout = RunLayout::of_spec(spec_path);
   const std::string csv = layout.points_csv().string();
   std::ifstream in(csv, std::ios::binary);
@@ -202,8 +213,8 @@ std::vector<PointSpec> read_rows(const std::string& spec_path, const std::string
   in.seekg(0, std::ios::end);
   const std::int64_t size = static_cast<std::int64_t>(in.tellg());
   if (offset < 0 || offset > size || count < 0 || count > size)
-    throw Error(spec_path + ": rows offset = " + std::to_string(offset) + ", count = " + std::to_string(count) + " do not fit " + csv +
-                " (" + std::to_string(size) + " bytes; was the plan edited?)");
+    throw Error(spec_path + ": rows offset = " + std::to_string(offset) + ", count = " + std::to_string(count) +
+                " do not fit " + csv + " (" + std::to_string(size) + " bytes; was the plan edited?)");
   std::string header;
   in.seekg(0);
   std::getline(in, header);
@@ -215,11 +226,13 @@ std::vector<PointSpec> read_rows(const std::string& spec_path, const std::string
   for (std::int64_t r = 0; r < count; ++r) {
     PlannedPoint x;
     if (!std::getline(in, line) || !parse_points_csv_row(line, estimates, x) || x.job != job)
-      throw Error(csv + ": row " + std::to_string(r + 1) + " of the " + std::to_string(count) + " from byte " + std::to_string(offset) +
-                  " that job spec " + spec_path + " names is not a point of job " + job + " (was the plan edited?)");
+      throw Error(csv + ": row " + std::to_string(r + 1) + " of the " + std::to_string(count) + " from byte " +
+                  std::to_string(offset) + " that job spec " + spec_path + " names is not a point of job " + job +
+                  " (was the plan edited?)");
     const std::string where = csv + " (job " + job + ", row " + std::to_string(r + 1) + ")";
     if (hex64(fnv1a64(x.canonical)) != x.id)
-      throw Error(where + ": point " + x.id + " is not the id of its canonical text '" + x.canonical + "' (was the plan edited?)");
+      throw Error(where + ": point " + x.id + " is not the id of its canonical text '" + x.canonical +
+                  "' (was the plan edited?)");
     points.push_back({x.id, x.canonical, x.level, params_of_canonical(x.canonical, where)});
   }
   return points;
@@ -239,11 +252,16 @@ std::vector<PointSpec> read_point_tables(const std::string& path, const toml::ar
     if (!params) throw Error(path + ": point " + p.id + " has no params table");
     for (auto&& [k, v] : *params) {
       std::string key(k.str());
-      if (auto i = v.as_integer()) p.params[key] = std::int64_t{i->get()};
-      else if (auto f = v.as_floating_point()) p.params[key] = f->get();
-      else if (auto b = v.as_boolean()) p.params[key] = b->get();
-      else if (auto str = v.as_string()) p.params[key] = str->get();
-      else throw Error(path + ": point " + p.id + ": parameter '" + key + "' is not a scalar");
+      if (auto i = v.as_integer())
+        p.params[key] = std::int64_t{i->get()};
+      else if (auto f = v.as_floating_point())
+        p.params[key] = f->get();
+      else if (auto b = v.as_boolean())
+        p.params[key] = b->get();
+      else if (auto str = v.as_string())
+        p.params[key] = str->get();
+      else
+        throw Error(path + ": point " + p.id + ": parameter '" + key + "' is not a scalar");
     }
     points.push_back(std::move(p));
   }
@@ -275,7 +293,8 @@ JobSpec read_job_spec(const std::string& path) {
     r.min = need((*a)["min"].value<int>(), path, "job.auto_repetitions.min");
     r.max = need((*a)["max"].value<int>(), path, "job.auto_repetitions.max");
     r.max_time_s = need((*a)["max_time_s"].value<double>(), path, "job.auto_repetitions.max_time_s");
-    if (r.max != s.repetitions) throw Error(path + ": job.auto_repetitions.max differs from job.repetitions (was the spec edited?)");
+    if (r.max != s.repetitions)
+      throw Error(path + ": job.auto_repetitions.max differs from job.repetitions (was the spec edited?)");
   }
   if (const toml::table* rows = root["rows"].as_table()) {
     s.points = read_rows(path, s.id, *rows);

@@ -62,7 +62,8 @@ double TimeModel::planned_reps_time(double per_rep) const {
   return c_.auto_repetitions.on ? std::min(all, c_.auto_repetitions.max_time_s + per_rep) : all;
 }
 
-TimeModel::Estimate TimeModel::estimate(const std::string& id, int level, const WorkloadInfo& w, const Params& params) const {
+TimeModel::Estimate TimeModel::estimate(const std::string& id, int level, const WorkloadInfo& w,
+                                        const Params& params) const {
   if (auto it = measured_.find(id); it != measured_.end()) {
     const MeasuredPoint& m = it->second;
     if (level >= 2 || m.reps_run == 0) return {m.seconds, EstimateSource::Measured};
@@ -72,10 +73,13 @@ TimeModel::Estimate TimeModel::estimate(const std::string& id, int level, const 
   if (w.work_of && level < 2) {
     const Work work = w.work_of(params);
     const auto b = params.find("backend");
-    const std::string backend = b != params.end() && std::holds_alternative<std::string>(b->second) ? std::get<std::string>(b->second) : "";
+    const std::string backend =
+        b != params.end() && std::holds_alternative<std::string>(b->second) ? std::get<std::string>(b->second) : "";
     const auto r = rates_.find(backend);
-    const bool calibrated = r != rates_.end() && (work.flops == 0 || r->second.gflops > 0) && (work.bytes == 0 || r->second.gbps > 0);
-    const double gflops = calibrated ? r->second.gflops : c_.packing.gflops, gbps = calibrated ? r->second.gbps : c_.packing.gbps;
+    const bool calibrated =
+        r != rates_.end() && (work.flops == 0 || r->second.gflops > 0) && (work.bytes == 0 || r->second.gbps > 0);
+    const double gflops = calibrated ? r->second.gflops : c_.packing.gflops,
+                 gbps = calibrated ? r->second.gbps : c_.packing.gbps;
     // The slower of compute and data movement at those rates: a roofline's bound, per repetition.
     const double per_rep = std::max(work.flops > 0 ? static_cast<double>(work.flops) / (gflops * 1e9) : 0.0,
                                     work.bytes > 0 ? static_cast<double>(work.bytes) / (gbps * 1e9) : 0.0);
@@ -108,13 +112,15 @@ void pack_by_time(Plan& plan, const PlanOptions& opt, const TimeModel& model) {
   const PackingSettings& k = c.packing;
   if (plan.tmpl.launcher == "slurm") {
     if (k.job_time_s > 0)
-      throw Error(k.job_time_where, "key 'job_time' in [packing] applies to local plans; template '" + plan.tmpl.name +
-                                        "' submits to Slurm, whose jobs are packed to [slurm] time_limit: remove job_time");
+      throw Error(k.job_time_where,
+                  "key 'job_time' in [packing] applies to local plans; template '" + plan.tmpl.name +
+                      "' submits to Slurm, whose jobs are packed to [slurm] time_limit: remove job_time");
     plan.job_limit_s = c.slurm.time_limit_min * 60.0;
   } else {
     if (k.job_time_s <= 0)
       throw Error(k.where, "[packing] with template '" + plan.tmpl.name +
-                               "' needs job_time, the time one job may take (e.g. job_time = \"1h\"); Slurm templates use [slurm] time_limit");
+                               "' needs job_time, the time one job may take (e.g. job_time = \"1h\"); Slurm templates "
+                               "use [slurm] time_limit");
     plan.job_limit_s = k.job_time_s;
   }
   plan.job_capacity_s = plan.job_limit_s * (1 - k.margin);
@@ -125,19 +131,25 @@ void pack_by_time(Plan& plan, const PlanOptions& opt, const TimeModel& model) {
   for (std::size_t i = 0; i < plan.points.size(); ++i) {
     const Point& p = plan.points[i];
     if (p.estimate_s < 0)
-      throw Error(k.where, "[packing]: point " + p.canonical + " has no estimate: no run in times_from measured it" +
-                               std::string(p.level >= 2 ? " (a training point's time is not modelled)" : " and its workload has no work model") +
-                               "; add a run directory that measured it to times_from, or set default_point_s (nothing was written)");
+      throw Error(
+          k.where,
+          "[packing]: point " + p.canonical + " has no estimate: no run in times_from measured it" +
+              std::string(p.level >= 2 ? " (a training point's time is not modelled)"
+                                       : " and its workload has no work model") +
+              "; add a run directory that measured it to times_from, or set default_point_s (nothing was written)");
     ++sources[static_cast<EstimateSource>(p.estimate_source)];
-    if (longest < 0 || p.estimate_s > plan.points[static_cast<std::size_t>(longest)].estimate_s) longest = static_cast<long>(i);
+    if (longest < 0 || p.estimate_s > plan.points[static_cast<std::size_t>(longest)].estimate_s)
+      longest = static_cast<long>(i);
     if (p.estimate_s > plan.job_capacity_s) {
       const std::string why = "point " + p.canonical + " is estimated at " + fmt_duration(p.estimate_s) + " (" +
-                              estimate_source_name(static_cast<EstimateSource>(p.estimate_source)) + "), more than a job's " +
-                              fmt_duration(plan.job_capacity_s) + " (its limit " + fmt_duration(plan.job_limit_s) + " less the " +
-                              fmt_sig(k.margin * 100, 3) + "% margin)";
+                              estimate_source_name(static_cast<EstimateSource>(p.estimate_source)) +
+                              "), more than a job's " + fmt_duration(plan.job_capacity_s) + " (its limit " +
+                              fmt_duration(plan.job_limit_s) + " less the " + fmt_sig(k.margin * 100, 3) + "% margin)";
       if (!opt.force)
-        throw Error(k.where, why + "; raise the time limit, lower its repetitions, max_time or size, or plan with --force to "
-                                   "give it a job of its own (nothing was written)");
+        throw Error(k.where,
+                    why +
+                        "; raise the time limit, lower its repetitions, max_time or size, or plan with --force to "
+                        "give it a job of its own (nothing was written)");
       plan.warnings.push_back(why + ": planned in a job of its own (--force); it may hit the time limit");
     }
   }
@@ -170,12 +182,13 @@ void pack_by_time(Plan& plan, const PlanOptions& opt, const TimeModel& model) {
   std::vector<std::string> src;
   for (const auto& [s, n] : sources) src.push_back(std::to_string(n) + " " + estimate_source_name(s));
   const Point& big = plan.points[static_cast<std::size_t>(longest)];
-  plan.packing_text = "packed by time: jobs of at most " + fmt_duration(plan.job_capacity_s) + " of estimates (a job's limit " +
-                      fmt_duration(plan.job_limit_s) + " less a " + fmt_sig(k.margin * 100, 3) + "% margin), next fit in plan order; " +
-                      std::to_string(plan.jobs.size()) + " jobs hold " + fmt_duration(used) + " in all, filled to " +
-                      fmt_sig(100 * used / (plan.job_capacity_s * static_cast<double>(plan.jobs.size())), 3) +
-                      "% on average; estimates: " + join(src, ", ") + "; the longest point " + fmt_duration(big.estimate_s) +
-                      " (" + big.canonical + "). " + model.describe() + ". The margin also covers each job's start (mpirun, libraries).";
+  plan.packing_text =
+      "packed by time: jobs of at most " + fmt_duration(plan.job_capacity_s) + " of estimates (a job's limit " +
+      fmt_duration(plan.job_limit_s) + " less a " + fmt_sig(k.margin * 100, 3) + "% margin), next fit in plan order; " +
+      std::to_string(plan.jobs.size()) + " jobs hold " + fmt_duration(used) + " in all, filled to " +
+      fmt_sig(100 * used / (plan.job_capacity_s * static_cast<double>(plan.jobs.size())), 3) +
+      "% on average; estimates: " + join(src, ", ") + "; the longest point " + fmt_duration(big.estimate_s) + " (" +
+      big.canonical + "). " + model.describe() + ". The margin also covers each job's start (mpirun, libraries).";
 }
 
 namespace planning {
@@ -195,7 +208,8 @@ void pack_by_count(Plan& plan) {
       j.id = id;
       j.nodes = shape.nodes;
       j.ranks_per_node = shape.ranks_per_node;
-      j.points.assign(pts.begin() + static_cast<long>(s), pts.begin() + static_cast<long>(std::min(pts.size(), s + per)));
+      j.points.assign(pts.begin() + static_cast<long>(s),
+                      pts.begin() + static_cast<long>(std::min(pts.size(), s + per)));
       plan.jobs.push_back(std::move(j));
     }
   }
@@ -210,21 +224,25 @@ void check_job_size(Plan& plan, const PlanOptions& opt) {
   if (static_cast<std::int64_t>(largest) <= kMaxPointsPerJob) return;
   const std::int64_t jobs_needed = (static_cast<std::int64_t>(largest) + kMaxPointsPerJob - 1) / kMaxPointsPerJob;
   const std::int64_t suggest = (static_cast<std::int64_t>(largest) + jobs_needed - 1) / jobs_needed;
-  const std::string what = "a job of " + std::to_string(largest) + " points (" +
-                           (c.points_per_job > 0 ? "points_per_job = " + std::to_string(c.points_per_job)
-                                                 : std::string("points_per_job = 0 puts every point of one shape in one job")) +
-                           ")";
+  const std::string what =
+      "a job of " + std::to_string(largest) + " points (" +
+      (c.points_per_job > 0 ? "points_per_job = " + std::to_string(c.points_per_job)
+                            : std::string("points_per_job = 0 puts every point of one shape in one job")) +
+      ")";
   if (!opt.force)
     throw Error(c.points_per_job_where, "the plan has " + what + ", over the " + std::to_string(kMaxPointsPerJob) +
                                             " points a job may hold: set points_per_job = " + std::to_string(suggest) +
-                                            " (" + std::to_string(jobs_needed) + " jobs of that shape), or plan with --force");
+                                            " (" + std::to_string(jobs_needed) +
+                                            " jobs of that shape), or plan with --force");
   const std::int64_t avail = opt.available_memory_bytes > 0 ? opt.available_memory_bytes : available_memory_bytes();
-  if (const std::string why = too_big_for_memory(plan_cost(static_cast<double>(plan.points.size()), static_cast<double>(largest)), avail);
+  if (const std::string why =
+          too_big_for_memory(plan_cost(static_cast<double>(plan.points.size()), static_cast<double>(largest)), avail);
       !why.empty())
     throw Error(c.points_per_job_where, "the plan has " + what + "; writing its spec " + why +
                                             ", even with --force: set points_per_job = " + std::to_string(suggest));
   plan.warnings.push_back("a job of " + std::to_string(largest) + " points (over " + std::to_string(kMaxPointsPerJob) +
-                          ", planned because of --force); points_per_job = " + std::to_string(suggest) + " would split it");
+                          ", planned because of --force); points_per_job = " + std::to_string(suggest) +
+                          " would split it");
 }
 
 }  // namespace
@@ -241,12 +259,14 @@ void check_plan_limits(const Plan& plan, const PlanOptions& opt) {
   const Campaign& c = plan.campaign;
   const NodeHours nh = node_hours(plan);
   if (c.slurm.budget_node_hours > 0 && nh.total() > c.slurm.budget_node_hours && !opt.force)
-    throw Error(c.slurm.where, "the campaign may use " + fmt_sig(nh.total(), 4) + " node-hours (" + node_hours_text(plan, nh) +
+    throw Error(c.slurm.where, "the campaign may use " + fmt_sig(nh.total(), 4) + " node-hours (" +
+                                   node_hours_text(plan, nh) +
                                    "), over its budget_node_hours = " + fmt_sig(c.slurm.budget_node_hours, 4) +
                                    "; lower the time limit, sizes or max_retries, or plan with --force");
   if (plan.tmpl.launcher == "slurm" && c.slurm.signal_before_limit_s > 0 && c.slurm.time_limit_min > 0 &&
       c.slurm.signal_before_limit_s >= c.slurm.time_limit_min * 60)
-    throw Error(c.slurm.signal_where, "key 'signal_before_limit' in [slurm] is " + std::to_string(c.slurm.signal_before_limit_s) +
+    throw Error(c.slurm.signal_where, "key 'signal_before_limit' in [slurm] is " +
+                                          std::to_string(c.slurm.signal_before_limit_s) +
                                           " s, not less than the time limit (" + slurm_time(c.slurm.time_limit_min) +
                                           "): the signal would come at the start; valid: 0 (no signal) to " +
                                           std::to_string(c.slurm.time_limit_min * 60 - 1) + " s");

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <toml++/toml.h>
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -9,12 +10,11 @@
 #include <fstream>
 #include <limits>
 #include <map>
-#include <tuple>
 #include <optional>
 #include <set>
-#include <utility>
-#include <toml++/toml.h>
 #include <sstream>
+#include <tuple>
+#include <utility>
 
 #include "backends/registry.hpp"
 #include "common/parallel.hpp"
@@ -47,9 +47,7 @@ std::int64_t meminfo_bytes(const std::string& wanted) {
 std::int64_t host_memory_bytes() { return meminfo_bytes("MemTotal:"); }
 std::int64_t available_memory_bytes() { return meminfo_bytes("MemAvailable:"); }
 
-
 int host_cpus() { return static_cast<int>(rank_cores()); }
-
 
 std::string templates_dir() {
   if (const char* env = std::getenv("D500_TEMPLATES")) return env;
@@ -86,8 +84,8 @@ TemplateInfo load_template(const std::string& name, const Location& where, const
           if (f.size() > 6 && f.ends_with(".sh.in")) have.insert(f.substr(0, f.size() - 6));
         }
     std::vector<std::string> names(have.begin(), have.end());
-    throw Error(where, "key 'template': no template '" + name + "' in " + join(dirs, " or ") + did_you_mean(name, names) +
-                           " (available: " + join(names, ", ") + ")");
+    throw Error(where, "key 'template': no template '" + name + "' in " + join(dirs, " or ") +
+                           did_you_mean(name, names) + " (available: " + join(names, ", ") + ")");
   }
   t.text = read_file(t.path);
   std::istringstream in(t.text);
@@ -95,19 +93,19 @@ TemplateInfo load_template(const std::string& name, const Location& where, const
     auto pos = line.find("# d500: launcher=");
     if (pos != std::string::npos) t.launcher = line.substr(pos + 17);
   }
-  if (t.launcher.empty())
-    throw Error(Location{t.path, 1, 1}, "template lacks a '# d500: launcher=local|slurm' line");
+  if (t.launcher.empty()) throw Error(Location{t.path, 1, 1}, "template lacks a '# d500: launcher=local|slurm' line");
   check_placeholder_contexts(t.text, t.path);  // also for a dry run, which renders nothing
   // What its #SBATCH lines ask must reach the job description `d500 submit` makes.
   if (t.launcher == "slurm") parse_sbatch_lines(t.text, t.path);
   return t;
 }
 
-
 std::string slurm_time(int minutes) {
   char buf[32];
-  if (minutes >= 1440) std::snprintf(buf, sizeof buf, "%d-%02d:%02d:00", minutes / 1440, minutes % 1440 / 60, minutes % 60);
-  else std::snprintf(buf, sizeof buf, "%02d:%02d:00", minutes / 60, minutes % 60);
+  if (minutes >= 1440)
+    std::snprintf(buf, sizeof buf, "%d-%02d:%02d:00", minutes / 1440, minutes % 1440 / 60, minutes % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%02d:%02d:00", minutes / 60, minutes % 60);
   return buf;
 }
 
@@ -120,13 +118,15 @@ NodeHours node_hours(const Plan& plan) {
   if (plan.tmpl.launcher != "slurm") return h;
   const SlurmSettings& sl = plan.campaign.slurm;
   double retry_minutes = 0;  // per node, over a job's retries
-  for (int k = 1; k <= sl.max_retries; ++k) retry_minutes += std::ceil(sl.time_limit_min * std::pow(sl.retry_time_factor, k));
+  for (int k = 1; k <= sl.max_retries; ++k)
+    retry_minutes += std::ceil(sl.time_limit_min * std::pow(sl.retry_time_factor, k));
   for (const auto& j : plan.jobs) {
     h.jobs += job_node_hours(plan, j);
     h.retries += j.nodes * retry_minutes / 60.0;
   }
   if (sl.analysis_job)
-    h.analysis = (1 + sl.max_retries) * analysis_time_limit_min(plan.campaign, plan.points.size(), plan.jobs.size()) / 60.0;
+    h.analysis =
+        (1 + sl.max_retries) * analysis_time_limit_min(plan.campaign, plan.points.size(), plan.jobs.size()) / 60.0;
   return h;
 }
 
@@ -134,14 +134,16 @@ double total_node_hours(const Plan& plan) { return node_hours(plan).total(); }
 
 std::string node_hours_text(const Plan& plan, const NodeHours& h) {
   const SlurmSettings& sl = plan.campaign.slurm;
-  std::string t = std::to_string(plan.jobs.size()) + (plan.jobs.size() == 1 ? " job" : " jobs") + " at the time limit " + fmt_sig(h.jobs, 3);
+  std::string t = std::to_string(plan.jobs.size()) + (plan.jobs.size() == 1 ? " job" : " jobs") +
+                  " at the time limit " + fmt_sig(h.jobs, 3);
   if (sl.max_retries > 0)
     t += " + retries " + fmt_sig(h.retries, 3) + " (max_retries = " + std::to_string(sl.max_retries) +
          ", retry_time_factor = " + fmt_sig(sl.retry_time_factor, 3) + ")";
   if (sl.analysis_job)
     t += " + analysis job " + fmt_sig(h.analysis, 3) + " (1 node, " +
          slurm_time(analysis_time_limit_min(plan.campaign, plan.points.size(), plan.jobs.size())) +
-         (sl.max_retries > 0 ? ", once per submission round: " + std::to_string(1 + sl.max_retries) : std::string()) + ")";
+         (sl.max_retries > 0 ? ", once per submission round: " + std::to_string(1 + sl.max_retries) : std::string()) +
+         ")";
   return t;
 }
 
@@ -162,7 +164,8 @@ std::vector<ShapeGroup> points_by_shape(const std::vector<Point>& points) {
   std::vector<ShapeGroup> groups;
   std::map<std::tuple<int, int, int>, std::size_t> index;
   for (std::size_t i = 0; i < points.size(); ++i) {
-    const auto [it, fresh] = index.try_emplace({points[i].launch, points[i].nodes, points[i].ranks_per_node}, groups.size());
+    const auto [it, fresh] =
+        index.try_emplace({points[i].launch, points[i].nodes, points[i].ranks_per_node}, groups.size());
     if (fresh) groups.push_back(ShapeGroup{points[i].nodes, points[i].ranks_per_node, {}});
     groups[it->second].points.push_back(i);
   }
@@ -216,7 +219,8 @@ void read_back_plan_file(const std::string& path, const toml::table& meant) {
                 "); nothing was written");
   }
   const toml::table* p = got["plan"].as_table();
-  if (!p || *p != meant) throw Error(path + ": the plan file just written does not read back as written; nothing was written");
+  if (!p || *p != meant)
+    throw Error(path + ": the plan file just written does not read back as written; nothing was written");
 }
 
 }  // namespace
@@ -290,8 +294,8 @@ void write_plan(const Plan& plan, const std::string& dir, const std::string& wor
         job_offset[k] = offset;
         for (auto i : j.points) {
           const Point& p = plan.points[i];
-          line = p.id + "," + j.id + "," + std::to_string(p.level) + "," + (p.estimate_s >= 0 ? fmt_sig(p.estimate_s, 4) : "") + "," +
-                 csv_field(p.canonical) + "\n";
+          line = p.id + "," + j.id + "," + std::to_string(p.level) + "," +
+                 (p.estimate_s >= 0 ? fmt_sig(p.estimate_s, 4) : "") + "," + csv_field(p.canonical) + "\n";
           csv.write(line.data(), static_cast<std::streamsize>(line.size()));
           offset += line.size();
         }
@@ -311,9 +315,9 @@ void write_plan(const Plan& plan, const std::string& dir, const std::string& wor
       write_file_atomic(at.job_spec(j.id).string(), job_spec_text(plan, j, job_offset[item]), false);
       write_file_atomic(at.job_list(j.id).string(), final_dir.job_spec(j.id).string() + "\n", false);
       const SlurmSettings& sl = plan.campaign.slurm;
-      const int signal_s = signal_before_limit_s(plan.campaign, std::any_of(j.points.begin(), j.points.end(), [&](std::size_t i) {
-                                                   return plan.points[i].level >= 2;
-                                                 }));
+      const int signal_s = signal_before_limit_s(
+          plan.campaign,
+          std::any_of(j.points.begin(), j.points.end(), [&](std::size_t i) { return plan.points[i].level >= 2; }));
       std::map<std::string, std::string> vars = {
           {"job_id", j.id},
           {"job_name", plan.campaign.name + "." + j.id},
@@ -351,7 +355,7 @@ void write_plan(const Plan& plan, const std::string& dir, const std::string& wor
     const unsigned threads = planning::planning_threads(plan.jobs.size(), 4);
     // Any window: what is made ahead is a bool, and no thread waits on the long points' list.
     ordered_parallel<bool>(plan.jobs.size(), threads, plan.jobs.size(), write_item, [](std::size_t, bool) {});
-    sync_file_system(tmp);  // every file above on disk before the plan appears under its name
+    sync_file_system(tmp);                       // every file above on disk before the plan appears under its name
     if (fs::exists(target)) fs::remove(target);  // the empty directory checked above
     fs::rename(tmp, target);
   } catch (const fs::filesystem_error& e) {

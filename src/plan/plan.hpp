@@ -23,10 +23,10 @@ struct Point {
   int level = 0;
   int nodes = 1;
   int ranks_per_node = 1;
-  std::uint8_t launch = 1;  // campaign.launches: which launch (1..k); launches never share a job
-  std::int64_t memory_bytes = -1;  // estimated per rank (WorkloadInfo::memory_bytes); -1: unknown
-  std::uint64_t combination = 0;   // its ordinal in the product of the plan's dimensions
-  float estimate_s = -1;           // packing by time: its estimated duration; -1: not estimated
+  std::uint8_t launch = 1;           // campaign.launches: which launch (1..k); launches never share a job
+  std::int64_t memory_bytes = -1;    // estimated per rank (WorkloadInfo::memory_bytes); -1: unknown
+  std::uint64_t combination = 0;     // its ordinal in the product of the plan's dimensions
+  float estimate_s = -1;             // packing by time: its estimated duration; -1: not estimated
   std::uint8_t estimate_source = 0;  // an EstimateSource (plan/packing.hpp)
 };
 

@@ -2,18 +2,18 @@
 
 #include <gtest/gtest.h>
 
+#include <toml++/toml.h>
 #include <cmath>
 #include <filesystem>
 #include <limits>
 #include <set>
 #include <sstream>
-#include <toml++/toml.h>
 
+#include "backends/registry.hpp"
+#include "campaign/campaign.hpp"
 #include "common/error.hpp"
 #include "common/text.hpp"
 #include "plan/jobspec.hpp"
-#include "campaign/campaign.hpp"
-#include "backends/registry.hpp"
 
 #include <unistd.h>
 
@@ -112,7 +112,8 @@ TEST(Plan, MissingBackendIsAPlanTimeError) {
   for (const auto& b : all_backends())
     if (!b.built && missing.empty()) missing = b.name;
   if (missing.empty()) GTEST_SKIP() << "this build has every backend d500 knows";
-  std::string e = error_of(kHead + "[axes]\nworkload = [\"gemm\"]\nbackend = [\"blas\", \"" + missing + "\"]\nn = [8]\n");
+  std::string e =
+      error_of(kHead + "[axes]\nworkload = [\"gemm\"]\nbackend = [\"blas\", \"" + missing + "\"]\nn = [8]\n");
   EXPECT_NE(e.find("c.toml:5:20"), std::string::npos) << e;
   EXPECT_NE(e.find("backend '" + missing + "' is not available in this build"), std::string::npos) << e;
 }
@@ -143,25 +144,34 @@ TEST(Plan, ValuesAreRangeCheckedWhereTheyWereWritten) {
 // "legacy", the default, keeps the id of the point that leaves it unset; graph is in the id; an
 // operator that is no convolution drops it.
 TEST(Plan, CudnnApiIsCudasConvolutionsAndNetworksAndLegacyKeepsTheId) {
-  std::string e = error_of(kHead + "[fixed]\nworkload = \"conv2d\"\nbackend = \"blas\"\nshape = \"resnet50/res2_3x3\"\nn = 2\n"
-                                   "cudnn_api = \"graph\"\n");
-  EXPECT_NE(e.find("'cudnn_api' is only for backend \"cuda\" (this point's backend is \"blas\")"), std::string::npos) << e;
-  e = error_of(kHead + "[fixed]\nworkload = \"conv2d\"\nbackend = \"blas\"\nshape = \"resnet50/res2_3x3\"\nn = 2\ncudnn_api = \"grahp\"\n");
+  std::string e = error_of(kHead +
+                           "[fixed]\nworkload = \"conv2d\"\nbackend = \"blas\"\nshape = \"resnet50/res2_3x3\"\nn = 2\n"
+                           "cudnn_api = \"graph\"\n");
+  EXPECT_NE(e.find("'cudnn_api' is only for backend \"cuda\" (this point's backend is \"blas\")"), std::string::npos)
+      << e;
+  e = error_of(kHead +
+               "[fixed]\nworkload = \"conv2d\"\nbackend = \"blas\"\nshape = \"resnet50/res2_3x3\"\nn = 2\ncudnn_api = "
+               "\"grahp\"\n");
   EXPECT_NE(e.find("c.toml:8:13"), std::string::npos) << e;
   EXPECT_NE(e.find("(valid: legacy, graph)"), std::string::npos) << e;
   const BackendInfo* cuda = find_backend("cuda");
   if (!cuda || !cuda->built) GTEST_SKIP() << "the rest plans cuda points, which this build lacks";
-  const std::string conv = kHead + "[fixed]\nbackend = \"cuda\"\nworkload = \"conv2d\"\nshape = \"resnet50/res2_3x3\"\nn = 2\n";
+  const std::string conv =
+      kHead + "[fixed]\nbackend = \"cuda\"\nworkload = \"conv2d\"\nshape = \"resnet50/res2_3x3\"\nn = 2\n";
   const auto pts = plan_of(conv + "[axes]\ncudnn_api = [\"legacy\", \"graph\"]\n").points;
   ASSERT_EQ(pts.size(), 2u);
   EXPECT_EQ(pts[0].canonical, plan_of(conv).points.at(0).canonical);
   EXPECT_EQ(pts[0].canonical.find("cudnn_api"), std::string::npos) << pts[0].canonical;
   EXPECT_NE(pts[1].canonical.find("cudnn_api=graph"), std::string::npos) << pts[1].canonical;
-  const auto pool = plan_of(kHead + "[fixed]\nbackend = \"cuda\"\nworkload = \"pool2d\"\nn = 2\nc = 4\nh = 8\n[axes]\ncudnn_api = [\"legacy\", \"graph\"]\n").points;
+  const auto pool = plan_of(kHead +
+                            "[fixed]\nbackend = \"cuda\"\nworkload = \"pool2d\"\nn = 2\nc = 4\nh = "
+                            "8\n[axes]\ncudnn_api = [\"legacy\", \"graph\"]\n")
+                        .points;
   ASSERT_EQ(pool.size(), 1u) << "one problem, planned once";
   EXPECT_EQ(pool[0].canonical.find("cudnn_api"), std::string::npos) << pool[0].canonical;
   // d500's executor calls its convolutions either way too (levels 1-3).
-  const std::string net = kHead + "[fixed]\nbackend = \"cuda\"\nworkload = \"train\"\nnetwork = \"lenet5\"\ndataset = \"synthetic\"\n";
+  const std::string net =
+      kHead + "[fixed]\nbackend = \"cuda\"\nworkload = \"train\"\nnetwork = \"lenet5\"\ndataset = \"synthetic\"\n";
   const auto trains = plan_of(net + "[axes]\ncudnn_api = [\"legacy\", \"graph\"]\n").points;
   ASSERT_EQ(trains.size(), 2u);
   EXPECT_EQ(trains[0].canonical, plan_of(net).points.at(0).canonical);
@@ -173,19 +183,26 @@ TEST(Plan, CudnnApiIsCudasConvolutionsAndNetworksAndLegacyKeepsTheId) {
 // (level 0: heuristic, d500's executor: deterministic), and an operator with no algorithms to
 // choose drops it.
 TEST(Plan, CudnnAlgorithmsAreCudasAloneAndTheWorkloadsDefaultKeepsTheId) {
-  std::string e = error_of(kHead + "[fixed]\nworkload = \"network\"\nbackend = \"reference\"\nnetwork = \"lenet5\"\nbatch = 2\n"
-                                   "cudnn_algorithms = \"heuristic\"\n");
-  EXPECT_NE(e.find("'cudnn_algorithms' is only for backends \"cuda\" and \"libtorch-cuda\" (this point's backend is \"reference\")"), std::string::npos) << e;
+  std::string e = error_of(kHead +
+                           "[fixed]\nworkload = \"network\"\nbackend = \"reference\"\nnetwork = \"lenet5\"\nbatch = 2\n"
+                           "cudnn_algorithms = \"heuristic\"\n");
+  EXPECT_NE(e.find("'cudnn_algorithms' is only for backends \"cuda\" and \"libtorch-cuda\" (this point's backend is "
+                   "\"reference\")"),
+            std::string::npos)
+      << e;
   EXPECT_NE(e.find("c.toml:8:20: "), std::string::npos) << "the refused key's own line: " << e;
-  e = error_of(kHead + "[fixed]\nworkload = \"conv2d\"\nbackend = \"blas\"\nshape = \"resnet50/res2_3x3\"\nn = 2\n"
-                       "cudnn_algorithms = \"fastest\"\n");
+  e = error_of(kHead +
+               "[fixed]\nworkload = \"conv2d\"\nbackend = \"blas\"\nshape = \"resnet50/res2_3x3\"\nn = 2\n"
+               "cudnn_algorithms = \"fastest\"\n");
   EXPECT_NE(e.find("c.toml:8:20"), std::string::npos) << e;
-  EXPECT_NE(e.find("key 'cudnn_algorithms' is \"fastest\" (valid: heuristic, deterministic, find)"), std::string::npos) << e;
+  EXPECT_NE(e.find("key 'cudnn_algorithms' is \"fastest\" (valid: heuristic, deterministic, find)"), std::string::npos)
+      << e;
   const BackendInfo* cuda = find_backend("cuda");
   if (!cuda || !cuda->built) GTEST_SKIP() << "the rest plans cuda points, which this build lacks";
   auto ids = [](const std::string& fixed, const std::string& axis) {
     std::vector<std::string> out;
-    for (const auto& pt : plan_of(kHead + "[fixed]\nbackend = \"cuda\"\n" + fixed + "[axes]\ncudnn_algorithms = " + axis + "\n").points)
+    for (const auto& pt :
+         plan_of(kHead + "[fixed]\nbackend = \"cuda\"\n" + fixed + "[axes]\ncudnn_algorithms = " + axis + "\n").points)
       out.push_back(pt.canonical);
     return out;
   };
@@ -199,8 +216,8 @@ TEST(Plan, CudnnAlgorithmsAreCudasAloneAndTheWorkloadsDefaultKeepsTheId) {
   const auto gemm = ids("workload = \"gemm\"\nn = 64\n", "[\"heuristic\", \"deterministic\"]");
   ASSERT_EQ(gemm.size(), 1u) << "one problem, planned once";
   EXPECT_EQ(gemm[0].find("cudnn_algorithms"), std::string::npos) << gemm[0];
-  const auto level1 =
-      ids("workload = \"network\"\nnetwork = \"lenet5\"\nbatch = 2\npass = \"training\"\n", "[\"deterministic\", \"heuristic\", \"find\"]");
+  const auto level1 = ids("workload = \"network\"\nnetwork = \"lenet5\"\nbatch = 2\npass = \"training\"\n",
+                          "[\"deterministic\", \"heuristic\", \"find\"]");
   ASSERT_EQ(level1.size(), 3u);
   EXPECT_EQ(level1[0].find("cudnn_algorithms"), std::string::npos) << level1[0];
   EXPECT_NE(level1[1].find("cudnn_algorithms=heuristic"), std::string::npos) << level1[1];
@@ -210,43 +227,61 @@ TEST(Plan, CudnnAlgorithmsAreCudasAloneAndTheWorkloadsDefaultKeepsTheId) {
 // memory_format: libtorch-cuda's alone (d500's executor keeps NCHW), named at its line;
 // "nchw", the default, keeps the id.
 TEST(Plan, MemoryFormatIsLibTorchCudasAndItsDefaultKeepsTheId) {
-  std::string e = error_of(kHead + "[fixed]\nworkload = \"network\"\nbackend = \"libtorch-native\"\nnetwork = \"lenet5\"\nbatch = 2\n"
-                                   "memory_format = \"channels_last\"\n");
+  std::string e =
+      error_of(kHead +
+               "[fixed]\nworkload = \"network\"\nbackend = \"libtorch-native\"\nnetwork = \"lenet5\"\nbatch = 2\n"
+               "memory_format = \"channels_last\"\n");
   const BackendInfo* native = find_backend("libtorch-native");
   if (native && native->built) {
-    EXPECT_NE(e.find("'memory_format' is only for backend \"libtorch-cuda\" (this point's backend is \"libtorch-native\"; d500's own executor keeps NCHW)"),
-              std::string::npos) << e;
+    EXPECT_NE(e.find("'memory_format' is only for backend \"libtorch-cuda\" (this point's backend is "
+                     "\"libtorch-native\"; d500's own executor keeps NCHW)"),
+              std::string::npos)
+        << e;
     EXPECT_NE(e.find("c.toml:8:"), std::string::npos) << "the refused key's own line: " << e;
   }
-  e = error_of(kHead + "[fixed]\nworkload = \"network\"\nbackend = \"reference\"\nnetwork = \"lenet5\"\nbatch = 2\nmemory_format = \"nhwc\"\n");
+  e = error_of(kHead +
+               "[fixed]\nworkload = \"network\"\nbackend = \"reference\"\nnetwork = \"lenet5\"\nbatch = "
+               "2\nmemory_format = \"nhwc\"\n");
   EXPECT_NE(e.find("(valid: nchw, channels_last)"), std::string::npos) << e;
-  const auto with = plan_of(kHead + "[fixed]\nworkload = \"network\"\nbackend = \"reference\"\nnetwork = \"lenet5\"\nbatch = 2\nmemory_format = \"nchw\"\n");
-  const auto without = plan_of(kHead + "[fixed]\nworkload = \"network\"\nbackend = \"reference\"\nnetwork = \"lenet5\"\nbatch = 2\n");
+  const auto with = plan_of(kHead +
+                            "[fixed]\nworkload = \"network\"\nbackend = \"reference\"\nnetwork = \"lenet5\"\nbatch = "
+                            "2\nmemory_format = \"nchw\"\n");
+  const auto without =
+      plan_of(kHead + "[fixed]\nworkload = \"network\"\nbackend = \"reference\"\nnetwork = \"lenet5\"\nbatch = 2\n");
   EXPECT_EQ(with.points.at(0).canonical, without.points.at(0).canonical);
 }
 
 // math: cuda's alone, and for convolutions and networks; gemm names its own key; "fp32", the
 // default, keeps the id; an operator without convolutions or products drops it.
 TEST(Plan, MathIsCudasForConvolutionsAndNetworksAndGemmNamesItsDtype) {
-  std::string e = error_of(kHead + "[fixed]\nworkload = \"network\"\nbackend = \"reference\"\nnetwork = \"lenet5\"\nbatch = 2\n"
-                                   "math = \"tf32\"\n");
-  EXPECT_NE(e.find("'math' is only for backends \"cuda\" and \"libtorch-cuda\" (this point's backend is \"reference\"; the CPU backends "
+  std::string e = error_of(kHead +
+                           "[fixed]\nworkload = \"network\"\nbackend = \"reference\"\nnetwork = \"lenet5\"\nbatch = 2\n"
+                           "math = \"tf32\"\n");
+  EXPECT_NE(e.find("'math' is only for backends \"cuda\" and \"libtorch-cuda\" (this point's backend is \"reference\"; "
+                   "the CPU backends "
                    "compute in strict float32)"),
             std::string::npos)
       << e;
   EXPECT_NE(e.find("c.toml:8:8: "), std::string::npos) << "the refused key's own line: " << e;
-  e = error_of(kHead + "[fixed]\nworkload = \"conv2d\"\nbackend = \"blas\"\nshape = \"resnet50/res2_3x3\"\nn = 2\nmath = \"bf16\"\n");
+  e = error_of(
+      kHead +
+      "[fixed]\nworkload = \"conv2d\"\nbackend = \"blas\"\nshape = \"resnet50/res2_3x3\"\nn = 2\nmath = \"bf16\"\n");
   EXPECT_NE(e.find("c.toml:8:8"), std::string::npos) << e;
   EXPECT_NE(e.find("'math' \"bf16\" is for networks (levels 1-3"), std::string::npos) << e;
-  e = error_of(kHead + "[fixed]\nworkload = \"conv2d\"\nbackend = \"blas\"\nshape = \"resnet50/res2_3x3\"\nn = 2\nmath = \"fp16\"\n");
+  e = error_of(
+      kHead +
+      "[fixed]\nworkload = \"conv2d\"\nbackend = \"blas\"\nshape = \"resnet50/res2_3x3\"\nn = 2\nmath = \"fp16\"\n");
   EXPECT_NE(e.find("key 'math' is \"fp16\"; did you mean 'fp32'? (valid: fp32, tf32, bf16)"), std::string::npos) << e;
   const BackendInfo* cuda = find_backend("cuda");
   if (!cuda || !cuda->built) GTEST_SKIP() << "the rest plans cuda points, which this build lacks";
   e = error_of(kHead + "[fixed]\nworkload = \"gemm\"\nbackend = \"cuda\"\nn = 64\nmath = \"tf32\"\n");
-  EXPECT_NE(e.find("'math' is for conv2d and networks; gemm's element type is its own key: dtype = \"tf32\""), std::string::npos) << e;
+  EXPECT_NE(e.find("'math' is for conv2d and networks; gemm's element type is its own key: dtype = \"tf32\""),
+            std::string::npos)
+      << e;
   auto ids = [](const std::string& fixed) {
     std::vector<std::string> out;
-    for (const auto& pt : plan_of(kHead + "[fixed]\nbackend = \"cuda\"\n" + fixed + "[axes]\nmath = [\"fp32\", \"tf32\"]\n").points)
+    for (const auto& pt :
+         plan_of(kHead + "[fixed]\nbackend = \"cuda\"\n" + fixed + "[axes]\nmath = [\"fp32\", \"tf32\"]\n").points)
       out.push_back(pt.canonical);
     return out;
   };
@@ -263,7 +298,8 @@ TEST(Plan, MathIsCudasForConvolutionsAndNetworksAndGemmNamesItsDtype) {
   ASSERT_EQ(pool.size(), 1u) << "one problem, planned once";
   EXPECT_EQ(pool[0].find("math"), std::string::npos) << pool[0];
   // bf16, a network's mixed precision: d500's own kernels, on either cuDNN API.
-  const std::string net = kHead + "[fixed]\nbackend = \"cuda\"\nworkload = \"network\"\nnetwork = \"lenet5\"\nbatch = 2\nmath = \"bf16\"\n";
+  const std::string net =
+      kHead + "[fixed]\nbackend = \"cuda\"\nworkload = \"network\"\nnetwork = \"lenet5\"\nbatch = 2\nmath = \"bf16\"\n";
   e = error_of(net);
   if (!e.empty()) {
     EXPECT_NE(e.find("'math' \"bf16\" on cuda needs d500's own kernels"), std::string::npos) << e;
@@ -282,12 +318,14 @@ TEST(Plan, AConvolutionsDtypeNeedsAReducedPrecisionBackendAndRunsOnEitherCudnnAp
   std::string e = error_of(kHead + "[fixed]\nbackend = \"blas\"\n" + conv + "dtype = \"bf16\"\n");
   EXPECT_NE(e.find("c.toml:8:9: "), std::string::npos) << "the refused key's own line: " << e;
   EXPECT_NE(e.find("'dtype' \"bf16\" needs a backend that computes in reduced precision"), std::string::npos) << e;
-  EXPECT_NE(error_of(kHead + "[fixed]\nbackend = \"blas\"\n" + conv + "dtype = \"tf32\"\n").find("(valid: fp32, bf16, fp16)"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of(kHead + "[fixed]\nbackend = \"blas\"\n" + conv + "dtype = \"tf32\"\n").find("(valid: fp32, bf16, fp16)"),
+      std::string::npos);
   EXPECT_EQ(plan_of(kHead + "[fixed]\nbackend = \"blas\"\n" + conv + "dtype = \"fp32\"\n").points.at(0).canonical,
             plan_of(kHead + "[fixed]\nbackend = \"blas\"\n" + conv).points.at(0).canonical);
   const BackendInfo* cuda = find_backend("cuda");
-  if (!cuda || !cuda->built || !cuda->supports("conv2d")) GTEST_SKIP() << "the rest plans cuDNN convolutions, which this build lacks";
+  if (!cuda || !cuda->built || !cuda->supports("conv2d"))
+    GTEST_SKIP() << "the rest plans cuDNN convolutions, which this build lacks";
   const std::string head = kHead + "[fixed]\nbackend = \"cuda\"\n" + conv;
   const Plan p = plan_of(head + "[axes]\ndtype = [\"bf16\", \"fp16\"]\n");
   ASSERT_EQ(p.points.size(), 2u);
@@ -317,15 +355,17 @@ TEST(Plan, ExcludeRulesMustMatchSomething) {
 }
 
 TEST(Plan, TemplateMustExist) {
-  std::string e = error_of("[campaign]\nname = \"t\"\ntemplate = \"locl\"\n[axes]\nworkload = [\"gemm\"]\n"
-                           "backend = [\"blas\"]\nn = [8]\n");
+  std::string e = error_of(
+      "[campaign]\nname = \"t\"\ntemplate = \"locl\"\n[axes]\nworkload = [\"gemm\"]\n"
+      "backend = [\"blas\"]\nn = [8]\n");
   EXPECT_NE(e.find("c.toml:3:12"), std::string::npos) << e;
   EXPECT_NE(e.find("did you mean 'local'"), std::string::npos) << e;
 }
 
 TEST(Plan, JobsGroupPointsByShapeAndRespectPointsPerJob) {
-  Plan p = plan_of("[campaign]\nname = \"t\"\npoints_per_job = 2\n[axes]\nworkload = [\"gemm\"]\n"
-                   "backend = [\"blas\"]\nn = [8, 16, 32]\nranks_per_node = [1, 2]\n");
+  Plan p = plan_of(
+      "[campaign]\nname = \"t\"\npoints_per_job = 2\n[axes]\nworkload = [\"gemm\"]\n"
+      "backend = [\"blas\"]\nn = [8, 16, 32]\nranks_per_node = [1, 2]\n");
   ASSERT_EQ(p.points.size(), 6u);
   ASSERT_EQ(p.jobs.size(), 4u);  // 3 points of each shape, 2 per job
   std::size_t total = 0;
@@ -417,18 +457,20 @@ TEST(JobSpec, EveryValueRoundTripsThroughTheWriterAndTheWorkersParser) {
 // each point's combination (zips, excluded and dropped axes, defaults, unset strings, named
 // shapes, every level's workloads), read back from a written plan, for every job.
 TEST(JobSpec, ThePlansRowsGiveBackEveryPointsParameters) {
-  Plan p = plan_of("[campaign]\nname = \"t\"\npoints_per_job = 3\n[axes]\n"
-                   "workload = [\"gemm\", \"allreduce\", \"conv2d\"]\nbackend = [\"blas\", \"mpi\"]\n"
-                   "n = [8, 16]\nm = [4, 8]\nbytes = [64, 128]\nshape = [\"\", \"resnet50/conv1\"]\nranks_per_node = [1, 2]\n"
-                   "[[zip]]\naxes = [\"m\", \"n\"]\n"
-                   "[[exclude]]\nworkload = [\"gemm\", \"conv2d\"]\nbackend = \"mpi\"\n"
-                   "[[exclude]]\nworkload = \"allreduce\"\nbackend = \"blas\"\n"
-                   "[[exclude]]\nworkload = \"conv2d\"\nshape = \"\"\n"
-                   "[[exclude]]\nworkload = \"gemm\"\nshape = \"resnet50/conv1\"\n");
+  Plan p = plan_of(
+      "[campaign]\nname = \"t\"\npoints_per_job = 3\n[axes]\n"
+      "workload = [\"gemm\", \"allreduce\", \"conv2d\"]\nbackend = [\"blas\", \"mpi\"]\n"
+      "n = [8, 16]\nm = [4, 8]\nbytes = [64, 128]\nshape = [\"\", \"resnet50/conv1\"]\nranks_per_node = [1, 2]\n"
+      "[[zip]]\naxes = [\"m\", \"n\"]\n"
+      "[[exclude]]\nworkload = [\"gemm\", \"conv2d\"]\nbackend = \"mpi\"\n"
+      "[[exclude]]\nworkload = \"allreduce\"\nbackend = \"blas\"\n"
+      "[[exclude]]\nworkload = \"conv2d\"\nshape = \"\"\n"
+      "[[exclude]]\nworkload = \"gemm\"\nshape = \"resnet50/conv1\"\n");
   ASSERT_GT(p.jobs.size(), 3u);
-  Plan levels = plan_of("[campaign]\nname = \"l\"\npoints_per_job = 2\n[axes]\n"
-                        "workload = [\"network\", \"train\", \"distributed\"]\nbackend = [\"reference\"]\n"
-                        "network = [\"lenet5\", \"mlp\"]\nlr = [0.5, 1.0]\nbatch = [8]\nranks_per_node = [2]\n");
+  Plan levels = plan_of(
+      "[campaign]\nname = \"l\"\npoints_per_job = 2\n[axes]\n"
+      "workload = [\"network\", \"train\", \"distributed\"]\nbackend = [\"reference\"]\n"
+      "network = [\"lenet5\", \"mlp\"]\nlr = [0.5, 1.0]\nbatch = [8]\nranks_per_node = [2]\n");
   ASSERT_GT(levels.points.size(), 6u);
   for (const Plan* plan : {&p, &levels}) {
     fs::path dir = fs::temp_directory_path() / ("d500-rows-" + std::to_string(getpid()));
@@ -461,7 +503,8 @@ TEST(JobSpec, RowsThatAreNotTheJobsPointsAreRefused) {
   fs::path dir = fs::temp_directory_path() / ("d500-rows-bad-" + std::to_string(getpid()));
   fs::remove_all(dir);
   write_plan(p, dir.string(), "/bin/true");
-  const std::string spec0 = (dir / "jobs" / "job-0000.toml").string(), spec1 = (dir / "jobs" / "job-0001.toml").string();
+  const std::string spec0 = (dir / "jobs" / "job-0000.toml").string(),
+                    spec1 = (dir / "jobs" / "job-0001.toml").string();
   const std::string text1 = read_file(spec1);
   auto refusal = [&](const std::string& spec) {
     try {
@@ -474,7 +517,8 @@ TEST(JobSpec, RowsThatAreNotTheJobsPointsAreRefused) {
   // job-0001 pointed at job-0000's row.
   const std::string off0 = read_file(spec0).substr(read_file(spec0).find("offset = "));
   std::string t = text1;
-  t.replace(t.find("offset = "), t.find('\n', t.find("offset = ")) - t.find("offset = "), off0.substr(0, off0.find('\n')));
+  t.replace(t.find("offset = "), t.find('\n', t.find("offset = ")) - t.find("offset = "),
+            off0.substr(0, off0.find('\n')));
   write_file_atomic(spec1, t);
   EXPECT_NE(refusal(spec1).find("is not a point of job job-0001"), std::string::npos) << refusal(spec1);
   t = text1;
@@ -502,7 +546,8 @@ TEST(JobSpec, RejectsAnEditedSpec) {
 }
 
 TEST(PlanSlurm, ValuesThatWouldBreakAJobScriptAreRejectedWhereWritten) {
-  std::string head = "[campaign]\nname = \"s\"\ntemplate = \"slurm\"\n[axes]\nworkload = [\"gemm\"]\nbackend = [\"blas\"]\nn = [8]\n";
+  std::string head =
+      "[campaign]\nname = \"s\"\ntemplate = \"slurm\"\n[axes]\nworkload = [\"gemm\"]\nbackend = [\"blas\"]\nn = [8]\n";
   std::string e = error_of(head + "[slurm]\ntime_limit = 5\npartition = \"debug; rm -rf /\"\n");
   EXPECT_NE(e.find("c.toml:10:13"), std::string::npos) << e;
   EXPECT_NE(e.find("key 'partition' in [slurm]"), std::string::npos) << e;
@@ -520,8 +565,9 @@ TEST(PlanSlurm, ValuesThatWouldBreakAJobScriptAreRejectedWhereWritten) {
 }
 
 TEST(PlanSlurm, NodeHoursAreCountedAndABudgetIsEnforcedUnlessForced) {
-  std::string text = "[campaign]\nname = \"s\"\ntemplate = \"slurm\"\npoints_per_job = 1\n[slurm]\ntime_limit = \"01:30:00\"\n"
-                     "budget_node_hours = 4\n[axes]\nworkload = [\"gemm\"]\nbackend = [\"blas\"]\nn = [8, 16, 32]\n";
+  std::string text =
+      "[campaign]\nname = \"s\"\ntemplate = \"slurm\"\npoints_per_job = 1\n[slurm]\ntime_limit = \"01:30:00\"\n"
+      "budget_node_hours = 4\n[axes]\nworkload = [\"gemm\"]\nbackend = [\"blas\"]\nn = [8, 16, 32]\n";
   std::string e = error_of(text);
   EXPECT_NE(e.find("4.500 node-hours"), std::string::npos) << e;
   EXPECT_NE(e.find("over its budget_node_hours = 4.000"), std::string::npos) << e;
@@ -535,16 +581,20 @@ TEST(PlanSlurm, NodeHoursAreCountedAndABudgetIsEnforcedUnlessForced) {
 // retry_time_factor^k) and the analysis job once per submission round; a budget is checked
 // against all of it (a 1.0 node-hour campaign with an analysis job used to pass a 1.2 budget).
 TEST(PlanSlurm, TheBudgetCountsEveryRetryAndTheAnalysisJob) {
-  const std::string head = "[campaign]\nname = \"s\"\ntemplate = \"slurm\"\n[axes]\nworkload = [\"gemm\"]\nbackend = [\"blas\"]\n"
-                           "n = [8, 16]\n[slurm]\ntime_limit = 30\n";
-  std::string e = error_of(head + "max_retries = 1\nretry_time_factor = 1.5\nanalysis_job = true\nbudget_node_hours = 1.2\n");
+  const std::string head =
+      "[campaign]\nname = \"s\"\ntemplate = \"slurm\"\n[axes]\nworkload = [\"gemm\"]\nbackend = [\"blas\"]\n"
+      "n = [8, 16]\n[slurm]\ntime_limit = 30\n";
+  std::string e =
+      error_of(head + "max_retries = 1\nretry_time_factor = 1.5\nanalysis_job = true\nbudget_node_hours = 1.2\n");
   EXPECT_NE(e.find("c.toml:8:1"), std::string::npos) << e;
   EXPECT_NE(e.find("may use 1.417 node-hours (1 job at the time limit 0.500 + retries 0.750 (max_retries = 1, "
                    "retry_time_factor = 1.50) + analysis job 0.167 (1 node, 00:05:00, once per submission round: 2))"),
-            std::string::npos) << e;
+            std::string::npos)
+      << e;
   EXPECT_NE(e.find("over its budget_node_hours = 1.200"), std::string::npos) << e;
-  Plan p = make_plan(parse_campaign_text(head + "max_retries = 2\nretry_time_factor = 2\nanalysis_job = true\n", "c.toml"),
-                     builtin_workloads());
+  Plan p =
+      make_plan(parse_campaign_text(head + "max_retries = 2\nretry_time_factor = 2\nanalysis_job = true\n", "c.toml"),
+                builtin_workloads());
   const NodeHours h = node_hours(p);
   EXPECT_DOUBLE_EQ(h.jobs, 0.5);
   EXPECT_DOUBLE_EQ(h.retries, (60 + 120) / 60.0) << "30 min x 2, then x 4";
@@ -558,9 +608,10 @@ TEST(PlanSlurm, TheBudgetCountsEveryRetryAndTheAnalysisJob) {
   EXPECT_EQ(analysis_time_limit_min(c, 10000, 10000), 45);
   EXPECT_EQ(c.slurm.analysis.account, "a2");
   // Local plans spend no node-hours.
-  Plan local = make_plan(parse_campaign_text("[campaign]\nname = \"l\"\n[axes]\nworkload = [\"gemm\"]\nbackend = [\"blas\"]\nn = [8]\n",
-                                             "c.toml"),
-                         builtin_workloads());
+  Plan local = make_plan(
+      parse_campaign_text("[campaign]\nname = \"l\"\n[axes]\nworkload = [\"gemm\"]\nbackend = [\"blas\"]\nn = [8]\n",
+                          "c.toml"),
+      builtin_workloads());
   EXPECT_DOUBLE_EQ(node_hours(local).total(), 0);
 }
 
@@ -568,13 +619,18 @@ TEST(PlanSlurm, TheBudgetCountsEveryRetryAndTheAnalysisJob) {
 // (120 s, or a quarter of a shorter limit; signal_before_limit overrides, 0 turns it off), and
 // the site's keys reach the job script as single-quoted words.
 TEST(PlanSlurm, SignalBeforeTheLimitAndSiteKeys) {
-  const std::string head = "[campaign]\nname = \"s\"\ntemplate = \"slurm\"\n[axes]\nworkload = [\"gemm\"]\nbackend = [\"blas\"]\n"
-                           "n = [8]\n[slurm]\n";
+  const std::string head =
+      "[campaign]\nname = \"s\"\ntemplate = \"slurm\"\n[axes]\nworkload = [\"gemm\"]\nbackend = [\"blas\"]\n"
+      "n = [8]\n[slurm]\n";
   EXPECT_EQ(signal_before_limit_s(parse_campaign_text(head + "time_limit = 30\n", "c.toml"), true), 120);
   EXPECT_EQ(signal_before_limit_s(parse_campaign_text(head + "time_limit = 30\n", "c.toml"), false), 0);
   EXPECT_EQ(signal_before_limit_s(parse_campaign_text(head + "time_limit = 2\n", "c.toml"), true), 30);
-  EXPECT_EQ(signal_before_limit_s(parse_campaign_text(head + "time_limit = 30\nsignal_before_limit = \"5min\"\n", "c.toml"), false), 300);
-  EXPECT_EQ(signal_before_limit_s(parse_campaign_text(head + "time_limit = 30\nsignal_before_limit = 0\n", "c.toml"), true), 0);
+  EXPECT_EQ(signal_before_limit_s(
+                parse_campaign_text(head + "time_limit = 30\nsignal_before_limit = \"5min\"\n", "c.toml"), false),
+            300);
+  EXPECT_EQ(
+      signal_before_limit_s(parse_campaign_text(head + "time_limit = 30\nsignal_before_limit = 0\n", "c.toml"), true),
+      0);
   std::string e = error_of(head + "time_limit = 1\nsignal_before_limit = \"90s\"\n");
   EXPECT_NE(e.find("c.toml:10:23"), std::string::npos) << e;
   EXPECT_NE(e.find("not less than the time limit (00:01:00)"), std::string::npos) << e;
@@ -604,8 +660,9 @@ TEST(PlanSlurm, TimeLimitsInSlurmsForms) {
 }
 
 TEST(Plan, NamedShapeSetsExpandInAxes) {
-  Plan p = plan_of(kHead + "[fixed]\nworkload = \"conv2d\"\nbackend = \"blas\"\nn = 2\n"
-                           "[axes]\nshape = [\"resnet50/*\"]\npass = [\"forward\", \"backward_data\"]\n");
+  Plan p = plan_of(kHead +
+                   "[fixed]\nworkload = \"conv2d\"\nbackend = \"blas\"\nn = 2\n"
+                   "[axes]\nshape = [\"resnet50/*\"]\npass = [\"forward\", \"backward_data\"]\n");
   EXPECT_EQ(p.points.size(), 2u * 23u);
   std::set<std::string> shapes;
   PointResolver res(p);
@@ -617,29 +674,36 @@ TEST(Plan, NamedShapeSetsExpandInAxes) {
   Plan g = plan_of(kHead + "[fixed]\nworkload = \"gemm\"\nbackend = \"blas\"\n[axes]\nshape = [\"deepbench/*\"]\n");
   EXPECT_GT(g.points.size(), 30u);
 
-  std::string e = error_of(kHead + "[fixed]\nworkload = \"conv2d\"\nbackend = \"blas\"\nn = 2\n"
-                                   "[axes]\nshape = [\"resnet5/*\"]\n");
+  std::string e = error_of(kHead +
+                           "[fixed]\nworkload = \"conv2d\"\nbackend = \"blas\"\nn = 2\n"
+                           "[axes]\nshape = [\"resnet5/*\"]\n");
   EXPECT_NE(e.find("c.toml:8:10"), std::string::npos) << e;
   EXPECT_NE(e.find("no value matches \"resnet5/*\" (sets: resnet50/*)"), std::string::npos) << e;
   e = error_of(kHead + "[fixed]\nworkload = \"conv2d\"\nbackend = \"blas\"\nn = 2\nshape = \"resnet50/*\"\n");
   EXPECT_NE(e.find("put it in [axes]"), std::string::npos) << e;
   // Without a set, a misspelt layer gets a suggestion.
-  e = error_of(kHead + "[fixed]\nworkload = \"conv2d\"\nbackend = \"blas\"\nn = 2\nshape = \"resnet50/res4_3x3_strid2\"\n");
+  e = error_of(kHead +
+               "[fixed]\nworkload = \"conv2d\"\nbackend = \"blas\"\nn = 2\nshape = \"resnet50/res4_3x3_strid2\"\n");
   EXPECT_NE(e.find("did you mean 'resnet50/res4_3x3_stride2'"), std::string::npos) << e;
 }
 
 TEST(Plan, CustomBackendNeedsALoadableLibraryForTheOperator) {
   std::string e = error_of(kHead + "[fixed]\nworkload = \"relu\"\nbackend = \"custom\"\nn = 2\nc = 2\nh = 2\n");
   EXPECT_NE(e.find("needs 'library'"), std::string::npos) << e;
-  e = error_of(kHead + "[fixed]\nworkload = \"relu\"\nbackend = \"custom\"\nn = 2\nc = 2\nh = 2\nlibrary = \"/no/such.so\"\n");
+  e = error_of(kHead +
+               "[fixed]\nworkload = \"relu\"\nbackend = \"custom\"\nn = 2\nc = 2\nh = 2\nlibrary = \"/no/such.so\"\n");
   EXPECT_NE(e.find("cannot be loaded"), std::string::npos) << e;
-  e = error_of(kHead + "[fixed]\nworkload = \"conv2d\"\nbackend = \"custom\"\nn = 2\nc = 2\nh = 4\nk = 2\nr = 3\n"
-                       "library = \"" D500_CUSTOM_RELU "\"\n");
+  e = error_of(kHead +
+               "[fixed]\nworkload = \"conv2d\"\nbackend = \"custom\"\nn = 2\nc = 2\nh = 4\nk = 2\nr = 3\n"
+               "library = \"" D500_CUSTOM_RELU "\"\n");
   EXPECT_NE(e.find("implements 'relu', not 'conv2d'"), std::string::npos) << e;
-  Plan ok = plan_of(kHead + "[fixed]\nworkload = \"relu\"\nbackend = \"custom\"\nn = 2\nc = 2\nh = 2\nlibrary = \"" D500_CUSTOM_RELU "\"\n");
+  Plan ok = plan_of(
+      kHead + "[fixed]\nworkload = \"relu\"\nbackend = \"custom\"\nn = 2\nc = 2\nh = 2\nlibrary = \"" D500_CUSTOM_RELU
+              "\"\n");
   ASSERT_EQ(ok.points.size(), 1u);
   EXPECT_NE(ok.points[0].canonical.find("library="), std::string::npos);
-  e = error_of(kHead + "[fixed]\nworkload = \"relu\"\nbackend = \"reference\"\nn = 2\nc = 2\nh = 2\nlibrary = \"x.so\"\n");
+  e = error_of(kHead +
+               "[fixed]\nworkload = \"relu\"\nbackend = \"reference\"\nn = 2\nc = 2\nh = 2\nlibrary = \"x.so\"\n");
   EXPECT_NE(e.find("only for backend \"custom\""), std::string::npos) << e;
 }
 
@@ -681,12 +745,18 @@ TEST(PlanResources, APointThatCannotFitANodeIsRefusedNamingTheKeyUnlessForced) {
   const std::string gemm = kHead + "[fixed]\nworkload = \"gemm\"\nbackend = \"blas\"\n[axes]\nn = [1024, 65536]\n";
   std::string e = error_with(gemm, opt);
   EXPECT_NE(e.find("c.toml:7:12: point gemm:blas k=65536 m=65536 n=65536"), std::string::npos) << e;
-  EXPECT_NE(e.find("more than this machine's memory (24.0 GiB, MemTotal); key 'n' = 65536 makes it so"), std::string::npos) << e;
+  EXPECT_NE(e.find("more than this machine's memory (24.0 GiB, MemTotal); key 'n' = 65536 makes it so"),
+            std::string::npos)
+      << e;
   EXPECT_NE(e.find("plan with --force"), std::string::npos) << e;
   // A convolution too big for its batch, and relu sizes whose element count overflows 64 bits.
-  e = error_with(kHead + "[fixed]\nworkload = \"conv2d\"\nbackend = \"reference\"\nn = 100000\nc = 4096\nh = 4096\nk = 4096\nr = 1\n", opt);
+  e = error_with(
+      kHead +
+          "[fixed]\nworkload = \"conv2d\"\nbackend = \"reference\"\nn = 100000\nc = 4096\nh = 4096\nk = 4096\nr = 1\n",
+      opt);
   EXPECT_NE(e.find("needs about"), std::string::npos) << e;
-  e = error_with(kHead + "[fixed]\nworkload = \"relu\"\nbackend = \"reference\"\nn = 1000000\nc = 1000000\nh = 1000000\n", opt);
+  e = error_with(
+      kHead + "[fixed]\nworkload = \"relu\"\nbackend = \"reference\"\nn = 1000000\nc = 1000000\nh = 1000000\n", opt);
   EXPECT_NE(e.find("needs about"), std::string::npos) << e;
   EXPECT_NE(e.find("key 'c' = 1000000 makes it so"), std::string::npos) << e;
   // --force plans it, says so, and the summary's largest point is that one.
@@ -695,9 +765,10 @@ TEST(PlanResources, APointThatCannotFitANodeIsRefusedNamingTheKeyUnlessForced) {
   ASSERT_EQ(forced.warnings.size(), 1u);
   EXPECT_NE(forced.warnings[0].find("(planned anyway: --force)"), std::string::npos);
   ASSERT_GE(forced.largest_memory_point, 0);
-  EXPECT_EQ(std::get<std::int64_t>(
-                PointResolver(forced).params(forced.points[static_cast<std::size_t>(forced.largest_memory_point)]).at("n")),
-            65536);
+  EXPECT_EQ(
+      std::get<std::int64_t>(
+          PointResolver(forced).params(forced.points[static_cast<std::size_t>(forced.largest_memory_point)]).at("n")),
+      65536);
   // Ranks on one node share its memory.
   opt.force = false;
   opt.host_memory_bytes = 1 * kGiB;
@@ -712,7 +783,8 @@ TEST(PlanResources, SlurmPlansCheckMemPerNodeWhenGivenAndSayWhenItIsUnknown) {
   EXPECT_EQ(unknown.node_memory_bytes, 0);  // not this machine's: a cluster node's is not known
   std::string e = error_of(head + "mem_per_node = \"2G\"\n" + point);
   EXPECT_NE(e.find("more than [slurm] mem_per_node (2.00 GiB, c.toml:6:16)"), std::string::npos) << e;
-  EXPECT_NE(error_of(head + "mem_per_node = \"lots\"\n" + point).find("c.toml:6:16: key 'mem_per_node' in [slurm] is \"lots\""),
+  EXPECT_NE(error_of(head + "mem_per_node = \"lots\"\n" + point)
+                .find("c.toml:6:16: key 'mem_per_node' in [slurm] is \"lots\""),
             std::string::npos);
   EXPECT_EQ(parse_memory_size("64G"), 64 * kGiB);
   EXPECT_EQ(parse_memory_size("512000"), std::int64_t{512000} << 20);  // Slurm's default unit: MiB
@@ -724,14 +796,17 @@ TEST(PlanResources, SlurmPlansCheckMemPerNodeWhenGivenAndSayWhenItIsUnknown) {
 TEST(PlanResources, ThreadsBeyondTheCpusAreWarnedOnceAtPlanTime) {
   PlanOptions opt;
   opt.host_cpus = 2;
-  Plan p = plan_with(kHead + "[fixed]\nworkload = \"gemm\"\nbackend = \"blas\"\nthreads = 1024\n[axes]\nn = [8, 16]\n", opt);
+  Plan p =
+      plan_with(kHead + "[fixed]\nworkload = \"gemm\"\nbackend = \"blas\"\nthreads = 1024\n[axes]\nn = [8, 16]\n", opt);
   ASSERT_EQ(p.warnings.size(), 1u) << "one warning per shape, not per point";
   EXPECT_NE(p.warnings[0].find("threads oversubscribed: 1 rank(s) x 1024 thread(s) = 1024 on this machine's 2 CPUs"),
-            std::string::npos) << p.warnings[0];
+            std::string::npos)
+      << p.warnings[0];
   Plan fits = plan_with(kHead + "[fixed]\nworkload = \"gemm\"\nbackend = \"blas\"\nthreads = 2\nn = 8\n", opt);
   EXPECT_TRUE(fits.warnings.empty());
-  Plan slurm = plan_of("[campaign]\nname = \"s\"\ntemplate = \"slurm\"\n[slurm]\ntime_limit = 10\ncpus_per_task = 4\n"
-                       "[fixed]\nworkload = \"gemm\"\nbackend = \"blas\"\nthreads = 8\nn = 8\n");
+  Plan slurm = plan_of(
+      "[campaign]\nname = \"s\"\ntemplate = \"slurm\"\n[slurm]\ntime_limit = 10\ncpus_per_task = 4\n"
+      "[fixed]\nworkload = \"gemm\"\nbackend = \"blas\"\nthreads = 8\nn = 8\n");
   ASSERT_EQ(slurm.warnings.size(), 1u);
   EXPECT_NE(slurm.warnings[0].find("8 thread(s) per rank, but [slurm] cpus_per_task = 4"), std::string::npos);
 }
@@ -758,16 +833,20 @@ TEST(PlanResources, NamesThatAreDirectoriesAreRefusedAndARefusalLeavesNothing) {
 // node, is warned of once per backend; enough GPUs, or a CPU backend, say nothing.
 TEST(PlanResources, GpuPointsInSlurmJobsWithoutAGpuPerRankAreWarned) {
   const BackendInfo* cuda = find_backend("cuda");
-  if (!cuda || !cuda->built) GTEST_SKIP() << "this build has no cuda backend: " << (cuda ? cuda->not_built_reason : "unknown");
+  if (!cuda || !cuda->built)
+    GTEST_SKIP() << "this build has no cuda backend: " << (cuda ? cuda->not_built_reason : "unknown");
   const std::string head = "[campaign]\nname = \"s\"\ntemplate = \"slurm\"\n[slurm]\ntime_limit = 10\n";
-  const std::string points = "[fixed]\nworkload = \"gemm\"\nranks_per_node = 2\n[axes]\nbackend = [\"cuda\", \"blas\"]\nn = [8, 16]\n";
+  const std::string points =
+      "[fixed]\nworkload = \"gemm\"\nranks_per_node = 2\n[axes]\nbackend = [\"cuda\", \"blas\"]\nn = [8, 16]\n";
   Plan none = plan_of(head + points);
   ASSERT_EQ(none.warnings.size(), 1u);
-  EXPECT_NE(none.warnings[0].find("on backend cuda run on a GPU, but [slurm] asks for none: set gres = \"gpu:2\""), std::string::npos)
+  EXPECT_NE(none.warnings[0].find("on backend cuda run on a GPU, but [slurm] asks for none: set gres = \"gpu:2\""),
+            std::string::npos)
       << none.warnings[0];
   Plan shared = plan_of(head + "gres = \"gpu:1\"\n" + points);
   ASSERT_EQ(shared.warnings.size(), 1u);
-  EXPECT_NE(shared.warnings[0].find("run 2 ranks per node on 1 GPU(s) (gres = \"gpu:1\"): ranks will share a GPU"), std::string::npos)
+  EXPECT_NE(shared.warnings[0].find("run 2 ranks per node on 1 GPU(s) (gres = \"gpu:1\"): ranks will share a GPU"),
+            std::string::npos)
       << shared.warnings[0];
   EXPECT_TRUE(plan_of(head + "gres = \"gpu:a100:2\"\n" + points).warnings.empty());
   EXPECT_TRUE(plan_of(head + "[fixed]\nworkload = \"gemm\"\nbackend = \"blas\"\nn = 8\n").warnings.empty());
@@ -818,8 +897,9 @@ TEST(Hostile, ANewlineInAnyPathIsRefusedAndNothingIsWritten) {
   };
   refused(p, base / ("run" + injected), "/bin/true", "the run directory");
   refused(p, base / "run", "/opt/d500" + injected + "/d500-worker", "the worker's path");
-  Plan q = make_plan(parse_campaign_text(with_template(kSlurmAll, "slurm"), (base / ("c" + injected + ".toml")).string()),
-                     builtin_workloads());
+  Plan q =
+      make_plan(parse_campaign_text(with_template(kSlurmAll, "slurm"), (base / ("c" + injected + ".toml")).string()),
+                builtin_workloads());
   refused(q, base / "run", "/bin/true", "the campaign file's path");
   Plan r = p;
   r.tmpl.path = "/tmp/t\r.sh.in";
@@ -834,8 +914,9 @@ TEST(Hostile, EveryRenderedLineOfEveryTemplateIsItsTemplatesLine) {
   const fs::path dir = base / "run dir 'x' $(touch pwned) `id`; echo";
   for (const char* name : {"local", "slurm", "daint"}) {
     SCOPED_TRACE(name);
-    Plan p = plan_of(std::string(name) == "local" ? kHead + "[axes]\nworkload = [\"gemm\"]\nbackend = [\"blas\"]\nn = [8]\n"
-                                                  : with_template(kSlurmAll, name));
+    Plan p =
+        plan_of(std::string(name) == "local" ? kHead + "[axes]\nworkload = [\"gemm\"]\nbackend = [\"blas\"]\nn = [8]\n"
+                                             : with_template(kSlurmAll, name));
     fs::remove_all(dir);
     write_plan(p, dir.string(), "/opt/my d500/d500-worker");
     const auto tmpl = lines_of(p.tmpl.text);
@@ -868,8 +949,9 @@ TEST(Hostile, ATemplateIsANameNeverAPath) {
 TEST(Hostile, TheUsersOwnTemplatesComeFromTheDirectoryTheCampaignNames) {
   const fs::path base = scratch("templates");
   fs::create_directories(base / "mine");
-  write_file_atomic((base / "mine" / "site.sh.in").string(),
-                    "#!/usr/bin/env bash\n# d500: launcher=local\nexec mpirun -np {{ranks}} {{worker}} {{spec}} {{output}}\n");
+  write_file_atomic(
+      (base / "mine" / "site.sh.in").string(),
+      "#!/usr/bin/env bash\n# d500: launcher=local\nexec mpirun -np {{ranks}} {{worker}} {{spec}} {{output}}\n");
   const std::string campaign = (base / "c.toml").string();
   Plan p = make_plan(parse_campaign_text("[campaign]\nname = \"t\"\ntemplate = \"site\"\ntemplates_dir = \"mine\"\n"
                                          "[axes]\nworkload = [\"gemm\"]\nbackend = [\"blas\"]\nn = [8]\n",
@@ -898,9 +980,9 @@ TEST(Hostile, APlanFileReadsBackWhateverTheCampaignPathHolds) {
   const fs::path base = scratch("planfile");
   // TOML syntax in the campaign's path: quotes, brackets, a table header, '=' and '#'.
   const fs::path weird = base / "c\"] [plan] campaign = \"x\" # '''.toml";
-  Plan p = make_plan(parse_campaign_text(kHead + "[axes]\nworkload = [\"gemm\"]\nbackend = [\"blas\"]\nn = [8]\n",
-                                         weird.string()),
-                     builtin_workloads());
+  Plan p = make_plan(
+      parse_campaign_text(kHead + "[axes]\nworkload = [\"gemm\"]\nbackend = [\"blas\"]\nn = [8]\n", weird.string()),
+      builtin_workloads());
   write_plan(p, (base / "run").string(), "/bin/true");
   auto t = toml::parse_file((base / "run" / "plan.toml").string());
   EXPECT_EQ(t["plan"]["campaign_path"].value_or(std::string()), weird.string());
@@ -957,7 +1039,8 @@ TEST(PlanSize, ACampaignThatCannotFitInMemoryIsRefusedBeforeItIsExpandedEvenForc
     EXPECT_NE(m.find("16.0 MiB available"), std::string::npos) << m;
   }
   small.available_memory_bytes = 1LL << 30;
-  EXPECT_EQ(make_plan(parse_campaign_text(sweep(100, 100, 1000), "c.toml"), builtin_workloads(), small).points.size(), 10000u);
+  EXPECT_EQ(make_plan(parse_campaign_text(sweep(100, 100, 1000), "c.toml"), builtin_workloads(), small).points.size(),
+            10000u);
 }
 
 TEST(Plan, TooFewRepetitionsForAConfidenceIntervalAreWarnedAtPlanTime) {
@@ -979,9 +1062,10 @@ TEST(Plan, TooFewRepetitionsForAConfidenceIntervalAreWarnedAtPlanTime) {
 TEST(PlanPacking, PointsFillJobsUpToTheLimitLessTheMarginInPlanOrder) {
   // GEMM n^3 x 2 flops at 1 GFLOP/s, 10 + 2 repetitions, 1 s per point: n = 400 is
   // 1 + 12 x 0.128 = 2.536 s, n = 800 is 1 + 12 x 1.024 = 13.288 s.
-  const std::string t2 = kHead + "repetitions = 10\n[packing]\njob_time = 20\nmargin = 0.25\ngflops = 1\ngbps = 1000\n"
-                                 "point_overhead_s = 1\n[axes]\nworkload = [\"gemm\"]\nbackend = [\"reference\"]\n"
-                                 "n = [400, 800]\nseed = [1, 2, 3]\n";
+  const std::string t2 = kHead +
+                         "repetitions = 10\n[packing]\njob_time = 20\nmargin = 0.25\ngflops = 1\ngbps = 1000\n"
+                         "point_overhead_s = 1\n[axes]\nworkload = [\"gemm\"]\nbackend = [\"reference\"]\n"
+                         "n = [400, 800]\nseed = [1, 2, 3]\n";
   Plan p = plan_of(t2);
   ASSERT_EQ(p.points.size(), 6u);
   EXPECT_DOUBLE_EQ(p.job_limit_s, 20);
@@ -1015,9 +1099,11 @@ TEST(PlanPacking, WhatCannotBeEstimatedOrFitIsRefusedWhereTheCampaignSaysSo) {
   // Local plans need a job time; Slurm plans pack to their time limit and refuse one.
   std::string e = error_of(kHead + "[packing]\nmargin = 0.1\n" + axes);
   EXPECT_NE(e.find("c.toml:3:1: [packing] with template 'local' needs job_time"), std::string::npos) << e;
-  e = error_of("[campaign]\nname = \"s\"\ntemplate = \"slurm\"\n[slurm]\ntime_limit = 30\n[packing]\njob_time = 60\n" + axes);
+  e = error_of("[campaign]\nname = \"s\"\ntemplate = \"slurm\"\n[slurm]\ntime_limit = 30\n[packing]\njob_time = 60\n" +
+               axes);
   EXPECT_NE(e.find("c.toml:7:12: key 'job_time' in [packing] applies to local plans"), std::string::npos) << e;
-  Plan s = plan_of("[campaign]\nname = \"s\"\ntemplate = \"slurm\"\n[slurm]\ntime_limit = 30\n[packing]\nmargin = 0.5\n" + axes);
+  Plan s = plan_of(
+      "[campaign]\nname = \"s\"\ntemplate = \"slurm\"\n[slurm]\ntime_limit = 30\n[packing]\nmargin = 0.5\n" + axes);
   EXPECT_DOUBLE_EQ(s.job_capacity_s, 900);
   // A point longer than a job's capacity: refused with its estimate, or its own job when forced.
   const std::string tight = kHead + "[packing]\njob_time = 10\nmargin = 0.2\ngflops = 1\n" + axes;
@@ -1030,22 +1116,28 @@ TEST(PlanPacking, WhatCannotBeEstimatedOrFitIsRefusedWhereTheCampaignSaysSo) {
   EXPECT_EQ(forced.jobs[1].points.size(), 1u);
   ASSERT_FALSE(forced.warnings.empty());
   // Training is not modelled: it needs an earlier run or a default.
-  const std::string train = kHead + "[packing]\njob_time = 3600\n[axes]\nworkload = [\"train\"]\nbackend = [\"reference\"]\n";
+  const std::string train =
+      kHead + "[packing]\njob_time = 3600\n[axes]\nworkload = [\"train\"]\nbackend = [\"reference\"]\n";
   e = error_of(train);
-  EXPECT_NE(e.find("has no estimate: no run in times_from measured it (a training point's time is not modelled)"), std::string::npos) << e;
+  EXPECT_NE(e.find("has no estimate: no run in times_from measured it (a training point's time is not modelled)"),
+            std::string::npos)
+      << e;
   Plan d = plan_of(kHead + "[packing]\njob_time = 3600\ndefault_point_s = 600\n" + train.substr(train.find("[axes]")));
   EXPECT_EQ(d.points.front().estimate_s, 600);
   EXPECT_NE(d.packing_text.find("1 default"), std::string::npos) << d.packing_text;
   // A run directory that is not one.
   e = error_of(kHead + "[packing]\njob_time = 60\ntimes_from = [\"/nonexistent-run\"]\n" + axes);
-  EXPECT_NE(e.find("c.toml:5:15: key 'times_from' in [packing]: /nonexistent-run is not a run directory"), std::string::npos) << e;
+  EXPECT_NE(e.find("c.toml:5:15: key 'times_from' in [packing]: /nonexistent-run is not a run directory"),
+            std::string::npos)
+      << e;
 }
 
 // Issue 17: replicated launches. Each launch of a point is its own point (launch = 1..k), the
 // launches never share a job, and the jobs come launch after launch (interleaved in time with the
 // other jobs); a campaign without launches keeps its ids.
 TEST(Plan, LaunchesAreSeparateJobsLaunchAfterLaunch) {
-  const std::string body = "[axes]\nworkload = [\"gemm\"]\nbackend = [\"reference\", \"blas\"]\nn = [8, 16]\nranks_per_node = [1, 2]\n";
+  const std::string body =
+      "[axes]\nworkload = [\"gemm\"]\nbackend = [\"reference\", \"blas\"]\nn = [8, 16]\nranks_per_node = [1, 2]\n";
   const Plan one = plan_of(kHead + body);
   const Plan three = plan_of("[campaign]\nname = \"t\"\nlaunches = 3\n" + body);
   ASSERT_EQ(three.points.size(), 3 * one.points.size());
@@ -1085,23 +1177,31 @@ TEST(Plan, ThePlanIsTheSameWhateverTheThreadsThatExpandIt) {
   for (int i = 1; i <= 19; ++i) sizes += std::to_string(8 * i) + ", ";
   sizes += "65536";
   for (int i = 1; i <= 15; ++i) seeds += (i > 1 ? ", " : "") + std::to_string(i);
-  const std::string text = kHead +
-                           "[axes]\nworkload = [\"gemm\", \"allreduce\", \"broadcast\"]\nbackend = [\"blas\", \"mpi\"]\n"
-                           "n = [" + sizes + "]\nbytes = [8, 16, 32, 64, 128, 256, 512, 1024]\nthreads = [1, 64]\n"
-                           "seed = [" + seeds + "]\n"
-                           "[[exclude]]\nworkload = \"gemm\"\nbackend = \"mpi\"\n"
-                           "[[exclude]]\nworkload = [\"allreduce\", \"broadcast\"]\nbackend = \"blas\"\n";
+  const std::string text =
+      kHead +
+      "[axes]\nworkload = [\"gemm\", \"allreduce\", \"broadcast\"]\nbackend = [\"blas\", \"mpi\"]\n"
+      "n = [" +
+      sizes +
+      "]\nbytes = [8, 16, 32, 64, 128, 256, 512, 1024]\nthreads = [1, 64]\n"
+      "seed = [" +
+      seeds +
+      "]\n"
+      "[[exclude]]\nworkload = \"gemm\"\nbackend = \"mpi\"\n"
+      "[[exclude]]\nworkload = [\"allreduce\", \"broadcast\"]\nbackend = \"blas\"\n";
   PlanOptions opt;
   opt.host_memory_bytes = 24 * kGiB;
   opt.host_cpus = 2;
   opt.force = true;
   opt.threads = 1;
   const Plan one = plan_with(text, opt);
-  ASSERT_EQ(one.points.size(), 20u * 2 * 15 + 2u * 8 * 15) << "gemm: sizes x threads x seeds; collectives: bytes x seeds";
-  ASSERT_EQ(one.warnings.size(), 1u + 2u * 15) << "a threads warning per ranks x threads, a memory one per forced point";
+  ASSERT_EQ(one.points.size(), 20u * 2 * 15 + 2u * 8 * 15)
+      << "gemm: sizes x threads x seeds; collectives: bytes x seeds";
+  ASSERT_EQ(one.warnings.size(), 1u + 2u * 15)
+      << "a threads warning per ranks x threads, a memory one per forced point";
   // Each point is what its combination resolves to afresh, the runs' seams included.
   PointResolver again(one);
-  for (const Point& pt : one.points) ASSERT_EQ(params_of_canonical(pt.canonical, "t"), again.params(pt)) << pt.canonical;
+  for (const Point& pt : one.points)
+    ASSERT_EQ(params_of_canonical(pt.canonical, "t"), again.params(pt)) << pt.canonical;
   for (int threads : {3, 0}) {
     opt.threads = threads;
     const Plan p = plan_with(text, opt);
@@ -1138,10 +1238,12 @@ TEST(Plan, NetworkPointsPlanTheSameOnSeveralThreads) {
   // Level 1's checks and estimates load networks through a cache that the threads share.
   std::string seeds;
   for (int i = 1; i <= 30; ++i) seeds += (i > 1 ? ", " : "") + std::to_string(i);
-  const std::string text = kHead +
-                           "[fixed]\nworkload = \"network\"\n[axes]\nnetwork = [\"lenet5\", \"mlp\", \"fashion-cnn\"]\n"
-                           "backend = [\"reference\", \"blas\"]\nbatch = [8, 16, 32, 64]\npass = [\"inference\", \"training\"]\n"
-                           "microbatch = [0, 4]\nseed = [" + seeds + "]\n";
+  const std::string text =
+      kHead +
+      "[fixed]\nworkload = \"network\"\n[axes]\nnetwork = [\"lenet5\", \"mlp\", \"fashion-cnn\"]\n"
+      "backend = [\"reference\", \"blas\"]\nbatch = [8, 16, 32, 64]\npass = [\"inference\", \"training\"]\n"
+      "microbatch = [0, 4]\nseed = [" +
+      seeds + "]\n";
   PlanOptions opt;
   opt.threads = 1;
   const Plan one = plan_with(text, opt);

@@ -21,16 +21,15 @@ namespace {
 // Converts and range-checks one value against its spec.
 Value checked(const ParamSpec& spec, const LocatedValue& lv, const std::string& workload) {
   Value v = lv.value;
-  if (spec.type == ValueType::Real && type_of(v) == ValueType::Int)
-    v = static_cast<double>(std::get<std::int64_t>(v));
+  if (spec.type == ValueType::Real && type_of(v) == ValueType::Int) v = static_cast<double>(std::get<std::int64_t>(v));
   if (type_of(v) != spec.type)
-    throw Error(lv.where, "key '" + spec.name + "' (" + workload + "): expected " + type_name(spec.type) +
-                              ", got " + type_name(type_of(lv.value)) + " " + canonical(lv.value));
+    throw Error(lv.where, "key '" + spec.name + "' (" + workload + "): expected " + type_name(spec.type) + ", got " +
+                              type_name(type_of(lv.value)) + " " + canonical(lv.value));
   if (spec.type == ValueType::Int && spec.min < spec.max) {
     auto i = std::get<std::int64_t>(v);
     if (i < spec.min || i > spec.max)
-      throw Error(lv.where, "key '" + spec.name + "' is " + std::to_string(i) + "; valid for " + workload +
-                                ": " + std::to_string(spec.min) + " to " + std::to_string(spec.max));
+      throw Error(lv.where, "key '" + spec.name + "' is " + std::to_string(i) + "; valid for " + workload + ": " +
+                                std::to_string(spec.min) + " to " + std::to_string(spec.max));
   }
   if (spec.type == ValueType::String && !spec.choices.empty()) {
     const auto& s = std::get<std::string>(v);
@@ -56,17 +55,17 @@ void check_backend_exists(const LocatedValue& lv) {
   }
   if (!b->built)
     throw Error(lv.where, "key 'backend': backend '" + name + "' is not available in this build: " +
-                              b->not_built_reason + " (this build has: " + join(built_backend_names(), ", ") +
-                              ")");
+                              b->not_built_reason + " (this build has: " + join(built_backend_names(), ", ") + ")");
   if (const std::string why = load_backend(name); !why.empty()) {
     // What to do depends on the loader's words: a library not found, or no room to map it.
-    const bool no_room = why.find("failed to map") != std::string::npos || why.find("cannot map") != std::string::npos ||
+    const bool no_room = why.find("failed to map") != std::string::npos ||
+                         why.find("cannot map") != std::string::npos ||
                          why.find("Cannot allocate memory") != std::string::npos;
-    const std::string hint = no_room
-                                 ? "this process's address space is too small for its libraries: raise the limit (ulimit -v; "
-                                   "they map about 0.5 GB)"
-                                 : "its libraries must be found at run time as at build time: LD_LIBRARY_PATH or the site's "
-                                   "environment modules";
+    const std::string hint =
+        no_room ? "this process's address space is too small for its libraries: raise the limit (ulimit -v; "
+                  "they map about 0.5 GB)"
+                : "its libraries must be found at run time as at build time: LD_LIBRARY_PATH or the site's "
+                  "environment modules";
     throw Error(lv.where, "key 'backend': backend '" + name + "' is in this build, in module " + b->module +
                               ", which did not load here: " + why + " (" + hint + ")");
   }
@@ -86,8 +85,8 @@ const WorkloadInfo& check_workload_exists(const LocatedValue& lv, const Workload
 Resolved resolve(const Raw& raw, const WorkloadRegistry& reg, const Campaign& c) {
   auto wit = raw.find("workload");
   if (wit == raw.end())
-    throw Error(Location{c.path, 1, 1}, "no workload: set 'workload' in [fixed] or [axes] (available: " +
-                                            join(reg.names(), ", ") + ")");
+    throw Error(Location{c.path, 1, 1},
+                "no workload: set 'workload' in [fixed] or [axes] (available: " + join(reg.names(), ", ") + ")");
   const WorkloadInfo& w = check_workload_exists(*wit->second, reg);
   auto bit = raw.find("backend");
   if (bit == raw.end())
@@ -101,8 +100,10 @@ Resolved resolve(const Raw& raw, const WorkloadRegistry& reg, const Campaign& c)
   r.where = &wit->second->where;
   auto take = [&](const ParamSpec& spec) {
     auto it = raw.find(spec.name);
-    if (it != raw.end()) r.params.emplace(spec.name, checked(spec, *it->second, w.name));
-    else if (spec.dflt) r.params.emplace(spec.name, *spec.dflt);
+    if (it != raw.end())
+      r.params.emplace(spec.name, checked(spec, *it->second, w.name));
+    else if (spec.dflt)
+      r.params.emplace(spec.name, *spec.dflt);
     else
       throw Error(*r.where, "workload '" + w.name + "' needs parameter '" + spec.name + "' (" + spec.help +
                                 "): set it in [fixed] or [axes]");
@@ -114,10 +115,10 @@ Resolved resolve(const Raw& raw, const WorkloadRegistry& reg, const Campaign& c)
   if (!w.backends.count(backend)) {
     std::vector<std::string> impl;
     for (const auto& [b, f] : w.backends) impl.push_back(b);
-    throw Error(bit->second->where,
-                "impossible combination: workload '" + w.name + "' does not run on backend '" + backend +
-                    "' (it runs on: " + join(impl, ", ") + "); drop it with [[exclude]] workload = \"" +
-                    w.name + "\", backend = \"" + backend + "\"");
+    throw Error(bit->second->where, "impossible combination: workload '" + w.name + "' does not run on backend '" +
+                                        backend + "' (it runs on: " + join(impl, ", ") +
+                                        "); drop it with [[exclude]] workload = \"" + w.name + "\", backend = \"" +
+                                        backend + "\"");
   }
   if (w.normalize) w.normalize(r.params);
   r.canonical = canonical_point(r.params);
@@ -172,7 +173,8 @@ Campaign expand_sets(const Campaign& in, const WorkloadRegistry& reg) {
     for (const auto& a : *list)
       if (a.name == "workload")
         for (const auto& v : a.values)
-          if (const WorkloadInfo* w = type_of(v.value) == ValueType::String ? reg.find(std::get<std::string>(v.value)) : nullptr)
+          if (const WorkloadInfo* w =
+                  type_of(v.value) == ValueType::String ? reg.find(std::get<std::string>(v.value)) : nullptr)
             for (const auto& spec : w->params)
               for (const auto& ch : spec.choices)
                 if (std::find(choices[spec.name].begin(), choices[spec.name].end(), ch) == choices[spec.name].end())
@@ -183,7 +185,8 @@ Campaign expand_sets(const Campaign& in, const WorkloadRegistry& reg) {
   };
   for (const auto& a : c.fixed)
     if (is_set(a.values.front()) && choices.count(a.name))
-      throw Error(a.values.front().where, "key '" + a.name + "': a set (\"" + std::get<std::string>(a.values.front().value) +
+      throw Error(a.values.front().where, "key '" + a.name + "': a set (\"" +
+                                              std::get<std::string>(a.values.front().value) +
                                               "\") stands for several values: put it in [axes]");
   std::set<std::string> zipped;
   for (const auto& z : c.zips) zipped.insert(z.axes.begin(), z.axes.end());
@@ -202,13 +205,16 @@ Campaign expand_sets(const Campaign& in, const WorkloadRegistry& reg) {
       for (const auto& ch : choices.at(a.name)) {
         if (ch.starts_with(prefix)) out.push_back({Value{ch}, v.where});
         auto slash = ch.find('/');
-        if (slash != std::string::npos && std::find(sets.begin(), sets.end(), ch.substr(0, slash + 1) + "*") == sets.end())
+        if (slash != std::string::npos &&
+            std::find(sets.begin(), sets.end(), ch.substr(0, slash + 1) + "*") == sets.end())
           sets.push_back(ch.substr(0, slash + 1) + "*");
       }
       if (out.size() == before)
-        throw Error(v.where, "key '" + a.name + "': no value matches \"" + text + "\" (sets: " + join(sets, ", ") + ")");
+        throw Error(v.where,
+                    "key '" + a.name + "': no value matches \"" + text + "\" (sets: " + join(sets, ", ") + ")");
       if (zipped.count(a.name))
-        throw Error(v.where, "key '" + a.name + "': a set cannot be zipped (its length is not written in the campaign)");
+        throw Error(v.where,
+                    "key '" + a.name + "': a set cannot be zipped (its length is not written in the campaign)");
     }
     a.values = std::move(out);
   }

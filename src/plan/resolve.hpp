@@ -115,7 +115,8 @@ struct Product {
   }
   void set(std::uint64_t combination) {
     std::vector<std::size_t> idx(dims.size());
-    for (std::size_t d = 0; d < dims.size(); ++d) idx[d] = static_cast<std::size_t>(combination / stride[d] % extent(d));
+    for (std::size_t d = 0; d < dims.size(); ++d)
+      idx[d] = static_cast<std::size_t>(combination / stride[d] % extent(d));
     set(idx);
   }
 };

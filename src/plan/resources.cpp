@@ -17,7 +17,8 @@ ResourceChecks::ResourceChecks(Plan& plan, const PlanOptions& opt) : plan_(plan)
     plan.node_memory_source = "this machine's memory (" + fmt_bytes(plan.node_memory_bytes) + ", MemTotal)";
   } else if (c.slurm.mem_per_node_bytes > 0) {
     plan.node_memory_bytes = c.slurm.mem_per_node_bytes;
-    plan.node_memory_source = "[slurm] mem_per_node (" + fmt_bytes(plan.node_memory_bytes) + ", " + c.slurm.mem_where.str() + ")";
+    plan.node_memory_source =
+        "[slurm] mem_per_node (" + fmt_bytes(plan.node_memory_bytes) + ", " + c.slurm.mem_where.str() + ")";
   }
   cpus_ = opt.host_cpus > 0 ? opt.host_cpus : host_cpus();
   for (const auto& g : split(c.slurm.gres, ','))
@@ -34,8 +35,9 @@ Resolved ResourceChecks::resolve_again(const Point& p, Product& product) const {
 
 void ResourceChecks::check(const Point& p, std::int64_t threads, const std::string& backend, Product& product) {
   if (!nodes_refusal_ && plan_.tmpl.launcher == "local" && p.nodes != 1)
-    nodes_refusal_ = Error(*resolve_again(p, product).where, "point " + p.canonical + ": template '" + plan_.tmpl.name +
-                                                                  "' runs on this machine only, so nodes must be 1 (use a Slurm template for more)");
+    nodes_refusal_ = Error(*resolve_again(p, product).where,
+                           "point " + p.canonical + ": template '" + plan_.tmpl.name +
+                               "' runs on this machine only, so nodes must be 1 (use a Slurm template for more)");
   check_memory(p, product);
   check_threads(p, threads);
   check_gpus(p, backend);
@@ -46,7 +48,8 @@ void ResourceChecks::check_memory(const Point& p, Product& product) {
   const std::int64_t rpn = p.ranks_per_node;
   if (p.memory_bytes < 0) return;
   const std::int64_t per_node = p.memory_bytes * rpn;
-  if (per_node > largest_per_node_) largest_per_node_ = per_node, plan_.largest_memory_point = static_cast<long>(plan_.points.size());
+  if (per_node > largest_per_node_)
+    largest_per_node_ = per_node, plan_.largest_memory_point = static_cast<long>(plan_.points.size());
   if (plan_.node_memory_bytes <= 0 || per_node <= plan_.node_memory_bytes || memory_refusal_) return;
   const Resolved res = resolve_again(p, product);
   const std::string driver = memory_driver(res, product.raw, p.memory_bytes);
@@ -69,8 +72,9 @@ void ResourceChecks::check_threads(const Point& p, std::int64_t threads) {
   const bool local_over = plan_.tmpl.launcher == "local" && rpn * threads > cpus_;
   const bool slurm_over = plan_.tmpl.launcher == "slurm" && threads > c.slurm.cpus_per_task;
   if (!(local_over || slurm_over) || !threads_said_.insert({local_over ? rpn : 0, threads}).second) return;
-  const std::string w = local_over ? std::to_string(rpn) + " rank(s) x " + std::to_string(threads) + " thread(s) = " +
-                                         std::to_string(rpn * threads) + " on this machine's " + std::to_string(cpus_) + " CPUs"
+  const std::string w = local_over ? std::to_string(rpn) + " rank(s) x " + std::to_string(threads) +
+                                         " thread(s) = " + std::to_string(rpn * threads) + " on this machine's " +
+                                         std::to_string(cpus_) + " CPUs"
                                    : std::to_string(threads) + " thread(s) per rank, but [slurm] cpus_per_task = " +
                                          std::to_string(c.slurm.cpus_per_task) + " CPUs per rank";
   plan_.warnings.push_back("threads oversubscribed: " + w + " (e.g. point " + p.canonical +
@@ -86,12 +90,14 @@ void ResourceChecks::check_gpus(const Point& p, const std::string& backend) {
   if (!b || !b->no_device || !gpus_said_.insert(backend).second) return;
   const std::string eg = " (e.g. point " + p.canonical + ")";
   if (gpus_asked_ < 0)
-    plan_.warnings.push_back("point(s) on backend " + backend + " run on a GPU, but [slurm] asks for none: set gres = \"gpu:" +
-                             std::to_string(rpn) + "\" (one per rank), or their jobs may land where there is none" + eg);
+    plan_.warnings.push_back("point(s) on backend " + backend +
+                             " run on a GPU, but [slurm] asks for none: set gres = \"gpu:" + std::to_string(rpn) +
+                             "\" (one per rank), or their jobs may land where there is none" + eg);
   else
     plan_.warnings.push_back("point(s) on backend " + backend + " run " + std::to_string(rpn) + " ranks per node on " +
                              std::to_string(gpus_asked_) + " GPU(s) (gres = \"" + plan_.campaign.slurm.gres +
-                             "\"): ranks will share a GPU" + (backend == "nccl" ? ", which NCCL refuses" : ", and time each other's work") + eg);
+                             "\"): ranks will share a GPU" +
+                             (backend == "nccl" ? ", which NCCL refuses" : ", and time each other's work") + eg);
 }
 
 void ResourceChecks::throw_refusals() const {

@@ -15,12 +15,13 @@ namespace {
 // Long name -> whether it takes a value (a flag may still be given one: --exclusive=user).
 const std::map<std::string, bool>& carried() {
   static const std::map<std::string, bool> m = {
-      {"job-name", true},  {"nodes", true},     {"ntasks", true},      {"ntasks-per-node", true}, {"cpus-per-task", true},
-      {"time", true},      {"partition", true}, {"account", true},     {"qos", true},             {"constraint", true},
-      {"gres", true},      {"output", true},    {"error", true},       {"open-mode", true},       {"hint", true},
-      {"mem", true},       {"mem-per-cpu", true}, {"exclude", true},   {"nodelist", true},        {"reservation", true},
-      {"gpus", true},      {"gpus-per-node", true}, {"gpus-per-task", true}, {"exclusive", false}, {"requeue", false},
-      {"no-requeue", false}, {"signal", true}};
+      {"job-name", true},      {"nodes", true},         {"ntasks", true},        {"ntasks-per-node", true},
+      {"cpus-per-task", true}, {"time", true},          {"partition", true},     {"account", true},
+      {"qos", true},           {"constraint", true},    {"gres", true},          {"output", true},
+      {"error", true},         {"open-mode", true},     {"hint", true},          {"mem", true},
+      {"mem-per-cpu", true},   {"exclude", true},       {"nodelist", true},      {"reservation", true},
+      {"gpus", true},          {"gpus-per-node", true}, {"gpus-per-task", true}, {"exclusive", false},
+      {"requeue", false},      {"no-requeue", false},   {"signal", true}};
   return m;
 }
 
@@ -36,11 +37,11 @@ const std::map<std::string, std::string>& owned() {
 }
 
 const std::map<char, std::string>& short_names() {
-  static const std::map<char, std::string> m = {{'J', "job-name"}, {'N', "nodes"},   {'n', "ntasks"},     {'c', "cpus-per-task"},
-                                                {'t', "time"},     {'p', "partition"}, {'A', "account"},  {'q', "qos"},
-                                                {'C', "constraint"}, {'o', "output"}, {'e', "error"},     {'x', "exclude"},
-                                                {'w', "nodelist"}, {'G', "gpus"},    {'a', "array"},      {'d', "dependency"},
-                                                {'D', "chdir"}};
+  static const std::map<char, std::string> m = {
+      {'J', "job-name"},   {'N', "nodes"},   {'n', "ntasks"},   {'c', "cpus-per-task"}, {'t', "time"},
+      {'p', "partition"},  {'A', "account"}, {'q', "qos"},      {'C', "constraint"},    {'o', "output"},
+      {'e', "error"},      {'x', "exclude"}, {'w', "nodelist"}, {'G', "gpus"},          {'a', "array"},
+      {'d', "dependency"}, {'D', "chdir"}};
   return m;
 }
 
@@ -105,10 +106,11 @@ std::optional<SbatchSignal> parse_sbatch_signal(const std::string& value) {
     s.seconds = static_cast<int>(secs);
   }
   if (name.rfind("SIG", 0) == 0) name = name.substr(3);
-  static const std::map<std::string, int> names = {{"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"KILL", SIGKILL},
-                                                   {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"TERM", SIGTERM}, {"CONT", SIGCONT},
-                                                   {"STOP", SIGSTOP}, {"ALRM", SIGALRM}, {"URG", SIGURG}};
-  if (auto it = names.find(name); it != names.end()) s.number = it->second;
+  static const std::map<std::string, int> names = {
+      {"HUP", SIGHUP},   {"INT", SIGINT},   {"QUIT", SIGQUIT}, {"KILL", SIGKILL}, {"USR1", SIGUSR1}, {"USR2", SIGUSR2},
+      {"TERM", SIGTERM}, {"CONT", SIGCONT}, {"STOP", SIGSTOP}, {"ALRM", SIGALRM}, {"URG", SIGURG}};
+  if (auto it = names.find(name); it != names.end())
+    s.number = it->second;
   else {
     std::size_t pos = 0;
     const long long n = digits_at(name, pos, 2);
@@ -149,14 +151,18 @@ SbatchOptions parse_sbatch_lines(const std::string& script, const std::string& p
         name = short_names().at(a[1]);
         if (a.size() > 2) value = a.substr(a[2] == '=' ? 3 : 2), has_value = true;
       } else {
-        throw Error(at, "#SBATCH: cannot read \"" + a + "\" as an sbatch option (--name=value, --name value or -X value)");
+        throw Error(at,
+                    "#SBATCH: cannot read \"" + a + "\" as an sbatch option (--name=value, --name value or -X value)");
       }
-      if (owned().count(name)) throw Error(at, "#SBATCH --" + name + ": " + owned().at(name) + "; leave it out of the template");
+      if (owned().count(name))
+        throw Error(at, "#SBATCH --" + name + ": " + owned().at(name) + "; leave it out of the template");
       auto it = carried().find(name);
       if (it == carried().end())
-        throw Error(at, "#SBATCH --" + name + ": d500 submits through libslurm and does not carry this option into the job"
-                        " description" + did_you_mean(name, sbatch_options_carried()) + " (it carries: " +
-                        join(sbatch_options_carried(), ", ") + ")");
+        throw Error(at, "#SBATCH --" + name +
+                            ": d500 submits through libslurm and does not carry this option into the job"
+                            " description" +
+                            did_you_mean(name, sbatch_options_carried()) +
+                            " (it carries: " + join(sbatch_options_carried(), ", ") + ")");
       if (it->second && !has_value) {
         if (i + 1 >= args.size()) throw Error(at, "#SBATCH --" + name + " needs a value");
         value = args[++i];
@@ -165,14 +171,16 @@ SbatchOptions parse_sbatch_lines(const std::string& script, const std::string& p
         // A template's placeholder: its value is checked in the rendered script.
       } else if (name == "mem" || name == "mem-per-cpu") {
         if (sbatch_size_mib(value) < 0)
-          throw Error(at, "#SBATCH --" + name + "=" + value + ": not a size (a whole number with K, M, G or T; no suffix: M)");
+          throw Error(
+              at, "#SBATCH --" + name + "=" + value + ": not a size (a whole number with K, M, G or T; no suffix: M)");
       } else if (name == "hint" && value != "nomultithread" && value != "multithread") {
         throw Error(at, "#SBATCH --hint=" + value + ": d500 carries nomultithread or multithread");
       } else if (name == "open-mode" && value != "append" && value != "truncate") {
         throw Error(at, "#SBATCH --open-mode=" + value + ": append or truncate");
       } else if (name == "signal" && !parse_sbatch_signal(value)) {
-        throw Error(at, "#SBATCH --signal=" + value + ": d500 carries [B:]SIGNAL[@SECONDS] (e.g. TERM@120, B:USR1@300; "
-                        "SECONDS up to 65535)");
+        throw Error(at, "#SBATCH --signal=" + value +
+                            ": d500 carries [B:]SIGNAL[@SECONDS] (e.g. TERM@120, B:USR1@300; "
+                            "SECONDS up to 65535)");
       } else if ((name == "exclusive") && has_value) {
         throw Error(at, "#SBATCH --exclusive=" + value + ": d500 carries --exclusive alone (whole nodes)");
       }

@@ -21,10 +21,11 @@ std::string refusal(const std::string& script) {
 }  // namespace
 
 TEST(Sbatch, ReadsTheLinesAsSbatchDoesUpToTheFirstCommand) {
-  const std::string script = "#!/bin/bash\n# d500: launcher=slurm\n#SBATCH --job-name=" + shell_quote("it's.job-0") +
-                             "\n#SBATCH -N 2 --ntasks-per-node=4\n#SBATCH -c8\n\n#SBATCH --hint=nomultithread  # no SMT\n"
-                             "#SBATCH --mem=4G\n#SBATCH --exclusive\n#SBATCH --partition 'debug'\n"
-                             "#SBATCH --partition=normal\nset -e\n#SBATCH --qos=never-read\n";
+  const std::string script =
+      "#!/bin/bash\n# d500: launcher=slurm\n#SBATCH --job-name=" + shell_quote("it's.job-0") +
+      "\n#SBATCH -N 2 --ntasks-per-node=4\n#SBATCH -c8\n\n#SBATCH --hint=nomultithread  # no SMT\n"
+      "#SBATCH --mem=4G\n#SBATCH --exclusive\n#SBATCH --partition 'debug'\n"
+      "#SBATCH --partition=normal\nset -e\n#SBATCH --qos=never-read\n";
   const SbatchOptions o = parse_sbatch_lines(script, "t.sh");
   ASSERT_NE(o.find("job-name"), nullptr);
   EXPECT_EQ(o.find("job-name")->value, "it's.job-0");

@@ -57,7 +57,7 @@ class ResourceChecks {
   std::int64_t gpus_asked_ = -1;  // GPUs per node the Slurm jobs' gres asks for; -1: none
   std::int64_t largest_per_node_ = -1;
   std::set<std::pair<std::int64_t, std::int64_t>> threads_said_;  // (ranks per node, threads) already warned of
-  std::set<std::string> gpus_said_;                                // backends whose GPU request was warned of
+  std::set<std::string> gpus_said_;                               // backends whose GPU request was warned of
   std::optional<Error> nodes_refusal_, memory_refusal_;
 };
 

@@ -56,11 +56,16 @@ void check_placeholder_contexts(const std::string& text, const std::string& path
     }
     switch (in) {
       case In::Code:
-        if (c == '\\') ++i, ++col;
-        else if (c == '\'') in = In::Single;
-        else if (c == '"') in = In::Double;
-        else if (c == '`') in = In::Backtick;
-        else if (c == '#' && (i == line_start || std::isspace(static_cast<unsigned char>(text[i - 1])) || text[i - 1] == ';'))
+        if (c == '\\')
+          ++i, ++col;
+        else if (c == '\'')
+          in = In::Single;
+        else if (c == '"')
+          in = In::Double;
+        else if (c == '`')
+          in = In::Backtick;
+        else if (c == '#' &&
+                 (i == line_start || std::isspace(static_cast<unsigned char>(text[i - 1])) || text[i - 1] == ';'))
           in = In::Comment;
         else if (c == '<' && text.compare(i, 3, "<<<") == 0)  // a here-string: a word, as anywhere
           i += 2, col += 2;
@@ -70,10 +75,12 @@ void check_placeholder_contexts(const std::string& text, const std::string& path
           while (j < text.size() && (text[j] == ' ' || text[j] == '\t')) ++j;
           std::string word;
           pending_expands = true;
-          while (j < text.size() && !std::isspace(static_cast<unsigned char>(text[j])) && text[j] != ';' && text[j] != '|' &&
-                 text[j] != '&' && text[j] != '>' && text[j] != '<' && text[j] != ')') {
-            if (text[j] == '\'' || text[j] == '"' || text[j] == '\\') pending_expands = false;  // a quoted delimiter
-            else word += text[j];
+          while (j < text.size() && !std::isspace(static_cast<unsigned char>(text[j])) && text[j] != ';' &&
+                 text[j] != '|' && text[j] != '&' && text[j] != '>' && text[j] != '<' && text[j] != ')') {
+            if (text[j] == '\'' || text[j] == '"' || text[j] == '\\')
+              pending_expands = false;  // a quoted delimiter
+            else
+              word += text[j];
             ++j;
           }
           pending = word;
@@ -85,12 +92,16 @@ void check_placeholder_contexts(const std::string& text, const std::string& path
         if (c == '\'') in = In::Code;
         break;
       case In::Double:
-        if (c == '\\') ++i, ++col;
-        else if (c == '"') in = In::Code;
+        if (c == '\\')
+          ++i, ++col;
+        else if (c == '"')
+          in = In::Code;
         break;
       case In::Backtick:
-        if (c == '\\') ++i, ++col;
-        else if (c == '`') in = In::Code;
+        if (c == '\\')
+          ++i, ++col;
+        else if (c == '`')
+          in = In::Code;
         break;
       case In::Comment:
       case In::Heredoc: break;

@@ -27,7 +27,8 @@ TEST(Template, EveryValueIsShellQuotedAndRunsAsData) {
 
 TEST(Template, AControlCharacterInAValueIsRefusedNamingThePlaceholder) {
   // A newline would end the "#SBATCH" line and start a command that no quoting holds back.
-  for (const std::string& v : std::vector<std::string>{"/runs/x\n#SBATCH --wrap=touch /tmp/pwned", "a\rb", std::string("a\0b", 3), "\x1b[2J"}) {
+  for (const std::string& v : std::vector<std::string>{"/runs/x\n#SBATCH --wrap=touch /tmp/pwned", "a\rb",
+                                                       std::string("a\0b", 3), "\x1b[2J"}) {
     try {
       render_template("#!/bin/bash\n#SBATCH --output={{log}}\n", "t.sh.in", {{"log", v}});
       ADD_FAILURE() << "not refused: " << printable(v);
@@ -87,9 +88,10 @@ TEST(Template, APlaceholderWhereQuotingDoesNotProtectIsRefusedWithItsPlace) {
   // Safe: a word of its own, after an option, beside a quoted string, in a comment (#SBATCH),
   // in single quotes (the value's own quotes close and reopen them), in a quoted here-document,
   // and after a here-document has ended.
-  const std::string ok = "#!/bin/bash\n#SBATCH --chdir={{run_dir}}\ncd {{run_dir}} && echo \"$x\"{{spec}}\n"
-                         "echo 'a'{{spec}}'b' '{{spec}}'\ncat <<'EOF'\n{{spec}}\nEOF\ncat <<-END\n\tplain\n\tEND\n"
-                         "echo {{spec}} # \"{{spec}}\nread -ra m <<< {{spec}}\necho {{spec}}\n";
+  const std::string ok =
+      "#!/bin/bash\n#SBATCH --chdir={{run_dir}}\ncd {{run_dir}} && echo \"$x\"{{spec}}\n"
+      "echo 'a'{{spec}}'b' '{{spec}}'\ncat <<'EOF'\n{{spec}}\nEOF\ncat <<-END\n\tplain\n\tEND\n"
+      "echo {{spec}} # \"{{spec}}\nread -ra m <<< {{spec}}\necho {{spec}}\n";
   EXPECT_EQ(error_of(ok), "");
   EXPECT_EQ(render_template("cd {{run_dir}}\n", "t", vars), "cd 'r$(touch x)'\n");
 }

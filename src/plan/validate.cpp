@@ -18,8 +18,9 @@ void check_template(const Plan& plan) {
     throw Error(c.template_where, "template '" + plan.tmpl.name + "' is for the '" + plan.tmpl.launcher +
                                       "' launcher, not for jobs (use local, slurm or daint)");
   if (plan.tmpl.launcher == "slurm" && c.slurm.time_limit_min <= 0)
-    throw Error(c.slurm.present ? c.slurm.where : c.template_where,
-                "template '" + plan.tmpl.name + "' submits to Slurm: set [slurm] time_limit (e.g. time_limit = \"00:30:00\")");
+    throw Error(
+        c.slurm.present ? c.slurm.where : c.template_where,
+        "template '" + plan.tmpl.name + "' submits to Slurm: set [slurm] time_limit (e.g. time_limit = \"00:30:00\")");
 }
 
 // Every key must mean something to at least one workload the campaign names; a key that none of

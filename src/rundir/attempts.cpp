@@ -1,11 +1,11 @@
 #include "rundir/attempts.hpp"
 
+#include <toml++/toml.h>
 #include <algorithm>
 #include <charconv>
-#include <fstream>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
-#include <toml++/toml.h>
 
 #include "common/text.hpp"
 #include "rundir/submissions.hpp"
@@ -110,17 +110,21 @@ std::map<TaskKey, ObservedState> read_observed(const RunLayout& dir) {
 
 void record_observed(const RunLayout& dir, const ObservedState& s) {
   append_line_durably(dir.observed_file(), kObservedHeader,
-                      std::to_string(s.task.first) + "\t" + std::to_string(s.task.second) + "\t" + clean(s.state) + "\t" +
-                          clean(s.reason) + "\t" + std::to_string(s.exit_code) + "\t" + std::to_string(s.signal) + "\t" +
-                          std::to_string(s.restarts) + "\t" + clean(s.nodes) + "\t" + clean(s.seen_utc));
+                      std::to_string(s.task.first) + "\t" + std::to_string(s.task.second) + "\t" + clean(s.state) +
+                          "\t" + clean(s.reason) + "\t" + std::to_string(s.exit_code) + "\t" +
+                          std::to_string(s.signal) + "\t" + std::to_string(s.restarts) + "\t" + clean(s.nodes) + "\t" +
+                          clean(s.seen_utc));
 }
 
 std::string exit_text(int exit_code, int signal) {
   if (signal) return std::string("signal ") + signal_name(signal);
   std::string s = "exit " + std::to_string(exit_code);
-  if (exit_code == 127) s += " (command not found)";
-  else if (exit_code == 126) s += " (not executable)";
-  else if (exit_code > 128 && exit_code < 128 + 65) s += std::string(" (128 + ") + signal_name(exit_code - 128) + ")";
+  if (exit_code == 127)
+    s += " (command not found)";
+  else if (exit_code == 126)
+    s += " (not executable)";
+  else if (exit_code > 128 && exit_code < 128 + 65)
+    s += std::string(" (128 + ") + signal_name(exit_code - 128) + ")";
   return s;
 }
 
@@ -151,18 +155,23 @@ TaskEnd resolve_task_end(const TaskKey& task, const std::optional<ObservedState>
   auto from_slurm = [&](const ObservedState& s) {
     e.state = s.state;
     e.nodes = s.nodes;
-    if (s.state == "TIMEOUT" || s.state == "DEADLINE") e.cause = "time limit reached";
-    else if (s.state == "NODE_FAIL" || s.state == "BOOT_FAIL") e.cause = "node failure on " + (s.nodes.empty() ? "?" : s.nodes);
+    if (s.state == "TIMEOUT" || s.state == "DEADLINE")
+      e.cause = "time limit reached";
+    else if (s.state == "NODE_FAIL" || s.state == "BOOT_FAIL")
+      e.cause = "node failure on " + (s.nodes.empty() ? "?" : s.nodes);
     else if (s.state == "FAILED" || s.state == "OUT_OF_MEMORY" || (s.state == "COMPLETED" && (s.exit_code || s.signal)))
       e.cause = exit_text(s.exit_code, s.signal);
-    else if (s.state == "PREEMPTED") e.cause = "preempted";
-    if (s.restarts > 0) e.cause += std::string(e.cause.empty() ? "" : "; ") + "requeued " + std::to_string(s.restarts) + "x";
+    else if (s.state == "PREEMPTED")
+      e.cause = "preempted";
+    if (s.restarts > 0)
+      e.cause += std::string(e.cause.empty() ? "" : "; ") + "requeued " + std::to_string(s.restarts) + "x";
   };
   // The job ended on the signal d500 asked for before its limit (--signal): the worker took a
   // checkpoint and ended, the script's exit is the worker's; Slurm calls it FAILED or COMPLETED,
   // but it is the time limit, as at the limit itself.
   auto warned = [&] {
-    if (!last || !last->timed_out || last->signal_before_s <= 0 || (e.state != "FAILED" && e.state != "COMPLETED")) return;
+    if (!last || !last->timed_out || last->signal_before_s <= 0 || (e.state != "FAILED" && e.state != "COMPLETED"))
+      return;
     e.state = "TIMEOUT";
     e.cause = "time limit reached: SIGTERM at " + std::to_string(static_cast<long>(last->term_elapsed_s)) + " s, " +
               std::to_string(last->signal_before_s) + " s before the limit (signal_before_limit), the job ended on it";
@@ -187,10 +196,12 @@ TaskEnd resolve_task_end(const TaskKey& task, const std::optional<ObservedState>
       e.cause = "time limit reached (SIGTERM at " + std::to_string(static_cast<long>(last->term_elapsed_s)) + " s)";
     } else if (last->terminated) {
       e.state = "CANCELLED";
-      e.cause = "SIGTERM at " + std::to_string(static_cast<long>(last->term_elapsed_s)) + " s, before the time limit: cancelled or preempted";
+      e.cause = "SIGTERM at " + std::to_string(static_cast<long>(last->term_elapsed_s)) +
+                " s, before the time limit: cancelled or preempted";
     } else if (!last->exit_code) {
       e.state = "LOST";
-      e.cause = "attempt " + std::to_string(last->attempt) + " left no end: killed outright (SIGKILL) or its node failed";
+      e.cause =
+          "attempt " + std::to_string(last->attempt) + " left no end: killed outright (SIGKILL) or its node failed";
     } else {
       e.state = *last->exit_code == 0 ? "COMPLETED" : "FAILED";
       if (*last->exit_code) e.cause = exit_text(*last->exit_code, 0);

@@ -26,11 +26,11 @@ struct AttemptRecord {
   TaskKey task;
   int attempt = 0;  // SLURM_RESTART_COUNT
   std::string host, log, started_utc;
-  bool terminated = false;          // a SIGTERM was recorded
-  bool timed_out = false;           // ... within 10 s of the time limit
+  bool terminated = false;  // a SIGTERM was recorded
+  bool timed_out = false;   // ... within 10 s of the time limit
   double term_elapsed_s = -1;
-  int signal_before_s = 0;          // the signal was asked this long before the limit (0: at the limit)
-  std::optional<int> exit_code;     // the script's exit (its `end` line); none: killed outright
+  int signal_before_s = 0;       // the signal was asked this long before the limit (0: at the limit)
+  std::optional<int> exit_code;  // the script's exit (its `end` line); none: killed outright
 };
 
 // Every attempt recorded under slurm/attempts/, sorted by task then attempt. A line that
@@ -40,12 +40,12 @@ std::vector<AttemptRecord> read_attempts(const RunLayout& dir);
 // A final state of a task as Slurm reported it to d500.
 struct ObservedState {
   TaskKey task;
-  std::string state;      // Slurm's name: COMPLETED, FAILED, TIMEOUT, NODE_FAIL, OUT_OF_MEMORY, ...
-  std::string reason;     // Slurm's reason string
-  int exit_code = 0;      // the batch script's exit status, or
-  int signal = 0;         // the signal that ended it (0: none)
-  int restarts = 0;       // Slurm's restart count (requeues)
-  std::string nodes;      // where it ran
+  std::string state;   // Slurm's name: COMPLETED, FAILED, TIMEOUT, NODE_FAIL, OUT_OF_MEMORY, ...
+  std::string reason;  // Slurm's reason string
+  int exit_code = 0;   // the batch script's exit status, or
+  int signal = 0;      // the signal that ended it (0: none)
+  int restarts = 0;    // Slurm's restart count (requeues)
+  std::string nodes;   // where it ran
   std::string seen_utc;
 };
 
@@ -55,11 +55,11 @@ void record_observed(const RunLayout& dir, const ObservedState& s);
 
 // One task's end as far as anything knows it.
 struct TaskEnd {
-  std::string state;      // Slurm's name, "" when nothing is known
-  std::string source;     // "slurm", "observed" (Slurm purged it), "job record" (the attempt's own), ""
-  std::string cause;      // "exit 127", "signal SIGABRT", "timed out: SIGTERM at 61 s of a 60 s limit", ...
+  std::string state;   // Slurm's name, "" when nothing is known
+  std::string source;  // "slurm", "observed" (Slurm purged it), "job record" (the attempt's own), ""
+  std::string cause;   // "exit 127", "signal SIGABRT", "timed out: SIGTERM at 61 s of a 60 s limit", ...
   std::string nodes;
-  int attempts = 0;       // attempts the job recorded
+  int attempts = 0;               // attempts the job recorded
   std::vector<std::string> tail;  // the last lines of the last attempt's output
 };
 

@@ -1,8 +1,8 @@
 #include "rundir/layout.hpp"
 
+#include <toml++/toml.h>
 #include <algorithm>
 #include <sstream>
-#include <toml++/toml.h>
 
 #include "common/error.hpp"
 #include "common/text.hpp"
@@ -54,7 +54,8 @@ std::string plan_value(const fs::path& plan_file, const char* key) {
   try {
     return toml::parse_file(plan_file.string())["plan"][key].value_or(std::string());
   } catch (const toml::parse_error& e) {
-    throw Error(Location{plan_file.string(), static_cast<int>(e.source().begin.line), static_cast<int>(e.source().begin.column)},
+    throw Error(Location{plan_file.string(), static_cast<int>(e.source().begin.line),
+                         static_cast<int>(e.source().begin.column)},
                 std::string(e.description()));
   }
 }
@@ -97,7 +98,8 @@ std::vector<std::string> RunLayout::results_files() const {
 bool parse_points_csv_row(const std::string& line, bool estimates, PlannedPoint& x) {
   const std::size_t a = line.find(','), b = line.find(',', a + 1), c = line.find(',', b + 1);
   const std::size_t d = estimates && c != std::string::npos ? line.find(',', c + 1) : c;
-  if (a == std::string::npos || b == std::string::npos || c == std::string::npos || d == std::string::npos) return false;
+  if (a == std::string::npos || b == std::string::npos || c == std::string::npos || d == std::string::npos)
+    return false;
   x.id = line.substr(0, a);
   x.job = line.substr(a + 1, b - a - 1);
   x.level = std::atoi(line.substr(b + 1, c - b - 1).c_str());

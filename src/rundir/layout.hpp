@@ -92,6 +92,8 @@ std::vector<PlannedPoint> read_points_csv(const RunLayout& dir);
 bool parse_points_csv_row(const std::string& line, bool estimates, PlannedPoint& x);
 inline constexpr const char* kPointsCsvHeader = "point_id,job_id,level,estimate_s,canonical";
 // Whether points.csv's header line has the estimate_s column (plans since packing by time).
-inline bool points_csv_has_estimates(const std::string& header) { return header.rfind("point_id,job_id,level,estimate_s,", 0) == 0; }
+inline bool points_csv_has_estimates(const std::string& header) {
+  return header.rfind("point_id,job_id,level,estimate_s,", 0) == 0;
+}
 
 }  // namespace d500

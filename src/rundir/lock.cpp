@@ -4,14 +4,14 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <toml++/toml.h>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <vector>
 #include <fstream>
 #include <sstream>
-#include <toml++/toml.h>
+#include <vector>
 
 #include "common/error.hpp"
 #include "common/text.hpp"
@@ -174,8 +174,8 @@ RunLock RunLock::acquire(const RunLayout& dir, const std::string& command) {
     std::vector<std::string> pids;
     for (long p : ranks) pids.push_back(std::to_string(p));
     throw Error(dir.root().string() + ": ranks of an earlier run still run here (pid " + join(pids, ", ") +
-                (before.pid ? ", started by " + holder_text(before) : std::string()) + "); stop them with `kill -TERM " +
-                join(pids, " ") + "` or wait for them to end");
+                (before.pid ? ", started by " + holder_text(before) : std::string()) +
+                "); stop them with `kill -TERM " + join(pids, " ") + "` or wait for them to end");
   }
   if (job_still_runs(before)) {
     ::close(fd);
@@ -198,11 +198,14 @@ void RunLock::set_job(const std::string& job_id, pid_t pgid) {
                   {"job_pgid", static_cast<std::int64_t>(pgid)},
                   {"job_pgid_start", static_cast<std::int64_t>(pgid > 0 ? start_time(pgid) : 0)}};
   std::ostringstream t;
-  t << "# The lock of this run directory (fcntl OFD lock), held while d500 works here.\n" << text_ << "\n" << job << "\n";
+  t << "# The lock of this run directory (fcntl OFD lock), held while d500 works here.\n"
+    << text_ << "\n"
+    << job << "\n";
   const std::string s = t.str();
   // In place (the lock belongs to this open file, not to a name): write, then cut what is left
   // of a longer text, so that a reader never finds the file empty.
-  if (pwrite(fd_, s.data(), s.size(), 0) != static_cast<ssize_t>(s.size()) || ftruncate(fd_, static_cast<off_t>(s.size())) != 0)
+  if (pwrite(fd_, s.data(), s.size(), 0) != static_cast<ssize_t>(s.size()) ||
+      ftruncate(fd_, static_cast<off_t>(s.size())) != 0)
     throw Error(path_ + ": cannot write the lock file: " + std::strerror(errno));
 }
 
@@ -210,8 +213,7 @@ RunLock::~RunLock() {
   if (fd_ < 0) return;
   try {
     set_job("", 0);  // nothing runs any more
-  } catch (const Error&) {
-  }
+  } catch (const Error&) {}
   ::close(fd_);
 }
 

@@ -53,11 +53,13 @@ TEST_F(RunDirTest, LayoutNamesEveryFileAndListsJobsAndResults) {
   EXPECT_EQ(d.results_file("job-0001"), dir_ / "run" / "results" / "job-0001.h5");
   EXPECT_EQ(d.submit_list(3), dir_ / "run" / "slurm" / "submit-3.list");
   EXPECT_EQ(RunLayout::of_spec(d.job_spec("job-0001").string()).root(), d.root());
-  EXPECT_NE(error_of([&] { d.require_plan("run"); }).find("run: not a d500 plan directory (no plan.toml)"), std::string::npos);
+  EXPECT_NE(error_of([&] { d.require_plan("run"); }).find("run: not a d500 plan directory (no plan.toml)"),
+            std::string::npos);
 
   for (const char* f : {"job-0001.sh", "job-0000.sh", "job-0000.toml", "job-0000.status"}) put(d.jobs_dir() / f, "");
   EXPECT_EQ(d.job_ids(), (std::vector<std::string>{"job-0000", "job-0001"}));
-  for (const char* f : {"job-0000.h5", "job-0000.h5.prev-1", "notes.txt", "job-0001.slurm-7.h5"}) put(d.results_dir() / f, "");
+  for (const char* f : {"job-0000.h5", "job-0000.h5.prev-1", "notes.txt", "job-0001.slurm-7.h5"})
+    put(d.results_dir() / f, "");
   const auto files = d.results_files();
   ASSERT_EQ(files.size(), 3u);
   EXPECT_EQ(fs::path(files[0]).filename(), "job-0000.h5");
@@ -71,18 +73,21 @@ TEST_F(RunDirTest, LayoutNamesEveryFileAndListsJobsAndResults) {
 
 TEST_F(RunDirTest, PointsCsvReadsQuotedCanonicalTextAndRefusesADamagedRow) {
   const RunLayout d(dir_.string());
-  put(d.points_csv(), "point_id,job_id,level,canonical\nabc,job-0000,0,gemm:blas n=64\n"
-                      "def,job-0001,1,\"custom:x library=\"\"/a,b.so\"\"\"\n");
+  put(d.points_csv(),
+      "point_id,job_id,level,canonical\nabc,job-0000,0,gemm:blas n=64\n"
+      "def,job-0001,1,\"custom:x library=\"\"/a,b.so\"\"\"\n");
   auto pts = read_points_csv(d);
   ASSERT_EQ(pts.size(), 2u);
   EXPECT_EQ(pts[1].canonical, "custom:x library=\"/a,b.so\"");
   EXPECT_EQ(pts[1].level, 1);
   EXPECT_EQ(canonical_head(pts[0].canonical).backend, "blas");
   put(d.points_csv(), "point_id,job_id,level,canonical\nabc,job-0000,0,gemm:blas n=64\nbroken\n");
-  EXPECT_NE(error_of([&] { read_points_csv(d); }).find(d.points_csv().string() + ":3:1: damaged row"), std::string::npos);
+  EXPECT_NE(error_of([&] { read_points_csv(d); }).find(d.points_csv().string() + ":3:1: damaged row"),
+            std::string::npos);
   // Since packing by time: an estimate column (empty when not estimated) before the canonical text.
-  put(d.points_csv(), "point_id,job_id,level,estimate_s,canonical\nabc,job-0000,0,12.5,gemm:blas n=64\n"
-                      "def,job-0001,1,,\"custom:x library=\"\"/a,b.so\"\"\"\n");
+  put(d.points_csv(),
+      "point_id,job_id,level,estimate_s,canonical\nabc,job-0000,0,12.5,gemm:blas n=64\n"
+      "def,job-0001,1,,\"custom:x library=\"\"/a,b.so\"\"\"\n");
   pts = read_points_csv(d);
   ASSERT_EQ(pts.size(), 2u);
   EXPECT_EQ(pts[0].estimate_s, 12.5);
@@ -90,7 +95,8 @@ TEST_F(RunDirTest, PointsCsvReadsQuotedCanonicalTextAndRefusesADamagedRow) {
   EXPECT_EQ(pts[1].estimate_s, -1);
   EXPECT_EQ(pts[1].canonical, "custom:x library=\"/a,b.so\"");
   put(d.points_csv(), "point_id,job_id,level,estimate_s,canonical\nabc,job-0000,0,gemm:blas n=64\n");
-  EXPECT_NE(error_of([&] { read_points_csv(d); }).find("damaged row (expected id,job,level,estimate_s,canonical)"), std::string::npos);
+  EXPECT_NE(error_of([&] { read_points_csv(d); }).find("damaged row (expected id,job,level,estimate_s,canonical)"),
+            std::string::npos);
 }
 
 TEST_F(RunDirTest, SubmissionsRoundTripAndCancellationsHaveTheirOwnHeader) {
@@ -118,7 +124,8 @@ TEST_F(RunDirTest, ADamagedSubmissionsLineNamesFileLineAndColumn) {
   EXPECT_NE(e.find(f + ":3:1: damaged submissions record: column 'slurm_id' is \"4x2\""), std::string::npos) << e;
   put(d.submissions_file(), "42\tjob\tsoon\t-\tT\t/a.toml\n");
   e = error_of([&] { read_submissions(d); });
-  EXPECT_NE(e.find(f + ":1:8: damaged submissions record: column 'time_limit_min' is \"soon\""), std::string::npos) << e;
+  EXPECT_NE(e.find(f + ":1:8: damaged submissions record: column 'time_limit_min' is \"soon\""), std::string::npos)
+      << e;
   put(d.submissions_file(), "42\tjob\t30\t-\tT\n");
   e = error_of([&] { read_submissions(d); });
   EXPECT_NE(e.find(f + ":1:1: damaged submissions record: 5 columns, expected 6"), std::string::npos) << e;
@@ -214,7 +221,8 @@ TEST_F(RunDirTest, AJobGroupWhoseRunnerIsGoneIsFoundByItsRecord) {
   }
   fs::copy_file(dir_ / "kept", dir_ / "run.lock", fs::copy_options::overwrite_existing);
   std::string e = error_of([&] { RunLock::acquire(d, "d500 run"); });
-  EXPECT_NE(e.find("its job's processes still run (job job-0003, process group " + std::to_string(job)), std::string::npos)
+  EXPECT_NE(e.find("its job's processes still run (job job-0003, process group " + std::to_string(job)),
+            std::string::npos)
       << e;
   EXPECT_NE(e.find("kill -TERM -- -" + std::to_string(job)), std::string::npos) << e;
   kill(job, SIGKILL);
@@ -229,15 +237,18 @@ TEST_F(RunDirTest, AnAttemptRecordsItsStartItsSigtermAndItsExitAndOutlivesSlurm)
   const std::string lib = std::string(D500_SOURCE_DIR) + "/templates/slurm-attempt.bash";
   auto job = [&](const std::string& env, const std::string& body) {
     const std::string script = "cd " + shell_quote(dir_.string()) + " && source " + shell_quote(lib) + "\n" + body;
-    const std::string cmd = env + " bash -c " + shell_quote(script) + " >> " + shell_quote((dir_ / "job.out").string()) + " 2>&1";
+    const std::string cmd =
+        env + " bash -c " + shell_quote(script) + " >> " + shell_quote((dir_ / "job.out").string()) + " 2>&1";
     return std::system(cmd.c_str());
   };
   // Attempt 0 of job 41 (task 3 of array 40) is sent SIGTERM 0 s into a 5 s limit: within 10 s
   // of the limit, so it timed out. Attempt 1 is terminated 0 s into an hour: cancelled.
-  job("SLURM_JOB_ID=41 SLURM_ARRAY_JOB_ID=40 SLURM_ARRAY_TASK_ID=3 D500_TIME_LIMIT_S=5", "d500_step bash -c 'echo working; sleep 0.1'; exit 3");
+  job("SLURM_JOB_ID=41 SLURM_ARRAY_JOB_ID=40 SLURM_ARRAY_TASK_ID=3 D500_TIME_LIMIT_S=5",
+      "d500_step bash -c 'echo working; sleep 0.1'; exit 3");
   job("SLURM_JOB_ID=41 SLURM_ARRAY_JOB_ID=40 SLURM_ARRAY_TASK_ID=3 SLURM_RESTART_COUNT=1 D500_TIME_LIMIT_S=3600",
       "trap 'd500_on_term' TERM; (sleep 0.3; kill -TERM $$) & d500_step bash -c 'echo step output; sleep 1'");
-  job("SLURM_JOB_ID=42 D500_TIME_LIMIT_S=1", "(sleep 0.3; kill -TERM $$) & d500_step bash -c 'echo last words; sleep 1'");
+  job("SLURM_JOB_ID=42 D500_TIME_LIMIT_S=1",
+      "(sleep 0.3; kill -TERM $$) & d500_step bash -c 'echo last words; sleep 1'");
   const auto all = read_attempts(run);
   ASSERT_EQ(all.size(), 3u) << read_file((dir_ / "job.out").string());
   EXPECT_EQ(all[0].task, (TaskKey{40, 3}));
@@ -307,7 +318,9 @@ TEST_F(RunDirTest, AStepEndedBySlurmsSignalBeforeTheLimitIsRecordedAsTheTimeLimi
   const std::string lib = std::string(D500_SOURCE_DIR) + "/templates/slurm-attempt.bash";
   auto job = [&](const std::string& env, const std::string& body) {
     const std::string script = "cd " + shell_quote(dir_.string()) + " && source " + shell_quote(lib) + "\n" + body;
-    return std::system((env + " bash -c " + shell_quote(script) + " >> " + shell_quote((dir_ / "job.out").string()) + " 2>&1").c_str());
+    return std::system(
+        (env + " bash -c " + shell_quote(script) + " >> " + shell_quote((dir_ / "job.out").string()) + " 2>&1")
+            .c_str());
   };
   const std::string step = "d500_step bash -c 'kill -TERM $$'";  // a step that ends by SIGTERM at once
   job("SLURM_JOB_ID=50 D500_TIME_LIMIT_S=60 D500_SIGNAL_BEFORE_S=15", step);
@@ -321,8 +334,9 @@ TEST_F(RunDirTest, AStepEndedBySlurmsSignalBeforeTheLimitIsRecordedAsTheTimeLimi
   EXPECT_EQ(*all[0].exit_code, 143);
   EXPECT_FALSE(all[1].terminated) << "no signal asked for: the step's own end";
   EXPECT_FALSE(all[2].terminated) << "long before the signal was due";
-  EXPECT_NE(read_file((dir_ / "job.out").string()).find("the job step ended on Slurm's SIGTERM 15 s before the time limit"),
-            std::string::npos);
+  EXPECT_NE(
+      read_file((dir_ / "job.out").string()).find("the job step ended on Slurm's SIGTERM 15 s before the time limit"),
+      std::string::npos);
   ObservedState live;
   live.task = {50, 0};
   live.state = "FAILED";
@@ -341,9 +355,11 @@ TEST_F(RunDirTest, ModulesAreInitialisedFromTheSitesScriptOrTheJobSaysWhatItTrie
   const std::string lib = std::string(D500_SOURCE_DIR) + "/templates/slurm-attempt.bash";
   std::ofstream(dir_ / "init.sh") << "module() { echo \"module $*\"; }\n";
   auto job = [&](const std::string& body) {
-    const std::string script = "set -euo pipefail; cd " + shell_quote(dir_.string()) + " && source " + shell_quote(lib) + "\n" + body;
+    const std::string script =
+        "set -euo pipefail; cd " + shell_quote(dir_.string()) + " && source " + shell_quote(lib) + "\n" + body;
     const std::string out = (dir_ / "out.txt").string();
-    const int rc = std::system(("env -u MODULESHOME bash -c " + shell_quote(script) + " > " + shell_quote(out) + " 2>&1").c_str());
+    const int rc =
+        std::system(("env -u MODULESHOME bash -c " + shell_quote(script) + " > " + shell_quote(out) + " 2>&1").c_str());
     return std::make_pair(WEXITSTATUS(rc), read_file(out));
   };
   auto [rc, out] = job("d500_module_init " + shell_quote((dir_ / "init.sh").string()) + "; module load PrgEnv-gnu");
@@ -351,8 +367,10 @@ TEST_F(RunDirTest, ModulesAreInitialisedFromTheSitesScriptOrTheJobSaysWhatItTrie
   EXPECT_NE(out.find("module load PrgEnv-gnu"), std::string::npos) << out;
   std::tie(rc, out) = job("d500_module_init " + shell_quote((dir_ / "missing.sh").string()) + "; echo not reached");
   EXPECT_EQ(rc, 127) << out;
-  EXPECT_NE(out.find("has no `module` command and none of " + (dir_ / "missing.sh").string() + " /etc/profile.d/modules.sh"),
-            std::string::npos) << out;
+  EXPECT_NE(
+      out.find("has no `module` command and none of " + (dir_ / "missing.sh").string() + " /etc/profile.d/modules.sh"),
+      std::string::npos)
+      << out;
   EXPECT_NE(out.find("set [slurm] module_init"), std::string::npos) << out;
   EXPECT_EQ(out.find("not reached"), std::string::npos) << out;
 }

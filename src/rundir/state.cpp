@@ -30,8 +30,8 @@ RunState scan_results(const RunLayout& dir, const std::function<void(const JobRe
     const JobResult& j = *read;
     if (!hash.empty() && j.campaign_hash != hash) {  // copied in from another run
       st.unreadable.push_back(f + ": foreign: written for campaign \"" + printable(j.campaign.substr(0, 80)) +
-                              "\" (hash " + printable(j.campaign_hash.substr(0, 32)) + "), not this run's (hash " + hash +
-                              "); none of it is used");
+                              "\" (hash " + printable(j.campaign_hash.substr(0, 32)) + "), not this run's (hash " +
+                              hash + "); none of it is used");
       return;
     }
     st.files.push_back(f);
@@ -59,7 +59,8 @@ std::map<std::string, MeasuredPoint> measured_points(const RunLayout& dir, std::
       m.work_bytes = p.work_bytes;
       std::map<int, std::int64_t> slowest;  // rep -> the slowest rank's whole-step time
       for (const auto& s : p.samples)
-        if (s.phase == static_cast<std::uint8_t>(Phase::Op)) slowest[s.rep] = std::max(slowest[s.rep], s.end_ns - s.start_ns);
+        if (s.phase == static_cast<std::uint8_t>(Phase::Op))
+          slowest[s.rep] = std::max(slowest[s.rep], s.end_ns - s.start_ns);
       for (const auto& [rep, ns] : slowest) m.reps_s += static_cast<double>(ns) * 1e-9;
       m.reps_run = static_cast<int>(slowest.size());
       seen[{p.id, j.path}] = m;

@@ -39,9 +39,9 @@ RunState scan_results(const RunLayout& dir, const std::function<void(const JobRe
 struct MeasuredPoint {
   int level = 0;
   std::string backend;
-  double seconds = 0;      // the whole point: setup, validation, repetitions, writing
-  double reps_s = 0;       // its repetitions (training: its steps)
-  int reps_run = 0;        // warm-ups included
+  double seconds = 0;  // the whole point: setup, validation, repetitions, writing
+  double reps_s = 0;   // its repetitions (training: its steps)
+  int reps_run = 0;    // warm-ups included
   std::int64_t work_flops = 0, work_bytes = 0;
 };
 // The complete points of a run directory, by id (a point measured in several files: the record

@@ -60,8 +60,9 @@ std::string base_job(const std::string& spec) {
 
 void record_submission(const RunLayout& dir, const Submission& s) {
   append_line_durably(dir.submissions_file(), kSubmissionsHeader,
-                 std::to_string(s.slurm_id) + "\t" + s.kind + "\t" + std::to_string(s.time_limit_min) + "\t" +
-                     (s.dependency.empty() ? "-" : s.dependency) + "\t" + s.submitted_utc + "\t" + join(s.specs, ","));
+                      std::to_string(s.slurm_id) + "\t" + s.kind + "\t" + std::to_string(s.time_limit_min) + "\t" +
+                          (s.dependency.empty() ? "-" : s.dependency) + "\t" + s.submitted_utc + "\t" +
+                          join(s.specs, ","));
 }
 
 void record_cancellation(const RunLayout& dir, std::uint32_t slurm_id, const std::string& utc) {
@@ -88,7 +89,8 @@ std::vector<Submission> read_submissions(const RunLayout& dir) {
     }
     if (cols.size() != 6)
       throw Error(Location{f.string(), line_no, 1}, "damaged submissions record: " + std::to_string(cols.size()) +
-                                                         " columns, expected 6 (" + std::string(kSubmissionsHeader + 2) + ")");
+                                                        " columns, expected 6 (" + std::string(kSubmissionsHeader + 2) +
+                                                        ")");
     Submission s;
     s.slurm_id = parse_number<std::uint32_t>(cols[0], {f.string(), line_no, starts[0]}, "slurm_id");
     s.kind = cols[1];

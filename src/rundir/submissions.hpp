@@ -13,7 +13,7 @@ namespace d500 {
 // One accepted submission: a job, a job array (one task per spec), or the analysis job.
 struct Submission {
   std::uint32_t slurm_id = 0;
-  std::string kind;                // "job", "array" or "analysis"
+  std::string kind;  // "job", "array" or "analysis"
   int time_limit_min = 0;
   std::string dependency;          // as given to Slurm; "" for none
   std::vector<std::string> specs;  // task i runs specs[i]

@@ -1,26 +1,27 @@
 #include "store/check.hpp"
 
+#include <toml++/toml.h>
 #include <filesystem>
 #include <map>
 #include <set>
 #include <tuple>
-#include <toml++/toml.h>
 
 #include "common/error.hpp"
 #include "common/text.hpp"
 #include "d500/schema_text.hpp"
+#include "metrics/metrics.hpp"
+#include "metrics/outcome.hpp"
 #include "store/checkpoint.hpp"
 #include "store/h5.hpp"
 #include "store/reader.hpp"
 #include "store/schema.hpp"
-#include "metrics/metrics.hpp"
-#include "metrics/outcome.hpp"
 
 namespace d500 {
 namespace {
 
 const toml::table& description() {
-  static const toml::table t = toml::parse(std::string_view(schema::kDescriptionToml), std::string_view("hdf5-schema/schema.toml"));
+  static const toml::table t =
+      toml::parse(std::string_view(schema::kDescriptionToml), std::string_view("hdf5-schema/schema.toml"));
   return t;
 }
 
@@ -58,7 +59,8 @@ class Checker {
       std::string name(k.str());
       std::string type = v.value_or(std::string());
       if (!h5::has_attr(obj, name)) {
-        if (required && added_in(parent, name) <= version_) problem(where, "missing attribute '" + name + "' (" + type + ")"), ok = false;
+        if (required && added_in(parent, name) <= version_)
+          problem(where, "missing attribute '" + name + "' (" + type + ")"), ok = false;
         continue;
       }
       h5::Handle a(H5Aopen(obj, name.c_str(), H5P_DEFAULT), H5Aclose);
@@ -109,7 +111,8 @@ class Checker {
     }
     std::string shape = spec["shape"].value_or(std::string());
     int nd = H5Sget_simple_extent_ndims(s);
-    if (shape == "scalar" && H5Sget_simple_extent_type(s) != H5S_SCALAR) problem(where, "dataset '" + name + "' is not scalar");
+    if (shape == "scalar" && H5Sget_simple_extent_type(s) != H5S_SCALAR)
+      problem(where, "dataset '" + name + "' is not scalar");
     if (shape == "ranks" && (nd != 1 || H5Sget_simple_extent_npoints(s) != ranks))
       problem(where, "dataset '" + name + "' should have one element per rank (" + std::to_string(ranks) + ")");
     if (shape == "rows" && nd != 1) problem(where, "dataset '" + name + "' should be one-dimensional");
@@ -118,11 +121,13 @@ class Checker {
       hsize_t dims[3] = {0, 0, 0};
       if (nd == want) H5Sget_simple_extent_dims(s, dims, nullptr);
       if (nd != want || dims[0] != 2 || dims[1] != static_cast<hsize_t>(ranks))
-        problem(where, "dataset '" + name + "' should be [2, " + std::to_string(ranks) + (want == 3 ? ", n" : "") + "] (two slots, one row per rank)");
+        problem(where, "dataset '" + name + "' should be [2, " + std::to_string(ranks) + (want == 3 ? ", n" : "") +
+                           "] (two slots, one row per rank)");
     }
     if (protect) {
       h5::Handle dcpl(H5Dget_create_plist(d), H5Pclose);
-      if (dcpl < 0 || H5Pget_filter_by_id2(dcpl, H5Z_FILTER_FLETCHER32, nullptr, nullptr, nullptr, 0, nullptr, nullptr) < 0)
+      if (dcpl < 0 ||
+          H5Pget_filter_by_id2(dcpl, H5Z_FILTER_FLETCHER32, nullptr, nullptr, nullptr, 0, nullptr, nullptr) < 0)
         problem(where, "dataset '" + name + "' is not protected by the Fletcher-32 checksum filter");
     }
     if (const toml::table* fields = spec["fields"].as_table()) {
@@ -145,7 +150,8 @@ class Checker {
 
   // A training point that is still running (levels 2, 3) has as many steps as it has run: its
   // `repetitions` is written when it ends.
-  void samples(hid_t g, const std::string& where, long ranks, long warmups, long reps, const std::string& status, bool training) {
+  void samples(hid_t g, const std::string& where, long ranks, long warmups, long reps, const std::string& status,
+               bool training) {
     const bool open_ended = training && status == file_status(Outcome::Incomplete);
     std::vector<Sample> rows;
     try {
@@ -158,11 +164,14 @@ class Checker {
     std::set<std::tuple<int, int, int>> phases;
     int bad = 0;
     auto problem_of = [&](const Sample& x) -> std::string {
-      if (std::string why = sample_count_problem(x, ranks, warmups, reps, open_ended); !why.empty()) return why;  // the reader's rule too
+      if (std::string why = sample_count_problem(x, ranks, warmups, reps, open_ended); !why.empty())
+        return why;  // the reader's rule too
       if (x.end_ns < x.start_ns) return "end_ns before start_ns";
-      if (x.phase >= kPhaseCount) return "phase " + std::to_string(x.phase) + " outside 0.." + std::to_string(kPhaseCount - 1);
+      if (x.phase >= kPhaseCount)
+        return "phase " + std::to_string(x.phase) + " outside 0.." + std::to_string(kPhaseCount - 1);
       if (!phases.insert({x.rank, x.rep, x.phase}).second)
-        return "rank " + std::to_string(x.rank) + " rep " + std::to_string(x.rep) + " phase " + phase_name(static_cast<Phase>(x.phase)) + " recorded twice";
+        return "rank " + std::to_string(x.rank) + " rep " + std::to_string(x.rep) + " phase " +
+               phase_name(static_cast<Phase>(x.phase)) + " recorded twice";
       return "";
     };
     for (const auto& x : rows) {
@@ -174,9 +183,10 @@ class Checker {
     const std::size_t expect = static_cast<std::size_t>((warmups + reps) * ranks);
     const std::size_t reps_seen = seen.size();
     if (status == file_status(Outcome::Complete) && reps_seen != expect)
-      problem(where + "/samples", "a complete point should hold " + std::to_string(expect) + " repetitions (rank, rep), holds " +
-                                      std::to_string(reps_seen));
-    if ((status == file_status(Outcome::FailedValidation) || status == file_status(Outcome::BackendFailed)) && !rows.empty())
+      problem(where + "/samples", "a complete point should hold " + std::to_string(expect) +
+                                      " repetitions (rank, rep), holds " + std::to_string(reps_seen));
+    if ((status == file_status(Outcome::FailedValidation) || status == file_status(Outcome::BackendFailed)) &&
+        !rows.empty())
       problem(where + "/samples", "a point that failed (" + status + ") must not be timed");
   }
 
@@ -198,7 +208,8 @@ CheckResult check_file(const std::string& path) {
   r.path = path;
   Checker c(r);
   if (!std::filesystem::exists(path)) return c.problem("", "no such file"), r;
-  if (H5Fis_hdf5(path.c_str()) <= 0) return c.problem("", "not an HDF5 file (truncated, or not a d500 results file)"), r;
+  if (H5Fis_hdf5(path.c_str()) <= 0)
+    return c.problem("", "not an HDF5 file (truncated, or not a d500 results file)"), r;
   h5::Handle f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
   if (f < 0) return c.problem("", "cannot be opened as HDF5 (truncated or damaged)"), r;
 
@@ -206,17 +217,17 @@ CheckResult check_file(const std::string& path) {
   std::string name;
   try {
     name = h5::read_attr_string(f, "schema", path);
-  } catch (const Error&) {
-  }
-  if (name != schema::kName) return c.problem("/", "not a d500 results file (no schema = \"d500-results\" attribute)"), r;
+  } catch (const Error&) {}
+  if (name != schema::kName)
+    return c.problem("/", "not a d500 results file (no schema = \"d500-results\" attribute)"), r;
   long version = -1;
   try {
     version = static_cast<long>(h5::read_attr_int(f, "schema_version", path));
-  } catch (const Error&) {
-  }
+  } catch (const Error&) {}
   if (version > schema::kVersion)
     return c.problem("/", "schema version " + std::to_string(version) + " is newer than this d500 knows (" +
-                              std::to_string(schema::kVersion) + "); use a newer d500"), r;
+                              std::to_string(schema::kVersion) + "); use a newer d500"),
+           r;
   if (version < schema::kOldestReadable) return c.problem("/", "missing or invalid schema_version"), r;
   c.set_version(version);
 
@@ -257,7 +268,8 @@ CheckResult check_file(const std::string& path) {
     if (!ok) continue;
     std::string canonical = h5::read_attr_string(g, "canonical", where);
     if (hex64(fnv1a64(canonical)) != id)
-      c.problem(where, "group name is not the id of its canonical form '" + canonical + "' (" + hex64(fnv1a64(canonical)) + ")");
+      c.problem(where, "group name is not the id of its canonical form '" + canonical + "' (" +
+                           hex64(fnv1a64(canonical)) + ")");
     std::string status = h5::read_attr_string(g, "status", where);
     if (h5::has_attr(g, "checksum")) {
       try {
@@ -286,13 +298,14 @@ CheckResult check_file(const std::string& path) {
       const toml::table& ct = *desc["checkpoint"].as_table();
       bool sound = cg >= 0 && c.attributes(cg, where + "/checkpoint", ct["required"].as_table(), true);
       for (auto&& ds : *ct["dataset"].as_array())
-        sound = sound && c.dataset(cg, (*ds.as_table())["name"].value_or(std::string()), where + "/checkpoint", *ds.as_table(), ranks);
+        sound = sound && c.dataset(cg, (*ds.as_table())["name"].value_or(std::string()), where + "/checkpoint",
+                                   *ds.as_table(), ranks);
       if (sound)
         if (const std::string cp = checkpoint_problem(g, where, ranks); !cp.empty()) c.problem(where, cp);
     }
     if (samples_ok)
-      c.samples(g, where, ranks, h5::read_attr_int(g, "warmups", where), h5::read_attr_int(g, "repetitions", where), status,
-                h5::read_attr_int(g, "level", where) >= 2);
+      c.samples(g, where, ranks, h5::read_attr_int(g, "warmups", where), h5::read_attr_int(g, "repetitions", where),
+                status, h5::read_attr_int(g, "level", where) >= 2);
   }
   std::vector<std::string> parts;
   for (const auto& [k, v] : counts) parts.push_back(std::to_string(v) + " " + k);

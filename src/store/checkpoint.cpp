@@ -73,11 +73,13 @@ class CheckpointGroup {
   CheckpointGroup(hid_t point, const std::string& where) : where_(where + "/checkpoint") {
     group_ = h5::checked(H5Gopen2(point, "checkpoint", H5P_DEFAULT), H5Gclose, "H5Gopen2", where_);
     if (h5::read_attr_string(group_, "format", where_) != kCheckpointFormat)
-      throw Error(where_ + ": format '" + h5::read_attr_string(group_, "format", where_) + "' is not " + kCheckpointFormat);
+      throw Error(where_ + ": format '" + h5::read_attr_string(group_, "format", where_) + "' is not " +
+                  kCheckpointFormat);
     slot_ = static_cast<int>(h5::read_attr_int(group_, "slot", where_));
     state_ = h5::checked(H5Dopen2(group_, "state", H5P_DEFAULT), H5Dclose, "H5Dopen2", where_ + "/state");
     params_ = h5::checked(H5Dopen2(group_, "parameters", H5P_DEFAULT), H5Dclose, "H5Dopen2", where_ + "/parameters");
-    opt_ = h5::checked(H5Dopen2(group_, "optimizer_state", H5P_DEFAULT), H5Dclose, "H5Dopen2", where_ + "/optimizer_state");
+    opt_ = h5::checked(H5Dopen2(group_, "optimizer_state", H5P_DEFAULT), H5Dclose, "H5Dopen2",
+                       where_ + "/optimizer_state");
     hsize_t d[3] = {0, 0, 0};
     h5::Handle s(h5::check(H5Dget_space(state_), "H5Dget_space", where_), H5Sclose);
     if (H5Sget_simple_extent_ndims(s) != 2) throw Error(where_ + "/state: not [2, ranks]");
@@ -86,7 +88,8 @@ class CheckpointGroup {
     h5::Handle ps(h5::check(H5Dget_space(params_), "H5Dget_space", where_), H5Sclose);
     h5::Handle os(h5::check(H5Dget_space(opt_), "H5Dget_space", where_), H5Sclose);
     hsize_t p[3] = {0, 0, 0}, o[3] = {0, 0, 0};
-    if (H5Sget_simple_extent_ndims(ps) != 3 || H5Sget_simple_extent_ndims(os) != 3) throw Error(where_ + ": parameters or optimizer_state not [2, ranks, n]");
+    if (H5Sget_simple_extent_ndims(ps) != 3 || H5Sget_simple_extent_ndims(os) != 3)
+      throw Error(where_ + ": parameters or optimizer_state not [2, ranks, n]");
     H5Sget_simple_extent_dims(ps, p, nullptr);
     H5Sget_simple_extent_dims(os, o, nullptr);
     if (d[0] != kSlots || p[0] != kSlots || o[0] != kSlots || p[1] != d[1] || o[1] != d[1])
@@ -116,7 +119,8 @@ class CheckpointGroup {
     const StateRow r = state(slot, rank);
     if (r.step <= 0) return "slot " + std::to_string(slot) + " holds no checkpoint";
     if (r.optimizer_bytes < 0 || static_cast<hsize_t>(r.optimizer_bytes) > opt_width_)
-      return "slot " + std::to_string(slot) + " rank " + std::to_string(rank) + ": optimizer_bytes " + std::to_string(r.optimizer_bytes) + " outside the dataset";
+      return "slot " + std::to_string(slot) + " rank " + std::to_string(rank) + ": optimizer_bytes " +
+             std::to_string(r.optimizer_bytes) + " outside the dataset";
     out.parameters.assign(width_, 0.0f);
     read_row(params_, slot, rank, width_, H5T_NATIVE_FLOAT, out.parameters.data());
     std::vector<std::byte> opt(opt_width_);
@@ -124,7 +128,8 @@ class CheckpointGroup {
     opt.resize(static_cast<std::size_t>(r.optimizer_bytes));
     if (crc_of(out.parameters.data(), out.parameters.size() * sizeof(float)) != r.parameters_crc32 ||
         crc_of(opt.data(), opt.size()) != r.optimizer_crc32)
-      return "slot " + std::to_string(slot) + " rank " + std::to_string(rank) + ": the data do not match their CRC-32 (a write the job did not finish)";
+      return "slot " + std::to_string(slot) + " rank " + std::to_string(rank) +
+             ": the data do not match their CRC-32 (a write the job did not finish)";
     out.optimizer = std::move(opt);
     out.step = r.step;
     out.epoch = r.epoch;
@@ -146,7 +151,8 @@ class CheckpointGroup {
       for (int k = 0; k < ranks_ && bad.empty(); ++k) {
         TrainingState t;
         bad = load(s, k, t);
-        if (bad.empty() && step >= 0 && t.step != step) bad = "slot " + std::to_string(s) + ": ranks at different steps";
+        if (bad.empty() && step >= 0 && t.step != step)
+          bad = "slot " + std::to_string(s) + ": ranks at different steps";
         step = t.step;
       }
       if (bad.empty()) return s;
@@ -178,7 +184,8 @@ h5::Handle open_file(const std::string& file) {
 
 }  // namespace
 
-std::map<std::string, CheckpointRef> checkpoints_in(const std::string& file, const std::vector<std::string>& ids, int ranks) {
+std::map<std::string, CheckpointRef> checkpoints_in(const std::string& file, const std::vector<std::string>& ids,
+                                                    int ranks) {
   std::map<std::string, CheckpointRef> out;
   h5::Handle f = open_file(file);
   for (const auto& id : ids) {
@@ -200,8 +207,9 @@ std::map<std::string, CheckpointRef> checkpoints_in(const std::string& file, con
   return out;
 }
 
-std::map<std::string, CheckpointRef> find_checkpoints(const std::vector<std::string>& files, const std::vector<std::string>& ids,
-                                                      int ranks, std::vector<std::string>& notes) {
+std::map<std::string, CheckpointRef> find_checkpoints(const std::vector<std::string>& files,
+                                                      const std::vector<std::string>& ids, int ranks,
+                                                      std::vector<std::string>& notes) {
   std::map<std::string, CheckpointRef> best;
   if (ids.empty()) return best;
   for (const auto& file : files) {
@@ -214,7 +222,9 @@ std::map<std::string, CheckpointRef> find_checkpoints(const std::vector<std::str
     const Contained c = run_contained([&] { return checkpoints_text(checkpoints_in(file, ids, ranks)); },
                                       read_limits(ec ? 0 : static_cast<std::int64_t>(size)));
     if (!c.ok()) {
-      notes.push_back(c.kind == Contained::Failed ? c.text : file + ": damaged: reading it " + c.text + "; its checkpoints are not used");
+      notes.push_back(c.kind == Contained::Failed
+                          ? c.text
+                          : file + ": damaged: reading it " + c.text + "; its checkpoints are not used");
       continue;
     }
     for (const auto& [id, ref] : parse_checkpoints_text(c.text))
@@ -226,7 +236,8 @@ std::map<std::string, CheckpointRef> find_checkpoints(const std::vector<std::str
 std::string checkpoints_text(const std::map<std::string, CheckpointRef>& refs) {
   std::string text;
   for (const auto& [id, r] : refs)
-    text += id + "\t" + std::to_string(r.slot) + "\t" + std::to_string(r.step) + "\t" + fmt_sig(r.training_s, 17) + "\t" + r.file + "\n";
+    text += id + "\t" + std::to_string(r.slot) + "\t" + std::to_string(r.step) + "\t" + fmt_sig(r.training_s, 17) +
+            "\t" + r.file + "\n";
   return text;
 }
 
@@ -234,7 +245,8 @@ std::map<std::string, CheckpointRef> parse_checkpoints_text(const std::string& t
   std::map<std::string, CheckpointRef> out;
   for (const std::string& line : split(text, '\n')) {
     const auto f = split(line, '\t');
-    if (f.size() == 5) out[f[0]] = CheckpointRef{f[4], std::atoi(f[1].c_str()), std::atoll(f[2].c_str()), std::atof(f[3].c_str())};
+    if (f.size() == 5)
+      out[f[0]] = CheckpointRef{f[4], std::atoi(f[1].c_str()), std::atoll(f[2].c_str()), std::atof(f[3].c_str())};
   }
   return out;
 }
@@ -259,7 +271,8 @@ std::string checkpoint_problem(hid_t point_group, const std::string& where, long
   if (H5Lexists(point_group, "checkpoint", H5P_DEFAULT) <= 0) return "";
   try {
     CheckpointGroup c(point_group, where);
-    if (c.ranks() != ranks) return "checkpoint: " + std::to_string(c.ranks()) + " ranks' rows, the file has " + std::to_string(ranks);
+    if (c.ranks() != ranks)
+      return "checkpoint: " + std::to_string(c.ranks()) + " ranks' rows, the file has " + std::to_string(ranks);
     if (c.slot() < 0) return "";  // created, the first checkpoint not finished
     std::string why;
     const int s = c.usable_slot(why);
@@ -277,17 +290,28 @@ void ResultWriter::checkpoint(const TrainingState& s) {
   const std::string w = what() + "/checkpoint";
   // Sizes every rank must agree on: the parameter count (equal, or the ranks train different
   // networks) and the optimizer rows' width (the largest).
-  long long mine[2] = {static_cast<long long>(s.parameters.size()), static_cast<long long>(s.optimizer.size())}, lo[2], hi[2];
+  long long mine[2] = {static_cast<long long>(s.parameters.size()), static_cast<long long>(s.optimizer.size())}, lo[2],
+            hi[2];
   mpi_check(MPI_Allreduce(mine, hi, 2, MPI_LONG_LONG, MPI_MAX, comm_), "MPI_Allreduce", w);
   mpi_check(MPI_Allreduce(mine, lo, 2, MPI_LONG_LONG, MPI_MIN, comm_), "MPI_Allreduce", w);
-  if (lo[0] != hi[0]) throw Error(w + ": ranks hold " + std::to_string(lo[0]) + " to " + std::to_string(hi[0]) + " parameters");
+  if (lo[0] != hi[0])
+    throw Error(w + ": ranks hold " + std::to_string(lo[0]) + " to " + std::to_string(hi[0]) + " parameters");
   if (hi[0] <= 0 || hi[0] > (1LL << 31) - 1 || hi[1] > (1LL << 31) - 1)
-    throw Error(w + ": " + std::to_string(hi[0]) + " parameters and " + std::to_string(hi[1]) + " optimizer bytes a rank: outside what a checkpoint holds (1 to 2^31 - 1)");
+    throw Error(w + ": " + std::to_string(hi[0]) + " parameters and " + std::to_string(hi[1]) +
+                " optimizer bytes a rank: outside what a checkpoint holds (1 to 2^31 - 1)");
   const hsize_t P = static_cast<hsize_t>(hi[0]);
   const hsize_t B = std::max<hsize_t>(static_cast<hsize_t>(hi[1]), ckpt_.opt_width);
 
-  StateRow row{s.step, s.epoch, s.position, s.training_ns, s.evaluation_ns, s.evaluations, s.loss, s.accuracy,
-               static_cast<std::int64_t>(s.optimizer.size()), crc_of(s.parameters.data(), s.parameters.size() * sizeof(float)),
+  StateRow row{s.step,
+               s.epoch,
+               s.position,
+               s.training_ns,
+               s.evaluation_ns,
+               s.evaluations,
+               s.loss,
+               s.accuracy,
+               static_cast<std::int64_t>(s.optimizer.size()),
+               crc_of(s.parameters.data(), s.parameters.size() * sizeof(float)),
                crc_of(s.optimizer.data(), s.optimizer.size())};
   std::vector<std::byte> opt_row(s.optimizer);
   opt_row.resize(static_cast<std::size_t>(B));
@@ -300,17 +324,24 @@ void ResultWriter::checkpoint(const TrainingState& s) {
   if (mode_ == StoreMode::Gather) {
     first = 0;
     rows = size_;
-    if (rank_ == 0) states.resize(static_cast<std::size_t>(size_)), params.resize(P * static_cast<hsize_t>(size_)), opts.resize(B * static_cast<hsize_t>(size_));
+    if (rank_ == 0)
+      states.resize(static_cast<std::size_t>(size_)), params.resize(P * static_cast<hsize_t>(size_)),
+          opts.resize(B * static_cast<hsize_t>(size_));
     mpi_check(MPI_Gather(&row, sizeof row, MPI_BYTE, states.data(), sizeof row, MPI_BYTE, 0, comm_), "MPI_Gather", w);
-    mpi_check(MPI_Gather(s.parameters.data(), static_cast<int>(P), MPI_FLOAT, params.data(), static_cast<int>(P), MPI_FLOAT, 0, comm_), "MPI_Gather", w);
-    mpi_check(MPI_Gather(opt_row.data(), static_cast<int>(B), MPI_BYTE, opts.data(), static_cast<int>(B), MPI_BYTE, 0, comm_), "MPI_Gather", w);
+    mpi_check(MPI_Gather(s.parameters.data(), static_cast<int>(P), MPI_FLOAT, params.data(), static_cast<int>(P),
+                         MPI_FLOAT, 0, comm_),
+              "MPI_Gather", w);
+    mpi_check(
+        MPI_Gather(opt_row.data(), static_cast<int>(B), MPI_BYTE, opts.data(), static_cast<int>(B), MPI_BYTE, 0, comm_),
+        "MPI_Gather", w);
   }
   const int slot = (ckpt_.slot + 1) % kSlots;
   step("writing a checkpoint", [&] {
     if (!writes()) return;
     const hsize_t R = static_cast<hsize_t>(size_);
     if (ckpt_.group.get() < 0) {
-      ckpt_.group = h5::checked(H5Gcreate2(point_, "checkpoint", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose, "H5Gcreate2", w);
+      ckpt_.group = h5::checked(H5Gcreate2(point_, "checkpoint", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose,
+                                "H5Gcreate2", w);
       h5::write_attr(ckpt_.group, "format", std::string(kCheckpointFormat));
       h5::write_attr(ckpt_.group, "slot", std::int64_t{-1});
       h5::write_attr(ckpt_.group, "checkpoints", std::int64_t{0});
@@ -319,18 +350,22 @@ void ResultWriter::checkpoint(const TrainingState& s) {
       h5::Handle st = state_type();
       h5::Handle packed(h5::check(H5Tcopy(st), "H5Tcopy", w), H5Tclose);
       h5::check(H5Tpack(packed), "H5Tpack", w);
-      ckpt_.state = h5::checked(H5Dcreate2(ckpt_.group, "state", packed, ss, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose, "H5Dcreate2", w + "/state");
+      ckpt_.state = h5::checked(H5Dcreate2(ckpt_.group, "state", packed, ss, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                                H5Dclose, "H5Dcreate2", w + "/state");
       hsize_t pd[3] = {kSlots, R, P};
       h5::Handle ps(h5::check(H5Screate_simple(3, pd, nullptr), "H5Screate_simple", w), H5Sclose);
-      ckpt_.params = h5::checked(H5Dcreate2(ckpt_.group, "parameters", H5T_IEEE_F32LE, ps, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose,
-                                 "H5Dcreate2", w + "/parameters");
+      ckpt_.params =
+          h5::checked(H5Dcreate2(ckpt_.group, "parameters", H5T_IEEE_F32LE, ps, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                      H5Dclose, "H5Dcreate2", w + "/parameters");
       // The optimizer's rows grow when its state does (Adam's moments appear at its first step).
-      hsize_t od[3] = {kSlots, R, B}, omax[3] = {kSlots, R, H5S_UNLIMITED}, chunk[3] = {1, 1, std::clamp<hsize_t>(B, 64, 1 << 20)};
+      hsize_t od[3] = {kSlots, R, B}, omax[3] = {kSlots, R, H5S_UNLIMITED},
+              chunk[3] = {1, 1, std::clamp<hsize_t>(B, 64, 1 << 20)};
       h5::Handle os(h5::check(H5Screate_simple(3, od, omax), "H5Screate_simple", w), H5Sclose);
       h5::Handle dcpl(h5::check(H5Pcreate(H5P_DATASET_CREATE), "H5Pcreate", w), H5Pclose);
       h5::check(H5Pset_chunk(dcpl, 3, chunk), "H5Pset_chunk", w);
-      ckpt_.opt = h5::checked(H5Dcreate2(ckpt_.group, "optimizer_state", H5T_NATIVE_UINT8, os, H5P_DEFAULT, dcpl, H5P_DEFAULT), H5Dclose,
-                              "H5Dcreate2", w + "/optimizer_state");
+      ckpt_.opt =
+          h5::checked(H5Dcreate2(ckpt_.group, "optimizer_state", H5T_NATIVE_UINT8, os, H5P_DEFAULT, dcpl, H5P_DEFAULT),
+                      H5Dclose, "H5Dcreate2", w + "/optimizer_state");
       ckpt_.opt_width = B;
     } else if (B > ckpt_.opt_width) {
       hsize_t od[3] = {kSlots, R, B};
@@ -340,7 +375,8 @@ void ResultWriter::checkpoint(const TrainingState& s) {
     auto write = [&](hid_t d, hid_t type, hsize_t width, const void* data, const char* name) {
       h5::Handle fs(h5::check(H5Dget_space(d), "H5Dget_space", w), H5Sclose);
       if (width == 0) {
-        hsize_t start[2] = {static_cast<hsize_t>(slot), static_cast<hsize_t>(first)}, count[2] = {1, static_cast<hsize_t>(rows)};
+        hsize_t start[2] = {static_cast<hsize_t>(slot), static_cast<hsize_t>(first)},
+                count[2] = {1, static_cast<hsize_t>(rows)};
         h5::check(H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, nullptr, count, nullptr), "H5Sselect_hyperslab", w);
       } else {
         select_rows(fs, slot, first, rows, width, w);

@@ -36,14 +36,16 @@ struct CheckpointRef {
 // The usable checkpoint of each of `ids` in `file` whose record did not end (its status is
 // still `running`: the job ended while it trained) and was written by `ranks` ranks. Serial.
 // Throws d500::Error naming the file when it cannot be read.
-std::map<std::string, CheckpointRef> checkpoints_in(const std::string& file, const std::vector<std::string>& ids, int ranks);
+std::map<std::string, CheckpointRef> checkpoints_in(const std::string& file, const std::vector<std::string>& ids,
+                                                    int ranks);
 
 // The newest checkpoint of each of `ids` across `files` (the most steps; among equals the later
 // file), each file read first in a contained child (store/guarded.hpp's rule: results files are
 // untrusted). A file that cannot be read is skipped with a line in `notes`. Forks: call it
 // before MPI starts and before any thread.
-std::map<std::string, CheckpointRef> find_checkpoints(const std::vector<std::string>& files, const std::vector<std::string>& ids,
-                                                      int ranks, std::vector<std::string>& notes);
+std::map<std::string, CheckpointRef> find_checkpoints(const std::vector<std::string>& files,
+                                                      const std::vector<std::string>& ids, int ranks,
+                                                      std::vector<std::string>& notes);
 
 // The refs as text ("id\tslot\tstep\ttraining_s\tfile" lines) and back: how a contained child
 // answers its parent, and how rank 0 shares what it found with the other ranks.

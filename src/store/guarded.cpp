@@ -65,7 +65,8 @@ bool may_have_a_writer(const std::string& path) {
       limits_for(path));
   if (!c.ok()) return false;
   const auto nl = c.text.find('\n');
-  return c.text.substr(0, nl) == "running" && !writer_gone(nl == std::string::npos ? std::string() : c.text.substr(nl + 1));
+  return c.text.substr(0, nl) == "running" &&
+         !writer_gone(nl == std::string::npos ? std::string() : c.text.substr(nl + 1));
 }
 
 // After a failed read begun at `before`: whether the file changed since, or says its job is
@@ -183,8 +184,7 @@ void read_job_files_guarded(const std::vector<std::string>& paths,
         if (n <= c.text.size() - at) {
           try {
             r = decode_job_result(c.text.substr(at, n), paths[i]);
-          } catch (const Error&) {
-          }
+          } catch (const Error&) {}
           at += n;
         } else {
           at = c.text.size();
@@ -192,8 +192,10 @@ void read_job_files_guarded(const std::vector<std::string>& paths,
       } else if (c.ok() && at < c.text.size()) {
         ++at;
       }
-      if (r) each(i, &*r, "");
-      else alone(i);
+      if (r)
+        each(i, &*r, "");
+      else
+        alone(i);
     }
   }
 }

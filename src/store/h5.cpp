@@ -50,9 +50,9 @@ Handle vlen_string_type() {
 static void write_raw_attr(hid_t obj, const std::string& name, hid_t type, const void* data) {
   if (H5Aexists(obj, name.c_str()) > 0) check(H5Adelete(obj, name.c_str()), "H5Adelete", "attribute " + name);
   Handle space(check(H5Screate(H5S_SCALAR), "H5Screate", name), H5Sclose);
-  Handle a(check(H5Acreate2(obj, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT), "H5Acreate2",
-                 "attribute " + name),
-           H5Aclose);
+  Handle a(
+      check(H5Acreate2(obj, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT), "H5Acreate2", "attribute " + name),
+      H5Aclose);
   check(H5Awrite(a, type, data), "H5Awrite", "attribute " + name);
 }
 

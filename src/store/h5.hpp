@@ -4,10 +4,10 @@
 // rank and host.
 #include <hdf5.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <string>
-#include <algorithm>
 #include <utility>
 #include <vector>
 

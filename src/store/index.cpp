@@ -22,7 +22,9 @@ void write_campaign_index(const std::string& run_dir, const std::string& campaig
   // Targets relative to the index's own directory: both sides absolute, so that a run directory
   // named relatively ("runs/x") and files listed absolutely still relate.
   const fs::path base = fs::absolute(run_dir).lexically_normal();
-  auto relative = [&](const std::string& file) { return fs::absolute(file).lexically_normal().lexically_relative(base).string(); };
+  auto relative = [&](const std::string& file) {
+    return fs::absolute(file).lexically_normal().lexically_relative(base).string();
+  };
   try {
     h5::Handle f(h5::check(H5Fcreate(tmp.c_str(), H5F_ACC_EXCL, H5P_DEFAULT, H5P_DEFAULT), "H5Fcreate", w), H5Fclose);
     h5::write_attr(f, "schema", std::string("d500-campaign-index"));
@@ -37,7 +39,8 @@ void write_campaign_index(const std::string& run_dir, const std::string& campaig
       h5::check(H5Lcreate_external(rel.c_str(), "/", jobs, name.c_str(), H5P_DEFAULT, H5P_DEFAULT),
                 "H5Lcreate_external", w + ":/jobs/" + name);
     }
-    h5::Handle pts(h5::check(H5Gcreate2(f, "points", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "H5Gcreate2", w), H5Gclose);
+    h5::Handle pts(h5::check(H5Gcreate2(f, "points", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "H5Gcreate2", w),
+                   H5Gclose);
     for (const auto& p : points) {
       std::string rel = relative(p.file);
       h5::check(H5Lcreate_external(rel.c_str(), ("/points/" + p.point_id).c_str(), pts, p.point_id.c_str(), H5P_DEFAULT,

@@ -61,7 +61,8 @@ std::string writer_identity() { return writer_identity(static_cast<long>(getpid(
 bool writer_gone(const std::string& identity) {
   auto f = fields(identity);
   const std::string boot = boot_id(), ns = pid_namespace();
-  if (boot == "unknown" || ns == "unknown" || f["boot"] != boot || f["pidns"] != ns || f["host"] != host_name()) return false;
+  if (boot == "unknown" || ns == "unknown" || f["boot"] != boot || f["pidns"] != ns || f["host"] != host_name())
+    return false;
   char* end = nullptr;
   errno = 0;
   const long pid = std::strtol(f["pid"].c_str(), &end, 10);

@@ -53,15 +53,15 @@ void check_counts(const PointResult& p, int ranks, const std::string& what) {
   for (std::size_t i = 0; i < p.samples.size(); ++i) {
     const Sample& s = p.samples[i];
     if (const std::string why = sample_count_problem(s, ranks, p.warmups, p.repetitions, open_ended); !why.empty())
-      throw Error(what + ": damaged: sample row " + std::to_string(i) + ": " + why + " (the point's ranks = " +
-                  std::to_string(ranks) + ", warmups = " + std::to_string(p.warmups) +
+      throw Error(what + ": damaged: sample row " + std::to_string(i) + ": " + why +
+                  " (the point's ranks = " + std::to_string(ranks) + ", warmups = " + std::to_string(p.warmups) +
                   ", repetitions = " + std::to_string(p.repetitions) + ")");
     last = std::max(last, s.rep);
   }
   if (p.outcome == Outcome::Complete && !p.samples.empty() && last + 1 != total)
-    throw Error(what + ": damaged: it says complete with warmups = " + std::to_string(p.warmups) + " and repetitions = " +
-                std::to_string(p.repetitions) + ", but its samples end at repetition " + std::to_string(last + 1) +
-                " of " + std::to_string(total));
+    throw Error(what + ": damaged: it says complete with warmups = " + std::to_string(p.warmups) +
+                " and repetitions = " + std::to_string(p.repetitions) + ", but its samples end at repetition " +
+                std::to_string(last + 1) + " of " + std::to_string(total));
 }
 
 }  // namespace
@@ -69,10 +69,12 @@ void check_counts(const PointResult& p, int ranks, const std::string& what) {
 std::string sample_count_problem(const Sample& s, std::int64_t ranks, std::int64_t warmups, std::int64_t repetitions,
                                  bool open_ended) {
   const std::int64_t total = warmups + repetitions;
-  if (s.rank < 0 || s.rank >= ranks) return "rank " + std::to_string(s.rank) + " outside 0.." + std::to_string(ranks - 1);
+  if (s.rank < 0 || s.rank >= ranks)
+    return "rank " + std::to_string(s.rank) + " outside 0.." + std::to_string(ranks - 1);
   if (s.rep < 0 || (s.rep >= total && !open_ended))
     return "rep " + std::to_string(s.rep) + " outside 0.." + std::to_string(total - 1);
-  if ((s.rep < warmups) != (s.warmup != 0)) return "rep " + std::to_string(s.rep) + " has warmup = " + std::to_string(s.warmup);
+  if ((s.rep < warmups) != (s.warmup != 0))
+    return "rep " + std::to_string(s.rep) + " has warmup = " + std::to_string(s.warmup);
   return "";
 }
 
@@ -87,7 +89,8 @@ PointResult read_point(hid_t file, const std::string& id, const std::string& pat
   p.status = h5::read_attr_string(g, "status", what);
   const auto outcome = outcome_from_file_status(p.status);
   if (!outcome)
-    throw Error(what + ": status \"" + p.status + "\" is not one this d500 knows (running, complete, "
+    throw Error(what + ": status \"" + p.status +
+                "\" is not one this d500 knows (running, complete, "
                 "failed-validation, backend-failed): damaged, or written by a newer d500");
   p.outcome = *outcome;
   p.status_reason = h5::read_attr_string(g, "status_reason", what);
@@ -117,10 +120,11 @@ PointResult read_point(hid_t file, const std::string& id, const std::string& pat
   h5::check(H5Aiterate2(g, H5_INDEX_NAME, H5_ITER_INC, nullptr, collect_attr_names, &attrs), "H5Aiterate2", what);
   for (const auto& n : attrs) {
     if (n.rfind("param.", 0) == 0) p.params[n.substr(6)] = h5::read_attr_value(g, n, what);
-    if (n.rfind("network.", 0) == 0 || n.rfind("memory.", 0) == 0 || n.rfind("executor", 0) == 0 || n.rfind("train.", 0) == 0 ||
-        n.rfind("dist.", 0) == 0 || n.rfind("comm.", 0) == 0 || n.rfind("repetitions.", 0) == 0 || n.rfind("machine.", 0) == 0 ||
-        n.rfind("device.", 0) == 0 || n.rfind("library.", 0) == 0 || n.rfind("cuda.", 0) == 0 || n.rfind("cudnn.", 0) == 0 || n.rfind("nccl.", 0) == 0 ||
-        n == "ranks_differ")
+    if (n.rfind("network.", 0) == 0 || n.rfind("memory.", 0) == 0 || n.rfind("executor", 0) == 0 ||
+        n.rfind("train.", 0) == 0 || n.rfind("dist.", 0) == 0 || n.rfind("comm.", 0) == 0 ||
+        n.rfind("repetitions.", 0) == 0 || n.rfind("machine.", 0) == 0 || n.rfind("device.", 0) == 0 ||
+        n.rfind("library.", 0) == 0 || n.rfind("cuda.", 0) == 0 || n.rfind("cudnn.", 0) == 0 ||
+        n.rfind("nccl.", 0) == 0 || n == "ranks_differ")
       p.facts[n] = h5::read_attr_value(g, n, what);
   }
   if (h5::has_attr(g, "work_items")) p.work_items = h5::read_attr_int(g, "work_items", what);
@@ -142,8 +146,8 @@ PointResult read_point(hid_t file, const std::string& id, const std::string& pat
   if (H5Lexists(g, "steps", H5P_DEFAULT) > 0) {
     auto field = [](const char* c, std::size_t n) { return std::string(c, strnlen(c, n)); };
     for (const auto& r : h5::read_rows<h5::StepRow>(g, "steps", h5::step_mem_type(), what))
-      p.steps.push_back(StepInfo{field(r.name, sizeof r.name), field(r.op, sizeof r.op), field(r.direction, sizeof r.direction),
-                                 field(r.impl, sizeof r.impl), r.flops});
+      p.steps.push_back(StepInfo{field(r.name, sizeof r.name), field(r.op, sizeof r.op),
+                                 field(r.direction, sizeof r.direction), field(r.impl, sizeof r.impl), r.flops});
     for (const auto& r : h5::read_rows<h5::StepTimeRow>(g, "step_times", h5::step_time_mem_type(), what))
       p.step_times.push_back(PointResult::StepTime{r.rank, r.rep, r.step, r.ns});
   }
@@ -156,8 +160,9 @@ PointResult read_point(hid_t file, const std::string& id, const std::string& pat
 JobStatus read_job_status(const std::string& path) {
   h5::init();
   if (H5Fis_hdf5(path.c_str()) <= 0) throw Error(path + ": not an HDF5 file (truncated, or not a d500 results file)");
-  h5::Handle f(h5::check(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), "H5Fopen", path + " (truncated or damaged?)"),
-               H5Fclose);
+  h5::Handle f(
+      h5::check(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), "H5Fopen", path + " (truncated or damaged?)"),
+      H5Fclose);
   JobStatus s;
   s.status = h5::read_attr_string(f, "status", path);
   if (h5::has_attr(f, "writer")) s.writer = h5::read_attr_string(f, "writer", path);
@@ -168,9 +173,9 @@ JobResult read_job_file(const std::string& path) {
   h5::init();
   if (!std::filesystem::exists(path)) throw Error(path + ": no such file");
   if (H5Fis_hdf5(path.c_str()) <= 0) throw Error(path + ": not an HDF5 file (truncated, or not a d500 results file)");
-  h5::Handle f(h5::check(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), "H5Fopen",
-                         path + " (truncated or damaged?)"),
-               H5Fclose);
+  h5::Handle f(
+      h5::check(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), "H5Fopen", path + " (truncated or damaged?)"),
+      H5Fclose);
   JobResult r;
   r.path = path;
   if (!h5::has_attr(f, "schema") || h5::read_attr_string(f, "schema", path) != schema::kName)
@@ -206,7 +211,9 @@ JobResult read_job_file(const std::string& path) {
                   " bytes, for ranks = " + std::to_string(r.ranks));
     std::vector<char> buf(len * static_cast<std::size_t>(r.ranks) + 1, 0);
     h5::check(H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()), "H5Dread", path + ":/env/hosts");
-    for (int i = 0; i < r.ranks; ++i) r.hosts.emplace_back(buf.data() + static_cast<std::size_t>(i) * len, strnlen(buf.data() + static_cast<std::size_t>(i) * len, len));
+    for (int i = 0; i < r.ranks; ++i)
+      r.hosts.emplace_back(buf.data() + static_cast<std::size_t>(i) * len,
+                           strnlen(buf.data() + static_cast<std::size_t>(i) * len, len));
   }
 
   std::vector<std::string> ids;

@@ -16,15 +16,15 @@ struct PointResult {
   std::string validation_status = "not-run", validation_method;
   std::string scaling = "strong", scaling_note;
   double validation_max_rel_error = 0, validation_tolerance = 0, seconds = 0;
-  std::int64_t peak_rss_bytes = -1;  // -1: not recorded
+  std::int64_t peak_rss_bytes = -1;         // -1: not recorded
   std::int64_t memory_estimate_bytes = -1;  // the planner's estimate per rank; -1: not recorded
   bool threads_oversubscribed = false;
   int index = 0, level = 0, warmups = 0, repetitions = 0;
   Params params;
   std::int64_t work_flops = 0, work_bytes = 0;
   std::vector<Sample> samples;
-  std::vector<Event> events;                  // training curves (levels 2, 3); may be empty
-  double tta_target = 0, tta_budget_s = 0;    // when the point has a time-to-accuracy target
+  std::vector<Event> events;                // training curves (levels 2, 3); may be empty
+  double tta_target = 0, tta_budget_s = 0;  // when the point has a time-to-accuracy target
   std::int64_t eval_interval_steps = 0;
   // Level 1 (schema version 3): samples per repetition (the rate is samples/s), the network's,
   // executor's and memory plan's attributes (network.*, executor*, memory.*), and the

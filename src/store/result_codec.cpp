@@ -24,8 +24,10 @@ class Out {
     pod(static_cast<std::uint8_t>(v.index()));
     std::visit(
         [&](const auto& x) {
-          if constexpr (std::is_same_v<std::decay_t<decltype(x)>, std::string>) str(x);
-          else pod(x);
+          if constexpr (std::is_same_v<std::decay_t<decltype(x)>, std::string>)
+            str(x);
+          else
+            pod(x);
         },
         v);
   }
@@ -117,8 +119,8 @@ class In {
 
 std::string encode_job_result(const JobResult& r) {
   Out o;
-  for (const auto* s : {&r.path, &r.job_id, &r.campaign, &r.campaign_hash, &r.status, &r.d500_version, &r.d500_commit,
-                        &r.created_utc})
+  for (const auto* s :
+       {&r.path, &r.job_id, &r.campaign, &r.campaign_hash, &r.status, &r.d500_version, &r.d500_commit, &r.created_utc})
     o.str(*s);
   o.pod(static_cast<std::int64_t>(r.schema_version));
   o.pod(r.ranks);
@@ -132,9 +134,10 @@ std::string encode_job_result(const JobResult& r) {
     for (const auto* s : {&p.id, &p.canonical, &p.status, &p.status_reason, &p.rate_unit, &p.backend_version,
                           &p.validation_status, &p.validation_method, &p.scaling, &p.scaling_note})
       o.str(*s);
-    for (double d : {p.validation_max_rel_error, p.validation_tolerance, p.seconds, p.tta_target, p.tta_budget_s}) o.pod(d);
-    for (std::int64_t i : {p.peak_rss_bytes, p.memory_estimate_bytes, p.work_flops, p.work_bytes, p.eval_interval_steps,
-                           p.work_items})
+    for (double d : {p.validation_max_rel_error, p.validation_tolerance, p.seconds, p.tta_target, p.tta_budget_s})
+      o.pod(d);
+    for (std::int64_t i :
+         {p.peak_rss_bytes, p.memory_estimate_bytes, p.work_flops, p.work_bytes, p.eval_interval_steps, p.work_items})
       o.pod(i);
     o.pod(p.threads_oversubscribed);
     for (int i : {p.index, p.level, p.warmups, p.repetitions}) o.pod(i);
@@ -155,8 +158,8 @@ std::string encode_job_result(const JobResult& r) {
 JobResult decode_job_result(const std::string& bytes, const std::string& what) {
   In in(bytes, what);
   JobResult r;
-  for (auto* s : {&r.path, &r.job_id, &r.campaign, &r.campaign_hash, &r.status, &r.d500_version, &r.d500_commit,
-                  &r.created_utc})
+  for (auto* s :
+       {&r.path, &r.job_id, &r.campaign, &r.campaign_hash, &r.status, &r.d500_version, &r.d500_commit, &r.created_utc})
     *s = in.str();
   r.schema_version = static_cast<long>(in.pod<std::int64_t>());
   r.ranks = in.pod<int>();

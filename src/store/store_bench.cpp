@@ -8,15 +8,15 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
 
+#include "metrics/metrics.hpp"
 #include "store/h5.hpp"
 #include "store/writer.hpp"
-#include "metrics/metrics.hpp"
 
 using namespace d500;
 namespace fs = std::filesystem;
@@ -83,7 +83,8 @@ int main(int argc, char** argv) {
     double secs = 0;
     {
       ResultWriter w(file.string(), MPI_COMM_WORLD, spec, EnvRecord{"", "", "bench", false, {}, {}, ""}, mode);
-      w.begin_point(point, 0, 0, static_cast<int>(std::min<long long>(per_rank, 1 << 30)), {Work{16, 8, 0}, "GB/s", "-", "weak", "", false, -1, {}});
+      w.begin_point(point, 0, 0, static_cast<int>(std::min<long long>(per_rank, 1 << 30)),
+                    {Work{16, 8, 0}, "GB/s", "-", "weak", "", false, -1, {}});
       MPI_Barrier(MPI_COMM_WORLD);
       const std::int64_t t0 = now_ns();
       int k = 0;
@@ -98,8 +99,9 @@ int main(int argc, char** argv) {
       const double mb = static_cast<double>(fs::file_size(file)) / 1e6;
       std::printf("flush, %s mode, %d ranks, %.0f samples per rank in batches of %zu:\n", store_mode_name(mode), size,
                   rows / size, batch);
-      std::printf("  %.2f s, %.2f million samples/s per rank, %.1f MB/s in all; file %.1f MB = %.1f MB per million samples\n",
-                  secs, rows / size / secs / 1e6, mb / secs, mb, mb / (rows / 1e6));
+      std::printf(
+          "  %.2f s, %.2f million samples/s per rank, %.1f MB/s in all; file %.1f MB = %.1f MB per million samples\n",
+          secs, rows / size / secs / 1e6, mb / secs, mb, mb / (rows / 1e6));
       fs::remove(file);
     }
   }

@@ -3,9 +3,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cmath>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -21,13 +21,26 @@ namespace d500 {
 
 namespace {
 // Environment variables that change performance; recorded when set.
-const char* kPerfEnv[] = {"OMP_NUM_THREADS",      "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
-                          "CUDA_VISIBLE_DEVICES", "OMP_PROC_BIND",        "OMP_PLACES",
-                          "SLURM_JOB_ID",         "SLURM_ARRAY_JOB_ID",   "SLURM_ARRAY_TASK_ID",
-                          "SLURM_JOB_NODELIST",   "SLURM_CPUS_PER_TASK",  "OMPI_MCA_btl",
-                          "UCX_TLS",              "NCCL_ALGO",            "NCCL_PROTO",
-                          "SLURM_HINT",           "SLURM_THREADS_PER_CORE", "SLURM_NTASKS_PER_NODE",
-                          "SLURM_CPU_BIND",       "SLURM_DISTRIBUTION"};
+const char* kPerfEnv[] = {"OMP_NUM_THREADS",
+                          "OPENBLAS_NUM_THREADS",
+                          "MKL_NUM_THREADS",
+                          "CUDA_VISIBLE_DEVICES",
+                          "OMP_PROC_BIND",
+                          "OMP_PLACES",
+                          "SLURM_JOB_ID",
+                          "SLURM_ARRAY_JOB_ID",
+                          "SLURM_ARRAY_TASK_ID",
+                          "SLURM_JOB_NODELIST",
+                          "SLURM_CPUS_PER_TASK",
+                          "OMPI_MCA_btl",
+                          "UCX_TLS",
+                          "NCCL_ALGO",
+                          "NCCL_PROTO",
+                          "SLURM_HINT",
+                          "SLURM_THREADS_PER_CORE",
+                          "SLURM_NTASKS_PER_NODE",
+                          "SLURM_CPU_BIND",
+                          "SLURM_DISTRIBUTION"};
 constexpr hsize_t kChunkRows = 8192;
 constexpr std::size_t kHostLen = 256;
 
@@ -51,8 +64,7 @@ Value bcast_value(const Value& v, MPI_Comm comm) {
       mpi_check(MPI_Bcast(&x, 1, MPI_INT, 0, comm), "MPI_Bcast", "an attribute value");
       return Value{x != 0};
     }
-    default:
-      return Value{bcast_string(std::holds_alternative<std::string>(v) ? std::get<std::string>(v) : "", comm)};
+    default: return Value{bcast_string(std::holds_alternative<std::string>(v) ? std::get<std::string>(v) : "", comm)};
   }
 }
 
@@ -122,9 +134,10 @@ ResultWriter::ResultWriter(const std::string& path, MPI_Comm comm, const JobIden
   attr(file_, "store_mode", std::string(store_mode_name(mode_)));
   attr(file_, "oversubscribed", std::int64_t{env.oversubscribed ? 1 : 0});
   attr(file_, "timer", std::string("std::chrono::steady_clock (CLOCK_MONOTONIC), ns, per rank"));
-  attr(file_, "sync", std::string("MPI_Allreduce (MAX of int64 values: the durable-flush decision; in training also the stop "
-                                   "and checkpoint decisions; with adaptive repetitions also whether the point's time is up "
-                                   "and the previous repetition's time) before every repetition, as a barrier"));
+  attr(file_, "sync",
+       std::string("MPI_Allreduce (MAX of int64 values: the durable-flush decision; in training also the stop "
+                   "and checkpoint decisions; with adaptive repetitions also whether the point's time is up "
+                   "and the previous repetition's time) before every repetition, as a barrier"));
   attr(file_, "phase_names", phase_names_csv());
 
   if (writes()) {  // The campaign text, byte for byte, as a scalar fixed-length string dataset.
@@ -179,9 +192,9 @@ ResultWriter::ResultWriter(const std::string& path, MPI_Comm comm, const JobIden
     }
   }
   if (writes())
-    h5::Handle(h5::check(H5Gcreate2(file_, "points", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "H5Gcreate2",
-                         path + ":/points"),
-               H5Gclose);
+    h5::Handle(
+        h5::check(H5Gcreate2(file_, "points", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), "H5Gcreate2", path + ":/points"),
+        H5Gclose);
   flush();
 }
 
@@ -219,7 +232,8 @@ void ResultWriter::Watchdog::run() {
     }
     const std::int64_t deadline = deadline_ns_;
     if (now_ns() > deadline) {
-      std::fprintf(stderr, "d500-worker: error: rank %d: %s: %s did not end within %lld s: this rank is stuck in a "
+      std::fprintf(stderr,
+                   "d500-worker: error: rank %d: %s: %s did not end within %lld s: this rank is stuck in a "
                    "collective HDF5/MPI-IO call that other ranks left (a full disk or a failed file system does "
                    "this); ending the job. The file keeps what its last durable flush wrote.\n",
                    rank_, path_.c_str(), step_ ? step_ : "a store operation",
@@ -236,7 +250,8 @@ ResultWriter::~ResultWriter() {
   // After an agreed failure the ranks are no longer in step inside HDF5 (a full disk fails the
   // flush on some ranks only), and closing the file is collective: give the handles up instead.
   // The job ends with the error; the file keeps what its last durable flush wrote.
-  for (Stream* s : {&samples_, &events_, &steps_, &step_times_}) s->dset.abandon(), s->mem_type.abandon(), s->file_type.abandon();
+  for (Stream* s : {&samples_, &events_, &steps_, &step_times_})
+    s->dset.abandon(), s->mem_type.abandon(), s->file_type.abandon();
   for (h5::Handle* h : {&ckpt_.group, &ckpt_.state, &ckpt_.params, &ckpt_.opt}) h->abandon();
   point_.abandon();
   dxpl_.abandon();
@@ -263,7 +278,8 @@ void ResultWriter::agree(const std::string& mine, const char* step) {
       mpi_check(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "MPI_Test", path_);
       if (done) break;
       if (now_ns() > deadline) {
-        std::fprintf(stderr, "d500-worker: error: rank %d: %s: %s; the other ranks did not reach the agreement on it "
+        std::fprintf(stderr,
+                     "d500-worker: error: rank %d: %s: %s; the other ranks did not reach the agreement on it "
                      "within %lld s (stuck in a collective call): ending the job\n",
                      rank_, step, mine.c_str(), static_cast<long long>(timeout_ns_ / 1000000000));
         std::fflush(stderr);
@@ -303,7 +319,8 @@ void ResultWriter::per_rank_dataset(hid_t parent, const char* name, hid_t type, 
   h5::check(H5Dwrite(d, type, mem, space, dxpl_, mine), "H5Dwrite", w);
 }
 
-std::vector<std::pair<std::string, Value>> ResultWriter::rank0_attributes(const std::vector<std::pair<std::string, Value>>& mine_list) {
+std::vector<std::pair<std::string, Value>> ResultWriter::rank0_attributes(
+    const std::vector<std::pair<std::string, Value>>& mine_list) {
   // Attribute values must be equal on every rank: rank 0's names and values.
   std::vector<std::pair<std::string, Value>> out;
   long long n = static_cast<long long>(mine_list.size());
@@ -311,7 +328,8 @@ std::vector<std::pair<std::string, Value>> ResultWriter::rank0_attributes(const 
   for (long long i = 0; i < n; ++i) {
     const bool mine = static_cast<std::size_t>(i) < mine_list.size();
     const std::string name = bcast_string(mine ? mine_list[static_cast<std::size_t>(i)].first : "", comm_);
-    out.push_back({name, bcast_value(mine ? mine_list[static_cast<std::size_t>(i)].second : Value{std::string()}, comm_)});
+    out.push_back(
+        {name, bcast_value(mine ? mine_list[static_cast<std::size_t>(i)].second : Value{std::string()}, comm_)});
   }
   // A rank whose own value of a string, integer or boolean attribute is not rank 0's (cuDNN's
   // find may choose another algorithm on another GPU) is named, with its value, in the point's
@@ -322,7 +340,8 @@ std::vector<std::pair<std::string, Value>> ResultWriter::rank0_attributes(const 
     if (std::holds_alternative<double>(v0)) continue;
     const bool have = i < mine_list.size() && mine_list[i].first == name;
     if (have && mine_list[i].second == v0) continue;
-    differ += (differ.empty() ? "" : "; ") + name + ": rank " + std::to_string(rank_) + " has " + (have ? canonical(mine_list[i].second) : "none");
+    differ += (differ.empty() ? "" : "; ") + name + ": rank " + std::to_string(rank_) + " has " +
+              (have ? canonical(mine_list[i].second) : "none");
   }
   if (note_differences(differ)) out.push_back({"ranks_differ", ranks_differ_});
   return out;
@@ -336,10 +355,13 @@ bool ResultWriter::note_differences(const std::string& mine) {
   int total = 0;
   for (std::size_t r = 0; r < lens.size(); ++r) at[r] = total, total += lens[r];
   std::string all(rank_ == 0 ? static_cast<std::size_t>(total) : 0, '\0');
-  mpi_check(MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), at.data(), MPI_CHAR, 0, comm_), "MPI_Gatherv", path_);
+  mpi_check(MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), at.data(), MPI_CHAR, 0, comm_),
+            "MPI_Gatherv", path_);
   std::string joined;
   for (std::size_t r = 0; rank_ == 0 && r < lens.size(); ++r)
-    if (lens[r] > 0) joined += (joined.empty() ? "" : "; ") + all.substr(static_cast<std::size_t>(at[r]), static_cast<std::size_t>(lens[r]));
+    if (lens[r] > 0)
+      joined +=
+          (joined.empty() ? "" : "; ") + all.substr(static_cast<std::size_t>(at[r]), static_cast<std::size_t>(lens[r]));
   joined = bcast_string(joined, comm_);
   if (joined.empty()) return false;
   ranks_differ_ += (ranks_differ_.empty() ? "" : "; ") + joined;
@@ -360,29 +382,29 @@ void ResultWriter::begin_point(const PointIdentity& p, int index, int warmups, i
   const std::string backend_version = bcast_string(meta.backend_version, comm_);
   const auto extra = rank0_attributes(meta.attributes);
   step("starting a point", [&] {
-  if (writes())
-    point_ = h5::checked(H5Gcreate2(file_, ("/points/" + p.id).c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
-                         H5Gclose, "H5Gcreate2", what());
-  attr(point_, "canonical", p.canonical);
-  attr(point_, "index", std::int64_t{index});
-  attr(point_, "level", std::int64_t{p.level});
-  attr(point_, "warmups", std::int64_t{warmups});
-  attr(point_, "repetitions", std::int64_t{repetitions});
-  attr(point_, "work_flops", meta.work.flops);
-  attr(point_, "work_bytes", meta.work.bytes);
-  attr(point_, "rate_unit", meta.rate_unit);
-  attr(point_, "backend_version", backend_version);
-  attr(point_, "scaling", meta.scaling);
-  attr(point_, "scaling_note", meta.scaling_note);
-  attr(point_, "threads_oversubscribed", std::int64_t{meta.threads_oversubscribed ? 1 : 0});
-  if (meta.memory_estimate_bytes >= 0) attr(point_, "memory_estimate_bytes", meta.memory_estimate_bytes);
-  if (meta.work.items > 0) attr(point_, "work_items", meta.work.items);
-  attr(point_, "status", std::string(file_status(Outcome::Incomplete)));
-  attr(point_, "status_reason", std::string("the job ended while this point was running"));
-  for (const auto& [k, v] : p.params) attr(point_, "param." + k, v);
-  for (const auto& [k, v] : extra) attr(point_, k, v);
-  open_stream(samples_, "samples", h5::sample_mem_type(),
-              static_cast<std::size_t>(warmups + repetitions) * static_cast<std::size_t>(size_));
+    if (writes())
+      point_ = h5::checked(H5Gcreate2(file_, ("/points/" + p.id).c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                           H5Gclose, "H5Gcreate2", what());
+    attr(point_, "canonical", p.canonical);
+    attr(point_, "index", std::int64_t{index});
+    attr(point_, "level", std::int64_t{p.level});
+    attr(point_, "warmups", std::int64_t{warmups});
+    attr(point_, "repetitions", std::int64_t{repetitions});
+    attr(point_, "work_flops", meta.work.flops);
+    attr(point_, "work_bytes", meta.work.bytes);
+    attr(point_, "rate_unit", meta.rate_unit);
+    attr(point_, "backend_version", backend_version);
+    attr(point_, "scaling", meta.scaling);
+    attr(point_, "scaling_note", meta.scaling_note);
+    attr(point_, "threads_oversubscribed", std::int64_t{meta.threads_oversubscribed ? 1 : 0});
+    if (meta.memory_estimate_bytes >= 0) attr(point_, "memory_estimate_bytes", meta.memory_estimate_bytes);
+    if (meta.work.items > 0) attr(point_, "work_items", meta.work.items);
+    attr(point_, "status", std::string(file_status(Outcome::Incomplete)));
+    attr(point_, "status_reason", std::string("the job ended while this point was running"));
+    for (const auto& [k, v] : p.params) attr(point_, "param." + k, v);
+    for (const auto& [k, v] : extra) attr(point_, k, v);
+    open_stream(samples_, "samples", h5::sample_mem_type(),
+                static_cast<std::size_t>(warmups + repetitions) * static_cast<std::size_t>(size_));
   });
   flush();
 }
@@ -448,7 +470,8 @@ void ResultWriter::step_times(const StepTimes& t) {
     const std::size_t end = joined.find('\0', at);
     const std::string mine = i < t.steps.size() ? t.steps[i].impl : "none";
     if (mine != joined.substr(at, end - at))
-      differ += (differ.empty() ? "" : "; ") + ("step " + std::to_string(i) + " impl: rank " + std::to_string(rank_) + " has " + mine);
+      differ += (differ.empty() ? "" : "; ") +
+                ("step " + std::to_string(i) + " impl: rank " + std::to_string(rank_) + " has " + mine);
     at = end + 1;
   }
   if (note_differences(differ)) step("writing point attributes", [&] { attr(point_, "ranks_differ", ranks_differ_); });
@@ -459,7 +482,9 @@ void ResultWriter::step_times(const StepTimes& t) {
     rows.push_back(h5::StepTimeRow{rank_, static_cast<std::int32_t>(k / n), static_cast<std::int32_t>(k % n), t.ns[k]});
   step("writing the step table", [&] { open_stream(steps_, "steps", h5::step_mem_type(), n); });
   append_rows(steps_, table.data(), table.size(), sizeof(h5::StepRow), false);
-  step("writing step times", [&] { open_stream(step_times_, "step_times", h5::step_time_mem_type(), t.ns.size() * static_cast<std::size_t>(size_)); });
+  step("writing step times", [&] {
+    open_stream(step_times_, "step_times", h5::step_time_mem_type(), t.ns.size() * static_cast<std::size_t>(size_));
+  });
   append_rows(step_times_, rows.data(), rows.size(), sizeof(h5::StepTimeRow), true);
 }
 
@@ -478,7 +503,9 @@ void ResultWriter::append_rows(Stream& st, const void* data, std::size_t count, 
       }
       st.gathered.resize(static_cast<std::size_t>(sum));
     }
-    mpi_check(MPI_Gatherv(data, my_bytes, MPI_BYTE, st.gathered.data(), counts.data(), displs.data(), MPI_BYTE, 0, comm_), "MPI_Gatherv", path_);
+    mpi_check(
+        MPI_Gatherv(data, my_bytes, MPI_BYTE, st.gathered.data(), counts.data(), displs.data(), MPI_BYTE, 0, comm_),
+        "MPI_Gatherv", path_);
     long long gathered = rank_ == 0 ? static_cast<long long>(st.gathered.size() / elem) : 0;
     mpi_check(MPI_Bcast(&gathered, 1, MPI_LONG_LONG, 0, comm_), "MPI_Bcast", path_);
     rows = st.gathered.data();
@@ -489,31 +516,34 @@ void ResultWriter::append_rows(Stream& st, const void* data, std::size_t count, 
     if (rank_ == 0) before = 0;  // MPI_Exscan leaves rank 0's result undefined
     mpi_check(MPI_Allreduce(&mine, &total, 1, MPI_LONG_LONG, MPI_SUM, comm_), "MPI_Allreduce", path_);
   }
-  if (total > 0 && writes()) step("writing rows", [&] {
-    hsize_t new_size[1] = {st.rows + static_cast<hsize_t>(total)};
-    h5::check(H5Dset_extent(st.dset, new_size), "H5Dset_extent", what());
-    h5::Handle fspace(h5::check(H5Dget_space(st.dset), "H5Dget_space", what()), H5Sclose);
-    hsize_t cnt[1] = {static_cast<hsize_t>(mine)};
-    h5::Handle mspace(h5::check(H5Screate_simple(1, cnt, nullptr), "H5Screate_simple", what()), H5Sclose);
-    if (mine > 0) {
-      hsize_t start[1] = {st.rows + static_cast<hsize_t>(before)};
-      h5::check(H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, nullptr, cnt, nullptr), "H5Sselect_hyperslab", what());
-    } else {
-      h5::check(H5Sselect_none(fspace), "H5Sselect_none", what());
-      h5::check(H5Sselect_none(mspace), "H5Sselect_none", what());
-    }
-    // Rows are converted to the file's packed layout here, so that HDF5 converts nothing during
-    // the write: a conversion would break collective I/O, which the checksum filter needs.
-    const std::size_t file_size = H5Tget_size(st.file_type), n = static_cast<std::size_t>(mine);
-    st.packed.assign(std::max(elem, file_size) * std::max<std::size_t>(n, 1), 0);
-    st.background.assign(st.packed.size(), 0);
-    if (n > 0) std::memcpy(st.packed.data(), rows, n * elem);
-    if (n > 0)
-      h5::check(H5Tconvert(st.mem_type, st.file_type, n, st.packed.data(), st.background.data(), H5P_DEFAULT),
-                "H5Tconvert", what());
-    h5::check(H5Dwrite(st.dset, st.file_type, mspace, fspace, dxpl_, st.packed.data()), "H5Dwrite", what());
-  });
-  else if (total > 0) step("writing rows", [] {});  // gather mode: rank 0 writes, every rank agrees
+  if (total > 0 && writes())
+    step("writing rows", [&] {
+      hsize_t new_size[1] = {st.rows + static_cast<hsize_t>(total)};
+      h5::check(H5Dset_extent(st.dset, new_size), "H5Dset_extent", what());
+      h5::Handle fspace(h5::check(H5Dget_space(st.dset), "H5Dget_space", what()), H5Sclose);
+      hsize_t cnt[1] = {static_cast<hsize_t>(mine)};
+      h5::Handle mspace(h5::check(H5Screate_simple(1, cnt, nullptr), "H5Screate_simple", what()), H5Sclose);
+      if (mine > 0) {
+        hsize_t start[1] = {st.rows + static_cast<hsize_t>(before)};
+        h5::check(H5Sselect_hyperslab(fspace, H5S_SELECT_SET, start, nullptr, cnt, nullptr), "H5Sselect_hyperslab",
+                  what());
+      } else {
+        h5::check(H5Sselect_none(fspace), "H5Sselect_none", what());
+        h5::check(H5Sselect_none(mspace), "H5Sselect_none", what());
+      }
+      // Rows are converted to the file's packed layout here, so that HDF5 converts nothing during
+      // the write: a conversion would break collective I/O, which the checksum filter needs.
+      const std::size_t file_size = H5Tget_size(st.file_type), n = static_cast<std::size_t>(mine);
+      st.packed.assign(std::max(elem, file_size) * std::max<std::size_t>(n, 1), 0);
+      st.background.assign(st.packed.size(), 0);
+      if (n > 0) std::memcpy(st.packed.data(), rows, n * elem);
+      if (n > 0)
+        h5::check(H5Tconvert(st.mem_type, st.file_type, n, st.packed.data(), st.background.data(), H5P_DEFAULT),
+                  "H5Tconvert", what());
+      h5::check(H5Dwrite(st.dset, st.file_type, mspace, fspace, dxpl_, st.packed.data()), "H5Dwrite", what());
+    });
+  else if (total > 0)
+    step("writing rows", [] {});  // gather mode: rank 0 writes, every rank agrees
   st.rows += static_cast<hsize_t>(total);
   if (durable) flush();
 }

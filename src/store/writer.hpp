@@ -9,11 +9,11 @@
 
 #include <algorithm>
 #include <condition_variable>
-#include <mutex>
 #include <map>
-#include <thread>
+#include <mutex>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/value.hpp"
@@ -38,7 +38,7 @@ struct PointIdentity {
 struct EnvRecord {
   std::string campaign_text;
   std::string campaign_path;
-  std::string host;  // this rank's host (differs per rank; gathered by the writer)
+  std::string host;             // this rank's host (differs per rank; gathered by the writer)
   bool oversubscribed = false;  // some host runs more ranks than it has CPUs (same on all ranks)
   // (backend, library version) of every backend of the build, recorded as /env version.<name>;
   // rank 0's values are written.
@@ -65,7 +65,7 @@ class ResultWriter {
   struct PointMeta {
     Work work;
     std::string rate_unit, backend_version, scaling, scaling_note;
-    bool threads_oversubscribed = false;     // ranks x threads beyond some host's CPUs (same on all ranks)
+    bool threads_oversubscribed = false;      // ranks x threads beyond some host's CPUs (same on all ranks)
     std::int64_t memory_estimate_bytes = -1;  // the planner's estimate per rank; < 0: none
     // Further facts of the point (level 1: network.*, executor, memory.*); rank 0's are written.
     std::vector<std::pair<std::string, Value>> attributes;
@@ -103,7 +103,7 @@ class ResultWriter {
     h5::Handle dset, mem_type, file_type;
     hsize_t rows = 0;
     bool open = false;
-    std::vector<char> gathered;  // gather mode, rank 0
+    std::vector<char> gathered;            // gather mode, rank 0
     std::vector<char> packed, background;  // rows in the file's layout, and HDF5's conversion buffer
   };
   void open_stream(Stream& s, const char* name, h5::Handle mem_type, std::size_t expected_rows);

@@ -18,7 +18,10 @@ TEST(Writer, RankZerosAttributesAndStepsAreWrittenAndEveryOtherRanksOwnChoiceIsN
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   const std::string path = bcast_string(
-      rank == 0 ? (std::filesystem::temp_directory_path() / ("d500-writer-" + std::to_string(getpid()) + ".h5")).string() : "", MPI_COMM_WORLD);
+      rank == 0
+          ? (std::filesystem::temp_directory_path() / ("d500-writer-" + std::to_string(getpid()) + ".h5")).string()
+          : "",
+      MPI_COMM_WORLD);
   {
     EnvRecord env;
     env.host = "host" + std::to_string(rank);
@@ -33,8 +36,11 @@ TEST(Writer, RankZerosAttributesAndStepsAreWrittenAndEveryOtherRanksOwnChoiceIsN
     w.begin_point(PointIdentity{"p1", "conv2d:cuda n=1", 0, {}}, 0, 0, 1, meta);
     // A level-1 step table: the convolution's implementation differs on rank 1.
     StepTimes st;
-    st.steps = {StepInfo{"conv", "Conv", "forward", rank == 0 ? "cuda cudnn convolution (algos f1, found)" : "cuda cudnn convolution (algos f6, found)", 1e6},
-                StepInfo{"relu", "Relu", "forward", "cuda cudnn activation", 1e3}};
+    st.steps = {
+        StepInfo{"conv", "Conv", "forward",
+                 rank == 0 ? "cuda cudnn convolution (algos f1, found)" : "cuda cudnn convolution (algos f6, found)",
+                 1e6},
+        StepInfo{"relu", "Relu", "forward", "cuda cudnn activation", 1e3}};
     st.repetitions = 1;
     st.ns = {1000, 10};
     w.step_times(st);
@@ -56,9 +62,10 @@ TEST(Writer, RankZerosAttributesAndStepsAreWrittenAndEveryOtherRanksOwnChoiceIsN
     } else {
       std::string want;
       for (int r = 1; r < size; ++r)
-        want += std::string(want.empty() ? "" : "; ") + "cudnn.algorithm: rank " + std::to_string(r) + " has WINOGRAD; cudnn.workspace_bytes: rank " +
-                std::to_string(r) + " has 4096";
-      for (int r = 1; r < size; ++r) want += "; step 0 impl: rank " + std::to_string(r) + " has cuda cudnn convolution (algos f6, found)";
+        want += std::string(want.empty() ? "" : "; ") + "cudnn.algorithm: rank " + std::to_string(r) +
+                " has WINOGRAD; cudnn.workspace_bytes: rank " + std::to_string(r) + " has 4096";
+      for (int r = 1; r < size; ++r)
+        want += "; step 0 impl: rank " + std::to_string(r) + " has cuda cudnn convolution (algos f6, found)";
       for (int r = 1; r < size; ++r) want += "; cudnn.deterministic: rank " + std::to_string(r) + " has false";
       ASSERT_EQ(f.count("ranks_differ"), 1u);
       EXPECT_EQ(std::get<std::string>(f.at("ranks_differ")), want);

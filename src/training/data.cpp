@@ -63,8 +63,8 @@ Idx read_idx(const std::string& path, int want_dims, const std::string& hint) {
       got += static_cast<std::size_t>(r);
     }
     if (got != idx.data.size())
-      throw Error(path + ": truncated: its header promises " + std::to_string(idx.data.size()) + " bytes of data, it has " +
-                  std::to_string(got));
+      throw Error(path + ": truncated: its header promises " + std::to_string(idx.data.size()) +
+                  " bytes of data, it has " + std::to_string(got));
   } catch (...) {
     gzclose(f);
     throw;
@@ -78,9 +78,12 @@ class FashionMnist final : public Dataset {
   FashionMnist(const std::string& dir_in, const std::string& split) : split_(split) {
     const std::string dir = dir_in.empty() ? fashion_mnist_dir() : dir_in;
     const std::string prefix = split == "train" ? "train" : "t10k";
-    const std::string hint = dir_in.empty() ? " -- Debian's package dataset-fashion-mnist provides it (apt-get install dataset-fashion-mnist)"
-                                            : " -- data_dir must hold Fashion-MNIST's four IDX files (as Debian's dataset-fashion-mnist installs them in " +
-                                                  std::string(fashion_mnist_dir()) + ")";
+    const std::string hint =
+        dir_in.empty()
+            ? " -- Debian's package dataset-fashion-mnist provides it (apt-get install dataset-fashion-mnist)"
+            : " -- data_dir must hold Fashion-MNIST's four IDX files (as Debian's dataset-fashion-mnist installs them "
+              "in " +
+                  std::string(fashion_mnist_dir()) + ")";
     auto find = [&](const std::string& base) {
       for (const char* ext : {".gz", ""})
         if (fs::exists(dir + "/" + base + ext)) return dir + "/" + base + ext;
@@ -91,10 +94,12 @@ class FashionMnist final : public Dataset {
     Idx im = read_idx(images_path_, 3, hint);
     Idx lb = read_idx(labels_path, 1, hint);
     if (im.dims[0] != lb.dims[0])
-      throw Error(images_path_ + ": " + std::to_string(im.dims[0]) + " images, but " + labels_path + " has " + std::to_string(lb.dims[0]) +
-                  " labels");
+      throw Error(images_path_ + ": " + std::to_string(im.dims[0]) + " images, but " + labels_path + " has " +
+                  std::to_string(lb.dims[0]) + " labels");
     for (std::size_t i = 0; i < lb.data.size(); ++i)
-      if (lb.data[i] > 9) throw Error(labels_path + ": label " + std::to_string(lb.data[i]) + " of sample " + std::to_string(i) + " is not in 0..9");
+      if (lb.data[i] > 9)
+        throw Error(labels_path + ": label " + std::to_string(lb.data[i]) + " of sample " + std::to_string(i) +
+                    " is not in 0..9");
     shape_ = {1, im.dims[1], im.dims[2]};
     pixels_ = std::move(im.data);
     labels_ = std::move(lb.data);
@@ -125,7 +130,11 @@ class FashionMnist final : public Dataset {
 class Synthetic final : public Dataset {
  public:
   explicit Synthetic(const DatasetRequest& r)
-      : shape_(r.sample_shape), classes_(r.classes), samples_(r.samples), seed_(mix(r.seed, r.split == "train" ? 1 : 2)), split_(r.split) {
+      : shape_(r.sample_shape),
+        classes_(r.classes),
+        samples_(r.samples),
+        seed_(mix(r.seed, r.split == "train" ? 1 : 2)),
+        split_(r.split) {
     if (shape_.empty() || numel(shape_) <= 0) throw Error("synthetic data needs a sample shape (the network's input)");
     if (classes_ < 1) throw Error("synthetic data needs at least one class");
     if (samples_ < 1) throw Error("synthetic_samples must be at least 1");
@@ -150,8 +159,9 @@ class Synthetic final : public Dataset {
     });
   }
   std::string describe() const override {
-    return "synthetic " + split_ + " (" + std::to_string(samples_) + " samples " + shape_str(shape_) + " uniform in [-1, 1), " +
-           std::to_string(classes_) + " classes uniform; made from the seed, nothing to learn; a batch of a million values or more made on " +
+    return "synthetic " + split_ + " (" + std::to_string(samples_) + " samples " + shape_str(shape_) +
+           " uniform in [-1, 1), " + std::to_string(classes_) +
+           " classes uniform; made from the seed, nothing to learn; a batch of a million values or more made on " +
            "the rank's cores)";
   }
 
@@ -195,7 +205,9 @@ class Hdf5Dataset final : public Dataset {
     labels_ = open(split + "/labels");
     H5 space(H5Dget_space(samples_.get()), H5Sclose);
     const int rank = H5Sget_simple_extent_ndims(space.get());
-    if (rank < 2) throw Error(where("samples") + ": has " + std::to_string(rank) + " dimensions; [N, ...] with a sample shape is expected");
+    if (rank < 2)
+      throw Error(where("samples") + ": has " + std::to_string(rank) +
+                  " dimensions; [N, ...] with a sample shape is expected");
     std::vector<hsize_t> dims(static_cast<std::size_t>(rank));
     H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
     n_ = static_cast<std::int64_t>(dims[0]);
@@ -203,15 +215,16 @@ class Hdf5Dataset final : public Dataset {
     H5 type(H5Dget_type(samples_.get()), H5Tclose);
     if (H5Tget_class(type.get()) == H5T_FLOAT) {
       bytes_ = false;
-    } else if (H5Tget_class(type.get()) == H5T_INTEGER && H5Tget_size(type.get()) == 1 && H5Tget_sign(type.get()) == H5T_SGN_NONE) {
+    } else if (H5Tget_class(type.get()) == H5T_INTEGER && H5Tget_size(type.get()) == 1 &&
+               H5Tget_sign(type.get()) == H5T_SGN_NONE) {
       bytes_ = true;
     } else {
       throw Error(where("samples") + ": its type must be float32 (or another float) or uint8 (scaled by 1/255)");
     }
     H5 lspace(H5Dget_space(labels_.get()), H5Sclose);
     hsize_t ln = 0;
-    if (H5Sget_simple_extent_ndims(lspace.get()) != 1 || (H5Sget_simple_extent_dims(lspace.get(), &ln, nullptr), false) ||
-        static_cast<std::int64_t>(ln) != n_)
+    if (H5Sget_simple_extent_ndims(lspace.get()) != 1 ||
+        (H5Sget_simple_extent_dims(lspace.get(), &ln, nullptr), false) || static_cast<std::int64_t>(ln) != n_)
       throw Error(where("labels") + ": must be one-dimensional with one label per sample (" + std::to_string(n_) + ")");
     // The classes: the root attribute `classes`, else the largest label + 1 (labels read once).
     std::vector<std::int64_t> all(static_cast<std::size_t>(n_));
@@ -225,7 +238,8 @@ class Hdf5Dataset final : public Dataset {
       H5 a(H5Aopen(file_.get(), "classes", H5P_DEFAULT), H5Aclose);
       std::int64_t c = 0;
       if (H5Aread(a.get(), H5T_NATIVE_INT64, &c) < 0 || c < hi + 1)
-        throw Error(path + ": the root attribute 'classes' must be an integer above every label (largest label: " + std::to_string(hi) + ")");
+        throw Error(path + ": the root attribute 'classes' must be an integer above every label (largest label: " +
+                    std::to_string(hi) + ")");
       classes_ = static_cast<int>(c);
     }
   }
@@ -248,7 +262,8 @@ class Hdf5Dataset final : public Dataset {
       std::size_t j = i + 1;
       while (j < n && idx[order_[j]] == idx[order_[j - 1]] + 1) ++j;
       const std::int64_t first = idx[order_[i]];
-      if (first < 0 || idx[order_[j - 1]] >= n_) throw Error(where("samples") + ": sample " + std::to_string(first) + " out of range");
+      if (first < 0 || idx[order_[j - 1]] >= n_)
+        throw Error(where("samples") + ": sample " + std::to_string(first) + " out of range");
       start[0] = static_cast<hsize_t>(first);
       count[0] = static_cast<hsize_t>(j - i);
       H5Sselect_hyperslab(fspace.get(), H5S_SELECT_OR, start.data(), nullptr, count.data(), nullptr);
@@ -259,7 +274,8 @@ class Hdf5Dataset final : public Dataset {
     H5 mspace(H5Screate_simple(2, mdims, nullptr), H5Sclose), lmspace(H5Screate_simple(1, mdims, nullptr), H5Sclose);
     staged_.resize(static_cast<std::size_t>(per) * n * (bytes_ ? 1 : 4));
     staged_labels_.resize(n);
-    if (H5Dread(samples_.get(), bytes_ ? H5T_NATIVE_UINT8 : H5T_NATIVE_FLOAT, mspace.get(), fspace.get(), H5P_DEFAULT, staged_.data()) < 0 ||
+    if (H5Dread(samples_.get(), bytes_ ? H5T_NATIVE_UINT8 : H5T_NATIVE_FLOAT, mspace.get(), fspace.get(), H5P_DEFAULT,
+                staged_.data()) < 0 ||
         H5Dread(labels_.get(), H5T_NATIVE_INT64, lmspace.get(), lspace.get(), H5P_DEFAULT, staged_labels_.data()) < 0)
       throw Error(path_ + ": reading a batch of " + std::to_string(n) + " samples failed (HDF5 error above)");
     for (std::size_t r = 0; r < n; ++r) {  // row r of the staging area is sample idx[order_[r]]
@@ -274,15 +290,17 @@ class Hdf5Dataset final : public Dataset {
     }
   }
   std::string describe() const override {
-    return "HDF5 " + path_ + " " + split_ + " (" + std::to_string(n_) + " samples " + shape_str(shape_) + (bytes_ ? " uint8 / 255" : " float") + ", " +
-           std::to_string(classes_) + " classes)";
+    return "HDF5 " + path_ + " " + split_ + " (" + std::to_string(n_) + " samples " + shape_str(shape_) +
+           (bytes_ ? " uint8 / 255" : " float") + ", " + std::to_string(classes_) + " classes)";
   }
 
  private:
   std::string where(const std::string& what) const { return path_ + ": /" + split_ + "/" + what; }
   H5 open(const std::string& name) {
-    if (H5Lexists(file_.get(), split_.c_str(), H5P_DEFAULT) <= 0 || H5Lexists(file_.get(), name.c_str(), H5P_DEFAULT) <= 0)
-      throw Error(path_ + ": has no dataset /" + name + " (a training data file holds /train/samples, /train/labels, /test/samples, "
+    if (H5Lexists(file_.get(), split_.c_str(), H5P_DEFAULT) <= 0 ||
+        H5Lexists(file_.get(), name.c_str(), H5P_DEFAULT) <= 0)
+      throw Error(path_ + ": has no dataset /" + name +
+                  " (a training data file holds /train/samples, /train/labels, /test/samples, "
                   "/test/labels: hdf5-schema/README.md)");
     return H5(H5Dopen2(file_.get(), name.c_str(), H5P_DEFAULT), H5Dclose);
   }
@@ -309,13 +327,20 @@ std::unique_ptr<Dataset> open_dataset(const DatasetRequest& r) {
 }
 
 Sampler::Sampler(std::int64_t samples, std::int64_t batch, bool shuffle, std::uint64_t seed, int rank, int ranks)
-    : samples_(samples), batch_(batch), share_(samples / std::max(1, ranks)), per_epoch_(0), shuffle_(shuffle), seed_(seed),
-      rank_(rank), ranks_(std::max(1, ranks)) {
+    : samples_(samples),
+      batch_(batch),
+      share_(samples / std::max(1, ranks)),
+      per_epoch_(0),
+      shuffle_(shuffle),
+      seed_(seed),
+      rank_(rank),
+      ranks_(std::max(1, ranks)) {
   if (batch <= 0) throw Error("batch must be positive");
   per_epoch_ = share_ / batch_;
   if (per_epoch_ < 1)
-    throw Error("a batch of " + std::to_string(batch) + " is larger than " + (ranks_ > 1 ? "a rank's share of " : "") + "the " +
-                std::to_string(samples) + " samples" + (ranks_ > 1 ? " (" + std::to_string(share_) + " each)" : ""));
+    throw Error("a batch of " + std::to_string(batch) + " is larger than " + (ranks_ > 1 ? "a rank's share of " : "") +
+                "the " + std::to_string(samples) + " samples" +
+                (ranks_ > 1 ? " (" + std::to_string(share_) + " each)" : ""));
   order_.resize(static_cast<std::size_t>(samples_));
   make_order();
 }
@@ -326,7 +351,8 @@ void Sampler::make_order() {
   std::mt19937_64 g(mix(seed_, static_cast<std::uint64_t>(epoch_)));
   for (std::int64_t i = samples_ - 1; i > 0; --i) {
     // Multiply-shift: an index in [0, i] from 64 random bits, the same on every platform.
-    const auto j = static_cast<std::int64_t>((static_cast<unsigned __int128>(g()) * static_cast<std::uint64_t>(i + 1)) >> 64);
+    const auto j =
+        static_cast<std::int64_t>((static_cast<unsigned __int128>(g()) * static_cast<std::uint64_t>(i + 1)) >> 64);
     std::swap(order_[static_cast<std::size_t>(i)], order_[static_cast<std::size_t>(j)]);
   }
 }
@@ -353,7 +379,9 @@ std::string Sampler::describe() const {
   std::string d = shuffle_ ? "seeded shuffle per epoch" : "sequential";
   d += ", " + std::to_string(per_epoch_) + " batches of " + std::to_string(batch_) + " per epoch";
   if (ranks_ > 1) d += " per rank (each rank its own share of " + std::to_string(share_) + " samples)";
-  if (per_epoch_ * batch_ * ranks_ < samples_) d += ", the last " + std::to_string(samples_ - per_epoch_ * batch_ * ranks_) + " samples of each epoch's order left out";
+  if (per_epoch_ * batch_ * ranks_ < samples_)
+    d += ", the last " + std::to_string(samples_ - per_epoch_ * batch_ * ranks_) +
+         " samples of each epoch's order left out";
   return d;
 }
 

@@ -33,11 +33,11 @@ class Dataset {
 };
 
 struct DatasetRequest {
-  std::string dataset;    // fashion-mnist, synthetic, or the path of an .h5 file
-  std::string split;      // train or test
-  std::string data_dir;   // fashion-mnist: where its files are ("" : Debian's place)
-  Shape sample_shape;     // synthetic: the shape to make (the network's input without batch)
-  int classes = 10;       // synthetic
+  std::string dataset;       // fashion-mnist, synthetic, or the path of an .h5 file
+  std::string split;         // train or test
+  std::string data_dir;      // fashion-mnist: where its files are ("" : Debian's place)
+  Shape sample_shape;        // synthetic: the shape to make (the network's input without batch)
+  int classes = 10;          // synthetic
   std::int64_t samples = 0;  // synthetic: how many
   std::uint64_t seed = 1;    // synthetic
 };

@@ -6,12 +6,12 @@
 #include <hdf5.h>
 #include <zlib.h>
 
+#include <unistd.h>
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
 #include <set>
-#include <unistd.h>
 
 #include "common/error.hpp"
 
@@ -36,8 +36,8 @@ fs::path temp_dir(const std::string& name) {
   return d;
 }
 
-void write_idx(const fs::path& p, const std::vector<std::uint32_t>& dims, const std::vector<std::uint8_t>& data, int magic_dims = -1,
-               bool gzip = true) {
+void write_idx(const fs::path& p, const std::vector<std::uint32_t>& dims, const std::vector<std::uint8_t>& data,
+               int magic_dims = -1, bool gzip = true) {
   std::string bytes = {0, 0, 8, static_cast<char>(magic_dims < 0 ? dims.size() : static_cast<std::size_t>(magic_dims))};
   for (auto d : dims)
     for (int s = 24; s >= 0; s -= 8) bytes.push_back(static_cast<char>((d >> s) & 0xff));
@@ -86,7 +86,8 @@ TEST(Data, IdxFilesAreReadAndBrokenOnesNamed) {
 
   // The train split is missing: the file is named, and what data_dir must hold.
   r.split = "train";
-  EXPECT_NE(error_of(r).find("train-images-idx3-ubyte.gz: Fashion-MNIST file not found"), std::string::npos) << error_of(r);
+  EXPECT_NE(error_of(r).find("train-images-idx3-ubyte.gz: Fashion-MNIST file not found"), std::string::npos)
+      << error_of(r);
   r.split = "test";
   write_idx(dir / "t10k-labels-idx1-ubyte", {2}, {7, 0}, -1, false);
   EXPECT_NE(error_of(r).find("3 images, but"), std::string::npos) << error_of(r);
@@ -116,7 +117,8 @@ void write_h5(const fs::path& p, int n, bool bytes, bool with_labels = true) {
   std::vector<std::uint8_t> xb(xf.size());
   for (std::size_t i = 0; i < xf.size(); ++i) xf[i] = static_cast<float>(i), xb[i] = static_cast<std::uint8_t>(i % 256);
   hid_t d = H5Dcreate2(g, "samples", bytes ? H5T_STD_U8LE : H5T_IEEE_F32LE, s, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-  H5Dwrite(d, bytes ? H5T_NATIVE_UINT8 : H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes ? static_cast<const void*>(xb.data()) : xf.data());
+  H5Dwrite(d, bytes ? H5T_NATIVE_UINT8 : H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT,
+           bytes ? static_cast<const void*>(xb.data()) : xf.data());
   H5Dclose(d);
   H5Sclose(s);
   if (with_labels) {
@@ -155,13 +157,18 @@ TEST(Data, Hdf5DatasetReadsAnyBatchInItsOrder) {
   b->read(one, x.data(), y.data());
   EXPECT_FLOAT_EQ(x[1], 61.0f / 255.0f);
 
-  EXPECT_NE(error_of({(dir / "data.h5").string(), "test", "", {}, 10, 0, 1}).find("has no dataset /test/samples"), std::string::npos);
+  EXPECT_NE(error_of({(dir / "data.h5").string(), "test", "", {}, 10, 0, 1}).find("has no dataset /test/samples"),
+            std::string::npos);
   write_h5(dir / "nolabels.h5", 5, false, false);
-  EXPECT_NE(error_of({(dir / "nolabels.h5").string(), "train", "", {}, 10, 0, 1}).find("has no dataset /train/labels"), std::string::npos);
-  EXPECT_NE(error_of({(dir / "absent.h5").string(), "train", "", {}, 10, 0, 1}).find("training data file not found"), std::string::npos);
+  EXPECT_NE(error_of({(dir / "nolabels.h5").string(), "train", "", {}, 10, 0, 1}).find("has no dataset /train/labels"),
+            std::string::npos);
+  EXPECT_NE(error_of({(dir / "absent.h5").string(), "train", "", {}, 10, 0, 1}).find("training data file not found"),
+            std::string::npos);
   std::ofstream(dir / "text.h5") << "not hdf5";
-  EXPECT_NE(error_of({(dir / "text.h5").string(), "train", "", {}, 10, 0, 1}).find("not an HDF5 file"), std::string::npos);
-  EXPECT_NE(error_of({"imagenet", "train", "", {}, 10, 0, 1}).find("is not fashion-mnist, synthetic"), std::string::npos);
+  EXPECT_NE(error_of({(dir / "text.h5").string(), "train", "", {}, 10, 0, 1}).find("not an HDF5 file"),
+            std::string::npos);
+  EXPECT_NE(error_of({"imagenet", "train", "", {}, 10, 0, 1}).find("is not fashion-mnist, synthetic"),
+            std::string::npos);
   fs::remove_all(dir);
 }
 
@@ -216,7 +223,7 @@ TEST(Data, SamplerShufflesPerEpochFromTheSeedAndPartitionsRanks) {
   const auto e0 = epoch(a), e1 = epoch(a);
   EXPECT_EQ(e0, epoch(c));  // same seed, same order
   EXPECT_NE(e0, epoch(d));
-  EXPECT_NE(e0, e1);        // a new order each epoch
+  EXPECT_NE(e0, e1);                                                      // a new order each epoch
   EXPECT_EQ(std::set<std::int64_t>(e0.begin(), e0.end()).size(), 1000u);  // a permutation
   // Restoring a position gives the same batches as running there.
   Sampler r(1000, 10, true, 42);

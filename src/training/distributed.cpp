@@ -17,18 +17,24 @@ constexpr int kTagPush = 301, kTagPushPull = 302, kTagParams = 303;
 }  // namespace
 
 const std::vector<std::string>& scheme_names() {
-  static const std::vector<std::string> n = {"allreduce", "allreduce-overlap", "ps-sync", "ps-async", "model-averaging", "dpsgd"};
+  static const std::vector<std::string> n = {"allreduce", "allreduce-overlap", "ps-sync",
+                                             "ps-async",  "model-averaging",   "dpsgd"};
   return n;
 }
 
-bool scheme_consistent(const std::string& name) { return name == "allreduce" || name == "allreduce-overlap" || name == "ps-sync"; }
+bool scheme_consistent(const std::string& name) {
+  return name == "allreduce" || name == "allreduce-overlap" || name == "ps-sync";
+}
 
 std::string scheme_check(const SchemeSpec& s, int ranks) {
-  if (std::find(scheme_names().begin(), scheme_names().end(), s.name) == scheme_names().end()) return "unknown scheme " + s.name;
+  if (std::find(scheme_names().begin(), scheme_names().end(), s.name) == scheme_names().end())
+    return "unknown scheme " + s.name;
   const bool ps = s.name == "ps-sync" || s.name == "ps-async";
-  if (!ps && s.ps_servers != 0) return "ps_servers applies to the parameter-server schemes (ps-sync, ps-async) only; scheme here: " + s.name;
+  if (!ps && s.ps_servers != 0)
+    return "ps_servers applies to the parameter-server schemes (ps-sync, ps-async) only; scheme here: " + s.name;
   if (s.name == "ps-async" && s.ps_servers < 1)
-    return "ps-async needs dedicated server ranks (ps_servers >= 1): a server on a training rank would answer only between its own steps";
+    return "ps-async needs dedicated server ranks (ps_servers >= 1): a server on a training rank would answer only "
+           "between its own steps";
   if (ps && s.ps_servers >= ranks)
     return "ps_servers = " + std::to_string(s.ps_servers) + " leaves no worker among " + std::to_string(ranks) +
            " ranks: ranks (nodes x ranks_per_node) must exceed ps_servers";
@@ -38,10 +44,12 @@ std::string scheme_check(const SchemeSpec& s, int ranks) {
   if (s.communication != "mpi" && s.communication != "nccl")
     return "communication is \"mpi\" or \"nccl\"; got \"" + s.communication + "\"";
   if (s.communication == "nccl" && s.name == "ps-async")
-    return "communication = \"nccl\" does not run ps-async: its servers answer each worker as its gradient arrives, a receive from any "
+    return "communication = \"nccl\" does not run ps-async: its servers answer each worker as its gradient arrives, a "
+           "receive from any "
            "rank, which NCCL lacks (use communication = \"mpi\")";
   if (s.communication == "nccl" && s.name == "ps-sync" && s.ps_servers > 0)
-    return "communication = \"nccl\" runs ps-sync with its server on rank 0 (ps_servers = 0): dedicated servers apply d500's reference "
+    return "communication = \"nccl\" runs ps-sync with its server on rank 0 (ps_servers = 0): dedicated servers apply "
+           "d500's reference "
            "optimizer to host shards and exchange them over MPI (use communication = \"mpi\"); ps_servers here: " +
            std::to_string(s.ps_servers);
   return "";
@@ -71,8 +79,10 @@ Scheme::~Scheme() {
 void Scheme::pack_grad(std::size_t k, float* flat) {
   const float* g = model_.grad(k);
   const auto n = static_cast<std::size_t>(model_.numel(k));
-  if (g) std::memcpy(flat + offset_[k], g, n * sizeof(float));
-  else std::fill(flat + offset_[k], flat + offset_[k] + n, 0.0f);
+  if (g)
+    std::memcpy(flat + offset_[k], g, n * sizeof(float));
+  else
+    std::fill(flat + offset_[k], flat + offset_[k] + n, 0.0f);
 }
 
 void Scheme::pack_grads(float* flat) {
@@ -90,14 +100,17 @@ void Scheme::unpack_grads(const float* flat, float scale) {
 
 void Scheme::pack_device_grad(std::size_t k, float* flat) {
   const auto bytes = static_cast<std::size_t>(model_.numel(k)) * sizeof(float);
-  if (const float* g = model_.device_grad(k)) model_.device()->copy(flat + offset_[k], g, bytes);
-  else model_.device()->zero(flat + offset_[k], bytes);
+  if (const float* g = model_.device_grad(k))
+    model_.device()->copy(flat + offset_[k], g, bytes);
+  else
+    model_.device()->zero(flat + offset_[k], bytes);
 }
 
 void Scheme::unpack_device_grads(const float* flat) {
   DeviceMemory& d = *model_.device();
   for (std::size_t k = 0; k < offset_.size(); ++k)
-    if (float* g = model_.device_grad(k)) d.copy(g, flat + offset_[k], static_cast<std::size_t>(model_.numel(k)) * sizeof(float));
+    if (float* g = model_.device_grad(k))
+      d.copy(g, flat + offset_[k], static_cast<std::size_t>(model_.numel(k)) * sizeof(float));
   d.synchronize();
   model_.device_grads_changed();
 }
@@ -106,7 +119,8 @@ void Scheme::pack_device_params(float* flat) {
   DeviceMemory& d = *model_.device();
   for (std::size_t k = 0; k < offset_.size(); ++k) {
     const float* p = model_.device_param(k);
-    if (!p) throw Error("scheme " + spec_.name + ": the model has no device storage for parameter " + std::to_string(k));
+    if (!p)
+      throw Error("scheme " + spec_.name + ": the model has no device storage for parameter " + std::to_string(k));
     d.copy(flat + offset_[k], p, static_cast<std::size_t>(model_.numel(k)) * sizeof(float));
   }
 }
@@ -135,7 +149,8 @@ std::int64_t Scheme::ring_bytes(std::int64_t n) const { return size_ > 1 ? 2 * (
 std::int64_t Scheme::synchronous_allreduce(float* flat, PhaseTally& t) {
   barrier(t);
   const std::int64_t t0 = now_ns();
-  mpi_check(MPI_Allreduce(MPI_IN_PLACE, flat, static_cast<int>(total_), MPI_FLOAT, MPI_SUM, comm_), "MPI_Allreduce", "averaging over the ranks");
+  mpi_check(MPI_Allreduce(MPI_IN_PLACE, flat, static_cast<int>(total_), MPI_FLOAT, MPI_SUM, comm_), "MPI_Allreduce",
+            "averaging over the ranks");
   count(ring_bytes(total_), ring_bytes(total_));
   const std::int64_t t1 = now_ns();
   t.add(Phase::Communication, t0, t1);
@@ -163,8 +178,8 @@ bool Scheme::evaluation_model(std::vector<float>&) { return false; }
 bool Scheme::mean_of_workers(std::vector<float>& flat) {
   flat.resize(static_cast<std::size_t>(total_));
   pack_params(flat.data());
-  mpi_check(MPI_Allreduce(MPI_IN_PLACE, flat.data(), static_cast<int>(total_), MPI_FLOAT, MPI_SUM, world_), "MPI_Allreduce",
-            "the evaluated model (mean of the workers')");
+  mpi_check(MPI_Allreduce(MPI_IN_PLACE, flat.data(), static_cast<int>(total_), MPI_FLOAT, MPI_SUM, world_),
+            "MPI_Allreduce", "the evaluated model (mean of the workers')");
   for (float& v : flat) v /= static_cast<float>(size_);
   return true;
 }
@@ -175,7 +190,8 @@ namespace {
 class DeviceFlat {
  public:
   DeviceFlat(DeviceMemory& m, std::int64_t n)
-      : m_(m), p_(static_cast<float*>(m.allocate(static_cast<std::size_t>(std::max<std::int64_t>(n, 1)) * sizeof(float)))) {}
+      : m_(m),
+        p_(static_cast<float*>(m.allocate(static_cast<std::size_t>(std::max<std::int64_t>(n, 1)) * sizeof(float)))) {}
   ~DeviceFlat() { m_.release(p_); }
   DeviceFlat(const DeviceFlat&) = delete;
   DeviceFlat& operator=(const DeviceFlat&) = delete;
@@ -189,7 +205,8 @@ class DeviceFlat {
 // Gradients averaged by one allreduce after backward.
 class AllreduceScheme final : public Scheme {
  public:
-  AllreduceScheme(const SchemeSpec& s, MPI_Comm c, ModelAccess& m) : Scheme(s, c, m), flat_(static_cast<std::size_t>(total_)) {}
+  AllreduceScheme(const SchemeSpec& s, MPI_Comm c, ModelAccess& m)
+      : Scheme(s, c, m), flat_(static_cast<std::size_t>(total_)) {}
   void after_backward(double, PhaseTally& t) override {
     std::int64_t t0 = now_ns();
     pack_grads(flat_.data());
@@ -226,8 +243,9 @@ class DeviceAllreduceScheme final : public Scheme {
     t.add(Phase::Update, t1, now_ns());
   }
   std::string describe() const override {
-    return "gradients averaged on the device: copied into one device buffer of all " + std::to_string(total_) + " parameters, one " +
-           dc_.describe() + " (mean over the ranks), copied back; volume counted as a ring allreduce: 2 (p-1)/p x " +
+    return "gradients averaged on the device: copied into one device buffer of all " + std::to_string(total_) +
+           " parameters, one " + dc_.describe() +
+           " (mean over the ranks), copied back; volume counted as a ring allreduce: 2 (p-1)/p x " +
            std::to_string(total_ * 4) + " bytes sent and received per rank";
   }
 
@@ -241,8 +259,10 @@ class OverlapScheme final : public Scheme {
  public:
   // `dc`: communication = "nccl", the buckets averaged on the device (the runner's memory).
   OverlapScheme(const SchemeSpec& s, MPI_Comm c, ModelAccess& m, DeviceCollective* dc) : Scheme(s, c, m), dc_(dc) {
-    if (dc_) dflat_ = std::make_unique<DeviceFlat>(*m.device(), total_);
-    else flat_.resize(static_cast<std::size_t>(total_));
+    if (dc_)
+      dflat_ = std::make_unique<DeviceFlat>(*m.device(), total_);
+    else
+      flat_.resize(static_cast<std::size_t>(total_));
     // Buckets over contiguous parameters from the last (whose gradients come first) backwards.
     bucket_of_.assign(offset_.size(), 0);
     std::int64_t bytes = 0;
@@ -275,31 +295,40 @@ class OverlapScheme final : public Scheme {
 
   void after_backward(double, PhaseTally& t) override {
     armed_ = false;
-    if (in_backward_ns_ > 0) t.add(Phase::Communication, first_call_, first_call_ + in_backward_ns_);  // calls inside backward
+    if (in_backward_ns_ > 0)
+      t.add(Phase::Communication, first_call_, first_call_ + in_backward_ns_);  // calls inside backward
     // Whatever backward did not start (a runner that cannot say: all of it), in bucket order.
     std::int64_t t0 = now_ns();
     for (std::size_t b = started_; b < buckets_.size(); ++b) pack_bucket(b);
     t.add(Phase::Update, t0, now_ns());
     t0 = now_ns();
     while (started_ < buckets_.size()) start(started_);
-    if (dc_) dc_->wait();
-    else mpi_check(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE), "MPI_Waitall", "gradient buckets");
+    if (dc_)
+      dc_->wait();
+    else
+      mpi_check(MPI_Waitall(static_cast<int>(requests_.size()), requests_.data(), MPI_STATUSES_IGNORE), "MPI_Waitall",
+                "gradient buckets");
     const std::int64_t t1 = now_ns();
     t.add(Phase::Communication, t0, t1);
-    if (dc_) unpack_device_grads(dflat_->get());  // the means back into the runner's device gradients
-    else unpack_grads(flat_.data(), 1.0f / static_cast<float>(size_));
+    if (dc_)
+      unpack_device_grads(dflat_->get());  // the means back into the runner's device gradients
+    else
+      unpack_grads(flat_.data(), 1.0f / static_cast<float>(size_));
     t.add(Phase::Update, t1, now_ns());
   }
 
   std::string describe() const override {
-    const std::string head = std::to_string(buckets_.size()) + " buckets of gradients (bucket_bytes " + std::to_string(spec_.bucket_bytes) +
-                             ", from the last parameter backwards), each ";
+    const std::string head = std::to_string(buckets_.size()) + " buckets of gradients (bucket_bytes " +
+                             std::to_string(spec_.bucket_bytes) + ", from the last parameter backwards), each ";
     if (dc_)
       return head + "copied on the device into its part of one buffer and its mean started (" + dc_->describe() +
-             ") when backward has made its gradients final, without waiting on the host; all waited for after backward and copied "
+             ") when backward has made its gradients final, without waiting on the host; all waited for after backward "
+             "and copied "
              "back; volume counted as ring allreduces";
-    return head + "an MPI_Iallreduce started when backward has made its gradients final and "
-                  "polled with MPI_Testall after every backward step, waited for after backward; volume counted as ring allreduces";
+    return head +
+           "an MPI_Iallreduce started when backward has made its gradients final and "
+           "polled with MPI_Testall after every backward step, waited for after backward; volume counted as ring "
+           "allreduces";
   }
   std::string overlap() const override {
     return hooked_ ? "buckets start during backward (" + std::to_string(buckets_.size()) + " buckets)"
@@ -317,16 +346,20 @@ class OverlapScheme final : public Scheme {
   void pack_bucket(std::size_t b) {
     const Bucket& bk = buckets_[b];
     for (std::size_t k = bk.first; k < bk.first + static_cast<std::size_t>(bk.params); ++k) {
-      if (dc_) pack_device_grad(k, dflat_->get());
-      else pack_grad(k, flat_.data());
+      if (dc_)
+        pack_device_grad(k, dflat_->get());
+      else
+        pack_grad(k, flat_.data());
     }
   }
 
   void start(std::size_t b) {
     const Bucket& bk = buckets_[b];
-    if (dc_) dc_->start_mean(dflat_->get() + bk.offset, static_cast<std::size_t>(bk.n));
+    if (dc_)
+      dc_->start_mean(dflat_->get() + bk.offset, static_cast<std::size_t>(bk.n));
     else
-      mpi_check(MPI_Iallreduce(MPI_IN_PLACE, flat_.data() + bk.offset, static_cast<int>(bk.n), MPI_FLOAT, MPI_SUM, comm_, &requests_[b]),
+      mpi_check(MPI_Iallreduce(MPI_IN_PLACE, flat_.data() + bk.offset, static_cast<int>(bk.n), MPI_FLOAT, MPI_SUM,
+                               comm_, &requests_[b]),
                 "MPI_Iallreduce", "a gradient bucket");
     count(ring_bytes(bk.n), ring_bytes(bk.n));
     ++started_;
@@ -345,14 +378,15 @@ class OverlapScheme final : public Scheme {
     }
     if (started_ > 0 && !dc_) {  // MPI progresses inside MPI calls; NCCL on its own stream
       int done = 0;
-      mpi_check(MPI_Testall(static_cast<int>(started_), requests_.data(), &done, MPI_STATUSES_IGNORE), "MPI_Testall", "gradient buckets");
+      mpi_check(MPI_Testall(static_cast<int>(started_), requests_.data(), &done, MPI_STATUSES_IGNORE), "MPI_Testall",
+                "gradient buckets");
     }
     in_backward_ns_ += now_ns() - t0;
   }
 
   DeviceCollective* dc_ = nullptr;
   std::unique_ptr<DeviceFlat> dflat_;  // on the device (dc_)
-  std::vector<float> flat_;  // on the host (MPI)
+  std::vector<float> flat_;            // on the host (MPI)
   std::vector<Bucket> buckets_;
   std::vector<std::size_t> bucket_of_;
   std::vector<MPI_Request> requests_;
@@ -367,22 +401,27 @@ class OverlapScheme final : public Scheme {
 class AveragingScheme final : public Scheme {
  public:
   AveragingScheme(const SchemeSpec& s, MPI_Comm c, ModelAccess& m, DeviceCollective* dc) : Scheme(s, c, m), dc_(dc) {
-    if (dc_) device_flat_ = std::make_unique<DeviceFlat>(*m.device(), total_);
-    else flat_.resize(static_cast<std::size_t>(total_));
+    if (dc_)
+      device_flat_ = std::make_unique<DeviceFlat>(*m.device(), total_);
+    else
+      flat_.resize(static_cast<std::size_t>(total_));
   }
   void after_backward(double, PhaseTally&) override {}
   void after_update(std::int64_t step, PhaseTally& t) override {
     if (step % spec_.average_interval != 0) return;
-    if (dc_) average_on_device(t);
-    else average(t);
+    if (dc_)
+      average_on_device(t);
+    else
+      average(t);
   }
   bool evaluation_model(std::vector<float>& flat) override { return mean_of_workers(flat); }
   std::string describe() const override {
     return "local steps; parameters averaged every " + std::to_string(spec_.average_interval) + " steps by " +
-           (dc_ ? "one " + dc_->describe() + " (mean over the ranks) of a device buffer they are copied into and back from"
+           (dc_ ? "one " + dc_->describe() +
+                      " (mean over the ranks) of a device buffer they are copied into and back from"
                 : std::string("one MPI_Allreduce (sum, then / ranks)")) +
-           "; optimizer state stays local; volume counted as a ring allreduce: 2 (p-1)/p x " + std::to_string(total_ * 4) +
-           " bytes sent and received per rank and average";
+           "; optimizer state stays local; volume counted as a ring allreduce: 2 (p-1)/p x " +
+           std::to_string(total_ * 4) + " bytes sent and received per rank and average";
   }
 
  private:
@@ -441,11 +480,14 @@ class DpsgdScheme final : public Scheme {
     std::vector<MPI_Request> req(2 * neighbours_.size());
     const int n = static_cast<int>(total_);
     for (std::size_t i = 0; i < neighbours_.size(); ++i) {
-      mpi_check(MPI_Irecv(theirs_[i].data(), n, MPI_FLOAT, neighbours_[i], kTagParams, comm_, &req[2 * i]), "MPI_Irecv", "a neighbour's parameters");
-      mpi_check(MPI_Isend(mine_.data(), n, MPI_FLOAT, neighbours_[i], kTagParams, comm_, &req[2 * i + 1]), "MPI_Isend", "parameters to a neighbour");
+      mpi_check(MPI_Irecv(theirs_[i].data(), n, MPI_FLOAT, neighbours_[i], kTagParams, comm_, &req[2 * i]), "MPI_Irecv",
+                "a neighbour's parameters");
+      mpi_check(MPI_Isend(mine_.data(), n, MPI_FLOAT, neighbours_[i], kTagParams, comm_, &req[2 * i + 1]), "MPI_Isend",
+                "parameters to a neighbour");
       count(total_ * 4, total_ * 4);
     }
-    mpi_check(MPI_Waitall(static_cast<int>(req.size()), req.data(), MPI_STATUSES_IGNORE), "MPI_Waitall", "the neighbours' parameters");
+    mpi_check(MPI_Waitall(static_cast<int>(req.size()), req.data(), MPI_STATUSES_IGNORE), "MPI_Waitall",
+              "the neighbours' parameters");
     const std::int64_t t1 = now_ns();
     t.add(Phase::Communication, t0, t1);
     const float w = 1.0f / static_cast<float>(neighbours_.size() + 1);
@@ -518,13 +560,15 @@ class ParameterServer final : public Scheme {
     for (int j = 0; j <= shards; ++j) shard_at_.push_back(total_ * j / shards);
     const int mine = servers_ > 0 ? (worker_ < 0 ? rank_ : -1) : (rank_ == 0 ? 0 : -1);
     if (mine >= 0) {  // this rank serves shard `mine`: its parameters start as the worker's do
-      const std::int64_t a = shard_at_[static_cast<std::size_t>(mine)], b = shard_at_[static_cast<std::size_t>(mine) + 1];
+      const std::int64_t a = shard_at_[static_cast<std::size_t>(mine)],
+                         b = shard_at_[static_cast<std::size_t>(mine) + 1];
       pack_params(flat_.data());
       shard_.assign(flat_.begin() + a, flat_.begin() + b);
       shard_grad_.assign(shard_.size(), 0.0f);
       shard_access_ = std::make_unique<FlatParams>(shard_.data(), shard_grad_.data(), b - a);
       optimizer_ = make_reference_optimizer(opt, *shard_access_);
-      if (servers_ > 0) incoming_.assign(static_cast<std::size_t>(async_ ? 1 : workers_), std::vector<float>(shard_.size()));
+      if (servers_ > 0)
+        incoming_.assign(static_cast<std::size_t>(async_ ? 1 : workers_), std::vector<float>(shard_.size()));
     }
   }
 
@@ -545,15 +589,18 @@ class ParameterServer final : public Scheme {
       const std::int64_t a = shard_at_[static_cast<std::size_t>(j)], n = shard_at_[static_cast<std::size_t>(j) + 1] - a;
       req.emplace_back();
       if (pull) {
-        mpi_check(MPI_Irecv(params_.data() + a, static_cast<int>(n), MPI_FLOAT, j, kTagParams, comm_, &req.back()), "MPI_Irecv", "parameters from a server");
+        mpi_check(MPI_Irecv(params_.data() + a, static_cast<int>(n), MPI_FLOAT, j, kTagParams, comm_, &req.back()),
+                  "MPI_Irecv", "parameters from a server");
         req.emplace_back();
       }
       // flat_ holds the gradients being sent; the shards pulled land in params_.
-      mpi_check(MPI_Isend(flat_.data() + a, static_cast<int>(n), MPI_FLOAT, j, pull && async_ ? kTagPushPull : kTagPush, comm_, &req.back()),
+      mpi_check(MPI_Isend(flat_.data() + a, static_cast<int>(n), MPI_FLOAT, j, pull && async_ ? kTagPushPull : kTagPush,
+                          comm_, &req.back()),
                 "MPI_Isend", "gradients to a server");
       count(n * 4, pull ? n * 4 : 0);
     }
-    mpi_check(MPI_Waitall(static_cast<int>(req.size()), req.data(), MPI_STATUSES_IGNORE), "MPI_Waitall", "the parameter servers");
+    mpi_check(MPI_Waitall(static_cast<int>(req.size()), req.data(), MPI_STATUSES_IGNORE), "MPI_Waitall",
+              "the parameter servers");
     const std::int64_t t1 = now_ns();
     t.add(Phase::Communication, t0, t1);
     if (pull) unpack_params(params_.data());
@@ -568,8 +615,8 @@ class ParameterServer final : public Scheme {
       std::int64_t t0 = now_ns();
       std::vector<MPI_Request> req(static_cast<std::size_t>(workers_));
       for (int w = 0; w < workers_; ++w)
-        mpi_check(MPI_Irecv(incoming_[static_cast<std::size_t>(w)].data(), static_cast<int>(n), MPI_FLOAT, servers_ + w, kTagPush, comm_,
-                            &req[static_cast<std::size_t>(w)]),
+        mpi_check(MPI_Irecv(incoming_[static_cast<std::size_t>(w)].data(), static_cast<int>(n), MPI_FLOAT, servers_ + w,
+                            kTagPush, comm_, &req[static_cast<std::size_t>(w)]),
                   "MPI_Irecv", "a worker's gradients");
       mpi_check(MPI_Waitall(workers_, req.data(), MPI_STATUSES_IGNORE), "MPI_Waitall", "the workers' gradients");
       count(0, static_cast<std::int64_t>(n) * 4 * workers_);
@@ -583,7 +630,8 @@ class ParameterServer final : public Scheme {
       t0 = now_ns();
       t.add(Phase::Update, t1, t0);
       for (int w = 0; w < workers_; ++w)
-        mpi_check(MPI_Isend(shard_.data(), static_cast<int>(n), MPI_FLOAT, servers_ + w, kTagParams, comm_, &req[static_cast<std::size_t>(w)]),
+        mpi_check(MPI_Isend(shard_.data(), static_cast<int>(n), MPI_FLOAT, servers_ + w, kTagParams, comm_,
+                            &req[static_cast<std::size_t>(w)]),
                   "MPI_Isend", "parameters to a worker");
       mpi_check(MPI_Waitall(workers_, req.data(), MPI_STATUSES_IGNORE), "MPI_Waitall", "parameters to the workers");
       count(static_cast<std::int64_t>(n) * 4 * workers_, 0);
@@ -594,8 +642,8 @@ class ParameterServer final : public Scheme {
     for (int k = 0; k < workers_; ++k) {
       std::int64_t t0 = now_ns();
       MPI_Status st;
-      mpi_check(MPI_Recv(incoming_[0].data(), static_cast<int>(n), MPI_FLOAT, MPI_ANY_SOURCE, MPI_ANY_TAG, comm_, &st), "MPI_Recv",
-                "a worker's gradients");
+      mpi_check(MPI_Recv(incoming_[0].data(), static_cast<int>(n), MPI_FLOAT, MPI_ANY_SOURCE, MPI_ANY_TAG, comm_, &st),
+                "MPI_Recv", "a worker's gradients");
       count(0, static_cast<std::int64_t>(n) * 4);
       std::int64_t t1 = now_ns();
       t.add(Phase::Communication, t0, t1);
@@ -604,7 +652,8 @@ class ParameterServer final : public Scheme {
       t0 = now_ns();
       t.add(Phase::Update, t1, t0);
       if (st.MPI_TAG == kTagPushPull) {
-        mpi_check(MPI_Send(shard_.data(), static_cast<int>(n), MPI_FLOAT, st.MPI_SOURCE, kTagParams, comm_), "MPI_Send", "parameters to a worker");
+        mpi_check(MPI_Send(shard_.data(), static_cast<int>(n), MPI_FLOAT, st.MPI_SOURCE, kTagParams, comm_), "MPI_Send",
+                  "parameters to a worker");
         count(static_cast<std::int64_t>(n) * 4, 0);
         t.add(Phase::Communication, t0, now_ns());
       }
@@ -615,20 +664,23 @@ class ParameterServer final : public Scheme {
     if (!async_) return false;  // every worker holds the servers' parameters after each step
     flat.assign(static_cast<std::size_t>(total_), 0.0f);
     if (worker_ < 0) std::copy(shard_.begin(), shard_.end(), flat.begin() + shard_at_[static_cast<std::size_t>(rank_)]);
-    mpi_check(MPI_Allreduce(MPI_IN_PLACE, flat.data(), static_cast<int>(total_), MPI_FLOAT, MPI_SUM, world_), "MPI_Allreduce",
-              "the evaluated model (the servers' shards)");
+    mpi_check(MPI_Allreduce(MPI_IN_PLACE, flat.data(), static_cast<int>(total_), MPI_FLOAT, MPI_SUM, world_),
+              "MPI_Allreduce", "the evaluated model (the servers' shards)");
     return true;
   }
   bool has_server_state() const override { return true; }
 
   std::string describe() const override {
     if (servers_ == 0)
-      return "synchronous parameter server on rank 0, which trains too: MPI_Reduce (sum) of the gradients to it, its optimizer on the "
-             "mean, MPI_Bcast of the parameters; volume counted as flat trees (the root receives and sends p-1 buffers of " +
+      return "synchronous parameter server on rank 0, which trains too: MPI_Reduce (sum) of the gradients to it, its "
+             "optimizer on the "
+             "mean, MPI_Bcast of the parameters; volume counted as flat trees (the root receives and sends p-1 buffers "
+             "of " +
              std::to_string(total_ * 4) + " bytes, every other rank sends and receives one)";
     return std::string(async_ ? "asynchronous" : "synchronous") + " parameter server on " + std::to_string(servers_) +
            " dedicated rank(s), each owning a contiguous shard of the " + std::to_string(total_) + " parameters; " +
-           (async_ ? "a server applies each worker's gradient (x 1/workers) as it arrives and answers a pull with the shard as it then is; "
+           (async_ ? "a server applies each worker's gradient (x 1/workers) as it arrives and answers a pull with the "
+                     "shard as it then is; "
                      "a worker pulls every " +
                          std::to_string(spec_.staleness + 1) + " step(s)"
                    : "a server averages the workers' gradients, applies its optimizer and sends the shard back") +
@@ -642,10 +694,12 @@ class ParameterServer final : public Scheme {
     const int n = static_cast<int>(total_);
     if (rank_ == 0) {
       shard_grad_.assign(flat_.begin(), flat_.end());
-      mpi_check(MPI_Reduce(MPI_IN_PLACE, shard_grad_.data(), n, MPI_FLOAT, MPI_SUM, 0, comm_), "MPI_Reduce", "gradients to the server");
+      mpi_check(MPI_Reduce(MPI_IN_PLACE, shard_grad_.data(), n, MPI_FLOAT, MPI_SUM, 0, comm_), "MPI_Reduce",
+                "gradients to the server");
       count(0, total_ * 4 * (size_ - 1));
     } else {
-      mpi_check(MPI_Reduce(flat_.data(), nullptr, n, MPI_FLOAT, MPI_SUM, 0, comm_), "MPI_Reduce", "gradients to the server");
+      mpi_check(MPI_Reduce(flat_.data(), nullptr, n, MPI_FLOAT, MPI_SUM, 0, comm_), "MPI_Reduce",
+                "gradients to the server");
       count(total_ * 4, 0);
     }
     std::int64_t t1 = now_ns();
@@ -659,8 +713,10 @@ class ParameterServer final : public Scheme {
     t0 = now_ns();
     t.add(Phase::Update, t1, t0);
     mpi_check(MPI_Bcast(flat_.data(), n, MPI_FLOAT, 0, comm_), "MPI_Bcast", "parameters from the server");
-    if (rank_ == 0) count(total_ * 4 * (size_ - 1), 0);
-    else count(0, total_ * 4);
+    if (rank_ == 0)
+      count(total_ * 4 * (size_ - 1), 0);
+    else
+      count(0, total_ * 4);
     t1 = now_ns();
     t.add(Phase::Communication, t0, t1);
     unpack_params(flat_.data());
@@ -697,8 +753,10 @@ class DeviceParameterServer final : public Scheme {
     barrier(t);
     const std::int64_t t1 = now_ns();
     dc_.reduce_mean(flat_.get(), static_cast<std::size_t>(total_), 0);
-    if (rank_ == 0) count(0, total_ * 4 * (size_ - 1));
-    else count(total_ * 4, 0);
+    if (rank_ == 0)
+      count(0, total_ * 4 * (size_ - 1));
+    else
+      count(total_ * 4, 0);
     const std::int64_t t2 = now_ns();
     t.add(Phase::Communication, t1, t2);
     if (rank_ == 0) unpack_device_grads(flat_.get());
@@ -714,8 +772,10 @@ class DeviceParameterServer final : public Scheme {
     const std::int64_t t1 = now_ns();
     t.add(Phase::Update, t0, t1);
     dc_.broadcast(flat_.get(), static_cast<std::size_t>(total_), 0);
-    if (rank_ == 0) count(total_ * 4 * (size_ - 1), 0);
-    else count(0, total_ * 4);
+    if (rank_ == 0)
+      count(total_ * 4 * (size_ - 1), 0);
+    else
+      count(0, total_ * 4);
     const std::int64_t t2 = now_ns();
     t.add(Phase::Communication, t1, t2);
     if (rank_ != 0) unpack_device_params(flat_.get());
@@ -723,9 +783,11 @@ class DeviceParameterServer final : public Scheme {
   }
 
   std::string describe() const override {
-    return "synchronous parameter server on rank 0, which trains too, on the device: the gradients copied into one device buffer of all " +
+    return "synchronous parameter server on rank 0, which trains too, on the device: the gradients copied into one "
+           "device buffer of all " +
            std::to_string(total_) + " parameters, their mean reduced to rank 0 by " + dc_.describe() +
-           ", rank 0's own optimizer on it, rank 0's parameters broadcast from the same buffer and copied back on every other rank; "
+           ", rank 0's own optimizer on it, rank 0's parameters broadcast from the same buffer and copied back on "
+           "every other rank; "
            "volume counted as flat trees (the root receives and sends p-1 buffers of " +
            std::to_string(total_ * 4) + " bytes, every other rank sends and receives one)";
   }
@@ -737,12 +799,14 @@ class DeviceParameterServer final : public Scheme {
 
 }  // namespace
 
-std::unique_ptr<Scheme> Scheme::make(const SchemeSpec& s, MPI_Comm comm, ModelAccess& model, const OptimizerSpec& opt, DeviceCollective* device) {
+std::unique_ptr<Scheme> Scheme::make(const SchemeSpec& s, MPI_Comm comm, ModelAccess& model, const OptimizerSpec& opt,
+                                     DeviceCollective* device) {
   int size = 1;
   mpi_check(MPI_Comm_size(comm, &size), "MPI_Comm_size", "scheme");
   if (const std::string why = scheme_check(s, size); !why.empty()) throw Error("scheme " + s.name + ": " + why);
   if (s.communication == "nccl" && (!device || !model.device()))
-    throw Error("scheme " + s.name + ": communication = \"nccl\" needs the model's tensors on a device and a collective there");
+    throw Error("scheme " + s.name +
+                ": communication = \"nccl\" needs the model's tensors on a device and a collective there");
   DeviceCollective* on_device = s.communication == "nccl" ? device : nullptr;  // nullptr: over MPI
   if (s.name == "allreduce" && on_device) return std::make_unique<DeviceAllreduceScheme>(s, comm, model, *on_device);
   if (s.name == "allreduce") return std::make_unique<AllreduceScheme>(s, comm, model);

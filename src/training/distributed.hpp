@@ -115,7 +115,9 @@ class RunnerModel final : public ModelAccess {
   // GraphRunner: the gradient's storage may be written between backward and the optimizer.
   float* grad(std::size_t k) override { return const_cast<float*>(r_.parameter_gradient(k)); }
   void params_changed() override { r_.parameters_changed(); }
-  bool on_gradients_ready(std::function<void(std::span<const std::size_t>)> f) override { return r_.on_gradients_ready(std::move(f)); }
+  bool on_gradients_ready(std::function<void(std::span<const std::size_t>)> f) override {
+    return r_.on_gradients_ready(std::move(f));
+  }
   DeviceMemory* device() override { return r_.device_memory(); }
   float* device_grad(std::size_t k) override { return r_.device_gradient(k); }
   void device_grads_changed() override { r_.device_gradients_changed(); }

@@ -110,7 +110,7 @@ std::vector<std::pair<std::string, std::string>> machine_facts() {
       cpu = line.substr(line.find(':') + 2);
       break;
     }
-  struct utsname u{};
+  struct utsname u {};
   const std::string kernel = uname(&u) == 0 ? std::string(u.sysname) + " " + u.release + " " + u.machine : "unknown";
   const std::int64_t memory = host_memory_bytes();  // the planner's reading of MemTotal (0: unreadable)
   const std::string mem = memory > 0 ? std::to_string(memory) : "unknown";
@@ -158,7 +158,7 @@ MachineSample machine_sample() {
     for (double x : v) m.total += x;
     m.steal = v[7];
   }
-  struct rusage u{};
+  struct rusage u {};
   if (getrusage(RUSAGE_SELF, &u) == 0) m.involuntary = u.ru_nivcsw;
   return m;
 }
@@ -182,7 +182,8 @@ std::vector<std::pair<std::string, Value>> machine_state(const MachineSample& a,
   int cpus = 0;
   std::ifstream info("/proc/cpuinfo");
   for (std::string line; std::getline(info, line);)
-    if (line.rfind("cpu MHz", 0) == 0 && line.find(':') != std::string::npos) mhz += std::atof(line.c_str() + line.find(':') + 1), ++cpus;
+    if (line.rfind("cpu MHz", 0) == 0 && line.find(':') != std::string::npos)
+      mhz += std::atof(line.c_str() + line.find(':') + 1), ++cpus;
   const bool known_load = worst[0] > -1e299;
   std::vector<std::pair<std::string, Value>> out{
       {"machine.other_load", known_load ? worst[0] : std::nan("")},
@@ -277,7 +278,8 @@ std::string look_for_finished(const JobSpec& spec, const std::string& spec_path,
     std::vector<std::string> files;
     std::error_code ec;
     for (const auto& f : RunLayout::of_spec(spec_path).results_files())
-      if (fs::path(f).filename().string().rfind(stem + ".", 0) == 0 && !fs::equivalent(f, output, ec)) files.push_back(f);
+      if (fs::path(f).filename().string().rfind(stem + ".", 0) == 0 && !fs::equivalent(f, output, ec))
+        files.push_back(f);
     Finished found;
     read_job_files_guarded(files, [&](std::size_t i, const JobResult* r, const std::string& error) {
       if (!r) {
@@ -292,7 +294,8 @@ std::string look_for_finished(const JobSpec& spec, const std::string& spec_path,
     for (const auto& [id, of] : found) text += id + "\t" + outcome_name(of.first) + "\t" + of.second + "\n";
     return text;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "d500-worker: note: looking for points an earlier attempt finished: %s; every point runs\n", e.what());
+    std::fprintf(stderr, "d500-worker: note: looking for points an earlier attempt finished: %s; every point runs\n",
+                 e.what());
     return "";
   }
 }
@@ -322,19 +325,21 @@ EarlierAttempts look_at_earlier_attempts(const std::string& spec_path, const std
   try {
     spec = read_job_spec(spec_path);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "d500-worker: note: looking at earlier attempts: %s; every point runs from the start\n", e.what());
+    std::fprintf(stderr, "d500-worker: note: looking at earlier attempts: %s; every point runs from the start\n",
+                 e.what());
     return {};
   }
   const char* rerun = std::getenv("D500_RERUN");
   const bool again = rerun && std::string(rerun) == "1";
-  return {look_for_checkpoints(spec, spec_path, output), again ? std::string() : look_for_finished(spec, spec_path, output)};
+  return {look_for_checkpoints(spec, spec_path, output),
+          again ? std::string() : look_for_finished(spec, spec_path, output)};
 }
 
 // Continues a training point from its checkpoint, when every rank can: the events up to it go
 // into this attempt's file, so that its record holds the whole curve. Otherwise training starts
 // over, and the point says why.
-std::vector<std::pair<std::string, Value>> resume_point(Workload& wl, ResultWriter& out, const PointSpec& p, const CheckpointRef& ref, int rank,
-                                                        MPI_Comm comm) {
+std::vector<std::pair<std::string, Value>> resume_point(Workload& wl, ResultWriter& out, const PointSpec& p,
+                                                        const CheckpointRef& ref, int rank, MPI_Comm comm) {
   TrainingState st;
   std::string why;
   try {
@@ -347,13 +352,16 @@ std::vector<std::pair<std::string, Value>> resume_point(Workload& wl, ResultWrit
   mpi_check(MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, comm), "MPI_Allreduce", "worker");
   const std::string from = fs::path(ref.file).filename().string();
   if (any) {
-    if (bad) std::fprintf(stderr, "d500-worker: point %s: not resumed from %s (step %lld): %s; training starts over\n", p.id.c_str(), ref.file.c_str(),
-                          static_cast<long long>(ref.step), why.c_str());
-    return {{"train.resume_refused", from + " (step " + std::to_string(ref.step) + "): " + (bad ? why : "refused by another rank")}};
+    if (bad)
+      std::fprintf(stderr, "d500-worker: point %s: not resumed from %s (step %lld): %s; training starts over\n",
+                   p.id.c_str(), ref.file.c_str(), static_cast<long long>(ref.step), why.c_str());
+    return {{"train.resume_refused",
+             from + " (step " + std::to_string(ref.step) + "): " + (bad ? why : "refused by another rank")}};
   }
   wl.resume(st);
   out.append_events(st.events, true);
-  return {{"train.resumed_from", from + ": the checkpoint after step " + std::to_string(st.step) + " (training time " + fmt_sig(ref.training_s, 4) +
+  return {{"train.resumed_from", from + ": the checkpoint after step " + std::to_string(st.step) + " (training time " +
+                                     fmt_sig(ref.training_s, 4) +
                                      " s); events up to it copied from there, samples of this attempt only"}};
 }
 
@@ -444,7 +452,8 @@ PointSetup set_up_point(JobRun& job, const PointSpec& p, int i) {
   if (!s.w || !s.b || !s.b->built || !s.w->backends.count(bname))
     throw Error(job.spec_path + ": point " + p.id + " (" + p.canonical + ") is not runnable by this build of d500");
   const WorkloadInfo& w = *s.w;
-  RunContext ctx{job.comm, job.rank, job.size, p.params, static_cast<std::uint64_t>(std::get<std::int64_t>(p.params.at("seed")))};
+  RunContext ctx{job.comm, job.rank, job.size, p.params,
+                 static_cast<std::uint64_t>(std::get<std::int64_t>(p.params.at("seed")))};
   const std::int64_t estimate = w.memory_bytes ? w.memory_bytes(p.params) : -1;
   std::string backend_error;
   auto out_of_memory = [&] {
@@ -459,8 +468,14 @@ PointSetup set_up_point(JobRun& job, const PointSpec& p, int i) {
     backend_error = e.what();
   }
   // A backend whose module did not load on this node (its point failed above) says so instead.
-  ResultWriter::PointMeta meta{s.wl ? s.wl->work() : Work{}, w.rate_unit, backend_version(*s.b), w.scaling_of ? w.scaling_of(p.params) : w.scaling,
-                               w.scaling_note, false, -1, {}};
+  ResultWriter::PointMeta meta{s.wl ? s.wl->work() : Work{},
+                               w.rate_unit,
+                               backend_version(*s.b),
+                               w.scaling_of ? w.scaling_of(p.params) : w.scaling,
+                               w.scaling_note,
+                               false,
+                               -1,
+                               {}};
   meta.threads_oversubscribed = oversubscribed(job.comm, job.host, int_param_or(p.params, "threads", 1));
   meta.memory_estimate_bytes = estimate;
   if (s.wl) {
@@ -471,7 +486,8 @@ PointSetup set_up_point(JobRun& job, const PointSpec& p, int i) {
     }
   }
   library_attributes(p, meta);
-  job.out.begin_point(PointIdentity{p.id, p.canonical, p.level, p.params}, i, job.spec.warmups, job.spec.repetitions, meta);
+  job.out.begin_point(PointIdentity{p.id, p.canonical, p.level, p.params}, i, job.spec.warmups, job.spec.repetitions,
+                      meta);
   if (s.wl) {
     try {
       s.v = s.wl->validate();
@@ -494,7 +510,8 @@ PointSetup set_up_point(JobRun& job, const PointSpec& p, int i) {
 // The checkpoints of a training point, the SIGTERM that ends it at its next step (armed in
 // `sigterm`, which lives until the point's outcome is written), and its resume from an earlier
 // attempt's checkpoint.
-void arrange_checkpoints(JobRun& job, const PointSpec& p, int i, Workload& wl, Harness& h, std::optional<SigtermDeferred>& sigterm) {
+void arrange_checkpoints(JobRun& job, const PointSpec& p, int i, Workload& wl, Harness& h,
+                         std::optional<SigtermDeferred>& sigterm) {
   h.on_checkpoint([&job, i](const TrainingState& st) {
     job.out.checkpoint(st);
     progress(job, progress_checkpoint_line(i + 1, job.n, st.step));
@@ -522,14 +539,15 @@ void measure_point(JobRun& job, const PointSpec& p, int i, PointSetup& s, std::o
   const JobSpec& spec = job.spec;
   Workload& wl = *s.wl;
   long long flushed = 0;
-  Harness h(job.comm, job.rec, spec.warmups, spec.repetitions, wl.work(), [&](std::span<const Sample> samples, bool durable) {
-    job.out.append(samples, durable);
-    // Tells the launcher (and tests) how much of this point is safely on disk.
-    long long mine = static_cast<long long>(samples.size()), all = 0;
-    mpi_check(MPI_Reduce(&mine, &all, 1, MPI_LONG_LONG, MPI_SUM, 0, job.comm), "MPI_Reduce", "worker");
-    flushed += all;
-    if (durable && flushed > 0) progress(job, progress_flushed_line(i + 1, job.n, flushed));
-  });
+  Harness h(job.comm, job.rec, spec.warmups, spec.repetitions, wl.work(),
+            [&](std::span<const Sample> samples, bool durable) {
+              job.out.append(samples, durable);
+              // Tells the launcher (and tests) how much of this point is safely on disk.
+              long long mine = static_cast<long long>(samples.size()), all = 0;
+              mpi_check(MPI_Reduce(&mine, &all, 1, MPI_LONG_LONG, MPI_SUM, 0, job.comm), "MPI_Reduce", "worker");
+              flushed += all;
+              if (durable && flushed > 0) progress(job, progress_flushed_line(i + 1, job.n, flushed));
+            });
   const Workload::TimeToAccuracy* tta = wl.time_to_accuracy();
   if (tta) {
     job.out.set_time_to_accuracy(tta->target, tta->budget_s, tta->eval_interval_steps);
@@ -546,8 +564,8 @@ void measure_point(JobRun& job, const PointSpec& p, int i, PointSetup& s, std::o
   const std::int64_t measured_from = now_ns();
   wl.measure(h);
   if (on_device)
-    job.out.point_attributes(
-        device_state(device_before, s.b->device_reading(), static_cast<double>(now_ns() - measured_from) * 1e-9, job.comm));
+    job.out.point_attributes(device_state(device_before, s.b->device_reading(),
+                                          static_cast<double>(now_ns() - measured_from) * 1e-9, job.comm));
   if (const StepTimes* st = wl.step_times()) {
     if (adaptive && st->repetitions > h.repetitions_run()) {  // preallocated for max: the rows run
       StepTimes run = *st;
@@ -591,14 +609,16 @@ void run_point(JobRun& job, const PointSpec& p, int i) {
   } else if (!(worst <= s.v.tolerance)) {
     // Validate, then time: a wrong result is never timed.
     outcome = Outcome::FailedValidation;
-    reason = "relative error " + fmt_sig(worst, 3) + " exceeds tolerance " + fmt_sig(s.v.tolerance, 3) + " (" + s.v.method + ")";
+    reason = "relative error " + fmt_sig(worst, 3) + " exceeds tolerance " + fmt_sig(s.v.tolerance, 3) + " (" +
+             s.v.method + ")";
   } else {
     measure_point(job, p, i, s, sigterm);
   }
   const double secs = static_cast<double>(now_ns() - t0) * 1e-9;  // rank 0's is written (end_point)
   long long peak = peak_rss_bytes(), max_peak = 0;
   mpi_check(MPI_Allreduce(&peak, &max_peak, 1, MPI_LONG_LONG, MPI_MAX, job.comm), "MPI_Allreduce", "worker");
-  job.out.point_attributes(machine_state(machine_before, machine_sample(), job.host.ranks_here, int_param_or(p.params, "threads", 1), job.comm));
+  job.out.point_attributes(machine_state(machine_before, machine_sample(), job.host.ranks_here,
+                                         int_param_or(p.params, "threads", 1), job.comm));
   job.out.end_point(outcome, reason, secs, max_peak);
   progress(job, progress_done_line(i + 1, job.n, outcome, secs));
 }
@@ -614,7 +634,8 @@ void run_job(const std::string& spec_path, const std::string& output, MPI_Comm c
                 " ranks (" + std::to_string(spec.nodes) + " nodes x " + std::to_string(spec.ranks_per_node) +
                 "), but the worker was started with " + std::to_string(size));
   const HostShape host = host_shape(comm);
-  ResultWriter out(output, comm, JobIdentity{spec.id, spec.campaign, spec.campaign_hash, spec.nodes, spec.ranks_per_node},
+  ResultWriter out(output, comm,
+                   JobIdentity{spec.id, spec.campaign, spec.campaign_hash, spec.nodes, spec.ranks_per_node},
                    job_environment(spec, spec_path, comm, host));
   Recorder rec(kRecorderCapacity);
   JobRun job{spec, spec_path, comm, rank, size, host, out, rec, checkpoints, static_cast<int>(spec.points.size())};
@@ -637,7 +658,8 @@ void run_job(const std::string& spec_path, const std::string& output, MPI_Comm c
 // limit, the lowest SM clock at the end and the clock-event reasons any GPU gave there; and
 // device.throttled when some GPU was held back for 1% of the span or a slowdown reason was
 // standing at its end. Nothing when no rank could read NVML (the job's /env says why).
-std::vector<std::pair<std::string, Value>> device_state(const nvml::Reading& a, const nvml::Reading& b, double seconds, MPI_Comm comm) {
+std::vector<std::pair<std::string, Value>> device_state(const nvml::Reading& a, const nvml::Reading& b, double seconds,
+                                                        MPI_Comm comm) {
   const double nan = std::nan("");
   const bool read = a.why.empty() && b.why.empty();
   // NVML's energy counter advances in steps, not continuously: on the H100 that d500 was first
@@ -649,8 +671,9 @@ std::vector<std::pair<std::string, Value>> device_state(const nvml::Reading& a, 
   const double capped = read ? (b.power_capped_s - a.power_capped_s) + (b.thermal_capped_s - a.thermal_capped_s) : nan;
   // NaN would poison MAX: -1 and -inf stand for "not read" there (the lowest clock is the
   // largest negated one); the count of readers comes with the energy's sum.
-  const double mine_max[2] = {std::isnan(capped) ? -1 : capped,
-                              read && !std::isnan(b.sm_clock_mhz) ? -b.sm_clock_mhz : -std::numeric_limits<double>::infinity()};
+  const double mine_max[2] = {std::isnan(capped) ? -1 : capped, read && !std::isnan(b.sm_clock_mhz)
+                                                                    ? -b.sm_clock_mhz
+                                                                    : -std::numeric_limits<double>::infinity()};
   const double mine_sum[3] = {energy, read ? 1.0 : 0.0, stalled ? 1.0 : 0.0};
   double worst[2] = {0, 0}, sums[3] = {0, 0, 0};
   unsigned long long reasons = read ? b.clock_event_reasons : 0, any_reasons = 0;
@@ -666,15 +689,16 @@ std::vector<std::pair<std::string, Value>> device_state(const nvml::Reading& a, 
   std::vector<std::pair<std::string, Value>> out{
       {"device.energy_j", readers == size && stalled_ranks == 0 ? sums[0] : nan},
       {"device.capped_s", worst[0] >= 0 ? worst[0] : nan},
-          {"device.span_s", seconds},
-          {"device.sm_clock_mhz_end", std::isinf(worst[1]) ? nan : -worst[1]},
-          {"device.clock_event_reasons", nvml::reasons_text(any_reasons)},
-          {"device.readers", std::int64_t{readers}},
-          {"device.throttled", std::int64_t{held ? 1 : 0}}};
+      {"device.span_s", seconds},
+      {"device.sm_clock_mhz_end", std::isinf(worst[1]) ? nan : -worst[1]},
+      {"device.clock_event_reasons", nvml::reasons_text(any_reasons)},
+      {"device.readers", std::int64_t{readers}},
+      {"device.throttled", std::int64_t{held ? 1 : 0}}};
   if (stalled_ranks > 0)
-    out.push_back({"device.energy_note", "NVML's energy counter did not advance over the " + fmt_sig(seconds * 1e3, 3) + " ms span on " +
-                                             std::to_string(stalled_ranks) + " of " + std::to_string(size) +
-                                             " rank(s): the span is shorter than the counter's update interval, so no energy is stated"});
+    out.push_back({"device.energy_note",
+                   "NVML's energy counter did not advance over the " + fmt_sig(seconds * 1e3, 3) + " ms span on " +
+                       std::to_string(stalled_ranks) + " of " + std::to_string(size) +
+                       " rank(s): the span is shorter than the counter's update interval, so no energy is stated"});
   return out;
 }
 

@@ -15,5 +15,6 @@ int worker_main(int argc, char** argv);
 
 // A point's device.* attributes from every rank's NVML readings of its GPU before and after the
 // repetitions, `seconds` apart (collective over `comm`; nothing when no rank could read NVML).
-std::vector<std::pair<std::string, Value>> device_state(const nvml::Reading& a, const nvml::Reading& b, double seconds, MPI_Comm comm);
-}
+std::vector<std::pair<std::string, Value>> device_state(const nvml::Reading& a, const nvml::Reading& b, double seconds,
+                                                        MPI_Comm comm);
+}  // namespace d500

@@ -16,8 +16,8 @@ OperatorDef relu_operator();
 OperatorDef softmax_operator();
 
 const std::vector<OperatorDef>& builtin_operators() {
-  static const std::vector<OperatorDef> list = {gemm_operator(), conv2d_operator(), pool2d_operator(), batchnorm_operator(),
-                                                relu_operator(), softmax_operator()};
+  static const std::vector<OperatorDef> list = {gemm_operator(),      conv2d_operator(), pool2d_operator(),
+                                                batchnorm_operator(), relu_operator(),   softmax_operator()};
   return list;
 }
 

@@ -1,7 +1,7 @@
 #pragma once
 // The timing loop shared by every level (the metrics it records are in metrics/metrics.hpp).
-// A workload's timed region calls only Recorder::record (a store into preallocated memory); flushing to HDF5 happens between
-// repetitions, when the buffer is full, and at the end of a point -- never inside a timing.
+// A workload's timed region calls only Recorder::record (a store into preallocated memory); flushing to HDF5 happens
+// between repetitions, when the buffer is full, and at the end of a point -- never inside a timing.
 #include <mpi.h>
 
 #include <algorithm>
@@ -40,8 +40,13 @@ class Harness {
 
   Harness(MPI_Comm comm, Recorder& rec, int warmups, int repetitions, Work work, Flush flush,
           std::int64_t flush_interval_ns = kDefaultFlushIntervalNs)
-      : comm_(comm), rec_(rec), warmups_(warmups), reps_(repetitions), work_(work),
-        flush_(std::move(flush)), interval_ns_(flush_interval_ns) {
+      : comm_(comm),
+        rec_(rec),
+        warmups_(warmups),
+        reps_(repetitions),
+        work_(work),
+        flush_(std::move(flush)),
+        interval_ns_(flush_interval_ns) {
     mpi_check(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank", "harness");
   }
 
@@ -222,9 +227,11 @@ class Harness {
     for (int r = 0; count < 0 || r < count + (adaptive ? 1 : 0); ++r) {
       if (rec_.room() < static_cast<std::size_t>(rows) + 1) flush(false);  // every rank alike: same sample counts
       const std::int64_t t = now_ns();
-      const std::int64_t mine[6] = {t - last_durable >= interval_ns_ ? 1 : 0, go_on ? 0 : 1,
+      const std::int64_t mine[6] = {t - last_durable >= interval_ns_ ? 1 : 0,
+                                    go_on ? 0 : 1,
                                     checkpoints && t - last_checkpoint >= cp->interval_ns ? 1 : 0,
-                                    adaptive && t - started >= max_ns ? 1 : 0, last_ns,
+                                    adaptive && t - started >= max_ns ? 1 : 0,
+                                    last_ns,
                                     terminable && *term_seen_ ? 1 : 0};
       std::int64_t agreed[6] = {0, 0, 0, 0, 0, 0};
       mpi_check(MPI_Allreduce(mine, agreed, reduced, MPI_INT64_T, MPI_MAX, comm_), "MPI_Allreduce", "harness");

@@ -26,7 +26,10 @@ struct Result {
 // A point's parameters as the planner makes them: defaults, the given values, then normalize.
 Params point(const std::string& workload, const std::string& backend, const Params& given) {
   const WorkloadInfo& w = *builtin_workloads().find(workload);
-  Params p{{"workload", workload}, {"backend", backend}, {"seed", std::int64_t{1}}, {"nodes", std::int64_t{1}},
+  Params p{{"workload", workload},
+           {"backend", backend},
+           {"seed", std::int64_t{1}},
+           {"nodes", std::int64_t{1}},
            {"ranks_per_node", std::int64_t{1}}};
   for (const auto& s : w.params)
     if (s.dflt) p[s.name] = *s.dflt;
@@ -62,8 +65,9 @@ Result measure(const Params& p, int blocks, int reps, Bare&& bare_call) {
 void print(const char* what, const Result& r) {
   const double h = stats::median(r.harness), b = stats::median(r.bare);
   auto ci = stats::bootstrap_median_ratio(r.harness, r.bare, 0.95, stats::BootstrapMethod::BCa, 2000, 1);
-  std::printf("%-22s d500 median %.4f ms (n=%zu), bare loop %.4f ms (n=%zu): overhead %+.3f%% [95%% CI %+.3f%%, %+.3f%%]\n",
-              what, h * 1e3, r.harness.size(), b * 1e3, r.bare.size(), (h / b - 1) * 100, (ci.lo - 1) * 100, (ci.hi - 1) * 100);
+  std::printf(
+      "%-22s d500 median %.4f ms (n=%zu), bare loop %.4f ms (n=%zu): overhead %+.3f%% [95%% CI %+.3f%%, %+.3f%%]\n",
+      what, h * 1e3, r.harness.size(), b * 1e3, r.bare.size(), (h / b - 1) * 100, (ci.lo - 1) * 100, (ci.hi - 1) * 100);
 }
 
 }  // namespace

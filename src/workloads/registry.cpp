@@ -15,7 +15,13 @@ const std::vector<ParamSpec>& common_params() {
       {"seed", ValueType::Int, Value{std::int64_t{1}}, 0, std::int64_t{1} << 62, {}, "seed of the random inputs"},
       // Set by d500 from [campaign] launches (no default: absent from a campaign without it,
       // so its points keep their ids).
-      {"launch", ValueType::Int, std::nullopt, 1, 100, {}, "which launch of a replicated campaign (set by launches = k in [campaign])"},
+      {"launch",
+       ValueType::Int,
+       std::nullopt,
+       1,
+       100,
+       {},
+       "which launch of a replicated campaign (set by launches = k in [campaign])"},
   };
   return list;
 }
@@ -39,16 +45,22 @@ std::vector<std::pair<std::string, Value>> device_memory_attributes(MPI_Comm com
   if (mine < 0) return {};
   long long most = mine;
   mpi_check(MPI_Allreduce(MPI_IN_PLACE, &most, 1, MPI_LONG_LONG, MPI_MAX, comm), "MPI_Allreduce", "device memory");
-  return {{"device.peak_memory_bytes", static_cast<std::int64_t>(most)},
-          {"device.peak_memory_method",
-           std::string("the largest over ranks of the device memory in use (cudaMemGetInfo: total - free) after the last repetition, "
-                       "beyond the use before the kernel's setup with its context made: the kernel's buffers and its libraries' handles "
-                       "and workspaces (allocated at setup, nothing freed before the end); device-wide, so another process on the "
-                       "same device counts too; the driver's allocation granularity; a library's code loaded on first use counts in "
-                       "the job's first point on it")}};
+  return {
+      {"device.peak_memory_bytes", static_cast<std::int64_t>(most)},
+      {"device.peak_memory_method",
+       std::string(
+           "the largest over ranks of the device memory in use (cudaMemGetInfo: total - free) after the last "
+           "repetition, "
+           "beyond the use before the kernel's setup with its context made: the kernel's buffers and its libraries' "
+           "handles "
+           "and workspaces (allocated at setup, nothing freed before the end); device-wide, so another process on the "
+           "same device counts too; the driver's allocation granularity; a library's code loaded on first use counts "
+           "in "
+           "the job's first point on it")}};
 }
 
-std::vector<std::pair<std::string, Value>> executor_peak_attributes(const BackendInfo& b, const Params& p, bool on_device) {
+std::vector<std::pair<std::string, Value>> executor_peak_attributes(const BackendInfo& b, const Params& p,
+                                                                    bool on_device) {
   if (!on_device || !b.device_peak) return {};
   return b.device_peak(point_math(p));
 }

@@ -34,9 +34,9 @@ struct RunContext {
 
 // What a backend's result was compared with, and how far it was.
 struct Validation {
-  double rel_error = 0;   // this rank's relative error norm
+  double rel_error = 0;  // this rank's relative error norm
   double tolerance = 0;
-  std::string method;     // how the reference was computed and the norm taken
+  std::string method;  // how the reference was computed and the norm taken
 };
 
 class Workload {
@@ -79,7 +79,8 @@ struct BackendInfo;
 // d500's executor on a device backend (levels 1-3): the device's arithmetic peak for the point's
 // math (float32; TF32 with math = "tf32"; bfloat16 with "bf16"), as the point's facts; none on the host or on a
 // backend without a peak.
-std::vector<std::pair<std::string, Value>> executor_peak_attributes(const BackendInfo& b, const Params& p, bool on_device);
+std::vector<std::pair<std::string, Value>> executor_peak_attributes(const BackendInfo& b, const Params& p,
+                                                                    bool on_device);
 
 using WorkloadFactory = std::function<std::unique_ptr<Workload>(const RunContext&)>;
 
@@ -124,7 +125,6 @@ class WorkloadRegistry {
 
 // The registry with every workload built into d500 (see builtin.cpp).
 const WorkloadRegistry& builtin_workloads();
-
 
 template <class T>
 T param(const Params& p, const std::string& name) {

@@ -20,7 +20,8 @@ class Analysis : public ScratchDirTest {
     std::string s = write(run + "-" + job + ".toml", "[job]\nid = \"" + job + "\"\n" + spec);
     fs::create_directories(dir_ / run / "results");
     Cmd c = sh("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np " +
-               std::to_string(ranks) + " " + D500_SYNTH + " " + s + " " + (dir_ / run / "results" / (job + ".h5")).string());
+               std::to_string(ranks) + " " + D500_SYNTH + " " + s + " " +
+               (dir_ / run / "results" / (job + ".h5")).string());
     ASSERT_EQ(c.code, 0) << c.out;
   }
   Cmd report() { return sh(d500_cmd("report " + (dir_ / "run").string())); }
@@ -50,10 +51,14 @@ class Analysis : public ScratchDirTest {
 
 TEST_F(Analysis, PlantedTwofoldStrongScalingSpeedupIsRecovered) {
   const std::string common = "campaign = \"scaling\"\nrepetitions = 30\nwarmups = 2\nseed = 5\n";
-  synth("job-0000", 1, common + "[[point]]\nparams = { workload = \"synthetic\", backend = \"x\" }\n"
-                       "median_s = 0.020\nnoise = 0.1\nscaling = \"strong\"\n");
-  synth("job-0001", 2, common + "[[point]]\nparams = { workload = \"synthetic\", backend = \"x\" }\n"
-                       "median_s = 0.010\nnoise = 0.1\nscaling = \"strong\"\n");
+  synth("job-0000", 1,
+        common +
+            "[[point]]\nparams = { workload = \"synthetic\", backend = \"x\" }\n"
+            "median_s = 0.020\nnoise = 0.1\nscaling = \"strong\"\n");
+  synth("job-0001", 2,
+        common +
+            "[[point]]\nparams = { workload = \"synthetic\", backend = \"x\" }\n"
+            "median_s = 0.010\nnoise = 0.1\nscaling = \"strong\"\n");
   Cmd r = report();
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_EQ(json("j['scaling'][0]['kind']"), "strong");
@@ -78,11 +83,16 @@ TEST_F(Analysis, APlantedSerialFractionIsFittedOnceWithItsInterval) {
   const std::string common = "campaign = \"amdahl\"\nrepetitions = 40\nwarmups = 2\nseed = 11\n";
   int job = 0;
   for (const auto& [ranks, median] : {std::pair{1, "0.020"}, std::pair{2, "0.012"}, std::pair{4, "0.008"}})
-    synth("job-000" + std::to_string(job++), ranks, common + "[[point]]\nparams = { workload = \"synthetic\", backend = \"x\" }\n"
-                                                "median_s = " + median + "\nnoise = 0.02\nscaling = \"strong\"\n");
+    synth("job-000" + std::to_string(job++), ranks,
+          common +
+              "[[point]]\nparams = { workload = \"synthetic\", backend = \"x\" }\n"
+              "median_s = " +
+              median + "\nnoise = 0.02\nscaling = \"strong\"\n");
   // An 8-rank point on too few cores, slower than 4 ranks: shown, but not fitted.
-  synth("job-0003", 8, "oversubscribed = true\n" + common + "[[point]]\nparams = { workload = \"synthetic\", backend = \"x\" }\n"
-                       "median_s = 0.015\nnoise = 0.02\nscaling = \"strong\"\n");
+  synth("job-0003", 8,
+        "oversubscribed = true\n" + common +
+            "[[point]]\nparams = { workload = \"synthetic\", backend = \"x\" }\n"
+            "median_s = 0.015\nnoise = 0.02\nscaling = \"strong\"\n");
   Cmd r = report();
   ASSERT_EQ(r.code, 0) << r.out;
   const std::string m = "j['scaling'][0]['model']";
@@ -108,11 +118,13 @@ TEST_F(Analysis, APlantedSerialFractionIsFittedOnceWithItsInterval) {
 }
 
 TEST_F(Analysis, PlantedSmallDifferenceInHeavyNoiseIsNotSignificantAndALargeOneIs) {
-  synth("job-0000", 1, "campaign = \"compare\"\nrepetitions = 15\nwarmups = 1\nseed = 3\n"
-                       "[[point]]\nparams = { workload = \"synthetic\", backend = \"a\", size = 1 }\nmedian_s = 0.0100\nnoise = 0.5\n"
-                       "[[point]]\nparams = { workload = \"synthetic\", backend = \"b\", size = 1 }\nmedian_s = 0.0105\nnoise = 0.5\n"
-                       "[[point]]\nparams = { workload = \"synthetic\", backend = \"a\", size = 2 }\nmedian_s = 0.0200\nnoise = 0.1\n"
-                       "[[point]]\nparams = { workload = \"synthetic\", backend = \"b\", size = 2 }\nmedian_s = 0.0100\nnoise = 0.1\n");
+  synth(
+      "job-0000", 1,
+      "campaign = \"compare\"\nrepetitions = 15\nwarmups = 1\nseed = 3\n"
+      "[[point]]\nparams = { workload = \"synthetic\", backend = \"a\", size = 1 }\nmedian_s = 0.0100\nnoise = 0.5\n"
+      "[[point]]\nparams = { workload = \"synthetic\", backend = \"b\", size = 1 }\nmedian_s = 0.0105\nnoise = 0.5\n"
+      "[[point]]\nparams = { workload = \"synthetic\", backend = \"a\", size = 2 }\nmedian_s = 0.0200\nnoise = 0.1\n"
+      "[[point]]\nparams = { workload = \"synthetic\", backend = \"b\", size = 2 }\nmedian_s = 0.0100\nnoise = 0.1\n");
   Cmd r = report();
   ASSERT_EQ(r.code, 0) << r.out;
   ASSERT_EQ(json("len(j['comparisons'])"), "2");
@@ -128,16 +140,19 @@ TEST_F(Analysis, PlantedSmallDifferenceInHeavyNoiseIsNotSignificantAndALargeOneI
 }
 
 TEST_F(Analysis, APlantedSlowRankIsFlagged) {
-  synth("job-0000", 2, "campaign = \"ranks\"\nrepetitions = 40\nseed = 9\n"
-                       "[[point]]\nparams = { workload = \"synthetic\", backend = \"a\" }\nmedian_s = 0.01\n"
-                       "noise = 0.05\nrank_noise = 0.05\nslow_rank = 1\nslow_factor = 1.3\n"
-                       "[[point]]\nparams = { workload = \"synthetic\", backend = \"b\" }\nmedian_s = 0.01\n"
-                       "noise = 0.05\nrank_noise = 0.05\n");
+  synth("job-0000", 2,
+        "campaign = \"ranks\"\nrepetitions = 40\nseed = 9\n"
+        "[[point]]\nparams = { workload = \"synthetic\", backend = \"a\" }\nmedian_s = 0.01\n"
+        "noise = 0.05\nrank_noise = 0.05\nslow_rank = 1\nslow_factor = 1.3\n"
+        "[[point]]\nparams = { workload = \"synthetic\", backend = \"b\" }\nmedian_s = 0.01\n"
+        "noise = 0.05\nrank_noise = 0.05\n");
   ASSERT_EQ(report().code, 0);
   EXPECT_LT(num("[p for p in j['points'] if 'synthetic:a' in p['canonical']][0]['ranks_p']"), 0.01);
   EXPECT_GT(num("[p for p in j['points'] if 'synthetic:b' in p['canonical']][0]['ranks_p']"), 0.01);
   // Two ranks paired by repetition: the exact sign test.
-  EXPECT_EQ(num("1 if [p for p in j['points'] if 'synthetic:a' in p['canonical']][0]['ranks_test'] == 'sign test' else 0"), 1);
+  EXPECT_EQ(
+      num("1 if [p for p in j['points'] if 'synthetic:a' in p['canonical']][0]['ranks_test'] == 'sign test' else 0"),
+      1);
   const double slow = num("[p for p in j['points'] if 'synthetic:a' in p['canonical']][0]['rank_medians_s'][1]");
   const double fast = num("[p for p in j['points'] if 'synthetic:a' in p['canonical']][0]['rank_medians_s'][0]");
   EXPECT_NEAR(slow / fast, 1.3, 0.05);
@@ -151,8 +166,9 @@ TEST_F(Analysis, TimeToAccuracyAcrossSeedsWithCensoredRuns) {
     const bool miss_a = s > 7, miss_b = s > 4;
     for (const char* cfg : {"a", "b"}) {
       const bool miss = std::string(cfg) == "a" ? miss_a : miss_b;
-      spec += "[[point]]\nparams = { workload = \"train\", backend = \"" + std::string(cfg) + "\", seed = " +
-              std::to_string(s) + " }\nmedian_s = 0.001\n[point.curve]\ntau_s = " + std::to_string(1.0 + 0.25 * s) +
+      spec += "[[point]]\nparams = { workload = \"train\", backend = \"" + std::string(cfg) +
+              "\", seed = " + std::to_string(s) +
+              " }\nmedian_s = 0.001\n[point.curve]\ntau_s = " + std::to_string(1.0 + 0.25 * s) +
               "\nacc_max = " + (miss ? "0.85" : "0.99") + "\ntarget = 0.9\nbudget_s = 20.0\neval_every_s = 0.5\n";
     }
   }
@@ -167,7 +183,7 @@ TEST_F(Analysis, TimeToAccuracyAcrossSeedsWithCensoredRuns) {
   // next 0.5 s evaluation. Seeds 1..7 have tau = 1.25 .. 2.75: the median is seed 4 or 5's time.
   EXPECT_GT(num(a + "['median_s']"), 4.0);
   EXPECT_LT(num(a + "['median_s']"), 6.0);
-  EXPECT_EQ(json(a + "['ci_s'][1]"), "> budget");  // x(9) is a censored run
+  EXPECT_EQ(json(a + "['ci_s'][1]"), "> budget");                      // x(9) is a censored run
   EXPECT_NEAR(num(a + "['success_rate']['lo']"), 0.3475471499, 1e-6);  // scipy beta.ppf(0.025, 7, 4)
   const std::string b = "[c for c in j['time_to_accuracy'] if c['group'].startswith('train:b')][0]";
   EXPECT_EQ(json(b + "['reached']"), "4");
@@ -188,16 +204,19 @@ TEST_F(Analysis, TimeToAccuracyCensorsCutOffRunsAndChecksEveryRank) {
   for (int s = 1; s <= 10; ++s) {
     std::string spec;
     for (const char* cfg : {"a", "b"})
-      spec += "[[point]]\nparams = { workload = \"train\", backend = \"" + std::string(cfg) + "\", seed = " + std::to_string(s) +
+      spec += "[[point]]\nparams = { workload = \"train\", backend = \"" + std::string(cfg) +
+              "\", seed = " + std::to_string(s) +
               " }\nmedian_s = 0.001\n[point.curve]\ntau_s = " + std::to_string(1.0 + 0.25 * s) +
               "\nacc_max = 0.99\ntarget = 0.9\nbudget_s = 20.0\neval_every_s = 0.5\nall_ranks = true\n" +
               (s >= 9 ? "cut_off_s = 7.0\n" : "") + (std::string(cfg) == "b" && s == 3 ? "disagree_rank = 1\n" : "");
-    if (s <= 8) complete += spec;
+    if (s <= 8)
+      complete += spec;
     else
       for (const char* cfg : {"a", "b"}) {  // a killed job never starts its next point: one job each
         const std::size_t at = spec.find("backend = \"" + std::string(cfg));
         const std::size_t from = spec.rfind("[[point]]", at), to = spec.find("[[point]]", at);
-        synth("job-00" + std::to_string(s) + cfg, 2, head + spec.substr(from, to == std::string::npos ? std::string::npos : to - from));
+        synth("job-00" + std::to_string(s) + cfg, 2,
+              head + spec.substr(from, to == std::string::npos ? std::string::npos : to - from));
       }
   }
   synth("job-0000", 2, complete);
@@ -215,15 +234,17 @@ TEST_F(Analysis, TimeToAccuracyCensorsCutOffRunsAndChecksEveryRank) {
   EXPECT_EQ(num(a + "['success_rate']['estimate']"), 1.0);
   const std::string b = "[c for c in j['time_to_accuracy'] if c['group'].startswith('train:b')][0]";
   EXPECT_EQ(json("len(" + b + "['ranks_disagree'])"), "1");
-  EXPECT_EQ(json("int(" + b + "['ranks_disagree'][0].startswith('seed 3: at step 50 rank 1'))"), "1") << json(b + "['ranks_disagree']");
+  EXPECT_EQ(json("int(" + b + "['ranks_disagree'][0].startswith('seed 3: at step 50 rank 1'))"), "1")
+      << json(b + "['ranks_disagree']");
   EXPECT_NE(r.out.find("RANKS DISAGREE: seed 3"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("2 run(s) cut off, censored"), std::string::npos) << r.out;
 }
 
 // Issue 15, item 4: a report at another confidence level never overwrites the 95% one.
 TEST_F(Analysis, AReportAtAnotherConfidenceLevelIsWrittenBesideTheFirst) {
-  synth("job-0000", 1, "campaign = \"levels\"\nrepetitions = 30\nwarmups = 2\nseed = 5\n[[point]]\n"
-                       "params = { workload = \"synthetic\", backend = \"x\" }\nmedian_s = 0.010\nnoise = 0.1\n");
+  synth("job-0000", 1,
+        "campaign = \"levels\"\nrepetitions = 30\nwarmups = 2\nseed = 5\n[[point]]\n"
+        "params = { workload = \"synthetic\", backend = \"x\" }\nmedian_s = 0.010\nnoise = 0.1\n");
   ASSERT_EQ(report().code, 0);
   const fs::path run = dir_ / "run";
   const std::string md95 = read_file_text(run / "report.md"), csv95 = read_file_text(run / "results.csv");
@@ -246,20 +267,24 @@ TEST_F(Analysis, AReportAtAnotherConfidenceLevelIsWrittenBesideTheFirst) {
 // threshold with its interval; a regression makes the exit status 4 (usable in CI).
 TEST_F(Analysis, CompareRunsFlagsAPlantedRegressionAndImprovementAndFailsOnTheRegression) {
   auto point = [](const std::string& backend, double median) {
-    return "[[point]]\nparams = { workload = \"synthetic\", backend = \"" + backend + "\" }\nmedian_s = " +
-           std::to_string(median) + "\nnoise = 0.05\n";
+    return "[[point]]\nparams = { workload = \"synthetic\", backend = \"" + backend +
+           "\" }\nmedian_s = " + std::to_string(median) + "\nnoise = 0.05\n";
   };
   const std::string head = "campaign = \"cmp\"\nrepetitions = 20\nwarmups = 1\n";
   // Base: a, b, c at 10 ms and d (only here); other: a unchanged, b 1.5x slower, c 0.7x the
   // time, e only there. Different seeds: independent noise in the two runs.
-  synth("job-0000", 1, head + "seed = 11\n" + point("a", 0.010) + point("b", 0.010) + point("c", 0.010) + point("d", 0.010), "base");
-  synth("job-0000", 1, head + "seed = 12\n" + point("a", 0.010) + point("b", 0.015) + point("c", 0.007) + point("e", 0.010), "other");
+  synth("job-0000", 1,
+        head + "seed = 11\n" + point("a", 0.010) + point("b", 0.010) + point("c", 0.010) + point("d", 0.010), "base");
+  synth("job-0000", 1,
+        head + "seed = 12\n" + point("a", 0.010) + point("b", 0.015) + point("c", 0.007) + point("e", 0.010), "other");
   const std::string base = (dir_ / "base").string(), other = (dir_ / "other").string();
   const fs::path csv = dir_ / "cmp.csv";
   Cmd c = sh(d500_cmd("compare " + base + " " + other + " --csv " + csv.string()));
   EXPECT_EQ(c.code, 4) << c.out;
-  EXPECT_NE(c.out.find("3 points in both (1 only in base, 1 only in other: not compared): 1 regression(s), 1 improvement(s)"),
-            std::string::npos) << c.out;
+  EXPECT_NE(
+      c.out.find("3 points in both (1 only in base, 1 only in other: not compared): 1 regression(s), 1 improvement(s)"),
+      std::string::npos)
+      << c.out;
   EXPECT_NE(c.out.find("regression: synthetic:b"), std::string::npos) << c.out;
   EXPECT_NE(c.out.find("improvement: synthetic:c"), std::string::npos) << c.out;
   EXPECT_EQ(c.out.find(": synthetic:a "), std::string::npos) << "a did not change: " << c.out;
@@ -267,7 +292,8 @@ TEST_F(Analysis, CompareRunsFlagsAPlantedRegressionAndImprovementAndFailsOnTheRe
   const auto rows = read_csv(csv);
   ASSERT_EQ(rows.size(), 3u);
   for (const auto& [id, row] : rows) {
-    const double ratio = std::stod(row.at("time_ratio")), lo = std::stod(row.at("ratio_lo")), hi = std::stod(row.at("ratio_hi"));
+    const double ratio = std::stod(row.at("time_ratio")), lo = std::stod(row.at("ratio_lo")),
+                 hi = std::stod(row.at("ratio_hi"));
     EXPECT_LE(lo, ratio);
     EXPECT_GE(hi, ratio);
     if (row.at("canonical").find("synthetic:b") == 0) {
@@ -296,11 +322,12 @@ TEST_F(Analysis, CompareRunsFlagsAPlantedRegressionAndImprovementAndFailsOnTheRe
 // Independence of repetitions and paired rank tests on planted effects: a drifting point is
 // flagged with its trend, a steady one is not; 3 ranks with a slow one are compared by Friedman.
 TEST_F(Analysis, APlantedTrendIsFlaggedAndThreeRanksArePairedByFriedman) {
-  synth("job-0000", 3, "campaign = \"indep\"\nrepetitions = 60\nwarmups = 1\nseed = 4\n"
-                       "[[point]]\nparams = { workload = \"synthetic\", backend = \"drift\" }\nmedian_s = 0.01\nnoise = 0.05\n"
-                       "drift = 0.5\n"
-                       "[[point]]\nparams = { workload = \"synthetic\", backend = \"steady\" }\nmedian_s = 0.01\nnoise = 0.05\n"
-                       "rank_noise = 0.05\nslow_rank = 2\nslow_factor = 1.2\n");
+  synth("job-0000", 3,
+        "campaign = \"indep\"\nrepetitions = 60\nwarmups = 1\nseed = 4\n"
+        "[[point]]\nparams = { workload = \"synthetic\", backend = \"drift\" }\nmedian_s = 0.01\nnoise = 0.05\n"
+        "drift = 0.5\n"
+        "[[point]]\nparams = { workload = \"synthetic\", backend = \"steady\" }\nmedian_s = 0.01\nnoise = 0.05\n"
+        "rank_noise = 0.05\nslow_rank = 2\nslow_factor = 1.2\n");
   Cmd r = report();
   ASSERT_EQ(r.code, 0) << r.out;
   const std::string drift = "[p for p in j['points'] if 'synthetic:drift' in p['canonical']][0]";
@@ -320,16 +347,17 @@ TEST_F(Analysis, APlantedTrendIsFlaggedAndThreeRanksArePairedByFriedman) {
 // its peak device memory. The report gives both medians, the device's interval holding the
 // planted value, and the memory, in results.json, results.csv and report.md; a host point beside
 // it has no device figures. Its planted arithmetic peak gives the device rate's share of it
-// (10 GFLOP in about 8 ms against 5 TFLOP/s: about 25%). Its two ranks' libraries chose different algorithms: the table gives
-// rank 0's, and the report's attention list names rank 1's.
+// (10 GFLOP in about 8 ms against 5 TFLOP/s: about 25%). Its two ranks' libraries chose different algorithms: the table
+// gives rank 0's, and the report's attention list names rank 1's.
 TEST_F(Analysis, APlantedDeviceShareIsReportedBesideTheHostTime) {
-  synth("job-0000", 2, "campaign = \"gpu\"\nrepetitions = 40\nwarmups = 2\nseed = 3\n"
-                       "[[point]]\nparams = { workload = \"synthetic\", backend = \"gpu\" }\nmedian_s = 0.010\nnoise = 0.05\n"
-                       "work_flops = 10000000000\ndevice_share = 0.8\ndevice_memory_bytes = 3221225472\n"
-                       "device_peak_flops = 5e12\n"
-                       "algorithms = [\"IMPLICIT_GEMM\", \"WINOGRAD\"]\nfallback_steps = 6\nfallback_ops = \"Resize, ArgMax\"\n"
-                       "[[point]]\nparams = { workload = \"synthetic\", backend = \"host\" }\nmedian_s = 0.010\nnoise = 0.05\n"
-                       "fallback_steps = 4\nfallback_ops = \"Mod\"\n");
+  synth("job-0000", 2,
+        "campaign = \"gpu\"\nrepetitions = 40\nwarmups = 2\nseed = 3\n"
+        "[[point]]\nparams = { workload = \"synthetic\", backend = \"gpu\" }\nmedian_s = 0.010\nnoise = 0.05\n"
+        "work_flops = 10000000000\ndevice_share = 0.8\ndevice_memory_bytes = 3221225472\n"
+        "device_peak_flops = 5e12\n"
+        "algorithms = [\"IMPLICIT_GEMM\", \"WINOGRAD\"]\nfallback_steps = 6\nfallback_ops = \"Resize, ArgMax\"\n"
+        "[[point]]\nparams = { workload = \"synthetic\", backend = \"host\" }\nmedian_s = 0.010\nnoise = 0.05\n"
+        "fallback_steps = 4\nfallback_ops = \"Mod\"\n");
   Cmd r = report();
   ASSERT_EQ(r.code, 0) << r.out;
   const std::string gpu = "[p for p in j['points'] if p['backend'] == 'gpu'][0]";
@@ -371,10 +399,13 @@ TEST_F(Analysis, APlantedDeviceShareIsReportedBesideTheHostTime) {
   EXPECT_EQ(section.find("backend=host"), std::string::npos) << section;
   EXPECT_EQ(section.find("synthetic:host"), std::string::npos) << section;
   EXPECT_NE(section.find("| IMPLICIT_GEMM |"), std::string::npos) << section;
-  EXPECT_NE(md.find("its ranks set up differently (the point records rank 0's): cudnn.algorithm: rank 1 has WINOGRAD"), std::string::npos)
+  EXPECT_NE(md.find("its ranks set up differently (the point records rank 0's): cudnn.algorithm: rank 1 has WINOGRAD"),
+            std::string::npos)
       << md;
   // The device point's host fallbacks are named; the host point's reference steps copy nothing.
-  EXPECT_NE(md.find("6 of its node steps ran on d500's reference through host mirrors (Resize, ArgMax)"), std::string::npos) << md;
+  EXPECT_NE(md.find("6 of its node steps ran on d500's reference through host mirrors (Resize, ArgMax)"),
+            std::string::npos)
+      << md;
   EXPECT_EQ(md.find("(Mod)"), std::string::npos) << md;
 }
 
@@ -388,7 +419,8 @@ TEST_F(Analysis, BackendsMeasuredInSeveralLaunchesAreComparedAcrossThemPairedByL
     std::string spec = "campaign = \"launch-compare\"\nrepetitions = 20\nwarmups = 1\nseed = 21\n";
     for (const auto& [backend, median] : {std::pair{"fast", "0.005"}, std::pair{"slow", "0.010"}})
       spec += std::string("[[point]]\nparams = { workload = \"synthetic\", backend = \"") + backend +
-              "\", launch = " + std::to_string(launch) + " }\nmedian_s = " + median + "\nnoise = 0.02\nlaunch_noise = 0.2\n";
+              "\", launch = " + std::to_string(launch) + " }\nmedian_s = " + median +
+              "\nnoise = 0.02\nlaunch_noise = 0.2\n";
     synth("job-000" + std::to_string(launch - 1), 1, spec);
   }
   Cmd r = report();
@@ -396,12 +428,14 @@ TEST_F(Analysis, BackendsMeasuredInSeveralLaunchesAreComparedAcrossThemPairedByL
   expect_one_launch_comparison("backend", "fast", "slow", "[1, 2, 3, 4, 5]");
   const std::string c = "j['launch_comparisons'][0]";
   // The interval from the paired launch medians: t with 4 degrees of freedom on the log ratios.
-  Cmd check = sh("/usr/bin/python3 -c \"import json, math, statistics as st; j = json.load(open('" +
-                 (dir_ / "run" / "results.json").string() +
-                 "')); c = j['launch_comparisons'][0]; d = [math.log(a / b) for a, b in zip(c['baseline_medians_s'], c['other_medians_s'])]; "
-                 "m = st.mean(d); h = 2.7764451051977987 * st.stdev(d) / math.sqrt(5); s = c['speedup']; "
-                 "assert abs(s['estimate'] / math.exp(m) - 1) < 1e-9, s; assert abs(s['lo'] / math.exp(m - h) - 1) < 1e-9, s; "
-                 "assert abs(s['hi'] / math.exp(m + h) - 1) < 1e-9, s; print('ok')\"");
+  Cmd check =
+      sh("/usr/bin/python3 -c \"import json, math, statistics as st; j = json.load(open('" +
+         (dir_ / "run" / "results.json").string() +
+         "')); c = j['launch_comparisons'][0]; d = [math.log(a / b) for a, b in zip(c['baseline_medians_s'], "
+         "c['other_medians_s'])]; "
+         "m = st.mean(d); h = 2.7764451051977987 * st.stdev(d) / math.sqrt(5); s = c['speedup']; "
+         "assert abs(s['estimate'] / math.exp(m) - 1) < 1e-9, s; assert abs(s['lo'] / math.exp(m - h) - 1) < 1e-9, s; "
+         "assert abs(s['hi'] / math.exp(m + h) - 1) < 1e-9, s; print('ok')\"");
   EXPECT_EQ(check.out, "ok\n") << check.out;
   const double lo = num(c + "['speedup']['lo']"), hi = num(c + "['speedup']['hi']");
   EXPECT_LE(lo, 0.5);
@@ -415,7 +449,8 @@ TEST_F(Analysis, BackendsMeasuredInSeveralLaunchesAreComparedAcrossThemPairedByL
   const std::string md = read_file_text(dir_ / "run" / "report.md");
   EXPECT_NE(md.find("### Comparisons across launches"), std::string::npos) << md;
   EXPECT_NE(md.find("paired by launch"), std::string::npos) << md;
-  EXPECT_NE(md.find("measured in the same launches are also compared across them"), std::string::npos) << "the method says so";
+  EXPECT_NE(md.find("measured in the same launches are also compared across them"), std::string::npos)
+      << "the method says so";
   EXPECT_NE(r.out.find("across 5 launches, slow vs fast"), std::string::npos) << r.out;
 }
 
@@ -428,8 +463,10 @@ TEST_F(Analysis, AScalingSeriesMeasuredInSeveralLaunchesIsComparedAcrossThem) {
   for (int launch = 1; launch <= 3; ++launch)
     for (const auto& [ranks, median] : {std::pair{1, "0.020"}, std::pair{2, "0.010"}})
       synth("job-000" + std::to_string(job++), ranks,
-            "campaign = \"launch-scaling\"\nrepetitions = 20\nwarmups = 1\nseed = 9\n[[point]]\nparams = { workload = \"synthetic\", "
-            "backend = \"x\", launch = " + std::to_string(launch) + " }\nmedian_s = " + median +
+            "campaign = \"launch-scaling\"\nrepetitions = 20\nwarmups = 1\nseed = 9\n[[point]]\nparams = { workload = "
+            "\"synthetic\", "
+            "backend = \"x\", launch = " +
+                std::to_string(launch) + " }\nmedian_s = " + median +
                 "\nnoise = 0.02\nlaunch_noise = 0.1\nscaling = \"strong\"\n");
   Cmd r = report();
   ASSERT_EQ(r.code, 0) << r.out;
@@ -437,9 +474,11 @@ TEST_F(Analysis, AScalingSeriesMeasuredInSeveralLaunchesIsComparedAcrossThem) {
   const std::string c = "j['launch_comparisons'][0]";
   EXPECT_EQ(num(c + "['ideal_speedup']"), 2);
   const double est = num(c + "['speedup']['estimate']");
-  EXPECT_NEAR(est, std::exp((std::log(num(c + "['baseline_medians_s'][0]") / num(c + "['other_medians_s'][0]")) +
-                             std::log(num(c + "['baseline_medians_s'][1]") / num(c + "['other_medians_s'][1]")) +
-                             std::log(num(c + "['baseline_medians_s'][2]") / num(c + "['other_medians_s'][2]"))) / 3),
+  EXPECT_NEAR(est,
+              std::exp((std::log(num(c + "['baseline_medians_s'][0]") / num(c + "['other_medians_s'][0]")) +
+                        std::log(num(c + "['baseline_medians_s'][1]") / num(c + "['other_medians_s'][1]")) +
+                        std::log(num(c + "['baseline_medians_s'][2]") / num(c + "['other_medians_s'][2]"))) /
+                       3),
               1e-6 * est);
   EXPECT_LE(num(c + "['speedup']['lo']"), 2.0);
   EXPECT_GE(num(c + "['speedup']['hi']"), 2.0);
@@ -457,8 +496,10 @@ TEST_F(Analysis, AScalingSeriesModelIsFittedAcrossItsLaunches) {
   for (int launch = 1; launch <= 4; ++launch)
     for (const auto& [ranks, median] : {std::pair{1, "0.0400"}, std::pair{2, "0.0220"}, std::pair{4, "0.0130"}})
       synth("job-00" + std::to_string(10 + job++), ranks,
-            "campaign = \"launch-model\"\nrepetitions = 20\nwarmups = 1\nseed = 4\n[[point]]\nparams = { workload = \"synthetic\", "
-            "backend = \"x\", launch = " + std::to_string(launch) + " }\nmedian_s = " + median +
+            "campaign = \"launch-model\"\nrepetitions = 20\nwarmups = 1\nseed = 4\n[[point]]\nparams = { workload = "
+            "\"synthetic\", "
+            "backend = \"x\", launch = " +
+                std::to_string(launch) + " }\nmedian_s = " + median +
                 "\nnoise = 0.01\nlaunch_noise = 0.03\nscaling = \"strong\"\n");
   Cmd r = report();
   ASSERT_EQ(r.code, 0) << r.out;
@@ -470,17 +511,18 @@ TEST_F(Analysis, AScalingSeriesModelIsFittedAcrossItsLaunches) {
   EXPECT_LE(num(m + "['s']['lo']"), 0.1);
   EXPECT_GE(num(m + "['s']['hi']"), 0.1);
   // Each launch's Amdahl fit from its medians, and Student's t (3 degrees of freedom) over them.
-  Cmd check = sh("/usr/bin/python3 -c \"import json, math, statistics as st; j = json.load(open('" +
-                 (dir_ / "run" / "results.json").string() +
-                 "')); m = j['launch_scaling'][0]; pts = [p for p in j['points'] if p['status'] == 'complete']; fits = []\n"
-                 "for L in m['launches']:\n"
-                 "  med = {p['ranks']: p['median_s'] for p in pts if ' launch=%d ' % L in p['canonical'] + ' '}\n"
-                 "  xs = [(n - 1, n / (med[1] / med[n]) - 1) for n in (2, 4)]\n"
-                 "  fits.append(max(0.0, sum(x * y for x, y in xs) / sum(x * x for x, y in xs)))\n"
-                 "assert all(abs(a - b) < 1e-9 for a, b in zip(fits, m['launch_s'])), (fits, m['launch_s'])\n"
-                 "h = 3.182446305284263 * st.stdev(fits) / 2; s = m['s']\n"
-                 "assert abs(s['estimate'] - st.mean(fits)) < 1e-9 and abs(s['lo'] - (st.mean(fits) - h)) < 1e-9, s\n"
-                 "print('ok')\"");
+  Cmd check =
+      sh("/usr/bin/python3 -c \"import json, math, statistics as st; j = json.load(open('" +
+         (dir_ / "run" / "results.json").string() +
+         "')); m = j['launch_scaling'][0]; pts = [p for p in j['points'] if p['status'] == 'complete']; fits = []\n"
+         "for L in m['launches']:\n"
+         "  med = {p['ranks']: p['median_s'] for p in pts if ' launch=%d ' % L in p['canonical'] + ' '}\n"
+         "  xs = [(n - 1, n / (med[1] / med[n]) - 1) for n in (2, 4)]\n"
+         "  fits.append(max(0.0, sum(x * y for x, y in xs) / sum(x * x for x, y in xs)))\n"
+         "assert all(abs(a - b) < 1e-9 for a, b in zip(fits, m['launch_s'])), (fits, m['launch_s'])\n"
+         "h = 3.182446305284263 * st.stdev(fits) / 2; s = m['s']\n"
+         "assert abs(s['estimate'] - st.mean(fits)) < 1e-9 and abs(s['lo'] - (st.mean(fits) - h)) < 1e-9, s\n"
+         "print('ok')\"");
   EXPECT_EQ(check.out, "ok\n") << check.out;
   const std::string md = read_file_text(dir_ / "run" / "report.md");
   EXPECT_NE(md.find("### Scaling models across launches"), std::string::npos) << md;

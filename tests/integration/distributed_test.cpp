@@ -29,9 +29,12 @@ std::string data_lines() {
 // h5py: per point "workload scheme ps_servers ranks_per_node | step:loss:accuracy ..." of rank 0's events.
 std::string curves_py(const fs::path& results) {
   return "/usr/bin/python3 -c \"\nimport h5py, glob\nfor fn in sorted(glob.glob('" + results.string() +
-         "/*.h5')):\n  f = h5py.File(fn, 'r')\n  for pid in sorted(f['points']):\n    g = f['points'][pid]\n    c = dict(kv.split('=', 1) for kv in "
-         "g.attrs['canonical'].split()[1:])\n    e = [r for r in g['events'][:] if r['rank'] == 0]\n    print(g.attrs['canonical'].split(':')[0], "
-         "c.get('scheme', '-'), c.get('ps_servers', '-'), c['ranks_per_node'], '|', ' '.join('%d:%r:%r' % (r['step'], float(r['loss']), "
+         "/*.h5')):\n  f = h5py.File(fn, 'r')\n  for pid in sorted(f['points']):\n    g = f['points'][pid]\n    c = "
+         "dict(kv.split('=', 1) for kv in "
+         "g.attrs['canonical'].split()[1:])\n    e = [r for r in g['events'][:] if r['rank'] == 0]\n    "
+         "print(g.attrs['canonical'].split(':')[0], "
+         "c.get('scheme', '-'), c.get('ps_servers', '-'), c['ranks_per_node'], '|', ' '.join('%d:%r:%r' % (r['step'], "
+         "float(r['loss']), "
          "float(r['accuracy'])) for r in e))\n\"";
 }
 
@@ -40,7 +43,6 @@ std::string scheme_of(const std::string& canonical) {
   return canonical.substr(at + 8, canonical.find(' ', at + 8) - at - 8);
 }
 
-
 bool attr_bool(hid_t obj, const char* name) {
   return attr_int(obj, name) != 0;  // booleans are stored as integers 0/1 (hdf5-schema/README.md)
 }
@@ -48,14 +50,18 @@ bool attr_bool(hid_t obj, const char* name) {
 }  // namespace
 
 TEST_F(Distributed, OnOneWorkerEverySchemeFollowsLevelTwosCurveBitForBit) {
-  const std::string fixed = "[fixed]\nnetwork = \"lenet5\"\nbackend = \"reference\"\n" + data_lines() +
-                            "batch = 32\nsteps = 30\neval_interval_steps = 10\neval_samples = 300\noptimizer = \"momentum\"\nlr = 0.02\n"
-                            "checkpoint_interval = 0\nseed = 3\n";
+  const std::string fixed =
+      "[fixed]\nnetwork = \"lenet5\"\nbackend = \"reference\"\n" + data_lines() +
+      "batch = 32\nsteps = 30\neval_interval_steps = 10\neval_samples = 300\noptimizer = \"momentum\"\nlr = 0.02\n"
+      "checkpoint_interval = 0\nseed = 3\n";
   // One rank: level 2 and every scheme that runs on one rank; two ranks: a dedicated server and one worker.
   const std::pair<std::string, std::string> runs[] = {
-      {"one", "[axes]\nworkload = [\"train\", \"distributed\"]\n"
-              "scheme = [\"allreduce\", \"allreduce-overlap\", \"ps-sync\", \"model-averaging\", \"dpsgd\"]\n"},
-      {"two", "workload = \"distributed\"\nranks_per_node = 2\nps_servers = 1\n[axes]\nscheme = [\"ps-sync\", \"ps-async\"]\n"}};
+      {"one",
+       "[axes]\nworkload = [\"train\", \"distributed\"]\n"
+       "scheme = [\"allreduce\", \"allreduce-overlap\", \"ps-sync\", \"model-averaging\", \"dpsgd\"]\n"},
+      {"two",
+       "workload = \"distributed\"\nranks_per_node = 2\nps_servers = 1\n[axes]\nscheme = [\"ps-sync\", "
+       "\"ps-async\"]\n"}};
   std::string curves;
   for (const auto& [name, lines] : runs) {
     const fs::path run = dir_ / name;
@@ -80,14 +86,18 @@ TEST_F(Distributed, OnOneWorkerEverySchemeFollowsLevelTwosCurveBitForBit) {
 }
 
 TEST_F(Distributed, ThreeRanksKeepConsistentSchemesIdenticalAndCountEachSchemesVolume) {
-  const std::string text = kHead +
-                           "[fixed]\nworkload = \"distributed\"\nnetwork = \"lenet5\"\nbackend = \"reference\"\ndataset = \"synthetic\"\n"
-                           "synthetic_samples = 3000\nbatch = 16\nsteps = 20\neval_interval_steps = 10\neval_samples = 200\n"
-                           "hash_interval_steps = 5\ncheckpoint_interval = 0\nranks_per_node = 3\nbucket_bytes = 65536\naverage_interval = 4\n"
-                           "staleness = 1\n[axes]\nscheme = [\"allreduce\", \"allreduce-overlap\", \"ps-sync\", \"ps-async\", \"model-averaging\", \"dpsgd\"]\n"
-                           "ps_servers = [0, 1]\n[[exclude]]\nscheme = \"ps-async\"\nps_servers = 0\n"
-                           "[[exclude]]\nscheme = \"allreduce\"\nps_servers = 1\n[[exclude]]\nscheme = \"allreduce-overlap\"\nps_servers = 1\n"
-                           "[[exclude]]\nscheme = \"model-averaging\"\nps_servers = 1\n[[exclude]]\nscheme = \"dpsgd\"\nps_servers = 1\n";
+  const std::string text =
+      kHead +
+      "[fixed]\nworkload = \"distributed\"\nnetwork = \"lenet5\"\nbackend = \"reference\"\ndataset = \"synthetic\"\n"
+      "synthetic_samples = 3000\nbatch = 16\nsteps = 20\neval_interval_steps = 10\neval_samples = 200\n"
+      "hash_interval_steps = 5\ncheckpoint_interval = 0\nranks_per_node = 3\nbucket_bytes = 65536\naverage_interval = "
+      "4\n"
+      "staleness = 1\n[axes]\nscheme = [\"allreduce\", \"allreduce-overlap\", \"ps-sync\", \"ps-async\", "
+      "\"model-averaging\", \"dpsgd\"]\n"
+      "ps_servers = [0, 1]\n[[exclude]]\nscheme = \"ps-async\"\nps_servers = 0\n"
+      "[[exclude]]\nscheme = \"allreduce\"\nps_servers = 1\n[[exclude]]\nscheme = \"allreduce-overlap\"\nps_servers = "
+      "1\n"
+      "[[exclude]]\nscheme = \"model-averaging\"\nps_servers = 1\n[[exclude]]\nscheme = \"dpsgd\"\nps_servers = 1\n";
   const fs::path run = planned(text);
   Cmd r = sh(d500_cmd("run " + run.string()));
   ASSERT_EQ(r.code, 0) << r.out;
@@ -116,13 +126,16 @@ TEST_F(Distributed, ThreeRanksKeepConsistentSchemesIdenticalAndCountEachSchemesV
       EXPECT_EQ(attr_int(g, "dist.hash_mismatches"), 0);
       EXPECT_TRUE(attr_bool(g, "dist.parameters_identical"));
     }
-    const double sent = attr_double(g, "comm.bytes_sent_per_step"), received = attr_double(g, "comm.bytes_received_per_step");
+    const double sent = attr_double(g, "comm.bytes_sent_per_step"),
+                 received = attr_double(g, "comm.bytes_received_per_step");
     // Mean over the 3 ranks of bytes per step, from each scheme's algorithm.
     double want_sent = 0, want_received = 0;
-    if (scheme == "allreduce" || scheme == "allreduce-overlap" || scheme == "ps-sync") want_sent = want_received = 4 * B / 3;
+    if (scheme == "allreduce" || scheme == "allreduce-overlap" || scheme == "ps-sync")
+      want_sent = want_received = 4 * B / 3;
     if (scheme == "model-averaging") want_sent = want_received = 4 * B / 3 / 4;  // every 4th step
-    if (scheme == "dpsgd") want_sent = want_received = 2 * B;                   // two ring neighbours
-    if (scheme == "ps-async") want_sent = want_received = B;  // workers push B, pull B every 2nd step; the server gets 2B, answers B
+    if (scheme == "dpsgd") want_sent = want_received = 2 * B;                    // two ring neighbours
+    if (scheme == "ps-async")
+      want_sent = want_received = B;  // workers push B, pull B every 2nd step; the server gets 2B, answers B
     EXPECT_NEAR(sent, want_sent, want_sent * 1e-4);
     EXPECT_NEAR(received, want_received, want_received * 1e-4);
     // Phases: every rank's every step has a communication row; synchronous exchanges a wait row.
@@ -142,7 +155,8 @@ TEST_F(Distributed, ThreeRanksKeepConsistentSchemesIdenticalAndCountEachSchemesV
     }
     if (scheme == "allreduce-overlap") {
       // Buckets start inside backward: a step's first communication row begins before its backward row ends.
-      EXPECT_NE(attr_string(g, "dist.overlap").find("during backward"), std::string::npos) << attr_string(g, "dist.overlap");
+      EXPECT_NE(attr_string(g, "dist.overlap").find("during backward"), std::string::npos)
+          << attr_string(g, "dist.overlap");
       std::map<std::pair<int, int>, std::pair<long long, long long>> step;  // (rank, rep) -> (backward end, comm start)
       for (const auto& s : samples) {
         if (s.phase == 3) step[{s.rank, s.rep}].first = s.end_ns;
@@ -172,38 +186,49 @@ TEST_F(Distributed, ThreeRanksKeepConsistentSchemesIdenticalAndCountEachSchemesV
   // median over steps of the slowest rank's communication + wait; the slowest rank seldom waits
   // (the others wait for it), so its wait is 0 in most steps and large in a few, and the sum of
   // the two medians is only within a factor of 2 of the median of the sums.
-  Cmd ov = sh("/usr/bin/python3 -c \"\nimport json\nj = json.load(open('" + (run / "results.json").string() +
-              "'))\npts = {p['id']: p for p in j['points']}\nassert len(j['overlap']) == 1, j['overlap']\nc = j['overlap'][0]\n"
-              "p, o = pts[c['plain_id']], pts[c['overlap_id']]\n"
-              "assert ' scheme=allreduce ' in p['canonical'] and ' scheme=allreduce-overlap ' in o['canonical']\n"
-              "assert c['workers'] == 3 and c['plain_step_s'] == p['median_s'] and c['overlap_step_s'] == o['median_s']\n"
-              "e = p['phases']['communication']['median_s'] + p['phases']['wait']['median_s']\n"
-              "assert 0.5 * e < c['plain_exposed_s'] < 2 * e, (e, c)\n"
-              "assert abs(c['hidden'][0] - (c['plain_step_s'] - c['overlap_step_s']) / c['plain_exposed_s']) < 1e-6\n"
-              "assert c['hidden'][1] <= c['hidden'][0] <= c['hidden'][2], c\n"
-              "s = c['speedup']\nassert abs(s['estimate'] / (p['median_s'] / o['median_s']) - 1) < 1e-6 and s['lo'] <= s['estimate'] <= s['hi'], s\n"
-              "print('ok')\n\"");
+  Cmd ov = sh(
+      "/usr/bin/python3 -c \"\nimport json\nj = json.load(open('" + (run / "results.json").string() +
+      "'))\npts = {p['id']: p for p in j['points']}\nassert len(j['overlap']) == 1, j['overlap']\nc = j['overlap'][0]\n"
+      "p, o = pts[c['plain_id']], pts[c['overlap_id']]\n"
+      "assert ' scheme=allreduce ' in p['canonical'] and ' scheme=allreduce-overlap ' in o['canonical']\n"
+      "assert c['workers'] == 3 and c['plain_step_s'] == p['median_s'] and c['overlap_step_s'] == o['median_s']\n"
+      "e = p['phases']['communication']['median_s'] + p['phases']['wait']['median_s']\n"
+      "assert 0.5 * e < c['plain_exposed_s'] < 2 * e, (e, c)\n"
+      "assert abs(c['hidden'][0] - (c['plain_step_s'] - c['overlap_step_s']) / c['plain_exposed_s']) < 1e-6\n"
+      "assert c['hidden'][1] <= c['hidden'][0] <= c['hidden'][2], c\n"
+      "s = c['speedup']\nassert abs(s['estimate'] / (p['median_s'] / o['median_s']) - 1) < 1e-6 and s['lo'] <= "
+      "s['estimate'] <= s['hi'], s\n"
+      "print('ok')\n\"");
   EXPECT_EQ(ov.out, "ok\n") << ov.out;
   EXPECT_NE(md.find("### Overlap"), std::string::npos);
 }
 
 TEST_F(Distributed, ImpossibleSchemesAreRefusedAtPlanTime) {
-  const std::string head = kHead + "[fixed]\nworkload = \"distributed\"\nnetwork = \"lenet5\"\nbackend = \"reference\"\ndataset = \"synthetic\"\n"
-                                   "steps = 5\n";
+  const std::string head =
+      kHead +
+      "[fixed]\nworkload = \"distributed\"\nnetwork = \"lenet5\"\nbackend = \"reference\"\ndataset = \"synthetic\"\n"
+      "steps = 5\n";
   struct Case {
     std::string lines, says;
   } cases[] = {
       {"scheme = \"ps-async\"\nranks_per_node = 2\n", "ps-async needs dedicated server ranks"},
       {"scheme = \"ps-sync\"\nps_servers = 2\nranks_per_node = 2\n", "leaves no worker"},
-      {"scheme = \"allreduce\"\nps_servers = 1\nranks_per_node = 2\n", "ps_servers applies to the parameter-server schemes"},
+      {"scheme = \"allreduce\"\nps_servers = 1\nranks_per_node = 2\n",
+       "ps_servers applies to the parameter-server schemes"},
       {"scheme = \"allreduce\"\nglobal_batch = 100\nranks_per_node = 3\n", "does not split evenly over 3 workers"},
       {"scheme = \"allreduce-ring\"\n", "allreduce-overlap"},
-      // NCCL averages on a GPU: the reference keeps its tensors on the host; and the parameter servers run on NCCL only on rank 0.
-      {"scheme = \"allreduce\"\ncommunication = \"nccl\"\n", "communication = \"nccl\" averages the gradients (or parameters) where d500's executor keeps them"},
-      {"scheme = \"ps-sync\"\ncommunication = \"nccl\"\n", "communication = \"nccl\" averages the gradients (or parameters) where d500's executor keeps them"},
-      {"scheme = \"ps-sync\"\nps_servers = 1\nranks_per_node = 2\ncommunication = \"nccl\"\n", "runs ps-sync with its server on rank 0 (ps_servers = 0)"},
-      {"scheme = \"ps-async\"\nps_servers = 1\nranks_per_node = 2\ncommunication = \"nccl\"\n", "a receive from any rank, which NCCL lacks"},
-      {"scheme = \"model-averaging\"\ncommunication = \"nccl\"\n", "communication = \"nccl\" averages the gradients (or parameters) where d500's executor keeps them"},
+      // NCCL averages on a GPU: the reference keeps its tensors on the host; and the parameter servers run on NCCL only
+      // on rank 0.
+      {"scheme = \"allreduce\"\ncommunication = \"nccl\"\n",
+       "communication = \"nccl\" averages the gradients (or parameters) where d500's executor keeps them"},
+      {"scheme = \"ps-sync\"\ncommunication = \"nccl\"\n",
+       "communication = \"nccl\" averages the gradients (or parameters) where d500's executor keeps them"},
+      {"scheme = \"ps-sync\"\nps_servers = 1\nranks_per_node = 2\ncommunication = \"nccl\"\n",
+       "runs ps-sync with its server on rank 0 (ps_servers = 0)"},
+      {"scheme = \"ps-async\"\nps_servers = 1\nranks_per_node = 2\ncommunication = \"nccl\"\n",
+       "a receive from any rank, which NCCL lacks"},
+      {"scheme = \"model-averaging\"\ncommunication = \"nccl\"\n",
+       "communication = \"nccl\" averages the gradients (or parameters) where d500's executor keeps them"},
       {"scheme = \"allreduce\"\ncommunication = \"gloo\"\n", "key 'communication' is \"gloo\" (valid: mpi, nccl)"},
   };
   for (const auto& c : cases) {
@@ -224,8 +249,10 @@ std::string complete_curves_py(const fs::path& results) {
   return "/usr/bin/python3 -c \"\nimport h5py, glob\nfor fn in sorted(glob.glob('" + results.string() +
          "/*.h5*')):\n  f = h5py.File(fn, 'r')\n  for pid in sorted(f['points']):\n    g = f['points'][pid]\n"
          "    if g.attrs['status'] != 'complete': continue\n    c = g.attrs['canonical']\n"
-         "    rows = sorted((int(r['rank']), int(r['step']), float(r['loss']), float(r['accuracy'])) for r in g['events'][:])\n"
-         "    print(c[c.index(' scheme=') + 8:].split()[0], int(g.attrs['train.resumed_at_step']), '|', ' '.join('%d:%d:%r:%r' % r for r in rows))\n\"";
+         "    rows = sorted((int(r['rank']), int(r['step']), float(r['loss']), float(r['accuracy'])) for r in "
+         "g['events'][:])\n"
+         "    print(c[c.index(' scheme=') + 8:].split()[0], int(g.attrs['train.resumed_at_step']), '|', ' "
+         "'.join('%d:%d:%r:%r' % r for r in rows))\n\"";
 }
 
 }  // namespace
@@ -236,18 +263,21 @@ std::string complete_curves_py(const fs::path& results) {
 // then run a third time. Each point resumes from its own checkpoint, each rank from its own row,
 // and both curves are the uninterrupted run's, every rank's every bit.
 TEST_F(Distributed, AKilledDistributedRunResumesEachSchemeFromItsCheckpointOnTheUninterruptedCurve) {
-  const std::string campaign = kHead +
-                               "[fixed]\nworkload = \"distributed\"\nnetwork = \"lenet5\"\nbackend = \"reference\"\ndataset = \"synthetic\"\n"
-                               "synthetic_samples = 8192\nbatch = 32\nsteps = 240\neval_interval_steps = 10\neval_samples = 64\n"
-                               "optimizer = \"adam\"\nlr = 0.001\nseed = 5\nranks_per_node = 2\ncheckpoint_interval = 0.2\nbucket_bytes = 65536\n"
-                               "hash_interval_steps = 20\n[axes]\nscheme = [\"dpsgd\", \"allreduce-overlap\"]\n";
+  const std::string campaign =
+      kHead +
+      "[fixed]\nworkload = \"distributed\"\nnetwork = \"lenet5\"\nbackend = \"reference\"\ndataset = \"synthetic\"\n"
+      "synthetic_samples = 8192\nbatch = 32\nsteps = 240\neval_interval_steps = 10\neval_samples = 64\n"
+      "optimizer = \"adam\"\nlr = 0.001\nseed = 5\nranks_per_node = 2\ncheckpoint_interval = 0.2\nbucket_bytes = "
+      "65536\n"
+      "hash_interval_steps = 20\n[axes]\nscheme = [\"dpsgd\", \"allreduce-overlap\"]\n";
   const auto [killed, whole] = planned_twice_and_one_run(campaign);
 
   // Attempts 1 and 2, each killed once its log shows three checkpoints of point 1, then of point 2.
   const fs::path log = killed / "logs" / "job-0000.log";
   for (int point : {1, 2}) {
     SCOPED_TRACE("killed in point " + std::to_string(point));
-    ASSERT_GE(run_killed_after(killed, "d500:checkpoint " + std::to_string(point) + "/2 ", 3), 3) << read_file_text(dir_ / "attempt.txt");
+    ASSERT_GE(run_killed_after(killed, "d500:checkpoint " + std::to_string(point) + "/2 ", 3), 3)
+        << read_file_text(dir_ / "attempt.txt");
     ASSERT_EQ(read_file_text(log).find("d500:done " + std::to_string(point) + "/2"), std::string::npos)
         << "point " << point << " ended before it was killed";
     if (point == 2) {
@@ -299,17 +329,21 @@ TEST_F(Distributed, AKilledDistributedRunResumesEachSchemeFromItsCheckpointOnThe
 TEST_F(Distributed, TheVolumeD500CountsIsWhatAPmpiLayerSeesEachSchemeHandToMpi) {
   const fs::path counts = dir_ / "pmpi";
   fs::create_directories(counts);
-  const std::string text = kHead +
-                           "[fixed]\nworkload = \"distributed\"\nnetwork = \"lenet5\"\nbackend = \"reference\"\ndataset = \"synthetic\"\n"
-                           "synthetic_samples = 3000\nbatch = 16\nsteps = 12\neval_interval_steps = 4\neval_samples = 100\n"
-                           "hash_interval_steps = 4\ncheckpoint_interval = 0\nranks_per_node = 3\nbucket_bytes = 65536\naverage_interval = 3\n"
-                           "staleness = 1\n[axes]\nscheme = [\"allreduce\", \"allreduce-overlap\", \"ps-sync\", \"ps-async\", \"model-averaging\", \"dpsgd\"]\n"
-                           "ps_servers = [0, 1]\n[[exclude]]\nscheme = \"ps-async\"\nps_servers = 0\n"
-                           "[[exclude]]\nscheme = \"allreduce\"\nps_servers = 1\n[[exclude]]\nscheme = \"allreduce-overlap\"\nps_servers = 1\n"
-                           "[[exclude]]\nscheme = \"model-averaging\"\nps_servers = 1\n[[exclude]]\nscheme = \"dpsgd\"\nps_servers = 1\n";
+  const std::string text =
+      kHead +
+      "[fixed]\nworkload = \"distributed\"\nnetwork = \"lenet5\"\nbackend = \"reference\"\ndataset = \"synthetic\"\n"
+      "synthetic_samples = 3000\nbatch = 16\nsteps = 12\neval_interval_steps = 4\neval_samples = 100\n"
+      "hash_interval_steps = 4\ncheckpoint_interval = 0\nranks_per_node = 3\nbucket_bytes = 65536\naverage_interval = "
+      "3\n"
+      "staleness = 1\n[axes]\nscheme = [\"allreduce\", \"allreduce-overlap\", \"ps-sync\", \"ps-async\", "
+      "\"model-averaging\", \"dpsgd\"]\n"
+      "ps_servers = [0, 1]\n[[exclude]]\nscheme = \"ps-async\"\nps_servers = 0\n"
+      "[[exclude]]\nscheme = \"allreduce\"\nps_servers = 1\n[[exclude]]\nscheme = \"allreduce-overlap\"\nps_servers = "
+      "1\n"
+      "[[exclude]]\nscheme = \"model-averaging\"\nps_servers = 1\n[[exclude]]\nscheme = \"dpsgd\"\nps_servers = 1\n";
   const fs::path run = planned(text);
-  Cmd r = sh("D500_MPIRUN_FLAGS='-x LD_PRELOAD=" + std::string(D500_PMPI_COUNT) + " -x D500_PMPI_COUNT_DIR=" + counts.string() + "' " +
-             d500_cmd("run " + run.string()));
+  Cmd r = sh("D500_MPIRUN_FLAGS='-x LD_PRELOAD=" + std::string(D500_PMPI_COUNT) +
+             " -x D500_PMPI_COUNT_DIR=" + counts.string() + "' " + d500_cmd("run " + run.string()));
   ASSERT_EQ(r.code, 0) << r.out;
 
   // Per scheme ("name ps_servers=N") and rank: the bytes d500's rules make of the PMPI counts.
@@ -377,17 +411,22 @@ TEST_F(Distributed, TheVolumeD500CountsIsWhatAPmpiLayerSeesEachSchemeHandToMpi) 
 // element's sum of two is the same however the buffer is cut into buckets).
 TEST_F(Distributed, LibTorchsAutogradStartsTheBucketsDuringBackwardOnThePlainCurve) {
   const d500::BackendInfo* b = d500::find_backend("libtorch-native");
-  if (!b || !b->built) GTEST_SKIP() << "this build has no libtorch-native backend: " << (b ? b->not_built_reason : "unknown");
-  const fs::path run = planned(kHead + "[fixed]\nworkload = \"distributed\"\nnetwork = \"lenet5\"\nbackend = \"libtorch-native\"\n" + data_lines() +
-                               "batch = 16\nsteps = 22\neval_interval_steps = 10\neval_samples = 200\noptimizer = \"momentum\"\nlr = 0.02\n"
-                               "checkpoint_interval = 0\nseed = 5\nranks_per_node = 2\nbucket_bytes = 16384\nhash_interval_steps = 5\n"
-                               "[axes]\nscheme = [\"allreduce\", \"allreduce-overlap\"]\n");
+  if (!b || !b->built)
+    GTEST_SKIP() << "this build has no libtorch-native backend: " << (b ? b->not_built_reason : "unknown");
+  const fs::path run = planned(
+      kHead + "[fixed]\nworkload = \"distributed\"\nnetwork = \"lenet5\"\nbackend = \"libtorch-native\"\n" +
+      data_lines() +
+      "batch = 16\nsteps = 22\neval_interval_steps = 10\neval_samples = 200\noptimizer = \"momentum\"\nlr = 0.02\n"
+      "checkpoint_interval = 0\nseed = 5\nranks_per_node = 2\nbucket_bytes = 16384\nhash_interval_steps = 5\n"
+      "[axes]\nscheme = [\"allreduce\", \"allreduce-overlap\"]\n");
   const hid_t f = ran_and_checked(run);
   ASSERT_GE(f, 0);
   each_validated_point(f, 2, [&](hid_t g, const std::string& id, const std::string& canonical) {
     if (scheme_of(canonical) != "allreduce-overlap") return;
-    EXPECT_NE(attr_string(g, "dist.overlap").find("during backward"), std::string::npos) << attr_string(g, "dist.overlap");
-    std::map<std::pair<int, int>, std::pair<long long, long long>> step;  // (rank, rep) -> (backward end, first comm start)
+    EXPECT_NE(attr_string(g, "dist.overlap").find("during backward"), std::string::npos)
+        << attr_string(g, "dist.overlap");
+    std::map<std::pair<int, int>, std::pair<long long, long long>>
+        step;  // (rank, rep) -> (backward end, first comm start)
     for (const auto& s : read_samples(f, id)) {
       if (s.warmup) continue;
       auto& v = step[{s.rank, s.rep}];

@@ -1,17 +1,17 @@
 // End to end, the real thing: `d500 plan`, `d500 run` (mpirun, 2 ranks), `d500 report`; then
 // the HDF5 files are read back with the plain HDF5 C API -- not through d500's reader -- and
 // checked against the report's CSV.
+#include <signal.h>
 #include <map>
 #include <set>
-#include <signal.h>
 
 #include <chrono>
 #include <thread>
 
 #include "backends/registry.hpp"
+#include "helpers.hpp"
 #include "launch/slurm.hpp"
 #include "metrics/stopping.hpp"
-#include "helpers.hpp"
 #include "rundir/layout.hpp"
 #include "rundir/lock.hpp"
 
@@ -55,7 +55,8 @@ TEST_F(EndToEnd, TwoRankCampaignFileAndReportAgree) {
   // Named relatively, as a person types it: the index's links must still resolve.
   Cmd rep = sh("cd " + dir_.string() + " && " + d500_cmd("report run"));
   ASSERT_EQ(rep.code, 0) << rep.out;
-  for (const char* f : {"report.md", "report.html", "results.csv", "campaign.h5"}) EXPECT_TRUE(fs::exists(run / f)) << f;
+  for (const char* f : {"report.md", "report.html", "results.csv", "campaign.h5"})
+    EXPECT_TRUE(fs::exists(run / f)) << f;
   EXPECT_FALSE(fs::exists(run / "campaign.h5.tmp"));
   {
     hid_t idx = H5Fopen((run / "campaign.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
@@ -74,7 +75,8 @@ TEST_F(EndToEnd, TwoRankCampaignFileAndReportAgree) {
   ASSERT_GE(file, 0);
   EXPECT_EQ(attr_string(file, "schema"), "d500-results");
   EXPECT_EQ(attr_int(file, "schema_version"), 5);
-  EXPECT_EQ(attr_string(file, "phase_names"), "op,data,forward,backward,update,communication,wait,evaluation,checkpoint,device");
+  EXPECT_EQ(attr_string(file, "phase_names"),
+            "op,data,forward,backward,update,communication,wait,evaluation,checkpoint,device");
   EXPECT_EQ(attr_string(file, "status"), "complete");
   EXPECT_EQ(attr_int(file, "ranks"), 2);
   {  // The campaign text is stored byte for byte.
@@ -140,12 +142,14 @@ TEST_F(EndToEnd, TwoRankCampaignFileAndReportAgree) {
       double n = std::stod(csv[id]["param_n"]);
       EXPECT_NEAR(std::stod(csv[id]["rate_median"]), 2 * n * n * n / median / 1e9, 1e-3);
       // Per rank, said so; every rank multiplies its own matrices (weak), so the aggregate is twice.
-      EXPECT_NEAR(std::stod(csv[id]["rate_aggregate"]), 2 * std::stod(csv[id]["rate_median"]), 1e-6 * std::stod(csv[id]["rate_median"]));
+      EXPECT_NEAR(std::stod(csv[id]["rate_aggregate"]), 2 * std::stod(csv[id]["rate_median"]),
+                  1e-6 * std::stod(csv[id]["rate_median"]));
     }
   }
   H5Fclose(file);
   // A table per workload: what varies (gemm's n) a column, what its points share (allreduce's bytes) said once.
-  EXPECT_NE(rep.out.find("Results: allreduce:\nShared by every allreduce point: bytes=4096"), std::string::npos) << rep.out;
+  EXPECT_NE(rep.out.find("Results: allreduce:\nShared by every allreduce point: bytes=4096"), std::string::npos)
+      << rep.out;
   EXPECT_NE(rep.out.find("Results: gemm:"), std::string::npos) << rep.out;
   // Rates per rank, with every rank's sum beside them in the files (the terminal's --wide).
   const std::string md_text = read_file_text(run / "report.md");
@@ -155,7 +159,8 @@ TEST_F(EndToEnd, TwoRankCampaignFileAndReportAgree) {
   // (gemm: n), then its repetitions' distribution; level 0's GEMMs on a roofline; Markdown links
   // the same SVG files.
   const std::string html = read_file_text(run / "report.html");
-  for (const char* part : {"GFLOP/s (median, 95% CI)", "GB/s (median, 95% CI)", "class=\"xlabel\" x=", "text-anchor=\"middle\">n", "gemm: repetitions of each point"})
+  for (const char* part : {"GFLOP/s (median, 95% CI)", "GB/s (median, 95% CI)",
+                           "class=\"xlabel\" x=", "text-anchor=\"middle\">n", "gemm: repetitions of each point"})
     EXPECT_NE(html.find(part), std::string::npos) << part;
   EXPECT_EQ(html.find("row of the Results table"), std::string::npos) << "no plot by table row";
   std::size_t figures = 0;
@@ -182,7 +187,8 @@ TEST_F(EndToEnd, TwoRankCampaignFileAndReportAgree) {
   EXPECT_TRUE(md.find(" beyond this job, steal ") != std::string::npos) << md;  // the quality table's machine column
   const std::string json = read_file_text(run / "results.json");
   EXPECT_NE(json.find("\"environments\": [{\"files\": 1, \"hosts\": ["), std::string::npos);
-  EXPECT_NE(json.find("\"level\": 0, \"workload\": \"gemm\", \"backend\": \"blas\""), std::string::npos) << json.substr(0, 3000);
+  EXPECT_NE(json.find("\"level\": 0, \"workload\": \"gemm\", \"backend\": \"blas\""), std::string::npos)
+      << json.substr(0, 3000);
 }
 
 // Every campaign shipped in campaigns/ plans on this build, so that a change which breaks one
@@ -217,9 +223,11 @@ TEST_F(EndToEnd, EveryShippedCampaignPlansOrNamesWhatThisMachineLacks) {
 
 TEST_F(EndToEnd, MoreRanksThanCoresRunsAndIsFlaggedAsOversubscribed) {
   const int ranks = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)) + 2;
-  std::string campaign = write("o.toml", "[campaign]\nname = \"oversub\"\nrepetitions = 6\nwarmups = 1\n[axes]\n"
-                                         "workload = [\"allreduce\"]\nbackend = [\"mpi\"]\nbytes = [4096]\n"
-                                         "ranks_per_node = [1, " + std::to_string(ranks) + "]\n[[exclude]]\nranks_per_node = 1\n");
+  std::string campaign = write("o.toml",
+                               "[campaign]\nname = \"oversub\"\nrepetitions = 6\nwarmups = 1\n[axes]\n"
+                               "workload = [\"allreduce\"]\nbackend = [\"mpi\"]\nbytes = [4096]\n"
+                               "ranks_per_node = [1, " +
+                                   std::to_string(ranks) + "]\n[[exclude]]\nranks_per_node = 1\n");
   fs::path run = dir_ / "run";
   ASSERT_EQ(sh(d500_cmd("plan " + campaign + " -o " + run.string())).code, 0);
   Cmd r = sh(d500_cmd("run " + run.string()));
@@ -237,12 +245,14 @@ TEST_F(EndToEnd, ThreadsBeyondTheCpusAreWarnedAtPlanTimeAndFlaggedPerPoint) {
   // One rank with more BLAS threads than this machine has CPUs, beside one that fits.
   const int threads = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)) + 1;
   std::string plan;
-  const fs::path run = planned("[campaign]\nname = \"threads\"\nrepetitions = 5\nwarmups = 1\n[fixed]\n"
-                               "workload = \"gemm\"\nbackend = \"blas\"\nn = 64\n[axes]\nthreads = [1, " +
-                                   std::to_string(threads) + "]\n",
-                               &plan);
+  const fs::path run = planned(
+      "[campaign]\nname = \"threads\"\nrepetitions = 5\nwarmups = 1\n[fixed]\n"
+      "workload = \"gemm\"\nbackend = \"blas\"\nn = 64\n[axes]\nthreads = [1, " +
+          std::to_string(threads) + "]\n",
+      &plan);
   EXPECT_NE(plan.find("warning: threads oversubscribed: 1 rank(s) x " + std::to_string(threads) + " thread(s)"),
-            std::string::npos) << plan;
+            std::string::npos)
+      << plan;
   EXPECT_NE(plan.find("memory: the largest point needs about"), std::string::npos) << plan;
   ASSERT_EQ(sh(d500_cmd("run " + run.string())).code, 0);
   Cmd rep = sh(d500_cmd("report " + run.string()));
@@ -262,21 +272,25 @@ TEST_F(EndToEnd, ThreadsBeyondTheCpusAreWarnedAtPlanTimeAndFlaggedPerPoint) {
   }
   std::string md = read_file_text(run / "report.md");
   EXPECT_NE(md.find("threads oversubscribed"), std::string::npos);
-  for (const auto& f : fs::directory_iterator(run / "results")) EXPECT_EQ(sh(d500_cmd("check " + f.path().string())).code, 0);
+  for (const auto& f : fs::directory_iterator(run / "results"))
+    EXPECT_EQ(sh(d500_cmd("check " + f.path().string())).code, 0);
 }
 
 TEST_F(EndToEnd, APointThatCannotAllocateFailsAloneWithTheReason) {
   // Under an address-space limit, a 2.4 GB GEMM point (by the planner's estimate) cannot
   // allocate its data: it fails as backend-failed, and the small point after it still runs.
-  const fs::path run = planned("[campaign]\nname = \"mem\"\nrepetitions = 3\nwarmups = 1\n[fixed]\n"
-                               "workload = \"gemm\"\nbackend = \"blas\"\n[axes]\nn = [8192, 64]\n");
+  const fs::path run = planned(
+      "[campaign]\nname = \"mem\"\nrepetitions = 3\nwarmups = 1\n[fixed]\n"
+      "workload = \"gemm\"\nbackend = \"blas\"\n[axes]\nn = [8192, 64]\n");
   // The limit: 0.5 GB above the smallest of 1.5, 2, 2.5, 3 GB under which d500 starts at all (a
   // build with CUDA mapped about 0.5 GB more of its libraries before they moved into modules), so the small
   // point has room and the large one, which needs 2.25 GiB more, has not. Below that, d500 may
   // not even end: OpenBLAS's threads retry a failing malloc forever, hence the probe's timeout.
   long long limit_kb = 0;
   for (long long kb : {1500000LL, 2000000LL, 2500000LL, 3000000LL})
-    if (!limit_kb && sh("ulimit -v " + std::to_string(kb) + " && timeout -s KILL 20 " + d500_cmd("--version")).code == 0) limit_kb = kb + 500000;
+    if (!limit_kb &&
+        sh("ulimit -v " + std::to_string(kb) + " && timeout -s KILL 20 " + d500_cmd("--version")).code == 0)
+      limit_kb = kb + 500000;
   ASSERT_GT(limit_kb, 0) << "d500 does not start under a 3 GB address-space limit";
   Cmd r = sh("ulimit -v " + std::to_string(limit_kb) + " && timeout -s KILL 300 " + d500_cmd("run " + run.string()));
   EXPECT_NE(r.out.find("backend-failed"), std::string::npos) << r.out;
@@ -299,9 +313,10 @@ TEST_F(EndToEnd, APointThatCannotAllocateFailsAloneWithTheReason) {
 
 TEST_F(EndToEnd, EveryCollectiveValidatesOnAnOddNumberOfRanks) {
   // 3 ranks: uneven splits would show in allgather offsets and reduce-scatter blocks.
-  auto csv = reported("[campaign]\nname = \"coll\"\nrepetitions = 6\nwarmups = 1\n[axes]\n"
-                      "workload = [\"allreduce\", \"allgather\", \"broadcast\", \"reduce_scatter\"]\n"
-                      "backend = [\"mpi\"]\nbytes = [12, 12288]\nranks_per_node = [3]\n");
+  auto csv = reported(
+      "[campaign]\nname = \"coll\"\nrepetitions = 6\nwarmups = 1\n[axes]\n"
+      "workload = [\"allreduce\", \"allgather\", \"broadcast\", \"reduce_scatter\"]\n"
+      "backend = [\"mpi\"]\nbytes = [12, 12288]\nranks_per_node = [3]\n");
   ASSERT_FALSE(HasFailure()) << "plan, run and report succeed";
   ASSERT_EQ(csv.size(), 8u);
   for (auto& [id, row] : csv) {
@@ -310,18 +325,22 @@ TEST_F(EndToEnd, EveryCollectiveValidatesOnAnOddNumberOfRanks) {
     EXPECT_EQ(row["n"], "6") << row["canonical"];
     // Rates follow nccl-tests' sizes: allgather counts the gathered result (3 x bytes).
     const double bytes = std::stod(row["param_bytes"]) * (row["workload"] == "allgather" ? 3 : 1);
-    EXPECT_NEAR(std::stod(row["rate_median"]), bytes / std::stod(row["median_s"]) / 1e9, 1e-6 * std::stod(row["rate_median"]));
+    EXPECT_NEAR(std::stod(row["rate_median"]), bytes / std::stod(row["median_s"]) / 1e9,
+                1e-6 * std::stod(row["rate_median"]));
   }
   // nccl-tests' bus bandwidth on 3 ranks: the rate times 4/3 (allreduce), 2/3 (allgather,
   // reduce_scatter) or 1 (broadcast), in results.json and in the report's Collectives section.
   Cmd bus = sh("/usr/bin/python3 -c \"import json; j = json.load(open('" + (dir_ / "run" / "results.json").string() +
                "')); f = {'allreduce': 4 / 3, 'allgather': 2 / 3, 'reduce_scatter': 2 / 3, 'broadcast': 1}; "
-               "bad = [p['canonical'] for p in j['points'] if abs(p['bus_bandwidth'][0] / (p['rate'] * f[p['workload']]) - 1) > 1e-6 "
-               "or not p['bus_bandwidth'][1] <= p['bus_bandwidth'][0] <= p['bus_bandwidth'][2]]; print(len(j['points']), bad)\"");
+               "bad = [p['canonical'] for p in j['points'] if abs(p['bus_bandwidth'][0] / (p['rate'] * "
+               "f[p['workload']]) - 1) > 1e-6 "
+               "or not p['bus_bandwidth'][1] <= p['bus_bandwidth'][0] <= p['bus_bandwidth'][2]]; "
+               "print(len(j['points']), bad)\"");
   EXPECT_EQ(bus.out, "8 []\n") << bus.out;
   EXPECT_NE(read_file_text(dir_ / "run" / "report.md").find("## Collectives"), std::string::npos);
-  Cmd bad = sh(d500_cmd("plan --dry-run " + write("b.toml", "[campaign]\nname = \"b\"\n[axes]\nworkload = [\"reduce_scatter\"]\n"
-                                                        "backend = [\"mpi\"]\nbytes = [16]\nranks_per_node = [3]\n")));
+  Cmd bad = sh(d500_cmd("plan --dry-run " + write("b.toml",
+                                                  "[campaign]\nname = \"b\"\n[axes]\nworkload = [\"reduce_scatter\"]\n"
+                                                  "backend = [\"mpi\"]\nbytes = [16]\nranks_per_node = [3]\n")));
   EXPECT_EQ(bad.code, 1);
   EXPECT_NE(bad.out.find("bytes/4 divisible by the ranks (3)"), std::string::npos) << bad.out;
 }
@@ -330,9 +349,10 @@ TEST_F(EndToEnd, EveryCollectiveValidatesOnAnOddNumberOfRanks) {
 // step's compute; level 0 can measure the same (buffers = "in-place", off_cache): validated,
 // and without the new parameters a point keeps its canonical text and id.
 TEST_F(EndToEnd, AnAllreduceInPlaceWithColdCachesValidatesAndOldPointsKeepTheirIds) {
-  auto csv = reported("[campaign]\nname = \"cold\"\nrepetitions = 6\nwarmups = 1\n[axes]\n"
-                      "workload = [\"allreduce\"]\nbackend = [\"mpi\"]\nbytes = [12288]\nranks_per_node = [2]\n"
-                      "buffers = [\"\", \"in-place\"]\noff_cache = [\"\", \"1M\"]\n");
+  auto csv = reported(
+      "[campaign]\nname = \"cold\"\nrepetitions = 6\nwarmups = 1\n[axes]\n"
+      "workload = [\"allreduce\"]\nbackend = [\"mpi\"]\nbytes = [12288]\nranks_per_node = [2]\n"
+      "buffers = [\"\", \"in-place\"]\noff_cache = [\"\", \"1M\"]\n");
   ASSERT_FALSE(HasFailure()) << "plan, run and report succeed";
   ASSERT_EQ(csv.size(), 4u);
   std::set<std::string> texts;
@@ -343,27 +363,31 @@ TEST_F(EndToEnd, AnAllreduceInPlaceWithColdCachesValidatesAndOldPointsKeepTheirI
   }
   EXPECT_TRUE(texts.count("allreduce:mpi bytes=12288 nodes=1 ranks_per_node=2 seed=1")) << "the id a point had before";
   EXPECT_TRUE(texts.count("allreduce:mpi buffers=in-place bytes=12288 nodes=1 off_cache=1M ranks_per_node=2 seed=1"));
-  Cmd bad = sh(d500_cmd("plan --dry-run " + write("b.toml", "[campaign]\nname = \"b\"\n[axes]\nworkload = [\"allgather\"]\n"
-                                                        "backend = [\"mpi\"]\nbytes = [16]\nbuffers = [\"in-place\"]\n")));
+  Cmd bad = sh(d500_cmd("plan --dry-run " + write("b.toml",
+                                                  "[campaign]\nname = \"b\"\n[axes]\nworkload = [\"allgather\"]\n"
+                                                  "backend = [\"mpi\"]\nbytes = [16]\nbuffers = [\"in-place\"]\n")));
   EXPECT_EQ(bad.code, 1);
   EXPECT_NE(bad.out.find("buffers = \"in-place\" is for allreduce only"), std::string::npos) << bad.out;
-  bad = sh(d500_cmd("plan --dry-run " + write("o.toml", "[campaign]\nname = \"o\"\n[axes]\nworkload = [\"allreduce\"]\n"
-                                                    "backend = [\"mpi\"]\nbytes = [16]\noff_cache = [\"lots\"]\n")));
+  bad = sh(d500_cmd("plan --dry-run " + write("o.toml",
+                                              "[campaign]\nname = \"o\"\n[axes]\nworkload = [\"allreduce\"]\n"
+                                              "backend = [\"mpi\"]\nbytes = [16]\noff_cache = [\"lots\"]\n")));
   EXPECT_EQ(bad.code, 1);
   EXPECT_NE(bad.out.find("off_cache is \"lots\": a size below 4 EiB such as \"64M\""), std::string::npos) << bad.out;
 }
 
 TEST_F(EndToEnd, SubmitWithoutASlurmConfigurationSaysSoAndRecordsNothing) {
-  std::string campaign = write("s.toml", "[campaign]\nname = \"s\"\ntemplate = \"slurm\"\n[slurm]\ntime_limit = 5\n"
-                                         "[axes]\nworkload = [\"gemm\"]\nbackend = [\"blas\"]\nn = [8]\n");
+  std::string campaign = write("s.toml",
+                               "[campaign]\nname = \"s\"\ntemplate = \"slurm\"\n[slurm]\ntime_limit = 5\n"
+                               "[axes]\nworkload = [\"gemm\"]\nbackend = [\"blas\"]\nn = [8]\n");
   fs::path run = dir_ / "run";
   ASSERT_EQ(sh(d500_cmd("plan " + campaign + " -o " + run.string())).code, 0);
   Cmd sub = sh("SLURM_CONF=/nonexistent/slurm.conf " + d500_cmd("submit " + run.string()));
   EXPECT_EQ(sub.code, 1) << sub.out;
   // A build with libslurm looks for the configuration first; one without says what it lacks.
-  const std::string why = ::d500::slurm_available()
-                              ? "no Slurm configuration found (SLURM_CONF=/nonexistent/slurm.conf does not exist)"
-                              : "this d500 was built without libslurm (Debian: apt-get install libslurm-dev, then rebuild)";
+  const std::string why =
+      ::d500::slurm_available()
+          ? "no Slurm configuration found (SLURM_CONF=/nonexistent/slurm.conf does not exist)"
+          : "this d500 was built without libslurm (Debian: apt-get install libslurm-dev, then rebuild)";
   EXPECT_NE(sub.out.find(why), std::string::npos) << sub.out;
   EXPECT_FALSE(fs::exists(run / "slurm" / "submissions.tsv"));
   Cmd local = sh(d500_cmd("run " + run.string()));
@@ -372,7 +396,9 @@ TEST_F(EndToEnd, SubmitWithoutASlurmConfigurationSaysSoAndRecordsNothing) {
   Cmd st = sh("SLURM_CONF=/nonexistent/slurm.conf " + d500_cmd("status " + run.string()));
   EXPECT_EQ(st.code, 0) << st.out;
   // Status answers from the results files, whatever Slurm (or its absence) says.
-  EXPECT_NE(st.out.find("points: 0 complete, 0 failed (validation or backend), 0 incomplete, 1 missing"), std::string::npos) << st.out;
+  EXPECT_NE(st.out.find("points: 0 complete, 0 failed (validation or backend), 0 incomplete, 1 missing"),
+            std::string::npos)
+      << st.out;
 }
 
 TEST_F(EndToEnd, BadCampaignGivesOneLocatedErrorAndWritesNothing) {
@@ -444,15 +470,21 @@ ranks_per_node = [1, 2]
 // the SHA-256 of its bytes (checked against coreutils' sha256sum), and the report lists them.
 TEST_F(EndToEnd, ADryRunLoadsNoLibraryAndARunRecordsWhichItLoaded) {
   const fs::path mark = dir_ / "loaded";
-  const std::string campaign = write("c.toml", "[campaign]\nname = \"trust\"\n[fixed]\nworkload = \"relu\"\nn = 2\nc = 8\nh = 12\n"
-                                               "backend = \"custom\"\nlibrary = \"" + std::string(D500_CUSTOM_RELU) + "\"\n");
+  const std::string campaign =
+      write("c.toml",
+            "[campaign]\nname = \"trust\"\n[fixed]\nworkload = \"relu\"\nn = 2\nc = 8\nh = 12\n"
+            "backend = \"custom\"\nlibrary = \"" +
+                std::string(D500_CUSTOM_RELU) + "\"\n");
   const std::string env = "D500_TEST_LOADED_MARK=" + mark.string() + " ";
   Cmd dry = sh(env + d500_cmd("plan --dry-run " + campaign));
   ASSERT_EQ(dry.code, 0) << dry.out;
   EXPECT_FALSE(fs::exists(mark)) << "the dry run ran the library's constructor";
   const std::string bogus = write("bogus.so", "#!/bin/sh\n");
-  Cmd not_elf = sh(env + d500_cmd("plan --dry-run " + write("b.toml", "[campaign]\nname = \"trust\"\n[fixed]\nworkload = \"relu\"\n"
-                                                                         "n = 2\nc = 8\nh = 12\nbackend = \"custom\"\nlibrary = \"" + bogus + "\"\n")));
+  Cmd not_elf =
+      sh(env + d500_cmd("plan --dry-run " + write("b.toml",
+                                                  "[campaign]\nname = \"trust\"\n[fixed]\nworkload = \"relu\"\n"
+                                                  "n = 2\nc = 8\nh = 12\nbackend = \"custom\"\nlibrary = \"" +
+                                                      bogus + "\"\n")));
   EXPECT_NE(not_elf.code, 0) << not_elf.out;
   EXPECT_NE(not_elf.out.find("library '" + bogus + "' is not a shared object"), std::string::npos) << not_elf.out;
   Cmd real = sh(env + d500_cmd("plan " + campaign + " -o " + (dir_ / "run").string()));
@@ -466,7 +498,9 @@ TEST_F(EndToEnd, ADryRunLoadsNoLibraryAndARunRecordsWhichItLoaded) {
   ASSERT_EQ(sum.out.size(), 64u) << sum.out;
   const std::string md = read_file_text(dir_ / "run" / "report.md");
   EXPECT_NE(md.find("## Code loaded from the campaign"), std::string::npos) << md;
-  EXPECT_NE(md.find(fs::canonical(D500_CUSTOM_RELU).string() + ": SHA-256 " + sum.out + " (1 point)"), std::string::npos) << md;
+  EXPECT_NE(md.find(fs::canonical(D500_CUSTOM_RELU).string() + ": SHA-256 " + sum.out + " (1 point)"),
+            std::string::npos)
+      << md;
 }
 
 TEST_F(EndToEnd, OperatorsRunOnEveryBackendAndAWrongOneIsFlaggedNotTimed) {
@@ -477,13 +511,17 @@ TEST_F(EndToEnd, OperatorsRunOnEveryBackendAndAWrongOneIsFlaggedNotTimed) {
   int built_libs = 0;
   for (const char* b : {"onednn", "libtorch"})
     if (::d500::find_backend(b)->built) libs += std::string(", \"") + b + "\"", ++built_libs;
-  std::string campaign = write(
-      "c.toml", "[campaign]\nname = \"ops\"\nrepetitions = 5\nwarmups = 1\n[fixed]\nranks_per_node = 2\nn = 2\nc = 8\n"
-                "h = 12\nk = 8\nr = 3\npad = 1\n[axes]\nworkload = [\"relu\", \"conv2d\"]\n"
-                "backend = [\"blas\", \"custom\"" + libs + "]\nlibrary = [\"\", \"" + right + "\", \"" +
-                wrong + "\"]\n"
+  std::string campaign =
+      write("c.toml",
+            "[campaign]\nname = \"ops\"\nrepetitions = 5\nwarmups = 1\n[fixed]\nranks_per_node = 2\nn = 2\nc = 8\n"
+            "h = 12\nk = 8\nr = 3\npad = 1\n[axes]\nworkload = [\"relu\", \"conv2d\"]\n"
+            "backend = [\"blas\", \"custom\"" +
+                libs + "]\nlibrary = [\"\", \"" + right + "\", \"" + wrong +
+                "\"]\n"
                 "[[exclude]]\nbackend = \"custom\"\nlibrary = \"\"\n"
-                "[[exclude]]\nbackend = [\"blas\"" + libs + "]\nlibrary = [\"" + right + "\", \"" + wrong + "\"]\n"
+                "[[exclude]]\nbackend = [\"blas\"" +
+                libs + "]\nlibrary = [\"" + right + "\", \"" + wrong +
+                "\"]\n"
                 "[[exclude]]\nworkload = \"relu\"\nbackend = \"blas\"\n"
                 "[[exclude]]\nworkload = \"conv2d\"\nbackend = \"custom\"\n");
   const std::size_t points = 3 + 2 * static_cast<std::size_t>(built_libs);  // conv2d on blas, relu on 2 custom builds
@@ -534,7 +572,7 @@ TEST_F(EndToEnd, OperatorsRunOnEveryBackendAndAWrongOneIsFlaggedNotTimed) {
       }
       complete += row["status"] == "complete";
     }
-    EXPECT_EQ(refusals, 2) << refused.out;  // both custom builds refuse
+    EXPECT_EQ(refusals, 2) << refused.out;                             // both custom builds refuse
     EXPECT_EQ(complete, static_cast<int>(points) - 2) << refused.out;  // and every other point still ran
   }
   std::ifstream md(run / "report.md");
@@ -555,8 +593,10 @@ pid_t spawn_d500(const std::string& args, const fs::path& out, const std::string
   pid_t pid = fork();
   if (pid == 0) {
     setpgid(0, 0);  // its own group, as a shell starts a job: signals in the test reach only it
-    execl("/bin/bash", "bash", "-c", ((env.empty() ? "exec " : "exec env " + env + " ") + d500_cmd(args) + " > '" + out.string() + "' 2>&1").c_str(),
-          static_cast<char*>(nullptr));
+    execl(
+        "/bin/bash", "bash", "-c",
+        ((env.empty() ? "exec " : "exec env " + env + " ") + d500_cmd(args) + " > '" + out.string() + "' 2>&1").c_str(),
+        static_cast<char*>(nullptr));
     _exit(127);
   }
   return pid;
@@ -643,10 +683,12 @@ TEST_P(Signals, AfterKill9TheRanksEndAndAJobThatOutlivesItsRunnerIsNamed) {
         "#!/usr/bin/env bash\n# d500: launcher=local\ntrap '' TERM HUP INT\n: > started\nsleep 120\n"
         "# {{worker}} {{spec}} {{output}}\n");
   const fs::path stubborn = dir_ / "stubborn";
-  Cmd plan = sh(d500_cmd("plan " +
-                         write("stubborn.toml", "[campaign]\nname = \"stubborn\"\ntemplate = \"stubborn\"\n"
-                                                "templates_dir = \"templates\"\n[fixed]\nworkload = \"gemm\"\nbackend = \"blas\"\nn = 8\n") +
-                         " -o " + stubborn.string()));
+  Cmd plan =
+      sh(d500_cmd("plan " +
+                  write("stubborn.toml",
+                        "[campaign]\nname = \"stubborn\"\ntemplate = \"stubborn\"\n"
+                        "templates_dir = \"templates\"\n[fixed]\nworkload = \"gemm\"\nbackend = \"blas\"\nn = 8\n") +
+                  " -o " + stubborn.string()));
   ASSERT_EQ(plan.code, 0) << plan.out;
   runner = spawn_d500("run " + stubborn.string(), out);
   // Until the script has set its trap, a kill -9 of its runner ends it too (the kernel's SIGTERM,
@@ -674,7 +716,8 @@ TEST_P(Signals, AStoppedRankEndsItsJobAfterTheProgressTimeoutAndTheReportSaysWhy
   const std::string spec = (run / "jobs" / "job-0000.toml").string();
   const fs::path out = dir_ / "run.out";
   const pid_t runner = spawn_d500("run " + run.string(), out, "D500_PROGRESS_TIMEOUT_S=3");
-  ASSERT_TRUE(wait_for([&] { return read_file_text(out).find("point 1/1") != std::string::npos; }, 60)) << read_file_text(out);
+  ASSERT_TRUE(wait_for([&] { return read_file_text(out).find("point 1/1") != std::string::npos; }, 60))
+      << read_file_text(out);
   ASSERT_TRUE(wait_for([&] { return processes_with(spec).size() == 2; }, 30));
   const pid_t rank = processes_with(spec).front();
   ASSERT_EQ(kill(rank, SIGSTOP), 0);
@@ -687,7 +730,9 @@ TEST_P(Signals, AStoppedRankEndsItsJobAfterTheProgressTimeoutAndTheReportSaysWhy
   EXPECT_TRUE(wait_for([&] { return processes_with(spec).empty(); }, 10)) << "a rank survived its job";
   const std::string said = read_file_text(out);
   EXPECT_NE(said.find("no progress for"), std::string::npos) << said;
-  EXPECT_NE(said.find("a rank has stopped or hangs; ending the job (D500_PROGRESS_TIMEOUT_S = 3.00)"), std::string::npos) << said;
+  EXPECT_NE(said.find("a rank has stopped or hangs; ending the job (D500_PROGRESS_TIMEOUT_S = 3.00)"),
+            std::string::npos)
+      << said;
 
   Cmd rep = sh(d500_cmd("report " + run.string()));
   ASSERT_EQ(rep.code, 0) << rep.out;
@@ -705,8 +750,9 @@ INSTANTIATE_TEST_SUITE_P(IdleAndLoaded, Signals, ::testing::Bool(),
 // crashed mpirun in PMIx_Finalize and left d500 run waiting; `ulimit -v 200000` left report,
 // check and run spinning in OpenBLAS's fork and exit hooks.
 TEST_F(EndToEnd, TightLimitsEndInAClearErrorNeverAHang) {
-  const fs::path run = planned("[campaign]\nname = \"limits\"\nrepetitions = 5\nwarmups = 1\n[fixed]\nworkload = \"gemm\"\n"
-                               "backend = \"blas\"\nn = 16\nranks_per_node = 2\n");
+  const fs::path run = planned(
+      "[campaign]\nname = \"limits\"\nrepetitions = 5\nwarmups = 1\n[fixed]\nworkload = \"gemm\"\n"
+      "backend = \"blas\"\nn = 16\nranks_per_node = 2\n");
   Cmd files = sh("ulimit -n 32; timeout -s KILL 60 " + d500_cmd("run " + run.string()));
   EXPECT_EQ(files.code, 1) << files.out;
   EXPECT_NE(files.out.find("the open-file limit (ulimit -n) is 32; mpirun needs about 48 for a job of 2 rank(s)"),
@@ -726,8 +772,9 @@ TEST_F(EndToEnd, TightLimitsEndInAClearErrorNeverAHang) {
 // link that leads out of the run directory, naming it, and one within it is replaced (a report)
 // or refused (a log, the lock), never written through.
 TEST_F(EndToEnd, NoWriteFollowsALinkPlantedInTheRunDirectory) {
-  const fs::path run = planned("[campaign]\nname = \"links\"\nrepetitions = 4\nwarmups = 1\n[fixed]\nworkload = \"gemm\"\n"
-                               "backend = \"blas\"\nn = 16\n");
+  const fs::path run = planned(
+      "[campaign]\nname = \"links\"\nrepetitions = 4\nwarmups = 1\n[fixed]\nworkload = \"gemm\"\n"
+      "backend = \"blas\"\nn = 16\n");
   const fs::path victim = dir_ / "victim";
   write("victim", "secret\n");
   for (const char* planted : {"run.lock", "logs/job-0000.log", "jobs/job-0000.status.tmp", "jobs/job-0000.status",
@@ -750,13 +797,15 @@ TEST_F(EndToEnd, NoWriteFollowsALinkPlantedInTheRunDirectory) {
   fs::create_symlink("plan.toml", run / "run.lock");
   Cmd locked = sh(d500_cmd("run " + run.string()));
   EXPECT_EQ(locked.code, 1) << locked.out;
-  EXPECT_NE(locked.out.find("run.lock: is a symbolic link; d500 locks and writes no file through a link"), std::string::npos)
+  EXPECT_NE(locked.out.find("run.lock: is a symbolic link; d500 locks and writes no file through a link"),
+            std::string::npos)
       << locked.out;
   fs::remove(run / "run.lock");
   fs::create_symlink("../campaign.toml", run / "logs" / "job-0000.log");
   Cmd logged = sh(d500_cmd("run " + run.string()));
   EXPECT_NE(logged.code, 0) << logged.out;
-  EXPECT_NE(logged.out.find("job-0000.log: is a symbolic link; d500 appends to no file through a link"), std::string::npos)
+  EXPECT_NE(logged.out.find("job-0000.log: is a symbolic link; d500 appends to no file through a link"),
+            std::string::npos)
       << logged.out;
   fs::remove(run / "logs" / "job-0000.log");
   const std::string campaign = read_file_text(run / "campaign.toml");
@@ -766,7 +815,8 @@ TEST_F(EndToEnd, NoWriteFollowsALinkPlantedInTheRunDirectory) {
   ASSERT_EQ(rep.code, 0) << rep.out;
   EXPECT_FALSE(fs::is_symlink(run / "report.md"));
   EXPECT_EQ(read_file_text(run / "campaign.toml"), campaign);
-  for (const auto& e : fs::recursive_directory_iterator(run)) EXPECT_FALSE(e.path().string().ends_with(".tmp")) << e.path();
+  for (const auto& e : fs::recursive_directory_iterator(run))
+    EXPECT_FALSE(e.path().string().ends_with(".tmp")) << e.path();
 }
 
 // Issue 15, item 2: `d500 run` resumes by point. A job killed in its second point runs only that
@@ -809,12 +859,14 @@ TEST_F(EndToEnd, ARunResumesByPointAndKeepsEveryEarlierFile) {
   auto csv = read_csv(run / "results.csv");
   ASSERT_EQ(csv.size(), 2u) << rep.out;
   for (auto& [id, row] : csv)
-    EXPECT_EQ(row["status"], row["canonical"].rfind("gemm:blas", 0) == 0 ? "complete" : "incomplete") << row["canonical"];
+    EXPECT_EQ(row["status"], row["canonical"].rfind("gemm:blas", 0) == 0 ? "complete" : "incomplete")
+        << row["canonical"];
 }
 
 TEST_F(EndToEnd, AJobWhosePointsAllHaveFinalResultsIsNotRunAgain) {
-  const fs::path run = planned("[campaign]\nname = \"done\"\nrepetitions = 6\nwarmups = 1\n[fixed]\nworkload = \"gemm\"\n"
-                               "n = 32\n[axes]\nbackend = [\"blas\", \"reference\"]\n");
+  const fs::path run = planned(
+      "[campaign]\nname = \"done\"\nrepetitions = 6\nwarmups = 1\n[fixed]\nworkload = \"gemm\"\n"
+      "n = 32\n[axes]\nbackend = [\"blas\", \"reference\"]\n");
   ASSERT_EQ(sh(d500_cmd("run " + run.string())).code, 0);
   fs::remove(run / "jobs" / "job-0000.status");  // as if the runner died after the job's last point
   Cmd again = sh(d500_cmd("run " + run.string()));
@@ -824,9 +876,10 @@ TEST_F(EndToEnd, AJobWhosePointsAllHaveFinalResultsIsNotRunAgain) {
   // The worker itself skips what an earlier file of its spec finished: a requeued Slurm job's
   // next attempt is the same spec with another output.
   const std::string worker = (fs::path(d500_bin()).parent_path() / "d500-worker").string();
-  const std::string spec = (run / "jobs" / "job-0000.toml").string(), again_file = (run / "results" / "job-0000.again.h5").string();
-  Cmd attempt = sh("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np 1 " + worker + " " + spec + " " +
-                   again_file);
+  const std::string spec = (run / "jobs" / "job-0000.toml").string(),
+                    again_file = (run / "results" / "job-0000.again.h5").string();
+  Cmd attempt = sh("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np 1 " + worker +
+                   " " + spec + " " + again_file);
   EXPECT_EQ(attempt.code, 0) << attempt.out;
   const std::string earlier = (run / "results" / "job-0000.h5").string();
   EXPECT_NE(attempt.out.find("d500:skipped 1/2 complete " + earlier), std::string::npos) << attempt.out;
@@ -837,7 +890,8 @@ TEST_F(EndToEnd, AJobWhosePointsAllHaveFinalResultsIsNotRunAgain) {
   Cmd rerun = sh(d500_cmd("run --rerun " + run.string()));
   EXPECT_EQ(rerun.code, 0) << rerun.out;
   EXPECT_TRUE(fs::exists(run / "results" / "job-0000.h5.prev-1"));
-  EXPECT_NE(sh(d500_cmd("check " + (run / "results" / "job-0000.h5").string())).out.find("2 complete"), std::string::npos);
+  EXPECT_NE(sh(d500_cmd("check " + (run / "results" / "job-0000.h5").string())).out.find("2 complete"),
+            std::string::npos);
   EXPECT_EQ(rerun.out.find("not run again"), std::string::npos) << rerun.out;
 }
 
@@ -846,14 +900,16 @@ TEST_F(EndToEnd, PlainD500GivesHelpAndTheVersion) {
   Cmd bare = sh(d500_cmd(""));
   EXPECT_EQ(bare.code, 0) << bare.out;
   EXPECT_EQ(bare.out.rfind("d500 ", 0), 0u) << bare.out;
-  for (const char* s : {"plan", "run", "report", "check", "submit"}) EXPECT_NE(bare.out.find(s), std::string::npos) << s;
+  for (const char* s : {"plan", "run", "report", "check", "submit"})
+    EXPECT_NE(bare.out.find(s), std::string::npos) << s;
   Cmd v = sh(d500_cmd("--version"));
   EXPECT_EQ(v.code, 0) << v.out;
   EXPECT_EQ(v.out, sh(d500_cmd("version")).out);
   // `d500 workloads` lists every parameter as the README says: type, default, range or choices.
   Cmd w = sh(d500_cmd("workloads"));
   EXPECT_EQ(w.code, 0) << w.out;
-  for (const char* line : {"  n (integer, default -1, 1 to 65536): columns of C", "  pass (string, default forward, one of forward, backward_data, backward_filter)",
+  for (const char* line : {"  n (integer, default -1, 1 to 65536): columns of C",
+                           "  pass (string, default forward, one of forward, backward_data, backward_filter)",
                            "  bytes (integer, required, 4 to 17179869184)", "every workload also takes:"})
     EXPECT_NE(w.out.find(line), std::string::npos) << line << "\n" << w.out.substr(0, 2000);
 }
@@ -863,8 +919,10 @@ TEST_F(EndToEnd, PlainD500GivesHelpAndTheVersion) {
 TEST_F(EndToEnd, ALargePlanIsSummarisedAndListedOnRequest) {
   std::string seeds;
   for (int i = 1; i <= 40; ++i) seeds += (i > 1 ? ", " : "") + std::to_string(i);
-  const std::string campaign = write("big.toml", "[campaign]\nname = \"big\"\npoints_per_job = 20\n[fixed]\nbackend = \"blas\"\n"
-                                                 "workload = \"gemm\"\n[axes]\nn = [8, 16]\nseed = [" + seeds + "]\n");
+  const std::string campaign = write("big.toml",
+                                     "[campaign]\nname = \"big\"\npoints_per_job = 20\n[fixed]\nbackend = \"blas\"\n"
+                                     "workload = \"gemm\"\n[axes]\nn = [8, 16]\nseed = [" +
+                                         seeds + "]\n");
   const fs::path run = dir_ / "run";
   Cmd plan = sh(d500_cmd("plan " + campaign + " -o " + run.string()));
   ASSERT_EQ(plan.code, 0) << plan.out;
@@ -882,7 +940,9 @@ TEST_F(EndToEnd, ALargePlanIsSummarisedAndListedOnRequest) {
   Cmd listed = sh(d500_cmd("plan --dry-run --list " + campaign));
   ASSERT_EQ(listed.code, 0) << listed.out;
   int points = 0;
-  for (std::size_t at = listed.out.find("  gemm:blas k="); at != std::string::npos; at = listed.out.find("  gemm:blas k=", at + 1)) ++points;
+  for (std::size_t at = listed.out.find("  gemm:blas k="); at != std::string::npos;
+       at = listed.out.find("  gemm:blas k=", at + 1))
+    ++points;
   EXPECT_EQ(points, 80) << listed.out;
 }
 
@@ -893,7 +953,8 @@ TEST_F(EndToEnd, APlanOnAFullDiskIsRefusedAndLeavesNothingAndLosesNothing) {
   const auto mounted = small_tmpfs("1m");
   if (!mounted) GTEST_SKIP() << "needs root to mount a small tmpfs (mount -t tmpfs)";
   const fs::path mnt = mounted->path;
-  const std::string small = write("small.toml", "[campaign]\nname = \"small\"\n[fixed]\nworkload = \"gemm\"\nbackend = \"blas\"\nn = 8\n");
+  const std::string small =
+      write("small.toml", "[campaign]\nname = \"small\"\n[fixed]\nworkload = \"gemm\"\nbackend = \"blas\"\nn = 8\n");
   ASSERT_EQ(sh(d500_cmd("plan " + small + " -o " + (mnt / "old").string())).code, 0);
   std::map<std::string, std::string> before;
   for (const auto& e : fs::recursive_directory_iterator(mnt))
@@ -902,12 +963,15 @@ TEST_F(EndToEnd, APlanOnAFullDiskIsRefusedAndLeavesNothingAndLosesNothing) {
 
   std::string seeds;
   for (int i = 1; i <= 1000; ++i) seeds += (i > 1 ? ", " : "") + std::to_string(i);
-  const std::string big = write("big.toml", "[campaign]\nname = \"big\"\npoints_per_job = 1000\n[fixed]\nworkload = \"gemm\"\n"
-                                            "backend = \"blas\"\n[axes]\nn = [8, 16, 24, 32, 40, 48, 56, 64]\nm = [8, 16, 32]\n"
-                                            "seed = [" + seeds + "]\n");
+  const std::string big = write("big.toml",
+                                "[campaign]\nname = \"big\"\npoints_per_job = 1000\n[fixed]\nworkload = \"gemm\"\n"
+                                "backend = \"blas\"\n[axes]\nn = [8, 16, 24, 32, 40, 48, 56, 64]\nm = [8, 16, 32]\n"
+                                "seed = [" +
+                                    seeds + "]\n");
   Cmd plan = sh(d500_cmd("plan " + big + " -o " + (mnt / "runs" / "big").string()));
   EXPECT_EQ(plan.code, 1) << plan.out;
-  EXPECT_TRUE(plan.out.find("disk full") != std::string::npos || plan.out.find("No space left on device") != std::string::npos)
+  EXPECT_TRUE(plan.out.find("disk full") != std::string::npos ||
+              plan.out.find("No space left on device") != std::string::npos)
       << plan.out;
   EXPECT_NE(plan.out.find("nothing was written"), std::string::npos) << plan.out;
   std::map<std::string, std::string> after;
@@ -926,26 +990,30 @@ TEST_F(EndToEnd, AnInstalledD500PlansRunsAndReportsFromItsPrefix) {
   ASSERT_EQ(inst.code, 0) << inst.out;
   const std::string d500 = (prefix / "bin" / "d500").string();
   ASSERT_TRUE(fs::exists(prefix / "bin" / "d500-worker"));
-  const std::string campaign = write("one.toml", "[campaign]\nname = \"inst\"\nrepetitions = 6\nwarmups = 1\n[fixed]\n"
-                                                 "workload = \"gemm\"\nbackend = \"blas\"\nn = 16\n");
+  const std::string campaign = write("one.toml",
+                                     "[campaign]\nname = \"inst\"\nrepetitions = 6\nwarmups = 1\n[fixed]\n"
+                                     "workload = \"gemm\"\nbackend = \"blas\"\nn = 16\n");
   const fs::path run = dir_ / "run";
   // Away from the source tree: no D500_TEMPLATES, and the working directory elsewhere.
   const std::string env = "cd " + dir_.string() + " && env -u D500_TEMPLATES ";
   Cmd plan = sh(env + d500 + " plan " + campaign + " -o " + run.string());
   ASSERT_EQ(plan.code, 0) << plan.out;
-  EXPECT_NE(plan.out.find((prefix / "share" / "d500" / "templates" / "local.sh.in").string()), std::string::npos) << plan.out;
+  EXPECT_NE(plan.out.find((prefix / "share" / "d500" / "templates" / "local.sh.in").string()), std::string::npos)
+      << plan.out;
   Cmd r = sh(env + d500 + " run " + run.string());
   ASSERT_EQ(r.code, 0) << r.out;
   Cmd rep = sh(env + d500 + " report " + run.string());
   ASSERT_EQ(rep.code, 0) << rep.out;
   EXPECT_NE(rep.out.find("Results: gemm:\nShared by every gemm point: "), std::string::npos) << rep.out;
-  EXPECT_NE(read_file_text(run / "jobs" / "job-0000.sh").find((prefix / "bin" / "d500-worker").string()), std::string::npos);
+  EXPECT_NE(read_file_text(run / "jobs" / "job-0000.sh").find((prefix / "bin" / "d500-worker").string()),
+            std::string::npos);
 
   // The backends in modules load from the prefix's lib/, beside the prefix's core (the dynamic
   // loader's record of what `d500 backends`, which loads them all, opened).
   std::vector<std::string> modules;
   for (const auto& b : d500::all_backends())
-    if (b.built && !b.module.empty() && std::find(modules.begin(), modules.end(), b.module) == modules.end()) modules.push_back(b.module);
+    if (b.built && !b.module.empty() && std::find(modules.begin(), modules.end(), b.module) == modules.end())
+      modules.push_back(b.module);
   const fs::path ld = dir_ / "ld";
   Cmd listed = sh(env + "LD_DEBUG=files LD_DEBUG_OUTPUT=" + ld.string() + " " + d500 + " backends");
   EXPECT_EQ(listed.code, 0) << listed.out;
@@ -961,17 +1029,22 @@ TEST_F(EndToEnd, AnInstalledD500PlansRunsAndReportsFromItsPrefix) {
     }
   }
   EXPECT_TRUE(loaded.count(fs::weakly_canonical(prefix / "lib" / "libd500core.so").string())) << listed.out;
-  for (const auto& f : loaded) EXPECT_EQ(f.rfind(std::string(D500_BUILD_DIR) + "/libd500", 0), std::string::npos) << "loaded from the build tree: " << f;
+  for (const auto& f : loaded)
+    EXPECT_EQ(f.rfind(std::string(D500_BUILD_DIR) + "/libd500", 0), std::string::npos)
+        << "loaded from the build tree: " << f;
   for (const auto& m : modules) EXPECT_TRUE(loaded.count(fs::weakly_canonical(prefix / "lib" / m).string())) << m;
-  if (!d500::find_backend("libtorch")->built) GTEST_SKIP() << "the rest needs a backend in a module (libtorch), which this build lacks";
+  if (!d500::find_backend("libtorch")->built)
+    GTEST_SKIP() << "the rest needs a backend in a module (libtorch), which this build lacks";
   EXPECT_NE(listed.out.find("version: LibTorch "), std::string::npos) << listed.out;
   // A module that cannot load (here: deleted; on a cluster: a library its environment module
   // provides, not loaded) is a plan-time error naming the file, line and key and why; the
   // backends in the core still plan.
   // Planned where the module loads, run where it does not (a compute node without the library):
   // its point fails at setup with the loader's words, the job goes on, the blas point runs.
-  const std::string both = write("both.toml", "[campaign]\nname = \"b\"\nrepetitions = 3\nwarmups = 1\n[fixed]\nworkload = \"gemm\"\n"
-                                              "n = 16\n[axes]\nbackend = [\"libtorch\", \"blas\"]\n");
+  const std::string both =
+      write("both.toml",
+            "[campaign]\nname = \"b\"\nrepetitions = 3\nwarmups = 1\n[fixed]\nworkload = \"gemm\"\n"
+            "n = 16\n[axes]\nbackend = [\"libtorch\", \"blas\"]\n");
   const fs::path node = dir_ / "node";
   ASSERT_EQ(sh(env + d500 + " plan " + both + " -o " + node.string()).code, 0);
   fs::remove(prefix / "lib" / "libd500-libtorch.so");
@@ -982,27 +1055,34 @@ TEST_F(EndToEnd, AnInstalledD500PlansRunsAndReportsFromItsPrefix) {
   for (auto& [id, row] : rows) {
     if (row["param_backend"] == "libtorch") {
       EXPECT_EQ(row["status"], "backend-failed") << ran.out;
-      EXPECT_NE(row["status_reason"].find("backend 'libtorch': its module did not load: "), std::string::npos) << row["status_reason"];
+      EXPECT_NE(row["status_reason"].find("backend 'libtorch': its module did not load: "), std::string::npos)
+          << row["status_reason"];
     } else {
       EXPECT_EQ(row["status"], "complete") << row["canonical"];
     }
   }
-  const std::string torch = write("torch.toml", "[campaign]\nname = \"t\"\n[fixed]\nworkload = \"gemm\"\nbackend = \"libtorch\"\nn = 16\n");
+  const std::string torch =
+      write("torch.toml", "[campaign]\nname = \"t\"\n[fixed]\nworkload = \"gemm\"\nbackend = \"libtorch\"\nn = 16\n");
   Cmd bad = sh(env + d500 + " plan --dry-run " + torch);
   EXPECT_NE(bad.code, 0) << bad.out;
-  EXPECT_NE(bad.out.find("torch.toml:5:11: key 'backend': backend 'libtorch' is in this build, in module libd500-libtorch.so, which did not load here: "),
-            std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("torch.toml:5:11: key 'backend': backend 'libtorch' is in this build, in module "
+                         "libd500-libtorch.so, which did not load here: "),
+            std::string::npos)
+      << bad.out;
   EXPECT_NE(bad.out.find("libd500-libtorch.so: cannot open shared object file"), std::string::npos) << bad.out;
   EXPECT_EQ(sh(env + d500 + " plan --dry-run " + campaign).code, 0);
   Cmd listed_after = sh(env + d500 + " backends");
   EXPECT_EQ(listed_after.code, 0) << listed_after.out;
-  EXPECT_NE(listed_after.out.find("in this build, but its module did not load: "), std::string::npos) << listed_after.out;
+  EXPECT_NE(listed_after.out.find("in this build, but its module did not load: "), std::string::npos)
+      << listed_after.out;
   // A module left from another build (an older install) is refused by its build's identity,
   // never called (the stand-in aborts when called); a library that is no module at all likewise.
   fs::copy_file(D500_STALE_MODULE, prefix / "lib" / "libd500-libtorch.so");
   Cmd stale = sh(env + d500 + " plan --dry-run " + torch);
   EXPECT_NE(stale.code, 0) << stale.out;
-  EXPECT_NE(stale.out.find("libd500-libtorch.so was built by d500 0.0.9 (0123456789ab), GNU 11.4.0; this d500 is d500 "), std::string::npos)
+  EXPECT_NE(
+      stale.out.find("libd500-libtorch.so was built by d500 0.0.9 (0123456789ab), GNU 11.4.0; this d500 is d500 "),
+      std::string::npos)
       << stale.out;
   EXPECT_NE(stale.out.find("a module must come from the same build as libd500core"), std::string::npos) << stale.out;
   fs::copy_file(D500_CUSTOM_RELU, prefix / "lib" / "libd500-libtorch.so", fs::copy_options::overwrite_existing);
@@ -1025,8 +1105,10 @@ TEST_F(EndToEnd, ABackendsModuleIsLoadedOnlyByTheProcessesThatRunIt) {
   auto run_logged = [&](const std::string& name, const std::string& backend) {
     const fs::path logs = dir_ / ("ld-" + name);
     fs::create_directories(logs);
-    const std::string campaign = write(name + ".toml", "[campaign]\nname = \"" + name + "\"\nrepetitions = 3\nwarmups = 1\n[fixed]\n"
-                                                       "workload = \"gemm\"\nbackend = \"" + backend + "\"\nn = 16\nranks_per_node = 2\n");
+    const std::string campaign = write(name + ".toml", "[campaign]\nname = \"" + name +
+                                                           "\"\nrepetitions = 3\nwarmups = 1\n[fixed]\n"
+                                                           "workload = \"gemm\"\nbackend = \"" +
+                                                           backend + "\"\nn = 16\nranks_per_node = 2\n");
     const fs::path run = dir_ / ("run-" + name);
     const std::string env = "LD_DEBUG=files LD_DEBUG_OUTPUT=" + (logs / "ld").string() + " ";
     Cmd plan = sh(env + d500_cmd("plan " + campaign + " -o " + run.string()));
@@ -1054,7 +1136,9 @@ TEST_F(EndToEnd, ABackendsModuleIsLoadedOnlyByTheProcessesThatRunIt) {
   ASSERT_GE(file, 0);
   hid_t env = H5Gopen2(file, "/env", H5P_DEFAULT);
   for (const auto& name : in_modules)
-    EXPECT_NE(attr_string(env, ("version." + name).c_str()).find("not loaded: no point of this process ran on it"), std::string::npos) << name;
+    EXPECT_NE(attr_string(env, ("version." + name).c_str()).find("not loaded: no point of this process ran on it"),
+              std::string::npos)
+        << name;
   EXPECT_NE(attr_string(env, "version.blas").find("OpenBLAS"), std::string::npos);
   H5Gclose(env);
   H5Fclose(file);
@@ -1081,22 +1165,27 @@ TEST_F(EndToEnd, UnderAnAddressSpaceLimitTheCoreWorksAndAModuleWithoutRoomIsName
   // limit too small, OpenBLAS's threads retry their buffer forever: hence the timeout). Probed
   // with the plan itself: `d500 version` needs a few MiB less, and a limit between the two
   // (2026-11-27: version ~250 MiB, plan ~265 MiB) said nothing of the module.
-  const std::string cpu = write("cpu.toml", "[campaign]\nname = \"cpu\"\n[fixed]\nworkload = \"gemm\"\nbackend = \"blas\"\nn = 16\n");
+  const std::string cpu =
+      write("cpu.toml", "[campaign]\nname = \"cpu\"\n[fixed]\nworkload = \"gemm\"\nbackend = \"blas\"\nn = 16\n");
   long limit_kib = 0;
   for (long kib = 256 * 1024; kib <= 4 * 1024 * 1024 && !limit_kib; kib += 256 * 1024)
-    if (sh("ulimit -v " + std::to_string(kib) + "; timeout -s KILL 30 " + d500_cmd("plan --dry-run " + cpu)).code == 0) limit_kib = kib;
+    if (sh("ulimit -v " + std::to_string(kib) + "; timeout -s KILL 30 " + d500_cmd("plan --dry-run " + cpu)).code == 0)
+      limit_kib = kib;
   ASSERT_GT(limit_kib, 0) << "d500 did not plan under 4 GiB of address space";
   const std::string ulimit = "ulimit -v " + std::to_string(limit_kib) + "; timeout -s KILL 60 ";
   Cmd plan = sh(ulimit + d500_cmd("plan --dry-run " + cpu));
   EXPECT_EQ(plan.code, 0) << limit_kib << " KiB: " << plan.out;
-  const std::string gpu = write("gpu.toml", "[campaign]\nname = \"gpu\"\n[fixed]\nworkload = \"gemm\"\nbackend = \"cuda\"\nn = 16\n");
+  const std::string gpu =
+      write("gpu.toml", "[campaign]\nname = \"gpu\"\n[fixed]\nworkload = \"gemm\"\nbackend = \"cuda\"\nn = 16\n");
   Cmd refused = sh(ulimit + d500_cmd("plan --dry-run " + gpu));
   EXPECT_EQ(refused.code, 1) << limit_kib << " KiB: " << refused.out;
-  EXPECT_NE(refused.out.find("gpu.toml:5:11: key 'backend': backend 'cuda' is in this build, in module libd500-cuda.so, "
-                             "which did not load here"),
-            std::string::npos)
+  EXPECT_NE(
+      refused.out.find("gpu.toml:5:11: key 'backend': backend 'cuda' is in this build, in module libd500-cuda.so, "
+                       "which did not load here"),
+      std::string::npos)
       << refused.out;
-  EXPECT_NE(refused.out.find("address space is too small for its libraries: raise the limit (ulimit -v"), std::string::npos)
+  EXPECT_NE(refused.out.find("address space is too small for its libraries: raise the limit (ulimit -v"),
+            std::string::npos)
       << refused.out;
   Cmd backends = sh(ulimit + d500_cmd("backends"));
   EXPECT_EQ(backends.code, 0) << backends.out;
@@ -1113,7 +1202,8 @@ TEST_F(EndToEnd, AdaptiveRepetitionsStopTogetherAndTheFileAndReportSayWhy) {
   fs::path run = dir_ / "run";
   Cmd plan = sh(d500_cmd("plan " + campaign + " -o " + run.string()));
   ASSERT_EQ(plan.code, 0) << plan.out;
-  EXPECT_NE(plan.out.find("repetitions adaptive: repeated until the 95% exact CI of the median"), std::string::npos) << plan.out;
+  EXPECT_NE(plan.out.find("repetitions adaptive: repeated until the 95% exact CI of the median"), std::string::npos)
+      << plan.out;
   Cmd r = sh(d500_cmd("run " + run.string()));
   ASSERT_EQ(r.code, 0) << r.out;
   Cmd rep = sh(d500_cmd("report " + run.string()));
@@ -1157,7 +1247,8 @@ TEST_F(EndToEnd, AdaptiveRepetitionsStopTogetherAndTheFileAndReportSayWhy) {
     ASSERT_TRUE(csv.count(id));
     EXPECT_EQ(csv[id]["n"], std::to_string(reps));
     EXPECT_EQ(csv[id]["reps_stopped_by"], why);
-    EXPECT_NEAR((std::stod(csv[id]["ci_hi_s"]) - std::stod(csv[id]["ci_lo_s"])) / std::stod(csv[id]["median_s"]), width, 1e-9);
+    EXPECT_NEAR((std::stod(csv[id]["ci_hi_s"]) - std::stod(csv[id]["ci_lo_s"])) / std::stod(csv[id]["median_s"]), width,
+                1e-9);
   }
   H5Fclose(file);
   const std::string md = read_file_text(run / "report.md");
@@ -1196,21 +1287,24 @@ TEST_F(EndToEnd, PackingByTimeEstimatesFromAnEarlierRunAndThePackedPlanRuns) {
 
   // The second campaign: the same points with 17 repetitions and 3 warm-ups, a GEMM size not
   // measured (blas: calibrated) and the reference backend (never measured: the model).
-  const std::string second = write("second.toml",
-                                   "[campaign]\nname = \"second\"\nrepetitions = 17\nwarmups = 3\n[packing]\njob_time = 6\n"
-                                   "margin = 0.5\ntimes_from = [\"before\"]\n"
-                                   "[axes]\nworkload = [\"gemm\", \"allreduce\"]\nbackend = [\"blas\", \"mpi\", \"reference\"]\n"
-                                   "n = [48, 64, 80]\nbytes = [4096]\nranks_per_node = [2]\n"
-                                   "[[exclude]]\nworkload = \"gemm\"\nbackend = \"mpi\"\n"
-                                   "[[exclude]]\nworkload = \"allreduce\"\nbackend = [\"blas\", \"reference\"]\n");
+  const std::string second =
+      write("second.toml",
+            "[campaign]\nname = \"second\"\nrepetitions = 17\nwarmups = 3\n[packing]\njob_time = 6\n"
+            "margin = 0.5\ntimes_from = [\"before\"]\n"
+            "[axes]\nworkload = [\"gemm\", \"allreduce\"]\nbackend = [\"blas\", \"mpi\", \"reference\"]\n"
+            "n = [48, 64, 80]\nbytes = [4096]\nranks_per_node = [2]\n"
+            "[[exclude]]\nworkload = \"gemm\"\nbackend = \"mpi\"\n"
+            "[[exclude]]\nworkload = \"allreduce\"\nbackend = [\"blas\", \"reference\"]\n");
   const fs::path after = dir_ / "after";
   Cmd plan = sh(d500_cmd("plan " + second + " -o " + after.string()));
   ASSERT_EQ(plan.code, 0) << plan.out;
   // Each reference point is ~2.02 s (2 s + 20 x 2 x 80^3 flops at 1 GFLOP/s): one per 3 s job,
   // the measured and calibrated ones (milliseconds) fill the first.
-  EXPECT_NE(plan.out.find("packed by time: jobs of at most 3.00 s of estimates (a job's limit 6.00 s less a 50.0% margin), "
-                          "next fit in plan order; 3 jobs hold"),
-            std::string::npos) << plan.out;
+  EXPECT_NE(
+      plan.out.find("packed by time: jobs of at most 3.00 s of estimates (a job's limit 6.00 s less a 50.0% margin), "
+                    "next fit in plan order; 3 jobs hold"),
+      std::string::npos)
+      << plan.out;
   EXPECT_NE(plan.out.find("estimates: 3 measured, 1 calibrated, 3 model"), std::string::npos) << plan.out;
   EXPECT_NE(plan.out.find("3 complete point(s) read from " + before.string()), std::string::npos) << plan.out;
   const std::vector<d500::PlannedPoint> planned = d500::read_points_csv(d500::RunLayout(after.string()));
@@ -1253,7 +1347,8 @@ TEST_F(EndToEnd, ReplicatedLaunchesRunInSeparateJobsAndTheReportCoversThem) {
     EXPECT_EQ(ids.size(), 2u) << f;
     for (const auto& id : ids) {
       hid_t g = H5Gopen2(file, ("/points/" + id).c_str(), H5P_DEFAULT);
-      EXPECT_NE(attr_string(g, "canonical").find("launch=" + std::to_string(launch)), std::string::npos) << f << " " << id;
+      EXPECT_NE(attr_string(g, "canonical").find("launch=" + std::to_string(launch)), std::string::npos)
+          << f << " " << id;
       H5Gclose(g);
     }
     H5Fclose(file);
@@ -1266,7 +1361,8 @@ TEST_F(EndToEnd, ReplicatedLaunchesRunInSeparateJobsAndTheReportCoversThem) {
   EXPECT_NE(md.find("## Across launches"), std::string::npos);
   EXPECT_NE(md.find("two-stage: each launch's median, then Student's t interval"), std::string::npos);
   // The interval recomputed from the results.json launch medians.
-  Cmd check = sh("/usr/bin/python3 -c \"import json, math, statistics as st; j = json.load(open('" + (run / "results.json").string() +
+  Cmd check = sh("/usr/bin/python3 -c \"import json, math, statistics as st; j = json.load(open('" +
+                 (run / "results.json").string() +
                  "')); g = j['launches']; assert len(g) == 2, g; m = [math.log(x) for x in g[0]['launch_medians_s']]; "
                  "e = math.exp(sum(m) / 3); assert abs(e / g[0]['estimate_s'] - 1) < 1e-6, (e, g[0]); "
                  "h = 4.302652729911275 * st.stdev(m) / math.sqrt(3); "

@@ -72,8 +72,9 @@ class Gpu : public ScratchDirTest {
   }
   // `d500 plan` refuses LeNet-5 for `workload` on `backend`, naming the file's backend line.
   void expect_refused_at_plan(const std::string& workload, const std::string& backend) {
-    const std::string file = write(workload + ".toml", "[campaign]\nname = \"refused\"\n[fixed]\nworkload = \"" + workload +
-                                                           "\"\nnetwork = \"lenet5\"\nbackend = \"" + backend + "\"\n");
+    const std::string file =
+        write(workload + ".toml", "[campaign]\nname = \"refused\"\n[fixed]\nworkload = \"" + workload +
+                                      "\"\nnetwork = \"lenet5\"\nbackend = \"" + backend + "\"\n");
     const Cmd refused = sh(d500_cmd("plan " + file + " -o " + (dir_ / ("refused-" + workload)).string()));
     EXPECT_NE(refused.code, 0);
     EXPECT_NE(refused.out.find(workload + ".toml:6:"), std::string::npos) << refused.out;
@@ -87,8 +88,10 @@ class Gpu : public ScratchDirTest {
   // The convolutions `shapes` (TOML array items) at batch 4 in every pass with every
   // cudnn_algorithms choice (18 points for two shapes), `fixed` added, planned.
   fs::path every_pass_and_choice(const std::string& name, const std::string& fixed, const std::string& shapes) {
-    return planned("[campaign]\nname = \"" + name + "\"\nrepetitions = 10\nwarmups = 3\n[fixed]\nworkload = \"conv2d\"\nbackend = \"cuda\"\n"
-                   "n = 4\n" + fixed + "[axes]\npass = [\"forward\", \"backward_data\", \"backward_filter\"]\nshape = [" + shapes +
+    return planned("[campaign]\nname = \"" + name +
+                   "\"\nrepetitions = 10\nwarmups = 3\n[fixed]\nworkload = \"conv2d\"\nbackend = \"cuda\"\n"
+                   "n = 4\n" +
+                   fixed + "[axes]\npass = [\"forward\", \"backward_data\", \"backward_filter\"]\nshape = [" + shapes +
                    "]\ncudnn_algorithms = [\"heuristic\", \"deterministic\", \"find\"]\n");
   }
   // A convolution point's pass as cudnn.algorithm begins with it: "forward ", "backward data ",
@@ -109,7 +112,8 @@ class Gpu : public ScratchDirTest {
   // Each row of results.csv: where `reason(row)` is empty the point completed and validated,
   // else it failed at setup alone (backend-failed) with that text in its reason.
   using Row = std::map<std::string, std::string>;
-  static void expect_outcomes(const std::map<std::string, Row>& rows, const std::function<std::string(const Row&)>& reason) {
+  static void expect_outcomes(const std::map<std::string, Row>& rows,
+                              const std::function<std::string(const Row&)>& reason) {
     for (const auto& [id, row] : rows) {
       SCOPED_TRACE(row.at("canonical"));
       if (const std::string why = reason(row); why.empty()) {
@@ -123,7 +127,8 @@ class Gpu : public ScratchDirTest {
   }
   // Each of the `points` points of `f`: complete, validated, with `device_rows` device durations
   // (warm-ups and repetitions); then the test's own checks of it.
-  static void each_on_device(hid_t f, std::size_t points, int device_rows, const std::function<void(hid_t, const std::string& canonical)>& more) {
+  static void each_on_device(hid_t f, std::size_t points, int device_rows,
+                             const std::function<void(hid_t, const std::string& canonical)>& more) {
     each_validated_point(f, points, [&](hid_t g, const std::string& id, const std::string& canonical) {
       int rows = 0;
       for (const auto& s : read_samples(f, id)) rows += s.phase == 9 && s.end_ns > s.start_ns;
@@ -143,7 +148,8 @@ class Gpu : public ScratchDirTest {
         EXPECT_GT(attr_double(g, "device.span_s"), 0) << canonical;
         EXPECT_FALSE(attr_string(g, "device.clock_event_reasons").empty()) << canonical;
       } else {
-        EXPECT_EQ(H5Aexists(g, "device.throttled"), 0) << canonical << ": no NVML here (" << d500::nvml::unavailable() << ")";
+        EXPECT_EQ(H5Aexists(g, "device.throttled"), 0)
+            << canonical << ": no NVML here (" << d500::nvml::unavailable() << ")";
       }
       more(g, canonical);
     });
@@ -163,15 +169,17 @@ TEST_F(Gpu, ABuildWithCudaListsItAndAPointWithoutADeviceFailsAloneWithTheReason)
   EXPECT_NE(list.out.find("  cuda: cuBLAS"), std::string::npos) << list.out;
   EXPECT_NE(list.out.find("CUDA runtime "), std::string::npos) << list.out;
   EXPECT_EQ(list.out.find("built, no CUDA device") != std::string::npos, !no_device.empty()) << list.out;
-  for (const char* op : {"gemm", "conv2d", "pool2d", "batchnorm", "relu", "softmax"}) EXPECT_TRUE(b->supports(op)) << op;
+  for (const char* op : {"gemm", "conv2d", "pool2d", "batchnorm", "relu", "softmax"})
+    EXPECT_TRUE(b->supports(op)) << op;
   if (!no_device.empty()) {
     // Each GPU point (one per operator) fails at setup with the reason; the CPU point of the same
     // two-rank job completes. The job still records each rank's device ("none", and why) and the
     // machine's GPU as rank 0 saw it; no point claims device memory it never held.
-    const auto rows = reported("[campaign]\nname = \"gpu\"\nrepetitions = 5\nwarmups = 1\n[fixed]\nranks_per_node = 2\n"
-                               "n = 8\nc = 4\nh = 8\n[axes]\nworkload = [\"gemm\", \"pool2d\", \"batchnorm\", \"relu\", \"softmax\"]\n"
-                               "backend = [\"cuda\", \"blas\"]\n[[exclude]]\nbackend = \"blas\"\n"
-                               "workload = [\"pool2d\", \"batchnorm\", \"relu\", \"softmax\"]\n");
+    const auto rows = reported(
+        "[campaign]\nname = \"gpu\"\nrepetitions = 5\nwarmups = 1\n[fixed]\nranks_per_node = 2\n"
+        "n = 8\nc = 4\nh = 8\n[axes]\nworkload = [\"gemm\", \"pool2d\", \"batchnorm\", \"relu\", \"softmax\"]\n"
+        "backend = [\"cuda\", \"blas\"]\n[[exclude]]\nbackend = \"blas\"\n"
+        "workload = [\"pool2d\", \"batchnorm\", \"relu\", \"softmax\"]\n");
     ASSERT_EQ(rows.size(), 6u);
     expect_outcomes(rows, [](const Row& row) { return row.at("backend") == "cuda" ? "no CUDA device" : ""; });
     const fs::path file = dir_ / "run" / "results" / "job-0000.h5";
@@ -181,8 +189,8 @@ TEST_F(Gpu, ABuildWithCudaListsItAndAPointWithoutADeviceFailsAloneWithTheReason)
   }
   // Reduced precision is the GPU's alone, refused at plan time elsewhere, with the file's line.
   std::string out;
-  Cmd plan = sh(d500_cmd("plan " + write("bf16.toml", kHead + "n = 64\nbackend = \"blas\"\ndtype = \"bf16\"\n") + " -o " +
-                         (dir_ / "refused").string()));
+  Cmd plan = sh(d500_cmd("plan " + write("bf16.toml", kHead + "n = 64\nbackend = \"blas\"\ndtype = \"bf16\"\n") +
+                         " -o " + (dir_ / "refused").string()));
   EXPECT_NE(plan.code, 0);
   EXPECT_NE(plan.out.find("bf16.toml:"), std::string::npos) << plan.out;
   EXPECT_NE(plan.out.find("needs a backend that computes in reduced precision (cuda)"), std::string::npos) << plan.out;
@@ -190,11 +198,13 @@ TEST_F(Gpu, ABuildWithCudaListsItAndAPointWithoutADeviceFailsAloneWithTheReason)
 
 TEST_F(Gpu, GemmInEveryDtypeValidatesAndEachRepetitionHasItsDeviceDuration) {
   if (const std::string why = why_skip(true); !why.empty()) GTEST_SKIP() << why;
-  const fs::path run = planned(kHead + "n = 1024\nbackend = \"cuda\"\n[axes]\ndtype = [\"fp32\", \"tf32\", \"bf16\", \"fp16\"]\n");
+  const fs::path run =
+      planned(kHead + "n = 1024\nbackend = \"cuda\"\n[axes]\ndtype = [\"fp32\", \"tf32\", \"bf16\", \"fp16\"]\n");
   const hid_t f = ran_and_checked(run);
   ASSERT_GE(f, 0);
   each_validated_point(f, 4, [&](hid_t g, const std::string& id, const std::string& canonical) {
-    const long long element = canonical.find("dtype=bf16") != std::string::npos || canonical.find("dtype=fp16") != std::string::npos ? 2 : 4;
+    const long long element =
+        canonical.find("dtype=bf16") != std::string::npos || canonical.find("dtype=fp16") != std::string::npos ? 2 : 4;
     EXPECT_GE(attr_int(g, "device.peak_memory_bytes"), 3 * 1024 * 1024 * element) << "A, B and C on the device";
     // The GPU's peak for the dtype (an H100 or H200 is in d500's table): no repetition's device
     // rate may pass it, or the table or the work counted is wrong.
@@ -226,7 +236,8 @@ TEST_F(Gpu, GemmInEveryDtypeValidatesAndEachRepetitionHasItsDeviceDuration) {
 
 TEST_F(Gpu, ConvolutionsInEveryPassValidateAndRecordTheAlgorithmCudnnChose) {
   if (const std::string why = why_skip_convolutions(); !why.empty()) GTEST_SKIP() << why;
-  const hid_t f = ran_and_checked(every_pass_and_choice("gpu-conv", "", "\"resnet50/res2_3x3\", \"resnet50/res4_3x3_stride2\""));
+  const hid_t f =
+      ran_and_checked(every_pass_and_choice("gpu-conv", "", "\"resnet50/res2_3x3\", \"resnet50/res4_3x3_stride2\""));
   ASSERT_GE(f, 0);
   each_on_device(f, 18, 13, [](hid_t g, const std::string& canonical) {
     const std::string algorithm = attr_string(g, "cudnn.algorithm");
@@ -237,13 +248,15 @@ TEST_F(Gpu, ConvolutionsInEveryPassValidateAndRecordTheAlgorithmCudnnChose) {
     // for, a deterministic one (cuDNN has one for every pass of these 3x3 convolutions: ALGO_1).
     const bool deterministic = canonical.find("cudnn_algorithms=deterministic") != std::string::npos;
     EXPECT_EQ(canonical.find("cudnn_algorithms=heuristic"), std::string::npos) << canonical;
-    EXPECT_EQ(attr_string(g, "cudnn.choice").find("first deterministic") != std::string::npos, deterministic) << attr_string(g, "cudnn.choice");
+    EXPECT_EQ(attr_string(g, "cudnn.choice").find("first deterministic") != std::string::npos, deterministic)
+        << attr_string(g, "cudnn.choice");
     if (deterministic) {
       EXPECT_EQ(algorithm.find("non-deterministic"), std::string::npos) << algorithm;
     }
     // Found: cuDNN timed every algorithm at setup and the point keeps the winner's time.
     const bool found = canonical.find("cudnn_algorithms=find") != std::string::npos;
-    EXPECT_EQ(attr_string(g, "cudnn.choice").find("cudnnFind*AlgorithmEx") != std::string::npos, found) << attr_string(g, "cudnn.choice");
+    EXPECT_EQ(attr_string(g, "cudnn.choice").find("cudnnFind*AlgorithmEx") != std::string::npos, found)
+        << attr_string(g, "cudnn.choice");
     EXPECT_EQ(H5Aexists(g, "cudnn.found_ms") > 0, found) << canonical;
     if (found) {
       EXPECT_GT(attr_double(g, "cudnn.found_ms"), 0.0) << canonical;
@@ -258,7 +271,8 @@ TEST_F(Gpu, ConvolutionsInEveryPassValidateAndRecordTheAlgorithmCudnnChose) {
 // non-deterministic note, a found one with the time it measured.
 TEST_F(Gpu, ConvolutionsThroughCudnnsGraphApiValidateAndNameTheirEngine) {
   if (const std::string why = why_skip_convolutions(); !why.empty()) GTEST_SKIP() << why;
-  const hid_t f = ran_and_checked(every_pass_and_choice("gpu-graph", "cudnn_api = \"graph\"\n", "\"resnet50/res2_3x3\", \"resnet50/res2_1x1_reduce\""));
+  const hid_t f = ran_and_checked(every_pass_and_choice("gpu-graph", "cudnn_api = \"graph\"\n",
+                                                        "\"resnet50/res2_3x3\", \"resnet50/res2_1x1_reduce\""));
   ASSERT_GE(f, 0);
   each_on_device(f, 18, 13, [](hid_t g, const std::string& canonical) {
     EXPECT_NE(canonical.find("cudnn_api=graph"), std::string::npos) << canonical;
@@ -288,42 +302,51 @@ TEST_F(Gpu, ConvolutionsThroughCudnnsGraphApiValidateAndNameTheirEngine) {
 // name CUBLAS_COMPUTE_32F_FAST_16BF; each point's peak is its type's.
 TEST_F(Gpu, ReducedMathAndTheGraphApiValidateAtLevelZeroAndInTheExecutorAndSaySo) {
   if (const std::string why = why_skip_convolutions(); !why.empty()) GTEST_SKIP() << why;
-  const hid_t f = ran_and_checked(planned(
-      "[campaign]\nname = \"gpu-tf32\"\nrepetitions = 10\nwarmups = 3\n[fixed]\nworkload = \"conv2d\"\nbackend = \"cuda\"\nn = 8\n"
-      "math = \"tf32\"\n[axes]\npass = [\"forward\", \"backward_data\", \"backward_filter\"]\n"
-      "shape = [\"resnet50/res2_3x3\", \"resnet50/res2_1x1_reduce\"]\ncudnn_api = [\"legacy\", \"graph\"]\n"));
+  const hid_t f = ran_and_checked(
+      planned("[campaign]\nname = \"gpu-tf32\"\nrepetitions = 10\nwarmups = 3\n[fixed]\nworkload = \"conv2d\"\nbackend "
+              "= \"cuda\"\nn = 8\n"
+              "math = \"tf32\"\n[axes]\npass = [\"forward\", \"backward_data\", \"backward_filter\"]\n"
+              "shape = [\"resnet50/res2_3x3\", \"resnet50/res2_1x1_reduce\"]\ncudnn_api = [\"legacy\", \"graph\"]\n"));
   ASSERT_GE(f, 0);
   each_on_device(f, 12, 13, [](hid_t g, const std::string& canonical) {
     EXPECT_NE(canonical.find("math=tf32"), std::string::npos) << canonical;
     const std::string choice = attr_string(g, "cudnn.choice");
     EXPECT_NE(choice.find("math = tf32"), std::string::npos) << choice;
     EXPECT_EQ(choice.find("without TF32"), std::string::npos) << choice;
-    EXPECT_NE(attr_string(g, "validation_method").find("math = tf32"), std::string::npos) << attr_string(g, "validation_method");
+    EXPECT_NE(attr_string(g, "validation_method").find("math = tf32"), std::string::npos)
+        << attr_string(g, "validation_method");
     EXPECT_GT(attr_double(g, "validation_tolerance"), 8 * std::ldexp(1.0, -11)) << canonical;
   });
   H5Fclose(f);
   // dtype = "bf16" and "fp16" at level 0: cuDNN's 16-bit configurations through its legacy calls
   // and its graph API, validated within 9u.
-  const hid_t half = ran_and_checked(planned(
-      "[campaign]\nname = \"gpu-16bit\"\nrepetitions = 10\nwarmups = 3\n[fixed]\nworkload = \"conv2d\"\nbackend = \"cuda\"\nn = 8\n"
-      "shape = \"resnet50/res2_3x3\"\n[axes]\npass = [\"forward\", \"backward_data\", \"backward_filter\"]\ndtype = [\"bf16\", \"fp16\"]\n"
-      "cudnn_api = [\"legacy\", \"graph\"]\n"));
+  const hid_t half =
+      ran_and_checked(planned("[campaign]\nname = \"gpu-16bit\"\nrepetitions = 10\nwarmups = 3\n[fixed]\nworkload = "
+                              "\"conv2d\"\nbackend = \"cuda\"\nn = 8\n"
+                              "shape = \"resnet50/res2_3x3\"\n[axes]\npass = [\"forward\", \"backward_data\", "
+                              "\"backward_filter\"]\ndtype = [\"bf16\", \"fp16\"]\n"
+                              "cudnn_api = [\"legacy\", \"graph\"]\n"));
   ASSERT_GE(half, 0);
   each_on_device(half, 12, 13, [](hid_t g, const std::string& canonical) {
     const std::string dtype = canonical.find("dtype=bf16") != std::string::npos ? "bf16" : "fp16";
     const bool graph = canonical.find("cudnn_api=graph") != std::string::npos;
     const std::string choice = attr_string(g, "cudnn.choice");
-    EXPECT_NE(choice.find((graph ? "tensor cores allowed (dtype = " : "CUDNN_TENSOR_OP_MATH (dtype = ") + dtype), std::string::npos) << choice;
+    EXPECT_NE(choice.find((graph ? "tensor cores allowed (dtype = " : "CUDNN_TENSOR_OP_MATH (dtype = ") + dtype),
+              std::string::npos)
+        << choice;
     EXPECT_EQ(choice.find("graph API") != std::string::npos, graph) << choice;
-    EXPECT_NE(attr_string(g, "validation_method").find("dtype = " + dtype), std::string::npos) << attr_string(g, "validation_method");
+    EXPECT_NE(attr_string(g, "validation_method").find("dtype = " + dtype), std::string::npos)
+        << attr_string(g, "validation_method");
     const std::string basis = attr_string(g, "device.peak_basis");
-    EXPECT_TRUE(basis.find(" " + dtype + " FLOP/clock/SM") != std::string::npos || basis.rfind("unknown: ", 0) == 0) << basis;
+    EXPECT_TRUE(basis.find(" " + dtype + " FLOP/clock/SM") != std::string::npos || basis.rfind("unknown: ", 0) == 0)
+        << basis;
   });
   H5Fclose(half);
-  const hid_t net = ran_and_checked(planned("[campaign]\nname = \"gpu-tf32-net\"\nrepetitions = 3\nwarmups = 1\n[fixed]\n"
-                                            "workload = \"network\"\nbackend = \"cuda\"\nbatch = 32\nnetwork = \"resnet20-cifar\"\n"
-                                            "pass = \"training\"\n[axes]\nmath = [\"fp32\", \"tf32\", \"bf16\"]\n"
-                                            "cudnn_api = [\"legacy\", \"graph\"]\n"));
+  const hid_t net =
+      ran_and_checked(planned("[campaign]\nname = \"gpu-tf32-net\"\nrepetitions = 3\nwarmups = 1\n[fixed]\n"
+                              "workload = \"network\"\nbackend = \"cuda\"\nbatch = 32\nnetwork = \"resnet20-cifar\"\n"
+                              "pass = \"training\"\n[axes]\nmath = [\"fp32\", \"tf32\", \"bf16\"]\n"
+                              "cudnn_api = [\"legacy\", \"graph\"]\n"));
   ASSERT_GE(net, 0);
   each_on_device(net, 6, 4, [](hid_t g, const std::string& canonical) {
     const std::string math = canonical.find("math=tf32") != std::string::npos   ? "tf32"
@@ -337,7 +360,8 @@ TEST_F(Gpu, ReducedMathAndTheGraphApiValidateAtLevelZeroAndInTheExecutorAndSaySo
     }
     // The step's bound is the arithmetic the point allows (the executor records the GPU's peak).
     const std::string basis = attr_string(g, "device.peak_basis");
-    EXPECT_TRUE(basis.find(" " + math + " FLOP/clock/SM") != std::string::npos || basis.rfind("unknown: ", 0) == 0) << basis;
+    EXPECT_TRUE(basis.find(" " + math + " FLOP/clock/SM") != std::string::npos || basis.rfind("unknown: ", 0) == 0)
+        << basis;
     const bool graph = canonical.find("cudnn_api=graph") != std::string::npos;
     int convolutions = 0;
     for (const std::string& impl : step_impls(g)) {
@@ -346,7 +370,9 @@ TEST_F(Gpu, ReducedMathAndTheGraphApiValidateAtLevelZeroAndInTheExecutorAndSaySo
       }
       if (impl.find("convolution") == std::string::npos) continue;
       ++convolutions;
-      EXPECT_EQ(impl.rfind(graph ? "cuda cudnn convolution (graph engines f" : "cuda cudnn convolution (algos f", 0), 0u) << impl;
+      EXPECT_EQ(impl.rfind(graph ? "cuda cudnn convolution (graph engines f" : "cuda cudnn convolution (algos f", 0),
+                0u)
+          << impl;
     }
     EXPECT_GE(convolutions, 2) << canonical;
   });
@@ -360,12 +386,16 @@ TEST_F(Gpu, EveryCudnnOperatorValidatesInEachPassAndRecordsTheDeviceMemoryItHeld
   if (const std::string why = why_skip(true); !why.empty()) GTEST_SKIP() << why;
   if (!d500::find_backend("cuda")->supports("pool2d")) GTEST_SKIP() << "this build's cuda backend has no cuDNN";
   const fs::path run = planned(
-      "[campaign]\nname = \"gpu-ops\"\nrepetitions = 10\nwarmups = 2\n[fixed]\nbackend = \"cuda\"\nn = 16\nc = 32\nh = 28\n[axes]\n"
-      "workload = [\"pool2d\", \"pool2d\", \"pool2d\", \"pool2d\", \"batchnorm\", \"batchnorm\", \"batchnorm\", \"relu\", \"relu\", "
+      "[campaign]\nname = \"gpu-ops\"\nrepetitions = 10\nwarmups = 2\n[fixed]\nbackend = \"cuda\"\nn = 16\nc = 32\nh = "
+      "28\n[axes]\n"
+      "workload = [\"pool2d\", \"pool2d\", \"pool2d\", \"pool2d\", \"batchnorm\", \"batchnorm\", \"batchnorm\", "
+      "\"relu\", \"relu\", "
       "\"softmax\", \"softmax\"]\n"
-      "pass = [\"forward\", \"backward\", \"forward\", \"backward\", \"forward\", \"forward\", \"backward\", \"forward\", \"backward\", "
+      "pass = [\"forward\", \"backward\", \"forward\", \"backward\", \"forward\", \"forward\", \"backward\", "
+      "\"forward\", \"backward\", "
       "\"forward\", \"backward\"]\n"
-      "mode = [\"max\", \"max\", \"avg\", \"avg\", \"training\", \"inference\", \"training\", \"max\", \"max\", \"max\", \"max\"]\n"
+      "mode = [\"max\", \"max\", \"avg\", \"avg\", \"training\", \"inference\", \"training\", \"max\", \"max\", "
+      "\"max\", \"max\"]\n"
       "[[zip]]\naxes = [\"workload\", \"pass\", \"mode\"]\n");
   const hid_t f = ran_and_checked(run);
   ASSERT_GE(f, 0);
@@ -384,7 +414,8 @@ TEST_F(Gpu, EveryCudnnOperatorValidatesInEachPassAndRecordsTheDeviceMemoryItHeld
   // NVML's facts of the GPU, or why there are none.
   if (d500::nvml::unavailable().empty()) {
     EXPECT_FALSE(env_attr(file, "machine.gpu_nvml_driver").empty());
-    EXPECT_GT(std::atof(env_attr(file, "machine.gpu_sm_clock_mhz_max").c_str()), 0) << env_attr(file, "machine.gpu_sm_clock_mhz_max");
+    EXPECT_GT(std::atof(env_attr(file, "machine.gpu_sm_clock_mhz_max").c_str()), 0)
+        << env_attr(file, "machine.gpu_sm_clock_mhz_max");
   } else {
     EXPECT_EQ(env_attr(file, "machine.gpu_nvml"), "unavailable: " + d500::nvml::unavailable());
   }
@@ -395,11 +426,14 @@ TEST_F(Gpu, EveryCudnnOperatorValidatesInEachPassAndRecordsTheDeviceMemoryItHeld
 // rank per GPU, and two ranks on one GPU fail together with the reason.
 TEST_F(Gpu, NcclCollectivesFailAloneWithoutADeviceAndValidateWithOne) {
   const d500::BackendInfo* b = d500::find_backend("nccl");
-  if (!b || !b->built) GTEST_SKIP() << "this build has no nccl backend: " << (b ? b->not_built_reason : std::string("unknown"));
+  if (!b || !b->built)
+    GTEST_SKIP() << "this build has no nccl backend: " << (b ? b->not_built_reason : std::string("unknown"));
   const std::string no_device = b->no_device();
-  const std::string head = "[campaign]\nname = \"nccl\"\nrepetitions = 10\nwarmups = 2\n[fixed]\nbytes = 65536\nranks_per_node = 1\n";
-  Cmd refused = sh(d500_cmd("plan " + write("cold.toml", head + "workload = \"allreduce\"\nbackend = \"nccl\"\noff_cache = \"64M\"\n") +
-                            " -o " + (dir_ / "refused").string()));
+  const std::string head =
+      "[campaign]\nname = \"nccl\"\nrepetitions = 10\nwarmups = 2\n[fixed]\nbytes = 65536\nranks_per_node = 1\n";
+  Cmd refused = sh(d500_cmd(
+      "plan " + write("cold.toml", head + "workload = \"allreduce\"\nbackend = \"nccl\"\noff_cache = \"64M\"\n") +
+      " -o " + (dir_ / "refused").string()));
   EXPECT_NE(refused.code, 0);
   EXPECT_NE(refused.out.find("keeps its buffers on the GPU: leave off_cache unset"), std::string::npos) << refused.out;
   // One and two ranks: two ranks on a host with one GPU would share it, which NCCL refuses; the
@@ -407,10 +441,11 @@ TEST_F(Gpu, NcclCollectivesFailAloneWithoutADeviceAndValidateWithOne) {
   int gpus = 0;
   for (const auto& [k, v] : b->device_facts())
     if (k == "gpu_count") gpus = std::stoi(v);
-  const auto rows = reported(std::string(head).replace(head.find("ranks_per_node = 1\n"), 19, "") +
-                             "[axes]\nranks_per_node = [1, 2]\nworkload = [\"allreduce\", \"allgather\", \"broadcast\", \"reduce_scatter\"]\n"
-                             "backend = [\"nccl\", \"mpi\"]\nbuffers = [\"\", \"in-place\"]\n[[exclude]]\nbuffers = \"in-place\"\n"
-                             "workload = [\"allgather\", \"broadcast\", \"reduce_scatter\"]\n");
+  const auto rows = reported(
+      std::string(head).replace(head.find("ranks_per_node = 1\n"), 19, "") +
+      "[axes]\nranks_per_node = [1, 2]\nworkload = [\"allreduce\", \"allgather\", \"broadcast\", \"reduce_scatter\"]\n"
+      "backend = [\"nccl\", \"mpi\"]\nbuffers = [\"\", \"in-place\"]\n[[exclude]]\nbuffers = \"in-place\"\n"
+      "workload = [\"allgather\", \"broadcast\", \"reduce_scatter\"]\n");
   ASSERT_EQ(rows.size(), 20u);
   expect_outcomes(rows, [&](const Row& row) -> std::string {
     const bool shared = row.at("ranks") == "2" && gpus < 2;
@@ -426,25 +461,34 @@ TEST_F(Gpu, NcclCollectivesFailAloneWithoutADeviceAndValidateWithOne) {
 // double reference, and training runs with LibTorch's optimizer and d500's.
 TEST_F(Gpu, LibTorchsExecutorOnTheGpuValidatesOrSaysWhyItCannotRun) {
   const d500::BackendInfo* b = d500::find_backend("libtorch-cuda");
-  if (!b || !b->built) GTEST_SKIP() << "this build has no libtorch-cuda backend: " << (b ? b->not_built_reason : std::string("unknown"));
+  if (!b || !b->built)
+    GTEST_SKIP() << "this build has no libtorch-cuda backend: " << (b ? b->not_built_reason : std::string("unknown"));
   const std::string no_device = b->no_device();
   expect_refused_at_plan("distributed", "libtorch-cuda");
   if (!no_device.empty()) {
     Cmd list = sh(d500_cmd("backends"));
-    EXPECT_NE(list.out.find("built, no CUDA device: its points fail at setup on this host (" + no_device + ")"), std::string::npos) << list.out;
-    const auto rows = reported("[campaign]\nname = \"lt\"\nrepetitions = 3\nwarmups = 1\n[fixed]\nworkload = \"network\"\n"
-                               "network = \"lenet5\"\nbatch = 8\n[axes]\nbackend = [\"libtorch-cuda\", \"libtorch-native\"]\n");
+    EXPECT_NE(list.out.find("built, no CUDA device: its points fail at setup on this host (" + no_device + ")"),
+              std::string::npos)
+        << list.out;
+    const auto rows = reported(
+        "[campaign]\nname = \"lt\"\nrepetitions = 3\nwarmups = 1\n[fixed]\nworkload = \"network\"\n"
+        "network = \"lenet5\"\nbatch = 8\n[axes]\nbackend = [\"libtorch-cuda\", \"libtorch-native\"]\n");
     ASSERT_EQ(rows.size(), 2u);
-    expect_outcomes(rows, [&](const Row& row) { return row.at("backend") == "libtorch-cuda" ? "libtorch-cuda: " + no_device : ""; });
-    EXPECT_EQ(per_rank_strings(dir_ / "run" / "results" / "job-0000.h5", "env/devices"), std::vector<std::string>{"none: " + no_device});
+    expect_outcomes(rows, [&](const Row& row) {
+      return row.at("backend") == "libtorch-cuda" ? "libtorch-cuda: " + no_device : "";
+    });
+    EXPECT_EQ(per_rank_strings(dir_ / "run" / "results" / "job-0000.h5", "env/devices"),
+              std::vector<std::string>{"none: " + no_device});
     return;
   }
-  const auto rows = reported("[campaign]\nname = \"lt\"\nrepetitions = 5\nwarmups = 2\n[fixed]\nnetwork = \"lenet5\"\n"
-                             "backend = \"libtorch-cuda\"\nbatch = 32\ndataset = \"synthetic\"\nsynthetic_samples = 512\nsteps = 10\n"
-                             "eval_interval_steps = 0\neval_samples = 64\noptimizer = \"momentum\"\n[axes]\n"
-                             "workload = [\"network\", \"network\", \"train\", \"train\"]\npass = [\"inference\", \"training\", \"inference\", \"training\"]\n"
-                             "optimizer_impl = [\"reference\", \"native\", \"native\", \"reference\"]\n"
-                             "[[zip]]\naxes = [\"workload\", \"pass\", \"optimizer_impl\"]\n");
+  const auto rows = reported(
+      "[campaign]\nname = \"lt\"\nrepetitions = 5\nwarmups = 2\n[fixed]\nnetwork = \"lenet5\"\n"
+      "backend = \"libtorch-cuda\"\nbatch = 32\ndataset = \"synthetic\"\nsynthetic_samples = 512\nsteps = 10\n"
+      "eval_interval_steps = 0\neval_samples = 64\noptimizer = \"momentum\"\n[axes]\n"
+      "workload = [\"network\", \"network\", \"train\", \"train\"]\npass = [\"inference\", \"training\", "
+      "\"inference\", \"training\"]\n"
+      "optimizer_impl = [\"reference\", \"native\", \"native\", \"reference\"]\n"
+      "[[zip]]\naxes = [\"workload\", \"pass\", \"optimizer_impl\"]\n");
   ASSERT_EQ(rows.size(), 4u);
   expect_outcomes(rows, [](const Row&) { return std::string(); });
   const auto devices = per_rank_strings(dir_ / "run" / "results" / "job-0000.h5", "env/devices");
@@ -458,13 +502,17 @@ TEST_F(Gpu, LibTorchsExecutorOnTheGpuValidatesOrSaysWhyItCannotRun) {
 // reference within its math's tolerance.
 TEST_F(Gpu, LibTorchOnTheGpuRunsEachMathAndLayoutAsPyTorchUsersSetThem) {
   const d500::BackendInfo* b = d500::find_backend("libtorch-cuda");
-  if (!b || !b->built) GTEST_SKIP() << "this build has no libtorch-cuda backend: " << (b ? b->not_built_reason : std::string("unknown"));
+  if (!b || !b->built)
+    GTEST_SKIP() << "this build has no libtorch-cuda backend: " << (b ? b->not_built_reason : std::string("unknown"));
   if (const std::string why = b->no_device(); !why.empty()) GTEST_SKIP() << why;
-  const auto rows = reported("[campaign]\nname = \"ltm\"\nrepetitions = 4\nwarmups = 1\n[fixed]\nworkload = \"network\"\nnetwork = \"lenet5\"\n"
-                             "backend = \"libtorch-cuda\"\nbatch = 32\npass = \"training\"\n[axes]\n"
-                             "math = [\"fp32\", \"tf32\", \"bf16\", \"bf16\"]\nmemory_format = [\"nchw\", \"channels_last\", \"nchw\", \"channels_last\"]\n"
-                             "cudnn_algorithms = [\"deterministic\", \"find\", \"find\", \"heuristic\"]\n"
-                             "[[zip]]\naxes = [\"math\", \"memory_format\", \"cudnn_algorithms\"]\n");
+  const auto rows = reported(
+      "[campaign]\nname = \"ltm\"\nrepetitions = 4\nwarmups = 1\n[fixed]\nworkload = \"network\"\nnetwork = "
+      "\"lenet5\"\n"
+      "backend = \"libtorch-cuda\"\nbatch = 32\npass = \"training\"\n[axes]\n"
+      "math = [\"fp32\", \"tf32\", \"bf16\", \"bf16\"]\nmemory_format = [\"nchw\", \"channels_last\", \"nchw\", "
+      "\"channels_last\"]\n"
+      "cudnn_algorithms = [\"deterministic\", \"find\", \"find\", \"heuristic\"]\n"
+      "[[zip]]\naxes = [\"math\", \"memory_format\", \"cudnn_algorithms\"]\n");
   ASSERT_EQ(rows.size(), 4u);
   expect_outcomes(rows, [](const Row&) { return std::string(); });
   const hid_t f = H5Fopen((dir_ / "run" / "results" / "job-0000.h5").c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
@@ -473,9 +521,16 @@ TEST_F(Gpu, LibTorchOnTheGpuRunsEachMathAndLayoutAsPyTorchUsersSetThem) {
   for (const auto& id : point_ids(f)) {
     const hid_t g = H5Gopen2(f, ("/points/" + id).c_str(), H5P_DEFAULT);
     const std::string canonical = attr_string(g, "canonical"), executor = attr_string(g, "executor");
-    const bool bf16 = canonical.find("math=bf16") != std::string::npos, tf32 = canonical.find("math=tf32") != std::string::npos;
-    EXPECT_NE(executor.find(bf16 ? "bf16 autocast" : tf32 ? "TF32 allowed" : "strict float32 (TF32 off)"), std::string::npos) << executor;
-    EXPECT_NE(executor.find(canonical.find("channels_last") != std::string::npos ? ", channels_last" : ", NCHW"), std::string::npos) << executor;
+    const bool bf16 = canonical.find("math=bf16") != std::string::npos,
+               tf32 = canonical.find("math=tf32") != std::string::npos;
+    EXPECT_NE(executor.find(bf16   ? "bf16 autocast"
+                            : tf32 ? "TF32 allowed"
+                                   : "strict float32 (TF32 off)"),
+              std::string::npos)
+        << executor;
+    EXPECT_NE(executor.find(canonical.find("channels_last") != std::string::npos ? ", channels_last" : ", NCHW"),
+              std::string::npos)
+        << executor;
     said.insert(executor.substr(executor.rfind(", ") + 2));
     H5Gclose(g);
   }
@@ -494,32 +549,44 @@ TEST_F(Gpu, DsExecutorRunsNetworksOnTheGpuAndValidatesOrSaysWhyItCannot) {
   const bool with_nccl = nccl && nccl->built;
   {  // d500's device optimizer has every rule through its fused kernel (nvcc); a build without nvcc
      // has SGD's family only, and refuses adam at plan time, naming the line
-    const std::string file = write("adam.toml", "[campaign]\nname = \"adam\"\n[fixed]\nworkload = \"train\"\nbackend = \"cuda\"\n"
-                                                "dataset = \"synthetic\"\nsteps = 2\noptimizer = \"adam\"\noptimizer_impl = \"native\"\n");
+    const std::string file =
+        write("adam.toml",
+              "[campaign]\nname = \"adam\"\n[fixed]\nworkload = \"train\"\nbackend = \"cuda\"\n"
+              "dataset = \"synthetic\"\nsteps = 2\noptimizer = \"adam\"\noptimizer_impl = \"native\"\n");
     const Cmd planned_adam = sh(d500_cmd("plan " + file + " -o " + (dir_ / "plan-adam").string()));
 #ifdef D500_HAVE_CUDA_KERNELS
     EXPECT_EQ(planned_adam.code, 0) << planned_adam.out;
 #else
     EXPECT_NE(planned_adam.code, 0);
     EXPECT_NE(planned_adam.out.find("adam.toml:"), std::string::npos) << planned_adam.out;
-    EXPECT_NE(planned_adam.out.find("d500's device optimizer, which in this build"), std::string::npos) << planned_adam.out;
+    EXPECT_NE(planned_adam.out.find("d500's device optimizer, which in this build"), std::string::npos)
+        << planned_adam.out;
 #endif
     // cuDNN's choice of algorithms is cuda's alone: on another backend the key is refused.
-    const std::string other = write("algos.toml", "[campaign]\nname = \"algos\"\n[fixed]\nworkload = \"network\"\nbackend = \"reference\"\n"
-                                                  "network = \"lenet5\"\nbatch = 2\ncudnn_algorithms = \"heuristic\"\n");
+    const std::string other =
+        write("algos.toml",
+              "[campaign]\nname = \"algos\"\n[fixed]\nworkload = \"network\"\nbackend = \"reference\"\n"
+              "network = \"lenet5\"\nbatch = 2\ncudnn_algorithms = \"heuristic\"\n");
     const Cmd refused = sh(d500_cmd("plan " + other + " -o " + (dir_ / "refused-algos").string()));
     EXPECT_NE(refused.code, 0);
-    EXPECT_NE(refused.out.find("'cudnn_algorithms' is only for backends \"cuda\" and \"libtorch-cuda\""), std::string::npos) << refused.out;
+    EXPECT_NE(refused.out.find("'cudnn_algorithms' is only for backends \"cuda\" and \"libtorch-cuda\""),
+              std::string::npos)
+        << refused.out;
   }
   if (!no_device.empty()) {
     // Level 1 and level 3 (averaged on the GPU by NCCL when the build has it) fail at setup alone.
-    const auto rows = reported("[campaign]\nname = \"l1\"\nrepetitions = 3\nwarmups = 1\n[fixed]\nnetwork = \"lenet5\"\nbatch = 8\n"
-                               "dataset = \"synthetic\"\nsynthetic_samples = 64\nsteps = 2\n[axes]\n"
-                               "workload = [\"network\", \"network\", \"distributed\"]\nbackend = [\"cuda\", \"reference\", \"cuda\"]\n"
-                               "communication = [\"mpi\", \"mpi\", \"" + std::string(with_nccl ? "nccl" : "mpi") + "\"]\n"
-                               "[[zip]]\naxes = [\"workload\", \"backend\", \"communication\"]\n");
+    const auto rows = reported(
+        "[campaign]\nname = \"l1\"\nrepetitions = 3\nwarmups = 1\n[fixed]\nnetwork = \"lenet5\"\nbatch = 8\n"
+        "dataset = \"synthetic\"\nsynthetic_samples = 64\nsteps = 2\n[axes]\n"
+        "workload = [\"network\", \"network\", \"distributed\"]\nbackend = [\"cuda\", \"reference\", \"cuda\"]\n"
+        "communication = [\"mpi\", \"mpi\", \"" +
+        std::string(with_nccl ? "nccl" : "mpi") +
+        "\"]\n"
+        "[[zip]]\naxes = [\"workload\", \"backend\", \"communication\"]\n");
     ASSERT_EQ(rows.size(), 3u);
-    expect_outcomes(rows, [&](const Row& row) { return row.at("backend") == "cuda" ? "no CUDA device on this host (" + no_device + ")" : ""; });
+    expect_outcomes(rows, [&](const Row& row) {
+      return row.at("backend") == "cuda" ? "no CUDA device on this host (" + no_device + ")" : "";
+    });
     return;
   }
   // Every operator the built-in CNNs use, in both passes: LeNet-5 (convolutions, max pooling,
@@ -529,12 +596,14 @@ TEST_F(Gpu, DsExecutorRunsNetworksOnTheGpuAndValidatesOrSaysWhyItCannot) {
   // held (at least its weights) and the executor's device in its description.
   // A training step with cuDNN's heuristic first choices (cudnn_algorithms = "heuristic", PyTorch's
   // default) validates too; its pooling says when it adds with atomics.
-  const fs::path run = planned("[campaign]\nname = \"l1\"\nrepetitions = 5\nwarmups = 2\n[fixed]\nworkload = \"network\"\n"
-                               "backend = \"cuda\"\nbatch = 32\n[axes]\n"
-                               "network = [\"lenet5\", \"resnet20-cifar\", \"lenet5\", \"resnet20-cifar\", \"lenet5\", \"resnet20-cifar\"]\n"
-                               "pass = [\"inference\", \"inference\", \"training\", \"training\", \"training\", \"training\"]\n"
-                               "cudnn_algorithms = [\"deterministic\", \"deterministic\", \"deterministic\", \"deterministic\", \"heuristic\", \"find\"]\n"
-                               "[[zip]]\naxes = [\"network\", \"pass\", \"cudnn_algorithms\"]\n");
+  const fs::path run = planned(
+      "[campaign]\nname = \"l1\"\nrepetitions = 5\nwarmups = 2\n[fixed]\nworkload = \"network\"\n"
+      "backend = \"cuda\"\nbatch = 32\n[axes]\n"
+      "network = [\"lenet5\", \"resnet20-cifar\", \"lenet5\", \"resnet20-cifar\", \"lenet5\", \"resnet20-cifar\"]\n"
+      "pass = [\"inference\", \"inference\", \"training\", \"training\", \"training\", \"training\"]\n"
+      "cudnn_algorithms = [\"deterministic\", \"deterministic\", \"deterministic\", \"deterministic\", \"heuristic\", "
+      "\"find\"]\n"
+      "[[zip]]\naxes = [\"network\", \"pass\", \"cudnn_algorithms\"]\n");
   const hid_t f = ran_and_checked(run);
   ASSERT_GE(f, 0);
   each_on_device(f, 6, 7, [](hid_t g, const std::string& canonical) {
@@ -585,8 +654,9 @@ TEST_F(Gpu, DsExecutorRunsNetworksOnTheGpuAndValidatesOrSaysWhyItCannot) {
   // normalisations and the mean pooling (ReduceMean) on d500's own kernels: no step stops for the
   // host.
   fs::remove_all(run);
-  const hid_t ft = ran_and_checked(planned("[campaign]\nname = \"l1t\"\nrepetitions = 3\nwarmups = 1\n[fixed]\nworkload = \"network\"\n"
-                                           "backend = \"cuda\"\nnetwork = \"transformer-encoder\"\nbatch = 2\npass = \"training\"\n"));
+  const hid_t ft = ran_and_checked(
+      planned("[campaign]\nname = \"l1t\"\nrepetitions = 3\nwarmups = 1\n[fixed]\nworkload = \"network\"\n"
+              "backend = \"cuda\"\nnetwork = \"transformer-encoder\"\nbatch = 2\npass = \"training\"\n"));
   ASSERT_GE(ft, 0);
   each_on_device(ft, 1, 4, [](hid_t g, const std::string& canonical) {
     std::map<std::string, int> kernels;
@@ -594,7 +664,8 @@ TEST_F(Gpu, DsExecutorRunsNetworksOnTheGpuAndValidatesOrSaysWhyItCannot) {
       EXPECT_EQ(impl.find("fallback"), std::string::npos) << canonical << ": " << impl;
       ++kernels[impl];
     }
-    for (const char* k : {"gather", "layer normalisation", "Erf", "ReduceMean", "transpose", "broadcast Add", "broadcast Mul", "broadcast Div"})
+    for (const char* k : {"gather", "layer normalisation", "Erf", "ReduceMean", "transpose", "broadcast Add",
+                          "broadcast Mul", "broadcast Div"})
       EXPECT_GE(kernels[std::string("cuda d500 kernels (") + k + ")"], 1) << k;
   });
   H5Fclose(ft);
@@ -606,16 +677,19 @@ TEST_F(Gpu, DsExecutorRunsNetworksOnTheGpuAndValidatesOrSaysWhyItCannot) {
   // With nvcc, Adam by the device optimizer's fused kernel too (its first steps checked against
   // the reference's, as every native optimizer's are).
 #ifdef D500_HAVE_CUDA_KERNELS
-  const std::string optimizers = "\"momentum\", \"momentum\", \"adam\"", optimizer_impls = "\"reference\", \"native\", \"native\"";
+  const std::string optimizers = "\"momentum\", \"momentum\", \"adam\"",
+                    optimizer_impls = "\"reference\", \"native\", \"native\"";
   const std::size_t l2_points = 3;
 #else
   const std::string optimizers = "\"momentum\", \"momentum\"", optimizer_impls = "\"reference\", \"native\"";
   const std::size_t l2_points = 2;
 #endif
-  const auto trained = reported("[campaign]\nname = \"l2\"\n[fixed]\nworkload = \"train\"\nnetwork = \"lenet5\"\nbackend = \"cuda\"\n"
-                                "batch = 32\ndataset = \"synthetic\"\nsynthetic_samples = 512\nsteps = 10\neval_interval_steps = 0\n"
-                                "eval_samples = 64\nlr = 0.002\n[axes]\noptimizer = [" + optimizers + "]\noptimizer_impl = [" + optimizer_impls +
-                                "]\n[[zip]]\naxes = [\"optimizer\", \"optimizer_impl\"]\n");
+  const auto trained = reported(
+      "[campaign]\nname = \"l2\"\n[fixed]\nworkload = \"train\"\nnetwork = \"lenet5\"\nbackend = \"cuda\"\n"
+      "batch = 32\ndataset = \"synthetic\"\nsynthetic_samples = 512\nsteps = 10\neval_interval_steps = 0\n"
+      "eval_samples = 64\nlr = 0.002\n[axes]\noptimizer = [" +
+      optimizers + "]\noptimizer_impl = [" + optimizer_impls +
+      "]\n[[zip]]\naxes = [\"optimizer\", \"optimizer_impl\"]\n");
   ASSERT_EQ(trained.size(), l2_points);
   expect_outcomes(trained, [](const Row&) { return std::string(); });
 
@@ -626,31 +700,40 @@ TEST_F(Gpu, DsExecutorRunsNetworksOnTheGpuAndValidatesOrSaysWhyItCannot) {
   // the executor's cuDNN algorithms are deterministic); with NCCL and the device optimizer too,
   // nothing of the step goes through the host, and it validates.
   fs::remove_all(run);
-  const std::string works = with_nccl ? "\"train\", \"distributed\", \"distributed\", \"distributed\", \"distributed\", \"distributed\", \"distributed\""
-                                       : "\"train\", \"distributed\"";
-  const std::string comms = with_nccl ? "\"mpi\", \"mpi\", \"nccl\", \"nccl\", \"nccl\", \"nccl\", \"nccl\"" : "\"mpi\", \"mpi\"";
-  const std::string schemes = with_nccl ? "\"allreduce\", \"allreduce\", \"allreduce\", \"allreduce-overlap\", \"model-averaging\", \"allreduce\", \"ps-sync\""
+  const std::string works = with_nccl ? "\"train\", \"distributed\", \"distributed\", \"distributed\", "
+                                        "\"distributed\", \"distributed\", \"distributed\""
+                                      : "\"train\", \"distributed\"";
+  const std::string comms =
+      with_nccl ? "\"mpi\", \"mpi\", \"nccl\", \"nccl\", \"nccl\", \"nccl\", \"nccl\"" : "\"mpi\", \"mpi\"";
+  const std::string schemes = with_nccl ? "\"allreduce\", \"allreduce\", \"allreduce\", \"allreduce-overlap\", "
+                                          "\"model-averaging\", \"allreduce\", \"ps-sync\""
                                         : "\"allreduce\", \"allreduce\"";
-  const std::string impls = with_nccl ? "\"reference\", \"reference\", \"reference\", \"reference\", \"reference\", \"native\", \"reference\""
-                                      : "\"reference\", \"reference\"";
-  const fs::path l3 = planned("[campaign]\nname = \"l3\"\nrepetitions = 1\n[fixed]\nnetwork = \"lenet5\"\nbackend = \"cuda\"\n"
-                              "batch = 32\ndataset = \"synthetic\"\nsynthetic_samples = 512\nsteps = 12\neval_interval_steps = 4\n"
-                              "eval_samples = 64\noptimizer = \"momentum\"\nseed = 5\ncheckpoint_interval = 0\nbucket_bytes = 65536\n[axes]\nworkload = [" +
-                              works + "]\ncommunication = [" + comms + "]\nscheme = [" + schemes + "]\noptimizer_impl = [" + impls +
-                              "]\n[[zip]]\naxes = [\"workload\", \"communication\", \"scheme\", \"optimizer_impl\"]\n");
+  const std::string impls =
+      with_nccl ? "\"reference\", \"reference\", \"reference\", \"reference\", \"reference\", \"native\", \"reference\""
+                : "\"reference\", \"reference\"";
+  const fs::path l3 = planned(
+      "[campaign]\nname = \"l3\"\nrepetitions = 1\n[fixed]\nnetwork = \"lenet5\"\nbackend = \"cuda\"\n"
+      "batch = 32\ndataset = \"synthetic\"\nsynthetic_samples = 512\nsteps = 12\neval_interval_steps = 4\n"
+      "eval_samples = 64\noptimizer = \"momentum\"\nseed = 5\ncheckpoint_interval = 0\nbucket_bytes = "
+      "65536\n[axes]\nworkload = [" +
+      works + "]\ncommunication = [" + comms + "]\nscheme = [" + schemes + "]\noptimizer_impl = [" + impls +
+      "]\n[[zip]]\naxes = [\"workload\", \"communication\", \"scheme\", \"optimizer_impl\"]\n");
   const hid_t f3 = ran_and_checked(l3);
   ASSERT_GE(f3, 0);
   std::vector<std::pair<double, double>> finals;
   each_validated_point(f3, with_nccl ? 7 : 2, [&](hid_t g, const std::string&, const std::string& canonical) {
     EXPECT_EQ(attr_int(g, "train.steps"), 12) << canonical;
     if (canonical.find("communication=nccl") != std::string::npos) {
-      EXPECT_NE(attr_string(g, "dist.method").find("ncclAllReduce"), std::string::npos) << attr_string(g, "dist.method");
+      EXPECT_NE(attr_string(g, "dist.method").find("ncclAllReduce"), std::string::npos)
+          << attr_string(g, "dist.method");
     }
     if (canonical.find("scheme=ps-sync") != std::string::npos) {
-      EXPECT_NE(attr_string(g, "dist.method").find("reduced to rank 0"), std::string::npos) << attr_string(g, "dist.method");
+      EXPECT_NE(attr_string(g, "dist.method").find("reduced to rank 0"), std::string::npos)
+          << attr_string(g, "dist.method");
     }
     if (canonical.find("optimizer_impl=native") != std::string::npos) {
-      EXPECT_NE(attr_string(g, "train.optimizer").find("device optimizer"), std::string::npos) << attr_string(g, "train.optimizer");
+      EXPECT_NE(attr_string(g, "train.optimizer").find("device optimizer"), std::string::npos)
+          << attr_string(g, "train.optimizer");
     } else {
       finals.emplace_back(attr_double(g, "train.final_loss"), attr_double(g, "train.final_accuracy"));
     }

@@ -23,7 +23,6 @@ namespace d500test {
 
 namespace fs = std::filesystem;
 
-
 struct Cmd {
   int code;
   std::string out;
@@ -46,8 +45,9 @@ inline Cmd sh(const std::string& cmd) { return drain(popen((cmd + " 2>&1").c_str
 // The [axes] and [[exclude]] tables of a campaign that runs gemm on blas and allreduce on mpi,
 // on `ranks` ranks: what most end-to-end tests need.
 inline std::string gemm_and_allreduce(const std::string& n, const std::string& bytes, int ranks) {
-  return "[axes]\nworkload = [\"gemm\", \"allreduce\"]\nbackend = [\"blas\", \"mpi\"]\nn = [" + n + "]\nbytes = [" + bytes +
-         "]\nranks_per_node = [" + std::to_string(ranks) + "]\n[[exclude]]\nworkload = \"gemm\"\nbackend = \"mpi\"\n"
+  return "[axes]\nworkload = [\"gemm\", \"allreduce\"]\nbackend = [\"blas\", \"mpi\"]\nn = [" + n + "]\nbytes = [" +
+         bytes + "]\nranks_per_node = [" + std::to_string(ranks) +
+         "]\n[[exclude]]\nworkload = \"gemm\"\nbackend = \"mpi\"\n"
          "[[exclude]]\nworkload = \"allreduce\"\nbackend = \"blas\"\n";
 }
 
@@ -80,10 +80,14 @@ inline std::map<std::string, std::map<std::string, std::string>> read_csv(const 
     bool q = false;
     for (std::size_t i = 0; i < line.size(); ++i) {
       char c = line[i];
-      if (q && c == '"' && i + 1 < line.size() && line[i + 1] == '"') cur += '"', ++i;
-      else if (c == '"') q = !q;
-      else if (c == ',' && !q) f.push_back(cur), cur.clear();
-      else cur += c;
+      if (q && c == '"' && i + 1 < line.size() && line[i + 1] == '"')
+        cur += '"', ++i;
+      else if (c == '"')
+        q = !q;
+      else if (c == ',' && !q)
+        f.push_back(cur), cur.clear();
+      else
+        cur += c;
     }
     f.push_back(cur);
     for (std::size_t i = 0; i < head.size() && i < f.size(); ++i) out[f[0]][head[i]] = f[i];
@@ -94,8 +98,8 @@ inline std::map<std::string, std::map<std::string, std::string>> read_csv(const 
 class ScratchDirTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("d500-e2e-" + std::to_string(getpid()) + "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() / ("d500-e2e-" + std::to_string(getpid()) + "-" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -156,9 +160,12 @@ class ScratchDirTest : public ::testing::Test {
   // Returns how many such lines the log had by then (-1 if the command failed).
   int run_killed_after(const fs::path& run, const std::string& prefix, int n, const std::string& sig = "KILL") {
     const std::string grep = "grep -c '^" + prefix + "' " + (run / "logs" / "job-0000.log").string();
-    Cmd c = sh("(" + d500_cmd("run " + run.string()) + " > " + (dir_ / "attempt.txt").string() + " 2>&1 &\n"
-               "for i in $(seq 1 1200); do n=$(" + grep + " 2>/dev/null); [ \"${n:-0}\" -ge " + std::to_string(n) +
-               " ] && break; sleep 0.05; done\npkill -" + sig + " -f 'd500-worke[r] " + (run / "jobs").string() + "'\nwait; " + grep + ")");
+    Cmd c =
+        sh("(" + d500_cmd("run " + run.string()) + " > " + (dir_ / "attempt.txt").string() +
+           " 2>&1 &\n"
+           "for i in $(seq 1 1200); do n=$(" +
+           grep + " 2>/dev/null); [ \"${n:-0}\" -ge " + std::to_string(n) + " ] && break; sleep 0.05; done\npkill -" +
+           sig + " -f 'd500-worke[r] " + (run / "jobs").string() + "'\nwait; " + grep + ")");
     return c.code == 0 ? std::atoi(c.out.c_str()) : -1;
   }
   // A tmpfs of `size` (e.g. "1m") mounted at dir_/tmpfs, unmounted with the returned guard;
@@ -287,8 +294,9 @@ inline long long last_line_number(const std::string& log, const std::string& pre
 
 // Each of the `points` points of a results file: complete and validated (traced by its canonical
 // text); then the test's own checks of its group.
-inline void each_validated_point(hid_t file, std::size_t points,
-                                 const std::function<void(hid_t group, const std::string& id, const std::string& canonical)>& more) {
+inline void each_validated_point(
+    hid_t file, std::size_t points,
+    const std::function<void(hid_t group, const std::string& id, const std::string& canonical)>& more) {
   const auto ids = point_ids(file);
   ASSERT_EQ(ids.size(), points);
   for (const auto& id : ids) {
@@ -297,8 +305,8 @@ inline void each_validated_point(hid_t file, std::size_t points,
     SCOPED_TRACE(canonical);
     EXPECT_EQ(attr_string(g, "status"), "complete") << attr_string(g, "status_reason");
     EXPECT_EQ(attr_string(g, "validation_status"), "passed")
-        << "error " << attr_double(g, "validation_max_rel_error") << ", tolerance " << attr_double(g, "validation_tolerance") << ": "
-        << attr_string(g, "validation_method");
+        << "error " << attr_double(g, "validation_max_rel_error") << ", tolerance "
+        << attr_double(g, "validation_tolerance") << ": " << attr_string(g, "validation_method");
     more(g, id, canonical);
     H5Gclose(g);
   }

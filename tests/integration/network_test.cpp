@@ -52,8 +52,10 @@ int points_with_step_tables(const fs::path& file) {
     const std::string canonical = attr_string(g, "canonical");
     EXPECT_EQ(attr_int(g, "work_items"), 8) << canonical;
     // d500's executor records its memory plan; a framework's own executor has none.
-    if (canonical.find("libtorch-native") == std::string::npos) EXPECT_GT(attr_int(g, "memory.planned_bytes"), 0) << canonical;
-    else EXPECT_EQ(H5Aexists(g, "memory.planned_bytes"), 0) << canonical;
+    if (canonical.find("libtorch-native") == std::string::npos)
+      EXPECT_GT(attr_int(g, "memory.planned_bytes"), 0) << canonical;
+    else
+      EXPECT_EQ(H5Aexists(g, "memory.planned_bytes"), 0) << canonical;
     const bool training = canonical.find("pass=training") != std::string::npos;
     std::set<int> phases;
     for (const auto& s : read_samples(f, id)) phases.insert(s.phase);
@@ -85,9 +87,10 @@ int points_with_step_tables(const fs::path& file) {
 }  // namespace
 
 TEST_F(Networks, TwoRanksRunEveryExecutorAndTheFileHoldsEveryStep) {
-  const fs::path run = planned("[campaign]\nname = \"nets\"\nrepetitions = 5\nwarmups = 1\n[fixed]\nworkload = \"network\"\n"
-                               "batch = 8\nranks_per_node = 2\nseed = 4\n[axes]\nnetwork = [\"lenet5\", \"" + kFixture +
-                               "\"]\npass = [\"inference\", \"training\"]\nbackend = [" + built_executors() + "]\n");
+  const fs::path run = planned(
+      "[campaign]\nname = \"nets\"\nrepetitions = 5\nwarmups = 1\n[fixed]\nworkload = \"network\"\n"
+      "batch = 8\nranks_per_node = 2\nseed = 4\n[axes]\nnetwork = [\"lenet5\", \"" +
+      kFixture + "\"]\npass = [\"inference\", \"training\"]\nbackend = [" + built_executors() + "]\n");
   Cmd r = sh(d500_cmd("run " + run.string()));
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_EQ(r.out.find("failed-validation"), std::string::npos) << r.out;
@@ -148,7 +151,8 @@ print("grouped", n, "points")
       if (std::find(ops.begin(), ops.end(), s.op) == ops.end()) ops.push_back(s.op);
     }
     EXPECT_EQ(std::get<std::int64_t>(p.facts.at("executor.reference_fallback_steps")), fallback) << p.canonical;
-    EXPECT_EQ(std::get<std::string>(p.facts.at("executor.reference_fallback_ops")), d500::join(ops, ", ")) << p.canonical;
+    EXPECT_EQ(std::get<std::string>(p.facts.at("executor.reference_fallback_ops")), d500::join(ops, ", "))
+        << p.canonical;
     with_fallbacks += fallback > 0;
   }
   // blas has kernels for Conv, Gemm and MatMul only.
@@ -157,19 +161,23 @@ print("grouped", n, "points")
   }
 
   // h5py, as hdf5-schema/README.md shows: the costliest step of a point from the raw rows.
-  Cmd py = sh("/usr/bin/python3 -c \"\nimport h5py, numpy as np\nf = h5py.File('" + (run / "results" / "job-0000.h5").string() +
-              "', 'r')\nfor pid, g in f['points'].items():\n    if 'steps' not in g: continue\n    t = g['step_times'][()]\n"
-              "    t = t[t['rep'] >= g.attrs['warmups']]\n    worst = {}\n    for row in t: worst[(row['rep'], row['step'])] = max(worst.get((row['rep'], row['step']), 0), row['ns'])\n"
-              "    med = {s: np.median([v for (r, k), v in worst.items() if k == s]) for s in set(k for _, k in worst)}\n"
-              "    top = max(med, key=med.get)\n    print(g['steps'][top]['op'].decode(), g['steps'][top]['impl'].decode())\n\"");
+  Cmd py = sh(
+      "/usr/bin/python3 -c \"\nimport h5py, numpy as np\nf = h5py.File('" + (run / "results" / "job-0000.h5").string() +
+      "', 'r')\nfor pid, g in f['points'].items():\n    if 'steps' not in g: continue\n    t = g['step_times'][()]\n"
+      "    t = t[t['rep'] >= g.attrs['warmups']]\n    worst = {}\n    for row in t: worst[(row['rep'], row['step'])] = "
+      "max(worst.get((row['rep'], row['step']), 0), row['ns'])\n"
+      "    med = {s: np.median([v for (r, k), v in worst.items() if k == s]) for s in set(k for _, k in worst)}\n"
+      "    top = max(med, key=med.get)\n    print(g['steps'][top]['op'].decode(), "
+      "g['steps'][top]['impl'].decode())\n\"");
   EXPECT_EQ(py.code, 0) << py.out;
   EXPECT_NE(py.out.find("Conv"), std::string::npos) << "a convolution or a product leads: " << py.out;
 }
 
 TEST_F(Networks, MicroBatchingTradesTimeForMemory) {
-  const fs::path run = planned("[campaign]\nname = \"micro\"\nrepetitions = 3\nwarmups = 1\n[fixed]\nworkload = \"network\"\n"
-                               "network = \"resnet20-cifar\"\nbatch = 16\npass = \"training\"\nbackend = \"reference\"\n"
-                               "[axes]\nmicrobatch = [0, 4]\n");
+  const fs::path run = planned(
+      "[campaign]\nname = \"micro\"\nrepetitions = 3\nwarmups = 1\n[fixed]\nworkload = \"network\"\n"
+      "network = \"resnet20-cifar\"\nbatch = 16\npass = \"training\"\nbackend = \"reference\"\n"
+      "[axes]\nmicrobatch = [0, 4]\n");
   Cmd r = sh(d500_cmd("run " + run.string()));
   ASSERT_EQ(r.code, 0) << r.out;
   ASSERT_EQ(sh(d500_cmd("report " + run.string())).code, 0);
@@ -185,16 +193,18 @@ TEST_F(Networks, MicroBatchingTradesTimeForMemory) {
 }
 
 TEST_F(Networks, AWrongCustomOperatorIsFoundAtItsNode) {
-  const fs::path run = planned("[campaign]\nname = \"wrong\"\nrepetitions = 3\nwarmups = 1\n[fixed]\nworkload = \"network\"\n"
-                               "network = \"lenet5\"\nbatch = 4\nbackend = \"custom\"\nlibrary = \"" + std::string(D500_CUSTOM_RELU_WRONG) +
-                               "\"\n[axes]\npass = [\"inference\", \"training\"]\n");
+  const fs::path run = planned(
+      "[campaign]\nname = \"wrong\"\nrepetitions = 3\nwarmups = 1\n[fixed]\nworkload = \"network\"\n"
+      "network = \"lenet5\"\nbatch = 4\nbackend = \"custom\"\nlibrary = \"" +
+      std::string(D500_CUSTOM_RELU_WRONG) + "\"\n[axes]\npass = [\"inference\", \"training\"]\n");
   Cmd r = sh(d500_cmd("run " + run.string()));
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("2 failed-validation"), std::string::npos) << r.out;
   ASSERT_EQ(sh(d500_cmd("report " + run.string())).code, 0);
   for (const auto& [id, row] : read_csv(run / "results.csv")) {
     EXPECT_EQ(row.at("status"), "failed-validation");
-    EXPECT_NE(row.at("status_reason").find("Relu node 'Relu_0' (computed by custom example relu (deliberately wrong))"), std::string::npos)
+    EXPECT_NE(row.at("status_reason").find("Relu node 'Relu_0' (computed by custom example relu (deliberately wrong))"),
+              std::string::npos)
         << row.at("status_reason");
     EXPECT_EQ(row.at("n"), "0") << "never timed";
   }
@@ -204,15 +214,19 @@ TEST_F(Networks, AWrongCustomOperatorIsFoundAtItsNode) {
 // accepts: Python's onnx checker (full check, with its shape inference) and its shape inference
 // agreeing on the output's shape with what `d500 networks` prints.
 TEST_F(Networks, EveryExportedBuiltInPassesPythonsOnnxChecker) {
-  if (sh("/usr/bin/python3 -c 'import onnx'").code != 0) GTEST_SKIP() << "Python's onnx is missing (Debian python3-onnx)";
+  if (sh("/usr/bin/python3 -c 'import onnx'").code != 0)
+    GTEST_SKIP() << "Python's onnx is missing (Debian python3-onnx)";
   const std::string names[] = {"lenet5", "mlp", "resnet18", "resnet50", "resnet20-cifar", "transformer-encoder"};
   for (const auto& name : names) {
     const fs::path file = dir_ / (name + ".onnx");
     Cmd ex = sh(d500_cmd("export-network " + name + " -o " + file.string()));
     ASSERT_EQ(ex.code, 0) << name << ": " << ex.out;
-    Cmd py = sh("/usr/bin/python3 -c \"\nimport onnx, sys\nm = onnx.load(sys.argv[1])\nonnx.checker.check_model(m, full_check=True)\n"
-                "i = onnx.shape_inference.infer_shapes(m, strict_mode=True)\nprint(len(m.graph.node), m.opset_import[0].version)\n\" " +
-                file.string());
+    Cmd py =
+        sh("/usr/bin/python3 -c \"\nimport onnx, sys\nm = onnx.load(sys.argv[1])\nonnx.checker.check_model(m, "
+           "full_check=True)\n"
+           "i = onnx.shape_inference.infer_shapes(m, strict_mode=True)\nprint(len(m.graph.node), "
+           "m.opset_import[0].version)\n\" " +
+           file.string());
     ASSERT_EQ(py.code, 0) << name << ": " << py.out;
     int nodes = 0, opset = 0;
     ASSERT_EQ(std::sscanf(py.out.c_str(), "%d %d", &nodes, &opset), 2) << py.out;
@@ -254,8 +268,11 @@ TEST_F(Networks, PlanTimeRefusalsNameTheFileTheKeyAndTheNode) {
     m.SerializeToOstream(&out);
   }
   auto plan = [&](const std::string& fixed) {
-    return sh(d500_cmd("plan " + write("c.toml", "[campaign]\nname = \"bad\"\n[fixed]\nworkload = \"network\"\nbackend = \"reference\"\n" + fixed) +
-                       " -o " + (dir_ / "run").string()));
+    return sh(d500_cmd(
+        "plan " +
+        write("c.toml",
+              "[campaign]\nname = \"bad\"\n[fixed]\nworkload = \"network\"\nbackend = \"reference\"\n" + fixed) +
+        " -o " + (dir_ / "run").string()));
   };
   Cmd a = plan("network = \"" + model + "\"\nbatch = 2\n");
   EXPECT_NE(a.code, 0);
@@ -285,7 +302,8 @@ TEST(Conformance, EveryBackendPassesOnnxsNodeTests) {
   const std::map<std::string, std::set<std::string>> known = {{"onednn", {"test_log_example"}}};
   int backends = 0;
   for (const auto& b : d500::all_backends()) {
-    if (!b.built || !(b.name == "reference" || b.make_node_kernel || b.make_graph_runner) || b.name == "custom") continue;
+    if (!b.built || !(b.name == "reference" || b.make_node_kernel || b.make_graph_runner) || b.name == "custom")
+      continue;
     if (b.no_device && !b.no_device().empty()) continue;  // a GPU executor on a host without one
     ++backends;
     std::ostringstream log;
@@ -294,7 +312,8 @@ TEST(Conformance, EveryBackendPassesOnnxsNodeTests) {
     for (const auto* s : {&node, &pt})
       for (const auto& c : s->cases)
         if (c.result == d500::ConformanceCase::Result::Fail) {
-          EXPECT_TRUE(known.count(b.name) && known.at(b.name).count(c.name)) << b.name << ": " << c.name << ": " << c.detail;
+          EXPECT_TRUE(known.count(b.name) && known.at(b.name).count(c.name))
+              << b.name << ": " << c.name << ": " << c.detail;
         }
     EXPECT_GE(node.passed, 300) << b.name;
     EXPECT_GE(pt.passed, 74) << b.name;

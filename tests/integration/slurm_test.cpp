@@ -17,7 +17,8 @@ class Slurm : public ScratchDirTest {
  protected:
   void SetUp() override {
     ScratchDirTest::SetUp();
-    if (!std::getenv("SLURM_CONF")) GTEST_FAIL() << "SLURM_CONF unset: run through ctest (the slurm fixture starts the cluster)";
+    if (!std::getenv("SLURM_CONF"))
+      GTEST_FAIL() << "SLURM_CONF unset: run through ctest (the slurm fixture starts the cluster)";
   }
   fs::path plan(const std::string& campaign) {
     std::string c = write("c.toml", campaign);
@@ -42,7 +43,8 @@ class Slurm : public ScratchDirTest {
   static bool settled(const std::string& s) { return s.find("; in flight 0;") != std::string::npos; }
   static std::string cluster() { return fs::path(std::getenv("SLURM_CONF")).parent_path().string(); }
   static Cmd cluster_cmd(const std::string& what, const std::string& arg = "") {
-    return sh("bash " + std::string(D500_SOURCE_DIR) + "/launchers/test-cluster.sh " + what + " " + cluster() + " " + arg);
+    return sh("bash " + std::string(D500_SOURCE_DIR) + "/launchers/test-cluster.sh " + what + " " + cluster() + " " +
+              arg);
   }
   static std::vector<fs::path> files_in(const fs::path& d) {
     std::vector<fs::path> out;
@@ -68,19 +70,21 @@ class Slurm : public ScratchDirTest {
   }
   // Kills node `victim` of the cluster of `conf` (its jobs end NODE_FAIL), or brings it back.
   static Cmd fail_node(const std::string& conf, const std::string& victim) {
-    return sh("bash " + std::string(D500_SOURCE_DIR) + "/launchers/test-cluster.sh fail-node " + fs::path(conf).parent_path().string() +
-              " " + victim);
+    return sh("bash " + std::string(D500_SOURCE_DIR) + "/launchers/test-cluster.sh fail-node " +
+              fs::path(conf).parent_path().string() + " " + victim);
   }
   static void restore_node(const std::string& conf, const std::string& victim) {
     // The cluster remembers its ports and shape: start brings the node's slurmd back alone.
-    sh("scontrol update nodename=" + victim + " state=resume; D500_TEST_SLURMCTLD_PORT=16827 bash " + std::string(D500_SOURCE_DIR) +
-       "/launchers/test-cluster.sh start " + fs::path(conf).parent_path().string() + " 3");
+    sh("scontrol update nodename=" + victim + " state=resume; D500_TEST_SLURMCTLD_PORT=16827 bash " +
+       std::string(D500_SOURCE_DIR) + "/launchers/test-cluster.sh start " + fs::path(conf).parent_path().string() +
+       " 3");
   }
   // Brings a failed node back, and ends the test's job, when the test ends however it ends: a
   // failed assertion must not leave the next multi-node test a node short or a job holding two.
   struct NodeBack {
     std::string conf, victim, job;
-    NodeBack(std::string c, std::string v, std::string j) : conf(std::move(c)), victim(std::move(v)), job(std::move(j)) {}
+    NodeBack(std::string c, std::string v, std::string j)
+        : conf(std::move(c)), victim(std::move(v)), job(std::move(j)) {}
     NodeBack(const NodeBack&) = delete;
     NodeBack& operator=(const NodeBack&) = delete;
     ~NodeBack() {
@@ -97,11 +101,12 @@ class Slurm : public ScratchDirTest {
   // for (it must complete); its results files.
   std::vector<fs::path> two_node_allreduce(const fs::path& run, const std::string& name, const std::string& tmpl,
                                            const std::string& slurm, int bytes, int ranks_per_node) {
-    const std::string c = write(name + ".toml", "[campaign]\nname = \"" + name + "\"\nrepetitions = 20\nwarmups = 2\ntemplate = \"" + tmpl +
-                                                    "\"\n[slurm]\ntime_limit = 5\n" + slurm +
-                                                    "[axes]\nworkload = [\"allreduce\"]\nbackend = [\"mpi\"]\nbytes = [" +
-                                                    std::to_string(bytes) + "]\nnodes = [2]\nranks_per_node = [" +
-                                                    std::to_string(ranks_per_node) + "]\n");
+    const std::string c =
+        write(name + ".toml", "[campaign]\nname = \"" + name + "\"\nrepetitions = 20\nwarmups = 2\ntemplate = \"" +
+                                  tmpl + "\"\n[slurm]\ntime_limit = 5\n" + slurm +
+                                  "[axes]\nworkload = [\"allreduce\"]\nbackend = [\"mpi\"]\nbytes = [" +
+                                  std::to_string(bytes) + "]\nnodes = [2]\nranks_per_node = [" +
+                                  std::to_string(ranks_per_node) + "]\n");
     EXPECT_EQ(sh(d500_cmd("plan " + c + " -o " + run.string())).code, 0);
     EXPECT_EQ(sh(d500_cmd("submit " + run.string())).code, 0);
     const std::string st = wait_status(run, settled, 120);
@@ -131,8 +136,8 @@ template = "slurm"
 }  // namespace
 
 TEST_F(Slurm, PlanSubmitStatusReportEndToEnd) {
-  fs::path run = plan(kHead + "[slurm]\npartition = \"debug\"\ntime_limit = \"00:05:00\"\n" +
-                      gemm_and_allreduce("64", "4096", 2));
+  fs::path run =
+      plan(kHead + "[slurm]\npartition = \"debug\"\ntime_limit = \"00:05:00\"\n" + gemm_and_allreduce("64", "4096", 2));
   Cmd sub = sh(d500_cmd("submit " + run.string()));
   ASSERT_EQ(sub.code, 0) << sub.out;
   EXPECT_NE(sub.out.find("submitted job"), std::string::npos) << sub.out;
@@ -188,13 +193,20 @@ axes = ["backend", "n"]
   Cmd sub = sh(d500_cmd("submit " + run.string()));
   ASSERT_EQ(sub.code, 0) << sub.out;
   // While the slow point runs, resume submits nothing: the point is queued or running.
-  wait_status(run, [](const std::string& s) { return s.find("points: 1 complete, 0 failed (validation or backend), 1 incomplete") != std::string::npos; }, 120);
+  wait_status(
+      run,
+      [](const std::string& s) {
+        return s.find("points: 1 complete, 0 failed (validation or backend), 1 incomplete") != std::string::npos;
+      },
+      120);
   Cmd during = sh(d500_cmd("submit --resume " + run.string()));
-  EXPECT_NE(during.out.find("nothing to submit: 1 points finished, 1 queued or running"), std::string::npos) << during.out;
+  EXPECT_NE(during.out.find("nothing to submit: 1 points finished, 1 queued or running"), std::string::npos)
+      << during.out;
 
   std::string st = wait_status(run, settled, 180);
   EXPECT_NE(st.find("TIMEOUT"), std::string::npos) << st;
-  EXPECT_NE(st.find("points: 1 complete, 0 failed (validation or backend), 1 incomplete, 0 missing"), std::string::npos) << st;
+  EXPECT_NE(st.find("points: 1 complete, 0 failed (validation or backend), 1 incomplete, 0 missing"), std::string::npos)
+      << st;
   for (const auto& e : fs::directory_iterator(run / "results")) {
     Cmd check = sh(d500_cmd("check " + e.path().string()));
     EXPECT_EQ(check.code, 0) << check.out;
@@ -203,7 +215,8 @@ axes = ["backend", "n"]
   // The job trapped Slurm's SIGTERM at the limit and recorded it itself.
   const auto records = files_in(run / "slurm" / "attempts");
   ASSERT_EQ(records.size(), 1u);
-  EXPECT_NE(read_file(records[0].string()).find("verdict=timed-out"), std::string::npos) << read_file(records[0].string());
+  EXPECT_NE(read_file(records[0].string()).find("verdict=timed-out"), std::string::npos)
+      << read_file(records[0].string());
 
   // Slurm forgets the job (MinJobAge), and d500 never looked at its end (no observations): the
   // job's own record still says it timed out, so the retry below gets the longer limit.
@@ -231,13 +244,15 @@ axes = ["backend", "n"]
   EXPECT_NE(spec.find("gemm:reference"), std::string::npos) << spec;
   EXPECT_EQ(lines(run / "slurm" / "submissions.tsv"), 2);
 
-  wait_status(run, [](const std::string& s) { return s.find("RUNNING") != std::string::npos; }, 60);
+  wait_status(
+      run, [](const std::string& s) { return s.find("RUNNING") != std::string::npos; }, 60);
   Cmd cancel = sh(d500_cmd("cancel " + run.string()));
   EXPECT_EQ(cancel.code, 0) << cancel.out;
   EXPECT_NE(cancel.out.find("1 submission(s) cancelled"), std::string::npos) << cancel.out;
   st = wait_status(run, settled, 60);
   EXPECT_NE(st.find("CANCELLED"), std::string::npos) << st;
-  EXPECT_NE(st.find("points: 1 complete, 0 failed (validation or backend), 1 incomplete, 0 missing"), std::string::npos) << st;
+  EXPECT_NE(st.find("points: 1 complete, 0 failed (validation or backend), 1 incomplete, 0 missing"), std::string::npos)
+      << st;
 }
 
 TEST_F(Slurm, ControllerDownAtSubmitRecordsNothingAndALaterSubmitDoesNotDuplicate) {
@@ -328,7 +343,8 @@ seed = 4
 
   Cmd resume = sh(d500_cmd("submit --resume " + run.string()));
   ASSERT_EQ(resume.code, 0) << resume.out;
-  st = wait_status(run, [](const std::string& s) { return settled(s) && s.find("points: 1 complete") != std::string::npos; }, 300);
+  st = wait_status(
+      run, [](const std::string& s) { return settled(s) && s.find("points: 1 complete") != std::string::npos; }, 300);
   EXPECT_NE(st.find("COMPLETED"), std::string::npos) << st;
 
   fs::path second;
@@ -342,11 +358,15 @@ seed = 4
   const long long resumed = attr_int(g, "train.resumed_at_step");
   EXPECT_GT(resumed, 0);
   EXPECT_EQ(resumed, checkpointed);
-  EXPECT_NE(attr_string(g, "train.resumed_from").find(first[0].filename().string()), std::string::npos) << attr_string(g, "train.resumed_from");
-  EXPECT_NE(attr_string(g, "train.stop_reason").find("time budget"), std::string::npos) << attr_string(g, "train.stop_reason");
+  EXPECT_NE(attr_string(g, "train.resumed_from").find(first[0].filename().string()), std::string::npos)
+      << attr_string(g, "train.resumed_from");
+  EXPECT_NE(attr_string(g, "train.stop_reason").find("time budget"), std::string::npos)
+      << attr_string(g, "train.stop_reason");
   // The budget is spent once: 70 s of training across both attempts, plus at most the last step.
-  Cmd secs = sh("/usr/bin/python3 -c \"\nimport h5py\ng = list(h5py.File('" + second.string() + "', 'r')['points'].values())[0]\n"
-                "e = g['events'][:]\nsteps = list(e['step'])\nprint(g.attrs['train.training_seconds'], int(all(a < b for a, b in zip(steps, steps[1:]))), "
+  Cmd secs = sh("/usr/bin/python3 -c \"\nimport h5py\ng = list(h5py.File('" + second.string() +
+                "', 'r')['points'].values())[0]\n"
+                "e = g['events'][:]\nsteps = list(e['step'])\nprint(g.attrs['train.training_seconds'], int(all(a < b "
+                "for a, b in zip(steps, steps[1:]))), "
                 "int(steps[0] == 200))\n\"");
   ASSERT_EQ(secs.code, 0) << secs.out;
   double training_s = 0;
@@ -379,10 +399,12 @@ n = [48, 64, 384]
   const std::string id = first_job_id(run);
   // Requeue once the long point has started and flushed samples; Slurm holds a requeued job
   // 2 minutes, which the test lifts.
-  wait_status(run, [&](const std::string&) { return first_log(run).find("d500:flushed 3/3") != std::string::npos; }, 90);
+  wait_status(
+      run, [&](const std::string&) { return first_log(run).find("d500:flushed 3/3") != std::string::npos; }, 90);
   Cmd rq = sh("scontrol requeue " + id + " && sleep 1 && scontrol update jobid=" + id + " StartTime=now");
   ASSERT_EQ(rq.code, 0) << rq.out;
-  std::string st = wait_status(run, [](const std::string& s) { return settled(s) && s.find("COMPLETED") != std::string::npos; }, 180);
+  std::string st = wait_status(
+      run, [](const std::string& s) { return settled(s) && s.find("COMPLETED") != std::string::npos; }, 180);
   EXPECT_NE(st.find("COMPLETED  limit 00:05:00  requeued 1x  [2 attempts]"), std::string::npos) << st;
   EXPECT_NE(st.find("points: 3 complete"), std::string::npos) << st;
   const auto results = files_in(run / "results");
@@ -438,7 +460,8 @@ partition = "debug"
 cpus_per_task = 2
 analysis_job = true
 modules = ["daint-gpu", "PrgEnv-gnu"]
-module_init = ")" + init + R"("
+module_init = ")" + init +
+                      R"("
 [slurm.analysis]
 account = "proj1-analysis"
 [axes]
@@ -451,17 +474,20 @@ n = [64]
   EXPECT_EQ(script.find("--signal"), std::string::npos) << "no training point: no signal before the limit\n" << script;
   Cmd sub = sh(d500_cmd("submit " + run.string()));
   ASSERT_EQ(sub.code, 0) << sub.out;
-  std::string st = wait_status(run, [](const std::string& s) { return settled(s) && s.find("analysis  COMPLETED") != std::string::npos; }, 120);
+  std::string st = wait_status(
+      run, [](const std::string& s) { return settled(s) && s.find("analysis  COMPLETED") != std::string::npos; }, 120);
   EXPECT_NE(st.find("points: 1 complete"), std::string::npos) << st;
   const std::string job = first_job_id(run);
-  const std::string analysis = sh("awk '$2==\"analysis\"{printf \"%s\", $1}' " + (run / "slurm" / "submissions.tsv").string()).out;
+  const std::string analysis =
+      sh("awk '$2==\"analysis\"{printf \"%s\", $1}' " + (run / "slurm" / "submissions.tsv").string()).out;
   ASSERT_FALSE(analysis.empty()) << read_file_text(run / "slurm" / "submissions.tsv");
   const std::string j = sh("scontrol -o show job " + job).out, a = sh("scontrol -o show job " + analysis).out;
   EXPECT_NE(j.find("Account=proj1 "), std::string::npos) << j;
   EXPECT_NE(j.find("Partition=debug "), std::string::npos) << j;
   EXPECT_NE(a.find("Account=proj1-analysis "), std::string::npos) << a;
   EXPECT_NE(a.find("Partition=debug "), std::string::npos) << a;
-  EXPECT_NE(a.find("TimeLimit=00:05:00 "), std::string::npos) << "estimated from a 1-point plan: the 5-minute floor\n" << a;
+  EXPECT_NE(a.find("TimeLimit=00:05:00 "), std::string::npos) << "estimated from a 1-point plan: the 5-minute floor\n"
+                                                              << a;
   std::string logs;
   for (const auto& f : files_in(run / "logs")) logs += read_file_text(f);
   EXPECT_NE(logs.find("site module: load daint-gpu"), std::string::npos) << logs;
@@ -499,14 +525,16 @@ n = [64]
   wait_status(run, settled, 60);
   Cmd third = sh(d500_cmd("submit --resume " + run.string()));
   EXPECT_EQ(third.code, 0) << third.out;
-  EXPECT_NE(third.out.find("job-0000: failed 2 time(s), more than max_retries = 1; not resubmitted"), std::string::npos) << third.out;
+  EXPECT_NE(third.out.find("job-0000: failed 2 time(s), more than max_retries = 1; not resubmitted"), std::string::npos)
+      << third.out;
   EXPECT_NE(third.out.find("has no `module` command"), std::string::npos) << third.out;
   EXPECT_NE(third.out.find("nothing to submit"), std::string::npos) << third.out;
   EXPECT_EQ(lines(run / "slurm" / "submissions.tsv"), 2);
   ASSERT_EQ(sh(d500_cmd("report " + run.string())).code, 0);
   for (auto& [pid, row] : read_csv(run / "results.csv")) {
     EXPECT_EQ(row["status"], "job-failed") << pid;
-    EXPECT_NE(row["status_reason"].find("FAILED: exit 127 (command not found); last output:"), std::string::npos) << row["status_reason"];
+    EXPECT_NE(row["status_reason"].find("FAILED: exit 127 (command not found); last output:"), std::string::npos)
+        << row["status_reason"];
   }
 }
 
@@ -514,7 +542,8 @@ n = [64]
 // a hung controller (stopped, not down) times out although Slurm accepts the job when it wakes,
 // and `submit --resume` finds that job by the run's tag and records it instead of submitting again.
 TEST_F(Slurm, ExactlyOnceUnderConcurrentSubmitsAndAHungController) {
-  const std::string campaign = kHead + "[slurm]\ntime_limit = 5\n[axes]\nworkload = [\"gemm\"]\nbackend = [\"blas\"]\nn = [40]\n";
+  const std::string campaign =
+      kHead + "[slurm]\ntime_limit = 5\n[axes]\nworkload = [\"gemm\"]\nbackend = [\"blas\"]\nn = [40]\n";
   fs::path run = plan(campaign);
   Cmd both = sh("(" + d500_cmd("submit " + run.string()) + ") & (" + d500_cmd("submit " + run.string()) + "); wait");
   EXPECT_EQ(lines(run / "slurm" / "submissions.tsv"), 1) << both.out;
@@ -523,7 +552,8 @@ TEST_F(Slurm, ExactlyOnceUnderConcurrentSubmitsAndAHungController) {
   fs::remove_all(run);
   run = plan(campaign);
   const fs::path hook = dir_ / "hang.sh";
-  std::ofstream(hook) << "#!/bin/sh\nexec bash " << D500_SOURCE_DIR << "/launchers/test-cluster.sh hang-controller " << cluster() << "\n";
+  std::ofstream(hook) << "#!/bin/sh\nexec bash " << D500_SOURCE_DIR << "/launchers/test-cluster.sh hang-controller "
+                      << cluster() << "\n";
   fs::permissions(hook, fs::perms::owner_all);
   Cmd hung = sh("D500_TEST_HOOK_BEFORE_SUBMIT=" + hook.string() + " " + d500_cmd("submit " + run.string()));
   ASSERT_EQ(cluster_cmd("resume-controller").code, 0);
@@ -564,7 +594,8 @@ n = [256, 255, 254]
 )");
   ASSERT_EQ(sh(d500_cmd("submit " + run.string())).code, 0);
   const std::string id = first_job_id(run);
-  std::string st = wait_status(run, [](const std::string& s) { return s.find("RUNNING") != std::string::npos; }, 60);
+  std::string st = wait_status(
+      run, [](const std::string& s) { return s.find("RUNNING") != std::string::npos; }, 60);
   EXPECT_NE(st.find("PENDING (JobArrayTaskLimit)"), std::string::npos) << st;
   ASSERT_EQ(sh("scancel " + id + "_2").code, 0);
   Cmd by_hand = sh("cd " + run.string() + " && sbatch --parsable jobs/job-0000.sh");
@@ -572,7 +603,10 @@ n = [256, 255, 254]
   const std::string hand_id = by_hand.out.substr(0, by_hand.out.find_first_of("\n;"));
   st = wait_status(run, settled, 120);
   EXPECT_NE(st.find(id + "_2  job-0002  CANCELLED (cancelled before it started"), std::string::npos) << st;
-  wait_status(run, [&](const std::string&) { return sh("scontrol show job " + hand_id).out.find("COMPLETED") != std::string::npos; }, 60);
+  wait_status(
+      run,
+      [&](const std::string&) { return sh("scontrol show job " + hand_id).out.find("COMPLETED") != std::string::npos; },
+      60);
   // The resources Slurm gave both ways, field by field.
   auto fields = [](const std::string& job) {
     std::map<std::string, std::string> f;
@@ -595,13 +629,14 @@ n = [256, 255, 254]
   for (const auto& f : files_in(run / "results")) {
     const std::string name = f.filename().string();
     const std::string who = name.find(".slurm-" + hand_id + ".") != std::string::npos ? "sbatch"
-                            : name.rfind("job-0000.", 0) == 0                          ? "d500"
+                            : name.rfind("job-0000.", 0) == 0                         ? "d500"
                                                                                       : "";
     if (who.empty()) continue;
     hid_t h = H5Fopen(f.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
     ASSERT_GE(h, 0);
     hid_t g = H5Gopen2(h, "env", H5P_DEFAULT);
-    for (const char* v : {"OMP_NUM_THREADS", "SLURM_CPUS_PER_TASK", "SLURM_HINT", "SLURM_THREADS_PER_CORE", "SLURM_NTASKS_PER_NODE"}) {
+    for (const char* v :
+         {"OMP_NUM_THREADS", "SLURM_CPUS_PER_TASK", "SLURM_HINT", "SLURM_THREADS_PER_CORE", "SLURM_NTASKS_PER_NODE"}) {
       const std::string a = std::string("env.") + v;
       env[who][v] = H5Aexists(g, a.c_str()) > 0 ? attr_string(g, a.c_str()) : "(unset)";
     }
@@ -625,8 +660,8 @@ TEST_F(Slurm, MultiNodeCampaignAcrossHostsAndAFailedNodeIsExcludedOnResume) {
   const fs::path run = dir_ / "run";
   const auto results = two_node_allreduce(run, "slurm-two-nodes", "daint", "partition = \"debug\"\n", 65536, 1);
   ASSERT_EQ(results.size(), 1u);
-  Cmd hosts = sh("/usr/bin/python3 -c \"import h5py; print(' '.join(h.decode() for h in h5py.File('" + results[0].string() +
-                 "', 'r')['env/hosts'][:]))\"");
+  Cmd hosts = sh("/usr/bin/python3 -c \"import h5py; print(' '.join(h.decode() for h in h5py.File('" +
+                 results[0].string() + "', 'r')['env/hosts'][:]))\"");
   ASSERT_EQ(hosts.code, 0) << hosts.out;
   std::istringstream hs(hosts.out);
   std::vector<std::string> per_rank{std::istream_iterator<std::string>(hs), std::istream_iterator<std::string>()};
@@ -659,7 +694,8 @@ ranks_per_node = [1]
 )");
   ASSERT_EQ(sh(d500_cmd("plan " + c + " -o " + long_run.string())).code, 0);
   ASSERT_EQ(sh(d500_cmd("submit " + long_run.string())).code, 0);
-  wait_status(long_run, [](const std::string& s) { return s.find("RUNNING") != std::string::npos; }, 60);
+  wait_status(
+      long_run, [](const std::string& s) { return s.find("RUNNING") != std::string::npos; }, 60);
   std::this_thread::sleep_for(std::chrono::seconds(3));
   const std::string id = first_job_id(long_run);
   const std::string nodelist = sh("squeue -h -o %N -j " + id).out;
@@ -667,11 +703,14 @@ ranks_per_node = [1]
   const NodeBack back(conf, victim, "");  // the node comes back for whatever runs next
   Cmd kill = fail_node(conf, victim);
   ASSERT_EQ(kill.code, 0) << kill.out;
-  std::string st = wait_status(long_run, [](const std::string& s) { return s.find("NODE_FAIL") != std::string::npos; }, 120);
-  EXPECT_NE(st.find("node failure on " + victim), std::string::npos) << "only the failed node, not " << nodelist << ": " << st;
+  std::string st = wait_status(
+      long_run, [](const std::string& s) { return s.find("NODE_FAIL") != std::string::npos; }, 120);
+  EXPECT_NE(st.find("node failure on " + victim), std::string::npos)
+      << "only the failed node, not " << nodelist << ": " << st;
   Cmd resume = sh(d500_cmd("submit --resume " + long_run.string()));
   EXPECT_EQ(resume.code, 0) << resume.out;
-  EXPECT_NE(resume.out.find("excluding node " + victim + " (--exclude): job " + id + " ended NODE_FAIL on it"), std::string::npos)
+  EXPECT_NE(resume.out.find("excluding node " + victim + " (--exclude): job " + id + " ended NODE_FAIL on it"),
+            std::string::npos)
       << resume.out;
   std::string second;
   {
@@ -680,7 +719,8 @@ ranks_per_node = [1]
       if (!line.empty() && line[0] != '#') second = line.substr(0, line.find('\t'));
   }
   ASSERT_NE(second, id);
-  wait_status(long_run, [](const std::string& s) { return s.find("RUNNING") != std::string::npos; }, 60);
+  wait_status(
+      long_run, [](const std::string& s) { return s.find("RUNNING") != std::string::npos; }, 60);
   const std::string job = sh("scontrol -o show job " + second).out;
   EXPECT_NE(job.find("ExcNodeList=" + victim), std::string::npos) << job;
   EXPECT_EQ(job.find(" NodeList=" + victim), std::string::npos) << job;
@@ -711,9 +751,12 @@ ranks_per_node = [1]
 )");
   ASSERT_EQ(sh(d500_cmd("submit " + run.string())).code, 0);
   const std::string id = first_job_id(run);
-  wait_status(run, [&](const std::string&) { return first_log(run).find("d500:point 2/2") != std::string::npos; }, 90);
+  wait_status(
+      run, [&](const std::string&) { return first_log(run).find("d500:point 2/2") != std::string::npos; }, 90);
   std::this_thread::sleep_for(std::chrono::seconds(2));
-  ASSERT_EQ(first_log(run).find("d500:done 2/2"), std::string::npos) << "the second point ended before the node failed:\n" << first_log(run);
+  ASSERT_EQ(first_log(run).find("d500:done 2/2"), std::string::npos)
+      << "the second point ended before the node failed:\n"
+      << first_log(run);
   const std::string victim = second_node(sh("squeue -h -o %N -j " + id).out);
   ASSERT_EQ(victim.rfind("d500n", 0), 0u) << "the job runs on no node: " << sh(d500_cmd("status " + run.string())).out;
   const NodeBack back(conf, victim, id);
@@ -725,7 +768,8 @@ ranks_per_node = [1]
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
   sh("scontrol update jobid=" + id + " StartTime=now");
-  std::string st = wait_status(run, [](const std::string& s) { return settled(s) && s.find("points: 2 complete") != std::string::npos; }, 360);
+  std::string st = wait_status(
+      run, [](const std::string& s) { return settled(s) && s.find("points: 2 complete") != std::string::npos; }, 360);
   EXPECT_NE(st.find("requeued 1x"), std::string::npos) << st;
   std::vector<fs::path> results;  // the killed rank's liveness lock stays beside its file
   for (const auto& f : files_in(run / "results"))
@@ -765,7 +809,9 @@ TEST_F(Slurm, GpuJobsAreAllocatedTheirGpusAndAPointWithoutADeviceSaysSo) {
   EXPECT_NE(visible.out.find("0,1,2,3"), std::string::npos) << visible.out;
 
   const d500::BackendInfo* cuda = d500::find_backend("cuda");
-  if (!cuda || !cuda->built) GTEST_SKIP() << "the GPU campaign needs the cuda backend, which this build lacks: " << (cuda ? cuda->not_built_reason : "unknown");
+  if (!cuda || !cuda->built)
+    GTEST_SKIP() << "the GPU campaign needs the cuda backend, which this build lacks: "
+                 << (cuda ? cuda->not_built_reason : "unknown");
   // campaigns/gpu-training-scaling.toml on this cluster: its partition, and the node counts it has.
   std::string text = read_file_text(fs::path(D500_SOURCE_DIR) / "campaigns" / "gpu-training-scaling.toml");
   for (const auto& [from, to] : {std::pair<std::string, std::string>{"partition = \"gpu\"", "partition = \"debug\""},

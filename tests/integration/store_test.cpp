@@ -1,19 +1,19 @@
 // The results store against the real thing: a worker killed with SIGKILL mid-point, files read
 // by h5py and pandas from the documentation alone, damaged and foreign files, gather mode.
+#include <toml++/toml.h>
 #include <chrono>
 #include <cstring>
 #include <functional>
 #include <random>
 #include <regex>
 #include <thread>
-#include <toml++/toml.h>
 
 #include "common/error.hpp"
 #include "common/text.hpp"
 #include "helpers.hpp"
 #include "store/guarded.hpp"
-#include "store/liveness.hpp"
 #include "store/h5.hpp"
+#include "store/liveness.hpp"
 #include "store/reader.hpp"
 
 using namespace d500test;
@@ -125,8 +125,9 @@ axes = ["backend", "n"]
 // flush itself) before the kill. It once held none: the interval was counted in repetitions
 // of the first repetition's operation time.
 TEST_F(Store, ShortRepetitionsUnderABusySyncAreFlushedOnWallTimeAndSurviveAKill) {
-  const fs::path run = planned("[campaign]\nname = \"short\"\nrepetitions = 1000000\nwarmups = 0\n[fixed]\n"
-                                "workload = \"gemm\"\nbackend = \"reference\"\nn = 8\nranks_per_node = 4\n");
+  const fs::path run = planned(
+      "[campaign]\nname = \"short\"\nrepetitions = 1000000\nwarmups = 0\n[fixed]\n"
+      "workload = \"gemm\"\nbackend = \"reference\"\nn = 8\nranks_per_node = 4\n");
   std::FILE* launcher = popen((d500_cmd("run " + run.string()) + " 2>&1").c_str(), "r");
   ASSERT_NE(launcher, nullptr);
   const fs::path log = run / "logs" / "job-0000.log";
@@ -137,9 +138,8 @@ TEST_F(Store, ShortRepetitionsUnderABusySyncAreFlushedOnWallTimeAndSurviveAKill)
   }
   ASSERT_TRUE(started) << read_file_text(log);
   std::this_thread::sleep_for(std::chrono::seconds(7));
-  const long long kill_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                std::chrono::steady_clock::now().time_since_epoch())
-                                .count();
+  const long long kill_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
   sh("pkill -KILL -f " + std::string("'d500-worker ") + (run / "jobs" / "job-0000.toml").string() + "'");
   drain(launcher);
 
@@ -155,7 +155,8 @@ TEST_F(Store, ShortRepetitionsUnderABusySyncAreFlushedOnWallTimeAndSurviveAKill)
   long long last_end = 0;
   for (const auto& r : rows) last_end = std::max(last_end, r.end_ns);
   const double lost_s = static_cast<double>(kill_ns - last_end) * 1e-9;
-  std::printf("killed 7 s into the point: %zu samples on disk, the last ending %.2f s before the kill\n", rows.size(), lost_s);
+  std::printf("killed 7 s into the point: %zu samples on disk, the last ending %.2f s before the kill\n", rows.size(),
+              lost_s);
   EXPECT_LT(lost_s, 3.5) << "more than the promised ~2 s (+ one repetition and the flush) was lost";
   EXPECT_GE(lost_s, 0.0);
 }
@@ -210,7 +211,7 @@ TEST_F(Store, DamagedForeignAndNewerFilesGetClearErrorsAndTheRestIsReported) {
   fs::path missing = run / "results" / "absent.h5";
 
   Cmd check = sh(d500_cmd("check " + good.string() + " " + truncated.string() + " " + newer.string() + " " +
-                      foreign.string() + " " + missing.string()));
+                          foreign.string() + " " + missing.string()));
   EXPECT_EQ(check.code, 1);
   EXPECT_NE(check.out.find(good.string() + ": ok"), std::string::npos) << check.out;
   EXPECT_NE(check.out.find(truncated.string() + ": "), std::string::npos) << check.out;
@@ -225,7 +226,8 @@ TEST_F(Store, DamagedForeignAndNewerFilesGetClearErrorsAndTheRestIsReported) {
   EXPECT_NE(rep.out.find("unreadable: " + newer.string() + ": written with results schema version 99"),
             std::string::npos)
       << rep.out;
-  EXPECT_NE(rep.out.find("unreadable: " + foreign.string() + ": not a d500 results file"), std::string::npos) << rep.out;
+  EXPECT_NE(rep.out.find("unreadable: " + foreign.string() + ": not a d500 results file"), std::string::npos)
+      << rep.out;
   auto csv = read_csv(run / "results.csv");
   int complete = 0;
   for (auto& [id, row] : csv) complete += row["status"] == "complete";
@@ -262,7 +264,8 @@ TEST_F(Store, ForgedCountsAndForeignFilesAreNamedNeverReportedComplete) {
   const std::string reps1000 = forge("reps1000", [&](hid_t, hid_t g) {
     set_int(g, "repetitions", 1000);
     H5Adelete(g, "checksum");
-    ::d500::h5::write_attr(g, "checksum", ::d500::h5::attributes_checksum(::d500::h5::read_all_attributes(g, "forged")));
+    ::d500::h5::write_attr(g, "checksum",
+                           ::d500::h5::attributes_checksum(::d500::h5::read_all_attributes(g, "forged")));
   });
   const std::string warm = forge("warmups-max", [&](hid_t, hid_t g) {
     set_int(g, "warmups", 2147483647);
@@ -286,19 +289,23 @@ TEST_F(Store, ForgedCountsAndForeignFilesAreNamedNeverReportedComplete) {
   Cmd rep = sh("ulimit -v 4194304; timeout 120 " + d500_cmd("report " + run.string()));
   ASSERT_EQ(rep.code, 0) << rep.out;
   const std::string where = ":/points/" + point + ": damaged: ";
-  EXPECT_NE(rep.out.find("unreadable: " + reps1000 + where + "it says complete with warmups = 2 and repetitions = 1000, "
+  EXPECT_NE(rep.out.find("unreadable: " + reps1000 + where +
+                         "it says complete with warmups = 2 and repetitions = 1000, "
                          "but its samples end at repetition 9 of 1002"),
             std::string::npos)
       << rep.out;
-  EXPECT_NE(rep.out.find("unreadable: " + warm + where + "its `warmups` attribute is 2147483647, outside 0..1000000000"),
-            std::string::npos)
+  EXPECT_NE(
+      rep.out.find("unreadable: " + warm + where + "its `warmups` attribute is 2147483647, outside 0..1000000000"),
+      std::string::npos)
       << rep.out;
-  EXPECT_NE(rep.out.find("unreadable: " + reps2e9 + where + "its `repetitions` attribute is 2000000000"), std::string::npos)
+  EXPECT_NE(rep.out.find("unreadable: " + reps2e9 + where + "its `repetitions` attribute is 2000000000"),
+            std::string::npos)
       << rep.out;
   EXPECT_NE(rep.out.find("unreadable: " + ranks + ": damaged: its `ranks` attribute is 2147483647"), std::string::npos)
       << rep.out;
   EXPECT_NE(rep.out.find("unreadable: " + hosts + ":/env/hosts: damaged: 2 names"), std::string::npos) << rep.out;
-  EXPECT_NE(rep.out.find("unreadable: " + foreign + ": foreign: written for campaign \"store\" (hash 0123456789abcdef), "
+  EXPECT_NE(rep.out.find("unreadable: " + foreign +
+                         ": foreign: written for campaign \"store\" (hash 0123456789abcdef), "
                          "not this run's"),
             std::string::npos)
       << rep.out;
@@ -308,7 +315,8 @@ TEST_F(Store, ForgedCountsAndForeignFilesAreNamedNeverReportedComplete) {
   EXPECT_EQ(csv[point]["n"], "7") << "the forged record was used";
 
   // `d500 check` names each damaged file too (the foreign one is sound on its own).
-  Cmd check = sh("ulimit -v 4194304; timeout 120 " + d500_cmd("check " + reps1000 + " " + warm + " " + reps2e9 + " " + ranks));
+  Cmd check =
+      sh("ulimit -v 4194304; timeout 120 " + d500_cmd("check " + reps1000 + " " + warm + " " + reps2e9 + " " + ranks));
   EXPECT_EQ(check.code, 1) << check.out;
   EXPECT_EQ(check.out.find(": ok"), std::string::npos) << check.out;
 }
@@ -359,7 +367,9 @@ TEST_F(Store, AFileReadHalfwayThroughAFlushIsReadAgainOnceItChangesAndAStillOneI
   // The job writes on: a second later the file is whole again (renamed over, as a flush would).
   auto whole_in_a_second = [&] {
     ASSERT_EQ(sh("(sleep 1; cp " + intact.string() + " " + file.string() + ".new; mv " + file.string() + ".new " +
-                 file.string() + ") >/dev/null 2>&1 &").code, 0);
+                 file.string() + ") >/dev/null 2>&1 &")
+                  .code,
+              0);
   };
   halfway("running");
   whole_in_a_second();
@@ -517,51 +527,55 @@ TEST_F(Store, EveryAttributeWrittenReadOrCheckedIsInTheSchema) {
     return false;
   };
   auto described = [&](const std::string& name) {
-    return known("root", name) || known("env", name) || known("point", name) || known("checkpoint", name) || name.rfind("param.", 0) == 0 ||
-           name.rfind("version.", 0) == 0 || name.rfind("env.", 0) == 0 || name.rfind("train.", 0) == 0;
+    return known("root", name) || known("env", name) || known("point", name) || known("checkpoint", name) ||
+           name.rfind("param.", 0) == 0 || name.rfind("version.", 0) == 0 || name.rfind("env.", 0) == 0 ||
+           name.rfind("train.", 0) == 0;
   };
   std::vector<std::pair<std::string, std::string>> written;  // (object, attribute)
   // Level 0, and a network's training step on an executor with reference fallbacks (level 1).
   for (const std::string& campaign :
-       {kSmall, std::string("[campaign]\nname = \"nets\"\nrepetitions = 3\nwarmups = 1\n[fixed]\nworkload = \"network\"\n"
-                            "network = \"lenet5\"\nbatch = 4\npass = \"training\"\nbackend = \"blas\"\n"),
+       {kSmall,
+        std::string("[campaign]\nname = \"nets\"\nrepetitions = 3\nwarmups = 1\n[fixed]\nworkload = \"network\"\n"
+                    "network = \"lenet5\"\nbatch = 4\npass = \"training\"\nbackend = \"blas\"\n"),
         // Training (level 2) with checkpoints every step.
-        std::string("[campaign]\nname = \"train\"\nrepetitions = 1\nwarmups = 1\n[fixed]\nworkload = \"train\"\nnetwork = \"mlp\"\n"
+        std::string("[campaign]\nname = \"train\"\nrepetitions = 1\nwarmups = 1\n[fixed]\nworkload = "
+                    "\"train\"\nnetwork = \"mlp\"\n"
                     "dataset = \"synthetic\"\nsynthetic_samples = 512\nbatch = 16\nsteps = 6\neval_interval_steps = 3\n"
                     "checkpoint_interval = 1e-9\nbackend = \"reference\"\n")}) {
-  fs::path run = plan_and_run(campaign);
-  fs::remove_all(dir_ / "run_seen");
-  fs::rename(run, dir_ / "run_seen");  // the next campaign plans into dir_/run again
-  run = dir_ / "run_seen";
-  const fs::path file = run / "results" / "job-0000.h5";
-  hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-  ASSERT_GE(f, 0);
-  auto collect = [&](hid_t obj, const std::string& where) {
-    std::vector<std::string> names;
-    H5Aiterate2(obj, H5_INDEX_NAME, H5_ITER_INC, nullptr,
-                [](hid_t, const char* n, const H5A_info_t*, void* d) -> herr_t {
-                  static_cast<std::vector<std::string>*>(d)->push_back(n);
-                  return 0;
-                },
-                &names);
-    for (const auto& n : names) written.emplace_back(where, n);
-  };
-  collect(f, "/");
-  hid_t env = H5Gopen2(f, "/env", H5P_DEFAULT);
-  collect(env, "/env");
-  H5Gclose(env);
-  const std::vector<std::string> points = point_ids(f);
-  for (const auto& p : points) {
-    hid_t g = H5Gopen2(f, ("/points/" + p).c_str(), H5P_DEFAULT);
-    collect(g, "/points/" + p);
-    if (H5Lexists(g, "checkpoint", H5P_DEFAULT) > 0) {
-      hid_t c = H5Gopen2(g, "checkpoint", H5P_DEFAULT);
-      collect(c, "/points/" + p + "/checkpoint");
-      H5Gclose(c);
+    fs::path run = plan_and_run(campaign);
+    fs::remove_all(dir_ / "run_seen");
+    fs::rename(run, dir_ / "run_seen");  // the next campaign plans into dir_/run again
+    run = dir_ / "run_seen";
+    const fs::path file = run / "results" / "job-0000.h5";
+    hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    ASSERT_GE(f, 0);
+    auto collect = [&](hid_t obj, const std::string& where) {
+      std::vector<std::string> names;
+      H5Aiterate2(
+          obj, H5_INDEX_NAME, H5_ITER_INC, nullptr,
+          [](hid_t, const char* n, const H5A_info_t*, void* d) -> herr_t {
+            static_cast<std::vector<std::string>*>(d)->push_back(n);
+            return 0;
+          },
+          &names);
+      for (const auto& n : names) written.emplace_back(where, n);
+    };
+    collect(f, "/");
+    hid_t env = H5Gopen2(f, "/env", H5P_DEFAULT);
+    collect(env, "/env");
+    H5Gclose(env);
+    const std::vector<std::string> points = point_ids(f);
+    for (const auto& p : points) {
+      hid_t g = H5Gopen2(f, ("/points/" + p).c_str(), H5P_DEFAULT);
+      collect(g, "/points/" + p);
+      if (H5Lexists(g, "checkpoint", H5P_DEFAULT) > 0) {
+        hid_t c = H5Gopen2(g, "checkpoint", H5P_DEFAULT);
+        collect(c, "/points/" + p + "/checkpoint");
+        H5Gclose(c);
+      }
+      H5Gclose(g);
     }
-    H5Gclose(g);
-  }
-  H5Fclose(f);
+    H5Fclose(f);
   }
   EXPECT_GT(written.size(), 60u);
   bool network_seen = false, checkpoint_seen = false;
@@ -576,10 +590,12 @@ TEST_F(Store, EveryAttributeWrittenReadOrCheckedIsInTheSchema) {
   // The names the reader and the checker ask for, from their sources.
   const std::regex asked(R"re((?:read_attr_\w+|has_attr)\(\w+, "([A-Za-z0-9_.]+)")re");
   int names = 0;
-  for (const char* src : {"src/store/reader.cpp", "src/store/check.cpp", "src/store/writer.cpp", "src/store/checkpoint.cpp"}) {
+  for (const char* src :
+       {"src/store/reader.cpp", "src/store/check.cpp", "src/store/writer.cpp", "src/store/checkpoint.cpp"}) {
     const std::string text = ::d500::read_file(std::string(D500_SOURCE_DIR) + "/" + src);
     for (std::sregex_iterator it(text.begin(), text.end(), asked), end; it != end; ++it, ++names)
-      EXPECT_TRUE(described((*it)[1])) << src << " reads attribute '" << (*it)[1] << "', which the schema does not list";
+      EXPECT_TRUE(described((*it)[1])) << src << " reads attribute '" << (*it)[1]
+                                       << "', which the schema does not list";
   }
   EXPECT_GT(names, 20);
 }
@@ -675,7 +691,8 @@ TEST_F(Store, ChecksumsReportEveryFlipInSamplesAndAttributesAsDamage) {
     flip_byte(copy, at, 0x01);
     Cmd check = sh(d500_cmd("check " + copy.string()));
     EXPECT_EQ(check.code, 1) << check.out;
-    EXPECT_NE(check.out.find("/points/" + p + ": damaged: the attributes do not match their checksum"), std::string::npos)
+    EXPECT_NE(check.out.find("/points/" + p + ": damaged: the attributes do not match their checksum"),
+              std::string::npos)
         << check.out;
     ++flips;
     // The reader refuses it as well: the report names the file as damaged, never reads it as data.
@@ -694,9 +711,11 @@ TEST_F(Store, AFullDiskEndsEveryJobWithAClearErrorNeverAHangAndLeavesNoTemporari
   const fs::path mnt = mounted->path;
   const int attempts = std::getenv("D500_FULL_DISK_ATTEMPTS") ? std::atoi(std::getenv("D500_FULL_DISK_ATTEMPTS")) : 2;
   for (int ranks : {2, 4}) {
-    const std::string campaign = write("full.toml", "[campaign]\nname = \"full\"\nrepetitions = 1000000\nwarmups = 1\n"
-                                                    "[fixed]\nworkload = \"gemm\"\nbackend = \"reference\"\nn = 8\n"
-                                                    "ranks_per_node = " + std::to_string(ranks) + "\n");
+    const std::string campaign = write("full.toml",
+                                       "[campaign]\nname = \"full\"\nrepetitions = 1000000\nwarmups = 1\n"
+                                       "[fixed]\nworkload = \"gemm\"\nbackend = \"reference\"\nn = 8\n"
+                                       "ranks_per_node = " +
+                                           std::to_string(ranks) + "\n");
     for (int a = 0; a < attempts; ++a) {
       sh("rm -rf " + (mnt / "run").string() + " " + (mnt / "filler").string());
       ASSERT_EQ(sh(d500_cmd("plan " + campaign + " -o " + (mnt / "run").string())).code, 0);
@@ -710,7 +729,8 @@ TEST_F(Store, AFullDiskEndsEveryJobWithAClearErrorNeverAHangAndLeavesNoTemporari
       EXPECT_NE(r.code, 0) << r.out;
       EXPECT_NE(r.code, 137) << "the job hung until killed: " << r.out;
       const std::string log = read_file_text(mnt / "run" / "logs" / "job-0000.log") + r.out;
-      EXPECT_TRUE(log.find("No space left on device") != std::string::npos || log.find("disk full") != std::string::npos ||
+      EXPECT_TRUE(log.find("No space left on device") != std::string::npos ||
+                  log.find("disk full") != std::string::npos ||
                   log.find("this rank is stuck in a collective HDF5/MPI-IO call") != std::string::npos)
           << log.substr(0, 4000);
       for (const auto& e : fs::recursive_directory_iterator(mnt / "run"))
@@ -767,7 +787,8 @@ TEST_F(Store, ASeededFuzzerNeverCrashesCheckOrReportAndTheOtherFilesAreAlwaysRep
       for (int r = 0; r < runs; ++r) {
         const std::size_t span = in_heap ? std::min<std::size_t>(96, bytes.size() - heap) : bytes.size();
         const std::size_t at = (in_heap ? heap : 0) + rng() % span;
-        for (std::size_t b = 0; b < 1 + rng() % 4 && at + b < bytes.size(); ++b) bytes[at + b] = static_cast<char>(rng());
+        for (std::size_t b = 0; b < 1 + rng() % 4 && at + b < bytes.size(); ++b)
+          bytes[at + b] = static_cast<char>(rng());
       }
       victims.push_back((run / "results" / ("variant-" + std::to_string(v) + ".h5")).string());
       ::d500::write_file_atomic(victims.back(), bytes);
@@ -787,13 +808,15 @@ TEST_F(Store, ASeededFuzzerNeverCrashesCheckOrReportAndTheOtherFilesAreAlwaysRep
       damaged += check.out.find(v + ": ok") == std::string::npos;
       contained += check.out.find(v + ": damaged: reading it (in a separate process)") != std::string::npos;
       // The report's reader reads less than the checker, so it may not meet the same damage.
-      report_contained += rep.out.find("unreadable: " + v + ": damaged: reading it (in a separate process)") != std::string::npos;
+      report_contained +=
+          rep.out.find("unreadable: " + v + ": damaged: reading it (in a separate process)") != std::string::npos;
       fs::remove(v);
     }
   }
-  std::printf("fuzzer: %d variants, %d reported damaged by check; reading crashed, hung or ran out of memory in the child "
-              "for %d in check and %d in report\n",
-              variants, damaged, contained, report_contained);
+  std::printf(
+      "fuzzer: %d variants, %d reported damaged by check; reading crashed, hung or ran out of memory in the child "
+      "for %d in check and %d in report\n",
+      variants, damaged, contained, report_contained);
   EXPECT_GE(damaged, variants / 4);
   EXPECT_GE(report_contained, 1) << "the seeded damage no longer reaches a crash: the containment is not exercised";
 }

@@ -23,7 +23,8 @@ const std::string kHead = "[campaign]\nname = \"train\"\nrepetitions = 1\nwarmup
 // h5py: "step loss accuracy time_ns" per event of every point, as one text per point id.
 std::string events_py(const fs::path& file) {
   return "/usr/bin/python3 -c \"\nimport h5py\nf = h5py.File('" + file.string() +
-         "', 'r')\nfor pid in sorted(f['points']):\n  e = f['points'][pid]['events'][:]\n  print(pid, ' '.join('%d:%r:%r' % (r['step'], "
+         "', 'r')\nfor pid in sorted(f['points']):\n  e = f['points'][pid]['events'][:]\n  print(pid, ' "
+         "'.join('%d:%r:%r' % (r['step'], "
          "float(r['loss']), float(r['accuracy'])) for r in e))\n\"";
 }
 
@@ -31,9 +32,11 @@ std::string events_py(const fs::path& file) {
 
 TEST_F(Training, LeNetReachesItsTargetOnFashionMnistAndTheReportTimesIt) {
   if (!have_fashion_mnist()) GTEST_SKIP() << "Debian's dataset-fashion-mnist is not installed";
-  const fs::path run = planned(kHead + "network = \"lenet5\"\nbackend = \"reference\"\nsteps = 600\neval_interval_steps = 50\n"
-                                       "eval_samples = 1000\ntarget_accuracy = 0.7\nreport_targets = \"0.5\"\ntime_budget = 120\nlr = 0.02\n"
-                                       "[axes]\nseed = [1, 2]\n");
+  const fs::path run =
+      planned(kHead +
+              "network = \"lenet5\"\nbackend = \"reference\"\nsteps = 600\neval_interval_steps = 50\n"
+              "eval_samples = 1000\ntarget_accuracy = 0.7\nreport_targets = \"0.5\"\ntime_budget = 120\nlr = 0.02\n"
+              "[axes]\nseed = [1, 2]\n");
   const hid_t f = ran_and_checked(run);
   ASSERT_GE(f, 0);
   const std::vector<std::string> ids = point_ids(f);
@@ -43,7 +46,8 @@ TEST_F(Training, LeNetReachesItsTargetOnFashionMnistAndTheReportTimesIt) {
     EXPECT_EQ(attr_string(g, "status"), "complete");
     EXPECT_EQ(attr_string(g, "validation_status"), "passed") << attr_string(g, "validation_method");
     // Stopped at the target, at an evaluation (every 50 steps), well before 600 steps.
-    EXPECT_NE(attr_string(g, "train.stop_reason").find("target accuracy 0.7 was reached"), std::string::npos) << attr_string(g, "train.stop_reason");
+    EXPECT_NE(attr_string(g, "train.stop_reason").find("target accuracy 0.7 was reached"), std::string::npos)
+        << attr_string(g, "train.stop_reason");
     const long long steps = attr_int(g, "train.steps");
     EXPECT_EQ(steps % 50, 0);
     EXPECT_LT(steps, 600);
@@ -79,14 +83,18 @@ TEST_F(Training, LeNetReachesItsTargetOnFashionMnistAndTheReportTimesIt) {
   Cmd ex = sh(d500_cmd("export mllog " + run.string()));
   ASSERT_EQ(ex.code, 0) << ex.out;
   EXPECT_NE(ex.out.find("wrote 2 MLPerf-style log(s)"), std::string::npos) << ex.out;
-  Cmd ml = sh("/usr/bin/python3 -c \"\nimport h5py, json, glob, os\nf = h5py.File('" + (run / "results" / "job-0000.h5").string() +
-              "', 'r')\nfor path in sorted(glob.glob('" + (run / "mllog").string() + "/*.log')):\n"
+  Cmd ml = sh("/usr/bin/python3 -c \"\nimport h5py, json, glob, os\nf = h5py.File('" +
+              (run / "results" / "job-0000.h5").string() + "', 'r')\nfor path in sorted(glob.glob('" +
+              (run / "mllog").string() +
+              "/*.log')):\n"
               "  lines = open(path).read().splitlines()\n  assert all(l.startswith(':::MLLOG {') for l in lines)\n"
               "  ev = [json.loads(l[len(':::MLLOG '):]) for l in lines]\n  keys = [e['key'] for e in ev]\n"
-              "  start = ev[keys.index('run_start')]\n  stop = ev[-1]\n  assert stop['key'] == 'run_stop' and stop['event_type'] == 'INTERVAL_END'\n"
+              "  start = ev[keys.index('run_start')]\n  stop = ev[-1]\n  assert stop['key'] == 'run_stop' and "
+              "stop['event_type'] == 'INTERVAL_END'\n"
               "  p = f['points'][os.path.basename(path)[:-4]]\n  e = p['events'][:]\n"
               "  hit = [r['time_ns'] for r in e if r['rank'] == 0 and r['accuracy'] >= 0.7][0]\n"
-              "  print(stop['metadata']['status'], stop['time_ms'] - start['time_ms'] - round(hit / 1e6), keys.count('eval_accuracy'))\n\"");
+              "  print(stop['metadata']['status'], stop['time_ms'] - start['time_ms'] - round(hit / 1e6), "
+              "keys.count('eval_accuracy'))\n\"");
   ASSERT_EQ(ml.code, 0) << ml.out;
   EXPECT_EQ(ml.out.find("aborted"), std::string::npos) << ml.out;
   int logs = 0;
@@ -103,8 +111,10 @@ TEST_F(Training, LeNetReachesItsTargetOnFashionMnistAndTheReportTimesIt) {
 }
 
 TEST_F(Training, TheSameSeedGivesTheSameLossCurveBitForBit) {
-  const std::string campaign = kHead + "network = \"lenet5\"\nbackend = \"reference\"\ndataset = \"synthetic\"\nsynthetic_samples = 2000\n"
-                                       "steps = 40\neval_interval_steps = 10\neval_samples = 256\noptimizer = \"adam\"\nlr = 0.001\nseed = 5\n";
+  const std::string campaign =
+      kHead +
+      "network = \"lenet5\"\nbackend = \"reference\"\ndataset = \"synthetic\"\nsynthetic_samples = 2000\n"
+      "steps = 40\neval_interval_steps = 10\neval_samples = 256\noptimizer = \"adam\"\nlr = 0.001\nseed = 5\n";
   std::string curves[2];
   for (int i = 0; i < 2; ++i) {
     const fs::path run = dir_ / ("run" + std::to_string(i));
@@ -127,7 +137,8 @@ namespace {
 // sorted by rank and step (ranks' rows interleave by flush, which differs between runs).
 std::string sorted_events_py(const fs::path& file) {
   return "/usr/bin/python3 -c \"\nimport h5py\nf = h5py.File('" + file.string() +
-         "', 'r')\ng = list(f['points'].values())[0]\nrows = sorted((int(r['rank']), int(r['step']), float(r['loss']), float(r['accuracy'])) "
+         "', 'r')\ng = list(f['points'].values())[0]\nrows = sorted((int(r['rank']), int(r['step']), float(r['loss']), "
+         "float(r['accuracy'])) "
          "for r in g['events'][:])\nprint('\\n'.join('%d:%d:%r:%r' % r for r in rows))\n\"";
 }
 
@@ -138,9 +149,11 @@ std::string sorted_events_py(const fs::path& file) {
 // damaged on purpose, so the resume must notice (CRC-32) and take the older slot; the resumed
 // curve is the uninterrupted run's, bit for bit, on two ranks with Adam's state.
 TEST_F(Training, AKilledRunResumesFromItsLastIntactCheckpointAndEndsOnTheUninterruptedCurve) {
-  const std::string campaign = kHead + "network = \"lenet5\"\nbackend = \"reference\"\ndataset = \"synthetic\"\nsynthetic_samples = 8192\n"
-                                       "batch = 32\nsteps = 240\neval_interval_steps = 10\neval_samples = 64\noptimizer = \"adam\"\nlr = 0.001\n"
-                                       "seed = 9\nranks_per_node = 2\ncheckpoint_interval = 0.2\n";
+  const std::string campaign =
+      kHead +
+      "network = \"lenet5\"\nbackend = \"reference\"\ndataset = \"synthetic\"\nsynthetic_samples = 8192\n"
+      "batch = 32\nsteps = 240\neval_interval_steps = 10\neval_samples = 64\noptimizer = \"adam\"\nlr = 0.001\n"
+      "seed = 9\nranks_per_node = 2\ncheckpoint_interval = 0.2\n";
   const auto [killed, whole] = planned_twice_and_one_run(campaign);
 
   // The first attempt: killed once its log shows three checkpoints.
@@ -152,14 +165,18 @@ TEST_F(Training, AKilledRunResumesFromItsLastIntactCheckpointAndEndsOnTheUninter
   EXPECT_EQ(check1.code, 0) << check1.out;  // an incomplete training point, its checkpoint sound
 
   // Both slots hold checkpoints; flip a byte of rank 1's parameters in the newest one.
-  Cmd slots = sh("/usr/bin/python3 -c \"\nimport h5py\nf = h5py.File('" + attempt1.string() + "', 'r')\n"
+  Cmd slots = sh("/usr/bin/python3 -c \"\nimport h5py\nf = h5py.File('" + attempt1.string() +
+                 "', 'r')\n"
                  "c = list(f['points'].values())[0]['checkpoint']\ns = int(c.attrs['slot'])\nst = c['state'][:]\n"
                  "p = c['parameters']\nat = p.id.get_offset() + ((s * 2 + 1) * p.shape[2] + 7) * 4\n"
                  "print(s, st[s][0]['step'], st[1 - s][0]['step'], st[s][1]['step'], at)\n\"");
   ASSERT_EQ(slots.code, 0) << slots.out;
   int newest = -1;
   long long newest_step = 0, older_step = 0, rank1_step = 0, offset = 0;
-  ASSERT_EQ(std::sscanf(slots.out.c_str(), "%d %lld %lld %lld %lld", &newest, &newest_step, &older_step, &rank1_step, &offset), 5) << slots.out;
+  ASSERT_EQ(std::sscanf(slots.out.c_str(), "%d %lld %lld %lld %lld", &newest, &newest_step, &older_step, &rank1_step,
+                        &offset),
+            5)
+      << slots.out;
   EXPECT_GT(newest_step, older_step);
   EXPECT_GT(older_step, 0);
   EXPECT_EQ(rank1_step, newest_step);  // the ranks checkpoint the same step
@@ -179,7 +196,8 @@ TEST_F(Training, AKilledRunResumesFromItsLastIntactCheckpointAndEndsOnTheUninter
   // The second attempt resumes from the older slot and runs to the end.
   Cmd second = sh(d500_cmd("run " + killed.string()));
   ASSERT_EQ(second.code, 0) << second.out;
-  EXPECT_NE(second.out.find("resumed from a checkpoint after step " + std::to_string(older_step)), std::string::npos) << second.out;
+  EXPECT_NE(second.out.find("resumed from a checkpoint after step " + std::to_string(older_step)), std::string::npos)
+      << second.out;
   const fs::path attempt2 = killed / "results" / "job-0000.h5";
   EXPECT_TRUE(fs::exists(killed / "results" / "job-0000.h5.prev-1"));
   Cmd check3 = sh(d500_cmd("check " + attempt2.string()));
@@ -192,7 +210,8 @@ TEST_F(Training, AKilledRunResumesFromItsLastIntactCheckpointAndEndsOnTheUninter
     EXPECT_EQ(attr_int(g, "train.resumed_at_step"), older_step);
     EXPECT_EQ(attr_int(g, "train.steps"), 240);
     EXPECT_EQ(attr_int(g, "repetitions"), 240 - older_step - 2);  // this attempt's steps after its 2 warm-ups
-    EXPECT_NE(attr_string(g, "train.resumed_from").find("job-0000.h5.prev-1"), std::string::npos) << attr_string(g, "train.resumed_from");
+    EXPECT_NE(attr_string(g, "train.resumed_from").find("job-0000.h5.prev-1"), std::string::npos)
+        << attr_string(g, "train.resumed_from");
   }
 
   Cmd a = sh(sorted_events_py(attempt2)), b = sh(sorted_events_py(whole / "results" / "job-0000.h5"));
@@ -210,8 +229,10 @@ TEST_F(Training, AKilledRunResumesFromItsLastIntactCheckpointAndEndsOnTheUninter
 }
 
 TEST_F(Training, TwoRanksTrainOnTheirSharesInLockstep) {
-  const fs::path run = planned(kHead + "network = \"mlp\"\nbackend = \"reference\"\ndataset = \"synthetic\"\nsynthetic_samples = 1024\n"
-                                       "batch = 32\nepochs = 2\neval_interval_steps = 8\neval_samples = 64\nranks_per_node = 2\n");
+  const fs::path run =
+      planned(kHead +
+              "network = \"mlp\"\nbackend = \"reference\"\ndataset = \"synthetic\"\nsynthetic_samples = 1024\n"
+              "batch = 32\nepochs = 2\neval_interval_steps = 8\neval_samples = 64\nranks_per_node = 2\n");
   Cmd r = sh(d500_cmd("run " + run.string()));
   ASSERT_EQ(r.code, 0) << r.out;
   // Every attribute equal on both ranks, as parallel HDF5 needs (the validation's words differ
@@ -223,7 +244,8 @@ TEST_F(Training, TwoRanksTrainOnTheirSharesInLockstep) {
   const hid_t g = point.group;
   // 1024 samples, 512 per rank, 16 batches of 32 per rank and epoch: 32 steps in 2 epochs.
   EXPECT_EQ(attr_int(g, "train.steps"), 32);
-  EXPECT_NE(attr_string(g, "train.sampler").find("each rank its own share of 512 samples"), std::string::npos) << attr_string(g, "train.sampler");
+  EXPECT_NE(attr_string(g, "train.sampler").find("each rank its own share of 512 samples"), std::string::npos)
+      << attr_string(g, "train.sampler");
   std::map<int, int> per_rank;
   for (const auto& s : read_samples(point.file, point.id))
     if (s.phase == 0) ++per_rank[s.rank];
@@ -233,10 +255,13 @@ TEST_F(Training, TwoRanksTrainOnTheirSharesInLockstep) {
 
 TEST_F(Training, LibTorchsOptimizersAgreeWithTheReferenceOnes) {
   const d500::BackendInfo* b = d500::find_backend("libtorch-native");
-  if (!b || !b->built) GTEST_SKIP() << "this build has no libtorch-native backend: " << (b ? b->not_built_reason : "unknown");
-  const fs::path run = planned(kHead + "network = \"lenet5\"\nbackend = \"libtorch-native\"\noptimizer_impl = \"native\"\ndataset = \"synthetic\"\n"
-                                       "synthetic_samples = 2000\nsteps = 10\neval_interval_steps = 0\neval_samples = 64\nweight_decay = 0.01\n"
-                                       "[axes]\noptimizer = [\"sgd\", \"momentum\", \"nesterov\", \"adam\", \"adamw\", \"adagrad\", \"rmsprop\"]\n");
+  if (!b || !b->built)
+    GTEST_SKIP() << "this build has no libtorch-native backend: " << (b ? b->not_built_reason : "unknown");
+  const fs::path run = planned(
+      kHead +
+      "network = \"lenet5\"\nbackend = \"libtorch-native\"\noptimizer_impl = \"native\"\ndataset = \"synthetic\"\n"
+      "synthetic_samples = 2000\nsteps = 10\neval_interval_steps = 0\neval_samples = 64\nweight_decay = 0.01\n"
+      "[axes]\noptimizer = [\"sgd\", \"momentum\", \"nesterov\", \"adam\", \"adamw\", \"adagrad\", \"rmsprop\"]\n");
   Cmd r = sh(d500_cmd("run " + run.string()));
   ASSERT_EQ(r.code, 0) << r.out;
   Cmd rep = sh(d500_cmd("report " + run.string()));
@@ -262,8 +287,10 @@ TEST_F(Training, ImpossiblePointsAreRefusedAtPlanTime) {
       {"dataset = \"/nonexistent/data.h5\"\n", "training data file not found"},
       {"dataset = \"synthetic\"\nsynthetic_samples = 10\nbatch = 64\n", "larger than"},
       {"steps = 0\nepochs = 0\n", "training needs an end"},
-      {"target_accuracy = 0.85\ntime_budget = 60\nreport_targets = \"0.8, 0.9\"\n", "0.9 is not below target_accuracy 0.85"},
-      {"target_accuracy = 0.85\ntime_budget = 60\nreport_targets = \"0.8 high\"\n", "a list of accuracies separated by spaces or commas"},
+      {"target_accuracy = 0.85\ntime_budget = 60\nreport_targets = \"0.8, 0.9\"\n",
+       "0.9 is not below target_accuracy 0.85"},
+      {"target_accuracy = 0.85\ntime_budget = 60\nreport_targets = \"0.8 high\"\n",
+       "a list of accuracies separated by spaces or commas"},
       {"report_targets = \"0.5\"\n", "report_targets needs target_accuracy"},
   };
   for (const auto& c : cases) {
@@ -280,7 +307,8 @@ TEST_F(Training, ImpossiblePointsAreRefusedAtPlanTime) {
   }
   // Fashion-MNIST's [1,28,28] samples do not fit a CIFAR network.
   if (have_fashion_mnist()) {
-    Cmd plan = sh(d500_cmd("plan " + write("bad.toml", kHead + "backend = \"reference\"\nnetwork = \"resnet20-cifar\"\n") + " --dry-run"));
+    Cmd plan = sh(d500_cmd(
+        "plan " + write("bad.toml", kHead + "backend = \"reference\"\nnetwork = \"resnet20-cifar\"\n") + " --dry-run"));
     EXPECT_NE(plan.out.find("its samples are [1,28,28], the network's input"), std::string::npos) << plan.out;
   }
 }
@@ -290,9 +318,11 @@ TEST_F(Training, ImpossiblePointsAreRefusedAtPlanTime) {
 // and the job ends as the signal asks. Run again, the point resumes from that step -- with
 // periodic checkpoints an hour apart there is no other -- and ends on the uninterrupted curve.
 TEST_F(Training, ASigtermCheckpointsBeforeTheNextStepAndTheResumeLosesNoStep) {
-  const std::string campaign = kHead + "network = \"lenet5\"\nbackend = \"reference\"\ndataset = \"synthetic\"\nsynthetic_samples = 8192\n"
-                                       "batch = 32\nsteps = 600\neval_interval_steps = 10\neval_samples = 64\noptimizer = \"adam\"\nlr = 0.001\n"
-                                       "seed = 9\nranks_per_node = 2\ncheckpoint_interval = 3600\n";
+  const std::string campaign =
+      kHead +
+      "network = \"lenet5\"\nbackend = \"reference\"\ndataset = \"synthetic\"\nsynthetic_samples = 8192\n"
+      "batch = 32\nsteps = 600\neval_interval_steps = 10\neval_samples = 64\noptimizer = \"adam\"\nlr = 0.001\n"
+      "seed = 9\nranks_per_node = 2\ncheckpoint_interval = 3600\n";
   const auto [stopped, whole] = planned_twice_and_one_run(campaign);
   // The first attempt: its workers sent SIGTERM once the log shows training under way (its
   // first durable flush comes about 2 s into the point).
@@ -302,7 +332,8 @@ TEST_F(Training, ASigtermCheckpointsBeforeTheNextStepAndTheResumeLosesNoStep) {
   EXPECT_NE(log.find("SIGTERM during point"), std::string::npos) << log;
   const auto checkpoints = [&] {
     int n = 0;
-    for (auto at = log.find("\nd500:checkpoint "); at != std::string::npos; at = log.find("\nd500:checkpoint ", at + 1)) ++n;
+    for (auto at = log.find("\nd500:checkpoint "); at != std::string::npos; at = log.find("\nd500:checkpoint ", at + 1))
+      ++n;
     return n;
   };
   ASSERT_EQ(checkpoints(), 1) << log;
@@ -314,7 +345,8 @@ TEST_F(Training, ASigtermCheckpointsBeforeTheNextStepAndTheResumeLosesNoStep) {
 
   Cmd second = sh(d500_cmd("run " + stopped.string()));
   ASSERT_EQ(second.code, 0) << second.out;
-  EXPECT_NE(second.out.find("resumed from a checkpoint after step " + std::to_string(step)), std::string::npos) << second.out;
+  EXPECT_NE(second.out.find("resumed from a checkpoint after step " + std::to_string(step)), std::string::npos)
+      << second.out;
   const fs::path results = stopped / "results" / "job-0000.h5";
   {
     const OnePoint point(results);
@@ -333,12 +365,17 @@ TEST_F(Training, ASigtermCheckpointsBeforeTheNextStepAndTheResumeLosesNoStep) {
 // the ranks SIGTERM 3 s later (templates/local.sh.in) and SIGKILL 3 s after that; they checkpoint
 // before their next step. Run again, the point resumes from that step and completes.
 TEST_F(Training, AStoppedRunCheckpointsAndTheNextRunResumesFromThere) {
-  const fs::path run = planned(kHead + "network = \"lenet5\"\nbackend = \"reference\"\ndataset = \"synthetic\"\nsynthetic_samples = 8192\n"
-                                       "batch = 32\nsteps = 1500\neval_interval_steps = 10\neval_samples = 64\noptimizer = \"adam\"\nlr = 0.001\n"
-                                       "seed = 9\nranks_per_node = 2\ncheckpoint_interval = 3600\n");
+  const fs::path run = planned(
+      kHead +
+      "network = \"lenet5\"\nbackend = \"reference\"\ndataset = \"synthetic\"\nsynthetic_samples = 8192\n"
+      "batch = 32\nsteps = 1500\neval_interval_steps = 10\neval_samples = 64\noptimizer = \"adam\"\nlr = 0.001\n"
+      "seed = 9\nranks_per_node = 2\ncheckpoint_interval = 3600\n");
   const fs::path log = run / "logs" / "job-0000.log";
-  Cmd stopped = sh("(" + d500_cmd("run " + run.string()) + " > " + (dir_ / "attempt.txt").string() + " 2>&1 & pid=$!\n"
-                   "for i in $(seq 1 1200); do grep -q '^d500:flushed' " + log.string() + " 2>/dev/null && break; sleep 0.05; done\n"
+  Cmd stopped = sh("(" + d500_cmd("run " + run.string()) + " > " + (dir_ / "attempt.txt").string() +
+                   " 2>&1 & pid=$!\n"
+                   "for i in $(seq 1 1200); do grep -q '^d500:flushed' " +
+                   log.string() +
+                   " 2>/dev/null && break; sleep 0.05; done\n"
                    "kill -INT $pid; wait $pid; echo \"rc=$?\")");
   const std::string first = read_file_text(log);
   ASSERT_EQ(first.find("d500:done"), std::string::npos) << "the first attempt ended before it was stopped: " << first;
@@ -348,5 +385,6 @@ TEST_F(Training, AStoppedRunCheckpointsAndTheNextRunResumesFromThere) {
   EXPECT_GT(step, 0) << first;
   Cmd second = sh(d500_cmd("run " + run.string()));
   ASSERT_EQ(second.code, 0) << second.out;
-  EXPECT_NE(second.out.find("resumed from a checkpoint after step " + std::to_string(step)), std::string::npos) << second.out;
+  EXPECT_NE(second.out.find("resumed from a checkpoint after step " + std::to_string(step)), std::string::npos)
+      << second.out;
 }

@@ -22,11 +22,17 @@ namespace {
 class BlasGemm final : public OpKernel {
  public:
   BlasGemm(OpProblem& p, int threads)
-      : m_(static_cast<int>(p.i("m"))), n_(static_cast<int>(p.i("n"))), k_(static_cast<int>(p.i("k"))),
-        a_(p.in[0].data.data()), b_(p.in[1].data.data()), c_(p.out[0].data.data()) {
+      : m_(static_cast<int>(p.i("m"))),
+        n_(static_cast<int>(p.i("n"))),
+        k_(static_cast<int>(p.i("k"))),
+        a_(p.in[0].data.data()),
+        b_(p.in[1].data.data()),
+        c_(p.out[0].data.data()) {
     openblas_threads(threads);
   }
-  void run() override { cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m_, n_, k_, 1.0f, a_, k_, b_, n_, 0.0f, c_, n_); }
+  void run() override {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m_, n_, k_, 1.0f, a_, k_, b_, n_, 0.0f, c_, n_);
+  }
 
  private:
   int m_, n_, k_;
@@ -46,7 +52,7 @@ void register_backend_blas(BackendRegistry& r) {
            return make_blas_conv(p, threads);
          },
          .workspace_bytes = [](const OpProblem& p) -> std::int64_t {
-           if (p.op != "conv2d") return 0;  // GEMM works in the problem's buffers
+           if (p.op != "conv2d") return 0;      // GEMM works in the problem's buffers
            const ConvShape cs = conv_shape(p);  // the im2col buffer of one image and group
            return 4 * cs.cg() * cs.r * cs.s * cs.p() * cs.q();
          },

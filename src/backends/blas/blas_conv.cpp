@@ -19,9 +19,12 @@ class BlasConv final : public OpKernel {
   }
 
   void run() override {
-    if (p_.pass == "forward") forward();
-    else if (p_.pass == "backward_data") backward_data();
-    else backward_filter();
+    if (p_.pass == "forward")
+      forward();
+    else if (p_.pass == "backward_data")
+      backward_data();
+    else
+      backward_filter();
   }
 
  private:
@@ -43,7 +46,8 @@ class BlasConv final : public OpKernel {
             const std::int64_t ih = p * cs_.stride - cs_.pad + r * cs_.dilation;
             for (std::int64_t q = 0; q < Q; ++q) {
               const std::int64_t iw = q * cs_.stride - cs_.pad + s * cs_.dilation;
-              row[p * Q + q] = ih >= 0 && ih < cs_.h && iw >= 0 && iw < cs_.w ? xg[(c * cs_.h + ih) * cs_.w + iw] : 0.0f;
+              row[p * Q + q] =
+                  ih >= 0 && ih < cs_.h && iw >= 0 && iw < cs_.w ? xg[(c * cs_.h + ih) * cs_.w + iw] : 0.0f;
             }
           }
         }

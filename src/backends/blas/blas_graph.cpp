@@ -15,7 +15,8 @@ using I = std::int64_t;
 
 CBLAS_TRANSPOSE tr(bool t) { return t ? CblasTrans : CblasNoTrans; }
 // C [m,n] = alpha op(A) op(B) + beta C, row-major, op(A) m x k.
-void sgemm(bool ta, bool tb, I m, I n, I k, float alpha, const float* a, I lda, const float* b, I ldb, float beta, float* c, I ldc) {
+void sgemm(bool ta, bool tb, I m, I n, I k, float alpha, const float* a, I lda, const float* b, I ldb, float beta,
+           float* c, I ldc) {
   cblas_sgemm(CblasRowMajor, tr(ta), tr(tb), static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a,
               static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
 }
@@ -74,8 +75,8 @@ class BlasConv final : public NodeKernel {
           sgemm(false, true, KG, R, PQ, 1.0f, dyg, PQ, src, PQ, beta, dw + grp * KG * R, R);
         }
         if (db)
-          cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(KG), static_cast<int>(PQ), 1.0f, dyg, static_cast<int>(PQ),
-                      ones_.data(), 1, beta, db + grp * KG, 1);
+          cblas_sgemv(CblasRowMajor, CblasNoTrans, static_cast<int>(KG), static_cast<int>(PQ), 1.0f, dyg,
+                      static_cast<int>(PQ), ones_.data(), 1, beta, db + grp * KG, 1);
       }
   }
   std::string impl() const override { return "blas sgemm (im2col)"; }
@@ -102,29 +103,36 @@ class BlasGemm final : public NodeKernel {
     float* y = p_.out[0].as<float>();
     if (beta_ != 0.0f) {
       const float* c = p_.in[2].as<const float>();
-      if (p_.in[2].numel() == m_ * n_) std::copy(c, c + m_ * n_, y);
-      else sgemm(false, false, m_, n_, 1, 1.0f, ones_.data(), 1, c, n_, 0.0f, y, n_);  // each row gets C
+      if (p_.in[2].numel() == m_ * n_)
+        std::copy(c, c + m_ * n_, y);
+      else
+        sgemm(false, false, m_, n_, 1, 1.0f, ones_.data(), 1, c, n_, 0.0f, y, n_);  // each row gets C
     }
-    sgemm(ta_, tb_, m_, n_, k_, alpha_, p_.in[0].as<const float>(), ta_ ? m_ : k_, p_.in[1].as<const float>(), tb_ ? k_ : n_, beta_, y, n_);
+    sgemm(ta_, tb_, m_, n_, k_, alpha_, p_.in[0].as<const float>(), ta_ ? m_ : k_, p_.in[1].as<const float>(),
+          tb_ ? k_ : n_, beta_, y, n_);
   }
   void backward() override {
     const float* a = p_.in[0].as<const float>();
     const float* b = p_.in[1].as<const float>();
     const float* dy = p_.dout[0].as<const float>();
     if (float* da = p_.din[0].as<float>()) {
-      if (!ta_) sgemm(false, !tb_, m_, k_, n_, alpha_, dy, n_, b, tb_ ? k_ : n_, 0.0f, da, k_);
-      else sgemm(tb_, true, k_, m_, n_, alpha_, b, tb_ ? k_ : n_, dy, n_, 0.0f, da, m_);
+      if (!ta_)
+        sgemm(false, !tb_, m_, k_, n_, alpha_, dy, n_, b, tb_ ? k_ : n_, 0.0f, da, k_);
+      else
+        sgemm(tb_, true, k_, m_, n_, alpha_, b, tb_ ? k_ : n_, dy, n_, 0.0f, da, m_);
     }
     if (float* db = p_.din[1].as<float>()) {
-      if (!tb_) sgemm(!ta_, false, k_, n_, m_, alpha_, a, ta_ ? m_ : k_, dy, n_, 0.0f, db, n_);
-      else sgemm(true, ta_, n_, k_, m_, alpha_, dy, n_, a, ta_ ? m_ : k_, 0.0f, db, k_);
+      if (!tb_)
+        sgemm(!ta_, false, k_, n_, m_, alpha_, a, ta_ ? m_ : k_, dy, n_, 0.0f, db, n_);
+      else
+        sgemm(true, ta_, n_, k_, m_, alpha_, dy, n_, a, ta_ ? m_ : k_, 0.0f, db, k_);
     }
     if (float* dc = p_.din.size() > 2 ? p_.din[2].as<float>() : nullptr) {
       if (p_.in[2].numel() == m_ * n_) {
         for (I i = 0; i < m_ * n_; ++i) dc[i] = beta_ * dy[i];
       } else {  // dC [n] = beta dY^T ones
-        cblas_sgemv(CblasRowMajor, CblasTrans, static_cast<int>(m_), static_cast<int>(n_), beta_, dy, static_cast<int>(n_), ones_.data(), 1,
-                    0.0f, dc, 1);
+        cblas_sgemv(CblasRowMajor, CblasTrans, static_cast<int>(m_), static_cast<int>(n_), beta_, dy,
+                    static_cast<int>(n_), ones_.data(), 1, 0.0f, dc, 1);
       }
     }
   }
@@ -168,7 +176,8 @@ class BlasMatMul final : public NodeKernel {
     const float* a = p_.in[0].as<const float>();
     const float* b = p_.in[1].as<const float>();
     float* y = p_.out[0].as<float>();
-    for (const auto& pr : products_) sgemm(false, false, m_, n_, k_, 1.0f, a + pr.a, k_, b + pr.b, n_, 0.0f, y + pr.y, n_);
+    for (const auto& pr : products_)
+      sgemm(false, false, m_, n_, k_, 1.0f, a + pr.a, k_, b + pr.b, n_, 0.0f, y + pr.y, n_);
   }
   void backward() override {
     const float* a = p_.in[0].as<const float>();
@@ -201,17 +210,20 @@ std::unique_ptr<NodeKernel> make_blas_node_kernel(const NodeProblem& p, int thre
     if (t.present() && t.dtype != DType::F32) return nullptr;
   openblas_threads(threads);
   const std::string& op = p.node->op;
-  if (op == "Conv" && p.in[0].shape->size() <= 4) return std::make_unique<BlasConv>(p, conv_geom(*p.node, *p.in[0].shape, (*p.in[1].shape)[0]));
+  if (op == "Conv" && p.in[0].shape->size() <= 4)
+    return std::make_unique<BlasConv>(p, conv_geom(*p.node, *p.in[0].shape, (*p.in[1].shape)[0]));
   if (op == "Gemm") {
     const bool has_c = p.in.size() > 2 && p.in[2].present();
     const Shape& a = *p.in[0].shape;
     const Shape& b = *p.in[1].shape;
     const I m = p.node->attr_i("transA", 0) ? a[1] : a[0], n = p.node->attr_i("transB", 0) ? b[0] : b[1];
     if (has_c && p.in[2].numel() != n && p.in[2].numel() != m * n) return nullptr;
-    if (has_c && p.in[2].numel() == n && p.in[2].shape->size() == 2 && (*p.in[2].shape)[0] != 1) return nullptr;  // [m,1] when n = m... 
+    if (has_c && p.in[2].numel() == n && p.in[2].shape->size() == 2 && (*p.in[2].shape)[0] != 1)
+      return nullptr;  // [m,1] when n = m...
     return std::make_unique<BlasGemm>(p);
   }
-  if (op == "MatMul" && p.in[0].shape->size() >= 2 && p.in[1].shape->size() >= 2) return std::make_unique<BlasMatMul>(p);
+  if (op == "MatMul" && p.in[0].shape->size() >= 2 && p.in[1].shape->size() >= 2)
+    return std::make_unique<BlasMatMul>(p);
   return nullptr;
 }
 

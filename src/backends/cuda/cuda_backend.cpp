@@ -5,9 +5,9 @@
 // timing. run() is the timed call: the cuBLAS call between two CUDA events on the kernel's own
 // stream, then a wait for the second event, so the host duration (the harness's) includes the
 // launch and the wait, and device_ns() gives the events' own duration.
-#include <cuda_runtime_api.h>
 #include <cublas_api.h>
 #include <cublas_v2.h>
+#include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <cmath>
@@ -18,10 +18,10 @@
 #include <vector>
 
 #include "backends/cuda/cuda_common.hpp"
+#include "backends/cuda/cuda_declared.hpp"
 #include "backends/cuda/half.hpp"
 #include "backends/cuda/peak.hpp"
 #include "backends/optimizer.hpp"
-#include "backends/cuda/cuda_declared.hpp"
 #include "backends/registry.hpp"
 #include "common/error.hpp"
 #include "common/node_rank.hpp"
@@ -32,7 +32,8 @@ namespace d500 {
 namespace cuda {
 
 void check(cudaError_t e, const char* call) {
-  if (e != cudaSuccess) throw Error(std::string("cuda: ") + call + " failed: " + cudaGetErrorString(e) + " (" + cudaGetErrorName(e) + ")");
+  if (e != cudaSuccess)
+    throw Error(std::string("cuda: ") + call + " failed: " + cudaGetErrorString(e) + " (" + cudaGetErrorName(e) + ")");
 }
 
 Devices visible_devices() {
@@ -87,11 +88,12 @@ std::string rank_device_text() {
   if (d.count == 0) return "none: " + d.why_none;
   const int dev = rank_device_index(d);
   cudaDeviceProp prop{};
-  if (cudaGetDeviceProperties(&prop, dev) != cudaSuccess) return "cuda:" + std::to_string(dev) + " (its properties are unreadable)";
+  if (cudaGetDeviceProperties(&prop, dev) != cudaSuccess)
+    return "cuda:" + std::to_string(dev) + " (its properties are unreadable)";
   std::string why;
   const std::string bus = pci_bus_id(dev, why);
-  return "cuda:" + std::to_string(dev) + " of " + std::to_string(d.count) + ", " + prop.name + ", PCI " + (bus.empty() ? "unknown" : bus) +
-         ", " + uuid_text(prop.uuid);
+  return "cuda:" + std::to_string(dev) + " of " + std::to_string(d.count) + ", " + prop.name + ", PCI " +
+         (bus.empty() ? "unknown" : bus) + ", " + uuid_text(prop.uuid);
 }
 
 std::string pci_bus_id(int device, std::string& why) {
@@ -129,13 +131,15 @@ std::vector<std::pair<std::string, std::string>> device_facts() {
       {"gpu_compute_capability", std::to_string(prop.major) + "." + std::to_string(prop.minor)},
       {"gpu_sms", std::to_string(prop.multiProcessorCount)},
       {"gpu_memory_bytes", std::to_string(prop.totalGlobalMem)},
-      {"gpu_sm_clock_khz", khz(attribute(cudaDevAttrClockRate, dev)) + " (the peak SM clock CUDA reports; NVML's clocks are gpu_sm_clock_mhz_*)"},
+      {"gpu_sm_clock_khz", khz(attribute(cudaDevAttrClockRate, dev)) +
+                               " (the peak SM clock CUDA reports; NVML's clocks are gpu_sm_clock_mhz_*)"},
       {"gpu_memory_clock_khz", khz(attribute(cudaDevAttrMemoryClockRate, dev))},
       {"gpu_ecc", prop.ECCEnabled ? "on" : "off"},
       {"gpu_driver", "CUDA " + version_text(driver)}};
   std::string why;
   const std::string bus = rank_bus_id(why);
-  for (auto& [k, v] : bus.empty() ? std::vector<std::pair<std::string, std::string>>{{"nvml", "unavailable: " + why}} : nvml::facts(bus))
+  for (auto& [k, v] : bus.empty() ? std::vector<std::pair<std::string, std::string>>{{"nvml", "unavailable: " + why}}
+                                  : nvml::facts(bus))
     out.emplace_back("gpu_" + k, std::move(v));
   return out;
 }
@@ -150,8 +154,9 @@ std::vector<std::pair<std::string, Value>> device_peak_facts(const std::string& 
     const int dev = rank_device_index(d);
     cudaDeviceProp prop{};
     const std::string name = cudaGetDeviceProperties(&prop, dev) == cudaSuccess ? prop.name : "";
-    peak = gpu_peak_flops(attribute(cudaDevAttrComputeCapabilityMajor, dev), attribute(cudaDevAttrComputeCapabilityMinor, dev),
-                          attribute(cudaDevAttrMultiProcessorCount, dev), attribute(cudaDevAttrClockRate, dev), arithmetic, basis, name);
+    peak = gpu_peak_flops(
+        attribute(cudaDevAttrComputeCapabilityMajor, dev), attribute(cudaDevAttrComputeCapabilityMinor, dev),
+        attribute(cudaDevAttrMultiProcessorCount, dev), attribute(cudaDevAttrClockRate, dev), arithmetic, basis, name);
   }
   return {{"device.peak_flops", peak}, {"device.peak_basis", basis}};
 }
@@ -231,10 +236,11 @@ std::string cuda_version() {
   if (d.count == 0) return s + "; no CUDA device (" + d.why_none + ")";
   cudaDeviceProp prop{};
   if (cudaGetDeviceProperties(&prop, cuda::rank_device_index(d)) == cudaSuccess)
-    s += "; " + std::to_string(d.count) + " device(s), this rank's: " + prop.name + " (sm_" + std::to_string(prop.major) +
-         std::to_string(prop.minor) + ", " + std::to_string(prop.multiProcessorCount) + " SMs, " +
-         std::to_string(prop.totalGlobalMem >> 20) + " MiB, ECC " + (prop.ECCEnabled ? "on" : "off") + ", PCI " +
-         std::to_string(prop.pciDomainID) + ":" + std::to_string(prop.pciBusID) + ":" + std::to_string(prop.pciDeviceID) + ")";
+    s += "; " + std::to_string(d.count) + " device(s), this rank's: " + prop.name + " (sm_" +
+         std::to_string(prop.major) + std::to_string(prop.minor) + ", " + std::to_string(prop.multiProcessorCount) +
+         " SMs, " + std::to_string(prop.totalGlobalMem >> 20) + " MiB, ECC " + (prop.ECCEnabled ? "on" : "off") +
+         ", PCI " + std::to_string(prop.pciDomainID) + ":" + std::to_string(prop.pciBusID) + ":" +
+         std::to_string(prop.pciDeviceID) + ")";
   return s;
 }
 
@@ -256,8 +262,10 @@ GemmTypes gemm_types(const std::string& dtype) {
 std::vector<unsigned char> to_device_type(const std::vector<float>& x, const std::string& dtype) {
   const GemmTypes t = gemm_types(dtype);
   std::vector<unsigned char> out(x.size() * t.bytes);
-  if (t.bytes == 4) std::memcpy(out.data(), x.data(), out.size());
-  else std::memcpy(out.data(), to_16bit(x, dtype == "bf16").data(), out.size());
+  if (t.bytes == 4)
+    std::memcpy(out.data(), x.data(), out.size());
+  else
+    std::memcpy(out.data(), to_16bit(x, dtype == "bf16").data(), out.size());
   return out;
 }
 
@@ -288,19 +296,21 @@ class CudaGemm final : public cuda::DeviceKernel {
     const float alpha = 1.0f, beta = 0.0f;
     cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
     timer_.timed([&] {
-      s = cublasGemmEx(handle_, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(n_), static_cast<int>(m_), static_cast<int>(k_), &alpha,
-                       b_->get(), types_.data, static_cast<int>(n_), a_->get(), types_.data, static_cast<int>(k_), &beta, c_->get(),
-                       types_.data, static_cast<int>(n_), types_.compute, CUBLAS_GEMM_DEFAULT);
+      s = cublasGemmEx(handle_, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(n_), static_cast<int>(m_),
+                       static_cast<int>(k_), &alpha, b_->get(), types_.data, static_cast<int>(n_), a_->get(),
+                       types_.data, static_cast<int>(k_), &beta, c_->get(), types_.data, static_cast<int>(n_),
+                       types_.compute, CUBLAS_GEMM_DEFAULT);
     });
     cublas_check(s, "cublasGemmEx");
   }
 
   std::vector<std::pair<std::string, Value>> facts() const override {
     auto f = cuda::device_peak_facts(dtype_.empty() ? "fp32" : dtype_);
-    f.emplace_back("cuda.gemm", std::string("cublasGemmEx, CUBLAS_GEMM_DEFAULT, ") +
-                                    (dtype_.empty() ? "float32 in and out, CUBLAS_COMPUTE_32F (no TF32)"
-                                     : dtype_ == "tf32" ? "float32 in and out, CUBLAS_COMPUTE_32F_FAST_TF32"
-                                                        : dtype_ + " in and out, CUBLAS_COMPUTE_32F (float32 accumulation)"));
+    f.emplace_back("cuda.gemm",
+                   std::string("cublasGemmEx, CUBLAS_GEMM_DEFAULT, ") +
+                       (dtype_.empty()     ? "float32 in and out, CUBLAS_COMPUTE_32F (no TF32)"
+                        : dtype_ == "tf32" ? "float32 in and out, CUBLAS_COMPUTE_32F_FAST_TF32"
+                                           : dtype_ + " in and out, CUBLAS_COMPUTE_32F (float32 accumulation)"));
     return f;
   }
 
@@ -341,8 +351,10 @@ std::string native_optimizer_check(const Params& p) {
   const auto& rules = axpy_optimizer_names();
   if (name && std::ranges::find(rules, *name) != rules.end()) return "";
   const std::string has = join({rules.begin(), rules.end() - 1}, ", ") + " and " + rules.back();
-  return "optimizer_impl = \"native\" on cuda is d500's device optimizer, which in this build (CUDA without nvcc: no kernels of "
-         "d500's own) has " + has + " (optimizer here: " + (name ? *name : std::string("?")) +
+  return "optimizer_impl = \"native\" on cuda is d500's device optimizer, which in this build (CUDA without nvcc: no "
+         "kernels of "
+         "d500's own) has " +
+         has + " (optimizer here: " + (name ? *name : std::string("?")) +
          "); optimizer_impl = \"reference\" runs every optimizer on the host's copies";
 #endif
 }
@@ -353,7 +365,8 @@ std::string native_optimizer_check(const Params& p) {
 std::string bf16_math_check([[maybe_unused]] const Params& p) {
 #ifndef D500_HAVE_CUDA_KERNELS
   if (bf16_math(p))
-    return "'math' \"bf16\" on cuda needs d500's own kernels (the bfloat16 copies of a convolution's tensors), which this build "
+    return "'math' \"bf16\" on cuda needs d500's own kernels (the bfloat16 copies of a convolution's tensors), which "
+           "this build "
            "lacks (CUDA without nvcc); math = \"fp32\" or \"tf32\" run here";
 #endif
   return "";

@@ -48,15 +48,21 @@ int main(int argc, char** argv) {
   cudaDataType_t data = CUDA_R_32F;
   cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
   std::size_t bytes = 4;
-  if (dtype == "tf32") compute = CUBLAS_COMPUTE_32F_FAST_TF32;
-  else if (dtype == "bf16") data = CUDA_R_16BF, bytes = 2;
-  else if (dtype == "fp16") data = CUDA_R_16F, bytes = 2;
-  else if (dtype != "fp32") need(false, "DTYPE (fp32, tf32, bf16 or fp16)");
+  if (dtype == "tf32")
+    compute = CUBLAS_COMPUTE_32F_FAST_TF32;
+  else if (dtype == "bf16")
+    data = CUDA_R_16BF, bytes = 2;
+  else if (dtype == "fp16")
+    data = CUDA_R_16F, bytes = 2;
+  else if (dtype != "fp32")
+    need(false, "DTYPE (fp32, tf32, bf16 or fp16)");
   need(n > 0 && reps > 0 && warmups >= 0, "N, REPETITIONS and WARMUPS (positive)");
 
   const std::size_t size = static_cast<std::size_t>(n) * static_cast<std::size_t>(n) * bytes;
   void *a = nullptr, *b = nullptr, *c = nullptr;
-  need(cudaMalloc(&a, size) == cudaSuccess && cudaMalloc(&b, size) == cudaSuccess && cudaMalloc(&c, size) == cudaSuccess, "cudaMalloc");
+  need(
+      cudaMalloc(&a, size) == cudaSuccess && cudaMalloc(&b, size) == cudaSuccess && cudaMalloc(&c, size) == cudaSuccess,
+      "cudaMalloc");
   // The operands d500's GEMM multiplies: uniform in [-1, 1) (d500's fill_uniform, two seeds),
   // rounded to the dtype. A GPU's speed on a GEMM depends on its data (the power its bits draw):
   // on an H100, a bare loop over sparse byte patterns ran 13% faster than over these values.
@@ -75,7 +81,8 @@ int main(int argc, char** argv) {
     }
     need(cudaMemcpy(m == 0 ? a : b, host.data(), size, cudaMemcpyHostToDevice) == cudaSuccess, "cudaMemcpy");
   }
-  need(cudaDeviceSynchronize() == cudaSuccess, "cudaDeviceSynchronize (the uploads landed before the timed stream reads them)");
+  need(cudaDeviceSynchronize() == cudaSuccess,
+       "cudaDeviceSynchronize (the uploads landed before the timed stream reads them)");
   cudaStream_t stream = nullptr;
   cudaEvent_t start = nullptr, stop = nullptr;
   need(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess, "cudaStreamCreate");
@@ -89,8 +96,8 @@ int main(int argc, char** argv) {
   for (int r = 0; r < warmups + reps; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
     cudaEventRecord(start, stream);
-    const cublasStatus_t s =
-        cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha, b, data, n, a, data, n, &beta, c, data, n, compute, CUBLAS_GEMM_DEFAULT);
+    const cublasStatus_t s = cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha, b, data, n, a, data, n,
+                                          &beta, c, data, n, compute, CUBLAS_GEMM_DEFAULT);
     cudaEventRecord(stop, stream);
     need(cudaEventSynchronize(stop) == cudaSuccess, "cudaEventSynchronize");
     const auto t1 = std::chrono::steady_clock::now();
@@ -102,8 +109,8 @@ int main(int argc, char** argv) {
     wall.push_back(std::chrono::duration<double>(t1 - t0).count());
   }
   const double dev = median(device), host_s = median(wall);
-  std::printf("n=%d dtype=%s repetitions=%d device_median_s=%.9g host_median_s=%.9g device_tflops=%.4g\n", n, dtype.c_str(), reps, dev,
-              host_s, 2.0 * n * n * static_cast<double>(n) / dev / 1e12);
+  std::printf("n=%d dtype=%s repetitions=%d device_median_s=%.9g host_median_s=%.9g device_tflops=%.4g\n", n,
+              dtype.c_str(), reps, dev, host_s, 2.0 * n * n * static_cast<double>(n) / dev / 1e12);
   cublasDestroy(handle);
   cudaEventDestroy(start);
   cudaEventDestroy(stop);

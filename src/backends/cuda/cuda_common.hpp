@@ -134,7 +134,7 @@ class DeviceKernel : public OpKernel {
   std::int64_t device_memory_bytes() const override { return memory_.peak(); }
 
  protected:
-  DeviceTimer timer_;      // first: selects the device
+  DeviceTimer timer_;  // first: selects the device
   DeviceMemoryUse memory_;
 };
 

@@ -10,22 +10,27 @@
 namespace d500 {
 
 inline BackendInfo cuda_declared() {
-  return {.name = "cuda",
+  return {
+      .name = "cuda",
 #ifdef D500_HAVE_CUDNN
-          .description = "cuBLAS and cuDNN on the GPU (GEMM in fp32, tf32, bf16, fp16; convolutions in fp32, tf32, bf16, fp16; pooling, "
-                         "batch normalisation, ReLU, softmax; level 1: d500's executor with the network in device memory), one device "
-                         "per rank by local rank, timed by CUDA events",
-          .supports =
-              [](const std::string& op) {
-                return op == "gemm" || op == "conv2d" || op == "pool2d" || op == "batchnorm" || op == "relu" || op == "softmax";
-              },
+      .description =
+          "cuBLAS and cuDNN on the GPU (GEMM in fp32, tf32, bf16, fp16; convolutions in fp32, tf32, bf16, fp16; "
+          "pooling, "
+          "batch normalisation, ReLU, softmax; level 1: d500's executor with the network in device memory), one device "
+          "per rank by local rank, timed by CUDA events",
+      .supports =
+          [](const std::string& op) {
+            return op == "gemm" || op == "conv2d" || op == "pool2d" || op == "batchnorm" || op == "relu" ||
+                   op == "softmax";
+          },
 #else
-          .description = "cuBLAS on the GPU (GEMM in fp32, tf32, bf16, fp16; level 1: d500's executor with the network in device "
-                         "memory), one device per rank by local rank, timed by CUDA events",
-          .supports = [](const std::string& op) { return op == "gemm"; },
+      .description =
+          "cuBLAS on the GPU (GEMM in fp32, tf32, bf16, fp16; level 1: d500's executor with the network in device "
+          "memory), one device per rank by local rank, timed by CUDA events",
+      .supports = [](const std::string& op) { return op == "gemm"; },
 #endif
-          .native_optimizer = true,
-          .reduced_precision = true};
+      .native_optimizer = true,
+      .reduced_precision = true};
 }
 
 inline BackendInfo nccl_declared() {

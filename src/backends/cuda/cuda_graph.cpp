@@ -53,11 +53,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <limits>
 #include <map>
 #include <memory>
 #include <string>
-#include <initializer_list>
 #include <vector>
 
 #include "backends/conv_geom.hpp"
@@ -160,7 +160,9 @@ class ExecutorMemory final : public DeviceMemory {
   void axpy(float alpha, const float* x, float* y, std::int64_t n) override {
     blas_check(cublasSaxpy_64(blas_, n, &alpha, x, 1, y, 1), "cublasSaxpy_64");
   }
-  void scale(float alpha, float* x, std::int64_t n) override { blas_check(cublasSscal_64(blas_, n, &alpha, x, 1), "cublasSscal_64"); }
+  void scale(float alpha, float* x, std::int64_t n) override {
+    blas_check(cublasSscal_64(blas_, n, &alpha, x, 1), "cublasSscal_64");
+  }
 #ifdef D500_HAVE_CUDA_KERNELS
   bool has_optimizer_step() const override { return true; }
   void optimizer_step(const StepRule& r, float* p, const float* g, float* a, float* b, std::int64_t n) override {
@@ -229,7 +231,8 @@ class ExecutorMemory final : public DeviceMemory {
   template <class Make>
   std::shared_ptr<GraphConv> graph_plan(const std::string& key, Choice c, Make&& make) {
     const std::string k = std::to_string(static_cast<int>(c)) + " " + key;
-    if (const auto it = graph_plans_.find(k); it != graph_plans_.end()) return std::make_shared<GraphConv>(GraphConv::SamePlan{}, *it->second);
+    if (const auto it = graph_plans_.find(k); it != graph_plans_.end())
+      return std::make_shared<GraphConv>(GraphConv::SamePlan{}, *it->second);
     return graph_plans_[k] = make();
   }
 #endif
@@ -247,7 +250,8 @@ class ExecutorMemory final : public DeviceMemory {
 #ifdef D500_HAVE_CUDNN
   cudnnHandle_t dnn_ = nullptr;
   std::map<std::string, ConvAlgorithm> algorithms_;
-  std::map<std::string, std::shared_ptr<GraphConv>> graph_plans_;  // the first of each key's; destroyed before the handle
+  std::map<std::string, std::shared_ptr<GraphConv>>
+      graph_plans_;  // the first of each key's; destroyed before the handle
 #endif
   std::string name_;
 };
@@ -261,7 +265,8 @@ class CudaNode : public NodeKernel {
   // With math = "bf16", the matrix products run in CUBLAS_COMPUTE_32F_FAST_16BF instead (float32
   // in and out, the inputs rounded to bfloat16 by tensor cores, float32 sums).
   CudaNode(const NodeProblem& p, ExecutorMemory& m) : p_(p), m_(m), bf16_(p.params && bf16_math(*p.params)) {
-    blas_check(cublasSetMathMode(m.blas(), p.params && tf32_math(*p.params) ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
+    blas_check(cublasSetMathMode(m.blas(),
+                                 p.params && tf32_math(*p.params) ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
                "cublasSetMathMode");
   }
   ~CudaNode() override {
@@ -289,28 +294,30 @@ class CudaNode : public NodeKernel {
   // Row-major C [m, n] = alpha op(A) op(B) + beta C (lda, ldb: the stored rows' lengths), as
   // cuBLAS's column-major C^T = op(B)^T op(A)^T; `count` products `sa`, `sb`, `sc` apart; in the
   // point's math (exact: strict float32 whatever it is, for a copy through a product of ones).
-  void sgemm(bool ta, bool tb, I m, I n, I k, float alpha, const float* a, I lda, const float* b, I ldb, float beta, float* c, I ldc,
-             I count = 1, I sa = 0, I sb = 0, I sc = 0, bool exact = false) const {
+  void sgemm(bool ta, bool tb, I m, I n, I k, float alpha, const float* a, I lda, const float* b, I ldb, float beta,
+             float* c, I ldc, I count = 1, I sa = 0, I sb = 0, I sc = 0, bool exact = false) const {
     const cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
     if (bf16_ && !exact) {
       if (count == 1)
-        blas_check(cublasGemmEx(m_.blas(), opb, opa, to_int(n), to_int(m), to_int(k), &alpha, b, CUDA_R_32F, to_int(ldb), a, CUDA_R_32F,
-                                to_int(lda), &beta, c, CUDA_R_32F, to_int(ldc), CUBLAS_COMPUTE_32F_FAST_16BF, CUBLAS_GEMM_DEFAULT),
+        blas_check(cublasGemmEx(m_.blas(), opb, opa, to_int(n), to_int(m), to_int(k), &alpha, b, CUDA_R_32F,
+                                to_int(ldb), a, CUDA_R_32F, to_int(lda), &beta, c, CUDA_R_32F, to_int(ldc),
+                                CUBLAS_COMPUTE_32F_FAST_16BF, CUBLAS_GEMM_DEFAULT),
                    "cublasGemmEx (CUBLAS_COMPUTE_32F_FAST_16BF)");
       else
-        blas_check(cublasGemmStridedBatchedEx(m_.blas(), opb, opa, to_int(n), to_int(m), to_int(k), &alpha, b, CUDA_R_32F, to_int(ldb), sb,
-                                              a, CUDA_R_32F, to_int(lda), sa, &beta, c, CUDA_R_32F, to_int(ldc), sc, to_int(count),
-                                              CUBLAS_COMPUTE_32F_FAST_16BF, CUBLAS_GEMM_DEFAULT),
+        blas_check(cublasGemmStridedBatchedEx(m_.blas(), opb, opa, to_int(n), to_int(m), to_int(k), &alpha, b,
+                                              CUDA_R_32F, to_int(ldb), sb, a, CUDA_R_32F, to_int(lda), sa, &beta, c,
+                                              CUDA_R_32F, to_int(ldc), sc, to_int(count), CUBLAS_COMPUTE_32F_FAST_16BF,
+                                              CUBLAS_GEMM_DEFAULT),
                    "cublasGemmStridedBatchedEx (CUBLAS_COMPUTE_32F_FAST_16BF)");
       return;
     }
     if (count == 1)
-      blas_check(cublasSgemm(m_.blas(), opb, opa, to_int(n), to_int(m), to_int(k), &alpha, b, to_int(ldb), a, to_int(lda), &beta, c,
-                             to_int(ldc)),
+      blas_check(cublasSgemm(m_.blas(), opb, opa, to_int(n), to_int(m), to_int(k), &alpha, b, to_int(ldb), a,
+                             to_int(lda), &beta, c, to_int(ldc)),
                  "cublasSgemm");
     else
-      blas_check(cublasSgemmStridedBatched(m_.blas(), opb, opa, to_int(n), to_int(m), to_int(k), &alpha, b, to_int(ldb), sb, a,
-                                           to_int(lda), sa, &beta, c, to_int(ldc), sc, to_int(count)),
+      blas_check(cublasSgemmStridedBatched(m_.blas(), opb, opa, to_int(n), to_int(m), to_int(k), &alpha, b, to_int(ldb),
+                                           sb, a, to_int(lda), sa, &beta, c, to_int(ldc), sc, to_int(count)),
                  "cublasSgemmStridedBatched");
   }
 
@@ -341,20 +348,27 @@ class Gemm final : public CudaNode {
   void forward() override {
     float* y = out(0);
     if (beta_ != 0.0f) {
-      if (full_c_) m_.copy(y, in(2), static_cast<std::size_t>(m_rows_ * n_) * sizeof(float));
-      else sgemm(false, false, m_rows_, n_, 1, 1.0f, ones_, 1, in(2), n_, 0.0f, y, n_, 1, 0, 0, 0, true);  // each row gets C
+      if (full_c_)
+        m_.copy(y, in(2), static_cast<std::size_t>(m_rows_ * n_) * sizeof(float));
+      else
+        sgemm(false, false, m_rows_, n_, 1, 1.0f, ones_, 1, in(2), n_, 0.0f, y, n_, 1, 0, 0, 0,
+              true);  // each row gets C
     }
     sgemm(ta_, tb_, m_rows_, n_, k_, alpha_, in(0), ta_ ? m_rows_ : k_, in(1), tb_ ? k_ : n_, beta_, y, n_);
   }
   void backward() override {
     const float* dy = dout(0);
     if (float* da = din(0)) {
-      if (!ta_) sgemm(false, !tb_, m_rows_, k_, n_, alpha_, dy, n_, in(1), tb_ ? k_ : n_, 0.0f, da, k_);
-      else sgemm(tb_, true, k_, m_rows_, n_, alpha_, in(1), tb_ ? k_ : n_, dy, n_, 0.0f, da, m_rows_);
+      if (!ta_)
+        sgemm(false, !tb_, m_rows_, k_, n_, alpha_, dy, n_, in(1), tb_ ? k_ : n_, 0.0f, da, k_);
+      else
+        sgemm(tb_, true, k_, m_rows_, n_, alpha_, in(1), tb_ ? k_ : n_, dy, n_, 0.0f, da, m_rows_);
     }
     if (float* db = din(1)) {
-      if (!tb_) sgemm(!ta_, false, k_, n_, m_rows_, alpha_, in(0), ta_ ? m_rows_ : k_, dy, n_, 0.0f, db, n_);
-      else sgemm(true, ta_, n_, k_, m_rows_, alpha_, dy, n_, in(0), ta_ ? m_rows_ : k_, 0.0f, db, k_);
+      if (!tb_)
+        sgemm(!ta_, false, k_, n_, m_rows_, alpha_, in(0), ta_ ? m_rows_ : k_, dy, n_, 0.0f, db, n_);
+      else
+        sgemm(true, ta_, n_, k_, m_rows_, alpha_, dy, n_, in(0), ta_ ? m_rows_ : k_, 0.0f, db, k_);
     }
     if (float* dc = din(2)) {
       const float zero = 0.0f;
@@ -362,7 +376,8 @@ class Gemm final : public CudaNode {
         m_.copy(dc, dy, static_cast<std::size_t>(m_rows_ * n_) * sizeof(float));
         blas_check(cublasSscal_64(m_.blas(), m_rows_ * n_, &beta_, dc, 1), "cublasSscal_64");
       } else {  // dC [n] = beta dY^T ones: column-major dY^T is n x m
-        blas_check(cublasSgemv(m_.blas(), CUBLAS_OP_N, to_int(n_), to_int(m_rows_), &beta_, dy, to_int(n_), ones_, 1, &zero, dc, 1),
+        blas_check(cublasSgemv(m_.blas(), CUBLAS_OP_N, to_int(n_), to_int(m_rows_), &beta_, dy, to_int(n_), ones_, 1,
+                               &zero, dc, 1),
                    "cublasSgemv");
       }
     }
@@ -391,13 +406,14 @@ class MatMul final : public CudaNode {
     }
   }
   void forward() override {
-    sgemm(false, false, rows_, n_, k_, 1.0f, in(0), k_, in(1), n_, 0.0f, out(0), n_, count_, rows_ * k_, batched_ ? k_ * n_ : 0,
-          rows_ * n_);
+    sgemm(false, false, rows_, n_, k_, 1.0f, in(0), k_, in(1), n_, 0.0f, out(0), n_, count_, rows_ * k_,
+          batched_ ? k_ * n_ : 0, rows_ * n_);
   }
   void backward() override {
     const float* dy = dout(0);
     if (float* da = din(0))  // dA = dY B^T
-      sgemm(false, true, rows_, k_, n_, 1.0f, dy, n_, in(1), n_, 0.0f, da, k_, count_, rows_ * n_, batched_ ? k_ * n_ : 0, rows_ * k_);
+      sgemm(false, true, rows_, k_, n_, 1.0f, dy, n_, in(1), n_, 0.0f, da, k_, count_, rows_ * n_,
+            batched_ ? k_ * n_ : 0, rows_ * k_);
     if (float* db = din(1))  // dB = A^T dY (a 2-D weight: every row of A at once)
       sgemm(true, false, k_, n_, rows_, 1.0f, in(0), k_, dy, n_, 0.0f, db, n_, count_, rows_ * k_, rows_ * n_, k_ * n_);
   }
@@ -448,7 +464,8 @@ class Add final : public CudaNode {
 // thread per row for its log-sum-exp, one per score for the gradient; the rows' sums in parts.
 class SoftmaxCrossEntropy final : public CudaNode {
  public:
-  SoftmaxCrossEntropy(const NodeProblem& p, ExecutorMemory& m, const dev::Sce& k) : CudaNode(p, m), k_(k), ps_(dev::parts_of(2, k.rows)) {
+  SoftmaxCrossEntropy(const NodeProblem& p, ExecutorMemory& m, const dev::Sce& k)
+      : CudaNode(p, m), k_(k), ps_(dev::parts_of(2, k.rows)) {
     const auto rows = static_cast<std::size_t>(k.rows) * sizeof(float);
     lse_ = static_cast<float*>(own(rows));
     row_loss_ = static_cast<float*>(own(rows));
@@ -459,7 +476,8 @@ class SoftmaxCrossEntropy final : public CudaNode {
   }
   void forward() override {
     float* log_prob = p_.out.size() > 1 && p_.out[1].present() ? out(1) : nullptr;
-    check(launch_sce_forward(k_, ps_, in(0), p_.in[1].data, out(0), log_prob, lse_, row_loss_, row_weight_, divisor_, part_, m_.stream()),
+    check(launch_sce_forward(k_, ps_, in(0), p_.in[1].data, out(0), log_prob, lse_, row_loss_, row_weight_, divisor_,
+                             part_, m_.stream()),
           "the softmax cross-entropy kernels' launch");
   }
   void backward() override {
@@ -467,8 +485,9 @@ class SoftmaxCrossEntropy final : public CudaNode {
     if (!ds) return;
     const float* dl = p_.dout[0].present() ? dout(0) : nullptr;
     const float* dlp = p_.dout.size() > 1 && p_.dout[1].present() ? dout(1) : nullptr;  // log_prob read
-    check(launch_sce_backward(k_, in(0), p_.in[1].data, lse_, row_weight_, divisor_, dl, dlp, dlp_sum_, ds, m_.stream()),
-          "the softmax cross-entropy kernels' launch");
+    check(
+        launch_sce_backward(k_, in(0), p_.in[1].data, lse_, row_weight_, divisor_, dl, dlp, dlp_sum_, ds, m_.stream()),
+        "the softmax cross-entropy kernels' launch");
   }
   std::string impl() const override { return "cuda d500 kernels (SoftmaxCrossEntropyLoss)"; }
 
@@ -533,17 +552,21 @@ class MapNode final : public ElementNode {
 // operands (one after the other on the stream).
 class Binary final : public ElementNode {
  public:
-  Binary(const NodeProblem& p, ExecutorMemory& m, const dev::Binary& k) : ElementNode(p, m), k_(k), first_(static_cast<std::size_t>(dev::binary_first(k))) {
-    for (int w = 0; w < 2; ++w) parts_[w] = dev::parts_of(p.in[first_ + static_cast<std::size_t>(w)].numel(), dev::binary_grad_count(k, w));
+  Binary(const NodeProblem& p, ExecutorMemory& m, const dev::Binary& k)
+      : ElementNode(p, m), k_(k), first_(static_cast<std::size_t>(dev::binary_first(k))) {
+    for (int w = 0; w < 2; ++w)
+      parts_[w] = dev::parts_of(p.in[first_ + static_cast<std::size_t>(w)].numel(), dev::binary_grad_count(k, w));
     part_ = own_parts({parts_[0], parts_[1]});
-    if (k.b_elem != dev::Elem::F32) exponent_ = static_cast<float*>(own(static_cast<std::size_t>(p.in[1].numel()) * sizeof(float)));
+    if (k.b_elem != dev::Elem::F32)
+      exponent_ = static_cast<float*>(own(static_cast<std::size_t>(p.in[1].numel()) * sizeof(float)));
   }
   void forward() override { launched(launch_binary_forward(k_, in(first_), operand_b(), out(0), m_.stream())); }
   void backward() override {
     if (!has_dout()) return;
     const float* b = din(first_) ? operand_b() : in(first_ + 1);  // an integer exponent has no gradient
     for (int w = 0; w < 2; ++w)
-      if (float* d = din(first_ + static_cast<std::size_t>(w))) launched(launch_binary_grad(k_, w, parts_[w], in(first_), b, dout(0), d, part_, m_.stream()));
+      if (float* d = din(first_ + static_cast<std::size_t>(w)))
+        launched(launch_binary_grad(k_, w, parts_[w], in(first_), b, dout(0), d, part_, m_.stream()));
   }
   std::string impl() const override { return "cuda d500 kernels (broadcast " + p_.node->op + ")"; }
 
@@ -551,7 +574,8 @@ class Binary final : public ElementNode {
   // Operand b as float32: Pow's integer exponent cast into exponent_ first, on the stream.
   const float* operand_b() {
     if (!exponent_) return in(first_ + 1);
-    launched(launch_cast(dev::Cast{k_.b_elem, dev::Elem::F32, p_.in[1].numel()}, p_.in[1].data, exponent_, m_.stream()));
+    launched(
+        launch_cast(dev::Cast{k_.b_elem, dev::Elem::F32, p_.in[1].numel()}, p_.in[1].data, exponent_, m_.stream()));
     return exponent_;
   }
 
@@ -587,7 +611,8 @@ class Unary final : public ElementNode {
 // channel), forward and again backward, as the reference recomputes them.
 class BatchNormKernels final : public ElementNode {
  public:
-  BatchNormKernels(const NodeProblem& p, ExecutorMemory& m, const dev::BatchNorm& k) : ElementNode(p, m), k_(k), ps_(dev::parts_of(k.c, k.n * k.plane)) {
+  BatchNormKernels(const NodeProblem& p, ExecutorMemory& m, const dev::BatchNorm& k)
+      : ElementNode(p, m), k_(k), ps_(dev::parts_of(k.c, k.n * k.plane)) {
     const auto c = static_cast<std::size_t>(k.c) * sizeof(float);
     for (float** f : {&mean_, &var_, &sdy_, &sdyx_}) *f = static_cast<float*>(own(c));
     part_ = static_cast<double*>(own(2 * static_cast<std::size_t>(ps_.chunks * ps_.outputs) * sizeof(double)));
@@ -603,7 +628,8 @@ class BatchNormKernels final : public ElementNode {
     float *dx = din(0), *dscale = din(1), *dbias = din(2);
     if (!dx && !dscale && !dbias) return;
     statistics();
-    launched(launch_bn_backward(k_, ps_, in(0), in(1), dout(0), mean(), var(), part_, sdy_, sdyx_, dx, dscale, dbias, m_.stream()));
+    launched(launch_bn_backward(k_, ps_, in(0), in(1), dout(0), mean(), var(), part_, sdy_, sdyx_, dx, dscale, dbias,
+                                m_.stream()));
   }
   std::string impl() const override { return "cuda d500 kernels (BatchNormalization)"; }
 
@@ -628,7 +654,8 @@ using Reduce = MapNode<dev::Reduce, launch_reduce_forward, launch_reduce_backwar
 
 class Transpose final : public ElementNode {
  public:
-  Transpose(const NodeProblem& p, ExecutorMemory& m, const dev::Strides& fwd, const dev::Strides& bwd) : ElementNode(p, m), fwd_(fwd), bwd_(bwd) {}
+  Transpose(const NodeProblem& p, ExecutorMemory& m, const dev::Strides& fwd, const dev::Strides& bwd)
+      : ElementNode(p, m), fwd_(fwd), bwd_(bwd) {}
   void forward() override { launched(launch_strided_copy(fwd_, in(0), out(0), m_.stream())); }
   void backward() override {
     if (!has_dout() || !din(0)) return;
@@ -644,11 +671,13 @@ class Transpose final : public ElementNode {
 // bias's gradients over the rows in parts (dev::Parts), each column's parts summed in order.
 class LayerNorm final : public ElementNode {
  public:
-  LayerNorm(const NodeProblem& p, ExecutorMemory& m, const dev::LayerNorm& k) : ElementNode(p, m), k_(k), parts_(dev::parts_of(k.inner, k.rows)) {
+  LayerNorm(const NodeProblem& p, ExecutorMemory& m, const dev::LayerNorm& k)
+      : ElementNode(p, m), k_(k), parts_(dev::parts_of(k.inner, k.rows)) {
     const auto bytes = static_cast<std::size_t>(k.rows) * sizeof(float);
     mean_ = static_cast<float*>(own(bytes));
     inv_ = static_cast<float*>(own(bytes));
-    if (p.training) part_ = static_cast<double*>(own(2 * static_cast<std::size_t>(parts_.chunks * parts_.outputs) * sizeof(double)));
+    if (p.training)
+      part_ = static_cast<double*>(own(2 * static_cast<std::size_t>(parts_.chunks * parts_.outputs) * sizeof(double)));
   }
   void forward() override {
     const float* bias = p_.in.size() > 2 && p_.in[2].present() ? in(2) : nullptr;
@@ -664,7 +693,8 @@ class LayerNorm final : public ElementNode {
     const float* dy = p_.dout[0].present() ? dout(0) : nullptr;
     float *dscale = din(1), *dbias = din(2);
     if (!dy) dscale = dbias = nullptr;  // zeroed by has_dout
-    launched(launch_layer_norm_backward(k_, parts_, in(0), in(1), dy, dmean, dinv, din(0), mean_, inv_, dscale, dbias, part_, m_.stream()));
+    launched(launch_layer_norm_backward(k_, parts_, in(0), in(1), dy, dmean, dinv, din(0), mean_, inv_, dscale, dbias,
+                                        part_, m_.stream()));
   }
   std::string impl() const override { return "cuda d500 kernels (layer normalisation)"; }
 
@@ -684,8 +714,10 @@ class BlockCopies final : public ElementNode {
       : ElementNode(p, m), k_(std::move(k)), concat_(p.node->op == "Concat") {}
   void forward() override {
     for (std::size_t i = 0; i < k_.size(); ++i)
-      if (concat_) launched(launch_block_copy(k_[i], in(i), out(0), m_.stream()));
-      else if (p_.out[i].present()) launched(launch_block_copy(k_[i], in(0), out(i), m_.stream()));
+      if (concat_)
+        launched(launch_block_copy(k_[i], in(i), out(0), m_.stream()));
+      else if (p_.out[i].present())
+        launched(launch_block_copy(k_[i], in(0), out(i), m_.stream()));
   }
   void backward() override {
     if (concat_) {
@@ -718,7 +750,10 @@ using WindowNode = MapNode<dev::Window, launch_window_forward, launch_window_bac
 class Expand final : public ElementNode {
  public:
   Expand(const NodeProblem& p, ExecutorMemory& m, const dev::Binary& k)
-      : ElementNode(p, m), k_(k), parts_(dev::parts_of(p.in[0].numel(), dev::binary_grad_count(k, 0))), part_(own_parts({parts_})) {}
+      : ElementNode(p, m),
+        k_(k),
+        parts_(dev::parts_of(p.in[0].numel(), dev::binary_grad_count(k, 0))),
+        part_(own_parts({parts_})) {}
   void forward() override { launched(launch_strided_copy(k_.s, in(0), out(0), m_.stream())); }
   void backward() override {
     if (!has_dout() || !din(0)) return;
@@ -740,8 +775,10 @@ class CastNode final : public ElementNode {
   void backward() override {
     if (!has_dout() || !din(0)) return;
     const auto bytes = static_cast<std::size_t>(k_.n) * sizeof(float);
-    if (k_.to == dev::Elem::F32) m_.copy(din(0), dout(0), bytes);
-    else m_.zero(din(0), bytes);
+    if (k_.to == dev::Elem::F32)
+      m_.copy(din(0), dout(0), bytes);
+    else
+      m_.zero(din(0), bytes);
   }
   std::string impl() const override { return "cuda d500 kernels (Cast)"; }
 
@@ -812,7 +849,8 @@ class Conv final : public CudaNode {
   // nullptr when cuDNN's geometry differs from the node's (the reference runs it then).
   static std::unique_ptr<NodeKernel> make(const NodeProblem& p, ExecutorMemory& m) {
     const bool transposed = p.node->op == "ConvTranspose";
-    const ConvGeom g = transposed ? transpose_geom(*p.node, *p.in[0].shape, *p.out[0].shape) : conv_geom(*p.node, *p.in[0].shape, (*p.in[1].shape)[0]);
+    const ConvGeom g = transposed ? transpose_geom(*p.node, *p.in[0].shape, *p.out[0].shape)
+                                  : conv_geom(*p.node, *p.in[0].shape, (*p.in[1].shape)[0]);
     if (g.pt != g.pb || g.pl != g.pr) return nullptr;
     for (const I v : {g.n, g.c, g.h, g.w, g.k, g.p, g.q})
       if (!fits_int(v)) return nullptr;
@@ -829,7 +867,8 @@ class Conv final : public CudaNode {
       backward_data(in(0), out(0));
     else
       convolve(in(0), out(0));
-    if (has_bias_) cudnn_check(cudnnAddTensor(m_.dnn(), &kOne, b_.get(), in(2), &kOne, out_desc(), out(0)), "cudnnAddTensor (bias)");
+    if (has_bias_)
+      cudnn_check(cudnnAddTensor(m_.dnn(), &kOne, b_.get(), in(2), &kOne, out_desc(), out(0)), "cudnnAddTensor (bias)");
   }
   void backward() override {
     forget_halves();  // then a tensor both passes read is rounded once (dy, or ConvTranspose's dy)
@@ -847,13 +886,20 @@ class Conv final : public CudaNode {
       backward_filter(conv_x, conv_dy, dw);
     }
     if (float* db = din(2))
-      cudnn_check(cudnnConvolutionBackwardBias(m_.dnn(), &kOne, out_desc(), dy, &kZero, b_.get(), db), "cudnnConvolutionBackwardBias");
+      cudnn_check(cudnnConvolutionBackwardBias(m_.dnn(), &kOne, out_desc(), dy, &kZero, b_.get(), db),
+                  "cudnnConvolutionBackwardBias");
   }
-  std::string impl() const override { return std::string("cuda cudnn ") + (transposed_ ? "transposed " : "") + "convolution (" + algorithms_ + ")"; }
+  std::string impl() const override {
+    return std::string("cuda cudnn ") + (transposed_ ? "transposed " : "") + "convolution (" + algorithms_ + ")";
+  }
 
  private:
   Conv(const NodeProblem& p, ExecutorMemory& m, const ConvGeom& g, bool transposed)
-      : CudaNode(p, m), transposed_(transposed), x_(g.n, g.c, g.h, g.w), y_(g.n, g.k, g.p, g.q), b_(1, transposed ? g.c : g.k, 1, 1) {
+      : CudaNode(p, m),
+        transposed_(transposed),
+        x_(g.n, g.c, g.h, g.w),
+        y_(g.n, g.k, g.p, g.q),
+        b_(1, transposed ? g.c : g.k, 1, 1) {
     has_bias_ = p.in.size() > 2 && p.in[2].present();
     // math = "bf16": cuDNN's bfloat16 configuration (x, w and y in bfloat16, the sums in float32)
     // on copies in the executor's scratch that d500's kernels round at each call, the result
@@ -868,12 +914,12 @@ class Conv final : public CudaNode {
       if (p.training && !transposed && p.din.size() > 1 && p.din[1].present()) saved_x_ = own(half_offset(x_elems_));
     }
     cudnn_check(cudnnCreateFilterDescriptor(&w_), "cudnnCreateFilterDescriptor");
-    cudnn_check(cudnnSetFilter4dDescriptor(w_, bf16_ ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, to_int(g.k), to_int(g.cg()),
-                                           to_int(g.kh), to_int(g.kw)),
+    cudnn_check(cudnnSetFilter4dDescriptor(w_, bf16_ ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
+                                           to_int(g.k), to_int(g.cg()), to_int(g.kh), to_int(g.kw)),
                 "cudnnSetFilter4dDescriptor");
     cudnn_check(cudnnCreateConvolutionDescriptor(&conv_), "cudnnCreateConvolutionDescriptor");
-    cudnn_check(cudnnSetConvolution2dDescriptor(conv_, to_int(g.pt), to_int(g.pl), to_int(g.sh), to_int(g.sw), to_int(g.dh), to_int(g.dw),
-                                                CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+    cudnn_check(cudnnSetConvolution2dDescriptor(conv_, to_int(g.pt), to_int(g.pl), to_int(g.sh), to_int(g.sw),
+                                                to_int(g.dh), to_int(g.dw), CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
                 "cudnnSetConvolution2dDescriptor");
     cudnn_check(cudnnSetConvolutionGroupCount(conv_, to_int(g.groups)), "cudnnSetConvolutionGroupCount");
     // bfloat16 data on tensor cores, as PyTorch asks for its reduced-precision convolutions.
@@ -881,17 +927,22 @@ class Conv final : public CudaNode {
     cudnn_check(cudnnSetConvolutionMathType(conv_, math), "cudnnSetConvolutionMathType");
     current_math_ = math;
     int n = 0, c = 0, h = 0, w = 0;
-    cudnn_check(cudnnGetConvolution2dForwardOutputDim(conv_, cx(), w_, &n, &c, &h, &w), "cudnnGetConvolution2dForwardOutputDim");
+    cudnn_check(cudnnGetConvolution2dForwardOutputDim(conv_, cx(), w_, &n, &c, &h, &w),
+                "cudnnGetConvolution2dForwardOutputDim");
     if (n != g.n || c != g.k || h != g.p || w != g.q) return;  // ok_ stays false
     // Deterministic algorithms where cuDNN has one that fits (unless the point's cudnn_algorithms
     // says "heuristic" or "find"): a seeded training run then repeats bit for bit on the same GPU,
     // as on the CPU.
     const Choice want = choice_of(p.params, Choice::Deterministic);
     const std::string shape = "x " + std::to_string(g.n) + "x" + std::to_string(g.c) + "x" + std::to_string(g.h) + "x" +
-                              std::to_string(g.w) + " w " + std::to_string(g.k) + "x" + std::to_string(g.cg()) + "x" + std::to_string(g.kh) +
-                              "x" + std::to_string(g.kw) + " pad " + std::to_string(g.pt) + "," + std::to_string(g.pl) + " stride " +
-                              std::to_string(g.sh) + "," + std::to_string(g.sw) + " dilation " + std::to_string(g.dh) + "," +
-                              std::to_string(g.dw) + " groups " + std::to_string(g.groups) + (bf16_ ? " bf16" : math == CUDNN_FMA_MATH ? "" : " tf32");
+                              std::to_string(g.w) + " w " + std::to_string(g.k) + "x" + std::to_string(g.cg()) + "x" +
+                              std::to_string(g.kh) + "x" + std::to_string(g.kw) + " pad " + std::to_string(g.pt) + "," +
+                              std::to_string(g.pl) + " stride " + std::to_string(g.sh) + "," + std::to_string(g.sw) +
+                              " dilation " + std::to_string(g.dh) + "," + std::to_string(g.dw) + " groups " +
+                              std::to_string(g.groups) +
+                              (bf16_                    ? " bf16"
+                               : math == CUDNN_FMA_MATH ? ""
+                                                        : " tf32");
     FindBuffers on(m, want == Choice::Find ? g : ConvGeom{});
     // The passes the node runs: Conv's forward pass is the convolution's, ConvTranspose's its
     // backward-data pass; training adds the other two.
@@ -915,7 +966,8 @@ class Conv final : public CudaNode {
       return a.found;
     };
     if (need_f) {
-      const ConvAlgorithm f = m.conv_algorithm("forward " + shape, want, [&] { return choose_forward(m.dnn(), cx(), w_, conv_, cy(), want, on.get()); });
+      const ConvAlgorithm f = m.conv_algorithm(
+          "forward " + shape, want, [&] { return choose_forward(m.dnn(), cx(), w_, conv_, cy(), want, on.get()); });
       if (!take(f, "f")) return;
       fwd_ = static_cast<cudnnConvolutionFwdAlgo_t>(f.algo), math_f_ = strict ? CUDNN_FMA_MATH : f.math;
     }
@@ -943,8 +995,8 @@ class Conv final : public CudaNode {
   // cudnn_api = "graph": each pass the node runs as an execution plan of cuDNN's graph API
   // (GraphConv, as level 0's), chosen at setup once per pass and geometry in the network (`shape`
   // says it), one workspace for the node's passes, the buffers given with each run.
-  void make_graph_passes(ExecutorMemory& m, const ConvGeom& g, const std::string& shape, Choice want, bool tf32, FindBuffers& on,
-                         bool need_f, bool need_d, bool need_w) {
+  void make_graph_passes(ExecutorMemory& m, const ConvGeom& g, const std::string& shape, Choice want, bool tf32,
+                         FindBuffers& on, bool need_f, bool need_d, bool need_w) {
     auto later = [](std::size_t) -> void* { return nullptr; };  // the node's one workspace is given below
     std::vector<std::string> names;
     bool same_bits = true;
@@ -952,7 +1004,8 @@ class Conv final : public CudaNode {
       into = m.graph_plan(std::string(letter) + " " + shape, want, [&] {
         // A find runs the candidates on buffers of the geometry's sizes (made only for it).
         const ConvBuffers search = want == Choice::Find ? *on.get() : ConvBuffers{};
-        return std::make_shared<GraphConv>(m.dnn(), g, pass, want, tf32, search, later, bf16_ ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT);
+        return std::make_shared<GraphConv>(m.dnn(), g, pass, want, tf32, search, later,
+                                           bf16_ ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT);
       });
       ws_bytes_ = std::max(ws_bytes_, into->chosen().workspace);
       same_bits = same_bits && into->chosen().deterministic;
@@ -992,8 +1045,9 @@ class Conv final : public CudaNode {
       cudnn_check(graph_f_->run_on({hx, hw, hy}), "cudnnBackendExecute (the convolution's forward plan)");
     } else {
       use_math(math_f_);
-      cudnn_check(cudnnConvolutionForward(m_.dnn(), &kOne, cx(), hx, w_, hw, conv_, fwd_, ws_, ws_bytes_, &kZero, cy(), hy),
-                  bf16_ ? "cudnnConvolutionForward (bfloat16)" : "cudnnConvolutionForward");
+      cudnn_check(
+          cudnnConvolutionForward(m_.dnn(), &kOne, cx(), hx, w_, hw, conv_, fwd_, ws_, ws_bytes_, &kZero, cy(), hy),
+          bf16_ ? "cudnnConvolutionForward (bfloat16)" : "cudnnConvolutionForward");
     }
     widen(kY, hy, y);
   }
@@ -1003,7 +1057,8 @@ class Conv final : public CudaNode {
       cudnn_check(graph_d_->run_on({hdx, hw, hdy}), "cudnnBackendExecute (the convolution's backward data plan)");
     } else {
       use_math(math_d_);
-      cudnn_check(cudnnConvolutionBackwardData(m_.dnn(), &kOne, w_, hw, cy(), hdy, conv_, bwd_data_, ws_, ws_bytes_, &kZero, cx(), hdx),
+      cudnn_check(cudnnConvolutionBackwardData(m_.dnn(), &kOne, w_, hw, cy(), hdy, conv_, bwd_data_, ws_, ws_bytes_,
+                                               &kZero, cx(), hdx),
                   bf16_ ? "cudnnConvolutionBackwardData (bfloat16)" : "cudnnConvolutionBackwardData");
     }
     widen(kX, hdx, dx);
@@ -1017,7 +1072,8 @@ class Conv final : public CudaNode {
       cudnn_check(graph_w_->run_on({hx, hdw, hdy}), "cudnnBackendExecute (the convolution's backward filter plan)");
     } else {
       use_math(math_w_);
-      cudnn_check(cudnnConvolutionBackwardFilter(m_.dnn(), &kOne, cx(), hx, cy(), hdy, conv_, bwd_filter_, ws_, ws_bytes_, &kZero, w_, hdw),
+      cudnn_check(cudnnConvolutionBackwardFilter(m_.dnn(), &kOne, cx(), hx, cy(), hdy, conv_, bwd_filter_, ws_,
+                                                 ws_bytes_, &kZero, w_, hdw),
                   bf16_ ? "cudnnConvolutionBackwardFilter (bfloat16)" : "cudnnConvolutionBackwardFilter");
     }
     widen(kW, hdw, dw);
@@ -1035,7 +1091,9 @@ class Conv final : public CudaNode {
   static std::size_t half_offset(I elements) { return (static_cast<std::size_t>(elements) * 2 + 255) / 256 * 256; }
   void* region(Region r) const {
     auto* base = static_cast<char*>(m_.scratch());
-    return r == kX ? base : r == kW ? base + half_offset(x_elems_) : base + half_offset(x_elems_) + half_offset(w_elems_);
+    return r == kX   ? base
+           : r == kW ? base + half_offset(x_elems_)
+                     : base + half_offset(x_elems_) + half_offset(w_elems_);
   }
   I elements(Region r) const { return r == kX ? x_elems_ : r == kW ? w_elems_ : y_elems_; }
   void* half_of(Region r, const float* src) {
@@ -1073,7 +1131,7 @@ class Conv final : public CudaNode {
   bool transposed_;
   TensorDesc x_, y_, b_;
   std::unique_ptr<TensorDesc> xh_, yh_;  // math = "bf16": the passes' bfloat16 descriptors
-  void* saved_x_ = nullptr;               // math = "bf16", training a Conv's filter: x's bfloat16 copy from the forward pass
+  void* saved_x_ = nullptr;  // math = "bf16", training a Conv's filter: x's bfloat16 copy from the forward pass
   I x_elems_ = 0, w_elems_ = 0, y_elems_ = 0;
   const float* held_[3] = {};
   cudnnFilterDescriptor_t w_ = nullptr;
@@ -1081,7 +1139,8 @@ class Conv final : public CudaNode {
   cudnnConvolutionFwdAlgo_t fwd_{};
   cudnnConvolutionBwdDataAlgo_t bwd_data_{};
   cudnnConvolutionBwdFilterAlgo_t bwd_filter_{};
-  cudnnMathType_t math_f_ = CUDNN_FMA_MATH, math_d_ = CUDNN_FMA_MATH, math_w_ = CUDNN_FMA_MATH, current_math_ = CUDNN_FMA_MATH;
+  cudnnMathType_t math_f_ = CUDNN_FMA_MATH, math_d_ = CUDNN_FMA_MATH, math_w_ = CUDNN_FMA_MATH,
+                  current_math_ = CUDNN_FMA_MATH;
   std::shared_ptr<GraphConv> graph_f_, graph_d_, graph_w_;  // cudnn_api = "graph": the passes' plans instead
   std::size_t ws_bytes_ = 0;
   void* ws_ = nullptr;
@@ -1112,8 +1171,9 @@ class Pool final : public CudaNode {
     // Max pooling's deterministic mode: plain CUDNN_POOLING_MAX adds overlapping windows'
     // gradients with atomics (cuDNN's "Reproducibility" notes); it is the point's with "heuristic"
     // or "find".
-    cudnnPoolingMode_t mode =
-        choice_of(p.params, Choice::Deterministic) == Choice::Deterministic ? CUDNN_POOLING_MAX_DETERMINISTIC : CUDNN_POOLING_MAX;
+    cudnnPoolingMode_t mode = choice_of(p.params, Choice::Deterministic) == Choice::Deterministic
+                                  ? CUDNN_POOLING_MAX_DETERMINISTIC
+                                  : CUDNN_POOLING_MAX;
     if (p.node->op == "AveragePool" || p.node->op == "GlobalAveragePool")
       mode = global || p.node->attr_i("count_include_pad", 0) ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
                                                               : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
@@ -1124,7 +1184,8 @@ class Pool final : public CudaNode {
     if (pool_) cudnnDestroyPoolingDescriptor(pool_);
   }
   void forward() override {
-    cudnn_check(cudnnPoolingForward(m_.dnn(), pool_, &kOne, x_.get(), in(0), &kZero, y_.get(), out(0)), "cudnnPoolingForward");
+    cudnn_check(cudnnPoolingForward(m_.dnn(), pool_, &kOne, x_.get(), in(0), &kZero, y_.get(), out(0)),
+                "cudnnPoolingForward");
     if (y_keep_) m_.copy(y_keep_, out(0), y_bytes_);
     if (x_keep_) m_.copy(x_keep_, in(0), x_bytes_);
   }
@@ -1132,7 +1193,8 @@ class Pool final : public CudaNode {
     float* dx = din(0);
     if (!dx) return;
     const void* x = x_keep_ ? x_keep_ : in(0);
-    cudnn_check(cudnnPoolingBackward(m_.dnn(), pool_, &kOne, y_.get(), y_keep_, y_.get(), dout(0), x_.get(), x, &kZero, x_.get(), dx),
+    cudnn_check(cudnnPoolingBackward(m_.dnn(), pool_, &kOne, y_.get(), y_keep_, y_.get(), dout(0), x_.get(), x, &kZero,
+                                     x_.get(), dx),
                 "cudnnPoolingBackward");
   }
   std::string impl() const override {
@@ -1145,11 +1207,12 @@ class Pool final : public CudaNode {
   Pool(const NodeProblem& p, ExecutorMemory& m, const ConvGeom& g, cudnnPoolingMode_t mode)
       : CudaNode(p, m), x_(g.n, g.c, g.h, g.w), y_(g.n, g.c, g.p, g.q), mode_(mode) {
     cudnn_check(cudnnCreatePoolingDescriptor(&pool_), "cudnnCreatePoolingDescriptor");
-    cudnn_check(cudnnSetPooling2dDescriptor(pool_, mode, CUDNN_NOT_PROPAGATE_NAN, to_int(g.kh), to_int(g.kw), to_int(g.pt), to_int(g.pl),
-                                            to_int(g.sh), to_int(g.sw)),
+    cudnn_check(cudnnSetPooling2dDescriptor(pool_, mode, CUDNN_NOT_PROPAGATE_NAN, to_int(g.kh), to_int(g.kw),
+                                            to_int(g.pt), to_int(g.pl), to_int(g.sh), to_int(g.sw)),
                 "cudnnSetPooling2dDescriptor");
     int n = 0, c = 0, h = 0, w = 0;
-    cudnn_check(cudnnGetPooling2dForwardOutputDim(pool_, x_.get(), &n, &c, &h, &w), "cudnnGetPooling2dForwardOutputDim");
+    cudnn_check(cudnnGetPooling2dForwardOutputDim(pool_, x_.get(), &n, &c, &h, &w),
+                "cudnnGetPooling2dForwardOutputDim");
     if (n != g.n || c != g.c || h != g.p || w != g.q) return;  // ceil mode: the reference runs it
     if (p.training) {
       y_bytes_ = static_cast<std::size_t>(g.n * g.c * g.p * g.q) * sizeof(float);
@@ -1177,17 +1240,20 @@ class Relu final : public CudaNode {
  public:
   Relu(const NodeProblem& p, ExecutorMemory& m) : CudaNode(p, m), t_(1, 1, 1, p.in[0].numel()) {
     cudnn_check(cudnnCreateActivationDescriptor(&act_), "cudnnCreateActivationDescriptor");
-    cudnn_check(cudnnSetActivationDescriptor(act_, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0), "cudnnSetActivationDescriptor");
+    cudnn_check(cudnnSetActivationDescriptor(act_, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0),
+                "cudnnSetActivationDescriptor");
   }
   ~Relu() override {
     if (act_) cudnnDestroyActivationDescriptor(act_);
   }
   void forward() override {
-    cudnn_check(cudnnActivationForward(m_.dnn(), act_, &kOne, t_.get(), in(0), &kZero, t_.get(), out(0)), "cudnnActivationForward");
+    cudnn_check(cudnnActivationForward(m_.dnn(), act_, &kOne, t_.get(), in(0), &kZero, t_.get(), out(0)),
+                "cudnnActivationForward");
   }
   void backward() override {
     if (float* dx = din(0))
-      cudnn_check(cudnnActivationBackward(m_.dnn(), act_, &kOne, t_.get(), in(0), t_.get(), dout(0), t_.get(), in(0), &kZero, t_.get(), dx),
+      cudnn_check(cudnnActivationBackward(m_.dnn(), act_, &kOne, t_.get(), in(0), t_.get(), dout(0), t_.get(), in(0),
+                                          &kZero, t_.get(), dx),
                   "cudnnActivationBackward");
   }
   std::string impl() const override { return "cuda cudnn activation"; }
@@ -1202,17 +1268,23 @@ class Relu final : public CudaNode {
 class Softmax final : public CudaNode {
  public:
   Softmax(const NodeProblem& p, ExecutorMemory& m, I outer, I c, I inner)
-      : CudaNode(p, m), t_(outer, c, inner, 1), algo_(p.node->op == "LogSoftmax" ? CUDNN_SOFTMAX_LOG : CUDNN_SOFTMAX_ACCURATE) {}
+      : CudaNode(p, m),
+        t_(outer, c, inner, 1),
+        algo_(p.node->op == "LogSoftmax" ? CUDNN_SOFTMAX_LOG : CUDNN_SOFTMAX_ACCURATE) {}
   void forward() override {
-    cudnn_check(cudnnSoftmaxForward(m_.dnn(), algo_, CUDNN_SOFTMAX_MODE_CHANNEL, &kOne, t_.get(), in(0), &kZero, t_.get(), out(0)),
+    cudnn_check(cudnnSoftmaxForward(m_.dnn(), algo_, CUDNN_SOFTMAX_MODE_CHANNEL, &kOne, t_.get(), in(0), &kZero,
+                                    t_.get(), out(0)),
                 "cudnnSoftmaxForward");
   }
   void backward() override {
     if (float* dx = din(0))
-      cudnn_check(cudnnSoftmaxBackward(m_.dnn(), algo_, CUDNN_SOFTMAX_MODE_CHANNEL, &kOne, t_.get(), out(0), t_.get(), dout(0), &kZero, t_.get(), dx),
+      cudnn_check(cudnnSoftmaxBackward(m_.dnn(), algo_, CUDNN_SOFTMAX_MODE_CHANNEL, &kOne, t_.get(), out(0), t_.get(),
+                                       dout(0), &kZero, t_.get(), dx),
                   "cudnnSoftmaxBackward");
   }
-  std::string impl() const override { return algo_ == CUDNN_SOFTMAX_LOG ? "cuda cudnn softmax (log)" : "cuda cudnn softmax"; }
+  std::string impl() const override {
+    return algo_ == CUDNN_SOFTMAX_LOG ? "cuda cudnn softmax (log)" : "cuda cudnn softmax";
+  }
 
  private:
   TensorDesc t_;
@@ -1225,9 +1297,10 @@ class BatchNormInference final : public CudaNode {
   BatchNormInference(const NodeProblem& p, ExecutorMemory& m, I n, I c, I h, I w, double eps)
       : CudaNode(p, m), x_(n, c, h, w), s_(1, c, 1, 1), eps_(eps) {}
   void forward() override {
-    cudnn_check(cudnnBatchNormalizationForwardInference(m_.dnn(), CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, x_.get(), in(0), x_.get(), out(0),
-                                                        s_.get(), in(1), in(2), in(3), in(4), eps_),
-                "cudnnBatchNormalizationForwardInference");
+    cudnn_check(
+        cudnnBatchNormalizationForwardInference(m_.dnn(), CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, x_.get(), in(0),
+                                                x_.get(), out(0), s_.get(), in(1), in(2), in(3), in(4), eps_),
+        "cudnnBatchNormalizationForwardInference");
   }
   void backward() override { throw Error("cuda: batch normalisation in inference has no backward pass"); }
   std::string impl() const override { return "cuda cudnn batch normalisation (inference)"; }
@@ -1243,7 +1316,11 @@ class BatchNormInference final : public CudaNode {
 class BatchNormTraining final : public CudaNode {
  public:
   BatchNormTraining(const NodeProblem& p, ExecutorMemory& m, I n, I c, I h, I w, double eps)
-      : CudaNode(p, m), x_(n, c, h, w), s_(1, c, 1, 1), eps_(eps), c_bytes_(static_cast<std::size_t>(c) * sizeof(float)),
+      : CudaNode(p, m),
+        x_(n, c, h, w),
+        s_(1, c, 1, 1),
+        eps_(eps),
+        c_bytes_(static_cast<std::size_t>(c) * sizeof(float)),
         x_bytes_(static_cast<std::size_t>(n * c * h * w) * sizeof(float)) {
     mean_ = own(c_bytes_);
     inv_ = own(c_bytes_);
@@ -1256,8 +1333,9 @@ class BatchNormTraining final : public CudaNode {
     }
   }
   void forward() override {
-    cudnn_check(cudnnBatchNormalizationForwardTraining(m_.dnn(), CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, x_.get(), in(0), x_.get(), out(0),
-                                                       s_.get(), in(1), in(2), 0.0, nullptr, nullptr, eps_, mean_, inv_),
+    cudnn_check(cudnnBatchNormalizationForwardTraining(m_.dnn(), CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, x_.get(),
+                                                       in(0), x_.get(), out(0), s_.get(), in(1), in(2), 0.0, nullptr,
+                                                       nullptr, eps_, mean_, inv_),
                 "cudnnBatchNormalizationForwardTraining");
   }
   void backward() override {
@@ -1267,8 +1345,9 @@ class BatchNormTraining final : public CudaNode {
       m_.zero(dbias_, c_bytes_);
       return;
     }
-    cudnn_check(cudnnBatchNormalizationBackward(m_.dnn(), CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, &kOne, &kZero, x_.get(), in(0), x_.get(),
-                                                dout(0), x_.get(), dx_, s_.get(), in(1), dscale_, dbias_, eps_, mean_, inv_),
+    cudnn_check(cudnnBatchNormalizationBackward(m_.dnn(), CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, &kOne, &kZero,
+                                                x_.get(), in(0), x_.get(), dout(0), x_.get(), dx_, s_.get(), in(1),
+                                                dscale_, dbias_, eps_, mean_, inv_),
                 "cudnnBatchNormalizationBackward");
   }
   std::string impl() const override { return "cuda cudnn batch normalisation (training)"; }
@@ -1353,7 +1432,8 @@ std::unique_ptr<NodeKernel> make_node_kernel(const NodeProblem& p, int) {
     const Shape& b = *p.in[1].shape;
     if (a.size() < 2 || b.size() < 2 || !fits_int(numel(a)) || !fits_int(numel(b))) return nullptr;
     if (b.size() == 2) return std::make_unique<MatMul>(p, *m, false);
-    if (a.size() == b.size() && std::equal(a.begin(), a.end() - 2, b.begin())) return std::make_unique<MatMul>(p, *m, true);
+    if (a.size() == b.size() && std::equal(a.begin(), a.end() - 2, b.begin()))
+      return std::make_unique<MatMul>(p, *m, true);
     return nullptr;
   }
   if (op == "Add" && p.in.size() == 2 && *p.in[0].shape == *p.in[1].shape) return std::make_unique<Add>(p, *m);
@@ -1374,23 +1454,27 @@ std::unique_ptr<NodeKernel> make_node_kernel(const NodeProblem& p, int) {
 #endif
 #ifdef D500_HAVE_CUDNN
   if ((op == "Conv" || op == "ConvTranspose") && (a.size() == 3 || a.size() == 4)) return Conv::make(p, *m);
-  if (op == "MaxPool" || op == "AveragePool" || op == "GlobalAveragePool" || op == "GlobalMaxPool") return Pool::make(p, *m);
+  if (op == "MaxPool" || op == "AveragePool" || op == "GlobalAveragePool" || op == "GlobalMaxPool")
+    return Pool::make(p, *m);
   if (op == "Relu" && fits_int(p.in[0].numel())) return std::make_unique<Relu>(p, *m);
   if (op == "Softmax" || op == "LogSoftmax") {
     const auto r = static_cast<I>(a.size());
     I axis = p.node->attr_i("axis", p.opset >= 13 ? -1 : 1);
     if (axis < 0) axis += r;
     I outer = 1, c = 1, inner = 1;
-    for (I i = 0; i < r; ++i) (i < axis ? outer : i == axis || p.opset < 13 ? c : inner) *= a[static_cast<std::size_t>(i)];
+    for (I i = 0; i < r; ++i)
+      (i < axis ? outer : i == axis || p.opset < 13 ? c : inner) *= a[static_cast<std::size_t>(i)];
     if (!fits_int(outer) || !fits_int(c) || !fits_int(inner)) return nullptr;
     return std::make_unique<Softmax>(p, *m, outer, c, inner);
   }
-  if (op == "BatchNormalization" && std::none_of(p.out.begin() + 1, p.out.end(), [](const TensorView& o) { return o.present(); })) {
+  if (op == "BatchNormalization" &&
+      std::none_of(p.out.begin() + 1, p.out.end(), [](const TensorView& o) { return o.present(); })) {
     I n = 0, c = 0, h = 0, w = 0;
     const double eps = p.node->attr_f("epsilon", 1e-5);
     // Batch statistics in a training step, or where the node asks for them (training_mode).
     if (nchw(a, n, c, h, w) && eps >= CUDNN_BN_MIN_EPSILON) {
-      if (p.training || p.node->attr_i("training_mode", 0) != 0) return std::make_unique<BatchNormTraining>(p, *m, n, c, h, w, eps);
+      if (p.training || p.node->attr_i("training_mode", 0) != 0)
+        return std::make_unique<BatchNormTraining>(p, *m, n, c, h, w, eps);
       return std::make_unique<BatchNormInference>(p, *m, n, c, h, w, eps);
     }
   }

@@ -19,7 +19,8 @@ namespace {
 // and written only by its own thread (no atomics: the step is the same bits at every run).
 __global__ void optimizer_step_kernel(StepRule r, float* p, const float* g, float* a, float* b, std::int64_t n) {
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) apply_rule_at(r, p, g, a, b, i);
+  for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    apply_rule_at(r, p, g, a, b, i);
 }
 
 // One thread per element of [0, n) in a grid-stride loop, calling f(i).
@@ -85,15 +86,19 @@ cudaError_t launch_binary_forward(const dev::Binary& k, const float* a, const fl
   return launch_each(k.s.n, s, [=] __device__(std::int64_t i) { y[i] = dev::binary_forward_at(k, a, b, i); });
 }
 
-cudaError_t launch_binary_grad(const dev::Binary& k, int which, const dev::Parts& ps, const float* a, const float* b, const float* dy, float* dx,
-                               double* part, cudaStream_t s) {
+cudaError_t launch_binary_grad(const dev::Binary& k, int which, const dev::Parts& ps, const float* a, const float* b,
+                               const float* dy, float* dx, double* part, cudaStream_t s) {
   if (ps.chunks == 1)
-    return launch_each(ps.outputs, s, [=] __device__(std::int64_t j) { dx[j] = static_cast<float>(dev::binary_grad_part(k, which, a, b, dy, j, 0, ps.count)); });
-  if (const cudaError_t e = launch_each(ps.chunks * ps.outputs, s,
-                                        [=] __device__(std::int64_t e) { dev::binary_grad_stage(k, which, ps, a, b, dy, part, e); });
+    return launch_each(ps.outputs, s, [=] __device__(std::int64_t j) {
+      dx[j] = static_cast<float>(dev::binary_grad_part(k, which, a, b, dy, j, 0, ps.count));
+    });
+  if (const cudaError_t e =
+          launch_each(ps.chunks * ps.outputs, s,
+                      [=] __device__(std::int64_t e) { dev::binary_grad_stage(k, which, ps, a, b, dy, part, e); });
       e != cudaSuccess)
     return e;
-  return launch_each(ps.outputs, s, [=] __device__(std::int64_t j) { dx[j] = static_cast<float>(dev::sum_parts(ps, part, j)); });
+  return launch_each(ps.outputs, s,
+                     [=] __device__(std::int64_t j) { dx[j] = static_cast<float>(dev::sum_parts(ps, part, j)); });
 }
 
 cudaError_t launch_unary_forward(const dev::Unary& k, const float* x, float* y, cudaStream_t s) {
@@ -116,27 +121,34 @@ cudaError_t launch_strided_copy(const dev::Strides& k, const float* x, float* y,
   return launch_each(k.n, s, [=] __device__(std::int64_t i) { y[i] = dev::strided_at(k, x, i); });
 }
 
-cudaError_t launch_layer_norm_forward(const dev::LayerNorm& k, const float* x, const float* scale, const float* bias, float* y, float* mean,
-                                      float* inv, cudaStream_t s) {
-  return launch_each(k.rows, s, [=] __device__(std::int64_t r) { dev::ln_forward_row(k, x, scale, bias, y, mean, inv, r); });
+cudaError_t launch_layer_norm_forward(const dev::LayerNorm& k, const float* x, const float* scale, const float* bias,
+                                      float* y, float* mean, float* inv, cudaStream_t s) {
+  return launch_each(k.rows, s,
+                     [=] __device__(std::int64_t r) { dev::ln_forward_row(k, x, scale, bias, y, mean, inv, r); });
 }
 
-cudaError_t launch_layer_norm_backward(const dev::LayerNorm& k, const dev::Parts& ps, const float* x, const float* scale, const float* dy,
-                                       const float* dmean, const float* dinv, float* dx, float* mean, float* inv, float* dscale, float* dbias,
-                                       double* part, cudaStream_t s) {
-  if (const cudaError_t e = launch_each(k.rows, s, [=] __device__(std::int64_t r) { dev::ln_backward_row(k, x, scale, dy, dmean, dinv, dx, mean, inv, r); });
+cudaError_t launch_layer_norm_backward(const dev::LayerNorm& k, const dev::Parts& ps, const float* x,
+                                       const float* scale, const float* dy, const float* dmean, const float* dinv,
+                                       float* dx, float* mean, float* inv, float* dscale, float* dbias, double* part,
+                                       cudaStream_t s) {
+  if (const cudaError_t e = launch_each(
+          k.rows, s,
+          [=] __device__(std::int64_t r) { dev::ln_backward_row(k, x, scale, dy, dmean, dinv, dx, mean, inv, r); });
       e != cudaSuccess)
     return e;
   if (!dscale && !dbias) return cudaSuccess;
-  if (const cudaError_t e = launch_each(ps.chunks * ps.outputs, s,
-                                        [=] __device__(std::int64_t e) { dev::ln_param_grad_stage(k, ps, x, dy, mean, inv, part, e); });
+  if (const cudaError_t e =
+          launch_each(ps.chunks * ps.outputs, s,
+                      [=] __device__(std::int64_t e) { dev::ln_param_grad_stage(k, ps, x, dy, mean, inv, part, e); });
       e != cudaSuccess)
     return e;
-  return launch_each(ps.outputs, s, [=] __device__(std::int64_t i) { dev::ln_param_grad_finish(ps, part, dscale, dbias, i); });
+  return launch_each(ps.outputs, s,
+                     [=] __device__(std::int64_t i) { dev::ln_param_grad_finish(ps, part, dscale, dbias, i); });
 }
 
 cudaError_t launch_gather_forward(const dev::Gather& k, const float* data, const void* idx, float* y, cudaStream_t s) {
-  return launch_each(k.outer * k.count * k.inner, s, [=] __device__(std::int64_t i) { y[i] = dev::gather_at(k, data, idx, i); });
+  return launch_each(k.outer * k.count * k.inner, s,
+                     [=] __device__(std::int64_t i) { y[i] = dev::gather_at(k, data, idx, i); });
 }
 
 namespace {
@@ -156,9 +168,9 @@ int key_bits(const dev::Gather& k) {  // keys are 0..axis_dim
 }
 std::size_t sort_temp_bytes(const dev::Gather& k) {
   std::size_t bytes = 0;
-  cub::DeviceRadixSort::SortPairs(nullptr, bytes, static_cast<const std::int32_t*>(nullptr), static_cast<std::int32_t*>(nullptr),
-                                  static_cast<const std::int32_t*>(nullptr), static_cast<std::int32_t*>(nullptr), static_cast<int>(k.count), 0,
-                                  key_bits(k));
+  cub::DeviceRadixSort::SortPairs(nullptr, bytes, static_cast<const std::int32_t*>(nullptr),
+                                  static_cast<std::int32_t*>(nullptr), static_cast<const std::int32_t*>(nullptr),
+                                  static_cast<std::int32_t*>(nullptr), static_cast<int>(k.count), 0, key_bits(k));
   return bytes;
 }
 GatherScratch gather_scratch(const dev::Gather& k, void* base) {
@@ -181,7 +193,8 @@ std::size_t gather_grad_scratch_bytes(const dev::Gather& k) {
          aligned(static_cast<std::size_t>(k.axis_dim + 1) * sizeof(std::int32_t)) + sort_temp_bytes(k);
 }
 
-cudaError_t launch_gather_grad(const dev::Gather& k, const void* idx, const float* dy, float* ddata, void* scratch, cudaStream_t s) {
+cudaError_t launch_gather_grad(const dev::Gather& k, const void* idx, const float* dy, float* ddata, void* scratch,
+                               cudaStream_t s) {
   const GatherScratch g = gather_scratch(k, scratch);
   if (const cudaError_t e = launch_each(k.count, s,
                                         [=] __device__(std::int64_t t) {
@@ -191,15 +204,17 @@ cudaError_t launch_gather_grad(const dev::Gather& k, const void* idx, const floa
       e != cudaSuccess)
     return e;
   std::size_t temp_bytes = g.temp_bytes;
-  if (const cudaError_t e = cub::DeviceRadixSort::SortPairs(g.temp, temp_bytes, g.keys_in, g.keys, g.order_in, g.order, static_cast<int>(k.count), 0,
-                                                            key_bits(k), s);
+  if (const cudaError_t e = cub::DeviceRadixSort::SortPairs(g.temp, temp_bytes, g.keys_in, g.keys, g.order_in, g.order,
+                                                            static_cast<int>(k.count), 0, key_bits(k), s);
       e != cudaSuccess)
     return e;
-  if (const cudaError_t e = launch_each(k.axis_dim + 1, s, [=] __device__(std::int64_t v) { g.first[v] = dev::gather_first(g.keys, k.count, v); });
+  if (const cudaError_t e = launch_each(
+          k.axis_dim + 1, s, [=] __device__(std::int64_t v) { g.first[v] = dev::gather_first(g.keys, k.count, v); });
       e != cudaSuccess)
     return e;
-  return launch_each(k.outer * k.axis_dim * k.inner, s,
-                     [=] __device__(std::int64_t j) { ddata[j] = dev::gather_grad_sorted_at(k, g.order, g.first, dy, j); });
+  return launch_each(k.outer * k.axis_dim * k.inner, s, [=] __device__(std::int64_t j) {
+    ddata[j] = dev::gather_grad_sorted_at(k, g.order, g.first, dy, j);
+  });
 }
 
 cudaError_t launch_block_copy(const dev::Blocks& k, const float* src, float* dst, cudaStream_t s) {
@@ -245,63 +260,84 @@ cudaError_t launch_cast(const dev::Cast& k, const void* src, void* dst, cudaStre
   return launch_each(k.n, s, [=] __device__(std::int64_t i) { dev::cast_at(k, src, dst, i); });
 }
 
-cudaError_t launch_sce_forward(const dev::Sce& k, const dev::Parts& ps, const float* scores, const void* labels, float* loss, float* log_prob,
-                               float* lse, float* row_loss, float* row_weight, float* divisor, double* part, cudaStream_t s) {
-  if (const cudaError_t e = launch_each(k.rows, s, [=] __device__(std::int64_t r) { dev::sce_row(k, scores, labels, lse, row_loss, row_weight, r); });
+cudaError_t launch_sce_forward(const dev::Sce& k, const dev::Parts& ps, const float* scores, const void* labels,
+                               float* loss, float* log_prob, float* lse, float* row_loss, float* row_weight,
+                               float* divisor, double* part, cudaStream_t s) {
+  if (const cudaError_t e = launch_each(
+          k.rows, s, [=] __device__(std::int64_t r) { dev::sce_row(k, scores, labels, lse, row_loss, row_weight, r); });
       e != cudaSuccess)
     return e;
   if (log_prob)
-    if (const cudaError_t e = launch_each(k.rows * k.c, s, [=] __device__(std::int64_t i) { log_prob[i] = dev::sce_log_prob_at(k, scores, lse, i); });
+    if (const cudaError_t e = launch_each(
+            k.rows * k.c, s, [=] __device__(std::int64_t i) { log_prob[i] = dev::sce_log_prob_at(k, scores, lse, i); });
         e != cudaSuccess)
       return e;
-  if (k.reduction == dev::Sce::None) return launch_each(k.rows, s, [=] __device__(std::int64_t r) { loss[r] = row_loss[r]; });
-  if (const cudaError_t e = launch_each(ps.chunks * ps.outputs, s, [=] __device__(std::int64_t e) { dev::sce_total_stage(ps, row_loss, row_weight, part, e); });
+  if (k.reduction == dev::Sce::None)
+    return launch_each(k.rows, s, [=] __device__(std::int64_t r) { loss[r] = row_loss[r]; });
+  if (const cudaError_t e =
+          launch_each(ps.chunks * ps.outputs, s,
+                      [=] __device__(std::int64_t e) { dev::sce_total_stage(ps, row_loss, row_weight, part, e); });
       e != cudaSuccess)
     return e;
   return launch_each(1, s, [=] __device__(std::int64_t) { dev::sce_total_finish(k, ps, part, loss, divisor); });
 }
 
-cudaError_t launch_sce_backward(const dev::Sce& k, const float* scores, const void* labels, const float* lse, const float* row_weight,
-                                const float* divisor, const float* dloss, const float* dlp, float* dlp_sum, float* dscores, cudaStream_t s) {
+cudaError_t launch_sce_backward(const dev::Sce& k, const float* scores, const void* labels, const float* lse,
+                                const float* row_weight, const float* divisor, const float* dloss, const float* dlp,
+                                float* dlp_sum, float* dscores, cudaStream_t s) {
   if (dlp)
-    if (const cudaError_t e = launch_each(k.rows, s, [=] __device__(std::int64_t r) { dev::sce_dlp_row(k, dlp, dlp_sum, r); }); e != cudaSuccess)
+    if (const cudaError_t e =
+            launch_each(k.rows, s, [=] __device__(std::int64_t r) { dev::sce_dlp_row(k, dlp, dlp_sum, r); });
+        e != cudaSuccess)
       return e;
   return launch_each(k.rows * k.c, s, [=] __device__(std::int64_t i) {
     dscores[i] = dev::sce_grad_at(k, scores, labels, lse, row_weight, divisor, dloss, dlp, dlp_sum, i);
   });
 }
 
-cudaError_t launch_bn_stat(const dev::BatchNorm& k, const dev::Parts& ps, const float* x, const float* mean, double* part, float* stat,
-                           cudaStream_t s) {
-  if (const cudaError_t e = launch_each(ps.chunks * ps.outputs, s, [=] __device__(std::int64_t e) { dev::bn_stats_stage(k, ps, x, mean, part, e); });
+cudaError_t launch_bn_stat(const dev::BatchNorm& k, const dev::Parts& ps, const float* x, const float* mean,
+                           double* part, float* stat, cudaStream_t s) {
+  if (const cudaError_t e = launch_each(
+          ps.chunks * ps.outputs, s, [=] __device__(std::int64_t e) { dev::bn_stats_stage(k, ps, x, mean, part, e); });
       e != cudaSuccess)
     return e;
   return launch_each(k.c, s, [=] __device__(std::int64_t ch) { dev::bn_stats_finish(ps, part, stat, ch); });
 }
 
-cudaError_t launch_bn_forward(const dev::BatchNorm& k, const float* x, const float* scale, const float* bias, const float* rm, const float* rv,
-                              const float* mean, const float* var, float* y, float* const outs[4], cudaStream_t s) {
+cudaError_t launch_bn_forward(const dev::BatchNorm& k, const float* x, const float* scale, const float* bias,
+                              const float* rm, const float* rv, const float* mean, const float* var, float* y,
+                              float* const outs[4], cudaStream_t s) {
   float *o1 = outs[0], *o2 = outs[1], *o3 = outs[2], *o4 = outs[3];
   if (k.training && (o1 || o2 || o3 || o4))
-    if (const cudaError_t e = launch_each(k.c, s, [=] __device__(std::int64_t ch) { dev::bn_running_outputs(k, rm, rv, mean, var, o1, o2, o3, o4, ch); });
+    if (const cudaError_t e = launch_each(
+            k.c, s,
+            [=] __device__(std::int64_t ch) { dev::bn_running_outputs(k, rm, rv, mean, var, o1, o2, o3, o4, ch); });
         e != cudaSuccess)
       return e;
-  return launch_each(k.n * k.c * k.plane, s, [=] __device__(std::int64_t i) { y[i] = dev::bn_forward_at(k, x, scale, bias, mean, var, i); });
+  return launch_each(k.n * k.c * k.plane, s,
+                     [=] __device__(std::int64_t i) { y[i] = dev::bn_forward_at(k, x, scale, bias, mean, var, i); });
 }
 
-cudaError_t launch_bn_backward(const dev::BatchNorm& k, const dev::Parts& ps, const float* x, const float* scale, const float* dy, const float* mean,
-                               const float* var, double* part, float* sdy, float* sdyx, float* dx, float* dscale, float* dbias, cudaStream_t s) {
-  if (const cudaError_t e = launch_each(ps.chunks * ps.outputs, s, [=] __device__(std::int64_t e) { dev::bn_grad_stage(k, ps, x, dy, mean, var, part, e); });
+cudaError_t launch_bn_backward(const dev::BatchNorm& k, const dev::Parts& ps, const float* x, const float* scale,
+                               const float* dy, const float* mean, const float* var, double* part, float* sdy,
+                               float* sdyx, float* dx, float* dscale, float* dbias, cudaStream_t s) {
+  if (const cudaError_t e =
+          launch_each(ps.chunks * ps.outputs, s,
+                      [=] __device__(std::int64_t e) { dev::bn_grad_stage(k, ps, x, dy, mean, var, part, e); });
       e != cudaSuccess)
     return e;
-  if (const cudaError_t e = launch_each(k.c, s, [=] __device__(std::int64_t ch) { dev::bn_grad_finish(ps, part, sdy, sdyx, dscale, dbias, ch); });
+  if (const cudaError_t e = launch_each(
+          k.c, s, [=] __device__(std::int64_t ch) { dev::bn_grad_finish(ps, part, sdy, sdyx, dscale, dbias, ch); });
       e != cudaSuccess)
     return e;
   if (!dx) return cudaSuccess;
-  return launch_each(k.n * k.c * k.plane, s, [=] __device__(std::int64_t i) { dx[i] = dev::bn_dx_at(k, x, scale, dy, mean, var, sdy, sdyx, i); });
+  return launch_each(k.n * k.c * k.plane, s, [=] __device__(std::int64_t i) {
+    dx[i] = dev::bn_dx_at(k, x, scale, dy, mean, var, sdy, sdyx, i);
+  });
 }
 
-cudaError_t launch_optimizer_step(const StepRule& r, float* p, const float* g, float* a, float* b, std::int64_t n, cudaStream_t s) {
+cudaError_t launch_optimizer_step(const StepRule& r, float* p, const float* g, float* a, float* b, std::int64_t n,
+                                  cudaStream_t s) {
   if (n <= 0) return cudaSuccess;
   constexpr int kThreads = 256;
   // Enough blocks to fill a large GPU several times over; the loop covers any n beyond.

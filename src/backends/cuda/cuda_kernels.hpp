@@ -14,17 +14,20 @@ namespace d500::cuda {
 
 // One optimizer step over n float32 elements: apply_rule(r, p[i], g[i], a[i], b[i]) for every i
 // (a, b: nullptr where the rule keeps no such state).
-cudaError_t launch_optimizer_step(const StepRule& r, float* p, const float* g, float* a, float* b, std::int64_t n, cudaStream_t s);
+cudaError_t launch_optimizer_step(const StepRule& r, float* p, const float* g, float* a, float* b, std::int64_t n,
+                                  cudaStream_t s);
 
 // ONNX's SoftmaxCrossEntropyLoss (dev::Sce): forward, each row's log-sum-exp, loss and weight
 // (lse, row_loss, row_weight: k.rows floats each), log_prob where not nullptr, and the loss (mean,
 // sum: through ps = dev::parts_of(2, k.rows), part its 2 ps.chunks doubles; none: the rows'
 // losses) with the divisor the backward pass scales by; backward, dscores element by element (with
 // log_prob's gradient dlp where read: its rows' sums into dlp_sum, k.rows floats, first).
-cudaError_t launch_sce_forward(const dev::Sce& k, const dev::Parts& ps, const float* scores, const void* labels, float* loss, float* log_prob,
-                               float* lse, float* row_loss, float* row_weight, float* divisor, double* part, cudaStream_t s);
-cudaError_t launch_sce_backward(const dev::Sce& k, const float* scores, const void* labels, const float* lse, const float* row_weight,
-                                const float* divisor, const float* dloss, const float* dlp, float* dlp_sum, float* dscores, cudaStream_t s);
+cudaError_t launch_sce_forward(const dev::Sce& k, const dev::Parts& ps, const float* scores, const void* labels,
+                               float* loss, float* log_prob, float* lse, float* row_loss, float* row_weight,
+                               float* divisor, double* part, cudaStream_t s);
+cudaError_t launch_sce_backward(const dev::Sce& k, const float* scores, const void* labels, const float* lse,
+                                const float* row_weight, const float* divisor, const float* dloss, const float* dlp,
+                                float* dlp_sum, float* dscores, cudaStream_t s);
 
 // Add of two operands of one shape, y = a + b, in one pass (float4 loads and stores where the
 // three are 16-byte aligned); its backward pass, dy into both gradients, in one read.
@@ -36,8 +39,8 @@ cudaError_t launch_copy_twice(const float* x, float* y0, float* y1, std::int64_t
 cudaError_t launch_binary_forward(const dev::Binary& k, const float* a, const float* b, float* y, cudaStream_t s);
 // The gradient in parts (ps = dev::parts_of(dx's elements, dev::binary_grad_count)); part: scratch
 // of ps.chunks * ps.outputs doubles where ps.chunks > 1.
-cudaError_t launch_binary_grad(const dev::Binary& k, int which, const dev::Parts& ps, const float* a, const float* b, const float* dy, float* dx,
-                               double* part, cudaStream_t s);
+cudaError_t launch_binary_grad(const dev::Binary& k, int which, const dev::Parts& ps, const float* a, const float* b,
+                               const float* dy, float* dx, double* part, cudaStream_t s);
 // A unary operator: y = f(x); dx = f'(v) dy, v the output where dev::unary_uses_y, else the input.
 cudaError_t launch_unary_forward(const dev::Unary& k, const float* x, float* y, cudaStream_t s);
 cudaError_t launch_unary_backward(const dev::Unary& k, const float* v, const float* dy, float* dx, cudaStream_t s);
@@ -47,19 +50,21 @@ cudaError_t launch_reduce_backward(const dev::Reduce& k, const float* dy, float*
 // y[i] = x at the offset k's strides give (Transpose, forward or backward).
 cudaError_t launch_strided_copy(const dev::Strides& k, const float* x, float* y, cudaStream_t s);
 // LayerNormalization: rows forward; backward: rows (dx where given, from dy and the Mean and
-// InvStdDev outputs' gradients where read, each nullptr where not; the statistics into mean, inv), then the columns' parts (ps = dev::parts_of(inner, rows); part: 2 ps.chunks inner doubles)
-// and their sums (dscale, dbias where given).
-cudaError_t launch_layer_norm_forward(const dev::LayerNorm& k, const float* x, const float* scale, const float* bias, float* y, float* mean,
-                                      float* inv, cudaStream_t s);
-cudaError_t launch_layer_norm_backward(const dev::LayerNorm& k, const dev::Parts& ps, const float* x, const float* scale, const float* dy,
-                                       const float* dmean, const float* dinv, float* dx, float* mean, float* inv, float* dscale, float* dbias,
-                                       double* part, cudaStream_t s);
+// InvStdDev outputs' gradients where read, each nullptr where not; the statistics into mean, inv), then the columns'
+// parts (ps = dev::parts_of(inner, rows); part: 2 ps.chunks inner doubles) and their sums (dscale, dbias where given).
+cudaError_t launch_layer_norm_forward(const dev::LayerNorm& k, const float* x, const float* scale, const float* bias,
+                                      float* y, float* mean, float* inv, cudaStream_t s);
+cudaError_t launch_layer_norm_backward(const dev::LayerNorm& k, const dev::Parts& ps, const float* x,
+                                       const float* scale, const float* dy, const float* dmean, const float* dinv,
+                                       float* dx, float* mean, float* inv, float* dscale, float* dbias, double* part,
+                                       cudaStream_t s);
 // Gather: y = data at the indices; d(data) as the sums of dy over the indices naming each row.
 cudaError_t launch_gather_forward(const dev::Gather& k, const float* data, const void* idx, float* y, cudaStream_t s);
 // The gradient through the indices sorted by row (CUB's stable radix sort): its scratch is
 // gather_grad_scratch_bytes(k) bytes of device memory.
 std::size_t gather_grad_scratch_bytes(const dev::Gather& k);
-cudaError_t launch_gather_grad(const dev::Gather& k, const void* idx, const float* dy, float* ddata, void* scratch, cudaStream_t s);
+cudaError_t launch_gather_grad(const dev::Gather& k, const void* idx, const float* dy, float* ddata, void* scratch,
+                               cudaStream_t s);
 
 // Concat and Split: one block copy (dev::Blocks) from src to dst.
 cudaError_t launch_block_copy(const dev::Blocks& k, const float* src, float* dst, cudaStream_t s);
@@ -73,12 +78,14 @@ cudaError_t launch_window_backward(const dev::Window& k, const float* dy, float*
 // stat. Forward: the optional outputs (outs: running mean, running variance, batch mean, batch
 // variance, each nullptr where absent; in training only) and y. Backward: the channel's sums into
 // sdy, sdyx (k.c floats each), dscale and dbias where given, then dx where given.
-cudaError_t launch_bn_stat(const dev::BatchNorm& k, const dev::Parts& ps, const float* x, const float* mean, double* part, float* stat,
-                           cudaStream_t s);
-cudaError_t launch_bn_forward(const dev::BatchNorm& k, const float* x, const float* scale, const float* bias, const float* rm, const float* rv,
-                              const float* mean, const float* var, float* y, float* const outs[4], cudaStream_t s);
-cudaError_t launch_bn_backward(const dev::BatchNorm& k, const dev::Parts& ps, const float* x, const float* scale, const float* dy, const float* mean,
-                               const float* var, double* part, float* sdy, float* sdyx, float* dx, float* dscale, float* dbias, cudaStream_t s);
+cudaError_t launch_bn_stat(const dev::BatchNorm& k, const dev::Parts& ps, const float* x, const float* mean,
+                           double* part, float* stat, cudaStream_t s);
+cudaError_t launch_bn_forward(const dev::BatchNorm& k, const float* x, const float* scale, const float* bias,
+                              const float* rm, const float* rv, const float* mean, const float* var, float* y,
+                              float* const outs[4], cudaStream_t s);
+cudaError_t launch_bn_backward(const dev::BatchNorm& k, const dev::Parts& ps, const float* x, const float* scale,
+                               const float* dy, const float* mean, const float* var, double* part, float* sdy,
+                               float* sdyx, float* dx, float* dscale, float* dbias, cudaStream_t s);
 
 // math = "bf16": n float32 elements rounded to bfloat16 (to nearest even; dst: n 16-bit words),
 // and back (exact).

@@ -7,6 +7,8 @@ namespace d500 {
 
 std::vector<BackendSetting> settings_of_backend_cuda() {
   const std::vector<std::string> convolutions = {"conv2d", "network", "train", "distributed"};
+  // A table: one entry a line, as written.
+  // clang-format off
   return {
       {.spec = {"cudnn_algorithms", ValueType::String, Value{std::string()}, 0, 0, {"heuristic", "deterministic", "find"},
                 "conv2d and networks (levels 1-3): cuDNN's convolution algorithms, heuristic (cuDNN's first choice, which "
@@ -35,6 +37,7 @@ std::vector<BackendSetting> settings_of_backend_cuda() {
        .neutral = "fp32",
        .other_note = "the CPU backends compute in strict float32"},
   };
+  // clang-format on
 }
 
 }  // namespace d500

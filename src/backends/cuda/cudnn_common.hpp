@@ -54,14 +54,18 @@ const char* math_type_name(cudnnMathType_t m);  // "CUDNN_TENSOR_OP_MATH", ...
 // Whether the point says cudnn_api = "graph" (cuDNN's graph API instead of the legacy calls).
 inline bool graph_api_of(const Params* p) {
   const auto it = p ? p->find("cudnn_api") : Params::const_iterator{};
-  return p && it != p->end() && std::holds_alternative<std::string>(it->second) && std::get<std::string>(it->second) == "graph";
+  return p && it != p->end() && std::holds_alternative<std::string>(it->second) &&
+         std::get<std::string>(it->second) == "graph";
 }
 // The point's choice; `unset` when the point leaves it to the workload's default or there is no point.
 inline Choice choice_of(const Params* p, Choice unset) {
   const auto it = p ? p->find("cudnn_algorithms") : Params::const_iterator{};
   if (!p || it == p->end() || !std::holds_alternative<std::string>(it->second)) return unset;
   const auto& v = std::get<std::string>(it->second);
-  return v == "heuristic" ? Choice::Heuristic : v == "deterministic" ? Choice::Deterministic : v == "find" ? Choice::Find : unset;
+  return v == "heuristic"       ? Choice::Heuristic
+         : v == "deterministic" ? Choice::Deterministic
+         : v == "find"          ? Choice::Find
+                                : unset;
 }
 // The device buffers Choice::Find runs the algorithms on, in cuDNN's names for the forward pass:
 // x, w and y (a backward data pass writes its dx into x, a backward filter pass its dw into w).
@@ -87,13 +91,15 @@ struct ConvAlgorithm {
   cudnnMathType_t math = CUDNN_FMA_MATH;
 };
 // `on` is needed with Choice::Find and ignored otherwise.
-ConvAlgorithm choose_forward(cudnnHandle_t h, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w, cudnnConvolutionDescriptor_t conv,
-                             cudnnTensorDescriptor_t y, Choice c = Choice::Heuristic, const ConvBuffers* on = nullptr);
-ConvAlgorithm choose_backward_data(cudnnHandle_t h, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w, cudnnConvolutionDescriptor_t conv,
-                                   cudnnTensorDescriptor_t y, Choice c = Choice::Heuristic, const ConvBuffers* on = nullptr);
+ConvAlgorithm choose_forward(cudnnHandle_t h, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w,
+                             cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t y, Choice c = Choice::Heuristic,
+                             const ConvBuffers* on = nullptr);
+ConvAlgorithm choose_backward_data(cudnnHandle_t h, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w,
+                                   cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t y,
+                                   Choice c = Choice::Heuristic, const ConvBuffers* on = nullptr);
 ConvAlgorithm choose_backward_filter(cudnnHandle_t h, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w,
-                                     cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t y, Choice c = Choice::Heuristic,
-                                     const ConvBuffers* on = nullptr);
+                                     cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t y,
+                                     Choice c = Choice::Heuristic, const ConvBuffers* on = nullptr);
 
 // How a kernel's tensors are stored on the device: float32, or 16-bit (level 0's conv2d with
 // dtype = "bf16" or "fp16": each input rounded on the host at setup, to nearest even, each output
@@ -111,7 +117,9 @@ class CudnnKernel : public DeviceKernel {
  protected:
   explicit CudnnKernel(OpProblem& p, Storage storage = Storage::F32);
   const void* in(std::size_t i) const { return in_[i]->get(); }
-  void* input_buffer(std::size_t i) { return in_[i]->get(); }  // for a library call that takes it unqualified (cuDNN's find)
+  void* input_buffer(std::size_t i) {
+    return in_[i]->get();
+  }  // for a library call that takes it unqualified (cuDNN's find)
   void* out(std::size_t i) { return out_[i]->get(); }
   // A device buffer of its own (a forward output a backward pass reads, a workspace), made at setup.
   void* scratch(std::size_t bytes);

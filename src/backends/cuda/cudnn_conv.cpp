@@ -33,7 +33,8 @@ void cudnn_check(cudnnStatus_t s, const char* call) {
 
 TensorDesc::TensorDesc(std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w, cudnnDataType_t type) {
   for (const std::int64_t d : {n, c, h, w})
-    if (d > std::numeric_limits<int>::max()) throw Error("cuda: a tensor dimension of " + std::to_string(d) + " is beyond cuDNN's int");
+    if (d > std::numeric_limits<int>::max())
+      throw Error("cuda: a tensor dimension of " + std::to_string(d) + " is beyond cuDNN's int");
   cudnn_check(cudnnCreateTensorDescriptor(&d_), "cudnnCreateTensorDescriptor");
   cudnn_check(cudnnSetTensor4dDescriptor(d_, CUDNN_TENSOR_NCHW, type, static_cast<int>(n), static_cast<int>(c),
                                          static_cast<int>(h), static_cast<int>(w)),
@@ -44,7 +45,9 @@ TensorDesc::~TensorDesc() {
   if (d_) cudnnDestroyTensorDescriptor(d_);
 }
 
-Storage storage_of(const std::string& dtype) { return dtype == "bf16" ? Storage::BF16 : dtype == "fp16" ? Storage::F16 : Storage::F32; }
+Storage storage_of(const std::string& dtype) {
+  return dtype == "bf16" ? Storage::BF16 : dtype == "fp16" ? Storage::F16 : Storage::F32;
+}
 
 cudnnDataType_t cudnn_type(Storage s) {
   return s == Storage::BF16 ? CUDNN_DATA_BFLOAT16 : s == Storage::F16 ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
@@ -107,8 +110,11 @@ const char* math_type_name(cudnnMathType_t m) {
 
 std::string conv_math_words(cudnnMathType_t descriptor_math, cudnnMathType_t chosen) {
   if (descriptor_math == CUDNN_FMA_MATH) return "CUDNN_FMA_MATH (float32, no TF32)";
-  return std::string("CUDNN_DEFAULT_MATH (math = tf32: TF32 tensor cores allowed for float32, PyTorch's allow_tf32); the algorithm "
-                     "runs in ") + math_type_name(chosen);
+  return std::string(
+             "CUDNN_DEFAULT_MATH (math = tf32: TF32 tensor cores allowed for float32, PyTorch's allow_tf32); the "
+             "algorithm "
+             "runs in ") +
+         math_type_name(chosen);
 }
 
 namespace {
@@ -159,8 +165,13 @@ const char* bwd_filter_name(cudnnConvolutionBwdFilterAlgo_t a) {
 template <class Perf, class Name>
 ConvAlgorithm algorithm_of(const Perf& p, const char* pass, Name&& name, double found_ms = -1) {
   const bool det = p.determinism == CUDNN_DETERMINISTIC;
-  return ConvAlgorithm{true, static_cast<int>(p.algo), p.memory, det,
-                       std::string(pass) + " " + name(p.algo) + (det ? "" : " (non-deterministic)"), found_ms, p.mathType};
+  return ConvAlgorithm{true,
+                       static_cast<int>(p.algo),
+                       p.memory,
+                       det,
+                       std::string(pass) + " " + name(p.algo) + (det ? "" : " (non-deterministic)"),
+                       found_ms,
+                       p.mathType};
 }
 
 // cuDNN's ranked choices for one pass (`rank(count, &returned, perfs)`, the cudnnGet*_v7 call
@@ -188,8 +199,8 @@ ConvAlgorithm first_fitting(int count, Rank&& rank, const char* call, const char
 // any algorithm of the heuristics' ranking (`rank`, named `rank_call`) asks within the limit, held
 // only while it searches; the chosen one is the fastest that succeeded within it.
 template <class Perf, class Rank, class Find, class Name>
-ConvAlgorithm fastest_found(int count, Rank&& rank, const char* rank_call, Find&& find, const char* find_call, const char* pass,
-                            Name&& name) {
+ConvAlgorithm fastest_found(int count, Rank&& rank, const char* rank_call, Find&& find, const char* find_call,
+                            const char* pass, Name&& name) {
   int returned = 0;
   std::vector<Perf> perfs(static_cast<std::size_t>(count));
   cudnn_check(rank(count, &returned, perfs.data()), rank_call);
@@ -205,21 +216,23 @@ ConvAlgorithm fastest_found(int count, Rank&& rank, const char* rank_call, Find&
   cudnn_check(find(count, &returned, perfs.data(), workspace ? workspace->get() : nullptr, limit), find_call);
   for (int i = 0; i < returned; ++i) {
     const Perf& p = perfs[static_cast<std::size_t>(i)];
-    if (p.status == CUDNN_STATUS_SUCCESS && p.memory <= limit) return algorithm_of(p, pass, name, static_cast<double>(p.time));
+    if (p.status == CUDNN_STATUS_SUCCESS && p.memory <= limit)
+      return algorithm_of(p, pass, name, static_cast<double>(p.time));
   }
   return {};
 }
 
 const ConvBuffers& buffers_for_find(const ConvBuffers* on) {
-  if (!on || !on->x || !on->w || !on->y) throw Error("cuda: cuDNN's find needs the convolution's buffers (an internal error)");
+  if (!on || !on->x || !on->w || !on->y)
+    throw Error("cuda: cuDNN's find needs the convolution's buffers (an internal error)");
   return *on;
 }
 
 // One pass's algorithm by the choice `c`: from cuDNN's heuristic ranking (`rank`, the call named
 // `rank_call`), or, with Choice::Find, the fastest `find` (named `find_call`) times.
 template <class Perf, class Rank, class Find, class Name>
-ConvAlgorithm choose(int count, Choice c, const char* pass, Name&& name, Rank&& rank, const char* rank_call, Find&& find,
-                     const char* find_call) {
+ConvAlgorithm choose(int count, Choice c, const char* pass, Name&& name, Rank&& rank, const char* rank_call,
+                     Find&& find, const char* find_call) {
   if (c != Choice::Find) return first_fitting<Perf>(count, rank, rank_call, pass, name, c);
   return fastest_found<Perf>(count, rank, rank_call, find, find_call, pass, name);
 }
@@ -236,14 +249,18 @@ class CudnnConv final : public CudnnKernel {
     cudnn_check(cudnnCreateTensorDescriptor(&y_), "cudnnCreateTensorDescriptor");
     cudnn_check(cudnnCreateFilterDescriptor(&w_), "cudnnCreateFilterDescriptor");
     cudnn_check(cudnnCreateConvolutionDescriptor(&conv_), "cudnnCreateConvolutionDescriptor");
-    cudnn_check(cudnnSetTensor4dDescriptor(x_, CUDNN_TENSOR_NCHW, type, dims(cs_.n), dims(cs_.c), dims(cs_.h), dims(cs_.w)),
-                "cudnnSetTensor4dDescriptor (x)");
-    cudnn_check(cudnnSetTensor4dDescriptor(y_, CUDNN_TENSOR_NCHW, type, dims(cs_.n), dims(cs_.k), dims(cs_.p()), dims(cs_.q())),
-                "cudnnSetTensor4dDescriptor (y)");
-    cudnn_check(cudnnSetFilter4dDescriptor(w_, type, CUDNN_TENSOR_NCHW, dims(cs_.k), dims(cs_.cg()), dims(cs_.r), dims(cs_.s)),
-                "cudnnSetFilter4dDescriptor");
-    cudnn_check(cudnnSetConvolution2dDescriptor(conv_, dims(cs_.pad), dims(cs_.pad), dims(cs_.stride), dims(cs_.stride), dims(cs_.dilation),
-                                                dims(cs_.dilation), CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+    cudnn_check(
+        cudnnSetTensor4dDescriptor(x_, CUDNN_TENSOR_NCHW, type, dims(cs_.n), dims(cs_.c), dims(cs_.h), dims(cs_.w)),
+        "cudnnSetTensor4dDescriptor (x)");
+    cudnn_check(
+        cudnnSetTensor4dDescriptor(y_, CUDNN_TENSOR_NCHW, type, dims(cs_.n), dims(cs_.k), dims(cs_.p()), dims(cs_.q())),
+        "cudnnSetTensor4dDescriptor (y)");
+    cudnn_check(
+        cudnnSetFilter4dDescriptor(w_, type, CUDNN_TENSOR_NCHW, dims(cs_.k), dims(cs_.cg()), dims(cs_.r), dims(cs_.s)),
+        "cudnnSetFilter4dDescriptor");
+    cudnn_check(cudnnSetConvolution2dDescriptor(conv_, dims(cs_.pad), dims(cs_.pad), dims(cs_.stride), dims(cs_.stride),
+                                                dims(cs_.dilation), dims(cs_.dilation), CUDNN_CROSS_CORRELATION,
+                                                CUDNN_DATA_FLOAT),
                 "cudnnSetConvolution2dDescriptor");
     cudnn_check(cudnnSetConvolutionGroupCount(conv_, dims(cs_.groups)), "cudnnSetConvolutionGroupCount");
     math_ = storage_ == Storage::F32 ? conv_math_of(&p_.params) : CUDNN_TENSOR_OP_MATH;
@@ -256,23 +273,29 @@ class CudnnConv final : public CudnnKernel {
                            : p_.pass == "backward_data" ? ConvBuffers{out(0), input_buffer(1), input_buffer(0)}
                                                         : ConvBuffers{input_buffer(0), out(0), input_buffer(1)};
     if (graph_api_of(&p_.params)) {
-      const ConvPass pass = p_.pass == "forward" ? ConvPass::Forward : p_.pass == "backward_data" ? ConvPass::BackwardData : ConvPass::BackwardFilter;
-      graph_ = std::make_unique<GraphConv>(handle_, graph_geom(cs_), pass, want_, storage_ == Storage::F32 && math_ != CUDNN_FMA_MATH, on,
-                                           [this](std::size_t bytes) { return scratch(bytes); }, type);
+      const ConvPass pass = p_.pass == "forward"         ? ConvPass::Forward
+                            : p_.pass == "backward_data" ? ConvPass::BackwardData
+                                                         : ConvPass::BackwardFilter;
+      graph_ = std::make_unique<GraphConv>(
+          handle_, graph_geom(cs_), pass, want_, storage_ == Storage::F32 && math_ != CUDNN_FMA_MATH, on,
+          [this](std::size_t bytes) { return scratch(bytes); }, type);
       const ConvAlgorithm& a = graph_->chosen();
       workspace_bytes_ = a.workspace, algorithm_ = a.name, found_ms_ = a.found_ms;
       return;
     }
-    const ConvAlgorithm a = p_.pass == "forward"         ? choose_forward(handle_, x_, w_, conv_, y_, want_, &on)
-                            : p_.pass == "backward_data" ? choose_backward_data(handle_, x_, w_, conv_, y_, want_, &on)
-                                                         : choose_backward_filter(handle_, x_, w_, conv_, y_, want_, &on);
-    if (!a.found) throw Error("cuda: cuDNN offers no " + p_.pass + " algorithm for this convolution within a 1 GiB workspace");
+    const ConvAlgorithm a = p_.pass == "forward" ? choose_forward(handle_, x_, w_, conv_, y_, want_, &on)
+                            : p_.pass == "backward_data"
+                                ? choose_backward_data(handle_, x_, w_, conv_, y_, want_, &on)
+                                : choose_backward_filter(handle_, x_, w_, conv_, y_, want_, &on);
+    if (!a.found)
+      throw Error("cuda: cuDNN offers no " + p_.pass + " algorithm for this convolution within a 1 GiB workspace");
     algo_ = a.algo, workspace_bytes_ = a.workspace, algorithm_ = a.name, found_ms_ = a.found_ms;
     // Strict float32 stays CUDNN_FMA_MATH whatever a perf result says (PyTorch asserts it is);
     // with TF32 allowed the call runs in the chosen algorithm's own math type, as cuDNN asks.
     if (math_ != CUDNN_FMA_MATH) {
       chosen_math_ = a.math;
-      cudnn_check(cudnnSetConvolutionMathType(conv_, chosen_math_), "cudnnSetConvolutionMathType (the chosen algorithm's)");
+      cudnn_check(cudnnSetConvolutionMathType(conv_, chosen_math_),
+                  "cudnnSetConvolutionMathType (the chosen algorithm's)");
     }
     if (workspace_bytes_ > 0) workspace_ = scratch(workspace_bytes_);
   }
@@ -291,14 +314,17 @@ class CudnnConv final : public CudnnKernel {
       if (graph_)  // the plan and its buffers, made at setup
         s = graph_->run();
       else if (p_.pass == "forward")  // in: x, w; out: y
-        s = cudnnConvolutionForward(handle_, &alpha, x_, in(0), w_, in(1), conv_, static_cast<cudnnConvolutionFwdAlgo_t>(algo_), ws,
-                                    workspace_bytes_, &beta, y_, out(0));
+        s = cudnnConvolutionForward(handle_, &alpha, x_, in(0), w_, in(1), conv_,
+                                    static_cast<cudnnConvolutionFwdAlgo_t>(algo_), ws, workspace_bytes_, &beta, y_,
+                                    out(0));
       else if (p_.pass == "backward_data")  // in: dy, w; out: dx
-        s = cudnnConvolutionBackwardData(handle_, &alpha, w_, in(1), y_, in(0), conv_, static_cast<cudnnConvolutionBwdDataAlgo_t>(algo_), ws,
-                                         workspace_bytes_, &beta, x_, out(0));
+        s = cudnnConvolutionBackwardData(handle_, &alpha, w_, in(1), y_, in(0), conv_,
+                                         static_cast<cudnnConvolutionBwdDataAlgo_t>(algo_), ws, workspace_bytes_, &beta,
+                                         x_, out(0));
       else  // backward_filter; in: x, dy; out: dw
-        s = cudnnConvolutionBackwardFilter(handle_, &alpha, x_, in(0), y_, in(1), conv_, static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo_),
-                                           ws, workspace_bytes_, &beta, w_, out(0));
+        s = cudnnConvolutionBackwardFilter(handle_, &alpha, x_, in(0), y_, in(1), conv_,
+                                           static_cast<cudnnConvolutionBwdFilterAlgo_t>(algo_), ws, workspace_bytes_,
+                                           &beta, w_, out(0));
     });
     cudnn_check(s, "the cuDNN convolution");
   }
@@ -307,38 +333,51 @@ class CudnnConv final : public CudnnKernel {
     std::string how;
     switch (want_) {
       case Choice::Heuristic:
-        how = "cuDNN's heuristic first choice (cudnnGet*Algorithm_v7) within a 1 GiB workspace, deterministic or not (PyTorch's "
-              "default; the algorithm's name says when it adds with atomics)";
+        how =
+            "cuDNN's heuristic first choice (cudnnGet*Algorithm_v7) within a 1 GiB workspace, deterministic or not "
+            "(PyTorch's "
+            "default; the algorithm's name says when it adds with atomics)";
         break;
       case Choice::Deterministic:
-        how = "the first deterministic algorithm of cuDNN's heuristic ranking (cudnnGet*Algorithm_v7) within a 1 GiB workspace "
-              "(cudnn_algorithms = deterministic; the heuristic first choice when none is)";
+        how =
+            "the first deterministic algorithm of cuDNN's heuristic ranking (cudnnGet*Algorithm_v7) within a 1 GiB "
+            "workspace "
+            "(cudnn_algorithms = deterministic; the heuristic first choice when none is)";
         break;
       case Choice::Find:
-        how = "the fastest of every algorithm cuDNN ran once on this point's tensors at setup, before the warm-ups "
-              "(cudnnFind*AlgorithmEx; cudnn_algorithms = find, PyTorch's cudnn.benchmark), within the largest workspace any "
-              "asks up to 1 GiB; each rank finds its own, these attributes are rank 0's";
+        how =
+            "the fastest of every algorithm cuDNN ran once on this point's tensors at setup, before the warm-ups "
+            "(cudnnFind*AlgorithmEx; cudnn_algorithms = find, PyTorch's cudnn.benchmark), within the largest workspace "
+            "any "
+            "asks up to 1 GiB; each rank finds its own, these attributes are rank 0's";
         break;
     }
     if (graph_) how = graph_->how();
     std::vector<std::pair<std::string, Value>> f{
         {"cudnn.algorithm", algorithm_},
         {"cudnn.workspace_bytes", static_cast<std::int64_t>(workspace_bytes_)},
-        {"cudnn.choice", how + "; " + (graph_ ? graph_->math() : math_words()) + "; NCHW " + type_words() + ", weights KCRS"}};
+        {"cudnn.choice",
+         how + "; " + (graph_ ? graph_->math() : math_words()) + "; NCHW " + type_words() + ", weights KCRS"}};
     if (found_ms_ >= 0) f.emplace_back("cudnn.found_ms", found_ms_);
     // The bound is the arithmetic the point allows: with math = tf32, TF32 tensor cores, whether
     // the chosen algorithm uses them or not (cudnn.choice says); with a dtype, that type's.
-    const char* arithmetic = storage_ == Storage::BF16 ? "bf16" : storage_ == Storage::F16 ? "fp16" : math_ == CUDNN_FMA_MATH ? "fp32" : "tf32";
+    const char* arithmetic = storage_ == Storage::BF16  ? "bf16"
+                             : storage_ == Storage::F16 ? "fp16"
+                             : math_ == CUDNN_FMA_MATH  ? "fp32"
+                                                        : "tf32";
     for (auto& kv : device_peak_facts(arithmetic)) f.push_back(std::move(kv));
     return f;
   }
 
  private:
-  const char* type_words() const { return storage_ == Storage::BF16 ? "bfloat16" : storage_ == Storage::F16 ? "half" : "float32"; }
+  const char* type_words() const {
+    return storage_ == Storage::BF16 ? "bfloat16" : storage_ == Storage::F16 ? "half" : "float32";
+  }
   std::string math_words() const {
     if (storage_ == Storage::F32) return conv_math_words(math_, chosen_math_);
-    return std::string("CUDNN_TENSOR_OP_MATH (dtype = ") + (storage_ == Storage::BF16 ? "bf16" : "fp16") + ": " + type_words() +
-           " tensors, float32 compute type, PyTorch's conv2d on such tensors); the algorithm runs in " + math_type_name(chosen_math_);
+    return std::string("CUDNN_TENSOR_OP_MATH (dtype = ") + (storage_ == Storage::BF16 ? "bf16" : "fp16") + ": " +
+           type_words() + " tensors, float32 compute type, PyTorch's conv2d on such tensors); the algorithm runs in " +
+           math_type_name(chosen_math_);
   }
 
   ConvShape cs_;
@@ -348,7 +387,7 @@ class CudnnConv final : public CudnnKernel {
   Choice want_ = Choice::Heuristic;
   cudnnMathType_t math_ = CUDNN_FMA_MATH, chosen_math_ = CUDNN_FMA_MATH;  // the descriptor's; the chosen algorithm's
   double found_ms_ = -1;  // with Choice::Find, cuDNN's time for the chosen algorithm
-  int algo_ = 0;  // the pass's cuDNN algorithm enum
+  int algo_ = 0;          // the pass's cuDNN algorithm enum
   std::size_t workspace_bytes_ = 0;
   std::string algorithm_;
   void* workspace_ = nullptr;
@@ -357,8 +396,9 @@ class CudnnConv final : public CudnnKernel {
 
 }  // namespace
 
-ConvAlgorithm choose_forward(cudnnHandle_t h, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w, cudnnConvolutionDescriptor_t conv,
-                             cudnnTensorDescriptor_t y, Choice c, const ConvBuffers* on) {
+ConvAlgorithm choose_forward(cudnnHandle_t h, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w,
+                             cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t y, Choice c,
+                             const ConvBuffers* on) {
   using Perf = cudnnConvolutionFwdAlgoPerf_t;
   return choose<Perf>(
       CUDNN_CONVOLUTION_FWD_ALGO_COUNT, c, "forward", fwd_name,
@@ -371,12 +411,15 @@ ConvAlgorithm choose_forward(cudnnHandle_t h, cudnnTensorDescriptor_t x, cudnnFi
       "cudnnFindConvolutionForwardAlgorithmEx");
 }
 
-ConvAlgorithm choose_backward_data(cudnnHandle_t h, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w, cudnnConvolutionDescriptor_t conv,
-                                   cudnnTensorDescriptor_t y, Choice c, const ConvBuffers* on) {
+ConvAlgorithm choose_backward_data(cudnnHandle_t h, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w,
+                                   cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t y, Choice c,
+                                   const ConvBuffers* on) {
   using Perf = cudnnConvolutionBwdDataAlgoPerf_t;
   return choose<Perf>(
       CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, c, "backward data", bwd_data_name,
-      [&](int n, int* got, Perf* r) { return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, w, y, conv, x, n, got, r); },
+      [&](int n, int* got, Perf* r) {
+        return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, w, y, conv, x, n, got, r);
+      },
       "cudnnGetConvolutionBackwardDataAlgorithm_v7",
       [&](int n, int* got, Perf* r, void* ws, std::size_t bytes) {
         const ConvBuffers& b = buffers_for_find(on);
@@ -386,11 +429,14 @@ ConvAlgorithm choose_backward_data(cudnnHandle_t h, cudnnTensorDescriptor_t x, c
 }
 
 ConvAlgorithm choose_backward_filter(cudnnHandle_t h, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w,
-                                     cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t y, Choice c, const ConvBuffers* on) {
+                                     cudnnConvolutionDescriptor_t conv, cudnnTensorDescriptor_t y, Choice c,
+                                     const ConvBuffers* on) {
   using Perf = cudnnConvolutionBwdFilterAlgoPerf_t;
   return choose<Perf>(
       CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, c, "backward filter", bwd_filter_name,
-      [&](int n, int* got, Perf* r) { return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, x, y, conv, w, n, got, r); },
+      [&](int n, int* got, Perf* r) {
+        return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, x, y, conv, w, n, got, r);
+      },
       "cudnnGetConvolutionBackwardFilterAlgorithm_v7",
       [&](int n, int* got, Perf* r, void* ws, std::size_t bytes) {
         const ConvBuffers& b = buffers_for_find(on);

@@ -25,7 +25,9 @@ constexpr std::int64_t kX = 'x', kW = 'w', kY = 'y';
 // One backend descriptor, destroyed with its owner.
 class Desc {
  public:
-  explicit Desc(cudnnBackendDescriptorType_t type) { cudnn_check(cudnnBackendCreateDescriptor(type, &d_), "cudnnBackendCreateDescriptor"); }
+  explicit Desc(cudnnBackendDescriptorType_t type) {
+    cudnn_check(cudnnBackendCreateDescriptor(type, &d_), "cudnnBackendCreateDescriptor");
+  }
   ~Desc() {
     if (d_) cudnnBackendDestroyDescriptor(d_);
   }
@@ -34,7 +36,8 @@ class Desc {
   Desc(const Desc&) = delete;
   cudnnBackendDescriptor_t get() const { return d_; }
   cudnnBackendDescriptor_t* address() { return &d_; }
-  Desc& set(cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type, std::int64_t count, const void* values, const char* what) {
+  Desc& set(cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type, std::int64_t count, const void* values,
+            const char* what) {
     cudnn_check(cudnnBackendSetAttribute(d_, name, type, count, values), what);
     return *this;
   }
@@ -75,10 +78,12 @@ EngineFacts engine_facts(cudnnBackendDescriptor_t config) {
   EngineFacts f;
   Desc engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
   std::int64_t got = 0;
-  cudnn_check(cudnnBackendGetAttribute(config, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &got, engine.address()),
+  cudnn_check(cudnnBackendGetAttribute(config, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &got,
+                                       engine.address()),
               "cudnnBackendGetAttribute (a configuration's engine)");
-  cudnn_check(cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &got, &f.index),
-              "cudnnBackendGetAttribute (the engine's index)");
+  cudnn_check(
+      cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &got, &f.index),
+      "cudnnBackendGetAttribute (the engine's index)");
   std::array<cudnnBackendNumericalNote_t, CUDNN_NUMERICAL_NOTE_TYPE_COUNT> notes{};
   got = 0;
   cudnn_check(cudnnBackendGetAttribute(engine.get(), CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
@@ -112,9 +117,9 @@ struct GraphConv::Impl {
   cudnnHandle_t handle = nullptr;
   ConvBuffers on;
   void* workspace = nullptr;
-  bool tf32 = false;  // engines with tensor cores (TF32 for float32) allowed
+  bool tf32 = false;                      // engines with tensor cores (TF32 for float32) allowed
   cudnnDataType_t io = CUDNN_DATA_FLOAT;  // x, w and y's type: float32, or bfloat16 / half (every engine allowed)
-  std::vector<Desc> keep;  // the tensors, the convolution, the operation and the graph
+  std::vector<Desc> keep;                 // the tensors, the convolution, the operation and the graph
   std::unique_ptr<Candidate> chosen;
   std::unique_ptr<Desc> pack;
   std::shared_ptr<const Impl> same;  // SamePlan: whose graph and plan these are (keep, chosen empty)
@@ -126,7 +131,8 @@ struct GraphConv::Impl {
     std::array<void*, 3> pointers{on.x, on.w, on.y};
     Desc p(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
     p.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 3, uids.data(), "the variant pack's ids")
-        .set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, pointers.data(), "the variant pack's buffers")
+        .set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 3, pointers.data(),
+             "the variant pack's buffers")
         .set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace, "the variant pack's workspace")
         .finalize("cudnnBackendFinalize (the variant pack)");
     return p;
@@ -136,13 +142,15 @@ struct GraphConv::Impl {
   // the workspace limit and, on float32 tensors, whose engines keep float32 arithmetic, or with
   // `tf32` may use TF32 tensor cores (and, `deterministic`, repeat bit for bit). `offered` counts
   // what the heuristics returned.
-  std::vector<Candidate> candidates(const Desc& graph, cudnnBackendHeurMode_t mode, bool deterministic, int* offered) const {
+  std::vector<Candidate> candidates(const Desc& graph, cudnnBackendHeurMode_t mode, bool deterministic,
+                                    int* offered) const {
     Desc heur(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
     heur.set(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph, "the heuristics' graph")
         .set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode, "the heuristics' mode")
         .finalize("cudnnBackendFinalize (the heuristics)");
     std::int64_t count = 0;
-    cudnn_check(cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr),
+    cudnn_check(cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0,
+                                         &count, nullptr),
                 "cudnnBackendGetAttribute (how many configurations the heuristics have)");
     std::vector<Desc> configs;
     std::vector<cudnnBackendDescriptor_t> raw;
@@ -152,7 +160,8 @@ struct GraphConv::Impl {
     }
     std::int64_t got = 0;
     if (count > 0)
-      cudnn_check(cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got, raw.data()),
+      cudnn_check(cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                           count, &got, raw.data()),
                   "cudnnBackendGetAttribute (the heuristics' configurations)");
     *offered += static_cast<int>(got);
     std::vector<Candidate> out;
@@ -162,11 +171,12 @@ struct GraphConv::Impl {
       if ((f32 && ((e.tensor_cores && !tf32) || e.down_converts)) || (deterministic && e.nondeterministic)) continue;
       Desc plan(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
       plan.set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle, "the plan's handle")
-          .set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &raw[static_cast<std::size_t>(i)],
-               "the plan's configuration");
+          .set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+               &raw[static_cast<std::size_t>(i)], "the plan's configuration");
       if (cudnnBackendFinalize(plan.get()) != CUDNN_STATUS_SUCCESS) continue;  // this configuration does not build here
       std::int64_t workspace = 0;
-      cudnn_check(cudnnBackendGetAttribute(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &got, &workspace),
+      cudnn_check(cudnnBackendGetAttribute(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1,
+                                           &got, &workspace),
                   "cudnnBackendGetAttribute (the plan's workspace)");
       if (workspace < 0 || workspace > kWorkspaceLimit) continue;
       out.push_back(Candidate{std::move(configs[static_cast<std::size_t>(i)]), std::move(plan), e, workspace});
@@ -184,9 +194,11 @@ ConvGeom graph_geom(const ConvShape& cs) {
   return g;
 }
 
-GraphConv::GraphConv(cudnnHandle_t h, const ConvGeom& cs, ConvPass pass, Choice c, bool tf32, const ConvBuffers& on, cudnnDataType_t io)
+GraphConv::GraphConv(cudnnHandle_t h, const ConvGeom& cs, ConvPass pass, Choice c, bool tf32, const ConvBuffers& on,
+                     cudnnDataType_t io)
     : impl_(std::make_shared<Impl>()) {
-  if (cs.pt != cs.pb || cs.pl != cs.pr) throw Error("cuda: cuDNN's graph API is given equal pads on both sides of an axis (an internal error)");
+  if (cs.pt != cs.pb || cs.pl != cs.pr)
+    throw Error("cuda: cuDNN's graph API is given equal pads on both sides of an axis (an internal error)");
   if (io != CUDNN_DATA_FLOAT && io != CUDNN_DATA_BFLOAT16 && io != CUDNN_DATA_HALF)
     throw Error("cuda: cuDNN's graph API is given float32, bfloat16 or half tensors (an internal error)");
   impl_->handle = h;
@@ -222,21 +234,28 @@ GraphConv::GraphConv(cudnnHandle_t h, const ConvGeom& cs, ConvPass pass, Choice 
     cudnnBackendDescriptorType_t type;
     cudnnBackendAttributeName_t x, w, y, conv, alpha, beta;
   };
-  const OpNames names =
-      pass == ConvPass::Forward
-          ? OpNames{CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
-                    CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y,
-                    CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
-                    CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA}
-      : pass == ConvPass::BackwardData
-          ? OpNames{CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX,
-                    CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY,
-                    CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA,
-                    CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA}
-          : OpNames{CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X,
-                    CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY,
-                    CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC, CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA,
-                    CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA};
+  const OpNames names = pass == ConvPass::Forward ? OpNames{CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
+                                                            CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X,
+                                                            CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W,
+                                                            CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_Y,
+                                                            CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
+                                                            CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_ALPHA,
+                                                            CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_BETA}
+                        : pass == ConvPass::BackwardData
+                            ? OpNames{CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
+                                      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX,
+                                      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W,
+                                      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DY,
+                                      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC,
+                                      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_ALPHA,
+                                      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_BETA}
+                            : OpNames{CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
+                                      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X,
+                                      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW,
+                                      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DY,
+                                      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC,
+                                      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_ALPHA,
+                                      CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_BETA};
   const float alpha = 1.0f, beta = 0.0f;  // the output overwritten
   {
     Desc op(names.type);
@@ -261,12 +280,14 @@ GraphConv::GraphConv(cudnnHandle_t h, const ConvGeom& cs, ConvPass pass, Choice 
   std::vector<Candidate> list = impl_->candidates(keep.back(), CUDNN_HEUR_MODE_A, deterministic, &offered);
   const char* modes = "heuristics mode A";
   if (c == Choice::Find || list.empty()) {
-    for (auto& more : impl_->candidates(keep.back(), CUDNN_HEUR_MODE_FALLBACK, deterministic, &offered)) list.push_back(std::move(more));
+    for (auto& more : impl_->candidates(keep.back(), CUDNN_HEUR_MODE_FALLBACK, deterministic, &offered))
+      list.push_back(std::move(more));
     modes = "heuristics mode A and the fallback mode";
   }
   if (list.empty())
-    throw Error(std::string("cuda: cuDNN's graph API offers no ") + pass_name(pass) + " engine configuration for this convolution in " +
-                modes + " (" + std::to_string(offered) + " offered) that builds within a 1 GiB workspace" + (tf32 ? "" : " without TF32") +
+    throw Error(std::string("cuda: cuDNN's graph API offers no ") + pass_name(pass) +
+                " engine configuration for this convolution in " + modes + " (" + std::to_string(offered) +
+                " offered) that builds within a 1 GiB workspace" + (tf32 ? "" : " without TF32") +
                 (deterministic ? " and repeats bit for bit" : ""));
   std::size_t pick = 0;
   double best_ms = -1;
@@ -306,22 +327,31 @@ GraphConv::GraphConv(cudnnHandle_t h, const ConvGeom& cs, ConvPass pass, Choice 
   }
   impl_->chosen = std::make_unique<Candidate>(std::move(list[pick]));
   const EngineFacts& e = impl_->chosen->engine;
-  chosen_ = ConvAlgorithm{true, static_cast<int>(e.index), static_cast<std::size_t>(impl_->chosen->workspace), !e.nondeterministic,
+  chosen_ = ConvAlgorithm{true,
+                          static_cast<int>(e.index),
+                          static_cast<std::size_t>(impl_->chosen->workspace),
+                          !e.nondeterministic,
                           std::string(pass_name(pass)) + " engine " + std::to_string(e.index) + " (graph API" +
                               (e.nondeterministic ? ", non-deterministic" : "") + ")",
                           best_ms};
-  const std::string considered = std::to_string(list.size()) + " of the " + std::to_string(offered) + " configurations " + modes +
-                                 " offered built within a 1 GiB workspace" +
-                                 (io != CUDNN_DATA_FLOAT ? std::string() : std::string(" without ") + (tf32 ? "" : "TF32 or ") + "down-converted inputs") +
-                                 (deterministic ? " and repeat bit for bit" : "");
-  how_ = c == Choice::Find ? "the fastest engine configuration of cuDNN's graph API, each run once and then timed three times at setup "
-                             "on the point's own tensors (cudnn_api = graph, cudnn_algorithms = find; PyTorch's cudnn.benchmark); " +
-                                 considered
-         : deterministic ? "the first engine configuration of cuDNN's graph API's heuristics without cuDNN's non-deterministic note "
-                           "(cudnn_api = graph, cudnn_algorithms = deterministic); " +
-                               considered
-                         : "the first engine configuration of cuDNN's graph API's heuristics (cudnn_api = graph; PyTorch's default); " +
-                               considered;
+  const std::string considered =
+      std::to_string(list.size()) + " of the " + std::to_string(offered) + " configurations " + modes +
+      " offered built within a 1 GiB workspace" +
+      (io != CUDNN_DATA_FLOAT ? std::string()
+                              : std::string(" without ") + (tf32 ? "" : "TF32 or ") + "down-converted inputs") +
+      (deterministic ? " and repeat bit for bit" : "");
+  how_ =
+      c == Choice::Find
+          ? "the fastest engine configuration of cuDNN's graph API, each run once and then timed three times at setup "
+            "on the point's own tensors (cudnn_api = graph, cudnn_algorithms = find; PyTorch's cudnn.benchmark); " +
+                considered
+      : deterministic
+          ? "the first engine configuration of cuDNN's graph API's heuristics without cuDNN's non-deterministic note "
+            "(cudnn_api = graph, cudnn_algorithms = deterministic); " +
+                considered
+          : "the first engine configuration of cuDNN's graph API's heuristics (cudnn_api = graph; PyTorch's "
+            "default); " +
+                considered;
 }
 
 std::string GraphConv::math() const {
@@ -337,8 +367,11 @@ std::string GraphConv::math() const {
 }
 
 GraphConv::GraphConv(SamePlan, const GraphConv& like)
-    : impl_(std::make_shared<Impl>()), chosen_(like.chosen_), how_(like.how_ + "; the plan chosen for an earlier convolution of "
-                                                                              "this geometry and pass, shared") {
+    : impl_(std::make_shared<Impl>()),
+      chosen_(like.chosen_),
+      how_(like.how_ +
+           "; the plan chosen for an earlier convolution of "
+           "this geometry and pass, shared") {
   impl_->handle = like.impl_->handle;
   impl_->tf32 = like.impl_->tf32;
   impl_->io = like.impl_->io;

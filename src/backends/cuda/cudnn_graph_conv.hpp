@@ -39,8 +39,8 @@ class GraphConv {
   // run_on gives them). `workspace(bytes)` returns a device buffer of that size that lives as long
   // as this object (or nullptr, to give one later with use_workspace).
   template <class Scratch>
-  GraphConv(cudnnHandle_t h, const ConvGeom& g, ConvPass pass, Choice c, bool tf32, const ConvBuffers& on, Scratch&& workspace,
-            cudnnDataType_t io = CUDNN_DATA_FLOAT)
+  GraphConv(cudnnHandle_t h, const ConvGeom& g, ConvPass pass, Choice c, bool tf32, const ConvBuffers& on,
+            Scratch&& workspace, cudnnDataType_t io = CUDNN_DATA_FLOAT)
       : GraphConv(h, g, pass, c, tf32, on, io) {
     bind(chosen_.workspace ? workspace(chosen_.workspace) : nullptr);
   }
@@ -72,7 +72,8 @@ class GraphConv {
   std::string math() const;
 
  private:
-  GraphConv(cudnnHandle_t h, const ConvGeom& g, ConvPass pass, Choice c, bool tf32, const ConvBuffers& on, cudnnDataType_t io);
+  GraphConv(cudnnHandle_t h, const ConvGeom& g, ConvPass pass, Choice c, bool tf32, const ConvBuffers& on,
+            cudnnDataType_t io);
   void bind(void* workspace);
 
   struct Impl;

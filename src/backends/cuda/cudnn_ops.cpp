@@ -22,20 +22,24 @@ constexpr float kOne = 1.0f, kZero = 0.0f;
 // reference, PyTorch's count_include_pad=False and oneDNN's avg_exclude_padding do.
 class CudnnPool final : public CudnnKernel {
  public:
-  explicit CudnnPool(OpProblem& p) : CudnnKernel(p), ps_(pool_shape(p)), x_(ps_.n, ps_.c, ps_.h, ps_.w), y_(ps_.n, ps_.c, ps_.p(), ps_.q()) {
+  explicit CudnnPool(OpProblem& p)
+      : CudnnKernel(p), ps_(pool_shape(p)), x_(ps_.n, ps_.c, ps_.h, ps_.w), y_(ps_.n, ps_.c, ps_.p(), ps_.q()) {
     const auto k = static_cast<int>(ps_.kernel), pad = static_cast<int>(ps_.pad), stride = static_cast<int>(ps_.stride);
     cudnn_check(cudnnCreatePoolingDescriptor(&pool_), "cudnnCreatePoolingDescriptor");
-    cudnn_check(cudnnSetPooling2dDescriptor(pool_, ps_.max ? CUDNN_POOLING_MAX_DETERMINISTIC : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING,
-                                            CUDNN_NOT_PROPAGATE_NAN, k, k, pad, pad, stride, stride),
+    cudnn_check(cudnnSetPooling2dDescriptor(
+                    pool_, ps_.max ? CUDNN_POOLING_MAX_DETERMINISTIC : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING,
+                    CUDNN_NOT_PROPAGATE_NAN, k, k, pad, pad, stride, stride),
                 "cudnnSetPooling2dDescriptor");
     int n = 0, c = 0, h = 0, w = 0;
-    cudnn_check(cudnnGetPooling2dForwardOutputDim(pool_, x_.get(), &n, &c, &h, &w), "cudnnGetPooling2dForwardOutputDim");
+    cudnn_check(cudnnGetPooling2dForwardOutputDim(pool_, x_.get(), &n, &c, &h, &w),
+                "cudnnGetPooling2dForwardOutputDim");
     if (h != ps_.p() || w != ps_.q())
-      throw Error("cuda: cuDNN's pooling output is " + std::to_string(h) + "x" + std::to_string(w) + ", d500's " + std::to_string(ps_.p()) +
-                  "x" + std::to_string(ps_.q()));
+      throw Error("cuda: cuDNN's pooling output is " + std::to_string(h) + "x" + std::to_string(w) + ", d500's " +
+                  std::to_string(ps_.p()) + "x" + std::to_string(ps_.q()));
     if (p.pass == "backward") {
       y_data_ = scratch(static_cast<std::size_t>(ps_.n * ps_.c * ps_.p() * ps_.q()) * sizeof(float));
-      cudnn_check(cudnnPoolingForward(handle_, pool_, &kOne, x_.get(), in(0), &kZero, y_.get(), y_data_), "cudnnPoolingForward (setup)");
+      cudnn_check(cudnnPoolingForward(handle_, pool_, &kOne, x_.get(), in(0), &kZero, y_.get(), y_data_),
+                  "cudnnPoolingForward (setup)");
     }
   }
   ~CudnnPool() override {
@@ -48,14 +52,17 @@ class CudnnPool final : public CudnnKernel {
       if (p_.pass == "forward")
         s = cudnnPoolingForward(handle_, pool_, &kOne, x_.get(), in(0), &kZero, y_.get(), out(0));
       else  // in: x, dy
-        s = cudnnPoolingBackward(handle_, pool_, &kOne, y_.get(), y_data_, y_.get(), in(1), x_.get(), in(0), &kZero, x_.get(), out(0));
+        s = cudnnPoolingBackward(handle_, pool_, &kOne, y_.get(), y_data_, y_.get(), in(1), x_.get(), in(0), &kZero,
+                                 x_.get(), out(0));
     });
     cudnn_check(s, p_.pass == "forward" ? "cudnnPoolingForward" : "cudnnPoolingBackward");
   }
 
   std::vector<std::pair<std::string, Value>> facts() const override {
-    return {{"cudnn.choice", std::string(ps_.max ? "cudnnPooling*, CUDNN_POOLING_MAX_DETERMINISTIC" : "cudnnPooling*, CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING") +
-                                 "; NCHW float32" + (p_.pass == "backward" ? "; y from a forward call at setup, untimed" : "")}};
+    return {{"cudnn.choice", std::string(ps_.max ? "cudnnPooling*, CUDNN_POOLING_MAX_DETERMINISTIC"
+                                                 : "cudnnPooling*, CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING") +
+                                 "; NCHW float32" +
+                                 (p_.pass == "backward" ? "; y from a forward call at setup, untimed" : "")}};
   }
 
  private:
@@ -76,14 +83,19 @@ class CudnnPool final : public CudnnKernel {
 class CudnnBatchNorm final : public CudnnKernel {
  public:
   explicit CudnnBatchNorm(OpProblem& p)
-      : CudnnKernel(p), d_(nchw_shape(p)), eps_(std::get<double>(p.params.at("eps"))), training_(p.s("mode") == "training"),
-        x_(d_.n, d_.c, d_.h, d_.w), bn_(1, d_.c, 1, 1) {
+      : CudnnKernel(p),
+        d_(nchw_shape(p)),
+        eps_(std::get<double>(p.params.at("eps"))),
+        training_(p.s("mode") == "training"),
+        x_(d_.n, d_.c, d_.h, d_.w),
+        bn_(1, d_.c, 1, 1) {
     if (eps_ < CUDNN_BN_MIN_EPSILON) throw Error("cuda: cuDNN needs eps >= " + std::to_string(CUDNN_BN_MIN_EPSILON));
     const std::size_t chan = static_cast<std::size_t>(d_.c) * sizeof(float);
     if (p.pass == "backward") {
       std::vector<float> inv(static_cast<std::size_t>(d_.c));
       const std::vector<float>& var = p.in[4].data;
-      for (std::size_t c = 0; c < inv.size(); ++c) inv[c] = static_cast<float>(1.0 / std::sqrt(static_cast<double>(var[c]) + eps_));
+      for (std::size_t c = 0; c < inv.size(); ++c)
+        inv[c] = static_cast<float>(1.0 / std::sqrt(static_cast<double>(var[c]) + eps_));
       inv_var_ = std::make_unique<DeviceBuffer>(chan);
       inv_var_->upload(inv.data(), chan);
     } else if (training_) {
@@ -97,18 +109,20 @@ class CudnnBatchNorm final : public CudnnKernel {
     const auto mode = CUDNN_BATCHNORM_SPATIAL;
     timer_.timed([&] {
       if (p_.pass == "backward")
-        s = cudnnBatchNormalizationBackward(handle_, mode, &kOne, &kZero, &kOne, &kZero, x_.get(), in(0), x_.get(), in(1), x_.get(), out(0),
-                                            bn_.get(), in(2), out(1), out(2), eps_, in(3), inv_var_->get());
+        s = cudnnBatchNormalizationBackward(handle_, mode, &kOne, &kZero, &kOne, &kZero, x_.get(), in(0), x_.get(),
+                                            in(1), x_.get(), out(0), bn_.get(), in(2), out(1), out(2), eps_, in(3),
+                                            inv_var_->get());
       else if (training_)
-        s = cudnnBatchNormalizationForwardTraining(handle_, mode, &kOne, &kZero, x_.get(), in(0), x_.get(), out(0), bn_.get(), in(1), in(2),
-                                                   1.0, out(1), out(2), eps_, save_mean_, save_inv_var_);
+        s = cudnnBatchNormalizationForwardTraining(handle_, mode, &kOne, &kZero, x_.get(), in(0), x_.get(), out(0),
+                                                   bn_.get(), in(1), in(2), 1.0, out(1), out(2), eps_, save_mean_,
+                                                   save_inv_var_);
       else
-        s = cudnnBatchNormalizationForwardInference(handle_, mode, &kOne, &kZero, x_.get(), in(0), x_.get(), out(0), bn_.get(), in(1), in(2),
-                                                    in(3), in(4), eps_);
+        s = cudnnBatchNormalizationForwardInference(handle_, mode, &kOne, &kZero, x_.get(), in(0), x_.get(), out(0),
+                                                    bn_.get(), in(1), in(2), in(3), in(4), eps_);
     });
     cudnn_check(s, p_.pass == "backward" ? "cudnnBatchNormalizationBackward"
-                   : training_         ? "cudnnBatchNormalizationForwardTraining"
-                                       : "cudnnBatchNormalizationForwardInference");
+                   : training_           ? "cudnnBatchNormalizationForwardTraining"
+                                         : "cudnnBatchNormalizationForwardInference");
   }
 
   void finish() override {
@@ -119,10 +133,12 @@ class CudnnBatchNorm final : public CudnnKernel {
   }
 
   std::vector<std::pair<std::string, Value>> facts() const override {
-    return {{"cudnn.choice", std::string("cudnnBatchNormalization*, CUDNN_BATCHNORM_SPATIAL; NCHW float32") +
-                                 (p_.pass == "backward" ? "; saved mean and 1/sqrt(var + eps) given, made at setup"
-                                  : training_           ? "; the running statistics written with factor 1 (the batch's mean, its unbiased variance)"
-                                                        : "")}};
+    return {
+        {"cudnn.choice",
+         std::string("cudnnBatchNormalization*, CUDNN_BATCHNORM_SPATIAL; NCHW float32") +
+             (p_.pass == "backward" ? "; saved mean and 1/sqrt(var + eps) given, made at setup"
+              : training_ ? "; the running statistics written with factor 1 (the batch's mean, its unbiased variance)"
+                          : "")}};
   }
 
  private:
@@ -140,10 +156,12 @@ class CudnnRelu final : public CudnnKernel {
  public:
   explicit CudnnRelu(OpProblem& p) : CudnnKernel(p), d_(nchw_shape(p)), x_(d_.n, d_.c, d_.h, d_.w) {
     cudnn_check(cudnnCreateActivationDescriptor(&act_), "cudnnCreateActivationDescriptor");
-    cudnn_check(cudnnSetActivationDescriptor(act_, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0), "cudnnSetActivationDescriptor");
+    cudnn_check(cudnnSetActivationDescriptor(act_, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0),
+                "cudnnSetActivationDescriptor");
     if (p.pass == "backward") {
       y_data_ = scratch(static_cast<std::size_t>(d_.size()) * sizeof(float));
-      cudnn_check(cudnnActivationForward(handle_, act_, &kOne, x_.get(), in(0), &kZero, x_.get(), y_data_), "cudnnActivationForward (setup)");
+      cudnn_check(cudnnActivationForward(handle_, act_, &kOne, x_.get(), in(0), &kZero, x_.get(), y_data_),
+                  "cudnnActivationForward (setup)");
     }
   }
   ~CudnnRelu() override {
@@ -156,7 +174,8 @@ class CudnnRelu final : public CudnnKernel {
       if (p_.pass == "forward")
         s = cudnnActivationForward(handle_, act_, &kOne, x_.get(), in(0), &kZero, x_.get(), out(0));
       else
-        s = cudnnActivationBackward(handle_, act_, &kOne, x_.get(), y_data_, x_.get(), in(1), x_.get(), in(0), &kZero, x_.get(), out(0));
+        s = cudnnActivationBackward(handle_, act_, &kOne, x_.get(), y_data_, x_.get(), in(1), x_.get(), in(0), &kZero,
+                                    x_.get(), out(0));
     });
     cudnn_check(s, p_.pass == "forward" ? "cudnnActivationForward" : "cudnnActivationBackward");
   }
@@ -184,16 +203,19 @@ class CudnnSoftmax final : public CudnnKernel {
     cudnnStatus_t s = CUDNN_STATUS_SUCCESS;
     timer_.timed([&] {
       if (p_.pass == "forward")
-        s = cudnnSoftmaxForward(handle_, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_INSTANCE, &kOne, x_.get(), in(0), &kZero, x_.get(), out(0));
+        s = cudnnSoftmaxForward(handle_, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_INSTANCE, &kOne, x_.get(), in(0),
+                                &kZero, x_.get(), out(0));
       else
-        s = cudnnSoftmaxBackward(handle_, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_INSTANCE, &kOne, x_.get(), in(0), x_.get(), in(1), &kZero,
-                                 x_.get(), out(0));
+        s = cudnnSoftmaxBackward(handle_, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_INSTANCE, &kOne, x_.get(), in(0),
+                                 x_.get(), in(1), &kZero, x_.get(), out(0));
     });
     cudnn_check(s, p_.pass == "forward" ? "cudnnSoftmaxForward" : "cudnnSoftmaxBackward");
   }
 
   std::vector<std::pair<std::string, Value>> facts() const override {
-    return {{"cudnn.choice", std::string("cudnnSoftmax*, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_INSTANCE (n x c x 1 x 1); float32")}};
+    return {
+        {"cudnn.choice",
+         std::string("cudnnSoftmax*, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_INSTANCE (n x c x 1 x 1); float32")}};
   }
 
  private:

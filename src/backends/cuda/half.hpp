@@ -32,7 +32,7 @@ inline std::uint16_t to_half(float f) {
   std::memcpy(&u, &f, 4);
   const std::uint32_t sign = (u >> 16) & 0x8000u;
   const std::uint32_t a = u & 0x7fffffffu;
-  if (a > 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7e00u);  // NaN
+  if (a > 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7e00u);   // NaN
   if (a >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // beyond 65504 after rounding: infinity
   if (a < 0x38800000u) {  // a subnormal half (or zero): round |f| * 2^24 to an integer, ties to even
     const float scaled = std::fabs(f) * 16777216.0f;

@@ -15,15 +15,15 @@ TEST(HalfConversions, ExactValuesAndTheFormatsLimits) {
   EXPECT_EQ(to_half(-2.0f), 0xc000);
   EXPECT_EQ(to_half(0.0f), 0x0000);
   EXPECT_EQ(to_half(-0.0f), 0x8000);
-  EXPECT_EQ(to_half(65504.0f), 0x7bff);            // the largest half
-  EXPECT_EQ(to_half(65519.0f), 0x7bff);            // rounds down to it
-  EXPECT_EQ(to_half(65520.0f), 0x7c00);            // rounds up to infinity
-  EXPECT_EQ(to_half(std::ldexp(1.0f, -24)), 0x0001);  // the smallest subnormal
-  EXPECT_EQ(to_half(std::ldexp(1.0f, -14)), 0x0400);  // the smallest normal
-  EXPECT_EQ(to_half(std::ldexp(1.0f, -25)), 0x0000);  // half the smallest subnormal: a tie, to even (0)
-  EXPECT_EQ(to_half(1.0f + std::ldexp(1.0f, -11)), 0x3c00);                            // a tie, to even (down)
-  EXPECT_EQ(to_half(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3c02);                        // a tie, to even (up)
-  EXPECT_EQ(to_half(1.0f + std::ldexp(1.0f, -11) + std::ldexp(1.0f, -20)), 0x3c01);    // above the tie
+  EXPECT_EQ(to_half(65504.0f), 0x7bff);                          // the largest half
+  EXPECT_EQ(to_half(65519.0f), 0x7bff);                          // rounds down to it
+  EXPECT_EQ(to_half(65520.0f), 0x7c00);                          // rounds up to infinity
+  EXPECT_EQ(to_half(std::ldexp(1.0f, -24)), 0x0001);             // the smallest subnormal
+  EXPECT_EQ(to_half(std::ldexp(1.0f, -14)), 0x0400);             // the smallest normal
+  EXPECT_EQ(to_half(std::ldexp(1.0f, -25)), 0x0000);             // half the smallest subnormal: a tie, to even (0)
+  EXPECT_EQ(to_half(1.0f + std::ldexp(1.0f, -11)), 0x3c00);      // a tie, to even (down)
+  EXPECT_EQ(to_half(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3c02);  // a tie, to even (up)
+  EXPECT_EQ(to_half(1.0f + std::ldexp(1.0f, -11) + std::ldexp(1.0f, -20)), 0x3c01);  // above the tie
   EXPECT_TRUE(std::isnan(from_half(to_half(std::nanf("")))));
   EXPECT_TRUE(std::isinf(from_half(to_half(1e10f))));
   EXPECT_EQ(from_half(0x3555), 0.333251953125f);

@@ -32,23 +32,32 @@ TEST(GpuPeak, MatchesNvidiasPublishedDenseFiguresAtTheirClocks) {
       {{"A40", 8, 6, 84, 1740, "fp16", 149.7, 0.1}, "NVIDIA A40"},
       {{"L4", 8, 9, 58, 2040, "fp32", 30.3, 0.05}, "NVIDIA L4"},
       {{"GeForce RTX 3090", 8, 6, 82, 1695, "fp32", 35.6, 0.05}, "NVIDIA GeForce RTX 3090"},
-      {{"GeForce RTX 3090 (FP16 tensor, FP32 accumulate)", 8, 6, 82, 1695, "fp16", 71.0, 0.2}, "NVIDIA GeForce RTX 3090"},
+      {{"GeForce RTX 3090 (FP16 tensor, FP32 accumulate)", 8, 6, 82, 1695, "fp16", 71.0, 0.2},
+       "NVIDIA GeForce RTX 3090"},
       {{"GeForce RTX 4090", 8, 9, 128, 2520, "fp32", 82.6, 0.05}, "NVIDIA GeForce RTX 4090"},
-      {{"GeForce RTX 4090 (FP16 tensor, FP32 accumulate)", 8, 9, 128, 2520, "fp16", 165.2, 0.1}, "NVIDIA GeForce RTX 4090"},
+      {{"GeForce RTX 4090 (FP16 tensor, FP32 accumulate)", 8, 9, 128, 2520, "fp16", 165.2, 0.1},
+       "NVIDIA GeForce RTX 4090"},
   };
   for (const Named& n : named) {
     std::string basis;
-    EXPECT_NEAR(gpu_peak_flops(n.p.major, n.p.minor, n.p.sms, n.p.mhz * 1000, n.p.arithmetic, basis, n.name) / 1e12, n.p.tflops, n.p.within)
+    EXPECT_NEAR(gpu_peak_flops(n.p.major, n.p.minor, n.p.sms, n.p.mhz * 1000, n.p.arithmetic, basis, n.name) / 1e12,
+                n.p.tflops, n.p.within)
         << n.p.gpu << " " << n.p.arithmetic << ": " << basis;
   }
   const Published rows[] = {
-      {"V100 SXM2", 7, 0, 80, 1530, "fp32", 15.7, 0.05},   {"V100 SXM2", 7, 0, 80, 1530, "fp16", 125.3, 0.1},
-      {"T4", 7, 5, 40, 1590, "fp32", 8.14, 0.01},          {"T4", 7, 5, 40, 1590, "fp16", 65.1, 0.1},
-      {"A100 SXM4", 8, 0, 108, 1410, "fp32", 19.5, 0.05},  {"A100 SXM4", 8, 0, 108, 1410, "tf32", 155.9, 0.1},
-      {"A100 SXM4", 8, 0, 108, 1410, "bf16", 311.9, 0.1},  {"A100 SXM4", 8, 0, 108, 1410, "fp16", 311.9, 0.1},
+      {"V100 SXM2", 7, 0, 80, 1530, "fp32", 15.7, 0.05},
+      {"V100 SXM2", 7, 0, 80, 1530, "fp16", 125.3, 0.1},
+      {"T4", 7, 5, 40, 1590, "fp32", 8.14, 0.01},
+      {"T4", 7, 5, 40, 1590, "fp16", 65.1, 0.1},
+      {"A100 SXM4", 8, 0, 108, 1410, "fp32", 19.5, 0.05},
+      {"A100 SXM4", 8, 0, 108, 1410, "tf32", 155.9, 0.1},
+      {"A100 SXM4", 8, 0, 108, 1410, "bf16", 311.9, 0.1},
+      {"A100 SXM4", 8, 0, 108, 1410, "fp16", 311.9, 0.1},
       // H100 SXM5: FP32 at its 1980 MHz peak clock; NVIDIA's tensor-core figures at 1830 MHz.
-      {"H100 SXM5", 9, 0, 132, 1980, "fp32", 66.9, 0.05},  {"H100 SXM5", 9, 0, 132, 1830, "tf32", 494.7, 0.1},
-      {"H100 SXM5", 9, 0, 132, 1830, "bf16", 989.4, 0.1},  {"H100 SXM5", 9, 0, 132, 1830, "fp16", 989.4, 0.1},
+      {"H100 SXM5", 9, 0, 132, 1980, "fp32", 66.9, 0.05},
+      {"H100 SXM5", 9, 0, 132, 1830, "tf32", 494.7, 0.1},
+      {"H100 SXM5", 9, 0, 132, 1830, "bf16", 989.4, 0.1},
+      {"H100 SXM5", 9, 0, 132, 1830, "fp16", 989.4, 0.1},
       {"H100 PCIe", 9, 0, 114, 1755, "fp32", 51.2, 0.05},
   };
   for (const Published& p : rows) {
@@ -61,8 +70,9 @@ TEST(GpuPeak, MatchesNvidiasPublishedDenseFiguresAtTheirClocks) {
 TEST(GpuPeak, SaysWhyWhenItHasNoPeakAndStatesItsBasisWhenItHas) {
   std::string basis;
   EXPECT_EQ(gpu_peak_flops(9, 0, 132, 1980000, "bf16", basis), 132.0 * 4096 * 1.98e9);
-  EXPECT_EQ(basis, "132 SMs x 4096 bf16 FLOP/clock/SM (tensor cores, dense, a fused multiply-add counted as 2) x 1980 MHz "
-                   "(the device's peak SM clock)");
+  EXPECT_EQ(basis,
+            "132 SMs x 4096 bf16 FLOP/clock/SM (tensor cores, dense, a fused multiply-add counted as 2) x 1980 MHz "
+            "(the device's peak SM clock)");
   EXPECT_EQ(gpu_peak_flops(7, 0, 80, 1530000, "tf32", basis), 0);
   EXPECT_EQ(basis, "unknown: compute capability 7.0 has no tf32 tensor cores");
   EXPECT_EQ(gpu_peak_flops(10, 0, 148, 1965000, "fp32", basis), 0);
@@ -71,8 +81,10 @@ TEST(GpuPeak, SaysWhyWhenItHasNoPeakAndStatesItsBasisWhenItHas) {
   // are at the full rate, as a data-centre part's.
   EXPECT_EQ(gpu_peak_flops(8, 6, 82, 1695000, "bf16", basis, "NVIDIA GeForce RTX 3090"), 82.0 * 512 * 1.695e9);
   EXPECT_NE(basis.find("a GeForce/TITAN part's half rate"), std::string::npos) << basis;
-  EXPECT_EQ(gpu_peak_flops(8, 6, 82, 1695000, "fp32", basis, "NVIDIA GeForce RTX 3090"), gpu_peak_flops(8, 6, 82, 1695000, "fp32", basis));
-  EXPECT_EQ(gpu_peak_flops(9, 0, 132, 1980000, "bf16", basis, "NVIDIA GeForce"), 132.0 * 4096 * 1.98e9) << "only 8.6 and 8.9 halve";
+  EXPECT_EQ(gpu_peak_flops(8, 6, 82, 1695000, "fp32", basis, "NVIDIA GeForce RTX 3090"),
+            gpu_peak_flops(8, 6, 82, 1695000, "fp32", basis));
+  EXPECT_EQ(gpu_peak_flops(9, 0, 132, 1980000, "bf16", basis, "NVIDIA GeForce"), 132.0 * 4096 * 1.98e9)
+      << "only 8.6 and 8.9 halve";
   EXPECT_EQ(gpu_peak_flops(9, 0, 132, 1980000, "fp8", basis), 0);
   EXPECT_EQ(basis, "unknown: no peak for arithmetic 'fp8' (fp32, tf32, bf16 or fp16)");
   EXPECT_EQ(gpu_peak_flops(9, 0, 0, 1980000, "fp32", basis), 0);

@@ -36,8 +36,7 @@ Library load(const std::string& path, const std::string& op) {
   lib.handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!lib.handle) throw Error("library '" + path + "' cannot be loaded: " + dlerror());
   auto fn = reinterpret_cast<d500_custom_op_v1_fn>(dlsym(lib.handle, "d500_custom_op_v1"));
-  if (!fn)
-    throw Error("library '" + path + "' does not export d500_custom_op_v1 (see include/d500/custom_op.h)");
+  if (!fn) throw Error("library '" + path + "' does not export d500_custom_op_v1 (see include/d500/custom_op.h)");
   lib.api = fn();
   if (!lib.api || lib.api->abi_version != D500_CUSTOM_OP_ABI_VERSION)
     throw Error("library '" + path + "': d500_custom_op_v1() returned " +
@@ -55,7 +54,8 @@ class CustomKernel final : public OpKernel {
     for (const auto& [name, v] : p.params)
       if (std::holds_alternative<std::int64_t>(v)) params_.push_back({name.c_str(), std::get<std::int64_t>(v)});
     for (auto& t : p.in) in_.push_back({t.name.c_str(), static_cast<int>(t.dims.size()), t.dims.data(), t.data.data()});
-    for (auto& t : p.out) out_.push_back({t.name.c_str(), static_cast<int>(t.dims.size()), t.dims.data(), t.data.data()});
+    for (auto& t : p.out)
+      out_.push_back({t.name.c_str(), static_cast<int>(t.dims.size()), t.dims.data(), t.data.data()});
     char err[512] = "";
     if (lib_.api->create(p.pass.c_str(), params_.data(), static_cast<int>(params_.size()), in_.data(),
                          static_cast<int>(in_.size()), out_.data(), static_cast<int>(out_.size()), &state_, err,
@@ -92,13 +92,15 @@ Mapped map_node(const NodeProblem& p) {
   const Shape& x = *p.in[0].shape;
   Mapped m;
   auto dims4 = [&](const Shape& s) {
-    const std::int64_t v[4] = {s.size() > 0 ? s[0] : 1, s.size() > 1 ? s[1] : 1, s.size() > 2 ? s[2] : 1, s.size() > 3 ? s[3] : 1};
+    const std::int64_t v[4] = {s.size() > 0 ? s[0] : 1, s.size() > 1 ? s[1] : 1, s.size() > 2 ? s[2] : 1,
+                               s.size() > 3 ? s[3] : 1};
     m.params = {{"n", v[0]}, {"c", v[1]}, {"h", v[2]}, {"w", v[3]}};
   };
   if (n.op == "Relu") {
     m.op = "relu";
     dims4(x);
-  } else if (n.op == "Softmax" && n.attr_i("_inner", 1) == 1 && n.attr_i("_outer", 1) * n.attr_i("_len", 1) == p.in[0].numel()) {
+  } else if (n.op == "Softmax" && n.attr_i("_inner", 1) == 1 &&
+             n.attr_i("_outer", 1) * n.attr_i("_len", 1) == p.in[0].numel()) {
     m.op = "softmax";  // rows x classes, over the last axis
     m.params = {{"n", n.attr_i("_outer", 1)}, {"c", n.attr_i("_len", 1)}};
   } else if (n.op == "Conv" && x.size() == 4 && !(p.in.size() > 2 && p.in[2].present())) {
@@ -106,8 +108,8 @@ Mapped map_node(const NodeProblem& p) {
     // conv2d's geometry: one stride, pad and dilation for both axes, padding on every side alike.
     if (g.sh != g.sw || g.dh != g.dw || g.pt != g.pb || g.pl != g.pr || g.pt != g.pl) return m;
     m.op = "conv2d";
-    m.params = {{"n", g.n}, {"c", g.c}, {"h", g.h}, {"w", g.w}, {"k", g.k}, {"r", g.kh}, {"s", g.kw},
-                {"stride", g.sh}, {"pad", g.pt}, {"dilation", g.dh}, {"groups", g.groups}};
+    m.params = {{"n", g.n},  {"c", g.c},       {"h", g.h},    {"w", g.w},         {"k", g.k},          {"r", g.kh},
+                {"s", g.kw}, {"stride", g.sh}, {"pad", g.pt}, {"dilation", g.dh}, {"groups", g.groups}};
   }
   return m;
 }
@@ -119,14 +121,17 @@ d500_tensor tensor(const char* name, const TensorView& v) {
 // A node computed by the library's operator: one instance per pass (create takes the pass).
 class CustomNode final : public NodeKernel {
  public:
-  CustomNode(const std::string& path, const NodeProblem& p, Mapped m) : lib_(load(path, m.op)), m_(std::move(m)), path_(path) {
+  CustomNode(const std::string& path, const NodeProblem& p, Mapped m)
+      : lib_(load(path, m.op)), m_(std::move(m)), path_(path) {
     const std::string& op = m_.op;
     if (op == "relu") {
       add("forward", {tensor("x", p.in[0])}, {tensor("y", p.out[0])});
-      if (p.training && p.din[0].present()) add("backward", {tensor("x", p.in[0]), tensor("dy", p.dout[0])}, {tensor("dx", p.din[0])});
+      if (p.training && p.din[0].present())
+        add("backward", {tensor("x", p.in[0]), tensor("dy", p.dout[0])}, {tensor("dx", p.din[0])});
     } else if (op == "softmax") {
       add("forward", {tensor("x", p.in[0])}, {tensor("y", p.out[0])});
-      if (p.training && p.din[0].present()) add("backward", {tensor("y", p.out[0]), tensor("dy", p.dout[0])}, {tensor("dx", p.din[0])});
+      if (p.training && p.din[0].present())
+        add("backward", {tensor("y", p.out[0]), tensor("dy", p.dout[0])}, {tensor("dx", p.din[0])});
     } else {
       add("forward", {tensor("x", p.in[0]), tensor("w", p.in[1])}, {tensor("y", p.out[0])});
       if (p.training && p.din[0].present())
@@ -154,15 +159,17 @@ class CustomNode final : public NodeKernel {
   void add(const char* pass, std::vector<d500_tensor> in, std::vector<d500_tensor> out) {
     Run r{pass, std::move(in), std::move(out), nullptr};
     char err[512] = "";
-    if (lib_.api->create(pass, m_.params.data(), static_cast<int>(m_.params.size()), r.in.data(), static_cast<int>(r.in.size()),
-                         r.out.data(), static_cast<int>(r.out.size()), &r.state, err, sizeof err) != 0) {
+    if (lib_.api->create(pass, m_.params.data(), static_cast<int>(m_.params.size()), r.in.data(),
+                         static_cast<int>(r.in.size()), r.out.data(), static_cast<int>(r.out.size()), &r.state, err,
+                         sizeof err) != 0) {
       err[sizeof err - 1] = '\0';
       throw Error("custom operator from " + path_ + ": create (" + pass + ") failed: " + err);
     }
     runs_.push_back(std::move(r));
   }
   void run(const Run& r) {
-    if (lib_.api->run(r.state) != 0) throw Error("custom operator from " + path_ + ": run (" + r.pass + ") returned an error");
+    if (lib_.api->run(r.state) != 0)
+      throw Error("custom operator from " + path_ + ": run (" + r.pass + ") returned an error");
   }
   Library lib_;
   Mapped m_;
@@ -193,17 +200,22 @@ std::unique_ptr<NodeKernel> make_custom_node_kernel(const NodeProblem& p, int) {
 std::string check_custom_library(const Params& p) {
   const auto& path = std::get<std::string>(p.at("library"));
   if (path.empty()) return "";  // the operator's own check says 'library' is needed
-  if (!plan_loads_code()) {  // a dry run: the file alone, nothing of it runs
+  if (!plan_loads_code()) {     // a dry run: the file alone, nothing of it runs
     std::ifstream in(path, std::ios::binary);
     char magic[4] = {};
-    if (!std::filesystem::is_regular_file(path) || !in.read(magic, 4) || std::memcmp(magic, "\x7f" "ELF", 4) != 0)
+    if (!std::filesystem::is_regular_file(path) || !in.read(magic, 4) ||
+        std::memcmp(magic,
+                    "\x7f"
+                    "ELF",
+                    4) != 0)
       return "library '" + path + "' is not a shared object (no such file, or not ELF)";
     return "";
   }
   const std::string& workload = std::get<std::string>(p.at("workload"));
   std::string last;
-  for (const std::string& op : workload == "network" ? std::vector<std::string>(std::begin(kNodeOps), std::end(kNodeOps))
-                                                     : std::vector<std::string>{workload}) {
+  for (const std::string& op : workload == "network"
+                                   ? std::vector<std::string>(std::begin(kNodeOps), std::end(kNodeOps))
+                                   : std::vector<std::string>{workload}) {
     try {
       load(path, op);
       return "";
@@ -212,20 +224,22 @@ std::string check_custom_library(const Params& p) {
     }
   }
   if (workload == "network")
-    return "library '" + path + "' implements none of the operators a network's nodes can be handed to (relu, softmax, conv2d): " + last;
+    return "library '" + path +
+           "' implements none of the operators a network's nodes can be handed to (relu, softmax, conv2d): " + last;
   return last;
 }
 
 }  // namespace
 
 void register_backend_custom(BackendRegistry& r) {
-  r.add({.name = "custom",
-         .description = "an operator from a user's shared library (include/d500/custom_op.h), set by 'library'",
-         .version = [] { return "C ABI version " + std::to_string(D500_CUSTOM_OP_ABI_VERSION) + " (dlopen)"; },
-         .supports = [](const std::string&) { return true; },
-         .make_kernel = [](OpProblem& p, int) -> std::unique_ptr<OpKernel> { return std::make_unique<CustomKernel>(p); },
-         .check_point = check_custom_library,
-         .make_node_kernel = make_custom_node_kernel});
+  r.add(
+      {.name = "custom",
+       .description = "an operator from a user's shared library (include/d500/custom_op.h), set by 'library'",
+       .version = [] { return "C ABI version " + std::to_string(D500_CUSTOM_OP_ABI_VERSION) + " (dlopen)"; },
+       .supports = [](const std::string&) { return true; },
+       .make_kernel = [](OpProblem& p, int) -> std::unique_ptr<OpKernel> { return std::make_unique<CustomKernel>(p); },
+       .check_point = check_custom_library,
+       .make_node_kernel = make_custom_node_kernel});
 }
 
 }  // namespace d500

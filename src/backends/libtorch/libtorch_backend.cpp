@@ -7,10 +7,10 @@
 // ATen is included here and in the level-1 files beside this one (libtorch_graph.cpp,
 // libtorch_native.cpp).
 #include <ATen/ATen.h>
-#include <malloc.h>
 #include <ATen/Parallel.h>
 #include <ATen/Version.h>
 #include <c10/core/GradMode.h>
+#include <malloc.h>
 #include <torch/csrc/api/include/torch/version.h>
 
 #include "backends/blas/blas_backend.hpp"
@@ -62,7 +62,8 @@ void keep_freed_memory() {
 void copy_into(const at::Tensor& from, Tensor& to) {
   at::Tensor c = from.contiguous();
   if (c.numel() != to.numel())
-    throw Error("libtorch: result has " + std::to_string(c.numel()) + " elements, expected " + std::to_string(to.numel()));
+    throw Error("libtorch: result has " + std::to_string(c.numel()) + " elements, expected " +
+                std::to_string(to.numel()));
   std::copy(c.data_ptr<float>(), c.data_ptr<float>() + c.numel(), to.data.begin());
 }
 
@@ -101,19 +102,21 @@ class TorchKernel final : public OpKernel {
       const std::int64_t g = cs.groups;
       results_.resize(1);
       if (p_.pass == "forward") {
-        call_ = [this, st, pad, dil, g] { results_[0] = at::convolution(in_[0], in_[1], c10::nullopt, st, pad, dil, false, {0, 0}, g); };
+        call_ = [this, st, pad, dil, g] {
+          results_[0] = at::convolution(in_[0], in_[1], c10::nullopt, st, pad, dil, false, {0, 0}, g);
+        };
       } else if (p_.pass == "backward_data") {
         // convolution_backward takes the input and weight tensors for their shapes.
         shape_ = at::zeros({cs.n, cs.c, cs.h, cs.w});
         call_ = [this, st, pad, dil, g] {
-          results_[0] = std::get<0>(at::convolution_backward(in_[0], shape_, in_[1], c10::nullopt, st, pad, dil, false, {0, 0}, g,
-                                                        {true, false, false}));
+          results_[0] = std::get<0>(at::convolution_backward(in_[0], shape_, in_[1], c10::nullopt, st, pad, dil, false,
+                                                             {0, 0}, g, {true, false, false}));
         };
       } else {
         shape_ = at::zeros({cs.k, cs.cg(), cs.r, cs.s});
         call_ = [this, st, pad, dil, g] {
-          results_[0] = std::get<1>(at::convolution_backward(in_[1], in_[0], shape_, c10::nullopt, st, pad, dil, false, {0, 0}, g,
-                                                        {false, true, false}));
+          results_[0] = std::get<1>(at::convolution_backward(in_[1], in_[0], shape_, c10::nullopt, st, pad, dil, false,
+                                                             {0, 0}, g, {false, true, false}));
         };
       }
     } else if (p_.op == "pool2d") {
@@ -135,7 +138,9 @@ class TorchKernel final : public OpKernel {
       } else if (p_.pass == "forward") {
         call_ = [this, k, st, pad] { at::avg_pool2d_out(out_[0], in_[0], k, st, pad, false, false); };
       } else {
-        call_ = [this, k, st, pad] { at::avg_pool2d_backward_out(out_[0], in_[1], in_[0], k, st, pad, false, false, c10::nullopt); };
+        call_ = [this, k, st, pad] {
+          at::avg_pool2d_backward_out(out_[0], in_[1], in_[0], k, st, pad, false, false, c10::nullopt);
+        };
       }
     } else if (p_.op == "batchnorm") {
       const double eps = std::get<double>(p_.params.at("eps"));
@@ -166,11 +171,15 @@ class TorchKernel final : public OpKernel {
         };
       }
     } else if (p_.op == "relu") {
-      if (p_.pass == "forward") call_ = [this] { at::threshold_out(out_[0], in_[0], 0, 0); };  // relu: x <= 0 -> 0
-      else call_ = [this] { at::threshold_backward_out(out_[0], in_[1], in_[0], 0); };
+      if (p_.pass == "forward")
+        call_ = [this] { at::threshold_out(out_[0], in_[0], 0, 0); };  // relu: x <= 0 -> 0
+      else
+        call_ = [this] { at::threshold_backward_out(out_[0], in_[1], in_[0], 0); };
     } else if (p_.op == "softmax") {
-      if (p_.pass == "forward") call_ = [this] { at::_softmax_out(out_[0], in_[0], 1, false); };
-      else call_ = [this] { at::_softmax_backward_data_out(out_[0], in_[1], in_[0], 1, at::kFloat); };
+      if (p_.pass == "forward")
+        call_ = [this] { at::_softmax_out(out_[0], in_[0], 1, false); };
+      else
+        call_ = [this] { at::_softmax_backward_data_out(out_[0], in_[1], in_[0], 1, at::kFloat); };
     } else {
       throw Error("the libtorch backend has no " + p_.op);
     }
@@ -228,7 +237,9 @@ BackendInfo native_runner(BackendInfo b, std::unique_ptr<GraphRunner> (*make)(co
 }
 }  // namespace
 
-void provide_backend_libtorch_native(BackendRegistry& r) { r.add(native_runner(libtorch_native_declared(), make_libtorch_native_runner)); }
+void provide_backend_libtorch_native(BackendRegistry& r) {
+  r.add(native_runner(libtorch_native_declared(), make_libtorch_native_runner));
+}
 
 void provide_backend_libtorch_cuda(BackendRegistry& r) {
   BackendInfo b = native_runner(libtorch_cuda_declared(), make_libtorch_cuda_runner);

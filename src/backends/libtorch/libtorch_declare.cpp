@@ -9,16 +9,18 @@ constexpr const char* kModule = "libd500-libtorch.so";
 }
 
 void register_backend_libtorch(BackendRegistry& r) {
-  r.declare(kModule, libtorch_declared(), &BackendInfo::version, &BackendInfo::make_kernel, &BackendInfo::make_node_kernel);
+  r.declare(kModule, libtorch_declared(), &BackendInfo::version, &BackendInfo::make_kernel,
+            &BackendInfo::make_node_kernel);
 }
 
 void register_backend_libtorch_native(BackendRegistry& r) {
-  r.declare(kModule, libtorch_native_declared(), &BackendInfo::version, &BackendInfo::make_graph_runner, &BackendInfo::check_graph);
+  r.declare(kModule, libtorch_native_declared(), &BackendInfo::version, &BackendInfo::make_graph_runner,
+            &BackendInfo::check_graph);
 }
 
 void register_backend_libtorch_cuda(BackendRegistry& r) {
-  r.declare(kModule, libtorch_cuda_declared(), &BackendInfo::version, &BackendInfo::make_graph_runner, &BackendInfo::check_graph,
-            &BackendInfo::no_device, &BackendInfo::rank_device, &BackendInfo::device_facts);
+  r.declare(kModule, libtorch_cuda_declared(), &BackendInfo::version, &BackendInfo::make_graph_runner,
+            &BackendInfo::check_graph, &BackendInfo::no_device, &BackendInfo::rank_device, &BackendInfo::device_facts);
 }
 
 }  // namespace d500

@@ -31,8 +31,9 @@ inline BackendInfo libtorch_native_declared() {
 
 inline BackendInfo libtorch_cuda_declared() {
   return {.name = "libtorch-cuda",
-          .description = "libtorch-native on the GPU: LibTorch's operators and autograd on one device per rank (by local rank), "
-                         "each pass ending with a wait for the device (levels 1 and 2)",
+          .description =
+              "libtorch-native on the GPU: LibTorch's operators and autograd on one device per rank (by local rank), "
+              "each pass ending with a wait for the device (levels 1 and 2)",
           .native_optimizer = true};
 }
 

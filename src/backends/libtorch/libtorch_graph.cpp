@@ -20,10 +20,10 @@
 namespace d500 {
 namespace {
 
-at::Tensor wrap(const TensorView& v) {
-  return at::from_blob(v.data, at::IntArrayRef(*v.shape), at::kFloat);
+at::Tensor wrap(const TensorView& v) { return at::from_blob(v.data, at::IntArrayRef(*v.shape), at::kFloat); }
+at::Tensor wrap_as(const TensorView& v, const std::vector<std::int64_t>& shape) {
+  return at::from_blob(v.data, shape, at::kFloat);
 }
-at::Tensor wrap_as(const TensorView& v, const std::vector<std::int64_t>& shape) { return at::from_blob(v.data, shape, at::kFloat); }
 
 // A node's forward and backward as ATen calls over wrapped buffers; `what` names the ATen path.
 class TorchNode final : public NodeKernel {
@@ -65,7 +65,8 @@ std::unique_ptr<NodeKernel> make(const NodeProblem& p) {
   if (op == "Conv" || op == "ConvTranspose") {
     const bool transposed = op == "ConvTranspose";
     if (p.in[0].shape->size() > 4) return nullptr;
-    const ConvGeom g = transposed ? conv_geom(n, *p.out[0].shape, (*p.in[0].shape)[1]) : conv_geom(n, *p.in[0].shape, (*p.in[1].shape)[0]);
+    const ConvGeom g = transposed ? conv_geom(n, *p.out[0].shape, (*p.in[0].shape)[1])
+                                  : conv_geom(n, *p.in[0].shape, (*p.in[1].shape)[0]);
     if (!symmetric(g)) return nullptr;  // ATen pads symmetrically
     // 1-D as 2-D: views with height 1.
     const bool one_d = p.in[0].shape->size() == 3;
@@ -83,21 +84,27 @@ std::unique_ptr<NodeKernel> make(const NodeProblem& p) {
       const Shape& ys = *p.out[0].shape;
       const std::int64_t H = one_d ? 1 : ys[2], W = ys.back();
       const std::int64_t h = one_d ? 1 : (*p.in[0].shape)[2], wd = p.in[0].shape->back();
-      opad = {H - ((h - 1) * g.sh - 2 * g.pt + g.dh * (g.kh - 1) + 1), W - ((wd - 1) * g.sw - 2 * g.pl + g.dw * (g.kw - 1) + 1)};
+      opad = {H - ((h - 1) * g.sh - 2 * g.pt + g.dh * (g.kh - 1) + 1),
+              W - ((wd - 1) * g.sw - 2 * g.pl + g.dw * (g.kw - 1) + 1)};
       if (opad[0] < 0 || opad[1] < 0) return nullptr;
     }
     const std::int64_t groups = g.groups;
     k->what = transposed ? "convolution (transposed)" : "convolution";
-    k->fwd = [=]() mutable { put(yy, at::convolution(x, w, b.defined() ? c10::optional<at::Tensor>(b) : c10::nullopt, st, pad, dil, transposed, opad, groups)); };
+    k->fwd = [=]() mutable {
+      put(yy, at::convolution(x, w, b.defined() ? c10::optional<at::Tensor>(b) : c10::nullopt, st, pad, dil, transposed,
+                              opad, groups));
+    };
     if (p.training) {
       at::Tensor dyy = view4(p.dout[0]);
       at::Tensor dx = want(0) ? view4(p.din[0]) : at::Tensor(), dw = want(1) ? view4(p.din[1]) : at::Tensor();
       at::Tensor db = want(2) ? din[2] : at::Tensor();
       const std::array<bool, 3> mask{dx.defined(), dw.defined(), db.defined()};
-      const std::vector<std::int64_t> bias_sizes = b.defined() ? std::vector<std::int64_t>{b.size(0)} : std::vector<std::int64_t>{};
+      const std::vector<std::int64_t> bias_sizes =
+          b.defined() ? std::vector<std::int64_t>{b.size(0)} : std::vector<std::int64_t>{};
       k->bwd = [=]() mutable {
-        auto r = at::convolution_backward(dyy, x, w, b.defined() ? c10::optional<at::IntArrayRef>(bias_sizes) : c10::nullopt, st, pad, dil, transposed,
-                                          opad, groups, mask);
+        auto r =
+            at::convolution_backward(dyy, x, w, b.defined() ? c10::optional<at::IntArrayRef>(bias_sizes) : c10::nullopt,
+                                     st, pad, dil, transposed, opad, groups, mask);
         if (mask[0]) dx.copy_(std::get<0>(r));
         if (mask[1]) dw.copy_(std::get<1>(r));
         if (mask[2]) db.copy_(std::get<2>(r));
@@ -113,14 +120,16 @@ std::unique_ptr<NodeKernel> make(const NodeProblem& p) {
     at::Tensor c = bias ? in[2].expand(y.sizes()) : at::Tensor();
     k->what = bias ? "addmm" : "mm";
     k->fwd = [=]() mutable {
-      if (bias) at::addmm_out(y, c, a, b, beta, alpha);
+      if (bias)
+        at::addmm_out(y, c, a, b, beta, alpha);
       else {
         at::mm_out(y, a, b);
         if (alpha != 1.0) y.mul_(alpha);
       }
     };
     if (p.training) {
-      at::Tensor da = want(0) ? din[0] : at::Tensor(), db = want(1) ? din[1] : at::Tensor(), dc = want(2) ? din[2] : at::Tensor();
+      at::Tensor da = want(0) ? din[0] : at::Tensor(), db = want(1) ? din[1] : at::Tensor(),
+                 dc = want(2) ? din[2] : at::Tensor();
       k->bwd = [=]() mutable {
         // d op(A) = alpha dY op(B)^T, d op(B) = alpha op(A)^T dY, each written in its operand's layout.
         if (da.defined()) {
@@ -191,7 +200,9 @@ std::unique_ptr<NodeKernel> make(const NodeProblem& p) {
       k->fwd = [=]() mutable { at::avg_pool2d_out(yy, x, ks, st, pad, ceil, include_pad, c10::nullopt); };
       if (p.training && want(0)) {
         at::Tensor dx = view4(p.din[0]), dyy = view4(p.dout[0]);
-        k->bwd = [=]() mutable { at::avg_pool2d_backward_out(dx, dyy, x, ks, st, pad, ceil, include_pad, c10::nullopt); };
+        k->bwd = [=]() mutable {
+          at::avg_pool2d_backward_out(dx, dyy, x, ks, st, pad, ceil, include_pad, c10::nullopt);
+        };
       }
     }
     return k;
@@ -228,10 +239,12 @@ std::unique_ptr<NodeKernel> make(const NodeProblem& p) {
       }
     };
     if (p.training) {
-      at::Tensor dx = want(0) ? din[0] : at::Tensor(), dw = want(1) ? din[1] : at::Tensor(), db = want(2) ? din[2] : at::Tensor();
+      at::Tensor dx = want(0) ? din[0] : at::Tensor(), dw = want(1) ? din[1] : at::Tensor(),
+                 db = want(2) ? din[2] : at::Tensor();
       const std::array<bool, 3> mask{dx.defined(), dw.defined(), db.defined()};
       k->bwd = [=]() mutable {
-        auto r = at::native_batch_norm_backward(dy, x, w, c10::nullopt, c10::nullopt, saved->first, saved->second, true, eps, mask);
+        auto r = at::native_batch_norm_backward(dy, x, w, c10::nullopt, c10::nullopt, saved->first, saved->second, true,
+                                                eps, mask);
         if (mask[0]) dx.copy_(std::get<0>(r));
         if (mask[1]) dw.copy_(std::get<1>(r));
         if (mask[2]) db.copy_(std::get<2>(r));
@@ -255,7 +268,8 @@ std::unique_ptr<NodeKernel> make(const NodeProblem& p) {
       saved->second = std::get<2>(r);
     };
     if (p.training) {
-      at::Tensor dx = want(0) ? din[0] : at::Tensor(), dw = want(1) ? din[1] : at::Tensor(), db = want(2) ? din[2] : at::Tensor();
+      at::Tensor dx = want(0) ? din[0] : at::Tensor(), dw = want(1) ? din[1] : at::Tensor(),
+                 db = want(2) ? din[2] : at::Tensor();
       const std::array<bool, 3> mask{dx.defined(), dw.defined(), db.defined()};
       k->bwd = [=]() mutable {
         auto r = at::native_layer_norm_backward(dy, x, norm, saved->first, saved->second, w,
@@ -273,14 +287,18 @@ std::unique_ptr<NodeKernel> make(const NodeProblem& p) {
     const bool log = op == "LogSoftmax";
     k->what = log ? "_log_softmax" : "_softmax";
     k->fwd = [=]() mutable {
-      if (log) at::_log_softmax_out(yy, x, 1, false);
-      else at::_softmax_out(yy, x, 1, false);
+      if (log)
+        at::_log_softmax_out(yy, x, 1, false);
+      else
+        at::_softmax_out(yy, x, 1, false);
     };
     if (p.training && want(0)) {
       at::Tensor dx = wrap_as(p.din[0], v), dyy = wrap_as(p.dout[0], v);
       k->bwd = [=]() mutable {
-        if (log) at::_log_softmax_backward_data_out(dx, dyy, yy, 1, at::kFloat);
-        else at::_softmax_backward_data_out(dx, dyy, yy, 1, at::kFloat);
+        if (log)
+          at::_log_softmax_backward_data_out(dx, dyy, yy, 1, at::kFloat);
+        else
+          at::_softmax_backward_data_out(dx, dyy, yy, 1, at::kFloat);
       };
     }
     return k;
@@ -296,26 +314,46 @@ std::unique_ptr<NodeKernel> make(const NodeProblem& p) {
     return std::move(k);
   };
   if (op == "Relu")
-    return unary("threshold", [=]() mutable { at::threshold_out(y, x, 0, 0); }, [=]() mutable { at::threshold_backward_out(dx, dy, x, 0); });
+    return unary(
+        "threshold", [=]() mutable { at::threshold_out(y, x, 0, 0); },
+        [=]() mutable { at::threshold_backward_out(dx, dy, x, 0); });
   if (op == "LeakyRelu") {
     const double a = n.attr_f("alpha", 0.01);
-    return unary("leaky_relu", [=]() mutable { at::leaky_relu_out(y, x, a); }, [=]() mutable { at::leaky_relu_backward_out(dx, dy, x, a, false); });
+    return unary(
+        "leaky_relu", [=]() mutable { at::leaky_relu_out(y, x, a); },
+        [=]() mutable { at::leaky_relu_backward_out(dx, dy, x, a, false); });
   }
   if (op == "Sigmoid")
-    return unary("sigmoid", [=]() mutable { at::sigmoid_out(y, x); }, [=]() mutable { at::sigmoid_backward_out(dx, dy, y); });
-  if (op == "Tanh") return unary("tanh", [=]() mutable { at::tanh_out(y, x); }, [=]() mutable { at::tanh_backward_out(dx, dy, y); });
+    return unary(
+        "sigmoid", [=]() mutable { at::sigmoid_out(y, x); }, [=]() mutable { at::sigmoid_backward_out(dx, dy, y); });
+  if (op == "Tanh")
+    return unary(
+        "tanh", [=]() mutable { at::tanh_out(y, x); }, [=]() mutable { at::tanh_backward_out(dx, dy, y); });
   if (op == "HardSigmoid") {
     // ATen's hardsigmoid is ONNX's with alpha 1/6, beta 1/2 (what PyTorch exports).
-    if (std::abs(n.attr_f("alpha", 0.2) - 1.0 / 6) > 1e-6 || std::abs(n.attr_f("beta", 0.5) - 0.5) > 1e-6) return nullptr;
-    return unary("hardsigmoid", [=]() mutable { at::hardsigmoid_out(y, x); }, [=]() mutable { at::hardsigmoid_backward_out(dx, dy, x); });
+    if (std::abs(n.attr_f("alpha", 0.2) - 1.0 / 6) > 1e-6 || std::abs(n.attr_f("beta", 0.5) - 0.5) > 1e-6)
+      return nullptr;
+    return unary(
+        "hardsigmoid", [=]() mutable { at::hardsigmoid_out(y, x); },
+        [=]() mutable { at::hardsigmoid_backward_out(dx, dy, x); });
   }
   if (op == "HardSwish")
-    return unary("hardswish", [=]() mutable { at::hardswish_out(y, x); }, [=]() mutable { put(dx, at::hardswish_backward(dy, x)); });
+    return unary(
+        "hardswish", [=]() mutable { at::hardswish_out(y, x); },
+        [=]() mutable { put(dx, at::hardswish_backward(dy, x)); });
   if (op == "Erf")
-    return unary("erf", [=]() mutable { at::erf_out(y, x); }, [=]() mutable { at::mul_out(dx, dy, at::exp(-x * x) * 1.1283791670955126); });
-  if (op == "Sqrt") return unary("sqrt", [=]() mutable { at::sqrt_out(y, x); }, [=]() mutable { at::div_out(dx, dy, y * 2); });
-  if (op == "Exp") return unary("exp", [=]() mutable { at::exp_out(y, x); }, [=]() mutable { at::mul_out(dx, dy, y); });
-  if (op == "Log") return unary("log", [=]() mutable { at::log_out(y, x); }, [=]() mutable { at::div_out(dx, dy, x); });
+    return unary(
+        "erf", [=]() mutable { at::erf_out(y, x); },
+        [=]() mutable { at::mul_out(dx, dy, at::exp(-x * x) * 1.1283791670955126); });
+  if (op == "Sqrt")
+    return unary(
+        "sqrt", [=]() mutable { at::sqrt_out(y, x); }, [=]() mutable { at::div_out(dx, dy, y * 2); });
+  if (op == "Exp")
+    return unary(
+        "exp", [=]() mutable { at::exp_out(y, x); }, [=]() mutable { at::mul_out(dx, dy, y); });
+  if (op == "Log")
+    return unary(
+        "log", [=]() mutable { at::log_out(y, x); }, [=]() mutable { at::div_out(dx, dy, x); });
   if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") {
     at::Tensor a = in[0], b = in[1];
     at::Tensor da = p.training && want(0) ? din[0] : at::Tensor(), db = p.training && want(1) ? din[1] : at::Tensor();
@@ -328,7 +366,12 @@ std::unique_ptr<NodeKernel> make(const NodeProblem& p) {
       const std::string o = op;
       k->bwd = [=]() mutable {
         if (da.defined()) put(da, (o == "Mul" ? dy * b : o == "Div" ? dy / b : dy).sum_to_size(da.sizes()));
-        if (db.defined()) put(db, (o == "Mul" ? dy * a : o == "Div" ? -dy * a / (b * b) : o == "Sub" ? -dy : dy).sum_to_size(db.sizes()));
+        if (db.defined())
+          put(db, (o == "Mul"   ? dy * a
+                   : o == "Div" ? -dy * a / (b * b)
+                   : o == "Sub" ? -dy
+                                : dy)
+                      .sum_to_size(db.sizes()));
       };
     }
     return k;
@@ -336,7 +379,8 @@ std::unique_ptr<NodeKernel> make(const NodeProblem& p) {
   if (op == "Transpose") {
     const std::vector<std::int64_t> perm = n.attrs.at("perm").ints;
     std::vector<std::int64_t> inverse(perm.size());
-    for (std::size_t i = 0; i < perm.size(); ++i) inverse[static_cast<std::size_t>(perm[i])] = static_cast<std::int64_t>(i);
+    for (std::size_t i = 0; i < perm.size(); ++i)
+      inverse[static_cast<std::size_t>(perm[i])] = static_cast<std::int64_t>(i);
     k->what = "permute + copy";
     k->fwd = [=]() mutable { y.copy_(x.permute(perm)); };
     if (dx.defined()) k->bwd = [=]() mutable { dx.copy_(dy.permute(inverse)); };

@@ -69,7 +69,9 @@ const std::map<std::string, Op>& ops() {
     unary("Abs", at::abs);
     unary("Reciprocal", at::reciprocal);
     unary("Not", at::logical_not);
-    t["LeakyRelu"] = [](const Node& n, const Tensors& in, const Graph&, bool) { return Tensors{at::leaky_relu(in[0], n.attr_f("alpha", 0.01))}; };
+    t["LeakyRelu"] = [](const Node& n, const Tensors& in, const Graph&, bool) {
+      return Tensors{at::leaky_relu(in[0], n.attr_f("alpha", 0.01))};
+    };
     t["HardSigmoid"] = [](const Node& n, const Tensors& in, const Graph&, bool) {
       return Tensors{at::clamp(in[0] * n.attr_f("alpha", 0.2) + n.attr_f("beta", 0.5), 0.0, 1.0)};
     };
@@ -92,7 +94,9 @@ const std::map<std::string, Op>& ops() {
       if (!at::isFloatingType(in[0].scalar_type())) return Tensors{at::div(in[0], in[1], "trunc")};
       return Tensors{at::div(in[0], in[1])};
     };
-    t["Pow"] = [](const Node&, const Tensors& in, const Graph&, bool) { return Tensors{at::pow(in[0], in[1].to(in[0].scalar_type()))}; };
+    t["Pow"] = [](const Node&, const Tensors& in, const Graph&, bool) {
+      return Tensors{at::pow(in[0], in[1].to(in[0].scalar_type()))};
+    };
     t["Mod"] = [](const Node& n, const Tensors& in, const Graph&, bool) {
       return Tensors{n.attr_i("fmod", 0) ? at::fmod(in[0], in[1]) : at::remainder(in[0], in[1])};
     };
@@ -100,8 +104,12 @@ const std::map<std::string, Op>& ops() {
     t["Less"] = [](const Node&, const Tensors& in, const Graph&, bool) { return Tensors{at::lt(in[0], in[1])}; };
     t["Greater"] = [](const Node&, const Tensors& in, const Graph&, bool) { return Tensors{at::gt(in[0], in[1])}; };
     t["LessOrEqual"] = [](const Node&, const Tensors& in, const Graph&, bool) { return Tensors{at::le(in[0], in[1])}; };
-    t["GreaterOrEqual"] = [](const Node&, const Tensors& in, const Graph&, bool) { return Tensors{at::ge(in[0], in[1])}; };
-    t["Where"] = [](const Node&, const Tensors& in, const Graph&, bool) { return Tensors{at::where(in[0], in[1], in[2])}; };
+    t["GreaterOrEqual"] = [](const Node&, const Tensors& in, const Graph&, bool) {
+      return Tensors{at::ge(in[0], in[1])};
+    };
+    t["Where"] = [](const Node&, const Tensors& in, const Graph&, bool) {
+      return Tensors{at::where(in[0], in[1], in[2])};
+    };
     t["Cast"] = [](const Node& n, const Tensors& in, const Graph&, bool) {
       return Tensors{in[0].to(scalar_type(static_cast<DType>(n.attr_i("to", 1))))};
     };
@@ -113,20 +121,23 @@ const std::map<std::string, Op>& ops() {
         x = at::constant_pad_nd(x, {c.pl, c.pr, c.pt, c.pb}, 0);
       }
       const bool sym = c.pt == c.pb && c.pl == c.pr;
-      at::Tensor y = at::convolution(x, w, in.size() > 2 ? c10::optional<at::Tensor>(in[2]) : c10::nullopt, {c.sh, c.sw},
-                                     sym ? std::vector<I>{c.pt, c.pl} : std::vector<I>{0, 0}, {c.dh, c.dw}, false, {0, 0}, c.groups);
+      at::Tensor y = at::convolution(x, w, in.size() > 2 ? c10::optional<at::Tensor>(in[2]) : c10::nullopt,
+                                     {c.sh, c.sw}, sym ? std::vector<I>{c.pt, c.pl} : std::vector<I>{0, 0},
+                                     {c.dh, c.dw}, false, {0, 0}, c.groups);
       (void)g;
       return Tensors{one_d ? y.squeeze(2) : y};
     };
     t["ConvTranspose"] = [out_shape](const Node& n, const Tensors& in, const Graph& g, bool) {
-      if (in[0].dim() != 4) throw Error("libtorch-native: " + n.label() + ": only 2-D transposed convolutions are translated");
+      if (in[0].dim() != 4)
+        throw Error("libtorch-native: " + n.label() + ": only 2-D transposed convolutions are translated");
       const Shape ys = out_shape(g, n);
       const ConvGeom c = conv_geom(n, ys, in[0].size(1));
-      if (c.pt != c.pb || c.pl != c.pr) throw Error("libtorch-native: " + n.label() + ": asymmetric padding is not translated");
+      if (c.pt != c.pb || c.pl != c.pr)
+        throw Error("libtorch-native: " + n.label() + ": asymmetric padding is not translated");
       const I oh = ys[2] - ((in[0].size(2) - 1) * c.sh - 2 * c.pt + c.dh * (c.kh - 1) + 1);
       const I ow = ys[3] - ((in[0].size(3) - 1) * c.sw - 2 * c.pl + c.dw * (c.kw - 1) + 1);
-      return Tensors{at::convolution(in[0], in[1], in.size() > 2 ? c10::optional<at::Tensor>(in[2]) : c10::nullopt, {c.sh, c.sw}, {c.pt, c.pl},
-                                     {c.dh, c.dw}, true, {oh, ow}, c.groups)};
+      return Tensors{at::convolution(in[0], in[1], in.size() > 2 ? c10::optional<at::Tensor>(in[2]) : c10::nullopt,
+                                     {c.sh, c.sw}, {c.pt, c.pl}, {c.dh, c.dw}, true, {oh, ow}, c.groups)};
     };
     t["Gemm"] = [](const Node& n, const Tensors& in, const Graph&, bool) {
       const at::Tensor a = n.attr_i("transA", 0) ? in[0].t() : in[0], b = n.attr_i("transB", 0) ? in[1].t() : in[1];
@@ -142,10 +153,12 @@ const std::map<std::string, Op>& ops() {
       // ATen pads symmetrically, by at most half the window: else pad first.
       const bool sym = c.pt == c.pb && c.pl == c.pr && 2 * c.pt <= c.kh && 2 * c.pl <= c.kw;
       if (!sym) x = at::constant_pad_nd(x, {c.pl, c.pr, c.pt, c.pb}, -std::numeric_limits<double>::infinity());
-      at::Tensor y = at::max_pool2d(x, {c.kh, c.kw}, {c.sh, c.sw}, sym ? std::vector<I>{c.pt, c.pl} : std::vector<I>{0, 0}, {c.dh, c.dw},
-                                    n.attr_i("ceil_mode", 0) != 0);
+      at::Tensor y =
+          at::max_pool2d(x, {c.kh, c.kw}, {c.sh, c.sw}, sym ? std::vector<I>{c.pt, c.pl} : std::vector<I>{0, 0},
+                         {c.dh, c.dw}, n.attr_i("ceil_mode", 0) != 0);
       if (one_d) y = y.squeeze(2);
-      if (y.sizes().vec() != out_shape(g, n)) throw Error("libtorch-native: " + n.label() + ": ATen's ceil mode gives another size than ONNX's");
+      if (y.sizes().vec() != out_shape(g, n))
+        throw Error("libtorch-native: " + n.label() + ": ATen's ceil mode gives another size than ONNX's");
       return Tensors{y};
     };
     t["AveragePool"] = [out_shape](const Node& n, const Tensors& in, const Graph& g, bool) {
@@ -162,10 +175,13 @@ const std::map<std::string, Op>& ops() {
         // image: what ATen counts).
         const std::vector<I> pads{c.pl, c.pr, c.pt, c.pb};
         y = at::avg_pool2d(at::constant_pad_nd(x, pads, 0), {c.kh, c.kw}, {c.sh, c.sw}, {0, 0}, ceil, true);
-        if (!include) y = y / at::avg_pool2d(at::constant_pad_nd(at::ones_like(x), pads, 0), {c.kh, c.kw}, {c.sh, c.sw}, {0, 0}, ceil, true);
+        if (!include)
+          y = y / at::avg_pool2d(at::constant_pad_nd(at::ones_like(x), pads, 0), {c.kh, c.kw}, {c.sh, c.sw}, {0, 0},
+                                 ceil, true);
       }
       if (one_d) y = y.squeeze(2);
-      if (y.sizes().vec() != out_shape(g, n)) throw Error("libtorch-native: " + n.label() + ": ATen's ceil mode gives another size than ONNX's");
+      if (y.sizes().vec() != out_shape(g, n))
+        throw Error("libtorch-native: " + n.label() + ": ATen's ceil mode gives another size than ONNX's");
       return Tensors{y};
     };
     t["GlobalAveragePool"] = [](const Node&, const Tensors& in, const Graph&, bool) {
@@ -215,11 +231,13 @@ const std::map<std::string, Op>& ops() {
         return out;
       }
       // Mean and inverse standard deviation asked for too: the native op that returns them.
-      auto r = at::native_layer_norm(in[0], norm, in[1].reshape(norm), b.defined() ? c10::optional<at::Tensor>(b) : c10::nullopt,
-                                     n.attr_f("epsilon", 1e-5));
+      auto r =
+          at::native_layer_norm(in[0], norm, in[1].reshape(norm),
+                                b.defined() ? c10::optional<at::Tensor>(b) : c10::nullopt, n.attr_f("epsilon", 1e-5));
       Tensors out{std::get<0>(r)};
       for (std::size_t j = 1; j < n.out.size(); ++j)
-        out.push_back(n.out[j] >= 0 ? (j == 1 ? std::get<1>(r) : std::get<2>(r)).reshape(out_shape(g, n, j)) : at::Tensor());
+        out.push_back(n.out[j] >= 0 ? (j == 1 ? std::get<1>(r) : std::get<2>(r)).reshape(out_shape(g, n, j))
+                                    : at::Tensor());
       return out;
     };
     auto softmax = [](bool log) {
@@ -232,10 +250,17 @@ const std::map<std::string, Op>& ops() {
     t["LogSoftmax"] = softmax(true);
     // Views: the output's shape is known statically.
     for (const char* v : {"Reshape", "Flatten", "Squeeze", "Unsqueeze"})
-      t[v] = [out_shape](const Node& n, const Tensors& in, const Graph& g, bool) { return Tensors{in[0].reshape(out_shape(g, n))}; };
-    for (const char* v : {"Identity", "Dropout"}) t[v] = [](const Node&, const Tensors& in, const Graph&, bool) { return Tensors{in[0]}; };
-    t["Transpose"] = [](const Node& n, const Tensors& in, const Graph&, bool) { return Tensors{in[0].permute(n.attrs.at("perm").ints)}; };
-    t["Concat"] = [](const Node& n, const Tensors& in, const Graph&, bool) { return Tensors{at::cat(in, n.attr_i("axis", 0))}; };
+      t[v] = [out_shape](const Node& n, const Tensors& in, const Graph& g, bool) {
+        return Tensors{in[0].reshape(out_shape(g, n))};
+      };
+    for (const char* v : {"Identity", "Dropout"})
+      t[v] = [](const Node&, const Tensors& in, const Graph&, bool) { return Tensors{in[0]}; };
+    t["Transpose"] = [](const Node& n, const Tensors& in, const Graph&, bool) {
+      return Tensors{in[0].permute(n.attrs.at("perm").ints)};
+    };
+    t["Concat"] = [](const Node& n, const Tensors& in, const Graph&, bool) {
+      return Tensors{at::cat(in, n.attr_i("axis", 0))};
+    };
     t["Split"] = [](const Node& n, const Tensors& in, const Graph&, bool) {
       auto parts = at::split_with_sizes(in[0], n.attrs.at("split").ints, n.attr_i("axis", 0));
       return Tensors(parts.begin(), parts.end());
@@ -250,7 +275,9 @@ const std::map<std::string, Op>& ops() {
         if (steps[a] > 0) {
           x = x.slice(static_cast<I>(a), starts[a], starts[a] + (ys[a] - 1) * steps[a] + 1, steps[a]);
         } else {  // a negative step: flipped, then a positive one
-          x = x.flip(static_cast<I>(a)).slice(static_cast<I>(a), dim - 1 - starts[a], dim - 1 - starts[a] + (ys[a] - 1) * -steps[a] + 1, -steps[a]);
+          x = x.flip(static_cast<I>(a))
+                  .slice(static_cast<I>(a), dim - 1 - starts[a], dim - 1 - starts[a] + (ys[a] - 1) * -steps[a] + 1,
+                         -steps[a]);
         }
       }
       return Tensors{x};
@@ -269,10 +296,13 @@ const std::map<std::string, Op>& ops() {
       const std::string mode = n.attr_s("mode", "constant");
       if (mode == "constant") return Tensors{at::constant_pad_nd(in[0], aten, n.attr_f("_value", 0))};
       // reflect and replicate pad only the spatial axes (beyond batch and channels)
-      while (aten.size() > 2 * (r - 2) && aten.size() >= 2 && aten[aten.size() - 1] == 0 && aten[aten.size() - 2] == 0) aten.resize(aten.size() - 2);
+      while (aten.size() > 2 * (r - 2) && aten.size() >= 2 && aten[aten.size() - 1] == 0 && aten[aten.size() - 2] == 0)
+        aten.resize(aten.size() - 2);
       return Tensors{at::pad(in[0], aten, mode == "edge" ? "replicate" : "reflect")};
     };
-    t["Expand"] = [out_shape](const Node& n, const Tensors& in, const Graph& g, bool) { return Tensors{in[0].expand(out_shape(g, n))}; };
+    t["Expand"] = [out_shape](const Node& n, const Tensors& in, const Graph& g, bool) {
+      return Tensors{in[0].expand(out_shape(g, n))};
+    };
     auto reduce = [](bool mean) {
       return [mean](const Node& n, const Tensors& in, const Graph&, bool) {
         const std::vector<I> axes = n.attrs.at("axes").ints;
@@ -352,9 +382,13 @@ struct TorchMath {
     at::globalContext().setDeterministicCuDNN(deterministic);
   }
   std::string words() const {
-    return std::string(bf16 ? "bf16 autocast (activations in bfloat16, weights float32)" : tf32 ? "TF32 allowed in cuDNN and cuBLAS" : "strict float32 (TF32 off)") +
+    return std::string(bf16   ? "bf16 autocast (activations in bfloat16, weights float32)"
+                       : tf32 ? "TF32 allowed in cuDNN and cuBLAS"
+                              : "strict float32 (TF32 off)") +
            (channels_last ? ", channels_last" : ", NCHW") +
-           (benchmark ? ", cudnn.benchmark" : deterministic ? ", deterministic cuDNN" : ", cuDNN's heuristic choice");
+           (benchmark       ? ", cudnn.benchmark"
+            : deterministic ? ", deterministic cuDNN"
+                            : ", cuDNN's heuristic choice");
   }
 };
 
@@ -406,15 +440,21 @@ class TorchOptimizer final : public Optimizer {
     namespace o = torch::optim;
     const std::string& n = s.name;
     if (n == "sgd" || n == "momentum" || n == "nesterov")
-      opt_ = std::make_unique<o::SGD>(params, o::SGDOptions(s.lr).momentum(n == "sgd" ? 0.0 : s.momentum).nesterov(n == "nesterov").weight_decay(s.weight_decay));
+      opt_ = std::make_unique<o::SGD>(params, o::SGDOptions(s.lr)
+                                                  .momentum(n == "sgd" ? 0.0 : s.momentum)
+                                                  .nesterov(n == "nesterov")
+                                                  .weight_decay(s.weight_decay));
     else if (n == "adam")
-      opt_ = std::make_unique<o::Adam>(params, o::AdamOptions(s.lr).betas({s.beta1, s.beta2}).eps(s.eps).weight_decay(s.weight_decay));
+      opt_ = std::make_unique<o::Adam>(
+          params, o::AdamOptions(s.lr).betas({s.beta1, s.beta2}).eps(s.eps).weight_decay(s.weight_decay));
     else if (n == "adamw")
-      opt_ = std::make_unique<o::AdamW>(params, o::AdamWOptions(s.lr).betas({s.beta1, s.beta2}).eps(s.eps).weight_decay(s.weight_decay));
+      opt_ = std::make_unique<o::AdamW>(
+          params, o::AdamWOptions(s.lr).betas({s.beta1, s.beta2}).eps(s.eps).weight_decay(s.weight_decay));
     else if (n == "adagrad")
       opt_ = std::make_unique<o::Adagrad>(params, o::AdagradOptions(s.lr).eps(s.eps).weight_decay(s.weight_decay));
     else
-      opt_ = std::make_unique<o::RMSprop>(params, o::RMSpropOptions(s.lr).alpha(s.alpha).eps(s.eps).weight_decay(s.weight_decay).momentum(s.momentum));
+      opt_ = std::make_unique<o::RMSprop>(
+          params, o::RMSpropOptions(s.lr).alpha(s.alpha).eps(s.eps).weight_decay(s.weight_decay).momentum(s.momentum));
   }
   void step(double lr) override {
     for (auto& group : opt_->param_groups()) group.options().set_lr(lr);
@@ -438,7 +478,8 @@ class TorchOptimizer final : public Optimizer {
       archive.load_from(in);
       opt_->load(archive);
     } catch (const c10::Error& e) {
-      throw Error(std::string("LibTorch cannot load the optimizer state (") + std::to_string(state.size()) + " bytes): " + e.what_without_backtrace());
+      throw Error(std::string("LibTorch cannot load the optimizer state (") + std::to_string(state.size()) +
+                  " bytes): " + e.what_without_backtrace());
     }
   }
 
@@ -458,7 +499,9 @@ class NativeRunner final : public GraphRunner {
  public:
   NativeRunner(const RunnerSpec& s, at::Device device) : s_(s), g_(*s.graph), device_(device), math_(TorchMath::of(s)) {
     if (!device_.is_cuda() && (!s.math.empty() || !s.memory_format.empty() || !s.cudnn_algorithms.empty()))
-      throw Error("libtorch-native: math, memory_format and cudnn_algorithms are for libtorch-cuda (a GPU's arithmetic and layout)");
+      throw Error(
+          "libtorch-native: math, memory_format and cudnn_algorithms are for libtorch-cuda (a GPU's arithmetic and "
+          "layout)");
     if (device_.is_cuda()) math_.apply();
     at::set_num_threads(s.threads);
     openblas_threads(s.threads);
@@ -479,19 +522,23 @@ class NativeRunner final : public GraphRunner {
       if (!bytes.empty()) std::memcpy(c.data_ptr(), bytes.data(), bytes.size());
       values_[static_cast<std::size_t>(t)] = device_.is_cuda() ? c.to(device_) : c;
       if (math_.channels_last && c.dim() == 4 && c.is_floating_point())
-        values_[static_cast<std::size_t>(t)] = values_[static_cast<std::size_t>(t)].contiguous(at::MemoryFormat::ChannelsLast);
+        values_[static_cast<std::size_t>(t)] =
+            values_[static_cast<std::size_t>(t)].contiguous(at::MemoryFormat::ChannelsLast);
     }
     for (int p : s.params) values_[static_cast<std::size_t>(p)].requires_grad_(true);
     for (std::size_t k = 0; k < g_.inputs.size(); ++k) {
       const TensorInfo& info = g_.info(g_.inputs[k]);
       const std::size_t bytes = static_cast<std::size_t>(numel(info.shape)) * dtype_size(info.dtype);
       for (int m = 0; m < std::max(1, s.micro_batches); ++m)
-        slices_.push_back(at::from_blob(const_cast<std::byte*>(static_cast<const std::byte*>(s.inputs[k])) + static_cast<std::size_t>(m) * bytes,
-                                        info.shape, at::TensorOptions().dtype(scalar_type(info.dtype))));
+        slices_.push_back(at::from_blob(
+            const_cast<std::byte*>(static_cast<const std::byte*>(s.inputs[k])) + static_cast<std::size_t>(m) * bytes,
+            info.shape, at::TensorOptions().dtype(scalar_type(info.dtype))));
     }
     if (device_.is_cuda()) {
       for (const auto& h : slices_)
-        device_slices_.push_back(math_.channels_last && h.dim() == 4 ? h.to(device_).contiguous(at::MemoryFormat::ChannelsLast) : h.to(device_));
+        device_slices_.push_back(math_.channels_last && h.dim() == 4
+                                     ? h.to(device_).contiguous(at::MemoryFormat::ChannelsLast)
+                                     : h.to(device_));
       for (int p : s.params) {
         host_params_.push_back(at::empty(g_.info(p).shape, at::TensorOptions().dtype(at::kFloat)));
         host_grads_.push_back(at::empty(g_.info(p).shape, at::TensorOptions().dtype(at::kFloat)));
@@ -514,7 +561,8 @@ class NativeRunner final : public GraphRunner {
     const int micros = std::max(1, s_.micro_batches);
     const Tensors& inputs = device_.is_cuda() ? device_slices_ : slices_;
     for (std::size_t k = 0; k < g_.inputs.size(); ++k)
-      values_[static_cast<std::size_t>(g_.inputs[k])] = inputs[k * static_cast<std::size_t>(micros) + static_cast<std::size_t>(micro)];
+      values_[static_cast<std::size_t>(g_.inputs[k])] =
+          inputs[k * static_cast<std::size_t>(micros) + static_cast<std::size_t>(micro)];
     Tensors in;
     for (const auto& n : g_.nodes) {
       in.clear();
@@ -548,13 +596,16 @@ class NativeRunner final : public GraphRunner {
     if (accumulators_.empty())
       for (std::size_t k = 0; k < s_.params.size(); ++k) {
         // The variable keeps only a weak reference: held here, or the hook goes with it.
-        accumulators_.push_back(torch::autograd::impl::grad_accumulator(values_[static_cast<std::size_t>(s_.params[k])]));
+        accumulators_.push_back(
+            torch::autograd::impl::grad_accumulator(values_[static_cast<std::size_t>(s_.params[k])]));
         accumulators_.back()->add_post_hook(std::make_unique<GradientFinal>(*this, k));
       }
     return true;
   }
 
-  std::vector<double> output(std::size_t i) override { return to_doubles(values_[static_cast<std::size_t>(g_.outputs.at(i))]); }
+  std::vector<double> output(std::size_t i) override {
+    return to_doubles(values_[static_cast<std::size_t>(g_.outputs.at(i))]);
+  }
   std::vector<double> gradient(std::size_t k) override {
     const at::Tensor& g = values_[static_cast<std::size_t>(s_.params.at(k))].grad();
     if (!g.defined()) return std::vector<double>(static_cast<std::size_t>(numel(g_.info(s_.params[k]).shape)), 0.0);
@@ -605,8 +656,11 @@ class NativeRunner final : public GraphRunner {
     }
   }
   std::string describe() const override {
-    return "LibTorch's own executor: " + std::to_string(g_.nodes.size()) + " ATen calls per pass" + (s_.training ? ", autograd for the backward pass" : "") +
-           (device_.is_cuda() ? "; on " + device_.str() + ", each pass ending with a wait for the device; " + math_.words() : "");
+    return "LibTorch's own executor: " + std::to_string(g_.nodes.size()) + " ATen calls per pass" +
+           (s_.training ? ", autograd for the backward pass" : "") +
+           (device_.is_cuda()
+                ? "; on " + device_.str() + ", each pass ending with a wait for the device; " + math_.words()
+                : "");
   }
 
  private:
@@ -616,7 +670,8 @@ class NativeRunner final : public GraphRunner {
   }
   struct GradientFinal final : torch::autograd::FunctionPostHook {
     GradientFinal(NativeRunner& r, std::size_t k) : r(r), k(k) {}
-    torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) override {
+    torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                              const torch::autograd::variable_list&) override {
       if (r.armed_ && r.ready_) {
         const std::size_t one[1] = {k};
         r.ready_(std::span<const std::size_t>(one, 1));
@@ -655,12 +710,16 @@ std::unique_ptr<GraphRunner> make_libtorch_native_runner(const RunnerSpec& s) {
 namespace {
 // The CUDA devices LibTorch sees (0 without CUDA in this LibTorch), and this rank's among them
 // (its local rank modulo their count; n > 0).
-int cuda_devices() { return at::hasCUDA() ? static_cast<int>(c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->deviceCount()) : 0; }
+int cuda_devices() {
+  return at::hasCUDA() ? static_cast<int>(c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->deviceCount()) : 0;
+}
 int rank_cuda_index(int n) { return node_local_rank() % n; }
 }  // namespace
 
 std::string libtorch_cuda_no_device() {
-  if (!at::hasCUDA()) return "this LibTorch was built without CUDA (Debian's is CPU-only; docs/codebase.md (Libraries) says how to build against PyTorch's)";
+  if (!at::hasCUDA())
+    return "this LibTorch was built without CUDA (Debian's is CPU-only; docs/codebase.md (Libraries) says how to build "
+           "against PyTorch's)";
   return cuda_devices() > 0 ? "" : "LibTorch sees no CUDA device";
 }
 
@@ -683,7 +742,9 @@ std::unique_ptr<GraphRunner> make_libtorch_cuda_runner(const RunnerSpec& s) {
 std::string libtorch_native_check(const Graph& g) {
   for (const auto& n : g.nodes) {
     const std::string why = untranslatable(n, g);
-    if (!why.empty()) return "libtorch-native cannot run " + n.label() + ": " + why + " (d500's executor on LibTorch's kernels can: backend = \"libtorch\")";
+    if (!why.empty())
+      return "libtorch-native cannot run " + n.label() + ": " + why +
+             " (d500's executor on LibTorch's kernels can: backend = \"libtorch\")";
   }
   return "";
 }

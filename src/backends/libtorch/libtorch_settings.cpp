@@ -6,6 +6,8 @@ namespace d500 {
 
 std::vector<BackendSetting> settings_of_backend_libtorch_cuda() {
   const std::vector<std::string> networks = {"network", "train", "distributed"};
+  // A table: one entry a line, as written.
+  // clang-format off
   return {
       {.spec = {"cudnn_algorithms", ValueType::String, Value{std::string()}, 0, 0, {"heuristic", "deterministic", "find"},
                 "levels 1-2: cudnn.deterministic (deterministic), LibTorch's own default (heuristic) or cudnn.benchmark "
@@ -25,6 +27,7 @@ std::vector<BackendSetting> settings_of_backend_libtorch_cuda() {
        .neutral = "nchw",
        .other_note = "d500's own executor keeps NCHW"},
   };
+  // clang-format on
 }
 
 }  // namespace d500

@@ -55,13 +55,16 @@ void agree_on_devices(MPI_Comm comm) {
   if (bus.empty()) throw Error("nccl: " + why);
   std::snprintf(here + name_len, static_cast<std::size_t>(kLen - name_len), " %s", bus.c_str());
   std::vector<char> every(static_cast<std::size_t>(kLen) * static_cast<std::size_t>(size));
-  mpi_check(MPI_Allgather(here, kLen, MPI_CHAR, every.data(), kLen, MPI_CHAR, comm), "MPI_Allgather", "NCCL's device check");
+  mpi_check(MPI_Allgather(here, kLen, MPI_CHAR, every.data(), kLen, MPI_CHAR, comm), "MPI_Allgather",
+            "NCCL's device check");
   for (int a = 0; a < size; ++a)
     for (int b = a + 1; b < size; ++b)
-      if (std::strncmp(&every[static_cast<std::size_t>(a) * kLen], &every[static_cast<std::size_t>(b) * kLen], kLen) == 0)
+      if (std::strncmp(&every[static_cast<std::size_t>(a) * kLen], &every[static_cast<std::size_t>(b) * kLen], kLen) ==
+          0)
         throw Error("nccl: ranks " + std::to_string(a) + " and " + std::to_string(b) + " would share the GPU at " +
                     std::string(&every[static_cast<std::size_t>(a) * kLen]) +
-                    ": NCCL needs one GPU per rank (no more ranks per node than the node's GPUs; under Slurm, gres = \"gpu:<ranks per node>\")");
+                    ": NCCL needs one GPU per rank (no more ranks per node than the node's GPUs; under Slurm, gres = "
+                    "\"gpu:<ranks per node>\")");
 }
 
 // A communicator over `comm`'s ranks on this rank's current device: rank 0 makes NCCL's unique
@@ -82,7 +85,7 @@ class NcclCollective final : public CollectiveKernel {
  public:
   explicit NcclCollective(CollectiveProblem& p) : p_(p) {
     agree_on_devices(p.comm);
-    timer_ = std::make_unique<cuda::DeviceTimer>();  // before the communicator: selects the device
+    timer_ = std::make_unique<cuda::DeviceTimer>();       // before the communicator: selects the device
     memory_ = std::make_unique<cuda::DeviceMemoryUse>();  // from before the communicator (NCCL's buffers count)
     comm_ = join(p.comm);
     if (!p.in_place && !p.send->empty()) send_ = std::make_unique<cuda::DeviceBuffer>(p.send->size() * sizeof(float));
@@ -94,7 +97,8 @@ class NcclCollective final : public CollectiveKernel {
 
   void upload() override {
     if (send_) send_->upload(p_.send->data(), p_.send->size() * sizeof(float));
-    if (p_.in_place || p_.kind == CollectiveKind::Broadcast) recv_->upload(p_.recv->data(), p_.recv->size() * sizeof(float));
+    if (p_.in_place || p_.kind == CollectiveKind::Broadcast)
+      recv_->upload(p_.recv->data(), p_.recv->size() * sizeof(float));
   }
 
   void run() override {
@@ -104,11 +108,14 @@ class NcclCollective final : public CollectiveKernel {
     ncclResult_t r = ncclSuccess;
     timer_->timed([&] {
       switch (p_.kind) {
-        case CollectiveKind::Allreduce: r = ncclAllReduce(in, out, n, ncclFloat, ncclSum, comm_, timer_->stream()); break;
+        case CollectiveKind::Allreduce:
+          r = ncclAllReduce(in, out, n, ncclFloat, ncclSum, comm_, timer_->stream());
+          break;
         case CollectiveKind::Allgather: r = ncclAllGather(in, out, n, ncclFloat, comm_, timer_->stream()); break;
         case CollectiveKind::Broadcast: r = ncclBroadcast(out, out, n, ncclFloat, 0, comm_, timer_->stream()); break;
         case CollectiveKind::ReduceScatter:
-          r = ncclReduceScatter(in, out, n / static_cast<std::size_t>(p_.size), ncclFloat, ncclSum, comm_, timer_->stream());
+          r = ncclReduceScatter(in, out, n / static_cast<std::size_t>(p_.size), ncclFloat, ncclSum, comm_,
+                                timer_->stream());
           break;
       }
     });
@@ -119,8 +126,10 @@ class NcclCollective final : public CollectiveKernel {
   std::int64_t device_ns() const override { return timer_->ns(); }
   std::int64_t device_memory_bytes() const override { return memory_->peak(); }
   std::vector<std::pair<std::string, Value>> facts() const override {
-    return {{"nccl.method", std::string("NCCL on one GPU per rank (by local rank), float32 sum; the unique id shared by MPI_Bcast; "
-                                        "NCCL's own choice of algorithm and protocol (NCCL_ALGO, NCCL_PROTO as the environment sets them)")}};
+    return {{"nccl.method",
+             std::string(
+                 "NCCL on one GPU per rank (by local rank), float32 sum; the unique id shared by MPI_Bcast; "
+                 "NCCL's own choice of algorithm and protocol (NCCL_ALGO, NCCL_PROTO as the environment sets them)")}};
   }
 
  private:
@@ -139,9 +148,11 @@ class NcclCollective final : public CollectiveKernel {
 class NcclDeviceCollective final : public DeviceCollective {
  public:
   NcclDeviceCollective(DeviceMemory& m, MPI_Comm comm) : compute_(static_cast<cudaStream_t>(m.native_stream())) {
-    if (!compute_) throw Error("nccl: the executor's device memory (" + m.describe() + ") has no CUDA stream to order after");
+    if (!compute_)
+      throw Error("nccl: the executor's device memory (" + m.describe() + ") has no CUDA stream to order after");
     agree_on_devices(comm);
-    cuda::check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags (NCCL's stream)");
+    cuda::check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
+                "cudaStreamCreateWithFlags (NCCL's stream)");
     cuda::check(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
     comm_ = join(comm);
   }
@@ -159,7 +170,8 @@ class NcclDeviceCollective final : public DeviceCollective {
     nccl_check(ncclAllReduce(buf, buf, n, ncclFloat, ncclAvg, comm_, stream_), "ncclAllReduce");
   }
   void wait() override { cuda::check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize (NCCL's stream)"); }
-  void exchange(const float* send, const std::vector<float*>& recv, const std::vector<int>& peers, std::size_t n) override {
+  void exchange(const float* send, const std::vector<float*>& recv, const std::vector<int>& peers,
+                std::size_t n) override {
     after_compute("before an exchange");
     // One group: every send and receive of this rank posted together, so that a ring never
     // waits on itself.
@@ -182,9 +194,11 @@ class NcclDeviceCollective final : public DeviceCollective {
     wait();
   }
   std::string describe() const override {
-    return nccl_version() + " ncclAllReduce (float32, ncclAvg, in place), ncclReduce (ncclAvg, in place) and ncclBroadcast (in place), and "
-                            "ncclSend/ncclRecv (grouped) on a stream of its own, after an event on the executor's stream; NCCL's own "
-                            "choice of algorithm and protocol";
+    return nccl_version() +
+           " ncclAllReduce (float32, ncclAvg, in place), ncclReduce (ncclAvg, in place) and ncclBroadcast (in place), "
+           "and "
+           "ncclSend/ncclRecv (grouped) on a stream of its own, after an event on the executor's stream; NCCL's own "
+           "choice of algorithm and protocol";
   }
 
  private:
@@ -206,7 +220,9 @@ class NcclDeviceCollective final : public DeviceCollective {
 void provide_backend_nccl(BackendRegistry& r) {
   BackendInfo b = nccl_declared();
   b.version = nccl_version;
-  b.make_collective = [](CollectiveProblem& p) -> std::unique_ptr<CollectiveKernel> { return std::make_unique<NcclCollective>(p); };
+  b.make_collective = [](CollectiveProblem& p) -> std::unique_ptr<CollectiveKernel> {
+    return std::make_unique<NcclCollective>(p);
+  };
   b.make_device_collective = [](DeviceMemory& m, MPI_Comm comm) -> std::unique_ptr<DeviceCollective> {
     return std::make_unique<NcclDeviceCollective>(m, comm);
   };

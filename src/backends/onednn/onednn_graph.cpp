@@ -105,16 +105,20 @@ class ConvKernel final : public DnnlNode {
     using namespace dnnl;
     const bool bias = p.in.size() > 2 && p.in[2].present();
     const memory::dims src{g.n, g.c, g.h, g.w}, dst{g.n, g.k, g.p, g.q};
-    const memory::dims wei = g.groups > 1 ? memory::dims{g.groups, g.kg(), g.cg(), g.kh, g.kw} : memory::dims{g.k, g.c, g.kh, g.kw};
+    const memory::dims wei =
+        g.groups > 1 ? memory::dims{g.groups, g.kg(), g.cg(), g.kh, g.kw} : memory::dims{g.k, g.c, g.kh, g.kw};
     const memory::desc src_u = plain(src), dst_u = plain(dst), wei_u = plain(wei), b_u = plain(memory::dims{g.k});
     const memory::desc src_a(src, dt::f32, memory::format_tag::any), dst_a(dst, dt::f32, memory::format_tag::any),
         wei_a(wei, dt::f32, memory::format_tag::any);
     const memory::dims st{g.sh, g.sw}, dil{g.dh - 1, g.dw - 1}, pl{g.pt, g.pl}, pr{g.pb, g.pr};
     const prop_kind pk = p.training ? prop_kind::forward_training : prop_kind::forward_inference;
-    fpd_ = bias ? convolution_forward::primitive_desc(
-                      convolution_forward::desc(pk, algorithm::convolution_direct, src_a, wei_a, b_u, dst_a, st, dil, pl, pr), engine())
-                : convolution_forward::primitive_desc(
-                      convolution_forward::desc(pk, algorithm::convolution_direct, src_a, wei_a, dst_a, st, dil, pl, pr), engine());
+    fpd_ = bias
+               ? convolution_forward::primitive_desc(convolution_forward::desc(pk, algorithm::convolution_direct, src_a,
+                                                                               wei_a, b_u, dst_a, st, dil, pl, pr),
+                                                     engine())
+               : convolution_forward::primitive_desc(
+                     convolution_forward::desc(pk, algorithm::convolution_direct, src_a, wei_a, dst_a, st, dil, pl, pr),
+                     engine());
     fwd_ = convolution_forward(fpd_);
     x_.bind(fpd_.src_desc(), src_u, p.in[0].data, true, false);
     w_.bind(fpd_.weights_desc(), wei_u, p.in[1].data, true, false);
@@ -130,7 +134,8 @@ class ConvKernel final : public DnnlNode {
     const bool want_db = bias && p.din.size() > 2 && p.din[2].present();
     if (want_dx) {
       bdpd_ = convolution_backward_data::primitive_desc(
-          convolution_backward_data::desc(algorithm::convolution_direct, src_a, wei_a, dst_a, st, dil, pl, pr), engine(), fpd_);
+          convolution_backward_data::desc(algorithm::convolution_direct, src_a, wei_a, dst_a, st, dil, pl, pr),
+          engine(), fpd_);
       bwd_data_ = convolution_backward_data(bdpd_);
       dy_d_.bind(bdpd_.diff_dst_desc(), dst_u, p.dout[0].data, true, false);
       w_d_.bind(bdpd_.weights_desc(), wei_u, p.in[1].data, true, false);
@@ -139,10 +144,12 @@ class ConvKernel final : public DnnlNode {
     if (want_dw || want_db) {
       const memory::desc dw_a(wei, dt::f32, memory::format_tag::any);
       bwpd_ = bias ? convolution_backward_weights::primitive_desc(
-                         convolution_backward_weights::desc(algorithm::convolution_direct, src_a, dw_a, b_u, dst_a, st, dil, pl, pr),
+                         convolution_backward_weights::desc(algorithm::convolution_direct, src_a, dw_a, b_u, dst_a, st,
+                                                            dil, pl, pr),
                          engine(), fpd_)
                    : convolution_backward_weights::primitive_desc(
-                         convolution_backward_weights::desc(algorithm::convolution_direct, src_a, dw_a, dst_a, st, dil, pl, pr),
+                         convolution_backward_weights::desc(algorithm::convolution_direct, src_a, dw_a, dst_a, st, dil,
+                                                            pl, pr),
                          engine(), fpd_);
       bwd_w_ = convolution_backward_weights(bwpd_);
       x_w_.bind(bwpd_.src_desc(), src_u, p.in[0].data, true, false);
@@ -165,7 +172,8 @@ class ConvKernel final : public DnnlNode {
     if (bwd_data_) {
       if (!w_const_) w_d_.pull(s_);
       dy_d_.pull(s_);
-      bwd_data_.execute(s_, {{DNNL_ARG_DIFF_DST, dy_d_.prim}, {DNNL_ARG_WEIGHTS, w_d_.prim}, {DNNL_ARG_DIFF_SRC, dx_.prim}});
+      bwd_data_.execute(
+          s_, {{DNNL_ARG_DIFF_DST, dy_d_.prim}, {DNNL_ARG_WEIGHTS, w_d_.prim}, {DNNL_ARG_DIFF_SRC, dx_.prim}});
       dx_.push(s_);
     }
     if (bwd_w_) {
@@ -206,7 +214,8 @@ memory::desc matrix(std::int64_t rows, std::int64_t cols, bool transposed) {
 }
 
 // dst = src x weights on the user's memory, with the arguments to execute it.
-dnnl::matmul product(const memory::desc& s, void* sp, const memory::desc& w, void* wp, const memory::desc& d, void* dp, Args& args) {
+dnnl::matmul product(const memory::desc& s, void* sp, const memory::desc& w, void* wp, const memory::desc& d, void* dp,
+                     Args& args) {
   args = {{DNNL_ARG_SRC, user_mem(s, sp)}, {DNNL_ARG_WEIGHTS, user_mem(w, wp)}, {DNNL_ARG_DST, user_mem(d, dp)}};
   return dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(s, w, d), engine()));
 }
@@ -226,15 +235,18 @@ class MatmulKernel final : public DnnlNode {
       if (cs.size() == 2) cd = {cs[0], cs[1]};
       const memory::desc c = plain(cd);
       prim_ = matmul(matmul::primitive_desc(matmul::desc(a, b, c, y), engine()));
-      fargs_ = {{DNNL_ARG_SRC, user_mem(a, p.in[0].data)}, {DNNL_ARG_WEIGHTS, user_mem(b, p.in[1].data)},
-                {DNNL_ARG_BIAS, user_mem(c, p.in[2].data)}, {DNNL_ARG_DST, user_mem(y, p.out[0].data)}};
+      fargs_ = {{DNNL_ARG_SRC, user_mem(a, p.in[0].data)},
+                {DNNL_ARG_WEIGHTS, user_mem(b, p.in[1].data)},
+                {DNNL_ARG_BIAS, user_mem(c, p.in[2].data)},
+                {DNNL_ARG_DST, user_mem(y, p.out[0].data)}};
       if (p.training && p.din.size() > 2 && p.din[2].present()) {
         sum_c_ = reduction(reduction::primitive_desc(reduction::desc(algorithm::reduction_sum, y, c, 0, 0), engine()));
         cargs_ = {{DNNL_ARG_SRC, user_mem(y, p.dout[0].data)}, {DNNL_ARG_DST, user_mem(c, p.din[2].data)}};
       }
     } else {
       prim_ = matmul(matmul::primitive_desc(matmul::desc(a, b, y), engine()));
-      fargs_ = {{DNNL_ARG_SRC, user_mem(a, p.in[0].data)}, {DNNL_ARG_WEIGHTS, user_mem(b, p.in[1].data)},
+      fargs_ = {{DNNL_ARG_SRC, user_mem(a, p.in[0].data)},
+                {DNNL_ARG_WEIGHTS, user_mem(b, p.in[1].data)},
                 {DNNL_ARG_DST, user_mem(y, p.out[0].data)}};
     }
     if (!p.training) return;
@@ -244,15 +256,19 @@ class MatmulKernel final : public DnnlNode {
     const memory::desc dy = plain(memory::dims{m, n}), dyt = matrix(n, m, true);
     if (p.din[0].present()) {
       if (!ta)  // dA [m,k] = dY op(B)^T
-        dA_ = product(dy, p.dout[0].data, matrix(n, k, !tb), p.in[1].data, plain(memory::dims{m, k}), p.din[0].data, aargs_);
-      else      // dA [k,m] = op(B) dY^T
-        dA_ = product(matrix(k, n, tb), p.in[1].data, dyt, p.dout[0].data, plain(memory::dims{k, m}), p.din[0].data, aargs_);
+        dA_ = product(dy, p.dout[0].data, matrix(n, k, !tb), p.in[1].data, plain(memory::dims{m, k}), p.din[0].data,
+                      aargs_);
+      else  // dA [k,m] = op(B) dY^T
+        dA_ = product(matrix(k, n, tb), p.in[1].data, dyt, p.dout[0].data, plain(memory::dims{k, m}), p.din[0].data,
+                      aargs_);
     }
     if (p.din[1].present()) {
       if (!tb)  // dB [k,n] = op(A)^T dY
-        dB_ = product(matrix(k, m, !ta), p.in[0].data, dy, p.dout[0].data, plain(memory::dims{k, n}), p.din[1].data, bargs_);
-      else      // dB [n,k] = dY^T op(A)
-        dB_ = product(dyt, p.dout[0].data, matrix(m, k, ta), p.in[0].data, plain(memory::dims{n, k}), p.din[1].data, bargs_);
+        dB_ = product(matrix(k, m, !ta), p.in[0].data, dy, p.dout[0].data, plain(memory::dims{k, n}), p.din[1].data,
+                      bargs_);
+      else  // dB [n,k] = dY^T op(A)
+        dB_ = product(dyt, p.dout[0].data, matrix(m, k, ta), p.in[0].data, plain(memory::dims{n, k}), p.din[1].data,
+                      bargs_);
     }
   }
   void forward() override {
@@ -311,7 +327,8 @@ class BatchedMatmulKernel final : public DnnlNode {
       } else if (b_matrix) {
         // dB [k,n] = A^T dY with A's batch folded into its rows.
         const std::int64_t rows = numel(a) / k;
-        const memory::desc at({k, rows}, dt::f32, {1, k}), dy = plain(memory::dims{rows, n}), db = plain(memory::dims{k, n});
+        const memory::desc at({k, rows}, dt::f32, {1, k}), dy = plain(memory::dims{rows, n}),
+                                                           db = plain(memory::dims{k, n});
         dB_ = product(at, p.in[0].data, dy, p.dout[0].data, db, p.din[1].data, bargs_);
       } else {
         throw Unsupported{};
@@ -337,7 +354,8 @@ class BatchedMatmulKernel final : public DnnlNode {
 // ---- Pooling ---------------------------------------------------------------------------------------
 class PoolKernel final : public PairedNode {
  public:
-  PoolKernel(const NodeProblem& p, const ConvGeom& g, dnnl::algorithm alg, bool global) : PairedNode(global ? "global pooling" : "pooling") {
+  PoolKernel(const NodeProblem& p, const ConvGeom& g, dnnl::algorithm alg, bool global)
+      : PairedNode(global ? "global pooling" : "pooling") {
     using namespace dnnl;
     const memory::dims src{g.n, g.c, g.h, g.w}, dst{g.n, g.c, g.p, g.q};
     const memory::desc x = plain(src), y = plain(dst);
@@ -355,7 +373,8 @@ class PoolKernel final : public PairedNode {
       fargs_[DNNL_ARG_WORKSPACE] = ws_;
     }
     if (!p.training || !p.din[0].present()) return;
-    bwd_ = pooling_v2_backward(pooling_v2_backward::primitive_desc(pooling_v2_backward::desc(alg, x, y, st, k, dil, pl, pr), engine(), fpd_));
+    bwd_ = pooling_v2_backward(
+        pooling_v2_backward::primitive_desc(pooling_v2_backward::desc(alg, x, y, st, k, dil, pl, pr), engine(), fpd_));
     bargs_ = {{DNNL_ARG_DIFF_DST, user_mem(y, p.dout[0].data)}, {DNNL_ARG_DIFF_SRC, user_mem(x, p.din[0].data)}};
     if (ws_) bargs_[DNNL_ARG_WORKSPACE] = ws_;
   }
@@ -374,10 +393,14 @@ class BatchNormKernel final : public PairedNode {
     auto flags = normalization_flags::use_scale | normalization_flags::use_shift;
     if (!training) flags = flags | normalization_flags::use_global_stats;
     fpd_ = batch_normalization_forward::primitive_desc(
-        batch_normalization_forward::desc(training ? prop_kind::forward_training : prop_kind::forward_inference, x, eps, flags), engine());
+        batch_normalization_forward::desc(training ? prop_kind::forward_training : prop_kind::forward_inference, x, eps,
+                                          flags),
+        engine());
     fwd_ = batch_normalization_forward(fpd_);
-    fargs_ = {{DNNL_ARG_SRC, user_mem(x, p.in[0].data)}, {DNNL_ARG_SCALE, user_mem(ch, p.in[1].data)},
-              {DNNL_ARG_SHIFT, user_mem(ch, p.in[2].data)}, {DNNL_ARG_DST, user_mem(x, p.out[0].data)}};
+    fargs_ = {{DNNL_ARG_SRC, user_mem(x, p.in[0].data)},
+              {DNNL_ARG_SCALE, user_mem(ch, p.in[1].data)},
+              {DNNL_ARG_SHIFT, user_mem(ch, p.in[2].data)},
+              {DNNL_ARG_DST, user_mem(x, p.out[0].data)}};
     if (training) {
       mean_ = memory(ch, engine());
       var_ = memory(ch, engine());
@@ -390,11 +413,15 @@ class BatchNormKernel final : public PairedNode {
     if (!p.training) return;
     const bool dx = p.din[0].present(), ds = p.din[1].present(), db = p.din[2].present();
     bwd_ = batch_normalization_backward(batch_normalization_backward::primitive_desc(
-        batch_normalization_backward::desc(prop_kind::backward, x, x, eps, normalization_flags::use_scale | normalization_flags::use_shift),
+        batch_normalization_backward::desc(prop_kind::backward, x, x, eps,
+                                           normalization_flags::use_scale | normalization_flags::use_shift),
         engine(), fpd_));
-    bargs_ = {{DNNL_ARG_SRC, user_mem(x, p.in[0].data)}, {DNNL_ARG_DIFF_DST, user_mem(x, p.dout[0].data)},
-              {DNNL_ARG_SCALE, user_mem(ch, p.in[1].data)}, {DNNL_ARG_SHIFT, user_mem(ch, p.in[2].data)},
-              {DNNL_ARG_MEAN, mean_}, {DNNL_ARG_VARIANCE, var_},
+    bargs_ = {{DNNL_ARG_SRC, user_mem(x, p.in[0].data)},
+              {DNNL_ARG_DIFF_DST, user_mem(x, p.dout[0].data)},
+              {DNNL_ARG_SCALE, user_mem(ch, p.in[1].data)},
+              {DNNL_ARG_SHIFT, user_mem(ch, p.in[2].data)},
+              {DNNL_ARG_MEAN, mean_},
+              {DNNL_ARG_VARIANCE, var_},
               {DNNL_ARG_DIFF_SRC, dx ? user_mem(x, p.din[0].data) : memory(x, engine())},
               {DNNL_ARG_DIFF_SCALE, ds ? user_mem(ch, p.din[1].data) : memory(ch, engine())},
               {DNNL_ARG_DIFF_SHIFT, db ? user_mem(ch, p.din[2].data) : memory(ch, engine())}};
@@ -408,26 +435,35 @@ class BatchNormKernel final : public PairedNode {
 class LayerNormKernel final : public PairedNode {
  public:
   // Over the axes from `axis` on, as a [outer, inner] matrix normalised along its rows.
-  LayerNormKernel(const NodeProblem& p, std::int64_t outer, std::int64_t inner, float eps) : PairedNode("layer normalization") {
+  LayerNormKernel(const NodeProblem& p, std::int64_t outer, std::int64_t inner, float eps)
+      : PairedNode("layer normalization") {
     using namespace dnnl;
-    const memory::desc x = plain(memory::dims{outer, inner}), stat = plain(memory::dims{outer}), sc = plain(memory::dims{inner});
+    const memory::desc x = plain(memory::dims{outer, inner}), stat = plain(memory::dims{outer}),
+                       sc = plain(memory::dims{inner});
     const bool shift = p.in.size() > 2 && p.in[2].present();
     auto flags = normalization_flags::use_scale;
     if (shift) flags = flags | normalization_flags::use_shift;
     fpd_ = layer_normalization_forward::primitive_desc(
-        layer_normalization_forward::desc(p.training ? prop_kind::forward_training : prop_kind::forward_inference, x, stat, eps, flags),
+        layer_normalization_forward::desc(p.training ? prop_kind::forward_training : prop_kind::forward_inference, x,
+                                          stat, eps, flags),
         engine());
     fwd_ = layer_normalization_forward(fpd_);
     mean_ = memory(stat, engine());
     var_ = memory(stat, engine());
-    fargs_ = {{DNNL_ARG_SRC, user_mem(x, p.in[0].data)}, {DNNL_ARG_SCALE, user_mem(sc, p.in[1].data)},
-              {DNNL_ARG_DST, user_mem(x, p.out[0].data)}, {DNNL_ARG_MEAN, mean_}, {DNNL_ARG_VARIANCE, var_}};
+    fargs_ = {{DNNL_ARG_SRC, user_mem(x, p.in[0].data)},
+              {DNNL_ARG_SCALE, user_mem(sc, p.in[1].data)},
+              {DNNL_ARG_DST, user_mem(x, p.out[0].data)},
+              {DNNL_ARG_MEAN, mean_},
+              {DNNL_ARG_VARIANCE, var_}};
     if (shift) fargs_[DNNL_ARG_SHIFT] = user_mem(sc, p.in[2].data);
     if (!p.training) return;
     bwd_ = layer_normalization_backward(layer_normalization_backward::primitive_desc(
         layer_normalization_backward::desc(prop_kind::backward, x, x, stat, eps, flags), engine(), fpd_));
-    bargs_ = {{DNNL_ARG_SRC, user_mem(x, p.in[0].data)}, {DNNL_ARG_DIFF_DST, user_mem(x, p.dout[0].data)},
-              {DNNL_ARG_SCALE, user_mem(sc, p.in[1].data)}, {DNNL_ARG_MEAN, mean_}, {DNNL_ARG_VARIANCE, var_},
+    bargs_ = {{DNNL_ARG_SRC, user_mem(x, p.in[0].data)},
+              {DNNL_ARG_DIFF_DST, user_mem(x, p.dout[0].data)},
+              {DNNL_ARG_SCALE, user_mem(sc, p.in[1].data)},
+              {DNNL_ARG_MEAN, mean_},
+              {DNNL_ARG_VARIANCE, var_},
               {DNNL_ARG_DIFF_SRC, p.din[0].present() ? user_mem(x, p.din[0].data) : memory(x, engine())},
               {DNNL_ARG_DIFF_SCALE, p.din[1].present() ? user_mem(sc, p.din[1].data) : memory(sc, engine())}};
     if (shift) {
@@ -450,12 +486,15 @@ class SoftmaxKernel final : public PairedNode {
     const memory::desc x = plain(memory::dims{n.attr_i("_outer", 1), n.attr_i("_len", 1), n.attr_i("_inner", 1)});
     const algorithm alg = log ? algorithm::softmax_log : algorithm::softmax_accurate;
     fpd_ = softmax_v2_forward::primitive_desc(
-        softmax_v2_forward::desc(p.training ? prop_kind::forward_training : prop_kind::forward_inference, alg, x, x, 1), engine());
+        softmax_v2_forward::desc(p.training ? prop_kind::forward_training : prop_kind::forward_inference, alg, x, x, 1),
+        engine());
     fwd_ = softmax_v2_forward(fpd_);
     fargs_ = {{DNNL_ARG_SRC, user_mem(x, p.in[0].data)}, {DNNL_ARG_DST, user_mem(x, p.out[0].data)}};
     if (!p.training || !p.din[0].present()) return;
-    bwd_ = softmax_v2_backward(softmax_v2_backward::primitive_desc(softmax_v2_backward::desc(alg, x, x, x, 1), engine(), fpd_));
-    bargs_ = {{DNNL_ARG_DST, user_mem(x, p.out[0].data)}, {DNNL_ARG_DIFF_DST, user_mem(x, p.dout[0].data)},
+    bwd_ = softmax_v2_backward(
+        softmax_v2_backward::primitive_desc(softmax_v2_backward::desc(alg, x, x, x, 1), engine(), fpd_));
+    bargs_ = {{DNNL_ARG_DST, user_mem(x, p.out[0].data)},
+              {DNNL_ARG_DIFF_DST, user_mem(x, p.dout[0].data)},
               {DNNL_ARG_DIFF_SRC, user_mem(x, p.din[0].data)}};
   }
 
@@ -467,19 +506,23 @@ class SoftmaxKernel final : public PairedNode {
 class EltwiseKernel final : public PairedNode {
  public:
   // `use_dst`: the backward algorithm reads the output (as the op's saved tensor is).
-  EltwiseKernel(const NodeProblem& p, dnnl::algorithm fwd_alg, dnnl::algorithm bwd_alg, float alpha, float beta, bool use_dst,
-                const std::string& what)
+  EltwiseKernel(const NodeProblem& p, dnnl::algorithm fwd_alg, dnnl::algorithm bwd_alg, float alpha, float beta,
+                bool use_dst, const std::string& what)
       : PairedNode(what) {
     using namespace dnnl;
     const memory::desc x = plain(memory::dims{std::max<std::int64_t>(1, p.in[0].numel())});
     fpd_ = eltwise_forward::primitive_desc(
-        eltwise_forward::desc(p.training ? prop_kind::forward_training : prop_kind::forward_inference, fwd_alg, x, alpha, beta), engine());
+        eltwise_forward::desc(p.training ? prop_kind::forward_training : prop_kind::forward_inference, fwd_alg, x,
+                              alpha, beta),
+        engine());
     fwd_ = eltwise_forward(fpd_);
     fargs_ = {{DNNL_ARG_SRC, user_mem(x, p.in[0].data)}, {DNNL_ARG_DST, user_mem(x, p.out[0].data)}};
     if (!p.training || !p.din[0].present()) return;
-    bwd_ = eltwise_backward(eltwise_backward::primitive_desc(eltwise_backward::desc(bwd_alg, x, x, alpha, beta), engine(), fpd_));
+    bwd_ = eltwise_backward(
+        eltwise_backward::primitive_desc(eltwise_backward::desc(bwd_alg, x, x, alpha, beta), engine(), fpd_));
     bargs_ = {{use_dst ? DNNL_ARG_DST : DNNL_ARG_SRC, user_mem(x, use_dst ? p.out[0].data : p.in[0].data)},
-              {DNNL_ARG_DIFF_DST, user_mem(x, p.dout[0].data)}, {DNNL_ARG_DIFF_SRC, user_mem(x, p.din[0].data)}};
+              {DNNL_ARG_DIFF_DST, user_mem(x, p.dout[0].data)},
+              {DNNL_ARG_DIFF_SRC, user_mem(x, p.din[0].data)}};
   }
 
  private:
@@ -506,7 +549,8 @@ class BinaryKernel final : public DnnlNode {
     const std::size_t i0 = swap ? 1 : 0, i1 = swap ? 0 : 1;
     const memory::desc y = plain(aligned(ys, r)), b = plain(aligned(*p.in[i1].shape, r));
     prim_ = binary(binary::primitive_desc(binary::desc(alg, y, b, y), engine()));
-    fargs_ = {{DNNL_ARG_SRC_0, user_mem(y, p.in[i0].data)}, {DNNL_ARG_SRC_1, user_mem(b, p.in[i1].data)},
+    fargs_ = {{DNNL_ARG_SRC_0, user_mem(y, p.in[i0].data)},
+              {DNNL_ARG_SRC_1, user_mem(b, p.in[i1].data)},
               {DNNL_ARG_DST, user_mem(y, p.out[0].data)}};
     if (!p.training) return;
     for (std::size_t i = 0; i < 2; ++i) {
@@ -526,7 +570,8 @@ class BinaryKernel final : public DnnlNode {
         const memory::desc s0 = od == y ? od : y, s1 = od == y ? y : od;
         gr.op = binary(binary::primitive_desc(binary::desc(alg, s0, s1, y), engine()));
         gr.op_args = {{DNNL_ARG_SRC_0, od == y ? user_mem(od, p.in[other].data) : dy},
-                      {DNNL_ARG_SRC_1, od == y ? dy : user_mem(od, p.in[other].data)}, {DNNL_ARG_DST, gr.tmp}};
+                      {DNNL_ARG_SRC_1, od == y ? dy : user_mem(od, p.in[other].data)},
+                      {DNNL_ARG_DST, gr.tmp}};
         if (alg == algorithm::binary_div) {  // dY / B: dY must be src0
           gr.op = binary(binary::primitive_desc(binary::desc(alg, y, od, y), engine()));
           gr.op_args = {{DNNL_ARG_SRC_0, dy}, {DNNL_ARG_SRC_1, user_mem(od, p.in[other].data)}, {DNNL_ARG_DST, gr.tmp}};
@@ -544,7 +589,8 @@ class BinaryKernel final : public DnnlNode {
         if (full) {
           gr.reduce = reorder(reorder::primitive_desc(engine(), y, engine(), di, attr));
         } else {
-          gr.reduce = reduction(reduction::primitive_desc(reduction::desc(algorithm::reduction_sum, y, di, 0, 0), attr, engine()));
+          gr.reduce = reduction(
+              reduction::primitive_desc(reduction::desc(algorithm::reduction_sum, y, di, 0, 0), attr, engine()));
         }
         gr.reduce_args = {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, target}, {DNNL_ARG_FROM, src}, {DNNL_ARG_TO, target}};
       }
@@ -583,7 +629,8 @@ class TransposeKernel final : public PairedNode {
     const auto& perm = p.node->attrs.at("perm").ints;
     const memory::dims xs = strides_of_dims(dims_of(x));
     memory::dims yd, view_st;
-    for (auto a : perm) yd.push_back(x[static_cast<std::size_t>(a)]), view_st.push_back(xs[static_cast<std::size_t>(a)]);
+    for (auto a : perm)
+      yd.push_back(x[static_cast<std::size_t>(a)]), view_st.push_back(xs[static_cast<std::size_t>(a)]);
     const memory::desc view(yd, dt::f32, view_st), y = plain(yd);
     fwd_ = dnnl::reorder(user_mem(view, p.in[0].data), user_mem(y, p.out[0].data));
     fargs_ = {{DNNL_ARG_FROM, user_mem(view, p.in[0].data)}, {DNNL_ARG_TO, user_mem(y, p.out[0].data)}};
@@ -603,7 +650,8 @@ class ReduceKernel final : public PairedNode {
     for (auto a : p.node->attrs.at("axes").ints) kept[static_cast<std::size_t>(a)] = 1;
     const memory::desc xd = plain(x), yd = plain(kept);
     fwd_ = dnnl::reduction(dnnl::reduction::primitive_desc(
-        dnnl::reduction::desc(mean ? dnnl::algorithm::reduction_mean : dnnl::algorithm::reduction_sum, xd, yd, 0, 0), engine()));
+        dnnl::reduction::desc(mean ? dnnl::algorithm::reduction_mean : dnnl::algorithm::reduction_sum, xd, yd, 0, 0),
+        engine()));
     fargs_ = {{DNNL_ARG_SRC, user_mem(xd, p.in[0].data)}, {DNNL_ARG_DST, user_mem(yd, p.out[0].data)}};
   }
 };
@@ -625,14 +673,16 @@ std::unique_ptr<NodeKernel> make(const NodeProblem& p) {
   if (!all_float(p)) return nullptr;
   for (std::size_t j = 1; j < p.out.size(); ++j)
     if (p.out[j].present()) return nullptr;  // optional extra outputs (statistics, ...)
-  if (op == "Conv" && rank <= 4) return std::make_unique<ConvKernel>(p, conv_geom(n, *p.in[0].shape, (*p.in[1].shape)[0]));
+  if (op == "Conv" && rank <= 4)
+    return std::make_unique<ConvKernel>(p, conv_geom(n, *p.in[0].shape, (*p.in[1].shape)[0]));
   if (op == "Gemm") {
     const Shape& a = *p.in[0].shape;
     const Shape& b = *p.in[1].shape;
     const bool ta = n.attr_i("transA", 0) != 0, tb = n.attr_i("transB", 0) != 0;
     const bool bias = p.in.size() > 2 && p.in[2].present();
     if (n.attr_f("alpha", 1.0) != 1.0 || (bias && n.attr_f("beta", 1.0) != 1.0)) return nullptr;
-    if (bias && p.in[2].shape->size() == 2 && (*p.in[2].shape)[0] != 1 && (*p.in[2].shape)[0] != (ta ? a[1] : a[0])) return nullptr;
+    if (bias && p.in[2].shape->size() == 2 && (*p.in[2].shape)[0] != 1 && (*p.in[2].shape)[0] != (ta ? a[1] : a[0]))
+      return nullptr;
     return std::make_unique<MatmulKernel>(p, ta ? a[1] : a[0], tb ? b[0] : b[1], ta ? a[0] : a[1], ta, tb, bias);
   }
   if (op == "MatMul") {
@@ -658,7 +708,8 @@ std::unique_ptr<NodeKernel> make(const NodeProblem& p) {
     ConvGeom g;
     g.n = x[0], g.c = x[1], g.h = rank == 4 ? x[2] : 1, g.w = x.back();
     g.k = g.c, g.kh = g.h, g.kw = g.w, g.sh = g.h, g.sw = g.w, g.p = 1, g.q = 1;
-    return std::make_unique<PoolKernel>(p, g, op == "GlobalMaxPool" ? algorithm::pooling_max : algorithm::pooling_avg_exclude_padding, true);
+    return std::make_unique<PoolKernel>(
+        p, g, op == "GlobalMaxPool" ? algorithm::pooling_max : algorithm::pooling_avg_exclude_padding, true);
   }
   if (op == "BatchNormalization" && rank >= 2 && rank <= 5) {
     const bool bn_training = training || n.attr_i("training_mode", 0) != 0;
@@ -681,7 +732,8 @@ std::unique_ptr<NodeKernel> make(const NodeProblem& p) {
   static const Elt elts[] = {
       {"Relu", algorithm::eltwise_relu, algorithm::eltwise_relu, false, "eltwise relu"},
       {"LeakyRelu", algorithm::eltwise_relu, algorithm::eltwise_relu, false, "eltwise relu (leaky)"},
-      {"Sigmoid", algorithm::eltwise_logistic_use_dst_for_bwd, algorithm::eltwise_logistic_use_dst_for_bwd, true, "eltwise logistic"},
+      {"Sigmoid", algorithm::eltwise_logistic_use_dst_for_bwd, algorithm::eltwise_logistic_use_dst_for_bwd, true,
+       "eltwise logistic"},
       {"Tanh", algorithm::eltwise_tanh_use_dst_for_bwd, algorithm::eltwise_tanh_use_dst_for_bwd, true, "eltwise tanh"},
       {"Sqrt", algorithm::eltwise_sqrt_use_dst_for_bwd, algorithm::eltwise_sqrt_use_dst_for_bwd, true, "eltwise sqrt"},
       {"Exp", algorithm::eltwise_exp_use_dst_for_bwd, algorithm::eltwise_exp_use_dst_for_bwd, true, "eltwise exp"},
@@ -700,8 +752,10 @@ std::unique_ptr<NodeKernel> make(const NodeProblem& p) {
     const bool first_full = *p.in[0].shape == ys, second_full = *p.in[1].shape == ys;
     const bool commutative = op == "Add" || op == "Mul";
     if (!first_full && !(second_full && commutative)) return nullptr;
-    const algorithm alg = op == "Add" ? algorithm::binary_add : op == "Sub" ? algorithm::binary_sub
-                          : op == "Mul" ? algorithm::binary_mul : algorithm::binary_div;
+    const algorithm alg = op == "Add"   ? algorithm::binary_add
+                          : op == "Sub" ? algorithm::binary_sub
+                          : op == "Mul" ? algorithm::binary_mul
+                                        : algorithm::binary_div;
     try {
       return std::make_unique<BinaryKernel>(p, alg, !first_full);
     } catch (const BinaryKernel::Unsupported&) {
@@ -709,7 +763,8 @@ std::unique_ptr<NodeKernel> make(const NodeProblem& p) {
     }
   }
   if (op == "Transpose") return std::make_unique<TransposeKernel>(p);
-  if ((op == "ReduceMean" || op == "ReduceSum") && !training) return std::make_unique<ReduceKernel>(p, op == "ReduceMean");
+  if ((op == "ReduceMean" || op == "ReduceSum") && !training)
+    return std::make_unique<ReduceKernel>(p, op == "ReduceMean");
   return nullptr;
 }
 

@@ -7,8 +7,8 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <unordered_map>
 
-#include "common/error.hpp"
 #include "backends/onednn/onednn_backend.hpp"
+#include "common/error.hpp"
 
 namespace d500 {
 
@@ -73,8 +73,8 @@ memory::desc plain(const Tensor& t) {
 void make_conv(DnnlKernel& k, OpProblem& p) {
   const ConvShape cs = conv_shape(p);
   const memory::dims src{cs.n, cs.c, cs.h, cs.w}, dst{cs.n, cs.k, cs.p(), cs.q()};
-  const memory::dims wei = cs.groups > 1 ? memory::dims{cs.groups, cs.kg(), cs.cg(), cs.r, cs.s}
-                                         : memory::dims{cs.k, cs.c, cs.r, cs.s};
+  const memory::dims wei =
+      cs.groups > 1 ? memory::dims{cs.groups, cs.kg(), cs.cg(), cs.r, cs.s} : memory::dims{cs.k, cs.c, cs.r, cs.s};
   const tag wtag = cs.groups > 1 ? tag::goihw : tag::oihw;
   const memory::desc src_u(src, dt::f32, tag::nchw), dst_u(dst, dt::f32, tag::nchw), wei_u(wei, dt::f32, wtag);
   const memory::desc src_a(src, dt::f32, tag::any), dst_a(dst, dt::f32, tag::any), wei_a(wei, dt::f32, tag::any);
@@ -229,12 +229,18 @@ std::unique_ptr<OpKernel> make_onednn_kernel(OpProblem& p, int threads) {
   omp_set_num_threads(threads);
   auto k = std::make_unique<DnnlKernel>();
   try {
-    if (p.op == "conv2d") make_conv(*k, p);
-    else if (p.op == "pool2d") make_pool(*k, p);
-    else if (p.op == "batchnorm") make_bn(*k, p);
-    else if (p.op == "relu") make_relu(*k, p);
-    else if (p.op == "softmax") make_softmax(*k, p);
-    else throw Error("the onednn backend has no " + p.op);
+    if (p.op == "conv2d")
+      make_conv(*k, p);
+    else if (p.op == "pool2d")
+      make_pool(*k, p);
+    else if (p.op == "batchnorm")
+      make_bn(*k, p);
+    else if (p.op == "relu")
+      make_relu(*k, p);
+    else if (p.op == "softmax")
+      make_softmax(*k, p);
+    else
+      throw Error("the onednn backend has no " + p.op);
   } catch (const dnnl::error& e) {
     throw Error("oneDNN " + p.op + " " + p.pass + ": " + e.what());
   }

@@ -48,7 +48,8 @@ void conv_taps(const ConvShape& cs, F&& f, I k0 = 0, I k1 = -1) {
 // y = conv(x, w); [k0, k1): only those output channels (their y entries must be zero).
 template <class T>
 void conv2d_forward_channels(const ConvShape& cs, const T* x, const T* w, T* y, I k0, I k1) {
-  conv_taps(cs, [&](I xi, I wi, I yi) { y[yi] += x[xi] * w[wi]; }, k0, k1);
+  conv_taps(
+      cs, [&](I xi, I wi, I yi) { y[yi] += x[xi] * w[wi]; }, k0, k1);
 }
 template <class T>
 void conv2d_forward(const ConvShape& cs, const T* x, const T* w, T* y) {
@@ -67,7 +68,8 @@ void conv2d_backward_data(const ConvShape& cs, const T* dy, const T* w, T* dx) {
 // [k0, k1): only those output channels' filters (their dw entries must be zero).
 template <class T>
 void conv2d_backward_filter_channels(const ConvShape& cs, const T* x, const T* dy, T* dw, I k0, I k1) {
-  conv_taps(cs, [&](I xi, I wi, I yi) { dw[wi] += x[xi] * dy[yi]; }, k0, k1);
+  conv_taps(
+      cs, [&](I xi, I wi, I yi) { dw[wi] += x[xi] * dy[yi]; }, k0, k1);
 }
 template <class T>
 void conv2d_backward_filter(const ConvShape& cs, const T* x, const T* dy, T* dw) {
@@ -179,8 +181,8 @@ void batchnorm_forward_training(const Nchw& d, double eps, const T* x, const T* 
 // The gradient of training-mode batch normalisation, through the batch statistics:
 // dx = gamma / sqrt(var + eps) / M * (M dy - sum(dy) - xhat * sum(dy xhat)), M = N H W.
 template <class T>
-void batchnorm_backward(const Nchw& d, double eps, const T* x, const T* dy, const T* gamma, const T* mean,
-                        const T* var, T* dx, T* dgamma, T* dbeta) {
+void batchnorm_backward(const Nchw& d, double eps, const T* x, const T* dy, const T* gamma, const T* mean, const T* var,
+                        T* dx, T* dgamma, T* dbeta) {
   const T m = static_cast<T>(d.n * d.plane());
   for (I c = 0; c < d.c; ++c) {
     const T inv = T(1) / std::sqrt(var[c] + static_cast<T>(eps));

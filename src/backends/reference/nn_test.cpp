@@ -62,15 +62,17 @@ struct ConvCase {
 // How a case prints in gtest's (and ctest's) listing: its shape, not the struct's bytes.
 void PrintTo(const ConvCase& c, std::ostream* os) {
   const ConvShape& x = c.cs;
-  *os << c.name << ": n=" << x.n << " c=" << x.c << " h=" << x.h << " w=" << x.w << " k=" << x.k << " r=" << x.r << " s=" << x.s
-      << " stride=" << x.stride << " pad=" << x.pad << " dilation=" << x.dilation << " groups=" << x.groups;
+  *os << c.name << ": n=" << x.n << " c=" << x.c << " h=" << x.h << " w=" << x.w << " k=" << x.k << " r=" << x.r
+      << " s=" << x.s << " stride=" << x.stride << " pad=" << x.pad << " dilation=" << x.dilation
+      << " groups=" << x.groups;
 }
 
 class ReferenceConvGrad : public ::testing::TestWithParam<ConvCase> {};
 
 TEST_P(ReferenceConvGrad, BackwardPassesAreTheGradientsOfTheForward) {
   const ConvShape cs = GetParam().cs;
-  const Vec x = random_vec(static_cast<std::size_t>(cs.x_size()), 1), w = random_vec(static_cast<std::size_t>(cs.w_size()), 2),
+  const Vec x = random_vec(static_cast<std::size_t>(cs.x_size()), 1),
+            w = random_vec(static_cast<std::size_t>(cs.w_size()), 2),
             dy = random_vec(static_cast<std::size_t>(cs.y_size()), 3);
   Vec dx(x.size()), dw(w.size());
   conv2d_backward_data(cs, dy.data(), w.data(), dx.data());
@@ -91,19 +93,19 @@ TEST_P(ReferenceConvGrad, BackwardPassesAreTheGradientsOfTheForward) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, ReferenceConvGrad,
-    ::testing::Values(ConvCase{"plain3x3", {2, 3, 6, 5, 4, 3, 3, 1, 0, 1, 1}},
-                      ConvCase{"stride2pad1", {2, 3, 7, 7, 4, 3, 3, 2, 1, 1, 1}},
-                      ConvCase{"dilation2", {1, 2, 8, 8, 3, 3, 2, 1, 2, 2, 1}},
-                      ConvCase{"groups2", {2, 4, 5, 5, 6, 3, 3, 1, 1, 1, 2}},
-                      ConvCase{"depthwise", {1, 3, 5, 5, 3, 3, 3, 1, 1, 1, 3}}),
-    [](const auto& info) { return std::string(info.param.name); });
+INSTANTIATE_TEST_SUITE_P(Shapes, ReferenceConvGrad,
+                         ::testing::Values(ConvCase{"plain3x3", {2, 3, 6, 5, 4, 3, 3, 1, 0, 1, 1}},
+                                           ConvCase{"stride2pad1", {2, 3, 7, 7, 4, 3, 3, 2, 1, 1, 1}},
+                                           ConvCase{"dilation2", {1, 2, 8, 8, 3, 3, 2, 1, 2, 2, 1}},
+                                           ConvCase{"groups2", {2, 4, 5, 5, 6, 3, 3, 1, 1, 1, 2}},
+                                           ConvCase{"depthwise", {1, 3, 5, 5, 3, 3, 3, 1, 1, 1, 3}}),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 TEST(ReferencePool, GradientsOfMaxAndAverage) {
   for (bool max : {true, false}) {
     const PoolShape ps{2, 3, 7, 6, 3, 2, 1, max};
-    const std::size_t xs = static_cast<std::size_t>(2 * 3 * 7 * 6), ys = static_cast<std::size_t>(2 * 3 * ps.p() * ps.q());
+    const std::size_t xs = static_cast<std::size_t>(2 * 3 * 7 * 6),
+                      ys = static_cast<std::size_t>(2 * 3 * ps.p() * ps.q());
     const Vec x = random_vec(xs, 4), dy = random_vec(ys, 5);
     Vec dx(xs);
     pool2d_backward(ps, x.data(), dy.data(), dx.data());

@@ -26,16 +26,20 @@ std::vector<std::int64_t> InferCtx::ints(std::size_t i, const char* what) const 
   const std::int64_t n = numel(in[i]->shape);
   std::vector<std::int64_t> v(static_cast<std::size_t>(n));
   for (std::int64_t k = 0; k < n; ++k) {
-    if (t == DType::I64) v[static_cast<std::size_t>(k)] = reinterpret_cast<const std::int64_t*>(value[i])[k];
-    else if (t == DType::I32) v[static_cast<std::size_t>(k)] = reinterpret_cast<const std::int32_t*>(value[i])[k];
-    else fail(std::string("its input '") + what + "' must be int64 or int32");
+    if (t == DType::I64)
+      v[static_cast<std::size_t>(k)] = reinterpret_cast<const std::int64_t*>(value[i])[k];
+    else if (t == DType::I32)
+      v[static_cast<std::size_t>(k)] = reinterpret_cast<const std::int32_t*>(value[i])[k];
+    else
+      fail(std::string("its input '") + what + "' must be int64 or int32");
   }
   return v;
 }
 
 void InferCtx::set(std::size_t j, DType t, Shape s) const {
   if (j < out.size() && out[j]) {
-    if (s.size() > ref::kMaxRank) fail("its output would have " + std::to_string(s.size()) + " axes; d500 supports at most 8");
+    if (s.size() > ref::kMaxRank)
+      fail("its output would have " + std::to_string(s.size()) + " axes; d500 supports at most 8");
     out[j]->dtype = t;
     out[j]->shape = std::move(s);
   }
@@ -45,7 +49,8 @@ void InferCtx::fail(const std::string& why) const { throw Error(node.label() + "
 
 std::int64_t InferCtx::axis(std::int64_t a, std::size_t rank, const char* what) const {
   const auto r = static_cast<std::int64_t>(rank);
-  if (a < -r || a >= r) fail(std::string(what) + " " + std::to_string(a) + " is out of range for rank " + std::to_string(r));
+  if (a < -r || a >= r)
+    fail(std::string(what) + " " + std::to_string(a) + " is out of range for rank " + std::to_string(r));
   return a < 0 ? a + r : a;
 }
 

@@ -57,7 +57,8 @@ bool zero_without_upstream(const NodeProblem& p) {
 
 // Reads an integer tensor (int64 or int32) as int64.
 inline I int_at(const TensorView& t, I i) {
-  return t.dtype == DType::I32 ? static_cast<const std::int32_t*>(t.data)[i] : static_cast<const std::int64_t*>(t.data)[i];
+  return t.dtype == DType::I32 ? static_cast<const std::int32_t*>(t.data)[i]
+                               : static_cast<const std::int64_t*>(t.data)[i];
 }
 
 // A shape or strides of at most kMaxRank axes, held without allocation: the reference kernels
@@ -79,7 +80,9 @@ struct Dims {
     for (std::size_t i = 0; i < n; ++i) c *= v[i];
     return c;
   }
-  bool operator==(const Dims& o) const { return n == o.n && std::equal(v.begin(), v.begin() + static_cast<long>(n), o.v.begin()); }
+  bool operator==(const Dims& o) const {
+    return n == o.n && std::equal(v.begin(), v.begin() + static_cast<long>(n), o.v.begin());
+  }
 };
 
 // The strides with which `from` (right-aligned, size-1 axes repeated) is read at every position
@@ -157,7 +160,8 @@ template <class T>
 void gemm(bool ta, bool tb, I M, I N, I K, T alpha, const T* A, I lda, const T* B, I ldb, T beta, T* C, I ldc) {
   for (I i = 0; i < M; ++i) {
     T* c = C + i * ldc;
-    if (beta == T(0)) std::fill(c, c + N, T(0));
+    if (beta == T(0))
+      std::fill(c, c + N, T(0));
     else if (beta != T(1))
       for (I j = 0; j < N; ++j) c[j] *= beta;
   }

@@ -112,8 +112,10 @@ void conv_forward(const ConvGeom& g, const T* x, const T* w, const T* b, T* y, T
   for (I n = 0; n < g.n; ++n)
     for (I grp = 0; grp < g.groups; ++grp) {
       const T* src = col;
-      if (direct(g)) src = x + (n * g.c + grp * CG) * g.h * g.w;
-      else im2col(g, x, n, grp, col);
+      if (direct(g))
+        src = x + (n * g.c + grp * CG) * g.h * g.w;
+      else
+        im2col(g, x, n, grp, col);
       T* yg = y + (n * g.k + grp * KG) * PQ;
       gemm<T>(false, false, KG, PQ, R, T(1), w + grp * KG * R, R, src, PQ, T(0), yg, PQ);
       if (b)
@@ -130,7 +132,8 @@ void conv_backward_data(const ConvGeom& g, const T* dy, const T* w, T* dx, T* co
     for (I grp = 0; grp < g.groups; ++grp) {
       const T* dyg = dy + (n * g.k + grp * KG) * PQ;
       if (direct(g)) {
-        gemm<T>(true, false, R, PQ, KG, T(1), w + grp * KG * R, R, dyg, PQ, T(0), dx + (n * g.c + grp * CG) * g.h * g.w, PQ);
+        gemm<T>(true, false, R, PQ, KG, T(1), w + grp * KG * R, R, dyg, PQ, T(0), dx + (n * g.c + grp * CG) * g.h * g.w,
+                PQ);
         continue;
       }
       gemm<T>(true, false, R, PQ, KG, T(1), w + grp * KG * R, R, dyg, PQ, T(0), col, PQ);
@@ -148,8 +151,10 @@ void conv_backward_filter(const ConvGeom& g, const T* x, const T* dy, T* dw, T* 
       const T* dyg = dy + (n * g.k + grp * KG) * PQ;
       if (dw) {
         const T* src = col;
-        if (direct(g)) src = x + (n * g.c + grp * CG) * g.h * g.w;
-        else im2col(g, x, n, grp, col);
+        if (direct(g))
+          src = x + (n * g.c + grp * CG) * g.h * g.w;
+        else
+          im2col(g, x, n, grp, col);
         gemm<T>(false, true, KG, R, PQ, T(1), dyg, PQ, src, PQ, T(1), dw + grp * KG * R, R);
       }
       if (db)
@@ -182,10 +187,12 @@ void normalise_window(InferCtx& c, const Shape& in_spatial, Shape kernel) {
   const std::size_t sp = in_spatial.size();
   if (sp < 1 || sp > 2) c.fail(std::to_string(sp) + "-D windows are not supported (1-D and 2-D are)");
   if (n.has("kernel_shape")) kernel = n.attr_ints("kernel_shape");
-  if (kernel.size() != sp) c.fail("kernel_shape has " + std::to_string(kernel.size()) + " axes, the input " + std::to_string(sp));
+  if (kernel.size() != sp)
+    c.fail("kernel_shape has " + std::to_string(kernel.size()) + " axes, the input " + std::to_string(sp));
   auto strides = n.attr_ints("strides", Shape(sp, 1)), dil = n.attr_ints("dilations", Shape(sp, 1));
   auto pads = n.attr_ints("pads", Shape(2 * sp, 0));
-  if (strides.size() != sp || dil.size() != sp || pads.size() != 2 * sp) c.fail("strides, dilations or pads have the wrong length");
+  if (strides.size() != sp || dil.size() != sp || pads.size() != 2 * sp)
+    c.fail("strides, dilations or pads have the wrong length");
   for (std::size_t i = 0; i < sp; ++i)
     if (strides[i] < 1 || dil[i] < 1 || kernel[i] < 1 || pads[i] < 0 || pads[sp + i] < 0)
       c.fail("strides, dilations and kernel sizes must be positive, pads non-negative");
@@ -226,10 +233,13 @@ void infer_conv(InferCtx& c) {
   c.require_float(0, c.n_in());
   const Shape& x = c.shape(0);
   const Shape& w = c.shape(1);
-  if (x.size() < 3 || w.size() != x.size()) c.fail("X " + shape_str(x) + " and W " + shape_str(w) + " must be N C spatial... of equal rank");
+  if (x.size() < 3 || w.size() != x.size())
+    c.fail("X " + shape_str(x) + " and W " + shape_str(w) + " must be N C spatial... of equal rank");
   const I groups = c.node.attr_i("group", 1);
-  if (groups < 1 || x[1] % groups || w[0] % groups) c.fail("group " + std::to_string(groups) + " does not divide the channels");
-  if (w[1] * groups != x[1]) c.fail("W has " + std::to_string(w[1]) + " input channels per group, X " + std::to_string(x[1] / groups));
+  if (groups < 1 || x[1] % groups || w[0] % groups)
+    c.fail("group " + std::to_string(groups) + " does not divide the channels");
+  if (w[1] * groups != x[1])
+    c.fail("W has " + std::to_string(w[1]) + " input channels per group, X " + std::to_string(x[1] / groups));
   if (c.has_in(2) && c.shape(2) != Shape{w[0]}) c.fail("B must have shape [" + std::to_string(w[0]) + "]");
   normalise_window(c, spatial(x), spatial(w));
   set_window_output(c, x, w[0]);
@@ -270,7 +280,8 @@ void infer_conv_transpose(InferCtx& c) {
   c.require_float(0, c.n_in());
   const Shape& x = c.shape(0);
   const Shape& w = c.shape(1);
-  if (x.size() < 3 || w.size() != x.size()) c.fail("X " + shape_str(x) + " and W " + shape_str(w) + " must be N C spatial... of equal rank");
+  if (x.size() < 3 || w.size() != x.size())
+    c.fail("X " + shape_str(x) + " and W " + shape_str(w) + " must be N C spatial... of equal rank");
   const I groups = c.node.attr_i("group", 1);
   if (groups < 1 || w[0] != x[1] || x[1] % groups) c.fail("W's first axis must be X's channels, divisible by group");
   const I k = w[1] * groups;
@@ -315,7 +326,8 @@ void infer_conv_transpose(InferCtx& c) {
     }
   }
   for (std::size_t i = 0; i < sp; ++i)
-    if (out_pad[i] >= strides[i] && out_pad[i] >= dil[i]) c.fail("output_padding must be smaller than the stride or the dilation");
+    if (out_pad[i] >= strides[i] && out_pad[i] >= dil[i])
+      c.fail("output_padding must be smaller than the stride or the dilation");
   n.attrs["kernel_shape"] = ints_attr(kernel);
   n.attrs["strides"] = ints_attr(strides);
   n.attrs["dilations"] = ints_attr(dil);
@@ -542,22 +554,59 @@ double global_pool_flops(const NodeProblem& p, bool) { return static_cast<double
 }  // namespace
 
 void add_conv_ops(std::vector<OpSchema>& t) {
-  t.push_back(OpSchema{.op = "Conv", .since = 1, .infer = infer_conv, D500_FWD(conv_fwd),
-                       .bwd_f = conv_bwd<float>, .bwd_d = conv_bwd<double>, .scratch = conv_scratch,
-                       .flops = conv_flops, .diff_in = 7, .saved_in = 3});
-  t.push_back(OpSchema{.op = "ConvTranspose", .since = 1, .infer = infer_conv_transpose,
-                       D500_FWD(conv_transpose_fwd), .bwd_f = conv_transpose_bwd<float>,
-                       .bwd_d = conv_transpose_bwd<double>, .scratch = conv_transpose_scratch,
-                       .flops = conv_transpose_flops, .diff_in = 7, .saved_in = 3});
-  t.push_back(OpSchema{.op = "MaxPool", .since = 8, .infer = infer_pool, D500_FWD(maxpool_fwd),
-                       .bwd_f = maxpool_bwd<float>, .bwd_d = maxpool_bwd<double>, .flops = pool_flops, .diff_in = 1,
+  t.push_back(OpSchema{.op = "Conv",
+                       .since = 1,
+                       .infer = infer_conv,
+                       D500_FWD(conv_fwd),
+                       .bwd_f = conv_bwd<float>,
+                       .bwd_d = conv_bwd<double>,
+                       .scratch = conv_scratch,
+                       .flops = conv_flops,
+                       .diff_in = 7,
+                       .saved_in = 3});
+  t.push_back(OpSchema{.op = "ConvTranspose",
+                       .since = 1,
+                       .infer = infer_conv_transpose,
+                       D500_FWD(conv_transpose_fwd),
+                       .bwd_f = conv_transpose_bwd<float>,
+                       .bwd_d = conv_transpose_bwd<double>,
+                       .scratch = conv_transpose_scratch,
+                       .flops = conv_transpose_flops,
+                       .diff_in = 7,
+                       .saved_in = 3});
+  t.push_back(OpSchema{.op = "MaxPool",
+                       .since = 8,
+                       .infer = infer_pool,
+                       D500_FWD(maxpool_fwd),
+                       .bwd_f = maxpool_bwd<float>,
+                       .bwd_d = maxpool_bwd<double>,
+                       .flops = pool_flops,
+                       .diff_in = 1,
                        .saved_in = 1});
-  t.push_back(OpSchema{.op = "AveragePool", .since = 7, .infer = infer_pool, D500_FWD(avgpool_fwd),
-                       .bwd_f = avgpool_bwd<float>, .bwd_d = avgpool_bwd<double>, .flops = pool_flops, .diff_in = 1});
-  t.push_back(OpSchema{.op = "GlobalAveragePool", .since = 1, .infer = infer_global_pool, D500_FWD(gap_fwd),
-                       .bwd_f = gap_bwd<float>, .bwd_d = gap_bwd<double>, .flops = global_pool_flops, .diff_in = 1});
-  t.push_back(OpSchema{.op = "GlobalMaxPool", .since = 1, .infer = infer_global_pool, D500_FWD(gmp_fwd),
-                       .bwd_f = gmp_bwd<float>, .bwd_d = gmp_bwd<double>, .flops = global_pool_flops, .diff_in = 1,
+  t.push_back(OpSchema{.op = "AveragePool",
+                       .since = 7,
+                       .infer = infer_pool,
+                       D500_FWD(avgpool_fwd),
+                       .bwd_f = avgpool_bwd<float>,
+                       .bwd_d = avgpool_bwd<double>,
+                       .flops = pool_flops,
+                       .diff_in = 1});
+  t.push_back(OpSchema{.op = "GlobalAveragePool",
+                       .since = 1,
+                       .infer = infer_global_pool,
+                       D500_FWD(gap_fwd),
+                       .bwd_f = gap_bwd<float>,
+                       .bwd_d = gap_bwd<double>,
+                       .flops = global_pool_flops,
+                       .diff_in = 1});
+  t.push_back(OpSchema{.op = "GlobalMaxPool",
+                       .since = 1,
+                       .infer = infer_global_pool,
+                       D500_FWD(gmp_fwd),
+                       .bwd_f = gmp_bwd<float>,
+                       .bwd_d = gmp_bwd<double>,
+                       .flops = global_pool_flops,
+                       .diff_in = 1,
                        .saved_in = 1});
 }
 

@@ -144,11 +144,17 @@ double unary_flops(const NodeProblem& p, bool backward) { return (backward ? 2.0
 
 template <template <class> class F>
 OpSchema unary(const char* name, int since) {
-  return OpSchema{.op = name, .since = since, .infer = infer_same_float,
-                  .fwd_f = unary_fwd<F, float>, .fwd_d = unary_fwd<F, double>,
-                  .bwd_f = unary_bwd<F, float>, .bwd_d = unary_bwd<F, double>,
-                  .flops = unary_flops, .diff_in = kX,
-                  .saved_in = F<float>::kUsesY ? 0u : kX, .saved_out = F<float>::kUsesY ? kY : 0u};
+  return OpSchema{.op = name,
+                  .since = since,
+                  .infer = infer_same_float,
+                  .fwd_f = unary_fwd<F, float>,
+                  .fwd_d = unary_fwd<F, double>,
+                  .bwd_f = unary_bwd<F, float>,
+                  .bwd_d = unary_bwd<F, double>,
+                  .flops = unary_flops,
+                  .diff_in = kX,
+                  .saved_in = F<float>::kUsesY ? 0u : kX,
+                  .saved_out = F<float>::kUsesY ? kY : 0u};
 }
 
 // ---- Clip: min and max as inputs (opset 11+) or attributes (before) --------------------------
@@ -257,8 +263,9 @@ void pow_fwd(const NodeProblem& p, T*) {
   const T* a = cin<T>(p, 0);
   T* y = out<T>(p, 0);
   const Shape& ys = shape_out(p, 0);
-  for_each_broadcast<2>(ys, {bstrides(shape_in(p, 0), ys), bstrides(shape_in(p, 1), ys)},
-                        [&](I pos, const std::array<I, 2>& o) { y[pos] = std::pow(a[o[0]], exponent_at<T>(p.in[1], o[1])); });
+  for_each_broadcast<2>(
+      ys, {bstrides(shape_in(p, 0), ys), bstrides(shape_in(p, 1), ys)},
+      [&](I pos, const std::array<I, 2>& o) { y[pos] = std::pow(a[o[0]], exponent_at<T>(p.in[1], o[1])); });
 }
 template <class T>
 void pow_bwd(const NodeProblem& p, T*) {
@@ -271,11 +278,12 @@ void pow_bwd(const NodeProblem& p, T*) {
   if (db) std::fill(db, db + p.in[1].numel(), T(0));
   if (!dy) return;
   const Shape& ys = shape_out(p, 0);
-  for_each_broadcast<2>(ys, {bstrides(shape_in(p, 0), ys), bstrides(shape_in(p, 1), ys)}, [&](I pos, const std::array<I, 2>& o) {
-    const T av = a[o[0]], bv = exponent_at<T>(p.in[1], o[1]);
-    if (da && bv != T(0)) da[o[0]] += dy[pos] * bv * std::pow(av, bv - T(1));
-    if (db && av > T(0)) db[o[1]] += dy[pos] * y[pos] * std::log(av);
-  });
+  for_each_broadcast<2>(ys, {bstrides(shape_in(p, 0), ys), bstrides(shape_in(p, 1), ys)},
+                        [&](I pos, const std::array<I, 2>& o) {
+                          const T av = a[o[0]], bv = exponent_at<T>(p.in[1], o[1]);
+                          if (da && bv != T(0)) da[o[0]] += dy[pos] * bv * std::pow(av, bv - T(1));
+                          if (db && av > T(0)) db[o[1]] += dy[pos] * y[pos] * std::log(av);
+                        });
 }
 void infer_pow(InferCtx& c) {
   if (c.dtype(0) != DType::F32) c.fail("its base must be float32");
@@ -352,10 +360,17 @@ double binary_flops(const NodeProblem& p, bool backward) { return (backward ? 2.
 template <template <class> class F>
 OpSchema binary(const char* name, int since, std::uint32_t diff = 3) {
   constexpr unsigned s = F<float>::kSaved;
-  return OpSchema{.op = name, .since = since, .infer = infer_binary,
-                  .fwd_f = binary_fwd<F, float>, .fwd_d = binary_fwd<F, double>,
-                  .bwd_f = binary_bwd<F, float>, .bwd_d = binary_bwd<F, double>,
-                  .flops = binary_flops, .diff_in = diff, .saved_in = s & 3u, .saved_out = (s & 4u) ? 1u : 0u};
+  return OpSchema{.op = name,
+                  .since = since,
+                  .infer = infer_binary,
+                  .fwd_f = binary_fwd<F, float>,
+                  .fwd_d = binary_fwd<F, double>,
+                  .bwd_f = binary_bwd<F, float>,
+                  .bwd_d = binary_bwd<F, double>,
+                  .flops = binary_flops,
+                  .diff_in = diff,
+                  .saved_in = s & 3u,
+                  .saved_out = (s & 4u) ? 1u : 0u};
 }
 
 // ---- Comparisons and logic: bool outputs, no gradients ---------------------------------------
@@ -396,8 +411,12 @@ void infer_compare(InferCtx& c) {
 }
 template <Cmp C>
 OpSchema compare(const char* name, int since) {
-  return OpSchema{.op = name, .since = since, .infer = infer_compare, .fwd_f = compare_fwd<C, float>,
-                  .fwd_d = compare_fwd<C, double>, .flops = binary_flops};
+  return OpSchema{.op = name,
+                  .since = since,
+                  .infer = infer_compare,
+                  .fwd_f = compare_fwd<C, float>,
+                  .fwd_d = compare_fwd<C, double>,
+                  .flops = binary_flops};
 }
 
 template <class T>
@@ -419,8 +438,7 @@ void where_typed(const NodeProblem& p) {
   const V* y = p.in[2].as<const V>();
   V* o = p.out[0].as<V>();
   const Shape& os = shape_out(p, 0);
-  for_each_broadcast<3>(os, {bstrides(shape_in(p, 0), os), bstrides(shape_in(p, 1), os),
-                             bstrides(shape_in(p, 2), os)},
+  for_each_broadcast<3>(os, {bstrides(shape_in(p, 0), os), bstrides(shape_in(p, 1), os), bstrides(shape_in(p, 2), os)},
                         [&](I pos, const std::array<I, 3>& k) { o[pos] = c[k[0]] ? x[k[1]] : y[k[2]]; });
 }
 template <class T>
@@ -442,8 +460,7 @@ void where_bwd(const NodeProblem& p, T*) {
   if (dz) std::fill(dz, dz + p.in[2].numel(), T(0));
   if (!dy) return;
   const Shape& os = shape_out(p, 0);
-  for_each_broadcast<3>(os, {bstrides(shape_in(p, 0), os), bstrides(shape_in(p, 1), os),
-                             bstrides(shape_in(p, 2), os)},
+  for_each_broadcast<3>(os, {bstrides(shape_in(p, 0), os), bstrides(shape_in(p, 1), os), bstrides(shape_in(p, 2), os)},
                         [&](I pos, const std::array<I, 3>& k) {
                           if (c[k[0]]) {
                             if (dx) dx[k[1]] += dy[pos];
@@ -456,7 +473,8 @@ void infer_where(InferCtx& c) {
   if (c.dtype(0) != DType::Bool) c.fail("its condition must be bool");
   if (c.dtype(1) != c.dtype(2)) c.fail("its two branches have different types");
   if (!dtype_supported(c.dtype(1))) c.fail(std::string("type ") + dtype_name(c.dtype(1)) + " is not supported");
-  const Shape s = broadcast_shapes(broadcast_shapes(c.shape(0), c.shape(1), c.node.label()), c.shape(2), c.node.label());
+  const Shape s =
+      broadcast_shapes(broadcast_shapes(c.shape(0), c.shape(1), c.node.label()), c.shape(2), c.node.label());
   c.set(0, c.dtype(1), s);
 }
 
@@ -466,8 +484,10 @@ void cast_typed(const void* src, void* dst, I n) {
   const From* s = static_cast<const From*>(src);
   To* d = static_cast<To*>(dst);
   for (I i = 0; i < n; ++i) {
-    if constexpr (std::is_same_v<To, std::uint8_t>) d[i] = s[i] != From(0) ? 1 : 0;
-    else d[i] = static_cast<To>(s[i]);
+    if constexpr (std::is_same_v<To, std::uint8_t>)
+      d[i] = s[i] != From(0) ? 1 : 0;
+    else
+      d[i] = static_cast<To>(s[i]);
   }
 }
 template <class T, class From>
@@ -496,8 +516,10 @@ void cast_bwd(const NodeProblem& p, T*) {
   if (!dx) return;
   const T* dy = dout<T>(p, 0);
   const I n = p.in[0].numel();
-  if (dy && p.out[0].dtype == DType::F32) std::copy(dy, dy + n, dx);
-  else std::fill(dx, dx + n, T(0));
+  if (dy && p.out[0].dtype == DType::F32)
+    std::copy(dy, dy + n, dx);
+  else
+    std::fill(dx, dx + n, T(0));
 }
 void infer_cast(InferCtx& c) {
   const auto to = static_cast<DType>(c.node.attr_i("to", 0));
@@ -522,15 +544,29 @@ void add_elementwise_ops(std::vector<OpSchema>& t) {
   t.push_back(unary<Neg>("Neg", 6));
   t.push_back(unary<Abs>("Abs", 6));
   t.push_back(unary<Reciprocal>("Reciprocal", 6));
-  t.push_back(OpSchema{.op = "Clip", .since = 6, .infer = infer_clip, D500_FWD(clip_fwd),
-                       .bwd_f = clip_bwd<float>, .bwd_d = clip_bwd<double>, .flops = unary_flops, .diff_in = kX,
+  t.push_back(OpSchema{.op = "Clip",
+                       .since = 6,
+                       .infer = infer_clip,
+                       D500_FWD(clip_fwd),
+                       .bwd_f = clip_bwd<float>,
+                       .bwd_d = clip_bwd<double>,
+                       .flops = unary_flops,
+                       .diff_in = kX,
                        .saved_in = kX});
   t.push_back(binary<Add>("Add", 7));
   t.push_back(binary<Sub>("Sub", 7));
   t.push_back(binary<Mul>("Mul", 7));
   t.push_back(binary<Div>("Div", 7));
-  t.push_back(OpSchema{.op = "Pow", .since = 7, .infer = infer_pow, D500_FWD(pow_fwd), .bwd_f = pow_bwd<float>,
-                       .bwd_d = pow_bwd<double>, .flops = binary_flops, .diff_in = 3, .saved_in = 3, .saved_out = 1});
+  t.push_back(OpSchema{.op = "Pow",
+                       .since = 7,
+                       .infer = infer_pow,
+                       D500_FWD(pow_fwd),
+                       .bwd_f = pow_bwd<float>,
+                       .bwd_d = pow_bwd<double>,
+                       .flops = binary_flops,
+                       .diff_in = 3,
+                       .saved_in = 3,
+                       .saved_out = 1});
   t.push_back(binary<Mod>("Mod", 10, 0));  // shape arithmetic: no gradient
   t.push_back(compare<Cmp::Eq>("Equal", 7));
   t.push_back(compare<Cmp::Lt>("Less", 7));
@@ -538,11 +574,23 @@ void add_elementwise_ops(std::vector<OpSchema>& t) {
   t.push_back(compare<Cmp::Le>("LessOrEqual", 12));
   t.push_back(compare<Cmp::Ge>("GreaterOrEqual", 12));
   t.push_back(OpSchema{.op = "Not", .since = 1, .infer = infer_not, D500_FWD(not_fwd), .flops = unary_flops});
-  t.push_back(OpSchema{.op = "Where", .since = 9, .infer = infer_where, D500_FWD(where_fwd),
-                       .bwd_f = where_bwd<float>, .bwd_d = where_bwd<double>, .flops = unary_flops, .diff_in = 6,
+  t.push_back(OpSchema{.op = "Where",
+                       .since = 9,
+                       .infer = infer_where,
+                       D500_FWD(where_fwd),
+                       .bwd_f = where_bwd<float>,
+                       .bwd_d = where_bwd<double>,
+                       .flops = unary_flops,
+                       .diff_in = 6,
                        .saved_in = 1});
-  t.push_back(OpSchema{.op = "Cast", .since = 6, .infer = infer_cast, D500_FWD(cast_fwd),
-                       .bwd_f = cast_bwd<float>, .bwd_d = cast_bwd<double>, .flops = unary_flops, .diff_in = kX});
+  t.push_back(OpSchema{.op = "Cast",
+                       .since = 6,
+                       .infer = infer_cast,
+                       D500_FWD(cast_fwd),
+                       .bwd_f = cast_bwd<float>,
+                       .bwd_d = cast_bwd<double>,
+                       .flops = unary_flops,
+                       .diff_in = kX});
 }
 
 }  // namespace d500::ref

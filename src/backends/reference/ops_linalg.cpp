@@ -34,11 +34,13 @@ void gemm_fwd(const NodeProblem& p, T*) {
     ys.push_back(d.m);
     ys.push_back(d.n);
     const T* c = cin<T>(p, 2);
-    for_each_broadcast<1>(ys, {bstrides(Dims(shape_in(p, 2)), ys)}, [&](I pos, const std::array<I, 1>& o) { y[pos] = c[o[0]]; });
+    for_each_broadcast<1>(ys, {bstrides(Dims(shape_in(p, 2)), ys)},
+                          [&](I pos, const std::array<I, 1>& o) { y[pos] = c[o[0]]; });
   } else {
     beta = T(0);
   }
-  gemm<T>(d.ta, d.tb, d.m, d.n, d.k, alpha, cin<T>(p, 0), d.ta ? d.m : d.k, cin<T>(p, 1), d.tb ? d.k : d.n, beta, y, d.n);
+  gemm<T>(d.ta, d.tb, d.m, d.n, d.k, alpha, cin<T>(p, 0), d.ta ? d.m : d.k, cin<T>(p, 1), d.tb ? d.k : d.n, beta, y,
+          d.n);
 }
 
 template <class T>
@@ -51,14 +53,20 @@ void gemm_bwd(const NodeProblem& p, T*) {
   const T* dy = dout<T>(p, 0);
   const I M = d.m, N = d.n, K = d.k;
   if (T* da = din<T>(p, 0)) {
-    if (!dy) std::fill(da, da + M * K, T(0));
-    else if (!d.ta) gemm<T>(false, !d.tb, M, K, N, alpha, dy, N, b, d.tb ? K : N, T(0), da, K);  // dY op(B)^T
-    else gemm<T>(d.tb, true, K, M, N, alpha, b, d.tb ? K : N, dy, N, T(0), da, M);               // op(B) dY^T
+    if (!dy)
+      std::fill(da, da + M * K, T(0));
+    else if (!d.ta)
+      gemm<T>(false, !d.tb, M, K, N, alpha, dy, N, b, d.tb ? K : N, T(0), da, K);  // dY op(B)^T
+    else
+      gemm<T>(d.tb, true, K, M, N, alpha, b, d.tb ? K : N, dy, N, T(0), da, M);  // op(B) dY^T
   }
   if (T* db = din<T>(p, 1)) {
-    if (!dy) std::fill(db, db + K * N, T(0));
-    else if (!d.tb) gemm<T>(!d.ta, false, K, N, M, alpha, a, d.ta ? M : K, dy, N, T(0), db, N);  // op(A)^T dY
-    else gemm<T>(true, d.ta, N, K, M, alpha, dy, N, a, d.ta ? M : K, T(0), db, K);               // dY^T op(A)
+    if (!dy)
+      std::fill(db, db + K * N, T(0));
+    else if (!d.tb)
+      gemm<T>(!d.ta, false, K, N, M, alpha, a, d.ta ? M : K, dy, N, T(0), db, N);  // op(A)^T dY
+    else
+      gemm<T>(true, d.ta, N, K, M, alpha, dy, N, a, d.ta ? M : K, T(0), db, K);  // dY^T op(A)
   }
   if (T* dc = din<T>(p, 2)) {
     const I nc = p.in[2].numel();
@@ -78,11 +86,13 @@ void infer_gemm(InferCtx& c) {
   c.require_float(0, c.n_in());
   const Shape& a = c.shape(0);
   const Shape& b = c.shape(1);
-  if (a.size() != 2 || b.size() != 2) c.fail("A and B must be matrices (got " + shape_str(a) + " and " + shape_str(b) + ")");
+  if (a.size() != 2 || b.size() != 2)
+    c.fail("A and B must be matrices (got " + shape_str(a) + " and " + shape_str(b) + ")");
   const bool ta = c.node.attr_i("transA", 0) != 0, tb = c.node.attr_i("transB", 0) != 0;
   const I m = ta ? a[1] : a[0], k = ta ? a[0] : a[1], kb = tb ? b[1] : b[0], n = tb ? b[0] : b[1];
-  if (k != kb) c.fail("inner dimensions differ: op(A) is " + std::to_string(m) + "x" + std::to_string(k) + ", op(B) " +
-                      std::to_string(kb) + "x" + std::to_string(n));
+  if (k != kb)
+    c.fail("inner dimensions differ: op(A) is " + std::to_string(m) + "x" + std::to_string(k) + ", op(B) " +
+           std::to_string(kb) + "x" + std::to_string(n));
   if (c.has_in(2)) {
     const Shape ys{m, n};
     if (broadcast_shapes(c.shape(2), ys, c.node.label()) != ys)
@@ -110,7 +120,7 @@ MatMulDims matmul_dims(const Shape& a, const Shape& b) {
     sa[0] = 1;
     sa.n = 2;
   }
-  if (sb.size() == 1) sb.push_back(1);           // [K] -> [K, 1]
+  if (sb.size() == 1) sb.push_back(1);  // [K] -> [K, 1]
   d.m = sa[sa.size() - 2];
   d.k = sa.back();
   d.n = sb.back();
@@ -144,7 +154,8 @@ void matmul_fwd(const NodeProblem& p, T*) {
   const T* b = cin<T>(p, 1);
   T* y = out<T>(p, 0);
   each_product(d, [&](I yi, I ai, I bi) {
-    gemm<T>(false, false, d.m, d.n, d.k, T(1), a + ai * d.m * d.k, d.k, b + bi * d.k * d.n, d.n, T(0), y + yi * d.m * d.n, d.n);
+    gemm<T>(false, false, d.m, d.n, d.k, T(1), a + ai * d.m * d.k, d.k, b + bi * d.k * d.n, d.n, T(0),
+            y + yi * d.m * d.n, d.n);
   });
 }
 
@@ -175,7 +186,8 @@ void infer_matmul(InferCtx& c) {
   const Shape sa = a.size() == 1 ? Shape{1, a[0]} : a, sb = b.size() == 1 ? Shape{b[0], 1} : b;
   if (sa.size() > 8 || sb.size() > 8) c.fail("operands of more than 8 axes are not supported");
   if (sa.back() != sb[sb.size() - 2]) c.fail("inner dimensions differ (" + shape_str(a) + " x " + shape_str(b) + ")");
-  const Shape y_batch = broadcast_shapes(Shape(sa.begin(), sa.end() - 2), Shape(sb.begin(), sb.end() - 2), c.node.label());
+  const Shape y_batch =
+      broadcast_shapes(Shape(sa.begin(), sa.end() - 2), Shape(sb.begin(), sb.end() - 2), c.node.label());
   const MatMulDims d = matmul_dims(a, b);
   Shape y = y_batch;
   if (a.size() > 1) y.push_back(d.m);
@@ -192,11 +204,23 @@ double matmul_flops(const NodeProblem& p, bool backward) {
 }  // namespace
 
 void add_linalg_ops(std::vector<OpSchema>& t) {
-  t.push_back(OpSchema{.op = "Gemm", .since = 7, .infer = infer_gemm, D500_FWD(gemm_fwd),
-                       .bwd_f = gemm_bwd<float>, .bwd_d = gemm_bwd<double>, .flops = gemm_flops, .diff_in = 7,
+  t.push_back(OpSchema{.op = "Gemm",
+                       .since = 7,
+                       .infer = infer_gemm,
+                       D500_FWD(gemm_fwd),
+                       .bwd_f = gemm_bwd<float>,
+                       .bwd_d = gemm_bwd<double>,
+                       .flops = gemm_flops,
+                       .diff_in = 7,
                        .saved_in = 3});
-  t.push_back(OpSchema{.op = "MatMul", .since = 1, .infer = infer_matmul, D500_FWD(matmul_fwd),
-                       .bwd_f = matmul_bwd<float>, .bwd_d = matmul_bwd<double>, .flops = matmul_flops, .diff_in = 3,
+  t.push_back(OpSchema{.op = "MatMul",
+                       .since = 1,
+                       .infer = infer_matmul,
+                       D500_FWD(matmul_fwd),
+                       .bwd_f = matmul_bwd<float>,
+                       .bwd_d = matmul_bwd<double>,
+                       .flops = matmul_flops,
+                       .diff_in = 3,
                        .saved_in = 3});
 }
 

@@ -97,9 +97,12 @@ void bn_bwd(const NodeProblem& p, T*) {
     for (I n = 0; n < d.n; ++n)
       for (I i = 0; i < d.plane; ++i) {
         const I at = (n * d.c + c) * d.plane + i;
-        if (!dy) dx[at] = 0;
-        else if (training) dx[at] = scale[c] * inv / m * (m * dy[at] - sdy - (x[at] - mean) * inv * sdyx);
-        else dx[at] = scale[c] * inv * dy[at];
+        if (!dy)
+          dx[at] = 0;
+        else if (training)
+          dx[at] = scale[c] * inv / m * (m * dy[at] - sdy - (x[at] - mean) * inv * sdyx);
+        else
+          dx[at] = scale[c] * inv * dy[at];
       }
   }
 }
@@ -116,7 +119,9 @@ void infer_bn(InferCtx& c) {
   for (std::size_t j = 1; j < c.out.size(); ++j) c.set(j, DType::F32, ch);
 }
 
-double bn_flops(const NodeProblem& p, bool backward) { return (backward ? 8.0 : bn_training(p) ? 5.0 : 2.0) * elems(p); }
+double bn_flops(const NodeProblem& p, bool backward) {
+  return (backward ? 8.0 : bn_training(p) ? 5.0 : 2.0) * elems(p);
+}
 
 // ---- LayerNormalization (opset 17) --------------------------------------------------------------------
 // Normalises over the axes from `axis` on; Scale and B have those axes' shape.
@@ -208,7 +213,8 @@ void infer_ln(InferCtx& c) {
   const Shape norm(x.begin() + axis, x.end());
   for (std::size_t i = 1; i < 3; ++i)
     if (c.has_in(i) && numel(c.shape(i)) != numel(norm))
-      c.fail("Scale and B must have the normalised axes' shape " + shape_str(norm) + " (got " + shape_str(c.shape(i)) + ")");
+      c.fail("Scale and B must have the normalised axes' shape " + shape_str(norm) + " (got " + shape_str(c.shape(i)) +
+             ")");
   c.set(0, DType::F32, x);
   Shape stat = x;
   for (std::size_t i = static_cast<std::size_t>(axis); i < stat.size(); ++i) stat[i] = 1;
@@ -228,9 +234,12 @@ void infer_softmax(InferCtx& c) {
   I outer = 1, len = 1, inner = 1;
   for (std::size_t i = 0; i < x.size(); ++i) {
     const auto a = static_cast<std::int64_t>(i);
-    if (a < axis) outer *= x[i];
-    else if (a == axis || old) len *= x[i];
-    else inner *= x[i];
+    if (a < axis)
+      outer *= x[i];
+    else if (a == axis || old)
+      len *= x[i];
+    else
+      inner *= x[i];
   }
   c.node.attrs["axis"] = int_attr(axis);
   c.node.attrs["_outer"] = int_attr(outer);
@@ -339,11 +348,15 @@ void sce_fwd(const NodeProblem& p, T*) {
       const I l = int_at(p.in[1], n * d.inner + in);
       T v = 0;
       if (!(has_ignore && l == ignore)) v = -(s[base + l * d.inner] - lse) * (w ? w[l] : T(1));
-      if (red == "none") loss[n * d.inner + in] = v;
-      else total += v;
+      if (red == "none")
+        loss[n * d.inner + in] = v;
+      else
+        total += v;
     }
-  if (red == "sum") loss[0] = total;
-  else if (red == "mean") loss[0] = total / sce_weight_sum<T>(p, d);
+  if (red == "sum")
+    loss[0] = total;
+  else if (red == "mean")
+    loss[0] = total / sce_weight_sum<T>(p, d);
 }
 
 // The scores' gradient: the loss's, g w_l (softmax - onehot(l)), plus where log_prob is read, its
@@ -400,22 +413,53 @@ void infer_sce(InferCtx& c) {
 }  // namespace
 
 void add_norm_ops(std::vector<OpSchema>& t) {
-  t.push_back(OpSchema{.op = "BatchNormalization", .since = 7, .infer = infer_bn, D500_FWD(bn_fwd),
-                       .bwd_f = bn_bwd<float>, .bwd_d = bn_bwd<double>, .flops = bn_flops, .diff_in = 7,
-                       .saved_in = 0x1B, .batch_coupled_in_training = true});
-  t.push_back(OpSchema{.op = "LayerNormalization", .since = 17, .infer = infer_ln, D500_FWD(ln_fwd),
-                       .bwd_f = ln_bwd<float>, .bwd_d = ln_bwd<double>, .flops = norm_flops, .diff_in = 7,
+  t.push_back(OpSchema{.op = "BatchNormalization",
+                       .since = 7,
+                       .infer = infer_bn,
+                       D500_FWD(bn_fwd),
+                       .bwd_f = bn_bwd<float>,
+                       .bwd_d = bn_bwd<double>,
+                       .flops = bn_flops,
+                       .diff_in = 7,
+                       .saved_in = 0x1B,
+                       .batch_coupled_in_training = true});
+  t.push_back(OpSchema{.op = "LayerNormalization",
+                       .since = 17,
+                       .infer = infer_ln,
+                       D500_FWD(ln_fwd),
+                       .bwd_f = ln_bwd<float>,
+                       .bwd_d = ln_bwd<double>,
+                       .flops = norm_flops,
+                       .diff_in = 7,
                        .saved_in = 3});
-  t.push_back(OpSchema{.op = "Softmax", .since = 1, .infer = infer_softmax,
-                       .fwd_f = softmax_fwd<false, float>, .fwd_d = softmax_fwd<false, double>,
-                       .bwd_f = softmax_bwd<false, float>, .bwd_d = softmax_bwd<false, double>, .flops = norm_flops,
-                       .diff_in = 1, .saved_out = 1});
-  t.push_back(OpSchema{.op = "LogSoftmax", .since = 1, .infer = infer_softmax,
-                       .fwd_f = softmax_fwd<true, float>, .fwd_d = softmax_fwd<true, double>,
-                       .bwd_f = softmax_bwd<true, float>, .bwd_d = softmax_bwd<true, double>, .flops = norm_flops,
-                       .diff_in = 1, .saved_out = 1});
-  t.push_back(OpSchema{.op = "SoftmaxCrossEntropyLoss", .since = 12, .infer = infer_sce, D500_FWD(sce_fwd),
-                       .bwd_f = sce_bwd<float>, .bwd_d = sce_bwd<double>, .flops = norm_flops, .diff_in = 1,
+  t.push_back(OpSchema{.op = "Softmax",
+                       .since = 1,
+                       .infer = infer_softmax,
+                       .fwd_f = softmax_fwd<false, float>,
+                       .fwd_d = softmax_fwd<false, double>,
+                       .bwd_f = softmax_bwd<false, float>,
+                       .bwd_d = softmax_bwd<false, double>,
+                       .flops = norm_flops,
+                       .diff_in = 1,
+                       .saved_out = 1});
+  t.push_back(OpSchema{.op = "LogSoftmax",
+                       .since = 1,
+                       .infer = infer_softmax,
+                       .fwd_f = softmax_fwd<true, float>,
+                       .fwd_d = softmax_fwd<true, double>,
+                       .bwd_f = softmax_bwd<true, float>,
+                       .bwd_d = softmax_bwd<true, double>,
+                       .flops = norm_flops,
+                       .diff_in = 1,
+                       .saved_out = 1});
+  t.push_back(OpSchema{.op = "SoftmaxCrossEntropyLoss",
+                       .since = 12,
+                       .infer = infer_sce,
+                       D500_FWD(sce_fwd),
+                       .bwd_f = sce_bwd<float>,
+                       .bwd_d = sce_bwd<double>,
+                       .flops = norm_flops,
+                       .diff_in = 1,
                        .saved_in = 7});
 }
 

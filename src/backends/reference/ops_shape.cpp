@@ -21,7 +21,8 @@ double no_flops(const NodeProblem&, bool) { return 0; }
 // input it must not alias), these copy.
 template <class T>
 void view_fwd(const NodeProblem& p, T*) {
-  if (p.out[0].data != p.in[0].data) std::memcpy(p.out[0].data, p.in[0].data, static_cast<std::size_t>(p.in[0].numel()) * esize<T>(p.in[0]));
+  if (p.out[0].data != p.in[0].data)
+    std::memcpy(p.out[0].data, p.in[0].data, static_cast<std::size_t>(p.in[0].numel()) * esize<T>(p.in[0]));
 }
 template <class T>
 void view_bwd(const NodeProblem& p, T*) {
@@ -29,8 +30,10 @@ void view_bwd(const NodeProblem& p, T*) {
   if (!dx) return;
   const T* dy = dout<T>(p, 0);
   const I n = p.in[0].numel();
-  if (!dy) std::fill(dx, dx + n, T(0));
-  else if (dx != dy) std::copy(dy, dy + n, dx);
+  if (!dy)
+    std::fill(dx, dx + n, T(0));
+  else if (dx != dy)
+    std::copy(dy, dy + n, dx);
 }
 
 void set_view(InferCtx& c, Shape s) {
@@ -73,7 +76,8 @@ void infer_flatten(InferCtx& c) {
   const I r = static_cast<I>(x.size());
   I axis = c.node.attr_i("axis", 1);
   if (axis < 0) axis += r;
-  if (axis < 0 || axis > r) c.fail("axis " + std::to_string(c.node.attr_i("axis", 1)) + " is out of range for rank " + std::to_string(r));
+  if (axis < 0 || axis > r)
+    c.fail("axis " + std::to_string(c.node.attr_i("axis", 1)) + " is out of range for rank " + std::to_string(r));
   I a = 1, b = 1;
   for (I i = 0; i < r; ++i) (i < axis ? a : b) *= x[static_cast<std::size_t>(i)];
   set_view(c, {a, b});
@@ -127,14 +131,22 @@ void infer_identity(InferCtx& c) {
   // Opset 12+: a training_mode input that is (or may be) true would drop values at random.
   if (c.node.op == "Dropout" && c.has_in(2)) {
     if (!c.is_const(2)) c.fail("its training_mode input must be a constant false: d500 runs Dropout as the identity");
-    if (c.value[2][0] != std::byte{0}) c.fail("training_mode is true: d500 runs Dropout as the identity, never at random");
+    if (c.value[2][0] != std::byte{0})
+      c.fail("training_mode is true: d500 runs Dropout as the identity, never at random");
   }
   c.set(0, c.dtype(0), c.shape(0));
 }
 
 OpSchema view(const char* name, int since, void (*infer)(InferCtx&)) {
-  return OpSchema{.op = name, .since = since, .infer = infer, D500_FWD(view_fwd),
-                  .bwd_f = view_bwd<float>, .bwd_d = view_bwd<double>, .flops = no_flops, .diff_in = 1, .view = true};
+  return OpSchema{.op = name,
+                  .since = since,
+                  .infer = infer,
+                  D500_FWD(view_fwd),
+                  .bwd_f = view_bwd<float>,
+                  .bwd_d = view_bwd<double>,
+                  .flops = no_flops,
+                  .diff_in = 1,
+                  .view = true};
 }
 
 // ---- Transpose ----------------------------------------------------------------------------------------
@@ -165,14 +177,16 @@ void transpose_bwd(const NodeProblem& p, T*) {
     std::fill(dx, dx + p.in[0].numel(), T(0));
     return;
   }
-  for_each_broadcast<1>(shape_out(p, 0), {transpose_strides(p)}, [&](I pos, const std::array<I, 1>& o) { dx[o[0]] = dy[pos]; });
+  for_each_broadcast<1>(shape_out(p, 0), {transpose_strides(p)},
+                        [&](I pos, const std::array<I, 1>& o) { dx[o[0]] = dy[pos]; });
 }
 void infer_transpose(InferCtx& c) {
   const Shape& x = c.shape(0);
   std::vector<I> perm = c.node.attr_ints("perm");
   if (perm.empty())
     for (std::size_t i = x.size(); i-- > 0;) perm.push_back(static_cast<I>(i));
-  if (perm.size() != x.size()) c.fail("perm has " + std::to_string(perm.size()) + " axes, the input " + std::to_string(x.size()));
+  if (perm.size() != x.size())
+    c.fail("perm has " + std::to_string(perm.size()) + " axes, the input " + std::to_string(x.size()));
   std::vector<bool> seen(x.size(), false);
   Shape s;
   for (I& a : perm) {
@@ -208,7 +222,9 @@ void concat_fwd(const NodeProblem& p, T*) {
   for (const auto& t : p.in) {
     const I b = block_of(*t.shape, axis);
     const auto* x = t.as<const std::byte>();
-    for (I o = 0; o < outer; ++o) std::memcpy(y + (o * yblock + at) * static_cast<I>(es), x + o * b * static_cast<I>(es), static_cast<std::size_t>(b) * es);
+    for (I o = 0; o < outer; ++o)
+      std::memcpy(y + (o * yblock + at) * static_cast<I>(es), x + o * b * static_cast<I>(es),
+                  static_cast<std::size_t>(b) * es);
     at += b;
   }
 }
@@ -238,7 +254,9 @@ void infer_concat(InferCtx& c) {
     if (c.dtype(i) != c.dtype(0)) c.fail("its inputs have different types");
     if (x.size() != first.size()) c.fail("its inputs have different ranks");
     for (std::size_t d = 0; d < x.size(); ++d)
-      if (static_cast<I>(d) != axis && x[d] != first[d]) c.fail("input " + std::to_string(i) + " " + shape_str(x) + " does not match " + shape_str(first) + " off the axis");
+      if (static_cast<I>(d) != axis && x[d] != first[d])
+        c.fail("input " + std::to_string(i) + " " + shape_str(x) + " does not match " + shape_str(first) +
+               " off the axis");
     s[static_cast<std::size_t>(axis)] += x[static_cast<std::size_t>(axis)];
   }
   c.set(0, c.dtype(0), s);
@@ -254,7 +272,9 @@ void split_fwd(const NodeProblem& p, T*) {
   for (const auto& t : p.out) {
     const I b = block_of(*t.shape, axis);
     if (auto* y = t.as<std::byte>())
-      for (I o = 0; o < outer; ++o) std::memcpy(y + o * b * static_cast<I>(es), x + (o * xblock + at) * static_cast<I>(es), static_cast<std::size_t>(b) * es);
+      for (I o = 0; o < outer; ++o)
+        std::memcpy(y + o * b * static_cast<I>(es), x + (o * xblock + at) * static_cast<I>(es),
+                    static_cast<std::size_t>(b) * es);
     at += b;
   }
 }
@@ -278,17 +298,22 @@ void infer_split(InferCtx& c) {
   const I axis = c.axis(c.node.attr_i("axis", 0), x.size(), "axis");
   c.node.attrs["axis"] = int_attr(axis);
   std::vector<I> split;
-  if (c.opset < 13 || c.node.has("split")) split = c.node.attr_ints("split");
-  else if (c.has_in(1)) split = c.ints(1, "split");
+  if (c.opset < 13 || c.node.has("split"))
+    split = c.node.attr_ints("split");
+  else if (c.has_in(1))
+    split = c.ints(1, "split");
   const I dim = x[static_cast<std::size_t>(axis)];
   const I parts = static_cast<I>(c.out.size());
   if (split.empty()) {
-    if (dim % parts) c.fail("axis " + std::to_string(axis) + " (" + std::to_string(dim) + ") does not split into " + std::to_string(parts) + " equal parts");
+    if (dim % parts)
+      c.fail("axis " + std::to_string(axis) + " (" + std::to_string(dim) + ") does not split into " +
+             std::to_string(parts) + " equal parts");
     split.assign(static_cast<std::size_t>(parts), dim / parts);
   }
   I sum = 0;
   for (I v : split) sum += v;
-  if (static_cast<I>(split.size()) != parts || sum != dim) c.fail("split sizes do not add up to the axis or match the outputs");
+  if (static_cast<I>(split.size()) != parts || sum != dim)
+    c.fail("split sizes do not add up to the axis or match the outputs");
   c.node.attrs["split"] = ints_attr(split);
   for (std::size_t j = 0; j < c.out.size(); ++j) {
     Shape s = x;
@@ -320,7 +345,9 @@ void slice_fwd(const NodeProblem& p, T*) {
   const std::size_t es = esize<T>(p.in[0]);
   const auto* x = p.in[0].as<const std::byte>();
   auto* y = p.out[0].as<std::byte>();
-  for_each_broadcast<1>(shape_out(p, 0), {st}, [&](I pos, const std::array<I, 1>& o) { std::memcpy(y + pos * es, x + (base + o[0]) * es, es); });
+  for_each_broadcast<1>(shape_out(p, 0), {st}, [&](I pos, const std::array<I, 1>& o) {
+    std::memcpy(y + pos * es, x + (base + o[0]) * es, es);
+  });
 }
 template <class T>
 void slice_bwd(const NodeProblem& p, T*) {
@@ -395,7 +422,8 @@ I gather_index(const NodeProblem& p, const GatherDims& g, I j) {
   I k = int_at(p.in[1], j);
   if (k < 0) k += g.axis_dim;
   if (k < 0 || k >= g.axis_dim)
-    throw Error(p.node->label() + ": index " + std::to_string(int_at(p.in[1], j)) + " is out of range [0, " + std::to_string(g.axis_dim) + ")");
+    throw Error(p.node->label() + ": index " + std::to_string(int_at(p.in[1], j)) + " is out of range [0, " +
+                std::to_string(g.axis_dim) + ")");
   return k;
 }
 template <class T>
@@ -408,7 +436,8 @@ void gather_fwd(const NodeProblem& p, T*) {
   for (I o = 0; o < g.outer; ++o)
     for (I j = 0; j < g.count; ++j) {
       const I k = gather_index(p, g, j);
-      std::memcpy(y + static_cast<std::size_t>(o * g.count + j) * row, x + static_cast<std::size_t>(o * g.axis_dim + k) * row, row);
+      std::memcpy(y + static_cast<std::size_t>(o * g.count + j) * row,
+                  x + static_cast<std::size_t>(o * g.axis_dim + k) * row, row);
     }
 }
 template <class T>
@@ -434,7 +463,8 @@ void infer_gather(InferCtx& c) {
   if (c.is_const(1)) {
     const I dim = d[static_cast<std::size_t>(axis)];
     for (I k : c.ints(1, "indices"))
-      if (k < -dim || k >= dim) c.fail("index " + std::to_string(k) + " is out of range for axis size " + std::to_string(dim));
+      if (k < -dim || k >= dim)
+        c.fail("index " + std::to_string(k) + " is out of range for axis size " + std::to_string(dim));
   }
   Shape s(d.begin(), d.begin() + axis);
   s.insert(s.end(), c.shape(1).begin(), c.shape(1).end());
@@ -456,8 +486,10 @@ void expand_bwd(const NodeProblem& p, T*) {
   T* dx = din<T>(p, 0);
   if (!dx) return;
   const T* dy = dout<T>(p, 0);
-  if (!dy) std::fill(dx, dx + p.in[0].numel(), T(0));
-  else reduce_to(dy, shape_out(p, 0), dx, shape_in(p, 0));
+  if (!dy)
+    std::fill(dx, dx + p.in[0].numel(), T(0));
+  else
+    reduce_to(dy, shape_out(p, 0), dx, shape_in(p, 0));
 }
 void infer_expand(InferCtx& c) {
   const std::vector<I> s = c.ints(1, "shape");
@@ -523,7 +555,9 @@ void pad_fwd(const NodeProblem& p, T*) {
   } else {
     fill[0] = std::byte{static_cast<unsigned char>(v != 0)};
   }
-  each_padded(p, [&](I pos, I src) { std::memcpy(y + pos * static_cast<I>(es), src < 0 ? fill : x + src * static_cast<I>(es), es); });
+  each_padded(p, [&](I pos, I src) {
+    std::memcpy(y + pos * static_cast<I>(es), src < 0 ? fill : x + src * static_cast<I>(es), es);
+  });
 }
 template <class T>
 void pad_bwd(const NodeProblem& p, T*) {
@@ -549,16 +583,23 @@ void infer_pad(InferCtx& c) {
     if (c.has_in(2)) {
       if (!c.is_const(2)) c.fail("its constant_value must be known at load time");
       const DType t = c.dtype(2);
-      if (t == DType::F32) value = *reinterpret_cast<const float*>(c.value[2]);
-      else if (t == DType::I64) value = static_cast<double>(*reinterpret_cast<const std::int64_t*>(c.value[2]));
-      else if (t == DType::I32) value = *reinterpret_cast<const std::int32_t*>(c.value[2]);
-      else if (t == DType::Bool) value = c.value[2][0] != std::byte{0};
+      if (t == DType::F32)
+        value = *reinterpret_cast<const float*>(c.value[2]);
+      else if (t == DType::I64)
+        value = static_cast<double>(*reinterpret_cast<const std::int64_t*>(c.value[2]));
+      else if (t == DType::I32)
+        value = *reinterpret_cast<const std::int32_t*>(c.value[2]);
+      else if (t == DType::Bool)
+        value = c.value[2][0] != std::byte{0};
     }
     if (c.has_in(3)) c.fail("its axes input (opset 18) is not supported");
   }
-  if (pads.size() != 2 * r) c.fail("pads has " + std::to_string(pads.size()) + " values; the input's " + std::to_string(r) + " axes need " + std::to_string(2 * r));
+  if (pads.size() != 2 * r)
+    c.fail("pads has " + std::to_string(pads.size()) + " values; the input's " + std::to_string(r) + " axes need " +
+           std::to_string(2 * r));
   const std::string mode = c.node.attr_s("mode", "constant");
-  if (mode != "constant" && mode != "reflect" && mode != "edge") c.fail("mode \"" + mode + "\" is not one of constant, reflect, edge");
+  if (mode != "constant" && mode != "reflect" && mode != "edge")
+    c.fail("mode \"" + mode + "\" is not one of constant, reflect, edge");
   Shape y = x;
   for (std::size_t d = 0; d < r; ++d) {
     y[d] = x[d] + pads[d] + pads[r + d];
@@ -588,7 +629,8 @@ void reduce_fwd(const NodeProblem& p, T*) {
   const Dims k = kept_shape(p);
   const I n = k.count();
   std::fill(y, y + n, T(0));
-  for_each_broadcast<1>(shape_in(p, 0), {bstrides(k, Dims(shape_in(p, 0)))}, [&](I pos, const std::array<I, 1>& o) { y[o[0]] += x[pos]; });
+  for_each_broadcast<1>(shape_in(p, 0), {bstrides(k, Dims(shape_in(p, 0)))},
+                        [&](I pos, const std::array<I, 1>& o) { y[o[0]] += x[pos]; });
   if (Mean) {
     const T count = static_cast<T>(p.in[0].numel() / std::max<I>(n, 1));
     for (I i = 0; i < n; ++i) y[i] /= count;
@@ -605,7 +647,8 @@ void reduce_bwd(const NodeProblem& p, T*) {
     std::fill(dx, dx + p.in[0].numel(), T(0));
     return;
   }
-  for_each_broadcast<1>(shape_in(p, 0), {bstrides(k, Dims(shape_in(p, 0)))}, [&](I pos, const std::array<I, 1>& o) { dx[pos] = dy[o[0]] * scale; });
+  for_each_broadcast<1>(shape_in(p, 0), {bstrides(k, Dims(shape_in(p, 0)))},
+                        [&](I pos, const std::array<I, 1>& o) { dx[pos] = dy[o[0]] * scale; });
 }
 void infer_reduce(InferCtx& c) {
   c.require_float();
@@ -628,8 +671,10 @@ void infer_reduce(InferCtx& c) {
   const bool keep = c.node.attr_i("keepdims", 1) != 0;
   Shape s;
   for (std::size_t i = 0; i < x.size(); ++i) {
-    if (!red[i]) s.push_back(x[i]);
-    else if (keep) s.push_back(1);
+    if (!red[i])
+      s.push_back(x[i]);
+    else if (keep)
+      s.push_back(1);
   }
   c.set(0, DType::F32, s);
 }
@@ -772,10 +817,14 @@ void infer_range(InferCtx& c) {
       c.fail("start, limit and delta must be known at load time, as scalars of one type");
   double v[3];
   for (std::size_t i = 0; i < 3; ++i) {
-    if (t == DType::F32) v[i] = *reinterpret_cast<const float*>(c.value[i]);
-    else if (t == DType::I64) v[i] = static_cast<double>(*reinterpret_cast<const std::int64_t*>(c.value[i]));
-    else if (t == DType::I32) v[i] = *reinterpret_cast<const std::int32_t*>(c.value[i]);
-    else c.fail(std::string("type ") + dtype_name(t) + " is not supported");
+    if (t == DType::F32)
+      v[i] = *reinterpret_cast<const float*>(c.value[i]);
+    else if (t == DType::I64)
+      v[i] = static_cast<double>(*reinterpret_cast<const std::int64_t*>(c.value[i]));
+    else if (t == DType::I32)
+      v[i] = *reinterpret_cast<const std::int32_t*>(c.value[i]);
+    else
+      c.fail(std::string("type ") + dtype_name(t) + " is not supported");
   }
   if (v[2] == 0) c.fail("delta is 0");
   c.set(0, t, {std::max<I>(0, static_cast<I>(std::ceil((v[1] - v[0]) / v[2])))});
@@ -790,32 +839,97 @@ void add_shape_ops(std::vector<OpSchema>& t) {
   t.push_back(view("Unsqueeze", 1, infer_unsqueeze));
   t.push_back(view("Identity", 1, infer_identity));
   t.push_back(view("Dropout", 7, infer_identity));
-  t.push_back(OpSchema{.op = "Transpose", .since = 1, .infer = infer_transpose, D500_FWD(transpose_fwd),
-                       .bwd_f = transpose_bwd<float>, .bwd_d = transpose_bwd<double>, .flops = no_flops, .diff_in = 1});
-  t.push_back(OpSchema{.op = "Concat", .since = 4, .infer = infer_concat, D500_FWD(concat_fwd),
-                       .bwd_f = concat_bwd<float>, .bwd_d = concat_bwd<double>, .flops = no_flops, .diff_in = ~0u});
-  t.push_back(OpSchema{.op = "Split", .since = 2, .infer = infer_split, D500_FWD(split_fwd),
-                       .bwd_f = split_bwd<float>, .bwd_d = split_bwd<double>, .flops = no_flops, .diff_in = 1});
-  t.push_back(OpSchema{.op = "Slice", .since = 1, .infer = infer_slice, D500_FWD(slice_fwd),
-                       .bwd_f = slice_bwd<float>, .bwd_d = slice_bwd<double>, .flops = no_flops, .diff_in = 1});
-  t.push_back(OpSchema{.op = "Gather", .since = 1, .infer = infer_gather, D500_FWD(gather_fwd),
-                       .bwd_f = gather_bwd<float>, .bwd_d = gather_bwd<double>, .flops = no_flops, .diff_in = 1,
+  t.push_back(OpSchema{.op = "Transpose",
+                       .since = 1,
+                       .infer = infer_transpose,
+                       D500_FWD(transpose_fwd),
+                       .bwd_f = transpose_bwd<float>,
+                       .bwd_d = transpose_bwd<double>,
+                       .flops = no_flops,
+                       .diff_in = 1});
+  t.push_back(OpSchema{.op = "Concat",
+                       .since = 4,
+                       .infer = infer_concat,
+                       D500_FWD(concat_fwd),
+                       .bwd_f = concat_bwd<float>,
+                       .bwd_d = concat_bwd<double>,
+                       .flops = no_flops,
+                       .diff_in = ~0u});
+  t.push_back(OpSchema{.op = "Split",
+                       .since = 2,
+                       .infer = infer_split,
+                       D500_FWD(split_fwd),
+                       .bwd_f = split_bwd<float>,
+                       .bwd_d = split_bwd<double>,
+                       .flops = no_flops,
+                       .diff_in = 1});
+  t.push_back(OpSchema{.op = "Slice",
+                       .since = 1,
+                       .infer = infer_slice,
+                       D500_FWD(slice_fwd),
+                       .bwd_f = slice_bwd<float>,
+                       .bwd_d = slice_bwd<double>,
+                       .flops = no_flops,
+                       .diff_in = 1});
+  t.push_back(OpSchema{.op = "Gather",
+                       .since = 1,
+                       .infer = infer_gather,
+                       D500_FWD(gather_fwd),
+                       .bwd_f = gather_bwd<float>,
+                       .bwd_d = gather_bwd<double>,
+                       .flops = no_flops,
+                       .diff_in = 1,
                        .saved_in = 2});
-  t.push_back(OpSchema{.op = "Pad", .since = 2, .infer = infer_pad, D500_FWD(pad_fwd), .bwd_f = pad_bwd<float>,
-                       .bwd_d = pad_bwd<double>, .flops = no_flops, .diff_in = 1});
-  t.push_back(OpSchema{.op = "Expand", .since = 8, .infer = infer_expand, D500_FWD(expand_fwd),
-                       .bwd_f = expand_bwd<float>, .bwd_d = expand_bwd<double>, .flops = no_flops, .diff_in = 1});
-  t.push_back(OpSchema{.op = "ReduceMean", .since = 1, .infer = infer_reduce, .fwd_f = reduce_fwd<true, float>,
-                       .fwd_d = reduce_fwd<true, double>, .bwd_f = reduce_bwd<true, float>,
-                       .bwd_d = reduce_bwd<true, double>, .flops = reduce_flops, .diff_in = 1});
-  t.push_back(OpSchema{.op = "ReduceSum", .since = 1, .infer = infer_reduce, .fwd_f = reduce_fwd<false, float>,
-                       .fwd_d = reduce_fwd<false, double>, .bwd_f = reduce_bwd<false, float>,
-                       .bwd_d = reduce_bwd<false, double>, .flops = reduce_flops, .diff_in = 1});
-  t.push_back(OpSchema{.op = "Shape", .since = 1, .infer = infer_shape, D500_FWD(shape_fwd), .flops = no_flops, .fold_only = true});
-  t.push_back(OpSchema{.op = "Constant", .since = 1, .infer = infer_constant, D500_FWD(constant_fwd), .flops = no_flops, .fold_only = true});
-  t.push_back(OpSchema{.op = "ConstantOfShape", .since = 9, .infer = infer_constant_of_shape,
-                       D500_FWD(constant_of_shape_fwd), .flops = no_flops, .fold_only = true});
-  t.push_back(OpSchema{.op = "Range", .since = 11, .infer = infer_range, D500_FWD(range_fwd), .flops = no_flops, .fold_only = true});
+  t.push_back(OpSchema{.op = "Pad",
+                       .since = 2,
+                       .infer = infer_pad,
+                       D500_FWD(pad_fwd),
+                       .bwd_f = pad_bwd<float>,
+                       .bwd_d = pad_bwd<double>,
+                       .flops = no_flops,
+                       .diff_in = 1});
+  t.push_back(OpSchema{.op = "Expand",
+                       .since = 8,
+                       .infer = infer_expand,
+                       D500_FWD(expand_fwd),
+                       .bwd_f = expand_bwd<float>,
+                       .bwd_d = expand_bwd<double>,
+                       .flops = no_flops,
+                       .diff_in = 1});
+  t.push_back(OpSchema{.op = "ReduceMean",
+                       .since = 1,
+                       .infer = infer_reduce,
+                       .fwd_f = reduce_fwd<true, float>,
+                       .fwd_d = reduce_fwd<true, double>,
+                       .bwd_f = reduce_bwd<true, float>,
+                       .bwd_d = reduce_bwd<true, double>,
+                       .flops = reduce_flops,
+                       .diff_in = 1});
+  t.push_back(OpSchema{.op = "ReduceSum",
+                       .since = 1,
+                       .infer = infer_reduce,
+                       .fwd_f = reduce_fwd<false, float>,
+                       .fwd_d = reduce_fwd<false, double>,
+                       .bwd_f = reduce_bwd<false, float>,
+                       .bwd_d = reduce_bwd<false, double>,
+                       .flops = reduce_flops,
+                       .diff_in = 1});
+  t.push_back(OpSchema{
+      .op = "Shape", .since = 1, .infer = infer_shape, D500_FWD(shape_fwd), .flops = no_flops, .fold_only = true});
+  t.push_back(OpSchema{.op = "Constant",
+                       .since = 1,
+                       .infer = infer_constant,
+                       D500_FWD(constant_fwd),
+                       .flops = no_flops,
+                       .fold_only = true});
+  t.push_back(OpSchema{.op = "ConstantOfShape",
+                       .since = 9,
+                       .infer = infer_constant_of_shape,
+                       D500_FWD(constant_of_shape_fwd),
+                       .flops = no_flops,
+                       .fold_only = true});
+  t.push_back(OpSchema{
+      .op = "Range", .since = 11, .infer = infer_range, D500_FWD(range_fwd), .flops = no_flops, .fold_only = true});
 }
 
 }  // namespace d500::ref

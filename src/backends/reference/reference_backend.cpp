@@ -13,12 +13,14 @@ void register_backend_reference(BackendRegistry& r) {
          .description = "plain C++ loops: the truth that validation compares against",
          .reference = true,
          .version = [] { return std::string("d500 built-in"); },
-         .check_point = [](const Params& p) {
-           const auto t = p.find("threads");
-           return t != p.end() && std::holds_alternative<std::int64_t>(t->second) && std::get<std::int64_t>(t->second) != 1
-                      ? std::string("the reference backend is single-threaded: threads must be 1")
-                      : std::string();
-         }});
+         .check_point =
+             [](const Params& p) {
+               const auto t = p.find("threads");
+               return t != p.end() && std::holds_alternative<std::int64_t>(t->second) &&
+                              std::get<std::int64_t>(t->second) != 1
+                          ? std::string("the reference backend is single-threaded: threads must be 1")
+                          : std::string();
+             }});
 }
 
 }  // namespace d500

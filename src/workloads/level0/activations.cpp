@@ -14,8 +14,10 @@ ParamSpec pass_param() {
 template <class T>
 void relu_reference(const OpProblem& p, const std::vector<const T*>& in, const std::vector<T*>& out) {
   const std::int64_t count = nchw_shape(p).size();
-  if (p.pass == "forward") reference::relu_forward(count, in[0], out[0]);
-  else reference::relu_backward(count, in[0], in[1], out[0]);
+  if (p.pass == "forward")
+    reference::relu_forward(count, in[0], out[0]);
+  else
+    reference::relu_backward(count, in[0], in[1], out[0]);
 }
 
 OpProblem relu_problem(const Params& params) {
@@ -25,8 +27,10 @@ OpProblem relu_problem(const Params& params) {
   p.pass = p.s("pass");
   const Nchw d = nchw_shape(p);
   auto t = [&](const char* name) { return Tensor{name, {d.n, d.c, d.h, d.w}, true, {}}; };
-  if (p.pass == "forward") p.in = {t("x")}, p.out = {t("y")};
-  else p.in = {t("x"), t("dy")}, p.out = {t("dx")};
+  if (p.pass == "forward")
+    p.in = {t("x")}, p.out = {t("y")};
+  else
+    p.in = {t("x"), t("dy")}, p.out = {t("dx")};
   p.tolerance = 0;  // exact: a selection, no arithmetic
   p.reduction = "0: relu is exact";
   p.work = {d.size(), 4 * d.size() * static_cast<std::int64_t>(p.in.size() + 1)};
@@ -36,8 +40,10 @@ OpProblem relu_problem(const Params& params) {
 // softmax over the last axis of an n x c matrix: forward x -> y; backward y, dy -> dx.
 template <class T>
 void softmax_reference(const OpProblem& p, const std::vector<const T*>& in, const std::vector<T*>& out) {
-  if (p.pass == "forward") reference::softmax_forward(p.i("n"), p.i("c"), in[0], out[0]);
-  else reference::softmax_backward(p.i("n"), p.i("c"), in[0], in[1], out[0]);
+  if (p.pass == "forward")
+    reference::softmax_forward(p.i("n"), p.i("c"), in[0], out[0]);
+  else
+    reference::softmax_backward(p.i("n"), p.i("c"), in[0], in[1], out[0]);
 }
 
 OpProblem softmax_problem(const Params& params) {
@@ -47,8 +53,10 @@ OpProblem softmax_problem(const Params& params) {
   p.pass = p.s("pass");
   const std::int64_t n = p.i("n"), c = p.i("c");
   auto t = [&](const char* name) { return Tensor{name, {n, c}, true, {}}; };
-  if (p.pass == "forward") p.in = {t("x")}, p.out = {t("y")};
-  else p.in = {t("y"), t("dy")}, p.out = {t("dx")};
+  if (p.pass == "forward")
+    p.in = {t("x")}, p.out = {t("y")};
+  else
+    p.in = {t("y"), t("dy")}, p.out = {t("dx")};
   p.tolerance = float_tolerance(c);
   p.reduction = "scales with sqrt(c)";
   p.work = {(p.pass == "forward" ? 5 : 4) * n * c, 4 * n * c * static_cast<std::int64_t>(p.in.size() + 1)};
@@ -66,7 +74,8 @@ void softmax_derive(const OpProblem& p, std::vector<std::vector<double>>& in) {
 
 OperatorDef relu_operator() {
   OperatorDef d;
-  d.info = operator_info("relu", "float32 ReLU y = max(x, 0) over an NCHW tensor, forward / backward", "GB/s", "applies it to its own tensor");
+  d.info = operator_info("relu", "float32 ReLU y = max(x, 0) over an NCHW tensor, forward / backward", "GB/s",
+                         "applies it to its own tensor");
   WorkloadInfo& w = d.info;
   w.params = {pass_param()};
   for (auto& s : nchw_params()) w.params.push_back(s);
@@ -79,7 +88,9 @@ OperatorDef relu_operator() {
 
 OperatorDef softmax_operator() {
   OperatorDef d;
-  d.info = operator_info("softmax", "float32 softmax over the last axis of an n x c matrix (c classes), forward / backward", "GB/s", "applies it to its own matrix");
+  d.info =
+      operator_info("softmax", "float32 softmax over the last axis of an n x c matrix (c classes), forward / backward",
+                    "GB/s", "applies it to its own matrix");
   WorkloadInfo& w = d.info;
   w.params = {
       pass_param(),

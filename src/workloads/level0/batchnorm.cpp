@@ -73,20 +73,27 @@ void bn_derive(const OpProblem& p, std::vector<std::vector<double>>& in) {
 
 OperatorDef batchnorm_operator() {
   OperatorDef d;
-  d.info = operator_info("batchnorm", "float32 batch normalisation (NCHW, per channel, scale and shift), training / inference, forward / backward", "GB/s", "normalises its own batch");
+  d.info = operator_info(
+      "batchnorm",
+      "float32 batch normalisation (NCHW, per channel, scale and shift), training / inference, forward / backward",
+      "GB/s", "normalises its own batch");
   WorkloadInfo& w = d.info;
+  // A table: one entry a line, as written.
+  // clang-format off
   w.params = {
       {"pass", ValueType::String, Value{std::string("forward")}, 0, 0, {"forward", "backward"}, "which pass"},
       {"mode", ValueType::String, Value{std::string("training")}, 0, 0, {"training", "inference"},
        "training: batch statistics (outputs too); inference: given mean and variance"},
       {"eps", ValueType::Real, Value{1e-5}, 0, 0, {}, "added to the variance"},
   };
+  // clang-format on
   for (auto& s : nchw_params()) w.params.push_back(s);
   w.normalize = width_defaults_to_height;
   w.check = [](const Params& p) -> std::string {
     if (!(std::get<double>(p.at("eps")) > 0)) return "'eps' must be positive";
     if (std::get<std::string>(p.at("pass")) == "backward" && std::get<std::string>(p.at("mode")) == "inference")
-      return "the backward pass is benchmarked in training mode (through the batch statistics): set mode = \"training\"";
+      return "the backward pass is benchmarked in training mode (through the batch statistics): set mode = "
+             "\"training\"";
     return "";
   };
   d.problem = bn_problem;

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "backends/registry.hpp"
-#include "common/text.hpp"
 #include "common/mpi_check.hpp"
+#include "common/text.hpp"
 #include "workloads/registry.hpp"
 
 namespace d500 {
@@ -32,19 +32,22 @@ Work collective_work(Kind kind, std::int64_t bytes, std::int64_t ranks) {
 }
 
 // "64M" -> 67108864, "4096" -> 4096, "" -> 0; -1 for anything else (and for 4 EiB or more).
-std::int64_t size_bytes(const std::string& text) {
-  return text.empty() ? 0 : parse_size(text, 0);
-}
+std::int64_t size_bytes(const std::string& text) { return text.empty() ? 0 : parse_size(text, 0); }
 
 class Collective final : public Workload {
  public:
   // backend: nullptr for the MPI library's own collectives, else a backend with its own
   // (make_collective: NCCL), whose kernel is made here, untimed, by every rank together.
   Collective(const RunContext& ctx, Kind kind, const BackendInfo* backend = nullptr)
-      : kind_(kind), comm_(ctx.comm), rank_(ctx.rank), size_(ctx.size),
+      : kind_(kind),
+        comm_(ctx.comm),
+        rank_(ctx.rank),
+        size_(ctx.size),
         count_(static_cast<std::size_t>(param<std::int64_t>(ctx.params, "bytes") / 4)),
         in_place_(kind == Kind::Allreduce && param<std::string>(ctx.params, "buffers") == "in-place"),
-        evict_(static_cast<std::size_t>(std::max<std::int64_t>(0, size_bytes(param<std::string>(ctx.params, "off_cache")))), 0) {
+        evict_(static_cast<std::size_t>(
+                   std::max<std::int64_t>(0, size_bytes(param<std::string>(ctx.params, "off_cache")))),
+               0) {
     // count_: elements of the per-rank buffer the collective is named by (see sizes above).
     const std::size_t p = static_cast<std::size_t>(size_);
     switch (kind_) {
@@ -94,7 +97,8 @@ class Collective final : public Workload {
         if (kernel_) kernel_->upload();
       }
     };
-    h.repeat_kernel_then([this] { run(); }, [this] { return kernel_ ? kernel_->device_ns() : std::int64_t{-1}; }, between);
+    h.repeat_kernel_then([this] { run(); }, [this] { return kernel_ ? kernel_->device_ns() : std::int64_t{-1}; },
+                         between);
   }
 
   std::vector<std::pair<std::string, Value>> attributes() const override {
@@ -117,7 +121,8 @@ class Collective final : public Workload {
                   "MPI_Allreduce", "allreduce");
         break;
       case Kind::Allgather:
-        mpi_check(MPI_Allgather(send_.data(), n, MPI_FLOAT, recv_.data(), n, MPI_FLOAT, comm_), "MPI_Allgather", "allgather");
+        mpi_check(MPI_Allgather(send_.data(), n, MPI_FLOAT, recv_.data(), n, MPI_FLOAT, comm_), "MPI_Allgather",
+                  "allgather");
         break;
       case Kind::Broadcast: mpi_check(MPI_Bcast(recv_.data(), n, MPI_FLOAT, 0, comm_), "MPI_Bcast", "broadcast"); break;
       case Kind::ReduceScatter:
@@ -149,6 +154,8 @@ void add(WorkloadRegistry& r, const char* name, Kind kind, const char* descripti
   w.scaling_note = "total data: every rank contributes a buffer of the same size";
   // off_cache and buffers are strings whose default, "", leaves them out of a point's canonical
   // text: points planned before they existed keep their ids.
+  // A table: one entry a line, as written.
+  // clang-format off
   w.params = {{"bytes", ValueType::Int, std::nullopt, 4, std::int64_t{1} << 34, {}, bytes_help},
               {"off_cache", ValueType::String, Value{std::string()}, 0, 0, {},
                "a size (\"64M\": K, M, G; a number: bytes) each rank writes over between repetitions, untimed, so that "
@@ -156,15 +163,17 @@ void add(WorkloadRegistry& r, const char* name, Kind kind, const char* descripti
               {"buffers", ValueType::String, Value{std::string()}, 0, 0, {"", "separate", "in-place"},
                "allreduce: \"in-place\" (MPI_IN_PLACE on a buffer refilled between repetitions, untimed, as a training "
                "step's gradient allreduce) or separate send and receive buffers (unset, \"separate\")"}};
+  // clang-format on
   w.check = [kind](const Params& p) -> std::string {
     const std::int64_t bytes = std::get<std::int64_t>(p.at("bytes"));
     const std::int64_t ranks = std::get<std::int64_t>(p.at("nodes")) * std::get<std::int64_t>(p.at("ranks_per_node"));
     if (bytes % 4 != 0) return "bytes must be a multiple of 4 (float32 elements)";
-    if (kind != Kind::Allreduce && std::get<std::string>(p.at("buffers")) == "in-place") return "buffers = \"in-place\" is for allreduce only";
+    if (kind != Kind::Allreduce && std::get<std::string>(p.at("buffers")) == "in-place")
+      return "buffers = \"in-place\" is for allreduce only";
     const BackendInfo* b = find_backend(std::get<std::string>(p.at("backend")));
     if (b && b->make_collective && !std::get<std::string>(p.at("off_cache")).empty())
-      return "off_cache writes over the host's caches between repetitions; backend \"" + std::get<std::string>(p.at("backend")) +
-             "\" keeps its buffers on the GPU: leave off_cache unset";
+      return "off_cache writes over the host's caches between repetitions; backend \"" +
+             std::get<std::string>(p.at("backend")) + "\" keeps its buffers on the GPU: leave off_cache unset";
     if (size_bytes(std::get<std::string>(p.at("off_cache"))) < 0)
       return "off_cache is " + quote_value(std::get<std::string>(p.at("off_cache"))) +
              ": a size below 4 EiB such as \"64M\" (K, M, G, T: binary) or a number of bytes";
@@ -193,7 +202,8 @@ void add(WorkloadRegistry& r, const char* name, Kind kind, const char* descripti
                            std::get<std::int64_t>(p.at("nodes")) * std::get<std::int64_t>(p.at("ranks_per_node")));
   };
   for (const auto& b : all_backends())
-    if (b.built && b.host_collectives) w.backends[b.name] = [kind](const RunContext& c) { return std::make_unique<Collective>(c, kind); };
+    if (b.built && b.host_collectives)
+      w.backends[b.name] = [kind](const RunContext& c) { return std::make_unique<Collective>(c, kind); };
   for (const auto& b : all_backends())
     if (b.built && b.make_collective) {
       const BackendInfo* info = &b;
@@ -209,7 +219,8 @@ void register_collectives(WorkloadRegistry& r) {
       "message size per rank in bytes (a multiple of 4)");
   add(r, "allgather", Kind::Allgather, "MPI_Allgather of float32 values",
       "bytes each rank contributes (a multiple of 4); rates count the gathered result, ranks x bytes");
-  add(r, "broadcast", Kind::Broadcast, "MPI_Bcast of float32 values from rank 0", "buffer size in bytes (a multiple of 4)");
+  add(r, "broadcast", Kind::Broadcast, "MPI_Bcast of float32 values from rank 0",
+      "buffer size in bytes (a multiple of 4)");
   add(r, "reduce_scatter", Kind::ReduceScatter, "MPI_Reduce_scatter_block of float32 values, sum",
       "input size per rank in bytes (a multiple of 4, bytes/4 divisible by the ranks)");
 }

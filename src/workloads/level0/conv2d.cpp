@@ -11,9 +11,12 @@ namespace {
 template <class T>
 void conv_reference(const OpProblem& p, const std::vector<const T*>& in, const std::vector<T*>& out) {
   const ConvShape cs = conv_shape(p);
-  if (p.pass == "forward") reference::conv2d_forward(cs, in[0], in[1], out[0]);
-  else if (p.pass == "backward_data") reference::conv2d_backward_data(cs, in[0], in[1], out[0]);
-  else reference::conv2d_backward_filter(cs, in[0], in[1], out[0]);
+  if (p.pass == "forward")
+    reference::conv2d_forward(cs, in[0], in[1], out[0]);
+  else if (p.pass == "backward_data")
+    reference::conv2d_backward_data(cs, in[0], in[1], out[0]);
+  else
+    reference::conv2d_backward_filter(cs, in[0], in[1], out[0]);
 }
 
 // The yardstick of validation, outside every timed region. The forward and backward-filter
@@ -29,8 +32,10 @@ void conv_reference_double(const OpProblem& p, const std::vector<const double*>&
   double* o = out[0];
   std::fill(o, o + (forward ? cs.y_size() : cs.w_size()), 0.0);
   parallel_ranges(cs.k, threads, [&](std::int64_t k0, std::int64_t k1) {
-    if (forward) reference::conv2d_forward_channels(cs, in[0], in[1], o, k0, k1);
-    else reference::conv2d_backward_filter_channels(cs, in[0], in[1], o, k0, k1);
+    if (forward)
+      reference::conv2d_forward_channels(cs, in[0], in[1], o, k0, k1);
+    else
+      reference::conv2d_backward_filter_channels(cs, in[0], in[1], o, k0, k1);
   });
 }
 
@@ -65,15 +70,17 @@ OpProblem conv_problem(const Params& params) {
   const std::string dtype = p.params.count("dtype") ? p.s("dtype") : std::string();
   if (tf32_math(p.params)) {  // tensor cores round x, w and dy to TF32; the sums stay float32
     p.tolerance += rounded_inputs_tolerance(10);
-    p.reduction = "8u, u = 2^-11 (math = tf32: inputs rounded to TF32's 10 mantissa bits), + the float32 tolerance that " +
-                  p.reduction;
+    p.reduction =
+        "8u, u = 2^-11 (math = tf32: inputs rounded to TF32's 10 mantissa bits), + the float32 tolerance that " +
+        p.reduction;
   } else if (dtype == "bf16" || dtype == "fp16") {
     // The inputs (8u: each a relative error of up to u) and the result (u) rounded to the type;
     // the sums in float32.
     const int mantissa = dtype == "bf16" ? 7 : 10;
     p.tolerance += rounded_inputs_and_result_tolerance(mantissa);
     p.reduction = "9u, u = 2^-" + std::to_string(mantissa + 1) + " (dtype = " + dtype + ": inputs and result in " +
-                  std::to_string(mantissa) + " mantissa bits, sums in float32), + the float32 tolerance that " + p.reduction;
+                  std::to_string(mantissa) + " mantissa bits, sums in float32), + the float32 tolerance that " +
+                  p.reduction;
   }
   const std::int64_t element_bytes = dtype == "bf16" || dtype == "fp16" ? 2 : 4;
   p.work = {cs.flops(), element_bytes * (cs.x_size() + cs.w_size() + cs.y_size())};
@@ -89,9 +96,13 @@ ParamSpec size(const char* name, const char* help, std::int64_t min = 1) {
 
 OperatorDef conv2d_operator() {
   OperatorDef d;
-  d.info = operator_info("conv2d", "2-D convolution (NCHW, weights KCRS; float32, or bf16/fp16 with dtype), forward / backward_data / backward_filter",
+  d.info = operator_info("conv2d",
+                         "2-D convolution (NCHW, weights KCRS; float32, or bf16/fp16 with dtype), forward / "
+                         "backward_data / backward_filter",
                          "GFLOP/s", "convolves its own batch");
   WorkloadInfo& w = d.info;
+  // A table: one entry a line, as written.
+  // clang-format off
   w.params = {
       {"pass", ValueType::String, Value{std::string("forward")}, 0, 0, {"forward", "backward_data", "backward_filter"},
        "which pass: y = conv(x, w), dx from dy, or dw from dy"},
@@ -113,6 +124,7 @@ OperatorDef conv2d_operator() {
        "in float32: cuDNN's pseudo-bfloat16 and pseudo-half configurations, PyTorch's conv2d on such tensors), on a backend "
        "with reduced precision (cuda, through cuDNN's legacy calls or its graph API); validation allows 9u more (u = 2^-8, 2^-11)"},
   };
+  // clang-format on
   w.normalize = [](Params& p) {
     apply_named_shape(p, resnet50_convolutions());
     width_defaults_to_height(p);
@@ -134,7 +146,8 @@ OperatorDef conv2d_operator() {
     if (i("c") % i("groups") || i("k") % i("groups"))
       return "c (" + std::to_string(i("c")) + ") and k (" + std::to_string(i("k")) + ") must be multiples of groups (" +
              std::to_string(i("groups")) + ")";
-    const ConvShape cs{i("n"), i("c"), i("h"), i("w"), i("k"), i("r"), i("s"), i("stride"), i("pad"), i("dilation"), i("groups")};
+    const ConvShape cs{i("n"), i("c"),      i("h"),   i("w"),        i("k"),     i("r"),
+                       i("s"), i("stride"), i("pad"), i("dilation"), i("groups")};
     if (cs.p() < 1 || cs.q() < 1)
       return "the dilated kernel (" + std::to_string(cs.dilation * (cs.r - 1) + 1) + "x" +
              std::to_string(cs.dilation * (cs.s - 1) + 1) + ") does not fit the padded input";

@@ -62,8 +62,8 @@ OpProblem gemm_problem(const Params& params) {
   if (dtype == "tf32" || dtype == "bf16" || dtype == "fp16") {
     const int mantissa = dtype == "bf16" ? 7 : 10;
     p.tolerance += rounded_inputs_tolerance(mantissa);
-    p.reduction = "8u + the float32 tolerance (sqrt(k)), u = 2^-" + std::to_string(mantissa + 1) + ": " + dtype + " keeps " +
-                  std::to_string(mantissa) + " mantissa bits; accumulation in float32";
+    p.reduction = "8u + the float32 tolerance (sqrt(k)), u = 2^-" + std::to_string(mantissa + 1) + ": " + dtype +
+                  " keeps " + std::to_string(mantissa) + " mantissa bits; accumulation in float32";
   }
   p.work = {2 * m * n * k, 4 * (m * k + k * n + m * n)};
   return p;
@@ -76,6 +76,8 @@ OperatorDef gemm_operator() {
   d.info = operator_info("gemm", "float32 matrix multiply C = A*B (A m x k, B k x n), row-major", "GFLOP/s",
                          "multiplies its own matrices");
   const Value minus_one{std::int64_t{-1}};
+  // A table: one entry a line, as written.
+  // clang-format off
   d.info.params = {
       {"shape", ValueType::String, Value{std::string()}, 0, 0, shape_names(deepbench_gemms()),
        "a named problem (deepbench/...) giving m, n, k; \"\": give them directly"},
@@ -86,6 +88,7 @@ OperatorDef gemm_operator() {
        "element type: unset or fp32, float32; tf32 (float32 in and out, inputs rounded to TF32 by tensor cores), bf16 and fp16 "
        "(inputs and C in that type), each accumulating in float32, on a backend with reduced precision (cuda)"},
   };
+  // clang-format on
   d.info.normalize = [](Params& p) {
     apply_named_shape(p, deepbench_gemms());
     if (std::get<std::string>(p.at("dtype")) == "fp32") p["dtype"] = std::string();  // one point id for float32
@@ -95,12 +98,13 @@ OperatorDef gemm_operator() {
   d.info.check = [](const Params& p) -> std::string {
     std::string why = check_named_shape(p, deepbench_gemms());
     if (!why.empty()) return why;
-    if (std::get<std::int64_t>(p.at("n")) <= 0) return "'n' must be given (a positive size) unless 'shape' names a problem";
+    if (std::get<std::int64_t>(p.at("n")) <= 0)
+      return "'n' must be given (a positive size) unless 'shape' names a problem";
     for (const char* dim : {"m", "k"})
       if (std::get<std::int64_t>(p.at(dim)) <= 0) return std::string(dim) + " must be positive, or -1 for 'same as n'";
     if (const auto m = p.find("math"); m != p.end() && !std::get<std::string>(m->second).empty())
-      return "'math' is for conv2d and networks; gemm's element type is its own key: dtype = \"" + std::get<std::string>(m->second) +
-             "\" (valid: fp32, tf32, bf16, fp16)";
+      return "'math' is for conv2d and networks; gemm's element type is its own key: dtype = \"" +
+             std::get<std::string>(m->second) + "\" (valid: fp32, tf32, bf16, fp16)";
     return reduced_precision_check(p);
   };
   d.problem = gemm_problem;

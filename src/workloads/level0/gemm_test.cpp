@@ -14,14 +14,15 @@ TEST(Gemm, RegisteredImplementationsValidateAndCountWork) {
   const WorkloadInfo* w = builtin_workloads().find("gemm");
   ASSERT_NE(w, nullptr);
   Params p{{"workload", std::string("gemm")}, {"backend", std::string("blas")}, {"m", std::int64_t{40}},
-           {"n", std::int64_t{30}},          {"k", std::int64_t{20}},          {"threads", std::int64_t{1}},
-           {"seed", std::int64_t{3}},        {"nodes", std::int64_t{1}},       {"ranks_per_node", std::int64_t{1}},
+           {"n", std::int64_t{30}},           {"k", std::int64_t{20}},          {"threads", std::int64_t{1}},
+           {"seed", std::int64_t{3}},         {"nodes", std::int64_t{1}},       {"ranks_per_node", std::int64_t{1}},
            {"shape", std::string()},          {"library", std::string()},       {"dtype", std::string()}};
   int ran = 0;
   for (const auto& b : all_backends()) {
     if (!b.built || !w->backends.count(b.name)) continue;
     if (b.name == "custom") continue;  // needs a library implementing gemm
-    if (b.no_device && !b.no_device().empty()) continue;  // a GPU backend on a host without one (tests/integration/gpu_test.cpp)
+    if (b.no_device && !b.no_device().empty())
+      continue;  // a GPU backend on a host without one (tests/integration/gpu_test.cpp)
     p["backend"] = b.name;
     RunContext ctx{MPI_COMM_SELF, 0, 1, p, 3};
     auto wl = w->backends.at(b.name)(ctx);
@@ -52,11 +53,14 @@ TEST(Harness, RecordsWarmupsAndRepetitionsAndFlushesWhenFull) {
   std::vector<Sample> got;
   int flushes = 0, durable_flushes = 0;
   // A 1 s interval with near-instant repetitions: only the final flush is due for durability.
-  Harness h(MPI_COMM_SELF, rec, 2, 9, Work{100, 8}, [&](std::span<const Sample> s, bool durable) {
-    ++flushes;
-    durable_flushes += durable;
-    got.insert(got.end(), s.begin(), s.end());
-  }, 1'000'000'000);
+  Harness h(
+      MPI_COMM_SELF, rec, 2, 9, Work{100, 8},
+      [&](std::span<const Sample> s, bool durable) {
+        ++flushes;
+        durable_flushes += durable;
+        got.insert(got.end(), s.begin(), s.end());
+      },
+      1'000'000'000);
   int calls = 0;
   h.repeat([&] { ++calls; });
   EXPECT_EQ(calls, 11);
@@ -79,15 +83,20 @@ TEST(Harness, RecordsWarmupsAndRepetitionsAndFlushesWhenFull) {
 TEST(Harness, ADevicesDurationIsReadAfterTheHostsRowEndsAndRecordedBesideIt) {
   Recorder rec(1000);
   std::vector<Sample> got;
-  Harness h(MPI_COMM_SELF, rec, 1, 4, Work{}, [&](std::span<const Sample> s, bool) { got.insert(got.end(), s.begin(), s.end()); });
+  Harness h(MPI_COMM_SELF, rec, 1, 4, Work{},
+            [&](std::span<const Sample> s, bool) { got.insert(got.end(), s.begin(), s.end()); });
   std::vector<std::int64_t> asked_at, after_at;
   int ops = 0;
-  h.repeat_kernel_then([&] { ++ops; std::this_thread::sleep_for(std::chrono::milliseconds(1)); },
-                       [&] {
-                         asked_at.push_back(now_ns());
-                         return std::int64_t{500'000};
-                       },
-                       [&] { after_at.push_back(now_ns()); });
+  h.repeat_kernel_then(
+      [&] {
+        ++ops;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      },
+      [&] {
+        asked_at.push_back(now_ns());
+        return std::int64_t{500'000};
+      },
+      [&] { after_at.push_back(now_ns()); });
   EXPECT_EQ(ops, 5);
   ASSERT_EQ(got.size(), 10u);
   ASSERT_EQ(asked_at.size(), 6u);  // once before the first (host or device?), then once per repetition
@@ -103,7 +112,8 @@ TEST(Harness, ADevicesDurationIsReadAfterTheHostsRowEndsAndRecordedBesideIt) {
     EXPECT_EQ(dev.end_ns - dev.start_ns, 500'000);
     EXPECT_GE(dev.start_ns, op.start_ns);
     EXPECT_GE(op.end_ns - op.start_ns, 1'000'000);
-    EXPECT_GE(asked_at[static_cast<std::size_t>(r + 1)], op.end_ns) << "repetition " << r << ": device_ns() inside the host's row";
+    EXPECT_GE(asked_at[static_cast<std::size_t>(r + 1)], op.end_ns)
+        << "repetition " << r << ": device_ns() inside the host's row";
     EXPECT_LE(asked_at[static_cast<std::size_t>(r + 1)], after_at[static_cast<std::size_t>(r)]);
   }
   got.clear();
@@ -117,10 +127,13 @@ TEST(Harness, SlowRepetitionsAreFlushedDurablyOnSchedule) {
   int durable_flushes = 0;
   std::size_t samples = 0;
   // Each repetition takes >= 2 ms and the interval is 1 ns: every repetition is due.
-  Harness h(MPI_COMM_SELF, rec, 0, 5, Work{}, [&](std::span<const Sample> s, bool durable) {
-    durable_flushes += durable;
-    samples += s.size();
-  }, 1);
+  Harness h(
+      MPI_COMM_SELF, rec, 0, 5, Work{},
+      [&](std::span<const Sample> s, bool durable) {
+        durable_flushes += durable;
+        samples += s.size();
+      },
+      1);
   h.repeat([] { std::this_thread::sleep_for(std::chrono::milliseconds(2)); });
   EXPECT_EQ(samples, 5u);
   EXPECT_EQ(durable_flushes, 6);  // after each of the 5 repetitions, and the final one
@@ -223,7 +236,8 @@ TEST(Harness, ATerminationAskedForMidStepCheckpointsBeforeTheNextStepAndEnds) {
   int ended = 0;
   h.on_terminate(&seen, [&] { ++ended; });
   int steps = 0;
-  h.train([&](int, const Harness::PhaseMark&) { return ++steps < 100; }, [](int, const Harness::PhaseMark&, bool) { return true; }, 1);
+  h.train([&](int, const Harness::PhaseMark&) { return ++steps < 100; },
+          [](int, const Harness::PhaseMark&, bool) { return true; }, 1);
   EXPECT_EQ(steps, 100);
   EXPECT_EQ(ended, 0);
 }

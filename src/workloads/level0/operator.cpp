@@ -47,7 +47,8 @@ std::string operator_common_check(const Params& p) { return check_backend_settin
 
 std::string reduced_precision_check(const Params& p) {
   const auto d = p.find("dtype");
-  const std::string dtype = d != p.end() && std::holds_alternative<std::string>(d->second) ? std::get<std::string>(d->second) : "";
+  const std::string dtype =
+      d != p.end() && std::holds_alternative<std::string>(d->second) ? std::get<std::string>(d->second) : "";
   const std::string& backend = std::get<std::string>(p.at("backend"));
   if (dtype.empty() || dtype == "fp32") return "";
   if (const BackendInfo* b = find_backend(backend); b && b->reduced_precision) return "";
@@ -55,8 +56,8 @@ std::string reduced_precision_check(const Params& p) {
   for (const auto& x : all_backends())
     if (x.reduced_precision) with.push_back(x.name);
   return "'dtype' \"" + dtype + "\" needs a backend that computes in reduced precision (" +
-         (with.empty() ? std::string("none in this build; cuda when built with CUDA") : join(with, ", ")) + "); backend \"" + backend +
-         "\" computes in float32: leave dtype unset (or \"fp32\")";
+         (with.empty() ? std::string("none in this build; cuda when built with CUDA") : join(with, ", ")) +
+         "); backend \"" + backend + "\" computes in float32: leave dtype unset (or \"fp32\")";
 }
 
 OpProblem make_problem(const OperatorDef& def, const Params& p, std::uint64_t seed) {
@@ -108,8 +109,10 @@ std::int64_t operator_memory_bytes(const OperatorDef& def, const Params& p) {
   // The float tensors, and the inputs' double staging while make_problem fills them.
   double bytes = 4 * (in + out) + 8 * in;
   // The double reference of validation, on the entries of the batch it compares.
-  if (const std::int64_t k = compared_entries(prob)) bytes += 8 * (elements(prob.in, k) + elements(prob.out, k));
-  else bytes += 8 * (in + out);
+  if (const std::int64_t k = compared_entries(prob))
+    bytes += 8 * (elements(prob.in, k) + elements(prob.out, k));
+  else
+    bytes += 8 * (in + out);
   const std::string& backend = std::get<std::string>(p.at("backend"));
   if (const BackendInfo* b = find_backend(backend); b && b->workspace_bytes && bytes < 1e18)
     bytes += static_cast<double>(b->workspace_bytes(prob));
@@ -252,8 +255,9 @@ void register_operator(WorkloadRegistry& r, OperatorDef def) {
   auto own_check = info.check;
   info.check = [own_check](const Params& p) {
     if (bf16_math(p))
-      return std::string("'math' \"bf16\" is for networks (levels 1-3: d500's executor in mixed precision); a level-0 operator "
-                         "computes in fp32 or tf32 (math), and gemm in bf16 through its own dtype = \"bf16\"");
+      return std::string(
+          "'math' \"bf16\" is for networks (levels 1-3: d500's executor in mixed precision); a level-0 operator "
+          "computes in fp32 or tf32 (math), and gemm in bf16 through its own dtype = \"bf16\"");
     std::string why = operator_common_check(p);
     if (why.empty() && own_check) why = own_check(p);
     return why;
@@ -261,7 +265,8 @@ void register_operator(WorkloadRegistry& r, OperatorDef def) {
   info.memory_bytes = [&d](const Params& p) { return operator_memory_bytes(d, p); };
   info.work_of = [&d](const Params& p) { return d.problem(p).work; };  // dimensions only: no data
   info.backends[reference_backend_name()] = [&d](const RunContext& c) {
-    return std::make_unique<OperatorWorkload>(d, c, [&d](OpProblem& p, int) { return std::make_unique<RefKernel>(d, p); });
+    return std::make_unique<OperatorWorkload>(d, c,
+                                              [&d](OpProblem& p, int) { return std::make_unique<RefKernel>(d, p); });
   };
   for (const auto& b : all_backends())
     if (b.built && b.supports && b.make_kernel && b.supports(d.info.name))

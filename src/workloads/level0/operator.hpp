@@ -40,7 +40,6 @@ const OperatorDef* find_operator(const std::string& name);
 // Registers `def` with the reference backend and every backend that has kernels for it.
 void register_operator(WorkloadRegistry& r, OperatorDef def);
 
-
 // What every operator's WorkloadInfo starts with: level 0, weak scaling (every rank solves its own
 // problem of the same size; `what` says what in words).
 WorkloadInfo operator_info(std::string name, std::string description, std::string rate_unit, const std::string& what);

@@ -13,8 +13,8 @@
 #include "backends/cuda/half.hpp"
 #include "backends/reference/nn.hpp"
 #include "backends/registry.hpp"
-#include "common/parallel.hpp"
 #include "common/error.hpp"
+#include "common/parallel.hpp"
 #include "workloads/level0/shape_sets.hpp"
 
 namespace d500 {
@@ -54,8 +54,8 @@ void PrintTo(const Case& c, std::ostream* os) {
 }
 
 std::vector<Case> cases() {
-  const std::map<std::string, Value> conv{{"n", I(3)}, {"c", I(4)}, {"h", I(9)}, {"w", I(8)}, {"k", I(6)}, {"r", I(3)},
-                                          {"stride", I(2)}, {"pad", I(1)}, {"groups", I(2)}};
+  const std::map<std::string, Value> conv{{"n", I(3)}, {"c", I(4)},      {"h", I(9)},   {"w", I(8)},     {"k", I(6)},
+                                          {"r", I(3)}, {"stride", I(2)}, {"pad", I(1)}, {"groups", I(2)}};
   std::map<std::string, Value> dil = conv, one = conv;
   dil["dilation"] = I(2), dil["groups"] = I(1), dil["stride"] = I(1);
   one["r"] = I(1), one["stride"] = I(1), one["pad"] = I(0), one["groups"] = I(1);
@@ -71,9 +71,16 @@ std::vector<Case> cases() {
   }
   for (const char* mode : {"max", "avg"})
     for (const char* pass : {"forward", "backward"})
-      out.push_back({std::string("pool_") + mode + "_" + pass, "pool2d",
-                     {{"n", I(3)}, {"c", I(5)}, {"h", I(9)}, {"kernel", I(3)}, {"stride", I(2)}, {"pad", I(1)},
-                      {"mode", S(mode)}, {"pass", S(pass)}}});
+      out.push_back({std::string("pool_") + mode + "_" + pass,
+                     "pool2d",
+                     {{"n", I(3)},
+                      {"c", I(5)},
+                      {"h", I(9)},
+                      {"kernel", I(3)},
+                      {"stride", I(2)},
+                      {"pad", I(1)},
+                      {"mode", S(mode)},
+                      {"pass", S(pass)}}});
   const std::map<std::string, Value> bn{{"n", I(4)}, {"c", I(3)}, {"h", I(5)}};
   out.push_back({"bn_training_forward", "batchnorm", bn});
   auto bn_inf = bn;
@@ -83,7 +90,8 @@ std::vector<Case> cases() {
   bn_bwd["pass"] = S("backward");
   out.push_back({"bn_backward", "batchnorm", bn_bwd});
   for (const char* pass : {"forward", "backward"}) {
-    out.push_back({std::string("relu_") + pass, "relu", {{"n", I(2)}, {"c", I(3)}, {"h", I(4)}, {"w", I(5)}, {"pass", S(pass)}}});
+    out.push_back(
+        {std::string("relu_") + pass, "relu", {{"n", I(2)}, {"c", I(3)}, {"h", I(4)}, {"w", I(5)}, {"pass", S(pass)}}});
     out.push_back({std::string("softmax_") + pass, "softmax", {{"n", I(5)}, {"c", I(37)}, {"pass", S(pass)}}});
   }
   return out;
@@ -134,8 +142,9 @@ TEST_P(OperatorBackends, EveryBackendMatchesTheReference) {
   // Every operator has a kernel on oneDNN or LibTorch; a build with neither runs it on the
   // reference alone, which the other tests cover. Required backends are checked apart
   // (RequiredBackends.AreBuilt), so a library that silently goes missing still fails CI.
-  if (backends == 0 && !absent.empty()) GTEST_SKIP() << "no backend of this build besides the reference runs " << c.op
-                                                     << "; not built: " << ::testing::PrintToString(absent);
+  if (backends == 0 && !absent.empty())
+    GTEST_SKIP() << "no backend of this build besides the reference runs " << c.op
+                 << "; not built: " << ::testing::PrintToString(absent);
   EXPECT_GE(backends, 1) << "no backend besides the reference runs " << c.op;
 }
 
@@ -165,8 +174,14 @@ TEST(OperatorValidation, TheYardsticksConvolutionOnSeveralCoresIsTheOneCoreResul
   const OperatorDef* def = find_operator("conv2d");
   for (const char* pass : {"forward", "backward_filter", "backward_data"}) {
     SCOPED_TRACE(pass);
-    const Params p = params_for(*def, {{"n", I(8)}, {"c", I(32)}, {"h", I(28)}, {"k", I(37)}, {"r", I(3)}, {"pad", I(1)},
-                                       {"stride", I(1)}, {"pass", S(pass)}});
+    const Params p = params_for(*def, {{"n", I(8)},
+                                       {"c", I(32)},
+                                       {"h", I(28)},
+                                       {"k", I(37)},
+                                       {"r", I(3)},
+                                       {"pad", I(1)},
+                                       {"stride", I(1)},
+                                       {"pass", S(pass)}});
     OpProblem prob = make_problem(*def, p, 5);
     std::vector<std::vector<double>> in, out, whole;
     std::vector<const double*> inp;
@@ -179,9 +194,12 @@ TEST(OperatorValidation, TheYardsticksConvolutionOnSeveralCoresIsTheOneCoreResul
     std::vector<double> one(out[0].size(), -2.0);
     const ConvShape cs{8, 32, 28, 28, 37, 3, 3, 1, 1, 1, 1};
     ASSERT_GT(cs.flops(), 1e8) << "large enough to be split";
-    if (std::string(pass) == "forward") reference::conv2d_forward(cs, inp[0], inp[1], one.data());
-    else if (std::string(pass) == "backward_filter") reference::conv2d_backward_filter(cs, inp[0], inp[1], one.data());
-    else reference::conv2d_backward_data(cs, inp[0], inp[1], one.data());
+    if (std::string(pass) == "forward")
+      reference::conv2d_forward(cs, inp[0], inp[1], one.data());
+    else if (std::string(pass) == "backward_filter")
+      reference::conv2d_backward_filter(cs, inp[0], inp[1], one.data());
+    else
+      reference::conv2d_backward_data(cs, inp[0], inp[1], one.data());
     std::size_t differ = 0;
     for (std::size_t i = 0; i < one.size(); ++i) differ += std::memcmp(&one[i], &out[0][i], sizeof(double)) != 0;
     EXPECT_EQ(differ, 0u) << "of " << one.size();
@@ -231,7 +249,8 @@ TEST(RequiredBackends, AreBuilt) {
   if (exactly) {
     for (const BackendInfo& b : all_backends()) {
       EXPECT_TRUE(b.built == (std::find(names.begin(), names.end(), b.name) != names.end()))
-          << "backend '" << b.name << "' is " << (b.built ? "built" : "not built") << ", D500_REQUIRE_BACKENDS says " << env;
+          << "backend '" << b.name << "' is " << (b.built ? "built" : "not built") << ", D500_REQUIRE_BACKENDS says "
+          << env;
     }
   }
 }
@@ -251,7 +270,8 @@ TEST(OperatorValidation, NaNFails) {
 TEST(OperatorValidation, AConvolutionIn16BitTypesPassesItsWidenedToleranceAndFailsFloat32s) {
   const OperatorDef* def = find_operator("conv2d");
   ASSERT_NE(def, nullptr);
-  const std::map<std::string, Value> conv{{"n", I(3)}, {"c", I(8)}, {"h", I(9)}, {"w", I(8)}, {"k", I(6)}, {"r", I(3)}, {"pad", I(1)}};
+  const std::map<std::string, Value> conv{{"n", I(3)}, {"c", I(8)}, {"h", I(9)},  {"w", I(8)},
+                                          {"k", I(6)}, {"r", I(3)}, {"pad", I(1)}};
   for (const char* dtype : {"bf16", "fp16"}) {
     for (const char* pass : {"forward", "backward_data", "backward_filter"}) {
       SCOPED_TRACE(std::string(dtype) + " " + pass);
@@ -291,7 +311,10 @@ TEST(CustomOperator, ACorrectLibraryPassesAndAWrongOneFails) {
   const OperatorDef* def = find_operator("relu");
   for (const char* pass : {"forward", "backward"}) {
     for (bool wrong : {false, true}) {
-      const Params p = params_for(*def, {{"n", I(2)}, {"c", I(3)}, {"h", I(4)}, {"pass", S(pass)},
+      const Params p = params_for(*def, {{"n", I(2)},
+                                         {"c", I(3)},
+                                         {"h", I(4)},
+                                         {"pass", S(pass)},
                                          {"backend", S("custom")},
                                          {"library", S(wrong ? D500_CUSTOM_RELU_WRONG : D500_CUSTOM_RELU)}});
       ASSERT_EQ(operator_common_check(p), "");
@@ -327,10 +350,17 @@ TEST(NamedShapes, ResNet50LayersFillTheSizesAndContradictionsAreErrors) {
   EXPECT_EQ(uses, 53);  // ResNet-50's 49 convolutions on the main path and 4 projection shortcuts
   Params p = params_for(*def, {{"n", I(8)}, {"shape", S("resnet50/res4_3x3_stride2")}});
   EXPECT_EQ(def->info.check(p), "");
-  const ConvShape cs{8, std::get<std::int64_t>(p.at("c")), std::get<std::int64_t>(p.at("h")),
-                     std::get<std::int64_t>(p.at("w")), std::get<std::int64_t>(p.at("k")),
-                     std::get<std::int64_t>(p.at("r")), std::get<std::int64_t>(p.at("s")),
-                     std::get<std::int64_t>(p.at("stride")), std::get<std::int64_t>(p.at("pad")), 1, 1};
+  const ConvShape cs{8,
+                     std::get<std::int64_t>(p.at("c")),
+                     std::get<std::int64_t>(p.at("h")),
+                     std::get<std::int64_t>(p.at("w")),
+                     std::get<std::int64_t>(p.at("k")),
+                     std::get<std::int64_t>(p.at("r")),
+                     std::get<std::int64_t>(p.at("s")),
+                     std::get<std::int64_t>(p.at("stride")),
+                     std::get<std::int64_t>(p.at("pad")),
+                     1,
+                     1};
   EXPECT_EQ(cs.p(), 14);  // 28x28 -> 14x14
   EXPECT_EQ(cs.c, 256);
   Params bad = params_for(*def, {{"n", I(8)}, {"shape", S("resnet50/conv1")}, {"c", I(4)}});
@@ -388,16 +418,18 @@ TEST(OperatorMemory, TheEstimateCountsTheReferenceProblemValidationBuilds) {
 
 TEST(OperatorChecks, ImpossibleShapesAreRefused) {
   const OperatorDef* conv = find_operator("conv2d");
-  EXPECT_NE(conv->info.check(params_for(*conv, {{"n", I(1)}, {"c", I(3)}, {"h", I(8)}, {"k", I(4)}, {"r", I(3)},
-                                                  {"groups", I(2)}}))
-                .find("multiples of groups"),
-            std::string::npos);
+  EXPECT_NE(
+      conv->info
+          .check(params_for(*conv, {{"n", I(1)}, {"c", I(3)}, {"h", I(8)}, {"k", I(4)}, {"r", I(3)}, {"groups", I(2)}}))
+          .find("multiples of groups"),
+      std::string::npos);
   EXPECT_NE(conv->info.check(params_for(*conv, {{"n", I(1)}, {"c", I(3)}, {"h", I(2)}, {"k", I(4)}, {"r", I(5)}}))
                 .find("does not fit"),
             std::string::npos);
   const OperatorDef* bn = find_operator("batchnorm");
-  EXPECT_NE(bn->info.check(params_for(*bn, {{"n", I(1)}, {"c", I(3)}, {"h", I(2)}, {"pass", S("backward")},
-                                              {"mode", S("inference")}}))
+  EXPECT_NE(bn->info
+                .check(params_for(
+                    *bn, {{"n", I(1)}, {"c", I(3)}, {"h", I(2)}, {"pass", S("backward")}, {"mode", S("inference")}}))
                 .find("training"),
             std::string::npos);
 }

@@ -9,8 +9,10 @@ namespace {
 template <class T>
 void pool_reference(const OpProblem& p, const std::vector<const T*>& in, const std::vector<T*>& out) {
   const PoolShape ps = pool_shape(p);
-  if (p.pass == "forward") reference::pool2d_forward(ps, in[0], out[0]);
-  else reference::pool2d_backward(ps, in[0], in[1], out[0]);
+  if (p.pass == "forward")
+    reference::pool2d_forward(ps, in[0], out[0]);
+  else
+    reference::pool2d_backward(ps, in[0], in[1], out[0]);
 }
 
 OpProblem pool_problem(const Params& params) {
@@ -45,8 +47,11 @@ OpProblem pool_problem(const Params& params) {
 
 OperatorDef pool2d_operator() {
   OperatorDef d;
-  d.info = operator_info("pool2d", "float32 2-D max or average pooling (NCHW, square window), forward / backward", "GB/s", "pools its own batch");
+  d.info = operator_info("pool2d", "float32 2-D max or average pooling (NCHW, square window), forward / backward",
+                         "GB/s", "pools its own batch");
   WorkloadInfo& w = d.info;
+  // A table: one entry a line, as written.
+  // clang-format off
   w.params = {
       {"pass", ValueType::String, Value{std::string("forward")}, 0, 0, {"forward", "backward"}, "which pass"},
       {"mode", ValueType::String, Value{std::string("max")}, 0, 0, {"max", "avg"},
@@ -55,6 +60,7 @@ OperatorDef pool2d_operator() {
       {"stride", ValueType::Int, Value{std::int64_t{2}}, 1, 1024, {}, "stride along both axes"},
       {"pad", ValueType::Int, Value{std::int64_t{0}}, 0, 512, {}, "padding on every side"},
   };
+  // clang-format on
   for (auto& s : nchw_params()) w.params.push_back(s);
   w.normalize = width_defaults_to_height;
   w.check = [](const Params& p) -> std::string {

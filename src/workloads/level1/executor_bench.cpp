@@ -3,15 +3,14 @@
 // d500's executor -- against the same kernels (another executor over the same plan, built by the
 // same code) run back to back with no clock but one pair per step and no harness. Blocks of the
 // two alternate so that drift hits both alike.
-// Run: mpirun -np 1 --bind-to core build/d500-bench-executor [network] [batch] [backend] [pass] [threads] [blocks] [reps]
-// Then, per (operator, direction) and for the slowest node steps, the median time of a step over
-// the harness's repetitions (on a GPU, the device's time between CUDA events around each step):
-// where a step's time goes. D500_VALIDATE=0 skips validation (its double-precision yardstick takes
-// minutes for ResNet-50 at batch 128); D500_CUDNN_ALGORITHMS, D500_MATH and D500_CUDNN_API set
-// those parameters on cuda.
-// D500_SIMULATE_MANTISSA=B (e.g. 10, TF32) only prints how far rounding every Conv, ConvTranspose,
-// Gemm and MatMul input to B mantissa bits moves the yardstick's step (each tensor's relative L2
-// distance, as validation measures it), beside math = "tf32"'s formula tolerance, and ends:
+// Run: mpirun -np 1 --bind-to core build/d500-bench-executor [network] [batch] [backend] [pass] [threads] [blocks]
+// [reps] Then, per (operator, direction) and for the slowest node steps, the median time of a step over the harness's
+// repetitions (on a GPU, the device's time between CUDA events around each step): where a step's time goes.
+// D500_VALIDATE=0 skips validation (its double-precision yardstick takes minutes for ResNet-50 at batch 128);
+// D500_CUDNN_ALGORITHMS, D500_MATH and D500_CUDNN_API set those parameters on cuda. D500_SIMULATE_MANTISSA=B (e.g. 10,
+// TF32) only prints how far rounding every Conv, ConvTranspose, Gemm and MatMul input to B mantissa bits moves the
+// yardstick's step (each tensor's relative L2 distance, as validation measures it), beside math = "tf32"'s formula
+// tolerance, and ends:
 //   D500_SIMULATE_MANTISSA=10 mpirun -np 1 build/d500-bench-executor resnet20-cifar 32 reference training
 #include <mpi.h>
 
@@ -48,23 +47,26 @@ void print_breakdown(const StepTimes* t) {
       p.step_times.push_back({0, r, static_cast<std::int32_t>(k), t->ns[static_cast<std::size_t>(r) * n + k]});
   PointRow row;
   add_step_costs(row, p, 0, t->repetitions, 12);
-  std::printf("node steps: %d, their medians summed: %.3f ms\n%9s %6s %5s %9s  %s\n", row.steps, row.steps_total_s * 1e3, "ms", "share", "steps",
-              "TFLOP/s", "operator direction");
+  std::printf("node steps: %d, their medians summed: %.3f ms\n%9s %6s %5s %9s  %s\n", row.steps,
+              row.steps_total_s * 1e3, "ms", "share", "steps", "TFLOP/s", "operator direction");
   for (const auto& g : row.by_operator)
-    std::printf("%9.3f %5.1f%% %5d %9.2f  %s %s\n", g.median_s * 1e3, 100 * g.share, g.steps, g.gflops * 1e-3, g.op.c_str(), g.direction.c_str());
+    std::printf("%9.3f %5.1f%% %5d %9.2f  %s %s\n", g.median_s * 1e3, 100 * g.share, g.steps, g.gflops * 1e-3,
+                g.op.c_str(), g.direction.c_str());
   std::printf("slowest steps:\n");
   for (const auto& c : row.top_steps)
-    std::printf("%9.3f ms %9.2f TFLOP/s  %s %s (%s) | %s\n", c.median_s * 1e3, c.gflops * 1e-3, c.name.c_str(), c.direction.c_str(), c.op.c_str(),
-                c.impl.c_str());
+    std::printf("%9.3f ms %9.2f TFLOP/s  %s %s (%s) | %s\n", c.median_s * 1e3, c.gflops * 1e-3, c.name.c_str(),
+                c.direction.c_str(), c.op.c_str(), c.impl.c_str());
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
-  const std::string network = argc > 1 ? argv[1] : "resnet50", backend = argc > 3 ? argv[3] : "onednn", pass = argc > 4 ? argv[4] : "inference";
+  const std::string network = argc > 1 ? argv[1] : "resnet50", backend = argc > 3 ? argv[3] : "onednn",
+                    pass = argc > 4 ? argv[4] : "inference";
   const std::int64_t batch = argc > 2 ? std::atoll(argv[2]) : 8;
-  const int threads = argc > 5 ? std::atoi(argv[5]) : 1, blocks = argc > 6 ? std::atoi(argv[6]) : 6, reps = argc > 7 ? std::atoi(argv[7]) : 5;
+  const int threads = argc > 5 ? std::atoi(argv[5]) : 1, blocks = argc > 6 ? std::atoi(argv[6]) : 6,
+            reps = argc > 7 ? std::atoi(argv[7]) : 5;
   const BackendInfo* b = find_backend(backend);
   if (!b || !b->built) {
     std::printf("%s: not in this build\n", backend.c_str());
@@ -72,7 +74,10 @@ int main(int argc, char** argv) {
     return 0;
   }
   const WorkloadInfo& w = *builtin_workloads().find("network");
-  Params p{{"workload", std::string("network")}, {"backend", backend}, {"seed", std::int64_t{1}}, {"nodes", std::int64_t{1}},
+  Params p{{"workload", std::string("network")},
+           {"backend", backend},
+           {"seed", std::int64_t{1}},
+           {"nodes", std::int64_t{1}},
            {"ranks_per_node", std::int64_t{1}}};
   for (const auto& s : w.params)
     if (s.dflt) p[s.name] = *s.dflt;
@@ -80,7 +85,8 @@ int main(int argc, char** argv) {
   p["batch"] = Value{batch};
   p["pass"] = pass;
   p["threads"] = Value{std::int64_t{threads}};
-  for (const auto& [env, key] : {std::pair{"D500_CUDNN_ALGORITHMS", "cudnn_algorithms"}, {"D500_MATH", "math"}, {"D500_CUDNN_API", "cudnn_api"}})
+  for (const auto& [env, key] :
+       {std::pair{"D500_CUDNN_ALGORITHMS", "cudnn_algorithms"}, {"D500_MATH", "math"}, {"D500_CUDNN_API", "cudnn_api"}})
     if (const char* v = std::getenv(env); v && *v) p[key] = std::string(v);
   w.normalize(p);
   const char* validate_env = std::getenv("D500_VALIDATE");
@@ -91,17 +97,20 @@ int main(int argc, char** argv) {
     const InputData inputs = make_inputs(net->graph, 1, 1);
     const int loss = training ? net->loss.loss : -1;
     const StepValues exact = yardstick_step(net->graph, training, loss, net->params, inputs.pointers(), 1);
-    const std::vector<double> d =
-        reduced_precision_distance(net->graph, training, loss, net->params, inputs.pointers(), 1, exact, std::atoi(bits));
+    const std::vector<double> d = reduced_precision_distance(net->graph, training, loss, net->params, inputs.pointers(),
+                                                             1, exact, std::atoi(bits));
     const ToleranceBasis tf32 = with_point_math(net->tolerance, Params{{"math", std::string("tf32")}});
     std::size_t worst = 0;
     for (std::size_t k = 0; k < d.size(); ++k)
       if (d[k] > d[worst]) worst = k;
-    std::printf("%s, batch %lld, %s: products' inputs rounded to %s mantissa bits move the step by up to %.4g (%s); math = tf32's "
-                "formula tolerance %.4g; %zu of %zu tensors beyond it\n",
-                network.c_str(), static_cast<long long>(batch), pass.c_str(), bits, d.empty() ? 0.0 : d[worst],
-                d.empty() ? "-" : exact.names[worst].c_str(), tf32.tolerance,
-                static_cast<std::size_t>(std::count_if(d.begin(), d.end(), [&](double x) { return x > tf32.tolerance; })), d.size());
+    std::printf(
+        "%s, batch %lld, %s: products' inputs rounded to %s mantissa bits move the step by up to %.4g (%s); math = "
+        "tf32's "
+        "formula tolerance %.4g; %zu of %zu tensors beyond it\n",
+        network.c_str(), static_cast<long long>(batch), pass.c_str(), bits, d.empty() ? 0.0 : d[worst],
+        d.empty() ? "-" : exact.names[worst].c_str(), tf32.tolerance,
+        static_cast<std::size_t>(std::count_if(d.begin(), d.end(), [&](double x) { return x > tf32.tolerance; })),
+        d.size());
     MPI_Finalize();
     return 0;
   }
@@ -138,7 +147,8 @@ int main(int argc, char** argv) {
   for (int k = 0; k < blocks; ++k) {
     Harness h(MPI_COMM_WORLD, rec, 0, reps, wl->work(), [&](std::span<const Sample> s, bool) {
       for (const auto& x : s)
-        if (x.phase == static_cast<std::uint8_t>(Phase::Op)) d500_s.push_back(static_cast<double>(x.end_ns - x.start_ns) * 1e-9);
+        if (x.phase == static_cast<std::uint8_t>(Phase::Op))
+          d500_s.push_back(static_cast<double>(x.end_ns - x.start_ns) * 1e-9);
     });
     wl->measure(h);
     for (int i = 0; i < reps; ++i) {
@@ -150,9 +160,11 @@ int main(int argc, char** argv) {
   }
   const double m1 = stats::median(d500_s), m2 = stats::median(bare_s);
   const auto ci = stats::bootstrap_median_ratio(d500_s, bare_s, 0.95, stats::BootstrapMethod::BCa, 2000, 1);
-  std::printf("d500 (harness, every step timed) median %.3f ms (n=%zu); the same kernels back to back %.3f ms (n=%zu): overhead %+.3f%% "
-              "[95%% CI %+.3f%%, %+.3f%%]\n",
-              m1 * 1e3, d500_s.size(), m2 * 1e3, bare_s.size(), (m1 / m2 - 1) * 100, (ci.lo - 1) * 100, (ci.hi - 1) * 100);
+  std::printf(
+      "d500 (harness, every step timed) median %.3f ms (n=%zu); the same kernels back to back %.3f ms (n=%zu): "
+      "overhead %+.3f%% "
+      "[95%% CI %+.3f%%, %+.3f%%]\n",
+      m1 * 1e3, d500_s.size(), m2 * 1e3, bare_s.size(), (m1 / m2 - 1) * 100, (ci.lo - 1) * 100, (ci.hi - 1) * 100);
   print_breakdown(wl->step_times());
   MPI_Finalize();
   return 0;

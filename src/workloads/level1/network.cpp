@@ -107,7 +107,8 @@ std::int64_t memory_figure(double bytes) {
 }
 
 void absolute_network_path(std::string& network) {
-  if (!find_builtin_network(network) && (network.find('/') != std::string::npos || network.find(".onnx") != std::string::npos))
+  if (!find_builtin_network(network) &&
+      (network.find('/') != std::string::npos || network.find(".onnx") != std::string::npos))
     network = fs::absolute(network).lexically_normal().string();
 }
 
@@ -127,7 +128,11 @@ std::shared_ptr<const StepValues> yardstick(const NetworkPoint& pt, const Loaded
 class NetworkWorkload final : public Workload {
  public:
   NetworkWorkload(const RunContext& ctx, const BackendInfo& backend)
-      : pt_(ctx.params), params_(ctx.params), backend_(backend), comm_(ctx.comm), net_(load_point_network(pt_.network, pt_.graph_batch(), pt_.training)) {
+      : pt_(ctx.params),
+        params_(ctx.params),
+        backend_(backend),
+        comm_(ctx.comm),
+        net_(load_point_network(pt_.network, pt_.graph_batch(), pt_.training)) {
     inputs_ = make_inputs(net_->graph, pt_.micro_batches(), ctx.seed);
     RunnerSpec spec;
     spec.graph = &net_->graph;
@@ -151,17 +156,20 @@ class NetworkWorkload final : public Workload {
     const ToleranceBasis tolerance = with_point_math(net_->tolerance, params_);
     const StepJudgement j = judge_step(got, *ref, tolerance, net_->graph, pt_.training, net_->loss.loss, net_->params,
                                        inputs_.pointers(), pt_.micro_batches());
-    std::string what = pt_.training ? "the loss and the gradient of each of the " + std::to_string(net_->params.size()) + " weights"
-                                    : "every graph output";
+    std::string what =
+        pt_.training ? "the loss and the gradient of each of the " + std::to_string(net_->params.size()) + " weights"
+                     : "every graph output";
     if (pt_.micro_batches() > 1) what += ", over " + std::to_string(pt_.micro_batches()) + " micro-batches";
     std::string where;
     if (!(j.error <= j.tolerance))
-      where = "; " + first_divergence(net_->graph, backend_, &params_, inputs_.pointers(), pt_.micro_batches(), pt_.threads,
-                                      tolerance.tolerance);
+      where = "; " + first_divergence(net_->graph, backend_, &params_, inputs_.pointers(), pt_.micro_batches(),
+                                      pt_.threads, tolerance.tolerance);
     return Validation{j.error, j.tolerance,
                       "relative L2 error of " + what + where + " (worst: " + j.where +
-                          ", each against max(|reference|, 1e-4 x the RMS of the references' norms)), against d500's reference executor in "
-                          "double precision on the same float32 weights and inputs; tolerance " + j.words};
+                          ", each against max(|reference|, 1e-4 x the RMS of the references' norms)), against d500's "
+                          "reference executor in "
+                          "double precision on the same float32 weights and inputs; tolerance " +
+                          j.words};
   }
 
   void measure(Harness& h) override {
@@ -169,11 +177,15 @@ class NetworkWorkload final : public Workload {
       times_.steps.clear();
       for (const auto& s : executor_->steps()) {
         const Node* n = s.node >= 0 ? &net_->graph.nodes[static_cast<std::size_t>(s.node)] : nullptr;
-        times_.steps.push_back(StepInfo{n ? n->name : "loss", n ? n->op : "-", s.node < 0 ? "seed" : s.backward ? "backward" : "forward",
+        times_.steps.push_back(StepInfo{n ? n->name : "loss", n ? n->op : "-",
+                                        s.node < 0   ? "seed"
+                                        : s.backward ? "backward"
+                                                     : "forward",
                                         s.impl, s.flops * pt_.micro_batches()});
       }
       times_.repetitions = h.repetitions();
-      times_.ns.assign(times_.steps.size() * static_cast<std::size_t>(times_.repetitions), 0);  // preallocated: the timed region writes only
+      times_.ns.assign(times_.steps.size() * static_cast<std::size_t>(times_.repetitions),
+                       0);  // preallocated: the timed region writes only
     }
     DeviceMemory* dev = executor_ ? executor_->device() : nullptr;
     if (!dev) {
@@ -205,11 +217,13 @@ class NetworkWorkload final : public Workload {
     a.push_back({"network.model", std::string(find_builtin_network(pt_.network) ? "built-in" : "file")});
     a.push_back({"network.model_hash", net_->model_hash});
     a.push_back({"network.opset", std::int64_t{net_->facts.opset}});
-    if (net_->facts.converted_from) a.push_back({"network.converted_from_opset", std::int64_t{net_->facts.converted_from}});
+    if (net_->facts.converted_from)
+      a.push_back({"network.converted_from_opset", std::int64_t{net_->facts.converted_from}});
     a.push_back({"network.nodes", static_cast<std::int64_t>(g.nodes.size())});
     a.push_back({"network.weight_bytes", weights});
     if (pt_.training) a.push_back({"network.trainable_parameters", params});
-    a.push_back({"network.flops_per_sample", (pt_.training ? net_->work.training_flops : net_->work.forward_flops) / static_cast<double>(pt_.graph_batch())});
+    a.push_back({"network.flops_per_sample", (pt_.training ? net_->work.training_flops : net_->work.forward_flops) /
+                                                 static_cast<double>(pt_.graph_batch())});
     a.push_back({"network.inputs", join(inputs_.descriptions, "; ")});
     if (pt_.training) a.push_back({"network.loss", net_->loss.description});
     a.push_back({"network.micro_batches", std::int64_t{pt_.micro_batches()}});
@@ -227,14 +241,19 @@ class NetworkWorkload final : public Workload {
 
   // After the repetitions: the device memory the runner held at most (none on the host, -1).
   // attributes() comes before them, when nothing has been measured yet.
-  std::vector<std::pair<std::string, Value>> final_attributes() const override { return device_memory_attributes(comm_, device_peak_); }
+  std::vector<std::pair<std::string, Value>> final_attributes() const override {
+    return device_memory_attributes(comm_, device_peak_);
+  }
 
   const StepTimes* step_times() const override { return executor_ ? &times_ : nullptr; }
 
  private:
   // One step: every micro-batch's forward (and backward) pass. `mark` records the phases.
   void step(const Harness::PhaseMark* mark, int rep = 0) {
-    if (executor_) executor_->time_steps(mark && !times_.ns.empty() ? times_.ns.data() + static_cast<std::size_t>(rep) * times_.steps.size() : nullptr);
+    if (executor_)
+      executor_->time_steps(mark && !times_.ns.empty()
+                                ? times_.ns.data() + static_cast<std::size_t>(rep) * times_.steps.size()
+                                : nullptr);
     std::int64_t fwd = 0, bwd = 0, fwd_start = 0, bwd_start = 0;
     for (int m = 0; m < pt_.micro_batches(); ++m) {
       const std::int64_t t0 = now_ns();
@@ -329,6 +348,8 @@ void register_network(WorkloadRegistry& r) {
   w.rate_unit = "samples/s";
   w.scaling = "weak";
   w.scaling_note = "total work: every rank runs the network on its own batch";
+  // A table: one entry a line, as written.
+  // clang-format off
   w.params = {
       {"network", ValueType::String, std::nullopt, 0, 0, {}, "a built-in network (d500 networks) or the path of an .onnx file"},
       {"batch", ValueType::Int, Value{std::int64_t{-1}}, -1, 1 << 24, {},
@@ -338,6 +359,7 @@ void register_network(WorkloadRegistry& r) {
       {"microbatch", ValueType::Int, Value{std::int64_t{0}}, 0, 1 << 24, {},
        "run the batch as micro-batches of this size, gradients added; 0: the whole batch at once"},
   };
+  // clang-format on
   for (const auto& s : operator_common_params()) w.params.push_back(s);
   w.normalize = [](Params& p) {
     auto& net = std::get<std::string>(p.at("network"));

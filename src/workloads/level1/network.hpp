@@ -22,7 +22,7 @@ struct LoadedNetwork {
   std::vector<int> params;  // training: the weights that get gradients
   GraphWork work;
   ToleranceBasis tolerance;
-  std::string model_hash;   // FNV-1a of a model file's bytes, "built-in" for d500's own
+  std::string model_hash;  // FNV-1a of a model file's bytes, "built-in" for d500's own
 };
 // Loaded once per (network, batch, pass) for the points and plan-time checks that share it.
 std::shared_ptr<const LoadedNetwork> load_point_network(const std::string& network, std::int64_t batch, bool training);

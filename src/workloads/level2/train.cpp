@@ -25,8 +25,8 @@
 
 #include "backends/registry.hpp"
 #include "backends/settings.hpp"
-#include "common/mpi_check.hpp"
 #include "common/error.hpp"
+#include "common/mpi_check.hpp"
 #include "common/text.hpp"
 #include "networks/executor.hpp"
 #include "networks/prepare.hpp"
@@ -108,16 +108,23 @@ struct Roles {
 Roles roles_of(const LoadedNetwork& n) {
   const Graph& g = n.graph;
   if (n.loss.labels < 0)
-    throw Error("train needs a classifier: a network whose first output is [N, classes] (d500 appends softmax cross-entropy); " +
-                n.loss.description);
+    throw Error(
+        "train needs a classifier: a network whose first output is [N, classes] (d500 appends softmax "
+        "cross-entropy); " +
+        n.loss.description);
   Roles r;
   int floats = 0;
   for (std::size_t k = 0; k < g.inputs.size(); ++k) {
-    if (g.inputs[k] == n.loss.labels) r.labels = k;
-    else if (g.info(g.inputs[k]).dtype == DType::F32) r.image = k, ++floats;
-    else throw Error("train feeds one float input and the labels: input '" + g.info(g.inputs[k]).name + "' is " + dtype_name(g.info(g.inputs[k]).dtype));
+    if (g.inputs[k] == n.loss.labels)
+      r.labels = k;
+    else if (g.info(g.inputs[k]).dtype == DType::F32)
+      r.image = k, ++floats;
+    else
+      throw Error("train feeds one float input and the labels: input '" + g.info(g.inputs[k]).name + "' is " +
+                  dtype_name(g.info(g.inputs[k]).dtype));
   }
-  if (floats != 1) throw Error("train feeds exactly one float input (the samples); the network has " + std::to_string(floats));
+  if (floats != 1)
+    throw Error("train feeds exactly one float input (the samples); the network has " + std::to_string(floats));
   r.classes = static_cast<int>(g.info(g.outputs.at(0)).shape.at(1));  // the logits: graph output 0
   return r;
 }
@@ -140,10 +147,11 @@ void check_data(const Dataset& d, const Graph& g, const Roles& r) {
   const Shape& in = g.info(g.inputs[r.image]).shape;
   const Shape want(in.begin() + 1, in.end());
   if (d.sample_shape() != want)
-    throw Error(d.describe() + ": its samples are " + shape_str(d.sample_shape()) + ", the network's input '" + g.info(g.inputs[r.image]).name +
-                "' takes " + shape_str(want) + " per sample");
+    throw Error(d.describe() + ": its samples are " + shape_str(d.sample_shape()) + ", the network's input '" +
+                g.info(g.inputs[r.image]).name + "' takes " + shape_str(want) + " per sample");
   if (d.classes() > r.classes)
-    throw Error(d.describe() + ": " + std::to_string(d.classes()) + " classes, but the network's output has " + std::to_string(r.classes));
+    throw Error(d.describe() + ": " + std::to_string(d.classes()) + " classes, but the network's output has " +
+                std::to_string(r.classes));
 }
 
 std::vector<std::vector<float>> snapshot(GraphRunner& r, const ParamAccess& a) {
@@ -171,8 +179,11 @@ class TrainWorkload final : public Workload {
     test_ = shared_dataset(data_request(pt_, graph_, roles_, "test"));
     check_data(*train_, graph_, roles_);
     check_data(*test_, graph_, roles_);
-    sampler_ = std::make_unique<Sampler>(train_->size(), pt_.batch, pt_.shuffle, pt_.seed, std::max(worker_, 0), workers_);
-    max_steps_ = pt_.steps > 0 ? pt_.steps : pt_.epochs > 0 ? pt_.epochs * sampler_->batches_per_epoch() : std::numeric_limits<std::int64_t>::max();
+    sampler_ =
+        std::make_unique<Sampler>(train_->size(), pt_.batch, pt_.shuffle, pt_.seed, std::max(worker_, 0), workers_);
+    max_steps_ = pt_.steps > 0    ? pt_.steps
+                 : pt_.epochs > 0 ? pt_.epochs * sampler_->batches_per_epoch()
+                                  : std::numeric_limits<std::int64_t>::max();
     opt_spec_ = optimizer_spec(ctx.params, max_steps_ == std::numeric_limits<std::int64_t>::max() ? 0 : max_steps_);
 
     inputs_ = make_inputs(graph_, 1, ctx.seed);  // the input buffers, refilled by every step
@@ -215,18 +226,22 @@ class TrainWorkload final : public Workload {
     runner_->backward(0);
     const StepValues got = step_values(*runner_, graph_, loaded_->params, true);
     const StepValues ref = yardstick_step(graph_, true, loaded_->loss.loss, loaded_->params, inputs_.pointers(), 1);
-    const StepJudgement j = judge_step(got, ref, with_point_math(loaded_->tolerance, params_), graph_, true, loaded_->loss.loss, loaded_->params, inputs_.pointers(), 1);
+    const StepJudgement j = judge_step(got, ref, with_point_math(loaded_->tolerance, params_), graph_, true,
+                                       loaded_->loss.loss, loaded_->params, inputs_.pointers(), 1);
     double ratio = j.error / j.tolerance;
-    std::string method = "worst of two ratios error/tolerance (<= 1 passes): (1) the first batch's loss and the gradient of each of the " +
-                         std::to_string(loaded_->params.size()) + " weights against d500's reference executor in double on the same weights and "
-                         "batch: relative L2 error " + fmt_sig(j.error, 3) + " (worst: " + j.where + "), tolerance " + fmt_sig(j.tolerance, 3) +
-                         ": " + j.words;
+    std::string method =
+        "worst of two ratios error/tolerance (<= 1 passes): (1) the first batch's loss and the gradient of each of "
+        "the " +
+        std::to_string(loaded_->params.size()) +
+        " weights against d500's reference executor in double on the same weights and "
+        "batch: relative L2 error " +
+        fmt_sig(j.error, 3) + " (worst: " + j.where + "), tolerance " + fmt_sig(j.tolerance, 3) + ": " + j.words;
     if (pt_.optimizer_impl == "native") {
       const double e = optimizer_agreement();
       ratio = std::max(ratio, e / kOptimizerTolerance);
       method += "; (2) " + std::to_string(kOptimizerCheckSteps) + " steps of " + optimizer_->describe() +
-                " against d500's reference optimizer on the same gradients: relative L2 distance of the parameters " + fmt_sig(e, 3) +
-                ", tolerance " + fmt_sig(kOptimizerTolerance, 3);
+                " against d500's reference optimizer on the same gradients: relative L2 distance of the parameters " +
+                fmt_sig(e, 3) + ", tolerance " + fmt_sig(kOptimizerTolerance, 3);
     }
     // Training starts from the seeded weights, fresh optimizer state, the first batch (or from a
     // checkpoint: resume()).
@@ -275,13 +290,16 @@ class TrainWorkload final : public Workload {
           tally_.mark(mark);
           train_ns_ += t4 - t0;
           ++steps_done_;
-          if (steps_done_ >= max_steps_) return stop("the step limit (" + std::to_string(max_steps_) + " steps) was reached");
+          if (steps_done_ >= max_steps_)
+            return stop("the step limit (" + std::to_string(max_steps_) + " steps) was reached");
           if (pt_.budget_s > 0 && static_cast<double>(train_ns_) * 1e-9 >= pt_.budget_s)
             return stop("the time budget (" + canonical(Value{pt_.budget_s}) + " s of training) was spent");
           return true;
         },
         [this, &h](int, const Harness::PhaseMark& mark, bool last) {
-          if (scheme_ && scheme_->consistent() && (last || (pt_.hash_interval > 0 && steps_done_ % pt_.hash_interval == 0))) check_hash();
+          if (scheme_ && scheme_->consistent() &&
+              (last || (pt_.hash_interval > 0 && steps_done_ % pt_.hash_interval == 0)))
+            check_hash();
           const bool due = pt_.eval_interval > 0 && steps_done_ % pt_.eval_interval == 0;
           if (!due && !last) return true;
           const std::int64_t t0 = now_ns();
@@ -310,12 +328,15 @@ class TrainWorkload final : public Workload {
     std::size_t want = 0;
     for (std::size_t k = 0; k < access_->count(); ++k) want += static_cast<std::size_t>(access_->numel(k));
     if (s.parameters.size() != want)
-      return "the checkpoint holds " + std::to_string(s.parameters.size()) + " parameters, the network has " + std::to_string(want);
-    if (s.epoch < 0 || s.position < 0 || s.position > sampler_->batches_per_epoch() || s.step <= 0 || s.step >= max_steps_)
-      return "the checkpoint's position (step " + std::to_string(s.step) + ", epoch " + std::to_string(s.epoch) + " batch " +
-             std::to_string(s.position) + ") does not fit this point's sampler and step limit";
+      return "the checkpoint holds " + std::to_string(s.parameters.size()) + " parameters, the network has " +
+             std::to_string(want);
+    if (s.epoch < 0 || s.position < 0 || s.position > sampler_->batches_per_epoch() || s.step <= 0 ||
+        s.step >= max_steps_)
+      return "the checkpoint's position (step " + std::to_string(s.step) + ", epoch " + std::to_string(s.epoch) +
+             " batch " + std::to_string(s.position) + ") does not fit this point's sampler and step limit";
     try {  // a scratch optimizer over the same parameters takes the bytes, or says why not
-      auto scratch = pt_.optimizer_impl == "native" ? runner_->native_optimizer(opt_spec_) : make_reference_optimizer(opt_spec_, *access_);
+      auto scratch = pt_.optimizer_impl == "native" ? runner_->native_optimizer(opt_spec_)
+                                                    : make_reference_optimizer(opt_spec_, *access_);
       scratch->load(s.optimizer);
     } catch (const std::exception& e) {
       return std::string("the optimizer does not take the checkpoint's state: ") + e.what();
@@ -359,13 +380,18 @@ class TrainWorkload final : public Workload {
     a.push_back({"train.test_dataset", test_->describe()});
     a.push_back({"train.sampler", sampler_->describe()});
     a.push_back({"train.optimizer", optimizer_->describe()});
-    a.push_back({"train.max_steps", max_steps_ == std::numeric_limits<std::int64_t>::max() ? std::int64_t{-1} : max_steps_});
+    a.push_back(
+        {"train.max_steps", max_steps_ == std::numeric_limits<std::int64_t>::max() ? std::int64_t{-1} : max_steps_});
     a.push_back({"train.evaluation", "the first " + std::to_string(eval_n_) + " samples of the test split, every " +
-                                         std::to_string(pt_.eval_interval) + " steps and after the last, by the training executor's forward pass"
-                                         " (BatchNormalization, if any, normalises with the evaluation batch's statistics); mean cross-entropy and top-1 "
+                                         std::to_string(pt_.eval_interval) +
+                                         " steps and after the last, by the training executor's forward pass"
+                                         " (BatchNormalization, if any, normalises with the evaluation batch's "
+                                         "statistics); mean cross-entropy and top-1 "
                                          "accuracy; timed as phase 'evaluation', left out of training time"});
-    a.push_back({"train.timing", std::string("training time: the sum of the steps' durations (phases data, forward, backward, update") +
-                                     (scheme_ ? ", communication, wait" : "") + "); an event's time_ns is the training time at its evaluation"});
+    a.push_back({"train.timing",
+                 std::string("training time: the sum of the steps' durations (phases data, forward, backward, update") +
+                     (scheme_ ? ", communication, wait" : "") +
+                     "); an event's time_ns is the training time at its evaluation"});
     if (scheme_) {
       a.push_back({"dist.scheme", pt_.scheme.name});
       a.push_back({"dist.consistent", scheme_->consistent()});
@@ -375,29 +401,35 @@ class TrainWorkload final : public Workload {
       a.push_back({"dist.global_batch", pt_.batch * workers_});
       a.push_back({"dist.method", scheme_->describe()});
       if (!scheme_->overlap().empty()) a.push_back({"dist.overlap", scheme_->overlap()});
-      a.push_back({"dist.phases", std::string("wait: an MPI_Barrier before a synchronous exchange (the slowest rank's lateness); communication: "
-                                              "time inside the scheme's MPI calls (with no barrier before them, waiting too); update: the "
-                                              "optimizer and the scheme's local arithmetic (packing, averaging); one row per phase and step, "
-                                              "its duration the phase's time added over the step")});
-      a.push_back({"dist.evaluation", std::string(scheme_->consistent() ? "every worker's own parameters (identical: checked by hash)"
-                                                  : pt_.scheme.name == "ps-async" ? "the servers' parameters, gathered after the step"
-                                                                                 : "the mean of the workers' parameters, taken after the step") +
-                                          "; the test samples shared among the workers, losses and hits added by MPI_Allreduce"});
+      a.push_back(
+          {"dist.phases",
+           std::string(
+               "wait: an MPI_Barrier before a synchronous exchange (the slowest rank's lateness); communication: "
+               "time inside the scheme's MPI calls (with no barrier before them, waiting too); update: the "
+               "optimizer and the scheme's local arithmetic (packing, averaging); one row per phase and step, "
+               "its duration the phase's time added over the step")});
+      a.push_back(
+          {"dist.evaluation",
+           std::string(scheme_->consistent()           ? "every worker's own parameters (identical: checked by hash)"
+                       : pt_.scheme.name == "ps-async" ? "the servers' parameters, gathered after the step"
+                                                       : "the mean of the workers' parameters, taken after the step") +
+               "; the test samples shared among the workers, losses and hits added by MPI_Allreduce"});
     }
     return a;
   }
 
   std::vector<std::pair<std::string, Value>> final_attributes() const override {
-    std::vector<std::pair<std::string, Value>> a = {{"train.steps", steps_done_},
-            {"train.epochs", static_cast<double>(steps_done_) / static_cast<double>(sampler_->batches_per_epoch())},
-            {"train.stop_reason", stop_reason_},
-            {"train.training_seconds", static_cast<double>(train_ns_) * 1e-9},
-            {"train.evaluation_seconds", static_cast<double>(eval_ns_) * 1e-9},
-            {"train.evaluations", evaluations_},
-            {"train.final_accuracy", last_acc_},
-            {"train.final_loss", last_loss_},
-            {"train.resumed_at_step", resumed_at_},
-            {"train.checkpoints", std::int64_t{checkpoints_}}};
+    std::vector<std::pair<std::string, Value>> a = {
+        {"train.steps", steps_done_},
+        {"train.epochs", static_cast<double>(steps_done_) / static_cast<double>(sampler_->batches_per_epoch())},
+        {"train.stop_reason", stop_reason_},
+        {"train.training_seconds", static_cast<double>(train_ns_) * 1e-9},
+        {"train.evaluation_seconds", static_cast<double>(eval_ns_) * 1e-9},
+        {"train.evaluations", evaluations_},
+        {"train.final_accuracy", last_acc_},
+        {"train.final_loss", last_loss_},
+        {"train.resumed_at_step", resumed_at_},
+        {"train.checkpoints", std::int64_t{checkpoints_}}};
     // On a device (d500's executor, LibTorch's): the device memory the run held (collective).
     const auto dm = device_memory_attributes(comm_, runner_->device_peak_bytes());  // none on the host
     a.insert(a.end(), dm.begin(), dm.end());
@@ -413,7 +445,8 @@ class TrainWorkload final : public Workload {
     mpi_check(MPI_Allreduce(mine, sum, 2, MPI_DOUBLE, MPI_SUM, comm_), "MPI_Allreduce", "communication volume");
     int size = 1;
     mpi_check(MPI_Comm_size(comm_, &size), "MPI_Comm_size", "communication volume");
-    long long checks[2] = {hash_checks_, hash_mismatches_}, first = first_mismatch_ < 0 ? LLONG_MAX : first_mismatch_, first_all = 0;
+    long long checks[2] = {hash_checks_, hash_mismatches_}, first = first_mismatch_ < 0 ? LLONG_MAX : first_mismatch_,
+              first_all = 0;
     mpi_check(MPI_Allreduce(MPI_IN_PLACE, checks, 2, MPI_LONG_LONG, MPI_MAX, comm_), "MPI_Allreduce", "hash checks");
     mpi_check(MPI_Allreduce(&first, &first_all, 1, MPI_LONG_LONG, MPI_MIN, comm_), "MPI_Allreduce", "hash checks");
     a.push_back({"comm.bytes_sent_per_step", sum[0] / size});
@@ -439,9 +472,11 @@ class TrainWorkload final : public Workload {
   }
 
   void make_optimizer() {
-    optimizer_ = pt_.optimizer_impl == "native" ? runner_->native_optimizer(opt_spec_) : make_reference_optimizer(opt_spec_, *access_);
+    optimizer_ = pt_.optimizer_impl == "native" ? runner_->native_optimizer(opt_spec_)
+                                                : make_reference_optimizer(opt_spec_, *access_);
     if (!optimizer_)
-      throw Error("backend " + backend_.name + " has no optimizer of its own for " + opt_spec_.name + " (optimizer_impl = \"native\")");
+      throw Error("backend " + backend_.name + " has no optimizer of its own for " + opt_spec_.name +
+                  " (optimizer_impl = \"native\")");
   }
 
   void load_batch(std::span<const std::int64_t> idx) {
@@ -479,7 +514,8 @@ class TrainWorkload final : public Workload {
   }
 
   void restore(const std::vector<std::vector<float>>& v) {
-    for (std::size_t k = 0; k < v.size(); ++k) std::memcpy(runner_->parameter(k), v[k].data(), v[k].size() * sizeof(float));
+    for (std::size_t k = 0; k < v.size(); ++k)
+      std::memcpy(runner_->parameter(k), v[k].data(), v[k].size() * sizeof(float));
     runner_->parameters_changed();
   }
 
@@ -627,7 +663,8 @@ std::string train_check(const Params& p) {
     std::vector<std::string> with;
     for (const auto& o : all_backends())
       if (o.native_optimizer) with.push_back(o.name);
-    return "optimizer_impl = \"native\" needs a backend with optimizers of its own: " + join(with, ", ") + " (backend here: " + backend + ")";
+    return "optimizer_impl = \"native\" needs a backend with optimizers of its own: " + join(with, ", ") +
+           " (backend here: " + backend + ")";
   }
   if (pt.steps <= 0 && pt.epochs <= 0 && !(pt.budget_s > 0))
     return "training needs an end: steps, epochs or time_budget";
@@ -635,39 +672,52 @@ std::string train_check(const Params& p) {
   if (pt.budget_s < 0) return "time_budget is in seconds of training, >= 0 (0: none)";
   if (const std::string& more = param<std::string>(p, "report_targets"); !more.empty()) {
     const auto targets = parse_number_list(more);
-    if (!targets) return "report_targets is a list of accuracies separated by spaces or commas, e.g. \"0.8 0.85\"; got \"" + more + "\"";
-    if (!(pt.target > 0)) return "report_targets needs target_accuracy (and its time_budget): the report judges them by the same budget";
+    if (!targets)
+      return "report_targets is a list of accuracies separated by spaces or commas, e.g. \"0.8 0.85\"; got \"" + more +
+             "\"";
+    if (!(pt.target > 0))
+      return "report_targets needs target_accuracy (and its time_budget): the report judges them by the same budget";
     for (double t : *targets) {
       if (!(t > 0 && t <= 1)) return "report_targets: " + canonical(Value{t}) + " is not an accuracy in (0, 1]";
       if (pt.stop_at_target && t >= pt.target)
-        return "report_targets: " + canonical(Value{t}) + " is not below target_accuracy " + canonical(Value{pt.target}) +
-               ", where training stops (stop_at_target): the curve never shows it; raise target_accuracy or set stop_at_target = false";
+        return "report_targets: " + canonical(Value{t}) + " is not below target_accuracy " +
+               canonical(Value{pt.target}) +
+               ", where training stops (stop_at_target): the curve never shows it; raise target_accuracy or set "
+               "stop_at_target = false";
     }
   }
   if (pt.checkpoint_s < 0) return "checkpoint_interval is in seconds of wall time, >= 0 (0: no checkpoints)";
   if (pt.distributed) {
     if (const std::string why = scheme_check(pt.scheme, static_cast<int>(pt.ranks)); !why.empty()) return why;
     if (pt.global_batch > 0 && pt.global_batch % pt.workers != 0)
-      return "global_batch " + std::to_string(pt.global_batch) + " does not split evenly over " + std::to_string(pt.workers) +
-             " workers (ranks " + std::to_string(pt.ranks) + " minus ps_servers " + std::to_string(pt.scheme.ps_servers) + ")";
+      return "global_batch " + std::to_string(pt.global_batch) + " does not split evenly over " +
+             std::to_string(pt.workers) + " workers (ranks " + std::to_string(pt.ranks) + " minus ps_servers " +
+             std::to_string(pt.scheme.ps_servers) + ")";
     if (pt.scheme.communication == "nccl") {
       const BackendInfo* nccl = find_backend(pt.scheme.communication);
       if (!(b && b->make_device_memory)) {
         std::vector<std::string> with;
         for (const auto& o : all_backends())
           if (o.make_device_memory) with.push_back(o.name);
-        return "communication = \"nccl\" averages the gradients (or parameters) where d500's executor keeps them, on a GPU: it needs backend " +
-               (with.empty() ? std::string("cuda (not in this build)") : join(with, ", ")) + " (backend here: " + backend + ")";
+        return "communication = \"nccl\" averages the gradients (or parameters) where d500's executor keeps them, on a "
+               "GPU: it needs backend " +
+               (with.empty() ? std::string("cuda (not in this build)") : join(with, ", ")) +
+               " (backend here: " + backend + ")";
       }
       if (!nccl || !nccl->built || !nccl->make_device_collective)
-        return "communication = \"nccl\" needs the nccl backend, which this build lacks" + (nccl ? ": " + nccl->not_built_reason : std::string());
+        return "communication = \"nccl\" needs the nccl backend, which this build lacks" +
+               (nccl ? ": " + nccl->not_built_reason : std::string());
     }
-    if (pt.optimizer_impl == "native" && (pt.scheme.name == "ps-sync" || pt.scheme.name == "ps-async") && pt.scheme.communication != "nccl")
-      return "a parameter server over MPI applies d500's reference optimizer to its shard: optimizer_impl = \"native\" does not apply to " +
-             pt.scheme.name + " with communication = \"mpi\" (ps-sync with communication = \"nccl\" runs rank 0's own optimizer)";
+    if (pt.optimizer_impl == "native" && (pt.scheme.name == "ps-sync" || pt.scheme.name == "ps-async") &&
+        pt.scheme.communication != "nccl")
+      return "a parameter server over MPI applies d500's reference optimizer to its shard: optimizer_impl = \"native\" "
+             "does not apply to " +
+             pt.scheme.name +
+             " with communication = \"mpi\" (ps-sync with communication = \"nccl\" runs rank 0's own optimizer)";
   }
   if (pt.target > 0 && !(pt.budget_s > 0))
-    return "target_accuracy needs a time_budget (seconds of training): time to accuracy censors a run that misses the target at its budget";
+    return "target_accuracy needs a time_budget (seconds of training): time to accuracy censors a run that misses the "
+           "target at its budget";
   if (const std::string e = check_optimizer(optimizer_spec(p, 0)); !e.empty()) return e;
   try {
     const auto n = load_point_network(pt.network, pt.batch, true);
@@ -675,8 +725,7 @@ std::string train_check(const Params& p) {
     for (const char* split : {"train", "test"}) {
       const auto d = shared_dataset(data_request(pt, n->graph, r, split));
       check_data(*d, n->graph, r);
-      if (std::string(split) == "train")
-        Sampler(d->size(), pt.batch, false, 1, 0, static_cast<int>(pt.workers));
+      if (std::string(split) == "train") Sampler(d->size(), pt.batch, false, 1, 0, static_cast<int>(pt.workers));
     }
     const BackendInfo* b = find_backend(backend);
     if (b && b->built && b->check_graph) return b->check_graph(n->graph);
@@ -722,8 +771,8 @@ std::shared_ptr<Dataset> shared_dataset(const DatasetRequest& r) {
   static std::mutex mutex;
   std::lock_guard<std::mutex> lock(mutex);
   static std::vector<std::pair<std::string, std::shared_ptr<Dataset>>> cache;
-  const std::string key = r.dataset + "\n" + r.split + "\n" + r.data_dir + "\n" + shape_str(r.sample_shape) + "\n" + std::to_string(r.classes) +
-                          "\n" + std::to_string(r.samples) + "\n" + std::to_string(r.seed);
+  const std::string key = r.dataset + "\n" + r.split + "\n" + r.data_dir + "\n" + shape_str(r.sample_shape) + "\n" +
+                          std::to_string(r.classes) + "\n" + std::to_string(r.samples) + "\n" + std::to_string(r.seed);
   for (const auto& [k, d] : cache)
     if (k == key) return d;
   auto d = std::shared_ptr<Dataset>(open_dataset(r));
@@ -734,7 +783,9 @@ std::shared_ptr<Dataset> shared_dataset(const DatasetRequest& r) {
 
 namespace {
 
-ParamSpec real_param(const char* n, double d, const char* help) { return ParamSpec{n, ValueType::Real, Value{d}, 0, 0, {}, help}; }
+ParamSpec real_param(const char* n, double d, const char* help) {
+  return ParamSpec{n, ValueType::Real, Value{d}, 0, 0, {}, help};
+}
 ParamSpec int_param(const char* n, std::int64_t d, std::int64_t lo, std::int64_t hi, const char* help) {
   return ParamSpec{n, ValueType::Int, Value{d}, lo, hi, {}, help};
 }
@@ -745,6 +796,8 @@ std::vector<ParamSpec> training_params() {
   using V = Value;
   const auto real = real_param;
   const auto integer = int_param;
+  // A table: one entry a line, as written.
+  // clang-format off
   return {
       {"network", ValueType::String, V{std::string("lenet5")}, 0, 0, {}, "a built-in network (d500 networks) or the path of an .onnx classifier"},
       {"dataset", ValueType::String, V{std::string("fashion-mnist")}, 0, 0, {},
@@ -783,6 +836,7 @@ std::vector<ParamSpec> training_params() {
       {"init", ValueType::String, V{std::string("seeded")}, 0, 0, {"seeded", "model"},
        "seeded: new weights from the point's seed (He-uniform); model: the model file's weights"},
   };
+  // clang-format on
 }
 
 // Level 3: the same training, data-parallel over the ranks through a scheme.
@@ -798,12 +852,19 @@ WorkloadInfo distributed_workload(const WorkloadInfo& w) {
     if (b.no_device && !b.make_device_memory) d.backends.erase(b.name);
   d.name = "distributed";
   d.level = 3;
-  d.description = "data-parallel training over the ranks by a scheme (allreduce, overlapped buckets, parameter servers, model averaging, "
-                  "D-PSGD); phases include communication and wait, volume counted per rank and step, consistency checked by hash";
-  d.scaling_note = "batch is per worker (the global batch grows with the workers); with global_batch, the global batch is split";
-  d.scaling_of = [](const Params& p) { return int_param_or(p, "global_batch", 0) > 0 ? std::string("strong") : std::string("weak"); };
+  d.description =
+      "data-parallel training over the ranks by a scheme (allreduce, overlapped buckets, parameter servers, model "
+      "averaging, "
+      "D-PSGD); phases include communication and wait, volume counted per rank and step, consistency checked by hash";
+  d.scaling_note =
+      "batch is per worker (the global batch grows with the workers); with global_batch, the global batch is split";
+  d.scaling_of = [](const Params& p) {
+    return int_param_or(p, "global_batch", 0) > 0 ? std::string("strong") : std::string("weak");
+  };
   for (auto& ps : d.params)
     if (ps.name == "batch") ps.help = "samples per step per worker (ignored when global_batch is set)";
+  // A table: one entry a line, as written.
+  // clang-format off
   d.params.insert(d.params.begin() + 1,
                   {{"scheme", ValueType::String, V{std::string("allreduce")}, 0, 0, scheme_names(),
                     "allreduce | allreduce-overlap | ps-sync | ps-async | model-averaging | dpsgd (src/training/distributed.hpp)"},
@@ -819,6 +880,7 @@ WorkloadInfo distributed_workload(const WorkloadInfo& w) {
                     "ncclAllReduce (dpsgd: ncclSend/ncclRecv with its neighbours)"},
                    integer("hash_interval_steps", 50, 0, std::int64_t{1} << 40,
                            "consistent schemes: steps between checks that every worker holds identical parameters (and at the end; 0: end only)")});
+  // clang-format on
   return d;
 }
 
@@ -828,7 +890,9 @@ void register_train(WorkloadRegistry& r) {
   WorkloadInfo w;
   w.name = "train";
   w.level = 2;
-  w.description = "a network trained on a dataset to a step count, a target test accuracy or a time budget; steps timed by phase, accuracy as events";
+  w.description =
+      "a network trained on a dataset to a step count, a target test accuracy or a time budget; steps timed by phase, "
+      "accuracy as events";
   w.rate_unit = "samples/s";
   w.scaling = "weak";
   w.scaling_note = "every rank trains on its own share of each epoch";

@@ -5,21 +5,22 @@
 // schedule, the stop checks). Rounds alternate (a) and (b) so that drift hits both; the figure is
 // the median step time of each and their ratio. The data read is in both (synthetic samples made
 // from the seed: the data phase's cost, the same in (a) and (b)).
-//   mpirun -np 1 --map-by slot:PE=$(nproc) --bind-to core build/d500-bench-train [network] [batch] [steps per round] [rounds] [validate] [both|bare|d500]
+//   mpirun -np 1 --map-by slot:PE=$(nproc) --bind-to core build/d500-bench-train [network] [batch] [steps per round]
+//   [rounds] [validate] [both|bare|d500]
 // validate = 0 skips the workload's validation before each round (its yardstick runs the network
 // in double on d500's reference kernels: minutes for ResNet-18 at batch 64 on a small machine);
 // the timed loop is the same either way. D500_BACKEND picks the executor (default
 // libtorch-native; libtorch-cuda, or cuda for d500's executor on the GPU, whose own optimizer is
 // d500's device optimizer), D500_MATH its math on cuda and libtorch-cuda (fp32, tf32 or bf16), D500_MEMORY_FORMAT
-// libtorch-cuda's layout (nchw or channels_last), D500_CUDNN_API its cudnn_api (legacy or graph), D500_CUDNN_ALGORITHMS its cudnn_algorithms on cuda (heuristic, find or
-// deterministic, the executor's default); on a backend without optimizers of its own, both loops use d500's reference
-// SGD with momentum. The figures include
-// images per second (batch / median step), the GPU yardstick's unit.
+// libtorch-cuda's layout (nchw or channels_last), D500_CUDNN_API its cudnn_api (legacy or graph), D500_CUDNN_ALGORITHMS
+// its cudnn_algorithms on cuda (heuristic, find or deterministic, the executor's default); on a backend without
+// optimizers of its own, both loops use d500's reference SGD with momentum. The figures include images per second
+// (batch / median step), the GPU yardstick's unit.
 #include <mpi.h>
 
 #include <algorithm>
-#include <map>
 #include <cstdio>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -58,8 +59,8 @@ int main(int argc, char** argv) {
   const BackendInfo* b = find_backend(backend);
   const WorkloadInfo* w = builtin_workloads().find("train");
   if (!b || !b->built || !w->backends.count(backend)) {
-    std::fprintf(stderr, "d500-bench-train: this build cannot train on backend '%s'%s%s\n", backend.c_str(), b && !b->built ? ": " : "",
-                 b && !b->built ? b->not_built_reason.c_str() : "");
+    std::fprintf(stderr, "d500-bench-train: this build cannot train on backend '%s'%s%s\n", backend.c_str(),
+                 b && !b->built ? ": " : "", b && !b->built ? b->not_built_reason.c_str() : "");
     MPI_Finalize();
     return 2;
   }
@@ -87,7 +88,8 @@ int main(int argc, char** argv) {
   p["eval_interval_steps"] = std::int64_t{0};
   p["eval_samples"] = std::int64_t{batch};
   p["shuffle"] = false;
-  if (const char* algos = std::getenv("D500_CUDNN_ALGORITHMS"); algos && *algos) p["cudnn_algorithms"] = std::string(algos);
+  if (const char* algos = std::getenv("D500_CUDNN_ALGORITHMS"); algos && *algos)
+    p["cudnn_algorithms"] = std::string(algos);
   if (const char* math = std::getenv("D500_MATH"); math && *math) p["math"] = std::string(math);
   if (const char* api = std::getenv("D500_CUDNN_API"); api && *api) p["cudnn_api"] = std::string(api);
   if (const char* f = std::getenv("D500_MEMORY_FORMAT"); f && *f) p["memory_format"] = std::string(f);
@@ -111,7 +113,9 @@ int main(int argc, char** argv) {
   // parameters, as the workload's.
   std::unique_ptr<RunnerParams> access = run_bare ? std::make_unique<RunnerParams>(*runner, g, net->params) : nullptr;
   std::unique_ptr<Optimizer> opt;
-  if (run_bare) opt = native ? runner->native_optimizer(optimizer_spec(p, steps)) : make_reference_optimizer(optimizer_spec(p, steps), *access);
+  if (run_bare)
+    opt = native ? runner->native_optimizer(optimizer_spec(p, steps))
+                 : make_reference_optimizer(optimizer_spec(p, steps), *access);
   std::vector<std::int64_t> idx(static_cast<std::size_t>(batch));
   auto* x = reinterpret_cast<float*>(inputs.bytes[0].data());
   auto* y = reinterpret_cast<std::int64_t*>(inputs.bytes[1].data());
@@ -120,7 +124,8 @@ int main(int argc, char** argv) {
   // anew every round: a fresh runner's first step allocates what later steps reuse) and is
   // reported apart; the comparison is between the medians of the other steps.
   std::vector<double> bare, d500, bare_cold, d500_cold, walls;
-  std::map<int, std::vector<double>> phases;  // d500's phase rows (data, forward, backward, ...), the first round's first left out
+  std::map<int, std::vector<double>>
+      phases;  // d500's phase rows (data, forward, backward, ...), the first round's first left out
   Recorder rec(1 << 16);
   for (int r = 0; r < rounds; ++r) {
     for (int s = 0; run_bare && s < steps; ++s) {
@@ -138,15 +143,18 @@ int main(int argc, char** argv) {
       auto wl = w->backends.at(backend)(ctx);
       if (validate) wl->validate();
       std::vector<double> mine;
-      Harness h(MPI_COMM_WORLD, rec, 0, 1, wl->work(),
-                [&](std::span<const Sample> s, bool) {
-                  for (const auto& row : s) {
-                    const double d = static_cast<double>(row.end_ns - row.start_ns) * 1e-9;
-                    if (row.phase == 0) mine.push_back(d);
-                    else if (r > 0 || !phases[row.phase].empty()) phases[row.phase].push_back(d);
-                  }
-                },
-                std::int64_t{1} << 62);
+      Harness h(
+          MPI_COMM_WORLD, rec, 0, 1, wl->work(),
+          [&](std::span<const Sample> s, bool) {
+            for (const auto& row : s) {
+              const double d = static_cast<double>(row.end_ns - row.start_ns) * 1e-9;
+              if (row.phase == 0)
+                mine.push_back(d);
+              else if (r > 0 || !phases[row.phase].empty())
+                phases[row.phase].push_back(d);
+            }
+          },
+          std::int64_t{1} << 62);
       h.on_events([](std::span<const Event>, bool) {});
       const std::int64_t t0 = now_ns();
       wl->measure(h);
@@ -154,30 +162,41 @@ int main(int argc, char** argv) {
       for (std::size_t k = 0; k < mine.size(); ++k) (k == 0 ? d500_cold : d500).push_back(mine[k]);
     }
   }
-  const double a = bare.empty() ? 0 : median(bare), c = d500.empty() ? 0 : median(d500), wl = walls.empty() ? 0 : median(walls);
+  const double a = bare.empty() ? 0 : median(bare), c = d500.empty() ? 0 : median(d500),
+               wl = walls.empty() ? 0 : median(walls);
   std::printf("network %s, batch %lld, %d steps per round, %d rounds, %s with %s SGD momentum%s\n", network.c_str(),
               static_cast<long long>(batch), steps, rounds, backend.c_str(), native ? "its own" : "d500's reference",
               validate ? "" : " (validation skipped)");
   const auto per_s = [&](double step) { return step > 0 ? static_cast<double>(batch) / step : 0.0; };
   if (!bare.empty())
-    std::printf("  bare loop of the same calls: %.4f ms a step, %.1f images/s (median of %zu steps; its first, cold step: %.4f ms)\n", a * 1e3,
-                per_s(a), bare.size(), bare_cold.empty() ? 0.0 : bare_cold[0] * 1e3);
-  std::printf("  d500's train workload:       %.4f ms a step, %.1f images/s (median of %zu steps' op rows, each round's first left out: median %.4f ms)\n",
-              c * 1e3, per_s(c), d500.size(), d500_cold.empty() ? 0.0 : median(d500_cold) * 1e3);
-  std::printf("  d500's train workload:       %.4f ms a step (median of rounds; wall time of the whole loop, cold step and one final evaluation of one batch included)\n", wl * 1e3);
+    std::printf(
+        "  bare loop of the same calls: %.4f ms a step, %.1f images/s (median of %zu steps; its first, cold step: %.4f "
+        "ms)\n",
+        a * 1e3, per_s(a), bare.size(), bare_cold.empty() ? 0.0 : bare_cold[0] * 1e3);
+  std::printf(
+      "  d500's train workload:       %.4f ms a step, %.1f images/s (median of %zu steps' op rows, each round's first "
+      "left out: median %.4f ms)\n",
+      c * 1e3, per_s(c), d500.size(), d500_cold.empty() ? 0.0 : median(d500_cold) * 1e3);
+  std::printf(
+      "  d500's train workload:       %.4f ms a step (median of rounds; wall time of the whole loop, cold step and one "
+      "final evaluation of one batch included)\n",
+      wl * 1e3);
   if (!bare.empty() && !d500.empty()) std::printf("  overhead: %+.2f%% (median step, op rows)\n", (c / a - 1) * 100);
   // Where d500's step goes, phase by phase (each phase's median; on a GPU forward and backward
   // are the host's launch and, where the executor waits, the device's time).
   double compute = 0;  // forward, backward and update: what a loop over a batch kept on the device times
   for (const auto& [ph, v] : phases) {
     if (v.empty()) continue;
-    std::printf("  d500's phase %-12s %.4f ms (median of %zu)\n", phase_name(static_cast<Phase>(ph)), median(v) * 1e3, v.size());
+    std::printf("  d500's phase %-12s %.4f ms (median of %zu)\n", phase_name(static_cast<Phase>(ph)), median(v) * 1e3,
+                v.size());
     const auto p = static_cast<Phase>(ph);
     if (p == Phase::Forward || p == Phase::Backward || p == Phase::Update) compute += median(v);
   }
   if (compute > 0)
-    std::printf("  d500 without its data phase: %.4f ms a step, %.1f images/s (forward + backward + update, each phase's median)\n",
-                compute * 1e3, per_s(compute));
+    std::printf(
+        "  d500 without its data phase: %.4f ms a step, %.1f images/s (forward + backward + update, each phase's "
+        "median)\n",
+        compute * 1e3, per_s(compute));
   MPI_Finalize();
   return 0;
 }
