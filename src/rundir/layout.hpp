@@ -29,6 +29,10 @@ class RunLayout {
  public:
   // `dir` is made absolute and normal; nothing is read or created.
   explicit RunLayout(const std::string& dir);
+  // The run directory a job spec (job_spec(...)) lies in.
+  static RunLayout of_job_spec(const std::string& spec_path) {
+    return RunLayout(std::filesystem::absolute(spec_path).parent_path().parent_path().string());
+  }
   const std::filesystem::path& root() const { return root_; }
 
   std::filesystem::path campaign_file() const { return root_ / "campaign.toml"; }

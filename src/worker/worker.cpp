@@ -392,11 +392,10 @@ void progress(const JobRun& job, const std::string& line) {
 // there). A job with a point on a device backend (that loaded) records each rank's device and its
 // facts.
 EnvRecord job_environment(const JobSpec& spec, const std::string& spec_path, MPI_Comm comm, const HostShape& host) {
-  // The run directory is the parent of jobs/; the campaign text lives there.
-  const fs::path run_dir = fs::absolute(spec_path).parent_path().parent_path();
+  const RunLayout run = RunLayout::of_job_spec(spec_path);
   EnvRecord env;
-  env.campaign_text = read_file((run_dir / "campaign.toml").string());
-  env.campaign_path = (run_dir / "campaign.toml").string();
+  env.campaign_text = read_file(run.campaign_file().string());
+  env.campaign_path = run.campaign_file().string();
   env.host = host_name();
   env.oversubscribed = oversubscribed(comm, host, 1);
   const BackendInfo* device_backend = nullptr;
