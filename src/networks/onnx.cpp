@@ -207,8 +207,11 @@ void run_checker(const onnx::ModelProto& m, const std::string& file) {
     onnx::checker::check_model(m);
 }
 
-Graph convert(onnx::ModelProto& m, const std::string& what, const std::string& base_dir, const LoadOptions& opt,
-              ModelFacts* facts_out, const std::string& file = "") {
+// The model's facts, checked: an opset d500 runs (an old one upgraded by ONNX's version
+// converter), ONNX's checker, the batch set (set_batch) and ONNX's shape inference run on it.
+// `facts_out` gets what is known so far also when the model is refused.
+ModelFacts prepare_model(onnx::ModelProto& m, const std::string& what, const LoadOptions& opt, ModelFacts* facts_out,
+                         const std::string& file) {
   ModelFacts facts;
   facts.opset = default_opset(m);
   facts.producer = m.producer_name() + (m.producer_version().empty() ? "" : " " + m.producer_version());
@@ -253,6 +256,15 @@ Graph convert(onnx::ModelProto& m, const std::string& what, const std::string& b
   } catch (const std::exception& e) {
     throw Error(what + ": ONNX shape inference fails on the model (with the batch set): " + std::string(e.what()));
   }
+  return facts;
+}
+
+// d500's graph of a prepared model: its initializers as constants, its inputs (or the values
+// fixed for them), its nodes (each an operator d500 runs, in a version it implements) and
+// outputs. `onnx_shapes` gets ONNX's inferred shapes, to cross-check d500's.
+Graph build_graph(const onnx::ModelProto& m, const std::string& what, const std::string& base_dir,
+                  const LoadOptions& opt, const ModelFacts& facts,
+                  std::unordered_map<std::string, TensorInfo>& onnx_shapes) {
   const onnx::GraphProto& gp = m.graph();
   Graph g;
   g.name = gp.name().empty() ? fs::path(what).stem().string() : gp.name();
@@ -292,8 +304,6 @@ Graph convert(onnx::ModelProto& m, const std::string& what, const std::string& b
     }
     g.inputs.push_back(id);
   }
-  // ONNX's inferred shapes, to cross-check d500's.
-  std::unordered_map<std::string, TensorInfo> onnx_shapes;
   for (const auto& v : gp.value_info()) onnx_shapes[v.name()] = info_of(v);
   for (const auto& v : gp.output()) onnx_shapes[v.name()] = info_of(v);
   for (const auto& n : gp.node()) {
@@ -321,6 +331,14 @@ Graph convert(onnx::ModelProto& m, const std::string& what, const std::string& b
     if (!ids.count(o.name())) throw Error(what + ": output '" + o.name() + "' is produced by no node");
     g.outputs.push_back(ids[o.name()]);
   }
+  return g;
+}
+
+Graph convert(onnx::ModelProto& m, const std::string& what, const std::string& base_dir, const LoadOptions& opt,
+              ModelFacts* facts_out, const std::string& file = "") {
+  const ModelFacts facts = prepare_model(m, what, opt, facts_out, file);
+  std::unordered_map<std::string, TensorInfo> onnx_shapes;
+  Graph g = build_graph(m, what, base_dir, opt, facts, onnx_shapes);
   infer_and_fold(g, what);
   for (const auto& t : g.tensors) {
     auto it = onnx_shapes.find(t.name);
