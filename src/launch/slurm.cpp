@@ -558,9 +558,110 @@ std::uint32_t submit_one(const Request& r) {
 
 }  // namespace
 
+namespace {
+
+// What decides what to submit: the plan's jobs and specs, the points finished, what is queued or
+// running, each job's attempts, time-outs, failures and failed nodes (a results file that cannot
+// be read is warned of: its points count as not done).
+SubmitFacts submit_facts(const PlanDir& plan, const std::vector<Submission>& subs, const SubmitOptions& opt,
+                         std::ostream& out) {
+  const CampaignFacts facts = gather(plan, subs, query_and_remember(plan, subs));
+  for (const auto& u : facts.results.unreadable)
+    out << "warning: a results file cannot be read, so its points count as not done: " << u << "\n";
+  SubmitFacts in;
+  for (const auto& job : plan.jobs) in.jobs.emplace_back(job, read_job_spec(plan.layout.job_spec(job).string()));
+  for (const auto& [id, st] : facts.results.points)
+    if (is_final(st.outcome)) in.finished.insert(id);
+  in.in_flight = facts.in_flight;
+  in.attempts = facts.attempts;
+  in.timeouts = facts.timeouts;
+  in.failures = facts.failures;
+  in.failure_cause = facts.failure_cause;
+  in.failed_nodes = facts.failed_nodes;
+  in.retry_failed = opt.retry_failed;
+  in.earlier_submissions = static_cast<int>(subs.size());
+  in.max_array_size = controller_max_array_size();
+  return in;
+}
+
+// Submits one batch (a job, or an array of jobs of one shape) after writing its new specs and its
+// list, records it and says so; its Slurm id.
+std::uint32_t submit_batch(const PlanDir& plan, const SubmitBatch& batch, const std::string& exclude,
+                           const std::string& tag, std::uint32_t previous, std::ostream& out) {
+  std::string lines;
+  for (const auto& e : batch.entries) {
+    if (e.new_spec) write_file_atomic(e.spec_path, job_spec_toml(e.spec));
+    lines += e.spec_path + "\n";
+  }
+  fs::create_directories(batch.list.parent_path());
+  write_file_atomic(batch.list.string(), lines);
+  Request r;
+  r.name = batch.name;
+  r.nodes = batch.nodes;
+  r.ranks_per_node = batch.ranks_per_node;
+  r.time_limit_min = batch.time_limit_min;
+  r.work_dir = plan.dir;
+  r.script_path = plan.layout.job_script(batch.entries.front().job).string();
+  r.script = read_file(r.script_path);
+  r.comment = tag + batch.list.stem().string();
+  r.exclude = exclude;
+  r.spec_list = batch.list.string();
+  r.std_out = (plan.layout.logs_dir() / (r.name + (batch.array ? ".slurm-%A_%a.out" : ".slurm-%j.out"))).string();
+  r.array = batch.array_expr;
+  if (batch.after_previous && previous) r.dependency = "afterany:" + std::to_string(previous);
+  const std::uint32_t id = submit_one(r);
+  Submission s;
+  s.slurm_id = id;
+  s.kind = batch.array ? "array" : "job";
+  s.time_limit_min = r.time_limit_min;
+  s.dependency = r.dependency;
+  s.submitted_utc = utc_now_iso8601();
+  for (const auto& e : batch.entries) s.specs.push_back(e.spec_path);
+  record_submission(plan.layout, s);
+  out << "submitted " << s.kind << " " << id << ": " << batch.entries.size() << " job spec(s), " << r.nodes
+      << " node(s) x " << r.ranks_per_node << " rank(s), time limit " << slurm_time(r.time_limit_min)
+      << (r.array.empty() ? "" : ", array " + r.array) << (r.dependency.empty() ? "" : ", after " + r.dependency)
+      << "\n";
+  return id;
+}
+
+// The analysis job, after every job just submitted (`ids`): `d500 report` where the campaign's
+// jobs ran, unless [slurm.analysis] says otherwise, for the time the report needs.
+void submit_analysis(const PlanDir& plan, const std::vector<std::uint32_t>& ids, const std::string& tag,
+                     std::ostream& out) {
+  const SlurmSettings& sl = plan.campaign.slurm;
+  const std::string& dir = plan.dir;
+  const TemplateInfo t = load_template("analysis", plan.campaign.template_where);
+  std::error_code ec;
+  fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  Request r;
+  r.name = plan.campaign.name + ".analysis";
+  r.script =
+      render_template(t.text, t.path, {{"campaign", plan.campaign.name}, {"run_dir", dir}, {"d500", self.string()}});
+  r.script_path = t.path;
+  r.comment = tag + "analysis";
+  r.work_dir = dir;
+  r.std_out = (plan.layout.logs_dir() / (r.name + ".slurm-%j.out")).string();
+  // Where the campaign's jobs run, unless [slurm.analysis] says otherwise; for the time the
+  // report needs (estimated from the plan's size, or [slurm.analysis] time_limit).
+  r.partition = sl.analysis.partition.empty() ? sl.partition : sl.analysis.partition;
+  r.account = sl.analysis.account.empty() ? sl.account : sl.analysis.account;
+  r.qos = sl.analysis.qos.empty() ? sl.qos : sl.analysis.qos;
+  r.reservation = sl.analysis.reservation.empty() ? sl.reservation : sl.analysis.reservation;
+  r.time_limit_min =
+      analysis_time_limit_min(plan.campaign, static_cast<std::size_t>(plan.layout.planned_points()), plan.jobs.size());
+  std::vector<std::string> deps;
+  for (auto id : ids) deps.push_back(std::to_string(id));
+  r.dependency = "afterany:" + join(deps, ":");
+  const std::uint32_t id = submit_one(r);
+  record_submission(plan.layout, Submission{id, "analysis", r.time_limit_min, r.dependency, {}, utc_now_iso8601()});
+  out << "submitted analysis job " << id << " after " << r.dependency << "\n";
+}
+
+}  // namespace
+
 int slurm_submit(const std::string& dir_arg, const SubmitOptions& opt, std::ostream& out) {
   PlanDir plan = load_plan_dir(dir_arg);
-  const std::string& dir = plan.dir;
   if (plan.launcher != "slurm")
     throw Error(dir_arg + ": this plan uses the '" + plan.launcher +
                 "' launcher; plan with a Slurm template (template = \"slurm\" or \"daint\") to submit it");
@@ -580,23 +681,7 @@ int slurm_submit(const std::string& dir_arg, const SubmitOptions& opt, std::ostr
     throw Error(dir_arg + ": already submitted (" + std::to_string(subs.size()) +
                 " submissions recorded in slurm/submissions.tsv); `d500 submit --resume` submits what is neither "
                 "complete nor queued or running");
-  // What is finished, and what is queued or running, decides what to submit.
-  const CampaignFacts facts = gather(plan, subs, query_and_remember(plan, subs));
-  for (const auto& u : facts.results.unreadable)
-    out << "warning: a results file cannot be read, so its points count as not done: " << u << "\n";
-  SubmitFacts in;
-  for (const auto& job : plan.jobs) in.jobs.emplace_back(job, read_job_spec(plan.layout.job_spec(job).string()));
-  for (const auto& [id, st] : facts.results.points)
-    if (is_final(st.outcome)) in.finished.insert(id);
-  in.in_flight = facts.in_flight;
-  in.attempts = facts.attempts;
-  in.timeouts = facts.timeouts;
-  in.failures = facts.failures;
-  in.failure_cause = facts.failure_cause;
-  in.failed_nodes = facts.failed_nodes;
-  in.retry_failed = opt.retry_failed;
-  in.earlier_submissions = static_cast<int>(subs.size());
-  in.max_array_size = controller_max_array_size();
+  const SubmitFacts in = submit_facts(plan, subs, opt, out);
   const SubmitPlan todo = plan_submissions(in, plan.campaign, plan.layout);
   for (const auto& n : todo.notes) out << n << "\n";
   if (todo.batches.empty()) {
@@ -611,71 +696,14 @@ int slurm_submit(const std::string& dir_arg, const SubmitOptions& opt, std::ostr
   std::uint32_t previous = 0;
   try {
     for (const auto& batch : todo.batches) {
-      std::string lines;
-      for (const auto& e : batch.entries) {
-        if (e.new_spec) write_file_atomic(e.spec_path, job_spec_toml(e.spec));
-        lines += e.spec_path + "\n";
-      }
-      fs::create_directories(batch.list.parent_path());
-      write_file_atomic(batch.list.string(), lines);
-      Request r;
-      r.name = batch.name;
-      r.nodes = batch.nodes;
-      r.ranks_per_node = batch.ranks_per_node;
-      r.time_limit_min = batch.time_limit_min;
-      r.work_dir = dir;
-      r.script_path = plan.layout.job_script(batch.entries.front().job).string();
-      r.script = read_file(r.script_path);
-      r.comment = tag + batch.list.stem().string();
-      r.exclude = todo.exclude;
-      r.spec_list = batch.list.string();
-      r.std_out = (plan.layout.logs_dir() / (r.name + (batch.array ? ".slurm-%A_%a.out" : ".slurm-%j.out"))).string();
-      r.array = batch.array_expr;
-      if (batch.after_previous && previous) r.dependency = "afterany:" + std::to_string(previous);
-      const std::uint32_t id = submit_one(r);
-      Submission s;
-      s.slurm_id = id;
-      s.kind = batch.array ? "array" : "job";
-      s.time_limit_min = r.time_limit_min;
-      s.dependency = r.dependency;
-      s.submitted_utc = utc_now_iso8601();
-      for (const auto& e : batch.entries) s.specs.push_back(e.spec_path);
-      record_submission(plan.layout, s);
+      const std::uint32_t id = submit_batch(plan, batch, todo.exclude, tag, previous, out);
       ++submitted;
       ids.push_back(id);
       previous = id;
-      out << "submitted " << s.kind << " " << id << ": " << batch.entries.size() << " job spec(s), " << r.nodes
-          << " node(s) x " << r.ranks_per_node << " rank(s), time limit " << slurm_time(r.time_limit_min)
-          << (r.array.empty() ? "" : ", array " + r.array) << (r.dependency.empty() ? "" : ", after " + r.dependency)
-          << "\n";
     }
     if (sl.analysis_job) {
-      const TemplateInfo t = load_template("analysis", plan.campaign.template_where);
-      std::error_code ec;
-      fs::path self = fs::read_symlink("/proc/self/exe", ec);
-      Request r;
-      r.name = plan.campaign.name + ".analysis";
-      r.script = render_template(t.text, t.path,
-                                 {{"campaign", plan.campaign.name}, {"run_dir", dir}, {"d500", self.string()}});
-      r.script_path = t.path;
-      r.comment = tag + "analysis";
-      r.work_dir = dir;
-      r.std_out = (plan.layout.logs_dir() / (r.name + ".slurm-%j.out")).string();
-      // Where the campaign's jobs run, unless [slurm.analysis] says otherwise; for the time the
-      // report needs (estimated from the plan's size, or [slurm.analysis] time_limit).
-      r.partition = sl.analysis.partition.empty() ? sl.partition : sl.analysis.partition;
-      r.account = sl.analysis.account.empty() ? sl.account : sl.analysis.account;
-      r.qos = sl.analysis.qos.empty() ? sl.qos : sl.analysis.qos;
-      r.reservation = sl.analysis.reservation.empty() ? sl.reservation : sl.analysis.reservation;
-      r.time_limit_min = analysis_time_limit_min(plan.campaign, static_cast<std::size_t>(plan.layout.planned_points()),
-                                                 plan.jobs.size());
-      std::vector<std::string> deps;
-      for (auto id : ids) deps.push_back(std::to_string(id));
-      r.dependency = "afterany:" + join(deps, ":");
-      const std::uint32_t id = submit_one(r);
-      record_submission(plan.layout, Submission{id, "analysis", r.time_limit_min, r.dependency, {}, utc_now_iso8601()});
+      submit_analysis(plan, ids, tag, out);
       ++submitted;
-      out << "submitted analysis job " << id << " after " << r.dependency << "\n";
     }
   } catch (const Error& e) {
     const bool timed_out = std::string(e.what()).find("timed out") != std::string::npos;
