@@ -442,6 +442,99 @@ int parse_time_limit(const std::string& text) {
   return minutes > 0 && minutes < 100000000 ? static_cast<int>(minutes) : -1;
 }
 
+namespace {
+
+// The [[zip]] groups: each names two or more axes of equal length, each axis in one group at most,
+// and no combination twice. Returns the zipped axes' names.
+std::set<std::string> parse_zips(const toml::array& zips, Campaign& c, const std::string& path) {
+  std::set<std::string> zipped;
+  for (auto&& z : zips) {
+    const toml::table& zt = *z.as_table();
+    reject_unknown(zt, {"axes"}, path, "[[zip]]");
+    ZipGroup g{{}, loc(path, zt.source())};
+    auto arr = zt.get_as<toml::array>("axes");
+    if (!arr || arr->size() < 2)
+      throw Error(g.where, "[[zip]] needs axes = [\"a\", \"b\", ...] naming at least two axes");
+    size_t len = 0;
+    std::vector<const Axis*> members;
+    for (auto&& e : *arr) {
+      auto s = e.as_string();
+      if (!s) throw Error(loc(path, e.source()), "[[zip]] axes must be axis names (strings)");
+      std::string n = s->get();
+      const Axis* found = nullptr;
+      for (const auto& a : c.axes) found = a.name == n ? &a : found;
+      if (!found) {
+        std::vector<std::string> an;
+        for (const auto& a : c.axes) an.push_back(a.name);
+        throw Error(loc(path, e.source()), "[[zip]] names '" + n + "', which is not an axis" + did_you_mean(n, an) +
+                                               " (axes: " + join(an, ", ") + ")");
+      }
+      if (!zipped.insert(n).second)
+        throw Error(loc(path, e.source()), "axis '" + n + "' is in more than one [[zip]] group");
+      if (len && found->values.size() != len)
+        throw Error(loc(path, e.source()), "[[zip]] axes must have equal lengths: '" + n + "' has " +
+                                               std::to_string(found->values.size()) + " values, '" + g.axes.front() +
+                                               "' has " + std::to_string(len));
+      len = found->values.size();
+      g.axes.push_back(n);
+      members.push_back(found);
+    }
+    // Zipped axes may repeat a value (m = [256, 256], n = [128, 256]); the group may not repeat a
+    // combination.
+    std::set<std::string> tuples;
+    for (std::size_t i = 0; i < len; ++i) {
+      std::string tuple;
+      for (const Axis* a : members) tuple += (tuple.empty() ? "" : ", ") + canonical(a->values[i].value);
+      if (!tuples.insert(tuple).second)
+        throw Error(members.front()->values[i].where, "[[zip]] group (" + join(g.axes, ", ") + ") lists (" + tuple +
+                                                          ") twice, at position " + std::to_string(i + 1));
+    }
+    c.zips.push_back(std::move(g));
+  }
+  return zipped;
+}
+
+// [campaign]'s repetitions: a count, or "auto" (the count then comes from [auto_repetitions]).
+void parse_repetitions(const toml::table& ct, const std::string& path, Campaign& c) {
+  c.repetitions_where = ct.get("repetitions") ? loc(path, ct.get("repetitions")->source()) : loc(path, ct.source());
+  if (const toml::node* rn = ct.get("repetitions"); rn && rn->is_string()) {
+    if (rn->value_or(std::string()) != "auto")
+      throw Error(c.repetitions_where, "key 'repetitions' in [campaign] is " +
+                                           quote_value(rn->value_or(std::string())) +
+                                           "; valid: an integer 1 to 1000000, or \"auto\" (repeat until the median's "
+                                           "interval is narrow enough; settings in [auto_repetitions])");
+    c.auto_repetitions.on = true;
+  } else {
+    c.repetitions = static_cast<int>(get_int(ct, "repetitions", 10, 1, 1000000, path));
+  }
+}
+
+// [campaign]'s template, a name, never a path ("../../x" must not run a file outside the template
+// directories), and templates_dir, relative to the campaign file.
+void parse_template(const toml::table& ct, const std::string& path, const std::filesystem::path& base, Campaign& c) {
+  c.template_where = loc(path, ct.source());
+  c.template_name = get_string(ct, "template", "local", path, &c.template_where);
+  if (!Word{"_-", 64}.matches(c.template_name))
+    throw Error(c.template_where, "key 'template' in [campaign] is " + quote_value(c.template_name) +
+                                      "; valid: a template's name, 1-64 letters, digits, '_', '-' (not a path: "
+                                      "templates are looked up in d500's templates/ and in templates_dir)");
+  if (ct.get("templates_dir")) {
+    c.templates_dir = get_string(ct, "templates_dir", "", path, &c.templates_dir_where);
+    if (c.templates_dir.empty() || has_control_chars(c.templates_dir))
+      throw Error(c.templates_dir_where,
+                  "key 'templates_dir' in [campaign] must be a directory's path without control "
+                  "characters (relative paths are relative to the campaign file)");
+    std::filesystem::path d(c.templates_dir);
+    if (d.is_relative()) d = base / d;
+    c.templates_dir = d.lexically_normal().string();
+    if (!std::filesystem::is_directory(c.templates_dir))
+      throw Error(c.templates_dir_where,
+                  "key 'templates_dir' in [campaign]: " + c.templates_dir + " is not a directory");
+  }
+}
+
+}  // namespace
+
 Campaign parse_campaign_text(const std::string& text, const std::string& path, const std::string& base_dir) {
   // Relative paths in the campaign (templates_dir, times_from) are relative to its own file,
   // or to where the copy in a run directory was first planned from.
@@ -473,17 +566,7 @@ Campaign parse_campaign_text(const std::string& text, const std::string& path, c
                                                "; valid: 1-64 letters, digits, '_', '.', '-', not only dots "
                                                "(the name is a directory: runs/<name>)");
   c.description = get_string(ct, "description", "", path);
-  c.repetitions_where = ct.get("repetitions") ? loc(path, ct.get("repetitions")->source()) : loc(path, ct.source());
-  if (const toml::node* rn = ct.get("repetitions"); rn && rn->is_string()) {
-    if (rn->value_or(std::string()) != "auto")
-      throw Error(c.repetitions_where, "key 'repetitions' in [campaign] is " +
-                                           quote_value(rn->value_or(std::string())) +
-                                           "; valid: an integer 1 to 1000000, or \"auto\" (repeat until the median's "
-                                           "interval is narrow enough; settings in [auto_repetitions])");
-    c.auto_repetitions.on = true;
-  } else {
-    c.repetitions = static_cast<int>(get_int(ct, "repetitions", 10, 1, 1000000, path));
-  }
+  parse_repetitions(ct, path, c);
   if (const toml::node* pn = root.get("packing"))
     c.packing = parse_packing(as_table(*pn, path, "[packing]"), path, base);
   if (const toml::node* an = root.get("auto_repetitions")) {
@@ -499,27 +582,7 @@ Campaign parse_campaign_text(const std::string& text, const std::string& path, c
   c.points_per_job = static_cast<int>(get_int(ct, "points_per_job", 0, 0, 1000000, path));
   c.points_per_job_where =
       ct.get("points_per_job") ? loc(path, ct.get("points_per_job")->source()) : loc(path, ct.source());
-  c.template_where = loc(path, ct.source());
-  c.template_name = get_string(ct, "template", "local", path, &c.template_where);
-  // A template is a name, never a path: "../../x" must not run a file outside the template
-  // directories.
-  if (!Word{"_-", 64}.matches(c.template_name))
-    throw Error(c.template_where, "key 'template' in [campaign] is " + quote_value(c.template_name) +
-                                      "; valid: a template's name, 1-64 letters, digits, '_', '-' (not a path: "
-                                      "templates are looked up in d500's templates/ and in templates_dir)");
-  if (ct.get("templates_dir")) {
-    c.templates_dir = get_string(ct, "templates_dir", "", path, &c.templates_dir_where);
-    if (c.templates_dir.empty() || has_control_chars(c.templates_dir))
-      throw Error(c.templates_dir_where,
-                  "key 'templates_dir' in [campaign] must be a directory's path without control "
-                  "characters (relative paths are relative to the campaign file)");
-    std::filesystem::path d(c.templates_dir);
-    if (d.is_relative()) d = base / d;
-    c.templates_dir = d.lexically_normal().string();
-    if (!std::filesystem::is_directory(c.templates_dir))
-      throw Error(c.templates_dir_where,
-                  "key 'templates_dir' in [campaign]: " + c.templates_dir + " is not a directory");
-  }
+  parse_template(ct, path, base, c);
 
   std::set<std::string> names;
   auto note_name = [&](const Axis& a) {
@@ -566,51 +629,7 @@ Campaign parse_campaign_text(const std::string& text, const std::string& path, c
   };
 
   std::set<std::string> zipped;  // the axes in a [[zip]] group
-  if (auto zips = array_of_tables("zip")) {
-    for (auto&& z : *zips) {
-      const toml::table& zt = *z.as_table();
-      reject_unknown(zt, {"axes"}, path, "[[zip]]");
-      ZipGroup g{{}, loc(path, zt.source())};
-      auto arr = zt.get_as<toml::array>("axes");
-      if (!arr || arr->size() < 2)
-        throw Error(g.where, "[[zip]] needs axes = [\"a\", \"b\", ...] naming at least two axes");
-      size_t len = 0;
-      std::vector<const Axis*> members;
-      for (auto&& e : *arr) {
-        auto s = e.as_string();
-        if (!s) throw Error(loc(path, e.source()), "[[zip]] axes must be axis names (strings)");
-        std::string n = s->get();
-        const Axis* found = nullptr;
-        for (const auto& a : c.axes) found = a.name == n ? &a : found;
-        if (!found) {
-          std::vector<std::string> an;
-          for (const auto& a : c.axes) an.push_back(a.name);
-          throw Error(loc(path, e.source()), "[[zip]] names '" + n + "', which is not an axis" + did_you_mean(n, an) +
-                                                 " (axes: " + join(an, ", ") + ")");
-        }
-        if (!zipped.insert(n).second)
-          throw Error(loc(path, e.source()), "axis '" + n + "' is in more than one [[zip]] group");
-        if (len && found->values.size() != len)
-          throw Error(loc(path, e.source()), "[[zip]] axes must have equal lengths: '" + n + "' has " +
-                                                 std::to_string(found->values.size()) + " values, '" + g.axes.front() +
-                                                 "' has " + std::to_string(len));
-        len = found->values.size();
-        g.axes.push_back(n);
-        members.push_back(found);
-      }
-      // Zipped axes may repeat a value (m = [256, 256], n = [128, 256]); the group may not repeat a
-      // combination.
-      std::set<std::string> tuples;
-      for (std::size_t i = 0; i < len; ++i) {
-        std::string tuple;
-        for (const Axis* a : members) tuple += (tuple.empty() ? "" : ", ") + canonical(a->values[i].value);
-        if (!tuples.insert(tuple).second)
-          throw Error(members.front()->values[i].where, "[[zip]] group (" + join(g.axes, ", ") + ") lists (" + tuple +
-                                                            ") twice, at position " + std::to_string(i + 1));
-      }
-      c.zips.push_back(std::move(g));
-    }
-  }
+  if (auto zips = array_of_tables("zip")) zipped = parse_zips(*zips, c, path);
   for (const auto& a : c.axes) {
     if (zipped.count(a.name)) continue;
     std::set<std::string> seen;
