@@ -15,6 +15,14 @@ bool applies(const BackendSetting& s, const std::string& workload) {
   return s.workloads.empty() || std::find(s.workloads.begin(), s.workloads.end(), workload) != s.workloads.end();
 }
 
+// Whether some backend's declaration of setting `key` changes `workload`'s points.
+bool any_applies(const std::string& key, const std::string& workload) {
+  for (const auto& b : all_backends())
+    for (const auto& s : b.settings)
+      if (s.spec.name == key && applies(s, workload)) return true;
+  return false;
+}
+
 std::string neutral_value(const BackendSetting& s, const std::string& workload) {
   for (const auto& [w, v] : s.neutral_for)
     if (w == workload) return v;
@@ -76,16 +84,18 @@ std::vector<ParamSpec> backend_setting_params() {
 }
 
 void normalize_backend_settings(Params& p, const std::string& workload) {
-  std::map<std::string, bool> keep;  // per key: whether some declaration applies to the workload
-  for (const auto& b : all_backends())
-    for (const auto& s : b.settings) keep[s.spec.name] = keep[s.spec.name] || applies(s, workload);
+  // Per point, on the planner's threads: nothing allocated beyond a path made absolute.
   for (const auto& b : all_backends())
     for (const auto& s : b.settings) {
       auto it = p.find(s.spec.name);
       if (it == p.end() || !std::holds_alternative<std::string>(it->second)) continue;
       auto& v = std::get<std::string>(it->second);
-      if (!keep[s.spec.name]) v.clear();
-      if (v.empty() || !applies(s, workload)) continue;  // another backend's declaration may apply
+      if (v.empty()) continue;
+      if (!any_applies(s.spec.name, workload)) {
+        v.clear();
+        continue;
+      }
+      if (!applies(s, workload)) continue;  // another backend's declaration applies
       if (v == neutral_value(s, workload))
         v.clear();
       else if (s.path)
@@ -104,12 +114,10 @@ std::string check_backend_settings(const Params& p) {
     if (s.required && (it == p.end() || std::get<std::string>(it->second).empty()))
       return "backend \"" + backend + "\" needs '" + s.spec.name + "': " + s.spec.help;
   }
-  std::vector<std::string> seen;
+  // A key several backends declare is looked at once per declaration, with the same answer.
   for (const auto& other : all_backends())
     for (const auto& s : other.settings) {
       const std::string& key = s.spec.name;
-      if (std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
-      seen.push_back(key);
       auto it = p.find(key);
       if (it == p.end() || !std::holds_alternative<std::string>(it->second) ||
           std::get<std::string>(it->second).empty())
