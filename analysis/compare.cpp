@@ -163,8 +163,7 @@ std::string comparison_text(const std::vector<RunComparison>& cmp, const Compare
 
 std::string comparison_csv(const std::vector<RunComparison>& cmp) {
   std::ostringstream o;
-  o << "point_id,canonical,base_run,other_run,change,base_n,other_n,base_median_s,other_median_s,time_ratio,ratio_lo,"
-       "ratio_hi,why\n";
+  o << "point_id,canonical,base_run,other_run,change,base_n,other_n,base_median_s,other_median_s,time_ratio,ratio_lo,ratio_hi,why\n";
   for (const auto& rc : cmp)
     for (const auto& p : rc.points) {
       const bool has = p.change != Change::NotComparable;

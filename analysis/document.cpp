@@ -362,13 +362,11 @@ std::vector<Block> roofline(const Report& rep) {
     p.series.push_back(svg::Series{
         "peak " + fmt_sig(gflops / 1e3, 3) + " TFLOP/s", {lo, hi}, {gflops, gflops}, {}, {}, true, false, true, {}});
   std::string caption =
-      "Figure: attained GFLOP/s of each level-0 operator point against its arithmetic intensity (its FLOPs over the "
-      "bytes "
+      "Figure: attained GFLOP/s of each level-0 operator point against its arithmetic intensity (its FLOPs over the bytes "
       "of its operands, the least traffic it needs); on a GPU over its device time. ";
   if (peaks.empty())
     caption +=
-        "No ceiling is drawn: d500 records no peak for these processors (a CPU core's sustained clock and FMA units "
-        "are not known reliably) ";
+        "No ceiling is drawn: d500 records no peak for these processors (a CPU core's sustained clock and FMA units are not known reliably) ";
   else
     caption += "Dashed: the GPU's arithmetic peak for the point's arithmetic, as d500's table gives it (" +
                peaks.begin()->second + "); ";
@@ -413,12 +411,12 @@ std::vector<Block> communication_share(const Report& rep, const ScalingSeries& s
     }
   }
   if (!any) return {};
-  return {figure(svg::render(bars), slug("step-breakdown-" + sc.group),
-                 "Figure: where the step of " + sc.group +
-                     " goes at each rank count: per step the slowest rank's communication (time in "
-                     "the scheme's MPI calls) and wait (the barrier before a synchronous exchange) over its whole "
-                     "step, the median over steps; "
-                     "computation is the rest.")};
+  return {figure(
+      svg::render(bars), slug("step-breakdown-" + sc.group),
+      "Figure: where the step of " + sc.group +
+          " goes at each rank count: per step the slowest rank's communication (time in "
+          "the scheme's MPI calls) and wait (the barrier before a synchronous exchange) over its whole step, the median over steps; "
+          "computation is the rest.")};
 }
 
 std::string method_brief(const Report& rep) {
@@ -451,13 +449,12 @@ Document report_document(const Report& rep) {
              "files read: " + std::to_string(rep.files.size()), "bootstrap seed: " + std::to_string(rep.seed)};
   {
     Section s{"Results", 2, true, {}};
-    s.blocks.push_back(
-        text("One table per workload, its rows in plan order: the parameters that differ between its points are "
-             "columns, those they share are said once. Times are the median over repetitions of the slowest rank; "
-             "rates are per rank (all ranks: their sum, where every rank does the same work); validation gives the "
-             "largest relative error against the reference. Hover a row (HTML) for the point's full parameters; "
-             "results.csv has every figure.",
-             "-"));
+    s.blocks.push_back(text(
+        "One table per workload, its rows in plan order: the parameters that differ between its points are "
+        "columns, those they share are said once. Times are the median over repetitions of the slowest rank; "
+        "rates are per rank (all ranks: their sum, where every rank does the same work); validation gives the "
+        "largest relative error against the reference. Hover a row (HTML) for the point's full parameters; results.csv has every figure.",
+        "-"));
     d.sections.push_back(std::move(s));
     std::vector<std::string> workloads;
     for (const auto& r : rep.rows)

@@ -228,17 +228,11 @@ Table distributed_table(const Report& rep) {
 }
 
 std::string distributed_note() {
-  return "Level 3, per point: medians over the timed steps of the phases of the step's slowest rank (each step's "
-         "breakdown is one rank's own, so the phases add up to at most the step; communication: time inside the "
-         "scheme's MPI calls; "
-         "wait: the barrier before a synchronous exchange). Communication share = (communication + wait) / step. Sent "
-         "/ step: bytes a rank "
-         "hands to MPI per step, the mean over ranks, counted by d500's communication layer (collectives by their "
-         "textbook algorithm, "
-         "point-to-point exactly); effective bandwidth = sent / communication. Consistent schemes are checked by a "
-         "hash of every "
-         "worker's parameters; inconsistent ones (ps-async, model averaging, D-PSGD) are labelled and evaluated on the "
-         "model their "
+  return "Level 3, per point: medians over the timed steps of the phases of the step's slowest rank (each step's breakdown is one rank's own, so the phases add up to at most the step; communication: time inside the scheme's MPI calls; "
+         "wait: the barrier before a synchronous exchange). Communication share = (communication + wait) / step. Sent / step: bytes a rank "
+         "hands to MPI per step, the mean over ranks, counted by d500's communication layer (collectives by their textbook algorithm, "
+         "point-to-point exactly); effective bandwidth = sent / communication. Consistent schemes are checked by a hash of every "
+         "worker's parameters; inconsistent ones (ps-async, model averaging, D-PSGD) are labelled and evaluated on the model their "
          "scheme defines.";
 }
 
@@ -278,20 +272,13 @@ Table device_table(const Report& rep) {
 }
 
 std::string device_note() {
-  return "Points timed on a GPU. Host median: the harness's repetition (the library call's launch, its run, and the "
-         "wait for the "
-         "event after it), the slowest rank's, as in Results. Device median: the CUDA events recorded on the kernel's "
-         "stream around "
-         "the call, the slowest rank's per repetition, with its interval; the device rate is the work over it. Launch "
-         "and wait = "
-         "(host - device) / host of the medians. Of peak: the device rate over the GPU's arithmetic peak for the "
-         "point's "
-         "arithmetic (strict float32: the FP32 cores; tf32, bf16, fp16: the tensor cores), SMs x dense FLOP per clock "
-         "per SM (NVIDIA's "
-         "whitepapers) x the device's peak SM clock, an upper bound a power-capped tensor-core kernel does not reach "
-         "(each point's "
-         "device.peak_basis states it; \"-\" where d500's table has no peak for the GPU). Peak device memory: the "
-         "largest over ranks "
+  return "Points timed on a GPU. Host median: the harness's repetition (the library call's launch, its run, and the wait for the "
+         "event after it), the slowest rank's, as in Results. Device median: the CUDA events recorded on the kernel's stream around "
+         "the call, the slowest rank's per repetition, with its interval; the device rate is the work over it. Launch and wait = "
+         "(host - device) / host of the medians. Of peak: the device rate over the GPU's arithmetic peak for the point's "
+         "arithmetic (strict float32: the FP32 cores; tf32, bf16, fp16: the tensor cores), SMs x dense FLOP per clock per SM (NVIDIA's "
+         "whitepapers) x the device's peak SM clock, an upper bound a power-capped tensor-core kernel does not reach (each point's "
+         "device.peak_basis states it; \"-\" where d500's table has no peak for the GPU). Peak device memory: the largest over ranks "
          "of the memory the kernel held (cudaMemGetInfo, device-wide).";
 }
 
@@ -310,14 +297,10 @@ Table collectives_table(const Report& rep) {
 }
 
 std::string collectives_note() {
-  return "Collectives, as nccl-tests defines their bandwidths: algorithm bandwidth = size / time, the size being the "
-         "buffer "
-         "(allreduce, broadcast), the gathered result (allgather) or each rank's input (reduce_scatter); bus bandwidth "
-         "= "
-         "algorithm bandwidth x the bus factor (allreduce 2(n-1)/n, allgather and reduce_scatter (n-1)/n, broadcast 1, "
-         "n ranks), "
-         "which a link's speed bounds whatever the rank count. Times: medians of the slowest rank, intervals as for "
-         "every point.";
+  return "Collectives, as nccl-tests defines their bandwidths: algorithm bandwidth = size / time, the size being the buffer "
+         "(allreduce, broadcast), the gathered result (allgather) or each rank's input (reduce_scatter); bus bandwidth = "
+         "algorithm bandwidth x the bus factor (allreduce 2(n-1)/n, allgather and reduce_scatter (n-1)/n, broadcast 1, n ranks), "
+         "which a link's speed bounds whatever the rank count. Times: medians of the slowest rank, intervals as for every point.";
 }
 
 Table overlap_table(const Report& rep) {
@@ -335,20 +318,15 @@ Table overlap_table(const Report& rep) {
 }
 
 std::string overlap_note(const Report& rep) {
-  return "The bucketed, overlapped allreduce against the plain one on otherwise identical points (the same network, "
-         "data, "
-         "ranks and seed; bucket_bytes aside). Steps are the slowest rank's, medians over the timed steps. Speedup = "
-         "plain step / "
+  return "The bucketed, overlapped allreduce against the plain one on otherwise identical points (the same network, data, "
+         "ranks and seed; bucket_bytes aside). Steps are the slowest rank's, medians over the timed steps. Speedup = plain step / "
          "overlapped step (" +
          std::to_string(static_cast<int>(100 * rep.confidence + 0.5)) + "% " +
          std::string(kRatioMethod == stats::BootstrapMethod::BCa ? "BCa" : "percentile") +
          " bootstrap of the ratio of "
-         "medians). Hidden = (plain step - overlapped step) / the plain scheme's communication + wait: the share of "
-         "the "
-         "communication the plain scheme exposes that overlapping took off the step (100%: all of it; below 0: the "
-         "overlapped "
-         "step is slower), with a percentile bootstrap over the steps (the plain point's step and communication "
-         "resampled "
+         "medians). Hidden = (plain step - overlapped step) / the plain scheme's communication + wait: the share of the "
+         "communication the plain scheme exposes that overlapping took off the step (100%: all of it; below 0: the overlapped "
+         "step is slower), with a percentile bootstrap over the steps (the plain point's step and communication resampled "
          "together).";
 }
 
@@ -408,14 +386,11 @@ std::string operators_caption(const Report& rep, const PointRow& r) {
 }
 
 std::string network_note() {
-  return "Networks (level 1): samples/s is the batch over the median step time; GFLOP/s counts the graph's work "
-         "(multiply-adds "
+  return "Networks (level 1): samples/s is the batch over the median step time; GFLOP/s counts the graph's work (multiply-adds "
          "twice). A training step's forward and backward phases are the phases of each repetition's slowest rank (one "
-         "rank's own breakdown, so they add up to at most the step), summarised as the whole step is. Planned memory "
-         "is the executor's arena of activations and gradients, placed by lifetime; peak RSS "
+         "rank's own breakdown, so they add up to at most the step), summarised as the whole step is. Planned memory is the executor's arena of activations and gradients, placed by lifetime; peak RSS "
          "is the process's. On d500's executor every node's forward and backward step is timed inside the repetitions "
-         "(two clock reads each); a step's median is over the timed repetitions of its slowest rank, and its share is "
-         "of "
+         "(two clock reads each); a step's median is over the timed repetitions of its slowest rank, and its share is of "
          "the steps' medians added up.";
 }
 
@@ -497,18 +472,12 @@ Table launch_comparison_table(const Report& rep) {
 }
 
 std::string launch_comparison_note(const Report&) {
-  return "Configurations measured in the same launches (backends; a scaling series' rank counts against its smallest): "
-         "per "
-         "launch the ratio of the two medians (above 1, the other is faster), then Student's t interval (launches - 1 "
-         "degrees of "
-         "freedom) on the logarithms of those ratios, exponentiated: the typical launch's speedup, paired by launch (a "
-         "campaign's "
-         "launches run one after the other, launch i of every point in the same period). A scaling efficiency is that "
-         "speedup "
-         "over the ideal (strong: p / p_base; weak: 1). These intervals cover the variation between launches; the "
-         "Backend "
-         "comparisons and Scaling sections compare the points of one launch each and cover only the variation within "
-         "it.";
+  return "Configurations measured in the same launches (backends; a scaling series' rank counts against its smallest): per "
+         "launch the ratio of the two medians (above 1, the other is faster), then Student's t interval (launches - 1 degrees of "
+         "freedom) on the logarithms of those ratios, exponentiated: the typical launch's speedup, paired by launch (a campaign's "
+         "launches run one after the other, launch i of every point in the same period). A scaling efficiency is that speedup "
+         "over the ideal (strong: p / p_base; weak: 1). These intervals cover the variation between launches; the Backend "
+         "comparisons and Scaling sections compare the points of one launch each and cover only the variation within it.";
 }
 
 Table launch_scaling_table(const Report& rep) {
@@ -533,14 +502,10 @@ Table launch_scaling_table(const Report& rep) {
 }
 
 std::string launch_scaling_note(const Report&) {
-  return "A scaling series measured in the same launches: the model (capacity C(n) = n / (1 + s (n-1) + k n (n-1)), "
-         "Amdahl's law "
-         "its k = 0 case, n = ranks / the smallest; least squares on each launch's medians) fitted to each launch on "
-         "its own, then "
-         "Student's t interval (launches - 1 degrees of freedom) on the launches' s, k and predicted efficiencies. "
-         "These intervals "
-         "cover the variation between launches; the Scaling section's models are each one launch's, their bootstrap "
-         "intervals "
+  return "A scaling series measured in the same launches: the model (capacity C(n) = n / (1 + s (n-1) + k n (n-1)), Amdahl's law "
+         "its k = 0 case, n = ranks / the smallest; least squares on each launch's medians) fitted to each launch on its own, then "
+         "Student's t interval (launches - 1 degrees of freedom) on the launches' s, k and predicted efficiencies. These intervals "
+         "cover the variation between launches; the Scaling section's models are each one launch's, their bootstrap intervals "
          "cover only its repetitions. The predictions extrapolate the law's assumption; they are not measurements.";
 }
 

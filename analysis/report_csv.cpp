@@ -21,16 +21,10 @@ std::string render(const Report& rep, const Document&) {
   std::ostringstream o;
   o << "point_id,job_id,canonical,level,workload,backend,ranks,oversubscribed";
   for (const auto& n : names) o << ",param_" << n;
-  o << ",n,warmups_excluded,reps_incomplete,median_s,ci_lo_s,ci_hi_s,ci_level,ci_coverage,ci_method,mean_s,mean_ci_lo_"
-       "s,"
-       "mean_ci_hi_s,normality_ad_p,outliers_low,outliers_high,enough_reps,reps_needed,reps_needed_capped,ranks_p,rate_"
-       "unit,"
-       "rate_median,rate_ci_lo,rate_ci_hi,validation_status,validation_max_rel_error,validation_tolerance,peak_rss_"
-       "bytes,memory_estimate_bytes,threads_oversubscribed,status,"
-       "status_reason,hosts,file,forward_median_s,backward_median_s,memory_planned_bytes,reps_stopped_by,ranks_test,"
-       "trend_rho,trend_p,lag1_autocorrelation,rate_aggregate,machine_busy,machine_other_load,machine_steal_share,"
-       "machine_involuntary_switches,device_median_s,device_ci_lo_s,device_ci_hi_s,device_peak_memory_bytes,device_"
-       "peak_fraction,p90_s,p90_ci_lo_s,p90_ci_hi_s,p99_s,p99_ci_lo_s,p99_ci_hi_s\n";
+  o << ",n,warmups_excluded,reps_incomplete,median_s,ci_lo_s,ci_hi_s,ci_level,ci_coverage,ci_method,mean_s,mean_ci_lo_s,"
+       "mean_ci_hi_s,normality_ad_p,outliers_low,outliers_high,enough_reps,reps_needed,reps_needed_capped,ranks_p,rate_unit,"
+       "rate_median,rate_ci_lo,rate_ci_hi,validation_status,validation_max_rel_error,validation_tolerance,peak_rss_bytes,memory_estimate_bytes,threads_oversubscribed,status,"
+       "status_reason,hosts,file,forward_median_s,backward_median_s,memory_planned_bytes,reps_stopped_by,ranks_test,trend_rho,trend_p,lag1_autocorrelation,rate_aggregate,machine_busy,machine_other_load,machine_steal_share,machine_involuntary_switches,device_median_s,device_ci_lo_s,device_ci_hi_s,device_peak_memory_bytes,device_peak_fraction,p90_s,p90_ci_lo_s,p90_ci_hi_s,p99_s,p99_ci_lo_s,p99_ci_hi_s\n";
   auto num = [](double v) { return std::isfinite(v) ? jn(v) : std::string(); };
   for (const auto& r : rep.rows) {
     o << r.id << "," << r.job_id << "," << csv_field(r.canonical) << "," << r.level << "," << csv_field(r.workload)

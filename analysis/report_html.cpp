@@ -51,13 +51,11 @@ std::string render(const Report&, const Document& d) {
   o << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" << html_escape(d.title)
     << "</title>\n<style>"
     << "body{font-family:sans-serif;margin:2em;max-width:100em;line-height:1.4}"
-    << "table{border-collapse:collapse;margin-bottom:1em;font-size:90%}td,th{border:1px solid #ccc;padding:.25em "
-       ".5em;text-align:right}"
+    << "table{border-collapse:collapse;margin-bottom:1em;font-size:90%}td,th{border:1px solid #ccc;padding:.25em .5em;text-align:right}"
     << "td:first-child,th:first-child{text-align:left}th{background:#f4f4f4}table.sortable th{cursor:pointer}"
     << "table.sortable th:after{content:' \\2195';color:#aaa}tr[title]:hover{background:#eef}"
     << ".bad{background:#fdd}.warn{background:#ffd}figure{display:inline-block;margin:0 1em 1em 0;vertical-align:top}"
-    << "figcaption{max-width:600px;font-size:85%;color:#444}nav{columns:3;font-size:90%}p{max-width:70em}</style></"
-       "head><body>\n"
+    << "figcaption{max-width:600px;font-size:85%;color:#444}nav{columns:3;font-size:90%}p{max-width:70em}</style></head><body>\n"
     << "<h1>" << html_escape(d.title) << "</h1>\n<p>" << html_escape(join(d.facts, "; ")) << "</p>\n<nav>\n";
   for (std::size_t i = 0; i < d.sections.size(); ++i)
     if (d.sections[i].depth == 2 || d.sections[i].title.rfind("Results: ", 0) == 0)

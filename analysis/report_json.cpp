@@ -183,8 +183,7 @@ std::string render(const Report& rep, const Document& doc) {
       << ", \"ci_s\": " << (li.has_ci ? "[" + jn(li.lo) + ", " + jn(li.hi) + "]" : std::string("null"))
       << ", \"between_share\": " << jn(li.between_share) << ", \"between_sd_log\": " << jn(li.between_sd_log)
       << ", \"within_sd_log\": " << jn(li.within_sd_log)
-      << ", \"method\": \"two-stage: launch medians; Student t on their logs (k-1 df); one-way random-effects ANOVA "
-         "share\"}";
+      << ", \"method\": \"two-stage: launch medians; Student t on their logs (k-1 df); one-way random-effects ANOVA share\"}";
   }
   o << "\n  ],\n  \"launch_comparisons\": [";
   for (std::size_t i = 0; i < rep.launch_comparisons.size(); ++i) {
@@ -223,8 +222,7 @@ std::string render(const Report& rep, const Document& doc) {
       << ", \"efficiency_at_2x\": {\"ranks\": " << m.at2 << ", \"interval\": " << iv(m.eff2, m.eff2_lo, m.eff2_hi)
       << "}, \"efficiency_at_4x\": {\"ranks\": " << m.at4 << ", \"interval\": " << iv(m.eff4, m.eff4_lo, m.eff4_hi)
       << "}, \"confidence\": " << jn(m.confidence)
-      << ", \"method\": \"least squares of the law on each launch's medians; Student t over the launches' fits (k-1 "
-         "df)\"}";
+      << ", \"method\": \"least squares of the law on each launch's medians; Student t over the launches' fits (k-1 df)\"}";
   }
   o << "\n  ],\n  \"time_to_accuracy\": [";
   for (std::size_t i = 0; i < rep.tta.size(); ++i) {

@@ -331,12 +331,12 @@ void fit_scaling_model(ScalingSeries& s, const std::vector<const PointRow*>& g, 
   // Amdahl's and the USL's s is a share of the work: a fit above 1 says the time grows with the
   // rank count faster than any serial share allows, which neither law describes.
   if (M.s > 1) {
-    M.failed = "the least-squares fit gives s = " + fmt_sig(M.s, 3) +
-               ", outside the law's range [0, 1]: the time grows with the rank count "
-               "faster than a serial share allows (a busy or oversubscribed machine, or communication that grows with "
-               "the ranks), "
-               "which " +
-               M.law + "'s law cannot describe";
+    M.failed =
+        "the least-squares fit gives s = " + fmt_sig(M.s, 3) +
+        ", outside the law's range [0, 1]: the time grows with the rank count "
+        "faster than a serial share allows (a busy or oversubscribed machine, or communication that grows with the ranks), "
+        "which " +
+        M.law + "'s law cannot describe";
     M.law.clear();
     return;
   }
@@ -460,11 +460,12 @@ std::vector<LaunchScalingModel> scaling_models_across_launches(const std::vector
     const bool usl = three && usl_k.valid && usl_k.lo > 0;
     const int law = usl ? 1 : 0;
     m.law = usl ? "USL" : "Amdahl";
-    m.why = !three ? "two rank counts: only Amdahl's one parameter can be fitted"
-            : usl  ? "the USL's contention term k is above 0 across its interval over the launches"
-                   : "the USL's contention term k is not clearly above 0 over the launches (its interval reaches 0): "
-                     "Amdahl's law "
-                     "suffices";
+    m.why =
+        !three ? "two rank counts: only Amdahl's one parameter can be fitted"
+        : usl
+            ? "the USL's contention term k is above 0 across its interval over the launches"
+            : "the USL's contention term k is not clearly above 0 over the launches (its interval reaches 0): Amdahl's law "
+              "suffices";
     m.launch_s = fs[law], m.launch_k = fk[law];
     auto take = [&](const std::vector<double>& v, double& est, double& lo, double& hi) {
       const stats::MeanInterval t = stats::mean_t_interval(v, confidence);

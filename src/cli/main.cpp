@@ -51,8 +51,7 @@ const Subcommand kSubcommands[] = {
     {"run", "run a plan's jobs on this machine with mpirun"},
     {"submit", "submit a plan's jobs to Slurm through libslurm (--resume: only what is left)"},
     {"status",
-     "what runs now (local: the point, i of n) or per job the Slurm state and reason; per point "
-     "done/incomplete/missing"},
+     "what runs now (local: the point, i of n) or per job the Slurm state and reason; per point done/incomplete/missing"},
     {"cancel", "cancel the campaign's queued and running Slurm jobs"},
     {"report", "summarise a run's results files: table, report.md, report.html, results.csv"},
     {"compare", "compare runs point by point (matched by id): time ratios with bootstrap CIs; exit 4 on a regression"},
@@ -350,10 +349,10 @@ int cmd_networks() {
               << fmt_sig(f.training_flops / 1e9, 4) << " GFLOP a training step; " << f.nodes << " nodes" << folded
               << "\n      operators: " << join(f.ops, ", ") << "\n";
   }
-  std::cout << "A campaign names one with network = \"NAME\", or the path of an .onnx file. d500 runs these operators "
-               "(opsets "
-            << kMinOpset << "-" << kMaxOpset << "; older models are upgraded by ONNX's version converter):\n  "
-            << supported_ops_text() << "\n";
+  std::cout
+      << "A campaign names one with network = \"NAME\", or the path of an .onnx file. d500 runs these operators (opsets "
+      << kMinOpset << "-" << kMaxOpset << "; older models are upgraded by ONNX's version converter):\n  "
+      << supported_ops_text() << "\n";
   return 0;
 }
 

@@ -195,10 +195,10 @@ void require_open_files(int ranks) {
     getrlimit(RLIMIT_NOFILE, &r);
   }
   if (r.rlim_cur < need)
-    throw Error("the open-file limit (ulimit -n) is " + std::to_string(r.rlim_cur) + "; mpirun needs about " +
-                std::to_string(need) + " for a job of " + std::to_string(ranks) +
-                " rank(s) on this host (with fewer it crashes and hangs): raise it, e.g. `ulimit -n 1024`; nothing was "
-                "started");
+    throw Error(
+        "the open-file limit (ulimit -n) is " + std::to_string(r.rlim_cur) + "; mpirun needs about " +
+        std::to_string(need) + " for a job of " + std::to_string(ranks) +
+        " rank(s) on this host (with fewer it crashes and hangs): raise it, e.g. `ulimit -n 1024`; nothing was started");
 }
 
 struct JobEnded {

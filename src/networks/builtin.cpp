@@ -349,8 +349,7 @@ const std::vector<BuiltinNetwork>& builtin_networks() {
       {"resnet20-cifar", "ResNet-20 for CIFAR-10 (3 stages of 3 basic blocks, 16-32-64 channels, projection shortcuts)",
        "[N,3,32,32] float32 images", 10},
       {"transformer-encoder",
-       "BERT-style encoder: 4 post-LayerNorm layers, d_model 256, 4 heads, feed-forward 1024 with GELU (Erf), "
-       "vocabulary 8192, "
+       "BERT-style encoder: 4 post-LayerNorm layers, d_model 256, 4 heads, feed-forward 1024 with GELU (Erf), vocabulary 8192, "
        "mean pooling, 10 classes",
        "[N,128] int64 token ids", 10},
   };

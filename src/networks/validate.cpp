@@ -236,18 +236,18 @@ StepJudgement judge_step(const StepValues& got, const StepValues& ref, const Tol
   for (std::size_t t = 0; t < ref.names.size(); ++t)
     if (ref.names[t] == w.where) decisive = spread[t], decisive_reduced = t < reduced.size() ? reduced[t] : 0.0;
   j.error = w.worst, j.where = w.where, j.tolerance = allowed;
-  j.words = basis.words + "; " + d.where + " exceeded it (" + fmt_sig(d.worst, 3) +
-            "), so each tensor was allowed the larger of it and " + fmt_sig(kSpreadFactor, 2) +
-            " x its rounding spread: how far float32's rounding alone moves the yardstick's tensor (the "
-            "yardstick run twice more with every value a node writes multiplied by 1 + u 2^-24, u uniform in [-1, 1): "
-            "Monte Carlo "
-            "arithmetic), large where the step is ill-conditioned";
+  j.words =
+      basis.words + "; " + d.where + " exceeded it (" + fmt_sig(d.worst, 3) +
+      "), so each tensor was allowed the larger of it and " + fmt_sig(kSpreadFactor, 2) +
+      " x its rounding spread: how far float32's rounding alone moves the yardstick's tensor (the "
+      "yardstick run twice more with every value a node writes multiplied by 1 + u 2^-24, u uniform in [-1, 1): Monte Carlo "
+      "arithmetic), large where the step is ill-conditioned";
   if (basis.reduced_mantissa > 0)
-    j.words += ", and " + fmt_sig(kReducedFactor, 2) +
-               " x its distance under the point's reduced precision simulated (the yardstick run " +
-               "once more with every Conv, ConvTranspose, Gemm and MatMul input, and backward the output gradient it "
-               "reads, rounded to " +
-               std::to_string(basis.reduced_mantissa) + " mantissa bits, to nearest even)";
+    j.words +=
+        ", and " + fmt_sig(kReducedFactor, 2) +
+        " x its distance under the point's reduced precision simulated (the yardstick run " +
+        "once more with every Conv, ConvTranspose, Gemm and MatMul input, and backward the output gradient it reads, rounded to " +
+        std::to_string(basis.reduced_mantissa) + " mantissa bits, to nearest even)";
   j.words += "; the decisive tensor here is " + w.where + ", spread " + fmt_sig(decisive, 3) +
              (basis.reduced_mantissa > 0 ? ", simulated distance " + fmt_sig(decisive_reduced, 3) : std::string()) +
              ", allowed " + fmt_sig(allowed, 3);

@@ -118,9 +118,10 @@ void pack_by_time(Plan& plan, const PlanOptions& opt, const TimeModel& model) {
     plan.job_limit_s = c.slurm.time_limit_min * 60.0;
   } else {
     if (k.job_time_s <= 0)
-      throw Error(k.where, "[packing] with template '" + plan.tmpl.name +
-                               "' needs job_time, the time one job may take (e.g. job_time = \"1h\"); Slurm templates "
-                               "use [slurm] time_limit");
+      throw Error(
+          k.where,
+          "[packing] with template '" + plan.tmpl.name +
+              "' needs job_time, the time one job may take (e.g. job_time = \"1h\"); Slurm templates use [slurm] time_limit");
     plan.job_limit_s = k.job_time_s;
   }
   plan.job_capacity_s = plan.job_limit_s * (1 - k.margin);

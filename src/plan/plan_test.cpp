@@ -149,9 +149,9 @@ TEST(Plan, CudnnApiIsCudasConvolutionsAndNetworksAndLegacyKeepsTheId) {
                            "cudnn_api = \"graph\"\n");
   EXPECT_NE(e.find("'cudnn_api' is only for backend \"cuda\" (this point's backend is \"blas\")"), std::string::npos)
       << e;
-  e = error_of(kHead +
-               "[fixed]\nworkload = \"conv2d\"\nbackend = \"blas\"\nshape = \"resnet50/res2_3x3\"\nn = 2\ncudnn_api = "
-               "\"grahp\"\n");
+  e = error_of(
+      kHead +
+      "[fixed]\nworkload = \"conv2d\"\nbackend = \"blas\"\nshape = \"resnet50/res2_3x3\"\nn = 2\ncudnn_api = \"grahp\"\n");
   EXPECT_NE(e.find("c.toml:8:13"), std::string::npos) << e;
   EXPECT_NE(e.find("(valid: legacy, graph)"), std::string::npos) << e;
   const BackendInfo* cuda = find_backend("cuda");
@@ -163,10 +163,11 @@ TEST(Plan, CudnnApiIsCudasConvolutionsAndNetworksAndLegacyKeepsTheId) {
   EXPECT_EQ(pts[0].canonical, plan_of(conv).points.at(0).canonical);
   EXPECT_EQ(pts[0].canonical.find("cudnn_api"), std::string::npos) << pts[0].canonical;
   EXPECT_NE(pts[1].canonical.find("cudnn_api=graph"), std::string::npos) << pts[1].canonical;
-  const auto pool = plan_of(kHead +
-                            "[fixed]\nbackend = \"cuda\"\nworkload = \"pool2d\"\nn = 2\nc = 4\nh = "
-                            "8\n[axes]\ncudnn_api = [\"legacy\", \"graph\"]\n")
-                        .points;
+  const auto pool =
+      plan_of(
+          kHead +
+          "[fixed]\nbackend = \"cuda\"\nworkload = \"pool2d\"\nn = 2\nc = 4\nh = 8\n[axes]\ncudnn_api = [\"legacy\", \"graph\"]\n")
+          .points;
   ASSERT_EQ(pool.size(), 1u) << "one problem, planned once";
   EXPECT_EQ(pool[0].canonical.find("cudnn_api"), std::string::npos) << pool[0].canonical;
   // d500's executor calls its convolutions either way too (levels 1-3).
@@ -186,9 +187,10 @@ TEST(Plan, CudnnAlgorithmsAreCudasAloneAndTheWorkloadsDefaultKeepsTheId) {
   std::string e = error_of(kHead +
                            "[fixed]\nworkload = \"network\"\nbackend = \"reference\"\nnetwork = \"lenet5\"\nbatch = 2\n"
                            "cudnn_algorithms = \"heuristic\"\n");
-  EXPECT_NE(e.find("'cudnn_algorithms' is only for backends \"cuda\" and \"libtorch-cuda\" (this point's backend is "
-                   "\"reference\")"),
-            std::string::npos)
+  EXPECT_NE(
+      e.find(
+          "'cudnn_algorithms' is only for backends \"cuda\" and \"libtorch-cuda\" (this point's backend is \"reference\")"),
+      std::string::npos)
       << e;
   EXPECT_NE(e.find("c.toml:8:20: "), std::string::npos) << "the refused key's own line: " << e;
   e = error_of(kHead +
@@ -233,19 +235,20 @@ TEST(Plan, MemoryFormatIsLibTorchCudasAndItsDefaultKeepsTheId) {
                "memory_format = \"channels_last\"\n");
   const BackendInfo* native = find_backend("libtorch-native");
   if (native && native->built) {
-    EXPECT_NE(e.find("'memory_format' is only for backend \"libtorch-cuda\" (this point's backend is "
-                     "\"libtorch-native\"; d500's own executor keeps NCHW)"),
-              std::string::npos)
+    EXPECT_NE(
+        e.find(
+            "'memory_format' is only for backend \"libtorch-cuda\" (this point's backend is \"libtorch-native\"; d500's own executor keeps NCHW)"),
+        std::string::npos)
         << e;
     EXPECT_NE(e.find("c.toml:8:"), std::string::npos) << "the refused key's own line: " << e;
   }
-  e = error_of(kHead +
-               "[fixed]\nworkload = \"network\"\nbackend = \"reference\"\nnetwork = \"lenet5\"\nbatch = "
-               "2\nmemory_format = \"nhwc\"\n");
+  e = error_of(
+      kHead +
+      "[fixed]\nworkload = \"network\"\nbackend = \"reference\"\nnetwork = \"lenet5\"\nbatch = 2\nmemory_format = \"nhwc\"\n");
   EXPECT_NE(e.find("(valid: nchw, channels_last)"), std::string::npos) << e;
-  const auto with = plan_of(kHead +
-                            "[fixed]\nworkload = \"network\"\nbackend = \"reference\"\nnetwork = \"lenet5\"\nbatch = "
-                            "2\nmemory_format = \"nchw\"\n");
+  const auto with = plan_of(
+      kHead +
+      "[fixed]\nworkload = \"network\"\nbackend = \"reference\"\nnetwork = \"lenet5\"\nbatch = 2\nmemory_format = \"nchw\"\n");
   const auto without =
       plan_of(kHead + "[fixed]\nworkload = \"network\"\nbackend = \"reference\"\nnetwork = \"lenet5\"\nbatch = 2\n");
   EXPECT_EQ(with.points.at(0).canonical, without.points.at(0).canonical);
@@ -257,10 +260,11 @@ TEST(Plan, MathIsCudasForConvolutionsAndNetworksAndGemmNamesItsDtype) {
   std::string e = error_of(kHead +
                            "[fixed]\nworkload = \"network\"\nbackend = \"reference\"\nnetwork = \"lenet5\"\nbatch = 2\n"
                            "math = \"tf32\"\n");
-  EXPECT_NE(e.find("'math' is only for backends \"cuda\" and \"libtorch-cuda\" (this point's backend is \"reference\"; "
-                   "the CPU backends "
-                   "compute in strict float32)"),
-            std::string::npos)
+  EXPECT_NE(
+      e.find(
+          "'math' is only for backends \"cuda\" and \"libtorch-cuda\" (this point's backend is \"reference\"; the CPU backends "
+          "compute in strict float32)"),
+      std::string::npos)
       << e;
   EXPECT_NE(e.find("c.toml:8:8: "), std::string::npos) << "the refused key's own line: " << e;
   e = error_of(

@@ -21,26 +21,16 @@ namespace d500 {
 
 namespace {
 // Environment variables that change performance; recorded when set.
-const char* kPerfEnv[] = {"OMP_NUM_THREADS",
-                          "OPENBLAS_NUM_THREADS",
-                          "MKL_NUM_THREADS",
-                          "CUDA_VISIBLE_DEVICES",
-                          "OMP_PROC_BIND",
-                          "OMP_PLACES",
-                          "SLURM_JOB_ID",
-                          "SLURM_ARRAY_JOB_ID",
-                          "SLURM_ARRAY_TASK_ID",
-                          "SLURM_JOB_NODELIST",
-                          "SLURM_CPUS_PER_TASK",
-                          "OMPI_MCA_btl",
-                          "UCX_TLS",
-                          "NCCL_ALGO",
-                          "NCCL_PROTO",
-                          "SLURM_HINT",
-                          "SLURM_THREADS_PER_CORE",
-                          "SLURM_NTASKS_PER_NODE",
-                          "SLURM_CPU_BIND",
-                          "SLURM_DISTRIBUTION"};
+// A list written as it reads best; clang-format would put one entry a line.
+// clang-format off
+const char* kPerfEnv[] = {"OMP_NUM_THREADS",      "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                          "CUDA_VISIBLE_DEVICES", "OMP_PROC_BIND",        "OMP_PLACES",
+                          "SLURM_JOB_ID",         "SLURM_ARRAY_JOB_ID",   "SLURM_ARRAY_TASK_ID",
+                          "SLURM_JOB_NODELIST",   "SLURM_CPUS_PER_TASK",  "OMPI_MCA_btl",
+                          "UCX_TLS",              "NCCL_ALGO",            "NCCL_PROTO",
+                          "SLURM_HINT",           "SLURM_THREADS_PER_CORE", "SLURM_NTASKS_PER_NODE",
+                          "SLURM_CPU_BIND",       "SLURM_DISTRIBUTION"};
+// clang-format on
 constexpr hsize_t kChunkRows = 8192;
 constexpr std::size_t kHostLen = 256;
 

@@ -81,8 +81,7 @@ class FashionMnist final : public Dataset {
     const std::string hint =
         dir_in.empty()
             ? " -- Debian's package dataset-fashion-mnist provides it (apt-get install dataset-fashion-mnist)"
-            : " -- data_dir must hold Fashion-MNIST's four IDX files (as Debian's dataset-fashion-mnist installs them "
-              "in " +
+            : " -- data_dir must hold Fashion-MNIST's four IDX files (as Debian's dataset-fashion-mnist installs them in " +
                   std::string(fashion_mnist_dir()) + ")";
     auto find = [&](const std::string& base) {
       for (const char* ext : {".gz", ""})

@@ -33,8 +33,7 @@ std::string scheme_check(const SchemeSpec& s, int ranks) {
   if (!ps && s.ps_servers != 0)
     return "ps_servers applies to the parameter-server schemes (ps-sync, ps-async) only; scheme here: " + s.name;
   if (s.name == "ps-async" && s.ps_servers < 1)
-    return "ps-async needs dedicated server ranks (ps_servers >= 1): a server on a training rank would answer only "
-           "between its own steps";
+    return "ps-async needs dedicated server ranks (ps_servers >= 1): a server on a training rank would answer only between its own steps";
   if (ps && s.ps_servers >= ranks)
     return "ps_servers = " + std::to_string(s.ps_servers) + " leaves no worker among " + std::to_string(ranks) +
            " ranks: ranks (nodes x ranks_per_node) must exceed ps_servers";
@@ -44,12 +43,10 @@ std::string scheme_check(const SchemeSpec& s, int ranks) {
   if (s.communication != "mpi" && s.communication != "nccl")
     return "communication is \"mpi\" or \"nccl\"; got \"" + s.communication + "\"";
   if (s.communication == "nccl" && s.name == "ps-async")
-    return "communication = \"nccl\" does not run ps-async: its servers answer each worker as its gradient arrives, a "
-           "receive from any "
+    return "communication = \"nccl\" does not run ps-async: its servers answer each worker as its gradient arrives, a receive from any "
            "rank, which NCCL lacks (use communication = \"mpi\")";
   if (s.communication == "nccl" && s.name == "ps-sync" && s.ps_servers > 0)
-    return "communication = \"nccl\" runs ps-sync with its server on rank 0 (ps_servers = 0): dedicated servers apply "
-           "d500's reference "
+    return "communication = \"nccl\" runs ps-sync with its server on rank 0 (ps_servers = 0): dedicated servers apply d500's reference "
            "optimizer to host shards and exchange them over MPI (use communication = \"mpi\"); ps_servers here: " +
            std::to_string(s.ps_servers);
   return "";
@@ -322,13 +319,11 @@ class OverlapScheme final : public Scheme {
                              std::to_string(spec_.bucket_bytes) + ", from the last parameter backwards), each ";
     if (dc_)
       return head + "copied on the device into its part of one buffer and its mean started (" + dc_->describe() +
-             ") when backward has made its gradients final, without waiting on the host; all waited for after backward "
-             "and copied "
+             ") when backward has made its gradients final, without waiting on the host; all waited for after backward and copied "
              "back; volume counted as ring allreduces";
     return head +
            "an MPI_Iallreduce started when backward has made its gradients final and "
-           "polled with MPI_Testall after every backward step, waited for after backward; volume counted as ring "
-           "allreduces";
+           "polled with MPI_Testall after every backward step, waited for after backward; volume counted as ring allreduces";
   }
   std::string overlap() const override {
     return hooked_ ? "buckets start during backward (" + std::to_string(buckets_.size()) + " buckets)"
@@ -672,18 +667,16 @@ class ParameterServer final : public Scheme {
 
   std::string describe() const override {
     if (servers_ == 0)
-      return "synchronous parameter server on rank 0, which trains too: MPI_Reduce (sum) of the gradients to it, its "
-             "optimizer on the "
-             "mean, MPI_Bcast of the parameters; volume counted as flat trees (the root receives and sends p-1 buffers "
-             "of " +
+      return "synchronous parameter server on rank 0, which trains too: MPI_Reduce (sum) of the gradients to it, its optimizer on the "
+             "mean, MPI_Bcast of the parameters; volume counted as flat trees (the root receives and sends p-1 buffers of " +
              std::to_string(total_ * 4) + " bytes, every other rank sends and receives one)";
     return std::string(async_ ? "asynchronous" : "synchronous") + " parameter server on " + std::to_string(servers_) +
            " dedicated rank(s), each owning a contiguous shard of the " + std::to_string(total_) + " parameters; " +
-           (async_ ? "a server applies each worker's gradient (x 1/workers) as it arrives and answers a pull with the "
-                     "shard as it then is; "
-                     "a worker pulls every " +
-                         std::to_string(spec_.staleness + 1) + " step(s)"
-                   : "a server averages the workers' gradients, applies its optimizer and sends the shard back") +
+           (async_
+                ? "a server applies each worker's gradient (x 1/workers) as it arrives and answers a pull with the shard as it then is; "
+                  "a worker pulls every " +
+                      std::to_string(spec_.staleness + 1) + " step(s)"
+                : "a server averages the workers' gradients, applies its optimizer and sends the shard back") +
            "; volume counted exactly (point-to-point)";
   }
 
@@ -783,11 +776,9 @@ class DeviceParameterServer final : public Scheme {
   }
 
   std::string describe() const override {
-    return "synchronous parameter server on rank 0, which trains too, on the device: the gradients copied into one "
-           "device buffer of all " +
+    return "synchronous parameter server on rank 0, which trains too, on the device: the gradients copied into one device buffer of all " +
            std::to_string(total_) + " parameters, their mean reduced to rank 0 by " + dc_.describe() +
-           ", rank 0's own optimizer on it, rank 0's parameters broadcast from the same buffer and copied back on "
-           "every other rank; "
+           ", rank 0's own optimizer on it, rank 0's parameters broadcast from the same buffer and copied back on every other rank; "
            "volume counted as flat trees (the root receives and sends p-1 buffers of " +
            std::to_string(total_ * 4) + " bytes, every other rank sends and receives one)";
   }

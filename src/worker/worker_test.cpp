@@ -32,10 +32,10 @@ TEST(DeviceState, TheEnergyIsTheCountersAdvanceOrNoneWithTheReasonWhenItStoodSti
   auto still = state(1000.0, 1000.0, 0.0021);
   EXPECT_TRUE(std::isnan(std::get<double>(still.at("device.energy_j"))));
   ASSERT_EQ(still.count("device.energy_note"), 1u);
-  EXPECT_EQ(std::get<std::string>(still.at("device.energy_note")),
-            "NVML's energy counter did not advance over the 2.10 ms span on 1 of 1 rank(s): the span is shorter than "
-            "the counter's "
-            "update interval, so no energy is stated");
+  EXPECT_EQ(
+      std::get<std::string>(still.at("device.energy_note")),
+      "NVML's energy counter did not advance over the 2.10 ms span on 1 of 1 rank(s): the span is shorter than the counter's "
+      "update interval, so no energy is stated");
 
   // A GPU that counts no energy (before Volta): NaN, and no claim about the counter's interval.
   auto uncounted = state(std::nan(""), std::nan(""), 1.0);

@@ -49,13 +49,10 @@ std::vector<std::pair<std::string, Value>> device_memory_attributes(MPI_Comm com
       {"device.peak_memory_bytes", static_cast<std::int64_t>(most)},
       {"device.peak_memory_method",
        std::string(
-           "the largest over ranks of the device memory in use (cudaMemGetInfo: total - free) after the last "
-           "repetition, "
-           "beyond the use before the kernel's setup with its context made: the kernel's buffers and its libraries' "
-           "handles "
+           "the largest over ranks of the device memory in use (cudaMemGetInfo: total - free) after the last repetition, "
+           "beyond the use before the kernel's setup with its context made: the kernel's buffers and its libraries' handles "
            "and workspaces (allocated at setup, nothing freed before the end); device-wide, so another process on the "
-           "same device counts too; the driver's allocation granularity; a library's code loaded on first use counts "
-           "in "
+           "same device counts too; the driver's allocation granularity; a library's code loaded on first use counts in "
            "the job's first point on it")}};
 }
 

@@ -428,14 +428,13 @@ TEST_F(Analysis, BackendsMeasuredInSeveralLaunchesAreComparedAcrossThemPairedByL
   expect_one_launch_comparison("backend", "fast", "slow", "[1, 2, 3, 4, 5]");
   const std::string c = "j['launch_comparisons'][0]";
   // The interval from the paired launch medians: t with 4 degrees of freedom on the log ratios.
-  Cmd check =
-      sh("/usr/bin/python3 -c \"import json, math, statistics as st; j = json.load(open('" +
-         (dir_ / "run" / "results.json").string() +
-         "')); c = j['launch_comparisons'][0]; d = [math.log(a / b) for a, b in zip(c['baseline_medians_s'], "
-         "c['other_medians_s'])]; "
-         "m = st.mean(d); h = 2.7764451051977987 * st.stdev(d) / math.sqrt(5); s = c['speedup']; "
-         "assert abs(s['estimate'] / math.exp(m) - 1) < 1e-9, s; assert abs(s['lo'] / math.exp(m - h) - 1) < 1e-9, s; "
-         "assert abs(s['hi'] / math.exp(m + h) - 1) < 1e-9, s; print('ok')\"");
+  Cmd check = sh(
+      "/usr/bin/python3 -c \"import json, math, statistics as st; j = json.load(open('" +
+      (dir_ / "run" / "results.json").string() +
+      "')); c = j['launch_comparisons'][0]; d = [math.log(a / b) for a, b in zip(c['baseline_medians_s'], c['other_medians_s'])]; "
+      "m = st.mean(d); h = 2.7764451051977987 * st.stdev(d) / math.sqrt(5); s = c['speedup']; "
+      "assert abs(s['estimate'] / math.exp(m) - 1) < 1e-9, s; assert abs(s['lo'] / math.exp(m - h) - 1) < 1e-9, s; "
+      "assert abs(s['hi'] / math.exp(m + h) - 1) < 1e-9, s; print('ok')\"");
   EXPECT_EQ(check.out, "ok\n") << check.out;
   const double lo = num(c + "['speedup']['lo']"), hi = num(c + "['speedup']['hi']");
   EXPECT_LE(lo, 0.5);
@@ -462,12 +461,12 @@ TEST_F(Analysis, AScalingSeriesMeasuredInSeveralLaunchesIsComparedAcrossThem) {
   int job = 0;
   for (int launch = 1; launch <= 3; ++launch)
     for (const auto& [ranks, median] : {std::pair{1, "0.020"}, std::pair{2, "0.010"}})
-      synth("job-000" + std::to_string(job++), ranks,
-            "campaign = \"launch-scaling\"\nrepetitions = 20\nwarmups = 1\nseed = 9\n[[point]]\nparams = { workload = "
-            "\"synthetic\", "
-            "backend = \"x\", launch = " +
-                std::to_string(launch) + " }\nmedian_s = " + median +
-                "\nnoise = 0.02\nlaunch_noise = 0.1\nscaling = \"strong\"\n");
+      synth(
+          "job-000" + std::to_string(job++), ranks,
+          "campaign = \"launch-scaling\"\nrepetitions = 20\nwarmups = 1\nseed = 9\n[[point]]\nparams = { workload = \"synthetic\", "
+          "backend = \"x\", launch = " +
+              std::to_string(launch) + " }\nmedian_s = " + median +
+              "\nnoise = 0.02\nlaunch_noise = 0.1\nscaling = \"strong\"\n");
   Cmd r = report();
   ASSERT_EQ(r.code, 0) << r.out;
   expect_one_launch_comparison("ranks", "1 rank", "2 ranks", "[1, 2, 3]");
@@ -495,12 +494,12 @@ TEST_F(Analysis, AScalingSeriesModelIsFittedAcrossItsLaunches) {
   int job = 0;
   for (int launch = 1; launch <= 4; ++launch)
     for (const auto& [ranks, median] : {std::pair{1, "0.0400"}, std::pair{2, "0.0220"}, std::pair{4, "0.0130"}})
-      synth("job-00" + std::to_string(10 + job++), ranks,
-            "campaign = \"launch-model\"\nrepetitions = 20\nwarmups = 1\nseed = 4\n[[point]]\nparams = { workload = "
-            "\"synthetic\", "
-            "backend = \"x\", launch = " +
-                std::to_string(launch) + " }\nmedian_s = " + median +
-                "\nnoise = 0.01\nlaunch_noise = 0.03\nscaling = \"strong\"\n");
+      synth(
+          "job-00" + std::to_string(10 + job++), ranks,
+          "campaign = \"launch-model\"\nrepetitions = 20\nwarmups = 1\nseed = 4\n[[point]]\nparams = { workload = \"synthetic\", "
+          "backend = \"x\", launch = " +
+              std::to_string(launch) + " }\nmedian_s = " + median +
+              "\nnoise = 0.01\nlaunch_noise = 0.03\nscaling = \"strong\"\n");
   Cmd r = report();
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_EQ(num("len(j['launch_scaling'])"), 1);

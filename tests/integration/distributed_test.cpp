@@ -29,12 +29,9 @@ std::string data_lines() {
 // h5py: per point "workload scheme ps_servers ranks_per_node | step:loss:accuracy ..." of rank 0's events.
 std::string curves_py(const fs::path& results) {
   return "/usr/bin/python3 -c \"\nimport h5py, glob\nfor fn in sorted(glob.glob('" + results.string() +
-         "/*.h5')):\n  f = h5py.File(fn, 'r')\n  for pid in sorted(f['points']):\n    g = f['points'][pid]\n    c = "
-         "dict(kv.split('=', 1) for kv in "
-         "g.attrs['canonical'].split()[1:])\n    e = [r for r in g['events'][:] if r['rank'] == 0]\n    "
-         "print(g.attrs['canonical'].split(':')[0], "
-         "c.get('scheme', '-'), c.get('ps_servers', '-'), c['ranks_per_node'], '|', ' '.join('%d:%r:%r' % (r['step'], "
-         "float(r['loss']), "
+         "/*.h5')):\n  f = h5py.File(fn, 'r')\n  for pid in sorted(f['points']):\n    g = f['points'][pid]\n    c = dict(kv.split('=', 1) for kv in "
+         "g.attrs['canonical'].split()[1:])\n    e = [r for r in g['events'][:] if r['rank'] == 0]\n    print(g.attrs['canonical'].split(':')[0], "
+         "c.get('scheme', '-'), c.get('ps_servers', '-'), c['ranks_per_node'], '|', ' '.join('%d:%r:%r' % (r['step'], float(r['loss']), "
          "float(r['accuracy'])) for r in e))\n\"";
 }
 
@@ -60,8 +57,7 @@ TEST_F(Distributed, OnOneWorkerEverySchemeFollowsLevelTwosCurveBitForBit) {
        "[axes]\nworkload = [\"train\", \"distributed\"]\n"
        "scheme = [\"allreduce\", \"allreduce-overlap\", \"ps-sync\", \"model-averaging\", \"dpsgd\"]\n"},
       {"two",
-       "workload = \"distributed\"\nranks_per_node = 2\nps_servers = 1\n[axes]\nscheme = [\"ps-sync\", "
-       "\"ps-async\"]\n"}};
+       "workload = \"distributed\"\nranks_per_node = 2\nps_servers = 1\n[axes]\nscheme = [\"ps-sync\", \"ps-async\"]\n"}};
   std::string curves;
   for (const auto& [name, lines] : runs) {
     const fs::path run = dir_ / name;
@@ -90,13 +86,10 @@ TEST_F(Distributed, ThreeRanksKeepConsistentSchemesIdenticalAndCountEachSchemesV
       kHead +
       "[fixed]\nworkload = \"distributed\"\nnetwork = \"lenet5\"\nbackend = \"reference\"\ndataset = \"synthetic\"\n"
       "synthetic_samples = 3000\nbatch = 16\nsteps = 20\neval_interval_steps = 10\neval_samples = 200\n"
-      "hash_interval_steps = 5\ncheckpoint_interval = 0\nranks_per_node = 3\nbucket_bytes = 65536\naverage_interval = "
-      "4\n"
-      "staleness = 1\n[axes]\nscheme = [\"allreduce\", \"allreduce-overlap\", \"ps-sync\", \"ps-async\", "
-      "\"model-averaging\", \"dpsgd\"]\n"
+      "hash_interval_steps = 5\ncheckpoint_interval = 0\nranks_per_node = 3\nbucket_bytes = 65536\naverage_interval = 4\n"
+      "staleness = 1\n[axes]\nscheme = [\"allreduce\", \"allreduce-overlap\", \"ps-sync\", \"ps-async\", \"model-averaging\", \"dpsgd\"]\n"
       "ps_servers = [0, 1]\n[[exclude]]\nscheme = \"ps-async\"\nps_servers = 0\n"
-      "[[exclude]]\nscheme = \"allreduce\"\nps_servers = 1\n[[exclude]]\nscheme = \"allreduce-overlap\"\nps_servers = "
-      "1\n"
+      "[[exclude]]\nscheme = \"allreduce\"\nps_servers = 1\n[[exclude]]\nscheme = \"allreduce-overlap\"\nps_servers = 1\n"
       "[[exclude]]\nscheme = \"model-averaging\"\nps_servers = 1\n[[exclude]]\nscheme = \"dpsgd\"\nps_servers = 1\n";
   const fs::path run = planned(text);
   Cmd r = sh(d500_cmd("run " + run.string()));
@@ -196,8 +189,7 @@ TEST_F(Distributed, ThreeRanksKeepConsistentSchemesIdenticalAndCountEachSchemesV
       "assert 0.5 * e < c['plain_exposed_s'] < 2 * e, (e, c)\n"
       "assert abs(c['hidden'][0] - (c['plain_step_s'] - c['overlap_step_s']) / c['plain_exposed_s']) < 1e-6\n"
       "assert c['hidden'][1] <= c['hidden'][0] <= c['hidden'][2], c\n"
-      "s = c['speedup']\nassert abs(s['estimate'] / (p['median_s'] / o['median_s']) - 1) < 1e-6 and s['lo'] <= "
-      "s['estimate'] <= s['hi'], s\n"
+      "s = c['speedup']\nassert abs(s['estimate'] / (p['median_s'] / o['median_s']) - 1) < 1e-6 and s['lo'] <= s['estimate'] <= s['hi'], s\n"
       "print('ok')\n\"");
   EXPECT_EQ(ov.out, "ok\n") << ov.out;
   EXPECT_NE(md.find("### Overlap"), std::string::npos);
@@ -249,10 +241,8 @@ std::string complete_curves_py(const fs::path& results) {
   return "/usr/bin/python3 -c \"\nimport h5py, glob\nfor fn in sorted(glob.glob('" + results.string() +
          "/*.h5*')):\n  f = h5py.File(fn, 'r')\n  for pid in sorted(f['points']):\n    g = f['points'][pid]\n"
          "    if g.attrs['status'] != 'complete': continue\n    c = g.attrs['canonical']\n"
-         "    rows = sorted((int(r['rank']), int(r['step']), float(r['loss']), float(r['accuracy'])) for r in "
-         "g['events'][:])\n"
-         "    print(c[c.index(' scheme=') + 8:].split()[0], int(g.attrs['train.resumed_at_step']), '|', ' "
-         "'.join('%d:%d:%r:%r' % r for r in rows))\n\"";
+         "    rows = sorted((int(r['rank']), int(r['step']), float(r['loss']), float(r['accuracy'])) for r in g['events'][:])\n"
+         "    print(c[c.index(' scheme=') + 8:].split()[0], int(g.attrs['train.resumed_at_step']), '|', ' '.join('%d:%d:%r:%r' % r for r in rows))\n\"";
 }
 
 }  // namespace
@@ -267,8 +257,7 @@ TEST_F(Distributed, AKilledDistributedRunResumesEachSchemeFromItsCheckpointOnThe
       kHead +
       "[fixed]\nworkload = \"distributed\"\nnetwork = \"lenet5\"\nbackend = \"reference\"\ndataset = \"synthetic\"\n"
       "synthetic_samples = 8192\nbatch = 32\nsteps = 240\neval_interval_steps = 10\neval_samples = 64\n"
-      "optimizer = \"adam\"\nlr = 0.001\nseed = 5\nranks_per_node = 2\ncheckpoint_interval = 0.2\nbucket_bytes = "
-      "65536\n"
+      "optimizer = \"adam\"\nlr = 0.001\nseed = 5\nranks_per_node = 2\ncheckpoint_interval = 0.2\nbucket_bytes = 65536\n"
       "hash_interval_steps = 20\n[axes]\nscheme = [\"dpsgd\", \"allreduce-overlap\"]\n";
   const auto [killed, whole] = planned_twice_and_one_run(campaign);
 
@@ -333,13 +322,10 @@ TEST_F(Distributed, TheVolumeD500CountsIsWhatAPmpiLayerSeesEachSchemeHandToMpi) 
       kHead +
       "[fixed]\nworkload = \"distributed\"\nnetwork = \"lenet5\"\nbackend = \"reference\"\ndataset = \"synthetic\"\n"
       "synthetic_samples = 3000\nbatch = 16\nsteps = 12\neval_interval_steps = 4\neval_samples = 100\n"
-      "hash_interval_steps = 4\ncheckpoint_interval = 0\nranks_per_node = 3\nbucket_bytes = 65536\naverage_interval = "
-      "3\n"
-      "staleness = 1\n[axes]\nscheme = [\"allreduce\", \"allreduce-overlap\", \"ps-sync\", \"ps-async\", "
-      "\"model-averaging\", \"dpsgd\"]\n"
+      "hash_interval_steps = 4\ncheckpoint_interval = 0\nranks_per_node = 3\nbucket_bytes = 65536\naverage_interval = 3\n"
+      "staleness = 1\n[axes]\nscheme = [\"allreduce\", \"allreduce-overlap\", \"ps-sync\", \"ps-async\", \"model-averaging\", \"dpsgd\"]\n"
       "ps_servers = [0, 1]\n[[exclude]]\nscheme = \"ps-async\"\nps_servers = 0\n"
-      "[[exclude]]\nscheme = \"allreduce\"\nps_servers = 1\n[[exclude]]\nscheme = \"allreduce-overlap\"\nps_servers = "
-      "1\n"
+      "[[exclude]]\nscheme = \"allreduce\"\nps_servers = 1\n[[exclude]]\nscheme = \"allreduce-overlap\"\nps_servers = 1\n"
       "[[exclude]]\nscheme = \"model-averaging\"\nps_servers = 1\n[[exclude]]\nscheme = \"dpsgd\"\nps_servers = 1\n";
   const fs::path run = planned(text);
   Cmd r = sh("D500_MPIRUN_FLAGS='-x LD_PRELOAD=" + std::string(D500_PMPI_COUNT) +

@@ -330,12 +330,11 @@ TEST_F(EndToEnd, EveryCollectiveValidatesOnAnOddNumberOfRanks) {
   }
   // nccl-tests' bus bandwidth on 3 ranks: the rate times 4/3 (allreduce), 2/3 (allgather,
   // reduce_scatter) or 1 (broadcast), in results.json and in the report's Collectives section.
-  Cmd bus = sh("/usr/bin/python3 -c \"import json; j = json.load(open('" + (dir_ / "run" / "results.json").string() +
-               "')); f = {'allreduce': 4 / 3, 'allgather': 2 / 3, 'reduce_scatter': 2 / 3, 'broadcast': 1}; "
-               "bad = [p['canonical'] for p in j['points'] if abs(p['bus_bandwidth'][0] / (p['rate'] * "
-               "f[p['workload']]) - 1) > 1e-6 "
-               "or not p['bus_bandwidth'][1] <= p['bus_bandwidth'][0] <= p['bus_bandwidth'][2]]; "
-               "print(len(j['points']), bad)\"");
+  Cmd bus = sh(
+      "/usr/bin/python3 -c \"import json; j = json.load(open('" + (dir_ / "run" / "results.json").string() +
+      "')); f = {'allreduce': 4 / 3, 'allgather': 2 / 3, 'reduce_scatter': 2 / 3, 'broadcast': 1}; "
+      "bad = [p['canonical'] for p in j['points'] if abs(p['bus_bandwidth'][0] / (p['rate'] * f[p['workload']]) - 1) > 1e-6 "
+      "or not p['bus_bandwidth'][1] <= p['bus_bandwidth'][0] <= p['bus_bandwidth'][2]]; print(len(j['points']), bad)\"");
   EXPECT_EQ(bus.out, "8 []\n") << bus.out;
   EXPECT_NE(read_file_text(dir_ / "run" / "report.md").find("## Collectives"), std::string::npos);
   Cmd bad = sh(d500_cmd("plan --dry-run " + write("b.toml",
@@ -1065,9 +1064,10 @@ TEST_F(EndToEnd, AnInstalledD500PlansRunsAndReportsFromItsPrefix) {
       write("torch.toml", "[campaign]\nname = \"t\"\n[fixed]\nworkload = \"gemm\"\nbackend = \"libtorch\"\nn = 16\n");
   Cmd bad = sh(env + d500 + " plan --dry-run " + torch);
   EXPECT_NE(bad.code, 0) << bad.out;
-  EXPECT_NE(bad.out.find("torch.toml:5:11: key 'backend': backend 'libtorch' is in this build, in module "
-                         "libd500-libtorch.so, which did not load here: "),
-            std::string::npos)
+  EXPECT_NE(
+      bad.out.find(
+          "torch.toml:5:11: key 'backend': backend 'libtorch' is in this build, in module libd500-libtorch.so, which did not load here: "),
+      std::string::npos)
       << bad.out;
   EXPECT_NE(bad.out.find("libd500-libtorch.so: cannot open shared object file"), std::string::npos) << bad.out;
   EXPECT_EQ(sh(env + d500 + " plan --dry-run " + campaign).code, 0);

@@ -302,11 +302,10 @@ TEST_F(Gpu, ConvolutionsThroughCudnnsGraphApiValidateAndNameTheirEngine) {
 // name CUBLAS_COMPUTE_32F_FAST_16BF; each point's peak is its type's.
 TEST_F(Gpu, ReducedMathAndTheGraphApiValidateAtLevelZeroAndInTheExecutorAndSaySo) {
   if (const std::string why = why_skip_convolutions(); !why.empty()) GTEST_SKIP() << why;
-  const hid_t f = ran_and_checked(
-      planned("[campaign]\nname = \"gpu-tf32\"\nrepetitions = 10\nwarmups = 3\n[fixed]\nworkload = \"conv2d\"\nbackend "
-              "= \"cuda\"\nn = 8\n"
-              "math = \"tf32\"\n[axes]\npass = [\"forward\", \"backward_data\", \"backward_filter\"]\n"
-              "shape = [\"resnet50/res2_3x3\", \"resnet50/res2_1x1_reduce\"]\ncudnn_api = [\"legacy\", \"graph\"]\n"));
+  const hid_t f = ran_and_checked(planned(
+      "[campaign]\nname = \"gpu-tf32\"\nrepetitions = 10\nwarmups = 3\n[fixed]\nworkload = \"conv2d\"\nbackend = \"cuda\"\nn = 8\n"
+      "math = \"tf32\"\n[axes]\npass = [\"forward\", \"backward_data\", \"backward_filter\"]\n"
+      "shape = [\"resnet50/res2_3x3\", \"resnet50/res2_1x1_reduce\"]\ncudnn_api = [\"legacy\", \"graph\"]\n"));
   ASSERT_GE(f, 0);
   each_on_device(f, 12, 13, [](hid_t g, const std::string& canonical) {
     EXPECT_NE(canonical.find("math=tf32"), std::string::npos) << canonical;
@@ -320,12 +319,10 @@ TEST_F(Gpu, ReducedMathAndTheGraphApiValidateAtLevelZeroAndInTheExecutorAndSaySo
   H5Fclose(f);
   // dtype = "bf16" and "fp16" at level 0: cuDNN's 16-bit configurations through its legacy calls
   // and its graph API, validated within 9u.
-  const hid_t half =
-      ran_and_checked(planned("[campaign]\nname = \"gpu-16bit\"\nrepetitions = 10\nwarmups = 3\n[fixed]\nworkload = "
-                              "\"conv2d\"\nbackend = \"cuda\"\nn = 8\n"
-                              "shape = \"resnet50/res2_3x3\"\n[axes]\npass = [\"forward\", \"backward_data\", "
-                              "\"backward_filter\"]\ndtype = [\"bf16\", \"fp16\"]\n"
-                              "cudnn_api = [\"legacy\", \"graph\"]\n"));
+  const hid_t half = ran_and_checked(planned(
+      "[campaign]\nname = \"gpu-16bit\"\nrepetitions = 10\nwarmups = 3\n[fixed]\nworkload = \"conv2d\"\nbackend = \"cuda\"\nn = 8\n"
+      "shape = \"resnet50/res2_3x3\"\n[axes]\npass = [\"forward\", \"backward_data\", \"backward_filter\"]\ndtype = [\"bf16\", \"fp16\"]\n"
+      "cudnn_api = [\"legacy\", \"graph\"]\n"));
   ASSERT_GE(half, 0);
   each_on_device(half, 12, 13, [](hid_t g, const std::string& canonical) {
     const std::string dtype = canonical.find("dtype=bf16") != std::string::npos ? "bf16" : "fp16";
@@ -386,16 +383,12 @@ TEST_F(Gpu, EveryCudnnOperatorValidatesInEachPassAndRecordsTheDeviceMemoryItHeld
   if (const std::string why = why_skip(true); !why.empty()) GTEST_SKIP() << why;
   if (!d500::find_backend("cuda")->supports("pool2d")) GTEST_SKIP() << "this build's cuda backend has no cuDNN";
   const fs::path run = planned(
-      "[campaign]\nname = \"gpu-ops\"\nrepetitions = 10\nwarmups = 2\n[fixed]\nbackend = \"cuda\"\nn = 16\nc = 32\nh = "
-      "28\n[axes]\n"
-      "workload = [\"pool2d\", \"pool2d\", \"pool2d\", \"pool2d\", \"batchnorm\", \"batchnorm\", \"batchnorm\", "
-      "\"relu\", \"relu\", "
+      "[campaign]\nname = \"gpu-ops\"\nrepetitions = 10\nwarmups = 2\n[fixed]\nbackend = \"cuda\"\nn = 16\nc = 32\nh = 28\n[axes]\n"
+      "workload = [\"pool2d\", \"pool2d\", \"pool2d\", \"pool2d\", \"batchnorm\", \"batchnorm\", \"batchnorm\", \"relu\", \"relu\", "
       "\"softmax\", \"softmax\"]\n"
-      "pass = [\"forward\", \"backward\", \"forward\", \"backward\", \"forward\", \"forward\", \"backward\", "
-      "\"forward\", \"backward\", "
+      "pass = [\"forward\", \"backward\", \"forward\", \"backward\", \"forward\", \"forward\", \"backward\", \"forward\", \"backward\", "
       "\"forward\", \"backward\"]\n"
-      "mode = [\"max\", \"max\", \"avg\", \"avg\", \"training\", \"inference\", \"training\", \"max\", \"max\", "
-      "\"max\", \"max\"]\n"
+      "mode = [\"max\", \"max\", \"avg\", \"avg\", \"training\", \"inference\", \"training\", \"max\", \"max\", \"max\", \"max\"]\n"
       "[[zip]]\naxes = [\"workload\", \"pass\", \"mode\"]\n");
   const hid_t f = ran_and_checked(run);
   ASSERT_GE(f, 0);
@@ -485,8 +478,7 @@ TEST_F(Gpu, LibTorchsExecutorOnTheGpuValidatesOrSaysWhyItCannotRun) {
       "[campaign]\nname = \"lt\"\nrepetitions = 5\nwarmups = 2\n[fixed]\nnetwork = \"lenet5\"\n"
       "backend = \"libtorch-cuda\"\nbatch = 32\ndataset = \"synthetic\"\nsynthetic_samples = 512\nsteps = 10\n"
       "eval_interval_steps = 0\neval_samples = 64\noptimizer = \"momentum\"\n[axes]\n"
-      "workload = [\"network\", \"network\", \"train\", \"train\"]\npass = [\"inference\", \"training\", "
-      "\"inference\", \"training\"]\n"
+      "workload = [\"network\", \"network\", \"train\", \"train\"]\npass = [\"inference\", \"training\", \"inference\", \"training\"]\n"
       "optimizer_impl = [\"reference\", \"native\", \"native\", \"reference\"]\n"
       "[[zip]]\naxes = [\"workload\", \"pass\", \"optimizer_impl\"]\n");
   ASSERT_EQ(rows.size(), 4u);
@@ -506,11 +498,9 @@ TEST_F(Gpu, LibTorchOnTheGpuRunsEachMathAndLayoutAsPyTorchUsersSetThem) {
     GTEST_SKIP() << "this build has no libtorch-cuda backend: " << (b ? b->not_built_reason : std::string("unknown"));
   if (const std::string why = b->no_device(); !why.empty()) GTEST_SKIP() << why;
   const auto rows = reported(
-      "[campaign]\nname = \"ltm\"\nrepetitions = 4\nwarmups = 1\n[fixed]\nworkload = \"network\"\nnetwork = "
-      "\"lenet5\"\n"
+      "[campaign]\nname = \"ltm\"\nrepetitions = 4\nwarmups = 1\n[fixed]\nworkload = \"network\"\nnetwork = \"lenet5\"\n"
       "backend = \"libtorch-cuda\"\nbatch = 32\npass = \"training\"\n[axes]\n"
-      "math = [\"fp32\", \"tf32\", \"bf16\", \"bf16\"]\nmemory_format = [\"nchw\", \"channels_last\", \"nchw\", "
-      "\"channels_last\"]\n"
+      "math = [\"fp32\", \"tf32\", \"bf16\", \"bf16\"]\nmemory_format = [\"nchw\", \"channels_last\", \"nchw\", \"channels_last\"]\n"
       "cudnn_algorithms = [\"deterministic\", \"find\", \"find\", \"heuristic\"]\n"
       "[[zip]]\naxes = [\"math\", \"memory_format\", \"cudnn_algorithms\"]\n");
   ASSERT_EQ(rows.size(), 4u);
@@ -601,8 +591,7 @@ TEST_F(Gpu, DsExecutorRunsNetworksOnTheGpuAndValidatesOrSaysWhyItCannot) {
       "backend = \"cuda\"\nbatch = 32\n[axes]\n"
       "network = [\"lenet5\", \"resnet20-cifar\", \"lenet5\", \"resnet20-cifar\", \"lenet5\", \"resnet20-cifar\"]\n"
       "pass = [\"inference\", \"inference\", \"training\", \"training\", \"training\", \"training\"]\n"
-      "cudnn_algorithms = [\"deterministic\", \"deterministic\", \"deterministic\", \"deterministic\", \"heuristic\", "
-      "\"find\"]\n"
+      "cudnn_algorithms = [\"deterministic\", \"deterministic\", \"deterministic\", \"deterministic\", \"heuristic\", \"find\"]\n"
       "[[zip]]\naxes = [\"network\", \"pass\", \"cudnn_algorithms\"]\n");
   const hid_t f = ran_and_checked(run);
   ASSERT_GE(f, 0);
@@ -700,22 +689,23 @@ TEST_F(Gpu, DsExecutorRunsNetworksOnTheGpuAndValidatesOrSaysWhyItCannot) {
   // the executor's cuDNN algorithms are deterministic); with NCCL and the device optimizer too,
   // nothing of the step goes through the host, and it validates.
   fs::remove_all(run);
-  const std::string works = with_nccl ? "\"train\", \"distributed\", \"distributed\", \"distributed\", "
-                                        "\"distributed\", \"distributed\", \"distributed\""
-                                      : "\"train\", \"distributed\"";
+  const std::string works =
+      with_nccl
+          ? "\"train\", \"distributed\", \"distributed\", \"distributed\", \"distributed\", \"distributed\", \"distributed\""
+          : "\"train\", \"distributed\"";
   const std::string comms =
       with_nccl ? "\"mpi\", \"mpi\", \"nccl\", \"nccl\", \"nccl\", \"nccl\", \"nccl\"" : "\"mpi\", \"mpi\"";
-  const std::string schemes = with_nccl ? "\"allreduce\", \"allreduce\", \"allreduce\", \"allreduce-overlap\", "
-                                          "\"model-averaging\", \"allreduce\", \"ps-sync\""
-                                        : "\"allreduce\", \"allreduce\"";
+  const std::string schemes =
+      with_nccl
+          ? "\"allreduce\", \"allreduce\", \"allreduce\", \"allreduce-overlap\", \"model-averaging\", \"allreduce\", \"ps-sync\""
+          : "\"allreduce\", \"allreduce\"";
   const std::string impls =
       with_nccl ? "\"reference\", \"reference\", \"reference\", \"reference\", \"reference\", \"native\", \"reference\""
                 : "\"reference\", \"reference\"";
   const fs::path l3 = planned(
       "[campaign]\nname = \"l3\"\nrepetitions = 1\n[fixed]\nnetwork = \"lenet5\"\nbackend = \"cuda\"\n"
       "batch = 32\ndataset = \"synthetic\"\nsynthetic_samples = 512\nsteps = 12\neval_interval_steps = 4\n"
-      "eval_samples = 64\noptimizer = \"momentum\"\nseed = 5\ncheckpoint_interval = 0\nbucket_bytes = "
-      "65536\n[axes]\nworkload = [" +
+      "eval_samples = 64\noptimizer = \"momentum\"\nseed = 5\ncheckpoint_interval = 0\nbucket_bytes = 65536\n[axes]\nworkload = [" +
       works + "]\ncommunication = [" + comms + "]\nscheme = [" + schemes + "]\noptimizer_impl = [" + impls +
       "]\n[[zip]]\naxes = [\"workload\", \"communication\", \"scheme\", \"optimizer_impl\"]\n");
   const hid_t f3 = ran_and_checked(l3);

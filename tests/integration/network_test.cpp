@@ -164,11 +164,9 @@ print("grouped", n, "points")
   Cmd py = sh(
       "/usr/bin/python3 -c \"\nimport h5py, numpy as np\nf = h5py.File('" + (run / "results" / "job-0000.h5").string() +
       "', 'r')\nfor pid, g in f['points'].items():\n    if 'steps' not in g: continue\n    t = g['step_times'][()]\n"
-      "    t = t[t['rep'] >= g.attrs['warmups']]\n    worst = {}\n    for row in t: worst[(row['rep'], row['step'])] = "
-      "max(worst.get((row['rep'], row['step']), 0), row['ns'])\n"
+      "    t = t[t['rep'] >= g.attrs['warmups']]\n    worst = {}\n    for row in t: worst[(row['rep'], row['step'])] = max(worst.get((row['rep'], row['step']), 0), row['ns'])\n"
       "    med = {s: np.median([v for (r, k), v in worst.items() if k == s]) for s in set(k for _, k in worst)}\n"
-      "    top = max(med, key=med.get)\n    print(g['steps'][top]['op'].decode(), "
-      "g['steps'][top]['impl'].decode())\n\"");
+      "    top = max(med, key=med.get)\n    print(g['steps'][top]['op'].decode(), g['steps'][top]['impl'].decode())\n\"");
   EXPECT_EQ(py.code, 0) << py.out;
   EXPECT_NE(py.out.find("Conv"), std::string::npos) << "a convolution or a product leads: " << py.out;
 }
@@ -221,12 +219,10 @@ TEST_F(Networks, EveryExportedBuiltInPassesPythonsOnnxChecker) {
     const fs::path file = dir_ / (name + ".onnx");
     Cmd ex = sh(d500_cmd("export-network " + name + " -o " + file.string()));
     ASSERT_EQ(ex.code, 0) << name << ": " << ex.out;
-    Cmd py =
-        sh("/usr/bin/python3 -c \"\nimport onnx, sys\nm = onnx.load(sys.argv[1])\nonnx.checker.check_model(m, "
-           "full_check=True)\n"
-           "i = onnx.shape_inference.infer_shapes(m, strict_mode=True)\nprint(len(m.graph.node), "
-           "m.opset_import[0].version)\n\" " +
-           file.string());
+    Cmd py = sh(
+        "/usr/bin/python3 -c \"\nimport onnx, sys\nm = onnx.load(sys.argv[1])\nonnx.checker.check_model(m, full_check=True)\n"
+        "i = onnx.shape_inference.infer_shapes(m, strict_mode=True)\nprint(len(m.graph.node), m.opset_import[0].version)\n\" " +
+        file.string());
     ASSERT_EQ(py.code, 0) << name << ": " << py.out;
     int nodes = 0, opset = 0;
     ASSERT_EQ(std::sscanf(py.out.c_str(), "%d %d", &nodes, &opset), 2) << py.out;

@@ -363,11 +363,11 @@ seed = 4
   EXPECT_NE(attr_string(g, "train.stop_reason").find("time budget"), std::string::npos)
       << attr_string(g, "train.stop_reason");
   // The budget is spent once: 70 s of training across both attempts, plus at most the last step.
-  Cmd secs = sh("/usr/bin/python3 -c \"\nimport h5py\ng = list(h5py.File('" + second.string() +
-                "', 'r')['points'].values())[0]\n"
-                "e = g['events'][:]\nsteps = list(e['step'])\nprint(g.attrs['train.training_seconds'], int(all(a < b "
-                "for a, b in zip(steps, steps[1:]))), "
-                "int(steps[0] == 200))\n\"");
+  Cmd secs = sh(
+      "/usr/bin/python3 -c \"\nimport h5py\ng = list(h5py.File('" + second.string() +
+      "', 'r')['points'].values())[0]\n"
+      "e = g['events'][:]\nsteps = list(e['step'])\nprint(g.attrs['train.training_seconds'], int(all(a < b for a, b in zip(steps, steps[1:]))), "
+      "int(steps[0] == 200))\n\"");
   ASSERT_EQ(secs.code, 0) << secs.out;
   double training_s = 0;
   int increasing = 0, from_the_start = 0;

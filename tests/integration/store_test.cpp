@@ -533,15 +533,16 @@ TEST_F(Store, EveryAttributeWrittenReadOrCheckedIsInTheSchema) {
   };
   std::vector<std::pair<std::string, std::string>> written;  // (object, attribute)
   // Level 0, and a network's training step on an executor with reference fallbacks (level 1).
-  for (const std::string& campaign :
-       {kSmall,
-        std::string("[campaign]\nname = \"nets\"\nrepetitions = 3\nwarmups = 1\n[fixed]\nworkload = \"network\"\n"
-                    "network = \"lenet5\"\nbatch = 4\npass = \"training\"\nbackend = \"blas\"\n"),
-        // Training (level 2) with checkpoints every step.
-        std::string("[campaign]\nname = \"train\"\nrepetitions = 1\nwarmups = 1\n[fixed]\nworkload = "
-                    "\"train\"\nnetwork = \"mlp\"\n"
-                    "dataset = \"synthetic\"\nsynthetic_samples = 512\nbatch = 16\nsteps = 6\neval_interval_steps = 3\n"
-                    "checkpoint_interval = 1e-9\nbackend = \"reference\"\n")}) {
+  for (
+      const std::string& campaign :
+      {kSmall,
+       std::string("[campaign]\nname = \"nets\"\nrepetitions = 3\nwarmups = 1\n[fixed]\nworkload = \"network\"\n"
+                   "network = \"lenet5\"\nbatch = 4\npass = \"training\"\nbackend = \"blas\"\n"),
+       // Training (level 2) with checkpoints every step.
+       std::string(
+           "[campaign]\nname = \"train\"\nrepetitions = 1\nwarmups = 1\n[fixed]\nworkload = \"train\"\nnetwork = \"mlp\"\n"
+           "dataset = \"synthetic\"\nsynthetic_samples = 512\nbatch = 16\nsteps = 6\neval_interval_steps = 3\n"
+           "checkpoint_interval = 1e-9\nbackend = \"reference\"\n")}) {
     fs::path run = plan_and_run(campaign);
     fs::remove_all(dir_ / "run_seen");
     fs::rename(run, dir_ / "run_seen");  // the next campaign plans into dir_/run again

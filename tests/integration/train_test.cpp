@@ -23,8 +23,7 @@ const std::string kHead = "[campaign]\nname = \"train\"\nrepetitions = 1\nwarmup
 // h5py: "step loss accuracy time_ns" per event of every point, as one text per point id.
 std::string events_py(const fs::path& file) {
   return "/usr/bin/python3 -c \"\nimport h5py\nf = h5py.File('" + file.string() +
-         "', 'r')\nfor pid in sorted(f['points']):\n  e = f['points'][pid]['events'][:]\n  print(pid, ' "
-         "'.join('%d:%r:%r' % (r['step'], "
+         "', 'r')\nfor pid in sorted(f['points']):\n  e = f['points'][pid]['events'][:]\n  print(pid, ' '.join('%d:%r:%r' % (r['step'], "
          "float(r['loss']), float(r['accuracy'])) for r in e))\n\"";
 }
 
@@ -83,18 +82,17 @@ TEST_F(Training, LeNetReachesItsTargetOnFashionMnistAndTheReportTimesIt) {
   Cmd ex = sh(d500_cmd("export mllog " + run.string()));
   ASSERT_EQ(ex.code, 0) << ex.out;
   EXPECT_NE(ex.out.find("wrote 2 MLPerf-style log(s)"), std::string::npos) << ex.out;
-  Cmd ml = sh("/usr/bin/python3 -c \"\nimport h5py, json, glob, os\nf = h5py.File('" +
-              (run / "results" / "job-0000.h5").string() + "', 'r')\nfor path in sorted(glob.glob('" +
-              (run / "mllog").string() +
-              "/*.log')):\n"
-              "  lines = open(path).read().splitlines()\n  assert all(l.startswith(':::MLLOG {') for l in lines)\n"
-              "  ev = [json.loads(l[len(':::MLLOG '):]) for l in lines]\n  keys = [e['key'] for e in ev]\n"
-              "  start = ev[keys.index('run_start')]\n  stop = ev[-1]\n  assert stop['key'] == 'run_stop' and "
-              "stop['event_type'] == 'INTERVAL_END'\n"
-              "  p = f['points'][os.path.basename(path)[:-4]]\n  e = p['events'][:]\n"
-              "  hit = [r['time_ns'] for r in e if r['rank'] == 0 and r['accuracy'] >= 0.7][0]\n"
-              "  print(stop['metadata']['status'], stop['time_ms'] - start['time_ms'] - round(hit / 1e6), "
-              "keys.count('eval_accuracy'))\n\"");
+  Cmd ml = sh(
+      "/usr/bin/python3 -c \"\nimport h5py, json, glob, os\nf = h5py.File('" +
+      (run / "results" / "job-0000.h5").string() + "', 'r')\nfor path in sorted(glob.glob('" +
+      (run / "mllog").string() +
+      "/*.log')):\n"
+      "  lines = open(path).read().splitlines()\n  assert all(l.startswith(':::MLLOG {') for l in lines)\n"
+      "  ev = [json.loads(l[len(':::MLLOG '):]) for l in lines]\n  keys = [e['key'] for e in ev]\n"
+      "  start = ev[keys.index('run_start')]\n  stop = ev[-1]\n  assert stop['key'] == 'run_stop' and stop['event_type'] == 'INTERVAL_END'\n"
+      "  p = f['points'][os.path.basename(path)[:-4]]\n  e = p['events'][:]\n"
+      "  hit = [r['time_ns'] for r in e if r['rank'] == 0 and r['accuracy'] >= 0.7][0]\n"
+      "  print(stop['metadata']['status'], stop['time_ms'] - start['time_ms'] - round(hit / 1e6), keys.count('eval_accuracy'))\n\"");
   ASSERT_EQ(ml.code, 0) << ml.out;
   EXPECT_EQ(ml.out.find("aborted"), std::string::npos) << ml.out;
   int logs = 0;
@@ -137,8 +135,7 @@ namespace {
 // sorted by rank and step (ranks' rows interleave by flush, which differs between runs).
 std::string sorted_events_py(const fs::path& file) {
   return "/usr/bin/python3 -c \"\nimport h5py\nf = h5py.File('" + file.string() +
-         "', 'r')\ng = list(f['points'].values())[0]\nrows = sorted((int(r['rank']), int(r['step']), float(r['loss']), "
-         "float(r['accuracy'])) "
+         "', 'r')\ng = list(f['points'].values())[0]\nrows = sorted((int(r['rank']), int(r['step']), float(r['loss']), float(r['accuracy'])) "
          "for r in g['events'][:])\nprint('\\n'.join('%d:%d:%r:%r' % r for r in rows))\n\"";
 }
 

@@ -351,8 +351,7 @@ std::string native_optimizer_check(const Params& p) {
   const auto& rules = axpy_optimizer_names();
   if (name && std::ranges::find(rules, *name) != rules.end()) return "";
   const std::string has = join({rules.begin(), rules.end() - 1}, ", ") + " and " + rules.back();
-  return "optimizer_impl = \"native\" on cuda is d500's device optimizer, which in this build (CUDA without nvcc: no "
-         "kernels of "
+  return "optimizer_impl = \"native\" on cuda is d500's device optimizer, which in this build (CUDA without nvcc: no kernels of "
          "d500's own) has " +
          has + " (optimizer here: " + (name ? *name : std::string("?")) +
          "); optimizer_impl = \"reference\" runs every optimizer on the host's copies";
@@ -365,8 +364,7 @@ std::string native_optimizer_check(const Params& p) {
 std::string bf16_math_check([[maybe_unused]] const Params& p) {
 #ifndef D500_HAVE_CUDA_KERNELS
   if (bf16_math(p))
-    return "'math' \"bf16\" on cuda needs d500's own kernels (the bfloat16 copies of a convolution's tensors), which "
-           "this build "
+    return "'math' \"bf16\" on cuda needs d500's own kernels (the bfloat16 copies of a convolution's tensors), which this build "
            "lacks (CUDA without nvcc); math = \"fp32\" or \"tf32\" run here";
 #endif
   return "";

@@ -14,8 +14,7 @@ inline BackendInfo cuda_declared() {
       .name = "cuda",
 #ifdef D500_HAVE_CUDNN
       .description =
-          "cuBLAS and cuDNN on the GPU (GEMM in fp32, tf32, bf16, fp16; convolutions in fp32, tf32, bf16, fp16; "
-          "pooling, "
+          "cuBLAS and cuDNN on the GPU (GEMM in fp32, tf32, bf16, fp16; convolutions in fp32, tf32, bf16, fp16; pooling, "
           "batch normalisation, ReLU, softmax; level 1: d500's executor with the network in device memory), one device "
           "per rank by local rank, timed by CUDA events",
       .supports =

@@ -111,8 +111,7 @@ const char* math_type_name(cudnnMathType_t m) {
 std::string conv_math_words(cudnnMathType_t descriptor_math, cudnnMathType_t chosen) {
   if (descriptor_math == CUDNN_FMA_MATH) return "CUDNN_FMA_MATH (float32, no TF32)";
   return std::string(
-             "CUDNN_DEFAULT_MATH (math = tf32: TF32 tensor cores allowed for float32, PyTorch's allow_tf32); the "
-             "algorithm "
+             "CUDNN_DEFAULT_MATH (math = tf32: TF32 tensor cores allowed for float32, PyTorch's allow_tf32); the algorithm "
              "runs in ") +
          math_type_name(chosen);
 }
@@ -334,21 +333,18 @@ class CudnnConv final : public CudnnKernel {
     switch (want_) {
       case Choice::Heuristic:
         how =
-            "cuDNN's heuristic first choice (cudnnGet*Algorithm_v7) within a 1 GiB workspace, deterministic or not "
-            "(PyTorch's "
+            "cuDNN's heuristic first choice (cudnnGet*Algorithm_v7) within a 1 GiB workspace, deterministic or not (PyTorch's "
             "default; the algorithm's name says when it adds with atomics)";
         break;
       case Choice::Deterministic:
         how =
-            "the first deterministic algorithm of cuDNN's heuristic ranking (cudnnGet*Algorithm_v7) within a 1 GiB "
-            "workspace "
+            "the first deterministic algorithm of cuDNN's heuristic ranking (cudnnGet*Algorithm_v7) within a 1 GiB workspace "
             "(cudnn_algorithms = deterministic; the heuristic first choice when none is)";
         break;
       case Choice::Find:
         how =
             "the fastest of every algorithm cuDNN ran once on this point's tensors at setup, before the warm-ups "
-            "(cudnnFind*AlgorithmEx; cudnn_algorithms = find, PyTorch's cudnn.benchmark), within the largest workspace "
-            "any "
+            "(cudnnFind*AlgorithmEx; cudnn_algorithms = find, PyTorch's cudnn.benchmark), within the largest workspace any "
             "asks up to 1 GiB; each rank finds its own, these attributes are rank 0's";
         break;
     }

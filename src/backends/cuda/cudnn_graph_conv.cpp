@@ -349,8 +349,7 @@ GraphConv::GraphConv(cudnnHandle_t h, const ConvGeom& cs, ConvPass pass, Choice 
           ? "the first engine configuration of cuDNN's graph API's heuristics without cuDNN's non-deterministic note "
             "(cudnn_api = graph, cudnn_algorithms = deterministic); " +
                 considered
-          : "the first engine configuration of cuDNN's graph API's heuristics (cudnn_api = graph; PyTorch's "
-            "default); " +
+          : "the first engine configuration of cuDNN's graph API's heuristics (cudnn_api = graph; PyTorch's default); " +
                 considered;
 }
 

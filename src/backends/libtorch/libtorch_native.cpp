@@ -500,8 +500,7 @@ class NativeRunner final : public GraphRunner {
   NativeRunner(const RunnerSpec& s, at::Device device) : s_(s), g_(*s.graph), device_(device), math_(TorchMath::of(s)) {
     if (!device_.is_cuda() && (!s.math.empty() || !s.memory_format.empty() || !s.cudnn_algorithms.empty()))
       throw Error(
-          "libtorch-native: math, memory_format and cudnn_algorithms are for libtorch-cuda (a GPU's arithmetic and "
-          "layout)");
+          "libtorch-native: math, memory_format and cudnn_algorithms are for libtorch-cuda (a GPU's arithmetic and layout)");
     if (device_.is_cuda()) math_.apply();
     at::set_num_threads(s.threads);
     openblas_threads(s.threads);
@@ -718,8 +717,7 @@ int rank_cuda_index(int n) { return node_local_rank() % n; }
 
 std::string libtorch_cuda_no_device() {
   if (!at::hasCUDA())
-    return "this LibTorch was built without CUDA (Debian's is CPU-only; docs/codebase.md (Libraries) says how to build "
-           "against PyTorch's)";
+    return "this LibTorch was built without CUDA (Debian's is CPU-only; docs/codebase.md (Libraries) says how to build against PyTorch's)";
   return cuda_devices() > 0 ? "" : "LibTorch sees no CUDA device";
 }
 

@@ -61,10 +61,10 @@ void agree_on_devices(MPI_Comm comm) {
     for (int b = a + 1; b < size; ++b)
       if (std::strncmp(&every[static_cast<std::size_t>(a) * kLen], &every[static_cast<std::size_t>(b) * kLen], kLen) ==
           0)
-        throw Error("nccl: ranks " + std::to_string(a) + " and " + std::to_string(b) + " would share the GPU at " +
-                    std::string(&every[static_cast<std::size_t>(a) * kLen]) +
-                    ": NCCL needs one GPU per rank (no more ranks per node than the node's GPUs; under Slurm, gres = "
-                    "\"gpu:<ranks per node>\")");
+        throw Error(
+            "nccl: ranks " + std::to_string(a) + " and " + std::to_string(b) + " would share the GPU at " +
+            std::string(&every[static_cast<std::size_t>(a) * kLen]) +
+            ": NCCL needs one GPU per rank (no more ranks per node than the node's GPUs; under Slurm, gres = \"gpu:<ranks per node>\")");
 }
 
 // A communicator over `comm`'s ranks on this rank's current device: rank 0 makes NCCL's unique
@@ -195,8 +195,7 @@ class NcclDeviceCollective final : public DeviceCollective {
   }
   std::string describe() const override {
     return nccl_version() +
-           " ncclAllReduce (float32, ncclAvg, in place), ncclReduce (ncclAvg, in place) and ncclBroadcast (in place), "
-           "and "
+           " ncclAllReduce (float32, ncclAvg, in place), ncclReduce (ncclAvg, in place) and ncclBroadcast (in place), and "
            "ncclSend/ncclRecv (grouped) on a stream of its own, after an event on the executor's stream; NCCL's own "
            "choice of algorithm and protocol";
   }

@@ -92,8 +92,7 @@ OperatorDef batchnorm_operator() {
   w.check = [](const Params& p) -> std::string {
     if (!(std::get<double>(p.at("eps")) > 0)) return "'eps' must be positive";
     if (std::get<std::string>(p.at("pass")) == "backward" && std::get<std::string>(p.at("mode")) == "inference")
-      return "the backward pass is benchmarked in training mode (through the batch statistics): set mode = "
-             "\"training\"";
+      return "the backward pass is benchmarked in training mode (through the batch statistics): set mode = \"training\"";
     return "";
   };
   d.problem = bn_problem;

@@ -96,10 +96,10 @@ ParamSpec size(const char* name, const char* help, std::int64_t min = 1) {
 
 OperatorDef conv2d_operator() {
   OperatorDef d;
-  d.info = operator_info("conv2d",
-                         "2-D convolution (NCHW, weights KCRS; float32, or bf16/fp16 with dtype), forward / "
-                         "backward_data / backward_filter",
-                         "GFLOP/s", "convolves its own batch");
+  d.info = operator_info(
+      "conv2d",
+      "2-D convolution (NCHW, weights KCRS; float32, or bf16/fp16 with dtype), forward / backward_data / backward_filter",
+      "GFLOP/s", "convolves its own batch");
   WorkloadInfo& w = d.info;
   // A table: one entry a line, as written.
   // clang-format off

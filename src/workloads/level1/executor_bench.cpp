@@ -104,8 +104,7 @@ int main(int argc, char** argv) {
     for (std::size_t k = 0; k < d.size(); ++k)
       if (d[k] > d[worst]) worst = k;
     std::printf(
-        "%s, batch %lld, %s: products' inputs rounded to %s mantissa bits move the step by up to %.4g (%s); math = "
-        "tf32's "
+        "%s, batch %lld, %s: products' inputs rounded to %s mantissa bits move the step by up to %.4g (%s); math = tf32's "
         "formula tolerance %.4g; %zu of %zu tensors beyond it\n",
         network.c_str(), static_cast<long long>(batch), pass.c_str(), bits, d.empty() ? 0.0 : d[worst],
         d.empty() ? "-" : exact.names[worst].c_str(), tf32.tolerance,
@@ -161,8 +160,7 @@ int main(int argc, char** argv) {
   const double m1 = stats::median(d500_s), m2 = stats::median(bare_s);
   const auto ci = stats::bootstrap_median_ratio(d500_s, bare_s, 0.95, stats::BootstrapMethod::BCa, 2000, 1);
   std::printf(
-      "d500 (harness, every step timed) median %.3f ms (n=%zu); the same kernels back to back %.3f ms (n=%zu): "
-      "overhead %+.3f%% "
+      "d500 (harness, every step timed) median %.3f ms (n=%zu); the same kernels back to back %.3f ms (n=%zu): overhead %+.3f%% "
       "[95%% CI %+.3f%%, %+.3f%%]\n",
       m1 * 1e3, d500_s.size(), m2 * 1e3, bare_s.size(), (m1 / m2 - 1) * 100, (ci.lo - 1) * 100, (ci.hi - 1) * 100);
   print_breakdown(wl->step_times());

@@ -164,12 +164,12 @@ class NetworkWorkload final : public Workload {
     if (!(j.error <= j.tolerance))
       where = "; " + first_divergence(net_->graph, backend_, &params_, inputs_.pointers(), pt_.micro_batches(),
                                       pt_.threads, tolerance.tolerance);
-    return Validation{j.error, j.tolerance,
-                      "relative L2 error of " + what + where + " (worst: " + j.where +
-                          ", each against max(|reference|, 1e-4 x the RMS of the references' norms)), against d500's "
-                          "reference executor in "
-                          "double precision on the same float32 weights and inputs; tolerance " +
-                          j.words};
+    return Validation{
+        j.error, j.tolerance,
+        "relative L2 error of " + what + where + " (worst: " + j.where +
+            ", each against max(|reference|, 1e-4 x the RMS of the references' norms)), against d500's reference executor in "
+            "double precision on the same float32 weights and inputs; tolerance " +
+            j.words};
   }
 
   void measure(Harness& h) override {

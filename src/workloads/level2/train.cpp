@@ -109,8 +109,7 @@ Roles roles_of(const LoadedNetwork& n) {
   const Graph& g = n.graph;
   if (n.loss.labels < 0)
     throw Error(
-        "train needs a classifier: a network whose first output is [N, classes] (d500 appends softmax "
-        "cross-entropy); " +
+        "train needs a classifier: a network whose first output is [N, classes] (d500 appends softmax cross-entropy); " +
         n.loss.description);
   Roles r;
   int floats = 0;
@@ -230,8 +229,7 @@ class TrainWorkload final : public Workload {
                                        loaded_->loss.loss, loaded_->params, inputs_.pointers(), 1);
     double ratio = j.error / j.tolerance;
     std::string method =
-        "worst of two ratios error/tolerance (<= 1 passes): (1) the first batch's loss and the gradient of each of "
-        "the " +
+        "worst of two ratios error/tolerance (<= 1 passes): (1) the first batch's loss and the gradient of each of the " +
         std::to_string(loaded_->params.size()) +
         " weights against d500's reference executor in double on the same weights and "
         "batch: relative L2 error " +
@@ -382,12 +380,13 @@ class TrainWorkload final : public Workload {
     a.push_back({"train.optimizer", optimizer_->describe()});
     a.push_back(
         {"train.max_steps", max_steps_ == std::numeric_limits<std::int64_t>::max() ? std::int64_t{-1} : max_steps_});
-    a.push_back({"train.evaluation", "the first " + std::to_string(eval_n_) + " samples of the test split, every " +
-                                         std::to_string(pt_.eval_interval) +
-                                         " steps and after the last, by the training executor's forward pass"
-                                         " (BatchNormalization, if any, normalises with the evaluation batch's "
-                                         "statistics); mean cross-entropy and top-1 "
-                                         "accuracy; timed as phase 'evaluation', left out of training time"});
+    a.push_back(
+        {"train.evaluation",
+         "the first " + std::to_string(eval_n_) + " samples of the test split, every " +
+             std::to_string(pt_.eval_interval) +
+             " steps and after the last, by the training executor's forward pass"
+             " (BatchNormalization, if any, normalises with the evaluation batch's statistics); mean cross-entropy and top-1 "
+             "accuracy; timed as phase 'evaluation', left out of training time"});
     a.push_back({"train.timing",
                  std::string("training time: the sum of the steps' durations (phases data, forward, backward, update") +
                      (scheme_ ? ", communication, wait" : "") +
@@ -682,8 +681,7 @@ std::string train_check(const Params& p) {
       if (pt.stop_at_target && t >= pt.target)
         return "report_targets: " + canonical(Value{t}) + " is not below target_accuracy " +
                canonical(Value{pt.target}) +
-               ", where training stops (stop_at_target): the curve never shows it; raise target_accuracy or set "
-               "stop_at_target = false";
+               ", where training stops (stop_at_target): the curve never shows it; raise target_accuracy or set stop_at_target = false";
     }
   }
   if (pt.checkpoint_s < 0) return "checkpoint_interval is in seconds of wall time, >= 0 (0: no checkpoints)";
@@ -699,8 +697,7 @@ std::string train_check(const Params& p) {
         std::vector<std::string> with;
         for (const auto& o : all_backends())
           if (o.make_device_memory) with.push_back(o.name);
-        return "communication = \"nccl\" averages the gradients (or parameters) where d500's executor keeps them, on a "
-               "GPU: it needs backend " +
+        return "communication = \"nccl\" averages the gradients (or parameters) where d500's executor keeps them, on a GPU: it needs backend " +
                (with.empty() ? std::string("cuda (not in this build)") : join(with, ", ")) +
                " (backend here: " + backend + ")";
       }
@@ -710,14 +707,12 @@ std::string train_check(const Params& p) {
     }
     if (pt.optimizer_impl == "native" && (pt.scheme.name == "ps-sync" || pt.scheme.name == "ps-async") &&
         pt.scheme.communication != "nccl")
-      return "a parameter server over MPI applies d500's reference optimizer to its shard: optimizer_impl = \"native\" "
-             "does not apply to " +
+      return "a parameter server over MPI applies d500's reference optimizer to its shard: optimizer_impl = \"native\" does not apply to " +
              pt.scheme.name +
              " with communication = \"mpi\" (ps-sync with communication = \"nccl\" runs rank 0's own optimizer)";
   }
   if (pt.target > 0 && !(pt.budget_s > 0))
-    return "target_accuracy needs a time_budget (seconds of training): time to accuracy censors a run that misses the "
-           "target at its budget";
+    return "target_accuracy needs a time_budget (seconds of training): time to accuracy censors a run that misses the target at its budget";
   if (const std::string e = check_optimizer(optimizer_spec(p, 0)); !e.empty()) return e;
   try {
     const auto n = load_point_network(pt.network, pt.batch, true);
@@ -853,8 +848,7 @@ WorkloadInfo distributed_workload(const WorkloadInfo& w) {
   d.name = "distributed";
   d.level = 3;
   d.description =
-      "data-parallel training over the ranks by a scheme (allreduce, overlapped buckets, parameter servers, model "
-      "averaging, "
+      "data-parallel training over the ranks by a scheme (allreduce, overlapped buckets, parameter servers, model averaging, "
       "D-PSGD); phases include communication and wait, volume counted per rank and step, consistency checked by hash";
   d.scaling_note =
       "batch is per worker (the global batch grows with the workers); with global_batch, the global batch is split";
@@ -891,8 +885,7 @@ void register_train(WorkloadRegistry& r) {
   w.name = "train";
   w.level = 2;
   w.description =
-      "a network trained on a dataset to a step count, a target test accuracy or a time budget; steps timed by phase, "
-      "accuracy as events";
+      "a network trained on a dataset to a step count, a target test accuracy or a time budget; steps timed by phase, accuracy as events";
   w.rate_unit = "samples/s";
   w.scaling = "weak";
   w.scaling_note = "every rank trains on its own share of each epoch";

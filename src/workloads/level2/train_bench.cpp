@@ -170,16 +170,13 @@ int main(int argc, char** argv) {
   const auto per_s = [&](double step) { return step > 0 ? static_cast<double>(batch) / step : 0.0; };
   if (!bare.empty())
     std::printf(
-        "  bare loop of the same calls: %.4f ms a step, %.1f images/s (median of %zu steps; its first, cold step: %.4f "
-        "ms)\n",
+        "  bare loop of the same calls: %.4f ms a step, %.1f images/s (median of %zu steps; its first, cold step: %.4f ms)\n",
         a * 1e3, per_s(a), bare.size(), bare_cold.empty() ? 0.0 : bare_cold[0] * 1e3);
   std::printf(
-      "  d500's train workload:       %.4f ms a step, %.1f images/s (median of %zu steps' op rows, each round's first "
-      "left out: median %.4f ms)\n",
+      "  d500's train workload:       %.4f ms a step, %.1f images/s (median of %zu steps' op rows, each round's first left out: median %.4f ms)\n",
       c * 1e3, per_s(c), d500.size(), d500_cold.empty() ? 0.0 : median(d500_cold) * 1e3);
   std::printf(
-      "  d500's train workload:       %.4f ms a step (median of rounds; wall time of the whole loop, cold step and one "
-      "final evaluation of one batch included)\n",
+      "  d500's train workload:       %.4f ms a step (median of rounds; wall time of the whole loop, cold step and one final evaluation of one batch included)\n",
       wl * 1e3);
   if (!bare.empty() && !d500.empty()) std::printf("  overhead: %+.2f%% (median step, op rows)\n", (c / a - 1) * 100);
   // Where d500's step goes, phase by phase (each phase's median; on a GPU forward and backward
@@ -194,8 +191,7 @@ int main(int argc, char** argv) {
   }
   if (compute > 0)
     std::printf(
-        "  d500 without its data phase: %.4f ms a step, %.1f images/s (forward + backward + update, each phase's "
-        "median)\n",
+        "  d500 without its data phase: %.4f ms a step, %.1f images/s (forward + backward + update, each phase's median)\n",
         compute * 1e3, per_s(compute));
   MPI_Finalize();
   return 0;
