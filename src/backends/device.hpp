@@ -31,6 +31,12 @@ class DeviceMemory {
   // until this DeviceMemory ends (the host memory must outlive it). Never throws: a device that
   // cannot pin copies as before.
   virtual void pin(const void* /*host*/, std::size_t /*bytes*/) noexcept {}
+  // A host-to-device copy beside the computation (on a copy stream of its own): enqueued, it runs
+  // while the work already on the memory's stream computes. wait_beside() returns once every
+  // such copy is done: then the device memory may be read on the stream and the host memory
+  // written again. false where the device has no such stream (nothing is copied then).
+  virtual bool upload_beside(void* /*device*/, const void* /*host*/, std::size_t /*bytes*/) { return false; }
+  virtual void wait_beside() {}
   // Enqueued on the stream: a device-to-device copy, zeroing, and over float32 y[i] += alpha x[i]
   // (the executor's gradient sums, alpha 1) and x[i] *= alpha (with axpy, the device optimizer's
   // arithmetic: SGD with momentum is nothing else).

@@ -227,6 +227,27 @@ class GraphRunner {
   // averaging where the data is) and then says so: parameter() then reads the rewritten values.
   virtual float* device_parameter(std::size_t) { return nullptr; }
   virtual void device_parameters_changed() {}
+  // A training step on a device as a framework's own loop runs it (level 2 on a GPU): with
+  // defer_waits(true), forward(), backward() and the native optimizer's step() enqueue their work
+  // and return without waiting for the device; finish() is the step's one wait. step_mark(i)
+  // (i < kStepMarks) records a point on the device's stream between the passes, and after
+  // finish() step_mark_ns(i, j) is the device's own time between two of them (-1: it cannot
+  // say). Everything that reads a result (output(), gradient(), parameter_value(), a copy to
+  // the host) still waits for it first. Returns false (and changes nothing) where every call
+  // ends with its results there: the host's executors.
+  static constexpr std::size_t kStepMarks = 4;
+  virtual bool defer_waits(bool) { return false; }
+  // With defer_waits: the inputs' host data was rewritten (the next batch) while a step computes;
+  // stage_inputs() copies it to the device beside that step (DeviceMemory::upload_beside) and
+  // returns true, and the next inputs_from_stage() (instead of inputs_changed()) waits for that
+  // copy (long done, unless it was slower than the step) and takes the batch from there on the
+  // device; the host data may be written again after it. false where the runner cannot (nothing
+  // staged).
+  virtual bool stage_inputs() { return false; }
+  virtual void inputs_from_stage() { inputs_changed(); }
+  virtual void step_mark(std::size_t) {}
+  virtual void finish() {}
+  virtual std::int64_t step_mark_ns(std::size_t, std::size_t) { return -1; }
 };
 
 // Multidirectional (numpy) broadcasting of two shapes; throws d500::Error naming `what` when

@@ -12,6 +12,7 @@
 #include <optional>
 #include <system_error>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace d500 {
@@ -117,5 +118,64 @@ void ordered_parallel(std::size_t n, unsigned threads, std::size_t window, Make&
   }
   join_all();
 }
+
+// One thread of its own, made once, that runs one job at a time beside the caller's (a training
+// step's next batch, made while the caller launches the step's work): start(f) hands it f and
+// returns at once; wait() returns once f has run, and rethrows what it threw. Handing a job over
+// allocates nothing (f is a function reference, which must live until wait()).
+class Beside {
+ public:
+  Beside() : thread_([this] { loop(); }) {}
+  ~Beside() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      quit_ = true;
+    }
+    wake_.notify_one();
+    thread_.join();
+  }
+  Beside(const Beside&) = delete;
+  Beside& operator=(const Beside&) = delete;
+  template <class F>
+  void start(F& f) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    job_ = &f;
+    call_ = [](void* p) { (*static_cast<F*>(p))(); };
+    busy_ = true;
+    wake_.notify_one();
+  }
+  void wait() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_.wait(lock, [this] { return !busy_; });
+    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+  }
+
+ private:
+  void loop() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      wake_.wait(lock, [this] { return quit_ || busy_; });
+      if (quit_) return;
+      lock.unlock();
+      std::exception_ptr e;
+      try {
+        call_(job_);
+      } catch (...) {
+        e = std::current_exception();
+      }
+      lock.lock();
+      error_ = e;
+      busy_ = false;
+      done_.notify_one();
+    }
+  }
+  std::mutex mutex_;
+  std::condition_variable wake_, done_;
+  void* job_ = nullptr;
+  void (*call_)(void*) = nullptr;
+  bool busy_ = false, quit_ = false;
+  std::exception_ptr error_;
+  std::thread thread_;  // last: it starts once the rest is made
+};
 
 }  // namespace d500

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -16,6 +17,7 @@ std::uint64_t busy(std::size_t i) {
   for (std::size_t k = 0; k < 200 * (i % 7 + 1); ++k) x = x * 6364136223846793005ull + 1442695040888963407ull;
   return x;
 }
+
 }  // namespace
 
 TEST(OrderedParallel, TakesEveryItemInOrderOnTheCallingThreadWhateverTheThreads) {
@@ -91,4 +93,35 @@ TEST(OrderedParallel, AFailureOfTakeStopsTheThreadsAndIsRethrown) {
   EXPECT_LE(after, 11 + window);
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_EQ(made.load(), after);
+}
+
+// A training step's next batch is made on a thread beside the caller's: the job runs there, not
+// on the caller's, while the caller goes on; wait() returns once it is done and rethrows its
+// failure; the thread takes job after job.
+TEST(Beside, RunsEachJobOnItsOwnThreadWhileTheCallerGoesOnAndRethrowsAFailure) {
+  Beside beside;
+  const std::thread::id caller = std::this_thread::get_id();
+  std::atomic<bool> release{false};
+  std::thread::id ran_on;
+  int runs = 0;
+  std::function<void()> job = [&] {
+    while (!release.load()) std::this_thread::yield();  // held until the caller has gone on
+    ran_on = std::this_thread::get_id();
+    ++runs;
+  };
+  for (int k = 0; k < 3; ++k) {
+    release = false;
+    beside.start(job);
+    release = true;  // start() returned while the job was still held
+    beside.wait();
+    EXPECT_EQ(runs, k + 1);
+    EXPECT_NE(ran_on, caller);
+  }
+  std::function<void()> failing = [] { throw std::runtime_error("no batch"); };
+  beside.start(failing);
+  EXPECT_THROW(beside.wait(), std::runtime_error);
+  release = true;
+  beside.start(job);
+  beside.wait();
+  EXPECT_EQ(runs, 4) << "a failure leaves the thread taking jobs";
 }

@@ -201,24 +201,31 @@ class RoundingNoise final : public NodeKernel {
 // The yardstick of reduced-precision products (ExecutorSpec::reduced_mantissa): the node's two
 // float inputs, and backward its output's gradient, rounded to `bits` mantissa bits (to nearest,
 // ties to even) while it computes, as tensor cores round float32 operands with TF32; the exact
-// values put back after, so that other readers of those tensors see them unrounded.
+// values put back after, so that other readers of those tensors see them unrounded. With
+// `results` (a bfloat16 convolution's: cuDNN writes y, dx and dw in bfloat16) the node's results
+// are rounded too, and stay so.
 class ReducedInputs final : public NodeKernel {
  public:
-  ReducedInputs(std::unique_ptr<NodeKernel> k, const NodeProblem& p, int bits) : k_(std::move(k)), p_(p), bits_(bits) {}
+  ReducedInputs(std::unique_ptr<NodeKernel> k, const NodeProblem& p, int bits, bool results)
+      : k_(std::move(k)), p_(p), bits_(bits), results_(results) {}
   void forward() override {
     round({p_.in.size() > 0 ? &p_.in[0] : nullptr, p_.in.size() > 1 ? &p_.in[1] : nullptr, nullptr});
     k_->forward();
     restore();
+    if (results_) round_in_place(p_.out[0]);
   }
   void backward() override {
     round({p_.in.size() > 0 ? &p_.in[0] : nullptr, p_.in.size() > 1 ? &p_.in[1] : nullptr,
            p_.dout.empty() ? nullptr : &p_.dout[0]});
     k_->backward();
     restore();
+    if (results_)
+      for (std::size_t i = 0; i < std::min<std::size_t>(2, p_.din.size()); ++i) round_in_place(p_.din[i]);
   }
   void constants_changed() override { k_->constants_changed(); }
   std::string impl() const override {
-    return k_->impl() + ", inputs rounded to " + std::to_string(bits_) + " mantissa bits";
+    return k_->impl() + ", inputs " + (results_ ? "and results " : "") + "rounded to " + std::to_string(bits_) +
+           " mantissa bits";
   }
 
  private:
@@ -238,6 +245,11 @@ class ReducedInputs final : public NodeKernel {
     for (auto& [v, keep] : saved_) std::copy(keep.begin(), keep.end(), v);
     saved_.clear();
   }
+  void round_in_place(const TensorView& t) const {
+    if (!t.present() || t.dtype != DType::F32) return;
+    auto* v = static_cast<double*>(t.data);
+    for (std::int64_t i = 0; i < t.numel(); ++i) v[i] = rounded(v[i]);
+  }
   double rounded(double x) const {
     if (x == 0 || !std::isfinite(x)) return x;
     int e = 0;
@@ -247,6 +259,7 @@ class ReducedInputs final : public NodeKernel {
   std::unique_ptr<NodeKernel> k_;
   NodeProblem p_;
   int bits_;
+  bool results_;
   std::vector<std::pair<double*, std::vector<double>>> saved_;
 };
 
@@ -372,6 +385,11 @@ struct GraphExecutor::Impl {
   // Per-step times on a device: its events between steps (no wait), read once the pass is done;
   // without them, a wait after each step and the host's clock.
   bool marks = false;
+  // defer_waits(true) on a device: no wait at a pass's end (unless its steps are timed one by
+  // one); the step's marks follow the steps' in the device's events, from phase_marks on.
+  bool deferred = false;
+  std::size_t phase_marks = 0;
+  std::vector<Block> staged;  // stage_inputs()' copies of inputs_all, made at its first
 
   // The step clock of one pass: lap() after each step adds its duration to the next slot.
   struct Clock {
@@ -404,7 +422,7 @@ struct GraphExecutor::Impl {
     }
     // The pass's end: waits for the device, then reads its events.
     void end() {
-      if (m.dev) m.dev->synchronize();
+      if (m.dev && (slots || !m.deferred)) m.dev->synchronize();
       if (slots && m.marks)
         for (std::size_t k = 0; k < laps; ++k) slots[k] += m.dev->mark_ns(k, k + 1);
     }
@@ -816,7 +834,9 @@ void GraphExecutor::Impl::make_kernels(const Schedule& sc, std::vector<GraphExec
       m.kernels[i] = make_reference_node_kernel(p, spec.double_precision);
       if (spec.double_precision && spec.reduced_mantissa > 0 &&
           (n.op == "Conv" || n.op == "ConvTranspose" || n.op == "Gemm" || n.op == "MatMul"))
-        m.kernels[i] = std::make_unique<ReducedInputs>(std::move(m.kernels[i]), p, spec.reduced_mantissa);
+        m.kernels[i] =
+            std::make_unique<ReducedInputs>(std::move(m.kernels[i]), p, spec.reduced_mantissa,
+                                            spec.reduced_mantissa <= 7 && (n.op == "Conv" || n.op == "ConvTranspose"));
       if (spec.double_precision && spec.rounding_noise != 0)
         m.kernels[i] =
             std::make_unique<RoundingNoise>(std::move(m.kernels[i]), p, spec.rounding_noise * 0x100000001b3ull + i);
@@ -905,6 +925,7 @@ GraphExecutor::GraphExecutor(const ExecutorSpec& spec) : impl_(std::make_unique<
   m.arena = m.block(static_cast<std::size_t>(arena_bytes_));
   persistent_bytes_ += m.point_into_arena(sc);
   if (m.dev) m.marks = m.dev->reserve_marks(steps_.size() + 1);
+  m.phase_marks = steps_.size() + 1;
   m.make_kernels(sc, steps_);
   if (spec.training) m.make_backward_runs(sc, steps_);
 }
@@ -912,6 +933,51 @@ GraphExecutor::GraphExecutor(const ExecutorSpec& spec) : impl_(std::make_unique<
 GraphExecutor::~GraphExecutor() = default;
 
 DeviceMemory* GraphExecutor::device() const { return impl_->dev.get(); }
+
+bool GraphExecutor::defer_waits(bool on) {
+  Impl& m = *impl_;
+  if (!m.dev) return false;
+  if (on && !m.dev->reserve_marks(m.phase_marks + kStepMarks)) return false;
+  if (!on) m.dev->synchronize();
+  m.deferred = on;
+  // The inputs' staging copies (stage_inputs): untimed, here; training only.
+  if (on && m.spec.training && m.staged.empty())
+    for (const auto& b : m.inputs_all) m.staged.push_back(m.block(b.n));
+  return true;
+}
+
+bool GraphExecutor::stage_inputs() {
+  Impl& m = *impl_;
+  if (!m.deferred) return false;
+  const int micros = std::max(1, m.spec.micro_batches);
+  if (m.staged.size() != m.inputs_all.size()) return false;
+  for (std::size_t k = 0; k < m.g.inputs.size(); ++k) {
+    const std::size_t bytes = static_cast<std::size_t>(numel(m.g.info(m.g.inputs[k]).shape) * micros) *
+                              element_bytes(m.g.info(m.g.inputs[k]).dtype, 4);
+    if (bytes && !m.dev->upload_beside(m.staged[k].p, m.spec.inputs[k], bytes)) return false;
+  }
+  return true;
+}
+
+void GraphExecutor::inputs_from_stage() {
+  Impl& m = *impl_;
+  m.dev->wait_beside();
+  for (std::size_t k = 0; k < m.inputs_all.size(); ++k)
+    m.dev->copy(m.inputs_all[k].p, m.staged[k].p, m.inputs_all[k].n);
+}
+
+void GraphExecutor::step_mark(std::size_t i) {
+  if (impl_->deferred) impl_->dev->mark(impl_->phase_marks + i);
+}
+
+void GraphExecutor::finish() {
+  if (impl_->dev) impl_->dev->synchronize();
+}
+
+std::int64_t GraphExecutor::step_mark_ns(std::size_t i, std::size_t j) {
+  const Impl& m = *impl_;
+  return m.deferred ? m.dev->mark_ns(m.phase_marks + i, m.phase_marks + j) : -1;
+}
 
 void GraphExecutor::forward(int micro) {
   Impl& m = *impl_;
@@ -1091,7 +1157,7 @@ class DeviceOptimizer final : public Optimizer {
       else
         axpy_step(rule, p, g, state_[k], n);
     }
-    d.synchronize();
+    if (!m_.deferred) d.synchronize();  // else the step's finish() waits
     m_.params_on_host.assign(m_.params_on_host.size(), false);
     e_.constants_changed();
   }
@@ -1187,7 +1253,10 @@ std::string GraphExecutor::describe() const {
                                           : "reference";
   std::string where;
   if (m.dev)
-    where = " on " + m.dev->describe() + " (each forward and backward call waits for the device before it returns)";
+    where = " on " + m.dev->describe() +
+            (m.deferred ? " (a training step's passes and device optimizer enqueued without waits between them, one "
+                          "wait at the step's end)"
+                        : " (each forward and backward call waits for the device before it returns)");
   return "d500 graph executor on " + b + where + ": " + std::to_string(m.fwd.size()) + " forward and " +
          std::to_string(m.bwd.size()) + " backward steps, " + std::to_string(arena_bytes_) + " bytes planned";
 }

@@ -32,7 +32,9 @@ struct ExecutorSpec : RunnerSpec {
   // With double_precision: nonzero rounds the two float inputs of every Conv, ConvTranspose, Gemm and MatMul (and,
   // backward, the output gradient they read) to this many mantissa bits, to nearest even, before
   // the node computes (10: TF32 as tensor cores take float32 with math = "tf32"); the values are
-  // put back after. The yardstick of reduced-precision arithmetic.
+  // put back after. At 7 bits or fewer (7: bfloat16, math = "bf16") a Conv's and ConvTranspose's
+  // results are rounded too (y forward, dx and dw backward), as cuDNN writes them in bfloat16.
+  // The yardstick of reduced-precision arithmetic.
   int reduced_mantissa = 0;
   bool keep_all = false;          // no buffer reuse: every tensor stays readable (diagnosis)
   const Params* point = nullptr;  // the point's parameters, handed to the backend's kernels
@@ -96,6 +98,14 @@ class GraphExecutor final : public GraphRunner {
   void device_gradients_changed() override;
   float* device_parameter(std::size_t k) override;
   void device_parameters_changed() override;
+  // On a device: passes and the device optimizer's step without a wait at their end; the step's
+  // marks are the device's events (DeviceMemory::mark) after those of time_steps().
+  bool defer_waits(bool on) override;
+  bool stage_inputs() override;
+  void inputs_from_stage() override;
+  void step_mark(std::size_t i) override;
+  void finish() override;
+  std::int64_t step_mark_ns(std::size_t i, std::size_t j) override;
 
  private:
   friend class DeviceOptimizer;

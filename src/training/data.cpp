@@ -367,6 +367,12 @@ std::span<const std::int64_t> Sampler::next() {
   return {order_.data() + at, static_cast<std::size_t>(batch_)};
 }
 
+std::span<const std::int64_t> Sampler::peek() const {
+  if (pos_ == per_epoch_) return {};
+  const std::int64_t at = static_cast<std::int64_t>(rank_) * share_ + pos_ * batch_;
+  return {order_.data() + at, static_cast<std::size_t>(batch_)};
+}
+
 void Sampler::seek(std::int64_t epoch, std::int64_t position) {
   if (epoch < 0 || position < 0 || position > per_epoch_) throw Error("sampler position out of range");
   epoch_ = epoch;

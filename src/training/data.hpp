@@ -58,6 +58,9 @@ class Sampler {
   std::int64_t batches_per_epoch() const { return per_epoch_; }
   // The next batch's sample indices (batch of them, into preallocated storage).
   std::span<const std::int64_t> next();
+  // The indices the next call of next() returns, without taking them; empty at an epoch's end
+  // (the next epoch's order is made by next()). Valid until next() or seek().
+  std::span<const std::int64_t> peek() const;
   std::int64_t epoch() const { return epoch_; }
   std::int64_t position() const { return pos_; }  // batches already taken in this epoch
   void seek(std::int64_t epoch, std::int64_t position);

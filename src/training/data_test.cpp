@@ -241,5 +241,26 @@ TEST(Data, SamplerShufflesPerEpochFromTheSeedAndPartitionsRanks) {
   EXPECT_THROW(Sampler(5, 10, false, 1), Error);
 }
 
+// What a device's step prefetches: the next batch, without taking it; nothing at an epoch's end.
+TEST(Data, SamplerPeeksAtTheNextBatchWithoutTakingItAndNotAcrossAnEpoch) {
+  Sampler s(40, 10, true, 7, 1, 2);  // rank 1 of 2: two batches an epoch
+  int peeked_batches = 0;
+  for (int step = 0; step < 6; ++step) {
+    const auto p = s.peek();
+    const std::vector<std::int64_t> peeked(p.begin(), p.end());
+    EXPECT_EQ(s.peek().data(), p.data()) << "peeking takes nothing";
+    const std::int64_t epoch = s.epoch();
+    const auto n = s.next();
+    if (step % 2 == 0 && step > 0) {
+      EXPECT_TRUE(peeked.empty()) << "step " << step << " starts an epoch, whose order next() makes";
+      EXPECT_EQ(s.epoch(), epoch + 1);
+    } else {
+      EXPECT_EQ(std::vector<std::int64_t>(n.begin(), n.end()), peeked) << "step " << step;
+      ++peeked_batches;
+    }
+  }
+  EXPECT_EQ(peeked_batches, 4);
+}
+
 }  // namespace
 }  // namespace d500

@@ -528,6 +528,42 @@ TEST_F(Gpu, LibTorchOnTheGpuRunsEachMathAndLayoutAsPyTorchUsersSetThem) {
   EXPECT_EQ(said, (std::set<std::string>{"deterministic cuDNN", "cudnn.benchmark", "cuDNN's heuristic choice"}));
 }
 
+// LibTorch training on the GPU as a PyTorch loop runs it: the step's passes and optimizer
+// without waits between them (one at the step's end), the next batch made and copied beside the
+// step, SGD's family as torch.optim runs it there (foreach), the other rules torch::optim's; each
+// optimizer agrees with d500's reference over its check's steps and the step validates.
+TEST_F(Gpu, LibTorchTrainsOnTheGpuAsAPyTorchLoopDoesAndItsOptimizersAgreeWithTheReference) {
+  const d500::BackendInfo* b = d500::find_backend("libtorch-cuda");
+  if (!b || !b->built)
+    GTEST_SKIP() << "this build has no libtorch-cuda backend: " << (b ? b->not_built_reason : std::string("unknown"));
+  if (const std::string why = b->no_device(); !why.empty()) GTEST_SKIP() << why;
+  const fs::path run = planned(
+      "[campaign]\nname = \"ltt\"\n[fixed]\nworkload = \"train\"\nnetwork = \"lenet5\"\nbackend = \"libtorch-cuda\"\n"
+      "batch = 32\ndataset = \"synthetic\"\nsynthetic_samples = 256\nsteps = 12\neval_interval_steps = 5\n"
+      "eval_samples = 64\nweight_decay = 0.01\noptimizer_impl = \"native\"\n[axes]\n"
+      "optimizer = [\"sgd\", \"momentum\", \"nesterov\", \"adam\"]\n");
+  const hid_t f = ran_and_checked(run);
+  ASSERT_GE(f, 0);
+  each_validated_point(f, 4, [&](hid_t g, const std::string& id, const std::string& canonical) {
+    EXPECT_EQ(attr_int(g, "train.steps"), 12) << canonical;
+    const std::string opt = attr_string(g, "train.optimizer");
+    EXPECT_NE(opt.find(canonical.find("optimizer=adam") != std::string::npos ? "torch::optim" : "foreach"),
+              std::string::npos)
+        << opt;
+    EXPECT_NE(attr_string(g, "executor").find("without waits between them"), std::string::npos)
+        << attr_string(g, "executor");
+    EXPECT_NE(attr_string(g, "train.timing").find("copies it to the device on a stream beside"), std::string::npos)
+        << attr_string(g, "train.timing");
+    // Forward, backward and update: the device's times between the step's events, each step.
+    std::map<int, int> phases;
+    for (const auto& s : read_samples(f, id))
+      if (s.phase != 0 && s.end_ns > s.start_ns) ++phases[s.phase];
+    for (const d500::Phase p : {d500::Phase::Data, d500::Phase::Forward, d500::Phase::Backward, d500::Phase::Update})
+      EXPECT_EQ(phases[static_cast<int>(p)], 12) << canonical << ": phase " << static_cast<int>(p);
+  });
+  H5Fclose(f);
+}
+
 // d500's own executor on the GPU (levels 1 and 2): the network lives in device memory, cuBLAS
 // and cuDNN run the nodes they cover, the rest falls back through host mirrors; d500's optimizers
 // train the host's copies of the parameters. Level 3 on it is refused at plan time. Without a

@@ -105,6 +105,7 @@ class ExecutorMemory final : public DeviceMemory {
   }
   ~ExecutorMemory() override {
     if (stream_) cudaStreamSynchronize(stream_);
+    if (beside_) cudaStreamSynchronize(beside_);
     for (const void* h : pinned_) cudaHostUnregister(const_cast<void*>(h));
     if (scratch_) cudaFree(scratch_);
 #ifdef D500_HAVE_CUDNN
@@ -115,6 +116,8 @@ class ExecutorMemory final : public DeviceMemory {
     for (cudaEvent_t e : marks_) cudaEventDestroy(e);
     if (start_) cudaEventDestroy(start_);
     if (stop_) cudaEventDestroy(stop_);
+    if (beside_done_) cudaEventDestroy(beside_done_);
+    if (beside_) cudaStreamDestroy(beside_);
     if (stream_) cudaStreamDestroy(stream_);
   }
   ExecutorMemory(const ExecutorMemory&) = delete;
@@ -152,6 +155,18 @@ class ExecutorMemory final : public DeviceMemory {
       pinned_.push_back(host);
     else
       cudaGetLastError();  // not sticky: clear it, so that the next check does not report it
+  }
+  bool upload_beside(void* device, const void* host, std::size_t bytes) override {
+    if (!beside_) {
+      check(cudaStreamCreateWithFlags(&beside_, cudaStreamNonBlocking), "cudaStreamCreate (the copies beside)");
+      check(cudaEventCreateWithFlags(&beside_done_, cudaEventDisableTiming), "cudaEventCreate (the copies beside)");
+    }
+    check(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, beside_), "cudaMemcpyAsync (beside)");
+    check(cudaEventRecord(beside_done_, beside_), "cudaEventRecord (the copies beside)");
+    return true;
+  }
+  void wait_beside() override {
+    if (beside_done_) check(cudaEventSynchronize(beside_done_), "cudaEventSynchronize (the copies beside)");
   }
   void copy(void* dst, const void* src, std::size_t bytes) override {
     check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_), "cudaMemcpyAsync (on the device)");
@@ -241,6 +256,8 @@ class ExecutorMemory final : public DeviceMemory {
   int device_ = 0;
   std::unique_ptr<DeviceMemoryUse> use_;
   cudaStream_t stream_ = nullptr;
+  cudaStream_t beside_ = nullptr;      // upload_beside's copies, made at the first
+  cudaEvent_t beside_done_ = nullptr;  // the last of them
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
   std::vector<cudaEvent_t> marks_;
   std::vector<const void*> pinned_;  // host ranges pin() page-locked

@@ -432,14 +432,84 @@ void synchronize(const at::Device& d) {
   impl->synchronizeStream(impl->getStream(d));
 }
 
-// torch::optim's optimizer for an OptimizerSpec (d500's names mapped to LibTorch's options).
+// PyTorch's torch.optim.SGD as it runs on a GPU by default (foreach: its _multi_tensor_sgd):
+// each arithmetic step one multi-tensor call (at::_foreach_*) over every parameter, where
+// torch::optim's C++ SGD launches a few kernels per parameter (ResNet-50: 161 of them). The same
+// rule: d = g + weight_decay p; momentum's buffer b = g's first d, then momentum b + d; Nesterov
+// d + momentum b, else b; p -= lr d.
+class ForeachSgd {
+ public:
+  ForeachSgd(std::vector<at::Tensor> params, double momentum, double weight_decay, bool nesterov)
+      : params_(std::move(params)), bufs_(params_.size()), m_(momentum), wd_(weight_decay), nesterov_(nesterov) {}
+  void step(double lr) {
+    c10::NoGradGuard no_grad;
+    Tensors ps, d, fresh_d, bufs, bufs_d;
+    std::vector<std::size_t> at;
+    for (std::size_t k = 0; k < params_.size(); ++k) {
+      const at::Tensor& g = params_[k].grad();
+      if (!g.defined()) continue;
+      ps.push_back(params_[k]);
+      d.push_back(g);
+      at.push_back(k);
+    }
+    if (ps.empty()) return;
+    if (wd_ != 0) d = at::_foreach_add(d, ps, wd_);
+    if (m_ != 0) {
+      Tensors b(d.size());
+      for (std::size_t i = 0; i < d.size(); ++i) {
+        at::Tensor& buf = bufs_[at[i]];
+        if (!buf.defined()) {
+          buf = d[i].clone().detach();  // the first step's buffer: the step's own direction
+        } else {
+          bufs.push_back(buf);
+          bufs_d.push_back(d[i]);
+        }
+        b[i] = buf;
+      }
+      if (!bufs.empty()) {
+        at::_foreach_mul_(bufs, m_);
+        at::_foreach_add_(bufs, bufs_d, 1.0);
+      }
+      d = nesterov_ ? at::_foreach_add(d, b, m_) : b;
+    }
+    at::_foreach_add_(ps, d, -lr);
+  }
+  // The momentum buffers, in a checkpoint of the optimizer's state (absent ones: no step yet).
+  void save(torch::serialize::OutputArchive& a) const {
+    for (std::size_t k = 0; k < bufs_.size(); ++k)
+      if (bufs_[k].defined()) a.write("momentum_buffer_" + std::to_string(k), bufs_[k], /*is_buffer=*/true);
+  }
+  void load(torch::serialize::InputArchive& a) {
+    for (std::size_t k = 0; k < bufs_.size(); ++k) {
+      at::Tensor t;
+      if (a.try_read("momentum_buffer_" + std::to_string(k), t, /*is_buffer=*/true))
+        bufs_[k] = t.to(params_[k].device());
+      else
+        bufs_[k] = at::Tensor();
+    }
+  }
+
+ private:
+  Tensors params_, bufs_;
+  double m_, wd_;
+  bool nesterov_;
+};
+
+// torch::optim's optimizer for an OptimizerSpec (d500's names mapped to LibTorch's options); on
+// a GPU, SGD's family as PyTorch's torch.optim runs it there (ForeachSgd). `deferred`: the
+// runner's defer_waits, under which step() returns without waiting for the device.
 class TorchOptimizer final : public Optimizer {
  public:
-  TorchOptimizer(const OptimizerSpec& s, std::vector<at::Tensor> params, at::Device device) : s_(s), device_(device) {
+  TorchOptimizer(const OptimizerSpec& s, std::vector<at::Tensor> params, at::Device device,
+                 std::shared_ptr<const bool> deferred)
+      : s_(s), device_(device), deferred_(std::move(deferred)) {
     if (const std::string why = check_optimizer(s); !why.empty()) throw Error(why);
     namespace o = torch::optim;
     const std::string& n = s.name;
-    if (n == "sgd" || n == "momentum" || n == "nesterov")
+    const bool sgd_family = n == "sgd" || n == "momentum" || n == "nesterov";
+    if (sgd_family && device_.is_cuda())
+      foreach_ = std::make_unique<ForeachSgd>(params, n == "sgd" ? 0.0 : s.momentum, s.weight_decay, n == "nesterov");
+    else if (sgd_family)
       opt_ = std::make_unique<o::SGD>(params, o::SGDOptions(s.lr)
                                                   .momentum(n == "sgd" ? 0.0 : s.momentum)
                                                   .nesterov(n == "nesterov")
@@ -457,15 +527,28 @@ class TorchOptimizer final : public Optimizer {
           params, o::RMSpropOptions(s.lr).alpha(s.alpha).eps(s.eps).weight_decay(s.weight_decay).momentum(s.momentum));
   }
   void step(double lr) override {
-    for (auto& group : opt_->param_groups()) group.options().set_lr(lr);
-    opt_->step();
-    synchronize(device_);
+    if (foreach_) {
+      foreach_->step(lr);
+    } else {
+      for (auto& group : opt_->param_groups()) group.options().set_lr(lr);
+      opt_->step();
+    }
+    if (!*deferred_) synchronize(device_);
   }
-  std::string describe() const override { return "LibTorch's torch::optim: " + describe_optimizer(s_); }
+  std::string describe() const override {
+    if (foreach_)
+      return "PyTorch's SGD as torch.optim runs it on a GPU (foreach: multi-tensor at::_foreach_* calls over every "
+             "parameter): " +
+             describe_optimizer(s_);
+    return "LibTorch's torch::optim: " + describe_optimizer(s_);
+  }
   std::vector<std::byte> save() const override {
     std::ostringstream out;
     torch::serialize::OutputArchive archive;
-    opt_->save(archive);
+    if (foreach_)
+      foreach_->save(archive);
+    else
+      opt_->save(archive);
     archive.save_to(out);
     const std::string b = out.str();
     const auto* p = reinterpret_cast<const std::byte*>(b.data());
@@ -476,7 +559,10 @@ class TorchOptimizer final : public Optimizer {
     try {
       torch::serialize::InputArchive archive;
       archive.load_from(in);
-      opt_->load(archive);
+      if (foreach_)
+        foreach_->load(archive);
+      else
+        opt_->load(archive);
     } catch (const c10::Error& e) {
       throw Error(std::string("LibTorch cannot load the optimizer state (") + std::to_string(state.size()) +
                   " bytes): " + e.what_without_backtrace());
@@ -486,6 +572,8 @@ class TorchOptimizer final : public Optimizer {
  private:
   OptimizerSpec s_;
   at::Device device_;
+  std::shared_ptr<const bool> deferred_;
+  std::unique_ptr<ForeachSgd> foreach_;  // on a GPU, SGD's family; else opt_
   std::unique_ptr<torch::optim::Optimizer> opt_;
 };
 
@@ -543,13 +631,121 @@ class NativeRunner final : public GraphRunner {
         host_grads_.push_back(at::empty(g_.info(p).shape, at::TensorOptions().dtype(at::kFloat)));
       }
       handed_out_.assign(s.params.size(), false);
+#ifdef D500_HAVE_CUDA
+      // The inputs' host memory page-locked, as d500's executor pins a large one (DeviceMemory::pin):
+      // each step's copy goes straight across instead of through the driver's staging buffers,
+      // and it may run beside the computation (stage_inputs()).
+      for (std::size_t k = 0; k < g_.inputs.size(); ++k) {
+        const std::size_t bytes = static_cast<std::size_t>(numel(g_.info(g_.inputs[k]).shape)) *
+                                  dtype_size(g_.info(g_.inputs[k]).dtype) *
+                                  static_cast<std::size_t>(std::max(1, s.micro_batches));
+        if (cudaHostRegister(const_cast<void*>(s.inputs[k]), bytes, cudaHostRegisterPortable) == cudaSuccess)
+          pinned_.push_back(s.inputs[k]);
+        else
+          cudaGetLastError();  // already registered, or no memory to lock: copied as before
+      }
+#endif
       synchronize(device_);
     }
   }
+  ~NativeRunner() override {
+#ifdef D500_HAVE_CUDA
+    if (device_.is_cuda()) {
+      try {
+        synchronize(device_);
+      } catch (...) {}
+      if (beside_) cudaStreamSynchronize(beside_);
+      if (beside_done_) cudaEventDestroy(beside_done_);
+      if (beside_) cudaStreamDestroy(beside_);
+      for (cudaEvent_t e : marks_) cudaEventDestroy(e);
+      for (const void* h : pinned_) cudaHostUnregister(const_cast<void*>(h));
+    }
+#endif
+  }
+  NativeRunner(const NativeRunner&) = delete;
+  NativeRunner& operator=(const NativeRunner&) = delete;
 
   void inputs_changed() override {
     for (std::size_t i = 0; i < device_slices_.size(); ++i) device_slices_[i].copy_(slices_[i]);
     synchronize(device_);
+  }
+
+  // On a GPU: a training step's passes and optimizer without waits (GraphRunner::defer_waits),
+  // its marks CUDA events on LibTorch's current stream (the default stream, which d500 never
+  // changes: on another, the marks say -1).
+  bool defer_waits(bool on) override {
+    if (!device_.is_cuda()) return false;
+    if (!on) synchronize(device_);
+    *deferred_ = on;
+#ifdef D500_HAVE_CUDA
+    if (on && staged_.empty() && s_.training)  // stage_inputs()' device copies, untimed here, as the host slices
+      for (const auto& h : slices_) staged_.push_back(at::empty_like(h, h.options().device(device_)));
+    if (on && marks_.empty()) {
+      marks_.assign(kStepMarks, nullptr);
+      for (cudaEvent_t& e : marks_) cuda::check(cudaEventCreate(&e), "cudaEventCreate (libtorch-cuda's step marks)");
+    }
+#endif
+    return true;
+  }
+  void step_mark(std::size_t i) override {
+#ifdef D500_HAVE_CUDA
+    if (!*deferred_ || i >= marks_.size()) return;
+    const c10::impl::DeviceGuardImplInterface* impl = c10::impl::getDeviceGuardImpl(device_.type());
+    if (impl->getStream(device_).id() != 0) {
+      marks_valid_ = false;
+      return;
+    }
+    if (i == 0) marks_valid_ = true;
+    cuda::check(cudaEventRecord(marks_[i], nullptr), "cudaEventRecord (libtorch-cuda's step marks)");
+#else
+    (void)i;
+#endif
+  }
+  void finish() override { synchronize(device_); }
+  // The next batch's host data to a device copy of the runner's own (staged_), on a stream of the
+  // runner's beside LibTorch's, from page-locked memory; inputs_from_stage() waits for it and
+  // copies it into the inputs on LibTorch's stream (into channels-last there, as inputs_changed()).
+  bool stage_inputs() override {
+#ifdef D500_HAVE_CUDA
+    if (!*deferred_ || pinned_.size() != g_.inputs.size() || slices_.size() != g_.inputs.size()) return false;
+    if (!beside_) {
+      cuda::check(cudaStreamCreateWithFlags(&beside_, cudaStreamNonBlocking),
+                  "cudaStreamCreate (libtorch-cuda's copies)");
+      cuda::check(cudaEventCreateWithFlags(&beside_done_, cudaEventDisableTiming), "cudaEventCreate");
+    }
+    for (std::size_t k = 0; k < slices_.size(); ++k)
+      cuda::check(cudaMemcpyAsync(staged_[k].data_ptr(), slices_[k].data_ptr(), slices_[k].nbytes(),
+                                  cudaMemcpyHostToDevice, beside_),
+                  "cudaMemcpyAsync (libtorch-cuda's next batch)");
+    cuda::check(cudaEventRecord(beside_done_, beside_), "cudaEventRecord (libtorch-cuda's next batch)");
+    return true;
+#else
+    return false;
+#endif
+  }
+  void inputs_from_stage() override {
+#ifdef D500_HAVE_CUDA
+    if (beside_done_) {
+      cuda::check(cudaEventSynchronize(beside_done_), "cudaEventSynchronize (libtorch-cuda's next batch)");
+      for (std::size_t i = 0; i < device_slices_.size(); ++i) device_slices_[i].copy_(staged_[i]);
+      return;
+    }
+#endif
+    inputs_changed();
+  }
+  std::int64_t step_mark_ns(std::size_t i, std::size_t j) override {
+#ifdef D500_HAVE_CUDA
+    if (!*deferred_ || !marks_valid_ || i >= marks_.size() || j >= marks_.size()) return -1;
+    float ms = 0;
+    if (cudaEventElapsedTime(&ms, marks_[i], marks_[j]) != cudaSuccess) {
+      cudaGetLastError();
+      return -1;
+    }
+    return static_cast<std::int64_t>(std::llround(static_cast<double>(ms) * 1e6));
+#else
+    (void)i, (void)j;
+    return -1;
+#endif
   }
 
   void forward(int micro) override {
@@ -570,7 +766,7 @@ class NativeRunner final : public GraphRunner {
       for (std::size_t j = 0; j < n.out.size() && j < out.size(); ++j)
         if (n.out[j] >= 0) values_[static_cast<std::size_t>(n.out[j])] = out[j];
     }
-    synchronize(device_);
+    if (!*deferred_) synchronize(device_);
   }
 
   void backward(int micro) override {
@@ -582,7 +778,7 @@ class NativeRunner final : public GraphRunner {
     armed_ = micro == micros - 1;  // a gradient is final only in the step's last micro-batch
     loss.backward(at::full({}, 1.0 / micros, loss.options()));
     armed_ = false;
-    synchronize(device_);
+    if (!*deferred_) synchronize(device_);
   }
 
   // Level 3's overlap: a hook after each weight's gradient accumulator (as PyTorch's DDP
@@ -649,7 +845,7 @@ class NativeRunner final : public GraphRunner {
     std::vector<at::Tensor> params;
     for (int p : s_.params) params.push_back(values_[static_cast<std::size_t>(p)]);
     try {
-      return std::make_unique<TorchOptimizer>(spec, std::move(params), device_);
+      return std::make_unique<TorchOptimizer>(spec, std::move(params), device_, deferred_);
     } catch (const c10::Error& e) {
       throw Error(std::string("LibTorch: ") + e.what_without_backtrace());
     }
@@ -657,9 +853,12 @@ class NativeRunner final : public GraphRunner {
   std::string describe() const override {
     return "LibTorch's own executor: " + std::to_string(g_.nodes.size()) + " ATen calls per pass" +
            (s_.training ? ", autograd for the backward pass" : "") +
-           (device_.is_cuda()
-                ? "; on " + device_.str() + ", each pass ending with a wait for the device; " + math_.words()
-                : "");
+           (device_.is_cuda() ? "; on " + device_.str() +
+                                    (*deferred_ ? ", a training step's passes and optimizer without waits between "
+                                                  "them, one wait at the step's end; "
+                                                : ", each pass ending with a wait for the device; ") +
+                                    math_.words()
+                              : "");
   }
 
  private:
@@ -691,8 +890,15 @@ class NativeRunner final : public GraphRunner {
   Tensors values_, slices_, device_slices_;
   Tensors host_params_, host_grads_;  // d500's host copies on a GPU
   std::vector<bool> handed_out_;
+  std::shared_ptr<bool> deferred_ = std::make_shared<bool>(false);  // defer_waits; its optimizer reads it too
 #ifdef D500_HAVE_CUDA
   std::unique_ptr<cuda::DeviceMemoryUse> memory_;  // on a GPU
+  std::vector<cudaEvent_t> marks_;                 // the step's marks, once defer_waits(true)
+  bool marks_valid_ = false;
+  std::vector<const void*> pinned_;  // the inputs' host memory, page-locked while the runner lives
+  Tensors staged_;                   // stage_inputs()' device copies of the inputs
+  cudaStream_t beside_ = nullptr;    // their copies, beside LibTorch's stream
+  cudaEvent_t beside_done_ = nullptr;
 #endif
 };
 

@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -27,6 +28,7 @@
 #include "backends/settings.hpp"
 #include "common/error.hpp"
 #include "common/mpi_check.hpp"
+#include "common/parallel.hpp"
 #include "common/text.hpp"
 #include "networks/executor.hpp"
 #include "networks/prepare.hpp"
@@ -189,6 +191,14 @@ class TrainWorkload final : public Workload {
     x_ = reinterpret_cast<float*>(inputs_.bytes[roles_.image].data());
     y_ = reinterpret_cast<std::int64_t*>(inputs_.bytes[roles_.labels].data());
     runner_ = make_runner(backend, training_spec(graph_, *loaded_, inputs_, pt_.threads), &params_);
+    // On a device, one training step runs as a framework's loop runs it: passes enqueued without a
+    // wait between them, the next batch made on the host meanwhile (level 3's schemes talk to the
+    // device and MPI between the passes: they keep a wait after each).
+    deferred_ = !pt_.distributed && runner_->defer_waits(true);
+    if (deferred_) {
+      beside_ = std::make_unique<Beside>();
+      prefetched_idx_.reserve(static_cast<std::size_t>(pt_.batch));
+    }
     access_ = std::make_unique<RunnerParams>(*runner_, graph_, loaded_->params);
     initial_ = snapshot(*runner_, *access_);
     make_optimizer();
@@ -265,6 +275,8 @@ class TrainWorkload final : public Workload {
           const double lr = learning_rate(opt_spec_, steps_done_);
           if (scheme_ && scheme_->is_server()) {
             scheme_->serve(lr, tally_);
+          } else if (deferred_) {
+            deferred_step(t0, lr);
           } else {
             load_batch(sampler_->next());
             const std::int64_t t1 = now_ns();
@@ -387,10 +399,17 @@ class TrainWorkload final : public Workload {
              " steps and after the last, by the training executor's forward pass"
              " (BatchNormalization, if any, normalises with the evaluation batch's statistics); mean cross-entropy and top-1 "
              "accuracy; timed as phase 'evaluation', left out of training time"});
-    a.push_back({"train.timing",
-                 std::string("training time: the sum of the steps' durations (phases data, forward, backward, update") +
-                     (scheme_ ? ", communication, wait" : "") +
-                     "); an event's time_ns is the training time at its evaluation"});
+    a.push_back(
+        {"train.timing",
+         std::string("training time: the sum of the steps' durations (phases data, forward, backward, update") +
+             (scheme_ ? ", communication, wait" : "") + "); an event's time_ns is the training time at its evaluation" +
+             (deferred_ ? "; on the device a step's passes are enqueued without waits between them and the step "
+                          "ends with one wait for the device, during which the host makes the next batch and "
+                          "copies it to the device on a stream beside the step's; data: the host's time before "
+                          "the device starts (a copy of the batch on the device, or its upload, and making it "
+                          "where it was not made during the previous step); forward, backward, update: the "
+                          "device's own times between events recorded on its stream"
+                        : "")});
     if (scheme_) {
       a.push_back({"dist.scheme", pt_.scheme.name});
       a.push_back({"dist.consistent", scheme_->consistent()});
@@ -478,9 +497,62 @@ class TrainWorkload final : public Workload {
                   " (optimizer_impl = \"native\")");
   }
 
+  // The step's batch into the runner's inputs: read and copied, unless the previous step made
+  // exactly these samples while the device computed (prefetch()), and copied them to the device
+  // beside it (taken from there).
   void load_batch(std::span<const std::int64_t> idx) {
+    const bool made = prefetched_ && std::equal(idx.begin(), idx.end(), prefetched_idx_.begin(), prefetched_idx_.end());
+    if (made && staged_) {
+      runner_->inputs_from_stage();
+    } else {
+      if (staged_) runner_->inputs_from_stage();  // the copy beside reads x_: done before x_ is written
+      if (!made) train_->read(idx, x_, y_);
+      runner_->inputs_changed();
+    }
+    prefetched_ = staged_ = false;
+  }
+  // While a step computes (deferred_, on the thread beside): the next step's batch made into the
+  // input buffers, which the device no longer reads (the step's inputs are on it). None at an
+  // epoch's end, where the next order is not made yet.
+  void prefetch() {
+    const std::span<const std::int64_t> idx = sampler_->peek();
+    if (idx.empty()) return;
     train_->read(idx, x_, y_);
-    runner_->inputs_changed();
+    prefetched_idx_.assign(idx.begin(), idx.end());
+    prefetched_ = true;
+  }
+  // One step with its passes enqueued and one wait at its end (deferred_): data is the host's
+  // time until the device starts (the batch's copy, and making it when prefetch() could not);
+  // forward, backward and update are the device's own times between the step's marks, placed
+  // one after another from the device's start. The next batch is made on a thread beside this
+  // one while it launches the step's work (a launch-bound step would wait for it otherwise), and
+  // copied to the device once both are done.
+  void deferred_step(std::int64_t t0, double lr) {
+    load_batch(sampler_->next());
+    const std::int64_t t1 = now_ns();
+    const bool ahead = steps_done_ + 1 < max_steps_;
+    if (ahead) beside_->start(make_next_);
+    runner_->step_mark(0);
+    runner_->forward(0);
+    runner_->step_mark(1);
+    runner_->backward(0);
+    runner_->step_mark(2);
+    optimizer_->step(lr);
+    runner_->step_mark(3);
+    if (ahead) {
+      beside_->wait();
+      if (prefetched_) staged_ = runner_->stage_inputs();
+    }
+    runner_->finish();
+    tally_.add(Phase::Data, t0, t1);
+    std::int64_t at = t1;
+    const Phase phases[] = {Phase::Forward, Phase::Backward, Phase::Update};
+    for (std::size_t i = 0; i < 3; ++i) {
+      const std::int64_t ns = runner_->step_mark_ns(i, i + 1);
+      if (ns < 0) continue;
+      tally_.add(phases[i], at, at + ns);
+      at += ns;
+    }
   }
 
   // This rank's state between steps, for a checkpoint.
@@ -597,7 +669,9 @@ class TrainWorkload final : public Workload {
     for (std::int64_t at = lo; at < hi; at += b) {
       const std::int64_t valid = std::min(b, hi - at);
       for (std::int64_t i = 0; i < b; ++i) eval_idx_[static_cast<std::size_t>(i)] = i < valid ? at + i : 0;
+      if (staged_) runner_->inputs_from_stage();  // the copy beside reads x_: done before x_ is written
       test_->read(eval_idx_, x_, y_);
+      prefetched_ = staged_ = false;
       runner_->inputs_changed();
       runner_->forward(0);
       const std::vector<double> logits = runner_->output(0);
@@ -638,6 +712,12 @@ class TrainWorkload final : public Workload {
   InputData inputs_;
   float* x_ = nullptr;
   std::int64_t* y_ = nullptr;
+  bool deferred_ = false;    // GraphRunner::defer_waits: a device's step without waits between its passes
+  bool prefetched_ = false;  // x_ and y_ hold prefetched_idx_'s samples, made during the previous step
+  bool staged_ = false;      // and the runner copies them to the device beside it (stage_inputs)
+  std::vector<std::int64_t> prefetched_idx_;
+  std::function<void()> make_next_ = [this] { prefetch(); };
+  std::unique_ptr<Beside> beside_;  // prefetch()'s thread, when deferred_
   std::unique_ptr<GraphRunner> runner_;
   std::unique_ptr<RunnerParams> access_;
   std::vector<std::vector<float>> initial_;
