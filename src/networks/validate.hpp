@@ -19,9 +19,11 @@ struct ToleranceBasis {
   double terms = 1;  // the longest sum a float32 result is made of
   double tolerance = 0;
   std::string words;  // the formula with its numbers, for the point's validation method
-  // math = "tf32": 10, the mantissa bits its products' inputs keep (judge_step's second opinion
-  // simulates that rounding); 0 otherwise.
+  // math = "tf32": 10, "bf16": 7, the mantissa bits its products' inputs keep (judge_step then
+  // allows each tensor what that rounding, simulated, moves it, and float32's tolerance below
+  // that); 0 otherwise.
   int reduced_mantissa = 0;
+  double float_tolerance = 0;  // the formula for float32 arithmetic (`tolerance` before the math's terms)
 };
 // loss < 0: inference.
 ToleranceBasis network_tolerance(const Graph& g, int loss);
@@ -29,7 +31,9 @@ ToleranceBasis network_tolerance(const Graph& g, int loss);
 // its float32 inputs to TF32, which adds rounded_inputs_tolerance(10) (8u, u = 2^-11) per node on
 // the longest chain, grown as the float32 term grows (sqrt(D)); with "bf16" (bf16_math), inputs
 // rounded to bfloat16 (rounded_inputs_tolerance(7), 8u, u = 2^-8) and a convolution's result too
-// (u): 9u sqrt(D); `b` itself otherwise. With "tf32" it also sets reduced_mantissa (10).
+// (u): 9u sqrt(D); `b` itself otherwise. It also sets reduced_mantissa (10, 7). That formula is
+// the words' bound only: it is no allowance (bf16's is 0.4 on ResNet-20, where a gradient 2% off
+// would pass), judge_step allows each tensor its simulated distance instead.
 ToleranceBasis with_point_math(ToleranceBasis b, const Params& point);
 
 // What a step computed: named tensors as doubles.
@@ -98,17 +102,22 @@ Discrepancy judge_with_spread(const StepValues& got, const StepValues& ref, doub
                               const std::vector<double>& spread, double& allowed,
                               const std::vector<double>& reduced = {});
 
-// A step's validation: every tensor against the formula's tolerance (`basis`); where one exceeds
-// it, the second opinion (rounding_spread over the yardstick's run of `g`, twice, with
-// basis.reduced_mantissa reduced_precision_distance too, then judge_with_spread). `error` is the decisive tensor's
+// A step's validation: every tensor against the formula's tolerance (`basis`; with reduced
+// math, float32's); where one exceeds it, the second opinion (rounding_spread over the yardstick's run of `g`, twice,
+// with basis.reduced_mantissa reduced_precision_distance too, then judge_with_spread). `error` is the decisive tensor's
 // (`where`), `tolerance` its allowance: the step passes when error <= tolerance. `words` says how the tolerance was
 // set.
 struct StepJudgement {
   double error = 0, tolerance = 0;
   std::string where, words;
+  // The judgement's power: of `tensors`, those in which the same step with that one tensor 2%
+  // larger (a gradient scaled by 1.02, as a wrong factor would) fails.
+  int tensors = 0, caught_2pct = 0;
 };
+// `share`, when not empty, names the graph, its weights and inputs and `ref` (a job's points on
+// one network): the second opinion's yardstick runs are kept for later judgements of that name.
 StepJudgement judge_step(const StepValues& got, const StepValues& ref, const ToleranceBasis& basis, const Graph& g,
                          bool training, int loss, const std::vector<int>& params,
-                         const std::vector<const void*>& inputs, int micro_batches);
+                         const std::vector<const void*>& inputs, int micro_batches, const std::string& share = "");
 
 }  // namespace d500

@@ -15,6 +15,7 @@
 #include "backends/registry.hpp"
 #include "backends/settings.hpp"
 #include "common/error.hpp"
+#include "common/recent.hpp"
 #include "common/text.hpp"
 #include "networks/builtin.hpp"
 #include "networks/executor.hpp"
@@ -42,35 +43,6 @@ struct NetworkPoint {
         seed(static_cast<std::uint64_t>(int_param_or(p, "seed", 1))) {}
   int micro_batches() const { return microbatch > 0 ? static_cast<int>(batch / microbatch) : 1; }
   std::int64_t graph_batch() const { return microbatch > 0 ? microbatch : batch; }
-};
-
-// Keeps the last few values made for a key: loading a network or running the yardstick once
-// serves the points of a job (and the plan-time checks) that share it. Thread-safe (the planner
-// checks points on several threads): one value is made at a time, so none is made twice.
-template <class V>
-class Recent {
- public:
-  explicit Recent(std::size_t keep) : keep_(keep) {}
-  template <class Make>
-  std::shared_ptr<const V> get(const std::string& key, Make&& make) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (auto it = items_.begin(); it != items_.end(); ++it)
-      if (it->first == key) {
-        auto v = it->second;
-        items_.erase(it);
-        items_.push_back({key, v});
-        return v;
-      }
-    auto v = std::make_shared<const V>(make());
-    items_.push_back({key, v});
-    if (items_.size() > keep_) items_.erase(items_.begin());
-    return v;
-  }
-
- private:
-  std::mutex mutex_;
-  std::size_t keep_;
-  std::vector<std::pair<std::string, std::shared_ptr<const V>>> items_;
 };
 
 }  // namespace
@@ -116,11 +88,13 @@ namespace {
 
 // The yardstick's step, shared by the points of a job that run the same network, batch,
 // micro-batches, pass and seed on different executors.
+std::string yardstick_key(const NetworkPoint& pt) {
+  return pt.network + "\n" + std::to_string(pt.batch) + "\n" + std::to_string(pt.microbatch) + "\n" +
+         (pt.training ? "t" : "i") + "\n" + std::to_string(pt.seed);
+}
 std::shared_ptr<const StepValues> yardstick(const NetworkPoint& pt, const LoadedNetwork& n, const InputData& inputs) {
   static Recent<StepValues> cache(2);
-  const std::string key = pt.network + "\n" + std::to_string(pt.batch) + "\n" + std::to_string(pt.microbatch) + "\n" +
-                          (pt.training ? "t" : "i") + "\n" + std::to_string(pt.seed);
-  return cache.get(key, [&] {
+  return cache.get(yardstick_key(pt), [&] {
     return yardstick_step(n.graph, pt.training, n.loss.loss, n.params, inputs.pointers(), pt.micro_batches());
   });
 }
@@ -155,7 +129,7 @@ class NetworkWorkload final : public Workload {
     const auto ref = yardstick(pt_, *net_, inputs_);
     const ToleranceBasis tolerance = with_point_math(net_->tolerance, params_);
     const StepJudgement j = judge_step(got, *ref, tolerance, net_->graph, pt_.training, net_->loss.loss, net_->params,
-                                       inputs_.pointers(), pt_.micro_batches());
+                                       inputs_.pointers(), pt_.micro_batches(), yardstick_key(pt_));
     std::string what =
         pt_.training ? "the loss and the gradient of each of the " + std::to_string(net_->params.size()) + " weights"
                      : "every graph output";
