@@ -3,25 +3,23 @@
 #   launchers/bench-gpu-train.sh [NETWORK] [BATCH] [STEPS] [ROUNDS]   (default resnet50 128 10 2)
 # 1. d500's `train` workload (d500-bench-train, validation skipped: the double-precision
 #    yardstick of ResNet-50 at batch 128 would take the host far longer than the run) with SGD
-#    momentum on `cuda` (d500's executor: cuBLAS/cuDNN in float32 without TF32, d500's device
-#    optimizer: its fused kernel on the GPU's parameters), with deterministic cuDNN algorithms (the
-#    executor's default), with cuDNN's heuristic first choices (cudnn_algorithms = heuristic:
-#    the cost of determinism) and with the fastest ones cuDNN's find times at setup
-#    (cudnn_algorithms = find), the last two also with math = tf32 (TF32 tensor cores in cuDNN
-#    and cuBLAS: PyTorch's default arithmetic for convolutions), with math = bf16 (mixed
-#    precision: convolutions and matrix products in bfloat16 with float32 sums, every tensor kept
-#    in float32: against PyTorch's bf16 autocast, whose activations are bfloat16), also through
-#    cudnn_api = graph, and with cudnn_api = graph in float32 (cuDNN's graph API, as PyTorch
-#    calls it), and, when built against a CUDA LibTorch, on
-#    `libtorch-cuda` (LibTorch's executor and torch::optim): each a median step over STEPS x
-#    ROUNDS steps, each round's first left out, and images per second.
-# 2. PyTorch's own training step of the same architecture (ResNet-50 v1.5 written out in
-#    torch.nn below; torchvision is not needed) at the same batch: float32 with TF32 off and
-#    deterministic cuDNN algorithms (d500's executor's arithmetic and choice), with TF32 off, with
-#    TF32 off and cudnn.benchmark (its find), with PyTorch's defaults (TF32 convolutions), and bf16
-#    autocast; CUDA events
-#    around each step, medians. The issue's yardstick on an H100: 915 images/s in fp32, 3711
-#    with bf16 autocast.
+#    momentum, as a framework's loop runs a step on a GPU (the passes and the optimizer enqueued
+#    without waits between them, one wait at the step's end while the host makes the next batch
+#    and copies it to the device beside the step): on `cuda` (d500's executor: cuBLAS, cuDNN
+#    through its graph API with the algorithms cuDNN's find times fastest, d500's fused device
+#    optimizer) in fp32 (strict float32), tf32 and bf16 (convolutions and matrix products in
+#    bfloat16 with float32 sums, every tensor kept in float32), and, when built against a CUDA
+#    LibTorch, on `libtorch-cuda` (LibTorch's operators and autograd, cudnn.benchmark, SGD as
+#    torch.optim runs it on a GPU: foreach) in fp32, tf32 and bf16 autocast, NCHW and
+#    channels_last; each a median step over STEPS x ROUNDS steps, each round's first left out,
+#    and images per second, with its phases (the device's times between events on its stream).
+# 2. PyTorch's own training step of the same architecture (written out in torch.nn below;
+#    torchvision is not needed; resnet50 or resnet20-cifar) at the same batch, one batch kept on
+#    the device: fp32 with TF32 off and cudnn.benchmark, PyTorch's defaults (TF32 convolutions),
+#    tf32 with cudnn.benchmark, NCHW and channels_last, bf16 autocast with cudnn.benchmark, NCHW
+#    and channels_last (D500_BENCH_TORCH_RUNS names others: fp32-det, fp32, bf16); CUDA events
+#    around each step, medians.
+# 3. Each libtorch-cuda run against PyTorch's in the same mode: the harness's cost.
 # Needs a d500 built with CUDA and cuDNN, a visible GPU, mpirun, and Python with a CUDA PyTorch
 # ($PYTHON, default python3) for part 2.
 set -uo pipefail
@@ -36,11 +34,12 @@ network=${1:-resnet50} batch=${2:-128} steps=${3:-10} rounds=${4:-2}
 mpirun=(mpirun -np 1 --map-by "slot:PE=$(nproc)" --bind-to core)
 [ "$(id -u)" = 0 ] && mpirun+=(--allow-run-as-root)
 # D500_BENCH_TRAIN_RUNS narrows part 1: BACKEND:CUDNN_ALGORITHMS:MATH:CUDNN_API[:MEMORY_FORMAT]
-# items (empty: the default), separated by spaces. D500_BENCH_TORCH_RUNS narrows part 2 to the
+# items (empty: the default; none: no part 1), separated by spaces. D500_BENCH_TORCH_RUNS narrows part 2 to the
 # named PyTorch runs (see the table in the Python below), separated by spaces.
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-runs=${D500_BENCH_TRAIN_RUNS:-cuda:deterministic:: cuda:heuristic:: cuda:find:: cuda:heuristic:tf32: cuda:find:tf32: cuda:find:bf16: cuda:find:bf16:graph cuda:heuristic::graph cuda:find::graph libtorch-cuda:::}
+runs=${D500_BENCH_TRAIN_RUNS:-cuda:find::graph cuda:find:tf32:graph cuda:find:bf16:graph libtorch-cuda:find:: libtorch-cuda:find:tf32: libtorch-cuda:find:tf32::channels_last libtorch-cuda:find:bf16: libtorch-cuda:find:bf16::channels_last}
+[ "$runs" = none ] && runs=  # PyTorch's part alone
 for run in $runs; do
   [[ $run =~ ^[a-z0-9-]+:[a-z]*:[a-z0-9]*:[a-z]*(:[a-z_]*)?$ ]] || { echo "D500_BENCH_TRAIN_RUNS: '$run' is not BACKEND:CUDNN_ALGORITHMS:MATH:CUDNN_API[:MEMORY_FORMAT]" >&2; exit 2; }
   IFS=: read -r backend algos math api layout <<< "$run"
@@ -49,14 +48,15 @@ for run in $runs; do
     "${mpirun[@]}" "$build/d500-bench-train" "$network" "$batch" "$steps" "$rounds" 0 d500 2>&1 |
     grep -E '^(network|  |d500-bench-train:|terminate|  what)' | tee "$tmp/d500-$backend-$algos-$math-$api-$layout.txt"
 done
-[ "$network" = resnet50 ] || exit 0
-echo "== PyTorch ResNet-50 v1.5 (torch.nn), batch $batch"
-"$python" - "$batch" "$steps" "$rounds" <<'PY' | tee "$tmp/torch.txt"
+case "$network" in resnet50 | resnet20-cifar) ;; *) exit 0 ;; esac
+echo "== PyTorch $network (torch.nn, d500's architecture written out), batch $batch"
+"$python" - "$batch" "$steps" "$rounds" "$network" <<'PY' | tee "$tmp/torch.txt"
 import statistics, sys
 import torch
 import torch.nn as nn
 
 batch, steps, rounds = (int(a) for a in sys.argv[1:4])
+network = sys.argv[4]
 dev = torch.device("cuda")
 
 class Bottleneck(nn.Module):
@@ -81,9 +81,30 @@ def resnet50(classes=1000):
     layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(cin, classes)]
     return nn.Sequential(*layers)
 
+class Basic(nn.Module):  # d500's resnet20-cifar block: projection shortcuts
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.body = nn.Sequential(
+            nn.Conv2d(cin, cout, 3, stride, 1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(inplace=True),
+            nn.Conv2d(cout, cout, 3, 1, 1, bias=False), nn.BatchNorm2d(cout))
+        self.short = None if stride == 1 and cin == cout else nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+    def forward(self, x):
+        return torch.relu(self.body(x) + (x if self.short is None else self.short(x)))
+
+def resnet20(classes=10):
+    layers = [nn.Conv2d(3, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU(inplace=True)]
+    cin = 16
+    for width in (16, 32, 64):
+        for k in range(3):
+            layers.append(Basic(cin, width, 2 if k == 0 and width != 16 else 1))
+            cin = width
+    layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, classes)]
+    return nn.Sequential(*layers)
+
+make_model, side, classes = (resnet50, 224, 1000) if network == "resnet50" else (resnet20, 32, 10)
 print("GPU:", torch.cuda.get_device_name(0), "| PyTorch", torch.__version__, "| CUDA", torch.version.cuda, "| cuDNN", torch.backends.cudnn.version())
-x = torch.randn(batch, 3, 224, 224, device=dev)
-y = torch.randint(0, 1000, (batch,), device=dev)
+x = torch.randn(batch, 3, side, side, device=dev)
+y = torch.randint(0, classes, (batch,), device=dev)
 import os
 # name: (cudnn.allow_tf32, matmul.allow_tf32, autocast bf16, cudnn.deterministic, cudnn.benchmark, channels_last)
 runs = {
@@ -97,7 +118,7 @@ runs = {
     "bf16-find": ("bf16 autocast, cudnn.benchmark", True, False, True, False, True, False),
     "bf16-find-cl": ("bf16 autocast, cudnn.benchmark, channels_last", True, False, True, False, True, True),
 }
-chosen = os.environ.get("D500_BENCH_TORCH_RUNS", "fp32-det fp32 fp32-find defaults bf16").split()
+chosen = os.environ.get("D500_BENCH_TORCH_RUNS", "fp32-find defaults tf32-find tf32-find-cl bf16-find bf16-find-cl").split()
 for key in chosen:
     name, tf32, mm_tf32, autocast, det, bench, cl = runs[key]
     torch.backends.cudnn.allow_tf32 = tf32
@@ -105,7 +126,7 @@ for key in chosen:
     torch.backends.cudnn.benchmark = bench
     torch.backends.cudnn.deterministic = det
     fmt = torch.channels_last if cl else torch.contiguous_format
-    model = resnet50().to(dev, memory_format=fmt)
+    model = make_model().to(dev, memory_format=fmt)
     x = x.contiguous(memory_format=fmt)
     opt = torch.optim.SGD(model.parameters(), lr=0.02, momentum=0.9)
     loss_fn = nn.CrossEntropyLoss()

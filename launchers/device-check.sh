@@ -6,7 +6,8 @@
 # LibTorch); runs the GPU tests; runs the GPU yardsticks. From this machine, in one device call:
 #   run(command="bash launchers/device-check.sh build test bench 20 32 train", carry=[".devdeps"])
 # Steps: build, test, bench [REPETITIONS [CONV_BATCH]], train [NETWORK [BATCH]], profile [NETWORK
-# [BATCH]] (default: build test). Each step has a time limit (D500_STEP_LIMIT_S, default 240 s) so that one that hangs
+# [BATCH]], campaign (campaigns/gpu-frameworks.toml planned, run and reported as a user does, then
+# PyTorch's own loop over the same network, batch and modes) (default: build test). Each step has a time limit (D500_STEP_LIMIT_S, default 240 s) so that one that hangs
 # leaves the later ones their turn. Logs go to $OUT (the device tool brings back at most 8 files:
 # this writes 7), else ./device-out. D500_CUDA_ARCHS: the GPUs to build for (default 90-real,
 # the H100 and H200); D500_BUILD_TARGETS: only these ninja targets; D500_DEVICE_TORCH=0 builds without PyTorch's LibTorch (a shorter build).
@@ -49,7 +50,7 @@ stamp() { echo "[device-check +$((SECONDS - t0)) s] $*"; }
 network_and_batch() {
   net=resnet50 nbatch=128
   local a=${steps[$((i + 1))]:-}
-  if [[ $a =~ ^[a-z][a-z0-9-]*$ && ! " build test bench train profile " =~ " $a " ]]; then net=$a i=$((i + 1)); fi
+  if [[ $a =~ ^[a-z][a-z0-9-]*$ && ! " build test bench train profile campaign " =~ " $a " ]]; then net=$a i=$((i + 1)); fi
   a=${steps[$((i + 1))]:-}
   if [[ $a =~ ^[0-9]+$ ]]; then nbatch=$a i=$((i + 1)); fi
 }
@@ -116,8 +117,22 @@ for ((i = 0; i < ${#steps[@]}; ++i)); do
       done
       cat "$out/profile.txt"
       ;;
+    campaign)
+      # The GPU campaign as a user runs it, its report's text and files to $out, then PyTorch's
+      # loop on the campaign's network and batch in the same modes (bench-gpu-train.sh's part 2).
+      camp=/tmp/d500-gpu-frameworks
+      rm -rf "$camp"
+      { "$build/d500" plan campaigns/gpu-frameworks.toml -o "$camp" &&
+        timeout "$limit" "$build/d500" run "$camp"; } > "$out/campaign.txt" 2>&1
+      echo "d500 plan and run campaigns/gpu-frameworks.toml: exit $?"
+      "$build/d500" report "$camp" >> "$out/campaign.txt" 2>&1
+      cp "$camp/report.md" "$out/campaign-report.md" 2>/dev/null
+      D500_BENCH_TRAIN_RUNS=none D500_BUILD="$build" timeout "$limit" bash launchers/bench-gpu-train.sh resnet20-cifar 256 20 2 >> "$out/campaign.txt" 2>&1
+      echo "PyTorch's loop beside it: exit $?"
+      tail -60 "$out/campaign.txt"
+      ;;
     *)
-      echo "device-check.sh: unknown step '${steps[$i]}' (build, test, bench [REPETITIONS [CONV_BATCH]], train [NETWORK [BATCH]], profile [NETWORK [BATCH]])" >&2
+      echo "device-check.sh: unknown step '${steps[$i]}' (build, test, bench [REPETITIONS [CONV_BATCH]], train [NETWORK [BATCH]], profile [NETWORK [BATCH]], campaign)" >&2
       exit 2
       ;;
   esac
