@@ -625,6 +625,9 @@ Document report_document(const Report& rep) {
     }
   }
   d.sections.push_back({"Measurement quality", 2, false, {with_title(table(quality_table(rep)), rep, true)}});
+  if (Table v = validation_table(rep); v.size() > 1)
+    d.sections.push_back(
+        {"Validation", 2, false, {text(validation_note()), with_title(table(std::move(v)), rep, true)}});
   if (auto att = attention(rep); !att.empty()) d.sections.push_back({"Points needing attention", 2, true, {list(att)}});
   if (!rep.unreadable.empty()) {
     std::vector<std::string> items;

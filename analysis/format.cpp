@@ -410,6 +410,33 @@ Table quality_table(const Report& rep) {
   return t;
 }
 
+Table validation_table(const Report& rep) {
+  Table t{{"point", "validation", "decisive tensor", "its error", "allowed", "a 2% error in one tensor fails in"}};
+  for (const auto& r : rep.rows) {
+    const double tensors = fact_number(r, "validation.tensors");
+    if (!(tensors > 0)) continue;
+    const auto decisive = r.facts.find("validation.decisive");
+    const std::string* name = decisive == r.facts.end() ? nullptr : std::get_if<std::string>(&decisive->second);
+    const auto count = [](double v) { return std::to_string(static_cast<long long>(v)); };
+    t.push_back({point_label(rep, r), r.validation_status, name ? *name : "",
+                 fmt_sig(fact_number(r, "validation.decisive_error"), 3),
+                 fmt_sig(fact_number(r, "validation.decisive_allowed"), 3),
+                 count(fact_number(r, "validation.caught_2pct")) + " of " + count(tensors) + " tensors"});
+  }
+  return t;
+}
+
+std::string validation_note() {
+  return "Each network's step (its outputs; in training the loss and every weight's gradient) against d500's reference "
+         "executor in double precision on the same weights and inputs, each tensor's relative L2 error. A tensor is "
+         "allowed float32's rounding bound, or more where the step is ill-conditioned (10 x its simulated float32 "
+         "rounding spread) or its math rounds (tf32, bf16: 3 x its distance under that rounding, simulated): the "
+         "decisive tensor is the one nearest its allowance. The last column is what the judgement can see: in how "
+         "many tensors the same step with that one tensor 2% larger would have failed (a batch normalisation's "
+         "gradients under reduced precision move by more than 2% of themselves, so an error there is invisible). "
+         "validation_method in results.csv has the whole statement.";
+}
+
 Table comparison_table(const Report& rep) {
   Table t{{"shared parameters", "baseline", "backend", "speedup: ratio of medians (CI)", "verdict",
            "ratio of means (Fieller CI)"}};

@@ -38,6 +38,11 @@ std::string tta_ci_text(const TtaSummary& s);
 std::string tta_success_text(const TtaSummary& s);
 Table results_table(const Report& rep);
 Table quality_table(const Report& rep);
+// A network's step judged against the yardstick (the validation.* facts): per point, the
+// decisive tensor, its error and allowance, and in how many tensors a 2% error would have shown.
+// No rows where no point has them.
+Table validation_table(const Report& rep);
+std::string validation_note();
 // The environments the files were measured in: a row per fact, a column per environment.
 Table environment_table(const Report& rep);
 Table comparison_table(const Report& rep);

@@ -156,4 +156,32 @@ TEST(ReportFigures, TheRooflinePlacesOperatorsByIntensityUnderTheKnownPeak) {
     for (const auto& b : s.blocks) EXPECT_NE(b.name, "roofline");
 }
 
+// A network's step judged against the yardstick: the report's Validation section names, per
+// point, the decisive tensor, its error and allowance, and what the judgement could see; a
+// campaign without such points has no section.
+TEST(ReportValidation, EachNetworksStepNamesItsDecisiveTensorItsAllowanceAndWhatItCouldSee) {
+  std::vector<PointRow> rows = {row("cuda", 64, 1, 1, 1e-3), row("blas", 64, 1, 1, 2e-3)};
+  auto has_section = [](const d500::Report& rep) {
+    for (const auto& s : d500::report_document(rep).sections)
+      if (s.title == "Validation") return true;
+    return false;
+  };
+  EXPECT_FALSE(has_section(report(rows))) << "operators carry no step judgement";
+  rows[0].validation_status = "passed";
+  rows[0].facts["validation.decisive"] = std::string("the gradient of 'bn_scale_3'");
+  rows[0].facts["validation.decisive_error"] = 0.0731;
+  rows[0].facts["validation.decisive_allowed"] = 0.224;
+  rows[0].facts["validation.tensors"] = std::int64_t{66};
+  rows[0].facts["validation.caught_2pct"] = std::int64_t{10};
+  const auto rep = report(rows);
+  EXPECT_TRUE(has_section(rep));
+  const d500::Table t = d500::validation_table(rep);
+  ASSERT_EQ(t.size(), 2u) << "a row for the point that has one, none for the other";
+  EXPECT_EQ(t[1][1], "passed");
+  EXPECT_EQ(t[1][2], "the gradient of 'bn_scale_3'");
+  EXPECT_EQ(t[1][3], "0.0731");
+  EXPECT_EQ(t[1][4], "0.224");
+  EXPECT_EQ(t[1][5], "10 of 66 tensors");
+}
+
 }  // namespace

@@ -124,7 +124,7 @@ PointResult read_point(hid_t file, const std::string& id, const std::string& pat
         n.rfind("train.", 0) == 0 || n.rfind("dist.", 0) == 0 || n.rfind("comm.", 0) == 0 ||
         n.rfind("repetitions.", 0) == 0 || n.rfind("machine.", 0) == 0 || n.rfind("device.", 0) == 0 ||
         n.rfind("library.", 0) == 0 || n.rfind("cuda.", 0) == 0 || n.rfind("cudnn.", 0) == 0 ||
-        n.rfind("nccl.", 0) == 0 || n == "ranks_differ")
+        n.rfind("nccl.", 0) == 0 || n.rfind("validation.", 0) == 0 || n == "ranks_differ")
       p.facts[n] = h5::read_attr_value(g, n, what);
   }
   if (h5::has_attr(g, "work_items")) p.work_items = h5::read_attr_int(g, "work_items", what);

@@ -538,7 +538,8 @@ void ResultWriter::append_rows(Stream& st, const void* data, std::size_t count, 
   if (durable) flush();
 }
 
-double ResultWriter::validation(double rel_error, double tolerance, const std::string& method_here) {
+double ResultWriter::validation(double rel_error, double tolerance, const std::string& method_here,
+                                const StepVerdict& step_here) {
   double worst = 0;
   mpi_check(MPI_Allreduce(&rel_error, &worst, 1, MPI_DOUBLE, MPI_MAX, comm_), "MPI_Allreduce", path_);
   // The method's words carry each rank's own figures; the attribute (equal on every rank, as
@@ -549,7 +550,19 @@ double ResultWriter::validation(double rel_error, double tolerance, const std::s
   } mine{std::isnan(rel_error) ? std::numeric_limits<double>::infinity() : rel_error, rank_}, owner{0, 0};
   mpi_check(MPI_Allreduce(&mine, &owner, 1, MPI_DOUBLE_INT, MPI_MAXLOC, comm_), "MPI_Allreduce", path_);
   const std::string method = bcast_string(method_here, comm_, owner.rank);
+  const std::string decisive = bcast_string(step_here.decisive, comm_, owner.rank);
+  std::int64_t counts[2] = {step_here.tensors, step_here.caught_2pct};
+  double figures[2] = {step_here.error, step_here.allowed};
+  mpi_check(MPI_Bcast(counts, 2, MPI_INT64_T, owner.rank, comm_), "MPI_Bcast", path_);
+  mpi_check(MPI_Bcast(figures, 2, MPI_DOUBLE, owner.rank, comm_), "MPI_Bcast", path_);
   step("recording the validation", [&] {
+    if (counts[0] > 0) {
+      attr(point_, "validation.decisive", decisive);
+      attr(point_, "validation.decisive_error", figures[0]);
+      attr(point_, "validation.decisive_allowed", figures[1]);
+      attr(point_, "validation.tensors", counts[0]);
+      attr(point_, "validation.caught_2pct", counts[1]);
+    }
     per_rank_dataset(point_, "validation_rel_error", H5T_NATIVE_DOUBLE, &rel_error, sizeof(double));
     attr(point_, "validation_max_rel_error", worst);
     attr(point_, "validation_tolerance", tolerance);

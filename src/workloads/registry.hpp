@@ -37,6 +37,12 @@ struct Validation {
   double rel_error = 0;  // this rank's relative error norm
   double tolerance = 0;
   std::string method;  // how the reference was computed and the norm taken
+  // A network's step (levels 1, 2): the tensor that decided it, its error and allowance, and in
+  // how many of its `tensors` the same step with that one tensor 2% off fails (the judgement's
+  // power); tensors 0: none.
+  std::string decisive;
+  double decisive_error = 0, decisive_allowed = 0;
+  std::int64_t tensors = 0, caught_2pct = 0;
 };
 
 class Workload {
