@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 
 #include "common/text.hpp"
 #include "reporters.hpp"
@@ -442,6 +443,29 @@ Block with_title(Block b, const Report& rep, bool point_column) {
 
 std::string figures_dir(double confidence) { return output_name("figures", confidence); }
 
+// Code a campaign named (a custom operator's library): which file, which bytes, for how many
+// points; none where no point loaded any.
+std::optional<Section> code_loaded_section(const Report& rep) {
+  std::map<std::pair<std::string, std::string>, int> loaded;
+  for (const auto& r : rep.rows) {
+    auto path = r.facts.find("library.path"), sum = r.facts.find("library.sha256");
+    if (path != r.facts.end() && sum != r.facts.end()) ++loaded[{canonical(path->second), canonical(sum->second)}];
+  }
+  std::vector<std::string> items;
+  for (const auto& [lib, n] : loaded)
+    items.push_back(lib.first + ": SHA-256 " + lib.second + " (" + std::to_string(n) + " point" + (n == 1 ? "" : "s") +
+                    ")");
+  if (items.empty()) return std::nullopt;
+  Block b = list(items);
+  b.wrap = false;
+  return Section{"Code loaded from the campaign",
+                 2,
+                 false,
+                 {text("Each library a point loaded (its `library`), resolved, with the SHA-256 of its bytes "
+                       "when the point ran: code, not data (docs/trust.md)."),
+                  b}};
+}
+
 Document report_document(const Report& rep) {
   Document d;
   d.title = "d500 report: " + rep.campaign;
@@ -602,28 +626,7 @@ Document report_document(const Report& rep) {
                                 "differences are not recorded). A governor other than performance, or one "
                                 "that is unreadable, may let clocks vary between repetitions."),
                            table(environment_table(rep))}});
-  {  // Code a campaign named (a custom operator's library): which file, which bytes, for how many points.
-    std::map<std::pair<std::string, std::string>, int> loaded;
-    for (const auto& r : rep.rows) {
-      auto path = r.facts.find("library.path"), sum = r.facts.find("library.sha256");
-      if (path != r.facts.end() && sum != r.facts.end()) ++loaded[{canonical(path->second), canonical(sum->second)}];
-    }
-    std::vector<std::string> items;
-    for (const auto& [lib, n] : loaded)
-      items.push_back(lib.first + ": SHA-256 " + lib.second + " (" + std::to_string(n) + " point" +
-                      (n == 1 ? "" : "s") + ")");
-    if (!items.empty()) {
-      Block b = list(items);
-      b.wrap = false;
-      d.sections.push_back(
-          {"Code loaded from the campaign",
-           2,
-           false,
-           {text("Each library a point loaded (its `library`), resolved, with the SHA-256 of its bytes "
-                 "when the point ran: code, not data (docs/trust.md)."),
-            b}});
-    }
-  }
+  if (auto code = code_loaded_section(rep)) d.sections.push_back(std::move(*code));
   d.sections.push_back({"Measurement quality", 2, false, {with_title(table(quality_table(rep)), rep, true)}});
   if (Table v = validation_table(rep); v.size() > 1)
     d.sections.push_back(
