@@ -2,8 +2,8 @@
 # Fails when a source file includes a header from a folder its layer may not use. The rules are
 # the table between the "layers" markers in src/ARCHITECTURE.md (folder | may include), so the
 # design note and this check cannot disagree. CUDA sources (.cu, .cuh) are read as C++ ones; a
-# bare include ("stats.hpp") must name a file beside the includer (analysis/ is on the include
-# path, so a bare "summary.hpp" in store/ would reach it unnamed). Tests and benchmarks
+# bare include ("stats.hpp") must name a file beside the includer (one the compiler finds through
+# an include path would reach its folder unnamed). Tests and benchmarks
 # (*_test.cpp, *_bench.cpp) are exempt: they may reach across layers to set things up.
 # Then workloads/ must name no backend: a string literal in its code (comments aside) that is a
 # backend's name (CMakeLists.txt's d500_backend calls) fails, unless tests/backend-names-allowed.txt
@@ -17,11 +17,12 @@ if [ "${1:-}" = --self-test ]; then
   here=$(cd "$(dirname "$0")/.." && pwd)
   scratch=$(mktemp -d)
   trap 'rm -rf "$scratch"' EXIT
-  mkdir -p "$scratch/src/store" "$scratch/src/backends/cuda" "$scratch/analysis" "$scratch/tests"
+  mkdir -p "$scratch/src/store" "$scratch/src/backends/cuda" "$scratch/src/analysis" "$scratch/tests"
   cp "$here/src/ARCHITECTURE.md" "$scratch/src/"
   cp "$0" "$scratch/tests/check_layers.sh"
-  touch "$scratch/analysis/summary.hpp"
+  touch "$scratch/src/analysis/summary.hpp"
   echo '#include "summary.hpp"' > "$scratch/src/store/reader.cpp"             # bare, not beside: analysis unnamed
+  echo '#include "analysis/summary.hpp"' > "$scratch/src/store/writer.cpp"    # upward, named
   echo '#include "workloads/registry.hpp"' > "$scratch/src/backends/cuda/k.cu"  # upward, in a CUDA source
   echo '#include "store/reader.hpp"' > "$scratch/src/backends/cuda/k_test.cpp"  # a test: exempt
   mkdir -p "$scratch/src/workloads/level0"
@@ -30,6 +31,7 @@ if [ "${1:-}" = --self-test ]; then
   printf 'src/workloads/level0/gone.cpp\tnothing\tstale\n' > "$scratch/tests/backend-names-allowed.txt"
   out=$(bash "$scratch/tests/check_layers.sh" 2>&1) && { echo "check_layers self-test: the planted holes passed"; exit 1; }
   for want in 'src/store/reader.cpp includes "summary.hpp", which is not beside it' \
+              'src/store/writer.cpp includes "analysis/summary.hpp": layer '"'"'store'"'" \
               'src/backends/cuda/k.cu includes "workloads/registry.hpp": layer '"'"'backends'"'" \
               'src/workloads/level0/op.cpp:3 names backend "cuda"' \
               'tests/backend-names-allowed.txt: src/workloads/level0/gone.cpp "nothing" matches no line'; do
@@ -54,14 +56,14 @@ bad=0 checked=0
 while IFS= read -r file; do
   rel=${file#"$root"/}
   case "$rel" in *_test.cpp|*_bench.cpp) continue ;; esac
-  if [[ "$rel" == analysis/* ]]; then folder=analysis; else folder=$(echo "$rel" | cut -d/ -f2); fi
+  folder=$(echo "$rel" | cut -d/ -f2)
   [ -n "${allowed[$folder]+x}" ] || { echo "$rel: folder '$folder' is not in the layer table of src/ARCHITECTURE.md"; bad=1; continue; }
   while IFS= read -r inc; do
     target=${inc%%/*}
     checked=$((checked + 1))
     if [ "$target" = "$inc" ]; then
       # "stats.hpp" must be beside the file: any other one the compiler finds through an include
-      # path (analysis/ is on it), which would let a layer reach a folder without naming it.
+      # path would let a layer reach a folder without naming it.
       if [ ! -f "$(dirname "$file")/$inc" ]; then
         echo "$rel includes \"$inc\", which is not beside it: name its folder (\"<folder>/$inc\") so the layer rules see it"
         bad=1
@@ -74,7 +76,7 @@ while IFS= read -r file; do
       bad=1
     fi
   done < <(grep -oE '^#include "[^"]+"' "$file" | sed -E 's/#include "(.*)"/\1/')
-done < <(find "$root/src" "$root/analysis" -name '*.cpp' -o -name '*.hpp' -o -name '*.cu' -o -name '*.cuh' -o -name '*.in' | sort)
+done < <(find "$root/src" -name '*.cpp' -o -name '*.hpp' -o -name '*.cu' -o -name '*.cuh' -o -name '*.in' | sort)
 
 # workloads/ names no backend (but what tests/backend-names-allowed.txt lists, with why).
 mapfile -t backends < <(grep -oE '^d500_backend\([a-z0-9-]+' "$root/CMakeLists.txt" | sed 's/d500_backend(//')

@@ -5,8 +5,8 @@
 #include <cmath>
 #include <random>
 
+#include "analysis/stats.hpp"
 #include "metrics/stopping.hpp"
-#include "stats.hpp"
 
 namespace d500 {
 namespace {

@@ -9,8 +9,8 @@
 #include <cstdlib>
 #include <vector>
 
+#include "analysis/stats.hpp"
 #include "backends/registry.hpp"
-#include "stats.hpp"
 #include "workloads/harness.hpp"
 #include "workloads/level0/operator.hpp"
 #include "workloads/registry.hpp"

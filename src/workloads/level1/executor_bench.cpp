@@ -20,13 +20,13 @@
 #include <string>
 #include <vector>
 
+#include "analysis/stats.hpp"
+#include "analysis/summary.hpp"
 #include "backends/registry.hpp"
 #include "networks/executor.hpp"
 #include "networks/prepare.hpp"
 #include "networks/validate.hpp"
-#include "stats.hpp"
 #include "store/reader.hpp"
-#include "summary.hpp"
 #include "workloads/harness.hpp"
 #include "workloads/level1/network.hpp"
 #include "workloads/registry.hpp"

@@ -2,9 +2,9 @@
 // figures inline (SVG, hover text in <title>), tables sortable by a click on a header.
 #include <sstream>
 
+#include "analysis/document.hpp"
+#include "analysis/reporters.hpp"
 #include "common/text.hpp"
-#include "document.hpp"
-#include "reporters.hpp"
 
 namespace d500 {
 

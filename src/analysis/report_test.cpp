@@ -6,9 +6,9 @@
 #include <random>
 #include <regex>
 
-#include "document.hpp"
-#include "format.hpp"
-#include "summary.hpp"
+#include "analysis/document.hpp"
+#include "analysis/format.hpp"
+#include "analysis/summary.hpp"
 
 namespace {
 

@@ -4,10 +4,10 @@
 #include <sstream>
 #include <type_traits>
 
+#include "analysis/document.hpp"
+#include "analysis/format.hpp"
+#include "analysis/reporters.hpp"
 #include "common/text.hpp"
-#include "document.hpp"
-#include "format.hpp"
-#include "reporters.hpp"
 
 namespace d500 {
 

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "format.hpp"
-#include "summary.hpp"
+#include "analysis/format.hpp"
+#include "analysis/summary.hpp"
 
 namespace d500 {
 

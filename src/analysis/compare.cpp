@@ -1,4 +1,4 @@
-#include "compare.hpp"
+#include "analysis/compare.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -6,10 +6,10 @@
 #include <set>
 #include <sstream>
 
+#include "analysis/format.hpp"
+#include "analysis/summary.hpp"
 #include "common/error.hpp"
 #include "common/text.hpp"
-#include "format.hpp"
-#include "summary.hpp"
 
 namespace d500 {
 

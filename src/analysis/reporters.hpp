@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "summary.hpp"
+#include "analysis/summary.hpp"
 
 namespace d500 {
 

@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
+#include "analysis/names.hpp"
+#include "analysis/stats.hpp"
+#include "analysis/tta.hpp"
 #include "common/value.hpp"
 #include "metrics/outcome.hpp"
-#include "names.hpp"
-#include "stats.hpp"
-#include "tta.hpp"
 
 namespace d500 {
 

@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <sstream>
 
+#include "analysis/document.hpp"
+#include "analysis/reporters.hpp"
 #include "common/text.hpp"
-#include "document.hpp"
-#include "reporters.hpp"
 
 namespace d500 {
 

@@ -1,14 +1,14 @@
 // The report's sections, built once from the summary: every reporter renders this list.
-#include "document.hpp"
+#include "analysis/document.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <map>
 #include <optional>
 
+#include "analysis/reporters.hpp"
+#include "analysis/svg.hpp"
 #include "common/text.hpp"
-#include "reporters.hpp"
-#include "svg.hpp"
 
 namespace d500 {
 

@@ -1,4 +1,4 @@
-#include "stats.hpp"
+#include "analysis/stats.hpp"
 
 #include <algorithm>
 #include <boost/math/distributions/binomial.hpp>

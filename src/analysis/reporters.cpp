@@ -1,12 +1,12 @@
-#include "reporters.hpp"
+#include "analysis/reporters.hpp"
 
 #include <cmath>
 
 #include <filesystem>
 
+#include "analysis/document.hpp"
 #include "common/error.hpp"
 #include "common/text.hpp"
-#include "document.hpp"
 #include "store/index.hpp"
 
 namespace d500 {

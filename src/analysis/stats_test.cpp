@@ -1,6 +1,6 @@
-#include "stats.hpp"
-#include "format.hpp"
-#include "summary.hpp"
+#include "analysis/stats.hpp"
+#include "analysis/format.hpp"
+#include "analysis/summary.hpp"
 
 #include <gtest/gtest.h>
 
@@ -398,7 +398,7 @@ TEST(RepetitionAdvice, IsAboutRightForLognormalDataAndIsCapped) {
   EXPECT_EQ(c.needed, 1000);
 }
 
-#include "tta.hpp"
+#include "analysis/tta.hpp"
 
 namespace {
 std::vector<d500::Event> curve(std::vector<std::pair<double, double>> pts, int rank = 0) {

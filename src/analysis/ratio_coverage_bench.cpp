@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "stats.hpp"
+#include "analysis/stats.hpp"
 
 using namespace d500;
 

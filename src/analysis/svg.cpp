@@ -1,4 +1,4 @@
-#include "svg.hpp"
+#include "analysis/svg.hpp"
 
 #include <algorithm>
 #include <cmath>

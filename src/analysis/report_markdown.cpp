@@ -2,9 +2,9 @@
 // are the SVG files write_reports puts in figures/ beside it.
 #include <sstream>
 
+#include "analysis/document.hpp"
+#include "analysis/reporters.hpp"
 #include "common/text.hpp"
-#include "document.hpp"
-#include "reporters.hpp"
 
 namespace d500 {
 

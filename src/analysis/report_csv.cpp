@@ -3,9 +3,9 @@
 #include <set>
 #include <sstream>
 
+#include "analysis/format.hpp"
+#include "analysis/reporters.hpp"
 #include "common/text.hpp"
-#include "format.hpp"
-#include "reporters.hpp"
 
 namespace d500 {
 

@@ -1,9 +1,9 @@
-#include "names.hpp"
+#include "analysis/names.hpp"
 
 #include <algorithm>
 
+#include "analysis/summary.hpp"
 #include "common/text.hpp"
-#include "summary.hpp"
 
 namespace d500 {
 

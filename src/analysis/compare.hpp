@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "stats.hpp"
+#include "analysis/stats.hpp"
 
 namespace d500 {
 

@@ -7,10 +7,10 @@
 #include <optional>
 #include <random>
 
+#include "analysis/summary.hpp"
 #include "common/parallel.hpp"
 #include "common/text.hpp"
 #include "metrics/stopping.hpp"
-#include "summary.hpp"
 
 namespace d500 {
 

@@ -1,4 +1,4 @@
-#include "tta.hpp"
+#include "analysis/tta.hpp"
 
 #include "common/text.hpp"
 

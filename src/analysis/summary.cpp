@@ -1,7 +1,7 @@
 // The summary: every results file of a run directory read (through rundir/, which picks the
 // best record of each point), each point summarised with its intervals, and the comparisons,
 // scaling series and time-to-accuracy configurations derived (sections.cpp).
-#include "summary.hpp"
+#include "analysis/summary.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "analysis/stats.hpp"
 #include "metrics/metrics.hpp"
-#include "stats.hpp"
 
 namespace d500 {
 

@@ -1,4 +1,4 @@
-#include "mllog.hpp"
+#include "analysis/mllog.hpp"
 
 #include <cmath>
 #include <ctime>
@@ -6,9 +6,9 @@
 #include <iomanip>
 #include <sstream>
 
+#include "analysis/format.hpp"
 #include "common/error.hpp"
 #include "common/text.hpp"
-#include "format.hpp"
 #include "rundir/state.hpp"
 
 namespace fs = std::filesystem;

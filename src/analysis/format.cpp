@@ -1,12 +1,12 @@
-#include "format.hpp"
+#include "analysis/format.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
 
+#include "analysis/svg.hpp"
 #include "common/text.hpp"
-#include "svg.hpp"
 
 namespace d500 {
 
