@@ -27,7 +27,7 @@ fi
 if git rev-parse --git-dir >/dev/null 2>&1; then
   mapfile -t files < <(git ls-files '*.cpp' '*.hpp' '*.cu' '*.cuh' '*.c' '*.h')
 else  # a source tree without git: every such file under the project's folders
-  mapfile -t files < <(find src include tests -name '*.cpp' -o -name '*.hpp' -o -name '*.cu' -o -name '*.cuh' -o -name '*.c' -o -name '*.h' | sort)
+  mapfile -t files < <(find src include tests bench -name '*.cpp' -o -name '*.hpp' -o -name '*.cu' -o -name '*.cuh' -o -name '*.c' -o -name '*.h' | sort)
 fi
 if [ "${1:-}" = "--fix" ]; then
   "$fmt" -i "${files[@]}"

@@ -3,8 +3,8 @@
 # the table between the "layers" markers in src/ARCHITECTURE.md (folder | may include), so the
 # design note and this check cannot disagree. CUDA sources (.cu, .cuh) are read as C++ ones; a
 # bare include ("stats.hpp") must name a file beside the includer (one the compiler finds through
-# an include path would reach its folder unnamed). Tests and benchmarks
-# (*_test.cpp, *_bench.cpp) are exempt: they may reach across layers to set things up.
+# an include path would reach its folder unnamed). Tests (*_test.cpp) are exempt: they may reach
+# across layers to set things up; benchmark programs live in bench/, outside src/ and its layers.
 # Then workloads/ must name no backend: a string literal in its code (comments aside) that is a
 # backend's name (CMakeLists.txt's d500_backend calls) fails, unless tests/backend-names-allowed.txt
 # lists the file and a text of the line (or of the three above it), with why (an entry that matches nothing fails too: the
@@ -25,6 +25,7 @@ if [ "${1:-}" = --self-test ]; then
   echo '#include "analysis/summary.hpp"' > "$scratch/src/store/writer.cpp"    # upward, named
   echo '#include "workloads/registry.hpp"' > "$scratch/src/backends/cuda/k.cu"  # upward, in a CUDA source
   echo '#include "store/reader.hpp"' > "$scratch/src/backends/cuda/k_test.cpp"  # a test: exempt
+  echo '#include "workloads/registry.hpp"' > "$scratch/src/store/s_bench.cpp"  # a benchmark inside src/: not exempt
   mkdir -p "$scratch/src/workloads/level0"
   printf 'd500_backend(reference BUILT ON)\nd500_backend(cuda BUILT ${X})\n' > "$scratch/CMakeLists.txt"
   printf 'int f(const std::string& b) {\n  // on "cuda" a comment may say so\n  return b == "cuda";\n}\n' > "$scratch/src/workloads/level0/op.cpp"
@@ -33,6 +34,7 @@ if [ "${1:-}" = --self-test ]; then
   for want in 'src/store/reader.cpp includes "summary.hpp", which is not beside it' \
               'src/store/writer.cpp includes "analysis/summary.hpp": layer '"'"'store'"'" \
               'src/backends/cuda/k.cu includes "workloads/registry.hpp": layer '"'"'backends'"'" \
+              'src/store/s_bench.cpp includes "workloads/registry.hpp": layer '"'"'store'"'" \
               'src/workloads/level0/op.cpp:3 names backend "cuda"' \
               'tests/backend-names-allowed.txt: src/workloads/level0/gone.cpp "nothing" matches no line'; do
     grep -qF "$want" <<< "$out" || { echo "check_layers self-test: not refused: $want"; echo "$out"; exit 1; }
@@ -55,7 +57,7 @@ done < <(sed -n '/<!-- layers: begin -->/,/<!-- layers: end -->/p' "$doc" | grep
 bad=0 checked=0
 while IFS= read -r file; do
   rel=${file#"$root"/}
-  case "$rel" in *_test.cpp|*_bench.cpp) continue ;; esac
+  case "$rel" in *_test.cpp) continue ;; esac
   folder=$(echo "$rel" | cut -d/ -f2)
   [ -n "${allowed[$folder]+x}" ] || { echo "$rel: folder '$folder' is not in the layer table of src/ARCHITECTURE.md"; bad=1; continue; }
   while IFS= read -r inc; do
