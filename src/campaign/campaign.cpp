@@ -270,12 +270,8 @@ PackingSettings parse_packing(const toml::table& t, const std::string& path, con
                     "(relative paths are relative to the campaign file)");
       std::filesystem::path d(str->get());
       if (d.is_relative()) d = base / d;
-      d = d.lexically_normal();
-      if (!std::filesystem::is_directory(d / "results"))
-        throw Error(loc(path, e.source()),
-                    "key 'times_from' in [packing]: " + d.string() +
-                        " is not a run directory (it has no results/); name one that d500 run measured");
-      s.times_from.push_back(d.string());
+      s.times_from.push_back(d.lexically_normal().string());
+      s.times_from_at.push_back(loc(path, e.source()));
     }
   }
   return s;

@@ -68,6 +68,7 @@ struct PackingSettings {
   double job_time_s = 0;  // a job's limit for local plans (Slurm plans use [slurm] time_limit)
   Location job_time_where;
   std::vector<std::string> times_from;  // earlier run directories (absolute), measured times by point id
+  std::vector<Location> times_from_at;  // where each is named (the planner checks it is a run directory)
   Location times_from_where;
   double gflops = 1, gbps = 1;  // the model's rates where no earlier run calibrates a backend
   double point_overhead_s = 2;  // per point: process-side setup, validation, writing

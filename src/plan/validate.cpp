@@ -1,11 +1,13 @@
 // Planning's first stage (src/plan/stages.hpp): what the campaign says must mean something
 // before anything is expanded.
+#include <filesystem>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "common/text.hpp"
 #include "plan/stages.hpp"
+#include "rundir/layout.hpp"
 
 namespace d500::planning {
 
@@ -72,6 +74,19 @@ void check_excludes(const Campaign& c, const KeysByName& by_name) {
 
 }  // namespace
 
+namespace {
+// [packing] times_from names run directories that d500 run measured: each has results/.
+void check_times_from(const PackingSettings& p) {
+  for (std::size_t i = 0; i < p.times_from.size(); ++i) {
+    const RunLayout run(p.times_from[i]);
+    if (!std::filesystem::is_directory(run.results_dir()))
+      throw Error(i < p.times_from_at.size() ? p.times_from_at[i] : p.times_from_where,
+                  "key 'times_from' in [packing]: " + run.root().string() + " is not a run directory (it has no " +
+                      run.results_dir().filename().string() + "/); name one that d500 run measured");
+  }
+}
+}  // namespace
+
 KeysByName validate_campaign(const Plan& plan, const WorkloadRegistry& reg) {
   const Campaign& c = plan.campaign;
   check_template(plan);
@@ -80,6 +95,7 @@ KeysByName validate_campaign(const Plan& plan, const WorkloadRegistry& reg) {
   for (const auto* list : {&c.fixed, &c.axes})
     for (const auto& a : *list) by_name[a.name] = &a;
   check_excludes(c, by_name);
+  check_times_from(c.packing);
   return by_name;
 }
 
