@@ -3,6 +3,7 @@
 // frameworks built on oneDNN do) and reorder inputs into them before timing and outputs back to
 // NCHW after; pooling, batch normalisation, ReLU and softmax run on the plain NCHW buffers.
 #include <omp.h>
+#include <map>
 
 #include <oneapi/dnnl/dnnl.hpp>
 #include <unordered_map>
@@ -219,28 +220,29 @@ void make_softmax(DnnlKernel& k, OpProblem& p) {
   }
 }
 
+// The one table of the operators oneDNN's primitives run here: what the backend supports and
+// what makes each kernel.
+using MakeOp = void (*)(DnnlKernel&, OpProblem&);
+const std::map<std::string, MakeOp>& op_table() {
+  static const std::map<std::string, MakeOp> t = {{"conv2d", make_conv},
+                                                  {"pool2d", make_pool},
+                                                  {"batchnorm", make_bn},
+                                                  {"relu", make_relu},
+                                                  {"softmax", make_softmax}};
+  return t;
+}
+
 }  // namespace
 
-bool onednn_supports(const std::string& op) {
-  return op == "conv2d" || op == "pool2d" || op == "batchnorm" || op == "relu" || op == "softmax";
-}
+bool onednn_supports(const std::string& op) { return op_table().count(op) > 0; }
 
 std::unique_ptr<OpKernel> make_onednn_kernel(OpProblem& p, int threads) {
   omp_set_num_threads(threads);
   auto k = std::make_unique<DnnlKernel>();
+  const auto make = op_table().find(p.op);
+  if (make == op_table().end()) throw Error("the onednn backend has no " + p.op);
   try {
-    if (p.op == "conv2d")
-      make_conv(*k, p);
-    else if (p.op == "pool2d")
-      make_pool(*k, p);
-    else if (p.op == "batchnorm")
-      make_bn(*k, p);
-    else if (p.op == "relu")
-      make_relu(*k, p);
-    else if (p.op == "softmax")
-      make_softmax(*k, p);
-    else
-      throw Error("the onednn backend has no " + p.op);
+    make->second(*k, p);
   } catch (const dnnl::error& e) {
     throw Error("oneDNN " + p.op + " " + p.pass + ": " + e.what());
   }
