@@ -223,6 +223,94 @@ void read_back_plan_file(const std::string& path, const toml::table& meant) {
     throw Error(path + ": the plan file just written does not read back as written; nothing was written");
 }
 
+// plan.toml, written by the TOML library's serializer and read back before the plan moves into
+// place: no path or name can change what the file says.
+void write_plan_file(const Plan& plan, const RunLayout& at) {
+  toml::table pt{{"campaign", plan.campaign.name},
+                 {"campaign_hash", plan.campaign.hash},
+                 {"campaign_path", plan.campaign.path},
+                 {"campaign_dir", fs::absolute(plan.campaign.path).parent_path().lexically_normal().string()},
+                 {"template", plan.tmpl.name},
+                 {"template_path", plan.tmpl.path},
+                 {"launcher", plan.tmpl.launcher},
+                 {"d500_version", std::string(kVersion)},
+                 {"d500_commit", std::string(kGitCommit)},
+                 {"created_utc", utc_now_iso8601()},
+                 {"points", static_cast<std::int64_t>(plan.points.size())},
+                 {"jobs", static_cast<std::int64_t>(plan.jobs.size())},
+                 {"node_hours", total_node_hours(plan)}};
+  if (plan.job_capacity_s > 0) {
+    pt.insert("packing", "time");
+    pt.insert("job_limit_s", plan.job_limit_s);
+    pt.insert("job_capacity_s", plan.job_capacity_s);
+  }
+  std::ostringstream pt_text;
+  pt_text << "# Written by d500 plan; do not edit.\n" << toml::table{{"plan", pt}} << "\n";
+  write_file_atomic(at.plan_file().string(), pt_text.str());
+  read_back_plan_file(at.plan_file().string(), pt);
+}
+
+// points.csv, each job's rows consecutive (its spec names their byte range), streamed: 10^6
+// points are ~100 MB of text, never held whole. Returns each job's first byte.
+std::vector<std::uint64_t> write_points_csv(const Plan& plan, const RunLayout& at) {
+  std::vector<std::uint64_t> job_offset(plan.jobs.size());
+  std::ofstream csv(at.points_csv(), std::ios::binary | std::ios::trunc);
+  std::string line = std::string(kPointsCsvHeader) + "\n";
+  csv.write(line.data(), static_cast<std::streamsize>(line.size()));
+  std::uint64_t offset = line.size();
+  for (std::size_t k = 0; k < plan.jobs.size(); ++k) {
+    const Job& j = plan.jobs[k];
+    job_offset[k] = offset;
+    for (auto i : j.points) {
+      const Point& p = plan.points[i];
+      line = p.id + "," + j.id + "," + std::to_string(p.level) + "," +
+             (p.estimate_s >= 0 ? fmt_sig(p.estimate_s, 4) : "") + "," + csv_field(p.canonical) + "\n";
+      csv.write(line.data(), static_cast<std::streamsize>(line.size()));
+      offset += line.size();
+    }
+  }
+  csv.close();
+  if (!csv) throw Error(at.points_csv().string() + ": write failed (disk full?); nothing was written");
+  return job_offset;
+}
+
+// What the job script's template fills in for job `j` (paths: the plan's final ones).
+std::map<std::string, std::string> job_template_vars(const Plan& plan, const Job& j, const RunLayout& final_dir,
+                                                     const std::string& run_dir, const std::string& worker) {
+  const SlurmSettings& sl = plan.campaign.slurm;
+  const int signal_s = signal_before_limit_s(
+      plan.campaign,
+      std::any_of(j.points.begin(), j.points.end(), [&](std::size_t i) { return plan.points[i].level >= 2; }));
+  return {
+      {"job_id", j.id},
+      {"job_name", plan.campaign.name + "." + j.id},
+      {"cpus_per_task", std::to_string(sl.cpus_per_task)},
+      {"time_limit", sl.time_limit_min > 0 ? slurm_time(sl.time_limit_min) : ""},
+      {"partition", sl.partition},
+      {"account", sl.account},
+      {"qos", sl.qos},
+      {"constraint", sl.constraint},
+      {"gres", sl.gres},
+      {"reservation", sl.reservation},
+      {"modules", join(sl.modules, " ")},
+      {"module_init", sl.module_init},
+      {"signal", signal_s > 0 ? "TERM@" + std::to_string(signal_s) : ""},
+      {"mpi", sl.mpi},
+      {"log", (final_dir.logs_dir() / (j.id + ".slurm-%j.out")).string()},
+      {"spec_list", final_dir.job_list(j.id).string()},
+      {"campaign", plan.campaign.name},
+      {"points", std::to_string(j.points.size())},
+      {"nodes", std::to_string(j.nodes)},
+      {"ranks", std::to_string(j.ranks())},
+      {"ranks_per_node", std::to_string(j.ranks_per_node)},
+      {"run_dir", run_dir},
+      {"worker", worker},
+      {"spec", final_dir.job_spec(j.id).string()},
+      {"output", final_dir.results_file(j.id).string()},
+      {"slurm_attempt", templates_dir() + "/slurm-attempt.bash"},
+  };
+}
+
 }  // namespace
 
 void write_plan(const Plan& plan, const std::string& dir, const std::string& worker) {
@@ -256,53 +344,9 @@ void write_plan(const Plan& plan, const std::string& dir, const std::string& wor
     fs::create_directories(at.logs_dir());
     write_file_atomic(at.campaign_file().string(), plan.campaign.text);
 
-    // Written by the TOML library's serializer and read back before the plan moves into place:
-    // no path or name can change what the file says.
-    toml::table pt{{"campaign", plan.campaign.name},
-                   {"campaign_hash", plan.campaign.hash},
-                   {"campaign_path", plan.campaign.path},
-                   {"campaign_dir", fs::absolute(plan.campaign.path).parent_path().lexically_normal().string()},
-                   {"template", plan.tmpl.name},
-                   {"template_path", plan.tmpl.path},
-                   {"launcher", plan.tmpl.launcher},
-                   {"d500_version", std::string(kVersion)},
-                   {"d500_commit", std::string(kGitCommit)},
-                   {"created_utc", utc_now_iso8601()},
-                   {"points", static_cast<std::int64_t>(plan.points.size())},
-                   {"jobs", static_cast<std::int64_t>(plan.jobs.size())},
-                   {"node_hours", total_node_hours(plan)}};
-    if (plan.job_capacity_s > 0) {
-      pt.insert("packing", "time");
-      pt.insert("job_limit_s", plan.job_limit_s);
-      pt.insert("job_capacity_s", plan.job_capacity_s);
-    }
-    std::ostringstream pt_text;
-    pt_text << "# Written by d500 plan; do not edit.\n" << toml::table{{"plan", pt}} << "\n";
-    write_file_atomic(at.plan_file().string(), pt_text.str());
-    read_back_plan_file(at.plan_file().string(), pt);
+    write_plan_file(plan, at);
 
-    // The points' list first, each job's rows consecutive (its spec names their byte range),
-    // streamed: 10^6 points are ~100 MB of text, never held whole.
-    std::vector<std::uint64_t> job_offset(plan.jobs.size());
-    {
-      std::ofstream csv(at.points_csv(), std::ios::binary | std::ios::trunc);
-      std::string line = std::string(kPointsCsvHeader) + "\n";
-      csv.write(line.data(), static_cast<std::streamsize>(line.size()));
-      std::uint64_t offset = line.size();
-      for (std::size_t k = 0; k < plan.jobs.size(); ++k) {
-        const Job& j = plan.jobs[k];
-        job_offset[k] = offset;
-        for (auto i : j.points) {
-          const Point& p = plan.points[i];
-          line = p.id + "," + j.id + "," + std::to_string(p.level) + "," +
-                 (p.estimate_s >= 0 ? fmt_sig(p.estimate_s, 4) : "") + "," + csv_field(p.canonical) + "\n";
-          csv.write(line.data(), static_cast<std::streamsize>(line.size()));
-          offset += line.size();
-        }
-      }
-      csv.close();
-      if (!csv) throw Error(at.points_csv().string() + ": write failed (disk full?); nothing was written");
-    }
+    const std::vector<std::uint64_t> job_offset = write_points_csv(plan, at);
     // Each job's files (item: its index), written on the CPUs this process may use; a failure is
     // rethrown in that order once every thread has stopped.
     auto write_item = [&](std::size_t item) {
@@ -314,38 +358,7 @@ void write_plan(const Plan& plan, const std::string& dir, const std::string& wor
       // before it is renamed into place.
       write_file_atomic(at.job_spec(j.id).string(), job_spec_text(plan, j, job_offset[item]), false);
       write_file_atomic(at.job_list(j.id).string(), final_dir.job_spec(j.id).string() + "\n", false);
-      const SlurmSettings& sl = plan.campaign.slurm;
-      const int signal_s = signal_before_limit_s(
-          plan.campaign,
-          std::any_of(j.points.begin(), j.points.end(), [&](std::size_t i) { return plan.points[i].level >= 2; }));
-      std::map<std::string, std::string> vars = {
-          {"job_id", j.id},
-          {"job_name", plan.campaign.name + "." + j.id},
-          {"cpus_per_task", std::to_string(sl.cpus_per_task)},
-          {"time_limit", sl.time_limit_min > 0 ? slurm_time(sl.time_limit_min) : ""},
-          {"partition", sl.partition},
-          {"account", sl.account},
-          {"qos", sl.qos},
-          {"constraint", sl.constraint},
-          {"gres", sl.gres},
-          {"reservation", sl.reservation},
-          {"modules", join(sl.modules, " ")},
-          {"module_init", sl.module_init},
-          {"signal", signal_s > 0 ? "TERM@" + std::to_string(signal_s) : ""},
-          {"mpi", sl.mpi},
-          {"log", (final_dir.logs_dir() / (j.id + ".slurm-%j.out")).string()},
-          {"spec_list", final_dir.job_list(j.id).string()},
-          {"campaign", plan.campaign.name},
-          {"points", std::to_string(j.points.size())},
-          {"nodes", std::to_string(j.nodes)},
-          {"ranks", std::to_string(j.ranks())},
-          {"ranks_per_node", std::to_string(j.ranks_per_node)},
-          {"run_dir", target.string()},
-          {"worker", worker},
-          {"spec", final_dir.job_spec(j.id).string()},
-          {"output", final_dir.results_file(j.id).string()},
-          {"slurm_attempt", templates_dir() + "/slurm-attempt.bash"},
-      };
+      const auto vars = job_template_vars(plan, j, final_dir, target.string(), worker);
       std::string script = render_template(plan.tmpl.text, plan.tmpl.path, vars);
       fs::path sp = at.job_script(j.id);
       write_file_atomic(sp.string(), script, false);
