@@ -133,7 +133,8 @@ void add_step_costs(PointRow& r, const PointResult& p, int first_rep, int end_re
 
 namespace {
 
-PointRow summarize_point(const PointResult& p, const JobResult& j, double confidence) {
+// What a point is, as its file says: its names, parameters, outcome and validation, and its job's.
+PointRow point_identity(const PointResult& p, const JobResult& j) {
   PointRow r;
   r.id = p.id;
   r.job_id = j.job_id;
@@ -162,6 +163,53 @@ PointRow summarize_point(const PointResult& p, const JobResult& j, double confid
   r.rate_unit = p.rate_unit;
   std::set<std::string> hosts(j.hosts.begin(), j.hosts.end());
   r.hosts = join(std::vector<std::string>(hosts.begin(), hosts.end()), " ");
+  return r;
+}
+
+// A training point's time to its target accuracy (and to the report's other targets), its curve.
+void add_time_to_accuracy(PointRow& r, const PointResult& p) {
+  r.tta_target = p.tta_target;
+  r.tta_budget_s = p.tta_budget_s;
+  r.eval_interval_steps = p.eval_interval_steps;
+  for (const auto& e : p.events)
+    if (e.rank == 0) r.curve.push_back({static_cast<double>(e.time_ns) * 1e-9, e.accuracy});
+  if (p.tta_target > 0) {
+    r.tta_s = time_to_target_all_ranks(p.events, p.tta_target, p.tta_budget_s);
+    const RankEvaluations ev = check_rank_evaluations(p.events);
+    r.tta_trained_s = ev.trained_s;
+    r.eval_disagreement = ev.disagreement;
+  }
+  if (auto it = p.params.find("report_targets");
+      p.tta_target > 0 && it != p.params.end() && std::holds_alternative<std::string>(it->second))
+    if (const auto more = parse_number_list(std::get<std::string>(it->second)))
+      for (double t : *more) r.tta_more.push_back({t, time_to_target_all_ranks(p.events, t, p.tta_budget_s)});
+}
+
+// The point's work per repetition and its rate at the median time (and at the CI's ends); a
+// collective's bus factor (nccl-tests' busbw).
+void add_rates(PointRow& r, const PointResult& p) {
+  r.work = static_cast<double>(p.rate_unit == "GFLOP/s"     ? p.work_flops
+                               : p.rate_unit == "samples/s" ? p.work_items
+                                                            : p.work_bytes);
+  const double unit = p.rate_unit == "samples/s" ? 1 : 1e9;
+  const double n = r.ranks;
+  if (r.ranks > 0 && r.level == 0) {
+    if (r.workload == "allreduce") r.bus_factor = 2 * (n - 1) / n;
+    if (r.workload == "allgather" || r.workload == "reduce_scatter") r.bus_factor = (n - 1) / n;
+    if (r.workload == "broadcast") r.bus_factor = 1;
+  }
+  if (r.time.n > 0 && r.time.median > 0) {
+    r.rate = r.work / r.time.median / unit;
+    if (r.scaling == "weak" || r.ranks == 1) r.rate_aggregate = r.rate * r.ranks;
+    if (r.time.has_ci) {
+      r.rate_lo = r.work / r.time.hi / unit;
+      r.rate_hi = r.work / r.time.lo / unit;
+    }
+  }
+}
+
+PointRow summarize_point(const PointResult& p, const JobResult& j, double confidence) {
+  PointRow r = point_identity(p, j);
 
   // Per repetition: the slowest rank's duration, if every rank recorded it.
   // Sized by the samples there are, never by the counts a file states (the reader checked them
@@ -256,39 +304,8 @@ PointRow summarize_point(const PointResult& p, const JobResult& j, double confid
     r.ranks_test = stats::paired_ranks_test(blocks);
   }
   for (const auto& v : per_rank) r.rank_medians.push_back(stats::median(v));
-  r.tta_target = p.tta_target;
-  r.tta_budget_s = p.tta_budget_s;
-  r.eval_interval_steps = p.eval_interval_steps;
-  for (const auto& e : p.events)
-    if (e.rank == 0) r.curve.push_back({static_cast<double>(e.time_ns) * 1e-9, e.accuracy});
-  if (p.tta_target > 0) {
-    r.tta_s = time_to_target_all_ranks(p.events, p.tta_target, p.tta_budget_s);
-    const RankEvaluations ev = check_rank_evaluations(p.events);
-    r.tta_trained_s = ev.trained_s;
-    r.eval_disagreement = ev.disagreement;
-  }
-  if (auto it = p.params.find("report_targets");
-      p.tta_target > 0 && it != p.params.end() && std::holds_alternative<std::string>(it->second))
-    if (const auto more = parse_number_list(std::get<std::string>(it->second)))
-      for (double t : *more) r.tta_more.push_back({t, time_to_target_all_ranks(p.events, t, p.tta_budget_s)});
-  r.work = static_cast<double>(p.rate_unit == "GFLOP/s"     ? p.work_flops
-                               : p.rate_unit == "samples/s" ? p.work_items
-                                                            : p.work_bytes);
-  const double unit = p.rate_unit == "samples/s" ? 1 : 1e9;
-  const double n = r.ranks;
-  if (r.ranks > 0 && r.level == 0) {
-    if (r.workload == "allreduce") r.bus_factor = 2 * (n - 1) / n;
-    if (r.workload == "allgather" || r.workload == "reduce_scatter") r.bus_factor = (n - 1) / n;
-    if (r.workload == "broadcast") r.bus_factor = 1;
-  }
-  if (r.time.n > 0 && r.time.median > 0) {
-    r.rate = r.work / r.time.median / unit;
-    if (r.scaling == "weak" || r.ranks == 1) r.rate_aggregate = r.rate * r.ranks;
-    if (r.time.has_ci) {
-      r.rate_lo = r.work / r.time.hi / unit;
-      r.rate_hi = r.work / r.time.lo / unit;
-    }
-  }
+  add_time_to_accuracy(r, p);
+  add_rates(r, p);
   return r;
 }
 
