@@ -50,277 +50,301 @@ at::ScalarType scalar_type(DType t) {
 // One node as ATen calls: inputs (undefined where absent) to outputs. `train`: the pass.
 using Op = std::function<Tensors(const Node&, const Tensors&, const Graph&, bool train)>;
 
+// The shape of node n's output j, as the graph knows it statically.
+Shape out_shape(const Graph& g, const Node& n, std::size_t j = 0) { return g.info(n.out[j]).shape; }
+
+// Elementwise: the unary operators, arithmetic, comparisons, Where, Cast.
+void add_elementwise_ops(std::map<std::string, Op>& t) {
+  auto unary = [&](const char* name, at::Tensor (*f)(const at::Tensor&)) {
+    t[name] = [f](const Node&, const Tensors& in, const Graph&, bool) { return Tensors{f(in[0])}; };
+  };
+  unary("Relu", at::relu);
+  unary("Sigmoid", at::sigmoid);
+  unary("Tanh", at::tanh);
+  unary("HardSwish", at::hardswish);
+  unary("Sqrt", at::sqrt);
+  unary("Erf", at::erf);
+  unary("Exp", at::exp);
+  unary("Log", at::log);
+  unary("Neg", at::neg);
+  unary("Abs", at::abs);
+  unary("Reciprocal", at::reciprocal);
+  unary("Not", at::logical_not);
+  t["LeakyRelu"] = [](const Node& n, const Tensors& in, const Graph&, bool) {
+    return Tensors{at::leaky_relu(in[0], n.attr_f("alpha", 0.01))};
+  };
+  t["HardSigmoid"] = [](const Node& n, const Tensors& in, const Graph&, bool) {
+    return Tensors{at::clamp(in[0] * n.attr_f("alpha", 0.2) + n.attr_f("beta", 0.5), 0.0, 1.0)};
+  };
+  t["Clip"] = [](const Node& n, const Tensors& in, const Graph& g, bool) {
+    c10::optional<at::Scalar> lo, hi;
+    if (g.opset < 11) {
+      if (n.has("min")) lo = n.attr_f("min", 0);
+      if (n.has("max")) hi = n.attr_f("max", 0);
+    } else {
+      if (in.size() > 1 && in[1].defined()) lo = in[1].item<float>();
+      if (in.size() > 2 && in[2].defined()) hi = in[2].item<float>();
+    }
+    if (!lo && !hi) return Tensors{in[0]};
+    return Tensors{at::clamp(in[0], lo, hi)};
+  };
+  t["Add"] = [](const Node&, const Tensors& in, const Graph&, bool) { return Tensors{at::add(in[0], in[1])}; };
+  t["Sub"] = [](const Node&, const Tensors& in, const Graph&, bool) { return Tensors{at::sub(in[0], in[1])}; };
+  t["Mul"] = [](const Node&, const Tensors& in, const Graph&, bool) { return Tensors{at::mul(in[0], in[1])}; };
+  t["Div"] = [](const Node&, const Tensors& in, const Graph&, bool) {
+    if (!at::isFloatingType(in[0].scalar_type())) return Tensors{at::div(in[0], in[1], "trunc")};
+    return Tensors{at::div(in[0], in[1])};
+  };
+  t["Pow"] = [](const Node&, const Tensors& in, const Graph&, bool) {
+    return Tensors{at::pow(in[0], in[1].to(in[0].scalar_type()))};
+  };
+  t["Mod"] = [](const Node& n, const Tensors& in, const Graph&, bool) {
+    return Tensors{n.attr_i("fmod", 0) ? at::fmod(in[0], in[1]) : at::remainder(in[0], in[1])};
+  };
+  t["Equal"] = [](const Node&, const Tensors& in, const Graph&, bool) { return Tensors{at::eq(in[0], in[1])}; };
+  t["Less"] = [](const Node&, const Tensors& in, const Graph&, bool) { return Tensors{at::lt(in[0], in[1])}; };
+  t["Greater"] = [](const Node&, const Tensors& in, const Graph&, bool) { return Tensors{at::gt(in[0], in[1])}; };
+  t["LessOrEqual"] = [](const Node&, const Tensors& in, const Graph&, bool) { return Tensors{at::le(in[0], in[1])}; };
+  t["GreaterOrEqual"] = [](const Node&, const Tensors& in, const Graph&, bool) {
+    return Tensors{at::ge(in[0], in[1])};
+  };
+  t["Where"] = [](const Node&, const Tensors& in, const Graph&, bool) {
+    return Tensors{at::where(in[0], in[1], in[2])};
+  };
+  t["Cast"] = [](const Node& n, const Tensors& in, const Graph&, bool) {
+    return Tensors{in[0].to(scalar_type(static_cast<DType>(n.attr_i("to", 1))))};
+  };
+}
+
+// Convolutions, matrix products, pooling.
+void add_product_and_pooling_ops(std::map<std::string, Op>& t) {
+  t["Conv"] = [](const Node& n, const Tensors& in, const Graph& g, bool) {
+    const bool one_d = in[0].dim() == 3;
+    const ConvGeom c = conv_geom(n, in[0].sizes().vec(), in[1].size(0));
+    at::Tensor x = one_d ? in[0].unsqueeze(2) : in[0], w = one_d ? in[1].unsqueeze(2) : in[1];
+    if (c.pt != c.pb || c.pl != c.pr) {  // ATen pads symmetrically: pad first
+      x = at::constant_pad_nd(x, {c.pl, c.pr, c.pt, c.pb}, 0);
+    }
+    const bool sym = c.pt == c.pb && c.pl == c.pr;
+    at::Tensor y =
+        at::convolution(x, w, in.size() > 2 ? c10::optional<at::Tensor>(in[2]) : c10::nullopt, {c.sh, c.sw},
+                        sym ? std::vector<I>{c.pt, c.pl} : std::vector<I>{0, 0}, {c.dh, c.dw}, false, {0, 0}, c.groups);
+    (void)g;
+    return Tensors{one_d ? y.squeeze(2) : y};
+  };
+  t["ConvTranspose"] = [](const Node& n, const Tensors& in, const Graph& g, bool) {
+    if (in[0].dim() != 4)
+      throw Error("libtorch-native: " + n.label() + ": only 2-D transposed convolutions are translated");
+    const Shape ys = out_shape(g, n);
+    const ConvGeom c = conv_geom(n, ys, in[0].size(1));
+    if (c.pt != c.pb || c.pl != c.pr)
+      throw Error("libtorch-native: " + n.label() + ": asymmetric padding is not translated");
+    const I oh = ys[2] - ((in[0].size(2) - 1) * c.sh - 2 * c.pt + c.dh * (c.kh - 1) + 1);
+    const I ow = ys[3] - ((in[0].size(3) - 1) * c.sw - 2 * c.pl + c.dw * (c.kw - 1) + 1);
+    return Tensors{at::convolution(in[0], in[1], in.size() > 2 ? c10::optional<at::Tensor>(in[2]) : c10::nullopt,
+                                   {c.sh, c.sw}, {c.pt, c.pl}, {c.dh, c.dw}, true, {oh, ow}, c.groups)};
+  };
+  t["Gemm"] = [](const Node& n, const Tensors& in, const Graph&, bool) {
+    const at::Tensor a = n.attr_i("transA", 0) ? in[0].t() : in[0], b = n.attr_i("transB", 0) ? in[1].t() : in[1];
+    const double alpha = n.attr_f("alpha", 1.0), beta = n.attr_f("beta", 1.0);
+    if (in.size() > 2 && in[2].defined()) return Tensors{at::addmm(in[2], a, b, beta, alpha)};
+    return Tensors{alpha == 1.0 ? at::mm(a, b) : at::mm(a, b) * alpha};
+  };
+  t["MatMul"] = [](const Node&, const Tensors& in, const Graph&, bool) { return Tensors{at::matmul(in[0], in[1])}; };
+  t["MaxPool"] = [](const Node& n, const Tensors& in, const Graph& g, bool) {
+    const bool one_d = in[0].dim() == 3;
+    at::Tensor x = one_d ? in[0].unsqueeze(2) : in[0];
+    const ConvGeom c = conv_geom(n, in[0].sizes().vec(), in[0].size(1));
+    // ATen pads symmetrically, by at most half the window: else pad first.
+    const bool sym = c.pt == c.pb && c.pl == c.pr && 2 * c.pt <= c.kh && 2 * c.pl <= c.kw;
+    if (!sym) x = at::constant_pad_nd(x, {c.pl, c.pr, c.pt, c.pb}, -std::numeric_limits<double>::infinity());
+    at::Tensor y =
+        at::max_pool2d(x, {c.kh, c.kw}, {c.sh, c.sw}, sym ? std::vector<I>{c.pt, c.pl} : std::vector<I>{0, 0},
+                       {c.dh, c.dw}, n.attr_i("ceil_mode", 0) != 0);
+    if (one_d) y = y.squeeze(2);
+    if (y.sizes().vec() != out_shape(g, n))
+      throw Error("libtorch-native: " + n.label() + ": ATen's ceil mode gives another size than ONNX's");
+    return Tensors{y};
+  };
+  t["AveragePool"] = [](const Node& n, const Tensors& in, const Graph& g, bool) {
+    const bool one_d = in[0].dim() == 3;
+    const ConvGeom c = conv_geom(n, in[0].sizes().vec(), in[0].size(1));
+    const bool ceil = n.attr_i("ceil_mode", 0) != 0, include = n.attr_i("count_include_pad", 0) != 0;
+    const at::Tensor x = one_d ? in[0].unsqueeze(2) : in[0];
+    at::Tensor y;
+    if (c.pt == c.pb && c.pl == c.pr && 2 * c.pt <= c.kh && 2 * c.pl <= c.kw) {
+      y = at::avg_pool2d(x, {c.kh, c.kw}, {c.sh, c.sw}, {c.pt, c.pl}, ceil, include);
+    } else {
+      // ATen pads symmetrically, by at most half the window: pad with zeros first, then divide
+      // the window sums by the taps that are real (or, counting padding, inside the padded
+      // image: what ATen counts).
+      const std::vector<I> pads{c.pl, c.pr, c.pt, c.pb};
+      y = at::avg_pool2d(at::constant_pad_nd(x, pads, 0), {c.kh, c.kw}, {c.sh, c.sw}, {0, 0}, ceil, true);
+      if (!include)
+        y = y / at::avg_pool2d(at::constant_pad_nd(at::ones_like(x), pads, 0), {c.kh, c.kw}, {c.sh, c.sw}, {0, 0}, ceil,
+                               true);
+    }
+    if (one_d) y = y.squeeze(2);
+    if (y.sizes().vec() != out_shape(g, n))
+      throw Error("libtorch-native: " + n.label() + ": ATen's ceil mode gives another size than ONNX's");
+    return Tensors{y};
+  };
+  t["GlobalAveragePool"] = [](const Node&, const Tensors& in, const Graph&, bool) {
+    std::vector<I> dims;
+    for (I d = 2; d < in[0].dim(); ++d) dims.push_back(d);
+    return Tensors{in[0].mean(dims, true)};
+  };
+  t["GlobalMaxPool"] = [](const Node&, const Tensors& in, const Graph&, bool) {
+    std::vector<I> dims;
+    for (I d = 2; d < in[0].dim(); ++d) dims.push_back(d);
+    return Tensors{in[0].amax(dims, true)};
+  };
+}
+
+// Normalisations and softmaxes.
+void add_normalization_ops(std::map<std::string, Op>& t) {
+  t["BatchNormalization"] = [](const Node& n, const Tensors& in, const Graph&, bool train) {
+    const bool training = train || n.attr_i("training_mode", 0) != 0;
+    // PyTorch's momentum weighs the new statistics; ONNX's the old ones.
+    const double momentum = n.attr_f("momentum", 0.9), eps = n.attr_f("epsilon", 1e-5);
+    if (!training) return Tensors{at::batch_norm(in[0], in[1], in[2], in[3], in[4], false, 1 - momentum, eps, false)};
+    // Training: the batch's statistics; the model's running statistics stay untouched (as in
+    // d500's executor). A training-mode model may ask for them updated, as ONNX defines it:
+    // with the biased batch variance (PyTorch's own update uses the unbiased one).
+    Tensors out{at::batch_norm(in[0], in[1], in[2], at::Tensor(), at::Tensor(), true, 1 - momentum, eps, false)};
+    if (n.out.size() > 1) {
+      std::vector<I> dims{0};
+      for (I d = 2; d < in[0].dim(); ++d) dims.push_back(d);
+      const auto [var, mean] = at::var_mean(in[0].detach(), dims, false);
+      out.push_back(in[3] * momentum + mean * (1 - momentum));
+      out.push_back(in[4] * momentum + var * (1 - momentum));
+    }
+    return out;
+  };
+  t["LayerNormalization"] = [](const Node& n, const Tensors& in, const Graph& g, bool train) {
+    const auto axis = n.attr_i("axis", -1);
+    const std::vector<I> norm(in[0].sizes().begin() + axis, in[0].sizes().end());
+    const at::Tensor b = in.size() > 2 && in[2].defined() ? in[2].reshape(norm) : at::Tensor();
+    if (n.out.size() == 1 || (n.out[1] < 0 && (n.out.size() < 3 || n.out[2] < 0)))
+      return Tensors{at::layer_norm(in[0], norm, in[1].reshape(norm), b, n.attr_f("epsilon", 1e-5))};
+    if (train) {
+      // In training, Mean and InvStdDev differentiable (ATen's native_layer_norm returns them
+      // without a gradient): computed again by autograd's ops, as d500's reference derives them.
+      std::vector<I> dims;
+      for (I d = axis; d < in[0].dim(); ++d) dims.push_back(d);
+      const at::Tensor mean = in[0].mean(dims, true);
+      const at::Tensor inv = ((in[0] - mean).pow(2).mean(dims, true) + n.attr_f("epsilon", 1e-5)).rsqrt();
+      Tensors out{at::layer_norm(in[0], norm, in[1].reshape(norm), b, n.attr_f("epsilon", 1e-5))};
+      for (std::size_t j = 1; j < n.out.size(); ++j)
+        out.push_back(n.out[j] >= 0 ? (j == 1 ? mean : inv).reshape(out_shape(g, n, j)) : at::Tensor());
+      return out;
+    }
+    // Mean and inverse standard deviation asked for too: the native op that returns them.
+    auto r =
+        at::native_layer_norm(in[0], norm, in[1].reshape(norm),
+                              b.defined() ? c10::optional<at::Tensor>(b) : c10::nullopt, n.attr_f("epsilon", 1e-5));
+    Tensors out{std::get<0>(r)};
+    for (std::size_t j = 1; j < n.out.size(); ++j)
+      out.push_back(n.out[j] >= 0 ? (j == 1 ? std::get<1>(r) : std::get<2>(r)).reshape(out_shape(g, n, j))
+                                  : at::Tensor());
+    return out;
+  };
+  auto softmax = [](bool log) {
+    return [log](const Node& n, const Tensors& in, const Graph&, bool) {
+      const at::Tensor x = in[0].reshape({n.attr_i("_outer", 1), n.attr_i("_len", 1), n.attr_i("_inner", 1)});
+      return Tensors{(log ? at::log_softmax(x, 1) : at::softmax(x, 1)).reshape(in[0].sizes())};
+    };
+  };
+  t["Softmax"] = softmax(false);
+  t["LogSoftmax"] = softmax(true);
+}
+
+// Views and the operators that move data (transpose, concat, split, slice, gather, pad, expand), reductions, the
+// training loss.
+void add_shape_and_loss_ops(std::map<std::string, Op>& t) {
+  // Views: the output's shape is known statically.
+  for (const char* v : {"Reshape", "Flatten", "Squeeze", "Unsqueeze"})
+    t[v] = [](const Node& n, const Tensors& in, const Graph& g, bool) {
+      return Tensors{in[0].reshape(out_shape(g, n))};
+    };
+  for (const char* v : {"Identity", "Dropout"})
+    t[v] = [](const Node&, const Tensors& in, const Graph&, bool) { return Tensors{in[0]}; };
+  t["Transpose"] = [](const Node& n, const Tensors& in, const Graph&, bool) {
+    return Tensors{in[0].permute(n.attrs.at("perm").ints)};
+  };
+  t["Concat"] = [](const Node& n, const Tensors& in, const Graph&, bool) {
+    return Tensors{at::cat(in, n.attr_i("axis", 0))};
+  };
+  t["Split"] = [](const Node& n, const Tensors& in, const Graph&, bool) {
+    auto parts = at::split_with_sizes(in[0], n.attrs.at("split").ints, n.attr_i("axis", 0));
+    return Tensors(parts.begin(), parts.end());
+  };
+  t["Slice"] = [](const Node& n, const Tensors& in, const Graph& g, bool) {
+    at::Tensor x = in[0];
+    const auto& starts = n.attrs.at("_starts").ints;
+    const auto& steps = n.attrs.at("_steps").ints;
+    const Shape ys = g.info(n.out[0]).shape;
+    for (std::size_t a = 0; a < starts.size(); ++a) {
+      const I dim = x.size(static_cast<I>(a));
+      if (steps[a] > 0) {
+        x = x.slice(static_cast<I>(a), starts[a], starts[a] + (ys[a] - 1) * steps[a] + 1, steps[a]);
+      } else {  // a negative step: flipped, then a positive one
+        x = x.flip(static_cast<I>(a))
+                .slice(static_cast<I>(a), dim - 1 - starts[a], dim - 1 - starts[a] + (ys[a] - 1) * -steps[a] + 1,
+                       -steps[a]);
+      }
+    }
+    return Tensors{x};
+  };
+  t["Gather"] = [](const Node& n, const Tensors& in, const Graph& g, bool) {
+    const I axis = n.attr_i("axis", 0), dim = in[0].size(axis);
+    const at::Tensor idx = in[1].to(at::kLong).flatten();
+    const at::Tensor fixed = at::where(idx < 0, idx + dim, idx);
+    return Tensors{at::index_select(in[0], axis, fixed).reshape(out_shape(g, n))};
+  };
+  t["Pad"] = [](const Node& n, const Tensors& in, const Graph&, bool) {
+    const auto& pads = n.attrs.at("_pads").ints;
+    const std::size_t r = pads.size() / 2;
+    std::vector<I> aten;  // ATen lists the last axis first: (begin, end) pairs
+    for (std::size_t d = r; d-- > 0;) aten.push_back(pads[d]), aten.push_back(pads[r + d]);
+    const std::string mode = n.attr_s("mode", "constant");
+    if (mode == "constant") return Tensors{at::constant_pad_nd(in[0], aten, n.attr_f("_value", 0))};
+    // reflect and replicate pad only the spatial axes (beyond batch and channels)
+    while (aten.size() > 2 * (r - 2) && aten.size() >= 2 && aten[aten.size() - 1] == 0 && aten[aten.size() - 2] == 0)
+      aten.resize(aten.size() - 2);
+    return Tensors{at::pad(in[0], aten, mode == "edge" ? "replicate" : "reflect")};
+  };
+  t["Expand"] = [](const Node& n, const Tensors& in, const Graph& g, bool) {
+    return Tensors{in[0].expand(out_shape(g, n))};
+  };
+  auto reduce = [](bool mean) {
+    return [mean](const Node& n, const Tensors& in, const Graph&, bool) {
+      const std::vector<I> axes = n.attrs.at("axes").ints;
+      if (axes.empty()) return Tensors{in[0]};
+      const bool keep = n.attr_i("keepdims", 1) != 0;
+      return Tensors{mean ? in[0].mean(axes, keep) : in[0].sum(axes, keep)};
+    };
+  };
+  t["ReduceMean"] = reduce(true);
+  t["ReduceSum"] = reduce(false);
+  t["SoftmaxCrossEntropyLoss"] = [](const Node& n, const Tensors& in, const Graph&, bool) {
+    const std::string red = n.attr_s("reduction", "mean");
+    const I r = red == "mean" ? at::Reduction::Mean : red == "sum" ? at::Reduction::Sum : at::Reduction::None;
+    const I ignore = n.has("ignore_index") ? n.attr_i("ignore_index", 0) : std::numeric_limits<I>::min();
+    const at::Tensor lp = at::log_softmax(in[0], 1);
+    const at::Tensor w = in.size() > 2 ? in[2] : at::Tensor();
+    return Tensors{at::nll_loss_nd(lp, in[1].to(at::kLong), w, r, ignore), lp};
+  };
+}
+
+// Every node's translation, by operator: the families above in one table.
 const std::map<std::string, Op>& ops() {
   static const std::map<std::string, Op> table = [] {
     std::map<std::string, Op> t;
-    auto out_shape = [](const Graph& g, const Node& n, std::size_t j = 0) { return g.info(n.out[j]).shape; };
-    auto unary = [&](const char* name, at::Tensor (*f)(const at::Tensor&)) {
-      t[name] = [f](const Node&, const Tensors& in, const Graph&, bool) { return Tensors{f(in[0])}; };
-    };
-    unary("Relu", at::relu);
-    unary("Sigmoid", at::sigmoid);
-    unary("Tanh", at::tanh);
-    unary("HardSwish", at::hardswish);
-    unary("Sqrt", at::sqrt);
-    unary("Erf", at::erf);
-    unary("Exp", at::exp);
-    unary("Log", at::log);
-    unary("Neg", at::neg);
-    unary("Abs", at::abs);
-    unary("Reciprocal", at::reciprocal);
-    unary("Not", at::logical_not);
-    t["LeakyRelu"] = [](const Node& n, const Tensors& in, const Graph&, bool) {
-      return Tensors{at::leaky_relu(in[0], n.attr_f("alpha", 0.01))};
-    };
-    t["HardSigmoid"] = [](const Node& n, const Tensors& in, const Graph&, bool) {
-      return Tensors{at::clamp(in[0] * n.attr_f("alpha", 0.2) + n.attr_f("beta", 0.5), 0.0, 1.0)};
-    };
-    t["Clip"] = [](const Node& n, const Tensors& in, const Graph& g, bool) {
-      c10::optional<at::Scalar> lo, hi;
-      if (g.opset < 11) {
-        if (n.has("min")) lo = n.attr_f("min", 0);
-        if (n.has("max")) hi = n.attr_f("max", 0);
-      } else {
-        if (in.size() > 1 && in[1].defined()) lo = in[1].item<float>();
-        if (in.size() > 2 && in[2].defined()) hi = in[2].item<float>();
-      }
-      if (!lo && !hi) return Tensors{in[0]};
-      return Tensors{at::clamp(in[0], lo, hi)};
-    };
-    t["Add"] = [](const Node&, const Tensors& in, const Graph&, bool) { return Tensors{at::add(in[0], in[1])}; };
-    t["Sub"] = [](const Node&, const Tensors& in, const Graph&, bool) { return Tensors{at::sub(in[0], in[1])}; };
-    t["Mul"] = [](const Node&, const Tensors& in, const Graph&, bool) { return Tensors{at::mul(in[0], in[1])}; };
-    t["Div"] = [](const Node&, const Tensors& in, const Graph&, bool) {
-      if (!at::isFloatingType(in[0].scalar_type())) return Tensors{at::div(in[0], in[1], "trunc")};
-      return Tensors{at::div(in[0], in[1])};
-    };
-    t["Pow"] = [](const Node&, const Tensors& in, const Graph&, bool) {
-      return Tensors{at::pow(in[0], in[1].to(in[0].scalar_type()))};
-    };
-    t["Mod"] = [](const Node& n, const Tensors& in, const Graph&, bool) {
-      return Tensors{n.attr_i("fmod", 0) ? at::fmod(in[0], in[1]) : at::remainder(in[0], in[1])};
-    };
-    t["Equal"] = [](const Node&, const Tensors& in, const Graph&, bool) { return Tensors{at::eq(in[0], in[1])}; };
-    t["Less"] = [](const Node&, const Tensors& in, const Graph&, bool) { return Tensors{at::lt(in[0], in[1])}; };
-    t["Greater"] = [](const Node&, const Tensors& in, const Graph&, bool) { return Tensors{at::gt(in[0], in[1])}; };
-    t["LessOrEqual"] = [](const Node&, const Tensors& in, const Graph&, bool) { return Tensors{at::le(in[0], in[1])}; };
-    t["GreaterOrEqual"] = [](const Node&, const Tensors& in, const Graph&, bool) {
-      return Tensors{at::ge(in[0], in[1])};
-    };
-    t["Where"] = [](const Node&, const Tensors& in, const Graph&, bool) {
-      return Tensors{at::where(in[0], in[1], in[2])};
-    };
-    t["Cast"] = [](const Node& n, const Tensors& in, const Graph&, bool) {
-      return Tensors{in[0].to(scalar_type(static_cast<DType>(n.attr_i("to", 1))))};
-    };
-    t["Conv"] = [](const Node& n, const Tensors& in, const Graph& g, bool) {
-      const bool one_d = in[0].dim() == 3;
-      const ConvGeom c = conv_geom(n, in[0].sizes().vec(), in[1].size(0));
-      at::Tensor x = one_d ? in[0].unsqueeze(2) : in[0], w = one_d ? in[1].unsqueeze(2) : in[1];
-      if (c.pt != c.pb || c.pl != c.pr) {  // ATen pads symmetrically: pad first
-        x = at::constant_pad_nd(x, {c.pl, c.pr, c.pt, c.pb}, 0);
-      }
-      const bool sym = c.pt == c.pb && c.pl == c.pr;
-      at::Tensor y = at::convolution(x, w, in.size() > 2 ? c10::optional<at::Tensor>(in[2]) : c10::nullopt,
-                                     {c.sh, c.sw}, sym ? std::vector<I>{c.pt, c.pl} : std::vector<I>{0, 0},
-                                     {c.dh, c.dw}, false, {0, 0}, c.groups);
-      (void)g;
-      return Tensors{one_d ? y.squeeze(2) : y};
-    };
-    t["ConvTranspose"] = [out_shape](const Node& n, const Tensors& in, const Graph& g, bool) {
-      if (in[0].dim() != 4)
-        throw Error("libtorch-native: " + n.label() + ": only 2-D transposed convolutions are translated");
-      const Shape ys = out_shape(g, n);
-      const ConvGeom c = conv_geom(n, ys, in[0].size(1));
-      if (c.pt != c.pb || c.pl != c.pr)
-        throw Error("libtorch-native: " + n.label() + ": asymmetric padding is not translated");
-      const I oh = ys[2] - ((in[0].size(2) - 1) * c.sh - 2 * c.pt + c.dh * (c.kh - 1) + 1);
-      const I ow = ys[3] - ((in[0].size(3) - 1) * c.sw - 2 * c.pl + c.dw * (c.kw - 1) + 1);
-      return Tensors{at::convolution(in[0], in[1], in.size() > 2 ? c10::optional<at::Tensor>(in[2]) : c10::nullopt,
-                                     {c.sh, c.sw}, {c.pt, c.pl}, {c.dh, c.dw}, true, {oh, ow}, c.groups)};
-    };
-    t["Gemm"] = [](const Node& n, const Tensors& in, const Graph&, bool) {
-      const at::Tensor a = n.attr_i("transA", 0) ? in[0].t() : in[0], b = n.attr_i("transB", 0) ? in[1].t() : in[1];
-      const double alpha = n.attr_f("alpha", 1.0), beta = n.attr_f("beta", 1.0);
-      if (in.size() > 2 && in[2].defined()) return Tensors{at::addmm(in[2], a, b, beta, alpha)};
-      return Tensors{alpha == 1.0 ? at::mm(a, b) : at::mm(a, b) * alpha};
-    };
-    t["MatMul"] = [](const Node&, const Tensors& in, const Graph&, bool) { return Tensors{at::matmul(in[0], in[1])}; };
-    t["MaxPool"] = [out_shape](const Node& n, const Tensors& in, const Graph& g, bool) {
-      const bool one_d = in[0].dim() == 3;
-      at::Tensor x = one_d ? in[0].unsqueeze(2) : in[0];
-      const ConvGeom c = conv_geom(n, in[0].sizes().vec(), in[0].size(1));
-      // ATen pads symmetrically, by at most half the window: else pad first.
-      const bool sym = c.pt == c.pb && c.pl == c.pr && 2 * c.pt <= c.kh && 2 * c.pl <= c.kw;
-      if (!sym) x = at::constant_pad_nd(x, {c.pl, c.pr, c.pt, c.pb}, -std::numeric_limits<double>::infinity());
-      at::Tensor y =
-          at::max_pool2d(x, {c.kh, c.kw}, {c.sh, c.sw}, sym ? std::vector<I>{c.pt, c.pl} : std::vector<I>{0, 0},
-                         {c.dh, c.dw}, n.attr_i("ceil_mode", 0) != 0);
-      if (one_d) y = y.squeeze(2);
-      if (y.sizes().vec() != out_shape(g, n))
-        throw Error("libtorch-native: " + n.label() + ": ATen's ceil mode gives another size than ONNX's");
-      return Tensors{y};
-    };
-    t["AveragePool"] = [out_shape](const Node& n, const Tensors& in, const Graph& g, bool) {
-      const bool one_d = in[0].dim() == 3;
-      const ConvGeom c = conv_geom(n, in[0].sizes().vec(), in[0].size(1));
-      const bool ceil = n.attr_i("ceil_mode", 0) != 0, include = n.attr_i("count_include_pad", 0) != 0;
-      const at::Tensor x = one_d ? in[0].unsqueeze(2) : in[0];
-      at::Tensor y;
-      if (c.pt == c.pb && c.pl == c.pr && 2 * c.pt <= c.kh && 2 * c.pl <= c.kw) {
-        y = at::avg_pool2d(x, {c.kh, c.kw}, {c.sh, c.sw}, {c.pt, c.pl}, ceil, include);
-      } else {
-        // ATen pads symmetrically, by at most half the window: pad with zeros first, then divide
-        // the window sums by the taps that are real (or, counting padding, inside the padded
-        // image: what ATen counts).
-        const std::vector<I> pads{c.pl, c.pr, c.pt, c.pb};
-        y = at::avg_pool2d(at::constant_pad_nd(x, pads, 0), {c.kh, c.kw}, {c.sh, c.sw}, {0, 0}, ceil, true);
-        if (!include)
-          y = y / at::avg_pool2d(at::constant_pad_nd(at::ones_like(x), pads, 0), {c.kh, c.kw}, {c.sh, c.sw}, {0, 0},
-                                 ceil, true);
-      }
-      if (one_d) y = y.squeeze(2);
-      if (y.sizes().vec() != out_shape(g, n))
-        throw Error("libtorch-native: " + n.label() + ": ATen's ceil mode gives another size than ONNX's");
-      return Tensors{y};
-    };
-    t["GlobalAveragePool"] = [](const Node&, const Tensors& in, const Graph&, bool) {
-      std::vector<I> dims;
-      for (I d = 2; d < in[0].dim(); ++d) dims.push_back(d);
-      return Tensors{in[0].mean(dims, true)};
-    };
-    t["GlobalMaxPool"] = [](const Node&, const Tensors& in, const Graph&, bool) {
-      std::vector<I> dims;
-      for (I d = 2; d < in[0].dim(); ++d) dims.push_back(d);
-      return Tensors{in[0].amax(dims, true)};
-    };
-    t["BatchNormalization"] = [](const Node& n, const Tensors& in, const Graph&, bool train) {
-      const bool training = train || n.attr_i("training_mode", 0) != 0;
-      // PyTorch's momentum weighs the new statistics; ONNX's the old ones.
-      const double momentum = n.attr_f("momentum", 0.9), eps = n.attr_f("epsilon", 1e-5);
-      if (!training) return Tensors{at::batch_norm(in[0], in[1], in[2], in[3], in[4], false, 1 - momentum, eps, false)};
-      // Training: the batch's statistics; the model's running statistics stay untouched (as in
-      // d500's executor). A training-mode model may ask for them updated, as ONNX defines it:
-      // with the biased batch variance (PyTorch's own update uses the unbiased one).
-      Tensors out{at::batch_norm(in[0], in[1], in[2], at::Tensor(), at::Tensor(), true, 1 - momentum, eps, false)};
-      if (n.out.size() > 1) {
-        std::vector<I> dims{0};
-        for (I d = 2; d < in[0].dim(); ++d) dims.push_back(d);
-        const auto [var, mean] = at::var_mean(in[0].detach(), dims, false);
-        out.push_back(in[3] * momentum + mean * (1 - momentum));
-        out.push_back(in[4] * momentum + var * (1 - momentum));
-      }
-      return out;
-    };
-    t["LayerNormalization"] = [out_shape](const Node& n, const Tensors& in, const Graph& g, bool train) {
-      const auto axis = n.attr_i("axis", -1);
-      const std::vector<I> norm(in[0].sizes().begin() + axis, in[0].sizes().end());
-      const at::Tensor b = in.size() > 2 && in[2].defined() ? in[2].reshape(norm) : at::Tensor();
-      if (n.out.size() == 1 || (n.out[1] < 0 && (n.out.size() < 3 || n.out[2] < 0)))
-        return Tensors{at::layer_norm(in[0], norm, in[1].reshape(norm), b, n.attr_f("epsilon", 1e-5))};
-      if (train) {
-        // In training, Mean and InvStdDev differentiable (ATen's native_layer_norm returns them
-        // without a gradient): computed again by autograd's ops, as d500's reference derives them.
-        std::vector<I> dims;
-        for (I d = axis; d < in[0].dim(); ++d) dims.push_back(d);
-        const at::Tensor mean = in[0].mean(dims, true);
-        const at::Tensor inv = ((in[0] - mean).pow(2).mean(dims, true) + n.attr_f("epsilon", 1e-5)).rsqrt();
-        Tensors out{at::layer_norm(in[0], norm, in[1].reshape(norm), b, n.attr_f("epsilon", 1e-5))};
-        for (std::size_t j = 1; j < n.out.size(); ++j)
-          out.push_back(n.out[j] >= 0 ? (j == 1 ? mean : inv).reshape(out_shape(g, n, j)) : at::Tensor());
-        return out;
-      }
-      // Mean and inverse standard deviation asked for too: the native op that returns them.
-      auto r =
-          at::native_layer_norm(in[0], norm, in[1].reshape(norm),
-                                b.defined() ? c10::optional<at::Tensor>(b) : c10::nullopt, n.attr_f("epsilon", 1e-5));
-      Tensors out{std::get<0>(r)};
-      for (std::size_t j = 1; j < n.out.size(); ++j)
-        out.push_back(n.out[j] >= 0 ? (j == 1 ? std::get<1>(r) : std::get<2>(r)).reshape(out_shape(g, n, j))
-                                    : at::Tensor());
-      return out;
-    };
-    auto softmax = [](bool log) {
-      return [log](const Node& n, const Tensors& in, const Graph&, bool) {
-        const at::Tensor x = in[0].reshape({n.attr_i("_outer", 1), n.attr_i("_len", 1), n.attr_i("_inner", 1)});
-        return Tensors{(log ? at::log_softmax(x, 1) : at::softmax(x, 1)).reshape(in[0].sizes())};
-      };
-    };
-    t["Softmax"] = softmax(false);
-    t["LogSoftmax"] = softmax(true);
-    // Views: the output's shape is known statically.
-    for (const char* v : {"Reshape", "Flatten", "Squeeze", "Unsqueeze"})
-      t[v] = [out_shape](const Node& n, const Tensors& in, const Graph& g, bool) {
-        return Tensors{in[0].reshape(out_shape(g, n))};
-      };
-    for (const char* v : {"Identity", "Dropout"})
-      t[v] = [](const Node&, const Tensors& in, const Graph&, bool) { return Tensors{in[0]}; };
-    t["Transpose"] = [](const Node& n, const Tensors& in, const Graph&, bool) {
-      return Tensors{in[0].permute(n.attrs.at("perm").ints)};
-    };
-    t["Concat"] = [](const Node& n, const Tensors& in, const Graph&, bool) {
-      return Tensors{at::cat(in, n.attr_i("axis", 0))};
-    };
-    t["Split"] = [](const Node& n, const Tensors& in, const Graph&, bool) {
-      auto parts = at::split_with_sizes(in[0], n.attrs.at("split").ints, n.attr_i("axis", 0));
-      return Tensors(parts.begin(), parts.end());
-    };
-    t["Slice"] = [](const Node& n, const Tensors& in, const Graph& g, bool) {
-      at::Tensor x = in[0];
-      const auto& starts = n.attrs.at("_starts").ints;
-      const auto& steps = n.attrs.at("_steps").ints;
-      const Shape ys = g.info(n.out[0]).shape;
-      for (std::size_t a = 0; a < starts.size(); ++a) {
-        const I dim = x.size(static_cast<I>(a));
-        if (steps[a] > 0) {
-          x = x.slice(static_cast<I>(a), starts[a], starts[a] + (ys[a] - 1) * steps[a] + 1, steps[a]);
-        } else {  // a negative step: flipped, then a positive one
-          x = x.flip(static_cast<I>(a))
-                  .slice(static_cast<I>(a), dim - 1 - starts[a], dim - 1 - starts[a] + (ys[a] - 1) * -steps[a] + 1,
-                         -steps[a]);
-        }
-      }
-      return Tensors{x};
-    };
-    t["Gather"] = [out_shape](const Node& n, const Tensors& in, const Graph& g, bool) {
-      const I axis = n.attr_i("axis", 0), dim = in[0].size(axis);
-      const at::Tensor idx = in[1].to(at::kLong).flatten();
-      const at::Tensor fixed = at::where(idx < 0, idx + dim, idx);
-      return Tensors{at::index_select(in[0], axis, fixed).reshape(out_shape(g, n))};
-    };
-    t["Pad"] = [](const Node& n, const Tensors& in, const Graph&, bool) {
-      const auto& pads = n.attrs.at("_pads").ints;
-      const std::size_t r = pads.size() / 2;
-      std::vector<I> aten;  // ATen lists the last axis first: (begin, end) pairs
-      for (std::size_t d = r; d-- > 0;) aten.push_back(pads[d]), aten.push_back(pads[r + d]);
-      const std::string mode = n.attr_s("mode", "constant");
-      if (mode == "constant") return Tensors{at::constant_pad_nd(in[0], aten, n.attr_f("_value", 0))};
-      // reflect and replicate pad only the spatial axes (beyond batch and channels)
-      while (aten.size() > 2 * (r - 2) && aten.size() >= 2 && aten[aten.size() - 1] == 0 && aten[aten.size() - 2] == 0)
-        aten.resize(aten.size() - 2);
-      return Tensors{at::pad(in[0], aten, mode == "edge" ? "replicate" : "reflect")};
-    };
-    t["Expand"] = [out_shape](const Node& n, const Tensors& in, const Graph& g, bool) {
-      return Tensors{in[0].expand(out_shape(g, n))};
-    };
-    auto reduce = [](bool mean) {
-      return [mean](const Node& n, const Tensors& in, const Graph&, bool) {
-        const std::vector<I> axes = n.attrs.at("axes").ints;
-        if (axes.empty()) return Tensors{in[0]};
-        const bool keep = n.attr_i("keepdims", 1) != 0;
-        return Tensors{mean ? in[0].mean(axes, keep) : in[0].sum(axes, keep)};
-      };
-    };
-    t["ReduceMean"] = reduce(true);
-    t["ReduceSum"] = reduce(false);
-    t["SoftmaxCrossEntropyLoss"] = [](const Node& n, const Tensors& in, const Graph&, bool) {
-      const std::string red = n.attr_s("reduction", "mean");
-      const I r = red == "mean" ? at::Reduction::Mean : red == "sum" ? at::Reduction::Sum : at::Reduction::None;
-      const I ignore = n.has("ignore_index") ? n.attr_i("ignore_index", 0) : std::numeric_limits<I>::min();
-      const at::Tensor lp = at::log_softmax(in[0], 1);
-      const at::Tensor w = in.size() > 2 ? in[2] : at::Tensor();
-      return Tensors{at::nll_loss_nd(lp, in[1].to(at::kLong), w, r, ignore), lp};
-    };
+    add_elementwise_ops(t);
+    add_product_and_pooling_ops(t);
+    add_normalization_ops(t);
+    add_shape_and_loss_ops(t);
     return t;
   }();
   return table;
