@@ -47,21 +47,21 @@ void put(at::Tensor& out, const at::Tensor& v) { out.copy_(v.reshape(out.sizes()
 
 bool symmetric(const ConvGeom& g) { return g.pt == g.pb && g.pl == g.pr; }
 
-std::unique_ptr<NodeKernel> make(const NodeProblem& p) {
+// What every node's kernel starts from: its tensors wrapped as ATen views of d500's buffers.
+struct Wrapped {
+  explicit Wrapped(const NodeProblem& problem) : p(problem) {}
+  const NodeProblem& p;
+  std::unique_ptr<TorchNode> k = std::make_unique<TorchNode>();
+  std::vector<at::Tensor> in, din;
+  at::Tensor y, dy;
+};
+
+// Convolutions and transposed convolutions (4-D, symmetric pads). nullptr: not one ATen's calls here can run.
+std::unique_ptr<NodeKernel> conv_kernel(Wrapped& w) {
+  auto& [p, k, in, din, y, dy] = w;
   const Node& n = *p.node;
   const std::string& op = n.op;
-  for (const auto& t : p.in)
-    if (t.present() && t.dtype != DType::F32) return nullptr;
-  for (std::size_t j = 1; j < p.out.size(); ++j)
-    if (p.out[j].present()) return nullptr;
-  auto k = std::make_unique<TorchNode>();
-  std::vector<at::Tensor> in, din;
-  for (const auto& t : p.in) in.push_back(t.present() ? wrap(t) : at::Tensor());
-  for (const auto& t : p.din) din.push_back(t.present() ? wrap(t) : at::Tensor());
-  at::Tensor y = wrap(p.out[0]);
-  at::Tensor dy = p.training && p.dout[0].present() ? wrap(p.dout[0]) : at::Tensor();
   auto want = [&](std::size_t i) { return i < din.size() && din[i].defined(); };
-
   if (op == "Conv" || op == "ConvTranspose") {
     const bool transposed = op == "ConvTranspose";
     if (p.in[0].shape->size() > 4) return nullptr;
@@ -110,8 +110,17 @@ std::unique_ptr<NodeKernel> make(const NodeProblem& p) {
         if (mask[2]) db.copy_(std::get<2>(r));
       };
     }
-    return k;
+    return std::move(k);
   }
+  return nullptr;
+}
+
+// Gemm and MatMul. nullptr: not one ATen's calls here can run.
+std::unique_ptr<NodeKernel> product_kernel(Wrapped& w) {
+  auto& [p, k, in, din, y, dy] = w;
+  const Node& n = *p.node;
+  const std::string& op = n.op;
+  auto want = [&](std::size_t i) { return i < din.size() && din[i].defined(); };
   if (op == "Gemm") {
     const bool ta = n.attr_i("transA", 0) != 0, tb = n.attr_i("transB", 0) != 0;
     const double alpha = n.attr_f("alpha", 1.0), beta = n.attr_f("beta", 1.0);
@@ -143,7 +152,7 @@ std::unique_ptr<NodeKernel> make(const NodeProblem& p) {
         if (dc.defined()) put(dc, dy.sum_to_size(dc.sizes()) * beta);
       };
     }
-    return k;
+    return std::move(k);
   }
   if (op == "MatMul") {
     at::Tensor a = in[0], b = in[1];
@@ -161,8 +170,17 @@ std::unique_ptr<NodeKernel> make(const NodeProblem& p) {
         if (db.defined()) put(db, at::matmul(a2.transpose(-1, -2), g).sum_to_size(b2.sizes()));
       };
     }
-    return k;
+    return std::move(k);
   }
+  return nullptr;
+}
+
+// Pooling: windowed and global. nullptr: not one ATen's calls here can run.
+std::unique_ptr<NodeKernel> pool_kernel(Wrapped& w) {
+  auto& [p, k, in, din, y, dy] = w;
+  const Node& n = *p.node;
+  const std::string& op = n.op;
+  auto want = [&](std::size_t i) { return i < din.size() && din[i].defined(); };
   if (op == "MaxPool" || op == "AveragePool") {
     if (p.in[0].shape->size() > 4) return nullptr;
     const ConvGeom g = conv_geom(n, *p.in[0].shape, (*p.in[0].shape)[1]);
@@ -205,7 +223,7 @@ std::unique_ptr<NodeKernel> make(const NodeProblem& p) {
         };
       }
     }
-    return k;
+    return std::move(k);
   }
   if (op == "GlobalAveragePool") {
     at::Tensor x = in[0];
@@ -218,8 +236,17 @@ std::unique_ptr<NodeKernel> make(const NodeProblem& p) {
       const double count = static_cast<double>(x.numel() / (x.size(0) * x.size(1)));
       k->bwd = [=]() mutable { put(dx, (dy / count).expand(dx.sizes())); };
     }
-    return k;
+    return std::move(k);
   }
+  return nullptr;
+}
+
+// Batch and layer normalisation, softmaxes. nullptr: not one ATen's calls here can run.
+std::unique_ptr<NodeKernel> normalization_kernel(Wrapped& w) {
+  auto& [p, k, in, din, y, dy] = w;
+  const Node& n = *p.node;
+  const std::string& op = n.op;
+  auto want = [&](std::size_t i) { return i < din.size() && din[i].defined(); };
   if (op == "BatchNormalization") {
     const bool bn_training = p.training || n.attr_i("training_mode", 0) != 0;
     const double eps = n.attr_f("epsilon", 1e-5), momentum = n.attr_f("momentum", 0.9);
@@ -250,7 +277,7 @@ std::unique_ptr<NodeKernel> make(const NodeProblem& p) {
         if (mask[2]) db.copy_(std::get<2>(r));
       };
     }
-    return k;
+    return std::move(k);
   }
   if (op == "LayerNormalization") {
     const auto axis = static_cast<std::size_t>(n.attr_i("axis", -1));
@@ -279,7 +306,7 @@ std::unique_ptr<NodeKernel> make(const NodeProblem& p) {
         if (mask[2]) put(db, std::get<2>(r));
       };
     }
-    return k;
+    return std::move(k);
   }
   if (op == "Softmax" || op == "LogSoftmax") {
     const std::vector<std::int64_t> v{n.attr_i("_outer", 1), n.attr_i("_len", 1), n.attr_i("_inner", 1)};
@@ -301,8 +328,17 @@ std::unique_ptr<NodeKernel> make(const NodeProblem& p) {
           at::_softmax_backward_data_out(dx, dyy, yy, 1, at::kFloat);
       };
     }
-    return k;
+    return std::move(k);
   }
+  return nullptr;
+}
+
+// Element-wise operators, and Transpose. nullptr: not one ATen's calls here can run.
+std::unique_ptr<NodeKernel> elementwise_kernel(Wrapped& w) {
+  auto& [p, k, in, din, y, dy] = w;
+  const Node& n = *p.node;
+  const std::string& op = n.op;
+  auto want = [&](std::size_t i) { return i < din.size() && din[i].defined(); };
   // Element-wise: the forward through its out= variant, the backward through ATen's *_backward
   // function or its formula in ATen operations. Flat views.
   at::Tensor x = in[0];
@@ -374,7 +410,7 @@ std::unique_ptr<NodeKernel> make(const NodeProblem& p) {
                       .sum_to_size(db.sizes()));
       };
     }
-    return k;
+    return std::move(k);
   }
   if (op == "Transpose") {
     const std::vector<std::int64_t> perm = n.attrs.at("perm").ints;
@@ -384,8 +420,28 @@ std::unique_ptr<NodeKernel> make(const NodeProblem& p) {
     k->what = "permute + copy";
     k->fwd = [=]() mutable { y.copy_(x.permute(perm)); };
     if (dx.defined()) k->bwd = [=]() mutable { dx.copy_(dy.permute(inverse)); };
-    return k;
+    return std::move(k);
   }
+  return nullptr;
+}
+
+std::unique_ptr<NodeKernel> make(const NodeProblem& p) {
+  for (const auto& t : p.in)
+    if (t.present() && t.dtype != DType::F32) return nullptr;
+  for (std::size_t j = 1; j < p.out.size(); ++j)
+    if (p.out[j].present()) return nullptr;
+  Wrapped w(p);
+  for (const auto& t : p.in) w.in.push_back(t.present() ? wrap(t) : at::Tensor());
+  for (const auto& t : p.din) w.din.push_back(t.present() ? wrap(t) : at::Tensor());
+  w.y = wrap(p.out[0]);
+  w.dy = p.training && p.dout[0].present() ? wrap(p.dout[0]) : at::Tensor();
+  const std::string& op = p.node->op;
+  if (op == "Conv" || op == "ConvTranspose") return conv_kernel(w);
+  if (op == "Gemm" || op == "MatMul") return product_kernel(w);
+  if (op == "MaxPool" || op == "AveragePool" || op == "GlobalAveragePool") return pool_kernel(w);
+  if (op == "BatchNormalization" || op == "LayerNormalization" || op == "Softmax" || op == "LogSoftmax")
+    return normalization_kernel(w);
+  return elementwise_kernel(w);
   return nullptr;
 }
 
