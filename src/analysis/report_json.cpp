@@ -13,12 +13,8 @@ namespace d500 {
 
 namespace {
 
-std::string render(const Report& rep, const Document& doc) {
-  std::ostringstream o;
-  o << "{\n  \"campaign\": " << js(rep.campaign) << ",\n  \"campaign_hash\": " << js(rep.campaign_hash)
-    << ",\n  \"d500\": " << js(rep.d500_version) << ",\n  \"confidence\": " << jn(rep.confidence)
-    << ",\n  \"bootstrap_seed\": " << rep.seed << ",\n  \"method\": " << js(method_statement(rep))
-    << ",\n  \"environments\": [";
+// The environments the files were measured in.
+void write_environments(std::ostringstream& o, const Report& rep) {
   for (std::size_t i = 0; i < rep.environments.size(); ++i) {
     const Environment& e = rep.environments[i];
     o << (i ? ", " : "") << "{\"files\": " << e.files << ", \"hosts\": [";
@@ -29,7 +25,10 @@ std::string render(const Report& rep, const Document& doc) {
     for (const auto& [n, v] : e.facts) o << (k++ ? ", " : "") << js(n) << ": " << js(v);
     o << "}}";
   }
-  o << "],\n  \"points\": [";
+}
+
+// Every point: its figures, its validation, on a GPU its device's, on a network its phases, facts and steps.
+void write_points(std::ostringstream& o, const Report& rep) {
   for (std::size_t i = 0; i < rep.rows.size(); ++i) {
     const auto& r = rep.rows[i];
     // The parameters as typed fields, so that pd.json_normalize(results["points"]) gives each its
@@ -128,7 +127,10 @@ std::string render(const Report& rep, const Document& doc) {
     }
     o << "}";
   }
-  o << "\n  ],\n  \"comparisons\": [";
+}
+
+// Backends compared.
+void write_comparisons(std::ostringstream& o, const Report& rep) {
   for (std::size_t i = 0; i < rep.comparisons.size(); ++i) {
     const auto& c = rep.comparisons[i];
     o << (i ? "," : "") << "\n    {\"group\": " << js(c.group) << ", \"baseline\": " << js(c.baseline)
@@ -136,7 +138,10 @@ std::string render(const Report& rep, const Document& doc) {
       << ", \"backend_id\": " << js(c.other_id) << ", \"speedup\": " << jratio(c.speedup)
       << ", \"mean_ratio\": " << (c.has_mean_ratio ? jratio(c.mean_ratio) : "null") << "}";
   }
-  o << "\n  ],\n  \"scaling\": [";
+}
+
+// Scaling series and their models.
+void write_scaling(std::ostringstream& o, const Report& rep) {
   for (std::size_t i = 0; i < rep.scaling.size(); ++i) {
     const auto& s = rep.scaling[i];
     o << (i ? "," : "") << "\n    {\"group\": " << js(s.group) << ", \"kind\": " << js(s.kind)
@@ -160,7 +165,10 @@ std::string render(const Report& rep, const Document& doc) {
     }
     o << "]}";
   }
-  o << "\n  ],\n  \"overlap\": [";
+}
+
+// Level 3's overlapped allreduce against the plain one.
+void write_overlap(std::ostringstream& o, const Report& rep) {
   for (std::size_t i = 0; i < rep.overlap.size(); ++i) {
     const auto& c = rep.overlap[i];
     o << (i ? "," : "") << "\n    {\"group\": " << js(c.group) << ", \"plain_id\": " << js(c.plain_id)
@@ -170,7 +178,10 @@ std::string render(const Report& rep, const Document& doc) {
       << jn(c.hidden) << ", "
       << (c.hidden_withheld.empty() ? jn(c.hidden_lo) + ", " + jn(c.hidden_hi) : std::string("null, null")) << "]}";
   }
-  o << "\n  ],\n  \"launches\": [";
+}
+
+// Replicated launches of one point.
+void write_launches(std::ostringstream& o, const Report& rep) {
   for (std::size_t i = 0; i < rep.launches.size(); ++i) {
     const auto& g = rep.launches[i];
     const auto& li = g.interval;
@@ -185,7 +196,10 @@ std::string render(const Report& rep, const Document& doc) {
       << ", \"within_sd_log\": " << jn(li.within_sd_log)
       << ", \"method\": \"two-stage: launch medians; Student t on their logs (k-1 df); one-way random-effects ANOVA share\"}";
   }
-  o << "\n  ],\n  \"launch_comparisons\": [";
+}
+
+// Backends compared across their launches.
+void write_launch_comparisons(std::ostringstream& o, const Report& rep) {
   for (std::size_t i = 0; i < rep.launch_comparisons.size(); ++i) {
     const auto& c = rep.launch_comparisons[i];
     o << (i ? "," : "") << "\n    {\"varies\": " << js(c.varies) << ", \"group\": " << js(c.group)
@@ -198,7 +212,10 @@ std::string render(const Report& rep, const Document& doc) {
     for (std::size_t k = 0; k < c.other_medians.size(); ++k) o << (k ? ", " : "") << jn(c.other_medians[k]);
     o << "], \"speedup\": " << jratio(c.speedup) << "}";
   }
-  o << "\n  ],\n  \"launch_scaling\": [";
+}
+
+// Scaling fitted per launch.
+void write_launch_scaling(std::ostringstream& o, const Report& rep) {
   for (std::size_t i = 0; i < rep.launch_scaling.size(); ++i) {
     const auto& m = rep.launch_scaling[i];
     auto list = [&](const auto& v) {
@@ -224,7 +241,10 @@ std::string render(const Report& rep, const Document& doc) {
       << "}, \"confidence\": " << jn(m.confidence)
       << ", \"method\": \"least squares of the law on each launch's medians; Student t over the launches' fits (k-1 df)\"}";
   }
-  o << "\n  ],\n  \"time_to_accuracy\": [";
+}
+
+// Time to accuracy per configuration.
+void write_time_to_accuracy(std::ostringstream& o, const Report& rep) {
   for (std::size_t i = 0; i < rep.tta.size(); ++i) {
     const auto& c = rep.tta[i];
     const auto& s = c.summary;
@@ -248,11 +268,11 @@ std::string render(const Report& rep, const Document& doc) {
       o << (k ? ", " : "") << (std::isfinite(s.tta[k]) ? jn(s.tta[k]) : "\"> budget\"");
     o << "]}";
   }
-  o << "\n  ],\n  \"unreadable\": [";
-  for (std::size_t i = 0; i < rep.unreadable.size(); ++i) o << (i ? ", " : "") << js(rep.unreadable[i]);
-  // The report's sections as the other formats show them (document.hpp): titles, notes, tables
-  // (rows of strings, the header first), lists and the figures' file names in figures/.
-  o << "],\n  \"sections\": [";
+}
+
+// The report's sections as the other formats show them (document.hpp): titles, notes, tables
+// (rows of strings, the header first), lists and the figures' file names in figures/.
+void write_sections(std::ostringstream& o, const Report& rep, const Document& doc) {
   for (std::size_t i = 0; i < doc.sections.size(); ++i) {
     const Section& sec = doc.sections[i];
     o << (i ? "," : "") << "\n    {\"title\": " << js(sec.title) << ", \"depth\": " << sec.depth << ", \"blocks\": [";
@@ -283,6 +303,35 @@ std::string render(const Report& rep, const Document& doc) {
     }
     o << "]}";
   }
+}
+
+std::string render(const Report& rep, const Document& doc) {
+  std::ostringstream o;
+  o << "{\n  \"campaign\": " << js(rep.campaign) << ",\n  \"campaign_hash\": " << js(rep.campaign_hash)
+    << ",\n  \"d500\": " << js(rep.d500_version) << ",\n  \"confidence\": " << jn(rep.confidence)
+    << ",\n  \"bootstrap_seed\": " << rep.seed << ",\n  \"method\": " << js(method_statement(rep))
+    << ",\n  \"environments\": [";
+  write_environments(o, rep);
+  o << "],\n  \"points\": [";
+  write_points(o, rep);
+  o << "\n  ],\n  \"comparisons\": [";
+  write_comparisons(o, rep);
+  o << "\n  ],\n  \"scaling\": [";
+  write_scaling(o, rep);
+  o << "\n  ],\n  \"overlap\": [";
+  write_overlap(o, rep);
+  o << "\n  ],\n  \"launches\": [";
+  write_launches(o, rep);
+  o << "\n  ],\n  \"launch_comparisons\": [";
+  write_launch_comparisons(o, rep);
+  o << "\n  ],\n  \"launch_scaling\": [";
+  write_launch_scaling(o, rep);
+  o << "\n  ],\n  \"time_to_accuracy\": [";
+  write_time_to_accuracy(o, rep);
+  o << "\n  ],\n  \"unreadable\": [";
+  for (std::size_t i = 0; i < rep.unreadable.size(); ++i) o << (i ? ", " : "") << js(rep.unreadable[i]);
+  o << "],\n  \"sections\": [";
+  write_sections(o, rep, doc);
   o << "\n  ]\n}\n";
   return o.str();
 }
