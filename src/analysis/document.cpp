@@ -466,6 +466,105 @@ std::optional<Section> code_loaded_section(const Report& rep) {
                   b}};
 }
 
+// Scaling: each series' caption, figure, communication share and table.
+void add_scaling_section(const Report& rep, Document& d) {
+  if (rep.scaling.empty()) return;
+  Section s{"Scaling", 2, true, {}};
+  for (const auto& sc : rep.scaling) {
+    s.blocks.push_back(
+        text(scaling_caption(sc), sc.kind + " scaling of " + sc.group + " (base " + std::to_string(sc.base_ranks) +
+                                      (sc.base_ranks == 1 ? " rank, " : " ranks, ") + fmt_time(sc.base_time) + ")." +
+                                      scaling_model_text(sc).substr(0, scaling_model_text(sc).find("; predicted"))));
+    s.blocks.push_back(figure(scaling_svg(sc), slug("scaling-" + sc.group),
+                              "Figure: " + sc.kind + " scaling of " + sc.group +
+                                  ": time per repetition against ranks (log-log), with the ideal" +
+                                  (sc.model.law.empty() ? " (no model: see above)." : " and the fitted model.")));
+    for (auto& b : communication_share(rep, sc)) s.blocks.push_back(std::move(b));
+    s.blocks.push_back(table(scaling_table(sc)));
+  }
+  d.sections.push_back(std::move(s));
+}
+
+// Points measured in separate launches: the interval across them, and the comparisons and
+// scaling models across launches.
+void add_launch_sections(const Report& rep, Document& d) {
+  if (rep.launches.empty()) return;
+  Section s{"Across launches", 2, true, {}};
+  s.blocks.push_back(
+      text("Points measured in separate launches (jobs): the primary interval covers the variation between launches "
+           "(two-stage: launch medians, then a t interval on their logarithms); each launch's own interval covers "
+           "only the variation within it.",
+           "-"));
+  s.blocks.push_back(table(launches_table(rep), false));
+  std::vector<std::string> items;
+  for (const auto& g : rep.launches)
+    items.push_back("across " + std::to_string(g.interval.launches) + " launches, " + g.group + ": " +
+                    fmt_time(g.interval.estimate) +
+                    (g.interval.has_ci ? " [" + fmt_time(g.interval.lo) + ", " + fmt_time(g.interval.hi) + "]" : "") +
+                    ", between-launch share of variance " + fmt_sig(g.interval.between_share * 100, 2) + "%");
+  s.blocks.push_back(list(items));
+  d.sections.push_back(std::move(s));
+  if (!rep.launch_comparisons.empty()) {
+    std::vector<std::string> items;
+    for (const auto& c : rep.launch_comparisons)
+      items.push_back("across " + std::to_string(c.launches.size()) + " launches, " + c.other + " vs " + c.baseline +
+                      ", " + c.group + ": speedup " + ratio_text(c.speedup) +
+                      (c.varies == "ranks"        ? ", efficiency " + fmt_sig(c.speedup.estimate / c.ideal, 3)
+                       : c.speedup.excludes_one() ? std::string(" (significant)")
+                                                  : std::string(" (not significant)")));
+    d.sections.push_back(
+        {"Comparisons across launches",
+         3,
+         true,
+         {text(launch_comparison_note(rep), "-"), table(launch_comparison_table(rep), false), list(items)}});
+  }
+  if (!rep.launch_scaling.empty()) {
+    std::vector<std::string> items;
+    for (const auto& m : rep.launch_scaling)
+      items.push_back("across " + std::to_string(m.launches.size()) + " launches, scaling model of " + m.group + ": " +
+                      launch_model_words(m));
+    d.sections.push_back({"Scaling models across launches",
+                          3,
+                          true,
+                          {text(launch_scaling_note(rep), "-"), table(launch_scaling_table(rep), false), list(items)}});
+  }
+}
+
+// Time to accuracy: the table, a sentence per configuration, and each one's curves.
+void add_tta_section(const Report& rep, Document& d) {
+  if (rep.tta.empty()) return;
+  Section s{"Time to accuracy", 2, true, {}};
+  s.blocks.push_back(
+      text("Each run's time is that of its first evaluation reaching the target within the budget; a run that misses "
+           "is censored (coded as > budget), never dropped.",
+           "-"));
+  s.blocks.push_back(table(tta_table(rep), false));  // the terminal has the sentences below
+  std::vector<std::string> items;
+  for (const auto& c : rep.tta)
+    items.push_back(
+        "time to accuracy " + fmt_sig(c.summary.target, 3) + ", " + c.group + ": median " + tta_median_text(c.summary) +
+        " " + tta_ci_text(c.summary) + "; reached " + tta_success_text(c.summary) +
+        (c.cut_off ? "; " + std::to_string(c.cut_off) + " run(s) cut off, censored (" + c.summary.method + ")" : "") +
+        (c.disagreements.empty() ? "" : "; RANKS DISAGREE: " + c.disagreements.front()));
+  s.blocks.push_back(list(items));
+  for (const auto& c : rep.tta) {
+    bool curves = false;  // rank 0 of a parameter-server scheme is a server: it evaluates nothing
+    for (const auto& r : rep.rows)
+      if (std::find(c.ids.begin(), c.ids.end(), r.id) != c.ids.end()) curves = curves || !r.curve.empty();
+    if (!curves) {
+      s.blocks.push_back(text("No curve to draw for " + c.group + ": its runs' rank 0 recorded no evaluation."));
+      continue;
+    }
+    s.blocks.push_back(
+        figure(tta_svg(c, rep), slug("tta-" + c.group + "-" + fmt_sig(c.summary.target, 3)),
+               "Figure: accuracy against training time, " + c.group +
+                   ", one line per seed (dashed: a run that did "
+                   "not reach the target); the black mark on the target line is the median time to accuracy with its " +
+                   pct(rep.confidence) + " interval."));
+  }
+  d.sections.push_back(std::move(s));
+}
+
 Document report_document(const Report& rep) {
   Document d;
   d.title = "d500 report: " + rep.campaign;
@@ -526,96 +625,9 @@ Document report_document(const Report& rep) {
     s.blocks.push_back(list(items));
     d.sections.push_back(std::move(s));
   }
-  if (!rep.scaling.empty()) {
-    Section s{"Scaling", 2, true, {}};
-    for (const auto& sc : rep.scaling) {
-      s.blocks.push_back(
-          text(scaling_caption(sc), sc.kind + " scaling of " + sc.group + " (base " + std::to_string(sc.base_ranks) +
-                                        (sc.base_ranks == 1 ? " rank, " : " ranks, ") + fmt_time(sc.base_time) + ")." +
-                                        scaling_model_text(sc).substr(0, scaling_model_text(sc).find("; predicted"))));
-      s.blocks.push_back(figure(scaling_svg(sc), slug("scaling-" + sc.group),
-                                "Figure: " + sc.kind + " scaling of " + sc.group +
-                                    ": time per repetition against ranks (log-log), with the ideal" +
-                                    (sc.model.law.empty() ? " (no model: see above)." : " and the fitted model.")));
-      for (auto& b : communication_share(rep, sc)) s.blocks.push_back(std::move(b));
-      s.blocks.push_back(table(scaling_table(sc)));
-    }
-    d.sections.push_back(std::move(s));
-  }
-  if (!rep.launches.empty()) {
-    Section s{"Across launches", 2, true, {}};
-    s.blocks.push_back(
-        text("Points measured in separate launches (jobs): the primary interval covers the variation between launches "
-             "(two-stage: launch medians, then a t interval on their logarithms); each launch's own interval covers "
-             "only the variation within it.",
-             "-"));
-    s.blocks.push_back(table(launches_table(rep), false));
-    std::vector<std::string> items;
-    for (const auto& g : rep.launches)
-      items.push_back("across " + std::to_string(g.interval.launches) + " launches, " + g.group + ": " +
-                      fmt_time(g.interval.estimate) +
-                      (g.interval.has_ci ? " [" + fmt_time(g.interval.lo) + ", " + fmt_time(g.interval.hi) + "]" : "") +
-                      ", between-launch share of variance " + fmt_sig(g.interval.between_share * 100, 2) + "%");
-    s.blocks.push_back(list(items));
-    d.sections.push_back(std::move(s));
-    if (!rep.launch_comparisons.empty()) {
-      std::vector<std::string> items;
-      for (const auto& c : rep.launch_comparisons)
-        items.push_back("across " + std::to_string(c.launches.size()) + " launches, " + c.other + " vs " + c.baseline +
-                        ", " + c.group + ": speedup " + ratio_text(c.speedup) +
-                        (c.varies == "ranks"        ? ", efficiency " + fmt_sig(c.speedup.estimate / c.ideal, 3)
-                         : c.speedup.excludes_one() ? std::string(" (significant)")
-                                                    : std::string(" (not significant)")));
-      d.sections.push_back(
-          {"Comparisons across launches",
-           3,
-           true,
-           {text(launch_comparison_note(rep), "-"), table(launch_comparison_table(rep), false), list(items)}});
-    }
-    if (!rep.launch_scaling.empty()) {
-      std::vector<std::string> items;
-      for (const auto& m : rep.launch_scaling)
-        items.push_back("across " + std::to_string(m.launches.size()) + " launches, scaling model of " + m.group +
-                        ": " + launch_model_words(m));
-      d.sections.push_back(
-          {"Scaling models across launches",
-           3,
-           true,
-           {text(launch_scaling_note(rep), "-"), table(launch_scaling_table(rep), false), list(items)}});
-    }
-  }
-  if (!rep.tta.empty()) {
-    Section s{"Time to accuracy", 2, true, {}};
-    s.blocks.push_back(
-        text("Each run's time is that of its first evaluation reaching the target within the budget; a run that misses "
-             "is censored (coded as > budget), never dropped.",
-             "-"));
-    s.blocks.push_back(table(tta_table(rep), false));  // the terminal has the sentences below
-    std::vector<std::string> items;
-    for (const auto& c : rep.tta)
-      items.push_back(
-          "time to accuracy " + fmt_sig(c.summary.target, 3) + ", " + c.group + ": median " +
-          tta_median_text(c.summary) + " " + tta_ci_text(c.summary) + "; reached " + tta_success_text(c.summary) +
-          (c.cut_off ? "; " + std::to_string(c.cut_off) + " run(s) cut off, censored (" + c.summary.method + ")" : "") +
-          (c.disagreements.empty() ? "" : "; RANKS DISAGREE: " + c.disagreements.front()));
-    s.blocks.push_back(list(items));
-    for (const auto& c : rep.tta) {
-      bool curves = false;  // rank 0 of a parameter-server scheme is a server: it evaluates nothing
-      for (const auto& r : rep.rows)
-        if (std::find(c.ids.begin(), c.ids.end(), r.id) != c.ids.end()) curves = curves || !r.curve.empty();
-      if (!curves) {
-        s.blocks.push_back(text("No curve to draw for " + c.group + ": its runs' rank 0 recorded no evaluation."));
-        continue;
-      }
-      s.blocks.push_back(figure(
-          tta_svg(c, rep), slug("tta-" + c.group + "-" + fmt_sig(c.summary.target, 3)),
-          "Figure: accuracy against training time, " + c.group +
-              ", one line per seed (dashed: a run that did "
-              "not reach the target); the black mark on the target line is the median time to accuracy with its " +
-              pct(rep.confidence) + " interval."));
-    }
-    d.sections.push_back(std::move(s));
-  }
+  add_scaling_section(rep, d);
+  add_launch_sections(rep, d);
+  add_tta_section(rep, d);
   // The method after the figures it explains: a reader meets the results first.
   d.sections.push_back({"Method", 2, true, {text(method_statement(rep), method_brief(rep))}});
   if (environment_table(rep).size() > 1)
