@@ -41,40 +41,31 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  const std::string network = argc > 1 ? argv[1] : "lenet5";
-  const std::int64_t batch = argc > 2 ? std::stoll(argv[2]) : 64;
-  const int steps = argc > 3 ? std::stoi(argv[3]) : 200;
-  const int rounds = argc > 4 ? std::stoi(argv[4]) : 5;
-  const bool validate = argc > 5 ? std::stoi(argv[5]) != 0 : true;
-  // both (default), or one loop alone ("bare", "d500"): the other's runner never exists, so that
-  // the two can be compared from separate processes, free of each other's memory.
-  const std::string only = argc > 6 ? argv[6] : "both";
-  const bool run_bare = only != "d500", run_d500 = only != "bare";
-  const char* env_backend = std::getenv("D500_BACKEND");
-  const std::string backend = env_backend && *env_backend ? env_backend : "libtorch-native";
+// The backend to train on, or nullptr (said on stderr) where this build or host cannot.
+const BackendInfo* usable_backend(const std::string& backend, const WorkloadInfo& w) {
   const BackendInfo* b = find_backend(backend);
-  const WorkloadInfo* w = builtin_workloads().find("train");
-  if (!b || !b->built || !w->backends.count(backend)) {
+  if (!b || !b->built || !w.backends.count(backend)) {
     std::fprintf(stderr, "d500-bench-train: this build cannot train on backend '%s'%s%s\n", backend.c_str(),
                  b && !b->built ? ": " : "", b && !b->built ? b->not_built_reason.c_str() : "");
-    MPI_Finalize();
-    return 2;
+    return nullptr;
   }
   if (b->no_device)
     if (const std::string why = b->no_device(); !why.empty()) {
       std::fprintf(stderr, "d500-bench-train: backend '%s' has no device here: %s\n", backend.c_str(), why.c_str());
-      MPI_Finalize();
-      return 2;
+      return nullptr;
     }
-  const bool native = b->native_optimizer;
+  return b;
+}
+
+// The train workload's point: its defaults, the benchmark's network, batch and steps on synthetic
+// data, SGD momentum (the backend's own optimizer where it has one), and the GPU keys the
+// environment sets (D500_CUDNN_ALGORITHMS, D500_MATH, D500_CUDNN_API, D500_MEMORY_FORMAT).
+Params bench_point(const WorkloadInfo& w, const std::string& backend, const std::string& network, std::int64_t batch,
+                   int steps, bool native) {
   Params p;
   for (const auto& s : common_params())
     if (s.dflt) p[s.name] = *s.dflt;
-  for (const auto& s : w->params)
+  for (const auto& s : w.params)
     if (s.dflt) p[s.name] = *s.dflt;
   p["workload"] = std::string("train");
   p["backend"] = backend;
@@ -94,18 +85,50 @@ int main(int argc, char** argv) {
   if (const char* api = std::getenv("D500_CUDNN_API"); api && *api) p["cudnn_api"] = std::string(api);
   if (const char* f = std::getenv("D500_MEMORY_FORMAT"); f && *f) p["memory_format"] = std::string(f);
 
-  // (a) The bare loop: the same data, runner and optimizer calls, nothing else.
-  const auto net = load_point_network(network, batch, true);
-  Graph g = net->graph;
-  seeded_weights(g, net->params, 1);
+  return p;
+}
+
+// Synthetic training data of the network's input and class count, `samples` of them.
+DatasetRequest synthetic_request(const Graph& g, std::int64_t samples) {
   DatasetRequest dr;
   dr.dataset = "synthetic";
   dr.split = "train";
   const Shape& in = g.info(g.inputs[0]).shape;
   dr.sample_shape.assign(in.begin() + 1, in.end());
   dr.classes = static_cast<int>(g.info(g.outputs[0]).shape[1]);
-  dr.samples = batch * (steps + 1);
-  auto data = open_dataset(dr);
+  dr.samples = samples;
+  return dr;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  const std::string network = argc > 1 ? argv[1] : "lenet5";
+  const std::int64_t batch = argc > 2 ? std::stoll(argv[2]) : 64;
+  const int steps = argc > 3 ? std::stoi(argv[3]) : 200;
+  const int rounds = argc > 4 ? std::stoi(argv[4]) : 5;
+  const bool validate = argc > 5 ? std::stoi(argv[5]) != 0 : true;
+  // both (default), or one loop alone ("bare", "d500"): the other's runner never exists, so that
+  // the two can be compared from separate processes, free of each other's memory.
+  const std::string only = argc > 6 ? argv[6] : "both";
+  const bool run_bare = only != "d500", run_d500 = only != "bare";
+  const char* env_backend = std::getenv("D500_BACKEND");
+  const std::string backend = env_backend && *env_backend ? env_backend : "libtorch-native";
+  const WorkloadInfo* w = builtin_workloads().find("train");
+  const BackendInfo* b = usable_backend(backend, *w);
+  if (!b) {
+    MPI_Finalize();
+    return 2;
+  }
+  const bool native = b->native_optimizer;
+  const Params p = bench_point(*w, backend, network, batch, steps, native);
+
+  // (a) The bare loop: the same data, runner and optimizer calls, nothing else.
+  const auto net = load_point_network(network, batch, true);
+  Graph g = net->graph;
+  seeded_weights(g, net->params, 1);
+  auto data = open_dataset(synthetic_request(g, batch * (steps + 1)));
   InputData inputs = make_inputs(g, 1, 1);
   // The point's keys reach the bare loop's runner too (math, memory_format, cudnn_algorithms).
   auto runner = run_bare ? make_runner(*b, training_spec(g, *net, inputs, 1), &p) : nullptr;
