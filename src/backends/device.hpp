@@ -31,12 +31,14 @@ class DeviceMemory {
   // until this DeviceMemory ends (the host memory must outlive it). Never throws: a device that
   // cannot pin copies as before.
   virtual void pin(const void* /*host*/, std::size_t /*bytes*/) noexcept {}
-  // A host-to-device copy beside the computation (on a copy stream of its own): enqueued, it runs
-  // while the work already on the memory's stream computes. wait_beside() returns once every
-  // such copy is done: then the device memory may be read on the stream and the host memory
-  // written again. false where the device has no such stream (nothing is copied then).
-  virtual bool upload_beside(void* /*device*/, const void* /*host*/, std::size_t /*bytes*/) { return false; }
-  virtual void wait_beside() {}
+  // A host-to-device copy beside the computation (on a copy stream of its own) into `staged`:
+  // enqueued, it runs while the work already on the memory's stream computes, once what an
+  // earlier take_beside() enqueued has read `staged`. take_beside(dst, staged, bytes) returns
+  // once every such copy is done (the host memory may then be written again) and enqueues on the
+  // stream the device-to-device copy of `staged` into `dst`. false where the device has no such
+  // stream (nothing is copied then).
+  virtual bool upload_beside(void* /*staged*/, const void* /*host*/, std::size_t /*bytes*/) { return false; }
+  virtual void take_beside(void* dst, const void* staged, std::size_t bytes) { copy(dst, staged, bytes); }
   // Enqueued on the stream: a device-to-device copy, zeroing, and over float32 y[i] += alpha x[i]
   // (the executor's gradient sums, alpha 1) and x[i] *= alpha (with axpy, the device optimizer's
   // arithmetic: SGD with momentum is nothing else).

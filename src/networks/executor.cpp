@@ -949,21 +949,17 @@ bool GraphExecutor::defer_waits(bool on) {
 bool GraphExecutor::stage_inputs() {
   Impl& m = *impl_;
   if (!m.deferred) return false;
-  const int micros = std::max(1, m.spec.micro_batches);
   if (m.staged.size() != m.inputs_all.size()) return false;
-  for (std::size_t k = 0; k < m.g.inputs.size(); ++k) {
-    const std::size_t bytes = static_cast<std::size_t>(numel(m.g.info(m.g.inputs[k]).shape) * micros) *
-                              element_bytes(m.g.info(m.g.inputs[k]).dtype, 4);
-    if (bytes && !m.dev->upload_beside(m.staged[k].p, m.spec.inputs[k], bytes)) return false;
-  }
+  // On a device a block holds its tensor's float32 bytes, as the host's input does.
+  for (std::size_t k = 0; k < m.staged.size(); ++k)
+    if (m.staged[k].n && !m.dev->upload_beside(m.staged[k].p, m.spec.inputs[k], m.staged[k].n)) return false;
   return true;
 }
 
 void GraphExecutor::inputs_from_stage() {
   Impl& m = *impl_;
-  m.dev->wait_beside();
   for (std::size_t k = 0; k < m.inputs_all.size(); ++k)
-    m.dev->copy(m.inputs_all[k].p, m.staged[k].p, m.inputs_all[k].n);
+    m.dev->take_beside(m.inputs_all[k].p, m.staged[k].p, m.inputs_all[k].n);
 }
 
 void GraphExecutor::step_mark(std::size_t i) {

@@ -775,7 +775,7 @@ class GuardedMemory final : public DeviceMemory {
   struct Counts {
     int uploads = 0, downloads = 0, copies = 0, zeros = 0, syncs = 0, axpys = 0;  // axpys: axpy and scale
     int optimizer_steps = 0;
-    int uploads_beside = 0, waits_beside = 0;
+    int uploads_beside = 0, takes_beside = 0;
   };
   Counts counts;
   // The most it has held at once, in whole pages (a GPU's use, as the cuda backend reads it).
@@ -882,7 +882,10 @@ class GuardedMemory final : public DeviceMemory {
     std::memcpy(device, host, bytes);
     return true;
   }
-  void wait_beside() override { ++counts.waits_beside; }
+  void take_beside(void* dst, const void* staged, std::size_t bytes) override {
+    ++counts.takes_beside;
+    copy(dst, staged, bytes);
+  }
   std::string describe() const override { return "guarded host memory (a test device)"; }
   // Its "events": the host's clock when recorded (its work is done by then).
   bool reserve_marks(std::size_t n) override {
@@ -1794,7 +1797,7 @@ TEST(Executor, OnADeviceADeferredStepWaitsOnceAtItsEndAndComputesWhatAWaitingSte
       deferred.inputs_from_stage();
       EXPECT_EQ(deferred_dev.memory->counts.uploads, 0);
       EXPECT_EQ(deferred_dev.memory->counts.uploads_beside, 2) << "the image and the labels";
-      EXPECT_EQ(deferred_dev.memory->counts.waits_beside, 1);
+      EXPECT_EQ(deferred_dev.memory->counts.takes_beside, 2) << "each staged input waited for and taken";
       EXPECT_EQ(deferred_dev.memory->counts.copies, 2) << "from the staging copies into the inputs, on the device";
     }
     waiting_dev.memory->counts = {};

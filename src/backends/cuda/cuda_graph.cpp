@@ -117,6 +117,7 @@ class ExecutorMemory final : public DeviceMemory {
     if (start_) cudaEventDestroy(start_);
     if (stop_) cudaEventDestroy(stop_);
     if (beside_done_) cudaEventDestroy(beside_done_);
+    if (beside_read_) cudaEventDestroy(beside_read_);
     if (beside_) cudaStreamDestroy(beside_);
     if (stream_) cudaStreamDestroy(stream_);
   }
@@ -156,17 +157,25 @@ class ExecutorMemory final : public DeviceMemory {
     else
       cudaGetLastError();  // not sticky: clear it, so that the next check does not report it
   }
-  bool upload_beside(void* device, const void* host, std::size_t bytes) override {
+  bool upload_beside(void* staged, const void* host, std::size_t bytes) override {
     if (!beside_) {
       check(cudaStreamCreateWithFlags(&beside_, cudaStreamNonBlocking), "cudaStreamCreate (the copies beside)");
       check(cudaEventCreateWithFlags(&beside_done_, cudaEventDisableTiming), "cudaEventCreate (the copies beside)");
+      check(cudaEventCreateWithFlags(&beside_read_, cudaEventDisableTiming), "cudaEventCreate (the copies beside)");
     }
-    check(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, beside_), "cudaMemcpyAsync (beside)");
+    // Not before the stream has taken what the last copies put there.
+    if (beside_read_recorded_) check(cudaStreamWaitEvent(beside_, beside_read_, 0), "cudaStreamWaitEvent (beside)");
+    check(cudaMemcpyAsync(staged, host, bytes, cudaMemcpyHostToDevice, beside_), "cudaMemcpyAsync (beside)");
     check(cudaEventRecord(beside_done_, beside_), "cudaEventRecord (the copies beside)");
     return true;
   }
-  void wait_beside() override {
+  void take_beside(void* dst, const void* staged, std::size_t bytes) override {
     if (beside_done_) check(cudaEventSynchronize(beside_done_), "cudaEventSynchronize (the copies beside)");
+    copy(dst, staged, bytes);
+    if (beside_read_) {
+      check(cudaEventRecord(beside_read_, stream_), "cudaEventRecord (the copies beside, taken)");
+      beside_read_recorded_ = true;
+    }
   }
   void copy(void* dst, const void* src, std::size_t bytes) override {
     check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_), "cudaMemcpyAsync (on the device)");
@@ -258,6 +267,8 @@ class ExecutorMemory final : public DeviceMemory {
   cudaStream_t stream_ = nullptr;
   cudaStream_t beside_ = nullptr;      // upload_beside's copies, made at the first
   cudaEvent_t beside_done_ = nullptr;  // the last of them
+  cudaEvent_t beside_read_ = nullptr;  // on stream_: what take_beside() copied out of them, taken
+  bool beside_read_recorded_ = false;
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
   std::vector<cudaEvent_t> marks_;
   std::vector<const void*> pinned_;  // host ranges pin() page-locked

@@ -467,7 +467,7 @@ class ForeachSgd {
       : params_(std::move(params)), bufs_(params_.size()), m_(momentum), wd_(weight_decay), nesterov_(nesterov) {}
   void step(double lr) {
     c10::NoGradGuard no_grad;
-    Tensors ps, d, fresh_d, bufs, bufs_d;
+    Tensors ps, d, bufs, bufs_d;
     std::vector<std::size_t> at;
     for (std::size_t k = 0; k < params_.size(); ++k) {
       const at::Tensor& g = params_[k].grad();
@@ -680,6 +680,7 @@ class NativeRunner final : public GraphRunner {
       } catch (...) {}
       if (beside_) cudaStreamSynchronize(beside_);
       if (beside_done_) cudaEventDestroy(beside_done_);
+      if (staged_read_) cudaEventDestroy(staged_read_);
       if (beside_) cudaStreamDestroy(beside_);
       for (cudaEvent_t e : marks_) cudaEventDestroy(e);
       for (const void* h : pinned_) cudaHostUnregister(const_cast<void*>(h));
@@ -714,8 +715,7 @@ class NativeRunner final : public GraphRunner {
   void step_mark(std::size_t i) override {
 #ifdef D500_HAVE_CUDA
     if (!*deferred_ || i >= marks_.size()) return;
-    const c10::impl::DeviceGuardImplInterface* impl = c10::impl::getDeviceGuardImpl(device_.type());
-    if (impl->getStream(device_).id() != 0) {
+    if (!on_default_stream()) {
       marks_valid_ = false;
       return;
     }
@@ -727,16 +727,22 @@ class NativeRunner final : public GraphRunner {
   }
   void finish() override { synchronize(device_); }
   // The next batch's host data to a device copy of the runner's own (staged_), on a stream of the
-  // runner's beside LibTorch's, from page-locked memory; inputs_from_stage() waits for it and
-  // copies it into the inputs on LibTorch's stream (into channels-last there, as inputs_changed()).
+  // runner's beside LibTorch's, from page-locked memory, once LibTorch's stream has taken the last
+  // one; inputs_from_stage() waits for it and copies it into the inputs on LibTorch's stream (into
+  // channels-last there, as inputs_changed()). Only on LibTorch's default stream, which the event
+  // that orders the two is recorded on.
   bool stage_inputs() override {
 #ifdef D500_HAVE_CUDA
-    if (!*deferred_ || pinned_.size() != g_.inputs.size() || slices_.size() != g_.inputs.size()) return false;
+    if (!*deferred_ || pinned_.size() != g_.inputs.size() || slices_.size() != g_.inputs.size() || !on_default_stream())
+      return false;
     if (!beside_) {
       cuda::check(cudaStreamCreateWithFlags(&beside_, cudaStreamNonBlocking),
                   "cudaStreamCreate (libtorch-cuda's copies)");
       cuda::check(cudaEventCreateWithFlags(&beside_done_, cudaEventDisableTiming), "cudaEventCreate");
+      cuda::check(cudaEventCreateWithFlags(&staged_read_, cudaEventDisableTiming), "cudaEventCreate");
     }
+    if (staged_read_recorded_)
+      cuda::check(cudaStreamWaitEvent(beside_, staged_read_, 0), "cudaStreamWaitEvent (libtorch-cuda's next batch)");
     for (std::size_t k = 0; k < slices_.size(); ++k)
       cuda::check(cudaMemcpyAsync(staged_[k].data_ptr(), slices_[k].data_ptr(), slices_[k].nbytes(),
                                   cudaMemcpyHostToDevice, beside_),
@@ -752,6 +758,8 @@ class NativeRunner final : public GraphRunner {
     if (beside_done_) {
       cuda::check(cudaEventSynchronize(beside_done_), "cudaEventSynchronize (libtorch-cuda's next batch)");
       for (std::size_t i = 0; i < device_slices_.size(); ++i) device_slices_[i].copy_(staged_[i]);
+      cuda::check(cudaEventRecord(staged_read_, nullptr), "cudaEventRecord (libtorch-cuda's next batch, taken)");
+      staged_read_recorded_ = true;
       return;
     }
 #endif
@@ -886,6 +894,9 @@ class NativeRunner final : public GraphRunner {
   }
 
  private:
+  // LibTorch's current stream is its default one, stream 0 (d500 never sets another): the one
+  // the step's marks and the staged batch's ordering are recorded on.
+  bool on_default_stream() const { return c10::impl::getDeviceGuardImpl(device_.type())->getStream(device_).id() == 0; }
   static std::vector<double> to_doubles(const at::Tensor& t) {
     const at::Tensor d = t.detach().to(at::kCPU).to(at::kDouble).contiguous();
     return std::vector<double>(d.data_ptr<double>(), d.data_ptr<double>() + d.numel());
@@ -923,6 +934,8 @@ class NativeRunner final : public GraphRunner {
   Tensors staged_;                   // stage_inputs()' device copies of the inputs
   cudaStream_t beside_ = nullptr;    // their copies, beside LibTorch's stream
   cudaEvent_t beside_done_ = nullptr;
+  cudaEvent_t staged_read_ = nullptr;  // on LibTorch's stream: staged_ taken into the inputs
+  bool staged_read_recorded_ = false;
 #endif
 };
 
