@@ -12,6 +12,16 @@
 
 namespace d500 {
 
+// A network step's validation (levels 1, 2), beside its error and tolerance: the tensor that
+// decided it, that tensor's error and allowance, and in how many of the step's `tensors` the same
+// step with that one tensor 2% off fails (the judgement's power); tensors 0: none. The workloads
+// fill it, the store writes it (validation.* attributes).
+struct StepVerdict {
+  std::string decisive;
+  double error = 0, allowed = 0;
+  std::int64_t tensors = 0, caught_2pct = 0;
+};
+
 // What part of a repetition (or training step) a sample times. `op` is a whole repetition of a
 // level-0 operator or collective; training (levels 2 and 3) times several phases per step. The
 // codes are stored in the results file (schema v2, `samples.phase`) and listed, in this order,

@@ -10,6 +10,7 @@
 
 #include "backends/graph.hpp"
 #include "backends/registry.hpp"
+#include "metrics/metrics.hpp"
 #include "networks/executor.hpp"
 
 namespace d500 {
@@ -113,6 +114,8 @@ struct StepJudgement {
   // The judgement's power: of `tensors`, those in which the same step with that one tensor 2%
   // larger (a gradient scaled by 1.02, as a wrong factor would) fails.
   int tensors = 0, caught_2pct = 0;
+  // What the results file records of it.
+  StepVerdict verdict() const { return {where, error, tolerance, tensors, caught_2pct}; }
 };
 // `share`, when not empty, names the graph, its weights and inputs and `ref` (a job's points on
 // one network): the second opinion's yardstick runs are kept for later judgements of that name.

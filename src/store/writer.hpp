@@ -90,19 +90,10 @@ class ResultWriter {
   // the last complete checkpoint, flushed, then named the newest. Durable when it returns.
   void checkpoint(const TrainingState& state);
   // Collective; `rel_error` is this rank's. Returns the worst rank's error.
-  double validation(double rel_error, double tolerance, const std::string& method) {
-    return validation(rel_error, tolerance, method, StepVerdict{});
-  }
-  // A network's step may name its decisive tensor, that tensor's error and allowance, and the
-  // judgement's power (of `tensors`, those in which the step with that one tensor 2% off fails);
-  // the worst rank's are written (validation.decisive, .decisive_error, .decisive_allowed,
-  // .tensors, .caught_2pct), none where tensors is 0.
-  struct StepVerdict {
-    std::string decisive;
-    double error = 0, allowed = 0;
-    std::int64_t tensors = 0, caught_2pct = 0;
-  };
-  double validation(double rel_error, double tolerance, const std::string& method, const StepVerdict& step);
+  // A network's step also says what decided it (metrics.hpp): the worst rank's is written
+  // (validation.decisive, .decisive_error, .decisive_allowed, .tensors, .caught_2pct), none where
+  // its tensors is 0.
+  double validation(double rel_error, double tolerance, const std::string& method, const StepVerdict& step = {});
   // Collective. peak_rss_bytes: the largest peak resident set of any rank during the point; < 0:
   // unknown. Rank 0's seconds and peak are written (the worker agrees them first).
   void end_point(Outcome outcome, const std::string& reason, double seconds, std::int64_t peak_rss_bytes = -1);

@@ -594,9 +594,7 @@ void run_point(JobRun& job, const PointSpec& p, int i) {
   reset_peak_rss();
   const MachineSample machine_before = machine_sample();
   PointSetup s = set_up_point(job, p, i);
-  const double worst =
-      job.out.validation(s.v.rel_error, s.v.tolerance, s.v.method,
-                         {s.v.decisive, s.v.decisive_error, s.v.decisive_allowed, s.v.tensors, s.v.caught_2pct});
+  const double worst = job.out.validation(s.v.rel_error, s.v.tolerance, s.v.method, s.v.step);
   Outcome outcome = Outcome::Complete;
   std::string reason;
   // Armed for a training point that checkpoints; ends with the point (its outcome written).

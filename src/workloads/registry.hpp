@@ -17,6 +17,7 @@
 #include "common/param_spec.hpp"
 #include "common/random.hpp"  // fill_uniform: the inputs of every workload
 #include "common/value.hpp"
+#include "metrics/metrics.hpp"
 #include "workloads/harness.hpp"
 
 namespace d500 {
@@ -37,12 +38,7 @@ struct Validation {
   double rel_error = 0;  // this rank's relative error norm
   double tolerance = 0;
   std::string method;  // how the reference was computed and the norm taken
-  // A network's step (levels 1, 2): the tensor that decided it, its error and allowance, and in
-  // how many of its `tensors` the same step with that one tensor 2% off fails (the judgement's
-  // power); tensors 0: none.
-  std::string decisive;
-  double decisive_error = 0, decisive_allowed = 0;
-  std::int64_t tensors = 0, caught_2pct = 0;
+  StepVerdict step{};  // a network's step (levels 1, 2): what decided it, and what it could see
 };
 
 class Workload {

@@ -139,17 +139,12 @@ class NetworkWorkload final : public Workload {
       where = "; " + first_divergence(net_->graph, backend_, &params_, inputs_.pointers(), pt_.micro_batches(),
                                       pt_.threads, tolerance.tolerance);
     return Validation{
-        j.error,
-        j.tolerance,
+        j.error, j.tolerance,
         "relative L2 error of " + what + where + " (worst: " + j.where +
             ", each against max(|reference|, 1e-4 x the RMS of the references' norms)), against d500's reference executor in "
             "double precision on the same float32 weights and inputs; tolerance " +
             j.words,
-        j.where,
-        j.error,
-        j.tolerance,
-        j.tensors,
-        j.caught_2pct};
+        j.verdict()};
   }
 
   void measure(Harness& h) override {

@@ -262,7 +262,7 @@ class TrainWorkload final : public Workload {
     last_loss_ = last_acc_ = std::nan("");
     stop_reason_ = "";
     if (!std::isfinite(ratio)) ratio = std::numeric_limits<double>::infinity();
-    return Validation{ratio, 1.0, method, j.where, j.error, j.tolerance, j.tensors, j.caught_2pct};
+    return Validation{ratio, 1.0, method, j.verdict()};
   }
 
   void measure(Harness& h) override {
