@@ -697,7 +697,11 @@ Table environment_table(const Report& rep) {
 void markdown_table(std::ostringstream& o, const Table& t) {
   for (std::size_t k = 0; k < t.size(); ++k) {
     o << "|";
-    for (const auto& c : t[k]) o << " " << c << " |";
+    for (const auto& c : t[k]) {  // a cell's own bar, escaped, would otherwise end it
+      o << " ";
+      for (char ch : c) o << (ch == '|' ? "\\|" : std::string(1, ch));
+      o << " |";
+    }
     o << "\n";
     if (k == 0) {
       o << "|";

@@ -8,9 +8,11 @@
 #include <CLI/CLI.hpp>
 #include <filesystem>
 #include <iostream>
+#include <sstream>
 
 #include "analysis/compare.hpp"
 #include "analysis/document.hpp"
+#include "analysis/format.hpp"
 #include "analysis/mllog.hpp"
 #include "analysis/reporters.hpp"
 #include "backends/graph_ops.hpp"
@@ -306,17 +308,20 @@ int cmd_backends() {
 }
 
 // "integer, default 1, 1 to 4096" / "string, required, one of a, b": a parameter as a user must write it.
+// A key's valid values: named sets can be long, so the first `shown`, and how many in all.
+std::string choices_text(const ParamSpec& p, std::size_t shown, const std::string& quote) {
+  std::vector<std::string> first;
+  for (std::size_t i = 0; i < p.choices.size() && i < shown; ++i)
+    first.push_back(quote + canonical(Value{p.choices[i]}) + quote);
+  return join(first, ", ") +
+         (p.choices.size() > shown ? ", ... (" + std::to_string(p.choices.size()) + " in all)" : "");
+}
+
 std::string param_text(const ParamSpec& p) {
   std::string o =
       std::string(type_name(p.type)) + (p.dflt ? ", default " + canonical(*p.dflt) : std::string(", required"));
   if (p.type == ValueType::Int && p.min < p.max) o += ", " + std::to_string(p.min) + " to " + std::to_string(p.max);
-  if (!p.choices.empty()) {  // named sets can be long: the first few, and how many in all
-    constexpr std::size_t kShown = 6;
-    std::vector<std::string> shown;
-    for (std::size_t i = 0; i < p.choices.size() && i < kShown; ++i) shown.push_back(canonical(Value{p.choices[i]}));
-    o += ", one of " + join(shown, ", ") +
-         (p.choices.size() > kShown ? ", ... (" + std::to_string(p.choices.size()) + " in all)" : "");
-  }
+  if (!p.choices.empty()) o += ", one of " + choices_text(p, 6, "");
   return o;
 }
 
@@ -333,31 +338,19 @@ int cmd_workloads() {
   return 0;
 }
 
-// A table cell: Markdown's column bar escaped, nothing else changed.
-std::string cell(const std::string& s) {
-  std::string o;
-  for (char c : s) o += c == '|' ? std::string("\\|") : std::string(1, c);
-  return o;
-}
-
 // One row per key: its type, default, what values are valid, what it means.
 void markdown_params(const std::vector<ParamSpec>& params) {
-  std::cout << "| key | type | default | valid values | meaning |\n|---|---|---|---|---|\n";
+  Table t{{"key", "type", "default", "valid values", "meaning"}};
   for (const auto& p : params) {
     std::string valid = "any";
     if (p.type == ValueType::Int && p.min < p.max) valid = std::to_string(p.min) + " to " + std::to_string(p.max);
-    if (!p.choices.empty()) {
-      constexpr std::size_t kShown = 8;
-      std::vector<std::string> shown;
-      for (std::size_t i = 0; i < p.choices.size() && i < kShown; ++i)
-        shown.push_back("`" + canonical(Value{p.choices[i]}) + "`");
-      valid = join(shown, ", ") +
-              (p.choices.size() > kShown ? ", ... (" + std::to_string(p.choices.size()) + " in all)" : "");
-    }
-    std::cout << "| `" << p.name << "` | " << type_name(p.type) << " | "
-              << (p.dflt ? "`" + canonical(*p.dflt) + "`" : std::string("required")) << " | " << cell(valid) << " | "
-              << cell(p.help) << " |\n";
+    if (!p.choices.empty()) valid = choices_text(p, 8, "`");
+    t.push_back(
+        {"`" + p.name + "`", type_name(p.type), p.dflt ? "`" + canonical(*p.dflt) + "`" : "required", valid, p.help});
   }
+  std::ostringstream o;
+  markdown_table(o, t);
+  std::cout << o.str();
 }
 
 // The campaign reference: every workload's keys and every key all take, from the tables the
@@ -376,7 +369,7 @@ int cmd_workloads_markdown() {
                "## Every workload\n\n";
   markdown_params(common_params());
   for (const auto& w : builtin_workloads().all()) {
-    std::cout << "\n## " << w.name << " (level " << w.level << ")\n\n" << w.description << ".\n\n";
+    std::cout << "## " << w.name << " (level " << w.level << ")\n\n" << w.description << ".\n\n";
     markdown_params(w.params);
   }
   return 0;
