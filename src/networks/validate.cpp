@@ -14,10 +14,13 @@ namespace d500 {
 
 namespace {
 // ||got - ref|| / max(||ref||, floor); NaN anywhere gives NaN, which fails validation.
-double rel_l2(const std::vector<double>& got, const std::vector<double>& ref, double floor) {
+// With `scale`: of got scaled by it (what a tensor `scale` times too large would err).
+double rel_l2(const std::vector<double>& got, const std::vector<double>& ref, double floor, double scale = 1) {
   double num = 0, den = 0;
-  for (std::size_t i = 0; i < got.size() && i < ref.size(); ++i)
-    num += (got[i] - ref[i]) * (got[i] - ref[i]), den += ref[i] * ref[i];
+  for (std::size_t i = 0; i < got.size() && i < ref.size(); ++i) {
+    const double d = scale * got[i] - ref[i];
+    num += d * d, den += ref[i] * ref[i];
+  }
   if (std::isnan(num)) return num;
   return std::sqrt(num) / std::max(std::sqrt(den), floor > 0 ? floor : 1e-300);
 }
@@ -236,14 +239,8 @@ namespace {
 int caught_when_2pct_off(const StepValues& got, const StepValues& ref, const std::vector<double>& allowed) {
   const double floor = norm_floor(ref);
   int caught = 0;
-  for (std::size_t t = 0; t < got.values.size() && t < allowed.size(); ++t) {
-    double num = 0, den = 0;
-    for (std::size_t i = 0; i < got.values[t].size() && i < ref.values[t].size(); ++i) {
-      const double r = ref.values[t][i], off = 1.02 * got.values[t][i] - r;
-      num += off * off, den += r * r;
-    }
-    if (std::sqrt(num) / std::max(std::sqrt(den), floor > 0 ? floor : 1e-300) > allowed[t]) ++caught;
-  }
+  for (std::size_t t = 0; t < got.values.size() && t < allowed.size(); ++t)
+    if (rel_l2(got.values[t], ref.values[t], floor, 1.02) > allowed[t]) ++caught;
   return caught;
 }
 }  // namespace
