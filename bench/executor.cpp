@@ -26,6 +26,7 @@
 #include "networks/executor.hpp"
 #include "networks/prepare.hpp"
 #include "networks/validate.hpp"
+#include "point.hpp"
 #include "store/reader.hpp"
 #include "workloads/harness.hpp"
 #include "workloads/level1/network.hpp"
@@ -74,13 +75,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   const WorkloadInfo& w = *builtin_workloads().find("network");
-  Params p{{"workload", std::string("network")},
-           {"backend", backend},
-           {"seed", std::int64_t{1}},
-           {"nodes", std::int64_t{1}},
-           {"ranks_per_node", std::int64_t{1}}};
-  for (const auto& s : w.params)
-    if (s.dflt) p[s.name] = *s.dflt;
+  Params p = default_point(w, backend);
   p["network"] = network;
   p["batch"] = Value{batch};
   p["pass"] = pass;

@@ -11,6 +11,7 @@
 
 #include "analysis/stats.hpp"
 #include "backends/registry.hpp"
+#include "point.hpp"
 #include "workloads/harness.hpp"
 #include "workloads/level0/operator.hpp"
 #include "workloads/registry.hpp"
@@ -26,13 +27,7 @@ struct Result {
 // A point's parameters as the planner makes them: defaults, the given values, then normalize.
 Params point(const std::string& workload, const std::string& backend, const Params& given) {
   const WorkloadInfo& w = *builtin_workloads().find(workload);
-  Params p{{"workload", workload},
-           {"backend", backend},
-           {"seed", std::int64_t{1}},
-           {"nodes", std::int64_t{1}},
-           {"ranks_per_node", std::int64_t{1}}};
-  for (const auto& s : w.params)
-    if (s.dflt) p[s.name] = *s.dflt;
+  Params p = default_point(w, backend);
   // (the operators' common parameters, threads and library, are among w.params)
   for (const auto& [k, v] : given) p[k] = v;
   if (w.normalize) w.normalize(p);
