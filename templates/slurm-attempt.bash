@@ -11,8 +11,9 @@
 # timed-out; any other (scancel, preemption) terminated. A job submitted with --signal=TERM@S
 # (`d500 submit` sets D500_SIGNAL_BEFORE_S=S; [slurm] signal_before_limit) has its steps signalled
 # S s before the limit (Slurm may send it up to 60 s earlier still) and not this shell: the worker
-# checkpoints and ends by SIGTERM, and a step that ended so while this shell got no signal is
-# recorded as `signal ... by=step verdict=timed-out`. No `end` line: the attempt was killed
+# checkpoints and ends by SIGTERM. A step that ended so (or, without --signal, died of the
+# limit's SIGTERM before this shell's arrived) while this shell got no signal is recorded as
+# `signal ... by=step verdict=timed-out`. No `end` line: the attempt was killed
 # outright (SIGKILL, a failed node). `d500 status`, `submit --resume` and `report` read these.
 #
 # Defines: d500_attempt (0 for the first), d500_results NAME (this attempt's results file for
@@ -43,10 +44,16 @@ d500_step() {
   wait "$pid" || rc=$?
   # A trapped SIGTERM ends `wait` at once; the step got the signal too: wait for its last words.
   while [ -n "${d500_terminated:-}" ] && kill -0 "$pid" 2>/dev/null; do wait "$pid" || rc=$?; done
-  if [ -z "${d500_terminated:-}" ] && [ "$rc" -eq 143 ] && [ "$d500_before_s" -gt 0 ] && [ -n "$d500_limit_s" ] &&
-     [ "$SECONDS" -ge $(( d500_limit_s - d500_before_s - 70 )) ]; then
+  # Slurm signals the step and this shell separately: at the limit the step may die of its
+  # SIGTERM before this shell's arrives (or, with --signal, this shell gets none).
+  local slack=10
+  [ "$d500_before_s" -gt 0 ] && slack=70
+  if [ -z "${d500_terminated:-}" ] && [ "$rc" -eq 143 ] && [ -n "$d500_limit_s" ] &&
+     [ "$SECONDS" -ge $(( d500_limit_s - d500_before_s - slack )) ]; then
     d500_note signal "TERM elapsed_s=$SECONDS limit_s=$d500_limit_s before_s=$d500_before_s by=step verdict=timed-out"
-    echo "d500: the job step ended on Slurm's SIGTERM ${d500_before_s} s before the time limit (--signal); the next attempt resumes" >&2
+    local when="at the time limit"
+    [ "$d500_before_s" -gt 0 ] && when="${d500_before_s} s before the time limit (--signal)"
+    echo "d500: the job step ended on Slurm's SIGTERM $when; the next attempt resumes" >&2
   fi
   return "$rc"
 }

@@ -326,8 +326,14 @@ TEST_F(RunDirTest, AStepEndedBySlurmsSignalBeforeTheLimitIsRecordedAsTheTimeLimi
   job("SLURM_JOB_ID=50 D500_TIME_LIMIT_S=60 D500_SIGNAL_BEFORE_S=15", step);
   job("SLURM_JOB_ID=51 D500_TIME_LIMIT_S=60", step);
   job("SLURM_JOB_ID=52 D500_TIME_LIMIT_S=600 D500_SIGNAL_BEFORE_S=15", step);  // 585 s early: not that signal
+  // Without --signal Slurm signals the step and the batch shell separately at the limit: the
+  // step may die of its SIGTERM before the shell's arrives (a loaded node, job 53).
+  job("SLURM_JOB_ID=53 D500_TIME_LIMIT_S=5", step);
   const auto all = read_attempts(run);
-  ASSERT_EQ(all.size(), 3u) << read_file((dir_ / "job.out").string());
+  ASSERT_EQ(all.size(), 4u) << read_file((dir_ / "job.out").string());
+  EXPECT_TRUE(all[3].timed_out) << "the step's SIGTERM within 10 s of the limit, recorded by=step";
+  ASSERT_TRUE(all[3].exit_code.has_value());
+  EXPECT_EQ(*all[3].exit_code, 143);
   EXPECT_TRUE(all[0].timed_out);
   EXPECT_EQ(all[0].signal_before_s, 15);
   ASSERT_TRUE(all[0].exit_code.has_value());
@@ -337,6 +343,8 @@ TEST_F(RunDirTest, AStepEndedBySlurmsSignalBeforeTheLimitIsRecordedAsTheTimeLimi
   EXPECT_NE(
       read_file((dir_ / "job.out").string()).find("the job step ended on Slurm's SIGTERM 15 s before the time limit"),
       std::string::npos);
+  EXPECT_NE(read_file((dir_ / "job.out").string()).find("the job step ended on Slurm's SIGTERM at the time limit"),
+            std::string::npos);
   ObservedState live;
   live.task = {50, 0};
   live.state = "FAILED";
