@@ -423,6 +423,16 @@ D500_HOST_DEVICE inline void bn_running_outputs(const BatchNorm& k, const float*
   if (out_mean) out_mean[ch] = mean[ch];
   if (out_var) out_var[ch] = var[ch];
 }
+// The same from the batch's mean and inverse deviation 1 / sqrt(var + eps) (what cuDNN saves in
+// a training pass): the biased variance recovered from it, in double.
+D500_HOST_DEVICE inline void bn_running_from_inv(const BatchNorm& k, const float* rm, const float* rv,
+                                                 const float* mean, const float* inv, float* out_rm, float* out_rv,
+                                                 I ch) {
+  const double i = inv[ch], var = 1.0 / (i * i) - static_cast<double>(k.eps);
+  const float m = rm[ch], v = rv[ch];  // read before written: an output may be the statistic itself
+  if (out_rm) out_rm[ch] = m * k.momentum + mean[ch] * (1.0f - k.momentum);
+  if (out_rv) out_rv[ch] = static_cast<float>(v * static_cast<double>(k.momentum) + var * (1.0 - k.momentum));
+}
 D500_HOST_DEVICE inline float bn_forward_at(const BatchNorm& k, const float* x, const float* scale, const float* bias,
                                             const float* mean, const float* var, I i) {
   const I ch = bn_channel(k, i);

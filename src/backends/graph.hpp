@@ -164,6 +164,11 @@ struct RunnerSpec {
   bool training = false;
   int loss = -1;            // training: the scalar float tensor whose gradient is 1
   std::vector<int> params;  // training: the float constants whose gradients are wanted
+  // Training: the running statistics the training forward pass updates in place, as frameworks
+  // keep them (running_statistics(): each BatchNormalization's running mean and variance, inputs
+  // 3 and 4, by ONNX's momentum); infer() normalises with them. Empty: none kept (the evaluation
+  // batch's own statistics normalise it).
+  std::vector<int> buffers;
   // Per graph input (in graph.inputs order): the data of all micro-batches, one after another,
   // each the graph input's size. Read again at inputs_changed(): it outlives the runner (d500's
   // executor on a device page-locks a training input of 1 MiB or more while it lives).
@@ -202,6 +207,15 @@ class GraphRunner {
   virtual const float* parameter_gradient(std::size_t k) = 0;
   // The parameters were written (an optimizer step, a checkpoint restored).
   virtual void parameters_changed() {}
+  // Training: the evaluation's forward pass, as a framework's eval mode runs it, on the current
+  // inputs: BatchNormalization normalises with the running statistics (spec.buffers; without
+  // them, with the batch's), nothing is kept for a backward pass and no buffer changes. output(i)
+  // reads its results. A runner built for inference runs forward(0).
+  virtual void infer() = 0;
+  // Training: spec.buffers[k]'s values as float32 (host copies), and written back (validation
+  // and checkpoints restore them; level 3 averages them over the workers).
+  virtual std::vector<float> buffer(std::size_t k) = 0;
+  virtual void set_buffer(std::size_t k, std::span<const float> v) = 0;
   // The framework's own optimizer over this runner's parameters, or nullptr when it has none.
   virtual std::unique_ptr<Optimizer> native_optimizer(const OptimizerSpec&) { return nullptr; }
   // Level 3: during backward() of the step's last micro-batch, after each backward step, `f`

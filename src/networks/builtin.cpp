@@ -206,6 +206,23 @@ onnx::ModelProto fashion_cnn() {
   return b.take();
 }
 
+// The same with BatchNormalization after each convolution (which then has no bias), as the
+// PyTorch examples add it: the Fashion-MNIST network whose evaluation depends on the running
+// statistics.
+onnx::ModelProto fashion_cnn_bn() {
+  Builder b("fashion-cnn-bn", 8);
+  std::string x = b.input("image", onnx::TensorProto::FLOAT, {-1, 1, 28, 28});
+  auto pool = [&](const std::string& v) {
+    return b.node("MaxPool", {v}, {{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}});
+  };
+  x = pool(b.relu(b.bn(b.conv(x, 1, 32, 3, 1, 1, false), 32)));
+  x = pool(b.relu(b.bn(b.conv(x, 32, 64, 3, 1, 1, false), 64)));
+  x = b.node("Flatten", {x}, {{"axis", I{1}}});
+  x = b.relu(b.linear(x, 64 * 7 * 7, 128));
+  b.output(b.linear(x, 128, 10), onnx::TensorProto::FLOAT, {-1, 10});
+  return b.take();
+}
+
 // ResNets (He et al. 2016). The last BatchNormalization of each residual branch starts at gamma
 // 0.5 so that activations stay bounded through depth with seeded weights.
 std::string basic_block(Builder& b, const std::string& x, I cin, I cout, I stride) {
@@ -320,6 +337,7 @@ onnx::ModelProto build(const std::string& name) {
   if (name == "mlp") return mlp();
   if (name == "lenet5") return lenet5();
   if (name == "fashion-cnn") return fashion_cnn();
+  if (name == "fashion-cnn-bn") return fashion_cnn_bn();
   if (name == "resnet18") return imagenet_resnet("resnet18", {2, 2, 2, 2}, false);
   if (name == "resnet50") return imagenet_resnet("resnet50", {3, 4, 6, 3}, true);
   if (name == "resnet20-cifar") return resnet20_cifar();
@@ -341,6 +359,9 @@ const std::vector<BuiltinNetwork>& builtin_networks() {
        "[N,1,28,28] float32 images (Fashion-MNIST's shape)", 10},
       {"mlp", "multilayer perceptron: 784-512-256-10, ReLU", "[N,1,28,28] float32 images (flattened)", 10},
       {"fashion-cnn", "a wider CNN: 2 convolutions 3x3 (32, 64 channels) with max pooling, fully connected 3136-128-10",
+       "[N,1,28,28] float32 images (Fashion-MNIST's shape)", 10},
+      {"fashion-cnn-bn",
+       "fashion-cnn with BatchNormalization after each convolution (running statistics kept in training, used in evaluation)",
        "[N,1,28,28] float32 images (Fashion-MNIST's shape)", 10},
       {"resnet18", "ResNet-18 (basic blocks 2-2-2-2, 64-512 channels, BatchNormalization)",
        "[N,3,224,224] float32 images", 1000},

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <set>
 
 #include "backends/device.hpp"
 #include "backends/graph_ops.hpp"
@@ -81,6 +82,26 @@ std::vector<int> trainable_params(const Graph& g, int loss) {
   for (int t : candidates)
     if (need[static_cast<std::size_t>(t)]) params.push_back(t);
   return params;
+}
+
+std::vector<int> running_statistics(const Graph& g) {
+  std::map<int, int> uses;
+  for (const auto& n : g.nodes)
+    for (int t : n.in)
+      if (t >= 0) ++uses[t];
+  for (int t : g.outputs) ++uses[t];
+  std::vector<int> out;
+  for (const auto& n : g.nodes) {
+    if (n.op != "BatchNormalization" || n.in.size() < 5) continue;
+    // A node that writes the updated statistics itself (ONNX's training-mode outputs) keeps them in its graph.
+    if (std::any_of(n.out.begin() + 1, n.out.end(), [](int t) { return t >= 0; })) continue;
+    const int rm = n.in[3], rv = n.in[4];
+    auto own = [&](int t) {
+      return t >= 0 && g.initializers.count(t) && g.info(t).dtype == DType::F32 && uses[t] == 1;
+    };
+    if (own(rm) && own(rv) && rm != rv) out.insert(out.end(), {rm, rv});
+  }
+  return out;
 }
 
 namespace {
@@ -444,6 +465,10 @@ struct GraphExecutor::Impl {
     std::vector<Add> adds;  // contributions written to temporaries, added after the kernel
   };
   std::vector<Run> fwd, bwd;
+  // Training: the evaluation's forward pass (infer()): fwd with each BatchNormalization's kernel
+  // made for inference (eval_kernels), normalising with the running statistics.
+  std::vector<std::unique_ptr<NodeKernel>> eval_kernels;
+  std::vector<Run> infer_fwd;
   // Training: the parameters whose gradients are final after bwd[j] (their last contribution).
   std::vector<std::vector<std::size_t>> ready_after;
   void* loss_grad = nullptr;
@@ -454,6 +479,8 @@ struct GraphExecutor::Impl {
   ~Impl() {
     fwd.clear();
     bwd.clear();
+    infer_fwd.clear();
+    eval_kernels.clear();
     kernels.clear();  // a device kernel's resources go before the memory they live in
     for (void* p : dev_blocks) dev->release(p);
   }
@@ -539,6 +566,7 @@ struct GraphExecutor::Impl {
   std::int64_t place_arena(Schedule& sc);
   std::int64_t point_into_arena(const Schedule& sc);
   void make_kernels(const Schedule& sc, std::vector<GraphExecutor::Step>& steps);
+  std::unique_ptr<NodeKernel> make_kernel(const NodeProblem& p, std::string& impl) const;
   void make_backward_runs(const Schedule& sc, std::vector<GraphExecutor::Step>& steps);
 };
 
@@ -784,11 +812,42 @@ std::int64_t GraphExecutor::Impl::point_into_arena(const Schedule& sc) {
   return persistent;
 }
 
-// The kernels, over the planned buffers: the backend's, else through the host on a device,
-// else the reference's (in the yardstick: with its reduced inputs or rounding noise).
+// A node's kernel: the backend's, else through the host on a device, else the reference's (in the
+// yardstick: with its reduced inputs or rounding noise); `impl` says which.
+std::unique_ptr<NodeKernel> GraphExecutor::Impl::make_kernel(const NodeProblem& p, std::string& impl) const {
+  const Node& n = *p.node;
+  std::unique_ptr<NodeKernel> k;
+  impl.clear();
+  if (!spec.double_precision && spec.backend && spec.backend->make_node_kernel) {
+    k = spec.backend->make_node_kernel(p, spec.threads);
+    if (!k) impl = "reference (fallback)";
+  }
+  if (!k && dev) {
+    k = std::make_unique<ThroughHost>(p, *dev);
+    impl = k->impl();
+  } else if (!k) {
+    k = make_reference_node_kernel(p, spec.double_precision);
+    if (spec.double_precision && spec.reduced_mantissa > 0 &&
+        (n.op == "Conv" || n.op == "ConvTranspose" || n.op == "Gemm" || n.op == "MatMul"))
+      k = std::make_unique<ReducedInputs>(std::move(k), p, spec.reduced_mantissa,
+                                          spec.reduced_mantissa <= 7 && (n.op == "Conv" || n.op == "ConvTranspose"));
+    if (spec.double_precision && spec.rounding_noise != 0)
+      k = std::make_unique<RoundingNoise>(
+          std::move(k), p, spec.rounding_noise * 0x100000001b3ull + static_cast<std::uint64_t>(&n - g.nodes.data()));
+    if (impl.empty()) impl = k->impl();
+  } else {
+    impl = k->impl();
+  }
+  return k;
+}
+
+// The kernels, over the planned buffers.
 void GraphExecutor::Impl::make_kernels(const Schedule& sc, std::vector<GraphExecutor::Step>& steps) {
   Impl& m = *this;
   m.kernels.resize(g.nodes.size());
+  m.eval_kernels.resize(g.nodes.size());
+  const std::set<int> buffers(spec.buffers.begin(), spec.buffers.end());
+  auto buffered = [&](int t) { return buffers.count(t) > 0; };
   const auto& contrib_of = sc.contrib_of;
   auto temp_ptr = [&](std::size_t k) {
     return static_cast<void*>(m.arena.p + sc.reqs[static_cast<std::size_t>(sc.temp_req[k])].offset);
@@ -823,34 +882,34 @@ void GraphExecutor::Impl::make_kernels(const Schedule& sc, std::vector<GraphExec
       }
     }
     std::string impl;
-    if (!spec.double_precision && spec.backend && spec.backend->make_node_kernel) {
-      m.kernels[i] = spec.backend->make_node_kernel(p, spec.threads);
-      if (!m.kernels[i]) impl = "reference (fallback)";
+    // Training: BatchNormalization updates the running statistics the runner keeps
+    // (spec.buffers) in place, as its optional outputs 1 and 2, and normalises the evaluation with
+    // them through a kernel of its own made for inference.
+    if (spec.training && n.op == "BatchNormalization" && n.in.size() >= 5 && n.out.size() == 1 && buffered(n.in[3]) &&
+        buffered(n.in[4])) {
+      NodeProblem e = node_shapes(g, n, false);
+      e.params = p.params;
+      e.device = p.device;
+      e.in = p.in;
+      e.const_in = p.const_in;
+      e.out[0].data = p.out[0].data;
+      std::string eval_impl;
+      m.eval_kernels[i] = m.make_kernel(e, eval_impl);
+      p.out.push_back(p.in[3]);
+      p.out.push_back(p.in[4]);
     }
-    if (!m.kernels[i] && m.dev) {
-      m.kernels[i] = std::make_unique<ThroughHost>(p, *m.dev);
-      impl = m.kernels[i]->impl();
-    } else if (!m.kernels[i]) {
-      m.kernels[i] = make_reference_node_kernel(p, spec.double_precision);
-      if (spec.double_precision && spec.reduced_mantissa > 0 &&
-          (n.op == "Conv" || n.op == "ConvTranspose" || n.op == "Gemm" || n.op == "MatMul"))
-        m.kernels[i] =
-            std::make_unique<ReducedInputs>(std::move(m.kernels[i]), p, spec.reduced_mantissa,
-                                            spec.reduced_mantissa <= 7 && (n.op == "Conv" || n.op == "ConvTranspose"));
-      if (spec.double_precision && spec.rounding_noise != 0)
-        m.kernels[i] =
-            std::make_unique<RoundingNoise>(std::move(m.kernels[i]), p, spec.rounding_noise * 0x100000001b3ull + i);
-      if (impl.empty()) impl = m.kernels[i]->impl();
-    } else {
-      impl = m.kernels[i]->impl();
-    }
+    m.kernels[i] = m.make_kernel(p, impl);
     Step& fs = steps[static_cast<std::size_t>(sc.fstep[i])];
     fs.impl = impl;
     fs.flops = sc.schema[i]->flops ? sc.schema[i]->flops(p, false) : 0;
     Impl::Run fr;
     fr.node = static_cast<int>(i);
     fr.kernel = m.kernels[i].get();
-    m.fwd.push_back(std::move(fr));
+    m.fwd.push_back(fr);
+    if (spec.training) {
+      if (m.eval_kernels[i]) fr.kernel = m.eval_kernels[i].get();
+      m.infer_fwd.push_back(std::move(fr));
+    }
     if (sc.bstep[i] >= 0) {
       Step& bs = steps[static_cast<std::size_t>(sc.bstep[i])];
       bs.impl = impl;
@@ -1020,6 +1079,40 @@ void GraphExecutor::backward(int micro) {
     }
   }
   clock.end();
+}
+
+void GraphExecutor::infer() {
+  Impl& m = *impl_;
+  if (!m.spec.training) return forward(0);
+  if (m.spec.micro_batches > 1)
+    for (std::size_t k = 0; k < m.inputs_cur.size(); ++k)
+      m.copy(m.inputs_cur[k].p, m.inputs_all[k].p, m.inputs_cur[k].n);
+  for (const auto& r : m.infer_fwd) r.kernel->forward();
+  if (m.dev) m.dev->synchronize();
+}
+
+std::vector<float> GraphExecutor::buffer(std::size_t k) {
+  Impl& m = *impl_;
+  const int t = m.spec.buffers.at(k);
+  const void* p = m.data[static_cast<std::size_t>(t)];
+  std::vector<float> v(static_cast<std::size_t>(numel(m.g.info(t).shape)));
+  if (m.dev)
+    m.dev->download(v.data(), p, v.size() * sizeof(float));
+  else if (m.fsz == 8)
+    std::copy_n(static_cast<const double*>(p), v.size(), v.begin());
+  else
+    std::memcpy(v.data(), p, v.size() * sizeof(float));
+  return v;
+}
+
+void GraphExecutor::set_buffer(std::size_t k, std::span<const float> v) {
+  Impl& m = *impl_;
+  const int t = m.spec.buffers.at(k);
+  if (static_cast<std::int64_t>(v.size()) != numel(m.g.info(t).shape))
+    throw Error("executor: " + std::to_string(v.size()) + " values for running statistic '" + m.g.info(t).name +
+                "' of " + std::to_string(numel(m.g.info(t).shape)));
+  Impl::Block b{static_cast<std::byte*>(m.data[static_cast<std::size_t>(t)]), m.tbytes(t)};
+  m.load(b, v.data(), t, v.size());
 }
 
 std::vector<double> GraphExecutor::output(std::size_t i) {

@@ -51,6 +51,9 @@ class GraphExecutor final : public GraphRunner {
 
   void forward(int micro) override;
   void backward(int micro) override;
+  void infer() override;
+  std::vector<float> buffer(std::size_t k) override;
+  void set_buffer(std::size_t k, std::span<const float> v) override;
   std::vector<double> output(std::size_t i) override;
   std::vector<double> gradient(std::size_t k) override;
   std::string describe() const override;
@@ -128,6 +131,10 @@ std::unique_ptr<GraphRunner> make_runner(const BackendInfo& backend, const Runne
 // What gets gradients in a training step: for each tensor, whether the loss depends on it
 // through differentiable inputs and it depends on a parameter.
 std::vector<bool> tensors_needing_gradients(const Graph& g, int loss, const std::vector<int>& params);
+// The running statistics a training step keeps (RunnerSpec::buffers): each BatchNormalization's
+// running mean and variance (inputs 3 and 4) where they are float initializers of its own and
+// the node has no outputs of its own for them; in node order, mean then variance.
+std::vector<int> running_statistics(const Graph& g);
 // The weights a training step updates: the model's float initializers that get a gradient
 // (running statistics and class weights, which none of their consumers differentiates, do not).
 std::vector<int> trainable_params(const Graph& g, int loss);

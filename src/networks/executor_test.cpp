@@ -747,6 +747,103 @@ TEST(Executor, NativeExecutorsMatchTheYardstickOnEveryOperatorGraph) {
   if (!runners) GTEST_SKIP() << "this build has no framework-native executor (libtorch-native needs LibTorch)";
 }
 
+// Training keeps BatchNormalization's running statistics as frameworks do (ONNX's momentum, the
+// batch's statistics), and the evaluation (infer()) normalises with them: a sample's evaluation no
+// longer depends on its batch-mates. On every executor of the host; without buffers to keep (the
+// old evaluation, eval_statistics = "batch") infer() normalises with the batch's statistics.
+TEST(Executor, BatchNormalizationKeepsRunningStatisticsInTrainingAndTheEvaluationNormalisesWithThem) {
+  GraphBuilder b;
+  const Shape xs{4, 3, 2, 2};
+  const int x = b.input("x", DType::F32, xs);
+  const int scale = b.weight("scale", {3}, 0.5f, 1.5f), bias = b.weight("bias", {3});
+  const int rm = b.weight("rm", {3}, -0.5f, 0.5f), rv = b.weight("rv", {3}, 0.5f, 2.0f);
+  const double momentum = 0.75, eps = 1e-3;
+  const int y = b.node("BatchNormalization", {x, scale, bias, rm, rv},
+                       {{"momentum", float_attr(momentum)}, {"epsilon", float_attr(eps)}});
+  const int loss = b.finish_with_projection_loss({y});
+  b.g.outputs = {loss, y};
+  const std::vector<int> params = trainable_params(b.g, loss);
+  EXPECT_EQ(params, (std::vector<int>{scale, bias})) << "running statistics get no gradient";
+  ASSERT_EQ(running_statistics(b.g), (std::vector<int>{rm, rv}));
+  std::vector<float> data(static_cast<std::size_t>(numel(xs)));
+  fill_uniform(data.data(), data.size(), 7, 1.0f, 4.0f);  // the batch's mean far from rm's
+  const std::vector<float> data0 = data;
+  auto values = [&](int t) {
+    std::vector<float> v(3);
+    std::memcpy(v.data(), b.g.constants.at(t).data(), 12);
+    return v;
+  };
+  const std::vector<float> rm0 = values(rm), rv0 = values(rv), sc = values(scale), bi = values(bias);
+  // The batch's statistics per channel (over n and the plane: 8 values), in double.
+  double mean[3] = {}, var[3] = {};
+  for (int c = 0; c < 3; ++c) {
+    for (int n = 0; n < 4; ++n)
+      for (int i = 0; i < 4; ++i) mean[c] += data[static_cast<std::size_t>((n * 3 + c) * 4 + i)] / 16.0;
+    for (int n = 0; n < 4; ++n)
+      for (int i = 0; i < 4; ++i)
+        var[c] += std::pow(data[static_cast<std::size_t>((n * 3 + c) * 4 + i)] - mean[c], 2) / 16.0;
+  }
+  int runners = 0;
+  for (const auto& backend : all_backends()) {
+    if (!backend.built || backend.name == "mpi" || backend.name == "custom") continue;
+    if (backend.no_device && !backend.no_device().empty()) continue;  // a GPU backend on a host without one
+    SCOPED_TRACE(backend.name);
+    ++runners;
+    data = data0;
+    RunnerSpec r;
+    r.graph = &b.g;
+    r.training = true;
+    r.loss = loss;
+    r.params = params;
+    r.buffers = running_statistics(b.g);
+    r.inputs = {data.data()};
+    auto runner = make_runner(backend, r);
+    if (const auto* e = dynamic_cast<const GraphExecutor*>(runner.get());
+        e && (backend.name == "onednn" || backend.name == "libtorch"))
+      EXPECT_EQ(e->steps().at(0).impl.find("reference"), std::string::npos)
+          << e->steps()[0].impl << ": the backend's own kernel keeps the statistics";
+    EXPECT_EQ(runner->buffer(0), rm0);
+    runner->forward(0);
+    runner->backward(0);
+    // LibTorch's own executor updates as PyTorch's layers do: with the unbiased variance.
+    const double unbias = backend.make_graph_runner ? 16.0 / 15.0 : 1.0;
+    const std::vector<float> rm1 = runner->buffer(0), rv1 = runner->buffer(1);
+    for (std::size_t c = 0; c < 3; ++c) {
+      EXPECT_NEAR(rm1[c], momentum * rm0[c] + (1 - momentum) * mean[c], 1e-5) << c;
+      EXPECT_NEAR(rv1[c], momentum * rv0[c] + (1 - momentum) * var[c] * unbias, 1e-5) << c;
+    }
+    // The evaluation normalises with them and changes none.
+    runner->infer();
+    std::vector<double> out = runner->output(1);
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      const std::size_t c = i / 4 % 3;
+      EXPECT_NEAR(out[i], sc[c] * (data[i] - rm1[c]) / std::sqrt(rv1[c] + eps) + bi[c], 1e-4) << i;
+    }
+    EXPECT_EQ(runner->buffer(0), rm1);
+    EXPECT_EQ(runner->buffer(1), rv1);
+    // Sample 0's evaluation is the same whatever its batch-mates are.
+    for (std::size_t i = 12; i < data.size(); ++i) data[i] = -data[i] * 3;
+    runner->inputs_changed();
+    runner->infer();
+    const std::vector<double> again = runner->output(1);
+    for (std::size_t i = 0; i < 12; ++i) EXPECT_NEAR(again[i], out[i], 1e-6) << i;
+    // Written and read back (validation and checkpoints restore them).
+    runner->set_buffer(1, rv0);
+    EXPECT_EQ(runner->buffer(1), rv0);
+    // Without running statistics kept, the evaluation normalises with the batch's, as training does.
+    data = data0;
+    r.buffers.clear();
+    auto plain = make_runner(backend, r);
+    plain->forward(0);
+    const std::vector<double> trained = plain->output(1);
+    plain->infer();
+    out = plain->output(1);
+    for (std::size_t i = 0; i < out.size(); ++i) EXPECT_NEAR(out[i], trained[i], 1e-6) << i;
+  }
+  EXPECT_GE(runners, 2);
+  EXPECT_EQ(values(rm), rm0) << "the graph's own statistics are never written";
+}
+
 TEST(Executor, WhatGetsGradientsFollowsTheLossAndTheWeights) {
   GraphBuilder b;
   const int x = b.input("x", DType::F32, {2, 3});

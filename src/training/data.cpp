@@ -5,6 +5,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <random>
@@ -13,6 +14,7 @@
 #include "common/parallel.hpp"
 #include "common/random.hpp"
 #include "common/text.hpp"
+#include "common/value.hpp"
 
 namespace fs = std::filesystem;
 
@@ -323,6 +325,78 @@ std::unique_ptr<Dataset> open_dataset(const DatasetRequest& r) {
   const std::string ext = fs::path(r.dataset).extension().string();
   if (ext == ".h5" || ext == ".hdf5") return std::make_unique<Hdf5Dataset>(r.dataset, r.split);
   throw Error("dataset '" + r.dataset + "' is not fashion-mnist, synthetic, or the path of an HDF5 file (.h5, .hdf5)");
+}
+
+Augmentation::Augmentation(const AugmentSpec& s, const Shape& sample) : s_(s) {
+  if (s.crop_padding < 0) throw Error("crop_padding is pixels a side, >= 0");
+  if (random() && sample.size() != 3)
+    throw Error("crop_padding and flip take image samples [C, H, W]; these are " + shape_str(sample));
+  if (sample.size() == 3) c_ = sample[0], h_ = sample[1], w_ = sample[2];
+  if (s.mean.size() != s.stddev.size())
+    throw Error("normalize_mean and normalize_std need as many values each (" + std::to_string(s.mean.size()) +
+                " and " + std::to_string(s.stddev.size()) + " given)");
+  if (!s.mean.empty()) {
+    const std::int64_t c = sample.empty() ? 1 : sample[0];
+    if (s.mean.size() != 1 && static_cast<std::int64_t>(s.mean.size()) != c)
+      throw Error("normalize_mean and normalize_std take one value or one per channel: the samples " +
+                  shape_str(sample) + " have " + std::to_string(c) + ", " + std::to_string(s.mean.size()) + " given");
+    c_ = c;
+    for (std::int64_t k = 0; k < c; ++k) {
+      const double m = s.mean[s.mean.size() == 1 ? 0 : static_cast<std::size_t>(k)];
+      const double d = s.stddev[s.stddev.size() == 1 ? 0 : static_cast<std::size_t>(k)];
+      if (!(d > 0) || !std::isfinite(m)) throw Error("normalize_std must be positive and normalize_mean finite");
+      mean_.push_back(static_cast<float>(m));
+      inv_std_.push_back(static_cast<float>(1.0 / d));
+    }
+  }
+  scratch_.resize(static_cast<std::size_t>(numel(sample)));
+}
+
+void Augmentation::apply(std::span<const std::int64_t> idx, std::int64_t epoch, bool train, float* x) {
+  const std::int64_t n = static_cast<std::int64_t>(scratch_.size()), plane = n / std::max<std::int64_t>(1, c_);
+  const std::int64_t p = s_.crop_padding, side = 2 * p + 1;
+  for (std::size_t i = 0; i < idx.size(); ++i) {
+    float* v = x + static_cast<std::int64_t>(i) * n;
+    if (train && random()) {
+      const std::uint64_t r = mix(mix(s_.seed, static_cast<std::uint64_t>(epoch)), static_cast<std::uint64_t>(idx[i]));
+      const std::int64_t dy = p ? static_cast<std::int64_t>(r % static_cast<std::uint64_t>(side)) - p : 0;
+      const std::int64_t dx = p ? static_cast<std::int64_t>((r >> 20) % static_cast<std::uint64_t>(side)) - p : 0;
+      const bool flip = s_.flip && ((r >> 40) & 1u);
+      std::copy(v, v + n, scratch_.begin());
+      for (std::int64_t c = 0; c < c_; ++c)
+        for (std::int64_t yy = 0; yy < h_; ++yy)
+          for (std::int64_t xx = 0; xx < w_; ++xx) {
+            const std::int64_t sy = yy + dy, sx = (flip ? w_ - 1 - xx : xx) + dx;
+            v[(c * h_ + yy) * w_ + xx] = sy < 0 || sy >= h_ || sx < 0 || sx >= w_
+                                             ? 0.0f
+                                             : scratch_[static_cast<std::size_t>((c * h_ + sy) * w_ + sx)];
+          }
+    }
+    for (std::size_t c = 0; c < mean_.size(); ++c)
+      for (std::int64_t k = 0; k < plane; ++k) {
+        float& e = v[static_cast<std::int64_t>(c) * plane + k];
+        e = (e - mean_[c]) * inv_std_[c];
+      }
+  }
+}
+
+std::string Augmentation::describe(bool train) const {
+  std::vector<std::string> parts;
+  if (train && s_.crop_padding > 0)
+    parts.push_back("random crop of the sample's size from it zero-padded by " + std::to_string(s_.crop_padding) +
+                    " pixels a side");
+  if (train && s_.flip) parts.push_back("horizontal flip with probability 1/2");
+  if (train && random())
+    parts.back() += " (each sample's draw from the seed " + std::to_string(s_.seed) + ", its epoch and its index)";
+  if (!mean_.empty()) {
+    std::string m, d;
+    for (std::size_t c = 0; c < mean_.size(); ++c) {
+      m += (c ? "," : "") + canonical(Value{static_cast<double>(s_.mean[s_.mean.size() == 1 ? 0 : c])});
+      d += (c ? "," : "") + canonical(Value{static_cast<double>(s_.stddev[s_.stddev.size() == 1 ? 0 : c])});
+    }
+    parts.push_back("per channel (x - [" + m + "]) / [" + d + "]");
+  }
+  return parts.empty() ? "none" : join(parts, "; ");
 }
 
 Sampler::Sampler(std::int64_t samples, std::int64_t batch, bool shuffle, std::uint64_t seed, int rank, int ranks)

@@ -8,8 +8,8 @@
 //  - a user's HDF5 file (hdf5-schema/README.md, "Training data"): `<split>/samples` [N, ...]
 //    float32 or uint8 (uint8 scaled by 1/255) and `<split>/labels` [N] integers, read batch by
 //    batch with one hyperslab selection, so the data may be larger than memory.
-// No augmentation: a sample is read as stored (DESIGN: augmentation is out of scope and would
-// make frameworks' pipelines incomparable).
+// A sample is read as stored; Augmentation (below) changes it after the read, as a point asks:
+// seeded, so every framework's pipeline gets the same samples, and described in the results.
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -46,6 +46,37 @@ struct DatasetRequest {
 std::unique_ptr<Dataset> open_dataset(const DatasetRequest& r);
 // Where Debian's dataset-fashion-mnist puts its files.
 const char* fashion_mnist_dir();
+
+// Seeded augmentation of image samples [C, H, W] after they are read, as torchvision's
+// RandomCrop(padding), RandomHorizontalFlip and Normalize do it: in the training split a random
+// crop of the sample's own size from it zero-padded by crop_padding pixels a side, and a
+// horizontal flip with probability 1/2; in both splits (x - mean[c]) / std[c] per channel. Each
+// sample's draw is a function of (seed, epoch, its index) alone: the same on every rank, in
+// every attempt (a resumed run sees the samples the uninterrupted one saw), whatever thread or
+// order reads it.
+struct AugmentSpec {
+  int crop_padding = 0;
+  bool flip = false;
+  std::vector<double> mean, stddev;  // one value, or one per channel; empty: no normalisation
+  std::uint64_t seed = 1;
+};
+class Augmentation {
+ public:
+  // Throws d500::Error saying why the spec does not fit samples of this shape.
+  Augmentation(const AugmentSpec& s, const Shape& sample);
+  bool any() const { return random() || !mean_.empty(); }
+  bool random() const { return s_.crop_padding > 0 || s_.flip; }
+  // Samples idx[i] (x[i * numel(sample) ...]) of a batch of `epoch`, in place: cropped and
+  // flipped (train) and normalised. Allocates nothing.
+  void apply(std::span<const std::int64_t> idx, std::int64_t epoch, bool train, float* x);
+  std::string describe(bool train) const;
+
+ private:
+  AugmentSpec s_;
+  std::int64_t c_ = 1, h_ = 1, w_ = 1;
+  std::vector<float> mean_, inv_std_;  // per channel
+  std::vector<float> scratch_;         // one sample
+};
 
 // Which samples make each batch, epoch after epoch. Sequential, or a fresh permutation of all
 // samples per epoch from (seed, epoch) (Fisher-Yates on a 64-bit Mersenne Twister: the same

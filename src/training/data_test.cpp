@@ -11,7 +11,9 @@
 #include <filesystem>
 #include <fstream>
 #include <numeric>
+#include <optional>
 #include <set>
+#include <tuple>
 
 #include "common/error.hpp"
 
@@ -260,6 +262,103 @@ TEST(Data, SamplerPeeksAtTheNextBatchWithoutTakingItAndNotAcrossAnEpoch) {
     }
   }
   EXPECT_EQ(peeked_batches, 4);
+}
+
+// The shift (dy, dx) and flip that make `out` from `in` (zeros where the crop left the padded
+// sample), or nullopt when none does: what a crop with padding p and a flip can give.
+std::optional<std::tuple<int, int, bool>> crop_of(const std::vector<float>& in, const float* out, int c, int h, int w,
+                                                  int p) {
+  for (int flip = 0; flip < 2; ++flip)
+    for (int dy = -p; dy <= p; ++dy)
+      for (int dx = -p; dx <= p; ++dx) {
+        bool same = true;
+        for (int k = 0; k < c && same; ++k)
+          for (int y = 0; y < h && same; ++y)
+            for (int x = 0; x < w && same; ++x) {
+              const int sy = y + dy, sx = (flip ? w - 1 - x : x) + dx;
+              const float want =
+                  sy < 0 || sy >= h || sx < 0 || sx >= w ? 0.0f : in[static_cast<std::size_t>((k * h + sy) * w + sx)];
+              same = out[(k * h + y) * w + x] == want;
+            }
+        if (same) return std::make_tuple(dy, dx, flip == 1);
+      }
+  return std::nullopt;
+}
+
+// Crops and flips: each sample a shifted (and perhaps mirrored) copy of itself with zeros where
+// the padding shows, drawn from (seed, epoch, index) alone; normalisation per channel, in both
+// splits; specs that do not fit the samples refused with the reason.
+TEST(Data, AugmentationCropsFlipsAndNormalisesEachSampleFromItsSeedEpochAndIndex) {
+  const int c = 2, h = 6, w = 5, n = 64;
+  const Shape shape{c, h, w};
+  std::vector<float> sample(static_cast<std::size_t>(c * h * w));
+  std::iota(sample.begin(), sample.end(), 1.0f);  // every pixel different and nonzero
+  std::vector<float> batch;
+  std::vector<std::int64_t> idx(n);
+  std::iota(idx.begin(), idx.end(), 100);
+  auto fresh = [&] {
+    batch.clear();
+    for (int i = 0; i < n; ++i) batch.insert(batch.end(), sample.begin(), sample.end());
+  };
+  AugmentSpec s;
+  s.crop_padding = 2;
+  s.flip = true;
+  s.seed = 5;
+  Augmentation a(s, shape);
+  fresh();
+  a.apply(idx, 3, true, batch.data());
+  std::set<std::tuple<int, int, bool>> seen;
+  int flipped = 0;
+  for (int i = 0; i < n; ++i) {
+    const auto got = crop_of(sample, batch.data() + i * c * h * w, c, h, w, 2);
+    ASSERT_TRUE(got.has_value()) << "sample " << i << " is no crop of the padded sample";
+    seen.insert(*got);
+    flipped += std::get<2>(*got) ? 1 : 0;
+  }
+  EXPECT_GE(seen.size(), 15u) << "the 50 (shift, flip) draws are spread";
+  EXPECT_GT(flipped, 16);
+  EXPECT_LT(flipped, 48);
+  // The same sample in another batch position and batch, the same epoch: the same draw; another epoch: others.
+  const std::vector<float> first(batch.begin(), batch.begin() + c * h * w);
+  std::vector<std::int64_t> one{100};
+  std::vector<float> alone = sample;
+  a.apply(one, 3, true, alone.data());
+  EXPECT_EQ(alone, first);
+  std::vector<float> later = batch;
+  fresh();
+  a.apply(idx, 4, true, batch.data());
+  EXPECT_NE(batch, later);
+  // The test split is never cropped or flipped; normalisation applies to both.
+  fresh();
+  a.apply(idx, 3, false, batch.data());
+  EXPECT_EQ(std::vector<float>(batch.begin(), batch.begin() + c * h * w), sample);
+  AugmentSpec norm;
+  norm.mean = {1.0, 2.0};
+  norm.stddev = {0.5, 4.0};
+  Augmentation z(norm, shape);
+  EXPECT_FALSE(z.random());
+  std::vector<float> v = sample;
+  z.apply(one, 0, true, v.data());
+  EXPECT_FLOAT_EQ(v[0], (sample[0] - 1.0f) / 0.5f);
+  EXPECT_FLOAT_EQ(v[h * w], (sample[static_cast<std::size_t>(h * w)] - 2.0f) / 4.0f);
+  EXPECT_NE(z.describe(false).find("(x - [1.0,2.0]) / [0.5,4.0]"), std::string::npos) << z.describe(false);
+  EXPECT_NE(a.describe(true).find("zero-padded by 2 pixels"), std::string::npos) << a.describe(true);
+  auto refused = [&](const AugmentSpec& bad, const Shape& sh) {
+    try {
+      Augmentation x(bad, sh);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(refused(s, Shape{30}).find("take image samples [C, H, W]"), std::string::npos);
+  AugmentSpec three = norm;
+  three.mean = {0.1, 0.2, 0.3};
+  three.stddev = {1, 1, 1};
+  EXPECT_NE(refused(three, shape).find("one value or one per channel"), std::string::npos) << refused(three, shape);
+  AugmentSpec zero = norm;
+  zero.stddev = {1, 0};
+  EXPECT_NE(refused(zero, shape).find("normalize_std must be positive"), std::string::npos);
 }
 
 }  // namespace

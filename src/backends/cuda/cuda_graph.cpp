@@ -1340,7 +1340,10 @@ class BatchNormInference final : public CudaNode {
 
 // BatchNormalization in training: the batch's statistics normalise (biased variance, as the
 // reference); the mean and inverse deviation cuDNN saves in the forward pass serve the backward
-// one. Running statistics are not updated (a node with those outputs runs on the reference).
+// one. The running statistics (outputs 1 and 2, which the executor points at the statistics it
+// keeps) are updated from those by d500's kernel (ONNX's biased variance; cuDNN's own update
+// would take the unbiased one); a node with the batch's statistics as outputs runs on d500's
+// kernels.
 class BatchNormTraining final : public CudaNode {
  public:
   BatchNormTraining(const NodeProblem& p, ExecutorMemory& m, I n, I c, I h, I w, double eps)
@@ -1352,6 +1355,13 @@ class BatchNormTraining final : public CudaNode {
         x_bytes_(static_cast<std::size_t>(n * c * h * w) * sizeof(float)) {
     mean_ = own(c_bytes_);
     inv_ = own(c_bytes_);
+#ifdef D500_HAVE_CUDA_KERNELS
+    k_.n = n;
+    k_.c = c;
+    k_.plane = h * w;
+    k_.eps = static_cast<float>(eps);
+    k_.momentum = static_cast<float>(p.node->attr_f("momentum", 0.9));
+#endif
     // cuDNN writes all three gradients: those nobody wants go to scratch of the kernel's own,
     // made here, untimed.
     if (p.training) {
@@ -1365,6 +1375,14 @@ class BatchNormTraining final : public CudaNode {
                                                        in(0), x_.get(), out(0), s_.get(), in(1), in(2), 0.0, nullptr,
                                                        nullptr, eps_, mean_, inv_),
                 "cudnnBatchNormalizationForwardTraining");
+#ifdef D500_HAVE_CUDA_KERNELS
+    float* rm = p_.out.size() > 1 && p_.out[1].present() ? out(1) : nullptr;
+    float* rv = p_.out.size() > 2 && p_.out[2].present() ? out(2) : nullptr;
+    if (rm || rv)
+      check(launch_bn_running_from_inv(k_, in(3), in(4), static_cast<const float*>(mean_),
+                                       static_cast<const float*>(inv_), rm, rv, m_.stream()),
+            "BatchNormalization's running statistics kernel launch");
+#endif
   }
   void backward() override {
     if (!p_.dout[0].present()) {  // no gradient reaches the output: all three are zero
@@ -1384,6 +1402,9 @@ class BatchNormTraining final : public CudaNode {
   TensorDesc x_, s_;
   double eps_;
   std::size_t c_bytes_, x_bytes_;
+#ifdef D500_HAVE_CUDA_KERNELS
+  dev::BatchNorm k_;  // the running statistics' kernel's shape, epsilon and momentum
+#endif
   void* mean_ = nullptr;
   void* inv_ = nullptr;
   void* dx_ = nullptr;
@@ -1396,6 +1417,27 @@ bool nchw(const Shape& s, I& n, I& c, I& h, I& w) {
   if (s.size() < 2 || s.size() > 4) return false;
   n = s[0], c = s[1], h = s.size() == 4 ? s[2] : 1, w = s.size() >= 3 ? s.back() : 1;
   return fits_int(n) && fits_int(c) && fits_int(h) && fits_int(w);
+}
+
+// BatchNormalization on cuDNN, or nullptr (d500's kernels then): without optional outputs, or in
+// training (with d500's kernels) with the running statistics only; NCHW layouts, cuDNN's epsilon.
+std::unique_ptr<NodeKernel> cudnn_batch_norm(const NodeProblem& p, ExecutorMemory& m, const Shape& a) {
+  auto outputs_from = [&](std::size_t from) {
+    return std::any_of(p.out.begin() + static_cast<long>(std::min(from, p.out.size())), p.out.end(),
+                       [](const TensorView& o) { return o.present(); });
+  };
+  // Batch statistics in a training step, or where the node asks for them (training_mode).
+  const bool training = p.training || p.node->attr_i("training_mode", 0) != 0;
+#ifdef D500_HAVE_CUDA_KERNELS
+  if (outputs_from(3) || (outputs_from(1) && !training)) return nullptr;
+#else
+  if (outputs_from(1)) return nullptr;
+#endif
+  I n = 0, c = 0, h = 0, w = 0;
+  const double eps = p.node->attr_f("epsilon", 1e-5);
+  if (!nchw(a, n, c, h, w) || eps < CUDNN_BN_MIN_EPSILON) return nullptr;
+  if (training) return std::make_unique<BatchNormTraining>(p, m, n, c, h, w, eps);
+  return std::make_unique<BatchNormInference>(p, m, n, c, h, w, eps);
 }
 
 #endif  // D500_HAVE_CUDNN
@@ -1495,17 +1537,8 @@ std::unique_ptr<NodeKernel> make_node_kernel(const NodeProblem& p, int) {
     if (!fits_int(outer) || !fits_int(c) || !fits_int(inner)) return nullptr;
     return std::make_unique<Softmax>(p, *m, outer, c, inner);
   }
-  if (op == "BatchNormalization" &&
-      std::none_of(p.out.begin() + 1, p.out.end(), [](const TensorView& o) { return o.present(); })) {
-    I n = 0, c = 0, h = 0, w = 0;
-    const double eps = p.node->attr_f("epsilon", 1e-5);
-    // Batch statistics in a training step, or where the node asks for them (training_mode).
-    if (nchw(a, n, c, h, w) && eps >= CUDNN_BN_MIN_EPSILON) {
-      if (p.training || p.node->attr_i("training_mode", 0) != 0)
-        return std::make_unique<BatchNormTraining>(p, *m, n, c, h, w, eps);
-      return std::make_unique<BatchNormInference>(p, *m, n, c, h, w, eps);
-    }
-  }
+  if (op == "BatchNormalization")
+    if (auto k = cudnn_batch_norm(p, *m, a)) return k;
 #endif
 #ifdef D500_HAVE_CUDA_KERNELS
   if (op == "BatchNormalization") {

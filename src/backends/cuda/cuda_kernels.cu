@@ -318,6 +318,12 @@ cudaError_t launch_bn_forward(const dev::BatchNorm& k, const float* x, const flo
                      [=] __device__(std::int64_t i) { y[i] = dev::bn_forward_at(k, x, scale, bias, mean, var, i); });
 }
 
+cudaError_t launch_bn_running_from_inv(const dev::BatchNorm& k, const float* rm, const float* rv, const float* mean,
+                                       const float* inv, float* out_rm, float* out_rv, cudaStream_t s) {
+  return launch_each(
+      k.c, s, [=] __device__(std::int64_t ch) { dev::bn_running_from_inv(k, rm, rv, mean, inv, out_rm, out_rv, ch); });
+}
+
 cudaError_t launch_bn_backward(const dev::BatchNorm& k, const dev::Parts& ps, const float* x, const float* scale,
                                const float* dy, const float* mean, const float* var, double* part, float* sdy,
                                float* sdyx, float* dx, float* dscale, float* dbias, cudaStream_t s) {

@@ -83,6 +83,10 @@ cudaError_t launch_bn_stat(const dev::BatchNorm& k, const dev::Parts& ps, const 
 cudaError_t launch_bn_forward(const dev::BatchNorm& k, const float* x, const float* scale, const float* bias,
                               const float* rm, const float* rv, const float* mean, const float* var, float* y,
                               float* const outs[4], cudaStream_t s);
+// The running statistics (out_rm, out_rv: nullptr where absent) from the batch's mean and the
+// inverse deviation cuDNN saved (dev::bn_running_from_inv), one thread per channel.
+cudaError_t launch_bn_running_from_inv(const dev::BatchNorm& k, const float* rm, const float* rv, const float* mean,
+                                       const float* inv, float* out_rm, float* out_rv, cudaStream_t s);
 cudaError_t launch_bn_backward(const dev::BatchNorm& k, const dev::Parts& ps, const float* x, const float* scale,
                                const float* dy, const float* mean, const float* var, double* part, float* sdy,
                                float* sdyx, float* dx, float* dscale, float* dbias, cudaStream_t s);

@@ -10,6 +10,8 @@
 #include <ATen/Parallel.h>
 #include <c10/core/GradMode.h>
 
+#include <algorithm>
+#include <array>
 #include <functional>
 
 #include "backends/blas/blas_backend.hpp"
@@ -253,14 +255,25 @@ std::unique_ptr<NodeKernel> normalization_kernel(Wrapped& w) {
     at::Tensor x = in[0], w = in[1], b = in[2], rm = in[3], rv = in[4];
     auto saved = std::make_shared<std::pair<at::Tensor, at::Tensor>>();  // the batch mean and inverse std
     k->what = "native_batch_norm";
-    // Training uses the batch's statistics and leaves the model's running statistics untouched
-    // (none are passed), as the reference does.
+    // Optional outputs 1 to 4 (training): the running statistics updated by ONNX's momentum from
+    // the batch's mean and biased variance (ATen's own update would use the unbiased one), and
+    // before opset 14 those; an output may be the running statistic itself (kept in place).
+    std::array<at::Tensor, 4> outs;
+    for (std::size_t j = 1; j < p.out.size() && j < 5; ++j)
+      if (p.out[j].present()) outs[j - 1] = wrap(p.out[j]);
     k->fwd = [=]() mutable {
       if (bn_training) {
         auto r = at::native_batch_norm(x, w, b, c10::nullopt, c10::nullopt, true, 1 - momentum, eps);
         put(y, std::get<0>(r));
         saved->first = std::get<1>(r);
         saved->second = std::get<2>(r);
+        if (std::any_of(outs.begin(), outs.end(), [](const at::Tensor& o) { return o.defined(); })) {
+          const at::Tensor mean = saved->first, var = saved->second.pow(-2) - eps;
+          if (outs[0].defined()) outs[0].copy_(rm * momentum + mean * (1 - momentum));
+          if (outs[1].defined()) outs[1].copy_(rv * momentum + var * (1 - momentum));
+          if (outs[2].defined()) outs[2].copy_(mean);
+          if (outs[3].defined()) outs[3].copy_(var);
+        }
       } else {
         put(y, std::get<0>(at::native_batch_norm(x, w, b, rm, rv, false, 1 - momentum, eps)));
       }
@@ -429,7 +442,7 @@ std::unique_ptr<NodeKernel> make(const NodeProblem& p) {
   for (const auto& t : p.in)
     if (t.present() && t.dtype != DType::F32) return nullptr;
   for (std::size_t j = 1; j < p.out.size(); ++j)
-    if (p.out[j].present()) return nullptr;
+    if (p.out[j].present() && p.node->op != "BatchNormalization") return nullptr;
   Wrapped w(p);
   for (const auto& t : p.in) w.in.push_back(t.present() ? wrap(t) : at::Tensor());
   for (const auto& t : p.din) w.din.push_back(t.present() ? wrap(t) : at::Tensor());

@@ -19,6 +19,7 @@
 
 #include <functional>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "backends/blas/blas_backend.hpp"
@@ -637,6 +638,10 @@ class NativeRunner final : public GraphRunner {
             values_[static_cast<std::size_t>(t)].contiguous(at::MemoryFormat::ChannelsLast);
     }
     for (int p : s.params) values_[static_cast<std::size_t>(p)].requires_grad_(true);
+    const std::set<int> buffers(s.buffers.begin(), s.buffers.end());
+    for (const auto& n : g_.nodes)
+      running_.push_back(s.training && n.op == "BatchNormalization" && n.in.size() >= 5 && n.out.size() == 1 &&
+                         buffers.count(n.in[3]) && buffers.count(n.in[4]));
     for (std::size_t k = 0; k < g_.inputs.size(); ++k) {
       const TensorInfo& info = g_.info(g_.inputs[k]);
       const std::size_t bytes = static_cast<std::size_t>(numel(info.shape)) * dtype_size(info.dtype);
@@ -781,24 +786,29 @@ class NativeRunner final : public GraphRunner {
   }
 
   void forward(int micro) override {
-    if (device_.is_cuda()) math_.apply();
     c10::AutoGradMode grad(s_.training);
-    const Bf16Autocast autocast(math_.bf16);
-    std::fill(handed_out_.begin(), handed_out_.end(), false);  // host copies handed out earlier are stale from here on
-    const int micros = std::max(1, s_.micro_batches);
-    const Tensors& inputs = device_.is_cuda() ? device_slices_ : slices_;
-    for (std::size_t k = 0; k < g_.inputs.size(); ++k)
-      values_[static_cast<std::size_t>(g_.inputs[k])] =
-          inputs[k * static_cast<std::size_t>(micros) + static_cast<std::size_t>(micro)];
-    Tensors in;
-    for (const auto& n : g_.nodes) {
-      in.clear();
-      for (int t : n.in) in.push_back(t >= 0 ? values_[static_cast<std::size_t>(t)] : at::Tensor());
-      Tensors out = ops().at(n.op)(n, in, g_, s_.training);
-      for (std::size_t j = 0; j < n.out.size() && j < out.size(); ++j)
-        if (n.out[j] >= 0) values_[static_cast<std::size_t>(n.out[j])] = out[j];
-    }
+    run_nodes(micro, false);
     if (!*deferred_) synchronize(device_);
+  }
+  // PyTorch's model.eval() under torch.no_grad(): BatchNormalization with its running statistics
+  // (a training runner keeping none: with the batch's, as its training passes).
+  void infer() override {
+    c10::NoGradGuard no_grad;
+    run_nodes(0, true);
+    synchronize(device_);
+  }
+  std::vector<float> buffer(std::size_t k) override {
+    const at::Tensor b = values_[static_cast<std::size_t>(s_.buffers.at(k))].detach().to(at::kCPU).contiguous();
+    return std::vector<float>(b.data_ptr<float>(), b.data_ptr<float>() + b.numel());
+  }
+  void set_buffer(std::size_t k, std::span<const float> v) override {
+    at::Tensor& b = values_[static_cast<std::size_t>(s_.buffers.at(k))];
+    if (static_cast<std::int64_t>(v.size()) != b.numel())
+      throw Error("libtorch: " + std::to_string(v.size()) + " values for a running statistic of " +
+                  std::to_string(b.numel()));
+    c10::NoGradGuard no_grad;
+    b.copy_(at::from_blob(const_cast<float*>(v.data()), b.sizes(), at::kFloat));
+    synchronize(device_);
   }
 
   void backward(int micro) override {
@@ -901,6 +911,36 @@ class NativeRunner final : public GraphRunner {
     const at::Tensor d = t.detach().to(at::kCPU).to(at::kDouble).contiguous();
     return std::vector<double>(d.data_ptr<double>(), d.data_ptr<double>() + d.numel());
   }
+  // The graph's nodes on micro-batch `micro`'s inputs (eval: infer()'s pass). In training a BatchNormalization whose
+  // running statistics the runner keeps (s_.buffers) updates them in place as PyTorch's
+  // BatchNorm layers do (at::batch_norm: momentum 1 - ONNX's, the unbiased batch variance).
+  void run_nodes(int micro, bool eval) {
+    const bool training = s_.training && !eval;
+    if (device_.is_cuda()) math_.apply();
+    const Bf16Autocast autocast(math_.bf16);
+    std::fill(handed_out_.begin(), handed_out_.end(), false);  // host copies handed out earlier are stale from here on
+    const int micros = std::max(1, s_.micro_batches);
+    const Tensors& inputs = device_.is_cuda() ? device_slices_ : slices_;
+    for (std::size_t k = 0; k < g_.inputs.size(); ++k)
+      values_[static_cast<std::size_t>(g_.inputs[k])] =
+          inputs[k * static_cast<std::size_t>(micros) + static_cast<std::size_t>(micro)];
+    Tensors in;
+    for (std::size_t i = 0; i < g_.nodes.size(); ++i) {
+      const Node& n = g_.nodes[i];
+      in.clear();
+      for (int t : n.in) in.push_back(t >= 0 ? values_[static_cast<std::size_t>(t)] : at::Tensor());
+      Tensors out;
+      if (training && running_[i])
+        out.push_back(at::batch_norm(in[0], in[1], in[2], in[3], in[4], true, 1 - n.attr_f("momentum", 0.9),
+                                     n.attr_f("epsilon", 1e-5), false));
+      else
+        out = ops().at(n.op)(n, in, g_,
+                             training || (eval && s_.training && n.op == "BatchNormalization" && !running_[i]));
+      for (std::size_t j = 0; j < n.out.size() && j < out.size(); ++j)
+        if (n.out[j] >= 0) values_[static_cast<std::size_t>(n.out[j])] = out[j];
+    }
+  }
+
   struct GradientFinal final : torch::autograd::FunctionPostHook {
     GradientFinal(NativeRunner& r, std::size_t k) : r(r), k(k) {}
     torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
@@ -925,6 +965,7 @@ class NativeRunner final : public GraphRunner {
   Tensors values_, slices_, device_slices_;
   Tensors host_params_, host_grads_;  // d500's host copies on a GPU
   std::vector<bool> handed_out_;
+  std::vector<bool> running_;  // per node: a BatchNormalization updating running statistics of s_.buffers
   std::shared_ptr<bool> deferred_ = std::make_shared<bool>(false);  // defer_waits; its optimizer reads it too
 #ifdef D500_HAVE_CUDA
   std::unique_ptr<cuda::DeviceMemoryUse> memory_;  // on a GPU

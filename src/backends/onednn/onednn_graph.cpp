@@ -385,8 +385,25 @@ class PoolKernel final : public PairedNode {
 };
 
 // ---- Batch and layer normalisation --------------------------------------------------------------------
+// In training the optional outputs (the running statistics updated by ONNX's momentum from the
+// batch's, which oneDNN leaves as its mean and biased variance; before opset 14 also those) are
+// written after the primitive, channel by channel.
 class BatchNormKernel final : public PairedNode {
  public:
+  void forward() override {
+    PairedNode::forward();
+    if (!training_ || outs_.empty()) return;
+    const auto* mean = static_cast<const float*>(mean_.get_data_handle());
+    const auto* var = static_cast<const float*>(var_.get_data_handle());
+    for (std::int64_t c = 0; c < channels_; ++c) {
+      // Read before written: an output may be the running statistic itself (kept in place).
+      const float rm = rm_[c], rv = rv_[c];
+      if (outs_[0]) outs_[0][c] = rm * momentum_ + mean[c] * (1.0f - momentum_);
+      if (outs_[1]) outs_[1][c] = rv * momentum_ + var[c] * (1.0f - momentum_);
+      if (outs_[2]) outs_[2][c] = mean[c];
+      if (outs_[3]) outs_[3][c] = var[c];
+    }
+  }
   BatchNormKernel(const NodeProblem& p, bool training, float eps) : PairedNode("batch normalization") {
     using namespace dnnl;
     const memory::desc x = plain(*p.in[0].shape), ch = plain(*p.in[1].shape);
@@ -410,6 +427,15 @@ class BatchNormKernel final : public PairedNode {
     }
     fargs_[DNNL_ARG_MEAN] = mean_;
     fargs_[DNNL_ARG_VARIANCE] = var_;
+    training_ = training;
+    channels_ = numel(*p.in[1].shape);
+    momentum_ = static_cast<float>(p.node->attr_f("momentum", 0.9));
+    rm_ = static_cast<const float*>(p.in[3].data);
+    rv_ = static_cast<const float*>(p.in[4].data);
+    for (std::size_t j = 1; j < p.out.size() && j < 5; ++j)
+      if (p.out[j].present()) outs_.assign(4, nullptr);
+    for (std::size_t j = 1; j < p.out.size() && j < 5 && !outs_.empty(); ++j)
+      outs_[j - 1] = static_cast<float*>(p.out[j].data);
     if (!p.training) return;
     const bool dx = p.din[0].present(), ds = p.din[1].present(), db = p.din[2].present();
     bwd_ = batch_normalization_backward(batch_normalization_backward::primitive_desc(
@@ -430,6 +456,11 @@ class BatchNormKernel final : public PairedNode {
  private:
   dnnl::batch_normalization_forward::primitive_desc fpd_;
   memory mean_, var_;
+  bool training_ = false;
+  std::int64_t channels_ = 0;
+  float momentum_ = 0.9f;
+  const float *rm_ = nullptr, *rv_ = nullptr;
+  std::vector<float*> outs_;  // outputs 1 to 4 (nullptr: absent); empty: none
 };
 
 class LayerNormKernel final : public PairedNode {
@@ -671,8 +702,8 @@ std::unique_ptr<NodeKernel> make(const NodeProblem& p) {
   const bool training = p.training;
   const std::size_t rank = p.in.empty() ? 0 : p.in[0].shape->size();
   if (!all_float(p)) return nullptr;
-  for (std::size_t j = 1; j < p.out.size(); ++j)
-    if (p.out[j].present()) return nullptr;  // optional extra outputs (statistics, ...)
+  for (std::size_t j = 1; j < p.out.size(); ++j)  // optional extra outputs: BatchNormalization's statistics only
+    if (p.out[j].present() && op != "BatchNormalization") return nullptr;
   if (op == "Conv" && rank <= 4)
     return std::make_unique<ConvKernel>(p, conv_geom(n, *p.in[0].shape, (*p.in[1].shape)[0]));
   if (op == "Gemm") {

@@ -53,7 +53,8 @@ constexpr int kOptimizerCheckSteps = 5;
 constexpr double kOptimizerTolerance = 1e-4;
 
 struct TrainPoint {
-  std::string network, dataset, data_dir, optimizer_impl, init;
+  std::string network, dataset, data_dir, optimizer_impl, init, eval_statistics;
+  AugmentSpec augment;
   std::int64_t batch, epochs, steps, eval_interval, eval_samples, synthetic_samples;
   double target, budget_s, checkpoint_s;
   bool shuffle, stop_at_target;
@@ -70,6 +71,7 @@ struct TrainPoint {
         data_dir(param<std::string>(p, "data_dir")),
         optimizer_impl(param<std::string>(p, "optimizer_impl")),
         init(param<std::string>(p, "init")),
+        eval_statistics(str_param_or(p, "eval_statistics", "running")),
         batch(param<std::int64_t>(p, "batch")),
         epochs(param<std::int64_t>(p, "epochs")),
         steps(param<std::int64_t>(p, "steps")),
@@ -88,6 +90,11 @@ struct TrainPoint {
         hash_interval(int_param_or(p, "hash_interval_steps", 0)),
         ranks(int_param_or(p, "nodes", 1) * int_param_or(p, "ranks_per_node", 1)),
         workers(ranks) {
+    augment.crop_padding = static_cast<int>(int_param_or(p, "crop_padding", 0));
+    augment.flip = p.count("flip") && param<bool>(p, "flip");
+    augment.mean = parse_number_list(str_param_or(p, "normalize_mean", "")).value_or(std::vector<double>{});
+    augment.stddev = parse_number_list(str_param_or(p, "normalize_std", "")).value_or(std::vector<double>{});
+    augment.seed = seed;
     if (!distributed) return;
     scheme.name = param<std::string>(p, "scheme");
     scheme.bucket_bytes = param<std::int64_t>(p, "bucket_bytes");
@@ -180,6 +187,7 @@ class TrainWorkload final : public Workload {
     test_ = shared_dataset(data_request(pt_, graph_, roles_, "test"));
     check_data(*train_, graph_, roles_);
     check_data(*test_, graph_, roles_);
+    augment_ = std::make_unique<Augmentation>(pt_.augment, train_->sample_shape());
     sampler_ =
         std::make_unique<Sampler>(train_->size(), pt_.batch, pt_.shuffle, pt_.seed, std::max(worker_, 0), workers_);
     max_steps_ = pt_.steps > 0    ? pt_.steps
@@ -190,7 +198,10 @@ class TrainWorkload final : public Workload {
     inputs_ = make_inputs(graph_, 1, ctx.seed);  // the input buffers, refilled by every step
     x_ = reinterpret_cast<float*>(inputs_.bytes[roles_.image].data());
     y_ = reinterpret_cast<std::int64_t*>(inputs_.bytes[roles_.labels].data());
-    runner_ = make_runner(backend, training_spec(graph_, *loaded_, inputs_, pt_.threads), &params_);
+    RunnerSpec spec = training_spec(graph_, *loaded_, inputs_, pt_.threads);
+    if (pt_.eval_statistics == "batch") spec.buffers.clear();
+    buffers_ = spec.buffers;
+    runner_ = make_runner(backend, spec, &params_);
     // On a device, one training step runs as a framework's loop runs it: passes enqueued without a
     // wait between them, the next batch made on the host meanwhile (level 3's schemes talk to the
     // device and MPI between the passes: they keep a wait after each).
@@ -201,6 +212,7 @@ class TrainWorkload final : public Workload {
     }
     access_ = std::make_unique<RunnerParams>(*runner_, graph_, loaded_->params);
     initial_ = snapshot(*runner_, *access_);
+    initial_buffers_ = buffers();
     make_optimizer();
     if (pt_.distributed) {
       model_ = std::make_unique<RunnerModel>(*runner_, *access_);
@@ -254,6 +266,7 @@ class TrainWorkload final : public Workload {
     // Training starts from the seeded weights, fresh optimizer state, the first batch (or from a
     // checkpoint: resume()).
     restore(initial_);
+    set_buffers(initial_buffers_.data());
     make_optimizer();
     sampler_->seek(0, 0);
     train_ns_ = steps_done_ = eval_ns_ = evaluations_ = resumed_at_ = 0;
@@ -331,15 +344,20 @@ class TrainWorkload final : public Workload {
     checkpoints_ = h.checkpoints();
   }
 
+  bool graph_has(const std::string& op) const {
+    return std::any_of(graph_.nodes.begin(), graph_.nodes.end(), [&](const Node& n) { return n.op == op; });
+  }
+
   // A parameter server's optimizer state lives on the servers, which a worker's checkpoint lacks.
   bool checkpoints() const override { return pt_.checkpoint_s > 0 && !(scheme_ && scheme_->has_server_state()); }
 
   std::string why_not_resume(const TrainingState& s) const override {
     std::size_t want = 0;
     for (std::size_t k = 0; k < access_->count(); ++k) want += static_cast<std::size_t>(access_->numel(k));
-    if (s.parameters.size() != want)
-      return "the checkpoint holds " + std::to_string(s.parameters.size()) + " parameters, the network has " +
-             std::to_string(want);
+    const std::size_t stats = initial_buffers_.size();
+    if (s.parameters.size() != want + stats)
+      return "the checkpoint holds " + std::to_string(s.parameters.size()) + " values, the network has " +
+             std::to_string(want) + " parameters and " + std::to_string(stats) + " running statistics";
     if (s.epoch < 0 || s.position < 0 || s.position > sampler_->batches_per_epoch() || s.step <= 0 ||
         s.step >= max_steps_)
       return "the checkpoint's position (step " + std::to_string(s.step) + ", epoch " + std::to_string(s.epoch) +
@@ -356,6 +374,7 @@ class TrainWorkload final : public Workload {
 
   void resume(const TrainingState& s) override {
     set_parameters(s.parameters.data());
+    set_buffers(s.parameters.data() + (s.parameters.size() - initial_buffers_.size()));
     optimizer_->load(s.optimizer);
     sampler_->seek(s.epoch, s.position);
     steps_done_ = resumed_at_ = s.step;
@@ -386,9 +405,12 @@ class TrainWorkload final : public Workload {
       a.insert(a.end(), peak.begin(), peak.end());
     }
     a.push_back({"train.init", init_words_});
+    a.push_back({"train.running_statistics", static_cast<std::int64_t>(initial_buffers_.size())});
     a.push_back({"train.dataset", train_->describe()});
     a.push_back({"train.test_dataset", test_->describe()});
     a.push_back({"train.sampler", sampler_->describe()});
+    a.push_back({"train.augmentation", augment_->describe(true)});
+    a.push_back({"train.test_augmentation", augment_->describe(false)});
     a.push_back({"train.optimizer", optimizer_->describe()});
     a.push_back(
         {"train.max_steps", max_steps_ == std::numeric_limits<std::int64_t>::max() ? std::int64_t{-1} : max_steps_});
@@ -396,9 +418,17 @@ class TrainWorkload final : public Workload {
         {"train.evaluation",
          "the first " + std::to_string(eval_n_) + " samples of the test split, every " +
              std::to_string(pt_.eval_interval) +
-             " steps and after the last, by the training executor's forward pass"
-             " (BatchNormalization, if any, normalises with the evaluation batch's statistics); mean cross-entropy and top-1 "
-             "accuracy; timed as phase 'evaluation', left out of training time"});
+             " steps and after the last, by the training executor's forward pass in evaluation mode" +
+             (buffers_.empty()
+                  ? std::string(graph_has("BatchNormalization")
+                                    ? " (eval_statistics = \"batch\": BatchNormalization normalises with the "
+                                      "evaluation batch's own statistics, none kept)"
+                                    : "")
+                  : " (BatchNormalization normalises with running statistics the training steps keep, ONNX's momentum " +
+                        std::string(backend_.make_graph_runner ? "and PyTorch's unbiased batch variance"
+                                                               : "and the biased batch variance") +
+                        (scheme_ ? "; level 3: averaged over the workers before each evaluation" : "") + ")") +
+             "; mean cross-entropy and top-1 accuracy; timed as phase 'evaluation', left out of training time"});
     a.push_back(
         {"train.timing",
          std::string("training time: the sum of the steps' durations (phases data, forward, backward, update") +
@@ -506,10 +536,15 @@ class TrainWorkload final : public Workload {
       runner_->inputs_from_stage();
     } else {
       if (staged_) runner_->inputs_from_stage();  // the copy beside reads x_: done before x_ is written
-      if (!made) train_->read(idx, x_, y_);
+      if (!made) read_train(idx);
       runner_->inputs_changed();
     }
     prefetched_ = staged_ = false;
+  }
+  // A training batch of the sampler's current epoch into x_, y_, augmented as the point asks.
+  void read_train(std::span<const std::int64_t> idx) {
+    train_->read(idx, x_, y_);
+    if (augment_->any()) augment_->apply(idx, sampler_->epoch(), true, x_);
   }
   // While a step computes (deferred_, on the thread beside): the next step's batch made into the
   // input buffers, which the device no longer reads (the step's inputs are on it). None at an
@@ -517,7 +552,7 @@ class TrainWorkload final : public Workload {
   void prefetch() {
     const std::span<const std::int64_t> idx = sampler_->peek();
     if (idx.empty()) return;
-    train_->read(idx, x_, y_);
+    read_train(idx);
     prefetched_idx_.assign(idx.begin(), idx.end());
     prefetched_ = true;
   }
@@ -570,6 +605,8 @@ class TrainWorkload final : public Workload {
       const float* p = runner_->parameter_value(k);
       s.parameters.insert(s.parameters.end(), p, p + access_->numel(k));
     }
+    const std::vector<float> b = const_cast<TrainWorkload*>(this)->buffers();
+    s.parameters.insert(s.parameters.end(), b.begin(), b.end());
     s.optimizer = optimizer_->save();
     return s;
   }
@@ -582,6 +619,23 @@ class TrainWorkload final : public Workload {
       flat += n;
     }
     runner_->parameters_changed();
+  }
+
+  // The running statistics the runner keeps (RunnerSpec::buffers), one after another in their order.
+  std::vector<float> buffers() {
+    std::vector<float> all;
+    for (std::size_t k = 0; k < buffers_.size(); ++k) {
+      const std::vector<float> b = runner_->buffer(k);
+      all.insert(all.end(), b.begin(), b.end());
+    }
+    return all;
+  }
+  void set_buffers(const float* flat) {
+    for (std::size_t k = 0; k < buffers_.size(); ++k) {
+      const auto n = static_cast<std::size_t>(numel(graph_.info(buffers_[k]).shape));
+      runner_->set_buffer(k, std::span<const float>(flat, n));
+      flat += n;
+    }
   }
 
   void restore(const std::vector<std::vector<float>>& v) {
@@ -633,6 +687,7 @@ class TrainWorkload final : public Workload {
       own = snapshot(*runner_, *access_);
       set_parameters(eval_model_.data());
     }
+    average_buffers();
     double sums[2] = {0, 0};
     if (!scheme_->is_server()) {
       const std::int64_t lo = eval_n_ * worker_ / workers_, hi = eval_n_ * (worker_ + 1) / workers_;
@@ -643,6 +698,23 @@ class TrainWorkload final : public Workload {
     mpi_check(MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, comm_), "MPI_Allreduce", "the evaluation");
     if (swap) restore(own);
     return {sums[0] / static_cast<double>(eval_n_), sums[1] / static_cast<double>(eval_n_)};
+  }
+
+  // Level 3, before an evaluation: the workers' running statistics (each kept from its own
+  // batches) replaced by their mean over the workers, which every worker keeps (collective).
+  void average_buffers() {
+    if (buffers_.empty()) return;
+    std::vector<double> sum(initial_buffers_.size(), 0.0);
+    if (!scheme_->is_server()) {
+      const std::vector<float> own = buffers();
+      std::copy(own.begin(), own.end(), sum.begin());
+    }
+    mpi_check(MPI_Allreduce(MPI_IN_PLACE, sum.data(), static_cast<int>(sum.size()), MPI_DOUBLE, MPI_SUM, comm_),
+              "MPI_Allreduce", "the running statistics");
+    if (scheme_->is_server()) return;
+    std::vector<float> mean(sum.size());
+    for (std::size_t i = 0; i < sum.size(); ++i) mean[i] = static_cast<float>(sum[i] / workers_);
+    set_buffers(mean.data());
   }
 
   // Every worker's parameter hash against the others' (consistent schemes; collective).
@@ -671,9 +743,10 @@ class TrainWorkload final : public Workload {
       for (std::int64_t i = 0; i < b; ++i) eval_idx_[static_cast<std::size_t>(i)] = i < valid ? at + i : 0;
       if (staged_) runner_->inputs_from_stage();  // the copy beside reads x_: done before x_ is written
       test_->read(eval_idx_, x_, y_);
+      if (augment_->any()) augment_->apply(eval_idx_, 0, false, x_);
       prefetched_ = staged_ = false;
       runner_->inputs_changed();
-      runner_->forward(0);
+      runner_->infer();
       const std::vector<double> logits = runner_->output(0);
       const int c = roles_.classes;
       for (std::int64_t i = 0; i < valid; ++i) {
@@ -707,6 +780,7 @@ class TrainWorkload final : public Workload {
   std::string init_words_;
   std::shared_ptr<Dataset> train_, test_;
   std::unique_ptr<Sampler> sampler_;
+  std::unique_ptr<Augmentation> augment_;
   std::int64_t max_steps_ = 0;
   OptimizerSpec opt_spec_;
   InputData inputs_;
@@ -721,6 +795,8 @@ class TrainWorkload final : public Workload {
   std::unique_ptr<GraphRunner> runner_;
   std::unique_ptr<RunnerParams> access_;
   std::vector<std::vector<float>> initial_;
+  std::vector<int> buffers_;            // the running statistics the runner keeps (RunnerSpec::buffers)
+  std::vector<float> initial_buffers_;  // their values before any step
   std::unique_ptr<Optimizer> optimizer_;
   Work work_;
   TimeToAccuracy tta_;
@@ -765,6 +841,10 @@ std::string train_check(const Params& p) {
     }
   }
   if (pt.checkpoint_s < 0) return "checkpoint_interval is in seconds of wall time, >= 0 (0: no checkpoints)";
+  for (const char* key : {"normalize_mean", "normalize_std"})
+    if (const std::string v = str_param_or(p, key, ""); !v.empty() && !parse_number_list(v))
+      return std::string(key) + " is a list of numbers separated by spaces or commas, e.g. \"0.286\"; got \"" + v +
+             "\"";
   if (pt.distributed) {
     if (const std::string why = scheme_check(pt.scheme, static_cast<int>(pt.ranks)); !why.empty()) return why;
     if (pt.global_batch > 0 && pt.global_batch % pt.workers != 0)
@@ -800,7 +880,10 @@ std::string train_check(const Params& p) {
     for (const char* split : {"train", "test"}) {
       const auto d = shared_dataset(data_request(pt, n->graph, r, split));
       check_data(*d, n->graph, r);
-      if (std::string(split) == "train") Sampler(d->size(), pt.batch, false, 1, 0, static_cast<int>(pt.workers));
+      if (std::string(split) == "train") {
+        Sampler(d->size(), pt.batch, false, 1, 0, static_cast<int>(pt.workers));
+        Augmentation(pt.augment, d->sample_shape());
+      }
     }
     const BackendInfo* b = find_backend(backend);
     if (b && b->built && b->check_graph) return b->check_graph(n->graph);
@@ -818,6 +901,7 @@ RunnerSpec training_spec(const Graph& g, const LoadedNetwork& n, const InputData
   spec.training = true;
   spec.loss = n.loss.loss;
   spec.params = n.params;
+  spec.buffers = running_statistics(g);
   spec.inputs = inputs.pointers();
   spec.threads = threads;
   return spec;
@@ -908,6 +992,15 @@ std::vector<ParamSpec> training_params() {
            "(0: none); a job killed at its time limit resumes from the last one"),
       {"stop_at_target", ValueType::Bool, V{true}, 0, 0, {}, "stop at the first evaluation that reaches target_accuracy"},
       {"shuffle", ValueType::Bool, V{true}, 0, 0, {}, "a seeded shuffle of the training split per epoch (false: sequential)"},
+      integer("crop_padding", 0, 0, 1 << 16,
+              "augmentation (training split): a random crop of the sample's size from it zero-padded by this many pixels a side (0: none)"),
+      {"flip", ValueType::Bool, V{false}, 0, 0, {}, "augmentation (training split): a horizontal flip with probability 1/2"},
+      {"normalize_mean", ValueType::String, V{std::string()}, 0, 0, {},
+       "per-channel normalisation of both splits, (x - mean) / std: one mean, or one per channel (e.g. \"0.286\"); with normalize_std"},
+      {"normalize_std", ValueType::String, V{std::string()}, 0, 0, {}, "the standard deviations of normalize_mean (e.g. \"0.353\")"},
+      {"eval_statistics", ValueType::String, V{std::string("running")}, 0, 0, {"running", "batch"},
+       "what normalises BatchNormalization in the evaluation: running (statistics kept over the training steps by ONNX's "
+       "momentum, as frameworks evaluate) or batch (each evaluation batch's own, none kept: d500 before 2026-11)"},
       {"init", ValueType::String, V{std::string("seeded")}, 0, 0, {"seeded", "model"},
        "seeded: new weights from the point's seed (He-uniform); model: the model file's weights"},
   };
