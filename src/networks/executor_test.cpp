@@ -70,9 +70,74 @@ void check_gradients(const GradCase& c) {
   }
 }
 
-std::vector<GradCase> cases() {
+// The ONNX breadth beyond the networks' core: more activations, reductions, variadic and
+// indexing operators.
+std::vector<GradCase> breadth_cases() {
   using B = GraphBuilder;
   std::vector<GradCase> v;
+  auto unary = [&](const std::string& op, float lo, float hi, std::map<std::string, Attr> attrs = {}) {
+    v.push_back({op, [=](B& b) { return std::vector<int>{b.node(op, {b.weight("x", {2, 3, 4}, lo, hi)}, attrs)}; }});
+  };
+  unary("Elu", -2, 2, {{"alpha", float_attr(0.7)}});
+  unary("Celu", -2, 2, {{"alpha", float_attr(1.5)}});
+  unary("Selu", -2, 2);
+  unary("ThresholdedRelu", -2, 2, {{"alpha", float_attr(0.5)}});
+  unary("Softplus", -3, 3);
+  unary("Softsign", -3, 3);
+  unary("Mish", -3, 3);
+  for (const char* op : {"Sin", "Cos", "Tan", "Asin", "Acos", "Atan", "Sinh", "Cosh", "Asinh", "Atanh"})
+    unary(op, -0.8f, 0.8f);
+  unary("Acosh", 1.5, 3);
+  unary("Shrink", -2, 2, {{"lambd", float_attr(0.6)}, {"bias", float_attr(0.2)}});
+  // Reductions over two of three axes, keeping them.
+  for (const char* op : {"ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2", "ReduceLogSum",
+                         "ReduceLogSumExp", "ReduceSumSquare"}) {
+    const bool positive = std::string(op) == "ReduceLogSum";
+    v.push_back({op, [op, positive](B& b) {
+                   return std::vector<int>{b.node(op, {b.weight("x", {2, 3, 4}, positive ? 0.5f : -1.0f, 2)},
+                                                  {{"axes", ints_attr({0, 2})}})};
+                 }});
+  }
+  v.push_back({"PRelu (slope per channel, broadcast)", [](B& b) {
+                 return std::vector<int>{b.node("PRelu", {b.weight("x", {2, 3, 4}), b.weight("s", {3, 1}, 0.1, 0.5)})};
+               }});
+  for (const char* op : {"Max", "Min", "Sum", "Mean"})
+    v.push_back(
+        {std::string(op) + " (three inputs, broadcast)", [op](B& b) {
+           return std::vector<int>{b.node(op, {b.weight("a", {2, 3, 4}), b.weight("b", {3, 1}), b.weight("c", {4})})};
+         }});
+  v.push_back({"NegativeLogLikelihoodLoss (weights, ignore_index, mean)", [](B& b) {
+                 const int x = b.node("LogSoftmax", {b.weight("x", {3, 4, 2})}, {{"axis", int_attr(1)}});
+                 const int l = b.constant_i64("l", {0, 3, 1, 2, 2, 0}, {3, 2});
+                 return std::vector<int>{b.node("NegativeLogLikelihoodLoss", {x, l, b.constant_f("w", {4}, 0.5, 2)},
+                                                {{"ignore_index", int_attr(1)}})};
+               }});
+  v.push_back({"GatherElements (axis 1, repeated indices)", [](B& b) {
+                 const int i = b.constant_i64("i", {0, 2, 2, 1, -1, 0, 1, 1}, {2, 4});
+                 return std::vector<int>{b.node("GatherElements", {b.weight("x", {2, 3}), i}, {{"axis", int_attr(1)}})};
+               }});
+  v.push_back({"Trilu (lower, k = 1)", [](B& b) {
+                 return std::vector<int>{
+                     b.node("Trilu", {b.weight("x", {2, 3, 4}), b.constant_i64("k", {1})}, {{"upper", int_attr(0)}})};
+               }});
+  v.push_back({"Tile", [](B& b) {
+                 return std::vector<int>{b.node("Tile", {b.weight("x", {2, 3}), b.constant_i64("r", {2, 3}, {2})})};
+               }});
+  for (const char* mode : {"DCR", "CRD"})
+    v.push_back({std::string("DepthToSpace (") + mode + ")", [mode](B& b) {
+                   return std::vector<int>{b.node("DepthToSpace", {b.weight("x", {2, 8, 2, 3})},
+                                                  {{"blocksize", int_attr(2)}, {"mode", string_attr(mode)}})};
+                 }});
+  v.push_back(
+      {"SpaceToDepth", [](B& b) {
+         return std::vector<int>{b.node("SpaceToDepth", {b.weight("x", {2, 2, 4, 6})}, {{"blocksize", int_attr(2)}})};
+       }});
+  return v;
+}
+
+std::vector<GradCase> cases() {
+  using B = GraphBuilder;
+  std::vector<GradCase> v = breadth_cases();
   auto unary = [&](const std::string& op, float lo, float hi, std::map<std::string, Attr> attrs = {}) {
     v.push_back({op, [=](B& b) { return std::vector<int>{b.node(op, {b.weight("x", {2, 3, 4}, lo, hi)}, attrs)}; }});
   };

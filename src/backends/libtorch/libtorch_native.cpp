@@ -25,6 +25,7 @@
 #include "backends/blas/blas_backend.hpp"
 #include "backends/conv_geom.hpp"
 #include "backends/libtorch/libtorch_backend.hpp"
+#include "backends/libtorch/libtorch_native_ops.hpp"
 #include "backends/optimizer.hpp"
 #include "common/error.hpp"
 #include "common/node_rank.hpp"
@@ -346,6 +347,7 @@ const std::map<std::string, Op>& ops() {
     add_product_and_pooling_ops(t);
     add_normalization_ops(t);
     add_shape_and_loss_ops(t);
+    native::add_breadth_ops(t);
     return t;
   }();
   return table;

@@ -22,6 +22,8 @@ void add_linalg_ops(std::vector<OpSchema>& t);
 void add_conv_ops(std::vector<OpSchema>& t);
 void add_norm_ops(std::vector<OpSchema>& t);
 void add_shape_ops(std::vector<OpSchema>& t);
+void add_reduce_ops(std::vector<OpSchema>& t);
+void add_index_ops(std::vector<OpSchema>& t);
 
 // Both instantiations of a reference forward kernel, as an OpSchema's designated fields.
 #define D500_FWD(fn) .fwd_f = fn<float>, .fwd_d = fn<double>
@@ -201,6 +203,11 @@ void gemm(bool ta, bool tb, I M, I N, I K, T alpha, const T* A, I lda, const T* 
     }
   }
 }
+
+// Shape inference of a reduction of input 0 over `axes`: made positive (refused when out of range
+// or repeated) and kept as the node's `axes` attribute -- every axis when `axes` is empty and
+// `all_when_empty` --, and the output's shape under the node's keepdims (default 1).
+Shape reduced_shape(InferCtx& c, std::vector<I> axes, bool all_when_empty);
 
 inline double elems(const NodeProblem& p, std::size_t j = 0) { return static_cast<double>(p.out[j].numel()); }
 

@@ -111,6 +111,102 @@ struct Reciprocal {
   T g(T y, T dy) const { return -dy * y * y; }
 };
 
+template <class T>
+T sigmoid(T x) {
+  return x >= T(0) ? T(1) / (T(1) + std::exp(-x)) : std::exp(x) / (T(1) + std::exp(x));
+}
+template <class T>
+T softplus(T x) {  // log(1 + exp(x)), without overflow
+  return x > T(0) ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
+}
+template <class T>
+struct Elu {
+  explicit Elu(const Node& n) : alpha(static_cast<T>(n.attr_f("alpha", 1.0))) {}
+  static constexpr bool kUsesY = false;
+  T alpha;
+  T f(T x) const { return x >= T(0) ? x : alpha * std::expm1(x); }
+  T g(T x, T dy) const { return x >= T(0) ? dy : dy * alpha * std::exp(x); }
+};
+template <class T>
+struct Celu {  // max(0, x) + min(0, alpha (exp(x / alpha) - 1))
+  explicit Celu(const Node& n) : alpha(static_cast<T>(n.attr_f("alpha", 1.0))) {}
+  static constexpr bool kUsesY = false;
+  T alpha;
+  T f(T x) const { return x >= T(0) ? x : alpha * std::expm1(x / alpha); }
+  T g(T x, T dy) const { return x >= T(0) ? dy : dy * std::exp(x / alpha); }
+};
+template <class T>
+struct Selu {
+  explicit Selu(const Node& n)
+      : alpha(static_cast<T>(n.attr_f("alpha", 1.67326319217681884765625))),
+        gamma(static_cast<T>(n.attr_f("gamma", 1.05070102214813232421875))) {}
+  static constexpr bool kUsesY = false;
+  T alpha, gamma;
+  T f(T x) const { return x > T(0) ? gamma * x : gamma * alpha * std::expm1(x); }
+  T g(T x, T dy) const { return x > T(0) ? gamma * dy : dy * gamma * alpha * std::exp(x); }
+};
+template <class T>
+struct ThresholdedRelu {
+  explicit ThresholdedRelu(const Node& n) : alpha(static_cast<T>(n.attr_f("alpha", 1.0))) {}
+  static constexpr bool kUsesY = false;
+  T alpha;
+  T f(T x) const { return x > alpha ? x : T(0); }
+  T g(T x, T dy) const { return x > alpha ? dy : T(0); }
+};
+template <class T>
+struct Softplus {
+  explicit Softplus(const Node&) {}
+  static constexpr bool kUsesY = false;
+  T f(T x) const { return softplus(x); }
+  T g(T x, T dy) const { return dy * sigmoid(x); }
+};
+template <class T>
+struct Softsign {
+  explicit Softsign(const Node&) {}
+  static constexpr bool kUsesY = false;
+  T f(T x) const { return x / (T(1) + std::abs(x)); }
+  T g(T x, T dy) const { return dy / ((T(1) + std::abs(x)) * (T(1) + std::abs(x))); }
+};
+template <class T>
+struct Mish {  // x tanh(softplus(x))
+  explicit Mish(const Node&) {}
+  static constexpr bool kUsesY = false;
+  T f(T x) const { return x * std::tanh(softplus(x)); }
+  T g(T x, T dy) const {
+    const T t = std::tanh(softplus(x));
+    return dy * (t + x * (T(1) - t * t) * sigmoid(x));
+  }
+};
+// The trigonometric and hyperbolic functions, and their inverses.
+#define D500_UNARY_MATH(Name, fx, gx)     \
+  template <class T>                      \
+  struct Name {                           \
+    explicit Name(const Node&) {}         \
+    static constexpr bool kUsesY = false; \
+    T f(T x) const { return fx; }         \
+    T g(T x, T dy) const {                \
+      (void)x;                            \
+      return dy * (gx);                   \
+    }                                     \
+  };
+D500_UNARY_MATH(Sin, std::sin(x), std::cos(x))
+D500_UNARY_MATH(Cos, std::cos(x), -std::sin(x))
+D500_UNARY_MATH(Tan, std::tan(x), T(1) / (std::cos(x) * std::cos(x)))
+D500_UNARY_MATH(Asin, std::asin(x), T(1) / std::sqrt(T(1) - x * x))
+D500_UNARY_MATH(Acos, std::acos(x), -T(1) / std::sqrt(T(1) - x * x))
+D500_UNARY_MATH(Atan, std::atan(x), T(1) / (T(1) + x * x))
+D500_UNARY_MATH(Sinh, std::sinh(x), std::cosh(x))
+D500_UNARY_MATH(Cosh, std::cosh(x), std::sinh(x))
+D500_UNARY_MATH(Asinh, std::asinh(x), T(1) / std::sqrt(x * x + T(1)))
+D500_UNARY_MATH(Acosh, std::acosh(x), T(1) / std::sqrt(x * x - T(1)))
+D500_UNARY_MATH(Atanh, std::atanh(x), T(1) / (T(1) - x * x))
+// Piecewise constant: zero gradient almost everywhere (as frameworks give it).
+D500_UNARY_MATH(Floor, std::floor(x), T(0))
+D500_UNARY_MATH(Ceil, std::ceil(x), T(0))
+D500_UNARY_MATH(Round, std::nearbyint(x), T(0))  // ties to even, as ONNX (the default rounding mode)
+D500_UNARY_MATH(Sign, x > T(0) ? T(1) : x < T(0) ? T(-1) : T(0), T(0))
+#undef D500_UNARY_MATH
+
 template <template <class> class F, class T>
 void unary_fwd(const NodeProblem& p, T*) {
   const F<T> f(*p.node);
@@ -231,6 +327,15 @@ struct Div {
   T f(T a, T b) const { return a / b; }
   T ga(T, T b, T, T dy) const { return dy / b; }
   T gb(T a, T b, T, T dy) const { return -dy * a / (b * b); }
+};
+// PRelu: the slope broadcast to x (unidirectionally, as ONNX has it).
+template <class T>
+struct PRelu {
+  explicit PRelu(const Node&) {}
+  static constexpr unsigned kSaved = 3;
+  T f(T a, T b) const { return a < T(0) ? a * b : a; }
+  T ga(T a, T b, T, T dy) const { return a < T(0) ? dy * b : dy; }
+  T gb(T a, T, T, T dy) const { return a < T(0) ? dy * a : T(0); }
 };
 // Mod: fmod = 1 is C's fmod (the dividend's sign); fmod = 0 (integers only) Python's, the
 // divisor's sign.
@@ -430,6 +535,102 @@ void infer_not(InferCtx& c) {
   c.set(0, DType::Bool, c.shape(0));
 }
 
+// ---- And, Or, Xor: bool inputs broadcast, a bool output ----------------------------------------
+enum class Logic { And, Or, Xor };
+template <Logic L, class T>
+void logic_fwd(const NodeProblem& p, T*) {
+  const auto* a = cin<std::uint8_t>(p, 0);
+  const auto* b = cin<std::uint8_t>(p, 1);
+  auto* y = out<std::uint8_t>(p, 0);
+  const Shape& ys = shape_out(p, 0);
+  for_each_broadcast<2>(ys, {bstrides(shape_in(p, 0), ys), bstrides(shape_in(p, 1), ys)},
+                        [&](I pos, const std::array<I, 2>& o) {
+                          const bool x = a[o[0]] != 0, z = b[o[1]] != 0;
+                          y[pos] = (L == Logic::And ? x && z : L == Logic::Or ? x || z : x != z) ? 1 : 0;
+                        });
+}
+void infer_logic(InferCtx& c) {
+  if (c.dtype(0) != DType::Bool || c.dtype(1) != DType::Bool) c.fail("its inputs must be bool");
+  c.set(0, DType::Bool, broadcast_shapes(c.shape(0), c.shape(1), c.node.label()));
+}
+
+// ---- Max, Min, Sum, Mean: any number of inputs, broadcast together ------------------------------
+// Gradients: Sum each input's broadcast share of dy, Mean the same over the count, Max and Min
+// dy to the inputs holding the extreme at each position (ties each get all of it).
+enum class Many { Max, Min, Sum, Mean };
+template <Many M, class V>
+void many_typed(const NodeProblem& p) {
+  V* y = p.out[0].as<V>();
+  const Shape& ys = shape_out(p, 0);
+  for (std::size_t k = 0; k < p.in.size(); ++k) {
+    const V* x = p.in[k].as<const V>();
+    for_each_broadcast<1>(ys, {bstrides(shape_in(p, k), ys)}, [&](I pos, const std::array<I, 1>& o) {
+      const V v = x[o[0]];
+      if (k == 0)
+        y[pos] = v;
+      else if (M == Many::Max)
+        y[pos] = std::max(y[pos], v);
+      else if (M == Many::Min)
+        y[pos] = std::min(y[pos], v);
+      else
+        y[pos] += v;
+    });
+  }
+  if constexpr (M == Many::Mean)
+    for (I i = 0, n = numel(ys); i < n; ++i) y[i] /= static_cast<V>(p.in.size());
+}
+template <Many M, class T>
+void many_fwd(const NodeProblem& p, T*) {
+  switch (p.in[0].dtype) {
+    case DType::I64: return many_typed<M, std::int64_t>(p);
+    case DType::I32: return many_typed<M, std::int32_t>(p);
+    default: return many_typed<M, T>(p);
+  }
+}
+template <Many M, class T>
+void many_bwd(const NodeProblem& p, T*) {
+  const T* dy = dout<T>(p, 0);
+  const T* y = p.out[0].as<const T>();
+  const Shape& ys = shape_out(p, 0);
+  for (std::size_t k = 0; k < p.in.size(); ++k) {
+    T* dx = din<T>(p, k);
+    if (!dx) continue;
+    std::fill(dx, dx + p.in[k].numel(), T(0));
+    if (!dy) continue;
+    const T* x = cin<T>(p, k);
+    const T scale = M == Many::Mean ? T(1) / static_cast<T>(p.in.size()) : T(1);
+    for_each_broadcast<1>(ys, {bstrides(shape_in(p, k), ys)}, [&](I pos, const std::array<I, 1>& o) {
+      if (M == Many::Sum || M == Many::Mean || x[o[0]] == y[pos]) dx[o[0]] += dy[pos] * scale;
+    });
+  }
+}
+void infer_many(InferCtx& c) {
+  if (c.n_in() == 0) c.fail("it needs at least one input");
+  const DType t = c.dtype(0);
+  if (t != DType::F32 && !((c.node.op == "Max" || c.node.op == "Min") && (t == DType::I64 || t == DType::I32)))
+    c.fail(std::string("type ") + dtype_name(t) + " is not supported (float32; Max and Min also int64, int32)");
+  Shape s = c.shape(0);
+  for (std::size_t i = 1; i < c.n_in(); ++i) {
+    if (c.dtype(i) != t) c.fail("its inputs have different types");
+    s = broadcast_shapes(s, c.shape(i), c.node.label());
+  }
+  c.set(0, t, s);
+}
+template <Many M>
+OpSchema many(const char* name, int since) {
+  return OpSchema{.op = name,
+                  .since = since,
+                  .infer = infer_many,
+                  .fwd_f = many_fwd<M, float>,
+                  .fwd_d = many_fwd<M, double>,
+                  .bwd_f = many_bwd<M, float>,
+                  .bwd_d = many_bwd<M, double>,
+                  .flops = binary_flops,
+                  .diff_in = 0xffffffffu,
+                  .saved_in = M == Many::Max || M == Many::Min ? 0xffffffffu : 0u,
+                  .saved_out = M == Many::Max || M == Many::Min ? 1u : 0u};
+}
+
 // ---- Where(condition, x, y) -------------------------------------------------------------------
 template <class V>
 void where_typed(const NodeProblem& p) {
@@ -544,6 +745,33 @@ void add_elementwise_ops(std::vector<OpSchema>& t) {
   t.push_back(unary<Neg>("Neg", 6));
   t.push_back(unary<Abs>("Abs", 6));
   t.push_back(unary<Reciprocal>("Reciprocal", 6));
+  t.push_back(unary<Elu>("Elu", 6));
+  t.push_back(unary<Celu>("Celu", 12));
+  t.push_back(unary<Selu>("Selu", 6));
+  t.push_back(unary<ThresholdedRelu>("ThresholdedRelu", 10));
+  t.push_back(unary<Softplus>("Softplus", 1));
+  t.push_back(unary<Softsign>("Softsign", 1));
+  t.push_back(unary<Mish>("Mish", 18));
+  t.push_back(unary<Sin>("Sin", 7));
+  t.push_back(unary<Cos>("Cos", 7));
+  t.push_back(unary<Tan>("Tan", 7));
+  t.push_back(unary<Asin>("Asin", 7));
+  t.push_back(unary<Acos>("Acos", 7));
+  t.push_back(unary<Atan>("Atan", 7));
+  t.push_back(unary<Sinh>("Sinh", 9));
+  t.push_back(unary<Cosh>("Cosh", 9));
+  t.push_back(unary<Asinh>("Asinh", 9));
+  t.push_back(unary<Acosh>("Acosh", 9));
+  t.push_back(unary<Atanh>("Atanh", 9));
+  // Piecewise constant: not differentiable (ONNX), as frameworks treat them.
+  for (OpSchema o :
+       {unary<Floor>("Floor", 6), unary<Ceil>("Ceil", 6), unary<Round>("Round", 11), unary<Sign>("Sign", 9)}) {
+    o.bwd_f = nullptr;
+    o.bwd_d = nullptr;
+    o.diff_in = 0;
+    o.saved_in = 0;
+    t.push_back(o);
+  }
   t.push_back(OpSchema{.op = "Clip",
                        .since = 6,
                        .infer = infer_clip,
@@ -557,6 +785,7 @@ void add_elementwise_ops(std::vector<OpSchema>& t) {
   t.push_back(binary<Sub>("Sub", 7));
   t.push_back(binary<Mul>("Mul", 7));
   t.push_back(binary<Div>("Div", 7));
+  t.push_back(binary<PRelu>("PRelu", 9));
   t.push_back(OpSchema{.op = "Pow",
                        .since = 7,
                        .infer = infer_pow,
@@ -574,6 +803,28 @@ void add_elementwise_ops(std::vector<OpSchema>& t) {
   t.push_back(compare<Cmp::Le>("LessOrEqual", 12));
   t.push_back(compare<Cmp::Ge>("GreaterOrEqual", 12));
   t.push_back(OpSchema{.op = "Not", .since = 1, .infer = infer_not, D500_FWD(not_fwd), .flops = unary_flops});
+  t.push_back(OpSchema{.op = "And",
+                       .since = 7,
+                       .infer = infer_logic,
+                       .fwd_f = logic_fwd<Logic::And, float>,
+                       .fwd_d = logic_fwd<Logic::And, double>,
+                       .flops = binary_flops});
+  t.push_back(OpSchema{.op = "Or",
+                       .since = 7,
+                       .infer = infer_logic,
+                       .fwd_f = logic_fwd<Logic::Or, float>,
+                       .fwd_d = logic_fwd<Logic::Or, double>,
+                       .flops = binary_flops});
+  t.push_back(OpSchema{.op = "Xor",
+                       .since = 7,
+                       .infer = infer_logic,
+                       .fwd_f = logic_fwd<Logic::Xor, float>,
+                       .fwd_d = logic_fwd<Logic::Xor, double>,
+                       .flops = binary_flops});
+  t.push_back(many<Many::Max>("Max", 8));
+  t.push_back(many<Many::Min>("Min", 8));
+  t.push_back(many<Many::Sum>("Sum", 8));
+  t.push_back(many<Many::Mean>("Mean", 8));
   t.push_back(OpSchema{.op = "Where",
                        .since = 9,
                        .infer = infer_where,

@@ -310,53 +310,73 @@ SceDims sce_dims(const NodeProblem& p) {
   return {s[0], s[1], inner};
 }
 
+// What the two losses read alike: the labels (ignore_index counts nowhere), the class weights
+// (1 without them), the reduction, and mean's denominator, the weight of the labels counted.
 template <class T>
-T sce_weight_sum(const NodeProblem& p, const SceDims& d) {
-  const T* w = p.in.size() > 2 && p.in[2].present() ? cin<T>(p, 2) : nullptr;
-  const bool has_ignore = p.node->has("ignore_index");
-  const I ignore = p.node->attr_i("ignore_index", 0);
-  T sum = 0;
-  for (I i = 0; i < d.n * d.inner; ++i) {
-    const I l = int_at(p.in[1], i);
-    if (has_ignore && l == ignore) continue;
-    sum += w ? w[l] : T(1);
+struct Labels {
+  const NodeProblem& p;
+  SceDims d;
+  const T* w;
+  std::string red;
+  bool has_ignore;
+  I ignore;
+  explicit Labels(const NodeProblem& node)
+      : p(node),
+        d(sce_dims(node)),
+        w(node.in.size() > 2 && node.in[2].present() ? cin<T>(node, 2) : nullptr),
+        red(node.node->attr_s("reduction", "mean")),
+        has_ignore(node.node->has("ignore_index")),
+        ignore(node.node->attr_i("ignore_index", 0)) {}
+  I label(I n, I in) const { return int_at(p.in[1], n * d.inner + in); }
+  bool ignored(I l) const { return has_ignore && l == ignore; }
+  T weight(I l) const { return w ? w[l] : T(1); }
+  T weight_sum() const {
+    T sum = 0;
+    for (I n = 0; n < d.n; ++n)
+      for (I in = 0; in < d.inner; ++in)
+        if (const I l = label(n, in); !ignored(l)) sum += weight(l);
+    return sum;
   }
-  return sum;
-}
+  // The loss output from per-position values v(n, in).
+  template <class F>
+  void reduce(T* loss, F&& v) const {
+    T total = 0;
+    for (I n = 0; n < d.n; ++n)
+      for (I in = 0; in < d.inner; ++in) {
+        const T x = v(n, in);
+        if (red == "none")
+          loss[n * d.inner + in] = x;
+        else
+          total += x;
+      }
+    if (red == "sum") loss[0] = total;
+    if (red == "mean") loss[0] = total / weight_sum();
+  }
+  // The gradient reaching position (n, in) of a loss output's gradient dl (nullptr: none).
+  T upstream(const T* dl, I n, I in, T norm) const {
+    if (!dl) return T(0);
+    return red == "none" ? dl[n * d.inner + in] : dl[0] / norm;
+  }
+};
 
 template <class T>
 void sce_fwd(const NodeProblem& p, T*) {
-  const SceDims d = sce_dims(p);
+  const Labels<T> lb(p);
+  const SceDims d = lb.d;
   const T* s = cin<T>(p, 0);
-  const T* w = p.in.size() > 2 && p.in[2].present() ? cin<T>(p, 2) : nullptr;
-  const std::string red = p.node->attr_s("reduction", "mean");
-  const bool has_ignore = p.node->has("ignore_index");
-  const I ignore = p.node->attr_i("ignore_index", 0);
-  T* loss = out<T>(p, 0);
   T* logp = p.out.size() > 1 ? out<T>(p, 1) : nullptr;
-  T total = 0;
-  for (I n = 0; n < d.n; ++n)
-    for (I in = 0; in < d.inner; ++in) {
-      const I base = n * d.c * d.inner + in;
-      T mx = -std::numeric_limits<T>::infinity();
-      for (I c = 0; c < d.c; ++c) mx = std::max(mx, s[base + c * d.inner]);
-      T sum = 0;
-      for (I c = 0; c < d.c; ++c) sum += std::exp(s[base + c * d.inner] - mx);
-      const T lse = mx + std::log(sum);
-      if (logp)
-        for (I c = 0; c < d.c; ++c) logp[base + c * d.inner] = s[base + c * d.inner] - lse;
-      const I l = int_at(p.in[1], n * d.inner + in);
-      T v = 0;
-      if (!(has_ignore && l == ignore)) v = -(s[base + l * d.inner] - lse) * (w ? w[l] : T(1));
-      if (red == "none")
-        loss[n * d.inner + in] = v;
-      else
-        total += v;
-    }
-  if (red == "sum")
-    loss[0] = total;
-  else if (red == "mean")
-    loss[0] = total / sce_weight_sum<T>(p, d);
+  lb.reduce(out<T>(p, 0), [&](I n, I in) {
+    const I base = n * d.c * d.inner + in;
+    T mx = -std::numeric_limits<T>::infinity();
+    for (I c = 0; c < d.c; ++c) mx = std::max(mx, s[base + c * d.inner]);
+    T sum = 0;
+    for (I c = 0; c < d.c; ++c) sum += std::exp(s[base + c * d.inner] - mx);
+    const T lse = mx + std::log(sum);
+    if (logp)
+      for (I c = 0; c < d.c; ++c) logp[base + c * d.inner] = s[base + c * d.inner] - lse;
+    const I l = lb.label(n, in);
+    return lb.ignored(l) ? T(0) : -(s[base + l * d.inner] - lse) * lb.weight(l);
+  });
 }
 
 // The scores' gradient: the loss's, g w_l (softmax - onehot(l)), plus where log_prob is read, its
@@ -365,21 +385,17 @@ template <class T>
 void sce_bwd(const NodeProblem& p, T*) {
   T* ds = din<T>(p, 0);
   if (!ds) return;
-  const SceDims d = sce_dims(p);
+  const Labels<T> lb(p);
+  const SceDims d = lb.d;
   const T* s = cin<T>(p, 0);
-  const T* w = p.in.size() > 2 && p.in[2].present() ? cin<T>(p, 2) : nullptr;
   const T* dl = dout<T>(p, 0);
   const T* dlp = dout<T>(p, 1);
-  const std::string red = p.node->attr_s("reduction", "mean");
-  const bool has_ignore = p.node->has("ignore_index");
-  const I ignore = p.node->attr_i("ignore_index", 0);
-  const T norm = red == "mean" ? sce_weight_sum<T>(p, d) : T(1);
+  const T norm = lb.red == "mean" ? lb.weight_sum() : T(1);
   for (I n = 0; n < d.n; ++n)
     for (I in = 0; in < d.inner; ++in) {
       const I base = n * d.c * d.inner + in;
-      const I l = int_at(p.in[1], n * d.inner + in);
-      const bool ignored = has_ignore && l == ignore;
-      const T g = !dl || ignored ? T(0) : (red == "none" ? dl[n * d.inner + in] : dl[0] / norm) * (w ? w[l] : T(1));
+      const I l = lb.label(n, in);
+      const T g = lb.ignored(l) ? T(0) : lb.upstream(dl, n, in, norm) * lb.weight(l);
       T mx = -std::numeric_limits<T>::infinity();
       for (I c = 0; c < d.c; ++c) mx = std::max(mx, s[base + c * d.inner]);
       T sum = 0;
@@ -394,6 +410,31 @@ void sce_bwd(const NodeProblem& p, T*) {
     }
 }
 
+// NegativeLogLikelihoodLoss: SoftmaxCrossEntropyLoss's loss on given log-probabilities x [N, C,
+// d...]: -w_l x[n, l, d...], reduced as it is; the gradient -g w_l at the label, zero elsewhere.
+template <class T>
+void nll_fwd(const NodeProblem& p, T*) {
+  const Labels<T> lb(p);
+  const T* x = cin<T>(p, 0);
+  lb.reduce(out<T>(p, 0), [&](I n, I in) {
+    const I l = lb.label(n, in);
+    return lb.ignored(l) ? T(0) : -x[(n * lb.d.c + l) * lb.d.inner + in] * lb.weight(l);
+  });
+}
+template <class T>
+void nll_bwd(const NodeProblem& p, T*) {
+  T* dx = din<T>(p, 0);
+  if (!dx) return;
+  const Labels<T> lb(p);
+  const T* dl = dout<T>(p, 0);
+  const T norm = lb.red == "mean" ? lb.weight_sum() : T(1);
+  std::fill(dx, dx + p.in[0].numel(), T(0));
+  for (I n = 0; n < lb.d.n; ++n)
+    for (I in = 0; in < lb.d.inner; ++in)
+      if (const I l = lb.label(n, in); !lb.ignored(l))
+        dx[(n * lb.d.c + l) * lb.d.inner + in] = -lb.upstream(dl, n, in, norm) * lb.weight(l);
+}
+
 void infer_sce(InferCtx& c) {
   c.require_float();
   const Shape& s = c.shape(0);
@@ -404,6 +445,12 @@ void infer_sce(InferCtx& c) {
   want.insert(want.end(), s.begin() + 2, s.end());
   if (l != want) c.fail("labels " + shape_str(l) + " must have shape " + shape_str(want));
   if (c.has_in(2) && (c.dtype(2) != DType::F32 || c.shape(2) != Shape{s[1]})) c.fail("weights must be float32 [C]");
+  // A label outside [0, C) (other than ignore_index) would read outside the row: refused where
+  // the labels are known at load time; input labels are checked by whoever feeds them.
+  if (c.is_const(1))
+    for (I v : c.ints(1, "labels"))
+      if ((v < 0 || v >= s[1]) && !(c.node.has("ignore_index") && v == c.node.attr_i("ignore_index", 0)))
+        c.fail("label " + std::to_string(v) + " is outside [0, " + std::to_string(s[1]) + ")");
   const std::string red = c.node.attr_s("reduction", "mean");
   if (red != "mean" && red != "sum" && red != "none") c.fail("reduction \"" + red + "\" is not one of mean, sum, none");
   c.set(0, DType::F32, red == "none" ? want : Shape{});
@@ -452,6 +499,15 @@ void add_norm_ops(std::vector<OpSchema>& t) {
                        .flops = norm_flops,
                        .diff_in = 1,
                        .saved_out = 1});
+  t.push_back(OpSchema{.op = "NegativeLogLikelihoodLoss",
+                       .since = 12,
+                       .infer = infer_sce,
+                       D500_FWD(nll_fwd),
+                       .bwd_f = nll_bwd<float>,
+                       .bwd_d = nll_bwd<double>,
+                       .flops = norm_flops,
+                       .diff_in = 1,
+                       .saved_in = 6});
   t.push_back(OpSchema{.op = "SoftmaxCrossEntropyLoss",
                        .since = 12,
                        .infer = infer_sce,

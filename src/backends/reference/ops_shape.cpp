@@ -652,7 +652,6 @@ void reduce_bwd(const NodeProblem& p, T*) {
 }
 void infer_reduce(InferCtx& c) {
   c.require_float();
-  const Shape& x = c.shape(0);
   std::vector<I> axes;
   const bool axes_input = c.node.op == "ReduceSum" && c.opset >= 13;
   if (axes_input) {
@@ -660,23 +659,7 @@ void infer_reduce(InferCtx& c) {
   } else {
     axes = c.node.attr_ints("axes");
   }
-  if (axes.empty() && !(axes_input && c.node.attr_i("noop_with_empty_axes", 0)))
-    for (std::size_t i = 0; i < x.size(); ++i) axes.push_back(static_cast<I>(i));
-  std::vector<bool> red(x.size(), false);
-  for (I& a : axes) {
-    a = c.axis(a, x.size(), "axes");
-    red[static_cast<std::size_t>(a)] = true;
-  }
-  c.node.attrs["axes"] = ints_attr(axes);
-  const bool keep = c.node.attr_i("keepdims", 1) != 0;
-  Shape s;
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    if (!red[i])
-      s.push_back(x[i]);
-    else if (keep)
-      s.push_back(1);
-  }
-  c.set(0, DType::F32, s);
+  c.set(0, DType::F32, reduced_shape(c, axes, !(axes_input && c.node.attr_i("noop_with_empty_axes", 0))));
 }
 double reduce_flops(const NodeProblem& p, bool) { return static_cast<double>(p.in[0].numel()); }
 
@@ -692,6 +675,15 @@ void shape_fwd(const NodeProblem& p, T*) {
   b = std::clamp<I>(b, 0, r);
   e = std::clamp<I>(e, 0, r);
   for (I i = b; i < e; ++i) y[i - b] = x[static_cast<std::size_t>(i)];
+}
+// Size: the element count, an int64 scalar known at load time.
+template <class T>
+void size_fwd(const NodeProblem& p, T*) {
+  *out<std::int64_t>(p, 0) = numel(shape_in(p, 0));
+}
+void infer_size(InferCtx& c) {
+  (void)c.shape(0);
+  c.set(0, DType::I64, {});
 }
 void infer_shape(InferCtx& c) {
   const I r = static_cast<I>(c.shape(0).size());
@@ -916,6 +908,8 @@ void add_shape_ops(std::vector<OpSchema>& t) {
                        .diff_in = 1});
   t.push_back(OpSchema{
       .op = "Shape", .since = 1, .infer = infer_shape, D500_FWD(shape_fwd), .flops = no_flops, .fold_only = true});
+  t.push_back(OpSchema{
+      .op = "Size", .since = 1, .infer = infer_size, D500_FWD(size_fwd), .flops = no_flops, .fold_only = true});
   t.push_back(OpSchema{.op = "Constant",
                        .since = 1,
                        .infer = infer_constant,
