@@ -596,6 +596,13 @@ Document report_document(const Report& rep) {
       }
     d.sections.push_back(std::move(s));
   }
+  if (training_table(rep).size() > 1) {
+    Block t = table(training_table(rep));
+    t.table.wide_only = {5};  // the terminal leaves out the update phase; the files have it
+    for (std::size_t k = 1; k < t.table.table.size(); ++k)  // every row is a training point: "train:" said once
+      t.table.table[k][0] = t.table.table[k][0].substr(t.table.table[k][0].find(':') + 1);
+    d.sections.push_back({"Training steps", 2, true, {text(training_note(), "-"), t}});
+  }
   if (device_table(rep).size() > 1)
     d.sections.push_back(
         {"On the device", 2, false, {text(device_note()), with_title(table(device_table(rep)), rep, true)}});

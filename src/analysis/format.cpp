@@ -196,6 +196,33 @@ Table results_table(const Report& rep) {
   return t;
 }
 
+Table training_table(const Report& rep) {
+  Table t{{"point", "step (median)", "data", "forward", "backward", "update", "data share", "pipeline /s"}};
+  for (const auto& r : rep.rows) {
+    if (r.level != 2 || r.time.n == 0) continue;
+    double by[4] = {std::nan(""), std::nan(""), std::nan(""), std::nan("")};
+    const char* names[4] = {"data", "forward", "backward", "update"};
+    for (const auto& ph : r.phases)
+      for (int k = 0; k < 4; ++k)
+        if (ph.phase == names[k] && ph.time.n > 0) by[k] = ph.time.median;
+    if (std::isnan(by[0])) continue;
+    std::vector<std::string> row{point_label(rep, r), fmt_time(r.time.median)};
+    for (double v : by) row.push_back(std::isnan(v) ? "-" : fmt_time(v));
+    row.push_back(fmt_sig(100 * by[0] / r.time.median, 3) + "%");
+    row.push_back(by[0] > 0 && r.work > 0 ? fmt_sig(r.work / by[0], 3) : "-");
+    t.push_back(std::move(row));
+  }
+  return t;
+}
+
+std::string training_note() {
+  return "Level 2, per point: medians over the timed steps of the step and of its phases (data: the sampler's indices, "
+         "reading, augmenting and converting the batch and handing it to the executor; on a device, the host's time "
+         "before the device starts). Data share = data / step: how much of a step the input pipeline takes. Pipeline /s "
+         "= batch / data: the samples per second the pipeline alone delivers, against which the step's own "
+         "rate (Results) tells whether reading binds training.";
+}
+
 Table distributed_table(const Report& rep) {
   Table t{{"point", "scheme", "workers", "step (median)", "forward+backward", "communication", "wait",
            "communication share", "sent / step", "effective bandwidth", "parameters across workers"}};

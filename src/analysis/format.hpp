@@ -59,6 +59,10 @@ std::string launch_scaling_note(const Report& rep);
 // Level 1: one row per network point (rates, the step's phases, memory, what ran where), and
 // per point on d500's executor its costliest steps.
 Table network_table(const Report& rep);
+// Level 2: each training point's step and its phases, the data phase's share and the input
+// pipeline's own rate.
+Table training_table(const Report& rep);
+std::string training_note();
 Table distributed_table(const Report& rep);
 std::string distributed_note();
 // Level 0's collectives: algorithm and bus bandwidth (nccl-tests' definitions), per point.

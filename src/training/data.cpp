@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <random>
 
 #include "common/error.hpp"
@@ -75,6 +77,17 @@ Idx read_idx(const std::string& path, int want_dims, const std::string& hint) {
   return idx;
 }
 
+// Samples idx[i] of `per` pixel bytes each, as float32 / 255, into x; their labels into y.
+void read_bytes(const std::vector<std::uint8_t>& pixels, const std::vector<std::uint8_t>& labels, std::int64_t per,
+                std::span<const std::int64_t> idx, float* x, std::int64_t* y) {
+  for (std::size_t i = 0; i < idx.size(); ++i) {
+    const std::uint8_t* p = pixels.data() + idx[i] * per;
+    float* o = x + static_cast<std::int64_t>(i) * per;
+    for (std::int64_t k = 0; k < per; ++k) o[k] = static_cast<float>(p[k]) * (1.0f / 255.0f);
+    y[i] = labels[static_cast<std::size_t>(idx[i])];
+  }
+}
+
 class FashionMnist final : public Dataset {
  public:
   FashionMnist(const std::string& dir_in, const std::string& split) : split_(split) {
@@ -109,13 +122,7 @@ class FashionMnist final : public Dataset {
   const Shape& sample_shape() const override { return shape_; }
   int classes() const override { return 10; }
   void read(std::span<const std::int64_t> idx, float* x, std::int64_t* y) override {
-    const std::int64_t n = numel(shape_);
-    for (std::size_t i = 0; i < idx.size(); ++i) {
-      const std::uint8_t* p = pixels_.data() + idx[i] * n;
-      float* o = x + static_cast<std::int64_t>(i) * n;
-      for (std::int64_t k = 0; k < n; ++k) o[k] = static_cast<float>(p[k]) * (1.0f / 255.0f);
-      y[i] = labels_[static_cast<std::size_t>(idx[i])];
-    }
+    read_bytes(pixels_, labels_, numel(shape_), idx, x, y);
   }
   std::string describe() const override {
     return "Fashion-MNIST " + split_ + " (" + std::to_string(size()) + " samples " + shape_str(shape_) +
@@ -316,15 +323,150 @@ class Hdf5Dataset final : public Dataset {
   std::vector<std::int64_t> staged_labels_;
 };
 
+// ---- A folder of HDF5 shards: every *.h5 / *.hdf5 file in it (in name order) that holds the
+// split (each a training data file, as Hdf5Dataset reads it), one after another. A batch is read
+// shard by shard, each shard's samples with one selection. ----
+class Hdf5Shards final : public Dataset {
+ public:
+  Hdf5Shards(const std::string& dir, const std::string& split) : dir_(dir), split_(split) {
+    std::vector<std::string> files;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+      const std::string ext = e.path().extension().string();
+      if (e.is_regular_file() && (ext == ".h5" || ext == ".hdf5")) files.push_back(e.path().string());
+    }
+    if (ec) throw Error(dir + ": cannot list the folder of HDF5 shards: " + ec.message());
+    std::sort(files.begin(), files.end());
+    for (const auto& f : files) {
+      {
+        H5 file;
+        H5E_BEGIN_TRY { file = H5(H5Fopen(f.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose); }
+        H5E_END_TRY;
+        if (file.get() < 0) throw Error(f + ": a shard d500 cannot open as HDF5");
+        if (H5Lexists(file.get(), split.c_str(), H5P_DEFAULT) <= 0) continue;  // a shard of the other split
+      }
+      shards_.push_back(std::make_unique<Hdf5Dataset>(f, split));
+      const Dataset& d = *shards_.back();
+      if (d.sample_shape() != shards_.front()->sample_shape())
+        throw Error(f + ": its samples are " + shape_str(d.sample_shape()) + ", the first shard's " +
+                    shape_str(shards_.front()->sample_shape()));
+      starts_.push_back(n_);
+      n_ += d.size();
+      classes_ = std::max(classes_, d.classes());
+    }
+    if (shards_.empty())
+      throw Error(dir + ": no HDF5 shard (*.h5, *.hdf5) in this folder holds the " + split + " split (/" + split +
+                  "/samples, /" + split + "/labels: hdf5-schema/README.md)");
+    picked_.resize(shards_.size());
+    rows_.resize(shards_.size());
+  }
+  std::int64_t size() const override { return n_; }
+  const Shape& sample_shape() const override { return shards_.front()->sample_shape(); }
+  int classes() const override { return classes_; }
+  bool sharded() const override { return true; }
+  void read(std::span<const std::int64_t> idx, float* x, std::int64_t* y) override {
+    const std::int64_t per = numel(sample_shape());
+    for (std::size_t s = 0; s < shards_.size(); ++s) picked_[s].clear(), rows_[s].clear();
+    for (std::size_t i = 0; i < idx.size(); ++i) {
+      if (idx[i] < 0 || idx[i] >= n_) throw Error(dir_ + ": sample " + std::to_string(idx[i]) + " out of range");
+      const auto s =
+          static_cast<std::size_t>(std::upper_bound(starts_.begin(), starts_.end(), idx[i]) - starts_.begin() - 1);
+      picked_[s].push_back(idx[i] - starts_[s]);
+      rows_[s].push_back(static_cast<std::int64_t>(i));
+    }
+    scratch_.resize(static_cast<std::size_t>(per) * idx.size());
+    labels_.resize(idx.size());
+    for (std::size_t s = 0; s < shards_.size(); ++s) {
+      if (picked_[s].empty()) continue;
+      shards_[s]->read(picked_[s], scratch_.data(), labels_.data());
+      for (std::size_t r = 0; r < rows_[s].size(); ++r) {
+        std::memcpy(x + rows_[s][r] * per, scratch_.data() + static_cast<std::int64_t>(r) * per,
+                    static_cast<std::size_t>(per) * sizeof(float));
+        y[rows_[s][r]] = labels_[r];
+      }
+    }
+  }
+  std::string describe() const override {
+    return "HDF5 shards " + dir_ + " " + split_ + " (" + std::to_string(n_) + " samples " + shape_str(sample_shape()) +
+           " in " + std::to_string(shards_.size()) + " files, " + std::to_string(classes_) + " classes)";
+  }
+
+ private:
+  std::string dir_, split_;
+  std::vector<std::unique_ptr<Hdf5Dataset>> shards_;
+  std::vector<std::int64_t> starts_;  // each shard's first sample
+  std::int64_t n_ = 0;
+  int classes_ = 0;
+  std::vector<std::vector<std::int64_t>> picked_, rows_;  // per shard: its samples in this batch, their rows
+  std::vector<float> scratch_;
+  std::vector<std::int64_t> labels_;
+};
+
+// ---- CIFAR-10's binary version: data_batch_1..5.bin (train), test_batch.bin (test); each record
+// a label byte then 3072 pixel bytes (the red, green and blue 32x32 planes, rows in order) ----
+class Cifar10 final : public Dataset {
+ public:
+  static constexpr std::int64_t kRecord = 1 + 3 * 32 * 32;
+  Cifar10(const std::string& dir, const std::string& split) : split_(split), dir_(dir) {
+    if (dir.empty())
+      throw Error(
+          "dataset = \"cifar10\" needs data_dir: the folder of CIFAR-10's binary version "
+          "(data_batch_1.bin ... data_batch_5.bin, test_batch.bin, as cifar-10-binary.tar.gz unpacks them)");
+    std::vector<std::string> files;
+    if (split == "train")
+      for (int k = 1; k <= 5; ++k) files.push_back(dir + "/data_batch_" + std::to_string(k) + ".bin");
+    else
+      files.push_back(dir + "/test_batch.bin");
+    for (const auto& f : files) read_file(f);
+    shape_ = {3, 32, 32};
+  }
+  std::int64_t size() const override { return static_cast<std::int64_t>(labels_.size()); }
+  const Shape& sample_shape() const override { return shape_; }
+  int classes() const override { return 10; }
+  void read(std::span<const std::int64_t> idx, float* x, std::int64_t* y) override {
+    read_bytes(pixels_, labels_, kRecord - 1, idx, x, y);
+  }
+  std::string describe() const override {
+    return "CIFAR-10 " + split_ + " (" + std::to_string(size()) +
+           " samples [3,32,32], 10 classes, pixels / 255) from " + dir_ +
+           (split_ == "train" ? "/data_batch_{1..5}.bin" : "/test_batch.bin");
+  }
+
+ private:
+  void read_file(const std::string& f) {
+    std::ifstream in(f, std::ios::binary);
+    if (!in) throw Error(f + ": CIFAR-10 file not found or unreadable (data_dir must hold CIFAR-10's binary version)");
+    std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (bytes.empty() || bytes.size() % kRecord != 0)
+      throw Error(f + ": " + std::to_string(bytes.size()) + " bytes is not a whole number of CIFAR-10 records (" +
+                  std::to_string(kRecord) + " bytes each: a label byte and 3072 pixel bytes)");
+    const std::size_t records = bytes.size() / kRecord;
+    for (std::size_t r = 0; r < records; ++r) {
+      const std::uint8_t* rec = bytes.data() + r * kRecord;
+      if (rec[0] > 9)
+        throw Error(f + ": record " + std::to_string(r) + " has label " + std::to_string(rec[0]) + ", not 0..9");
+      labels_.push_back(rec[0]);
+      pixels_.insert(pixels_.end(), rec + 1, rec + kRecord);
+    }
+  }
+  std::string split_, dir_;
+  Shape shape_;
+  std::vector<std::uint8_t> pixels_, labels_;
+};
+
 }  // namespace
 
 std::unique_ptr<Dataset> open_dataset(const DatasetRequest& r) {
   if (r.split != "train" && r.split != "test") throw Error("split must be train or test, not '" + r.split + "'");
   if (r.dataset == "fashion-mnist") return std::make_unique<FashionMnist>(r.data_dir, r.split);
   if (r.dataset == "synthetic") return std::make_unique<Synthetic>(r);
+  if (r.dataset == "cifar10") return std::make_unique<Cifar10>(r.data_dir, r.split);
   const std::string ext = fs::path(r.dataset).extension().string();
   if (ext == ".h5" || ext == ".hdf5") return std::make_unique<Hdf5Dataset>(r.dataset, r.split);
-  throw Error("dataset '" + r.dataset + "' is not fashion-mnist, synthetic, or the path of an HDF5 file (.h5, .hdf5)");
+  if (fs::is_directory(r.dataset)) return std::make_unique<Hdf5Shards>(r.dataset, r.split);
+  throw Error("dataset '" + r.dataset +
+              "' is not fashion-mnist, cifar10, synthetic, the path of an HDF5 file (.h5, .hdf5) or a folder of HDF5 "
+              "shards");
 }
 
 Augmentation::Augmentation(const AugmentSpec& s, const Shape& sample) : s_(s) {
@@ -399,7 +541,8 @@ std::string Augmentation::describe(bool train) const {
   return parts.empty() ? "none" : join(parts, "; ");
 }
 
-Sampler::Sampler(std::int64_t samples, std::int64_t batch, bool shuffle, std::uint64_t seed, int rank, int ranks)
+Sampler::Sampler(std::int64_t samples, std::int64_t batch, bool shuffle, std::uint64_t seed, int rank, int ranks,
+                 bool local)
     : samples_(samples),
       batch_(batch),
       share_(samples / std::max(1, ranks)),
@@ -407,7 +550,8 @@ Sampler::Sampler(std::int64_t samples, std::int64_t batch, bool shuffle, std::ui
       shuffle_(shuffle),
       seed_(seed),
       rank_(rank),
-      ranks_(std::max(1, ranks)) {
+      ranks_(std::max(1, ranks)),
+      local_(local) {
   if (batch <= 0) throw Error("batch must be positive");
   per_epoch_ = share_ / batch_;
   if (per_epoch_ < 1)
@@ -422,10 +566,12 @@ void Sampler::make_order() {
   for (std::int64_t i = 0; i < samples_; ++i) order_[static_cast<std::size_t>(i)] = i;
   if (!shuffle_) return;
   std::mt19937_64 g(mix(seed_, static_cast<std::uint64_t>(epoch_)));
-  for (std::int64_t i = samples_ - 1; i > 0; --i) {
+  // local: only this rank's own contiguous share, shuffled in place (its shards stay its own).
+  const std::int64_t lo = local_ ? static_cast<std::int64_t>(rank_) * share_ : 0, hi = local_ ? lo + share_ : samples_;
+  for (std::int64_t i = hi - 1; i > lo; --i) {
     // Multiply-shift: an index in [0, i] from 64 random bits, the same on every platform.
-    const auto j =
-        static_cast<std::int64_t>((static_cast<unsigned __int128>(g()) * static_cast<std::uint64_t>(i + 1)) >> 64);
+    const auto j = lo + static_cast<std::int64_t>(
+                            (static_cast<unsigned __int128>(g()) * static_cast<std::uint64_t>(i - lo + 1)) >> 64);
     std::swap(order_[static_cast<std::size_t>(i)], order_[static_cast<std::size_t>(j)]);
   }
 }
@@ -457,7 +603,10 @@ void Sampler::seek(std::int64_t epoch, std::int64_t position) {
 std::string Sampler::describe() const {
   std::string d = shuffle_ ? "seeded shuffle per epoch" : "sequential";
   d += ", " + std::to_string(per_epoch_) + " batches of " + std::to_string(batch_) + " per epoch";
-  if (ranks_ > 1) d += " per rank (each rank its own share of " + std::to_string(share_) + " samples)";
+  if (ranks_ > 1)
+    d += local_ ? " per rank (each rank shuffles only its own contiguous share of " + std::to_string(share_) +
+                      " samples: its own shards)"
+                : " per rank (each rank its own share of " + std::to_string(share_) + " samples)";
   if (per_epoch_ * batch_ * ranks_ < samples_)
     d += ", the last " + std::to_string(samples_ - per_epoch_ * batch_ * ranks_) +
          " samples of each epoch's order left out";

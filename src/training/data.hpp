@@ -1,13 +1,15 @@
 #pragma once
 // Level 2's data: datasets a training point reads batches from, and the sampler that says which
-// samples make each batch. Three sources behind one interface:
+// samples make each batch. Sources behind one interface:
 //  - "fashion-mnist": the IDX files of Debian's dataset-fashion-mnist (gzip'd or not), in
 //    /usr/share/datasets/fashion-mnist or a `data_dir`; pixels scaled to [0, 1] (x / 255);
 //  - "synthetic": samples of any shape made from a seed (uniform in [-1, 1), labels uniform over
 //    the classes), for throughput-only campaigns where the data does not matter;
 //  - a user's HDF5 file (hdf5-schema/README.md, "Training data"): `<split>/samples` [N, ...]
 //    float32 or uint8 (uint8 scaled by 1/255) and `<split>/labels` [N] integers, read batch by
-//    batch with one hyperslab selection, so the data may be larger than memory.
+//    batch with one hyperslab selection, so the data may be larger than memory; or a folder of
+//    such files (shards, ImageNet-scale data), one after another in name order;
+//  - "cifar10": CIFAR-10's binary version (data_batch_1..5.bin, test_batch.bin) in a data_dir.
 // A sample is read as stored; Augmentation (below) changes it after the read, as a point asks:
 // seeded, so every framework's pipeline gets the same samples, and described in the results.
 #include <cstdint>
@@ -30,6 +32,9 @@ class Dataset {
   // Allocates nothing once it has served a batch of this size.
   virtual void read(std::span<const std::int64_t> idx, float* x, std::int64_t* y) = 0;
   virtual std::string describe() const = 0;  // "Fashion-MNIST train (60000 samples [1,28,28], 10 classes) from ..."
+  // Its samples are in shards (a folder of HDF5 files, one after another): a rank should read
+  // its own contiguous range (Sampler's `local`).
+  virtual bool sharded() const { return false; }
 };
 
 struct DatasetRequest {
@@ -85,7 +90,10 @@ class Augmentation {
 // partial batch, are left out of that epoch. The position is (epoch, batch) and can be restored.
 class Sampler {
  public:
-  Sampler(std::int64_t samples, std::int64_t batch, bool shuffle, std::uint64_t seed, int rank = 0, int ranks = 1);
+  // local: each rank shuffles only its own contiguous share (a sharded dataset's shard range),
+  // instead of taking a share of one shuffle of all samples.
+  Sampler(std::int64_t samples, std::int64_t batch, bool shuffle, std::uint64_t seed, int rank = 0, int ranks = 1,
+          bool local = false);
   std::int64_t batches_per_epoch() const { return per_epoch_; }
   // The next batch's sample indices (batch of them, into preallocated storage).
   std::span<const std::int64_t> next();
@@ -103,6 +111,7 @@ class Sampler {
   bool shuffle_;
   std::uint64_t seed_;
   int rank_, ranks_;
+  bool local_;
   std::int64_t epoch_ = 0, pos_ = 0;
   std::vector<std::int64_t> order_;
 };

@@ -110,14 +110,16 @@ TEST(Data, IdxFilesAreReadAndBrokenOnesNamed) {
 }
 
 // A training data file as hdf5-schema/README.md lays it out.
-void write_h5(const fs::path& p, int n, bool bytes, bool with_labels = true) {
+// Samples [n, 2, 3] whose values count up from first * 6, labels (first + i) % 4.
+void write_h5(const fs::path& p, int n, bool bytes, bool with_labels = true, int first = 0) {
   hid_t f = H5Fcreate(p.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   hid_t g = H5Gcreate2(f, "train", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
   hsize_t dims[3] = {static_cast<hsize_t>(n), 2, 3};
   hid_t s = H5Screate_simple(3, dims, nullptr);
   std::vector<float> xf(static_cast<std::size_t>(n) * 6);
   std::vector<std::uint8_t> xb(xf.size());
-  for (std::size_t i = 0; i < xf.size(); ++i) xf[i] = static_cast<float>(i), xb[i] = static_cast<std::uint8_t>(i % 256);
+  for (std::size_t i = 0; i < xf.size(); ++i)
+    xf[i] = static_cast<float>(i + static_cast<std::size_t>(first) * 6), xb[i] = static_cast<std::uint8_t>(i % 256);
   hid_t d = H5Dcreate2(g, "samples", bytes ? H5T_STD_U8LE : H5T_IEEE_F32LE, s, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
   H5Dwrite(d, bytes ? H5T_NATIVE_UINT8 : H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT,
            bytes ? static_cast<const void*>(xb.data()) : xf.data());
@@ -127,7 +129,7 @@ void write_h5(const fs::path& p, int n, bool bytes, bool with_labels = true) {
     hsize_t ld[1] = {static_cast<hsize_t>(n)};
     hid_t ls = H5Screate_simple(1, ld, nullptr);
     std::vector<std::int32_t> y(static_cast<std::size_t>(n));
-    for (int i = 0; i < n; ++i) y[static_cast<std::size_t>(i)] = i % 4;
+    for (int i = 0; i < n; ++i) y[static_cast<std::size_t>(i)] = (first + i) % 4;
     hid_t l = H5Dcreate2(g, "labels", H5T_STD_I32LE, ls, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     H5Dwrite(l, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, y.data());
     H5Dclose(l);
@@ -169,7 +171,99 @@ TEST(Data, Hdf5DatasetReadsAnyBatchInItsOrder) {
   std::ofstream(dir / "text.h5") << "not hdf5";
   EXPECT_NE(error_of({(dir / "text.h5").string(), "train", "", {}, 10, 0, 1}).find("not an HDF5 file"),
             std::string::npos);
-  EXPECT_NE(error_of({"imagenet", "train", "", {}, 10, 0, 1}).find("is not fashion-mnist, synthetic"),
+  EXPECT_NE(error_of({"imagenet", "train", "", {}, 10, 0, 1}).find("is not fashion-mnist, cifar10, synthetic"),
+            std::string::npos);
+  fs::remove_all(dir);
+}
+
+// A folder of shards reads as one dataset in name order (shards of the other split skipped); a
+// rank's local sampler keeps to its own contiguous range.
+TEST(Data, Hdf5ShardsReadAsOneDatasetAndALocalSamplerKeepsEachRankInItsShards) {
+  const fs::path dir = temp_dir("shards");
+  write_h5(dir / "part-0.h5", 20, false, true, 0);
+  write_h5(dir / "part-1.h5", 15, false, true, 20);
+  write_h5(dir / "part-2.hdf5", 25, false, true, 35);
+  {  // a test-split shard: skipped for train
+    hid_t f = H5Fcreate((dir / "part-9-test.h5").c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    H5Gclose(H5Gcreate2(f, "test", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+    H5Fclose(f);
+  }
+  std::ofstream(dir / "README") << "not a shard";
+  auto d = open_dataset({dir.string(), "train", "", {}, 10, 0, 1});
+  EXPECT_EQ(d->size(), 60);
+  EXPECT_TRUE(d->sharded());
+  EXPECT_NE(d->describe().find("in 3 files"), std::string::npos) << d->describe();
+  std::vector<std::int64_t> idx{59, 0, 21, 19, 20, 34, 35};  // across every shard boundary
+  std::vector<float> x(idx.size() * 6);
+  std::vector<std::int64_t> y(idx.size());
+  d->read(idx, x.data(), y.data());
+  for (std::size_t i = 0; i < idx.size(); ++i) {
+    EXPECT_EQ(y[i], idx[i] % 4) << idx[i];
+    for (int k = 0; k < 6; ++k) EXPECT_EQ(x[i * 6 + static_cast<std::size_t>(k)], static_cast<float>(idx[i] * 6 + k));
+  }
+  EXPECT_NE(error_of({(dir / "nothing").string(), "train", "", {}, 10, 0, 1}).find("is not fashion-mnist"),
+            std::string::npos);
+  fs::create_directories(dir / "empty");
+  EXPECT_NE(error_of({(dir / "empty").string(), "train", "", {}, 10, 0, 1}).find("no HDF5 shard"), std::string::npos);
+  // Two ranks, 30 samples each: rank 1 draws only from 30..59, a new order every epoch.
+  Sampler s(60, 5, true, 3, 1, 2, true);
+  std::set<std::int64_t> first, second;
+  for (int b = 0; b < 6; ++b)
+    for (auto i : s.next()) first.insert(i);
+  std::vector<std::int64_t> again;
+  for (int b = 0; b < 6; ++b)
+    for (auto i : s.next()) again.push_back(i), second.insert(i);
+  EXPECT_EQ(first.size(), 30u);
+  EXPECT_EQ(*first.begin(), 30);
+  EXPECT_EQ(*first.rbegin(), 59);
+  EXPECT_EQ(first, second);
+  std::vector<std::int64_t> sorted = again;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_NE(again, sorted) << "shuffled within the share";
+  EXPECT_NE(s.describe().find("its own shards"), std::string::npos) << s.describe();
+  fs::remove_all(dir);
+}
+
+// CIFAR-10's binary layout, written here: five training files and a test file of records (label
+// byte, red, green, blue planes); broken files named with what is wrong.
+TEST(Data, Cifar10BinaryFilesAreReadInTheirLayout) {
+  const fs::path dir = temp_dir("cifar");
+  auto write = [&](const std::string& name, int records, int first) {
+    std::ofstream out(dir / name, std::ios::binary);
+    for (int r = 0; r < records; ++r) {
+      out.put(static_cast<char>((first + r) % 10));
+      for (int k = 0; k < 3072; ++k) out.put(static_cast<char>((first + r + k / 1024) % 256));  // per plane
+    }
+  };
+  for (int k = 1; k <= 5; ++k) write("data_batch_" + std::to_string(k) + ".bin", 4, (k - 1) * 4);
+  write("test_batch.bin", 3, 100);
+  auto train = open_dataset({"cifar10", "train", dir.string(), {}, 10, 0, 1});
+  auto test = open_dataset({"cifar10", "test", dir.string(), {}, 10, 0, 1});
+  EXPECT_EQ(train->size(), 20);
+  EXPECT_EQ(test->size(), 3);
+  EXPECT_EQ(train->sample_shape(), (Shape{3, 32, 32}));
+  std::vector<std::int64_t> idx{13};
+  std::vector<float> x(3072);
+  std::vector<std::int64_t> y(1);
+  train->read(idx, x.data(), y.data());
+  EXPECT_EQ(y[0], 3);                            // sample 13: the fourth file's second record
+  EXPECT_FLOAT_EQ(x[0], 13.0f / 255);            // red plane
+  EXPECT_FLOAT_EQ(x[1024 + 5], 14.0f / 255);     // green
+  EXPECT_FLOAT_EQ(x[2048 + 1023], 15.0f / 255);  // blue
+  EXPECT_NE(error_of({"cifar10", "train", "", {}, 10, 0, 1}).find("needs data_dir"), std::string::npos);
+  fs::remove(dir / "data_batch_3.bin");
+  EXPECT_NE(
+      error_of({"cifar10", "train", dir.string(), {}, 10, 0, 1}).find("data_batch_3.bin: CIFAR-10 file not found"),
+      std::string::npos);
+  { std::ofstream(dir / "data_batch_3.bin", std::ios::binary) << "short"; }
+  EXPECT_NE(error_of({"cifar10", "train", dir.string(), {}, 10, 0, 1}).find("not a whole number of CIFAR-10 records"),
+            std::string::npos);
+  write("data_batch_3.bin", 1, 0);
+  {
+    std::fstream f(dir / "data_batch_3.bin", std::ios::in | std::ios::out | std::ios::binary);
+    f.put(static_cast<char>(12));
+  }
+  EXPECT_NE(error_of({"cifar10", "train", dir.string(), {}, 10, 0, 1}).find("record 0 has label 12"),
             std::string::npos);
   fs::remove_all(dir);
 }

@@ -228,6 +228,77 @@ TEST_F(Training, AKilledRunResumesFromItsLastIntactCheckpointAndEndsOnTheUninter
   EXPECT_EQ(rows.begin()->second.at("status"), "complete");
 }
 
+// The input pipelines beyond Fashion-MNIST, on 2 ranks: CIFAR-10's binary files (written here in
+// their real layout: a label byte, then the red, green and blue 32x32 planes) with augmentation,
+// and a folder of HDF5 shards, each rank reading its own; the report's Training steps section gives
+// each point's data phase and the pipeline's rate.
+TEST_F(Training, Cifar10FilesAndHdf5ShardsTrainOnTwoRanksAndTheReportGivesTheDataPhase) {
+  if (!d500::find_backend("onednn") || !d500::find_backend("onednn")->built) GTEST_SKIP() << "this build has no oneDNN";
+  const fs::path cifar = dir_ / "cifar", shards = dir_ / "shards";
+  Cmd made =
+      sh("/usr/bin/python3 -c \"\nimport numpy as np, h5py, os\nr = np.random.default_rng(5)\n"
+         "os.makedirs('" +
+         cifar.string() + "')\nos.makedirs('" + shards.string() +
+         "')\n"
+         "def cifar(name, n):\n  rec = np.zeros((n, 3073), np.uint8)\n  rec[:, 0] = r.integers(0, 10, n)\n"
+         "  rec[:, 1:] = r.integers(0, 256, (n, 3072))\n  rec.tofile('" +
+         cifar.string() +
+         "/' + name)\n"
+         "for k in range(1, 6): cifar('data_batch_%d.bin' % k, 64)\ncifar('test_batch.bin', 64)\n"
+         "for k in range(4):\n  with h5py.File('" +
+         shards.string() +
+         "/part-%d.h5' % k, 'w') as f:\n"
+         "    for split in ('train', 'test'):\n"
+         "      f[split + '/samples'] = r.integers(0, 256, (48, 1, 28, 28)).astype(np.uint8)\n"
+         "      f[split + '/labels'] = r.integers(0, 10, 48)\n\"");
+  ASSERT_EQ(made.code, 0) << made.out;
+  const fs::path run =
+      planned(kHead +
+              "backend = \"onednn\"\nbatch = 8\nsteps = 12\neval_interval_steps = 6\n"
+              "eval_samples = 32\nranks_per_node = 2\ncheckpoint_interval = 0\n"
+              "[axes]\nnetwork = [\"resnet20-cifar\", \"lenet5\"]\n"
+              "dataset = [\"cifar10\", \"" +
+              shards.string() +
+              "\"]\n"
+              "data_dir = [\"" +
+              cifar.string() +
+              "\", \"\"]\n"
+              "crop_padding = [4, 0]\nflip = [true, false]\n"
+              "[[zip]]\naxes = [\"network\", \"dataset\", \"data_dir\", \"crop_padding\", \"flip\"]\n");
+  const hid_t f = ran_and_checked(run);
+  ASSERT_GE(f, 0);
+  std::map<std::string, int> seen;
+  for (const auto& id : point_ids(f)) {
+    hid_t g = H5Gopen2(f, ("points/" + id).c_str(), H5P_DEFAULT);
+    EXPECT_EQ(attr_string(g, "status"), "complete") << attr_string(g, "status_reason");
+    EXPECT_EQ(attr_int(g, "train.steps"), 12);
+    const std::string data = attr_string(g, "train.dataset");
+    if (data.find("CIFAR-10 train (320 samples [3,32,32]") != std::string::npos) {
+      ++seen["cifar"];
+      EXPECT_NE(attr_string(g, "train.augmentation").find("zero-padded by 4 pixels"), std::string::npos);
+    } else if (data.find("HDF5 shards") != std::string::npos) {
+      ++seen["shards"];
+      EXPECT_NE(data.find("192 samples [1,28,28] in 4 files"), std::string::npos) << data;
+      EXPECT_NE(attr_string(g, "train.sampler").find("its own shards"), std::string::npos)
+          << attr_string(g, "train.sampler");
+    }
+    std::map<int, int> data_rows;  // phase 1 (data) per rank
+    for (const auto& smp : read_samples(f, id))
+      if (smp.phase == 1) ++data_rows[smp.rank];
+    EXPECT_EQ(data_rows[0], 12);
+    EXPECT_EQ(data_rows[1], 12);
+    H5Gclose(g);
+  }
+  H5Fclose(f);
+  EXPECT_EQ(seen["cifar"], 1);
+  EXPECT_EQ(seen["shards"], 1);
+  Cmd rep = sh(d500_cmd("report " + run.string()));
+  ASSERT_EQ(rep.code, 0) << rep.out;
+  const std::string md = read_file_text(run / "report.md");
+  EXPECT_NE(md.find("## Training steps"), std::string::npos) << md;
+  EXPECT_NE(md.find("pipeline /s"), std::string::npos);
+}
+
 TEST_F(Training, TwoRanksTrainOnTheirSharesInLockstep) {
   const fs::path run =
       planned(kHead +

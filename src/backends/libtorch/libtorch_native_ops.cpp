@@ -44,16 +44,15 @@ void add_unary(std::map<std::string, Op>& t) {
     return Tensors{at::celu(in[0], n.attr_f("alpha", 1.0))};
   };
   t["Selu"] = [](const Node& n, const Tensors& in, const Graph&, bool) {
-    const double alpha = n.attr_f("alpha", 1.67326319217681884765625), gamma = n.attr_f("gamma", 1.05070102214813232421875);
+    const double alpha = n.attr_f("alpha", 1.67326319217681884765625),
+                 gamma = n.attr_f("gamma", 1.05070102214813232421875);
     return Tensors{at::elu(in[0], alpha, gamma)};  // gamma (x > 0 ? x : alpha (e^x - 1))
   };
   t["ThresholdedRelu"] = [](const Node& n, const Tensors& in, const Graph&, bool) {
     return Tensors{at::threshold(in[0], n.attr_f("alpha", 1.0), 0.0)};
   };
   t["Softplus"] = [](const Node&, const Tensors& in, const Graph&, bool) { return Tensors{at::softplus(in[0])}; };
-  t["Softsign"] = [](const Node&, const Tensors& in, const Graph&, bool) {
-    return Tensors{in[0] / (in[0].abs() + 1)};
-  };
+  t["Softsign"] = [](const Node&, const Tensors& in, const Graph&, bool) { return Tensors{in[0] / (in[0].abs() + 1)}; };
   t["Shrink"] = [](const Node& n, const Tensors& in, const Graph&, bool) {
     const double l = n.attr_f("lambd", 0.5), b = n.attr_f("bias", 0);
     const at::Tensor& x = in[0];

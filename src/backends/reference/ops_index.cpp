@@ -349,7 +349,8 @@ void add_index_ops(std::vector<OpSchema>& t) {
                        .bwd_d = d2s_bwd<false, double>,
                        .flops = no_work,
                        .diff_in = 1});
-  t.push_back(OpSchema{.op = "Hardmax", .since = 13, .infer = infer_hardmax, D500_FWD(hardmax_fwd), .flops = per_element});
+  t.push_back(
+      OpSchema{.op = "Hardmax", .since = 13, .infer = infer_hardmax, D500_FWD(hardmax_fwd), .flops = per_element});
   t.push_back(OpSchema{.op = "IsInf", .since = 10, .infer = infer_isinf, D500_FWD(isinf_fwd), .flops = per_element});
   t.push_back(OpSchema{.op = "Shrink",
                        .since = 9,

@@ -50,8 +50,8 @@ void reduce_fwd(const NodeProblem& p, T*) {
   T* y = out<T>(p, 0);
   for (I o = 0; o < pl.outputs; ++o) {
     const I b = pl.base(o);
-    double acc = R == Red::Max ? -std::numeric_limits<double>::infinity()
-                 : R == Red::Min ? std::numeric_limits<double>::infinity()
+    double acc = R == Red::Max    ? -std::numeric_limits<double>::infinity()
+                 : R == Red::Min  ? std::numeric_limits<double>::infinity()
                  : R == Red::Prod ? 1.0
                                   : 0.0;
     double shift = 0;  // LogSumExp: the largest element, subtracted before exp

@@ -188,8 +188,8 @@ class TrainWorkload final : public Workload {
     check_data(*train_, graph_, roles_);
     check_data(*test_, graph_, roles_);
     augment_ = std::make_unique<Augmentation>(pt_.augment, train_->sample_shape());
-    sampler_ =
-        std::make_unique<Sampler>(train_->size(), pt_.batch, pt_.shuffle, pt_.seed, std::max(worker_, 0), workers_);
+    sampler_ = std::make_unique<Sampler>(train_->size(), pt_.batch, pt_.shuffle, pt_.seed, std::max(worker_, 0),
+                                         workers_, train_->sharded());
     max_steps_ = pt_.steps > 0    ? pt_.steps
                  : pt_.epochs > 0 ? pt_.epochs * sampler_->batches_per_epoch()
                                   : std::numeric_limits<std::int64_t>::max();
@@ -960,8 +960,10 @@ std::vector<ParamSpec> training_params() {
   return {
       {"network", ValueType::String, V{std::string("lenet5")}, 0, 0, {}, "a built-in network (d500 networks) or the path of an .onnx classifier"},
       {"dataset", ValueType::String, V{std::string("fashion-mnist")}, 0, 0, {},
-       "fashion-mnist (Debian's dataset-fashion-mnist), synthetic, or the path of an HDF5 file (hdf5-schema/README.md)"},
-      {"data_dir", ValueType::String, V{std::string()}, 0, 0, {}, "where fashion-mnist's IDX files are (default: /usr/share/datasets/fashion-mnist)"},
+       "fashion-mnist (Debian's dataset-fashion-mnist), cifar10 (CIFAR-10's binary version, in data_dir), synthetic, the path of "
+       "an HDF5 file, or of a folder of HDF5 shards (hdf5-schema/README.md, Training data)"},
+      {"data_dir", ValueType::String, V{std::string()}, 0, 0, {},
+       "where fashion-mnist's IDX files are (default: /usr/share/datasets/fashion-mnist), or cifar10's data_batch_*.bin and test_batch.bin"},
       integer("synthetic_samples", 60000, 1, std::int64_t{1} << 40, "dataset = synthetic: training samples (the test split has a sixth)"),
       integer("batch", 64, 1, 1 << 24, "samples per step (per rank)"),
       {"optimizer", ValueType::String, V{std::string("momentum")}, 0, 0, optimizer_names(), "the update rule (PyTorch's definitions)"},
@@ -1071,7 +1073,7 @@ void register_train(WorkloadRegistry& r) {
       if (!v.empty()) v = fs::absolute(v).lexically_normal().string();
     };
     auto& dataset = std::get<std::string>(p.at("dataset"));
-    if (dataset != "fashion-mnist" && dataset != "synthetic") absolute(dataset);
+    if (dataset != "fashion-mnist" && dataset != "synthetic" && dataset != "cifar10") absolute(dataset);
     absolute(std::get<std::string>(p.at("data_dir")));
     normalize_backend_settings(p, "train");
   };
