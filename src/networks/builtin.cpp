@@ -223,6 +223,25 @@ onnx::ModelProto fashion_cnn_bn() {
   return b.take();
 }
 
+// A GRU sequence classifier (as torch.nn.GRU(batch_first=True) feeding a Linear on the last
+// hidden state exports): sequences [N, 16, 8] through a GRU of 64 units (linear_before_reset,
+// PyTorch's cell; batch-first layout), its final hidden state classified into 8 classes. Weights
+// uniform in +-1/sqrt(hidden), as PyTorch initialises them. Trains on dataset = "sequences".
+onnx::ModelProto gru_classifier() {
+  constexpr std::int64_t T = 16, F = 8, H = 64, C = 8;
+  Builder b("gru-classifier", 9);
+  const std::string x = b.input("sequence", onnx::TensorProto::FLOAT, {-1, T, F});
+  const float bound = 1.0f / std::sqrt(static_cast<float>(H));
+  const std::string y =
+      b.node("GRU",
+             {x, b.weight("gru_w", {1, 3 * H, F}, bound), b.weight("gru_r", {1, 3 * H, H}, bound),
+              b.weight("gru_b", {1, 6 * H}, bound)},
+             {{"hidden_size", H}, {"linear_before_reset", std::int64_t{1}}, {"layout", std::int64_t{1}}}, 2);
+  const std::string last = b.node("Flatten", {y + "_1"}, {{"axis", I{1}}});  // Y_h [N, 1, H] -> [N, H]
+  b.output(b.linear(last, H, C), onnx::TensorProto::FLOAT, {-1, C});
+  return b.take();
+}
+
 // ResNets (He et al. 2016). The last BatchNormalization of each residual branch starts at gamma
 // 0.5 so that activations stay bounded through depth with seeded weights.
 std::string basic_block(Builder& b, const std::string& x, I cin, I cout, I stride) {
@@ -338,6 +357,7 @@ onnx::ModelProto build(const std::string& name) {
   if (name == "lenet5") return lenet5();
   if (name == "fashion-cnn") return fashion_cnn();
   if (name == "fashion-cnn-bn") return fashion_cnn_bn();
+  if (name == "gru-classifier") return gru_classifier();
   if (name == "resnet18") return imagenet_resnet("resnet18", {2, 2, 2, 2}, false);
   if (name == "resnet50") return imagenet_resnet("resnet50", {3, 4, 6, 3}, true);
   if (name == "resnet20-cifar") return resnet20_cifar();
@@ -369,6 +389,10 @@ const std::vector<BuiltinNetwork>& builtin_networks() {
        "[N,3,224,224] float32 images", 1000},
       {"resnet20-cifar", "ResNet-20 for CIFAR-10 (3 stages of 3 basic blocks, 16-32-64 channels, projection shortcuts)",
        "[N,3,32,32] float32 images", 10},
+      {"gru-classifier",
+       "GRU sequence classifier: a 64-unit GRU (PyTorch's cell, batch first) over 16 steps of 8 features, its last hidden "
+       "state into 8 classes (dataset = \"sequences\")",
+       "[N,16,8] float32 sequences", 8},
       {"transformer-encoder",
        "BERT-style encoder: 4 post-LayerNorm layers, d_model 256, 4 heads, feed-forward 1024 with GELU (Erf), vocabulary 8192, "
        "mean pooling, 10 classes",

@@ -865,7 +865,12 @@ void GraphExecutor::Impl::make_kernels(const Schedule& sc, std::vector<GraphExec
     }
     for (std::size_t j = 0; j < n.out.size(); ++j)
       if (n.out[j] >= 0) p.out[j].data = m.data[static_cast<std::size_t>(n.out[j])];
-    if (spec.training && sc.bstep[i] >= 0) {
+    if (spec.training && sc.bstep[i] < 0) {
+      // A training pass's node without a backward step (nothing it reads leads to a weight): no
+      // gradients, each absent, so that a kernel may ask any of them.
+      for (TensorView d : p.in) d.data = nullptr, p.din.push_back(d);
+      for (TensorView d : p.out) d.data = nullptr, p.dout.push_back(d);
+    } else if (spec.training) {
       for (std::size_t s = 0; s < n.in.size(); ++s) {
         TensorView d = p.in[s];
         d.data = nullptr;

@@ -132,6 +132,34 @@ std::vector<GradCase> breadth_cases() {
       {"SpaceToDepth", [](B& b) {
          return std::vector<int>{b.node("SpaceToDepth", {b.weight("x", {2, 2, 4, 6})}, {{"blocksize", int_attr(2)}})};
        }});
+  // Recurrent cells: every weight, bias, initial state and (LSTM) peephole through time.
+  v.push_back({"RNN (bidirectional, initial state)", [](B& b) {
+                 const int y = b.node("RNN",
+                                      {b.weight("x", {4, 2, 3}), b.weight("w", {2, 5, 3}), b.weight("r", {2, 5, 5}),
+                                       b.weight("b", {2, 10}), -1, b.weight("h0", {2, 2, 5})},
+                                      {{"hidden_size", int_attr(5)}, {"direction", string_attr("bidirectional")}}, 2);
+                 return std::vector<int>{y, y + 1};
+               }});
+  for (int lbr : {0, 1})
+    v.push_back({"GRU (reverse, linear_before_reset " + std::to_string(lbr) + ")", [lbr](B& b) {
+                   const int y = b.node("GRU",
+                                        {b.weight("x", {3, 2, 4}), b.weight("w", {1, 9, 4}), b.weight("r", {1, 9, 3}),
+                                         b.weight("b", {1, 18}), -1, b.weight("h0", {1, 2, 3})},
+                                        {{"hidden_size", int_attr(3)},
+                                         {"direction", string_attr("reverse")},
+                                         {"linear_before_reset", int_attr(lbr)}},
+                                        2);
+                   return std::vector<int>{y, y + 1};
+                 }});
+  v.push_back(
+      {"LSTM (bidirectional, batch first, peepholes, initial states)", [](B& b) {
+         const int y = b.node(
+             "LSTM",
+             {b.weight("x", {2, 3, 4}), b.weight("w", {2, 12, 4}), b.weight("r", {2, 12, 3}), b.weight("b", {2, 24}),
+              -1, b.weight("h0", {2, 2, 3}), b.weight("c0", {2, 2, 3}), b.weight("p", {2, 9})},
+             {{"hidden_size", int_attr(3)}, {"direction", string_attr("bidirectional")}, {"layout", int_attr(1)}}, 3);
+         return std::vector<int>{y, y + 1, y + 2};
+       }});
   return v;
 }
 

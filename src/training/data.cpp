@@ -181,6 +181,51 @@ class Synthetic final : public Dataset {
   std::string split_;
 };
 
+// ---- Synthetic sequences with a rule to learn: samples [T, F] uniform in [-1, 1) from the seed
+// and the index; the label is the feature, among the first min(F, classes), whose sum over the
+// T steps is the largest -- what a recurrent network learns by accumulating over time. ----
+class Sequences final : public Dataset {
+ public:
+  explicit Sequences(const DatasetRequest& r) : base_(r), split_(r.split) {
+    const Shape& s = base_.sample_shape();
+    if (s.size() != 2)
+      throw Error(
+          "dataset = \"sequences\" makes samples [T, F] (time, features): the network's input must be "
+          "[N, T, F]; it is [N]" +
+          shape_str(s).substr(1));
+    steps_ = s[0], features_ = s[1];
+    ruled_ = std::min<std::int64_t>(features_, base_.classes());
+  }
+  std::int64_t size() const override { return base_.size(); }
+  const Shape& sample_shape() const override { return base_.sample_shape(); }
+  int classes() const override { return base_.classes(); }
+  void read(std::span<const std::int64_t> idx, float* x, std::int64_t* y) override {
+    base_.read(idx, x, y);
+    for (std::size_t i = 0; i < idx.size(); ++i) {
+      const float* v = x + static_cast<std::int64_t>(i) * steps_ * features_;
+      std::int64_t best = 0;
+      double best_sum = -1e300;
+      for (std::int64_t f = 0; f < ruled_; ++f) {
+        double sum = 0;
+        for (std::int64_t t = 0; t < steps_; ++t) sum += v[t * features_ + f];
+        if (sum > best_sum) best_sum = sum, best = f;
+      }
+      y[i] = best;
+    }
+  }
+  std::string describe() const override {
+    return "synthetic sequences " + split_ + " (" + std::to_string(size()) + " samples [" + std::to_string(steps_) +
+           " steps, " + std::to_string(features_) +
+           " features] uniform in [-1, 1) from the seed; label: the feature, of the first " + std::to_string(ruled_) +
+           ", with the largest sum over time)";
+  }
+
+ private:
+  Synthetic base_;
+  std::string split_;
+  std::int64_t steps_ = 0, features_ = 0, ruled_ = 1;
+};
+
 // ---- A user's HDF5 file ----
 class H5 {
  public:
@@ -461,12 +506,14 @@ std::unique_ptr<Dataset> open_dataset(const DatasetRequest& r) {
   if (r.dataset == "fashion-mnist") return std::make_unique<FashionMnist>(r.data_dir, r.split);
   if (r.dataset == "synthetic") return std::make_unique<Synthetic>(r);
   if (r.dataset == "cifar10") return std::make_unique<Cifar10>(r.data_dir, r.split);
+  if (r.dataset == "sequences") return std::make_unique<Sequences>(r);
   const std::string ext = fs::path(r.dataset).extension().string();
   if (ext == ".h5" || ext == ".hdf5") return std::make_unique<Hdf5Dataset>(r.dataset, r.split);
   if (fs::is_directory(r.dataset)) return std::make_unique<Hdf5Shards>(r.dataset, r.split);
-  throw Error("dataset '" + r.dataset +
-              "' is not fashion-mnist, cifar10, synthetic, the path of an HDF5 file (.h5, .hdf5) or a folder of HDF5 "
-              "shards");
+  throw Error(
+      "dataset '" + r.dataset +
+      "' is not fashion-mnist, cifar10, synthetic, sequences, the path of an HDF5 file (.h5, .hdf5) or a folder of HDF5 "
+      "shards");
 }
 
 Augmentation::Augmentation(const AugmentSpec& s, const Shape& sample) : s_(s) {

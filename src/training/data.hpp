@@ -9,6 +9,8 @@
 //    float32 or uint8 (uint8 scaled by 1/255) and `<split>/labels` [N] integers, read batch by
 //    batch with one hyperslab selection, so the data may be larger than memory; or a folder of
 //    such files (shards, ImageNet-scale data), one after another in name order;
+//  - "sequences": synthetic sequences [T, F] with a rule to learn (the label is the feature with
+//    the largest sum over time), for recurrent networks;
 //  - "cifar10": CIFAR-10's binary version (data_batch_1..5.bin, test_batch.bin) in a data_dir.
 // A sample is read as stored; Augmentation (below) changes it after the read, as a point asks:
 // seeded, so every framework's pipeline gets the same samples, and described in the results.

@@ -299,6 +299,38 @@ TEST_F(Training, Cifar10FilesAndHdf5ShardsTrainOnTwoRanksAndTheReportGivesTheDat
   EXPECT_NE(md.find("pipeline /s"), std::string::npos);
 }
 
+// Recurrent networks nobody here wrote: an nn.GRU and a bidirectional nn.LSTM classifier exported
+// by PyTorch (tests/fixtures/onnx/make_fixtures.py) train on synthetic sequences with a rule to
+// learn on every CPU backend of the build, each validated against the double yardstick first,
+// and learn the rule (chance: 1 in 4).
+TEST_F(Training, PyTorchsGruAndLstmTrainOnEveryCpuBackendAndLearnTheRule) {
+  std::string backends;
+  for (const auto& b : d500::all_backends())
+    if (b.built && (b.name == "reference" || b.make_node_kernel || b.make_graph_runner) && b.name != "custom" &&
+        !(b.no_device && !b.no_device().empty()))
+      backends += (backends.empty() ? "\"" : ", \"") + b.name + "\"";
+  const std::string fx = std::string(D500_TEST_DIR) + "/fixtures/onnx/";
+  const fs::path run =
+      planned(kHead +
+              "dataset = \"sequences\"\nsynthetic_samples = 2048\nbatch = 16\nsteps = 200\n"
+              "eval_interval_steps = 100\neval_samples = 0\noptimizer = \"adam\"\nlr = 0.01\n"
+              "checkpoint_interval = 0\n[axes]\nnetwork = [\"" +
+              fx + "pytorch_gru.onnx\", \"" + fx + "pytorch_lstm.onnx\"]\nbackend = [" + backends + "]\n");
+  const hid_t f = ran_and_checked(run);
+  ASSERT_GE(f, 0);
+  const std::vector<std::string> ids = point_ids(f);
+  EXPECT_GE(ids.size(), 4u);
+  for (const auto& id : ids) {
+    hid_t g = H5Gopen2(f, ("points/" + id).c_str(), H5P_DEFAULT);
+    const std::string what = attr_string(g, "param.network") + " on " + attr_string(g, "param.backend");
+    EXPECT_EQ(attr_string(g, "status"), "complete") << what << ": " << attr_string(g, "status_reason");
+    EXPECT_EQ(attr_string(g, "validation_status"), "passed") << what << ": " << attr_string(g, "validation_method");
+    EXPECT_GT(attr_double(g, "train.final_accuracy"), 0.6) << what;
+    H5Gclose(g);
+  }
+  H5Fclose(f);
+}
+
 TEST_F(Training, TwoRanksTrainOnTheirSharesInLockstep) {
   const fs::path run =
       planned(kHead +

@@ -172,9 +172,65 @@ void add_indexing(std::map<std::string, Op>& t) {
   };
 }
 
+// RNN, GRU, LSTM as the time loop of ATen calls a PyTorch user writes for a cell (ONNX's gate
+// orders and GRU's linear_before_reset either way, which torch.nn.GRU's fused kernel does not
+// offer), so that autograd differentiates through time. X [T, B, I] (layout 1: [B, T, I]).
+Tensors recurrent(const Node& n, const Tensors& in) {
+  const bool bf = n.attr_i("layout", 0) != 0;
+  const std::string direction = n.attr_s("direction", "forward");
+  const I h_size = n.attr_i("hidden_size", 0), dirs = direction == "bidirectional" ? 2 : 1;
+  auto given = [&](std::size_t i) { return i < in.size() && in[i].defined(); };
+  const at::Tensor x = bf ? in[0].transpose(0, 1) : in[0];
+  auto state = [&](std::size_t i) { return given(i) ? (bf ? in[i].transpose(0, 1) : in[i]) : at::Tensor(); };
+  const at::Tensor h0 = state(5), c0 = state(6);
+  const I steps = x.size(0), batch = x.size(1);
+  Tensors ys, hs, cs;
+  for (I d = 0; d < dirs; ++d) {
+    const at::Tensor w = in[1][d], r = in[2][d];
+    const at::Tensor wb = given(3) ? in[3][d].narrow(0, 0, w.size(0)) : at::zeros({w.size(0)}, w.options());
+    const at::Tensor rb = given(3) ? in[3][d].narrow(0, w.size(0), w.size(0)) : at::zeros({w.size(0)}, w.options());
+    at::Tensor h = h0.defined() ? h0[d] : at::zeros({batch, h_size}, x.options());
+    at::Tensor c = c0.defined() ? c0[d] : at::zeros({batch, h_size}, x.options());
+    const bool reverse = d == 1 || direction == "reverse";
+    Tensors out(static_cast<std::size_t>(steps));
+    for (I k = 0; k < steps; ++k) {
+      const I step = reverse ? steps - 1 - k : k;
+      const at::Tensor xw = at::matmul(x[step], w.t()) + wb;
+      if (n.op == "RNN") {
+        h = at::tanh(xw + at::matmul(h, r.t()) + rb);
+      } else if (n.op == "LSTM") {  // gates i, o, f, c; peepholes i, o, f
+        const auto g = (xw + at::matmul(h, r.t()) + rb).chunk(4, 1);
+        const auto p = given(7) ? in[7][d].chunk(3, 0) : std::vector<at::Tensor>{};
+        const at::Tensor i = at::sigmoid(p.empty() ? g[0] : g[0] + p[0] * c);
+        const at::Tensor f = at::sigmoid(p.empty() ? g[2] : g[2] + p[2] * c);
+        c = f * c + i * at::tanh(g[3]);
+        const at::Tensor o = at::sigmoid(p.empty() ? g[1] : g[1] + p[1] * c);
+        h = o * at::tanh(c);
+      } else {  // GRU: gates z, r, h
+        const auto xg = xw.chunk(3, 1), rw = r.chunk(3, 0), rbs = rb.chunk(3, 0);
+        const at::Tensor z = at::sigmoid(xg[0] + at::matmul(h, rw[0].t()) + rbs[0]);
+        const at::Tensor reset = at::sigmoid(xg[1] + at::matmul(h, rw[1].t()) + rbs[1]);
+        const at::Tensor hh = n.attr_i("linear_before_reset", 0)
+                                  ? at::tanh(xg[2] + reset * (at::matmul(h, rw[2].t()) + rbs[2]))
+                                  : at::tanh(xg[2] + at::matmul(reset * h, rw[2].t()) + rbs[2]);
+        h = (1 - z) * hh + z * h;
+      }
+      out[static_cast<std::size_t>(step)] = h;
+    }
+    ys.push_back(at::stack(out, 0));  // [T, B, H]
+    hs.push_back(h);
+    cs.push_back(c);
+  }
+  at::Tensor y = at::stack(ys, 1), yh = at::stack(hs, 0), yc = at::stack(cs, 0);  // [T, D, B, H], [D, B, H]
+  if (bf) y = y.permute({2, 0, 1, 3}), yh = yh.transpose(0, 1), yc = yc.transpose(0, 1);
+  return n.op == "LSTM" ? Tensors{y, yh, yc} : Tensors{y, yh};
+}
+
 }  // namespace
 
 void add_breadth_ops(std::map<std::string, Op>& t) {
+  for (const char* op : {"RNN", "GRU", "LSTM"})
+    t[op] = [](const Node& n, const Tensors& in, const Graph&, bool) { return recurrent(n, in); };
   add_unary(t);
   add_many_and_logic(t);
   add_reductions(t);

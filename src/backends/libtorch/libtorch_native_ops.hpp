@@ -19,7 +19,7 @@ using Op = std::function<Tensors(const Node&, const Tensors&, const Graph&, bool
 // The ONNX breadth beyond the networks' core (libtorch_native_ops.cpp): more activations and
 // element-wise math, variadic Max/Min/Sum/Mean, PRelu, logic, reductions and arg-reductions,
 // NegativeLogLikelihoodLoss, GatherElements, ScatterElements, Trilu, Tile, DepthToSpace,
-// SpaceToDepth, Hardmax, IsInf, Shrink.
+// SpaceToDepth, Hardmax, IsInf, Shrink, and the recurrent RNN, GRU, LSTM.
 void add_breadth_ops(std::map<std::string, Op>& t);
 
 }  // namespace d500::native

@@ -71,6 +71,7 @@ const std::vector<OpSchema>& op_table() {
     ref::add_shape_ops(t);
     ref::add_reduce_ops(t);
     ref::add_index_ops(t);
+    ref::add_rnn_ops(t);
     std::sort(t.begin(), t.end(), [](const OpSchema& a, const OpSchema& b) { return std::string(a.op) < b.op; });
     return t;
   }();

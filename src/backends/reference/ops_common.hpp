@@ -24,6 +24,7 @@ void add_norm_ops(std::vector<OpSchema>& t);
 void add_shape_ops(std::vector<OpSchema>& t);
 void add_reduce_ops(std::vector<OpSchema>& t);
 void add_index_ops(std::vector<OpSchema>& t);
+void add_rnn_ops(std::vector<OpSchema>& t);
 
 // Both instantiations of a reference forward kernel, as an OpSchema's designated fields.
 #define D500_FWD(fn) .fwd_f = fn<float>, .fwd_d = fn<double>

@@ -960,11 +960,12 @@ std::vector<ParamSpec> training_params() {
   return {
       {"network", ValueType::String, V{std::string("lenet5")}, 0, 0, {}, "a built-in network (d500 networks) or the path of an .onnx classifier"},
       {"dataset", ValueType::String, V{std::string("fashion-mnist")}, 0, 0, {},
-       "fashion-mnist (Debian's dataset-fashion-mnist), cifar10 (CIFAR-10's binary version, in data_dir), synthetic, the path of "
+       "fashion-mnist (Debian's dataset-fashion-mnist), cifar10 (CIFAR-10's binary version, in data_dir), synthetic, sequences "
+       "(synthetic [T, F] sequences with a rule to learn), the path of "
        "an HDF5 file, or of a folder of HDF5 shards (hdf5-schema/README.md, Training data)"},
       {"data_dir", ValueType::String, V{std::string()}, 0, 0, {},
        "where fashion-mnist's IDX files are (default: /usr/share/datasets/fashion-mnist), or cifar10's data_batch_*.bin and test_batch.bin"},
-      integer("synthetic_samples", 60000, 1, std::int64_t{1} << 40, "dataset = synthetic: training samples (the test split has a sixth)"),
+      integer("synthetic_samples", 60000, 1, std::int64_t{1} << 40, "dataset = synthetic or sequences: training samples (the test split has a sixth)"),
       integer("batch", 64, 1, 1 << 24, "samples per step (per rank)"),
       {"optimizer", ValueType::String, V{std::string("momentum")}, 0, 0, optimizer_names(), "the update rule (PyTorch's definitions)"},
       {"optimizer_impl", ValueType::String, V{std::string("reference")}, 0, 0, {"reference", "native"},
@@ -1073,7 +1074,8 @@ void register_train(WorkloadRegistry& r) {
       if (!v.empty()) v = fs::absolute(v).lexically_normal().string();
     };
     auto& dataset = std::get<std::string>(p.at("dataset"));
-    if (dataset != "fashion-mnist" && dataset != "synthetic" && dataset != "cifar10") absolute(dataset);
+    if (dataset != "fashion-mnist" && dataset != "synthetic" && dataset != "cifar10" && dataset != "sequences")
+      absolute(dataset);
     absolute(std::get<std::string>(p.at("data_dir")));
     normalize_backend_settings(p, "train");
   };
