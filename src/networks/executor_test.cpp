@@ -132,6 +132,25 @@ std::vector<GradCase> breadth_cases() {
       {"SpaceToDepth", [](B& b) {
          return std::vector<int>{b.node("SpaceToDepth", {b.weight("x", {2, 2, 4, 6})}, {{"blocksize", int_attr(2)}})};
        }});
+  // Windows over three spatial axes.
+  v.push_back({"Conv (3-D: strided, padded, dilated, grouped, bias)", [](B& b) {
+                 return std::vector<int>{b.node(
+                     "Conv", {b.weight("x", {2, 4, 4, 5, 4}), b.weight("w", {6, 2, 2, 3, 2}), b.weight("b", {6})},
+                     {{"group", int_attr(2)},
+                      {"strides", ints_attr({1, 2, 1})},
+                      {"pads", ints_attr({1, 0, 1, 0, 1, 0})},
+                      {"dilations", ints_attr({2, 1, 1})}})};
+               }});
+  for (int include : {0, 1})
+    v.push_back({"MaxPool and AveragePool (3-D, count_include_pad " + std::to_string(include) + ")", [include](B& b) {
+                   const int x = b.weight("x", {2, 3, 4, 5, 5});
+                   const std::map<std::string, Attr> w{{"kernel_shape", ints_attr({2, 3, 2})},
+                                                       {"strides", ints_attr({2, 2, 1})},
+                                                       {"pads", ints_attr({0, 1, 1, 1, 1, 0})}};
+                   std::map<std::string, Attr> avg = w;
+                   avg["count_include_pad"] = int_attr(include);
+                   return std::vector<int>{b.node("MaxPool", {x}, w), b.node("AveragePool", {x}, avg)};
+                 }});
   // Recurrent cells: every weight, bias, initial state and (LSTM) peephole through time.
   v.push_back({"RNN (bidirectional, initial state)", [](B& b) {
                  const int y = b.node("RNN",
@@ -892,9 +911,10 @@ TEST(Executor, BatchNormalizationKeepsRunningStatisticsInTrainingAndTheEvaluatio
     r.inputs = {data.data()};
     auto runner = make_runner(backend, r);
     if (const auto* e = dynamic_cast<const GraphExecutor*>(runner.get());
-        e && (backend.name == "onednn" || backend.name == "libtorch"))
+        e && (backend.name == "onednn" || backend.name == "libtorch")) {
       EXPECT_EQ(e->steps().at(0).impl.find("reference"), std::string::npos)
           << e->steps()[0].impl << ": the backend's own kernel keeps the statistics";
+    }
     EXPECT_EQ(runner->buffer(0), rm0);
     runner->forward(0);
     runner->backward(0);

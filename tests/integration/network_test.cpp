@@ -312,7 +312,7 @@ TEST(Conformance, EveryBackendPassesOnnxsNodeTests) {
               << b.name << ": " << c.name << ": " << c.detail;
         }
     EXPECT_GE(node.passed, 640) << b.name;
-    EXPECT_GE(pt.passed, 86) << b.name;
+    EXPECT_GE(pt.passed, 95) << b.name;
   }
   EXPECT_GE(backends, 2);
 }

@@ -121,6 +121,7 @@ void add_elementwise_ops(std::map<std::string, Op>& t) {
 // Convolutions, matrix products, pooling.
 void add_product_and_pooling_ops(std::map<std::string, Op>& t) {
   t["Conv"] = [](const Node& n, const Tensors& in, const Graph& g, bool) {
+    if (in[0].dim() == 5) return native::window3d(n, in);
     const bool one_d = in[0].dim() == 3;
     const ConvGeom c = conv_geom(n, in[0].sizes().vec(), in[1].size(0));
     at::Tensor x = one_d ? in[0].unsqueeze(2) : in[0], w = one_d ? in[1].unsqueeze(2) : in[1];
@@ -154,6 +155,7 @@ void add_product_and_pooling_ops(std::map<std::string, Op>& t) {
   };
   t["MatMul"] = [](const Node&, const Tensors& in, const Graph&, bool) { return Tensors{at::matmul(in[0], in[1])}; };
   t["MaxPool"] = [](const Node& n, const Tensors& in, const Graph& g, bool) {
+    if (in[0].dim() == 5) return native::window3d(n, in);
     const bool one_d = in[0].dim() == 3;
     at::Tensor x = one_d ? in[0].unsqueeze(2) : in[0];
     const ConvGeom c = conv_geom(n, in[0].sizes().vec(), in[0].size(1));
@@ -169,6 +171,7 @@ void add_product_and_pooling_ops(std::map<std::string, Op>& t) {
     return Tensors{y};
   };
   t["AveragePool"] = [](const Node& n, const Tensors& in, const Graph& g, bool) {
+    if (in[0].dim() == 5) return native::window3d(n, in);
     const bool one_d = in[0].dim() == 3;
     const ConvGeom c = conv_geom(n, in[0].sizes().vec(), in[0].size(1));
     const bool ceil = n.attr_i("ceil_mode", 0) != 0, include = n.attr_i("count_include_pad", 0) != 0;
@@ -356,6 +359,8 @@ const std::map<std::string, Op>& ops() {
 // What the translation cannot express, known from the shapes (so that plans refuse it).
 std::string untranslatable(const Node& n, const Graph& g) {
   if (!ops().count(n.op)) return "it has no ATen translation";
+  if ((n.op == "Conv" || n.op == "MaxPool" || n.op == "AveragePool") && g.info(n.in[0]).shape.size() == 5)
+    return native::window3d_untranslatable(n);
   if (n.op == "Pad" && n.attr_s("mode", "constant") != "constant") {
     const auto& pads = n.attrs.at("_pads").ints;
     const std::size_t r = pads.size() / 2;

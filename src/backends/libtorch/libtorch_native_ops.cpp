@@ -6,6 +6,7 @@
 #include <ATen/core/Reduction.h>
 
 #include <cmath>
+#include <limits>
 
 #include "common/error.hpp"
 
@@ -227,6 +228,38 @@ Tensors recurrent(const Node& n, const Tensors& in) {
 }
 
 }  // namespace
+
+Tensors window3d(const Node& n, const Tensors& in) {
+  const auto ks = n.attr_ints("kernel_shape"), st = n.attr_ints("strides"), dl = n.attr_ints("dilations"),
+             pd = n.attr_ints("pads");
+  const bool sym = pd[0] == pd[3] && pd[1] == pd[4] && pd[2] == pd[5];
+  const std::vector<I> pads = sym ? std::vector<I>{pd[0], pd[1], pd[2]} : std::vector<I>{0, 0, 0};
+  const std::vector<I> aten_pads{pd[2], pd[5], pd[1], pd[4], pd[0], pd[3]};  // the last axis first
+  if (n.op == "Conv") {
+    const at::Tensor x = sym ? in[0] : at::constant_pad_nd(in[0], aten_pads, 0);
+    return Tensors{at::convolution(x, in[1], in.size() > 2 ? c10::optional<at::Tensor>(in[2]) : c10::nullopt, st, pads,
+                                   dl, false, {0, 0, 0}, n.attr_i("group", 1))};
+  }
+  const bool ceil = n.attr_i("ceil_mode", 0) != 0;
+  if (n.op == "MaxPool") {
+    const at::Tensor x = sym ? in[0] : at::constant_pad_nd(in[0], aten_pads, -std::numeric_limits<double>::infinity());
+    return Tensors{at::max_pool3d(x, ks, st, pads, dl, ceil)};
+  }
+  const bool include = n.attr_i("count_include_pad", 0) != 0;
+  if (sym && 2 * pd[0] <= ks[0] && 2 * pd[1] <= ks[1] && 2 * pd[2] <= ks[2])
+    return Tensors{at::avg_pool3d(in[0], ks, st, pads, ceil, include)};
+  // ATen pads symmetrically, by at most half the window: pad with zeros first, then divide the
+  // window sums by the taps that are real (or, counting padding, inside the padded volume).
+  at::Tensor y = at::avg_pool3d(at::constant_pad_nd(in[0], aten_pads, 0), ks, st, {0, 0, 0}, ceil, true);
+  if (!include)
+    y = y / at::avg_pool3d(at::constant_pad_nd(at::ones_like(in[0]), aten_pads, 0), ks, st, {0, 0, 0}, ceil, true);
+  return Tensors{y};
+}
+
+std::string window3d_untranslatable(const Node& n) {
+  // ATen's ceil mode drops a last window that would start in the trailing padding; ONNX keeps it.
+  return n.attr_i("ceil_mode", 0) ? "a 3-D window in ceil mode is not translated" : "";
+}
 
 void add_breadth_ops(std::map<std::string, Op>& t) {
   for (const char* op : {"RNN", "GRU", "LSTM"})

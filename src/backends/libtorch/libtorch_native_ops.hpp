@@ -21,5 +21,9 @@ using Op = std::function<Tensors(const Node&, const Tensors&, const Graph&, bool
 // NegativeLogLikelihoodLoss, GatherElements, ScatterElements, Trilu, Tile, DepthToSpace,
 // SpaceToDepth, Hardmax, IsInf, Shrink, and the recurrent RNN, GRU, LSTM.
 void add_breadth_ops(std::map<std::string, Op>& t);
+// Conv, MaxPool and AveragePool over three spatial axes (X [N, C, D, H, W]): ATen's 3-D calls, and
+// why one cannot be translated ("" when it can).
+Tensors window3d(const Node& n, const Tensors& in);
+std::string window3d_untranslatable(const Node& n);
 
 }  // namespace d500::native

@@ -210,6 +210,20 @@ void gemm(bool ta, bool tb, I M, I N, I K, T alpha, const T* A, I lda, const T* 
 // `all_when_empty` --, and the output's shape under the node's keepdims (default 1).
 Shape reduced_shape(InferCtx& c, std::vector<I> axes, bool all_when_empty);
 
+// Windows over three spatial axes (X [N, C, D, H, W]), in direct loops (ops_conv3d.cpp); ops_conv.cpp
+// hands a rank-5 node to these.
+bool is_3d(const NodeProblem& p);
+Shape window3d_output(const Node& n, const Shape& x, I channels);
+template <class T>
+void conv3d_fwd(const NodeProblem& p);
+template <class T>
+void conv3d_bwd(const NodeProblem& p);
+template <class T>
+void pool3d_fwd(const NodeProblem& p, bool max);
+template <class T>
+void pool3d_bwd(const NodeProblem& p, bool max);
+double window3d_flops(const NodeProblem& p, bool conv, bool backward);
+
 inline double elems(const NodeProblem& p, std::size_t j = 0) { return static_cast<double>(p.out[j].numel()); }
 
 }  // namespace d500::ref

@@ -1,4 +1,5 @@
-// Convolutions and pooling over one or two spatial axes (1-D as 2-D with height 1): Conv,
+// Convolutions and pooling over one or two spatial axes (1-D as 2-D with height 1; three:
+// ops_conv3d.cpp): Conv,
 // ConvTranspose, MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool. Shape inference makes
 // the geometry explicit (auto_pad becomes `pads`; defaults become attributes), so kernels and
 // backends read one form. Convolutions lower each image and group to a GEMM through im2col.
@@ -185,7 +186,7 @@ namespace {
 void normalise_window(InferCtx& c, const Shape& in_spatial, Shape kernel) {
   Node& n = c.node;
   const std::size_t sp = in_spatial.size();
-  if (sp < 1 || sp > 2) c.fail(std::to_string(sp) + "-D windows are not supported (1-D and 2-D are)");
+  if (sp < 1 || sp > 3) c.fail(std::to_string(sp) + "-D windows are not supported (1-D to 3-D are)");
   if (n.has("kernel_shape")) kernel = n.attr_ints("kernel_shape");
   if (kernel.size() != sp)
     c.fail("kernel_shape has " + std::to_string(kernel.size()) + " axes, the input " + std::to_string(sp));
@@ -221,6 +222,13 @@ Shape spatial(const Shape& s) { return Shape(s.begin() + 2, s.end()); }
 
 // Sets the output of a windowed operator (convolution, pooling) on x: [N, channels, spatial...].
 void set_window_output(InferCtx& c, const Shape& x, I channels) {
+  if (x.size() == 5) {
+    const Shape y = window3d_output(c.node, x, channels);
+    if (y[2] < 1 || y[3] < 1 || y[4] < 1)
+      c.fail("the output would be empty (the kernel does not fit the padded input)");
+    c.set(0, DType::F32, y);
+    return;
+  }
   const ConvGeom g = conv_geom(c.node, x, channels);
   if (g.p < 1 || g.q < 1) c.fail("the output would be empty (the kernel does not fit the padded input)");
   Shape y{x[0], channels};
@@ -249,11 +257,13 @@ ConvGeom node_conv_geom(const NodeProblem& p) { return conv_geom(*p.node, shape_
 
 template <class T>
 void conv_fwd(const NodeProblem& p, T* scratch) {
+  if (is_3d(p)) return conv3d_fwd<T>(p);
   const T* b = p.in.size() > 2 && p.in[2].present() ? cin<T>(p, 2) : nullptr;
   conv_forward(node_conv_geom(p), cin<T>(p, 0), cin<T>(p, 1), b, out<T>(p, 0), scratch);
 }
 template <class T>
 void conv_bwd(const NodeProblem& p, T* scratch) {
+  if (is_3d(p)) return conv3d_bwd<T>(p);
   const ConvGeom g = node_conv_geom(p);
   if (zero_without_upstream<T>(p)) return;
   const T* dy = dout<T>(p, 0);
@@ -264,10 +274,12 @@ void conv_bwd(const NodeProblem& p, T* scratch) {
   if (dw || db) conv_backward_filter(g, cin<T>(p, 0), dy, dw, db, scratch);
 }
 std::int64_t conv_scratch(const NodeProblem& p) {
+  if (is_3d(p)) return 0;
   const ConvGeom g = node_conv_geom(p);
   return g.cg() * g.kh * g.kw * g.p * g.q;
 }
 double conv_flops(const NodeProblem& p, bool backward) {
+  if (is_3d(p)) return window3d_flops(p, true, backward);
   const ConvGeom g = node_conv_geom(p);
   return (backward ? 2.0 : 1.0) * static_cast<double>(g.flops());
 }
@@ -426,6 +438,7 @@ I avg_count(const ConvGeom& g, I p, I q, bool include_pad) {
 
 template <class T>
 void maxpool_fwd(const NodeProblem& p, T*) {
+  if (is_3d(p)) return pool3d_fwd<T>(p, true);
   const ConvGeom g = node_pool_geom(p);
   const T* x = cin<T>(p, 0);
   T* y = out<T>(p, 0);
@@ -441,6 +454,7 @@ void maxpool_fwd(const NodeProblem& p, T*) {
 }
 template <class T>
 void maxpool_bwd(const NodeProblem& p, T*) {
+  if (is_3d(p)) return pool3d_bwd<T>(p, true);
   T* dx = din<T>(p, 0);
   if (!dx) return;
   const ConvGeom g = node_pool_geom(p);
@@ -462,6 +476,7 @@ void maxpool_bwd(const NodeProblem& p, T*) {
 }
 template <class T>
 void avgpool_fwd(const NodeProblem& p, T*) {
+  if (is_3d(p)) return pool3d_fwd<T>(p, false);
   const ConvGeom g = node_pool_geom(p);
   const bool inc = p.node->attr_i("count_include_pad", 0) != 0;
   const T* x = cin<T>(p, 0);
@@ -479,6 +494,7 @@ void avgpool_fwd(const NodeProblem& p, T*) {
 }
 template <class T>
 void avgpool_bwd(const NodeProblem& p, T*) {
+  if (is_3d(p)) return pool3d_bwd<T>(p, false);
   T* dx = din<T>(p, 0);
   if (!dx) return;
   const ConvGeom g = node_pool_geom(p);
@@ -495,7 +511,8 @@ void avgpool_bwd(const NodeProblem& p, T*) {
         window_taps(g, i, j, [&](I at) { dx[nc * g.h * g.w + at] += share; });
       }
 }
-double pool_flops(const NodeProblem& p, bool) {
+double pool_flops(const NodeProblem& p, bool backward) {
+  if (is_3d(p)) return window3d_flops(p, false, backward);
   const ConvGeom g = node_pool_geom(p);
   return static_cast<double>(g.n * g.c * g.p * g.q * g.kh * g.kw);
 }

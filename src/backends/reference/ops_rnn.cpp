@@ -188,8 +188,8 @@ void rnn_bwd(const NodeProblem& p, T* scratch) {
         T* dcn = dc_next + bb * s.h;
         T* dab = da + bb * G;
         for (I k = 0; k < s.h; ++k) {  // the gradient reaching this step's h (and c)
-          dhn[k] += (dy ? dy[s.y_at(step, dir, bb, k)] : T(0)) +
-                    (n == s.t - 1 && dyh ? dyh[s.state_at(dir, bb, k)] : T(0));
+          dhn[k] +=
+              (dy ? dy[s.y_at(step, dir, bb, k)] : T(0)) + (n == s.t - 1 && dyh ? dyh[s.state_at(dir, bb, k)] : T(0));
           if (n == s.t - 1 && dyc) dcn[k] += dyc[s.state_at(dir, bb, k)];
         }
         // The gates' pre-activation gradients; dhn becomes the gradient of h_prev not through R.
@@ -213,7 +213,7 @@ void rnn_bwd(const NodeProblem& p, T* scratch) {
           for (I k = 0; k < s.h; ++k) {
             const I j = 2 * s.h + k;
             const T dah = dab[j], r = gt[s.h + k];
-            const T dq = s.lbr ? dah * r : dah;  // the gradient of q
+            const T dq = s.lbr ? dah * r : dah;    // the gradient of q
             if (s.lbr) dab[s.h + k] = dah * q[k];  // of r, then through the sigmoid below
             if (dRb) dRb[j] += dq;
             for (I m = 0; m < s.h; ++m) {
@@ -295,8 +295,9 @@ void infer_rnn(InferCtx& c) {
   if (c.has_in(4)) {
     if (!c.is_const(4)) c.fail("sequence_lens must be a constant");
     for (I v : c.ints(4, "sequence_lens"))
-      if (v != t) c.fail("sequence lengths shorter than the sequence (" + std::to_string(v) + " of " +
-                         std::to_string(t) + ") are not supported");
+      if (v != t)
+        c.fail("sequence lengths shorter than the sequence (" + std::to_string(v) + " of " + std::to_string(t) +
+               ") are not supported");
   }
   if (c.node.has("clip")) c.fail("clip is not supported");
   if (c.node.has("activations")) c.fail("activations other than the defaults are not supported");
