@@ -139,6 +139,8 @@ struct NodeProblem {
   std::vector<bool> const_in;      // input i is a constant (a weight): a kernel may prepare it once
   bool training = false;           // the pass: BatchNormalization uses batch statistics; backward() is called
   const Params* params = nullptr;  // the point's parameters (a custom backend's library), or none
+  // Training: the step being run (Dropout draws its masks from it), or nullptr (a fixed mask).
+  const std::int64_t* step = nullptr;
   // A device backend's executor memory (backends/device.hpp): every view above points into it,
   // and the kernel enqueues its work on that memory's stream. nullptr on the host.
   DeviceMemory* device = nullptr;
@@ -169,6 +171,10 @@ struct RunnerSpec {
   // 3 and 4, by ONNX's momentum); infer() normalises with them. Empty: none kept (the evaluation
   // batch's own statistics normalise it).
   std::vector<int> buffers;
+  // Training: the step being run, read at every forward pass (Dropout's masks are drawn from the
+  // node's seed, this step and the pass's number within it: the same in every framework and
+  // after a resume); nullptr: every pass draws the same mask.
+  const std::int64_t* step = nullptr;
   // Per graph input (in graph.inputs order): the data of all micro-batches, one after another,
   // each the graph input's size. Read again at inputs_changed(): it outlives the runner (d500's
   // executor on a device page-locks a training input of 1 MiB or more while it lives).

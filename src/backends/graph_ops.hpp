@@ -70,6 +70,9 @@ struct OpSchema {
   bool batch_coupled_in_training = false;
   // Runs only at load time, on constant inputs (Shape, Constant, ConstantOfShape, Range).
   bool fold_only = false;
+  // The op as a training pass runs it, where that differs (Dropout: drops values, so no view);
+  // nullptr: the same in both passes.
+  const OpSchema* training = nullptr;
 };
 
 // The table, and lookups. `find_op` returns nullptr for an op d500 does not run.
@@ -90,5 +93,9 @@ void reference_backward(const OpSchema& op, const NodeProblem& p, T* scratch);
 // The reference as a NodeKernel: in float, what the `reference` backend runs and what every other
 // backend falls back to for nodes it has no kernel for; in double, the validation yardstick.
 std::unique_ptr<NodeKernel> make_reference_node_kernel(const NodeProblem& p, bool double_precision = false);
+// Dropout's mask key in a training pass: from the node's `seed` attribute (else its name), the
+// step and the pass's number within the step; every executor draws keep_element(key, i, ratio)
+// (common/random.hpp) with it, so all drop the same elements.
+std::uint64_t dropout_key(const Node& n, std::int64_t step, std::int64_t call);
 
 }  // namespace d500

@@ -17,4 +17,22 @@ void fill_uniform_index(std::int64_t* x, std::size_t n, std::uint64_t seed, std:
   for (std::size_t i = 0; i < n; ++i) x[i] = static_cast<std::int64_t>(((gen() >> 32) * r) >> 32);
 }
 
+namespace {
+std::uint64_t splitmix(std::uint64_t z) {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+}  // namespace
+
+std::uint64_t mix_key(std::uint64_t a, std::uint64_t b, std::uint64_t c) {
+  return splitmix(splitmix(splitmix(a) ^ b) ^ c);
+}
+
+bool keep_element(std::uint64_t key, std::uint64_t i, double ratio) {
+  const double u = static_cast<double>(splitmix(key ^ splitmix(i)) >> 11) * 0x1p-53;
+  return u >= ratio;
+}
+
 }  // namespace d500

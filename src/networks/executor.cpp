@@ -607,8 +607,9 @@ std::int64_t GraphExecutor::Impl::load_constants_and_inputs() {
 
 namespace {
 
-// Aliasing: views share their input's storage.
-Schedule aliasing(const Graph& g) {
+// Aliasing: views share their input's storage. A training pass runs each op as its training
+// entry says (Dropout drops: no view there).
+Schedule aliasing(const Graph& g, bool training) {
   Schedule sc;
   const std::size_t nt = g.tensors.size();
   sc.root.resize(nt);
@@ -619,6 +620,7 @@ Schedule aliasing(const Graph& g) {
     const Node& n = g.nodes[i];
     sc.schema[i] = find_op(n.op);
     if (!sc.schema[i]) throw Error(n.label() + ": d500 does not run " + n.op);
+    if (training && sc.schema[i]->training) sc.schema[i] = sc.schema[i]->training;
     for (int t : n.out)
       if (t >= 0) sc.producer[static_cast<std::size_t>(t)] = static_cast<int>(i);
     if (sc.schema[i]->view) sc.root[static_cast<std::size_t>(n.out[0])] = sc.root[static_cast<std::size_t>(n.in[0])];
@@ -858,6 +860,7 @@ void GraphExecutor::Impl::make_kernels(const Schedule& sc, std::vector<GraphExec
     // The node's shapes, over the planned buffers; its gradients' views have the same shapes.
     NodeProblem p = node_shapes(g, n, spec.training);
     p.params = spec.point;
+    p.step = spec.step;
     p.device = m.dev.get();
     for (std::size_t s = 0; s < n.in.size(); ++s) {
       if (n.in[s] >= 0) p.in[s].data = m.data[static_cast<std::size_t>(n.in[s])];
@@ -889,9 +892,11 @@ void GraphExecutor::Impl::make_kernels(const Schedule& sc, std::vector<GraphExec
     std::string impl;
     // Training: BatchNormalization updates the running statistics the runner keeps
     // (spec.buffers) in place, as its optional outputs 1 and 2, and normalises the evaluation with
-    // them through a kernel of its own made for inference.
-    if (spec.training && n.op == "BatchNormalization" && n.in.size() >= 5 && n.out.size() == 1 && buffered(n.in[3]) &&
-        buffered(n.in[4])) {
+    // them through a kernel of its own made for inference; an op whose training pass differs
+    // (Dropout) gets such a kernel too.
+    const bool running_stats =
+        n.op == "BatchNormalization" && n.in.size() >= 5 && n.out.size() == 1 && buffered(n.in[3]) && buffered(n.in[4]);
+    if (spec.training && (running_stats || find_op(n.op)->training)) {
       NodeProblem e = node_shapes(g, n, false);
       e.params = p.params;
       e.device = p.device;
@@ -900,8 +905,10 @@ void GraphExecutor::Impl::make_kernels(const Schedule& sc, std::vector<GraphExec
       e.out[0].data = p.out[0].data;
       std::string eval_impl;
       m.eval_kernels[i] = m.make_kernel(e, eval_impl);
-      p.out.push_back(p.in[3]);
-      p.out.push_back(p.in[4]);
+      if (running_stats) {
+        p.out.push_back(p.in[3]);
+        p.out.push_back(p.in[4]);
+      }
     }
     m.kernels[i] = m.make_kernel(p, impl);
     Step& fs = steps[static_cast<std::size_t>(sc.fstep[i])];
@@ -983,7 +990,7 @@ GraphExecutor::GraphExecutor(const ExecutorSpec& spec) : impl_(std::make_unique<
   m.data.assign(nt, nullptr);
   m.grad.assign(nt, nullptr);
   persistent_bytes_ += m.load_constants_and_inputs();
-  Schedule sc = aliasing(m.g);
+  Schedule sc = aliasing(m.g, spec.training);
   schedule_steps(m.g, spec, sc, steps_);
   arena_bytes_ = m.place_arena(sc);
   m.arena = m.block(static_cast<std::size_t>(arena_bytes_));

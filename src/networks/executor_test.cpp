@@ -132,6 +132,9 @@ std::vector<GradCase> breadth_cases() {
       {"SpaceToDepth", [](B& b) {
          return std::vector<int>{b.node("SpaceToDepth", {b.weight("x", {2, 2, 4, 6})}, {{"blocksize", int_attr(2)}})};
        }});
+  v.push_back({"Dropout (training pass, ratio 0.3)", [](B& b) {
+                 return std::vector<int>{b.node("Dropout", {b.weight("x", {4, 30})}, {{"ratio", float_attr(0.3)}})};
+               }});
   // Windows over three spatial axes.
   v.push_back({"Conv (3-D: strided, padded, dilated, grouped, bias)", [](B& b) {
                  return std::vector<int>{b.node(
@@ -955,6 +958,67 @@ TEST(Executor, BatchNormalizationKeepsRunningStatisticsInTrainingAndTheEvaluatio
   }
   EXPECT_GE(runners, 2);
   EXPECT_EQ(values(rm), rm0) << "the graph's own statistics are never written";
+}
+
+// Dropout drops in a training pass, each element kept with probability 1 - ratio and scaled by
+// 1 / (1 - ratio), the same elements on every executor (d500's mask from the node, the step and
+// the pass within it), a new mask each step and each micro-batch, the same again in a new runner
+// at the same step (a resume); in evaluation (infer()) it is the identity.
+TEST(Executor, DropoutDropsTheSameElementsOnEveryExecutorInTrainingAndNothingInEvaluation) {
+  GraphBuilder b;
+  const int x = b.input("x", DType::F32, {8, 250});
+  const int w = b.weight("w", {250});
+  const int y = b.node("Dropout", {b.node("Mul", {x, w})}, {{"ratio", float_attr(0.4)}});
+  const int loss = b.finish_with_projection_loss({y});
+  b.g.outputs = {loss, y};
+  b.g.opset = 11;  // ratio as an attribute
+  std::vector<float> data(2000);
+  fill_uniform(data.data(), data.size(), 3, 0.5f, 1.5f);  // no zeros of its own
+  std::int64_t step = 7;
+  std::vector<std::vector<bool>> masks;
+  for (const auto& backend : all_backends()) {
+    if (!backend.built || backend.name == "mpi" || backend.name == "custom") continue;
+    if (backend.no_device && !backend.no_device().empty()) continue;
+    SCOPED_TRACE(backend.name);
+    step = 7;
+    RunnerSpec r;
+    r.graph = &b.g;
+    r.training = true;
+    r.loss = loss;
+    r.params = trainable_params(b.g, loss);
+    r.inputs = {data.data()};
+    r.step = &step;
+    auto runner = make_runner(backend, r);
+    auto pattern = [&] {
+      runner->forward(0);
+      const std::vector<double> out = runner->output(1);
+      std::vector<bool> kept(out.size());
+      const auto* wv = reinterpret_cast<const float*>(b.g.constants.at(w).data());
+      for (std::size_t i = 0; i < out.size(); ++i) {
+        kept[i] = out[i] != 0;
+        if (kept[i]) EXPECT_NEAR(out[i], data[i] * wv[i % 250] / 0.6, 1e-5) << i;
+      }
+      return kept;
+    };
+    const std::vector<bool> first = pattern();
+    const auto dropped = std::count(first.begin(), first.end(), false);
+    EXPECT_GT(dropped, 700);  // 40% of 2000, within 5 sigma
+    EXPECT_LT(dropped, 900);
+    EXPECT_NE(pattern(), first) << "a second pass in the step (a micro-batch) draws another mask";
+    step = 8;
+    EXPECT_NE(pattern(), first) << "the next step draws another";
+    runner->infer();
+    const std::vector<double> eval = runner->output(1);
+    const auto* wv = reinterpret_cast<const float*>(b.g.constants.at(w).data());
+    for (std::size_t i = 0; i < eval.size(); ++i) EXPECT_NEAR(eval[i], data[i] * wv[i % 250], 1e-5) << i;
+    step = 7;
+    auto again = make_runner(backend, r);  // a resumed run at step 7
+    runner = std::move(again);
+    EXPECT_EQ(pattern(), first);
+    masks.push_back(first);
+  }
+  ASSERT_GE(masks.size(), 2u);
+  for (const auto& m : masks) EXPECT_EQ(m, masks.front()) << "every executor drops the same elements";
 }
 
 TEST(Executor, WhatGetsGradientsFollowsTheLossAndTheWeights) {

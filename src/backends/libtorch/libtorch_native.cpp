@@ -24,11 +24,13 @@
 
 #include "backends/blas/blas_backend.hpp"
 #include "backends/conv_geom.hpp"
+#include "backends/graph_ops.hpp"
 #include "backends/libtorch/libtorch_backend.hpp"
 #include "backends/libtorch/libtorch_native_ops.hpp"
 #include "backends/optimizer.hpp"
 #include "common/error.hpp"
 #include "common/node_rank.hpp"
+#include "common/random.hpp"
 #ifdef D500_HAVE_CUDA
 #include "backends/cuda/cuda_common.hpp"  // the device memory in use, measured as the cuda backend measures it
 #endif
@@ -937,7 +939,9 @@ class NativeRunner final : public GraphRunner {
       in.clear();
       for (int t : n.in) in.push_back(t >= 0 ? values_[static_cast<std::size_t>(t)] : at::Tensor());
       Tensors out;
-      if (training && running_[i])
+      if (training && n.op == "Dropout")
+        out.push_back(dropout(i, n, in));
+      else if (training && running_[i])
         out.push_back(at::batch_norm(in[0], in[1], in[2], in[3], in[4], true, 1 - n.attr_f("momentum", 0.9),
                                      n.attr_f("epsilon", 1e-5), false));
       else
@@ -946,6 +950,26 @@ class NativeRunner final : public GraphRunner {
       for (std::size_t j = 0; j < n.out.size() && j < out.size(); ++j)
         if (n.out[j] >= 0) values_[static_cast<std::size_t>(n.out[j])] = out[j];
     }
+  }
+
+  // Dropout in training, with d500's masks (graph_ops.hpp's dropout_key): the elements every
+  // executor drops, scaled by 1 / (1 - ratio); autograd carries the mask into the backward pass.
+  at::Tensor dropout(std::size_t node, const Node& n, const Tensors& in) {
+    const double r =
+        g_.opset >= 12 ? (in.size() > 1 && in[1].defined() ? in[1].item<double>() : 0.5) : n.attr_f("ratio", 0.5);
+    std::int64_t call = 0;
+    if (s_.step) {
+      auto& [step, calls] = dropout_calls_[node];
+      if (step != *s_.step) step = *s_.step, calls = 0;
+      call = calls++;
+    }
+    const std::uint64_t key = dropout_key(n, s_.step ? *s_.step : 0, call);
+    at::Tensor scale = at::empty(in[0].sizes(), at::TensorOptions().dtype(at::kFloat));
+    float* v = scale.data_ptr<float>();
+    const float keep = r < 1 ? static_cast<float>(1.0 / (1.0 - r)) : 0.0f;
+    for (std::int64_t i = 0; i < scale.numel(); ++i)
+      v[i] = keep_element(key, static_cast<std::uint64_t>(i), r) ? keep : 0.0f;
+    return in[0] * (device_.is_cuda() ? scale.to(device_) : scale);
   }
 
   struct GradientFinal final : torch::autograd::FunctionPostHook {
@@ -973,6 +997,7 @@ class NativeRunner final : public GraphRunner {
   Tensors host_params_, host_grads_;  // d500's host copies on a GPU
   std::vector<bool> handed_out_;
   std::vector<bool> running_;  // per node: a BatchNormalization updating running statistics of s_.buffers
+  std::map<std::size_t, std::pair<std::int64_t, std::int64_t>> dropout_calls_;  // per Dropout node: step, passes in it
   std::shared_ptr<bool> deferred_ = std::make_shared<bool>(false);  // defer_waits; its optimizer reads it too
 #ifdef D500_HAVE_CUDA
   std::unique_ptr<cuda::DeviceMemoryUse> memory_;  // on a GPU

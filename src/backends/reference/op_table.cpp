@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "backends/reference/ops_common.hpp"
+#include "common/random.hpp"
 
 namespace d500 {
 
@@ -78,6 +79,15 @@ const std::vector<OpSchema>& op_table() {
   return table;
 }
 
+std::uint64_t dropout_key(const Node& n, std::int64_t step, std::int64_t call) {
+  std::uint64_t seed = static_cast<std::uint64_t>(n.attr_i("seed", 0));
+  if (!n.has("seed")) {
+    seed = 0xcbf29ce484222325ull;
+    for (unsigned char ch : n.name) seed = (seed ^ ch) * 0x100000001b3ull;  // FNV-1a of its name
+  }
+  return mix_key(seed, static_cast<std::uint64_t>(step), static_cast<std::uint64_t>(call));
+}
+
 const OpSchema* find_op(const std::string& op) {
   for (const auto& s : op_table())
     if (op == s.op) return &s;
@@ -132,6 +142,7 @@ class ReferenceNodeKernel final : public NodeKernel {
 std::unique_ptr<NodeKernel> make_reference_node_kernel(const NodeProblem& p, bool double_precision) {
   const OpSchema* op = find_op(p.node->op);
   if (!op) throw Error(p.node->label() + ": d500 has no " + p.node->op + " (it runs: " + supported_ops_text() + ")");
+  if (p.training && op->training) op = op->training;
   if (double_precision) return std::make_unique<ReferenceNodeKernel<double>>(*op, p);
   return std::make_unique<ReferenceNodeKernel<float>>(*op, p);
 }

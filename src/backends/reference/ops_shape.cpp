@@ -4,6 +4,7 @@
 // type-agnostic: they move elements of any supported type. Work: none for views and movement
 // (0 FLOPs), one FLOP per input element for reductions.
 #include "backends/reference/ops_common.hpp"
+#include "common/random.hpp"
 
 namespace d500::ref {
 namespace {
@@ -136,6 +137,52 @@ void infer_identity(InferCtx& c) {
   }
   c.set(0, c.dtype(0), c.shape(0));
 }
+
+// ---- Dropout in a training pass: each element kept with probability 1 - ratio and scaled by
+// 1 / (1 - ratio), as frameworks train (in inference it is the view above). The mask is drawn
+// from the node's seed (its `seed` attribute, else its name), the step and the pass's number
+// within the step (a micro-batch's), kept in the kernel's scratch for the backward pass.
+template <class T>
+double dropout_ratio(const NodeProblem& p) {
+  if (p.opset >= 12) return p.in.size() > 1 && p.in[1].present() ? static_cast<double>(cin<T>(p, 1)[0]) : 0.5;
+  return p.node->attr_f("ratio", 0.5);
+}
+// The mask's key: (seed, step, pass within the step); the scratch's last 16 bytes keep the step
+// and the passes run in it.
+template <class T>
+std::uint64_t dropout_key(const NodeProblem& p, T* scratch) {
+  if (!p.step) return dropout_key(*p.node, 0, 0);
+  std::int64_t kept[2];  // the step, the passes run in it
+  auto* at = reinterpret_cast<std::byte*>(scratch + p.in[0].numel());
+  std::memcpy(kept, at, sizeof kept);
+  if (kept[0] != *p.step || kept[1] < 0) kept[0] = *p.step, kept[1] = 0;
+  const std::uint64_t key = dropout_key(*p.node, kept[0], kept[1]);
+  ++kept[1];
+  std::memcpy(at, kept, sizeof kept);
+  return key;
+}
+
+template <class T>
+void dropout_fwd(const NodeProblem& p, T* scale) {
+  const double r = dropout_ratio<T>(p);
+  const std::uint64_t key = dropout_key(p, scale);
+  const T* x = cin<T>(p, 0);
+  T* y = out<T>(p, 0);
+  const T keep = r < 1 ? static_cast<T>(1.0 / (1.0 - r)) : T(0);
+  for (I i = 0, n = p.in[0].numel(); i < n; ++i) {
+    scale[i] = keep_element(key, static_cast<std::uint64_t>(i), r) ? keep : T(0);
+    y[i] = x[i] * scale[i];
+  }
+}
+template <class T>
+void dropout_bwd(const NodeProblem& p, T* scale) {
+  T* dx = din<T>(p, 0);
+  if (!dx) return;
+  const T* dy = dout<T>(p, 0);
+  for (I i = 0, n = p.in[0].numel(); i < n; ++i) dx[i] = dy ? dy[i] * scale[i] : T(0);
+}
+// The scale per element, then 16 bytes for the step and the pass count (in whole elements of T).
+std::int64_t dropout_scratch(const NodeProblem& p) { return p.in[0].numel() + 4; }
 
 OpSchema view(const char* name, int since, void (*infer)(InferCtx&)) {
   return OpSchema{.op = name,
@@ -830,7 +877,19 @@ void add_shape_ops(std::vector<OpSchema>& t) {
   t.push_back(view("Squeeze", 1, infer_squeeze));
   t.push_back(view("Unsqueeze", 1, infer_unsqueeze));
   t.push_back(view("Identity", 1, infer_identity));
-  t.push_back(view("Dropout", 7, infer_identity));
+  // Dropout: a view in inference; in a training pass it drops (its own table entry).
+  static const OpSchema dropout_training{.op = "Dropout",
+                                         .since = 7,
+                                         .infer = infer_identity,
+                                         D500_FWD(dropout_fwd),
+                                         .bwd_f = dropout_bwd<float>,
+                                         .bwd_d = dropout_bwd<double>,
+                                         .scratch = dropout_scratch,
+                                         .flops = no_flops,
+                                         .diff_in = 1};
+  OpSchema dropout = view("Dropout", 7, infer_identity);
+  dropout.training = &dropout_training;
+  t.push_back(dropout);
   t.push_back(OpSchema{.op = "Transpose",
                        .since = 1,
                        .infer = infer_transpose,

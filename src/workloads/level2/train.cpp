@@ -200,6 +200,7 @@ class TrainWorkload final : public Workload {
     y_ = reinterpret_cast<std::int64_t*>(inputs_.bytes[roles_.labels].data());
     RunnerSpec spec = training_spec(graph_, *loaded_, inputs_, pt_.threads);
     if (pt_.eval_statistics == "batch") spec.buffers.clear();
+    spec.step = &steps_done_;  // Dropout's masks: the same in every executor, and after a resume
     buffers_ = spec.buffers;
     runner_ = make_runner(backend, spec, &params_);
     // On a device, one training step runs as a framework's loop runs it: passes enqueued without a
