@@ -152,7 +152,7 @@ TEST_F(Training, AKilledRunResumesFromItsLastIntactCheckpointAndEndsOnTheUninter
   const std::string campaign =
       kHead +
       "network = \"fashion-cnn-bn\"\nbackend = \"onednn\"\ndataset = \"synthetic\"\nsynthetic_samples = 8192\n"
-      "batch = 32\nsteps = 240\neval_interval_steps = 10\neval_samples = 64\noptimizer = \"adam\"\nlr = 0.001\n"
+      "batch = 16\nsteps = 240\neval_interval_steps = 10\neval_samples = 64\noptimizer = \"adam\"\nlr = 0.001\n"
       "seed = 9\nranks_per_node = 2\ncheckpoint_interval = 0.2\n";
   const auto [killed, whole] = planned_twice_and_one_run(campaign);
 
@@ -230,8 +230,9 @@ TEST_F(Training, AKilledRunResumesFromItsLastIntactCheckpointAndEndsOnTheUninter
 
 // The input pipelines beyond Fashion-MNIST, on 2 ranks: CIFAR-10's binary files (written here in
 // their real layout: a label byte, then the red, green and blue 32x32 planes) with augmentation,
-// and a folder of HDF5 shards, each rank reading its own; the report's Training steps section gives
-// each point's data phase and the pipeline's rate.
+// and a folder of HDF5 shards, each rank reading its own; each with its next batch read beside the
+// step (prefetch) and without, which trains on the same data: the same loss curve, bit for bit.
+// The report's Training steps section gives each point's data phase and the pipeline's rate.
 TEST_F(Training, Cifar10FilesAndHdf5ShardsTrainOnTwoRanksAndTheReportGivesTheDataPhase) {
   if (!d500::find_backend("onednn") || !d500::find_backend("onednn")->built) GTEST_SKIP() << "this build has no oneDNN";
   const fs::path cifar = dir_ / "cifar", shards = dir_ / "shards";
@@ -263,16 +264,24 @@ TEST_F(Training, Cifar10FilesAndHdf5ShardsTrainOnTwoRanksAndTheReportGivesTheDat
               "data_dir = [\"" +
               cifar.string() +
               "\", \"\"]\n"
-              "crop_padding = [4, 0]\nflip = [true, false]\n"
+              "crop_padding = [4, 0]\nflip = [true, false]\nprefetch = [false, true]\n"
               "[[zip]]\naxes = [\"network\", \"dataset\", \"data_dir\", \"crop_padding\", \"flip\"]\n");
   const hid_t f = ran_and_checked(run);
   ASSERT_GE(f, 0);
   std::map<std::string, int> seen;
+  std::map<std::string, std::set<std::string>> curves;  // per dataset: each point's loss curve
+  const std::string events = sh(events_py(run / "results" / "job-0000.h5")).out;
   for (const auto& id : point_ids(f)) {
     hid_t g = H5Gopen2(f, ("points/" + id).c_str(), H5P_DEFAULT);
+    const bool prefetch = attr_string(g, "train.timing").find("prefetch") != std::string::npos;
+    EXPECT_EQ(prefetch, attr_int(g, "param.prefetch") != 0) << attr_string(g, "train.timing");
     EXPECT_EQ(attr_string(g, "status"), "complete") << attr_string(g, "status_reason");
     EXPECT_EQ(attr_int(g, "train.steps"), 12);
     const std::string data = attr_string(g, "train.dataset");
+    const std::string kind = data.find("CIFAR-10") != std::string::npos ? "cifar" : "shards";
+    std::istringstream lines(events);
+    for (std::string line; std::getline(lines, line);)
+      if (line.rfind(id + " ", 0) == 0) curves[kind].insert(line.substr(id.size() + 1));
     if (data.find("CIFAR-10 train (320 samples [3,32,32]") != std::string::npos) {
       ++seen["cifar"];
       EXPECT_NE(attr_string(g, "train.augmentation").find("zero-padded by 4 pixels"), std::string::npos);
@@ -290,8 +299,9 @@ TEST_F(Training, Cifar10FilesAndHdf5ShardsTrainOnTwoRanksAndTheReportGivesTheDat
     H5Gclose(g);
   }
   H5Fclose(f);
-  EXPECT_EQ(seen["cifar"], 1);
-  EXPECT_EQ(seen["shards"], 1);
+  EXPECT_EQ(seen["cifar"], 2);
+  EXPECT_EQ(seen["shards"], 2);
+  for (const auto& [kind, c] : curves) EXPECT_EQ(c.size(), 1u) << kind << ": prefetch changed the curve";
   Cmd rep = sh(d500_cmd("report " + run.string()));
   ASSERT_EQ(rep.code, 0) << rep.out;
   const std::string md = read_file_text(run / "report.md");

@@ -57,7 +57,7 @@ struct TrainPoint {
   AugmentSpec augment;
   std::int64_t batch, epochs, steps, eval_interval, eval_samples, synthetic_samples;
   double target, budget_s, checkpoint_s;
-  bool shuffle, stop_at_target;
+  bool shuffle, stop_at_target, prefetch;
   int threads;
   std::uint64_t seed;
   // Level 3 (workload `distributed`): the scheme; `distributed` false for level 2.
@@ -82,6 +82,7 @@ struct TrainPoint {
         budget_s(param<double>(p, "time_budget")),
         checkpoint_s(param<double>(p, "checkpoint_interval")),
         shuffle(param<bool>(p, "shuffle")),
+        prefetch(p.count("prefetch") && param<bool>(p, "prefetch")),
         stop_at_target(param<bool>(p, "stop_at_target")),
         threads(static_cast<int>(param<std::int64_t>(p, "threads"))),
         seed(static_cast<std::uint64_t>(int_param_or(p, "seed", 1))),
@@ -207,9 +208,16 @@ class TrainWorkload final : public Workload {
     // wait between them, the next batch made on the host meanwhile (level 3's schemes talk to the
     // device and MPI between the passes: they keep a wait after each).
     deferred_ = !pt_.distributed && runner_->defer_waits(true);
-    if (deferred_) {
+    // On the host (prefetch): the next batch read into a staging area of its own on a thread
+    // beside the step, copied into the inputs at the next step's start.
+    host_prefetch_ = pt_.prefetch && !deferred_;
+    if (deferred_ || host_prefetch_) {
       beside_ = std::make_unique<Beside>();
       prefetched_idx_.reserve(static_cast<std::size_t>(pt_.batch));
+    }
+    if (host_prefetch_) {
+      staged_x_.resize(static_cast<std::size_t>(pt_.batch * numel(train_->sample_shape())));
+      staged_y_.resize(static_cast<std::size_t>(pt_.batch));
     }
     access_ = std::make_unique<RunnerParams>(*runner_, graph_, loaded_->params);
     initial_ = snapshot(*runner_, *access_);
@@ -294,6 +302,7 @@ class TrainWorkload final : public Workload {
           } else {
             load_batch(sampler_->next());
             const std::int64_t t1 = now_ns();
+            if (host_prefetch_ && steps_done_ + 1 < max_steps_) beside_->start(make_next_);
             runner_->forward(0);
             const std::int64_t t2 = now_ns();
             if (scheme_) scheme_->before_backward();
@@ -440,7 +449,10 @@ class TrainWorkload final : public Workload {
                           "the device starts (a copy of the batch on the device, or its upload, and making it "
                           "where it was not made during the previous step); forward, backward, update: the "
                           "device's own times between events recorded on its stream"
-                        : "")});
+              : host_prefetch_
+                  ? "; prefetch: the next batch is read (and augmented) on a thread beside the step while it "
+                    "computes; data holds the wait for it and its copy into the inputs"
+                  : "")});
     if (scheme_) {
       a.push_back({"dist.scheme", pt_.scheme.name});
       a.push_back({"dist.consistent", scheme_->consistent()});
@@ -532,20 +544,34 @@ class TrainWorkload final : public Workload {
   // exactly these samples while the device computed (prefetch()), and copied them to the device
   // beside it (taken from there).
   void load_batch(std::span<const std::int64_t> idx) {
+    if (host_prefetch_) {  // the batch beside is done before its flags are read
+      beside_->wait();
+      const bool made =
+          prefetched_ && std::equal(idx.begin(), idx.end(), prefetched_idx_.begin(), prefetched_idx_.end());
+      if (made) {
+        std::copy(staged_x_.begin(), staged_x_.end(), x_);
+        std::copy(staged_y_.begin(), staged_y_.end(), y_);
+      } else {
+        read_train(idx, x_, y_);
+      }
+      runner_->inputs_changed();
+      prefetched_ = false;
+      return;
+    }
     const bool made = prefetched_ && std::equal(idx.begin(), idx.end(), prefetched_idx_.begin(), prefetched_idx_.end());
     if (made && staged_) {
       runner_->inputs_from_stage();
     } else {
       if (staged_) runner_->inputs_from_stage();  // the copy beside reads x_: done before x_ is written
-      if (!made) read_train(idx);
+      if (!made) read_train(idx, x_, y_);
       runner_->inputs_changed();
     }
     prefetched_ = staged_ = false;
   }
   // A training batch of the sampler's current epoch into x_, y_, augmented as the point asks.
-  void read_train(std::span<const std::int64_t> idx) {
-    train_->read(idx, x_, y_);
-    if (augment_->any()) augment_->apply(idx, sampler_->epoch(), true, x_);
+  void read_train(std::span<const std::int64_t> idx, float* x, std::int64_t* y) {
+    train_->read(idx, x, y);
+    if (augment_->any()) augment_->apply(idx, sampler_->epoch(), true, x);
   }
   // While a step computes (deferred_, on the thread beside): the next step's batch made into the
   // input buffers, which the device no longer reads (the step's inputs are on it). None at an
@@ -553,7 +579,10 @@ class TrainWorkload final : public Workload {
   void prefetch() {
     const std::span<const std::int64_t> idx = sampler_->peek();
     if (idx.empty()) return;
-    read_train(idx);
+    if (host_prefetch_)
+      read_train(idx, staged_x_.data(), staged_y_.data());
+    else
+      read_train(idx, x_, y_);
     prefetched_idx_.assign(idx.begin(), idx.end());
     prefetched_ = true;
   }
@@ -736,6 +765,7 @@ class TrainWorkload final : public Workload {
   // Summed cross-entropy and hits over test samples [lo, hi), in batches of the graph's batch
   // (the last one padded with sample 0, whose rows are not counted).
   std::pair<double, std::int64_t> evaluate_range(std::int64_t lo, std::int64_t hi) {
+    if (host_prefetch_) beside_->wait();  // its augmentation's scratch is the evaluation's too
     const std::int64_t b = pt_.batch;
     double loss = 0;
     std::int64_t correct = 0;
@@ -787,7 +817,10 @@ class TrainWorkload final : public Workload {
   InputData inputs_;
   float* x_ = nullptr;
   std::int64_t* y_ = nullptr;
-  bool deferred_ = false;    // GraphRunner::defer_waits: a device's step without waits between its passes
+  bool deferred_ = false;        // GraphRunner::defer_waits: a device's step without waits between its passes
+  bool host_prefetch_ = false;   // prefetch on the host: the next batch into staged_x_, staged_y_
+  std::vector<float> staged_x_;  // ... read beside the step
+  std::vector<std::int64_t> staged_y_;
   bool prefetched_ = false;  // x_ and y_ hold prefetched_idx_'s samples, made during the previous step
   bool staged_ = false;      // and the runner copies them to the device beside it (stage_inputs)
   std::vector<std::int64_t> prefetched_idx_;
@@ -1002,6 +1035,9 @@ std::vector<ParamSpec> training_params() {
       {"normalize_mean", ValueType::String, V{std::string()}, 0, 0, {},
        "per-channel normalisation of both splits, (x - mean) / std: one mean, or one per channel (e.g. \"0.286\"); with normalize_std"},
       {"normalize_std", ValueType::String, V{std::string()}, 0, 0, {}, "the standard deviations of normalize_mean (e.g. \"0.353\")"},
+      {"prefetch", ValueType::Bool, V{false}, 0, 0, {},
+       "read the next batch (and augment it) on a thread beside the step while it computes, as a framework's data loader "
+       "does; the data phase then holds the wait for it and its copy (on a device this always happens)"},
       {"eval_statistics", ValueType::String, V{std::string("running")}, 0, 0, {"running", "batch"},
        "what normalises BatchNormalization in the evaluation: running (statistics kept over the training steps by ONNX's "
        "momentum, as frameworks evaluate) or batch (each evaluation batch's own, none kept: d500 before 2026-11)"},
