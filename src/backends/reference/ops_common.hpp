@@ -224,6 +224,13 @@ template <class T>
 void pool3d_bwd(const NodeProblem& p, bool max);
 double window3d_flops(const NodeProblem& p, bool conv, bool backward);
 
+// The logistic function, without overflow for either sign (Sigmoid, Softplus's gradient, Mish,
+// the recurrent cells' gates).
+template <class T>
+T sigmoid(T x) {
+  return x >= T(0) ? T(1) / (T(1) + std::exp(-x)) : std::exp(x) / (T(1) + std::exp(x));
+}
+
 inline double elems(const NodeProblem& p, std::size_t j = 0) { return static_cast<double>(p.out[j].numel()); }
 
 }  // namespace d500::ref

@@ -32,7 +32,7 @@ template <class T>
 struct Sigmoid {
   explicit Sigmoid(const Node&) {}
   static constexpr bool kUsesY = true;
-  T f(T x) const { return x >= T(0) ? T(1) / (T(1) + std::exp(-x)) : std::exp(x) / (T(1) + std::exp(x)); }
+  T f(T x) const { return sigmoid(x); }
   T g(T y, T dy) const { return dy * y * (T(1) - y); }
 };
 template <class T>
@@ -112,10 +112,6 @@ struct Reciprocal {
 };
 
 template <class T>
-T sigmoid(T x) {
-  return x >= T(0) ? T(1) / (T(1) + std::exp(-x)) : std::exp(x) / (T(1) + std::exp(x));
-}
-template <class T>
 T softplus(T x) {  // log(1 + exp(x)), without overflow
   return x > T(0) ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
 }
@@ -159,6 +155,15 @@ struct Softplus {
   static constexpr bool kUsesY = false;
   T f(T x) const { return softplus(x); }
   T g(T x, T dy) const { return dy * sigmoid(x); }
+};
+template <class T>
+struct Shrink {  // x + bias below -lambd, x - bias above lambd, 0 between
+  explicit Shrink(const Node& n)
+      : lambd(static_cast<T>(n.attr_f("lambd", 0.5))), bias(static_cast<T>(n.attr_f("bias", 0))) {}
+  static constexpr bool kUsesY = false;
+  T lambd, bias;
+  T f(T x) const { return x < -lambd ? x + bias : x > lambd ? x - bias : T(0); }
+  T g(T x, T dy) const { return x < -lambd || x > lambd ? dy : T(0); }
 };
 template <class T>
 struct Softsign {
@@ -751,6 +756,7 @@ void add_elementwise_ops(std::vector<OpSchema>& t) {
   t.push_back(unary<ThresholdedRelu>("ThresholdedRelu", 10));
   t.push_back(unary<Softplus>("Softplus", 1));
   t.push_back(unary<Softsign>("Softsign", 1));
+  t.push_back(unary<Shrink>("Shrink", 9));
   t.push_back(unary<Mish>("Mish", 18));
   t.push_back(unary<Sin>("Sin", 7));
   t.push_back(unary<Cos>("Cos", 7));

@@ -1,8 +1,8 @@
 // Indexing and rearranging beyond Gather and Transpose (ops_shape.cpp): GatherElements and
 // ScatterElements (per-element indices along an axis), Trilu (a triangle of the last two axes),
-// Tile, DepthToSpace and SpaceToDepth, and the element-wise Hardmax, IsInf and Shrink. Float
+// Tile, DepthToSpace and SpaceToDepth, and the element-wise Hardmax and IsInf. Float
 // tensors hold T; other types move as bytes where the op only moves data. Work: none (data
-// movement) except Hardmax and Shrink, one FLOP per element.
+// movement) except Hardmax and IsInf, one FLOP per element.
 #include <cstring>
 #include <limits>
 
@@ -264,7 +264,7 @@ void infer_hardmax(InferCtx& c) {
   c.set(0, DType::F32, c.shape(0));
 }
 
-// ---- IsInf (detect_positive, detect_negative), Shrink (lambd, bias) ---------------------------
+// ---- IsInf (detect_positive, detect_negative) ----------------------------------------------
 template <class T>
 void isinf_fwd(const NodeProblem& p, T*) {
   const T* x = cin<T>(p, 0);
@@ -276,27 +276,6 @@ void infer_isinf(InferCtx& c) {
   c.require_float();
   c.set(0, DType::Bool, c.shape(0));
 }
-template <class T>
-void shrink_fwd(const NodeProblem& p, T*) {
-  const T l = static_cast<T>(p.node->attr_f("lambd", 0.5)), b = static_cast<T>(p.node->attr_f("bias", 0));
-  const T* x = cin<T>(p, 0);
-  T* y = out<T>(p, 0);
-  for (I i = 0, n = p.in[0].numel(); i < n; ++i) y[i] = x[i] < -l ? x[i] + b : x[i] > l ? x[i] - b : T(0);
-}
-template <class T>
-void shrink_bwd(const NodeProblem& p, T*) {
-  T* dx = din<T>(p, 0);
-  if (!dx) return;
-  const T l = static_cast<T>(p.node->attr_f("lambd", 0.5));
-  const T* x = cin<T>(p, 0);
-  const T* dy = dout<T>(p, 0);
-  for (I i = 0, n = p.in[0].numel(); i < n; ++i) dx[i] = dy && (x[i] < -l || x[i] > l) ? dy[i] : T(0);
-}
-void infer_same_float(InferCtx& c) {
-  c.require_float();
-  c.set(0, DType::F32, c.shape(0));
-}
-
 }  // namespace
 
 void add_index_ops(std::vector<OpSchema>& t) {
@@ -352,15 +331,6 @@ void add_index_ops(std::vector<OpSchema>& t) {
   t.push_back(
       OpSchema{.op = "Hardmax", .since = 13, .infer = infer_hardmax, D500_FWD(hardmax_fwd), .flops = per_element});
   t.push_back(OpSchema{.op = "IsInf", .since = 10, .infer = infer_isinf, D500_FWD(isinf_fwd), .flops = per_element});
-  t.push_back(OpSchema{.op = "Shrink",
-                       .since = 9,
-                       .infer = infer_same_float,
-                       D500_FWD(shrink_fwd),
-                       .bwd_f = shrink_bwd<float>,
-                       .bwd_d = shrink_bwd<double>,
-                       .flops = per_element,
-                       .diff_in = 1,
-                       .saved_in = 1});
 }
 
 }  // namespace d500::ref

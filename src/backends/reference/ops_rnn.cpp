@@ -47,11 +47,6 @@ struct Rnn {
   I scratch() const { return 3 * states() + d * t * b * g * h + 2 * b * h + b * g * h + b * h; }
 };
 
-template <class T>
-T sig(T v) {
-  return v >= T(0) ? T(1) / (T(1) + std::exp(-v)) : std::exp(v) / (T(1) + std::exp(v));
-}
-
 // Inputs by slot (absent optional inputs: nullptr).
 template <class T>
 struct RnnIn {
@@ -103,17 +98,17 @@ void rnn_fwd(const NodeProblem& p, T* scratch) {
             hn[k] = gt[k];
           } else if (s.cell == Cell::Lstm) {  // gates i, o, f, c; peepholes i, o, f
             const T c0 = cprev(k);
-            const T i = sig(gt[k] + (P ? P[k] * c0 : T(0)));
-            const T f = sig(gt[2 * s.h + k] + (P ? P[2 * s.h + k] * c0 : T(0)));
+            const T i = sigmoid(gt[k] + (P ? P[k] * c0 : T(0)));
+            const T f = sigmoid(gt[2 * s.h + k] + (P ? P[2 * s.h + k] * c0 : T(0)));
             const T cc = std::tanh(gt[3 * s.h + k]);
             cn[k] = f * c0 + i * cc;
-            const T o = sig(gt[s.h + k] + (P ? P[s.h + k] * cn[k] : T(0)));
+            const T o = sigmoid(gt[s.h + k] + (P ? P[s.h + k] * cn[k] : T(0)));
             gt[k] = i, gt[s.h + k] = o, gt[2 * s.h + k] = f, gt[3 * s.h + k] = cc;
             hn[k] = o * std::tanh(cn[k]);
           }
         }
         if (s.cell == Cell::Gru) {  // gates z, r, h
-          for (I k = 0; k < 2 * s.h; ++k) gt[k] = sig(gt[k]);
+          for (I k = 0; k < 2 * s.h; ++k) gt[k] = sigmoid(gt[k]);
           for (I k = 0; k < s.h; ++k) {
             const I j = 2 * s.h + k;
             T rec = Rb ? Rb[j] : T(0);
