@@ -11,7 +11,7 @@ namespace {
 
 struct Geom3 {
   I n = 0, c = 0, k = 0, groups = 1;
-  I in[3] = {}, ker[3] = {}, st[3] = {}, dil[3] = {}, pad[3] = {}, out[3] = {};
+  I in[3] = {}, ker[3] = {}, st[3] = {}, dil[3] = {}, pad[3] = {}, pad_end[3] = {}, out[3] = {};
   I in_count() const { return in[0] * in[1] * in[2]; }
   I out_count() const { return out[0] * out[1] * out[2]; }
   I ker_count() const { return ker[0] * ker[1] * ker[2]; }
@@ -24,7 +24,7 @@ Geom3 geom3(const Node& node, const Shape& x, I out_channels) {
              pd = node.attr_ints("pads");
   const bool ceil_mode = node.attr_i("ceil_mode", 0) != 0;
   for (std::size_t a = 0; a < 3; ++a) {
-    g.in[a] = x[a + 2], g.ker[a] = ks[a], g.st[a] = st[a], g.dil[a] = dl[a], g.pad[a] = pd[a];
+    g.in[a] = x[a + 2], g.ker[a] = ks[a], g.st[a] = st[a], g.dil[a] = dl[a], g.pad[a] = pd[a], g.pad_end[a] = pd[a + 3];
     g.out[a] = pooled_size(g.in[a], pd[a], pd[a + 3], ks[a], dl[a], st[a], ceil_mode);
   }
   return g;
@@ -140,13 +140,12 @@ void pool3d(const NodeProblem& p, bool max, bool backward) {
       T s = 0;
       taps(g, o, [&](I, I at) { ++count, s += xv[at]; });
       if (include) {  // the window's taps inside the padded volume
-        const Shape& ps = p.node->attrs.at("pads").ints;
         count = 1;
         const I o2 = o % g.out[2], o1 = o / g.out[2] % g.out[1], o0 = o / (g.out[2] * g.out[1]);
         const I os[3] = {o0, o1, o2};
         for (std::size_t a = 0; a < 3; ++a) {
           const I b0 = os[a] * g.st[a] - g.pad[a];
-          count *= std::min(b0 + g.ker[a], g.in[a] + ps[a + 3]) - b0;
+          count *= std::min(b0 + g.ker[a], g.in[a] + g.pad_end[a]) - b0;
         }
       }
       if (y) y[nc * ov + o] = count > 0 ? s / static_cast<T>(count) : T(0);
