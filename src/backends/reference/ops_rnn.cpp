@@ -57,6 +57,19 @@ struct RnnIn {
   }
 };
 
+// The state (h or c) a step starts from, unit by unit: the previous step's, kept in the scratch,
+// or at the first step the initial state (zero without one).
+template <class T>
+struct Previous {
+  const Rnn& s;
+  const T *kept, *init;
+  I n, slot, dir, bb;
+  T operator()(I k) const {
+    if (n > 0) return kept[(slot - s.b + bb) * s.h + k];
+    return init ? init[s.state_at(dir, bb, k)] : T(0);
+  }
+};
+
 template <class T>
 void rnn_fwd(const NodeProblem& p, T* scratch) {
   const Rnn s(p);
@@ -74,10 +87,7 @@ void rnn_fwd(const NodeProblem& p, T* scratch) {
       const I step = s.reverse(dir, p) ? s.t - 1 - n : n;
       const I slot = (dir * s.t + n) * s.b;  // kept in processing order
       for (I bb = 0; bb < s.b; ++bb) {
-        const T* hp = n == 0 ? nullptr : hs + (slot - s.b + bb) * s.h;  // nullptr: the initial state
-        const T* cp = n == 0 ? nullptr : cs + (slot - s.b + bb) * s.h;
-        auto hprev = [&](I k) { return hp ? hp[k] : a.h0 ? a.h0[s.state_at(dir, bb, k)] : T(0); };
-        auto cprev = [&](I k) { return cp ? cp[k] : a.c0 ? a.c0[s.state_at(dir, bb, k)] : T(0); };
+        const Previous<T> hprev{s, hs, a.h0, n, slot, dir, bb}, cprev{s, cs, a.c0, n, slot, dir, bb};
         T* gt = gates + (slot + bb) * G;
         T* q = qs + (slot + bb) * s.h;
         for (I j = 0; j < G; ++j) {
@@ -172,10 +182,7 @@ void rnn_bwd(const NodeProblem& p, T* scratch) {
       const I step = s.reverse(dir, p) ? s.t - 1 - n : n;
       const I slot = (dir * s.t + n) * s.b;
       for (I bb = 0; bb < s.b; ++bb) {
-        const T* hp = n == 0 ? nullptr : hs + (slot - s.b + bb) * s.h;
-        const T* cp = n == 0 ? nullptr : cs + (slot - s.b + bb) * s.h;
-        auto hprev = [&](I k) { return hp ? hp[k] : a.h0 ? a.h0[s.state_at(dir, bb, k)] : T(0); };
-        auto cprev = [&](I k) { return cp ? cp[k] : a.c0 ? a.c0[s.state_at(dir, bb, k)] : T(0); };
+        const Previous<T> hprev{s, hs, a.h0, n, slot, dir, bb}, cprev{s, cs, a.c0, n, slot, dir, bb};
         const T* gt = gates + (slot + bb) * G;
         const T* q = qs + (slot + bb) * s.h;
         const T* c = cs + (slot + bb) * s.h;
