@@ -501,6 +501,10 @@ class Cifar10 final : public Dataset {
 
 }  // namespace
 
+bool is_named_dataset(const std::string& d) {
+  return d == "fashion-mnist" || d == "cifar10" || d == "synthetic" || d == "sequences";
+}
+
 std::unique_ptr<Dataset> open_dataset(const DatasetRequest& r) {
   if (r.split != "train" && r.split != "test") throw Error("split must be train or test, not '" + r.split + "'");
   if (r.dataset == "fashion-mnist") return std::make_unique<FashionMnist>(r.data_dir, r.split);

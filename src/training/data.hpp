@@ -53,6 +53,8 @@ struct DatasetRequest {
 std::unique_ptr<Dataset> open_dataset(const DatasetRequest& r);
 // Where Debian's dataset-fashion-mnist puts its files.
 const char* fashion_mnist_dir();
+// A dataset open_dataset knows by name (fashion-mnist, cifar10, synthetic, sequences), not a path.
+bool is_named_dataset(const std::string& dataset);
 
 // Seeded augmentation of image samples [C, H, W] after they are read, as torchvision's
 // RandomCrop(padding), RandomHorizontalFlip and Normalize do it: in the training split a random

@@ -635,7 +635,7 @@ class TrainWorkload final : public Workload {
       const float* p = runner_->parameter_value(k);
       s.parameters.insert(s.parameters.end(), p, p + access_->numel(k));
     }
-    const std::vector<float> b = const_cast<TrainWorkload*>(this)->buffers();
+    const std::vector<float> b = buffers();
     s.parameters.insert(s.parameters.end(), b.begin(), b.end());
     s.optimizer = optimizer_->save();
     return s;
@@ -652,7 +652,7 @@ class TrainWorkload final : public Workload {
   }
 
   // The running statistics the runner keeps (RunnerSpec::buffers), one after another in their order.
-  std::vector<float> buffers() {
+  std::vector<float> buffers() const {
     std::vector<float> all;
     for (std::size_t k = 0; k < buffers_.size(); ++k) {
       const std::vector<float> b = runner_->buffer(k);
@@ -1106,13 +1106,12 @@ void register_train(WorkloadRegistry& r) {
   for (const auto& s : operator_common_params()) w.params.push_back(s);
   w.normalize = [](Params& p) {
     absolute_network_path(std::get<std::string>(p.at("network")));
-    // Files by their absolute paths (the two named datasets are not files).
+    // Files by their absolute paths (the named datasets are not files).
     auto absolute = [](std::string& v) {
       if (!v.empty()) v = fs::absolute(v).lexically_normal().string();
     };
     auto& dataset = std::get<std::string>(p.at("dataset"));
-    if (dataset != "fashion-mnist" && dataset != "synthetic" && dataset != "cifar10" && dataset != "sequences")
-      absolute(dataset);
+    if (!is_named_dataset(dataset)) absolute(dataset);
     absolute(std::get<std::string>(p.at("data_dir")));
     normalize_backend_settings(p, "train");
   };
