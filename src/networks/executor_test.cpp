@@ -2477,9 +2477,11 @@ TEST(Executor, OnADeviceOnlyFallbackNodesMoveDataAcrossInAStep) {
 // a step rounded as the math rounds (with float32 noise of its own, as a backend's different
 // order of sums) passes; the same step with the last layer's gradient 2% off, or with the first
 // convolution's weight transposed, fails, and the judgement names the tensor; and it says in how
-// many tensors a 2% error would show.
+// many tensors a 2% error would show. At batch 4 (noisier statistics than batch 8) one simulated
+// realisation allowed too little: this step's tensor 'bn_scale_20' was 0.0049 from the exact one
+// where the noiseless simulation was 0.0014 from it, and it failed; the judgement now takes two.
 TEST(Validation, ReducedMathFailsAGradientTwoPercentOffAndATransposedWeightButPassesTheRoundedStep) {
-  Graph g = load_builtin_network("resnet20-cifar", LoadOptions{8, {}});
+  Graph g = load_builtin_network("resnet20-cifar", LoadOptions{4, {}});
   const int loss = add_training_loss(g).loss;
   const std::vector<int> params = trainable_params(g, loss);
   const InputData inputs = make_inputs(g, 1, 1);

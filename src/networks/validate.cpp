@@ -211,8 +211,17 @@ std::vector<double> rounding_spread(const Graph& g, bool training, int loss, con
 std::vector<double> reduced_precision_distance(const Graph& g, bool training, int loss, const std::vector<int>& params,
                                                const std::vector<const void*>& inputs, int micro_batches,
                                                const StepValues& exact, int bits) {
-  const auto e = run_yardstick(g, training, loss, params, inputs, micro_batches, 0, bits);
-  return step_errors(step_values(*e, g, params, training), exact);
+  // Two realisations: the rounding alone, and the rounding with float32's noise (seed 1). A
+  // perturbation of 2^-24 flips some roundings to 2^-(bits+1), so one realisation's distance can
+  // be a third of another's in a tensor (ResNet-20 at batch 4 under TF32: 0.0014 against 0.0049).
+  std::vector<double> distance;
+  for (std::uint64_t noise : {0u, 1u}) {
+    const auto e = run_yardstick(g, training, loss, params, inputs, micro_batches, noise, bits);
+    const std::vector<double> d = step_errors(step_values(*e, g, params, training), exact);
+    distance.resize(d.size(), 0.0);
+    for (std::size_t t = 0; t < d.size(); ++t) distance[t] = std::max(distance[t], d[t]);
+  }
+  return distance;
 }
 
 Discrepancy judge_with_spread(const StepValues& got, const StepValues& ref, double tolerance,
@@ -295,8 +304,8 @@ StepJudgement judge_step(const StepValues& got, const StepValues& ref, const Tol
   if (reduced)
     j.words +=
         ", and " + fmt_sig(kReducedFactor, 2) +
-        " x its distance under the point's reduced precision simulated (the yardstick run " +
-        "once more with every Conv, ConvTranspose, Gemm and MatMul input, and backward the output gradient it reads, rounded to " +
+        " x its distance under the point's reduced precision simulated (the larger of two runs of the yardstick, " +
+        "without and with float32's noise, with every Conv, ConvTranspose, Gemm and MatMul input, and backward the output gradient it reads, rounded to " +
         std::to_string(basis.reduced_mantissa) + " mantissa bits, to nearest even" +
         (basis.reduced_mantissa <= 7 ? ", a convolution's results too" : "") + ")";
   j.words += "; the decisive tensor here is " + w.where + ", spread " + fmt_sig(decisive, 3) +

@@ -81,11 +81,11 @@ std::vector<double> rounding_spread(const Graph& g, bool training, int loss, con
                                     const std::vector<const void*>& inputs, int micro_batches, const StepValues& exact,
                                     int runs = 2);
 // How far the reduced precision of a point's products alone moves the yardstick's step: the
-// yardstick run once more with every Conv, ConvTranspose, Gemm and MatMul input (and, backward, the output
-// gradient it reads) rounded to `bits` mantissa bits, to nearest even (ExecutorSpec::
-// reduced_mantissa; 10: TF32), each tensor's relative L2 distance from `exact`. A training step
-// through batch normalisations is ill-conditioned for these roundings: ResNet-20's gradients move
-// by 6-10% under TF32's, far beyond 8u sqrt(D).
+// yardstick run twice more (without and with float32's noise: the largest distance of the two) with every Conv,
+// ConvTranspose, Gemm and MatMul input (and, backward, the output gradient it reads) rounded to `bits` mantissa bits,
+// to nearest even (ExecutorSpec:: reduced_mantissa; 10: TF32), each tensor's relative L2 distance from `exact`. A
+// training step through batch normalisations is ill-conditioned for these roundings: ResNet-20's gradients move by
+// 6-10% under TF32's, far beyond 8u sqrt(D).
 std::vector<double> reduced_precision_distance(const Graph& g, bool training, int loss, const std::vector<int>& params,
                                                const std::vector<const void*>& inputs, int micro_batches,
                                                const StepValues& exact, int bits);
