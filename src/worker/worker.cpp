@@ -376,7 +376,21 @@ struct JobRun {
   Recorder& rec;
   const Checkpoints& checkpoints;
   int n = 0;  // points in the job
+  std::int64_t flush_interval_ns = Harness::kDefaultFlushIntervalNs;
 };
+
+// How often a point's samples are made durable while it runs: D500_FLUSH_INTERVAL_S seconds of
+// wall time (default 2; from 0.05 to 300, below the launcher's progress timeout, which counts on
+// these flushes as the job's sign of life). Shorter loses less to a kill and costs more writes.
+std::int64_t flush_interval_ns() {
+  const char* e = std::getenv("D500_FLUSH_INTERVAL_S");
+  if (!e || !*e) return Harness::kDefaultFlushIntervalNs;
+  char* end = nullptr;
+  const double s = std::strtod(e, &end);
+  if (end == e || *end != '\0' || !(s >= 0.05 && s <= 300))
+    throw Error("D500_FLUSH_INTERVAL_S=" + quote_value(e) + ": must be seconds from 0.05 to 300 (default 2)");
+  return static_cast<std::int64_t>(s * 1e9);
+}
 
 // A progress line for the launcher (metrics/progress.hpp), from rank 0.
 void progress(const JobRun& job, const std::string& line) {
@@ -538,15 +552,17 @@ void measure_point(JobRun& job, const PointSpec& p, int i, PointSetup& s, std::o
   const JobSpec& spec = job.spec;
   Workload& wl = *s.wl;
   long long flushed = 0;
-  Harness h(job.comm, job.rec, spec.warmups, spec.repetitions, wl.work(),
-            [&](std::span<const Sample> samples, bool durable) {
-              job.out.append(samples, durable);
-              // Tells the launcher (and tests) how much of this point is safely on disk.
-              long long mine = static_cast<long long>(samples.size()), all = 0;
-              mpi_check(MPI_Reduce(&mine, &all, 1, MPI_LONG_LONG, MPI_SUM, 0, job.comm), "MPI_Reduce", "worker");
-              flushed += all;
-              if (durable && flushed > 0) progress(job, progress_flushed_line(i + 1, job.n, flushed));
-            });
+  Harness h(
+      job.comm, job.rec, spec.warmups, spec.repetitions, wl.work(),
+      [&](std::span<const Sample> samples, bool durable) {
+        job.out.append(samples, durable);
+        // Tells the launcher (and tests) how much of this point is safely on disk.
+        long long mine = static_cast<long long>(samples.size()), all = 0;
+        mpi_check(MPI_Reduce(&mine, &all, 1, MPI_LONG_LONG, MPI_SUM, 0, job.comm), "MPI_Reduce", "worker");
+        flushed += all;
+        if (durable && flushed > 0) progress(job, progress_flushed_line(i + 1, job.n, flushed));
+      },
+      job.flush_interval_ns);
   const Workload::TimeToAccuracy* tta = wl.time_to_accuracy();
   if (tta) {
     job.out.set_time_to_accuracy(tta->target, tta->budget_s, tta->eval_interval_steps);
@@ -632,12 +648,14 @@ void run_job(const std::string& spec_path, const std::string& output, MPI_Comm c
     throw Error(spec_path + ": job " + spec.id + " wants " + std::to_string(spec.nodes * spec.ranks_per_node) +
                 " ranks (" + std::to_string(spec.nodes) + " nodes x " + std::to_string(spec.ranks_per_node) +
                 "), but the worker was started with " + std::to_string(size));
+  const std::int64_t flush_ns = flush_interval_ns();  // before the results file: a bad value writes nothing
   const HostShape host = host_shape(comm);
   ResultWriter out(output, comm,
                    JobIdentity{spec.id, spec.campaign, spec.campaign_hash, spec.nodes, spec.ranks_per_node},
                    job_environment(spec, spec_path, comm, host));
   Recorder rec(kRecorderCapacity);
   JobRun job{spec, spec_path, comm, rank, size, host, out, rec, checkpoints, static_cast<int>(spec.points.size())};
+  job.flush_interval_ns = flush_ns;
   for (int i = 0; i < job.n; ++i) {
     const PointSpec& p = spec.points[static_cast<std::size_t>(i)];
     if (auto done = finished.find(p.id); done != finished.end())

@@ -758,6 +758,12 @@ TEST_F(EndToEnd, TightLimitsEndInAClearErrorNeverAHang) {
             std::string::npos)
       << files.out;
   EXPECT_FALSE(fs::exists(run / "results" / "job-0000.h5")) << "a job was started";
+  // A flush interval out of its range ends the job with the variable and the range named.
+  Cmd flush = sh("D500_FLUSH_INTERVAL_S=0.001 timeout -s KILL 60 " + d500_cmd("run " + run.string()));
+  EXPECT_NE(flush.code, 0) << flush.out;
+  EXPECT_NE(flush.out.find("D500_FLUSH_INTERVAL_S=\"0.001\": must be seconds from 0.05 to 300"), std::string::npos)
+      << flush.out;
+  EXPECT_FALSE(fs::exists(run / "results" / "job-0000.h5")) << "the refused job wrote a results file";
   ASSERT_EQ(sh(d500_cmd("run " + run.string())).code, 0);
   const std::string h5 = (run / "results" / "job-0000.h5").string();
   for (const std::string& command : {"report " + run.string(), "check " + h5, "status " + run.string()}) {

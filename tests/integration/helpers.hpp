@@ -42,6 +42,15 @@ inline Cmd drain(std::FILE* p) {
 
 inline Cmd sh(const std::string& cmd) { return drain(popen((cmd + " 2>&1").c_str(), "r")); }
 
+// An environment variable set for the commands a test runs, and unset again at its end.
+struct ScopedEnv {
+  std::string name;
+  ScopedEnv(std::string n, const std::string& value) : name(std::move(n)) { ::setenv(name.c_str(), value.c_str(), 1); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+  ~ScopedEnv() { ::unsetenv(name.c_str()); }
+};
+
 // The [axes] and [[exclude]] tables of a campaign that runs gemm on blas and allreduce on mpi,
 // on `ranks` ranks: what most end-to-end tests need.
 inline std::string gemm_and_allreduce(const std::string& n, const std::string& bytes, int ranks) {

@@ -431,14 +431,16 @@ TEST_F(Training, ImpossiblePointsAreRefusedAtPlanTime) {
 // and the job ends as the signal asks. Run again, the point resumes from that step -- with
 // periodic checkpoints an hour apart there is no other -- and ends on the uninterrupted curve.
 TEST_F(Training, ASigtermCheckpointsBeforeTheNextStepAndTheResumeLosesNoStep) {
+  // Samples made durable every 0.25 s (not 2 s): the signal comes early in a short run.
+  const ScopedEnv flush("D500_FLUSH_INTERVAL_S", "0.25");
   const std::string campaign =
       kHead +
       "network = \"lenet5\"\nbackend = \"reference\"\ndataset = \"synthetic\"\nsynthetic_samples = 8192\n"
-      "batch = 32\nsteps = 600\neval_interval_steps = 10\neval_samples = 64\noptimizer = \"adam\"\nlr = 0.001\n"
+      "batch = 32\nsteps = 300\neval_interval_steps = 10\neval_samples = 64\noptimizer = \"adam\"\nlr = 0.001\n"
       "seed = 9\nranks_per_node = 2\ncheckpoint_interval = 3600\n";
   const auto [stopped, whole] = planned_twice_and_one_run(campaign);
   // The first attempt: its workers sent SIGTERM once the log shows training under way (its
-  // first durable flush comes about 2 s into the point).
+  // first durable flush comes about 0.25 s into the point, of about 4 s).
   ASSERT_GE(run_killed_after(stopped, "d500:flushed", 1, "TERM"), 1) << read_file_text(dir_ / "attempt.txt");
   const std::string log = read_file_text(stopped / "logs" / "job-0000.log");
   ASSERT_EQ(log.find("d500:done"), std::string::npos) << "the first attempt ended before the signal: " << log;
@@ -452,7 +454,7 @@ TEST_F(Training, ASigtermCheckpointsBeforeTheNextStepAndTheResumeLosesNoStep) {
   ASSERT_EQ(checkpoints(), 1) << log;
   const long long step = last_line_number(log, "d500:checkpoint ");
   EXPECT_GT(step, 0);
-  EXPECT_LT(step, 600);
+  EXPECT_LT(step, 300);
   Cmd check = sh(d500_cmd("check " + (stopped / "results" / "job-0000.h5").string()));
   EXPECT_EQ(check.code, 0) << check.out;  // an incomplete training point, its checkpoint sound
 
@@ -466,7 +468,7 @@ TEST_F(Training, ASigtermCheckpointsBeforeTheNextStepAndTheResumeLosesNoStep) {
     ASSERT_GE(point.group, 0);
     EXPECT_EQ(attr_string(point.group, "status"), "complete");
     EXPECT_EQ(attr_int(point.group, "train.resumed_at_step"), step);
-    EXPECT_EQ(attr_int(point.group, "train.steps"), 600);
+    EXPECT_EQ(attr_int(point.group, "train.steps"), 300);
   }
   Cmd a = sh(sorted_events_py(results)), b = sh(sorted_events_py(whole / "results" / "job-0000.h5"));
   ASSERT_EQ(a.code, 0) << a.out;
@@ -478,11 +480,14 @@ TEST_F(Training, ASigtermCheckpointsBeforeTheNextStepAndTheResumeLosesNoStep) {
 // the ranks SIGTERM 3 s later (templates/local.sh.in) and SIGKILL 3 s after that; they checkpoint
 // before their next step. Run again, the point resumes from that step and completes.
 TEST_F(Training, AStoppedRunCheckpointsAndTheNextRunResumesFromThere) {
-  const fs::path run = planned(
-      kHead +
-      "network = \"lenet5\"\nbackend = \"reference\"\ndataset = \"synthetic\"\nsynthetic_samples = 8192\n"
-      "batch = 32\nsteps = 1500\neval_interval_steps = 10\neval_samples = 64\noptimizer = \"adam\"\nlr = 0.001\n"
-      "seed = 9\nranks_per_node = 2\ncheckpoint_interval = 3600\n");
+  // Stopped at its first durable flush, 0.25 s in: the ranks must outlast mpirun's 3 s before
+  // it passes the SIGTERM on, so the run is about 10 s long.
+  const ScopedEnv flush("D500_FLUSH_INTERVAL_S", "0.25");
+  const fs::path run =
+      planned(kHead +
+              "network = \"lenet5\"\nbackend = \"reference\"\ndataset = \"synthetic\"\nsynthetic_samples = 8192\n"
+              "batch = 32\nsteps = 700\neval_interval_steps = 10\neval_samples = 64\noptimizer = \"adam\"\nlr = 0.001\n"
+              "seed = 9\nranks_per_node = 2\ncheckpoint_interval = 3600\n");
   const fs::path log = run / "logs" / "job-0000.log";
   Cmd stopped = sh("(" + d500_cmd("run " + run.string()) + " > " + (dir_ / "attempt.txt").string() +
                    " 2>&1 & pid=$!\n"
