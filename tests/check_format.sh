@@ -34,10 +34,17 @@ if [ "${1:-}" = "--fix" ]; then
   echo "check_format: formatted ${#files[@]} files"
   exit 0
 fi
+# One clang-format process for every file (262 starts cost a third of the time): it names each
+# file that differs in its warnings, "FILE:LINE:COL: error: code should be clang-formatted".
 bad=()
-for f in "${files[@]}"; do
-  "$fmt" --dry-run --Werror "$f" >/dev/null 2>&1 || bad+=("$f")
-done
+if ! out=$("$fmt" --dry-run --Werror "${files[@]}" 2>&1 >/dev/null); then
+  mapfile -t bad < <(sed -n 's/^\(.*\):[0-9]*:[0-9]*: error: code should be clang-formatted.*/\1/p' <<<"$out" | sort -u)
+  if [ ${#bad[@]} -eq 0 ]; then
+    echo "check_format: clang-format failed without naming a file:"
+    echo "$out" | head -20
+    exit 1
+  fi
+fi
 if [ ${#bad[@]} -gt 0 ]; then
   printf 'not formatted: %s\n' "${bad[@]}"
   echo "check_format: ${#bad[@]} of ${#files[@]} files differ from clang-format's output ($($fmt --version | head -1));" \
