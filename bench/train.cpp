@@ -12,10 +12,11 @@
 // the timed loop is the same either way. D500_BACKEND picks the executor (default
 // libtorch-native; libtorch-cuda, or cuda for d500's executor on the GPU, whose own optimizer is
 // d500's device optimizer), D500_MATH its math on cuda and libtorch-cuda (fp32, tf32 or bf16), D500_MEMORY_FORMAT
-// libtorch-cuda's layout (nchw or channels_last), D500_CUDNN_API its cudnn_api (legacy or graph), D500_CUDNN_ALGORITHMS
-// its cudnn_algorithms on cuda (heuristic, find or deterministic, the executor's default); on a backend without
-// optimizers of its own, both loops use d500's reference SGD with momentum. The figures include images per second
-// (batch / median step), the GPU yardstick's unit.
+// libtorch-cuda's layout (nchw or channels_last), D500_CUDA_GRAPH cuda's cuda_graph (step: the workload's
+// step recorded once as a CUDA Graph and replayed), D500_CUDNN_API its cudnn_api (legacy or graph),
+// D500_CUDNN_ALGORITHMS its cudnn_algorithms on cuda (heuristic, find or deterministic, the executor's default); on a
+// backend without optimizers of its own, both loops use d500's reference SGD with momentum. The figures include images
+// per second (batch / median step), the GPU yardstick's unit.
 #include <mpi.h>
 
 #include <algorithm>
@@ -84,6 +85,7 @@ Params bench_point(const WorkloadInfo& w, const std::string& backend, const std:
   if (const char* math = std::getenv("D500_MATH"); math && *math) p["math"] = std::string(math);
   if (const char* api = std::getenv("D500_CUDNN_API"); api && *api) p["cudnn_api"] = std::string(api);
   if (const char* f = std::getenv("D500_MEMORY_FORMAT"); f && *f) p["memory_format"] = std::string(f);
+  if (const char* cg = std::getenv("D500_CUDA_GRAPH"); cg && *cg) p["cuda_graph"] = std::string(cg);
 
   return p;
 }

@@ -33,20 +33,21 @@ network=${1:-resnet50} batch=${2:-128} steps=${3:-10} rounds=${4:-2}
 # makes a batch on the rank's cores, would be measured on one.
 mpirun=(mpirun -np 1 --map-by "slot:PE=$(nproc)" --bind-to core)
 [ "$(id -u)" = 0 ] && mpirun+=(--allow-run-as-root)
-# D500_BENCH_TRAIN_RUNS narrows part 1: BACKEND:CUDNN_ALGORITHMS:MATH:CUDNN_API[:MEMORY_FORMAT]
-# items (empty: the default; none: no part 1), separated by spaces. D500_BENCH_TORCH_RUNS narrows part 2 to the
+# D500_BENCH_TRAIN_RUNS narrows part 1: BACKEND:CUDNN_ALGORITHMS:MATH:CUDNN_API[:MEMORY_FORMAT[:CUDA_GRAPH]]
+# items (empty: the default; none: no part 1; CUDA_GRAPH "step": cuda's step recorded once and
+# replayed), separated by spaces. D500_BENCH_TORCH_RUNS narrows part 2 to the
 # named PyTorch runs (see the table in the Python below), separated by spaces.
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-runs=${D500_BENCH_TRAIN_RUNS:-cuda:find::graph cuda:find:tf32:graph cuda:find:bf16:graph libtorch-cuda:find:: libtorch-cuda:find:tf32: libtorch-cuda:find:tf32::channels_last libtorch-cuda:find:bf16: libtorch-cuda:find:bf16::channels_last}
+runs=${D500_BENCH_TRAIN_RUNS:-cuda:find::graph cuda:find:tf32:graph cuda:find:tf32:graph::step cuda:find:bf16:graph libtorch-cuda:find:: libtorch-cuda:find:tf32: libtorch-cuda:find:tf32::channels_last libtorch-cuda:find:bf16: libtorch-cuda:find:bf16::channels_last}
 [ "$runs" = none ] && runs=  # PyTorch's part alone
 for run in $runs; do
-  [[ $run =~ ^[a-z0-9-]+:[a-z]*:[a-z0-9]*:[a-z]*(:[a-z_]*)?$ ]] || { echo "D500_BENCH_TRAIN_RUNS: '$run' is not BACKEND:CUDNN_ALGORITHMS:MATH:CUDNN_API[:MEMORY_FORMAT]" >&2; exit 2; }
-  IFS=: read -r backend algos math api layout <<< "$run"
-  echo "== d500 on $backend (cudnn_algorithms = ${algos:-default}, math = ${math:-fp32}${api:+, cudnn_api = $api}${layout:+, memory_format = $layout})"
+  [[ $run =~ ^[a-z0-9-]+:[a-z]*:[a-z0-9]*:[a-z]*(:[a-z_]*(:[a-z]*)?)?$ ]] || { echo "D500_BENCH_TRAIN_RUNS: '$run' is not BACKEND:CUDNN_ALGORITHMS:MATH:CUDNN_API[:MEMORY_FORMAT[:CUDA_GRAPH]]" >&2; exit 2; }
+  IFS=: read -r backend algos math api layout graph <<< "$run"
+  echo "== d500 on $backend (cudnn_algorithms = ${algos:-default}, math = ${math:-fp32}${api:+, cudnn_api = $api}${layout:+, memory_format = $layout}${graph:+, cuda_graph = $graph})"
   D500_BACKEND=$backend D500_CUDNN_ALGORITHMS=$algos D500_MATH=$math D500_CUDNN_API=$api D500_MEMORY_FORMAT=$layout \
-    "${mpirun[@]}" "$build/d500-bench-train" "$network" "$batch" "$steps" "$rounds" 0 d500 2>&1 |
-    grep -E '^(network|  |d500-bench-train:|terminate|  what)' | tee "$tmp/d500-$backend-$algos-$math-$api-$layout.txt"
+    D500_CUDA_GRAPH=$graph "${mpirun[@]}" "$build/d500-bench-train" "$network" "$batch" "$steps" "$rounds" 0 d500 2>&1 |
+    grep -E '^(network|  |d500-bench-train:|terminate|  what)' | tee "$tmp/d500-$backend-$algos-$math-$api-$layout${graph:+-$graph}.txt"
 done
 case "$network" in resnet50 | resnet20-cifar) ;; *) exit 0 ;; esac
 echo "== PyTorch $network (torch.nn, d500's architecture written out), batch $batch"

@@ -220,7 +220,9 @@ std::string training_note() {
          "reading, augmenting and converting the batch and handing it to the executor; on a device, the host's time "
          "before the device starts). Data share = data / step: how much of a step the input pipeline takes. Pipeline /s "
          "= batch / data: the samples per second the pipeline alone delivers, against which the step's own "
-         "rate (Results) tells whether reading binds training.";
+         "rate (Results) tells whether reading binds training. A step recorded once and replayed (cuda_graph = \"step\") "
+         "has no forward, backward and update of its own (-): the device's time of the whole recording is in the Device "
+         "section.";
 }
 
 Table distributed_table(const Report& rep) {

@@ -72,6 +72,17 @@ class DeviceMemory {
   virtual bool reserve_marks(std::size_t) { return false; }
   virtual void mark(std::size_t) {}
   virtual std::int64_t mark_ns(std::size_t, std::size_t) { return -1; }
+  // A recording of the work enqueued on the stream, replayed as one unit (a CUDA Graph): after
+  // begin_capture() the calls that enqueue (copy, zero, axpy, scale, optimizer_step and the node
+  // kernels' launches) are recorded, not run, until end_capture(); replay() enqueues the whole
+  // recording again, with the pointers and scalars it was recorded with. Nothing that waits for
+  // the device or copies to or from the host may come in between (upload, download, synchronize,
+  // allocate: the device refuses it, and the recording with it). can_capture() is false where the
+  // device cannot record (the calls then throw).
+  virtual bool can_capture() const { return false; }
+  virtual void begin_capture() { throw Error(describe() + " cannot record its work (no graphs)"); }
+  virtual void end_capture() { throw Error(describe() + " cannot record its work (no graphs)"); }
+  virtual void replay() { throw Error(describe() + " cannot record its work (no graphs)"); }
   // The stream everything here is ordered on, as the device's runtime names it (a cudaStream_t),
   // for a library that enqueues work of its own on it (NCCL in level 3); nullptr where there is
   // none.

@@ -268,6 +268,17 @@ class GraphRunner {
   virtual void step_mark(std::size_t) {}
   virtual void finish() {}
   virtual std::int64_t step_mark_ns(std::size_t, std::size_t) { return -1; }
+  // With defer_waits: a training step recorded once and replayed as one unit on the device (a
+  // CUDA Graph; the point's cuda_graph = "step"). records_steps() says whether the point asks for
+  // it, and throws, naming why, where it asks and the step cannot be recorded (a node computed on
+  // the host, a mask drawn per step). Between begin_step_capture() and end_step_capture() the
+  // step's forward(0), backward(0) and native optimizer step() are recorded, not run; every
+  // replay_step() then runs the recording (the batch taken before it as before). The optimizer
+  // is told of each replay (Optimizer::replayed).
+  virtual bool records_steps() { return false; }
+  virtual void begin_step_capture() { throw Error(describe() + " records no steps"); }
+  virtual void end_step_capture() { throw Error(describe() + " records no steps"); }
+  virtual void replay_step() { throw Error(describe() + " records no steps"); }
 };
 
 // Multidirectional (numpy) broadcasting of two shapes; throws d500::Error naming `what` when

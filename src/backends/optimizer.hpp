@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "backends/optimizer_rule.hpp"
+#include "common/error.hpp"
 
 namespace d500 {
 
@@ -62,6 +63,11 @@ class Optimizer {
   // The optimizer's state (moments, step count), for checkpoints: opaque bytes that load() takes back.
   virtual std::vector<std::byte> save() const = 0;
   virtual void load(const std::vector<std::byte>& state) = 0;
+  // A step of a recording replayed (GraphRunner::replay_step) with learning rate `lr`: the device
+  // ran the step() recorded, with its coefficients then; the optimizer counts the step and throws
+  // where this step's coefficients differ from the recorded ones (a schedule's rate, Adam's bias
+  // corrections). Only an optimizer whose step a runner records has it.
+  virtual void replayed(double /*lr*/) { throw Error("internal error: " + describe() + " has no recorded step"); }
 };
 
 // The parameters as the reference optimizer sees them: float32 storage and gradients (a

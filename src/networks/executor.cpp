@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "backends/device.hpp"
@@ -410,6 +412,9 @@ struct GraphExecutor::Impl {
   // one); the step's marks follow the steps' in the device's events, from phase_marks on.
   bool deferred = false;
   std::size_t phase_marks = 0;
+  // records_steps(): capturing between begin_step_capture() and end_step_capture(); recorded
+  // once a recording ended (replay_step() runs it).
+  bool capturing = false, recorded = false;
   std::vector<Block> staged;  // stage_inputs()' copies of inputs_all, made at its first
 
   // The step clock of one pass: lap() after each step adds its duration to the next slot.
@@ -1046,6 +1051,57 @@ std::int64_t GraphExecutor::step_mark_ns(std::size_t i, std::size_t j) {
   return m.deferred ? m.dev->mark_ns(m.phase_marks + i, m.phase_marks + j) : -1;
 }
 
+bool GraphExecutor::records_steps() {
+  const Impl& m = *impl_;
+  if (!m.spec.point || str_param_or(*m.spec.point, "cuda_graph", "") != "step") return false;
+  std::string why;
+  if (!m.dev)
+    why = "it computes on the host";
+  else if (!m.spec.training)
+    why = "only a training step is recorded";
+  else if (!m.deferred)
+    why = "its passes wait for the device between them (level 3's schemes exchange gradients there)";
+  else if (!m.dev->can_capture())
+    why = m.dev->describe() + " cannot record its work";
+  for (const Step& st : steps_) {
+    if (!why.empty()) break;
+    if (st.node < 0) continue;
+    const Node& n = m.g.nodes[static_cast<std::size_t>(st.node)];
+    if (st.impl.find("through host") != std::string::npos)
+      why = "node '" + n.name + "' (" + n.op + ") is computed on the host, through copies a recording cannot hold";
+    else if (m.spec.step && find_op(n.op) && find_op(n.op)->training)
+      why = "node '" + n.name + "' (" + n.op + ") draws a new mask at every step, which a recording would repeat";
+  }
+  if (!why.empty()) throw Error("cuda_graph = \"step\": this training step cannot be recorded: " + why);
+  return true;
+}
+
+void GraphExecutor::begin_step_capture() {
+  Impl& m = *impl_;
+  if (!records_steps()) throw Error("internal error: a step capture the point did not ask for");
+  m.push_handed();  // host copies handed out go up now: an upload cannot be recorded
+  m.dev->begin_capture();
+  m.capturing = true;
+}
+
+void GraphExecutor::end_step_capture() {
+  Impl& m = *impl_;
+  m.capturing = false;
+  m.dev->end_capture();
+  m.recorded = true;
+}
+
+void GraphExecutor::replay_step() {
+  Impl& m = *impl_;
+  if (!m.recorded) throw Error("internal error: a step replayed before one was recorded");
+  m.push_handed();
+  m.dev->replay();
+  // What the passes and the optimizer's step say of the host's copies, as when they run.
+  m.grads_on_host.assign(m.grads_on_host.size(), false);
+  m.params_on_host.assign(m.params_on_host.size(), false);
+  constants_changed();
+}
+
 void GraphExecutor::forward(int micro) {
   Impl& m = *impl_;
   // The micro-batch's inputs count towards the first step.
@@ -1220,6 +1276,25 @@ void GraphExecutor::parameters_changed() {
 // device memory. Where the device has a fused optimizer kernel (DeviceMemory::optimizer_step: the
 // cuda backend's), every rule, one pass per parameter, each element as the reference computes it;
 // elsewhere SGD's family, composed from axpy and scale.
+namespace {
+// Whether two steps of a rule compute alike: the coefficients apply_rule reads for it
+// (step_rule fills Adam's bias corrections for every rule).
+bool same_coefficients(const StepRule& a, const StepRule& b) {
+  if (a.rule != b.rule || a.lr != b.lr || a.wd != b.wd) return false;
+  switch (a.rule) {
+    case UpdateRule::Sgd: return true;
+    case UpdateRule::Momentum:
+    case UpdateRule::Nesterov: return a.mu == b.mu && a.first == b.first;
+    case UpdateRule::Adam:
+    case UpdateRule::AdamW:
+      return a.b1 == b.b1 && a.b2 == b.b2 && a.eps == b.eps && a.step_size == b.step_size && a.bc2_sqrt == b.bc2_sqrt;
+    case UpdateRule::Adagrad: return a.eps == b.eps;
+    case UpdateRule::RmsProp: return a.alpha == b.alpha && a.eps == b.eps && a.mu == b.mu;
+  }
+  return false;
+}
+}  // namespace
+
 class DeviceOptimizer final : public Optimizer {
  public:
   DeviceOptimizer(const OptimizerSpec& s, GraphExecutor& e)
@@ -1246,6 +1321,7 @@ class DeviceOptimizer final : public Optimizer {
     DeviceMemory& d = *m_.dev;
     m_.push_handed();
     const StepRule rule = step_rule(s_, lr_d, t_);
+    if (m_.capturing) recorded_ = rule;  // what every replay of the recording computes
     for (std::size_t k = 0; k < m_.host_params.size(); ++k) {
       if (m_.pgrad.empty()) break;
       auto* p = static_cast<float*>(m_.param(k));
@@ -1261,6 +1337,24 @@ class DeviceOptimizer final : public Optimizer {
     if (!m_.deferred) d.synchronize();  // else the step's finish() waits
     m_.params_on_host.assign(m_.params_on_host.size(), false);
     e_.constants_changed();
+  }
+
+  // A replay of the recorded step (GraphExecutor::replay_step): the device ran the recorded
+  // coefficients, which must be this step's.
+  void replayed(double lr) override {
+    ++t_;
+    const StepRule now = step_rule(s_, lr, t_);
+    auto num = [](float v) {
+      char b[32];
+      std::snprintf(b, sizeof b, "%.7g", static_cast<double>(v));
+      return std::string(b);
+    };
+    if (!recorded_ || !same_coefficients(now, *recorded_))
+      throw Error("cuda_graph = \"step\": step " + std::to_string(t_) + " of " + describe_optimizer(s_) +
+                  " has other coefficients than the recorded step (learning rate " + num(now.lr) + " against " +
+                  (recorded_ ? num(recorded_->lr) : std::string("none recorded")) +
+                  "; a replay repeats the recorded ones): a recorded step needs a constant learning rate and a rule "
+                  "without per-step terms (not adam or adamw), recorded after the first step");
   }
 
   std::string describe() const override {
@@ -1333,6 +1427,7 @@ class DeviceOptimizer final : public Optimizer {
   // then every parameter's second (nullptr: the rule keeps none).
   std::vector<float*> state_;
   std::int64_t t_ = 0;
+  std::optional<StepRule> recorded_;  // the coefficients of the step a recording holds
 };
 
 std::unique_ptr<Optimizer> GraphExecutor::native_optimizer(const OptimizerSpec& s) {

@@ -109,6 +109,13 @@ class GraphExecutor final : public GraphRunner {
   void step_mark(std::size_t i) override;
   void finish() override;
   std::int64_t step_mark_ns(std::size_t i, std::size_t j) override;
+  // On a device that records its work (DeviceMemory::can_capture), with the point's
+  // cuda_graph = "step": the training step's passes and the device optimizer's step recorded
+  // once, then replayed (GraphRunner::records_steps).
+  bool records_steps() override;
+  void begin_step_capture() override;
+  void end_step_capture() override;
+  void replay_step() override;
 
  private:
   friend class DeviceOptimizer;

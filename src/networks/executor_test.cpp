@@ -1050,7 +1050,38 @@ class GuardedMemory final : public DeviceMemory {
     int uploads = 0, downloads = 0, copies = 0, zeros = 0, syncs = 0, axpys = 0;  // axpys: axpy and scale
     int optimizer_steps = 0;
     int uploads_beside = 0, takes_beside = 0;
+    int captures = 0, replays = 0;
   };
+  // Whether it records its work (as a GPU's stream capture): then the calls that enqueue (copy,
+  // zero, axpy, scale, the optimizer step, the guarded kernels' passes) are closures kept in
+  // order, their arguments taken when called, run again at each replay(); a call that waits or
+  // copies to or from the host while it records fails the test and throws, as CUDA refuses it.
+  bool records = false;
+  bool can_capture() const override { return records; }
+  void begin_capture() override {
+    EXPECT_FALSE(capturing_) << "a capture inside a capture";
+    ++counts.captures;
+    capturing_ = true;
+    recording_.clear();
+  }
+  void end_capture() override {
+    EXPECT_TRUE(capturing_) << "a capture ended that did not begin";
+    capturing_ = false;
+    recorded_ = std::move(recording_);
+  }
+  void replay() override {
+    EXPECT_FALSE(capturing_) << "a replay while recording";
+    ++counts.replays;
+    for (const auto& f : recorded_) f();
+  }
+  // Enqueued work: now, or into the recording.
+  void run(std::function<void()> f) {
+    if (capturing_)
+      recording_.push_back(std::move(f));
+    else
+      f();
+  }
+  std::size_t recorded_calls() const { return recorded_.size(); }
   Counts counts;
   // The most it has held at once, in whole pages (a GPU's use, as the cuda backend reads it).
   std::int64_t peak_bytes() const override { return peak_; }
@@ -1068,6 +1099,7 @@ class GuardedMemory final : public DeviceMemory {
   }
 
   void* allocate(std::size_t bytes) override {
+    not_while_capturing("allocate");
     const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
     const std::size_t len = (std::max<std::size_t>(bytes, 1) + page - 1) / page * page;
     void* p = mmap(nullptr, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -1110,34 +1142,44 @@ class GuardedMemory final : public DeviceMemory {
     std::vector<std::pair<std::uintptr_t, std::size_t>> open_;
   };
   void upload(void* device, const void* host, std::size_t bytes) override {
+    not_while_capturing("upload");
     ++counts.uploads;
     Open o(*this, {device});
     std::memcpy(device, host, bytes);
   }
   void download(void* host, const void* device, std::size_t bytes) override {
+    not_while_capturing("download");
     ++counts.downloads;
     Open o(*this, {device});
     std::memcpy(host, device, bytes);
   }
   void copy(void* dst, const void* src, std::size_t bytes) override {
     ++counts.copies;
-    Open o(*this, {dst, src});
-    std::memmove(dst, src, bytes);
+    run([=, this] {
+      Open o(*this, {dst, src});
+      std::memmove(dst, src, bytes);
+    });
   }
   void zero(void* p, std::size_t bytes) override {
     ++counts.zeros;
-    Open o(*this, {p});
-    std::memset(p, 0, bytes);
+    run([=, this] {
+      Open o(*this, {p});
+      std::memset(p, 0, bytes);
+    });
   }
   void axpy(float alpha, const float* x, float* y, std::int64_t n) override {
     ++counts.axpys;
-    Open o(*this, {x, y});
-    for (std::int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
+    run([=, this] {
+      Open o(*this, {x, y});
+      for (std::int64_t i = 0; i < n; ++i) y[i] += alpha * x[i];
+    });
   }
   void scale(float alpha, float* x, std::int64_t n) override {
     ++counts.axpys;
-    Open o(*this, {x});
-    for (std::int64_t i = 0; i < n; ++i) x[i] *= alpha;
+    run([=, this] {
+      Open o(*this, {x});
+      for (std::int64_t i = 0; i < n; ++i) x[i] *= alpha;
+    });
   }
   bool has_optimizer_step() const override { return fused_optimizer; }
   void optimizer_step(const StepRule& r, float* p, const float* g, float* a, float* b, std::int64_t n) override {
@@ -1145,12 +1187,18 @@ class GuardedMemory final : public DeviceMemory {
     ++counts.optimizer_steps;
     EXPECT_EQ(a != nullptr, rule_has_a(r.rule)) << "the first state is there exactly when the rule keeps it";
     EXPECT_EQ(b != nullptr, rule_has_b(r.rule, r.mu));
-    Open o(*this, {p, g, a, b});
-    for (std::int64_t i = 0; i < n; ++i) apply_rule_at(r, p, g, a, b, i);
+    run([=, this] {
+      Open o(*this, {p, g, a, b});
+      for (std::int64_t i = 0; i < n; ++i) apply_rule_at(r, p, g, a, b, i);
+    });
   }
-  void synchronize() override { ++counts.syncs; }
+  void synchronize() override {
+    not_while_capturing("synchronize");
+    ++counts.syncs;
+  }
   // Its copies beside: done at once (counted apart from uploads).
   bool upload_beside(void* device, const void* host, std::size_t bytes) override {
+    not_while_capturing("upload_beside");
     ++counts.uploads_beside;
     Open o(*this, {device});
     std::memcpy(device, host, bytes);
@@ -1166,7 +1214,10 @@ class GuardedMemory final : public DeviceMemory {
     marks_.assign(n, -1);
     return true;
   }
-  void mark(std::size_t i) override { marks_.at(i) = now_ns(); }
+  void mark(std::size_t i) override {
+    not_while_capturing("mark");
+    marks_.at(i) = now_ns();
+  }
   std::int64_t mark_ns(std::size_t i, std::size_t j) override { return marks_.at(j) - marks_.at(i); }
 
  private:
@@ -1182,6 +1233,13 @@ class GuardedMemory final : public DeviceMemory {
   std::vector<const void*> pins_;  // what this memory pinned
   std::int64_t in_use_ = 0, peak_ = 0;
   std::vector<std::int64_t> marks_;
+  bool capturing_ = false;
+  std::vector<std::function<void()>> recording_, recorded_;
+  void not_while_capturing(const char* call) {
+    if (!capturing_) return;
+    ADD_FAILURE() << call << " while the device records its work";
+    throw Error(std::string("guarded device: ") + call + " cannot be recorded");
+  }
 };
 
 // The test device's one kernel of its own: Relu, computed inside the memory's guard.
@@ -1189,18 +1247,22 @@ class GuardedRelu final : public NodeKernel {
  public:
   explicit GuardedRelu(const NodeProblem& p) : p_(p), m_(*static_cast<GuardedMemory*>(p.device)) {}
   void forward() override {
-    GuardedMemory::Open o(m_, {p_.in[0].data, p_.out[0].data});
-    const float* x = p_.in[0].as<const float>();
-    float* y = p_.out[0].as<float>();
-    for (std::int64_t i = 0; i < p_.in[0].numel(); ++i) y[i] = x[i] > 0 ? x[i] : 0.0f;
+    m_.run([this] {
+      GuardedMemory::Open o(m_, {p_.in[0].data, p_.out[0].data});
+      const float* x = p_.in[0].as<const float>();
+      float* y = p_.out[0].as<float>();
+      for (std::int64_t i = 0; i < p_.in[0].numel(); ++i) y[i] = x[i] > 0 ? x[i] : 0.0f;
+    });
   }
   void backward() override {
     if (!p_.din[0].present()) return;
-    GuardedMemory::Open o(m_, {p_.in[0].data, p_.dout[0].data, p_.din[0].data});
-    const float* x = p_.in[0].as<const float>();
-    const float* dy = p_.dout[0].as<const float>();
-    float* dx = p_.din[0].as<float>();
-    for (std::int64_t i = 0; i < p_.in[0].numel(); ++i) dx[i] = x[i] > 0 ? dy[i] : 0.0f;
+    m_.run([this] {
+      GuardedMemory::Open o(m_, {p_.in[0].data, p_.dout[0].data, p_.din[0].data});
+      const float* x = p_.in[0].as<const float>();
+      const float* dy = p_.dout[0].as<const float>();
+      float* dx = p_.din[0].as<float>();
+      for (std::int64_t i = 0; i < p_.in[0].numel(); ++i) dx[i] = x[i] > 0 ? dy[i] : 0.0f;
+    });
   }
   std::string impl() const override { return "guarded relu"; }
 
@@ -1231,7 +1293,15 @@ class GuardedDeviceOp final : public NodeKernel {
     if (const auto n = dev::batch_norm_of(p)) return k->bn_ = *n, std::move(k);
     return nullptr;
   }
+  // Enqueued: now, or into the memory's recording (the pass's host scratch is this kernel's, as
+  // the GPU's is its device memory).
   void forward() override {
+    m_.run([this] { forward_now(); });
+  }
+  void backward() override {
+    m_.run([this] { backward_now(); });
+  }
+  void forward_now() {
     GuardedMemory::Open o(m_, views({&p_.in, &p_.out}));
     const std::string& op = p_.node->op;
     auto* y = p_.out[0].as<float>();
@@ -1268,7 +1338,7 @@ class GuardedDeviceOp final : public NodeKernel {
       for (std::int64_t i = 0; i < binary_.s.n; ++i)
         y[i] = dev::binary_forward_at(binary_, in(first()), operand_b(), i);
   }
-  void backward() override {
+  void backward_now() {
     GuardedMemory::Open o(m_, views({&p_.in, &p_.out, &p_.din, &p_.dout}));
     if (p_.node->op == "Split") {  // each output's gradient into its block; zeros where an output has none
       float* dx = p_.din[0].as<float>();
@@ -1472,6 +1542,7 @@ struct GuardedBackend {
   GuardedMemory* memory = nullptr;            // the last executor's
   std::map<const void*, std::size_t> pinned;  // what every executor's memory has page-locked now
   BackendInfo info;
+  bool records = false;  // its memories record their work (GuardedMemory::records), set before an executor is made
   // element_ops: the test device runs device_ops.hpp's kernels too, as the cuda backend does.
   explicit GuardedBackend(bool fused_optimizer = false, bool element_ops = false) {
     info.name = "guarded";
@@ -1485,6 +1556,7 @@ struct GuardedBackend {
     info.make_device_memory = [this, fused_optimizer] {
       auto m = std::make_unique<GuardedMemory>();
       m->fused_optimizer = fused_optimizer;
+      m->records = records;
       m->pinned = &pinned;
       memory = m.get();
       return std::unique_ptr<DeviceMemory>(std::move(m));
@@ -2106,6 +2178,170 @@ TEST(Executor, OnADeviceADeferredStepWaitsOnceAtItsEndAndComputesWhatAWaitingSte
   deferred.forward(0);
   EXPECT_EQ(deferred_dev.memory->counts.syncs, 1);
   EXPECT_EQ(deferred.step_mark_ns(0, 1), -1);
+}
+
+// cuda_graph = "step" on the test device, whose memory records its work as a GPU's stream capture
+// does (GuardedMemory::records): a small training graph of the device's own kernels (Mul, Add,
+// Relu, the projection loss), its spec asking for recorded steps.
+struct RecordingNet {
+  GraphBuilder b;
+  int loss = -1;
+  std::vector<float> xs = std::vector<float>(48);
+  const Params point{{"cuda_graph", Value{std::string("step")}}};
+  ExecutorSpec s;
+  RecordingNet() {
+    const int x = b.input("x", DType::F32, {8, 6});
+    const int h = b.node("Relu", {b.node("Add", {b.node("Mul", {x, b.weight("w", {8, 6})}), b.weight("b", {6})})});
+    loss = b.finish_with_projection_loss({h});
+    fill_uniform(xs.data(), xs.size(), 5);
+    s.graph = &b.g;
+    s.inputs = {xs.data()};
+    s.training = true;
+    s.loss = loss;
+    s.params = b.params();
+    s.point = &point;
+  }
+  std::vector<std::vector<float>> params_of(GraphExecutor& e) const {
+    std::vector<std::vector<float>> v;
+    for (std::size_t k = 0; k < s.params.size(); ++k) {
+      const float* p = e.parameter_value(k);
+      v.emplace_back(p, p + numel(b.g.info(s.params[k]).shape));
+    }
+    return v;
+  }
+};
+
+// Why a runner refuses to record its steps ("(no refusal)" where it records them).
+std::string recording_refusal(GraphRunner& r) {
+  try {
+    r.records_steps();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no refusal)";
+}
+
+// The step after the first is recorded -- nothing runs, and nothing that waits or copies to the
+// host may happen -- then replayed at every step with a new batch taken before it, and the
+// parameters follow the steps of an executor that runs every pass, bit for bit. The optimizer is
+// told of each replay and refuses one with another learning rate; a step that waits between its
+// passes and a device that cannot record are refused, named.
+TEST(Executor, OnADeviceARecordedStepReplaysWhatEveryPassComputes) {
+  RecordingNet net;
+  ExecutorSpec& s = net.s;
+  OptimizerSpec o;
+  o.name = "momentum";
+  o.lr = 0.05;
+  o.momentum = 0.9;
+  GuardedBackend every_pass_dev(true, true), recorded_dev(true, true), cannot_dev(true, true);
+  recorded_dev.records = true;
+  s.backend = &cannot_dev.info;
+  GraphExecutor cannot(s);
+  s.backend = &recorded_dev.info;
+  GraphExecutor recorded(s);
+  s.point = nullptr;
+  s.backend = &every_pass_dev.info;
+  GraphExecutor every_pass(s);
+  EXPECT_EQ(recording_refusal(every_pass), "(no refusal)") << "a point that does not ask";
+  EXPECT_FALSE(every_pass.records_steps());
+  EXPECT_NE(recording_refusal(recorded).find("its passes wait for the device between them"), std::string::npos)
+      << recording_refusal(recorded);
+  ASSERT_TRUE(cannot.defer_waits(true));
+  EXPECT_NE(recording_refusal(cannot).find("guarded host memory (a test device) cannot record its work"),
+            std::string::npos)
+      << recording_refusal(cannot);
+  ASSERT_TRUE(every_pass.defer_waits(true));
+  ASSERT_TRUE(recorded.defer_waits(true));
+  ASSERT_TRUE(recorded.records_steps());
+  auto plain_opt = every_pass.native_optimizer(o), rec_opt = recorded.native_optimizer(o);
+  ASSERT_NE(plain_opt, nullptr);
+  ASSERT_NE(rec_opt, nullptr);
+  GuardedMemory& mem = *recorded_dev.memory;
+  for (int step = 0; step < 6; ++step) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    fill_uniform(net.xs.data(), net.xs.size(), 10 + static_cast<std::uint64_t>(step));  // the step's batch
+    every_pass.inputs_changed();
+    recorded.inputs_changed();
+    every_pass.forward(0);
+    every_pass.backward(0);
+    plain_opt->step(o.lr);
+    every_pass.finish();
+    if (step == 0) {  // momentum's first step starts its buffer: a step of its own, run
+      recorded.forward(0);
+      recorded.backward(0);
+      rec_opt->step(o.lr);
+    } else if (step == 1) {
+      const auto before = net.params_of(recorded);
+      recorded.begin_step_capture();
+      recorded.forward(0);
+      recorded.backward(0);
+      rec_opt->step(o.lr);
+      recorded.end_step_capture();
+      EXPECT_GT(mem.recorded_calls(), 8u) << "the passes' kernels, the loss's seed and the optimizer's steps";
+      EXPECT_EQ(net.params_of(recorded), before) << "a recording runs nothing";
+      recorded.replay_step();
+    } else {
+      recorded.replay_step();
+      rec_opt->replayed(o.lr);
+    }
+    recorded.finish();
+    EXPECT_EQ(net.params_of(recorded), net.params_of(every_pass)) << "the replayed step is the step, bit for bit";
+  }
+  EXPECT_EQ(mem.counts.captures, 1);
+  EXPECT_EQ(mem.counts.replays, 5);
+  recorded.replay_step();
+  try {
+    rec_opt->replayed(o.lr / 2);
+    ADD_FAILURE() << "a replay with another learning rate was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(
+        std::string(e.what()).find("has other coefficients than the recorded step (learning rate 0.025 against 0.05"),
+        std::string::npos)
+        << e.what();
+  }
+}
+
+// What a recording cannot hold: Adam's steps (its bias corrections change at every step, so the
+// first replay after the recording is refused) and a node the device computes on the host,
+// through copies (named at setup).
+TEST(Executor, OnADeviceARecordingRefusesAdamsStepsAndANodeComputedOnTheHost) {
+  RecordingNet net;
+  GuardedBackend dev(true, true);
+  dev.records = true;
+  net.s.backend = &dev.info;
+  GraphExecutor recorded(net.s);
+  ASSERT_TRUE(recorded.defer_waits(true));
+  OptimizerSpec adam;
+  adam.name = "adam";
+  adam.lr = 0.01;
+  auto adam_opt = recorded.native_optimizer(adam);
+  ASSERT_NE(adam_opt, nullptr);
+  adam_opt->step(adam.lr);
+  recorded.begin_step_capture();
+  recorded.forward(0);
+  recorded.backward(0);
+  adam_opt->step(adam.lr);
+  recorded.end_step_capture();
+  recorded.replay_step();
+  recorded.replay_step();
+  EXPECT_THROW(adam_opt->replayed(adam.lr), Error) << "Adam's step 3 is not its step 2";
+
+  GraphBuilder fb;
+  const int fx = fb.input("x", DType::F32, {4, 6});
+  const int fy = fb.node("MatMul", {fx, fb.weight("m", {6, 3})});
+  const int floss = fb.finish_with_projection_loss({fy});
+  std::vector<float> fxs(24, 0.5f);
+  ExecutorSpec fs = net.s;
+  fs.graph = &fb.g;
+  fs.inputs = {fxs.data()};
+  fs.loss = floss;
+  fs.params = fb.params();
+  GraphExecutor fallback(fs);
+  ASSERT_TRUE(fallback.defer_waits(true));
+  EXPECT_NE(
+      recording_refusal(fallback).find("(MatMul) is computed on the host, through copies a recording cannot hold"),
+      std::string::npos)
+      << recording_refusal(fallback);
 }
 
 // The test device's collective for level 3 (communication = "nccl" on a GPU): MPI_Allreduce over

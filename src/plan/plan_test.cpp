@@ -254,6 +254,52 @@ TEST(Plan, MemoryFormatIsLibTorchCudasAndItsDefaultKeepsTheId) {
   EXPECT_EQ(with.points.at(0).canonical, without.points.at(0).canonical);
 }
 
+// cuda_graph = "step": cuda's, for training; a step a replay would not repeat is refused at the
+// key's line, naming why; "off", the default, keeps the id; a level-1 point drops it.
+TEST(Plan, CudaGraphRecordsOnlyAStepThatEveryReplayRepeats) {
+  std::string e = error_of(kHead +
+                           "[fixed]\nworkload = \"train\"\nbackend = \"onednn\"\nnetwork = \"mlp\"\n"
+                           "dataset = \"synthetic\"\ncuda_graph = \"step\"\n");
+  EXPECT_NE(e.find("'cuda_graph' is only for backend \"cuda\""), std::string::npos) << e;
+  const BackendInfo* cuda = find_backend("cuda");
+  if (!cuda || !cuda->built) GTEST_SKIP() << "the rest plans cuda points, which this build lacks";
+  const std::string train = kHead +
+                            "[fixed]\nworkload = \"train\"\nbackend = \"cuda\"\nnetwork = \"mlp\"\n"
+                            "dataset = \"synthetic\"\ncuda_graph = \"step\"\n";
+  const std::pair<std::string, std::string> refused[] = {
+      {"", "it needs optimizer_impl = \"native\""},
+      {"optimizer_impl = \"native\"\noptimizer = \"adam\"\n", "optimizer \"adam\" changes its bias corrections"},
+      {"optimizer_impl = \"native\"\nschedule = \"step\"\n", "the learning rate must be constant (schedule = \"step\""},
+      {"optimizer_impl = \"native\"\nwarmup_steps = 5\n",
+       "the learning rate must be constant (warmup_steps = 5 raises it over the first steps"},
+  };
+  for (const auto& [more, why] : refused) {
+    e = error_of(train + more);
+    EXPECT_NE(
+        e.find("'cuda_graph' \"step\" records the whole training step, the optimizer's included, and replays it: " +
+               why),
+        std::string::npos)
+        << more << e;
+    EXPECT_NE(e.find("c.toml:8:"), std::string::npos) << "the key's own line: " << e;
+  }
+  e = error_of(kHead +
+               "[fixed]\nworkload = \"distributed\"\nbackend = \"cuda\"\nnetwork = \"mlp\"\n"
+               "dataset = \"synthetic\"\noptimizer_impl = \"native\"\nranks_per_node = 2\ncuda_graph = \"step\"\n");
+  EXPECT_NE(e.find("level 3's schemes exchange gradients between the passes"), std::string::npos) << e;
+  const auto on = plan_of(train + "optimizer_impl = \"native\"\n").points.at(0).canonical;
+  EXPECT_NE(on.find("cuda_graph=step"), std::string::npos) << on;
+  const std::string plain = kHead +
+                            "[fixed]\nworkload = \"train\"\nbackend = \"cuda\"\nnetwork = \"mlp\"\n"
+                            "dataset = \"synthetic\"\noptimizer_impl = \"native\"\n";
+  EXPECT_EQ(plan_of(plain + "cuda_graph = \"off\"\n").points.at(0).canonical, plan_of(plain).points.at(0).canonical);
+  const auto level1 = plan_of(kHead +
+                              "[fixed]\nworkload = \"network\"\nbackend = \"cuda\"\nnetwork = \"lenet5\"\nbatch = 2\n"
+                              "cuda_graph = \"step\"\n")
+                          .points.at(0)
+                          .canonical;
+  EXPECT_EQ(level1.find("cuda_graph"), std::string::npos) << level1;
+}
+
 // math: cuda's alone, and for convolutions and networks; gemm names its own key; "fp32", the
 // default, keeps the id; an operator without convolutions or products drops it.
 TEST(Plan, MathIsCudasForConvolutionsAndNetworksAndGemmNamesItsDtype) {

@@ -568,6 +568,43 @@ TEST_F(Gpu, LibTorchTrainsOnTheGpuAsAPyTorchLoopDoesAndItsOptimizersAgreeWithThe
 // and cuDNN run the nodes they cover, the rest falls back through host mirrors; d500's optimizers
 // train the host's copies of the parameters. Level 3 on it is refused at plan time. Without a
 // device, each cuda point fails alone with the reason and the host point beside it completes.
+// cuda_graph = "step": LeNet-5's training step recorded once as a CUDA Graph (the second step)
+// and replayed follows the step run pass by pass bit for bit (deterministic cuDNN algorithms),
+// validates, and times each replayed step as one device row instead of forward, backward and
+// update; a network with a node cuDNN lacks here is refused at setup, naming it.
+TEST_F(Gpu, ARecordedTrainingStepFollowsThePassByPassCurveAndIsTimedAsOneDeviceRow) {
+  if (const std::string why = why_skip(false); !why.empty()) GTEST_SKIP() << why;
+  if (!d500::find_backend("cuda")->no_device().empty())
+    GTEST_SKIP() << "no GPU here: " << d500::find_backend("cuda")->no_device();
+  const fs::path run = planned(
+      "[campaign]\nname = \"graph\"\nrepetitions = 1\nwarmups = 2\n[fixed]\nworkload = \"train\"\nnetwork = \"lenet5\"\n"
+      "backend = \"cuda\"\nbatch = 32\ndataset = \"synthetic\"\nsynthetic_samples = 512\nsteps = 12\n"
+      "eval_interval_steps = 4\neval_samples = 64\noptimizer = \"momentum\"\noptimizer_impl = \"native\"\nseed = 5\n"
+      "[axes]\ncuda_graph = [\"off\", \"step\"]\n");
+  const hid_t f = ran_and_checked(run);
+  ASSERT_GE(f, 0);
+  std::vector<double> losses;
+  each_validated_point(f, 2, [&](hid_t g, const std::string& id, const std::string& canonical) {
+    EXPECT_EQ(attr_int(g, "train.steps"), 12) << canonical;
+    losses.push_back(attr_double(g, "train.final_loss"));
+    std::map<int, int> rows;
+    for (const auto& smp : read_samples(f, id)) ++rows[smp.phase];
+    const bool recorded = canonical.find("cuda_graph=step") != std::string::npos;
+    EXPECT_EQ(attr_string(g, "train.timing").find("recorded (cuda_graph") != std::string::npos, recorded)
+        << attr_string(g, "train.timing");
+    if (recorded) {
+      EXPECT_EQ(rows[2], 1) << "forward timed at the first step only, which runs pass by pass";
+      EXPECT_EQ(rows[9], 11) << "one device row per replayed step";
+    } else {
+      EXPECT_EQ(rows[2], 12);
+      EXPECT_EQ(rows[9], 0);
+    }
+  });
+  H5Fclose(f);
+  ASSERT_EQ(losses.size(), 2u);
+  EXPECT_EQ(losses[0], losses[1]) << "the replayed steps compute what the passes do";
+}
+
 TEST_F(Gpu, DsExecutorRunsNetworksOnTheGpuAndValidatesOrSaysWhyItCannot) {
   if (const std::string why = why_skip(false); !why.empty()) GTEST_SKIP() << why;
   const std::string no_device = d500::find_backend("cuda")->no_device();

@@ -370,9 +370,41 @@ std::string bf16_math_check([[maybe_unused]] const Params& p) {
   return "";
 }
 
+// cuda_graph = "step" (level 2): the training step recorded once as a CUDA Graph and replayed
+// (networks/executor.cpp: GraphExecutor::records_steps). A replay repeats what was recorded --
+// pointers, and the optimizer's coefficients as kernel arguments -- so the step must be the same
+// every time: d500's device optimizer with a constant learning rate and a rule without per-step
+// terms. What only the network shows (a node on the host, Dropout's masks) is refused at setup.
+std::string cuda_graph_check(const Params& p) {
+  if (str_param_or(p, "cuda_graph", "") != "step") return "";
+  const std::string pre =
+      "'cuda_graph' \"step\" records the whole training step, the optimizer's included, and replays it: ";
+  if (str_param_or(p, "workload", "") == "distributed")
+    return pre + "level 3's schemes exchange gradients between the passes (it is for workload = \"train\")";
+  if (str_param_or(p, "optimizer_impl", "reference") != "native")
+    return pre +
+           "it needs optimizer_impl = \"native\" (d500's device optimizer; the reference one updates the host's "
+           "copies between steps)";
+  const std::string opt = str_param_or(p, "optimizer", "momentum");
+  if (opt == "adam" || opt == "adamw")
+    return pre + "optimizer \"" + opt +
+           "\" changes its bias corrections at every step, which a replay would repeat (sgd, momentum, nesterov, "
+           "adagrad and rmsprop keep theirs)";
+  const std::string schedule = str_param_or(p, "schedule", "constant");
+  const auto warm = p.find("warmup_steps");
+  const std::string why = schedule != "constant" ? "schedule = \"" + schedule + "\" changes it over the steps"
+                          : warm != p.end() && warm->second != Value{std::int64_t{0}}
+                              ? "warmup_steps = " + canonical(warm->second) + " raises it over the first steps"
+                              : "";
+  if (!why.empty())
+    return pre + "the learning rate must be constant (" + why + ", and a replay repeats the recorded rate)";
+  return "";
+}
+
 std::string point_check(const Params& p) {
-  std::string why = bf16_math_check(p);
-  return why.empty() ? native_optimizer_check(p) : why;
+  for (const auto& check : {bf16_math_check, native_optimizer_check, cuda_graph_check})
+    if (std::string why = check(p); !why.empty()) return why;
+  return "";
 }
 
 }  // namespace

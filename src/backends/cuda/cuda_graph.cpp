@@ -43,6 +43,9 @@
 //   and Clip; ReduceSum, ReduceMean; Transpose;    thread per element or row; the reductions
 //   LayerNormalization; Gather; Concat, Split,     serial, in double, long ones in fixed parts;
 //   Slice, Pad, Expand; Cast                       no atomics)
+// With cuda_graph = "step" (level 2) the memory records the stream's work of one training step
+// as a CUDA Graph (stream capture, thread-local mode; cuBLAS given a workspace of its own first)
+// and launches it at every later step (ExecutorMemory::begin_capture, replay).
 // Every other node, and these outside the cases above, run on the reference through host
 // mirrors (the executor's fallback, named per node). The executor's device path is tested on the
 // host with a guarded test device (networks/executor_test.cpp), and these kernels against the
@@ -104,6 +107,12 @@ class ExecutorMemory final : public DeviceMemory {
     if (cudaGetDeviceProperties(&prop, device_) == cudaSuccess) name_ += std::string(", ") + prop.name;
   }
   ~ExecutorMemory() override {
+    if (capturing_) {  // a recording a failed call ended: the stream back to normal, the graph dropped
+      cudaGraph_t g = nullptr;
+      if (cudaStreamEndCapture(stream_, &g) == cudaSuccess && g) cudaGraphDestroy(g);
+      cudaGetLastError();
+    }
+    if (exec_) cudaGraphExecDestroy(exec_);
     if (stream_) cudaStreamSynchronize(stream_);
     if (beside_) cudaStreamSynchronize(beside_);
     for (const void* h : pinned_) cudaHostUnregister(const_cast<void*>(h));
@@ -113,6 +122,7 @@ class ExecutorMemory final : public DeviceMemory {
     if (dnn_) cudnnDestroy(dnn_);
 #endif
     if (blas_) cublasDestroy(blas_);
+    if (blas_workspace_) cudaFree(blas_workspace_);  // the handle's until it ends
     for (cudaEvent_t e : marks_) cudaEventDestroy(e);
     if (start_) cudaEventDestroy(start_);
     if (stop_) cudaEventDestroy(stop_);
@@ -221,6 +231,32 @@ class ExecutorMemory final : public DeviceMemory {
 
   void* native_stream() const override { return stream_; }
 
+  // A CUDA Graph of the stream's work: captured in this thread's mode (the thread beside, making
+  // the next batch on the host, is not recorded), instantiated once, launched on the stream. cuBLAS
+  // gets a workspace of its own first, as its documentation asks of graphs (a recorded product
+  // then allocates nothing). A call that cannot be recorded (a copy to the host, a wait) fails
+  // with CUDA's error, and end_capture() with "operation not permitted when stream is capturing".
+  bool can_capture() const override { return true; }
+  void begin_capture() override {
+    if (!blas_workspace_) {
+      blas_workspace_ = allocate(kBlasWorkspaceBytes);
+      blas_check(cublasSetWorkspace(blas_, blas_workspace_, kBlasWorkspaceBytes), "cublasSetWorkspace");
+    }
+    check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+    capturing_ = true;
+  }
+  void end_capture() override {
+    capturing_ = false;
+    cudaGraph_t g = nullptr;
+    check(cudaStreamEndCapture(stream_, &g), "cudaStreamEndCapture (the step held a call a graph cannot)");
+    if (exec_) cudaGraphExecDestroy(exec_);
+    exec_ = nullptr;
+    const cudaError_t e = cudaGraphInstantiate(&exec_, g, 0);
+    cudaGraphDestroy(g);
+    check(e, "cudaGraphInstantiate");
+  }
+  void replay() override { check(cudaGraphLaunch(exec_, stream_), "cudaGraphLaunch"); }
+
   cudaStream_t stream() const { return stream_; }
   cublasHandle_t blas() const { return blas_; }
   // Device memory the node kernels share for what lives only within one of their calls (the
@@ -273,6 +309,11 @@ class ExecutorMemory final : public DeviceMemory {
   std::vector<cudaEvent_t> marks_;
   std::vector<const void*> pinned_;  // host ranges pin() page-locked
   cublasHandle_t blas_ = nullptr;
+  // begin_capture(): cuBLAS's own workspace (32 MiB, cuBLAS's advice for Hopper), the graph.
+  static constexpr std::size_t kBlasWorkspaceBytes = std::size_t{32} << 20;
+  void* blas_workspace_ = nullptr;
+  bool capturing_ = false;
+  cudaGraphExec_t exec_ = nullptr;
   void* scratch_ = nullptr;
   std::size_t scratch_bytes_ = 0;
 #ifdef D500_HAVE_CUDNN

@@ -36,6 +36,15 @@ std::vector<BackendSetting> settings_of_backend_cuda() {
        .workloads = {"conv2d", "gemm", "network", "train", "distributed"},
        .neutral = "fp32",
        .other_note = "the CPU backends compute in strict float32"},
+      {.spec = {"cuda_graph", ValueType::String, Value{std::string()}, 0, 0, {"off", "step"},
+                "training (level 2): step (the training step -- forward, backward and d500's device optimizer -- "
+                "captured once as a CUDA Graph, at the second step, and replayed at every later one: one launch instead "
+                "of one per kernel; the data phase stays outside; the step's device time is one 'device' row, not "
+                "forward, backward and update) or off; needs optimizer_impl = \"native\", a constant learning rate, "
+                "no adam or adamw, every node on the GPU and no Dropout; default: off"},
+       .workloads = {"train", "distributed"},
+       .neutral = "off",
+       .other_note = "only d500's executor on the GPU records its steps"},
   };
   // clang-format on
 }

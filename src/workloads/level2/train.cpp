@@ -208,6 +208,8 @@ class TrainWorkload final : public Workload {
     // wait between them, the next batch made on the host meanwhile (level 3's schemes talk to the
     // device and MPI between the passes: they keep a wait after each).
     deferred_ = !pt_.distributed && runner_->defer_waits(true);
+    // Recorded once and replayed (cuda_graph = "step"); the runner says why not where it cannot.
+    graphed_ = deferred_ && runner_->records_steps();
     // On the host (prefetch): the next batch read into a staging area of its own on a thread
     // beside the step, copied into the inputs at the next step's start.
     host_prefetch_ = pt_.prefetch && !deferred_;
@@ -443,12 +445,19 @@ class TrainWorkload final : public Workload {
         {"train.timing",
          std::string("training time: the sum of the steps' durations (phases data, forward, backward, update") +
              (scheme_ ? ", communication, wait" : "") + "); an event's time_ns is the training time at its evaluation" +
-             (deferred_ ? "; on the device a step's passes are enqueued without waits between them and the step "
-                          "ends with one wait for the device, during which the host makes the next batch and "
-                          "copies it to the device on a stream beside the step's; data: the host's time before "
-                          "the device starts (a copy of the batch on the device, or its upload, and making it "
-                          "where it was not made during the previous step); forward, backward, update: the "
-                          "device's own times between events recorded on its stream"
+             (deferred_
+                  ? "; on the device a step's passes are enqueued without waits between them and the step "
+                    "ends with one wait for the device, during which the host makes the next batch and "
+                    "copies it to the device on a stream beside the step's; data: the host's time before "
+                    "the device starts (a copy of the batch on the device, or its upload, and making it "
+                    "where it was not made during the previous step); forward, backward, update: the "
+                    "device's own times between events recorded on its stream" +
+                        std::string(graphed_ ? "; recorded (cuda_graph = \"step\"): the passes and the optimizer's "
+                                               "step recorded once as a graph at the second step this run made (its "
+                                               "time holds the recording and its instantiation: a warm-up with the "
+                                               "default warmups = 2) and replayed at every later step, whose device "
+                                               "time is one 'device' row instead of forward, backward and update"
+                                             : "")
               : host_prefetch_
                   ? "; prefetch: the next batch is read (and augmented) on a thread beside the step while it "
                     "computes; data holds the wait for it and its copy into the inputs"
@@ -592,24 +601,47 @@ class TrainWorkload final : public Workload {
   // one after another from the device's start. The next batch is made on a thread beside this
   // one while it launches the step's work (a launch-bound step would wait for it otherwise), and
   // copied to the device once both are done.
+  // Recorded (graphed_): the step after the first this process runs (momentum's buffer starts
+  // as the first gradient, a step of its own) is recorded, not run, then replayed like every later
+  // one; the device's time of a replay is the step's one `device` row.
   void deferred_step(std::int64_t t0, double lr) {
     load_batch(sampler_->next());
     const std::int64_t t1 = now_ns();
     const bool ahead = steps_done_ + 1 < max_steps_;
     if (ahead) beside_->start(make_next_);
+    const bool replay = graphed_ && steps_run_ > 0;
+    bool counted = false;  // the optimizer counted this step (it was recorded now)
+    if (replay && !recorded_) {
+      runner_->begin_step_capture();
+      runner_->forward(0);
+      runner_->backward(0);
+      optimizer_->step(lr);
+      runner_->end_step_capture();
+      recorded_ = counted = true;
+    }
     runner_->step_mark(0);
-    runner_->forward(0);
-    runner_->step_mark(1);
-    runner_->backward(0);
-    runner_->step_mark(2);
-    optimizer_->step(lr);
+    if (replay) {
+      runner_->replay_step();
+      if (!counted) optimizer_->replayed(lr);
+    } else {
+      runner_->forward(0);
+      runner_->step_mark(1);
+      runner_->backward(0);
+      runner_->step_mark(2);
+      optimizer_->step(lr);
+    }
     runner_->step_mark(3);
+    ++steps_run_;
     if (ahead) {
       beside_->wait();
       if (prefetched_) staged_ = runner_->stage_inputs();
     }
     runner_->finish();
     tally_.add(Phase::Data, t0, t1);
+    if (replay) {
+      if (const std::int64_t ns = runner_->step_mark_ns(0, 3); ns >= 0) tally_.add(Phase::Device, t1, t1 + ns);
+      return;
+    }
     std::int64_t at = t1;
     const Phase phases[] = {Phase::Forward, Phase::Backward, Phase::Update};
     for (std::size_t i = 0; i < 3; ++i) {
@@ -818,6 +850,9 @@ class TrainWorkload final : public Workload {
   float* x_ = nullptr;
   std::int64_t* y_ = nullptr;
   bool deferred_ = false;        // GraphRunner::defer_waits: a device's step without waits between its passes
+  bool graphed_ = false;         // GraphRunner::records_steps: ... recorded once, then replayed
+  bool recorded_ = false;        // the recording is made
+  std::int64_t steps_run_ = 0;   // steps this process ran in measure() (a resumed run's first is 0)
   bool host_prefetch_ = false;   // prefetch on the host: the next batch into staged_x_, staged_y_
   std::vector<float> staged_x_;  // ... read beside the step
   std::vector<std::int64_t> staged_y_;
