@@ -258,7 +258,7 @@ TEST(Plan, MemoryFormatIsLibTorchCudasAndItsDefaultKeepsTheId) {
 // key's line, naming why; "off", the default, keeps the id; a level-1 point drops it.
 TEST(Plan, CudaGraphRecordsOnlyAStepThatEveryReplayRepeats) {
   std::string e = error_of(kHead +
-                           "[fixed]\nworkload = \"train\"\nbackend = \"onednn\"\nnetwork = \"mlp\"\n"
+                           "[fixed]\nworkload = \"train\"\nbackend = \"reference\"\nnetwork = \"mlp\"\n"
                            "dataset = \"synthetic\"\ncuda_graph = \"step\"\n");
   EXPECT_NE(e.find("'cuda_graph' is only for backend \"cuda\""), std::string::npos) << e;
   const BackendInfo* cuda = find_backend("cuda");

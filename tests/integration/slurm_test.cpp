@@ -398,10 +398,11 @@ n = [48, 64, 384]
   ASSERT_EQ(sh(d500_cmd("submit " + run.string())).code, 0);
   const std::string id = first_job_id(run);
   // Requeue once the long point has started and flushed samples; Slurm holds a requeued job
-  // 2 minutes, which the test lifts.
+  // 2 minutes, which the test lifts 2 s later (slurmd refuses a credential made in the second it
+  // revoked the first attempt's: ANodeFailure... below).
   wait_status(
       run, [&](const std::string&) { return first_log(run).find("d500:flushed 3/3") != std::string::npos; }, 90);
-  Cmd rq = sh("scontrol requeue " + id + " && sleep 1 && scontrol update jobid=" + id + " StartTime=now");
+  Cmd rq = sh("scontrol requeue " + id + " && sleep 2 && scontrol update jobid=" + id + " StartTime=now");
   ASSERT_EQ(rq.code, 0) << rq.out;
   std::string st = wait_status(
       run, [](const std::string& s) { return settled(s) && s.find("COMPLETED") != std::string::npos; }, 180);
@@ -762,11 +763,16 @@ ranks_per_node = [1]
   const NodeBack back(conf, victim, id);
   Cmd kill = fail_node(conf, victim);
   ASSERT_EQ(kill.code, 0) << kill.out;
-  // Slurm requeues the job and holds it; the test lifts the hold once it is pending again.
+  // Slurm requeues the job and holds it; the test lifts the hold once it is pending again, and
+  // at least 2 s after the node failed: slurmd revoked the first attempt's credential then, and
+  // refuses a launch whose credential was made in the same second ("Killing non-startable batch
+  // JobId=4: Job credential revoked", CI of 2026-11-28: the job failed instead of running again).
+  const auto failed_at = std::chrono::steady_clock::now();
   for (int i = 0; i < 120; ++i) {
     if (sh("squeue -h -o %T -j " + id).out.find("PENDING") != std::string::npos) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
+  std::this_thread::sleep_until(failed_at + std::chrono::seconds(2));
   sh("scontrol update jobid=" + id + " StartTime=now");
   std::string st = wait_status(
       run, [](const std::string& s) { return settled(s) && s.find("points: 2 complete") != std::string::npos; }, 360);
