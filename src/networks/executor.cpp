@@ -1063,11 +1063,9 @@ bool GraphExecutor::records_steps() {
     why = "its passes wait for the device between them (level 3's schemes exchange gradients there)";
   else if (!m.dev->can_capture())
     why = m.dev->describe() + " cannot record its work";
-  for (const Step& st : steps_) {
-    if (!why.empty()) break;
-    if (st.node < 0) continue;
-    const Node& n = m.g.nodes[static_cast<std::size_t>(st.node)];
-    if (st.impl.find("through host") != std::string::npos)
+  for (std::size_t i = 0; i < m.g.nodes.size() && why.empty(); ++i) {
+    const Node& n = m.g.nodes[i];
+    if (dynamic_cast<const ThroughHost*>(m.kernels[i].get()))
       why = "node '" + n.name + "' (" + n.op + ") is computed on the host, through copies a recording cannot hold";
     else if (m.spec.step && find_op(n.op) && find_op(n.op)->training)
       why = "node '" + n.name + "' (" + n.op + ") draws a new mask at every step, which a recording would repeat";
