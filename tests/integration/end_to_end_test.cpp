@@ -747,7 +747,7 @@ INSTANTIATE_TEST_SUITE_P(IdleAndLoaded, Signals, ::testing::Bool(),
 
 // Issue 52: tight limits end in a clear error or a clean run, never a hang. `ulimit -n 32` once
 // crashed mpirun in PMIx_Finalize and left d500 run waiting; `ulimit -v 200000` left report,
-// check and run spinning in OpenBLAS's fork and exit hooks.
+// check and run spinning in OpenBLAS's fork and exit hooks, and a job's ranks in its malloc retries.
 TEST_F(EndToEnd, TightLimitsEndInAClearErrorNeverAHang) {
   const fs::path run = planned(
       "[campaign]\nname = \"limits\"\nrepetitions = 5\nwarmups = 1\n[fixed]\nworkload = \"gemm\"\n"
@@ -770,6 +770,19 @@ TEST_F(EndToEnd, TightLimitsEndInAClearErrorNeverAHang) {
     Cmd c = sh("ulimit -v 200000; timeout -s KILL 60 " + d500_cmd(command));
     EXPECT_TRUE(c.code == 0) << command << ": exit " << c.code << " (137: killed after 60 s)\n" << c.out;
   }
+  // The job itself under that limit: OpenBLAS, short of room for its buffer, would retry its
+  // malloc for ever (the ranks hung until the progress watchdog); the point fails at once instead,
+  // naming the limit and what it needs.
+  const fs::path tight = planned(
+      "[campaign]\nname = \"tight\"\nrepetitions = 5\nwarmups = 1\n[fixed]\nworkload = \"gemm\"\n"
+      "backend = \"blas\"\nn = 16\nranks_per_node = 2\n");
+  Cmd vm = sh("ulimit -v 200000; D500_PROGRESS_TIMEOUT_S=50 timeout -s KILL 90 " + d500_cmd("run " + tight.string()));
+  EXPECT_NE(vm.code, 137) << "killed after 90 s: " << vm.out;
+  EXPECT_EQ(vm.out.find("no progress for"), std::string::npos) << "ended by the progress watchdog: " << vm.out;
+  EXPECT_NE(vm.out.find("points: 1 backend-failed"), std::string::npos) << vm.out;
+  const std::string log = read_file_text(tight / "logs" / "job-0000.log");
+  EXPECT_NE(log.find("blas: the address-space limit (ulimit -v) is 195 MiB"), std::string::npos) << log;
+  EXPECT_NE(log.find("OpenBLAS needs a buffer of 128 MiB for each of its 1 thread(s)"), std::string::npos) << log;
 }
 
 // Issue 52: a run directory prepared by someone careless or hostile. A link planted at a file

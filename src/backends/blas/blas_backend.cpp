@@ -2,8 +2,17 @@
 #include "backends/blas/blas_backend.hpp"
 
 #include <cblas.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <vector>
 
 #include "backends/registry.hpp"
+#include "common/error.hpp"
 
 namespace d500 {
 
@@ -14,7 +23,60 @@ std::string openblas_version() {
   return s + " (parallel=" + std::to_string(openblas_get_parallel()) + ")";
 }
 
-void openblas_threads(int n) { openblas_set_num_threads(n); }
+namespace {
+
+// OpenBLAS's work buffer, one per thread, taken at its first product (BUFFER_SIZE on x86-64 in
+// Debian's 0.3.21: 128 MiB, allocated with 4 KiB more).
+constexpr std::size_t kOpenblasBuffer = (std::size_t{128} << 20) + 4096;
+
+// This process's address space in use (VmSize), bytes; 0 if unknown.
+std::size_t address_space_in_use() {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (!f) return 0;
+  char line[256];
+  std::size_t kib = 0;
+  while (std::fgets(line, sizeof line, f))
+    if (std::strncmp(line, "VmSize:", 7) == 0) kib = std::strtoull(line + 7, nullptr, 10);
+  std::fclose(f);
+  return kib << 10;
+}
+
+// Under an address-space limit (ulimit -v) OpenBLAS's first product cannot take its buffers, and
+// OpenBLAS then retries its malloc for ever: the rank hangs until something kills it. So before
+// the first product with `threads` threads, room for that many buffers is reserved and given back
+// (address space only, never touched); without it the kernel is refused, naming the limit.
+void require_openblas_room(int threads) {
+  static std::atomic<int> room_for{0};  // threads whose buffers were found room for (then taken)
+  threads = std::max(threads, 1);
+  rlimit r{};
+  if (threads <= room_for.load() || getrlimit(RLIMIT_AS, &r) != 0 || r.rlim_cur == RLIM_INFINITY) return;
+  std::vector<void*> probes;
+  for (int i = 0; i < threads; ++i) {
+    void* p = mmap(nullptr, kOpenblasBuffer, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) break;
+    probes.push_back(p);
+  }
+  const bool room = static_cast<int>(probes.size()) == threads;
+  for (void* p : probes) munmap(p, kOpenblasBuffer);
+  if (room) {
+    room_for = threads;
+    return;
+  }
+  const auto mib = [](std::size_t b) { return std::to_string(b >> 20) + " MiB"; };
+  throw Error("blas: the address-space limit (ulimit -v) is " + mib(static_cast<std::size_t>(r.rlim_cur)) +
+              " and this rank already maps " + mib(address_space_in_use()) + "; OpenBLAS needs a buffer of " +
+              mib(kOpenblasBuffer) + " for each of its " + std::to_string(threads) +
+              " thread(s) at its first product and, without one, retries for ever (the rank would hang): raise "
+              "ulimit -v by " +
+              mib(kOpenblasBuffer * static_cast<std::size_t>(threads)) + " or more, or lift it (ulimit -v unlimited)");
+}
+
+}  // namespace
+
+void openblas_threads(int n) {
+  require_openblas_room(n);
+  openblas_set_num_threads(n);
+}
 
 namespace {
 
