@@ -20,10 +20,6 @@
 
 namespace d500 {
 
-namespace {
-
-// The address space this process maps now (/proc/self/statm's first field, in pages): the
-// libraries it loaded, its threads' stacks, and what a GPU driver reserved; 0 where unknown.
 std::int64_t mapped_bytes() {
   std::FILE* f = std::fopen("/proc/self/statm", "r");
   if (!f) return 0;
@@ -32,8 +28,6 @@ std::int64_t mapped_bytes() {
   std::fclose(f);
   return got == 1 ? static_cast<std::int64_t>(pages) * sysconf(_SC_PAGESIZE) : 0;
 }
-
-}  // namespace
 
 Contained run_contained(const std::function<std::string()>& work, const ContainLimits& limits) {
   int fds[2];

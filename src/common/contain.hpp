@@ -39,6 +39,11 @@ Contained run_contained(const std::function<std::string()>& work, const ContainL
 // process maps at the fork); an answer of at most 64 MiB + 4 times the file's size.
 ContainLimits read_limits(std::int64_t file_bytes);
 
+// The address space this process maps now (/proc/self/statm's first field, in pages): the
+// libraries it loaded, its threads' stacks, and what a GPU driver reserved; 0 where unknown.
+// What counts against an address-space limit (RLIMIT_AS, ulimit -v).
+std::int64_t mapped_bytes();
+
 // Why `path` may not be opened as a data file: "" for a regular file (a symbolic link to one
 // included), else "not a regular file (a FIFO)", "no such file", ... Opening a FIFO blocks.
 std::string not_a_regular_file(const std::string& path);

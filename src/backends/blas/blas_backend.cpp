@@ -7,11 +7,10 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdio>
-#include <cstring>
 #include <vector>
 
 #include "backends/registry.hpp"
+#include "common/contain.hpp"
 #include "common/error.hpp"
 
 namespace d500 {
@@ -28,18 +27,6 @@ namespace {
 // OpenBLAS's work buffer, one per thread, taken at its first product (BUFFER_SIZE on x86-64 in
 // Debian's 0.3.21: 128 MiB, allocated with 4 KiB more).
 constexpr std::size_t kOpenblasBuffer = (std::size_t{128} << 20) + 4096;
-
-// This process's address space in use (VmSize), bytes; 0 if unknown.
-std::size_t address_space_in_use() {
-  std::FILE* f = std::fopen("/proc/self/status", "r");
-  if (!f) return 0;
-  char line[256];
-  std::size_t kib = 0;
-  while (std::fgets(line, sizeof line, f))
-    if (std::strncmp(line, "VmSize:", 7) == 0) kib = std::strtoull(line + 7, nullptr, 10);
-  std::fclose(f);
-  return kib << 10;
-}
 
 // Under an address-space limit (ulimit -v) OpenBLAS's first product cannot take its buffers, and
 // OpenBLAS then retries its malloc for ever: the rank hangs until something kills it. So before
@@ -64,8 +51,8 @@ void require_openblas_room(int threads) {
   }
   const auto mib = [](std::size_t b) { return std::to_string(b >> 20) + " MiB"; };
   throw Error("blas: the address-space limit (ulimit -v) is " + mib(static_cast<std::size_t>(r.rlim_cur)) +
-              " and this rank already maps " + mib(address_space_in_use()) + "; OpenBLAS needs a buffer of " +
-              mib(kOpenblasBuffer) + " for each of its " + std::to_string(threads) +
+              " and this rank already maps " + mib(static_cast<std::size_t>(mapped_bytes())) +
+              "; OpenBLAS needs a buffer of " + mib(kOpenblasBuffer) + " for each of its " + std::to_string(threads) +
               " thread(s) at its first product and, without one, retries for ever (the rank would hang): raise "
               "ulimit -v by " +
               mib(kOpenblasBuffer * static_cast<std::size_t>(threads)) + " or more, or lift it (ulimit -v unlimited)");
