@@ -82,8 +82,8 @@ struct TrainPoint {
         budget_s(param<double>(p, "time_budget")),
         checkpoint_s(param<double>(p, "checkpoint_interval")),
         shuffle(param<bool>(p, "shuffle")),
-        prefetch(p.count("prefetch") && param<bool>(p, "prefetch")),
         stop_at_target(param<bool>(p, "stop_at_target")),
+        prefetch(p.count("prefetch") && param<bool>(p, "prefetch")),
         threads(static_cast<int>(param<std::int64_t>(p, "threads"))),
         seed(static_cast<std::uint64_t>(int_param_or(p, "seed", 1))),
         distributed(p.count("scheme") > 0),
@@ -609,20 +609,18 @@ class TrainWorkload final : public Workload {
     const std::int64_t t1 = now_ns();
     const bool ahead = steps_done_ + 1 < max_steps_;
     if (ahead) beside_->start(make_next_);
-    const bool replay = graphed_ && steps_run_ > 0;
-    bool counted = false;  // the optimizer counted this step (it was recorded now)
-    if (replay && !recorded_) {
+    const bool replay = graphed_ && steps_run_ > 0, record = replay && steps_run_ == 1;
+    if (record) {  // the optimizer counts this step as it is recorded
       runner_->begin_step_capture();
       runner_->forward(0);
       runner_->backward(0);
       optimizer_->step(lr);
       runner_->end_step_capture();
-      recorded_ = counted = true;
     }
     runner_->step_mark(0);
     if (replay) {
       runner_->replay_step();
-      if (!counted) optimizer_->replayed(lr);
+      if (!record) optimizer_->replayed(lr);
     } else {
       runner_->forward(0);
       runner_->step_mark(1);
@@ -851,7 +849,6 @@ class TrainWorkload final : public Workload {
   std::int64_t* y_ = nullptr;
   bool deferred_ = false;        // GraphRunner::defer_waits: a device's step without waits between its passes
   bool graphed_ = false;         // GraphRunner::records_steps: ... recorded once, then replayed
-  bool recorded_ = false;        // the recording is made
   std::int64_t steps_run_ = 0;   // steps this process ran in measure() (a resumed run's first is 0)
   bool host_prefetch_ = false;   // prefetch on the host: the next batch into staged_x_, staged_y_
   std::vector<float> staged_x_;  // ... read beside the step
