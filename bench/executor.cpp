@@ -7,10 +7,10 @@
 // [reps] Then, per (operator, direction) and for the slowest node steps, the median time of a step over the harness's
 // repetitions (on a GPU, the device's time between CUDA events around each step): where a step's time goes.
 // D500_VALIDATE=0 skips validation (its double-precision yardstick takes minutes for ResNet-50 at batch 128);
-// D500_CUDNN_ALGORITHMS, D500_MATH and D500_CUDNN_API set those parameters on cuda. D500_SIMULATE_MANTISSA=B (e.g. 10,
-// TF32) only prints how far rounding every Conv, ConvTranspose, Gemm and MatMul input to B mantissa bits moves the
-// yardstick's step (each tensor's relative L2 distance, as validation measures it), beside math = "tf32"'s formula
-// tolerance, and ends:
+// D500_CUDNN_ALGORITHMS, D500_MATH, D500_CUDNN_API and D500_MEMORY_FORMAT set those parameters on cuda.
+// D500_SIMULATE_MANTISSA=B (e.g. 10, TF32) only prints how far rounding every Conv, ConvTranspose, Gemm and MatMul
+// input to B mantissa bits moves the yardstick's step (each tensor's relative L2 distance, as validation measures it),
+// beside math = "tf32"'s formula tolerance, and ends:
 //   D500_SIMULATE_MANTISSA=10 mpirun -np 1 build/d500-bench-executor resnet20-cifar 32 reference training
 #include <mpi.h>
 
@@ -80,8 +80,10 @@ int main(int argc, char** argv) {
   p["batch"] = Value{batch};
   p["pass"] = pass;
   p["threads"] = Value{std::int64_t{threads}};
-  for (const auto& [env, key] :
-       {std::pair{"D500_CUDNN_ALGORITHMS", "cudnn_algorithms"}, {"D500_MATH", "math"}, {"D500_CUDNN_API", "cudnn_api"}})
+  for (const auto& [env, key] : {std::pair{"D500_CUDNN_ALGORITHMS", "cudnn_algorithms"},
+                                 {"D500_MATH", "math"},
+                                 {"D500_CUDNN_API", "cudnn_api"},
+                                 {"D500_MEMORY_FORMAT", "memory_format"}})
     if (const char* v = std::getenv(env); v && *v) p[key] = std::string(v);
   w.normalize(p);
   const char* validate_env = std::getenv("D500_VALIDATE");

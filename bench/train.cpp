@@ -12,7 +12,7 @@
 // the timed loop is the same either way. D500_BACKEND picks the executor (default
 // libtorch-native; libtorch-cuda, or cuda for d500's executor on the GPU, whose own optimizer is
 // d500's device optimizer), D500_MATH its math on cuda and libtorch-cuda (fp32, tf32 or bf16), D500_MEMORY_FORMAT
-// libtorch-cuda's layout (nchw or channels_last), D500_CUDA_GRAPH cuda's cuda_graph (step: the workload's
+// the layout on cuda and libtorch-cuda (nchw or channels_last), D500_CUDA_GRAPH cuda's cuda_graph (step: the workload's
 // step recorded once as a CUDA Graph and replayed), D500_CUDNN_API its cudnn_api (legacy or graph),
 // D500_CUDNN_ALGORITHMS its cudnn_algorithms on cuda (heuristic, find or deterministic, the executor's default); on a
 // backend without optimizers of its own, both loops use d500's reference SGD with momentum. The figures include images

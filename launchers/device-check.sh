@@ -106,12 +106,13 @@ for ((i = 0; i < ${#steps[@]}; ++i)); do
     profile)
       # Where a training step's time goes on the GPU: d500-bench-executor's per-operator and
       # slowest-step breakdown (device times between CUDA events around each node step), once per
-      # D500_PROFILE_RUNS item (CUDNN_ALGORITHMS:MATH:CUDNN_API, default find::), validation skipped.
+      # D500_PROFILE_RUNS item (CUDNN_ALGORITHMS:MATH:CUDNN_API[:MEMORY_FORMAT], default find::),
+      # validation skipped.
       network_and_batch
       for prun in ${D500_PROFILE_RUNS:-find::}; do
-        IFS=: read -r palgos pmath papi <<< "$prun"
-        echo "== $net batch $nbatch training on cuda: cudnn_algorithms=${palgos:-default} math=${pmath:-fp32} cudnn_api=${papi:-legacy}" >> "$out/profile.txt"
-        D500_VALIDATE=0 D500_CUDNN_ALGORITHMS=$palgos D500_MATH=$pmath D500_CUDNN_API=$papi timeout "$limit" \
+        IFS=: read -r palgos pmath papi playout <<< "$prun"
+        echo "== $net batch $nbatch training on cuda: cudnn_algorithms=${palgos:-default} math=${pmath:-fp32} cudnn_api=${papi:-legacy} memory_format=${playout:-nchw}" >> "$out/profile.txt"
+        D500_VALIDATE=0 D500_CUDNN_ALGORITHMS=$palgos D500_MATH=$pmath D500_CUDNN_API=$papi D500_MEMORY_FORMAT=$playout timeout "$limit" \
           mpirun -np 1 --map-by "slot:PE=$(nproc)" --bind-to core "$build/d500-bench-executor" "$net" "$nbatch" cuda training 1 2 5 >> "$out/profile.txt" 2>&1
         echo "profile ($prun): exit $?"
       done

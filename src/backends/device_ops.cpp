@@ -6,6 +6,7 @@
 #include <iterator>
 #include <utility>
 
+#include "backends/conv_geom.hpp"
 #include "backends/graph.hpp"
 
 namespace d500::dev {
@@ -375,6 +376,31 @@ std::optional<Sce> sce_of(const NodeProblem& p) {
     k.weight = p.in[2].as<const float>();
   }
   return k;
+}
+
+ChannelsLast channels_last_of(const NodeProblem& p) {
+  const std::string& op = p.node->op;
+  if (p.in.empty() || p.in[0].dtype != DType::F32 || p.in[0].shape->size() != 4) return ChannelsLast::Never;
+  const Shape& x = *p.in[0].shape;
+  if (op == "Conv" && p.in.size() >= 2 && p.in[1].shape->size() == 4) {
+    const ConvGeom g = conv_geom(*p.node, x, (*p.in[1].shape)[0]);
+    return g.pt == g.pb && g.pl == g.pr ? ChannelsLast::Each : ChannelsLast::Never;
+  }
+  if (op == "BatchNormalization")
+    return p.out.size() == 1 && p.in.size() >= 5 ? ChannelsLast::Same : ChannelsLast::Never;
+  if (op == "Relu") return ChannelsLast::Same;
+  if (op == "Add")
+    return p.in.size() == 2 && p.in[1].dtype == DType::F32 && *p.in[1].shape == x ? ChannelsLast::Same
+                                                                                  : ChannelsLast::Never;
+  if (op == "GlobalAveragePool" || op == "GlobalMaxPool") return ChannelsLast::Same;
+  if (op == "MaxPool" || op == "AveragePool") {
+    if (p.out.size() != 1 || p.node->attr_i("ceil_mode", 0) != 0) return ChannelsLast::Never;
+    const ConvGeom g = conv_geom(*p.node, x, x[1]);
+    const bool fits = g.pt == g.pb && g.pl == g.pr && g.dh == 1 && g.dw == 1 &&
+                      g.p == (g.h + g.pt + g.pb - g.kh) / g.sh + 1 && g.q == (g.w + g.pl + g.pr - g.kw) / g.sw + 1;
+    return fits ? ChannelsLast::Same : ChannelsLast::Never;
+  }
+  return ChannelsLast::Never;
 }
 
 }  // namespace d500::dev

@@ -19,6 +19,7 @@
 namespace d500 {
 
 struct NodeProblem;
+enum class ChannelsLast : std::uint8_t;  // backends/graph.hpp
 
 namespace dev {
 
@@ -289,6 +290,20 @@ D500_HOST_DEVICE inline float strided_at(const Strides& s, const float* x, I i) 
   I o = 0, unused = 0;
   offsets(s, i, o, unused);
   return x[o];
+}
+
+// ---- Channels-last layouts (TensorView::channels_last) --------------------------------------
+// The strides that copy a 4-D float32 tensor of shape N C H W between its layouts with
+// strided_at: to NHWC (output element i in N H W C order read from the NCHW tensor), or back.
+D500_HOST_DEVICE inline Strides layout_copy(I n, I c, I h, I w, bool to_nhwc) {
+  Strides s;
+  s.rank = 4;
+  s.n = n * c * h * w;
+  const I out[4] = {n, to_nhwc ? h : c, to_nhwc ? w : h, to_nhwc ? c : w};
+  const I nchw_along_nhwc[4] = {c * h * w, w, 1, h * w};  // the NCHW tensor's strides along n h w c
+  const I nhwc_along_nchw[4] = {h * w * c, 1, w * c, c};  // the NHWC tensor's strides along n c h w
+  for (int d = 0; d < 4; ++d) s.dims[d] = out[d], s.sa[d] = to_nhwc ? nchw_along_nhwc[d] : nhwc_along_nchw[d];
+  return s;
 }
 
 // ---- LayerNormalization over the axes from `axis` on ----------------------------------------
@@ -816,6 +831,12 @@ std::optional<Cast> cast_of(const NodeProblem& p);
 std::optional<BatchNorm> batch_norm_of(const NodeProblem& p);
 // SoftmaxCrossEntropyLoss on float32 scores.
 std::optional<Sce> sce_of(const NodeProblem& p);
+// How the cuda backend's kernels take channels-last tensors (BackendInfo::channels_last; the
+// executor's test device says the same): Each for a 2-D Conv of float32 data with symmetric pads
+// (cuDNN's), Same for BatchNormalization without optional outputs, Relu, an Add of two tensors of
+// one shape, and a 2-D MaxPool, AveragePool (symmetric pads, no dilation or ceil mode: cuDNN's
+// windows), GlobalAveragePool, GlobalMaxPool; Never otherwise.
+ChannelsLast channels_last_of(const NodeProblem& p);
 
 }  // namespace dev
 }  // namespace d500

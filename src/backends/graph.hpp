@@ -120,6 +120,11 @@ struct TensorView {
   DType dtype = DType::Undefined;
   const Shape* shape = nullptr;
   void* data = nullptr;  // nullptr: an absent optional input/output, or no gradient wanted
+  // A 4-D float tensor stored channels-last: N, H, W, C in memory, its shape still [N,C,H,W].
+  // d500's executor sets it (with the point's memory_format = "channels_last") only on the views
+  // of a node whose backend says it reads it (BackendInfo::channels_last); a gradient's view is
+  // stored as its tensor is.
+  bool channels_last = false;
   std::int64_t numel() const { return shape ? d500::numel(*shape) : 0; }
   template <class T>
   T* as() const {
@@ -148,6 +153,14 @@ struct NodeProblem {
 
 // A backend's implementation of one node, created untimed over its buffers: primitives,
 // workspaces and weight layouts are prepared at creation, never inside forward()/backward().
+// How a backend's kernel for a node takes channels-last tensors (TensorView::channels_last), as
+// BackendInfo::channels_last says before the kernel is made: Never (every tensor NCHW), Same
+// (its 4-D float tensors, inputs and outputs and their gradients, in one layout, either: an
+// element-wise node, a normalisation, a pooling; a tensor whose H and W are both 1 is the same
+// bytes in both and may say either) or Each (each in either layout, independently: a
+// convolution, which converts what is not in the layout it computes in).
+enum class ChannelsLast : std::uint8_t { Never, Same, Each };
+
 class NodeKernel {
  public:
   virtual ~NodeKernel() = default;

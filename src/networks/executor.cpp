@@ -386,6 +386,8 @@ struct GraphExecutor::Impl {
   std::vector<Block> pgrad;
   Block arena, seed;  // seed (device): 1 / micro-batches, copied into the loss's gradient
   std::vector<void*> data, grad;
+  // Per tensor: stored channels-last (plan_channels_last), its gradient too.
+  std::vector<bool> nhwc;
   // Training on a device: the host's copies of the parameters (the authoritative ones between
   // steps: d500's optimizers, schemes and checkpoints write them, parameters_changed() uploads
   // them) and of their gradients (downloaded when first asked for after a backward pass).
@@ -541,6 +543,16 @@ struct GraphExecutor::Impl {
       dev->download(host.data(), p, host.size());
       p = host.data();
     }
+    if (!nhwc.empty() && nhwc[static_cast<std::size_t>(t)]) {
+      // Stored N, H, W, C: element (n, c, h, w) of the shape is at ((n H + h) W + w) C + c.
+      const Shape& s = g.info(t).shape;
+      const std::int64_t C = s[1], H = s[2], W = s[3];
+      std::size_t i = 0;
+      for (std::int64_t n = 0; n < s[0]; ++n)
+        for (std::int64_t c = 0; c < C; ++c)
+          for (std::int64_t hw = 0; hw < H * W; ++hw) v[i++] = read(t, p, (n * H * W + hw) * C + c);
+      return v;
+    }
     for (std::size_t i = 0; i < v.size(); ++i) v[i] = read(t, p, static_cast<std::int64_t>(i));
     return v;
   }
@@ -631,6 +643,68 @@ Schedule aliasing(const Graph& g, bool training) {
     if (sc.schema[i]->view) sc.root[static_cast<std::size_t>(n.out[0])] = sc.root[static_cast<std::size_t>(n.in[0])];
   }
   return sc;
+}
+
+// With the point's memory_format = "channels_last" on a backend that takes it
+// (BackendInfo::channels_last): which tensors are stored channels-last. A 4-D float tensor is when
+// its H W > 1, the arena holds it (no constant, graph input or output, nor the loss), no view
+// reads it or is it, and its group -- the tensors that nodes taking ChannelsLast::Same tie
+// together -- touches no node that takes NCHW only (nor a convolution's weight or bias). The
+// rest stays NCHW, and a convolution (Each) converts at the groups' borders.
+std::vector<bool> plan_channels_last(const Graph& g, const Schedule& sc, const ExecutorSpec& spec) {
+  const std::size_t nt = g.tensors.size();
+  std::vector<bool> nhwc(nt, false);
+  if (spec.double_precision || !spec.backend || !spec.backend->channels_last || !spec.point ||
+      str_param_or(*spec.point, "memory_format", "") != "channels_last")
+    return nhwc;
+  auto spatial = [&](int t) {
+    if (t < 0) return false;
+    const TensorInfo& i = g.info(t);
+    return i.dtype == DType::F32 && i.shape.size() == 4 && i.shape[2] * i.shape[3] > 1;
+  };
+  // The groups: a union-find forest over the tensors, up[t] t's parent (a root is its own).
+  std::vector<std::size_t> up(nt);
+  for (std::size_t t = 0; t < nt; ++t) up[t] = t;
+  auto find = [&](int tensor) {
+    auto t = static_cast<std::size_t>(tensor);
+    while (up[t] != t) t = up[t] = up[up[t]];
+    return t;
+  };
+  std::vector<bool> blocked(nt, false);
+  auto block = [&](int t) {
+    if (t >= 0) blocked[static_cast<std::size_t>(t)] = true;
+  };
+  for (int t : g.inputs) block(t);
+  for (int t : g.outputs) block(t);
+  if (spec.training) block(spec.loss);
+  for (std::size_t t = 0; t < nt; ++t)
+    if (g.is_const(static_cast<int>(t)) || sc.producer[t] < 0 || sc.root[t] != static_cast<int>(t))
+      block(static_cast<int>(t));
+  for (std::size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    std::vector<int> ts;
+    for (const auto* side : {&n.in, &n.out})
+      for (int t : *side)
+        if (t >= 0 && spatial(t)) ts.push_back(t);
+    if (sc.schema[i]->view) {
+      for (int t : ts) block(t);
+      continue;
+    }
+    NodeProblem p = node_shapes(g, n, spec.training);
+    p.params = spec.point;
+    const ChannelsLast how = spec.backend->channels_last(p);
+    if (how == ChannelsLast::Never)
+      for (int t : ts) block(t);
+    else if (how == ChannelsLast::Same)
+      for (int t : ts) up[find(t)] = find(ts.front());
+    else  // Each: the data's input and output; a weight, a bias or another output stays NCHW
+      for (int t : ts)
+        if (t != n.in[0] && t != n.out[0]) block(t);
+  }
+  for (std::size_t t = 0; t < nt; ++t)
+    if (blocked[t]) blocked[find(static_cast<int>(t))] = true;
+  for (std::size_t t = 0; t < nt; ++t) nhwc[t] = spatial(static_cast<int>(t)) && !blocked[find(static_cast<int>(t))];
+  return nhwc;
 }
 
 // The schedule: forward steps of kernel nodes, then (training) the loss seed and the backward
@@ -848,6 +922,18 @@ std::unique_ptr<NodeKernel> GraphExecutor::Impl::make_kernel(const NodeProblem& 
   return k;
 }
 
+namespace {
+
+// A node given channels-last tensors got the backend's kernel, as the backend's channels_last()
+// promised (a fallback reads NCHW only).
+void require_channels_last(const Node& n, const std::string& impl) {
+  if (impl.rfind("reference", 0) == 0)
+    throw Error(n.label() + ": its backend said its kernel takes channels-last tensors (memory_format = " +
+                "\"channels_last\"), but it made none for this node (" + impl + "); memory_format = \"nchw\" runs it");
+}
+
+}  // namespace
+
 // The kernels, over the planned buffers.
 void GraphExecutor::Impl::make_kernels(const Schedule& sc, std::vector<GraphExecutor::Step>& steps) {
   Impl& m = *this;
@@ -873,6 +959,11 @@ void GraphExecutor::Impl::make_kernels(const Schedule& sc, std::vector<GraphExec
     }
     for (std::size_t j = 0; j < n.out.size(); ++j)
       if (n.out[j] >= 0) p.out[j].data = m.data[static_cast<std::size_t>(n.out[j])];
+    bool nhwc = false;  // a view of the node is channels-last (its gradients' views follow)
+    for (std::size_t s = 0; s < n.in.size(); ++s)
+      if (n.in[s] >= 0) nhwc |= p.in[s].channels_last = m.nhwc[static_cast<std::size_t>(n.in[s])];
+    for (std::size_t j = 0; j < n.out.size(); ++j)
+      if (n.out[j] >= 0) nhwc |= p.out[j].channels_last = m.nhwc[static_cast<std::size_t>(n.out[j])];
     if (spec.training && sc.bstep[i] < 0) {
       // A training pass's node without a backward step (nothing it reads leads to a weight): no
       // gradients, each absent, so that a kernel may ask any of them.
@@ -908,14 +999,17 @@ void GraphExecutor::Impl::make_kernels(const Schedule& sc, std::vector<GraphExec
       e.in = p.in;
       e.const_in = p.const_in;
       e.out[0].data = p.out[0].data;
+      e.out[0].channels_last = p.out[0].channels_last;
       std::string eval_impl;
       m.eval_kernels[i] = m.make_kernel(e, eval_impl);
+      if (nhwc) require_channels_last(n, eval_impl);
       if (running_stats) {
         p.out.push_back(p.in[3]);
         p.out.push_back(p.in[4]);
       }
     }
     m.kernels[i] = m.make_kernel(p, impl);
+    if (nhwc) require_channels_last(n, impl);
     Step& fs = steps[static_cast<std::size_t>(sc.fstep[i])];
     fs.impl = impl;
     fs.flops = sc.schema[i]->flops ? sc.schema[i]->flops(p, false) : 0;
@@ -996,6 +1090,7 @@ GraphExecutor::GraphExecutor(const ExecutorSpec& spec) : impl_(std::make_unique<
   m.grad.assign(nt, nullptr);
   persistent_bytes_ += m.load_constants_and_inputs();
   Schedule sc = aliasing(m.g, spec.training);
+  m.nhwc = plan_channels_last(m.g, sc, spec);
   schedule_steps(m.g, spec, sc, steps_);
   arena_bytes_ = m.place_arena(sc);
   m.arena = m.block(static_cast<std::size_t>(arena_bytes_));
@@ -1440,6 +1535,8 @@ void GraphExecutor::constants_changed() {
     if (k) k->constants_changed();
 }
 
+bool GraphExecutor::channels_last(int t) const { return impl_->nhwc.at(static_cast<std::size_t>(t)); }
+
 std::string GraphExecutor::describe() const {
   const Impl& m = *impl_;
   std::string b = m.spec.double_precision ? "reference in double (yardstick)"
@@ -1451,8 +1548,10 @@ std::string GraphExecutor::describe() const {
             (m.deferred ? " (a training step's passes and device optimizer enqueued without waits between them, one "
                           "wait at the step's end)"
                         : " (each forward and backward call waits for the device before it returns)");
+  const auto nhwc = std::count(m.nhwc.begin(), m.nhwc.end(), true);
   return "d500 graph executor on " + b + where + ": " + std::to_string(m.fwd.size()) + " forward and " +
-         std::to_string(m.bwd.size()) + " backward steps, " + std::to_string(arena_bytes_) + " bytes planned";
+         std::to_string(m.bwd.size()) + " backward steps, " + std::to_string(arena_bytes_) + " bytes planned" +
+         (nhwc ? ", " + std::to_string(nhwc) + " activations channels-last (NHWC)" : "");
 }
 
 }  // namespace d500

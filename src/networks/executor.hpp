@@ -60,6 +60,9 @@ class GraphExecutor final : public GraphRunner {
   // Any tensor's current value (keep_all makes every one readable after a step); empty when the
   // tensor has no storage.
   std::vector<double> tensor(int t);
+  // Whether tensor t (and its gradient) is stored channels-last: with the point's memory_format =
+  // "channels_last", on a backend whose kernels take it (TensorView::channels_last).
+  bool channels_last(int t) const;
 
   // One timed step of the schedule: a node's forward or backward pass, or the loss's seed.
   struct Step {

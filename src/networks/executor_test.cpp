@@ -996,7 +996,9 @@ TEST(Executor, DropoutDropsTheSameElementsOnEveryExecutorInTrainingAndNothingInE
       const auto* wv = reinterpret_cast<const float*>(b.g.constants.at(w).data());
       for (std::size_t i = 0; i < out.size(); ++i) {
         kept[i] = out[i] != 0;
-        if (kept[i]) EXPECT_NEAR(out[i], data[i] * wv[i % 250] / 0.6, 1e-5) << i;
+        if (kept[i]) {
+          EXPECT_NEAR(out[i], data[i] * wv[i % 250] / 0.6, 1e-5) << i;
+        }
       }
       return kept;
     };
@@ -1538,11 +1540,104 @@ class GuardedDeviceOp final : public NodeKernel {
   float divisor_ = 0;
 };
 
+// The test device's kernels for channels-last tensors (memory_format = "channels_last", where
+// the backend takes them as the cuda backend does: dev::channels_last_of): the reference's, on
+// host copies in NCHW of the node's device tensors, each downloaded and, where its view says
+// channels_last, turned from NHWC (device_ops.hpp's layout_copy, as the GPU's kernels turn them),
+// and its results turned back and uploaded. A node taken as Same must get its 4-D tensors in one
+// layout (checked).
+class GuardedLayouts final : public NodeKernel {
+ public:
+  GuardedLayouts(const NodeProblem& p, ChannelsLast how)
+      : dev_(p), host_(p), m_(*static_cast<GuardedMemory*>(p.device)) {
+    host_.device = nullptr;
+    int layouts = 0;  // bit 0: an NCHW view with H W > 1 seen, bit 1: an NHWC one
+    for (const auto* side : {&p.in, &p.out, &p.din, &p.dout})
+      for (const TensorView& v : *side) {
+        nhwc_ = nhwc_ || v.channels_last;
+        if (v.shape && v.shape->size() == 4 && (*v.shape)[2] * (*v.shape)[3] > 1 && v.dtype == DType::F32)
+          layouts |= v.channels_last ? 2 : 1;
+        EXPECT_TRUE(!v.channels_last || (v.shape->size() == 4 && v.dtype == DType::F32)) << p.node->label();
+      }
+    if (how == ChannelsLast::Same) {
+      EXPECT_NE(layouts, 3) << p.node->label() << " got its tensors in two layouts";
+    }
+    for (auto [d, h] :
+         {std::pair{&dev_.in, &host_.in}, {&dev_.out, &host_.out}, {&dev_.din, &host_.din}, {&dev_.dout, &host_.dout}})
+      for (std::size_t i = 0; i < d->size(); ++i)
+        if ((*d)[i].present()) {
+          store_.emplace_back(bytes((*d)[i]));
+          (*h)[i].data = store_.back().data();
+        }
+    ref_ = make_reference_node_kernel(host_);
+  }
+  void forward() override {
+    fetch(dev_.in, host_.in);
+    ref_->forward();
+    put(dev_.out, host_.out);
+  }
+  void backward() override {
+    fetch(dev_.in, host_.in);
+    fetch(dev_.out, host_.out);
+    fetch(dev_.dout, host_.dout);
+    ref_->backward();
+    put(dev_.din, host_.din);
+  }
+  std::string impl() const override { return nhwc_ ? "guarded layouts (NHWC)" : "guarded layouts"; }
+
+ private:
+  static std::size_t bytes(const TensorView& v) { return static_cast<std::size_t>(v.numel()) * dtype_size(v.dtype); }
+  static void relayout(const TensorView& v, const std::byte* src, std::byte* dst, bool to_nhwc) {
+    const Shape& s = *v.shape;
+    const dev::Strides k = dev::layout_copy(s[0], s[1], s[2], s[3], to_nhwc);
+    for (std::int64_t i = 0; i < k.n; ++i)
+      reinterpret_cast<float*>(dst)[i] = dev::strided_at(k, reinterpret_cast<const float*>(src), i);
+  }
+  void fetch(const std::vector<TensorView>& d, const std::vector<TensorView>& h) {
+    for (std::size_t i = 0; i < d.size(); ++i) {
+      if (!d[i].present()) continue;
+      auto* to = static_cast<std::byte*>(h[i].data);
+      if (!d[i].channels_last) {
+        m_.download(to, d[i].data, bytes(d[i]));
+        continue;
+      }
+      std::vector<std::byte> raw(bytes(d[i]));
+      m_.download(raw.data(), d[i].data, raw.size());
+      relayout(d[i], raw.data(), to, false);
+    }
+  }
+  void put(const std::vector<TensorView>& d, const std::vector<TensorView>& h) {
+    for (std::size_t i = 0; i < d.size(); ++i) {
+      if (!d[i].present()) continue;
+      const auto* from = static_cast<const std::byte*>(h[i].data);
+      std::vector<std::byte> raw(from, from + bytes(d[i]));
+      if (d[i].channels_last) relayout(d[i], from, raw.data(), true);
+      m_.upload(d[i].data, raw.data(), raw.size());
+    }
+  }
+
+  NodeProblem dev_, host_;
+  GuardedMemory& m_;
+  std::vector<std::vector<std::byte>> store_;
+  std::unique_ptr<NodeKernel> ref_;
+  bool nhwc_ = false;
+};
+
 struct GuardedBackend {
   GuardedMemory* memory = nullptr;            // the last executor's
   std::map<const void*, std::size_t> pinned;  // what every executor's memory has page-locked now
   BackendInfo info;
   bool records = false;  // its memories record their work (GuardedMemory::records), set before an executor is made
+  // Takes channels-last tensors as the cuda backend does (dev::channels_last_of), on
+  // GuardedLayouts kernels for those nodes; the test sets its point's memory_format.
+  void take_channels_last() {
+    info.channels_last = [](const NodeProblem& p) { return dev::channels_last_of(p); };
+    info.make_node_kernel = [](const NodeProblem& p, int) -> std::unique_ptr<NodeKernel> {
+      const ChannelsLast how = dev::channels_last_of(p);
+      if (how == ChannelsLast::Never) return nullptr;
+      return std::make_unique<GuardedLayouts>(p, how);
+    };
+  }
   // element_ops: the test device runs device_ops.hpp's kernels too, as the cuda backend does.
   explicit GuardedBackend(bool fused_optimizer = false, bool element_ops = false) {
     info.name = "guarded";
@@ -2219,6 +2314,196 @@ std::string recording_refusal(GraphRunner& r) {
     return e.what();
   }
   return "(no refusal)";
+}
+
+// A residual block as ResNet has them (convolutions, batch normalisations, ReLUs, a same-shape
+// addition, a max pool, a 1x1 convolution, a global average pool), with the loss projected from
+// the pool: its tensors by name. With `flatten`, the block's output is also flattened into a
+// second output (a view: its group stays NCHW).
+struct ResidualBlock {
+  GraphBuilder b;
+  int x, c1, n1, r1, c2, n2, a, r2, p, c3, r3, gap, loss;
+  explicit ResidualBlock(bool flatten) {
+    x = b.input("x", DType::F32, {2, 3, 6, 6});
+    const std::map<std::string, Attr> same{{"pads", ints_attr({1, 1, 1, 1})}};
+    auto bn = [&](int t, int ch, const std::string& k) {
+      return b.node("BatchNormalization", {t, b.weight("s" + k, {ch}, 0.5, 1.5), b.weight("o" + k, {ch}),
+                                           b.constant_f("m" + k, {ch}), b.constant_f("v" + k, {ch}, 0.5, 1)});
+    };
+    c1 = b.node("Conv", {x, b.weight("w1", {4, 3, 3, 3}), b.weight("b1", {4})}, same);
+    n1 = bn(c1, 4, "1");
+    r1 = b.node("Relu", {n1});
+    c2 = b.node("Conv", {r1, b.weight("w2", {4, 4, 3, 3})}, same);
+    n2 = bn(c2, 4, "2");
+    a = b.node("Add", {n2, r1});
+    r2 = b.node("Relu", {a});
+    p = b.node("MaxPool", {r2}, {{"kernel_shape", ints_attr({2, 2})}, {"strides", ints_attr({2, 2})}});
+    c3 = b.node("Conv", {p, b.weight("w3", {5, 4, 1, 1})});
+    r3 = b.node("Relu", {c3});
+    gap = b.node("GlobalAveragePool", {r3});
+    std::vector<int> outs{gap};
+    if (flatten) outs.push_back(b.node("Flatten", {r2}));
+    loss = b.finish_with_projection_loss(outs);
+  }
+};
+
+// memory_format = "channels_last" on a backend that takes it (the test device, as the cuda
+// backend says per node): the activations between the block's convolutions are stored NHWC --
+// each group of tensors that element-wise nodes, normalisations and poolings tie together, unless
+// one of them is a graph input or output, the loss, or a view's -- and one training step computes
+// bit for bit what the same kernels compute with every tensor NCHW: the outputs, the gradients and
+// every tensor read back (turned back into NCHW). Fails when a node's view or its gradient's says
+// another layout than its tensor is stored in, or a read-back forgets the layout.
+TEST(Executor, ChannelsLastKeepsTheActivationsBetweenConvolutionsNhwcAndComputesWhatNchwDoes) {
+  for (const bool flatten : {false, true}) {
+    SCOPED_TRACE(flatten ? "the block's output flattened too" : "the block alone");
+    ResidualBlock rb(flatten);
+    const Graph& g = rb.b.g;
+    std::vector<float> xs(2 * 3 * 6 * 6);
+    fill_uniform(xs.data(), xs.size(), 7, -1, 1);
+    GuardedBackend dev;
+    dev.take_channels_last();
+    const Params nhwc{{"memory_format", Value{std::string("channels_last")}}}, nchw{};
+    auto step = [&](const Params& point) {
+      ExecutorSpec s;
+      s.graph = &g;
+      s.backend = &dev.info;
+      s.point = &point;
+      s.training = true;
+      s.loss = rb.loss;
+      s.params = rb.b.params();
+      s.keep_all = true;
+      s.inputs = {xs.data()};
+      auto e = std::make_unique<GraphExecutor>(s);
+      e->forward(0);
+      e->backward(0);
+      return e;
+    };
+    auto last = step(nhwc), first = step(nchw);
+    const std::vector<int> block1{rb.c1, rb.n1, rb.r1, rb.c2, rb.n2, rb.a, rb.r2, rb.p}, block2{rb.c3, rb.r3};
+    for (int t : block1) EXPECT_EQ(last->channels_last(t), !flatten) << g.info(t).name;
+    for (int t : block2) EXPECT_TRUE(last->channels_last(t)) << g.info(t).name;
+    for (int t : {rb.x, rb.gap, rb.loss}) EXPECT_FALSE(last->channels_last(t)) << g.info(t).name << ": no NHWC there";
+    for (std::size_t t = 0; t < g.tensors.size(); ++t) {
+      EXPECT_FALSE(first->channels_last(static_cast<int>(t))) << "memory_format unset: NCHW";
+      if (g.is_const(static_cast<int>(t))) {
+        EXPECT_FALSE(last->channels_last(static_cast<int>(t))) << "weights stay KCRS";
+      }
+    }
+    EXPECT_NE(last->describe().find((flatten ? "2" : "10") + std::string(" activations channels-last (NHWC)")),
+              std::string::npos)
+        << last->describe();
+    int nhwc_steps = 0;
+    for (const auto& st : last->steps()) nhwc_steps += st.impl == "guarded layouts (NHWC)";
+    EXPECT_EQ(nhwc_steps, flatten ? 2 * 3 : 2 * 11) << "forward and backward of every node that sees an NHWC tensor";
+    EXPECT_EQ(last->output(0), first->output(0));
+    for (std::size_t k = 0; k < rb.b.params().size(); ++k) EXPECT_EQ(last->gradient(k), first->gradient(k)) << k;
+    for (std::size_t t = 0; t < g.tensors.size(); ++t)
+      EXPECT_EQ(last->tensor(static_cast<int>(t)), first->tensor(static_cast<int>(t))) << g.info(t).name;
+  }
+}
+
+// The builtin ResNets as the cuda backend takes them (the test device says what it says): with
+// memory_format = "channels_last" every activation between the first convolution and the
+// global pool is NHWC (no stage split by a node that takes NCHW only), the first convolution alone
+// turns its NCHW input, and on ResNet-20 one training step gives bit for bit NCHW's loss and
+// gradients.
+TEST(Executor, ChannelsLastCoversEveryResNetActivationBetweenTheFirstConvolutionAndThePool) {
+  for (const std::string net : {"resnet20-cifar", "resnet50"}) {
+    SCOPED_TRACE(net);
+    Graph g = load_builtin_network(net, LoadOptions{2, {}});
+    const int loss = add_training_loss(g).loss;
+    const std::vector<int> params = trainable_params(g, loss);
+    const InputData inputs = make_inputs(g, 1, 1);
+    GuardedBackend dev;
+    dev.take_channels_last();
+    const Params nhwc{{"memory_format", Value{std::string("channels_last")}}}, nchw{};
+    auto made = [&](const Params& point) {
+      ExecutorSpec s;
+      s.graph = &g;
+      s.backend = &dev.info;
+      s.point = &point;
+      s.training = true;
+      s.loss = loss;
+      s.params = params;
+      s.inputs = inputs.pointers();
+      return std::make_unique<GraphExecutor>(s);
+    };
+    auto e = made(nhwc);
+    int spatial = 0, stored = 0, convs = 0, turning = 0;
+    for (std::size_t t = 0; t < g.tensors.size(); ++t) {
+      const TensorInfo& i = g.info(static_cast<int>(t));
+      const bool activation = i.shape.size() == 4 && i.shape[2] * i.shape[3] > 1 && !g.is_const(static_cast<int>(t)) &&
+                              std::find(g.inputs.begin(), g.inputs.end(), static_cast<int>(t)) == g.inputs.end();
+      spatial += activation;
+      stored += e->channels_last(static_cast<int>(t));
+      if (activation) {
+        EXPECT_TRUE(e->channels_last(static_cast<int>(t))) << i.name;
+      }
+    }
+    for (const Node& n : g.nodes) {
+      if (n.op != "Conv") continue;
+      ++convs;
+      turning += !e->channels_last(n.in[0]);
+    }
+    EXPECT_GT(spatial, 40);
+    EXPECT_EQ(stored, spatial);
+    EXPECT_EQ(turning, 1) << "only the first convolution reads an NCHW tensor (the images) of " << convs;
+    if (net != "resnet20-cifar") continue;
+    auto f = made(nchw);
+    for (GraphExecutor* x : {e.get(), f.get()}) {
+      x->forward(0);
+      x->backward(0);
+    }
+    EXPECT_EQ(e->output(0), f->output(0));
+    for (std::size_t k = 0; k < params.size(); ++k) EXPECT_EQ(e->gradient(k), f->gradient(k)) << g.info(params[k]).name;
+  }
+}
+
+// A backend that says a node takes channels-last tensors and then makes no kernel for it: the
+// executor refuses, naming the node and the way out, rather than hand NHWC data to the reference.
+TEST(Executor, ChannelsLastRefusesANodeItsBackendPromisedAndDidNotServe) {
+  ResidualBlock rb(false);
+  GuardedBackend dev;
+  dev.take_channels_last();
+  dev.info.make_node_kernel = [](const NodeProblem& p, int) -> std::unique_ptr<NodeKernel> {
+    if (p.node->op == "MaxPool") return nullptr;
+    const ChannelsLast how = dev::channels_last_of(p);
+    return how == ChannelsLast::Never ? nullptr : std::make_unique<GuardedLayouts>(p, how);
+  };
+  const Params point{{"memory_format", Value{std::string("channels_last")}}};
+  std::vector<float> xs(2 * 3 * 6 * 6, 0.5f);
+  ExecutorSpec s;
+  s.graph = &rb.b.g;
+  s.backend = &dev.info;
+  s.point = &point;
+  s.inputs = {xs.data()};
+  try {
+    GraphExecutor e(s);
+    ADD_FAILURE() << "the MaxPool had no kernel for its NHWC tensors";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("MaxPool node"), std::string::npos) << what;
+    EXPECT_NE(what.find("memory_format = \"nchw\" runs it"), std::string::npos) << what;
+  }
+}
+
+// The layout copies the GPU's kernels use (device_ops.hpp's layout_copy through strided_at): NCHW
+// to NHWC puts element (n, c, h, w) at ((n H + h) W + w) C + c, and back is the identity.
+TEST(Executor, TheLayoutCopiesTurnNchwIntoNhwcAndBack) {
+  const std::int64_t N = 2, C = 3, H = 4, W = 5;
+  std::vector<float> x(static_cast<std::size_t>(N * C * H * W)), y(x.size()), z(x.size());
+  std::iota(x.begin(), x.end(), 0.0f);
+  const dev::Strides to = dev::layout_copy(N, C, H, W, true), back = dev::layout_copy(N, C, H, W, false);
+  for (std::int64_t i = 0; i < to.n; ++i) y[static_cast<std::size_t>(i)] = dev::strided_at(to, x.data(), i);
+  for (std::int64_t n = 0; n < N; ++n)
+    for (std::int64_t c = 0; c < C; ++c)
+      for (std::int64_t h = 0; h < H; ++h)
+        for (std::int64_t w = 0; w < W; ++w)
+          ASSERT_EQ(y[static_cast<std::size_t>(((n * H + h) * W + w) * C + c)],
+                    x[static_cast<std::size_t>(((n * C + c) * H + h) * W + w)]);
+  for (std::int64_t i = 0; i < back.n; ++i) z[static_cast<std::size_t>(i)] = dev::strided_at(back, y.data(), i);
+  EXPECT_EQ(z, x);
 }
 
 // The step after the first is recorded -- nothing runs, and nothing that waits or copies to the

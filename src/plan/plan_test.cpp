@@ -226,9 +226,9 @@ TEST(Plan, CudnnAlgorithmsAreCudasAloneAndTheWorkloadsDefaultKeepsTheId) {
   EXPECT_NE(level1[2].find("cudnn_algorithms=find"), std::string::npos) << level1[2];
 }
 
-// memory_format: libtorch-cuda's alone (d500's executor keeps NCHW), named at its line;
-// "nchw", the default, keeps the id.
-TEST(Plan, MemoryFormatIsLibTorchCudasAndItsDefaultKeepsTheId) {
+// memory_format: the GPU backends' (libtorch-cuda's, and cuda's for d500's executor), named at
+// its line on another; "nchw", the default, keeps the id.
+TEST(Plan, MemoryFormatIsTheGpuBackendsAndItsDefaultKeepsTheId) {
   std::string e =
       error_of(kHead +
                "[fixed]\nworkload = \"network\"\nbackend = \"libtorch-native\"\nnetwork = \"lenet5\"\nbatch = 2\n"
@@ -237,7 +237,7 @@ TEST(Plan, MemoryFormatIsLibTorchCudasAndItsDefaultKeepsTheId) {
   if (native && native->built) {
     EXPECT_NE(
         e.find(
-            "'memory_format' is only for backend \"libtorch-cuda\" (this point's backend is \"libtorch-native\"; d500's own executor keeps NCHW)"),
+            "'memory_format' is only for backends \"cuda\" and \"libtorch-cuda\" (this point's backend is \"libtorch-native\"; the CPU backends keep NCHW)"),
         std::string::npos)
         << e;
     EXPECT_NE(e.find("c.toml:8:"), std::string::npos) << "the refused key's own line: " << e;

@@ -605,6 +605,52 @@ TEST_F(Gpu, ARecordedTrainingStepFollowsThePassByPassCurveAndIsTimedAsOneDeviceR
   EXPECT_EQ(losses[0], losses[1]) << "the replayed steps compute what the passes do";
 }
 
+// memory_format = "channels_last" on cuda: ResNet-20's training step (convolutions, batch
+// normalisations, ReLUs, residual additions, the global pool) validates through both cuDNN APIs
+// in float32 and bf16 with its activations NHWC, each convolution, normalisation and pooling saying
+// so (the first convolution turning the NCHW input), and a training run follows the NCHW curve.
+TEST_F(Gpu, ChannelsLastKeepsResNetsActivationsNhwcAndValidatesThroughBothCudnnApis) {
+  if (const std::string why = why_skip_convolutions(); !why.empty()) GTEST_SKIP() << why;
+  const hid_t net = ran_and_checked(planned(
+      "[campaign]\nname = \"gpu-nhwc\"\nrepetitions = 3\nwarmups = 1\n[fixed]\nworkload = \"network\"\n"
+      "backend = \"cuda\"\nbatch = 32\nnetwork = \"resnet20-cifar\"\npass = \"training\"\n"
+      "memory_format = \"channels_last\"\n[axes]\nmath = [\"fp32\", \"bf16\"]\ncudnn_api = [\"legacy\", \"graph\"]\n"));
+  ASSERT_GE(net, 0);
+  each_on_device(net, 4, 4, [](hid_t, const std::string&) {});
+  each_validated_point(net, 4, [&](hid_t g, const std::string&, const std::string& canonical) {
+    int convolutions = 0, turned = 0, norms = 0;
+    for (const std::string& impl : step_impls(g)) {
+      EXPECT_EQ(impl.find("cuda cudnn convolution"), std::string::npos) << "an NCHW convolution: " << impl;
+      if (impl.rfind("cuda cudnn nhwc conv", 0) == 0) {
+        ++convolutions;
+        turned += impl.rfind("cuda cudnn nhwc conv from nchw (", 0) == 0;
+      }
+      if (impl.find("batch normalisation") != std::string::npos) {
+        ++norms;
+        EXPECT_NE(impl.find("NHWC"), std::string::npos) << impl;
+      }
+    }
+    EXPECT_GE(convolutions, 2 * 19) << canonical;
+    EXPECT_EQ(turned, 2) << "the first convolution's input, forward and backward: " << canonical;
+    EXPECT_GE(norms, 2 * 19) << canonical;
+  });
+  H5Fclose(net);
+  const hid_t f = ran_and_checked(planned(
+      "[campaign]\nname = \"gpu-nhwc-train\"\nrepetitions = 1\nwarmups = 2\n[fixed]\nworkload = \"train\"\n"
+      "network = \"resnet20-cifar\"\nbackend = \"cuda\"\nbatch = 32\ndataset = \"synthetic\"\nsynthetic_samples = 512\n"
+      "steps = 12\neval_interval_steps = 4\neval_samples = 64\noptimizer = \"momentum\"\noptimizer_impl = \"native\"\n"
+      "seed = 5\ncudnn_algorithms = \"deterministic\"\n[axes]\nmemory_format = [\"nchw\", \"channels_last\"]\n"));
+  ASSERT_GE(f, 0);
+  std::vector<double> losses;
+  each_validated_point(f, 2, [&](hid_t g, const std::string&, const std::string&) {
+    losses.push_back(attr_double(g, "train.final_loss"));
+  });
+  H5Fclose(f);
+  ASSERT_EQ(losses.size(), 2u);
+  EXPECT_NEAR(losses[1], losses[0], 1e-3 * std::abs(losses[0]) + 1e-4)
+      << "NHWC sums in another order than NCHW, float32's rounding apart over 12 steps";
+}
+
 TEST_F(Gpu, DsExecutorRunsNetworksOnTheGpuAndValidatesOrSaysWhyItCannot) {
   if (const std::string why = why_skip(false); !why.empty()) GTEST_SKIP() << why;
   const std::string no_device = d500::find_backend("cuda")->no_device();

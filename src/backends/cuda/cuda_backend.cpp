@@ -370,6 +370,17 @@ std::string bf16_math_check([[maybe_unused]] const Params& p) {
   return "";
 }
 
+// memory_format = "channels_last" (levels 1-2): cuDNN's NHWC descriptors and d500's layout copies
+// at the borders of the NHWC tensors (cuda_graph.cpp).
+std::string channels_last_check([[maybe_unused]] const Params& p) {
+#if !defined(D500_HAVE_CUDA_KERNELS) || !defined(D500_HAVE_CUDNN)
+  if (str_param_or(p, "memory_format", "") == "channels_last")
+    return "'memory_format' \"channels_last\" on cuda needs cuDNN and d500's own kernels (the layout copies), which "
+           "this build lacks; memory_format = \"nchw\" runs here";
+#endif
+  return "";
+}
+
 // cuda_graph = "step" (level 2): the training step recorded once as a CUDA Graph and replayed
 // (networks/executor.cpp: GraphExecutor::records_steps). A replay repeats what was recorded --
 // pointers, and the optimizer's coefficients as kernel arguments -- so the step must be the same
@@ -402,7 +413,7 @@ std::string cuda_graph_check(const Params& p) {
 }
 
 std::string point_check(const Params& p) {
-  for (const auto& check : {bf16_math_check, native_optimizer_check, cuda_graph_check})
+  for (const auto& check : {bf16_math_check, channels_last_check, native_optimizer_check, cuda_graph_check})
     if (std::string why = check(p); !why.empty()) return why;
   return "";
 }
@@ -424,6 +435,7 @@ void provide_backend_cuda(BackendRegistry& r) {
   b.check_point = point_check;
   b.make_node_kernel = cuda::make_node_kernel;
   b.make_device_memory = cuda::make_executor_memory;
+  b.channels_last = cuda::channels_last;
   b.no_device = cuda::no_device_reason;
   b.rank_device = cuda::rank_device_text;
   b.device_facts = cuda::device_facts;

@@ -142,6 +142,8 @@ class DeviceKernel : public OpKernel {
 // and the node kernels that run on it (nullptr for a node they do not cover, or for host memory).
 std::unique_ptr<DeviceMemory> make_executor_memory();
 std::unique_ptr<NodeKernel> make_node_kernel(const NodeProblem& p, int threads);
+// How those kernels take channels-last tensors (BackendInfo::channels_last).
+ChannelsLast channels_last(const NodeProblem& p);
 
 #ifdef D500_HAVE_CUDNN
 // cuDNN's convolution of a conv2d problem (forward, backward_data or backward_filter).

@@ -10,9 +10,9 @@ constexpr const char* kModule = "libd500-cuda.so";
 
 void register_backend_cuda(BackendRegistry& r) {
   r.declare(kModule, cuda_declared(), &BackendInfo::version, &BackendInfo::make_kernel, &BackendInfo::check_point,
-            &BackendInfo::make_node_kernel, &BackendInfo::make_device_memory, &BackendInfo::no_device,
-            &BackendInfo::rank_device, &BackendInfo::device_facts, &BackendInfo::device_reading,
-            &BackendInfo::device_peak);
+            &BackendInfo::make_node_kernel, &BackendInfo::make_device_memory, &BackendInfo::channels_last,
+            &BackendInfo::no_device, &BackendInfo::rank_device, &BackendInfo::device_facts,
+            &BackendInfo::device_reading, &BackendInfo::device_peak);
 }
 
 void register_backend_nccl(BackendRegistry& r) {

@@ -932,50 +932,82 @@ class Conv final : public CudaNode {
   }
   void forward() override {
     forget_halves();
-    if (transposed_)
+    if (transposed_) {
       backward_data(in(0), out(0));
-    else
-      convolve(in(0), out(0));
+    } else {
+      // Channels-last: the weights turned into KRSC, an NCHW input into NHWC (kept for the
+      // backward pass), an NCHW output computed NHWC and turned back.
+      if (w_conv_) relayout(in(1), w_conv_, g_.k, g_.cg(), g_.kh, g_.kw, true);
+      if (x_conv_) relayout(in(0), x_conv_, g_.n, g_.c, g_.h, g_.w, true);
+      convolve(x_conv_ ? x_conv_ : in(0), y_conv_ ? y_conv_ : out(0));
+    }
+    float* y = y_conv_ ? y_conv_ : out(0);
     if (has_bias_)
-      cudnn_check(cudnnAddTensor(m_.dnn(), &kOne, b_.get(), in(2), &kOne, out_desc(), out(0)), "cudnnAddTensor (bias)");
+      cudnn_check(cudnnAddTensor(m_.dnn(), &kOne, b_.get(), in(2), &kOne, out_desc(), y), "cudnnAddTensor (bias)");
+    if (y_conv_) relayout(y_conv_, out(0), g_.n, g_.k, g_.p, g_.q, false);
   }
   void backward() override {
     forget_halves();  // then a tensor both passes read is rounded once (dy, or ConvTranspose's dy)
     const float* dy = dout(0);
-    if (float* dx = din(0)) {
-      if (transposed_)
-        convolve(dy, dx);
-      else
-        backward_data(dy, dx);
-    }
+    if (y_conv_) relayout(dy, y_conv_, g_.n, g_.k, g_.p, g_.q, true), dy = y_conv_;
+    // The filter's gradient first (the convolution's input and its output's gradient): a
+    // channels-last input's converted copy then takes the input's gradient.
     if (float* dw = din(1)) {
-      // The filter's gradient: the convolution's input and its output's gradient.
-      const float* conv_x = transposed_ ? dy : in(0);
+      const float* conv_x = transposed_ ? dy : x_conv_ ? x_conv_ : in(0);
       const float* conv_dy = transposed_ ? in(0) : dy;
-      backward_filter(conv_x, conv_dy, dw);
+      backward_filter(conv_x, conv_dy, dw_conv_ ? dw_conv_ : dw);
+      if (dw_conv_) relayout(dw_conv_, dw, g_.k, g_.cg(), g_.kh, g_.kw, false);
+    }
+    if (float* dx = din(0)) {
+      if (transposed_) {
+        convolve(dy, dx);
+      } else {
+        backward_data(dy, x_conv_ ? x_conv_ : dx);
+        if (x_conv_) relayout(x_conv_, dx, g_.n, g_.c, g_.h, g_.w, false);
+      }
     }
     if (float* db = din(2))
       cudnn_check(cudnnConvolutionBackwardBias(m_.dnn(), &kOne, out_desc(), dy, &kZero, b_.get(), db),
                   "cudnnConvolutionBackwardBias");
   }
+  // The layout first (a step's impl is kept to 64 bytes): "cuda cudnn nhwc conv from nchw (...)"
+  // for a channels-last convolution that turns its NCHW input.
   std::string impl() const override {
+    if (nhwc_)
+      return std::string("cuda cudnn nhwc conv") + (x_conv_ ? " from nchw" : "") + (y_conv_ ? " to nchw" : "") + " (" +
+             algorithms_ + ")";
     return std::string("cuda cudnn ") + (transposed_ ? "transposed " : "") + "convolution (" + algorithms_ + ")";
   }
 
  private:
+  // Channels-last (memory_format = "channels_last"): the convolution computes in NHWC when its
+  // input or its output is stored so (the executor's TensorView::channels_last; ConvTranspose never).
+  static bool nhwc_of(const NodeProblem& p) { return p.in[0].channels_last || p.out[0].channels_last; }
   Conv(const NodeProblem& p, ExecutorMemory& m, const ConvGeom& g, bool transposed)
       : CudaNode(p, m),
         transposed_(transposed),
-        x_(g.n, g.c, g.h, g.w),
-        y_(g.n, g.k, g.p, g.q),
-        b_(1, transposed ? g.c : g.k, 1, 1) {
+        nhwc_(nhwc_of(p)),
+        g_(g),
+        x_(g.n, g.c, g.h, g.w, CUDNN_DATA_FLOAT, nhwc_of(p)),
+        y_(g.n, g.k, g.p, g.q, CUDNN_DATA_FLOAT, nhwc_of(p)),
+        b_(1, transposed ? g.c : g.k, 1, 1, CUDNN_DATA_FLOAT, nhwc_of(p)) {
     has_bias_ = p.in.size() > 2 && p.in[2].present();
+    if (nhwc_) {
+      // Buffers of the node's own: the weights in KRSC (and their gradient), and the input or
+      // output the executor keeps NCHW, in NHWC.
+      auto floats = [](I n) { return static_cast<std::size_t>(n) * sizeof(float); };
+      w_conv_ = static_cast<float*>(own(floats(g.k * g.cg() * g.kh * g.kw)));
+      if (p.training && p.din.size() > 1 && p.din[1].present())
+        dw_conv_ = static_cast<float*>(own(floats(g.k * g.cg() * g.kh * g.kw)));
+      if (!p.in[0].channels_last) x_conv_ = static_cast<float*>(own(floats(g.n * g.c * g.h * g.w)));
+      if (!p.out[0].channels_last) y_conv_ = static_cast<float*>(own(floats(g.n * g.k * g.p * g.q)));
+    }
     // math = "bf16": cuDNN's bfloat16 configuration (x, w and y in bfloat16, the sums in float32)
     // on copies in the executor's scratch that d500's kernels round at each call, the result
     // rounded back to float32.
     if (bf16_) {
-      xh_ = std::make_unique<TensorDesc>(g.n, g.c, g.h, g.w, CUDNN_DATA_BFLOAT16);
-      yh_ = std::make_unique<TensorDesc>(g.n, g.k, g.p, g.q, CUDNN_DATA_BFLOAT16);
+      xh_ = std::make_unique<TensorDesc>(g.n, g.c, g.h, g.w, CUDNN_DATA_BFLOAT16, nhwc_);
+      yh_ = std::make_unique<TensorDesc>(g.n, g.k, g.p, g.q, CUDNN_DATA_BFLOAT16, nhwc_);
       x_elems_ = g.n * g.c * g.h * g.w, w_elems_ = g.k * g.cg() * g.kh * g.kw, y_elems_ = g.n * g.k * g.p * g.q;
       m.reserve_scratch(half_offset(x_elems_) + half_offset(w_elems_) + half_offset(y_elems_));
       // Training a Conv's filter: the forward pass's bfloat16 copy of x is kept for the
@@ -983,8 +1015,9 @@ class Conv final : public CudaNode {
       if (p.training && !transposed && p.din.size() > 1 && p.din[1].present()) saved_x_ = own(half_offset(x_elems_));
     }
     cudnn_check(cudnnCreateFilterDescriptor(&w_), "cudnnCreateFilterDescriptor");
-    cudnn_check(cudnnSetFilter4dDescriptor(w_, bf16_ ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
-                                           to_int(g.k), to_int(g.cg()), to_int(g.kh), to_int(g.kw)),
+    cudnn_check(cudnnSetFilter4dDescriptor(w_, bf16_ ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT,
+                                           nhwc_ ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, to_int(g.k), to_int(g.cg()),
+                                           to_int(g.kh), to_int(g.kw)),
                 "cudnnSetFilter4dDescriptor");
     cudnn_check(cudnnCreateConvolutionDescriptor(&conv_), "cudnnCreateConvolutionDescriptor");
     cudnn_check(cudnnSetConvolution2dDescriptor(conv_, to_int(g.pt), to_int(g.pl), to_int(g.sh), to_int(g.sw),
@@ -1011,7 +1044,8 @@ class Conv final : public CudaNode {
                               std::to_string(g.groups) +
                               (bf16_                    ? " bf16"
                                : math == CUDNN_FMA_MATH ? ""
-                                                        : " tf32");
+                                                        : " tf32") +
+                              (nhwc_ ? " nhwc" : "");
     FindBuffers on(m, want == Choice::Find ? g : ConvGeom{});
     // The passes the node runs: Conv's forward pass is the convolution's, ConvTranspose's its
     // backward-data pass; training adds the other two.
@@ -1074,7 +1108,7 @@ class Conv final : public CudaNode {
         // A find runs the candidates on buffers of the geometry's sizes (made only for it).
         const ConvBuffers search = want == Choice::Find ? *on.get() : ConvBuffers{};
         return std::make_shared<GraphConv>(m.dnn(), g, pass, want, tf32, search, later,
-                                           bf16_ ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT);
+                                           bf16_ ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT, nhwc_);
       });
       ws_bytes_ = std::max(ws_bytes_, into->chosen().workspace);
       same_bits = same_bits && into->chosen().deterministic;
@@ -1109,7 +1143,7 @@ class Conv final : public CudaNode {
       to_half(x, hx, x_elems_);
     else
       hx = operand(kX, x);
-    void *hw = operand(kW, in(1)), *hy = result(kY, y);
+    void *hw = operand(kW, weight()), *hy = result(kY, y);
     if (graph_f_) {
       cudnn_check(graph_f_->run_on({hx, hw, hy}), "cudnnBackendExecute (the convolution's forward plan)");
     } else {
@@ -1121,7 +1155,7 @@ class Conv final : public CudaNode {
     widen(kY, hy, y);
   }
   void backward_data(const float* dy, float* dx) {
-    void *hdy = operand(kY, dy), *hw = operand(kW, in(1)), *hdx = result(kX, dx);
+    void *hdy = operand(kY, dy), *hw = operand(kW, weight()), *hdx = result(kX, dx);
     if (graph_d_) {
       cudnn_check(graph_d_->run_on({hdx, hw, hdy}), "cudnnBackendExecute (the convolution's backward data plan)");
     } else {
@@ -1146,6 +1180,18 @@ class Conv final : public CudaNode {
                   bf16_ ? "cudnnConvolutionBackwardFilter (bfloat16)" : "cudnnConvolutionBackwardFilter");
     }
     widen(kW, hdw, dw);
+  }
+  // The weights as the passes read them: KCRS, or channels-last their KRSC copy.
+  const float* weight() const { return w_conv_ ? w_conv_ : in(1); }
+  // A copy of an N C H W tensor between its layouts on the stream (channels-last's borders).
+  void relayout(const float* src, float* dst, I n, I c, I h, I w, bool to_nhwc) const {
+#ifdef D500_HAVE_CUDA_KERNELS
+    check(launch_strided_copy(dev::layout_copy(n, c, h, w, to_nhwc), src, dst, m_.stream()),
+          "the layout copy kernel's launch");
+#else  // channels-last needs d500's kernels: the backend says Never without them
+    (void)src, (void)dst, (void)n, (void)c, (void)h, (void)w, (void)to_nhwc;
+    throw Error("cuda: memory_format = \"channels_last\" needs d500's own kernels, which this build lacks");
+#endif
   }
   // The node's output's descriptor.
   cudnnTensorDescriptor_t out_desc() const { return transposed_ ? x_.get() : y_.get(); }
@@ -1198,6 +1244,14 @@ class Conv final : public CudaNode {
 #endif
 
   bool transposed_;
+  bool nhwc_;  // the passes compute channels-last
+  ConvGeom g_;
+  // Channels-last: the weights and their gradient in KRSC; the input and the output where the
+  // executor keeps them NCHW, in NHWC (the input's also takes its gradient).
+  float* w_conv_ = nullptr;
+  float* dw_conv_ = nullptr;
+  float* x_conv_ = nullptr;
+  float* y_conv_ = nullptr;
   TensorDesc x_, y_, b_;
   std::unique_ptr<TensorDesc> xh_, yh_;  // math = "bf16": the passes' bfloat16 descriptors
   void* saved_x_ = nullptr;  // math = "bf16", training a Conv's filter: x's bfloat16 copy from the forward pass
@@ -1269,12 +1323,19 @@ class Pool final : public CudaNode {
   std::string impl() const override {
     std::string s = "cuda cudnn pooling";
     if (mode_ == CUDNN_POOLING_MAX) s += ", atomics";
+    if (nhwc_) s += ", NHWC";
     return p_.training ? s + " (output kept for backward)" : s;
   }
 
  private:
+  // Channels-last: both descriptors NHWC when the input is stored so (an output of one value per
+  // channel is the same bytes in both layouts).
   Pool(const NodeProblem& p, ExecutorMemory& m, const ConvGeom& g, cudnnPoolingMode_t mode)
-      : CudaNode(p, m), x_(g.n, g.c, g.h, g.w), y_(g.n, g.c, g.p, g.q), mode_(mode) {
+      : CudaNode(p, m),
+        x_(g.n, g.c, g.h, g.w, CUDNN_DATA_FLOAT, p.in[0].channels_last),
+        y_(g.n, g.c, g.p, g.q, CUDNN_DATA_FLOAT, p.in[0].channels_last),
+        mode_(mode),
+        nhwc_(p.in[0].channels_last) {
     cudnn_check(cudnnCreatePoolingDescriptor(&pool_), "cudnnCreatePoolingDescriptor");
     cudnn_check(cudnnSetPooling2dDescriptor(pool_, mode, CUDNN_NOT_PROPAGATE_NAN, to_int(g.kh), to_int(g.kw),
                                             to_int(g.pt), to_int(g.pl), to_int(g.sh), to_int(g.sw)),
@@ -1296,6 +1357,7 @@ class Pool final : public CudaNode {
 
   TensorDesc x_, y_;
   cudnnPoolingMode_t mode_;
+  bool nhwc_;
   cudnnPoolingDescriptor_t pool_ = nullptr;
   void* y_keep_ = nullptr;
   void* x_keep_ = nullptr;
@@ -1364,7 +1426,7 @@ class Softmax final : public CudaNode {
 class BatchNormInference final : public CudaNode {
  public:
   BatchNormInference(const NodeProblem& p, ExecutorMemory& m, I n, I c, I h, I w, double eps)
-      : CudaNode(p, m), x_(n, c, h, w), s_(1, c, 1, 1), eps_(eps) {}
+      : CudaNode(p, m), x_(n, c, h, w, CUDNN_DATA_FLOAT, p.in[0].channels_last), s_(1, c, 1, 1), eps_(eps) {}
   void forward() override {
     cudnn_check(
         cudnnBatchNormalizationForwardInference(m_.dnn(), CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, x_.get(), in(0),
@@ -1372,7 +1434,10 @@ class BatchNormInference final : public CudaNode {
         "cudnnBatchNormalizationForwardInference");
   }
   void backward() override { throw Error("cuda: batch normalisation in inference has no backward pass"); }
-  std::string impl() const override { return "cuda cudnn batch normalisation (inference)"; }
+  std::string impl() const override {
+    return p_.in[0].channels_last ? "cuda cudnn batch normalisation (inference, NHWC)"
+                                  : "cuda cudnn batch normalisation (inference)";
+  }
 
  private:
   TensorDesc x_, s_;
@@ -1389,7 +1454,7 @@ class BatchNormTraining final : public CudaNode {
  public:
   BatchNormTraining(const NodeProblem& p, ExecutorMemory& m, I n, I c, I h, I w, double eps)
       : CudaNode(p, m),
-        x_(n, c, h, w),
+        x_(n, c, h, w, CUDNN_DATA_FLOAT, p.in[0].channels_last),
         s_(1, c, 1, 1),
         eps_(eps),
         c_bytes_(static_cast<std::size_t>(c) * sizeof(float)),
@@ -1437,7 +1502,10 @@ class BatchNormTraining final : public CudaNode {
                                                 dscale_, dbias_, eps_, mean_, inv_),
                 "cudnnBatchNormalizationBackward");
   }
-  std::string impl() const override { return "cuda cudnn batch normalisation (training)"; }
+  std::string impl() const override {
+    return p_.in[0].channels_last ? "cuda cudnn batch normalisation (training, NHWC)"
+                                  : "cuda cudnn batch normalisation (training)";
+  }
 
  private:
   TensorDesc x_, s_;
@@ -1486,6 +1554,25 @@ std::unique_ptr<NodeKernel> cudnn_batch_norm(const NodeProblem& p, ExecutorMemor
 }  // namespace
 
 std::unique_ptr<DeviceMemory> make_executor_memory() { return std::make_unique<ExecutorMemory>(); }
+
+ChannelsLast channels_last(const NodeProblem& p) {
+#if defined(D500_HAVE_CUDNN) && defined(D500_HAVE_CUDA_KERNELS)
+  // The nodes dev::channels_last_of names, where make_node_kernel gives them cuDNN's kernels (or,
+  // Relu and Add, d500's flat ones): sizes within cuDNN's int, batch normalisation's epsilon
+  // within cuDNN's.
+  const ChannelsLast how = dev::channels_last_of(p);
+  if (how == ChannelsLast::Never) return how;
+  for (const auto* side : {&p.in, &p.out})
+    for (const TensorView& t : *side)
+      if (t.shape && !fits_int(numel(*t.shape))) return ChannelsLast::Never;
+  if (p.node->op == "BatchNormalization" && p.node->attr_f("epsilon", 1e-5) < CUDNN_BN_MIN_EPSILON)
+    return ChannelsLast::Never;
+  return how;
+#else
+  (void)p;
+  return ChannelsLast::Never;  // the layout copies and cuDNN's NHWC descriptors need both
+#endif
+}
 
 std::unique_ptr<NodeKernel> make_node_kernel(const NodeProblem& p, int) {
   auto* m = dynamic_cast<ExecutorMemory*>(p.device);
@@ -1582,7 +1669,7 @@ std::unique_ptr<NodeKernel> make_node_kernel(const NodeProblem& p, int) {
     if (auto k = cudnn_batch_norm(p, *m, a)) return k;
 #endif
 #ifdef D500_HAVE_CUDA_KERNELS
-  if (op == "BatchNormalization") {
+  if (op == "BatchNormalization" && !p.in[0].channels_last) {  // d500's kernels read NCHW
     const auto k = dev::batch_norm_of(p);
     return k ? std::make_unique<BatchNormKernels>(p, *m, *k) : nullptr;
   }

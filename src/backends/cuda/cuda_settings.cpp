@@ -36,6 +36,15 @@ std::vector<BackendSetting> settings_of_backend_cuda() {
        .workloads = {"conv2d", "gemm", "network", "train", "distributed"},
        .neutral = "fp32",
        .other_note = "the CPU backends compute in strict float32"},
+      {.spec = {"memory_format", ValueType::String, Value{std::string()}, 0, 0, {"nchw", "channels_last"},
+                "networks (levels 1-3, d500's executor): nchw, or channels_last (the activations between cuDNN's "
+                "convolutions, batch normalisations and poolings, ReLUs and same-shape additions stored NHWC, as "
+                "torch.channels_last keeps them: a convolution's tensor-core kernels need no transposes; the weights "
+                "stay KCRS and each convolution turns them into KRSC at each pass, and a graph's input, its outputs and "
+                "a tensor a reshape reads stay NCHW, a convolution turning them at the border); default: nchw"},
+       .workloads = {"network", "train", "distributed"},
+       .neutral = "nchw",
+       .other_note = "the CPU backends keep NCHW"},
       {.spec = {"cuda_graph", ValueType::String, Value{std::string()}, 0, 0, {"off", "step"},
                 "training (level 2): step (the training step -- forward, backward and d500's device optimizer -- "
                 "captured once as a CUDA Graph, at the second step, and replayed at every later one: one launch instead "

@@ -17,11 +17,13 @@ namespace d500::cuda {
 
 void cudnn_check(cudnnStatus_t s, const char* call);  // throws d500::Error naming the call and cuDNN's words
 
-// An NCHW tensor descriptor, float32 unless `type` says otherwise (bfloat16: the executor's
-// convolutions with math = "bf16"), destroyed with its owner.
+// A tensor descriptor of shape N C H W, stored NCHW or, with `nhwc`, channels-last (d500's
+// executor with memory_format = "channels_last"), float32 unless `type` says otherwise (bfloat16:
+// the executor's convolutions with math = "bf16"), destroyed with its owner.
 class TensorDesc {
  public:
-  TensorDesc(std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w, cudnnDataType_t type = CUDNN_DATA_FLOAT);
+  TensorDesc(std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w, cudnnDataType_t type = CUDNN_DATA_FLOAT,
+             bool nhwc = false);
   ~TensorDesc();
   TensorDesc(const TensorDesc&) = delete;
   TensorDesc& operator=(const TensorDesc&) = delete;

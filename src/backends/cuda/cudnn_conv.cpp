@@ -31,13 +31,14 @@ void cudnn_check(cudnnStatus_t s, const char* call) {
   if (s != CUDNN_STATUS_SUCCESS) throw Error(std::string("cuda: ") + call + " failed: " + cudnnGetErrorString(s));
 }
 
-TensorDesc::TensorDesc(std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w, cudnnDataType_t type) {
+TensorDesc::TensorDesc(std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w, cudnnDataType_t type,
+                       bool nhwc) {
   for (const std::int64_t d : {n, c, h, w})
     if (d > std::numeric_limits<int>::max())
       throw Error("cuda: a tensor dimension of " + std::to_string(d) + " is beyond cuDNN's int");
   cudnn_check(cudnnCreateTensorDescriptor(&d_), "cudnnCreateTensorDescriptor");
-  cudnn_check(cudnnSetTensor4dDescriptor(d_, CUDNN_TENSOR_NCHW, type, static_cast<int>(n), static_cast<int>(c),
-                                         static_cast<int>(h), static_cast<int>(w)),
+  cudnn_check(cudnnSetTensor4dDescriptor(d_, nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, type, static_cast<int>(n),
+                                         static_cast<int>(c), static_cast<int>(h), static_cast<int>(w)),
               "cudnnSetTensor4dDescriptor");
 }
 

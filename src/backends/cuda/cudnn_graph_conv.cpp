@@ -54,9 +54,12 @@ class Desc {
   cudnnBackendDescriptor_t d_ = nullptr;
 };
 
-// A tensor of `type` of four dimensions, packed in that order (NCHW, or KCRS for weights).
-Desc tensor(std::int64_t uid, std::array<std::int64_t, 4> dims, cudnnDataType_t type) {
-  const std::array<std::int64_t, 4> strides{dims[1] * dims[2] * dims[3], dims[2] * dims[3], dims[3], 1};
+// A tensor of `type` of four dimensions N C H W (K C R S for weights), packed in that order or,
+// with `nhwc`, channels-last (N H W C in memory, K R S C for weights).
+Desc tensor(std::int64_t uid, std::array<std::int64_t, 4> dims, cudnnDataType_t type, bool nhwc) {
+  const std::array<std::int64_t, 4> strides =
+      nhwc ? std::array<std::int64_t, 4>{dims[1] * dims[2] * dims[3], 1, dims[3] * dims[1], dims[1]}
+           : std::array<std::int64_t, 4>{dims[1] * dims[2] * dims[3], dims[2] * dims[3], dims[3], 1};
   const std::int64_t alignment = 16;  // cudaMalloc's buffers are aligned to 256 bytes
   Desc t(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
   t.set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type, "the tensor's data type")
@@ -195,7 +198,7 @@ ConvGeom graph_geom(const ConvShape& cs) {
 }
 
 GraphConv::GraphConv(cudnnHandle_t h, const ConvGeom& cs, ConvPass pass, Choice c, bool tf32, const ConvBuffers& on,
-                     cudnnDataType_t io)
+                     cudnnDataType_t io, bool nhwc)
     : impl_(std::make_shared<Impl>()) {
   if (cs.pt != cs.pb || cs.pl != cs.pr)
     throw Error("cuda: cuDNN's graph API is given equal pads on both sides of an axis (an internal error)");
@@ -207,9 +210,9 @@ GraphConv::GraphConv(cudnnHandle_t h, const ConvGeom& cs, ConvPass pass, Choice 
   impl_->io = io;
   auto& keep = impl_->keep;
   keep.reserve(6);  // x, w, y, the convolution, the operation, the graph: references to them stay valid
-  keep.push_back(tensor(kX, {cs.n, cs.c, cs.h, cs.w}, io));
-  keep.push_back(tensor(kW, {cs.k, cs.cg(), cs.kh, cs.kw}, io));
-  keep.push_back(tensor(kY, {cs.n, cs.k, cs.p, cs.q}, io));
+  keep.push_back(tensor(kX, {cs.n, cs.c, cs.h, cs.w}, io, nhwc));
+  keep.push_back(tensor(kW, {cs.k, cs.cg(), cs.kh, cs.kw}, io, nhwc));
+  keep.push_back(tensor(kY, {cs.n, cs.k, cs.p, cs.q}, io, nhwc));
   const Desc &x = keep[0], &w = keep[1], &y = keep[2];
   {
     const cudnnDataType_t compute = CUDNN_DATA_FLOAT;

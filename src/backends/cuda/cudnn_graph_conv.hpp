@@ -33,15 +33,17 @@ ConvGeom graph_geom(const ConvShape& cs);
 
 class GraphConv {
  public:
-  // `g`: the convolution (NCHW x, KCRS w with C per group, pads equal on both sides of an axis).
+  // `g`: the convolution (NCHW x, KCRS w with C per group, pads equal on both sides of an axis;
+  // with `nhwc`, x, w and y channels-last: NHWC, KRSC, NHWC, as d500's executor keeps them with
+  // memory_format = "channels_last").
   // `on`: the pass's buffers in cuDNN's forward names (a backward data pass writes dx into x, a
   // backward filter pass dw into w); Find runs the candidates on them, and run() uses them (none:
   // run_on gives them). `workspace(bytes)` returns a device buffer of that size that lives as long
   // as this object (or nullptr, to give one later with use_workspace).
   template <class Scratch>
   GraphConv(cudnnHandle_t h, const ConvGeom& g, ConvPass pass, Choice c, bool tf32, const ConvBuffers& on,
-            Scratch&& workspace, cudnnDataType_t io = CUDNN_DATA_FLOAT)
-      : GraphConv(h, g, pass, c, tf32, on, io) {
+            Scratch&& workspace, cudnnDataType_t io = CUDNN_DATA_FLOAT, bool nhwc = false)
+      : GraphConv(h, g, pass, c, tf32, on, io, nhwc) {
     bind(chosen_.workspace ? workspace(chosen_.workspace) : nullptr);
   }
   // The plan `like` chose, for another convolution of the same geometry, pass and choice (d500's
@@ -73,7 +75,7 @@ class GraphConv {
 
  private:
   GraphConv(cudnnHandle_t h, const ConvGeom& g, ConvPass pass, Choice c, bool tf32, const ConvBuffers& on,
-            cudnnDataType_t io);
+            cudnnDataType_t io, bool nhwc);
   void bind(void* workspace);
 
   struct Impl;
