@@ -2318,11 +2318,12 @@ std::string recording_refusal(GraphRunner& r) {
 
 // A residual block as ResNet has them (convolutions, batch normalisations, ReLUs, a same-shape
 // addition, a max pool, a 1x1 convolution, a global average pool), with the loss projected from
-// the pool: its tensors by name. With `flatten`, the block's output is also flattened into a
-// second output (a view: its group stays NCHW).
+// the pool and from a head convolution of the block's output that is flattened (its output a
+// view's: NCHW): its tensors by name. With `flatten`, the block's output is also flattened into
+// a further output (its group stays NCHW).
 struct ResidualBlock {
   GraphBuilder b;
-  int x, c1, n1, r1, c2, n2, a, r2, p, c3, r3, gap, loss;
+  int x, c1, n1, r1, c2, n2, a, r2, p, c3, r3, gap, c4, loss;
   explicit ResidualBlock(bool flatten) {
     x = b.input("x", DType::F32, {2, 3, 6, 6});
     const std::map<std::string, Attr> same{{"pads", ints_attr({1, 1, 1, 1})}};
@@ -2341,7 +2342,8 @@ struct ResidualBlock {
     c3 = b.node("Conv", {p, b.weight("w3", {5, 4, 1, 1})});
     r3 = b.node("Relu", {c3});
     gap = b.node("GlobalAveragePool", {r3});
-    std::vector<int> outs{gap};
+    c4 = b.node("Conv", {r2, b.weight("w4", {2, 4, 3, 3})});
+    std::vector<int> outs{gap, b.node("Flatten", {c4})};
     if (flatten) outs.push_back(b.node("Flatten", {r2}));
     loss = b.finish_with_projection_loss(outs);
   }
@@ -2383,7 +2385,8 @@ TEST(Executor, ChannelsLastKeepsTheActivationsBetweenConvolutionsNhwcAndComputes
     const std::vector<int> block1{rb.c1, rb.n1, rb.r1, rb.c2, rb.n2, rb.a, rb.r2, rb.p}, block2{rb.c3, rb.r3};
     for (int t : block1) EXPECT_EQ(last->channels_last(t), !flatten) << g.info(t).name;
     for (int t : block2) EXPECT_TRUE(last->channels_last(t)) << g.info(t).name;
-    for (int t : {rb.x, rb.gap, rb.loss}) EXPECT_FALSE(last->channels_last(t)) << g.info(t).name << ": no NHWC there";
+    for (int t : {rb.x, rb.gap, rb.c4, rb.loss})
+      EXPECT_FALSE(last->channels_last(t)) << g.info(t).name << ": no NHWC there";
     for (std::size_t t = 0; t < g.tensors.size(); ++t) {
       EXPECT_FALSE(first->channels_last(static_cast<int>(t))) << "memory_format unset: NCHW";
       if (g.is_const(static_cast<int>(t))) {
@@ -2395,7 +2398,7 @@ TEST(Executor, ChannelsLastKeepsTheActivationsBetweenConvolutionsNhwcAndComputes
         << last->describe();
     int nhwc_steps = 0;
     for (const auto& st : last->steps()) nhwc_steps += st.impl == "guarded layouts (NHWC)";
-    EXPECT_EQ(nhwc_steps, flatten ? 2 * 3 : 2 * 11) << "forward and backward of every node that sees an NHWC tensor";
+    EXPECT_EQ(nhwc_steps, flatten ? 2 * 3 : 2 * 12) << "forward and backward of every node that sees an NHWC tensor";
     EXPECT_EQ(last->output(0), first->output(0));
     for (std::size_t k = 0; k < rb.b.params().size(); ++k) EXPECT_EQ(last->gradient(k), first->gradient(k)) << k;
     for (std::size_t t = 0; t < g.tensors.size(); ++t)
@@ -2463,6 +2466,49 @@ TEST(Executor, ChannelsLastCoversEveryResNetActivationBetweenTheFirstConvolution
     EXPECT_EQ(e->output(0), f->output(0));
     for (std::size_t k = 0; k < params.size(); ++k) EXPECT_EQ(e->gradient(k), f->gradient(k)) << g.info(params[k]).name;
   }
+}
+
+// memory_format = "channels_last" on a device backend that takes it (cuda on a GPU; skipped where
+// none has a device): the residual block's training step -- a convolution turning its NCHW input,
+// one turning its NHWC output back, a bias, batch normalisations, the residual addition, both
+// poolings -- validates against the yardstick through cuDNN's legacy calls and its graph API,
+// with and without the block's output flattened, and its convolutions say they computed NHWC.
+TEST(Executor, ChannelsLastOnADeviceBackendValidatesThroughBothCudnnApis) {
+  int ran = 0;
+  for (const auto& backend : all_backends()) {
+    if (!backend.built || !backend.channels_last || !backend.make_device_memory) continue;
+    if (backend.no_device && !backend.no_device().empty()) continue;  // a GPU backend on a host without one
+    SCOPED_TRACE(backend.name);
+    for (const bool flatten : {false, true})
+      for (const std::string api : {"legacy", "graph"}) {
+        SCOPED_TRACE(std::string(flatten ? "flattened, " : "") + api);
+        ResidualBlock rb(flatten);
+        const Params point{{"memory_format", Value{std::string("channels_last")}}, {"cudnn_api", Value{api}}};
+        std::vector<float> xs(2 * 3 * 6 * 6);
+        fill_uniform(xs.data(), xs.size(), 7, -1, 1);
+        const std::vector<int> params = rb.b.params();
+        ExecutorSpec s;
+        s.graph = &rb.b.g;
+        s.backend = &backend;
+        s.point = &point;
+        s.training = true;
+        s.loss = rb.loss;
+        s.params = params;
+        s.inputs = {xs.data()};
+        GraphExecutor e(s);
+        e.forward(0);
+        e.backward(0);
+        int nhwc = 0;
+        for (const auto& st : e.steps()) nhwc += st.impl.find("nhwc conv") != std::string::npos;
+        EXPECT_EQ(nhwc, flatten ? 2 : 2 * 4) << e.describe();
+        const StepValues got = step_values(e, rb.b.g, params, true);
+        const StepValues ref = yardstick_step(rb.b.g, true, rb.loss, params, {xs.data()}, 1);
+        const Discrepancy d = compare_steps(got, ref);
+        EXPECT_LE(d.worst, network_tolerance(rb.b.g, rb.loss).tolerance) << d.where;
+        ++ran;
+      }
+  }
+  if (ran == 0) GTEST_SKIP() << "no backend here takes channels-last tensors on a device (cuda without a GPU)";
 }
 
 // A backend that says a node takes channels-last tensors and then makes no kernel for it: the

@@ -1446,16 +1446,18 @@ class BatchNormInference final : public CudaNode {
 
 // BatchNormalization in training: the batch's statistics normalise (biased variance, as the
 // reference); the mean and inverse deviation cuDNN saves in the forward pass serve the backward
-// one. The running statistics (outputs 1 and 2, which the executor points at the statistics it
-// keeps) are updated from those by d500's kernel (ONNX's biased variance; cuDNN's own update
-// would take the unbiased one); a node with the batch's statistics as outputs runs on d500's
-// kernels.
+// one. Channels-last in cuDNN's persistent spatial mode, as PyTorch trains channels_last (its
+// getCudnnBatchNormMode; the mode's restrictions on the data's range are NCHW's only). The running statistics (outputs
+// 1 and 2, which the executor points at the statistics it keeps) are updated from those by d500's kernel (ONNX's biased
+// variance; cuDNN's own update would take the unbiased one); a node with the batch's statistics as outputs runs on
+// d500's kernels.
 class BatchNormTraining final : public CudaNode {
  public:
   BatchNormTraining(const NodeProblem& p, ExecutorMemory& m, I n, I c, I h, I w, double eps)
       : CudaNode(p, m),
         x_(n, c, h, w, CUDNN_DATA_FLOAT, p.in[0].channels_last),
         s_(1, c, 1, 1),
+        mode_(p.in[0].channels_last ? CUDNN_BATCHNORM_SPATIAL_PERSISTENT : CUDNN_BATCHNORM_SPATIAL),
         eps_(eps),
         c_bytes_(static_cast<std::size_t>(c) * sizeof(float)),
         x_bytes_(static_cast<std::size_t>(n * c * h * w) * sizeof(float)) {
@@ -1477,10 +1479,10 @@ class BatchNormTraining final : public CudaNode {
     }
   }
   void forward() override {
-    cudnn_check(cudnnBatchNormalizationForwardTraining(m_.dnn(), CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, x_.get(),
-                                                       in(0), x_.get(), out(0), s_.get(), in(1), in(2), 0.0, nullptr,
-                                                       nullptr, eps_, mean_, inv_),
-                "cudnnBatchNormalizationForwardTraining");
+    cudnn_check(
+        cudnnBatchNormalizationForwardTraining(m_.dnn(), mode_, &kOne, &kZero, x_.get(), in(0), x_.get(), out(0),
+                                               s_.get(), in(1), in(2), 0.0, nullptr, nullptr, eps_, mean_, inv_),
+        "cudnnBatchNormalizationForwardTraining");
 #ifdef D500_HAVE_CUDA_KERNELS
     float* rm = p_.out.size() > 1 && p_.out[1].present() ? out(1) : nullptr;
     float* rv = p_.out.size() > 2 && p_.out[2].present() ? out(2) : nullptr;
@@ -1497,18 +1499,19 @@ class BatchNormTraining final : public CudaNode {
       m_.zero(dbias_, c_bytes_);
       return;
     }
-    cudnn_check(cudnnBatchNormalizationBackward(m_.dnn(), CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, &kOne, &kZero,
-                                                x_.get(), in(0), x_.get(), dout(0), x_.get(), dx_, s_.get(), in(1),
-                                                dscale_, dbias_, eps_, mean_, inv_),
-                "cudnnBatchNormalizationBackward");
+    cudnn_check(
+        cudnnBatchNormalizationBackward(m_.dnn(), mode_, &kOne, &kZero, &kOne, &kZero, x_.get(), in(0), x_.get(),
+                                        dout(0), x_.get(), dx_, s_.get(), in(1), dscale_, dbias_, eps_, mean_, inv_),
+        "cudnnBatchNormalizationBackward");
   }
   std::string impl() const override {
-    return p_.in[0].channels_last ? "cuda cudnn batch normalisation (training, NHWC)"
+    return p_.in[0].channels_last ? "cuda cudnn batch normalisation (training, NHWC, persistent)"
                                   : "cuda cudnn batch normalisation (training)";
   }
 
  private:
   TensorDesc x_, s_;
+  cudnnBatchNormMode_t mode_;
   double eps_;
   std::size_t c_bytes_, x_bytes_;
 #ifdef D500_HAVE_CUDA_KERNELS
