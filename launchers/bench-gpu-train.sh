@@ -20,7 +20,8 @@
 #    tf32 with cudnn.benchmark, NCHW and channels_last, bf16 autocast with cudnn.benchmark, NCHW
 #    and channels_last (D500_BENCH_TORCH_RUNS names others: fp32-det, fp32, bf16); CUDA events
 #    around each step, medians.
-# 3. Each libtorch-cuda run against PyTorch's in the same mode: the harness's cost.
+# 3. Each libtorch-cuda run against PyTorch's in the same mode (the harness's cost), and each
+#    cuda run against it (d500's executor against PyTorch's: images/s and their ratio).
 # Needs a d500 built with CUDA and cuDNN, a visible GPU, mpirun, and Python with a CUDA PyTorch
 # ($PYTHON, default python3) for part 2.
 set -uo pipefail
@@ -151,22 +152,30 @@ for key in chosen:
     del model, opt
     torch.cuda.empty_cache()
 PY
-# libtorch-cuda against PyTorch's loop in the same mode, from the two parts' figures: the
-# harness's cost over the same framework (the whole step, and without d500's data phase, which
-# PyTorch's loop, reusing one batch, does not have).
-echo "== libtorch-cuda against PyTorch, the same mode (+: d500's step is longer; the harness target is +1%)"
-for f in "$tmp"/d500-libtorch-cuda-*.txt; do
-  [ -f "$f" ] || continue
-  IFS=- read -r _ _ _ algos math api layout <<< "$(basename "$f" .txt)"
-  key=fp32; [ -n "$math" ] && key=$math
-  case "$algos" in deterministic | "") [ "$key" = fp32 ] && key=fp32-det || key=$key-det ;; find) key=$key-find ;; esac
-  [ "$layout" = channels_last ] && key=$key-cl
-  torch_ms=$(grep -F "[$key]" "$tmp/torch.txt" | grep -oE '[0-9.]+ ms a step' | grep -oE '^[0-9.]+')
-  whole=$(grep -m1 "d500's train workload:.*images/s" "$f" | grep -oE '[0-9.]+ ms a step' | grep -oE '^[0-9.]+')
-  bare=$(grep -m1 "without its data phase" "$f" | grep -oE '[0-9.]+ ms a step' | grep -oE '^[0-9.]+')
-  if [ -z "$torch_ms" ] || [ -z "$whole" ]; then echo "  ${math:-fp32} ${algos:-deterministic} ${layout:-nchw}: no PyTorch run [$key] to pair with"; continue; fi
-  awk -v k="$key" -v t="$torch_ms" -v w="$whole" -v b="$bare" 'BEGIN {
-    printf "  %-14s PyTorch %7.2f ms; d500 whole step %7.2f ms (%+.1f%%)", k, t, w, (w / t - 1) * 100
-    if (b != "") printf ", without its data phase %7.2f ms (%+.1f%%)", b, (b / t - 1) * 100
-    printf "\n" }'
-done
+# Each d500 run against PyTorch's loop in the same mode, from the two parts' figures: for
+# libtorch-cuda the harness's cost over the same framework, for cuda d500's own executor against
+# PyTorch's (the issue's table: images/s and their ratio). The whole step, and without d500's
+# data phase, which PyTorch's loop, reusing one batch, does not have.
+against_torch() {  # BACKEND (cuda or libtorch-cuda): its runs' files, paired by mode
+  local f key algos math api layout graph torch_ms whole bare
+  for f in "$tmp"/d500-"$1"-*.txt; do
+    [ -f "$f" ] || continue
+    IFS=- read -r algos math api layout graph <<< "$(basename "$f" .txt | sed "s/^d500-$1-//")"
+    key=fp32; [ -n "$math" ] && key=$math
+    case "$algos" in deterministic | "") [ "$key" = fp32 ] && key=fp32-det || key=$key-det ;; find) key=$key-find ;; esac
+    [ "$layout" = channels_last ] && key=$key-cl
+    torch_ms=$(grep -F "[$key]" "$tmp/torch.txt" | grep -oE '[0-9.]+ ms a step' | grep -oE '^[0-9.]+')
+    whole=$(grep -m1 "d500's train workload:.*images/s" "$f" | grep -oE '[0-9.]+ ms a step' | grep -oE '^[0-9.]+')
+    bare=$(grep -m1 "without its data phase" "$f" | grep -oE '[0-9.]+ ms a step' | grep -oE '^[0-9.]+')
+    if [ -z "$torch_ms" ] || [ -z "$whole" ]; then echo "  ${math:-fp32} ${algos:-deterministic} ${layout:-nchw}${graph:+ $graph}: no PyTorch run [$key] to pair with"; continue; fi
+    awk -v k="$key${api:+ $api}${graph:+ $graph}" -v t="$torch_ms" -v w="$whole" -v b="$bare" -v n="$batch" 'BEGIN {
+      printf "  %-26s PyTorch %7.2f ms (%6.0f images/s); d500 whole step %7.2f ms (%6.0f images/s, %.3f of PyTorch)",
+        k, t, n * 1000 / t, w, n * 1000 / w, t / w, ""
+      if (b != "") printf ", without its data phase %7.2f ms (%.3f)", b, t / b
+      printf "\n" }'
+  done
+}
+echo "== libtorch-cuda against PyTorch, the same mode (the harness's cost: the target is 0.99 of PyTorch's images/s or more)"
+against_torch libtorch-cuda
+echo "== d500's executor (cuda) against PyTorch, the same mode (issue 48's goal: 1.00 or more)"
+against_torch cuda
