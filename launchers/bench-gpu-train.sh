@@ -170,7 +170,7 @@ against_torch() {  # BACKEND (cuda or libtorch-cuda): its runs' files, paired by
     if [ -z "$torch_ms" ] || [ -z "$whole" ]; then echo "  ${math:-fp32} ${algos:-deterministic} ${layout:-nchw}${graph:+ $graph}: no PyTorch run [$key] to pair with"; continue; fi
     awk -v k="$key${api:+ $api}${graph:+ $graph}" -v t="$torch_ms" -v w="$whole" -v b="$bare" -v n="$batch" 'BEGIN {
       printf "  %-26s PyTorch %7.2f ms (%6.0f images/s); d500 whole step %7.2f ms (%6.0f images/s, %.3f of PyTorch)",
-        k, t, n * 1000 / t, w, n * 1000 / w, t / w, ""
+        k, t, n * 1000 / t, w, n * 1000 / w, t / w
       if (b != "") printf ", without its data phase %7.2f ms (%.3f)", b, t / b
       printf "\n" }'
   done
