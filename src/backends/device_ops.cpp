@@ -355,6 +355,7 @@ std::optional<BatchNorm> batch_norm_of(const NodeProblem& p) {
   k.eps = static_cast<float>(p.node->attr_f("epsilon", 1e-5));
   k.momentum = static_cast<float>(p.node->attr_f("momentum", 0.9));
   k.training = p.training || p.node->attr_i("training_mode", 0) != 0;  // the reference's bn_training
+  k.nhwc = p.in[0].channels_last;
   return k;
 }
 
@@ -386,8 +387,7 @@ ChannelsLast channels_last_of(const NodeProblem& p) {
     const ConvGeom g = conv_geom(*p.node, x, (*p.in[1].shape)[0]);
     return g.pt == g.pb && g.pl == g.pr ? ChannelsLast::Each : ChannelsLast::Never;
   }
-  if (op == "BatchNormalization")
-    return p.out.size() == 1 && p.in.size() >= 5 ? ChannelsLast::Same : ChannelsLast::Never;
+  if (op == "BatchNormalization") return p.in.size() >= 5 ? ChannelsLast::Same : ChannelsLast::Never;
   if (op == "Relu") return ChannelsLast::Same;
   if (op == "Add")
     return p.in.size() == 2 && p.in[1].dtype == DType::F32 && *p.in[1].shape == x ? ChannelsLast::Same

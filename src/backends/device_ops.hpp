@@ -396,16 +396,20 @@ D500_HOST_DEVICE inline void ln_param_grad_finish(const Parts& s, const double* 
 // parts over its n plane elements (ps = parts_of(c, n plane)): the mean, then the biased
 // variance, each sum in double, as the reference's; then the running-statistics outputs and the
 // elements. Backward: the channel's sums of dy and of dy xhat in parts, then dx per element.
+// Channels-last (TensorView::channels_last) x is stored [n, plane, c]: the same sums in the same
+// order, only the addresses differ.
 struct BatchNorm {
   I n = 0, c = 0, plane = 1;
   float eps = 1e-5f, momentum = 0.9f;
   bool training = true;  // batch statistics; else the running ones (inputs 3 and 4) normalise
+  bool nhwc = false;     // x, y and their gradients stored channels-last
 };
-// Element t (< n plane) of channel ch.
+// Element t (< n plane, in n then plane order) of channel ch.
 D500_HOST_DEVICE inline I bn_element(const BatchNorm& k, I ch, I t) {
-  return (t / k.plane * k.c + ch) * k.plane + t % k.plane;
+  return k.nhwc ? t * k.c + ch : (t / k.plane * k.c + ch) * k.plane + t % k.plane;
 }
-D500_HOST_DEVICE inline I bn_channel(const BatchNorm& k, I i) { return i / k.plane % k.c; }
+// The channel of the element stored at i.
+D500_HOST_DEVICE inline I bn_channel(const BatchNorm& k, I i) { return k.nhwc ? i % k.c : i / k.plane % k.c; }
 
 // Part e: the sum of x (mean nullptr) or of (x - mean)^2 over its elements.
 D500_HOST_DEVICE inline void bn_stats_stage(const BatchNorm& k, const Parts& s, const float* x, const float* mean,
@@ -833,9 +837,9 @@ std::optional<BatchNorm> batch_norm_of(const NodeProblem& p);
 std::optional<Sce> sce_of(const NodeProblem& p);
 // How the cuda backend's kernels take channels-last tensors (BackendInfo::channels_last; the
 // executor's test device says the same): Each for a 2-D Conv of float32 data with symmetric pads
-// (cuDNN's), Same for BatchNormalization without optional outputs, Relu, an Add of two tensors of
-// one shape, and a 2-D MaxPool, AveragePool (symmetric pads, no dilation or ceil mode: cuDNN's
-// windows), GlobalAveragePool, GlobalMaxPool; Never otherwise.
+// (cuDNN's), Same for BatchNormalization (cuDNN's, or the kernels above where cuDNN's does not
+// serve), Relu, an Add of two tensors of one shape, and a 2-D MaxPool, AveragePool (symmetric
+// pads, no dilation or ceil mode: cuDNN's windows), GlobalAveragePool, GlobalMaxPool; Never otherwise.
 ChannelsLast channels_last_of(const NodeProblem& p);
 
 }  // namespace dev

@@ -1629,12 +1629,15 @@ struct GuardedBackend {
   BackendInfo info;
   bool records = false;  // its memories record their work (GuardedMemory::records), set before an executor is made
   // Takes channels-last tensors as the cuda backend does (dev::channels_last_of), on
-  // GuardedLayouts kernels for those nodes; the test sets its point's memory_format.
-  void take_channels_last() {
+  // GuardedLayouts kernels for those nodes (with device_bn, BatchNormalization on device_ops.hpp's
+  // kernels, which address channels-last tensors themselves, as the cuda backend's where cuDNN's
+  // does not serve); the test sets its point's memory_format.
+  void take_channels_last(bool device_bn = false) {
     info.channels_last = [](const NodeProblem& p) { return dev::channels_last_of(p); };
-    info.make_node_kernel = [](const NodeProblem& p, int) -> std::unique_ptr<NodeKernel> {
+    info.make_node_kernel = [device_bn](const NodeProblem& p, int) -> std::unique_ptr<NodeKernel> {
       const ChannelsLast how = dev::channels_last_of(p);
       if (how == ChannelsLast::Never) return nullptr;
+      if (device_bn && p.node->op == "BatchNormalization") return GuardedDeviceOp::make(p);
       return std::make_unique<GuardedLayouts>(p, how);
     };
   }
@@ -2355,55 +2358,64 @@ struct ResidualBlock {
 // one of them is a graph input or output, the loss, or a view's -- and one training step computes
 // bit for bit what the same kernels compute with every tensor NCHW: the outputs, the gradients and
 // every tensor read back (turned back into NCHW). Fails when a node's view or its gradient's says
-// another layout than its tensor is stored in, or a read-back forgets the layout.
+// another layout than its tensor is stored in, or a read-back forgets the layout. The same with
+// the batch normalisations on device_ops.hpp's kernels (the cuda backend's where cuDNN's does not
+// serve), which address NHWC themselves: their sums in the same order, the same bits.
 TEST(Executor, ChannelsLastKeepsTheActivationsBetweenConvolutionsNhwcAndComputesWhatNchwDoes) {
-  for (const bool flatten : {false, true}) {
-    SCOPED_TRACE(flatten ? "the block's output flattened too" : "the block alone");
-    ResidualBlock rb(flatten);
-    const Graph& g = rb.b.g;
-    std::vector<float> xs(2 * 3 * 6 * 6);
-    fill_uniform(xs.data(), xs.size(), 7, -1, 1);
-    GuardedBackend dev;
-    dev.take_channels_last();
-    const Params nhwc{{"memory_format", Value{std::string("channels_last")}}}, nchw{};
-    auto step = [&](const Params& point) {
-      ExecutorSpec s;
-      s.graph = &g;
-      s.backend = &dev.info;
-      s.point = &point;
-      s.training = true;
-      s.loss = rb.loss;
-      s.params = rb.b.params();
-      s.keep_all = true;
-      s.inputs = {xs.data()};
-      auto e = std::make_unique<GraphExecutor>(s);
-      e->forward(0);
-      e->backward(0);
-      return e;
-    };
-    auto last = step(nhwc), first = step(nchw);
-    const std::vector<int> block1{rb.c1, rb.n1, rb.r1, rb.c2, rb.n2, rb.a, rb.r2, rb.p}, block2{rb.c3, rb.r3};
-    for (int t : block1) EXPECT_EQ(last->channels_last(t), !flatten) << g.info(t).name;
-    for (int t : block2) EXPECT_TRUE(last->channels_last(t)) << g.info(t).name;
-    for (int t : {rb.x, rb.gap, rb.c4, rb.loss})
-      EXPECT_FALSE(last->channels_last(t)) << g.info(t).name << ": no NHWC there";
-    for (std::size_t t = 0; t < g.tensors.size(); ++t) {
-      EXPECT_FALSE(first->channels_last(static_cast<int>(t))) << "memory_format unset: NCHW";
-      if (g.is_const(static_cast<int>(t))) {
-        EXPECT_FALSE(last->channels_last(static_cast<int>(t))) << "weights stay KCRS";
+  for (const bool flatten : {false, true})
+    for (const bool device_bn : {false, true}) {
+      SCOPED_TRACE(std::string(flatten ? "the block's output flattened too" : "the block alone") +
+                   (device_bn ? ", batch normalisation on the device kernels" : ""));
+      ResidualBlock rb(flatten);
+      const Graph& g = rb.b.g;
+      std::vector<float> xs(2 * 3 * 6 * 6);
+      fill_uniform(xs.data(), xs.size(), 7, -1, 1);
+      GuardedBackend dev;
+      dev.take_channels_last(device_bn);
+      const Params nhwc{{"memory_format", Value{std::string("channels_last")}}}, nchw{};
+      auto step = [&](const Params& point) {
+        ExecutorSpec s;
+        s.graph = &g;
+        s.backend = &dev.info;
+        s.point = &point;
+        s.training = true;
+        s.loss = rb.loss;
+        s.params = rb.b.params();
+        s.keep_all = true;
+        s.inputs = {xs.data()};
+        auto e = std::make_unique<GraphExecutor>(s);
+        e->forward(0);
+        e->backward(0);
+        return e;
+      };
+      auto last = step(nhwc), first = step(nchw);
+      const std::vector<int> block1{rb.c1, rb.n1, rb.r1, rb.c2, rb.n2, rb.a, rb.r2, rb.p}, block2{rb.c3, rb.r3};
+      for (int t : block1) EXPECT_EQ(last->channels_last(t), !flatten) << g.info(t).name;
+      for (int t : block2) EXPECT_TRUE(last->channels_last(t)) << g.info(t).name;
+      for (int t : {rb.x, rb.gap, rb.c4, rb.loss})
+        EXPECT_FALSE(last->channels_last(t)) << g.info(t).name << ": no NHWC there";
+      for (std::size_t t = 0; t < g.tensors.size(); ++t) {
+        EXPECT_FALSE(first->channels_last(static_cast<int>(t))) << "memory_format unset: NCHW";
+        if (g.is_const(static_cast<int>(t))) {
+          EXPECT_FALSE(last->channels_last(static_cast<int>(t))) << "weights stay KCRS";
+        }
       }
+      EXPECT_NE(last->describe().find((flatten ? "2" : "10") + std::string(" activations channels-last (NHWC)")),
+                std::string::npos)
+          << last->describe();
+      int nhwc_steps = 0, device_bn_steps = 0;
+      for (const auto& st : last->steps()) {
+        nhwc_steps += st.impl == "guarded layouts (NHWC)";
+        device_bn_steps += st.impl == "guarded d500 kernels (BatchNormalization)";
+      }
+      EXPECT_EQ(nhwc_steps + (flatten ? 0 : device_bn_steps), flatten ? 2 * 3 : 2 * 12)
+          << "forward and backward of every node that sees an NHWC tensor";
+      EXPECT_EQ(device_bn_steps, device_bn ? 2 * 2 : 0);
+      EXPECT_EQ(last->output(0), first->output(0));
+      for (std::size_t k = 0; k < rb.b.params().size(); ++k) EXPECT_EQ(last->gradient(k), first->gradient(k)) << k;
+      for (std::size_t t = 0; t < g.tensors.size(); ++t)
+        EXPECT_EQ(last->tensor(static_cast<int>(t)), first->tensor(static_cast<int>(t))) << g.info(t).name;
     }
-    EXPECT_NE(last->describe().find((flatten ? "2" : "10") + std::string(" activations channels-last (NHWC)")),
-              std::string::npos)
-        << last->describe();
-    int nhwc_steps = 0;
-    for (const auto& st : last->steps()) nhwc_steps += st.impl == "guarded layouts (NHWC)";
-    EXPECT_EQ(nhwc_steps, flatten ? 2 * 3 : 2 * 12) << "forward and backward of every node that sees an NHWC tensor";
-    EXPECT_EQ(last->output(0), first->output(0));
-    for (std::size_t k = 0; k < rb.b.params().size(); ++k) EXPECT_EQ(last->gradient(k), first->gradient(k)) << k;
-    for (std::size_t t = 0; t < g.tensors.size(); ++t)
-      EXPECT_EQ(last->tensor(static_cast<int>(t)), first->tensor(static_cast<int>(t))) << g.info(t).name;
-  }
 }
 
 // The builtin ResNets as the cuda backend takes them (its module's own channels_last() where

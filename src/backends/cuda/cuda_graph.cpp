@@ -700,7 +700,9 @@ class BatchNormKernels final : public ElementNode {
     launched(launch_bn_backward(k_, ps_, in(0), in(1), dout(0), mean(), var(), part_, sdy_, sdyx_, dx, dscale, dbias,
                                 m_.stream()));
   }
-  std::string impl() const override { return "cuda d500 kernels (BatchNormalization)"; }
+  std::string impl() const override {
+    return k_.nhwc ? "cuda d500 kernels (BatchNormalization, NHWC)" : "cuda d500 kernels (BatchNormalization)";
+  }
 
  private:
   // The batch's mean and variance into mean_, var_ (training); inference reads the running inputs.
@@ -1560,16 +1562,14 @@ std::unique_ptr<DeviceMemory> make_executor_memory() { return std::make_unique<E
 
 ChannelsLast channels_last(const NodeProblem& p) {
 #if defined(D500_HAVE_CUDNN) && defined(D500_HAVE_CUDA_KERNELS)
-  // The nodes dev::channels_last_of names, where make_node_kernel gives them cuDNN's kernels (or,
-  // Relu and Add, d500's flat ones): sizes within cuDNN's int, batch normalisation's epsilon
-  // within cuDNN's.
+  // The nodes dev::channels_last_of names, where make_node_kernel gives them cuDNN's kernels (or
+  // d500's: Relu and Add flat, a batch normalisation cuDNN's does not serve on dev::BatchNorm's
+  // channels-last addressing), with sizes within cuDNN's int.
   const ChannelsLast how = dev::channels_last_of(p);
   if (how == ChannelsLast::Never) return how;
   for (const auto* side : {&p.in, &p.out})
     for (const TensorView& t : *side)
       if (t.shape && !fits_int(numel(*t.shape))) return ChannelsLast::Never;
-  if (p.node->op == "BatchNormalization" && p.node->attr_f("epsilon", 1e-5) < CUDNN_BN_MIN_EPSILON)
-    return ChannelsLast::Never;
   return how;
 #else
   (void)p;
@@ -1672,7 +1672,7 @@ std::unique_ptr<NodeKernel> make_node_kernel(const NodeProblem& p, int) {
     if (auto k = cudnn_batch_norm(p, *m, a)) return k;
 #endif
 #ifdef D500_HAVE_CUDA_KERNELS
-  if (op == "BatchNormalization" && !p.in[0].channels_last) {  // d500's kernels read NCHW
+  if (op == "BatchNormalization") {
     const auto k = dev::batch_norm_of(p);
     return k ? std::make_unique<BatchNormKernels>(p, *m, *k) : nullptr;
   }
