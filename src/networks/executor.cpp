@@ -10,6 +10,7 @@
 #include <set>
 
 #include "backends/device.hpp"
+#include "backends/device_ops.hpp"
 #include "backends/graph_ops.hpp"
 #include "common/error.hpp"
 #include "metrics/metrics.hpp"
@@ -544,13 +545,15 @@ struct GraphExecutor::Impl {
       p = host.data();
     }
     if (!nhwc.empty() && nhwc[static_cast<std::size_t>(t)]) {
-      // Stored N, H, W, C: element (n, c, h, w) of the shape is at ((n H + h) W + w) C + c.
+      // Stored channels-last: element i of the shape is where the device's layout copy back to
+      // NCHW reads it.
       const Shape& s = g.info(t).shape;
-      const std::int64_t C = s[1], H = s[2], W = s[3];
-      std::size_t i = 0;
-      for (std::int64_t n = 0; n < s[0]; ++n)
-        for (std::int64_t c = 0; c < C; ++c)
-          for (std::int64_t hw = 0; hw < H * W; ++hw) v[i++] = read(t, p, (n * H * W + hw) * C + c);
+      const dev::Strides back = dev::layout_copy(s[0], s[1], s[2], s[3], false);
+      for (std::size_t i = 0; i < v.size(); ++i) {
+        std::int64_t at = 0, unused = 0;
+        dev::offsets(back, static_cast<std::int64_t>(i), at, unused);
+        v[i] = read(t, p, at);
+      }
       return v;
     }
     for (std::size_t i = 0; i < v.size(); ++i) v[i] = read(t, p, static_cast<std::int64_t>(i));
