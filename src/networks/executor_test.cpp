@@ -2327,7 +2327,21 @@ std::string recording_refusal(GraphRunner& r) {
 struct ResidualBlock {
   GraphBuilder b;
   int x, c1, n1, r1, c2, n2, a, r2, p, c3, r3, gap, c4, loss;
+  std::vector<float> xs = std::vector<float>(2 * 3 * 6 * 6);  // the input, seeded
+  // A training step's spec on `backend` with the point `point` (both outlive the executor).
+  ExecutorSpec training_spec(const BackendInfo& backend, const Params& point) const {
+    ExecutorSpec s;
+    s.graph = &b.g;
+    s.backend = &backend;
+    s.point = &point;
+    s.training = true;
+    s.loss = loss;
+    s.params = b.params();
+    s.inputs = {xs.data()};
+    return s;
+  }
   explicit ResidualBlock(bool flatten) {
+    fill_uniform(xs.data(), xs.size(), 7, -1, 1);
     x = b.input("x", DType::F32, {2, 3, 6, 6});
     const std::map<std::string, Attr> same{{"pads", ints_attr({1, 1, 1, 1})}};
     auto bn = [&](int t, int ch, const std::string& k) {
@@ -2368,21 +2382,12 @@ TEST(Executor, ChannelsLastKeepsTheActivationsBetweenConvolutionsNhwcAndComputes
                    (device_bn ? ", batch normalisation on the device kernels" : ""));
       ResidualBlock rb(flatten);
       const Graph& g = rb.b.g;
-      std::vector<float> xs(2 * 3 * 6 * 6);
-      fill_uniform(xs.data(), xs.size(), 7, -1, 1);
       GuardedBackend dev;
       dev.take_channels_last(device_bn);
       const Params nhwc{{"memory_format", Value{std::string("channels_last")}}}, nchw{};
       auto step = [&](const Params& point) {
-        ExecutorSpec s;
-        s.graph = &g;
-        s.backend = &dev.info;
-        s.point = &point;
-        s.training = true;
-        s.loss = rb.loss;
-        s.params = rb.b.params();
+        ExecutorSpec s = rb.training_spec(dev.info, point);
         s.keep_all = true;
-        s.inputs = {xs.data()};
         auto e = std::make_unique<GraphExecutor>(s);
         e->forward(0);
         e->backward(0);
@@ -2496,25 +2501,15 @@ TEST(Executor, ChannelsLastOnADeviceBackendValidatesThroughBothCudnnApis) {
         SCOPED_TRACE(std::string(flatten ? "flattened, " : "") + api);
         ResidualBlock rb(flatten);
         const Params point{{"memory_format", Value{std::string("channels_last")}}, {"cudnn_api", Value{api}}};
-        std::vector<float> xs(2 * 3 * 6 * 6);
-        fill_uniform(xs.data(), xs.size(), 7, -1, 1);
         const std::vector<int> params = rb.b.params();
-        ExecutorSpec s;
-        s.graph = &rb.b.g;
-        s.backend = &backend;
-        s.point = &point;
-        s.training = true;
-        s.loss = rb.loss;
-        s.params = params;
-        s.inputs = {xs.data()};
-        GraphExecutor e(s);
+        GraphExecutor e(rb.training_spec(backend, point));
         e.forward(0);
         e.backward(0);
         int nhwc = 0;
         for (const auto& st : e.steps()) nhwc += st.impl.find("nhwc conv") != std::string::npos;
         EXPECT_EQ(nhwc, flatten ? 2 : 2 * 4) << e.describe();
         const StepValues got = step_values(e, rb.b.g, params, true);
-        const StepValues ref = yardstick_step(rb.b.g, true, rb.loss, params, {xs.data()}, 1);
+        const StepValues ref = yardstick_step(rb.b.g, true, rb.loss, params, {rb.xs.data()}, 1);
         const Discrepancy d = compare_steps(got, ref);
         EXPECT_LE(d.worst, network_tolerance(rb.b.g, rb.loss).tolerance) << d.where;
         ++ran;
