@@ -145,6 +145,9 @@ struct GraphConv::Impl {
   // the workspace limit and, on float32 tensors, whose engines keep float32 arithmetic, or with
   // `tf32` may use TF32 tensor cores (and, `deterministic`, repeat bit for bit). `offered` counts
   // what the heuristics returned.
+  // Choice::Find's pick among `list` (below the class).
+  std::size_t fastest(const std::vector<Candidate>& list, ConvPass pass, double* best_ms) const;
+
   std::vector<Candidate> candidates(const Desc& graph, cudnnBackendHeurMode_t mode, bool deterministic,
                                     int* offered) const {
     Desc heur(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
@@ -197,18 +200,12 @@ ConvGeom graph_geom(const ConvShape& cs) {
   return g;
 }
 
-GraphConv::GraphConv(cudnnHandle_t h, const ConvGeom& cs, ConvPass pass, Choice c, bool tf32, const ConvBuffers& on,
-                     cudnnDataType_t io, bool nhwc)
-    : impl_(std::make_shared<Impl>()) {
-  if (cs.pt != cs.pb || cs.pl != cs.pr)
-    throw Error("cuda: cuDNN's graph API is given equal pads on both sides of an axis (an internal error)");
-  if (io != CUDNN_DATA_FLOAT && io != CUDNN_DATA_BFLOAT16 && io != CUDNN_DATA_HALF)
-    throw Error("cuda: cuDNN's graph API is given float32, bfloat16 or half tensors (an internal error)");
-  impl_->handle = h;
-  impl_->on = on;
-  impl_->tf32 = tf32;
-  impl_->io = io;
-  auto& keep = impl_->keep;
+namespace {
+
+// The pass's operation graph into `keep` (x, w, y, the convolution, the operation, the graph, in
+// that order: the graph last), NHWC with `nhwc`.
+void operation_graph(std::vector<Desc>& keep, cudnnHandle_t h, const ConvGeom& cs, ConvPass pass, cudnnDataType_t io,
+                     bool nhwc) {
   keep.reserve(6);  // x, w, y, the convolution, the operation, the graph: references to them stay valid
   keep.push_back(tensor(kX, {cs.n, cs.c, cs.h, cs.w}, io, nhwc));
   keep.push_back(tensor(kW, {cs.k, cs.cg(), cs.kh, cs.kw}, io, nhwc));
@@ -277,6 +274,62 @@ GraphConv::GraphConv(cudnnHandle_t h, const ConvGeom& cs, ConvPass pass, Choice 
       .set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h, "the graph's handle")
       .finalize("cudnnBackendFinalize (the operation graph)");
   keep.push_back(std::move(graph));
+}
+
+}  // namespace
+
+// Choice::Find: every candidate on the pass's own buffers (on): one run, then three timed, the
+// fastest of those taken (its index; its time into *best_ms); a workspace as large as the
+// largest candidate's, held only while it searches.
+std::size_t GraphConv::Impl::fastest(const std::vector<Candidate>& list, ConvPass pass, double* best_ms) const {
+  std::size_t pick = 0;
+  *best_ms = -1;
+  std::int64_t most = 0;
+  for (const auto& k : list) most = std::max(most, k.workspace);
+  std::unique_ptr<DeviceBuffer> search;
+  if (most > 0) search = std::make_unique<DeviceBuffer>(static_cast<std::size_t>(most));
+  const Desc pack = variant_pack(search ? search->get() : nullptr);
+  cudaStream_t stream = nullptr;
+  cudnn_check(cudnnGetStream(handle, &stream), "cudnnGetStream");
+  cudaEvent_t start = nullptr, stop = nullptr;
+  check(cudaEventCreate(&start), "cudaEventCreate");
+  check(cudaEventCreate(&stop), "cudaEventCreate");
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    if (cudnnBackendExecute(handle, list[i].plan.get(), pack.get()) != CUDNN_STATUS_SUCCESS) continue;
+    double quickest = std::numeric_limits<double>::infinity();
+    bool ran = true;
+    for (int r = 0; r < 3 && ran; ++r) {
+      check(cudaEventRecord(start, stream), "cudaEventRecord");
+      ran = cudnnBackendExecute(handle, list[i].plan.get(), pack.get()) == CUDNN_STATUS_SUCCESS;
+      check(cudaEventRecord(stop, stream), "cudaEventRecord");
+      check(cudaEventSynchronize(stop), "cudaEventSynchronize");
+      float ms = 0;
+      check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+      quickest = std::min(quickest, static_cast<double>(ms));
+    }
+    if (ran && (*best_ms < 0 || quickest < *best_ms)) *best_ms = quickest, pick = i;
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  if (*best_ms < 0)
+    throw Error(std::string("cuda: none of the ") + std::to_string(list.size()) + " " + pass_name(pass) +
+                " engine configurations of cuDNN's graph API that built ran on this convolution");
+  return pick;
+}
+
+GraphConv::GraphConv(cudnnHandle_t h, const ConvGeom& cs, ConvPass pass, Choice c, bool tf32, const ConvBuffers& on,
+                     cudnnDataType_t io, bool nhwc)
+    : impl_(std::make_shared<Impl>()) {
+  if (cs.pt != cs.pb || cs.pl != cs.pr)
+    throw Error("cuda: cuDNN's graph API is given equal pads on both sides of an axis (an internal error)");
+  if (io != CUDNN_DATA_FLOAT && io != CUDNN_DATA_BFLOAT16 && io != CUDNN_DATA_HALF)
+    throw Error("cuda: cuDNN's graph API is given float32, bfloat16 or half tensors (an internal error)");
+  impl_->handle = h;
+  impl_->on = on;
+  impl_->tf32 = tf32;
+  impl_->io = io;
+  operation_graph(impl_->keep, h, cs, pass, io, nhwc);
+  const auto& keep = impl_->keep;
 
   const bool deterministic = c == Choice::Deterministic;
   int offered = 0;
@@ -294,40 +347,7 @@ GraphConv::GraphConv(cudnnHandle_t h, const ConvGeom& cs, ConvPass pass, Choice 
                 (deterministic ? " and repeats bit for bit" : ""));
   std::size_t pick = 0;
   double best_ms = -1;
-  if (c == Choice::Find) {
-    // Every candidate on the pass's own buffers: one run, then three timed, the fastest of
-    // those; a workspace as large as the largest candidate's, held only while it searches.
-    std::int64_t most = 0;
-    for (const auto& k : list) most = std::max(most, k.workspace);
-    std::unique_ptr<DeviceBuffer> search;
-    if (most > 0) search = std::make_unique<DeviceBuffer>(static_cast<std::size_t>(most));
-    const Desc pack = impl_->variant_pack(search ? search->get() : nullptr);
-    cudaStream_t stream = nullptr;
-    cudnn_check(cudnnGetStream(h, &stream), "cudnnGetStream");
-    cudaEvent_t start = nullptr, stop = nullptr;
-    check(cudaEventCreate(&start), "cudaEventCreate");
-    check(cudaEventCreate(&stop), "cudaEventCreate");
-    for (std::size_t i = 0; i < list.size(); ++i) {
-      if (cudnnBackendExecute(h, list[i].plan.get(), pack.get()) != CUDNN_STATUS_SUCCESS) continue;
-      double fastest = std::numeric_limits<double>::infinity();
-      bool ran = true;
-      for (int r = 0; r < 3 && ran; ++r) {
-        check(cudaEventRecord(start, stream), "cudaEventRecord");
-        ran = cudnnBackendExecute(h, list[i].plan.get(), pack.get()) == CUDNN_STATUS_SUCCESS;
-        check(cudaEventRecord(stop, stream), "cudaEventRecord");
-        check(cudaEventSynchronize(stop), "cudaEventSynchronize");
-        float ms = 0;
-        check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
-        fastest = std::min(fastest, static_cast<double>(ms));
-      }
-      if (ran && (best_ms < 0 || fastest < best_ms)) best_ms = fastest, pick = i;
-    }
-    cudaEventDestroy(start);
-    cudaEventDestroy(stop);
-    if (best_ms < 0)
-      throw Error(std::string("cuda: none of the ") + std::to_string(list.size()) + " " + pass_name(pass) +
-                  " engine configurations of cuDNN's graph API that built ran on this convolution");
-  }
+  if (c == Choice::Find) pick = impl_->fastest(list, pass, &best_ms);
   impl_->chosen = std::make_unique<Candidate>(std::move(list[pick]));
   const EngineFacts& e = impl_->chosen->engine;
   chosen_ = ConvAlgorithm{true,
