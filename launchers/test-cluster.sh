@@ -66,6 +66,8 @@ make_network() {
   for i in $(seq "$n"); do
     ip netns list | grep -qw "$(netns "$i")" && continue
     ip netns add "$(netns "$i")"
+    # A namespace an earlier cluster's process outlived its stop by keeps its veth's host end.
+    ip link del "d5v$ctld_port-$i" 2>/dev/null || true
     ip link add "d5v$ctld_port-$i" type veth peer name eth0 netns "$(netns "$i")"
     ip link set "d5v$ctld_port-$i" master "$bridge" up
     ip -n "$(netns "$i")" addr add "$net.$((10 + i))/24" dev eth0
@@ -79,6 +81,7 @@ remove_network() {
   for i in $(seq "$(nodes_of)"); do
     ip netns pids "$(netns "$i")" 2>/dev/null | xargs -r kill -9 2>/dev/null || true
     ip netns del "$(netns "$i")" 2>/dev/null || true
+    ip link del "d5v$ctld_port-$i" 2>/dev/null || true
   done
   ip link del "$bridge" 2>/dev/null || true
 }

@@ -21,6 +21,7 @@
 #include <functional>
 #include <sstream>
 
+#include "common/crash_note.hpp"
 #include "common/error.hpp"
 #include "common/text.hpp"
 #include "common/value.hpp"
@@ -336,7 +337,8 @@ JobEnded run_script(const fs::path& dir, const std::string& script, const fs::pa
       } else if (p->kind == ProgressLine::Resumed) {
         out << prefix << " " << clock_text(el) << "    resumed from a checkpoint after step " << p->rows << "\n";
       }
-    } else if (s.find("error") != std::string::npos || s.find("Error") != std::string::npos)
+    } else if (is_crash_note(s) || ((s.find("error") != std::string::npos || s.find("Error") != std::string::npos) &&
+                                    s.find("*** End of error message ***") == std::string::npos))  // MPI's
       out << prefix << " " << s << "\n";
     out.flush();
   };

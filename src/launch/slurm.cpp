@@ -124,7 +124,7 @@ CampaignFacts gather(const PlanDir& plan, const std::vector<Submission>& subs, c
       if (e.state == "TIMEOUT") f.timeouts[job]++;
       if (ended == Outcome::JobFailed) {
         f.failures[job]++;
-        f.failure_cause[job] = e.cause + (e.tail.empty() ? "" : ": " + e.tail.back());
+        f.failure_cause[job] = e.cause + (e.tail.empty() ? "" : ": " + last_words(e));
       }
       if ((e.state == "NODE_FAIL" || e.state == "BOOT_FAIL") && !e.nodes.empty())
         f.failed_nodes[e.nodes] = "job " + task_name(s, i);

@@ -5,8 +5,10 @@
 #include <charconv>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
+#include "common/crash_note.hpp"
 #include "common/text.hpp"
 #include "rundir/submissions.hpp"
 
@@ -132,17 +134,35 @@ std::vector<std::string> attempt_output_tail(const AttemptRecord& a, int n) {
   std::vector<std::string> lines;
   if (a.log.empty() || a.log == "-") return lines;
   std::ifstream in(a.log);
-  const std::string marker = "d500: attempt " + std::to_string(a.attempt) + " of Slurm job ";
+  // "d500: attempt 1 of Slurm job 41 (task 40_3) starts on ..." (templates/slurm-attempt.bash).
+  const std::string marker = "d500: attempt " + std::to_string(a.attempt) + " of Slurm job ",
+                    task = " (task " + std::to_string(a.task.first) + "_" + std::to_string(a.task.second) + ") ";
+  std::size_t crash = std::string::npos;  // the index of this attempt's first crash note
+  bool mine = false;
   for (std::string line; std::getline(in, line);) {
-    if (line.rfind(marker, 0) == 0) {
+    if (line.rfind(marker, 0) == 0 && line.find(task) != std::string::npos) {
       lines.clear();  // this attempt's part starts here
+      crash = std::string::npos;
+      mine = true;
       continue;
     }
+    if (mine && line.rfind("d500: attempt ", 0) == 0) break;  // and ends where another's starts
+    if (crash == std::string::npos && is_crash_note(line)) crash = lines.size();
     lines.push_back(line);
   }
   while (!lines.empty() && lines.back().find_first_not_of(" \t\r") == std::string::npos) lines.pop_back();
-  if (static_cast<int>(lines.size()) > n) lines.erase(lines.begin(), lines.end() - n);
+  if (static_cast<int>(lines.size()) > n) {
+    const std::size_t from = lines.size() - static_cast<std::size_t>(n);
+    const std::string note = crash < from ? lines[crash] : "";
+    lines.erase(lines.begin(), lines.begin() + static_cast<std::ptrdiff_t>(from));
+    if (!note.empty()) lines.insert(lines.begin(), note);
+  }
   return lines;
+}
+
+std::string last_words(const TaskEnd& e) {
+  if (e.tail.empty()) return "";
+  return is_crash_note(e.tail.front()) ? e.tail.front() : e.tail.back();
 }
 
 TaskEnd resolve_task_end(const TaskKey& task, const std::optional<ObservedState>& live, bool final_live,
@@ -250,7 +270,7 @@ std::map<std::string, JobEnd> slurm_job_ends(const RunLayout& dir) {
       j.outcome = outcome_of_slurm_state(e.state);
       if (!e.state.empty())
         j.text = "Slurm job " + task_name(s, i) + " " + e.state + (e.cause.empty() ? "" : ": " + e.cause) +
-                 (e.tail.empty() || e.state == "COMPLETED" ? "" : "; last output: " + e.tail.back());
+                 (e.tail.empty() || e.state == "COMPLETED" ? "" : "; last output: " + last_words(e));
       out[base_job(s.specs[i])] = j;  // later submissions of a job come later in the file
     }
   return out;

@@ -89,8 +89,13 @@ std::map<std::string, JobEnd> slurm_job_ends(const RunLayout& dir);
 std::map<std::string, JobEnd> local_job_ends(const RunLayout& dir);
 
 // The lines an attempt wrote to its output after its own "d500: attempt N of Slurm job ..."
-// line (the whole file when that line is absent), at most `n` from the end.
+// line up to the next attempt's such line (the whole file when it is absent), at most `n` from the end. Where a rank's
+// crash note (common/crash_note.hpp: which rank, which signal, which point) came before those lines, the first one
+// leads them: MPI's and srun's lines about the other ranks come last.
 std::vector<std::string> attempt_output_tail(const AttemptRecord& a, int n);
+
+// The one line that says most of how a task ended: its crash note, else its last line; "" for none.
+std::string last_words(const TaskEnd& e);
 
 // "exit 127 (command not found)", "exit 134 (128 + SIGABRT)", "signal SIGKILL".
 std::string exit_text(int exit_code, int signal);

@@ -248,7 +248,9 @@ TEST_F(RunDirTest, AnAttemptRecordsItsStartItsSigtermAndItsExitAndOutlivesSlurm)
   job("SLURM_JOB_ID=41 SLURM_ARRAY_JOB_ID=40 SLURM_ARRAY_TASK_ID=3 SLURM_RESTART_COUNT=1 D500_TIME_LIMIT_S=3600",
       "trap 'd500_on_term' TERM; (sleep 0.3; kill -TERM $$) & d500_step bash -c 'echo step output; sleep 1'");
   job("SLURM_JOB_ID=42 D500_TIME_LIMIT_S=1",
-      "(sleep 0.3; kill -TERM $$) & d500_step bash -c 'echo last words; sleep 1'");
+      "(sleep 0.3; kill -TERM $$) & d500_step bash -c 'echo d500-worker: rank 4 on d500n3 crashed with SIGSEGV "
+      "in point 1/4 795a962f134f024d; for i in 1 2 3 4 5 6; do echo srun: error: task $i: Killed; done; "
+      "echo last words; sleep 1'");
   const auto all = read_attempts(run);
   ASSERT_EQ(all.size(), 3u) << read_file((dir_ / "job.out").string());
   EXPECT_EQ(all[0].task, (TaskKey{40, 3}));
@@ -277,6 +279,13 @@ TEST_F(RunDirTest, AnAttemptRecordsItsStartItsSigtermAndItsExitAndOutlivesSlurm)
   EXPECT_EQ(e.source, "job record");
   EXPECT_NE(e.cause.find("time limit reached (SIGTERM at"), std::string::npos) << e.cause;
   EXPECT_EQ(e.tail.back(), "last words");
+  // A rank's crash note, six lines before the last five, leads the tail and is the last word.
+  ASSERT_EQ(e.tail.size(), 6u);
+  EXPECT_EQ(e.tail.front(), "d500-worker: rank 4 on d500n3 crashed with SIGSEGV in point 1/4 795a962f134f024d");
+  EXPECT_EQ(e.tail[1], "srun: error: task 3: Killed");
+  EXPECT_EQ(last_words(e), e.tail.front());
+  EXPECT_EQ(attempt_output_tail(all[2], 8).front(), e.tail.front()) << "not twice when it is among the last lines";
+  EXPECT_EQ(attempt_output_tail(all[2], 8).size(), 8u);
   e = resolve_task_end({40, 3}, std::nullopt, false, none, all);
   EXPECT_EQ(e.state, "CANCELLED") << "the last attempt decides";
   EXPECT_EQ(e.attempts, 2);

@@ -21,6 +21,7 @@
 #include <set>
 
 #include "backends/registry.hpp"
+#include "common/crash_note.hpp"
 #include "common/error.hpp"
 #include "common/mpi_check.hpp"
 #include "common/text.hpp"
@@ -606,6 +607,7 @@ void measure_point(JobRun& job, const PointSpec& p, int i, PointSetup& s, std::o
 // One point, start to end: set up and validated, timed unless it failed, its outcome written.
 void run_point(JobRun& job, const PointSpec& p, int i) {
   progress(job, progress_point_line(i + 1, job.n, p.canonical));
+  set_crash_context("in point " + std::to_string(i + 1) + "/" + std::to_string(job.n) + " " + p.id);
   const std::int64_t t0 = now_ns();
   reset_peak_rss();
   const MachineSample machine_before = machine_sample();
@@ -663,6 +665,7 @@ void run_job(const std::string& spec_path, const std::string& output, MPI_Comm c
     else
       run_point(job, p, i);
   }
+  set_crash_context("after the job's last point, writing its end");
   out.finish("complete");
 }
 
@@ -729,6 +732,8 @@ int worker_main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   std::string where = "rank " + std::to_string(rank) + " on " + host_name();
   h5::init(where);
+  install_crash_note("d500-worker: " + where);  // after MPI_Init: MPI's own handler comes second
+  set_crash_context("before the job's first point");
   if (argc != 3) {
     if (rank == 0) std::fprintf(stderr, "usage: d500-worker JOB_SPEC.toml OUTPUT.h5\n");
     MPI_Finalize();

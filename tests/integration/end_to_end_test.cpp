@@ -463,6 +463,42 @@ ranks_per_node = [1, 2]
   EXPECT_TRUE(fs::exists(run / "results" / "job-0001.h5"));
 }
 
+// A backend that crashes its process (the custom ReLU writing through a null pointer): each
+// rank's crash note names the rank, the signal and the point, `d500 run` shows it and fails
+// the job, and the next run, the crash gone, measures the points the crash left.
+TEST_F(EndToEnd, ARankThatCrashesIsNamedWithItsPointAndTheNextRunMeasuresIt) {
+  const std::string campaign =
+      write("crash.toml", std::string("[campaign]\nname = \"crash\"\nrepetitions = 3\nwarmups = 1\n[fixed]\n"
+                                      "workload = \"relu\"\nbackend = \"custom\"\nranks_per_node = 2\nc = 4\nh = 8\n"
+                                      "library = \"") +
+                              D500_CUSTOM_RELU + "\"\n[axes]\nn = [2, 3]\n");
+  const fs::path run = dir_ / "run";
+  ASSERT_EQ(sh(d500_cmd("plan " + campaign + " -o " + run.string())).code, 0);
+  std::string first_id;
+  {
+    std::ifstream points(run / "points.csv");
+    std::string header, row;
+    std::getline(points, header);
+    std::getline(points, row);
+    first_id = row.substr(0, row.find(','));
+  }
+  ASSERT_EQ(first_id.size(), 16u) << first_id;
+  Cmd crashed = sh("D500_EXAMPLE_RELU_CRASH=1 " + d500_cmd("run " + run.string()));
+  EXPECT_EQ(crashed.code, 1) << crashed.out;
+  EXPECT_NE(crashed.out.find("FAILED with exit code"), std::string::npos) << crashed.out;
+  const std::string note = "crashed with SIGSEGV in point 1/2 " + first_id;
+  EXPECT_NE(crashed.out.find(note), std::string::npos) << "d500 run shows the note\n" << crashed.out;
+  const std::string log = read_file_text(run / "logs" / "job-0000.log");
+  EXPECT_NE(log.find("d500-worker: rank 0 on "), std::string::npos) << log;
+  EXPECT_NE(log.find(note), std::string::npos) << log;
+  Cmd again = sh(d500_cmd("run " + run.string()));
+  EXPECT_EQ(again.code, 0) << again.out;
+  ASSERT_EQ(sh(d500_cmd("report " + run.string())).code, 0);
+  const auto rows = read_csv(run / "results.csv");
+  ASSERT_EQ(rows.size(), 2u);
+  for (const auto& [id, row] : rows) EXPECT_EQ(row.at("status"), "complete") << id;
+}
+
 // Issue 52, the trust model: a campaign's library is code (its constructors run when it is
 // loaded). `d500 plan --dry-run` loads none -- it looks at the file alone -- and a real plan
 // loads it to check its operator, as the README says; a run records which file it loaded and

@@ -113,6 +113,12 @@ class Slurm : public ScratchDirTest {
     EXPECT_NE(st.find("points: 1 complete"), std::string::npos) << st;
     return files_in(run / "results");
   }
+  // Every job log of the run, each after its name: what a failed test shows.
+  static std::string all_logs(const fs::path& run) {
+    std::string out;
+    for (const auto& f : files_in(run / "logs")) out += "\n== " + f.string() + "\n" + read_file_text(f);
+    return out;
+  }
   // The run's first job log ("" before there is one): a requeued job's attempts share it.
   static std::string first_log(const fs::path& run) {
     const auto logs = files_in(run / "logs");
@@ -539,6 +545,41 @@ n = [64]
   }
 }
 
+// A rank that crashes under srun (the custom ReLU writes through a null pointer): Slurm's
+// FAILED with 128 + SIGSEGV, and the crash note naming the rank and the point leads the job's
+// last words in `d500 status` and in the report's reason, however much MPI and srun print after it.
+TEST_F(Slurm, ARanksCrashIsNamedWithItsPointInStatusAndReport) {
+  fs::path run = plan(std::string(R"([campaign]
+name = "slurm-crash"
+repetitions = 6
+warmups = 1
+template = "slurm"
+[slurm]
+time_limit = 5
+[fixed]
+workload = "relu"
+backend = "custom"
+ranks_per_node = 2
+c = 4
+h = 8
+n = 2
+library = ")") + D500_CUSTOM_RELU +
+                      "\"\n");
+  ASSERT_EQ(sh("D500_EXAMPLE_RELU_CRASH=1 " + d500_cmd("submit " + run.string())).code, 0);
+  const std::string st = wait_status(run, settled, 90);
+  const std::string id = sh("awk -F, 'NR==2{printf \"%s\", $1}' " + (run / "points.csv").string()).out;
+  ASSERT_EQ(id.size(), 16u) << id;
+  EXPECT_NE(st.find("exit 139 (128 + SIGSEGV)"), std::string::npos) << st << all_logs(run);
+  EXPECT_NE(st.find("      | d500-worker: rank "), std::string::npos) << st;
+  EXPECT_NE(st.find(" crashed with SIGSEGV in point 1/1 " + id), std::string::npos) << st;
+  ASSERT_EQ(sh(d500_cmd("report " + run.string())).code, 0);
+  const auto rows = read_csv(run / "results.csv");
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows.begin()->second.at("status"), "job-failed");
+  EXPECT_NE(rows.begin()->second.at("status_reason").find("last output: d500-worker: rank "), std::string::npos)
+      << rows.begin()->second.at("status_reason");
+}
+
 // Exactly once: two concurrent submits of one run make one submission; a submit whose RPC meets
 // a hung controller (stopped, not down) times out although Slurm accepts the job when it wakes,
 // and `submit --resume` finds that job by the run's tag and records it instead of submitting again.
@@ -831,7 +872,7 @@ TEST_F(Slurm, GpuJobsAreAllocatedTheirGpusAndAPointWithoutADeviceSaysSo) {
   ASSERT_EQ(planned.code, 0) << planned.out;
   ASSERT_EQ(sh(d500_cmd("submit " + gpu.string())).code, 0);
   const std::string st = wait_status(gpu, settled, 240);
-  EXPECT_NE(st.find("points: 0 complete, 12 failed"), std::string::npos) << st;
+  EXPECT_NE(st.find("points: 0 complete, 12 failed"), std::string::npos) << st << all_logs(gpu);
   std::string two_nodes;
   std::istringstream subs(read_file_text(gpu / "slurm" / "submissions.tsv"));
   for (std::string line; std::getline(subs, line);)

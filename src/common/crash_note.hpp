@@ -1,0 +1,24 @@
+#pragma once
+// A line on stderr when a process dies of a fault (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT),
+// saying who it was and what it was doing: "d500-worker: rank 4 on d500n3 crashed with SIGSEGV
+// in point 1/4 795a962f134f024d". A job of many ranks on many nodes otherwise leaves only
+// srun's "task 4: Segmentation fault" and MPI's backtrace of raw addresses; this names the point
+// that a resumed job would run first again. The handler writes with write(2) only, then hands
+// the signal to the handler that was there before (Open MPI's prints its backtrace), or to the
+// default action: the process still dies of the signal, its exit status unchanged.
+#include <string>
+
+namespace d500 {
+
+// Installs the note for the faults above, chained to their present handlers; `who` starts the
+// line ("d500-worker: rank 4 on d500n3"). Again: `who` is replaced, nothing is installed twice.
+void install_crash_note(const std::string& who);
+
+// What the process is doing, appended to the note ("in point 1/4 795a962f134f024d"); "" for
+// nothing. Not for a signal handler: called from ordinary code, as often as it changes.
+void set_crash_context(const std::string& what);
+
+// Whether a line of a job's output is a worker's crash note.
+bool is_crash_note(const std::string& line);
+
+}  // namespace d500
