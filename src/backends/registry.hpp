@@ -52,6 +52,10 @@ struct BackendSetting {
   // `neutral` by default, `neutral_for` by workload where it differs.
   std::string neutral{};
   std::vector<std::pair<std::string, std::string>> neutral_for{};
+  // A default that changed: a point of this backend that leaves the key unset is planned with
+  // this value, which its id then names, so that the ids of points planned before (unset,
+  // or the old default, normalised to "" by `neutral`) keep the meaning they had.
+  std::string planned{};
   bool required = false;     // a point on this backend must set it
   bool path = false;         // a file's path: made absolute (jobs run elsewhere than `d500 plan`)
   std::string other_note{};  // said when a point on another backend sets it

@@ -85,6 +85,17 @@ std::vector<ParamSpec> backend_setting_params() {
 
 void normalize_backend_settings(Params& p, const std::string& workload) {
   // Per point, on the planner's threads: nothing allocated beyond a path made absolute.
+  // First a changed default (BackendSetting::planned) where the point leaves its backend's key
+  // unset (""), before `neutral` clears the old default a campaign writes out.
+  const auto bit = p.find("backend");
+  if (const BackendInfo* own = bit != p.end() && std::holds_alternative<std::string>(bit->second)
+                                   ? find_backend(std::get<std::string>(bit->second))
+                                   : nullptr)
+    for (const auto& s : own->settings) {
+      if (s.planned.empty() || !applies(s, workload)) continue;
+      Value& v = p[s.spec.name];
+      if (!std::holds_alternative<std::string>(v) || std::get<std::string>(v).empty()) v = s.planned;
+    }
   for (const auto& b : all_backends())
     for (const auto& s : b.settings) {
       auto it = p.find(s.spec.name);

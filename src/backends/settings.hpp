@@ -17,9 +17,11 @@ namespace d500 {
 // `backend = "cuda": ...; backend = "libtorch-cuda": ...`.
 std::vector<ParamSpec> backend_setting_params();
 
-// A point of `workload` with the settings' keys: clears the settings that do not change that
-// workload, normalises each backend's own choice to "" (BackendSetting::neutral) and a path to an
-// absolute one.
+// A point of `workload` with the settings' keys: sets a key its backend's default changed for
+// and the point leaves unset to the new default (BackendSetting::planned: its id names it),
+// clears the settings that do not change that workload, normalises each backend's own choice to
+// "" (BackendSetting::neutral) and a path to an absolute one. Once per point, at planning: ""
+// means unset there, and the old default afterwards.
 void normalize_backend_settings(Params& p, const std::string& workload);
 
 // "" when the point's backend takes every setting the point sets and has every setting it

@@ -85,7 +85,8 @@ TEST(CrashNote, AnAbortIsNotedAndAnOrdinaryEndIsNot) {
     abort();
   });
   EXPECT_EQ(aborted.signal, SIGABRT);
-  EXPECT_EQ(aborted.err, "d500-worker: rank 1 on vm crashed with SIGABRT after the job's last point, writing its end\n");
+  EXPECT_EQ(aborted.err,
+            "d500-worker: rank 1 on vm crashed with SIGABRT after the job's last point, writing its end\n");
   const Died fine = in_child([] { install_crash_note("d500-worker: rank 1 on vm"); });
   EXPECT_EQ(fine.signal, 0);
   EXPECT_EQ(fine.err, "");

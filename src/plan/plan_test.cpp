@@ -140,10 +140,12 @@ TEST(Plan, ValuesAreRangeCheckedWhereTheyWereWritten) {
   EXPECT_NE(e.find("nodes must be 1"), std::string::npos) << e;
 }
 
-// cudnn_api: cuda's alone, refused elsewhere naming the key; its values checked at their line;
-// "legacy", the default, keeps the id of the point that leaves it unset; graph is in the id; an
-// operator that is no convolution drops it.
-TEST(Plan, CudnnApiIsCudasConvolutionsAndNetworksAndLegacyKeepsTheId) {
+// cudnn_api: cuda's alone, refused elsewhere naming the key; its values checked at their line.
+// Its default changed from legacy to graph: a cuda convolution or network point that leaves it
+// unset is planned with cudnn_api=graph in its id, and one that says "legacy" keeps the id that
+// points planned before the change have (no key); an operator that is no convolution, and a
+// point on another backend, carry no key.
+TEST(Plan, CudnnApiDefaultsToGraphInTheIdAndLegacyKeepsTheOldId) {
   std::string e = error_of(kHead +
                            "[fixed]\nworkload = \"conv2d\"\nbackend = \"blas\"\nshape = \"resnet50/res2_3x3\"\nn = 2\n"
                            "cudnn_api = \"graph\"\n");
@@ -154,15 +156,21 @@ TEST(Plan, CudnnApiIsCudasConvolutionsAndNetworksAndLegacyKeepsTheId) {
       "[fixed]\nworkload = \"conv2d\"\nbackend = \"blas\"\nshape = \"resnet50/res2_3x3\"\nn = 2\ncudnn_api = \"grahp\"\n");
   EXPECT_NE(e.find("c.toml:8:13"), std::string::npos) << e;
   EXPECT_NE(e.find("(valid: legacy, graph)"), std::string::npos) << e;
+  const std::string blas =
+      plan_of(kHead + "[fixed]\nbackend = \"blas\"\nworkload = \"conv2d\"\nshape = \"resnet50/res2_3x3\"\nn = 2\n")
+          .points.at(0)
+          .canonical;
+  EXPECT_EQ(blas.find("cudnn_api"), std::string::npos) << "another backend's default is not planned: " << blas;
   const BackendInfo* cuda = find_backend("cuda");
   if (!cuda || !cuda->built) GTEST_SKIP() << "the rest plans cuda points, which this build lacks";
   const std::string conv =
       kHead + "[fixed]\nbackend = \"cuda\"\nworkload = \"conv2d\"\nshape = \"resnet50/res2_3x3\"\nn = 2\n";
   const auto pts = plan_of(conv + "[axes]\ncudnn_api = [\"legacy\", \"graph\"]\n").points;
   ASSERT_EQ(pts.size(), 2u);
-  EXPECT_EQ(pts[0].canonical, plan_of(conv).points.at(0).canonical);
-  EXPECT_EQ(pts[0].canonical.find("cudnn_api"), std::string::npos) << pts[0].canonical;
+  EXPECT_EQ(pts[0].canonical.find("cudnn_api"), std::string::npos) << "legacy keeps the old id: " << pts[0].canonical;
   EXPECT_NE(pts[1].canonical.find("cudnn_api=graph"), std::string::npos) << pts[1].canonical;
+  const auto unset = plan_of(conv).points.at(0);
+  EXPECT_EQ(unset.canonical, pts[1].canonical) << "unset is graph, and its id says so";
   const auto pool =
       plan_of(
           kHead +
@@ -170,13 +178,20 @@ TEST(Plan, CudnnApiIsCudasConvolutionsAndNetworksAndLegacyKeepsTheId) {
           .points;
   ASSERT_EQ(pool.size(), 1u) << "one problem, planned once";
   EXPECT_EQ(pool[0].canonical.find("cudnn_api"), std::string::npos) << pool[0].canonical;
-  // d500's executor calls its convolutions either way too (levels 1-3).
+  // d500's executor calls its convolutions either way too (levels 1-3), and level 3 as level 2.
   const std::string net =
       kHead + "[fixed]\nbackend = \"cuda\"\nworkload = \"train\"\nnetwork = \"lenet5\"\ndataset = \"synthetic\"\n";
   const auto trains = plan_of(net + "[axes]\ncudnn_api = [\"legacy\", \"graph\"]\n").points;
   ASSERT_EQ(trains.size(), 2u);
-  EXPECT_EQ(trains[0].canonical, plan_of(net).points.at(0).canonical);
+  EXPECT_EQ(trains[0].canonical.find("cudnn_api"), std::string::npos) << trains[0].canonical;
+  EXPECT_EQ(trains[1].canonical, plan_of(net).points.at(0).canonical);
   EXPECT_NE(trains[1].canonical.find("cudnn_api=graph"), std::string::npos) << trains[1].canonical;
+  const std::string distributed = plan_of(kHead +
+                                          "[fixed]\nbackend = \"cuda\"\nworkload = \"distributed\"\nnetwork = "
+                                          "\"lenet5\"\ndataset = \"synthetic\"\nranks_per_node = 2\n")
+                                      .points.at(0)
+                                      .canonical;
+  EXPECT_NE(distributed.find("cudnn_api=graph"), std::string::npos) << distributed;
 }
 
 // cudnn_algorithms: cuda's and libtorch-cuda's alone (refused elsewhere, naming the key), its values checked where

@@ -237,7 +237,9 @@ TEST_F(Gpu, GemmInEveryDtypeValidatesAndEachRepetitionHasItsDeviceDuration) {
 TEST_F(Gpu, ConvolutionsInEveryPassValidateAndRecordTheAlgorithmCudnnChose) {
   if (const std::string why = why_skip_convolutions(); !why.empty()) GTEST_SKIP() << why;
   const hid_t f =
-      ran_and_checked(every_pass_and_choice("gpu-conv", "", "\"resnet50/res2_3x3\", \"resnet50/res4_3x3_stride2\""));
+      // cuDNN's legacy calls, asked for: the default is its graph API (the next test).
+      ran_and_checked(every_pass_and_choice("gpu-conv", "cudnn_api = \"legacy\"\n",
+                                            "\"resnet50/res2_3x3\", \"resnet50/res4_3x3_stride2\""));
   ASSERT_GE(f, 0);
   each_on_device(f, 18, 13, [](hid_t g, const std::string& canonical) {
     const std::string algorithm = attr_string(g, "cudnn.algorithm");
@@ -700,14 +702,14 @@ TEST_F(Gpu, DsExecutorRunsNetworksOnTheGpuAndValidatesOrSaysWhyItCannot) {
   }
   // Every operator the built-in CNNs use, in both passes: LeNet-5 (convolutions, max pooling,
   // Gemm, ReLU) and ResNet-20 (batch normalisation with running or batch statistics, residual
-  // adds, global average pooling).
-  // Each repetition has the device's own duration of the step; each point the device memory it
-  // held (at least its weights) and the executor's device in its description.
-  // A training step with cuDNN's heuristic first choices (cudnn_algorithms = "heuristic", PyTorch's
-  // default) validates too; its pooling says when it adds with atomics.
+  // adds, global average pooling). Each repetition has the device's own duration of the step; each
+  // point the device memory it held (at least its weights) and the executor's device in its
+  // description. A training step with cuDNN's heuristic first choices (cudnn_algorithms =
+  // "heuristic", PyTorch's default) validates too; its pooling says when it adds with atomics.
+  // Convolutions through cuDNN's legacy calls, asked for (the default graph API: ReducedMath...).
   const fs::path run = planned(
       "[campaign]\nname = \"l1\"\nrepetitions = 5\nwarmups = 2\n[fixed]\nworkload = \"network\"\n"
-      "backend = \"cuda\"\nbatch = 32\n[axes]\n"
+      "backend = \"cuda\"\nbatch = 32\ncudnn_api = \"legacy\"\n[axes]\n"
       "network = [\"lenet5\", \"resnet20-cifar\", \"lenet5\", \"resnet20-cifar\", \"lenet5\", \"resnet20-cifar\"]\n"
       "pass = [\"inference\", \"inference\", \"training\", \"training\", \"training\", \"training\"]\n"
       "cudnn_algorithms = [\"deterministic\", \"deterministic\", \"deterministic\", \"deterministic\", \"heuristic\", \"find\"]\n"

@@ -22,9 +22,13 @@ std::vector<BackendSetting> settings_of_backend_cuda() {
       {.spec = {"cudnn_api", ValueType::String, Value{std::string()}, 0, 0, {"legacy", "graph"},
                 "conv2d and networks (levels 1-3): how cuDNN's convolutions are called, legacy (cudnnConvolution*, "
                 "cudnnGet*_v7, cudnnFind*Ex) or graph (cuDNN's graph API: operation graph, heuristics' engine "
-                "configurations, execution plan, as PyTorch calls it); default: legacy"},
+                "configurations, execution plan, as PyTorch calls it); default: graph (on the H100 and the H200 as "
+                "fast as PyTorch's convolutions where the legacy calls take up to 3.5x their time: docs/performance.md); "
+                "a point that leaves it unset is planned with cudnn_api = graph in its id, and legacy, the default "
+                "until 2026-11, keeps the ids it had"},
        .workloads = convolutions,
-       .neutral = "legacy"},
+       .neutral = "legacy",
+       .planned = "graph"},
       {.spec = {"math", ValueType::String, Value{std::string()}, 0, 0, {"fp32", "tf32", "bf16"},
                 "conv2d and networks (levels 1-3): the arithmetic of convolutions and matrix products, fp32 (strict "
                 "float32: no tensor cores), tf32 (tensor cores round each float32 input to TF32's 10 mantissa bits and "
