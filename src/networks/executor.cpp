@@ -1540,6 +1540,10 @@ void GraphExecutor::constants_changed() {
 
 bool GraphExecutor::channels_last(int t) const { return impl_->nhwc.at(static_cast<std::size_t>(t)); }
 
+std::vector<bool> GraphExecutor::channels_last_plan(const ExecutorSpec& spec) {
+  return plan_channels_last(*spec.graph, aliasing(*spec.graph, spec.training), spec);
+}
+
 std::string GraphExecutor::describe() const {
   const Impl& m = *impl_;
   std::string b = m.spec.double_precision ? "reference in double (yardstick)"

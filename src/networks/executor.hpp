@@ -63,6 +63,9 @@ class GraphExecutor final : public GraphRunner {
   // Whether tensor t (and its gradient) is stored channels-last: with the point's memory_format =
   // "channels_last", on a backend whose kernels take it (TensorView::channels_last).
   bool channels_last(int t) const;
+  // The same plan for every tensor of spec's graph, worked out without making an executor
+  // (nothing loaded or allocated): what channels_last(t) of GraphExecutor(spec) would say.
+  static std::vector<bool> channels_last_plan(const ExecutorSpec& spec);
 
   // One timed step of the schedule: a node's forward or backward pass, or the loss's seed.
   struct Step {
