@@ -293,7 +293,8 @@ class ExecutorMemory final : public DeviceMemory {
     const std::string k = std::to_string(static_cast<int>(c)) + " " + key;
     if (const auto it = graph_plans_.find(k); it != graph_plans_.end())
       return std::make_shared<GraphConv>(GraphConv::SamePlan{}, *it->second);
-    return graph_plans_[k] = make();
+    std::shared_ptr<GraphConv> made = make();  // a refusal (GraphConvUnserved) leaves no entry
+    return graph_plans_[k] = std::move(made);
   }
 #endif
 
@@ -1052,10 +1053,9 @@ class Conv final : public CudaNode {
     // The passes the node runs: Conv's forward pass is the convolution's, ConvTranspose's its
     // backward-data pass; training adds the other two.
     const bool need_f = !transposed || p.training, need_d = transposed || p.training, need_w = p.training;
-    if (graph_api_of(p.params)) {
-      make_graph_passes(m, g, shape, want, math != CUDNN_FMA_MATH, on, need_f, need_d, need_w);
-      return;
-    }
+    const bool graph = graph_api_of(p.params);
+    if (graph && graph_served(m, g, shape, want, math != CUDNN_FMA_MATH, on, need_f, need_d, need_w)) return;
+    const bool legacy_instead = graph;  // said in the impl: "legacy algos ..."
     bool same_bits = true;
     // Strict float32 runs every pass in CUDNN_FMA_MATH whatever a perf result says; with TF32
     // allowed each pass in its chosen algorithm's math type, as cuDNN asks.
@@ -1090,12 +1090,26 @@ class Conv final : public CudaNode {
       if (!take(w8, "w")) return;
       bwd_filter_ = static_cast<cudnnConvolutionBwdFilterAlgo_t>(w8.algo), math_w_ = strict ? CUDNN_FMA_MATH : w8.math;
     }
-    algorithms_ = "algos";
+    algorithms_ = legacy_instead ? "legacy algos" : "algos";
     for (const std::string& n8 : names) algorithms_ += " " + n8;
     if (want == Choice::Find) algorithms_ += ", found";
     algorithms_ += same_bits ? ", deterministic" : ", atomics";
     if (ws_bytes_ > 0) ws_ = own(ws_bytes_);
     ok_ = true;
+  }
+  // cudnn_api = "graph" (the default): make_graph_passes, or false with nothing kept where the graph
+  // API offers no engine for a pass (within 1 GiB of workspace, deterministic where asked): the
+  // node then runs through the legacy calls instead of failing the point (docs/level1-networks.md).
+  bool graph_served(ExecutorMemory& m, const ConvGeom& g, const std::string& shape, Choice want, bool tf32,
+                    FindBuffers& on, bool need_f, bool need_d, bool need_w) {
+    try {
+      make_graph_passes(m, g, shape, want, tf32, on, need_f, need_d, need_w);
+      return true;
+    } catch (const GraphConvUnserved&) {
+      graph_f_.reset(), graph_d_.reset(), graph_w_.reset();
+      ws_bytes_ = 0;
+      return false;
+    }
   }
   // cudnn_api = "graph": each pass the node runs as an execution plan of cuDNN's graph API
   // (GraphConv, as level 0's), chosen at setup once per pass and geometry in the network (`shape`

@@ -16,6 +16,9 @@ namespace d500::cuda {
 
 namespace {
 
+// What a refusal (GraphConvUnserved) suggests at level 0, where it fails the point.
+constexpr const char* kLegacyHint = " (cudnn_api = \"legacy\" runs it through cuDNN's legacy calls)";
+
 // The largest workspace a configuration may ask for, as for the legacy algorithms.
 constexpr std::int64_t kWorkspaceLimit = std::int64_t{1} << 30;
 // The variant pack's names of the pass's three tensors (cuDNN's forward names: a backward pass's
@@ -312,8 +315,9 @@ std::size_t GraphConv::Impl::fastest(const std::vector<Candidate>& list, ConvPas
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   if (*best_ms < 0)
-    throw Error(std::string("cuda: none of the ") + std::to_string(list.size()) + " " + pass_name(pass) +
-                " engine configurations of cuDNN's graph API that built ran on this convolution");
+    throw GraphConvUnserved(std::string("cuda: none of the ") + std::to_string(list.size()) + " " + pass_name(pass) +
+                            " engine configurations of cuDNN's graph API that built ran on this convolution" +
+                            kLegacyHint);
   return pick;
 }
 
@@ -341,10 +345,10 @@ GraphConv::GraphConv(cudnnHandle_t h, const ConvGeom& cs, ConvPass pass, Choice 
     modes = "heuristics mode A and the fallback mode";
   }
   if (list.empty())
-    throw Error(std::string("cuda: cuDNN's graph API offers no ") + pass_name(pass) +
-                " engine configuration for this convolution in " + modes + " (" + std::to_string(offered) +
-                " offered) that builds within a 1 GiB workspace" + (tf32 ? "" : " without TF32") +
-                (deterministic ? " and repeats bit for bit" : ""));
+    throw GraphConvUnserved(std::string("cuda: cuDNN's graph API offers no ") + pass_name(pass) +
+                            " engine configuration for this convolution in " + modes + " (" + std::to_string(offered) +
+                            " offered) that builds within a 1 GiB workspace" + (tf32 ? "" : " without TF32") +
+                            (deterministic ? " and repeats bit for bit" : "") + kLegacyHint);
   std::size_t pick = 0;
   double best_ms = -1;
   if (c == Choice::Find) pick = impl_->fastest(list, pass, &best_ms);

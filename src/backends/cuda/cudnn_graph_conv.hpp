@@ -23,10 +23,19 @@
 #include "backends/conv_geom.hpp"
 #include "backends/cuda/cudnn_common.hpp"
 #include "backends/op_shapes.hpp"
+#include "common/error.hpp"
 
 namespace d500::cuda {
 
 enum class ConvPass { Forward, BackwardData, BackwardFilter };
+
+// GraphConv's refusal when cuDNN's graph API serves the pass with no engine configuration (none
+// builds within the workspace and the choice's limits, or none that built ran): d500's executor
+// then runs the node through the legacy calls; level 0 fails the point with the message.
+class GraphConvUnserved : public Error {
+ public:
+  using Error::Error;
+};
 
 // A level-0 problem's shape as the geometry GraphConv takes (square kernels, equal pads).
 ConvGeom graph_geom(const ConvShape& cs);
