@@ -2443,7 +2443,7 @@ TEST(Executor, ChannelsLastCoversEveryResNetActivationBetweenTheFirstConvolution
     dev.take_channels_last();
     if (module) dev.info.channels_last = cuda->channels_last;
     const Params nhwc{{"memory_format", Value{std::string("channels_last")}}}, nchw{};
-    auto made = [&](const Params& point) {
+    auto spec_of = [&](const Params& point) {
       ExecutorSpec s;
       s.graph = &g;
       s.backend = &dev.info;
@@ -2452,14 +2452,12 @@ TEST(Executor, ChannelsLastCoversEveryResNetActivationBetweenTheFirstConvolution
       s.loss = loss;
       s.params = params;
       s.inputs = inputs.pointers();
-      return std::make_unique<GraphExecutor>(s);
+      return s;
     };
+    auto made = [&](const Params& point) { return std::make_unique<GraphExecutor>(spec_of(point)); };
     // ResNet-50's plan without its executor (whose arena alone would take gigabytes here);
     // ResNet-20's from its executor, which then computes.
-    ExecutorSpec planning;
-    planning.graph = &g, planning.backend = &dev.info, planning.point = &nhwc, planning.training = true;
-    planning.loss = loss;
-    const std::vector<bool> plan = GraphExecutor::channels_last_plan(planning);
+    const std::vector<bool> plan = GraphExecutor::channels_last_plan(spec_of(nhwc));
     std::unique_ptr<GraphExecutor> e = net == "resnet20-cifar" ? made(nhwc) : nullptr;
     auto nhwc_at = [&](int t) {
       if (e) {

@@ -1055,7 +1055,6 @@ class Conv final : public CudaNode {
     const bool need_f = !transposed || p.training, need_d = transposed || p.training, need_w = p.training;
     const bool graph = graph_api_of(p.params);
     if (graph && graph_served(m, g, shape, want, math != CUDNN_FMA_MATH, on, need_f, need_d, need_w)) return;
-    const bool legacy_instead = graph;  // said in the impl: "legacy algos ..."
     bool same_bits = true;
     // Strict float32 runs every pass in CUDNN_FMA_MATH whatever a perf result says; with TF32
     // allowed each pass in its chosen algorithm's math type, as cuDNN asks.
@@ -1090,7 +1089,7 @@ class Conv final : public CudaNode {
       if (!take(w8, "w")) return;
       bwd_filter_ = static_cast<cudnnConvolutionBwdFilterAlgo_t>(w8.algo), math_w_ = strict ? CUDNN_FMA_MATH : w8.math;
     }
-    algorithms_ = legacy_instead ? "legacy algos" : "algos";
+    algorithms_ = graph ? "legacy algos" : "algos";  // graph: the graph API served a pass with no engine
     for (const std::string& n8 : names) algorithms_ += " " + n8;
     if (want == Choice::Find) algorithms_ += ", found";
     algorithms_ += same_bits ? ", deterministic" : ", atomics";
