@@ -1,5 +1,6 @@
 #include "common/crash_note.hpp"
 
+#include <execinfo.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -14,7 +15,7 @@ namespace {
 constexpr int kFaults[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
 constexpr int kNumFaults = sizeof kFaults / sizeof kFaults[0];
 struct sigaction g_before[kNumFaults];
-std::atomic<bool> g_installed{false};
+std::atomic<bool> g_warmed{false};
 
 // Two buffers for each text: the handler reads the one `current` names, which ordinary code
 // switches only after it has filled the other. 512 bytes: a host name and a point's id fit.
@@ -71,6 +72,12 @@ extern "C" void on_fault(int sig, siginfo_t* info, void* context) {
     before.sa_sigaction(sig, info, context);
   } else if (before.sa_handler != SIG_DFL && before.sa_handler != SIG_IGN && before.sa_handler != nullptr) {
     before.sa_handler(sig);
+  } else {
+    // No handler before this one to print a backtrace (MPI_Init installs none where it finds
+    // the note there already): its own, symbols as the dynamic tables name them.
+    void* frames[48];
+    put("backtrace:\n");
+    backtrace_symbols_fd(frames, backtrace(frames, 48), STDERR_FILENO);
   }
   // The handler before (if any) returned: die of the signal by its default action.
   signal(sig, SIG_DFL);
@@ -81,14 +88,22 @@ extern "C" void on_fault(int sig, siginfo_t* info, void* context) {
 
 void install_crash_note(const std::string& who) {
   g_who.set(who);
-  if (g_installed.exchange(true)) return;
+  if (!g_warmed.exchange(true)) {
+    // backtrace() loads libgcc's unwinder on its first call, which allocates: not in a handler.
+    void* frame[1];
+    backtrace(frame, 1);
+  }
   for (int k = 0; k < kNumFaults; ++k) {
+    struct sigaction now {};
+    sigaction(kFaults[k], nullptr, &now);
+    if ((now.sa_flags & SA_SIGINFO) && now.sa_sigaction == on_fault) continue;  // still the note's
+    g_before[k] = now;  // before the note replaces it: a fault meanwhile meets the old handler
     struct sigaction sa {};
     sa.sa_sigaction = on_fault;
     sigemptyset(&sa.sa_mask);
     // SA_RESETHAND: a fault inside the note itself ends the process by the default action.
     sa.sa_flags = SA_SIGINFO | SA_RESETHAND;
-    sigaction(kFaults[k], &sa, &g_before[k]);
+    sigaction(kFaults[k], &sa, nullptr);
   }
 }
 

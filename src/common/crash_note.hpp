@@ -4,14 +4,16 @@
 // in point 1/4 795a962f134f024d". A job of many ranks on many nodes otherwise leaves only
 // srun's "task 4: Segmentation fault" and MPI's backtrace of raw addresses; this names the point
 // that a resumed job would run first again. The handler writes with write(2) only, then hands
-// the signal to the handler that was there before (Open MPI's prints its backtrace), or to the
-// default action: the process still dies of the signal, its exit status unchanged.
+// the signal to the handler that was there before (Open MPI's prints its backtrace), or, where
+// there was none, prints a backtrace itself (glibc's backtrace_symbols_fd) and lets the default
+// action end the process: it still dies of the signal, its exit status unchanged.
 #include <string>
 
 namespace d500 {
 
 // Installs the note for the faults above, chained to their present handlers; `who` starts the
-// line ("d500-worker: rank 4 on d500n3"). Again: `who` is replaced, nothing is installed twice.
+// line ("d500-worker: rank 4 on d500n3"). Again: `who` is replaced, and the note is installed
+// anew only for a fault whose handler something else has since replaced (chained to that one).
 void install_crash_note(const std::string& who);
 
 // What the process is doing, appended to the note ("in point 1/4 795a962f134f024d"); "" for

@@ -58,8 +58,12 @@ TEST(CrashNote, AFaultNamesWhoAndWhatAndTheProcessStillDiesOfIt) {
     *static_cast<volatile int*>(nullptr) = 1;
   });
   EXPECT_EQ(d.signal, SIGSEGV);
-  EXPECT_EQ(d.err, "d500-worker: rank 4 on d500n3 crashed with SIGSEGV in point 2/4 ab6fa4f0843cd843\n");
-  EXPECT_TRUE(is_crash_note(d.err.substr(0, d.err.size() - 1)));
+  const std::string note = "d500-worker: rank 4 on d500n3 crashed with SIGSEGV in point 2/4 ab6fa4f0843cd843\n";
+  EXPECT_EQ(d.err.substr(0, note.size()), note);
+  EXPECT_TRUE(is_crash_note(note.substr(0, note.size() - 1)));
+  // No handler was there before: the note prints the backtrace itself, this test's frames in it.
+  EXPECT_EQ(d.err.substr(note.size(), 11), "backtrace:\n") << d.err;
+  EXPECT_NE(d.err.find("d500_integration_tests"), std::string::npos) << d.err;
   EXPECT_FALSE(is_crash_note("d500-worker: point 795a962f134f024d: the backend failed"));
 }
 
@@ -85,9 +89,32 @@ TEST(CrashNote, AnAbortIsNotedAndAnOrdinaryEndIsNot) {
     abort();
   });
   EXPECT_EQ(aborted.signal, SIGABRT);
-  EXPECT_EQ(aborted.err,
+  EXPECT_EQ(aborted.err.substr(0, aborted.err.find("backtrace:\n")),
             "d500-worker: rank 1 on vm crashed with SIGABRT after the job's last point, writing its end\n");
   const Died fine = in_child([] { install_crash_note("d500-worker: rank 1 on vm"); });
   EXPECT_EQ(fine.signal, 0);
   EXPECT_EQ(fine.err, "");
+}
+
+// The worker installs the note before MPI_Init, which then leaves it in place (Open MPI puts
+// its own printer only where it finds no handler). A library that replaces it anyway is
+// chained to when the note is installed again, under its new name.
+TEST(CrashNote, InstalledAgainAfterAnotherHandlerReplacedItTheNoteComesFirstThenThatHandler) {
+  const Died d = in_child([] {
+    install_crash_note("d500-worker: task 5 on d500n2");
+    set_crash_context("inside MPI_Init (the MPI library's start-up)");
+    struct sigaction sa {};
+    sa.sa_sigaction = earlier_handler;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGSEGV, &sa, nullptr);  // a library's own handler, put in the note's place
+    install_crash_note("d500-worker: rank 5 on d500n2");
+    set_crash_context("before the job's first point");
+    install_crash_note("d500-worker: rank 5 on d500n2");  // still the note's: not chained to itself
+    *static_cast<volatile int*>(nullptr) = 1;
+  });
+  EXPECT_EQ(d.signal, SIGSEGV);
+  EXPECT_EQ(d.err,
+            "d500-worker: rank 5 on d500n2 crashed with SIGSEGV before the job's first point\n"
+            "the earlier handler ran\n");
 }

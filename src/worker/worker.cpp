@@ -722,9 +722,33 @@ std::vector<std::pair<std::string, Value>> device_state(const nvml::Reading& a, 
   return out;
 }
 
+namespace {
+
+// Who this process is before MPI says its rank: the launcher's task number, and the host as
+// gethostname(2) says it (MPI_Get_processor_name may not be called before MPI_Init).
+std::string task_before_mpi() {
+  std::string task = "a task";
+  for (const char* v : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID", "PMI_RANK"})
+    if (const char* s = std::getenv(v); s && *s) {
+      task = std::string("task ") + s;
+      break;
+    }
+  char host[256] = {0};
+  return task + " on " + (gethostname(host, sizeof host - 1) == 0 && host[0] ? host : "an unnamed host");
+}
+
+}  // namespace
+
 int worker_main(int argc, char** argv) {
+  // The crash note from the start: a rank that dies inside MPI_Init (Open MPI's TCP transport
+  // once took a message before its receiver was ready, in a CI run) is named as such, not
+  // mistaken for d500's code. MPI_Init then installs no backtrace printer of its own; the
+  // note prints the backtrace.
+  install_crash_note("d500-worker: " + task_before_mpi());
+  set_crash_context("before MPI_Init, looking at the job's earlier attempts");
   hold_rank_lock();  // a rank that outlives its runner and mpirun stays visible to the next runner
   const EarlierAttempts earlier = argc == 3 ? look_at_earlier_attempts(argv[1], argv[2]) : EarlierAttempts{};
+  set_crash_context("inside MPI_Init (the MPI library's start-up), before the job's first point");
   MPI_Init(&argc, &argv);
   int rank = 0;
   // MPI failures come back as codes, which mpi_check turns into errors that name the call.
@@ -732,7 +756,7 @@ int worker_main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   std::string where = "rank " + std::to_string(rank) + " on " + host_name();
   h5::init(where);
-  install_crash_note("d500-worker: " + where);  // after MPI_Init: MPI's own handler comes second
+  install_crash_note("d500-worker: " + where);  // installed again only where MPI replaced it
   set_crash_context("before the job's first point");
   if (argc != 3) {
     if (rank == 0) std::fprintf(stderr, "usage: d500-worker JOB_SPEC.toml OUTPUT.h5\n");

@@ -109,9 +109,23 @@ class Slurm : public ScratchDirTest {
                                   std::to_string(ranks_per_node) + "]\n");
     EXPECT_EQ(sh(d500_cmd("plan " + c + " -o " + run.string())).code, 0);
     EXPECT_EQ(sh(d500_cmd("submit " + run.string())).code, 0);
-    const std::string st = wait_status(run, settled, 120);
-    EXPECT_NE(st.find("points: 1 complete"), std::string::npos) << st;
+    const std::string st = past_a_crash_in_mpi_init(run, wait_status(run, settled, 120), 120);
+    EXPECT_NE(st.find("points: 1 complete"), std::string::npos) << st << all_logs(run);
     return files_in(run / "results");
+  }
+  // Open MPI 4.1's TCP transport crashed a rank inside MPI_Init in two CI runs of the three-node
+  // cluster (one host, a network namespace a node; the transport took a message before the
+  // receiving rank had set up its handlers): a fault of MPI's start-up, before d500's worker ran
+  // a point, which the worker's crash note names ("... inside MPI_Init"). Not what these tests
+  // test: such a run is resubmitted once, saying so. Any other failure stands.
+  std::string past_a_crash_in_mpi_init(const fs::path& run, const std::string& st, int seconds) {
+    const std::string logs = all_logs(run);
+    const auto note = logs.find(" inside MPI_Init (the MPI library's start-up)");
+    if (note == std::string::npos || logs.rfind(" crashed with SIG", note) == std::string::npos) return st;
+    std::cout << "A rank crashed inside MPI_Init; the job is submitted again, once:\n" << st << logs << std::endl;
+    const Cmd again = sh(d500_cmd("submit --resume --retry-failed " + run.string()));
+    EXPECT_EQ(again.code, 0) << again.out;
+    return wait_status(run, settled, seconds);
   }
   // Every job log of the run, each after its name: what a failed test shows.
   static std::string all_logs(const fs::path& run) {
@@ -871,7 +885,7 @@ TEST_F(Slurm, GpuJobsAreAllocatedTheirGpusAndAPointWithoutADeviceSaysSo) {
   Cmd planned = sh(d500_cmd("plan " + write("gpu.toml", text) + " -o " + gpu.string()));
   ASSERT_EQ(planned.code, 0) << planned.out;
   ASSERT_EQ(sh(d500_cmd("submit " + gpu.string())).code, 0);
-  const std::string st = wait_status(gpu, settled, 240);
+  const std::string st = past_a_crash_in_mpi_init(gpu, wait_status(gpu, settled, 240), 240);
   EXPECT_NE(st.find("points: 0 complete, 12 failed"), std::string::npos) << st << all_logs(gpu);
   std::string two_nodes;
   std::istringstream subs(read_file_text(gpu / "slurm" / "submissions.tsv"));
