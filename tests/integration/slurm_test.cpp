@@ -27,13 +27,15 @@ class Slurm : public ScratchDirTest {
     EXPECT_EQ(p.code, 0) << p.out;
     return run;
   }
-  // Polls `d500 status` until `done(output)` or the deadline; returns the last output.
+  // Polls `d500 status` until `done(output)` or the deadline; returns the last output. Once a
+  // second: each poll is a process that asks slurmctld, and the Slurm lane polls for most of
+  // the suite beside the CPU-bound tests.
   std::string wait_status(const fs::path& run, const std::function<bool(const std::string&)>& done, int seconds) {
     std::string out;
-    for (int i = 0; i < seconds * 2; ++i) {
+    for (int i = 0; i < seconds; ++i) {
       out = sh(d500_cmd("status " + run.string())).out;
       if (done(out)) return out;
-      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      std::this_thread::sleep_for(std::chrono::seconds(1));
     }
     ADD_FAILURE() << "gave up waiting after " << seconds << " s; last status:\n" << out;
     return out;
