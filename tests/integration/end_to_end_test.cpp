@@ -827,7 +827,16 @@ TEST_F(EndToEnd, TightLimitsEndInAClearErrorNeverAHang) {
   const fs::path tight = planned(
       "[campaign]\nname = \"tight\"\nrepetitions = 5\nwarmups = 1\n[fixed]\nworkload = \"gemm\"\n"
       "backend = \"blas\"\nn = 16\nranks_per_node = 2\n");
-  Cmd vm = sh("ulimit -v 200000; D500_PROGRESS_TIMEOUT_S=50 timeout -s KILL 90 " + d500_cmd("run " + tight.string()));
+  const std::string tight_run =
+      "ulimit -v 200000; D500_PROGRESS_TIMEOUT_S=50 timeout -s KILL 90 " + d500_cmd("run " + tight.string());
+  Cmd vm = sh(tight_run);
+  // A rank maps ~181 MiB of the 195 by then: under CI's load PMIx once ran out inside MPI_Init
+  // (a NULL from calloc, SIGSEGV), which the worker's crash note names. Not this test's subject:
+  // the run is made once more, saying so.
+  if (vm.out.find(" inside MPI_Init (the MPI library's start-up)") != std::string::npos) {
+    std::cout << "A rank crashed inside MPI_Init under the limit; the run is made once more:\n" << vm.out << std::endl;
+    vm = sh(tight_run);
+  }
   EXPECT_NE(vm.code, 137) << "killed after 90 s: " << vm.out;
   EXPECT_EQ(vm.out.find("no progress for"), std::string::npos) << "ended by the progress watchdog: " << vm.out;
   EXPECT_NE(vm.out.find("points: 1 backend-failed"), std::string::npos) << vm.out;
