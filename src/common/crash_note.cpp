@@ -109,6 +109,8 @@ void install_crash_note(const std::string& who) {
 
 void set_crash_context(const std::string& what) { g_what.set(what); }
 
+std::string crash_context() { return g_what.get(); }
+
 bool is_crash_note(const std::string& line) {
   return line.rfind("d500-worker: ", 0) == 0 && line.find(" crashed with SIG") != std::string::npos;
 }

@@ -20,6 +20,9 @@ void install_crash_note(const std::string& who);
 // nothing. Not for a signal handler: called from ordinary code, as often as it changes.
 void set_crash_context(const std::string& what);
 
+// What set_crash_context last said ("" for nothing), for ordinary code's messages.
+std::string crash_context();
+
 // Whether a line of a job's output is a worker's crash note.
 bool is_crash_note(const std::string& line);
 

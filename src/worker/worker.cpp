@@ -21,6 +21,7 @@
 #include <set>
 
 #include "backends/registry.hpp"
+#include "common/contain.hpp"
 #include "common/crash_note.hpp"
 #include "common/error.hpp"
 #include "common/mpi_check.hpp"
@@ -722,7 +723,25 @@ std::vector<std::pair<std::string, Value>> device_state(const nvml::Reading& a, 
   return out;
 }
 
+std::string out_of_memory_text(const std::string& doing, std::int64_t mapped, std::int64_t limit) {
+  std::string s = "out of memory (std::bad_alloc)" + (doing.empty() ? std::string() : " " + doing) +
+                  ": this rank maps " + (mapped > 0 ? fmt_bytes(mapped) : std::string("an unknown amount"));
+  if (limit > 0)
+    return s + " under an address-space limit (ulimit -v) of " + fmt_bytes(limit) +
+           ": raise the limit or lift it (ulimit -v unlimited), or run fewer ranks or threads per node";
+  return s +
+         " and has no address-space limit: the node's memory, or the job's share of it (Slurm's --mem), "
+         "is used up; compare the planner's estimate (d500 plan prints it) with what the node has";
+}
+
 namespace {
+
+// The address-space limit this process runs under (RLIMIT_AS, ulimit -v); 0 for none.
+std::int64_t address_space_limit() {
+  rlimit r{};
+  if (getrlimit(RLIMIT_AS, &r) != 0 || r.rlim_cur == RLIM_INFINITY) return 0;
+  return static_cast<std::int64_t>(r.rlim_cur);
+}
 
 // Who this process is before MPI says its rank: the launcher's task number, and the host as
 // gethostname(2) says it (MPI_Get_processor_name may not be called before MPI_Init).
@@ -768,7 +787,10 @@ int worker_main(int argc, char** argv) {
     run_job(argv[1], argv[2], MPI_COMM_WORLD, parse_checkpoints_text(bcast_string(earlier.checkpoints, MPI_COMM_WORLD)),
             parse_finished(bcast_string(earlier.finished, MPI_COMM_WORLD)));
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "d500-worker: error: %s: %s\n", where.c_str(), e.what());
+    const bool memory = dynamic_cast<const std::bad_alloc*>(&e) != nullptr;
+    std::fprintf(
+        stderr, "d500-worker: error: %s: %s\n", where.c_str(),
+        memory ? out_of_memory_text(crash_context(), mapped_bytes(), address_space_limit()).c_str() : e.what());
     std::fflush(stderr);
     // Other ranks may be inside a collective; only an abort ends them. What was flushed stays.
     MPI_Abort(MPI_COMM_WORLD, 1);

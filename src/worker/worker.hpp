@@ -3,6 +3,7 @@
 // results file. Started by the job script (mpirun or srun) as `d500-worker SPEC OUTPUT`.
 #include <mpi.h>
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -12,6 +13,11 @@
 
 namespace d500 {
 int worker_main(int argc, char** argv);
+
+// What a rank says when an allocation fails outside a point's set-up (which fails the point
+// alone): what it was doing (the crash note's context), what it maps, and the address-space
+// limit (ulimit -v; <= 0: none) with what to do about it.
+std::string out_of_memory_text(const std::string& doing, std::int64_t mapped, std::int64_t limit);
 
 // A point's device.* attributes from every rank's NVML readings of its GPU before and after the
 // repetitions, `seconds` apart (collective over `comm`; nothing when no rank could read NVML).

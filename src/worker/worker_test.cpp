@@ -8,6 +8,8 @@
 #include <cmath>
 #include <map>
 
+#include "common/text.hpp"
+
 namespace d500 {
 namespace {
 
@@ -44,4 +46,25 @@ TEST(DeviceState, TheEnergyIsTheCountersAdvanceOrNoneWithTheReasonWhenItStoodSti
 }
 
 }  // namespace
+
+// A bad_alloc outside a point's set-up ends the job: the rank says what it was doing, what it
+// maps and what limits it, not a bare "std::bad_alloc".
+TEST(OutOfMemoryText, NamesWhatTheRankWasDoingWhatItMapsAndTheLimit) {
+  const std::string limited = out_of_memory_text("in point 1/2 1412637a11e40b7f", 181LL << 20, 244LL << 20);
+  EXPECT_EQ(limited.rfind("out of memory (std::bad_alloc) in point 1/2 1412637a11e40b7f: this rank maps ", 0), 0u)
+      << limited;
+  EXPECT_NE(limited.find(fmt_bytes(181LL << 20)), std::string::npos) << limited;
+  EXPECT_NE(limited.find("under an address-space limit (ulimit -v) of " + fmt_bytes(244LL << 20) +
+                         ": raise the limit or lift it"),
+            std::string::npos)
+      << limited;
+  const std::string unlimited = out_of_memory_text("", 0, 0);
+  EXPECT_EQ(unlimited.rfind("out of memory (std::bad_alloc): this rank maps an unknown amount and has no "
+                            "address-space limit",
+                            0),
+            0u)
+      << unlimited;
+  EXPECT_NE(unlimited.find("Slurm's --mem"), std::string::npos) << unlimited;
+}
+
 }  // namespace d500
