@@ -21,6 +21,9 @@ namespace {
 
 constexpr int kOpset = 17;
 
+// Whether the networks built now get their seeded weights (LoadOptions::weights).
+thread_local bool t_seeded_weights = true;
+
 using AttrValue = std::variant<std::int64_t, float, std::string, std::vector<std::int64_t>>;
 
 class Builder {
@@ -55,9 +58,11 @@ class Builder {
     for (auto d : dims) t->add_dims(d), n *= d;
     std::string raw(static_cast<std::size_t>(n) * 4, '\0');
     float* f = reinterpret_cast<float*>(raw.data());
-    if (bound > 0)
-      fill_uniform(f, static_cast<std::size_t>(n), seed_ * 0x9e3779b97f4a7c15ull + ++weights_, -bound, bound);
-    else
+    if (bound > 0) {
+      ++weights_;  // the same seeds for the later weights whether or not this one is filled
+      if (t_seeded_weights)
+        fill_uniform(f, static_cast<std::size_t>(n), seed_ * 0x9e3779b97f4a7c15ull + weights_, -bound, bound);
+    } else
       std::fill(f, f + n, value);
     t->set_raw_data(std::move(raw));
     return name;
@@ -414,6 +419,11 @@ std::string builtin_network_onnx(const std::string& name) {
 }
 
 Graph load_builtin_network(const std::string& name, const LoadOptions& opt, ModelFacts* facts) {
+  struct Seeded {
+    bool before = t_seeded_weights;
+    explicit Seeded(bool on) { t_seeded_weights = on; }
+    ~Seeded() { t_seeded_weights = before; }
+  } seeded(opt.weights);
   onnx::ModelProto m = build(name);
   return load_onnx_model(m, "built-in network " + name, opt, facts);
 }

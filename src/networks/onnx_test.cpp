@@ -2,6 +2,7 @@
 // naming what is wrong (the node, its operator, the opset, what this build runs).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -190,6 +191,35 @@ TEST(OnnxLoad, BuiltInNetworksHaveTheirPublishedSizes) {
   ASSERT_EQ(back.nodes.size(), direct.nodes.size());
   for (std::size_t i = 0; i < back.nodes.size(); ++i) EXPECT_EQ(back.nodes[i].op, direct.nodes[i].op);
   EXPECT_EQ(back.info(back.outputs[0]).shape, (Shape{4, 10}));
+}
+
+// The planner loads built-in networks without their seeded weights (LoadOptions::weights): the
+// same graph, tensor for tensor, its float weights 0; and a load with weights afterwards gets
+// the seeded values, each weight its own seed as before.
+TEST(OnnxLoad, AShapesOnlyLoadIsTheSameGraphWithZeroWeightsAndLeavesTheSeededOnesAlone) {
+  const Graph seeded = load_builtin_network("lenet5", LoadOptions{4, {}});
+  LoadOptions shapes{4, {}};
+  shapes.weights = false;
+  const Graph zeros = load_builtin_network("lenet5", shapes);
+  const Graph again = load_builtin_network("lenet5", LoadOptions{4, {}});
+  ASSERT_EQ(zeros.tensors.size(), seeded.tensors.size());
+  ASSERT_EQ(zeros.nodes.size(), seeded.nodes.size());
+  for (std::size_t i = 0; i < seeded.nodes.size(); ++i) EXPECT_EQ(zeros.nodes[i].op, seeded.nodes[i].op);
+  int filled = 0;
+  for (const auto& [t, bytes] : seeded.constants) {
+    const auto& info = seeded.info(t);
+    EXPECT_EQ(zeros.info(t).shape, info.shape) << info.name;
+    ASSERT_EQ(zeros.constants.at(t).size(), bytes.size()) << info.name;
+    EXPECT_EQ(again.constants.at(t), bytes) << info.name << ": the seeded values changed after a shapes-only load";
+    if (info.dtype != DType::F32 || !seeded.initializers.count(t)) continue;
+    const bool any_nonzero = std::any_of(bytes.begin(), bytes.end(), [](std::byte b) { return b != std::byte{0}; });
+    if (!any_nonzero) continue;  // a weight set to 0 on purpose (a bias)
+    ++filled;
+    EXPECT_TRUE(std::all_of(zeros.constants.at(t).begin(), zeros.constants.at(t).end(),
+                            [](std::byte b) { return b == std::byte{0}; }))
+        << info.name << " was filled in a shapes-only load";
+  }
+  EXPECT_GE(filled, 5) << "LeNet-5's 5 weight matrices and kernels are seeded";
 }
 
 TEST(OnnxLoad, AnUnknownBuiltInNameSuggestsTheNearest) {

@@ -47,11 +47,14 @@ struct NetworkPoint {
 
 }  // namespace
 
-std::shared_ptr<const LoadedNetwork> load_point_network(const std::string& network, std::int64_t batch, bool training) {
+std::shared_ptr<const LoadedNetwork> load_point_network(const std::string& network, std::int64_t batch, bool training,
+                                                        bool weights) {
   static Recent<LoadedNetwork> cache(3);
-  return cache.get(network + "\n" + std::to_string(batch) + "\n" + (training ? "training" : "inference"), [&] {
+  const std::string key = network + "\n" + std::to_string(batch) + "\n" + (training ? "training" : "inference") +
+                          (weights ? "" : "\nshapes only");
+  return cache.get(key, [&] {
     LoadedNetwork n;
-    n.graph = load_network(network, LoadOptions{batch, {}}, &n.facts);
+    n.graph = load_network(network, LoadOptions{batch, {}, weights}, &n.facts);
     if (training) {
       n.loss = add_training_loss(n.graph);
       n.params = trainable_params(n.graph, n.loss.loss);
@@ -272,7 +275,7 @@ std::string network_check(const Params& p) {
     return "microbatch " + std::to_string(pt.microbatch) + " does not divide batch " + std::to_string(pt.batch) +
            " (micro-batches run one after another, their gradients added)";
   try {
-    const auto n = load_point_network(pt.network, pt.graph_batch(), pt.training);
+    const auto n = load_point_network(pt.network, pt.graph_batch(), pt.training, false);
     if (pt.batch <= 0) {
       // The model's own batch: its inputs' first axis.
       if (n->facts.declared_batch <= 0) return "the model's batch is symbolic: set 'batch'";
@@ -292,7 +295,7 @@ std::string network_check(const Params& p) {
 std::int64_t network_memory(const Params& p) {
   const NetworkPoint pt(p);
   try {
-    const NetworkBytes b = network_bytes(*load_point_network(pt.network, pt.graph_batch(), pt.training));
+    const NetworkBytes b = network_bytes(*load_point_network(pt.network, pt.graph_batch(), pt.training, false));
     const double step = b.activations * (pt.training ? 2 : 1) + b.params;
     const double runner = b.weights + b.inputs * pt.micro_batches() + step;
     return memory_figure(b.weights + runner + 2 * runner);  // the graph, the runner, the yardstick in double
@@ -343,7 +346,7 @@ void register_network(WorkloadRegistry& r) {
     // The model's own batch made explicit, so that equal problems get equal ids.
     if (std::get<std::int64_t>(p.at("batch")) <= 0) {
       try {
-        const auto n = load_point_network(net, -1, false);
+        const auto n = load_point_network(net, -1, false, false);
         if (n->facts.declared_batch > 0) p["batch"] = Value{n->facts.declared_batch};
       } catch (const Error&) {  // check() reports it
       }

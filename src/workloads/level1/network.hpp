@@ -25,7 +25,10 @@ struct LoadedNetwork {
   std::string model_hash;  // FNV-1a of a model file's bytes, "built-in" for d500's own
 };
 // Loaded once per (network, batch, pass) for the points and plan-time checks that share it.
-std::shared_ptr<const LoadedNetwork> load_point_network(const std::string& network, std::int64_t batch, bool training);
+// `weights` false: a built-in network's weights are 0 (LoadOptions::weights), for the planner's
+// checks and estimates, which read shapes and sizes only; never run such a graph.
+std::shared_ptr<const LoadedNetwork> load_point_network(const std::string& network, std::int64_t batch, bool training,
+                                                        bool weights = true);
 
 // What a loaded network's tensors take at its batch: constants (weights), every other tensor
 // (activations), the graph inputs, the trainable parameters; and the planner's figure from a

@@ -941,7 +941,7 @@ std::string train_check(const Params& p) {
     return "target_accuracy needs a time_budget (seconds of training): time to accuracy censors a run that misses the target at its budget";
   if (const std::string e = check_optimizer(optimizer_spec(p, 0)); !e.empty()) return e;
   try {
-    const auto n = load_point_network(pt.network, pt.batch, true);
+    const auto n = load_point_network(pt.network, pt.batch, true, false);
     const Roles r = roles_of(*n);
     for (const char* split : {"train", "test"}) {
       const auto d = shared_dataset(data_request(pt, n->graph, r, split));
@@ -1151,7 +1151,7 @@ void register_train(WorkloadRegistry& r) {
   w.memory_bytes = [](const Params& p) -> std::int64_t {
     const TrainPoint pt(p);
     try {
-      const NetworkBytes b = network_bytes(*load_point_network(pt.network, pt.batch, true));
+      const NetworkBytes b = network_bytes(*load_point_network(pt.network, pt.batch, true, false));
       // The point's graph, the runner, two optimizer states, the yardstick in double; data.
       const double step = 2 * b.activations + b.weights;
       return memory_figure(5 * b.weights + step + 2 * (b.weights + step) + 64e6);
