@@ -29,6 +29,12 @@ std::int64_t mapped_bytes() {
   return got == 1 ? static_cast<std::int64_t>(pages) * sysconf(_SC_PAGESIZE) : 0;
 }
 
+std::int64_t address_space_limit() {
+  rlimit r{};
+  if (getrlimit(RLIMIT_AS, &r) != 0 || r.rlim_cur == RLIM_INFINITY) return 0;
+  return static_cast<std::int64_t>(r.rlim_cur);
+}
+
 Contained run_contained(const std::function<std::string()>& work, const ContainLimits& limits) {
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) throw Error(std::string("pipe: ") + std::strerror(errno));

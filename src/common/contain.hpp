@@ -44,6 +44,9 @@ ContainLimits read_limits(std::int64_t file_bytes);
 // What counts against an address-space limit (RLIMIT_AS, ulimit -v).
 std::int64_t mapped_bytes();
 
+// The address-space limit this process runs under (RLIMIT_AS, ulimit -v); 0 for none.
+std::int64_t address_space_limit();
+
 // Why `path` may not be opened as a data file: "" for a regular file (a symbolic link to one
 // included), else "not a regular file (a FIFO)", "no such file", ... Opening a FIFO blocks.
 std::string not_a_regular_file(const std::string& path);

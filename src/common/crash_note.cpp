@@ -115,4 +115,19 @@ bool is_crash_note(const std::string& line) {
   return line.rfind("d500-worker: ", 0) == 0 && line.find(" crashed with SIG") != std::string::npos;
 }
 
+const char kInsideMpiInit[] = "inside MPI_Init (the MPI library's start-up), before the job's first point";
+
+bool crashed_inside_mpi_init(const std::string& output) {
+  const std::string tail = std::string(" ") + kInsideMpiInit;
+  for (std::size_t at = 0; at < output.size();) {
+    std::size_t end = output.find('\n', at);
+    if (end == std::string::npos) end = output.size();
+    const std::string line = output.substr(at, end - at);
+    const auto note = line.find("d500-worker: ");
+    if (note != std::string::npos && is_crash_note(line.substr(note)) && line.ends_with(tail)) return true;
+    at = end + 1;
+  }
+  return false;
+}
+
 }  // namespace d500

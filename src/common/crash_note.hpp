@@ -26,4 +26,10 @@ std::string crash_context();
 // Whether a line of a job's output is a worker's crash note.
 bool is_crash_note(const std::string& line);
 
+// The context of a worker inside MPI_Init, and whether some line of `output` (a job's log, or
+// `d500 run`'s lines with their "[1/2 job-0000] " prefix) is a crash note with that context: a
+// rank that died in the MPI library's start-up, before d500 ran a point.
+extern const char kInsideMpiInit[];
+bool crashed_inside_mpi_init(const std::string& output);
+
 }  // namespace d500

@@ -102,7 +102,7 @@ TEST(CrashNote, AnAbortIsNotedAndAnOrdinaryEndIsNot) {
 TEST(CrashNote, InstalledAgainAfterAnotherHandlerReplacedItTheNoteComesFirstThenThatHandler) {
   const Died d = in_child([] {
     install_crash_note("d500-worker: task 5 on d500n2");
-    set_crash_context("inside MPI_Init (the MPI library's start-up)");
+    set_crash_context(kInsideMpiInit);
     struct sigaction sa {};
     sa.sa_sigaction = earlier_handler;
     sa.sa_flags = SA_SIGINFO;
@@ -117,4 +117,14 @@ TEST(CrashNote, InstalledAgainAfterAnotherHandlerReplacedItTheNoteComesFirstThen
   EXPECT_EQ(d.err,
             "d500-worker: rank 5 on d500n2 crashed with SIGSEGV before the job's first point\n"
             "the earlier handler ran\n");
+}
+
+TEST(CrashNote, ACrashInsideMpiInitIsToldFromOneInAPointAndFromTheWordsAlone) {
+  const std::string note = std::string("d500-worker: task 5 on d500n2 crashed with SIGSEGV ") + kInsideMpiInit;
+  EXPECT_TRUE(crashed_inside_mpi_init("srun: error\n" + note + "\nbacktrace:\n"));
+  EXPECT_TRUE(crashed_inside_mpi_init("[1/1 job-0000] " + note));  // as `d500 run` shows it
+  EXPECT_FALSE(
+      crashed_inside_mpi_init("d500-worker: rank 5 on d500n2 crashed with SIGSEGV in point 1/4 ab6fa4f0843cd843"));
+  EXPECT_FALSE(crashed_inside_mpi_init(std::string("a log that quotes ") + kInsideMpiInit));  // no crash note
+  EXPECT_FALSE(crashed_inside_mpi_init(""));
 }

@@ -736,13 +736,6 @@ std::string out_of_memory_text(const std::string& doing, std::int64_t mapped, st
 
 namespace {
 
-// The address-space limit this process runs under (RLIMIT_AS, ulimit -v); 0 for none.
-std::int64_t address_space_limit() {
-  rlimit r{};
-  if (getrlimit(RLIMIT_AS, &r) != 0 || r.rlim_cur == RLIM_INFINITY) return 0;
-  return static_cast<std::int64_t>(r.rlim_cur);
-}
-
 // Who this process is before MPI says its rank: the launcher's task number, and the host as
 // gethostname(2) says it (MPI_Get_processor_name may not be called before MPI_Init).
 std::string task_before_mpi() {
@@ -767,7 +760,7 @@ int worker_main(int argc, char** argv) {
   set_crash_context("before MPI_Init, looking at the job's earlier attempts");
   hold_rank_lock();  // a rank that outlives its runner and mpirun stays visible to the next runner
   const EarlierAttempts earlier = argc == 3 ? look_at_earlier_attempts(argv[1], argv[2]) : EarlierAttempts{};
-  set_crash_context("inside MPI_Init (the MPI library's start-up), before the job's first point");
+  set_crash_context(kInsideMpiInit);
   MPI_Init(&argc, &argv);
   int rank = 0;
   // MPI failures come back as codes, which mpi_check turns into errors that name the call.

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "backends/registry.hpp"
+#include "common/crash_note.hpp"
 #include "helpers.hpp"
 #include "launch/slurm.hpp"
 #include "metrics/stopping.hpp"
@@ -833,7 +834,7 @@ TEST_F(EndToEnd, TightLimitsEndInAClearErrorNeverAHang) {
   // A rank maps ~181 MiB of the 195 by then: under CI's load PMIx once ran out inside MPI_Init
   // (a NULL from calloc, SIGSEGV), which the worker's crash note names. Not this test's subject:
   // the run is made once more, saying so.
-  if (vm.out.find(" inside MPI_Init (the MPI library's start-up)") != std::string::npos) {
+  if (d500::crashed_inside_mpi_init(vm.out)) {
     std::cout << "A rank crashed inside MPI_Init under the limit; the run is made once more:\n" << vm.out << std::endl;
     vm = sh(tight_run);
   }

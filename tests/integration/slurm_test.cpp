@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "backends/registry.hpp"
+#include "common/crash_note.hpp"
 #include "common/text.hpp"
 #include "helpers.hpp"
 
@@ -122,8 +123,7 @@ class Slurm : public ScratchDirTest {
   // test: such a run is resubmitted once, saying so. Any other failure stands.
   std::string past_a_crash_in_mpi_init(const fs::path& run, const std::string& st, int seconds) {
     const std::string logs = all_logs(run);
-    const auto note = logs.find(" inside MPI_Init (the MPI library's start-up)");
-    if (note == std::string::npos || logs.rfind(" crashed with SIG", note) == std::string::npos) return st;
+    if (!d500::crashed_inside_mpi_init(logs)) return st;
     std::cout << "A rank crashed inside MPI_Init; the job is submitted again, once:\n" << st << logs << std::endl;
     const Cmd again = sh(d500_cmd("submit --resume --retry-failed " + run.string()));
     EXPECT_EQ(again.code, 0) << again.out;

@@ -3,7 +3,6 @@
 
 #include <cblas.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 
 #include <algorithm>
 #include <atomic>
@@ -35,8 +34,8 @@ constexpr std::size_t kOpenblasBuffer = (std::size_t{128} << 20) + 4096;
 void require_openblas_room(int threads) {
   static std::atomic<int> room_for{0};  // threads whose buffers were found room for (then taken)
   threads = std::max(threads, 1);
-  rlimit r{};
-  if (threads <= room_for.load() || getrlimit(RLIMIT_AS, &r) != 0 || r.rlim_cur == RLIM_INFINITY) return;
+  const std::int64_t limit = address_space_limit();
+  if (threads <= room_for.load() || limit <= 0) return;
   std::vector<void*> probes;
   for (int i = 0; i < threads; ++i) {
     void* p = mmap(nullptr, kOpenblasBuffer, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -50,7 +49,7 @@ void require_openblas_room(int threads) {
     return;
   }
   const auto mib = [](std::size_t b) { return std::to_string(b >> 20) + " MiB"; };
-  throw Error("blas: the address-space limit (ulimit -v) is " + mib(static_cast<std::size_t>(r.rlim_cur)) +
+  throw Error("blas: the address-space limit (ulimit -v) is " + mib(static_cast<std::size_t>(limit)) +
               " and this rank already maps " + mib(static_cast<std::size_t>(mapped_bytes())) +
               "; OpenBLAS needs a buffer of " + mib(kOpenblasBuffer) + " for each of its " + std::to_string(threads) +
               " thread(s) at its first product and, without one, retries for ever (the rank would hang): raise "
