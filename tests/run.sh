@@ -10,8 +10,9 @@
 #     lacks are skipped with the reason, and it must have exactly the backends that need nothing
 #     optional (its tests set D500_REQUIRE_BACKENDS themselves). The CMake side of such a build
 #     (-DD500_WITHOUT_...=ON) is configured too.
-# D500_TEST_MINIMAL=build also makes that build for real (build-minimal/, a second compilation)
-# and runs every test there; D500_TEST_MINIMAL=0 leaves the minimal variant's tests out.
+# D500_TEST_MINIMAL=build also makes that build for real (build-minimal/, a second compilation,
+# file by file, without unity batches: a file that does not include what it uses fails there) and
+# runs every test there; D500_TEST_MINIMAL=0 leaves the minimal variant's tests out.
 # Arguments go to ctest (e.g. -R Store).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -44,7 +45,7 @@ case "${D500_TEST_MINIMAL:-1}" in
     run_suite build $all 1 "$@"
     gen=()
     command -v ninja >/dev/null && [ ! -f build-minimal/CMakeCache.txt ] && gen=(-G Ninja)
-    cmake -S . -B build-minimal "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DD500_WITH_TESTS=ON "${without[@]}" >/dev/null
+    cmake -S . -B build-minimal "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DD500_WITH_TESTS=ON -DD500_UNITY_BUILD=OFF "${without[@]}" >/dev/null
     cmake --build build-minimal -j "$(nproc)"
     run_suite build-minimal reference,blas,mpi,custom 0 "$@" ;;
   *)

@@ -146,9 +146,9 @@ std::string render_console(const Document& d, std::size_t width) {
 }
 
 namespace {
-std::string render(const Report&, const Document& d) { return render_console(d, 120); }
+std::string render_console_report(const Report&, const Document& d) { return render_console(d, 120); }
 }  // namespace
 
-std::unique_ptr<Reporter> console_reporter() { return make_reporter("console", "", render); }
+std::unique_ptr<Reporter> console_reporter() { return make_reporter("console", "", render_console_report); }
 
 }  // namespace d500

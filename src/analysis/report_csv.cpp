@@ -14,7 +14,7 @@ namespace {
 // One boolean convention in every column: true/false, as pandas reads them.
 std::string flag(bool b) { return b ? "true" : "false"; }
 
-std::string render(const Report& rep, const Document&) {
+std::string render_csv(const Report& rep, const Document&) {
   std::set<std::string> names;
   for (const auto& r : rep.rows)
     for (const auto& [k, v] : r.params) names.insert(k);
@@ -99,6 +99,6 @@ std::string render(const Report& rep, const Document&) {
 
 }  // namespace
 
-std::unique_ptr<Reporter> csv_reporter() { return make_reporter("csv", "results.csv", render); }
+std::unique_ptr<Reporter> csv_reporter() { return make_reporter("csv", "results.csv", render_csv); }
 
 }  // namespace d500

@@ -46,7 +46,7 @@ void table_html(std::ostringstream& o, const TableBlock& tb) {
 
 std::string anchor(std::size_t i) { return "s" + std::to_string(i + 1); }
 
-std::string render(const Report&, const Document& d) {
+std::string render_html(const Report&, const Document& d) {
   std::ostringstream o;
   o << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" << html_escape(d.title)
     << "</title>\n<style>"
@@ -87,6 +87,6 @@ std::string render(const Report&, const Document& d) {
 
 }  // namespace
 
-std::unique_ptr<Reporter> html_reporter() { return make_reporter("html", "report.html", render); }
+std::unique_ptr<Reporter> html_reporter() { return make_reporter("html", "report.html", render_html); }
 
 }  // namespace d500

@@ -305,7 +305,7 @@ void write_sections(std::ostringstream& o, const Report& rep, const Document& do
   }
 }
 
-std::string render(const Report& rep, const Document& doc) {
+std::string render_json(const Report& rep, const Document& doc) {
   std::ostringstream o;
   o << "{\n  \"campaign\": " << js(rep.campaign) << ",\n  \"campaign_hash\": " << js(rep.campaign_hash)
     << ",\n  \"d500\": " << js(rep.d500_version) << ",\n  \"confidence\": " << jn(rep.confidence)
@@ -338,6 +338,6 @@ std::string render(const Report& rep, const Document& doc) {
 
 }  // namespace
 
-std::unique_ptr<Reporter> json_reporter() { return make_reporter("json", "results.json", render); }
+std::unique_ptr<Reporter> json_reporter() { return make_reporter("json", "results.json", render_json); }
 
 }  // namespace d500

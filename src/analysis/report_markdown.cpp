@@ -10,7 +10,7 @@ namespace d500 {
 
 namespace {
 
-std::string render(const Report& rep, const Document& d) {
+std::string render_markdown(const Report& rep, const Document& d) {
   std::ostringstream o;
   o << "# " << d.title << "\n\n";
   for (const auto& f : d.facts) o << "- " << f << "\n";
@@ -36,6 +36,6 @@ std::string render(const Report& rep, const Document& d) {
 
 }  // namespace
 
-std::unique_ptr<Reporter> markdown_reporter() { return make_reporter("markdown", "report.md", render); }
+std::unique_ptr<Reporter> markdown_reporter() { return make_reporter("markdown", "report.md", render_markdown); }
 
 }  // namespace d500

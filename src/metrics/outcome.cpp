@@ -6,7 +6,7 @@
 namespace d500 {
 
 namespace {
-constexpr std::array<std::pair<Outcome, const char*>, 9> kNames{{
+constexpr std::array<std::pair<Outcome, const char*>, 9> kOutcomeNames{{
     {Outcome::Complete, "complete"},
     {Outcome::Incomplete, "incomplete"},
     {Outcome::FailedValidation, "failed-validation"},
@@ -20,13 +20,13 @@ constexpr std::array<std::pair<Outcome, const char*>, 9> kNames{{
 }  // namespace
 
 const char* outcome_name(Outcome o) {
-  for (const auto& [v, n] : kNames)
+  for (const auto& [v, n] : kOutcomeNames)
     if (v == o) return n;
   return "unknown";
 }
 
 std::optional<Outcome> parse_outcome(const std::string& name) {
-  for (const auto& [v, n] : kNames)
+  for (const auto& [v, n] : kOutcomeNames)
     if (name == n) return v;
   return std::nullopt;
 }

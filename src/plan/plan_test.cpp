@@ -25,7 +25,7 @@ const std::string kHead = "[campaign]\nname = \"t\"\n";
 
 Plan plan_of(const std::string& text) { return make_plan(parse_campaign_text(text, "c.toml"), builtin_workloads()); }
 
-std::string error_of(const std::string& text) {
+std::string plan_error_of(const std::string& text) {
   try {
     plan_of(text);
   } catch (const Error& e) {
@@ -97,13 +97,13 @@ TEST(Plan, ParametersAWorkloadDoesNotTakeAreDroppedAndDeduplicated) {
 }
 
 TEST(Plan, UnknownNamesGetSuggestions) {
-  std::string e = error_of(kHead + "[axes]\nworkload = [\"gemm\"]\nbackend = [\"blas\"]\nnn = [8]\n");
+  std::string e = plan_error_of(kHead + "[axes]\nworkload = [\"gemm\"]\nbackend = [\"blas\"]\nnn = [8]\n");
   EXPECT_NE(e.find("c.toml:6:1"), std::string::npos) << e;
   EXPECT_NE(e.find("unknown parameter 'nn'; did you mean 'n'"), std::string::npos) << e;
-  e = error_of(kHead + "[axes]\nworkload = [\"gemmm\"]\nbackend = [\"blas\"]\nn = [8]\n");
+  e = plan_error_of(kHead + "[axes]\nworkload = [\"gemmm\"]\nbackend = [\"blas\"]\nn = [8]\n");
   EXPECT_NE(e.find("c.toml:4:13"), std::string::npos) << e;
   EXPECT_NE(e.find("did you mean 'gemm'"), std::string::npos) << e;
-  e = error_of(kHead + "[axes]\nworkload = [\"gemm\"]\nbackend = [\"blsa\"]\nn = [8]\n");
+  e = plan_error_of(kHead + "[axes]\nworkload = [\"gemm\"]\nbackend = [\"blsa\"]\nn = [8]\n");
   EXPECT_NE(e.find("did you mean 'blas'"), std::string::npos) << e;
 }
 
@@ -113,30 +113,30 @@ TEST(Plan, MissingBackendIsAPlanTimeError) {
     if (!b.built && missing.empty()) missing = b.name;
   if (missing.empty()) GTEST_SKIP() << "this build has every backend d500 knows";
   std::string e =
-      error_of(kHead + "[axes]\nworkload = [\"gemm\"]\nbackend = [\"blas\", \"" + missing + "\"]\nn = [8]\n");
+      plan_error_of(kHead + "[axes]\nworkload = [\"gemm\"]\nbackend = [\"blas\", \"" + missing + "\"]\nn = [8]\n");
   EXPECT_NE(e.find("c.toml:5:20"), std::string::npos) << e;
   EXPECT_NE(e.find("backend '" + missing + "' is not available in this build"), std::string::npos) << e;
 }
 
 TEST(Plan, ImpossibleCombinationSaysHowToExcludeIt) {
-  std::string e = error_of(kHead + "[axes]\nworkload = [\"allreduce\"]\nbackend = [\"blas\"]\nbytes = [64]\n");
+  std::string e = plan_error_of(kHead + "[axes]\nworkload = [\"allreduce\"]\nbackend = [\"blas\"]\nbytes = [64]\n");
   EXPECT_NE(e.find("impossible combination"), std::string::npos) << e;
   EXPECT_NE(e.find("[[exclude]] workload = \"allreduce\", backend = \"blas\""), std::string::npos) << e;
 }
 
 TEST(Plan, ValuesAreRangeCheckedWhereTheyWereWritten) {
-  std::string e = error_of(kHead + "[axes]\nworkload = [\"gemm\"]\nbackend = [\"blas\"]\nn = [8, 0]\n");
+  std::string e = plan_error_of(kHead + "[axes]\nworkload = [\"gemm\"]\nbackend = [\"blas\"]\nn = [8, 0]\n");
   EXPECT_NE(e.find("c.toml:6:9"), std::string::npos) << e;
   EXPECT_NE(e.find("valid for gemm: 1 to 65536"), std::string::npos) << e;
-  e = error_of(kHead + "[axes]\nworkload = [\"gemm\"]\nbackend = [\"blas\"]\nn = [\"big\"]\n");
+  e = plan_error_of(kHead + "[axes]\nworkload = [\"gemm\"]\nbackend = [\"blas\"]\nn = [\"big\"]\n");
   EXPECT_NE(e.find("expected integer"), std::string::npos) << e;
-  e = error_of(kHead + "[axes]\nworkload = [\"gemm\"]\nbackend = [\"blas\"]\n");
+  e = plan_error_of(kHead + "[axes]\nworkload = [\"gemm\"]\nbackend = [\"blas\"]\n");
   EXPECT_NE(e.find("'n' must be given (a positive size) unless 'shape' names a problem"), std::string::npos) << e;
-  e = error_of(kHead + "[axes]\nworkload = [\"gemm\"]\nbackend = [\"reference\"]\nn = [8]\nthreads = [2]\n");
+  e = plan_error_of(kHead + "[axes]\nworkload = [\"gemm\"]\nbackend = [\"reference\"]\nn = [8]\nthreads = [2]\n");
   EXPECT_NE(e.find("single-threaded"), std::string::npos) << e;
-  e = error_of(kHead + "[axes]\nworkload = [\"allreduce\"]\nbackend = [\"mpi\"]\nbytes = [6]\n");
+  e = plan_error_of(kHead + "[axes]\nworkload = [\"allreduce\"]\nbackend = [\"mpi\"]\nbytes = [6]\n");
   EXPECT_NE(e.find("multiple of 4"), std::string::npos) << e;
-  e = error_of(kHead + "[axes]\nworkload = [\"gemm\"]\nbackend = [\"blas\"]\nn = [8]\nnodes = [2]\n");
+  e = plan_error_of(kHead + "[axes]\nworkload = [\"gemm\"]\nbackend = [\"blas\"]\nn = [8]\nnodes = [2]\n");
   EXPECT_NE(e.find("nodes must be 1"), std::string::npos) << e;
 }
 
@@ -146,12 +146,13 @@ TEST(Plan, ValuesAreRangeCheckedWhereTheyWereWritten) {
 // points planned before the change have (no key); an operator that is no convolution, and a
 // point on another backend, carry no key.
 TEST(Plan, CudnnApiDefaultsToGraphInTheIdAndLegacyKeepsTheOldId) {
-  std::string e = error_of(kHead +
-                           "[fixed]\nworkload = \"conv2d\"\nbackend = \"blas\"\nshape = \"resnet50/res2_3x3\"\nn = 2\n"
-                           "cudnn_api = \"graph\"\n");
+  std::string e =
+      plan_error_of(kHead +
+                    "[fixed]\nworkload = \"conv2d\"\nbackend = \"blas\"\nshape = \"resnet50/res2_3x3\"\nn = 2\n"
+                    "cudnn_api = \"graph\"\n");
   EXPECT_NE(e.find("'cudnn_api' is only for backend \"cuda\" (this point's backend is \"blas\")"), std::string::npos)
       << e;
-  e = error_of(
+  e = plan_error_of(
       kHead +
       "[fixed]\nworkload = \"conv2d\"\nbackend = \"blas\"\nshape = \"resnet50/res2_3x3\"\nn = 2\ncudnn_api = \"grahp\"\n");
   EXPECT_NE(e.find("c.toml:8:13"), std::string::npos) << e;
@@ -199,18 +200,19 @@ TEST(Plan, CudnnApiDefaultsToGraphInTheIdAndLegacyKeepsTheOldId) {
 // (level 0: heuristic, d500's executor: deterministic), and an operator with no algorithms to
 // choose drops it.
 TEST(Plan, CudnnAlgorithmsAreCudasAloneAndTheWorkloadsDefaultKeepsTheId) {
-  std::string e = error_of(kHead +
-                           "[fixed]\nworkload = \"network\"\nbackend = \"reference\"\nnetwork = \"lenet5\"\nbatch = 2\n"
-                           "cudnn_algorithms = \"heuristic\"\n");
+  std::string e =
+      plan_error_of(kHead +
+                    "[fixed]\nworkload = \"network\"\nbackend = \"reference\"\nnetwork = \"lenet5\"\nbatch = 2\n"
+                    "cudnn_algorithms = \"heuristic\"\n");
   EXPECT_NE(
       e.find(
           "'cudnn_algorithms' is only for backends \"cuda\" and \"libtorch-cuda\" (this point's backend is \"reference\")"),
       std::string::npos)
       << e;
   EXPECT_NE(e.find("c.toml:8:20: "), std::string::npos) << "the refused key's own line: " << e;
-  e = error_of(kHead +
-               "[fixed]\nworkload = \"conv2d\"\nbackend = \"blas\"\nshape = \"resnet50/res2_3x3\"\nn = 2\n"
-               "cudnn_algorithms = \"fastest\"\n");
+  e = plan_error_of(kHead +
+                    "[fixed]\nworkload = \"conv2d\"\nbackend = \"blas\"\nshape = \"resnet50/res2_3x3\"\nn = 2\n"
+                    "cudnn_algorithms = \"fastest\"\n");
   EXPECT_NE(e.find("c.toml:8:20"), std::string::npos) << e;
   EXPECT_NE(e.find("key 'cudnn_algorithms' is \"fastest\" (valid: heuristic, deterministic, find)"), std::string::npos)
       << e;
@@ -245,9 +247,9 @@ TEST(Plan, CudnnAlgorithmsAreCudasAloneAndTheWorkloadsDefaultKeepsTheId) {
 // its line on another; "nchw", the default, keeps the id.
 TEST(Plan, MemoryFormatIsTheGpuBackendsAndItsDefaultKeepsTheId) {
   std::string e =
-      error_of(kHead +
-               "[fixed]\nworkload = \"network\"\nbackend = \"libtorch-native\"\nnetwork = \"lenet5\"\nbatch = 2\n"
-               "memory_format = \"channels_last\"\n");
+      plan_error_of(kHead +
+                    "[fixed]\nworkload = \"network\"\nbackend = \"libtorch-native\"\nnetwork = \"lenet5\"\nbatch = 2\n"
+                    "memory_format = \"channels_last\"\n");
   const BackendInfo* native = find_backend("libtorch-native");
   if (native && native->built) {
     EXPECT_NE(
@@ -257,7 +259,7 @@ TEST(Plan, MemoryFormatIsTheGpuBackendsAndItsDefaultKeepsTheId) {
         << e;
     EXPECT_NE(e.find("c.toml:8:"), std::string::npos) << "the refused key's own line: " << e;
   }
-  e = error_of(
+  e = plan_error_of(
       kHead +
       "[fixed]\nworkload = \"network\"\nbackend = \"reference\"\nnetwork = \"lenet5\"\nbatch = 2\nmemory_format = \"nhwc\"\n");
   EXPECT_NE(e.find("(valid: nchw, channels_last)"), std::string::npos) << e;
@@ -272,9 +274,9 @@ TEST(Plan, MemoryFormatIsTheGpuBackendsAndItsDefaultKeepsTheId) {
 // cuda_graph = "step": cuda's, for training; a step a replay would not repeat is refused at the
 // key's line, naming why; "off", the default, keeps the id; a level-1 point drops it.
 TEST(Plan, CudaGraphRecordsOnlyAStepThatEveryReplayRepeats) {
-  std::string e = error_of(kHead +
-                           "[fixed]\nworkload = \"train\"\nbackend = \"reference\"\nnetwork = \"mlp\"\n"
-                           "dataset = \"synthetic\"\ncuda_graph = \"step\"\n");
+  std::string e = plan_error_of(kHead +
+                                "[fixed]\nworkload = \"train\"\nbackend = \"reference\"\nnetwork = \"mlp\"\n"
+                                "dataset = \"synthetic\"\ncuda_graph = \"step\"\n");
   EXPECT_NE(e.find("'cuda_graph' is only for backend \"cuda\""), std::string::npos) << e;
   const BackendInfo* cuda = find_backend("cuda");
   if (!cuda || !cuda->built) GTEST_SKIP() << "the rest plans cuda points, which this build lacks";
@@ -289,7 +291,7 @@ TEST(Plan, CudaGraphRecordsOnlyAStepThatEveryReplayRepeats) {
        "the learning rate must be constant (warmup_steps = 5 raises it over the first steps"},
   };
   for (const auto& [more, why] : refused) {
-    e = error_of(train + more);
+    e = plan_error_of(train + more);
     EXPECT_NE(
         e.find("'cuda_graph' \"step\" records the whole training step, the optimizer's included, and replays it: " +
                why),
@@ -297,9 +299,10 @@ TEST(Plan, CudaGraphRecordsOnlyAStepThatEveryReplayRepeats) {
         << more << e;
     EXPECT_NE(e.find("c.toml:8:"), std::string::npos) << "the key's own line: " << e;
   }
-  e = error_of(kHead +
-               "[fixed]\nworkload = \"distributed\"\nbackend = \"cuda\"\nnetwork = \"mlp\"\n"
-               "dataset = \"synthetic\"\noptimizer_impl = \"native\"\nranks_per_node = 2\ncuda_graph = \"step\"\n");
+  e = plan_error_of(
+      kHead +
+      "[fixed]\nworkload = \"distributed\"\nbackend = \"cuda\"\nnetwork = \"mlp\"\n"
+      "dataset = \"synthetic\"\noptimizer_impl = \"native\"\nranks_per_node = 2\ncuda_graph = \"step\"\n");
   EXPECT_NE(e.find("level 3's schemes exchange gradients between the passes"), std::string::npos) << e;
   const auto on = plan_of(train + "optimizer_impl = \"native\"\n").points.at(0).canonical;
   EXPECT_NE(on.find("cuda_graph=step"), std::string::npos) << on;
@@ -318,9 +321,10 @@ TEST(Plan, CudaGraphRecordsOnlyAStepThatEveryReplayRepeats) {
 // math: cuda's alone, and for convolutions and networks; gemm names its own key; "fp32", the
 // default, keeps the id; an operator without convolutions or products drops it.
 TEST(Plan, MathIsCudasForConvolutionsAndNetworksAndGemmNamesItsDtype) {
-  std::string e = error_of(kHead +
-                           "[fixed]\nworkload = \"network\"\nbackend = \"reference\"\nnetwork = \"lenet5\"\nbatch = 2\n"
-                           "math = \"tf32\"\n");
+  std::string e =
+      plan_error_of(kHead +
+                    "[fixed]\nworkload = \"network\"\nbackend = \"reference\"\nnetwork = \"lenet5\"\nbatch = 2\n"
+                    "math = \"tf32\"\n");
   EXPECT_NE(
       e.find(
           "'math' is only for backends \"cuda\" and \"libtorch-cuda\" (this point's backend is \"reference\"; the CPU backends "
@@ -328,18 +332,18 @@ TEST(Plan, MathIsCudasForConvolutionsAndNetworksAndGemmNamesItsDtype) {
       std::string::npos)
       << e;
   EXPECT_NE(e.find("c.toml:8:8: "), std::string::npos) << "the refused key's own line: " << e;
-  e = error_of(
+  e = plan_error_of(
       kHead +
       "[fixed]\nworkload = \"conv2d\"\nbackend = \"blas\"\nshape = \"resnet50/res2_3x3\"\nn = 2\nmath = \"bf16\"\n");
   EXPECT_NE(e.find("c.toml:8:8"), std::string::npos) << e;
   EXPECT_NE(e.find("'math' \"bf16\" is for networks (levels 1-3"), std::string::npos) << e;
-  e = error_of(
+  e = plan_error_of(
       kHead +
       "[fixed]\nworkload = \"conv2d\"\nbackend = \"blas\"\nshape = \"resnet50/res2_3x3\"\nn = 2\nmath = \"fp16\"\n");
   EXPECT_NE(e.find("key 'math' is \"fp16\"; did you mean 'fp32'? (valid: fp32, tf32, bf16)"), std::string::npos) << e;
   const BackendInfo* cuda = find_backend("cuda");
   if (!cuda || !cuda->built) GTEST_SKIP() << "the rest plans cuda points, which this build lacks";
-  e = error_of(kHead + "[fixed]\nworkload = \"gemm\"\nbackend = \"cuda\"\nn = 64\nmath = \"tf32\"\n");
+  e = plan_error_of(kHead + "[fixed]\nworkload = \"gemm\"\nbackend = \"cuda\"\nn = 64\nmath = \"tf32\"\n");
   EXPECT_NE(e.find("'math' is for conv2d and networks; gemm's element type is its own key: dtype = \"tf32\""),
             std::string::npos)
       << e;
@@ -365,7 +369,7 @@ TEST(Plan, MathIsCudasForConvolutionsAndNetworksAndGemmNamesItsDtype) {
   // bf16, a network's mixed precision: d500's own kernels, on either cuDNN API.
   const std::string net =
       kHead + "[fixed]\nbackend = \"cuda\"\nworkload = \"network\"\nnetwork = \"lenet5\"\nbatch = 2\nmath = \"bf16\"\n";
-  e = error_of(net);
+  e = plan_error_of(net);
   if (!e.empty()) {
     EXPECT_NE(e.find("'math' \"bf16\" on cuda needs d500's own kernels"), std::string::npos) << e;
     return;
@@ -380,12 +384,12 @@ TEST(Plan, MathIsCudasForConvolutionsAndNetworksAndGemmNamesItsDtype) {
 // "fp32" keeps the id; not with math = "tf32" (float32's rounding) or cuDNN's graph API.
 TEST(Plan, AConvolutionsDtypeNeedsAReducedPrecisionBackendAndRunsOnEitherCudnnApi) {
   const std::string conv = "workload = \"conv2d\"\nshape = \"resnet50/res2_3x3\"\nn = 2\n";
-  std::string e = error_of(kHead + "[fixed]\nbackend = \"blas\"\n" + conv + "dtype = \"bf16\"\n");
+  std::string e = plan_error_of(kHead + "[fixed]\nbackend = \"blas\"\n" + conv + "dtype = \"bf16\"\n");
   EXPECT_NE(e.find("c.toml:8:9: "), std::string::npos) << "the refused key's own line: " << e;
   EXPECT_NE(e.find("'dtype' \"bf16\" needs a backend that computes in reduced precision"), std::string::npos) << e;
-  EXPECT_NE(
-      error_of(kHead + "[fixed]\nbackend = \"blas\"\n" + conv + "dtype = \"tf32\"\n").find("(valid: fp32, bf16, fp16)"),
-      std::string::npos);
+  EXPECT_NE(plan_error_of(kHead + "[fixed]\nbackend = \"blas\"\n" + conv + "dtype = \"tf32\"\n")
+                .find("(valid: fp32, bf16, fp16)"),
+            std::string::npos);
   EXPECT_EQ(plan_of(kHead + "[fixed]\nbackend = \"blas\"\n" + conv + "dtype = \"fp32\"\n").points.at(0).canonical,
             plan_of(kHead + "[fixed]\nbackend = \"blas\"\n" + conv).points.at(0).canonical);
   const BackendInfo* cuda = find_backend("cuda");
@@ -395,7 +399,7 @@ TEST(Plan, AConvolutionsDtypeNeedsAReducedPrecisionBackendAndRunsOnEitherCudnnAp
   const Plan p = plan_of(head + "[axes]\ndtype = [\"bf16\", \"fp16\"]\n");
   ASSERT_EQ(p.points.size(), 2u);
   EXPECT_NE(p.points[0].canonical.find("dtype=bf16"), std::string::npos) << p.points[0].canonical;
-  e = error_of(head + "dtype = \"fp16\"\nmath = \"tf32\"\n");
+  e = plan_error_of(head + "dtype = \"fp16\"\nmath = \"tf32\"\n");
   EXPECT_NE(e.find("'math' \"tf32\" rounds float32 data; with dtype = \"fp16\""), std::string::npos) << e;
   EXPECT_NE(e.find("c.toml:9:8: "), std::string::npos) << e;
   // 16-bit tensors through cuDNN's graph API too (PyTorch's path for them).
@@ -407,20 +411,20 @@ TEST(Plan, AConvolutionsDtypeNeedsAReducedPrecisionBackendAndRunsOnEitherCudnnAp
 
 TEST(Plan, ExcludeRulesMustMatchSomething) {
   std::string base = kHead + "[axes]\nworkload = [\"gemm\"]\nbackend = [\"blas\"]\nn = [8, 16]\n";
-  std::string e = error_of(base + "[[exclude]]\nn = 32\n");
+  std::string e = plan_error_of(base + "[[exclude]]\nn = 32\n");
   EXPECT_NE(e.find("value 32 of 'n' is not one of its values (8, 16)"), std::string::npos) << e;
-  e = error_of(base + "[[exclude]]\nsize = 8\n");
+  e = plan_error_of(base + "[[exclude]]\nsize = 8\n");
   EXPECT_NE(e.find("not an axis"), std::string::npos) << e;
   // Zipped (m, n) pairs are (4, 8) and (8, 16): no point has n = 8 with m = 8.
-  e = error_of(base + "m = [4, 8]\n[[zip]]\naxes = [\"m\", \"n\"]\n[[exclude]]\nn = 8\nm = 8\n");
+  e = plan_error_of(base + "m = [4, 8]\n[[zip]]\naxes = [\"m\", \"n\"]\n[[exclude]]\nn = 8\nm = 8\n");
   EXPECT_NE(e.find("c.toml:10:1"), std::string::npos) << e;
   EXPECT_NE(e.find("matches no point"), std::string::npos) << e;
-  e = error_of(base + "[[exclude]]\nbackend = \"blas\"\n");
+  e = plan_error_of(base + "[[exclude]]\nbackend = \"blas\"\n");
   EXPECT_NE(e.find("no points left"), std::string::npos) << e;
 }
 
 TEST(Plan, TemplateMustExist) {
-  std::string e = error_of(
+  std::string e = plan_error_of(
       "[campaign]\nname = \"t\"\ntemplate = \"locl\"\n[axes]\nworkload = [\"gemm\"]\n"
       "backend = [\"blas\"]\nn = [8]\n");
   EXPECT_NE(e.find("c.toml:3:12"), std::string::npos) << e;
@@ -613,19 +617,19 @@ TEST(JobSpec, RejectsAnEditedSpec) {
 TEST(PlanSlurm, ValuesThatWouldBreakAJobScriptAreRejectedWhereWritten) {
   std::string head =
       "[campaign]\nname = \"s\"\ntemplate = \"slurm\"\n[axes]\nworkload = [\"gemm\"]\nbackend = [\"blas\"]\nn = [8]\n";
-  std::string e = error_of(head + "[slurm]\ntime_limit = 5\npartition = \"debug; rm -rf /\"\n");
+  std::string e = plan_error_of(head + "[slurm]\ntime_limit = 5\npartition = \"debug; rm -rf /\"\n");
   EXPECT_NE(e.find("c.toml:10:13"), std::string::npos) << e;
   EXPECT_NE(e.find("key 'partition' in [slurm]"), std::string::npos) << e;
   EXPECT_NE(e.find("valid: 1-128 letters"), std::string::npos) << e;
-  e = error_of(head + "[slurm]\ntime_limit = 5\nmodules = [\"cuda/12\", \"x\\ny\"]\n");
+  e = plan_error_of(head + "[slurm]\ntime_limit = 5\nmodules = [\"cuda/12\", \"x\\ny\"]\n");
   EXPECT_NE(e.find("key 'modules'"), std::string::npos) << e;
-  e = error_of(head + "[slurm]\npartition = \"debug\"\n");
+  e = plan_error_of(head + "[slurm]\npartition = \"debug\"\n");
   EXPECT_NE(e.find("set [slurm] time_limit"), std::string::npos) << e;
-  e = error_of(head + "[slurm]\ntime_limit = \"soon\"\n");
+  e = plan_error_of(head + "[slurm]\ntime_limit = \"soon\"\n");
   EXPECT_NE(e.find("key 'time_limit' in [slurm] is \"soon\""), std::string::npos) << e;
-  e = error_of(head + "[slurm]\ntime_limit = 5\npartitoin = \"x\"\n");
+  e = plan_error_of(head + "[slurm]\ntime_limit = 5\npartitoin = \"x\"\n");
   EXPECT_NE(e.find("did you mean 'partition'"), std::string::npos) << e;
-  e = error_of(head + "[slurm]\ntime_limit = 5\nretry_time_factor = 0.5\n");
+  e = plan_error_of(head + "[slurm]\ntime_limit = 5\nretry_time_factor = 0.5\n");
   EXPECT_NE(e.find("a number >= 1"), std::string::npos) << e;
 }
 
@@ -633,7 +637,7 @@ TEST(PlanSlurm, NodeHoursAreCountedAndABudgetIsEnforcedUnlessForced) {
   std::string text =
       "[campaign]\nname = \"s\"\ntemplate = \"slurm\"\npoints_per_job = 1\n[slurm]\ntime_limit = \"01:30:00\"\n"
       "budget_node_hours = 4\n[axes]\nworkload = [\"gemm\"]\nbackend = [\"blas\"]\nn = [8, 16, 32]\n";
-  std::string e = error_of(text);
+  std::string e = plan_error_of(text);
   EXPECT_NE(e.find("4.500 node-hours"), std::string::npos) << e;
   EXPECT_NE(e.find("over its budget_node_hours = 4.000"), std::string::npos) << e;
   Plan p = make_plan(parse_campaign_text(text, "c.toml"), builtin_workloads(), PlanOptions{true});
@@ -650,7 +654,7 @@ TEST(PlanSlurm, TheBudgetCountsEveryRetryAndTheAnalysisJob) {
       "[campaign]\nname = \"s\"\ntemplate = \"slurm\"\n[axes]\nworkload = [\"gemm\"]\nbackend = [\"blas\"]\n"
       "n = [8, 16]\n[slurm]\ntime_limit = 30\n";
   std::string e =
-      error_of(head + "max_retries = 1\nretry_time_factor = 1.5\nanalysis_job = true\nbudget_node_hours = 1.2\n");
+      plan_error_of(head + "max_retries = 1\nretry_time_factor = 1.5\nanalysis_job = true\nbudget_node_hours = 1.2\n");
   EXPECT_NE(e.find("c.toml:8:1"), std::string::npos) << e;
   EXPECT_NE(e.find("may use 1.417 node-hours (1 job at the time limit 0.500 + retries 0.750 (max_retries = 1, "
                    "retry_time_factor = 1.50) + analysis job 0.167 (1 node, 00:05:00, once per submission round: 2))"),
@@ -696,18 +700,18 @@ TEST(PlanSlurm, SignalBeforeTheLimitAndSiteKeys) {
   EXPECT_EQ(
       signal_before_limit_s(parse_campaign_text(head + "time_limit = 30\nsignal_before_limit = 0\n", "c.toml"), true),
       0);
-  std::string e = error_of(head + "time_limit = 1\nsignal_before_limit = \"90s\"\n");
+  std::string e = plan_error_of(head + "time_limit = 1\nsignal_before_limit = \"90s\"\n");
   EXPECT_NE(e.find("c.toml:10:23"), std::string::npos) << e;
   EXPECT_NE(e.find("not less than the time limit (00:01:00)"), std::string::npos) << e;
-  e = error_of(head + "time_limit = 5\nsignal_before_limit = \"soon\"\n");
+  e = plan_error_of(head + "time_limit = 5\nsignal_before_limit = \"soon\"\n");
   EXPECT_NE(e.find("key 'signal_before_limit' in [slurm]"), std::string::npos) << e;
-  e = error_of(head + "time_limit = 5\nmodule_init = \"etc/modules.sh\"\n");
+  e = plan_error_of(head + "time_limit = 5\nmodule_init = \"etc/modules.sh\"\n");
   EXPECT_NE(e.find("key 'module_init' in [slurm]: valid: the absolute path"), std::string::npos) << e;
-  e = error_of(head + "time_limit = 5\n[slurm.analysis]\naccont = \"x\"\n");
+  e = plan_error_of(head + "time_limit = 5\n[slurm.analysis]\naccont = \"x\"\n");
   EXPECT_NE(e.find("did you mean 'account'"), std::string::npos) << e;
-  e = error_of(head + "time_limit = 5\n[slurm.analysis]\nqos = \"a b\"\n");
+  e = plan_error_of(head + "time_limit = 5\n[slurm.analysis]\nqos = \"a b\"\n");
   EXPECT_NE(e.find("key 'qos' in [slurm]"), std::string::npos) << e;
-  e = error_of(head + "time_limit = 5\nreservation = \"$(x)\"\n");
+  e = plan_error_of(head + "time_limit = 5\nreservation = \"$(x)\"\n");
   EXPECT_NE(e.find("key 'reservation' in [slurm]"), std::string::npos) << e;
 }
 
@@ -739,36 +743,36 @@ TEST(Plan, NamedShapeSetsExpandInAxes) {
   Plan g = plan_of(kHead + "[fixed]\nworkload = \"gemm\"\nbackend = \"blas\"\n[axes]\nshape = [\"deepbench/*\"]\n");
   EXPECT_GT(g.points.size(), 30u);
 
-  std::string e = error_of(kHead +
-                           "[fixed]\nworkload = \"conv2d\"\nbackend = \"blas\"\nn = 2\n"
-                           "[axes]\nshape = [\"resnet5/*\"]\n");
+  std::string e = plan_error_of(kHead +
+                                "[fixed]\nworkload = \"conv2d\"\nbackend = \"blas\"\nn = 2\n"
+                                "[axes]\nshape = [\"resnet5/*\"]\n");
   EXPECT_NE(e.find("c.toml:8:10"), std::string::npos) << e;
   EXPECT_NE(e.find("no value matches \"resnet5/*\" (sets: resnet50/*)"), std::string::npos) << e;
-  e = error_of(kHead + "[fixed]\nworkload = \"conv2d\"\nbackend = \"blas\"\nn = 2\nshape = \"resnet50/*\"\n");
+  e = plan_error_of(kHead + "[fixed]\nworkload = \"conv2d\"\nbackend = \"blas\"\nn = 2\nshape = \"resnet50/*\"\n");
   EXPECT_NE(e.find("put it in [axes]"), std::string::npos) << e;
   // Without a set, a misspelt layer gets a suggestion.
-  e = error_of(kHead +
-               "[fixed]\nworkload = \"conv2d\"\nbackend = \"blas\"\nn = 2\nshape = \"resnet50/res4_3x3_strid2\"\n");
+  e = plan_error_of(
+      kHead + "[fixed]\nworkload = \"conv2d\"\nbackend = \"blas\"\nn = 2\nshape = \"resnet50/res4_3x3_strid2\"\n");
   EXPECT_NE(e.find("did you mean 'resnet50/res4_3x3_stride2'"), std::string::npos) << e;
 }
 
 TEST(Plan, CustomBackendNeedsALoadableLibraryForTheOperator) {
-  std::string e = error_of(kHead + "[fixed]\nworkload = \"relu\"\nbackend = \"custom\"\nn = 2\nc = 2\nh = 2\n");
+  std::string e = plan_error_of(kHead + "[fixed]\nworkload = \"relu\"\nbackend = \"custom\"\nn = 2\nc = 2\nh = 2\n");
   EXPECT_NE(e.find("needs 'library'"), std::string::npos) << e;
-  e = error_of(kHead +
-               "[fixed]\nworkload = \"relu\"\nbackend = \"custom\"\nn = 2\nc = 2\nh = 2\nlibrary = \"/no/such.so\"\n");
+  e = plan_error_of(
+      kHead + "[fixed]\nworkload = \"relu\"\nbackend = \"custom\"\nn = 2\nc = 2\nh = 2\nlibrary = \"/no/such.so\"\n");
   EXPECT_NE(e.find("cannot be loaded"), std::string::npos) << e;
-  e = error_of(kHead +
-               "[fixed]\nworkload = \"conv2d\"\nbackend = \"custom\"\nn = 2\nc = 2\nh = 4\nk = 2\nr = 3\n"
-               "library = \"" D500_CUSTOM_RELU "\"\n");
+  e = plan_error_of(kHead +
+                    "[fixed]\nworkload = \"conv2d\"\nbackend = \"custom\"\nn = 2\nc = 2\nh = 4\nk = 2\nr = 3\n"
+                    "library = \"" D500_CUSTOM_RELU "\"\n");
   EXPECT_NE(e.find("implements 'relu', not 'conv2d'"), std::string::npos) << e;
   Plan ok = plan_of(
       kHead + "[fixed]\nworkload = \"relu\"\nbackend = \"custom\"\nn = 2\nc = 2\nh = 2\nlibrary = \"" D500_CUSTOM_RELU
               "\"\n");
   ASSERT_EQ(ok.points.size(), 1u);
   EXPECT_NE(ok.points[0].canonical.find("library="), std::string::npos);
-  e = error_of(kHead +
-               "[fixed]\nworkload = \"relu\"\nbackend = \"reference\"\nn = 2\nc = 2\nh = 2\nlibrary = \"x.so\"\n");
+  e = plan_error_of(kHead +
+                    "[fixed]\nworkload = \"relu\"\nbackend = \"reference\"\nn = 2\nc = 2\nh = 2\nlibrary = \"x.so\"\n");
   EXPECT_NE(e.find("only for backend \"custom\""), std::string::npos) << e;
 }
 
@@ -846,9 +850,9 @@ TEST(PlanResources, SlurmPlansCheckMemPerNodeWhenGivenAndSayWhenItIsUnknown) {
   const std::string point = "[fixed]\nworkload = \"gemm\"\nbackend = \"blas\"\nn = 16384\n";
   Plan unknown = plan_of(head + point);
   EXPECT_EQ(unknown.node_memory_bytes, 0);  // not this machine's: a cluster node's is not known
-  std::string e = error_of(head + "mem_per_node = \"2G\"\n" + point);
+  std::string e = plan_error_of(head + "mem_per_node = \"2G\"\n" + point);
   EXPECT_NE(e.find("more than [slurm] mem_per_node (2.00 GiB, c.toml:6:16)"), std::string::npos) << e;
-  EXPECT_NE(error_of(head + "mem_per_node = \"lots\"\n" + point)
+  EXPECT_NE(plan_error_of(head + "mem_per_node = \"lots\"\n" + point)
                 .find("c.toml:6:16: key 'mem_per_node' in [slurm] is \"lots\""),
             std::string::npos);
   EXPECT_EQ(parse_memory_size("64G"), 64 * kGiB);
@@ -878,7 +882,7 @@ TEST(PlanResources, ThreadsBeyondTheCpusAreWarnedOnceAtPlanTime) {
 
 TEST(PlanResources, NamesThatAreDirectoriesAreRefusedAndARefusalLeavesNothing) {
   for (const char* name : {".", "..", "..."}) {
-    std::string e = error_of("[campaign]\nname = \"" + std::string(name) + "\"\n[fixed]\nworkload = \"gemm\"\n");
+    std::string e = plan_error_of("[campaign]\nname = \"" + std::string(name) + "\"\n[fixed]\nworkload = \"gemm\"\n");
     EXPECT_NE(e.find("c.toml:2:8: key 'name' in [campaign] is \"" + std::string(name) + "\""), std::string::npos) << e;
     EXPECT_NE(e.find("not only dots"), std::string::npos) << e;
   }
@@ -1004,8 +1008,8 @@ TEST(Hostile, EveryRenderedLineOfEveryTemplateIsItsTemplatesLine) {
 
 TEST(Hostile, ATemplateIsANameNeverAPath) {
   for (const char* bad : {"../../../tmp/evil", "/etc/passwd", "sub/local", "local.sh.in", "", "a b"}) {
-    std::string e = error_of("[campaign]\nname = \"t\"\ntemplate = \"" + std::string(bad) +
-                             "\"\n[axes]\nworkload = [\"gemm\"]\nbackend = [\"blas\"]\nn = [8]\n");
+    std::string e = plan_error_of("[campaign]\nname = \"t\"\ntemplate = \"" + std::string(bad) +
+                                  "\"\n[axes]\nworkload = [\"gemm\"]\nbackend = [\"blas\"]\nn = [8]\n");
     EXPECT_NE(e.find("c.toml:3:12"), std::string::npos) << bad << ": " << e;
     EXPECT_NE(e.find("valid: a template's name"), std::string::npos) << bad << ": " << e;
   }
@@ -1162,17 +1166,17 @@ TEST(PlanPacking, PointsFillJobsUpToTheLimitLessTheMarginInPlanOrder) {
 TEST(PlanPacking, WhatCannotBeEstimatedOrFitIsRefusedWhereTheCampaignSaysSo) {
   const std::string axes = "[axes]\nworkload = [\"gemm\"]\nbackend = [\"reference\"]\nn = [400, 800]\n";
   // Local plans need a job time; Slurm plans pack to their time limit and refuse one.
-  std::string e = error_of(kHead + "[packing]\nmargin = 0.1\n" + axes);
+  std::string e = plan_error_of(kHead + "[packing]\nmargin = 0.1\n" + axes);
   EXPECT_NE(e.find("c.toml:3:1: [packing] with template 'local' needs job_time"), std::string::npos) << e;
-  e = error_of("[campaign]\nname = \"s\"\ntemplate = \"slurm\"\n[slurm]\ntime_limit = 30\n[packing]\njob_time = 60\n" +
-               axes);
+  e = plan_error_of(
+      "[campaign]\nname = \"s\"\ntemplate = \"slurm\"\n[slurm]\ntime_limit = 30\n[packing]\njob_time = 60\n" + axes);
   EXPECT_NE(e.find("c.toml:7:12: key 'job_time' in [packing] applies to local plans"), std::string::npos) << e;
   Plan s = plan_of(
       "[campaign]\nname = \"s\"\ntemplate = \"slurm\"\n[slurm]\ntime_limit = 30\n[packing]\nmargin = 0.5\n" + axes);
   EXPECT_DOUBLE_EQ(s.job_capacity_s, 900);
   // A point longer than a job's capacity: refused with its estimate, or its own job when forced.
   const std::string tight = kHead + "[packing]\njob_time = 10\nmargin = 0.2\ngflops = 1\n" + axes;
-  e = error_of(tight);
+  e = plan_error_of(tight);
   EXPECT_NE(e.find("c.toml:3:1: point gemm:reference k=800 m=800 n=800"), std::string::npos) << e;
   EXPECT_NE(e.find("is estimated at 14.3 s (model), more than a job's 8.00 s"), std::string::npos) << e;
   EXPECT_NE(e.find("--force"), std::string::npos) << e;
@@ -1183,7 +1187,7 @@ TEST(PlanPacking, WhatCannotBeEstimatedOrFitIsRefusedWhereTheCampaignSaysSo) {
   // Training is not modelled: it needs an earlier run or a default.
   const std::string train =
       kHead + "[packing]\njob_time = 3600\n[axes]\nworkload = [\"train\"]\nbackend = [\"reference\"]\n";
-  e = error_of(train);
+  e = plan_error_of(train);
   EXPECT_NE(e.find("has no estimate: no run in times_from measured it (a training point's time is not modelled)"),
             std::string::npos)
       << e;
@@ -1191,7 +1195,7 @@ TEST(PlanPacking, WhatCannotBeEstimatedOrFitIsRefusedWhereTheCampaignSaysSo) {
   EXPECT_EQ(d.points.front().estimate_s, 600);
   EXPECT_NE(d.packing_text.find("1 default"), std::string::npos) << d.packing_text;
   // A run directory that is not one.
-  e = error_of(kHead + "[packing]\njob_time = 60\ntimes_from = [\"/nonexistent-run\"]\n" + axes);
+  e = plan_error_of(kHead + "[packing]\njob_time = 60\ntimes_from = [\"/nonexistent-run\"]\n" + axes);
   EXPECT_NE(e.find("c.toml:5:15: key 'times_from' in [packing]: /nonexistent-run is not a run directory"),
             std::string::npos)
       << e;
@@ -1225,9 +1229,9 @@ TEST(Plan, LaunchesAreSeparateJobsLaunchAfterLaunch) {
 
 TEST(Plan, LaunchMistakesAreLocated) {
   const std::string body = "[axes]\nworkload = [\"gemm\"]\nbackend = [\"reference\"]\n";
-  EXPECT_NE(error_of("[campaign]\nname = \"t\"\nlaunches = 0\n" + body).find("c.toml:3"), std::string::npos)
-      << error_of("[campaign]\nname = \"t\"\nlaunches = 0\n" + body);
-  const std::string e = error_of("[campaign]\nname = \"t\"\nlaunches = 2\n" + body + "launch = [1, 2]\n");
+  EXPECT_NE(plan_error_of("[campaign]\nname = \"t\"\nlaunches = 0\n" + body).find("c.toml:3"), std::string::npos)
+      << plan_error_of("[campaign]\nname = \"t\"\nlaunches = 0\n" + body);
+  const std::string e = plan_error_of("[campaign]\nname = \"t\"\nlaunches = 2\n" + body + "launch = [1, 2]\n");
   EXPECT_NE(e.find("c.toml:7"), std::string::npos) << e;
   EXPECT_NE(e.find("set launches instead"), std::string::npos) << e;
 }

@@ -90,7 +90,7 @@ class SigtermDeferred {
   struct sigaction old_ {};
 };
 
-std::string host_name() {
+std::string processor_name() {
   char buf[MPI_MAX_PROCESSOR_NAME] = {0};
   int len = 0;
   mpi_check(MPI_Get_processor_name(buf, &len), "MPI_Get_processor_name", "worker");
@@ -412,7 +412,7 @@ EnvRecord job_environment(const JobSpec& spec, const std::string& spec_path, MPI
   EnvRecord env;
   env.campaign_text = read_file(run.campaign_file().string());
   env.campaign_path = run.campaign_file().string();
-  env.host = host_name();
+  env.host = processor_name();
   env.oversubscribed = oversubscribed(comm, host, 1);
   const BackendInfo* device_backend = nullptr;
   for (const PointSpec& p : spec.points) {
@@ -766,7 +766,7 @@ int worker_main(int argc, char** argv) {
   // MPI failures come back as codes, which mpi_check turns into errors that name the call.
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  std::string where = "rank " + std::to_string(rank) + " on " + host_name();
+  std::string where = "rank " + std::to_string(rank) + " on " + processor_name();
   h5::init(where);
   install_crash_note("d500-worker: " + where);  // installed again only where MPI replaced it
   set_crash_context("before the job's first point");

@@ -18,7 +18,7 @@ namespace {
 
 class Distributed : public ScratchDirTest {};
 
-const std::string kHead = "[campaign]\nname = \"l3\"\nrepetitions = 1\nwarmups = 2\n";
+const std::string kDistributedHead = "[campaign]\nname = \"l3\"\nrepetitions = 1\nwarmups = 2\n";
 
 // Real data where Debian's package is installed, else synthetic samples (the comparisons hold on either).
 std::string data_lines() {
@@ -61,7 +61,7 @@ TEST_F(Distributed, OnOneWorkerEverySchemeFollowsLevelTwosCurveBitForBit) {
   std::string curves;
   for (const auto& [name, lines] : runs) {
     const fs::path run = dir_ / name;
-    Cmd plan = sh(d500_cmd("plan " + write(name + ".toml", kHead + fixed + lines) + " -o " + run.string()));
+    Cmd plan = sh(d500_cmd("plan " + write(name + ".toml", kDistributedHead + fixed + lines) + " -o " + run.string()));
     ASSERT_EQ(plan.code, 0) << plan.out;
     Cmd r = sh(d500_cmd("run " + run.string()));
     ASSERT_EQ(r.code, 0) << r.out;
@@ -83,7 +83,7 @@ TEST_F(Distributed, OnOneWorkerEverySchemeFollowsLevelTwosCurveBitForBit) {
 
 TEST_F(Distributed, ThreeRanksKeepConsistentSchemesIdenticalAndCountEachSchemesVolume) {
   const std::string text =
-      kHead +
+      kDistributedHead +
       "[fixed]\nworkload = \"distributed\"\nnetwork = \"lenet5\"\nbackend = \"reference\"\ndataset = \"synthetic\"\n"
       "synthetic_samples = 3000\nbatch = 16\nsteps = 20\neval_interval_steps = 10\neval_samples = 200\n"
       "hash_interval_steps = 5\ncheckpoint_interval = 0\nranks_per_node = 3\nbucket_bytes = 65536\naverage_interval = 4\n"
@@ -197,7 +197,7 @@ TEST_F(Distributed, ThreeRanksKeepConsistentSchemesIdenticalAndCountEachSchemesV
 
 TEST_F(Distributed, ImpossibleSchemesAreRefusedAtPlanTime) {
   const std::string head =
-      kHead +
+      kDistributedHead +
       "[fixed]\nworkload = \"distributed\"\nnetwork = \"lenet5\"\nbackend = \"reference\"\ndataset = \"synthetic\"\n"
       "steps = 5\n";
   struct Case {
@@ -254,7 +254,7 @@ std::string complete_curves_py(const fs::path& results) {
 // and both curves are the uninterrupted run's, every rank's every bit.
 TEST_F(Distributed, AKilledDistributedRunResumesEachSchemeFromItsCheckpointOnTheUninterruptedCurve) {
   const std::string campaign =
-      kHead +
+      kDistributedHead +
       "[fixed]\nworkload = \"distributed\"\nnetwork = \"lenet5\"\nbackend = \"reference\"\ndataset = \"synthetic\"\n"
       "synthetic_samples = 8192\nbatch = 32\nsteps = 240\neval_interval_steps = 10\neval_samples = 64\n"
       "optimizer = \"adam\"\nlr = 0.001\nseed = 5\nranks_per_node = 2\ncheckpoint_interval = 0.2\nbucket_bytes = 65536\n"
@@ -319,7 +319,7 @@ TEST_F(Distributed, TheVolumeD500CountsIsWhatAPmpiLayerSeesEachSchemeHandToMpi) 
   const fs::path counts = dir_ / "pmpi";
   fs::create_directories(counts);
   const std::string text =
-      kHead +
+      kDistributedHead +
       "[fixed]\nworkload = \"distributed\"\nnetwork = \"lenet5\"\nbackend = \"reference\"\ndataset = \"synthetic\"\n"
       "synthetic_samples = 3000\nbatch = 16\nsteps = 12\neval_interval_steps = 4\neval_samples = 100\n"
       "hash_interval_steps = 4\ncheckpoint_interval = 0\nranks_per_node = 3\nbucket_bytes = 65536\naverage_interval = 3\n"
@@ -400,7 +400,7 @@ TEST_F(Distributed, LibTorchsAutogradStartsTheBucketsDuringBackwardOnThePlainCur
   if (!b || !b->built)
     GTEST_SKIP() << "this build has no libtorch-native backend: " << (b ? b->not_built_reason : "unknown");
   const fs::path run = planned(
-      kHead + "[fixed]\nworkload = \"distributed\"\nnetwork = \"lenet5\"\nbackend = \"libtorch-native\"\n" +
+      kDistributedHead + "[fixed]\nworkload = \"distributed\"\nnetwork = \"lenet5\"\nbackend = \"libtorch-native\"\n" +
       data_lines() +
       "batch = 16\nsteps = 22\neval_interval_steps = 10\neval_samples = 200\noptimizer = \"momentum\"\nlr = 0.02\n"
       "checkpoint_interval = 0\nseed = 5\nranks_per_node = 2\nbucket_bytes = 16384\nhash_interval_steps = 5\n"

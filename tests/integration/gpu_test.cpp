@@ -156,7 +156,8 @@ class Gpu : public ScratchDirTest {
   }
 };
 
-const std::string kHead = "[campaign]\nname = \"gpu\"\nrepetitions = 20\nwarmups = 3\n[fixed]\nworkload = \"gemm\"\n";
+const std::string kGpuHead =
+    "[campaign]\nname = \"gpu\"\nrepetitions = 20\nwarmups = 3\n[fixed]\nworkload = \"gemm\"\n";
 
 }  // namespace
 
@@ -189,7 +190,7 @@ TEST_F(Gpu, ABuildWithCudaListsItAndAPointWithoutADeviceFailsAloneWithTheReason)
   }
   // Reduced precision is the GPU's alone, refused at plan time elsewhere, with the file's line.
   std::string out;
-  Cmd plan = sh(d500_cmd("plan " + write("bf16.toml", kHead + "n = 64\nbackend = \"blas\"\ndtype = \"bf16\"\n") +
+  Cmd plan = sh(d500_cmd("plan " + write("bf16.toml", kGpuHead + "n = 64\nbackend = \"blas\"\ndtype = \"bf16\"\n") +
                          " -o " + (dir_ / "refused").string()));
   EXPECT_NE(plan.code, 0);
   EXPECT_NE(plan.out.find("bf16.toml:"), std::string::npos) << plan.out;
@@ -199,7 +200,7 @@ TEST_F(Gpu, ABuildWithCudaListsItAndAPointWithoutADeviceFailsAloneWithTheReason)
 TEST_F(Gpu, GemmInEveryDtypeValidatesAndEachRepetitionHasItsDeviceDuration) {
   if (const std::string why = why_skip(true); !why.empty()) GTEST_SKIP() << why;
   const fs::path run =
-      planned(kHead + "n = 1024\nbackend = \"cuda\"\n[axes]\ndtype = [\"fp32\", \"tf32\", \"bf16\", \"fp16\"]\n");
+      planned(kGpuHead + "n = 1024\nbackend = \"cuda\"\n[axes]\ndtype = [\"fp32\", \"tf32\", \"bf16\", \"fp16\"]\n");
   const hid_t f = ran_and_checked(run);
   ASSERT_GE(f, 0);
   each_validated_point(f, 4, [&](hid_t g, const std::string& id, const std::string& canonical) {

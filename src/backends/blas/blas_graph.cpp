@@ -25,9 +25,9 @@ bool direct(const ConvGeom& g) {
   return g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.pt == 0 && g.pl == 0 && g.pb == 0 && g.pr == 0;
 }
 
-class BlasConv final : public NodeKernel {
+class BlasGraphConv final : public NodeKernel {
  public:
-  BlasConv(const NodeProblem& p, const ConvGeom& g) : p_(p), g_(g) {
+  BlasGraphConv(const NodeProblem& p, const ConvGeom& g) : p_(p), g_(g) {
     col_.resize(static_cast<std::size_t>(direct(g) ? 0 : g.cg() * g.kh * g.kw * g.p * g.q));
     ones_.assign(static_cast<std::size_t>(g.p * g.q), 1.0f);
   }
@@ -88,9 +88,9 @@ class BlasConv final : public NodeKernel {
 };
 
 // Gemm: Y = alpha op(A) op(B) + beta C with C of shape [n] or [m, n] (other broadcasts: the reference).
-class BlasGemm final : public NodeKernel {
+class BlasGraphGemm final : public NodeKernel {
  public:
-  BlasGemm(const NodeProblem& p) : p_(p) {
+  BlasGraphGemm(const NodeProblem& p) : p_(p) {
     const Shape& a = *p.in[0].shape;
     const Shape& b = *p.in[1].shape;
     ta_ = p.node->attr_i("transA", 0) != 0, tb_ = p.node->attr_i("transB", 0) != 0;
@@ -211,7 +211,7 @@ std::unique_ptr<NodeKernel> make_blas_node_kernel(const NodeProblem& p, int thre
   openblas_threads(threads);
   const std::string& op = p.node->op;
   if (op == "Conv" && p.in[0].shape->size() <= 4)
-    return std::make_unique<BlasConv>(p, conv_geom(*p.node, *p.in[0].shape, (*p.in[1].shape)[0]));
+    return std::make_unique<BlasGraphConv>(p, conv_geom(*p.node, *p.in[0].shape, (*p.in[1].shape)[0]));
   if (op == "Gemm") {
     const bool has_c = p.in.size() > 2 && p.in[2].present();
     const Shape& a = *p.in[0].shape;
@@ -220,7 +220,7 @@ std::unique_ptr<NodeKernel> make_blas_node_kernel(const NodeProblem& p, int thre
     if (has_c && p.in[2].numel() != n && p.in[2].numel() != m * n) return nullptr;
     if (has_c && p.in[2].numel() == n && p.in[2].shape->size() == 2 && (*p.in[2].shape)[0] != 1)
       return nullptr;  // [m,1] when n = m...
-    return std::make_unique<BlasGemm>(p);
+    return std::make_unique<BlasGraphGemm>(p);
   }
   if (op == "MatMul" && p.in[0].shape->size() >= 2 && p.in[1].shape->size() >= 2)
     return std::make_unique<BlasMatMul>(p);

@@ -5,18 +5,18 @@
 namespace d500 {
 
 namespace {
-constexpr const char* kModule = "libd500-cuda.so";
+constexpr const char* kCudaModule = "libd500-cuda.so";
 }
 
 void register_backend_cuda(BackendRegistry& r) {
-  r.declare(kModule, cuda_declared(), &BackendInfo::version, &BackendInfo::make_kernel, &BackendInfo::check_point,
+  r.declare(kCudaModule, cuda_declared(), &BackendInfo::version, &BackendInfo::make_kernel, &BackendInfo::check_point,
             &BackendInfo::make_node_kernel, &BackendInfo::make_device_memory, &BackendInfo::channels_last,
             &BackendInfo::no_device, &BackendInfo::rank_device, &BackendInfo::device_facts,
             &BackendInfo::device_reading, &BackendInfo::device_peak);
 }
 
 void register_backend_nccl(BackendRegistry& r) {
-  r.declare(kModule, nccl_declared(), &BackendInfo::version, &BackendInfo::make_collective,
+  r.declare(kCudaModule, nccl_declared(), &BackendInfo::version, &BackendInfo::make_collective,
             &BackendInfo::make_device_collective, &BackendInfo::no_device, &BackendInfo::rank_device,
             &BackendInfo::device_facts, &BackendInfo::device_reading);
 }

@@ -47,6 +47,9 @@ class TensorDesc {
 //   succeeded taken (PyTorch's torch.backends.cudnn.benchmark = True). Measured, so two ranks, or
 //   two runs, may choose differently when two algorithms are close.
 enum class Choice { Heuristic, Deterministic, Find };
+// The largest workspace an algorithm (legacy API) or engine configuration (graph API) may ask
+// for: beyond it, the next of cuDNN's choices.
+constexpr std::int64_t kCudnnWorkspaceLimit = std::int64_t{1} << 30;
 // The descriptor's math type for the point's `math`: CUDNN_DEFAULT_MATH with "tf32" (TF32 tensor
 // cores allowed for float32, PyTorch's allow_tf32 = True), else CUDNN_FMA_MATH (strict float32).
 cudnnMathType_t conv_math_of(const Params* p);

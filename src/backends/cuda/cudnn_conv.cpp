@@ -119,9 +119,6 @@ std::string conv_math_words(cudnnMathType_t descriptor_math, cudnnMathType_t cho
 
 namespace {
 
-// The largest workspace an algorithm may ask for: beyond it, the next of cuDNN's choices.
-constexpr std::size_t kWorkspaceLimit = std::size_t{1} << 30;
-
 const char* fwd_name(cudnnConvolutionFwdAlgo_t a) {
   switch (a) {
     case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM: return "IMPLICIT_GEMM";
@@ -185,7 +182,7 @@ ConvAlgorithm first_fitting(int count, Rank&& rank, const char* call, const char
   ConvAlgorithm any, same_bits;
   for (int i = 0; i < returned; ++i) {
     const Perf& p = ranked[static_cast<std::size_t>(i)];
-    if (p.status != CUDNN_STATUS_SUCCESS || p.memory > kWorkspaceLimit) continue;
+    if (p.status != CUDNN_STATUS_SUCCESS || p.memory > static_cast<std::size_t>(kCudnnWorkspaceLimit)) continue;
     const ConvAlgorithm a = algorithm_of(p, pass, name);
     if (!any.found) any = a;
     if (a.deterministic && !same_bits.found) same_bits = a;
@@ -207,7 +204,8 @@ ConvAlgorithm fastest_found(int count, Rank&& rank, const char* rank_call, Find&
   std::size_t limit = 0;
   for (int i = 0; i < returned; ++i) {
     const Perf& p = perfs[static_cast<std::size_t>(i)];
-    if (p.status == CUDNN_STATUS_SUCCESS && p.memory <= kWorkspaceLimit) limit = std::max(limit, p.memory);
+    if (p.status == CUDNN_STATUS_SUCCESS && p.memory <= static_cast<std::size_t>(kCudnnWorkspaceLimit))
+      limit = std::max(limit, p.memory);
   }
   std::unique_ptr<DeviceBuffer> workspace;
   if (limit > 0) workspace = std::make_unique<DeviceBuffer>(limit);

@@ -19,8 +19,6 @@ namespace {
 // What a refusal (GraphConvUnserved) suggests at level 0, where it fails the point.
 constexpr const char* kLegacyHint = " (cudnn_api = \"legacy\" runs it through cuDNN's legacy calls)";
 
-// The largest workspace a configuration may ask for, as for the legacy algorithms.
-constexpr std::int64_t kWorkspaceLimit = std::int64_t{1} << 30;
 // The variant pack's names of the pass's three tensors (cuDNN's forward names: a backward pass's
 // gradients take the place of what it differentiates).
 constexpr std::int64_t kX = 'x', kW = 'w', kY = 'y';
@@ -187,7 +185,7 @@ struct GraphConv::Impl {
       cudnn_check(cudnnBackendGetAttribute(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1,
                                            &got, &workspace),
                   "cudnnBackendGetAttribute (the plan's workspace)");
-      if (workspace < 0 || workspace > kWorkspaceLimit) continue;
+      if (workspace < 0 || workspace > kCudnnWorkspaceLimit) continue;
       out.push_back(Candidate{std::move(configs[static_cast<std::size_t>(i)]), std::move(plan), e, workspace});
     }
     return out;

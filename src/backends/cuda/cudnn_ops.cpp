@@ -15,7 +15,7 @@ namespace d500::cuda {
 
 namespace {
 
-constexpr float kOne = 1.0f, kZero = 0.0f;
+constexpr float kScaleOne = 1.0f, kScaleZero = 0.0f;
 
 // pool2d: in x (forward) or x, dy (backward); out y or dx. Max pooling is cuDNN's deterministic
 // max (the gradient to one maximum per window); average pooling excludes the padding, as d500's
@@ -38,7 +38,7 @@ class CudnnPool final : public CudnnKernel {
                   std::to_string(ps_.p()) + "x" + std::to_string(ps_.q()));
     if (p.pass == "backward") {
       y_data_ = scratch(static_cast<std::size_t>(ps_.n * ps_.c * ps_.p() * ps_.q()) * sizeof(float));
-      cudnn_check(cudnnPoolingForward(handle_, pool_, &kOne, x_.get(), in(0), &kZero, y_.get(), y_data_),
+      cudnn_check(cudnnPoolingForward(handle_, pool_, &kScaleOne, x_.get(), in(0), &kScaleZero, y_.get(), y_data_),
                   "cudnnPoolingForward (setup)");
     }
   }
@@ -50,10 +50,10 @@ class CudnnPool final : public CudnnKernel {
     cudnnStatus_t s = CUDNN_STATUS_SUCCESS;
     timer_.timed([&] {
       if (p_.pass == "forward")
-        s = cudnnPoolingForward(handle_, pool_, &kOne, x_.get(), in(0), &kZero, y_.get(), out(0));
+        s = cudnnPoolingForward(handle_, pool_, &kScaleOne, x_.get(), in(0), &kScaleZero, y_.get(), out(0));
       else  // in: x, dy
-        s = cudnnPoolingBackward(handle_, pool_, &kOne, y_.get(), y_data_, y_.get(), in(1), x_.get(), in(0), &kZero,
-                                 x_.get(), out(0));
+        s = cudnnPoolingBackward(handle_, pool_, &kScaleOne, y_.get(), y_data_, y_.get(), in(1), x_.get(), in(0),
+                                 &kScaleZero, x_.get(), out(0));
     });
     cudnn_check(s, p_.pass == "forward" ? "cudnnPoolingForward" : "cudnnPoolingBackward");
   }
@@ -109,16 +109,16 @@ class CudnnBatchNorm final : public CudnnKernel {
     const auto mode = CUDNN_BATCHNORM_SPATIAL;
     timer_.timed([&] {
       if (p_.pass == "backward")
-        s = cudnnBatchNormalizationBackward(handle_, mode, &kOne, &kZero, &kOne, &kZero, x_.get(), in(0), x_.get(),
-                                            in(1), x_.get(), out(0), bn_.get(), in(2), out(1), out(2), eps_, in(3),
-                                            inv_var_->get());
+        s = cudnnBatchNormalizationBackward(handle_, mode, &kScaleOne, &kScaleZero, &kScaleOne, &kScaleZero, x_.get(),
+                                            in(0), x_.get(), in(1), x_.get(), out(0), bn_.get(), in(2), out(1), out(2),
+                                            eps_, in(3), inv_var_->get());
       else if (training_)
-        s = cudnnBatchNormalizationForwardTraining(handle_, mode, &kOne, &kZero, x_.get(), in(0), x_.get(), out(0),
-                                                   bn_.get(), in(1), in(2), 1.0, out(1), out(2), eps_, save_mean_,
-                                                   save_inv_var_);
+        s = cudnnBatchNormalizationForwardTraining(handle_, mode, &kScaleOne, &kScaleZero, x_.get(), in(0), x_.get(),
+                                                   out(0), bn_.get(), in(1), in(2), 1.0, out(1), out(2), eps_,
+                                                   save_mean_, save_inv_var_);
       else
-        s = cudnnBatchNormalizationForwardInference(handle_, mode, &kOne, &kZero, x_.get(), in(0), x_.get(), out(0),
-                                                    bn_.get(), in(1), in(2), in(3), in(4), eps_);
+        s = cudnnBatchNormalizationForwardInference(handle_, mode, &kScaleOne, &kScaleZero, x_.get(), in(0), x_.get(),
+                                                    out(0), bn_.get(), in(1), in(2), in(3), in(4), eps_);
     });
     cudnn_check(s, p_.pass == "backward" ? "cudnnBatchNormalizationBackward"
                    : training_           ? "cudnnBatchNormalizationForwardTraining"
@@ -160,7 +160,7 @@ class CudnnRelu final : public CudnnKernel {
                 "cudnnSetActivationDescriptor");
     if (p.pass == "backward") {
       y_data_ = scratch(static_cast<std::size_t>(d_.size()) * sizeof(float));
-      cudnn_check(cudnnActivationForward(handle_, act_, &kOne, x_.get(), in(0), &kZero, x_.get(), y_data_),
+      cudnn_check(cudnnActivationForward(handle_, act_, &kScaleOne, x_.get(), in(0), &kScaleZero, x_.get(), y_data_),
                   "cudnnActivationForward (setup)");
     }
   }
@@ -172,10 +172,10 @@ class CudnnRelu final : public CudnnKernel {
     cudnnStatus_t s = CUDNN_STATUS_SUCCESS;
     timer_.timed([&] {
       if (p_.pass == "forward")
-        s = cudnnActivationForward(handle_, act_, &kOne, x_.get(), in(0), &kZero, x_.get(), out(0));
+        s = cudnnActivationForward(handle_, act_, &kScaleOne, x_.get(), in(0), &kScaleZero, x_.get(), out(0));
       else
-        s = cudnnActivationBackward(handle_, act_, &kOne, x_.get(), y_data_, x_.get(), in(1), x_.get(), in(0), &kZero,
-                                    x_.get(), out(0));
+        s = cudnnActivationBackward(handle_, act_, &kScaleOne, x_.get(), y_data_, x_.get(), in(1), x_.get(), in(0),
+                                    &kScaleZero, x_.get(), out(0));
     });
     cudnn_check(s, p_.pass == "forward" ? "cudnnActivationForward" : "cudnnActivationBackward");
   }
@@ -203,11 +203,11 @@ class CudnnSoftmax final : public CudnnKernel {
     cudnnStatus_t s = CUDNN_STATUS_SUCCESS;
     timer_.timed([&] {
       if (p_.pass == "forward")
-        s = cudnnSoftmaxForward(handle_, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_INSTANCE, &kOne, x_.get(), in(0),
-                                &kZero, x_.get(), out(0));
+        s = cudnnSoftmaxForward(handle_, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_INSTANCE, &kScaleOne, x_.get(),
+                                in(0), &kScaleZero, x_.get(), out(0));
       else
-        s = cudnnSoftmaxBackward(handle_, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_INSTANCE, &kOne, x_.get(), in(0),
-                                 x_.get(), in(1), &kZero, x_.get(), out(0));
+        s = cudnnSoftmaxBackward(handle_, CUDNN_SOFTMAX_ACCURATE, CUDNN_SOFTMAX_MODE_INSTANCE, &kScaleOne, x_.get(),
+                                 in(0), x_.get(), in(1), &kScaleZero, x_.get(), out(0));
     });
     cudnn_check(s, p_.pass == "forward" ? "cudnnSoftmaxForward" : "cudnnSoftmaxBackward");
   }

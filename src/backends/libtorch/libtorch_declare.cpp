@@ -5,21 +5,21 @@
 namespace d500 {
 
 namespace {
-constexpr const char* kModule = "libd500-libtorch.so";
+constexpr const char* kLibtorchModule = "libd500-libtorch.so";
 }
 
 void register_backend_libtorch(BackendRegistry& r) {
-  r.declare(kModule, libtorch_declared(), &BackendInfo::version, &BackendInfo::make_kernel,
+  r.declare(kLibtorchModule, libtorch_declared(), &BackendInfo::version, &BackendInfo::make_kernel,
             &BackendInfo::make_node_kernel);
 }
 
 void register_backend_libtorch_native(BackendRegistry& r) {
-  r.declare(kModule, libtorch_native_declared(), &BackendInfo::version, &BackendInfo::make_graph_runner,
+  r.declare(kLibtorchModule, libtorch_native_declared(), &BackendInfo::version, &BackendInfo::make_graph_runner,
             &BackendInfo::check_graph);
 }
 
 void register_backend_libtorch_cuda(BackendRegistry& r) {
-  r.declare(kModule, libtorch_cuda_declared(), &BackendInfo::version, &BackendInfo::make_graph_runner,
+  r.declare(kLibtorchModule, libtorch_cuda_declared(), &BackendInfo::version, &BackendInfo::make_graph_runner,
             &BackendInfo::check_graph, &BackendInfo::no_device, &BackendInfo::rank_device, &BackendInfo::device_facts);
 }
 

@@ -697,7 +697,7 @@ void reduce_bwd(const NodeProblem& p, T*) {
   for_each_broadcast<1>(shape_in(p, 0), {bstrides(k, Dims(shape_in(p, 0)))},
                         [&](I pos, const std::array<I, 1>& o) { dx[pos] = dy[o[0]] * scale; });
 }
-void infer_reduce(InferCtx& c) {
+void infer_reduce_mean_sum(InferCtx& c) {
   c.require_float();
   std::vector<I> axes;
   const bool axes_input = c.node.op == "ReduceSum" && c.opset >= 13;
@@ -708,7 +708,7 @@ void infer_reduce(InferCtx& c) {
   }
   c.set(0, DType::F32, reduced_shape(c, axes, !(axes_input && c.node.attr_i("noop_with_empty_axes", 0))));
 }
-double reduce_flops(const NodeProblem& p, bool) { return static_cast<double>(p.in[0].numel()); }
+double reduce_mean_sum_flops(const NodeProblem& p, bool) { return static_cast<double>(p.in[0].numel()); }
 
 // ---- Load-time ops: Shape, Constant, ConstantOfShape, Range ------------------------------------------------------
 template <class T>
@@ -949,21 +949,21 @@ void add_shape_ops(std::vector<OpSchema>& t) {
                        .diff_in = 1});
   t.push_back(OpSchema{.op = "ReduceMean",
                        .since = 1,
-                       .infer = infer_reduce,
+                       .infer = infer_reduce_mean_sum,
                        .fwd_f = reduce_fwd<true, float>,
                        .fwd_d = reduce_fwd<true, double>,
                        .bwd_f = reduce_bwd<true, float>,
                        .bwd_d = reduce_bwd<true, double>,
-                       .flops = reduce_flops,
+                       .flops = reduce_mean_sum_flops,
                        .diff_in = 1});
   t.push_back(OpSchema{.op = "ReduceSum",
                        .since = 1,
-                       .infer = infer_reduce,
+                       .infer = infer_reduce_mean_sum,
                        .fwd_f = reduce_fwd<false, float>,
                        .fwd_d = reduce_fwd<false, double>,
                        .bwd_f = reduce_bwd<false, float>,
                        .bwd_d = reduce_bwd<false, double>,
-                       .flops = reduce_flops,
+                       .flops = reduce_mean_sum_flops,
                        .diff_in = 1});
   t.push_back(OpSchema{
       .op = "Shape", .since = 1, .infer = infer_shape, D500_FWD(shape_fwd), .flops = no_flops, .fold_only = true});
