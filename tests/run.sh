@@ -27,7 +27,7 @@ run_suite() {  # build dir, required backends, whether libslurm is required, cte
   log=$(mktemp)
   echo "== d500 suite in $dir (required backends: $backends; libslurm required: $slurm)"
   (cd "$dir" && D500_REQUIRE_BACKENDS=$backends D500_REQUIRE_SLURM=$slurm D500_REQUIRE_BROWSER=1 \
-     ctest --output-on-failure --timeout 900 -j 3 "$@") 2>&1 | tee "$log" || rc=1
+     ctest --output-on-failure --timeout 900 -j 5 "$@") 2>&1 | tee "$log" || rc=1
   local total fail skip
   total=$(grep -oE 'tests failed out of [0-9]+' "$log" | grep -oE '[0-9]+$' || echo 0)
   fail=$(grep -oE '[0-9]+ tests failed out of' "$log" | grep -oE '^[0-9]+' || echo 0)
