@@ -21,6 +21,8 @@
 namespace d500::cuda {
 
 void check(cudaError_t e, const char* call);  // throws d500::Error naming the call and CUDA's words
+// CUDA's version numbers (1000 major + 10 minor) as major.minor.
+std::string version_text(int v);
 
 // The devices this process sees: their count, or why there are none (no driver, no device).
 struct Devices {
