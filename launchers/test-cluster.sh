@@ -23,6 +23,7 @@ usage: launchers/test-cluster.sh COMMAND DIR [ARG]
   start DIR [NODES]          start a cluster of NODES nodes (default 1) with its state in DIR;
                              prints the SLURM_CONF to export and waits until every node is idle
   stop DIR                   stop the daemons that start started (and a multi-node cluster's namespaces)
+  hang-node DIR NAME         SIGSTOP node NAME's processes (slurmd, its jobs' tasks): it hangs
   fail-node DIR NAME         kill node NAME's processes and mark it DOWN: its jobs end NODE_FAIL
   stop-controller DIR        stop slurmctld only (fault tests)
   start-controller DIR       start it again
@@ -38,7 +39,7 @@ USAGE
 }
 case "${1:-}" in
   -h|--help|help) usage; exit 0 ;;
-  start|stop|fail-node|stop-controller|start-controller|hang-controller|resume-controller|min-job-age) ;;
+  start|stop|hang-node|fail-node|stop-controller|start-controller|hang-controller|resume-controller|min-job-age) ;;
   "") usage >&2; exit 2 ;;
   *) echo "test-cluster: unknown command '$1'" >&2; usage >&2; exit 2 ;;
 esac
@@ -240,6 +241,10 @@ stop)
   if [ "$(nodes_of)" -gt 1 ]; then remove_network; fi
   log "stopped"
   ;;
+hang-node)
+  name=${3:?usage: test-cluster.sh hang-node DIR NAME}
+  ip netns pids "$(netns "${name#d500n}")" | xargs -r kill -STOP
+  ;;
 fail-node)
   name=${3:?usage: test-cluster.sh fail-node DIR NAME}
   i=${name#d500n}
@@ -256,5 +261,5 @@ min-job-age)
   sed -i "s/^MinJobAge=.*/MinJobAge=$age/" "$conf"
   SLURM_CONF=$conf scontrol reconfigure
   ;;
-*) log "unknown command '$cmd' (start, stop, fail-node, stop-controller, start-controller, hang-controller, resume-controller, min-job-age)"; exit 2 ;;
+*) log "unknown command '$cmd' (start, stop, hang-node, fail-node, stop-controller, start-controller, hang-controller, resume-controller, min-job-age)"; exit 2 ;;
 esac
