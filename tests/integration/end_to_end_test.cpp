@@ -1380,17 +1380,34 @@ TEST_F(EndToEnd, PackingByTimeEstimatesFromAnEarlierRunAndThePackedPlanRuns) {
   const fs::path after = dir_ / "after";
   Cmd plan = sh(d500_cmd("plan " + second + " -o " + after.string()));
   ASSERT_EQ(plan.code, 0) << plan.out;
-  // Each reference point is ~2.02 s (2 s + 20 x 2 x 80^3 flops at 1 GFLOP/s): one per 3 s job,
-  // the measured and calibrated ones (milliseconds) fill the first.
-  EXPECT_NE(
-      plan.out.find("packed by time: jobs of at most 3.00 s of estimates (a job's limit 6.00 s less a 50.0% margin), "
-                    "next fit in plan order; 3 jobs hold"),
-      std::string::npos)
-      << plan.out;
   EXPECT_NE(plan.out.find("estimates: 3 measured, 1 calibrated, 3 model"), std::string::npos) << plan.out;
   EXPECT_NE(plan.out.find("3 complete point(s) read from " + before.string()), std::string::npos) << plan.out;
   const std::vector<d500::PlannedPoint> planned = d500::read_points_csv(d500::RunLayout(after.string()));
   ASSERT_EQ(planned.size(), 7u);
+  // Next fit in plan order, checked on the plan's own estimates: a job holds at most 3 s of them
+  // (or one point), and each job's first point would not have fitted the job before. Each
+  // reference point is ~2.02 s (2 s + 20 x 2 x 80^3 flops at 1 GFLOP/s), so no two share a job;
+  // how many jobs the measured points need depends on how loaded the machine was when the earlier
+  // run measured them (milliseconds alone, 1.8 s in all under a CI-shaped load: 3 or 4 jobs).
+  std::vector<std::pair<std::string, double>> jobs;  // job id, its estimates' sum
+  for (const auto& p : planned) {
+    if (!jobs.empty() && jobs.back().first == p.job) {
+      jobs.back().second += p.estimate_s;
+      EXPECT_LE(jobs.back().second, 3.0 + 1e-3) << p.job << " over 3 s with " << p.canonical;
+    } else {
+      if (!jobs.empty())
+        EXPECT_GT(jobs.back().second + p.estimate_s, 3.0 - 1e-3)
+            << p.canonical << " would have fitted " << jobs.back().first;
+      jobs.emplace_back(p.job, p.estimate_s);
+    }
+  }
+  EXPECT_GE(jobs.size(), 3u);
+  EXPECT_NE(
+      plan.out.find("packed by time: jobs of at most 3.00 s of estimates (a job's limit 6.00 s less a 50.0% margin), "
+                    "next fit in plan order; " +
+                    std::to_string(jobs.size()) + " jobs hold"),
+      std::string::npos)
+      << plan.out;
   int measured = 0;
   for (const auto& p : planned) {
     ASSERT_GE(p.estimate_s, 0) << p.canonical;
