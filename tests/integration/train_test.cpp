@@ -20,10 +20,13 @@ bool have_fashion_mnist() { return fs::exists(std::string(d500::fashion_mnist_di
 
 const std::string kHead = "[campaign]\nname = \"train\"\nrepetitions = 1\nwarmups = 2\n[fixed]\nworkload = \"train\"\n";
 
-// h5py: "step loss accuracy time_ns" per event of every point, as one text per point id.
+// h5py: a line per point id with its events as "step:loss:accuracy" (%r: every bit), rank by rank
+// in step order: ranks' rows interleave by flush, which differs between runs (a CI-shaped run
+// of 2026-12-06 failed the prefetch test on that order alone, every value equal).
 std::string events_py(const fs::path& file) {
   return "/usr/bin/python3 -c \"\nimport h5py\nf = h5py.File('" + file.string() +
-         "', 'r')\nfor pid in sorted(f['points']):\n  e = f['points'][pid]['events'][:]\n  print(pid, ' '.join('%d:%r:%r' % (r['step'], "
+         "', 'r')\nfor pid in sorted(f['points']):\n  e = sorted(f['points'][pid]['events'][:], key=lambda r: (int(r['rank']), "
+         "int(r['step'])))\n  print(pid, ' '.join('%d:%r:%r' % (r['step'], "
          "float(r['loss']), float(r['accuracy'])) for r in e))\n\"";
 }
 
