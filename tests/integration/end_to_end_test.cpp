@@ -653,16 +653,6 @@ pid_t spawn_d500(const std::string& args, const fs::path& out, const std::string
   return pid;
 }
 
-// Waits until `pred` holds, at most `seconds`.
-bool wait_for(const std::function<bool()>& pred, double seconds) {
-  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (std::chrono::steady_clock::now() < end) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return pred();
-}
-
 // The pids of processes whose command line mentions `needle` (d500-worker with the run's spec).
 std::vector<pid_t> processes_with(const std::string& needle) {
   std::vector<pid_t> pids;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -17,6 +18,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace d500test {
@@ -41,6 +43,16 @@ inline Cmd drain(std::FILE* p) {
 }
 
 inline Cmd sh(const std::string& cmd) { return drain(popen((cmd + " 2>&1").c_str(), "r")); }
+
+// Waits until `pred` holds (every 0.1 s), at most `seconds`.
+inline bool wait_for(const std::function<bool()>& pred, double seconds) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < end) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return pred();
+}
 
 // An environment variable set for the commands a test runs, and unset again at its end.
 struct ScopedEnv {

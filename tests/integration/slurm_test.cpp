@@ -88,12 +88,13 @@ class Slurm : public ScratchDirTest {
     wait_until_idle();
     return multi;
   }
-  // Kills node `victim` of the cluster of `conf` (its jobs end NODE_FAIL), hangs it (SIGSTOP: its
-  // ranks stop where they are), or brings it back.
-  static Cmd fail_node(const std::string& conf, const std::string& victim, const std::string& how = "fail-node") {
-    return sh("bash " + std::string(D500_SOURCE_DIR) + "/launchers/test-cluster.sh " + how + " " +
+  // A fault on node `victim` of the cluster of `conf`: "fail-node" kills it (its jobs end
+  // NODE_FAIL), "hang-node" stops its processes (SIGSTOP: its ranks stop where they are).
+  static Cmd node_fault(const std::string& fault, const std::string& conf, const std::string& victim) {
+    return sh("bash " + std::string(D500_SOURCE_DIR) + "/launchers/test-cluster.sh " + fault + " " +
               fs::path(conf).parent_path().string() + " " + victim);
   }
+  // Brings a failed node back.
   static void restore_node(const std::string& conf, const std::string& victim) {
     // The cluster remembers its ports and shape: start brings the node's slurmd back alone.
     sh("scontrol update nodename=" + victim + " state=resume; D500_TEST_SLURMCTLD_PORT=16827 bash " +
@@ -157,16 +158,6 @@ class Slurm : public ScratchDirTest {
   static std::string first_log(const fs::path& run) {
     const auto logs = files_in(run / "logs");
     return logs.empty() ? std::string() : read_file_text(logs[0]);
-  }
-  // Until the run's first job log holds `text` (every 0.1 s, for at most `seconds`): what a test
-  // that acts the moment a job reaches a point waits for.
-  static bool wait_log(const fs::path& run, const std::string& text, int seconds) {
-    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
-    while (first_log(run).find(text) == std::string::npos) {
-      if (std::chrono::steady_clock::now() >= until) return false;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    return true;
   }
   static int lines(const fs::path& f) {
     std::ifstream in(f);
@@ -791,7 +782,7 @@ ranks_per_node = [1]
   const std::string nodelist = sh("squeue -h -o %N -j " + id).out;
   const std::string victim = second_node(nodelist);
   const NodeBack back(conf, victim, "");  // the node comes back for whatever runs next
-  Cmd kill = fail_node(conf, victim);
+  Cmd kill = node_fault("fail-node", conf, victim);
   ASSERT_EQ(kill.code, 0) << kill.out;
   std::string st = wait_status(
       long_run, [](const std::string& s) { return s.find("NODE_FAIL") != std::string::npos; }, 120);
@@ -845,17 +836,18 @@ ranks_per_node = [1]
 )");
   ASSERT_EQ(sh(d500_cmd("submit " + run.string())).code, 0);
   const std::string id = first_job_id(run);
-  ASSERT_TRUE(wait_log(run, "d500:point 2/2", 120)) << sh(d500_cmd("status " + run.string())).out << all_logs(run);
+  ASSERT_TRUE(wait_for([&] { return first_log(run).find("d500:point 2/2") != std::string::npos; }, 120))
+      << sh(d500_cmd("status " + run.string())).out << all_logs(run);
   const std::string victim = second_node(sh("squeue -h -o %N -j " + id).out);
   ASSERT_EQ(victim.rfind("d500n", 0), 0u) << "the job runs on no node: " << sh(d500_cmd("status " + run.string())).out;
   const NodeBack back(conf, victim, id);
-  Cmd hang = fail_node(conf, victim, "hang-node");
+  Cmd hang = node_fault("hang-node", conf, victim);
   ASSERT_EQ(hang.code, 0) << hang.out;
   // Rank 0 may finish the allreduce in flight, no more: the point cannot end without rank 1.
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   ASSERT_EQ(first_log(run).find("d500:done 2/2"), std::string::npos) << "the second point ended before the node hung:\n"
                                                                      << first_log(run);
-  Cmd kill = fail_node(conf, victim);
+  Cmd kill = node_fault("fail-node", conf, victim);
   ASSERT_EQ(kill.code, 0) << kill.out;
   // Slurm requeues the job and holds it; the test lifts the hold once it is pending again, and
   // at least 2 s after the node failed: slurmd revoked the first attempt's credential then, and
