@@ -11,11 +11,8 @@
 # submitted and allocated as on a GPU cluster, and the worker finds no device.
 # D500_TEST_CPUS_PER_NODE=C (default 2) gives each node of a multi-node cluster C CPUs (they share
 # this machine's cores). Both are remembered in DIR for a later start.
-# The nodes' slurmd run at nice D500_TEST_SLURMD_NICE (default 0), and so do their jobs (Slurm's
-# PropagatePrioProcess=0: tasks take slurmd's priority). Not 10, as it was for a day: where the
-# kernel's autogroup is off (sched_autogroup_enabled=0; on, slurmd's own session is a group of
-# its own and its nice level counts only inside it), a job at nice 10 beside the suite's CPU-bound
-# tests starves: a 2-rank allreduce of 2.3 s alone took 220 s beside 4 busy loops, and CI failed.
+# slurmd, and so its jobs, run at the caller's priority: at nice 10 (tried for a day) the jobs
+# starve beside the suite's CPU-bound tests where the kernel's autogroup is off (docs/testing.md).
 set -euo pipefail
 usage() {
   cat <<'USAGE'
@@ -31,8 +28,7 @@ usage: launchers/test-cluster.sh COMMAND DIR [ARG]
   resume-controller DIR      SIGCONT: it handles what queued meanwhile
   min-job-age DIR SECONDS    how long Slurm keeps a finished job's record
 Environment: D500_TEST_SLURMCTLD_PORT (16817), D500_TEST_SLURMD_PORT (16818),
-D500_TEST_GPUS_PER_NODE (0: GPU GRES per node, no devices), D500_TEST_CPUS_PER_NODE (2, multi-node),
-D500_TEST_SLURMD_NICE (0: the nice level of slurmd and so of its jobs).
+D500_TEST_GPUS_PER_NODE (0: GPU GRES per node, no devices), D500_TEST_CPUS_PER_NODE (2, multi-node).
 Needs root (slurmd runs jobs as their users) and the Debian packages slurmctld, slurmd,
 slurm-client and munge (`launchers/install-deps.sh --tests` installs them).
 USAGE
@@ -44,8 +40,6 @@ case "${1:-}" in
   *) echo "test-cluster: unknown command '$1'" >&2; usage >&2; exit 2 ;;
 esac
 [ -n "${2:-}" ] || { echo "test-cluster: $1 needs the cluster's directory" >&2; usage >&2; exit 2; }
-slurmd_nice=${D500_TEST_SLURMD_NICE:-0}
-case "$slurmd_nice" in ''|*[!0-9]*) echo "test-cluster: D500_TEST_SLURMD_NICE must be a nice level from 0 to 19, not '$slurmd_nice'" >&2; exit 2 ;; esac
 cmd=$1
 dir=$2
 mkdir -p "$dir"
@@ -214,12 +208,12 @@ EOF
       mkdir -p "$dir/spool/d500n$i" "$dir/tmp/d500n$i"
       # nsenter and unshare exec in place: the pid is slurmd's. (nsenter, not `ip netns exec`,
       # which would remount /sys without the cgroup mounts slurmd needs.)
-      setsid nice -n "$slurmd_nice" nsenter --net="/run/netns/$(netns "$i")" unshare --uts sh -c "hostname d500n$i && exec slurmd -D -N d500n$i -f '$conf'" \
+      setsid nsenter --net="/run/netns/$(netns "$i")" unshare --uts sh -c "hostname d500n$i && exec slurmd -D -N d500n$i -f '$conf'" \
         >>"$dir/slurmd.$i.out" 2>&1 < /dev/null &
       echo $! > "$dir/slurmd.$i.pid"
     done
   elif ! alive "$dir/slurmd.pid"; then
-    setsid nice -n "$slurmd_nice" slurmd -D -f "$conf" >>"$dir/slurmd.out" 2>&1 < /dev/null &
+    setsid slurmd -D -f "$conf" >>"$dir/slurmd.out" 2>&1 < /dev/null &
     echo $! > "$dir/slurmd.pid"
   fi
   for _ in $(seq 300); do
