@@ -854,8 +854,9 @@ ranks_per_node = [1]
   // refuses a launch whose credential was made in the same second ("Killing non-startable batch
   // JobId=4: Job credential revoked", CI of 2026-11-28: the job failed instead of running again).
   const auto failed_at = std::chrono::steady_clock::now();
+  const auto pending = [&] { return sh("squeue -h -o %T -j " + id).out.find("PENDING") != std::string::npos; };
   for (int i = 0; i < 120; ++i) {
-    if (sh("squeue -h -o %T -j " + id).out.find("PENDING") != std::string::npos) break;
+    if (pending()) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
   std::this_thread::sleep_until(failed_at + std::chrono::seconds(2));
@@ -864,7 +865,7 @@ ranks_per_node = [1]
   for (int i = 0; i < 20; ++i) {
     sh("scontrol update jobid=" + id + " StartTime=now");
     std::this_thread::sleep_for(std::chrono::seconds(3));
-    if (sh("squeue -h -o %T -j " + id).out.find("PENDING") == std::string::npos) break;
+    if (!pending()) break;
   }
   // Until nothing is in flight: the job completed, or failed (and the checks below say how).
   std::string st = wait_status(run, settled, 240);
