@@ -388,7 +388,7 @@ ChannelsLast channels_last_of(const NodeProblem& p) {
     return g.pt == g.pb && g.pl == g.pr ? ChannelsLast::Each : ChannelsLast::Never;
   }
   if (op == "BatchNormalization") return p.in.size() >= 5 ? ChannelsLast::Same : ChannelsLast::Never;
-  if (op == "Relu") return ChannelsLast::Same;
+  if (op == "Relu" || op == "AddRelu") return ChannelsLast::Same;  // AddRelu: operands of one shape
   if (op == "Add")
     return p.in.size() == 2 && p.in[1].dtype == DType::F32 && *p.in[1].shape == x ? ChannelsLast::Same
                                                                                   : ChannelsLast::Never;

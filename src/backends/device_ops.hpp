@@ -97,6 +97,15 @@ D500_HOST_DEVICE inline double sum_parts(const Parts& s, const double* part, I j
   return acc;
 }
 
+// ---- AddRelu (networks/fuse.hpp) ---------------------------------------------------------------
+// y = max(a + b, 0): a + b rounded once, as Add writes it, then Relu's comparison; backward, dy
+// where y > 0 (where a + b > 0, which Relu's gradient tests) into both operands' gradients.
+D500_HOST_DEVICE inline float add_relu(float a, float b) {
+  const float s = a + b;
+  return s > 0.0f ? s : 0.0f;
+}
+D500_HOST_DEVICE inline float relu_grad(float y, float dy) { return y > 0.0f ? dy : 0.0f; }
+
 // ---- Add, Sub, Mul, Div with numpy broadcasting ----------------------------------------------
 enum class BinaryOp : std::int32_t { Add, Sub, Mul, Div, Pow, Where };
 enum class Elem : std::int32_t { F32, I64, I32, Bool };  // a tensor's element type

@@ -70,6 +70,9 @@ struct OpSchema {
   bool batch_coupled_in_training = false;
   // Runs only at load time, on constant inputs (Shape, Constant, ConstantOfShape, Range).
   bool fold_only = false;
+  // Not an ONNX operator: one that d500's own graph rewrites make (networks/fuse.hpp: AddRelu), which a
+  // model file may not name and the list of operators d500 runs leaves out.
+  bool internal = false;
   // The op as a training pass runs it, where that differs (Dropout: drops values, so no view);
   // nullptr: the same in both passes.
   const OpSchema* training = nullptr;

@@ -314,7 +314,7 @@ Graph build_graph(const onnx::ModelProto& m, const std::string& what, const std:
     if (!(n.domain().empty() || n.domain() == "ai.onnx"))
       throw Error(where + " is in domain '" + n.domain() + "'; d500 runs the default ONNX domain only");
     const OpSchema* schema = find_op(n.op_type());
-    if (!schema)
+    if (!schema || schema->internal)
       throw Error(where + " (opset " + std::to_string(facts.opset) + "): d500 does not run " + n.op_type() +
                   "; this build runs: " + supported_ops_text());
     if (const onnx::OpSchema* os = onnx::OpSchemaRegistry::Schema(n.op_type(), facts.opset, ""))

@@ -83,6 +83,10 @@ TEST_F(OnnxFiles, AnUnsupportedOperatorIsNamedWithItsNodeOpsetAndWhatThisBuildRu
   EXPECT_NE(e.find("EyeLike node 'the_node'"), std::string::npos) << e;
   EXPECT_NE(e.find("opset 17"), std::string::npos) << e;
   EXPECT_NE(e.find("Conv, ConvTranspose"), std::string::npos) << "the list of what runs: " << e;
+  EXPECT_EQ(e.find("AddRelu"), std::string::npos) << "d500's own node is no operator a model may name: " << e;
+  // ... and a model that names it is refused (by ONNX's checker, or by the loader after it).
+  const std::string own = load_error(write("addrelu.onnx", one_node("AddRelu")));
+  EXPECT_NE(own.find("AddRelu"), std::string::npos) << own;
 }
 
 TEST_F(OnnxFiles, OpsetsOutsideTheRangeAndOtherDomainsAreRefused) {

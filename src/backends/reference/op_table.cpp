@@ -96,7 +96,8 @@ const OpSchema* find_op(const std::string& op) {
 
 std::string supported_ops_text() {
   std::string s;
-  for (const auto& o : op_table()) s += (s.empty() ? "" : ", ") + std::string(o.op);
+  for (const auto& o : op_table())
+    if (!o.internal) s += (s.empty() ? "" : ", ") + std::string(o.op);
   return s;
 }
 

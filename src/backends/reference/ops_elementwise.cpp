@@ -453,6 +453,40 @@ void binary_bwd(const NodeProblem& p, T*) {
                         });
 }
 
+// AddRelu (internal: networks/fuse.hpp): y = Relu(a + b) over two float32 operands of one shape, the
+// pair a residual network joins its branches with, in one pass; backward, dy where y > 0 into both
+// gradients. Each value is the one Add and then Relu compute (a + b rounded once, then compared).
+template <class T>
+void add_relu_fwd(const NodeProblem& p, T*) {
+  const T* a = cin<T>(p, 0);
+  const T* b = cin<T>(p, 1);
+  T* y = out<T>(p, 0);
+  for (I i = 0, n = p.out[0].numel(); i < n; ++i) {
+    const T s = a[i] + b[i];
+    y[i] = s > T(0) ? s : T(0);
+  }
+}
+template <class T>
+void add_relu_bwd(const NodeProblem& p, T*) {
+  if (zero_without_upstream<T>(p)) return;
+  const T* y = p.out[0].as<const T>();
+  const T* dy = dout<T>(p, 0);
+  T* da = din<T>(p, 0);
+  T* db = din<T>(p, 1);
+  for (I i = 0, n = p.out[0].numel(); i < n; ++i) {
+    const T g = y[i] > T(0) ? dy[i] : T(0);
+    if (da) da[i] = g;
+    if (db) db[i] = g;
+  }
+}
+void infer_add_relu(InferCtx& c) {
+  c.require_float(0, 2);
+  if (c.shape(0) != c.shape(1)) c.fail("its two inputs must have one shape");
+  c.set(0, DType::F32, c.shape(0));
+}
+// Add's and Relu's counts together, so that a fused graph's work is the graph's it was made from.
+double add_relu_flops(const NodeProblem& p, bool backward) { return (backward ? 4.0 : 2.0) * elems(p); }
+
 void infer_binary(InferCtx& c) {
   const DType t = c.dtype(0);
   if (t != c.dtype(1))
@@ -734,6 +768,19 @@ void infer_cast(InferCtx& c) {
   c.set(0, to, c.shape(0));
 }
 
+OpSchema add_relu_schema() {
+  return OpSchema{.op = "AddRelu",
+                  .since = 1,
+                  .infer = infer_add_relu,
+                  D500_FWD(add_relu_fwd),
+                  .bwd_f = add_relu_bwd<float>,
+                  .bwd_d = add_relu_bwd<double>,
+                  .flops = add_relu_flops,
+                  .diff_in = 3,
+                  .saved_out = kY,
+                  .internal = true};
+}
+
 }  // namespace
 
 void add_elementwise_ops(std::vector<OpSchema>& t) {
@@ -788,6 +835,7 @@ void add_elementwise_ops(std::vector<OpSchema>& t) {
                        .diff_in = kX,
                        .saved_in = kX});
   t.push_back(binary<Add>("Add", 7));
+  t.push_back(add_relu_schema());
   t.push_back(binary<Sub>("Sub", 7));
   t.push_back(binary<Mul>("Mul", 7));
   t.push_back(binary<Div>("Div", 7));

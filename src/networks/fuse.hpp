@@ -1,0 +1,22 @@
+#pragma once
+// Graph rewrites that join nodes into one d500 runs in a single pass (the op table's internal
+// operators): fewer passes over memory for the same arithmetic, bit for bit. A rewrite keeps every
+// tensor id (a tensor only the joined nodes saw stays in the graph, written by nothing, with no
+// storage in an executor), so that outputs, inputs, parameters and running statistics keep their
+// indices.
+#include <string>
+
+#include "backends/graph.hpp"
+
+namespace d500 {
+
+// Each Add of two float32 operands of one shape whose result nothing reads but one Relu (and that
+// is not a graph output) becomes one AddRelu node, named "<add>+<relu>", at the Add's place: the
+// join of a residual network's branches. Returns how many pairs it joined.
+int fuse_add_relu(Graph& g);
+
+// A point's `fusion` (cuda's setting): "add_relu" runs fuse_add_relu on the point's graph; unset
+// ("") or "off" leaves the graph as its model has it.
+bool fuses_add_relu(const std::string& fusion);
+
+}  // namespace d500

@@ -1,0 +1,152 @@
+// Graph rewrites (networks/fuse.hpp): which pairs join, which stay apart, and that a joined graph
+// computes what its model does, bit for bit.
+#include "networks/fuse.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+#include "backends/graph_ops.hpp"
+#include "networks/builtin.hpp"
+#include "networks/executor.hpp"
+#include "networks/graph_builder_test.hpp"
+#include "networks/prepare.hpp"
+
+namespace d500 {
+namespace {
+
+using test::GraphBuilder;
+
+// How many Add nodes have a result that one Relu alone reads: what fuse_add_relu should join.
+int residual_joins(const Graph& g) {
+  int n = 0;
+  for (const Node& add : g.nodes) {
+    if (add.op != "Add") continue;
+    int readers = 0, relus = 0;
+    for (const Node& r : g.nodes)
+      for (int t : r.in)
+        if (t == add.out[0]) ++readers, relus += r.op == "Relu";
+    n += readers == 1 && relus == 1;
+  }
+  return n;
+}
+
+TEST(Fuse, EachResidualJoinOfTheResNetsBecomesOneNodeAndEveryTensorKeepsItsId) {
+  for (const auto& [net, joins] : {std::pair<std::string, int>{"resnet50", 16}, {"resnet20-cifar", 9}}) {
+    SCOPED_TRACE(net);
+    Graph g = load_builtin_network(net, LoadOptions{2, {}, false});
+    add_training_loss(g);
+    ASSERT_EQ(residual_joins(g), joins) << "the model's own count, before the rewrite";
+    const Graph before = g;
+    EXPECT_EQ(fuse_add_relu(g), joins);
+    EXPECT_EQ(g.nodes.size(), before.nodes.size() - static_cast<std::size_t>(joins));
+    EXPECT_EQ(g.tensors.size(), before.tensors.size());
+    EXPECT_EQ(g.inputs, before.inputs);
+    EXPECT_EQ(g.outputs, before.outputs);
+    EXPECT_EQ(g.initializers, before.initializers);
+    int fused = 0;
+    std::set<int> written;
+    for (const Node& n : g.nodes) {
+      for (int t : n.in) {
+        if (t < 0 || g.is_const(t) || std::find(g.inputs.begin(), g.inputs.end(), t) != g.inputs.end()) continue;
+        EXPECT_TRUE(written.count(t)) << n.label() << " reads '" << g.info(t).name << "' before anything writes it";
+      }
+      written.insert(n.out.begin(), n.out.end());
+      if (n.op != "AddRelu") continue;
+      ++fused;
+      EXPECT_NE(n.name.find('+'), std::string::npos) << n.name << " names both nodes it joins";
+      EXPECT_EQ(g.info(n.in[0]).shape, g.info(n.out[0]).shape);
+      EXPECT_EQ(g.info(n.in[1]).shape, g.info(n.out[0]).shape);
+    }
+    EXPECT_EQ(fused, joins);
+    EXPECT_EQ(residual_joins(g), 0);
+    EXPECT_EQ(fuse_add_relu(g), 0) << "a second rewrite finds nothing left";
+  }
+}
+
+TEST(Fuse, AnAddWhoseSumAnythingElseReadsOrThatBroadcastsStaysApart) {
+  GraphBuilder b;
+  const Shape s = {2, 3};
+  const int x = b.weight("x", s), y = b.weight("y", s);
+  const int shared = b.node("Add", {x, y});
+  const int shared_relu = b.node("Relu", {shared});
+  const int other = b.node("Tanh", {shared});  // a second reader of the sum
+  const int broadcast = b.node("Relu", {b.node("Add", {x, b.weight("row", {3})})});
+  const int kept = b.node("Add", {x, y});  // a graph output as well as the Relu's input
+  const int kept_relu = b.node("Relu", {kept});
+  const int joined = b.node("Relu", {b.node("Add", {y, x})});
+  const int plain = b.node("Relu", {b.node("Mul", {x, y})});
+  b.g.outputs = {shared_relu, other, broadcast, kept, kept_relu, joined, plain};
+  infer_and_fold(b.g, "test graph");
+  EXPECT_EQ(fuse_add_relu(b.g), 1);
+  int fused = 0;
+  for (const Node& n : b.g.nodes)
+    if (n.op == "AddRelu") {
+      ++fused;
+      EXPECT_EQ(n.out[0], joined);
+      EXPECT_EQ(n.in, (std::vector<int>{y, x}));
+    }
+  EXPECT_EQ(fused, 1);
+}
+
+TEST(Fuse, OnlyCudasFusionSettingAddReluJoins) {
+  EXPECT_TRUE(fuses_add_relu("add_relu"));
+  for (const char* other : {"", "off", "add-relu", "ADD_RELU"}) EXPECT_FALSE(fuses_add_relu(other)) << other;
+}
+
+TEST(Fuse, AddReluIsNoOperatorAModelMayName) {
+  const OpSchema* op = find_op("AddRelu");
+  ASSERT_NE(op, nullptr);
+  EXPECT_TRUE(op->internal);
+  EXPECT_EQ(supported_ops_text().find("AddRelu"), std::string::npos) << supported_ops_text();
+  EXPECT_NE(supported_ops_text().find("Relu"), std::string::npos);
+}
+
+// The joined ResNet-20 trains and infers as its model does on the reference, bit for bit: every
+// value is rounded where the model rounds it, and the gradients are summed in the same order; it
+// runs fewer steps and, in training, plans less memory (the sums are never stored).
+TEST(Fuse, AJoinedResNetComputesItsModelsStepBitForBit) {
+  Graph model = load_builtin_network("resnet20-cifar", LoadOptions{2, {}});
+  const int loss = add_training_loss(model).loss;
+  const std::vector<int> params = trainable_params(model, loss);
+  Graph joined = model;
+  ASSERT_EQ(fuse_add_relu(joined), 9);
+  const InputData inputs = make_inputs(model, 1, 7);
+  for (const bool training : {true, false}) {
+    SCOPED_TRACE(training ? "training" : "inference");
+    auto run = [&](const Graph& g) {
+      ExecutorSpec s;
+      s.graph = &g;
+      s.training = training;
+      s.loss = loss;
+      s.params = params;
+      s.inputs = inputs.pointers();
+      auto e = std::make_unique<GraphExecutor>(s);
+      e->forward(0);
+      if (training) e->backward(0);
+      return e;
+    };
+    const auto a = run(model), f = run(joined);
+    for (std::size_t i = 0; i < model.outputs.size(); ++i) EXPECT_EQ(a->output(i), f->output(i)) << "output " << i;
+    for (std::size_t k = 0; training && k < params.size(); ++k)
+      EXPECT_EQ(a->gradient(k), f->gradient(k)) << model.info(params[k]).name;
+    EXPECT_LT(f->steps().size(), a->steps().size());
+    // Training kept each sum for Relu's backward pass besides the Relu's result; inference's
+    // largest moment (an Add's two operands and its result) is the same either way.
+    if (training)
+      EXPECT_LT(f->arena_bytes(), a->arena_bytes());
+    else
+      EXPECT_LE(f->arena_bytes(), a->arena_bytes());
+    int fused_steps = 0;
+    for (const auto& st : f->steps())
+      if (st.node >= 0 && joined.nodes[static_cast<std::size_t>(st.node)].op == "AddRelu") {
+        ++fused_steps;
+        EXPECT_EQ(st.impl, "reference");
+      }
+    EXPECT_EQ(fused_steps, training ? 18 : 9) << "a forward step each, and a backward step in training";
+  }
+}
+
+}  // namespace
+}  // namespace d500
