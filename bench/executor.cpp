@@ -7,7 +7,8 @@
 // [reps] Then, per (operator, direction) and for the slowest node steps, the median time of a step over the harness's
 // repetitions (on a GPU, the device's time between CUDA events around each step): where a step's time goes.
 // D500_VALIDATE=0 skips validation (its double-precision yardstick takes minutes for ResNet-50 at batch 128);
-// D500_CUDNN_ALGORITHMS, D500_MATH, D500_CUDNN_API and D500_MEMORY_FORMAT set those parameters on cuda.
+// D500_CUDNN_ALGORITHMS, D500_MATH, D500_CUDNN_API, D500_MEMORY_FORMAT and D500_FUSION set those parameters on cuda
+// (unset: the planner's defaults, fusion = "add_relu" among them).
 // D500_SIMULATE_MANTISSA=B (e.g. 10, TF32) only prints how far rounding every Conv, ConvTranspose, Gemm and MatMul
 // input to B mantissa bits moves the yardstick's step (each tensor's relative L2 distance, as validation measures it),
 // beside math = "tf32"'s formula tolerance, and ends:
@@ -83,14 +84,15 @@ int main(int argc, char** argv) {
   for (const auto& [env, key] : {std::pair{"D500_CUDNN_ALGORITHMS", "cudnn_algorithms"},
                                  {"D500_MATH", "math"},
                                  {"D500_CUDNN_API", "cudnn_api"},
-                                 {"D500_MEMORY_FORMAT", "memory_format"}})
+                                 {"D500_MEMORY_FORMAT", "memory_format"},
+                                 {"D500_FUSION", "fusion"}})
     if (const char* v = std::getenv(env); v && *v) p[key] = std::string(v);
   w.normalize(p);
   const char* validate_env = std::getenv("D500_VALIDATE");
   const bool validate = !(validate_env && std::string(validate_env) == "0");
   const bool training = pass == "training";
   if (const char* bits = std::getenv("D500_SIMULATE_MANTISSA"); bits && std::atoi(bits) > 0) {
-    const auto net = load_point_network(network, batch, training);
+    const auto net = load_point_network(network, batch, training, true, str_param_or(p, "fusion", ""));
     const InputData inputs = make_inputs(net->graph, 1, 1);
     const int loss = training ? net->loss.loss : -1;
     const StepValues exact = yardstick_step(net->graph, training, loss, net->params, inputs.pointers(), 1);
@@ -123,7 +125,7 @@ int main(int argc, char** argv) {
   }
 
   // The bare loop's kernels: a second executor over the same graph and inputs.
-  const auto net = load_point_network(network, batch, training);
+  const auto net = load_point_network(network, batch, training, true, str_param_or(p, "fusion", ""));
   const InputData inputs = make_inputs(net->graph, 1, 1);
   ExecutorSpec spec;
   spec.graph = &net->graph;

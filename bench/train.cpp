@@ -14,7 +14,8 @@
 // d500's device optimizer), D500_MATH its math on cuda and libtorch-cuda (fp32, tf32 or bf16), D500_MEMORY_FORMAT
 // the layout on cuda and libtorch-cuda (nchw or channels_last), D500_CUDA_GRAPH cuda's cuda_graph (step: the workload's
 // step recorded once as a CUDA Graph and replayed), D500_CUDNN_API its cudnn_api (legacy or graph),
-// D500_CUDNN_ALGORITHMS its cudnn_algorithms on cuda (heuristic, find or deterministic, the executor's default); on a
+// D500_CUDNN_ALGORITHMS its cudnn_algorithms on cuda (heuristic, find or deterministic, the executor's default),
+// D500_FUSION cuda's fusion (add_relu, the default, or off); on a
 // backend without optimizers of its own, both loops use d500's reference SGD with momentum. The figures include images
 // per second (batch / median step), the GPU yardstick's unit.
 #include <mpi.h>
@@ -27,6 +28,7 @@
 
 #include "backends/optimizer.hpp"
 #include "backends/registry.hpp"
+#include "backends/settings.hpp"
 #include "networks/executor.hpp"
 #include "training/data.hpp"
 #include "workloads/level1/network.hpp"
@@ -86,7 +88,8 @@ Params bench_point(const WorkloadInfo& w, const std::string& backend, const std:
   if (const char* api = std::getenv("D500_CUDNN_API"); api && *api) p["cudnn_api"] = std::string(api);
   if (const char* f = std::getenv("D500_MEMORY_FORMAT"); f && *f) p["memory_format"] = std::string(f);
   if (const char* cg = std::getenv("D500_CUDA_GRAPH"); cg && *cg) p["cuda_graph"] = std::string(cg);
-
+  if (const char* fu = std::getenv("D500_FUSION"); fu && *fu) p["fusion"] = std::string(fu);
+  normalize_backend_settings(p, "train");  // as the planner leaves a point: cuda's fusion = add_relu unless set
   return p;
 }
 
@@ -127,7 +130,7 @@ int main(int argc, char** argv) {
   const Params p = bench_point(*w, backend, network, batch, steps, native);
 
   // (a) The bare loop: the same data, runner and optimizer calls, nothing else.
-  const auto net = load_point_network(network, batch, true);
+  const auto net = load_point_network(network, batch, true, true, str_param_or(p, "fusion", ""));
   Graph g = net->graph;
   seeded_weights(g, net->params, 1);
   auto data = open_dataset(synthetic_request(g, batch * (steps + 1)));

@@ -9,7 +9,8 @@
 #    through its graph API with the algorithms cuDNN's find times fastest, d500's fused device
 #    optimizer) in fp32 (strict float32), tf32 and bf16 (convolutions and matrix products in
 #    bfloat16 with float32 sums, every tensor kept in float32), tf32 and bf16 channels_last
-#    (activations NHWC) and tf32 with the step recorded as a CUDA Graph, and, when built against a CUDA
+#    (activations NHWC), tf32 with the step recorded as a CUDA Graph and tf32 with fusion = "off"
+#    (each residual join's Add and Relu as two nodes; the other runs join them), and, when built against a CUDA
 #    LibTorch, on `libtorch-cuda` (LibTorch's operators and autograd, cudnn.benchmark, SGD as
 #    torch.optim runs it on a GPU: foreach) in fp32, tf32 and bf16 autocast, NCHW and
 #    channels_last; each a median step over STEPS x ROUNDS steps, each round's first left out,
@@ -35,21 +36,21 @@ network=${1:-resnet50} batch=${2:-128} steps=${3:-10} rounds=${4:-2}
 # makes a batch on the rank's cores, would be measured on one.
 mpirun=(mpirun -np 1 --map-by "slot:PE=$(nproc)" --bind-to core)
 [ "$(id -u)" = 0 ] && mpirun+=(--allow-run-as-root)
-# D500_BENCH_TRAIN_RUNS narrows part 1: BACKEND:CUDNN_ALGORITHMS:MATH:CUDNN_API[:MEMORY_FORMAT[:CUDA_GRAPH]]
+# D500_BENCH_TRAIN_RUNS narrows part 1: BACKEND:CUDNN_ALGORITHMS:MATH:CUDNN_API[:MEMORY_FORMAT[:CUDA_GRAPH[:FUSION]]]
 # items (empty: the default; none: no part 1; CUDA_GRAPH "step": cuda's step recorded once and
-# replayed), separated by spaces. D500_BENCH_TORCH_RUNS narrows part 2 to the
+# replayed; FUSION cuda's fusion, add_relu or off), separated by spaces. D500_BENCH_TORCH_RUNS narrows part 2 to the
 # named PyTorch runs (see the table in the Python below), separated by spaces.
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-runs=${D500_BENCH_TRAIN_RUNS:-cuda:find::graph cuda:find:tf32:graph cuda:find:tf32:graph::step cuda:find:tf32:graph:channels_last cuda:find:bf16:graph cuda:find:bf16:graph:channels_last libtorch-cuda:find:: libtorch-cuda:find:tf32: libtorch-cuda:find:tf32::channels_last libtorch-cuda:find:bf16: libtorch-cuda:find:bf16::channels_last}
+runs=${D500_BENCH_TRAIN_RUNS:-cuda:find::graph cuda:find:tf32:graph cuda:find:tf32:graph::step cuda:find:tf32:graph:::off cuda:find:tf32:graph:channels_last cuda:find:bf16:graph cuda:find:bf16:graph:channels_last libtorch-cuda:find:: libtorch-cuda:find:tf32: libtorch-cuda:find:tf32::channels_last libtorch-cuda:find:bf16: libtorch-cuda:find:bf16::channels_last}
 [ "$runs" = none ] && runs=  # PyTorch's part alone
 for run in $runs; do
-  [[ $run =~ ^[a-z0-9-]+:[a-z]*:[a-z0-9]*:[a-z]*(:[a-z_]*(:[a-z]*)?)?$ ]] || { echo "D500_BENCH_TRAIN_RUNS: '$run' is not BACKEND:CUDNN_ALGORITHMS:MATH:CUDNN_API[:MEMORY_FORMAT[:CUDA_GRAPH]]" >&2; exit 2; }
-  IFS=: read -r backend algos math api layout graph <<< "$run"
-  echo "== d500 on $backend (cudnn_algorithms = ${algos:-default}, math = ${math:-fp32}${api:+, cudnn_api = $api}${layout:+, memory_format = $layout}${graph:+, cuda_graph = $graph})"
+  [[ $run =~ ^[a-z0-9-]+:[a-z]*:[a-z0-9]*:[a-z]*(:[a-z_]*(:[a-z]*(:[a-z_]*)?)?)?$ ]] || { echo "D500_BENCH_TRAIN_RUNS: '$run' is not BACKEND:CUDNN_ALGORITHMS:MATH:CUDNN_API[:MEMORY_FORMAT[:CUDA_GRAPH[:FUSION]]]" >&2; exit 2; }
+  IFS=: read -r backend algos math api layout graph fusion <<< "$run"
+  echo "== d500 on $backend (cudnn_algorithms = ${algos:-default}, math = ${math:-fp32}${api:+, cudnn_api = $api}${layout:+, memory_format = $layout}${graph:+, cuda_graph = $graph}${fusion:+, fusion = $fusion})"
   D500_BACKEND=$backend D500_CUDNN_ALGORITHMS=$algos D500_MATH=$math D500_CUDNN_API=$api D500_MEMORY_FORMAT=$layout \
-    D500_CUDA_GRAPH=$graph "${mpirun[@]}" "$build/d500-bench-train" "$network" "$batch" "$steps" "$rounds" 0 d500 2>&1 |
-    grep -E '^(network|  |d500-bench-train:|terminate|  what)' | tee "$tmp/d500-$backend-$algos-$math-$api-$layout${graph:+-$graph}.txt"
+    D500_CUDA_GRAPH=$graph D500_FUSION=$fusion "${mpirun[@]}" "$build/d500-bench-train" "$network" "$batch" "$steps" "$rounds" 0 d500 2>&1 |
+    grep -E '^(network|  |d500-bench-train:|terminate|  what)' | tee "$tmp/d500-$backend-$algos-$math-$api-$layout-$graph-$fusion.txt"
 done
 case "$network" in resnet50 | resnet20-cifar) ;; *) exit 0 ;; esac
 echo "== PyTorch $network (torch.nn, d500's architecture written out), batch $batch"
@@ -157,18 +158,18 @@ PY
 # PyTorch's (the issue's table: images/s and their ratio). The whole step, and without d500's
 # data phase, which PyTorch's loop, reusing one batch, does not have.
 against_torch() {  # BACKEND (cuda or libtorch-cuda): its runs' files, paired by mode
-  local f key algos math api layout graph torch_ms whole bare
+  local f key algos math api layout graph fusion torch_ms whole bare
   for f in "$tmp"/d500-"$1"-*.txt; do
     [ -f "$f" ] || continue
-    IFS=- read -r algos math api layout graph <<< "$(basename "$f" .txt | sed "s/^d500-$1-//")"
+    IFS=- read -r algos math api layout graph fusion <<< "$(basename "$f" .txt | sed "s/^d500-$1-//")"
     key=fp32; [ -n "$math" ] && key=$math
     case "$algos" in deterministic | "") [ "$key" = fp32 ] && key=fp32-det || key=$key-det ;; find) key=$key-find ;; esac
     [ "$layout" = channels_last ] && key=$key-cl
     torch_ms=$(grep -F "[$key]" "$tmp/torch.txt" | grep -oE '[0-9.]+ ms a step' | grep -oE '^[0-9.]+')
     whole=$(grep -m1 "d500's train workload:.*images/s" "$f" | grep -oE '[0-9.]+ ms a step' | grep -oE '^[0-9.]+')
     bare=$(grep -m1 "without its data phase" "$f" | grep -oE '[0-9.]+ ms a step' | grep -oE '^[0-9.]+')
-    if [ -z "$torch_ms" ] || [ -z "$whole" ]; then echo "  ${math:-fp32} ${algos:-deterministic} ${layout:-nchw}${graph:+ $graph}: no PyTorch run [$key] to pair with"; continue; fi
-    awk -v k="$key${api:+ $api}${graph:+ $graph}" -v t="$torch_ms" -v w="$whole" -v b="$bare" -v n="$batch" 'BEGIN {
+    if [ -z "$torch_ms" ] || [ -z "$whole" ]; then echo "  ${math:-fp32} ${algos:-deterministic} ${layout:-nchw}${graph:+ $graph}${fusion:+ fusion $fusion}: no PyTorch run [$key] to pair with"; continue; fi
+    awk -v k="$key${api:+ $api}${graph:+ $graph}${fusion:+ fusion $fusion}" -v t="$torch_ms" -v w="$whole" -v b="$bare" -v n="$batch" 'BEGIN {
       printf "  %-26s PyTorch %7.2f ms (%6.0f images/s); d500 whole step %7.2f ms (%6.0f images/s, %.3f of PyTorch)",
         k, t, n * 1000 / t, w, n * 1000 / w, t / w
       if (b != "") printf ", without its data phase %7.2f ms (%.3f)", b, t / b

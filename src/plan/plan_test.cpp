@@ -195,6 +195,43 @@ TEST(Plan, CudnnApiDefaultsToGraphInTheIdAndLegacyKeepsTheOldId) {
   EXPECT_NE(distributed.find("cudnn_api=graph"), std::string::npos) << distributed;
 }
 
+// fusion: cuda's alone, for d500's executor (levels 1-3). Its default, add_relu, is new: a cuda
+// network point that leaves it unset is planned with fusion=add_relu in its id, one that says
+// "off" keeps the id points planned before it have, and a level-0 point and another backend's
+// carry no key (a CPU backend's point that sets it is refused, naming the key).
+TEST(Plan, FusionDefaultsToAddReluInTheIdOfCudaNetworkPointsAndOffKeepsTheOldId) {
+  const std::string e = plan_error_of(
+      kHead +
+      "[fixed]\nworkload = \"network\"\nbackend = \"blas\"\nnetwork = \"lenet5\"\nbatch = 2\nfusion = \"add_relu\"\n");
+  EXPECT_NE(e.find("'fusion' is only for backend \"cuda\" (this point's backend is \"blas\"; the CPU backends run each "
+                   "node as the model has it)"),
+            std::string::npos)
+      << e;
+  const std::string blas =
+      plan_of(kHead + "[fixed]\nworkload = \"network\"\nbackend = \"blas\"\nnetwork = \"lenet5\"\nbatch = 2\n")
+          .points.at(0)
+          .canonical;
+  EXPECT_EQ(blas.find("fusion"), std::string::npos) << blas;
+  const BackendInfo* cuda = find_backend("cuda");
+  if (!cuda || !cuda->built) GTEST_SKIP() << "the rest plans cuda points, which this build lacks";
+  for (const char* workload : {"network", "train"}) {
+    SCOPED_TRACE(workload);
+    const std::string net = kHead + "[fixed]\nbackend = \"cuda\"\nworkload = \"" + workload +
+                            "\"\nnetwork = \"resnet20-cifar\"\nbatch = 2\n" +
+                            (std::string(workload) == "train" ? "dataset = \"synthetic\"\n" : "");
+    const auto pts = plan_of(net + "[axes]\nfusion = [\"off\", \"add_relu\"]\n").points;
+    ASSERT_EQ(pts.size(), 2u);
+    EXPECT_EQ(pts[0].canonical.find("fusion"), std::string::npos) << "off keeps the old id: " << pts[0].canonical;
+    EXPECT_NE(pts[1].canonical.find("fusion=add_relu"), std::string::npos) << pts[1].canonical;
+    EXPECT_EQ(plan_of(net).points.at(0).canonical, pts[1].canonical) << "unset is add_relu, and its id says so";
+  }
+  const std::string conv =
+      plan_of(kHead + "[fixed]\nbackend = \"cuda\"\nworkload = \"conv2d\"\nshape = \"resnet50/res2_3x3\"\nn = 2\n")
+          .points.at(0)
+          .canonical;
+  EXPECT_EQ(conv.find("fusion"), std::string::npos) << "a level-0 operator runs no graph: " << conv;
+}
+
 // cudnn_algorithms: cuda's and libtorch-cuda's alone (refused elsewhere, naming the key), its values checked where
 // written; the workload's default, written out, keeps the id of the point that leaves it unset
 // (level 0: heuristic, d500's executor: deterministic), and an operator with no algorithms to

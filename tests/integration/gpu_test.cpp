@@ -611,7 +611,8 @@ TEST_F(Gpu, ARecordedTrainingStepFollowsThePassByPassCurveAndIsTimedAsOneDeviceR
 // memory_format = "channels_last" on cuda: ResNet-20's training step (convolutions, batch
 // normalisations, ReLUs, residual additions, the global pool) validates through both cuDNN APIs
 // in float32 and bf16 with its activations NHWC, each convolution, normalisation and pooling saying
-// so (the first convolution turning the NCHW input), and a training run follows the NCHW curve.
+// so (the first convolution turning the NCHW input), each residual join one AddRelu node on d500's
+// kernel (fusion's default), and a training run follows the NCHW curve.
 TEST_F(Gpu, ChannelsLastKeepsResNetsActivationsNhwcAndValidatesThroughBothCudnnApis) {
   if (const std::string why = why_skip_convolutions(); !why.empty()) GTEST_SKIP() << why;
   const hid_t net = ran_and_checked(planned(
@@ -621,8 +622,9 @@ TEST_F(Gpu, ChannelsLastKeepsResNetsActivationsNhwcAndValidatesThroughBothCudnnA
   ASSERT_GE(net, 0);
   each_on_device(net, 4, 4, [](hid_t, const std::string&) {});
   each_validated_point(net, 4, [&](hid_t g, const std::string&, const std::string& canonical) {
-    int convolutions = 0, turned = 0, norms = 0;
+    int convolutions = 0, turned = 0, norms = 0, joins = 0;
     for (const std::string& impl : step_impls(g)) {
+      joins += impl == "cuda d500 kernel (add and relu in one pass)";
       EXPECT_EQ(impl.find("cuda cudnn convolution"), std::string::npos) << "an NCHW convolution: " << impl;
       if (impl.rfind("cuda cudnn nhwc conv", 0) == 0) {
         ++convolutions;
@@ -636,6 +638,10 @@ TEST_F(Gpu, ChannelsLastKeepsResNetsActivationsNhwcAndValidatesThroughBothCudnnA
     EXPECT_GE(convolutions, 2 * 19) << canonical;
     EXPECT_EQ(turned, 2) << "the first convolution's input, forward and backward: " << canonical;
     EXPECT_GE(norms, 2 * 19) << canonical;
+    // fusion = "add_relu" (the default): each residual join one node, NHWC too, in both passes.
+    EXPECT_NE(canonical.find("fusion=add_relu"), std::string::npos) << canonical;
+    EXPECT_EQ(attr_int(g, "executor.fused_add_relu"), 9) << canonical;
+    EXPECT_EQ(joins, 2 * 9) << canonical;
   });
   H5Fclose(net);
   const hid_t f = ran_and_checked(planned(

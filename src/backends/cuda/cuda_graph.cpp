@@ -15,6 +15,8 @@
 //   Gemm, MatMul (2-D weights, or equal batches)  cuBLAS sgemm / sgemm strided batched
 //   Add (operands of one shape)                    d500's add kernel, one pass (without nvcc:
 //                                                  a device copy and cublasSaxpy)
+//   AddRelu (fusion = "add_relu": an Add of one    d500's add-relu kernel, one pass each way
+//   shape and the Relu alone reading it)           (without nvcc: copy, saxpy, cuDNN activation)
 //   Conv, ConvTranspose (1-D, 2-D; symmetric       cuDNN forward, backward data, backward filter,
 //   pads; ConvTranspose: the convolution's         (ConvTranspose: forward by backward data)
 //   adjoint)
@@ -528,6 +530,29 @@ class Add final : public CudaNode {
 };
 
 #ifdef D500_HAVE_CUDA_KERNELS
+// AddRelu (networks/fuse.hpp): an Add of one shape and the Relu that alone reads its result, as
+// one node in one pass each way: y = max(a + b, 0), the sum never written and read back; backward,
+// dy where y > 0 into both gradients in one read of y and dy, where Relu's gradient was written,
+// then read back and copied twice.
+class AddRelu final : public CudaNode {
+ public:
+  using CudaNode::CudaNode;
+  void forward() override {
+    check(launch_add_relu(in(0), in(1), out(0), p_.out[0].numel(), m_.stream()), "the add-relu kernel's launch");
+  }
+  void backward() override {
+    const I n = p_.out[0].numel();
+    float* d0 = din(0);
+    float* d1 = din(1);
+    if (!d0 && !d1) return;
+    if (const float* dy = dout(0))
+      return check(launch_relu_grad_twice(out(0), dy, d0, d1, n, m_.stream()), "the add-relu gradient kernel's launch");
+    for (float* d : {d0, d1})  // no gradient reaches the output: zero
+      if (d) m_.zero(d, static_cast<std::size_t>(n) * sizeof(float));
+  }
+  std::string impl() const override { return "cuda d500 kernel (add and relu in one pass)"; }
+};
+
 // SoftmaxCrossEntropyLoss (dev::Sce: any N C d... layout, class weights, ignore_index, mean, sum
 // or none, log_prob read or not), the training loss d500 appends to a classifier (networks/prepare.cpp): on the host
 // every training step would stop twice (the scores down, the loss up; then the gradient). One
@@ -1380,34 +1405,81 @@ class Pool final : public CudaNode {
   bool ok_ = false;
 };
 
-// Relu, as a 1 x 1 x 1 x n tensor. The executor keeps the input alive for the backward pass; the
-// input stands for the output there (both are positive at the same places).
-class Relu final : public CudaNode {
+// cuDNN's ReLU activation descriptor, owned.
+class ReluDesc {
  public:
-  Relu(const NodeProblem& p, ExecutorMemory& m) : CudaNode(p, m), t_(1, 1, 1, p.in[0].numel()) {
+  ReluDesc() {
     cudnn_check(cudnnCreateActivationDescriptor(&act_), "cudnnCreateActivationDescriptor");
     cudnn_check(cudnnSetActivationDescriptor(act_, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0),
                 "cudnnSetActivationDescriptor");
   }
-  ~Relu() override {
+  ~ReluDesc() {
     if (act_) cudnnDestroyActivationDescriptor(act_);
   }
+  ReluDesc(const ReluDesc&) = delete;
+  ReluDesc& operator=(const ReluDesc&) = delete;
+  cudnnActivationDescriptor_t get() const { return act_; }
+
+ private:
+  cudnnActivationDescriptor_t act_ = nullptr;
+};
+
+// Relu, as a 1 x 1 x 1 x n tensor. The executor keeps the input alive for the backward pass; the
+// input stands for the output there (both are positive at the same places).
+class Relu final : public CudaNode {
+ public:
+  Relu(const NodeProblem& p, ExecutorMemory& m) : CudaNode(p, m), t_(1, 1, 1, p.in[0].numel()) {}
   void forward() override {
-    cudnn_check(cudnnActivationForward(m_.dnn(), act_, &kOne, t_.get(), in(0), &kZero, t_.get(), out(0)),
+    cudnn_check(cudnnActivationForward(m_.dnn(), act_.get(), &kOne, t_.get(), in(0), &kZero, t_.get(), out(0)),
                 "cudnnActivationForward");
   }
   void backward() override {
     if (float* dx = din(0))
-      cudnn_check(cudnnActivationBackward(m_.dnn(), act_, &kOne, t_.get(), in(0), t_.get(), dout(0), t_.get(), in(0),
-                                          &kZero, t_.get(), dx),
+      cudnn_check(cudnnActivationBackward(m_.dnn(), act_.get(), &kOne, t_.get(), in(0), t_.get(), dout(0), t_.get(),
+                                          in(0), &kZero, t_.get(), dx),
                   "cudnnActivationBackward");
   }
   std::string impl() const override { return "cuda cudnn activation"; }
 
  private:
   TensorDesc t_;
-  cudnnActivationDescriptor_t act_ = nullptr;
+  ReluDesc act_;
 };
+
+#ifndef D500_HAVE_CUDA_KERNELS
+// AddRelu (networks/fuse.hpp) in a build without d500's kernels: Add's copy and saxpy, cuDNN's
+// activation in place; backward, cuDNN's activation gradient (y standing for the sum, positive at
+// the same places) into one gradient, copied into the other.
+class AddReluComposed final : public CudaNode {
+ public:
+  AddReluComposed(const NodeProblem& p, ExecutorMemory& m) : CudaNode(p, m), t_(1, 1, 1, p.out[0].numel()) {}
+  void forward() override {
+    const I n = p_.out[0].numel();
+    m_.copy(out(0), in(0), bytes());
+    m_.axpy(1.0f, in(1), out(0), n);
+    cudnn_check(cudnnActivationForward(m_.dnn(), act_.get(), &kOne, t_.get(), out(0), &kZero, t_.get(), out(0)),
+                "cudnnActivationForward");
+  }
+  void backward() override {
+    float* first = din(0) ? din(0) : din(1);
+    float* second = din(0) ? din(1) : nullptr;
+    if (!first) return;
+    if (const float* dy = dout(0))
+      cudnn_check(cudnnActivationBackward(m_.dnn(), act_.get(), &kOne, t_.get(), out(0), t_.get(), dy, t_.get(), out(0),
+                                          &kZero, t_.get(), first),
+                  "cudnnActivationBackward");
+    else
+      m_.zero(first, bytes());
+    if (second) m_.copy(second, first, bytes());
+  }
+  std::string impl() const override { return "cuda copy, cublas saxpy and cudnn activation"; }
+
+ private:
+  std::size_t bytes() const { return static_cast<std::size_t>(p_.out[0].numel()) * sizeof(float); }
+  TensorDesc t_;
+  ReluDesc act_;
+};
+#endif
 
 // Softmax and LogSoftmax along ONNX's axis: opset 13 on, one axis (outer x C x inner as N C H 1);
 // before, everything from the axis on as one (outer x C x 1 x 1).
@@ -1651,6 +1723,14 @@ std::unique_ptr<NodeKernel> make_node_kernel(const NodeProblem& p, int) {
     return nullptr;
   }
   if (op == "Add" && p.in.size() == 2 && *p.in[0].shape == *p.in[1].shape) return std::make_unique<Add>(p, *m);
+  if (op == "AddRelu") {  // two float32 operands of one shape (its shape inference)
+#ifdef D500_HAVE_CUDA_KERNELS
+    return std::make_unique<AddRelu>(p, *m);
+#elif defined(D500_HAVE_CUDNN)
+    if (fits_int(p.out[0].numel())) return std::make_unique<AddReluComposed>(p, *m);
+#endif
+    return nullptr;
+  }
 #ifdef D500_HAVE_CUDA_KERNELS
   if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") {
     const auto k = dev::binary_of(p);

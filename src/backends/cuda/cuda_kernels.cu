@@ -82,6 +82,33 @@ cudaError_t launch_copy_twice(const float* x, float* y0, float* y1, std::int64_t
       [=] __device__(std::int64_t i) { y0[i] = y1[i] = x[i]; });
 }
 
+cudaError_t launch_add_relu(const float* a, const float* b, float* y, std::int64_t n, cudaStream_t s) {
+  return launch_vector4(
+      n, aligned16({a, b, y}), s,
+      [=] __device__(std::int64_t j) {
+        const float4 u = reinterpret_cast<const float4*>(a)[j], v = reinterpret_cast<const float4*>(b)[j];
+        reinterpret_cast<float4*>(y)[j] = make_float4(dev::add_relu(u.x, v.x), dev::add_relu(u.y, v.y),
+                                                      dev::add_relu(u.z, v.z), dev::add_relu(u.w, v.w));
+      },
+      [=] __device__(std::int64_t i) { y[i] = dev::add_relu(a[i], b[i]); });
+}
+
+cudaError_t launch_relu_grad_twice(const float* y, const float* dy, float* d0, float* d1, std::int64_t n,
+                                   cudaStream_t s) {
+  float* g0 = d0 ? d0 : d1;  // one gradient wanted: it is written twice
+  float* g1 = d1 ? d1 : d0;
+  return launch_vector4(
+      n, aligned16({y, dy, g0, g1}), s,
+      [=] __device__(std::int64_t j) {
+        const float4 u = reinterpret_cast<const float4*>(y)[j], v = reinterpret_cast<const float4*>(dy)[j];
+        const float4 g = make_float4(dev::relu_grad(u.x, v.x), dev::relu_grad(u.y, v.y), dev::relu_grad(u.z, v.z),
+                                     dev::relu_grad(u.w, v.w));
+        reinterpret_cast<float4*>(g0)[j] = g;
+        reinterpret_cast<float4*>(g1)[j] = g;
+      },
+      [=] __device__(std::int64_t i) { g0[i] = g1[i] = dev::relu_grad(y[i], dy[i]); });
+}
+
 cudaError_t launch_binary_forward(const dev::Binary& k, const float* a, const float* b, float* y, cudaStream_t s) {
   return launch_each(k.s.n, s, [=] __device__(std::int64_t i) { y[i] = dev::binary_forward_at(k, a, b, i); });
 }

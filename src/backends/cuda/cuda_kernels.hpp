@@ -33,6 +33,12 @@ cudaError_t launch_sce_backward(const dev::Sce& k, const float* scores, const vo
 // three are 16-byte aligned); its backward pass, dy into both gradients, in one read.
 cudaError_t launch_add(const float* a, const float* b, float* y, std::int64_t n, cudaStream_t s);
 cudaError_t launch_copy_twice(const float* x, float* y0, float* y1, std::int64_t n, cudaStream_t s);
+// AddRelu (networks/fuse.hpp) of two operands of one shape, y = max(a + b, 0), in one pass; its
+// backward pass, dy where y > 0 into both gradients (d0 or d1 may be nullptr: not wanted), in one
+// read of y and dy. Each value dev::add_relu's and dev::relu_grad's.
+cudaError_t launch_add_relu(const float* a, const float* b, float* y, std::int64_t n, cudaStream_t s);
+cudaError_t launch_relu_grad_twice(const float* y, const float* dy, float* d0, float* d1, std::int64_t n,
+                                   cudaStream_t s);
 
 // Level 1's other operators (device_ops.hpp's functions, one thread per element or row):
 // y = a op b, broadcast; d(a) or d(b) (which: 0 or 1), each element the sum over its broadcast.

@@ -19,6 +19,7 @@
 #include "common/text.hpp"
 #include "networks/builtin.hpp"
 #include "networks/executor.hpp"
+#include "networks/fuse.hpp"
 #include "networks/prepare.hpp"
 #include "networks/validate.hpp"
 #include "workloads/level0/operator.hpp"
@@ -34,13 +35,15 @@ struct NetworkPoint {
   bool training = false;
   int threads = 1;
   std::uint64_t seed = 1;
+  std::string fusion;  // cuda's setting (networks/fuse.hpp)
   explicit NetworkPoint(const Params& p)
       : network(std::get<std::string>(p.at("network"))),
         batch(std::get<std::int64_t>(p.at("batch"))),
         microbatch(std::get<std::int64_t>(p.at("microbatch"))),
         training(std::get<std::string>(p.at("pass")) == "training"),
         threads(static_cast<int>(std::get<std::int64_t>(p.at("threads")))),
-        seed(static_cast<std::uint64_t>(int_param_or(p, "seed", 1))) {}
+        seed(static_cast<std::uint64_t>(int_param_or(p, "seed", 1))),
+        fusion(str_param_or(p, "fusion", "")) {}
   int micro_batches() const { return microbatch > 0 ? static_cast<int>(batch / microbatch) : 1; }
   std::int64_t graph_batch() const { return microbatch > 0 ? microbatch : batch; }
 };
@@ -48,10 +51,11 @@ struct NetworkPoint {
 }  // namespace
 
 std::shared_ptr<const LoadedNetwork> load_point_network(const std::string& network, std::int64_t batch, bool training,
-                                                        bool weights) {
+                                                        bool weights, const std::string& fusion) {
   static Recent<LoadedNetwork> cache(3);
+  const bool fuse = fuses_add_relu(fusion);
   const std::string key = network + "\n" + std::to_string(batch) + "\n" + (training ? "training" : "inference") +
-                          (weights ? "" : "\nshapes only");
+                          (weights ? "" : "\nshapes only") + (fuse ? "\nfused" : "");
   return cache.get(key, [&] {
     LoadedNetwork n;
     n.graph = load_network(network, LoadOptions{batch, {}, weights}, &n.facts);
@@ -62,6 +66,7 @@ std::shared_ptr<const LoadedNetwork> load_point_network(const std::string& netwo
     n.work = graph_work(n.graph, n.loss.loss);
     n.tolerance = network_tolerance(n.graph, n.loss.loss);
     n.model_hash = find_builtin_network(network) ? "built-in" : n.facts.file_hash;
+    if (fuse) n.fused_add_relu = fuse_add_relu(n.graph);
     return n;
   });
 }
@@ -109,7 +114,7 @@ class NetworkWorkload final : public Workload {
         params_(ctx.params),
         backend_(backend),
         comm_(ctx.comm),
-        net_(load_point_network(pt_.network, pt_.graph_batch(), pt_.training)) {
+        net_(load_point_network(pt_.network, pt_.graph_batch(), pt_.training, true, pt_.fusion)) {
     inputs_ = make_inputs(net_->graph, pt_.micro_batches(), ctx.seed);
     RunnerSpec spec;
     spec.graph = &net_->graph;
@@ -197,7 +202,8 @@ class NetworkWorkload final : public Workload {
     a.push_back({"network.opset", std::int64_t{net_->facts.opset}});
     if (net_->facts.converted_from)
       a.push_back({"network.converted_from_opset", std::int64_t{net_->facts.converted_from}});
-    a.push_back({"network.nodes", static_cast<std::int64_t>(g.nodes.size())});
+    // The model's nodes after folding: a joined pair counts two, as in an unfused point.
+    a.push_back({"network.nodes", static_cast<std::int64_t>(g.nodes.size()) + net_->fused_add_relu});
     a.push_back({"network.weight_bytes", weights});
     if (pt_.training) a.push_back({"network.trainable_parameters", params});
     a.push_back({"network.flops_per_sample", (pt_.training ? net_->work.training_flops : net_->work.forward_flops) /
@@ -211,6 +217,7 @@ class NetworkWorkload final : public Workload {
       a.push_back({"memory.persistent_bytes", executor_->persistent_bytes()});
       const auto f = fallback_attributes(*executor_, g);
       a.insert(a.end(), f.begin(), f.end());
+      a.push_back({"executor.fused_add_relu", std::int64_t{net_->fused_add_relu}});
     }
     const auto peak = executor_peak_attributes(backend_, params_, executor_ && runner_->device_memory());
     a.insert(a.end(), peak.begin(), peak.end());
@@ -275,7 +282,7 @@ std::string network_check(const Params& p) {
     return "microbatch " + std::to_string(pt.microbatch) + " does not divide batch " + std::to_string(pt.batch) +
            " (micro-batches run one after another, their gradients added)";
   try {
-    const auto n = load_point_network(pt.network, pt.graph_batch(), pt.training, false);
+    const auto n = load_point_network(pt.network, pt.graph_batch(), pt.training, false, pt.fusion);
     if (pt.batch <= 0) {
       // The model's own batch: its inputs' first axis.
       if (n->facts.declared_batch <= 0) return "the model's batch is symbolic: set 'batch'";
@@ -295,7 +302,8 @@ std::string network_check(const Params& p) {
 std::int64_t network_memory(const Params& p) {
   const NetworkPoint pt(p);
   try {
-    const NetworkBytes b = network_bytes(*load_point_network(pt.network, pt.graph_batch(), pt.training, false));
+    const NetworkBytes b =
+        network_bytes(*load_point_network(pt.network, pt.graph_batch(), pt.training, false, pt.fusion));
     const double step = b.activations * (pt.training ? 2 : 1) + b.params;
     const double runner = b.weights + b.inputs * pt.micro_batches() + step;
     return memory_figure(b.weights + runner + 2 * runner);  // the graph, the runner, the yardstick in double

@@ -23,12 +23,15 @@ struct LoadedNetwork {
   GraphWork work;
   ToleranceBasis tolerance;
   std::string model_hash;  // FNV-1a of a model file's bytes, "built-in" for d500's own
+  int fused_add_relu = 0;  // Add+Relu pairs joined into AddRelu nodes (the point's fusion = "add_relu")
 };
-// Loaded once per (network, batch, pass) for the points and plan-time checks that share it.
+// Loaded once per (network, batch, pass, fusion) for the points and plan-time checks that share it.
 // `weights` false: a built-in network's weights are 0 (LoadOptions::weights), for the planner's
-// checks and estimates, which read shapes and sizes only; never run such a graph.
+// checks and estimates, which read shapes and sizes only; never run such a graph. `fusion`: the
+// point's (networks/fuse.hpp's fuses_add_relu); the work and the validation tolerance are the
+// unfused graph's, whose arithmetic the fused one repeats.
 std::shared_ptr<const LoadedNetwork> load_point_network(const std::string& network, std::int64_t batch, bool training,
-                                                        bool weights = true);
+                                                        bool weights = true, const std::string& fusion = "");
 
 // What a loaded network's tensors take at its batch: constants (weights), every other tensor
 // (activations), the graph inputs, the trainable parameters; and the planner's figure from a

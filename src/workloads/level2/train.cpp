@@ -54,6 +54,7 @@ constexpr double kOptimizerTolerance = 1e-4;
 
 struct TrainPoint {
   std::string network, dataset, data_dir, optimizer_impl, init, eval_statistics;
+  std::string fusion;  // cuda's setting (networks/fuse.hpp)
   AugmentSpec augment;
   std::int64_t batch, epochs, steps, eval_interval, eval_samples, synthetic_samples;
   double target, budget_s, checkpoint_s;
@@ -72,6 +73,7 @@ struct TrainPoint {
         optimizer_impl(param<std::string>(p, "optimizer_impl")),
         init(param<std::string>(p, "init")),
         eval_statistics(str_param_or(p, "eval_statistics", "running")),
+        fusion(str_param_or(p, "fusion", "")),
         batch(param<std::int64_t>(p, "batch")),
         epochs(param<std::int64_t>(p, "epochs")),
         steps(param<std::int64_t>(p, "steps")),
@@ -180,7 +182,7 @@ class TrainWorkload final : public Workload {
     const int servers = pt_.distributed ? pt_.scheme.ps_servers : 0;
     worker_ = ctx.rank - servers;
     workers_ = ctx.size - servers;
-    loaded_ = load_point_network(pt_.network, pt_.batch, true);
+    loaded_ = load_point_network(pt_.network, pt_.batch, true, true, pt_.fusion);
     graph_ = loaded_->graph;  // the point's own weights
     roles_ = roles_of(*loaded_);
     init_words_ = pt_.init == "seeded" ? seeded_weights(graph_, loaded_->params, pt_.seed) : "the model's own weights";
@@ -413,6 +415,7 @@ class TrainWorkload final : public Workload {
     if (const auto* e = dynamic_cast<const GraphExecutor*>(runner_.get())) {
       const auto f = fallback_attributes(*e, graph_);
       a.insert(a.end(), f.begin(), f.end());
+      a.push_back({"executor.fused_add_relu", std::int64_t{loaded_->fused_add_relu}});
       const auto peak = executor_peak_attributes(backend_, params_, runner_->device_memory() != nullptr);
       a.insert(a.end(), peak.begin(), peak.end());
     }
@@ -941,7 +944,7 @@ std::string train_check(const Params& p) {
     return "target_accuracy needs a time_budget (seconds of training): time to accuracy censors a run that misses the target at its budget";
   if (const std::string e = check_optimizer(optimizer_spec(p, 0)); !e.empty()) return e;
   try {
-    const auto n = load_point_network(pt.network, pt.batch, true, false);
+    const auto n = load_point_network(pt.network, pt.batch, true, false, pt.fusion);
     const Roles r = roles_of(*n);
     for (const char* split : {"train", "test"}) {
       const auto d = shared_dataset(data_request(pt, n->graph, r, split));
@@ -1151,7 +1154,7 @@ void register_train(WorkloadRegistry& r) {
   w.memory_bytes = [](const Params& p) -> std::int64_t {
     const TrainPoint pt(p);
     try {
-      const NetworkBytes b = network_bytes(*load_point_network(pt.network, pt.batch, true, false));
+      const NetworkBytes b = network_bytes(*load_point_network(pt.network, pt.batch, true, false, pt.fusion));
       // The point's graph, the runner, two optimizer states, the yardstick in double; data.
       const double step = 2 * b.activations + b.weights;
       return memory_figure(5 * b.weights + step + 2 * (b.weights + step) + 64e6);
