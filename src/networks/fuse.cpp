@@ -12,7 +12,9 @@ int fuse_add_relu(Graph& g) {
     for (int t : g.nodes[i].in)
       if (t >= 0) ++readers[static_cast<std::size_t>(t)], reader[static_cast<std::size_t>(t)] = static_cast<int>(i);
   for (int t : g.outputs) readers[static_cast<std::size_t>(t)] += 2;  // an output stays
-  auto float_of = [&](int t, const Shape& s) { return t >= 0 && g.info(t).dtype == DType::F32 && g.info(t).shape == s; };
+  auto float_of = [&](int t, const Shape& s) {
+    return t >= 0 && g.info(t).dtype == DType::F32 && g.info(t).shape == s;
+  };
 
   std::vector<bool> drop(g.nodes.size(), false);
   int joined = 0;
