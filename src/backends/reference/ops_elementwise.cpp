@@ -473,11 +473,16 @@ void add_relu_bwd(const NodeProblem& p, T*) {
   const T* dy = dout<T>(p, 0);
   T* da = din<T>(p, 0);
   T* db = din<T>(p, 1);
-  for (I i = 0, n = p.out[0].numel(); i < n; ++i) {
-    const T g = y[i] > T(0) ? dy[i] : T(0);
-    if (da) da[i] = g;
-    if (db) db[i] = g;
+  const I n = p.out[0].numel();
+  // dy read whatever y is (a load under the condition would keep the loop from vectorising), and
+  // the tests of which gradients are wanted hoisted out of the loops.
+  auto g = [](T yv, T d) { return yv > T(0) ? d : T(0); };
+  if (da && db) {
+    for (I i = 0; i < n; ++i) da[i] = db[i] = g(y[i], dy[i]);
+    return;
   }
+  if (T* d = da ? da : db)
+    for (I i = 0; i < n; ++i) d[i] = g(y[i], dy[i]);
 }
 void infer_add_relu(InferCtx& c) {
   c.require_float(0, 2);
