@@ -9,8 +9,10 @@
 #    through its graph API with the algorithms cuDNN's find times fastest, d500's fused device
 #    optimizer) in fp32 (strict float32), tf32 and bf16 (convolutions and matrix products in
 #    bfloat16 with float32 sums, every tensor kept in float32), tf32 and bf16 channels_last
-#    (activations NHWC), tf32 with the step recorded as a CUDA Graph and tf32 with fusion = "off"
-#    (each residual join's Add and Relu as two nodes; the other runs join them), and, when built against a CUDA
+#    (activations NHWC) and tf32 with the step recorded as a CUDA Graph, each with cuda's default
+#    fusion = "add_relu" (a run's seventh field "off" runs each residual join as its two nodes:
+#    D500_BENCH_TRAIN_RUNS="cuda:find:tf32:graph cuda:find:tf32:graph:::off" measures what joining
+#    them gains), and, when built against a CUDA
 #    LibTorch, on `libtorch-cuda` (LibTorch's operators and autograd, cudnn.benchmark, SGD as
 #    torch.optim runs it on a GPU: foreach) in fp32, tf32 and bf16 autocast, NCHW and
 #    channels_last; each a median step over STEPS x ROUNDS steps, each round's first left out,
@@ -42,7 +44,7 @@ mpirun=(mpirun -np 1 --map-by "slot:PE=$(nproc)" --bind-to core)
 # named PyTorch runs (see the table in the Python below), separated by spaces.
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-runs=${D500_BENCH_TRAIN_RUNS:-cuda:find::graph cuda:find:tf32:graph cuda:find:tf32:graph::step cuda:find:tf32:graph:::off cuda:find:tf32:graph:channels_last cuda:find:bf16:graph cuda:find:bf16:graph:channels_last libtorch-cuda:find:: libtorch-cuda:find:tf32: libtorch-cuda:find:tf32::channels_last libtorch-cuda:find:bf16: libtorch-cuda:find:bf16::channels_last}
+runs=${D500_BENCH_TRAIN_RUNS:-cuda:find::graph cuda:find:tf32:graph cuda:find:tf32:graph::step cuda:find:tf32:graph:channels_last cuda:find:bf16:graph cuda:find:bf16:graph:channels_last libtorch-cuda:find:: libtorch-cuda:find:tf32: libtorch-cuda:find:tf32::channels_last libtorch-cuda:find:bf16: libtorch-cuda:find:bf16::channels_last}
 [ "$runs" = none ] && runs=  # PyTorch's part alone
 for run in $runs; do
   [[ $run =~ ^[a-z0-9-]+:[a-z]*:[a-z0-9]*:[a-z]*(:[a-z_]*(:[a-z]*(:[a-z_]*)?)?)?$ ]] || { echo "D500_BENCH_TRAIN_RUNS: '$run' is not BACKEND:CUDNN_ALGORITHMS:MATH:CUDNN_API[:MEMORY_FORMAT[:CUDA_GRAPH[:FUSION]]]" >&2; exit 2; }
