@@ -145,6 +145,31 @@ std::string check_backend_settings(const Params& p) {
   return "";
 }
 
+BackendSetting fusion_setting(const std::string& how, const std::string& dflt) {
+  BackendSetting s{
+      .spec = {"fusion",
+               ValueType::String,
+               Value{std::string()},
+               0,
+               0,
+               {"off", "add_relu"},
+               "networks (levels 1-3, d500's executor): add_relu (each Add of two same-shape tensors whose "
+               "result only a Relu reads runs with it as one AddRelu node -- a residual network's join, 16 "
+               "in ResNet-50 -- computing the values the two nodes compute: " +
+                   how +
+                   "; the point's step table names the node '<add>+<relu>' and executor.fused_add_relu "
+                   "counts them) or off (every node as the model has it); default: " +
+                   dflt +
+                   (dflt == "add_relu" ? " (a point that leaves it unset is planned with fusion = add_relu "
+                                         "in its id, and off keeps the ids points had before 2026-12)"
+                                       : "")},
+      .workloads = {"network", "train", "distributed"},
+      .neutral = "off",
+      .other_note = "the other backends run each node as the model has it"};
+  if (dflt == "add_relu") s.planned = dflt;
+  return s;
+}
+
 const std::string& reference_backend_name() {
   static const std::string name = [] {
     for (const auto& b : all_backends())

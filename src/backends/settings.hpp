@@ -30,6 +30,11 @@ void normalize_backend_settings(Params& p, const std::string& workload);
 // backend's own check of the point (BackendInfo::check_point).
 std::string check_backend_settings(const Params& p);
 
+// The `fusion` setting of a backend whose kernels run networks/fuse.hpp's joined nodes (cuda,
+// onednn): one meaning everywhere; `how` says how this backend runs AddRelu, `dflt` its default
+// ("add_relu" is planned into the ids, so that "off" keeps the ids points had before).
+BackendSetting fusion_setting(const std::string& how, const std::string& dflt);
+
 // The reference backend's name: every workload's own implementation, the yardstick of validation.
 const std::string& reference_backend_name();
 

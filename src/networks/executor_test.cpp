@@ -579,7 +579,7 @@ TEST(Executor, EveryBackendsKernelsMatchTheYardstickOnEveryOperatorGraph) {
       {"blas", {"Conv", "Gemm", "MatMul"}},
       {"onednn", {"Conv", "Gemm", "MatMul", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "BatchNormalization",
                   "LayerNormalization", "Softmax", "LogSoftmax", "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Sqrt", "Exp", "Log", "Abs",
-                  "Neg", "HardSwish", "Add", "Sub", "Mul", "Transpose"}},
+                  "Neg", "HardSwish", "Add", "Sub", "Mul", "Transpose", "AddRelu"}},
       {"cuda", {"Conv", "ConvTranspose", "Gemm", "MatMul", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "BatchNormalization", "Softmax", "LogSoftmax", "Relu",
                 "Add"}},
       {"libtorch", {"Conv", "ConvTranspose", "Gemm", "MatMul", "MaxPool", "AveragePool", "GlobalAveragePool", "BatchNormalization",

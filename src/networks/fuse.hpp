@@ -15,7 +15,7 @@ namespace d500 {
 // join of a residual network's branches. Returns how many pairs it joined.
 int fuse_add_relu(Graph& g);
 
-// A point's `fusion` (cuda's setting): "add_relu" runs fuse_add_relu on the point's graph; unset
+// A point's `fusion` (cuda's and onednn's setting): "add_relu" runs fuse_add_relu on the point's graph; unset
 // ("") or "off" leaves the graph as its model has it.
 bool fuses_add_relu(const std::string& fusion);
 

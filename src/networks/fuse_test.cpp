@@ -90,7 +90,7 @@ TEST(Fuse, AnAddWhoseSumAnythingElseReadsOrThatBroadcastsStaysApart) {
   EXPECT_EQ(fused, 1);
 }
 
-TEST(Fuse, OnlyCudasFusionSettingAddReluJoins) {
+TEST(Fuse, OnlyTheFusionSettingAddReluJoins) {
   EXPECT_TRUE(fuses_add_relu("add_relu"));
   for (const char* other : {"", "off", "add-relu", "ADD_RELU"}) EXPECT_FALSE(fuses_add_relu(other)) << other;
 }

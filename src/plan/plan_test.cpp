@@ -195,16 +195,17 @@ TEST(Plan, CudnnApiDefaultsToGraphInTheIdAndLegacyKeepsTheOldId) {
   EXPECT_NE(distributed.find("cudnn_api=graph"), std::string::npos) << distributed;
 }
 
-// fusion: cuda's alone, for d500's executor (levels 1-3). Its default, add_relu, is new: a cuda
-// network point that leaves it unset is planned with fusion=add_relu in its id, one that says
-// "off" keeps the id points planned before it have, and a level-0 point and another backend's
-// carry no key (a CPU backend's point that sets it is refused, naming the key).
+// fusion: cuda's and onednn's, for d500's executor (levels 1-3). cuda's default, add_relu, is new: a
+// cuda network point that leaves it unset is planned with fusion=add_relu in its id, one that says
+// "off" keeps the id points planned before it have, and a level-0 point carries no key; onednn's
+// default is off (no key), add_relu asked for; another backend's point that sets it is refused,
+// naming the key.
 TEST(Plan, FusionDefaultsToAddReluInTheIdOfCudaNetworkPointsAndOffKeepsTheOldId) {
   const std::string e = plan_error_of(
       kHead +
       "[fixed]\nworkload = \"network\"\nbackend = \"blas\"\nnetwork = \"lenet5\"\nbatch = 2\nfusion = \"add_relu\"\n");
-  EXPECT_NE(e.find("'fusion' is only for backend \"cuda\" (this point's backend is \"blas\"; the CPU backends run each "
-                   "node as the model has it)"),
+  EXPECT_NE(e.find("'fusion' is only for backends \"cuda\" and \"onednn\" (this point's backend is \"blas\"; the other "
+                   "backends run each node as the model has it)"),
             std::string::npos)
       << e;
   const std::string blas =
@@ -212,6 +213,15 @@ TEST(Plan, FusionDefaultsToAddReluInTheIdOfCudaNetworkPointsAndOffKeepsTheOldId)
           .points.at(0)
           .canonical;
   EXPECT_EQ(blas.find("fusion"), std::string::npos) << blas;
+  if (const BackendInfo* onednn = find_backend("onednn"); onednn && onednn->built) {  // onednn's, default off
+    const std::string net =
+        kHead + "[fixed]\nworkload = \"network\"\nbackend = \"onednn\"\nnetwork = \"lenet5\"\nbatch = 2\n";
+    const std::string unset = plan_of(net).points.at(0).canonical;
+    EXPECT_EQ(unset.find("fusion"), std::string::npos) << unset;
+    EXPECT_EQ(plan_of(net + "fusion = \"off\"\n").points.at(0).canonical, unset);
+    const std::string joined = plan_of(net + "fusion = \"add_relu\"\n").points.at(0).canonical;
+    EXPECT_NE(joined.find("fusion=add_relu"), std::string::npos) << joined;
+  }
   const BackendInfo* cuda = find_backend("cuda");
   if (!cuda || !cuda->built) GTEST_SKIP() << "the rest plans cuda points, which this build lacks";
   for (const char* workload : {"network", "train"}) {

@@ -2,6 +2,7 @@
 // and the arithmetic of convolutions and matrix products. Compiled into every build, with CUDA or
 // without, so that a campaign that sets them is told the backend is missing, not the key unknown.
 #include "backends/registry.hpp"
+#include "backends/settings.hpp"
 
 namespace d500 {
 
@@ -49,18 +50,9 @@ std::vector<BackendSetting> settings_of_backend_cuda() {
        .workloads = {"network", "train", "distributed"},
        .neutral = "nchw",
        .other_note = "the CPU backends keep NCHW"},
-      {.spec = {"fusion", ValueType::String, Value{std::string()}, 0, 0, {"off", "add_relu"},
-                "networks (levels 1-3, d500's executor): add_relu (each Add of two same-shape tensors whose result "
-                "only a Relu reads runs with it as one AddRelu node: one pass of d500's kernel forward, y = "
-                "max(a + b, 0), and one backward, dy where y > 0 into both gradients; the join of a residual "
-                "network's branches, 16 in ResNet-50; the same values bit for bit, two fewer passes over the tensor "
-                "each way; the point's step table names the node '<add>+<relu>' and executor.fused_add_relu counts "
-                "them) or off (every node as the model has it); default: add_relu; a point that leaves it unset is "
-                "planned with fusion = add_relu in its id, and off keeps the ids points had before 2026-12"},
-       .workloads = {"network", "train", "distributed"},
-       .neutral = "off",
-       .planned = "add_relu",
-       .other_note = "the CPU backends run each node as the model has it"},
+      fusion_setting("one pass of d500's kernel forward, y = max(a + b, 0), and one backward, dy where y > 0 "
+                     "into both gradients: two fewer passes over the sum each way than the two nodes make",
+                     "add_relu"),
       {.spec = {"cuda_graph", ValueType::String, Value{std::string()}, 0, 0, {"off", "step"},
                 "training (level 2): step (the training step -- forward, backward and d500's device optimizer -- "
                 "captured once as a CUDA Graph, at the second step, and replayed at every later one: one launch instead "

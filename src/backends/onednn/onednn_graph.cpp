@@ -7,6 +7,8 @@
 // the reference for that node, and the per-node breakdown says so.
 #include <omp.h>
 
+#include <cstring>
+
 #include <oneapi/dnnl/dnnl.hpp>
 #include <unordered_map>
 
@@ -652,6 +654,64 @@ class BinaryKernel final : public DnnlNode {
   std::vector<Grad> grads_;
 };
 
+// AddRelu (networks/fuse.hpp, the point's fusion = "add_relu"): the binary add with a ReLU
+// post-op, one pass; backward one pass too, on the kernel's OpenMP threads: dy where y > 0 into
+// both operands' gradients (oneDNN's ReLU gradient and a reorder copying it took longer here than
+// the Add and Relu nodes' own backward passes: docs/performance.md).
+class AddReluKernel final : public DnnlNode {
+ public:
+  explicit AddReluKernel(const NodeProblem& p)
+      : DnnlNode("binary add with relu post-op"),
+        n_(p.out[0].numel()),
+        y_(p.out[0].as<const float>()),
+        dy_(p.training && p.dout[0].present() ? p.dout[0].as<const float>() : nullptr),
+        d0_(p.training ? p.din[0].as<float>() : nullptr),
+        d1_(p.training ? p.din[1].as<float>() : nullptr) {
+    using namespace dnnl;
+    const memory::desc x = plain(memory::dims{std::max<std::int64_t>(1, n_)});
+    primitive_attr attr;
+    post_ops po;
+    po.append_eltwise(1.0f, algorithm::eltwise_relu, 0.0f, 0.0f);
+    attr.set_post_ops(po);
+    fwd_ = binary(binary::primitive_desc(binary::desc(algorithm::binary_add, x, x, x), attr, engine()));
+    fargs_ = {{DNNL_ARG_SRC_0, user_mem(x, p.in[0].data)},
+              {DNNL_ARG_SRC_1, user_mem(x, p.in[1].data)},
+              {DNNL_ARG_DST, user_mem(x, p.out[0].data)}};
+  }
+  void forward() override {
+    fwd_.execute(s_, fargs_);
+    s_.wait();
+  }
+  void backward() override {
+    const std::int64_t n = n_;
+    const float *y = y_, *dy = dy_;
+    float* first = d0_ ? d0_ : d1_;
+    float* second = d0_ ? d1_ : nullptr;
+    if (!first) return;
+    if (!dy) {  // no gradient reaches the output: zero
+      for (float* d : {first, second})
+        if (d) std::memset(d, 0, static_cast<std::size_t>(n) * sizeof(float));
+      return;
+    }
+    auto g = [](float yv, float d) { return yv > 0.0f ? d : 0.0f; };  // dy read whatever y is: vectorises
+    if (second) {
+#pragma omp parallel for schedule(static)
+      for (std::int64_t i = 0; i < n; ++i) first[i] = second[i] = g(y[i], dy[i]);
+    } else {
+#pragma omp parallel for schedule(static)
+      for (std::int64_t i = 0; i < n; ++i) first[i] = g(y[i], dy[i]);
+    }
+  }
+  std::string impl() const override { return "onednn binary add with relu post-op; backward d500's loop"; }
+
+ private:
+  std::int64_t n_;
+  const float *y_, *dy_;
+  float *d0_, *d1_;
+  dnnl::primitive fwd_;
+  Args fargs_;
+};
+
 // ---- Transpose: a reorder from a permuted view --------------------------------------------------------
 class TransposeKernel final : public PairedNode {
  public:
@@ -778,6 +838,7 @@ std::unique_ptr<NodeKernel> make(const NodeProblem& p) {
       const float alpha = op == "LeakyRelu" ? static_cast<float>(n.attr_f("alpha", 0.01)) : op == "Neg" ? -1.0f : 0.0f;
       return std::make_unique<EltwiseKernel>(p, e.fwd, e.bwd, alpha, 0.0f, e.use_dst, e.what);
     }
+  if (op == "AddRelu") return std::make_unique<AddReluKernel>(p);  // two operands of one shape
   if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") {
     const Shape& ys = *p.out[0].shape;
     const bool first_full = *p.in[0].shape == ys, second_full = *p.in[1].shape == ys;

@@ -35,7 +35,7 @@ struct NetworkPoint {
   bool training = false;
   int threads = 1;
   std::uint64_t seed = 1;
-  std::string fusion;  // cuda's setting (networks/fuse.hpp)
+  std::string fusion;  // cuda's and onednn's setting (networks/fuse.hpp)
   explicit NetworkPoint(const Params& p)
       : network(std::get<std::string>(p.at("network"))),
         batch(std::get<std::int64_t>(p.at("batch"))),

@@ -54,7 +54,7 @@ constexpr double kOptimizerTolerance = 1e-4;
 
 struct TrainPoint {
   std::string network, dataset, data_dir, optimizer_impl, init, eval_statistics;
-  std::string fusion;  // cuda's setting (networks/fuse.hpp)
+  std::string fusion;  // cuda's and onednn's setting (networks/fuse.hpp)
   AugmentSpec augment;
   std::int64_t batch, epochs, steps, eval_interval, eval_samples, synthetic_samples;
   double target, budget_s, checkpoint_s;
