@@ -190,6 +190,47 @@ TEST_F(Networks, MicroBatchingTradesTimeForMemory) {
   EXPECT_LT(micro, 0.4 * whole) << "planned " << micro << " bytes against " << whole;
 }
 
+// fusion = "add_relu" (cuda's default; oneDNN's when asked), end to end on oneDNN: ResNet-20's 9
+// residual joins run as one node each, forward and backward on oneDNN's kernel, named for both
+// nodes; the joined point validates, counts them, keeps the model's node count and work, and plans
+// less memory than the same point unjoined (whose training step kept each sum for Relu's backward).
+TEST_F(Networks, JoinedResidualsRunAsOneNodeEachAndComputeWhatTheModelDoes) {
+  const d500::BackendInfo* onednn = d500::find_backend("onednn");
+  if (!onednn || !onednn->built) GTEST_SKIP() << "this build has no onednn, the CPU backend that joins them";
+  const fs::path run = planned(
+      "[campaign]\nname = \"joins\"\nrepetitions = 2\nwarmups = 1\n[fixed]\nworkload = \"network\"\n"
+      "network = \"resnet20-cifar\"\nbatch = 4\npass = \"training\"\nbackend = \"onednn\"\n"
+      "[axes]\nfusion = [\"off\", \"add_relu\"]\n");
+  Cmd r = sh(d500_cmd("run " + run.string()));
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto points = d500::read_job_file((run / "results" / "job-0000.h5").string()).points;
+  ASSERT_EQ(points.size(), 2u);
+  const d500::PointResult* as_model = nullptr;
+  const d500::PointResult* joined = nullptr;
+  for (const auto& p : points) (p.canonical.find("fusion=add_relu") != std::string::npos ? joined : as_model) = &p;
+  ASSERT_TRUE(as_model && joined);
+  for (const auto* p : {as_model, joined}) {
+    EXPECT_EQ(p->validation_status, "passed") << p->canonical << ": " << p->validation_method;
+    int adds = 0, fused = 0;
+    for (const auto& st : p->steps) {
+      adds += st.op == "Add";
+      if (st.op != "AddRelu") continue;
+      ++fused;
+      EXPECT_EQ(st.impl, "onednn binary add with relu post-op; backward d500's loop") << st.name;
+      EXPECT_NE(st.name.find("+Relu_"), std::string::npos) << st.name;
+    }
+    const bool join = p == joined;
+    EXPECT_EQ(fused, join ? 2 * 9 : 0) << p->canonical;
+    EXPECT_EQ(adds, join ? 0 : 2 * 9) << p->canonical;
+    EXPECT_EQ(std::get<std::int64_t>(p->facts.at("executor.fused_add_relu")), join ? 9 : 0) << p->canonical;
+  }
+  EXPECT_EQ(joined->facts.at("network.nodes"), as_model->facts.at("network.nodes"));
+  EXPECT_EQ(joined->work_flops, as_model->work_flops);
+  EXPECT_EQ(joined->steps.size() + 2 * 9, as_model->steps.size());
+  EXPECT_LT(std::get<std::int64_t>(joined->facts.at("memory.planned_bytes")),
+            std::get<std::int64_t>(as_model->facts.at("memory.planned_bytes")));
+}
+
 TEST_F(Networks, AWrongCustomOperatorIsFoundAtItsNode) {
   const fs::path run = planned(
       "[campaign]\nname = \"wrong\"\nrepetitions = 3\nwarmups = 1\n[fixed]\nworkload = \"network\"\n"
