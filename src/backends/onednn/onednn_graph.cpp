@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "backends/conv_geom.hpp"
+#include "backends/device_ops.hpp"
 #include "backends/graph_ops.hpp"
 #include "backends/onednn/onednn_backend.hpp"
 #include "common/error.hpp"
@@ -693,13 +694,13 @@ class AddReluKernel final : public DnnlNode {
         if (d) std::memset(d, 0, static_cast<std::size_t>(n) * sizeof(float));
       return;
     }
-    auto g = [](float yv, float d) { return yv > 0.0f ? d : 0.0f; };  // dy read whatever y is: vectorises
+    // Each value the cuda kernel's (dy passed by value whatever y is: the loops vectorise).
     if (second) {
 #pragma omp parallel for schedule(static)
-      for (std::int64_t i = 0; i < n; ++i) first[i] = second[i] = g(y[i], dy[i]);
+      for (std::int64_t i = 0; i < n; ++i) first[i] = second[i] = dev::relu_grad(y[i], dy[i]);
     } else {
 #pragma omp parallel for schedule(static)
-      for (std::int64_t i = 0; i < n; ++i) first[i] = g(y[i], dy[i]);
+      for (std::int64_t i = 0; i < n; ++i) first[i] = dev::relu_grad(y[i], dy[i]);
     }
   }
   std::string impl() const override { return "onednn binary add with relu post-op; backward d500's loop"; }

@@ -455,34 +455,33 @@ void binary_bwd(const NodeProblem& p, T*) {
 
 // AddRelu (internal: networks/fuse.hpp): y = Relu(a + b) over two float32 operands of one shape, the
 // pair a residual network joins its branches with, in one pass; backward, dy where y > 0 into both
-// gradients. Each value is the one Add and then Relu compute (a + b rounded once, then compared).
+// gradients. Each value is the one Add and then Relu compute: a + b rounded once, then Relu's own
+// functions (its gradient tests y, which is positive where the sum is).
 template <class T>
 void add_relu_fwd(const NodeProblem& p, T*) {
+  const Relu<T> relu(*p.node);
   const T* a = cin<T>(p, 0);
   const T* b = cin<T>(p, 1);
   T* y = out<T>(p, 0);
-  for (I i = 0, n = p.out[0].numel(); i < n; ++i) {
-    const T s = a[i] + b[i];
-    y[i] = s > T(0) ? s : T(0);
-  }
+  for (I i = 0, n = p.out[0].numel(); i < n; ++i) y[i] = relu.f(a[i] + b[i]);
 }
 template <class T>
 void add_relu_bwd(const NodeProblem& p, T*) {
   if (zero_without_upstream<T>(p)) return;
+  const Relu<T> relu(*p.node);
   const T* y = p.out[0].as<const T>();
   const T* dy = dout<T>(p, 0);
   T* da = din<T>(p, 0);
   T* db = din<T>(p, 1);
   const I n = p.out[0].numel();
-  // dy read whatever y is (a load under the condition would keep the loop from vectorising), and
-  // the tests of which gradients are wanted hoisted out of the loops.
-  auto g = [](T yv, T d) { return yv > T(0) ? d : T(0); };
+  // dy passed by value whatever y is (a load under the condition would keep the loop from
+  // vectorising), and the tests of which gradients are wanted hoisted out of the loops.
   if (da && db) {
-    for (I i = 0; i < n; ++i) da[i] = db[i] = g(y[i], dy[i]);
+    for (I i = 0; i < n; ++i) da[i] = db[i] = relu.g(y[i], dy[i]);
     return;
   }
   if (T* d = da ? da : db)
-    for (I i = 0; i < n; ++i) d[i] = g(y[i], dy[i]);
+    for (I i = 0; i < n; ++i) d[i] = relu.g(y[i], dy[i]);
 }
 void infer_add_relu(InferCtx& c) {
   c.require_float(0, 2);
