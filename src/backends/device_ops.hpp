@@ -97,13 +97,12 @@ D500_HOST_DEVICE inline double sum_parts(const Parts& s, const double* part, I j
   return acc;
 }
 
-// ---- AddRelu (networks/fuse.hpp) ---------------------------------------------------------------
-// y = max(a + b, 0): a + b rounded once, as Add writes it, then Relu's comparison; backward, dy
-// where y > 0 (where a + b > 0, which Relu's gradient tests) into both operands' gradients.
-D500_HOST_DEVICE inline float add_relu(float a, float b) {
-  const float s = a + b;
-  return s > 0.0f ? s : 0.0f;
-}
+// ---- Relu's value and gradient, and AddRelu (networks/fuse.hpp) --------------------------------
+// relu_grad: dy where y > 0 (where Relu's input is, which Relu's gradient tests). AddRelu:
+// y = max(a + b, 0), a + b rounded once, as Add writes it; backward relu_grad into both operands'
+// gradients.
+D500_HOST_DEVICE inline float relu(float x) { return x > 0.0f ? x : 0.0f; }
+D500_HOST_DEVICE inline float add_relu(float a, float b) { return relu(a + b); }
 D500_HOST_DEVICE inline float relu_grad(float y, float dy) { return y > 0.0f ? dy : 0.0f; }
 
 // ---- Add, Sub, Mul, Div with numpy broadcasting ----------------------------------------------

@@ -70,7 +70,7 @@ struct OpSchema {
   bool batch_coupled_in_training = false;
   // Runs only at load time, on constant inputs (Shape, Constant, ConstantOfShape, Range).
   bool fold_only = false;
-  // Not an ONNX operator: one that d500's own graph rewrites make (networks/fuse.hpp: AddRelu), which a
+  // Not an ONNX operator: one that d500's own graph rewrites make (networks/fuse.hpp: AddRelu, BatchNormRelu), which a
   // model file may not name and the list of operators d500 runs leaves out.
   bool internal = false;
   // The op as a training pass runs it, where that differs (Dropout: drops values, so no view);
@@ -81,6 +81,9 @@ struct OpSchema {
 // The table, and lookups. `find_op` returns nullptr for an op d500 does not run.
 const std::vector<OpSchema>& op_table();
 const OpSchema* find_op(const std::string& op);
+// BatchNormalization, or the internal BatchNormRelu that ends in a Relu (networks/fuse.hpp): a
+// normalisation whose inputs 3 and 4 are the running statistics a training executor keeps.
+inline bool is_batch_norm(const std::string& op) { return op == "BatchNormalization" || op == "BatchNormRelu"; }
 // "Add, AveragePool, ...": for error messages and `d500 networks`.
 std::string supported_ops_text();
 // The model opsets d500 accepts for the default domain.

@@ -59,6 +59,9 @@ struct BackendSetting {
   bool required = false;     // a point on this backend must set it
   bool path = false;         // a file's path: made absolute (jobs run elsewhere than `d500 plan`)
   std::string other_note{};  // said when a point on another backend sets it
+  // Said when a point on this backend names one of another backend's choices for the key (the
+  // campaign's choices are the union of the declaring backends').
+  std::string choices_note{};
 };
 
 // Registered with designated initializers; what a backend leaves out stays empty.

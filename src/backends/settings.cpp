@@ -124,6 +124,14 @@ std::string check_backend_settings(const Params& p) {
     auto it = p.find(s.spec.name);
     if (s.required && (it == p.end() || std::get<std::string>(it->second).empty()))
       return "backend \"" + backend + "\" needs '" + s.spec.name + "': " + s.spec.help;
+    // A key several backends declare takes the union of their choices in a campaign; each backend
+    // its own.
+    if (it == p.end() || s.spec.choices.empty() || !std::holds_alternative<std::string>(it->second)) continue;
+    const std::string& v = std::get<std::string>(it->second);
+    if (!v.empty() && std::find(s.spec.choices.begin(), s.spec.choices.end(), v) == s.spec.choices.end())
+      return "'" + s.spec.name + "' \"" + v + "\" is not one backend \"" + backend +
+             "\" takes (valid: " + join(s.spec.choices, ", ") + (s.choices_note.empty() ? "" : "; " + s.choices_note) +
+             ")";
   }
   // A key several backends declare is looked at once per declaration, with the same answer.
   for (const auto& other : all_backends())
@@ -145,27 +153,29 @@ std::string check_backend_settings(const Params& p) {
   return "";
 }
 
-BackendSetting fusion_setting(const std::string& how, const std::string& dflt) {
+BackendSetting fusion_setting(const std::string& how, const std::string& dflt, const std::string& no_bn_relu) {
+  const bool bn = no_bn_relu.empty();
+  std::vector<std::string> choices{"off", "add_relu"};
+  if (bn) choices.insert(choices.end(), {"bn_relu", "add_relu+bn_relu"});
   BackendSetting s{
-      .spec = {"fusion",
-               ValueType::String,
-               Value{std::string()},
-               0,
-               0,
-               {"off", "add_relu"},
-               "networks (levels 1-3, d500's executor): add_relu (each Add of two same-shape tensors whose "
-               "result only a Relu reads runs with it as one AddRelu node -- a residual network's join, 16 "
-               "in ResNet-50 -- computing the values the two nodes compute: " +
-                   how +
-                   "; the point's step table names the node '<add>+<relu>' and executor.fused_add_relu "
-                   "counts them) or off (every node as the model has it); default: " +
-                   dflt +
+      .spec = {"fusion", ValueType::String, Value{std::string()}, 0, 0, choices,
+               "networks (levels 1-3, d500's executor): which nodes run joined, each joined node computing the "
+               "values the two compute: add_relu (each Add of two same-shape tensors whose result only a Relu reads, "
+               "with that Relu, as one AddRelu node -- a residual network's join, 16 in ResNet-50)" +
+                   std::string(bn ? ", bn_relu (each BatchNormalization whose output only a Relu reads, with that "
+                                    "Relu, as one BatchNormRelu node -- conv-bn-relu, 33 in ResNet-50), "
+                                    "add_relu+bn_relu (both)"
+                                  : " (no bn_relu here: " + no_bn_relu + ")") +
+                   " or off (every node as the model has it): " + how +
+                   "; the point's step table names a joined node '<first>+<relu>', and executor.fused_add_relu" +
+                   (bn ? " and executor.fused_bn_relu count" : " counts") + " them; default: " + dflt +
                    (dflt == "add_relu" ? " (a point that leaves it unset is planned with fusion = add_relu "
                                          "in its id, and off keeps the ids points had before 2026-12)"
                                        : "")},
       .workloads = {"network", "train", "distributed"},
       .neutral = "off",
-      .other_note = "the other backends run each node as the model has it"};
+      .other_note = "the other backends run each node as the model has it",
+      .choices_note = no_bn_relu};
   if (dflt == "add_relu") s.planned = dflt;
   return s;
 }

@@ -31,9 +31,10 @@ void normalize_backend_settings(Params& p, const std::string& workload);
 std::string check_backend_settings(const Params& p);
 
 // The `fusion` setting of a backend whose kernels run networks/fuse.hpp's joined nodes (cuda,
-// onednn): one meaning everywhere; `how` says how this backend runs AddRelu, `dflt` its default
-// ("add_relu" is planned into the ids, so that "off" keeps the ids points had before).
-BackendSetting fusion_setting(const std::string& how, const std::string& dflt);
+// onednn): one meaning everywhere; `how` says how this backend runs the joined nodes, `dflt` its
+// default ("add_relu" is planned into the ids, so that "off" keeps the ids points had before);
+// `no_bn_relu`, where not empty, says why this backend takes add_relu only (no bn_relu).
+BackendSetting fusion_setting(const std::string& how, const std::string& dflt, const std::string& no_bn_relu = "");
 
 // The reference backend's name: every workload's own implementation, the yardstick of validation.
 const std::string& reference_backend_name();

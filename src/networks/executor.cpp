@@ -95,7 +95,7 @@ std::vector<int> running_statistics(const Graph& g) {
   for (int t : g.outputs) ++uses[t];
   std::vector<int> out;
   for (const auto& n : g.nodes) {
-    if (n.op != "BatchNormalization" || n.in.size() < 5) continue;
+    if (!is_batch_norm(n.op) || n.in.size() < 5) continue;
     // A node that writes the updated statistics itself (ONNX's training-mode outputs) keeps them in its graph.
     if (std::any_of(n.out.begin() + 1, n.out.end(), [](int t) { return t >= 0; })) continue;
     const int rm = n.in[3], rv = n.in[4];
@@ -994,7 +994,7 @@ void GraphExecutor::Impl::make_kernels(const Schedule& sc, std::vector<GraphExec
     // them through a kernel of its own made for inference; an op whose training pass differs
     // (Dropout) gets such a kernel too.
     const bool running_stats =
-        n.op == "BatchNormalization" && n.in.size() >= 5 && n.out.size() == 1 && buffered(n.in[3]) && buffered(n.in[4]);
+        is_batch_norm(n.op) && n.in.size() >= 5 && n.out.size() == 1 && buffered(n.in[3]) && buffered(n.in[4]);
     if (spec.training && (running_stats || find_op(n.op)->training)) {
       NodeProblem e = node_shapes(g, n, false);
       e.params = p.params;

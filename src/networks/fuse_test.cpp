@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "backends/graph_ops.hpp"
@@ -18,19 +19,22 @@ namespace {
 
 using test::GraphBuilder;
 
-// How many Add nodes have a result that one Relu alone reads: what fuse_add_relu should join.
-int residual_joins(const Graph& g) {
+// How many `op` nodes have an output 0 that one Relu alone reads: what fuse_add_relu (Add) and
+// fuse_bn_relu (BatchNormalization) should join.
+int followed_by_relu(const Graph& g, const std::string& op) {
   int n = 0;
-  for (const Node& add : g.nodes) {
-    if (add.op != "Add") continue;
+  for (const Node& first : g.nodes) {
+    if (first.op != op) continue;
     int readers = 0, relus = 0;
     for (const Node& r : g.nodes)
       for (int t : r.in)
-        if (t == add.out[0]) ++readers, relus += r.op == "Relu";
+        if (t == first.out[0]) ++readers, relus += r.op == "Relu";
     n += readers == 1 && relus == 1;
   }
   return n;
 }
+int residual_joins(const Graph& g) { return followed_by_relu(g, "Add"); }
+int bn_relus(const Graph& g) { return followed_by_relu(g, "BatchNormalization"); }
 
 TEST(Fuse, EachResidualJoinOfTheResNetsBecomesOneNodeAndEveryTensorKeepsItsId) {
   for (const auto& [net, joins] : {std::pair<std::string, int>{"resnet50", 16}, {"resnet20-cifar", 9}}) {
@@ -90,17 +94,87 @@ TEST(Fuse, AnAddWhoseSumAnythingElseReadsOrThatBroadcastsStaysApart) {
   EXPECT_EQ(fused, 1);
 }
 
-TEST(Fuse, OnlyTheFusionSettingAddReluJoins) {
-  EXPECT_TRUE(fuses_add_relu("add_relu"));
-  for (const char* other : {"", "off", "add-relu", "ADD_RELU"}) EXPECT_FALSE(fuses_add_relu(other)) << other;
+TEST(Fuse, EachConvBnReluOfTheResNetsBecomesOneNormalisationWithItsInputsAttributesAndOutputs) {
+  for (const auto& [net, pairs] : {std::pair<std::string, int>{"resnet50", 33}, {"resnet20-cifar", 10}}) {
+    SCOPED_TRACE(net);
+    Graph g = load_builtin_network(net, LoadOptions{2, {}, false});
+    add_training_loss(g);
+    ASSERT_EQ(bn_relus(g), pairs) << "the model's own count, before the rewrite";
+    const Graph before = g;
+    EXPECT_EQ(fuse_bn_relu(g), pairs);
+    EXPECT_EQ(g.nodes.size(), before.nodes.size() - static_cast<std::size_t>(pairs));
+    EXPECT_EQ(g.tensors.size(), before.tensors.size());
+    EXPECT_EQ(g.outputs, before.outputs);
+    int fused = 0;
+    for (const Node& n : g.nodes) {
+      if (n.op != "BatchNormRelu") continue;
+      ++fused;
+      // The normalisation it was, found by its inputs: the same attributes, the Relu's output.
+      const auto was = std::find_if(before.nodes.begin(), before.nodes.end(),
+                                    [&](const Node& b) { return b.op == "BatchNormalization" && b.in == n.in; });
+      ASSERT_NE(was, before.nodes.end()) << n.name;
+      EXPECT_EQ(n.name.rfind(was->name + "+", 0), 0u) << n.name;
+      EXPECT_EQ(n.attrs.size(), was->attrs.size());
+      EXPECT_EQ(n.out.size(), was->out.size());
+      EXPECT_NE(n.out[0], was->out[0]) << "output 0 is the Relu's";
+      EXPECT_EQ(g.info(n.out[0]).shape, g.info(n.in[0]).shape);
+    }
+    EXPECT_EQ(fused, pairs);
+    EXPECT_EQ(bn_relus(g), 0);
+    // The residual joins are other pairs: both rewrites together leave the model's Relus that
+    // follow neither (none in a ResNet).
+    EXPECT_EQ(fuse_add_relu(g), net == "resnet50" ? 16 : 9);
+    EXPECT_EQ(std::count_if(g.nodes.begin(), g.nodes.end(), [](const Node& n) { return n.op == "Relu"; }), 0);
+  }
 }
 
-TEST(Fuse, AddReluIsNoOperatorAModelMayName) {
-  const OpSchema* op = find_op("AddRelu");
-  ASSERT_NE(op, nullptr);
-  EXPECT_TRUE(op->internal);
-  EXPECT_EQ(supported_ops_text().find("AddRelu"), std::string::npos) << supported_ops_text();
+TEST(Fuse, ANormalisationWhoseOutputAnythingElseReadsOrThatIsAGraphOutputStaysApart) {
+  GraphBuilder b;
+  auto bn = [&](int x) {
+    return b.node("BatchNormalization", {x, b.weight("s", {3}, 0.5, 1.5), b.weight("b", {3}), b.constant_f("m", {3}),
+                                         b.constant_f("v", {3}, 0.5, 1)});
+  };
+  const int x = b.weight("x", {2, 3, 4});
+  const int shared = bn(x);
+  const int shared_relu = b.node("Relu", {shared});
+  const int other = b.node("Tanh", {shared});
+  const int kept = bn(x);
+  const int kept_relu = b.node("Relu", {kept});
+  const int joined = b.node("Relu", {bn(x)});
+  const int plain = b.node("Sigmoid", {bn(x)});
+  b.g.outputs = {shared_relu, other, kept, kept_relu, joined, plain};
+  infer_and_fold(b.g, "test graph");
+  EXPECT_EQ(fuse_bn_relu(b.g), 1);
+  const auto it =
+      std::find_if(b.g.nodes.begin(), b.g.nodes.end(), [](const Node& n) { return n.op == "BatchNormRelu"; });
+  ASSERT_NE(it, b.g.nodes.end());
+  EXPECT_EQ(it->out[0], joined);
+  EXPECT_EQ(it->in[0], x);
+}
+
+TEST(Fuse, EachFusionSettingJoinsWhatItNames) {
+  EXPECT_TRUE(fuses_add_relu("add_relu"));
+  EXPECT_FALSE(fuses_bn_relu("add_relu"));
+  EXPECT_TRUE(fuses_bn_relu("bn_relu"));
+  EXPECT_FALSE(fuses_add_relu("bn_relu"));
+  EXPECT_TRUE(fuses_add_relu("add_relu+bn_relu"));
+  EXPECT_TRUE(fuses_bn_relu("add_relu+bn_relu"));
+  for (const char* other : {"", "off", "add-relu", "ADD_RELU", "bn_relu+add_relu", "all"}) {
+    EXPECT_FALSE(fuses_add_relu(other)) << other;
+    EXPECT_FALSE(fuses_bn_relu(other)) << other;
+  }
+}
+
+TEST(Fuse, TheJoinedNodesAreNoOperatorsAModelMayName) {
+  for (const char* name : {"AddRelu", "BatchNormRelu"}) {
+    const OpSchema* op = find_op(name);
+    ASSERT_NE(op, nullptr) << name;
+    EXPECT_TRUE(op->internal) << name;
+    EXPECT_EQ(supported_ops_text().find(name), std::string::npos) << supported_ops_text();
+  }
   EXPECT_NE(supported_ops_text().find("Relu"), std::string::npos);
+  EXPECT_NE(supported_ops_text().find("BatchNormalization"), std::string::npos);
+  EXPECT_TRUE(is_batch_norm("BatchNormRelu")) << "its running statistics are kept as BatchNormalization's are";
 }
 
 // The joined ResNet-20 trains and infers as its model does on the reference, bit for bit: every
@@ -112,6 +186,7 @@ TEST(Fuse, AJoinedResNetComputesItsModelsStepBitForBit) {
   const std::vector<int> params = trainable_params(model, loss);
   Graph joined = model;
   ASSERT_EQ(fuse_add_relu(joined), 9);
+  ASSERT_EQ(fuse_bn_relu(joined), 10);
   const InputData inputs = make_inputs(model, 1, 7);
   for (const bool training : {true, false}) {
     SCOPED_TRACE(training ? "training" : "inference");
@@ -138,13 +213,16 @@ TEST(Fuse, AJoinedResNetComputesItsModelsStepBitForBit) {
       EXPECT_LT(f->arena_bytes(), a->arena_bytes());
     else
       EXPECT_LE(f->arena_bytes(), a->arena_bytes());
-    int fused_steps = 0;
+    std::map<std::string, int> fused_steps;
     for (const auto& st : f->steps())
-      if (st.node >= 0 && joined.nodes[static_cast<std::size_t>(st.node)].op == "AddRelu") {
-        ++fused_steps;
+      if (const std::string& op = st.node >= 0 ? joined.nodes[static_cast<std::size_t>(st.node)].op : "";
+          op == "AddRelu" || op == "BatchNormRelu") {
+        ++fused_steps[op];
         EXPECT_EQ(st.impl, "reference");
       }
-    EXPECT_EQ(fused_steps, training ? 18 : 9) << "a forward step each, and a backward step in training";
+    // A forward step each, and a backward step in training.
+    EXPECT_EQ(fused_steps["AddRelu"], training ? 18 : 9);
+    EXPECT_EQ(fused_steps["BatchNormRelu"], training ? 20 : 10);
   }
 }
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <toml++/toml.h>
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <limits>
@@ -198,8 +199,8 @@ TEST(Plan, CudnnApiDefaultsToGraphInTheIdAndLegacyKeepsTheOldId) {
 // fusion: cuda's and onednn's, for d500's executor (levels 1-3). cuda's default, add_relu, is new: a
 // cuda network point that leaves it unset is planned with fusion=add_relu in its id, one that says
 // "off" keeps the id points planned before it have, and a level-0 point carries no key; onednn's
-// default is off (no key), add_relu asked for; another backend's point that sets it is refused,
-// naming the key.
+// default is off (no key), add_relu, bn_relu or both asked for; cuda refuses bn_relu at its line,
+// saying why; another backend's point that sets it is refused, naming the key.
 TEST(Plan, FusionDefaultsToAddReluInTheIdOfCudaNetworkPointsAndOffKeepsTheOldId) {
   const std::string e = plan_error_of(
       kHead +
@@ -221,6 +222,10 @@ TEST(Plan, FusionDefaultsToAddReluInTheIdOfCudaNetworkPointsAndOffKeepsTheOldId)
     EXPECT_EQ(plan_of(net + "fusion = \"off\"\n").points.at(0).canonical, unset);
     const std::string joined = plan_of(net + "fusion = \"add_relu\"\n").points.at(0).canonical;
     EXPECT_NE(joined.find("fusion=add_relu"), std::string::npos) << joined;
+    for (const char* both : {"bn_relu", "add_relu+bn_relu"}) {
+      const std::string id = plan_of(net + "fusion = \"" + both + "\"\n").points.at(0).canonical;
+      EXPECT_NE(id.find(std::string("fusion=") + both), std::string::npos) << id;
+    }
   }
   const BackendInfo* cuda = find_backend("cuda");
   if (!cuda || !cuda->built) GTEST_SKIP() << "the rest plans cuda points, which this build lacks";
@@ -234,6 +239,13 @@ TEST(Plan, FusionDefaultsToAddReluInTheIdOfCudaNetworkPointsAndOffKeepsTheOldId)
     EXPECT_EQ(pts[0].canonical.find("fusion"), std::string::npos) << "off keeps the old id: " << pts[0].canonical;
     EXPECT_NE(pts[1].canonical.find("fusion=add_relu"), std::string::npos) << pts[1].canonical;
     EXPECT_EQ(plan_of(net).points.at(0).canonical, pts[1].canonical) << "unset is add_relu, and its id says so";
+    const std::string refused = plan_error_of(net + "fusion = \"bn_relu\"\n");
+    EXPECT_NE(refused.find("'fusion' \"bn_relu\" is not one backend \"cuda\" takes (valid: off, add_relu; cuda joins "
+                           "no BatchNormalization with its Relu"),
+              std::string::npos)
+        << refused;
+    const auto line = std::count(net.begin(), net.end(), '\n') + 1;
+    EXPECT_NE(refused.find("c.toml:" + std::to_string(line) + ":"), std::string::npos) << "its own line: " << refused;
   }
   const std::string conv =
       plan_of(kHead + "[fixed]\nbackend = \"cuda\"\nworkload = \"conv2d\"\nshape = \"resnet50/res2_3x3\"\nn = 2\n")

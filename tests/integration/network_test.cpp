@@ -190,17 +190,18 @@ TEST_F(Networks, MicroBatchingTradesTimeForMemory) {
   EXPECT_LT(micro, 0.4 * whole) << "planned " << micro << " bytes against " << whole;
 }
 
-// fusion = "add_relu" (cuda's default; oneDNN's when asked), end to end on oneDNN: ResNet-20's 9
-// residual joins run as one node each, forward and backward on oneDNN's kernel, named for both
-// nodes; the joined point validates, counts them, keeps the model's node count and work, and plans
-// less memory than the same point unjoined (whose training step kept each sum for Relu's backward).
+// fusion = "add_relu+bn_relu" (oneDNN's when asked; add_relu is cuda's default), end to end on
+// oneDNN: ResNet-20's 9 residual joins and 10 conv-bn-relus run as one node each, forward and
+// backward on oneDNN's kernels, named for both nodes, and no Relu is left; the joined point
+// validates, counts them, keeps the model's node count and work, and plans less memory than the
+// same point unjoined (whose training step kept each sum and normalised output for Relu's backward).
 TEST_F(Networks, JoinedResidualsRunAsOneNodeEachAndComputeWhatTheModelDoes) {
   const d500::BackendInfo* onednn = d500::find_backend("onednn");
   if (!onednn || !onednn->built) GTEST_SKIP() << "this build has no onednn, the CPU backend that joins them";
   const fs::path run = planned(
       "[campaign]\nname = \"joins\"\nrepetitions = 2\nwarmups = 1\n[fixed]\nworkload = \"network\"\n"
       "network = \"resnet20-cifar\"\nbatch = 4\npass = \"training\"\nbackend = \"onednn\"\n"
-      "[axes]\nfusion = [\"off\", \"add_relu\"]\n");
+      "[axes]\nfusion = [\"off\", \"add_relu+bn_relu\"]\n");
   Cmd r = sh(d500_cmd("run " + run.string()));
   ASSERT_EQ(r.code, 0) << r.out;
   const auto points = d500::read_job_file((run / "results" / "job-0000.h5").string()).points;
@@ -211,9 +212,15 @@ TEST_F(Networks, JoinedResidualsRunAsOneNodeEachAndComputeWhatTheModelDoes) {
   ASSERT_TRUE(as_model && joined);
   for (const auto* p : {as_model, joined}) {
     EXPECT_EQ(p->validation_status, "passed") << p->canonical << ": " << p->validation_method;
-    int adds = 0, fused = 0;
+    int adds = 0, relus = 0, fused = 0, bn_relus = 0;
     for (const auto& st : p->steps) {
       adds += st.op == "Add";
+      relus += st.op == "Relu";
+      if (st.op == "BatchNormRelu") {
+        ++bn_relus;
+        EXPECT_EQ(st.impl, "onednn batch normalization, relu in place by d500's loop") << st.name;
+        EXPECT_NE(st.name.find("+Relu_"), std::string::npos) << st.name;
+      }
       if (st.op != "AddRelu") continue;
       ++fused;
       EXPECT_EQ(st.impl, "onednn binary add with relu post-op; backward d500's loop") << st.name;
@@ -222,11 +229,14 @@ TEST_F(Networks, JoinedResidualsRunAsOneNodeEachAndComputeWhatTheModelDoes) {
     const bool join = p == joined;
     EXPECT_EQ(fused, join ? 2 * 9 : 0) << p->canonical;
     EXPECT_EQ(adds, join ? 0 : 2 * 9) << p->canonical;
+    EXPECT_EQ(bn_relus, join ? 2 * 10 : 0) << p->canonical;
+    EXPECT_EQ(relus, join ? 0 : 2 * 19) << p->canonical;
     EXPECT_EQ(std::get<std::int64_t>(p->facts.at("executor.fused_add_relu")), join ? 9 : 0) << p->canonical;
+    EXPECT_EQ(std::get<std::int64_t>(p->facts.at("executor.fused_bn_relu")), join ? 10 : 0) << p->canonical;
   }
   EXPECT_EQ(joined->facts.at("network.nodes"), as_model->facts.at("network.nodes"));
   EXPECT_EQ(joined->work_flops, as_model->work_flops);
-  EXPECT_EQ(joined->steps.size() + 2 * 9, as_model->steps.size());
+  EXPECT_EQ(joined->steps.size() + 2 * (9 + 10), as_model->steps.size());
   EXPECT_LT(std::get<std::int64_t>(joined->facts.at("memory.planned_bytes")),
             std::get<std::int64_t>(as_model->facts.at("memory.planned_bytes")));
 }

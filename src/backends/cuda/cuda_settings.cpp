@@ -50,9 +50,11 @@ std::vector<BackendSetting> settings_of_backend_cuda() {
        .workloads = {"network", "train", "distributed"},
        .neutral = "nchw",
        .other_note = "the CPU backends keep NCHW"},
-      fusion_setting("one pass of d500's kernel forward, y = max(a + b, 0), and one backward, dy where y > 0 "
+      fusion_setting("AddRelu in one pass of d500's kernel forward, y = max(a + b, 0), and one backward, dy where y > 0 "
                      "into both gradients: two fewer passes over the sum each way than the two nodes make",
-                     "add_relu"),
+                     "add_relu",
+                     "cuda joins no BatchNormalization with its Relu: cuDNN fuses the two only for half-precision "
+                     "NHWC activations, and d500 keeps them in float32"),
       {.spec = {"cuda_graph", ValueType::String, Value{std::string()}, 0, 0, {"off", "step"},
                 "training (level 2): step (the training step -- forward, backward and d500's device optimizer -- "
                 "captured once as a CUDA Graph, at the second step, and replayed at every later one: one launch instead "

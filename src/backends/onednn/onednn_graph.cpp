@@ -390,11 +390,22 @@ class PoolKernel final : public PairedNode {
 // ---- Batch and layer normalisation --------------------------------------------------------------------
 // In training the optional outputs (the running statistics updated by ONNX's momentum from the
 // batch's, which oneDNN leaves as its mean and biased variance; before opset 14 also those) are
-// written after the primitive, channel by channel.
+// written after the primitive, channel by channel. BatchNormRelu (networks/fuse.hpp, the point's
+// fusion = "bn_relu"): the primitive writes y and d500's loop applies the ReLU to it in place, on
+// the kernel's OpenMP threads; backward the loop writes dy where y > 0 into x's gradient, which the
+// primitive then takes as its incoming gradient and overwrites in place (oneDNN's batch
+// normalisation allows it): the normalised output is never stored apart. oneDNN's own
+// fuse_norm_relu flag took 4.5 times as long on these plain NCHW layouts (its ncsp kernel:
+// docs/performance.md).
 class BatchNormKernel final : public PairedNode {
  public:
   void forward() override {
     PairedNode::forward();
+    if (relu_) {
+      float* y = y_;
+#pragma omp parallel for schedule(static)
+      for (std::int64_t i = 0; i < n_; ++i) y[i] = dev::relu(y[i]);
+    }
     if (!training_ || outs_.empty()) return;
     const auto* mean = static_cast<const float*>(mean_.get_data_handle());
     const auto* var = static_cast<const float*>(var_.get_data_handle());
@@ -407,7 +418,11 @@ class BatchNormKernel final : public PairedNode {
       if (outs_[3]) outs_[3][c] = var[c];
     }
   }
-  BatchNormKernel(const NodeProblem& p, bool training, float eps) : PairedNode("batch normalization") {
+  BatchNormKernel(const NodeProblem& p, bool training, float eps, bool relu)
+      : PairedNode(relu ? "batch normalization, relu in place by d500's loop" : "batch normalization"),
+        relu_(relu),
+        n_(p.out[0].numel()),
+        y_(p.out[0].as<float>()) {
     using namespace dnnl;
     const memory::desc x = plain(*p.in[0].shape), ch = plain(*p.in[1].shape);
     auto flags = normalization_flags::use_scale | normalization_flags::use_shift;
@@ -454,11 +469,34 @@ class BatchNormKernel final : public PairedNode {
               {DNNL_ARG_DIFF_SRC, dx ? user_mem(x, p.din[0].data) : memory(x, engine())},
               {DNNL_ARG_DIFF_SCALE, ds ? user_mem(ch, p.din[1].data) : memory(ch, engine())},
               {DNNL_ARG_DIFF_SHIFT, db ? user_mem(ch, p.din[2].data) : memory(ch, engine())}};
+    if (relu_) {  // the masked gradient in x's gradient (or scratch of the kernel's own), in place
+      bargs_[DNNL_ARG_DIFF_DST] = bargs_[DNNL_ARG_DIFF_SRC];
+      masked_ = static_cast<float*>(bargs_[DNNL_ARG_DIFF_SRC].get_data_handle());
+      dy_ = p.dout[0].present() ? p.dout[0].as<const float>() : nullptr;
+    }
+  }
+  void backward() override {
+    if (relu_) {
+      const float *y = y_, *dy = dy_;
+      float* g = masked_;
+      if (!dy) {
+        std::memset(g, 0, static_cast<std::size_t>(n_) * sizeof(float));
+      } else {
+#pragma omp parallel for schedule(static)
+        for (std::int64_t i = 0; i < n_; ++i) g[i] = dev::relu_grad(y[i], dy[i]);
+      }
+    }
+    PairedNode::backward();
   }
 
  private:
   dnnl::batch_normalization_forward::primitive_desc fpd_;
   memory mean_, var_;
+  bool relu_;
+  std::int64_t n_;
+  float* y_;
+  const float* dy_ = nullptr;
+  float* masked_ = nullptr;
   bool training_ = false;
   std::int64_t channels_ = 0;
   float momentum_ = 0.9f;
@@ -764,7 +802,7 @@ std::unique_ptr<NodeKernel> make(const NodeProblem& p) {
   const std::size_t rank = p.in.empty() ? 0 : p.in[0].shape->size();
   if (!all_float(p)) return nullptr;
   for (std::size_t j = 1; j < p.out.size(); ++j)  // optional extra outputs: BatchNormalization's statistics only
-    if (p.out[j].present() && op != "BatchNormalization") return nullptr;
+    if (p.out[j].present() && !is_batch_norm(op)) return nullptr;
   if (op == "Conv" && rank <= 4)
     return std::make_unique<ConvKernel>(p, conv_geom(n, *p.in[0].shape, (*p.in[1].shape)[0]));
   if (op == "Gemm") {
@@ -803,9 +841,10 @@ std::unique_ptr<NodeKernel> make(const NodeProblem& p) {
     return std::make_unique<PoolKernel>(
         p, g, op == "GlobalMaxPool" ? algorithm::pooling_max : algorithm::pooling_avg_exclude_padding, true);
   }
-  if (op == "BatchNormalization" && rank >= 2 && rank <= 5) {
+  if (is_batch_norm(op) && rank >= 2 && rank <= 5) {
     const bool bn_training = training || n.attr_i("training_mode", 0) != 0;
-    return std::make_unique<BatchNormKernel>(p, bn_training, static_cast<float>(n.attr_f("epsilon", 1e-5)));
+    return std::make_unique<BatchNormKernel>(p, bn_training, static_cast<float>(n.attr_f("epsilon", 1e-5)),
+                                             op == "BatchNormRelu");
   }
   if (op == "LayerNormalization") {
     const Shape& x = *p.in[0].shape;

@@ -8,8 +8,10 @@ namespace d500 {
 
 std::vector<BackendSetting> settings_of_backend_onednn() {
   return {fusion_setting(
-      "forward oneDNN's binary add with a ReLU post-op, one pass; backward one OpenMP loop, dy where y > 0 into both "
-      "gradients",
+      "AddRelu forward as oneDNN's binary add with a ReLU post-op, one pass, backward one OpenMP loop, dy where y > 0 "
+      "into both gradients; BatchNormRelu as oneDNN's batch normalization with the ReLU applied in place by an OpenMP "
+      "loop, backward the masked gradient written into x's gradient and taken in place by the primitive, so that the "
+      "normalised output is never stored",
       "off")};
 }
 

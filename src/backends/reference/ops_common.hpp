@@ -233,4 +233,14 @@ T sigmoid(T x) {
 
 inline double elems(const NodeProblem& p, std::size_t j = 0) { return static_cast<double>(p.out[j].numel()); }
 
+// Relu's forward f and gradient g(x, dy), shared by Relu and the internal operators that end in
+// one (AddRelu, BatchNormRelu): g tests x > 0, which the output y passes exactly where x does.
+template <class T>
+struct Relu {
+  explicit Relu(const Node&) {}
+  static constexpr bool kUsesY = false;
+  T f(T x) const { return x > T(0) ? x : T(0); }
+  T g(T x, T dy) const { return x > T(0) ? dy : T(0); }
+};
+
 }  // namespace d500::ref

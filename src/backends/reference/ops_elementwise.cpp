@@ -12,14 +12,8 @@ namespace {
 constexpr std::uint32_t kX = 1, kY = 1;  // bit 0: input 0 / output 0
 
 // ---- Unary ----------------------------------------------------------------------------------
-// f: the forward; g(v, dy): the gradient, where v is the input x, or the output y when kUsesY.
-template <class T>
-struct Relu {
-  explicit Relu(const Node&) {}
-  static constexpr bool kUsesY = false;
-  T f(T x) const { return x > T(0) ? x : T(0); }
-  T g(T x, T dy) const { return x > T(0) ? dy : T(0); }
-};
+// f: the forward; g(v, dy): the gradient, where v is the input x, or the output y when kUsesY
+// (Relu's are in ops_common.hpp).
 template <class T>
 struct LeakyRelu {
   explicit LeakyRelu(const Node& n) : alpha(static_cast<T>(n.attr_f("alpha", 0.01))) {}

@@ -41,8 +41,13 @@ void bn_batch_stats(const BnDims& d, const T* x, I c, T& mean, T& var) {
   var = static_cast<T>(q / m);
 }
 
-template <class T>
+// kRelu: BatchNormRelu (internal: networks/fuse.hpp), the normalisation's output through Relu's
+// own function before it is stored, and backward dy through Relu's gradient (which tests the
+// stored y) wherever the normalisation's backward reads it: the values BatchNormalization and
+// then Relu compute, bit for bit, without the normalisation's output in memory.
+template <class T, bool kRelu = false>
 void bn_fwd(const NodeProblem& p, T*) {
+  const Relu<T> relu(*p.node);
   const BnDims d = bn_dims(p);
   const T eps = static_cast<T>(p.node->attr_f("epsilon", 1e-5));
   const T momentum = static_cast<T>(p.node->attr_f("momentum", 0.9));
@@ -63,19 +68,25 @@ void bn_fwd(const NodeProblem& p, T*) {
     const T inv = T(1) / std::sqrt(var + eps);
     for (I n = 0; n < d.n; ++n) {
       const I base = (n * d.c + c) * d.plane;
-      for (I i = 0; i < d.plane; ++i) y[base + i] = scale[c] * (x[base + i] - mean) * inv + bias[c];
+      for (I i = 0; i < d.plane; ++i) {
+        const T v = scale[c] * (x[base + i] - mean) * inv + bias[c];
+        y[base + i] = kRelu ? relu.f(v) : v;
+      }
     }
   }
 }
 
 // Training: dx = scale inv / M (M dy - sum(dy) - xhat sum(dy xhat)), M = N * plane; inference:
 // dx = scale inv dy. dscale = sum(dy xhat), dB = sum(dy).
-template <class T>
+template <class T, bool kRelu = false>
 void bn_bwd(const NodeProblem& p, T*) {
   const BnDims d = bn_dims(p);
   const T eps = static_cast<T>(p.node->attr_f("epsilon", 1e-5));
   const T *x = cin<T>(p, 0), *scale = cin<T>(p, 1), *rm = cin<T>(p, 3), *rv = cin<T>(p, 4);
   const T* dy = dout<T>(p, 0);
+  const Relu<T> relu(*p.node);
+  const T* y = kRelu ? p.out[0].as<const T>() : nullptr;
+  auto grad = [&](I at) { return kRelu ? relu.g(y[at], dy[at]) : dy[at]; };
   T *dx = din<T>(p, 0), *dscale = din<T>(p, 1), *dbias = din<T>(p, 2);
   const bool training = bn_training(p);
   const T m = static_cast<T>(d.n * d.plane);
@@ -87,8 +98,9 @@ void bn_bwd(const NodeProblem& p, T*) {
     for (I n = 0; n < d.n && dy; ++n)
       for (I i = 0; i < d.plane; ++i) {
         const I at = (n * d.c + c) * d.plane + i;
-        sdy_ += dy[at];
-        sdyx_ += dy[at] * (x[at] - mean) * inv;
+        const T g = grad(at);
+        sdy_ += g;
+        sdyx_ += g * (x[at] - mean) * inv;
       }
     const T sdy = static_cast<T>(sdy_), sdyx = static_cast<T>(sdyx_);
     if (dbias) dbias[c] = sdy;
@@ -100,9 +112,9 @@ void bn_bwd(const NodeProblem& p, T*) {
         if (!dy)
           dx[at] = 0;
         else if (training)
-          dx[at] = scale[c] * inv / m * (m * dy[at] - sdy - (x[at] - mean) * inv * sdyx);
+          dx[at] = scale[c] * inv / m * (m * grad(at) - sdy - (x[at] - mean) * inv * sdyx);
         else
-          dx[at] = scale[c] * inv * dy[at];
+          dx[at] = scale[c] * inv * grad(at);
       }
   }
 }
@@ -121,6 +133,10 @@ void infer_bn(InferCtx& c) {
 
 double bn_flops(const NodeProblem& p, bool backward) {
   return (backward ? 8.0 : bn_training(p) ? 5.0 : 2.0) * elems(p);
+}
+// BatchNormalization's count and Relu's together, so that a joined graph's work is its model's.
+double bn_relu_flops(const NodeProblem& p, bool backward) {
+  return bn_flops(p, backward) + (backward ? 2.0 : 1.0) * elems(p);
 }
 
 // ---- LayerNormalization (opset 17) --------------------------------------------------------------------
@@ -470,6 +486,19 @@ void add_norm_ops(std::vector<OpSchema>& t) {
                        .diff_in = 7,
                        .saved_in = 0x1B,
                        .batch_coupled_in_training = true});
+  t.push_back(OpSchema{.op = "BatchNormRelu",
+                       .since = 1,
+                       .infer = infer_bn,
+                       .fwd_f = bn_fwd<float, true>,
+                       .fwd_d = bn_fwd<double, true>,
+                       .bwd_f = bn_bwd<float, true>,
+                       .bwd_d = bn_bwd<double, true>,
+                       .flops = bn_relu_flops,
+                       .diff_in = 7,
+                       .saved_in = 0x1B,
+                       .saved_out = 1,
+                       .batch_coupled_in_training = true,
+                       .internal = true});
   t.push_back(OpSchema{.op = "LayerNormalization",
                        .since = 17,
                        .infer = infer_ln,

@@ -53,9 +53,10 @@ struct NetworkPoint {
 std::shared_ptr<const LoadedNetwork> load_point_network(const std::string& network, std::int64_t batch, bool training,
                                                         bool weights, const std::string& fusion) {
   static Recent<LoadedNetwork> cache(3);
-  const bool fuse = fuses_add_relu(fusion);
+  const bool add_relu = fuses_add_relu(fusion), bn_relu = fuses_bn_relu(fusion);
   const std::string key = network + "\n" + std::to_string(batch) + "\n" + (training ? "training" : "inference") +
-                          (weights ? "" : "\nshapes only") + (fuse ? "\nfused" : "");
+                          (weights ? "" : "\nshapes only") + (add_relu ? "\nadd_relu" : "") +
+                          (bn_relu ? "\nbn_relu" : "");
   return cache.get(key, [&] {
     LoadedNetwork n;
     n.graph = load_network(network, LoadOptions{batch, {}, weights}, &n.facts);
@@ -66,7 +67,8 @@ std::shared_ptr<const LoadedNetwork> load_point_network(const std::string& netwo
     n.work = graph_work(n.graph, n.loss.loss);
     n.tolerance = network_tolerance(n.graph, n.loss.loss);
     n.model_hash = find_builtin_network(network) ? "built-in" : n.facts.file_hash;
-    if (fuse) n.fused_add_relu = fuse_add_relu(n.graph);
+    if (add_relu) n.fused_add_relu = fuse_add_relu(n.graph);
+    if (bn_relu) n.fused_bn_relu = fuse_bn_relu(n.graph);
     return n;
   });
 }
@@ -203,7 +205,7 @@ class NetworkWorkload final : public Workload {
     if (net_->facts.converted_from)
       a.push_back({"network.converted_from_opset", std::int64_t{net_->facts.converted_from}});
     // The model's nodes after folding: a joined pair counts two, as in an unfused point.
-    a.push_back({"network.nodes", static_cast<std::int64_t>(g.nodes.size()) + net_->fused_add_relu});
+    a.push_back({"network.nodes", static_cast<std::int64_t>(g.nodes.size()) + net_->joined()});
     a.push_back({"network.weight_bytes", weights});
     if (pt_.training) a.push_back({"network.trainable_parameters", params});
     a.push_back({"network.flops_per_sample", (pt_.training ? net_->work.training_flops : net_->work.forward_flops) /
@@ -218,6 +220,7 @@ class NetworkWorkload final : public Workload {
       const auto f = fallback_attributes(*executor_, g);
       a.insert(a.end(), f.begin(), f.end());
       a.push_back({"executor.fused_add_relu", std::int64_t{net_->fused_add_relu}});
+      a.push_back({"executor.fused_bn_relu", std::int64_t{net_->fused_bn_relu}});
     }
     const auto peak = executor_peak_attributes(backend_, params_, executor_ && runner_->device_memory());
     a.insert(a.end(), peak.begin(), peak.end());

@@ -23,12 +23,14 @@ struct LoadedNetwork {
   GraphWork work;
   ToleranceBasis tolerance;
   std::string model_hash;  // FNV-1a of a model file's bytes, "built-in" for d500's own
-  int fused_add_relu = 0;  // Add+Relu pairs joined into AddRelu nodes (the point's fusion = "add_relu")
+  int fused_add_relu = 0;  // Add+Relu pairs joined into AddRelu nodes (the point's fusion: add_relu)
+  int fused_bn_relu = 0;   // BatchNormalization+Relu pairs joined into BatchNormRelu nodes (bn_relu)
+  int joined() const { return fused_add_relu + fused_bn_relu; }  // nodes the rewrites removed
 };
 // Loaded once per (network, batch, pass, fusion) for the points and plan-time checks that share it.
 // `weights` false: a built-in network's weights are 0 (LoadOptions::weights), for the planner's
 // checks and estimates, which read shapes and sizes only; never run such a graph. `fusion`: the
-// point's (networks/fuse.hpp's fuses_add_relu); the work and the validation tolerance are the
+// point's (networks/fuse.hpp's fuses_add_relu, fuses_bn_relu); the work and the validation tolerance are the
 // unfused graph's, whose arithmetic the fused one repeats.
 std::shared_ptr<const LoadedNetwork> load_point_network(const std::string& network, std::int64_t batch, bool training,
                                                         bool weights = true, const std::string& fusion = "");

@@ -24,6 +24,7 @@
 #include <map>
 #include <mutex>
 
+#include "backends/graph_ops.hpp"
 #include "backends/registry.hpp"
 #include "backends/settings.hpp"
 #include "common/error.hpp"
@@ -358,8 +359,8 @@ class TrainWorkload final : public Workload {
     checkpoints_ = h.checkpoints();
   }
 
-  bool graph_has(const std::string& op) const {
-    return std::any_of(graph_.nodes.begin(), graph_.nodes.end(), [&](const Node& n) { return n.op == op; });
+  bool graph_has_batch_norm() const {
+    return std::any_of(graph_.nodes.begin(), graph_.nodes.end(), [&](const Node& n) { return is_batch_norm(n.op); });
   }
 
   // A parameter server's optimizer state lives on the servers, which a worker's checkpoint lacks.
@@ -416,6 +417,7 @@ class TrainWorkload final : public Workload {
       const auto f = fallback_attributes(*e, graph_);
       a.insert(a.end(), f.begin(), f.end());
       a.push_back({"executor.fused_add_relu", std::int64_t{loaded_->fused_add_relu}});
+      a.push_back({"executor.fused_bn_relu", std::int64_t{loaded_->fused_bn_relu}});
       const auto peak = executor_peak_attributes(backend_, params_, runner_->device_memory() != nullptr);
       a.insert(a.end(), peak.begin(), peak.end());
     }
@@ -435,7 +437,7 @@ class TrainWorkload final : public Workload {
              std::to_string(pt_.eval_interval) +
              " steps and after the last, by the training executor's forward pass in evaluation mode" +
              (buffers_.empty()
-                  ? std::string(graph_has("BatchNormalization")
+                  ? std::string(graph_has_batch_norm()
                                     ? " (eval_statistics = \"batch\": BatchNormalization normalises with the "
                                       "evaluation batch's own statistics, none kept)"
                                     : "")
