@@ -143,23 +143,35 @@ std::set<std::string> tied_to_axis(const std::vector<const PointRow*>& rows, con
   return tied;
 }
 
-// The repetitions of each point of a workload as box plots, up to 16 boxes a figure.
+// The repetitions of each point of a workload as box plots, up to 16 boxes a figure. A box is
+// named by the values that tell the points apart ("add_relu, 3"), the x axis by their parameters
+// ("fusion, launch"), the backend among them only where it differs: short enough that no two names
+// are cut to one.
 std::vector<Block> repetition_figures(const Report& rep, const std::vector<const PointRow*>& rows,
                                       const std::string& workload) {
   std::vector<Block> out;
   const PointNames& names = rep.names;
+  std::vector<std::string> keys;
+  if (std::any_of(rows.begin(), rows.end(), [&](const PointRow* r) { return r->backend != rows[0]->backend; }))
+    keys.push_back("backend");
+  if (const auto v = names.varying.find(workload); v != names.varying.end())
+    keys.insert(keys.end(), v->second.begin(), v->second.end());
+  auto box_name = [&](const PointRow& r) {
+    std::vector<std::string> values;
+    for (const auto& k : keys) values.push_back(k == "backend" ? r.backend : value_text(r, k));
+    return values.empty() ? r.backend : join(values, ", ");
+  };
   constexpr std::size_t kBoxes = 16;
   for (std::size_t from = 0; from < rows.size(); from += kBoxes) {
     svg::BoxPlot b;
     b.title = workload + ": repetitions of each point" +
               (rows.size() > kBoxes ? " (" + std::to_string(from / kBoxes + 1) + ")" : "");
     b.ylabel = "time per repetition [s]";
+    b.xlabel = keys.empty() ? "backend" : join(keys, ", ");
     std::vector<double> all;
     for (std::size_t i = from; i < std::min(rows.size(), from + kBoxes); ++i) {
       const PointRow& r = *rows[i];
-      const std::string v = names.varying_text(r);
-      b.boxes.push_back({r.backend + (v.empty() ? "" : " " + v), hover(r, names), r.costs, r.time.median, r.time.lo,
-                         r.time.hi, r.time.has_ci});
+      b.boxes.push_back({box_name(r), hover(r, names), r.costs, r.time.median, r.time.lo, r.time.hi, r.time.has_ci});
       all.insert(all.end(), r.costs.begin(), r.costs.end());
     }
     b.logy = svg::spans_decade(all);

@@ -5,10 +5,12 @@
 
 #include <random>
 #include <regex>
+#include <set>
 
 #include "analysis/document.hpp"
 #include "analysis/format.hpp"
 #include "analysis/summary.hpp"
+#include "analysis/svg.hpp"
 
 namespace {
 
@@ -97,6 +99,58 @@ TEST(ReportFigures, ALineJoinsOnlyPointsThatDifferInItsXParameterAlone) {
     }
     EXPECT_EQ(count, 2) << "a series per backend";
   }
+}
+
+// The boxes of the repetitions' figure: named by the values that tell the points apart, the x axis
+// by their parameters, the backend left out where every point shares it; no two names of a
+// figure read alike, although the points' full labels are too long to show (here they differed
+// only after the 26th character, and every launch of a fusion looked the same).
+TEST(ReportFigures, NoTwoBoxesOfTheRepetitionsFigureReadAlike) {
+  std::vector<PointRow> rows;
+  for (std::int64_t launch = 1; launch <= 4; ++launch)
+    for (const char* fusion : {"", "add_relu", "bn_relu", "add_relu+bn_relu"}) {
+      PointRow r = row("onednn", 64, 1, 42, 1e-3 * (1.0 + 0.01 * static_cast<double>(launch)));
+      r.params["fusion"] = std::string(fusion);
+      r.params["launch"] = launch;
+      r.canonical = d500::canonical_point(r.params);
+      r.id = r.canonical;
+      rows.push_back(r);
+    }
+  const auto rep = report(rows);
+  const d500::Document doc = d500::report_document(rep);
+  std::vector<std::string> boxes;
+  for (const auto& s : doc.sections)
+    for (const auto& b : s.blocks)
+      if (b.kind == d500::Block::Kind::Figure && b.name.rfind("repetitions-", 0) == 0) boxes.push_back(b.svg);
+  ASSERT_EQ(boxes.size(), 1u);
+  const std::string& svg = boxes[0];
+  EXPECT_NE(svg.find(">fusion, launch</text>"), std::string::npos) << "the x axis names the boxes' parameters";
+  const std::regex tick("<text class=\"tick\"[^>]*>(?:<title>[^<]*</title>)?([^<]*)</text>");
+  std::set<std::string> names;
+  int count = 0;
+  for (std::sregex_iterator it(svg.begin(), svg.end(), tick), end; it != end; ++it) {
+    const std::string shown = (*it)[1];
+    if (shown.empty() || std::isdigit(static_cast<unsigned char>(shown[0])) != 0) continue;  // the y axis' numbers
+    ++count;
+    names.insert(shown);
+  }
+  EXPECT_EQ(count, 16);
+  EXPECT_EQ(names.size(), 16u) << "two boxes read alike";
+  EXPECT_TRUE(names.count("default, 1")) << "an unset fusion reads as the results table has it";
+  EXPECT_TRUE(names.count("add_relu+bn_relu, 4"));
+  for (const auto& n : names) EXPECT_EQ(n.find("onednn"), std::string::npos) << "every point's backend: " << n;
+  // A name too long for its room is cut in the middle, so that names that differ at their ends
+  // stay apart.
+  d500::svg::BoxPlot plot;
+  plot.title = "t";
+  for (const char* name :
+       {"a-parameter-value-far-longer-than-the-room-for-it, 1", "a-parameter-value-far-longer-than-the-room-for-it, 2"})
+    plot.boxes.push_back({name, name, {1.0, 2.0, 3.0}, 2.0, 1.0, 3.0, true});
+  const std::string two = d500::svg::render(plot);
+  std::set<std::string> cut;
+  for (std::sregex_iterator it(two.begin(), two.end(), tick), end; it != end; ++it)
+    if (const std::string shown = (*it)[1]; shown.find("\u2026") != std::string::npos) cut.insert(shown);
+  EXPECT_EQ(cut.size(), 2u) << two;
 }
 
 // Times that grow with the rank count faster than any serial share allows: no Amdahl model with

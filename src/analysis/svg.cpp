@@ -115,15 +115,21 @@ std::string data_num(double v) {
   return b;
 }
 
-// `s` cut to `chars` characters with an ellipsis (the full text goes into the element's <title>).
-std::string fit(const std::string& s, double width) {
+// `s` cut to the characters `width` holds with an ellipsis (the full text goes into the element's
+// <title>): at its end, or with `middle` in its middle, which keeps apart names that differ only
+// at their ends.
+std::string fit(const std::string& s, double width, bool middle = false) {
   const std::size_t chars = static_cast<std::size_t>(std::max(4.0, width / kCharWidth));
-  return s.size() <= chars ? s : s.substr(0, chars - 1) + "\u2026";
+  if (s.size() <= chars) return s;
+  if (!middle) return s.substr(0, chars - 1) + "\u2026";
+  const std::size_t head = (chars - 1) / 2, tail = chars - 1 - head;
+  return s.substr(0, head) + "\u2026" + s.substr(s.size() - tail);
 }
 
 std::string text_el(double x, double y, const std::string& cls, const std::string& anchor, const std::string& full,
                     double width, const std::string& extra = "") {
-  const std::string shown = fit(full, width);
+  // A tick names one of several things side by side: cut in the middle.
+  const std::string shown = fit(full, width, cls == "tick");
   return "<text class=\"" + cls + "\" x=\"" + num(x) + "\" y=\"" + num(y) + "\" text-anchor=\"" + anchor + "\"" +
          extra + ">" + (shown != full ? "<title>" + html_escape(full) + "</title>" : "") + html_escape(shown) +
          "</text>\n";
@@ -255,6 +261,7 @@ std::string render(const BoxPlot& p) {
   // Below the plotting area, the boxes' names slanted: room for about 26 characters.
   constexpr double kLabels = 120;
   std::string o = frame(p.title, "", p.ylabel, H + kLabels);
+  if (!p.xlabel.empty()) o += text_el((L + W - R) / 2, H + kLabels - 8, "xlabel", "middle", p.xlabel, W - L - R);
   o += y_ticks(ay);
   const double slot = (W - L - R) / n, half = std::min(18.0, slot * 0.3);
   for (std::size_t i = 0; i < p.boxes.size(); ++i) {

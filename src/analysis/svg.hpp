@@ -44,7 +44,7 @@ struct Box {
 };
 
 struct BoxPlot {
-  std::string title, ylabel;
+  std::string title, xlabel, ylabel;  // xlabel: what the boxes' names are, below them
   bool logy = false;
   std::vector<Box> boxes;
 };
