@@ -29,6 +29,12 @@ Block table(Table t, bool terminal = true) {
   return b;
 }
 
+// The terminal's sentences for a table the documents show instead.
+Block terminal_words(Block b) {
+  b.document = false;
+  return b;
+}
+
 Block figure(std::string svg, std::string name, std::string caption) {
   Block b;
   b.kind = Block::Kind::Figure;
@@ -143,24 +149,33 @@ std::set<std::string> tied_to_axis(const std::vector<const PointRow*>& rows, con
   return tied;
 }
 
-// The repetitions of each point of a workload as box plots, up to 16 boxes a figure. A box is
-// named by the values that tell the points apart ("add_relu, 3"), the x axis by their parameters
-// ("fusion, launch"), the backend among them only where it differs: short enough that no two names
-// are cut to one.
-std::vector<Block> repetition_figures(const Report& rep, const std::vector<const PointRow*>& rows,
-                                      const std::string& workload) {
-  std::vector<Block> out;
-  const PointNames& names = rep.names;
+// The parameters that tell a workload's points apart, less `without`, the backend first where
+// the points' differ; a figure names a point by its values of them ("add_relu, 3"; an unset one
+// "default", as the results table has it) and its axis by them ("fusion, launch"): short enough
+// that no two names are cut to one.
+std::vector<std::string> telling_keys(const std::vector<const PointRow*>& rows, const PointNames& names,
+                                      const std::string& workload, const std::string& without = "") {
   std::vector<std::string> keys;
   if (std::any_of(rows.begin(), rows.end(), [&](const PointRow* r) { return r->backend != rows[0]->backend; }))
     keys.push_back("backend");
   if (const auto v = names.varying.find(workload); v != names.varying.end())
-    keys.insert(keys.end(), v->second.begin(), v->second.end());
-  auto box_name = [&](const PointRow& r) {
-    std::vector<std::string> values;
-    for (const auto& k : keys) values.push_back(k == "backend" ? r.backend : value_text(r, k));
-    return values.empty() ? r.backend : join(values, ", ");
-  };
+    for (const auto& k : v->second)
+      if (k != without) keys.push_back(k);
+  return keys;
+}
+std::string telling_name(const PointRow& r, const std::vector<std::string>& keys) {
+  std::vector<std::string> values;
+  for (const auto& k : keys) values.push_back(k == "backend" ? r.backend : value_text(r, k));
+  return values.empty() ? r.backend : join(values, ", ");
+}
+
+// The repetitions of each point of a workload as box plots, up to 16 boxes a figure, each box
+// named by telling_name.
+std::vector<Block> repetition_figures(const Report& rep, const std::vector<const PointRow*>& rows,
+                                      const std::string& workload) {
+  std::vector<Block> out;
+  const PointNames& names = rep.names;
+  const std::vector<std::string> keys = telling_keys(rows, names, workload);
   constexpr std::size_t kBoxes = 16;
   for (std::size_t from = 0; from < rows.size(); from += kBoxes) {
     svg::BoxPlot b;
@@ -171,7 +186,8 @@ std::vector<Block> repetition_figures(const Report& rep, const std::vector<const
     std::vector<double> all;
     for (std::size_t i = from; i < std::min(rows.size(), from + kBoxes); ++i) {
       const PointRow& r = *rows[i];
-      b.boxes.push_back({box_name(r), hover(r, names), r.costs, r.time.median, r.time.lo, r.time.hi, r.time.has_ci});
+      b.boxes.push_back(
+          {telling_name(r, keys), hover(r, names), r.costs, r.time.median, r.time.lo, r.time.hi, r.time.has_ci});
       all.insert(all.end(), r.costs.begin(), r.costs.end());
     }
     b.logy = svg::spans_decade(all);
@@ -497,6 +513,59 @@ void add_scaling_section(const Report& rep, Document& d) {
   d.sections.push_back(std::move(s));
 }
 
+// Per workload measured in launches, each point's typical launch median with the interval that
+// covers the variation between launches (the primary one), and each launch's own median beside
+// it: a category per point, named by what tells the points apart besides their launch.
+std::vector<Block> launch_figures(const Report& rep) {
+  std::map<std::string, const PointRow*> by_id;
+  for (const auto& r : rep.rows) by_id[r.id] = &r;
+  std::map<std::string, std::vector<std::pair<const LaunchGroup*, const PointRow*>>> by_workload;
+  for (const auto& g : rep.launches)
+    if (const auto it = g.ids.empty() ? by_id.end() : by_id.find(g.ids.front()); it != by_id.end())
+      by_workload[it->second->workload].push_back({&g, it->second});
+  std::vector<Block> out;
+  for (const auto& [workload, groups] : by_workload) {
+    std::vector<const PointRow*> rows;
+    for (const auto& [g, r] : groups) rows.push_back(r);
+    const std::vector<std::string> keys = telling_keys(rows, rep.names, workload, "launch");
+    svg::Plot p;
+    p.title = workload + ": across launches";
+    p.ylabel = "time per repetition [s] (median, CI)";  // the caption says which median and interval
+    p.xlabel = join(keys, ", ");
+    svg::Series across{.name = "across launches", .line = false}, each{.name = "each launch", .line = false};
+    std::vector<double> ys;
+    for (const auto& [g, r] : groups) {
+      const auto x = static_cast<double>(p.xcats.size());
+      p.xcats.push_back(telling_name(*r, keys));
+      const stats::LaunchInterval& iv = g->interval;
+      across.x.push_back(x);
+      across.y.push_back(iv.estimate);
+      across.lo.push_back(iv.has_ci ? iv.lo : NAN);
+      across.hi.push_back(iv.has_ci ? iv.hi : NAN);
+      across.tips.push_back(g->group + ": " + fmt_time(iv.estimate) +
+                            (iv.has_ci ? " [" + fmt_time(iv.lo) + ", " + fmt_time(iv.hi) + "]" : "") + " across " +
+                            std::to_string(iv.launches) + " launches");
+      ys.push_back(iv.estimate);
+      for (std::size_t k = 0; k < iv.medians.size(); ++k) {
+        each.x.push_back(x + 0.2);  // beside the interval, not on it
+        each.y.push_back(iv.medians[k]);
+        each.tips.push_back(g->group + ", launch " +
+                            (k < g->launch_numbers.size() ? std::to_string(g->launch_numbers[k]) : "?") + ": " +
+                            fmt_time(iv.medians[k]));
+        ys.push_back(iv.medians[k]);
+      }
+    }
+    p.logy = svg::spans_decade(ys);
+    if (p.logy) p.ylabel += ", log scale";
+    p.series = {across, each};
+    out.push_back(figure(svg::render(p), slug("launches-" + workload),
+                         "Figure: " + p.title + ". Each point's typical launch median with its " + pct(rep.confidence) +
+                             " interval across launches (categories: no line joins them), and each launch's own "
+                             "median beside it. Hover a marker for the point and its figures."));
+  }
+  return out;
+}
+
 // Points measured in separate launches: the interval across them, and the comparisons and
 // scaling models across launches.
 void add_launch_sections(const Report& rep, Document& d) {
@@ -507,14 +576,15 @@ void add_launch_sections(const Report& rep, Document& d) {
            "(two-stage: launch medians, then a t interval on their logarithms); each launch's own interval covers "
            "only the variation within it.",
            "-"));
-  s.blocks.push_back(table(launches_table(rep), false));
+  s.blocks.push_back(table(launches_table(rep), false));  // the terminal has the sentences below
+  for (auto& f : launch_figures(rep)) s.blocks.push_back(std::move(f));
   std::vector<std::string> items;
   for (const auto& g : rep.launches)
     items.push_back("across " + std::to_string(g.interval.launches) + " launches, " + g.group + ": " +
                     fmt_time(g.interval.estimate) +
                     (g.interval.has_ci ? " [" + fmt_time(g.interval.lo) + ", " + fmt_time(g.interval.hi) + "]" : "") +
                     ", between-launch share of variance " + fmt_sig(g.interval.between_share * 100, 2) + "%");
-  s.blocks.push_back(list(items));
+  s.blocks.push_back(terminal_words(list(items)));
   d.sections.push_back(std::move(s));
   if (!rep.launch_comparisons.empty()) {
     std::vector<std::string> items;
@@ -524,21 +594,22 @@ void add_launch_sections(const Report& rep, Document& d) {
                       (c.varies == "ranks"        ? ", efficiency " + fmt_sig(c.speedup.estimate / c.ideal, 3)
                        : c.speedup.excludes_one() ? std::string(" (significant)")
                                                   : std::string(" (not significant)")));
-    d.sections.push_back(
-        {"Comparisons across launches",
-         3,
-         true,
-         {text(launch_comparison_note(rep), "-"), table(launch_comparison_table(rep), false), list(items)}});
+    d.sections.push_back({"Comparisons across launches",
+                          3,
+                          true,
+                          {text(launch_comparison_note(rep), "-"), table(launch_comparison_table(rep), false),
+                           terminal_words(list(items))}});
   }
   if (!rep.launch_scaling.empty()) {
     std::vector<std::string> items;
     for (const auto& m : rep.launch_scaling)
       items.push_back("across " + std::to_string(m.launches.size()) + " launches, scaling model of " + m.group + ": " +
                       launch_model_words(m));
-    d.sections.push_back({"Scaling models across launches",
-                          3,
-                          true,
-                          {text(launch_scaling_note(rep), "-"), table(launch_scaling_table(rep), false), list(items)}});
+    d.sections.push_back(
+        {"Scaling models across launches",
+         3,
+         true,
+         {text(launch_scaling_note(rep), "-"), table(launch_scaling_table(rep), false), terminal_words(list(items))}});
   }
 }
 

@@ -25,6 +25,7 @@ struct Block {
   std::string text;      // Text: a paragraph; Figure: its caption
   std::string brief;     // Text: what the terminal prints instead ("" prints `text`)
   bool terminal = true;  // printed in the terminal (figures never are)
+  bool document = true;  // in report.md and report.html (false: the terminal's words for a table they show)
   TableBlock table;
   std::string svg, name;           // Figure: the SVG and its file name (figures/<name>.svg)
   std::vector<std::string> items;  // List

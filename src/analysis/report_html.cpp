@@ -65,21 +65,22 @@ std::string render_html(const Report&, const Document& d) {
   for (std::size_t i = 0; i < d.sections.size(); ++i) {
     const Section& s = d.sections[i];
     o << "<h" << s.depth << " id=\"" << anchor(i) << "\">" << html_escape(s.title) << "</h" << s.depth << ">\n";
-    for (const auto& b : s.blocks) switch (b.kind) {
-        case Block::Kind::Text: o << "<p>" << html_escape(b.text) << "</p>\n"; break;
-        case Block::Kind::Table:
-          if (b.table.table.size() > 1) table_html(o, b.table);
-          break;
-        case Block::Kind::List:
-          o << "<ul>\n";
-          for (const auto& item : b.items) o << "<li>" << html_escape(item) << "</li>\n";
-          o << "</ul>\n";
-          break;
-        case Block::Kind::Figure:
-          o << "<figure id=\"" << html_escape(b.name) << "\">" << b.svg << "<figcaption>" << html_escape(b.text)
-            << "</figcaption></figure>\n";
-          break;
-      }
+    for (const auto& b : s.blocks)
+      if (b.document) switch (b.kind) {
+          case Block::Kind::Text: o << "<p>" << html_escape(b.text) << "</p>\n"; break;
+          case Block::Kind::Table:
+            if (b.table.table.size() > 1) table_html(o, b.table);
+            break;
+          case Block::Kind::List:
+            o << "<ul>\n";
+            for (const auto& item : b.items) o << "<li>" << html_escape(item) << "</li>\n";
+            o << "</ul>\n";
+            break;
+          case Block::Kind::Figure:
+            o << "<figure id=\"" << html_escape(b.name) << "\">" << b.svg << "<figcaption>" << html_escape(b.text)
+              << "</figcaption></figure>\n";
+            break;
+        }
   }
   o << "<script>" << kSortScript << "</script>\n</body></html>\n";
   return o.str();

@@ -17,19 +17,20 @@ std::string render_markdown(const Report& rep, const Document& d) {
   o << "\n";
   for (const auto& s : d.sections) {
     o << std::string(static_cast<std::size_t>(s.depth), '#') << " " << s.title << "\n\n";
-    for (const auto& b : s.blocks) switch (b.kind) {
-        case Block::Kind::Text: o << b.text << "\n\n"; break;
-        case Block::Kind::Table:
-          if (b.table.table.size() > 1) markdown_table(o, b.table.table);
-          break;
-        case Block::Kind::List:
-          for (const auto& item : b.items) o << "- " << item << "\n";
-          o << "\n";
-          break;
-        case Block::Kind::Figure:
-          o << "![" << b.text << "](" << figures_dir(rep.confidence) << "/" << b.name << ".svg)\n\n";
-          break;
-      }
+    for (const auto& b : s.blocks)
+      if (b.document) switch (b.kind) {
+          case Block::Kind::Text: o << b.text << "\n\n"; break;
+          case Block::Kind::Table:
+            if (b.table.table.size() > 1) markdown_table(o, b.table.table);
+            break;
+          case Block::Kind::List:
+            for (const auto& item : b.items) o << "- " << item << "\n";
+            o << "\n";
+            break;
+          case Block::Kind::Figure:
+            o << "![" << b.text << "](" << figures_dir(rep.confidence) << "/" << b.name << ".svg)\n\n";
+            break;
+        }
   }
   return o.str();
 }

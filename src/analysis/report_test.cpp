@@ -3,6 +3,7 @@
 // parameter alone, and a scaling fit outside its law's range is reported as failed.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <random>
 #include <regex>
 #include <set>
@@ -101,22 +102,28 @@ TEST(ReportFigures, ALineJoinsOnlyPointsThatDifferInItsXParameterAlone) {
   }
 }
 
-// The boxes of the repetitions' figure: named by the values that tell the points apart, the x axis
-// by their parameters, the backend left out where every point shares it; no two names of a
-// figure read alike, although the points' full labels are too long to show (here they differed
-// only after the 26th character, and every launch of a fusion looked the same).
-TEST(ReportFigures, NoTwoBoxesOfTheRepetitionsFigureReadAlike) {
+// A oneDNN point per fusion ("": unset) in each of `launches` launches, launch k's times
+// 1 + k `drift` ms.
+std::vector<PointRow> launched_rows(std::int64_t launches, std::initializer_list<const char*> fusions, double drift) {
   std::vector<PointRow> rows;
-  for (std::int64_t launch = 1; launch <= 4; ++launch)
-    for (const char* fusion : {"", "add_relu", "bn_relu", "add_relu+bn_relu"}) {
-      PointRow r = row("onednn", 64, 1, 42, 1e-3 * (1.0 + 0.01 * static_cast<double>(launch)));
+  for (std::int64_t launch = 1; launch <= launches; ++launch)
+    for (const char* fusion : fusions) {
+      PointRow r = row("onednn", 64, 1, 42, 1e-3 * (1.0 + drift * static_cast<double>(launch)));
       r.params["fusion"] = std::string(fusion);
       r.params["launch"] = launch;
       r.canonical = d500::canonical_point(r.params);
       r.id = r.canonical;
       rows.push_back(r);
     }
-  const auto rep = report(rows);
+  return rows;
+}
+
+// The boxes of the repetitions' figure: named by the values that tell the points apart, the x axis
+// by their parameters, the backend left out where every point shares it; no two names of a
+// figure read alike, although the points' full labels are too long to show (here they differed
+// only after the 26th character, and every launch of a fusion looked the same).
+TEST(ReportFigures, NoTwoBoxesOfTheRepetitionsFigureReadAlike) {
+  const auto rep = report(launched_rows(4, {"", "add_relu", "bn_relu", "add_relu+bn_relu"}, 0.01));
   const d500::Document doc = d500::report_document(rep);
   std::vector<std::string> boxes;
   for (const auto& s : doc.sections)
@@ -151,6 +158,42 @@ TEST(ReportFigures, NoTwoBoxesOfTheRepetitionsFigureReadAlike) {
   for (std::sregex_iterator it(two.begin(), two.end(), tick), end; it != end; ++it)
     if (const std::string shown = (*it)[1]; shown.find("\u2026") != std::string::npos) cut.insert(shown);
   EXPECT_EQ(cut.size(), 2u) << two;
+}
+
+// Points measured in launches: one figure of each point's typical launch median with its
+// across-launch interval and each launch's median beside it, named by what tells the points
+// apart besides the launch; the documents show the table and the figure, and the terminal alone
+// the sentences that say the same.
+TEST(ReportFigures, AcrossLaunchesEachPointIsOneCategoryWithItsIntervalAndItsLaunchesMedians) {
+  d500::Report rep = report(launched_rows(3, {"", "add_relu"}, 0.05));
+  rep.launches = d500::launch_groups(rep.rows, 0.95);
+  ASSERT_EQ(rep.launches.size(), 2u);
+  const d500::Document doc = d500::report_document(rep);
+  std::vector<std::string> figures;
+  for (const auto& s : doc.sections) {
+    if (s.title != "Across launches") continue;
+    for (const auto& b : s.blocks) {
+      if (b.kind == d500::Block::Kind::Figure) figures.push_back(b.svg);
+      if (b.kind == d500::Block::Kind::List) {
+        EXPECT_TRUE(b.terminal);
+        EXPECT_FALSE(b.document) << "the sentences repeat the table the documents show";
+      }
+    }
+  }
+  ASSERT_EQ(figures.size(), 1u);
+  const std::string& svg = figures[0];
+  EXPECT_NE(svg.find(">default</text>"), std::string::npos) << svg;
+  EXPECT_NE(svg.find(">add_relu</text>"), std::string::npos) << svg;
+  EXPECT_NE(svg.find(">fusion</text>"), std::string::npos) << "the axis names what tells them apart";
+  const std::regex series("<g class=\"series\" data-name=\"([a-z ]+)\"[^>]*>([^]*?)</g>"), x("data-x=\"([0-9.]+)\"");
+  std::map<std::string, int> markers;
+  for (std::sregex_iterator it(svg.begin(), svg.end(), series), end; it != end; ++it) {
+    const std::string body = (*it)[2];
+    markers[(*it)[1]] = static_cast<int>(std::distance(std::sregex_iterator(body.begin(), body.end(), x), end));
+  }
+  EXPECT_EQ(markers["across launches"], 2) << "one per point";
+  EXPECT_EQ(markers["each launch"], 6) << "one per point and launch";
+  for (const auto& g : rep.launches) EXPECT_NE(svg.find(d500::fmt_time(g.interval.estimate)), std::string::npos);
 }
 
 // Times that grow with the rank count faster than any serial share allows: no Amdahl model with
