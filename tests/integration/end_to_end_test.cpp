@@ -654,12 +654,19 @@ pid_t spawn_d500(const std::string& args, const fs::path& out, const std::string
 }
 
 // The pids of processes whose command line mentions `needle` (d500-worker with the run's spec).
+// Under a hog per core processes come and go while /proc is read: a CI-shaped run of 2026-12-06
+// failed on "basic_filebuf::underflow error reading the file: No such process".
 std::vector<pid_t> processes_with(const std::string& needle) {
   std::vector<pid_t> pids;
   for (const auto& e : fs::directory_iterator("/proc")) {
     const std::string name = e.path().filename().string();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::string cmd = read_file_text(e.path() / "cmdline");
+    std::string cmd;
+    try {  // a process that ends while it is read fails the read (ESRCH): it runs no more
+      cmd = read_file_text(e.path() / "cmdline");
+    } catch (const std::exception&) {
+      continue;
+    }
     const std::string argv0 = cmd.substr(0, cmd.find('\0'));
     std::replace(cmd.begin(), cmd.end(), '\0', ' ');
     if (cmd.find(needle) != std::string::npos && argv0.ends_with("d500-worker")) pids.push_back(std::stoi(name));
