@@ -150,44 +150,63 @@ std::set<std::string> tied_to_axis(const std::vector<const PointRow*>& rows, con
 }
 
 // The parameters that tell a workload's points apart, less `without`, the backend first where
-// the points' differ; a figure names a point by its values of them ("add_relu, 3"; an unset one
-// "default", as the results table has it) and its axis by them ("fusion, launch"): short enough
-// that no two names are cut to one.
-std::vector<std::string> telling_keys(const std::vector<const PointRow*>& rows, const PointNames& names,
-                                      const std::string& workload, const std::string& without = "") {
-  std::vector<std::string> keys;
+// the points' differ, those with one value in every point together (k = m = n swept as one); a
+// figure names a point by its values of them ("add_relu, 3"; an unset one "default", as the
+// results table has it) and its axis by them ("fusion, launch"): short enough that no two names
+// are cut to one.
+struct Telling {
+  std::vector<std::vector<std::string>> keys;
+  std::string axis() const {
+    std::vector<std::string> parts;
+    for (const auto& g : keys) parts.push_back(join(g, " = "));
+    return parts.empty() ? "backend" : join(parts, ", ");
+  }
+  std::string name(const PointRow& r) const {
+    std::vector<std::string> values;
+    for (const auto& g : keys) values.push_back(g[0] == "backend" ? r.backend : value_text(r, g[0]));
+    return values.empty() ? r.backend : join(values, ", ");
+  }
+};
+Telling telling(const std::vector<const PointRow*>& rows, const PointNames& names, const std::string& workload,
+                const std::string& without = "") {
+  Telling t;
   if (std::any_of(rows.begin(), rows.end(), [&](const PointRow* r) { return r->backend != rows[0]->backend; }))
-    keys.push_back("backend");
-  if (const auto v = names.varying.find(workload); v != names.varying.end())
-    for (const auto& k : v->second)
-      if (k != without) keys.push_back(k);
-  return keys;
-}
-std::string telling_name(const PointRow& r, const std::vector<std::string>& keys) {
-  std::vector<std::string> values;
-  for (const auto& k : keys) values.push_back(k == "backend" ? r.backend : value_text(r, k));
-  return values.empty() ? r.backend : join(values, ", ");
+    t.keys.push_back({"backend"});
+  const auto v = names.varying.find(workload);
+  if (v == names.varying.end()) return t;
+  for (const auto& k : v->second) {
+    if (k == without) continue;
+    auto same = std::find_if(t.keys.begin(), t.keys.end(), [&](const std::vector<std::string>& g) {
+      return g[0] != "backend" && std::all_of(rows.begin(), rows.end(), [&](const PointRow* r) {
+               return value_text(*r, g[0]) == value_text(*r, k);
+             });
+    });
+    if (same != t.keys.end())
+      same->push_back(k);
+    else
+      t.keys.push_back({k});
+  }
+  return t;
 }
 
 // The repetitions of each point of a workload as box plots, up to 16 boxes a figure, each box
-// named by telling_name.
+// named by what tells the points apart (Telling).
 std::vector<Block> repetition_figures(const Report& rep, const std::vector<const PointRow*>& rows,
                                       const std::string& workload) {
   std::vector<Block> out;
   const PointNames& names = rep.names;
-  const std::vector<std::string> keys = telling_keys(rows, names, workload);
+  const Telling keys = telling(rows, names, workload);
   constexpr std::size_t kBoxes = 16;
   for (std::size_t from = 0; from < rows.size(); from += kBoxes) {
     svg::BoxPlot b;
     b.title = workload + ": repetitions of each point" +
               (rows.size() > kBoxes ? " (" + std::to_string(from / kBoxes + 1) + ")" : "");
     b.ylabel = "time per repetition [s]";
-    b.xlabel = keys.empty() ? "backend" : join(keys, ", ");
+    b.xlabel = keys.axis();
     std::vector<double> all;
     for (std::size_t i = from; i < std::min(rows.size(), from + kBoxes); ++i) {
       const PointRow& r = *rows[i];
-      b.boxes.push_back(
-          {telling_name(r, keys), hover(r, names), r.costs, r.time.median, r.time.lo, r.time.hi, r.time.has_ci});
+      b.boxes.push_back({keys.name(r), hover(r, names), r.costs, r.time.median, r.time.lo, r.time.hi, r.time.has_ci});
       all.insert(all.end(), r.costs.begin(), r.costs.end());
     }
     b.logy = svg::spans_decade(all);
@@ -527,16 +546,16 @@ std::vector<Block> launch_figures(const Report& rep) {
   for (const auto& [workload, groups] : by_workload) {
     std::vector<const PointRow*> rows;
     for (const auto& [g, r] : groups) rows.push_back(r);
-    const std::vector<std::string> keys = telling_keys(rows, rep.names, workload, "launch");
+    const Telling keys = telling(rows, rep.names, workload, "launch");
     svg::Plot p;
     p.title = workload + ": across launches";
     p.ylabel = "time per repetition [s] (median, CI)";  // the caption says which median and interval
-    p.xlabel = join(keys, ", ");
+    p.xlabel = keys.axis();
     svg::Series across{.name = "across launches", .line = false}, each{.name = "each launch", .line = false};
     std::vector<double> ys;
     for (const auto& [g, r] : groups) {
       const auto x = static_cast<double>(p.xcats.size());
-      p.xcats.push_back(telling_name(*r, keys));
+      p.xcats.push_back(keys.name(*r));
       const stats::LaunchInterval& iv = g->interval;
       across.x.push_back(x);
       across.y.push_back(iv.estimate);

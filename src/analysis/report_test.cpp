@@ -160,6 +160,28 @@ TEST(ReportFigures, NoTwoBoxesOfTheRepetitionsFigureReadAlike) {
   EXPECT_EQ(cut.size(), 2u) << two;
 }
 
+// Sizes swept together (m = k = n) name a box once, and the axis says they are one.
+TEST(ReportFigures, ParametersSweptAsOneNameABoxOnce) {
+  std::vector<PointRow> rows;
+  for (const char* b : {"reference", "blas"})
+    for (std::int64_t n : {64, 128}) {
+      PointRow r = row(b, n, 1, 42, 1e-6 * static_cast<double>(n));
+      r.params["m"] = n;
+      r.params["k"] = n;
+      r.canonical = d500::canonical_point(r.params);
+      r.id = r.canonical;
+      rows.push_back(r);
+    }
+  const auto rep = report(rows);
+  const d500::Document doc = d500::report_document(rep);
+  std::string svg;
+  for (const auto& s : doc.sections)
+    for (const auto& b : s.blocks)
+      if (b.kind == d500::Block::Kind::Figure && b.name.rfind("repetitions-", 0) == 0) svg = b.svg;
+  EXPECT_NE(svg.find(">backend, k = m = n</text>"), std::string::npos) << svg;
+  EXPECT_NE(svg.find(">blas, 128</text>"), std::string::npos) << svg;
+}
+
 // Points measured in launches: one figure of each point's typical launch median with its
 // across-launch interval and each launch's median beside it, named by what tells the points
 // apart besides the launch; the documents show the table and the figure, and the terminal alone
