@@ -2,7 +2,7 @@
 // appends this to a copy of the page and reads the verdict from the dumped DOM): every figure
 // has a non-empty plotting area with something plotted in it, no title, axis label or legend
 // entry is clipped by its figure or overlaps another, x tick labels do not overlap, no two ticks of
-// an axis read alike, every line
+// an axis (nor two boxes' slanted names) read alike, every line
 // joins its points in x order, and every plotted point and box has hover text.
 (function () {
   var errors = [];
@@ -50,7 +50,11 @@
     for (var c = 0; c + 1 < ticks.length; ++c)
       if (overlap(ticks[c].getBoundingClientRect(), ticks[c + 1].getBoundingClientRect()))
         errors.push(name + ': x tick labels "' + ticks[c].textContent + '" and "' + ticks[c + 1].textContent + '" overlap');
-    [ticks, Array.prototype.slice.call(svg.querySelectorAll('text.ytick'))].forEach(function (axis) {
+    // The box plot's slanted names too: two boxes that read alike are two points nobody can tell apart.
+    var slanted = Array.prototype.slice.call(svg.querySelectorAll('text.tick')).filter(function (t) {
+      return !!t.getAttribute('transform');
+    });
+    [ticks, slanted, Array.prototype.slice.call(svg.querySelectorAll('text.ytick'))].forEach(function (axis) {
       var seen = {};
       axis.forEach(function (t) {
         if (seen[t.textContent]) errors.push(name + ': two ticks of one axis read "' + t.textContent + '"');
