@@ -101,6 +101,25 @@ class PairedNode : public DnnlNode {
   Args fargs_, bargs_;
 };
 
+// Relu's gradient, dy where y > 0, into `first` and (where not nullptr) `second`, on the kernel's
+// OpenMP threads; zeros where no gradient reaches the output (dy nullptr). Each value the cuda
+// kernel's (dy passed by value whatever y is: the loops vectorise). The backward pass of the
+// joined nodes that end in a Relu (AddRelu, BatchNormRelu).
+void relu_gradient(const float* y, const float* dy, float* first, float* second, std::int64_t n) {
+  if (!dy) {
+    for (float* d : {first, second})
+      if (d) std::memset(d, 0, static_cast<std::size_t>(n) * sizeof(float));
+    return;
+  }
+  if (second) {
+#pragma omp parallel for schedule(static)
+    for (std::int64_t i = 0; i < n; ++i) first[i] = second[i] = dev::relu_grad(y[i], dy[i]);
+  } else {
+#pragma omp parallel for schedule(static)
+    for (std::int64_t i = 0; i < n; ++i) first[i] = dev::relu_grad(y[i], dy[i]);
+  }
+}
+
 // ---- Convolution ----------------------------------------------------------------------------------
 class ConvKernel final : public DnnlNode {
  public:
@@ -476,16 +495,7 @@ class BatchNormKernel final : public PairedNode {
     }
   }
   void backward() override {
-    if (relu_) {
-      const float *y = y_, *dy = dy_;
-      float* g = masked_;
-      if (!dy) {
-        std::memset(g, 0, static_cast<std::size_t>(n_) * sizeof(float));
-      } else {
-#pragma omp parallel for schedule(static)
-        for (std::int64_t i = 0; i < n_; ++i) g[i] = dev::relu_grad(y[i], dy[i]);
-      }
-    }
+    if (relu_) relu_gradient(y_, dy_, masked_, nullptr, n_);
     PairedNode::backward();
   }
 
@@ -722,24 +732,7 @@ class AddReluKernel final : public DnnlNode {
     s_.wait();
   }
   void backward() override {
-    const std::int64_t n = n_;
-    const float *y = y_, *dy = dy_;
-    float* first = d0_ ? d0_ : d1_;
-    float* second = d0_ ? d1_ : nullptr;
-    if (!first) return;
-    if (!dy) {  // no gradient reaches the output: zero
-      for (float* d : {first, second})
-        if (d) std::memset(d, 0, static_cast<std::size_t>(n) * sizeof(float));
-      return;
-    }
-    // Each value the cuda kernel's (dy passed by value whatever y is: the loops vectorise).
-    if (second) {
-#pragma omp parallel for schedule(static)
-      for (std::int64_t i = 0; i < n; ++i) first[i] = second[i] = dev::relu_grad(y[i], dy[i]);
-    } else {
-#pragma omp parallel for schedule(static)
-      for (std::int64_t i = 0; i < n; ++i) first[i] = dev::relu_grad(y[i], dy[i]);
-    }
+    if (float* first = d0_ ? d0_ : d1_) relu_gradient(y_, dy_, first, d0_ ? d1_ : nullptr, n_);
   }
   std::string impl() const override { return "onednn binary add with relu post-op; backward d500's loop"; }
 
