@@ -476,29 +476,30 @@ void infer_sce(InferCtx& c) {
 }  // namespace
 
 void add_norm_ops(std::vector<OpSchema>& t) {
-  t.push_back(OpSchema{.op = "BatchNormalization",
-                       .since = 7,
-                       .infer = infer_bn,
-                       D500_FWD(bn_fwd),
-                       .bwd_f = bn_bwd<float>,
-                       .bwd_d = bn_bwd<double>,
-                       .flops = bn_flops,
-                       .diff_in = 7,
-                       .saved_in = 0x1B,
-                       .batch_coupled_in_training = true});
-  t.push_back(OpSchema{.op = "BatchNormRelu",
-                       .since = 1,
-                       .infer = infer_bn,
-                       .fwd_f = bn_fwd<float, true>,
-                       .fwd_d = bn_fwd<double, true>,
-                       .bwd_f = bn_bwd<float, true>,
-                       .bwd_d = bn_bwd<double, true>,
-                       .flops = bn_relu_flops,
-                       .diff_in = 7,
-                       .saved_in = 0x1B,
-                       .saved_out = 1,
-                       .batch_coupled_in_training = true,
-                       .internal = true});
+  const OpSchema bn{.op = "BatchNormalization",
+                    .since = 7,
+                    .infer = infer_bn,
+                    D500_FWD(bn_fwd),
+                    .bwd_f = bn_bwd<float>,
+                    .bwd_d = bn_bwd<double>,
+                    .flops = bn_flops,
+                    .diff_in = 7,
+                    .saved_in = 0x1B,
+                    .batch_coupled_in_training = true};
+  t.push_back(bn);
+  // BatchNormalization's shapes, gradients and inputs kept, with its output (y) kept too, for
+  // Relu's gradient.
+  OpSchema bn_relu = bn;
+  bn_relu.op = "BatchNormRelu";
+  bn_relu.since = 1;
+  bn_relu.fwd_f = bn_fwd<float, true>;
+  bn_relu.fwd_d = bn_fwd<double, true>;
+  bn_relu.bwd_f = bn_bwd<float, true>;
+  bn_relu.bwd_d = bn_bwd<double, true>;
+  bn_relu.flops = bn_relu_flops;
+  bn_relu.saved_out = 1;
+  bn_relu.internal = true;
+  t.push_back(bn_relu);
   t.push_back(OpSchema{.op = "LayerNormalization",
                        .since = 17,
                        .infer = infer_ln,
