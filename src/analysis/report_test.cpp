@@ -48,6 +48,23 @@ d500::Report report(std::vector<PointRow> rows) {
   return rep;
 }
 
+// `r` with `more` parameters, its canonical text and id made again from them.
+PointRow with_params(PointRow r, const d500::Params& more) {
+  for (const auto& [k, v] : more) r.params[k] = v;
+  r.canonical = d500::canonical_point(r.params);
+  r.id = r.canonical;
+  return r;
+}
+
+// The SVG of each of the report's figures whose name starts with `prefix`, in order.
+std::vector<std::string> figures_named(const d500::Report& rep, const std::string& prefix) {
+  std::vector<std::string> out;
+  for (const auto& s : d500::report_document(rep).sections)
+    for (const auto& b : s.blocks)
+      if (b.kind == d500::Block::Kind::Figure && b.name.rfind(prefix, 0) == 0) out.push_back(b.svg);
+  return out;
+}
+
 TEST(PointNames, APointIsNamedByWhatVariesAndTheRestIsSaidOnce) {
   std::vector<PointRow> rows;
   for (const char* b : {"reference", "blas"})
@@ -77,12 +94,7 @@ TEST(ReportFigures, ALineJoinsOnlyPointsThatDifferInItsXParameterAlone) {
   for (std::int64_t rpn : {1, 2})
     for (const char* b : {"reference", "blas"})
       for (std::int64_t n : {512, 64, 1024, 128}) rows.push_back(row(b, n, rpn, 42, 1e-6 * static_cast<double>(n)));
-  const auto rep = report(rows);
-  const d500::Document doc = d500::report_document(rep);
-  std::vector<std::string> rate_figures;
-  for (const auto& s : doc.sections)
-    for (const auto& b : s.blocks)
-      if (b.kind == d500::Block::Kind::Figure && b.name.rfind("rate-", 0) == 0) rate_figures.push_back(b.svg);
+  const std::vector<std::string> rate_figures = figures_named(report(rows), "rate-");
   ASSERT_EQ(rate_figures.size(), 2u) << "one panel per ranks_per_node";
   const std::regex series("<g class=\"series\" data-name=\"([a-z]+)\" data-line=\"1\">([^]*?)</g>"),
       x("data-x=\"([0-9.]+)\""), tip("ranks_per_node=([0-9])");
@@ -107,14 +119,9 @@ TEST(ReportFigures, ALineJoinsOnlyPointsThatDifferInItsXParameterAlone) {
 std::vector<PointRow> launched_rows(std::int64_t launches, std::initializer_list<const char*> fusions, double drift) {
   std::vector<PointRow> rows;
   for (std::int64_t launch = 1; launch <= launches; ++launch)
-    for (const char* fusion : fusions) {
-      PointRow r = row("onednn", 64, 1, 42, 1e-3 * (1.0 + drift * static_cast<double>(launch)));
-      r.params["fusion"] = std::string(fusion);
-      r.params["launch"] = launch;
-      r.canonical = d500::canonical_point(r.params);
-      r.id = r.canonical;
-      rows.push_back(r);
-    }
+    for (const char* fusion : fusions)
+      rows.push_back(with_params(row("onednn", 64, 1, 42, 1e-3 * (1.0 + drift * static_cast<double>(launch))),
+                                 {{"fusion", std::string(fusion)}, {"launch", launch}}));
   return rows;
 }
 
@@ -123,12 +130,8 @@ std::vector<PointRow> launched_rows(std::int64_t launches, std::initializer_list
 // figure read alike, although the points' full labels are too long to show (here they differed
 // only after the 26th character, and every launch of a fusion looked the same).
 TEST(ReportFigures, NoTwoBoxesOfTheRepetitionsFigureReadAlike) {
-  const auto rep = report(launched_rows(4, {"", "add_relu", "bn_relu", "add_relu+bn_relu"}, 0.01));
-  const d500::Document doc = d500::report_document(rep);
-  std::vector<std::string> boxes;
-  for (const auto& s : doc.sections)
-    for (const auto& b : s.blocks)
-      if (b.kind == d500::Block::Kind::Figure && b.name.rfind("repetitions-", 0) == 0) boxes.push_back(b.svg);
+  const std::vector<std::string> boxes =
+      figures_named(report(launched_rows(4, {"", "add_relu", "bn_relu", "add_relu+bn_relu"}, 0.01)), "repetitions-");
   ASSERT_EQ(boxes.size(), 1u);
   const std::string& svg = boxes[0];
   EXPECT_NE(svg.find(">fusion, launch</text>"), std::string::npos) << "the x axis names the boxes' parameters";
@@ -164,20 +167,11 @@ TEST(ReportFigures, NoTwoBoxesOfTheRepetitionsFigureReadAlike) {
 TEST(ReportFigures, ParametersSweptAsOneNameABoxOnce) {
   std::vector<PointRow> rows;
   for (const char* b : {"reference", "blas"})
-    for (std::int64_t n : {64, 128}) {
-      PointRow r = row(b, n, 1, 42, 1e-6 * static_cast<double>(n));
-      r.params["m"] = n;
-      r.params["k"] = n;
-      r.canonical = d500::canonical_point(r.params);
-      r.id = r.canonical;
-      rows.push_back(r);
-    }
-  const auto rep = report(rows);
-  const d500::Document doc = d500::report_document(rep);
-  std::string svg;
-  for (const auto& s : doc.sections)
-    for (const auto& b : s.blocks)
-      if (b.kind == d500::Block::Kind::Figure && b.name.rfind("repetitions-", 0) == 0) svg = b.svg;
+    for (std::int64_t n : {64, 128})
+      rows.push_back(with_params(row(b, n, 1, 42, 1e-6 * static_cast<double>(n)), {{"m", n}, {"k", n}}));
+  const std::vector<std::string> boxes = figures_named(report(rows), "repetitions-");
+  ASSERT_EQ(boxes.size(), 1u);
+  const std::string& svg = boxes[0];
   EXPECT_NE(svg.find(">backend, k = m = n</text>"), std::string::npos) << svg;
   EXPECT_NE(svg.find(">blas, 128</text>"), std::string::npos) << svg;
 }
@@ -262,17 +256,14 @@ TEST(ReportFigures, TheRooflinePlacesOperatorsByIntensityUnderTheKnownPeak) {
     rows.push_back(r);
   }
   auto rep = report(rows);
-  std::string svg;
-  for (const auto& s : d500::report_document(rep).sections)
-    for (const auto& b : s.blocks)
-      if (b.kind == d500::Block::Kind::Figure && b.name == "roofline") svg = b.svg;
-  ASSERT_FALSE(svg.empty());
+  const std::vector<std::string> roofline = figures_named(rep, "roofline");
+  ASSERT_EQ(roofline.size(), 1u);
+  const std::string& svg = roofline[0];
   EXPECT_NE(svg.find("data-x=\"10.6666667\""), std::string::npos) << "n = 64: 2n^3 / 12n^2 FLOP per byte";
   EXPECT_NE(svg.find(">peak 67.0 TFLOP/s</text>"), std::string::npos) << svg.substr(svg.find("legend"), 400);
   EXPECT_NE(svg.find("data-line=\"0\""), std::string::npos) << "operators of different sizes are never joined";
   rep.rows[0].level = rep.rows[1].level = 1;
-  for (const auto& s : d500::report_document(rep).sections)
-    for (const auto& b : s.blocks) EXPECT_NE(b.name, "roofline");
+  EXPECT_TRUE(figures_named(rep, "roofline").empty());
 }
 
 // A network's step judged against the yardstick: the report's Validation section names, per

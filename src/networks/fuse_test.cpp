@@ -36,19 +36,31 @@ int followed_by_relu(const Graph& g, const std::string& op) {
 int residual_joins(const Graph& g) { return followed_by_relu(g, "Add"); }
 int bn_relus(const Graph& g) { return followed_by_relu(g, "BatchNormalization"); }
 
+// A built-in network's training graph (weights 0: shapes only), as a point's rewrite sees it.
+Graph training_graph(const std::string& net) {
+  Graph g = load_builtin_network(net, LoadOptions{2, {}, false});
+  add_training_loss(g);
+  return g;
+}
+
+// A rewrite joined `joined` pairs of `before` into `after`: one node fewer each, every tensor, input,
+// output and initializer where it was.
+void expect_ids_kept(const Graph& before, const Graph& after, int joined) {
+  EXPECT_EQ(after.nodes.size(), before.nodes.size() - static_cast<std::size_t>(joined));
+  EXPECT_EQ(after.tensors.size(), before.tensors.size());
+  EXPECT_EQ(after.inputs, before.inputs);
+  EXPECT_EQ(after.outputs, before.outputs);
+  EXPECT_EQ(after.initializers, before.initializers);
+}
+
 TEST(Fuse, EachResidualJoinOfTheResNetsBecomesOneNodeAndEveryTensorKeepsItsId) {
   for (const auto& [net, joins] : {std::pair<std::string, int>{"resnet50", 16}, {"resnet20-cifar", 9}}) {
     SCOPED_TRACE(net);
-    Graph g = load_builtin_network(net, LoadOptions{2, {}, false});
-    add_training_loss(g);
+    Graph g = training_graph(net);
     ASSERT_EQ(residual_joins(g), joins) << "the model's own count, before the rewrite";
     const Graph before = g;
     EXPECT_EQ(fuse_add_relu(g), joins);
-    EXPECT_EQ(g.nodes.size(), before.nodes.size() - static_cast<std::size_t>(joins));
-    EXPECT_EQ(g.tensors.size(), before.tensors.size());
-    EXPECT_EQ(g.inputs, before.inputs);
-    EXPECT_EQ(g.outputs, before.outputs);
-    EXPECT_EQ(g.initializers, before.initializers);
+    expect_ids_kept(before, g, joins);
     int fused = 0;
     std::set<int> written;
     for (const Node& n : g.nodes) {
@@ -97,14 +109,11 @@ TEST(Fuse, AnAddWhoseSumAnythingElseReadsOrThatBroadcastsStaysApart) {
 TEST(Fuse, EachConvBnReluOfTheResNetsBecomesOneNormalisationWithItsInputsAttributesAndOutputs) {
   for (const auto& [net, pairs] : {std::pair<std::string, int>{"resnet50", 33}, {"resnet20-cifar", 10}}) {
     SCOPED_TRACE(net);
-    Graph g = load_builtin_network(net, LoadOptions{2, {}, false});
-    add_training_loss(g);
+    Graph g = training_graph(net);
     ASSERT_EQ(bn_relus(g), pairs) << "the model's own count, before the rewrite";
     const Graph before = g;
     EXPECT_EQ(fuse_bn_relu(g), pairs);
-    EXPECT_EQ(g.nodes.size(), before.nodes.size() - static_cast<std::size_t>(pairs));
-    EXPECT_EQ(g.tensors.size(), before.tensors.size());
-    EXPECT_EQ(g.outputs, before.outputs);
+    expect_ids_kept(before, g, pairs);
     int fused = 0;
     for (const Node& n : g.nodes) {
       if (n.op != "BatchNormRelu") continue;
