@@ -377,8 +377,8 @@ TEST(Plan, CudaGraphRecordsOnlyAStepThatEveryReplayRepeats) {
   EXPECT_EQ(level1.find("cuda_graph"), std::string::npos) << level1;
 }
 
-// math: cuda's alone, and for convolutions and networks; gemm names its own key; "fp32", the
-// default, keeps the id; an operator without convolutions or products drops it.
+// math: cuda's for convolutions and networks, onednn's for networks (fp32 or bf16); gemm names its
+// own key; "fp32", the default, keeps the id; an operator without convolutions or products drops it.
 TEST(Plan, MathIsCudasForConvolutionsAndNetworksAndGemmNamesItsDtype) {
   std::string e =
       plan_error_of(kHead +
@@ -386,8 +386,8 @@ TEST(Plan, MathIsCudasForConvolutionsAndNetworksAndGemmNamesItsDtype) {
                     "math = \"tf32\"\n");
   EXPECT_NE(
       e.find(
-          "'math' is only for backends \"cuda\" and \"libtorch-cuda\" (this point's backend is \"reference\"; the CPU backends "
-          "compute in strict float32)"),
+          "'math' is only for backends \"cuda\", \"libtorch-cuda\" and \"onednn\" (this point's backend is \"reference\"; "
+          "reference, blas and libtorch compute in strict float32)"),
       std::string::npos)
       << e;
   EXPECT_NE(e.find("c.toml:8:8: "), std::string::npos) << "the refused key's own line: " << e;
@@ -400,6 +400,25 @@ TEST(Plan, MathIsCudasForConvolutionsAndNetworksAndGemmNamesItsDtype) {
       kHead +
       "[fixed]\nworkload = \"conv2d\"\nbackend = \"blas\"\nshape = \"resnet50/res2_3x3\"\nn = 2\nmath = \"fp16\"\n");
   EXPECT_NE(e.find("key 'math' is \"fp16\"; did you mean 'fp32'? (valid: fp32, tf32, bf16)"), std::string::npos) << e;
+  // onednn: fp32 or bf16, for networks; a level-0 convolution on it computes in float32.
+  const std::string onednn_net =
+      kHead + "[fixed]\nworkload = \"network\"\nbackend = \"onednn\"\nnetwork = \"lenet5\"\nbatch = 2\n";
+  e = plan_error_of(onednn_net + "math = \"tf32\"\n");
+  EXPECT_NE(e.find("c.toml:8:8"), std::string::npos) << e;
+  EXPECT_NE(e.find("'math' \"tf32\" is not one backend \"onednn\" takes (valid: fp32, bf16; tf32 is the "
+                   "GPUs' tensor-core format; oneDNN computes in fp32 or bf16)"),
+            std::string::npos)
+      << e;
+  e = plan_error_of(kHead +
+                    "[fixed]\nworkload = \"conv2d\"\nbackend = \"onednn\"\nshape = \"resnet50/res2_3x3\"\nn = 2\n"
+                    "math = \"bf16\"\n");
+  EXPECT_NE(e.find("'math' \"bf16\" is for networks (levels 1-3"), std::string::npos) << e;
+  if (const BackendInfo* onednn = find_backend("onednn"); onednn && onednn->built) {
+    const std::string plain = plan_of(onednn_net).points.at(0).canonical;
+    EXPECT_EQ(plan_of(onednn_net + "math = \"fp32\"\n").points.at(0).canonical, plain) << "fp32 is the default";
+    const std::string bf16 = plan_of(onednn_net + "math = \"bf16\"\n").points.at(0).canonical;
+    EXPECT_NE(bf16.find("math=bf16"), std::string::npos) << bf16;
+  }
   const BackendInfo* cuda = find_backend("cuda");
   if (!cuda || !cuda->built) GTEST_SKIP() << "the rest plans cuda points, which this build lacks";
   e = plan_error_of(kHead + "[fixed]\nworkload = \"gemm\"\nbackend = \"cuda\"\nn = 64\nmath = \"tf32\"\n");

@@ -241,6 +241,41 @@ TEST_F(Networks, JoinedResidualsRunAsOneNodeEachAndComputeWhatTheModelDoes) {
             std::get<std::int64_t>(as_model->facts.at("memory.planned_bytes")));
 }
 
+// math = "bf16" on oneDNN, end to end: ResNet-20's training step with its convolutions and its
+// Gemm in oneDNN's bfloat16 primitives validates against the yardstick's simulation of bfloat16,
+// which the point's validation method states; every product's step is named so, and none falls
+// back to the reference. The float32 point of the
+// same campaign keeps its id and its float32 kernels.
+TEST_F(Networks, Bf16MathRunsOnednnsBfloat16ProductsAndValidatesAgainstTheSimulation) {
+  const d500::BackendInfo* onednn = d500::find_backend("onednn");
+  if (!onednn || !onednn->built) GTEST_SKIP() << "this build has no onednn, the CPU backend with bfloat16 products";
+  const fs::path run = planned(
+      "[campaign]\nname = \"bf16\"\nrepetitions = 2\nwarmups = 1\n[fixed]\nworkload = \"network\"\n"
+      "network = \"resnet20-cifar\"\nbatch = 4\npass = \"training\"\nbackend = \"onednn\"\n"
+      "[axes]\nmath = [\"fp32\", \"bf16\"]\n");
+  Cmd r = sh(d500_cmd("run " + run.string()));
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto points = d500::read_job_file((run / "results" / "job-0000.h5").string()).points;
+  ASSERT_EQ(points.size(), 2u);
+  for (const auto& p : points) {
+    const bool bf16 = p.canonical.find("math=bf16") != std::string::npos;
+    SCOPED_TRACE(p.canonical);
+    EXPECT_EQ(p.validation_status, "passed") << p.validation_method;
+    EXPECT_EQ(p.validation_method.find("rounded to 7 mantissa bits") != std::string::npos, bf16) << p.validation_method;
+    EXPECT_EQ(p.canonical.find("math"), bf16 ? p.canonical.find("math=bf16") : std::string::npos);
+    int products = 0;
+    for (const auto& st : p.steps) {
+      if (st.op != "Conv" && st.op != "Gemm") continue;
+      ++products;
+      EXPECT_EQ(st.impl.find("(bfloat16)") != std::string::npos, bf16) << st.name << ": " << st.impl;
+    }
+    EXPECT_EQ(products, 2 * (21 + 1));
+    const auto& fallback = std::get<std::string>(p.facts.at("executor.reference_fallback_ops"));
+    EXPECT_EQ(fallback.find("Conv"), std::string::npos) << fallback;
+    EXPECT_EQ(fallback.find("Gemm"), std::string::npos) << fallback;
+  }
+}
+
 TEST_F(Networks, AWrongCustomOperatorIsFoundAtItsNode) {
   const fs::path run = planned(
       "[campaign]\nname = \"wrong\"\nrepetitions = 3\nwarmups = 1\n[fixed]\nworkload = \"network\"\n"

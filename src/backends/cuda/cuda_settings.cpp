@@ -40,7 +40,7 @@ std::vector<BackendSetting> settings_of_backend_cuda() {
                 "are bfloat16; validation allows 9u more, u = 2^-8); default: fp32 (gemm: its dtype)"},
        .workloads = {"conv2d", "gemm", "network", "train", "distributed"},
        .neutral = "fp32",
-       .other_note = "the CPU backends compute in strict float32"},
+       .other_note = "reference, blas and libtorch compute in strict float32"},
       {.spec = {"memory_format", ValueType::String, Value{std::string()}, 0, 0, {"nchw", "channels_last"},
                 "networks (levels 1-3, d500's executor): nchw, or channels_last (the activations between cuDNN's "
                 "convolutions, batch normalisations and poolings, ReLUs and same-shape additions stored NHWC, as "

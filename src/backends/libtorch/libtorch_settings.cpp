@@ -20,7 +20,7 @@ std::vector<BackendSetting> settings_of_backend_libtorch_cuda() {
                 "pass, as torch.autocast: activations in bfloat16, weights and optimizer float32); default: fp32"},
        .workloads = networks,
        .neutral = "fp32",
-       .other_note = "the CPU backends compute in strict float32"},
+       .other_note = "reference, blas and libtorch compute in strict float32"},
       {.spec = {"memory_format", ValueType::String, Value{std::string()}, 0, 0, {"nchw", "channels_last"},
                 "levels 1-2: the layout of 4-D weights and inputs, nchw (contiguous) or channels_last (NHWC strides, "
                 "as torch.channels_last: cuDNN's tensor-core convolutions need no transposes); default: nchw"},

@@ -14,10 +14,27 @@ namespace d500 {
 
 namespace {
 
+// The instruction set oneDNN's kernels use on this CPU: what its float32 and bfloat16 speeds hang
+// on (bfloat16 primitives are native from avx512_core_bf16, emulated on avx512_core).
+std::string onednn_isa() {
+  using isa = dnnl::cpu_isa;
+  switch (dnnl::get_effective_cpu_isa()) {
+    case isa::sse41: return "sse41";
+    case isa::avx: return "avx";
+    case isa::avx2: return "avx2";
+    case isa::avx2_vnni: return "avx2_vnni";
+    case isa::avx512_core: return "avx512_core";
+    case isa::avx512_core_vnni: return "avx512_core_vnni";
+    case isa::avx512_core_bf16: return "avx512_core_bf16";
+    case isa::avx512_core_amx: return "avx512_core_amx";
+    default: return "other";
+  }
+}
+
 std::string onednn_version() {
   const dnnl_version_t* v = dnnl_version();
   return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch) + " (" +
-         v->hash + ", OpenMP runtime)";
+         v->hash + ", OpenMP runtime, " + onednn_isa() + " kernels)";
 }
 
 // C = A * B through a oneDNN matmul primitive, created once (outside any timing) over the

@@ -121,17 +121,24 @@ void relu_gradient(const float* y, const float* dy, float* first, float* second,
 }
 
 // ---- Convolution ----------------------------------------------------------------------------------
+// With the point's math = "bf16" (bf16_math) x, w and backward dy are taken in bfloat16 and y, dx
+// and dw written in it, the sums in float32: the primitives in oneDNN's bfloat16 configuration
+// over the executor's float32 tensors, whose reorders into the primitives' formats round each
+// value to nearest even and widen the results back (the bias and its gradient stay float32). The
+// values the yardstick's bfloat16 simulation computes (ExecutorSpec::reduced_mantissa = 7).
 class ConvKernel final : public DnnlNode {
  public:
-  ConvKernel(const NodeProblem& p, const ConvGeom& g) : DnnlNode("convolution"), p_(p) {
+  ConvKernel(const NodeProblem& p, const ConvGeom& g, bool bf16)
+      : DnnlNode(bf16 ? "convolution (bfloat16)" : "convolution"), p_(p) {
     using namespace dnnl;
     const bool bias = p.in.size() > 2 && p.in[2].present();
     const memory::dims src{g.n, g.c, g.h, g.w}, dst{g.n, g.k, g.p, g.q};
     const memory::dims wei =
         g.groups > 1 ? memory::dims{g.groups, g.kg(), g.cg(), g.kh, g.kw} : memory::dims{g.k, g.c, g.kh, g.kw};
     const memory::desc src_u = plain(src), dst_u = plain(dst), wei_u = plain(wei), b_u = plain(memory::dims{g.k});
-    const memory::desc src_a(src, dt::f32, memory::format_tag::any), dst_a(dst, dt::f32, memory::format_tag::any),
-        wei_a(wei, dt::f32, memory::format_tag::any);
+    const dt type = bf16 ? dt::bf16 : dt::f32;
+    const memory::desc src_a(src, type, memory::format_tag::any), dst_a(dst, type, memory::format_tag::any),
+        wei_a(wei, type, memory::format_tag::any);
     const memory::dims st{g.sh, g.sw}, dil{g.dh - 1, g.dw - 1}, pl{g.pt, g.pl}, pr{g.pb, g.pr};
     const prop_kind pk = p.training ? prop_kind::forward_training : prop_kind::forward_inference;
     fpd_ = bias
@@ -164,7 +171,7 @@ class ConvKernel final : public DnnlNode {
       dx_.bind(bdpd_.diff_src_desc(), src_u, p.din[0].data, false, true);
     }
     if (want_dw || want_db) {
-      const memory::desc dw_a(wei, dt::f32, memory::format_tag::any);
+      const memory::desc dw_a(wei, type, memory::format_tag::any);
       bwpd_ = bias ? convolution_backward_weights::primitive_desc(
                          convolution_backward_weights::desc(algorithm::convolution_direct, src_a, dw_a, b_u, dst_a, st,
                                                             dil, pl, pr),
@@ -235,19 +242,57 @@ memory::desc matrix(std::int64_t rows, std::int64_t cols, bool transposed) {
   return memory::desc({rows, cols}, dt::f32, transposed ? memory::dims{1, rows} : memory::dims{cols, 1});
 }
 
-// dst = src x weights on the user's memory, with the arguments to execute it.
-dnnl::matmul product(const memory::desc& s, void* sp, const memory::desc& w, void* wp, const memory::desc& d, void* dp,
-                     Args& args) {
-  args = {{DNNL_ARG_SRC, user_mem(s, sp)}, {DNNL_ARG_WEIGHTS, user_mem(w, wp)}, {DNNL_ARG_DST, user_mem(d, dp)}};
-  return dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(s, w, d), engine()));
-}
+// A matrix product dst = src x weights over the user's memory (float32, strided), with its
+// arguments. In bfloat16 (the point's math = "bf16") src and weights are rounded, to nearest even,
+// into bfloat16 copies of the same strides before each product (oneDNN's reorders), and the
+// products summed in float32 into the float32 dst, which is not rounded: the values the
+// yardstick's bfloat16 simulation computes for Gemm and MatMul.
+class Product {
+ public:
+  Product() = default;
+  Product(const memory::desc& s, void* sp, const memory::desc& w, void* wp, const memory::desc& d, void* dp, bool bf16,
+          const memory::desc* bias = nullptr, void* bp = nullptr) {
+    args_ = {{DNNL_ARG_SRC, operand(s, sp, bf16)},
+             {DNNL_ARG_WEIGHTS, operand(w, wp, bf16)},
+             {DNNL_ARG_DST, user_mem(d, dp)}};
+    const memory::desc& ps = args_[DNNL_ARG_SRC].get_desc();
+    const memory::desc& pw = args_[DNNL_ARG_WEIGHTS].get_desc();
+    if (bias) {
+      args_[DNNL_ARG_BIAS] = user_mem(*bias, bp);
+      prim_ = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(ps, pw, *bias, d), engine()));
+    } else {
+      prim_ = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(ps, pw, d), engine()));
+    }
+  }
+  explicit operator bool() const { return static_cast<bool>(prim_); }
+  void execute(dnnl::stream& s) {
+    for (auto& [r, a] : rounds_) r.execute(s, a);
+    prim_.execute(s, args_);
+  }
+
+ private:
+  // The operand the primitive reads: the user's memory, or its bfloat16 copy (made here, once).
+  memory operand(const memory::desc& md, void* p, bool bf16) {
+    memory user = user_mem(md, p);
+    if (!bf16) return user;
+    dnnl_memory_desc_t c = md.data;  // the same dims and strides: a transposed view stays one
+    c.data_type = dnnl_bf16;
+    memory copy(memory::desc(c), engine());
+    rounds_.emplace_back(dnnl::reorder(user, copy), Args{{DNNL_ARG_FROM, user}, {DNNL_ARG_TO, copy}});
+    return copy;
+  }
+  dnnl::matmul prim_;
+  Args args_;
+  std::vector<std::pair<dnnl::reorder, Args>> rounds_;
+};
 
 class MatmulKernel final : public DnnlNode {
  public:
   // Y = op(A) op(B) (+ C, broadcast, when beta is 1). Backward: dA, dB through matmuls on
   // transposed views; dC through a sum reduction.
-  MatmulKernel(const NodeProblem& p, std::int64_t m, std::int64_t n, std::int64_t k, bool ta, bool tb, bool bias)
-      : DnnlNode("matmul") {
+  MatmulKernel(const NodeProblem& p, std::int64_t m, std::int64_t n, std::int64_t k, bool ta, bool tb, bool bias,
+               bool bf16)
+      : DnnlNode(bf16 ? "matmul (bfloat16)" : "matmul") {
     using namespace dnnl;
     const memory::desc a = matrix(m, k, ta), b = matrix(k, n, tb), y = plain(memory::dims{m, n});
     if (bias) {
@@ -256,20 +301,13 @@ class MatmulKernel final : public DnnlNode {
       if (cs.size() == 1) cd[1] = cs[0];
       if (cs.size() == 2) cd = {cs[0], cs[1]};
       const memory::desc c = plain(cd);
-      prim_ = matmul(matmul::primitive_desc(matmul::desc(a, b, c, y), engine()));
-      fargs_ = {{DNNL_ARG_SRC, user_mem(a, p.in[0].data)},
-                {DNNL_ARG_WEIGHTS, user_mem(b, p.in[1].data)},
-                {DNNL_ARG_BIAS, user_mem(c, p.in[2].data)},
-                {DNNL_ARG_DST, user_mem(y, p.out[0].data)}};
+      fwd_ = Product(a, p.in[0].data, b, p.in[1].data, y, p.out[0].data, bf16, &c, p.in[2].data);
       if (p.training && p.din.size() > 2 && p.din[2].present()) {
         sum_c_ = reduction(reduction::primitive_desc(reduction::desc(algorithm::reduction_sum, y, c, 0, 0), engine()));
         cargs_ = {{DNNL_ARG_SRC, user_mem(y, p.dout[0].data)}, {DNNL_ARG_DST, user_mem(c, p.din[2].data)}};
       }
     } else {
-      prim_ = matmul(matmul::primitive_desc(matmul::desc(a, b, y), engine()));
-      fargs_ = {{DNNL_ARG_SRC, user_mem(a, p.in[0].data)},
-                {DNNL_ARG_WEIGHTS, user_mem(b, p.in[1].data)},
-                {DNNL_ARG_DST, user_mem(y, p.out[0].data)}};
+      fwd_ = Product(a, p.in[0].data, b, p.in[1].data, y, p.out[0].data, bf16);
     }
     if (!p.training) return;
     // Each gradient is written plain in its operand's own layout (oneDNN's fast matmul kernels
@@ -278,36 +316,36 @@ class MatmulKernel final : public DnnlNode {
     const memory::desc dy = plain(memory::dims{m, n}), dyt = matrix(n, m, true);
     if (p.din[0].present()) {
       if (!ta)  // dA [m,k] = dY op(B)^T
-        dA_ = product(dy, p.dout[0].data, matrix(n, k, !tb), p.in[1].data, plain(memory::dims{m, k}), p.din[0].data,
-                      aargs_);
+        dA_ = Product(dy, p.dout[0].data, matrix(n, k, !tb), p.in[1].data, plain(memory::dims{m, k}), p.din[0].data,
+                      bf16);
       else  // dA [k,m] = op(B) dY^T
-        dA_ = product(matrix(k, n, tb), p.in[1].data, dyt, p.dout[0].data, plain(memory::dims{k, m}), p.din[0].data,
-                      aargs_);
+        dA_ = Product(matrix(k, n, tb), p.in[1].data, dyt, p.dout[0].data, plain(memory::dims{k, m}), p.din[0].data,
+                      bf16);
     }
     if (p.din[1].present()) {
       if (!tb)  // dB [k,n] = op(A)^T dY
-        dB_ = product(matrix(k, m, !ta), p.in[0].data, dy, p.dout[0].data, plain(memory::dims{k, n}), p.din[1].data,
-                      bargs_);
+        dB_ = Product(matrix(k, m, !ta), p.in[0].data, dy, p.dout[0].data, plain(memory::dims{k, n}), p.din[1].data,
+                      bf16);
       else  // dB [n,k] = dY^T op(A)
-        dB_ = product(dyt, p.dout[0].data, matrix(m, k, ta), p.in[0].data, plain(memory::dims{n, k}), p.din[1].data,
-                      bargs_);
+        dB_ = Product(dyt, p.dout[0].data, matrix(m, k, ta), p.in[0].data, plain(memory::dims{n, k}), p.din[1].data,
+                      bf16);
     }
   }
   void forward() override {
-    prim_.execute(s_, fargs_);
+    fwd_.execute(s_);
     s_.wait();
   }
   void backward() override {
-    if (dA_) dA_.execute(s_, aargs_);
-    if (dB_) dB_.execute(s_, bargs_);
+    if (dA_) dA_.execute(s_);
+    if (dB_) dB_.execute(s_);
     if (sum_c_) sum_c_.execute(s_, cargs_);
     s_.wait();
   }
 
  private:
-  dnnl::matmul prim_, dA_, dB_;
+  Product fwd_, dA_, dB_;
   dnnl::reduction sum_c_;
-  Args fargs_, aargs_, bargs_, cargs_;
+  Args cargs_;
 };
 
 // Batched MatMul: operands of equal rank (1-D ones promoted) with broadcast batch axes. Backward
@@ -315,7 +353,8 @@ class MatmulKernel final : public DnnlNode {
 // matrix (A's batch then folds into its rows).
 class BatchedMatmulKernel final : public DnnlNode {
  public:
-  BatchedMatmulKernel(const NodeProblem& p, Shape a, Shape b) : DnnlNode("matmul") {
+  BatchedMatmulKernel(const NodeProblem& p, Shape a, Shape b, bool bf16)
+      : DnnlNode(bf16 ? "matmul (bfloat16)" : "matmul") {
     using namespace dnnl;
     const std::size_t r = std::max(a.size(), b.size());
     while (a.size() < r) a.insert(a.begin(), 1);
@@ -323,7 +362,7 @@ class BatchedMatmulKernel final : public DnnlNode {
     Shape y = a;
     for (std::size_t i = 0; i + 2 < r; ++i) y[i] = std::max(a[i], b[i]);
     y[r - 1] = b[r - 1];
-    prim_ = product(plain(a), p.in[0].data, plain(b), p.in[1].data, plain(y), p.out[0].data, fargs_);
+    fwd_ = Product(plain(a), p.in[0].data, plain(b), p.in[1].data, plain(y), p.out[0].data, bf16);
     if (!p.training) return;
     const std::int64_t k = a[r - 1], n = b[r - 1];
     auto t = [](Shape s) {  // the last two axes swapped, by strides
@@ -341,17 +380,17 @@ class BatchedMatmulKernel final : public DnnlNode {
       bool a_full = true;
       for (std::size_t i = 0; i + 2 < r; ++i) a_full = a_full && a[i] == y[i];
       if (!a_full) throw Unsupported{};
-      dA_ = product(plain(y), p.dout[0].data, t(b), p.in[1].data, plain(a), p.din[0].data, aargs_);
+      dA_ = Product(plain(y), p.dout[0].data, t(b), p.in[1].data, plain(a), p.din[0].data, bf16);
     }
     if (p.din[1].present()) {
       if (same_batch) {
-        dB_ = product(t(a), p.in[0].data, plain(y), p.dout[0].data, plain(b), p.din[1].data, bargs_);
+        dB_ = Product(t(a), p.in[0].data, plain(y), p.dout[0].data, plain(b), p.din[1].data, bf16);
       } else if (b_matrix) {
         // dB [k,n] = A^T dY with A's batch folded into its rows.
         const std::int64_t rows = numel(a) / k;
         const memory::desc at({k, rows}, dt::f32, {1, k}), dy = plain(memory::dims{rows, n}),
                                                            db = plain(memory::dims{k, n});
-        dB_ = product(at, p.in[0].data, dy, p.dout[0].data, db, p.din[1].data, bargs_);
+        dB_ = Product(at, p.in[0].data, dy, p.dout[0].data, db, p.din[1].data, bf16);
       } else {
         throw Unsupported{};
       }
@@ -359,18 +398,17 @@ class BatchedMatmulKernel final : public DnnlNode {
   }
   struct Unsupported {};
   void forward() override {
-    prim_.execute(s_, fargs_);
+    fwd_.execute(s_);
     s_.wait();
   }
   void backward() override {
-    if (dA_) dA_.execute(s_, aargs_);
-    if (dB_) dB_.execute(s_, bargs_);
+    if (dA_) dA_.execute(s_);
+    if (dB_) dB_.execute(s_);
     s_.wait();
   }
 
  private:
-  dnnl::matmul prim_, dA_, dB_;
-  Args fargs_, aargs_, bargs_;
+  Product fwd_, dA_, dB_;
 };
 
 // ---- Pooling ---------------------------------------------------------------------------------------
@@ -794,10 +832,11 @@ std::unique_ptr<NodeKernel> make(const NodeProblem& p) {
   const bool training = p.training;
   const std::size_t rank = p.in.empty() ? 0 : p.in[0].shape->size();
   if (!all_float(p)) return nullptr;
+  const bool bf16 = p.params && bf16_math(*p.params);
   for (std::size_t j = 1; j < p.out.size(); ++j)  // optional extra outputs: BatchNormalization's statistics only
     if (p.out[j].present() && !is_batch_norm(op)) return nullptr;
   if (op == "Conv" && rank <= 4)
-    return std::make_unique<ConvKernel>(p, conv_geom(n, *p.in[0].shape, (*p.in[1].shape)[0]));
+    return std::make_unique<ConvKernel>(p, conv_geom(n, *p.in[0].shape, (*p.in[1].shape)[0]), bf16);
   if (op == "Gemm") {
     const Shape& a = *p.in[0].shape;
     const Shape& b = *p.in[1].shape;
@@ -806,13 +845,13 @@ std::unique_ptr<NodeKernel> make(const NodeProblem& p) {
     if (n.attr_f("alpha", 1.0) != 1.0 || (bias && n.attr_f("beta", 1.0) != 1.0)) return nullptr;
     if (bias && p.in[2].shape->size() == 2 && (*p.in[2].shape)[0] != 1 && (*p.in[2].shape)[0] != (ta ? a[1] : a[0]))
       return nullptr;
-    return std::make_unique<MatmulKernel>(p, ta ? a[1] : a[0], tb ? b[0] : b[1], ta ? a[0] : a[1], ta, tb, bias);
+    return std::make_unique<MatmulKernel>(p, ta ? a[1] : a[0], tb ? b[0] : b[1], ta ? a[0] : a[1], ta, tb, bias, bf16);
   }
   if (op == "MatMul") {
     Shape a = *p.in[0].shape, b = *p.in[1].shape;
     if (a.size() < 2 || b.size() < 2) return nullptr;  // 1-D operands: the reference
     try {
-      return std::make_unique<BatchedMatmulKernel>(p, a, b);
+      return std::make_unique<BatchedMatmulKernel>(p, a, b, bf16);
     } catch (const BatchedMatmulKernel::Unsupported&) {
       return nullptr;
     }
