@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <optional>
 
@@ -220,29 +221,132 @@ std::vector<Block> repetition_figures(const Report& rep, const std::vector<const
   return out;
 }
 
+// How a workload's rate figures are laid out: the x axis and the parameters tied to it, what the
+// series are (the backend; where every point shares one, the panel parameter with the fewest
+// values, so that its values share one y axis), and the parameters that split the rest into
+// panels. Seeds and launches are replicates, not settings: their points share a panel and are
+// never joined.
+struct RateLayout {
+  XChoice x;
+  std::set<std::string> tied;
+  std::string series = "backend";
+  std::vector<std::string> panels;
+  bool launched = false;
+  std::string series_name(const PointRow& r) const { return series == "backend" ? r.backend : value_text(r, series); }
+};
+RateLayout rate_layout(const std::vector<const PointRow*>& rows, const PointNames& names, const std::string& workload) {
+  RateLayout l;
+  l.x = choose_x(rows, names, workload);
+  l.tied = tied_to_axis(rows, names, workload, l.x.name);
+  l.launched = names.varies(workload, "launch") && l.x.name != "launch";
+  if (auto it = names.varying.find(workload); it != names.varying.end())
+    for (const auto& k : it->second)
+      if (k != l.x.name && k != "seed" && k != "launch" && !l.tied.count(k) &&
+          !(l.x.name == "ranks" && (k == "nodes" || k == "ranks_per_node")))
+        l.panels.push_back(k);
+  const bool one_backend =
+      std::all_of(rows.begin(), rows.end(), [&](const PointRow* r) { return r->backend == rows[0]->backend; });
+  if (!one_backend || l.panels.empty()) return l;
+  auto values = [&](const std::string& k) {
+    std::set<std::string> v;
+    for (const auto* r : rows) v.insert(value_text(*r, k));
+    return v.size();
+  };
+  const auto fewest = std::min_element(l.panels.begin(), l.panels.end(),
+                                       [&](const auto& a, const auto& b) { return values(a) < values(b); });
+  l.series = *fewest;
+  l.panels.erase(fewest);
+  return l;
+}
+
+// Values in order of first appearance (the campaign's order).
+std::vector<std::string> in_order(const std::vector<const PointRow*>& pts,
+                                  const std::function<std::string(const PointRow&)>& value) {
+  std::vector<std::string> out;
+  for (const auto* r : pts)
+    if (std::find(out.begin(), out.end(), value(*r)) == out.end()) out.push_back(value(*r));
+  return out;
+}
+
+// One panel of a workload's rate (or time) figure. On a categorical axis a category's markers
+// stand side by side: each series, and within it each launch in launch order.
+Block rate_panel(const Report& rep, const RateLayout& l, const std::string& workload, const std::string& what,
+                 const std::string& unit, const std::vector<const PointRow*>& pts) {
+  const PointNames& names = rep.names;
+  const XChoice& x = l.x;
+  const bool rated = unit != "time";
+  svg::Plot p;
+  p.title = workload + (what.empty() ? "" : ": " + what);
+  p.ylabel = rated ? unit + " (median, " + pct(rep.confidence) + " CI)" : "time per repetition [s] (median, CI)";
+  const std::vector<std::string> cats = in_order(pts, [&](const PointRow& r) { return value_text(r, x.name); });
+  if (x.categorical) p.xcats = cats.empty() || x.name.empty() ? std::vector<std::string>{workload} : cats;
+  const std::vector<std::string> series = in_order(pts, [&](const PointRow& r) { return l.series_name(r); });
+  const std::vector<std::string> launches =
+      l.launched ? in_order(pts, [&](const PointRow& r) { return value_text(r, "launch"); })
+                 : std::vector<std::string>{};
+  const std::size_t slots = series.size() * std::max<std::size_t>(1, launches.size());
+  const double beside = x.categorical && slots > 1 ? std::min(0.12, 0.7 / static_cast<double>(slots)) : 0;
+  auto index = [](const std::vector<std::string>& v, const std::string& s) {
+    const auto it = std::find(v.begin(), v.end(), s);
+    return it == v.end() ? std::size_t{0} : static_cast<std::size_t>(it - v.begin());
+  };
+  std::vector<svg::Series> by_series(series.size());
+  std::vector<double> xs, ys;
+  for (const auto* r : pts) {
+    const std::size_t k = index(series, l.series_name(*r));
+    auto& s = by_series[k];
+    s.name = series[k];
+    s.line = !x.categorical && !names.varies(workload, "seed") && !l.launched;
+    double xv = 0;
+    if (x.categorical) {
+      const std::size_t slot = k * std::max<std::size_t>(1, launches.size()) +
+                               (launches.empty() ? 0 : index(launches, value_text(*r, "launch")));
+      xv = (x.name.empty() ? 0.0 : static_cast<double>(index(cats, value_text(*r, x.name)))) +
+           beside * (static_cast<double>(slot) - static_cast<double>(slots - 1) / 2);
+    } else {
+      xv = x.name == "ranks" ? r->ranks : number(r->params.at(x.name));
+    }
+    s.x.push_back(xv);
+    s.y.push_back(rated ? r->rate : r->time.median);
+    s.lo.push_back(!r->time.has_ci ? NAN : rated ? r->rate_lo : r->time.lo);
+    s.hi.push_back(!r->time.has_ci ? NAN : rated ? r->rate_hi : r->time.hi);
+    s.tips.push_back(hover(*r, names));
+    xs.push_back(xv), ys.push_back(s.y.back());
+  }
+  p.logx = !x.categorical && svg::spans_decade(xs);
+  p.logy = svg::spans_decade(ys);
+  std::string axis = x.name;
+  for (const auto& k : l.tied) axis += " = " + k;
+  p.xlabel = x.name.empty() ? "" : axis + (x.categorical ? "" : p.logx ? " (log scale)" : "");
+  if (p.logy) p.ylabel += ", log scale";
+  p.series = std::move(by_series);
+  if (l.series != "backend") p.legend_title = l.series;
+  return figure(
+      svg::render(p), slug("rate-" + workload + "-" + what + "-" + (rated ? unit : "time")),
+      "Figure: " + p.title + ". " + (rated ? unit : "Time") + " against " +
+          (x.name.empty() ? "nothing that varies" : x.name) + ", one series per " + l.series +
+          (x.categorical                    ? " (categories: no line joins them)"
+           : names.varies(workload, "seed") ? " (a marker per seed: replicates, never joined)"
+           : l.launched                     ? " (a marker per launch: replicates, never joined)"
+                                            : "; a line joins points that differ in " + x.name + " alone") +
+          (x.categorical && slots > 1
+               ? std::string("; a category's markers side by side, by series") + (l.launched ? ", then launch" : "")
+               : std::string()) +
+          ". Bars: the " + pct(rep.confidence) + " CI. Hover a point for its parameters, median, interval and n.");
+}
+
 std::vector<Block> workload_figures(const Report& rep, const std::string& workload) {
   std::vector<const PointRow*> rows;
   for (const auto& r : rep.rows)
     if (r.workload == workload && r.has_timings()) rows.push_back(&r);
   std::vector<Block> out;
   if (rows.empty()) return out;
-  const PointNames& names = rep.names;
-  const XChoice x = choose_x(rows, names, workload);
-  const std::set<std::string> tied = tied_to_axis(rows, names, workload, x.name);
-  // The panel of a point: the varying parameters other than the axis and the backend.
+  const RateLayout layout = rate_layout(rows, rep.names, workload);
   std::map<std::string, std::vector<const PointRow*>> panels;
   std::vector<std::string> panel_order;
   for (const auto* r : rows) {
     std::vector<std::string> parts;
-    auto it = names.varying.find(workload);
-    if (it != names.varying.end())
-      for (const auto& k : it->second) {
-        // Seeds are replicates, not settings: their points share a panel and are never joined.
-        if (k == x.name || k == "seed" || tied.count(k) ||
-            (x.name == "ranks" && (k == "nodes" || k == "ranks_per_node")))
-          continue;
-        parts.push_back(k + "=" + value_text(*r, k));
-      }
+    for (const auto& k : layout.panels) parts.push_back(k + "=" + value_text(*r, k));
     const bool rated = r->rate > 0 && !r->rate_unit.empty();
     std::string key = join(parts, " ") + "\x1f" + (rated ? r->rate_unit : "time");
     if (!panels.count(key)) panel_order.push_back(key);
@@ -252,55 +356,9 @@ std::vector<Block> workload_figures(const Report& rep, const std::string& worklo
   std::size_t drawn = 0;
   for (const auto& key : panel_order) {
     if (drawn == kMostPanels) break;
-    const auto& pts = panels[key];
-    const std::string what = key.substr(0, key.find('\x1f')), unit = key.substr(key.find('\x1f') + 1);
-    const bool rated = unit != "time";
-    svg::Plot p;
-    p.title = workload + (what.empty() ? "" : ": " + what);
-    p.ylabel = rated ? unit + " (median, " + pct(rep.confidence) + " CI)" : "time per repetition [s] (median, CI)";
-    std::vector<std::string> cats;
-    if (x.categorical) {
-      for (const auto* r : pts)
-        if (std::find(cats.begin(), cats.end(), value_text(*r, x.name)) == cats.end())
-          cats.push_back(value_text(*r, x.name));
-      p.xcats = cats.empty() || x.name.empty() ? std::vector<std::string>{workload} : cats;
-    }
-    std::map<std::string, svg::Series> by_backend;
-    std::vector<double> xs, ys;
-    for (const auto* r : pts) {
-      auto& s = by_backend[r->backend];
-      s.name = r->backend;
-      s.line = !x.categorical && !names.varies(workload, "seed");
-      double xv = 0;
-      if (x.categorical)
-        xv = x.name.empty()
-                 ? 0
-                 : static_cast<double>(std::find(cats.begin(), cats.end(), value_text(*r, x.name)) - cats.begin());
-      else
-        xv = x.name == "ranks" ? r->ranks : number(r->params.at(x.name));
-      s.x.push_back(xv);
-      s.y.push_back(rated ? r->rate : r->time.median);
-      s.lo.push_back(!r->time.has_ci ? NAN : rated ? r->rate_lo : r->time.lo);
-      s.hi.push_back(!r->time.has_ci ? NAN : rated ? r->rate_hi : r->time.hi);
-      s.tips.push_back(hover(*r, names));
-      xs.push_back(xv), ys.push_back(s.y.back());
-    }
-    p.logx = !x.categorical && svg::spans_decade(xs);
-    p.logy = svg::spans_decade(ys);
-    std::string axis = x.name;
-    for (const auto& k : tied) axis += " = " + k;
-    p.xlabel = x.name.empty() ? "" : axis + (x.categorical ? "" : p.logx ? " (log scale)" : "");
-    if (p.logy) p.ylabel += ", log scale";
-    for (auto& [b, s] : by_backend) p.series.push_back(s);
+    out.push_back(rate_panel(rep, layout, workload, key.substr(0, key.find('\x1f')), key.substr(key.find('\x1f') + 1),
+                             panels[key]));
     ++drawn;
-    out.push_back(figure(
-        svg::render(p), slug("rate-" + workload + "-" + what + "-" + (rated ? unit : "time")),
-        "Figure: " + p.title + ". " + (rated ? unit : "Time") + " against " +
-            (x.name.empty() ? "nothing that varies" : x.name) + ", one series per backend" +
-            (x.categorical                    ? " (categories: no line joins them)"
-             : names.varies(workload, "seed") ? " (a marker per seed: replicates, never joined)"
-                                              : "; a line joins points that differ in " + x.name + " alone") +
-            ". Bars: the " + pct(rep.confidence) + " CI. Hover a point for its parameters, median, interval and n."));
   }
   if (panel_order.size() > drawn)
     out.push_back(text(std::to_string(panel_order.size() - drawn) + " more panels of " + workload +

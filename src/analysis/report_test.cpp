@@ -212,6 +212,42 @@ TEST(ReportFigures, AcrossLaunchesEachPointIsOneCategoryWithItsIntervalAndItsLau
   for (const auto& g : rep.launches) EXPECT_NE(svg.find(d500::fmt_time(g.interval.estimate)), std::string::npos);
 }
 
+// A point measured in several launches is one panel's category, not a panel per launch: its
+// launches' markers stand side by side in launch order, never joined; a lone backend's series are
+// the values of the panel parameter with the fewest (here memory_format), named under their
+// parameter in the legend, so that its values share one y axis.
+TEST(ReportFigures, LaunchesStandSideBySideAndALoneBackendsSeriesAreAParametersValues) {
+  std::vector<PointRow> rows;
+  for (const auto& r : launched_rows(3, {"", "add_relu"}, 0.05)) {
+    rows.push_back(with_params(r, {{"memory_format", std::string("")}}));
+    rows.push_back(with_params(r, {{"memory_format", std::string("channels_last")}}));
+  }
+  const std::vector<std::string> rate = figures_named(report(rows), "rate-");
+  ASSERT_EQ(rate.size(), 1u) << "neither the launch nor memory_format splits panels";
+  const std::string& svg = rate[0];
+  EXPECT_NE(svg.find(">memory_format</text>"), std::string::npos) << "the legend's title";
+  EXPECT_NE(svg.find(">fusion</text>"), std::string::npos) << "the x axis";
+  const std::regex series("<g class=\"series\" data-name=\"([a-z_]+)\" data-line=\"([01])\">([^]*?)</g>"),
+      x("data-x=\"(-?[0-9.]+)\"");
+  std::map<std::string, std::vector<double>> xs;
+  for (std::sregex_iterator it(svg.begin(), svg.end(), series), end; it != end; ++it) {
+    EXPECT_EQ((*it)[2], "0") << "launches are replicates: never joined";
+    const std::string body = (*it)[3];
+    for (std::sregex_iterator m(body.begin(), body.end(), x); m != end; ++m) xs[(*it)[1]].push_back(std::stod((*m)[1]));
+  }
+  ASSERT_EQ(xs.size(), 2u);
+  ASSERT_TRUE(xs.count("default") && xs.count("channels_last"));
+  std::set<double> all;
+  for (const auto& [name, v] : xs) {
+    EXPECT_EQ(v.size(), 6u) << name << ": two fusions in three launches";
+    for (double d : v) {
+      all.insert(d);
+      EXPECT_LT(std::abs(d - std::round(d)), 0.4) << "beside its category, not in the next";
+    }
+  }
+  EXPECT_EQ(all.size(), 12u) << "no two markers on one spot";
+}
+
 // Times that grow with the rank count faster than any serial share allows: no Amdahl model with
 // s > 1, but the reason; a real serial share is fitted inside [0, 1].
 TEST(ScalingModel, AFitOutsideTheLawsRangeIsReportedAsFailed) {

@@ -148,6 +148,26 @@ std::string frame(const std::string& title, const std::string& xlabel, const std
   return o;
 }
 
+// Below the plotting area, room for category names slanted at 40 degrees (about 26 characters),
+// which a name too long for its slot gets: a label of width w reaches w cos 40 to the left and
+// w sin 40 down, so that it is cut only where it would leave the figure.
+constexpr double kSlantedLabels = 120;
+// The room below the plotting area that the longest of `names` takes slanted (at most kSlantedLabels).
+double slanted_room(const std::vector<std::string>& names) {
+  std::size_t longest = 0;
+  for (const auto& n : names) longest = std::max(longest, n.size());
+  return std::clamp(static_cast<double>(longest) * kCharWidth * std::sin(40 * M_PI / 180) + 28, 48.0, kSlantedLabels);
+}
+std::string slanted_label(double x, const std::string& name) {
+  return text_el(x + 3, H - B + 12, "tick", "end", name,
+                 std::min(kSlantedLabels * 1.45, (x - 6) / std::cos(40 * M_PI / 180)),
+                 " transform=\"rotate(-40 " + num(x + 3) + " " + num(H - B + 12) + ")\"");
+}
+bool needs_slant(const std::vector<std::string>& names, double slot) {
+  return std::any_of(names.begin(), names.end(),
+                     [&](const std::string& n) { return static_cast<double>(n.size()) * kCharWidth > slot - 4; });
+}
+
 std::string y_ticks(const Axis& ay) {
   std::string o;
   const std::vector<double> ticks = ay.ticks();
@@ -195,9 +215,14 @@ std::string render(const Plot& p) {
   Axis ay = make_axis(ys, p.logy);
   auto X = [&](double v) { return ax.map(v, L, W - R); };
   auto Y = [&](double v) { return ay.map(v, H - B, T); };
-  std::string o = frame(p.title, p.xlabel, p.ylabel);
-  if (cats) {
-    const double slot = (W - L - R) / static_cast<double>(p.xcats.size());
+  const double slot = cats ? (W - L - R) / static_cast<double>(p.xcats.size()) : 0;
+  const bool slanted = cats && needs_slant(p.xcats, slot);
+  const double room = slanted ? slanted_room(p.xcats) : 0;
+  std::string o = slanted ? frame(p.title, "", p.ylabel, H + room) : frame(p.title, p.xlabel, p.ylabel);
+  if (slanted) {
+    if (!p.xlabel.empty()) o += text_el((L + W - R) / 2, H + room - 8, "xlabel", "middle", p.xlabel, W - L - R);
+    for (std::size_t i = 0; i < p.xcats.size(); ++i) o += slanted_label(X(static_cast<double>(i)), p.xcats[i]);
+  } else if (cats) {
     for (std::size_t i = 0; i < p.xcats.size(); ++i)
       o += text_el(X(static_cast<double>(i)), H - B + 16, "tick", "middle", p.xcats[i], slot - 4);
   } else {
@@ -209,7 +234,9 @@ std::string render(const Plot& p) {
            num(H - B + 16) + "\" text-anchor=\"middle\">" + labels[i] + "</text>\n";
   }
   o += y_ticks(ay);
-  const std::size_t shown = p.series.size() > kLegendRows ? kLegendRows - 1 : p.series.size();
+  const std::size_t head = p.legend_title.empty() ? 0 : 1, rows = kLegendRows - head;
+  if (head) o += text_el(W - R + 10, T + 14, "legend", "start", p.legend_title, R - 14, " font-weight=\"bold\"");
+  const std::size_t shown = p.series.size() > rows ? rows - 1 : p.series.size();
   for (std::size_t k = 0; k < p.series.size(); ++k) {
     const auto& s = p.series[k];
     const std::string c = kColours[k % (sizeof kColours / sizeof *kColours)];
@@ -235,10 +262,10 @@ std::string render(const Plot& p) {
              (i < s.tips.size() ? "<title>" + html_escape(s.tips[i]) + "</title>" : "") + "</circle>\n";
     }
     o += "</g>\n";
-    if (k < shown) o += legend_entry(k, c, s.name, s.dashed, s.line || !s.markers);
+    if (k < shown) o += legend_entry(head + k, c, s.name, s.dashed, s.line || !s.markers);
   }
   if (shown < p.series.size())
-    o += text_el(W - R + 10, T + 14 + 16 * static_cast<double>(shown), "legend", "start",
+    o += text_el(W - R + 10, T + 14 + 16 * static_cast<double>(head + shown), "legend", "start",
                  "+" + std::to_string(p.series.size() - shown) + " more (hover)", R - 14);
   for (const auto& m : p.marks) {
     o += "<g class=\"mark\"><line x1=\"" + num(X(m.lo)) + "\" y1=\"" + num(Y(m.y)) + "\" x2=\"" + num(X(m.hi)) +
@@ -258,10 +285,12 @@ std::string render(const BoxPlot& p) {
   Axis ax{-0.5, n - 0.5, false};
   auto X = [&](double v) { return ax.map(v, L, W - R); };
   auto Y = [&](double v) { return ay.map(v, H - B, T); };
-  // Below the plotting area, the boxes' names slanted: room for about 26 characters.
-  constexpr double kLabels = 120;
-  std::string o = frame(p.title, "", p.ylabel, H + kLabels);
-  if (!p.xlabel.empty()) o += text_el((L + W - R) / 2, H + kLabels - 8, "xlabel", "middle", p.xlabel, W - L - R);
+  // Below the plotting area, the boxes' names slanted.
+  std::vector<std::string> names;
+  for (const auto& b : p.boxes) names.push_back(b.name);
+  const double room = slanted_room(names);
+  std::string o = frame(p.title, "", p.ylabel, H + room);
+  if (!p.xlabel.empty()) o += text_el((L + W - R) / 2, H + room - 8, "xlabel", "middle", p.xlabel, W - L - R);
   o += y_ticks(ay);
   const double slot = (W - L - R) / n, half = std::min(18.0, slot * 0.3);
   for (std::size_t i = 0; i < p.boxes.size(); ++i) {
@@ -272,10 +301,7 @@ std::string render(const BoxPlot& p) {
       if (std::isfinite(x) && (!p.logy || x > 0)) v.push_back(x);
     std::sort(v.begin(), v.end());
     const double x = X(static_cast<double>(i));
-    // Slanted at 40 degrees, a label of width w reaches w cos 40 to the left and w sin 40 down.
-    o +=
-        text_el(x + 3, H - B + 12, "tick", "end", b.name, std::min(kLabels * 1.45, (x - 6) / std::cos(40 * M_PI / 180)),
-                " transform=\"rotate(-40 " + num(x + 3) + " " + num(H - B + 12) + ")\"");
+    o += slanted_label(x, b.name);
     if (v.empty()) continue;
     auto q = [&](double f) {  // type 7
       const double h = (static_cast<double>(v.size()) - 1) * f;

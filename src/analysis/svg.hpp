@@ -28,6 +28,7 @@ struct Plot {
   std::string title, xlabel, ylabel;
   bool logx = false, logy = false;
   std::vector<std::string> xcats;  // a categorical x axis: x = 0, 1, ... names these
+  std::string legend_title;        // what the series' names are values of, above them ("" none)
   std::vector<Series> series;
   std::vector<Mark> marks;
 };
