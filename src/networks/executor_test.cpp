@@ -2456,6 +2456,25 @@ TEST(Executor, ChannelsLastKeepsTheActivationsBetweenConvolutionsNhwcAndComputes
     }
 }
 
+// A builtin network's training step at batch 2 with seeded inputs, and which of its tensors are
+// activations a channels-last plan should store NHWC: 4-D, H W > 1, neither a weight nor an input.
+struct TrainingStep {
+  Graph g;
+  int loss;
+  std::vector<int> params;
+  InputData inputs;
+  explicit TrainingStep(const std::string& net)
+      : g(load_builtin_network(net, LoadOptions{2, {}})),
+        loss(add_training_loss(g).loss),
+        params(trainable_params(g, loss)),
+        inputs(make_inputs(g, 1, 1)) {}
+  bool activation(int t) const {
+    const TensorInfo& i = g.info(t);
+    return i.shape.size() == 4 && i.shape[2] * i.shape[3] > 1 && !g.is_const(t) &&
+           std::find(g.inputs.begin(), g.inputs.end(), t) == g.inputs.end();
+  }
+};
+
 // The builtin ResNets as the cuda backend takes them (its module's own channels_last() where
 // this build has it -- host logic, no GPU needed -- else what the test device says): with
 // memory_format = "channels_last" every activation between the first convolution and the
@@ -2468,10 +2487,11 @@ TEST(Executor, ChannelsLastCoversEveryResNetActivationBetweenTheFirstConvolution
   if (!module) std::printf("no cuda backend in this build: the test device's own channels_last() plans\n");
   for (const std::string net : {"resnet20-cifar", "resnet50"}) {
     SCOPED_TRACE(net);
-    Graph g = load_builtin_network(net, LoadOptions{2, {}});
-    const int loss = add_training_loss(g).loss;
-    const std::vector<int> params = trainable_params(g, loss);
-    const InputData inputs = make_inputs(g, 1, 1);
+    const TrainingStep step(net);
+    const Graph& g = step.g;
+    const int loss = step.loss;
+    const std::vector<int>& params = step.params;
+    const InputData& inputs = step.inputs;
     GuardedBackend dev;
     dev.take_channels_last();
     if (module) dev.info.channels_last = cuda->channels_last;
@@ -2500,13 +2520,11 @@ TEST(Executor, ChannelsLastCoversEveryResNetActivationBetweenTheFirstConvolution
     };
     int spatial = 0, stored = 0, convs = 0, turning = 0;
     for (std::size_t t = 0; t < g.tensors.size(); ++t) {
-      const TensorInfo& i = g.info(static_cast<int>(t));
-      const bool activation = i.shape.size() == 4 && i.shape[2] * i.shape[3] > 1 && !g.is_const(static_cast<int>(t)) &&
-                              std::find(g.inputs.begin(), g.inputs.end(), static_cast<int>(t)) == g.inputs.end();
+      const bool activation = step.activation(static_cast<int>(t));
       spatial += activation;
       stored += nhwc_at(static_cast<int>(t));
       if (activation) {
-        EXPECT_TRUE(nhwc_at(static_cast<int>(t))) << i.name;
+        EXPECT_TRUE(nhwc_at(static_cast<int>(t))) << g.info(static_cast<int>(t)).name;
       }
     }
     for (const Node& n : g.nodes) {
@@ -2559,6 +2577,105 @@ TEST(Executor, ChannelsLastOnADeviceBackendValidatesThroughBothCudnnApis) {
       }
   }
   if (ran == 0) GTEST_SKIP() << "no backend here takes channels-last tensors on a device (cuda without a GPU)";
+}
+
+// memory_format = "channels_last" on onednn (its kernels on the host, no device): the residual
+// block's training step, with and without its output flattened, in float32 and in bfloat16,
+// computes with every convolution, normalisation and pooling that sees an NHWC tensor saying it
+// computed in NHWC (oneDNN's primitives on the tensors where they lie), every NHWC tensor read back
+// as the NCHW step computed it, and validates: float32 within the yardstick's tolerance, bfloat16
+// within 1e-4 of the yardstick's simulation of it.
+// ResNet-20's and ResNet-50's plans keep every activation between the first convolution and the
+// pool NHWC, and ResNet-20's step validates.
+TEST(Executor, ChannelsLastOnOnednnComputesInNhwcWhereTheActivationsLieAndValidates) {
+  const BackendInfo* onednn = find_backend("onednn");
+  if (!onednn || !onednn->built) GTEST_SKIP() << "this build has no onednn backend (Debian: libdnnl-dev)";
+  ASSERT_TRUE(onednn->channels_last);
+  for (const bool flatten : {false, true})
+    for (const std::string math : {"fp32", "bf16"}) {
+      SCOPED_TRACE(std::string(flatten ? "flattened, " : "") + math);
+      ResidualBlock rb(flatten);
+      const Graph& g = rb.b.g;
+      const Params point{{"memory_format", Value{std::string("channels_last")}}, {"math", Value{math}}},
+          nchw{{"math", Value{math}}};
+      const std::vector<int> params = rb.b.params();
+      auto step = [&](const Params& pt) {
+        ExecutorSpec spec = rb.training_spec(*onednn, pt);
+        spec.keep_all = true;
+        auto x = std::make_unique<GraphExecutor>(spec);
+        x->forward(0);
+        x->backward(0);
+        return x;
+      };
+      const auto made = step(point), as_nchw = step(nchw);
+      GraphExecutor& e = *made;
+      // Each NHWC tensor, read back (turned into NCHW), is what the NCHW step computed: the
+      // kernels read and wrote it where it lies, as the plan says it lies.
+      int stored = 0;
+      for (std::size_t t = 0; t < g.tensors.size(); ++t) {
+        if (!e.channels_last(static_cast<int>(t))) continue;
+        ++stored;
+        const std::vector<double> a = e.tensor(static_cast<int>(t)), b = as_nchw->tensor(static_cast<int>(t));
+        ASSERT_EQ(a.size(), b.size());
+        double num = 0, den = 0;
+        for (std::size_t i = 0; i < a.size(); ++i) num += (a[i] - b[i]) * (a[i] - b[i]), den += b[i] * b[i];
+        EXPECT_LT(std::sqrt(num / den), 1e-5) << g.info(static_cast<int>(t)).name;
+      }
+      EXPECT_EQ(stored, flatten ? 2 : 10);
+      int nhwc = 0;
+      for (const auto& st : e.steps()) {
+        if (st.node < 0) continue;
+        const Node& n = g.nodes[static_cast<std::size_t>(st.node)];
+        const bool layout =
+            n.op == "Conv" || n.op == "BatchNormalization" || n.op == "MaxPool" || n.op == "GlobalAveragePool";
+        const bool sees = e.channels_last(n.in[0]) || e.channels_last(n.out[0]);
+        EXPECT_EQ(st.impl.find("NHWC") != std::string::npos, layout && sees) << n.name << ": " << st.impl;
+        nhwc += layout && sees;
+      }
+      EXPECT_EQ(nhwc, flatten ? 2 * 2 : 2 * 8) << e.describe();
+      const StepValues got = step_values(e, g, params, true);
+      if (math == "fp32") {
+        const StepValues ref = yardstick_step(g, true, rb.loss, params, {rb.xs.data()}, 1);
+        const Discrepancy d = compare_steps(got, ref);
+        EXPECT_LE(d.worst, network_tolerance(g, rb.loss).tolerance) << d.where;
+      } else {
+        const StepValues simulated =
+            step_values(*run_yardstick(g, true, rb.loss, params, {rb.xs.data()}, 1, 0, 7), g, params, true);
+        const Discrepancy d = compare_steps(got, simulated);
+        EXPECT_LE(d.worst, 1e-4) << d.where;
+      }
+    }
+  for (const std::string net : {"resnet20-cifar", "resnet50"}) {
+    SCOPED_TRACE(net);
+    const TrainingStep step(net);
+    const Graph& g = step.g;
+    const Params point{{"memory_format", Value{std::string("channels_last")}}};
+    ExecutorSpec s;
+    s.graph = &g;
+    s.backend = onednn;
+    s.point = &point;
+    s.training = true;
+    s.loss = step.loss;
+    s.params = step.params;
+    s.inputs = step.inputs.pointers();
+    const std::vector<bool> plan = GraphExecutor::channels_last_plan(s);
+    int spatial = 0, stored = 0;
+    for (std::size_t t = 0; t < g.tensors.size(); ++t) {
+      const bool activation = step.activation(static_cast<int>(t));
+      spatial += activation;
+      stored += plan[t];
+      EXPECT_EQ(plan[t], activation) << g.info(static_cast<int>(t)).name;
+    }
+    EXPECT_GT(spatial, 40);
+    EXPECT_EQ(stored, spatial);
+    if (net != "resnet20-cifar") continue;  // ResNet-50's executor would take gigabytes here
+    GraphExecutor e(s);
+    e.forward(0);
+    e.backward(0);
+    const Discrepancy d = compare_steps(step_values(e, g, step.params, true),
+                                        yardstick_step(g, true, step.loss, step.params, step.inputs.pointers(), 1));
+    EXPECT_LE(d.worst, network_tolerance(g, step.loss).tolerance) << d.where;
+  }
 }
 
 // A backend that says a node takes channels-last tensors and then makes no kernel for it: the

@@ -302,9 +302,9 @@ TEST(Plan, CudnnAlgorithmsAreCudasAloneAndTheWorkloadsDefaultKeepsTheId) {
   EXPECT_NE(level1[2].find("cudnn_algorithms=find"), std::string::npos) << level1[2];
 }
 
-// memory_format: the GPU backends' (libtorch-cuda's, and cuda's for d500's executor), named at
-// its line on another; "nchw", the default, keeps the id.
-TEST(Plan, MemoryFormatIsTheGpuBackendsAndItsDefaultKeepsTheId) {
+// memory_format: libtorch-cuda's, and cuda's and onednn's for d500's executor, named at its line on
+// another; "nchw", the default, keeps the id.
+TEST(Plan, MemoryFormatIsTheGpuBackendsAndOnednnsAndItsDefaultKeepsTheId) {
   std::string e =
       plan_error_of(kHead +
                     "[fixed]\nworkload = \"network\"\nbackend = \"libtorch-native\"\nnetwork = \"lenet5\"\nbatch = 2\n"
@@ -313,7 +313,8 @@ TEST(Plan, MemoryFormatIsTheGpuBackendsAndItsDefaultKeepsTheId) {
   if (native && native->built) {
     EXPECT_NE(
         e.find(
-            "'memory_format' is only for backends \"cuda\" and \"libtorch-cuda\" (this point's backend is \"libtorch-native\"; the CPU backends keep NCHW)"),
+            "'memory_format' is only for backends \"cuda\", \"libtorch-cuda\" and \"onednn\" (this point's backend is "
+            "\"libtorch-native\"; reference, blas and libtorch keep NCHW)"),
         std::string::npos)
         << e;
     EXPECT_NE(e.find("c.toml:8:"), std::string::npos) << "the refused key's own line: " << e;
@@ -328,6 +329,14 @@ TEST(Plan, MemoryFormatIsTheGpuBackendsAndItsDefaultKeepsTheId) {
   const auto without =
       plan_of(kHead + "[fixed]\nworkload = \"network\"\nbackend = \"reference\"\nnetwork = \"lenet5\"\nbatch = 2\n");
   EXPECT_EQ(with.points.at(0).canonical, without.points.at(0).canonical);
+  if (const BackendInfo* onednn = find_backend("onednn"); onednn && onednn->built) {
+    const std::string net =
+        kHead + "[fixed]\nworkload = \"network\"\nbackend = \"onednn\"\nnetwork = \"lenet5\"\nbatch = 2\n";
+    const std::string plain = plan_of(net).points.at(0).canonical;
+    EXPECT_EQ(plan_of(net + "memory_format = \"nchw\"\n").points.at(0).canonical, plain);
+    const std::string last = plan_of(net + "memory_format = \"channels_last\"\n").points.at(0).canonical;
+    EXPECT_NE(last.find("memory_format=channels_last"), std::string::npos) << last;
+  }
 }
 
 // cuda_graph = "step": cuda's, for training; a step a replay would not repeat is refused at the

@@ -241,39 +241,47 @@ TEST_F(Networks, JoinedResidualsRunAsOneNodeEachAndComputeWhatTheModelDoes) {
             std::get<std::int64_t>(as_model->facts.at("memory.planned_bytes")));
 }
 
-// math = "bf16" on oneDNN, end to end: ResNet-20's training step with its convolutions and its
-// Gemm in oneDNN's bfloat16 primitives validates against the yardstick's simulation of bfloat16,
-// which the point's validation method states; every product's step is named so, and none falls
-// back to the reference. The float32 point of the
-// same campaign keeps its id and its float32 kernels.
-TEST_F(Networks, Bf16MathRunsOnednnsBfloat16ProductsAndValidatesAgainstTheSimulation) {
+// math = "bf16" and memory_format = "channels_last" on oneDNN, end to end: ResNet-20's training step
+// with its convolutions and its Gemm in oneDNN's bfloat16 primitives validates against the
+// yardstick's simulation of bfloat16, which the point's validation method states; with its
+// activations NHWC its convolutions, normalisations and poolings compute where they lie and say
+// so; every product's step names its arithmetic, and none falls back to the reference. The
+// float32 NCHW point of the same campaign keeps its id and its kernels.
+TEST_F(Networks, OnednnsBf16MathAndChannelsLastRunWhereTheySayAndValidate) {
   const d500::BackendInfo* onednn = d500::find_backend("onednn");
   if (!onednn || !onednn->built) GTEST_SKIP() << "this build has no onednn, the CPU backend with bfloat16 products";
   const fs::path run = planned(
       "[campaign]\nname = \"bf16\"\nrepetitions = 2\nwarmups = 1\n[fixed]\nworkload = \"network\"\n"
       "network = \"resnet20-cifar\"\nbatch = 4\npass = \"training\"\nbackend = \"onednn\"\n"
-      "[axes]\nmath = [\"fp32\", \"bf16\"]\n");
+      "[axes]\nmath = [\"fp32\", \"bf16\"]\nmemory_format = [\"nchw\", \"channels_last\"]\n");
   Cmd r = sh(d500_cmd("run " + run.string()));
   ASSERT_EQ(r.code, 0) << r.out;
   const auto points = d500::read_job_file((run / "results" / "job-0000.h5").string()).points;
-  ASSERT_EQ(points.size(), 2u);
+  ASSERT_EQ(points.size(), 4u);
+  int plain = 0;
   for (const auto& p : points) {
     const bool bf16 = p.canonical.find("math=bf16") != std::string::npos;
+    const bool nhwc = p.canonical.find("memory_format=channels_last") != std::string::npos;
     SCOPED_TRACE(p.canonical);
+    plain += p.canonical.find("math") == std::string::npos && p.canonical.find("memory_format") == std::string::npos;
     EXPECT_EQ(p.validation_status, "passed") << p.validation_method;
     EXPECT_EQ(p.validation_method.find("rounded to 7 mantissa bits") != std::string::npos, bf16) << p.validation_method;
-    EXPECT_EQ(p.canonical.find("math"), bf16 ? p.canonical.find("math=bf16") : std::string::npos);
-    int products = 0;
+    int products = 0, layouts = 0;
     for (const auto& st : p.steps) {
-      if (st.op != "Conv" && st.op != "Gemm") continue;
-      ++products;
-      EXPECT_EQ(st.impl.find("(bfloat16)") != std::string::npos, bf16) << st.name << ": " << st.impl;
+      const bool product = st.op == "Conv" || st.op == "Gemm";
+      products += product;
+      if (product) EXPECT_EQ(st.impl.find("bfloat16") != std::string::npos, bf16) << st.name << ": " << st.impl;
+      const bool layout = st.op == "Conv" || st.op == "BatchNormalization" || st.op == "GlobalAveragePool";
+      layouts += layout;
+      if (layout) EXPECT_EQ(st.impl.find("NHWC") != std::string::npos, nhwc) << st.name << ": " << st.impl;
     }
     EXPECT_EQ(products, 2 * (21 + 1));
+    EXPECT_EQ(layouts, 2 * (21 + 21 + 1));
     const auto& fallback = std::get<std::string>(p.facts.at("executor.reference_fallback_ops"));
-    EXPECT_EQ(fallback.find("Conv"), std::string::npos) << fallback;
-    EXPECT_EQ(fallback.find("Gemm"), std::string::npos) << fallback;
+    for (const char* op : {"Conv", "Gemm", "BatchNormalization"})
+      EXPECT_EQ(fallback.find(op), std::string::npos) << fallback;
   }
+  EXPECT_EQ(plain, 1) << "fp32 and nchw are the defaults: one point's id names neither";
 }
 
 TEST_F(Networks, AWrongCustomOperatorIsFoundAtItsNode) {

@@ -49,7 +49,7 @@ std::vector<BackendSetting> settings_of_backend_cuda() {
                 "a tensor a reshape reads stay NCHW, a convolution turning them at the border); default: nchw"},
        .workloads = {"network", "train", "distributed"},
        .neutral = "nchw",
-       .other_note = "the CPU backends keep NCHW"},
+       .other_note = "reference, blas and libtorch keep NCHW"},
       fusion_setting("AddRelu in one pass of d500's kernel forward, y = max(a + b, 0), and one backward, dy where y > 0 "
                      "into both gradients: two fewer passes over the sum each way than the two nodes make",
                      "add_relu",

@@ -25,7 +25,7 @@ std::vector<BackendSetting> settings_of_backend_libtorch_cuda() {
                 "levels 1-2: the layout of 4-D weights and inputs, nchw (contiguous) or channels_last (NHWC strides, "
                 "as torch.channels_last: cuDNN's tensor-core convolutions need no transposes); default: nchw"},
        .neutral = "nchw",
-       .other_note = "the CPU backends keep NCHW"},
+       .other_note = "reference, blas and libtorch keep NCHW"},
   };
   // clang-format on
 }

@@ -90,7 +90,8 @@ void register_backend_onednn(BackendRegistry& r) {
            for (const auto& t : p.out) n += t.numel();
            return p.op == "conv2d" ? 2 * 4 * n : 0;
          },
-         .make_node_kernel = make_onednn_node_kernel});
+         .make_node_kernel = make_onednn_node_kernel,
+         .channels_last = onednn_channels_last});
 }
 
 }  // namespace d500

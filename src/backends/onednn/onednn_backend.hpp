@@ -14,5 +14,8 @@ bool onednn_supports(const std::string& op);
 std::unique_ptr<OpKernel> make_onednn_kernel(OpProblem& p, int threads);
 // Level 1 (onednn_graph.cpp): a kernel for one node of a graph, or nullptr when oneDNN has none for it.
 std::unique_ptr<NodeKernel> make_onednn_node_kernel(const NodeProblem& p, int threads);
+// With the point's memory_format = "channels_last": how make_onednn_node_kernel's kernel for a node
+// takes channels-last tensors (BackendInfo::channels_last).
+ChannelsLast onednn_channels_last(const NodeProblem& p);
 
 }  // namespace d500

@@ -45,6 +45,16 @@ memory::desc plain(const memory::dims& d) {
   return memory::desc(dd, dt::f32, strides_of_dims(dd));
 }
 memory user_mem(const memory::desc& md, void* p) { return memory(md, engine(), p); }
+// A 4-D tensor as the executor stores it: NCHW, or NHWC with the point's memory_format =
+// "channels_last" where the executor's plan put it so (TensorView::channels_last).
+memory::desc stored(const memory::dims& d, bool nhwc) {
+  return nhwc ? memory::desc(d, dt::f32, memory::format_tag::nhwc) : plain(d);
+}
+// What a kernel computes in, for its impl(): "" or " (bfloat16)", " (NHWC)", " (bfloat16, NHWC)".
+std::string computed_in(bool bf16, bool nhwc) {
+  if (!bf16 && !nhwc) return "";
+  return std::string(" (") + (bf16 ? "bfloat16" : "") + (bf16 && nhwc ? ", " : "") + (nhwc ? "NHWC" : "") + ")";
+}
 
 // A user buffer bound to a primitive argument: the same memory when the primitive takes the
 // plain layout, else a buffer in the primitive's format and a reorder (created here, once).
@@ -126,19 +136,25 @@ void relu_gradient(const float* y, const float* dy, float* first, float* second,
 // over the executor's float32 tensors, whose reorders into the primitives' formats round each
 // value to nearest even and widen the results back (the bias and its gradient stay float32). The
 // values the yardstick's bfloat16 simulation computes (ExecutorSpec::reduced_mantissa = 7).
+// With channels-last activations (x or y stored NHWC: ChannelsLast::Each) the primitive computes in
+// NHWC, which oneDNN's brgemm convolutions take as fast as its blocked formats, so that a tensor
+// stored NHWC is read and written where it lies (in float32; in bfloat16 through a conversion
+// that keeps its layout) and only an NCHW one is reordered.
 class ConvKernel final : public DnnlNode {
  public:
   ConvKernel(const NodeProblem& p, const ConvGeom& g, bool bf16)
-      : DnnlNode(bf16 ? "convolution (bfloat16)" : "convolution"), p_(p) {
+      : DnnlNode("convolution" + computed_in(bf16, p.in[0].channels_last || p.out[0].channels_last)), p_(p) {
     using namespace dnnl;
     const bool bias = p.in.size() > 2 && p.in[2].present();
     const memory::dims src{g.n, g.c, g.h, g.w}, dst{g.n, g.k, g.p, g.q};
     const memory::dims wei =
         g.groups > 1 ? memory::dims{g.groups, g.kg(), g.cg(), g.kh, g.kw} : memory::dims{g.k, g.c, g.kh, g.kw};
-    const memory::desc src_u = plain(src), dst_u = plain(dst), wei_u = plain(wei), b_u = plain(memory::dims{g.k});
+    const memory::desc src_u = stored(src, p.in[0].channels_last), dst_u = stored(dst, p.out[0].channels_last),
+                       wei_u = plain(wei), b_u = plain(memory::dims{g.k});
     const dt type = bf16 ? dt::bf16 : dt::f32;
-    const memory::desc src_a(src, type, memory::format_tag::any), dst_a(dst, type, memory::format_tag::any),
-        wei_a(wei, type, memory::format_tag::any);
+    const memory::format_tag act =
+        p.in[0].channels_last || p.out[0].channels_last ? memory::format_tag::nhwc : memory::format_tag::any;
+    const memory::desc src_a(src, type, act), dst_a(dst, type, act), wei_a(wei, type, memory::format_tag::any);
     const memory::dims st{g.sh, g.sw}, dil{g.dh - 1, g.dw - 1}, pl{g.pt, g.pl}, pr{g.pb, g.pr};
     const prop_kind pk = p.training ? prop_kind::forward_training : prop_kind::forward_inference;
     fpd_ = bias
@@ -415,10 +431,11 @@ class BatchedMatmulKernel final : public DnnlNode {
 class PoolKernel final : public PairedNode {
  public:
   PoolKernel(const NodeProblem& p, const ConvGeom& g, dnnl::algorithm alg, bool global)
-      : PairedNode(global ? "global pooling" : "pooling") {
+      : PairedNode((global ? "global pooling" : "pooling") + computed_in(false, p.in[0].channels_last)) {
     using namespace dnnl;
     const memory::dims src{g.n, g.c, g.h, g.w}, dst{g.n, g.c, g.p, g.q};
-    const memory::desc x = plain(src), y = plain(dst);
+    // Channels-last (ChannelsLast::Same): y as x, a global pool's [N, C, 1, 1] the same bytes either way.
+    const memory::desc x = stored(src, p.in[0].channels_last), y = stored(dst, p.in[0].channels_last);
     // A window that ceil mode adds past the declared padding: more right padding, which oneDNN's
     // max and average-excluding-padding ignore as the reference does.
     const std::int64_t pr_h = std::max(g.pb, (g.p - 1) * g.sh + (g.kh - 1) * g.dh + 1 - g.h - g.pt);
@@ -476,12 +493,13 @@ class BatchNormKernel final : public PairedNode {
     }
   }
   BatchNormKernel(const NodeProblem& p, bool training, float eps, bool relu)
-      : PairedNode(relu ? "batch normalization, relu in place by d500's loop" : "batch normalization"),
+      : PairedNode((relu ? "batch normalization, relu in place by d500's loop" : "batch normalization") +
+                   computed_in(false, p.in[0].channels_last)),
         relu_(relu),
         n_(p.out[0].numel()),
         y_(p.out[0].as<float>()) {
     using namespace dnnl;
-    const memory::desc x = plain(*p.in[0].shape), ch = plain(*p.in[1].shape);
+    const memory::desc x = stored(dims_of(*p.in[0].shape), p.in[0].channels_last), ch = plain(*p.in[1].shape);
     auto flags = normalization_flags::use_scale | normalization_flags::use_shift;
     if (!training) flags = flags | normalization_flags::use_global_stats;
     fpd_ = batch_normalization_forward::primitive_desc(
@@ -933,6 +951,26 @@ std::unique_ptr<NodeKernel> make(const NodeProblem& p) {
 }
 
 }  // namespace
+
+ChannelsLast onednn_channels_last(const NodeProblem& p) {
+  const std::string& op = p.node->op;
+  if (p.in.empty() || p.in[0].dtype != DType::F32 || p.in[0].shape->size() != 4 || !all_float(p))
+    return ChannelsLast::Never;
+  if (op == "Conv") return p.in.size() >= 2 && p.in[1].shape->size() == 4 ? ChannelsLast::Each : ChannelsLast::Never;
+  // The nodes make() gives oneDNN's per-channel primitives (with their layout) or an element-wise
+  // kernel, which computes the same on either layout when all its tensors share one.
+  if (is_batch_norm(op)) return p.in.size() >= 5 ? ChannelsLast::Same : ChannelsLast::Never;
+  if (op == "Relu" || op == "AddRelu" || op == "GlobalAveragePool" || op == "GlobalMaxPool") return ChannelsLast::Same;
+  if (op == "Add")
+    return p.in.size() == 2 && *p.in[1].shape == *p.in[0].shape ? ChannelsLast::Same : ChannelsLast::Never;
+  if (op == "MaxPool" || op == "AveragePool") {
+    const bool indices = p.out.size() > 1 && p.out[1].present();
+    const bool refused =
+        op == "AveragePool" && p.node->attr_i("count_include_pad", 0) && p.node->attr_i("ceil_mode", 0);
+    return indices || refused ? ChannelsLast::Never : ChannelsLast::Same;
+  }
+  return ChannelsLast::Never;
+}
 
 std::unique_ptr<NodeKernel> make_onednn_node_kernel(const NodeProblem& p, int threads) {
   omp_set_num_threads(threads);
