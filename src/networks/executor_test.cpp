@@ -2678,6 +2678,45 @@ TEST(Executor, ChannelsLastOnOnednnComputesInNhwcWhereTheActivationsLieAndValida
   }
 }
 
+// LibTorch on the CPU as a PyTorch user sets it (libtorch-native): memory_format =
+// "channels_last" keeps the weights and each input channels-last, its step the NCHW step's within
+// float32's tolerance; math = "bf16" runs the forward pass under CPU autocast, whose step is
+// bfloat16's -- beyond float32's tolerance -- and passes the bf16 judgement; TF32, a GPU's, is
+// refused. The runner's description says which.
+TEST(Executor, LibTorchOnTheCpuTakesChannelsLastAndBf16AutocastAsAPyTorchLoopSetsThem) {
+  const BackendInfo* native = find_backend("libtorch-native");
+  if (!native || !native->built) GTEST_SKIP() << "this build has no LibTorch (Debian: libtorch-dev)";
+  ResidualBlock rb(false);
+  const Graph& g = rb.b.g;
+  const std::vector<int> params = rb.b.params();
+  const StepValues exact = yardstick_step(g, true, rb.loss, params, {rb.xs.data()}, 1);
+  const ToleranceBasis fp32 = network_tolerance(g, rb.loss);
+  auto step = [&](const Params& point, const std::string& says) {
+    auto r = make_runner(*native, rb.training_spec(*native, point), &point);
+    EXPECT_NE(r->describe().find(says), std::string::npos) << r->describe();
+    r->inputs_changed();  // a training step's data phase: the input turned again
+    r->forward(0);
+    r->backward(0);
+    return step_values(*r, g, params, true);
+  };
+  const StepValues last =
+      step(Params{{"memory_format", Value{std::string("channels_last")}}}, "float32, channels_last");
+  EXPECT_LE(compare_steps(last, exact).worst, fp32.tolerance) << compare_steps(last, exact).where;
+  const Params bf16_point{{"math", Value{std::string("bf16")}}};
+  const StepValues bf16 = step(bf16_point, "bf16 autocast");
+  EXPECT_GT(compare_steps(bf16, exact).worst, fp32.tolerance) << "autocast computes in bfloat16";
+  const StepJudgement j =
+      judge_step(bf16, exact, with_point_math(fp32, bf16_point), g, true, rb.loss, params, {rb.xs.data()}, 1);
+  EXPECT_LE(j.error, j.tolerance) << j.words;
+  const Params tf32{{"math", Value{std::string("tf32")}}};
+  try {
+    make_runner(*native, rb.training_spec(*native, tf32), &tf32);
+    ADD_FAILURE() << "TF32 is a GPU's";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("for libtorch-cuda"), std::string::npos) << e.what();
+  }
+}
+
 // A backend that says a node takes channels-last tensors and then makes no kernel for it: the
 // executor refuses, naming the node and the way out, rather than hand NHWC data to the reference.
 TEST(Executor, ChannelsLastRefusesANodeItsBackendPromisedAndDidNotServe) {

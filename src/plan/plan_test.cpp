@@ -302,23 +302,17 @@ TEST(Plan, CudnnAlgorithmsAreCudasAloneAndTheWorkloadsDefaultKeepsTheId) {
   EXPECT_NE(level1[2].find("cudnn_algorithms=find"), std::string::npos) << level1[2];
 }
 
-// memory_format: libtorch-cuda's, and cuda's and onednn's for d500's executor, named at its line on
-// another; "nchw", the default, keeps the id.
+// memory_format: libtorch-cuda's and libtorch-native's, and cuda's and onednn's for d500's executor,
+// named at its line on another; "nchw", the default, keeps the id.
 TEST(Plan, MemoryFormatIsTheGpuBackendsAndOnednnsAndItsDefaultKeepsTheId) {
-  std::string e =
-      plan_error_of(kHead +
-                    "[fixed]\nworkload = \"network\"\nbackend = \"libtorch-native\"\nnetwork = \"lenet5\"\nbatch = 2\n"
-                    "memory_format = \"channels_last\"\n");
-  const BackendInfo* native = find_backend("libtorch-native");
-  if (native && native->built) {
-    EXPECT_NE(
-        e.find(
-            "'memory_format' is only for backends \"cuda\", \"libtorch-cuda\" and \"onednn\" (this point's backend is "
-            "\"libtorch-native\"; reference, blas and libtorch keep NCHW)"),
-        std::string::npos)
-        << e;
-    EXPECT_NE(e.find("c.toml:8:"), std::string::npos) << "the refused key's own line: " << e;
-  }
+  std::string e = plan_error_of(kHead +
+                                "[fixed]\nworkload = \"network\"\nbackend = \"blas\"\nnetwork = \"lenet5\"\nbatch = 2\n"
+                                "memory_format = \"channels_last\"\n");
+  EXPECT_NE(e.find("'memory_format' is only for backends \"cuda\", \"libtorch-cuda\", \"libtorch-native\" and "
+                   "\"onednn\" (this point's backend is \"blas\"; reference, blas and libtorch keep NCHW)"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("c.toml:8:"), std::string::npos) << "the refused key's own line: " << e;
   e = plan_error_of(
       kHead +
       "[fixed]\nworkload = \"network\"\nbackend = \"reference\"\nnetwork = \"lenet5\"\nbatch = 2\nmemory_format = \"nhwc\"\n");
@@ -395,8 +389,8 @@ TEST(Plan, MathIsCudasForConvolutionsAndNetworksAndGemmNamesItsDtype) {
                     "math = \"tf32\"\n");
   EXPECT_NE(
       e.find(
-          "'math' is only for backends \"cuda\", \"libtorch-cuda\" and \"onednn\" (this point's backend is \"reference\"; "
-          "reference, blas and libtorch compute in strict float32)"),
+          "'math' is only for backends \"cuda\", \"libtorch-cuda\", \"libtorch-native\" and \"onednn\" (this point's "
+          "backend is \"reference\"; reference, blas and libtorch compute in strict float32)"),
       std::string::npos)
       << e;
   EXPECT_NE(e.find("c.toml:8:8: "), std::string::npos) << "the refused key's own line: " << e;
@@ -409,20 +403,21 @@ TEST(Plan, MathIsCudasForConvolutionsAndNetworksAndGemmNamesItsDtype) {
       kHead +
       "[fixed]\nworkload = \"conv2d\"\nbackend = \"blas\"\nshape = \"resnet50/res2_3x3\"\nn = 2\nmath = \"fp16\"\n");
   EXPECT_NE(e.find("key 'math' is \"fp16\"; did you mean 'fp32'? (valid: fp32, tf32, bf16)"), std::string::npos) << e;
-  // onednn: fp32 or bf16, for networks; a level-0 convolution on it computes in float32.
-  const std::string onednn_net =
-      kHead + "[fixed]\nworkload = \"network\"\nbackend = \"onednn\"\nnetwork = \"lenet5\"\nbatch = 2\n";
-  e = plan_error_of(onednn_net + "math = \"tf32\"\n");
-  EXPECT_NE(e.find("c.toml:8:8"), std::string::npos) << e;
-  EXPECT_NE(e.find("'math' \"tf32\" is not one backend \"onednn\" takes (valid: fp32, bf16; tf32 is the "
-                   "GPUs' tensor-core format; oneDNN computes in fp32 or bf16)"),
-            std::string::npos)
-      << e;
-  e = plan_error_of(kHead +
-                    "[fixed]\nworkload = \"conv2d\"\nbackend = \"onednn\"\nshape = \"resnet50/res2_3x3\"\nn = 2\n"
-                    "math = \"bf16\"\n");
-  EXPECT_NE(e.find("'math' \"bf16\" is for networks (levels 1-3"), std::string::npos) << e;
+  // onednn (where this build has it: a build without refuses the backend first): fp32 or bf16, for
+  // networks; a level-0 convolution on it computes in float32.
   if (const BackendInfo* onednn = find_backend("onednn"); onednn && onednn->built) {
+    const std::string onednn_net =
+        kHead + "[fixed]\nworkload = \"network\"\nbackend = \"onednn\"\nnetwork = \"lenet5\"\nbatch = 2\n";
+    e = plan_error_of(onednn_net + "math = \"tf32\"\n");
+    EXPECT_NE(e.find("c.toml:8:8"), std::string::npos) << e;
+    EXPECT_NE(e.find("'math' \"tf32\" is not one backend \"onednn\" takes (valid: fp32, bf16; tf32 is the "
+                     "GPUs' tensor-core format; oneDNN computes in fp32 or bf16)"),
+              std::string::npos)
+        << e;
+    e = plan_error_of(kHead +
+                      "[fixed]\nworkload = \"conv2d\"\nbackend = \"onednn\"\nshape = \"resnet50/res2_3x3\"\nn = 2\n"
+                      "math = \"bf16\"\n");
+    EXPECT_NE(e.find("'math' \"bf16\" is for networks (levels 1-3"), std::string::npos) << e;
     const std::string plain = plan_of(onednn_net).points.at(0).canonical;
     EXPECT_EQ(plan_of(onednn_net + "math = \"fp32\"\n").points.at(0).canonical, plain) << "fp32 is the default";
     const std::string bf16 = plan_of(onednn_net + "math = \"bf16\"\n").points.at(0).canonical;

@@ -1,6 +1,6 @@
 // `libtorch-native`: LibTorch executing a whole graph itself (Deep500's native executors). The
 // graph is translated once into a sequence of ATen calls on at::Tensors -- the functional
-// operators a PyTorch model calls (conv2d's at::convolution, batch_norm, matmul, ...) -- and a
+// operators a PyTorch model calls (conv2d, batch_norm, matmul, ...) -- and a
 // training step is the framework's own: weights are leaf tensors requiring gradients, the loss's
 // backward() runs LibTorch's autograd, gradients accumulate in .grad() over micro-batches. d500
 // feeds inputs (at::from_blob on its buffers) and reads outputs and gradients, untimed. Its
@@ -131,9 +131,10 @@ void add_product_and_pooling_ops(std::map<std::string, Op>& t) {
       x = at::constant_pad_nd(x, {c.pl, c.pr, c.pt, c.pb}, 0);
     }
     const bool sym = c.pt == c.pb && c.pl == c.pr;
-    at::Tensor y =
-        at::convolution(x, w, in.size() > 2 ? c10::optional<at::Tensor>(in[2]) : c10::nullopt, {c.sh, c.sw},
-                        sym ? std::vector<I>{c.pt, c.pl} : std::vector<I>{0, 0}, {c.dh, c.dw}, false, {0, 0}, c.groups);
+    // at::conv2d, as nn.Conv2d calls it: on autocast's list on the CPU too (at::convolution is on
+    // the GPU's only), so that math = "bf16" reaches it on either.
+    at::Tensor y = at::conv2d(x, w, in.size() > 2 ? c10::optional<at::Tensor>(in[2]) : c10::nullopt, {c.sh, c.sw},
+                              sym ? std::vector<I>{c.pt, c.pl} : std::vector<I>{0, 0}, {c.dh, c.dw}, c.groups);
     (void)g;
     return Tensors{one_d ? y.squeeze(2) : y};
   };
@@ -146,8 +147,8 @@ void add_product_and_pooling_ops(std::map<std::string, Op>& t) {
       throw Error("libtorch-native: " + n.label() + ": asymmetric padding is not translated");
     const I oh = ys[2] - ((in[0].size(2) - 1) * c.sh - 2 * c.pt + c.dh * (c.kh - 1) + 1);
     const I ow = ys[3] - ((in[0].size(3) - 1) * c.sw - 2 * c.pl + c.dw * (c.kw - 1) + 1);
-    return Tensors{at::convolution(in[0], in[1], in.size() > 2 ? c10::optional<at::Tensor>(in[2]) : c10::nullopt,
-                                   {c.sh, c.sw}, {c.pt, c.pl}, {c.dh, c.dw}, true, {oh, ow}, c.groups)};
+    return Tensors{at::conv_transpose2d(in[0], in[1], in.size() > 2 ? c10::optional<at::Tensor>(in[2]) : c10::nullopt,
+                                        {c.sh, c.sw}, {c.pt, c.pl}, {oh, ow}, c.groups, {c.dh, c.dw})};
   };
   t["Gemm"] = [](const Node& n, const Tensors& in, const Graph&, bool) {
     const at::Tensor a = n.attr_i("transA", 0) ? in[0].t() : in[0], b = n.attr_i("transB", 0) ? in[1].t() : in[1];
@@ -415,46 +416,54 @@ struct TorchMath {
     at::globalContext().setBenchmarkCuDNN(benchmark);
     at::globalContext().setDeterministicCuDNN(deterministic);
   }
-  std::string words() const {
+  std::string words(bool gpu) const {
     return std::string(bf16   ? "bf16 autocast (activations in bfloat16, weights float32)"
                        : tf32 ? "TF32 allowed in cuDNN and cuBLAS"
-                              : "strict float32 (TF32 off)") +
+                       : gpu  ? "strict float32 (TF32 off)"
+                              : "float32") +
            (channels_last ? ", channels_last" : ", NCHW") +
-           (benchmark       ? ", cudnn.benchmark"
+           (!gpu            ? ""
+            : benchmark     ? ", cudnn.benchmark"
             : deterministic ? ", deterministic cuDNN"
                             : ", cuDNN's heuristic choice");
   }
 };
 
-// torch.autocast("cuda", dtype=torch.bfloat16) around a forward pass: on at construction, off and
-// its cast cache cleared at the end, as leaving PyTorch's outermost autocast region does.
+// torch.autocast(device, dtype=torch.bfloat16) around a forward pass, on the GPU or the CPU: on at
+// construction, off and its cast cache cleared at the end, as leaving PyTorch's outermost
+// autocast region does.
 class Bf16Autocast {
  public:
-  explicit Bf16Autocast(bool on) : on_(on) {
+  Bf16Autocast(bool on, bool gpu) : on_(on), gpu_(gpu) {
     if (!on_) return;
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
-    at::autocast::set_autocast_dtype(at::kCUDA, at::kBFloat16);
-    at::autocast::set_autocast_enabled(at::kCUDA, true);
-#else
-    at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
-    at::autocast::set_enabled(true);
-#endif
+    set(true);
     at::autocast::increment_nesting();
   }
   ~Bf16Autocast() {
     if (!on_) return;
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
-    at::autocast::set_autocast_enabled(at::kCUDA, false);
-#else
-    at::autocast::set_enabled(false);
-#endif
+    set(false);
     if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
   }
   Bf16Autocast(const Bf16Autocast&) = delete;
   Bf16Autocast& operator=(const Bf16Autocast&) = delete;
 
  private:
-  bool on_;
+  void set(bool enabled) const {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 4)
+    const at::DeviceType d = gpu_ ? at::kCUDA : at::kCPU;
+    if (enabled) at::autocast::set_autocast_dtype(d, at::kBFloat16);
+    at::autocast::set_autocast_enabled(d, enabled);
+#else
+    if (gpu_) {
+      if (enabled) at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
+      at::autocast::set_enabled(enabled);
+    } else {
+      if (enabled) at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+      at::autocast::set_cpu_enabled(enabled);
+    }
+#endif
+  }
+  bool on_, gpu_;
 };
 
 // Waits until the work queued on the device's current stream is done: a timed call on a GPU
@@ -620,9 +629,8 @@ class TorchOptimizer final : public Optimizer {
 class NativeRunner final : public GraphRunner {
  public:
   NativeRunner(const RunnerSpec& s, at::Device device) : s_(s), g_(*s.graph), device_(device), math_(TorchMath::of(s)) {
-    if (!device_.is_cuda() && (!s.math.empty() || !s.memory_format.empty() || !s.cudnn_algorithms.empty()))
-      throw Error(
-          "libtorch-native: math, memory_format and cudnn_algorithms are for libtorch-cuda (a GPU's arithmetic and layout)");
+    if (!device_.is_cuda() && (math_.tf32 || !s.cudnn_algorithms.empty()))
+      throw Error("libtorch-native: math = \"tf32\" and cudnn_algorithms are for libtorch-cuda (a GPU's arithmetic)");
     if (device_.is_cuda()) math_.apply();
     at::set_num_threads(s.threads);
     openblas_threads(s.threads);
@@ -659,6 +667,11 @@ class NativeRunner final : public GraphRunner {
             const_cast<std::byte*>(static_cast<const std::byte*>(s.inputs[k])) + static_cast<std::size_t>(m) * bytes,
             info.shape, at::TensorOptions().dtype(scalar_type(info.dtype))));
     }
+    // On the CPU with channels_last: each input's channels-last copy, made again whenever d500
+    // writes the inputs (a training step's data phase), as a PyTorch loop turns each batch.
+    if (!device_.is_cuda() && math_.channels_last)
+      for (const auto& h : slices_)
+        device_slices_.push_back(h.dim() == 4 ? h.contiguous(at::MemoryFormat::ChannelsLast) : h);
     if (device_.is_cuda()) {
       for (const auto& h : slices_)
         device_slices_.push_back(math_.channels_last && h.dim() == 4
@@ -705,7 +718,8 @@ class NativeRunner final : public GraphRunner {
   NativeRunner& operator=(const NativeRunner&) = delete;
 
   void inputs_changed() override {
-    for (std::size_t i = 0; i < device_slices_.size(); ++i) device_slices_[i].copy_(slices_[i]);
+    for (std::size_t i = 0; i < device_slices_.size(); ++i)
+      if (!device_slices_[i].is_same(slices_[i])) device_slices_[i].copy_(slices_[i]);
     synchronize(device_);
   }
 
@@ -908,8 +922,9 @@ class NativeRunner final : public GraphRunner {
                                     (*deferred_ ? ", a training step's passes and optimizer without waits between "
                                                   "them, one wait at the step's end; "
                                                 : ", each pass ending with a wait for the device; ") +
-                                    math_.words()
-                              : "");
+                                    math_.words(true)
+            : math_.bf16 || math_.channels_last ? "; " + math_.words(false)
+                                                : "");
   }
 
  private:
@@ -926,10 +941,10 @@ class NativeRunner final : public GraphRunner {
   void run_nodes(int micro, bool eval) {
     const bool training = s_.training && !eval;
     if (device_.is_cuda()) math_.apply();
-    const Bf16Autocast autocast(math_.bf16);
+    const Bf16Autocast autocast(math_.bf16, device_.is_cuda());
     std::fill(handed_out_.begin(), handed_out_.end(), false);  // host copies handed out earlier are stale from here on
     const int micros = std::max(1, s_.micro_batches);
-    const Tensors& inputs = device_.is_cuda() ? device_slices_ : slices_;
+    const Tensors& inputs = device_slices_.empty() ? slices_ : device_slices_;
     for (std::size_t k = 0; k < g_.inputs.size(); ++k)
       values_[static_cast<std::size_t>(g_.inputs[k])] =
           inputs[k * static_cast<std::size_t>(micros) + static_cast<std::size_t>(micro)];
