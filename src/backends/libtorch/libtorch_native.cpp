@@ -1008,6 +1008,8 @@ class NativeRunner final : public GraphRunner {
   GradientsReady ready_;
   bool armed_ = false;
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
+  // slices_: each input's micro-batches, views of d500's buffers; device_slices_: what the passes
+  // read instead where set -- their copies on the GPU, or on the CPU their channels-last copies.
   Tensors values_, slices_, device_slices_;
   Tensors host_params_, host_grads_;  // d500's host copies on a GPU
   std::vector<bool> handed_out_;

@@ -308,7 +308,7 @@ class MatmulKernel final : public DnnlNode {
   // transposed views; dC through a sum reduction.
   MatmulKernel(const NodeProblem& p, std::int64_t m, std::int64_t n, std::int64_t k, bool ta, bool tb, bool bias,
                bool bf16)
-      : DnnlNode(bf16 ? "matmul (bfloat16)" : "matmul") {
+      : DnnlNode("matmul" + computed_in(bf16, false)) {
     using namespace dnnl;
     const memory::desc a = matrix(m, k, ta), b = matrix(k, n, tb), y = plain(memory::dims{m, n});
     if (bias) {
@@ -370,7 +370,7 @@ class MatmulKernel final : public DnnlNode {
 class BatchedMatmulKernel final : public DnnlNode {
  public:
   BatchedMatmulKernel(const NodeProblem& p, Shape a, Shape b, bool bf16)
-      : DnnlNode(bf16 ? "matmul (bfloat16)" : "matmul") {
+      : DnnlNode("matmul" + computed_in(bf16, false)) {
     using namespace dnnl;
     const std::size_t r = std::max(a.size(), b.size());
     while (a.size() < r) a.insert(a.begin(), 1);
