@@ -1,6 +1,7 @@
 // The console reporter: the report's document (document.hpp) for a terminal, every table fitted to
 // 120 columns unless `d500 report --wide` (printed by `d500 report`, written nowhere).
 #include <algorithm>
+#include <set>
 #include <sstream>
 
 #include "analysis/document.hpp"
@@ -55,8 +56,30 @@ void wrap(std::ostringstream& o, const std::string& text, std::size_t width, con
   }
 }
 
+// The columns a table's first column needs so that no two of its names read alike once cut: each
+// name up to 8 columns past the longest start it shares with another (or whole), and the ellipsis.
+std::size_t first_column_need(const TableBlock& tb, std::size_t col) {
+  std::vector<std::string> names;
+  for (std::size_t k = 1; k < tb.table.size(); ++k) names.push_back(tb.table[k][col]);
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  auto shared = [](const std::string& a, const std::string& b) {
+    std::size_t n = 0;
+    while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
+    return columns(a.substr(0, n));
+  };
+  std::size_t need = 0;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    std::size_t common = 0;
+    if (i > 0) common = std::max(common, shared(names[i], names[i - 1]));
+    if (i + 1 < names.size()) common = std::max(common, shared(names[i], names[i + 1]));
+    need = std::max(need, std::min(columns(names[i]), common + 8 + 1));
+  }
+  return need;
+}
+
 // A table in aligned columns, its header underlined; within `width` columns, the widest column
-// is cut (with an ellipsis) until the table fits.
+// is cut (with an ellipsis) until the table fits, never so that two rows' names read alike.
 void text_table(std::ostringstream& o, const TableBlock& tb, std::size_t width) {
   std::vector<std::size_t> keep;
   for (std::size_t i = 0; i < tb.table.front().size(); ++i)
@@ -81,6 +104,21 @@ void text_table(std::ostringstream& o, const TableBlock& tb, std::size_t width) 
     if (pick == w.size()) pick = static_cast<std::size_t>(std::max_element(w.begin(), w.end()) - w.begin());
     if (w[pick] <= 8) break;
     --w[pick];
+  }
+  // The rows' names must not read alike: where cutting the first column would hide where two
+  // names differ (points that differ only in their last parameters), the other columns give way
+  // further, down to 6, until each name shows 8 columns past what it shares with its nearest
+  // neighbour, or nothing is left to give.
+  if (width > 0) {
+    const std::size_t need = first_column_need(tb, keep[0]);
+    while (w[0] < need) {
+      std::size_t pick = 0;
+      for (std::size_t j = 1; j < w.size(); ++j)
+        if (w[j] > 6 && (pick == 0 || w[j] > w[pick])) pick = j;
+      if (pick == 0) break;
+      --w[pick];
+      ++w[0];
+    }
   }
   for (std::size_t k = 0; k < tb.table.size(); ++k) {
     std::string line;

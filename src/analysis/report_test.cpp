@@ -248,6 +248,41 @@ TEST(ReportFigures, LaunchesStandSideBySideAndALoneBackendsSeriesAreAParametersV
   EXPECT_EQ(all.size(), 12u) << "no two markers on one spot";
 }
 
+// In the terminal, a table too wide for 120 columns is cut, but never so that two rows' names read
+// alike: points that differ only in their last parameters keep 8 columns past what they share,
+// the other columns giving way (here the names were cut to "network:libtorch-native launch=1
+// math=bf1…", and two rows looked the same but for that ellipsis).
+TEST(ReportConsole, TwoRowsNamesNeverReadAlikeWhenATableIsCut) {
+  d500::Document d;
+  d500::Section sec{"Networks", 2, true, {}};
+  d500::Block b;
+  b.kind = d500::Block::Kind::Table;
+  b.table.table = {{"point", "samples/s", "GFLOP/s", "forward", "backward", "planned memory", "peak RSS", "where"}};
+  const std::string base = "network:libtorch-native launch=1";
+  const std::vector<std::string> names = {base, base + " memory_format=channels_last", base + " math=bf16",
+                                          base + " math=bf16 memory_format=channels_last"};
+  for (const auto& n : names)
+    b.table.table.push_back({n, "1122 samples/s [1058, 1163]", "278.7", "10.43 ms", "17.96 ms", "71.0 MiB", "338 MiB",
+                             "the framework's own executor"});
+  sec.blocks.push_back(b);
+  d.sections.push_back(sec);
+  const std::string out = d500::render_console(d, 120);
+  std::set<std::string> shown;
+  std::size_t rows = 0;
+  for (const auto& line : d500::split(out, '\n')) {
+    if (line.rfind("network:", 0) != 0) continue;
+    ++rows;
+    EXPECT_LE(line.size(), 120u + 2 * 8) << line;  // each ellipsis is 3 bytes, one column
+    const std::string name = line.substr(0, line.find("  "));
+    shown.insert(name);
+    if (name.find("math=bf16 ") != std::string::npos) {
+      EXPECT_NE(name.find("math=bf16 memory_"), std::string::npos) << "8 columns past the shared start: " << name;
+    }
+  }
+  EXPECT_EQ(rows, names.size()) << out;
+  EXPECT_EQ(shown.size(), names.size()) << out;
+}
+
 // Times that grow with the rank count faster than any serial share allows: no Amdahl model with
 // s > 1, but the reason; a real serial share is fitted inside [0, 1].
 TEST(ScalingModel, AFitOutsideTheLawsRangeIsReportedAsFailed) {
