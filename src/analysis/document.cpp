@@ -291,12 +291,13 @@ Block rate_panel(const Report& rep, const RateLayout& l, const std::string& work
     return it == v.end() ? std::size_t{0} : static_cast<std::size_t>(it - v.begin());
   };
   std::vector<svg::Series> by_series(series.size());
+  const bool joined = !x.categorical && !names.varies(workload, "seed") && !l.launched;
   std::vector<double> xs, ys;
   for (const auto* r : pts) {
     const std::size_t k = index(series, l.series_name(*r));
     auto& s = by_series[k];
     s.name = series[k];
-    s.line = !x.categorical && !names.varies(workload, "seed") && !l.launched;
+    s.line = joined;
     double xv = 0;
     if (x.categorical) {
       const std::size_t slot = k * std::max<std::size_t>(1, launches.size()) +

@@ -135,6 +135,8 @@ std::string text_el(double x, double y, const std::string& cls, const std::strin
          "</text>\n";
 }
 
+// A figure `height` tall (H, or more where names below the plotting area need room): its title,
+// the plotting area, the y axis's label and the x axis's at the figure's foot.
 std::string frame(const std::string& title, const std::string& xlabel, const std::string& ylabel, double height = H) {
   std::string o = "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"d500-figure\" width=\"" + num(W) + "\" height=\"" +
                   num(height) + "\" viewBox=\"0 0 " + num(W) + " " + num(height) +
@@ -142,7 +144,7 @@ std::string frame(const std::string& title, const std::string& xlabel, const std
   o += text_el(8, 18, "title", "start", title, W - 16, " font-size=\"12\" font-weight=\"bold\"");
   o += "<rect class=\"plot-area\" x=\"" + num(L) + "\" y=\"" + num(T) + "\" width=\"" + num(W - L - R) +
        "\" height=\"" + num(H - T - B) + "\" fill=\"none\" stroke=\"#444\"/>\n";
-  if (!xlabel.empty()) o += text_el((L + W - R) / 2, H - 8, "xlabel", "middle", xlabel, W - L - R);
+  if (!xlabel.empty()) o += text_el((L + W - R) / 2, height - 8, "xlabel", "middle", xlabel, W - L - R);
   o += text_el(0, 0, "ylabel", "middle", ylabel, H - T - B,
                " transform=\"translate(14," + num((T + H - B) / 2) + ") rotate(-90)\"");
   return o;
@@ -217,10 +219,8 @@ std::string render(const Plot& p) {
   auto Y = [&](double v) { return ay.map(v, H - B, T); };
   const double slot = cats ? (W - L - R) / static_cast<double>(p.xcats.size()) : 0;
   const bool slanted = cats && needs_slant(p.xcats, slot);
-  const double room = slanted ? slanted_room(p.xcats) : 0;
-  std::string o = slanted ? frame(p.title, "", p.ylabel, H + room) : frame(p.title, p.xlabel, p.ylabel);
+  std::string o = frame(p.title, p.xlabel, p.ylabel, H + (slanted ? slanted_room(p.xcats) : 0));
   if (slanted) {
-    if (!p.xlabel.empty()) o += text_el((L + W - R) / 2, H + room - 8, "xlabel", "middle", p.xlabel, W - L - R);
     for (std::size_t i = 0; i < p.xcats.size(); ++i) o += slanted_label(X(static_cast<double>(i)), p.xcats[i]);
   } else if (cats) {
     for (std::size_t i = 0; i < p.xcats.size(); ++i)
@@ -288,9 +288,7 @@ std::string render(const BoxPlot& p) {
   // Below the plotting area, the boxes' names slanted.
   std::vector<std::string> names;
   for (const auto& b : p.boxes) names.push_back(b.name);
-  const double room = slanted_room(names);
-  std::string o = frame(p.title, "", p.ylabel, H + room);
-  if (!p.xlabel.empty()) o += text_el((L + W - R) / 2, H + room - 8, "xlabel", "middle", p.xlabel, W - L - R);
+  std::string o = frame(p.title, p.xlabel, p.ylabel, H + slanted_room(names));
   o += y_ticks(ay);
   const double slot = (W - L - R) / n, half = std::min(18.0, slot * 0.3);
   for (std::size_t i = 0; i < p.boxes.size(); ++i) {
