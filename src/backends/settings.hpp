@@ -30,6 +30,12 @@ void normalize_backend_settings(Params& p, const std::string& workload);
 // backend's own check of the point (BackendInfo::check_point).
 std::string check_backend_settings(const Params& p);
 
+// What a point on a backend that does not declare `math` (or `memory_format`) is told, as each
+// declaring backend's BackendSetting::other_note: check_backend_settings quotes whichever one
+// declares it, so they say one sentence.
+inline constexpr const char* kOthersComputeInFloat32 = "reference, blas and libtorch compute in strict float32";
+inline constexpr const char* kOthersKeepNchw = "reference, blas and libtorch keep NCHW";
+
 // The `fusion` setting of a backend whose kernels run networks/fuse.hpp's joined nodes (cuda,
 // onednn): one meaning everywhere; `how` says how this backend runs the joined nodes, `dflt` its
 // default ("add_relu" is planned into the ids, so that "off" keeps the ids points had before);

@@ -40,7 +40,7 @@ std::vector<BackendSetting> settings_of_backend_cuda() {
                 "are bfloat16; validation allows 9u more, u = 2^-8); default: fp32 (gemm: its dtype)"},
        .workloads = {"conv2d", "gemm", "network", "train", "distributed"},
        .neutral = "fp32",
-       .other_note = "reference, blas and libtorch compute in strict float32"},
+       .other_note = kOthersComputeInFloat32},
       {.spec = {"memory_format", ValueType::String, Value{std::string()}, 0, 0, {"nchw", "channels_last"},
                 "networks (levels 1-3, d500's executor): nchw, or channels_last (the activations between cuDNN's "
                 "convolutions, batch normalisations and poolings, ReLUs and same-shape additions stored NHWC, as "
@@ -49,7 +49,7 @@ std::vector<BackendSetting> settings_of_backend_cuda() {
                 "a tensor a reshape reads stay NCHW, a convolution turning them at the border); default: nchw"},
        .workloads = {"network", "train", "distributed"},
        .neutral = "nchw",
-       .other_note = "reference, blas and libtorch keep NCHW"},
+       .other_note = kOthersKeepNchw},
       fusion_setting("AddRelu in one pass of d500's kernel forward, y = max(a + b, 0), and one backward, dy where y > 0 "
                      "into both gradients: two fewer passes over the sum each way than the two nodes make",
                      "add_relu",

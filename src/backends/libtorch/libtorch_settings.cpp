@@ -2,6 +2,7 @@
 // for cuDNN, the arithmetic and the memory layout, as PyTorch users set them on a GPU and on the
 // CPU. Compiled into every build.
 #include "backends/registry.hpp"
+#include "backends/settings.hpp"
 
 namespace d500 {
 
@@ -21,12 +22,12 @@ std::vector<BackendSetting> settings_of_backend_libtorch_cuda() {
                 "pass, as torch.autocast: activations in bfloat16, weights and optimizer float32); default: fp32"},
        .workloads = networks,
        .neutral = "fp32",
-       .other_note = "reference, blas and libtorch compute in strict float32"},
+       .other_note = kOthersComputeInFloat32},
       {.spec = {"memory_format", ValueType::String, Value{std::string()}, 0, 0, {"nchw", "channels_last"},
                 "levels 1-2: the layout of 4-D weights and inputs, nchw (contiguous) or channels_last (NHWC strides, "
                 "as torch.channels_last: cuDNN's tensor-core convolutions need no transposes); default: nchw"},
        .neutral = "nchw",
-       .other_note = "reference, blas and libtorch keep NCHW"},
+       .other_note = kOthersKeepNchw},
   };
   // clang-format on
 }
@@ -43,7 +44,7 @@ std::vector<BackendSetting> settings_of_backend_libtorch_native() {
                 "default: fp32"},
        .workloads = networks,
        .neutral = "fp32",
-       .other_note = "reference, blas and libtorch compute in strict float32",
+       .other_note = kOthersComputeInFloat32,
        .choices_note = "tf32 is the GPUs' tensor-core format; LibTorch on the CPU computes in fp32 or bf16"},
       {.spec = {"memory_format", ValueType::String, Value{std::string()}, 0, 0, {"nchw", "channels_last"},
                 "levels 1-3, on the CPU: the layout of 4-D weights and inputs, nchw (contiguous) or channels_last "
@@ -52,7 +53,7 @@ std::vector<BackendSetting> settings_of_backend_libtorch_native() {
                 "x.to(memory_format=torch.channels_last)); default: nchw"},
        .workloads = networks,
        .neutral = "nchw",
-       .other_note = "reference, blas and libtorch keep NCHW"},
+       .other_note = kOthersKeepNchw},
   };
   // clang-format on
 }

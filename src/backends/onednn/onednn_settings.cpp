@@ -22,7 +22,7 @@ std::vector<BackendSetting> settings_of_backend_onednn() {
                 "reference in float32, listed in executor.reference_fallback_ops); default: fp32"},
        .workloads = networks,
        .neutral = "fp32",
-       .other_note = "reference, blas and libtorch compute in strict float32",
+       .other_note = kOthersComputeInFloat32,
        .choices_note = "tf32 is the GPUs' tensor-core format; oneDNN computes in fp32 or bf16"},
       {.spec = {"memory_format", ValueType::String, Value{std::string()}, 0, 0, {"nchw", "channels_last"},
                 "networks (levels 1-3, d500's executor): nchw, or channels_last (the activations between "
@@ -34,7 +34,7 @@ std::vector<BackendSetting> settings_of_backend_onednn() {
                 "names each node computed so 'NHWC'); default: nchw"},
        .workloads = networks,
        .neutral = "nchw",
-       .other_note = "reference, blas and libtorch keep NCHW"},
+       .other_note = kOthersKeepNchw},
       fusion_setting(
           "AddRelu forward as oneDNN's binary add with a ReLU post-op, one pass, backward one OpenMP loop, dy where y > 0 "
           "into both gradients; BatchNormRelu as oneDNN's batch normalization with the ReLU applied in place by an "
