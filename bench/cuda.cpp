@@ -9,7 +9,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
-#include "backends/cuda/half.hpp"
+#include "backends/half.hpp"
 #include "common/random.hpp"
 
 #include <algorithm>

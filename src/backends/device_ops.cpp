@@ -379,28 +379,27 @@ std::optional<Sce> sce_of(const NodeProblem& p) {
   return k;
 }
 
-ChannelsLast channels_last_of(const NodeProblem& p) {
+Takes channels_last_of(const NodeProblem& p) {
   const std::string& op = p.node->op;
-  if (p.in.empty() || p.in[0].dtype != DType::F32 || p.in[0].shape->size() != 4) return ChannelsLast::Never;
+  if (p.in.empty() || p.in[0].dtype != DType::F32 || p.in[0].shape->size() != 4) return Takes::Never;
   const Shape& x = *p.in[0].shape;
   if (op == "Conv" && p.in.size() >= 2 && p.in[1].shape->size() == 4) {
     const ConvGeom g = conv_geom(*p.node, x, (*p.in[1].shape)[0]);
-    return g.pt == g.pb && g.pl == g.pr ? ChannelsLast::Each : ChannelsLast::Never;
+    return g.pt == g.pb && g.pl == g.pr ? Takes::Each : Takes::Never;
   }
-  if (op == "BatchNormalization") return p.in.size() >= 5 ? ChannelsLast::Same : ChannelsLast::Never;
-  if (op == "Relu" || op == "AddRelu") return ChannelsLast::Same;  // AddRelu: operands of one shape
+  if (op == "BatchNormalization") return p.in.size() >= 5 ? Takes::Same : Takes::Never;
+  if (op == "Relu" || op == "AddRelu") return Takes::Same;  // AddRelu: operands of one shape
   if (op == "Add")
-    return p.in.size() == 2 && p.in[1].dtype == DType::F32 && *p.in[1].shape == x ? ChannelsLast::Same
-                                                                                  : ChannelsLast::Never;
-  if (op == "GlobalAveragePool" || op == "GlobalMaxPool") return ChannelsLast::Same;
+    return p.in.size() == 2 && p.in[1].dtype == DType::F32 && *p.in[1].shape == x ? Takes::Same : Takes::Never;
+  if (op == "GlobalAveragePool" || op == "GlobalMaxPool") return Takes::Same;
   if (op == "MaxPool" || op == "AveragePool") {
-    if (p.out.size() != 1 || p.node->attr_i("ceil_mode", 0) != 0) return ChannelsLast::Never;
+    if (p.out.size() != 1 || p.node->attr_i("ceil_mode", 0) != 0) return Takes::Never;
     const ConvGeom g = conv_geom(*p.node, x, x[1]);
     const bool fits = g.pt == g.pb && g.pl == g.pr && g.dh == 1 && g.dw == 1 &&
                       g.p == (g.h + g.pt + g.pb - g.kh) / g.sh + 1 && g.q == (g.w + g.pl + g.pr - g.kw) / g.sw + 1;
-    return fits ? ChannelsLast::Same : ChannelsLast::Never;
+    return fits ? Takes::Same : Takes::Never;
   }
-  return ChannelsLast::Never;
+  return Takes::Never;
 }
 
 }  // namespace d500::dev

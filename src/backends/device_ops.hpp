@@ -19,7 +19,7 @@
 namespace d500 {
 
 struct NodeProblem;
-enum class ChannelsLast : std::uint8_t;  // backends/graph.hpp
+enum class Takes : std::uint8_t;  // backends/graph.hpp
 
 namespace dev {
 
@@ -848,7 +848,7 @@ std::optional<Sce> sce_of(const NodeProblem& p);
 // (cuDNN's), Same for BatchNormalization (cuDNN's, or the kernels above where cuDNN's does not
 // serve), Relu, an Add of two tensors of one shape, and a 2-D MaxPool, AveragePool (symmetric
 // pads, no dilation or ceil mode: cuDNN's windows), GlobalAveragePool, GlobalMaxPool; Never otherwise.
-ChannelsLast channels_last_of(const NodeProblem& p);
+Takes channels_last_of(const NodeProblem& p);
 
 }  // namespace dev
 }  // namespace d500

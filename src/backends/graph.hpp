@@ -125,6 +125,11 @@ struct TensorView {
   // of a node whose backend says it reads it (BackendInfo::channels_last); a gradient's view is
   // stored as its tensor is.
   bool channels_last = false;
+  // A float tensor stored in bfloat16 (2 bytes an element, rounded to nearest even when written):
+  // d500's executor sets it (with the point's math = "bf16", as autocast keeps activations) only
+  // on the views of a node whose backend says it takes it (BackendInfo::bf16_storage); a
+  // gradient's view is stored as its tensor is. Its dtype stays F32, the tensor's logical type.
+  bool bf16 = false;
   std::int64_t numel() const { return shape ? d500::numel(*shape) : 0; }
   template <class T>
   T* as() const {
@@ -151,15 +156,18 @@ struct NodeProblem {
   DeviceMemory* device = nullptr;
 };
 
+// How a backend's kernel for a node takes a storage choice of d500's executor -- channels-last
+// tensors (TensorView::channels_last, BackendInfo::channels_last) or bfloat16 ones
+// (TensorView::bf16, BackendInfo::bf16_storage) -- as the backend says before the kernel is made:
+// Never (every tensor as the graph declares it: NCHW, float32), Same (its 4-D float tensors,
+// inputs and outputs and their gradients, stored alike, either way: an element-wise node, a
+// normalisation, a pooling; for the layout, a tensor whose H and W are both 1 is the same bytes
+// in both and may say either) or Each (each either way, independently: a convolution, which
+// converts what is not as it computes).
+enum class Takes : std::uint8_t { Never, Same, Each };
+
 // A backend's implementation of one node, created untimed over its buffers: primitives,
 // workspaces and weight layouts are prepared at creation, never inside forward()/backward().
-// How a backend's kernel for a node takes channels-last tensors (TensorView::channels_last), as
-// BackendInfo::channels_last says before the kernel is made: Never (every tensor NCHW), Same
-// (its 4-D float tensors, inputs and outputs and their gradients, in one layout, either: an
-// element-wise node, a normalisation, a pooling; a tensor whose H and W are both 1 is the same
-// bytes in both and may say either) or Each (each in either layout, independently: a
-// convolution, which converts what is not in the layout it computes in).
-enum class ChannelsLast : std::uint8_t { Never, Same, Each };
 
 class NodeKernel {
  public:

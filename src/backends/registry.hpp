@@ -100,10 +100,14 @@ struct BackendInfo {
   std::function<std::unique_ptr<DeviceMemory>()> make_device_memory{};
   // Level 1, d500's executor with the point's memory_format = "channels_last": how this backend's
   // kernel for a node (its shapes and the point, no data; NodeProblem::training set) takes
-  // channels-last tensors (graph.hpp's ChannelsLast). It must agree with make_node_kernel: a node
+  // channels-last tensors (graph.hpp's Takes). It must agree with make_node_kernel: a node
   // said to take them gets a kernel that does (the executor refuses a fallback there). Absent:
   // Never for every node.
-  std::function<ChannelsLast(const NodeProblem&)> channels_last{};
+  std::function<Takes(const NodeProblem&)> channels_last{};
+  // Level 1, d500's executor with the point's math = "bf16": how this backend's kernel for a node
+  // takes float tensors stored in bfloat16 (TensorView::bf16), in the same terms and with the same
+  // promise. Absent: Never (the activations stay float32; the products round their own copies).
+  std::function<Takes(const NodeProblem&)> bf16_storage{};
   // Level 1, a framework's own executor of a whole graph (Deep500's native executors): present
   // on backends that are one (libtorch-native).
   std::function<std::unique_ptr<GraphRunner>(const RunnerSpec&)> make_graph_runner{};
@@ -150,6 +154,7 @@ void for_each_backend_function(Visit&& visit) {
   visit("make_node_kernel", &BackendInfo::make_node_kernel);
   visit("make_device_memory", &BackendInfo::make_device_memory);
   visit("channels_last", &BackendInfo::channels_last);
+  visit("bf16_storage", &BackendInfo::bf16_storage);
   visit("make_graph_runner", &BackendInfo::make_graph_runner);
   visit("check_graph", &BackendInfo::check_graph);
   visit("make_collective", &BackendInfo::make_collective);

@@ -12,6 +12,8 @@
 #include "backends/device.hpp"
 #include "backends/device_ops.hpp"
 #include "backends/graph_ops.hpp"
+#include "backends/half.hpp"
+#include "backends/kernel.hpp"
 #include "common/error.hpp"
 #include "metrics/metrics.hpp"
 
@@ -177,6 +179,12 @@ void add_into(void* target, const void* src, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) t[i] += s[i];
 }
 
+// target += src over bfloat16 storage, each sum rounded to nearest even as a bfloat16 add
+// writes it (a gradient's contributions, on the host).
+void add_into_bf16(std::uint16_t* target, const std::uint16_t* src, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) target[i] = to_bf16(from_bf16(target[i]) + from_bf16(src[i]));
+}
+
 // Bytes of an element as the executor stores it: floats as its float type (`fsz`: 4, or 8 in the
 // yardstick), other types as they are.
 std::size_t element_bytes(DType t, std::size_t fsz) { return t == DType::F32 ? fsz : dtype_size(t); }
@@ -222,6 +230,19 @@ class RoundingNoise final : public NodeKernel {
   std::uint64_t state_;
 };
 
+// x rounded to `bits` mantissa bits, to nearest, ties to even (bfloat16's 7, TF32's 10).
+double rounded_to(double x, int bits) {
+  if (x == 0 || !std::isfinite(x)) return x;
+  int e = 0;
+  const double m = std::frexp(x, &e);  // |m| in [0.5, 1): bits + 1 significant bits kept
+  return std::ldexp(std::nearbyint(std::ldexp(m, bits + 1)), e - bits - 1);
+}
+void round_all(const TensorView& t, int bits) {
+  if (!t.present() || t.dtype != DType::F32) return;
+  auto* v = static_cast<double*>(t.data);
+  for (std::int64_t i = 0; i < t.numel(); ++i) v[i] = rounded_to(v[i], bits);
+}
+
 // The yardstick of reduced-precision products (ExecutorSpec::reduced_mantissa): the node's two
 // float inputs, and backward its output's gradient, rounded to `bits` mantissa bits (to nearest,
 // ties to even) while it computes, as tensor cores round float32 operands with TF32; the exact
@@ -262,29 +283,48 @@ class ReducedInputs final : public NodeKernel {
       for (const auto& s : saved_) seen = seen || s.first == v;
       if (seen) continue;
       saved_.emplace_back(v, std::vector<double>(v, v + t->numel()));
-      for (std::int64_t i = 0; i < t->numel(); ++i) v[i] = rounded(v[i]);
+      round_all(*t, bits_);
     }
   }
   void restore() {
     for (auto& [v, keep] : saved_) std::copy(keep.begin(), keep.end(), v);
     saved_.clear();
   }
-  void round_in_place(const TensorView& t) const {
-    if (!t.present() || t.dtype != DType::F32) return;
-    auto* v = static_cast<double*>(t.data);
-    for (std::int64_t i = 0; i < t.numel(); ++i) v[i] = rounded(v[i]);
-  }
-  double rounded(double x) const {
-    if (x == 0 || !std::isfinite(x)) return x;
-    int e = 0;
-    const double m = std::frexp(x, &e);  // |m| in [0.5, 1): bits_ + 1 significant bits kept
-    return std::ldexp(std::nearbyint(std::ldexp(m, bits_ + 1)), e - bits_ - 1);
-  }
+  void round_in_place(const TensorView& t) const { round_all(t, bits_); }
   std::unique_ptr<NodeKernel> k_;
   NodeProblem p_;
   int bits_;
   bool results_;
   std::vector<std::pair<double*, std::vector<double>>> saved_;
+};
+
+// The yardstick of a step that stores tensors in reduced precision (ExecutorSpec::
+// reduced_storage): what the node writes into such a tensor, forward, or into its gradient,
+// backward, rounded to `bits` and left so, as a bfloat16 store rounds it. The views of `p`
+// marked are those tensors'.
+class RoundedStores final : public NodeKernel {
+ public:
+  RoundedStores(std::unique_ptr<NodeKernel> k, const NodeProblem& p, std::vector<bool> out, std::vector<bool> din,
+                int bits)
+      : k_(std::move(k)), p_(p), out_(std::move(out)), din_(std::move(din)), bits_(bits) {}
+  void forward() override {
+    k_->forward();
+    for (std::size_t j = 0; j < p_.out.size(); ++j)
+      if (out_[j]) round_all(p_.out[j], bits_);
+  }
+  void backward() override {
+    k_->backward();
+    for (std::size_t i = 0; i < p_.din.size(); ++i)
+      if (din_[i]) round_all(p_.din[i], bits_);
+  }
+  void constants_changed() override { k_->constants_changed(); }
+  std::string impl() const override { return k_->impl() + ", stores rounded to " + std::to_string(bits_) + " bits"; }
+
+ private:
+  std::unique_ptr<NodeKernel> k_;
+  NodeProblem p_;
+  std::vector<bool> out_, din_;
+  int bits_;
 };
 
 // The reference's kernel for a node whose tensors are on a device: host mirrors of every tensor
@@ -387,8 +427,10 @@ struct GraphExecutor::Impl {
   std::vector<Block> pgrad;
   Block arena, seed;  // seed (device): 1 / micro-batches, copied into the loss's gradient
   std::vector<void*> data, grad;
-  // Per tensor: stored channels-last (plan_channels_last), its gradient too.
-  std::vector<bool> nhwc;
+  // Per tensor: stored channels-last (plan_channels_last), in bfloat16 (plan_bf16); its gradient
+  // too.
+  std::vector<bool> nhwc, half;
+  bool stored_bf16(int t) const { return !half.empty() && half[static_cast<std::size_t>(t)]; }
   // Training on a device: the host's copies of the parameters (the authoritative ones between
   // steps: d500's optimizers, schemes and checkpoints write them, parameters_changed() uploads
   // them) and of their gradients (downloaded when first asked for after a backward pass).
@@ -461,6 +503,8 @@ struct GraphExecutor::Impl {
     void* target;
     const void* temp;
     std::int64_t n;
+    bool bf16 = false;     // both stored in bfloat16
+    bool rounded = false;  // the yardstick's: the sum rounded as stored (ExecutorSpec::reduced_storage)
   };
   struct Run {
     int node = -1;
@@ -510,7 +554,7 @@ struct GraphExecutor::Impl {
 
   std::size_t tbytes(int t) const {
     const TensorInfo& i = g.info(t);
-    return static_cast<std::size_t>(numel(i.shape)) * element_bytes(i.dtype, fsz);
+    return static_cast<std::size_t>(numel(i.shape)) * (stored_bf16(t) ? 2 : element_bytes(i.dtype, fsz));
   }
   // Float32 data as the executor's float type (on a device: float32 as it is).
   void load(Block& b, const void* src, int t, std::size_t count) {
@@ -526,6 +570,7 @@ struct GraphExecutor::Impl {
     }
   }
   double read(int t, const void* p, std::int64_t i) const {
+    if (stored_bf16(t)) return from_bf16(static_cast<const std::uint16_t*>(p)[i]);
     switch (g.info(t).dtype) {
       case DType::F32: return fsz == 8 ? static_cast<const double*>(p)[i] : static_cast<const float*>(p)[i];
       case DType::I64: return static_cast<double>(static_cast<const std::int64_t*>(p)[i]);
@@ -559,8 +604,10 @@ struct GraphExecutor::Impl {
     for (std::size_t i = 0; i < v.size(); ++i) v[i] = read(t, p, static_cast<std::int64_t>(i));
     return v;
   }
-  void add(void* target, const void* src, std::int64_t n) const {
-    if (dev)
+  void add(void* target, const void* src, std::int64_t n, bool bf16 = false) const {
+    if (bf16)
+      add_into_bf16(static_cast<std::uint16_t*>(target), static_cast<const std::uint16_t*>(src), n);
+    else if (dev)
       dev->axpy(1.0f, static_cast<const float*>(src), static_cast<float*>(target), n);
     else if (fsz == 8)
       add_into<double>(target, src, n);
@@ -587,6 +634,11 @@ struct GraphExecutor::Impl {
   std::int64_t point_into_arena(const Schedule& sc);
   void make_kernels(const Schedule& sc, std::vector<GraphExecutor::Step>& steps);
   std::unique_ptr<NodeKernel> make_kernel(const NodeProblem& p, std::string& impl) const;
+  std::unique_ptr<NodeKernel> rounded_stores(std::unique_ptr<NodeKernel> k, const NodeProblem& p) const;
+  bool stored_reduced(int t) const {
+    return t >= 0 && static_cast<std::size_t>(t) < spec.reduced_storage.size() &&
+           spec.reduced_storage[static_cast<std::size_t>(t)];
+  }
   void make_backward_runs(const Schedule& sc, std::vector<GraphExecutor::Step>& steps);
 };
 
@@ -648,18 +700,16 @@ Schedule aliasing(const Graph& g, bool training) {
   return sc;
 }
 
-// With the point's memory_format = "channels_last" on a backend that takes it
-// (BackendInfo::channels_last): which tensors are stored channels-last. A 4-D float tensor is when
-// its H W > 1, the arena holds it (no constant, graph input or output, nor the loss), no view
-// reads it or is it, and its group -- the tensors that nodes taking ChannelsLast::Same tie
-// together -- touches no node that takes NCHW only (nor a convolution's weight or bias). The
-// rest stays NCHW, and a convolution (Each) converts at the groups' borders.
-std::vector<bool> plan_channels_last(const Graph& g, const Schedule& sc, const ExecutorSpec& spec) {
+// A storage choice's plan over the tensors, by a backend's rule for each node (graph.hpp's
+// Takes): which tensors are stored so. A 4-D float tensor is when its H W > 1, the arena holds it
+// (no constant, graph input or output, nor the loss), no view reads it or is it, and its group --
+// the tensors that nodes taking Takes::Same tie together -- touches no node that takes Never
+// (nor a convolution's weight or bias). The rest stays as declared, and a convolution (Each)
+// converts at the groups' borders.
+std::vector<bool> plan_storage(const Graph& g, const Schedule& sc, const ExecutorSpec& spec,
+                               const std::function<Takes(const NodeProblem&)>& rule) {
   const std::size_t nt = g.tensors.size();
-  std::vector<bool> nhwc(nt, false);
-  if (spec.double_precision || !spec.backend || !spec.backend->channels_last || !spec.point ||
-      str_param_or(*spec.point, "memory_format", "") != "channels_last")
-    return nhwc;
+  std::vector<bool> chosen(nt, false);
   auto spatial = [&](int t) {
     if (t < 0) return false;
     const TensorInfo& i = g.info(t);
@@ -695,19 +745,37 @@ std::vector<bool> plan_channels_last(const Graph& g, const Schedule& sc, const E
     }
     NodeProblem p = node_shapes(g, n, spec.training);
     p.params = spec.point;
-    const ChannelsLast how = spec.backend->channels_last(p);
-    if (how == ChannelsLast::Never)
+    const Takes how = rule(p);
+    if (how == Takes::Never)
       for (int t : ts) block(t);
-    else if (how == ChannelsLast::Same)
+    else if (how == Takes::Same)
       for (int t : ts) up[find(t)] = find(ts.front());
-    else  // Each: the data's input and output; a weight, a bias or another output stays NCHW
+    else  // Each: the data's input and output; a weight, a bias or another output stays as declared
       for (int t : ts)
         if (t != n.in[0] && t != n.out[0]) block(t);
   }
   for (std::size_t t = 0; t < nt; ++t)
     if (blocked[t]) blocked[find(static_cast<int>(t))] = true;
-  for (std::size_t t = 0; t < nt; ++t) nhwc[t] = spatial(static_cast<int>(t)) && !blocked[find(static_cast<int>(t))];
-  return nhwc;
+  for (std::size_t t = 0; t < nt; ++t) chosen[t] = spatial(static_cast<int>(t)) && !blocked[find(static_cast<int>(t))];
+  return chosen;
+}
+
+// With the point's memory_format = "channels_last" on a backend that takes it
+// (BackendInfo::channels_last): which tensors are stored channels-last.
+std::vector<bool> plan_channels_last(const Graph& g, const Schedule& sc, const ExecutorSpec& spec) {
+  if (spec.double_precision || !spec.backend || !spec.backend->channels_last || !spec.point ||
+      str_param_or(*spec.point, "memory_format", "") != "channels_last")
+    return std::vector<bool>(g.tensors.size(), false);
+  return plan_storage(g, sc, spec, spec.backend->channels_last);
+}
+
+// With the point's math = "bf16" on a backend that takes it (BackendInfo::bf16_storage): which
+// activations are stored in bfloat16, as autocast keeps a convolution's output and what follows
+// it. A global pooling's [N, C, 1, 1] output is not (its H W is 1): its kernel converts it.
+std::vector<bool> plan_bf16(const Graph& g, const Schedule& sc, const ExecutorSpec& spec) {
+  if (spec.double_precision || !spec.backend || !spec.backend->bf16_storage || !spec.point || !bf16_math(*spec.point))
+    return std::vector<bool>(g.tensors.size(), false);
+  return plan_storage(g, sc, spec, spec.backend->bf16_storage);
 }
 
 // The schedule: forward steps of kernel nodes, then (training) the loss seed and the backward
@@ -896,6 +964,19 @@ std::int64_t GraphExecutor::Impl::point_into_arena(const Schedule& sc) {
   return persistent;
 }
 
+// The yardstick's kernel `k` for p, its writes into the tensors of spec.reduced_storage rounded (k
+// itself where it writes none).
+std::unique_ptr<NodeKernel> GraphExecutor::Impl::rounded_stores(std::unique_ptr<NodeKernel> k,
+                                                                const NodeProblem& p) const {
+  const Node& n = *p.node;
+  std::vector<bool> out(p.out.size(), false), din(p.din.size(), false);
+  bool any = false;
+  for (std::size_t j = 0; j < n.out.size() && j < out.size(); ++j) any |= out[j] = stored_reduced(n.out[j]);
+  for (std::size_t i = 0; i < n.in.size() && i < din.size(); ++i) any |= din[i] = stored_reduced(n.in[i]);
+  if (!any) return k;
+  return std::make_unique<RoundedStores>(std::move(k), p, std::move(out), std::move(din), spec.reduced_mantissa);
+}
+
 // A node's kernel: the backend's, else through the host on a device, else the reference's (in the
 // yardstick: with its reduced inputs or rounding noise); `impl` says which.
 std::unique_ptr<NodeKernel> GraphExecutor::Impl::make_kernel(const NodeProblem& p, std::string& impl) const {
@@ -915,6 +996,8 @@ std::unique_ptr<NodeKernel> GraphExecutor::Impl::make_kernel(const NodeProblem& 
         (n.op == "Conv" || n.op == "ConvTranspose" || n.op == "Gemm" || n.op == "MatMul"))
       k = std::make_unique<ReducedInputs>(std::move(k), p, spec.reduced_mantissa,
                                           spec.reduced_mantissa <= 7 && (n.op == "Conv" || n.op == "ConvTranspose"));
+    if (spec.double_precision && spec.reduced_mantissa > 0 && !spec.reduced_storage.empty())
+      k = rounded_stores(std::move(k), p);
     if (spec.double_precision && spec.rounding_noise != 0)
       k = std::make_unique<RoundingNoise>(
           std::move(k), p, spec.rounding_noise * 0x100000001b3ull + static_cast<std::uint64_t>(&n - g.nodes.data()));
@@ -927,12 +1010,16 @@ std::unique_ptr<NodeKernel> GraphExecutor::Impl::make_kernel(const NodeProblem& 
 
 namespace {
 
-// A node given channels-last tensors got the backend's kernel, as the backend's channels_last()
-// promised (a fallback reads NCHW only).
-void require_channels_last(const Node& n, const std::string& impl) {
-  if (impl.rfind("reference", 0) == 0)
+// A node given channels-last or bfloat16 tensors got the backend's kernel, as the backend's
+// channels_last() or bf16_storage() promised (a fallback reads NCHW float32 only).
+void require_backends_kernel(const Node& n, const std::string& impl, bool nhwc, bool bf16) {
+  if (impl.rfind("reference", 0) != 0) return;
+  if (nhwc)
     throw Error(n.label() + ": its backend said its kernel takes channels-last tensors (memory_format = " +
                 "\"channels_last\"), but it made none for this node (" + impl + "); memory_format = \"nchw\" runs it");
+  if (bf16)
+    throw Error(n.label() + ": its backend said its kernel takes bfloat16 tensors (math = \"bf16\"), but it made " +
+                "none for this node (" + impl + "); math = \"fp32\" runs it");
 }
 
 }  // namespace
@@ -962,11 +1049,18 @@ void GraphExecutor::Impl::make_kernels(const Schedule& sc, std::vector<GraphExec
     }
     for (std::size_t j = 0; j < n.out.size(); ++j)
       if (n.out[j] >= 0) p.out[j].data = m.data[static_cast<std::size_t>(n.out[j])];
-    bool nhwc = false;  // a view of the node is channels-last (its gradients' views follow)
+    // A view of the node is channels-last, or bfloat16 (its gradients' views follow).
+    bool nhwc = false, half = false;
     for (std::size_t s = 0; s < n.in.size(); ++s)
-      if (n.in[s] >= 0) nhwc |= p.in[s].channels_last = m.nhwc[static_cast<std::size_t>(n.in[s])];
+      if (n.in[s] >= 0) {
+        nhwc |= p.in[s].channels_last = m.nhwc[static_cast<std::size_t>(n.in[s])];
+        half |= p.in[s].bf16 = m.half[static_cast<std::size_t>(n.in[s])];
+      }
     for (std::size_t j = 0; j < n.out.size(); ++j)
-      if (n.out[j] >= 0) nhwc |= p.out[j].channels_last = m.nhwc[static_cast<std::size_t>(n.out[j])];
+      if (n.out[j] >= 0) {
+        nhwc |= p.out[j].channels_last = m.nhwc[static_cast<std::size_t>(n.out[j])];
+        half |= p.out[j].bf16 = m.half[static_cast<std::size_t>(n.out[j])];
+      }
     if (spec.training && sc.bstep[i] < 0) {
       // A training pass's node without a backward step (nothing it reads leads to a weight): no
       // gradients, each absent, so that a kernel may ask any of them.
@@ -1003,16 +1097,17 @@ void GraphExecutor::Impl::make_kernels(const Schedule& sc, std::vector<GraphExec
       e.const_in = p.const_in;
       e.out[0].data = p.out[0].data;
       e.out[0].channels_last = p.out[0].channels_last;
+      e.out[0].bf16 = p.out[0].bf16;
       std::string eval_impl;
       m.eval_kernels[i] = m.make_kernel(e, eval_impl);
-      if (nhwc) require_channels_last(n, eval_impl);
+      require_backends_kernel(n, eval_impl, nhwc, half);
       if (running_stats) {
         p.out.push_back(p.in[3]);
         p.out.push_back(p.in[4]);
       }
     }
     m.kernels[i] = m.make_kernel(p, impl);
-    if (nhwc) require_channels_last(n, impl);
+    require_backends_kernel(n, impl, nhwc, half);
     Step& fs = steps[static_cast<std::size_t>(sc.fstep[i])];
     fs.impl = impl;
     fs.flops = sc.schema[i]->flops ? sc.schema[i]->flops(p, false) : 0;
@@ -1063,7 +1158,8 @@ void GraphExecutor::Impl::make_backward_runs(const Schedule& sc, std::vector<Gra
     const auto& c = sc.contribs[k];
     if (c.direct || c.node < 0 || sc.schema[static_cast<std::size_t>(c.node)]->view) continue;
     runs[static_cast<std::size_t>(c.step)].adds.push_back(
-        Impl::Add{m.grad[static_cast<std::size_t>(c.tensor)], temp_ptr(k), numel(g.info(c.tensor).shape)});
+        Impl::Add{m.grad[static_cast<std::size_t>(c.tensor)], temp_ptr(k), numel(g.info(c.tensor).shape),
+                  m.stored_bf16(c.tensor), m.stored_reduced(c.tensor)});
   }
   for (int s = sc.seed_step + 1; s < sc.end; ++s) m.bwd.push_back(std::move(runs[static_cast<std::size_t>(s)]));
   // When each parameter's gradient is final: after the backward step of its last contribution
@@ -1094,6 +1190,7 @@ GraphExecutor::GraphExecutor(const ExecutorSpec& spec) : impl_(std::make_unique<
   persistent_bytes_ += m.load_constants_and_inputs();
   Schedule sc = aliasing(m.g, spec.training);
   m.nhwc = plan_channels_last(m.g, sc, spec);
+  m.half = plan_bf16(m.g, sc, spec);
   schedule_steps(m.g, spec, sc, steps_);
   arena_bytes_ = m.place_arena(sc);
   m.arena = m.block(static_cast<std::size_t>(arena_bytes_));
@@ -1235,7 +1332,12 @@ void GraphExecutor::backward(int micro) {
     } else {
       m.copy(r.copy_to, r.copy_from, static_cast<std::size_t>(r.copy_n) * m.fsz);
     }
-    for (const auto& a : r.adds) m.add(a.target, a.temp, a.n);
+    for (const auto& a : r.adds) {
+      m.add(a.target, a.temp, a.n, a.bf16);
+      if (a.rounded)
+        for (std::int64_t i = 0; i < a.n; ++i)
+          static_cast<double*>(a.target)[i] = rounded_to(static_cast<double*>(a.target)[i], m.spec.reduced_mantissa);
+    }
     clock.lap();
     if (ready_ && micro == micros - 1) {
       ready_(m.ready_after[static_cast<std::size_t>(&r - m.bwd.data())]);
@@ -1540,6 +1642,10 @@ void GraphExecutor::constants_changed() {
 
 bool GraphExecutor::channels_last(int t) const { return impl_->nhwc.at(static_cast<std::size_t>(t)); }
 
+bool GraphExecutor::bf16(int t) const { return impl_->half.at(static_cast<std::size_t>(t)); }
+
+const std::vector<bool>& GraphExecutor::bf16_plan() const { return impl_->half; }
+
 std::vector<bool> GraphExecutor::channels_last_plan(const ExecutorSpec& spec) {
   return plan_channels_last(*spec.graph, aliasing(*spec.graph, spec.training), spec);
 }
@@ -1556,9 +1662,11 @@ std::string GraphExecutor::describe() const {
                           "wait at the step's end)"
                         : " (each forward and backward call waits for the device before it returns)");
   const auto nhwc = std::count(m.nhwc.begin(), m.nhwc.end(), true);
+  const auto half = std::count(m.half.begin(), m.half.end(), true);
   return "d500 graph executor on " + b + where + ": " + std::to_string(m.fwd.size()) + " forward and " +
          std::to_string(m.bwd.size()) + " backward steps, " + std::to_string(arena_bytes_) + " bytes planned" +
-         (nhwc ? ", " + std::to_string(nhwc) + " activations channels-last (NHWC)" : "");
+         (nhwc ? ", " + std::to_string(nhwc) + " activations channels-last (NHWC)" : "") +
+         (half ? ", " + std::to_string(half) + " activations and their gradients in bfloat16" : "");
 }
 
 }  // namespace d500

@@ -36,6 +36,11 @@ struct ExecutorSpec : RunnerSpec {
   // results are rounded too (y forward, dx and dw backward), as cuDNN writes them in bfloat16.
   // The yardstick of reduced-precision arithmetic.
   int reduced_mantissa = 0;
+  // With reduced_mantissa: the tensors the simulated step stores in that precision (per tensor;
+  // empty: none), as GraphExecutor::bf16_plan() of the step on a backend says: every value a node
+  // writes into one of them, or into its gradient, is rounded and stays so, as is the sum of a
+  // gradient's contributions.
+  std::vector<bool> reduced_storage;
   bool keep_all = false;          // no buffer reuse: every tensor stays readable (diagnosis)
   const Params* point = nullptr;  // the point's parameters, handed to the backend's kernels
 };
@@ -66,6 +71,11 @@ class GraphExecutor final : public GraphRunner {
   // The same plan for every tensor of spec's graph, worked out without making an executor
   // (nothing loaded or allocated): what channels_last(t) of GraphExecutor(spec) would say.
   static std::vector<bool> channels_last_plan(const ExecutorSpec& spec);
+  // Whether tensor t (and its gradient) is stored in bfloat16: with the point's math = "bf16", on
+  // a backend whose kernels take it (TensorView::bf16); read back as the float it stands for.
+  bool bf16(int t) const;
+  // The same for every tensor (ExecutorSpec::reduced_storage of the yardstick that simulates it).
+  const std::vector<bool>& bf16_plan() const;
 
   // One timed step of the schedule: a node's forward or backward pass, or the loss's seed.
   struct Step {

@@ -12,10 +12,10 @@
 #include <numeric>
 #include <set>
 
-#include "backends/cuda/half.hpp"
 #include "backends/device.hpp"
 #include "backends/device_ops.hpp"
 #include "backends/graph_ops.hpp"
+#include "backends/half.hpp"
 #include "backends/kernel.hpp"
 #include "backends/optimizer.hpp"
 #include "backends/registry.hpp"
@@ -1581,8 +1581,7 @@ class GuardedDeviceOp final : public NodeKernel {
 // layout (checked).
 class GuardedLayouts final : public NodeKernel {
  public:
-  GuardedLayouts(const NodeProblem& p, ChannelsLast how)
-      : dev_(p), host_(p), m_(*static_cast<GuardedMemory*>(p.device)) {
+  GuardedLayouts(const NodeProblem& p, Takes how) : dev_(p), host_(p), m_(*static_cast<GuardedMemory*>(p.device)) {
     host_.device = nullptr;
     int layouts = 0;  // bit 0: an NCHW view with H W > 1 seen, bit 1: an NHWC one
     for (const auto* side : {&p.in, &p.out, &p.din, &p.dout})
@@ -1592,7 +1591,7 @@ class GuardedLayouts final : public NodeKernel {
           layouts |= v.channels_last ? 2 : 1;
         EXPECT_TRUE(!v.channels_last || (v.shape->size() == 4 && v.dtype == DType::F32)) << p.node->label();
       }
-    if (how == ChannelsLast::Same) {
+    if (how == Takes::Same) {
       EXPECT_NE(layouts, 3) << p.node->label() << " got its tensors in two layouts";
     }
     for (auto [d, h] :
@@ -1668,8 +1667,8 @@ struct GuardedBackend {
   void take_channels_last(bool device_bn = false) {
     info.channels_last = [](const NodeProblem& p) { return dev::channels_last_of(p); };
     info.make_node_kernel = [device_bn](const NodeProblem& p, int) -> std::unique_ptr<NodeKernel> {
-      const ChannelsLast how = dev::channels_last_of(p);
-      if (how == ChannelsLast::Never) return nullptr;
+      const Takes how = dev::channels_last_of(p);
+      if (how == Takes::Never) return nullptr;
       if (device_bn && p.node->op == "BatchNormalization") return GuardedDeviceOp::make(p);
       return std::make_unique<GuardedLayouts>(p, how);
     };
@@ -2584,7 +2583,10 @@ TEST(Executor, ChannelsLastOnADeviceBackendValidatesThroughBothCudnnApis) {
 // computes with every convolution, normalisation and pooling that sees an NHWC tensor saying it
 // computed in NHWC (oneDNN's primitives on the tensors where they lie), every NHWC tensor read back
 // as the NCHW step computed it, and validates: float32 within the yardstick's tolerance, bfloat16
-// within 1e-4 of the yardstick's simulation of it.
+// within 1e-3 of the yardstick's simulation of it. In bfloat16 every NHWC activation is stored in
+// bfloat16 too (autocast's activations; read back within bfloat16's rounding of the NCHW step's,
+// which keeps them float32), and the simulation rounds what is stored there (without which it is
+// a hundred times further from the step).
 // ResNet-20's and ResNet-50's plans keep every activation between the first convolution and the
 // pool NHWC, and ResNet-20's step validates.
 TEST(Executor, ChannelsLastOnOnednnComputesInNhwcWhereTheActivationsLieAndValidates) {
@@ -2613,13 +2615,15 @@ TEST(Executor, ChannelsLastOnOnednnComputesInNhwcWhereTheActivationsLieAndValida
       // kernels read and wrote it where it lies, as the plan says it lies.
       int stored = 0;
       for (std::size_t t = 0; t < g.tensors.size(); ++t) {
+        EXPECT_FALSE(as_nchw->bf16(static_cast<int>(t))) << "NCHW in bfloat16 on onednn stays float32";
+        EXPECT_EQ(e.bf16(static_cast<int>(t)), math == "bf16" && e.channels_last(static_cast<int>(t)));
         if (!e.channels_last(static_cast<int>(t))) continue;
         ++stored;
         const std::vector<double> a = e.tensor(static_cast<int>(t)), b = as_nchw->tensor(static_cast<int>(t));
         ASSERT_EQ(a.size(), b.size());
         double num = 0, den = 0;
         for (std::size_t i = 0; i < a.size(); ++i) num += (a[i] - b[i]) * (a[i] - b[i]), den += b[i] * b[i];
-        EXPECT_LT(std::sqrt(num / den), 1e-5) << g.info(static_cast<int>(t)).name;
+        EXPECT_LT(std::sqrt(num / den), math == "bf16" ? 1e-2 : 1e-5) << g.info(static_cast<int>(t)).name;
       }
       EXPECT_EQ(stored, flatten ? 2 : 10);
       int nhwc = 0;
@@ -2639,10 +2643,16 @@ TEST(Executor, ChannelsLastOnOnednnComputesInNhwcWhereTheActivationsLieAndValida
         const Discrepancy d = compare_steps(got, ref);
         EXPECT_LE(d.worst, network_tolerance(g, rb.loss).tolerance) << d.where;
       } else {
-        const StepValues simulated =
-            step_values(*run_yardstick(g, true, rb.loss, params, {rb.xs.data()}, 1, 0, 7), g, params, true);
+        const StepValues simulated = step_values(
+            *run_yardstick(g, true, rb.loss, params, {rb.xs.data()}, 1, 0, 7, e.bf16_plan()), g, params, true);
         const Discrepancy d = compare_steps(got, simulated);
-        EXPECT_LE(d.worst, 1e-4) << d.where;
+        EXPECT_LE(d.worst, 1e-3) << d.where;
+        // Without the stores rounded the simulation is no model of this step: the block's
+        // gradients are ill-conditioned (b1's, ahead of a normalisation, is a sum of terms that
+        // cancel), so that bfloat16's stores move them by 0.8 (by 18 from the exact step).
+        const StepValues products_only =
+            step_values(*run_yardstick(g, true, rb.loss, params, {rb.xs.data()}, 1, 0, 7), g, params, true);
+        if (!flatten) EXPECT_GT(compare_steps(got, products_only).worst, 100 * d.worst);
       }
     }
   for (const std::string net : {"resnet20-cifar", "resnet50"}) {
@@ -2725,8 +2735,8 @@ TEST(Executor, ChannelsLastRefusesANodeItsBackendPromisedAndDidNotServe) {
   dev.take_channels_last();
   dev.info.make_node_kernel = [](const NodeProblem& p, int) -> std::unique_ptr<NodeKernel> {
     if (p.node->op == "MaxPool") return nullptr;
-    const ChannelsLast how = dev::channels_last_of(p);
-    return how == ChannelsLast::Never ? nullptr : std::make_unique<GuardedLayouts>(p, how);
+    const Takes how = dev::channels_last_of(p);
+    return how == Takes::Never ? nullptr : std::make_unique<GuardedLayouts>(p, how);
   };
   const Params point{{"memory_format", Value{std::string("channels_last")}}};
   std::vector<float> xs(2 * 3 * 6 * 6, 0.5f);

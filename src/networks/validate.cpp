@@ -104,7 +104,8 @@ StepValues step_values(GraphRunner& r, const Graph& g, const std::vector<int>& p
 
 std::unique_ptr<GraphExecutor> run_yardstick(const Graph& g, bool training, int loss, const std::vector<int>& params,
                                              const std::vector<const void*>& inputs, int micro_batches,
-                                             std::uint64_t rounding_noise, int reduced_mantissa) {
+                                             std::uint64_t rounding_noise, int reduced_mantissa,
+                                             const std::vector<bool>& reduced_storage) {
   ExecutorSpec s;
   s.graph = &g;
   s.training = training;
@@ -115,6 +116,7 @@ std::unique_ptr<GraphExecutor> run_yardstick(const Graph& g, bool training, int 
   s.double_precision = true;
   s.rounding_noise = rounding_noise;
   s.reduced_mantissa = reduced_mantissa;
+  s.reduced_storage = reduced_storage;
   auto e = std::make_unique<GraphExecutor>(s);
   for (int m = 0; m < micro_batches; ++m) {
     e->forward(m);
@@ -210,13 +212,13 @@ std::vector<double> rounding_spread(const Graph& g, bool training, int loss, con
 
 std::vector<double> reduced_precision_distance(const Graph& g, bool training, int loss, const std::vector<int>& params,
                                                const std::vector<const void*>& inputs, int micro_batches,
-                                               const StepValues& exact, int bits) {
+                                               const StepValues& exact, int bits, const std::vector<bool>& storage) {
   // Two realisations: the rounding alone, and the rounding with float32's noise (seed 1). A
   // perturbation of 2^-24 flips some roundings to 2^-(bits+1), so one realisation's distance can
   // be a third of another's in a tensor (ResNet-20 at batch 4 under TF32: 0.0014 against 0.0049).
   std::vector<double> distance;
   for (std::uint64_t noise : {0u, 1u}) {
-    const auto e = run_yardstick(g, training, loss, params, inputs, micro_batches, noise, bits);
+    const auto e = run_yardstick(g, training, loss, params, inputs, micro_batches, noise, bits, storage);
     const std::vector<double> d = step_errors(step_values(*e, g, params, training), exact);
     distance.resize(d.size(), 0.0);
     for (std::size_t t = 0; t < d.size(); ++t) distance[t] = std::max(distance[t], d[t]);
@@ -278,11 +280,16 @@ StepJudgement judge_step(const StepValues& got, const StepValues& ref, const Tol
   };
   const std::vector<double> spread =
       once("spread", [&] { return rounding_spread(g, training, loss, params, inputs, micro_batches, ref, 2); });
+  // The stores simulated, by which tensors (a point's layout decides them on onednn).
+  const auto stored = std::count(basis.reduced_storage.begin(), basis.reduced_storage.end(), true);
+  std::string which;
+  for (std::size_t t = 0; t < basis.reduced_storage.size(); ++t)
+    if (basis.reduced_storage[t]) which += " " + std::to_string(t);
   const std::vector<double> distance =
-      reduced ? once("bits " + std::to_string(basis.reduced_mantissa),
+      reduced ? once("bits " + std::to_string(basis.reduced_mantissa) + ", stores" + which,
                      [&] {
                        return reduced_precision_distance(g, training, loss, params, inputs, micro_batches, ref,
-                                                         basis.reduced_mantissa);
+                                                         basis.reduced_mantissa, basis.reduced_storage);
                      })
               : std::vector<double>{};
   double allowed = first;
@@ -307,7 +314,11 @@ StepJudgement judge_step(const StepValues& got, const StepValues& ref, const Tol
         " x its distance under the point's reduced precision simulated (the larger of two runs of the yardstick, " +
         "without and with float32's noise, with every Conv, ConvTranspose, Gemm and MatMul input, and backward the output gradient it reads, rounded to " +
         std::to_string(basis.reduced_mantissa) + " mantissa bits, to nearest even" +
-        (basis.reduced_mantissa <= 7 ? ", a convolution's results too" : "") + ")";
+        (basis.reduced_mantissa <= 7 ? ", a convolution's results too" : "") +
+        (stored ? ", and every value stored into the " + std::to_string(stored) +
+                      " activations the step keeps in bfloat16 or into their gradients"
+                : "") +
+        ")";
   j.words += "; the decisive tensor here is " + w.where + ", spread " + fmt_sig(decisive, 3) +
              (reduced ? ", simulated distance " + fmt_sig(decisive_reduced, 3) : std::string()) + ", allowed " +
              fmt_sig(allowed, 3) + "; a step with one tensor 2% off would fail in " + std::to_string(j.caught_2pct) +

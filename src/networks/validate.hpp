@@ -24,6 +24,10 @@ struct ToleranceBasis {
   // allows each tensor what that rounding, simulated, moves it, and float32's tolerance below
   // that); 0 otherwise.
   int reduced_mantissa = 0;
+  // With reduced_mantissa: the tensors the step stores in that precision (GraphExecutor::
+  // bf16_plan(): math = "bf16" on a backend that keeps activations in bfloat16), whose stores the
+  // simulation rounds too (ExecutorSpec::reduced_storage); empty: none.
+  std::vector<bool> reduced_storage;
   double float_tolerance = 0;  // the formula for float32 arithmetic (`tolerance` before the math's terms)
 };
 // loss < 0: inference.
@@ -46,10 +50,11 @@ struct StepValues {
 StepValues step_values(GraphRunner& r, const Graph& g, const std::vector<int>& params, bool training);
 // Runs one step of the yardstick (every micro-batch's forward and, training, backward pass) and
 // returns it, its tensors and gradients to be read (or its weights perturbed, in tests);
-// `rounding_noise`, `reduced_mantissa`: ExecutorSpec's (0: exact).
+// `rounding_noise`, `reduced_mantissa`, `reduced_storage`: ExecutorSpec's (0, empty: exact).
 std::unique_ptr<GraphExecutor> run_yardstick(const Graph& g, bool training, int loss, const std::vector<int>& params,
                                              const std::vector<const void*>& inputs, int micro_batches,
-                                             std::uint64_t rounding_noise = 0, int reduced_mantissa = 0);
+                                             std::uint64_t rounding_noise = 0, int reduced_mantissa = 0,
+                                             const std::vector<bool>& reduced_storage = {});
 // One step of the yardstick (all micro-batches): what step_values reads from run_yardstick's.
 StepValues yardstick_step(const Graph& g, bool training, int loss, const std::vector<int>& params,
                           const std::vector<const void*>& inputs, int micro_batches);
@@ -83,12 +88,14 @@ std::vector<double> rounding_spread(const Graph& g, bool training, int loss, con
 // How far the reduced precision of a point's products alone moves the yardstick's step: the
 // yardstick run twice more (without and with float32's noise: the largest distance of the two) with every Conv,
 // ConvTranspose, Gemm and MatMul input (and, backward, the output gradient it reads) rounded to `bits` mantissa bits,
-// to nearest even (ExecutorSpec:: reduced_mantissa; 10: TF32), each tensor's relative L2 distance from `exact`. A
+// to nearest even (ExecutorSpec:: reduced_mantissa; 10: TF32), and with `storage` every store into the tensors it
+// marks too (ExecutorSpec::reduced_storage), each tensor's relative L2 distance from `exact`. A
 // training step through batch normalisations is ill-conditioned for these roundings: ResNet-20's gradients move by
 // 6-10% under TF32's, far beyond 8u sqrt(D).
 std::vector<double> reduced_precision_distance(const Graph& g, bool training, int loss, const std::vector<int>& params,
                                                const std::vector<const void*>& inputs, int micro_batches,
-                                               const StepValues& exact, int bits);
+                                               const StepValues& exact, int bits,
+                                               const std::vector<bool>& storage = {});
 // The second opinion on a step that failed the formula's tolerance: each tensor is allowed
 // max(tolerance, kSpreadFactor x its rounding spread, kReducedFactor x its reduced-precision
 // distance (none: zero)). Returns the tensor whose error is the

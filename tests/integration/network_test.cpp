@@ -274,7 +274,15 @@ TEST_F(Networks, OnednnsBf16MathAndChannelsLastRunWhereTheySayAndValidate) {
       const bool layout = st.op == "Conv" || st.op == "BatchNormalization" || st.op == "GlobalAveragePool";
       layouts += layout;
       if (layout) EXPECT_EQ(st.impl.find("NHWC") != std::string::npos, nhwc) << st.name << ": " << st.impl;
+      // bf16 with channels-last keeps the activations in bfloat16, as autocast does: the
+      // normalisations, ReLUs and residual Adds compute on them (NCHW: float32 between the products).
+      const bool between = st.op == "BatchNormalization" || st.op == "Relu" || st.op == "Add";
+      if (between) EXPECT_EQ(st.impl.find("bfloat16") != std::string::npos, bf16 && nhwc) << st.name << ": " << st.impl;
+      if (st.op == "Conv" && st.name != "Conv_0")
+        EXPECT_EQ(st.impl.find("on bfloat16 activations") != std::string::npos, bf16 && nhwc) << st.name;
     }
+    EXPECT_EQ(p.validation_method.find("activations the step keeps in bfloat16") != std::string::npos, bf16 && nhwc)
+        << p.validation_method;
     EXPECT_EQ(products, 2 * (21 + 1));
     EXPECT_EQ(layouts, 2 * (21 + 21 + 1));
     const auto& fallback = std::get<std::string>(p.facts.at("executor.reference_fallback_ops"));

@@ -19,7 +19,7 @@
 
 #include "backends/cuda/cuda_common.hpp"
 #include "backends/cuda/cuda_declared.hpp"
-#include "backends/cuda/half.hpp"
+#include "backends/half.hpp"
 #include "backends/optimizer.hpp"
 #include "backends/registry.hpp"
 #include "common/error.hpp"

@@ -145,7 +145,7 @@ class DeviceKernel : public OpKernel {
 std::unique_ptr<DeviceMemory> make_executor_memory();
 std::unique_ptr<NodeKernel> make_node_kernel(const NodeProblem& p, int threads);
 // How those kernels take channels-last tensors (BackendInfo::channels_last).
-ChannelsLast channels_last(const NodeProblem& p);
+Takes channels_last(const NodeProblem& p);
 
 #ifdef D500_HAVE_CUDNN
 // cuDNN's convolution of a conv2d problem (forward, backward_data or backward_filter).

@@ -1645,20 +1645,20 @@ std::unique_ptr<NodeKernel> cudnn_batch_norm(const NodeProblem& p, ExecutorMemor
 
 std::unique_ptr<DeviceMemory> make_executor_memory() { return std::make_unique<ExecutorMemory>(); }
 
-ChannelsLast channels_last(const NodeProblem& p) {
+Takes channels_last(const NodeProblem& p) {
 #if defined(D500_HAVE_CUDNN) && defined(D500_HAVE_CUDA_KERNELS)
   // The nodes dev::channels_last_of names, where make_node_kernel gives them cuDNN's kernels (or
   // d500's: Relu and Add flat, a batch normalisation cuDNN's does not serve on dev::BatchNorm's
   // channels-last addressing), with sizes within cuDNN's int.
-  const ChannelsLast how = dev::channels_last_of(p);
-  if (how == ChannelsLast::Never) return how;
+  const Takes how = dev::channels_last_of(p);
+  if (how == Takes::Never) return how;
   for (const auto* side : {&p.in, &p.out})
     for (const TensorView& t : *side)
-      if (t.shape && !fits_int(numel(*t.shape))) return ChannelsLast::Never;
+      if (t.shape && !fits_int(numel(*t.shape))) return Takes::Never;
   return how;
 #else
   (void)p;
-  return ChannelsLast::Never;  // the layout copies and cuDNN's NHWC descriptors need both
+  return Takes::Never;  // the layout copies and cuDNN's NHWC descriptors need both
 #endif
 }
 

@@ -21,7 +21,7 @@
 
 #include "backends/cuda/cudnn_common.hpp"
 #include "backends/cuda/cudnn_graph_conv.hpp"
-#include "backends/cuda/half.hpp"
+#include "backends/half.hpp"
 #include "backends/kernel.hpp"
 #include "common/error.hpp"
 

@@ -91,7 +91,8 @@ void register_backend_onednn(BackendRegistry& r) {
            return p.op == "conv2d" ? 2 * 4 * n : 0;
          },
          .make_node_kernel = make_onednn_node_kernel,
-         .channels_last = onednn_channels_last});
+         .channels_last = onednn_takes,
+         .bf16_storage = onednn_bf16_storage});
 }
 
 }  // namespace d500

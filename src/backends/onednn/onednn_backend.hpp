@@ -14,8 +14,13 @@ bool onednn_supports(const std::string& op);
 std::unique_ptr<OpKernel> make_onednn_kernel(OpProblem& p, int threads);
 // Level 1 (onednn_graph.cpp): a kernel for one node of a graph, or nullptr when oneDNN has none for it.
 std::unique_ptr<NodeKernel> make_onednn_node_kernel(const NodeProblem& p, int threads);
-// With the point's memory_format = "channels_last": how make_onednn_node_kernel's kernel for a node
-// takes channels-last tensors (BackendInfo::channels_last).
-ChannelsLast onednn_channels_last(const NodeProblem& p);
+// With the point's memory_format = "channels_last": how make_onednn_node_kernel's kernel for a
+// node takes channels-last tensors (BackendInfo::channels_last): its convolutions each side, its
+// per-channel and element-wise primitives all alike.
+Takes onednn_takes(const NodeProblem& p);
+// With the point's math = "bf16": how it takes bfloat16 ones (BackendInfo::bf16_storage): as
+// onednn_takes says, with channels-last activations; with NCHW ones never (oneDNN's bfloat16
+// batch normalisation on NCHW took 2.7 times float32's there: docs/performance.md).
+Takes onednn_bf16_storage(const NodeProblem& p);
 
 }  // namespace d500

@@ -8,6 +8,7 @@
 #include <omp.h>
 
 #include <cstring>
+#include <type_traits>
 
 #include <oneapi/dnnl/dnnl.hpp>
 #include <unordered_map>
@@ -15,6 +16,7 @@
 #include "backends/conv_geom.hpp"
 #include "backends/device_ops.hpp"
 #include "backends/graph_ops.hpp"
+#include "backends/half.hpp"
 #include "backends/onednn/onednn_backend.hpp"
 #include "common/error.hpp"
 
@@ -39,21 +41,31 @@ memory::dims strides_of_dims(const memory::dims& d) {
   for (std::size_t i = d.size(); i-- > 1;) st[i - 1] = st[i] * d[i];
   return st;
 }
-// Row-major f32 (memory::dims is d500's Shape); a scalar is one element.
-memory::desc plain(const memory::dims& d) {
+// Row-major f32, or bf16 (memory::dims is d500's Shape); a scalar is one element.
+memory::desc plain(const memory::dims& d, bool bf16 = false) {
   const memory::dims dd = d.empty() ? memory::dims{1} : d;
-  return memory::desc(dd, dt::f32, strides_of_dims(dd));
+  return memory::desc(dd, bf16 ? dt::bf16 : dt::f32, strides_of_dims(dd));
 }
+// A tensor as one row of its elements, stored as the view says (an element-wise node's).
+memory::desc flat(const TensorView& v) { return plain(memory::dims{std::max<std::int64_t>(1, v.numel())}, v.bf16); }
 memory user_mem(const memory::desc& md, void* p) { return memory(md, engine(), p); }
-// A 4-D tensor as the executor stores it: NCHW, or NHWC with the point's memory_format =
-// "channels_last" where the executor's plan put it so (TensorView::channels_last).
-memory::desc stored(const memory::dims& d, bool nhwc) {
-  return nhwc ? memory::desc(d, dt::f32, memory::format_tag::nhwc) : plain(d);
+// A 4-D tensor (dims d) as the executor stores the view v: NCHW, or NHWC with the point's
+// memory_format = "channels_last" where the executor's plan put it so (TensorView::channels_last);
+// in float32, or in bfloat16 with math = "bf16" where it put it so (TensorView::bf16).
+memory::desc stored(const memory::dims& d, const TensorView& v) {
+  return v.channels_last ? memory::desc(d, v.bf16 ? dt::bf16 : dt::f32, memory::format_tag::nhwc) : plain(d, v.bf16);
 }
 // What a kernel computes in, for its impl(): "" or " (bfloat16)", " (NHWC)", " (bfloat16, NHWC)".
 std::string computed_in(bool bf16, bool nhwc) {
   if (!bf16 && !nhwc) return "";
   return std::string(" (") + (bf16 ? "bfloat16" : "") + (bf16 && nhwc ? ", " : "") + (nhwc ? "NHWC" : "") + ")";
+}
+
+// " on bfloat16 activations" where a node's data input or output is stored in bfloat16
+// (TensorView::bf16): a convolution that reads or writes it without a conversion.
+std::string stored_note(const NodeProblem& p) {
+  const bool in = !p.in.empty() && p.in[0].bf16, out = !p.out.empty() && p.out[0].bf16;
+  return in || out ? " on bfloat16 activations" : "";
 }
 
 // A user buffer bound to a primitive argument: the same memory when the primitive takes the
@@ -114,14 +126,23 @@ class PairedNode : public DnnlNode {
 // Relu's gradient, dy where y > 0, into `first` and (where not nullptr) `second`, on the kernel's
 // OpenMP threads; zeros where no gradient reaches the output (dy nullptr). Each value the cuda
 // kernel's (dy passed by value whatever y is: the loops vectorise). The backward pass of the
-// joined nodes that end in a Relu (AddRelu, BatchNormRelu).
-void relu_gradient(const float* y, const float* dy, float* first, float* second, std::int64_t n) {
+// joined nodes that end in a Relu (AddRelu, BatchNormRelu), over float32 tensors or, all four,
+// bfloat16 ones (TensorView::bf16: a gradient passed or zeroed is exact in either).
+template <class T>
+void relu_gradient(const T* y, const T* dy, T* first, T* second, std::int64_t n) {
   if (!dy) {
-    for (float* d : {first, second})
-      if (d) std::memset(d, 0, static_cast<std::size_t>(n) * sizeof(float));
+    for (T* d : {first, second})
+      if (d) std::memset(d, 0, static_cast<std::size_t>(n) * sizeof(T));
     return;
   }
-  if (second) {
+  if constexpr (std::is_same_v<T, std::uint16_t>) {
+#pragma omp parallel for schedule(static)
+    for (std::int64_t i = 0; i < n; ++i) {
+      const T g = from_bf16(y[i]) > 0.0f ? dy[i] : T{0};
+      first[i] = g;
+      if (second) second[i] = g;
+    }
+  } else if (second) {
 #pragma omp parallel for schedule(static)
     for (std::int64_t i = 0; i < n; ++i) first[i] = second[i] = dev::relu_grad(y[i], dy[i]);
   } else {
@@ -136,21 +157,22 @@ void relu_gradient(const float* y, const float* dy, float* first, float* second,
 // over the executor's float32 tensors, whose reorders into the primitives' formats round each
 // value to nearest even and widen the results back (the bias and its gradient stay float32). The
 // values the yardstick's bfloat16 simulation computes (ExecutorSpec::reduced_mantissa = 7).
-// With channels-last activations (x or y stored NHWC: ChannelsLast::Each) the primitive computes in
+// With channels-last activations (x or y stored NHWC: Takes::Each) the primitive computes in
 // NHWC, which oneDNN's brgemm convolutions take as fast as its blocked formats, so that a tensor
 // stored NHWC is read and written where it lies (in float32; in bfloat16 through a conversion
 // that keeps its layout) and only an NCHW one is reordered.
 class ConvKernel final : public DnnlNode {
  public:
   ConvKernel(const NodeProblem& p, const ConvGeom& g, bool bf16)
-      : DnnlNode("convolution" + computed_in(bf16, p.in[0].channels_last || p.out[0].channels_last)), p_(p) {
+      : DnnlNode("convolution" + computed_in(bf16, p.in[0].channels_last || p.out[0].channels_last) + stored_note(p)),
+        p_(p) {
     using namespace dnnl;
     const bool bias = p.in.size() > 2 && p.in[2].present();
     const memory::dims src{g.n, g.c, g.h, g.w}, dst{g.n, g.k, g.p, g.q};
     const memory::dims wei =
         g.groups > 1 ? memory::dims{g.groups, g.kg(), g.cg(), g.kh, g.kw} : memory::dims{g.k, g.c, g.kh, g.kw};
-    const memory::desc src_u = stored(src, p.in[0].channels_last), dst_u = stored(dst, p.out[0].channels_last),
-                       wei_u = plain(wei), b_u = plain(memory::dims{g.k});
+    const memory::desc src_u = stored(src, p.in[0]), dst_u = stored(dst, p.out[0]), wei_u = plain(wei),
+                       b_u = plain(memory::dims{g.k});
     const dt type = bf16 ? dt::bf16 : dt::f32;
     const memory::format_tag act =
         p.in[0].channels_last || p.out[0].channels_last ? memory::format_tag::nhwc : memory::format_tag::any;
@@ -431,11 +453,16 @@ class BatchedMatmulKernel final : public DnnlNode {
 class PoolKernel final : public PairedNode {
  public:
   PoolKernel(const NodeProblem& p, const ConvGeom& g, dnnl::algorithm alg, bool global)
-      : PairedNode((global ? "global pooling" : "pooling") + computed_in(false, p.in[0].channels_last)) {
+      : PairedNode((global ? "global pooling" : "pooling") + computed_in(p.in[0].bf16, p.in[0].channels_last)) {
     using namespace dnnl;
     const memory::dims src{g.n, g.c, g.h, g.w}, dst{g.n, g.c, g.p, g.q};
-    // Channels-last (ChannelsLast::Same): y as x, a global pool's [N, C, 1, 1] the same bytes either way.
-    const memory::desc x = stored(src, p.in[0].channels_last), y = stored(dst, p.in[0].channels_last);
+    // Channels-last and bfloat16 (Takes::Same): y as x, a global pool's [N, C, 1, 1] the same bytes
+    // in either layout; stored in float32 after a pool over bfloat16 (its H W is 1: the executor
+    // keeps it float32), converted from the primitive's bfloat16 one.
+    TensorView as_stored = p.in[0];
+    const memory::desc x = stored(src, as_stored), y = stored(dst, as_stored);
+    as_stored.bf16 = p.out[0].bf16;
+    const memory::desc y_u = stored(dst, as_stored);
     // A window that ceil mode adds past the declared padding: more right padding, which oneDNN's
     // max and average-excluding-padding ignore as the reference does.
     const std::int64_t pr_h = std::max(g.pb, (g.p - 1) * g.sh + (g.kh - 1) * g.dh + 1 - g.h - g.pt);
@@ -444,7 +471,8 @@ class PoolKernel final : public PairedNode {
     const prop_kind pk = p.training ? prop_kind::forward_training : prop_kind::forward_inference;
     fpd_ = pooling_v2_forward::primitive_desc(pooling_v2_forward::desc(pk, alg, x, y, st, k, dil, pl, pr), engine());
     fwd_ = pooling_v2_forward(fpd_);
-    fargs_ = {{DNNL_ARG_SRC, user_mem(x, p.in[0].data)}, {DNNL_ARG_DST, user_mem(y, p.out[0].data)}};
+    y_.bind(y, y_u, p.out[0].data, false, true);
+    fargs_ = {{DNNL_ARG_SRC, user_mem(x, p.in[0].data)}, {DNNL_ARG_DST, y_.prim}};
     if (p.training && alg == algorithm::pooling_max) {
       ws_ = memory(fpd_.workspace_desc(), engine());
       fargs_[DNNL_ARG_WORKSPACE] = ws_;
@@ -452,13 +480,24 @@ class PoolKernel final : public PairedNode {
     if (!p.training || !p.din[0].present()) return;
     bwd_ = pooling_v2_backward(
         pooling_v2_backward::primitive_desc(pooling_v2_backward::desc(alg, x, y, st, k, dil, pl, pr), engine(), fpd_));
-    bargs_ = {{DNNL_ARG_DIFF_DST, user_mem(y, p.dout[0].data)}, {DNNL_ARG_DIFF_SRC, user_mem(x, p.din[0].data)}};
+    dy_.bind(y, y_u, p.dout[0].data, true, false);
+    bargs_ = {{DNNL_ARG_DIFF_DST, dy_.prim}, {DNNL_ARG_DIFF_SRC, user_mem(x, p.din[0].data)}};
     if (ws_) bargs_[DNNL_ARG_WORKSPACE] = ws_;
+  }
+  void forward() override {
+    fwd_.execute(s_, fargs_);
+    y_.push(s_);
+    s_.wait();
+  }
+  void backward() override {
+    dy_.pull(s_);
+    PairedNode::backward();
   }
 
  private:
   dnnl::pooling_v2_forward::primitive_desc fpd_;
   memory ws_;
+  Arg y_, dy_;
 };
 
 // ---- Batch and layer normalisation --------------------------------------------------------------------
@@ -476,9 +515,15 @@ class BatchNormKernel final : public PairedNode {
   void forward() override {
     PairedNode::forward();
     if (relu_) {
-      float* y = y_;
+      if (half_) {
+        auto* y = static_cast<std::uint16_t*>(y_);
 #pragma omp parallel for schedule(static)
-      for (std::int64_t i = 0; i < n_; ++i) y[i] = dev::relu(y[i]);
+        for (std::int64_t i = 0; i < n_; ++i) y[i] = from_bf16(y[i]) > 0.0f ? y[i] : std::uint16_t{0};
+      } else {
+        auto* y = static_cast<float*>(y_);
+#pragma omp parallel for schedule(static)
+        for (std::int64_t i = 0; i < n_; ++i) y[i] = dev::relu(y[i]);
+      }
     }
     if (!training_ || outs_.empty()) return;
     const auto* mean = static_cast<const float*>(mean_.get_data_handle());
@@ -494,12 +539,14 @@ class BatchNormKernel final : public PairedNode {
   }
   BatchNormKernel(const NodeProblem& p, bool training, float eps, bool relu)
       : PairedNode((relu ? "batch normalization, relu in place by d500's loop" : "batch normalization") +
-                   computed_in(false, p.in[0].channels_last)),
+                   computed_in(p.in[0].bf16, p.in[0].channels_last)),
         relu_(relu),
+        half_(p.in[0].bf16),
         n_(p.out[0].numel()),
-        y_(p.out[0].as<float>()) {
+        y_(p.out[0].data) {
     using namespace dnnl;
-    const memory::desc x = stored(dims_of(*p.in[0].shape), p.in[0].channels_last), ch = plain(*p.in[1].shape);
+    // x, y and their gradients stored alike (Takes::Same); scale, shift and the statistics float32.
+    const memory::desc x = stored(dims_of(*p.in[0].shape), p.in[0]), ch = plain(*p.in[1].shape);
     auto flags = normalization_flags::use_scale | normalization_flags::use_shift;
     if (!training) flags = flags | normalization_flags::use_global_stats;
     fpd_ = batch_normalization_forward::primitive_desc(
@@ -546,23 +593,28 @@ class BatchNormKernel final : public PairedNode {
               {DNNL_ARG_DIFF_SHIFT, db ? user_mem(ch, p.din[2].data) : memory(ch, engine())}};
     if (relu_) {  // the masked gradient in x's gradient (or scratch of the kernel's own), in place
       bargs_[DNNL_ARG_DIFF_DST] = bargs_[DNNL_ARG_DIFF_SRC];
-      masked_ = static_cast<float*>(bargs_[DNNL_ARG_DIFF_SRC].get_data_handle());
-      dy_ = p.dout[0].present() ? p.dout[0].as<const float>() : nullptr;
+      masked_ = bargs_[DNNL_ARG_DIFF_SRC].get_data_handle();
+      dy_ = p.dout[0].present() ? p.dout[0].data : nullptr;
     }
   }
   void backward() override {
-    if (relu_) relu_gradient(y_, dy_, masked_, nullptr, n_);
+    if (relu_ && half_)
+      relu_gradient(static_cast<const std::uint16_t*>(y_), static_cast<const std::uint16_t*>(dy_),
+                    static_cast<std::uint16_t*>(masked_), static_cast<std::uint16_t*>(nullptr), n_);
+    else if (relu_)
+      relu_gradient(static_cast<const float*>(y_), static_cast<const float*>(dy_), static_cast<float*>(masked_),
+                    static_cast<float*>(nullptr), n_);
     PairedNode::backward();
   }
 
  private:
   dnnl::batch_normalization_forward::primitive_desc fpd_;
   memory mean_, var_;
-  bool relu_;
+  bool relu_, half_;  // half_: x, y and their gradients stored in bfloat16
   std::int64_t n_;
-  float* y_;
-  const float* dy_ = nullptr;
-  float* masked_ = nullptr;
+  void* y_;
+  const void* dy_ = nullptr;
+  void* masked_ = nullptr;
   bool training_ = false;
   std::int64_t channels_ = 0;
   float momentum_ = 0.9f;
@@ -646,9 +698,9 @@ class EltwiseKernel final : public PairedNode {
   // `use_dst`: the backward algorithm reads the output (as the op's saved tensor is).
   EltwiseKernel(const NodeProblem& p, dnnl::algorithm fwd_alg, dnnl::algorithm bwd_alg, float alpha, float beta,
                 bool use_dst, const std::string& what)
-      : PairedNode(what) {
+      : PairedNode(what + computed_in(p.in[0].bf16, false)) {
     using namespace dnnl;
-    const memory::desc x = plain(memory::dims{std::max<std::int64_t>(1, p.in[0].numel())});
+    const memory::desc x = flat(p.in[0]);  // y and the gradients stored alike (Takes::Same)
     fpd_ = eltwise_forward::primitive_desc(
         eltwise_forward::desc(p.training ? prop_kind::forward_training : prop_kind::forward_inference, fwd_alg, x,
                               alpha, beta),
@@ -680,12 +732,15 @@ class BinaryKernel final : public DnnlNode {
   // src0 must have the output's shape; `swap` when the node's first input is the broadcast one
   // (commutative ops only). Backward: Add and Sub hand dY (summed over broadcast axes) back, Mul
   // multiplies it by the other operand, Div by 1/B (B's own gradient is left to the reference).
-  BinaryKernel(const NodeProblem& p, dnnl::algorithm alg, bool swap) : DnnlNode("binary") {
+  BinaryKernel(const NodeProblem& p, dnnl::algorithm alg, bool swap)
+      : DnnlNode("binary" + computed_in(p.out[0].bf16, false)) {
     using namespace dnnl;
     const Shape& ys = *p.out[0].shape;
     const std::size_t r = ys.size();
     const std::size_t i0 = swap ? 1 : 0, i1 = swap ? 0 : 1;
-    const memory::desc y = plain(aligned(ys, r)), b = plain(aligned(*p.in[i1].shape, r));
+    // In bfloat16 only as a same-shape Add whose tensors are all so (Takes::Same).
+    const bool half = p.out[0].bf16;
+    const memory::desc y = plain(aligned(ys, r), half), b = plain(aligned(*p.in[i1].shape, r), half);
     prim_ = binary(binary::primitive_desc(binary::desc(alg, y, b, y), engine()));
     fargs_ = {{DNNL_ARG_SRC_0, user_mem(y, p.in[i0].data)},
               {DNNL_ARG_SRC_1, user_mem(b, p.in[i1].data)},
@@ -693,7 +748,7 @@ class BinaryKernel final : public DnnlNode {
     if (!p.training) return;
     for (std::size_t i = 0; i < 2; ++i) {
       if (!p.din[i].present()) continue;
-      const memory::desc di = plain(aligned(*p.in[i].shape, r));
+      const memory::desc di = plain(aligned(*p.in[i].shape, r), half);
       const bool full = di == y;
       Grad gr;
       memory dy = user_mem(y, p.dout[0].data), target = user_mem(di, p.din[i].data);
@@ -766,14 +821,15 @@ class BinaryKernel final : public DnnlNode {
 class AddReluKernel final : public DnnlNode {
  public:
   explicit AddReluKernel(const NodeProblem& p)
-      : DnnlNode("binary add with relu post-op"),
+      : DnnlNode("binary add with relu post-op" + computed_in(p.out[0].bf16, false)),
+        half_(p.out[0].bf16),
         n_(p.out[0].numel()),
-        y_(p.out[0].as<const float>()),
-        dy_(p.training && p.dout[0].present() ? p.dout[0].as<const float>() : nullptr),
-        d0_(p.training ? p.din[0].as<float>() : nullptr),
-        d1_(p.training ? p.din[1].as<float>() : nullptr) {
+        y_(p.out[0].data),
+        dy_(p.training && p.dout[0].present() ? p.dout[0].data : nullptr),
+        d0_(p.training ? p.din[0].data : nullptr),
+        d1_(p.training ? p.din[1].data : nullptr) {
     using namespace dnnl;
-    const memory::desc x = plain(memory::dims{std::max<std::int64_t>(1, n_)});
+    const memory::desc x = flat(p.out[0]);  // the operands stored alike (Takes::Same)
     primitive_attr attr;
     post_ops po;
     po.append_eltwise(1.0f, algorithm::eltwise_relu, 0.0f, 0.0f);
@@ -788,14 +844,23 @@ class AddReluKernel final : public DnnlNode {
     s_.wait();
   }
   void backward() override {
-    if (float* first = d0_ ? d0_ : d1_) relu_gradient(y_, dy_, first, d0_ ? d1_ : nullptr, n_);
+    void* first = d0_ ? d0_ : d1_;
+    void* second = d0_ ? d1_ : nullptr;
+    if (!first) return;
+    if (half_)
+      relu_gradient(static_cast<const std::uint16_t*>(y_), static_cast<const std::uint16_t*>(dy_),
+                    static_cast<std::uint16_t*>(first), static_cast<std::uint16_t*>(second), n_);
+    else
+      relu_gradient(static_cast<const float*>(y_), static_cast<const float*>(dy_), static_cast<float*>(first),
+                    static_cast<float*>(second), n_);
   }
-  std::string impl() const override { return "onednn binary add with relu post-op; backward d500's loop"; }
+  std::string impl() const override { return DnnlNode::impl() + "; backward d500's loop"; }
 
  private:
+  bool half_;
   std::int64_t n_;
-  const float *y_, *dy_;
-  float *d0_, *d1_;
+  const void *y_, *dy_;
+  void *d0_, *d1_;
   dnnl::primitive fwd_;
   Args fargs_;
 };
@@ -952,24 +1017,27 @@ std::unique_ptr<NodeKernel> make(const NodeProblem& p) {
 
 }  // namespace
 
-ChannelsLast onednn_channels_last(const NodeProblem& p) {
+Takes onednn_takes(const NodeProblem& p) {
   const std::string& op = p.node->op;
-  if (p.in.empty() || p.in[0].dtype != DType::F32 || p.in[0].shape->size() != 4 || !all_float(p))
-    return ChannelsLast::Never;
-  if (op == "Conv") return p.in.size() >= 2 && p.in[1].shape->size() == 4 ? ChannelsLast::Each : ChannelsLast::Never;
+  if (p.in.empty() || p.in[0].dtype != DType::F32 || p.in[0].shape->size() != 4 || !all_float(p)) return Takes::Never;
+  if (op == "Conv") return p.in.size() >= 2 && p.in[1].shape->size() == 4 ? Takes::Each : Takes::Never;
   // The nodes make() gives oneDNN's per-channel primitives (with their layout) or an element-wise
   // kernel, which computes the same on either layout when all its tensors share one.
-  if (is_batch_norm(op)) return p.in.size() >= 5 ? ChannelsLast::Same : ChannelsLast::Never;
-  if (op == "Relu" || op == "AddRelu" || op == "GlobalAveragePool" || op == "GlobalMaxPool") return ChannelsLast::Same;
-  if (op == "Add")
-    return p.in.size() == 2 && *p.in[1].shape == *p.in[0].shape ? ChannelsLast::Same : ChannelsLast::Never;
+  if (is_batch_norm(op)) return p.in.size() >= 5 ? Takes::Same : Takes::Never;
+  if (op == "Relu" || op == "AddRelu" || op == "GlobalAveragePool" || op == "GlobalMaxPool") return Takes::Same;
+  if (op == "Add") return p.in.size() == 2 && *p.in[1].shape == *p.in[0].shape ? Takes::Same : Takes::Never;
   if (op == "MaxPool" || op == "AveragePool") {
     const bool indices = p.out.size() > 1 && p.out[1].present();
     const bool refused =
         op == "AveragePool" && p.node->attr_i("count_include_pad", 0) && p.node->attr_i("ceil_mode", 0);
-    return indices || refused ? ChannelsLast::Never : ChannelsLast::Same;
+    return indices || refused ? Takes::Never : Takes::Same;
   }
-  return ChannelsLast::Never;
+  return Takes::Never;
+}
+
+Takes onednn_bf16_storage(const NodeProblem& p) {
+  const bool nhwc = p.params && str_param_or(*p.params, "memory_format", "") == "channels_last";
+  return nhwc ? onednn_takes(p) : Takes::Never;
 }
 
 std::unique_ptr<NodeKernel> make_onednn_node_kernel(const NodeProblem& p, int threads) {

@@ -16,10 +16,14 @@ std::vector<BackendSetting> settings_of_backend_onednn() {
                 "networks (levels 1-3, d500's executor): the arithmetic of convolutions and matrix products, fp32 "
                 "(strict float32) or bf16 (mixed precision on oneDNN's bfloat16 primitives, native on CPUs with "
                 "AVX512-BF16 or AMX: their inputs rounded to bfloat16 by oneDNN's reorders, sums in float32, a "
-                "convolution's result rounded to bfloat16 too; every tensor the network keeps, its weights and "
-                "the optimizer stay float32, as on cuda; validation allows 9u more, u = 2^-8; the point's step "
-                "table names each node computed so 'bfloat16', and a node oneDNN does not take runs on the "
-                "reference in float32, listed in executor.reference_fallback_ops); default: fp32"},
+                "convolution's result rounded to bfloat16 too; with memory_format = channels_last the activations "
+                "between convolutions, normalisations, poolings, ReLUs and same-shape additions, and their "
+                "gradients, are stored in bfloat16 too, as autocast keeps them (with nchw they stay float32: "
+                "oneDNN's bfloat16 normalisation is slow on NCHW); the weights, their gradients and the "
+                "optimizer stay float32, as on cuda; validation holds each tensor to its distance under these "
+                "roundings simulated; the point's step table names each node computed so 'bfloat16', and a node "
+                "oneDNN does not take runs on the reference in float32, listed in "
+                "executor.reference_fallback_ops); default: fp32"},
        .workloads = networks,
        .neutral = "fp32",
        .other_note = kOthersComputeInFloat32,

@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "backends/cuda/half.hpp"
+#include "backends/half.hpp"
 #include "backends/reference/nn.hpp"
 #include "backends/registry.hpp"
 #include "common/error.hpp"

@@ -1,7 +1,8 @@
 #pragma once
 // float <-> bfloat16 and IEEE half, as bit patterns, rounding to nearest even: the conversions
 // the cuda backend's reduced-precision inputs and outputs need, done on the host at setup and
-// in finish() (untimed). Plain C++, so that they are unit-tested in every build.
+// in finish() (untimed), and those of d500's executor and the onednn kernels over activations
+// stored in bfloat16 (TensorView::bf16). Plain C++, so that they are unit-tested in every build.
 #include <cmath>
 #include <cstddef>
 #include <cstdint>

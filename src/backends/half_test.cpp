@@ -1,6 +1,6 @@
 // The host-side conversions of the cuda backend's reduced-precision data, against values fixed by
 // the formats (IEEE 754 binary16, bfloat16) and round-to-nearest-even; runs in every build.
-#include "backends/cuda/half.hpp"
+#include "backends/half.hpp"
 
 #include <gtest/gtest.h>
 
