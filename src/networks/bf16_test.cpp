@@ -10,6 +10,7 @@
 #include "backends/registry.hpp"
 #include "networks/builtin.hpp"
 #include "networks/executor.hpp"
+#include "networks/fuse.hpp"
 #include "networks/graph_builder_test.hpp"
 #include "networks/prepare.hpp"
 #include "networks/validate.hpp"
@@ -133,21 +134,26 @@ TEST(Bf16, OnednnsBfloat16ProductsComputeWhatTheYardsticksSimulationDoes) {
 // bfloat16 primitives passes the bf16 judgement, fails float32's (the arithmetic really is
 // reduced), and the same step with its last layer's gradient 2% off fails, named. With NCHW
 // activations (float32 between the products) and with channels-last ones, which onednn keeps in
-// bfloat16 as autocast does: the judgement's simulation then rounds their stores too.
+// bfloat16 as autocast does: the judgement's simulation then rounds their stores too; and so with
+// the joined nodes (fusion = "add_relu+bn_relu"), whose ReLU loops run on bfloat16 there.
 TEST(Bf16, ARealBfloat16StepPassesItsJudgementAndTwoPercentOffInOneGradientFails) {
   const BackendInfo* onednn = onednn_or_skip();
   if (!onednn) GTEST_SKIP() << "this build has no onednn backend (Debian: libdnnl-dev)";
-  Graph g = load_builtin_network("resnet20-cifar", LoadOptions{4, {}});
-  const int loss = add_training_loss(g).loss;
-  const std::vector<int> params = trainable_params(g, loss);
-  const InputData inputs = make_inputs(g, 1, 1);
-  const StepValues exact = yardstick_step(g, true, loss, params, inputs.pointers(), 1);
-  for (const std::string layout : {"nchw", "channels_last"}) {
-    SCOPED_TRACE(layout);
-    const Params point{{"math", std::string("bf16")}, {"memory_format", layout}};
+  Graph plain = load_builtin_network("resnet20-cifar", LoadOptions{4, {}});
+  const int loss = add_training_loss(plain).loss;
+  const std::vector<int> params = trainable_params(plain, loss);
+  const InputData inputs = make_inputs(plain, 1, 1);
+  const StepValues exact = yardstick_step(plain, true, loss, params, inputs.pointers(), 1);
+  Graph joined = plain;  // the same tensor ids: the same exact step
+  ASSERT_EQ(fuse_add_relu(joined), 9);
+  ASSERT_EQ(fuse_bn_relu(joined), 10);
+  for (const auto& [layout, fused] : {std::pair{"nchw", false}, {"channels_last", false}, {"channels_last", true}}) {
+    SCOPED_TRACE(std::string(layout) + (fused ? ", joined" : ""));
+    const Graph& g = fused ? joined : plain;
+    const Params point{{"math", std::string("bf16")}, {"memory_format", std::string(layout)}};
     const auto e = bf16_step(*onednn, g, loss, params, inputs.pointers(), point);
     const auto stored = std::count(e->bf16_plan().begin(), e->bf16_plan().end(), true);
-    if (layout == "nchw")
+    if (std::string(layout) == "nchw")
       EXPECT_EQ(stored, 0);
     else
       EXPECT_GT(stored, 40) << "every activation between the first convolution and the pool";

@@ -136,11 +136,17 @@ void relu_gradient(const T* y, const T* dy, T* first, T* second, std::int64_t n)
     return;
   }
   if constexpr (std::is_same_v<T, std::uint16_t>) {
+    // y > 0 on the bits (sign clear, not zero, not NaN): integer compares, which vectorise.
+    auto passed = [](std::uint16_t v, std::uint16_t d) {
+      const bool pos = static_cast<std::int16_t>(v) > 0 && v <= 0x7f80;
+      return static_cast<std::uint16_t>(d & static_cast<std::uint16_t>(-static_cast<int>(pos)));
+    };
+    if (second) {
 #pragma omp parallel for schedule(static)
-    for (std::int64_t i = 0; i < n; ++i) {
-      const T g = from_bf16(y[i]) > 0.0f ? dy[i] : T{0};
-      first[i] = g;
-      if (second) second[i] = g;
+      for (std::int64_t i = 0; i < n; ++i) first[i] = second[i] = passed(y[i], dy[i]);
+    } else {
+#pragma omp parallel for schedule(static)
+      for (std::int64_t i = 0; i < n; ++i) first[i] = passed(y[i], dy[i]);
     }
   } else if (second) {
 #pragma omp parallel for schedule(static)
