@@ -162,16 +162,18 @@ TEST(Bf16, ARealBfloat16StepPassesItsJudgementAndTwoPercentOffInOneGradientFails
     ToleranceBasis bf16 = with_point_math(fp32, point);
     bf16.reduced_storage = e->bf16_plan();
 
-    const StepJudgement real = judge_step(got, exact, bf16, g, true, loss, params, inputs.pointers(), 1);
+    // The judgements of one graph share its simulations (judge_step's `share`).
+    const std::string share = fused ? "bf16_test resnet20 joined" : "bf16_test resnet20";
+    const StepJudgement real = judge_step(got, exact, bf16, g, true, loss, params, inputs.pointers(), 1, share);
     EXPECT_LE(real.error, real.tolerance) << real.words;
     EXPECT_GE(real.caught_2pct, 3) << real.words;
     EXPECT_EQ(real.words.find("activations the step keeps in bfloat16") != std::string::npos, stored > 0) << real.words;
-    const StepJudgement as_fp32 = judge_step(got, exact, fp32, g, true, loss, params, inputs.pointers(), 1);
+    const StepJudgement as_fp32 = judge_step(got, exact, fp32, g, true, loss, params, inputs.pointers(), 1, share);
     EXPECT_GT(as_fp32.error, as_fp32.tolerance) << "float32's judgement fails a bfloat16 step: " << as_fp32.words;
 
     StepValues off = got;
     for (double& v : off.values.back()) v *= 1.02;
-    const StepJudgement wrong = judge_step(off, exact, bf16, g, true, loss, params, inputs.pointers(), 1);
+    const StepJudgement wrong = judge_step(off, exact, bf16, g, true, loss, params, inputs.pointers(), 1, share);
     EXPECT_GT(wrong.error, wrong.tolerance) << wrong.words;
     EXPECT_EQ(wrong.where, exact.names.back()) << wrong.words;
   }
