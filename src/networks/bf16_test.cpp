@@ -159,8 +159,8 @@ TEST(Bf16, ARealBfloat16StepPassesItsJudgementAndTwoPercentOffInOneGradientFails
       EXPECT_GT(stored, 40) << "every activation between the first convolution and the pool";
     const StepValues got = step_values(*e, g, params, true);
     const ToleranceBasis fp32 = network_tolerance(g, loss);
-    ToleranceBasis bf16 = with_point_math(fp32, point);
-    bf16.reduced_storage = e->bf16_plan();
+    const ToleranceBasis bf16 = with_point_math(fp32, point, e.get());
+    EXPECT_EQ(bf16.reduced_storage, e->bf16_plan());
 
     // The judgements of one graph share its simulations (judge_step's `share`).
     const std::string share = fused ? "bf16_test resnet20 joined" : "bf16_test resnet20";

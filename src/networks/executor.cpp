@@ -257,7 +257,7 @@ class ReducedInputs final : public NodeKernel {
     round({p_.in.size() > 0 ? &p_.in[0] : nullptr, p_.in.size() > 1 ? &p_.in[1] : nullptr, nullptr});
     k_->forward();
     restore();
-    if (results_) round_in_place(p_.out[0]);
+    if (results_) round_all(p_.out[0], bits_);
   }
   void backward() override {
     round({p_.in.size() > 0 ? &p_.in[0] : nullptr, p_.in.size() > 1 ? &p_.in[1] : nullptr,
@@ -265,7 +265,7 @@ class ReducedInputs final : public NodeKernel {
     k_->backward();
     restore();
     if (results_)
-      for (std::size_t i = 0; i < std::min<std::size_t>(2, p_.din.size()); ++i) round_in_place(p_.din[i]);
+      for (std::size_t i = 0; i < std::min<std::size_t>(2, p_.din.size()); ++i) round_all(p_.din[i], bits_);
   }
   void constants_changed() override { k_->constants_changed(); }
   std::string impl() const override {
@@ -290,7 +290,6 @@ class ReducedInputs final : public NodeKernel {
     for (auto& [v, keep] : saved_) std::copy(keep.begin(), keep.end(), v);
     saved_.clear();
   }
-  void round_in_place(const TensorView& t) const { round_all(t, bits_); }
   std::unique_ptr<NodeKernel> k_;
   NodeProblem p_;
   int bits_;
@@ -604,10 +603,18 @@ struct GraphExecutor::Impl {
     for (std::size_t i = 0; i < v.size(); ++i) v[i] = read(t, p, static_cast<std::int64_t>(i));
     return v;
   }
-  void add(void* target, const void* src, std::int64_t n, bool bf16 = false) const {
-    if (bf16)
-      add_into_bf16(static_cast<std::uint16_t*>(target), static_cast<const std::uint16_t*>(src), n);
-    else if (dev)
+  // A contribution added to its gradient: in bfloat16 where both are stored so; in the yardstick
+  // of such a step, the sum rounded as the store would round it.
+  void add(const Add& a) const {
+    if (a.bf16)
+      return add_into_bf16(static_cast<std::uint16_t*>(a.target), static_cast<const std::uint16_t*>(a.temp), a.n);
+    add(a.target, a.temp, a.n);
+    if (a.rounded)
+      for (std::int64_t i = 0; i < a.n; ++i)
+        static_cast<double*>(a.target)[i] = rounded_to(static_cast<double*>(a.target)[i], spec.reduced_mantissa);
+  }
+  void add(void* target, const void* src, std::int64_t n) const {
+    if (dev)
       dev->axpy(1.0f, static_cast<const float*>(src), static_cast<float*>(target), n);
     else if (fsz == 8)
       add_into<double>(target, src, n);
@@ -701,15 +708,17 @@ Schedule aliasing(const Graph& g, bool training) {
 }
 
 // A storage choice's plan over the tensors, by a backend's rule for each node (graph.hpp's
-// Takes): which tensors are stored so. A 4-D float tensor is when its H W > 1, the arena holds it
+// Takes): which tensors are stored so; none where the point does not ask for it (`asked`), the
+// backend has no rule, or this is the yardstick. A 4-D float tensor is when its H W > 1, the arena holds it
 // (no constant, graph input or output, nor the loss), no view reads it or is it, and its group --
 // the tensors that nodes taking Takes::Same tie together -- touches no node that takes Never
 // (nor a convolution's weight or bias). The rest stays as declared, and a convolution (Each)
 // converts at the groups' borders.
 std::vector<bool> plan_storage(const Graph& g, const Schedule& sc, const ExecutorSpec& spec,
-                               const std::function<Takes(const NodeProblem&)>& rule) {
+                               const std::function<Takes(const NodeProblem&)>& rule, bool asked) {
   const std::size_t nt = g.tensors.size();
   std::vector<bool> chosen(nt, false);
+  if (!asked || !rule || spec.double_precision) return chosen;
   auto spatial = [&](int t) {
     if (t < 0) return false;
     const TensorInfo& i = g.info(t);
@@ -763,19 +772,16 @@ std::vector<bool> plan_storage(const Graph& g, const Schedule& sc, const Executo
 // With the point's memory_format = "channels_last" on a backend that takes it
 // (BackendInfo::channels_last): which tensors are stored channels-last.
 std::vector<bool> plan_channels_last(const Graph& g, const Schedule& sc, const ExecutorSpec& spec) {
-  if (spec.double_precision || !spec.backend || !spec.backend->channels_last || !spec.point ||
-      str_param_or(*spec.point, "memory_format", "") != "channels_last")
-    return std::vector<bool>(g.tensors.size(), false);
-  return plan_storage(g, sc, spec, spec.backend->channels_last);
+  return plan_storage(g, sc, spec, spec.backend ? spec.backend->channels_last : nullptr,
+                      spec.point && str_param_or(*spec.point, "memory_format", "") == "channels_last");
 }
 
 // With the point's math = "bf16" on a backend that takes it (BackendInfo::bf16_storage): which
 // activations are stored in bfloat16, as autocast keeps a convolution's output and what follows
 // it. A global pooling's [N, C, 1, 1] output is not (its H W is 1): its kernel converts it.
 std::vector<bool> plan_bf16(const Graph& g, const Schedule& sc, const ExecutorSpec& spec) {
-  if (spec.double_precision || !spec.backend || !spec.backend->bf16_storage || !spec.point || !bf16_math(*spec.point))
-    return std::vector<bool>(g.tensors.size(), false);
-  return plan_storage(g, sc, spec, spec.backend->bf16_storage);
+  return plan_storage(g, sc, spec, spec.backend ? spec.backend->bf16_storage : nullptr,
+                      spec.point && bf16_math(*spec.point));
 }
 
 // The schedule: forward steps of kernel nodes, then (training) the loss seed and the backward
@@ -1332,12 +1338,7 @@ void GraphExecutor::backward(int micro) {
     } else {
       m.copy(r.copy_to, r.copy_from, static_cast<std::size_t>(r.copy_n) * m.fsz);
     }
-    for (const auto& a : r.adds) {
-      m.add(a.target, a.temp, a.n, a.bf16);
-      if (a.rounded)
-        for (std::int64_t i = 0; i < a.n; ++i)
-          static_cast<double*>(a.target)[i] = rounded_to(static_cast<double*>(a.target)[i], m.spec.reduced_mantissa);
-    }
+    for (const auto& a : r.adds) m.add(a);
     clock.lap();
     if (ready_ && micro == micros - 1) {
       ready_(m.ready_after[static_cast<std::size_t>(&r - m.bwd.data())]);

@@ -62,7 +62,7 @@ ToleranceBasis network_tolerance(const Graph& g, int loss) {
   return b;
 }
 
-ToleranceBasis with_point_math(ToleranceBasis b, const Params& point) {
+ToleranceBasis with_point_math(ToleranceBasis b, const Params& point, const GraphRunner* runner) {
   const double chain = std::sqrt(static_cast<double>(std::max(b.depth, 1)));
   b.float_tolerance = b.tolerance;
   if (tf32_math(point)) {
@@ -81,6 +81,8 @@ ToleranceBasis with_point_math(ToleranceBasis b, const Params& point) {
         "; + 9u sqrt(D) = " + fmt_sig(extra, 3) + ", u = 2^-8 (math = bf16: convolutions and matrix products round " +
         "their inputs to bfloat16's 7 mantissa bits, a convolution its result too), in all " + fmt_sig(b.tolerance, 3);
   }
+  if (const auto* e = dynamic_cast<const GraphExecutor*>(runner); e && b.reduced_mantissa > 0)
+    b.reduced_storage = e->bf16_plan();
   return b;
 }
 

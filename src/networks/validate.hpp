@@ -38,8 +38,9 @@ ToleranceBasis network_tolerance(const Graph& g, int loss);
 // rounded to bfloat16 (rounded_inputs_tolerance(7), 8u, u = 2^-8) and a convolution's result too
 // (u): 9u sqrt(D); `b` itself otherwise. It also sets reduced_mantissa (10, 7). That formula is
 // the words' bound only: it is no allowance (bf16's is 0.4 on ResNet-20, where a gradient 2% off
-// would pass), judge_step allows each tensor its simulated distance instead.
-ToleranceBasis with_point_math(ToleranceBasis b, const Params& point);
+// would pass), judge_step allows each tensor its simulated distance instead. With a reduced math
+// and `runner` d500's executor, reduced_storage is what that executor stores in bfloat16.
+ToleranceBasis with_point_math(ToleranceBasis b, const Params& point, const GraphRunner* runner = nullptr);
 
 // What a step computed: named tensors as doubles.
 struct StepValues {

@@ -128,6 +128,10 @@ class PairedNode : public DnnlNode {
 // kernel's (dy passed by value whatever y is: the loops vectorise). The backward pass of the
 // joined nodes that end in a Relu (AddRelu, BatchNormRelu), over float32 tensors or, all four,
 // bfloat16 ones (TensorView::bf16: a gradient passed or zeroed is exact in either).
+// bfloat16 bits that stand for a value > 0 (sign clear, not zero, not NaN): integer compares,
+// which vectorise where widening to float does not.
+inline bool bf16_positive(std::uint16_t v) { return static_cast<std::int16_t>(v) > 0 && v <= 0x7f80; }
+
 template <class T>
 void relu_gradient(const T* y, const T* dy, T* first, T* second, std::int64_t n) {
   if (!dy) {
@@ -136,10 +140,8 @@ void relu_gradient(const T* y, const T* dy, T* first, T* second, std::int64_t n)
     return;
   }
   if constexpr (std::is_same_v<T, std::uint16_t>) {
-    // y > 0 on the bits (sign clear, not zero, not NaN): integer compares, which vectorise.
     auto passed = [](std::uint16_t v, std::uint16_t d) {
-      const bool pos = static_cast<std::int16_t>(v) > 0 && v <= 0x7f80;
-      return static_cast<std::uint16_t>(d & static_cast<std::uint16_t>(-static_cast<int>(pos)));
+      return static_cast<std::uint16_t>(d & static_cast<std::uint16_t>(-static_cast<int>(bf16_positive(v))));
     };
     if (second) {
 #pragma omp parallel for schedule(static)
@@ -155,6 +157,16 @@ void relu_gradient(const T* y, const T* dy, T* first, T* second, std::int64_t n)
 #pragma omp parallel for schedule(static)
     for (std::int64_t i = 0; i < n; ++i) first[i] = dev::relu_grad(y[i], dy[i]);
   }
+}
+// The same over a kernel's untyped views: bfloat16 (`bf16`) or float32, all four alike.
+void relu_gradient(bool bf16, const void* y, const void* dy, void* first, void* second, std::int64_t n) {
+  using H = std::uint16_t;
+  if (bf16)
+    relu_gradient(static_cast<const H*>(y), static_cast<const H*>(dy), static_cast<H*>(first), static_cast<H*>(second),
+                  n);
+  else
+    relu_gradient(static_cast<const float*>(y), static_cast<const float*>(dy), static_cast<float*>(first),
+                  static_cast<float*>(second), n);
 }
 
 // ---- Convolution ----------------------------------------------------------------------------------
@@ -524,7 +536,7 @@ class BatchNormKernel final : public PairedNode {
       if (half_) {
         auto* y = static_cast<std::uint16_t*>(y_);
 #pragma omp parallel for schedule(static)
-        for (std::int64_t i = 0; i < n_; ++i) y[i] = from_bf16(y[i]) > 0.0f ? y[i] : std::uint16_t{0};
+        for (std::int64_t i = 0; i < n_; ++i) y[i] = bf16_positive(y[i]) ? y[i] : std::uint16_t{0};
       } else {
         auto* y = static_cast<float*>(y_);
 #pragma omp parallel for schedule(static)
@@ -604,12 +616,7 @@ class BatchNormKernel final : public PairedNode {
     }
   }
   void backward() override {
-    if (relu_ && half_)
-      relu_gradient(static_cast<const std::uint16_t*>(y_), static_cast<const std::uint16_t*>(dy_),
-                    static_cast<std::uint16_t*>(masked_), static_cast<std::uint16_t*>(nullptr), n_);
-    else if (relu_)
-      relu_gradient(static_cast<const float*>(y_), static_cast<const float*>(dy_), static_cast<float*>(masked_),
-                    static_cast<float*>(nullptr), n_);
+    if (relu_) relu_gradient(half_, y_, dy_, masked_, nullptr, n_);
     PairedNode::backward();
   }
 
@@ -850,15 +857,7 @@ class AddReluKernel final : public DnnlNode {
     s_.wait();
   }
   void backward() override {
-    void* first = d0_ ? d0_ : d1_;
-    void* second = d0_ ? d1_ : nullptr;
-    if (!first) return;
-    if (half_)
-      relu_gradient(static_cast<const std::uint16_t*>(y_), static_cast<const std::uint16_t*>(dy_),
-                    static_cast<std::uint16_t*>(first), static_cast<std::uint16_t*>(second), n_);
-    else
-      relu_gradient(static_cast<const float*>(y_), static_cast<const float*>(dy_), static_cast<float*>(first),
-                    static_cast<float*>(second), n_);
+    if (void* first = d0_ ? d0_ : d1_) relu_gradient(half_, y_, dy_, first, d0_ ? d1_ : nullptr, n_);
   }
   std::string impl() const override { return DnnlNode::impl() + "; backward d500's loop"; }
 

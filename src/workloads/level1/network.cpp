@@ -137,8 +137,7 @@ class NetworkWorkload final : public Workload {
     step(nullptr);
     const StepValues got = step_values(*runner_, net_->graph, net_->params, pt_.training);
     const auto ref = yardstick(pt_, *net_, inputs_);
-    ToleranceBasis tolerance = with_point_math(net_->tolerance, params_);
-    if (executor_) tolerance.reduced_storage = executor_->bf16_plan();
+    const ToleranceBasis tolerance = with_point_math(net_->tolerance, params_, runner_.get());
     const StepJudgement j = judge_step(got, *ref, tolerance, net_->graph, pt_.training, net_->loss.loss, net_->params,
                                        inputs_.pointers(), pt_.micro_batches(), yardstick_key(pt_));
     std::string what =

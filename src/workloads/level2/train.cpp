@@ -261,10 +261,8 @@ class TrainWorkload final : public Workload {
     runner_->backward(0);
     const StepValues got = step_values(*runner_, graph_, loaded_->params, true);
     const StepValues ref = yardstick_step(graph_, true, loaded_->loss.loss, loaded_->params, inputs_.pointers(), 1);
-    ToleranceBasis basis = with_point_math(loaded_->tolerance, params_);
-    if (const auto* e = dynamic_cast<const GraphExecutor*>(runner_.get())) basis.reduced_storage = e->bf16_plan();
-    const StepJudgement j =
-        judge_step(got, ref, basis, graph_, true, loaded_->loss.loss, loaded_->params, inputs_.pointers(), 1);
+    const StepJudgement j = judge_step(got, ref, with_point_math(loaded_->tolerance, params_, runner_.get()), graph_,
+                                       true, loaded_->loss.loss, loaded_->params, inputs_.pointers(), 1);
     double ratio = j.error / j.tolerance;
     std::string method =
         "worst of two ratios error/tolerance (<= 1 passes): (1) the first batch's loss and the gradient of each of the " +
