@@ -20,6 +20,13 @@ cd "$root"
 bash launchers/install-deps.sh --tests
 bash launchers/build.sh -DD500_WITH_TESTS=ON
 
+# The suite runs up to five tests at once on a CI machine of two cores, and many of them start
+# mpirun jobs of 2-4 ranks. A rank waiting in MPI spins by default (Open MPI yields only when its own
+# job oversubscribes the node, and each job alone does not), so the waiting ranks of one test took
+# the CPU from the working ranks of the others: three kill-and-resume tests, 36 s one after another
+# here, took 43 s side by side spinning and 28 s yielding. Benchmarks and campaigns keep the default.
+export OMPI_MCA_mpi_yield_when_idle=${OMPI_MCA_mpi_yield_when_idle:-1}
+
 passed=0 failed=0 skipped=0 rc=0
 run_suite() {  # build dir, required backends, whether libslurm is required, ctest args...
   local dir=$1 backends=$2 slurm=$3 log
