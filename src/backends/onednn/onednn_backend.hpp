@@ -1,5 +1,5 @@
 #pragma once
-// Shared between the onednn backend's two files; the rest of d500 reaches oneDNN through the
+// Shared between the onednn backend's files; the rest of d500 reaches oneDNN through the
 // backend registry.
 #include <memory>
 #include <string>
@@ -19,8 +19,10 @@ std::unique_ptr<NodeKernel> make_onednn_node_kernel(const NodeProblem& p, int th
 // per-channel and element-wise primitives all alike.
 Takes onednn_takes(const NodeProblem& p);
 // With the point's math = "bf16": how it takes bfloat16 ones (BackendInfo::bf16_storage): as
-// onednn_takes says, with channels-last activations; with NCHW ones never (oneDNN's bfloat16
-// batch normalisation on NCHW took 2.7 times float32's there: docs/performance.md).
+// onednn_takes says, in either layout (an NCHW normalisation runs on d500's loops, which take both).
 Takes onednn_bf16_storage(const NodeProblem& p);
+// A batch normalisation (BatchNormRelu: with its relu) over NCHW activations of rank 3 to 5, in
+// float32 or bfloat16 as stored, on d500's loops (nchw_batch_norm.cpp); training: batch statistics.
+std::unique_ptr<NodeKernel> make_nchw_batch_norm(const NodeProblem& p, bool training, float eps, bool relu);
 
 }  // namespace d500

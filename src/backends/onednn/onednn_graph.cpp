@@ -963,8 +963,11 @@ std::unique_ptr<NodeKernel> make(const NodeProblem& p) {
   }
   if (is_batch_norm(op) && rank >= 2 && rank <= 5) {
     const bool bn_training = training || n.attr_i("training_mode", 0) != 0;
-    return std::make_unique<BatchNormKernel>(p, bn_training, static_cast<float>(n.attr_f("epsilon", 1e-5)),
-                                             op == "BatchNormRelu");
+    const auto eps = static_cast<float>(n.attr_f("epsilon", 1e-5));
+    // NCHW with planes: d500's loops (nchw_batch_norm.cpp; oneDNN has no JIT kernel for it).
+    if (rank >= 3 && !p.in[0].channels_last && p.in.size() >= 5)
+      return make_nchw_batch_norm(p, bn_training, eps, op == "BatchNormRelu");
+    return std::make_unique<BatchNormKernel>(p, bn_training, eps, op == "BatchNormRelu");
   }
   if (op == "LayerNormalization") {
     const Shape& x = *p.in[0].shape;
@@ -1040,10 +1043,7 @@ Takes onednn_takes(const NodeProblem& p) {
   return Takes::Never;
 }
 
-Takes onednn_bf16_storage(const NodeProblem& p) {
-  const bool nhwc = p.params && str_param_or(*p.params, "memory_format", "") == "channels_last";
-  return nhwc ? onednn_takes(p) : Takes::Never;
-}
+Takes onednn_bf16_storage(const NodeProblem& p) { return onednn_takes(p); }
 
 std::unique_ptr<NodeKernel> make_onednn_node_kernel(const NodeProblem& p, int threads) {
   omp_set_num_threads(threads);
