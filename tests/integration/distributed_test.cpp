@@ -81,6 +81,36 @@ TEST_F(Distributed, OnOneWorkerEverySchemeFollowsLevelTwosCurveBitForBit) {
   for (const auto& [which, c] : curve) EXPECT_EQ(c, level2) << which << " differs from level 2's run of the same seed";
 }
 
+// The overlapped allreduce against the plain one in the run's results.json: one pair, its figures
+// recomputed from the report's own per-point medians, and intervals around the estimates. The
+// exposed time is the median over steps of the slowest rank's communication + wait, recomputed
+// here from the file's samples as hdf5-schema/ describes them (phases 0 op, 5 communication,
+// 6 wait; a step's slowest rank the one with the longest op row). (The sum of the two phases'
+// medians is no bound on it: the slowest rank seldom waits, and with the ranks yielding the CPU
+// under the suite's load the median of the sums was 2.1 times the sum of the medians.) "ok" when so.
+Cmd overlap_comparison_checked(const fs::path& run) {
+  return sh(
+      "/usr/bin/python3 -c \"\nimport json, h5py, numpy as np\nj = json.load(open('" + (run / "results.json").string() +
+      "'))\npts = {p['id']: p for p in j['points']}\nassert len(j['overlap']) == 1, j['overlap']\nc = j['overlap'][0]\n"
+      "p, o = pts[c['plain_id']], pts[c['overlap_id']]\n"
+      "assert ' scheme=allreduce ' in p['canonical'] and ' scheme=allreduce-overlap ' in o['canonical']\n"
+      "assert c['workers'] == 3 and c['plain_step_s'] == p['median_s'] and c['overlap_step_s'] == o['median_s']\n"
+      "f = h5py.File('" +
+      (run / "results" / "job-0000.h5").string() +
+      "', 'r')\ns = f['points'][c['plain_id']]['samples'][:]\ns = s[s['warmup'] == 0]\nop = s[s['phase'] == 0]\nex = []\n"
+      "for rep in sorted(set(op['rep'].tolist())):\n"
+      "  r = op[op['rep'] == rep]\n"
+      "  if len(r) != int(f.attrs['ranks']): continue\n"
+      "  w = r['rank'][int(np.argmax(r['end_ns'] - r['start_ns']))]\n"
+      "  x = s[(s['rep'] == rep) & (s['rank'] == w) & ((s['phase'] == 5) | (s['phase'] == 6))]\n"
+      "  ex.append(float((x['end_ns'] - x['start_ns']).sum()) * 1e-9)\n"
+      "assert len(ex) == 18 and abs(np.median(ex) - c['plain_exposed_s']) <= 1e-9, (len(ex), np.median(ex), c)\n"
+      "assert abs(c['hidden'][0] - (c['plain_step_s'] - c['overlap_step_s']) / c['plain_exposed_s']) < 1e-6\n"
+      "assert c['hidden'][1] <= c['hidden'][0] <= c['hidden'][2], c\n"
+      "s = c['speedup']\nassert abs(s['estimate'] / (p['median_s'] / o['median_s']) - 1) < 1e-6 and s['lo'] <= s['estimate'] <= s['hi'], s\n"
+      "print('ok')\n\"");
+}
+
 TEST_F(Distributed, ThreeRanksKeepConsistentSchemesIdenticalAndCountEachSchemesVolume) {
   const std::string text =
       kDistributedHead +
@@ -174,33 +204,7 @@ TEST_F(Distributed, ThreeRanksKeepConsistentSchemesIdenticalAndCountEachSchemesV
   const std::string md = read_file_text(run / "report.md");
   EXPECT_NE(md.find("inconsistent"), std::string::npos);
   EXPECT_NE(md.find("communication"), std::string::npos);
-  // The overlapped allreduce against the plain one: one pair, its figures recomputed from the
-  // report's own per-point medians, and intervals around the estimates. The exposed time is the
-  // median over steps of the slowest rank's communication + wait, recomputed here from the file's
-  // samples as hdf5-schema/ describes them (phases 0 op, 5 communication, 6 wait; a step's slowest
-  // rank the one with the longest op row). (The sum of the two phases' medians is no bound on it:
-  // the slowest rank seldom waits, and with the ranks yielding the CPU under the suite's load the
-  // median of the sums was 2.1 times the sum of the medians.)
-  Cmd ov = sh(
-      "/usr/bin/python3 -c \"\nimport json, h5py, numpy as np\nj = json.load(open('" + (run / "results.json").string() +
-      "'))\npts = {p['id']: p for p in j['points']}\nassert len(j['overlap']) == 1, j['overlap']\nc = j['overlap'][0]\n"
-      "p, o = pts[c['plain_id']], pts[c['overlap_id']]\n"
-      "assert ' scheme=allreduce ' in p['canonical'] and ' scheme=allreduce-overlap ' in o['canonical']\n"
-      "assert c['workers'] == 3 and c['plain_step_s'] == p['median_s'] and c['overlap_step_s'] == o['median_s']\n"
-      "f = h5py.File('" +
-      (run / "results" / "job-0000.h5").string() +
-      "', 'r')\ns = f['points'][c['plain_id']]['samples'][:]\ns = s[s['warmup'] == 0]\nop = s[s['phase'] == 0]\nex = []\n"
-      "for rep in sorted(set(op['rep'].tolist())):\n"
-      "  r = op[op['rep'] == rep]\n"
-      "  if len(r) != int(f.attrs['ranks']): continue\n"
-      "  w = r['rank'][int(np.argmax(r['end_ns'] - r['start_ns']))]\n"
-      "  x = s[(s['rep'] == rep) & (s['rank'] == w) & ((s['phase'] == 5) | (s['phase'] == 6))]\n"
-      "  ex.append(float((x['end_ns'] - x['start_ns']).sum()) * 1e-9)\n"
-      "assert len(ex) == 18 and abs(np.median(ex) - c['plain_exposed_s']) <= 1e-9, (len(ex), np.median(ex), c)\n"
-      "assert abs(c['hidden'][0] - (c['plain_step_s'] - c['overlap_step_s']) / c['plain_exposed_s']) < 1e-6\n"
-      "assert c['hidden'][1] <= c['hidden'][0] <= c['hidden'][2], c\n"
-      "s = c['speedup']\nassert abs(s['estimate'] / (p['median_s'] / o['median_s']) - 1) < 1e-6 and s['lo'] <= s['estimate'] <= s['hi'], s\n"
-      "print('ok')\n\"");
+  const Cmd ov = overlap_comparison_checked(run);
   EXPECT_EQ(ov.out, "ok\n") << ov.out;
   EXPECT_NE(md.find("### Overlap"), std::string::npos);
 }
