@@ -57,15 +57,16 @@ std::string point_status(const fs::path& file, const std::string& point) {
 }  // namespace
 
 TEST_F(Store, KilledJobKeepsEverySampleFlushedBeforeTheKill) {
-  // Point 1 is quick (n = 32: 10^4 repetitions in a second); point 2 would run for minutes,
-  // flushing every ~2 s: the job is killed with SIGKILL right after point 2's first flush. (With
-  // n = 160 for both, point 1 alone took ~50 s of the 60 s the test waits, and a busy machine
-  // made it miss; with 10^5 repetitions, each with its barrier, point 1 took 100 s in the suite
-  // once its waiting ranks yielded to the other tests' ranks.)
+  // Point 1 is quick (n = 32: 2000 repetitions in a fraction of a second); point 2 would run for
+  // a minute or more (n = 256 on the reference), flushing every ~2 s: the job is killed with
+  // SIGKILL right after point 2's first flush. (With n = 160 for both, point 1 alone took ~50 s of
+  // the 60 s the test waits, and a busy machine made it miss; with 10^5 repetitions, each with its
+  // barrier, point 1 took 100 s in the suite once its waiting ranks yielded to the other tests'
+  // ranks, and 10^4 still 40 s.)
   std::string c = write("kill.toml", R"(
 [campaign]
 name = "killed"
-repetitions = 10000
+repetitions = 2000
 warmups = 1
 [axes]
 workload = ["gemm"]
