@@ -7,9 +7,6 @@
 // each plane's added into a double; the variance is taken about the mean (two passes, no
 // cancellation); a value is read from bfloat16 exactly and written rounded to nearest even, as
 // oneDNN's bfloat16 normalisation reads and writes it.
-#include <omp.h>
-
-#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
@@ -78,6 +75,7 @@ struct Planes {
   void* y = nullptr;
   const void* dy = nullptr;
   void* dx = nullptr;
+  const float *scale = nullptr, *shift = nullptr;  // per channel
   std::int64_t batch = 0, channels = 0, plane = 1;
   bool relu = false;  // BatchNormRelu: y = max(., 0), and the gradient passed where y > 0
   template <class T>
@@ -92,7 +90,7 @@ struct Planes {
 // One channel's statistics: the batch's in training (else the running ones, given), and what the
 // backward pass writes.
 struct Channel {
-  float mean = 0, var = 0, inv_std = 0, scale = 1, shift = 0;
+  float mean = 0, var = 0, inv_std = 0;
   double sum_g = 0, sum_gx = 0;  // backward: the sums of the gradient reaching y, and times x - mean
 };
 
@@ -127,7 +125,7 @@ template <class T>
   // y = (x - mean) a + shift, not x a + (shift - mean a) as PyTorch's CPU loop and oneDNN's
   // fallback compute it: x lies near its mean, and x a and mean a, each rounded, cancel (ResNet-20's
   // float32 step: 8.4e-4 from the double-precision yardstick so, as theirs, and 2.8e-6 this way).
-  const float a = ch.scale * ch.inv_std, b = ch.shift, mean = ch.mean;
+  const float a = p.scale[c] * ch.inv_std, b = p.shift[c], mean = ch.mean;
   for (std::int64_t n = 0; n < p.batch; ++n) {
     const T* x = p.at<T>(p.x, n, c);
     T* y = p.at<T>(p.y, n, c);
@@ -156,7 +154,7 @@ template <class T>
   if (!p.dx) return;
   // dx = scale inv_std (g - mean(g) - xhat mean(g xhat)) = k1 g + k2 (x - mean) + k3, with
   // xhat = (x - mean) inv_std (x - mean as the forward pass takes it, for the same reason).
-  const float k1 = ch.scale * ch.inv_std;
+  const float k1 = p.scale[c] * ch.inv_std;
   const float k2 = -k1 * ch.inv_std * static_cast<float>(ch.sum_gx * ch.inv_std / m);
   const float k3 = -k1 * static_cast<float>(ch.sum_g / m);
   for (std::int64_t n = 0; n < p.batch; ++n) {
@@ -193,16 +191,12 @@ D500_CPU_CLONES void backward_bf16(const Planes& p, std::int64_t c, Channel& ch)
 class NchwBatchNorm final : public NodeKernel {
  public:
   NchwBatchNorm(const NodeProblem& p, bool training, float eps, bool relu)
-      : bf16_(p.in[0].bf16), training_(training), eps_(eps) {
+      : bf16_(p.in[0].bf16), training_(training), eps_(eps), stats_(p) {
     const Shape& s = *p.in[0].shape;
     planes_.batch = s[0], planes_.channels = s[1], planes_.relu = relu;
     for (std::size_t i = 2; i < s.size(); ++i) planes_.plane *= s[i];
     planes_.x = p.in[0].data, planes_.y = p.out[0].data;
-    scale_ = static_cast<const float*>(p.in[1].data), shift_ = static_cast<const float*>(p.in[2].data);
-    rm_ = static_cast<const float*>(p.in[3].data), rv_ = static_cast<const float*>(p.in[4].data);
-    momentum_ = static_cast<float>(p.node->attr_f("momentum", 0.9));
-    for (std::size_t j = 1; j < p.out.size() && j < 5; ++j)
-      if (p.out[j].present()) outs_[j - 1] = static_cast<float*>(p.out[j].data);
+    planes_.scale = static_cast<const float*>(p.in[1].data), planes_.shift = static_cast<const float*>(p.in[2].data);
     ch_.assign(static_cast<std::size_t>(planes_.channels), Channel{});
     if (!p.training) return;
     planes_.dy = p.dout[0].present() ? p.dout[0].data : nullptr;
@@ -215,19 +209,13 @@ class NchwBatchNorm final : public NodeKernel {
 #pragma omp parallel for schedule(static)
     for (std::int64_t c = 0; c < channels; ++c) {
       Channel& ch = ch_[static_cast<std::size_t>(c)];
-      ch.scale = scale_[c], ch.shift = shift_[c];
-      if (!training_) ch.mean = rm_[c], ch.var = rv_[c];
+      if (!training_) ch.mean = stats_.running_mean[c], ch.var = stats_.running_var[c];
       (bf16_ ? forward_bf16 : forward_f32)(planes_, c, training_, eps_, ch);
     }
     if (!training_) return;
     for (std::int64_t c = 0; c < channels; ++c) {
       const Channel& ch = ch_[static_cast<std::size_t>(c)];
-      // Read before written: an output may be the running statistic itself (kept in place).
-      const float rm = rm_[c], rv = rv_[c];
-      if (outs_[0]) outs_[0][c] = rm * momentum_ + ch.mean * (1.0f - momentum_);
-      if (outs_[1]) outs_[1][c] = rv * momentum_ + ch.var * (1.0f - momentum_);
-      if (outs_[2]) outs_[2][c] = ch.mean;
-      if (outs_[3]) outs_[3][c] = ch.var;
+      stats_.write(c, ch.mean, ch.var);
     }
   }
   void backward() override {
@@ -250,10 +238,9 @@ class NchwBatchNorm final : public NodeKernel {
  private:
   Planes planes_;
   bool bf16_, training_;
-  float eps_, momentum_ = 0.9f;
-  const float *scale_ = nullptr, *shift_ = nullptr, *rm_ = nullptr, *rv_ = nullptr;
+  float eps_;
+  BatchNormStatistics stats_;
   float *dscale_ = nullptr, *dshift_ = nullptr;
-  float* outs_[4] = {};  // outputs 1 to 4 (nullptr: absent)
   std::vector<Channel> ch_;
 };
 

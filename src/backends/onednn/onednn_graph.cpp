@@ -90,8 +90,8 @@ class ReorderScratch {
     if (!b.data) throw std::bad_alloc();
     b.bytes = rounded;
   }
-  // The slot's buffer, at least `bytes` long (grown only where no kernel reserved it: a kernel
-  // made on another thread).
+  // The slot's buffer, at least `bytes` long: grown by a kernel's creation, and at a call only
+  // where no kernel of this thread reserved it (a kernel made on another thread).
   void* at(int slot, std::size_t bytes) {
     reserve(slot, bytes);
     return slots_[slot].data.get();
@@ -117,6 +117,7 @@ struct Arg {
   dnnl::reorder to_prim, to_user;
   bool reorder = false;
   int slot = -1;
+  std::size_t bytes = 0;  // prim's
   void bind(const memory::desc& want, const memory::desc& user_md, void* p, bool input, bool output,
             int scratch_slot = -1) {
     user = user_mem(user_md, p);
@@ -126,17 +127,13 @@ struct Arg {
     }
     reorder = true;
     slot = scratch_slot;
-    if (slot >= 0) {
-      ReorderScratch::mine().reserve(slot, want.get_size());
-      prim = memory(want, engine(), ReorderScratch::mine().at(slot, want.get_size()));
-    } else {
-      prim = memory(want, engine());
-    }
+    bytes = want.get_size();
+    prim = slot >= 0 ? memory(want, engine(), ReorderScratch::mine().at(slot, bytes)) : memory(want, engine());
     if (input) to_prim = dnnl::reorder(user, prim);
     if (output) to_user = dnnl::reorder(prim, user);
   }
   void place() {
-    if (reorder && slot >= 0) prim.set_data_handle(ReorderScratch::mine().at(slot, prim.get_desc().get_size()));
+    if (reorder && slot >= 0) prim.set_data_handle(ReorderScratch::mine().at(slot, bytes));
   }
   void pull(dnnl::stream& s) {
     if (!reorder) return;
@@ -601,17 +598,10 @@ class BatchNormKernel final : public PairedNode {
         for (std::int64_t i = 0; i < n_; ++i) y[i] = dev::relu(y[i]);
       }
     }
-    if (!training_ || outs_.empty()) return;
+    if (!training_) return;
     const auto* mean = static_cast<const float*>(mean_.get_data_handle());
     const auto* var = static_cast<const float*>(var_.get_data_handle());
-    for (std::int64_t c = 0; c < channels_; ++c) {
-      // Read before written: an output may be the running statistic itself (kept in place).
-      const float rm = rm_[c], rv = rv_[c];
-      if (outs_[0]) outs_[0][c] = rm * momentum_ + mean[c] * (1.0f - momentum_);
-      if (outs_[1]) outs_[1][c] = rv * momentum_ + var[c] * (1.0f - momentum_);
-      if (outs_[2]) outs_[2][c] = mean[c];
-      if (outs_[3]) outs_[3][c] = var[c];
-    }
+    for (std::int64_t c = 0; c < channels_; ++c) stats_.write(c, mean[c], var[c]);
   }
   BatchNormKernel(const NodeProblem& p, bool training, float eps, bool relu)
       : PairedNode((relu ? "batch normalization, relu in place by d500's loop" : "batch normalization") +
@@ -619,7 +609,8 @@ class BatchNormKernel final : public PairedNode {
         relu_(relu),
         half_(p.in[0].bf16),
         n_(p.out[0].numel()),
-        y_(p.out[0].data) {
+        y_(p.out[0].data),
+        stats_(p) {
     using namespace dnnl;
     // x, y and their gradients stored alike (Takes::Same); scale, shift and the statistics float32.
     const memory::desc x = stored(dims_of(*p.in[0].shape), p.in[0]), ch = plain(*p.in[1].shape);
@@ -645,13 +636,6 @@ class BatchNormKernel final : public PairedNode {
     fargs_[DNNL_ARG_VARIANCE] = var_;
     training_ = training;
     channels_ = numel(*p.in[1].shape);
-    momentum_ = static_cast<float>(p.node->attr_f("momentum", 0.9));
-    rm_ = static_cast<const float*>(p.in[3].data);
-    rv_ = static_cast<const float*>(p.in[4].data);
-    for (std::size_t j = 1; j < p.out.size() && j < 5; ++j)
-      if (p.out[j].present()) outs_.assign(4, nullptr);
-    for (std::size_t j = 1; j < p.out.size() && j < 5 && !outs_.empty(); ++j)
-      outs_[j - 1] = static_cast<float*>(p.out[j].data);
     if (!p.training) return;
     const bool dx = p.din[0].present(), ds = p.din[1].present(), db = p.din[2].present();
     bwd_ = batch_normalization_backward(batch_normalization_backward::primitive_desc(
@@ -686,11 +670,9 @@ class BatchNormKernel final : public PairedNode {
   void* y_;
   const void* dy_ = nullptr;
   void* masked_ = nullptr;
+  BatchNormStatistics stats_;
   bool training_ = false;
   std::int64_t channels_ = 0;
-  float momentum_ = 0.9f;
-  const float *rm_ = nullptr, *rv_ = nullptr;
-  std::vector<float*> outs_;  // outputs 1 to 4 (nullptr: absent); empty: none
 };
 
 class LayerNormKernel final : public PairedNode {
