@@ -99,6 +99,7 @@ std::vector<ProductGraph> product_graphs() {
 TEST(Bf16, OnednnsBfloat16ProductsComputeWhatTheYardsticksSimulationDoes) {
   const BackendInfo* onednn = onednn_or_skip();
   if (!onednn) GTEST_SKIP() << "this build has no onednn backend (Debian: libdnnl-dev)";
+  if (const std::string why = test::no_cpu_bf16_here(*onednn); !why.empty()) GTEST_SKIP() << why;
   for (const auto& c : product_graphs()) {
     SCOPED_TRACE(c.name);
     GraphBuilder b;
@@ -140,6 +141,7 @@ TEST(Bf16, OnednnsBfloat16ProductsComputeWhatTheYardsticksSimulationDoes) {
 TEST(Bf16, ARealBfloat16StepPassesItsJudgementAndTwoPercentOffInOneGradientFails) {
   const BackendInfo* onednn = onednn_or_skip();
   if (!onednn) GTEST_SKIP() << "this build has no onednn backend (Debian: libdnnl-dev)";
+  if (const std::string why = test::no_cpu_bf16_here(*onednn); !why.empty()) GTEST_SKIP() << why;
   Graph plain = load_builtin_network("resnet20-cifar", LoadOptions{4, {}});
   const int loss = add_training_loss(plain).loss;
   const std::vector<int> params = trainable_params(plain, loss);

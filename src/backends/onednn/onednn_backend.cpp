@@ -12,8 +12,6 @@
 
 namespace d500 {
 
-namespace {
-
 // The instruction set oneDNN's kernels use on this CPU: what its float32 and bfloat16 speeds hang
 // on (bfloat16 primitives are native from avx512_core_bf16, emulated on avx512_core).
 std::string onednn_isa() {
@@ -30,6 +28,13 @@ std::string onednn_isa() {
     default: return "other";
   }
 }
+
+bool onednn_isa_has_bf16() {
+  const std::string isa = onednn_isa();
+  return isa.rfind("avx512", 0) == 0 || isa == "other";  // "other": an ISA newer than 2.6's names
+}
+
+namespace {
 
 std::string onednn_version() {
   const dnnl_version_t* v = dnnl_version();

@@ -9,6 +9,11 @@
 
 namespace d500 {
 
+// The instruction set oneDNN's kernels use on this CPU ("avx2", "avx512_core_bf16", ...), and
+// whether oneDNN computes in bfloat16 on it (2.6: from avx512_core on, natively from
+// avx512_core_bf16; an AVX2 CPU has no bfloat16 convolution).
+std::string onednn_isa();
+bool onednn_isa_has_bf16();
 // The neural-network operators (onednn_ops.cpp): which ones, and a kernel for a problem.
 bool onednn_supports(const std::string& op);
 std::unique_ptr<OpKernel> make_onednn_kernel(OpProblem& p, int threads);

@@ -1090,6 +1090,12 @@ std::unique_ptr<NodeKernel> make_onednn_node_kernel(const NodeProblem& p, int th
   try {
     return make(p);
   } catch (const dnnl::error& e) {
+    const bool bf16 = p.params && bf16_math(*p.params);
+    if (bf16 && !onednn_isa_has_bf16())
+      throw Error("oneDNN " + p.node->label() + ": " + e.what() + " (math = \"bf16\": oneDNN " +
+                  std::to_string(dnnl_version()->major) + "." + std::to_string(dnnl_version()->minor) +
+                  " computes in bfloat16 only on CPUs with AVX-512, and this one runs its " + onednn_isa() +
+                  " kernels: give this point math = \"fp32\", or run it on an AVX-512 CPU)");
     throw Error("oneDNN " + p.node->label() + ": " + e.what());
   }
 }
