@@ -46,6 +46,12 @@ class DeviceMemory {
   virtual void zero(void* p, std::size_t bytes) = 0;
   virtual void axpy(float alpha, const float* x, float* y, std::int64_t n) = 0;
   virtual void scale(float alpha, float* x, std::int64_t n) = 0;
+  // Enqueued: y[i] += x[i] over n elements stored in bfloat16 (a gradient's contributions with
+  // math = "bf16", BackendInfo::bf16_storage), each sum rounded to nearest even as
+  // dev::add_bf16. A device whose backend stores no bfloat16 tensors need not have it.
+  virtual void add_bf16(const void* /*x*/, void* /*y*/, std::int64_t /*n*/) {
+    throw Error(describe() + " has no bfloat16 addition (its backend stores no bfloat16 tensors)");
+  }
   // Enqueued: one optimizer step over n float32 elements of a parameter p with gradient g and the
   // rule's state a and b (nullptr where the rule keeps none: rule_has_a, rule_has_b), each
   // element as apply_rule computes it (optimizer_rule.hpp), in one pass. A device without such a

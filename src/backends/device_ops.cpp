@@ -402,4 +402,27 @@ Takes channels_last_of(const NodeProblem& p) {
   return Takes::Never;
 }
 
+Takes bf16_storage_of(const NodeProblem& p) {
+  const Takes how = channels_last_of(p);
+  const std::string& op = p.node->op;
+  if (how == Takes::Never || op == "GlobalMaxPool") return Takes::Never;
+  // An input or output the node has (its shape is known at planning, before its data is).
+  auto has = [](const std::vector<TensorView>& side, std::size_t i) { return i < side.size() && side[i].shape; };
+  if (op == "Conv" && has(p.in, 2)) return Takes::Never;
+  if ((op == "MaxPool" || op == "AveragePool") && has(p.out, 0) &&
+      numel(*p.out[0].shape) == (*p.out[0].shape)[0] * (*p.out[0].shape)[1])
+    return Takes::Never;  // an output of one value a channel stays float32, and cuDNN's pooling takes one type
+  if (op == "BatchNormalization")
+    for (std::size_t j = 1; j < p.out.size(); ++j)
+      if (has(p.out, j)) return Takes::Never;
+  return how;
+}
+
+std::optional<GlobalPool> global_pool_of(const NodeProblem& p) {
+  if (p.node->op != "GlobalAveragePool" || !p.in[0].bf16 || p.out[0].bf16) return std::nullopt;
+  const Shape& x = *p.in[0].shape;
+  if (x.size() != 4) return std::nullopt;
+  return GlobalPool{x[0], x[1], x[2] * x[3], p.in[0].channels_last};
+}
+
 }  // namespace d500::dev

@@ -11,6 +11,7 @@
 // header is read by nvcc: nothing here but plain arithmetic.
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <vector>
 
@@ -104,6 +105,67 @@ D500_HOST_DEVICE inline double sum_parts(const Parts& s, const double* part, I j
 D500_HOST_DEVICE inline float relu(float x) { return x > 0.0f ? x : 0.0f; }
 D500_HOST_DEVICE inline float add_relu(float a, float b) { return relu(a + b); }
 D500_HOST_DEVICE inline float relu_grad(float y, float dy) { return y > 0.0f ? dy : 0.0f; }
+
+// ---- Tensors stored in bfloat16 (math = "bf16": TensorView::bf16) ------------------------------
+// A float's bfloat16 bits, rounded to nearest even (a NaN stays a NaN), and back (exact): the
+// bits half.hpp's to_bf16 and from_bf16 give, on the host and the device alike. The element
+// kernels below read their operands exactly, compute in float32 and round what they write, as
+// the onednn kernels and the yardstick's simulation of the stores (ExecutorSpec::reduced_mantissa)
+// do.
+D500_HOST_DEVICE inline std::uint32_t bits_of(float f) {
+#ifdef __CUDA_ARCH__
+  return __float_as_uint(f);
+#else
+  std::uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+#endif
+}
+D500_HOST_DEVICE inline std::uint16_t bf16_bits(float f) {
+  std::uint32_t u = bits_of(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((u >> 16) | 0x40u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return static_cast<std::uint16_t>(u >> 16);
+}
+D500_HOST_DEVICE inline float bf16_value(std::uint16_t h) {
+  const std::uint32_t u = static_cast<std::uint32_t>(h) << 16;
+#ifdef __CUDA_ARCH__
+  return __uint_as_float(u);
+#else
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+#endif
+}
+// Add, AddRelu and Relu over bfloat16 storage (their gradients are dy copied or masked: exact).
+D500_HOST_DEVICE inline std::uint16_t add_bf16(std::uint16_t a, std::uint16_t b) {
+  return bf16_bits(bf16_value(a) + bf16_value(b));
+}
+D500_HOST_DEVICE inline std::uint16_t add_relu_bf16(std::uint16_t a, std::uint16_t b) {
+  return bf16_bits(add_relu(bf16_value(a), bf16_value(b)));
+}
+D500_HOST_DEVICE inline std::uint16_t relu_bf16(std::uint16_t x) { return bf16_value(x) > 0.0f ? x : 0; }
+D500_HOST_DEVICE inline std::uint16_t relu_grad_bf16(std::uint16_t y, std::uint16_t dy) {
+  return bf16_value(y) > 0.0f ? dy : 0;
+}
+
+// GlobalAveragePool of an N C H W tensor stored in bfloat16 (NCHW, or channels-last: N H W C)
+// into its float32 N C output, which the executor keeps float32 (its H W is 1): one thread per
+// output, its plane summed in order in double; backward, dy / plane rounded into each element.
+struct GlobalPool {
+  I n = 0, c = 0, plane = 1;
+  bool nhwc = false;
+};
+D500_HOST_DEVICE inline float global_pool_at(const GlobalPool& k, const std::uint16_t* x, I o) {
+  const I image = o / k.c, ch = o % k.c;
+  double acc = 0;
+  for (I t = 0; t < k.plane; ++t) acc += bf16_value(x[k.nhwc ? (image * k.plane + t) * k.c + ch : o * k.plane + t]);
+  return static_cast<float>(acc / static_cast<double>(k.plane));
+}
+D500_HOST_DEVICE inline std::uint16_t global_pool_grad_at(const GlobalPool& k, const float* dy, I i) {
+  const I o = k.nhwc ? i / (k.plane * k.c) * k.c + i % k.c : i / k.plane;
+  return bf16_bits(dy[o] / static_cast<float>(k.plane));
+}
 
 // ---- Add, Sub, Mul, Div with numpy broadcasting ----------------------------------------------
 enum class BinaryOp : std::int32_t { Add, Sub, Mul, Div, Pow, Where };
@@ -849,6 +911,15 @@ std::optional<Sce> sce_of(const NodeProblem& p);
 // serve), Relu, an Add of two tensors of one shape, and a 2-D MaxPool, AveragePool (symmetric
 // pads, no dilation or ceil mode: cuDNN's windows), GlobalAveragePool, GlobalMaxPool; Never otherwise.
 Takes channels_last_of(const NodeProblem& p);
+// How the cuda backend's kernels take float32 tensors stored in bfloat16 with math = "bf16"
+// (BackendInfo::bf16_storage, where cuDNN takes bfloat16 normalisations and poolings; the test
+// device says the same): as channels_last_of says, but Never for a Conv with a bias (added in
+// float32), a GlobalMaxPool, a pooling down to one value a channel (that output stays float32),
+// and a BatchNormalization with any output but Y (its statistics outputs run on the float32
+// kernels above).
+Takes bf16_storage_of(const NodeProblem& p);
+// GlobalAveragePool over a 4-D input stored in bfloat16 (the kernels above).
+std::optional<GlobalPool> global_pool_of(const NodeProblem& p);
 
 }  // namespace dev
 }  // namespace d500

@@ -2,8 +2,11 @@
 // the formats (IEEE 754 binary16, bfloat16) and round-to-nearest-even; runs in every build.
 #include "backends/half.hpp"
 
+#include "backends/device_ops.hpp"
+
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <limits>
 #include <random>
 
@@ -73,6 +76,52 @@ TEST(HalfConversions, RoundTripsAreWithinHalfAnUlpAndStable) {
     ASSERT_LE(std::fabs(bb - b), std::ldexp(std::fabs(b), -8) * (1 + 1e-6)) << b;
     ASSERT_EQ(to_bf16(bb), to_bf16(b)) << b;
   }
+}
+
+// The device's bfloat16 rounding (device_ops.hpp, which the cuda backend's kernels and the test
+// device run over activations stored in bfloat16) makes the host's bits: ties to even, the
+// largest finite values rounding to infinity, NaNs staying NaNs, across random bit patterns.
+TEST(HalfConversions, TheDevicesBfloat16BitsAreTheHosts) {
+  std::vector<float> vs = {0.0f,
+                           -0.0f,
+                           1.0f,
+                           1.00390625f,
+                           1.01171875f,
+                           1.0078125f,
+                           -3.5f,
+                           65504.0f,
+                           3.4e38f,
+                           std::numeric_limits<float>::max(),
+                           std::numeric_limits<float>::denorm_min(),
+                           std::numeric_limits<float>::infinity(),
+                           -std::numeric_limits<float>::infinity()};
+  std::mt19937 rng(7);
+  for (int i = 0; i < 100000; ++i) {
+    const std::uint32_t u = rng();
+    float f;
+    std::memcpy(&f, &u, 4);
+    vs.push_back(f);
+  }
+  int ties = 0;
+  for (const float f : vs) {
+    std::uint32_t u;
+    std::memcpy(&u, &f, 4);
+    ties += (u & 0xffffu) == 0x8000u;
+    const std::uint16_t h = dev::bf16_bits(f);
+    if (std::isnan(f)) {
+      EXPECT_TRUE(std::isnan(dev::bf16_value(h)));
+      continue;
+    }
+    ASSERT_EQ(h, to_bf16(f)) << f;
+    EXPECT_EQ(dev::bf16_value(h), from_bf16(h));
+  }
+  EXPECT_EQ(dev::bf16_bits(1.00390625f), to_bf16(1.0f)) << "a tie rounds to the even neighbour";
+  EXPECT_EQ(dev::bf16_bits(1.01171875f), to_bf16(1.015625f));
+  EXPECT_EQ(dev::add_bf16(to_bf16(1.0f), to_bf16(0.00390625f)), to_bf16(1.0f)) << "1 + 2^-8 rounds back to 1";
+  EXPECT_EQ(dev::relu_bf16(to_bf16(-2.0f)), 0);
+  EXPECT_EQ(dev::relu_grad_bf16(to_bf16(-0.0f), to_bf16(5.0f)), 0);
+  EXPECT_EQ(dev::relu_grad_bf16(to_bf16(0.5f), to_bf16(5.0f)), to_bf16(5.0f));
+  EXPECT_GE(ties, 2);
 }
 
 }  // namespace

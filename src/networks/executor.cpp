@@ -606,6 +606,7 @@ struct GraphExecutor::Impl {
   // A contribution added to its gradient: in bfloat16 where both are stored so; in the yardstick
   // of such a step, the sum rounded as the store would round it.
   void add(const Add& a) const {
+    if (a.bf16 && dev) return dev->add_bf16(a.temp, a.target, a.n);
     if (a.bf16)
       return add_into_bf16(static_cast<std::uint16_t*>(a.target), static_cast<const std::uint16_t*>(a.temp), a.n);
     add(a.target, a.temp, a.n);
@@ -1649,6 +1650,10 @@ const std::vector<bool>& GraphExecutor::bf16_plan() const { return impl_->half; 
 
 std::vector<bool> GraphExecutor::channels_last_plan(const ExecutorSpec& spec) {
   return plan_channels_last(*spec.graph, aliasing(*spec.graph, spec.training), spec);
+}
+
+std::vector<bool> GraphExecutor::bf16_storage_plan(const ExecutorSpec& spec) {
+  return plan_bf16(*spec.graph, aliasing(*spec.graph, spec.training), spec);
 }
 
 std::string GraphExecutor::describe() const {

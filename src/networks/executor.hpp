@@ -76,6 +76,9 @@ class GraphExecutor final : public GraphRunner {
   bool bf16(int t) const;
   // The same for every tensor (ExecutorSpec::reduced_storage of the yardstick that simulates it).
   const std::vector<bool>& bf16_plan() const;
+  // That plan worked out without making an executor, as channels_last_plan (on a device backend
+  // its rule may ask the device: the cuda backend's asks cuDNN once per process).
+  static std::vector<bool> bf16_storage_plan(const ExecutorSpec& spec);
 
   // One timed step of the schedule: a node's forward or backward pass, or the loss's seed.
   struct Step {

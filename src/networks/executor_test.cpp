@@ -1092,6 +1092,7 @@ class GuardedMemory final : public DeviceMemory {
     int optimizer_steps = 0;
     int uploads_beside = 0, takes_beside = 0;
     int captures = 0, replays = 0;
+    int bf16_adds = 0;  // add_bf16: a gradient's contributions summed in bfloat16
   };
   // Whether it records its work (as a GPU's stream capture): then the calls that enqueue (copy,
   // zero, axpy, scale, the optimizer step, the guarded kernels' passes) are closures kept in
@@ -1220,6 +1221,15 @@ class GuardedMemory final : public DeviceMemory {
     run([=, this] {
       Open o(*this, {x});
       for (std::int64_t i = 0; i < n; ++i) x[i] *= alpha;
+    });
+  }
+  void add_bf16(const void* x, void* y, std::int64_t n) override {
+    ++counts.bf16_adds;
+    run([=, this] {
+      Open o(*this, {x, y});
+      const auto* a = static_cast<const std::uint16_t*>(x);
+      auto* b = static_cast<std::uint16_t*>(y);
+      for (std::int64_t i = 0; i < n; ++i) b[i] = dev::add_bf16(b[i], a[i]);
     });
   }
   bool has_optimizer_step() const override { return fused_optimizer; }
@@ -1596,20 +1606,29 @@ class GuardedDeviceOp final : public NodeKernel {
 // channels_last, turned from NHWC (device_ops.hpp's layout_copy, as the GPU's kernels turn them),
 // and its results turned back and uploaded. A node taken as Same must get its 4-D tensors in one
 // layout (checked).
+//   With math = "bf16" (GuardedBackend::take_bf16) it also widens what is stored in bfloat16 and
+// rounds what it writes there, and, as the cuda backend's products compute, rounds a
+// product's operands to bfloat16 (`products` 1: Gemm's and MatMul's inputs and dy) and a
+// convolution's results too (2: y, dx, dw; cuDNN writes them in bfloat16).
 class GuardedLayouts final : public NodeKernel {
  public:
-  GuardedLayouts(const NodeProblem& p, Takes how) : dev_(p), host_(p), m_(*static_cast<GuardedMemory*>(p.device)) {
+  GuardedLayouts(const NodeProblem& p, Takes how, int products = 0)
+      : dev_(p), host_(p), m_(*static_cast<GuardedMemory*>(p.device)), products_(products) {
     host_.device = nullptr;
-    int layouts = 0;  // bit 0: an NCHW view with H W > 1 seen, bit 1: an NHWC one
-    for (const auto* side : {&p.in, &p.out, &p.din, &p.dout})
-      for (const TensorView& v : *side) {
+    int layouts = 0, halves = 0;  // bit 0: an NCHW (float32) view with H W > 1 seen, bit 1: an NHWC (bfloat16) one
+    for (auto* side : {&host_.in, &host_.out, &host_.din, &host_.dout})
+      for (TensorView& v : *side) {
         nhwc_ = nhwc_ || v.channels_last;
+        half_ = half_ || v.bf16;
         if (v.shape && v.shape->size() == 4 && (*v.shape)[2] * (*v.shape)[3] > 1 && v.dtype == DType::F32)
-          layouts |= v.channels_last ? 2 : 1;
+          layouts |= v.channels_last ? 2 : 1, halves |= v.bf16 ? 2 : 1;
         EXPECT_TRUE(!v.channels_last || (v.shape->size() == 4 && v.dtype == DType::F32)) << p.node->label();
+        EXPECT_TRUE(!v.bf16 || v.dtype == DType::F32) << p.node->label();
+        v.channels_last = v.bf16 = false;  // the host copies: NCHW float32
       }
     if (how == Takes::Same) {
       EXPECT_NE(layouts, 3) << p.node->label() << " got its tensors in two layouts";
+      EXPECT_NE(halves, 3) << p.node->label() << " got its tensors in two precisions";
     }
     for (auto [d, h] :
          {std::pair{&dev_.in, &host_.in}, {&dev_.out, &host_.out}, {&dev_.din, &host_.din}, {&dev_.dout, &host_.dout}})
@@ -1621,20 +1640,28 @@ class GuardedLayouts final : public NodeKernel {
     ref_ = make_reference_node_kernel(host_);
   }
   void forward() override {
-    fetch(dev_.in, host_.in);
+    fetch(dev_.in, host_.in, products_ ? 2 : 0);
     ref_->forward();
-    put(dev_.out, host_.out);
+    put(dev_.out, host_.out, products_ == 2 ? 1 : 0);
   }
   void backward() override {
-    fetch(dev_.in, host_.in);
+    fetch(dev_.in, host_.in, products_ ? 2 : 0);
     fetch(dev_.out, host_.out);
-    fetch(dev_.dout, host_.dout);
+    fetch(dev_.dout, host_.dout, products_ ? 1 : 0);
     ref_->backward();
-    put(dev_.din, host_.din);
+    put(dev_.din, host_.din, products_ == 2 ? 2 : 0);
   }
-  std::string impl() const override { return nhwc_ ? "guarded layouts (NHWC)" : "guarded layouts"; }
+  std::string impl() const override {
+    const std::string s = nhwc_ ? "guarded layouts (NHWC)" : "guarded layouts";
+    return half_ ? s + ", bfloat16 stored" : products_ ? s + ", bfloat16 products" : s;
+  }
 
  private:
+  // Bytes as the device stores a view (a float32 one in bfloat16 where TensorView::bf16), and as
+  // the host copy holds it (float32).
+  static std::size_t stored(const TensorView& v) {
+    return static_cast<std::size_t>(v.numel()) * (v.bf16 ? 2 : dtype_size(v.dtype));
+  }
   static std::size_t bytes(const TensorView& v) { return static_cast<std::size_t>(v.numel()) * dtype_size(v.dtype); }
   static void relayout(const TensorView& v, const std::byte* src, std::byte* dst, bool to_nhwc) {
     const Shape& s = *v.shape;
@@ -1642,34 +1669,120 @@ class GuardedLayouts final : public NodeKernel {
     for (std::int64_t i = 0; i < k.n; ++i)
       reinterpret_cast<float*>(dst)[i] = dev::strided_at(k, reinterpret_cast<const float*>(src), i);
   }
-  void fetch(const std::vector<TensorView>& d, const std::vector<TensorView>& h) {
+  // A host copy's float32 values rounded to bfloat16 (to nearest even), as a product's operand is.
+  static void round_bf16(const TensorView& h) {
+    if (!h.present() || h.dtype != DType::F32) return;
+    auto* f = h.as<float>();
+    for (std::int64_t k = 0; k < h.numel(); ++k) f[k] = dev::bf16_value(dev::bf16_bits(f[k]));
+  }
+  // A device tensor into its host copy: widened from bfloat16 (exact), turned into NCHW; the
+  // first `rounded` of them rounded to bfloat16.
+  void fetch(const std::vector<TensorView>& d, const std::vector<TensorView>& h, std::size_t rounded = 0) {
+    fetch_exact(d, h);
+    for (std::size_t i = 0; i < std::min(rounded, h.size()); ++i) round_bf16(h[i]);
+  }
+  void fetch_exact(const std::vector<TensorView>& d, const std::vector<TensorView>& h) {
     for (std::size_t i = 0; i < d.size(); ++i) {
       if (!d[i].present()) continue;
       auto* to = static_cast<std::byte*>(h[i].data);
-      if (!d[i].channels_last) {
-        m_.download(to, d[i].data, bytes(d[i]));
-        continue;
-      }
       std::vector<std::byte> raw(bytes(d[i]));
-      m_.download(raw.data(), d[i].data, raw.size());
-      relayout(d[i], raw.data(), to, false);
+      m_.download(raw.data(), d[i].data, stored(d[i]));
+      if (d[i].bf16) {
+        const auto* words = reinterpret_cast<const std::uint16_t*>(raw.data());
+        auto* f = reinterpret_cast<float*>(raw.data());
+        for (std::int64_t k = d[i].numel() - 1; k >= 0; --k)
+          f[k] = dev::bf16_value(words[k]);  // in place, from the end
+      }
+      if (d[i].channels_last)
+        relayout(d[i], raw.data(), to, false);
+      else
+        std::memcpy(to, raw.data(), raw.size());
     }
   }
-  void put(const std::vector<TensorView>& d, const std::vector<TensorView>& h) {
+  // A host result onto the device: turned into NHWC, rounded to bfloat16 where it is stored so
+  // (as a GPU kernel writes it) or among the first `rounded`.
+  void put(const std::vector<TensorView>& d, const std::vector<TensorView>& h, std::size_t rounded = 0) {
+    for (std::size_t i = 0; i < std::min(rounded, h.size()); ++i) round_bf16(h[i]);
     for (std::size_t i = 0; i < d.size(); ++i) {
       if (!d[i].present()) continue;
       const auto* from = static_cast<const std::byte*>(h[i].data);
       std::vector<std::byte> raw(from, from + bytes(d[i]));
       if (d[i].channels_last) relayout(d[i], from, raw.data(), true);
-      m_.upload(d[i].data, raw.data(), raw.size());
+      if (d[i].bf16) {
+        const auto* f = reinterpret_cast<const float*>(raw.data());
+        auto* words = reinterpret_cast<std::uint16_t*>(raw.data());
+        for (std::int64_t k = 0; k < d[i].numel(); ++k) words[k] = dev::bf16_bits(f[k]);  // in place, from the start
+      }
+      m_.upload(d[i].data, raw.data(), stored(d[i]));
     }
   }
 
   NodeProblem dev_, host_;
   GuardedMemory& m_;
+  int products_;
   std::vector<std::vector<std::byte>> store_;
   std::unique_ptr<NodeKernel> ref_;
-  bool nhwc_ = false;
+  bool nhwc_ = false, half_ = false;
+};
+
+// The test device's copy of the cuda backend's bfloat16 element kernels (math = "bf16": Relu, Add,
+// AddRelu and GlobalAveragePool over tensors stored in bfloat16, cuda_kernels.cu): device_ops.hpp's
+// functions in a host loop inside the memory's guard.
+class GuardedBf16Op final : public NodeKernel {
+ public:
+  explicit GuardedBf16Op(const NodeProblem& p) : p_(p), m_(*static_cast<GuardedMemory*>(p.device)) {
+    if (const auto k = dev::global_pool_of(p)) pool_ = *k;
+    for (const auto* side : {&p.in, &p.out})
+      for (const TensorView& v : *side)
+        EXPECT_EQ(v.bf16, v.shape->size() == 4 && (*v.shape)[2] * (*v.shape)[3] > 1) << p.node->label();
+  }
+  void forward() override {
+    m_.run([this] {
+      GuardedMemory::Open o(m_, {p_.in[0].data, p_.in.size() > 1 ? p_.in[1].data : nullptr, p_.out[0].data});
+      const std::string& op = p_.node->op;
+      const auto* a = p_.in[0].as<const std::uint16_t>();
+      if (op == "GlobalAveragePool") {
+        for (std::int64_t o = 0; o < pool_.n * pool_.c; ++o)
+          p_.out[0].as<float>()[o] = dev::global_pool_at(pool_, a, o);
+        return;
+      }
+      const auto* b = p_.in.size() > 1 ? p_.in[1].as<const std::uint16_t>() : nullptr;
+      auto* y = p_.out[0].as<std::uint16_t>();
+      for (std::int64_t i = 0; i < p_.out[0].numel(); ++i)
+        y[i] = op == "Relu"  ? dev::relu_bf16(a[i])
+               : op == "Add" ? dev::add_bf16(a[i], b[i])
+                             : dev::add_relu_bf16(a[i], b[i]);
+    });
+  }
+  void backward() override {
+    m_.run([this] {
+      GuardedMemory::Open o(m_, {p_.in[0].data, p_.out[0].data, p_.dout[0].data, p_.din[0].data,
+                                 p_.din.size() > 1 ? p_.din[1].data : nullptr});
+      const std::string& op = p_.node->op;
+      const std::int64_t n = p_.in[0].numel();
+      for (std::size_t i = 0; i < p_.din.size(); ++i) {
+        auto* d = p_.din[i].as<std::uint16_t>();
+        for (std::int64_t k = 0; d && k < n; ++k) {
+          if (!p_.dout[0].present()) {
+            d[k] = 0;
+          } else if (op == "GlobalAveragePool") {
+            d[k] = dev::global_pool_grad_at(pool_, p_.dout[0].as<const float>(), k);
+          } else {
+            const std::uint16_t dy = p_.dout[0].as<const std::uint16_t>()[k];
+            d[k] = op == "Add"    ? dy
+                   : op == "Relu" ? dev::relu_grad_bf16(p_.in[0].as<const std::uint16_t>()[k], dy)
+                                  : dev::relu_grad_bf16(p_.out[0].as<const std::uint16_t>()[k], dy);
+          }
+        }
+      }
+    });
+  }
+  std::string impl() const override { return "guarded bfloat16 kernels (" + p_.node->op + ")"; }
+
+ private:
+  NodeProblem p_;
+  GuardedMemory& m_;
+  dev::GlobalPool pool_;
 };
 
 struct GuardedBackend {
@@ -1688,6 +1801,26 @@ struct GuardedBackend {
       if (how == Takes::Never) return nullptr;
       if (device_bn && p.node->op == "BatchNormalization") return GuardedDeviceOp::make(p);
       return std::make_unique<GuardedLayouts>(p, how);
+    };
+  }
+  // Stores float32 tensors in bfloat16 with math = "bf16" as the cuda backend does
+  // (dev::bf16_storage_of), on GuardedBf16Op kernels for its element-wise nodes and GuardedLayouts
+  // ones for the rest, and computes every product as it does (Conv's and Gemm's operands rounded,
+  // Conv's results too); after take_channels_last, both.
+  void take_bf16() {
+    info.bf16_storage = [](const NodeProblem& p) { return dev::bf16_storage_of(p); };
+    info.make_node_kernel = [before = info.make_node_kernel](const NodeProblem& p,
+                                                             int threads) -> std::unique_ptr<NodeKernel> {
+      const std::string& op = p.node->op;
+      bool half = false;
+      for (const auto* side : {&p.in, &p.out})
+        for (const TensorView& v : *side) half = half || v.bf16;
+      if (half && (op == "Relu" || op == "Add" || op == "AddRelu" || op == "GlobalAveragePool"))
+        return std::make_unique<GuardedBf16Op>(p);
+      const bool bf16 = p.params && bf16_math(*p.params);
+      const int products = !bf16 ? 0 : op == "Conv" ? 2 : op == "Gemm" || op == "MatMul" ? 1 : 0;
+      if (half || products) return std::make_unique<GuardedLayouts>(p, dev::bf16_storage_of(p), products);
+      return before ? before(p, threads) : nullptr;
     };
   }
   // element_ops: the test device runs device_ops.hpp's kernels too, as the cuda backend does.
@@ -2389,7 +2522,8 @@ struct ResidualBlock {
     s.inputs = {xs.data()};
     return s;
   }
-  explicit ResidualBlock(bool flatten) {
+  // bias: the first convolution has one (b1).
+  explicit ResidualBlock(bool flatten, bool bias = true) {
     fill_uniform(xs.data(), xs.size(), 7, -1, 1);
     x = b.input("x", DType::F32, {2, 3, 6, 6});
     const std::map<std::string, Attr> same{{"pads", ints_attr({1, 1, 1, 1})}};
@@ -2397,7 +2531,8 @@ struct ResidualBlock {
       return b.node("BatchNormalization", {t, b.weight("s" + k, {ch}, 0.5, 1.5), b.weight("o" + k, {ch}),
                                            b.constant_f("m" + k, {ch}), b.constant_f("v" + k, {ch}, 0.5, 1)});
     };
-    c1 = b.node("Conv", {x, b.weight("w1", {4, 3, 3, 3}), b.weight("b1", {4})}, same);
+    c1 = bias ? b.node("Conv", {x, b.weight("w1", {4, 3, 3, 3}), b.weight("b1", {4})}, same)
+              : b.node("Conv", {x, b.weight("w1", {4, 3, 3, 3})}, same);
     n1 = bn(c1, 4, "1");
     r1 = b.node("Relu", {n1});
     c2 = b.node("Conv", {r1, b.weight("w2", {4, 4, 3, 3})}, same);
@@ -2469,6 +2604,72 @@ TEST(Executor, ChannelsLastKeepsTheActivationsBetweenConvolutionsNhwcAndComputes
       for (std::size_t k = 0; k < rb.b.params().size(); ++k) EXPECT_EQ(last->gradient(k), first->gradient(k)) << k;
       for (std::size_t t = 0; t < g.tensors.size(); ++t)
         EXPECT_EQ(last->tensor(static_cast<int>(t)), first->tensor(static_cast<int>(t))) << g.info(t).name;
+    }
+}
+
+// math = "bf16" on a device backend that keeps activations in bfloat16 (the test device, as the
+// cuda backend says per node: dev::bf16_storage_of), in NCHW and channels-last: the block's
+// activations are stored in bfloat16 -- on a channels-last point only NHWC ones -- except the
+// group a biased convolution touches, every node that touches one runs the bfloat16 kernels, a
+// gradient's two contributions are summed on the device in bfloat16, and the step fits the
+// yardstick's simulation of those stores within 1e-3 (the simulation without the stores does
+// not: the block's gradients move by more). Fails where a read-back, an add or a kernel takes a
+// bfloat16 tensor for a float32 one.
+TEST(Executor, Bf16StorageOnADeviceKeepsTheActivationsInBfloat16AndFitsTheStoresSimulation) {
+  for (const bool nhwc : {false, true})
+    for (const bool bias : {false, true}) {
+      SCOPED_TRACE(std::string(nhwc ? "channels-last" : "NCHW") + (bias ? ", a biased first convolution" : ""));
+      ResidualBlock rb(false, bias);
+      const Graph& g = rb.b.g;
+      GuardedBackend dev;
+      if (nhwc) dev.take_channels_last();
+      dev.take_bf16();
+      Params point{{"math", Value{std::string("bf16")}}};
+      if (nhwc) point["memory_format"] = Value{std::string("channels_last")};
+      ExecutorSpec s = rb.training_spec(dev.info, point);
+      s.keep_all = true;
+      GraphExecutor e(s);
+      e.forward(0);
+      e.backward(0);
+      for (int t : {rb.c1, rb.n1, rb.r1, rb.c2, rb.n2, rb.a, rb.r2, rb.p})
+        EXPECT_EQ(e.bf16(t), !bias) << g.info(t).name;
+      for (int t : {rb.c3, rb.r3}) EXPECT_TRUE(e.bf16(t)) << g.info(t).name;
+      for (int t : {rb.x, rb.gap, rb.c4, rb.loss}) EXPECT_FALSE(e.bf16(t)) << g.info(t).name;
+      for (std::size_t t = 0; t < g.tensors.size(); ++t) {
+        if (g.is_const(static_cast<int>(t))) {
+          EXPECT_FALSE(e.bf16(static_cast<int>(t))) << "weights stay float32";
+        }
+        if (nhwc && e.bf16(static_cast<int>(t))) {
+          EXPECT_TRUE(e.channels_last(static_cast<int>(t)));
+        }
+      }
+      EXPECT_EQ(GraphExecutor::bf16_storage_plan(s), e.bf16_plan());
+      int half_steps = 0;
+      for (const auto& st : e.steps()) {
+        if (st.node < 0) continue;
+        const Node& n = g.nodes[static_cast<std::size_t>(st.node)];
+        bool sees = false;
+        for (int t : n.in) sees = sees || (t >= 0 && e.bf16(t));
+        for (int t : n.out) sees = sees || (t >= 0 && e.bf16(t));
+        const bool named = st.impl.find("bfloat16 kernels") != std::string::npos ||
+                           st.impl.find("bfloat16 stored") != std::string::npos;
+        EXPECT_EQ(named, sees) << n.name << ": " << st.impl;
+        half_steps += sees;
+      }
+      EXPECT_EQ(half_steps, bias ? 2 * 3 : 2 * 12) << "forward and backward of every node touching one";
+      // r1 is read by the second convolution and the addition: its gradient's two contributions.
+      EXPECT_EQ(dev.memory->counts.bf16_adds > 0, !bias);
+      const std::vector<int> params = rb.b.params();
+      const StepValues got = step_values(e, g, params, true);
+      const StepValues simulated = step_values(
+          *run_yardstick(g, true, rb.loss, params, {rb.xs.data()}, 1, 0, 7, e.bf16_plan()), g, params, true);
+      const Discrepancy d = compare_steps(got, simulated);
+      EXPECT_LE(d.worst, 1e-3) << d.where;
+      const StepValues products_only =
+          step_values(*run_yardstick(g, true, rb.loss, params, {rb.xs.data()}, 1, 0, 7), g, params, true);
+      if (!bias) {
+        EXPECT_GT(compare_steps(got, products_only).worst, 10 * d.worst);
+      }
     }
 }
 
@@ -2593,6 +2794,71 @@ TEST(Executor, ChannelsLastOnADeviceBackendValidatesThroughBothCudnnApis) {
       }
   }
   if (ran == 0) GTEST_SKIP() << "no backend here takes channels-last tensors on a device (cuda without a GPU)";
+}
+
+// On the builtin ResNets the cuda backend's rule (dev::bf16_storage_of, as the test device takes
+// it) stores every activation from the first convolution to the global pool in bfloat16, the
+// same tensors its channels-last plan stores NHWC: with both asked, none is bfloat16 and NCHW.
+TEST(Executor, Bf16StorageCoversEveryResNetActivationAsChannelsLastDoes) {
+  for (const std::string net : {"resnet20-cifar", "resnet50"}) {
+    SCOPED_TRACE(net);
+    const TrainingStep step(net);
+    GuardedBackend dev;
+    dev.take_channels_last();
+    dev.take_bf16();
+    const Params point{{"math", Value{std::string("bf16")}}, {"memory_format", Value{std::string("channels_last")}}};
+    ExecutorSpec s;
+    s.graph = &step.g;
+    s.backend = &dev.info;
+    s.point = &point;
+    s.training = true;
+    s.loss = step.loss;
+    s.params = step.params;
+    s.inputs = step.inputs.pointers();
+    const std::vector<bool> half = GraphExecutor::bf16_storage_plan(s), nhwc = GraphExecutor::channels_last_plan(s);
+    int stored = 0;
+    for (std::size_t t = 0; t < step.g.tensors.size(); ++t) {
+      EXPECT_EQ(half[t], step.activation(static_cast<int>(t))) << step.g.info(static_cast<int>(t)).name;
+      EXPECT_EQ(half[t], nhwc[t]) << step.g.info(static_cast<int>(t)).name;
+      stored += half[t];
+    }
+    EXPECT_GT(stored, 40);
+  }
+}
+
+// math = "bf16" on a device backend that stores activations in bfloat16 (cuda on a GPU whose
+// cuDNN takes bfloat16 normalisations and poolings; skipped where none has a device): the residual
+// block without its bias, in both layouts and through both cuDNN APIs, keeps its activations in
+// bfloat16 and its step fits the yardstick's simulation of those stores within 1e-3, as the test
+// device's above and onednn's do.
+TEST(Executor, Bf16StorageOnADeviceBackendFitsTheStoresSimulation) {
+  int ran = 0;
+  for (const auto& backend : all_backends()) {
+    if (!backend.built || !backend.bf16_storage || !backend.make_device_memory) continue;
+    if (backend.no_device && !backend.no_device().empty()) continue;  // a GPU backend on a host without one
+    SCOPED_TRACE(backend.name);
+    for (const bool nhwc : {false, true})
+      for (const std::string api : {"legacy", "graph"}) {
+        SCOPED_TRACE(std::string(nhwc ? "channels-last, " : "") + api);
+        ResidualBlock rb(false, false);
+        Params point{{"math", Value{std::string("bf16")}}, {"cudnn_api", Value{api}}};
+        if (nhwc) point["memory_format"] = Value{std::string("channels_last")};
+        const std::vector<int> params = rb.b.params();
+        GraphExecutor e(rb.training_spec(backend, point));
+        e.forward(0);
+        e.backward(0);
+        EXPECT_EQ(std::count(e.bf16_plan().begin(), e.bf16_plan().end(), true), 10)
+            << e.describe() << " (none: the process's stderr says why cuDNN refused bfloat16)";
+        const StepValues got = step_values(e, rb.b.g, params, true);
+        const StepValues simulated =
+            step_values(*run_yardstick(rb.b.g, true, rb.loss, params, {rb.xs.data()}, 1, 0, 7, e.bf16_plan()), rb.b.g,
+                        params, true);
+        const Discrepancy d = compare_steps(got, simulated);
+        EXPECT_LE(d.worst, 1e-3) << d.where;
+        ++ran;
+      }
+  }
+  if (ran == 0) GTEST_SKIP() << "no backend here stores bfloat16 activations on a device (cuda without a GPU)";
 }
 
 // memory_format = "channels_last" on onednn (its kernels on the host, no device): the residual

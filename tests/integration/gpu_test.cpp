@@ -357,6 +357,7 @@ TEST_F(Gpu, ReducedMathAndTheGraphApiValidateAtLevelZeroAndInTheExecutorAndSaySo
     EXPECT_EQ(method.find("math = bf16") != std::string::npos, math == "bf16") << method;
     if (math == "bf16") {
       EXPECT_GT(attr_double(g, "validation_tolerance"), 9 * std::ldexp(1.0, -8)) << canonical;
+      EXPECT_NE(method.find("activations the step keeps in bfloat16"), std::string::npos) << method;
     }
     // The step's bound is the arithmetic the point allows (the executor records the GPU's peak).
     const std::string basis = attr_string(g, "device.peak_basis");
@@ -370,9 +371,9 @@ TEST_F(Gpu, ReducedMathAndTheGraphApiValidateAtLevelZeroAndInTheExecutorAndSaySo
       }
       if (impl.find("convolution") == std::string::npos) continue;
       ++convolutions;
-      EXPECT_EQ(impl.rfind(graph ? "cuda cudnn convolution (graph engines f" : "cuda cudnn convolution (algos f", 0),
-                0u)
-          << impl;
+      // math = "bf16": the activations between them stored in bfloat16 too (bf16_storage).
+      const std::string words = math == "bf16" ? "cuda cudnn bf16 convolution (" : "cuda cudnn convolution (";
+      EXPECT_EQ(impl.rfind(words + (graph ? "graph engines f" : "algos f"), 0), 0u) << impl;
     }
     EXPECT_GE(convolutions, 2) << canonical;
   });
@@ -622,18 +623,27 @@ TEST_F(Gpu, ChannelsLastKeepsResNetsActivationsNhwcAndValidatesThroughBothCudnnA
   ASSERT_GE(net, 0);
   each_on_device(net, 4, 4, [](hid_t, const std::string&) {});
   each_validated_point(net, 4, [&](hid_t g, const std::string&, const std::string& canonical) {
+    // math = "bf16" keeps the activations in bfloat16 too (bf16_storage), where the GPU's cuDNN
+    // takes bfloat16 normalisations and poolings (else the job's log says why not).
+    const bool half = canonical.find("math=bf16") != std::string::npos;
+    EXPECT_EQ(attr_string(g, "executor").find("activations and their gradients in bfloat16") != std::string::npos, half)
+        << attr_string(g, "executor");
     int convolutions = 0, turned = 0, norms = 0, joins = 0;
     for (const std::string& impl : step_impls(g)) {
-      joins += impl == "cuda d500 kernel (add and relu in one pass)";
+      joins += impl.rfind("cuda d500 kernel (add and relu in one pass", 0) == 0;
       EXPECT_EQ(impl.find("cuda cudnn convolution"), std::string::npos) << "an NCHW convolution: " << impl;
-      if (impl.rfind("cuda cudnn nhwc conv", 0) == 0) {
+      if (impl.rfind("cuda cudnn nhwc", 0) == 0) {
         ++convolutions;
-        turned += impl.rfind("cuda cudnn nhwc conv from nchw (", 0) == 0;
+        EXPECT_EQ(impl.rfind(half ? "cuda cudnn nhwc bf16 conv" : "cuda cudnn nhwc conv", 0), 0u) << impl;
+        turned += impl.find(" conv from nchw (") != std::string::npos;
       }
-      if (impl.find("batch normalisation") != std::string::npos) {
+      if (impl.find("batch normalisation") != std::string::npos || impl.find("batchnorm") != std::string::npos) {
         ++norms;
         EXPECT_NE(impl.find("NHWC"), std::string::npos) << impl;
+        EXPECT_EQ(impl.find("bfloat16") != std::string::npos, half) << impl;
       }
+      if (half && (impl.find("relu") != std::string::npos || impl.find("pool") != std::string::npos))
+        EXPECT_NE(impl.find("bfloat16"), std::string::npos) << impl;
     }
     EXPECT_GE(convolutions, 2 * 19) << canonical;
     EXPECT_EQ(turned, 2) << "the first convolution's input, forward and backward: " << canonical;

@@ -252,6 +252,7 @@ void provide_backend_cuda(BackendRegistry& r) {
   b.make_node_kernel = cuda::make_node_kernel;
   b.make_device_memory = cuda::make_executor_memory;
   b.channels_last = cuda::channels_last;
+  b.bf16_storage = cuda::bf16_storage;
   b.no_device = cuda::no_device_reason;
   b.rank_device = cuda::rank_device_text;
   b.device_facts = cuda::device_facts;

@@ -144,8 +144,10 @@ class DeviceKernel : public OpKernel {
 // and the node kernels that run on it (nullptr for a node they do not cover, or for host memory).
 std::unique_ptr<DeviceMemory> make_executor_memory();
 std::unique_ptr<NodeKernel> make_node_kernel(const NodeProblem& p, int threads);
-// How those kernels take channels-last tensors (BackendInfo::channels_last).
+// How those kernels take channels-last tensors (BackendInfo::channels_last), and float32 ones
+// stored in bfloat16 with math = "bf16" (BackendInfo::bf16_storage).
 Takes channels_last(const NodeProblem& p);
+Takes bf16_storage(const NodeProblem& p);
 
 #ifdef D500_HAVE_CUDNN
 // cuDNN's convolution of a conv2d problem (forward, backward_data or backward_filter).

@@ -11,7 +11,7 @@ constexpr const char* kCudaModule = "libd500-cuda.so";
 void register_backend_cuda(BackendRegistry& r) {
   r.declare(kCudaModule, cuda_declared(), &BackendInfo::version, &BackendInfo::make_kernel, &BackendInfo::check_point,
             &BackendInfo::make_node_kernel, &BackendInfo::make_device_memory, &BackendInfo::channels_last,
-            &BackendInfo::no_device, &BackendInfo::rank_device, &BackendInfo::device_facts,
+            &BackendInfo::bf16_storage, &BackendInfo::no_device, &BackendInfo::rank_device, &BackendInfo::device_facts,
             &BackendInfo::device_reading, &BackendInfo::device_peak);
 }
 

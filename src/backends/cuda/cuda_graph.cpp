@@ -10,8 +10,11 @@
 // configuration (CUDNN_TENSOR_OP_MATH; with cudnn_api = "graph", graph-API plans on bfloat16
 // tensors) on bfloat16 copies of x, w and dy that d500's kernels round at each call into the
 // executor's shared scratch (a trained Conv's x into a copy of its own, kept from the forward pass
-// for the backward-filter pass), the result widened back to float32: every tensor the executor
-// keeps stays float32 (PyTorch's autocast keeps bfloat16 activations).
+// for the backward-filter pass), the result widened back to float32 -- except the activations the
+// executor stores in bfloat16 itself, as PyTorch's autocast keeps them (bf16_storage: between the
+// convolutions, cuDNN's batch normalisations and poolings on bfloat16 descriptors, where this
+// GPU's cuDNN takes them, and d500's bfloat16 kernels for Relu, Add, AddRelu and
+// GlobalAveragePool), which the passes read and write where they lie.
 //   Gemm, MatMul (2-D weights, or equal batches)  cuBLAS sgemm / sgemm strided batched
 //   Add (operands of one shape)                    d500's add kernel, one pass (without nvcc:
 //                                                  a device copy and cublasSaxpy)
@@ -58,6 +61,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <initializer_list>
 #include <limits>
 #include <map>
@@ -204,6 +208,9 @@ class ExecutorMemory final : public DeviceMemory {
   void optimizer_step(const StepRule& r, float* p, const float* g, float* a, float* b, std::int64_t n) override {
     check(launch_optimizer_step(r, p, g, a, b, n, stream_), "the optimizer kernel's launch");
   }
+  void add_bf16(const void* x, void* y, std::int64_t n) override {
+    check(launch_add_bf16(y, x, y, n, stream_), "the bfloat16 add kernel's launch");
+  }
 #endif
   void synchronize() override { check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize"); }
   std::string describe() const override { return name_; }
@@ -327,6 +334,11 @@ class ExecutorMemory final : public DeviceMemory {
 #endif
   std::string name_;
 };
+
+#ifdef D500_HAVE_CUDNN
+// A view's cuDNN data type: float32, or bfloat16 where the executor stores it so (math = "bf16").
+cudnnDataType_t data_type(const TensorView& v) { return v.bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT; }
+#endif
 
 // What every node kernel here holds: the problem and the executor's memory, and device buffers of
 // its own (released before the memory goes: the executor destroys its kernels first).
@@ -500,12 +512,17 @@ class MatMul final : public CudaNode {
 // a and b and writing y (a copy then cublasSaxpy, the way without nvcc, reads and writes y twice
 // more: 5 passes over the tensor's bytes against 3, and the same sums: fma(1, b, a) is a + b);
 // backward, dy read once into both gradients.
+//   With math = "bf16" its tensors may be stored in bfloat16 (all three, BackendInfo::bf16_storage):
+// d500's bfloat16 kernels then, the sum rounded once.
 class Add final : public CudaNode {
  public:
   using CudaNode::CudaNode;
   void forward() override {
     const I n = p_.out[0].numel();
 #ifdef D500_HAVE_CUDA_KERNELS
+    if (p_.out[0].bf16)
+      return check(launch_add_bf16(p_.in[0].data, p_.in[1].data, p_.out[0].data, n, m_.stream()),
+                   "the bfloat16 add kernel's launch");
     check(launch_add(in(0), in(1), out(0), n, m_.stream()), "the add kernel's launch");
 #else
     m_.copy(out(0), in(0), static_cast<std::size_t>(n) * sizeof(float));
@@ -517,13 +534,18 @@ class Add final : public CudaNode {
     float* d0 = din(0);
     float* d1 = din(1);
 #ifdef D500_HAVE_CUDA_KERNELS
+    if (d0 && d1 && p_.out[0].bf16)
+      return check(launch_copy_twice_bf16(dout(0), d0, d1, n, m_.stream()),
+                   "the bfloat16 add gradient kernel's launch");
     if (d0 && d1) return check(launch_copy_twice(dout(0), d0, d1, n, m_.stream()), "the add gradient kernel's launch");
 #endif
     for (float* d : {d0, d1})
-      if (d) m_.copy(d, dout(0), static_cast<std::size_t>(n) * sizeof(float));
+      if (d) m_.copy(d, dout(0), static_cast<std::size_t>(n) * (p_.out[0].bf16 ? 2 : sizeof(float)));
   }
 #ifdef D500_HAVE_CUDA_KERNELS
-  std::string impl() const override { return "cuda d500 kernel (add in one pass)"; }
+  std::string impl() const override {
+    return p_.out[0].bf16 ? "cuda d500 kernel (add in one pass, bfloat16)" : "cuda d500 kernel (add in one pass)";
+  }
 #else
   std::string impl() const override { return "cuda copy and cublas saxpy"; }
 #endif
@@ -538,6 +560,9 @@ class AddRelu final : public CudaNode {
  public:
   using CudaNode::CudaNode;
   void forward() override {
+    if (half_)
+      return check(launch_add_relu_bf16(p_.in[0].data, p_.in[1].data, p_.out[0].data, p_.out[0].numel(), m_.stream()),
+                   "the bfloat16 add-relu kernel's launch");
     check(launch_add_relu(in(0), in(1), out(0), p_.out[0].numel(), m_.stream()), "the add-relu kernel's launch");
   }
   void backward() override {
@@ -545,12 +570,22 @@ class AddRelu final : public CudaNode {
     float* d0 = din(0);
     float* d1 = din(1);
     if (!d0 && !d1) return;
-    if (const float* dy = dout(0))
+    if (const float* dy = dout(0)) {
+      if (half_)
+        return check(launch_relu_grad_bf16(out(0), dy, d0, d1, n, m_.stream()),
+                     "the bfloat16 add-relu gradient kernel's launch");
       return check(launch_relu_grad_twice(out(0), dy, d0, d1, n, m_.stream()), "the add-relu gradient kernel's launch");
+    }
     for (float* d : {d0, d1})  // no gradient reaches the output: zero
-      if (d) m_.zero(d, static_cast<std::size_t>(n) * sizeof(float));
+      if (d) m_.zero(d, static_cast<std::size_t>(n) * (half_ ? 2 : sizeof(float)));
   }
-  std::string impl() const override { return "cuda d500 kernel (add and relu in one pass)"; }
+  std::string impl() const override {
+    return half_ ? "cuda d500 kernel (add and relu in one pass, bfloat16)"
+                 : "cuda d500 kernel (add and relu in one pass)";
+  }
+
+ private:
+  const bool half_ = p_.out[0].bf16;  // its tensors stored in bfloat16 (math = "bf16")
 };
 
 // SoftmaxCrossEntropyLoss (dev::Sce: any N C d... layout, class weights, ignore_index, mean, sum
@@ -1001,9 +1036,12 @@ class Conv final : public CudaNode {
   // The layout first (a step's impl is kept to 64 bytes): "cuda cudnn nhwc conv from nchw (...)"
   // for a channels-last convolution that turns its NCHW input.
   std::string impl() const override {
+    // "bf16" where the executor stores x or y in bfloat16 (math = "bf16"), early: the rest may be cut.
+    const char* half = x_half_ || y_half_ ? " bf16" : "";
     if (nhwc_)
-      return std::string("cuda cudnn nhwc conv") + (x_conv_ ? " from nchw" : "") + (y_conv_ ? " to nchw" : "") + " (" +
-             algorithms_ + ")";
+      return std::string("cuda cudnn nhwc") + half + " conv" + (x_conv_ ? " from nchw" : "") +
+             (y_conv_ ? " to nchw" : "") + " (" + algorithms_ + ")";
+    if (*half) return std::string("cuda cudnn bf16 convolution (") + algorithms_ + ")";
     return std::string("cuda cudnn ") + (transposed_ ? "transposed " : "") + "convolution (" + algorithms_ + ")";
   }
 
@@ -1020,6 +1058,13 @@ class Conv final : public CudaNode {
         y_(g.n, g.k, g.p, g.q, CUDNN_DATA_FLOAT, nhwc_of(p)),
         b_(1, transposed ? g.c : g.k, 1, 1, CUDNN_DATA_FLOAT, nhwc_of(p)) {
     has_bias_ = p.in.size() > 2 && p.in[2].present();
+    // Stored in bfloat16 (math = "bf16", bf16_storage: never with a bias, and on a channels-last
+    // point only tensors stored channels-last, so no layout copy meets one): the passes read and
+    // write them where they lie.
+    if ((x_half_ && (has_bias_ || (nhwc_ && !p.in[0].channels_last))) ||
+        (y_half_ && (has_bias_ || (nhwc_ && !p.out[0].channels_last))))
+      throw Error("cuda: " + p.node->label() + " got bfloat16 tensors its convolution does not take (a bias, or " +
+                  "a layout copy)");
     if (nhwc_) {
       // Buffers of the node's own: the weights in KRSC (and their gradient), and the input or
       // output the executor keeps NCHW, in NHWC.
@@ -1040,7 +1085,8 @@ class Conv final : public CudaNode {
       m.reserve_scratch(half_offset(x_elems_) + half_offset(w_elems_) + half_offset(y_elems_));
       // Training a Conv's filter: the forward pass's bfloat16 copy of x is kept for the
       // backward-filter pass (as autocast saves its bfloat16 inputs for backward), not rounded again.
-      if (p.training && !transposed && p.din.size() > 1 && p.din[1].present()) saved_x_ = own(half_offset(x_elems_));
+      if (p.training && !transposed && !x_half_ && p.din.size() > 1 && p.din[1].present())
+        saved_x_ = own(half_offset(x_elems_));
     }
     cudnn_check(cudnnCreateFilterDescriptor(&w_), "cudnnCreateFilterDescriptor");
     cudnn_check(cudnnSetFilter4dDescriptor(w_, bf16_ ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT,
@@ -1259,13 +1305,20 @@ class Conv final : public CudaNode {
     held_[r] = nullptr;
     return region(r);
   }
-  // A pass's operand: the float32 tensor itself, or with math = "bf16" its copy in region r.
-  void* operand(Region r, const float* t) { return bf16_ ? half_of(r, t) : const_cast<float*>(t); }
-  // Where a pass writes: the float32 tensor, or with math = "bf16" region r, which widen() then
-  // copies into the tensor.
-  void* result(Region r, float* t) { return bf16_ ? written(r) : t; }
+  // A tensor of the node's that the executor stores in bfloat16 (x and its gradient, or y and
+  // its gradient: TensorView::bf16).
+  bool stored_half(const void* t) const {
+    auto is = [&](const std::vector<TensorView>& side) { return !side.empty() && side[0].data == t; };
+    return t && ((x_half_ && (is(p_.in) || is(p_.din))) || (y_half_ && (is(p_.out) || is(p_.dout))));
+  }
+  // A pass's operand: the tensor itself (float32, or stored in bfloat16), or with math = "bf16"
+  // its bfloat16 copy in region r.
+  void* operand(Region r, const float* t) { return bf16_ && !stored_half(t) ? half_of(r, t) : const_cast<float*>(t); }
+  // Where a pass writes: the tensor itself, or with math = "bf16" region r, which widen() then
+  // copies into the float32 tensor.
+  void* result(Region r, float* t) { return bf16_ && !stored_half(t) ? written(r) : t; }
   void widen(Region r, const void* h, float* t) const {
-    if (bf16_) from_half(h, t, elements(r));
+    if (bf16_ && !stored_half(t)) from_half(h, t, elements(r));
   }
   void forget_halves() { held_[kX] = held_[kW] = held_[kY] = nullptr; }
 #ifdef D500_HAVE_CUDA_KERNELS
@@ -1285,6 +1338,8 @@ class Conv final : public CudaNode {
 
   bool transposed_;
   bool nhwc_;  // the passes compute channels-last
+  // x and its gradient, y and its gradient, stored in bfloat16 (math = "bf16", bf16_storage).
+  bool x_half_ = p_.in[0].bf16, y_half_ = p_.out[0].bf16;
   ConvGeom g_;
   // Channels-last: the weights and their gradient in KRSC; the input and the output where the
   // executor keeps them NCHW, in NHWC (the input's also takes its gradient).
@@ -1364,6 +1419,7 @@ class Pool final : public CudaNode {
     std::string s = "cuda cudnn pooling";
     if (mode_ == CUDNN_POOLING_MAX) s += ", atomics";
     if (nhwc_) s += ", NHWC";
+    if (p_.in[0].bf16) return s + ", bfloat16" + (p_.training ? " (output kept)" : "");  // within 63 bytes
     return p_.training ? s + " (output kept for backward)" : s;
   }
 
@@ -1372,8 +1428,8 @@ class Pool final : public CudaNode {
   // channel is the same bytes in both layouts).
   Pool(const NodeProblem& p, ExecutorMemory& m, const ConvGeom& g, cudnnPoolingMode_t mode)
       : CudaNode(p, m),
-        x_(g.n, g.c, g.h, g.w, CUDNN_DATA_FLOAT, p.in[0].channels_last),
-        y_(g.n, g.c, g.p, g.q, CUDNN_DATA_FLOAT, p.in[0].channels_last),
+        x_(g.n, g.c, g.h, g.w, data_type(p.in[0]), p.in[0].channels_last),
+        y_(g.n, g.c, g.p, g.q, data_type(p.in[0]), p.in[0].channels_last),
         mode_(mode),
         nhwc_(p.in[0].channels_last) {
     cudnn_check(cudnnCreatePoolingDescriptor(&pool_), "cudnnCreatePoolingDescriptor");
@@ -1384,11 +1440,13 @@ class Pool final : public CudaNode {
     cudnn_check(cudnnGetPooling2dForwardOutputDim(pool_, x_.get(), &n, &c, &h, &w),
                 "cudnnGetPooling2dForwardOutputDim");
     if (n != g.n || c != g.c || h != g.p || w != g.q) return;  // ceil mode: the reference runs it
+    if (p.in[0].bf16 != p.out[0].bf16) return;                 // bf16_storage stores both or neither
+    const std::size_t element = p.in[0].bf16 ? 2 : sizeof(float);
     if (p.training) {
-      y_bytes_ = static_cast<std::size_t>(g.n * g.c * g.p * g.q) * sizeof(float);
+      y_bytes_ = static_cast<std::size_t>(g.n * g.c * g.p * g.q) * element;
       y_keep_ = own(y_bytes_);
       if (mode != CUDNN_POOLING_MAX_DETERMINISTIC && mode != CUDNN_POOLING_MAX) {  // an average reads its input
-        x_bytes_ = static_cast<std::size_t>(g.n * g.c * g.h * g.w) * sizeof(float);
+        x_bytes_ = static_cast<std::size_t>(g.n * g.c * g.h * g.w) * element;
         x_keep_ = own(x_bytes_);
       }
     }
@@ -1513,7 +1571,7 @@ class Softmax final : public CudaNode {
 class BatchNormInference final : public CudaNode {
  public:
   BatchNormInference(const NodeProblem& p, ExecutorMemory& m, I n, I c, I h, I w, double eps)
-      : CudaNode(p, m), x_(n, c, h, w, CUDNN_DATA_FLOAT, p.in[0].channels_last), s_(1, c, 1, 1), eps_(eps) {}
+      : CudaNode(p, m), x_(n, c, h, w, data_type(p.in[0]), p.in[0].channels_last), s_(1, c, 1, 1), eps_(eps) {}
   void forward() override {
     cudnn_check(
         cudnnBatchNormalizationForwardInference(m_.dnn(), CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, x_.get(), in(0),
@@ -1522,6 +1580,9 @@ class BatchNormInference final : public CudaNode {
   }
   void backward() override { throw Error("cuda: batch normalisation in inference has no backward pass"); }
   std::string impl() const override {
+    if (p_.in[0].bf16)
+      return p_.in[0].channels_last ? "cuda cudnn batchnorm (inference, NHWC, bfloat16)"
+                                    : "cuda cudnn batchnorm (inference, bfloat16)";
     return p_.in[0].channels_last ? "cuda cudnn batch normalisation (inference, NHWC)"
                                   : "cuda cudnn batch normalisation (inference)";
   }
@@ -1542,12 +1603,12 @@ class BatchNormTraining final : public CudaNode {
  public:
   BatchNormTraining(const NodeProblem& p, ExecutorMemory& m, I n, I c, I h, I w, double eps)
       : CudaNode(p, m),
-        x_(n, c, h, w, CUDNN_DATA_FLOAT, p.in[0].channels_last),
+        x_(n, c, h, w, data_type(p.in[0]), p.in[0].channels_last),
         s_(1, c, 1, 1),
         mode_(p.in[0].channels_last ? CUDNN_BATCHNORM_SPATIAL_PERSISTENT : CUDNN_BATCHNORM_SPATIAL),
         eps_(eps),
         c_bytes_(static_cast<std::size_t>(c) * sizeof(float)),
-        x_bytes_(static_cast<std::size_t>(n * c * h * w) * sizeof(float)) {
+        x_bytes_(static_cast<std::size_t>(n * c * h * w) * (p.in[0].bf16 ? 2 : sizeof(float))) {
     mean_ = own(c_bytes_);
     inv_ = own(c_bytes_);
 #ifdef D500_HAVE_CUDA_KERNELS
@@ -1592,6 +1653,9 @@ class BatchNormTraining final : public CudaNode {
         "cudnnBatchNormalizationBackward");
   }
   std::string impl() const override {
+    if (p_.in[0].bf16)  // within the step's 63 bytes
+      return p_.in[0].channels_last ? "cuda cudnn batchnorm (training, NHWC, persistent, bfloat16)"
+                                    : "cuda cudnn batchnorm (training, bfloat16)";
     return p_.in[0].channels_last ? "cuda cudnn batch normalisation (training, NHWC, persistent)"
                                   : "cuda cudnn batch normalisation (training)";
   }
@@ -1639,11 +1703,169 @@ std::unique_ptr<NodeKernel> cudnn_batch_norm(const NodeProblem& p, ExecutorMemor
   return std::make_unique<BatchNormInference>(p, m, n, c, h, w, eps);
 }
 
+#ifdef D500_HAVE_CUDA_KERNELS
+// Relu over a tensor stored in bfloat16 (math = "bf16"): d500's kernel, one pass each way (the
+// input stands for the output in the gradient's mask, as cuDNN's Relu above has it).
+class ReluBf16 final : public CudaNode {
+ public:
+  using CudaNode::CudaNode;
+  void forward() override {
+    check(launch_relu_bf16(p_.in[0].data, p_.out[0].data, p_.in[0].numel(), m_.stream()),
+          "the bfloat16 relu kernel's launch");
+  }
+  void backward() override {
+    if (!p_.din[0].present()) return;
+    if (!p_.dout[0].present()) return m_.zero(p_.din[0].data, static_cast<std::size_t>(p_.in[0].numel()) * 2);
+    check(launch_relu_grad_bf16(p_.in[0].data, p_.dout[0].data, p_.din[0].data, nullptr, p_.in[0].numel(), m_.stream()),
+          "the bfloat16 relu gradient kernel's launch");
+  }
+  std::string impl() const override { return "cuda d500 kernel (relu, bfloat16)"; }
+};
+
+// GlobalAveragePool of an input stored in bfloat16 into its float32 output (dev::GlobalPool).
+class GlobalPoolBf16 final : public CudaNode {
+ public:
+  GlobalPoolBf16(const NodeProblem& p, ExecutorMemory& m, const dev::GlobalPool& k) : CudaNode(p, m), k_(k) {}
+  void forward() override {
+    check(launch_global_pool_bf16(k_, p_.in[0].data, out(0), m_.stream()), "the bfloat16 global pool kernel's launch");
+  }
+  void backward() override {
+    if (!p_.din[0].present()) return;
+    if (!p_.dout[0].present()) return m_.zero(p_.din[0].data, static_cast<std::size_t>(p_.in[0].numel()) * 2);
+    check(launch_global_pool_grad_bf16(k_, dout(0), p_.din[0].data, m_.stream()),
+          "the bfloat16 global pool gradient kernel's launch");
+  }
+  std::string impl() const override {
+    return k_.nhwc ? "cuda d500 kernel (global average pool, NHWC, bfloat16)"
+                   : "cuda d500 kernel (global average pool, bfloat16)";
+  }
+
+ private:
+  dev::GlobalPool k_;
+};
+
+// A node the executor gives tensors stored in bfloat16 (math = "bf16", bf16_storage): the kernels
+// that take them, or nullptr (the executor then refuses the point, naming the node).
+std::unique_ptr<NodeKernel> make_bf16_node_kernel(const NodeProblem& p, ExecutorMemory& m) {
+  const std::string& op = p.node->op;
+  if (op == "Conv") return Conv::make(p, m);
+  if (op == "BatchNormalization") return cudnn_batch_norm(p, m, *p.in[0].shape);
+  if (op == "MaxPool" || op == "AveragePool") return Pool::make(p, m);
+  if (op == "GlobalAveragePool") {
+    const auto k = dev::global_pool_of(p);
+    return k ? std::make_unique<GlobalPoolBf16>(p, m, *k) : nullptr;
+  }
+  if (op == "Relu") return std::make_unique<ReluBf16>(p, m);
+  if (op == "Add" && p.in.size() == 2 && *p.in[0].shape == *p.in[1].shape) return std::make_unique<Add>(p, m);
+  if (op == "AddRelu") return std::make_unique<AddRelu>(p, m);
+  return nullptr;
+}
+
+// Whether this process's GPU's cuDNN normalises and pools bfloat16 tensors as the executor would
+// ask it to (NCHW in spatial mode, NHWC in persistent mode; training, its gradient and
+// inference; max and average pooling, forward and backward): "" when it does, else why not. Run
+// once, on small tensors of the GPU's own, before the first plan that would store bfloat16
+// (untimed); where cuDNN refuses, the activations stay float32 and the process says so once.
+std::string probe_cudnn_bf16() {
+  constexpr int n = 2, c = 8, h = 4;
+  constexpr std::size_t words = n * c * h * h, scratch = 64 * 1024;
+  cudnnHandle_t dnn = nullptr;
+  if (cudnnCreate(&dnn) != CUDNN_STATUS_SUCCESS) return "cudnnCreate failed";
+  void* base = nullptr;
+  if (cudaMalloc(&base, scratch) != cudaSuccess) {
+    cudnnDestroy(dnn);
+    return "cudaMalloc of its probe's 64 KiB failed";
+  }
+  std::string why;
+  auto at = [&](std::size_t k) { return static_cast<char*>(base) + k * 4096; };  // 4 KiB each
+  void *x = at(0), *y = at(1), *dy = at(2), *dx = at(3);
+  float *scale = reinterpret_cast<float*>(at(4)), *bias = reinterpret_cast<float*>(at(5)),
+        *ds = reinterpret_cast<float*>(at(6)), *db = reinterpret_cast<float*>(at(7)),
+        *mean = reinterpret_cast<float*>(at(8)), *inv = reinterpret_cast<float*>(at(9));
+  static_assert(words * 2 <= 4096, "the probe's tensors fit their slots");
+  auto call = [&](cudnnStatus_t st, const char* what) {
+    if (why.empty() && st != CUDNN_STATUS_SUCCESS) why = std::string(what) + ": " + cudnnGetErrorString(st);
+  };
+  try {
+    if (cudaMemset(base, 0, scratch) != cudaSuccess) why = "cudaMemset failed";
+    for (const bool nhwc : {false, true}) {
+      const TensorDesc xd(n, c, h, h, CUDNN_DATA_BFLOAT16, nhwc), yd(n, c, h / 2, h / 2, CUDNN_DATA_BFLOAT16, nhwc),
+          sd(1, c, 1, 1);
+      const cudnnBatchNormMode_t mode = nhwc ? CUDNN_BATCHNORM_SPATIAL_PERSISTENT : CUDNN_BATCHNORM_SPATIAL;
+      call(cudnnBatchNormalizationForwardTraining(dnn, mode, &kOne, &kZero, xd.get(), x, xd.get(), y, sd.get(), scale,
+                                                  bias, 0.0, nullptr, nullptr, 1e-5, mean, inv),
+           "cudnnBatchNormalizationForwardTraining (bfloat16)");
+      call(cudnnBatchNormalizationBackward(dnn, mode, &kOne, &kZero, &kOne, &kZero, xd.get(), x, xd.get(), dy, xd.get(),
+                                           dx, sd.get(), scale, ds, db, 1e-5, mean, inv),
+           "cudnnBatchNormalizationBackward (bfloat16)");
+      call(cudnnBatchNormalizationForwardInference(dnn, CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, xd.get(), x, xd.get(),
+                                                   y, sd.get(), scale, bias, mean, inv, 1e-5),
+           "cudnnBatchNormalizationForwardInference (bfloat16)");
+      for (const cudnnPoolingMode_t pm :
+           {CUDNN_POOLING_MAX_DETERMINISTIC, CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING}) {
+        cudnnPoolingDescriptor_t pool = nullptr;
+        call(cudnnCreatePoolingDescriptor(&pool), "cudnnCreatePoolingDescriptor");
+        if (!pool) break;
+        call(cudnnSetPooling2dDescriptor(pool, pm, CUDNN_NOT_PROPAGATE_NAN, 2, 2, 0, 0, 2, 2),
+             "cudnnSetPooling2dDescriptor");
+        call(cudnnPoolingForward(dnn, pool, &kOne, xd.get(), x, &kZero, yd.get(), y), "cudnnPoolingForward (bfloat16)");
+        call(cudnnPoolingBackward(dnn, pool, &kOne, yd.get(), y, yd.get(), dy, xd.get(), x, &kZero, xd.get(), dx),
+             "cudnnPoolingBackward (bfloat16)");
+        cudnnDestroyPoolingDescriptor(pool);
+      }
+    }
+    if (const cudaError_t e = cudaDeviceSynchronize(); why.empty() && e != cudaSuccess)
+      why = std::string("the probe's kernels failed: ") + cudaGetErrorString(e);
+  } catch (const Error& e) {
+    if (why.empty()) why = e.what();
+  }
+  cudaFree(base);
+  cudnnDestroy(dnn);
+  return why;
+}
+
+// probe_cudnn_bf16's answer, once per process (said on stderr once where cuDNN refuses).
+const std::string& cudnn_bf16_refusal() {
+  static const std::string why = [] {
+    std::string w = probe_cudnn_bf16();
+    if (!w.empty())
+      std::fprintf(stderr, "d500: cuda: math = \"bf16\" keeps the activations float32 on this GPU: %s\n", w.c_str());
+    return w;
+  }();
+  return why;
+}
+#endif  // D500_HAVE_CUDA_KERNELS
+
 #endif  // D500_HAVE_CUDNN
 
 }  // namespace
 
 std::unique_ptr<DeviceMemory> make_executor_memory() { return std::make_unique<ExecutorMemory>(); }
+
+#if defined(D500_HAVE_CUDNN) && defined(D500_HAVE_CUDA_KERNELS)
+namespace {
+// `how`, or Never where a tensor of the node is beyond cuDNN's int.
+Takes within_int(const NodeProblem& p, Takes how) {
+  for (const auto* side : {&p.in, &p.out})
+    for (const TensorView& t : *side)
+      if (t.shape && !fits_int(numel(*t.shape))) return Takes::Never;
+  return how;
+}
+}  // namespace
+#endif
+
+Takes bf16_storage(const NodeProblem& p) {
+#if defined(D500_HAVE_CUDNN) && defined(D500_HAVE_CUDA_KERNELS)
+  // The nodes dev::bf16_storage_of names, where cuDNN takes bfloat16 normalisations and poolings
+  // on this GPU (cudnn_bf16_refusal: else none), with sizes within cuDNN's int.
+  const Takes how = dev::bf16_storage_of(p);
+  if (how == Takes::Never || !cudnn_bf16_refusal().empty()) return Takes::Never;
+  return within_int(p, how);
+#else
+  (void)p;
+  return Takes::Never;  // d500's bfloat16 kernels and cuDNN's bfloat16 descriptors need both
+#endif
+}
 
 Takes channels_last(const NodeProblem& p) {
 #if defined(D500_HAVE_CUDNN) && defined(D500_HAVE_CUDA_KERNELS)
@@ -1651,20 +1873,25 @@ Takes channels_last(const NodeProblem& p) {
   // d500's: Relu and Add flat, a batch normalisation cuDNN's does not serve on dev::BatchNorm's
   // channels-last addressing), with sizes within cuDNN's int.
   const Takes how = dev::channels_last_of(p);
-  if (how == Takes::Never) return how;
-  for (const auto* side : {&p.in, &p.out})
-    for (const TensorView& t : *side)
-      if (t.shape && !fits_int(numel(*t.shape))) return Takes::Never;
-  return how;
+  return how == Takes::Never ? how : within_int(p, how);
 #else
   (void)p;
-  return Takes::Never;  // the layout copies and cuDNN's NHWC descriptors need both
+  return Takes::Never;   // the layout copies and cuDNN's NHWC descriptors need both
 #endif
 }
 
 std::unique_ptr<NodeKernel> make_node_kernel(const NodeProblem& p, int) {
   auto* m = dynamic_cast<ExecutorMemory*>(p.device);
   if (!m) return nullptr;  // host memory: nothing here runs on it
+  for (const auto* side : {&p.in, &p.out})
+    for (const TensorView& t : *side)
+      if (t.bf16) {
+#if defined(D500_HAVE_CUDNN) && defined(D500_HAVE_CUDA_KERNELS)
+        return make_bf16_node_kernel(p, *m);
+#else
+        return nullptr;  // bf16_storage says Never in such a build
+#endif
+      }
 #ifdef D500_HAVE_CUDA_KERNELS
   if (p.node->op == "SoftmaxCrossEntropyLoss") {  // its labels are integers
     const auto k = dev::sce_of(p);

@@ -39,18 +39,54 @@ cudaError_t launch_each(std::int64_t n, cudaStream_t s, F f) {
   return cudaGetLastError();
 }
 
-// Elementwise over [0, n) in 16-byte vectors where every pointer allows: items [0, n / 4) call
-// vec(j) on elements 4j..4j+3, the rest (n % 4 of them) scalar(i) one element each; one launch.
-template <class V, class S>
-cudaError_t launch_vector4(std::int64_t n, bool aligned, cudaStream_t s, V vec, S scalar) {
+// Elementwise over [0, n) in 16-byte vectors where every pointer allows: items [0, n / kPer) call
+// vec(j) on elements kPer j .. kPer j + kPer - 1 (4 floats, or 8 bfloat16 words), the rest
+// (n % kPer of them) scalar(i) one element each; one launch.
+template <int kPer, class V, class S>
+cudaError_t launch_vectors(std::int64_t n, bool aligned, cudaStream_t s, V vec, S scalar) {
   if (!aligned) return launch_each(n, s, scalar);
-  const std::int64_t n4 = n / 4;
-  return launch_each(n4 + n % 4, s, [=] __device__(std::int64_t j) {
-    if (j < n4)
+  const std::int64_t nv = n / kPer;
+  return launch_each(nv + n % kPer, s, [=] __device__(std::int64_t j) {
+    if (j < nv)
       vec(j);
     else
-      scalar(4 * n4 + (j - n4));
+      scalar(kPer * nv + (j - nv));
   });
+}
+template <class V, class S>
+cudaError_t launch_vector4(std::int64_t n, bool aligned, cudaStream_t s, V vec, S scalar) {
+  return launch_vectors<4>(n, aligned, s, vec, scalar);
+}
+template <class V, class S>
+cudaError_t launch_vector8(std::int64_t n, bool aligned, cudaStream_t s, V vec, S scalar) {
+  return launch_vectors<8>(n, aligned, s, vec, scalar);
+}
+
+bool aligned16(std::initializer_list<const void*> ps);
+
+// Eight bfloat16 words, loaded and stored as one 16-byte vector.
+union Words8 {
+  uint4 v;
+  std::uint16_t w[8];
+};
+
+// out = f(a, b) word by word over n words (b may be nullptr for a unary f, which ignores it).
+template <class F>
+cudaError_t launch_words(const void* a, const void* b, void* out, std::int64_t n, cudaStream_t s, F f) {
+  const auto* pa = static_cast<const std::uint16_t*>(a);
+  const auto* pb = static_cast<const std::uint16_t*>(b ? b : a);
+  auto* po = static_cast<std::uint16_t*>(out);
+  return launch_vector8(
+      n, aligned16({pa, pb, po}), s,
+      [=] __device__(std::int64_t j) {
+        Words8 u, v, r;
+        u.v = reinterpret_cast<const uint4*>(pa)[j];
+        v.v = reinterpret_cast<const uint4*>(pb)[j];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) r.w[e] = f(u.w[e], v.w[e]);
+        reinterpret_cast<uint4*>(po)[j] = r.v;
+      },
+      [=] __device__(std::int64_t i) { po[i] = f(pa[i], pb[i]); });
 }
 
 bool aligned16(std::initializer_list<const void*> ps) {
@@ -258,6 +294,52 @@ cudaError_t launch_window_backward(const dev::Window& k, const float* dy, float*
 
 // Four elements a thread where the float32 side is 16-byte aligned and the bfloat16 side 8-byte
 // aligned (16 bytes in, 8 out, or the reverse); the rounding is the same, element by element.
+cudaError_t launch_add_bf16(const void* a, const void* b, void* y, std::int64_t n, cudaStream_t s) {
+  return launch_words(a, b, y, n, s, [] __device__(std::uint16_t u, std::uint16_t v) { return dev::add_bf16(u, v); });
+}
+
+cudaError_t launch_add_relu_bf16(const void* a, const void* b, void* y, std::int64_t n, cudaStream_t s) {
+  return launch_words(a, b, y, n, s,
+                      [] __device__(std::uint16_t u, std::uint16_t v) { return dev::add_relu_bf16(u, v); });
+}
+
+cudaError_t launch_relu_bf16(const void* x, void* y, std::int64_t n, cudaStream_t s) {
+  return launch_words(x, nullptr, y, n, s, [] __device__(std::uint16_t u, std::uint16_t) { return dev::relu_bf16(u); });
+}
+
+cudaError_t launch_relu_grad_bf16(const void* y, const void* dy, void* d0, void* d1, std::int64_t n, cudaStream_t s) {
+  void* first = d0 ? d0 : d1;
+  if (!first) return cudaSuccess;
+  auto mask = [] __device__(std::uint16_t u, std::uint16_t v) { return dev::relu_grad_bf16(u, v); };
+  if (const cudaError_t e = launch_words(y, dy, first, n, s, mask); e != cudaSuccess || !d0 || !d1) return e;
+  return cudaMemcpyAsync(d1, d0, static_cast<std::size_t>(n) * 2, cudaMemcpyDeviceToDevice, s);
+}
+
+cudaError_t launch_copy_twice_bf16(const void* x, void* y0, void* y1, std::int64_t n, cudaStream_t s) {
+  const auto* in = static_cast<const std::uint16_t*>(x);
+  auto* o0 = static_cast<std::uint16_t*>(y0);
+  auto* o1 = static_cast<std::uint16_t*>(y1);
+  return launch_vector8(
+      n, aligned16({in, o0, o1}), s,
+      [=] __device__(std::int64_t j) {
+        const uint4 u = reinterpret_cast<const uint4*>(in)[j];
+        reinterpret_cast<uint4*>(o0)[j] = u;
+        reinterpret_cast<uint4*>(o1)[j] = u;
+      },
+      [=] __device__(std::int64_t i) { o0[i] = o1[i] = in[i]; });
+}
+
+cudaError_t launch_global_pool_bf16(const dev::GlobalPool& k, const void* x, float* y, cudaStream_t s) {
+  const auto* in = static_cast<const std::uint16_t*>(x);
+  return launch_each(k.n * k.c, s, [=] __device__(std::int64_t o) { y[o] = dev::global_pool_at(k, in, o); });
+}
+
+cudaError_t launch_global_pool_grad_bf16(const dev::GlobalPool& k, const float* dy, void* dx, cudaStream_t s) {
+  auto* out = static_cast<std::uint16_t*>(dx);
+  return launch_each(k.n * k.c * k.plane, s,
+                     [=] __device__(std::int64_t i) { out[i] = dev::global_pool_grad_at(k, dy, i); });
+}
+
 cudaError_t launch_to_bf16(const float* src, void* dst, std::int64_t n, cudaStream_t s) {
   auto* out = static_cast<__nv_bfloat16*>(dst);
   return launch_vector4(

@@ -102,6 +102,21 @@ cudaError_t launch_bn_backward(const dev::BatchNorm& k, const dev::Parts& ps, co
 cudaError_t launch_to_bf16(const float* src, void* dst, std::int64_t n, cudaStream_t s);
 cudaError_t launch_from_bf16(const void* src, float* dst, std::int64_t n, cudaStream_t s);
 
+// math = "bf16" with the activations stored in bfloat16 (TensorView::bf16; each pointer to n
+// 16-bit words): Add, AddRelu and Relu (dev::add_bf16, add_relu_bf16, relu_bf16: the operands
+// read exactly, the result rounded to nearest even; y may be a, as the gradients' sums have it),
+// Relu's gradient masked where y > 0 into d0 and d1 (either nullptr: not wanted; AddRelu's two, or
+// Relu's one), dy copied into both of Add's gradients; eight elements a thread where every
+// pointer is 16-byte aligned. GlobalAveragePool of a bfloat16 input into its float32 output
+// (dev::GlobalPool: one thread per output, the plane summed in order in double) and its gradient.
+cudaError_t launch_add_bf16(const void* a, const void* b, void* y, std::int64_t n, cudaStream_t s);
+cudaError_t launch_add_relu_bf16(const void* a, const void* b, void* y, std::int64_t n, cudaStream_t s);
+cudaError_t launch_relu_bf16(const void* x, void* y, std::int64_t n, cudaStream_t s);
+cudaError_t launch_relu_grad_bf16(const void* y, const void* dy, void* d0, void* d1, std::int64_t n, cudaStream_t s);
+cudaError_t launch_copy_twice_bf16(const void* x, void* y0, void* y1, std::int64_t n, cudaStream_t s);
+cudaError_t launch_global_pool_bf16(const dev::GlobalPool& k, const void* x, float* y, cudaStream_t s);
+cudaError_t launch_global_pool_grad_bf16(const dev::GlobalPool& k, const float* dy, void* dx, cudaStream_t s);
+
 // Cast: dst from src, element by element.
 cudaError_t launch_cast(const dev::Cast& k, const void* src, void* dst, cudaStream_t s);
 

@@ -35,9 +35,12 @@ std::vector<BackendSetting> settings_of_backend_cuda() {
                 "float32: no tensor cores), tf32 (tensor cores round each float32 input to TF32's 10 mantissa bits and "
                 "sum in float32: PyTorch's torch.backends.cudnn.allow_tf32 and torch.backends.cuda.matmul.allow_tf32; "
                 "validation allows 8u more, u = 2^-11) or, for networks only, bf16 (mixed precision: their inputs "
-                "rounded to bfloat16, sums in float32, a convolution's result rounded to bfloat16 too; every tensor the "
-                "network keeps, its weights and the optimizer stay float32, unlike PyTorch's autocast, whose activations "
-                "are bfloat16; validation allows 9u more, u = 2^-8); default: fp32 (gemm: its dtype)"},
+                "rounded to bfloat16, sums in float32, a convolution's result rounded to bfloat16 too; the "
+                "activations between convolutions, batch normalisations, poolings, ReLUs and same-shape additions, "
+                "and their gradients, are stored in bfloat16 as PyTorch's autocast keeps them, in either "
+                "memory_format, where the GPU's cuDNN takes bfloat16 normalisations and poolings (else they stay "
+                "float32 and the job's log says why); the weights, their gradients and the optimizer stay float32; "
+                "validation allows 9u more, u = 2^-8, and simulates the stores); default: fp32 (gemm: its dtype)"},
        .workloads = {"conv2d", "gemm", "network", "train", "distributed"},
        .neutral = "fp32",
        .other_note = kOthersComputeInFloat32},
