@@ -1767,22 +1767,23 @@ std::unique_ptr<NodeKernel> make_bf16_node_kernel(const NodeProblem& p, Executor
 // once, on small tensors of the GPU's own, before the first plan that would store bfloat16
 // (untimed); where cuDNN refuses, the activations stay float32 and the process says so once.
 std::string probe_cudnn_bf16() {
-  constexpr int n = 2, c = 8, h = 4;
-  constexpr std::size_t words = n * c * h * h, scratch = 64 * 1024;
+  // A residual network's smallest shapes' kind: 64 channels, NHWC's persistent mode included.
+  constexpr int n = 2, c = 64, h = 8;
+  constexpr std::size_t slot = 16 * 1024, words = n * c * h * h, scratch = 10 * slot;
   cudnnHandle_t dnn = nullptr;
   if (cudnnCreate(&dnn) != CUDNN_STATUS_SUCCESS) return "cudnnCreate failed";
   void* base = nullptr;
   if (cudaMalloc(&base, scratch) != cudaSuccess) {
     cudnnDestroy(dnn);
-    return "cudaMalloc of its probe's 64 KiB failed";
+    return "cudaMalloc of its probe's 160 KiB failed";
   }
   std::string why;
-  auto at = [&](std::size_t k) { return static_cast<char*>(base) + k * 4096; };  // 4 KiB each
+  auto at = [&](std::size_t k) { return static_cast<char*>(base) + k * slot; };
   void *x = at(0), *y = at(1), *dy = at(2), *dx = at(3);
   float *scale = reinterpret_cast<float*>(at(4)), *bias = reinterpret_cast<float*>(at(5)),
         *ds = reinterpret_cast<float*>(at(6)), *db = reinterpret_cast<float*>(at(7)),
         *mean = reinterpret_cast<float*>(at(8)), *inv = reinterpret_cast<float*>(at(9));
-  static_assert(words * 2 <= 4096, "the probe's tensors fit their slots");
+  static_assert(words * 2 <= slot && c * sizeof(float) <= slot, "the probe's tensors fit their slots");
   auto call = [&](cudnnStatus_t st, const char* what) {
     if (why.empty() && st != CUDNN_STATUS_SUCCESS) why = std::string(what) + ": " + cudnnGetErrorString(st);
   };
