@@ -56,8 +56,10 @@ std::vector<BackendSetting> settings_of_backend_cuda() {
       fusion_setting("AddRelu in one pass of d500's kernel forward, y = max(a + b, 0), and one backward, dy where y > 0 "
                      "into both gradients: two fewer passes over the sum each way than the two nodes make",
                      "add_relu",
-                     "cuda joins no BatchNormalization with its Relu: cuDNN fuses the two only for half-precision "
-                     "NHWC activations, and d500 keeps them in float32"),
+                     "cuda joins no BatchNormalization with its Relu yet: cuDNN's one call for the two "
+                     "(cudnnBatchNormalizationForwardTrainingEx with CUDNN_BATCHNORM_OPS_BN_ACTIVATION) is deprecated "
+                     "in cuDNN 9, and a join around cuDNN's normalisation would save memory, not passes over it, as "
+                     "onednn's did"),
       {.spec = {"cuda_graph", ValueType::String, Value{std::string()}, 0, 0, {"off", "step"},
                 "training (level 2): step (the training step -- forward, backward and d500's device optimizer -- "
                 "captured once as a CUDA Graph, at the second step, and replayed at every later one: one launch instead "
