@@ -39,7 +39,8 @@ namespace {
 std::string onednn_version() {
   const dnnl_version_t* v = dnnl_version();
   return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch) + " (" +
-         v->hash + ", OpenMP runtime, " + onednn_isa() + " kernels)";
+         v->hash + ", OpenMP runtime, " + onednn_isa() + " kernels" + (onednn_isa_has_bf16() ? "" : ", no bfloat16") +
+         ")";
 }
 
 // C = A * B through a oneDNN matmul primitive, created once (outside any timing) over the
