@@ -356,6 +356,7 @@ std::optional<BatchNorm> batch_norm_of(const NodeProblem& p) {
   k.momentum = static_cast<float>(p.node->attr_f("momentum", 0.9));
   k.training = p.training || p.node->attr_i("training_mode", 0) != 0;  // the reference's bn_training
   k.nhwc = p.in[0].channels_last;
+  k.bf16 = p.in[0].bf16;
   return k;
 }
 

@@ -473,7 +473,19 @@ struct BatchNorm {
   float eps = 1e-5f, momentum = 0.9f;
   bool training = true;  // batch statistics; else the running ones (inputs 3 and 4) normalise
   bool nhwc = false;     // x, y and their gradients stored channels-last
+  bool bf16 = false;     // x, y and their gradients stored in bfloat16 (math = "bf16"; the rest float32)
 };
+// Element i of x, y or a gradient of theirs, as float; and a value stored there (rounded to
+// bfloat16 where they are stored so).
+D500_HOST_DEVICE inline float bn_value(const BatchNorm& k, const void* p, I i) {
+  return k.bf16 ? bf16_value(static_cast<const std::uint16_t*>(p)[i]) : static_cast<const float*>(p)[i];
+}
+D500_HOST_DEVICE inline void bn_store(const BatchNorm& k, void* p, I i, float v) {
+  if (k.bf16)
+    static_cast<std::uint16_t*>(p)[i] = bf16_bits(v);
+  else
+    static_cast<float*>(p)[i] = v;
+}
 // Element t (< n plane, in n then plane order) of channel ch.
 D500_HOST_DEVICE inline I bn_element(const BatchNorm& k, I ch, I t) {
   return k.nhwc ? t * k.c + ch : (t / k.plane * k.c + ch) * k.plane + t % k.plane;
@@ -482,13 +494,13 @@ D500_HOST_DEVICE inline I bn_element(const BatchNorm& k, I ch, I t) {
 D500_HOST_DEVICE inline I bn_channel(const BatchNorm& k, I i) { return k.nhwc ? i % k.c : i / k.plane % k.c; }
 
 // Part e: the sum of x (mean nullptr) or of (x - mean)^2 over its elements.
-D500_HOST_DEVICE inline void bn_stats_stage(const BatchNorm& k, const Parts& s, const float* x, const float* mean,
+D500_HOST_DEVICE inline void bn_stats_stage(const BatchNorm& k, const Parts& s, const void* x, const float* mean,
                                             double* part, I e) {
   I ch = 0, t0 = 0, t1 = 0;
   part_range(s, e, ch, t0, t1);
   double acc = 0;
   for (I t = t0; t < t1; ++t) {
-    const float v = x[bn_element(k, ch, t)];
+    const float v = bn_value(k, x, bn_element(k, ch, t));
     if (mean) {
       const float d = v - mean[ch];
       acc += d * d;
@@ -522,14 +534,14 @@ D500_HOST_DEVICE inline void bn_running_from_inv(const BatchNorm& k, const float
   if (out_rm) out_rm[ch] = m * k.momentum + mean[ch] * (1.0f - k.momentum);
   if (out_rv) out_rv[ch] = static_cast<float>(v * static_cast<double>(k.momentum) + var * (1.0 - k.momentum));
 }
-D500_HOST_DEVICE inline float bn_forward_at(const BatchNorm& k, const float* x, const float* scale, const float* bias,
+D500_HOST_DEVICE inline float bn_forward_at(const BatchNorm& k, const void* x, const float* scale, const float* bias,
                                             const float* mean, const float* var, I i) {
   const I ch = bn_channel(k, i);
   const float inv = 1.0f / sqrtf(var[ch] + k.eps);
-  return scale[ch] * (x[i] - mean[ch]) * inv + bias[ch];
+  return scale[ch] * (bn_value(k, x, i) - mean[ch]) * inv + bias[ch];
 }
 // Part e of the backward sums: of dy into part[e], of dy xhat into part[chunks c + e].
-D500_HOST_DEVICE inline void bn_grad_stage(const BatchNorm& k, const Parts& s, const float* x, const float* dy,
+D500_HOST_DEVICE inline void bn_grad_stage(const BatchNorm& k, const Parts& s, const void* x, const void* dy,
                                            const float* mean, const float* var, double* part, I e) {
   I ch = 0, t0 = 0, t1 = 0;
   part_range(s, e, ch, t0, t1);
@@ -537,8 +549,9 @@ D500_HOST_DEVICE inline void bn_grad_stage(const BatchNorm& k, const Parts& s, c
   double sdy = 0, sdyx = 0;
   for (I t = t0; t < t1; ++t) {
     const I at = bn_element(k, ch, t);
-    sdy += dy[at];
-    sdyx += dy[at] * (x[at] - mean[ch]) * inv;
+    const float g = bn_value(k, dy, at);
+    sdy += g;
+    sdyx += g * (bn_value(k, x, at) - mean[ch]) * inv;
   }
   part[e] = sdy, part[s.chunks * s.outputs + e] = sdyx;
 }
@@ -552,13 +565,14 @@ D500_HOST_DEVICE inline void bn_grad_finish(const Parts& s, const double* part, 
 }
 // dx[i]: scale inv / M (M dy - sum dy - xhat sum(dy xhat)) in training (M = n plane), else
 // scale inv dy.
-D500_HOST_DEVICE inline float bn_dx_at(const BatchNorm& k, const float* x, const float* scale, const float* dy,
+D500_HOST_DEVICE inline float bn_dx_at(const BatchNorm& k, const void* x, const float* scale, const void* dy,
                                        const float* mean, const float* var, const float* sdy, const float* sdyx, I i) {
   const I ch = bn_channel(k, i);
   const float inv = 1.0f / sqrtf(var[ch] + k.eps);
-  if (!k.training) return scale[ch] * inv * dy[i];
+  const float g = bn_value(k, dy, i);
+  if (!k.training) return scale[ch] * inv * g;
   const auto m = static_cast<float>(k.n * k.plane);
-  return scale[ch] * inv / m * (m * dy[i] - sdy[ch] - (x[i] - mean[ch]) * inv * sdyx[ch]);
+  return scale[ch] * inv / m * (m * g - sdy[ch] - (bn_value(k, x, i) - mean[ch]) * inv * sdyx[ch]);
 }
 
 // ---- Gather along one axis: data [outer, axis_dim, inner], indices [count] (int64 or int32) ----

@@ -1417,7 +1417,12 @@ class GuardedDeviceOp final : public NodeKernel {
     }
     const float* dy = p_.dout[0].as<const float>();
     for (std::size_t i = 0; i < p_.din.size(); ++i)
-      if (!dy && p_.din[i].present()) std::fill_n(p_.din[i].as<float>(), p_.in[i].numel(), 0.0f);
+      if (!dy && p_.din[i].present()) {
+        if (p_.din[i].bf16)  // stored in bfloat16 (a normalisation's, math = "bf16")
+          std::fill_n(p_.din[i].as<std::uint16_t>(), p_.in[i].numel(), std::uint16_t{0});
+        else
+          std::fill_n(p_.din[i].as<float>(), p_.in[i].numel(), 0.0f);
+      }
     const std::string& op = p_.node->op;
     if (!dy && op != "LayerNormalization") return;  // LayerNormalization's Mean and InvStdDev may have gradients
     float* dx = p_.din[0].as<float>();
@@ -1483,7 +1488,9 @@ class GuardedDeviceOp final : public NodeKernel {
           grad_in_parts(w, op == "Expand" ? nullptr : operand_b(), dy, d);
     }
   }
-  std::string impl() const override { return "guarded d500 kernels (" + p_.node->op + ")"; }
+  std::string impl() const override {
+    return "guarded d500 kernels (" + p_.node->op + ")" + (bn_.bf16 ? ", bfloat16 kernels" : "");
+  }
   static inline int chunked = 0;  // gradients summed in more than one part, over all kernels
 
  private:
@@ -1522,16 +1529,16 @@ class GuardedDeviceOp final : public NodeKernel {
     const float* mean = bn_stat(bn_mean_, nullptr);
     return {mean, bn_stat(bn_var_, mean)};
   }
-  void bn_forward(float* y) {
+  void bn_forward(void* y) {
     const auto [mean, var] = bn_statistics();
     float* o[4] = {};
     for (std::size_t j = 1; j < p_.out.size() && j < 5; ++j) o[j - 1] = p_.out[j].as<float>();
     for (std::int64_t ch = 0; bn_.training && ch < bn_.c; ++ch)
       dev::bn_running_outputs(bn_, in(3), in(4), mean, var, o[0], o[1], o[2], o[3], ch);
     for (std::int64_t i = 0; i < bn_.n * bn_.c * bn_.plane; ++i)
-      y[i] = dev::bn_forward_at(bn_, in(0), in(1), in(2), mean, var, i);
+      dev::bn_store(bn_, y, i, dev::bn_forward_at(bn_, in(0), in(1), in(2), mean, var, i));
   }
-  void bn_backward(const float* dy, float* dx) {
+  void bn_backward(const void* dy, void* dx) {
     const auto [mean, var] = bn_statistics();
     const dev::Parts ps = dev::parts_of(bn_.c, bn_.n * bn_.plane);
     std::vector<double> part(2 * static_cast<std::size_t>(ps.chunks * ps.outputs));
@@ -1541,7 +1548,7 @@ class GuardedDeviceOp final : public NodeKernel {
     for (std::int64_t ch = 0; ch < bn_.c; ++ch)
       dev::bn_grad_finish(ps, part.data(), sdy.data(), sdyx.data(), p_.din[1].as<float>(), p_.din[2].as<float>(), ch);
     for (std::int64_t i = 0; dx && i < bn_.n * bn_.c * bn_.plane; ++i)
-      dx[i] = dev::bn_dx_at(bn_, in(0), in(1), dy, mean, var, sdy.data(), sdyx.data(), i);
+      dev::bn_store(bn_, dx, i, dev::bn_dx_at(bn_, in(0), in(1), dy, mean, var, sdy.data(), sdyx.data(), i));
   }
   // Operand b as float32: Pow's integer exponent cast first (cast_at), as the GPU's node does.
   const float* operand_b() {
@@ -1807,14 +1814,17 @@ struct GuardedBackend {
   // (dev::bf16_storage_of), on GuardedBf16Op kernels for its element-wise nodes and GuardedLayouts
   // ones for the rest, and computes every product as it does (Conv's and Gemm's operands rounded,
   // Conv's results too); after take_channels_last, both.
-  void take_bf16() {
+  // With device_bn its batch normalisations run on device_ops.hpp's kernels (the cuda backend's
+  // where cuDNN takes no bfloat16).
+  void take_bf16(bool device_bn = false) {
     info.bf16_storage = [](const NodeProblem& p) { return dev::bf16_storage_of(p); };
-    info.make_node_kernel = [before = info.make_node_kernel](const NodeProblem& p,
-                                                             int threads) -> std::unique_ptr<NodeKernel> {
+    info.make_node_kernel = [device_bn, before = info.make_node_kernel](const NodeProblem& p,
+                                                                        int threads) -> std::unique_ptr<NodeKernel> {
       const std::string& op = p.node->op;
       bool half = false;
       for (const auto* side : {&p.in, &p.out})
         for (const TensorView& v : *side) half = half || v.bf16;
+      if (half && device_bn && op == "BatchNormalization") return GuardedDeviceOp::make(p);
       if (half && (op == "Relu" || op == "Add" || op == "AddRelu" || op == "GlobalAveragePool"))
         return std::make_unique<GuardedBf16Op>(p);
       const bool bf16 = p.params && bf16_math(*p.params);
@@ -2617,13 +2627,15 @@ TEST(Executor, ChannelsLastKeepsTheActivationsBetweenConvolutionsNhwcAndComputes
 // bfloat16 tensor for a float32 one.
 TEST(Executor, Bf16StorageOnADeviceKeepsTheActivationsInBfloat16AndFitsTheStoresSimulation) {
   for (const bool nhwc : {false, true})
-    for (const bool bias : {false, true}) {
-      SCOPED_TRACE(std::string(nhwc ? "channels-last" : "NCHW") + (bias ? ", a biased first convolution" : ""));
+    for (const int variant : {0, 1, 2}) {  // 1: a biased first convolution; 2: the normalisations on d500's kernels
+      const bool bias = variant == 1, device_bn = variant == 2;
+      SCOPED_TRACE(std::string(nhwc ? "channels-last" : "NCHW") + (bias ? ", a biased first convolution" : "") +
+                   (device_bn ? ", batch normalisation on the device kernels" : ""));
       ResidualBlock rb(false, bias);
       const Graph& g = rb.b.g;
       GuardedBackend dev;
       if (nhwc) dev.take_channels_last();
-      dev.take_bf16();
+      dev.take_bf16(device_bn);
       Params point{{"math", Value{std::string("bf16")}}};
       if (nhwc) point["memory_format"] = Value{std::string("channels_last")};
       ExecutorSpec s = rb.training_spec(dev.info, point);
@@ -2657,6 +2669,10 @@ TEST(Executor, Bf16StorageOnADeviceKeepsTheActivationsInBfloat16AndFitsTheStores
         half_steps += sees;
       }
       EXPECT_EQ(half_steps, bias ? 2 * 3 : 2 * 12) << "forward and backward of every node touching one";
+      int device_bn_steps = 0;
+      for (const auto& st : e.steps())
+        device_bn_steps += st.impl.rfind("guarded d500 kernels (BatchNormalization)", 0) == 0;
+      EXPECT_EQ(device_bn_steps, device_bn ? 2 * 2 : 0);
       // r1 is read by the second convolution and the addition: its gradient's two contributions.
       EXPECT_EQ(dev.memory->counts.bf16_adds > 0, !bias);
       const std::vector<int> params = rb.b.params();

@@ -12,9 +12,10 @@
 // executor's shared scratch (a trained Conv's x into a copy of its own, kept from the forward pass
 // for the backward-filter pass), the result widened back to float32 -- except the activations the
 // executor stores in bfloat16 itself, as PyTorch's autocast keeps them (bf16_storage: between the
-// convolutions, cuDNN's batch normalisations and poolings on bfloat16 descriptors, where this
-// GPU's cuDNN takes them, and d500's bfloat16 kernels for Relu, Add, AddRelu and
-// GlobalAveragePool), which the passes read and write where they lie.
+// convolutions, cuDNN's batch normalisations and poolings on bfloat16 descriptors where this GPU's
+// cuDNN takes them -- else d500's normalisation kernels, and float32 around the poolings -- and
+// d500's bfloat16 kernels for Relu, Add, AddRelu and GlobalAveragePool), which the passes read and
+// write where they lie.
 //   Gemm, MatMul (2-D weights, or equal batches)  cuBLAS sgemm / sgemm strided batched
 //   Add (operands of one shape)                    d500's add kernel, one pass (without nvcc:
 //                                                  a device copy and cublasSaxpy)
@@ -645,7 +646,8 @@ class ElementNode : public CudaNode {
   bool has_dout() {
     if (p_.dout[0].present()) return true;
     for (std::size_t i = 0; i < p_.din.size(); ++i)
-      if (float* d = din(i)) m_.zero(d, static_cast<std::size_t>(p_.in[i].numel()) * sizeof(float));
+      if (float* d = din(i))
+        m_.zero(d, static_cast<std::size_t>(p_.in[i].numel()) * (p_.din[i].bf16 ? 2 : sizeof(float)));
     return false;
   }
   // Scratch of the node's own for gradients summed in parts (dev::Parts), one after another on the
@@ -762,7 +764,8 @@ class BatchNormKernels final : public ElementNode {
                                 m_.stream()));
   }
   std::string impl() const override {
-    return k_.nhwc ? "cuda d500 kernels (BatchNormalization, NHWC)" : "cuda d500 kernels (BatchNormalization)";
+    return std::string("cuda d500 kernels (BatchNormalization") + (k_.nhwc ? ", NHWC" : "") +
+           (k_.bf16 ? ", bfloat16)" : ")");
   }
 
  private:
@@ -1744,12 +1747,109 @@ class GlobalPoolBf16 final : public CudaNode {
   dev::GlobalPool k_;
 };
 
+// Whether this process's GPU's cuDNN normalises and pools bfloat16 tensors as the executor would
+// ask it to: "" where it does, else why not, for each. Normalisations: NCHW in spatial mode, NHWC
+// in persistent mode; training, its gradient and inference. Poolings: max and average, forward and
+// backward, both layouts. Probed once, on tensors of the GPU's own, before the first plan that
+// would store bfloat16 (untimed), and said once on stderr where cuDNN refuses.
+struct CudnnBf16 {
+  std::string norm, pool;
+};
+CudnnBf16 probe_cudnn_bf16() {
+  // A residual network's smallest shapes' kind: 64 channels, NHWC's persistent mode included.
+  constexpr int n = 2, c = 64, h = 8;
+  constexpr std::size_t slot = 16 * 1024, words = n * c * h * h, scratch = 10 * slot;
+  static_assert(words * 2 <= slot && c * sizeof(float) <= slot, "the probe's tensors fit their slots");
+  CudnnBf16 why;
+  cudnnHandle_t dnn = nullptr;
+  void* base = nullptr;
+  if (cudnnCreate(&dnn) != CUDNN_STATUS_SUCCESS || cudaMalloc(&base, scratch) != cudaSuccess ||
+      cudaMemset(base, 0, scratch) != cudaSuccess) {
+    why.norm = why.pool = "the probe could not start (cudnnCreate, or 160 KiB of device memory)";
+    if (base) cudaFree(base);
+    if (dnn) cudnnDestroy(dnn);
+    return why;
+  }
+  auto at = [&](std::size_t k) { return static_cast<char*>(base) + k * slot; };
+  auto f = [&](std::size_t k) { return reinterpret_cast<float*>(at(k)); };
+  void *x = at(0), *y = at(1), *dy = at(2), *dx = at(3);
+  float *scale = f(4), *bias = f(5), *ds = f(6), *db = f(7), *mean = f(8), *inv = f(9);
+  auto call = [](std::string& into, cudnnStatus_t st, const char* what) {
+    if (into.empty() && st != CUDNN_STATUS_SUCCESS) into = std::string(what) + ": " + cudnnGetErrorString(st);
+  };
+  try {
+    for (const bool nhwc : {false, true}) {
+      const TensorDesc xd(n, c, h, h, CUDNN_DATA_BFLOAT16, nhwc), yd(n, c, h / 2, h / 2, CUDNN_DATA_BFLOAT16, nhwc),
+          sd(1, c, 1, 1);
+      const cudnnBatchNormMode_t mode = nhwc ? CUDNN_BATCHNORM_SPATIAL_PERSISTENT : CUDNN_BATCHNORM_SPATIAL;
+      call(why.norm,
+           cudnnBatchNormalizationForwardTraining(dnn, mode, &kOne, &kZero, xd.get(), x, xd.get(), y, sd.get(), scale,
+                                                  bias, 0.0, nullptr, nullptr, 1e-5, mean, inv),
+           "cudnnBatchNormalizationForwardTraining (bfloat16)");
+      call(why.norm,
+           cudnnBatchNormalizationBackward(dnn, mode, &kOne, &kZero, &kOne, &kZero, xd.get(), x, xd.get(), dy, xd.get(),
+                                           dx, sd.get(), scale, ds, db, 1e-5, mean, inv),
+           "cudnnBatchNormalizationBackward (bfloat16)");
+      call(why.norm,
+           cudnnBatchNormalizationForwardInference(dnn, CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, xd.get(), x, xd.get(),
+                                                   y, sd.get(), scale, bias, mean, inv, 1e-5),
+           "cudnnBatchNormalizationForwardInference (bfloat16)");
+      for (const cudnnPoolingMode_t pm :
+           {CUDNN_POOLING_MAX_DETERMINISTIC, CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING}) {
+        cudnnPoolingDescriptor_t pool = nullptr;
+        call(why.pool, cudnnCreatePoolingDescriptor(&pool), "cudnnCreatePoolingDescriptor");
+        if (!pool) break;
+        call(why.pool, cudnnSetPooling2dDescriptor(pool, pm, CUDNN_NOT_PROPAGATE_NAN, 2, 2, 0, 0, 2, 2),
+             "cudnnSetPooling2dDescriptor");
+        call(why.pool, cudnnPoolingForward(dnn, pool, &kOne, xd.get(), x, &kZero, yd.get(), y),
+             "cudnnPoolingForward (bfloat16)");
+        call(why.pool,
+             cudnnPoolingBackward(dnn, pool, &kOne, yd.get(), y, yd.get(), dy, xd.get(), x, &kZero, xd.get(), dx),
+             "cudnnPoolingBackward (bfloat16)");
+        cudnnDestroyPoolingDescriptor(pool);
+      }
+    }
+    if (const cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess)
+      why.norm = why.pool = std::string("the probe's kernels failed: ") + cudaGetErrorString(e);
+  } catch (const Error& e) {
+    why.norm = why.pool = e.what();
+  }
+  cudaFree(base);
+  cudnnDestroy(dnn);
+  return why;
+}
+
+// probe_cudnn_bf16's answers, once per process.
+const CudnnBf16& cudnn_bf16() {
+  static const CudnnBf16 why = [] {
+    CudnnBf16 w = probe_cudnn_bf16();
+    if (!w.norm.empty())
+      std::fprintf(stderr,
+                   "d500: cuda: math = \"bf16\": cuDNN's batch normalisation takes no bfloat16 on this GPU (%s): "
+                   "d500's kernels normalise the bfloat16 activations\n",
+                   w.norm.c_str());
+    if (!w.pool.empty())
+      std::fprintf(stderr,
+                   "d500: cuda: math = \"bf16\": cuDNN's pooling takes no bfloat16 on this GPU (%s): "
+                   "the tensors around each pooling stay float32\n",
+                   w.pool.c_str());
+    return w;
+  }();
+  return why;
+}
+
 // A node the executor gives tensors stored in bfloat16 (math = "bf16", bf16_storage): the kernels
-// that take them, or nullptr (the executor then refuses the point, naming the node).
+// that take them, or nullptr (the executor then refuses the point, naming the node). A batch
+// normalisation runs on cuDNN where it takes bfloat16 (cudnn_bf16), else on d500's kernels.
 std::unique_ptr<NodeKernel> make_bf16_node_kernel(const NodeProblem& p, ExecutorMemory& m) {
   const std::string& op = p.node->op;
   if (op == "Conv") return Conv::make(p, m);
-  if (op == "BatchNormalization") return cudnn_batch_norm(p, m, *p.in[0].shape);
+  if (op == "BatchNormalization") {
+    if (cudnn_bf16().norm.empty())
+      if (auto k = cudnn_batch_norm(p, m, *p.in[0].shape)) return k;
+    const auto k = dev::batch_norm_of(p);
+    return k ? std::make_unique<BatchNormKernels>(p, m, *k) : nullptr;
+  }
   if (op == "MaxPool" || op == "AveragePool") return Pool::make(p, m);
   if (op == "GlobalAveragePool") {
     const auto k = dev::global_pool_of(p);
@@ -1759,81 +1859,6 @@ std::unique_ptr<NodeKernel> make_bf16_node_kernel(const NodeProblem& p, Executor
   if (op == "Add" && p.in.size() == 2 && *p.in[0].shape == *p.in[1].shape) return std::make_unique<Add>(p, m);
   if (op == "AddRelu") return std::make_unique<AddRelu>(p, m);
   return nullptr;
-}
-
-// Whether this process's GPU's cuDNN normalises and pools bfloat16 tensors as the executor would
-// ask it to (NCHW in spatial mode, NHWC in persistent mode; training, its gradient and
-// inference; max and average pooling, forward and backward): "" when it does, else why not. Run
-// once, on small tensors of the GPU's own, before the first plan that would store bfloat16
-// (untimed); where cuDNN refuses, the activations stay float32 and the process says so once.
-std::string probe_cudnn_bf16() {
-  // A residual network's smallest shapes' kind: 64 channels, NHWC's persistent mode included.
-  constexpr int n = 2, c = 64, h = 8;
-  constexpr std::size_t slot = 16 * 1024, words = n * c * h * h, scratch = 10 * slot;
-  cudnnHandle_t dnn = nullptr;
-  if (cudnnCreate(&dnn) != CUDNN_STATUS_SUCCESS) return "cudnnCreate failed";
-  void* base = nullptr;
-  if (cudaMalloc(&base, scratch) != cudaSuccess) {
-    cudnnDestroy(dnn);
-    return "cudaMalloc of its probe's 160 KiB failed";
-  }
-  std::string why;
-  auto at = [&](std::size_t k) { return static_cast<char*>(base) + k * slot; };
-  void *x = at(0), *y = at(1), *dy = at(2), *dx = at(3);
-  float *scale = reinterpret_cast<float*>(at(4)), *bias = reinterpret_cast<float*>(at(5)),
-        *ds = reinterpret_cast<float*>(at(6)), *db = reinterpret_cast<float*>(at(7)),
-        *mean = reinterpret_cast<float*>(at(8)), *inv = reinterpret_cast<float*>(at(9));
-  static_assert(words * 2 <= slot && c * sizeof(float) <= slot, "the probe's tensors fit their slots");
-  auto call = [&](cudnnStatus_t st, const char* what) {
-    if (why.empty() && st != CUDNN_STATUS_SUCCESS) why = std::string(what) + ": " + cudnnGetErrorString(st);
-  };
-  try {
-    if (cudaMemset(base, 0, scratch) != cudaSuccess) why = "cudaMemset failed";
-    for (const bool nhwc : {false, true}) {
-      const TensorDesc xd(n, c, h, h, CUDNN_DATA_BFLOAT16, nhwc), yd(n, c, h / 2, h / 2, CUDNN_DATA_BFLOAT16, nhwc),
-          sd(1, c, 1, 1);
-      const cudnnBatchNormMode_t mode = nhwc ? CUDNN_BATCHNORM_SPATIAL_PERSISTENT : CUDNN_BATCHNORM_SPATIAL;
-      call(cudnnBatchNormalizationForwardTraining(dnn, mode, &kOne, &kZero, xd.get(), x, xd.get(), y, sd.get(), scale,
-                                                  bias, 0.0, nullptr, nullptr, 1e-5, mean, inv),
-           "cudnnBatchNormalizationForwardTraining (bfloat16)");
-      call(cudnnBatchNormalizationBackward(dnn, mode, &kOne, &kZero, &kOne, &kZero, xd.get(), x, xd.get(), dy, xd.get(),
-                                           dx, sd.get(), scale, ds, db, 1e-5, mean, inv),
-           "cudnnBatchNormalizationBackward (bfloat16)");
-      call(cudnnBatchNormalizationForwardInference(dnn, CUDNN_BATCHNORM_SPATIAL, &kOne, &kZero, xd.get(), x, xd.get(),
-                                                   y, sd.get(), scale, bias, mean, inv, 1e-5),
-           "cudnnBatchNormalizationForwardInference (bfloat16)");
-      for (const cudnnPoolingMode_t pm :
-           {CUDNN_POOLING_MAX_DETERMINISTIC, CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING}) {
-        cudnnPoolingDescriptor_t pool = nullptr;
-        call(cudnnCreatePoolingDescriptor(&pool), "cudnnCreatePoolingDescriptor");
-        if (!pool) break;
-        call(cudnnSetPooling2dDescriptor(pool, pm, CUDNN_NOT_PROPAGATE_NAN, 2, 2, 0, 0, 2, 2),
-             "cudnnSetPooling2dDescriptor");
-        call(cudnnPoolingForward(dnn, pool, &kOne, xd.get(), x, &kZero, yd.get(), y), "cudnnPoolingForward (bfloat16)");
-        call(cudnnPoolingBackward(dnn, pool, &kOne, yd.get(), y, yd.get(), dy, xd.get(), x, &kZero, xd.get(), dx),
-             "cudnnPoolingBackward (bfloat16)");
-        cudnnDestroyPoolingDescriptor(pool);
-      }
-    }
-    if (const cudaError_t e = cudaDeviceSynchronize(); why.empty() && e != cudaSuccess)
-      why = std::string("the probe's kernels failed: ") + cudaGetErrorString(e);
-  } catch (const Error& e) {
-    if (why.empty()) why = e.what();
-  }
-  cudaFree(base);
-  cudnnDestroy(dnn);
-  return why;
-}
-
-// probe_cudnn_bf16's answer, once per process (said on stderr once where cuDNN refuses).
-const std::string& cudnn_bf16_refusal() {
-  static const std::string why = [] {
-    std::string w = probe_cudnn_bf16();
-    if (!w.empty())
-      std::fprintf(stderr, "d500: cuda: math = \"bf16\" keeps the activations float32 on this GPU: %s\n", w.c_str());
-    return w;
-  }();
-  return why;
 }
 #endif  // D500_HAVE_CUDA_KERNELS
 
@@ -1857,10 +1882,11 @@ Takes within_int(const NodeProblem& p, Takes how) {
 
 Takes bf16_storage(const NodeProblem& p) {
 #if defined(D500_HAVE_CUDNN) && defined(D500_HAVE_CUDA_KERNELS)
-  // The nodes dev::bf16_storage_of names, where cuDNN takes bfloat16 normalisations and poolings
-  // on this GPU (cudnn_bf16_refusal: else none), with sizes within cuDNN's int.
+  // The nodes dev::bf16_storage_of names (a batch normalisation on cuDNN's kernels or d500's), a
+  // pooling where this GPU's cuDNN pools bfloat16 (cudnn_bf16), with sizes within cuDNN's int.
   const Takes how = dev::bf16_storage_of(p);
-  if (how == Takes::Never || !cudnn_bf16_refusal().empty()) return Takes::Never;
+  if (how == Takes::Never) return how;
+  if ((p.node->op == "MaxPool" || p.node->op == "AveragePool") && !cudnn_bf16().pool.empty()) return Takes::Never;
   return within_int(p, how);
 #else
   (void)p;

@@ -404,7 +404,7 @@ cudaError_t launch_sce_backward(const dev::Sce& k, const float* scores, const vo
   });
 }
 
-cudaError_t launch_bn_stat(const dev::BatchNorm& k, const dev::Parts& ps, const float* x, const float* mean,
+cudaError_t launch_bn_stat(const dev::BatchNorm& k, const dev::Parts& ps, const void* x, const float* mean,
                            double* part, float* stat, cudaStream_t s) {
   if (const cudaError_t e = launch_each(
           ps.chunks * ps.outputs, s, [=] __device__(std::int64_t e) { dev::bn_stats_stage(k, ps, x, mean, part, e); });
@@ -413,8 +413,8 @@ cudaError_t launch_bn_stat(const dev::BatchNorm& k, const dev::Parts& ps, const 
   return launch_each(k.c, s, [=] __device__(std::int64_t ch) { dev::bn_stats_finish(ps, part, stat, ch); });
 }
 
-cudaError_t launch_bn_forward(const dev::BatchNorm& k, const float* x, const float* scale, const float* bias,
-                              const float* rm, const float* rv, const float* mean, const float* var, float* y,
+cudaError_t launch_bn_forward(const dev::BatchNorm& k, const void* x, const float* scale, const float* bias,
+                              const float* rm, const float* rv, const float* mean, const float* var, void* y,
                               float* const outs[4], cudaStream_t s) {
   float *o1 = outs[0], *o2 = outs[1], *o3 = outs[2], *o4 = outs[3];
   if (k.training && (o1 || o2 || o3 || o4))
@@ -423,8 +423,9 @@ cudaError_t launch_bn_forward(const dev::BatchNorm& k, const float* x, const flo
             [=] __device__(std::int64_t ch) { dev::bn_running_outputs(k, rm, rv, mean, var, o1, o2, o3, o4, ch); });
         e != cudaSuccess)
       return e;
-  return launch_each(k.n * k.c * k.plane, s,
-                     [=] __device__(std::int64_t i) { y[i] = dev::bn_forward_at(k, x, scale, bias, mean, var, i); });
+  return launch_each(k.n * k.c * k.plane, s, [=] __device__(std::int64_t i) {
+    dev::bn_store(k, y, i, dev::bn_forward_at(k, x, scale, bias, mean, var, i));
+  });
 }
 
 cudaError_t launch_bn_running_from_inv(const dev::BatchNorm& k, const float* rm, const float* rv, const float* mean,
@@ -433,9 +434,9 @@ cudaError_t launch_bn_running_from_inv(const dev::BatchNorm& k, const float* rm,
       k.c, s, [=] __device__(std::int64_t ch) { dev::bn_running_from_inv(k, rm, rv, mean, inv, out_rm, out_rv, ch); });
 }
 
-cudaError_t launch_bn_backward(const dev::BatchNorm& k, const dev::Parts& ps, const float* x, const float* scale,
-                               const float* dy, const float* mean, const float* var, double* part, float* sdy,
-                               float* sdyx, float* dx, float* dscale, float* dbias, cudaStream_t s) {
+cudaError_t launch_bn_backward(const dev::BatchNorm& k, const dev::Parts& ps, const void* x, const float* scale,
+                               const void* dy, const float* mean, const float* var, double* part, float* sdy,
+                               float* sdyx, void* dx, float* dscale, float* dbias, cudaStream_t s) {
   if (const cudaError_t e =
           launch_each(ps.chunks * ps.outputs, s,
                       [=] __device__(std::int64_t e) { dev::bn_grad_stage(k, ps, x, dy, mean, var, part, e); });
@@ -447,7 +448,7 @@ cudaError_t launch_bn_backward(const dev::BatchNorm& k, const dev::Parts& ps, co
     return e;
   if (!dx) return cudaSuccess;
   return launch_each(k.n * k.c * k.plane, s, [=] __device__(std::int64_t i) {
-    dx[i] = dev::bn_dx_at(k, x, scale, dy, mean, var, sdy, sdyx, i);
+    dev::bn_store(k, dx, i, dev::bn_dx_at(k, x, scale, dy, mean, var, sdy, sdyx, i));
   });
 }
 

@@ -83,19 +83,20 @@ cudaError_t launch_window_backward(const dev::Window& k, const float* dy, float*
 // doubles). A statistic per channel: the mean (mean nullptr) or the variance about `mean`, into
 // stat. Forward: the optional outputs (outs: running mean, running variance, batch mean, batch
 // variance, each nullptr where absent; in training only) and y. Backward: the channel's sums into
-// sdy, sdyx (k.c floats each), dscale and dbias where given, then dx where given.
-cudaError_t launch_bn_stat(const dev::BatchNorm& k, const dev::Parts& ps, const float* x, const float* mean,
+// sdy, sdyx (k.c floats each), dscale and dbias where given, then dx where given. x, y, dy and dx
+// are float32, or bfloat16 words where k.bf16 says the executor stores them so (math = "bf16").
+cudaError_t launch_bn_stat(const dev::BatchNorm& k, const dev::Parts& ps, const void* x, const float* mean,
                            double* part, float* stat, cudaStream_t s);
-cudaError_t launch_bn_forward(const dev::BatchNorm& k, const float* x, const float* scale, const float* bias,
-                              const float* rm, const float* rv, const float* mean, const float* var, float* y,
+cudaError_t launch_bn_forward(const dev::BatchNorm& k, const void* x, const float* scale, const float* bias,
+                              const float* rm, const float* rv, const float* mean, const float* var, void* y,
                               float* const outs[4], cudaStream_t s);
 // The running statistics (out_rm, out_rv: nullptr where absent) from the batch's mean and the
 // inverse deviation cuDNN saved (dev::bn_running_from_inv), one thread per channel.
 cudaError_t launch_bn_running_from_inv(const dev::BatchNorm& k, const float* rm, const float* rv, const float* mean,
                                        const float* inv, float* out_rm, float* out_rv, cudaStream_t s);
-cudaError_t launch_bn_backward(const dev::BatchNorm& k, const dev::Parts& ps, const float* x, const float* scale,
-                               const float* dy, const float* mean, const float* var, double* part, float* sdy,
-                               float* sdyx, float* dx, float* dscale, float* dbias, cudaStream_t s);
+cudaError_t launch_bn_backward(const dev::BatchNorm& k, const dev::Parts& ps, const void* x, const float* scale,
+                               const void* dy, const float* mean, const float* var, double* part, float* sdy,
+                               float* sdyx, void* dx, float* dscale, float* dbias, cudaStream_t s);
 
 // math = "bf16": n float32 elements rounded to bfloat16 (to nearest even; dst: n 16-bit words),
 // and back (exact).

@@ -38,8 +38,9 @@ std::vector<BackendSetting> settings_of_backend_cuda() {
                 "rounded to bfloat16, sums in float32, a convolution's result rounded to bfloat16 too; the "
                 "activations between convolutions, batch normalisations, poolings, ReLUs and same-shape additions, "
                 "and their gradients, are stored in bfloat16 as PyTorch's autocast keeps them, in either "
-                "memory_format, where the GPU's cuDNN takes bfloat16 normalisations and poolings (else they stay "
-                "float32 and the job's log says why); the weights, their gradients and the optimizer stay float32; "
+                "memory_format (the normalisations on cuDNN where the GPU's cuDNN takes bfloat16, else on d500's "
+                "kernels, and the tensors around a pooling float32 where it pools no bfloat16: the job's log says "
+                "so); the weights, their gradients and the optimizer stay float32; "
                 "validation allows 9u more, u = 2^-8, and simulates the stores); default: fp32 (gemm: its dtype)"},
        .workloads = {"conv2d", "gemm", "network", "train", "distributed"},
        .neutral = "fp32",
