@@ -2701,6 +2701,18 @@ struct TrainingStep {
         loss(add_training_loss(g).loss),
         params(trainable_params(g, loss)),
         inputs(make_inputs(g, 1, 1)) {}
+  // Its spec on `backend` with the point `point` (both outlive the executor).
+  ExecutorSpec training_spec(const BackendInfo& backend, const Params& point) const {
+    ExecutorSpec s;
+    s.graph = &g;
+    s.backend = &backend;
+    s.point = &point;
+    s.training = true;
+    s.loss = loss;
+    s.params = params;
+    s.inputs = inputs.pointers();
+    return s;
+  }
   bool activation(int t) const {
     const TensorInfo& i = g.info(t);
     return i.shape.size() == 4 && i.shape[2] * i.shape[3] > 1 && !g.is_const(t) &&
@@ -2722,24 +2734,11 @@ TEST(Executor, ChannelsLastCoversEveryResNetActivationBetweenTheFirstConvolution
     SCOPED_TRACE(net);
     const TrainingStep step(net);
     const Graph& g = step.g;
-    const int loss = step.loss;
-    const std::vector<int>& params = step.params;
-    const InputData& inputs = step.inputs;
     GuardedBackend dev;
     dev.take_channels_last();
     if (module) dev.info.channels_last = cuda->channels_last;
     const Params nhwc{{"memory_format", Value{std::string("channels_last")}}}, nchw{};
-    auto spec_of = [&](const Params& point) {
-      ExecutorSpec s;
-      s.graph = &g;
-      s.backend = &dev.info;
-      s.point = &point;
-      s.training = true;
-      s.loss = loss;
-      s.params = params;
-      s.inputs = inputs.pointers();
-      return s;
-    };
+    auto spec_of = [&](const Params& point) { return step.training_spec(dev.info, point); };
     auto made = [&](const Params& point) { return std::make_unique<GraphExecutor>(spec_of(point)); };
     // ResNet-50's plan without its executor (whose arena alone would take gigabytes here);
     // ResNet-20's from its executor, which then computes.
@@ -2775,7 +2774,8 @@ TEST(Executor, ChannelsLastCoversEveryResNetActivationBetweenTheFirstConvolution
       x->backward(0);
     }
     EXPECT_EQ(e->output(0), f->output(0));
-    for (std::size_t k = 0; k < params.size(); ++k) EXPECT_EQ(e->gradient(k), f->gradient(k)) << g.info(params[k]).name;
+    for (std::size_t k = 0; k < step.params.size(); ++k)
+      EXPECT_EQ(e->gradient(k), f->gradient(k)) << g.info(step.params[k]).name;
   }
 }
 
@@ -2823,14 +2823,7 @@ TEST(Executor, Bf16StorageCoversEveryResNetActivationAsChannelsLastDoes) {
     dev.take_channels_last();
     dev.take_bf16();
     const Params point{{"math", Value{std::string("bf16")}}, {"memory_format", Value{std::string("channels_last")}}};
-    ExecutorSpec s;
-    s.graph = &step.g;
-    s.backend = &dev.info;
-    s.point = &point;
-    s.training = true;
-    s.loss = step.loss;
-    s.params = step.params;
-    s.inputs = step.inputs.pointers();
+    const ExecutorSpec s = step.training_spec(dev.info, point);
     const std::vector<bool> half = GraphExecutor::bf16_storage_plan(s), nhwc = GraphExecutor::channels_last_plan(s);
     int stored = 0;
     for (std::size_t t = 0; t < step.g.tensors.size(); ++t) {
@@ -2967,14 +2960,7 @@ TEST(Executor, ChannelsLastOnOnednnComputesInNhwcWhereTheActivationsLieAndValida
     const TrainingStep step(net);
     const Graph& g = step.g;
     const Params point{{"memory_format", Value{std::string("channels_last")}}};
-    ExecutorSpec s;
-    s.graph = &g;
-    s.backend = onednn;
-    s.point = &point;
-    s.training = true;
-    s.loss = step.loss;
-    s.params = step.params;
-    s.inputs = step.inputs.pointers();
+    const ExecutorSpec s = step.training_spec(*onednn, point);
     const std::vector<bool> plan = GraphExecutor::channels_last_plan(s);
     int spatial = 0, stored = 0;
     for (std::size_t t = 0; t < g.tensors.size(); ++t) {
