@@ -9,25 +9,18 @@
 #include <cstring>
 #include <vector>
 
+#include "backends/device_ops.hpp"
+
 namespace d500 {
 
-// float -> bfloat16 / half bits, round to nearest even (the conversions cuBLAS's inputs need;
-// done on the host at setup, untimed).
-inline std::uint16_t to_bf16(float f) {
-  std::uint32_t u;
-  std::memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((u >> 16) | 0x40);  // NaN stays NaN
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<std::uint16_t>(u >> 16);
-}
+// float -> bfloat16 bits, rounded to nearest even (a NaN stays a NaN), and back (exact): the one
+// rounding device_ops.hpp defines for the host and the device alike (the cuda backend's kernels,
+// the test device, the executor and the onednn kernels over activations stored in bfloat16).
+inline std::uint16_t to_bf16(float f) { return dev::bf16_bits(f); }
+inline float from_bf16(std::uint16_t h) { return dev::bf16_value(h); }
 
-inline float from_bf16(std::uint16_t h) {
-  const std::uint32_t u = static_cast<std::uint32_t>(h) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
+// float -> half bits, round to nearest even (the conversions cuBLAS's inputs need; done on the
+// host at setup, untimed).
 inline std::uint16_t to_half(float f) {
   std::uint32_t u;
   std::memcpy(&u, &f, 4);

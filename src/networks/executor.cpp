@@ -182,7 +182,7 @@ void add_into(void* target, const void* src, std::int64_t n) {
 // target += src over bfloat16 storage, each sum rounded to nearest even as a bfloat16 add
 // writes it (a gradient's contributions, on the host).
 void add_into_bf16(std::uint16_t* target, const std::uint16_t* src, std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i) target[i] = to_bf16(from_bf16(target[i]) + from_bf16(src[i]));
+  for (std::int64_t i = 0; i < n; ++i) target[i] = dev::add_bf16(target[i], src[i]);
 }
 
 // Bytes of an element as the executor stores it: floats as its float type (`fsz`: 4, or 8 in the
