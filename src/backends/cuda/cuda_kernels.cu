@@ -107,15 +107,22 @@ cudaError_t launch_add(const float* a, const float* b, float* y, std::int64_t n,
       [=] __device__(std::int64_t i) { y[i] = a[i] + b[i]; });
 }
 
-cudaError_t launch_copy_twice(const float* x, float* y0, float* y1, std::int64_t n, cudaStream_t s) {
-  return launch_vector4(
+// x copied into y0 and y1 in one read, n elements of T (float32, or bfloat16 words), 16 bytes a
+// thread where the three allow.
+template <class T>
+cudaError_t copy_twice(const T* x, T* y0, T* y1, std::int64_t n, cudaStream_t s) {
+  return launch_vectors<16 / sizeof(T)>(
       n, aligned16({x, y0, y1}), s,
       [=] __device__(std::int64_t j) {
-        const float4 u = reinterpret_cast<const float4*>(x)[j];
-        reinterpret_cast<float4*>(y0)[j] = u;
-        reinterpret_cast<float4*>(y1)[j] = u;
+        const uint4 u = reinterpret_cast<const uint4*>(x)[j];
+        reinterpret_cast<uint4*>(y0)[j] = u;
+        reinterpret_cast<uint4*>(y1)[j] = u;
       },
       [=] __device__(std::int64_t i) { y0[i] = y1[i] = x[i]; });
+}
+
+cudaError_t launch_copy_twice(const float* x, float* y0, float* y1, std::int64_t n, cudaStream_t s) {
+  return copy_twice(x, y0, y1, n, s);
 }
 
 cudaError_t launch_add_relu(const float* a, const float* b, float* y, std::int64_t n, cudaStream_t s) {
@@ -308,25 +315,28 @@ cudaError_t launch_relu_bf16(const void* x, void* y, std::int64_t n, cudaStream_
 }
 
 cudaError_t launch_relu_grad_bf16(const void* y, const void* dy, void* d0, void* d1, std::int64_t n, cudaStream_t s) {
-  void* first = d0 ? d0 : d1;
-  if (!first) return cudaSuccess;
-  auto mask = [] __device__(std::uint16_t u, std::uint16_t v) { return dev::relu_grad_bf16(u, v); };
-  if (const cudaError_t e = launch_words(y, dy, first, n, s, mask); e != cudaSuccess || !d0 || !d1) return e;
-  return cudaMemcpyAsync(d1, d0, static_cast<std::size_t>(n) * 2, cudaMemcpyDeviceToDevice, s);
+  if (!d0 && !d1) return cudaSuccess;
+  const auto* py = static_cast<const std::uint16_t*>(y);
+  const auto* pdy = static_cast<const std::uint16_t*>(dy);
+  auto* g0 = static_cast<std::uint16_t*>(d0 ? d0 : d1);  // one gradient wanted: it is written twice
+  auto* g1 = static_cast<std::uint16_t*>(d1 ? d1 : d0);
+  return launch_vector8(
+      n, aligned16({py, pdy, g0, g1}), s,
+      [=] __device__(std::int64_t j) {
+        Words8 u, v, r;
+        u.v = reinterpret_cast<const uint4*>(py)[j];
+        v.v = reinterpret_cast<const uint4*>(pdy)[j];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) r.w[e] = dev::relu_grad_bf16(u.w[e], v.w[e]);
+        reinterpret_cast<uint4*>(g0)[j] = r.v;
+        reinterpret_cast<uint4*>(g1)[j] = r.v;
+      },
+      [=] __device__(std::int64_t i) { g0[i] = g1[i] = dev::relu_grad_bf16(py[i], pdy[i]); });
 }
 
 cudaError_t launch_copy_twice_bf16(const void* x, void* y0, void* y1, std::int64_t n, cudaStream_t s) {
-  const auto* in = static_cast<const std::uint16_t*>(x);
-  auto* o0 = static_cast<std::uint16_t*>(y0);
-  auto* o1 = static_cast<std::uint16_t*>(y1);
-  return launch_vector8(
-      n, aligned16({in, o0, o1}), s,
-      [=] __device__(std::int64_t j) {
-        const uint4 u = reinterpret_cast<const uint4*>(in)[j];
-        reinterpret_cast<uint4*>(o0)[j] = u;
-        reinterpret_cast<uint4*>(o1)[j] = u;
-      },
-      [=] __device__(std::int64_t i) { o0[i] = o1[i] = in[i]; });
+  return copy_twice(static_cast<const std::uint16_t*>(x), static_cast<std::uint16_t*>(y0),
+                    static_cast<std::uint16_t*>(y1), n, s);
 }
 
 cudaError_t launch_global_pool_bf16(const dev::GlobalPool& k, const void* x, float* y, cudaStream_t s) {
