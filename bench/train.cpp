@@ -15,7 +15,7 @@
 // the layout on cuda and libtorch-cuda (nchw or channels_last), D500_CUDA_GRAPH cuda's cuda_graph (step: the workload's
 // step recorded once as a CUDA Graph and replayed), D500_CUDNN_API its cudnn_api (legacy or graph),
 // D500_CUDNN_ALGORITHMS its cudnn_algorithms on cuda (heuristic, find or deterministic, the executor's default),
-// D500_FUSION cuda's fusion (add_relu, the default, or off); on a
+// D500_FUSION cuda's fusion (add_relu, the default; off; bn_relu; add_relu+bn_relu); on a
 // backend without optimizers of its own, both loops use d500's reference SGD with momentum. The figures include images
 // per second (batch / median step), the GPU yardstick's unit.
 #include <mpi.h>

@@ -12,7 +12,8 @@
 #    (activations NHWC) and tf32 with the step recorded as a CUDA Graph, each with cuda's default
 #    fusion = "add_relu" (a run's seventh field "off" runs each residual join as its two nodes:
 #    D500_BENCH_TRAIN_RUNS="cuda:find:tf32:graph cuda:find:tf32:graph:::off" measures what joining
-#    them gains), and, when built against a CUDA
+#    them gains), and bf16 channels_last with each normalisation joined to its ReLU too
+#    (fusion = "add_relu+bn_relu": cuDNN's one call for the two where it takes them), and, when built against a CUDA
 #    LibTorch, on `libtorch-cuda` (LibTorch's operators and autograd, cudnn.benchmark, SGD as
 #    torch.optim runs it on a GPU: foreach) in fp32, tf32 and bf16 autocast, NCHW and
 #    channels_last; each a median step over STEPS x ROUNDS steps, each round's first left out,
@@ -40,14 +41,14 @@ mpirun=(mpirun -np 1 --map-by "slot:PE=$(nproc)" --bind-to core)
 [ "$(id -u)" = 0 ] && mpirun+=(--allow-run-as-root)
 # D500_BENCH_TRAIN_RUNS narrows part 1: BACKEND:CUDNN_ALGORITHMS:MATH:CUDNN_API[:MEMORY_FORMAT[:CUDA_GRAPH[:FUSION]]]
 # items (empty: the default; none: no part 1; CUDA_GRAPH "step": cuda's step recorded once and
-# replayed; FUSION cuda's fusion, add_relu or off), separated by spaces. D500_BENCH_TORCH_RUNS narrows part 2 to the
+# replayed; FUSION cuda's fusion: add_relu, off, bn_relu or add_relu+bn_relu), separated by spaces. D500_BENCH_TORCH_RUNS narrows part 2 to the
 # named PyTorch runs (see the table in the Python below), separated by spaces.
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-runs=${D500_BENCH_TRAIN_RUNS:-cuda:find::graph cuda:find:tf32:graph cuda:find:tf32:graph::step cuda:find:tf32:graph:channels_last cuda:find:bf16:graph cuda:find:bf16:graph:channels_last libtorch-cuda:find:: libtorch-cuda:find:tf32: libtorch-cuda:find:tf32::channels_last libtorch-cuda:find:bf16: libtorch-cuda:find:bf16::channels_last}
+runs=${D500_BENCH_TRAIN_RUNS:-cuda:find::graph cuda:find:tf32:graph cuda:find:tf32:graph::step cuda:find:tf32:graph:channels_last cuda:find:bf16:graph cuda:find:bf16:graph:channels_last cuda:find:bf16:graph:channels_last::add_relu+bn_relu libtorch-cuda:find:: libtorch-cuda:find:tf32: libtorch-cuda:find:tf32::channels_last libtorch-cuda:find:bf16: libtorch-cuda:find:bf16::channels_last}
 [ "$runs" = none ] && runs=  # PyTorch's part alone
 for run in $runs; do
-  [[ $run =~ ^[a-z0-9-]+:[a-z]*:[a-z0-9]*:[a-z]*(:[a-z_]*(:[a-z]*(:[a-z_]*)?)?)?$ ]] || { echo "D500_BENCH_TRAIN_RUNS: '$run' is not BACKEND:CUDNN_ALGORITHMS:MATH:CUDNN_API[:MEMORY_FORMAT[:CUDA_GRAPH[:FUSION]]]" >&2; exit 2; }
+  [[ $run =~ ^[a-z0-9-]+:[a-z]*:[a-z0-9]*:[a-z]*(:[a-z_]*(:[a-z]*(:[a-z_+]*)?)?)?$ ]] || { echo "D500_BENCH_TRAIN_RUNS: '$run' is not BACKEND:CUDNN_ALGORITHMS:MATH:CUDNN_API[:MEMORY_FORMAT[:CUDA_GRAPH[:FUSION]]]" >&2; exit 2; }
   IFS=: read -r backend algos math api layout graph fusion <<< "$run"
   echo "== d500 on $backend (cudnn_algorithms = ${algos:-default}, math = ${math:-fp32}${api:+, cudnn_api = $api}${layout:+, memory_format = $layout}${graph:+, cuda_graph = $graph}${fusion:+, fusion = $fusion})"
   D500_BACKEND=$backend D500_CUDNN_ALGORITHMS=$algos D500_MATH=$math D500_CUDNN_API=$api D500_MEMORY_FORMAT=$layout \

@@ -8,6 +8,7 @@
 
 #include "backends/conv_geom.hpp"
 #include "backends/graph.hpp"
+#include "backends/graph_ops.hpp"
 
 namespace d500::dev {
 namespace {
@@ -346,7 +347,7 @@ std::optional<Cast> cast_of(const NodeProblem& p) {
 }
 
 std::optional<BatchNorm> batch_norm_of(const NodeProblem& p) {
-  if (p.node->op != "BatchNormalization" || p.in.size() < 5 || !all_f32(p.in) || !all_f32(p.out)) return std::nullopt;
+  if (!is_batch_norm(p.node->op) || p.in.size() < 5 || !all_f32(p.in) || !all_f32(p.out)) return std::nullopt;
   const Shape& x = *p.in[0].shape;
   if (x.size() < 2) return std::nullopt;
   BatchNorm k;
@@ -357,6 +358,7 @@ std::optional<BatchNorm> batch_norm_of(const NodeProblem& p) {
   k.training = p.training || p.node->attr_i("training_mode", 0) != 0;  // the reference's bn_training
   k.nhwc = p.in[0].channels_last;
   k.bf16 = p.in[0].bf16;
+  k.relu = p.node->op == "BatchNormRelu";
   return k;
 }
 
@@ -388,7 +390,7 @@ Takes channels_last_of(const NodeProblem& p) {
     const ConvGeom g = conv_geom(*p.node, x, (*p.in[1].shape)[0]);
     return g.pt == g.pb && g.pl == g.pr ? Takes::Each : Takes::Never;
   }
-  if (op == "BatchNormalization") return p.in.size() >= 5 ? Takes::Same : Takes::Never;
+  if (is_batch_norm(op)) return p.in.size() >= 5 ? Takes::Same : Takes::Never;
   if (op == "Relu" || op == "AddRelu") return Takes::Same;  // AddRelu: operands of one shape
   if (op == "Add")
     return p.in.size() == 2 && p.in[1].dtype == DType::F32 && *p.in[1].shape == x ? Takes::Same : Takes::Never;
@@ -413,7 +415,7 @@ Takes bf16_storage_of(const NodeProblem& p) {
   if ((op == "MaxPool" || op == "AveragePool") && has(p.out, 0) &&
       numel(*p.out[0].shape) == (*p.out[0].shape)[0] * (*p.out[0].shape)[1])
     return Takes::Never;  // an output of one value a channel stays float32, and cuDNN's pooling takes one type
-  if (op == "BatchNormalization")
+  if (is_batch_norm(op))
     for (std::size_t j = 1; j < p.out.size(); ++j)
       if (has(p.out, j)) return Takes::Never;
   return how;

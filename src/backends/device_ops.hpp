@@ -474,6 +474,7 @@ struct BatchNorm {
   bool training = true;  // batch statistics; else the running ones (inputs 3 and 4) normalise
   bool nhwc = false;     // x, y and their gradients stored channels-last
   bool bf16 = false;     // x, y and their gradients stored in bfloat16 (math = "bf16"; the rest float32)
+  bool relu = false;     // BatchNormRelu (networks/fuse.hpp): y = max(., 0); the gradient passes where y > 0
 };
 // Element i of x, y or a gradient of theirs, as float; and a value stored there (rounded to
 // bfloat16 where they are stored so).
@@ -534,22 +535,31 @@ D500_HOST_DEVICE inline void bn_running_from_inv(const BatchNorm& k, const float
   if (out_rm) out_rm[ch] = m * k.momentum + mean[ch] * (1.0f - k.momentum);
   if (out_rv) out_rv[ch] = static_cast<float>(v * static_cast<double>(k.momentum) + var * (1.0 - k.momentum));
 }
+// y[i], through the ReLU for BatchNormRelu.
 D500_HOST_DEVICE inline float bn_forward_at(const BatchNorm& k, const void* x, const float* scale, const float* bias,
                                             const float* mean, const float* var, I i) {
   const I ch = bn_channel(k, i);
   const float inv = 1.0f / sqrtf(var[ch] + k.eps);
-  return scale[ch] * (bn_value(k, x, i) - mean[ch]) * inv + bias[ch];
+  const float v = scale[ch] * (bn_value(k, x, i) - mean[ch]) * inv + bias[ch];
+  return k.relu ? relu(v) : v;
 }
-// Part e of the backward sums: of dy into part[e], of dy xhat into part[chunks c + e].
-D500_HOST_DEVICE inline void bn_grad_stage(const BatchNorm& k, const Parts& s, const void* x, const void* dy,
-                                           const float* mean, const float* var, double* part, I e) {
+// The gradient reaching the normalisation at i: dy, or for BatchNormRelu dy where its output y
+// (stored, as the next node reads it) is positive -- where the normalised value is, which Relu's
+// gradient tests; y is unread otherwise.
+D500_HOST_DEVICE inline float bn_dy_at(const BatchNorm& k, const void* y, const void* dy, I i) {
+  const float g = bn_value(k, dy, i);
+  return k.relu ? relu_grad(bn_value(k, y, i), g) : g;
+}
+// Part e of the backward sums: of dy (bn_dy_at) into part[e], of dy xhat into part[chunks c + e].
+D500_HOST_DEVICE inline void bn_grad_stage(const BatchNorm& k, const Parts& s, const void* x, const void* y,
+                                           const void* dy, const float* mean, const float* var, double* part, I e) {
   I ch = 0, t0 = 0, t1 = 0;
   part_range(s, e, ch, t0, t1);
   const float inv = 1.0f / sqrtf(var[ch] + k.eps);
   double sdy = 0, sdyx = 0;
   for (I t = t0; t < t1; ++t) {
     const I at = bn_element(k, ch, t);
-    const float g = bn_value(k, dy, at);
+    const float g = bn_dy_at(k, y, dy, at);
     sdy += g;
     sdyx += g * (bn_value(k, x, at) - mean[ch]) * inv;
   }
@@ -565,11 +575,12 @@ D500_HOST_DEVICE inline void bn_grad_finish(const Parts& s, const double* part, 
 }
 // dx[i]: scale inv / M (M dy - sum dy - xhat sum(dy xhat)) in training (M = n plane), else
 // scale inv dy.
-D500_HOST_DEVICE inline float bn_dx_at(const BatchNorm& k, const void* x, const float* scale, const void* dy,
-                                       const float* mean, const float* var, const float* sdy, const float* sdyx, I i) {
+D500_HOST_DEVICE inline float bn_dx_at(const BatchNorm& k, const void* x, const void* y, const float* scale,
+                                       const void* dy, const float* mean, const float* var, const float* sdy,
+                                       const float* sdyx, I i) {
   const I ch = bn_channel(k, i);
   const float inv = 1.0f / sqrtf(var[ch] + k.eps);
-  const float g = bn_value(k, dy, i);
+  const float g = bn_dy_at(k, y, dy, i);
   if (!k.training) return scale[ch] * inv * g;
   const auto m = static_cast<float>(k.n * k.plane);
   return scale[ch] * inv / m * (m * g - sdy[ch] - (bn_value(k, x, i) - mean[ch]) * inv * sdyx[ch]);
@@ -915,14 +926,14 @@ std::optional<Binary> expand_of(const NodeProblem& p);
 // Cast between float32, int64, int32 and bool (its gradient: dy where both types are float32,
 // else zeros).
 std::optional<Cast> cast_of(const NodeProblem& p);
-// BatchNormalization of float32 x [n, c, ...] (spatial), any outputs.
+// BatchNormalization of float32 x [n, c, ...] (spatial), any outputs; BatchNormRelu (relu) too.
 std::optional<BatchNorm> batch_norm_of(const NodeProblem& p);
 // SoftmaxCrossEntropyLoss on float32 scores.
 std::optional<Sce> sce_of(const NodeProblem& p);
 // How the cuda backend's kernels take channels-last tensors (BackendInfo::channels_last; the
 // executor's test device says the same): Each for a 2-D Conv of float32 data with symmetric pads
-// (cuDNN's), Same for BatchNormalization (cuDNN's, or the kernels above where cuDNN's does not
-// serve), Relu, an Add of two tensors of one shape, and a 2-D MaxPool, AveragePool (symmetric
+// (cuDNN's), Same for BatchNormalization and BatchNormRelu (cuDNN's, or the kernels above where
+// cuDNN's does not serve), Relu, an Add of two tensors of one shape, and a 2-D MaxPool, AveragePool (symmetric
 // pads, no dilation or ceil mode: cuDNN's windows), GlobalAveragePool, GlobalMaxPool; Never otherwise.
 Takes channels_last_of(const NodeProblem& p);
 // How the cuda backend's kernels take float32 tensors stored in bfloat16 with math = "bf16"

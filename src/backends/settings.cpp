@@ -153,29 +153,29 @@ std::string check_backend_settings(const Params& p) {
   return "";
 }
 
-BackendSetting fusion_setting(const std::string& how, const std::string& dflt, const std::string& no_bn_relu) {
-  const bool bn = no_bn_relu.empty();
-  std::vector<std::string> choices{"off", "add_relu"};
-  if (bn) choices.insert(choices.end(), {"bn_relu", "add_relu+bn_relu"});
+BackendSetting fusion_setting(const std::string& how, const std::string& dflt) {
   BackendSetting s{
-      .spec = {"fusion", ValueType::String, Value{std::string()}, 0, 0, choices,
+      .spec = {"fusion",
+               ValueType::String,
+               Value{std::string()},
+               0,
+               0,
+               {"off", "add_relu", "bn_relu", "add_relu+bn_relu"},
                "networks (levels 1-3, d500's executor): which nodes run joined, each joined node computing the "
                "values the two compute: add_relu (each Add of two same-shape tensors whose result only a Relu reads, "
-               "with that Relu, as one AddRelu node -- a residual network's join, 16 in ResNet-50)" +
-                   std::string(bn ? ", bn_relu (each BatchNormalization whose output only a Relu reads, with that "
-                                    "Relu, as one BatchNormRelu node -- conv-bn-relu, 33 in ResNet-50), "
-                                    "add_relu+bn_relu (both)"
-                                  : " (no bn_relu here: " + no_bn_relu + ")") +
-                   " or off (every node as the model has it): " + how +
-                   "; the point's step table names a joined node '<first>+<relu>', and executor.fused_add_relu" +
-                   (bn ? " and executor.fused_bn_relu count" : " counts") + " them; default: " + dflt +
+               "with that Relu, as one AddRelu node -- a residual network's join, 16 in ResNet-50), bn_relu (each "
+               "BatchNormalization whose output only a Relu reads, with that Relu, as one BatchNormRelu node -- "
+               "conv-bn-relu, 33 in ResNet-50), add_relu+bn_relu (both) or off (every node as the model has it): " +
+                   how +
+                   "; the point's step table names a joined node '<first>+<relu>', and executor.fused_add_relu and "
+                   "executor.fused_bn_relu count them; default: " +
+                   dflt +
                    (dflt == "add_relu" ? " (a point that leaves it unset is planned with fusion = add_relu "
                                          "in its id, and off keeps the ids points had before 2026-12)"
                                        : "")},
       .workloads = {"network", "train", "distributed"},
       .neutral = "off",
-      .other_note = "the other backends run each node as the model has it",
-      .choices_note = no_bn_relu};
+      .other_note = "the other backends run each node as the model has it"};
   if (dflt == "add_relu") s.planned = dflt;
   return s;
 }

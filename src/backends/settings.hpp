@@ -38,9 +38,8 @@ inline constexpr const char* kOthersKeepNchw = "reference, blas and libtorch kee
 
 // The `fusion` setting of a backend whose kernels run networks/fuse.hpp's joined nodes (cuda,
 // onednn): one meaning everywhere; `how` says how this backend runs the joined nodes, `dflt` its
-// default ("add_relu" is planned into the ids, so that "off" keeps the ids points had before);
-// `no_bn_relu`, where not empty, says why this backend takes add_relu only (no bn_relu).
-BackendSetting fusion_setting(const std::string& how, const std::string& dflt, const std::string& no_bn_relu = "");
+// default ("add_relu" is planned into the ids, so that "off" keeps the ids points had before).
+BackendSetting fusion_setting(const std::string& how, const std::string& dflt);
 
 // The reference backend's name: every workload's own implementation, the yardstick of validation.
 const std::string& reference_backend_name();

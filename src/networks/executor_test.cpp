@@ -21,6 +21,7 @@
 #include "backends/registry.hpp"
 #include "common/random.hpp"
 #include "networks/builtin.hpp"
+#include "networks/fuse.hpp"
 #include "networks/graph_builder_test.hpp"
 #include "networks/prepare.hpp"
 #include "networks/validate.hpp"
@@ -585,7 +586,8 @@ const std::set<std::string>& element_kernel_ops() {
                                             "Pow",
                                             "Where",
                                             "SoftmaxCrossEntropyLoss",
-                                            "BatchNormalization"};
+                                            "BatchNormalization",
+                                            "BatchNormRelu"};
   return ops;
 }
 
@@ -1386,7 +1388,7 @@ class GuardedDeviceOp final : public NodeKernel {
       for (std::int64_t i = 0; i < cast_.n; ++i) dev::cast_at(cast_, p_.in[0].data, p_.out[0].data, i);
     else if (op == "SoftmaxCrossEntropyLoss")
       sce_forward(y);
-    else if (op == "BatchNormalization")
+    else if (is_batch_norm(op))
       bn_forward(y);
     else
       for (std::int64_t i = 0; i < binary_.s.n; ++i)
@@ -1480,7 +1482,7 @@ class GuardedDeviceOp final : public NodeKernel {
       for (std::int64_t j = 0; dx && j < window_.nx; ++j) dx[j] = dev::window_grad_at(window_, dy, j);
     } else if (op == "Cast") {
       for (std::int64_t i = 0; dx && i < cast_.n; ++i) dx[i] = cast_.to == dev::Elem::F32 ? dy[i] : 0.0f;
-    } else if (op == "BatchNormalization") {
+    } else if (is_batch_norm(op)) {
       bn_backward(dy, dx);
     } else {
       for (int w = 0; w < (op == "Expand" ? 1 : 2); ++w)
@@ -1544,11 +1546,12 @@ class GuardedDeviceOp final : public NodeKernel {
     std::vector<double> part(2 * static_cast<std::size_t>(ps.chunks * ps.outputs));
     std::vector<float> sdy(static_cast<std::size_t>(bn_.c)), sdyx(sdy.size());
     for (std::int64_t e = 0; e < ps.chunks * ps.outputs; ++e)
-      dev::bn_grad_stage(bn_, ps, in(0), dy, mean, var, part.data(), e);
+      dev::bn_grad_stage(bn_, ps, in(0), p_.out[0].data, dy, mean, var, part.data(), e);
     for (std::int64_t ch = 0; ch < bn_.c; ++ch)
       dev::bn_grad_finish(ps, part.data(), sdy.data(), sdyx.data(), p_.din[1].as<float>(), p_.din[2].as<float>(), ch);
     for (std::int64_t i = 0; dx && i < bn_.n * bn_.c * bn_.plane; ++i)
-      dev::bn_store(bn_, dx, i, dev::bn_dx_at(bn_, in(0), in(1), dy, mean, var, sdy.data(), sdyx.data(), i));
+      dev::bn_store(bn_, dx, i,
+                    dev::bn_dx_at(bn_, in(0), p_.out[0].data, in(1), dy, mean, var, sdy.data(), sdyx.data(), i));
   }
   // Operand b as float32: Pow's integer exponent cast first (cast_at), as the GPU's node does.
   const float* operand_b() {
@@ -1806,7 +1809,7 @@ struct GuardedBackend {
     info.make_node_kernel = [device_bn](const NodeProblem& p, int) -> std::unique_ptr<NodeKernel> {
       const Takes how = dev::channels_last_of(p);
       if (how == Takes::Never) return nullptr;
-      if (device_bn && p.node->op == "BatchNormalization") return GuardedDeviceOp::make(p);
+      if (device_bn && is_batch_norm(p.node->op)) return GuardedDeviceOp::make(p);
       return std::make_unique<GuardedLayouts>(p, how);
     };
   }
@@ -1824,7 +1827,7 @@ struct GuardedBackend {
       bool half = false;
       for (const auto* side : {&p.in, &p.out})
         for (const TensorView& v : *side) half = half || v.bf16;
-      if (half && device_bn && op == "BatchNormalization") return GuardedDeviceOp::make(p);
+      if (half && device_bn && is_batch_norm(op)) return GuardedDeviceOp::make(p);
       if (half && (op == "Relu" || op == "Add" || op == "AddRelu" || op == "GlobalAveragePool"))
         return std::make_unique<GuardedBf16Op>(p);
       const bool bf16 = p.params && bf16_math(*p.params);
@@ -2532,6 +2535,15 @@ struct ResidualBlock {
     s.inputs = {xs.data()};
     return s;
   }
+  // One training step on `backend` at `point`, every tensor kept to be read back.
+  std::unique_ptr<GraphExecutor> kept_step(const BackendInfo& backend, const Params& point) const {
+    ExecutorSpec s = training_spec(backend, point);
+    s.keep_all = true;
+    auto e = std::make_unique<GraphExecutor>(s);
+    e->forward(0);
+    e->backward(0);
+    return e;
+  }
   // bias: the first convolution has one (b1).
   explicit ResidualBlock(bool flatten, bool bias = true) {
     fill_uniform(xs.data(), xs.size(), 7, -1, 1);
@@ -2579,15 +2591,7 @@ TEST(Executor, ChannelsLastKeepsTheActivationsBetweenConvolutionsNhwcAndComputes
       GuardedBackend dev;
       dev.take_channels_last(device_bn);
       const Params nhwc{{"memory_format", Value{std::string("channels_last")}}}, nchw{};
-      auto step = [&](const Params& point) {
-        ExecutorSpec s = rb.training_spec(dev.info, point);
-        s.keep_all = true;
-        auto e = std::make_unique<GraphExecutor>(s);
-        e->forward(0);
-        e->backward(0);
-        return e;
-      };
-      auto last = step(nhwc), first = step(nchw);
+      auto last = rb.kept_step(dev.info, nhwc), first = rb.kept_step(dev.info, nchw);
       const std::vector<int> block1{rb.c1, rb.n1, rb.r1, rb.c2, rb.n2, rb.a, rb.r2, rb.p}, block2{rb.c3, rb.r3};
       for (int t : block1) EXPECT_EQ(last->channels_last(t), !flatten) << g.info(t).name;
       for (int t : block2) EXPECT_TRUE(last->channels_last(t)) << g.info(t).name;
@@ -2686,6 +2690,49 @@ TEST(Executor, Bf16StorageOnADeviceKeepsTheActivationsInBfloat16AndFitsTheStores
       if (!bias) {
         EXPECT_GT(compare_steps(got, products_only).worst, 10 * d.worst);
       }
+    }
+}
+
+// fusion = "bn_relu" on the test device, as the cuda backend runs it where cuDNN's joined call does
+// not serve: the block's first normalisation and its ReLU as one BatchNormRelu node on
+// device_ops.hpp's kernels (the ReLU applied as y is written, the gradient masked by y as dy is
+// read), in float32 and in bfloat16 storage, NCHW and channels-last. One training step computes
+// what the block's two nodes compute on the same kernels, bit for bit -- the loss, every gradient
+// and every tensor both keep -- and the normalised values before the ReLU are never stored. Fails
+// where the joined backward pass masks by anything but y, or its forward pass forgets the ReLU.
+TEST(Executor, BnReluJoinedOnADeviceComputesWhatItsTwoNodesDoBitForBit) {
+  for (const bool half : {false, true})
+    for (const bool nhwc : {false, true}) {
+      SCOPED_TRACE(std::string(half ? "bfloat16" : "float32") + (nhwc ? ", channels-last" : ", NCHW"));
+      Params point;
+      if (half) point["math"] = Value{std::string("bf16")};
+      if (nhwc) point["memory_format"] = Value{std::string("channels_last")};
+      ResidualBlock two(false, false), joined(false, false);
+      ASSERT_EQ(fuse_bn_relu(joined.b.g), 1) << "n1 and r1 (n2 goes into the addition)";
+      auto step = [&](const ResidualBlock& rb, GuardedBackend& dev) {
+        dev.take_channels_last(true);
+        if (half) dev.take_bf16(true);
+        return rb.kept_step(dev.info, point);
+      };
+      GuardedBackend dev_two, dev_joined;
+      auto a = step(two, dev_two), b = step(joined, dev_joined);
+      EXPECT_EQ(b->output(0), a->output(0));
+      for (std::size_t k = 0; k < two.b.params().size(); ++k)
+        EXPECT_EQ(b->gradient(k), a->gradient(k)) << two.b.g.info(two.b.params()[k]).name;
+      for (int t : {joined.r1, joined.c2, joined.n2, joined.r2, joined.c3})
+        EXPECT_EQ(b->tensor(t), a->tensor(t)) << joined.b.g.info(t).name;
+      int joined_steps = 0;
+      for (const auto& st : b->steps())
+        if (st.node >= 0 && joined.b.g.nodes[static_cast<std::size_t>(st.node)].op == "BatchNormRelu") {
+          ++joined_steps;
+          EXPECT_EQ(st.impl, std::string("guarded d500 kernels (BatchNormRelu)") + (half ? ", bfloat16 kernels" : ""));
+        }
+      EXPECT_EQ(joined_steps, 2) << "forward and backward";
+      EXPECT_EQ(b->bf16(joined.r1), half);
+      EXPECT_EQ(b->channels_last(joined.r1), nhwc);
+      const auto stored = [](const std::vector<bool>& plan) { return std::count(plan.begin(), plan.end(), true); };
+      EXPECT_EQ(stored(b->bf16_plan()), half ? stored(a->bf16_plan()) - 1 : 0) << "n1 is never stored";
+      EXPECT_EQ(b->steps().size() + 2, a->steps().size()) << "one node fewer each way";
     }
 }
 
@@ -2791,16 +2838,27 @@ TEST(Executor, ChannelsLastOnADeviceBackendValidatesThroughBothCudnnApis) {
     if (backend.no_device && !backend.no_device().empty()) continue;  // a GPU backend on a host without one
     SCOPED_TRACE(backend.name);
     for (const bool flatten : {false, true})
-      for (const std::string api : {"legacy", "graph"}) {
+      for (const std::string api : {"legacy", "graph", "graph, bn_relu"}) {
         SCOPED_TRACE(std::string(flatten ? "flattened, " : "") + api);
         ResidualBlock rb(flatten);
-        const Params point{{"memory_format", Value{std::string("channels_last")}}, {"cudnn_api", Value{api}}};
+        const bool joined = api == "graph, bn_relu";
+        if (joined) ASSERT_EQ(fuse_bn_relu(rb.b.g), 1);
+        const Params point{{"memory_format", Value{std::string("channels_last")}},
+                           {"cudnn_api", Value{std::string(joined ? "graph" : api)}}};
         const std::vector<int> params = rb.b.params();
         GraphExecutor e(rb.training_spec(backend, point));
         e.forward(0);
         e.backward(0);
-        int nhwc = 0;
-        for (const auto& st : e.steps()) nhwc += st.impl.find("nhwc conv") != std::string::npos;
+        int nhwc = 0, bn_relu = 0;
+        for (const auto& st : e.steps()) {
+          nhwc += st.impl.find("nhwc conv") != std::string::npos;
+          // cuDNN's joined calls where they serve (the process's stderr says why not), else d500's kernels.
+          if (st.impl == "cuda cudnn bn+relu (training, NHWC, persistent)" ||
+              st.impl == (flatten ? "cuda d500 kernels (BatchNormRelu)" : "cuda d500 kernels (BatchNormRelu, NHWC)"))
+            std::printf("%s: %s\n", rb.b.g.nodes[static_cast<std::size_t>(st.node)].name.c_str(), st.impl.c_str()),
+                ++bn_relu;
+        }
+        EXPECT_EQ(bn_relu, joined ? 2 : 0) << e.describe();
         EXPECT_EQ(nhwc, flatten ? 2 : 2 * 4) << e.describe();
         const StepValues got = step_values(e, rb.b.g, params, true);
         const StepValues ref = yardstick_step(rb.b.g, true, rb.loss, params, {rb.xs.data()}, 1);
@@ -2837,9 +2895,10 @@ TEST(Executor, Bf16StorageCoversEveryResNetActivationAsChannelsLastDoes) {
 
 // math = "bf16" on a device backend that stores activations in bfloat16 (cuda on a GPU whose
 // cuDNN takes bfloat16 normalisations and poolings; skipped where none has a device): the residual
-// block without its bias, in both layouts and through both cuDNN APIs, keeps its activations in
-// bfloat16 and its step fits the yardstick's simulation of those stores within 1e-3, as the test
-// device's above and onednn's do.
+// block without its bias, in both layouts and through both cuDNN APIs, and with its first
+// normalisation and ReLU joined (fusion = "bn_relu"), keeps its activations in bfloat16 and its
+// step fits the yardstick's simulation of those stores within 1e-3, as the test device's above
+// and onednn's do.
 TEST(Executor, Bf16StorageOnADeviceBackendFitsTheStoresSimulation) {
   int ran = 0;
   for (const auto& backend : all_backends()) {
@@ -2847,17 +2906,22 @@ TEST(Executor, Bf16StorageOnADeviceBackendFitsTheStoresSimulation) {
     if (backend.no_device && !backend.no_device().empty()) continue;  // a GPU backend on a host without one
     SCOPED_TRACE(backend.name);
     for (const bool nhwc : {false, true})
-      for (const std::string api : {"legacy", "graph"}) {
+      for (const std::string api : {"legacy", "graph", "graph, bn_relu"}) {
         SCOPED_TRACE(std::string(nhwc ? "channels-last, " : "") + api);
         ResidualBlock rb(false, false);
-        Params point{{"math", Value{std::string("bf16")}}, {"cudnn_api", Value{api}}};
+        const bool joined = api == "graph, bn_relu";
+        if (joined) ASSERT_EQ(fuse_bn_relu(rb.b.g), 1);
+        Params point{{"math", Value{std::string("bf16")}}, {"cudnn_api", Value{std::string(joined ? "graph" : api)}}};
         if (nhwc) point["memory_format"] = Value{std::string("channels_last")};
         const std::vector<int> params = rb.b.params();
         GraphExecutor e(rb.training_spec(backend, point));
         e.forward(0);
         e.backward(0);
-        EXPECT_EQ(std::count(e.bf16_plan().begin(), e.bf16_plan().end(), true), 10)
+        EXPECT_EQ(std::count(e.bf16_plan().begin(), e.bf16_plan().end(), true), joined ? 9 : 10)
             << e.describe() << " (none: the process's stderr says why cuDNN refused bfloat16)";
+        for (const auto& st : e.steps())
+          if (st.node >= 0 && rb.b.g.nodes[static_cast<std::size_t>(st.node)].op == "BatchNormRelu")
+            std::printf("BatchNormRelu: %s\n", st.impl.c_str());
         const StepValues got = step_values(e, rb.b.g, params, true);
         const StepValues simulated =
             step_values(*run_yardstick(rb.b.g, true, rb.loss, params, {rb.xs.data()}, 1, 0, 7, e.bf16_plan()), rb.b.g,

@@ -199,8 +199,9 @@ TEST(Plan, CudnnApiDefaultsToGraphInTheIdAndLegacyKeepsTheOldId) {
 // fusion: cuda's and onednn's, for d500's executor (levels 1-3). cuda's default, add_relu, is new: a
 // cuda network point that leaves it unset is planned with fusion=add_relu in its id, one that says
 // "off" keeps the id points planned before it have, and a level-0 point carries no key; onednn's
-// default is off (no key), add_relu, bn_relu or both asked for; cuda refuses bn_relu at its line,
-// saying why; another backend's point that sets it is refused, naming the key.
+// default is off (no key), add_relu, bn_relu or both asked for, as cuda's may be; a value neither
+// takes is refused at its line, naming the valid ones; another backend's point that sets it is
+// refused, naming the key.
 TEST(Plan, FusionDefaultsToAddReluInTheIdOfCudaNetworkPointsAndOffKeepsTheOldId) {
   const std::string e = plan_error_of(
       kHead +
@@ -239,9 +240,13 @@ TEST(Plan, FusionDefaultsToAddReluInTheIdOfCudaNetworkPointsAndOffKeepsTheOldId)
     EXPECT_EQ(pts[0].canonical.find("fusion"), std::string::npos) << "off keeps the old id: " << pts[0].canonical;
     EXPECT_NE(pts[1].canonical.find("fusion=add_relu"), std::string::npos) << pts[1].canonical;
     EXPECT_EQ(plan_of(net).points.at(0).canonical, pts[1].canonical) << "unset is add_relu, and its id says so";
-    const std::string refused = plan_error_of(net + "fusion = \"bn_relu\"\n");
-    EXPECT_NE(refused.find("'fusion' \"bn_relu\" is not one backend \"cuda\" takes (valid: off, add_relu; cuda joins "
-                           "no BatchNormalization with its Relu"),
+    for (const char* both : {"bn_relu", "add_relu+bn_relu"}) {
+      const std::string id = plan_of(net + "fusion = \"" + both + "\"\n").points.at(0).canonical;
+      EXPECT_NE(id.find(std::string("fusion=") + both), std::string::npos) << id;
+    }
+    const std::string refused = plan_error_of(net + "fusion = \"bn-relu\"\n");
+    EXPECT_NE(refused.find("key 'fusion' is \"bn-relu\"; did you mean 'bn_relu'? (valid: off, add_relu, bn_relu, "
+                           "add_relu+bn_relu)"),
               std::string::npos)
         << refused;
     const auto line = std::count(net.begin(), net.end(), '\n') + 1;

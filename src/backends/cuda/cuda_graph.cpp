@@ -75,6 +75,8 @@
 #include "backends/cuda/cuda_kernels.hpp"
 #include "backends/device.hpp"
 #include "backends/graph.hpp"
+#include "backends/graph_ops.hpp"
+#include "backends/half.hpp"
 #include "common/error.hpp"
 #ifdef D500_HAVE_CUDNN
 #include "backends/cuda/cudnn_common.hpp"
@@ -740,7 +742,9 @@ class Unary final : public ElementNode {
 // running-statistics outputs (cuDNN's running variance is unbiased, ONNX's and the reference's
 // biased), a build without cuDNN, an epsilon below cuDNN's least, a layout cuDNN's spatial mode
 // does not take. In training the statistics come from the batch (two passes of parts per
-// channel), forward and again backward, as the reference recomputes them.
+// channel), forward and again backward, as the reference recomputes them. BatchNormRelu
+// (fusion = "bn_relu") where cuDNN's joined call does not serve: the ReLU applied as y is written,
+// the gradient masked by y as dy is read, so that neither pass has a Relu node's own pass.
 class BatchNormKernels final : public ElementNode {
  public:
   BatchNormKernels(const NodeProblem& p, ExecutorMemory& m, const dev::BatchNorm& k)
@@ -760,12 +764,11 @@ class BatchNormKernels final : public ElementNode {
     float *dx = din(0), *dscale = din(1), *dbias = din(2);
     if (!dx && !dscale && !dbias) return;
     statistics();
-    launched(launch_bn_backward(k_, ps_, in(0), in(1), dout(0), mean(), var(), part_, sdy_, sdyx_, dx, dscale, dbias,
-                                m_.stream()));
+    launched(launch_bn_backward(k_, ps_, in(0), p_.out[0].data, in(1), dout(0), mean(), var(), part_, sdy_, sdyx_, dx,
+                                dscale, dbias, m_.stream()));
   }
   std::string impl() const override {
-    return std::string("cuda d500 kernels (BatchNormalization") + (k_.nhwc ? ", NHWC" : "") +
-           (k_.bf16 ? ", bfloat16)" : ")");
+    return "cuda d500 kernels (" + p_.node->op + (k_.nhwc ? ", NHWC" : "") + (k_.bf16 ? ", bfloat16)" : ")");
   }
 
  private:
@@ -1614,6 +1617,7 @@ class BatchNormTraining final : public CudaNode {
         x_bytes_(static_cast<std::size_t>(n * c * h * w) * (p.in[0].bf16 ? 2 : sizeof(float))) {
     mean_ = own(c_bytes_);
     inv_ = own(c_bytes_);
+    if (p.node->op == "BatchNormRelu") joined_scratch();
 #ifdef D500_HAVE_CUDA_KERNELS
     k_.n = n;
     k_.c = c;
@@ -1630,10 +1634,17 @@ class BatchNormTraining final : public CudaNode {
     }
   }
   void forward() override {
-    cudnn_check(
-        cudnnBatchNormalizationForwardTraining(m_.dnn(), mode_, &kOne, &kZero, x_.get(), in(0), x_.get(), out(0),
-                                               s_.get(), in(1), in(2), 0.0, nullptr, nullptr, eps_, mean_, inv_),
-        "cudnnBatchNormalizationForwardTraining");
+    if (act_)
+      cudnn_check(cudnnBatchNormalizationForwardTrainingEx(m_.dnn(), mode_, kJoined, &kOne, &kZero, x_.get(), in(0),
+                                                           nullptr, nullptr, x_.get(), out(0), s_.get(), in(1), in(2),
+                                                           0.0, nullptr, nullptr, eps_, mean_, inv_, act_->get(), work_,
+                                                           work_bytes_, reserve_, reserve_bytes_),
+                  "cudnnBatchNormalizationForwardTrainingEx (with its relu)");
+    else
+      cudnn_check(
+          cudnnBatchNormalizationForwardTraining(m_.dnn(), mode_, &kOne, &kZero, x_.get(), in(0), x_.get(), out(0),
+                                                 s_.get(), in(1), in(2), 0.0, nullptr, nullptr, eps_, mean_, inv_),
+          "cudnnBatchNormalizationForwardTraining");
 #ifdef D500_HAVE_CUDA_KERNELS
     float* rm = p_.out.size() > 1 && p_.out[1].present() ? out(1) : nullptr;
     float* rv = p_.out.size() > 2 && p_.out[2].present() ? out(2) : nullptr;
@@ -1650,12 +1661,22 @@ class BatchNormTraining final : public CudaNode {
       m_.zero(dbias_, c_bytes_);
       return;
     }
-    cudnn_check(
-        cudnnBatchNormalizationBackward(m_.dnn(), mode_, &kOne, &kZero, &kOne, &kZero, x_.get(), in(0), x_.get(),
-                                        dout(0), x_.get(), dx_, s_.get(), in(1), dscale_, dbias_, eps_, mean_, inv_),
-        "cudnnBatchNormalizationBackward");
+    if (act_)  // y (the ReLU's output) masks the gradient
+      cudnn_check(cudnnBatchNormalizationBackwardEx(m_.dnn(), mode_, kJoined, &kOne, &kZero, &kOne, &kZero, x_.get(),
+                                                    in(0), x_.get(), out(0), x_.get(), dout(0), nullptr, nullptr,
+                                                    x_.get(), dx_, s_.get(), in(1), in(2), dscale_, dbias_, eps_, mean_,
+                                                    inv_, act_->get(), work_, work_bytes_, reserve_, reserve_bytes_),
+                  "cudnnBatchNormalizationBackwardEx (with its relu)");
+    else
+      cudnn_check(
+          cudnnBatchNormalizationBackward(m_.dnn(), mode_, &kOne, &kZero, &kOne, &kZero, x_.get(), in(0), x_.get(),
+                                          dout(0), x_.get(), dx_, s_.get(), in(1), dscale_, dbias_, eps_, mean_, inv_),
+          "cudnnBatchNormalizationBackward");
   }
   std::string impl() const override {
+    if (act_)
+      return p_.in[0].bf16 ? "cuda cudnn bn+relu (training, NHWC, persistent, bfloat16)"
+                           : "cuda cudnn bn+relu (training, NHWC, persistent)";
     if (p_.in[0].bf16)  // within the step's 63 bytes
       return p_.in[0].channels_last ? "cuda cudnn batchnorm (training, NHWC, persistent, bfloat16)"
                                     : "cuda cudnn batchnorm (training, bfloat16)";
@@ -1664,7 +1685,32 @@ class BatchNormTraining final : public CudaNode {
   }
 
  private:
+  static constexpr cudnnBatchNormOps_t kJoined = CUDNN_BATCHNORM_OPS_BN_ACTIVATION;
+  // BatchNormRelu (cudnn_bn_relu): the joined calls' ReLU, their workspace (the larger pass's) and
+  // the reserve space the forward pass leaves for the backward one, made here, untimed.
+  void joined_scratch() {
+    act_ = std::make_unique<ReluDesc>();
+    std::size_t fwd = 0, bwd = 0;
+    cudnn_check(cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(m_.dnn(), mode_, kJoined, x_.get(), nullptr,
+                                                                         x_.get(), s_.get(), act_->get(), &fwd),
+                "cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize");
+    cudnn_check(
+        cudnnGetBatchNormalizationBackwardExWorkspaceSize(m_.dnn(), mode_, kJoined, x_.get(), x_.get(), x_.get(),
+                                                          nullptr, x_.get(), s_.get(), act_->get(), &bwd),
+        "cudnnGetBatchNormalizationBackwardExWorkspaceSize");
+    cudnn_check(cudnnGetBatchNormalizationTrainingExReserveSpaceSize(m_.dnn(), mode_, kJoined, act_->get(), x_.get(),
+                                                                     &reserve_bytes_),
+                "cudnnGetBatchNormalizationTrainingExReserveSpaceSize");
+    work_bytes_ = std::max(fwd, bwd);
+    if (work_bytes_ > 0) work_ = own(work_bytes_);
+    if (reserve_bytes_ > 0) reserve_ = own(reserve_bytes_);
+  }
+
   TensorDesc x_, s_;
+  std::unique_ptr<ReluDesc> act_;  // BatchNormRelu on cuDNN's joined calls
+  void* work_ = nullptr;
+  void* reserve_ = nullptr;
+  std::size_t work_bytes_ = 0, reserve_bytes_ = 0;
   cudnnBatchNormMode_t mode_;
   double eps_;
   std::size_t c_bytes_, x_bytes_;
@@ -1678,6 +1724,155 @@ class BatchNormTraining final : public CudaNode {
   void* dbias_ = nullptr;
 };
 
+// A probe's cuDNN handle and zeroed device buffer of `slots` slots of 16 KiB, its own and freed
+// after; `failed` says why where either could not be had.
+class ProbeScratch {
+ public:
+  static constexpr std::size_t kSlot = 16 * 1024;
+  explicit ProbeScratch(std::size_t slots) {
+    if (cudnnCreate(&dnn_) != CUDNN_STATUS_SUCCESS || cudaMalloc(&base_, slots * kSlot) != cudaSuccess ||
+        cudaMemset(base_, 0, slots * kSlot) != cudaSuccess)
+      failed = "the probe could not start (cudnnCreate, or " + std::to_string(slots * kSlot / 1024) +
+               " KiB of device memory)";
+  }
+  ~ProbeScratch() {
+    if (base_) cudaFree(base_);
+    if (dnn_) cudnnDestroy(dnn_);
+  }
+  ProbeScratch(const ProbeScratch&) = delete;
+  ProbeScratch& operator=(const ProbeScratch&) = delete;
+  cudnnHandle_t dnn() const { return dnn_; }
+  void* at(std::size_t k) const { return static_cast<char*>(base_) + k * kSlot; }
+  float* f(std::size_t k) const { return static_cast<float*>(at(k)); }
+  std::string failed;
+
+ private:
+  cudnnHandle_t dnn_ = nullptr;
+  void* base_ = nullptr;
+};
+
+// The first refusal a probe met, into `into`: what was called and cuDNN's words.
+void first_refusal(std::string& into, cudnnStatus_t st, const char* what) {
+  if (into.empty() && st != CUDNN_STATUS_SUCCESS) into = std::string(what) + ": " + cudnnGetErrorString(st);
+}
+
+// Device memory a probe asks cuDNN's size of; nullptr for none.
+struct ProbeBuffer {
+  void* p = nullptr;
+  explicit ProbeBuffer(std::size_t bytes) {
+    if (bytes > 0 && cudaMalloc(&p, bytes) != cudaSuccess) p = nullptr;
+  }
+  ~ProbeBuffer() {
+    if (p) cudaFree(p);
+  }
+  ProbeBuffer(const ProbeBuffer&) = delete;
+  ProbeBuffer& operator=(const ProbeBuffer&) = delete;
+};
+
+// The joined calls' values on the probe's input (probe_bn_relu): each y 1 or 0 as x is +1 or -1,
+// each channel's bias gradient the count of its positive outputs; "" if so, else what differs.
+std::string joined_values_wrong(const ProbeScratch& ps, bool bf16, int elements, int c, int positive) {
+  std::vector<float> y(static_cast<std::size_t>(elements)), db(static_cast<std::size_t>(c));
+  std::vector<std::uint16_t> words(bf16 ? y.size() : 0);
+  if (cudaMemcpy(bf16 ? static_cast<void*>(words.data()) : y.data(), ps.at(1), y.size() * (bf16 ? 2 : 4),
+                 cudaMemcpyDeviceToHost) != cudaSuccess ||
+      cudaMemcpy(db.data(), ps.f(7), db.size() * 4, cudaMemcpyDeviceToHost) != cudaSuccess)
+    return "the probe's results could not be read back";
+  for (std::size_t i = 0; i < y.size(); ++i) {
+    const float v = bf16 ? from_bf16(words[i]) : y[i], want = (i / static_cast<std::size_t>(c)) % 2 == 0 ? 1.0f : 0.0f;
+    if (!(std::abs(v - want) <= 1e-2f)) return "y[" + std::to_string(i) + "] = " + std::to_string(v);
+  }
+  for (std::size_t ch = 0; ch < db.size(); ++ch)
+    if (!(std::abs(db[ch] - static_cast<float>(positive)) <= 1e-3f * static_cast<float>(positive)))
+      return "the bias's gradient " + std::to_string(db[ch]) + " where " + std::to_string(positive) + " is right";
+  return "";
+}
+
+// Whether this process's GPU's cuDNN joins a batch normalisation with its ReLU in training over
+// NHWC activations stored in float32 (bf16 false) or bfloat16 -- BatchNormRelu, fusion = "bn_relu":
+// "" where it does, else why not. On tensors of its own (2 x 64 x 4 x 4, x = +1 and -1 in turn along
+// the batch, dy = 1): the joined forward and backward calls in persistent mode, and their values.
+std::string probe_bn_relu(bool bf16) {
+  constexpr int n = 2, c = 64, h = 4, elements = n * c * h * h, positive = n * h * h / 2;
+  static_assert(elements * sizeof(float) <= ProbeScratch::kSlot, "the probe's tensors fit their slots");
+  const ProbeScratch ps(10);
+  if (!ps.failed.empty()) return ps.failed;
+  const cudnnDataType_t type = bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+  const TensorDesc xd(n, c, h, h, type, true), sd(1, c, 1, 1);
+  const ReluDesc act;
+  constexpr cudnnBatchNormMode_t mode = CUDNN_BATCHNORM_SPATIAL_PERSISTENT;
+  constexpr cudnnBatchNormOps_t ops = CUDNN_BATCHNORM_OPS_BN_ACTIVATION;
+  // x (slot 0): +1 and -1 along the batch (mean 0, variance 1 a channel); dy (2) and the scale (4) ones.
+  std::vector<float> x(elements), ones(elements, 1.0f);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = (i / std::size_t{c}) % 2 == 0 ? 1.0f : -1.0f;
+  std::vector<std::uint16_t> xw(elements), onew(elements, to_bf16(1.0f));
+  for (std::size_t i = 0; i < x.size(); ++i) xw[i] = to_bf16(x[i]);
+  const std::size_t bytes = static_cast<std::size_t>(elements) * (bf16 ? 2 : 4);
+  if (cudaMemcpy(ps.at(0), bf16 ? static_cast<const void*>(xw.data()) : x.data(), bytes, cudaMemcpyHostToDevice) !=
+          cudaSuccess ||
+      cudaMemcpy(ps.at(2), bf16 ? static_cast<const void*>(onew.data()) : ones.data(), bytes, cudaMemcpyHostToDevice) !=
+          cudaSuccess ||
+      cudaMemcpy(ps.at(4), ones.data(), c * sizeof(float), cudaMemcpyHostToDevice) != cudaSuccess)
+    return "the probe's inputs could not be written";
+  std::string why;
+  std::size_t fwd = 0, bwd = 0, reserve = 0;
+  first_refusal(why,
+                cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(ps.dnn(), mode, ops, xd.get(), nullptr,
+                                                                         xd.get(), sd.get(), act.get(), &fwd),
+                "cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize");
+  first_refusal(why,
+                cudnnGetBatchNormalizationBackwardExWorkspaceSize(ps.dnn(), mode, ops, xd.get(), xd.get(), xd.get(),
+                                                                  nullptr, xd.get(), sd.get(), act.get(), &bwd),
+                "cudnnGetBatchNormalizationBackwardExWorkspaceSize");
+  first_refusal(
+      why, cudnnGetBatchNormalizationTrainingExReserveSpaceSize(ps.dnn(), mode, ops, act.get(), xd.get(), &reserve),
+      "cudnnGetBatchNormalizationTrainingExReserveSpaceSize");
+  if (!why.empty()) return why;
+  const ProbeBuffer work(std::max(fwd, bwd)), kept(reserve);
+  if ((std::max(fwd, bwd) > 0 && !work.p) || (reserve > 0 && !kept.p)) return "the probe's workspace could not be had";
+  first_refusal(why,
+                cudnnBatchNormalizationForwardTrainingEx(ps.dnn(), mode, ops, &kOne, &kZero, xd.get(), ps.at(0),
+                                                         nullptr, nullptr, xd.get(), ps.at(1), sd.get(), ps.f(4),
+                                                         ps.f(5), 0.0, nullptr, nullptr, 1e-5, ps.f(8), ps.f(9),
+                                                         act.get(), work.p, std::max(fwd, bwd), kept.p, reserve),
+                "cudnnBatchNormalizationForwardTrainingEx");
+  first_refusal(why,
+                cudnnBatchNormalizationBackwardEx(ps.dnn(), mode, ops, &kOne, &kZero, &kOne, &kZero, xd.get(), ps.at(0),
+                                                  xd.get(), ps.at(1), xd.get(), ps.at(2), nullptr, nullptr, xd.get(),
+                                                  ps.at(3), sd.get(), ps.f(4), ps.f(5), ps.f(6), ps.f(7), 1e-5, ps.f(8),
+                                                  ps.f(9), act.get(), work.p, std::max(fwd, bwd), kept.p, reserve),
+                "cudnnBatchNormalizationBackwardEx");
+  if (!why.empty()) return why;
+  if (const cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess)
+    return std::string("the probe's kernels failed: ") + cudaGetErrorString(e);
+  if (std::string wrong = joined_values_wrong(ps, bf16, elements, c, positive); !wrong.empty())
+    return "its values were wrong: " + wrong;
+  return "";
+}
+
+// probe_bn_relu's answer for float32 or bfloat16, once per process and type; said once on stderr
+// where cuDNN refuses (d500's kernels then run the joined nodes).
+const std::string& cudnn_bn_relu(bool bf16) {
+  auto said = [](bool half) {
+    std::string why;
+    try {
+      why = probe_bn_relu(half);
+    } catch (const Error& e) {
+      why = e.what();
+    }
+    if (!why.empty())
+      std::fprintf(stderr,
+                   "d500: cuda: fusion = \"bn_relu\": cuDNN does not join a %s batch normalisation with its ReLU on "
+                   "this GPU (%s): d500's kernels run each BatchNormRelu node\n",
+                   half ? "bfloat16" : "float32", why.c_str());
+    return why;
+  };
+  static const std::string f32 = said(false);
+  if (!bf16) return f32;
+  static const std::string b16 = said(true);
+  return b16;
+}
+
 // N C H W of a tensor with 2 to 4 axes (N C, N C L, N C H W); false beyond int or other ranks.
 bool nchw(const Shape& s, I& n, I& c, I& h, I& w) {
   if (s.size() < 2 || s.size() > 4) return false;
@@ -1687,6 +1882,7 @@ bool nchw(const Shape& s, I& n, I& c, I& h, I& w) {
 
 // BatchNormalization on cuDNN, or nullptr (d500's kernels then): without optional outputs, or in
 // training (with d500's kernels) with the running statistics only; NCHW layouts, cuDNN's epsilon.
+// BatchNormRelu likewise, in training over NHWC activations where this GPU's cuDNN joins the two.
 std::unique_ptr<NodeKernel> cudnn_batch_norm(const NodeProblem& p, ExecutorMemory& m, const Shape& a) {
   auto outputs_from = [&](std::size_t from) {
     return std::any_of(p.out.begin() + static_cast<long>(std::min(from, p.out.size())), p.out.end(),
@@ -1702,6 +1898,9 @@ std::unique_ptr<NodeKernel> cudnn_batch_norm(const NodeProblem& p, ExecutorMemor
   I n = 0, c = 0, h = 0, w = 0;
   const double eps = p.node->attr_f("epsilon", 1e-5);
   if (!nchw(a, n, c, h, w) || eps < CUDNN_BN_MIN_EPSILON) return nullptr;
+  // BatchNormRelu: cuDNN's joined calls, in training over NHWC activations, where they serve.
+  if (p.node->op == "BatchNormRelu" && (!training || !p.in[0].channels_last || !cudnn_bn_relu(p.in[0].bf16).empty()))
+    return nullptr;
   if (training) return std::make_unique<BatchNormTraining>(p, m, n, c, h, w, eps);
   return std::make_unique<BatchNormInference>(p, m, n, c, h, w, eps);
 }
@@ -1758,25 +1957,19 @@ struct CudnnBf16 {
 CudnnBf16 probe_cudnn_bf16() {
   // A residual network's smallest shapes' kind: 64 channels, NHWC's persistent mode included.
   constexpr int n = 2, c = 64, h = 8;
-  constexpr std::size_t slot = 16 * 1024, words = n * c * h * h, scratch = 10 * slot;
-  static_assert(words * 2 <= slot && c * sizeof(float) <= slot, "the probe's tensors fit their slots");
+  constexpr std::size_t words = n * c * h * h;
+  static_assert(words * 2 <= ProbeScratch::kSlot && c * sizeof(float) <= ProbeScratch::kSlot,
+                "the probe's tensors fit their slots");
   CudnnBf16 why;
-  cudnnHandle_t dnn = nullptr;
-  void* base = nullptr;
-  if (cudnnCreate(&dnn) != CUDNN_STATUS_SUCCESS || cudaMalloc(&base, scratch) != cudaSuccess ||
-      cudaMemset(base, 0, scratch) != cudaSuccess) {
-    why.norm = why.pool = "the probe could not start (cudnnCreate, or 160 KiB of device memory)";
-    if (base) cudaFree(base);
-    if (dnn) cudnnDestroy(dnn);
+  const ProbeScratch ps(10);
+  if (!ps.failed.empty()) {
+    why.norm = why.pool = ps.failed;
     return why;
   }
-  auto at = [&](std::size_t k) { return static_cast<char*>(base) + k * slot; };
-  auto f = [&](std::size_t k) { return reinterpret_cast<float*>(at(k)); };
-  void *x = at(0), *y = at(1), *dy = at(2), *dx = at(3);
-  float *scale = f(4), *bias = f(5), *ds = f(6), *db = f(7), *mean = f(8), *inv = f(9);
-  auto call = [](std::string& into, cudnnStatus_t st, const char* what) {
-    if (into.empty() && st != CUDNN_STATUS_SUCCESS) into = std::string(what) + ": " + cudnnGetErrorString(st);
-  };
+  const cudnnHandle_t dnn = ps.dnn();
+  void *x = ps.at(0), *y = ps.at(1), *dy = ps.at(2), *dx = ps.at(3);
+  float *scale = ps.f(4), *bias = ps.f(5), *ds = ps.f(6), *db = ps.f(7), *mean = ps.f(8), *inv = ps.f(9);
+  const auto call = first_refusal;
   try {
     for (const bool nhwc : {false, true}) {
       const TensorDesc xd(n, c, h, h, CUDNN_DATA_BFLOAT16, nhwc), yd(n, c, h / 2, h / 2, CUDNN_DATA_BFLOAT16, nhwc),
@@ -1814,8 +2007,6 @@ CudnnBf16 probe_cudnn_bf16() {
   } catch (const Error& e) {
     why.norm = why.pool = e.what();
   }
-  cudaFree(base);
-  cudnnDestroy(dnn);
   return why;
 }
 
@@ -1844,7 +2035,7 @@ const CudnnBf16& cudnn_bf16() {
 std::unique_ptr<NodeKernel> make_bf16_node_kernel(const NodeProblem& p, ExecutorMemory& m) {
   const std::string& op = p.node->op;
   if (op == "Conv") return Conv::make(p, m);
-  if (op == "BatchNormalization") {
+  if (is_batch_norm(op)) {
     if (cudnn_bf16().norm.empty())
       if (auto k = cudnn_batch_norm(p, m, *p.in[0].shape)) return k;
     const auto k = dev::batch_norm_of(p);
@@ -2015,11 +2206,11 @@ std::unique_ptr<NodeKernel> make_node_kernel(const NodeProblem& p, int) {
     if (!fits_int(outer) || !fits_int(c) || !fits_int(inner)) return nullptr;
     return std::make_unique<Softmax>(p, *m, outer, c, inner);
   }
-  if (op == "BatchNormalization")
+  if (is_batch_norm(op))
     if (auto k = cudnn_batch_norm(p, *m, a)) return k;
 #endif
 #ifdef D500_HAVE_CUDA_KERNELS
-  if (op == "BatchNormalization") {
+  if (is_batch_norm(op)) {
     const auto k = dev::batch_norm_of(p);
     return k ? std::make_unique<BatchNormKernels>(p, *m, *k) : nullptr;
   }

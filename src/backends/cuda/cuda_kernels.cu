@@ -444,12 +444,12 @@ cudaError_t launch_bn_running_from_inv(const dev::BatchNorm& k, const float* rm,
       k.c, s, [=] __device__(std::int64_t ch) { dev::bn_running_from_inv(k, rm, rv, mean, inv, out_rm, out_rv, ch); });
 }
 
-cudaError_t launch_bn_backward(const dev::BatchNorm& k, const dev::Parts& ps, const void* x, const float* scale,
-                               const void* dy, const float* mean, const float* var, double* part, float* sdy,
-                               float* sdyx, void* dx, float* dscale, float* dbias, cudaStream_t s) {
+cudaError_t launch_bn_backward(const dev::BatchNorm& k, const dev::Parts& ps, const void* x, const void* y,
+                               const float* scale, const void* dy, const float* mean, const float* var, double* part,
+                               float* sdy, float* sdyx, void* dx, float* dscale, float* dbias, cudaStream_t s) {
   if (const cudaError_t e =
           launch_each(ps.chunks * ps.outputs, s,
-                      [=] __device__(std::int64_t e) { dev::bn_grad_stage(k, ps, x, dy, mean, var, part, e); });
+                      [=] __device__(std::int64_t e) { dev::bn_grad_stage(k, ps, x, y, dy, mean, var, part, e); });
       e != cudaSuccess)
     return e;
   if (const cudaError_t e = launch_each(
@@ -458,7 +458,7 @@ cudaError_t launch_bn_backward(const dev::BatchNorm& k, const dev::Parts& ps, co
     return e;
   if (!dx) return cudaSuccess;
   return launch_each(k.n * k.c * k.plane, s, [=] __device__(std::int64_t i) {
-    dev::bn_store(k, dx, i, dev::bn_dx_at(k, x, scale, dy, mean, var, sdy, sdyx, i));
+    dev::bn_store(k, dx, i, dev::bn_dx_at(k, x, y, scale, dy, mean, var, sdy, sdyx, i));
   });
 }
 

@@ -94,9 +94,10 @@ cudaError_t launch_bn_forward(const dev::BatchNorm& k, const void* x, const floa
 // inverse deviation cuDNN saved (dev::bn_running_from_inv), one thread per channel.
 cudaError_t launch_bn_running_from_inv(const dev::BatchNorm& k, const float* rm, const float* rv, const float* mean,
                                        const float* inv, float* out_rm, float* out_rv, cudaStream_t s);
-cudaError_t launch_bn_backward(const dev::BatchNorm& k, const dev::Parts& ps, const void* x, const float* scale,
-                               const void* dy, const float* mean, const float* var, double* part, float* sdy,
-                               float* sdyx, void* dx, float* dscale, float* dbias, cudaStream_t s);
+// y: the forward pass's output, read where k.relu masks the gradient (BatchNormRelu), else unread.
+cudaError_t launch_bn_backward(const dev::BatchNorm& k, const dev::Parts& ps, const void* x, const void* y,
+                               const float* scale, const void* dy, const float* mean, const float* var, double* part,
+                               float* sdy, float* sdyx, void* dx, float* dscale, float* dbias, cudaStream_t s);
 
 // math = "bf16": n float32 elements rounded to bfloat16 (to nearest even; dst: n 16-bit words),
 // and back (exact).

@@ -55,12 +55,15 @@ std::vector<BackendSetting> settings_of_backend_cuda() {
        .neutral = "nchw",
        .other_note = kOthersKeepNchw},
       fusion_setting("AddRelu in one pass of d500's kernel forward, y = max(a + b, 0), and one backward, dy where y > 0 "
-                     "into both gradients: two fewer passes over the sum each way than the two nodes make",
-                     "add_relu",
-                     "cuda joins no BatchNormalization with its Relu yet: cuDNN's one call for the two "
-                     "(cudnnBatchNormalizationForwardTrainingEx with CUDNN_BATCHNORM_OPS_BN_ACTIVATION) is deprecated "
-                     "in cuDNN 9, and a join around cuDNN's normalisation would save memory, not passes over it, as "
-                     "onednn's did"),
+                     "into both gradients: two fewer passes over the sum each way than the two nodes make; "
+                     "BatchNormRelu in training over channels-last activations as cuDNN's one call for the two each "
+                     "way (cudnnBatchNormalizationForwardTrainingEx and BackwardEx with "
+                     "CUDNN_BATCHNORM_OPS_BN_ACTIVATION, persistent mode), where this GPU's cuDNN takes it for the "
+                     "activations' type (probed once per process, values checked; the job's log says where not), "
+                     "otherwise on d500's normalisation kernels, which apply the ReLU as they write y and mask the "
+                     "gradient by y as they read dy: either way no pass of a Relu node's own, and the normalised "
+                     "values before the ReLU never stored",
+                     "add_relu"),
       {.spec = {"cuda_graph", ValueType::String, Value{std::string()}, 0, 0, {"off", "step"},
                 "training (level 2): step (the training step -- forward, backward and d500's device optimizer -- "
                 "captured once as a CUDA Graph, at the second step, and replayed at every later one: one launch instead "
