@@ -1540,8 +1540,9 @@ class GuardedDeviceOp final : public NodeKernel {
     for (std::int64_t i = 0; i < bn_.n * bn_.c * bn_.plane; ++i)
       dev::bn_store(bn_, y, i, dev::bn_forward_at(bn_, in(0), in(1), in(2), mean, var, i));
   }
-  void bn_backward(const void* dy, void* dx) {
-    const auto [mean, var] = bn_statistics();
+  void bn_backward(const void* dy, void* dx) {  // the forward pass's statistics, as the GPU's node keeps them
+    const float* mean = bn_.training ? bn_mean_.data() : in(3);
+    const float* var = bn_.training ? bn_var_.data() : in(4);
     const dev::Parts ps = dev::parts_of(bn_.c, bn_.n * bn_.plane);
     std::vector<double> part(2 * static_cast<std::size_t>(ps.chunks * ps.outputs));
     std::vector<float> sdy(static_cast<std::size_t>(bn_.c)), sdyx(sdy.size());

@@ -742,7 +742,9 @@ class Unary final : public ElementNode {
 // running-statistics outputs (cuDNN's running variance is unbiased, ONNX's and the reference's
 // biased), a build without cuDNN, an epsilon below cuDNN's least, a layout cuDNN's spatial mode
 // does not take. In training the statistics come from the batch (two passes of parts per
-// channel), forward and again backward, as the reference recomputes them. BatchNormRelu
+// channel) in the forward pass, and its backward pass reads them again where it left them (as
+// cuDNN's reads the mean and inverse deviation it saved: the executor runs each micro-batch's
+// backward pass right after its forward one), the same values the reference recomputes. BatchNormRelu
 // (fusion = "bn_relu") where cuDNN's joined call does not serve: the ReLU applied as y is written,
 // the gradient masked by y as dy is read, so that neither pass has a Relu node's own pass.
 class BatchNormKernels final : public ElementNode {
@@ -763,7 +765,6 @@ class BatchNormKernels final : public ElementNode {
     if (!has_dout()) return;
     float *dx = din(0), *dscale = din(1), *dbias = din(2);
     if (!dx && !dscale && !dbias) return;
-    statistics();
     launched(launch_bn_backward(k_, ps_, in(0), p_.out[0].data, in(1), dout(0), mean(), var(), part_, sdy_, sdyx_, dx,
                                 dscale, dbias, m_.stream()));
   }
