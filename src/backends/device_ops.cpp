@@ -411,7 +411,6 @@ Takes bf16_storage_of(const NodeProblem& p) {
   if (how == Takes::Never || op == "GlobalMaxPool") return Takes::Never;
   // An input or output the node has (its shape is known at planning, before its data is).
   auto has = [](const std::vector<TensorView>& side, std::size_t i) { return i < side.size() && side[i].shape; };
-  if (op == "Conv" && has(p.in, 2)) return Takes::Never;
   if ((op == "MaxPool" || op == "AveragePool") && has(p.out, 0) &&
       numel(*p.out[0].shape) == (*p.out[0].shape)[0] * (*p.out[0].shape)[1])
     return Takes::Never;  // an output of one value a channel stays float32, and cuDNN's pooling takes one type

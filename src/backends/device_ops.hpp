@@ -494,6 +494,18 @@ D500_HOST_DEVICE inline I bn_element(const BatchNorm& k, I ch, I t) {
 // The channel of the element stored at i.
 D500_HOST_DEVICE inline I bn_channel(const BatchNorm& k, I i) { return k.nhwc ? i % k.c : i / k.plane % k.c; }
 
+// A convolution's bias added to its output stored in bfloat16 (math = "bf16"; the channels
+// addressed as a normalisation's): y[i] read exactly, the float32 bias added, the sum rounded -- a
+// second rounding after the convolution's own, as autocast's separate add makes one.
+D500_HOST_DEVICE inline void bias_add_bf16_at(const BatchNorm& k, void* y, const float* bias, I i) {
+  auto* w = static_cast<std::uint16_t*>(y);
+  w[i] = bf16_bits(bf16_value(w[i]) + bias[bn_channel(k, i)]);
+}
+// Channel ch's sum from the parts bn_stats_stage summed without a mean (a bias's gradient: dy's).
+D500_HOST_DEVICE inline void channel_sum_finish(const Parts& s, const double* part, float* sum, I ch) {
+  sum[ch] = static_cast<float>(sum_parts(s, part, ch));
+}
+
 // Part e: the sum of x (mean nullptr) or of (x - mean)^2 over its elements.
 D500_HOST_DEVICE inline void bn_stats_stage(const BatchNorm& k, const Parts& s, const void* x, const float* mean,
                                             double* part, I e) {
@@ -938,10 +950,10 @@ std::optional<Sce> sce_of(const NodeProblem& p);
 Takes channels_last_of(const NodeProblem& p);
 // How the cuda backend's kernels take float32 tensors stored in bfloat16 with math = "bf16"
 // (BackendInfo::bf16_storage, where cuDNN takes bfloat16 normalisations and poolings; the test
-// device says the same): as channels_last_of says, but Never for a Conv with a bias (added in
-// float32), a GlobalMaxPool, a pooling down to one value a channel (that output stays float32),
-// and a BatchNormalization with any output but Y (its statistics outputs run on the float32
-// kernels above).
+// device says the same): as channels_last_of says, but Never for a GlobalMaxPool, a pooling down
+// to one value a channel (that output stays float32), and a BatchNormalization with any output but
+// Y (its statistics outputs run on the float32 kernels above). A Conv's bias stays float32 and is
+// added to the bfloat16 output by bias_add_bf16_at.
 Takes bf16_storage_of(const NodeProblem& p);
 // GlobalAveragePool over a 4-D input stored in bfloat16 (the kernels above).
 std::optional<GlobalPool> global_pool_of(const NodeProblem& p);

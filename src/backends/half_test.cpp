@@ -136,5 +136,49 @@ TEST(HalfConversions, Bfloat16RoundingIsToNearestEvenAtEachQuantum) {
   EXPECT_GE(ties, 2);
 }
 
+// The cuda backend's bias on a convolution's output stored in bfloat16 (device_ops.hpp, which its
+// kernels run one element a thread): in NCHW and NHWC each element gets its own channel's bias, the
+// sum rounded to bfloat16; and the bias's gradient, each channel's sum of dy in parts (the planes
+// large enough to split), is that channel's sum. Fails where either takes another channel's
+// elements for its own.
+TEST(DeviceBf16, AConvolutionsBiasGoesToEachChannelAndItsGradientSumsEachChannel) {
+  for (const bool nhwc : {false, true}) {
+    SCOPED_TRACE(nhwc ? "NHWC" : "NCHW");
+    dev::BatchNorm k;
+    k.n = 3, k.c = 5, k.plane = 70, k.nhwc = nhwc, k.bf16 = true;
+    const auto at = [&](std::int64_t n, std::int64_t c, std::int64_t s) {
+      return static_cast<std::size_t>(nhwc ? (n * k.plane + s) * k.c + c : (n * k.c + c) * k.plane + s);
+    };
+    const std::size_t total = static_cast<std::size_t>(k.n * k.c * k.plane);
+    std::vector<std::uint16_t> y(total), dy(total);
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+    for (std::size_t i = 0; i < total; ++i) y[i] = to_bf16(u(rng)), dy[i] = to_bf16(u(rng));
+    const std::vector<std::uint16_t> before = y;
+    std::vector<float> bias(static_cast<std::size_t>(k.c));
+    for (std::size_t c = 0; c < bias.size(); ++c) bias[c] = 0.3f + 1.7f * static_cast<float>(c);
+    for (std::int64_t i = 0; i < static_cast<std::int64_t>(total); ++i)
+      dev::bias_add_bf16_at(k, y.data(), bias.data(), i);
+    const dev::Parts ps = dev::parts_of(k.c, k.n * k.plane);
+    ASSERT_GT(ps.chunks, 1) << "the sums split into parts, as on the GPU";
+    std::vector<double> part(static_cast<std::size_t>(ps.chunks * ps.outputs));
+    for (std::int64_t e = 0; e < ps.chunks * ps.outputs; ++e)
+      dev::bn_stats_stage(k, ps, dy.data(), nullptr, part.data(), e);
+    std::vector<float> db(static_cast<std::size_t>(k.c));
+    for (std::int64_t c = 0; c < k.c; ++c) dev::channel_sum_finish(ps, part.data(), db.data(), c);
+    for (std::int64_t c = 0; c < k.c; ++c) {
+      double want = 0;
+      for (std::int64_t n = 0; n < k.n; ++n)
+        for (std::int64_t s = 0; s < k.plane; ++s) {
+          const std::size_t i = at(n, c, s);
+          ASSERT_EQ(y[i], to_bf16(from_bf16(before[i]) + bias[static_cast<std::size_t>(c)]))
+              << n << " " << c << " " << s;
+          want += from_bf16(dy[i]);
+        }
+      EXPECT_NEAR(db[static_cast<std::size_t>(c)], want, 1e-6 * (std::abs(want) + 1)) << c;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace d500

@@ -1012,7 +1012,9 @@ class Conv final : public CudaNode {
       convolve(x_conv_ ? x_conv_ : in(0), y_conv_ ? y_conv_ : out(0));
     }
     float* y = y_conv_ ? y_conv_ : out(0);
-    if (has_bias_)
+    if (has_bias_ && y_half_)
+      add_bias_half(y);
+    else if (has_bias_)
       cudnn_check(cudnnAddTensor(m_.dnn(), &kOne, b_.get(), in(2), &kOne, out_desc(), y), "cudnnAddTensor (bias)");
     if (y_conv_) relayout(y_conv_, out(0), g_.n, g_.k, g_.p, g_.q, false);
   }
@@ -1036,9 +1038,13 @@ class Conv final : public CudaNode {
         if (x_conv_) relayout(x_conv_, dx, g_.n, g_.c, g_.h, g_.w, false);
       }
     }
-    if (float* db = din(2))
-      cudnn_check(cudnnConvolutionBackwardBias(m_.dnn(), &kOne, out_desc(), dy, &kZero, b_.get(), db),
-                  "cudnnConvolutionBackwardBias");
+    if (float* db = din(2)) {
+      if (y_half_)
+        bias_grad_half(dy, db);
+      else
+        cudnn_check(cudnnConvolutionBackwardBias(m_.dnn(), &kOne, out_desc(), dy, &kZero, b_.get(), db),
+                    "cudnnConvolutionBackwardBias");
+    }
   }
   // The layout first (a step's impl is kept to 64 bytes): "cuda cudnn nhwc conv from nchw (...)"
   // for a channels-last convolution that turns its NCHW input.
@@ -1065,13 +1071,12 @@ class Conv final : public CudaNode {
         y_(g.n, g.k, g.p, g.q, CUDNN_DATA_FLOAT, nhwc_of(p)),
         b_(1, transposed ? g.c : g.k, 1, 1, CUDNN_DATA_FLOAT, nhwc_of(p)) {
     has_bias_ = p.in.size() > 2 && p.in[2].present();
-    // Stored in bfloat16 (math = "bf16", bf16_storage: never with a bias, and on a channels-last
-    // point only tensors stored channels-last, so no layout copy meets one): the passes read and
-    // write them where they lie.
-    if ((x_half_ && (has_bias_ || (nhwc_ && !p.in[0].channels_last))) ||
-        (y_half_ && (has_bias_ || (nhwc_ && !p.out[0].channels_last))))
-      throw Error("cuda: " + p.node->label() + " got bfloat16 tensors its convolution does not take (a bias, or " +
-                  "a layout copy)");
+    // Stored in bfloat16 (math = "bf16", bf16_storage: on a channels-last point only tensors
+    // stored channels-last, so no layout copy meets one): the passes read and write them where
+    // they lie, and a bias is added to y there by d500's kernel (its gradient summed from dy there).
+    if ((x_half_ && nhwc_ && !p.in[0].channels_last) || (y_half_ && nhwc_ && !p.out[0].channels_last))
+      throw Error("cuda: " + p.node->label() + " got bfloat16 tensors its convolution does not take (a layout copy)");
+    if (has_bias_ && y_half_) bias_on_half(p, g);
     if (nhwc_) {
       // Buffers of the node's own: the weights in KRSC (and their gradient), and the input or
       // output the executor keeps NCHW, in NHWC.
@@ -1274,6 +1279,15 @@ class Conv final : public CudaNode {
     }
     widen(kW, hdw, dw);
   }
+  // A bias with y stored in bfloat16: y's shape for d500's channel kernels, and in training the
+  // scratch its gradient's parts take.
+  void bias_on_half(const NodeProblem& p, const ConvGeom& g) {
+    bias_k_.n = g.n, bias_k_.c = g.k, bias_k_.plane = g.p * g.q, bias_k_.nhwc = nhwc_, bias_k_.bf16 = true;
+    bias_parts_ = dev::parts_of(g.k, g.n * g.p * g.q);
+    if (p.training && p.din.size() > 2 && p.din[2].present())
+      bias_part_ = static_cast<double*>(
+          own(static_cast<std::size_t>(bias_parts_.chunks * bias_parts_.outputs) * sizeof(double)));
+  }
   // The weights as the passes read them: KCRS, or channels-last their KRSC copy.
   const float* weight() const { return w_conv_ ? w_conv_ : in(1); }
   // A copy of an N C H W tensor between its layouts on the stream (channels-last's borders).
@@ -1335,12 +1349,22 @@ class Conv final : public CudaNode {
   void from_half(const void* src, float* dst, I n) const {
     check(launch_from_bf16(src, dst, n, m_.stream()), "the bfloat16 widening kernel's launch");
   }
+  // The bias added to y stored in bfloat16, and its gradient summed from dy stored so.
+  void add_bias_half(void* y) const {
+    check(launch_bias_add_bf16(bias_k_, y, in(2), m_.stream()), "the bfloat16 bias kernel's launch");
+  }
+  void bias_grad_half(const void* dy, float* db) const {
+    check(launch_channel_sum(bias_k_, bias_parts_, dy, bias_part_, db, m_.stream()),
+          "the bfloat16 bias gradient kernel's launch");
+  }
 #else  // the plan refuses math = "bf16" in such a build (the backend's check_point)
   [[noreturn]] static void no_kernels() {
     throw Error("cuda: math = \"bf16\" needs d500's own kernels, which this build lacks (CUDA without nvcc)");
   }
   void to_half(const float*, void*, I) const { no_kernels(); }
   void from_half(const void*, float*, I) const { no_kernels(); }
+  void add_bias_half(void*) const { no_kernels(); }
+  void bias_grad_half(const void*, float*) const { no_kernels(); }
 #endif
 
   bool transposed_;
@@ -1371,6 +1395,11 @@ class Conv final : public CudaNode {
   void* ws_ = nullptr;
   bool has_bias_ = false, ok_ = false;
   std::string algorithms_;
+  // A bias with y stored in bfloat16: y's shape as d500's channel kernels address it, and the
+  // parts its gradient's sums take (scratch of the node's own in training).
+  dev::BatchNorm bias_k_;
+  dev::Parts bias_parts_;
+  double* bias_part_ = nullptr;
 };
 
 // MaxPool, AveragePool, GlobalAveragePool and GlobalMaxPool (a max pool whose window is the whole

@@ -462,6 +462,20 @@ cudaError_t launch_bn_backward(const dev::BatchNorm& k, const dev::Parts& ps, co
   });
 }
 
+cudaError_t launch_bias_add_bf16(const dev::BatchNorm& k, void* y, const float* bias, cudaStream_t s) {
+  return launch_each(k.n * k.c * k.plane, s, [=] __device__(std::int64_t i) { dev::bias_add_bf16_at(k, y, bias, i); });
+}
+
+cudaError_t launch_channel_sum(const dev::BatchNorm& k, const dev::Parts& ps, const void* dy, double* part, float* db,
+                               cudaStream_t s) {
+  if (const cudaError_t e =
+          launch_each(ps.chunks * ps.outputs, s,
+                      [=] __device__(std::int64_t e) { dev::bn_stats_stage(k, ps, dy, nullptr, part, e); });
+      e != cudaSuccess)
+    return e;
+  return launch_each(k.c, s, [=] __device__(std::int64_t ch) { dev::channel_sum_finish(ps, part, db, ch); });
+}
+
 cudaError_t launch_optimizer_step(const StepRule& r, float* p, const float* g, float* a, float* b, std::int64_t n,
                                   cudaStream_t s) {
   if (n <= 0) return cudaSuccess;

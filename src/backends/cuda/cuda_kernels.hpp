@@ -99,6 +99,13 @@ cudaError_t launch_bn_backward(const dev::BatchNorm& k, const dev::Parts& ps, co
                                const float* scale, const void* dy, const float* mean, const float* var, double* part,
                                float* sdy, float* sdyx, void* dx, float* dscale, float* dbias, cudaStream_t s);
 
+// A convolution's output stored in bfloat16 (k: its shape and layout as a normalisation's): the
+// float32 bias added in place (dev::bias_add_bf16_at); and the bias's gradient, each channel's
+// sum of dy (bfloat16 words) in parts (ps over k.c channels) into db.
+cudaError_t launch_bias_add_bf16(const dev::BatchNorm& k, void* y, const float* bias, cudaStream_t s);
+cudaError_t launch_channel_sum(const dev::BatchNorm& k, const dev::Parts& ps, const void* dy, double* part, float* db,
+                               cudaStream_t s);
+
 // math = "bf16": n float32 elements rounded to bfloat16 (to nearest even; dst: n 16-bit words),
 // and back (exact).
 cudaError_t launch_to_bf16(const float* src, void* dst, std::int64_t n, cudaStream_t s);
