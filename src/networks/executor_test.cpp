@@ -190,6 +190,9 @@ std::vector<GradCase> breadth_cases() {
   return v;
 }
 
+// Whether a backend is built and can run here: a GPU backend on a host without a GPU cannot.
+bool runs_here(const BackendInfo& b) { return b.built && !(b.no_device && !b.no_device().empty()); }
+
 // The normalisations and losses, each with its optional outputs read or not.
 void normalisation_and_loss_cases(std::vector<GradCase>& v) {
   using B = GraphBuilder;
@@ -614,8 +617,7 @@ TEST(Executor, EveryBackendsKernelsMatchTheYardstickOnEveryOperatorGraph) {
   own["cuda"].insert(element_kernel_ops().begin(), element_kernel_ops().end());
 #endif
   for (const auto& backend : all_backends()) {
-    if (!backend.built || !backend.make_node_kernel || backend.name == "custom") continue;
-    if (backend.no_device && !backend.no_device().empty()) continue;  // a GPU backend on a host without one
+    if (!runs_here(backend) || !backend.make_node_kernel || backend.name == "custom") continue;
     SCOPED_TRACE(backend.name);
     ASSERT_TRUE(own.count(backend.name)) << "list the operators " << backend.name << " runs itself";
     std::set<std::string> ran;
@@ -861,8 +863,7 @@ TEST(Validation, ATf32StepPassesWithinItsSimulatedRoundingAndAWrongOneFails) {
 TEST(Executor, NativeExecutorsMatchTheYardstickOnEveryOperatorGraph) {
   int runners = 0;
   for (const auto& backend : all_backends()) {
-    if (!backend.built || !backend.make_graph_runner) continue;
-    if (backend.no_device && !backend.no_device().empty()) continue;  // a GPU executor on a host without one
+    if (!runs_here(backend) || !backend.make_graph_runner) continue;
     SCOPED_TRACE(backend.name);
     ++runners;
     for (const auto& c : cases()) {
@@ -933,8 +934,7 @@ void keeps_running_statistics(const Shape& xs) {
   }
   int runners = 0;
   for (const auto& backend : all_backends()) {
-    if (!backend.built || backend.name == "mpi" || backend.name == "custom") continue;
-    if (backend.no_device && !backend.no_device().empty()) continue;  // a GPU backend on a host without one
+    if (!runs_here(backend) || backend.name == "mpi" || backend.name == "custom") continue;
     SCOPED_TRACE(backend.name);
     ++runners;
     data = data0;
@@ -1018,8 +1018,7 @@ TEST(Executor, DropoutDropsTheSameElementsOnEveryExecutorInTrainingAndNothingInE
   std::int64_t step = 7;
   std::vector<std::vector<bool>> masks;
   for (const auto& backend : all_backends()) {
-    if (!backend.built || backend.name == "mpi" || backend.name == "custom") continue;
-    if (backend.no_device && !backend.no_device().empty()) continue;
+    if (!runs_here(backend) || backend.name == "mpi" || backend.name == "custom") continue;
     SCOPED_TRACE(backend.name);
     step = 7;
     RunnerSpec r;
@@ -2832,8 +2831,7 @@ TEST(Executor, ChannelsLastCoversEveryResNetActivationBetweenTheFirstConvolution
 TEST(Executor, ChannelsLastOnADeviceBackendValidatesThroughBothCudnnApis) {
   int ran = 0;
   for (const auto& backend : all_backends()) {
-    if (!backend.built || !backend.channels_last || !backend.make_device_memory) continue;
-    if (backend.no_device && !backend.no_device().empty()) continue;  // a GPU backend on a host without one
+    if (!runs_here(backend) || !backend.channels_last || !backend.make_device_memory) continue;
     SCOPED_TRACE(backend.name);
     for (const bool flatten : {false, true})
       for (const std::string api : {"legacy", "graph", "graph, bn_relu"}) {
@@ -2901,8 +2899,7 @@ TEST(Executor, Bf16StorageCoversEveryResNetActivationAsChannelsLastDoes) {
 TEST(Executor, Bf16StorageOnADeviceBackendFitsTheStoresSimulation) {
   int ran = 0;
   for (const auto& backend : all_backends()) {
-    if (!backend.built || !backend.bf16_storage || !backend.make_device_memory) continue;
-    if (backend.no_device && !backend.no_device().empty()) continue;  // a GPU backend on a host without one
+    if (!runs_here(backend) || !backend.bf16_storage || !backend.make_device_memory) continue;
     SCOPED_TRACE(backend.name);
     for (const bool nhwc : {false, true})
       for (const std::string api : {"legacy", "graph", "graph, bn_relu", "graph, biased"}) {
