@@ -118,6 +118,11 @@ struct BackendInfo {
   bool native_optimizer = false;
   // Level 0's GEMM in reduced precision (dtype tf32, bf16, fp16): only such a backend takes them.
   bool reduced_precision = false;
+  // Level 1, d500's executor with math = "bf16": a convolution's bias is added after its result is
+  // rounded to bfloat16 (cuda: cuDNN writes the bfloat16 result, then the bias is added), not
+  // before (oneDNN's primitive adds it to the float32 sums): what the yardstick's simulation of the
+  // step does (ExecutorSpec::bias_after_rounding).
+  bool bf16_bias_after_rounding = false;
   // Level 0's collectives on this backend's own communication library (NCCL), made (untimed,
   // collectively: every rank of the job at once) for a problem.
   std::function<std::unique_ptr<CollectiveKernel>(CollectiveProblem&)> make_collective{};

@@ -248,16 +248,31 @@ void round_all(const TensorView& t, int bits) {
 // ties to even) while it computes, as tensor cores round float32 operands with TF32; the exact
 // values put back after, so that other readers of those tensors see them unrounded. With
 // `results` (a bfloat16 convolution's: cuDNN writes y, dx and dw in bfloat16) the node's results
-// are rounded too, and stay so.
+// are rounded too, and stay so; with `bias_after` as well (ExecutorSpec::bias_after_rounding) y
+// is rounded before the bias (input 2) is added to it, per channel.
 class ReducedInputs final : public NodeKernel {
  public:
-  ReducedInputs(std::unique_ptr<NodeKernel> k, const NodeProblem& p, int bits, bool results)
-      : k_(std::move(k)), p_(p), bits_(bits), results_(results) {}
+  ReducedInputs(std::unique_ptr<NodeKernel> k, const NodeProblem& p, int bits, bool results, bool bias_after = false)
+      : k_(std::move(k)),
+        p_(p),
+        bits_(bits),
+        results_(results),
+        bias_after_(results && bias_after && p.in.size() > 2 && p.in[2].present() && p.in[2].dtype == DType::F32) {}
   void forward() override {
     round({p_.in.size() > 0 ? &p_.in[0] : nullptr, p_.in.size() > 1 ? &p_.in[1] : nullptr, nullptr});
+    std::vector<double> bias;
+    if (bias_after_) {  // the convolution without it
+      auto* b = static_cast<double*>(p_.in[2].data);
+      bias.assign(b, b + p_.in[2].numel());
+      std::fill(b, b + p_.in[2].numel(), 0.0);
+    }
     k_->forward();
     restore();
     if (results_) round_all(p_.out[0], bits_);
+    if (bias_after_) {
+      std::copy(bias.begin(), bias.end(), static_cast<double*>(p_.in[2].data));
+      add_per_channel(p_.out[0], bias);
+    }
   }
   void backward() override {
     round({p_.in.size() > 0 ? &p_.in[0] : nullptr, p_.in.size() > 1 ? &p_.in[1] : nullptr,
@@ -290,10 +305,16 @@ class ReducedInputs final : public NodeKernel {
     for (auto& [v, keep] : saved_) std::copy(keep.begin(), keep.end(), v);
     saved_.clear();
   }
+  // b[c] added to every element of channel c (axis 1) of y.
+  static void add_per_channel(const TensorView& y, const std::vector<double>& b) {
+    const std::int64_t n = (*y.shape)[0], c = static_cast<std::int64_t>(b.size()), plane = y.numel() / (n * c);
+    auto* v = static_cast<double*>(y.data);
+    for (std::int64_t i = 0; i < y.numel(); ++i) v[i] += b[static_cast<std::size_t>(i / plane % c)];
+  }
   std::unique_ptr<NodeKernel> k_;
   NodeProblem p_;
   int bits_;
-  bool results_;
+  bool results_, bias_after_;
   std::vector<std::pair<double*, std::vector<double>>> saved_;
 };
 
@@ -1002,7 +1023,8 @@ std::unique_ptr<NodeKernel> GraphExecutor::Impl::make_kernel(const NodeProblem& 
     if (spec.double_precision && spec.reduced_mantissa > 0 &&
         (n.op == "Conv" || n.op == "ConvTranspose" || n.op == "Gemm" || n.op == "MatMul"))
       k = std::make_unique<ReducedInputs>(std::move(k), p, spec.reduced_mantissa,
-                                          spec.reduced_mantissa <= 7 && (n.op == "Conv" || n.op == "ConvTranspose"));
+                                          spec.reduced_mantissa <= 7 && (n.op == "Conv" || n.op == "ConvTranspose"),
+                                          spec.bias_after_rounding && n.op == "Conv");
     if (spec.double_precision && spec.reduced_mantissa > 0 && !spec.reduced_storage.empty())
       k = rounded_stores(std::move(k), p);
     if (spec.double_precision && spec.rounding_noise != 0)
@@ -1647,6 +1669,9 @@ bool GraphExecutor::channels_last(int t) const { return impl_->nhwc.at(static_ca
 bool GraphExecutor::bf16(int t) const { return impl_->half.at(static_cast<std::size_t>(t)); }
 
 const std::vector<bool>& GraphExecutor::bf16_plan() const { return impl_->half; }
+bool GraphExecutor::bias_after_rounding() const {
+  return impl_->spec.backend && impl_->spec.backend->bf16_bias_after_rounding;
+}
 
 std::vector<bool> GraphExecutor::channels_last_plan(const ExecutorSpec& spec) {
   return plan_channels_last(*spec.graph, aliasing(*spec.graph, spec.training), spec);

@@ -41,6 +41,10 @@ struct ExecutorSpec : RunnerSpec {
   // writes into one of them, or into its gradient, is rounded and stays so, as is the sum of a
   // gradient's contributions.
   std::vector<bool> reduced_storage;
+  // With reduced_mantissa <= 7: a Conv's result is rounded before its bias is added (the sum then
+  // rounded again where it is stored), as BackendInfo::bf16_bias_after_rounding says the step's
+  // backend does; false: rounded once, bias included.
+  bool bias_after_rounding = false;
   bool keep_all = false;          // no buffer reuse: every tensor stays readable (diagnosis)
   const Params* point = nullptr;  // the point's parameters, handed to the backend's kernels
 };
@@ -76,6 +80,9 @@ class GraphExecutor final : public GraphRunner {
   bool bf16(int t) const;
   // The same for every tensor (ExecutorSpec::reduced_storage of the yardstick that simulates it).
   const std::vector<bool>& bf16_plan() const;
+  // Whether its backend adds a convolution's bias after rounding the result (math = "bf16":
+  // BackendInfo::bf16_bias_after_rounding), as its yardstick's simulation then must.
+  bool bias_after_rounding() const;
   // That plan worked out without making an executor, as channels_last_plan (on a device backend
   // its rule may ask the device: the cuda backend's asks cuDNN once per process).
   static std::vector<bool> bf16_storage_plan(const ExecutorSpec& spec);

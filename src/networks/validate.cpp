@@ -82,7 +82,7 @@ ToleranceBasis with_point_math(ToleranceBasis b, const Params& point, const Grap
         "their inputs to bfloat16's 7 mantissa bits, a convolution its result too), in all " + fmt_sig(b.tolerance, 3);
   }
   if (const auto* e = dynamic_cast<const GraphExecutor*>(runner); e && b.reduced_mantissa > 0)
-    b.reduced_storage = e->bf16_plan();
+    b.reduced_storage = e->bf16_plan(), b.bias_after_rounding = e->bias_after_rounding();
   return b;
 }
 
@@ -107,7 +107,7 @@ StepValues step_values(GraphRunner& r, const Graph& g, const std::vector<int>& p
 std::unique_ptr<GraphExecutor> run_yardstick(const Graph& g, bool training, int loss, const std::vector<int>& params,
                                              const std::vector<const void*>& inputs, int micro_batches,
                                              std::uint64_t rounding_noise, int reduced_mantissa,
-                                             const std::vector<bool>& reduced_storage) {
+                                             const std::vector<bool>& reduced_storage, bool bias_after_rounding) {
   ExecutorSpec s;
   s.graph = &g;
   s.training = training;
@@ -119,6 +119,7 @@ std::unique_ptr<GraphExecutor> run_yardstick(const Graph& g, bool training, int 
   s.rounding_noise = rounding_noise;
   s.reduced_mantissa = reduced_mantissa;
   s.reduced_storage = reduced_storage;
+  s.bias_after_rounding = bias_after_rounding;
   auto e = std::make_unique<GraphExecutor>(s);
   for (int m = 0; m < micro_batches; ++m) {
     e->forward(m);
@@ -214,13 +215,15 @@ std::vector<double> rounding_spread(const Graph& g, bool training, int loss, con
 
 std::vector<double> reduced_precision_distance(const Graph& g, bool training, int loss, const std::vector<int>& params,
                                                const std::vector<const void*>& inputs, int micro_batches,
-                                               const StepValues& exact, int bits, const std::vector<bool>& storage) {
+                                               const StepValues& exact, int bits, const std::vector<bool>& storage,
+                                               bool bias_after_rounding) {
   // Two realisations: the rounding alone, and the rounding with float32's noise (seed 1). A
   // perturbation of 2^-24 flips some roundings to 2^-(bits+1), so one realisation's distance can
   // be a third of another's in a tensor (ResNet-20 at batch 4 under TF32: 0.0014 against 0.0049).
   std::vector<double> distance;
   for (std::uint64_t noise : {0u, 1u}) {
-    const auto e = run_yardstick(g, training, loss, params, inputs, micro_batches, noise, bits, storage);
+    const auto e =
+        run_yardstick(g, training, loss, params, inputs, micro_batches, noise, bits, storage, bias_after_rounding);
     const std::vector<double> d = step_errors(step_values(*e, g, params, training), exact);
     distance.resize(d.size(), 0.0);
     for (std::size_t t = 0; t < d.size(); ++t) distance[t] = std::max(distance[t], d[t]);
@@ -288,10 +291,12 @@ StepJudgement judge_step(const StepValues& got, const StepValues& ref, const Tol
   for (std::size_t t = 0; t < basis.reduced_storage.size(); ++t)
     if (basis.reduced_storage[t]) which += " " + std::to_string(t);
   const std::vector<double> distance =
-      reduced ? once("bits " + std::to_string(basis.reduced_mantissa) + ", stores" + which,
+      reduced ? once("bits " + std::to_string(basis.reduced_mantissa) + ", stores" + which +
+                         (basis.bias_after_rounding ? ", bias after" : ""),
                      [&] {
                        return reduced_precision_distance(g, training, loss, params, inputs, micro_batches, ref,
-                                                         basis.reduced_mantissa, basis.reduced_storage);
+                                                         basis.reduced_mantissa, basis.reduced_storage,
+                                                         basis.bias_after_rounding);
                      })
               : std::vector<double>{};
   double allowed = first;
@@ -317,6 +322,8 @@ StepJudgement judge_step(const StepValues& got, const StepValues& ref, const Tol
         "without and with float32's noise, with every Conv, ConvTranspose, Gemm and MatMul input, and backward the output gradient it reads, rounded to " +
         std::to_string(basis.reduced_mantissa) + " mantissa bits, to nearest even" +
         (basis.reduced_mantissa <= 7 ? ", a convolution's results too" : "") +
+        (basis.reduced_mantissa <= 7 && basis.bias_after_rounding ? " (before its bias is added, as the backend does)"
+                                                                  : "") +
         (stored ? ", and every value stored into the " + std::to_string(stored) +
                       " activations the step keeps in bfloat16 or into their gradients"
                 : "") +

@@ -28,6 +28,9 @@ struct ToleranceBasis {
   // bf16_plan(): math = "bf16" on a backend that keeps activations in bfloat16), whose stores the
   // simulation rounds too (ExecutorSpec::reduced_storage); empty: none.
   std::vector<bool> reduced_storage;
+  // With reduced_mantissa: a convolution's bias added after its result is rounded, as the step's
+  // backend does (ExecutorSpec::bias_after_rounding).
+  bool bias_after_rounding = false;
   double float_tolerance = 0;  // the formula for float32 arithmetic (`tolerance` before the math's terms)
 };
 // loss < 0: inference.
@@ -55,7 +58,8 @@ StepValues step_values(GraphRunner& r, const Graph& g, const std::vector<int>& p
 std::unique_ptr<GraphExecutor> run_yardstick(const Graph& g, bool training, int loss, const std::vector<int>& params,
                                              const std::vector<const void*>& inputs, int micro_batches,
                                              std::uint64_t rounding_noise = 0, int reduced_mantissa = 0,
-                                             const std::vector<bool>& reduced_storage = {});
+                                             const std::vector<bool>& reduced_storage = {},
+                                             bool bias_after_rounding = false);
 // One step of the yardstick (all micro-batches): what step_values reads from run_yardstick's.
 StepValues yardstick_step(const Graph& g, bool training, int loss, const std::vector<int>& params,
                           const std::vector<const void*>& inputs, int micro_batches);
@@ -95,8 +99,8 @@ std::vector<double> rounding_spread(const Graph& g, bool training, int loss, con
 // 6-10% under TF32's, far beyond 8u sqrt(D).
 std::vector<double> reduced_precision_distance(const Graph& g, bool training, int loss, const std::vector<int>& params,
                                                const std::vector<const void*>& inputs, int micro_batches,
-                                               const StepValues& exact, int bits,
-                                               const std::vector<bool>& storage = {});
+                                               const StepValues& exact, int bits, const std::vector<bool>& storage = {},
+                                               bool bias_after_rounding = false);
 // The second opinion on a step that failed the formula's tolerance: each tensor is allowed
 // max(tolerance, kSpreadFactor x its rounding spread, kReducedFactor x its reduced-precision
 // distance (none: zero)). Returns the tensor whose error is the

@@ -29,7 +29,8 @@ inline BackendInfo cuda_declared() {
       .supports = [](const std::string& op) { return op == "gemm"; },
 #endif
       .native_optimizer = true,
-      .reduced_precision = true};
+      .reduced_precision = true,
+      .bf16_bias_after_rounding = true};
 }
 
 inline BackendInfo nccl_declared() {
