@@ -782,10 +782,13 @@ Document report_document(const Report& rep) {
   }
   if (!rep.comparisons.empty()) {
     Section s{"Backend comparisons", 2, true, {}};
-    s.blocks.push_back(text("Speedup = median(baseline) / median(other) on otherwise identical points, with " +
-                                ratio_method_words() + " " + pct(rep.confidence) +
-                                " intervals; significant when the interval excludes 1.",
-                            "-"));
+    s.blocks.push_back(text(
+        "Speedup = median(baseline) / median(other) on points identical but for the backend and its "
+        "own settings (those set on one backend's points and on none of another's, such as cuda's "
+        "cudnn_api and fusion: named beside the backend where they tell two of its points apart), "
+        "with " +
+            ratio_method_words() + " " + pct(rep.confidence) + " intervals; significant when the interval excludes 1.",
+        "-"));
     s.blocks.push_back(table(comparison_table(rep), false));
     std::vector<std::string> items;
     for (const auto& c : rep.comparisons)

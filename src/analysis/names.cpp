@@ -36,6 +36,15 @@ std::string PointNames::label(const PointRow& r, std::initializer_list<const cha
   return r.workload + (with_backend ? ":" + r.backend : "") + (rest.empty() ? "" : " " + rest);
 }
 
+std::string PointNames::label(const PointRow& r, std::initializer_list<const char*> without, bool with_backend,
+                              const std::set<std::string>& also) const {
+  std::vector<std::string> less(without.begin(), without.end());
+  less.insert(less.end(), also.begin(), also.end());
+  const auto it = varying.find(r.workload);
+  const std::string rest = it == varying.end() ? "" : d500::varying_text(r.params, it->second, less);
+  return r.workload + (with_backend ? ":" + r.backend : "") + (rest.empty() ? "" : " " + rest);
+}
+
 std::string PointNames::shared_text(const std::string& workload) const {
   std::vector<std::string> parts;
   auto it = shared.find(workload);

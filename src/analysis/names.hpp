@@ -25,6 +25,9 @@ struct PointNames {
   bool varies(const std::string& workload, const std::string& name) const;
   // "gemm:blas n=512 ranks_per_node=2": the point by what tells it apart, less `without`.
   std::string label(const PointRow& r, std::initializer_list<const char*> without = {}, bool with_backend = true) const;
+  // The same less every parameter in `also` too.
+  std::string label(const PointRow& r, std::initializer_list<const char*> without, bool with_backend,
+                    const std::set<std::string>& also) const;
   // Only the varying parameters' "k=v" (no workload or backend), less `without`.
   std::string varying_text(const PointRow& r, std::initializer_list<const char*> without = {}) const;
   // "batch=64 network=lenet5 seed=42": what every point of the workload shares ("" when none).

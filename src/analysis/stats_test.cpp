@@ -677,6 +677,42 @@ TEST(Comparisons, EachHasItsOwnBootstrapStreamAndIsReproducible) {
   EXPECT_NE(d500::comparison_seed(7, "x", "y"), d500::comparison_seed(7, "y", "x"));
 }
 
+// A backend's own settings (set on its points and on none of another backend's: cuda's cudnn_api
+// and fusion, which the planner writes into a cuda point's id) do not keep it from being compared
+// with another backend on the same work (the GPU campaign's cuda against libtorch-cuda, per math);
+// two points of one backend that differ in them are told apart by them, and the group is named
+// without them. A parameter both backends set (math) still separates the groups.
+TEST(Comparisons, ABackendsOwnSettingsDoNotKeepItFromTheOtherBackendsSameWork) {
+  std::vector<d500::PointRow> rows;
+  auto add = [&](const char* backend, const char* math, d500::Params own, double median) {
+    d500::PointRow r;
+    r.workload = "network";
+    r.backend = backend;
+    r.params = {{"workload", std::string("network")}, {"backend", std::string(backend)}, {"math", std::string(math)}};
+    r.params.insert(own.begin(), own.end());
+    r.id = r.backend + "/" + math + "/" + std::to_string(rows.size());
+    r.outcome = d500::Outcome::Complete;
+    for (int i = 0; i < 20; ++i) r.costs.push_back(median * (1 + 0.01 * std::sin(i * 1.3 + median)));
+    r.time = summarize(r.costs);
+    rows.push_back(r);
+  };
+  const d500::Params joined{{"cudnn_api", std::string("graph")}, {"fusion", std::string("add_relu+bn_relu")}};
+  for (const char* math : {"fp32", "bf16"}) {
+    add("cuda", math, {{"cudnn_api", std::string("graph")}, {"fusion", std::string("add_relu")}}, 1.0);
+    add("libtorch-cuda", math, {}, 1.2);
+  }
+  add("cuda", "bf16", joined, 0.9);
+  const auto c = d500::compare_backends(rows, 0.95, 7);
+  std::vector<std::string> said;
+  for (const auto& x : c) said.push_back(x.group + ": " + x.other + " vs " + x.baseline);
+  const std::vector<std::string> want{"network math=fp32: libtorch-cuda vs cuda",
+                                      "network math=bf16: libtorch-cuda vs cuda (fusion=add_relu)",
+                                      "network math=bf16: cuda (fusion=add_relu+bn_relu) vs cuda (fusion=add_relu)"};
+  EXPECT_EQ(said, want);
+  ASSERT_EQ(c.size(), 3u);
+  EXPECT_NEAR(c[0].speedup.estimate, 1 / 1.2, 0.01);
+}
+
 // The mean's t-interval is shown only for samples without Tukey outliers, whatever the normality
 // test says: 10% of 10x outliers can pass Anderson-Darling at n = 10-15.
 TEST(MeanGate, OutliersKeepTheMeanHiddenEvenWhenNormalityIsNotRejected) {

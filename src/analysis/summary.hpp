@@ -148,10 +148,12 @@ struct LaunchComparison {
   double confidence = 0.95;
 };
 
-// Backend B against backend A on otherwise identical points: speedup = median(A) / median(B).
+// Backend B against backend A on points identical but for the backend and its own settings
+// (sections.cpp's BackendKeys): speedup = median(A) / median(B). `baseline` and `other` name the
+// backends, with those settings where they tell two points of one backend apart.
 struct Comparison {
   std::string group;            // the shared parameters
-  std::string baseline, other;  // backends
+  std::string baseline, other;  // backends ("cuda (fusion=add_relu)" where needed)
   std::string baseline_id, other_id;
   stats::RatioInterval speedup;
   // Ratio of means with Fieller's interval, only when neither sample rejects normality.
