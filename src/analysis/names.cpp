@@ -32,8 +32,7 @@ std::string PointNames::varying_text(const PointRow& r, std::initializer_list<co
 }
 
 std::string PointNames::label(const PointRow& r, std::initializer_list<const char*> without, bool with_backend) const {
-  const std::string rest = varying_text(r, without);
-  return r.workload + (with_backend ? ":" + r.backend : "") + (rest.empty() ? "" : " " + rest);
+  return label(r, without, with_backend, {});
 }
 
 std::string PointNames::label(const PointRow& r, std::initializer_list<const char*> without, bool with_backend,

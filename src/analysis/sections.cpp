@@ -82,8 +82,8 @@ class BackendKeys {
 // workload), without what varies inside the group; the rank count where the workload's vary.
 std::string label(const PointNames& names, const PointRow& r, bool with_backend, bool with_ranks,
                   const char* also_without = "", const std::set<std::string>* own = nullptr) {
-  std::string s = own ? names.label(r, {"nodes", "ranks_per_node", also_without}, with_backend, *own)
-                      : names.label(r, {"nodes", "ranks_per_node", also_without}, with_backend);
+  std::string s =
+      names.label(r, {"nodes", "ranks_per_node", also_without}, with_backend, own ? *own : std::set<std::string>{});
   if (with_ranks && (names.varies(r.workload, "nodes") || names.varies(r.workload, "ranks_per_node")))
     s += ", " + std::to_string(r.ranks) + (r.ranks == 1 ? " rank" : " ranks");
   return s;
