@@ -88,12 +88,32 @@ struct XChoice {
   bool categorical = false;
 };
 
-XChoice choose_x(const std::vector<const PointRow*>& rows, const PointNames& names, const std::string& workload) {
+// A backend's own settings (PointNames::own) where the rows have several backends: they go with
+// the backend (PointNames::who names them), never on an axis or into a panel's title, so that
+// cuda and libtorch-cuda share a figure whatever cuda's cudnn_api and fusion.
+std::set<std::string> own_keys(const std::vector<const PointRow*>& rows, const PointNames& names) {
+  if (rows.empty() ||
+      std::all_of(rows.begin(), rows.end(), [&](const PointRow* r) { return r->backend == rows[0]->backend; }))
+    return {};
+  const std::set<std::string>* own = names.own_of(*rows[0]);
+  return own ? *own : std::set<std::string>{};
+}
+
+// Each row's name as its backend's series: PointNames::who among `rows`.
+std::map<const PointRow*, std::string> backend_names(const std::vector<const PointRow*>& rows,
+                                                     const PointNames& names) {
+  std::map<const PointRow*, std::string> who;
+  for (const auto* r : rows) who[r] = names.who(*r, rows);
+  return who;
+}
+
+XChoice choose_x(const std::vector<const PointRow*>& rows, const PointNames& names, const std::string& workload,
+                 const std::set<std::string>& own) {
   std::vector<std::string> numeric_names, other;
   auto it = names.varying.find(workload);
   if (it != names.varying.end())
     for (const auto& k : it->second) {
-      if (k == "seed" || k == "launch" || k == "nodes" || k == "ranks_per_node") continue;
+      if (k == "seed" || k == "launch" || k == "nodes" || k == "ranks_per_node" || own.count(k)) continue;
       const bool all = std::all_of(rows.begin(), rows.end(), [&](const PointRow* r) {
         auto v = r->params.find(k);
         return v != r->params.end() && numeric(v->second);
@@ -132,13 +152,14 @@ std::string value_text(const PointRow& r, const std::string& k) {
 // Parameters tied one-to-one to the axis `x` (m = k = n swept together): they belong to it, not
 // to a panel.
 std::set<std::string> tied_to_axis(const std::vector<const PointRow*>& rows, const PointNames& names,
-                                   const std::string& workload, const std::string& x) {
+                                   const std::string& workload, const std::string& x,
+                                   const std::set<std::string>& own) {
   std::set<std::string> tied;
   if (x.empty()) return tied;
   auto it = names.varying.find(workload);
   if (it == names.varying.end()) return tied;
   for (const auto& k : it->second) {
-    if (k == x) continue;
+    if (k == x || own.count(k)) continue;
     std::map<std::string, std::string> fwd, back;
     bool one_to_one = true;
     for (const auto* r : rows) {
@@ -151,12 +172,13 @@ std::set<std::string> tied_to_axis(const std::vector<const PointRow*>& rows, con
 }
 
 // The parameters that tell a workload's points apart, less `without`, the backend first where
-// the points' differ, those with one value in every point together (k = m = n swept as one); a
-// figure names a point by its values of them ("add_relu, 3"; an unset one "default", as the
-// results table has it) and its axis by them ("fusion, launch"): short enough that no two names
-// are cut to one.
+// the points' differ (with its own settings, as PointNames::who names them), those with one value
+// in every point together (k = m = n swept as one); a figure names a point by its values of them
+// ("cuda (fusion=add_relu), 3"; an unset one "default", as the results table has it) and its axis
+// by them ("backend, launch"): short enough that no two names are cut to one.
 struct Telling {
   std::vector<std::vector<std::string>> keys;
+  std::map<const PointRow*, std::string> who;
   std::string axis() const {
     std::vector<std::string> parts;
     for (const auto& g : keys) parts.push_back(join(g, " = "));
@@ -164,19 +186,22 @@ struct Telling {
   }
   std::string name(const PointRow& r) const {
     std::vector<std::string> values;
-    for (const auto& g : keys) values.push_back(g[0] == "backend" ? r.backend : value_text(r, g[0]));
+    for (const auto& g : keys) values.push_back(g[0] == "backend" ? who.at(&r) : value_text(r, g[0]));
     return values.empty() ? r.backend : join(values, ", ");
   }
 };
 Telling telling(const std::vector<const PointRow*>& rows, const PointNames& names, const std::string& workload,
                 const std::string& without = "") {
   Telling t;
-  if (std::any_of(rows.begin(), rows.end(), [&](const PointRow* r) { return r->backend != rows[0]->backend; }))
+  const std::set<std::string> own = own_keys(rows, names);
+  if (std::any_of(rows.begin(), rows.end(), [&](const PointRow* r) { return r->backend != rows[0]->backend; })) {
     t.keys.push_back({"backend"});
+    t.who = backend_names(rows, names);
+  }
   const auto v = names.varying.find(workload);
   if (v == names.varying.end()) return t;
   for (const auto& k : v->second) {
-    if (k == without) continue;
+    if (k == without || own.count(k)) continue;
     auto same = std::find_if(t.keys.begin(), t.keys.end(), [&](const std::vector<std::string>& g) {
       return g[0] != "backend" && std::all_of(rows.begin(), rows.end(), [&](const PointRow* r) {
                return value_text(*r, g[0]) == value_text(*r, k);
@@ -230,18 +255,22 @@ struct RateLayout {
   XChoice x;
   std::set<std::string> tied;
   std::string series = "backend";
+  std::map<const PointRow*, std::string> who;  // the backend series' names (PointNames::who)
+  std::set<std::string> own;                   // the backends' own settings (own_keys)
   std::vector<std::string> panels;
   bool launched = false;
-  std::string series_name(const PointRow& r) const { return series == "backend" ? r.backend : value_text(r, series); }
+  std::string series_name(const PointRow& r) const { return series == "backend" ? who.at(&r) : value_text(r, series); }
 };
 RateLayout rate_layout(const std::vector<const PointRow*>& rows, const PointNames& names, const std::string& workload) {
   RateLayout l;
-  l.x = choose_x(rows, names, workload);
-  l.tied = tied_to_axis(rows, names, workload, l.x.name);
+  l.own = own_keys(rows, names);
+  l.who = backend_names(rows, names);
+  l.x = choose_x(rows, names, workload, l.own);
+  l.tied = tied_to_axis(rows, names, workload, l.x.name, l.own);
   l.launched = names.varies(workload, "launch") && l.x.name != "launch";
   if (auto it = names.varying.find(workload); it != names.varying.end())
     for (const auto& k : it->second)
-      if (k != l.x.name && k != "seed" && k != "launch" && !l.tied.count(k) &&
+      if (k != l.x.name && k != "seed" && k != "launch" && !l.tied.count(k) && !l.own.count(k) &&
           !(l.x.name == "ranks" && (k == "nodes" || k == "ranks_per_node")))
         l.panels.push_back(k);
   const bool one_backend =
@@ -324,8 +353,8 @@ Block rate_panel(const Report& rep, const RateLayout& l, const std::string& work
   if (l.series != "backend") p.legend_title = l.series;
   return figure(
       svg::render(p), slug("rate-" + workload + "-" + what + "-" + (rated ? unit : "time")),
-      "Figure: " + p.title + ". " + (rated ? unit : "Time") + " against " +
-          (x.name.empty() ? "nothing that varies" : x.name) + ", one series per " + l.series +
+      "Figure: " + p.title + ". " + (rated ? unit : "Time") + (x.name.empty() ? "" : " against " + x.name) +
+          ", one series per " + l.series +
           (x.categorical                    ? " (categories: no line joins them)"
            : names.varies(workload, "seed") ? " (a marker per seed: replicates, never joined)"
            : l.launched                     ? " (a marker per launch: replicates, never joined)"
@@ -333,6 +362,11 @@ Block rate_panel(const Report& rep, const RateLayout& l, const std::string& work
           (x.categorical && slots > 1
                ? std::string("; a category's markers side by side, by series") + (l.launched ? ", then launch" : "")
                : std::string()) +
+          (l.own.empty()
+               ? std::string()
+               : ". The backends' own settings (" + join(std::vector<std::string>(l.own.begin(), l.own.end()), ", ") +
+                     ": set on some backends' points only) are no axis or panel: they name a backend's "
+                     "series where two of its points differ in them") +
           ". Bars: the " + pct(rep.confidence) + " CI. Hover a point for its parameters, median, interval and n.");
 }
 
@@ -610,7 +644,9 @@ std::vector<Block> launch_figures(const Report& rep) {
     p.title = workload + ": across launches";
     p.ylabel = "time per repetition [s] (median, CI)";  // the caption says which median and interval
     p.xlabel = keys.axis();
-    svg::Series across{.name = "across launches", .line = false}, each{.name = "each launch", .line = false};
+    svg::Series across, each;
+    across.name = "across launches", each.name = "each launch";
+    across.line = each.line = false;
     std::vector<double> ys;
     for (const auto& [g, r] : groups) {
       const auto x = static_cast<double>(p.xcats.size());

@@ -7,6 +7,32 @@
 
 namespace d500 {
 
+namespace {
+
+// PointNames::own: per workload, each key some backend sets and another never does.
+std::map<std::string, std::set<std::string>> backend_keys(const std::vector<PointRow>& rows) {
+  std::map<std::string, std::map<std::string, std::set<std::string>>> set_by;  // workload -> backend -> keys set
+  for (const auto& r : rows) {
+    auto& keys = set_by[r.workload][r.backend];
+    for (const auto& [k, v] : r.params)
+      if (!is_unset(v) && k != "backend" && k != "workload") keys.insert(k);
+  }
+  std::map<std::string, std::set<std::string>> own;
+  for (const auto& [workload, by_backend] : set_by)
+    for (const auto& [backend, keys] : by_backend)
+      for (const std::string& k : keys)
+        for (const auto& [other, other_keys] : by_backend)
+          if (!other_keys.count(k)) own[workload].insert(k);
+  return own;
+}
+
+std::string param_text(const PointRow& r, const std::string& k) {
+  const auto it = r.params.find(k);
+  return it == r.params.end() || is_unset(it->second) ? "unset" : canonical(it->second);
+}
+
+}  // namespace
+
 PointNames point_names(const std::vector<PointRow>& rows) {
   PointNames n;
   std::map<std::string, std::vector<const Params*>> by_workload;
@@ -16,7 +42,28 @@ PointNames point_names(const std::vector<PointRow>& rows) {
     if (!s.varying.empty()) n.varying[w] = std::move(s.varying);
     n.shared[w] = std::move(s.shared);
   }
+  n.own = backend_keys(rows);
   return n;
+}
+
+const std::set<std::string>* PointNames::own_of(const PointRow& r) const {
+  const auto it = own.find(r.workload);
+  return it == own.end() ? nullptr : &it->second;
+}
+
+std::string PointNames::who(const PointRow& r, const std::vector<const PointRow*>& group) const {
+  const std::set<std::string>* keys = own_of(r);
+  std::vector<const PointRow*> same;
+  for (const auto* o : group)
+    if (o->backend == r.backend) same.push_back(o);
+  if (!keys || same.size() < 2) return r.backend;
+  std::vector<std::string> parts;
+  for (const std::string& k : *keys) {
+    bool differs = false;
+    for (const auto* o : same) differs = differs || param_text(*o, k) != param_text(r, k);
+    if (differs) parts.push_back(k + "=" + param_text(r, k));
+  }
+  return parts.empty() ? r.backend : r.backend + " (" + join(parts, ", ") + ")";
 }
 
 bool PointNames::varies(const std::string& workload, const std::string& name) const {

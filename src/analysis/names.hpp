@@ -21,6 +21,12 @@ struct PointNames {
   std::map<std::string, std::vector<std::string>> varying;
   // workload -> the parameters every point of it has with the same value.
   std::map<std::string, Params> shared;
+  // workload -> a backend's own settings rather than the work's: the parameters set on some point
+  // of one backend and on no point of another (cuda's cudnn_api, its fusion: the planner writes
+  // their defaults into a cuda point's id, and libtorch-cuda has neither). Comparisons across
+  // backends leave them out of what two points must share, and a figure out of its axes and panels;
+  // both name them beside the backend where they tell two points of one backend apart (who).
+  std::map<std::string, std::set<std::string>> own;
 
   bool varies(const std::string& workload, const std::string& name) const;
   // "gemm:blas n=512 ranks_per_node=2": the point by what tells it apart, less `without`.
@@ -32,6 +38,11 @@ struct PointNames {
   std::string varying_text(const PointRow& r, std::initializer_list<const char*> without = {}) const;
   // "batch=64 network=lenet5 seed=42": what every point of the workload shares ("" when none).
   std::string shared_text(const std::string& workload) const;
+  // The workload's backend-own settings (own), or nullptr where it has none.
+  const std::set<std::string>* own_of(const PointRow& r) const;
+  // How a point reads among `group`: its backend, and where the group has more than one point of
+  // that backend, the settings of its own that tell them apart ("cuda (fusion=add_relu+bn_relu)").
+  std::string who(const PointRow& r, const std::vector<const PointRow*>& group) const;
 };
 
 PointNames point_names(const std::vector<PointRow>& rows);

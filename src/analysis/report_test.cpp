@@ -248,6 +248,84 @@ TEST(ReportFigures, LaunchesStandSideBySideAndALoneBackendsSeriesAreAParametersV
   EXPECT_EQ(all.size(), 12u) << "no two markers on one spot";
 }
 
+// The shown text of every <text class="CLS"> of `svg` (less the hover text of one cut to fit).
+std::vector<std::string> shown_texts(const std::string& svg, const std::string& cls) {
+  const std::regex text("<text class=\"" + cls + "\"[^>]*>(?:<title>[^<]*</title>)?([^<]*)</text>");
+  std::vector<std::string> out;
+  for (std::sregex_iterator it(svg.begin(), svg.end(), text), end; it != end; ++it) out.push_back((*it)[1]);
+  return out;
+}
+
+// Settings of one backend's own (cuda's cudnn_api and fusion; libtorch-cuda has neither) neither
+// split a workload's figures into panels nor take their x axis: cuda and libtorch-cuda share a
+// figure, a cuda series for each fusion, named as the comparisons name it; cudnn_api, the same on
+// every cuda point, names nothing. No two legend entries or boxes read alike, however cut.
+TEST(ReportFigures, ABackendsOwnSettingsNameItsSeriesAndSplitNoPanel) {
+  std::vector<PointRow> rows;
+  for (const char* math : {"fp32", "tf32", "bf16"}) {
+    const d500::Params work{{"math", std::string(math)}, {"memory_format", std::string("channels_last")}};
+    rows.push_back(with_params(row("libtorch-cuda", 256, 1, 1, 0.012), work));
+    for (const char* fusion : {"add_relu", "add_relu+bn_relu"}) {
+      PointRow r = with_params(row("cuda", 256, 1, 1, 0.010), work);
+      rows.push_back(with_params(r, {{"cudnn_api", std::string("graph")}, {"fusion", std::string(fusion)}}));
+    }
+  }
+  const d500::Report rep = report(rows);
+  const std::vector<std::string> rate = figures_named(rep, "rate-");
+  ASSERT_EQ(rate.size(), 1u) << "one figure: no panel per cudnn_api or fusion";
+  const std::string& svg = rate[0];
+  EXPECT_NE(svg.find(">math</text>"), std::string::npos) << "the x axis is the work's parameter";
+  std::set<std::string> series;
+  const std::regex name("<g class=\"series\" data-name=\"([^\"]+)\"");
+  for (std::sregex_iterator it(svg.begin(), svg.end(), name), end; it != end; ++it) series.insert((*it)[1]);
+  EXPECT_EQ(series,
+            (std::set<std::string>{"libtorch-cuda", "cuda (fusion=add_relu)", "cuda (fusion=add_relu+bn_relu)"}));
+  const std::vector<std::string> legend = shown_texts(svg, "legend");
+  EXPECT_EQ(std::set<std::string>(legend.begin(), legend.end()).size(), 3u) << "two legend entries read alike";
+  const std::vector<std::string> boxes = figures_named(rep, "repetitions-");
+  ASSERT_EQ(boxes.size(), 1u);
+  std::set<std::string> names;
+  for (const auto& t : shown_texts(boxes[0], "tick")) {
+    if (t.empty() || std::isdigit(static_cast<unsigned char>(t[0])) != 0) continue;  // the y axis' numbers
+    EXPECT_EQ(t.find("graph"), std::string::npos) << t;
+    names.insert(t);
+  }
+  EXPECT_EQ(names.size(), rows.size()) << "two boxes read alike";
+  EXPECT_NE(boxes[0].find(">backend, math</text>"), std::string::npos) << "the boxes' axis";
+}
+
+// Names too long for their room are cut so that the cut ones still read apart: a legend's entries
+// that differ only in their middles, and boxes whose names differ in one of their parts.
+TEST(ReportFigures, NamesCutToFitStillReadApart) {
+  d500::svg::Plot plot;
+  plot.title = "t";
+  plot.xcats = {"a"};
+  for (const char* name : {"cuda (fusion=add_relu)", "cuda (fusion=add_relu+bn_relu)",
+                           "cuda (fusion=add_relu+bn_relu, cudnn_api=legacy)"}) {
+    d500::svg::Series s;
+    s.name = name;
+    s.x = {0};
+    s.y = {1};
+    plot.series.push_back(s);
+  }
+  const std::vector<std::string> legend = shown_texts(d500::svg::render(plot), "legend");
+  ASSERT_EQ(legend.size(), 3u);
+  EXPECT_EQ(std::set<std::string>(legend.begin(), legend.end()).size(), 3u)
+      << legend[0] << " | " << legend[1] << " | " << legend[2];
+  d500::svg::BoxPlot boxes;
+  boxes.title = "t";
+  for (const char* fusion : {"add_relu", "add_relu+bn_relu"})
+    for (const char* math : {"fp32", "tf32", "bf16"})
+      for (const char* format : {"nchw", "channels_last"}) {
+        const std::string name = std::string("cuda (fusion=") + fusion + "), " + math + ", " + format;
+        boxes.boxes.push_back({name, name, {1.0, 2.0, 3.0}, 2.0, 1.0, 3.0, true});
+      }
+  std::set<std::string> shown;
+  for (const auto& t : shown_texts(d500::svg::render(boxes), "tick"))
+    if (!t.empty() && std::isdigit(static_cast<unsigned char>(t[0])) == 0) shown.insert(t);
+  EXPECT_EQ(shown.size(), boxes.boxes.size()) << "two boxes read alike";
+}
+
 // In the terminal, a table too wide for 120 columns is cut, but never so that two rows' names read
 // alike: points that differ only in their last parameters keep 8 columns past what they share,
 // the other columns giving way (here the names were cut to "network:libtorch-native launch=1

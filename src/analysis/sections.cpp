@@ -17,7 +17,7 @@ namespace d500 {
 
 namespace {
 
-// `also`: more parameters left out (a backend's own settings: BackendKeys).
+// `also`: more parameters left out (a backend's own settings: PointNames::own).
 std::string key_without(const Params& p, std::initializer_list<const char*> drop,
                         const std::set<std::string>* also = nullptr) {
   std::vector<std::string> parts;
@@ -28,55 +28,6 @@ std::string key_without(const Params& p, std::initializer_list<const char*> drop
   }
   return join(parts, " ");
 }
-
-// Per workload, the parameters that are one backend's settings rather than the work's: set on some
-// point of one backend and on no point of another (cuda's cudnn_api, its fusion: the planner writes
-// their defaults into a cuda point's id, and libtorch-cuda has neither). A comparison across
-// backends leaves them out of what two points must share, and names them where they tell two points
-// of one backend apart.
-class BackendKeys {
- public:
-  explicit BackendKeys(const std::vector<PointRow>& rows) {
-    std::map<std::string, std::map<std::string, std::set<std::string>>> set_by;  // workload -> backend -> keys set
-    for (const auto& r : rows) {
-      auto& keys = set_by[r.workload][r.backend];
-      for (const auto& [k, v] : r.params)
-        if (!is_unset(v) && k != "backend" && k != "workload") keys.insert(k);
-    }
-    for (const auto& [workload, by_backend] : set_by)
-      for (const auto& [backend, keys] : by_backend)
-        for (const std::string& k : keys)
-          for (const auto& [other, other_keys] : by_backend)
-            if (!other_keys.count(k)) own_[workload].insert(k);
-  }
-  const std::set<std::string>* of(const PointRow& r) const {
-    const auto it = own_.find(r.workload);
-    return it == own_.end() ? nullptr : &it->second;
-  }
-  // How a point reads among a comparison's: its backend, and where the group has more than one point
-  // of that backend, the settings of its own that tell them apart ("cuda (fusion=add_relu+bn_relu)").
-  std::string who(const PointRow& r, const std::vector<const PointRow*>& group) const {
-    const std::set<std::string>* own = of(r);
-    std::vector<const PointRow*> same;
-    for (const auto* o : group)
-      if (o->backend == r.backend) same.push_back(o);
-    if (!own || same.size() < 2) return r.backend;
-    std::vector<std::string> parts;
-    for (const std::string& k : *own) {
-      bool differs = false;
-      for (const auto* o : same) differs = differs || param_text(*o, k) != param_text(r, k);
-      if (differs) parts.push_back(k + "=" + param_text(r, k));
-    }
-    return parts.empty() ? r.backend : r.backend + " (" + join(parts, ", ") + ")";
-  }
-
- private:
-  static std::string param_text(const PointRow& r, const std::string& k) {
-    const auto it = r.params.find(k);
-    return it == r.params.end() || is_unset(it->second) ? "unset" : canonical(it->second);
-  }
-  std::map<std::string, std::set<std::string>> own_;
-};
 
 // How a group reads in the report: like a point (by what varies among the report's points of its
 // workload), without what varies inside the group; the rank count where the workload's vary.
@@ -94,13 +45,13 @@ std::string label(const PointNames& names, const PointRow& r, bool with_backend,
 template <class Keep>
 std::vector<std::vector<const PointRow*>> group_rows(const std::vector<PointRow>& rows,
                                                      std::initializer_list<const char*> drop, Keep keep,
-                                                     const BackendKeys* also = nullptr) {
+                                                     const PointNames* also = nullptr) {
   std::map<std::string, std::size_t> index;
   std::vector<std::vector<const PointRow*>> groups;
   for (const auto& r : rows) {
     if (!keep(r)) continue;
-    const auto [it, fresh] =
-        index.try_emplace(r.workload + ": " + key_without(r.params, drop, also ? also->of(r) : nullptr), groups.size());
+    const auto [it, fresh] = index.try_emplace(
+        r.workload + ": " + key_without(r.params, drop, also ? also->own_of(r) : nullptr), groups.size());
     if (fresh) groups.emplace_back();
     groups[it->second].push_back(&r);
   }
@@ -113,7 +64,7 @@ bool timed_launch(const PointRow& r) { return r.params.count("launch") && r.has_
 
 // Which of two backends is the baseline of a comparison: the reference backend when present (the
 // truth), else the one first in name order (stable whatever order the files were read in); a, b as
-// BackendKeys::who names them.
+// PointNames::who names them.
 bool baseline_before(const std::string& a, const std::string& b) {
   const bool ra = a.rfind("reference", 0) == 0, rb = b.rfind("reference", 0) == 0;
   return ra != rb ? ra : a < b;
@@ -131,19 +82,18 @@ std::vector<Comparison> compare_backends(const std::vector<PointRow>& rows, doub
   std::vector<Comparison> out;
   std::vector<std::pair<const PointRow*, const PointRow*>> pairs;  // (baseline, other) of out's entries
   const PointNames names = point_names(rows);
-  const BackendKeys own(rows);
   for (const auto& g : group_rows(
-           rows, {"backend"}, [](const PointRow& r) { return r.has_timings(); }, &own)) {
+           rows, {"backend"}, [](const PointRow& r) { return r.has_timings(); }, &names)) {
     if (g.size() < 2) continue;
     const PointRow* base = g.front();
     for (const auto* r : g)
-      if (baseline_before(own.who(*r, g), own.who(*base, g))) base = r;
+      if (baseline_before(names.who(*r, g), names.who(*base, g))) base = r;
     for (const auto* r : g) {
       if (r == base) continue;
       Comparison c;
-      c.group = label(names, *base, false, true, "", own.of(*base));
-      c.baseline = own.who(*base, g);
-      c.other = own.who(*r, g);
+      c.group = label(names, *base, false, true, "", names.own_of(*base));
+      c.baseline = names.who(*base, g);
+      c.other = names.who(*r, g);
       c.baseline_id = base->id;
       c.other_id = r->id;
       c.confidence = confidence;
@@ -217,11 +167,10 @@ std::optional<LaunchComparison> paired(const std::map<int, const PointRow*>& bas
 std::vector<LaunchComparison> compare_backends_across_launches(const std::vector<PointRow>& rows, double confidence) {
   std::vector<LaunchComparison> out;
   const PointNames names = point_names(rows);
-  const BackendKeys own(rows);
-  for (const auto& g : group_rows(rows, {"backend", "launch"}, timed_launch, &own)) {
-    // ranks -> backend (BackendKeys::who) -> launch -> point (the ranks apart, whatever the parameters say of them)
+  for (const auto& g : group_rows(rows, {"backend", "launch"}, timed_launch, &names)) {
+    // ranks -> backend (PointNames::who) -> launch -> point (the ranks apart, whatever the parameters say of them)
     std::map<int, std::map<std::string, std::map<int, const PointRow*>>> by_ranks;
-    for (const auto* r : g) by_ranks[r->ranks][own.who(*r, g)][launch_of(r)] = r;
+    for (const auto* r : g) by_ranks[r->ranks][names.who(*r, g)][launch_of(r)] = r;
     for (auto& [ranks, by_backend] : by_ranks) {
       if (by_backend.size() < 2) continue;
       std::string base = by_backend.begin()->first;  // the baseline as compare_backends chooses it
@@ -232,7 +181,7 @@ std::vector<LaunchComparison> compare_backends_across_launches(const std::vector
         auto c = paired(by_backend[base], launches, confidence);
         if (!c) continue;
         const PointRow& first = *by_backend[base].begin()->second;
-        c->group = label(names, first, false, true, "launch", own.of(first));
+        c->group = label(names, first, false, true, "launch", names.own_of(first));
         c->baseline = base;
         c->other = backend;
         out.push_back(std::move(*c));

@@ -149,7 +149,7 @@ struct LaunchComparison {
 };
 
 // Backend B against backend A on points identical but for the backend and its own settings
-// (sections.cpp's BackendKeys): speedup = median(A) / median(B). `baseline` and `other` name the
+// (PointNames::own): speedup = median(A) / median(B). `baseline` and `other` name the
 // backends, with those settings where they tell two points of one backend apart.
 struct Comparison {
   std::string group;            // the shared parameters

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <set>
 
 #include "common/text.hpp"
 
@@ -115,24 +116,143 @@ std::string data_num(double v) {
   return b;
 }
 
-// `s` cut to the characters `width` holds with an ellipsis (the full text goes into the element's
-// <title>): at its end, or with `middle` in its middle, which keeps apart names that differ only
-// at their ends.
-std::string fit(const std::string& s, double width, bool middle = false) {
-  const std::size_t chars = static_cast<std::size_t>(std::max(4.0, width / kCharWidth));
+// `s` cut to `chars` characters with an ellipsis in its middle.
+std::string cut_middle(const std::string& s, std::size_t chars) {
   if (s.size() <= chars) return s;
-  if (!middle) return s.substr(0, chars - 1) + "\u2026";
   const std::size_t head = (chars - 1) / 2, tail = chars - 1 - head;
   return s.substr(0, head) + "\u2026" + s.substr(s.size() - tail);
 }
 
-std::string text_el(double x, double y, const std::string& cls, const std::string& anchor, const std::string& full,
-                    double width, const std::string& extra = "") {
-  // A tick names one of several things side by side: cut in the middle.
-  const std::string shown = fit(full, width, cls == "tick");
+// `s`'s ", "-separated parts.
+std::vector<std::string> split_parts(const std::string& s) {
+  std::vector<std::string> parts;
+  for (std::size_t from = 0;;) {
+    const std::size_t at = s.find(", ", from);
+    parts.push_back(s.substr(from, at == std::string::npos ? std::string::npos : at - from));
+    if (at == std::string::npos) return parts;
+    from = at + 2;
+  }
+}
+
+// `s` cut to the characters `width` holds with an ellipsis (the full text goes into the element's
+// <title>): at its end, or with `middle` in the middle of each of its ", "-separated parts, the
+// longest first, which keeps apart names that differ only at a part's end ("cuda
+// (fusion=add_relu), bf16" and "cuda (fusion=add_relu+bn_relu), bf16" read "cuda (…_relu), bf16"
+// and "cuda (…n_relu), bf16", not alike).
+std::string fit(const std::string& s, double width, bool middle = false) {
+  const std::size_t chars = static_cast<std::size_t>(std::max(4.0, width / kCharWidth));
+  if (s.size() <= chars) return s;
+  if (!middle) return s.substr(0, chars - 1) + "\u2026";
+  const std::vector<std::string> parts = split_parts(s);
+  const std::size_t gaps = 2 * (parts.size() - 1);
+  auto joined = [&](std::size_t cap) {
+    std::string o;
+    for (const auto& p : parts) o += (o.empty() ? "" : ", ") + cut_middle(p, cap);
+    return o;
+  };
+  for (std::size_t cap = s.size(); parts.size() > 1 && cap >= 4 && gaps + 4 * parts.size() <= chars; --cap) {
+    std::size_t length = gaps;
+    for (const auto& p : parts) length += std::min(p.size(), cap);
+    if (length <= chars) return joined(cap);
+  }
+  return cut_middle(s, chars);
+}
+
+// `s` cut to `chars` characters around `at`, with an ellipsis at each end cut.
+std::string window(const std::string& s, std::size_t at, std::size_t chars) {
+  if (s.size() <= chars) return s;
+  const std::size_t from = std::min(at > chars / 3 ? at - chars / 3 : 0, s.size() - (chars - 1));
+  if (from == 0) return s.substr(0, chars - 1) + "\u2026";
+  if (from + chars - 1 >= s.size()) return "\u2026" + s.substr(from);
+  return "\u2026" + s.substr(from, chars - 2) + "\u2026";
+}
+
+// Whether two of `shown` read alike while their `full` names differ.
+bool any_alike(const std::vector<std::string>& full, const std::vector<std::string>& shown) {
+  for (std::size_t i = 0; i < full.size(); ++i)
+    for (std::size_t j = i + 1; j < full.size(); ++j)
+      if (shown[i] == shown[j] && full[i] != full[j]) return true;
+  return false;
+}
+
+// Names made of as many ", "-separated parts each (a value per parameter: "cuda, add_relu+bn_relu,
+// tf32"), cut part by part: each part no shorter than keeps its values apart (add_relu and
+// add_relu+bn_relu need 13 characters, nchw and channels_last 4), the room left shared evenly. Empty
+// where the names are not so made or cannot be cut so.
+std::vector<std::string> fit_by_part(const std::vector<std::string>& full, const std::vector<double>& widths) {
+  std::vector<std::vector<std::string>> parts;
+  for (const auto& f : full) parts.push_back(split_parts(f));
+  const std::size_t count = parts.empty() ? 0 : parts[0].size();
+  if (count < 2 || std::any_of(parts.begin(), parts.end(), [&](const auto& p) { return p.size() != count; })) return {};
+  std::vector<std::size_t> least(count, 4);
+  for (std::size_t k = 0; k < count; ++k) {
+    std::set<std::string> values;
+    std::size_t longest = 0;
+    for (const auto& p : parts) values.insert(p[k]), longest = std::max(longest, p[k].size());
+    auto apart = [&](std::size_t cap) {
+      std::set<std::string> cut;
+      for (const auto& v : values) cut.insert(cut_middle(v, cap));
+      return cut.size() == values.size();
+    };
+    while (least[k] < longest && !apart(least[k])) ++least[k];
+  }
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < full.size(); ++i) {
+    const auto chars = static_cast<std::size_t>(std::max(4.0, widths[i] / kCharWidth));
+    auto length = [&](std::size_t cap) {
+      std::size_t n = 2 * (count - 1);
+      for (std::size_t k = 0; k < count; ++k) n += std::min(parts[i][k].size(), std::max(least[k], cap));
+      return n;
+    };
+    if (length(0) > chars) return {};
+    std::size_t cap = 0;
+    while (cap < full[i].size() && length(cap + 1) <= chars) ++cap;
+    std::string o;
+    for (std::size_t k = 0; k < count; ++k) o += (k ? ", " : "") + cut_middle(parts[i][k], std::max(least[k], cap));
+    out.push_back(o);
+  }
+  return out;
+}
+
+// Names of things side by side (a figure's categories, boxes, legend entries), each cut to its
+// width (fit, in the middle); where two would read alike, cut part by part (fit_by_part), or
+// failing that each shown from about where it first differs from the other ("…relu), tf32…",
+// "…relu+bn_rel…"): two points nobody can tell apart are no use. The full name stays in the hover
+// text.
+std::vector<std::string> fit_apart(const std::vector<std::string>& full, const std::vector<double>& widths) {
+  std::vector<std::string> shown(full.size());
+  for (std::size_t i = 0; i < full.size(); ++i) shown[i] = fit(full[i], widths[i], true);
+  if (!any_alike(full, shown)) return shown;
+  if (auto by_part = fit_by_part(full, widths); !by_part.empty() && !any_alike(full, by_part)) return by_part;
+  std::vector<std::string> apart = shown;
+  for (std::size_t i = 0; i < full.size(); ++i) {
+    std::size_t at = 0;
+    bool alike = false;
+    for (std::size_t j = 0; j < full.size(); ++j)
+      if (j != i && shown[j] == shown[i] && full[j] != full[i]) {
+        alike = true;
+        std::size_t same = 0;
+        while (same < full[i].size() && same < full[j].size() && full[i][same] == full[j][same]) ++same;
+        at = std::max(at, same);
+      }
+    if (alike) apart[i] = window(full[i], at, static_cast<std::size_t>(std::max(4.0, widths[i] / kCharWidth)));
+  }
+  return apart;
+}
+
+// A text element showing `shown`, with `full` as its hover text where the two differ.
+std::string text_shown(double x, double y, const std::string& cls, const std::string& anchor, const std::string& full,
+                       const std::string& shown, const std::string& extra = "") {
   return "<text class=\"" + cls + "\" x=\"" + num(x) + "\" y=\"" + num(y) + "\" text-anchor=\"" + anchor + "\"" +
          extra + ">" + (shown != full ? "<title>" + html_escape(full) + "</title>" : "") + html_escape(shown) +
          "</text>\n";
+}
+
+std::string text_el(double x, double y, const std::string& cls, const std::string& anchor, const std::string& full,
+                    double width, const std::string& extra = "") {
+  // A tick or a legend entry names one of several things side by side, whose names often differ
+  // only at their ends ("cuda (fusion=add_relu)", "cuda (fusion=add_relu+bn_relu)"): cut in the middle.
+  return text_shown(x, y, cls, anchor, full, fit(full, width, cls == "tick" || cls == "legend"), extra);
 }
 
 // A figure `height` tall (H, or more where names below the plotting area need room): its title,
@@ -151,7 +271,7 @@ std::string frame(const std::string& title, const std::string& xlabel, const std
 }
 
 // Below the plotting area, room for category names slanted at 40 degrees (about 26 characters),
-// which a name too long for its slot gets: a label of width w reaches w cos 40 to the left and
+// which a name too long for its slot gets: a label of width w reaches w cos 40 to the right and
 // w sin 40 down, so that it is cut only where it would leave the figure.
 constexpr double kSlantedLabels = 120;
 // The room below the plotting area that the longest of `names` takes slanted (at most kSlantedLabels).
@@ -160,10 +280,12 @@ double slanted_room(const std::vector<std::string>& names) {
   for (const auto& n : names) longest = std::max(longest, n.size());
   return std::clamp(static_cast<double>(longest) * kCharWidth * std::sin(40 * M_PI / 180) + 28, 48.0, kSlantedLabels);
 }
-std::string slanted_label(double x, const std::string& name) {
-  return text_el(x + 3, H - B + 12, "tick", "end", name,
-                 std::min(kSlantedLabels * 1.45, (x - 6) / std::cos(40 * M_PI / 180)),
-                 " transform=\"rotate(-40 " + num(x + 3) + " " + num(H - B + 12) + ")\"");
+// The width a name slanted from `x` has before it would leave the figure.
+// Slanted down to the right, so that the first names, where most are, have the room of the later ones.
+double slanted_width(double x) { return std::min(kSlantedLabels * 1.45, (W - 6 - x) / std::cos(40 * M_PI / 180)); }
+std::string slanted_label(double x, const std::string& name, const std::string& shown) {
+  return text_shown(x - 3, H - B + 12, "tick", "start", name, shown,
+                    " transform=\"rotate(40 " + num(x - 3) + " " + num(H - B + 12) + ")\"");
 }
 bool needs_slant(const std::vector<std::string>& names, double slot) {
   return std::any_of(names.begin(), names.end(),
@@ -183,7 +305,8 @@ std::string y_ticks(const Axis& ay) {
   return o;
 }
 
-std::string legend_entry(std::size_t k, const std::string& colour, const std::string& name, bool dashed, bool line) {
+std::string legend_entry(std::size_t k, const std::string& colour, const std::string& name, const std::string& shown,
+                         bool dashed, bool line) {
   const double ly = T + 14 + 16 * static_cast<double>(k);
   std::string o;
   if (line)
@@ -192,7 +315,7 @@ std::string legend_entry(std::size_t k, const std::string& colour, const std::st
          "/>";
   else
     o += "<circle cx=\"" + num(W - R + 19) + "\" cy=\"" + num(ly - 4) + "\" r=\"3\" fill=\"" + colour + "\"/>";
-  return o + text_el(W - R + 32, ly, "legend", "start", name, R - 36);
+  return o + text_shown(W - R + 32, ly, "legend", "start", name, shown);
 }
 }  // namespace
 
@@ -220,11 +343,14 @@ std::string render(const Plot& p) {
   const double slot = cats ? (W - L - R) / static_cast<double>(p.xcats.size()) : 0;
   const bool slanted = cats && needs_slant(p.xcats, slot);
   std::string o = frame(p.title, p.xlabel, p.ylabel, H + (slanted ? slanted_room(p.xcats) : 0));
-  if (slanted) {
-    for (std::size_t i = 0; i < p.xcats.size(); ++i) o += slanted_label(X(static_cast<double>(i)), p.xcats[i]);
-  } else if (cats) {
+  if (cats) {
+    std::vector<double> widths;
     for (std::size_t i = 0; i < p.xcats.size(); ++i)
-      o += text_el(X(static_cast<double>(i)), H - B + 16, "tick", "middle", p.xcats[i], slot - 4);
+      widths.push_back(slanted ? slanted_width(X(static_cast<double>(i))) : slot - 4);
+    const std::vector<std::string> shown = fit_apart(p.xcats, widths);
+    for (std::size_t i = 0; i < p.xcats.size(); ++i)
+      o += slanted ? slanted_label(X(static_cast<double>(i)), p.xcats[i], shown[i])
+                   : text_shown(X(static_cast<double>(i)), H - B + 16, "tick", "middle", p.xcats[i], shown[i]);
   } else {
     const std::vector<double> ticks = ax.ticks();
     const std::vector<std::string> labels = tick_texts(ticks);
@@ -237,6 +363,9 @@ std::string render(const Plot& p) {
   const std::size_t head = p.legend_title.empty() ? 0 : 1, rows = kLegendRows - head;
   if (head) o += text_el(W - R + 10, T + 14, "legend", "start", p.legend_title, R - 14, " font-weight=\"bold\"");
   const std::size_t shown = p.series.size() > rows ? rows - 1 : p.series.size();
+  std::vector<std::string> legend_names;
+  for (std::size_t k = 0; k < shown; ++k) legend_names.push_back(p.series[k].name);
+  const std::vector<std::string> legend_shown = fit_apart(legend_names, std::vector<double>(shown, R - 36));
   for (std::size_t k = 0; k < p.series.size(); ++k) {
     const auto& s = p.series[k];
     const std::string c = kColours[k % (sizeof kColours / sizeof *kColours)];
@@ -262,7 +391,7 @@ std::string render(const Plot& p) {
              (i < s.tips.size() ? "<title>" + html_escape(s.tips[i]) + "</title>" : "") + "</circle>\n";
     }
     o += "</g>\n";
-    if (k < shown) o += legend_entry(head + k, c, s.name, s.dashed, s.line || !s.markers);
+    if (k < shown) o += legend_entry(head + k, c, s.name, legend_shown[k], s.dashed, s.line || !s.markers);
   }
   if (shown < p.series.size())
     o += text_el(W - R + 10, T + 14 + 16 * static_cast<double>(head + shown), "legend", "start",
@@ -291,6 +420,9 @@ std::string render(const BoxPlot& p) {
   std::string o = frame(p.title, p.xlabel, p.ylabel, H + slanted_room(names));
   o += y_ticks(ay);
   const double slot = (W - L - R) / n, half = std::min(18.0, slot * 0.3);
+  std::vector<double> widths;
+  for (std::size_t i = 0; i < p.boxes.size(); ++i) widths.push_back(slanted_width(X(static_cast<double>(i))));
+  const std::vector<std::string> shown = fit_apart(names, widths);
   for (std::size_t i = 0; i < p.boxes.size(); ++i) {
     const Box& b = p.boxes[i];
     const std::string c = kColours[i % (sizeof kColours / sizeof *kColours)];
@@ -299,7 +431,7 @@ std::string render(const BoxPlot& p) {
       if (std::isfinite(x) && (!p.logy || x > 0)) v.push_back(x);
     std::sort(v.begin(), v.end());
     const double x = X(static_cast<double>(i));
-    o += slanted_label(x, b.name);
+    o += slanted_label(x, b.name, shown[i]);
     if (v.empty()) continue;
     auto q = [&](double f) {  // type 7
       const double h = (static_cast<double>(v.size()) - 1) * f;

@@ -2,7 +2,7 @@
 // appends this to a copy of the page and reads the verdict from the dumped DOM): every figure
 // has a non-empty plotting area with something plotted in it, no title, axis label or legend
 // entry is clipped by its figure or overlaps another, x tick labels do not overlap, no two ticks of
-// an axis (nor two boxes' slanted names) read alike, every line
+// an axis (nor two boxes' slanted names, nor two legend entries) read alike, every line
 // joins its points in x order, and every plotted point and box has hover text.
 (function () {
   var errors = [];
@@ -54,11 +54,18 @@
     var slanted = Array.prototype.slice.call(svg.querySelectorAll('text.tick')).filter(function (t) {
       return !!t.getAttribute('transform');
     });
-    [ticks, slanted, Array.prototype.slice.call(svg.querySelectorAll('text.ytick'))].forEach(function (axis) {
+    // What a label shows, less the full text of its <title> (hover only): a name cut to fit.
+    var shown = function (t) {
+      return Array.prototype.filter.call(t.childNodes, function (n) { return n.nodeType === 3; })
+        .map(function (n) { return n.textContent; }).join('');
+    };
+    // And the legend's entries: two series whose names read alike are two series nobody can tell apart.
+    var legend = Array.prototype.slice.call(svg.querySelectorAll('text.legend'));
+    [ticks, slanted, Array.prototype.slice.call(svg.querySelectorAll('text.ytick')), legend].forEach(function (axis) {
       var seen = {};
       axis.forEach(function (t) {
-        if (seen[t.textContent]) errors.push(name + ': two ticks of one axis read "' + t.textContent + '"');
-        seen[t.textContent] = true;
+        if (seen[shown(t)]) errors.push(name + ': two ' + (axis === legend ? 'legend entries' : 'ticks of one axis') + ' read "' + shown(t) + '"');
+        seen[shown(t)] = true;
       });
     });
     svg.querySelectorAll('g.series').forEach(function (g) {
