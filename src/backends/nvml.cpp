@@ -132,6 +132,7 @@ std::vector<std::pair<std::string, std::string>> facts(const std::string& bus) {
   if (!d) return {{"nvml", "unavailable: " + why}};
   auto missing = [](const char* name) { return std::string("unknown (") + name + " is not in this NVML)"; };
   std::vector<std::pair<std::string, std::string>> out;
+  out.reserve(16);  // and GCC 12 sees no out-of-bounds write in the first emplace_back's reallocation
   out.emplace_back("nvml_driver", driver_version(l));
   auto clock = [&](auto fn, const char* name, unsigned type) {
     if (!fn) return missing(name);

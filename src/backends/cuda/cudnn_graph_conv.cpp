@@ -14,7 +14,10 @@
 
 namespace d500::cuda {
 
-namespace {
+// What GraphConv::Impl holds (Desc, Candidate) and their helpers: a named namespace rather than an
+// anonymous one, since a unity build includes this file into another, where a member of Impl's of
+// a type of internal linkage is an error waiting to happen (GCC's -Wsubobject-linkage).
+namespace graph_detail {
 
 // What a refusal (GraphConvUnserved) suggests at level 0, where it fails the point.
 constexpr const char* kLegacyHint = " (cudnn_api = \"legacy\" runs it through cuDNN's legacy calls)";
@@ -115,7 +118,9 @@ const char* pass_name(ConvPass p) {
   return p == ConvPass::Forward ? "forward" : p == ConvPass::BackwardData ? "backward data" : "backward filter";
 }
 
-}  // namespace
+}  // namespace graph_detail
+
+using namespace graph_detail;  // NOLINT(google-build-using-namespace): this file's own helpers
 
 struct GraphConv::Impl {
   cudnnHandle_t handle = nullptr;
