@@ -566,16 +566,43 @@ std::string method_brief(const Report& rep) {
          " intervals.\nThe full method statement is in report.md and report.html (section Method).";
 }
 
+// Tables whose first column names a point (point_label): each row's hover text is the point's full
+// canonical form. Where every row is a point of one workload, that column becomes the workload's
+// results table's: the backend and each parameter that varies among the table's points ("default"
+// where unset), so that a row reads as in Results and the terminal cuts no long label
+// ("network:libtorch-native launch=1 memory_fo…").
 Block with_title(Block b, const Report& rep, bool point_column) {
   if (!point_column) return b;
-  // Tables whose first column is a point: its full canonical form as the row's hover text. Each
-  // label once, looked up by row (not every label per row: quality_table lists every point).
+  // Each label once, looked up by row (not every label per row: quality_table lists every point).
   std::map<std::string, const PointRow*> by_label;
   for (const auto& r : rep.rows) by_label.emplace(point_label(rep, r), &r);
+  std::vector<const PointRow*> rows;
   for (std::size_t k = 1; k < b.table.table.size(); ++k)
-    if (auto it = by_label.find(b.table.table[k][0]); it != by_label.end())
-      b.table.row_title.push_back(it->second->canonical + " (" + it->second->id + ")");
-  if (b.table.row_title.size() + 1 != b.table.table.size()) b.table.row_title.clear();
+    if (auto it = by_label.find(b.table.table[k][0]); it != by_label.end()) rows.push_back(it->second);
+  if (rows.size() + 1 != b.table.table.size()) return b;
+  for (const auto* r : rows) b.table.row_title.push_back(r->canonical + " (" + r->id + ")");
+  if (rows.empty() ||
+      std::any_of(rows.begin(), rows.end(), [&](const PointRow* r) { return r->workload != rows[0]->workload; }))
+    return b;
+  std::vector<const Params*> params;
+  for (const auto* r : rows) params.push_back(&r->params);
+  const std::vector<std::string> vary = param_spread(params).varying;
+  auto named = [&](std::vector<std::string> row, const std::vector<std::string>& names) {
+    row.erase(row.begin());
+    row.insert(row.begin(), names.begin(), names.end());
+    return row;
+  };
+  std::vector<std::string> head{"backend"};
+  head.insert(head.end(), vary.begin(), vary.end());
+  b.table.table[0] = named(b.table.table[0], head);
+  for (std::size_t k = 1; k < b.table.table.size(); ++k) {
+    std::vector<std::string> names{rows[k - 1]->backend};
+    for (const auto& key : vary) names.push_back(value_text(*rows[k - 1], key));
+    b.table.table[k] = named(b.table.table[k], names);
+  }
+  std::set<std::size_t> wide;
+  for (std::size_t c : b.table.wide_only) wide.insert(c == 0 ? 0 : c + head.size() - 1);
+  b.table.wide_only = wide;
   return b;
 }
 
@@ -783,7 +810,9 @@ Document report_document(const Report& rep) {
   }
   if (auto r = roofline(rep); !r.empty()) d.sections.push_back({"Roofline", 2, true, std::move(r)});
   if (network_table(rep).size() > 1) {
-    Section s{"Networks", 2, true, {text(network_note(), "-"), with_title(table(network_table(rep)), rep, true)}};
+    Block t = table(network_table(rep));
+    t.table.wide_only = {2};  // the rate's interval: Results has it in the terminal
+    Section s{"Networks", 2, true, {text(network_note(), "-"), with_title(std::move(t), rep, true)}};
     for (const auto& r : rep.rows)
       if (!r.top_steps.empty()) {
         s.blocks.push_back(text(steps_caption(rep, r), "-"));
@@ -796,9 +825,8 @@ Document report_document(const Report& rep) {
   if (training_table(rep).size() > 1) {
     Block t = table(training_table(rep));
     t.table.wide_only = {5};  // the terminal leaves out the update phase; the files have it
-    for (std::size_t k = 1; k < t.table.table.size(); ++k)  // every row is a training point: "train:" said once
-      t.table.table[k][0] = t.table.table[k][0].substr(t.table.table[k][0].find(':') + 1);
-    d.sections.push_back({"Training steps", 2, true, {text(training_note(), "-"), t}});
+    d.sections.push_back(
+        {"Training steps", 2, true, {text(training_note(), "-"), with_title(std::move(t), rep, true)}});
   }
   if (device_table(rep).size() > 1)
     d.sections.push_back(

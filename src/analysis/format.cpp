@@ -360,8 +360,8 @@ std::string overlap_note(const Report& rep) {
 }
 
 Table network_table(const Report& rep) {
-  Table t{
-      {"point", "samples/s", "GFLOP/s", "forward", "backward", "planned memory", "peak RSS", "nodes on the backend"}};
+  Table t{{"point", "samples/s", "its CI", "GFLOP/s", "forward", "backward", "planned memory", "peak RSS",
+           "on the backend"}};
   for (const auto& r : rep.rows) {
     if (r.level != 1 || r.time.n == 0) continue;
     std::string fwd = "-", bwd = "-";
@@ -373,9 +373,10 @@ Table network_table(const Report& rep) {
     if (auto it = r.facts.find("memory.planned_bytes");
         it != r.facts.end() && std::holds_alternative<std::int64_t>(it->second))
       mem = fmt_bytes(std::get<std::int64_t>(it->second));
-    std::string where =
-        r.steps ? fmt_sig(100 * (1 - r.fallback_share), 3) + "% of step time" : "the framework's own executor";
-    t.push_back({point_label(rep, r), rate_text(r) + " " + rate_ci_text(r),
+    const std::string where = r.steps ? fmt_sig(100 * (1 - r.fallback_share), 3) + "%" : "own executor";
+    // The header has the unit: the cell a bare number and its interval.
+    const std::string rate = r.rate_unit == "samples/s" ? fmt_sig(r.rate, 4) : rate_text(r);
+    t.push_back({point_label(rep, r), rate, rate_ci_text(r),
                  r.flops > 0 && r.time.median > 0 ? fmt_sig(r.flops / r.time.median / 1e9, 4) : "-", fwd, bwd, mem,
                  r.peak_rss_bytes >= 0 ? fmt_bytes(r.peak_rss_bytes) : "-", where});
   }
@@ -418,7 +419,9 @@ std::string network_note() {
   return "Networks (level 1): samples/s is the batch over the median step time; GFLOP/s counts the graph's work (multiply-adds "
          "twice). A training step's forward and backward phases are the phases of each repetition's slowest rank (one "
          "rank's own breakdown, so they add up to at most the step), summarised as the whole step is. Planned memory is the executor's arena of activations and gradients, placed by lifetime; peak RSS "
-         "is the process's. On d500's executor every node's forward and backward step is timed inside the repetitions "
+         "is the process's. On the backend: the share of the timed steps' medians that the backend computed itself (the rest "
+         "ran on the reference, which it lacks); a framework that runs the network on its own executor (libtorch-native) "
+         "has no steps of d500's. On d500's executor every node's forward and backward step is timed inside the repetitions "
          "(two clock reads each); a step's median is over the timed repetitions of its slowest rank, and its share is of "
          "the steps' medians added up.";
 }

@@ -326,6 +326,54 @@ TEST(ReportFigures, NamesCutToFitStillReadApart) {
   EXPECT_EQ(shown.size(), boxes.boxes.size()) << "two boxes read alike";
 }
 
+// A section's table of one workload's points names them as its results table does (the backend and
+// each parameter that varies among them), not by labels the terminal cuts; each row's hover text is
+// its point's canonical form. Points of several workloads keep their labels.
+TEST(ReportTables, OneWorkloadsPointsAreNamedByTheResultsTablesColumns) {
+  std::vector<PointRow> rows;
+  for (const char* backend : {"onednn", "libtorch-native"})
+    for (const char* math : {"", "bf16"}) {
+      PointRow r = with_params(row(backend, 64, 1, 1, 0.01), {{"workload", std::string("network")},
+                                                              {"math", std::string(math)},
+                                                              {"network", std::string("resnet20-cifar")}});
+      r.workload = "network";
+      r.level = 1;
+      r.rate_unit = "samples/s";
+      rows.push_back(r);
+    }
+  auto networks = [](const d500::Report& rep) {
+    for (const auto& s : d500::report_document(rep).sections)
+      if (s.title == "Networks")
+        for (const auto& b : s.blocks)
+          if (b.kind == d500::Block::Kind::Table) return b.table;
+    return d500::TableBlock{};
+  };
+  const d500::TableBlock t = networks(report(rows));
+  ASSERT_EQ(t.table.size(), 5u);
+  EXPECT_EQ(t.table[0][0], "backend");
+  EXPECT_EQ(t.table[0][1], "math");
+  EXPECT_EQ(t.table[0][2], "samples/s");
+  EXPECT_EQ(t.table[1][0], "onednn");
+  EXPECT_EQ(t.table[1][1], "default") << "an unset math reads as in Results";
+  EXPECT_EQ(t.table[4][0], "libtorch-native");
+  EXPECT_EQ(t.table[4][1], "bf16");
+  EXPECT_EQ(t.table[1][2].find("samples/s"), std::string::npos) << "the unit is the header's: " << t.table[1][2];
+  EXPECT_EQ(t.wide_only, (std::set<std::size_t>{3})) << "the rate's interval, after the naming columns";
+  ASSERT_EQ(t.row_title.size(), 4u);
+  EXPECT_EQ(t.row_title[3], rows[3].canonical + " (" + rows[3].id + ")");
+  // A second workload's point among them: the labels stay.
+  PointRow other = rows[0];
+  other.workload = "layer";
+  other.params["workload"] = std::string("layer");
+  other.canonical = d500::canonical_point(other.params);
+  other.id = other.canonical;
+  rows.push_back(other);
+  const d500::TableBlock mixed = networks(report(rows));
+  ASSERT_EQ(mixed.table.size(), 6u);
+  EXPECT_EQ(mixed.table[0][0], "point");
+  EXPECT_EQ(mixed.row_title.size(), 5u);
+}
+
 // In the terminal, a table too wide for 120 columns is cut, but never so that two rows' names read
 // alike: points that differ only in their last parameters keep 8 columns past what they share,
 // the other columns giving way (here the names were cut to "network:libtorch-native launch=1
