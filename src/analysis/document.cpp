@@ -435,6 +435,12 @@ Section workload_results(const Report& rep, const std::string& workload) {
   b.table.sortable = true;
   b.table.wide_only = {first_figure + 3};  // the time's CI: the rate's says the same
   if (aggregate) b.table.wide_only.insert(first_figure + 6);
+  // One rank count for every point: the shared nodes and ranks_per_node say it, and the terminal
+  // gives its columns to what differs.
+  std::set<int> ranks;
+  for (const auto& r : rep.rows)
+    if (r.workload == workload) ranks.insert(r.ranks);
+  if (ranks.size() == 1) b.table.wide_only.insert(first_figure);
   for (const auto& r : rep.rows) {
     if (r.workload != workload) continue;
     std::vector<std::string> row{r.backend};

@@ -341,13 +341,15 @@ TEST(ReportTables, OneWorkloadsPointsAreNamedByTheResultsTablesColumns) {
       r.rate_unit = "samples/s";
       rows.push_back(r);
     }
-  auto networks = [](const d500::Report& rep) {
+  // The first table of the report's section `title`.
+  auto table_in = [](const d500::Report& rep, const std::string& title) {
     for (const auto& s : d500::report_document(rep).sections)
-      if (s.title == "Networks")
+      if (s.title == title)
         for (const auto& b : s.blocks)
           if (b.kind == d500::Block::Kind::Table) return b.table;
     return d500::TableBlock{};
   };
+  auto networks = [&](const d500::Report& rep) { return table_in(rep, "Networks"); };
   const d500::TableBlock t = networks(report(rows));
   ASSERT_EQ(t.table.size(), 5u);
   EXPECT_EQ(t.table[0][0], "backend");
@@ -361,6 +363,23 @@ TEST(ReportTables, OneWorkloadsPointsAreNamedByTheResultsTablesColumns) {
   EXPECT_EQ(t.wide_only, (std::set<std::size_t>{3})) << "the rate's interval, after the naming columns";
   ASSERT_EQ(t.row_title.size(), 4u);
   EXPECT_EQ(t.row_title[3], rows[3].canonical + " (" + rows[3].id + ")");
+  // The Results table's rank count, one for every point, is said by the shared nodes and
+  // ranks_per_node: the terminal leaves its column out (--wide and the files keep it).
+  auto results = [&](const d500::Report& rep) { return table_in(rep, "Results: network"); };
+  auto ranks_column = [](const d500::TableBlock& r) {
+    const auto& head = r.table.at(0);
+    return static_cast<std::size_t>(std::find(head.begin(), head.end(), "ranks") - head.begin());
+  };
+  const d500::TableBlock one = results(report(rows));
+  EXPECT_TRUE(one.wide_only.count(ranks_column(one))) << "one rank count: the terminal leaves it out";
+  std::vector<PointRow> two = rows;
+  two[1] = with_params(row("onednn", 64, 2, 1, 0.01), {{"workload", std::string("network")},
+                                                       {"math", std::string("bf16")},
+                                                       {"network", std::string("resnet20-cifar")}});
+  two[1].workload = "network";
+  two[1].level = 1;
+  const d500::TableBlock varied = results(report(two));
+  EXPECT_FALSE(varied.wide_only.count(ranks_column(varied))) << "rank counts that differ are shown";
   // A second workload's point among them: the labels stay.
   PointRow other = rows[0];
   other.workload = "layer";
