@@ -109,7 +109,9 @@ std::vector<int> running_statistics(const Graph& g) {
   return out;
 }
 
-namespace {
+// Buffer, a member type of GraphExecutor::Impl's, and what it needs: a named namespace rather than
+// an anonymous one, since a unity build includes this file into another (GCC's -Wsubobject-linkage).
+namespace executor_detail {
 
 constexpr std::size_t kAlign = 64;
 // A training input of this many bytes or more is page-locked on a device (DeviceMemory::pin).
@@ -134,6 +136,12 @@ struct Buffer {
   }
   ~Buffer() { std::free(p); }
 };
+
+}  // namespace executor_detail
+
+using namespace executor_detail;  // NOLINT(google-build-using-namespace): this file's own helpers
+
+namespace {
 
 // A request for arena memory, live over steps [def, end].
 struct Request {

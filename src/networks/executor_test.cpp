@@ -950,8 +950,9 @@ void keeps_running_statistics(const Shape& xs) {
         e && (backend.name == "onednn" || backend.name == "libtorch")) {
       EXPECT_EQ(e->steps().at(0).impl.find("reference"), std::string::npos)
           << e->steps()[0].impl << ": the backend's own kernel keeps the statistics";
-      if (backend.name == "onednn")
+      if (backend.name == "onednn") {
         EXPECT_EQ(e->steps()[0].impl.find("loops") != std::string::npos, xs.size() > 2) << e->steps()[0].impl;
+      }
     }
     EXPECT_EQ(runner->buffer(0), rm0);
     runner->forward(0);
@@ -2892,7 +2893,9 @@ TEST(Executor, ChannelsLastOnADeviceBackendValidatesThroughBothCudnnApis) {
         SCOPED_TRACE(std::string(flatten ? "flattened, " : "") + api);
         ResidualBlock rb(flatten);
         const bool joined = api == "graph, bn_relu";
-        if (joined) ASSERT_EQ(fuse_bn_relu(rb.b.g), 1);
+        if (joined) {
+          ASSERT_EQ(fuse_bn_relu(rb.b.g), 1);
+        }
         const Params point{{"memory_format", Value{std::string("channels_last")}},
                            {"cudnn_api", Value{std::string(joined ? "graph" : api)}}};
         const std::vector<int> params = rb.b.params();
@@ -2960,7 +2963,9 @@ TEST(Executor, Bf16StorageOnADeviceBackendFitsTheStoresSimulation) {
         SCOPED_TRACE(std::string(nhwc ? "channels-last, " : "") + api);
         ResidualBlock rb(false, api == "graph, biased");
         const bool joined = api == "graph, bn_relu";
-        if (joined) ASSERT_EQ(fuse_bn_relu(rb.b.g), 1);
+        if (joined) {
+          ASSERT_EQ(fuse_bn_relu(rb.b.g), 1);
+        }
         Params point{{"math", Value{std::string("bf16")}},
                      {"cudnn_api", Value{std::string(api.rfind("graph", 0) == 0 ? "graph" : api)}}};
         if (nhwc) point["memory_format"] = Value{std::string("channels_last")};
@@ -3067,7 +3072,9 @@ TEST(Executor, ChannelsLastOnOnednnComputesInNhwcWhereTheActivationsLieAndValida
         // cancel), so that bfloat16's stores move them by 0.8 (by 18 from the exact step).
         const StepValues products_only =
             step_values(*run_yardstick(g, true, rb.loss, params, {rb.xs.data()}, 1, 0, 7), g, params, true);
-        if (!flatten) EXPECT_GT(compare_steps(got, products_only).worst, 100 * d.worst);
+        if (!flatten) {
+          EXPECT_GT(compare_steps(got, products_only).worst, 100 * d.worst);
+        }
       }
     }
   for (const std::string net : {"resnet20-cifar", "resnet50"}) {

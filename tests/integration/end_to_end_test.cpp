@@ -1392,9 +1392,10 @@ TEST_F(EndToEnd, PackingByTimeEstimatesFromAnEarlierRunAndThePackedPlanRuns) {
       jobs.back().second += p.estimate_s;
       EXPECT_LE(jobs.back().second, 3.0 + 1e-3) << p.job << " over 3 s with " << p.canonical;
     } else {
-      if (!jobs.empty())
+      if (!jobs.empty()) {
         EXPECT_GT(jobs.back().second + p.estimate_s, 3.0 - 1e-3)
             << p.canonical << " would have fitted " << jobs.back().first;
+      }
       jobs.emplace_back(p.job, p.estimate_s);
     }
   }

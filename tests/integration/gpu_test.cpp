@@ -642,8 +642,9 @@ TEST_F(Gpu, ChannelsLastKeepsResNetsActivationsNhwcAndValidatesThroughBothCudnnA
         EXPECT_NE(impl.find("NHWC"), std::string::npos) << impl;
         EXPECT_EQ(impl.find("bfloat16") != std::string::npos, half) << impl;
       }
-      if (half && (impl.find("relu") != std::string::npos || impl.find("pool") != std::string::npos))
+      if (half && (impl.find("relu") != std::string::npos || impl.find("pool") != std::string::npos)) {
         EXPECT_NE(impl.find("bfloat16"), std::string::npos) << impl;
+      }
     }
     EXPECT_GE(convolutions, 2 * 19) << canonical;
     EXPECT_EQ(turned, 2) << "the first convolution's input, forward and backward: " << canonical;

@@ -281,19 +281,27 @@ TEST_F(Networks, OnednnsBf16MathAndChannelsLastRunWhereTheySayAndValidate) {
     for (const auto& st : p.steps) {
       const bool product = st.op == "Conv" || st.op == "Gemm";
       products += product;
-      if (product) EXPECT_EQ(st.impl.find("bfloat16") != std::string::npos, bf16) << st.name << ": " << st.impl;
+      if (product) {
+        EXPECT_EQ(st.impl.find("bfloat16") != std::string::npos, bf16) << st.name << ": " << st.impl;
+      }
       const bool layout = st.op == "Conv" || st.op == "BatchNormalization" || st.op == "GlobalAveragePool";
       layouts += layout;
-      if (layout) EXPECT_EQ(st.impl.find("NHWC") != std::string::npos, nhwc) << st.name << ": " << st.impl;
+      if (layout) {
+        EXPECT_EQ(st.impl.find("NHWC") != std::string::npos, nhwc) << st.name << ": " << st.impl;
+      }
       // bf16 keeps the activations in bfloat16, as autocast does, in either layout: the
       // normalisations, ReLUs and residual Adds compute on them. An NCHW normalisation runs on
       // d500's loops (oneDNN's own has no JIT kernel for NCHW), NHWC on oneDNN's.
       const bool between = st.op == "BatchNormalization" || st.op == "Relu" || st.op == "Add";
-      if (between) EXPECT_EQ(st.impl.find("bfloat16") != std::string::npos, bf16) << st.name << ": " << st.impl;
-      if (st.op == "BatchNormalization")
+      if (between) {
+        EXPECT_EQ(st.impl.find("bfloat16") != std::string::npos, bf16) << st.name << ": " << st.impl;
+      }
+      if (st.op == "BatchNormalization") {
         EXPECT_EQ(st.impl.find("d500 batch normalization loops") != std::string::npos, !nhwc) << st.impl;
-      if (st.op == "Conv" && st.name != "Conv_0")
+      }
+      if (st.op == "Conv" && st.name != "Conv_0") {
         EXPECT_EQ(st.impl.find("on bfloat16 activations") != std::string::npos, bf16) << st.name;
+      }
     }
     EXPECT_EQ(p.validation_method.find("activations the step keeps in bfloat16") != std::string::npos, bf16)
         << p.validation_method;
