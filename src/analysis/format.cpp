@@ -782,14 +782,33 @@ std::vector<std::string> attention(const Report& rep) {
     if (const std::string d = fact_text(r, "ranks_differ"); !d.empty())
       out.push_back(point_label(rep, r) + " (" + r.id +
                     "): its ranks set up differently (the point records rank 0's): " + d);
+  // A point that failed alike in every launch it was measured in (a campaign's launches repeat
+  // each point) is said once, with its launches and ids.
+  struct Failed {
+    std::string label, what;
+    std::vector<std::string> launches, ids;
+  };
+  std::vector<Failed> failed;
+  std::map<std::string, std::size_t> index;
   for (const auto& r : rep.rows)
     if (r.outcome != Outcome::Complete || r.reps_incomplete) {
-      std::string s = point_label(rep, r) + " (" + r.id + "): " + r.status +
-                      (r.status_reason.empty() ? "" : ": " + r.status_reason);
+      std::string what = r.status + (r.status_reason.empty() ? "" : ": " + r.status_reason);
       if (r.reps_incomplete)
-        s += "; " + std::to_string(r.reps_incomplete) + " repetitions lacked some rank and were excluded";
-      out.push_back(s);
+        what += "; " + std::to_string(r.reps_incomplete) + " repetitions lacked some rank and were excluded";
+      const auto launch = r.params.find("launch");
+      const bool launched = launch != r.params.end() && rep.names.varies(r.workload, "launch");
+      const std::string label = launched ? rep.names.label(r, {"launch"}) : point_label(rep, r);
+      const auto [it, fresh] = index.try_emplace(label + "\x1f" + what, failed.size());
+      if (fresh) failed.push_back({label, what, {}, {}});
+      if (launched) failed[it->second].launches.push_back(canonical(launch->second));
+      failed[it->second].ids.push_back(r.id);
     }
+  for (const auto& f : failed)
+    out.push_back(f.label + " (" +
+                  (f.launches.size() > 1    ? "launches " + join(f.launches, ", ") + ": " + join(f.ids, ", ")
+                   : f.launches.size() == 1 ? "launch " + f.launches[0] + ", " + f.ids[0]
+                                            : join(f.ids, ", ")) +
+                  "): " + f.what);
   return out;
 }
 

@@ -393,6 +393,27 @@ TEST(ReportTables, OneWorkloadsPointsAreNamedByTheResultsTablesColumns) {
   EXPECT_EQ(mixed.row_title.size(), 5u);
 }
 
+// A point that failed alike in each of its launches is one item of "Points needing attention",
+// naming its launches and ids; one that failed otherwise in one launch is an item of its own.
+TEST(ReportAttention, APointThatFailedAlikeInEveryLaunchIsSaidOnce) {
+  std::vector<PointRow> rows;
+  for (std::int64_t launch : {1, 2, 3})
+    for (const char* backend : {"onednn", "blas"}) {
+      PointRow r = with_params(row(backend, 64, 1, 1, 0.01), {{"launch", launch}});
+      if (std::string(backend) == "onednn") {
+        r.outcome = d500::Outcome::BackendFailed;
+        r.status = "backend-failed";
+        r.status_reason = launch == 3 ? "out of memory" : "no AVX-512";
+      }
+      rows.push_back(r);
+    }
+  const std::vector<std::string> items = d500::attention(report(rows));
+  ASSERT_EQ(items.size(), 2u) << items.at(0);
+  EXPECT_EQ(items[0],
+            "gemm:onednn (launches 1, 2: " + rows[0].id + ", " + rows[2].id + "): backend-failed: no AVX-512");
+  EXPECT_EQ(items[1], "gemm:onednn (launch 3, " + rows[4].id + "): backend-failed: out of memory");
+}
+
 // In the terminal, a table too wide for 120 columns is cut, but never so that two rows' names read
 // alike: points that differ only in their last parameters keep 8 columns past what they share,
 // the other columns giving way (here the names were cut to "network:libtorch-native launch=1
