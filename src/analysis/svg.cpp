@@ -250,7 +250,7 @@ std::string text_shown(double x, double y, const std::string& cls, const std::st
 
 std::string text_el(double x, double y, const std::string& cls, const std::string& anchor, const std::string& full,
                     double width, const std::string& extra = "") {
-  // An axis's label up to a fifth too long for its axis is drawn whole, narrowed to fit, rather
+  // An axis's label up to a quarter too long for its axis is drawn whole, narrowed to fit, rather
   // than cut ("time per repetition [s] (median, CI), log scale").
   if ((cls == "ylabel" || cls == "xlabel") && static_cast<double>(full.size()) * kCharWidth > width &&
       static_cast<double>(full.size()) * kCharWidth <= width * 1.25)
