@@ -413,6 +413,26 @@ Section workload_results(const Report& rep, const std::string& workload) {
                                          : "Shared by every " + workload + " point: " + shared + "."));
   std::vector<std::string> vary;
   if (auto it = names.varying.find(workload); it != names.varying.end()) vary = it->second;
+  // A backend's own setting with one value on all of its points (cuda's cudnn_api = graph) tells
+  // no two rows apart: said once here, not a column of that value and "-".
+  std::vector<const PointRow*> rows;
+  for (const auto& r : rep.rows)
+    if (r.workload == workload) rows.push_back(&r);
+  std::map<std::string, std::vector<std::string>> own_said;  // backend -> "k=v"
+  if (const std::set<std::string>* own = rows.empty() ? nullptr : names.own_of(*rows[0]))
+    for (const std::string& k : *own) {
+      std::map<std::string, std::set<std::string>> values;  // backend -> its points' values of k
+      for (const auto* r : rows) values[r->backend].insert(value_text(*r, k));
+      if (!std::all_of(values.begin(), values.end(), [](const auto& v) { return v.second.size() == 1; })) continue;
+      vary.erase(std::remove(vary.begin(), vary.end(), k), vary.end());
+      for (const auto& [backend, v] : values)
+        if (*v.begin() != "-") own_said[backend].push_back(k + "=" + *v.begin());
+    }
+  if (!own_said.empty()) {
+    std::vector<std::string> parts;
+    for (const auto& [backend, kv] : own_said) parts.push_back(backend + ": " + join(kv, " "));
+    s.blocks.push_back(text("A backend's own settings, the same on all its points: " + join(parts, "; ") + "."));
+  }
   const std::string ci = pct(rep.confidence) + " CI";
   // One rate unit for the workload: in the header, the cells bare numbers.
   std::set<std::string> units;

@@ -292,6 +292,22 @@ TEST(ReportFigures, ABackendsOwnSettingsNameItsSeriesAndSplitNoPanel) {
   }
   EXPECT_EQ(names.size(), rows.size()) << "two boxes read alike";
   EXPECT_NE(boxes[0].find(">backend, math</text>"), std::string::npos) << "the boxes' axis";
+  // The Results table: fusion, which tells cuda's points apart, is a column; cudnn_api, graph on
+  // every cuda point and unset on libtorch-cuda's, is said once.
+  for (const auto& sec : d500::report_document(rep).sections) {
+    if (sec.title != "Results: gemm") continue;
+    std::string said;
+    for (const auto& b : sec.blocks) {
+      if (b.kind == d500::Block::Kind::Text) said += b.text + "\n";
+      if (b.kind != d500::Block::Kind::Table) continue;
+      const auto& head = b.table.table.at(0);
+      EXPECT_NE(std::find(head.begin(), head.end(), "fusion"), head.end());
+      EXPECT_EQ(std::find(head.begin(), head.end(), "cudnn_api"), head.end());
+    }
+    EXPECT_NE(said.find("A backend's own settings, the same on all its points: cuda: cudnn_api=graph."),
+              std::string::npos)
+        << said;
+  }
 }
 
 // Names too long for their room are cut so that the cut ones still read apart: a legend's entries
