@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <set>
 
 #include "analysis/svg.hpp"
 #include "common/text.hpp"
@@ -783,32 +784,49 @@ std::vector<std::string> attention(const Report& rep) {
       out.push_back(point_label(rep, r) + " (" + r.id +
                     "): its ranks set up differently (the point records rank 0's): " + d);
   // A point that failed alike in every launch it was measured in (a campaign's launches repeat
-  // each point) is said once, with its launches and ids.
+  // each point) is said once, with its launches and ids; a backend whose every point of a workload
+  // failed alike (no GPU on this host, a library built without what it needs) once for all of them.
   struct Failed {
-    std::string label, what;
+    std::string label, what, backend;  // backend: "workload:backend"
     std::vector<std::string> launches, ids;
   };
   std::vector<Failed> failed;
   std::map<std::string, std::size_t> index;
-  for (const auto& r : rep.rows)
-    if (r.outcome != Outcome::Complete || r.reps_incomplete) {
-      std::string what = r.status + (r.status_reason.empty() ? "" : ": " + r.status_reason);
-      if (r.reps_incomplete)
-        what += "; " + std::to_string(r.reps_incomplete) + " repetitions lacked some rank and were excluded";
-      const auto launch = r.params.find("launch");
-      const bool launched = launch != r.params.end() && rep.names.varies(r.workload, "launch");
-      const std::string label = launched ? rep.names.label(r, {"launch"}) : point_label(rep, r);
-      const auto [it, fresh] = index.try_emplace(label + "\x1f" + what, failed.size());
-      if (fresh) failed.push_back({label, what, {}, {}});
-      if (launched) failed[it->second].launches.push_back(canonical(launch->second));
-      failed[it->second].ids.push_back(r.id);
+  std::map<std::string, std::size_t> points;             // workload:backend -> its points
+  std::map<std::string, std::set<std::string>> reasons;  // workload:backend -> what its failed points say
+  std::map<std::string, std::size_t> failures;           // workload:backend -> its failed points
+  for (const auto& r : rep.rows) {
+    const std::string backend = r.workload + ":" + r.backend;
+    ++points[backend];
+    if (r.outcome == Outcome::Complete && !r.reps_incomplete) continue;
+    std::string what = r.status + (r.status_reason.empty() ? "" : ": " + r.status_reason);
+    if (r.reps_incomplete)
+      what += "; " + std::to_string(r.reps_incomplete) + " repetitions lacked some rank and were excluded";
+    reasons[backend].insert(what);
+    ++failures[backend];
+    const auto launch = r.params.find("launch");
+    const bool launched = launch != r.params.end() && rep.names.varies(r.workload, "launch");
+    const std::string label = launched ? rep.names.label(r, {"launch"}) : point_label(rep, r);
+    const auto [it, fresh] = index.try_emplace(label + "\x1f" + what, failed.size());
+    if (fresh) failed.push_back({label, what, backend, {}, {}});
+    if (launched) failed[it->second].launches.push_back(canonical(launch->second));
+    failed[it->second].ids.push_back(r.id);
+  }
+  std::set<std::string> said;
+  for (const auto& f : failed) {
+    const std::size_t n = points[f.backend];
+    if (n > 1 && failures[f.backend] == n && reasons[f.backend].size() == 1) {
+      if (said.insert(f.backend).second)
+        out.push_back("every " + f.backend + " point (" + std::to_string(n) +
+                      "; results.csv has their ids): " + f.what);
+      continue;
     }
-  for (const auto& f : failed)
     out.push_back(f.label + " (" +
                   (f.launches.size() > 1    ? "launches " + join(f.launches, ", ") + ": " + join(f.ids, ", ")
                    : f.launches.size() == 1 ? "launch " + f.launches[0] + ", " + f.ids[0]
                                             : join(f.ids, ", ")) +
                   "): " + f.what);
+  }
   return out;
 }
 

@@ -410,7 +410,8 @@ TEST(ReportTables, OneWorkloadsPointsAreNamedByTheResultsTablesColumns) {
 }
 
 // A point that failed alike in each of its launches is one item of "Points needing attention",
-// naming its launches and ids; one that failed otherwise in one launch is an item of its own.
+// naming its launches and ids; one that failed otherwise in one launch is an item of its own; a
+// backend all of whose points failed alike is one item.
 TEST(ReportAttention, APointThatFailedAlikeInEveryLaunchIsSaidOnce) {
   std::vector<PointRow> rows;
   for (std::int64_t launch : {1, 2, 3})
@@ -428,6 +429,17 @@ TEST(ReportAttention, APointThatFailedAlikeInEveryLaunchIsSaidOnce) {
   EXPECT_EQ(items[0],
             "gemm:onednn (launches 1, 2: " + rows[0].id + ", " + rows[2].id + "): backend-failed: no AVX-512");
   EXPECT_EQ(items[1], "gemm:onednn (launch 3, " + rows[4].id + "): backend-failed: out of memory");
+  // Every point of a backend failed alike (no GPU on this host): one item for all of them.
+  for (auto& r : rows)
+    if (r.backend == "blas") {
+      r.outcome = d500::Outcome::BackendFailed;
+      r.status = "backend-failed";
+      r.status_reason = "no device";
+    }
+  const std::vector<std::string> all = d500::attention(report(rows));
+  ASSERT_EQ(all.size(), 3u);
+  EXPECT_EQ(all[1], "every gemm:blas point (3; results.csv has their ids): backend-failed: no device")
+      << "where its first point would have been";
 }
 
 // In the terminal, a table too wide for 120 columns is cut, but never so that two rows' names read
