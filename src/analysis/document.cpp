@@ -437,10 +437,10 @@ Section workload_results(const Report& rep, const std::string& workload) {
   // One rate unit for the workload: in the header, the cells bare numbers.
   std::set<std::string> units;
   bool aggregate = false;
-  for (const auto& r : rep.rows)
-    if (r.workload == workload && r.time.n > 0) {
-      units.insert(r.rate_unit);
-      aggregate = aggregate || (r.ranks > 1 && std::isfinite(r.rate_aggregate));
+  for (const auto* r : rows)
+    if (r->time.n > 0) {
+      units.insert(r->rate_unit);
+      aggregate = aggregate || (r->ranks > 1 && std::isfinite(r->rate_aggregate));
     }
   const std::string unit = units.size() == 1 ? *units.begin() : "";
   std::vector<std::string> head{"backend"};
@@ -458,8 +458,7 @@ Section workload_results(const Report& rep, const std::string& workload) {
   // One rank count for every point: the shared nodes and ranks_per_node say it, and the terminal
   // gives its columns to what differs.
   std::set<int> ranks;
-  for (const auto& r : rep.rows)
-    if (r.workload == workload) ranks.insert(r.ranks);
+  for (const auto* r : rows) ranks.insert(r->ranks);
   if (ranks.size() == 1) b.table.wide_only.insert(first_figure);
   for (const auto& r : rep.rows) {
     if (r.workload != workload) continue;

@@ -792,18 +792,21 @@ std::vector<std::string> attention(const Report& rep) {
   };
   std::vector<Failed> failed;
   std::map<std::string, std::size_t> index;
-  std::map<std::string, std::size_t> points;             // workload:backend -> its points
-  std::map<std::string, std::set<std::string>> reasons;  // workload:backend -> what its failed points say
-  std::map<std::string, std::size_t> failures;           // workload:backend -> its failed points
+  struct Tally {
+    std::size_t points = 0, failed = 0;
+    std::set<std::string> reasons;  // what its failed points say
+  };
+  std::map<std::string, Tally> tally;  // workload:backend -> its points
   for (const auto& r : rep.rows) {
     const std::string backend = r.workload + ":" + r.backend;
-    ++points[backend];
+    Tally& t = tally[backend];
+    ++t.points;
     if (r.outcome == Outcome::Complete && !r.reps_incomplete) continue;
     std::string what = r.status + (r.status_reason.empty() ? "" : ": " + r.status_reason);
     if (r.reps_incomplete)
       what += "; " + std::to_string(r.reps_incomplete) + " repetitions lacked some rank and were excluded";
-    reasons[backend].insert(what);
-    ++failures[backend];
+    t.reasons.insert(what);
+    ++t.failed;
     const auto launch = r.params.find("launch");
     const bool launched = launch != r.params.end() && rep.names.varies(r.workload, "launch");
     const std::string label = launched ? rep.names.label(r, {"launch"}) : point_label(rep, r);
@@ -814,10 +817,10 @@ std::vector<std::string> attention(const Report& rep) {
   }
   std::set<std::string> said;
   for (const auto& f : failed) {
-    const std::size_t n = points[f.backend];
-    if (n > 1 && failures[f.backend] == n && reasons[f.backend].size() == 1) {
+    const Tally& t = tally[f.backend];
+    if (t.points > 1 && t.failed == t.points && t.reasons.size() == 1) {
       if (said.insert(f.backend).second)
-        out.push_back("every " + f.backend + " point (" + std::to_string(n) +
+        out.push_back("every " + f.backend + " point (" + std::to_string(t.points) +
                       "; results.csv has their ids): " + f.what);
       continue;
     }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <optional>
 #include <set>
 
 #include "common/text.hpp"
@@ -134,6 +135,24 @@ std::vector<std::string> split_parts(const std::string& s) {
   }
 }
 
+// `parts` joined by ", ", each cut in the middle to at most max(its `least`, cap) characters with
+// the largest cap that fits `chars`; nullopt where even the least do not fit.
+std::optional<std::string> cut_parts(const std::vector<std::string>& parts, const std::vector<std::size_t>& least,
+                                     std::size_t chars) {
+  auto length = [&](std::size_t cap) {
+    std::size_t n = 2 * (parts.size() - 1);
+    for (std::size_t k = 0; k < parts.size(); ++k) n += std::min(parts[k].size(), std::max(least[k], cap));
+    return n;
+  };
+  if (length(0) > chars) return std::nullopt;
+  std::size_t longest = 0, cap = 0;
+  for (const auto& p : parts) longest = std::max(longest, p.size());
+  while (cap < longest && length(cap + 1) <= chars) ++cap;
+  std::string o;
+  for (std::size_t k = 0; k < parts.size(); ++k) o += (k ? ", " : "") + cut_middle(parts[k], std::max(least[k], cap));
+  return o;
+}
+
 // `s` cut to the characters `width` holds with an ellipsis (the full text goes into the element's
 // <title>): at its end, or with `middle` in the middle of each of its ", "-separated parts, the
 // longest first, which keeps apart names that differ only at a part's end ("cuda
@@ -144,17 +163,8 @@ std::string fit(const std::string& s, double width, bool middle = false) {
   if (s.size() <= chars) return s;
   if (!middle) return s.substr(0, chars - 1) + "\u2026";
   const std::vector<std::string> parts = split_parts(s);
-  const std::size_t gaps = 2 * (parts.size() - 1);
-  auto joined = [&](std::size_t cap) {
-    std::string o;
-    for (const auto& p : parts) o += (o.empty() ? "" : ", ") + cut_middle(p, cap);
-    return o;
-  };
-  for (std::size_t cap = s.size(); parts.size() > 1 && cap >= 4 && gaps + 4 * parts.size() <= chars; --cap) {
-    std::size_t length = gaps;
-    for (const auto& p : parts) length += std::min(p.size(), cap);
-    if (length <= chars) return joined(cap);
-  }
+  if (parts.size() > 1 && 2 * (parts.size() - 1) + 4 * parts.size() <= chars)
+    if (auto cut = cut_parts(parts, std::vector<std::size_t>(parts.size(), 4), chars)) return *cut;
   return cut_middle(s, chars);
 }
 
@@ -198,18 +208,9 @@ std::vector<std::string> fit_by_part(const std::vector<std::string>& full, const
   }
   std::vector<std::string> out;
   for (std::size_t i = 0; i < full.size(); ++i) {
-    const auto chars = static_cast<std::size_t>(std::max(4.0, widths[i] / kCharWidth));
-    auto length = [&](std::size_t cap) {
-      std::size_t n = 2 * (count - 1);
-      for (std::size_t k = 0; k < count; ++k) n += std::min(parts[i][k].size(), std::max(least[k], cap));
-      return n;
-    };
-    if (length(0) > chars) return {};
-    std::size_t cap = 0;
-    while (cap < full[i].size() && length(cap + 1) <= chars) ++cap;
-    std::string o;
-    for (std::size_t k = 0; k < count; ++k) o += (k ? ", " : "") + cut_middle(parts[i][k], std::max(least[k], cap));
-    out.push_back(o);
+    auto cut = cut_parts(parts[i], least, static_cast<std::size_t>(std::max(4.0, widths[i] / kCharWidth)));
+    if (!cut) return {};
+    out.push_back(*cut);
   }
   return out;
 }
