@@ -138,8 +138,9 @@ XChoice choose_x(const std::vector<const PointRow*>& rows, const PointNames& nam
   return {"", true};
 }
 
-// A parameter's value in a table cell or on an axis: an unset string (the workload's default,
-// normalised away from the id) reads "default", an absent parameter "-".
+// A parameter's value in a table cell or on an axis. An unset one holds what it stood for where the
+// results file says (summary.cpp's apply_unset: "fp32", "nchw"); one left unset that the file does not
+// explain (a file before 2026-12, gemm's math, which follows its dtype) reads "default", an absent one "-".
 std::string value_text(const PointRow& r, const std::string& k) {
   if (k == "ranks") return std::to_string(r.ranks);
   auto v = r.params.find(k);
@@ -413,20 +414,18 @@ Section workload_results(const Report& rep, const std::string& workload) {
                                          : "Shared by every " + workload + " point: " + shared + "."));
   std::vector<std::string> vary;
   if (auto it = names.varying.find(workload); it != names.varying.end()) vary = it->second;
-  // A backend's own setting with one value on all of its points (cuda's cudnn_api = graph) tells
-  // no two rows apart: said once here, not a column of that value and "-".
   std::vector<const PointRow*> rows;
   for (const auto& r : rep.rows)
     if (r.workload == workload) rows.push_back(&r);
+  // A backend's own setting with one value on all of its points (cuda's cudnn_api = graph) tells
+  // no two rows apart (PointNames::by_backend): said once here, not a column of that value and "-".
   std::map<std::string, std::vector<std::string>> own_said;  // backend -> "k=v"
-  if (const std::set<std::string>* own = rows.empty() ? nullptr : names.own_of(*rows[0]))
-    for (const std::string& k : *own) {
-      std::map<std::string, std::set<std::string>> values;  // backend -> its points' values of k
-      for (const auto* r : rows) values[r->backend].insert(value_text(*r, k));
-      if (!std::all_of(values.begin(), values.end(), [](const auto& v) { return v.second.size() == 1; })) continue;
-      vary.erase(std::remove(vary.begin(), vary.end(), k), vary.end());
-      for (const auto& [backend, v] : values)
-        if (*v.begin() != "-") own_said[backend].push_back(k + "=" + *v.begin());
+  if (auto fixed = names.by_backend.find(workload); fixed != names.by_backend.end())
+    for (const std::string& k : fixed->second) {
+      std::map<std::string, std::string> value;  // backend -> its points' one value of k
+      for (const auto* r : rows) value[r->backend] = value_text(*r, k);
+      for (const auto& [backend, v] : value)
+        if (v != "-") own_said[backend].push_back(k + "=" + v);
     }
   if (!own_said.empty()) {
     std::vector<std::string> parts;
@@ -611,7 +610,11 @@ Block with_title(Block b, const Report& rep, bool point_column) {
     return b;
   std::vector<const Params*> params;
   for (const auto* r : rows) params.push_back(&r->params);
-  const std::vector<std::string> vary = param_spread(params).varying;
+  std::vector<std::string> vary = param_spread(params).varying;
+  if (auto fixed = rep.names.by_backend.find(rows[0]->workload); fixed != rep.names.by_backend.end())
+    vary.erase(
+        std::remove_if(vary.begin(), vary.end(), [&](const std::string& k) { return fixed->second.count(k) > 0; }),
+        vary.end());
   auto named = [&](std::vector<std::string> row, const std::vector<std::string>& names) {
     row.erase(row.begin());
     row.insert(row.begin(), names.begin(), names.end());

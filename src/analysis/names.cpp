@@ -43,6 +43,19 @@ PointNames point_names(const std::vector<PointRow>& rows) {
     n.shared[w] = std::move(s.shared);
   }
   n.own = backend_keys(rows);
+  for (const auto& [w, keys] : n.own)
+    for (const std::string& k : keys) {
+      std::map<std::string, std::set<std::string>> values;  // backend -> its points' values of k
+      for (const auto& r : rows)
+        if (r.workload == w) values[r.backend].insert(param_text(r, k));
+      if (std::all_of(values.begin(), values.end(), [](const auto& v) { return v.second.size() == 1; })) {
+        n.by_backend[w].insert(k);
+        auto& vary = n.varying[w];
+        vary.erase(std::remove(vary.begin(), vary.end(), k), vary.end());
+      }
+    }
+  for (auto it = n.varying.begin(); it != n.varying.end();)
+    it = it->second.empty() ? n.varying.erase(it) : std::next(it);
   return n;
 }
 

@@ -27,6 +27,11 @@ struct PointNames {
   // backends leave them out of what two points must share, and a figure out of its axes and panels;
   // both name them beside the backend where they tell two points of one backend apart (who).
   std::map<std::string, std::set<std::string>> own;
+  // workload -> those of its own settings with one value on all of each backend's points (onednn's
+  // fusion=off, cuda's cudnn_api=graph, written where the file says what unset stands for): they
+  // tell no two points apart that their backends do not, so they are not in `varying`; the results
+  // table says them once, beside the shared parameters.
+  std::map<std::string, std::set<std::string>> by_backend;
 
   bool varies(const std::string& workload, const std::string& name) const;
   // "gemm:blas n=512 ranks_per_node=2": the point by what tells it apart, less `without`.

@@ -133,6 +133,23 @@ void add_step_costs(PointRow& r, const PointResult& p, int first_rep, int end_re
 
 namespace {
 
+// A parameter left "" as what it stands for on the point (`unset`, from its file): math reads
+// "fp32" where the campaign wrote fp32 and the planner normalised it away from the id; a setting of
+// another backend's, which changes nothing on it, is absent (a table's "-"). Also a point never
+// run, whose parameters come from its canonical text (where "" is absent), with its siblings'.
+void apply_unset(PointRow& r, const std::map<std::string, std::string>& unset) {
+  for (const auto& [k, means] : unset) {
+    auto it = r.params.find(k);
+    if (it != r.params.end() && !is_unset(it->second)) continue;
+    if (means.empty()) {
+      if (it != r.params.end()) r.params.erase(it);
+    } else {
+      r.params[k] = Value{means};
+      r.unset[k] = means;
+    }
+  }
+}
+
 // What a point is, as its file says: its names, parameters, outcome and validation, and its job's.
 PointRow point_identity(const PointResult& p, const JobResult& j) {
   PointRow r;
@@ -141,6 +158,7 @@ PointRow point_identity(const PointResult& p, const JobResult& j) {
   r.file = j.path;
   r.canonical = p.canonical;
   r.params = p.params;
+  apply_unset(r, p.unset);
   r.workload = p.params.count("workload") ? canonical(p.params.at("workload")) : "?";
   r.backend = p.params.count("backend") ? canonical(p.params.at("backend")) : "?";
   r.level = p.level;
@@ -356,6 +374,9 @@ Report analyze_run(const std::string& dir, const AnalysisOptions& opt) {
     }
     r.status_reason += (r.status_reason.empty() ? "" : "; ") + e->second.text;
   };
+  // What a workload's points on a backend left unset stood for, from those that ran: for those that did not.
+  std::map<std::pair<std::string, std::string>, std::map<std::string, std::string>> unset_of;
+  for (const auto& [id, r] : best) unset_of[{r.workload, r.backend}].insert(r.unset.begin(), r.unset.end());
   std::set<std::string> listed;
   for (const auto& p : planned) {
     listed.insert(p.id);
@@ -375,6 +396,7 @@ Report analyze_run(const std::string& dir, const AnalysisOptions& opt) {
     r.backend = head.backend;
     // Never run: its parameters from its canonical text, so that it reads like its neighbours.
     r.params = parse_canonical_point(p.canonical);
+    if (auto u = unset_of.find({r.workload, r.backend}); u != unset_of.end()) apply_unset(r, u->second);
     r.nodes = static_cast<int>(int_param_or(r.params, "nodes", 1));
     r.ranks_per_node = static_cast<int>(int_param_or(r.params, "ranks_per_node", 1));
     r.ranks = r.nodes * r.ranks_per_node;

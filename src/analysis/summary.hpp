@@ -24,7 +24,10 @@ struct PointRow {
   std::string scaling = "strong", scaling_note;  // what a series over ranks means for this workload
   bool oversubscribed = false;
   int level = 0, ranks = 0, nodes = 1, ranks_per_node = 1, warmups_excluded = 0, reps_incomplete = 0;
+  // Its parameters; one its file says stands for a value when left "" (PointResult::unset: math
+  // "fp32", cuda's cudnn_api "legacy") holds that value, and another backend's setting is absent.
   Params params;
+  std::map<std::string, std::string> unset;  // what those parameters stood for, as the file says
   double validation_max_rel_error = 0, validation_tolerance = 0;
   std::int64_t peak_rss_bytes = -1;         // largest peak resident set of a rank during the point; -1: unknown
   std::int64_t memory_estimate_bytes = -1;  // the planner's estimate of the point's data per rank; -1: none

@@ -56,6 +56,9 @@ struct BackendSetting {
   // this value, which its id then names, so that the ids of points planned before (unset,
   // or the old default, normalised to "" by `neutral`) keep the meaning they had.
   std::string planned{};
+  // Workloads on which the setting left unset follows another key rather than being `neutral`
+  // (cuda's math on gemm and conv2d: the dtype's arithmetic): no meaning of "" is recorded there.
+  std::vector<std::string> unset_follows{};
   bool required = false;     // a point on this backend must set it
   bool path = false;         // a file's path: made absolute (jobs run elsewhere than `d500 plan`)
   std::string other_note{};  // said when a point on another backend sets it

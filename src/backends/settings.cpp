@@ -114,6 +114,29 @@ void normalize_backend_settings(Params& p, const std::string& workload) {
     }
 }
 
+std::vector<std::pair<std::string, std::string>> unset_settings(const Params& p, const std::string& workload) {
+  const auto bit = p.find("backend");
+  const BackendInfo* own = bit != p.end() && std::holds_alternative<std::string>(bit->second)
+                               ? find_backend(std::get<std::string>(bit->second))
+                               : nullptr;
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& [key, v] : p) {
+    if (!is_unset(v) || declaring(key).empty()) continue;
+    const BackendSetting* s = nullptr;
+    if (own)
+      for (const auto& x : own->settings)
+        if (x.spec.name == key && applies(x, workload)) s = &x;
+    if (!s) {
+      out.emplace_back(key, "");
+      continue;
+    }
+    const auto& follows = s->unset_follows;
+    if (std::find(follows.begin(), follows.end(), workload) != follows.end()) continue;
+    if (const std::string means = neutral_value(*s, workload); !means.empty()) out.emplace_back(key, means);
+  }
+  return out;
+}
+
 std::string check_backend_settings(const Params& p) {
   const auto bit = p.find("backend");
   if (bit == p.end()) return "";

@@ -24,6 +24,13 @@ std::vector<ParamSpec> backend_setting_params();
 // means unset there, and the old default afterwards.
 void normalize_backend_settings(Params& p, const std::string& workload);
 
+// What each backend setting the point leaves unset ("") means on it, for its results file
+// (`unset.<key>`, hdf5-schema/README.md): the value the point's backend then uses (`neutral`, by
+// workload; cuda's cudnn_api: legacy, since a point planned without it names graph in its id), or
+// "" where the setting is none of this backend's or changes nothing on `workload`'s points. Left
+// out: a setting whose unset value follows another key there (BackendSetting::unset_follows).
+std::vector<std::pair<std::string, std::string>> unset_settings(const Params& p, const std::string& workload);
+
 // "" when the point's backend takes every setting the point sets and has every setting it
 // requires; else why not, naming the key first (the planner then points at its line): "'math' is
 // only for backends "cuda" and "libtorch-cuda" (this point's backend is "blas"; ...)". Then the

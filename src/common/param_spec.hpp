@@ -17,6 +17,9 @@ struct ParamSpec {
   std::int64_t min = 0, max = 0;     // for integers, when min < max
   std::vector<std::string> choices;  // for strings, when not empty
   std::string help;
+  // What an unset ("") string stands for where it is one value under another name (gemm's and
+  // conv2d's dtype: "fp32"): the results file records it (`unset.<name>`) and the report shows it.
+  std::string unset_means{};
 };
 
 }  // namespace d500

@@ -120,6 +120,7 @@ PointResult read_point(hid_t file, const std::string& id, const std::string& pat
   h5::check(H5Aiterate2(g, H5_INDEX_NAME, H5_ITER_INC, nullptr, collect_attr_names, &attrs), "H5Aiterate2", what);
   for (const auto& n : attrs) {
     if (n.rfind("param.", 0) == 0) p.params[n.substr(6)] = h5::read_attr_value(g, n, what);
+    if (n.rfind("unset.", 0) == 0) p.unset[n.substr(6)] = h5::read_attr_string(g, n, what);
     if (n.rfind("network.", 0) == 0 || n.rfind("memory.", 0) == 0 || n.rfind("executor", 0) == 0 ||
         n.rfind("train.", 0) == 0 || n.rfind("dist.", 0) == 0 || n.rfind("comm.", 0) == 0 ||
         n.rfind("repetitions.", 0) == 0 || n.rfind("machine.", 0) == 0 || n.rfind("device.", 0) == 0 ||

@@ -31,6 +31,8 @@ struct PointResult {
   // executor's steps with each rank's time in each.
   std::int64_t work_items = 0;
   std::map<std::string, Value> facts;  // also train.* (level 2)
+  // unset.<name>: what a parameter left "" stands for on this point ("" for another backend's setting).
+  std::map<std::string, std::string> unset;
   std::vector<StepInfo> steps;
   struct StepTime {
     std::int32_t rank, rep, step;

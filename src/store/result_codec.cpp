@@ -143,6 +143,7 @@ std::string encode_job_result(const JobResult& r) {
     for (int i : {p.index, p.level, p.warmups, p.repetitions}) o.pod(i);
     o.map(p.params, [&](const Value& v) { o.value(v); });
     o.map(p.facts, [&](const Value& v) { o.value(v); });
+    o.map(p.unset, [&](const std::string& v) { o.str(v); });
     o.rows(p.samples);
     o.rows(p.events);
     o.pod(static_cast<std::uint64_t>(p.steps.size()));
@@ -181,6 +182,7 @@ JobResult decode_job_result(const std::string& bytes, const std::string& what) {
     for (int* v : {&p.index, &p.level, &p.warmups, &p.repetitions}) *v = in.pod<int>();
     p.params = in.map<Value>([&] { return in.value(); });
     p.facts = in.map<Value>([&] { return in.value(); });
+    p.unset = in.map<std::string>([&] { return in.str(); });
     p.samples = in.rows<Sample>();
     p.events = in.rows<Event>();
     for (std::size_t k = 0, m = in.count(40); k < m; ++k) {

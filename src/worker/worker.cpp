@@ -501,6 +501,7 @@ PointSetup set_up_point(JobRun& job, const PointSpec& p, int i) {
     }
   }
   library_attributes(p, meta);
+  for (auto& [k, means] : unset_meanings(w, p.params)) meta.attributes.push_back({"unset." + k, std::move(means)});
   job.out.begin_point(PointIdentity{p.id, p.canonical, p.level, p.params}, i, job.spec.warmups, job.spec.repetitions,
                       meta);
   if (s.wl) {

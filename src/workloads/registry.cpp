@@ -2,6 +2,7 @@
 
 #include "backends/kernel.hpp"
 #include "backends/registry.hpp"
+#include "backends/settings.hpp"
 #include "common/mpi_check.hpp"
 
 namespace d500 {
@@ -24,6 +25,14 @@ const std::vector<ParamSpec>& common_params() {
        "which launch of a replicated campaign (set by launches = k in [campaign])"},
   };
   return list;
+}
+
+std::vector<std::pair<std::string, std::string>> unset_meanings(const WorkloadInfo& w, const Params& p) {
+  auto out = unset_settings(p, w.name);
+  for (const auto& spec : w.params)
+    if (auto it = p.find(spec.name); !spec.unset_means.empty() && it != p.end() && is_unset(it->second))
+      out.emplace_back(spec.name, spec.unset_means);
+  return out;
 }
 
 void WorkloadRegistry::add(WorkloadInfo info) { list_.push_back(std::move(info)); }

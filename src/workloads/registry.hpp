@@ -128,6 +128,12 @@ class WorkloadRegistry {
 // The registry with every workload built into d500 (see builtin.cpp).
 const WorkloadRegistry& builtin_workloads();
 
+// What each parameter point `p` of workload `w` leaves unset ("") stands for, for its results
+// file (`unset.<name>`): the workload's own (ParamSpec::unset_means) and its backend's settings'
+// (unset_settings: "" for another backend's), so that a report says "fp32" where a campaign wrote
+// it and the planner normalised it away from the id.
+std::vector<std::pair<std::string, std::string>> unset_meanings(const WorkloadInfo& w, const Params& p);
+
 template <class T>
 T param(const Params& p, const std::string& name) {
   return std::get<T>(p.at(name));

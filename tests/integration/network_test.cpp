@@ -314,6 +314,58 @@ TEST_F(Networks, OnednnsBf16MathAndChannelsLastRunWhereTheySayAndValidate) {
   EXPECT_EQ(plain, 1) << "fp32 and nchw are the defaults: one point's id names neither";
 }
 
+// A setting left unset (or set to its backend's default, which the planner normalises away from the id)
+// is recorded with what it stands for on the point (`unset.<key>`), and the report says that value,
+// never "default": a campaign that wrote math = "fp32" reads fp32. Another backend's setting reads as
+// absent. A point whose results file is gone reads like its siblings.
+TEST_F(Networks, WhatAnUnsetSettingStandsForIsRecordedAndReportedAsThatValue) {
+  const d500::BackendInfo* onednn = d500::find_backend("onednn");
+  if (!onednn || !onednn->built) GTEST_SKIP() << "this build has no onednn, a backend with settings of its own";
+  const fs::path run = planned(
+      "[campaign]\nname = \"unset\"\nrepetitions = 2\nwarmups = 1\nlaunches = 2\n[fixed]\nworkload = \"network\"\n"
+      "network = \"lenet5\"\nbatch = 4\npass = \"training\"\n[axes]\nbackend = [\"onednn\", \"reference\"]\n");
+  Cmd r = sh(d500_cmd("run " + run.string()));
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto points = d500::read_job_file((run / "results" / "job-0000.h5").string()).points;
+  ASSERT_EQ(points.size(), 2u);
+  for (const auto& p : points) {
+    SCOPED_TRACE(p.canonical);
+    ASSERT_EQ(p.canonical.find("math"), std::string::npos) << "fp32 is not in the id";
+    ASSERT_TRUE(p.unset.count("cudnn_api")) << "every backend setting the point leaves unset is said";
+    EXPECT_EQ(p.unset.at("cudnn_api"), "") << "cuda's setting changes nothing here";
+    if (p.canonical.rfind("network:onednn", 0) == 0) {
+      EXPECT_EQ(p.unset.at("math"), "fp32");
+      EXPECT_EQ(p.unset.at("memory_format"), "nchw");
+      EXPECT_EQ(p.unset.at("fusion"), "off");
+    } else {
+      EXPECT_EQ(p.unset.at("math"), "") << "the reference computes in float32 and has no such setting";
+    }
+  }
+  Cmd check = sh(d500_cmd("check " + (run / "results" / "job-0000.h5").string()));
+  EXPECT_EQ(check.code, 0) << check.out;
+  // Launch 2's results file lost: its points are missing, and read as their launch 1 siblings do.
+  fs::remove(run / "results" / "job-0001.h5");
+  Cmd rep = sh(d500_cmd("report " + run.string()));
+  ASSERT_EQ(rep.code, 0) << rep.out;
+  const auto rows = read_csv(run / "results.csv");
+  ASSERT_EQ(rows.size(), 4u);
+  int missing = 0;
+  for (const auto& [id, row] : rows) {
+    SCOPED_TRACE(id + " " + row.at("canonical"));
+    missing += row.at("status") == "missing";
+    EXPECT_EQ(row.at("param_math"), row.at("backend") == "onednn" ? "fp32" : "");
+    EXPECT_EQ(row.at("param_memory_format"), row.at("backend") == "onednn" ? "nchw" : "");
+  }
+  EXPECT_EQ(missing, 2);
+  const std::string md = read_file_text(run / "report.md");
+  EXPECT_NE(md.find("A backend's own settings, the same on all its points: onednn: fusion=off math=fp32 "
+                    "memory_format=nchw."),
+            std::string::npos)
+      << md;
+  EXPECT_EQ(md.find("| default |"), std::string::npos) << md;
+  EXPECT_EQ(rep.out.find("default"), std::string::npos) << rep.out;
+}
+
 TEST_F(Networks, AWrongCustomOperatorIsFoundAtItsNode) {
   const fs::path run = planned(
       "[campaign]\nname = \"wrong\"\nrepetitions = 3\nwarmups = 1\n[fixed]\nworkload = \"network\"\n"

@@ -44,6 +44,7 @@ std::vector<BackendSetting> settings_of_backend_cuda() {
                 "validation allows 9u more, u = 2^-8, and simulates the stores); default: fp32 (gemm: its dtype)"},
        .workloads = {"conv2d", "gemm", "network", "train", "distributed"},
        .neutral = "fp32",
+       .unset_follows = {"conv2d", "gemm"},
        .other_note = kOthersComputeInFloat32},
       {.spec = {"memory_format", ValueType::String, Value{std::string()}, 0, 0, {"nchw", "channels_last"},
                 "networks (levels 1-3, d500's executor): nchw, or channels_last (the activations between cuDNN's "

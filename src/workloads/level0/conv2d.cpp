@@ -122,7 +122,8 @@ OperatorDef conv2d_operator() {
       {"dtype", ValueType::String, Value{std::string()}, 0, 0, {"fp32", "bf16", "fp16"},
        "element type of x, w, y and their gradients: unset or fp32, float32; bf16 and fp16 (the tensors in that type, the sums "
        "in float32: cuDNN's pseudo-bfloat16 and pseudo-half configurations, PyTorch's conv2d on such tensors), on a backend "
-       "with reduced precision (cuda, through cuDNN's legacy calls or its graph API); validation allows 9u more (u = 2^-8, 2^-11)"},
+       "with reduced precision (cuda, through cuDNN's legacy calls or its graph API); validation allows 9u more (u = 2^-8, 2^-11)",
+       "fp32"},
   };
   // clang-format on
   w.normalize = [](Params& p) {

@@ -86,7 +86,8 @@ OperatorDef gemm_operator() {
       {"k", ValueType::Int, minus_one, -1, 65536, {}, "inner dimension; -1: same as n"},
       {"dtype", ValueType::String, Value{std::string()}, 0, 0, {"fp32", "tf32", "bf16", "fp16"},
        "element type: unset or fp32, float32; tf32 (float32 in and out, inputs rounded to TF32 by tensor cores), bf16 and fp16 "
-       "(inputs and C in that type), each accumulating in float32, on a backend with reduced precision (cuda)"},
+       "(inputs and C in that type), each accumulating in float32, on a backend with reduced precision (cuda)",
+       "fp32"},
   };
   // clang-format on
   d.info.normalize = [](Params& p) {

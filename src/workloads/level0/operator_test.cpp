@@ -13,6 +13,7 @@
 #include "backends/half.hpp"
 #include "backends/reference/nn.hpp"
 #include "backends/registry.hpp"
+#include "backends/settings.hpp"
 #include "common/error.hpp"
 #include "common/parallel.hpp"
 #include "workloads/level0/shape_sets.hpp"
@@ -461,6 +462,55 @@ TEST(ExecutorPeak, AskedForThePointsArithmeticOnlyOnADeviceBackendWithAPeak) {
   executor_peak_attributes(b, normalised, true);
   EXPECT_EQ(asked, (std::vector<std::string>{"tf32", "fp32", "fp32", "bf16", "fp32"}));
   EXPECT_TRUE(executor_peak_attributes(BackendInfo{}, tf32, true).empty());
+}
+
+// What a backend setting a point leaves unset stands for (unset_settings, unset_meanings; the results
+// file's unset.<key>): its backend's own choice for the workload, the old default where a changed one
+// is planned into ids, "" for another backend's setting, nothing where it follows the dtype.
+TEST(UnsetSettings, StandForTheBackendsOwnChoiceOnTheWorkload) {
+  auto meanings = [](Params p, const std::string& workload) {
+    normalize_backend_settings(p, workload);
+    std::map<std::string, std::string> m;
+    for (const auto& [k, v] : unset_settings(p, workload)) m[k] = v;
+    return m;
+  };
+  Params net{{"workload", Value{std::string("network")}}, {"backend", Value{std::string("cuda")}}};
+  for (const auto& spec : backend_setting_params()) net[spec.name] = Value{std::string()};
+  net["cudnn_api"] = Value{std::string("legacy")};  // the old default, written out: "" in the id
+  net["fusion"] = Value{std::string("off")};
+  net["math"] = Value{std::string("tf32")};
+  const auto cuda = meanings(net, "network");
+  EXPECT_EQ(cuda.at("cudnn_api"), "legacy") << "not graph, which a point that leaves it unset is planned with";
+  EXPECT_EQ(cuda.at("fusion"), "off");
+  EXPECT_EQ(cuda.at("memory_format"), "nchw");
+  EXPECT_EQ(cuda.at("cudnn_algorithms"), "deterministic");
+  EXPECT_EQ(cuda.at("cuda_graph"), "") << "training only: it changes nothing on a network point";
+  EXPECT_EQ(cuda.at("library"), "") << "the custom backend's";
+  EXPECT_FALSE(cuda.count("math")) << "set: nothing to say";
+  Params conv = net;
+  conv["workload"] = Value{std::string("conv2d")};
+  conv["math"] = Value{std::string()};
+  const auto level0 = meanings(conv, "conv2d");
+  EXPECT_EQ(level0.at("cudnn_algorithms"), "heuristic") << "level 0's own neutral choice";
+  EXPECT_FALSE(level0.count("math")) << "on conv2d an unset math follows the dtype";
+  Params cpu = net;
+  cpu["backend"] = Value{std::string("onednn")};
+  cpu["cudnn_api"] = cpu["fusion"] = cpu["math"] = Value{std::string()};
+  const auto onednn = meanings(cpu, "network");
+  EXPECT_EQ(onednn.at("math"), "fp32");
+  EXPECT_EQ(onednn.at("fusion"), "off");
+  EXPECT_EQ(onednn.at("cudnn_api"), "") << "cuda's";
+  // A workload's own parameter: gemm's dtype.
+  const WorkloadInfo* gemm = builtin_workloads().find("gemm");
+  ASSERT_NE(gemm, nullptr);
+  Params g{{"workload", Value{std::string("gemm")}},
+           {"backend", Value{std::string("blas")}},
+           {"dtype", Value{std::string()}},
+           {"shape", Value{std::string()}}};
+  std::map<std::string, std::string> m;
+  for (const auto& [k, v] : unset_meanings(*gemm, g)) m[k] = v;
+  EXPECT_EQ(m.at("dtype"), "fp32");
+  EXPECT_FALSE(m.count("shape")) << "an unset shape stands for no value";
 }
 
 }  // namespace
