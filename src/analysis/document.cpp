@@ -452,6 +452,7 @@ Section workload_results(const Report& rep, const std::string& workload) {
     if (!h.empty()) head.push_back(h);
   Block b = table({head});
   b.table.sortable = true;
+  b.table.naming = first_figure;
   b.table.wide_only = {first_figure + 3};  // the time's CI: the rate's says the same
   if (aggregate) b.table.wide_only.insert(first_figure + 6);
   // One rank count for every point: the shared nodes and ranks_per_node say it, and the terminal
@@ -631,6 +632,7 @@ Block with_title(Block b, const Report& rep, bool point_column) {
   std::set<std::size_t> wide;
   for (std::size_t c : b.table.wide_only) wide.insert(c == 0 ? 0 : c + head.size() - 1);
   b.table.wide_only = wide;
+  b.table.naming = head.size();
   return b;
 }
 

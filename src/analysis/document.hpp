@@ -16,6 +16,7 @@ struct TableBlock {
   std::vector<std::string> row_class;  // per body row: "bad", "warn" or "" (HTML)
   std::vector<std::string> row_title;  // per body row: the hover text (HTML: the point's full canonical form)
   std::set<std::size_t> wide_only;     // columns the terminal prints only with --wide
+  std::size_t naming = 1;              // the leading columns that name a row: the terminal cuts them last
   bool sortable = false;               // HTML: a click on a header sorts by that column
 };
 

@@ -78,28 +78,65 @@ std::size_t first_column_need(const TableBlock& tb, std::size_t col) {
   return need;
 }
 
-// A table in aligned columns, its header underlined; within `width` columns, the widest column
-// is cut (with an ellipsis) until the table fits, never so that two rows' names read alike.
+// A header's lines in a column `cols` wide: its words, as many a line as fit (a word wider than
+// the column cut).
+std::vector<std::string> header_lines(const std::string& h, std::size_t cols) {
+  std::vector<std::string> lines;
+  for (const auto& word : split(h, ' ')) {
+    if (word.empty()) continue;
+    if (!lines.empty() && columns(lines.back()) + 1 + columns(word) <= cols)
+      lines.back() += " " + word;
+    else
+      lines.push_back(cut(word, cols));
+  }
+  if (lines.empty()) lines.emplace_back();
+  return lines;
+}
+
+std::size_t longest_word(const std::string& h) {
+  std::size_t n = 0;
+  for (const auto& word : split(h, ' ')) n = std::max(n, columns(word));
+  return n;
+}
+
+// A table in aligned columns, its header underlined; within `width` columns, first a header wider
+// than its column's values wraps at its spaces ("planned" over "memory"), then the columns that do
+// not name the row (TableBlock::naming) are cut (with an ellipsis), down to their header's longest
+// word (at most 16) or 12, then the widest of all, never so that two rows' names read alike.
 void text_table(std::ostringstream& o, const TableBlock& tb, std::size_t width) {
   std::vector<std::size_t> keep;
   for (std::size_t i = 0; i < tb.table.front().size(); ++i)
     if (width == 0 || !tb.wide_only.count(i)) keep.push_back(i);
-  std::vector<std::size_t> w(keep.size(), 0);
-  for (const auto& row : tb.table)
-    for (std::size_t j = 0; j < keep.size(); ++j) w[j] = std::max(w[j], columns(row[keep[j]]));
+  std::vector<std::size_t> w(keep.size(), 0), values(keep.size(), 0);
+  for (std::size_t k = 0; k < tb.table.size(); ++k)
+    for (std::size_t j = 0; j < keep.size(); ++j) {
+      w[j] = std::max(w[j], columns(tb.table[k][keep[j]]));
+      if (k > 0) values[j] = std::max(values[j], columns(tb.table[k][keep[j]]));
+    }
   auto total = [&] {
     std::size_t t = 0;
     for (auto x : w) t += x + 2;
     return t - 2;
   };
-  // The first column names the row: the others give way first, down to their header (at most
-  // 16 columns) or 12, whichever is wider; then every column, down to 8.
+  auto header = [&](std::size_t j) -> const std::string& { return tb.table[0][keep[j]]; };
+  // Headers wrap first, the one with the most to give first, down to their values or longest word.
+  while (width > 0 && total() > width) {
+    std::size_t pick = w.size(), most = 0;
+    for (std::size_t j = 0; j < w.size(); ++j) {
+      const std::size_t floor = std::max(values[j], longest_word(header(j)));
+      if (w[j] > floor && w[j] - floor > most) pick = j, most = w[j] - floor;
+    }
+    if (pick == w.size()) break;
+    --w[pick];
+  }
+  std::size_t naming = 0;  // of the columns shown
+  while (naming < keep.size() && (naming == 0 || keep[naming] < tb.naming)) ++naming;
   std::vector<std::size_t> least(w.size());
   for (std::size_t j = 0; j < w.size(); ++j)
-    least[j] = std::max<std::size_t>(12, std::min<std::size_t>(16, columns(tb.table[0][keep[j]])));
+    least[j] = std::max<std::size_t>(12, std::min<std::size_t>(16, longest_word(header(j))));
   while (width > 0 && total() > width) {
     std::size_t pick = w.size();
-    for (std::size_t j = 1; j < w.size(); ++j)
+    for (std::size_t j = naming; j < w.size(); ++j)
       if (w[j] > least[j] && (pick == w.size() || w[j] > w[pick])) pick = j;
     if (pick == w.size()) pick = static_cast<std::size_t>(std::max_element(w.begin(), w.end()) - w.begin());
     if (w[pick] <= 8) break;
@@ -120,17 +157,34 @@ void text_table(std::ostringstream& o, const TableBlock& tb, std::size_t width) 
       ++w[0];
     }
   }
-  for (std::size_t k = 0; k < tb.table.size(); ++k) {
+  auto print = [&](const std::vector<std::string>& cells) {
     std::string line;
     for (std::size_t j = 0; j < keep.size(); ++j) {
-      const std::string c = cut(tb.table[k][keep[j]], w[j]);
+      const std::string c = cut(cells[j], w[j]);
       line += c + (j + 1 < keep.size() ? std::string(w[j] - columns(c) + 2, ' ') : "");
     }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
     o << line << "\n";
-    if (k == 0) {
-      for (std::size_t j = 0; j < w.size(); ++j) o << std::string(w[j], '-') << (j + 1 < w.size() ? "  " : "");
-      o << "\n";
-    }
+  };
+  // The header, its lines set on the last so that a short header sits above its underline.
+  std::vector<std::vector<std::string>> heads(keep.size());
+  std::size_t depth = 1;
+  for (std::size_t j = 0; j < keep.size(); ++j) {
+    heads[j] = columns(header(j)) <= w[j] ? std::vector<std::string>{header(j)} : header_lines(header(j), w[j]);
+    depth = std::max(depth, heads[j].size());
+  }
+  for (std::size_t line = 0; line < depth; ++line) {
+    std::vector<std::string> cells(keep.size());
+    for (std::size_t j = 0; j < keep.size(); ++j)
+      if (const std::size_t skip = depth - heads[j].size(); line >= skip) cells[j] = heads[j][line - skip];
+    print(cells);
+  }
+  for (std::size_t j = 0; j < w.size(); ++j) o << std::string(w[j], '-') << (j + 1 < w.size() ? "  " : "");
+  o << "\n";
+  for (std::size_t k = 1; k < tb.table.size(); ++k) {
+    std::vector<std::string> cells(keep.size());
+    for (std::size_t j = 0; j < keep.size(); ++j) cells[j] = tb.table[k][keep[j]];
+    print(cells);
   }
 }
 

@@ -477,6 +477,42 @@ TEST(ReportConsole, TwoRowsNamesNeverReadAlikeWhenATableIsCut) {
   EXPECT_EQ(shown.size(), names.size()) << out;
 }
 
+// A table of the Networks section as a cpu-frameworks campaign has it (the backend, launch, math and
+// memory_format naming each row, eleven columns): in 120 columns the headers wider than their values
+// wrap ("planned" over "memory") before any cell is cut, and the naming columns are cut last, so that
+// "libtorch-native" and "channels_last" read whole (they read "libtorch-na…", "channels_la…").
+TEST(ReportConsole, HeadersWrapAndTheNamingColumnsAreCutLast) {
+  d500::Document d;
+  d500::Section sec{"Networks", 2, true, {}};
+  d500::Block b;
+  b.kind = d500::Block::Kind::Table;
+  b.table.table = {{"backend", "launch", "math", "memory_format", "samples/s", "GFLOP/s", "forward", "backward",
+                    "planned memory", "peak RSS", "on the backend"}};
+  b.table.naming = 4;
+  for (const char* backend : {"onednn", "libtorch-native"})
+    for (const char* layout : {"nchw", "channels_last"})
+      b.table.table.push_back({backend, "1", "fp32", layout, "317.5", "78.84", "7.643 ms", "17.58 ms", "17.8 MiB",
+                               "281 MiB", std::string(backend) == "onednn" ? "100%" : "own executor"});
+  sec.blocks.push_back(b);
+  d.sections.push_back(sec);
+  const std::vector<std::string> lines = d500::split(d500::render_console(d, 120), '\n');
+  std::size_t underline = lines.size(), body = 0;
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    EXPECT_EQ(lines[i].find("\u2026"), std::string::npos) << "nothing cut: " << lines[i];
+    EXPECT_LE(lines[i].size(), 120u) << lines[i];
+    if (lines[i].rfind("---", 0) == 0 && underline == lines.size()) underline = i;
+    if (lines[i].rfind("libtorch-native  1       fp32  channels_last", 0) == 0) ++body;
+  }
+  ASSERT_LT(underline, lines.size());
+  ASSERT_GE(underline, 2u);
+  EXPECT_EQ(body, 1u) << "the names whole, in their columns:\n" << d500::join(lines, "\n");
+  const std::string &top = lines[underline - 2], &bottom = lines[underline - 1];
+  EXPECT_NE(top.find("planned"), std::string::npos) << top;
+  EXPECT_EQ(top.find("memory_format"), std::string::npos) << "a one-line header sits on the last line: " << top;
+  EXPECT_NE(bottom.find("memory_format"), std::string::npos) << bottom;
+  EXPECT_EQ(top.find("planned"), bottom.find("memory  ")) << "\n" << top << "\n" << bottom;
+}
+
 // Times that grow with the rank count faster than any serial share allows: no Amdahl model with
 // s > 1, but the reason; a real serial share is fitted inside [0, 1].
 TEST(ScalingModel, AFitOutsideTheLawsRangeIsReportedAsFailed) {
