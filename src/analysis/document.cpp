@@ -908,7 +908,11 @@ Document report_document(const Report& rep) {
   if (Table v = validation_table(rep); v.size() > 1)
     d.sections.push_back(
         {"Validation", 2, false, {text(validation_note()), with_title(table(std::move(v)), rep, true)}});
-  if (auto att = attention(rep); !att.empty()) d.sections.push_back({"Points needing attention", 2, true, {list(att)}});
+  if (auto att = attention(rep); !att.empty()) {
+    Block items = list(std::move(att));
+    items.brief_items = attention_brief(rep);
+    d.sections.push_back({"Points needing attention", 2, true, {std::move(items)}});
+  }
   if (!rep.unreadable.empty()) {
     std::vector<std::string> items;
     for (const auto& u : rep.unreadable) items.push_back("unreadable: " + u);

@@ -28,9 +28,10 @@ struct Block {
   bool terminal = true;  // printed in the terminal (figures never are)
   bool document = true;  // in report.md and report.html (false: the terminal's words for a table they show)
   TableBlock table;
-  std::string svg, name;           // Figure: the SVG and its file name (figures/<name>.svg)
-  std::vector<std::string> items;  // List
-  bool wrap = true;                // List: the terminal may wrap its items (not where they hold paths)
+  std::string svg, name;                 // Figure: the SVG and its file name (figures/<name>.svg)
+  std::vector<std::string> items;        // List
+  std::vector<std::string> brief_items;  // List: what the terminal prints instead (empty: items)
+  bool wrap = true;                      // List: the terminal may wrap its items (not where they hold paths)
 };
 
 struct Section {

@@ -757,7 +757,21 @@ void html_table(std::ostringstream& o, const Table& t, const std::vector<std::st
   o << "</table>\n";
 }
 
-std::vector<std::string> attention(const Report& rep) {
+namespace {
+
+// A failed validation's verdict without its judgement's words: "relative error 0.568 exceeds
+// tolerance 0.444; decisive: the gradient of 'bn_bias_0' (report.md has the whole judgement)".
+std::string brief_reason(const PointRow& r) {
+  if (r.outcome != Outcome::FailedValidation) return r.status_reason;
+  const std::size_t open = r.status_reason.find(" (");
+  if (open == std::string::npos) return r.status_reason;
+  const std::string decisive = fact_text(r, "validation.decisive");
+  return r.status_reason.substr(0, open) + (decisive.empty() ? "" : "; decisive: " + decisive) +
+         " (report.md has the whole judgement)";
+}
+
+// attention() and attention_brief(): the same items, whole and as the terminal prints them.
+std::pair<std::vector<std::string>, std::vector<std::string>> attention_items(const Report& rep) {
   std::vector<std::string> out;
   for (const auto& r : rep.rows)
     if (r.threads_oversubscribed && !r.oversubscribed)
@@ -787,7 +801,7 @@ std::vector<std::string> attention(const Report& rep) {
   // each point) is said once, with its launches and ids; a backend whose every point of a workload
   // failed alike (no GPU on this host, a library built without what it needs) once for all of them.
   struct Failed {
-    std::string label, what, backend;  // backend: "workload:backend"
+    std::string label, what, brief, backend;  // backend: "workload:backend"; brief: what, as brief_reason says it
     std::vector<std::string> launches, ids;
   };
   std::vector<Failed> failed;
@@ -803,35 +817,51 @@ std::vector<std::string> attention(const Report& rep) {
     ++t.points;
     if (r.outcome == Outcome::Complete && !r.reps_incomplete) continue;
     std::string what = r.status + (r.status_reason.empty() ? "" : ": " + r.status_reason);
-    if (r.reps_incomplete)
-      what += "; " + std::to_string(r.reps_incomplete) + " repetitions lacked some rank and were excluded";
+    std::string brief = r.status + (r.status_reason.empty() ? "" : ": " + brief_reason(r));
+    if (r.reps_incomplete) {
+      const std::string lacked =
+          "; " + std::to_string(r.reps_incomplete) + " repetitions lacked some rank and were excluded";
+      what += lacked;
+      brief += lacked;
+    }
     t.reasons.insert(what);
     ++t.failed;
     const auto launch = r.params.find("launch");
     const bool launched = launch != r.params.end() && rep.names.varies(r.workload, "launch");
     const std::string label = launched ? rep.names.label(r, {"launch"}) : point_label(rep, r);
     const auto [it, fresh] = index.try_emplace(label + "\x1f" + what, failed.size());
-    if (fresh) failed.push_back({label, what, backend, {}, {}});
+    if (fresh) failed.push_back({label, what, brief, backend, {}, {}});
     if (launched) failed[it->second].launches.push_back(canonical(launch->second));
     failed[it->second].ids.push_back(r.id);
   }
+  std::vector<std::string> brief = out;  // the items so far say no failure
   std::set<std::string> said;
   for (const auto& f : failed) {
     const Tally& t = tally[f.backend];
     if (t.points > 1 && t.failed == t.points && t.reasons.size() == 1) {
-      if (said.insert(f.backend).second)
-        out.push_back("every " + f.backend + " point (" + std::to_string(t.points) +
-                      "; results.csv has their ids): " + f.what);
+      if (said.insert(f.backend).second) {
+        const std::string every =
+            "every " + f.backend + " point (" + std::to_string(t.points) + "; results.csv has their ids): ";
+        out.push_back(every + f.what);
+        brief.push_back(every + f.brief);
+      }
       continue;
     }
-    out.push_back(f.label + " (" +
-                  (f.launches.size() > 1    ? "launches " + join(f.launches, ", ") + ": " + join(f.ids, ", ")
-                   : f.launches.size() == 1 ? "launch " + f.launches[0] + ", " + f.ids[0]
-                                            : join(f.ids, ", ")) +
-                  "): " + f.what);
+    const std::string head = f.label + " (" +
+                             (f.launches.size() > 1    ? "launches " + join(f.launches, ", ") + ": " + join(f.ids, ", ")
+                              : f.launches.size() == 1 ? "launch " + f.launches[0] + ", " + f.ids[0]
+                                                       : join(f.ids, ", ")) +
+                             "): ";
+    out.push_back(head + f.what);
+    brief.push_back(head + f.brief);
   }
-  return out;
+  return {out, brief};
 }
+
+}  // namespace
+
+std::vector<std::string> attention(const Report& rep) { return attention_items(rep).first; }
+std::vector<std::string> attention_brief(const Report& rep) { return attention_items(rep).second; }
 
 // JSON output, by hand: the structure is small and fixed.
 std::string js(const std::string& s) {

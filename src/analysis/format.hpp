@@ -97,6 +97,10 @@ std::string launch_model_words(const LaunchScalingModel& m);
 void markdown_table(std::ostringstream& o, const Table& t);
 void html_table(std::ostringstream& o, const Table& t, const std::vector<std::string>& row_class = {});
 std::vector<std::string> attention(const Report& rep);
+// The same items as the terminal prints them: a failed validation's reason (its whole judgement,
+// a paragraph) cut to its verdict and decisive tensor, which report.md's item and Validation
+// section have whole; every other item as attention() has it.
+std::vector<std::string> attention_brief(const Report& rep);
 std::string js(const std::string& s);
 std::string jn(double v);
 std::string jratio(const stats::RatioInterval& r);

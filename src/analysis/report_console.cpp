@@ -101,8 +101,9 @@ std::size_t longest_word(const std::string& h) {
 
 // A table in aligned columns, its header underlined; within `width` columns, first a header wider
 // than its column's values wraps at its spaces ("planned" over "memory"), then the columns that do
-// not name the row (TableBlock::naming) are cut (with an ellipsis), down to their header's longest
-// word (at most 16) or 12, then the widest of all, never so that two rows' names read alike.
+// not name the row (TableBlock::naming) are cut (with an ellipsis), those whose cut touches fewest
+// cells first, down to their header's longest word (at most 16) or 12, then the widest of all,
+// never so that two rows' names read alike.
 void text_table(std::ostringstream& o, const TableBlock& tb, std::size_t width) {
   std::vector<std::size_t> keep;
   for (std::size_t i = 0; i < tb.table.front().size(); ++i)
@@ -134,10 +135,23 @@ void text_table(std::ostringstream& o, const TableBlock& tb, std::size_t width) 
   std::vector<std::size_t> least(w.size());
   for (std::size_t j = 0; j < w.size(); ++j)
     least[j] = std::max<std::size_t>(12, std::min<std::size_t>(16, longest_word(header(j))));
+  // Among those, the one whose next column cuts the fewest cells, a cell with a number in it
+  // counting four (cut, "8.4e-04" reads "8.4e-0…"), then the widest.
+  auto cost = [&](std::size_t j) {
+    std::size_t c = 0;
+    for (std::size_t k = 1; k < tb.table.size(); ++k) {
+      const std::string& cell = tb.table[k][keep[j]];
+      if (columns(cell) >= w[j]) c += std::any_of(cell.begin(), cell.end(), ::isdigit) ? 4 : 1;
+    }
+    return c;
+  };
   while (width > 0 && total() > width) {
-    std::size_t pick = w.size();
-    for (std::size_t j = naming; j < w.size(); ++j)
-      if (w[j] > least[j] && (pick == w.size() || w[j] > w[pick])) pick = j;
+    std::size_t pick = w.size(), pick_cost = 0;
+    for (std::size_t j = naming; j < w.size(); ++j) {
+      if (w[j] <= least[j]) continue;
+      const std::size_t c = cost(j);
+      if (pick == w.size() || c < pick_cost || (c == pick_cost && w[j] > w[pick])) pick = j, pick_cost = c;
+    }
     if (pick == w.size()) pick = static_cast<std::size_t>(std::max_element(w.begin(), w.end()) - w.begin());
     if (w[pick] <= 8) break;
     --w[pick];
@@ -217,7 +231,10 @@ std::string render_console(const Document& d, std::size_t width) {
           // A long list (a comparison per seed and size) is cut in the terminal, never in the files.
           constexpr std::size_t kMostItems = 16;
           const std::size_t shown = width == 0 || b.items.size() <= kMostItems ? b.items.size() : kMostItems - 1;
-          for (std::size_t i = 0; i < shown; ++i) wrap(o, "- " + b.items[i], b.wrap ? width : 0);
+          for (std::size_t i = 0; i < shown; ++i) {
+            const bool brief = width > 0 && i < b.brief_items.size() && !b.brief_items[i].empty();
+            wrap(o, "- " + (brief ? b.brief_items[i] : b.items[i]), b.wrap ? width : 0);
+          }
           if (shown < b.items.size())
             wrap(o, "- ... and " + std::to_string(b.items.size() - shown) + " more in report.md (or --wide)", width);
           break;

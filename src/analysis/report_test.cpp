@@ -409,6 +409,33 @@ TEST(ReportTables, OneWorkloadsPointsAreNamedByTheResultsTablesColumns) {
   EXPECT_EQ(mixed.row_title.size(), 5u);
 }
 
+// A failed validation's reason is its whole judgement (a paragraph of 15 lines in 120 columns): the
+// terminal's item says the verdict and the decisive tensor and where the rest is; report.md's item
+// has it whole (and --wide, width 0).
+TEST(ReportAttention, TheTerminalSaysAFailedValidationsVerdictAndReportMdItsJudgement) {
+  std::vector<PointRow> rows = {row("onednn", 64, 1, 1, 0.01), row("blas", 64, 1, 1, 0.01)};
+  rows[0].outcome = d500::Outcome::FailedValidation;
+  rows[0].status = "failed-validation";
+  const std::string judgement =
+      "relative error 0.568 exceeds tolerance 0.444 (relative L2 error of the loss and the gradient of each of the "
+      "65 weights; ... Monte Carlo arithmetic ...; a step with one tensor 2% off would fail in 6 of 66 tensors)";
+  rows[0].status_reason = judgement;
+  rows[0].facts["validation.decisive"] = std::string("the gradient of 'bn_bias_0'");
+  const d500::Report rep = report(rows);
+  const std::vector<std::string> whole = d500::attention(rep), brief = d500::attention_brief(rep);
+  ASSERT_EQ(whole.size(), 1u);
+  ASSERT_EQ(brief.size(), 1u);
+  EXPECT_NE(whole[0].find(judgement), std::string::npos) << whole[0];
+  EXPECT_EQ(brief[0], "gemm:onednn (" + rows[0].id +
+                          "): failed-validation: relative error 0.568 exceeds tolerance 0.444; decisive: the gradient "
+                          "of 'bn_bias_0' (report.md has the whole judgement)");
+  const d500::Document d = d500::report_document(rep);
+  const std::string terminal = d500::render_console(d, 120), wide = d500::render_console(d, 0);
+  EXPECT_EQ(terminal.find("Monte Carlo"), std::string::npos) << terminal;
+  EXPECT_NE(terminal.find("report.md has the whole judgement"), std::string::npos) << terminal;
+  EXPECT_NE(wide.find("Monte Carlo"), std::string::npos) << "--wide prints it whole";
+}
+
 // A point that failed alike in each of its launches is one item of "Points needing attention",
 // naming its launches and ids; one that failed otherwise in one launch is an item of its own; a
 // backend all of whose points failed alike is one item.
@@ -511,6 +538,26 @@ TEST(ReportConsole, HeadersWrapAndTheNamingColumnsAreCutLast) {
   EXPECT_EQ(top.find("memory_format"), std::string::npos) << "a one-line header sits on the last line: " << top;
   EXPECT_NE(bottom.find("memory_format"), std::string::npos) << bottom;
   EXPECT_EQ(top.find("planned"), bottom.find("memory  ")) << "\n" << top << "\n" << bottom;
+}
+
+// Where a cell must be cut, the column whose cut touches the fewest cells gives way, a number
+// counting four times a word: a status cut on its two failed rows, never the validation's
+// "8.4e-04" on every passed one (it read "passed (8.4e-0…").
+TEST(ReportConsole, TheCutTouchesFewCellsAndNumbersLast) {
+  d500::Document d;
+  d500::Section sec{"Results", 2, true, {}};
+  d500::Block b;
+  b.kind = d500::Block::Kind::Table;
+  b.table.table = {{"backend", "filler", "validation", "status"}};
+  for (int k = 0; k < 6; ++k)
+    b.table.table.push_back(
+        {"onednn", std::string(80, 'x'), "passed (8.4e-04)", k < 2 ? "failed-validation" : "complete"});
+  sec.blocks.push_back(b);
+  d.sections.push_back(sec);
+  const std::string out = d500::render_console(d, 120);  // 6 + 80 + 16 + 17 + 6 = 125: five columns to give
+  EXPECT_EQ(out.find("8.4e-0\u2026"), std::string::npos) << out;
+  EXPECT_NE(out.find("passed (8.4e-04)"), std::string::npos) << out;
+  EXPECT_NE(out.find("failed-vali\u2026"), std::string::npos) << "down to 12, then the filler: " << out;
 }
 
 // Times that grow with the rank count faster than any serial share allows: no Amdahl model with
