@@ -1,5 +1,7 @@
 // The html reporter: report.html, the report's document (document.hpp) as one offline page:
 // figures inline (SVG, hover text in <title>), tables sortable by a click on a header.
+#include <cstdlib>
+#include <set>
 #include <sstream>
 
 #include "analysis/document.hpp"
@@ -30,18 +32,37 @@ document.querySelectorAll('table.sortable th').forEach(function (th, _) {
 });
 )JS";
 
+// A table in a box that scrolls sideways where it is wider than the page: a cell keeps its line
+// ("passed (8.4e-04)", "[63.99 ms, 79.81 ms]", "libtorch-native" broken over two lines read as two
+// values), but for a long text (over kWrapFrom characters: a reason, an implementation), which wraps.
+constexpr std::size_t kWrapFrom = 40;
 void table_html(std::ostringstream& o, const TableBlock& tb) {
-  o << "<table" << (tb.sortable ? " class=\"sortable\"" : "") << ">\n";
+  o << "<div class=\"scroll\"><table" << (tb.sortable ? " class=\"sortable\"" : "") << ">\n";
+  // The columns that name the row (TableBlock::naming) and hold words (channels_last, not n = 512)
+  // read on the left, as the first does.
+  std::set<std::size_t> words;
+  for (std::size_t j = 1; j < tb.naming && j < tb.table[0].size(); ++j)
+    for (std::size_t k = 1; k < tb.table.size(); ++k) {
+      const std::string& c = tb.table[k][j];
+      char* end = nullptr;
+      std::strtod(c.c_str(), &end);
+      if (c != "-" && (c.empty() || *end != '\0')) words.insert(j);
+    }
   for (std::size_t k = 0; k < tb.table.size(); ++k) {
     std::string attrs;
     if (k > 0 && k - 1 < tb.row_class.size() && !tb.row_class[k - 1].empty())
       attrs += " class=\"" + tb.row_class[k - 1] + "\"";
     if (k > 0 && k - 1 < tb.row_title.size()) attrs += " title=\"" + html_escape(tb.row_title[k - 1]) + "\"";
     o << "<tr" << attrs << ">";
-    for (const auto& c : tb.table[k]) o << (k == 0 ? "<th>" : "<td>") << html_escape(c) << (k == 0 ? "</th>" : "</td>");
+    for (std::size_t j = 0; j < tb.table[k].size(); ++j) {
+      const std::string& c = tb.table[k][j];
+      const std::string cls = words.count(j) ? "name" : k > 0 && c.size() > kWrapFrom ? "text" : "";
+      const std::string tag = k == 0 ? "th" : "td";
+      o << "<" << tag << (cls.empty() ? "" : " class=\"" + cls + "\"") << ">" << html_escape(c) << "</" << tag << ">";
+    }
     o << "</tr>\n";
   }
-  o << "</table>\n";
+  o << "</table></div>\n";
 }
 
 std::string anchor(std::size_t i) { return "s" + std::to_string(i + 1); }
@@ -51,7 +72,9 @@ std::string render_html(const Report&, const Document& d) {
   o << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" << html_escape(d.title)
     << "</title>\n<style>"
     << "body{font-family:sans-serif;margin:2em;max-width:100em;line-height:1.4}"
-    << "table{border-collapse:collapse;margin-bottom:1em;font-size:90%}td,th{border:1px solid #ccc;padding:.25em .5em;text-align:right}"
+    << "div.scroll{overflow-x:auto;margin-bottom:1em}table{border-collapse:collapse;font-size:90%}"
+    << "td,th{border:1px solid #ccc;padding:.25em .5em;text-align:right}td{white-space:nowrap}"
+    << "td.text{white-space:normal;min-width:20em}.name{text-align:left}"
     << "td:first-child,th:first-child{text-align:left}th{background:#f4f4f4}table.sortable th{cursor:pointer}"
     << "table.sortable th:after{content:' \\2195';color:#aaa}tr[title]:hover{background:#eef}"
     << ".bad{background:#fdd}.warn{background:#ffd}figure{display:inline-block;margin:0 1em 1em 0;vertical-align:top}"

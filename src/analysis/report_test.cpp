@@ -10,6 +10,7 @@
 
 #include "analysis/document.hpp"
 #include "analysis/format.hpp"
+#include "analysis/reporters.hpp"
 #include "analysis/summary.hpp"
 #include "analysis/svg.hpp"
 
@@ -558,6 +559,31 @@ TEST(ReportConsole, TheCutTouchesFewCellsAndNumbersLast) {
   EXPECT_EQ(out.find("8.4e-0\u2026"), std::string::npos) << out;
   EXPECT_NE(out.find("passed (8.4e-04)"), std::string::npos) << out;
   EXPECT_NE(out.find("failed-vali\u2026"), std::string::npos) << "down to 12, then the filler: " << out;
+}
+
+// In report.html a table scrolls sideways where the page is narrower: its cells keep their line
+// ("passed (8.4e-04)" wrapped read as two values) but for long texts, which wrap; the columns that
+// name a row read on the left.
+TEST(ReportHtml, CellsKeepTheirLineInABoxThatScrollsAndNamesReadLeft) {
+  std::vector<PointRow> rows;
+  for (const char* math : {"fp32", "bf16"})
+    rows.push_back(with_params(row("onednn", 64, 1, 1, 0.01), {{"math", std::string(math)}}));
+  rows[1].outcome = d500::Outcome::BackendFailed;
+  rows[1].status = "backend-failed";
+  rows[1].status_reason = std::string(60, 'r');
+  const d500::Report rep = report(rows);
+  d500::Document d = d500::report_document(rep);
+  d500::Block reason;
+  reason.kind = d500::Block::Kind::Table;
+  reason.table.table = {{"point", "reason"}, {"p", rows[1].status_reason}};
+  d.sections.back().blocks.push_back(reason);
+  const std::string html = d500::find_reporter("html").render_report(rep, d);
+  EXPECT_NE(html.find("td{white-space:nowrap}"), std::string::npos);
+  EXPECT_NE(html.find("<div class=\"scroll\"><table class=\"sortable\">"), std::string::npos) << html;
+  EXPECT_NE(html.find("<th class=\"name\">math</th>"), std::string::npos) << "math names the Results' rows";
+  EXPECT_NE(html.find("<td class=\"name\">bf16</td>"), std::string::npos);
+  EXPECT_NE(html.find("<td class=\"text\">" + rows[1].status_reason + "</td>"), std::string::npos)
+      << "a long text wraps";
 }
 
 // Times that grow with the rank count faster than any serial share allows: no Amdahl model with
