@@ -123,8 +123,11 @@ std::string machine_text(const PointRow& r) {
   const double busy = fact_number(r, "machine.busy"), load = fact_number(r, "machine.other_load"),
                steal = fact_number(r, "machine.steal_share");
   if (std::isnan(busy)) return "-";
-  const std::string figures = "load " +
-                              (std::isnan(load) ? std::string("unknown") : (load >= 0 ? "+" : "") + fmt_sig(load, 2)) +
+  // The load average less the job's own threads: below zero where they did not all run at once
+  // (waits, a lone rank's idle cores), which is no load of others'.
+  const std::string figures = (std::isnan(load) ? std::string("load unknown")
+                               : load <= 0      ? std::string("no load")
+                                                : "load +" + fmt_sig(load, 2)) +
                               " beyond this job, steal " + fmt_sig(steal * 100, 2) + "%";
   std::string text = busy > 0 ? "busy (" + figures + "): timings include other work" : "quiet (" + figures + ")";
   // The GPUs' state over the repetitions, where NVML could be read (device.*).

@@ -742,6 +742,9 @@ TEST(MachineText, SaysWhetherTheGpuWasHeldBackWhereNvmlWasRead) {
   r.facts["machine.other_load"] = 0.5;
   r.facts["machine.steal_share"] = 0.0;
   EXPECT_EQ(d500::machine_text(r), "quiet (load +0.50 beyond this job, steal 0.0%)");
+  r.facts["machine.other_load"] = -0.35;  // the job's threads did not all run at once
+  EXPECT_EQ(d500::machine_text(r), "quiet (no load beyond this job, steal 0.0%)");
+  r.facts["machine.other_load"] = 0.5;
   r.facts["device.throttled"] = std::int64_t{0};
   r.facts["device.capped_s"] = 0.0;
   r.facts["device.span_s"] = 12.5;
