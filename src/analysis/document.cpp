@@ -446,7 +446,7 @@ Section workload_results(const Report& rep, const std::string& workload) {
   head.insert(head.end(), vary.begin(), vary.end());
   const std::size_t first_figure = head.size();
   for (const std::string& h :
-       {std::string("ranks"), std::string("n"), std::string("median"), ci, unit.empty() ? std::string("rate") : unit,
+       {std::string("ranks"), std::string("reps"), std::string("median"), ci, unit.empty() ? std::string("rate") : unit,
         std::string("rate CI"), std::string(aggregate ? "all ranks" : ""), std::string("validation"),
         std::string("status")})
     if (!h.empty()) head.push_back(h);
@@ -828,7 +828,8 @@ Document report_document(const Report& rep) {
     Section s{"Results", 2, true, {}};
     s.blocks.push_back(text(
         "One table per workload, its rows in plan order: the parameters that differ between its points are "
-        "columns, those they share are said once. Times are the median over repetitions of the slowest rank; "
+        "columns, those they share are said once. Times are the median over the timed repetitions (reps) of the "
+        "slowest rank; "
         "rates are per rank (all ranks: their sum, where every rank does the same work); validation gives the "
         "largest relative error against the reference. Hover a row (HTML) for the point's full parameters; results.csv has every figure.",
         "-"));

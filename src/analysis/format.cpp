@@ -189,7 +189,7 @@ using Table = std::vector<std::vector<std::string>>;
 
 Table results_table(const Report& rep) {
   const std::string ci = std::to_string(static_cast<int>(rep.confidence * 100 + .5)) + "% CI";
-  Table t{{"point", "ranks", "n", "median", ci, "rate", "rate CI", "validation", "status"}};
+  Table t{{"point", "ranks", "reps", "median", ci, "rate", "rate CI", "validation", "status"}};
   for (const auto& r : rep.rows)
     t.push_back({point_label(rep, r),
                  std::to_string(r.ranks) + (r.oversubscribed           ? " (oversubscribed)"
@@ -431,7 +431,7 @@ std::string network_note() {
 }
 
 Table quality_table(const Report& rep) {
-  Table t{{"point", "ranks", "n", "mean (t-interval)", "p90, p99 (exact CI)", "outliers (low/high)",
+  Table t{{"point", "ranks", "reps", "mean (t-interval)", "p90, p99 (exact CI)", "outliers (low/high)",
            "enough repetitions", "ranks", "independence", "machine"}};
   for (const auto& r : rep.rows) {
     if (r.time.n == 0) continue;
@@ -484,7 +484,7 @@ Table comparison_table(const Report& rep) {
 }
 
 Table scaling_table(const ScalingSeries& s) {
-  Table t{{"ranks", "nodes", "n", "median time", "CI", "T(base)/T(p) (CI)", "efficiency (CI)"}};
+  Table t{{"ranks", "nodes", "reps", "median time", "CI", "T(base)/T(p) (CI)", "efficiency (CI)"}};
   for (const auto& p : s.points)
     t.push_back(
         {std::to_string(p.ranks), std::to_string(p.nodes), std::to_string(p.time.n), fmt_time(p.time.median),
