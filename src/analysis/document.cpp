@@ -289,6 +289,18 @@ RateLayout rate_layout(const std::vector<const PointRow*>& rows, const PointName
   return l;
 }
 
+// A backend's place in the figures' palette: its place among the report's backends in plan order,
+// so that blas is red in the rate figures and the roofline alike; -1 for a name that is no backend.
+int backend_colour(const Report& rep, const std::string& name) {
+  std::vector<std::string> backends;
+  for (const auto& r : rep.rows)
+    if (std::find(backends.begin(), backends.end(), r.backend) == backends.end()) {
+      if (r.backend == name) return static_cast<int>(backends.size());
+      backends.push_back(r.backend);
+    }
+  return -1;
+}
+
 // Values in order of first appearance (the campaign's order).
 std::vector<std::string> in_order(const std::vector<const PointRow*>& pts,
                                   const std::function<std::string(const PointRow&)>& value) {
@@ -321,6 +333,17 @@ Block rate_panel(const Report& rep, const RateLayout& l, const std::string& work
     return it == v.end() ? std::size_t{0} : static_cast<std::size_t>(it - v.begin());
   };
   std::vector<svg::Series> by_series(series.size());
+  // Where some series are backends, each keeps its report-wide colour, and the others (a backend's
+  // points told apart by its own settings: "cuda (fusion=add_relu)") take the colours after them.
+  if (std::any_of(series.begin(), series.end(), [&](const std::string& n) { return backend_colour(rep, n) >= 0; })) {
+    std::set<std::string> backends;
+    for (const auto& r : rep.rows) backends.insert(r.backend);
+    int next = static_cast<int>(backends.size());
+    for (std::size_t k = 0; k < series.size(); ++k) {
+      const int c = backend_colour(rep, series[k]);
+      by_series[k].colour = c >= 0 ? c : next++;
+    }
+  }
   const bool joined = !x.categorical && !names.varies(workload, "seed") && !l.launched;
   std::vector<double> xs, ys;
   for (const auto* r : pts) {
@@ -505,6 +528,7 @@ std::vector<Block> roofline(const Report& rep) {
     if (!(seconds > 0)) continue;
     auto& s = by_backend[r.backend];
     s.name = r.backend;
+    s.colour = backend_colour(rep, r.backend);
     s.line = false;  // points of different operators and sizes: never joined
     s.x.push_back(r.flops / r.work_bytes);
     s.y.push_back(r.flops / seconds / 1e9);

@@ -505,6 +505,40 @@ TEST(ReportConsole, TwoRowsNamesNeverReadAlikeWhenATableIsCut) {
   EXPECT_EQ(shown.size(), names.size()) << out;
 }
 
+// A backend has one colour in every figure of a report: the roofline listed its series by name
+// (blas blue, reference red) where the rate figures list them in plan order (reference blue, blas red).
+TEST(ReportFigures, ABackendHasOneColourInEveryFigure) {
+  std::vector<PointRow> rows;
+  for (const char* backend : {"reference", "blas"})
+    for (std::int64_t n : {128, 256, 512}) {
+      PointRow r = row(backend, n, 1, 1, 1e-3 * static_cast<double>(n) / (backend[0] == 'b' ? 8 : 1));
+      r.flops = 2.0 * static_cast<double>(n * n * n);
+      r.work_bytes = 12.0 * static_cast<double>(n * n);
+      rows.push_back(r);
+    }
+  const d500::Report rep = report(rows);
+  auto colours = [](const std::string& svg) {
+    std::map<std::string, std::set<std::string>> out;  // series -> the colours its marks are drawn in
+    const std::regex series("<g class=\"series\" data-name=\"([^\"]+)\"[^>]*>([^]*?)</g>"),
+        colour("(?:fill|stroke)=\"(#[0-9a-f]{6})\"");
+    for (std::sregex_iterator it(svg.begin(), svg.end(), series), end; it != end; ++it) {
+      const std::string body = (*it)[2];
+      for (std::sregex_iterator c(body.begin(), body.end(), colour); c != end; ++c) out[(*it)[1]].insert((*c)[1]);
+    }
+    return out;
+  };
+  const auto rate = figures_named(rep, "rate-"), roof = figures_named(rep, "roofline");
+  ASSERT_EQ(rate.size(), 1u);
+  ASSERT_EQ(roof.size(), 1u);
+  const auto in_rate = colours(rate[0]), in_roof = colours(roof[0]);
+  ASSERT_EQ(in_rate.size(), 2u);
+  for (const char* backend : {"reference", "blas"}) {
+    EXPECT_EQ(in_rate.at(backend).size(), 1u) << backend;
+    EXPECT_EQ(in_rate.at(backend), in_roof.at(backend)) << backend;
+  }
+  EXPECT_NE(in_rate.at("reference"), in_rate.at("blas"));
+}
+
 // A table of the Networks section as a cpu-frameworks campaign has it (the backend, launch, math and
 // memory_format naming each row, eleven columns): in 120 columns the headers wider than their values
 // wrap ("planned" over "memory") before any cell is cut, and the naming columns are cut last, so that

@@ -376,7 +376,8 @@ std::string render(const Plot& p) {
   const std::vector<std::string> legend_shown = fit_apart(legend_names, std::vector<double>(shown, R - 36));
   for (std::size_t k = 0; k < p.series.size(); ++k) {
     const auto& s = p.series[k];
-    const std::string c = kColours[k % (sizeof kColours / sizeof *kColours)];
+    const std::string c =
+        kColours[(s.colour >= 0 ? static_cast<std::size_t>(s.colour) : k) % (sizeof kColours / sizeof *kColours)];
     std::vector<std::size_t> order;
     for (std::size_t i = 0; i < s.x.size(); ++i)
       if (std::isfinite(s.y[i]) && (!p.logy || s.y[i] > 0) && (!p.logx || cats || s.x[i] > 0)) order.push_back(i);

@@ -16,6 +16,9 @@ struct Series {
   bool markers = true;
   bool line = true;               // joins its points in x order (only points that differ in x alone)
   std::vector<std::string> tips;  // hover text per point (same length as x), or empty
+  // Its colour's place in the palette, the same for a backend in every figure of a report (-1: its
+  // place among the plot's series).
+  int colour = -1;
 };
 
 // A horizontal interval drawn on the plot: a median with its interval on a target line.
