@@ -687,19 +687,95 @@ std::optional<Section> code_loaded_section(const Report& rep) {
                   b}};
 }
 
-// Scaling: each series' caption, figure, communication share and table.
+// Per workload with several scaling series, their efficiencies in one figure: a line per series
+// against ranks, the ideal at 1, so that the series compare at a glance (each has its own figure
+// of times below only where it has three rank counts or more: two are its table's two rows).
+std::vector<Block> scaling_overviews(const Report& rep) {
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<const ScalingSeries*>> by_workload;
+  for (const auto& sc : rep.scaling) {
+    const std::string workload = sc.group.substr(0, sc.group.find(':'));
+    if (!by_workload.count(workload)) order.push_back(workload);
+    by_workload[workload].push_back(&sc);
+  }
+  std::map<std::string, const PointRow*> by_id;
+  for (const auto& r : rep.rows) by_id[r.id] = &r;
+  std::vector<Block> out;
+  for (const auto& workload : order) {
+    const auto& list = by_workload[workload];
+    if (list.size() < 2) continue;
+    // Each series by what tells its base point from the other series' ("blas, 128"), less what
+    // all of them share (their base rank count).
+    std::vector<const PointRow*> base;
+    for (const ScalingSeries* sc : list)
+      if (auto it = sc->points.empty() ? by_id.end() : by_id.find(sc->points[0].id); it != by_id.end())
+        base.push_back(it->second);
+    if (base.size() != list.size()) continue;
+    Telling keys = telling(base, rep.names, workload);
+    std::erase_if(keys.keys, [&](const std::vector<std::string>& g) {
+      return g[0] != "backend" && std::all_of(base.begin(), base.end(), [&](const PointRow* r) {
+               return value_text(*r, g[0]) == value_text(*base[0], g[0]);
+             });
+    });
+    svg::Plot p;
+    p.title = workload + ": scaling efficiency of each series";
+    p.xlabel = "ranks (log scale)";
+    p.ylabel = "efficiency (" + pct(rep.confidence) + " CI)";
+    p.logx = true;
+    p.legend_title = keys.axis();
+    int lo = 0, hi = 0;
+    std::set<double> counts;
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      const ScalingSeries* sc = list[i];
+      svg::Series line;
+      line.name = keys.name(*base[i]);
+      line.colour = backend_colour(rep, line.name);
+      for (const auto& pt : sc->points) {
+        counts.insert(pt.ranks);
+        line.x.push_back(pt.ranks);
+        line.y.push_back(pt.efficiency);
+        line.lo.push_back(pt.efficiency_lo);
+        line.hi.push_back(pt.efficiency_hi);
+        line.tips.push_back(sc->group + "\n" + std::to_string(pt.ranks) + (pt.ranks == 1 ? " rank" : " ranks") +
+                            ": efficiency " + fmt_sig(pt.efficiency, 3) + " [" + fmt_sig(pt.efficiency_lo, 3) + ", " +
+                            fmt_sig(pt.efficiency_hi, 3) + "] (" + sc->kind + " scaling), median " +
+                            fmt_time(pt.time.median));
+        lo = lo == 0 ? pt.ranks : std::min(lo, pt.ranks);
+        hi = std::max(hi, pt.ranks);
+      }
+      p.series.push_back(std::move(line));
+    }
+    p.xticks.assign(counts.begin(), counts.end());
+    p.series.push_back(svg::Series{"ideal", {double(lo), double(hi)}, {1, 1}, {}, {}, true, false, true, {}});
+    out.push_back(figure(svg::render(p), slug("scaling-" + workload),
+                         "Figure: every scaling series of " + workload +
+                             ": its efficiency at each rank count (weak scaling: T(base) / T(p); strong: the "
+                             "speedup x base / p) with its " +
+                             pct(rep.confidence) +
+                             " bootstrap interval, a line per series (its points differ in ranks alone); dashed: "
+                             "the ideal, 1. Each series' times, model and table follow."));
+  }
+  return out;
+}
+
+// Scaling: an overview per workload, then each series' caption, figure, communication share and table.
 void add_scaling_section(const Report& rep, Document& d) {
   if (rep.scaling.empty()) return;
   Section s{"Scaling", 2, true, {}};
+  std::vector<Block> overviews = scaling_overviews(rep);
+  std::set<std::string> overviewed;
+  for (const auto& b : overviews) overviewed.insert(b.name.substr(std::string("scaling-").size()));
+  for (auto& b : overviews) s.blocks.push_back(std::move(b));
   for (const auto& sc : rep.scaling) {
     s.blocks.push_back(
         text(scaling_caption(sc), sc.kind + " scaling of " + sc.group + " (base " + std::to_string(sc.base_ranks) +
                                       (sc.base_ranks == 1 ? " rank, " : " ranks, ") + fmt_time(sc.base_time) + ")." +
                                       scaling_model_text(sc).substr(0, scaling_model_text(sc).find("; predicted"))));
-    s.blocks.push_back(figure(scaling_svg(sc), slug("scaling-" + sc.group),
-                              "Figure: " + sc.kind + " scaling of " + sc.group +
-                                  ": time per repetition against ranks (log-log), with the ideal" +
-                                  (sc.model.law.empty() ? " (no model: see above)." : " and the fitted model.")));
+    if (sc.points.size() >= 3 || !overviewed.count(slug(sc.group.substr(0, sc.group.find(':')))))
+      s.blocks.push_back(figure(scaling_svg(sc), slug("scaling-" + sc.group),
+                                "Figure: " + sc.kind + " scaling of " + sc.group +
+                                    ": time per repetition against ranks (log-log), with the ideal" +
+                                    (sc.model.law.empty() ? " (no model: see above)." : " and the fitted model.")));
     for (auto& b : communication_share(rep, sc)) s.blocks.push_back(std::move(b));
     s.blocks.push_back(table(scaling_table(sc)));
   }

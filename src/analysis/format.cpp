@@ -679,6 +679,7 @@ std::string scaling_svg(const ScalingSeries& s) {
   };
   for (const auto& pt : s.points) {
     const double x = pt.ranks;
+    p.xticks.push_back(x);  // the rank counts measured, not 0.8, 0.9, 1.2
     m.x.push_back(x);
     m.y.push_back(pt.time.median);
     m.lo.push_back(pt.time.has_ci ? pt.time.lo : NAN);

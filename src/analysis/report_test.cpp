@@ -539,6 +539,34 @@ TEST(ReportFigures, ABackendHasOneColourInEveryFigure) {
   EXPECT_NE(in_rate.at("reference"), in_rate.at("blas"));
 }
 
+// Several scaling series of a workload share one figure of their efficiencies, each series named
+// by what tells it from the others ("blas, 256"), its x axis labelled at the rank counts measured;
+// a series of two rank counts has no figure of its own (its table has both rows), one of three has.
+TEST(ReportFigures, ScalingSeriesShareAnEfficiencyFigureLabelledAtTheirRankCounts) {
+  for (const std::vector<std::int64_t> counts : {std::vector<std::int64_t>{1, 2}, std::vector<std::int64_t>{1, 2, 4}}) {
+    std::vector<PointRow> rows;
+    for (const char* backend : {"reference", "blas"})
+      for (std::int64_t n : {128, 256})
+        for (std::int64_t rpn : counts) rows.push_back(row(backend, n, rpn, 1, 1e-3 * static_cast<double>(n) / rpn));
+    d500::Report rep = report(rows);
+    rep.scaling = d500::scaling_series(rep.rows, 0.95, 1);
+    ASSERT_EQ(rep.scaling.size(), 4u);
+    const std::vector<std::string> figs = figures_named(rep, "scaling-");
+    ASSERT_EQ(figs.size(), counts.size() == 2 ? 1u : 5u) << "the overview, and a figure per series of 3 counts";
+    const std::string& overview = figs[0];
+    EXPECT_NE(overview.find("scaling efficiency of each series"), std::string::npos);
+    for (const char* name : {"reference, 128", "reference, 256", "blas, 128", "blas, 256"})
+      EXPECT_NE(overview.find("data-name=\"" + std::string(name) + "\""), std::string::npos) << name;
+    EXPECT_NE(overview.find(">backend, n<"), std::string::npos) << "the legend's title";
+    std::set<std::string> ticks;
+    const std::regex tick("<text class=\"tick\" x=\"[0-9.]+\" y=\"[0-9.]+\" text-anchor=\"middle\">([^<]+)</text>");
+    for (std::sregex_iterator it(overview.begin(), overview.end(), tick), end; it != end; ++it) ticks.insert((*it)[1]);
+    std::set<std::string> want;
+    for (auto c : counts) want.insert(std::to_string(c));
+    EXPECT_EQ(ticks, want) << "no 0.8, 0.9, 1.2 ranks";
+  }
+}
+
 // A table of the Networks section as a cpu-frameworks campaign has it (the backend, launch, math and
 // memory_format naming each row, eleven columns): in 120 columns the headers wider than their values
 // wrap ("planned" over "memory") before any cell is cut, and the naming columns are cut last, so that

@@ -360,7 +360,9 @@ std::string render(const Plot& p) {
       o += slanted ? slanted_label(X(static_cast<double>(i)), p.xcats[i], shown[i])
                    : text_shown(X(static_cast<double>(i)), H - B + 16, "tick", "middle", p.xcats[i], shown[i]);
   } else {
-    const std::vector<double> ticks = ax.ticks();
+    std::vector<double> ticks = p.xticks.empty() ? ax.ticks() : p.xticks;
+    ticks.erase(std::remove_if(ticks.begin(), ticks.end(), [&](double t) { return t < ax.lo || t > ax.hi; }),
+                ticks.end());
     const std::vector<std::string> labels = tick_texts(ticks);
     for (std::size_t i = 0; i < ticks.size(); ++i)
       o += "<line x1=\"" + num(X(ticks[i])) + "\" y1=\"" + num(H - B) + "\" x2=\"" + num(X(ticks[i])) + "\" y2=\"" +

@@ -31,6 +31,7 @@ struct Plot {
   std::string title, xlabel, ylabel;
   bool logx = false, logy = false;
   std::vector<std::string> xcats;  // a categorical x axis: x = 0, 1, ... names these
+  std::vector<double> xticks;      // a numeric x axis labelled here (the rank counts), not at 1-2-5 steps
   std::string legend_title;        // what the series' names are values of, above them ("" none)
   std::vector<Series> series;
   std::vector<Mark> marks;
