@@ -478,11 +478,13 @@ Section workload_results(const Report& rep, const std::string& workload) {
   b.table.naming = first_figure;
   b.table.wide_only = {first_figure + 3};  // the time's CI: the rate's says the same
   if (aggregate) b.table.wide_only.insert(first_figure + 6);
-  // One rank count for every point: the shared nodes and ranks_per_node say it, and the terminal
-  // gives its columns to what differs.
+  // One rank count for every point (the shared nodes and ranks_per_node say it), or every point on
+  // one node (its ranks_per_node column says it): the terminal gives the column to what differs.
   std::set<int> ranks;
   for (const auto* r : rows) ranks.insert(r->ranks);
-  if (ranks.size() == 1) b.table.wide_only.insert(first_figure);
+  const bool one_node = std::all_of(rows.begin(), rows.end(), [](const PointRow* r) { return r->nodes == 1; });
+  if (ranks.size() == 1 || (one_node && std::find(vary.begin(), vary.end(), "ranks_per_node") != vary.end()))
+    b.table.wide_only.insert(first_figure);
   for (const auto& r : rep.rows) {
     if (r.workload != workload) continue;
     std::vector<std::string> row{r.backend};

@@ -395,8 +395,13 @@ TEST(ReportTables, OneWorkloadsPointsAreNamedByTheResultsTablesColumns) {
                                                        {"network", std::string("resnet20-cifar")}});
   two[1].workload = "network";
   two[1].level = 1;
+  const d500::TableBlock one_node = results(report(two));
+  EXPECT_TRUE(one_node.wide_only.count(ranks_column(one_node))) << "on one node, ranks_per_node says the ranks";
+  two[1] = with_params(two[1], {{"nodes", std::int64_t{2}}});
+  two[1].nodes = 2;
+  two[1].ranks = 4;
   const d500::TableBlock varied = results(report(two));
-  EXPECT_FALSE(varied.wide_only.count(ranks_column(varied))) << "rank counts that differ are shown";
+  EXPECT_FALSE(varied.wide_only.count(ranks_column(varied))) << "rank counts over nodes are shown";
   // A second workload's point among them: the labels stay.
   PointRow other = rows[0];
   other.workload = "layer";
