@@ -691,8 +691,13 @@ std::optional<Section> code_loaded_section(const Report& rep) {
 
 // Per workload with several scaling series, their efficiencies in one figure: a line per series
 // against ranks, the ideal at 1, so that the series compare at a glance (each has its own figure
-// of times below only where it has three rank counts or more: two are its table's two rows).
-std::vector<Block> scaling_overviews(const Report& rep) {
+// of times below only where it has three rank counts or more: two are its table's two rows); and
+// one table of every series' points, which the terminal prints instead of each series' own.
+struct ScalingOverview {
+  std::string workload;
+  std::vector<Block> blocks;
+};
+std::vector<ScalingOverview> scaling_overviews(const Report& rep) {
   std::vector<std::string> order;
   std::map<std::string, std::vector<const ScalingSeries*>> by_workload;
   for (const auto& sc : rep.scaling) {
@@ -702,7 +707,7 @@ std::vector<Block> scaling_overviews(const Report& rep) {
   }
   std::map<std::string, const PointRow*> by_id;
   for (const auto& r : rep.rows) by_id[r.id] = &r;
-  std::vector<Block> out;
+  std::vector<ScalingOverview> out;
   for (const auto& workload : order) {
     const auto& list = by_workload[workload];
     if (list.size() < 2) continue;
@@ -725,23 +730,32 @@ std::vector<Block> scaling_overviews(const Report& rep) {
     p.ylabel = "efficiency (" + pct(rep.confidence) + " CI)";
     p.logx = true;
     p.legend_title = keys.axis();
+    Table t{{keys.axis(), "ranks", "median time", "efficiency (" + pct(rep.confidence) + " CI)", "model"}};
+    std::set<std::string> kinds;
     int lo = 0, hi = 0;
     std::set<double> counts;
     for (std::size_t i = 0; i < list.size(); ++i) {
       const ScalingSeries* sc = list[i];
+      kinds.insert(sc->kind);
       svg::Series line;
       line.name = keys.name(*base[i]);
       line.colour = backend_colour(rep, line.name);
+      const auto& m = sc->model;
+      const std::string model = m.law.empty() ? (m.failed.empty() ? "-" : "failed")
+                                              : m.law + " s = " + fmt_sig(m.s, 3) + " [" + fmt_sig(m.s_lo, 3) + ", " +
+                                                    fmt_sig(m.s_hi, 3) + "]";
       for (const auto& pt : sc->points) {
         counts.insert(pt.ranks);
+        const std::string eff =
+            fmt_sig(pt.efficiency, 3) + " [" + fmt_sig(pt.efficiency_lo, 3) + ", " + fmt_sig(pt.efficiency_hi, 3) + "]";
+        t.push_back({line.name, std::to_string(pt.ranks), fmt_time(pt.time.median), eff,
+                     &pt == &sc->points.front() ? model : ""});
         line.x.push_back(pt.ranks);
         line.y.push_back(pt.efficiency);
         line.lo.push_back(pt.efficiency_lo);
         line.hi.push_back(pt.efficiency_hi);
         line.tips.push_back(sc->group + "\n" + std::to_string(pt.ranks) + (pt.ranks == 1 ? " rank" : " ranks") +
-                            ": efficiency " + fmt_sig(pt.efficiency, 3) + " [" + fmt_sig(pt.efficiency_lo, 3) + ", " +
-                            fmt_sig(pt.efficiency_hi, 3) + "] (" + sc->kind + " scaling), median " +
-                            fmt_time(pt.time.median));
+                            ": efficiency " + eff + " (" + sc->kind + " scaling), median " + fmt_time(pt.time.median));
         lo = lo == 0 ? pt.ranks : std::min(lo, pt.ranks);
         hi = std::max(hi, pt.ranks);
       }
@@ -749,37 +763,54 @@ std::vector<Block> scaling_overviews(const Report& rep) {
     }
     p.xticks.assign(counts.begin(), counts.end());
     p.series.push_back(svg::Series{"ideal", {double(lo), double(hi)}, {1, 1}, {}, {}, true, false, true, {}});
-    out.push_back(figure(svg::render(p), slug("scaling-" + workload),
-                         "Figure: every scaling series of " + workload +
-                             ": its efficiency at each rank count (weak scaling: T(base) / T(p); strong: the "
-                             "speedup x base / p) with its " +
-                             pct(rep.confidence) +
-                             " bootstrap interval, a line per series (its points differ in ranks alone); dashed: "
-                             "the ideal, 1. Each series' times, model and table follow."));
+    ScalingOverview o{workload, {}};
+    const std::string kind = kinds.size() == 1 ? *kinds.begin() + " scaling" : "scaling (weak and strong)";
+    const std::string what =
+        "Every " + kind + " series of " + workload + ", each against its own base run (its fewest ranks): " +
+        "efficiency is T(base) / T(p) in weak scaling (ideal 1: the time stays), the speedup x base / p in strong; " +
+        "model: the fitted law's serial share s with its bootstrap interval.";
+    o.blocks.push_back(text(what + " Each series' base, table and model in words follow.",
+                            what + " report.md has each series' base, table and model in words."));
+    Block tb = table(t);
+    tb.table.naming = 1;
+    o.blocks.push_back(std::move(tb));
+    o.blocks.push_back(figure(svg::render(p), slug("scaling-" + workload),
+                              "Figure: every scaling series of " + workload +
+                                  ": its efficiency at each rank count (weak scaling: T(base) / T(p); strong: the "
+                                  "speedup x base / p) with its " +
+                                  pct(rep.confidence) +
+                                  " bootstrap interval, a line per series (its points differ in ranks alone); dashed: "
+                                  "the ideal, 1. Each series' times, model and table follow."));
+    out.push_back(std::move(o));
   }
   return out;
 }
 
-// Scaling: an overview per workload, then each series' caption, figure, communication share and table.
+// Scaling: an overview per workload, then each series' caption, figure, communication share and
+// table (in the files only where the overview's table has its points).
 void add_scaling_section(const Report& rep, Document& d) {
   if (rep.scaling.empty()) return;
   Section s{"Scaling", 2, true, {}};
-  std::vector<Block> overviews = scaling_overviews(rep);
   std::set<std::string> overviewed;
-  for (const auto& b : overviews) overviewed.insert(b.name.substr(std::string("scaling-").size()));
-  for (auto& b : overviews) s.blocks.push_back(std::move(b));
+  for (auto& o : scaling_overviews(rep)) {
+    overviewed.insert(o.workload);
+    for (auto& b : o.blocks) s.blocks.push_back(std::move(b));
+  }
   for (const auto& sc : rep.scaling) {
-    s.blocks.push_back(
+    const bool in_overview = overviewed.count(sc.group.substr(0, sc.group.find(':'))) > 0;
+    Block caption =
         text(scaling_caption(sc), sc.kind + " scaling of " + sc.group + " (base " + std::to_string(sc.base_ranks) +
                                       (sc.base_ranks == 1 ? " rank, " : " ranks, ") + fmt_time(sc.base_time) + ")." +
-                                      scaling_model_text(sc).substr(0, scaling_model_text(sc).find("; predicted"))));
-    if (sc.points.size() >= 3 || !overviewed.count(slug(sc.group.substr(0, sc.group.find(':')))))
+                                      scaling_model_text(sc).substr(0, scaling_model_text(sc).find("; predicted")));
+    caption.terminal = !in_overview;
+    s.blocks.push_back(std::move(caption));
+    if (sc.points.size() >= 3 || !in_overview)
       s.blocks.push_back(figure(scaling_svg(sc), slug("scaling-" + sc.group),
                                 "Figure: " + sc.kind + " scaling of " + sc.group +
                                     ": time per repetition against ranks (log-log), with the ideal" +
                                     (sc.model.law.empty() ? " (no model: see above)." : " and the fitted model.")));
     for (auto& b : communication_share(rep, sc)) s.blocks.push_back(std::move(b));
-    s.blocks.push_back(table(scaling_table(sc)));
+    s.blocks.push_back(table(scaling_table(sc), !in_overview));
   }
   d.sections.push_back(std::move(s));
 }

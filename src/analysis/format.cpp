@@ -484,12 +484,20 @@ Table comparison_table(const Report& rep) {
 }
 
 Table scaling_table(const ScalingSeries& s) {
-  Table t{{"ranks", "nodes", "reps", "median time", "CI", "T(base)/T(p) (CI)", "efficiency (CI)"}};
-  for (const auto& p : s.points)
-    t.push_back(
-        {std::to_string(p.ranks), std::to_string(p.nodes), std::to_string(p.time.n), fmt_time(p.time.median),
-         p.time.has_ci ? "[" + fmt_time(p.time.lo) + ", " + fmt_time(p.time.hi) + "]" : "none", ratio_text(p.speedup),
-         fmt_sig(p.efficiency, 3) + " [" + fmt_sig(p.efficiency_lo, 3) + ", " + fmt_sig(p.efficiency_hi, 3) + "]"});
+  // In weak scaling the efficiency is T(base)/T(p) itself: one column, not the same twice.
+  const bool weak = s.kind == "weak";
+  Table t{{"ranks", "nodes", "reps", "median time", "CI"}};
+  if (!weak) t[0].push_back("T(base)/T(p) (CI)");
+  t[0].push_back(weak ? "efficiency = T(base)/T(p) (CI)" : "efficiency (CI)");
+  for (const auto& p : s.points) {
+    std::vector<std::string> row{std::to_string(p.ranks), std::to_string(p.nodes), std::to_string(p.time.n),
+                                 fmt_time(p.time.median),
+                                 p.time.has_ci ? "[" + fmt_time(p.time.lo) + ", " + fmt_time(p.time.hi) + "]" : "none"};
+    if (!weak) row.push_back(ratio_text(p.speedup));
+    row.push_back(fmt_sig(p.efficiency, 3) + " [" + fmt_sig(p.efficiency_lo, 3) + ", " + fmt_sig(p.efficiency_hi, 3) +
+                  "]");
+    t.push_back(std::move(row));
+  }
   return t;
 }
 

@@ -569,7 +569,27 @@ TEST(ReportFigures, ScalingSeriesShareAnEfficiencyFigureLabelledAtTheirRankCount
     std::set<std::string> want;
     for (auto c : counts) want.insert(std::to_string(c));
     EXPECT_EQ(ticks, want) << "no 0.8, 0.9, 1.2 ranks";
+    // The terminal prints one table of every series' points, named as the figure names them, with
+    // each series' model on its first row; the files keep each series' own table and words too.
+    const d500::Document doc = d500::report_document(rep);
+    const std::string terminal = d500::render_console(doc, 120),
+                      md = d500::find_reporter("markdown").render_report(rep, doc);
+    EXPECT_NE(terminal.find("backend, n      ranks  median time  efficiency (95% CI)  model"), std::string::npos)
+        << terminal;
+    EXPECT_NE(terminal.find("blas, 256"), std::string::npos) << terminal;
+    EXPECT_EQ(terminal.find("strong scaling of gemm:"), std::string::npos) << "each series' own words: the files";
+    EXPECT_EQ(terminal.find("T(base)/T(p) (CI)"), std::string::npos) << "each series' own table: the files";
+    EXPECT_NE(md.find("Strong scaling of gemm:blas"), std::string::npos);
+    EXPECT_NE(md.find("| T(base)/T(p) (CI) | efficiency (CI) |"), std::string::npos)
+        << "strong: the speedup and efficiency";
   }
+  // In weak scaling the efficiency is T(base)/T(p): one column.
+  d500::ScalingSeries weak;
+  weak.kind = "weak";
+  weak.points.resize(2);
+  const d500::Table t = d500::scaling_table(weak);
+  EXPECT_EQ(t[0].back(), "efficiency = T(base)/T(p) (CI)");
+  EXPECT_EQ(std::count(t[0].begin(), t[0].end(), "T(base)/T(p) (CI)"), 0);
 }
 
 // A table of the Networks section as a cpu-frameworks campaign has it (the backend, launch, math and
