@@ -128,8 +128,8 @@ int cmd_plan(const std::string& campaign_path, std::string out_dir, bool dry_run
   Plan plan = make_plan(c, builtin_workloads(), PlanOptions{force});
   if (out_dir.empty()) out_dir = "runs/" + c.name;
   std::cout << "campaign " << c.name << " (" << c.path << ", hash " << c.hash << "): " << plan.points.size()
-            << " points in " << plan.jobs.size() << " jobs, template " << plan.tmpl.name << " (" << plan.tmpl.path
-            << ")\n";
+            << " points in " << plan.jobs.size() << " jobs,\n  template " << plan.tmpl.name << " (" << plan.tmpl.path
+            << ")\n";  // the template's path on a line of its own: the paths outgrew 120 columns
   if (c.auto_repetitions.on) std::cout << "repetitions " << c.auto_repetitions.rule() << "\n";
   if (!plan.packing_text.empty()) std::cout << plan.packing_text << "\n";
   // A listed point is named by what varies among its workload's points, the rest said once per
@@ -185,7 +185,7 @@ int cmd_plan(const std::string& campaign_path, std::string out_dir, bool dry_run
     const Point& big = plan.points[static_cast<std::size_t>(plan.largest_memory_point)];
     const std::int64_t rpn = big.ranks_per_node;
     std::cout << "memory: the largest point needs about " << fmt_bytes(big.memory_bytes) << " per rank"
-              << (rpn > 1 ? " (" + fmt_bytes(big.memory_bytes * rpn) + " per node)" : "") << " of "
+              << (rpn > 1 ? " (" + fmt_bytes(big.memory_bytes * rpn) + " per node)" : "") << "\n  of "
               << (plan.node_memory_bytes > 0
                       ? plan.node_memory_source
                       : std::string("a node's memory, which is unknown (set [slurm] mem_per_node to check it)"))
@@ -250,7 +250,8 @@ int cmd_report(const std::string& dir, double confidence, std::uint64_t seed, bo
   const std::vector<std::string> written = write_reports(r, doc);
   std::vector<std::string> names;
   for (const auto& w : written) names.push_back(std::filesystem::path(w).filename().string());
-  std::cout << "\nwrote " << join(names, ", ") << " (the index) and " << figures_dir(r.confidence) << "/ in " << dir
+  // The run directory on a line of its own: with it, the line outgrew a 120-column terminal.
+  std::cout << "\nwrote " << join(names, ", ") << " (the index) and " << figures_dir(r.confidence) << "/\n  in " << dir
             << "\n";
   return 0;
 }
