@@ -426,6 +426,35 @@ std::vector<Block> workload_figures(const Report& rep, const std::string& worklo
   return out;
 }
 
+// The naming columns another one fixes: a number that a string parameter's value determines on
+// every row (conv2d's c, h, k, pad, r, s, stride and w by its named shape), backend aside (a
+// campaign may zip a size with it). The terminal leaves them to --wide: the string says them.
+std::vector<std::string> fixed_by_another(const std::vector<const PointRow*>& rows,
+                                          const std::vector<std::string>& keys) {
+  auto numeric = [&](const std::string& k) {
+    return std::all_of(rows.begin(), rows.end(), [&](const PointRow* r) {
+      const auto it = r->params.find(k);
+      return it != r->params.end() && !std::holds_alternative<std::string>(it->second);
+    });
+  };
+  std::vector<std::string> out;
+  for (const auto& b : keys) {
+    if (b == "backend" || !numeric(b)) continue;
+    for (const auto& a : keys) {
+      if (a == b || a == "backend" || numeric(a)) continue;
+      std::map<std::string, std::string> fn;
+      const bool fixes = std::all_of(rows.begin(), rows.end(), [&](const PointRow* r) {
+        return fn.emplace(value_text(*r, a), value_text(*r, b)).first->second == value_text(*r, b);
+      });
+      if (fixes && fn.size() > 1) {
+        out.push_back(b);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
 // The results of one workload: a column per varying parameter, the shared ones said once.
 Section workload_results(const Report& rep, const std::string& workload) {
   Section s;
@@ -485,6 +514,14 @@ Section workload_results(const Report& rep, const std::string& workload) {
   const bool one_node = std::all_of(rows.begin(), rows.end(), [](const PointRow* r) { return r->nodes == 1; });
   if (ranks.size() == 1 || (one_node && std::find(vary.begin(), vary.end(), "ranks_per_node") != vary.end()))
     b.table.wide_only.insert(first_figure);
+  const std::vector<std::string> fixed = fixed_by_another(rows, vary);
+  for (const auto& k : fixed)
+    b.table.wide_only.insert(1 + static_cast<std::size_t>(std::find(vary.begin(), vary.end(), k) - vary.begin()));
+  if (!fixed.empty()) {
+    Block said = text("", "--wide shows " + join(fixed, ", ") + " too: another column's values fix them.");
+    said.document = false;
+    s.blocks.push_back(std::move(said));
+  }
   for (const auto& r : rep.rows) {
     if (r.workload != workload) continue;
     std::vector<std::string> row{r.backend};
@@ -657,6 +694,8 @@ Block with_title(Block b, const Report& rep, bool point_column) {
   }
   std::set<std::size_t> wide;
   for (std::size_t c : b.table.wide_only) wide.insert(c == 0 ? 0 : c + head.size() - 1);
+  for (const auto& k : fixed_by_another(rows, vary))
+    wide.insert(1 + static_cast<std::size_t>(std::find(vary.begin(), vary.end(), k) - vary.begin()));
   b.table.wide_only = wide;
   b.table.naming = head.size();
   return b;

@@ -592,6 +592,26 @@ TEST(ReportFigures, ScalingSeriesShareAnEfficiencyFigureLabelledAtTheirRankCount
   EXPECT_EQ(std::count(t[0].begin(), t[0].end(), "T(base)/T(p) (CI)"), 0);
 }
 
+// A number that a named shape fixes (conv2d's c, h, k, ... by resnet50/...) is left to --wide in
+// the terminal, which says so: the operators campaign's Results had 11 naming columns and cut the
+// shapes to "resnet5…" and both backward passes to "backwar…". The files keep every column.
+TEST(ReportTables, NumbersANamedShapeFixesAreLeftToWideInTheTerminal) {
+  std::vector<PointRow> rows;
+  for (const char* backend : {"blas", "onednn"})
+    for (const char* pass : {"forward", "backward_data", "backward_filter"})
+      for (const auto& [shape, c] : {std::pair{"resnet50/conv1", 3}, std::pair{"resnet50/res3_3x3_stride2", 128}})
+        rows.push_back(
+            with_params(row(backend, 64, 1, 1, 0.01),
+                        {{"pass", std::string(pass)}, {"shape", std::string(shape)}, {"c", std::int64_t{c}}}));
+  const d500::Document d = d500::report_document(report(rows));
+  const std::string terminal = d500::render_console(d, 120);
+  EXPECT_NE(terminal.find("--wide shows c too: another column's values fix them."), std::string::npos) << terminal;
+  EXPECT_NE(terminal.find("blas     backward_filter  resnet50/res3_3x3_stride2"), std::string::npos) << terminal;
+  EXPECT_EQ(terminal.find("  c  "), std::string::npos) << terminal;
+  const std::string wide = d500::render_console(d, 0);
+  EXPECT_NE(wide.find("backend  c    pass"), std::string::npos) << "--wide keeps it: " << wide;
+}
+
 // A table of the Networks section as a cpu-frameworks campaign has it (the backend, launch, math and
 // memory_format naming each row, eleven columns): in 120 columns the headers wider than their values
 // wrap ("planned" over "memory") before any cell is cut, and the naming columns are cut last, so that
