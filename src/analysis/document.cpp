@@ -148,6 +148,35 @@ std::string value_text(const PointRow& r, const std::string& k) {
   return is_unset(v->second) ? "default" : canonical(v->second);
 }
 
+// The naming columns another one fixes: a number that a string parameter's value determines on
+// every row (conv2d's c, h, k, pad, r, s, stride and w by its named shape), backend aside (a
+// campaign may zip a size with it). The terminal leaves them to --wide: the string says them.
+std::vector<std::string> fixed_by_another(const std::vector<const PointRow*>& rows,
+                                          const std::vector<std::string>& keys) {
+  auto numeric = [&](const std::string& k) {
+    return std::all_of(rows.begin(), rows.end(), [&](const PointRow* r) {
+      const auto it = r->params.find(k);
+      return it != r->params.end() && !std::holds_alternative<std::string>(it->second);
+    });
+  };
+  std::vector<std::string> out;
+  for (const auto& b : keys) {
+    if (b == "backend" || !numeric(b)) continue;
+    for (const auto& a : keys) {
+      if (a == b || a == "backend" || numeric(a)) continue;
+      std::map<std::string, std::string> fn;
+      const bool fixes = std::all_of(rows.begin(), rows.end(), [&](const PointRow* r) {
+        return fn.emplace(value_text(*r, a), value_text(*r, b)).first->second == value_text(*r, b);
+      });
+      if (fixes && fn.size() > 1) {
+        out.push_back(b);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
 // Per workload: its rate (or time) against the swept axis, a series per backend, the other
 // varying parameters as small multiples; then the distribution of every point's repetitions.
 // Parameters tied one-to-one to the axis `x` (m = k = n swept together): they belong to it, not
@@ -201,8 +230,9 @@ Telling telling(const std::vector<const PointRow*>& rows, const PointNames& name
   }
   const auto v = names.varying.find(workload);
   if (v == names.varying.end()) return t;
+  const std::vector<std::string> fixed = fixed_by_another(rows, v->second);  // their determinant names them
   for (const auto& k : v->second) {
-    if (k == without || own.count(k)) continue;
+    if (k == without || own.count(k) || std::find(fixed.begin(), fixed.end(), k) != fixed.end()) continue;
     auto same = std::find_if(t.keys.begin(), t.keys.end(), [&](const std::vector<std::string>& g) {
       return g[0] != "backend" && std::all_of(rows.begin(), rows.end(), [&](const PointRow* r) {
                return value_text(*r, g[0]) == value_text(*r, k);
@@ -266,12 +296,17 @@ RateLayout rate_layout(const std::vector<const PointRow*>& rows, const PointName
   RateLayout l;
   l.own = own_keys(rows, names);
   l.who = backend_names(rows, names);
-  l.x = choose_x(rows, names, workload, l.own);
-  l.tied = tied_to_axis(rows, names, workload, l.x.name, l.own);
+  // A number another parameter fixes (conv2d's c, h, k, ... by its named shape) is neither axis nor
+  // panel: its determinant is, and names it.
+  std::set<std::string> aside = l.own;
+  if (auto it = names.varying.find(workload); it != names.varying.end())
+    for (const auto& k : fixed_by_another(rows, it->second)) aside.insert(k);
+  l.x = choose_x(rows, names, workload, aside);
+  l.tied = tied_to_axis(rows, names, workload, l.x.name, aside);
   l.launched = names.varies(workload, "launch") && l.x.name != "launch";
   if (auto it = names.varying.find(workload); it != names.varying.end())
     for (const auto& k : it->second)
-      if (k != l.x.name && k != "seed" && k != "launch" && !l.tied.count(k) && !l.own.count(k) &&
+      if (k != l.x.name && k != "seed" && k != "launch" && !l.tied.count(k) && !aside.count(k) &&
           !(l.x.name == "ranks" && (k == "nodes" || k == "ranks_per_node")))
         l.panels.push_back(k);
   const bool one_backend =
@@ -423,35 +458,6 @@ std::vector<Block> workload_figures(const Report& rep, const std::string& worklo
     out.push_back(text(std::to_string(panel_order.size() - drawn) + " more panels of " + workload +
                        " are not drawn; results.csv has every point."));
   for (auto& b : repetition_figures(rep, rows, workload)) out.push_back(std::move(b));
-  return out;
-}
-
-// The naming columns another one fixes: a number that a string parameter's value determines on
-// every row (conv2d's c, h, k, pad, r, s, stride and w by its named shape), backend aside (a
-// campaign may zip a size with it). The terminal leaves them to --wide: the string says them.
-std::vector<std::string> fixed_by_another(const std::vector<const PointRow*>& rows,
-                                          const std::vector<std::string>& keys) {
-  auto numeric = [&](const std::string& k) {
-    return std::all_of(rows.begin(), rows.end(), [&](const PointRow* r) {
-      const auto it = r->params.find(k);
-      return it != r->params.end() && !std::holds_alternative<std::string>(it->second);
-    });
-  };
-  std::vector<std::string> out;
-  for (const auto& b : keys) {
-    if (b == "backend" || !numeric(b)) continue;
-    for (const auto& a : keys) {
-      if (a == b || a == "backend" || numeric(a)) continue;
-      std::map<std::string, std::string> fn;
-      const bool fixes = std::all_of(rows.begin(), rows.end(), [&](const PointRow* r) {
-        return fn.emplace(value_text(*r, a), value_text(*r, b)).first->second == value_text(*r, b);
-      });
-      if (fixes && fn.size() > 1) {
-        out.push_back(b);
-        break;
-      }
-    }
-  }
   return out;
 }
 

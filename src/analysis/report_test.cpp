@@ -610,6 +610,21 @@ TEST(ReportTables, NumbersANamedShapeFixesAreLeftToWideInTheTerminal) {
   EXPECT_EQ(terminal.find("  c  "), std::string::npos) << terminal;
   const std::string wide = d500::render_console(d, 0);
   EXPECT_NE(wide.find("backend  c    pass"), std::string::npos) << "--wide keeps it: " << wide;
+  // Its figures: the parameter of most values (here pass) on x and a panel per shape, c neither
+  // (it was the x axis, every shape and pass a panel of one point each), the boxes named without c.
+  const d500::Report rep = report(rows);
+  const std::vector<std::string> rate = figures_named(rep, "rate-");
+  ASSERT_EQ(rate.size(), 2u) << "a panel per shape";
+  for (const auto& svg : rate) {
+    EXPECT_NE(svg.find(">pass</text>"), std::string::npos) << svg;
+    std::smatch title;
+    ASSERT_TRUE(std::regex_search(svg, title, std::regex("class=\"title\"[^>]*>([^<]*)<")));
+    EXPECT_EQ(title[1].str().rfind("gemm: shape=resnet50/", 0), 0u) << title[1];
+    EXPECT_EQ(title[1].str().find("c="), std::string::npos) << title[1];
+  }
+  const std::vector<std::string> boxes = figures_named(rep, "repetitions-");
+  ASSERT_FALSE(boxes.empty());
+  EXPECT_NE(boxes[0].find(">backend, pass, shape</text>"), std::string::npos) << boxes[0];
 }
 
 // A table of the Networks section as a cpu-frameworks campaign has it (the backend, launch, math and
