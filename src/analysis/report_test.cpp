@@ -548,7 +548,8 @@ TEST(ReportFigures, ABackendHasOneColourInEveryFigure) {
 // by what tells it from the others ("blas, 256"), its x axis labelled at the rank counts measured;
 // a series of two rank counts has no figure of its own (its table has both rows), one of three has.
 TEST(ReportFigures, ScalingSeriesShareAnEfficiencyFigureLabelledAtTheirRankCounts) {
-  for (const std::vector<std::int64_t> counts : {std::vector<std::int64_t>{1, 2}, std::vector<std::int64_t>{1, 2, 4}}) {
+  for (const std::vector<std::int64_t>& counts :
+       {std::vector<std::int64_t>{1, 2}, std::vector<std::int64_t>{1, 2, 4}}) {
     std::vector<PointRow> rows;
     for (const char* backend : {"reference", "blas"})
       for (std::int64_t n : {128, 256})
