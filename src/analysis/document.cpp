@@ -148,33 +148,12 @@ std::string value_text(const PointRow& r, const std::string& k) {
   return is_unset(v->second) ? "default" : canonical(v->second);
 }
 
-// The naming columns another one fixes: a number that a string parameter's value determines on
-// every row (conv2d's c, h, k, pad, r, s, stride and w by its named shape), backend aside (a
-// campaign may zip a size with it). The terminal leaves them to --wide: the string says them.
+// The naming columns another one fixes (common/value.hpp's fixed_by_another) among `rows`.
 std::vector<std::string> fixed_by_another(const std::vector<const PointRow*>& rows,
                                           const std::vector<std::string>& keys) {
-  auto numeric = [&](const std::string& k) {
-    return std::all_of(rows.begin(), rows.end(), [&](const PointRow* r) {
-      const auto it = r->params.find(k);
-      return it != r->params.end() && !std::holds_alternative<std::string>(it->second);
-    });
-  };
-  std::vector<std::string> out;
-  for (const auto& b : keys) {
-    if (b == "backend" || !numeric(b)) continue;
-    for (const auto& a : keys) {
-      if (a == b || a == "backend" || numeric(a)) continue;
-      std::map<std::string, std::string> fn;
-      const bool fixes = std::all_of(rows.begin(), rows.end(), [&](const PointRow* r) {
-        return fn.emplace(value_text(*r, a), value_text(*r, b)).first->second == value_text(*r, b);
-      });
-      if (fixes && fn.size() > 1) {
-        out.push_back(b);
-        break;
-      }
-    }
-  }
-  return out;
+  std::vector<const Params*> params;
+  for (const auto* r : rows) params.push_back(&r->params);
+  return d500::fixed_by_another(params, keys);
 }
 
 // Per workload: its rate (or time) against the swept axis, a series per backend, the other

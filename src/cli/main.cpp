@@ -145,9 +145,17 @@ int cmd_plan(const std::string& campaign_path, std::string out_dir, bool dry_run
     for (const auto& [w, pts] : by_workload) {
       ParamSpread s = param_spread(pts);
       varying[w] = s.varying;
+      // A number another parameter fixes (a named shape's dimensions) is left out of the names.
+      for (const auto& k : fixed_by_another(pts, s.varying)) std::erase(varying[w], k);
       std::vector<std::string> shared;
       for (const auto& [k, v] : s.shared) shared.push_back(k + "=" + canonical(v));
-      if (!shared.empty()) std::cout << "  every " << w << " point: " << join(shared, " ") << "\n";
+      if (shared.empty()) continue;
+      std::string line = "  every " + w + " point:";  // within 120 columns, continued indented
+      for (const auto& kv : shared) {
+        if (line.size() + 1 + kv.size() > 120) std::cout << line << "\n", line = "   ";
+        line += " " + kv;
+      }
+      std::cout << line << "\n";
     }
   }
   auto name = [&](std::size_t i) {

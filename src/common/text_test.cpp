@@ -104,6 +104,27 @@ TEST(Value, ACanonicalTextParsesBackToItsParameters) {
   EXPECT_EQ(std::get<std::string>(head.at("backend")), "reference");
 }
 
+// A number a string parameter fixes on every point is set aside by the report and `d500 plan`'s
+// listing (a named shape's dimensions); not one the backend fixes (a campaign may zip a size with
+// it), not one that varies within a value of the string, not where the string has one value.
+TEST(Value, ANumberANamedShapeFixesIsFoundAndNothingElse) {
+  auto point = [](const char* backend, const char* shape, std::int64_t c, std::int64_t n) {
+    return Params{{"backend", Value{std::string(backend)}},
+                  {"shape", Value{std::string(shape)}},
+                  {"c", Value{c}},
+                  {"n", Value{n}}};
+  };
+  const std::vector<Params> pts = {point("blas", "res2", 64, 8), point("blas", "res3", 128, 16),
+                                   point("onednn", "res2", 64, 16), point("onednn", "res3", 128, 8)};
+  std::vector<const Params*> ptrs;
+  for (const auto& p : pts) ptrs.push_back(&p);
+  EXPECT_EQ(fixed_by_another(ptrs, {"backend", "c", "n", "shape"}), std::vector<std::string>{"c"});
+  const std::vector<Params> zipped = {point("blas", "res2", 64, 8), point("onednn", "res2", 64, 16)};
+  const std::vector<const Params*> z = {&zipped[0], &zipped[1]};
+  EXPECT_TRUE(fixed_by_another(z, {"backend", "n"}).empty()) << "the backend fixes n: a zip, not a name";
+  EXPECT_TRUE(fixed_by_another(z, {"backend", "c", "n", "shape"}).empty()) << "one shape names nothing apart";
+}
+
 TEST(WriteFileAtomic, ReportsAnUnwritableDirectory) {
   EXPECT_THROW(write_file_atomic("/nonexistent-dir/x.txt", "x"), Error);
 }

@@ -128,6 +128,36 @@ ParamSpread param_spread(const std::vector<const Params*>& points) {
   return s;
 }
 
+std::vector<std::string> fixed_by_another(const std::vector<const Params*>& points,
+                                          const std::vector<std::string>& keys) {
+  auto numeric = [&](const std::string& k) {
+    return std::all_of(points.begin(), points.end(), [&](const Params* p) {
+      const auto it = p->find(k);
+      return it != p->end() && !std::holds_alternative<std::string>(it->second);
+    });
+  };
+  auto text = [](const Params& p, const std::string& k) {
+    const auto it = p.find(k);
+    return it == p.end() ? std::string("\x1f") : canonical(it->second);  // absent: a value of its own
+  };
+  std::vector<std::string> out;
+  for (const auto& b : keys) {
+    if (b == "backend" || !numeric(b)) continue;
+    for (const auto& a : keys) {
+      if (a == b || a == "backend" || numeric(a)) continue;
+      std::map<std::string, std::string> fn;
+      const bool fixes = std::all_of(points.begin(), points.end(), [&](const Params* p) {
+        return fn.emplace(text(*p, a), text(*p, b)).first->second == text(*p, b);
+      });
+      if (fixes && fn.size() > 1) {
+        out.push_back(b);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
 std::string varying_text(const Params& p, const std::vector<std::string>& varying,
                          const std::vector<std::string>& without) {
   std::string s;

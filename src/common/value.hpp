@@ -57,6 +57,12 @@ struct ParamSpread {
   Params shared;
 };
 ParamSpread param_spread(const std::vector<const Params*>& points);
+// Those of `keys` that another one fixes: a number that a string parameter's value determines on
+// every point (conv2d's c, h, k, pad, r, s, stride and w by its named shape), backend aside (a
+// campaign may zip a size with it). The report sets them aside (its determinant names the point)
+// and so does `d500 plan`'s listing.
+std::vector<std::string> fixed_by_another(const std::vector<const Params*>& points,
+                                          const std::vector<std::string>& keys);
 // "k=v k=v" of the `varying` parameters that `p` sets, less `without`.
 std::string varying_text(const Params& p, const std::vector<std::string>& varying,
                          const std::vector<std::string>& without = {});
