@@ -156,6 +156,16 @@ std::vector<std::string> fixed_by_another(const std::vector<const PointRow*>& ro
   return d500::fixed_by_another(params, keys);
 }
 
+// A table named by `backend` and then the columns `vary`: those another one fixes among `rows` are
+// the terminal's only with --wide (added to `wide`, by column). Returns them.
+std::vector<std::string> fixed_to_wide(const std::vector<const PointRow*>& rows, const std::vector<std::string>& vary,
+                                       std::set<std::size_t>& wide) {
+  const std::vector<std::string> fixed = fixed_by_another(rows, vary);
+  for (const auto& k : fixed)
+    wide.insert(1 + static_cast<std::size_t>(std::find(vary.begin(), vary.end(), k) - vary.begin()));
+  return fixed;
+}
+
 // Per workload: its rate (or time) against the swept axis, a series per backend, the other
 // varying parameters as small multiples; then the distribution of every point's repetitions.
 // Parameters tied one-to-one to the axis `x` (m = k = n swept together): they belong to it, not
@@ -303,16 +313,18 @@ RateLayout rate_layout(const std::vector<const PointRow*>& rows, const PointName
   return l;
 }
 
-// A backend's place in the figures' palette: its place among the report's backends in plan order,
-// so that blas is red in the rate figures and the roofline alike; -1 for a name that is no backend.
-int backend_colour(const Report& rep, const std::string& name) {
+// The report's backends in plan order: a backend's place there is its place in the figures'
+// palette, so that blas is red in the rate figures and the roofline alike.
+std::vector<std::string> report_backends(const Report& rep) {
   std::vector<std::string> backends;
   for (const auto& r : rep.rows)
-    if (std::find(backends.begin(), backends.end(), r.backend) == backends.end()) {
-      if (r.backend == name) return static_cast<int>(backends.size());
-      backends.push_back(r.backend);
-    }
-  return -1;
+    if (std::find(backends.begin(), backends.end(), r.backend) == backends.end()) backends.push_back(r.backend);
+  return backends;
+}
+// `name`'s colour among `backends` (report_backends), -1 for a name that is no backend.
+int backend_colour(const std::vector<std::string>& backends, const std::string& name) {
+  const auto it = std::find(backends.begin(), backends.end(), name);
+  return it == backends.end() ? -1 : static_cast<int>(it - backends.begin());
 }
 
 // Values in order of first appearance (the campaign's order).
@@ -349,12 +361,12 @@ Block rate_panel(const Report& rep, const RateLayout& l, const std::string& work
   std::vector<svg::Series> by_series(series.size());
   // Where some series are backends, each keeps its report-wide colour, and the others (a backend's
   // points told apart by its own settings: "cuda (fusion=add_relu)") take the colours after them.
-  if (std::any_of(series.begin(), series.end(), [&](const std::string& n) { return backend_colour(rep, n) >= 0; })) {
-    std::set<std::string> backends;
-    for (const auto& r : rep.rows) backends.insert(r.backend);
+  const std::vector<std::string> backends = report_backends(rep);
+  if (std::any_of(series.begin(), series.end(),
+                  [&](const std::string& n) { return backend_colour(backends, n) >= 0; })) {
     int next = static_cast<int>(backends.size());
     for (std::size_t k = 0; k < series.size(); ++k) {
-      const int c = backend_colour(rep, series[k]);
+      const int c = backend_colour(backends, series[k]);
       by_series[k].colour = c >= 0 ? c : next++;
     }
   }
@@ -499,16 +511,13 @@ Section workload_results(const Report& rep, const std::string& workload) {
   const bool one_node = std::all_of(rows.begin(), rows.end(), [](const PointRow* r) { return r->nodes == 1; });
   if (ranks.size() == 1 || (one_node && std::find(vary.begin(), vary.end(), "ranks_per_node") != vary.end()))
     b.table.wide_only.insert(first_figure);
-  const std::vector<std::string> fixed = fixed_by_another(rows, vary);
-  for (const auto& k : fixed)
-    b.table.wide_only.insert(1 + static_cast<std::size_t>(std::find(vary.begin(), vary.end(), k) - vary.begin()));
-  if (!fixed.empty()) {
+  if (const std::vector<std::string> fixed = fixed_to_wide(rows, vary, b.table.wide_only); !fixed.empty()) {
     Block said = text("", "--wide shows " + join(fixed, ", ") + " too: another column's values fix them.");
     said.document = false;
     s.blocks.push_back(std::move(said));
   }
-  for (const auto& r : rep.rows) {
-    if (r.workload != workload) continue;
+  for (const PointRow* point : rows) {
+    const PointRow& r = *point;
     std::vector<std::string> row{r.backend};
     for (const auto& k : vary) row.push_back(value_text(r, k));
     const std::string status = r.status + (r.oversubscribed           ? " (oversubscribed)"
@@ -552,7 +561,6 @@ std::vector<Block> roofline(const Report& rep) {
     if (!(seconds > 0)) continue;
     auto& s = by_backend[r.backend];
     s.name = r.backend;
-    s.colour = backend_colour(rep, r.backend);
     s.line = false;  // points of different operators and sizes: never joined
     s.x.push_back(r.flops / r.work_bytes);
     s.y.push_back(r.flops / seconds / 1e9);
@@ -570,7 +578,11 @@ std::vector<Block> roofline(const Report& rep) {
   p.xlabel = "FLOP per byte of operands (log scale)";
   p.ylabel = "attained GFLOP/s (log scale)";
   p.logx = p.logy = true;
-  for (auto& [b, s] : by_backend) p.series.push_back(s);
+  const std::vector<std::string> backends = report_backends(rep);
+  for (auto& [b, s] : by_backend) {
+    s.colour = backend_colour(backends, b);
+    p.series.push_back(s);
+  }
   const double lo = *std::min_element(xs.begin(), xs.end()), hi = *std::max_element(xs.begin(), xs.end());
   for (const auto& [gflops, basis] : peaks)
     p.series.push_back(svg::Series{
@@ -679,8 +691,7 @@ Block with_title(Block b, const Report& rep, bool point_column) {
   }
   std::set<std::size_t> wide;
   for (std::size_t c : b.table.wide_only) wide.insert(c == 0 ? 0 : c + head.size() - 1);
-  for (const auto& k : fixed_by_another(rows, vary))
-    wide.insert(1 + static_cast<std::size_t>(std::find(vary.begin(), vary.end(), k) - vary.begin()));
+  fixed_to_wide(rows, vary, wide);
   b.table.wide_only = wide;
   b.table.naming = head.size();
   return b;
@@ -731,6 +742,7 @@ std::vector<ScalingOverview> scaling_overviews(const Report& rep) {
   }
   std::map<std::string, const PointRow*> by_id;
   for (const auto& r : rep.rows) by_id[r.id] = &r;
+  const std::vector<std::string> backends = report_backends(rep);
   std::vector<ScalingOverview> out;
   for (const auto& workload : order) {
     const auto& list = by_workload[workload];
@@ -756,14 +768,13 @@ std::vector<ScalingOverview> scaling_overviews(const Report& rep) {
     p.legend_title = keys.axis();
     Table t{{keys.axis(), "ranks", "median time", "efficiency (" + pct(rep.confidence) + " CI)", "model"}};
     std::set<std::string> kinds;
-    int lo = 0, hi = 0;
-    std::set<double> counts;
+    std::set<double> counts;  // every series' rank counts: the ticks and the ideal's extent
     for (std::size_t i = 0; i < list.size(); ++i) {
       const ScalingSeries* sc = list[i];
       kinds.insert(sc->kind);
       svg::Series line;
       line.name = keys.name(*base[i]);
-      line.colour = backend_colour(rep, line.name);
+      line.colour = backend_colour(backends, line.name);
       const auto& m = sc->model;
       const std::string model = m.law.empty() ? (m.failed.empty() ? "-" : "failed")
                                               : m.law + " s = " + fmt_sig(m.s, 3) + " [" + fmt_sig(m.s_lo, 3) + ", " +
@@ -780,13 +791,12 @@ std::vector<ScalingOverview> scaling_overviews(const Report& rep) {
         line.hi.push_back(pt.efficiency_hi);
         line.tips.push_back(sc->group + "\n" + std::to_string(pt.ranks) + (pt.ranks == 1 ? " rank" : " ranks") +
                             ": efficiency " + eff + " (" + sc->kind + " scaling), median " + fmt_time(pt.time.median));
-        lo = lo == 0 ? pt.ranks : std::min(lo, pt.ranks);
-        hi = std::max(hi, pt.ranks);
       }
       p.series.push_back(std::move(line));
     }
     p.xticks.assign(counts.begin(), counts.end());
-    p.series.push_back(svg::Series{"ideal", {double(lo), double(hi)}, {1, 1}, {}, {}, true, false, true, {}});
+    p.series.push_back(
+        svg::Series{"ideal", {*counts.begin(), *counts.rbegin()}, {1, 1}, {}, {}, true, false, true, {}});
     ScalingOverview o{workload, {}};
     const std::string kind = kinds.size() == 1 ? *kinds.begin() + " scaling" : "scaling (weak and strong)";
     const std::string what =
@@ -1066,9 +1076,9 @@ Document report_document(const Report& rep) {
   if (Table v = validation_table(rep); v.size() > 1)
     d.sections.push_back(
         {"Validation", 2, false, {text(validation_note()), with_title(table(std::move(v)), rep, true)}});
-  if (auto att = attention(rep); !att.empty()) {
-    Block items = list(std::move(att));
-    items.brief_items = attention_brief(rep);
+  if (auto att = attention_items(rep); !att.whole.empty()) {
+    Block items = list(std::move(att.whole));
+    items.brief_items = std::move(att.brief);
     d.sections.push_back({"Points needing attention", 2, true, {std::move(items)}});
   }
   if (!rep.unreadable.empty()) {

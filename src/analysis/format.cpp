@@ -782,8 +782,9 @@ std::string brief_reason(const PointRow& r) {
          " (report.md has the whole judgement)";
 }
 
-// attention() and attention_brief(): the same items, whole and as the terminal prints them.
-std::pair<std::vector<std::string>, std::vector<std::string>> attention_items(const Report& rep) {
+}  // namespace
+
+AttentionItems attention_items(const Report& rep) {
   std::vector<std::string> out;
   for (const auto& r : rep.rows)
     if (r.threads_oversubscribed && !r.oversubscribed)
@@ -870,10 +871,8 @@ std::pair<std::vector<std::string>, std::vector<std::string>> attention_items(co
   return {out, brief};
 }
 
-}  // namespace
-
-std::vector<std::string> attention(const Report& rep) { return attention_items(rep).first; }
-std::vector<std::string> attention_brief(const Report& rep) { return attention_items(rep).second; }
+std::vector<std::string> attention(const Report& rep) { return attention_items(rep).whole; }
+std::vector<std::string> attention_brief(const Report& rep) { return attention_items(rep).brief; }
 
 // JSON output, by hand: the structure is small and fixed.
 std::string js(const std::string& s) {

@@ -101,6 +101,11 @@ std::vector<std::string> attention(const Report& rep);
 // a paragraph) cut to its verdict and decisive tensor, which report.md's item and Validation
 // section have whole; every other item as attention() has it.
 std::vector<std::string> attention_brief(const Report& rep);
+// Both at once, item for item (the document shows the one and the terminal the other).
+struct AttentionItems {
+  std::vector<std::string> whole, brief;
+};
+AttentionItems attention_items(const Report& rep);
 std::string js(const std::string& s);
 std::string jn(double v);
 std::string jratio(const stats::RatioInterval& r);
