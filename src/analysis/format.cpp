@@ -466,11 +466,13 @@ std::string validation_note() {
   return "Each network's step (its outputs; in training the loss and every weight's gradient) against d500's reference "
          "executor in double precision on the same weights and inputs, each tensor's relative L2 error. A tensor is "
          "allowed float32's rounding bound, or more where the step is ill-conditioned (10 x its simulated float32 "
-         "rounding spread) or its math rounds (tf32, bf16: 3 x its distance under that rounding, simulated): the "
-         "decisive tensor is the one nearest its allowance. The last column is what the judgement can see: in how "
-         "many tensors the same step with that one tensor 2% larger would have failed (a batch normalisation's "
-         "gradients under reduced precision move by more than 2% of themselves, so an error there is invisible). "
-         "validation_method in results.csv has the whole statement.";
+         "rounding spread), where a Relu's input lies within float32's reach of zero (2 x how far the step moves "
+         "when such inputs take the Relu's other branch) or its math rounds (tf32, bf16: 3 x its distance under "
+         "that rounding, simulated): the decisive tensor is the one nearest its allowance. The last column is what "
+         "the judgement can see: in how many tensors the same step with that one tensor 2% larger would have "
+         "failed (a batch normalisation's gradients under reduced precision move by more than 2% of themselves, so "
+         "an error there is invisible). validation_method in results.csv (validation.method in results.json) has "
+         "the whole statement.";
 }
 
 Table comparison_table(const Report& rep) {

@@ -24,7 +24,7 @@ std::string render_csv(const Report& rep, const Document&) {
   o << ",n,warmups_excluded,reps_incomplete,median_s,ci_lo_s,ci_hi_s,ci_level,ci_coverage,ci_method,mean_s,mean_ci_lo_s,"
        "mean_ci_hi_s,normality_ad_p,outliers_low,outliers_high,enough_reps,reps_needed,reps_needed_capped,ranks_p,rate_unit,"
        "rate_median,rate_ci_lo,rate_ci_hi,validation_status,validation_max_rel_error,validation_tolerance,peak_rss_bytes,memory_estimate_bytes,threads_oversubscribed,status,"
-       "status_reason,hosts,file,forward_median_s,backward_median_s,memory_planned_bytes,reps_stopped_by,ranks_test,trend_rho,trend_p,lag1_autocorrelation,rate_aggregate,machine_busy,machine_other_load,machine_steal_share,machine_involuntary_switches,device_median_s,device_ci_lo_s,device_ci_hi_s,device_peak_memory_bytes,device_peak_fraction,p90_s,p90_ci_lo_s,p90_ci_hi_s,p99_s,p99_ci_lo_s,p99_ci_hi_s\n";
+       "status_reason,hosts,file,forward_median_s,backward_median_s,memory_planned_bytes,reps_stopped_by,ranks_test,trend_rho,trend_p,lag1_autocorrelation,rate_aggregate,machine_busy,machine_other_load,machine_steal_share,machine_involuntary_switches,device_median_s,device_ci_lo_s,device_ci_hi_s,device_peak_memory_bytes,device_peak_fraction,p90_s,p90_ci_lo_s,p90_ci_hi_s,p99_s,p99_ci_lo_s,p99_ci_hi_s,validation_method\n";
   auto num = [](double v) { return std::isfinite(v) ? jn(v) : std::string(); };
   for (const auto& r : rep.rows) {
     o << r.id << "," << r.job_id << "," << csv_field(r.canonical) << "," << r.level << "," << csv_field(r.workload)
@@ -92,7 +92,7 @@ std::string render_csv(const Report& rep, const Document&) {
       o << "," << (q ? num(r.tail[k].estimate) : "") << "," << (qci ? num(r.tail[k].lo) : "") << ","
         << (qci ? num(r.tail[k].hi) : "");
     }
-    o << "\n";
+    o << "," << csv_field(r.validation_method) << "\n";
   }
   return o.str();
 }

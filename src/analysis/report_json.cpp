@@ -82,7 +82,8 @@ void write_points(std::ostringstream& o, const Report& rep) {
               : std::string("null"))
       << ", \"validation\": {\"status\": " << js(r.validation_status)
       << ", \"max_rel_error\": " << (r.validation_status == "not-run" ? "null" : jn(r.validation_max_rel_error))
-      << ", \"tolerance\": " << (r.validation_status == "not-run" ? "null" : jn(r.validation_tolerance)) << "}"
+      << ", \"tolerance\": " << (r.validation_status == "not-run" ? "null" : jn(r.validation_tolerance))
+      << ", \"method\": " << (r.validation_method.empty() ? "null" : js(r.validation_method)) << "}"
       << ", \"peak_rss_bytes\": " << (r.peak_rss_bytes >= 0 ? std::to_string(r.peak_rss_bytes) : "null")
       << ", \"memory_estimate_bytes\": "
       << (r.memory_estimate_bytes >= 0 ? std::to_string(r.memory_estimate_bytes) : "null")

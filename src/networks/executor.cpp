@@ -1028,6 +1028,8 @@ std::unique_ptr<NodeKernel> GraphExecutor::Impl::make_kernel(const NodeProblem& 
     impl = k->impl();
   } else if (!k) {
     k = make_reference_node_kernel(p, spec.double_precision);
+    if (spec.double_precision && spec.kinks)
+      k = with_kinks(std::move(k), p, static_cast<int>(&n - g.nodes.data()), *spec.kinks);
     if (spec.double_precision && spec.reduced_mantissa > 0 &&
         (n.op == "Conv" || n.op == "ConvTranspose" || n.op == "Gemm" || n.op == "MatMul"))
       k = std::make_unique<ReducedInputs>(std::move(k), p, spec.reduced_mantissa,

@@ -17,6 +17,7 @@
 
 #include "backends/graph.hpp"
 #include "backends/registry.hpp"
+#include "networks/kinks.hpp"
 
 namespace d500 {
 
@@ -45,6 +46,9 @@ struct ExecutorSpec : RunnerSpec {
   // rounded again where it is stored), as BackendInfo::bf16_bias_after_rounding says the step's
   // backend does; false: rounded once, bias included.
   bool bias_after_rounding = false;
+  // With double_precision, training: the branches its Relu, AddRelu and BatchNormRelu nodes take
+  // are recorded, measured or chosen there (networks/kinks.hpp); nullptr: none.
+  KinkBranches* kinks = nullptr;
   bool keep_all = false;          // no buffer reuse: every tensor stays readable (diagnosis)
   const Params* point = nullptr;  // the point's parameters, handed to the backend's kernels
 };

@@ -115,4 +115,25 @@ inline std::unique_ptr<GraphExecutor> run_double(const Graph& g, int loss, const
   return run_yardstick(g, true, loss, params, inputs, micros);
 }
 
+// Runs one float32 training step of `g` on `backend` (nullptr: the reference's kernels) with the
+// point's parameters and returns the executor.
+inline std::unique_ptr<GraphExecutor> run_float(const Graph& g, int loss, const std::vector<int>& params,
+                                                const std::vector<const void*>& inputs = {},
+                                                const BackendInfo* backend = nullptr, const Params* point = nullptr,
+                                                int threads = 1) {
+  ExecutorSpec s;
+  s.graph = &g;
+  s.backend = backend;
+  s.training = true;
+  s.loss = loss;
+  s.params = params;
+  s.inputs = inputs;
+  s.point = point;
+  s.threads = threads;
+  auto e = std::make_unique<GraphExecutor>(s);
+  e->forward(0);
+  e->backward(0);
+  return e;
+}
+
 }  // namespace d500::test

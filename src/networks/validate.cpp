@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include "backends/graph_ops.hpp"
 #include "backends/kernel.hpp"
@@ -104,10 +105,10 @@ StepValues step_values(GraphRunner& r, const Graph& g, const std::vector<int>& p
   return v;
 }
 
-std::unique_ptr<GraphExecutor> run_yardstick(const Graph& g, bool training, int loss, const std::vector<int>& params,
-                                             const std::vector<const void*>& inputs, int micro_batches,
-                                             std::uint64_t rounding_noise, int reduced_mantissa,
-                                             const std::vector<bool>& reduced_storage, bool bias_after_rounding) {
+namespace {
+// The yardstick's spec, exact.
+ExecutorSpec yardstick_spec(const Graph& g, bool training, int loss, const std::vector<int>& params,
+                            const std::vector<const void*>& inputs, int micro_batches) {
   ExecutorSpec s;
   s.graph = &g;
   s.training = training;
@@ -116,10 +117,21 @@ std::unique_ptr<GraphExecutor> run_yardstick(const Graph& g, bool training, int 
   s.inputs = inputs;
   s.micro_batches = micro_batches;
   s.double_precision = true;
+  return s;
+}
+}  // namespace
+
+std::unique_ptr<GraphExecutor> run_yardstick(const Graph& g, bool training, int loss, const std::vector<int>& params,
+                                             const std::vector<const void*>& inputs, int micro_batches,
+                                             std::uint64_t rounding_noise, int reduced_mantissa,
+                                             const std::vector<bool>& reduced_storage, bool bias_after_rounding,
+                                             KinkBranches* kinks) {
+  ExecutorSpec s = yardstick_spec(g, training, loss, params, inputs, micro_batches);
   s.rounding_noise = rounding_noise;
   s.reduced_mantissa = reduced_mantissa;
   s.reduced_storage = reduced_storage;
   s.bias_after_rounding = bias_after_rounding;
+  s.kinks = kinks;
   auto e = std::make_unique<GraphExecutor>(s);
   for (int m = 0; m < micro_batches; ++m) {
     e->forward(m);
@@ -203,10 +215,11 @@ Discrepancy compare_steps(const StepValues& got, const StepValues& ref) {
 
 std::vector<double> rounding_spread(const Graph& g, bool training, int loss, const std::vector<int>& params,
                                     const std::vector<const void*>& inputs, int micro_batches, const StepValues& exact,
-                                    int runs) {
+                                    int runs, KinkBranches* kinks) {
   std::vector<double> spread(exact.values.size(), 0.0);
   for (int r = 1; r <= runs; ++r) {
-    const auto e = run_yardstick(g, training, loss, params, inputs, micro_batches, static_cast<std::uint64_t>(r));
+    const auto e = run_yardstick(g, training, loss, params, inputs, micro_batches, static_cast<std::uint64_t>(r), 0, {},
+                                 false, kinks);
     const std::vector<double> d = step_errors(step_values(*e, g, params, training), exact);
     for (std::size_t t = 0; t < d.size(); ++t) spread[t] = std::max(spread[t], d[t]);
   }
@@ -231,15 +244,45 @@ std::vector<double> reduced_precision_distance(const Graph& g, bool training, in
   return distance;
 }
 
+KinkDistance kink_distance(const Graph& g, int loss, const std::vector<int>& params,
+                           const std::vector<const void*>& inputs, int micro_batches, const StepValues& exact,
+                           int runs) {
+  KinkDistance k;
+  k.distance.assign(exact.values.size(), 0.0);
+  KinkBranches kinks;
+  {
+    ExecutorSpec s = yardstick_spec(g, true, loss, params, inputs, micro_batches);  // exact, forward, recording
+    s.kinks = &kinks;
+    GraphExecutor e(s);
+    for (int m = 0; m < micro_batches; ++m) e.forward(m);
+  }
+  kinks.set_mode(KinkBranches::Mode::Measure);
+  k.spread = rounding_spread(g, true, loss, params, inputs, micro_batches, exact, runs, &kinks);
+  k.elements = kinks.elements();
+  k.ambiguous = kinks.ambiguous(kKinkReach);
+  std::tie(k.move_lo, k.move_hi) = kinks.relative_moves();
+  kinks.set_mode(KinkBranches::Mode::Flip);
+  for (const bool half : {false, true}) {
+    const std::int64_t chosen = kinks.choose(kKinkReach, half);
+    if (chosen == 0 || (half && chosen == k.ambiguous)) continue;  // nothing to flip, or the same as all
+    const auto e = run_yardstick(g, true, loss, params, inputs, micro_batches, 0, 0, {}, false, &kinks);
+    const std::vector<double> d = step_errors(step_values(*e, g, params, true), exact);
+    for (std::size_t t = 0; t < d.size(); ++t) k.distance[t] = std::max(k.distance[t], d[t]);
+  }
+  return k;
+}
+
 Discrepancy judge_with_spread(const StepValues& got, const StepValues& ref, double tolerance,
-                              const std::vector<double>& spread, double& allowed, const std::vector<double>& reduced) {
+                              const std::vector<double>& spread, double& allowed, const std::vector<double>& reduced,
+                              const std::vector<double>& kinks) {
   const std::vector<double> e = step_errors(got, ref);
   Discrepancy d;
   double worst_ratio = -1;
   allowed = tolerance;
   for (std::size_t t = 0; t < e.size(); ++t) {
     const double a = std::max({tolerance, kSpreadFactor * (t < spread.size() ? spread[t] : 0.0),
-                               kReducedFactor * (t < reduced.size() ? reduced[t] : 0.0)});
+                               kReducedFactor * (t < reduced.size() ? reduced[t] : 0.0),
+                               kKinkFactor * (t < kinks.size() ? kinks[t] : 0.0)});
     const double ratio = e[t] / a;
     if (std::isnan(ratio) || ratio > worst_ratio) {
       worst_ratio = ratio, d.worst = e[t], d.where = ref.names[t], allowed = a;
@@ -250,6 +293,20 @@ Discrepancy judge_with_spread(const StepValues& got, const StepValues& ref, doub
 }
 
 namespace {
+// What judge_step says of the kinks' branches (kink_distance).
+std::string kink_words(const KinkDistance& k) {
+  const std::string inputs = " of the " + std::to_string(k.elements) + " inputs of its Relu nodes";
+  const std::string reach = "within float32's reach of zero (|v| at most " + fmt_sig(kKinkReach, 2) +
+                            " x the largest move the simulated rounding gave such an input of their node, " +
+                            fmt_sig(k.move_lo, 2) + " to " + fmt_sig(k.move_hi, 2) + " of its RMS)";
+  if (k.ambiguous == 0)
+    return "; none" + inputs + " was " + reach + ", where a float32 step may take a Relu's other branch";
+  return "; and " + fmt_sig(kKinkFactor, 2) + " x its kink distance: how far the step moves when the " +
+         std::to_string(k.ambiguous) + inputs + " " + reach +
+         " take their other branch (the yardstick run with all of them taking it, and with a seeded half where that is "
+         "fewer)";
+}
+
 // Of the step's tensors, those in which the step with that one tensor 2% larger exceeds its
 // allowance (allowed[t]).
 int caught_when_2pct_off(const StepValues& got, const StepValues& ref, const std::vector<double>& allowed) {
@@ -283,8 +340,13 @@ StepJudgement judge_step(const StepValues& got, const StepValues& ref, const Tol
   auto once = [&](const std::string& what, auto&& make) {
     return share.empty() ? make() : *kept.get(share + "\n" + what, make);
   };
-  const std::vector<double> spread =
-      once("spread", [&] { return rounding_spread(g, training, loss, params, inputs, micro_batches, ref, 2); });
+  // Training: the rounding spread's runs measure the kinks too (kink_distance).
+  static Recent<KinkDistance> kept_kinks(2);
+  auto kinks_of = [&] { return kink_distance(g, loss, params, inputs, micro_batches, ref); };
+  const KinkDistance kinks = !training ? KinkDistance{} : share.empty() ? kinks_of() : *kept_kinks.get(share, kinks_of);
+  const std::vector<double> spread = training ? kinks.spread : once("spread", [&] {
+    return rounding_spread(g, training, loss, params, inputs, micro_batches, ref, 2);
+  });
   // The stores simulated, by which tensors (a point's layout decides them on onednn).
   const auto stored = std::count(basis.reduced_storage.begin(), basis.reduced_storage.end(), true);
   std::string which;
@@ -300,12 +362,15 @@ StepJudgement judge_step(const StepValues& got, const StepValues& ref, const Tol
                      })
               : std::vector<double>{};
   double allowed = first;
-  const Discrepancy w = judge_with_spread(got, ref, first, spread, allowed, distance);
+  const Discrepancy w = judge_with_spread(got, ref, first, spread, allowed, distance, kinks.distance);
   std::vector<double> each(ref.values.size(), first);
-  double decisive = 0, decisive_reduced = 0;
+  double decisive = 0, decisive_reduced = 0, decisive_kinks = 0;
   for (std::size_t t = 0; t < ref.names.size(); ++t) {
-    each[t] = std::max({first, kSpreadFactor * spread[t], kReducedFactor * (t < distance.size() ? distance[t] : 0.0)});
-    if (ref.names[t] == w.where) decisive = spread[t], decisive_reduced = t < distance.size() ? distance[t] : 0.0;
+    const double kink = t < kinks.distance.size() ? kinks.distance[t] : 0.0;
+    each[t] = std::max({first, kSpreadFactor * spread[t], kReducedFactor * (t < distance.size() ? distance[t] : 0.0),
+                        kKinkFactor * kink});
+    if (ref.names[t] == w.where)
+      decisive = spread[t], decisive_reduced = t < distance.size() ? distance[t] : 0.0, decisive_kinks = kink;
   }
   j.error = w.worst, j.where = w.where, j.tolerance = allowed;
   j.caught_2pct = caught_when_2pct_off(got, ref, each);
@@ -328,8 +393,10 @@ StepJudgement judge_step(const StepValues& got, const StepValues& ref, const Tol
                       " activations the step keeps in bfloat16 or into their gradients"
                 : "") +
         ")";
+  if (training) j.words += kink_words(kinks);
   j.words += "; the decisive tensor here is " + w.where + ", spread " + fmt_sig(decisive, 3) +
-             (reduced ? ", simulated distance " + fmt_sig(decisive_reduced, 3) : std::string()) + ", allowed " +
+             (reduced ? ", simulated distance " + fmt_sig(decisive_reduced, 3) : std::string()) +
+             (kinks.ambiguous > 0 ? ", kink distance " + fmt_sig(decisive_kinks, 3) : std::string()) + ", allowed " +
              fmt_sig(allowed, 3) + "; a step with one tensor 2% off would fail in " + std::to_string(j.caught_2pct) +
              " of " + std::to_string(j.tensors) + " tensors";
   return j;

@@ -54,12 +54,12 @@ struct StepValues {
 StepValues step_values(GraphRunner& r, const Graph& g, const std::vector<int>& params, bool training);
 // Runs one step of the yardstick (every micro-batch's forward and, training, backward pass) and
 // returns it, its tensors and gradients to be read (or its weights perturbed, in tests);
-// `rounding_noise`, `reduced_mantissa`, `reduced_storage`: ExecutorSpec's (0, empty: exact).
+// `rounding_noise`, `reduced_mantissa`, `reduced_storage`, `kinks`: ExecutorSpec's (0, empty, nullptr: exact).
 std::unique_ptr<GraphExecutor> run_yardstick(const Graph& g, bool training, int loss, const std::vector<int>& params,
                                              const std::vector<const void*>& inputs, int micro_batches,
                                              std::uint64_t rounding_noise = 0, int reduced_mantissa = 0,
                                              const std::vector<bool>& reduced_storage = {},
-                                             bool bias_after_rounding = false);
+                                             bool bias_after_rounding = false, KinkBranches* kinks = nullptr);
 // One step of the yardstick (all micro-batches): what step_values reads from run_yardstick's.
 StepValues yardstick_step(const Graph& g, bool training, int loss, const std::vector<int>& params,
                           const std::vector<const void*>& inputs, int micro_batches);
@@ -87,9 +87,10 @@ std::vector<double> step_errors(const StepValues& got, const StepValues& ref);
 // rounding_noise, seeds 1 to runs: Monte Carlo arithmetic), each tensor's largest relative L2
 // distance from `exact` (as step_errors measures it). Large where the step is ill-conditioned: a
 // gradient that is a small sum of large terms of both signs (a batch normalisation's at batch 1).
+// `kinks`: its runs' kinks reported there too (kink_distance's Measure runs).
 std::vector<double> rounding_spread(const Graph& g, bool training, int loss, const std::vector<int>& params,
                                     const std::vector<const void*>& inputs, int micro_batches, const StepValues& exact,
-                                    int runs = 2);
+                                    int runs = 2, KinkBranches* kinks = nullptr);
 // How far the reduced precision of a point's products alone moves the yardstick's step: the
 // yardstick run twice more (without and with float32's noise: the largest distance of the two) with every Conv,
 // ConvTranspose, Gemm and MatMul input (and, backward, the output gradient it reads) rounded to `bits` mantissa bits,
@@ -101,9 +102,33 @@ std::vector<double> reduced_precision_distance(const Graph& g, bool training, in
                                                const std::vector<const void*>& inputs, int micro_batches,
                                                const StepValues& exact, int bits, const std::vector<bool>& storage = {},
                                                bool bias_after_rounding = false);
+// How far the branches float32 may take at Relu kinks move a training step (networks/kinks.hpp):
+// the yardstick's forward pass run once exact, recording each Relu, AddRelu and BatchNormRelu
+// input near zero, then rounding_spread's `runs` runs (whose spread it returns too), measuring
+// each node's largest move of those; an input is within float32's reach of its kink
+// when |v| <= kKinkReach x its node's move (Monte Carlo arithmetic moves v by its stored values'
+// rounding; a float32 step's own sums move it 3-5 times as far, measured on ResNet-20 against
+// PyTorch's float32 step). Where any is, the step is run twice more with them taking the other
+// branch (all of them, then a seeded half where that is fewer), each tensor's largest relative
+// L2 distance from `exact` (as step_errors measures it); zeros where none is.
+constexpr double kKinkReach = 10;
+struct KinkDistance {
+  std::vector<double> distance;     // per tensor of `exact`
+  std::vector<double> spread;       // rounding_spread's, of the same runs
+  std::int64_t ambiguous = 0;       // inputs within reach, all micro-batches
+  std::int64_t elements = 0;        // inputs of kinks, all micro-batches
+  double move_lo = 0, move_hi = 0;  // the nodes' moves relative to their inputs' RMS
+};
+KinkDistance kink_distance(const Graph& g, int loss, const std::vector<int>& params,
+                           const std::vector<const void*>& inputs, int micro_batches, const StepValues& exact,
+                           int runs = 2);
+// A step that took the other branch at some of those inputs is allowed kKinkFactor x that
+// distance: the step's set of branches is one of many, and its own rounding comes on top.
+constexpr double kKinkFactor = 2;
+
 // The second opinion on a step that failed the formula's tolerance: each tensor is allowed
 // max(tolerance, kSpreadFactor x its rounding spread, kReducedFactor x its reduced-precision
-// distance (none: zero)). Returns the tensor whose error is the
+// distance, kKinkFactor x its kink distance (none: zero)). Returns the tensor whose error is the
 // largest share of its allowance (its error and name) and that allowance in `allowed`: the step
 // passes when worst <= allowed.
 constexpr double kSpreadFactor = 10;
@@ -113,11 +138,12 @@ constexpr double kSpreadFactor = 10;
 constexpr double kReducedFactor = 3;
 Discrepancy judge_with_spread(const StepValues& got, const StepValues& ref, double tolerance,
                               const std::vector<double>& spread, double& allowed,
-                              const std::vector<double>& reduced = {});
+                              const std::vector<double>& reduced = {}, const std::vector<double>& kinks = {});
 
 // A step's validation: every tensor against the formula's tolerance (`basis`; with reduced
 // math, float32's); where one exceeds it, the second opinion (rounding_spread over the yardstick's run of `g`, twice,
-// with basis.reduced_mantissa reduced_precision_distance too, then judge_with_spread). `error` is the decisive tensor's
+// training kink_distance, with basis.reduced_mantissa reduced_precision_distance too, then judge_with_spread). `error`
+// is the decisive tensor's
 // (`where`), `tolerance` its allowance: the step passes when error <= tolerance. `words` says how the tolerance was
 // set.
 struct StepJudgement {
