@@ -12,16 +12,9 @@ namespace d500 {
 
 namespace {
 
-// Columns a UTF-8 string takes (one a code point: d500's text has no wide characters).
-std::size_t columns(const std::string& s) {
-  std::size_t n = 0;
-  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
-  return n;
-}
-
 // The first `cols` columns of `s`, its last one an ellipsis where it was cut.
 std::string cut(const std::string& s, std::size_t cols) {
-  if (columns(s) <= cols) return s;
+  if (text_columns(s) <= cols) return s;
   std::string o;
   std::size_t n = 0;
   for (std::size_t i = 0; i < s.size(); ++i) {
@@ -34,26 +27,7 @@ std::string cut(const std::string& s, std::size_t cols) {
 }
 
 void wrap(std::ostringstream& o, const std::string& text, std::size_t width, const std::string& indent = "") {
-  for (const auto& para : split(text, '\n')) {
-    if (width == 0) {
-      o << indent << para << "\n";
-      continue;
-    }
-    std::string line = indent;
-    std::size_t len = indent.size();
-    for (const auto& word : split(para, ' ')) {
-      if (word.empty()) continue;
-      if (len > indent.size() && len + 1 + columns(word) > width) {
-        o << line << "\n";
-        line = indent + "  ";
-        len = line.size();
-      }
-      if (len > indent.size() && line.back() != ' ') line += ' ', ++len;
-      line += word;
-      len += columns(word);
-    }
-    o << line << "\n";
-  }
+  o << wrap_words(text, width, indent);
 }
 
 // The columns a table's first column needs so that no two of its names read alike once cut: each
@@ -66,14 +40,14 @@ std::size_t first_column_need(const TableBlock& tb, std::size_t col) {
   auto shared = [](const std::string& a, const std::string& b) {
     std::size_t n = 0;
     while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
-    return columns(a.substr(0, n));
+    return text_columns(a.substr(0, n));
   };
   std::size_t need = 0;
   for (std::size_t i = 0; i < names.size(); ++i) {
     std::size_t common = 0;
     if (i > 0) common = std::max(common, shared(names[i], names[i - 1]));
     if (i + 1 < names.size()) common = std::max(common, shared(names[i], names[i + 1]));
-    need = std::max(need, std::min(columns(names[i]), common + 8 + 1));
+    need = std::max(need, std::min(text_columns(names[i]), common + 8 + 1));
   }
   return need;
 }
@@ -84,7 +58,7 @@ std::vector<std::string> header_lines(const std::string& h, std::size_t cols) {
   std::vector<std::string> lines;
   for (const auto& word : split(h, ' ')) {
     if (word.empty()) continue;
-    if (!lines.empty() && columns(lines.back()) + 1 + columns(word) <= cols)
+    if (!lines.empty() && text_columns(lines.back()) + 1 + text_columns(word) <= cols)
       lines.back() += " " + word;
     else
       lines.push_back(cut(word, cols));
@@ -95,7 +69,7 @@ std::vector<std::string> header_lines(const std::string& h, std::size_t cols) {
 
 std::size_t longest_word(const std::string& h) {
   std::size_t n = 0;
-  for (const auto& word : split(h, ' ')) n = std::max(n, columns(word));
+  for (const auto& word : split(h, ' ')) n = std::max(n, text_columns(word));
   return n;
 }
 
@@ -111,8 +85,8 @@ void text_table(std::ostringstream& o, const TableBlock& tb, std::size_t width) 
   std::vector<std::size_t> w(keep.size(), 0), values(keep.size(), 0);
   for (std::size_t k = 0; k < tb.table.size(); ++k)
     for (std::size_t j = 0; j < keep.size(); ++j) {
-      w[j] = std::max(w[j], columns(tb.table[k][keep[j]]));
-      if (k > 0) values[j] = std::max(values[j], columns(tb.table[k][keep[j]]));
+      w[j] = std::max(w[j], text_columns(tb.table[k][keep[j]]));
+      if (k > 0) values[j] = std::max(values[j], text_columns(tb.table[k][keep[j]]));
     }
   auto total = [&] {
     std::size_t t = 0;
@@ -146,7 +120,7 @@ void text_table(std::ostringstream& o, const TableBlock& tb, std::size_t width) 
     std::size_t c = 0;
     for (std::size_t k = 1; k < tb.table.size(); ++k) {
       const std::string& cell = tb.table[k][keep[j]];
-      if (columns(cell) >= w[j]) c += std::any_of(cell.begin(), cell.end(), ::isdigit) ? 4 : 1;
+      if (text_columns(cell) >= w[j]) c += std::any_of(cell.begin(), cell.end(), ::isdigit) ? 4 : 1;
     }
     return j < naming ? 2 * c : c;
   };
@@ -180,7 +154,7 @@ void text_table(std::ostringstream& o, const TableBlock& tb, std::size_t width) 
     std::string line;
     for (std::size_t j = 0; j < keep.size(); ++j) {
       const std::string c = cut(cells[j], w[j]);
-      line += c + (j + 1 < keep.size() ? std::string(w[j] - columns(c) + 2, ' ') : "");
+      line += c + (j + 1 < keep.size() ? std::string(w[j] - text_columns(c) + 2, ' ') : "");
     }
     while (!line.empty() && line.back() == ' ') line.pop_back();
     o << line << "\n";
@@ -189,7 +163,7 @@ void text_table(std::ostringstream& o, const TableBlock& tb, std::size_t width) 
   std::vector<std::vector<std::string>> heads(keep.size());
   std::size_t depth = 1;
   for (std::size_t j = 0; j < keep.size(); ++j) {
-    heads[j] = columns(header(j)) <= w[j] ? std::vector<std::string>{header(j)} : header_lines(header(j), w[j]);
+    heads[j] = text_columns(header(j)) <= w[j] ? std::vector<std::string>{header(j)} : header_lines(header(j), w[j]);
     depth = std::max(depth, heads[j].size());
   }
   for (std::size_t line = 0; line < depth; ++line) {

@@ -127,8 +127,11 @@ int cmd_plan(const std::string& campaign_path, std::string out_dir, bool dry_run
   set_plan_loads_code(!dry_run);  // a dry run loads no library a campaign names
   Plan plan = make_plan(c, builtin_workloads(), PlanOptions{force});
   if (out_dir.empty()) out_dir = "runs/" + c.name;
-  std::cout << "campaign " << c.name << " (" << c.path << ", hash " << c.hash << "): " << plan.points.size()
-            << " points in " << plan.jobs.size() << " jobs,\n  template " << plan.tmpl.name << " (" << plan.tmpl.path
+  // What plan prints beyond the listing is wrapped to 120 columns, continued indented.
+  std::cout << wrap_words("campaign " + c.name + ": " + std::to_string(plan.points.size()) + " points in " +
+                              std::to_string(plan.jobs.size()) + " jobs (" + c.path + ", hash " + c.hash + ")",
+                          120)
+            << "  template " << plan.tmpl.name << " (" << plan.tmpl.path
             << ")\n";  // the template's path on a line of its own: the paths outgrew 120 columns
   if (c.auto_repetitions.on) std::cout << "repetitions " << c.auto_repetitions.rule() << "\n";
   if (!plan.packing_text.empty()) std::cout << plan.packing_text << "\n";
@@ -185,22 +188,24 @@ int cmd_plan(const std::string& campaign_path, std::string out_dir, bool dry_run
     std::cout << text;
   }
   if (plan.tmpl.launcher == "slurm")
-    std::cout << "total: at most " << fmt_sig(total_node_hours(plan), 4)
-              << " node-hours: " << node_hours_text(plan, node_hours(plan))
-              << (c.slurm.budget_node_hours > 0 ? " (budget " + fmt_sig(c.slurm.budget_node_hours, 4) + ")" : "")
-              << "\n";
+    std::cout << wrap_words(
+        "total: at most " + fmt_sig(total_node_hours(plan), 4) +
+            " node-hours: " + node_hours_text(plan, node_hours(plan)) +
+            (c.slurm.budget_node_hours > 0 ? " (budget " + fmt_sig(c.slurm.budget_node_hours, 4) + ")" : ""),
+        120);
   if (plan.largest_memory_point >= 0) {
     const Point& big = plan.points[static_cast<std::size_t>(plan.largest_memory_point)];
     const std::int64_t rpn = big.ranks_per_node;
-    std::cout << "memory: the largest point needs about " << fmt_bytes(big.memory_bytes) << " per rank"
-              << (rpn > 1 ? " (" + fmt_bytes(big.memory_bytes * rpn) + " per node)" : "") << "\n  of "
-              << (plan.node_memory_bytes > 0
-                      ? plan.node_memory_source
-                      : std::string("a node's memory, which is unknown (set [slurm] mem_per_node to check it)"))
-              << ": " << (short_names ? name(static_cast<std::size_t>(plan.largest_memory_point)) : big.canonical)
-              << "\n";
+    std::cout << wrap_words(
+        "memory: the largest point needs about " + fmt_bytes(big.memory_bytes) + " per rank" +
+            (rpn > 1 ? " (" + fmt_bytes(big.memory_bytes * rpn) + " per node)" : "") + " of " +
+            (plan.node_memory_bytes > 0
+                 ? plan.node_memory_source
+                 : std::string("a node's memory, which is unknown (set [slurm] mem_per_node to check it)")) +
+            ": " + (short_names ? name(static_cast<std::size_t>(plan.largest_memory_point)) : big.canonical),
+        120);
   }
-  for (const auto& w : plan.warnings) std::cout << "warning: " << w << "\n";
+  for (const auto& w : plan.warnings) std::cout << wrap_words("warning: " + w, 120);
   if (dry_run) {
     std::cout << "dry run: nothing written\n";
     return 0;

@@ -342,4 +342,35 @@ void refuse_control_chars(const std::string& s, const std::string& what) {
               "rename it");
 }
 
+std::size_t text_columns(const std::string& s) {
+  std::size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+std::string wrap_words(const std::string& text, std::size_t width, const std::string& indent) {
+  std::string o;
+  for (const auto& para : split(text, '\n')) {
+    if (width == 0) {
+      o += indent + para + "\n";
+      continue;
+    }
+    std::string line = indent;
+    std::size_t len = indent.size();
+    for (const auto& word : split(para, ' ')) {
+      if (word.empty()) continue;
+      if (len > indent.size() && len + 1 + text_columns(word) > width) {
+        o += line + "\n";
+        line = indent + "  ";
+        len = line.size();
+      }
+      if (len > indent.size() && line.back() != ' ') line += ' ', ++len;
+      line += word;
+      len += text_columns(word);
+    }
+    o += line + "\n";
+  }
+  return o;
+}
+
 }  // namespace d500

@@ -81,6 +81,13 @@ long long digits_at(const std::string& text, std::size_t& at, std::size_t most);
 std::int64_t add_sat(std::int64_t a, std::int64_t b);
 std::int64_t mul_sat(std::int64_t a, std::int64_t b);
 
+// Columns a UTF-8 string takes in a terminal (one a code point: d500's text has no wide characters).
+std::size_t text_columns(const std::string& s);
+// `text` wrapped at spaces to `width` columns (0: not wrapped): each paragraph (split at '\n')
+// starts with `indent`, its continuation lines with `indent` and two spaces; every line ends in
+// '\n'. A word wider than the width stands alone on its line, whole.
+std::string wrap_words(const std::string& text, std::size_t width, const std::string& indent = "");
+
 // Throws d500::Error "<what> \"...\" contains a control character (...)" when `s` holds one.
 void refuse_control_chars(const std::string& s, const std::string& what);
 

@@ -73,6 +73,17 @@ TEST(FmtSig, GivesSignificantDigitsAtEveryMagnitude) {
   EXPECT_EQ(fmt_sig(0.00012, 2), "1.2e-04");
 }
 
+TEST(WrapWords, FitsTheWidthContinuesIndentedAndKeepsALongWordWhole) {
+  EXPECT_EQ(wrap_words("warning: a b c", 120), "warning: a b c\n");
+  EXPECT_EQ(wrap_words("aaa bbb ccc ddd", 8), "aaa bbb\n  ccc\n  ddd\n") << "continuation lines indented by two";
+  EXPECT_EQ(wrap_words("aaa bbb", 7, "> "), "> aaa\n>   bbb\n");
+  EXPECT_EQ(wrap_words("a /a/very/long/path b", 6), "a\n  /a/very/long/path\n  b\n") << "never cut";
+  EXPECT_EQ(wrap_words("one\ntwo three", 0), "one\ntwo three\n") << "0: every paragraph on its line";
+  EXPECT_EQ(text_columns("\u2026ab"), 3u) << "a code point a column";
+  for (const std::string& line : split(wrap_words(std::string(50, 'x') + " " + std::string(60, 'y') + " z", 120), '\n'))
+    EXPECT_LE(line.size(), 120u);
+}
+
 TEST(Csv, QuotesOnlyWhenNeeded) {
   EXPECT_EQ(csv_field("abc"), "abc");
   EXPECT_EQ(csv_field("a,b"), "\"a,b\"");

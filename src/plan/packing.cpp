@@ -7,6 +7,7 @@
 #include "common/error.hpp"
 #include "common/text.hpp"
 #include "plan/plan.hpp"
+#include "plan/resolve.hpp"
 #include "plan/stages.hpp"
 #include "rundir/layout.hpp"
 
@@ -134,7 +135,8 @@ void pack_by_time(Plan& plan, const PlanOptions& opt, const TimeModel& model) {
     if (p.estimate_s < 0)
       throw Error(
           k.where,
-          "[packing]: point " + p.canonical + " has no estimate: no run in times_from measured it" +
+          "[packing]: point " + planning::point_words(p.canonical, plan.campaign) +
+              " has no estimate: no run in times_from measured it" +
               std::string(p.level >= 2 ? " (a training point's time is not modelled)"
                                        : " and its workload has no work model") +
               "; add a run directory that measured it to times_from, or set default_point_s (nothing was written)");
@@ -142,7 +144,8 @@ void pack_by_time(Plan& plan, const PlanOptions& opt, const TimeModel& model) {
     if (longest < 0 || p.estimate_s > plan.points[static_cast<std::size_t>(longest)].estimate_s)
       longest = static_cast<long>(i);
     if (p.estimate_s > plan.job_capacity_s) {
-      const std::string why = "point " + p.canonical + " is estimated at " + fmt_duration(p.estimate_s) + " (" +
+      const std::string why = "point " + planning::point_words(p.canonical, plan.campaign) + " is estimated at " +
+                              fmt_duration(p.estimate_s) + " (" +
                               estimate_source_name(static_cast<EstimateSource>(p.estimate_source)) +
                               "), more than a job's " + fmt_duration(plan.job_capacity_s) + " (its limit " +
                               fmt_duration(plan.job_limit_s) + " less the " + fmt_sig(k.margin * 100, 3) + "% margin)";

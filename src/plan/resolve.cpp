@@ -130,10 +130,20 @@ Resolved resolve(const Raw& raw, const WorkloadRegistry& reg, const Campaign& c)
       const Location* at = r.where;
       if (why.size() > 2 && why[0] == '\'')
         if (const auto k = raw.find(why.substr(1, why.find('\'', 1) - 1)); k != raw.end()) at = &k->second->where;
-      throw Error(*at, "point " + r.canonical + ": " + why);
+      throw Error(*at, "point " + point_words(r.params, c) + ": " + why);
     }
   }
   return r;
+}
+
+std::string point_words(const Params& p, const Campaign& c) {
+  std::vector<std::string> swept;
+  for (const Axis& a : c.axes) swept.push_back(a.name);
+  return short_point_text(p, swept, {"workload", "backend"});
+}
+
+std::string point_words(const std::string& canonical, const Campaign& c) {
+  return point_words(parse_canonical_point(canonical), c);
 }
 
 std::string memory_driver(const Resolved& r, const Raw& raw, std::int64_t bytes) {

@@ -34,6 +34,12 @@ struct Resolved {
 // out-of-range value, an impossible workload-backend pair, or a point its workload refuses.
 Resolved resolve(const Raw& raw, const WorkloadRegistry& reg, const Campaign& c);
 
+// A point as planning's messages name it: its workload and backend and the value of each key the
+// campaign sweeps ([axes]) that it sets, not the defaults and fixed values every point shares
+// ("distributed:onednn nodes=2", not its 900 characters of canonical text).
+std::string point_words(const Params& p, const Campaign& c);
+std::string point_words(const std::string& canonical, const Campaign& c);
+
 // The integer size the campaign gave whose doubling grows a point's memory estimate most: the
 // key to name when a point is too big ("" when none does).
 std::string memory_driver(const Resolved& r, const Raw& raw, std::int64_t bytes);

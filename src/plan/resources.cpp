@@ -5,6 +5,7 @@
 
 #include "backends/registry.hpp"
 #include "common/text.hpp"
+#include "plan/resolve.hpp"
 #include "plan/stages.hpp"
 
 namespace d500::planning {
@@ -36,7 +37,7 @@ Resolved ResourceChecks::resolve_again(const Point& p, Product& product) const {
 void ResourceChecks::check(const Point& p, std::int64_t threads, const std::string& backend, Product& product) {
   if (!nodes_refusal_ && plan_.tmpl.launcher == "local" && p.nodes != 1)
     nodes_refusal_ = Error(*resolve_again(p, product).where,
-                           "point " + p.canonical + ": template '" + plan_.tmpl.name +
+                           "point " + point_words(p.canonical, plan_.campaign) + ": template '" + plan_.tmpl.name +
                                "' runs on this machine only, so nodes must be 1 (use a Slurm template for more)");
   check_memory(p, product);
   check_threads(p, threads);
@@ -54,7 +55,8 @@ void ResourceChecks::check_memory(const Point& p, Product& product) {
   const Resolved res = resolve_again(p, product);
   const std::string driver = memory_driver(res, product.raw, p.memory_bytes);
   const std::string why =
-      "point " + p.canonical + ": needs about " + fmt_bytes(p.memory_bytes) + " of memory per rank" +
+      "point " + point_words(p.canonical, plan_.campaign) + ": needs about " + fmt_bytes(p.memory_bytes) +
+      " of memory per rank" +
       (rpn > 1 ? " (" + fmt_bytes(per_node) + " for its " + std::to_string(rpn) + " ranks per node)" : "") +
       " for its tensors, their validation copies and the backend's workspace, more than " + plan_.node_memory_source +
       (driver.empty() ? "" : "; key '" + driver + "' = " + canonical(res.params.at(driver)) + " makes it so");
@@ -77,7 +79,7 @@ void ResourceChecks::check_threads(const Point& p, std::int64_t threads) {
                                          std::to_string(cpus_) + " CPUs"
                                    : std::to_string(threads) + " thread(s) per rank, but [slurm] cpus_per_task = " +
                                          std::to_string(c.slurm.cpus_per_task) + " CPUs per rank";
-  plan_.warnings.push_back("threads oversubscribed: " + w + " (e.g. point " + p.canonical +
+  plan_.warnings.push_back("threads oversubscribed: " + w + " (e.g. point " + point_words(p.canonical, plan_.campaign) +
                            "): its timings will measure threads sharing cores; the worker flags such points");
 }
 
@@ -88,7 +90,7 @@ void ResourceChecks::check_gpus(const Point& p, const std::string& backend) {
   if (plan_.tmpl.launcher != "slurm" || gpus_asked_ >= rpn) return;
   const BackendInfo* b = find_backend(backend);
   if (!b || !b->no_device || !gpus_said_.insert(backend).second) return;
-  const std::string eg = " (e.g. point " + p.canonical + ")";
+  const std::string eg = " (e.g. point " + point_words(p.canonical, plan_.campaign) + ")";
   if (gpus_asked_ < 0)
     plan_.warnings.push_back("point(s) on backend " + backend +
                              " run on a GPU, but [slurm] asks for none: set gres = \"gpu:" + std::to_string(rpn) +
