@@ -177,6 +177,43 @@ TEST(ReportFigures, ParametersSweptAsOneNameABoxOnce) {
   EXPECT_NE(svg.find(">blas, 128</text>"), std::string::npos) << svg;
 }
 
+// Repetitions of points whose medians span a decade (60 ms beside 1.6 s) are drawn relative to
+// each point's median, so that the fast points' spread is not a line on the slow points' axis;
+// a backend keeps its colour; a figure whose names would leave it grows wider to show them whole.
+TEST(ReportFigures, RepetitionsOfPointsADecadeApartAreDrawnRelativeToTheirMedians) {
+  std::vector<PointRow> rows;
+  for (const char* b : {"blas", "reference"})
+    for (std::int64_t n = 64; n <= 8192; n *= 2)
+      rows.push_back(with_params(row(b, n, 1, 42, n < 1024 ? 0.06 : 1.6),
+                                 {{"layout", "a_long_layout_name_nr_" + std::to_string(n)}}));
+  std::vector<std::string> boxes = figures_named(report(rows), "repetitions-");
+  ASSERT_EQ(boxes.size(), 1u);
+  EXPECT_NE(boxes[0].find("repetitions of each point, relative to its median"), std::string::npos) << boxes[0];
+  EXPECT_NE(boxes[0].find("time per repetition / its point's median"), std::string::npos) << boxes[0];
+  EXPECT_EQ(boxes[0].find("log scale"), std::string::npos) << "1% noise around 1: no decade to span";
+  std::smatch width;
+  ASSERT_TRUE(std::regex_search(boxes[0], width, std::regex("<svg[^>]* width=\"([0-9.]+)\"")));
+  EXPECT_GT(std::stod(width[1]), 600) << "the last names reach past the legend's column: " << boxes[0];
+  EXPECT_EQ(boxes[0].find("\u2026"), std::string::npos) << "every name whole: " << boxes[0];
+  // A backend's boxes in its colour (the report's first backend, blas, the palette's first).
+  std::regex stroke("<line x1=\"[^\"]*\" y1=\"[^\"]*\" x2=\"[^\"]*\" y2=\"[^\"]*\" stroke=\"(#[0-9a-f]+)\"/><rect");
+  std::vector<std::string> colours;
+  for (std::sregex_iterator it(boxes[0].begin(), boxes[0].end(), stroke), end; it != end; ++it)
+    colours.push_back((*it)[1]);
+  ASSERT_EQ(colours.size(), 16u) << boxes[0];
+  EXPECT_EQ(std::set<std::string>(colours.begin(), colours.begin() + 8).size(), 1u) << "blas: one colour";
+  EXPECT_EQ(std::set<std::string>(colours.begin() + 8, colours.end()).size(), 1u) << "reference: one colour";
+  EXPECT_NE(colours[0], colours[8]);
+
+  // Medians within a decade: times in seconds, as they were.
+  rows.clear();
+  for (std::int64_t n : {64, 128}) rows.push_back(row("blas", n, 1, 42, n == 64 ? 0.06 : 0.12));
+  boxes = figures_named(report(rows), "repetitions-");
+  ASSERT_EQ(boxes.size(), 1u);
+  EXPECT_NE(boxes[0].find("time per repetition [s]"), std::string::npos) << boxes[0];
+  EXPECT_EQ(boxes[0].find("relative to its median"), std::string::npos) << boxes[0];
+}
+
 // Points measured in launches: one figure of each point's typical launch median with its
 // across-launch interval and each launch's median beside it, named by what tells the points
 // apart besides the launch; the documents show the table and the figure, and the terminal alone

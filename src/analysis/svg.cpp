@@ -264,9 +264,12 @@ std::string text_el(double x, double y, const std::string& cls, const std::strin
 
 // A figure `height` tall (H, or more where names below the plotting area need room): its title,
 // the plotting area, the y axis's label and the x axis's at the figure's foot.
-std::string frame(const std::string& title, const std::string& xlabel, const std::string& ylabel, double height = H) {
-  std::string o = "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"d500-figure\" width=\"" + num(W) + "\" height=\"" +
-                  num(height) + "\" viewBox=\"0 0 " + num(W) + " " + num(height) +
+// `width`: the canvas's (at least W; the plotting area and legend keep their places, the rest
+// is room for slanted names on the right).
+std::string frame(const std::string& title, const std::string& xlabel, const std::string& ylabel, double height = H,
+                  double width = W) {
+  std::string o = "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"d500-figure\" width=\"" + num(width) +
+                  "\" height=\"" + num(height) + "\" viewBox=\"0 0 " + num(width) + " " + num(height) +
                   "\" font-family=\"sans-serif\" font-size=\"11\">\n";
   o += text_el(8, 18, "title", "start", title, W - 16, " font-size=\"12\" font-weight=\"bold\"");
   o += "<rect class=\"plot-area\" x=\"" + num(L) + "\" y=\"" + num(T) + "\" width=\"" + num(W - L - R) +
@@ -277,20 +280,32 @@ std::string frame(const std::string& title, const std::string& xlabel, const std
   return o;
 }
 
-// Below the plotting area, room for category names slanted at 40 degrees (about 37 characters:
-// a point named by four parameters, "libtorch-native, 1, default, channels_last", reads whole),
+// Below the plotting area, room for category names slanted at 40 degrees (about 40 characters:
+// a point named by four parameters, "libtorch-native, 1, bf16, channels_last", reads whole),
 // which a name too long for its slot gets: a label of width w reaches w cos 40 to the right and
 // w sin 40 down, so that it is cut only where it would leave the figure.
-constexpr double kSlantedLabels = 170;
+constexpr double kSlantedLabels = 185;
 // The room below the plotting area that the longest of `names` takes slanted (at most kSlantedLabels).
 double slanted_room(const std::vector<std::string>& names) {
   std::size_t longest = 0;
   for (const auto& n : names) longest = std::max(longest, n.size());
   return std::clamp(static_cast<double>(longest) * kCharWidth * std::sin(40 * M_PI / 180) + 28, 48.0, kSlantedLabels);
 }
-// The width a name slanted from `x` has before it would leave the figure.
+// The width a name slanted from `x` has before it would leave a canvas `width` wide.
 // Slanted down to the right, so that the first names, where most are, have the room of the later ones.
-double slanted_width(double x) { return std::min(kSlantedLabels * 1.45, (W - 6 - x) / std::cos(40 * M_PI / 180)); }
+double slanted_width(double x, double width = W) {
+  return std::min(kSlantedLabels * 1.45, (width - 6 - x) / std::cos(40 * M_PI / 180));
+}
+// The canvas width that shows whole the names slanted from xs (each at most slanted_width's
+// cap), from W up to W + kSlantedLabels: the last names of a row reach past the legend's column.
+double slanted_canvas(const std::vector<std::string>& names, const std::vector<double>& xs) {
+  double right = W;
+  for (std::size_t i = 0; i < names.size() && i < xs.size(); ++i)
+    right = std::max(right, xs[i] + 6 +
+                                std::min(kSlantedLabels * 1.45, static_cast<double>(names[i].size()) * kCharWidth) *
+                                    std::cos(40 * M_PI / 180));
+  return std::min(right, W + kSlantedLabels);
+}
 std::string slanted_label(double x, const std::string& name, const std::string& shown) {
   return text_shown(x - 3, H - B + 12, "tick", "start", name, shown,
                     " transform=\"rotate(40 " + num(x - 3) + " " + num(H - B + 12) + ")\"");
@@ -350,11 +365,14 @@ std::string render(const Plot& p) {
   auto Y = [&](double v) { return ay.map(v, H - B, T); };
   const double slot = cats ? (W - L - R) / static_cast<double>(p.xcats.size()) : 0;
   const bool slanted = cats && needs_slant(p.xcats, slot);
-  std::string o = frame(p.title, p.xlabel, p.ylabel, H + (slanted ? slanted_room(p.xcats) : 0));
+  std::vector<double> at;  // the categories' places
+  for (std::size_t i = 0; i < p.xcats.size(); ++i) at.push_back(X(static_cast<double>(i)));
+  const double canvas = slanted ? slanted_canvas(p.xcats, at) : W;
+  std::string o = frame(p.title, p.xlabel, p.ylabel, H + (slanted ? slanted_room(p.xcats) : 0), canvas);
   if (cats) {
     std::vector<double> widths;
     for (std::size_t i = 0; i < p.xcats.size(); ++i)
-      widths.push_back(slanted ? slanted_width(X(static_cast<double>(i))) : slot - 4);
+      widths.push_back(slanted ? slanted_width(at[i], canvas) : slot - 4);
     const std::vector<std::string> shown = fit_apart(p.xcats, widths);
     for (std::size_t i = 0; i < p.xcats.size(); ++i)
       o += slanted ? slanted_label(X(static_cast<double>(i)), p.xcats[i], shown[i])
@@ -427,16 +445,20 @@ std::string render(const BoxPlot& p) {
   auto Y = [&](double v) { return ay.map(v, H - B, T); };
   // Below the plotting area, the boxes' names slanted.
   std::vector<std::string> names;
-  for (const auto& b : p.boxes) names.push_back(b.name);
-  std::string o = frame(p.title, p.xlabel, p.ylabel, H + slanted_room(names));
+  std::vector<double> at;  // the boxes' places
+  for (std::size_t i = 0; i < p.boxes.size(); ++i)
+    names.push_back(p.boxes[i].name), at.push_back(X(static_cast<double>(i)));
+  const double canvas = slanted_canvas(names, at);
+  std::string o = frame(p.title, p.xlabel, p.ylabel, H + slanted_room(names), canvas);
   o += y_ticks(ay);
   const double slot = (W - L - R) / n, half = std::min(18.0, slot * 0.3);
   std::vector<double> widths;
-  for (std::size_t i = 0; i < p.boxes.size(); ++i) widths.push_back(slanted_width(X(static_cast<double>(i))));
+  for (std::size_t i = 0; i < p.boxes.size(); ++i) widths.push_back(slanted_width(at[i], canvas));
   const std::vector<std::string> shown = fit_apart(names, widths);
   for (std::size_t i = 0; i < p.boxes.size(); ++i) {
     const Box& b = p.boxes[i];
-    const std::string c = kColours[i % (sizeof kColours / sizeof *kColours)];
+    const std::size_t palette = sizeof kColours / sizeof *kColours;
+    const std::string c = kColours[(b.colour >= 0 ? static_cast<std::size_t>(b.colour) : i) % palette];
     std::vector<double> v;
     for (double x : b.values)
       if (std::isfinite(x) && (!p.logy || x > 0)) v.push_back(x);

@@ -46,6 +46,7 @@ struct Box {
   std::vector<double> values;  // any order
   double median = 0, lo = 0, hi = 0;
   bool has_ci = false;
+  int colour = -1;  // its place in the palette (a backend's, as Series::colour); -1: the box's own
 };
 
 struct BoxPlot {
