@@ -296,12 +296,12 @@ namespace {
 // What judge_step says of the kinks' branches (kink_distance).
 std::string kink_words(const KinkDistance& k) {
   const std::string inputs = " of the " + std::to_string(k.elements) + " inputs of its Relu nodes";
-  const std::string reach = "within float32's reach of zero (|v| at most " + fmt_sig(kKinkReach, 2) +
+  const std::string reach = "within float32's reach of zero (|v| at most " + fmt_sig(kKinkReach, 1) +
                             " x the largest move the simulated rounding gave such an input of their node, " +
                             fmt_sig(k.move_lo, 2) + " to " + fmt_sig(k.move_hi, 2) + " of its RMS)";
   if (k.ambiguous == 0)
     return "; none" + inputs + " was " + reach + ", where a float32 step may take a Relu's other branch";
-  return "; and " + fmt_sig(kKinkFactor, 2) + " x its kink distance: how far the step moves when the " +
+  return "; and " + fmt_sig(kKinkFactor, 1) + " x its kink distance: how far the step moves when the " +
          std::to_string(k.ambiguous) + inputs + " " + reach +
          " take their other branch (the yardstick run with all of them taking it, and with a seeded half where that is "
          "fewer)";
