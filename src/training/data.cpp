@@ -250,7 +250,10 @@ class H5 {
 class Hdf5Dataset final : public Dataset {
  public:
   Hdf5Dataset(const std::string& path, const std::string& split) : path_(path), split_(split) {
-    if (!fs::exists(path)) throw Error(path + ": training data file not found (dataset = \"" + path + "\")");
+    if (!fs::exists(path))
+      throw Error("training data file not found (dataset = \"" + path +
+                  "\"; it takes fashion-mnist, cifar10, synthetic, sequences, or an HDF5 file's or shards' folder's "
+                  "path)");
     H5E_BEGIN_TRY { file_ = H5(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose); }
     H5E_END_TRY;
     if (file_.get() < 0) throw Error(path + ": not an HDF5 file d500 can open");
