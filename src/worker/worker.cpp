@@ -116,9 +116,26 @@ std::vector<std::pair<std::string, std::string>> machine_facts() {
   const std::string kernel = uname(&u) == 0 ? std::string(u.sysname) + " " + u.release + " " + u.machine : "unknown";
   const std::int64_t memory = host_memory_bytes();  // the planner's reading of MemTotal (0: unreadable)
   const std::string mem = memory > 0 ? std::to_string(memory) : "unknown";
+  // Transparent huge pages: the mode in brackets ("always [madvise] never" -> madvise), which
+  // decides whether large buffers get 2 MiB pages (a GEMM's or an activation's TLB misses).
+  std::string thp = first_line("/sys/kernel/mm/transparent_hugepage/enabled");
+  if (const auto a = thp.find('['), b = thp.find(']'); a != std::string::npos && b != std::string::npos && b > a)
+    thp = thp.substr(a + 1, b - a - 1);
+  // NUMA nodes with memory ("0-1": 2): where a rank's buffers may live apart from its cores.
+  std::string numa = first_line("/sys/devices/system/node/has_memory");
+  if (numa.rfind("unreadable", 0) != 0) {
+    long nodes = 0;
+    for (const auto& range : split(numa, ',')) {
+      const auto dash = range.find('-');
+      nodes += dash == std::string::npos ? 1 : std::atol(range.c_str() + dash + 1) - std::atol(range.c_str()) + 1;
+    }
+    numa = std::to_string(nodes);
+  }
   return {{"cpu_model", cpu},
           {"cpus_online", std::to_string(sysconf(_SC_NPROCESSORS_ONLN))},
           {"cpu_governor", first_line("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")},
+          {"transparent_hugepages", thp},
+          {"numa_nodes", numa},
           {"memory_bytes", mem},
           {"kernel", kernel},
           {"compiler", "g++ " __VERSION__}};

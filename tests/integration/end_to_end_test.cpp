@@ -3,6 +3,7 @@
 // checked against the report's CSV.
 #include <signal.h>
 #include <map>
+#include <regex>
 #include <set>
 
 #include <atomic>
@@ -39,6 +40,16 @@ class Signals : public ScratchDirTest, public ::testing::WithParamInterface<bool
  private:
   std::unique_ptr<CpuHog> hog_;
 };
+
+// The node's facts the Environment section shows: the CPU governor, the kernel's transparent
+// huge pages and the NUMA nodes with memory (each its value, or where it could not be read).
+void expect_machine_facts(const std::string& md) {
+  EXPECT_NE(md.find("| machine.cpu_governor | "), std::string::npos);
+  EXPECT_TRUE(
+      std::regex_search(md, std::regex("\\| machine\\.transparent_hugepages \\| (always|madvise|never|unreadable)")))
+      << md;
+  EXPECT_TRUE(std::regex_search(md, std::regex("\\| machine\\.numa_nodes \\| ([1-9][0-9]*|unreadable)"))) << md;
+}
 
 const std::string kTwoRankCampaign =
     "[campaign]\nname = \"e2e\"\nrepetitions = 8\nwarmups = 2\n" + gemm_and_allreduce("64, 96", "4096", 2);
@@ -183,7 +194,7 @@ TEST_F(EndToEnd, TwoRankCampaignFileAndReportAgree) {
   const std::string md = read_file_text(run / "report.md");
   EXPECT_NE(md.find("## Environment"), std::string::npos);
   EXPECT_NE(md.find("| machine.cpu_model | " + cpu + " |"), std::string::npos) << md;
-  EXPECT_NE(md.find("| machine.cpu_governor | "), std::string::npos);
+  expect_machine_facts(md);
   EXPECT_NE(md.find("| version.hdf5 | "), std::string::npos);
   EXPECT_NE(md.find("| files | 1 |"), std::string::npos);
   EXPECT_TRUE(md.find(" beyond this job, steal ") != std::string::npos) << md;  // the quality table's machine column
