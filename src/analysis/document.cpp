@@ -881,9 +881,15 @@ std::vector<Block> launch_figures(const Report& rep) {
     std::vector<const PointRow*> rows;
     for (const auto& [g, r] : groups) rows.push_back(r);
     const Telling keys = telling(rows, rep.names, workload, "launch");
+    // Points a decade apart: each relative to its typical launch median (as the repetitions'
+    // box plots), so that a fast point's launches do not sit on one pixel.
+    std::vector<double> typical;
+    for (const auto& [g, r] : groups) typical.push_back(g->interval.estimate);
+    const bool relative = svg::spans_decade(typical);
     svg::Plot p;
-    p.title = workload + ": across launches";
-    p.ylabel = "time per repetition [s] (median, CI)";  // the caption says which median and interval
+    p.title = workload + ": across launches" + (relative ? ", relative to each point's typical launch" : "");
+    p.ylabel = relative ? "time / the point's typical launch median (CI)"
+                        : "time per repetition [s] (median, CI)";  // the caption says which median and interval
     p.xlabel = keys.axis();
     svg::Series across, each;
     across.name = "across launches", each.name = "each launch";
@@ -893,30 +899,37 @@ std::vector<Block> launch_figures(const Report& rep) {
       const auto x = static_cast<double>(p.xcats.size());
       p.xcats.push_back(keys.name(*r));
       const stats::LaunchInterval& iv = g->interval;
+      const double unit = relative && iv.estimate > 0 ? iv.estimate : 1;
       across.x.push_back(x);
-      across.y.push_back(iv.estimate);
-      across.lo.push_back(iv.has_ci ? iv.lo : NAN);
-      across.hi.push_back(iv.has_ci ? iv.hi : NAN);
+      across.y.push_back(iv.estimate / unit);
+      across.lo.push_back(iv.has_ci ? iv.lo / unit : NAN);
+      across.hi.push_back(iv.has_ci ? iv.hi / unit : NAN);
       across.tips.push_back(g->group + ": " + fmt_time(iv.estimate) +
                             (iv.has_ci ? " [" + fmt_time(iv.lo) + ", " + fmt_time(iv.hi) + "]" : "") + " across " +
                             std::to_string(iv.launches) + " launches");
-      ys.push_back(iv.estimate);
+      ys.push_back(iv.estimate / unit);
       for (std::size_t k = 0; k < iv.medians.size(); ++k) {
         each.x.push_back(x + 0.2);  // beside the interval, not on it
-        each.y.push_back(iv.medians[k]);
+        each.y.push_back(iv.medians[k] / unit);
         each.tips.push_back(g->group + ", launch " +
                             (k < g->launch_numbers.size() ? std::to_string(g->launch_numbers[k]) : "?") + ": " +
                             fmt_time(iv.medians[k]));
-        ys.push_back(iv.medians[k]);
+        ys.push_back(iv.medians[k] / unit);
       }
     }
     p.logy = svg::spans_decade(ys);
     if (p.logy) p.ylabel += ", log scale";
     p.series = {across, each};
-    out.push_back(figure(svg::render(p), slug("launches-" + workload),
-                         "Figure: " + p.title + ". Each point's typical launch median with its " + pct(rep.confidence) +
-                             " interval across launches (categories: no line joins them), and each launch's own "
-                             "median beside it. Hover a marker for the point and its figures."));
+    out.push_back(figure(
+        svg::render(p), slug("launches-" + workload),
+        "Figure: " + p.title + ". Each point's typical launch median with its " + pct(rep.confidence) +
+            " interval across launches (categories: no line joins them), and each launch's own "
+            "median beside it" +
+            (relative ? ", each divided by the point's typical launch median (they span " +
+                            fmt_time(*std::min_element(typical.begin(), typical.end())) + " to " +
+                            fmt_time(*std::max_element(typical.begin(), typical.end())) + ": the table above has them)"
+                      : std::string()) +
+            ". Hover a marker for the point and its figures."));
   }
   return out;
 }

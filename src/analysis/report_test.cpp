@@ -248,6 +248,23 @@ TEST(ReportFigures, AcrossLaunchesEachPointIsOneCategoryWithItsIntervalAndItsLau
   EXPECT_EQ(markers["across launches"], 2) << "one per point";
   EXPECT_EQ(markers["each launch"], 6) << "one per point and launch";
   for (const auto& g : rep.launches) EXPECT_NE(svg.find(d500::fmt_time(g.interval.estimate)), std::string::npos);
+  EXPECT_EQ(svg.find("relative to"), std::string::npos) << "medians within a decade: times in seconds";
+
+  // One fusion 30 times slower: each point relative to its typical launch, its times in the tips.
+  std::vector<PointRow> apart = launched_rows(3, {"", "add_relu"}, 0.05);
+  for (auto& r : apart)
+    if (d500::str_param_or(r.params, "fusion", "") == "add_relu") {
+      for (double& c : r.costs) c *= 30;
+      r.time = d500::stats::summarize(r.costs);
+    }
+  d500::Report far = report(apart);
+  far.launches = d500::launch_groups(far.rows, 0.95);
+  const std::vector<std::string> rel = figures_named(far, "launches-");
+  ASSERT_EQ(rel.size(), 1u);
+  EXPECT_NE(rel[0].find("across launches, relative to each point's typical launch"), std::string::npos) << rel[0];
+  EXPECT_NE(rel[0].find("time / the point's typical launch median (CI)"), std::string::npos) << rel[0];
+  EXPECT_EQ(rel[0].find("log scale"), std::string::npos) << "5% drift around 1 spans no decade";
+  for (const auto& g : far.launches) EXPECT_NE(rel[0].find(d500::fmt_time(g.interval.estimate)), std::string::npos);
 }
 
 // A point measured in several launches is one panel's category, not a panel per launch: its
