@@ -93,7 +93,8 @@ std::span<double> doubles(const TensorView& t) {
 
 // Relu: its input is v, negated in place where the other branch is taken; Relu's own kernel
 // then computes, and its gradient tests, the nudged input. AddRelu: v = a + b, written into y
-// first to be read; where the other branch is taken a becomes -a - 2b (so that a + b = -v), and
+// first to be read; where the other branch is taken a becomes -a - 2b (so that a + b = -v; -a
+// where a and b are one tensor), and
 // AddRelu's own kernel computes from there (its gradient tests y, then positive exactly where -v
 // is).
 class KinkedRelu final : public NodeKernel {
@@ -108,7 +109,8 @@ class KinkedRelu final : public NodeKernel {
       const auto* b = static_cast<const double*>(p_.in[1].data);
       const std::span<double> v = doubles(p_.out[0]);
       for (std::size_t i = 0; i < v.size(); ++i) v[i] = a[i] + b[i];
-      for (std::int64_t i : kinks_.pre_activations(node_, micro_++, v)) a[i] = -a[i] - 2 * b[i];
+      const bool same = static_cast<const void*>(a) == static_cast<const void*>(b);  // Add(x, x): 2x
+      for (std::int64_t i : kinks_.pre_activations(node_, micro_++, v)) a[i] = same ? -a[i] : -a[i] - 2 * b[i];
     }
     k_->forward();
   }

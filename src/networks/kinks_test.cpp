@@ -92,6 +92,37 @@ TEST(Validation, AFloat32StepThatTookAReluOtherBranchWithinReachPassesAndOneFarO
   EXPECT_GT(bad.error, bad.tolerance) << bad.words;
 }
 
+// AddRelu(s, s), one tensor twice: taking the other branch at s[0] = -4.8e-4 (the kink's input
+// v = -9.6e-4) moves v to +9.6e-4 exactly, no further: the loss grows by R[0] |v| and a[0]'s
+// gradient passes (2 R[0]) where the exact step blocks it; every other element is as it was.
+TEST(Validation, AJoinedAddReluOfOneTensorTwiceTakesTheOtherBranchByTwiceItsInput) {
+  GraphBuilder b;
+  const int a = b.weight("a", {64}, 0.1f, 1.0f);
+  reinterpret_cast<float*>(b.g.constants.at(a).data())[0] = -4.8e-4f;
+  const int big = b.constant_f("big", {1}, 1e4, 1e4);
+  const int s = b.node("Sub", {b.node("Add", {a, big}), big});
+  const int loss = b.finish_with_projection_loss({b.node("Relu", {b.node("Add", {s, s})})});
+  ASSERT_EQ(fuse_add_relu(b.g), 1);
+  double r0 = 0;  // the projection's weight of element 0
+  for (const auto& [t, bytes] : b.g.constants)
+    if (b.g.info(t).name.rfind("R", 0) == 0) r0 = reinterpret_cast<const float*>(bytes.data())[0];
+  const std::vector<int> params = b.params();
+  const StepValues exact = yardstick_step(b.g, true, loss, params, {}, 1);
+  KinkBranches k;
+  run_yardstick(b.g, true, loss, params, {}, 1, 0, 0, {}, false, &k);
+  k.set_mode(KinkBranches::Mode::Measure);
+  run_yardstick(b.g, true, loss, params, {}, 1, 1, 0, {}, false, &k);
+  k.set_mode(KinkBranches::Mode::Flip);
+  ASSERT_EQ(k.choose(1e30, false), 1) << "s[0] alone is near zero";
+  const StepValues flipped =
+      step_values(*run_yardstick(b.g, true, loss, params, {}, 1, 0, 0, {}, false, &k), b.g, params, true);
+  const double v = 2 * static_cast<double>(-4.8e-4f);
+  EXPECT_NEAR(flipped.values[0][0] - exact.values[0][0], r0 * -v, 1e-12) << "v -> -v, not further";
+  EXPECT_EQ(exact.values[1][0], 0.0) << "the exact branch: blocked";
+  EXPECT_NEAR(flipped.values[1][0], 2 * r0, 1e-12) << "the other branch: passed";
+  for (std::size_t i = 1; i < 64; ++i) EXPECT_EQ(flipped.values[1][i], exact.values[1][i]) << i;
+}
+
 // The kinks of a graph whose Relus are joined (AddRelu, BatchNormRelu) are the plain graph's: the
 // same inputs near zero, and with all of them taking the other branch, the same step.
 TEST(Validation, TheKinksOfAGraphWithItsRelusJoinedAreThePlainGraphs) {
