@@ -3721,6 +3721,8 @@ TEST(Validation, ReducedMathFailsAGradientTwoPercentOffAndATransposedWeightButPa
     EXPECT_GE(real.caught_2pct, 3) << "the loss and the last layer's gradients at least: " << real.words;
     EXPECT_NE(real.words.find("2% off would fail in " + std::to_string(real.caught_2pct) + " of "), std::string::npos)
         << real.words;
+    EXPECT_EQ(real.words.find("kink"), std::string::npos)
+        << "the math's rounding takes its own branches: " << real.words;
 
     StepValues scaled = rounded;
     for (double& v : scaled.values.back()) v *= 1.02;  // fc_b_0's gradient, 2% off

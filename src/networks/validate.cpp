@@ -340,11 +340,13 @@ StepJudgement judge_step(const StepValues& got, const StepValues& ref, const Tol
   auto once = [&](const std::string& what, auto&& make) {
     return share.empty() ? make() : *kept.get(share + "\n" + what, make);
   };
-  // Training: the rounding spread's runs measure the kinks too (kink_distance).
+  // A float32 training step: the rounding spread's runs measure the kinks too (kink_distance). With
+  // a reduced math the simulated rounding of its products takes branches of its own, far more.
+  const bool kinked = training && !reduced;
   static Recent<KinkDistance> kept_kinks(2);
   auto kinks_of = [&] { return kink_distance(g, loss, params, inputs, micro_batches, ref); };
-  const KinkDistance kinks = !training ? KinkDistance{} : share.empty() ? kinks_of() : *kept_kinks.get(share, kinks_of);
-  const std::vector<double> spread = training ? kinks.spread : once("spread", [&] {
+  const KinkDistance kinks = !kinked ? KinkDistance{} : share.empty() ? kinks_of() : *kept_kinks.get(share, kinks_of);
+  const std::vector<double> spread = kinked ? kinks.spread : once("spread", [&] {
     return rounding_spread(g, training, loss, params, inputs, micro_batches, ref, 2);
   });
   // The stores simulated, by which tensors (a point's layout decides them on onednn).
@@ -393,7 +395,7 @@ StepJudgement judge_step(const StepValues& got, const StepValues& ref, const Tol
                       " activations the step keeps in bfloat16 or into their gradients"
                 : "") +
         ")";
-  if (training) j.words += kink_words(kinks);
+  if (kinked) j.words += kink_words(kinks);
   j.words += "; the decisive tensor here is " + w.where + ", spread " + fmt_sig(decisive, 3) +
              (reduced ? ", simulated distance " + fmt_sig(decisive_reduced, 3) : std::string()) +
              (kinks.ambiguous > 0 ? ", kink distance " + fmt_sig(decisive_kinks, 3) : std::string()) + ", allowed " +

@@ -143,12 +143,12 @@ Discrepancy judge_with_spread(const StepValues& got, const StepValues& ref, doub
                               const std::vector<double>& spread, double& allowed,
                               const std::vector<double>& reduced = {}, const std::vector<double>& kinks = {});
 
-// A step's validation: every tensor against the formula's tolerance (`basis`; with reduced
-// math, float32's); where one exceeds it, the second opinion (rounding_spread over the yardstick's run of `g`, twice,
-// training kink_distance, with basis.reduced_mantissa reduced_precision_distance too, then judge_with_spread). `error`
-// is the decisive tensor's
-// (`where`), `tolerance` its allowance: the step passes when error <= tolerance. `words` says how the tolerance was
-// set.
+// A step's validation: every tensor against the formula's tolerance (`basis`; with reduced math,
+// float32's); where one exceeds it, the second opinion (rounding_spread over the yardstick's run of
+// `g`, twice; in a float32 training step kink_distance too; with basis.reduced_mantissa
+// reduced_precision_distance and no kink_distance; then judge_with_spread). `error` is the decisive
+// tensor's (`where`), `tolerance` its allowance: the step passes when error <= tolerance. `words`
+// says how the tolerance was set.
 struct StepJudgement {
   double error = 0, tolerance = 0;
   std::string where, words;
