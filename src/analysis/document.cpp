@@ -249,10 +249,19 @@ int backend_colour(const std::vector<std::string>& backends, const std::string& 
   return it == backends.end() ? -1 : static_cast<int>(it - backends.begin());
 }
 
+// Where the medians a figure shows span a decade or more, their range in words ("<least> to
+// <most>"): the figure then draws each point relative to its own median, since on one axis of
+// times a fast point's spread would be a line; "" where they do not.
+std::string decade_apart(const std::vector<double>& medians) {
+  if (!svg::spans_decade(medians)) return "";
+  const auto [lo, hi] = std::minmax_element(medians.begin(), medians.end());
+  return fmt_time(*lo) + " to " + fmt_time(*hi);
+}
+
 // The repetitions of each point of a workload as box plots, up to 16 boxes a figure, each box
-// named by what tells the points apart (Telling). Where the figure's medians span a decade or
-// more, each repetition is drawn relative to its point's median: on one axis of times a fast
-// point's spread would be a line (ResNet-20 at 60 ms beside emulated bfloat16 at 1.6 s).
+// named by what tells the points apart (Telling); where the figure's medians are a decade apart
+// (decade_apart: ResNet-20 at 60 ms beside emulated bfloat16 at 1.6 s), each repetition relative
+// to its point's median.
 std::vector<Block> repetition_figures(const Report& rep, const std::vector<const PointRow*>& rows,
                                       const std::string& workload) {
   std::vector<Block> out;
@@ -265,7 +274,8 @@ std::vector<Block> repetition_figures(const Report& rep, const std::vector<const
     std::vector<double> medians;
     for (std::size_t i = from; i < to; ++i)
       if (rows[i]->time.n > 0) medians.push_back(rows[i]->time.median);
-    const bool relative = svg::spans_decade(medians);
+    const std::string span = decade_apart(medians);
+    const bool relative = !span.empty();
     svg::BoxPlot b;
     b.title = workload + ": repetitions of each point" + (relative ? ", relative to its median" : "") +
               (rows.size() > kBoxes ? " (" + std::to_string(from / kBoxes + 1) + ")" : "");
@@ -285,14 +295,12 @@ std::vector<Block> repetition_figures(const Report& rep, const std::vector<const
     }
     b.logy = svg::spans_decade(all);
     if (b.logy) b.ylabel += ", log scale";
-    const auto [lo, hi] = std::minmax_element(medians.begin(), medians.end());
-    out.push_back(figure(svg::render(b), slug("repetitions-" + workload + "-" + std::to_string(from / kBoxes + 1)),
-                         "Figure: " + b.title + " (the slowest rank's time per repetition; warm-ups excluded" +
-                             (relative ? "; each divided by its point's median, which span " + fmt_time(*lo) + " to " +
-                                             fmt_time(*hi) + ": the Results table has them"
-                                       : "") +
-                             "). Box: quartiles; whiskers: 1.5 IQR; the dark bar: the median's exact " +
-                             pct(rep.confidence) + " CI."));
+    out.push_back(figure(
+        svg::render(b), slug("repetitions-" + workload + "-" + std::to_string(from / kBoxes + 1)),
+        "Figure: " + b.title + " (the slowest rank's time per repetition; warm-ups excluded" +
+            (relative ? "; each divided by its point's median, which span " + span + ": the Results table has them"
+                      : "") +
+            "). Box: quartiles; whiskers: 1.5 IQR; the dark bar: the median's exact " + pct(rep.confidence) + " CI."));
   }
   return out;
 }
@@ -881,11 +889,11 @@ std::vector<Block> launch_figures(const Report& rep) {
     std::vector<const PointRow*> rows;
     for (const auto& [g, r] : groups) rows.push_back(r);
     const Telling keys = telling(rows, rep.names, workload, "launch");
-    // Points a decade apart: each relative to its typical launch median (as the repetitions'
-    // box plots), so that a fast point's launches do not sit on one pixel.
+    // Points a decade apart (decade_apart): each relative to its typical launch median.
     std::vector<double> typical;
     for (const auto& [g, r] : groups) typical.push_back(g->interval.estimate);
-    const bool relative = svg::spans_decade(typical);
+    const std::string span = decade_apart(typical);
+    const bool relative = !span.empty();
     svg::Plot p;
     p.title = workload + ": across launches" + (relative ? ", relative to each point's typical launch" : "");
     p.ylabel = relative ? "time / the point's typical launch median (CI)"
@@ -920,16 +928,14 @@ std::vector<Block> launch_figures(const Report& rep) {
     p.logy = svg::spans_decade(ys);
     if (p.logy) p.ylabel += ", log scale";
     p.series = {across, each};
-    out.push_back(figure(
-        svg::render(p), slug("launches-" + workload),
-        "Figure: " + p.title + ". Each point's typical launch median with its " + pct(rep.confidence) +
-            " interval across launches (categories: no line joins them), and each launch's own "
-            "median beside it" +
-            (relative ? ", each divided by the point's typical launch median (they span " +
-                            fmt_time(*std::min_element(typical.begin(), typical.end())) + " to " +
-                            fmt_time(*std::max_element(typical.begin(), typical.end())) + ": the table above has them)"
-                      : std::string()) +
-            ". Hover a marker for the point and its figures."));
+    out.push_back(figure(svg::render(p), slug("launches-" + workload),
+                         "Figure: " + p.title + ". Each point's typical launch median with its " + pct(rep.confidence) +
+                             " interval across launches (categories: no line joins them), and each launch's own "
+                             "median beside it" +
+                             (relative ? ", each divided by the point's typical launch median (they span " + span +
+                                             ": the table above has them)"
+                                       : std::string()) +
+                             ". Hover a marker for the point and its figures."));
   }
   return out;
 }

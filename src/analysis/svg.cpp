@@ -291,19 +291,19 @@ double slanted_room(const std::vector<std::string>& names) {
   for (const auto& n : names) longest = std::max(longest, n.size());
   return std::clamp(static_cast<double>(longest) * kCharWidth * std::sin(40 * M_PI / 180) + 28, 48.0, kSlantedLabels);
 }
+// The longest a slanted name may be, and how far right of its start a slanted width reaches.
+constexpr double kSlantedWidest = kSlantedLabels * 1.45;
+const double kSlantCos = std::cos(40 * M_PI / 180);
 // The width a name slanted from `x` has before it would leave a canvas `width` wide.
 // Slanted down to the right, so that the first names, where most are, have the room of the later ones.
-double slanted_width(double x, double width = W) {
-  return std::min(kSlantedLabels * 1.45, (width - 6 - x) / std::cos(40 * M_PI / 180));
-}
-// The canvas width that shows whole the names slanted from xs (each at most slanted_width's
-// cap), from W up to W + kSlantedLabels: the last names of a row reach past the legend's column.
+double slanted_width(double x, double width = W) { return std::min(kSlantedWidest, (width - 6 - x) / kSlantCos); }
+// The canvas width that shows whole the names slanted from xs (each at most kSlantedWidest),
+// from W up to W + kSlantedLabels: the last names of a row reach past the legend's column.
 double slanted_canvas(const std::vector<std::string>& names, const std::vector<double>& xs) {
   double right = W;
   for (std::size_t i = 0; i < names.size() && i < xs.size(); ++i)
-    right = std::max(right, xs[i] + 6 +
-                                std::min(kSlantedLabels * 1.45, static_cast<double>(names[i].size()) * kCharWidth) *
-                                    std::cos(40 * M_PI / 180));
+    right = std::max(
+        right, xs[i] + 6 + std::min(kSlantedWidest, static_cast<double>(names[i].size()) * kCharWidth) * kSlantCos);
   return std::min(right, W + kSlantedLabels);
 }
 std::string slanted_label(double x, const std::string& name, const std::string& shown) {
@@ -375,8 +375,8 @@ std::string render(const Plot& p) {
       widths.push_back(slanted ? slanted_width(at[i], canvas) : slot - 4);
     const std::vector<std::string> shown = fit_apart(p.xcats, widths);
     for (std::size_t i = 0; i < p.xcats.size(); ++i)
-      o += slanted ? slanted_label(X(static_cast<double>(i)), p.xcats[i], shown[i])
-                   : text_shown(X(static_cast<double>(i)), H - B + 16, "tick", "middle", p.xcats[i], shown[i]);
+      o += slanted ? slanted_label(at[i], p.xcats[i], shown[i])
+                   : text_shown(at[i], H - B + 16, "tick", "middle", p.xcats[i], shown[i]);
   } else {
     std::vector<double> ticks = p.xticks.empty() ? ax.ticks() : p.xticks;
     ticks.erase(std::remove_if(ticks.begin(), ticks.end(), [&](double t) { return t < ax.lo || t > ax.hi; }),
@@ -463,7 +463,7 @@ std::string render(const BoxPlot& p) {
     for (double x : b.values)
       if (std::isfinite(x) && (!p.logy || x > 0)) v.push_back(x);
     std::sort(v.begin(), v.end());
-    const double x = X(static_cast<double>(i));
+    const double x = at[i];
     o += slanted_label(x, b.name, shown[i]);
     if (v.empty()) continue;
     auto q = [&](double f) {  // type 7

@@ -38,7 +38,6 @@ class KinkBranches {
   static constexpr double kCap = 1e-3;
 
   void set_mode(Mode m) { mode_ = m; }
-  Mode mode() const { return mode_; }
   // A kink node's pre-activations of one micro-batch (`node`: its index in the graph's nodes):
   // recorded, measured against the record, or, in Flip mode, the chosen ones negated, whose
   // indices it returns (ascending; empty in the other modes).

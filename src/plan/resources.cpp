@@ -35,10 +35,12 @@ Resolved ResourceChecks::resolve_again(const Point& p, Product& product) const {
 }
 
 void ResourceChecks::check(const Point& p, std::int64_t threads, const std::string& backend, Product& product) {
-  if (!nodes_refusal_ && plan_.tmpl.launcher == "local" && p.nodes != 1)
-    nodes_refusal_ = Error(*resolve_again(p, product).where,
-                           "point " + point_words(p.canonical, plan_.campaign) + ": template '" + plan_.tmpl.name +
-                               "' runs on this machine only, so nodes must be 1 (use a Slurm template for more)");
+  if (!nodes_refusal_ && plan_.tmpl.launcher == "local" && p.nodes != 1) {
+    const Resolved res = resolve_again(p, product);
+    nodes_refusal_ =
+        Error(*res.where, "point " + point_words(res.params, plan_.campaign) + ": template '" + plan_.tmpl.name +
+                              "' runs on this machine only, so nodes must be 1 (use a Slurm template for more)");
+  }
   check_memory(p, product);
   check_threads(p, threads);
   check_gpus(p, backend);
@@ -55,7 +57,7 @@ void ResourceChecks::check_memory(const Point& p, Product& product) {
   const Resolved res = resolve_again(p, product);
   const std::string driver = memory_driver(res, product.raw, p.memory_bytes);
   const std::string why =
-      "point " + point_words(p.canonical, plan_.campaign) + ": needs about " + fmt_bytes(p.memory_bytes) +
+      "point " + point_words(res.params, plan_.campaign) + ": needs about " + fmt_bytes(p.memory_bytes) +
       " of memory per rank" +
       (rpn > 1 ? " (" + fmt_bytes(per_node) + " for its " + std::to_string(rpn) + " ranks per node)" : "") +
       " for its tensors, their validation copies and the backend's workspace, more than " + plan_.node_memory_source +
