@@ -156,6 +156,29 @@ std::vector<std::string> fixed_by_another(const std::vector<const PointRow*>& ro
   return d500::fixed_by_another(params, keys);
 }
 
+// The parameters among `vary` with the same value in every row of `rows` (gemm's k, m and n swept
+// together): one column, headed "k = m = n", under the first of them. In `vary`'s order.
+std::vector<std::pair<std::string, std::vector<std::string>>> same_columns(const std::vector<const PointRow*>& rows,
+                                                                           const std::vector<std::string>& vary) {
+  std::vector<std::pair<std::string, std::vector<std::string>>> out;
+  for (const auto& k : vary) {
+    auto same = std::find_if(out.begin(), out.end(), [&](const auto& c) {
+      return std::all_of(rows.begin(), rows.end(),
+                         [&](const PointRow* r) { return value_text(*r, c.first) == value_text(*r, k); });
+    });
+    if (same == out.end())
+      out.push_back({k, {k}});
+    else
+      same->second.push_back(k);
+  }
+  return out;
+}
+std::vector<std::string> first_of_same(const std::vector<const PointRow*>& rows, const std::vector<std::string>& vary) {
+  std::vector<std::string> out;
+  for (const auto& c : same_columns(rows, vary)) out.push_back(c.first);
+  return out;
+}
+
 // A table named by `backend` and then the columns `vary`: those another one fixes among `rows` are
 // the terminal's only with --wide (added to `wide`, by column). Returns them.
 std::vector<std::string> fixed_to_wide(const std::vector<const PointRow*>& rows, const std::vector<std::string>& vary,
@@ -362,9 +385,11 @@ std::vector<std::string> in_order(const std::vector<const PointRow*>& pts,
 }
 
 // One panel of a workload's rate (or time) figure. On a categorical axis a category's markers
-// stand side by side: each series, and within it each launch in launch order.
+// stand side by side: each series, and within it each launch in launch order. The panels of one
+// unit (`all`: their points) share their axes, scales and ranges, so that they compare at a glance.
 Block rate_panel(const Report& rep, const RateLayout& l, const std::string& workload, const std::string& what,
-                 const std::string& unit, const std::vector<const PointRow*>& pts) {
+                 const std::string& unit, const std::vector<const PointRow*>& pts,
+                 const std::vector<const PointRow*>& all) {
   const PointNames& names = rep.names;
   const XChoice& x = l.x;
   const bool rated = unit != "time";
@@ -396,6 +421,10 @@ Block rate_panel(const Report& rep, const RateLayout& l, const std::string& work
     }
   }
   const bool joined = !x.categorical && !names.varies(workload, "seed") && !l.launched;
+  auto x_of = [&](const PointRow& r) { return x.name == "ranks" ? r.ranks : number(r.params.at(x.name)); };
+  auto y_of = [&](const PointRow& r) { return rated ? r.rate : r.time.median; };
+  auto lo_of = [&](const PointRow& r) { return !r.time.has_ci ? NAN : rated ? r.rate_lo : r.time.lo; };
+  auto hi_of = [&](const PointRow& r) { return !r.time.has_ci ? NAN : rated ? r.rate_hi : r.time.hi; };
   std::vector<double> xs, ys;
   for (const auto* r : pts) {
     const std::size_t k = index(series, l.series_name(*r));
@@ -409,17 +438,24 @@ Block rate_panel(const Report& rep, const RateLayout& l, const std::string& work
       xv = (x.name.empty() ? 0.0 : static_cast<double>(index(cats, value_text(*r, x.name)))) +
            beside * (static_cast<double>(slot) - static_cast<double>(slots - 1) / 2);
     } else {
-      xv = x.name == "ranks" ? r->ranks : number(r->params.at(x.name));
+      xv = x_of(*r);
     }
     s.x.push_back(xv);
-    s.y.push_back(rated ? r->rate : r->time.median);
-    s.lo.push_back(!r->time.has_ci ? NAN : rated ? r->rate_lo : r->time.lo);
-    s.hi.push_back(!r->time.has_ci ? NAN : rated ? r->rate_hi : r->time.hi);
+    s.y.push_back(y_of(*r));
+    s.lo.push_back(lo_of(*r));
+    s.hi.push_back(hi_of(*r));
     s.tips.push_back(hover(*r, names));
-    xs.push_back(xv), ys.push_back(s.y.back());
+  }
+  for (const auto* r : all) {
+    if (!x.categorical) xs.push_back(x_of(*r));
+    ys.push_back(y_of(*r));
   }
   p.logx = !x.categorical && svg::spans_decade(xs);
   p.logy = svg::spans_decade(ys);
+  if (all.size() > pts.size()) {
+    p.xspan = xs;
+    for (const auto* r : all) p.yspan.insert(p.yspan.end(), {y_of(*r), lo_of(*r), hi_of(*r)});
+  }
   std::string axis = x.name;
   for (const auto& k : l.tied) axis += " = " + k;
   p.xlabel = x.name.empty() ? "" : axis + (x.categorical ? "" : p.logx ? " (log scale)" : "");
@@ -442,6 +478,7 @@ Block rate_panel(const Report& rep, const RateLayout& l, const std::string& work
                : ". The backends' own settings (" + join(std::vector<std::string>(l.own.begin(), l.own.end()), ", ") +
                      ": set on some backends' points only) are no axis or panel: they name a backend's "
                      "series where two of its points differ in them") +
+          (all.size() > pts.size() ? ". The panels of " + workload + " share these axes" : std::string()) +
           ". Bars: the " + pct(rep.confidence) + " CI. Hover a point for its parameters, median, interval and n.");
 }
 
@@ -452,22 +489,24 @@ std::vector<Block> workload_figures(const Report& rep, const std::string& worklo
   std::vector<Block> out;
   if (rows.empty()) return out;
   const RateLayout layout = rate_layout(rows, rep.names, workload);
-  std::map<std::string, std::vector<const PointRow*>> panels;
+  std::map<std::string, std::vector<const PointRow*>> panels, units;
   std::vector<std::string> panel_order;
   for (const auto* r : rows) {
     std::vector<std::string> parts;
     for (const auto& k : layout.panels) parts.push_back(k + "=" + value_text(*r, k));
     const bool rated = r->rate > 0 && !r->rate_unit.empty();
-    std::string key = join(parts, " ") + "\x1f" + (rated ? r->rate_unit : "time");
+    const std::string unit = rated ? r->rate_unit : "time";
+    std::string key = join(parts, " ") + "\x1f" + unit;
     if (!panels.count(key)) panel_order.push_back(key);
     panels[key].push_back(r);
+    units[unit].push_back(r);
   }
   constexpr std::size_t kMostPanels = 12;
   std::size_t drawn = 0;
   for (const auto& key : panel_order) {
     if (drawn == kMostPanels) break;
-    out.push_back(rate_panel(rep, layout, workload, key.substr(0, key.find('\x1f')), key.substr(key.find('\x1f') + 1),
-                             panels[key]));
+    const std::string unit = key.substr(key.find('\x1f') + 1);
+    out.push_back(rate_panel(rep, layout, workload, key.substr(0, key.find('\x1f')), unit, panels[key], units[unit]));
     ++drawn;
   }
   if (panel_order.size() > drawn)
@@ -517,7 +556,8 @@ Section workload_results(const Report& rep, const std::string& workload) {
     }
   const std::string unit = units.size() == 1 ? *units.begin() : "";
   std::vector<std::string> head{"backend"};
-  head.insert(head.end(), vary.begin(), vary.end());
+  for (const auto& [k, same] : same_columns(rows, vary)) head.push_back(join(same, " = "));
+  vary = first_of_same(rows, vary);
   const std::size_t first_figure = head.size();
   for (const std::string& h :
        {std::string("ranks"), std::string("reps"), std::string("median"), ci, unit.empty() ? std::string("rate") : unit,
@@ -566,7 +606,22 @@ Section workload_results(const Report& rep, const std::string& workload) {
                                 : !r.time.has_ci || !r.advice.enough ? "warn"
                                                                      : "");
   }
+  const auto shaded = [&](const char* c) { return std::count(b.table.row_class.begin(), b.table.row_class.end(), c); };
+  const auto warned = shaded("warn"), failed = shaded("bad");
   s.blocks.push_back(std::move(b));
+  if (warned + failed > 0) {
+    std::vector<std::string> said;
+    if (warned > 0)
+      said.push_back(
+          std::to_string(warned) + (warned == 1 ? " row" : " rows") +
+          " shaded yellow: no interval of the median, or one reaching more than 5% from it (Measurement quality "
+          "says about how many repetitions would narrow it)");
+    if (failed > 0)
+      said.push_back(std::to_string(failed) + (failed == 1 ? " row" : " rows") + " shaded red: not complete");
+    Block note = text("In report.html, " + join(said, "; ") + ".");
+    note.terminal = false;
+    s.blocks.push_back(std::move(note));
+  }
   for (auto& f : workload_figures(rep, workload)) s.blocks.push_back(std::move(f));
   return s;
 }

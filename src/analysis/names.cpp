@@ -56,6 +56,8 @@ PointNames point_names(const std::vector<PointRow>& rows) {
     }
   for (auto it = n.varying.begin(); it != n.varying.end();)
     it = it->second.empty() ? n.varying.erase(it) : std::next(it);
+  for (const auto& [w, keys] : n.varying)
+    for (std::string& k : fixed_by_another(by_workload[w], keys)) n.fixed[w].insert(std::move(k));
   return n;
 }
 
@@ -99,6 +101,8 @@ std::string PointNames::label(const PointRow& r, std::initializer_list<const cha
                               const std::set<std::string>& also) const {
   std::vector<std::string> less(without.begin(), without.end());
   less.insert(less.end(), also.begin(), also.end());
+  if (const auto f = fixed.find(r.workload); f != fixed.end())
+    less.insert(less.end(), f->second.begin(), f->second.end());
   const auto it = varying.find(r.workload);
   const std::string rest = it == varying.end() ? "" : d500::varying_text(r.params, it->second, less);
   return r.workload + (with_backend ? ":" + r.backend : "") + (rest.empty() ? "" : " " + rest);

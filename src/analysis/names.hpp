@@ -32,9 +32,13 @@ struct PointNames {
   // tell no two points apart that their backends do not, so they are not in `varying`; the results
   // table says them once, beside the shared parameters.
   std::map<std::string, std::set<std::string>> by_backend;
+  // workload -> its varying numbers another of its parameters fixes (conv2d's c, h, k, ... by its
+  // named shape: fixed_by_another): a label leaves them out, its determinant names the point.
+  std::map<std::string, std::set<std::string>> fixed;
 
   bool varies(const std::string& workload, const std::string& name) const;
-  // "gemm:blas n=512 ranks_per_node=2": the point by what tells it apart, less `without`.
+  // "gemm:blas n=512 ranks_per_node=2": the point by what tells it apart, less `without` (and less
+  // what `fixed` sets aside).
   std::string label(const PointRow& r, std::initializer_list<const char*> without = {}, bool with_backend = true) const;
   // The same less every parameter in `also` too.
   std::string label(const PointRow& r, std::initializer_list<const char*> without, bool with_backend,

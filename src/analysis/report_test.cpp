@@ -66,6 +66,24 @@ std::vector<std::string> figures_named(const d500::Report& rep, const std::strin
   return out;
 }
 
+// A number a named shape fixes (conv2d's c and h by its shape) does not lengthen a point's name:
+// the shape names it. A number swept on its own (n) still does.
+TEST(PointNames, NumbersTheShapeFixesAreLeftOutOfAName) {
+  std::vector<PointRow> rows;
+  for (const auto& [shape, c, h] : {std::tuple{"resnet50/conv1", 3, 224}, std::tuple{"resnet50/res2_3x3", 64, 56}})
+    for (std::int64_t n : {8, 32}) {
+      PointRow r = with_params(row("blas", n, 1, 1, 0.01),
+                               {{"shape", std::string(shape)}, {"c", std::int64_t{c}}, {"h", std::int64_t{h}}});
+      rows.push_back(r);
+    }
+  const d500::PointNames names = d500::point_names(rows);
+  EXPECT_EQ(names.fixed.at("gemm"), (std::set<std::string>{"c", "h"}));
+  EXPECT_EQ(names.label(rows[3]), "gemm:blas n=32 shape=resnet50/res2_3x3");
+  std::set<std::string> all;
+  for (const auto& r : rows) all.insert(names.label(r));
+  EXPECT_EQ(all.size(), rows.size()) << "no two points named alike";
+}
+
 TEST(PointNames, APointIsNamedByWhatVariesAndTheRestIsSaidOnce) {
   std::vector<PointRow> rows;
   for (const char* b : {"reference", "blas"})
@@ -309,6 +327,86 @@ std::vector<std::string> shown_texts(const std::string& svg, const std::string& 
   std::vector<std::string> out;
   for (std::sregex_iterator it(svg.begin(), svg.end(), text), end; it != end; ++it) out.push_back((*it)[1]);
   return out;
+}
+
+// Parameters swept together (gemm's k = m = n) are one column of the Results table, not three of
+// the same numbers; one that differs in a single row keeps its own.
+TEST(ReportTables, ParametersSweptTogetherAreOneColumn) {
+  auto head_of = [](std::vector<PointRow> rows) {
+    for (const auto& s : d500::report_document(report(std::move(rows))).sections)
+      if (s.title == "Results: gemm")
+        for (const auto& b : s.blocks)
+          if (b.kind == d500::Block::Kind::Table) return b.table.table.at(0);
+    return std::vector<std::string>{};
+  };
+  std::vector<PointRow> rows;
+  for (std::int64_t n : {64, 128})
+    for (const char* backend : {"reference", "blas"})
+      rows.push_back(with_params(row(backend, n, 1, 1, 0.01), {{"k", n}, {"m", n}}));
+  std::vector<std::string> head = head_of(rows);
+  ASSERT_GE(head.size(), 3u);
+  EXPECT_EQ(head[1], "k = m = n");
+  EXPECT_EQ(std::count(head.begin(), head.end(), "n"), 0);
+  rows[3] = with_params(rows[3], {{"m", std::int64_t{32}}});
+  head = head_of(rows);
+  ASSERT_GE(head.size(), 3u);
+  EXPECT_EQ(head[1], "k = n");
+  EXPECT_EQ(head[2], "m");
+}
+
+// HTML shades a row whose median has no interval (or too wide a one) and one not complete; the
+// report says what the shades mean under the table (report.md and report.html, not the terminal).
+TEST(ReportTables, TheShadedRowsAreExplained) {
+  auto notes = [](std::vector<PointRow> rows) {
+    std::vector<std::string> out;
+    for (const auto& s : d500::report_document(report(std::move(rows))).sections)
+      if (s.title == "Results: gemm")
+        for (const auto& b : s.blocks)
+          if (b.kind == d500::Block::Kind::Text && b.text.find("shaded") != std::string::npos) {
+            EXPECT_FALSE(b.terminal);
+            out.push_back(b.text);
+          }
+    return out;
+  };
+  std::vector<PointRow> rows{row("reference", 64, 1, 1, 0.01), row("blas", 64, 1, 1, 0.001),
+                             row("blas", 128, 1, 1, 0.001)};
+  for (auto& r : rows) {
+    std::vector<double> sorted = r.costs;
+    std::sort(sorted.begin(), sorted.end());
+    r.advice = d500::stats::repetition_advice(sorted, r.time);
+  }
+  EXPECT_TRUE(notes(rows).empty()) << "12 repetitions 1% apart: every interval is narrow";
+  rows[1].costs.resize(3);
+  rows[1].time = d500::stats::summarize(rows[1].costs);
+  rows.back().outcome = d500::Outcome::BackendFailed;
+  const std::vector<std::string> said = notes(rows);
+  ASSERT_EQ(said.size(), 1u);
+  EXPECT_NE(said[0].find("1 row shaded yellow: no interval"), std::string::npos) << said[0];
+  EXPECT_NE(said[0].find("1 row shaded red: not complete"), std::string::npos) << said[0];
+}
+
+// The panels of one workload's rate figure share their axes: one panel whose rates span a decade
+// and one whose rates do not are both drawn on the same log axis, with the same ticks, so that a
+// point's height means the same in each.
+TEST(ReportFigures, PanelsOfOneFigureShareTheirAxes) {
+  std::vector<PointRow> rows;
+  for (std::int64_t n : {64, 128, 256}) {
+    const double flop = 2.0 * static_cast<double>(n * n * n);
+    rows.push_back(row("reference", n, 1, 1, flop / 10e9));  // one rank: 10 and 50 GFLOP/s
+    rows.push_back(row("blas", n, 1, 1, flop / 50e9));
+    rows.push_back(row("reference", n, 2, 1, flop / 1e9));  // two: 1 and 5, a decade below
+    rows.push_back(row("blas", n, 2, 1, flop / 5e9));
+  }
+  const std::vector<std::string> rate = figures_named(report(rows), "rate-");
+  ASSERT_EQ(rate.size(), 2u) << "a panel per ranks_per_node";
+  for (const auto& svg : rate) EXPECT_NE(svg.find("log scale"), std::string::npos);
+  EXPECT_EQ(shown_texts(rate[0], "tick ytick"), shown_texts(rate[1], "tick ytick"));
+  EXPECT_FALSE(shown_texts(rate[0], "tick ytick").empty());
+  // One panel alone keeps its own axis: the one-rank points span less than a decade.
+  rows.erase(std::remove_if(rows.begin(), rows.end(), [](const PointRow& r) { return r.ranks == 2; }), rows.end());
+  const std::vector<std::string> alone = figures_named(report(rows), "rate-");
+  ASSERT_EQ(alone.size(), 1u);
+  EXPECT_EQ(alone[0].find("log scale"), std::string::npos);
 }
 
 // Settings of one backend's own (cuda's cudnn_api and fusion; libtorch-cuda has neither) neither

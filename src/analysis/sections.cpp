@@ -55,6 +55,13 @@ std::vector<std::vector<const PointRow*>> group_rows(const std::vector<PointRow>
     if (fresh) groups.emplace_back();
     groups[it->second].push_back(&r);
   }
+  // One workload's groups together, workloads in the order they first appear (the order of the
+  // Results tables), however the jobs interleaved their points.
+  std::map<std::string, std::size_t> first;
+  for (const auto& r : rows) first.try_emplace(r.workload, first.size());
+  std::stable_sort(groups.begin(), groups.end(), [&](const auto& a, const auto& b) {
+    return first[a.front()->workload] < first[b.front()->workload];
+  });
   return groups;
 }
 

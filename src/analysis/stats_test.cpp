@@ -713,6 +713,29 @@ TEST(Comparisons, ABackendsOwnSettingsDoNotKeepItFromTheOtherBackendsSameWork) {
   EXPECT_NEAR(c[0].speedup.estimate, 1 / 1.2, 0.01);
 }
 
+// A job may interleave workloads (the quickstart's jobs hold gemm and network points): the
+// comparisons keep one workload's groups together, workloads in the order they first appear.
+TEST(Comparisons, OneWorkloadsComparisonsStandTogether) {
+  std::vector<d500::PointRow> rows;
+  auto add = [&](const char* workload, const char* backend, std::int64_t n) {
+    d500::PointRow r;
+    r.workload = workload;
+    r.backend = backend;
+    r.params = {{"workload", std::string(workload)}, {"backend", std::string(backend)}, {"n", n}};
+    r.id = std::string(workload) + backend + std::to_string(n);
+    r.outcome = d500::Outcome::Complete;
+    for (int i = 0; i < 12; ++i) r.costs.push_back(1 + 0.01 * i);
+    r.time = summarize(r.costs);
+    rows.push_back(r);
+  };
+  for (std::int64_t n : {1, 2})
+    for (const char* workload : {"gemm", "network"})
+      for (const char* backend : {"reference", "blas"}) add(workload, backend, n);
+  std::vector<std::string> said;
+  for (const auto& x : d500::compare_backends(rows, 0.95, 7)) said.push_back(x.group);
+  EXPECT_EQ(said, (std::vector<std::string>{"gemm n=1", "gemm n=2", "network n=1", "network n=2"}));
+}
+
 // The mean's t-interval is shown only for samples without Tukey outliers, whatever the normality
 // test says: 10% of 10x outliers can pass Anderson-Darling at n = 10-15.
 TEST(MeanGate, OutliersKeepTheMeanHiddenEvenWhenNormalityIsNotRejected) {

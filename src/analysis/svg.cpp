@@ -358,6 +358,8 @@ std::string render(const Plot& p) {
     ys.insert(ys.end(), s.hi.begin(), s.hi.end());
   }
   for (const auto& m : p.marks) xs.push_back(m.lo), xs.push_back(m.hi), xs.push_back(m.x), ys.push_back(m.y);
+  xs.insert(xs.end(), p.xspan.begin(), p.xspan.end());
+  ys.insert(ys.end(), p.yspan.begin(), p.yspan.end());
   const bool cats = !p.xcats.empty();
   Axis ax = cats ? Axis{-0.5, static_cast<double>(p.xcats.size()) - 0.5, false} : make_axis(xs, p.logx);
   Axis ay = make_axis(ys, p.logy);

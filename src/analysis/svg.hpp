@@ -33,6 +33,9 @@ struct Plot {
   std::vector<std::string> xcats;  // a categorical x axis: x = 0, 1, ... names these
   std::vector<double> xticks;      // a numeric x axis labelled here (the rank counts), not at 1-2-5 steps
   std::string legend_title;        // what the series' names are values of, above them ("" none)
+  // Values the axes cover besides the series' own: the panels of one figure share their axes
+  // (xspan is ignored on a categorical axis).
+  std::vector<double> xspan, yspan;
   std::vector<Series> series;
   std::vector<Mark> marks;
 };
