@@ -626,6 +626,48 @@ Section workload_results(const Report& rep, const std::string& workload) {
   return s;
 }
 
+// The terminal's Backend comparisons where there are more than a few: per baseline, one table of
+// its groups (rows) against the backends compared with it (columns), each cell the speedup with
+// its interval ("n.s." where the interval holds 1): a line per group instead of a sentence per pair.
+std::vector<Block> comparison_matrices(const Report& rep) {
+  constexpr std::size_t kFewest = 5;
+  std::vector<Block> out;
+  if (rep.comparisons.size() < kFewest) return out;
+  std::vector<std::string> baselines;
+  for (const auto& c : rep.comparisons)
+    if (std::find(baselines.begin(), baselines.end(), c.baseline) == baselines.end()) baselines.push_back(c.baseline);
+  for (const auto& base : baselines) {
+    std::vector<std::string> groups, others;
+    std::map<std::pair<std::string, std::string>, const Comparison*> cell;
+    for (const auto& c : rep.comparisons) {
+      if (c.baseline != base) continue;
+      if (std::find(groups.begin(), groups.end(), c.group) == groups.end()) groups.push_back(c.group);
+      if (std::find(others.begin(), others.end(), c.other) == others.end()) others.push_back(c.other);
+      cell[{c.group, c.other}] = &c;
+    }
+    Block said = text("", "Speedup over " + base + " (ratio of medians, " + pct(rep.confidence) +
+                              " CI; n.s.: the interval holds 1, no significant difference):");
+    said.document = false;
+    out.push_back(std::move(said));
+    Table t{{"points"}};
+    t[0].insert(t[0].end(), others.begin(), others.end());
+    for (const auto& g : groups) {
+      std::vector<std::string> row{g.empty() ? "all" : g};
+      for (const auto& o : others) {
+        const auto it = cell.find({g, o});
+        row.push_back(it == cell.end()
+                          ? "-"
+                          : ratio_text(it->second->speedup) + (it->second->speedup.excludes_one() ? "" : " n.s."));
+      }
+      t.push_back(std::move(row));
+    }
+    Block b = table(std::move(t));
+    b.document = false;
+    out.push_back(std::move(b));
+  }
+  return out;
+}
+
 // Level 0's roofline: each operator point's attained GFLOP/s (on a GPU, over its device time)
 // against its arithmetic intensity (FLOPs over the bytes of its operands: the least traffic it
 // needs), a series per backend, and the compute peaks d500 knows (a GPU's, from its table); no
@@ -1146,7 +1188,11 @@ Document report_document(const Report& rep) {
     std::vector<std::string> items;
     for (const auto& c : rep.comparisons)
       items.push_back((c.group.empty() ? "" : c.group + ": ") + comparison_sentence(c));
-    s.blocks.push_back(list(items));
+    Block sentences = list(items);
+    std::vector<Block> matrices = comparison_matrices(rep);
+    sentences.terminal = matrices.empty();
+    s.blocks.push_back(std::move(sentences));
+    for (auto& m : matrices) s.blocks.push_back(std::move(m));
     d.sections.push_back(std::move(s));
   }
   add_scaling_section(rep, d);

@@ -385,6 +385,32 @@ TEST(ReportTables, TheShadedRowsAreExplained) {
   EXPECT_NE(said[0].find("1 row shaded red: not complete"), std::string::npos) << said[0];
 }
 
+// Many backend comparisons read in the terminal as one table per baseline, a row per group and a
+// column per backend compared with it, not a sentence per pair; a few stay sentences; report.md
+// keeps its sentences either way.
+TEST(ReportConsole, ManyComparisonsAreOneTableOfSpeedups) {
+  auto comparisons = [](std::vector<std::int64_t> sizes) {
+    std::vector<PointRow> rows;
+    for (std::int64_t n : sizes)
+      for (const char* backend : {"reference", "blas", "onednn"})
+        rows.push_back(row(backend, n, 1, 1, std::string(backend) == "reference" ? 0.01 : 0.001));
+    d500::Report rep = report(rows);
+    rep.comparisons = d500::compare_backends(rep.rows, 0.95, 7);
+    const d500::Document doc = d500::report_document(rep);
+    const std::string console = d500::render_console(doc, 120);
+    return console.substr(console.find("Backend comparisons"));
+  };
+  const std::string many = comparisons({64, 128, 256});
+  EXPECT_NE(many.find("Speedup over reference"), std::string::npos) << many;
+  EXPECT_NE(many.find("blas"), std::string::npos);
+  EXPECT_EQ(many.find("faster than"), std::string::npos) << "no sentences beside the table:\n" << many;
+  const std::regex line("gemm n=128 +10\\.0 \\[[0-9.]+, [0-9.]+\\] +10\\.0 \\[");
+  EXPECT_TRUE(std::regex_search(many, line)) << many;
+  const std::string few = comparisons({64});
+  EXPECT_NE(few.find("blas is 10.0x faster than reference"), std::string::npos) << few;
+  EXPECT_EQ(few.find("Speedup over"), std::string::npos);
+}
+
 // The panels of one workload's rate figure share their axes: one panel whose rates span a decade
 // and one whose rates do not are both drawn on the same log axis, with the same ticks, so that a
 // point's height means the same in each.
