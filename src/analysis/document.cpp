@@ -555,15 +555,23 @@ Section workload_results(const Report& rep, const std::string& workload) {
       aggregate = aggregate || (r->ranks > 1 && std::isfinite(r->rate_aggregate));
     }
   const std::string unit = units.size() == 1 ? *units.begin() : "";
-  std::vector<std::string> head{"backend"};
-  for (const auto& [k, same] : same_columns(rows, vary)) head.push_back(join(same, " = "));
+  // The columns another one fixes (a named shape's c, h, k, ...) go last: the figures come first.
+  std::map<std::string, std::string> header;
+  for (const auto& [k, same] : same_columns(rows, vary)) header[k] = join(same, " = ");
   vary = first_of_same(rows, vary);
+  const std::vector<std::string> fixed = fixed_by_another(rows, vary);
+  std::vector<std::string> lead;
+  for (const auto& k : vary)
+    if (std::find(fixed.begin(), fixed.end(), k) == fixed.end()) lead.push_back(k);
+  std::vector<std::string> head{"backend"};
+  for (const auto& k : lead) head.push_back(header[k]);
   const std::size_t first_figure = head.size();
   for (const std::string& h :
        {std::string("ranks"), std::string("reps"), std::string("median"), ci, unit.empty() ? std::string("rate") : unit,
         std::string("rate CI"), std::string(aggregate ? "all ranks" : ""), std::string("validation"),
         std::string("status")})
     if (!h.empty()) head.push_back(h);
+  for (const auto& k : fixed) head.push_back(header[k]);
   Block b = table({head});
   b.table.sortable = true;
   b.table.naming = first_figure;
@@ -576,7 +584,8 @@ Section workload_results(const Report& rep, const std::string& workload) {
   const bool one_node = std::all_of(rows.begin(), rows.end(), [](const PointRow* r) { return r->nodes == 1; });
   if (ranks.size() == 1 || (one_node && std::find(vary.begin(), vary.end(), "ranks_per_node") != vary.end()))
     b.table.wide_only.insert(first_figure);
-  if (const std::vector<std::string> fixed = fixed_to_wide(rows, vary, b.table.wide_only); !fixed.empty()) {
+  for (std::size_t i = 0; i < fixed.size(); ++i) b.table.wide_only.insert(head.size() - fixed.size() + i);
+  if (!fixed.empty()) {
     Block said = text("", "--wide shows " + join(fixed, ", ") + " too: another column's values fix them.");
     said.document = false;
     s.blocks.push_back(std::move(said));
@@ -584,7 +593,7 @@ Section workload_results(const Report& rep, const std::string& workload) {
   for (const PointRow* point : rows) {
     const PointRow& r = *point;
     std::vector<std::string> row{r.backend};
-    for (const auto& k : vary) row.push_back(value_text(r, k));
+    for (const auto& k : lead) row.push_back(value_text(r, k));
     const std::string status = r.status + (r.oversubscribed           ? " (oversubscribed)"
                                            : r.threads_oversubscribed ? " (threads oversubscribed)"
                                                                       : "");
@@ -599,6 +608,7 @@ Section workload_results(const Report& rep, const std::string& workload) {
     if (aggregate) cells.push_back(has && std::isfinite(r.rate_aggregate) ? fmt_sig(r.rate_aggregate, 4) : "-");
     cells.push_back(validation_text(r));
     cells.push_back(status);
+    for (const auto& k : fixed) cells.push_back(value_text(r, k));
     row.insert(row.end(), cells.begin(), cells.end());
     b.table.table.push_back(row);
     b.table.row_title.push_back(r.canonical + " (" + r.id + ")");
