@@ -636,9 +636,9 @@ Section workload_results(const Report& rep, const std::string& workload) {
   return s;
 }
 
-// The terminal's Backend comparisons where there are more than a few: per baseline, one table of
-// its groups (rows) against the backends compared with it (columns), each cell the speedup with
-// its interval ("n.s." where the interval holds 1): a line per group instead of a sentence per pair.
+// The Backend comparisons where there are more than a few: per baseline, one table of its groups
+// (rows) against the backends compared with it (columns), each cell the speedup with its interval
+// ("n.s." where the interval holds 1): a line per group instead of a sentence per pair.
 std::vector<Block> comparison_matrices(const Report& rep) {
   constexpr std::size_t kFewest = 5;
   std::vector<Block> out;
@@ -655,10 +655,8 @@ std::vector<Block> comparison_matrices(const Report& rep) {
       if (std::find(others.begin(), others.end(), c.other) == others.end()) others.push_back(c.other);
       cell[{c.group, c.other}] = &c;
     }
-    Block said = text("", "Speedup over " + base + " (ratio of medians, " + pct(rep.confidence) +
-                              " CI; n.s.: the interval holds 1, no significant difference):");
-    said.document = false;
-    out.push_back(std::move(said));
+    out.push_back(text("Speedup over " + base + " (ratio of medians, " + pct(rep.confidence) +
+                       " CI; n.s.: the interval holds 1, no significant difference):"));
     Table t{{"points"}};
     t[0].insert(t[0].end(), others.begin(), others.end());
     for (const auto& g : groups) {
@@ -671,9 +669,7 @@ std::vector<Block> comparison_matrices(const Report& rep) {
       }
       t.push_back(std::move(row));
     }
-    Block b = table(std::move(t));
-    b.document = false;
-    out.push_back(std::move(b));
+    out.push_back(table(std::move(t)));
   }
   return out;
 }
@@ -886,11 +882,15 @@ std::vector<ScalingOverview> scaling_overviews(const Report& rep) {
       if (auto it = sc->points.empty() ? by_id.end() : by_id.find(sc->points[0].id); it != by_id.end())
         base.push_back(it->second);
     if (base.size() != list.size()) continue;
+    // The rank count is the series' axis: its base's nodes and ranks_per_node name no series (a
+    // series of ps_servers=1 starts at 2 ranks where the others start at 1).
     Telling keys = telling(base, rep.names, workload);
+    for (auto& g : keys.keys)
+      std::erase_if(g, [](const std::string& k) { return k == "nodes" || k == "ranks_per_node"; });
     std::erase_if(keys.keys, [&](const std::vector<std::string>& g) {
-      return g[0] != "backend" && std::all_of(base.begin(), base.end(), [&](const PointRow* r) {
-               return value_text(*r, g[0]) == value_text(*base[0], g[0]);
-             });
+      return g.empty() || (g[0] != "backend" && std::all_of(base.begin(), base.end(), [&](const PointRow* r) {
+                             return value_text(*r, g[0]) == value_text(*base[0], g[0]);
+                           }));
     });
     svg::Plot p;
     p.title = workload + ": scaling efficiency of each series";
@@ -1194,15 +1194,17 @@ Document report_document(const Report& rep) {
         "with " +
             ratio_method_words() + " " + pct(rep.confidence) + " intervals; significant when the interval excludes 1.",
         "-"));
-    s.blocks.push_back(table(comparison_table(rep), false));
-    std::vector<std::string> items;
-    for (const auto& c : rep.comparisons)
-      items.push_back((c.group.empty() ? "" : c.group + ": ") + comparison_sentence(c));
-    Block sentences = list(items);
+    // Five or more: a table per baseline to scan, then (in the documents) every pair's figures;
+    // fewer: every pair's figures, then a sentence each.
     std::vector<Block> matrices = comparison_matrices(rep);
-    sentences.terminal = matrices.empty();
-    s.blocks.push_back(std::move(sentences));
     for (auto& m : matrices) s.blocks.push_back(std::move(m));
+    s.blocks.push_back(table(comparison_table(rep), false));
+    if (matrices.empty()) {
+      std::vector<std::string> items;
+      for (const auto& c : rep.comparisons)
+        items.push_back((c.group.empty() ? "" : c.group + ": ") + comparison_sentence(c));
+      s.blocks.push_back(list(items));
+    }
     d.sections.push_back(std::move(s));
   }
   add_scaling_section(rep, d);

@@ -385,9 +385,9 @@ TEST(ReportTables, TheShadedRowsAreExplained) {
   EXPECT_NE(said[0].find("1 row shaded red: not complete"), std::string::npos) << said[0];
 }
 
-// Many backend comparisons read in the terminal as one table per baseline, a row per group and a
-// column per backend compared with it, not a sentence per pair; a few stay sentences; report.md
-// keeps its sentences either way.
+// Many backend comparisons read as one table per baseline, a row per group and a column per
+// backend compared with it, not a sentence per pair; a few stay sentences. The documents keep the
+// table of every pair's figures either way.
 TEST(ReportConsole, ManyComparisonsAreOneTableOfSpeedups) {
   auto comparisons = [](std::vector<std::int64_t> sizes) {
     std::vector<PointRow> rows;
@@ -398,6 +398,13 @@ TEST(ReportConsole, ManyComparisonsAreOneTableOfSpeedups) {
     rep.comparisons = d500::compare_backends(rep.rows, 0.95, 7);
     const d500::Document doc = d500::report_document(rep);
     const std::string console = d500::render_console(doc, 120);
+    for (const auto& s : doc.sections)
+      if (s.title == "Backend comparisons") {
+        const auto tables = std::count_if(s.blocks.begin(), s.blocks.end(), [](const d500::Block& b) {
+          return b.kind == d500::Block::Kind::Table && b.document;
+        });
+        EXPECT_EQ(tables, sizes.size() > 1 ? 2 : 1) << "the pairs' table, and the speedups' where there are many";
+      }
     return console.substr(console.find("Backend comparisons"));
   };
   const std::string many = comparisons({64, 128, 256});
@@ -725,6 +732,29 @@ TEST(ReportFigures, ABackendHasOneColourInEveryFigure) {
 // Several scaling series of a workload share one figure of their efficiencies, each series named
 // by what tells it from the others ("blas, 256"), its x axis labelled at the rank counts measured;
 // a series of two rank counts has no figure of its own (its table has both rows), one of three has.
+// A series that starts at another rank count (a parameter server's series at 2 ranks, the
+// others at 1) is named by what tells it apart, never by its base's ranks_per_node: that is the
+// axis along which every series runs.
+TEST(ReportFigures, AScalingSeriesIsNotNamedByItsBasesRankCount) {
+  std::vector<PointRow> rows;
+  for (std::int64_t servers : {0, 1})
+    for (std::int64_t rpn : {1, 2, 4})
+      if (rpn > servers)
+        rows.push_back(
+            with_params(row("blas", 128, rpn, 1, 1e-2 / static_cast<double>(rpn)), {{"ps_servers", servers}}));
+  for (auto& r : rows) r.scaling = "strong";
+  d500::Report rep = report(rows);
+  rep.scaling = d500::scaling_series(rep.rows, 0.95, 1);
+  ASSERT_EQ(rep.scaling.size(), 2u);
+  const std::string terminal = d500::render_console(d500::report_document(rep), 120);
+  EXPECT_NE(terminal.find("ps_servers  ranks  median time"), std::string::npos) << terminal;
+  EXPECT_EQ(terminal.find("ranks_per_node  ranks"), std::string::npos) << terminal;
+  const std::vector<std::string> figs = figures_named(rep, "scaling-");
+  ASSERT_FALSE(figs.empty());
+  for (const char* name : {"data-name=\"0\"", "data-name=\"1\""})
+    EXPECT_NE(figs[0].find(name), std::string::npos) << name << figs[0];
+}
+
 TEST(ReportFigures, ScalingSeriesShareAnEfficiencyFigureLabelledAtTheirRankCounts) {
   for (const std::vector<std::int64_t>& counts :
        {std::vector<std::int64_t>{1, 2}, std::vector<std::int64_t>{1, 2, 4}}) {
