@@ -1100,17 +1100,22 @@ void add_tta_section(const Report& rep, Document& d) {
   Section s{"Time to accuracy", 2, true, {}};
   s.blocks.push_back(
       text("Each run's time is that of its first evaluation reaching the target within the budget; a run that misses "
-           "is censored (coded as > budget), never dropped.",
+           "is censored (coded as > budget), never dropped. The share of runs reaching the target has a "
+           "Clopper-Pearson interval; the median's interval is exact (order statistics), Kaplan-Meier's where runs "
+           "were cut off.",
            "-"));
-  s.blocks.push_back(table(tta_table(rep), false));  // the terminal has the sentences below
+  Block figures = table(tta_table(rep));
+  figures.table.wide_only = {2, 3};  // the budget and the evaluation interval: the campaign's settings
+  s.blocks.push_back(std::move(figures));
+  // What the table's cells only flag: the cut-off runs and the ranks that disagree, in words.
   std::vector<std::string> items;
-  for (const auto& c : rep.tta)
-    items.push_back(
-        "time to accuracy " + fmt_sig(c.summary.target, 3) + ", " + c.group + ": median " + tta_median_text(c.summary) +
-        " " + tta_ci_text(c.summary) + "; reached " + tta_success_text(c.summary) +
-        (c.cut_off ? "; " + std::to_string(c.cut_off) + " run(s) cut off, censored (" + c.summary.method + ")" : "") +
-        (c.disagreements.empty() ? "" : "; RANKS DISAGREE: " + c.disagreements.front()));
-  s.blocks.push_back(list(items));
+  for (const auto& c : rep.tta) {
+    const std::string which = c.group + ", target " + fmt_sig(c.summary.target, 3) + ": ";
+    if (c.cut_off)
+      items.push_back(which + std::to_string(c.cut_off) + " run(s) cut off, censored (" + c.summary.method + ")");
+    if (!c.disagreements.empty()) items.push_back(which + "RANKS DISAGREE: " + c.disagreements.front());
+  }
+  if (!items.empty()) s.blocks.push_back(list(items));
   for (const auto& c : rep.tta) {
     bool curves = false;  // rank 0 of a parameter-server scheme is a server: it evaluates nothing
     for (const auto& r : rep.rows)

@@ -175,7 +175,7 @@ std::string tta_median_text(const TtaSummary& s) {
 
 std::string tta_ci_text(const TtaSummary& s) {
   if (s.beyond_budget) return "> budget (" + fmt_time(s.budget_s) + ") at both bounds: the median exceeds the budget";
-  if (!s.has_ci) return "none (n=" + std::to_string(s.runs) + ")";
+  if (!s.has_ci) return "none (n=" + std::to_string(s.runs) + ": too few runs)";
   return "[" + fmt_time(s.lo) + ", " + (s.hi_censored() ? "> budget (" + fmt_time(s.budget_s) + ")" : fmt_time(s.hi)) +
          "]";
 }
@@ -584,14 +584,13 @@ std::string launch_scaling_note(const Report&) {
 
 Table tta_table(const Report& rep) {
   const std::string ci = std::to_string(static_cast<int>(rep.confidence * 100 + .5)) + "%";
-  Table t{{"configuration", "target", "budget", "eval every", "runs reaching target (" + ci + " Clopper-Pearson)",
-           "median time to accuracy", ci + " CI (exact; misses as > budget; Kaplan-Meier where runs were cut off)"}};
+  Table t{{"configuration", "target", "budget", "eval every", "runs reaching it (" + ci + " CI)",
+           "median time to accuracy", ci + " CI"}};
   for (const auto& c : rep.tta)
     t.push_back({c.group, fmt_sig(c.summary.target, 3), fmt_time(c.summary.budget_s),
                  std::to_string(c.eval_interval_steps) + " steps", tta_success_text(c.summary),
-                 tta_median_text(c.summary) +
-                     (c.cut_off ? " (Kaplan-Meier: " + std::to_string(c.cut_off) + " cut off, censored)" : "") +
-                     (c.disagreements.empty() ? "" : "; ranks disagree: " + c.disagreements.front()),
+                 tta_median_text(c.summary) + (c.cut_off ? " (Kaplan-Meier)" : "") +
+                     (c.disagreements.empty() ? "" : " (ranks disagree)"),
                  tta_ci_text(c.summary)});
   return t;
 }
