@@ -418,6 +418,37 @@ TEST(ReportConsole, ManyComparisonsAreOneTableOfSpeedups) {
   EXPECT_EQ(few.find("Speedup over"), std::string::npos);
 }
 
+// An overlapped step that gained more than the plain scheme's whole communication did not gain it
+// by overlap: the Overlap section says so where the hidden share's interval lies above 100%, and
+// names each such point by its rank count, never by its scheme (every one is allreduce-overlap).
+TEST(ReportOverlap, AGainBeyondTheWholeCommunicationIsSaidNotToBeOverlaps) {
+  PointRow r = row("reference", 64, 2, 1, 0.03);
+  r.workload = "distributed";
+  r.facts["dist.scheme"] = std::string("allreduce-overlap");
+  auto overlap_words = [&](double lo, double hi) {
+    d500::Report rep = report({r});
+    d500::OverlapComparison c;
+    c.group = "distributed:reference, 2 ranks";
+    c.workers = 2;
+    c.plain_step = 0.044, c.overlap_step = 0.030, c.plain_exposed = 0.0004;
+    c.hidden = (lo + hi) / 2, c.hidden_lo = lo, c.hidden_hi = hi;
+    rep.overlap.push_back(c);
+    std::string out;
+    for (const auto& s : d500::report_document(rep).sections)
+      if (s.title == "Overlap")
+        for (const auto& b : s.blocks) {
+          if (b.kind == d500::Block::Kind::Text) out += b.text + "\n";
+          if (b.kind == d500::Block::Kind::Table) out += b.table.table.at(1).at(0) + "\n";
+        }
+    return out;
+  };
+  const std::string beyond = overlap_words(19.0, 45.0);
+  EXPECT_NE(beyond.find("Hidden beyond 100% (distributed:reference, 2 ranks)"), std::string::npos) << beyond;
+  EXPECT_NE(beyond.find("\nreference, 2 ranks\n"), std::string::npos) << "the row, less its workload: " << beyond;
+  const std::string within = overlap_words(0.4, 1.2);
+  EXPECT_EQ(within.find("Hidden beyond"), std::string::npos) << "its interval reaches below 100%: " << within;
+}
+
 // The panels of one workload's rate figure share their axes: one panel whose rates span a decade
 // and one whose rates do not are both drawn on the same log axis, with the same ticks, so that a
 // point's height means the same in each.

@@ -540,7 +540,7 @@ std::vector<OverlapComparison> overlap_comparisons(const std::vector<PointRow>& 
     for (const auto* r : g) {
       if (scheme(*r) != "allreduce-overlap") continue;
       OverlapComparison c;
-      c.group = label(names, *r, true, true);
+      c.group = label(names, *r, true, true, "scheme");  // every one is allreduce-overlap against allreduce
       c.plain_id = plain->id;
       c.overlap_id = r->id;
       c.workers = workers;
