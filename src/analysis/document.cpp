@@ -329,8 +329,8 @@ std::vector<Block> repetition_figures(const Report& rep, const std::vector<const
 }
 
 // How a workload's rate figures are laid out: the x axis and the parameters tied to it, what the
-// series are (the backend; where every point shares one, the panel parameter with the fewest
-// values, so that its values share one y axis), and the parameters that split the rest into
+// series are (the backend; where every point shares one, the panel parameter with the most values
+// the palette tells apart, so that they share one panel), and the parameters that split the rest into
 // panels. Seeds and launches are replicates, not settings: their points share a panel and are
 // never joined.
 struct RateLayout {
@@ -368,10 +368,18 @@ RateLayout rate_layout(const std::vector<const PointRow*>& rows, const PointName
     for (const auto* r : rows) v.insert(value_text(*r, k));
     return v.size();
   };
-  const auto fewest = std::min_element(l.panels.begin(), l.panels.end(),
-                                       [&](const auto& a, const auto& b) { return values(a) < values(b); });
-  l.series = *fewest;
-  l.panels.erase(fewest);
+  // The one with the most values that the palette tells apart: the fewest panels, each comparing
+  // as many lines as it can (distributed's six schemes in one panel per ps_servers, not six panels
+  // of one or two lines); where every one has more, the one with the fewest.
+  constexpr std::size_t kMostSeries = 8;
+  auto pick = l.panels.end();
+  for (auto it = l.panels.begin(); it != l.panels.end(); ++it)
+    if (values(*it) <= kMostSeries && (pick == l.panels.end() || values(*it) > values(*pick))) pick = it;
+  if (pick == l.panels.end())
+    pick = std::min_element(l.panels.begin(), l.panels.end(),
+                            [&](const auto& a, const auto& b) { return values(a) < values(b); });
+  l.series = *pick;
+  l.panels.erase(pick);
   return l;
 }
 
@@ -419,6 +427,10 @@ Block rate_panel(const Report& rep, const RateLayout& l, const std::string& work
       const int c = backend_colour(backends, series[k]);
       by_series[k].colour = c >= 0 ? c : next++;
     }
+  } else {
+    // A parameter's values keep one colour in every panel of the figure (ps-sync is green in both).
+    const std::vector<std::string> every = in_order(all, [&](const PointRow& r) { return l.series_name(r); });
+    for (std::size_t k = 0; k < series.size(); ++k) by_series[k].colour = static_cast<int>(index(every, series[k]));
   }
   const bool joined = !x.categorical && !names.varies(workload, "seed") && !l.launched;
   auto x_of = [&](const PointRow& r) { return x.name == "ranks" ? r.ranks : number(r.params.at(x.name)); };
@@ -452,6 +464,12 @@ Block rate_panel(const Report& rep, const RateLayout& l, const std::string& work
   }
   p.logx = !x.categorical && svg::spans_decade(xs);
   p.logy = svg::spans_decade(ys);
+  p.binary_x = x.name.find("bytes") != std::string::npos;
+  // A few whole numbers on x (ranks 1, 2, 4; n = 256, 512, 1024) are its ticks: no 1.5 ranks.
+  if (std::set<double> at(xs.begin(), xs.end());
+      !x.categorical && at.size() <= 8 &&
+      std::all_of(at.begin(), at.end(), [](double v) { return std::isfinite(v) && v == std::round(v); }))
+    p.xticks.assign(at.begin(), at.end());
   if (all.size() > pts.size()) {
     p.xspan = xs;
     for (const auto* r : all) p.yspan.insert(p.yspan.end(), {y_of(*r), lo_of(*r), hi_of(*r)});

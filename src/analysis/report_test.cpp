@@ -287,8 +287,8 @@ TEST(ReportFigures, AcrossLaunchesEachPointIsOneCategoryWithItsIntervalAndItsLau
 
 // A point measured in several launches is one panel's category, not a panel per launch: its
 // launches' markers stand side by side in launch order, never joined; a lone backend's series are
-// the values of the panel parameter with the fewest (here memory_format), named under their
-// parameter in the legend, so that its values share one y axis.
+// the values of a panel parameter (here memory_format), named under their parameter in the
+// legend, so that its values share one panel.
 TEST(ReportFigures, LaunchesStandSideBySideAndALoneBackendsSeriesAreAParametersValues) {
   std::vector<PointRow> rows;
   for (const auto& r : launched_rows(3, {"", "add_relu"}, 0.05)) {
@@ -447,6 +447,53 @@ TEST(ReportOverlap, AGainBeyondTheWholeCommunicationIsSaidNotToBeOverlaps) {
   EXPECT_NE(beyond.find("\nreference, 2 ranks\n"), std::string::npos) << "the row, less its workload: " << beyond;
   const std::string within = overlap_words(0.4, 1.2);
   EXPECT_EQ(within.find("Hidden beyond"), std::string::npos) << "its interval reaches below 100%: " << within;
+}
+
+// On one backend, the series are the values of the parameter with the most values the palette
+// tells apart (the distributed campaign's six schemes), a panel per value of the rest (ps_servers);
+// a value keeps its colour in every panel, and a few whole numbers on x (the rank counts) are the
+// axis's ticks. Sizes in bytes tick in powers of 1024.
+TEST(ReportFigures, ALoneBackendsPanelsCompareItsManySettingsAtTheRankCountsMeasured) {
+  std::vector<PointRow> rows;
+  const std::vector<std::string> schemes{"allreduce", "ps-sync", "model-averaging", "dpsgd", "ps-async"};
+  for (std::int64_t servers : {0, 1})
+    for (const auto& scheme : schemes)
+      for (std::int64_t rpn : {1, 2, 4}) {
+        if ((servers == 1 && scheme.rfind("ps-", 0) != 0) || (servers == 0 && scheme == "ps-async") || rpn <= servers)
+          continue;  // ps-sync runs with and without a server, as in campaigns/distributed.toml
+        PointRow r =
+            with_params(row("reference", 64, rpn, 1, 0.03 / static_cast<double>(rpn)),
+                        {{"scheme", scheme}, {"ps_servers", servers}, {"workload", std::string("distributed")}});
+        r.workload = "distributed";
+        rows.push_back(r);
+      }
+  const std::vector<std::string> rate = figures_named(report(rows), "rate-");
+  ASSERT_EQ(rate.size(), 2u) << "a panel per ps_servers";
+  std::vector<std::string> colour;
+  for (const auto& svg : rate) {
+    EXPECT_NE(svg.find(">scheme</text>"), std::string::npos) << "the legend's title: " << svg;
+    std::vector<std::string> x_ticks;
+    const std::regex tick("<text class=\"tick\" x=\"[0-9.]+\" y=\"[0-9.]+\" text-anchor=\"middle\">([^<]+)</text>");
+    for (std::sregex_iterator it(svg.begin(), svg.end(), tick), end; it != end; ++it) x_ticks.push_back((*it)[1]);
+    EXPECT_EQ(x_ticks, (std::vector<std::string>{"1", "2", "4"})) << "no 1.5 ranks";
+    std::smatch m;
+    ASSERT_TRUE(
+        std::regex_search(svg, m, std::regex("data-name=\"ps-sync\"[^\n]*\n<polyline[^>]*stroke=\"(#[0-9a-f]+)\"")));
+    colour.push_back(m[1]);
+  }
+  EXPECT_EQ(colour[0], colour[1]) << "ps-sync has one colour in both panels";
+  // Bytes: 1Ki, 64Ki, 1Mi.
+  std::vector<PointRow> sizes;
+  for (std::int64_t bytes : {1024, 65536, 1048576}) {
+    PointRow r = with_params(row("mpi", 64, 2, 1, 1e-6 * static_cast<double>(bytes) / 1024),
+                             {{"bytes", bytes}, {"workload", std::string("allreduce")}});
+    r.params.erase("n");
+    r.workload = "allreduce";
+    sizes.push_back(r);
+  }
+  const std::vector<std::string> b = figures_named(report(sizes), "rate-");
+  ASSERT_EQ(b.size(), 1u);
+  for (const char* t : {">1Ki<", ">64Ki<", ">1Mi<"}) EXPECT_NE(b[0].find(t), std::string::npos) << t << b[0];
 }
 
 // The panels of one workload's rate figure share their axes: one panel whose rates span a decade

@@ -71,10 +71,18 @@ Axis make_axis(std::vector<double> v, bool log) {
   return {lo, hi, log};
 }
 
-// A tick's label with `digits` significant digits.
-std::string tick_text(double v, int digits = 3) {
+// A tick's label with `digits` significant digits; `binary`: sizes in bytes, 65536 -> "64Ki".
+std::string tick_text(double v, int digits = 3, bool binary = false) {
   char b[32];
   const double a = std::fabs(v);
+  if (binary && a >= 1024) {
+    const char* units[] = {"Ki", "Mi", "Gi", "Ti"};
+    int u = -1;
+    double x = v;
+    while (std::fabs(x) >= 1024 && u < 3) x /= 1024, ++u;
+    std::snprintf(b, sizeof b, "%.*g%s", digits, x, units[u]);
+    return b;
+  }
   if (a >= 1e4 && a < 1e15) {  // 16384, 1.05e6 -> "16.4k", "1.05M": short enough for an axis
     const char* units[] = {"k", "M", "G", "T"};
     int u = -1;
@@ -92,11 +100,11 @@ std::string tick_text(double v, int digits = 3) {
 
 // The labels of `ticks`, with as many digits as it takes for no two to read alike (a narrow
 // range, 27.95k to 28.2k, needs more than three).
-std::vector<std::string> tick_texts(const std::vector<double>& ticks) {
+std::vector<std::string> tick_texts(const std::vector<double>& ticks, bool binary = false) {
   std::vector<std::string> t;
   for (int digits = 3; digits <= 8; ++digits) {
     t.clear();
-    for (double v : ticks) t.push_back(tick_text(v, digits));
+    for (double v : ticks) t.push_back(tick_text(v, digits, binary));
     bool distinct = true;
     for (std::size_t i = 1; i < t.size(); ++i) distinct = distinct && t[i] != t[i - 1];
     if (distinct) break;
@@ -383,7 +391,7 @@ std::string render(const Plot& p) {
     std::vector<double> ticks = p.xticks.empty() ? ax.ticks() : p.xticks;
     ticks.erase(std::remove_if(ticks.begin(), ticks.end(), [&](double t) { return t < ax.lo || t > ax.hi; }),
                 ticks.end());
-    const std::vector<std::string> labels = tick_texts(ticks);
+    const std::vector<std::string> labels = tick_texts(ticks, p.binary_x);
     for (std::size_t i = 0; i < ticks.size(); ++i)
       o += "<line x1=\"" + num(X(ticks[i])) + "\" y1=\"" + num(H - B) + "\" x2=\"" + num(X(ticks[i])) + "\" y2=\"" +
            num(H - B + 4) + "\" stroke=\"#444\"/><text class=\"tick\" x=\"" + num(X(ticks[i])) + "\" y=\"" +

@@ -32,6 +32,7 @@ struct Plot {
   bool logx = false, logy = false;
   std::vector<std::string> xcats;  // a categorical x axis: x = 0, 1, ... names these
   std::vector<double> xticks;      // a numeric x axis labelled here (the rank counts), not at 1-2-5 steps
+  bool binary_x = false;           // x is a size in bytes: its ticks read 64Ki, 1Mi (powers of 1024)
   std::string legend_title;        // what the series' names are values of, above them ("" none)
   // Values the axes cover besides the series' own: the panels of one figure share their axes
   // (xspan is ignored on a categorical axis).
