@@ -1152,6 +1152,60 @@ void add_tta_section(const Report& rep, Document& d) {
   d.sections.push_back(std::move(s));
 }
 
+// Level 3: each scheme's step and communication, and the overlapped allreduce against the plain one.
+void add_distributed_sections(const Report& rep, Document& d) {
+  if (distributed_table(rep).size() <= 1) return;
+  Block t = table(distributed_table(rep));
+  // The terminal keeps the step, its communication and their share; the files have every column.
+  t.table.wide_only = {4, 8, 9, 10};
+  for (std::size_t k = 1; k < t.table.table.size(); ++k)
+    t.table.table[k][0] = t.table.table[k][0].substr(t.table.table[k][0].find(':') + 1);
+  d.sections.push_back({"Distributed training", 2, true, {text(distributed_note(), "-"), t}});
+  if (!rep.overlap.empty()) {
+    Block o = table(overlap_table(rep));
+    o.table.wide_only = {1};  // the workers: the rank count in the point's name says it where no server is
+    for (std::size_t k = 1; k < o.table.table.size(); ++k)
+      o.table.table[k][0] = o.table.table[k][0].substr(o.table.table[k][0].find(':') + 1);
+    Section ov{"Overlap", 3, true, {text(overlap_note(rep), "-"), std::move(o)}};
+    // A gain beyond the plain scheme's whole communication is not overlap's doing: say so.
+    std::vector<std::string> beyond;
+    for (const auto& c : rep.overlap)
+      if (c.hidden_withheld.empty() ? c.hidden_lo > 1 : c.hidden > 1) beyond.push_back(c.group);
+    if (!beyond.empty())
+      ov.blocks.push_back(text(
+          "Hidden beyond 100% (" + join(beyond, "; ") +
+          "): the overlapped step is faster than the plain one by more than the plain scheme's whole communication "
+          "and wait, so something besides overlap made the difference (the machine's state while each point ran, "
+          "their placement, a warm-up): see both points in Measurement quality."));
+    d.sections.push_back(std::move(ov));
+  }
+}
+
+// Points identical but for the backend: the speedup of each over its baseline.
+void add_comparison_section(const Report& rep, Document& d) {
+  if (rep.comparisons.empty()) return;
+  Section s{"Backend comparisons", 2, true, {}};
+  s.blocks.push_back(text(
+      "Speedup = median(baseline) / median(other) on points identical but for the backend and its "
+      "own settings (those set on one backend's points and on none of another's, such as cuda's "
+      "cudnn_api and fusion: named beside the backend where they tell two of its points apart), "
+      "with " +
+          ratio_method_words() + " " + pct(rep.confidence) + " intervals; significant when the interval excludes 1.",
+      "-"));
+  // Five or more: a table per baseline to scan, then (in the documents) every pair's figures;
+  // fewer: every pair's figures, then a sentence each.
+  std::vector<Block> matrices = comparison_matrices(rep);
+  for (auto& m : matrices) s.blocks.push_back(std::move(m));
+  s.blocks.push_back(table(comparison_table(rep), false));
+  if (matrices.empty()) {
+    std::vector<std::string> items;
+    for (const auto& c : rep.comparisons)
+      items.push_back((c.group.empty() ? "" : c.group + ": ") + comparison_sentence(c));
+    s.blocks.push_back(list(items));
+  }
+  d.sections.push_back(std::move(s));
+}
+
 Document report_document(const Report& rep) {
   Document d;
   d.title = "d500 report: " + rep.campaign;
@@ -1198,54 +1252,8 @@ Document report_document(const Report& rep) {
   if (collectives_table(rep).size() > 1)
     d.sections.push_back(
         {"Collectives", 2, false, {text(collectives_note()), with_title(table(collectives_table(rep)), rep, true)}});
-  if (distributed_table(rep).size() > 1) {
-    Block t = table(distributed_table(rep));
-    // The terminal keeps the step, its communication and their share; the files have every column.
-    t.table.wide_only = {4, 8, 9, 10};
-    for (std::size_t k = 1; k < t.table.table.size(); ++k)
-      t.table.table[k][0] = t.table.table[k][0].substr(t.table.table[k][0].find(':') + 1);
-    d.sections.push_back({"Distributed training", 2, true, {text(distributed_note(), "-"), t}});
-    if (!rep.overlap.empty()) {
-      Block o = table(overlap_table(rep));
-      o.table.wide_only = {1};  // the workers: the rank count in the point's name says it where no server is
-      for (std::size_t k = 1; k < o.table.table.size(); ++k)
-        o.table.table[k][0] = o.table.table[k][0].substr(o.table.table[k][0].find(':') + 1);
-      Section ov{"Overlap", 3, true, {text(overlap_note(rep), "-"), std::move(o)}};
-      // A gain beyond the plain scheme's whole communication is not overlap's doing: say so.
-      std::vector<std::string> beyond;
-      for (const auto& c : rep.overlap)
-        if (c.hidden_withheld.empty() ? c.hidden_lo > 1 : c.hidden > 1) beyond.push_back(c.group);
-      if (!beyond.empty())
-        ov.blocks.push_back(text(
-            "Hidden beyond 100% (" + join(beyond, "; ") +
-            "): the overlapped step is faster than the plain one by more than the plain scheme's whole communication "
-            "and wait, so something besides overlap made the difference (the machine's state while each point ran, "
-            "their placement, a warm-up): see both points in Measurement quality."));
-      d.sections.push_back(std::move(ov));
-    }
-  }
-  if (!rep.comparisons.empty()) {
-    Section s{"Backend comparisons", 2, true, {}};
-    s.blocks.push_back(text(
-        "Speedup = median(baseline) / median(other) on points identical but for the backend and its "
-        "own settings (those set on one backend's points and on none of another's, such as cuda's "
-        "cudnn_api and fusion: named beside the backend where they tell two of its points apart), "
-        "with " +
-            ratio_method_words() + " " + pct(rep.confidence) + " intervals; significant when the interval excludes 1.",
-        "-"));
-    // Five or more: a table per baseline to scan, then (in the documents) every pair's figures;
-    // fewer: every pair's figures, then a sentence each.
-    std::vector<Block> matrices = comparison_matrices(rep);
-    for (auto& m : matrices) s.blocks.push_back(std::move(m));
-    s.blocks.push_back(table(comparison_table(rep), false));
-    if (matrices.empty()) {
-      std::vector<std::string> items;
-      for (const auto& c : rep.comparisons)
-        items.push_back((c.group.empty() ? "" : c.group + ": ") + comparison_sentence(c));
-      s.blocks.push_back(list(items));
-    }
-    d.sections.push_back(std::move(s));
-  }
+  add_distributed_sections(rep, d);
+  add_comparison_section(rep, d);
   add_scaling_section(rep, d);
   add_launch_sections(rep, d);
   add_tta_section(rep, d);

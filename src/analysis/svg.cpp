@@ -71,24 +71,18 @@ Axis make_axis(std::vector<double> v, bool log) {
   return {lo, hi, log};
 }
 
-// A tick's label with `digits` significant digits; `binary`: sizes in bytes, 65536 -> "64Ki".
+// A tick's label with `digits` significant digits: 16384, 1.05e6 -> "16.4k", "1.05M" (short
+// enough for an axis); `binary`: sizes in bytes, 65536 -> "64Ki".
 std::string tick_text(double v, int digits = 3, bool binary = false) {
   char b[32];
-  const double a = std::fabs(v);
-  if (binary && a >= 1024) {
-    const char* units[] = {"Ki", "Mi", "Gi", "Ti"};
+  const double a = std::fabs(v), step = binary ? 1024 : 1000;
+  if (binary ? a >= 1024 : a >= 1e4 && a < 1e15) {
+    const char* si[] = {"k", "M", "G", "T"};
+    const char* iec[] = {"Ki", "Mi", "Gi", "Ti"};
     int u = -1;
     double x = v;
-    while (std::fabs(x) >= 1024 && u < 3) x /= 1024, ++u;
-    std::snprintf(b, sizeof b, "%.*g%s", digits, x, units[u]);
-    return b;
-  }
-  if (a >= 1e4 && a < 1e15) {  // 16384, 1.05e6 -> "16.4k", "1.05M": short enough for an axis
-    const char* units[] = {"k", "M", "G", "T"};
-    int u = -1;
-    double x = v;
-    while (std::fabs(x) >= 1000 && u < 3) x /= 1000, ++u;
-    std::snprintf(b, sizeof b, "%.*g%s", digits, x, units[u]);
+    while (std::fabs(x) >= step && u < 3) x /= step, ++u;
+    std::snprintf(b, sizeof b, "%.*g%s", digits, x, (binary ? iec : si)[u]);
     return b;
   }
   if (a >= 1 && a < 1e9 && std::fabs(v - std::round(v)) < 1e-9 * a)
