@@ -999,6 +999,24 @@ void add_scaling_section(const Report& rep, Document& d) {
   d.sections.push_back(std::move(s));
 }
 
+// A figure of categories (no line joins them), each a summary with its interval and the values it
+// summarises beside it (launch medians, runs): the plot and its two series, to be filled.
+struct SummaryBeside {
+  svg::Plot plot;
+  svg::Series summary, each;
+};
+SummaryBeside summary_beside(std::string title, std::string ylabel, std::string xlabel, std::string summary,
+                             std::string each) {
+  SummaryBeside f;
+  f.plot.title = std::move(title);
+  f.plot.ylabel = std::move(ylabel);
+  f.plot.xlabel = std::move(xlabel);
+  f.summary.name = std::move(summary);
+  f.each.name = std::move(each);
+  f.summary.line = f.each.line = false;
+  return f;
+}
+
 // Per workload measured in launches, each point's typical launch median with the interval that
 // covers the variation between launches (the primary one), and each launch's own median beside
 // it: a category per point, named by what tells the points apart besides their launch.
@@ -1019,14 +1037,11 @@ std::vector<Block> launch_figures(const Report& rep) {
     for (const auto& [g, r] : groups) typical.push_back(g->interval.estimate);
     const std::string span = decade_apart(typical);
     const bool relative = !span.empty();
-    svg::Plot p;
-    p.title = workload + ": across launches" + (relative ? ", relative to each point's typical launch" : "");
-    p.ylabel = relative ? "time / the point's typical launch median (CI)"
-                        : "time per repetition [s] (median, CI)";  // the caption says which median and interval
-    p.xlabel = keys.axis();
-    svg::Series across, each;
-    across.name = "across launches", each.name = "each launch";
-    across.line = each.line = false;
+    auto [p, across, each] =
+        summary_beside(workload + ": across launches" + (relative ? ", relative to each point's typical launch" : ""),
+                       relative ? "time / the point's typical launch median (CI)"
+                                : "time per repetition [s] (median, CI)",  // the caption says which median and interval
+                       keys.axis(), "across launches", "each launch");
     std::vector<double> ys;
     for (const auto& [g, r] : groups) {
       const auto x = static_cast<double>(p.xcats.size());
@@ -1112,6 +1127,68 @@ void add_launch_sections(const Report& rep, Document& d) {
   }
 }
 
+// Configurations side by side at each target at least two of them share: each one's median time
+// to accuracy with its interval, a category each (named by what tells them apart, seeds aside),
+// and its runs beside it; a run that missed stands at the budget, hollow in its tip's words.
+std::vector<Block> tta_comparison_figures(const Report& rep) {
+  std::map<std::string, const PointRow*> by_id;
+  for (const auto& r : rep.rows) by_id[r.id] = &r;
+  std::vector<double> targets;
+  for (const auto& c : rep.tta)
+    if (std::find(targets.begin(), targets.end(), c.summary.target) == targets.end())
+      targets.push_back(c.summary.target);
+  std::vector<Block> out;
+  for (double target : targets) {
+    std::vector<std::pair<const TtaConfig*, const PointRow*>> configs;
+    for (const auto& c : rep.tta)
+      if (c.summary.target == target && !c.ids.empty())
+        if (auto it = by_id.find(c.ids.front()); it != by_id.end()) configs.push_back({&c, it->second});
+    if (configs.size() < 2) continue;
+    std::vector<const PointRow*> rows;
+    for (const auto& [c, r] : configs) rows.push_back(r);
+    const std::string workload = rows.front()->workload;
+    if (!std::all_of(rows.begin(), rows.end(), [&](const PointRow* r) { return r->workload == workload; })) continue;
+    const Telling keys = telling(rows, rep.names, workload, "seed");
+    auto [p, median, runs] =
+        summary_beside(workload + ": time to accuracy " + fmt_sig(target, 3),
+                       "time to " + fmt_sig(target, 3) + " [s] (median, " + pct(rep.confidence) + " CI)", keys.axis(),
+                       "median", "each run");
+    std::vector<double> ys;
+    for (const auto& [c, r] : configs) {
+      const auto x = static_cast<double>(p.xcats.size());
+      const TtaSummary& m = c->summary;
+      p.xcats.push_back(keys.name(*r));
+      if (m.median_defined) {
+        median.x.push_back(x);
+        median.y.push_back(m.median);
+        median.lo.push_back(m.has_ci ? m.lo : NAN);
+        median.hi.push_back(m.has_ci ? (std::isfinite(m.hi) ? m.hi : m.budget_s) : NAN);
+        median.tips.push_back(c->group + ": median " + tta_median_text(m) + " " + tta_ci_text(m) + "; reached " +
+                              tta_success_text(m));
+        ys.push_back(m.median);
+      }
+      for (double t : m.tta) {
+        runs.x.push_back(x + 0.2);  // beside the interval, not on it
+        runs.y.push_back(std::isfinite(t) ? t : m.budget_s);
+        runs.tips.push_back(
+            c->group + ": " +
+            (std::isfinite(t) ? fmt_time(t) : "missed within the budget (" + fmt_time(m.budget_s) + ")"));
+        ys.push_back(runs.y.back());
+      }
+    }
+    p.logy = svg::spans_decade(ys);
+    if (p.logy) p.ylabel += ", log scale";
+    p.series = {median, runs};
+    out.push_back(figure(svg::render(p), slug("tta-compare-" + workload + "-" + fmt_sig(target, 3)),
+                         "Figure: " + p.title + ", every configuration's median over its runs (seeds) with its " +
+                             pct(rep.confidence) +
+                             " interval (categories: no line joins them), and each run beside it (a run that missed "
+                             "stands at the budget). Hover a marker for its figures."));
+    if (out.size() == 3) break;  // the campaign's targets, not every one of many
+  }
+  return out;
+}
+
 // Time to accuracy: the table, a sentence per configuration, and each one's curves.
 void add_tta_section(const Report& rep, Document& d) {
   if (rep.tta.empty()) return;
@@ -1134,7 +1211,18 @@ void add_tta_section(const Report& rep, Document& d) {
     if (!c.disagreements.empty()) items.push_back(which + "RANKS DISAGREE: " + c.disagreements.front());
   }
   if (!items.empty()) s.blocks.push_back(list(items));
+  for (auto& f : tta_comparison_figures(rep)) s.blocks.push_back(std::move(f));
+  // A figure per configuration, its targets (report_targets) on the same curves.
+  std::vector<std::vector<const TtaConfig*>> by_group;
   for (const auto& c : rep.tta) {
+    auto it = std::find_if(by_group.begin(), by_group.end(), [&](const auto& g) { return g[0]->group == c.group; });
+    if (it == by_group.end())
+      by_group.push_back({&c});
+    else
+      it->push_back(&c);
+  }
+  for (const auto& g : by_group) {
+    const TtaConfig& c = *g.front();
     bool curves = false;  // rank 0 of a parameter-server scheme is a server: it evaluates nothing
     for (const auto& r : rep.rows)
       if (std::find(c.ids.begin(), c.ids.end(), r.id) != c.ids.end()) curves = curves || !r.curve.empty();
@@ -1142,12 +1230,12 @@ void add_tta_section(const Report& rep, Document& d) {
       s.blocks.push_back(text("No curve to draw for " + c.group + ": its runs' rank 0 recorded no evaluation."));
       continue;
     }
-    s.blocks.push_back(
-        figure(tta_svg(c, rep), slug("tta-" + c.group + "-" + fmt_sig(c.summary.target, 3)),
-               "Figure: accuracy against training time, " + c.group +
-                   ", one line per seed (dashed: a run that did "
-                   "not reach the target); the black mark on the target line is the median time to accuracy with its " +
-                   pct(rep.confidence) + " interval."));
+    s.blocks.push_back(figure(tta_svg(g, rep), slug("tta-" + c.group),
+                              "Figure: accuracy against training time, " + c.group +
+                                  ", one line per seed (dashed: a run that did not reach the " +
+                                  (g.size() > 1 ? "highest target" : "target") + "); the black mark on " +
+                                  (g.size() > 1 ? "each target's line" : "the target line") +
+                                  " is the median time to accuracy with its " + pct(rep.confidence) + " interval."));
   }
   d.sections.push_back(std::move(s));
 }

@@ -595,9 +595,15 @@ Table tta_table(const Report& rep) {
   return t;
 }
 
-std::string tta_svg(const TtaConfig& c, const Report& rep) {
+std::string tta_svg(const std::vector<const TtaConfig*>& targets, const Report& rep) {
+  // The curves are the same runs' for every target: drawn once, each target a line with its mark.
+  const TtaConfig& c = *targets.front();
+  double highest = 0;
+  for (const auto* t : targets) highest = std::max(highest, t->summary.target);
   svg::Plot p;
-  p.title = c.group + ", target " + fmt_sig(c.summary.target, 3);
+  std::vector<std::string> said;
+  for (const auto* t : targets) said.push_back(fmt_sig(t->summary.target, 3));
+  p.title = c.group + (targets.size() > 1 ? ", targets " : ", target ") + join(said, ", ");
   p.xlabel = "training time [s]";
   p.ylabel = "accuracy";
   for (std::size_t i = 0; i < c.ids.size(); ++i)
@@ -605,35 +611,44 @@ std::string tta_svg(const TtaConfig& c, const Report& rep) {
       if (r.id == c.ids[i]) {
         svg::Series s;
         const bool reached =
-            std::any_of(r.curve.begin(), r.curve.end(), [&](const auto& e) { return e.second >= c.summary.target; });
+            std::any_of(r.curve.begin(), r.curve.end(), [&](const auto& e) { return e.second >= highest; });
         s.name = "seed " + std::to_string(c.seeds[i]) +
                  (reached                          ? ""
                   : r.outcome != Outcome::Complete ? " (cut off)"
-                                                   : " (missed)");
+                                                   : " (missed)");  // the highest target: the caption says
         s.dashed = !reached;
         s.markers = false;
         for (auto [t, a] : r.curve) s.x.push_back(t), s.y.push_back(a);
         p.series.push_back(s);
       }
-  svg::Series target{"target", {0, c.summary.budget_s}, {c.summary.target, c.summary.target}, {}, {}, true, false, true,
-                     {}};
   // The budget's line spans the curves' accuracies, not [0, 1]: the curves keep the plot's height.
-  double lo = c.summary.target, hi = c.summary.target;
+  double lo = highest, hi = highest;
+  for (const auto* t : targets) lo = std::min(lo, t->summary.target);
   for (const auto& s : p.series)
     for (double a : s.y) lo = std::min(lo, a), hi = std::max(hi, a);
-  svg::Series budget{"budget", {c.summary.budget_s, c.summary.budget_s}, {lo, hi}, {}, {}, true, false, true, {}};
-  p.series.push_back(target);
-  if (c.summary.budget_s > 0) p.series.push_back(budget);
-  if (c.summary.median_defined) {
-    svg::Mark m;
-    m.x = c.summary.median;
-    m.y = c.summary.target;
-    m.lo = c.summary.has_ci ? c.summary.lo : m.x;
-    m.hi = c.summary.has_ci ? (std::isfinite(c.summary.hi) ? c.summary.hi : c.summary.budget_s) : m.x;
-    m.tip = "median time to accuracy " + tta_median_text(c.summary) + " " + tta_ci_text(c.summary) + "; reached " +
-            tta_success_text(c.summary);
-    p.marks.push_back(m);
+  for (const auto* t : targets) {
+    const TtaSummary& m = t->summary;
+    p.series.push_back({targets.size() > 1 ? "target " + fmt_sig(m.target, 3) : "target",
+                        {0, m.budget_s},
+                        {m.target, m.target},
+                        {},
+                        {},
+                        true,
+                        false,
+                        true,
+                        {}});
+    if (!m.median_defined) continue;
+    svg::Mark mark;
+    mark.x = m.median;
+    mark.y = m.target;
+    mark.lo = m.has_ci ? m.lo : mark.x;
+    mark.hi = m.has_ci ? (std::isfinite(m.hi) ? m.hi : m.budget_s) : mark.x;
+    mark.tip = "target " + fmt_sig(m.target, 3) + ": median time to accuracy " + tta_median_text(m) + " " +
+               tta_ci_text(m) + "; reached " + tta_success_text(m);
+    p.marks.push_back(mark);
   }
+  if (c.summary.budget_s > 0)
+    p.series.push_back({"budget", {c.summary.budget_s, c.summary.budget_s}, {lo, hi}, {}, {}, true, false, true, {}});
   return svg::render(p);
 }
 

@@ -86,7 +86,9 @@ std::string steps_caption(const Report& rep, const PointRow& r);
 Table operators_table(const PointRow& r);
 std::string operators_caption(const Report& rep, const PointRow& r);
 std::string network_note();
-std::string tta_svg(const TtaConfig& c, const Report& rep);
+// One configuration's runs, accuracy against training time, with each of its `targets` (the same
+// runs' TtaConfig per target) and its median time to accuracy marked.
+std::string tta_svg(const std::vector<const TtaConfig*>& targets, const Report& rep);
 std::string scaling_caption(const ScalingSeries& s);
 std::string scaling_model_text(const ScalingSeries& s);
 std::string scaling_svg(const ScalingSeries& s);

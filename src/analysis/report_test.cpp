@@ -496,6 +496,66 @@ TEST(ReportFigures, ALoneBackendsPanelsCompareItsManySettingsAtTheRankCountsMeas
   for (const char* t : {">1Ki<", ">64Ki<", ">1Mi<"}) EXPECT_NE(b[0].find(t), std::string::npos) << t << b[0];
 }
 
+// The targets a training campaign reports (report_targets) are read off the same curves: one
+// figure per configuration holds every target's line and median mark, not a figure per target
+// of the same runs; a seed that missed the highest target is dashed.
+TEST(ReportFigures, EveryTargetOfOneConfigurationIsOneFigureOfItsCurves) {
+  std::vector<PointRow> rows;
+  for (std::int64_t seed : {1, 2, 3}) {
+    PointRow r = with_params(row("blas", 64, 1, seed, 0.01), {{"workload", std::string("train")}});
+    r.workload = "train";
+    for (int k = 1; k <= 10; ++k)
+      r.curve.push_back({static_cast<double>(k), (seed == 3 ? 0.7 : 0.8) * (1 - std::exp(-0.5 * k))});
+    rows.push_back(r);
+  }
+  d500::Report rep = report(rows);
+  for (double target : {0.6, 0.75}) {
+    d500::TtaConfig c;
+    c.group = "train:blas";
+    for (const auto& r : rows) c.ids.push_back(r.id), c.seeds.push_back(d500::int_param_or(r.params, "seed", 0));
+    std::vector<double> times;
+    for (const auto& r : rows) {
+      double t = std::numeric_limits<double>::infinity();
+      for (auto [s, a] : r.curve)
+        if (a >= target && !std::isfinite(t)) t = s;
+      times.push_back(t);
+    }
+    c.summary = d500::summarize_tta(times, target, 20.0, 0.95);
+    rep.tta.push_back(c);
+  }
+  const std::vector<std::string> figs = figures_named(rep, "tta-");
+  ASSERT_EQ(figs.size(), 1u) << "one figure for both targets";
+  const std::vector<std::string> legend = shown_texts(figs[0], "legend");
+  for (const char* name : {"target 0.600", "target 0.750", "seed 3 (missed)", "seed 1", "budget"})
+    EXPECT_NE(std::find(legend.begin(), legend.end(), name), legend.end()) << name;
+  std::size_t marks = 0;
+  for (std::size_t at = figs[0].find("<g class=\"mark\">"); at != std::string::npos;
+       at = figs[0].find("<g class=\"mark\">", at + 1))
+    ++marks;
+  EXPECT_EQ(marks, 2u) << "a median mark on each target's line";
+  EXPECT_TRUE(figures_named(rep, "tta-compare").empty()) << "one configuration: nothing to compare";
+  // A second configuration (another backend, the same seeds and targets): a figure per target
+  // sets the two side by side, each a category named by its backend.
+  std::vector<d500::TtaConfig> more = rep.tta;
+  for (auto& c : more) {
+    c.group = "train:reference";
+    for (auto& id : c.ids) {
+      PointRow r = *std::find_if(rep.rows.begin(), rep.rows.end(), [&](const PointRow& x) { return x.id == id; });
+      r = with_params(r, {{"backend", std::string("reference")}});
+      r.backend = "reference";
+      id = r.id;
+      rep.rows.push_back(r);
+    }
+  }
+  rep.tta.insert(rep.tta.end(), more.begin(), more.end());
+  rep.names = d500::point_names(rep.rows);
+  const std::vector<std::string> compare = figures_named(rep, "tta-compare");
+  ASSERT_EQ(compare.size(), 2u) << "a figure per target";
+  EXPECT_NE(compare[1].find("time to accuracy 0.750"), std::string::npos);
+  EXPECT_EQ(shown_texts(compare[1], "tick"), (std::vector<std::string>{"blas", "reference"}))
+      << "a category per configuration, named by its backend";
+}
+
 // The panels of one workload's rate figure share their axes: one panel whose rates span a decade
 // and one whose rates do not are both drawn on the same log axis, with the same ticks, so that a
 // point's height means the same in each.
