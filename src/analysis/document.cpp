@@ -1189,6 +1189,100 @@ std::vector<Block> tta_comparison_figures(const Report& rep) {
   return out;
 }
 
+// Where three or more configurations of a workload ran once each (the distributed campaign's
+// schemes at each rank count, seed 1), their curves in one figure: a line per value of the
+// parameter with the most values up to eight (scheme), a panel per value of the rest (ps_servers,
+// ranks_per_node), each with the configurations' highest target and budget. Returns the groups
+// drawn (by group name), whose own figures are then left out.
+std::vector<Block> tta_curves_together(const Report& rep, const std::vector<std::vector<const TtaConfig*>>& by_group,
+                                       std::set<std::string>& drawn) {
+  std::map<std::string, const PointRow*> by_id;
+  for (const auto& r : rep.rows) by_id[r.id] = &r;
+  std::map<std::string, std::vector<std::pair<const TtaConfig*, const PointRow*>>> by_workload;
+  std::vector<std::string> order;
+  for (const auto& g : by_group) {
+    const TtaConfig* highest = *std::max_element(g.begin(), g.end(), [](const TtaConfig* a, const TtaConfig* b) {
+      return a->summary.target < b->summary.target;
+    });
+    const auto it = highest->ids.size() == 1 ? by_id.find(highest->ids[0]) : by_id.end();
+    if (it == by_id.end() || it->second->curve.empty()) continue;
+    if (!by_workload.count(it->second->workload)) order.push_back(it->second->workload);
+    by_workload[it->second->workload].push_back({highest, it->second});
+  }
+  std::vector<Block> out;
+  for (const auto& workload : order) {
+    const auto& configs = by_workload[workload];
+    if (configs.size() < 3) continue;
+    std::vector<const PointRow*> rows;
+    for (const auto& [c, r] : configs) rows.push_back(r);
+    const Telling keys = telling(rows, rep.names, workload, "seed");
+    std::size_t pick = keys.keys.size(), most = 0;
+    auto values_of = [&](std::size_t k) {
+      std::vector<std::string> v;
+      for (const auto* r : rows)
+        if (const std::string x = keys.keys[k][0] == "backend" ? r->backend : value_text(*r, keys.keys[k][0]);
+            std::find(v.begin(), v.end(), x) == v.end())
+          v.push_back(x);
+      return v;
+    };
+    for (std::size_t k = 0; k < keys.keys.size(); ++k)
+      if (const std::size_t n = values_of(k).size(); n <= 8 && n > most) pick = k, most = n;
+    if (pick == keys.keys.size()) continue;
+    const std::vector<std::string> every = values_of(pick);
+    auto value = [&](const PointRow& r, std::size_t k) {
+      return keys.keys[k][0] == "backend" ? r.backend : value_text(r, keys.keys[k][0]);
+    };
+    std::vector<std::string> panel_order;
+    std::map<std::string, std::vector<std::size_t>> panels;  // "k=v ..." -> configs
+    for (std::size_t i = 0; i < configs.size(); ++i) {
+      std::vector<std::string> parts;
+      for (std::size_t k = 0; k < keys.keys.size(); ++k)
+        if (k != pick) parts.push_back(join(keys.keys[k], " = ") + "=" + value(*rows[i], k));
+      const std::string key = join(parts, " ");
+      if (!panels.count(key)) panel_order.push_back(key);
+      panels[key].push_back(i);
+    }
+    if (panel_order.size() >= configs.size()) continue;  // a panel per configuration: nothing gained
+    for (const auto& key : panel_order) {
+      svg::Plot p;
+      p.title = workload + ": " + (key.empty() ? "accuracy against training time" : key);
+      p.xlabel = "training time [s]";
+      p.ylabel = "accuracy";
+      p.legend_title = join(keys.keys[pick], " = ");
+      double target = 0, budget = 0, lo = 1, hi = 0;
+      for (std::size_t i : panels[key]) {
+        const auto& [c, r] = configs[i];
+        target = std::max(target, c->summary.target), budget = std::max(budget, c->summary.budget_s);
+        svg::Series line;
+        line.name = value(*r, pick);
+        line.colour = static_cast<int>(std::find(every.begin(), every.end(), line.name) - every.begin());
+        line.markers = false;
+        line.dashed = c->summary.reached == 0;
+        for (auto [t, a] : r->curve)
+          line.x.push_back(t), line.y.push_back(a), lo = std::min(lo, a), hi = std::max(hi, a);
+        line.tips.assign(line.x.size(), c->group + ": " + (c->summary.reached ? "reached " : "missed ") +
+                                            fmt_sig(c->summary.target, 3) +
+                                            (c->summary.median_defined ? " at " + fmt_time(c->summary.median) : ""));
+        p.series.push_back(std::move(line));
+        drawn.insert(c->group);
+      }
+      double last = 0;
+      for (const auto& line : p.series)
+        for (double t : line.x) last = std::max(last, t);
+      const bool on_axis = budget_on_axis(budget, last);
+      if (!on_axis && budget > 0) p.title += "; budget " + fmt_time(budget) + ", off the axis";
+      p.series.push_back({"target", {0, on_axis ? budget : last}, {target, target}, {}, {}, true, false, true, {}});
+      if (on_axis)
+        p.series.push_back({"budget", {budget, budget}, {std::min(lo, target), hi}, {}, {}, true, false, true, {}});
+      out.push_back(figure(svg::render(p), slug("tta-curves-" + workload + "-" + key),
+                           "Figure: " + p.title + ". Accuracy against training time, one run per " + p.legend_title +
+                               " (dashed: it did not reach the target); each configuration ran once, so its curve "
+                               "is its only run. Hover a line for its time to accuracy."));
+    }
+  }
+  return out;
+}
+
 // Time to accuracy: the table, a sentence per configuration, and each one's curves.
 void add_tta_section(const Report& rep, Document& d) {
   if (rep.tta.empty()) return;
@@ -1221,8 +1315,11 @@ void add_tta_section(const Report& rep, Document& d) {
     else
       it->push_back(&c);
   }
+  std::set<std::string> together;
+  for (auto& f : tta_curves_together(rep, by_group, together)) s.blocks.push_back(std::move(f));
   for (const auto& g : by_group) {
     const TtaConfig& c = *g.front();
+    if (together.count(c.group)) continue;
     bool curves = false;  // rank 0 of a parameter-server scheme is a server: it evaluates nothing
     for (const auto& r : rep.rows)
       if (std::find(c.ids.begin(), c.ids.end(), r.id) != c.ids.end()) curves = curves || !r.curve.empty();

@@ -595,6 +595,10 @@ Table tta_table(const Report& rep) {
   return t;
 }
 
+bool budget_on_axis(double budget_s, double last_evaluation_s) {
+  return budget_s > 0 && budget_s <= 2 * last_evaluation_s;
+}
+
 std::string tta_svg(const std::vector<const TtaConfig*>& targets, const Report& rep) {
   // The curves are the same runs' for every target: drawn once, each target a line with its mark.
   const TtaConfig& c = *targets.front();
@@ -621,15 +625,19 @@ std::string tta_svg(const std::vector<const TtaConfig*>& targets, const Report& 
         for (auto [t, a] : r.curve) s.x.push_back(t), s.y.push_back(a);
         p.series.push_back(s);
       }
-  // The budget's line spans the curves' accuracies, not [0, 1]: the curves keep the plot's height.
-  double lo = highest, hi = highest;
+  // The budget's line spans the curves' accuracies, not [0, 1]: the curves keep the plot's height;
+  // and a budget far beyond the curves would squeeze them into the axis' first tenth: it is said.
+  double lo = highest, hi = highest, last = 0;
   for (const auto* t : targets) lo = std::min(lo, t->summary.target);
   for (const auto& s : p.series)
-    for (double a : s.y) lo = std::min(lo, a), hi = std::max(hi, a);
+    for (std::size_t i = 0; i < s.y.size(); ++i)
+      lo = std::min(lo, s.y[i]), hi = std::max(hi, s.y[i]), last = std::max(last, s.x[i]);
+  const bool budget_drawn = budget_on_axis(c.summary.budget_s, last);
+  if (!budget_drawn && c.summary.budget_s > 0) p.title += "; budget " + fmt_time(c.summary.budget_s) + ", off the axis";
   for (const auto* t : targets) {
     const TtaSummary& m = t->summary;
     p.series.push_back({targets.size() > 1 ? "target " + fmt_sig(m.target, 3) : "target",
-                        {0, m.budget_s},
+                        {0, budget_drawn ? m.budget_s : last},
                         {m.target, m.target},
                         {},
                         {},
@@ -647,7 +655,7 @@ std::string tta_svg(const std::vector<const TtaConfig*>& targets, const Report& 
                tta_ci_text(m) + "; reached " + tta_success_text(m);
     p.marks.push_back(mark);
   }
-  if (c.summary.budget_s > 0)
+  if (budget_drawn)
     p.series.push_back({"budget", {c.summary.budget_s, c.summary.budget_s}, {lo, hi}, {}, {}, true, false, true, {}});
   return svg::render(p);
 }

@@ -86,6 +86,9 @@ std::string steps_caption(const Report& rep, const PointRow& r);
 Table operators_table(const PointRow& r);
 std::string operators_caption(const Report& rep, const PointRow& r);
 std::string network_note();
+// Whether a time-to-accuracy figure draws the budget's line: not where it lies beyond twice the
+// last evaluation, which would squeeze the curves into the axis' first part (the title says it).
+bool budget_on_axis(double budget_s, double last_evaluation_s);
 // One configuration's runs, accuracy against training time, with each of its `targets` (the same
 // runs' TtaConfig per target) and its median time to accuracy marked.
 std::string tta_svg(const std::vector<const TtaConfig*>& targets, const Report& rep);

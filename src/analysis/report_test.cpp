@@ -556,6 +556,48 @@ TEST(ReportFigures, EveryTargetOfOneConfigurationIsOneFigureOfItsCurves) {
       << "a category per configuration, named by its backend";
 }
 
+// Configurations that ran once each (a scheme per rank count, one seed) share a figure per panel:
+// a line per scheme, a panel per rank count, instead of a figure of one line each; a budget far
+// beyond the curves is said in the title rather than drawn (it would squeeze them to the left).
+TEST(ReportFigures, ConfigurationsThatRanOnceShareTheirCurvesFigure) {
+  std::vector<PointRow> rows;
+  d500::Report rep;
+  for (std::int64_t rpn : {1, 2})
+    for (const char* scheme : {"allreduce", "ps-sync", "dpsgd"}) {
+      PointRow r = with_params(row("reference", 64, rpn, 1, 0.01),
+                               {{"workload", std::string("distributed")}, {"scheme", std::string(scheme)}});
+      r.workload = "distributed";
+      for (int k = 1; k <= 10; ++k) r.curve.push_back({static_cast<double>(k), 0.9 * (1 - std::exp(-0.4 * k))});
+      rows.push_back(r);
+    }
+  rep = report(rows);
+  for (const auto& r : rep.rows) {
+    d500::TtaConfig c;
+    c.group = rep.names.label(r, {"seed"});
+    c.ids = {r.id};
+    c.seeds = {1};
+    double t = std::numeric_limits<double>::infinity();
+    for (auto [s, a] : r.curve)
+      if (a >= 0.6 && !std::isfinite(t)) t = s;
+    c.summary = d500::summarize_tta({t}, 0.6, 100.0, 0.95);
+    rep.tta.push_back(c);
+  }
+  const std::vector<std::string> together = figures_named(rep, "tta-curves-");
+  ASSERT_EQ(together.size(), 2u) << "a panel per ranks_per_node";
+  for (const auto& svg : together) {
+    EXPECT_NE(svg.find(">scheme</text>"), std::string::npos) << "the legend's title: " << svg;
+    const std::vector<std::string> legend = shown_texts(svg, "legend");
+    for (const char* name : {"allreduce", "ps-sync", "dpsgd", "target"})
+      EXPECT_NE(std::find(legend.begin(), legend.end(), name), legend.end()) << name;
+    EXPECT_EQ(std::find(legend.begin(), legend.end(), "budget"), legend.end()) << "100 s beyond curves of 10 s";
+    EXPECT_NE(svg.find("budget 100.0 s, off the axis"), std::string::npos);
+  }
+  std::size_t own = 0;
+  for (const auto& svg : figures_named(rep, "tta-"))
+    own += svg.find("one line per seed") != std::string::npos || svg.find(">seed 1<") != std::string::npos;
+  EXPECT_EQ(own, 0u) << "no figure of one configuration's one run besides them";
+}
+
 // The panels of one workload's rate figure share their axes: one panel whose rates span a decade
 // and one whose rates do not are both drawn on the same log axis, with the same ticks, so that a
 // point's height means the same in each.
