@@ -52,16 +52,36 @@ std::size_t first_column_need(const TableBlock& tb, std::size_t col) {
   return need;
 }
 
-// A header's lines in a column `cols` wide: its words, as many a line as fit (a word wider than
+// A header's pieces where it may break: after each space (the space dropped) and after each
+// underscore of a parameter's name ("ranks_per_node" over two lines: "ranks_per_" and "node"),
+// each with whether a space joined it to the next.
+std::vector<std::pair<std::string, bool>> header_pieces(const std::string& h) {
+  std::vector<std::pair<std::string, bool>> out;
+  for (const auto& word : split(h, ' ')) {
+    if (word.empty()) continue;
+    std::size_t from = 0;
+    for (std::size_t at = word.find('_'); at != std::string::npos && at + 1 < word.size();
+         at = word.find('_', at + 1)) {
+      out.push_back({word.substr(from, at + 1 - from), false});
+      from = at + 1;
+    }
+    out.push_back({word.substr(from), true});
+  }
+  return out;
+}
+
+// A header's lines in a column `cols` wide: its pieces, as many a line as fit (a piece wider than
 // the column cut).
 std::vector<std::string> header_lines(const std::string& h, std::size_t cols) {
   std::vector<std::string> lines;
-  for (const auto& word : split(h, ' ')) {
-    if (word.empty()) continue;
-    if (!lines.empty() && text_columns(lines.back()) + 1 + text_columns(word) <= cols)
-      lines.back() += " " + word;
+  bool spaced = false;  // the last piece was followed by a space
+  for (const auto& [piece, space] : header_pieces(h)) {
+    const std::string glue = spaced ? " " : "";
+    if (!lines.empty() && text_columns(lines.back()) + glue.size() + text_columns(piece) <= cols)
+      lines.back() += glue + piece;
     else
-      lines.push_back(cut(word, cols));
+      lines.push_back(cut(piece, cols));
+    spaced = space;
   }
   if (lines.empty()) lines.emplace_back();
   return lines;
@@ -69,7 +89,7 @@ std::vector<std::string> header_lines(const std::string& h, std::size_t cols) {
 
 std::size_t longest_word(const std::string& h) {
   std::size_t n = 0;
-  for (const auto& word : split(h, ' ')) n = std::max(n, text_columns(word));
+  for (const auto& [piece, space] : header_pieces(h)) n = std::max(n, text_columns(piece));
   return n;
 }
 

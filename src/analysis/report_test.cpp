@@ -1016,6 +1016,27 @@ TEST(ReportTables, NumbersANamedShapeFixesAreLeftToWideInTheTerminal) {
   EXPECT_NE(boxes[0].find(">backend, pass, shape</text>"), std::string::npos) << boxes[0];
 }
 
+// A parameter's name wider than its values breaks after an underscore rather than being cut: the
+// distributed campaign's "ranks_per_node" over 1, 2 and 4 read "ranks_per_no…".
+TEST(ReportConsole, AParametersNameBreaksAfterAnUnderscore) {
+  d500::Document d;
+  d500::Section sec{"Results", 2, true, {}};
+  d500::Block b;
+  b.kind = d500::Block::Kind::Table;
+  b.table.table = {{"point", "ranks_per_node", "status"}};
+  for (const char* rpn : {"1", "2", "4"})
+    b.table.table.push_back({"distributed:reference " + std::string(75, 'x') + rpn, rpn, "complete"});
+  sec.blocks.push_back(b);
+  d.sections.push_back(sec);
+  const std::vector<std::string> lines = d500::split(d500::render_console(d, 120), '\n');
+  std::size_t underline = 0;
+  while (underline < lines.size() && lines[underline].rfind("---", 0) != 0) ++underline;
+  ASSERT_GE(underline, 2u) << d500::join(lines, "\n");
+  EXPECT_NE(lines[underline - 2].find("ranks_per_"), std::string::npos) << d500::join(lines, "\n");
+  EXPECT_NE(lines[underline - 1].find("node"), std::string::npos) << d500::join(lines, "\n");
+  for (const auto& line : lines) EXPECT_EQ(line.find("\u2026"), std::string::npos) << "nothing cut: " << line;
+}
+
 // A table of the Networks section as a cpu-frameworks campaign has it (the backend, launch, math and
 // memory_format naming each row, eleven columns): in 120 columns the headers wider than their values
 // wrap ("planned" over "memory") before any cell is cut, and the naming columns are cut last, so that
