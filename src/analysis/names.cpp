@@ -56,8 +56,19 @@ PointNames point_names(const std::vector<PointRow>& rows) {
     }
   for (auto it = n.varying.begin(); it != n.varying.end();)
     it = it->second.empty() ? n.varying.erase(it) : std::next(it);
-  for (const auto& [w, keys] : n.varying)
+  for (const auto& [w, keys] : n.varying) {
     for (std::string& k : fixed_by_another(by_workload[w], keys)) n.fixed[w].insert(std::move(k));
+    for (std::size_t j = 0; j < keys.size(); ++j)
+      for (std::size_t i = 0; i < j; ++i)
+        if (!n.same_as[w].count(keys[i]) &&
+            std::all_of(by_workload[w].begin(), by_workload[w].end(), [&](const Params* p) {
+              const auto a = p->find(keys[i]), b = p->find(keys[j]);
+              return a != p->end() && b != p->end() && canonical(a->second) == canonical(b->second);
+            })) {
+          n.same_as[w][keys[j]] = keys[i];
+          break;
+        }
+  }
   return n;
 }
 
@@ -103,8 +114,21 @@ std::string PointNames::label(const PointRow& r, std::initializer_list<const cha
   less.insert(less.end(), also.begin(), also.end());
   if (const auto f = fixed.find(r.workload); f != fixed.end())
     less.insert(less.end(), f->second.begin(), f->second.end());
+  auto left_out = [&](const std::string& k) { return std::find(less.begin(), less.end(), k) != less.end(); };
   const auto it = varying.find(r.workload);
-  const std::string rest = it == varying.end() ? "" : d500::varying_text(r.params, it->second, less);
+  const auto same = same_as.find(r.workload);
+  std::string rest;
+  if (it != varying.end())
+    for (const auto& k : it->second) {
+      if (left_out(k) || (same != same_as.end() && same->second.count(k))) continue;
+      const auto v = r.params.find(k);
+      if (v == r.params.end() || is_unset(v->second)) continue;
+      std::string name = k;  // and those with its value on every point: "k=m=n=256"
+      if (same != same_as.end())
+        for (const auto& [alias, first] : same->second)
+          if (first == k && !left_out(alias)) name += "=" + alias;
+      rest += (rest.empty() ? "" : " ") + name + "=" + canonical(v->second);
+    }
   return r.workload + (with_backend ? ":" + r.backend : "") + (rest.empty() ? "" : " " + rest);
 }
 

@@ -35,6 +35,9 @@ struct PointNames {
   // workload -> its varying numbers another of its parameters fixes (conv2d's c, h, k, ... by its
   // named shape: fixed_by_another): a label leaves them out, its determinant names the point.
   std::map<std::string, std::set<std::string>> fixed;
+  // workload -> a varying parameter with the same value as an earlier one on every point (gemm's
+  // m and n swept with k) -> that earlier one: a label says them once, "k=m=n=256".
+  std::map<std::string, std::map<std::string, std::string>> same_as;
 
   bool varies(const std::string& workload, const std::string& name) const;
   // "gemm:blas n=512 ranks_per_node=2": the point by what tells it apart, less `without` (and less

@@ -66,6 +66,20 @@ std::vector<std::string> figures_named(const d500::Report& rep, const std::strin
   return out;
 }
 
+// Parameters with the same value on every point (gemm's k, m and n swept together) are named once
+// in a label, "k=m=n=256", as the Results table heads their one column "k = m = n"; one that
+// differs on some point keeps its own.
+TEST(PointNames, ParametersSweptTogetherAreNamedOnce) {
+  std::vector<PointRow> rows;
+  for (std::int64_t n : {256, 512}) rows.push_back(with_params(row("blas", n, 1, 1, 0.01), {{"k", n}, {"m", n}}));
+  d500::PointNames names = d500::point_names(rows);
+  EXPECT_EQ(names.label(rows[1]), "gemm:blas k=m=n=512");
+  EXPECT_EQ(names.label(rows[1], {"n"}), "gemm:blas k=m=512") << "less n, the rest still said once";
+  rows.push_back(with_params(row("blas", 512, 1, 1, 0.01), {{"k", std::int64_t{512}}, {"m", std::int64_t{64}}}));
+  names = d500::point_names(rows);
+  EXPECT_EQ(names.label(rows[2]), "gemm:blas k=n=512 m=64");
+}
+
 // A number a named shape fixes (conv2d's c and h by its shape) does not lengthen a point's name:
 // the shape names it. A number swept on its own (n) still does.
 TEST(PointNames, NumbersTheShapeFixesAreLeftOutOfAName) {
