@@ -951,8 +951,11 @@ std::vector<ScalingOverview> scaling_overviews(const Report& rep) {
     const std::string kind = kinds.size() == 1 ? *kinds.begin() + " scaling" : "scaling (weak and strong)";
     const std::string what =
         "Every " + kind + " series of " + workload + ", each against its own base run (its fewest ranks): " +
-        "efficiency is T(base) / T(p) in weak scaling (ideal 1: the time stays), the speedup x base / p in strong; " +
-        "model: the fitted law's serial share s with its bootstrap interval.";
+        (kinds.size() > 1 ? "efficiency is T(base) / T(p) in weak scaling (ideal 1: the time stays), the speedup x "
+                            "base / p in strong"
+         : kinds.count("weak") ? std::string("efficiency is T(base) / T(p) (ideal 1: the time stays)")
+                               : std::string("efficiency is the speedup T(base) / T(p) x base / p (ideal 1)")) +
+        "; model: the fitted law's serial share s with its bootstrap interval.";
     o.blocks.push_back(text(what + " Each series' base, table and model in words follow.",
                             what + " report.md has each series' base, table and model in words."));
     Block tb = table(t);
