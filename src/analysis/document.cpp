@@ -1095,27 +1095,31 @@ void add_launch_sections(const Report& rep, Document& d) {
            "-"));
   s.blocks.push_back(table(launches_table(rep), false));  // the terminal has the sentences below
   for (auto& f : launch_figures(rep)) s.blocks.push_back(std::move(f));
-  std::vector<std::string> items;
+  // The terminal: the documents' table less each launch's own figures, its headers short.
+  const std::string ci = pct(rep.confidence) + " CI";
+  Table brief{{"point", "launches", "typical launch median (" + ci + ")", "between-launch share of variance"}};
   for (const auto& g : rep.launches)
-    items.push_back("across " + std::to_string(g.interval.launches) + " launches, " + g.group + ": " +
-                    fmt_time(g.interval.estimate) +
-                    (g.interval.has_ci ? " [" + fmt_time(g.interval.lo) + ", " + fmt_time(g.interval.hi) + "]" : "") +
-                    ", between-launch share of variance " + fmt_sig(g.interval.between_share * 100, 2) + "%");
-  s.blocks.push_back(terminal_words(list(items)));
+    brief.push_back({g.group, std::to_string(g.interval.launches),
+                     fmt_time(g.interval.estimate) +
+                         (g.interval.has_ci ? " [" + fmt_time(g.interval.lo) + ", " + fmt_time(g.interval.hi) + "]"
+                                            : " (no interval)"),
+                     fmt_sig(g.interval.between_share * 100, 2) + "%"});
+  s.blocks.push_back(terminal_words(table(std::move(brief))));
   d.sections.push_back(std::move(s));
   if (!rep.launch_comparisons.empty()) {
-    std::vector<std::string> items;
+    Table pairs{{"points", "other vs baseline", "launches", "speedup (" + ci + ")", "verdict or efficiency"}};
     for (const auto& c : rep.launch_comparisons)
-      items.push_back("across " + std::to_string(c.launches.size()) + " launches, " + c.other + " vs " + c.baseline +
-                      ", " + c.group + ": speedup " + ratio_text(c.speedup) +
-                      (c.varies == "ranks"        ? ", efficiency " + fmt_sig(c.speedup.estimate / c.ideal, 3)
-                       : c.speedup.excludes_one() ? std::string(" (significant)")
-                                                  : std::string(" (not significant)")));
-    d.sections.push_back({"Comparisons across launches",
-                          3,
-                          true,
-                          {text(launch_comparison_note(rep), "-"), table(launch_comparison_table(rep), false),
-                           terminal_words(list(items))}});
+      pairs.push_back({c.group, c.other + " vs " + c.baseline, std::to_string(c.launches.size()), ratio_text(c.speedup),
+                       c.varies == "ranks"        ? "efficiency " + fmt_sig(c.speedup.estimate / c.ideal, 3)
+                       : c.speedup.excludes_one() ? std::string("significant")
+                                                  : std::string("not significant")});
+    Block compared = terminal_words(table(std::move(pairs)));
+    compared.table.naming = 2;
+    d.sections.push_back(
+        {"Comparisons across launches",
+         3,
+         true,
+         {text(launch_comparison_note(rep), "-"), table(launch_comparison_table(rep), false), std::move(compared)}});
   }
   if (!rep.launch_scaling.empty()) {
     std::vector<std::string> items;
