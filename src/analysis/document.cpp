@@ -1140,21 +1140,23 @@ void add_launch_sections(const Report& rep, Document& d) {
 std::vector<Block> tta_comparison_figures(const Report& rep) {
   std::map<std::string, const PointRow*> by_id;
   for (const auto& r : rep.rows) by_id[r.id] = &r;
-  std::vector<double> targets;
+  auto workload_of = [&](const TtaConfig& c) {
+    const auto it = c.ids.empty() ? by_id.end() : by_id.find(c.ids.front());
+    return it == by_id.end() ? std::string() : it->second->workload;
+  };
+  std::vector<std::pair<std::string, double>> targets;  // (workload, target) in report order
   for (const auto& c : rep.tta)
-    if (std::find(targets.begin(), targets.end(), c.summary.target) == targets.end())
-      targets.push_back(c.summary.target);
+    if (const std::pair<std::string, double> t{workload_of(c), c.summary.target};
+        !t.first.empty() && std::find(targets.begin(), targets.end(), t) == targets.end())
+      targets.push_back(t);
   std::vector<Block> out;
-  for (double target : targets) {
+  for (const auto& [workload, target] : targets) {
     std::vector<std::pair<const TtaConfig*, const PointRow*>> configs;
     for (const auto& c : rep.tta)
-      if (c.summary.target == target && !c.ids.empty())
-        if (auto it = by_id.find(c.ids.front()); it != by_id.end()) configs.push_back({&c, it->second});
+      if (c.summary.target == target && workload_of(c) == workload) configs.push_back({&c, by_id.at(c.ids.front())});
     if (configs.size() < 2) continue;
     std::vector<const PointRow*> rows;
     for (const auto& [c, r] : configs) rows.push_back(r);
-    const std::string workload = rows.front()->workload;
-    if (!std::all_of(rows.begin(), rows.end(), [&](const PointRow* r) { return r->workload == workload; })) continue;
     const Telling keys = telling(rows, rep.names, workload, "seed");
     auto [p, median, runs] =
         summary_beside(workload + ": time to accuracy " + fmt_sig(target, 3),

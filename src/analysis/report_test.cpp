@@ -568,6 +568,18 @@ TEST(ReportFigures, EveryTargetOfOneConfigurationIsOneFigureOfItsCurves) {
   EXPECT_NE(compare[1].find("time to accuracy 0.750"), std::string::npos);
   EXPECT_EQ(shown_texts(compare[1], "tick"), (std::vector<std::string>{"blas", "reference"}))
       << "a category per configuration, named by its backend";
+  // A configuration of another workload at the same target neither joins nor hides the figure.
+  PointRow other = with_params(rep.rows.front(), {{"workload", std::string("distributed")}});
+  other.workload = "distributed";
+  rep.rows.push_back(other);
+  d500::TtaConfig lone = rep.tta.front();
+  lone.group = "distributed:blas";
+  lone.ids = {other.id};
+  rep.tta.push_back(lone);
+  rep.names = d500::point_names(rep.rows);
+  const std::vector<std::string> mixed = figures_named(rep, "tta-compare");
+  ASSERT_EQ(mixed.size(), 2u);
+  EXPECT_NE(mixed[0].find("train: time to accuracy 0.600"), std::string::npos) << mixed[0];
 }
 
 // Configurations that ran once each (a scheme per rank count, one seed) share a figure per panel:
