@@ -1251,7 +1251,8 @@ std::vector<Block> tta_curves_together(const Report& rep, const std::vector<std:
       if (!panels.count(key)) panel_order.push_back(key);
       panels[key].push_back(i);
     }
-    if (panel_order.size() >= configs.size()) continue;  // a panel per configuration: nothing gained
+    if (panel_order.size() >= configs.size()) continue;   // a panel per configuration: nothing gained
+    if (panel_order.size() > 12) panel_order.resize(12);  // the rest: a figure each, up to their own cap
     for (const auto& key : panel_order) {
       svg::Plot p;
       p.title = workload + ": " + (key.empty() ? "accuracy against training time" : key);
@@ -1326,9 +1327,15 @@ void add_tta_section(const Report& rep, Document& d) {
   }
   std::set<std::string> together;
   for (auto& f : tta_curves_together(rep, by_group, together)) s.blocks.push_back(std::move(f));
+  constexpr std::size_t kMostCurveFigures = 12;  // as a workload's rate panels
+  std::size_t drawn = 0, more = 0;
   for (const auto& g : by_group) {
     const TtaConfig& c = *g.front();
     if (together.count(c.group)) continue;
+    if (drawn == kMostCurveFigures) {
+      ++more;
+      continue;
+    }
     bool curves = false;  // rank 0 of a parameter-server scheme is a server: it evaluates nothing
     for (const auto& r : rep.rows)
       if (std::find(c.ids.begin(), c.ids.end(), r.id) != c.ids.end()) curves = curves || !r.curve.empty();
@@ -1342,7 +1349,11 @@ void add_tta_section(const Report& rep, Document& d) {
                                   (g.size() > 1 ? "highest target" : "target") + "); the black mark on " +
                                   (g.size() > 1 ? "each target's line" : "the target line") +
                                   " is the median time to accuracy with its " + pct(rep.confidence) + " interval."));
+    ++drawn;
   }
+  if (more > 0)
+    s.blocks.push_back(text(std::to_string(more) + " more configurations' curves are not drawn; each run's evaluations "
+                                                   "are in its results file (events, hdf5-schema/README.md)."));
   d.sections.push_back(std::move(s));
 }
 

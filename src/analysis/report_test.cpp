@@ -624,6 +624,37 @@ TEST(ReportFigures, ConfigurationsThatRanOnceShareTheirCurvesFigure) {
   EXPECT_EQ(own, 0u) << "no figure of one configuration's one run besides them";
 }
 
+// Curve figures are capped as rate panels are: a campaign of many configurations, each with its
+// seeds, draws twelve and says how many more there are and where their curves are.
+TEST(ReportFigures, ManyConfigurationsCurvesAreCappedAndTheRestSaid) {
+  std::vector<PointRow> rows;
+  for (std::int64_t n = 1; n <= 14; ++n)
+    for (std::int64_t seed : {1, 2}) {
+      PointRow r = with_params(row("blas", n, 1, seed, 0.01), {{"workload", std::string("train")}});
+      r.workload = "train";
+      for (int k = 1; k <= 5; ++k) r.curve.push_back({static_cast<double>(k), 0.2 * k});
+      rows.push_back(r);
+    }
+  d500::Report rep = report(rows);
+  for (std::size_t i = 0; i < rows.size(); i += 2) {
+    d500::TtaConfig c;
+    c.group = "train:blas n=" + std::to_string(i / 2 + 1);
+    c.ids = {rows[i].id, rows[i + 1].id};
+    c.seeds = {1, 2};
+    c.summary = d500::summarize_tta({3.0, 3.0}, 0.6, 5.0, 0.95);
+    rep.tta.push_back(c);
+  }
+  std::size_t curves = 0;
+  bool said = false;
+  for (const auto& s : d500::report_document(rep).sections)
+    for (const auto& b : s.blocks) {
+      curves += b.kind == d500::Block::Kind::Figure && b.name.rfind("tta-train-blas", 0) == 0;
+      said = said || b.text.find("2 more configurations' curves are not drawn") != std::string::npos;
+    }
+  EXPECT_EQ(curves, 12u);
+  EXPECT_TRUE(said);
+}
+
 // The panels of one workload's rate figure share their axes: one panel whose rates span a decade
 // and one whose rates do not are both drawn on the same log axis, with the same ticks, so that a
 // point's height means the same in each.
