@@ -656,7 +656,8 @@ Section workload_results(const Report& rep, const std::string& workload) {
 
 // The Backend comparisons where there are more than a few: per baseline, one table of its groups
 // (rows) against the backends compared with it (columns), each cell the speedup with its interval
-// ("n.s." where the interval holds 1): a line per group instead of a sentence per pair.
+// ("n.s." where the interval holds 1; in HTML a significant speedup green, a slowdown red): a line
+// per group instead of a sentence per pair.
 std::vector<Block> comparison_matrices(const Report& rep) {
   constexpr std::size_t kFewest = 5;
   std::vector<Block> out;
@@ -677,17 +678,21 @@ std::vector<Block> comparison_matrices(const Report& rep) {
                        " CI; n.s.: the interval holds 1, no significant difference):"));
     Table t{{"points"}};
     t[0].insert(t[0].end(), others.begin(), others.end());
+    std::vector<std::vector<std::string>> shades;  // HTML: a significant speedup green, a slowdown red
     for (const auto& g : groups) {
-      std::vector<std::string> row{g.empty() ? "all" : g};
+      std::vector<std::string> row{g.empty() ? "all" : g}, shade{""};
       for (const auto& o : others) {
         const auto it = cell.find({g, o});
-        row.push_back(it == cell.end()
-                          ? "-"
-                          : ratio_text(it->second->speedup) + (it->second->speedup.excludes_one() ? "" : " n.s."));
+        const stats::RatioInterval* x = it == cell.end() ? nullptr : &it->second->speedup;
+        row.push_back(!x ? "-" : ratio_text(*x) + (x->excludes_one() ? "" : " n.s."));
+        shade.push_back(!x || !x->excludes_one() ? "" : x->estimate > 1 ? "faster" : "slower");
       }
       t.push_back(std::move(row));
+      shades.push_back(std::move(shade));
     }
-    out.push_back(table(std::move(t)));
+    Block b = table(std::move(t));
+    b.table.cell_class = std::move(shades);
+    out.push_back(std::move(b));
   }
   return out;
 }

@@ -14,6 +14,8 @@ namespace d500 {
 struct TableBlock {
   Table table;                         // the header row first
   std::vector<std::string> row_class;  // per body row: "bad", "warn" or "" (HTML)
+  // per body row and column: "faster", "slower" or "" (HTML shades the cell; empty: none)
+  std::vector<std::vector<std::string>> cell_class;
   std::vector<std::string> row_title;  // per body row: the hover text (HTML: the point's full canonical form)
   std::set<std::size_t> wide_only;     // columns the terminal prints only with --wide
   std::size_t naming = 1;              // the leading columns that name a row: the terminal cuts them last

@@ -56,7 +56,9 @@ void table_html(std::ostringstream& o, const TableBlock& tb) {
     o << "<tr" << attrs << ">";
     for (std::size_t j = 0; j < tb.table[k].size(); ++j) {
       const std::string& c = tb.table[k][j];
-      const std::string cls = words.count(j) ? "name" : k > 0 && c.size() > kWrapFrom ? "text" : "";
+      std::string cls = words.count(j) ? "name" : k > 0 && c.size() > kWrapFrom ? "text" : "";
+      if (k > 0 && k - 1 < tb.cell_class.size() && j < tb.cell_class[k - 1].size() && !tb.cell_class[k - 1][j].empty())
+        cls += (cls.empty() ? "" : " ") + tb.cell_class[k - 1][j];
       const std::string tag = k == 0 ? "th" : "td";
       o << "<" << tag << (cls.empty() ? "" : " class=\"" + cls + "\"") << ">" << html_escape(c) << "</" << tag << ">";
     }
@@ -77,7 +79,7 @@ std::string render_html(const Report&, const Document& d) {
     << "td.text{white-space:normal;min-width:20em}.name{text-align:left}"
     << "td:first-child,th:first-child{text-align:left}th{background:#f4f4f4}table.sortable th{cursor:pointer}"
     << "table.sortable th:after{content:' \\2195';color:#aaa}tr[title]:hover{background:#eef}"
-    << ".bad{background:#fdd}.warn{background:#ffd}figure{display:inline-block;margin:0 1em 1em 0;vertical-align:top}"
+    << ".bad{background:#fdd}.warn{background:#ffd}td.faster{background:#dfd}td.slower{background:#fdd}figure{display:inline-block;margin:0 1em 1em 0;vertical-align:top}"
     << "figcaption{max-width:600px;font-size:85%;color:#444}nav{columns:3;font-size:90%}p{max-width:70em}</style></head><body>\n"
     << "<h1>" << html_escape(d.title) << "</h1>\n<p>" << html_escape(join(d.facts, "; ")) << "</p>\n<nav>\n";
   for (std::size_t i = 0; i < d.sections.size(); ++i)

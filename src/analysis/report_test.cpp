@@ -412,6 +412,9 @@ TEST(ReportConsole, ManyComparisonsAreOneTableOfSpeedups) {
     rep.comparisons = d500::compare_backends(rep.rows, 0.95, 7);
     const d500::Document doc = d500::report_document(rep);
     const std::string console = d500::render_console(doc, 120);
+    const std::string html = d500::find_reporter("html").render_report(rep, doc);
+    EXPECT_EQ(html.find("<td class=\"faster\">10.0 [") != std::string::npos, sizes.size() > 1)
+        << "a significant speedup shaded in the speedups' table (where there is one)";
     for (const auto& s : doc.sections)
       if (s.title == "Backend comparisons") {
         const auto tables = std::count_if(s.blocks.begin(), s.blocks.end(), [](const d500::Block& b) {
