@@ -175,7 +175,7 @@ std::string tta_median_text(const TtaSummary& s) {
 
 std::string tta_ci_text(const TtaSummary& s) {
   if (s.beyond_budget) return "> budget (" + fmt_time(s.budget_s) + ") at both bounds: the median exceeds the budget";
-  if (!s.has_ci) return "none (n=" + std::to_string(s.runs) + ": too few runs)";
+  if (!s.has_ci) return "none (n=" + std::to_string(s.runs) + ")";
   return "[" + fmt_time(s.lo) + ", " + (s.hi_censored() ? "> budget (" + fmt_time(s.budget_s) + ")" : fmt_time(s.hi)) +
          "]";
 }

@@ -566,6 +566,17 @@ TEST(ReportFigures, EveryTargetOfOneConfigurationIsOneFigureOfItsCurves) {
   }
   rep.tta.insert(rep.tta.end(), more.begin(), more.end());
   rep.names = d500::point_names(rep.rows);
+  auto tta_table = [](const d500::Report& r) {
+    for (const auto& s : d500::report_document(r).sections)
+      if (s.title == "Time to accuracy")
+        for (const auto& b : s.blocks)
+          if (b.kind == d500::Block::Kind::Table) return b.table.table;
+    return d500::Table{};
+  };
+  d500::Table t = tta_table(rep);
+  ASSERT_EQ(t.size(), 5u);
+  EXPECT_EQ(t[0][0], "train configuration") << "one workload: said once, in the header";
+  EXPECT_EQ(t[1][0], "blas");
   const std::vector<std::string> compare = figures_named(rep, "tta-compare");
   ASSERT_EQ(compare.size(), 2u) << "a figure per target";
   EXPECT_NE(compare[1].find("time to accuracy 0.750"), std::string::npos);
@@ -582,6 +593,9 @@ TEST(ReportFigures, EveryTargetOfOneConfigurationIsOneFigureOfItsCurves) {
   rep.names = d500::point_names(rep.rows);
   const std::vector<std::string> mixed = figures_named(rep, "tta-compare");
   ASSERT_EQ(mixed.size(), 2u);
+  t = tta_table(rep);
+  EXPECT_EQ(t[0][0], "configuration");
+  EXPECT_EQ(t.back()[0], "distributed:blas") << "two workloads: each row names its own";
   EXPECT_NE(mixed[0].find("train: time to accuracy 0.600"), std::string::npos) << mixed[0];
 }
 
