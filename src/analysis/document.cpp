@@ -138,45 +138,12 @@ XChoice choose_x(const std::vector<const PointRow*>& rows, const PointNames& nam
   return {"", true};
 }
 
-// A parameter's value in a table cell or on an axis. An unset one holds what it stood for where the
-// results file says (summary.cpp's apply_unset: "fp32", "nchw"); one left unset that the file does not
-// explain (a file before 2026-12, gemm's math, which follows its dtype) reads "default", an absent one "-".
-std::string value_text(const PointRow& r, const std::string& k) {
-  if (k == "ranks") return std::to_string(r.ranks);
-  auto v = r.params.find(k);
-  if (v == r.params.end()) return "-";
-  return is_unset(v->second) ? "default" : canonical(v->second);
-}
-
 // The naming columns another one fixes (common/value.hpp's fixed_by_another) among `rows`.
 std::vector<std::string> fixed_by_another(const std::vector<const PointRow*>& rows,
                                           const std::vector<std::string>& keys) {
   std::vector<const Params*> params;
   for (const auto* r : rows) params.push_back(&r->params);
   return d500::fixed_by_another(params, keys);
-}
-
-// The parameters among `vary` with the same value in every row of `rows` (gemm's k, m and n swept
-// together): one column, headed "k = m = n", under the first of them. In `vary`'s order.
-std::vector<std::pair<std::string, std::vector<std::string>>> same_columns(const std::vector<const PointRow*>& rows,
-                                                                           const std::vector<std::string>& vary) {
-  std::vector<std::pair<std::string, std::vector<std::string>>> out;
-  for (const auto& k : vary) {
-    auto same = std::find_if(out.begin(), out.end(), [&](const auto& c) {
-      return std::all_of(rows.begin(), rows.end(),
-                         [&](const PointRow* r) { return value_text(*r, c.first) == value_text(*r, k); });
-    });
-    if (same == out.end())
-      out.push_back({k, {k}});
-    else
-      same->second.push_back(k);
-  }
-  return out;
-}
-std::vector<std::string> first_of_same(const std::vector<const PointRow*>& rows, const std::vector<std::string>& vary) {
-  std::vector<std::string> out;
-  for (const auto& c : same_columns(rows, vary)) out.push_back(c.first);
-  return out;
 }
 
 // A table named by `backend` and then the columns `vary`: those another one fixes among `rows` are
@@ -243,18 +210,10 @@ Telling telling(const std::vector<const PointRow*>& rows, const PointNames& name
   const auto v = names.varying.find(workload);
   if (v == names.varying.end()) return t;
   const std::vector<std::string> fixed = fixed_by_another(rows, v->second);  // their determinant names them
-  for (const auto& k : v->second) {
-    if (k == without || own.count(k) || std::find(fixed.begin(), fixed.end(), k) != fixed.end()) continue;
-    auto same = std::find_if(t.keys.begin(), t.keys.end(), [&](const std::vector<std::string>& g) {
-      return g[0] != "backend" && std::all_of(rows.begin(), rows.end(), [&](const PointRow* r) {
-               return value_text(*r, g[0]) == value_text(*r, k);
-             });
-    });
-    if (same != t.keys.end())
-      same->push_back(k);
-    else
-      t.keys.push_back({k});
-  }
+  std::vector<std::string> keys;
+  for (const auto& k : v->second)
+    if (k != without && !own.count(k) && std::find(fixed.begin(), fixed.end(), k) == fixed.end()) keys.push_back(k);
+  for (auto& g : same_value_groups(rows, keys)) t.keys.push_back(std::move(g));
   return t;
 }
 
@@ -534,6 +493,24 @@ std::vector<Block> workload_figures(const Report& rep, const std::string& worklo
   return out;
 }
 
+// What a Results table's shaded rows mean (report.md and report.html, not the terminal, which
+// shades none), or nothing where none is shaded.
+std::optional<Block> shaded_rows(const TableBlock& t) {
+  const auto shaded = [&](const char* c) { return std::count(t.row_class.begin(), t.row_class.end(), c); };
+  const auto warned = shaded("warn"), failed = shaded("bad");
+  if (warned + failed == 0) return std::nullopt;
+  std::vector<std::string> said;
+  if (warned > 0)
+    said.push_back(std::to_string(warned) + (warned == 1 ? " row" : " rows") +
+                   " shaded yellow: no interval of the median, or one reaching more than 5% from it (Measurement "
+                   "quality says about how many repetitions would narrow it)");
+  if (failed > 0)
+    said.push_back(std::to_string(failed) + (failed == 1 ? " row" : " rows") + " shaded red: not complete");
+  Block note = text("In report.html, " + join(said, "; ") + ".");
+  note.terminal = false;
+  return note;
+}
+
 // The results of one workload: a column per varying parameter, the shared ones said once.
 Section workload_results(const Report& rep, const std::string& workload) {
   Section s;
@@ -575,8 +552,12 @@ Section workload_results(const Report& rep, const std::string& workload) {
   const std::string unit = units.size() == 1 ? *units.begin() : "";
   // The columns another one fixes (a named shape's c, h, k, ...) go last: the figures come first.
   std::map<std::string, std::string> header;
-  for (const auto& [k, same] : same_columns(rows, vary)) header[k] = join(same, " = ");
-  vary = first_of_same(rows, vary);
+  std::vector<std::string> firsts;  // a column each
+  for (const auto& same : same_value_groups(rows, vary)) {
+    header[same[0]] = join(same, " = ");
+    firsts.push_back(same[0]);
+  }
+  vary = std::move(firsts);
   const std::vector<std::string> fixed = fixed_by_another(rows, vary);
   std::vector<std::string> lead;
   for (const auto& k : vary)
@@ -634,22 +615,9 @@ Section workload_results(const Report& rep, const std::string& workload) {
                                 : !r.time.has_ci || !r.advice.enough ? "warn"
                                                                      : "");
   }
-  const auto shaded = [&](const char* c) { return std::count(b.table.row_class.begin(), b.table.row_class.end(), c); };
-  const auto warned = shaded("warn"), failed = shaded("bad");
+  std::optional<Block> shades = shaded_rows(b.table);
   s.blocks.push_back(std::move(b));
-  if (warned + failed > 0) {
-    std::vector<std::string> said;
-    if (warned > 0)
-      said.push_back(
-          std::to_string(warned) + (warned == 1 ? " row" : " rows") +
-          " shaded yellow: no interval of the median, or one reaching more than 5% from it (Measurement quality "
-          "says about how many repetitions would narrow it)");
-    if (failed > 0)
-      said.push_back(std::to_string(failed) + (failed == 1 ? " row" : " rows") + " shaded red: not complete");
-    Block note = text("In report.html, " + join(said, "; ") + ".");
-    note.terminal = false;
-    s.blocks.push_back(std::move(note));
-  }
+  if (shades) s.blocks.push_back(std::move(*shades));
   for (auto& f : workload_figures(rep, workload)) s.blocks.push_back(std::move(f));
   return s;
 }

@@ -58,18 +58,36 @@ PointNames point_names(const std::vector<PointRow>& rows) {
     it = it->second.empty() ? n.varying.erase(it) : std::next(it);
   for (const auto& [w, keys] : n.varying) {
     for (std::string& k : fixed_by_another(by_workload[w], keys)) n.fixed[w].insert(std::move(k));
-    for (std::size_t j = 0; j < keys.size(); ++j)
-      for (std::size_t i = 0; i < j; ++i)
-        if (!n.same_as[w].count(keys[i]) &&
-            std::all_of(by_workload[w].begin(), by_workload[w].end(), [&](const Params* p) {
-              const auto a = p->find(keys[i]), b = p->find(keys[j]);
-              return a != p->end() && b != p->end() && canonical(a->second) == canonical(b->second);
-            })) {
-          n.same_as[w][keys[j]] = keys[i];
-          break;
-        }
+    std::vector<const PointRow*> of;
+    for (const auto& r : rows)
+      if (r.workload == w) of.push_back(&r);
+    for (const auto& same : same_value_groups(of, keys))
+      for (std::size_t i = 1; i < same.size(); ++i) n.same_as[w][same[i]] = same[0];
   }
   return n;
+}
+
+std::string value_text(const PointRow& r, const std::string& k) {
+  if (k == "ranks") return std::to_string(r.ranks);
+  auto v = r.params.find(k);
+  if (v == r.params.end()) return "-";
+  return is_unset(v->second) ? "default" : canonical(v->second);
+}
+
+std::vector<std::vector<std::string>> same_value_groups(const std::vector<const PointRow*>& rows,
+                                                        const std::vector<std::string>& keys) {
+  std::vector<std::vector<std::string>> out;
+  for (const auto& k : keys) {
+    auto same = std::find_if(out.begin(), out.end(), [&](const std::vector<std::string>& g) {
+      return std::all_of(rows.begin(), rows.end(),
+                         [&](const PointRow* r) { return value_text(*r, g[0]) == value_text(*r, k); });
+    });
+    if (same == out.end())
+      out.push_back({k});
+    else
+      same->push_back(k);
+  }
+  return out;
 }
 
 const std::set<std::string>* PointNames::own_of(const PointRow& r) const {

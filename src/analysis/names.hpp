@@ -36,7 +36,7 @@ struct PointNames {
   // named shape: fixed_by_another): a label leaves them out, its determinant names the point.
   std::map<std::string, std::set<std::string>> fixed;
   // workload -> a varying parameter with the same value as an earlier one on every point (gemm's
-  // m and n swept with k) -> that earlier one: a label says them once, "k=m=n=256".
+  // m and n swept with k: same_value_groups) -> that earlier one: a label says them once, "k=m=n=256".
   std::map<std::string, std::map<std::string, std::string>> same_as;
 
   bool varies(const std::string& workload, const std::string& name) const;
@@ -58,5 +58,17 @@ struct PointNames {
 };
 
 PointNames point_names(const std::vector<PointRow>& rows);
+
+// A parameter's value in a table cell, on an axis or in a comparison of two parameters. An unset
+// one holds what it stood for where the results file says (summary.cpp's apply_unset: "fp32",
+// "nchw"); one left unset that the file does not explain (a file before 2026-12, gemm's math, which
+// follows its dtype) reads "default", an absent one "-".
+std::string value_text(const PointRow& r, const std::string& k);
+
+// `keys` in groups of the same value (value_text) in every one of `rows` (gemm's k, m and n swept
+// together: one group), each group in `keys`' order and the groups in that of their first: a
+// Results column headed "k = m = n", a figure's "k = m = n" axis, a label's "k=m=n=256".
+std::vector<std::vector<std::string>> same_value_groups(const std::vector<const PointRow*>& rows,
+                                                        const std::vector<std::string>& keys);
 
 }  // namespace d500
