@@ -217,6 +217,18 @@ Telling telling(const std::vector<const PointRow*>& rows, const PointNames& name
   return t;
 }
 
+// Each of the report's points by its id.
+std::map<std::string, const PointRow*> rows_by_id(const Report& rep) {
+  std::map<std::string, const PointRow*> out;
+  for (const auto& r : rep.rows) out[r.id] = &r;
+  return out;
+}
+
+// A table of one workload's points: its body's first column without each name's "workload:".
+void without_workload(TableBlock& t) {
+  for (std::size_t k = 1; k < t.table.size(); ++k) t.table[k][0] = t.table[k][0].substr(t.table[k][0].find(':') + 1);
+}
+
 // The report's backends in plan order: a backend's place there is its place in the figures'
 // palette, so that blas is red in the rate figures and the roofline alike.
 std::vector<std::string> report_backends(const Report& rep) {
@@ -859,8 +871,7 @@ std::vector<ScalingOverview> scaling_overviews(const Report& rep) {
     if (!by_workload.count(workload)) order.push_back(workload);
     by_workload[workload].push_back(&sc);
   }
-  std::map<std::string, const PointRow*> by_id;
-  for (const auto& r : rep.rows) by_id[r.id] = &r;
+  const std::map<std::string, const PointRow*> by_id = rows_by_id(rep);
   const std::vector<std::string> backends = report_backends(rep);
   std::vector<ScalingOverview> out;
   for (const auto& workload : order) {
@@ -997,8 +1008,7 @@ SummaryBeside summary_beside(std::string title, std::string ylabel, std::string 
 // covers the variation between launches (the primary one), and each launch's own median beside
 // it: a category per point, named by what tells the points apart besides their launch.
 std::vector<Block> launch_figures(const Report& rep) {
-  std::map<std::string, const PointRow*> by_id;
-  for (const auto& r : rep.rows) by_id[r.id] = &r;
+  const std::map<std::string, const PointRow*> by_id = rows_by_id(rep);
   std::map<std::string, std::vector<std::pair<const LaunchGroup*, const PointRow*>>> by_workload;
   for (const auto& g : rep.launches)
     if (const auto it = g.ids.empty() ? by_id.end() : by_id.find(g.ids.front()); it != by_id.end())
@@ -1111,8 +1121,7 @@ void add_launch_sections(const Report& rep, Document& d) {
 // to accuracy with its interval, a category each (named by what tells them apart, seeds aside),
 // and its runs beside it; a run that missed stands at the budget, hollow in its tip's words.
 std::vector<Block> tta_comparison_figures(const Report& rep) {
-  std::map<std::string, const PointRow*> by_id;
-  for (const auto& r : rep.rows) by_id[r.id] = &r;
+  const std::map<std::string, const PointRow*> by_id = rows_by_id(rep);
   auto workload_of = [&](const TtaConfig& c) {
     const auto it = c.ids.empty() ? by_id.end() : by_id.find(c.ids.front());
     return it == by_id.end() ? std::string() : it->second->workload;
@@ -1178,8 +1187,7 @@ std::vector<Block> tta_comparison_figures(const Report& rep) {
 // drawn (by group name), whose own figures are then left out.
 std::vector<Block> tta_curves_together(const Report& rep, const std::vector<std::vector<const TtaConfig*>>& by_group,
                                        std::set<std::string>& drawn) {
-  std::map<std::string, const PointRow*> by_id;
-  for (const auto& r : rep.rows) by_id[r.id] = &r;
+  const std::map<std::string, const PointRow*> by_id = rows_by_id(rep);
   std::map<std::string, std::vector<std::pair<const TtaConfig*, const PointRow*>>> by_workload;
   std::vector<std::string> order;
   for (const auto& g : by_group) {
@@ -1284,7 +1292,7 @@ void add_tta_section(const Report& rep, Document& d) {
   const std::string first = cells.size() > 1 ? cells[1][0].substr(0, cells[1][0].find(':') + 1) : "";
   if (!first.empty() &&
       std::all_of(cells.begin() + 1, cells.end(), [&](const auto& row) { return row[0].rfind(first, 0) == 0; })) {
-    for (auto row = cells.begin() + 1; row != cells.end(); ++row) (*row)[0] = row->at(0).substr(first.size());
+    without_workload(figures.table);
     cells[0][0] = first.substr(0, first.size() - 1) + " configuration";
   }
   s.blocks.push_back(std::move(figures));
@@ -1345,14 +1353,12 @@ void add_distributed_sections(const Report& rep, Document& d) {
   Block t = table(distributed_table(rep));
   // The terminal keeps the step, its communication and their share; the files have every column.
   t.table.wide_only = {4, 8, 9, 10};
-  for (std::size_t k = 1; k < t.table.table.size(); ++k)
-    t.table.table[k][0] = t.table.table[k][0].substr(t.table.table[k][0].find(':') + 1);
+  without_workload(t.table);
   d.sections.push_back({"Distributed training", 2, true, {text(distributed_note(), "-"), t}});
   if (!rep.overlap.empty()) {
     Block o = table(overlap_table(rep));
     o.table.wide_only = {1};  // the workers: the rank count in the point's name says it where no server is
-    for (std::size_t k = 1; k < o.table.table.size(); ++k)
-      o.table.table[k][0] = o.table.table[k][0].substr(o.table.table[k][0].find(':') + 1);
+    without_workload(o.table);
     Section ov{"Overlap", 3, true, {text(overlap_note(rep), "-"), std::move(o)}};
     // A gain beyond the plain scheme's whole communication is not overlap's doing: say so.
     std::vector<std::string> beyond;
