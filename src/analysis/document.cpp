@@ -1240,7 +1240,7 @@ std::vector<Block> tta_curves_together(const Report& rep, const std::vector<std:
       p.xlabel = "training time [s]";
       p.ylabel = "accuracy";
       p.legend_title = join(keys.keys[pick], " = ");
-      double target = 0, budget = 0, lo = 1, hi = 0;
+      double target = 0, budget = 0;
       for (std::size_t i : panels[key]) {
         const auto& [c, r] = configs[i];
         target = std::max(target, c->summary.target), budget = std::max(budget, c->summary.budget_s);
@@ -1249,22 +1249,14 @@ std::vector<Block> tta_curves_together(const Report& rep, const std::vector<std:
         line.colour = static_cast<int>(std::find(every.begin(), every.end(), line.name) - every.begin());
         line.markers = false;
         line.dashed = c->summary.reached == 0;
-        for (auto [t, a] : r->curve)
-          line.x.push_back(t), line.y.push_back(a), lo = std::min(lo, a), hi = std::max(hi, a);
+        for (auto [t, a] : r->curve) line.x.push_back(t), line.y.push_back(a);
         line.tips.assign(line.x.size(), c->group + ": " + (c->summary.reached ? "reached " : "missed ") +
                                             fmt_sig(c->summary.target, 3) +
                                             (c->summary.median_defined ? " at " + fmt_time(c->summary.median) : ""));
         p.series.push_back(std::move(line));
         drawn.insert(c->group);
       }
-      double last = 0;
-      for (const auto& line : p.series)
-        for (double t : line.x) last = std::max(last, t);
-      const bool on_axis = budget_on_axis(budget, last);
-      if (!on_axis && budget > 0) p.title += "; budget " + fmt_time(budget) + ", off the axis";
-      p.series.push_back({"target", {0, on_axis ? budget : last}, {target, target}, {}, {}, true, false, true, {}});
-      if (on_axis)
-        p.series.push_back({"budget", {budget, budget}, {std::min(lo, target), hi}, {}, {}, true, false, true, {}});
+      add_target_lines(p, {{"target", target}}, budget);
       out.push_back(figure(svg::render(p), slug("tta-curves-" + workload + "-" + key),
                            "Figure: " + p.title + ". Accuracy against training time, one run per " + p.legend_title +
                                " (dashed: it did not reach the target); each configuration ran once, so its curve "

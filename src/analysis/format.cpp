@@ -595,8 +595,20 @@ Table tta_table(const Report& rep) {
   return t;
 }
 
-bool budget_on_axis(double budget_s, double last_evaluation_s) {
-  return budget_s > 0 && budget_s <= 2 * last_evaluation_s;
+void add_target_lines(svg::Plot& p, const std::vector<std::pair<std::string, double>>& targets, double budget_s) {
+  // The budget's line spans the curves' accuracies and the targets, not [0, 1]: the curves keep the
+  // plot's height; and a budget beyond twice the last evaluation would squeeze them into the axis'
+  // first part: the title names it instead.
+  double lo = 1, hi = 0, last = 0;
+  for (const auto& [name, target] : targets) lo = std::min(lo, target), hi = std::max(hi, target);
+  for (const auto& s : p.series)
+    for (std::size_t i = 0; i < s.y.size(); ++i)
+      lo = std::min(lo, s.y[i]), hi = std::max(hi, s.y[i]), last = std::max(last, s.x[i]);
+  const bool drawn = budget_s > 0 && budget_s <= 2 * last;
+  if (!drawn && budget_s > 0) p.title += "; budget " + fmt_time(budget_s) + ", off the axis";
+  for (const auto& [name, target] : targets)
+    p.series.push_back({name, {0, drawn ? budget_s : last}, {target, target}, {}, {}, true, false, true, {}});
+  if (drawn) p.series.push_back({"budget", {budget_s, budget_s}, {lo, hi}, {}, {}, true, false, true, {}});
 }
 
 std::string tta_svg(const std::vector<const TtaConfig*>& targets, const Report& rep) {
@@ -625,26 +637,10 @@ std::string tta_svg(const std::vector<const TtaConfig*>& targets, const Report& 
         for (auto [t, a] : r.curve) s.x.push_back(t), s.y.push_back(a);
         p.series.push_back(s);
       }
-  // The budget's line spans the curves' accuracies, not [0, 1]: the curves keep the plot's height;
-  // and a budget far beyond the curves would squeeze them into the axis' first tenth: it is said.
-  double lo = highest, hi = highest, last = 0;
-  for (const auto* t : targets) lo = std::min(lo, t->summary.target);
-  for (const auto& s : p.series)
-    for (std::size_t i = 0; i < s.y.size(); ++i)
-      lo = std::min(lo, s.y[i]), hi = std::max(hi, s.y[i]), last = std::max(last, s.x[i]);
-  const bool budget_drawn = budget_on_axis(c.summary.budget_s, last);
-  if (!budget_drawn && c.summary.budget_s > 0) p.title += "; budget " + fmt_time(c.summary.budget_s) + ", off the axis";
+  std::vector<std::pair<std::string, double>> lines;
   for (const auto* t : targets) {
     const TtaSummary& m = t->summary;
-    p.series.push_back({targets.size() > 1 ? "target " + fmt_sig(m.target, 3) : "target",
-                        {0, budget_drawn ? m.budget_s : last},
-                        {m.target, m.target},
-                        {},
-                        {},
-                        true,
-                        false,
-                        true,
-                        {}});
+    lines.push_back({targets.size() > 1 ? "target " + fmt_sig(m.target, 3) : "target", m.target});
     if (!m.median_defined) continue;
     svg::Mark mark;
     mark.x = m.median;
@@ -655,8 +651,7 @@ std::string tta_svg(const std::vector<const TtaConfig*>& targets, const Report& 
                tta_ci_text(m) + "; reached " + tta_success_text(m);
     p.marks.push_back(mark);
   }
-  if (budget_drawn)
-    p.series.push_back({"budget", {c.summary.budget_s, c.summary.budget_s}, {lo, hi}, {}, {}, true, false, true, {}});
+  add_target_lines(p, lines, c.summary.budget_s);
   return svg::render(p);
 }
 

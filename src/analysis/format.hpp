@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "analysis/summary.hpp"
+#include "analysis/svg.hpp"
 
 namespace d500 {
 
@@ -86,9 +87,10 @@ std::string steps_caption(const Report& rep, const PointRow& r);
 Table operators_table(const PointRow& r);
 std::string operators_caption(const Report& rep, const PointRow& r);
 std::string network_note();
-// Whether a time-to-accuracy figure draws the budget's line: not where it lies beyond twice the
-// last evaluation, which would squeeze the curves into the axis' first part (the title says it).
-bool budget_on_axis(double budget_s, double last_evaluation_s);
+// A plot of accuracy curves (its series so far): each (name, target)'s dashed line, and the
+// budget's, which is left out where it lies beyond twice the last evaluation (it would squeeze the
+// curves into the axis' first part) and named in the title instead.
+void add_target_lines(svg::Plot& p, const std::vector<std::pair<std::string, double>>& targets, double budget_s);
 // One configuration's runs, accuracy against training time, with each of its `targets` (the same
 // runs' TtaConfig per target) and its median time to accuracy marked.
 std::string tta_svg(const std::vector<const TtaConfig*>& targets, const Report& rep);
