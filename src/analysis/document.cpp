@@ -1206,22 +1206,15 @@ std::vector<Block> tta_curves_together(const Report& rep, const std::vector<std:
     std::vector<const PointRow*> rows;
     for (const auto& [c, r] : configs) rows.push_back(r);
     const Telling keys = telling(rows, rep.names, workload, "seed");
-    std::size_t pick = keys.keys.size(), most = 0;
-    auto values_of = [&](std::size_t k) {
-      std::vector<std::string> v;
-      for (const auto* r : rows)
-        if (const std::string x = keys.keys[k][0] == "backend" ? r->backend : value_text(*r, keys.keys[k][0]);
-            std::find(v.begin(), v.end(), x) == v.end())
-          v.push_back(x);
-      return v;
+    auto value = [&](const PointRow& r, std::size_t k) {
+      return keys.keys[k][0] == "backend" ? r.backend : value_text(r, keys.keys[k][0]);
     };
+    auto values_of = [&](std::size_t k) { return in_order(rows, [&](const PointRow& r) { return value(r, k); }); };
+    std::size_t pick = keys.keys.size(), most = 0;
     for (std::size_t k = 0; k < keys.keys.size(); ++k)
       if (const std::size_t n = values_of(k).size(); n <= 8 && n > most) pick = k, most = n;
     if (pick == keys.keys.size()) continue;
     const std::vector<std::string> every = values_of(pick);
-    auto value = [&](const PointRow& r, std::size_t k) {
-      return keys.keys[k][0] == "backend" ? r.backend : value_text(r, keys.keys[k][0]);
-    };
     std::vector<std::string> panel_order;
     std::map<std::string, std::vector<std::size_t>> panels;  // "k=v ..." -> configs
     for (std::size_t i = 0; i < configs.size(); ++i) {
