@@ -200,7 +200,7 @@ struct Telling {
   }
 };
 Telling telling(const std::vector<const PointRow*>& rows, const PointNames& names, const std::string& workload,
-                const std::string& without = "") {
+                const std::set<std::string>& without = {}) {
   Telling t;
   const std::set<std::string> own = own_keys(rows, names);
   if (std::any_of(rows.begin(), rows.end(), [&](const PointRow* r) { return r->backend != rows[0]->backend; })) {
@@ -212,7 +212,8 @@ Telling telling(const std::vector<const PointRow*>& rows, const PointNames& name
   const std::vector<std::string> fixed = fixed_by_another(rows, v->second);  // their determinant names them
   std::vector<std::string> keys;
   for (const auto& k : v->second)
-    if (k != without && !own.count(k) && std::find(fixed.begin(), fixed.end(), k) == fixed.end()) keys.push_back(k);
+    if (!without.count(k) && !own.count(k) && std::find(fixed.begin(), fixed.end(), k) == fixed.end())
+      keys.push_back(k);
   for (auto& g : same_value_groups(rows, keys)) t.keys.push_back(std::move(g));
   return t;
 }
@@ -886,13 +887,11 @@ std::vector<ScalingOverview> scaling_overviews(const Report& rep) {
     if (base.size() != list.size()) continue;
     // The rank count is the series' axis: its base's nodes and ranks_per_node name no series (a
     // series of ps_servers=1 starts at 2 ranks where the others start at 1).
-    Telling keys = telling(base, rep.names, workload);
-    for (auto& g : keys.keys)
-      std::erase_if(g, [](const std::string& k) { return k == "nodes" || k == "ranks_per_node"; });
+    Telling keys = telling(base, rep.names, workload, {"nodes", "ranks_per_node"});
     std::erase_if(keys.keys, [&](const std::vector<std::string>& g) {
-      return g.empty() || (g[0] != "backend" && std::all_of(base.begin(), base.end(), [&](const PointRow* r) {
-                             return value_text(*r, g[0]) == value_text(*base[0], g[0]);
-                           }));
+      return g[0] != "backend" && std::all_of(base.begin(), base.end(), [&](const PointRow* r) {
+               return value_text(*r, g[0]) == value_text(*base[0], g[0]);
+             });
     });
     svg::Plot p;
     p.title = workload + ": scaling efficiency of each series";
@@ -1017,7 +1016,7 @@ std::vector<Block> launch_figures(const Report& rep) {
   for (const auto& [workload, groups] : by_workload) {
     std::vector<const PointRow*> rows;
     for (const auto& [g, r] : groups) rows.push_back(r);
-    const Telling keys = telling(rows, rep.names, workload, "launch");
+    const Telling keys = telling(rows, rep.names, workload, {"launch"});
     // Points a decade apart (decade_apart): each relative to its typical launch median.
     std::vector<double> typical;
     for (const auto& [g, r] : groups) typical.push_back(g->interval.estimate);
@@ -1139,7 +1138,7 @@ std::vector<Block> tta_comparison_figures(const Report& rep) {
     if (configs.size() < 2) continue;
     std::vector<const PointRow*> rows;
     for (const auto& [c, r] : configs) rows.push_back(r);
-    const Telling keys = telling(rows, rep.names, workload, "seed");
+    const Telling keys = telling(rows, rep.names, workload, {"seed"});
     auto [p, median, runs] =
         summary_beside(workload + ": time to accuracy " + fmt_sig(target, 3),
                        "time to " + fmt_sig(target, 3) + " [s] (median, " + pct(rep.confidence) + " CI)", keys.axis(),
@@ -1205,7 +1204,7 @@ std::vector<Block> tta_curves_together(const Report& rep, const std::vector<std:
     if (configs.size() < 3) continue;
     std::vector<const PointRow*> rows;
     for (const auto& [c, r] : configs) rows.push_back(r);
-    const Telling keys = telling(rows, rep.names, workload, "seed");
+    const Telling keys = telling(rows, rep.names, workload, {"seed"});
     auto value = [&](const PointRow& r, std::size_t k) {
       return keys.keys[k][0] == "backend" ? r.backend : value_text(r, keys.keys[k][0]);
     };
