@@ -225,9 +225,9 @@ std::map<std::string, const PointRow*> rows_by_id(const Report& rep) {
   return out;
 }
 
-// A table of one workload's points: its body's first column without each name's "workload:".
+// A table of one workload's points: its body's first column without each name's workload.
 void without_workload(TableBlock& t) {
-  for (std::size_t k = 1; k < t.table.size(); ++k) t.table[k][0] = t.table[k][0].substr(t.table[k][0].find(':') + 1);
+  for (std::size_t k = 1; k < t.table.size(); ++k) t.table[k][0] = label_rest(t.table[k][0]);
 }
 
 // The report's backends in plan order: a backend's place there is its place in the figures'
@@ -575,27 +575,32 @@ Section workload_results(const Report& rep, const std::string& workload) {
   std::vector<std::string> lead;
   for (const auto& k : vary)
     if (std::find(fixed.begin(), fixed.end(), k) == fixed.end()) lead.push_back(k);
-  std::vector<std::string> head{"backend"};
+  // One backend for every point (the Shared line says it) is no column where another names the rows.
+  const bool backend_column = !names.lone_backend.count(workload) || lead.empty();
+  std::vector<std::string> head;
+  if (backend_column) head.push_back("backend");
   for (const auto& k : lead) head.push_back(header[k]);
   const std::size_t first_figure = head.size();
+  // Every point on one node with ranks_per_node a column: ranks would repeat it, and is none. One
+  // rank count for every point (the shared nodes and ranks_per_node say it): the terminal gives
+  // the column to what differs.
+  std::set<int> ranks;
+  for (const auto* r : rows) ranks.insert(r->ranks);
+  const bool one_node = std::all_of(rows.begin(), rows.end(), [](const PointRow* r) { return r->nodes == 1; });
+  const bool ranks_column = !one_node || std::find(lead.begin(), lead.end(), "ranks_per_node") == lead.end();
   for (const std::string& h :
-       {std::string("ranks"), std::string("reps"), std::string("median"), ci, unit.empty() ? std::string("rate") : unit,
-        std::string("rate CI"), std::string(aggregate ? "all ranks" : ""), std::string("validation"),
-        std::string("status")})
+       {std::string(ranks_column ? "ranks" : ""), std::string("reps"), std::string("median"), ci,
+        unit.empty() ? std::string("rate") : unit, std::string("rate CI"), std::string(aggregate ? "all ranks" : ""),
+        std::string("validation"), std::string("status")})
     if (!h.empty()) head.push_back(h);
   for (const auto& k : fixed) head.push_back(header[k]);
   Block b = table({head});
   b.table.sortable = true;
   b.table.naming = first_figure;
-  b.table.wide_only = {first_figure + 3};  // the time's CI: the rate's says the same
-  if (aggregate) b.table.wide_only.insert(first_figure + 6);
-  // One rank count for every point (the shared nodes and ranks_per_node say it), or every point on
-  // one node (its ranks_per_node column says it): the terminal gives the column to what differs.
-  std::set<int> ranks;
-  for (const auto* r : rows) ranks.insert(r->ranks);
-  const bool one_node = std::all_of(rows.begin(), rows.end(), [](const PointRow* r) { return r->nodes == 1; });
-  if (ranks.size() == 1 || (one_node && std::find(vary.begin(), vary.end(), "ranks_per_node") != vary.end()))
-    b.table.wide_only.insert(first_figure);
+  const std::size_t reps = first_figure + (ranks_column ? 1 : 0);
+  b.table.wide_only = {reps + 2};  // the time's CI: the rate's says the same
+  if (aggregate) b.table.wide_only.insert(reps + 5);
+  if (ranks_column && ranks.size() == 1) b.table.wide_only.insert(first_figure);
   for (std::size_t i = 0; i < fixed.size(); ++i) b.table.wide_only.insert(head.size() - fixed.size() + i);
   if (!fixed.empty()) {
     Block said = text("", "--wide shows " + join(fixed, ", ") + " too: another column's values fix them.");
@@ -604,20 +609,18 @@ Section workload_results(const Report& rep, const std::string& workload) {
   }
   for (const PointRow* point : rows) {
     const PointRow& r = *point;
-    std::vector<std::string> row{r.backend};
+    std::vector<std::string> row;
+    if (backend_column) row.push_back(r.backend);
     for (const auto& k : lead) row.push_back(value_text(r, k));
     const std::string status = r.status + (r.oversubscribed           ? " (oversubscribed)"
                                            : r.threads_oversubscribed ? " (threads oversubscribed)"
                                                                       : "");
     const bool has = r.time.n > 0;
     const std::string rate = !has ? "-" : unit.empty() ? fmt_sig(r.rate, 4) + " " + r.rate_unit : fmt_sig(r.rate, 4);
-    std::vector<std::string> cells{std::to_string(r.ranks),
-                                   std::to_string(r.time.n),
-                                   has ? fmt_time(r.time.median) : std::string("-"),
-                                   ci_text(r),
-                                   rate,
-                                   rate_ci_text(r)};
+    std::vector<std::string> cells{std::to_string(r.time.n), has ? fmt_time(r.time.median) : std::string("-"),
+                                   ci_text(r), rate, rate_ci_text(r)};
     if (aggregate) cells.push_back(has && std::isfinite(r.rate_aggregate) ? fmt_sig(r.rate_aggregate, 4) : "-");
+    if (ranks_column) cells.insert(cells.begin(), std::to_string(r.ranks));
     cells.push_back(validation_text(r));
     cells.push_back(status);
     for (const auto& k : fixed) cells.push_back(value_text(r, k));
@@ -868,7 +871,7 @@ std::vector<ScalingOverview> scaling_overviews(const Report& rep) {
   std::vector<std::string> order;
   std::map<std::string, std::vector<const ScalingSeries*>> by_workload;
   for (const auto& sc : rep.scaling) {
-    const std::string workload = sc.group.substr(0, sc.group.find(':'));
+    const std::string workload = label_workload(sc.group);
     if (!by_workload.count(workload)) order.push_back(workload);
     by_workload[workload].push_back(&sc);
   }
@@ -909,9 +912,10 @@ std::vector<ScalingOverview> scaling_overviews(const Report& rep) {
       line.name = keys.name(*base[i]);
       line.colour = backend_colour(backends, line.name);
       const auto& m = sc->model;
-      const std::string model = m.law.empty() ? (m.failed.empty() ? "-" : "failed")
-                                              : m.law + " s = " + fmt_sig(m.s, 3) + " [" + fmt_sig(m.s_lo, 3) + ", " +
-                                                    fmt_sig(m.s_hi, 3) + "]";
+      const std::string model =
+          m.law.empty()
+              ? (m.failed.empty() ? "-" : "none: s = " + fmt_sig(m.s, 3) + ", outside [0, 1]")
+              : m.law + " s = " + fmt_sig(m.s, 3) + " [" + fmt_sig(m.s_lo, 3) + ", " + fmt_sig(m.s_hi, 3) + "]";
       for (const auto& pt : sc->points) {
         counts.insert(pt.ranks);
         const std::string eff =
@@ -967,7 +971,7 @@ void add_scaling_section(const Report& rep, Document& d) {
     for (auto& b : o.blocks) s.blocks.push_back(std::move(b));
   }
   for (const auto& sc : rep.scaling) {
-    const bool in_overview = overviewed.count(sc.group.substr(0, sc.group.find(':'))) > 0;
+    const bool in_overview = overviewed.count(label_workload(sc.group)) > 0;
     Block caption =
         text(scaling_caption(sc), sc.kind + " scaling of " + sc.group + " (base " + std::to_string(sc.base_ranks) +
                                       (sc.base_ranks == 1 ? " rank, " : " ranks, ") + fmt_time(sc.base_time) + ")." +
@@ -1273,11 +1277,12 @@ void add_tta_section(const Report& rep, Document& d) {
   // One workload's configurations (the distributed campaign's 19): named less "distributed:", the
   // header says it once, so that their figures keep their room.
   auto& cells = figures.table.table;
-  const std::string first = cells.size() > 1 ? cells[1][0].substr(0, cells[1][0].find(':') + 1) : "";
-  if (!first.empty() &&
-      std::all_of(cells.begin() + 1, cells.end(), [&](const auto& row) { return row[0].rfind(first, 0) == 0; })) {
+  const std::string first = cells.size() > 1 ? label_workload(cells[1][0]) : "";
+  if (!first.empty() && std::all_of(cells.begin() + 1, cells.end(), [&](const auto& row) {
+        return label_workload(row[0]) == first && label_rest(row[0]) != row[0];
+      })) {
     without_workload(figures.table);
-    cells[0][0] = first.substr(0, first.size() - 1) + " configuration";
+    cells[0][0] = first + " configuration";
   }
   s.blocks.push_back(std::move(figures));
   // What the table's cells only flag: the cut-off runs and the ranks that disagree, in words.
@@ -1378,6 +1383,28 @@ void add_comparison_section(const Report& rep, Document& d) {
     std::vector<std::string> items;
     for (const auto& c : rep.comparisons)
       items.push_back((c.group.empty() ? "" : c.group + ": ") + comparison_sentence(c));
+    s.blocks.push_back(list(items));
+  }
+  // A training's seeds are replicates of one configuration: the comparison each seed's runs make
+  // covers the variation within that seed's run only, this one the variation between seeds.
+  if (!rep.seed_comparisons.empty()) {
+    s.blocks.push_back(text(
+        "Across seeds: the runs of one configuration that differ only in their seed are replicates (their data "
+        "order and initial weights, and the machine's state while each ran, differ). Per seed the ratio of the two "
+        "medians, then Student's t interval (seeds - 1 degrees of freedom) on their logarithms, exponentiated: the "
+        "typical seed's speedup, with an interval that covers the variation between seeds, which each seed's own "
+        "comparison above does not."));
+    std::vector<std::string> items;
+    for (const auto& c : rep.seed_comparisons) {
+      std::vector<std::string> each;
+      for (std::size_t i = 0; i < c.launches.size(); ++i)
+        each.push_back(std::to_string(c.launches[i]) + ": " + fmt_sig(c.baseline_medians[i] / c.other_medians[i], 3));
+      items.push_back(
+          (c.group.empty() ? "" : c.group + ": ") + c.other + " against " + c.baseline + " across " +
+          std::to_string(c.launches.size()) + " seeds: " + ratio_text(c.speedup) + " (" + pct(c.confidence) + " CI), " +
+          (c.speedup.excludes_one() ? c.speedup.estimate > 1 ? "faster" : "slower" : "no significant difference") +
+          "; per seed " + join(each, ", "));
+    }
     s.blocks.push_back(list(items));
   }
   d.sections.push_back(std::move(s));

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -804,17 +805,38 @@ std::string brief_reason(const PointRow& r) {
 }  // namespace
 
 AttentionItems attention_items(const Report& rep) {
-  std::vector<std::string> out;
-  for (const auto& r : rep.rows)
-    if (r.threads_oversubscribed && !r.oversubscribed)
-      out.push_back(point_label(rep, r) + " (" + r.id +
-                    "): its ranks x threads exceeded the CPUs of a host "
-                    "(threads oversubscribed): its times measure threads sharing cores");
-  for (const auto& r : rep.rows)
-    if (r.oversubscribed)
-      out.push_back(point_label(rep, r) + " (" + r.id +
-                    "): ran with more ranks than CPUs on a host (oversubscribed): "
-                    "its times measure core sharing, not the operation");
+  std::vector<std::string> out, brief;
+  // The points flagged for one reason: one item, the reason said once ("3 points ran with more
+  // ranks than CPUs ...: a (id); b (id); c (id)"; the terminal's without the ids).
+  auto flagged = [&](const std::function<bool(const PointRow&)>& is, const std::string& one, const std::string& many) {
+    std::vector<std::string> workloads, whole, named;  // a workload's points together, in order of its first
+    for (const auto& r : rep.rows)
+      if (std::find(workloads.begin(), workloads.end(), r.workload) == workloads.end()) workloads.push_back(r.workload);
+    for (const auto& w : workloads)
+      for (const auto& r : rep.rows)
+        if (r.workload == w && is(r)) {
+          whole.push_back(point_label(rep, r) + " (" + r.id + ")");
+          named.push_back(point_label(rep, r));
+        }
+    if (whole.size() == 1) {
+      out.push_back(whole[0] + ": " + one);
+      brief.push_back(out.back());
+    } else if (!whole.empty()) {
+      const std::string head = std::to_string(whole.size()) + " points " + many + ": ";
+      out.push_back(head + join(whole, "; "));
+      brief.push_back(head + join(named, "; ") + " (report.md has their ids)");
+    }
+  };
+  flagged([](const PointRow& r) { return r.threads_oversubscribed && !r.oversubscribed; },
+          "its ranks x threads exceeded the CPUs of a host (threads oversubscribed): its times measure threads "
+          "sharing cores",
+          "whose ranks x threads exceeded the CPUs of a host (threads oversubscribed): their times measure threads "
+          "sharing cores");
+  flagged([](const PointRow& r) { return r.oversubscribed; },
+          "ran with more ranks than CPUs on a host (oversubscribed): its times measure core sharing, not the "
+          "operation",
+          "ran with more ranks than CPUs on a host (oversubscribed): their times measure core sharing, not the "
+          "operation");
   // On a device, a node the backend has no kernel for crosses to the host and back inside the
   // timed step (on the host the reference shares the memory: no copy, only another kernel).
   for (const auto& r : rep.rows) {
@@ -866,7 +888,7 @@ AttentionItems attention_items(const Report& rep) {
     if (launched) failed[it->second].launches.push_back(canonical(launch->second));
     failed[it->second].ids.push_back(r.id);
   }
-  std::vector<std::string> brief = out;  // the items so far say no failure
+  for (std::size_t k = brief.size(); k < out.size(); ++k) brief.push_back(out[k]);  // the items so far say no failure
   std::set<std::string> said;
   for (const auto& f : failed) {
     const Tally& t = tally[f.backend];

@@ -36,7 +36,13 @@ std::string param_text(const PointRow& r, const std::string& k) {
 PointNames point_names(const std::vector<PointRow>& rows) {
   PointNames n;
   std::map<std::string, std::vector<const Params*>> by_workload;
-  for (const auto& r : rows) by_workload[r.workload].push_back(&r.params);
+  std::map<std::string, std::set<std::string>> backends;
+  for (const auto& r : rows) {
+    by_workload[r.workload].push_back(&r.params);
+    backends[r.workload].insert(r.backend);
+  }
+  for (const auto& [w, b] : backends)
+    if (b.size() == 1) n.lone_backend[w] = *b.begin();
   for (const auto& [w, points] : by_workload) {
     ParamSpread s = param_spread(points);
     if (!s.varying.empty()) n.varying[w] = std::move(s.varying);
@@ -65,6 +71,13 @@ PointNames point_names(const std::vector<PointRow>& rows) {
       for (std::size_t i = 1; i < same.size(); ++i) n.same_as[w][same[i]] = same[0];
   }
   return n;
+}
+
+std::string label_workload(const std::string& label) { return label.substr(0, label.find_first_of(": ")); }
+
+std::string label_rest(const std::string& label) {
+  const std::size_t at = label.find_first_of(": ");
+  return at == std::string::npos ? label : label.substr(at + 1);
 }
 
 std::string value_text(const PointRow& r, const std::string& k) {
@@ -147,11 +160,14 @@ std::string PointNames::label(const PointRow& r, std::initializer_list<const cha
           if (first == k && !left_out(alias)) name += "=" + alias;
       rest += (rest.empty() ? "" : " ") + name + "=" + canonical(v->second);
     }
-  return r.workload + (with_backend ? ":" + r.backend : "") + (rest.empty() ? "" : " " + rest);
+  const bool lone = lone_backend.count(r.workload) > 0;
+  return r.workload + (with_backend && !lone ? ":" + r.backend : "") + (rest.empty() ? "" : " " + rest);
 }
 
 std::string PointNames::shared_text(const std::string& workload) const {
   std::vector<std::string> parts;
+  if (const auto lone = lone_backend.find(workload); lone != lone_backend.end())
+    parts.push_back("backend=" + lone->second);
   auto it = shared.find(workload);
   if (it != shared.end())
     for (const auto& [k, v] : it->second) parts.push_back(k + "=" + canonical(v));

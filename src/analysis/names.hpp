@@ -38,17 +38,21 @@ struct PointNames {
   // workload -> a varying parameter with the same value as an earlier one on every point (gemm's
   // m and n swept with k: same_value_groups) -> that earlier one: a label says them once, "k=m=n=256".
   std::map<std::string, std::map<std::string, std::string>> same_as;
+  // workload -> the one backend all its points ran on (the distributed campaign's reference): it
+  // tells no two points apart, so a label leaves it out and shared_text says it once.
+  std::map<std::string, std::string> lone_backend;
 
   bool varies(const std::string& workload, const std::string& name) const;
   // "gemm:blas n=512 ranks_per_node=2": the point by what tells it apart, less `without` (and less
-  // what `fixed` sets aside).
+  // what `fixed` sets aside; "distributed scheme=ps-sync" where the backend is its lone_backend).
   std::string label(const PointRow& r, std::initializer_list<const char*> without = {}, bool with_backend = true) const;
   // The same less every parameter in `also` too.
   std::string label(const PointRow& r, std::initializer_list<const char*> without, bool with_backend,
                     const std::set<std::string>& also) const;
   // Only the varying parameters' "k=v" (no workload or backend), less `without`.
   std::string varying_text(const PointRow& r, std::initializer_list<const char*> without = {}) const;
-  // "batch=64 network=lenet5 seed=42": what every point of the workload shares ("" when none).
+  // "batch=64 network=lenet5 seed=42": what every point of the workload shares ("" when none),
+  // led by "backend=reference" where every point ran on one.
   std::string shared_text(const std::string& workload) const;
   // The workload's backend-own settings (own), or nullptr where it has none.
   const std::set<std::string>* own_of(const PointRow& r) const;
@@ -58,6 +62,11 @@ struct PointNames {
 };
 
 PointNames point_names(const std::vector<PointRow>& rows);
+
+// A label's workload ("gemm" of "gemm:blas n=512" and of "distributed scheme=ps-sync") and what
+// follows it ("blas n=512", "scheme=ps-sync"; a label of its workload alone is kept whole).
+std::string label_workload(const std::string& label);
+std::string label_rest(const std::string& label);
 
 // A parameter's value in a table cell, on an axis or in a comparison of two parameters. An unset
 // one holds what it stood for where the results file says (summary.cpp's apply_unset: "fp32",

@@ -1,5 +1,7 @@
 // The html reporter: report.html, the report's document (document.hpp) as one offline page:
 // figures inline (SVG, hover text in <title>), tables sortable by a click on a header.
+#include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <set>
 #include <sstream>
@@ -48,6 +50,20 @@ void table_html(std::ostringstream& o, const TableBlock& tb) {
       std::strtod(c.c_str(), &end);
       if (c != "-" && (c.empty() || *end != '\0')) words.insert(j);
     }
+  // So do the figures' columns of words alone (a status, a verdict: "complete", "passed (6.1e-06)"),
+  // not those of numbers with their units ("75.66 ms", "[68.60 ms, 85.35 ms]"); a long text of
+  // theirs still wraps.
+  std::set<std::size_t> wordy;
+  for (std::size_t j = std::max<std::size_t>(tb.naming, 1); tb.table.size() > 1 && j < tb.table[0].size(); ++j) {
+    bool all = true, any = false;
+    for (std::size_t k = 1; k < tb.table.size() && all; ++k) {
+      const std::string& c = j < tb.table[k].size() ? tb.table[k][j] : std::string();
+      if (c.empty() || c == "-") continue;
+      any = true;
+      all = std::isalpha(static_cast<unsigned char>(c[0])) != 0;
+    }
+    if (all && any) wordy.insert(j);
+  }
   for (std::size_t k = 0; k < tb.table.size(); ++k) {
     std::string attrs;
     if (k > 0 && k - 1 < tb.row_class.size() && !tb.row_class[k - 1].empty())
@@ -56,11 +72,19 @@ void table_html(std::ostringstream& o, const TableBlock& tb) {
     o << "<tr" << attrs << ">";
     for (std::size_t j = 0; j < tb.table[k].size(); ++j) {
       const std::string& c = tb.table[k][j];
-      std::string cls = words.count(j) ? "name" : k > 0 && c.size() > kWrapFrom ? "text" : "";
+      std::string cls = words.count(j)                      ? "name"
+                        : k > 0 && c.size() > kWrapFrom     ? "text"
+                        : wordy.count(j) && !words.count(j) ? "name"
+                                                            : "";
       if (k > 0 && k - 1 < tb.cell_class.size() && j < tb.cell_class[k - 1].size() && !tb.cell_class[k - 1][j].empty())
         cls += (cls.empty() ? "" : " ") + tb.cell_class[k - 1][j];
       const std::string tag = k == 0 ? "th" : "td";
-      o << "<" << tag << (cls.empty() ? "" : " class=\"" + cls + "\"") << ">" << html_escape(c) << "</" << tag << ">";
+      // A header may break after an underscore ("ranks_per_node" over its column of 1, 2 and 4).
+      std::string shown = html_escape(c);
+      if (k == 0)
+        for (std::size_t at = shown.find('_'); at != std::string::npos; at = shown.find('_', at + 6))
+          shown.insert(at + 1, "<wbr>");
+      o << "<" << tag << (cls.empty() ? "" : " class=\"" + cls + "\"") << ">" << shown << "</" << tag << ">";
     }
     o << "</tr>\n";
   }

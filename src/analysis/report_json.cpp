@@ -199,12 +199,13 @@ void write_launches(std::ostringstream& o, const Report& rep) {
   }
 }
 
-// Backends compared across their launches.
-void write_launch_comparisons(std::ostringstream& o, const Report& rep) {
-  for (std::size_t i = 0; i < rep.launch_comparisons.size(); ++i) {
-    const auto& c = rep.launch_comparisons[i];
-    o << (i ? "," : "") << "\n    {\"varies\": " << js(c.varies) << ", \"group\": " << js(c.group)
-      << ", \"baseline\": " << js(c.baseline) << ", \"other\": " << js(c.other)
+// Backends compared across their launches, or their seeds (`replicate` says which; `launches`
+// holds the launch or seed numbers).
+void write_launch_comparisons(std::ostringstream& o, const std::vector<LaunchComparison>& all) {
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    const auto& c = all[i];
+    o << (i ? "," : "") << "\n    {\"varies\": " << js(c.varies) << ", \"replicate\": " << js(c.replicate)
+      << ", \"group\": " << js(c.group) << ", \"baseline\": " << js(c.baseline) << ", \"other\": " << js(c.other)
       << ", \"ideal_speedup\": " << (c.varies == "ranks" ? jn(c.ideal) : std::string("null")) << ", \"launches\": [";
     for (std::size_t k = 0; k < c.launches.size(); ++k) o << (k ? ", " : "") << c.launches[k];
     o << "], \"baseline_medians_s\": [";
@@ -324,7 +325,9 @@ std::string render_json(const Report& rep, const Document& doc) {
   o << "\n  ],\n  \"launches\": [";
   write_launches(o, rep);
   o << "\n  ],\n  \"launch_comparisons\": [";
-  write_launch_comparisons(o, rep);
+  write_launch_comparisons(o, rep.launch_comparisons);
+  o << "\n  ],\n  \"seed_comparisons\": [";
+  write_launch_comparisons(o, rep.seed_comparisons);
   o << "\n  ],\n  \"launch_scaling\": [";
   write_launch_scaling(o, rep);
   o << "\n  ],\n  \"time_to_accuracy\": [";

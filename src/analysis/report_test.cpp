@@ -73,11 +73,11 @@ TEST(PointNames, ParametersSweptTogetherAreNamedOnce) {
   std::vector<PointRow> rows;
   for (std::int64_t n : {256, 512}) rows.push_back(with_params(row("blas", n, 1, 1, 0.01), {{"k", n}, {"m", n}}));
   d500::PointNames names = d500::point_names(rows);
-  EXPECT_EQ(names.label(rows[1]), "gemm:blas k=m=n=512");
-  EXPECT_EQ(names.label(rows[1], {"n"}), "gemm:blas k=m=512") << "less n, the rest still said once";
+  EXPECT_EQ(names.label(rows[1]), "gemm k=m=n=512");
+  EXPECT_EQ(names.label(rows[1], {"n"}), "gemm k=m=512") << "less n, the rest still said once";
   rows.push_back(with_params(row("blas", 512, 1, 1, 0.01), {{"k", std::int64_t{512}}, {"m", std::int64_t{64}}}));
   names = d500::point_names(rows);
-  EXPECT_EQ(names.label(rows[2]), "gemm:blas k=n=512 m=64");
+  EXPECT_EQ(names.label(rows[2]), "gemm k=n=512 m=64");
 }
 
 // A number a named shape fixes (conv2d's c and h by its shape) does not lengthen a point's name:
@@ -92,7 +92,7 @@ TEST(PointNames, NumbersTheShapeFixesAreLeftOutOfAName) {
     }
   const d500::PointNames names = d500::point_names(rows);
   EXPECT_EQ(names.fixed.at("gemm"), (std::set<std::string>{"c", "h"}));
-  EXPECT_EQ(names.label(rows[3]), "gemm:blas n=32 shape=resnet50/res2_3x3");
+  EXPECT_EQ(names.label(rows[3]), "gemm n=32 shape=resnet50/res2_3x3");
   std::set<std::string> all;
   for (const auto& r : rows) all.insert(names.label(r));
   EXPECT_EQ(all.size(), rows.size()) << "no two points named alike";
@@ -112,6 +112,34 @@ TEST(PointNames, APointIsNamedByWhatVariesAndTheRestIsSaidOnce) {
   for (const auto& r : more.rows) labels.insert(d500::point_label(more, r));
   EXPECT_EQ(labels.size(), more.rows.size());
   EXPECT_EQ(d500::point_label(more, more.rows.back()), "gemm:blas n=128 ranks_per_node=2 seed=7");
+}
+
+// A workload whose points all ran on one backend (the distributed campaign's reference) is not
+// named by it on every row: its labels leave the backend out, the Shared line says it once and the
+// Results table has no column of one value; a label's workload and the rest still part cleanly.
+TEST(PointNames, ALoneBackendIsSaidOnceNotOnEveryRow) {
+  std::vector<PointRow> rows;
+  for (std::int64_t rpn : {1, 2}) rows.push_back(row("reference", 64, rpn, 1, 1e-3));
+  rows.push_back(row("reference", 64, 1, 1, 1e-3));
+  rows.back().workload = "conv2d";
+  rows.push_back(row("blas", 128, 1, 1, 1e-3));
+  rows.back().workload = "conv2d";
+  const auto rep = report(rows);
+  EXPECT_EQ(d500::point_label(rep, rep.rows[1]), "gemm ranks_per_node=2");
+  EXPECT_EQ(d500::point_label(rep, rep.rows[2]), "conv2d:reference n=64") << "conv2d ran on two backends";
+  EXPECT_EQ(rep.names.shared_text("gemm"), "backend=reference dtype=float32 n=64 nodes=1 seed=1 threads=1");
+  EXPECT_EQ(d500::label_workload("gemm ranks_per_node=2"), "gemm");
+  EXPECT_EQ(d500::label_rest("gemm ranks_per_node=2"), "ranks_per_node=2");
+  EXPECT_EQ(d500::label_workload("conv2d:reference n=64"), "conv2d");
+  EXPECT_EQ(d500::label_rest("conv2d:reference n=64"), "reference n=64");
+  EXPECT_EQ(d500::label_rest("gemm"), "gemm") << "a label of the workload alone stays whole";
+  const std::string terminal = d500::render_console(d500::report_document(rep), 120);
+  const std::string gemm = terminal.substr(terminal.find("Results: gemm"));
+  EXPECT_NE(gemm.find("Shared by every gemm point: backend=reference"), std::string::npos) << gemm;
+  const std::string header = gemm.substr(gemm.find('\n', gemm.find("point:")) + 1);
+  EXPECT_EQ(header.rfind("ranks_per_node", 0), 0u) << "no backend column before it:\n" << gemm;
+  const std::string conv = terminal.substr(terminal.find("Results: conv2d"));
+  EXPECT_NE(conv.find("\nbackend "), std::string::npos) << "two backends keep their column:\n" << conv;
 }
 
 TEST(PointNames, APlannedPointWithoutResultsReadsLikeItsNeighbours) {
@@ -820,7 +848,8 @@ TEST(ReportTables, OneWorkloadsPointsAreNamedByTheResultsTablesColumns) {
   ASSERT_EQ(t.row_title.size(), 4u);
   EXPECT_EQ(t.row_title[3], rows[3].canonical + " (" + rows[3].id + ")");
   // The Results table's rank count, one for every point, is said by the shared nodes and
-  // ranks_per_node: the terminal leaves its column out (--wide and the files keep it).
+  // ranks_per_node: the terminal leaves its column out (--wide and the files keep it); on one node
+  // with ranks_per_node a column, it would repeat that column and is none.
   auto results = [&](const d500::Report& rep) { return table_in(rep, "Results: network"); };
   auto ranks_column = [](const d500::TableBlock& r) {
     const auto& head = r.table.at(0);
@@ -835,11 +864,13 @@ TEST(ReportTables, OneWorkloadsPointsAreNamedByTheResultsTablesColumns) {
   two[1].workload = "network";
   two[1].level = 1;
   const d500::TableBlock one_node = results(report(two));
-  EXPECT_TRUE(one_node.wide_only.count(ranks_column(one_node))) << "on one node, ranks_per_node says the ranks";
+  EXPECT_EQ(ranks_column(one_node), one_node.table[0].size())
+      << "on one node, the ranks_per_node column says the ranks: none of its own, in no output";
   two[1] = with_params(two[1], {{"nodes", std::int64_t{2}}});
   two[1].nodes = 2;
   two[1].ranks = 4;
   const d500::TableBlock varied = results(report(two));
+  ASSERT_LT(ranks_column(varied), varied.table[0].size()) << "rank counts over nodes have their column";
   EXPECT_FALSE(varied.wide_only.count(ranks_column(varied))) << "rank counts over nodes are shown";
   // A second workload's point among them: the labels stay.
   PointRow other = rows[0];
@@ -879,6 +910,32 @@ TEST(ReportAttention, TheTerminalSaysAFailedValidationsVerdictAndReportMdItsJudg
   EXPECT_EQ(terminal.find("Monte Carlo"), std::string::npos) << terminal;
   EXPECT_NE(terminal.find("report.md has the whole judgement"), std::string::npos) << terminal;
   EXPECT_NE(wide.find("Monte Carlo"), std::string::npos) << "--wide prints it whole";
+}
+
+// Points flagged for one reason (the distributed campaign's 11 oversubscribed points) are one
+// item that says the reason once: report.md's names each point with its id, the terminal's
+// without the ids; a lone point keeps an item of its own.
+TEST(ReportAttention, PointsFlaggedForOneReasonAreOneItem) {
+  std::vector<PointRow> rows;
+  for (std::int64_t rpn : {1, 4, 8}) rows.push_back(row("blas", 64, rpn, 1, 0.01));
+  rows[1].oversubscribed = rows[2].oversubscribed = true;
+  const d500::Report rep = report(rows);
+  const std::vector<std::string> whole = d500::attention(rep), brief = d500::attention_brief(rep);
+  ASSERT_EQ(whole.size(), 1u);
+  ASSERT_EQ(brief.size(), 1u);
+  EXPECT_EQ(whole[0],
+            "2 points ran with more ranks than CPUs on a host (oversubscribed): their times measure core "
+            "sharing, not the operation: gemm ranks_per_node=4 (" +
+                rows[1].id + "); gemm ranks_per_node=8 (" + rows[2].id + ")");
+  EXPECT_EQ(brief[0].find(rows[1].id), std::string::npos) << brief[0];
+  EXPECT_NE(brief[0].find("gemm ranks_per_node=4; gemm ranks_per_node=8 (report.md has their ids)"), std::string::npos)
+      << brief[0];
+  rows[2].oversubscribed = false;
+  const std::vector<std::string> one = d500::attention(report(rows));
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one[0], "gemm ranks_per_node=4 (" + rows[1].id +
+                        "): ran with more ranks than CPUs on a host (oversubscribed): its times measure core sharing, "
+                        "not the operation");
 }
 
 // A point that failed alike in each of its launches is one item of "Points needing attention",
@@ -1181,7 +1238,7 @@ TEST(ReportHtml, CellsKeepTheirLineInABoxThatScrollsAndNamesReadLeft) {
   d500::Document d = d500::report_document(rep);
   d500::Block reason;
   reason.kind = d500::Block::Kind::Table;
-  reason.table.table = {{"point", "reason"}, {"p", rows[1].status_reason}};
+  reason.table.table = {{"point", "reason", "ranks_per_node"}, {"p", rows[1].status_reason, "4"}};
   d.sections.back().blocks.push_back(reason);
   const std::string html = d500::find_reporter("html").render_report(rep, d);
   EXPECT_NE(html.find("td{white-space:nowrap}"), std::string::npos);
@@ -1190,6 +1247,10 @@ TEST(ReportHtml, CellsKeepTheirLineInABoxThatScrollsAndNamesReadLeft) {
   EXPECT_NE(html.find("<td class=\"name\">bf16</td>"), std::string::npos);
   EXPECT_NE(html.find("<td class=\"text\">" + rows[1].status_reason + "</td>"), std::string::npos)
       << "a long text wraps";
+  EXPECT_NE(html.find("<td class=\"name\">complete</td>"), std::string::npos) << "a status reads on the left too";
+  EXPECT_NE(html.find("<td>12</td>"), std::string::npos) << "a number (the reps) stays on the right";
+  EXPECT_NE(html.find("<td>4</td>"), std::string::npos);
+  EXPECT_NE(html.find("<th>ranks_<wbr>per_<wbr>node</th>"), std::string::npos) << "a header breaks after a '_'";
 }
 
 // Times that grow with the rank count faster than any serial share allows: no Amdahl model with

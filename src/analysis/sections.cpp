@@ -151,11 +151,13 @@ std::vector<LaunchGroup> launch_groups(const std::vector<PointRow>& rows, double
 
 namespace {
 
-// `other` against `base` in the launches both were measured in, paired by launch; nullopt when
-// they share fewer than two (one launch's comparison then says all there is).
+// `other` against `base` in the launches (seeds) both were measured in, paired by launch; nullopt
+// when they share fewer than two (one launch's comparison then says all there is).
 std::optional<LaunchComparison> paired(const std::map<int, const PointRow*>& base,
-                                       const std::map<int, const PointRow*>& other, double confidence) {
+                                       const std::map<int, const PointRow*>& other, double confidence,
+                                       const std::string& replicate = "launch") {
   LaunchComparison c;
+  c.replicate = replicate;
   c.confidence = confidence;
   for (const auto& [launch, r] : other) {
     const auto b = base.find(launch);
@@ -166,18 +168,23 @@ std::optional<LaunchComparison> paired(const std::map<int, const PointRow*>& bas
   }
   if (c.launches.size() < 2) return std::nullopt;
   c.speedup = stats::launch_ratio(c.baseline_medians, c.other_medians, confidence);
+  if (replicate != "launch")
+    c.speedup.method = "paired by " + replicate + ": Student's t on the log ratios of the " + replicate + "s' medians";
   return c;
 }
 
 }  // namespace
 
-std::vector<LaunchComparison> compare_backends_across_launches(const std::vector<PointRow>& rows, double confidence) {
+std::vector<LaunchComparison> compare_backends_across(const std::vector<PointRow>& rows, double confidence,
+                                                      const std::string& replicate) {
   std::vector<LaunchComparison> out;
   const PointNames names = point_names(rows);
-  for (const auto& g : group_rows(rows, {"backend", "launch"}, timed_launch, &names)) {
-    // ranks -> backend (PointNames::who) -> launch -> point (the ranks apart, whatever the parameters say of them)
+  auto timed = [&](const PointRow& r) { return r.params.count(replicate) && r.has_timings(); };
+  auto number = [&](const PointRow* r) { return static_cast<int>(int_param_or(r->params, replicate, 0)); };
+  for (const auto& g : group_rows(rows, {"backend", replicate.c_str()}, timed, &names)) {
+    // ranks -> backend (PointNames::who) -> replicate -> point (the ranks apart, whatever the parameters say of them)
     std::map<int, std::map<std::string, std::map<int, const PointRow*>>> by_ranks;
-    for (const auto* r : g) by_ranks[r->ranks][names.who(*r, g)][launch_of(r)] = r;
+    for (const auto* r : g) by_ranks[r->ranks][names.who(*r, g)][number(r)] = r;
     for (auto& [ranks, by_backend] : by_ranks) {
       if (by_backend.size() < 2) continue;
       std::string base = by_backend.begin()->first;  // the baseline as compare_backends chooses it
@@ -185,10 +192,10 @@ std::vector<LaunchComparison> compare_backends_across_launches(const std::vector
         if (baseline_before(backend, base)) base = backend;
       for (const auto& [backend, launches] : by_backend) {
         if (backend == base) continue;
-        auto c = paired(by_backend[base], launches, confidence);
+        auto c = paired(by_backend[base], launches, confidence, replicate);
         if (!c) continue;
         const PointRow& first = *by_backend[base].begin()->second;
-        c->group = label(names, first, false, true, "launch", names.own_of(first));
+        c->group = label(names, first, false, true, replicate.c_str(), names.own_of(first));
         c->baseline = base;
         c->other = backend;
         out.push_back(std::move(*c));

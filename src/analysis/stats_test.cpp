@@ -1,5 +1,7 @@
 #include "analysis/stats.hpp"
+#include "analysis/document.hpp"
 #include "analysis/format.hpp"
+#include "analysis/reporters.hpp"
 #include "analysis/summary.hpp"
 
 #include <gtest/gtest.h>
@@ -734,6 +736,71 @@ TEST(Comparisons, OneWorkloadsComparisonsStandTogether) {
   std::vector<std::string> said;
   for (const auto& x : d500::compare_backends(rows, 0.95, 7)) said.push_back(x.group);
   EXPECT_EQ(said, (std::vector<std::string>{"gemm n=1", "gemm n=2", "network n=1", "network n=2"}));
+}
+
+// A training's seeds are replicates: two backends measured with the same seeds are also compared
+// across them, paired by seed, as the exponentiated t interval (seeds - 1 degrees of freedom) on
+// the per-seed log ratios of medians: seeds that disagree (0.93x, 1.16x, 2.71x, each significant
+// on its own) give an interval that holds 1; seeds that agree, one that excludes it. A campaign of
+// one seed has no such comparison.
+TEST(Comparisons, SeedsAreReplicatesAndBackendsAreComparedAcrossThem) {
+  auto rows_with = [](const std::vector<double>& speedups) {
+    std::vector<d500::PointRow> rows;
+    for (std::size_t k = 0; k < speedups.size(); ++k)
+      for (const char* backend : {"reference", "blas"}) {
+        d500::PointRow r;
+        r.workload = "train";
+        r.backend = backend;
+        const auto seed = static_cast<std::int64_t>(k + 1);
+        r.params = {{"workload", std::string("train")}, {"backend", std::string(backend)}, {"seed", seed}};
+        r.id = std::string(backend) + std::to_string(seed);
+        r.outcome = d500::Outcome::Complete;
+        const double median = std::string(backend) == "reference" ? 0.02 : 0.02 / speedups[k];
+        for (int i = 0; i < 15; ++i) r.costs.push_back(median * (1 + 0.002 * std::sin(i * 1.9)));
+        r.time = summarize(r.costs);
+        rows.push_back(r);
+      }
+    return rows;
+  };
+  const std::vector<double> disagree{0.925, 1.16, 2.71};
+  const auto rows = rows_with(disagree);
+  const auto c = d500::compare_backends_across(rows, 0.95, "seed");
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].replicate, "seed");
+  EXPECT_EQ(c[0].group, "train");
+  EXPECT_EQ(c[0].baseline, "reference");
+  EXPECT_EQ(c[0].other, "blas");
+  EXPECT_EQ(c[0].launches, (std::vector<int>{1, 2, 3}));
+  EXPECT_EQ(c[0].speedup.method, "paired by seed: Student's t on the log ratios of the seeds' medians");
+  // The interval computed here from the three medians' ratios: t(0.975, 2) = 4.302652729911275.
+  std::vector<double> logs;
+  for (std::size_t k = 0; k < 3; ++k) logs.push_back(std::log(rows[2 * k].time.median / rows[2 * k + 1].time.median));
+  const double mean = (logs[0] + logs[1] + logs[2]) / 3;
+  double ss = 0;
+  for (double d : logs) ss += (d - mean) * (d - mean);
+  const double half = 4.302652729911275 * std::sqrt(ss / 2) / std::sqrt(3.0);
+  EXPECT_NEAR(c[0].speedup.estimate, std::exp(mean), 1e-9);
+  EXPECT_NEAR(c[0].speedup.lo, std::exp(mean - half), 1e-6);
+  EXPECT_NEAR(c[0].speedup.hi, std::exp(mean + half), 1e-6);
+  EXPECT_FALSE(c[0].speedup.excludes_one()) << "seeds that disagree: no significant difference";
+  for (const auto& each : d500::compare_backends(rows, 0.95, 7))
+    EXPECT_TRUE(each.speedup.excludes_one()) << each.group << ": each seed on its own looks significant";
+  const auto agree = d500::compare_backends_across(rows_with({2.0, 2.1, 1.9}), 0.95, "seed");
+  ASSERT_EQ(agree.size(), 1u);
+  EXPECT_TRUE(agree[0].speedup.excludes_one());
+  EXPECT_GT(agree[0].speedup.lo, 1.5);
+  EXPECT_TRUE(d500::compare_backends_across(rows_with({2.0}), 0.95, "seed").empty()) << "one seed";
+  // The report says it under Backend comparisons, with each seed's ratio.
+  d500::Report rep;
+  rep.campaign = "t";
+  rep.rows = rows;
+  rep.names = d500::point_names(rep.rows);
+  rep.comparisons = d500::compare_backends(rep.rows, 0.95, 7);
+  rep.seed_comparisons = c;
+  const std::string terminal = d500::render_console(d500::report_document(rep), 0);
+  EXPECT_NE(terminal.find("train: blas against reference across 3 seeds: "), std::string::npos) << terminal;
+  EXPECT_NE(terminal.find("no significant difference; per seed 1: 0.925, 2: 1.16, 3: 2.71"), std::string::npos)
+      << terminal;
 }
 
 // The mean's t-interval is shown only for samples without Tukey outliers, whatever the normality

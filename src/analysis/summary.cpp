@@ -412,7 +412,8 @@ Report analyze_run(const std::string& dir, const AnalysisOptions& opt) {
     if (!listed.count(id)) rep.rows.push_back(std::move(b));  // results without a plan listing
   rep.names = point_names(rep.rows);
   rep.comparisons = compare_backends(rep.rows, opt.confidence, opt.seed);
-  rep.launch_comparisons = compare_backends_across_launches(rep.rows, opt.confidence);
+  rep.launch_comparisons = compare_backends_across(rep.rows, opt.confidence, "launch");
+  rep.seed_comparisons = compare_backends_across(rep.rows, opt.confidence, "seed");
   for (auto& c : scaling_across_launches(rep.rows, opt.confidence)) rep.launch_comparisons.push_back(std::move(c));
   rep.launch_scaling = scaling_models_across_launches(rep.rows, opt.confidence);
   rep.scaling = scaling_series(rep.rows, opt.confidence, opt.seed);

@@ -145,7 +145,10 @@ struct LaunchComparison {
   std::string group;               // the shared parameters, without what varies and launch
   std::string baseline, other;     // backends, or rank counts ("1 rank", "4 ranks")
   double ideal = 0;                // ranks: the ideal speedup (strong p / p_base, weak 1); 0 for backends
-  std::vector<int> launches;       // the launches both were measured in, paired
+  // What pairs the two configurations' medians: "launch" (a campaign's launches), or "seed" (a
+  // training's seeds: replicates of one configuration, Report::seed_comparisons).
+  std::string replicate = "launch";
+  std::vector<int> launches;                            // the launches (or seeds) both were measured in, paired
   std::vector<double> baseline_medians, other_medians;  // per paired launch, seconds
   stats::RatioInterval speedup;
   double confidence = 0.95;
@@ -253,6 +256,7 @@ struct Report {
   std::vector<TtaConfig> tta;
   std::vector<LaunchGroup> launches;                 // points measured in 2 or more launches
   std::vector<LaunchComparison> launch_comparisons;  // backends compared across their launches
+  std::vector<LaunchComparison> seed_comparisons;    // backends compared across their seeds
   std::vector<LaunchScalingModel> launch_scaling;    // scaling series' models across their launches
   std::vector<OverlapComparison> overlap;            // level 3: allreduce-overlap against allreduce
   std::vector<std::string> files;                    // files read
@@ -276,7 +280,11 @@ std::vector<Comparison> compare_backends(const std::vector<PointRow>& rows, doub
 std::vector<ScalingSeries> scaling_series(const std::vector<PointRow>& rows, double confidence, std::uint64_t seed);
 std::vector<TtaConfig> tta_configs(const std::vector<PointRow>& rows, double confidence);
 std::vector<LaunchGroup> launch_groups(const std::vector<PointRow>& rows, double confidence);
-std::vector<LaunchComparison> compare_backends_across_launches(const std::vector<PointRow>& rows, double confidence);
+// Backends compared across the replicates (`replicate`: "launch" or "seed") both were measured
+// in, paired by replicate: a comparison per group of points identical but for the backend and the
+// replicate, where two backends share two replicates or more.
+std::vector<LaunchComparison> compare_backends_across(const std::vector<PointRow>& rows, double confidence,
+                                                      const std::string& replicate);
 std::vector<LaunchComparison> scaling_across_launches(const std::vector<PointRow>& rows, double confidence);
 std::vector<LaunchScalingModel> scaling_models_across_launches(const std::vector<PointRow>& rows, double confidence);
 std::vector<OverlapComparison> overlap_comparisons(const std::vector<PointRow>& rows, double confidence,
