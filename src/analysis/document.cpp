@@ -1120,9 +1120,97 @@ void add_launch_sections(const Report& rep, Document& d) {
   }
 }
 
+// Configurations that differ in a number (the distributed campaign's ranks) as lines against it,
+// as a workload's rate figures lay out its points (rate_layout): a series per value of the
+// parameter with the most values up to eight (scheme), a panel per value of the rest
+// (ps_servers), the panels on shared axes. A configuration that missed the target has no marker
+// and is named in the caption. Empty where no number tells them apart (or launches would join).
+using TtaPoints = std::vector<std::pair<const TtaConfig*, const PointRow*>>;
+std::vector<Block> tta_lines(const Report& rep, const std::string& workload, double target, const TtaPoints& configs) {
+  std::vector<const PointRow*> rows;
+  for (const auto& [c, r] : configs) rows.push_back(r);
+  const RateLayout l = rate_layout(rows, rep.names, workload);
+  if (l.x.categorical || l.x.name.empty() || l.launched) return {};
+  auto x_of = [&](const PointRow& r) { return l.x.name == "ranks" ? r.ranks : number(r.params.at(l.x.name)); };
+  std::set<double> at;
+  std::vector<double> ys;
+  for (const auto& [c, r] : configs) {
+    at.insert(x_of(*r));
+    if (c->summary.median_defined)
+      ys.insert(ys.end(), {c->summary.median, c->summary.has_ci ? c->summary.lo : c->summary.median,
+                           c->summary.has_ci && std::isfinite(c->summary.hi) ? c->summary.hi : c->summary.median});
+  }
+  if (at.size() < 2 || ys.empty()) return {};
+  const std::vector<std::string> every = in_order(rows, [&](const PointRow& r) { return l.series_name(r); });
+  const std::vector<std::string> backends = report_backends(rep);
+  std::vector<std::string> panel_order;
+  std::map<std::string, std::vector<std::size_t>> panels;
+  for (std::size_t i = 0; i < configs.size(); ++i) {
+    std::vector<std::string> parts;
+    for (const auto& k : l.panels) parts.push_back(k + "=" + value_text(*rows[i], k));
+    const std::string key = join(parts, " ");
+    if (!panels.count(key)) panel_order.push_back(key);
+    panels[key].push_back(i);
+  }
+  constexpr std::size_t kMostPanels = 6;
+  if (panel_order.size() > kMostPanels) panel_order.resize(kMostPanels);
+  std::string axis = l.x.name;
+  for (const auto& k : l.tied) axis += " = " + k;
+  std::vector<Block> out;
+  for (const auto& key : panel_order) {
+    svg::Plot p;
+    p.title = workload + ": time to accuracy " + fmt_sig(target, 3) + (key.empty() ? "" : ", " + key);
+    p.ylabel = "time to " + fmt_sig(target, 3) + " [s] (median, " + pct(rep.confidence) + " CI)";
+    p.logx = svg::spans_decade(std::vector<double>(at.begin(), at.end()));
+    p.logy = svg::spans_decade(ys);
+    p.xlabel = axis + (p.logx ? " (log scale)" : "");
+    if (p.logy) p.ylabel += ", log scale";
+    if (at.size() <= 8 && std::all_of(at.begin(), at.end(), [](double v) { return v == std::round(v); }))
+      p.xticks.assign(at.begin(), at.end());
+    p.xspan.assign(at.begin(), at.end());
+    p.yspan = ys;
+    if (l.series != "backend") p.legend_title = l.series;
+    std::map<std::string, svg::Series> by_series;
+    std::vector<std::string> missed;  // this panel's configurations that did not reach the target
+    for (std::size_t i : panels[key]) {
+      const auto& [c, r] = configs[i];
+      const std::string name = l.series_name(*r);
+      svg::Series& s = by_series[name];
+      s.name = name;
+      const int colour = backend_colour(backends, name);
+      s.colour = colour >= 0 ? colour : static_cast<int>(std::find(every.begin(), every.end(), name) - every.begin());
+      if (!c->summary.median_defined) {
+        missed.push_back(label_rest(c->group));
+        continue;
+      }
+      const TtaSummary& m = c->summary;
+      s.x.push_back(x_of(*r));
+      s.y.push_back(m.median);
+      s.lo.push_back(m.has_ci ? m.lo : NAN);
+      s.hi.push_back(m.has_ci ? (std::isfinite(m.hi) ? m.hi : m.budget_s) : NAN);
+      s.tips.push_back(c->group + ": median " + tta_median_text(m) + " " + tta_ci_text(m) + "; reached " +
+                       tta_success_text(m));
+    }
+    for (const auto& name : every)
+      if (by_series.count(name)) p.series.push_back(std::move(by_series[name]));
+    out.push_back(figure(
+        svg::render(p), slug("tta-compare-" + workload + "-" + fmt_sig(target, 3) + (key.empty() ? "" : "-" + key)),
+        "Figure: " + p.title +
+            ". Each configuration's median time to accuracy over its runs (seeds; of one run, that "
+            "run's) with its " +
+            pct(rep.confidence) + " interval against " + l.x.name + ", one line per " + l.series +
+            "; a line joins configurations that differ in " + l.x.name + " alone" +
+            (panel_order.size() > 1 ? "; the panels share these axes" : "") +
+            (missed.empty() ? "" : ". Not reached within the budget, so not drawn: " + join(missed, "; ")) +
+            ". Hover a point for its figures."));
+  }
+  return out;
+}
+
 // Configurations side by side at each target at least two of them share: each one's median time
 // to accuracy with its interval, a category each (named by what tells them apart, seeds aside),
 // and its runs beside it; a run that missed stands at the budget, hollow in its tip's words.
+// Configurations that differ in a number are lines against it instead (tta_lines).
 std::vector<Block> tta_comparison_figures(const Report& rep) {
   const std::map<std::string, const PointRow*> by_id = rows_by_id(rep);
   auto workload_of = [&](const TtaConfig& c) {
@@ -1135,11 +1223,17 @@ std::vector<Block> tta_comparison_figures(const Report& rep) {
         !t.first.empty() && std::find(targets.begin(), targets.end(), t) == targets.end())
       targets.push_back(t);
   std::vector<Block> out;
+  std::size_t compared = 0;
   for (const auto& [workload, target] : targets) {
-    std::vector<std::pair<const TtaConfig*, const PointRow*>> configs;
+    TtaPoints configs;
     for (const auto& c : rep.tta)
       if (c.summary.target == target && workload_of(c) == workload) configs.push_back({&c, by_id.at(c.ids.front())});
     if (configs.size() < 2) continue;
+    if (++compared > 3) break;  // the campaign's targets, not every one of many
+    if (std::vector<Block> lines = tta_lines(rep, workload, target, configs); !lines.empty()) {
+      for (auto& b : lines) out.push_back(std::move(b));
+      continue;
+    }
     std::vector<const PointRow*> rows;
     for (const auto& [c, r] : configs) rows.push_back(r);
     const Telling keys = telling(rows, rep.names, workload, {"seed"});
@@ -1172,13 +1266,19 @@ std::vector<Block> tta_comparison_figures(const Report& rep) {
     }
     p.logy = svg::spans_decade(ys);
     if (p.logy) p.ylabel += ", log scale";
-    p.series = {median, runs};
+    // Each configuration ran once and reached the target: its run is its median, not a second
+    // marker beside it.
+    const bool once = std::all_of(configs.begin(), configs.end(), [](const auto& c) {
+      return c.first->summary.tta.size() <= 1 && c.first->summary.median_defined;
+    });
+    p.series = {median};
+    if (!once) p.series.push_back(runs);
     out.push_back(figure(svg::render(p), slug("tta-compare-" + workload + "-" + fmt_sig(target, 3)),
                          "Figure: " + p.title + ", every configuration's median over its runs (seeds) with its " +
-                             pct(rep.confidence) +
-                             " interval (categories: no line joins them), and each run beside it (a run that missed "
-                             "stands at the budget). Hover a marker for its figures."));
-    if (out.size() == 3) break;  // the campaign's targets, not every one of many
+                             pct(rep.confidence) + " interval (categories: no line joins them)" +
+                             (once ? ": each ran once, so its median is its run"
+                                   : ", and each run beside it (a run that missed stands at the budget)") +
+                             ". Hover a marker for its figures."));
   }
   return out;
 }

@@ -669,6 +669,56 @@ TEST(ReportFigures, ConfigurationsThatRanOnceShareTheirCurvesFigure) {
   EXPECT_EQ(own, 0u) << "no figure of one configuration's one run besides them";
 }
 
+// Configurations that differ in their rank count (the distributed campaign's schemes at 1, 2 and 4
+// ranks, with and without a parameter server) compare their times to accuracy as lines against
+// the ranks, a line per scheme and a panel per ps_servers, instead of 18 slanted categories; a
+// configuration that missed the target is not drawn but named in the caption.
+TEST(ReportFigures, TimesToAccuracyAcrossRankCountsAreLinesAgainstTheRanks) {
+  std::vector<PointRow> rows;
+  for (std::int64_t servers : {0, 1})
+    for (std::int64_t rpn : {1, 2, 4})
+      for (const char* scheme : {"allreduce", "ps-sync", "dpsgd"}) {
+        PointRow r = with_params(
+            row("reference", 64, rpn, 1, 0.01),
+            {{"workload", std::string("distributed")}, {"scheme", std::string(scheme)}, {"ps_servers", servers}});
+        r.workload = "distributed";
+        rows.push_back(r);
+      }
+  d500::Report rep = report(rows);
+  for (const auto& r : rep.rows) {
+    d500::TtaConfig c;
+    c.group = rep.names.label(r, {"seed"});
+    c.ids = {r.id};
+    c.seeds = {1};
+    const bool missed = r.params.at("ps_servers") == d500::Value(std::int64_t{1}) && r.ranks == 4 &&
+                        r.params.at("scheme") == d500::Value(std::string("ps-sync"));
+    c.summary =
+        d500::summarize_tta({missed ? std::numeric_limits<double>::infinity() : 12.0 / r.ranks}, 0.8, 60.0, 0.95);
+    rep.tta.push_back(c);
+  }
+  std::vector<const d500::Block*> figs;
+  const d500::Document d = d500::report_document(rep);
+  for (const auto& s : d.sections)
+    for (const auto& b : s.blocks)
+      if (b.kind == d500::Block::Kind::Figure && b.name.rfind("tta-compare", 0) == 0) figs.push_back(&b);
+  ASSERT_EQ(figs.size(), 2u) << "a panel per ps_servers";
+  for (const auto* f : figs) {
+    EXPECT_NE(f->svg.find(">scheme</text>"), std::string::npos) << "the legend's title";
+    const std::vector<std::string> legend = shown_texts(f->svg, "legend");
+    EXPECT_EQ(legend, (std::vector<std::string>{"scheme", "allreduce", "ps-sync", "dpsgd"}));
+    const std::vector<std::string> ticks = shown_texts(f->svg, "tick");
+    for (const char* at : {"1", "2", "4"})
+      EXPECT_NE(std::find(ticks.begin(), ticks.end(), at), ticks.end()) << "x ticks at the rank counts: " << at;
+    EXPECT_NE(f->svg.find("<polyline"), std::string::npos) << "a line joins a scheme's rank counts";
+  }
+  EXPECT_NE(figs[0]->svg.find("time to accuracy 0.800, ps_servers=0"), std::string::npos) << figs[0]->svg;
+  EXPECT_EQ(figs[0]->text.find("Not reached"), std::string::npos) << figs[0]->text;
+  EXPECT_NE(figs[1]->text.find("Not reached within the budget, so not drawn: ps_servers=1 ranks_per_node=4 "
+                               "scheme=ps-sync"),
+            std::string::npos)
+      << figs[1]->text;
+}
+
 // Curve figures are capped as rate panels are: a campaign of many configurations, each with its
 // seeds, draws twelve and says how many more there are and where their curves are.
 TEST(ReportFigures, ManyConfigurationsCurvesAreCappedAndTheRestSaid) {
