@@ -524,6 +524,25 @@ std::optional<Block> shaded_rows(const TableBlock& t) {
   return note;
 }
 
+// A backend's own setting with one value on all of its points (cuda's cudnn_api = graph) tells
+// no two rows apart (PointNames::by_backend): said once above the Results table, not a column of
+// that value and "-"; nothing where there is none.
+std::optional<Block> own_settings_said(const PointNames& names, const std::string& workload,
+                                       const std::vector<const PointRow*>& rows) {
+  std::map<std::string, std::vector<std::string>> own_said;  // backend -> "k=v"
+  if (auto fixed = names.by_backend.find(workload); fixed != names.by_backend.end())
+    for (const std::string& k : fixed->second) {
+      std::map<std::string, std::string> value;  // backend -> its points' one value of k
+      for (const auto* r : rows) value[r->backend] = value_text(*r, k);
+      for (const auto& [backend, v] : value)
+        if (v != "-") own_said[backend].push_back(k + "=" + v);
+    }
+  if (own_said.empty()) return std::nullopt;
+  std::vector<std::string> parts;
+  for (const auto& [backend, kv] : own_said) parts.push_back(backend + ": " + join(kv, " "));
+  return text("A backend's own settings, the same on all its points: " + join(parts, "; ") + ".");
+}
+
 // The results of one workload: a column per varying parameter, the shared ones said once.
 Section workload_results(const Report& rep, const std::string& workload) {
   Section s;
@@ -538,21 +557,7 @@ Section workload_results(const Report& rep, const std::string& workload) {
   std::vector<const PointRow*> rows;
   for (const auto& r : rep.rows)
     if (r.workload == workload) rows.push_back(&r);
-  // A backend's own setting with one value on all of its points (cuda's cudnn_api = graph) tells
-  // no two rows apart (PointNames::by_backend): said once here, not a column of that value and "-".
-  std::map<std::string, std::vector<std::string>> own_said;  // backend -> "k=v"
-  if (auto fixed = names.by_backend.find(workload); fixed != names.by_backend.end())
-    for (const std::string& k : fixed->second) {
-      std::map<std::string, std::string> value;  // backend -> its points' one value of k
-      for (const auto* r : rows) value[r->backend] = value_text(*r, k);
-      for (const auto& [backend, v] : value)
-        if (v != "-") own_said[backend].push_back(k + "=" + v);
-    }
-  if (!own_said.empty()) {
-    std::vector<std::string> parts;
-    for (const auto& [backend, kv] : own_said) parts.push_back(backend + ": " + join(kv, " "));
-    s.blocks.push_back(text("A backend's own settings, the same on all its points: " + join(parts, "; ") + "."));
-  }
+  if (auto said = own_settings_said(names, workload, rows)) s.blocks.push_back(std::move(*said));
   const std::string ci = pct(rep.confidence) + " CI";
   // One rate unit for the workload: in the header, the cells bare numbers.
   std::set<std::string> units;
@@ -602,8 +607,19 @@ Section workload_results(const Report& rep, const std::string& workload) {
   if (aggregate) b.table.wide_only.insert(reps + 5);
   if (ranks_column && ranks.size() == 1) b.table.wide_only.insert(first_figure);
   for (std::size_t i = 0; i < fixed.size(); ++i) b.table.wide_only.insert(head.size() - fixed.size() + i);
-  if (!fixed.empty()) {
-    Block said = text("", "--wide shows " + join(fixed, ", ") + " too: another column's values fix them.");
+  // Every point complete: the terminal says it once instead of a column of "complete" (the files
+  // keep the column, where report.html shades what is not).
+  const bool all_complete = rows.size() > 1 && std::all_of(rows.begin(), rows.end(), [](const PointRow* r) {
+                              return r->outcome == Outcome::Complete && r->status == "complete" && !r->oversubscribed &&
+                                     !r->threads_oversubscribed;
+                            });
+  if (all_complete) b.table.wide_only.insert(head.size() - fixed.size() - 1);
+  if (!fixed.empty() || all_complete) {
+    std::vector<std::string> said_of;
+    if (all_complete) said_of.push_back("Every " + workload + " point is complete.");
+    if (!fixed.empty())
+      said_of.push_back("--wide shows " + join(fixed, ", ") + " too: another column's values fix them.");
+    Block said = text("", join(said_of, " "));
     said.document = false;
     s.blocks.push_back(std::move(said));
   }
