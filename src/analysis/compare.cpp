@@ -88,7 +88,7 @@ std::vector<RunComparison> compare_runs(const std::string& base, const std::vect
   if (!(opt.threshold >= 0))
     throw Error("--threshold must be 0 or more (a fraction: 0.05 is 5%), got " + fmt_sig(opt.threshold, 4));
   auto analyse = [&](const std::string& dir) {
-    Report r = analyze_run(dir, AnalysisOptions{opt.confidence, opt.seed});
+    Report r = analyze_run(dir, AnalysisOptions{opt.confidence, opt.seed, {}});
     if (r.files.empty())
       throw Error(dir + ": no results files to compare (run it first: d500 run " + shell_quote(dir) + ")");
     return r;

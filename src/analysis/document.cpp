@@ -524,6 +524,35 @@ std::optional<Block> shaded_rows(const TableBlock& t) {
   return note;
 }
 
+// What every point of a workload shares, said once above its Results table. Where the campaign
+// file is known (Report::campaign_keys) and many are shared (the distributed campaign's 40), those
+// the file names come first and the ones it left at their defaults after them; the terminal
+// counts the latter instead of listing them.
+Block shared_said(const Report& rep, const std::string& workload) {
+  const std::string all = rep.names.shared_text(workload);
+  if (all.empty()) return text("No parameter is shared by every " + workload + " point.");
+  const std::string head = "Shared by every " + workload + " point: ";
+  const auto it = rep.names.shared.find(workload);
+  constexpr std::size_t kFewEnough = 10;
+  if (rep.campaign_keys.empty() || it == rep.names.shared.end() || it->second.size() <= kFewEnough)
+    return text(head + all + ".");
+  std::vector<std::string> set, defaults;
+  if (const auto lone = rep.names.lone_backend.find(workload); lone != rep.names.lone_backend.end())
+    set.push_back("backend=" + lone->second);
+  for (const auto& [k, v] : it->second) (rep.campaign_keys.count(k) ? set : defaults).push_back(k + "=" + canonical(v));
+  if (defaults.empty()) return text(head + all + ".");
+  const std::string more = std::to_string(defaults.size()) + " more left at their defaults";
+  if (set.empty())
+    return text(
+        head + "all left at their defaults (the campaign file names none of them): " + join(defaults, " ") + ".",
+        head + std::to_string(defaults.size()) +
+            " parameters, all left at their defaults (report.md names "
+            "them).");
+  return text(head + join(set, " ") +
+                  ". Left at their defaults (the campaign file does not name them): " + join(defaults, " ") + ".",
+              head + join(set, " ") + "; " + more + " (report.md names them).");
+}
+
 // A backend's own setting with one value on all of its points (cuda's cudnn_api = graph) tells
 // no two rows apart (PointNames::by_backend): said once above the Results table, not a column of
 // that value and "-"; nothing where there is none.
@@ -549,9 +578,7 @@ Section workload_results(const Report& rep, const std::string& workload) {
   s.title = "Results: " + workload;
   s.depth = 3;
   const PointNames& names = rep.names;
-  const std::string shared = names.shared_text(workload);
-  s.blocks.push_back(text(shared.empty() ? "No parameter is shared by every " + workload + " point."
-                                         : "Shared by every " + workload + " point: " + shared + "."));
+  s.blocks.push_back(shared_said(rep, workload));
   std::vector<std::string> vary;
   if (auto it = names.varying.find(workload); it != names.varying.end()) vary = it->second;
   std::vector<const PointRow*> rows;

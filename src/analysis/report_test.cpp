@@ -166,6 +166,37 @@ TEST(ReportTables, TheTerminalSaysEveryPointCompleteOnceInsteadOfAColumn) {
   EXPECT_NE(one.find("backend-failed"), std::string::npos) << one;
 }
 
+// Where many parameters are shared (here 18: twelve defaults, dtype, lr, nodes, ...) and the
+// campaign file is known, the ones it names are said first and those it left at their defaults
+// after them, which the terminal counts; few shared, or an unknown file, say them all alike.
+TEST(ReportTables, SharedParametersTheCampaignNamedComeBeforeItsDefaults) {
+  std::vector<PointRow> rows;
+  for (std::int64_t n : {64, 128}) {
+    d500::Params more;
+    for (char c = 'a'; c <= 'l'; ++c) more[std::string("default_") + c] = std::int64_t{1};
+    more["lr"] = 0.02;
+    rows.push_back(with_params(row("blas", n, 1, 1, 1e-3), more));
+  }
+  d500::Report rep = report(rows);
+  auto said = [&](std::size_t width) {
+    const std::string t = d500::render_console(d500::report_document(rep), width);
+    const std::size_t at = t.find("Shared by every gemm point");
+    return t.substr(at, t.find(".\n", at) - at);
+  };
+  EXPECT_NE(said(0).find("default_a=1"), std::string::npos) << "no campaign keys: every one said";
+  rep.campaign_keys = {"lr", "n", "seed"};
+  const std::string terminal = said(120);
+  EXPECT_EQ(terminal.find("default_a"), std::string::npos) << terminal;
+  EXPECT_NE(terminal.find("Shared by every gemm point: backend=blas lr=0.02 seed=1; 16 more left at their defaults"),
+            std::string::npos)
+      << terminal;
+  const std::string md = d500::find_reporter("markdown").render_report(rep, d500::report_document(rep));
+  EXPECT_NE(md.find("Shared by every gemm point: backend=blas lr=0.02 seed=1. Left at their defaults (the campaign "
+                    "file does not name them): default_a=1"),
+            std::string::npos)
+      << md;
+}
+
 TEST(PointNames, APlannedPointWithoutResultsReadsLikeItsNeighbours) {
   const PointRow done = row("blas", 64, 2, 42, 1e-3);
   const d500::Params parsed = d500::parse_canonical_point(done.canonical);

@@ -411,6 +411,7 @@ Report analyze_run(const std::string& dir, const AnalysisOptions& opt) {
   for (auto& [id, b] : best)
     if (!listed.count(id)) rep.rows.push_back(std::move(b));  // results without a plan listing
   rep.names = point_names(rep.rows);
+  rep.campaign_keys = opt.campaign_keys;
   rep.comparisons = compare_backends(rep.rows, opt.confidence, opt.seed);
   rep.launch_comparisons = compare_backends_across(rep.rows, opt.confidence, "launch");
   rep.seed_comparisons = compare_backends_across(rep.rows, opt.confidence, "seed");

@@ -257,6 +257,7 @@ struct Report {
   std::vector<LaunchGroup> launches;                 // points measured in 2 or more launches
   std::vector<LaunchComparison> launch_comparisons;  // backends compared across their launches
   std::vector<LaunchComparison> seed_comparisons;    // backends compared across their seeds
+  std::set<std::string> campaign_keys;               // AnalysisOptions::campaign_keys
   std::vector<LaunchScalingModel> launch_scaling;    // scaling series' models across their launches
   std::vector<OverlapComparison> overlap;            // level 3: allreduce-overlap against allreduce
   std::vector<std::string> files;                    // files read
@@ -269,6 +270,10 @@ struct Report {
 struct AnalysisOptions {
   double confidence = 0.95;
   std::uint64_t seed = 1;
+  // The point parameters the run's campaign file names ([fixed], [axes]), read by the caller (the
+  // analysis does not parse campaigns): the Results tables say the shared ones apart from those
+  // left at their defaults. Empty: unknown, every shared parameter said alike.
+  std::set<std::string> campaign_keys;
 };
 
 // Analyses a run directory (the output of `d500 plan`, after `d500 run`).

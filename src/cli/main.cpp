@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 #include <filesystem>
 #include <iostream>
+#include <set>
 #include <sstream>
 
 #include "analysis/compare.hpp"
@@ -253,11 +254,29 @@ int cmd_run(const std::string& dir, bool rerun) {
   return failed ? 1 : 0;
 }
 
+// The point parameters the run's campaign file names ([fixed], [axes]): the report says those
+// apart from the ones left at their defaults. None where its copy cannot be read or parsed (a
+// run planned by another version): the report then says every shared parameter alike.
+std::set<std::string> campaign_keys(const RunLayout& layout) {
+  try {
+    const Campaign c =
+        parse_campaign_text(read_file(layout.campaign_file().string()), layout.campaign_file().string(),
+                            layout.campaign_dir().empty() ? layout.root().string() : layout.campaign_dir());
+    std::set<std::string> keys;
+    for (const auto* axes : {&c.fixed, &c.axes})
+      for (const Axis& a : *axes) keys.insert(a.name);
+    return keys;
+  } catch (const std::exception&) {
+    return {};
+  }
+}
+
 int cmd_report(const std::string& dir, double confidence, std::uint64_t seed, bool wide) {
   if (!(confidence > 0.5 && confidence < 1))
     throw Error("--confidence must lie between 0.5 and 1 (e.g. 0.95), got " + std::to_string(confidence));
-  RunLayout(dir).refuse_links_out();  // the report's files are written into it
-  Report r = analyze_run(dir, AnalysisOptions{confidence, seed});
+  const RunLayout layout(dir);
+  layout.refuse_links_out();  // the report's files are written into it
+  Report r = analyze_run(dir, AnalysisOptions{confidence, seed, campaign_keys(layout)});
   const Document doc = report_document(r);  // once: the terminal and every file render it
   std::cout << render_console(doc, wide ? 0 : 120);
   const std::vector<std::string> written = write_reports(r, doc);

@@ -4,6 +4,7 @@
 // agree with d500's reference ones; impossible points are refused at plan time.
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 
 #include "backends/registry.hpp"
@@ -73,6 +74,11 @@ TEST_F(Training, LeNetReachesItsTargetOnFashionMnistAndTheReportTimesIt) {
   const std::string md = read_file_text(run / "report.md");
   EXPECT_NE(md.find("Time to accuracy"), std::string::npos) << md;
   EXPECT_NE(md.find("2/2"), std::string::npos) << md;
+  // What the campaign file names is said first; the many parameters it left at their defaults are
+  // counted in the terminal and named in report.md (the run directory's copy of the file says which).
+  const std::regex named("Shared by every train point: backend=reference [^;]*network=lenet5[^;]*; [0-9]+ more left");
+  EXPECT_TRUE(std::regex_search(rep.out, named)) << rep.out;
+  EXPECT_NE(md.find("Left at their defaults (the campaign file does not name them): alpha="), std::string::npos) << md;
   // Two targets from the same two curves: 50% (report_targets) no later than 70% in each run.
   Cmd tt = sh("/usr/bin/python3 -c \"\nimport json\nt = json.load(open('" + (run / "results.json").string() +
               "'))['time_to_accuracy']\nprint(len(t), [x['target'] for x in t], [x['reached'] for x in t], "
