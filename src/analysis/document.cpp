@@ -314,6 +314,14 @@ struct RateLayout {
   std::vector<std::string> panels;
   bool launched = false;
   std::string series_name(const PointRow& r) const { return series == "backend" ? who.at(&r) : value_text(r, series); }
+  // The x axis with the parameters tied to it, in name order as the Results table heads their
+  // one column ("k = m = n", not "n = k = m").
+  std::string axis_name() const {
+    std::vector<std::string> all(tied.begin(), tied.end());
+    all.push_back(x.name);
+    std::sort(all.begin(), all.end());
+    return join(all, " = ");
+  }
 };
 RateLayout rate_layout(const std::vector<const PointRow*>& rows, const PointNames& names, const std::string& workload) {
   RateLayout l;
@@ -446,20 +454,19 @@ Block rate_panel(const Report& rep, const RateLayout& l, const std::string& work
     p.xspan = xs;
     for (const auto* r : all) p.yspan.insert(p.yspan.end(), {y_of(*r), lo_of(*r), hi_of(*r)});
   }
-  std::string axis = x.name;
-  for (const auto& k : l.tied) axis += " = " + k;
+  const std::string axis = l.axis_name();
   p.xlabel = x.name.empty() ? "" : axis + (x.categorical ? "" : p.logx ? " (log scale)" : "");
   if (p.logy) p.ylabel += ", log scale";
   p.series = std::move(by_series);
   if (l.series != "backend") p.legend_title = l.series;
   return figure(
       svg::render(p), slug("rate-" + workload + "-" + what + "-" + (rated ? unit : "time")),
-      "Figure: " + p.title + ". " + (rated ? unit : "Time") + (x.name.empty() ? "" : " against " + x.name) +
+      "Figure: " + p.title + ". " + (rated ? unit : "Time") + (x.name.empty() ? "" : " against " + axis) +
           ", one series per " + l.series +
           (x.categorical                    ? " (categories: no line joins them)"
            : names.varies(workload, "seed") ? " (a marker per seed: replicates, never joined)"
            : l.launched                     ? " (a marker per launch: replicates, never joined)"
-                                            : "; a line joins points that differ in " + x.name + " alone") +
+                                            : "; a line joins points that differ in " + axis + " alone") +
           (x.categorical && slots > 1
                ? std::string("; a category's markers side by side, by series") + (l.launched ? ", then launch" : "")
                : std::string()) +
@@ -1197,8 +1204,7 @@ std::vector<Block> tta_lines(const Report& rep, const std::string& workload, dou
   }
   constexpr std::size_t kMostPanels = 6;
   if (panel_order.size() > kMostPanels) panel_order.resize(kMostPanels);
-  std::string axis = l.x.name;
-  for (const auto& k : l.tied) axis += " = " + k;
+  const std::string axis = l.axis_name();
   std::vector<Block> out;
   for (const auto& key : panel_order) {
     svg::Plot p;

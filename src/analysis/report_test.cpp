@@ -444,6 +444,10 @@ TEST(ReportTables, ParametersSweptTogetherAreOneColumn) {
   ASSERT_GE(head.size(), 3u);
   EXPECT_EQ(head[1], "k = m = n");
   EXPECT_EQ(std::count(head.begin(), head.end(), "n"), 0);
+  // The figure's axis names them as the column does (it was "n = k = m": n is the axis, k and m tied).
+  const std::vector<std::string> figs = figures_named(report(rows), "rate-gemm");
+  ASSERT_FALSE(figs.empty());
+  EXPECT_EQ(shown_texts(figs[0], "xlabel"), (std::vector<std::string>{"k = m = n"}));
   rows[3] = with_params(rows[3], {{"m", std::int64_t{32}}});
   head = head_of(rows);
   ASSERT_GE(head.size(), 3u);
