@@ -420,9 +420,11 @@ TEST(ReportFigures, LaunchesStandSideBySideAndALoneBackendsSeriesAreAParametersV
 
 // The shown text of every <text class="CLS"> of `svg` (less the hover text of one cut to fit).
 std::vector<std::string> shown_texts(const std::string& svg, const std::string& cls) {
-  const std::regex text("<text class=\"" + cls + "\"[^>]*>(?:<title>[^<]*</title>)?([^<]*)</text>");
+  const std::regex text("<text class=\"" + cls + "\"[^>]*>(?:<title>[^<]*</title>)?(.*?)</text>");
+  const std::regex tag("<[^>]*>");  // a name on two lines: its <tspan>s' texts, joined
   std::vector<std::string> out;
-  for (std::sregex_iterator it(svg.begin(), svg.end(), text), end; it != end; ++it) out.push_back((*it)[1]);
+  for (std::sregex_iterator it(svg.begin(), svg.end(), text), end; it != end; ++it)
+    out.push_back(std::regex_replace((*it)[1].str(), tag, ""));
   return out;
 }
 
@@ -888,7 +890,8 @@ TEST(ReportFigures, ABackendsOwnSettingsNameItsSeriesAndSplitNoPanel) {
 }
 
 // Names too long for their room are cut so that the cut ones still read apart: a legend's entries
-// that differ only in their middles, and boxes whose names differ in one of their parts.
+// that differ only in their middles (or, where two lines hold one, shown whole on them), and boxes
+// whose names differ in one of their parts.
 TEST(ReportFigures, NamesCutToFitStillReadApart) {
   d500::svg::Plot plot;
   plot.title = "t";
@@ -905,6 +908,10 @@ TEST(ReportFigures, NamesCutToFitStillReadApart) {
   ASSERT_EQ(legend.size(), 3u);
   EXPECT_EQ(std::set<std::string>(legend.begin(), legend.end()).size(), 3u)
       << legend[0] << " | " << legend[1] << " | " << legend[2];
+  // One that breaks into two lines that fit is shown whole on them, not cut in the middle
+  // ("cuda (fus…+bn_relu)"): "cuda (fusion=" above "add_relu+bn_relu)".
+  EXPECT_EQ(legend[1], "cuda (fusion=add_relu+bn_relu)");
+  EXPECT_NE(d500::svg::render(plot).find("<tspan>cuda (fusion=</tspan>"), std::string::npos);
   d500::svg::BoxPlot boxes;
   boxes.title = "t";
   for (const char* fusion : {"add_relu", "add_relu+bn_relu"})

@@ -330,8 +330,25 @@ std::string y_ticks(const Axis& ay) {
   return o;
 }
 
+// A legend name too long for its column ("cuda (fusion=add_relu+bn_relu)"): where it breaks
+// after a space, '(', '=', '+' or ',' into two lines that each fit, those lines, the first as long
+// as it can be ("cuda (fusion=" / "add_relu+bn_relu)"); else none (the name is then cut, fit_apart).
+std::vector<std::string> two_lines(const std::string& name, double width) {
+  const auto fits = static_cast<std::size_t>(width / kCharWidth);
+  if (name.size() <= fits || name.size() > 2 * fits) return {};
+  std::size_t at = 0;
+  for (std::size_t i = 1; i < name.size() && i <= fits; ++i)
+    if (std::string(" (=+,").find(name[i - 1]) != std::string::npos && name.size() - i <= fits) at = i;
+  if (at == 0) return {};
+  std::string first = name.substr(0, at);
+  while (!first.empty() && first.back() == ' ') first.pop_back();
+  return {first, name.substr(at)};
+}
+
+// A legend entry at row `k` (16 px each) of the legend's column: its marker or line, and its name
+// shown whole on `lines` (two_lines: a <text> of two <tspan>s, the second row below) or as `shown`.
 std::string legend_entry(std::size_t k, const std::string& colour, const std::string& name, const std::string& shown,
-                         bool dashed, bool line) {
+                         bool dashed, bool line, const std::vector<std::string>& lines = {}) {
   const double ly = T + 14 + 16 * static_cast<double>(k);
   std::string o;
   if (line)
@@ -340,6 +357,10 @@ std::string legend_entry(std::size_t k, const std::string& colour, const std::st
          "/>";
   else
     o += "<circle cx=\"" + num(W - R + 19) + "\" cy=\"" + num(ly - 4) + "\" r=\"3\" fill=\"" + colour + "\"/>";
+  if (lines.size() == 2)
+    return o + "<text class=\"legend\" x=\"" + num(W - R + 32) + "\" y=\"" + num(ly) + "\" text-anchor=\"start\">" +
+           "<tspan>" + html_escape(lines[0]) + "</tspan><tspan x=\"" + num(W - R + 32) + "\" dy=\"14\">" +
+           html_escape(lines[1]) + "</tspan></text>\n";
   return o + text_shown(W - R + 32, ly, "legend", "start", name, shown);
 }
 }  // namespace
@@ -398,6 +419,16 @@ std::string render(const Plot& p) {
   std::vector<std::string> legend_names;
   for (std::size_t k = 0; k < shown; ++k) legend_names.push_back(p.series[k].name);
   const std::vector<std::string> legend_shown = fit_apart(legend_names, std::vector<double>(shown, R - 36));
+  // Names too long for one line take two where the legend has the rows (every series shown).
+  std::vector<std::vector<std::string>> legend_lines(shown);
+  std::size_t extra = 0;
+  for (std::size_t k = 0; k < shown; ++k)
+    if (legend_shown[k] != legend_names[k]) {
+      legend_lines[k] = two_lines(legend_names[k], R - 36);
+      extra += legend_lines[k].empty() ? 0 : 1;
+    }
+  if (shown < p.series.size() || shown + extra > rows) legend_lines.assign(shown, {});
+  std::size_t row = head;
   for (std::size_t k = 0; k < p.series.size(); ++k) {
     const auto& s = p.series[k];
     const std::string c =
@@ -424,10 +455,13 @@ std::string render(const Plot& p) {
              (i < s.tips.size() ? "<title>" + html_escape(s.tips[i]) + "</title>" : "") + "</circle>\n";
     }
     o += "</g>\n";
-    if (k < shown) o += legend_entry(head + k, c, s.name, legend_shown[k], s.dashed, s.line || !s.markers);
+    if (k < shown) {
+      o += legend_entry(row, c, s.name, legend_shown[k], s.dashed, s.line || !s.markers, legend_lines[k]);
+      row += legend_lines[k].empty() ? 1 : 2;
+    }
   }
   if (shown < p.series.size())
-    o += text_el(W - R + 10, T + 14 + 16 * static_cast<double>(head + shown), "legend", "start",
+    o += text_el(W - R + 10, T + 14 + 16 * static_cast<double>(row), "legend", "start",
                  "+" + std::to_string(p.series.size() - shown) + " more (hover)", R - 14);
   for (const auto& m : p.marks) {
     o += "<g class=\"mark\"><line x1=\"" + num(X(m.lo)) + "\" y1=\"" + num(Y(m.y)) + "\" x2=\"" + num(X(m.hi)) +

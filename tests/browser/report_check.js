@@ -54,9 +54,10 @@
     var slanted = Array.prototype.slice.call(svg.querySelectorAll('text.tick')).filter(function (t) {
       return !!t.getAttribute('transform');
     });
-    // What a label shows, less the full text of its <title> (hover only): a name cut to fit.
+    // What a label shows, less the full text of its <title> (hover only): a name cut to fit, or
+    // a legend name on two lines (<tspan>s).
     var shown = function (t) {
-      return Array.prototype.filter.call(t.childNodes, function (n) { return n.nodeType === 3; })
+      return Array.prototype.filter.call(t.childNodes, function (n) { return n.nodeType === 3 || n.nodeName === 'tspan'; })
         .map(function (n) { return n.textContent; }).join('');
     };
     // And the legend's entries: two series whose names read alike are two series nobody can tell apart.
