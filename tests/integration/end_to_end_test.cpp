@@ -169,11 +169,11 @@ TEST_F(EndToEnd, TwoRankCampaignFileAndReportAgree) {
   EXPECT_NE(md_text.find("| GFLOP/s | rate CI | all ranks |"), std::string::npos) << md_text;
   EXPECT_NE(sh(d500_cmd("report --wide " + run.string())).out.find("all ranks"), std::string::npos);
   // GFLOP/s and GB/s never share an axis: per workload its rate against its swept parameter
-  // (gemm: n), then its repetitions' distribution; level 0's GEMMs on a roofline; Markdown links
+  // (gemm: k = m = n), then its repetitions' distribution; level 0's GEMMs on a roofline; Markdown links
   // the same SVG files.
   const std::string html = read_file_text(run / "report.html");
   for (const char* part : {"GFLOP/s (median, 95% CI)", "GB/s (median, 95% CI)",
-                           "class=\"xlabel\" x=", "text-anchor=\"middle\">n", "gemm: repetitions of each point"})
+                           "class=\"xlabel\" x=", "middle\">k = m = n<", "gemm: repetitions of each point"})
     EXPECT_NE(html.find(part), std::string::npos) << part;
   EXPECT_EQ(html.find("row of the Results table"), std::string::npos) << "no plot by table row";
   std::size_t figures = 0;
