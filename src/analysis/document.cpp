@@ -314,6 +314,14 @@ struct RateLayout {
   std::vector<std::string> panels;
   bool launched = false;
   std::string series_name(const PointRow& r) const { return series == "backend" ? who.at(&r) : value_text(r, series); }
+  // A point's place on a numeric x axis (its rank count, or the parameter's value).
+  double x_of(const PointRow& r) const { return x.name == "ranks" ? r.ranks : number(r.params.at(x.name)); }
+  // The panel a point is drawn in: its values of `panels` ("ps_servers=0"; "" where there is one).
+  std::string panel_of(const PointRow& r) const {
+    std::vector<std::string> parts;
+    for (const auto& k : panels) parts.push_back(k + "=" + value_text(r, k));
+    return join(parts, " ");
+  }
   // The x axis with the parameters tied to it, in name order as the Results table heads their
   // one column ("k = m = n", not "n = k = m").
   std::string axis_name() const {
@@ -372,6 +380,16 @@ std::vector<std::string> in_order(const std::vector<const PointRow*>& pts,
   return out;
 }
 
+// A few whole numbers on x (ranks 1, 2, 4; n = 256, 512, 1024) are its ticks: no 1.5 ranks. Empty
+// (ticks at 1-2-5 steps) otherwise.
+std::vector<double> measured_ticks(const std::vector<double>& xs) {
+  const std::set<double> at(xs.begin(), xs.end());
+  if (at.size() > 8 ||
+      !std::all_of(at.begin(), at.end(), [](double v) { return std::isfinite(v) && v == std::round(v); }))
+    return {};
+  return {at.begin(), at.end()};
+}
+
 // One panel of a workload's rate (or time) figure. On a categorical axis a category's markers
 // stand side by side: each series, and within it each launch in launch order. The panels of one
 // unit (`all`: their points) share their axes, scales and ranges, so that they compare at a glance.
@@ -413,7 +431,6 @@ Block rate_panel(const Report& rep, const RateLayout& l, const std::string& work
     for (std::size_t k = 0; k < series.size(); ++k) by_series[k].colour = static_cast<int>(index(every, series[k]));
   }
   const bool joined = !x.categorical && !names.varies(workload, "seed") && !l.launched;
-  auto x_of = [&](const PointRow& r) { return x.name == "ranks" ? r.ranks : number(r.params.at(x.name)); };
   auto y_of = [&](const PointRow& r) { return rated ? r.rate : r.time.median; };
   auto lo_of = [&](const PointRow& r) { return !r.time.has_ci ? NAN : rated ? r.rate_lo : r.time.lo; };
   auto hi_of = [&](const PointRow& r) { return !r.time.has_ci ? NAN : rated ? r.rate_hi : r.time.hi; };
@@ -430,7 +447,7 @@ Block rate_panel(const Report& rep, const RateLayout& l, const std::string& work
       xv = (x.name.empty() ? 0.0 : static_cast<double>(index(cats, value_text(*r, x.name)))) +
            beside * (static_cast<double>(slot) - static_cast<double>(slots - 1) / 2);
     } else {
-      xv = x_of(*r);
+      xv = l.x_of(*r);
     }
     s.x.push_back(xv);
     s.y.push_back(y_of(*r));
@@ -439,17 +456,13 @@ Block rate_panel(const Report& rep, const RateLayout& l, const std::string& work
     s.tips.push_back(hover(*r, names));
   }
   for (const auto* r : all) {
-    if (!x.categorical) xs.push_back(x_of(*r));
+    if (!x.categorical) xs.push_back(l.x_of(*r));
     ys.push_back(y_of(*r));
   }
   p.logx = !x.categorical && svg::spans_decade(xs);
   p.logy = svg::spans_decade(ys);
   p.binary_x = x.name.find("bytes") != std::string::npos;
-  // A few whole numbers on x (ranks 1, 2, 4; n = 256, 512, 1024) are its ticks: no 1.5 ranks.
-  if (std::set<double> at(xs.begin(), xs.end());
-      !x.categorical && at.size() <= 8 &&
-      std::all_of(at.begin(), at.end(), [](double v) { return std::isfinite(v) && v == std::round(v); }))
-    p.xticks.assign(at.begin(), at.end());
+  if (!x.categorical) p.xticks = measured_ticks(xs);
   if (all.size() > pts.size()) {
     p.xspan = xs;
     for (const auto* r : all) p.yspan.insert(p.yspan.end(), {y_of(*r), lo_of(*r), hi_of(*r)});
@@ -489,11 +502,9 @@ std::vector<Block> workload_figures(const Report& rep, const std::string& worklo
   std::map<std::string, std::vector<const PointRow*>> panels, units;
   std::vector<std::string> panel_order;
   for (const auto* r : rows) {
-    std::vector<std::string> parts;
-    for (const auto& k : layout.panels) parts.push_back(k + "=" + value_text(*r, k));
     const bool rated = r->rate > 0 && !r->rate_unit.empty();
     const std::string unit = rated ? r->rate_unit : "time";
-    std::string key = join(parts, " ") + "\x1f" + unit;
+    std::string key = layout.panel_of(*r) + "\x1f" + unit;
     if (!panels.count(key)) panel_order.push_back(key);
     panels[key].push_back(r);
     units[unit].push_back(r);
@@ -1181,11 +1192,10 @@ std::vector<Block> tta_lines(const Report& rep, const std::string& workload, dou
   for (const auto& [c, r] : configs) rows.push_back(r);
   const RateLayout l = rate_layout(rows, rep.names, workload);
   if (l.x.categorical || l.x.name.empty() || l.launched) return {};
-  auto x_of = [&](const PointRow& r) { return l.x.name == "ranks" ? r.ranks : number(r.params.at(l.x.name)); };
   std::set<double> at;
   std::vector<double> ys;
   for (const auto& [c, r] : configs) {
-    at.insert(x_of(*r));
+    at.insert(l.x_of(*r));
     if (c->summary.median_defined)
       ys.insert(ys.end(), {c->summary.median, c->summary.has_ci ? c->summary.lo : c->summary.median,
                            c->summary.has_ci && std::isfinite(c->summary.hi) ? c->summary.hi : c->summary.median});
@@ -1196,29 +1206,27 @@ std::vector<Block> tta_lines(const Report& rep, const std::string& workload, dou
   std::vector<std::string> panel_order;
   std::map<std::string, std::vector<std::size_t>> panels;
   for (std::size_t i = 0; i < configs.size(); ++i) {
-    std::vector<std::string> parts;
-    for (const auto& k : l.panels) parts.push_back(k + "=" + value_text(*rows[i], k));
-    const std::string key = join(parts, " ");
+    const std::string key = l.panel_of(*rows[i]);
     if (!panels.count(key)) panel_order.push_back(key);
     panels[key].push_back(i);
   }
   constexpr std::size_t kMostPanels = 6;
   if (panel_order.size() > kMostPanels) panel_order.resize(kMostPanels);
-  const std::string axis = l.axis_name();
+  // What every panel shares: its axes, scales and ranges.
+  svg::Plot shared;
+  shared.xspan.assign(at.begin(), at.end());
+  shared.yspan = ys;
+  shared.logx = svg::spans_decade(shared.xspan);
+  shared.logy = svg::spans_decade(ys);
+  shared.xlabel = l.axis_name() + (shared.logx ? " (log scale)" : "");
+  shared.ylabel = "time to " + fmt_sig(target, 3) + " [s] (median, " + pct(rep.confidence) + " CI)" +
+                  (shared.logy ? ", log scale" : "");
+  shared.xticks = measured_ticks(shared.xspan);
+  if (l.series != "backend") shared.legend_title = l.series;
   std::vector<Block> out;
   for (const auto& key : panel_order) {
-    svg::Plot p;
+    svg::Plot p = shared;
     p.title = workload + ": time to accuracy " + fmt_sig(target, 3) + (key.empty() ? "" : ", " + key);
-    p.ylabel = "time to " + fmt_sig(target, 3) + " [s] (median, " + pct(rep.confidence) + " CI)";
-    p.logx = svg::spans_decade(std::vector<double>(at.begin(), at.end()));
-    p.logy = svg::spans_decade(ys);
-    p.xlabel = axis + (p.logx ? " (log scale)" : "");
-    if (p.logy) p.ylabel += ", log scale";
-    if (at.size() <= 8 && std::all_of(at.begin(), at.end(), [](double v) { return v == std::round(v); }))
-      p.xticks.assign(at.begin(), at.end());
-    p.xspan.assign(at.begin(), at.end());
-    p.yspan = ys;
-    if (l.series != "backend") p.legend_title = l.series;
     std::map<std::string, svg::Series> by_series;
     std::vector<std::string> missed;  // this panel's configurations that did not reach the target
     for (std::size_t i : panels[key]) {
@@ -1233,7 +1241,7 @@ std::vector<Block> tta_lines(const Report& rep, const std::string& workload, dou
         continue;
       }
       const TtaSummary& m = c->summary;
-      s.x.push_back(x_of(*r));
+      s.x.push_back(l.x_of(*r));
       s.y.push_back(m.median);
       s.lo.push_back(m.has_ci ? m.lo : NAN);
       s.hi.push_back(m.has_ci ? (std::isfinite(m.hi) ? m.hi : m.budget_s) : NAN);
@@ -1545,14 +1553,11 @@ void add_comparison_section(const Report& rep, Document& d) {
         "comparison above does not."));
     std::vector<std::string> items;
     for (const auto& c : rep.seed_comparisons) {
-      std::vector<std::string> each;
-      for (std::size_t i = 0; i < c.launches.size(); ++i)
-        each.push_back(std::to_string(c.launches[i]) + ": " + fmt_sig(c.baseline_medians[i] / c.other_medians[i], 3));
       items.push_back(
           (c.group.empty() ? "" : c.group + ": ") + c.other + " against " + c.baseline + " across " +
           std::to_string(c.launches.size()) + " seeds: " + ratio_text(c.speedup) + " (" + pct(c.confidence) + " CI), " +
           (c.speedup.excludes_one() ? c.speedup.estimate > 1 ? "faster" : "slower" : "no significant difference") +
-          "; per seed " + join(each, ", "));
+          "; per seed " + join(paired_ratios(c, 3), ", "));
     }
     s.blocks.push_back(list(items));
   }

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <functional>
 #include <map>
 #include <set>
 
@@ -523,15 +522,19 @@ Table launches_table(const Report& rep) {
   return t;
 }
 
+std::vector<std::string> paired_ratios(const LaunchComparison& c, int digits) {
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < c.launches.size(); ++i)
+    out.push_back(std::to_string(c.launches[i]) + ": " + fmt_sig(c.baseline_medians[i] / c.other_medians[i], digits));
+  return out;
+}
+
 Table launch_comparison_table(const Report& rep) {
   const std::string ci = std::to_string(static_cast<int>(rep.confidence * 100 + .5)) + "%";
   Table t{{"compared", "shared parameters", "baseline", "against", "launches paired",
            "speedup T(baseline)/T(other) across launches (" + ci + " t on log ratios)",
            "verdict, or scaling efficiency (CI)", "each launch: T(baseline)/T(other)"}};
   for (const auto& c : rep.launch_comparisons) {
-    std::vector<std::string> each;
-    for (std::size_t i = 0; i < c.launches.size(); ++i)
-      each.push_back(std::to_string(c.launches[i]) + ": " + fmt_sig(c.baseline_medians[i] / c.other_medians[i], 4));
     const std::string verdict = c.varies == "ranks"
                                     ? fmt_sig(c.speedup.estimate / c.ideal, 3) +
                                           (c.speedup.bounded ? " [" + fmt_sig(c.speedup.lo / c.ideal, 3) + ", " +
@@ -540,7 +543,7 @@ Table launch_comparison_table(const Report& rep) {
                                 : c.speedup.excludes_one() ? "significant"
                                                            : "not significant";
     t.push_back({c.varies, c.group, c.baseline, c.other, std::to_string(c.launches.size()), ratio_text(c.speedup),
-                 verdict, join(each, "; ")});
+                 verdict, join(paired_ratios(c, 4), "; ")});
   }
   return t;
 }
@@ -808,7 +811,7 @@ AttentionItems attention_items(const Report& rep) {
   std::vector<std::string> out, brief;
   // The points flagged for one reason: one item, the reason said once ("3 points ran with more
   // ranks than CPUs ...: a (id); b (id); c (id)"; the terminal's without the ids).
-  auto flagged = [&](const std::function<bool(const PointRow&)>& is, const std::string& one, const std::string& many) {
+  auto flagged = [&](auto is, const std::string& one, const std::string& many) {
     std::vector<std::string> workloads, whole, named;  // a workload's points together, in order of its first
     for (const auto& r : rep.rows)
       if (std::find(workloads.begin(), workloads.end(), r.workload) == workloads.end()) workloads.push_back(r.workload);

@@ -52,6 +52,9 @@ Table tta_table(const Report& rep);
 Table launches_table(const Report& rep);
 // Backends compared across their launches (Report::launch_comparisons), with the note that says
 // how, and that the comparisons within one launch do not cover launch-to-launch variation.
+// Each paired launch's (or seed's) ratio T(baseline) / T(other), to `digits` significant digits:
+// "1: 0.923", "2: 1.16", ...
+std::vector<std::string> paired_ratios(const LaunchComparison& c, int digits);
 Table launch_comparison_table(const Report& rep);
 std::string launch_comparison_note(const Report& rep);
 // Scaling series' models fitted across their launches (Report::launch_scaling), and how.

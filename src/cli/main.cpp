@@ -259,9 +259,7 @@ int cmd_run(const std::string& dir, bool rerun) {
 // run planned by another version): the report then says every shared parameter alike.
 std::set<std::string> campaign_keys(const RunLayout& layout) {
   try {
-    const Campaign c =
-        parse_campaign_text(read_file(layout.campaign_file().string()), layout.campaign_file().string(),
-                            layout.campaign_dir().empty() ? layout.root().string() : layout.campaign_dir());
+    const Campaign c = load_campaign(layout.campaign_file().string(), layout.campaign_dir());
     std::set<std::string> keys;
     for (const auto* axes : {&c.fixed, &c.axes})
       for (const Axis& a : *axes) keys.insert(a.name);
