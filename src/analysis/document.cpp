@@ -590,6 +590,36 @@ std::optional<Block> own_settings_said(const PointNames& names, const std::strin
   return text("A backend's own settings, the same on all its points: " + join(parts, "; ") + ".");
 }
 
+// What the terminal says in a line instead of a column of one value (the documents keep the
+// columns, where report.html shades what is not): every point complete, rather than a status
+// column of "complete"; every measured point's one repetition count, rather than a reps column
+// (a point that measured nothing has its "-" in median); the columns another one fixes.
+std::optional<Block> said_in_the_terminal(const std::string& workload, const std::vector<const PointRow*>& rows,
+                                          const std::vector<std::string>& fixed, std::size_t reps_column,
+                                          std::size_t status_column, TableBlock& t) {
+  const bool all_complete = rows.size() > 1 && std::all_of(rows.begin(), rows.end(), [](const PointRow* r) {
+                              return r->outcome == Outcome::Complete && r->status == "complete" && !r->oversubscribed &&
+                                     !r->threads_oversubscribed;
+                            });
+  std::set<int> counts;
+  for (const auto* r : rows)
+    if (r->time.n > 0 && rows.size() > 1) counts.insert(r->time.n);
+  std::vector<std::string> said_of;
+  if (all_complete) t.wide_only.insert(status_column);
+  if (counts.size() == 1) t.wide_only.insert(reps_column);
+  const std::string reps = counts.size() == 1 ? std::to_string(*counts.begin()) + " repetitions" : "";
+  if (all_complete)
+    said_of.push_back("Every " + workload + " point is complete" + (reps.empty() ? "." : ", with " + reps + " each."));
+  else if (!reps.empty())
+    said_of.push_back("Every " + workload + " point that measured has " + reps + ".");
+  if (!fixed.empty())
+    said_of.push_back("--wide shows " + join(fixed, ", ") + " too: another column's values fix them.");
+  if (said_of.empty()) return std::nullopt;
+  Block said = text("", join(said_of, " "));
+  said.document = false;
+  return said;
+}
+
 // The results of one workload: a column per varying parameter, the shared ones said once.
 Section workload_results(const Report& rep, const std::string& workload) {
   Section s;
@@ -652,22 +682,8 @@ Section workload_results(const Report& rep, const std::string& workload) {
   if (aggregate) b.table.wide_only.insert(reps + 5);
   if (ranks_column && ranks.size() == 1) b.table.wide_only.insert(first_figure);
   for (std::size_t i = 0; i < fixed.size(); ++i) b.table.wide_only.insert(head.size() - fixed.size() + i);
-  // Every point complete: the terminal says it once instead of a column of "complete" (the files
-  // keep the column, where report.html shades what is not).
-  const bool all_complete = rows.size() > 1 && std::all_of(rows.begin(), rows.end(), [](const PointRow* r) {
-                              return r->outcome == Outcome::Complete && r->status == "complete" && !r->oversubscribed &&
-                                     !r->threads_oversubscribed;
-                            });
-  if (all_complete) b.table.wide_only.insert(head.size() - fixed.size() - 1);
-  if (!fixed.empty() || all_complete) {
-    std::vector<std::string> said_of;
-    if (all_complete) said_of.push_back("Every " + workload + " point is complete.");
-    if (!fixed.empty())
-      said_of.push_back("--wide shows " + join(fixed, ", ") + " too: another column's values fix them.");
-    Block said = text("", join(said_of, " "));
-    said.document = false;
-    s.blocks.push_back(std::move(said));
-  }
+  if (auto said = said_in_the_terminal(workload, rows, fixed, reps, head.size() - fixed.size() - 1, b.table))
+    s.blocks.push_back(std::move(*said));
   for (const PointRow* point : rows) {
     const PointRow& r = *point;
     std::vector<std::string> row;
@@ -973,10 +989,9 @@ std::vector<ScalingOverview> scaling_overviews(const Report& rep) {
       line.name = keys.name(*base[i]);
       line.colour = backend_colour(backends, line.name);
       const auto& m = sc->model;
-      const std::string model =
-          m.law.empty()
-              ? (m.failed.empty() ? "-" : "none: s = " + fmt_sig(m.s, 3) + ", outside [0, 1]")
-              : m.law + " s = " + fmt_sig(m.s, 3) + " [" + fmt_sig(m.s_lo, 3) + ", " + fmt_sig(m.s_hi, 3) + "]";
+      const std::string model = m.law.empty()
+                                    ? (m.failed.empty() ? "-" : "none: s = " + fmt_sig(m.s, 3) + ", outside [0, 1]")
+                                    : m.law + " s = " + serial_share_text(m.s, m.s_lo, m.s_hi);
       for (const auto& pt : sc->points) {
         counts.insert(pt.ranks);
         const std::string eff =

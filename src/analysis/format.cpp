@@ -59,6 +59,10 @@ std::string rate_ci_text(const PointRow& r) {
 
 std::string validation_text(const PointRow& r) {
   if (r.validation_status == "not-run") return "not run";
+  // The backend failed before its output could be judged (the worker records no error, no
+  // tolerance): the status column says so; "failed (nan)" would read as a judgement.
+  if (r.status == "backend-failed" && !std::isfinite(r.validation_max_rel_error) && !(r.validation_tolerance > 0))
+    return "-";
   return r.validation_status + " (" + fmt_sig(r.validation_max_rel_error, 2) + ")";
 }
 
@@ -659,6 +663,13 @@ std::string tta_svg(const std::vector<const TtaConfig*>& targets, const Report& 
   return svg::render(p);
 }
 
+std::string serial_share_text(double s, double lo, double hi) {
+  // Every resample's fit clipped to 0 (each ran at or above ideal): "0.00 [0.00, 0.00]" would read
+  // as a share known exactly.
+  if (s == 0 && lo == 0 && hi == 0) return "0 (at or above ideal)";
+  return fmt_sig(s, 3) + " [" + fmt_sig(lo, 3) + ", " + fmt_sig(hi, 3) + "]";
+}
+
 std::string scaling_model_text(const ScalingSeries& s) {
   const auto& m = s.model;
   if (m.law.empty() && !m.failed.empty())
@@ -673,7 +684,7 @@ std::string scaling_model_text(const ScalingSeries& s) {
                              " repetitions drawn from their exact distribution"
                        : "") +
       "): capacity C(n) = n / (1 + s (n-1)" + (m.law == "USL" ? " + k n (n-1)" : "") + "), n = ranks / " +
-      std::to_string(s.base_ranks) + "; s = " + iv(m.s, m.s_lo, m.s_hi);
+      std::to_string(s.base_ranks) + "; s = " + serial_share_text(m.s, m.s_lo, m.s_hi);
   if (m.law == "USL") t += ", k = " + iv(m.k, m.k_lo, m.k_hi);
   if (!m.left_out.empty()) t += " (" + m.left_out + ")";
   t += "; predicted efficiency at " + std::to_string(m.at2) + " ranks " + iv(m.eff2, m.eff2_lo, m.eff2_hi) + ", at " +

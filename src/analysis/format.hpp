@@ -98,6 +98,8 @@ void add_target_lines(svg::Plot& p, const std::vector<std::pair<std::string, dou
 // runs' TtaConfig per target) and its median time to accuracy marked.
 std::string tta_svg(const std::vector<const TtaConfig*>& targets, const Report& rep);
 std::string scaling_caption(const ScalingSeries& s);
+// A fitted serial share with its interval; "0 (at or above ideal)" where every resample's fit is 0.
+std::string serial_share_text(double s, double lo, double hi);
 std::string scaling_model_text(const ScalingSeries& s);
 std::string scaling_svg(const ScalingSeries& s);
 // How a ratio of medians gets its interval, in words ("percentile bootstrap").

@@ -136,7 +136,7 @@ TEST(PointNames, ALoneBackendIsSaidOnceNotOnEveryRow) {
   const std::string terminal = d500::render_console(d500::report_document(rep), 120);
   const std::string gemm = terminal.substr(terminal.find("Results: gemm"));
   EXPECT_NE(gemm.find("Shared by every gemm point: backend=reference"), std::string::npos) << gemm;
-  const std::string header = gemm.substr(gemm.rfind('\n', gemm.find(" reps ")) + 1);
+  const std::string header = gemm.substr(gemm.rfind('\n', gemm.find(" median ")) + 1);
   EXPECT_EQ(header.rfind("ranks_per_node", 0), 0u) << "no backend column before it:\n" << gemm;
   const std::string conv = terminal.substr(terminal.find("Results: conv2d"));
   EXPECT_NE(conv.find("\nbackend "), std::string::npos) << "two backends keep their column:\n" << conv;
@@ -144,7 +144,9 @@ TEST(PointNames, ALoneBackendIsSaidOnceNotOnEveryRow) {
 
 // A column of "complete" on every row tells the terminal nothing: it says so in a line and gives
 // the room to the names (the operators campaign cut "resnet50/res3_3x3_stride2" by one character
-// for it); a point that is not complete brings the column back; the files keep it always.
+// for it); a point that is not complete brings the column back; the files keep it always. So with
+// a reps column of one count (cpu-frameworks cut "backend-failed" to "backend-fail…" for one of
+// 10s): the line says the count, and a point measured with another brings the column back.
 TEST(ReportTables, TheTerminalSaysEveryPointCompleteOnceInsteadOfAColumn) {
   std::vector<PointRow> rows;
   for (std::int64_t n : {64, 128})
@@ -154,16 +156,30 @@ TEST(ReportTables, TheTerminalSaysEveryPointCompleteOnceInsteadOfAColumn) {
     return t.substr(t.find("Results: gemm"), t.find("\n\n", t.find("Results: gemm")) - t.find("Results: gemm"));
   };
   const std::string all = results(report(rows));
-  EXPECT_NE(all.find("Every gemm point is complete."), std::string::npos) << all;
+  EXPECT_NE(all.find("Every gemm point is complete, with 12 repetitions each."), std::string::npos) << all;
   EXPECT_EQ(all.find(" status"), std::string::npos) << all;
-  EXPECT_NE(d500::render_console(d500::report_document(report(rows)), 0).find(" status"), std::string::npos)
-      << "--wide keeps the column";
+  EXPECT_EQ(all.find(" reps "), std::string::npos) << all;
+  const std::string wide = d500::render_console(d500::report_document(report(rows)), 0);
+  EXPECT_NE(wide.find(" status"), std::string::npos) << "--wide keeps the column";
+  EXPECT_NE(wide.find(" reps "), std::string::npos) << "--wide keeps the column";
   rows[3].outcome = d500::Outcome::BackendFailed;
   rows[3].status = "backend-failed";
+  rows[3].validation_status = "failed";
+  rows[3].validation_max_rel_error = std::nan("");
+  rows[3].validation_tolerance = 0;
+  rows[3].costs.clear();
+  rows[3].time = d500::stats::summarize(rows[3].costs);
   const std::string one = results(report(rows));
-  EXPECT_EQ(one.find("Every gemm point"), std::string::npos) << one;
+  EXPECT_EQ(one.find("Every gemm point is complete"), std::string::npos) << one;
+  EXPECT_NE(one.find("Every gemm point that measured has 12 repetitions."), std::string::npos) << one;
   EXPECT_NE(one.find(" status"), std::string::npos) << one;
   EXPECT_NE(one.find("backend-failed"), std::string::npos) << one;
+  EXPECT_EQ(one.find("nan"), std::string::npos) << "a backend that failed before its output was judged:\n" << one;
+  rows[0].costs.resize(8);
+  rows[0].time = d500::stats::summarize(rows[0].costs);
+  const std::string fewer = results(report(rows));
+  EXPECT_EQ(fewer.find("repetitions"), std::string::npos) << fewer;
+  EXPECT_NE(fewer.find(" reps "), std::string::npos) << "two counts: the column is back\n" << fewer;
 }
 
 // Where many parameters are shared (here 18: twelve defaults, dtype, lr, nodes, ...) and the
@@ -1370,7 +1386,8 @@ TEST(ReportHtml, CellsKeepTheirLineInABoxThatScrollsAndNamesReadLeft) {
 }
 
 // Times that grow with the rank count faster than any serial share allows: no Amdahl model with
-// s > 1, but the reason; a real serial share is fitted inside [0, 1].
+// s > 1, but the reason; a real serial share is fitted inside [0, 1]; a series faster than ideal
+// in every resample has its share clipped to 0, which reads so, not as "0.00 [0.00, 0.00]".
 TEST(ScalingModel, AFitOutsideTheLawsRangeIsReportedAsFailed) {
   auto series = [](double (*time)(int)) {
     std::vector<PointRow> rows;
@@ -1394,6 +1411,14 @@ TEST(ScalingModel, AFitOutsideTheLawsRangeIsReportedAsFailed) {
   EXPECT_LE(good[0].model.s_hi, 1.0);
   EXPECT_LE(good[0].model.s_lo, 0.2);
   EXPECT_GE(good[0].model.s_hi, 0.2);
+  EXPECT_NE(d500::scaling_model_text(good[0]).find("; s = " + d500::fmt_sig(good[0].model.s, 3) + " ["),
+            std::string::npos)
+      << d500::scaling_model_text(good[0]);
+  const auto superlinear = series([](int p) { return p == 1 ? 1.0 : 0.4 / p; });  // 2.5x ideal past 1 rank
+  ASSERT_EQ(superlinear.size(), 1u);
+  EXPECT_EQ(superlinear[0].model.s_hi, 0.0);
+  EXPECT_NE(d500::scaling_model_text(superlinear[0]).find("; s = 0 (at or above ideal);"), std::string::npos)
+      << d500::scaling_model_text(superlinear[0]);
 }
 
 }  // namespace
