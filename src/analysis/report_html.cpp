@@ -104,6 +104,10 @@ std::string render_html(const Report&, const Document& d) {
     << "td:first-child,th:first-child{text-align:left}th{background:#f4f4f4}table.sortable th{cursor:pointer}"
     << "table.sortable th:after{content:' \\2195';color:#aaa}tr[title]:hover{background:#eef}"
     << ".bad{background:#fdd}.warn{background:#ffd}td.faster{background:#dfd}td.slower{background:#fdd}figure{display:inline-block;margin:0 1em 1em 0;vertical-align:top}"
+    // Two figures a row where they fit at nearly their size (the panels of one figure side by
+    // side, as small multiples read), one below that; a figure scales with its width.
+    << "svg.d500-figure{max-width:100%;height:auto}@media (min-width:1200px){figure{width:calc(50% - 1.5em)}"
+    << "svg.d500-figure{width:100%}}"
     << "figcaption{max-width:600px;font-size:85%;color:#444}nav{columns:3;font-size:90%}p{max-width:70em}</style></head><body>\n"
     << "<h1>" << html_escape(d.title) << "</h1>\n<p>" << html_escape(join(d.facts, "; ")) << "</p>\n<nav>\n";
   for (std::size_t i = 0; i < d.sections.size(); ++i)
