@@ -868,6 +868,23 @@ std::string method_brief(const Report& rep) {
 // results table's: the backend and each parameter that varies among the table's points ("default"
 // where unset), so that a row reads as in Results and the terminal cuts no long label
 // ("network:libtorch-native launch=1 memory_fo…").
+// A table's "ranks" column where every point ran on one node and ranks_per_node names the rows:
+// the same numbers twice, the column goes (as in the Results tables).
+void drop_ranks_said_by_ranks_per_node(TableBlock& t, const std::vector<const PointRow*>& rows,
+                                       const std::vector<std::string>& vary) {
+  auto& head = t.table[0];
+  const auto at = std::find(head.begin(), head.end(), "ranks");
+  if (at == head.end() || std::find(vary.begin(), vary.end(), "ranks_per_node") == vary.end() ||
+      std::any_of(rows.begin(), rows.end(), [](const PointRow* r) { return r->nodes != 1; }))
+    return;
+  const auto c = static_cast<std::size_t>(at - head.begin());
+  for (auto& row : t.table) row.erase(row.begin() + static_cast<std::ptrdiff_t>(c));
+  std::set<std::size_t> wide;
+  for (std::size_t w : t.wide_only)
+    if (w != c) wide.insert(w > c ? w - 1 : w);
+  t.wide_only = std::move(wide);
+}
+
 Block with_title(Block b, const Report& rep, bool point_column) {
   if (!point_column) return b;
   // Each label once, looked up by row (not every label per row: quality_table lists every point).
@@ -888,16 +905,21 @@ Block with_title(Block b, const Report& rep, bool point_column) {
     vary.erase(
         std::remove_if(vary.begin(), vary.end(), [&](const std::string& k) { return fixed->second.count(k) > 0; }),
         vary.end());
+  drop_ranks_said_by_ranks_per_node(b.table, rows, vary);
   auto named = [&](std::vector<std::string> row, const std::vector<std::string>& names) {
     row.erase(row.begin());
     row.insert(row.begin(), names.begin(), names.end());
     return row;
   };
-  std::vector<std::string> head{"backend"};
+  // One backend for every point of the workload (the Results' Shared line says it) names no row.
+  const bool backend = vary.empty() || !rep.names.lone_backend.count(rows[0]->workload);
+  std::vector<std::string> head;
+  if (backend) head.push_back("backend");
   head.insert(head.end(), vary.begin(), vary.end());
   b.table.table[0] = named(b.table.table[0], head);
   for (std::size_t k = 1; k < b.table.table.size(); ++k) {
-    std::vector<std::string> names{rows[k - 1]->backend};
+    std::vector<std::string> names;
+    if (backend) names.push_back(rows[k - 1]->backend);
     for (const auto& key : vary) names.push_back(value_text(*rows[k - 1], key));
     b.table.table[k] = named(b.table.table[k], names);
   }

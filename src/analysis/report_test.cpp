@@ -1363,6 +1363,7 @@ TEST(ReportHtml, CellsKeepTheirLineInABoxThatScrollsAndNamesReadLeft) {
   std::vector<PointRow> rows;
   for (const char* math : {"fp32", "bf16"})
     rows.push_back(with_params(row("onednn", 64, 1, 1, 0.01), {{"math", std::string(math)}}));
+  rows.push_back(with_params(row("blas", 64, 1, 1, 0.01), {{"math", std::string("fp32")}}));  // backend a column
   rows[1].outcome = d500::Outcome::BackendFailed;
   rows[1].status = "backend-failed";
   rows[1].status_reason = std::string(60, 'r');
