@@ -492,11 +492,25 @@ Block rate_panel(const Report& rep, const RateLayout& l, const std::string& work
           ". Bars: the " + pct(rep.confidence) + " CI. Hover a point for its parameters, median, interval and n.");
 }
 
+// Whether a workload has a timed collective on one rank, which its rate figures and scaling
+// series leave out (PointRow::lone_collective).
+bool lone_collective_left_out(const Report& rep, const std::string& workload) {
+  return std::any_of(rep.rows.begin(), rep.rows.end(), [&](const PointRow& r) {
+    return r.workload == workload && r.has_timings() && r.lone_collective();
+  });
+}
+
 std::vector<Block> workload_figures(const Report& rep, const std::string& workload) {
   std::vector<const PointRow*> rows;
   for (const auto& r : rep.rows)
-    if (r.workload == workload && r.has_timings()) rows.push_back(&r);
+    if (r.workload == workload && r.has_timings() && !r.lone_collective()) rows.push_back(&r);
   std::vector<Block> out;
+  if (lone_collective_left_out(rep, workload)) {
+    out.push_back(text("The figures leave out the 1-rank " + workload +
+                       " points: a collective on one rank moves nothing between ranks (a local copy, or nothing in "
+                       "place), so their GB/s is no bandwidth; the table above has their times."));
+    out.back().terminal = false;
+  }
   if (rows.empty()) return out;
   const RateLayout layout = rate_layout(rows, rep.names, workload);
   std::map<std::string, std::vector<const PointRow*>> panels, units;
@@ -1034,13 +1048,21 @@ std::vector<ScalingOverview> scaling_overviews(const Report& rep) {
         svg::Series{"ideal", {*counts.begin(), *counts.rbegin()}, {1, 1}, {}, {}, true, false, true, {}});
     ScalingOverview o{workload, {}};
     const std::string kind = kinds.size() == 1 ? *kinds.begin() + " scaling" : "scaling (weak and strong)";
-    const std::string what =
-        "Every " + kind + " series of " + workload + ", each against its own base run (its fewest ranks): " +
-        (kinds.size() > 1 ? "efficiency is T(base) / T(p) in weak scaling (ideal 1: the time stays), the speedup x "
-                            "base / p in strong"
-         : kinds.count("weak") ? std::string("efficiency is T(base) / T(p) (ideal 1: the time stays)")
-                               : std::string("efficiency is the speedup T(base) / T(p) x base / p (ideal 1)")) +
-        "; model: the fitted law's serial share s with its bootstrap interval.";
+    std::vector<std::string> efficiency;  // what it is, per kind present
+    for (const auto* sc : list) {
+      const std::string e = sc->kind != "weak" ? "the speedup T(base) / T(p) x base / p (ideal 1)"
+                            : !sc->bus.empty() ? "busbw(p) / busbw(base), as nccl-tests' bus bandwidth (ideal 1: it "
+                                                 "stays; the time may grow as the data each link carries)"
+                                               : "T(base) / T(p) (ideal 1: the time stays)";
+      if (std::find(efficiency.begin(), efficiency.end(), e) == efficiency.end()) efficiency.push_back(e);
+    }
+    const std::string what = "Every " + kind + " series of " + workload +
+                             ", each against its own base run (its fewest ranks" +
+                             (lone_collective_left_out(rep, workload) ? "; a collective's 1-rank run moves nothing "
+                                                                        "between ranks and is none"
+                                                                      : "") +
+                             "): efficiency is " + join(efficiency, "; or ") +
+                             "; model: the fitted law's serial share s with its bootstrap interval.";
     o.blocks.push_back(text(what + " Each series' base, table and model in words follow.",
                             what + " report.md has each series' base, table and model in words."));
     Block tb = table(t);
@@ -1048,8 +1070,7 @@ std::vector<ScalingOverview> scaling_overviews(const Report& rep) {
     o.blocks.push_back(std::move(tb));
     o.blocks.push_back(figure(svg::render(p), slug("scaling-" + workload),
                               "Figure: every scaling series of " + workload +
-                                  ": its efficiency at each rank count (weak scaling: T(base) / T(p); strong: the "
-                                  "speedup x base / p) with its " +
+                                  ": its efficiency at each rank count (as the table above) with its " +
                                   pct(rep.confidence) +
                                   " bootstrap interval, a line per series (its points differ in ranks alone); dashed: "
                                   "the ideal, 1. Each series' times, model and table follow."));

@@ -491,7 +491,7 @@ Table comparison_table(const Report& rep) {
 
 Table scaling_table(const ScalingSeries& s) {
   // In weak scaling the efficiency is T(base)/T(p) itself: one column, not the same twice.
-  const bool weak = s.kind == "weak";
+  const bool weak = s.kind == "weak" && s.bus.empty();
   Table t{{"ranks", "nodes", "reps", "median time", "CI"}};
   if (!weak) t[0].push_back("T(base)/T(p) (CI)");
   t[0].push_back(weak ? "efficiency = T(base)/T(p) (CI)" : "efficiency (CI)");
@@ -693,11 +693,21 @@ std::string scaling_model_text(const ScalingSeries& s) {
   return t;
 }
 
+std::string bus_ideal_words(const std::string& collective) {
+  const std::string f = collective == "allreduce" ? "2(p-1)/p" : collective == "broadcast" ? "1" : "(p-1)/p";
+  return "the bus bandwidth stays (nccl-tests' busbw = size / time x f(p), with f(p) = " + f + " for " + collective +
+         ": f(p) x size is what each rank's link carries in the best algorithm, so the time may grow with it)";
+}
+
 std::string scaling_caption(const ScalingSeries& s) {
   std::string c = (s.kind == "weak" ? "Weak" : "Strong") + std::string(" scaling of ") + s.group + ". Base: the " +
                   std::to_string(s.base_ranks) + "-rank run of this configuration (not the best serial code), median " +
                   fmt_time(s.base_time) + ". ";
-  if (s.kind == "weak")
+  if (s.kind == "weak" && !s.bus.empty())
+    c += "Ideal: " + bus_ideal_words(s.bus) +
+         "; efficiency = busbw(p) / busbw(base) = T(base) / T(p) x f(p) / f(base). " +
+         (s.note.empty() ? "" : "What grows: " + s.note + ".");
+  else if (s.kind == "weak")
     c += "Ideal: constant time; efficiency = T(base) / T(p). " + (s.note.empty() ? "" : "What grows: " + s.note + ".");
   else
     c += "Ideal: T(base) x base / p; efficiency = speedup x base / p.";
@@ -717,7 +727,7 @@ std::string scaling_svg(const ScalingSeries& s) {
   svg::Series model{s.model.law + " fit", {}, {}, {}, {}, true, false, true, {}};
   auto model_time = [&](double ranks) {
     const double n = ranks / s.base_ranks, load = 1 + s.model.s * (n - 1) + s.model.k * n * (n - 1);
-    return s.base_time * (s.kind == "weak" ? load : load / n);
+    return s.base_time * s.ideal_load(ranks) * load;
   };
   for (const auto& pt : s.points) {
     const double x = pt.ranks;
@@ -732,7 +742,7 @@ std::string scaling_svg(const ScalingSeries& s) {
                      ", n=" + std::to_string(pt.time.n) + "; speedup " + ratio_text(pt.speedup) + ", efficiency " +
                      fmt_sig(pt.efficiency, 3));
     ideal.x.push_back(x);
-    ideal.y.push_back(s.kind == "weak" ? s.base_time : s.base_time * s.base_ranks / x);
+    ideal.y.push_back(s.base_time * s.ideal_load(x));
     model.x.push_back(x);
     model.y.push_back(model_time(x));
   }

@@ -100,6 +100,8 @@ std::string tta_svg(const std::vector<const TtaConfig*>& targets, const Report& 
 std::string scaling_caption(const ScalingSeries& s);
 // A fitted serial share with its interval; "0 (at or above ideal)" where every resample's fit is 0.
 std::string serial_share_text(double s, double lo, double hi);
+// A collective's ideal in weak scaling, in words: nccl-tests' bus bandwidth constant.
+std::string bus_ideal_words(const std::string& collective);
 std::string scaling_model_text(const ScalingSeries& s);
 std::string scaling_svg(const ScalingSeries& s);
 // How a ratio of medians gets its interval, in words ("percentile bootstrap").

@@ -146,8 +146,11 @@ void write_scaling(std::ostringstream& o, const Report& rep) {
   for (std::size_t i = 0; i < rep.scaling.size(); ++i) {
     const auto& s = rep.scaling[i];
     o << (i ? "," : "") << "\n    {\"group\": " << js(s.group) << ", \"kind\": " << js(s.kind)
-      << ", \"note\": " << js(s.note) << ", \"base_ranks\": " << s.base_ranks
-      << ", \"base_median_s\": " << jn(s.base_time);
+      << ", \"note\": " << js(s.note) << ", \"efficiency\": "
+      << js(s.kind != "weak" ? "speedup x base / p"
+            : s.bus.empty()  ? "T(base) / T(p)"
+                             : "busbw(p) / busbw(base): " + s.bus + "'s bus factor")
+      << ", \"base_ranks\": " << s.base_ranks << ", \"base_median_s\": " << jn(s.base_time);
     if (!s.model.law.empty()) {
       const auto& m = s.model;
       o << ", \"model\": {\"law\": " << js(m.law) << ", \"why\": " << js(m.why) << ", \"left_out\": " << js(m.left_out)

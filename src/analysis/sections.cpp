@@ -69,6 +69,16 @@ std::vector<std::vector<const PointRow*>> group_rows(const std::vector<PointRow>
 int launch_of(const PointRow* r) { return static_cast<int>(int_param_or(r->params, "launch", 0)); }
 bool timed_launch(const PointRow& r) { return r.params.count("launch") && r.has_timings(); }
 
+// The points a scaling series is made of: timed, and not a collective on one rank, which moves
+// nothing between ranks (its time no base for the others'; PointRow::lone_collective).
+bool scaled(const PointRow& r) { return r.has_timings() && !r.lone_collective(); }
+bool scaled_launch(const PointRow& r) { return timed_launch(r) && !r.lone_collective(); }
+
+// A weak-scaling collective's workload, whose efficiency is then on bus bandwidth; "" otherwise.
+std::string bus_of(const PointRow& r) {
+  return r.level == 0 && r.scaling == "weak" && collective_bus_factor(r.workload, 2) ? r.workload : "";
+}
+
 // Which of two backends is the baseline of a comparison: the reference backend when present (the
 // truth), else the one first in name order (stable whatever order the files were read in); a, b as
 // PointNames::who names them.
@@ -209,7 +219,7 @@ std::vector<LaunchComparison> scaling_across_launches(const std::vector<PointRow
   std::vector<LaunchComparison> out;
   const PointNames names = point_names(rows);
   auto ranks_text = [](int n) { return std::to_string(n) + (n == 1 ? " rank" : " ranks"); };
-  for (const auto& g : group_rows(rows, {"nodes", "ranks_per_node", "launch"}, timed_launch)) {
+  for (const auto& g : group_rows(rows, {"nodes", "ranks_per_node", "launch"}, scaled_launch)) {
     std::map<int, std::map<int, const PointRow*>> by_ranks;  // ranks -> launch -> point
     for (const auto* r : g) by_ranks[r->ranks][launch_of(r)] = r;
     if (by_ranks.size() < 2) continue;
@@ -223,8 +233,9 @@ std::vector<LaunchComparison> scaling_across_launches(const std::vector<PointRow
       c->group = label(names, first, true, false, "launch");
       c->baseline = ranks_text(base_ranks);
       c->other = ranks_text(ranks);
-      // As ScalingSeries: strong scaling's ideal is p / p_base, weak scaling's 1.
-      c->ideal = first.scaling == "weak" ? 1.0 : static_cast<double>(ranks) / base_ranks;
+      // As ScalingSeries: strong scaling's ideal is p / p_base, weak scaling's 1, a collective's
+      // its bus factor's growth.
+      c->ideal = 1 / ideal_load(first.scaling, bus_of(first), base_ranks, ranks);
       out.push_back(std::move(*c));
     }
   }
@@ -308,10 +319,12 @@ void fit_scaling_model(ScalingSeries& s, const std::vector<const PointRow*>& g, 
   for (const auto* r : g)
     if (r->ranks > g.front()->ranks) n.push_back(static_cast<double>(r->ranks) / g.front()->ranks);
   if (n.empty()) return;
-  const bool weak = s.kind == "weak";
+  // C(n) = n x efficiency = n x T(base) / T(p) x the ideal load (strong: the speedup; weak: n x
+  // T(base) / T(p); a collective's: on bus bandwidth).
   auto capacities = [&](const std::vector<double>& medians) {
     std::vector<double> c;
-    for (std::size_t i = 1; i < medians.size(); ++i) c.push_back(medians[0] / medians[i] * (weak ? n[i - 1] : 1.0));
+    for (std::size_t i = 1; i < medians.size(); ++i)
+      c.push_back(n[i - 1] * medians[0] / medians[i] * s.ideal_load(g[i]->ranks));
     return c;
   };
   std::vector<double> med;
@@ -379,13 +392,14 @@ void fit_scaling_model(ScalingSeries& s, const std::vector<const PointRow*>& g, 
 std::vector<ScalingSeries> scaling_series(const std::vector<PointRow>& rows, double confidence, std::uint64_t seed) {
   std::vector<ScalingSeries> out;
   const PointNames names = point_names(rows);
-  for (auto& g : group_rows(rows, {"nodes", "ranks_per_node"}, [](const PointRow& r) { return r.has_timings(); })) {
+  for (auto& g : group_rows(rows, {"nodes", "ranks_per_node"}, scaled)) {
     std::sort(g.begin(), g.end(), [](auto* a, auto* b) { return a->ranks < b->ranks; });
     if (g.size() < 2 || g.front()->ranks == g.back()->ranks) continue;
     ScalingSeries s;
     s.group = label(names, *g.front(), true, false);
     s.kind = g.front()->scaling;
     s.note = g.front()->scaling_note;
+    s.bus = bus_of(*g.front());
     const PointRow& base = *g.front();
     s.base_ranks = base.ranks;
     s.base_time = base.time.median;
@@ -402,9 +416,9 @@ std::vector<ScalingSeries> scaling_series(const std::vector<PointRow>& rows, dou
         p.speedup = stats::bootstrap_median_ratio(base.costs, r->costs, confidence, kRatioMethod, kBootstrapResamples,
                                                   comparison_seed(seed, base.id, r->id));
       }
-      // Strong scaling: ideal speedup is p / p_base. Weak scaling: ideal time is constant, so
-      // the efficiency is T(base) / T(p) itself.
-      const double ideal = s.kind == "weak" ? 1.0 : static_cast<double>(r->ranks) / base.ranks;
+      // The speedup over the ideal's: strong scaling p / p_base; weak 1 (the efficiency is T(base)
+      // / T(p) itself); a collective's, its bus factor's growth (ideal_load).
+      const double ideal = 1 / s.ideal_load(r->ranks);
       p.efficiency = p.speedup.estimate / ideal;
       p.efficiency_lo = p.speedup.lo / ideal;
       p.efficiency_hi = p.speedup.hi / ideal;
@@ -433,7 +447,7 @@ std::vector<ScalingSeries> scaling_series(const std::vector<PointRow>& rows, dou
 std::vector<LaunchScalingModel> scaling_models_across_launches(const std::vector<PointRow>& rows, double confidence) {
   std::vector<LaunchScalingModel> out;
   const PointNames names = point_names(rows);
-  for (const auto& g : group_rows(rows, {"nodes", "ranks_per_node", "launch"}, timed_launch)) {
+  for (const auto& g : group_rows(rows, {"nodes", "ranks_per_node", "launch"}, scaled_launch)) {
     std::map<int, std::map<int, const PointRow*>> by_launch;  // launch -> ranks -> point
     for (const auto* r : g) by_launch[launch_of(r)][r->ranks] = r;
     // The rank counts every launch measured; as the per-launch fit, oversubscribed points (other
@@ -455,6 +469,7 @@ std::vector<LaunchScalingModel> scaling_models_across_launches(const std::vector
     const PointRow& first = *by_launch.begin()->second.at(ranks.front());
     m.group = label(names, first, true, false, "launch");
     m.kind = first.scaling;
+    m.bus = bus_of(first);
     m.base_ranks = ranks.front();
     m.ranks = ranks;
     std::vector<double> n;
@@ -470,7 +485,7 @@ std::vector<LaunchScalingModel> scaling_models_across_launches(const std::vector
       for (std::size_t i = 1; i < ranks.size(); ++i) {
         const double t = points.at(ranks[i])->time.median;
         usable = usable && base > 0 && t > 0;
-        c.push_back(t > 0 ? base / t * (m.kind == "weak" ? n[i - 1] : 1.0) : 0);
+        c.push_back(t > 0 ? n[i - 1] * base / t * ideal_load(m.kind, m.bus, ranks.front(), ranks[i]) : 0);
       }
       m.launches.push_back(launch);
       for (int law = 0; law < (three ? 2 : 1); ++law) {

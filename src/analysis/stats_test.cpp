@@ -560,6 +560,75 @@ TEST(ScalingModel, LargePointsDrawExactResampleMediansAndKeepThePlantedFraction)
   EXPECT_LT(large.model.s_hi - large.model.s_lo, 0.3 * (small.model.s_hi - small.model.s_lo));
 }
 
+// An allreduce's weak scaling is judged as nccl-tests judges it: on bus bandwidth, whose ideal is
+// constant while a ring's time grows as 2(p-1)/p. Times that follow that law exactly are 100%
+// efficient at every count, and the Amdahl fit finds no serial share; the 1-rank point, which
+// moves nothing between ranks (0.1 us here), is no base, no series point and no figure point.
+TEST(ScalingModel, ACollectiveScalesOnBusBandwidthAndItsOneRankRunIsNoBase) {
+  std::mt19937_64 gen(29);
+  std::normal_distribution<double> noise(1.0, 0.01);
+  std::vector<d500::PointRow> rows;
+  for (int ranks : {1, 2, 4, 8}) {
+    d500::PointRow r;
+    r.id = "p" + std::to_string(ranks);
+    r.workload = "allreduce";
+    r.backend = "mpi";
+    r.level = 0;
+    r.scaling = "weak";
+    r.rate_unit = "GB/s";
+    r.params = {{"workload", std::string("allreduce")},
+                {"backend", std::string("mpi")},
+                {"nodes", std::int64_t{1}},
+                {"ranks_per_node", std::int64_t{ranks}}};
+    r.outcome = d500::Outcome::Complete;
+    r.ranks = ranks;
+    r.nodes = 1;
+    const double ideal = ranks == 1 ? 1e-7 : 1e-4 * 2 * (ranks - 1) / ranks;  // 1 rank: an in-place no-op
+    for (int i = 0; i < 40; ++i) r.costs.push_back(ideal * noise(gen));
+    r.time = summarize(r.costs);
+    r.rate = 1e6 / r.time.median / 1e9;
+    r.bus_factor = *d500::collective_bus_factor("allreduce", ranks);
+    rows.push_back(r);
+  }
+  EXPECT_TRUE(rows[0].lone_collective());
+  EXPECT_FALSE(rows[1].lone_collective());
+  const auto s = d500::scaling_series(rows, 0.95, 5);
+  ASSERT_EQ(s.size(), 1u);
+  EXPECT_EQ(s[0].bus, "allreduce");
+  EXPECT_EQ(s[0].base_ranks, 2);
+  ASSERT_EQ(s[0].points.size(), 3u);
+  for (const auto& p : s[0].points) {
+    EXPECT_NEAR(p.efficiency, 1.0, 0.03) << p.ranks << " ranks: T(2)/T(p) alone would read "
+                                         << s[0].base_time / p.time.median;
+    EXPECT_LE(p.efficiency_lo, 1.0);
+    EXPECT_GE(p.efficiency_hi, 1.0);
+  }
+  EXPECT_EQ(s[0].model.law, "Amdahl") << d500::scaling_model_text(s[0]);
+  EXPECT_LT(s[0].model.s_hi, 0.02) << d500::scaling_model_text(s[0]);
+  EXPECT_NE(d500::scaling_caption(s[0]).find("efficiency = busbw(p) / busbw(base)"), std::string::npos);
+  // The ideal line of its figure is the bus factor's growth: 8 ranks ideally take 1.75x 2 ranks'.
+  EXPECT_NEAR(s[0].ideal_load(8), 1.75, 1e-12);
+  d500::Report rep;
+  rep.campaign = "t";
+  rep.rows = rows;
+  rep.names = d500::point_names(rep.rows);
+  rep.scaling = s;
+  const d500::Document d = d500::report_document(rep);
+  std::string figures;
+  for (const auto& sec : d.sections)
+    for (const auto& b : sec.blocks)
+      if (b.kind == d500::Block::Kind::Figure && b.name.find("rate-allreduce") != std::string::npos) figures += b.svg;
+  EXPECT_FALSE(figures.empty());
+  EXPECT_EQ(figures.find("data-x=\"1\""), std::string::npos) << "the 1-rank point is no figure point:\n" << figures;
+  EXPECT_NE(figures.find("data-x=\"2\""), std::string::npos) << figures;
+  // A workload that is no collective keeps its 1-rank base.
+  for (auto& r : rows) r.workload = "gemm";
+  const auto g = d500::scaling_series(rows, 0.95, 5);
+  ASSERT_EQ(g.size(), 1u);
+  EXPECT_EQ(g[0].base_ranks, 1);
+  EXPECT_TRUE(g[0].bus.empty());
+}
+
 TEST(Bootstrap, CoversTheTrueRatioForLargeSamples) {
   std::mt19937_64 gen(321);
   std::lognormal_distribution<double> noise(0.0, 0.3);

@@ -203,6 +203,28 @@ void add_time_to_accuracy(PointRow& r, const PointResult& p) {
       for (double t : *more) r.tta_more.push_back({t, time_to_target_all_ranks(p.events, t, p.tta_budget_s)});
 }
 
+}  // namespace
+
+std::optional<double> collective_bus_factor(const std::string& workload, double ranks) {
+  if (workload == "allreduce") return 2 * (ranks - 1) / ranks;
+  if (workload == "allgather" || workload == "reduce_scatter") return (ranks - 1) / ranks;
+  if (workload == "broadcast") return 1.0;
+  return std::nullopt;
+}
+
+bool PointRow::lone_collective() const {
+  return level == 0 && ranks == 1 && collective_bus_factor(workload, 1).has_value();
+}
+
+double ideal_load(const std::string& kind, const std::string& bus, int base_ranks, double ranks) {
+  if (kind != "weak") return base_ranks / ranks;
+  if (bus.empty()) return 1;
+  const double base = collective_bus_factor(bus, base_ranks).value_or(0);
+  return base > 0 ? collective_bus_factor(bus, ranks).value_or(0) / base : 1;
+}
+
+namespace {
+
 // The point's work per repetition and its rate at the median time (and at the CI's ends); a
 // collective's bus factor (nccl-tests' busbw).
 void add_rates(PointRow& r, const PointResult& p) {
@@ -210,12 +232,7 @@ void add_rates(PointRow& r, const PointResult& p) {
                                : p.rate_unit == "samples/s" ? p.work_items
                                                             : p.work_bytes);
   const double unit = p.rate_unit == "samples/s" ? 1 : 1e9;
-  const double n = r.ranks;
-  if (r.ranks > 0 && r.level == 0) {
-    if (r.workload == "allreduce") r.bus_factor = 2 * (n - 1) / n;
-    if (r.workload == "allgather" || r.workload == "reduce_scatter") r.bus_factor = (n - 1) / n;
-    if (r.workload == "broadcast") r.bus_factor = 1;
-  }
+  if (r.ranks > 0 && r.level == 0) r.bus_factor = collective_bus_factor(r.workload, r.ranks).value_or(0);
   if (r.time.n > 0 && r.time.median > 0) {
     r.rate = r.work / r.time.median / unit;
     if (r.scaling == "weak" || r.ranks == 1) r.rate_aggregate = r.rate * r.ranks;

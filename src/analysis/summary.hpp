@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -95,6 +96,9 @@ struct PointRow {
   std::map<std::string, Value> facts;  // network.*, executor*, memory.* as recorded
   // Complete, with timed repetitions: what comparisons, scaling series and `d500 compare` use.
   bool has_timings() const { return outcome == Outcome::Complete && time.n > 0; }
+  // A level-0 collective on one rank: no data crosses between ranks (a local copy, or nothing in
+  // place), so its GB/s is no bandwidth and its time no base for scaling.
+  bool lone_collective() const;
   // Whether the mean and its t-interval (and Fieller's ratio of means) may be shown: normality
   // not rejected and no Tukey outlier (a few 10x outliers pass Anderson-Darling at n = 10-15
   // often, and then the t-interval never covers the mean).
@@ -144,7 +148,8 @@ struct LaunchComparison {
   std::string varies = "backend";  // "backend", or "ranks" (a scaling series)
   std::string group;               // the shared parameters, without what varies and launch
   std::string baseline, other;     // backends, or rank counts ("1 rank", "4 ranks")
-  double ideal = 0;                // ranks: the ideal speedup (strong p / p_base, weak 1); 0 for backends
+  double ideal = 0;  // ranks: the ideal speedup (strong p / p_base, weak 1, a collective f(base) / f(p): ideal_load); 0
+                     // for backends
   // What pairs the two configurations' medians: "launch" (a campaign's launches), or "seed" (a
   // training's seeds: replicates of one configuration, Report::seed_comparisons).
   std::string replicate = "launch";
@@ -191,12 +196,23 @@ struct ScalingPoint {
   double efficiency = 0, efficiency_lo = 0, efficiency_hi = 0;
 };
 
+// nccl-tests' bus factor of a level-0 collective workload at `ranks` ranks (allreduce 2(n-1)/n,
+// allgather and reduce_scatter (n-1)/n, broadcast 1); nothing for any other workload.
+std::optional<double> collective_bus_factor(const std::string& workload, double ranks);
+
+// A scaling series' ideal time at `ranks` over its base's: strong scaling base / ranks; weak 1;
+// a collective's weak scaling (bus = its workload) its bus factor's growth f(ranks) / f(base),
+// nccl-tests' bus bandwidth held constant (a ring allreduce's 4 ranks ideally take 1.5x its 2's).
+double ideal_load(const std::string& kind, const std::string& bus, int base_ranks, double ranks);
+
 struct ScalingSeries {
   std::string group;       // the parameters shared by the series
   std::string kind, note;  // "strong" or "weak", and what grows
+  std::string bus;         // a collective's workload: its efficiency is on bus bandwidth (ideal_load)
   int base_ranks = 0;
   double base_time = 0;  // median, seconds
   std::vector<ScalingPoint> points;
+  double ideal_load(double ranks) const { return d500::ideal_load(kind, bus, base_ranks, ranks); }
   // A scaling model fitted to the capacity C(n) = speedup (strong) or n x T(base)/T(p) (weak),
   // n = p / base ranks: the Universal Scalability Law C(n) = n / (1 + s (n-1) + k n (n-1)),
   // Amdahl's law its k = 0 case. Least squares on the linear form n/C - 1 = s (n-1) + k n (n-1)
@@ -224,7 +240,7 @@ struct ScalingSeries {
 // only the repetitions within one). The USL when three or more rank counts are measured and its
 // contention term's interval lies above 0; else Amdahl's law.
 struct LaunchScalingModel {
-  std::string group, kind;  // as ScalingSeries
+  std::string group, kind, bus;  // as ScalingSeries
   int base_ranks = 0;
   std::vector<int> ranks;  // the rank counts fitted, measured in every launch listed (oversubscribed ones left out)
   std::vector<int> launches;
