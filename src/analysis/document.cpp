@@ -681,7 +681,11 @@ Section workload_results(const Report& rep, const std::string& workload) {
   std::set<int> ranks;
   for (const auto* r : rows) ranks.insert(r->ranks);
   const bool one_node = std::all_of(rows.begin(), rows.end(), [](const PointRow* r) { return r->nodes == 1; });
-  const bool ranks_column = !one_node || std::find(lead.begin(), lead.end(), "ranks_per_node") == lead.end();
+  // One rank count on every point, nodes and ranks_per_node shared: the Shared line says it, and
+  // no output has a column of it.
+  const bool said = ranks.size() == 1 && std::find(vary.begin(), vary.end(), "nodes") == vary.end() &&
+                    std::find(vary.begin(), vary.end(), "ranks_per_node") == vary.end();
+  const bool ranks_column = !said && (!one_node || std::find(lead.begin(), lead.end(), "ranks_per_node") == lead.end());
   for (const std::string& h :
        {std::string(ranks_column ? "ranks" : ""), std::string("reps"), std::string("median"), ci,
         unit.empty() ? std::string("rate") : unit, std::string("rate CI"), std::string(aggregate ? "all ranks" : ""),

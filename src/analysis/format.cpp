@@ -557,7 +557,7 @@ std::string launch_comparison_note(const Report&) {
          "launch the ratio of the two medians (above 1, the other is faster), then Student's t interval (launches - 1 degrees of "
          "freedom) on the logarithms of those ratios, exponentiated: the typical launch's speedup, paired by launch (a campaign's "
          "launches run one after the other, launch i of every point in the same period). A scaling efficiency is that speedup "
-         "over the ideal (strong: p / p_base; weak: 1). These intervals cover the variation between launches; the Backend "
+         "over the ideal (strong: p / p_base; weak: 1; a collective's weak: f(p_base) / f(p), its bus factor's). These intervals cover the variation between launches; the Backend "
          "comparisons and Scaling sections compare the points of one launch each and cover only the variation within it.";
 }
 
