@@ -253,7 +253,7 @@ std::string decade_apart(const std::vector<double>& medians) {
   return fmt_time(*lo) + " to " + fmt_time(*hi);
 }
 
-// The repetitions of each point of a workload as box plots, up to 16 boxes a figure, each box
+// The repetitions of each point of a workload as box plots, up to 24 boxes a figure, each box
 // named by what tells the points apart (Telling); where the figure's medians are a decade apart
 // (decade_apart: ResNet-20 at 60 ms beside emulated bfloat16 at 1.6 s), each repetition relative
 // to its point's median.
@@ -263,7 +263,7 @@ std::vector<Block> repetition_figures(const Report& rep, const std::vector<const
   const PointNames& names = rep.names;
   const Telling keys = telling(rows, names, workload);
   const std::vector<std::string> backends = report_backends(rep);
-  constexpr std::size_t kBoxes = 16;
+  constexpr std::size_t kBoxes = 24;
   for (std::size_t from = 0; from < rows.size(); from += kBoxes) {
     const std::size_t to = std::min(rows.size(), from + kBoxes);
     std::vector<double> medians;
@@ -274,8 +274,8 @@ std::vector<Block> repetition_figures(const Report& rep, const std::vector<const
     svg::BoxPlot b;
     b.title = workload + ": repetitions of each point" + (relative ? ", relative to its median" : "") +
               (rows.size() > kBoxes ? " (" + std::to_string(from / kBoxes + 1) + ")" : "");
-    b.ylabel = relative ? "time per repetition / its point's median" : "time per repetition [s]";
-    b.xlabel = keys.axis();
+    b.values_label = relative ? "time per repetition / its point's median" : "time per repetition [s]";
+    b.names_label = keys.axis();
     std::vector<double> all;
     for (std::size_t i = from; i < to; ++i) {
       const PointRow& r = *rows[i];
@@ -288,8 +288,8 @@ std::vector<Block> repetition_figures(const Report& rep, const std::vector<const
       all.insert(all.end(), box.values.begin(), box.values.end());
       b.boxes.push_back(std::move(box));
     }
-    b.logy = svg::spans_decade(all);
-    if (b.logy) b.ylabel += ", log scale";
+    b.log_values = svg::spans_decade(all);
+    if (b.log_values) b.values_label += ", log scale";
     out.push_back(figure(
         svg::render(b), slug("repetitions-" + workload + "-" + std::to_string(from / kBoxes + 1)),
         "Figure: " + b.title + " (the slowest rank's time per repetition; warm-ups excluded" +

@@ -310,7 +310,8 @@ TEST(ReportFigures, ParametersSweptAsOneNameABoxOnce) {
 
 // Repetitions of points whose medians span a decade (60 ms beside 1.6 s) are drawn relative to
 // each point's median, so that the fast points' spread is not a line on the slow points' axis;
-// a backend keeps its colour; a figure whose names would leave it grows wider to show them whole.
+// a backend keeps its colour; the boxes lie on their side, their names whole in a column as wide as
+// the longest (they were slanted, the figure widened for the last of them).
 TEST(ReportFigures, RepetitionsOfPointsADecadeApartAreDrawnRelativeToTheirMedians) {
   std::vector<PointRow> rows;
   for (const char* b : {"blas", "reference"})
@@ -322,10 +323,13 @@ TEST(ReportFigures, RepetitionsOfPointsADecadeApartAreDrawnRelativeToTheirMedian
   EXPECT_NE(boxes[0].find("repetitions of each point, relative to its median"), std::string::npos) << boxes[0];
   EXPECT_NE(boxes[0].find("time per repetition / its point's median"), std::string::npos) << boxes[0];
   EXPECT_EQ(boxes[0].find("log scale"), std::string::npos) << "1% noise around 1: no decade to span";
-  std::smatch width;
-  ASSERT_TRUE(std::regex_search(boxes[0], width, std::regex("<svg[^>]* width=\"([0-9.]+)\"")));
-  EXPECT_GT(std::stod(width[1]), 600) << "the last names reach past the legend's column: " << boxes[0];
+  std::smatch area;
+  ASSERT_TRUE(std::regex_search(boxes[0], area, std::regex("<rect class=\"plot-area\" x=\"([0-9.]+)\"")));
+  const double longest = std::string("reference, a_long_layout_name_nr_8192").size() * 6.6;
+  EXPECT_GT(std::stod(area[1]), longest) << "the names' column holds the longest: " << boxes[0];
+  EXPECT_LT(std::stod(area[1]), longest + 30) << "and no more: " << boxes[0];
   EXPECT_EQ(boxes[0].find("\u2026"), std::string::npos) << "every name whole: " << boxes[0];
+  EXPECT_EQ(boxes[0].find("rotate("), std::string::npos) << "no name slanted: " << boxes[0];
   // A backend's boxes in its colour (the report's first backend, blas, the palette's first).
   std::regex stroke("<line x1=\"[^\"]*\" y1=\"[^\"]*\" x2=\"[^\"]*\" y2=\"[^\"]*\" stroke=\"(#[0-9a-f]+)\"/><rect");
   std::vector<std::string> colours;

@@ -473,36 +473,51 @@ std::string render(const Plot& p) {
   return o + "</svg>\n";
 }
 
+// A box plot lies on its side: a row per box, its name whole (or cut in the middle where longer
+// than kBoxNamesWidest) in a column on the left, read without turning the head; the values on the
+// x axis below. The caption says what box, whiskers and bar are.
+constexpr double kBoxRow = 18, kBoxNamesWidest = 340;
 std::string render(const BoxPlot& p) {
-  std::vector<double> ys;
-  for (const auto& b : p.boxes) ys.insert(ys.end(), b.values.begin(), b.values.end());
-  Axis ay = make_axis(ys, p.logy);
-  const double n = static_cast<double>(std::max<std::size_t>(p.boxes.size(), 1));
-  Axis ax{-0.5, n - 0.5, false};
-  auto X = [&](double v) { return ax.map(v, L, W - R); };
-  auto Y = [&](double v) { return ay.map(v, H - B, T); };
-  // Below the plotting area, the boxes' names slanted.
+  std::vector<double> xs;
+  for (const auto& b : p.boxes) xs.insert(xs.end(), b.values.begin(), b.values.end());
+  const Axis ax = make_axis(xs, p.log_values);
+  std::size_t longest = 0;
+  for (const auto& b : p.boxes) longest = std::max(longest, b.name.size());
+  const double left = std::clamp(static_cast<double>(longest) * kCharWidth + 14, 80.0, kBoxNamesWidest + 14);
+  const double right = W - 16, top = T + 8, bottom = top + kBoxRow * static_cast<double>(p.boxes.size());
+  const double height = bottom + 44;
+  auto X = [&](double v) { return ax.map(v, left, right); };
+  std::string o = "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"d500-figure\" width=\"" + num(W) + "\" height=\"" +
+                  num(height) + "\" viewBox=\"0 0 " + num(W) + " " + num(height) +
+                  "\" font-family=\"sans-serif\" font-size=\"11\">\n";
+  o += text_el(8, 18, "title", "start", p.title, W - 16, " font-size=\"12\" font-weight=\"bold\"");
+  // What the names are, above their column; what the values are, below the axis.
+  if (!p.names_label.empty()) o += text_el(8, top - 8, "ylabel", "start", p.names_label, W - 16);
+  o += "<rect class=\"plot-area\" x=\"" + num(left) + "\" y=\"" + num(top) + "\" width=\"" + num(right - left) +
+       "\" height=\"" + num(bottom - top) + "\" fill=\"none\" stroke=\"#444\"/>\n";
+  o += text_el((left + right) / 2, height - 8, "xlabel", "middle", p.values_label, right - left);
+  const std::vector<double> ticks = ax.ticks();
+  const std::vector<std::string> labels = tick_texts(ticks);
+  for (std::size_t i = 0; i < ticks.size(); ++i) {
+    const double x = X(ticks[i]);
+    o += "<line x1=\"" + num(x) + "\" y1=\"" + num(top) + "\" x2=\"" + num(x) + "\" y2=\"" + num(bottom + 4) +
+         "\" stroke=\"#ddd\"/><text class=\"tick\" x=\"" + num(x) + "\" y=\"" + num(bottom + 16) +
+         "\" text-anchor=\"middle\">" + labels[i] + "</text>\n";
+  }
   std::vector<std::string> names;
-  std::vector<double> at;  // the boxes' places
-  for (std::size_t i = 0; i < p.boxes.size(); ++i)
-    names.push_back(p.boxes[i].name), at.push_back(X(static_cast<double>(i)));
-  const double canvas = slanted_canvas(names, at);
-  std::string o = frame(p.title, p.xlabel, p.ylabel, H + slanted_room(names), canvas);
-  o += y_ticks(ay);
-  const double slot = (W - L - R) / n, half = std::min(18.0, slot * 0.3);
-  std::vector<double> widths;
-  for (std::size_t i = 0; i < p.boxes.size(); ++i) widths.push_back(slanted_width(at[i], canvas));
-  const std::vector<std::string> shown = fit_apart(names, widths);
+  for (const auto& b : p.boxes) names.push_back(b.name);
+  const std::vector<std::string> shown = fit_apart(names, std::vector<double>(names.size(), left - 13));
+  const double half = std::min(6.0, kBoxRow * 0.33);
   for (std::size_t i = 0; i < p.boxes.size(); ++i) {
     const Box& b = p.boxes[i];
     const std::size_t palette = sizeof kColours / sizeof *kColours;
     const std::string c = kColours[(b.colour >= 0 ? static_cast<std::size_t>(b.colour) : i) % palette];
+    const double y = top + kBoxRow * (static_cast<double>(i) + 0.5);
+    o += text_shown(left - 6, y + 4, "tick", "end", b.name, shown[i]);
     std::vector<double> v;
     for (double x : b.values)
-      if (std::isfinite(x) && (!p.logy || x > 0)) v.push_back(x);
+      if (std::isfinite(x) && (!p.log_values || x > 0)) v.push_back(x);
     std::sort(v.begin(), v.end());
-    const double x = at[i];
-    o += slanted_label(x, b.name, shown[i]);
     if (v.empty()) continue;
     auto q = [&](double f) {  // type 7
       const double h = (static_cast<double>(v.size()) - 1) * f;
@@ -511,30 +526,26 @@ std::string render(const BoxPlot& p) {
     };
     const double q1 = q(0.25), q3 = q(0.75), iqr = q3 - q1;
     double wlo = q1, whi = q3;
-    for (double x2 : v) {
-      if (x2 >= q1 - 1.5 * iqr) wlo = std::min(wlo, x2);
-      if (x2 <= q3 + 1.5 * iqr) whi = std::max(whi, x2);
+    for (double x : v) {
+      if (x >= q1 - 1.5 * iqr) wlo = std::min(wlo, x);
+      if (x <= q3 + 1.5 * iqr) whi = std::max(whi, x);
     }
     o += "<g class=\"box\"><title>" + html_escape(b.tip) + "</title>";
-    o += "<line x1=\"" + num(x) + "\" y1=\"" + num(Y(wlo)) + "\" x2=\"" + num(x) + "\" y2=\"" + num(Y(whi)) +
+    o += "<line x1=\"" + num(X(wlo)) + "\" y1=\"" + num(y) + "\" x2=\"" + num(X(whi)) + "\" y2=\"" + num(y) +
          "\" stroke=\"" + c + "\"/>";
-    o += "<rect x=\"" + num(x - half) + "\" y=\"" + num(Y(q3)) + "\" width=\"" + num(2 * half) + "\" height=\"" +
-         num(std::max(1.0, Y(q1) - Y(q3))) + "\" fill=\"" + c + "\" fill-opacity=\"0.15\" stroke=\"" + c + "\"/>";
+    o += "<rect x=\"" + num(X(q1)) + "\" y=\"" + num(y - half) + "\" width=\"" + num(std::max(1.0, X(q3) - X(q1))) +
+         "\" height=\"" + num(2 * half) + "\" fill=\"" + c + "\" fill-opacity=\"0.15\" stroke=\"" + c + "\"/>";
     if (b.has_ci)
-      o += "<rect class=\"ci\" x=\"" + num(x - half * 0.45) + "\" y=\"" + num(Y(b.hi)) + "\" width=\"" +
-           num(half * 0.9) + "\" height=\"" + num(std::max(1.0, Y(b.lo) - Y(b.hi))) + "\" fill=\"" + c +
+      o += "<rect class=\"ci\" x=\"" + num(X(b.lo)) + "\" y=\"" + num(y - half * 0.45) + "\" width=\"" +
+           num(std::max(1.0, X(b.hi) - X(b.lo))) + "\" height=\"" + num(half * 0.9) + "\" fill=\"" + c +
            "\" fill-opacity=\"0.55\"/>";
-    o += "<line x1=\"" + num(x - half) + "\" y1=\"" + num(Y(b.median)) + "\" x2=\"" + num(x + half) + "\" y2=\"" +
-         num(Y(b.median)) + "\" stroke=\"#000\" stroke-width=\"2\"/>";
-    for (double x2 : v)
-      if (x2 < wlo || x2 > whi)
-        o += "<circle cx=\"" + num(x) + "\" cy=\"" + num(Y(x2)) + "\" r=\"2\" fill=\"none\" stroke=\"" + c + "\"/>";
+    o += "<line x1=\"" + num(X(b.median)) + "\" y1=\"" + num(y - half) + "\" x2=\"" + num(X(b.median)) + "\" y2=\"" +
+         num(y + half) + "\" stroke=\"#000\" stroke-width=\"2\"/>";
+    for (double x : v)
+      if (x < wlo || x > whi)
+        o += "<circle cx=\"" + num(X(x)) + "\" cy=\"" + num(y) + "\" r=\"2\" fill=\"none\" stroke=\"" + c + "\"/>";
     o += "</g>\n";
   }
-  o += text_el(W - R + 10, T + 14, "legend", "start", "box: quartiles", R - 14);
-  o += text_el(W - R + 10, T + 30, "legend", "start", "whiskers: 1.5 IQR", R - 14);
-  o += text_el(W - R + 10, T + 46, "legend", "start", "bar: median's CI", R - 14);
-  o += text_el(W - R + 10, T + 62, "legend", "start", "line: median", R - 14);
   return o + "</svg>\n";
 }
 

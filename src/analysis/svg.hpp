@@ -53,9 +53,12 @@ struct Box {
   int colour = -1;  // its place in the palette (a backend's, as Series::colour); -1: the box's own
 };
 
+// Drawn on its side: a row per box, its name on the left, the values on the axis below.
 struct BoxPlot {
-  std::string title, xlabel, ylabel;  // xlabel: what the boxes' names are, below them
-  bool logy = false;
+  std::string title;
+  std::string names_label;   // what the boxes' names are, above their column
+  std::string values_label;  // what the values are, below their axis
+  bool log_values = false;
   std::vector<Box> boxes;
 };
 

@@ -2,7 +2,7 @@
 // appends this to a copy of the page and reads the verdict from the dumped DOM): every figure
 // has a non-empty plotting area with something plotted in it, no title, axis label or legend
 // entry is clipped by its figure or overlaps another, x tick labels do not overlap, no two ticks of
-// an axis (nor two boxes' slanted names, nor two legend entries) read alike, every line
+// an axis (nor two boxes' names, nor two legend entries) read alike, every line
 // joins its points in x order, and every plotted point and box has hover text.
 (function () {
   var errors = [];
@@ -50,9 +50,10 @@
     for (var c = 0; c + 1 < ticks.length; ++c)
       if (overlap(ticks[c].getBoundingClientRect(), ticks[c + 1].getBoundingClientRect()))
         errors.push(name + ': x tick labels "' + ticks[c].textContent + '" and "' + ticks[c + 1].textContent + '" overlap');
-    // The box plot's slanted names too: two boxes that read alike are two points nobody can tell apart.
+    // The names of categories and of a box plot's rows too (slanted, or right-aligned beside their
+    // row): two that read alike are two points nobody can tell apart.
     var slanted = Array.prototype.slice.call(svg.querySelectorAll('text.tick')).filter(function (t) {
-      return !!t.getAttribute('transform');
+      return !!t.getAttribute('transform') || (t.getAttribute('text-anchor') === 'end' && !t.classList.contains('ytick'));
     });
     // What a label shows, less the full text of its <title> (hover only): a name cut to fit, or
     // a legend name on two lines (<tspan>s).
