@@ -1619,7 +1619,11 @@ void add_comparison_section(const Report& rep, Document& d) {
           (c.group.empty() ? "" : c.group + ": ") + c.other + " against " + c.baseline + " across " +
           std::to_string(c.launches.size()) + " seeds: " + ratio_text(c.speedup) + " (" + pct(c.confidence) + " CI), " +
           (c.speedup.excludes_one() ? c.speedup.estimate > 1 ? "faster" : "slower" : "no significant difference") +
-          "; per seed " + join(paired_ratios(c, 3), ", "));
+          "; per seed " + join(paired_ratios(c, 3), ", ") +
+          (replicates_needed(c).empty() ? ""
+                                        : "; " + replicates_needed(c) + " would tell " +
+                                              fmt_sig(c.speedup.estimate, 3) + " from 1 at the spread these " +
+                                              std::to_string(c.launches.size()) + " show (itself an estimate)"));
     }
     s.blocks.push_back(list(items));
   }

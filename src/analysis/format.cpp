@@ -533,19 +533,30 @@ std::vector<std::string> paired_ratios(const LaunchComparison& c, int digits) {
   return out;
 }
 
+std::string replicates_needed(const LaunchComparison& c) {
+  if (c.speedup.excludes_one()) return "";
+  const int n = stats::replicates_to_resolve(c.baseline_medians, c.other_medians, c.confidence);
+  if (n == 0) return "";
+  const std::string what = c.replicate == "seed" ? "seeds" : "launches";
+  return n < 0 ? "over 200 " + what : "about " + std::to_string(n) + " " + what;
+}
+
 Table launch_comparison_table(const Report& rep) {
   const std::string ci = std::to_string(static_cast<int>(rep.confidence * 100 + .5)) + "%";
   Table t{{"compared", "shared parameters", "baseline", "against", "launches paired",
            "speedup T(baseline)/T(other) across launches (" + ci + " t on log ratios)",
            "verdict, or scaling efficiency (CI)", "each launch: T(baseline)/T(other)"}};
   for (const auto& c : rep.launch_comparisons) {
-    const std::string verdict = c.varies == "ranks"
-                                    ? fmt_sig(c.speedup.estimate / c.ideal, 3) +
-                                          (c.speedup.bounded ? " [" + fmt_sig(c.speedup.lo / c.ideal, 3) + ", " +
-                                                                   fmt_sig(c.speedup.hi / c.ideal, 3) + "]"
-                                                             : "")
-                                : c.speedup.excludes_one() ? "significant"
-                                                           : "not significant";
+    const std::string verdict =
+        c.varies == "ranks"
+            ? fmt_sig(c.speedup.estimate / c.ideal, 3) +
+                  (c.speedup.bounded
+                       ? " [" + fmt_sig(c.speedup.lo / c.ideal, 3) + ", " + fmt_sig(c.speedup.hi / c.ideal, 3) + "]"
+                       : "")
+        : c.speedup.excludes_one()
+            ? "significant"
+            : "not significant" +
+                  (replicates_needed(c).empty() ? std::string() : "; " + replicates_needed(c) + " would resolve it");
     t.push_back({c.varies, c.group, c.baseline, c.other, std::to_string(c.launches.size()), ratio_text(c.speedup),
                  verdict, join(paired_ratios(c, 4), "; ")});
   }
@@ -557,7 +568,9 @@ std::string launch_comparison_note(const Report&) {
          "launch the ratio of the two medians (above 1, the other is faster), then Student's t interval (launches - 1 degrees of "
          "freedom) on the logarithms of those ratios, exponentiated: the typical launch's speedup, paired by launch (a campaign's "
          "launches run one after the other, launch i of every point in the same period). A scaling efficiency is that speedup "
-         "over the ideal (strong: p / p_base; weak: 1; a collective's weak: f(p_base) / f(p), its bus factor's). These intervals cover the variation between launches; the Backend "
+         "over the ideal (strong: p / p_base; weak: 1; a collective's weak: f(p_base) / f(p), its bus factor's). Where a "
+         "speedup is not significant, about how many launches would resolve it: those whose t interval at the spread "
+         "these show would exclude 1 (a plan: the spread is itself estimated from them). These intervals cover the variation between launches; the Backend "
          "comparisons and Scaling sections compare the points of one launch each and cover only the variation within it.";
 }
 

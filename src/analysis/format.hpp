@@ -55,6 +55,10 @@ Table launches_table(const Report& rep);
 // Each paired launch's (or seed's) ratio T(baseline) / T(other), to `digits` significant digits:
 // "1: 0.923", "2: 1.16", ...
 std::vector<std::string> paired_ratios(const LaunchComparison& c, int digits);
+// Where a comparison across launches or seeds finds no significant difference: how many of them
+// would resolve the ratio it found at the spread they show (stats::replicates_to_resolve), in
+// words ("about 13 seeds", "over 200 launches"); "" where it is significant or nothing is to resolve.
+std::string replicates_needed(const LaunchComparison& c);
 Table launch_comparison_table(const Report& rep);
 std::string launch_comparison_note(const Report& rep);
 // Scaling series' models fitted across their launches (Report::launch_scaling), and how.

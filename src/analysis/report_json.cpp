@@ -215,7 +215,13 @@ void write_launch_comparisons(std::ostringstream& o, const std::vector<LaunchCom
     for (std::size_t k = 0; k < c.baseline_medians.size(); ++k) o << (k ? ", " : "") << jn(c.baseline_medians[k]);
     o << "], \"other_medians_s\": [";
     for (std::size_t k = 0; k < c.other_medians.size(); ++k) o << (k ? ", " : "") << jn(c.other_medians[k]);
-    o << "], \"speedup\": " << jratio(c.speedup) << "}";
+    // Where the interval holds 1: how many pairs at this spread would exclude it (0: nothing to
+    // resolve; -1: over 200).
+    o << "], \"speedup\": " << jratio(c.speedup) << ", \"replicates_to_resolve\": "
+      << (c.varies != "ranks" && !c.speedup.excludes_one()
+              ? std::to_string(stats::replicates_to_resolve(c.baseline_medians, c.other_medians, c.confidence))
+              : std::string("null"))
+      << "}";
   }
 }
 

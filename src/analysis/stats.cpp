@@ -663,6 +663,22 @@ LaunchInterval launch_interval(const std::vector<std::vector<double>>& per_launc
   return r;
 }
 
+int replicates_to_resolve(const std::vector<double>& a_medians, const std::vector<double>& b_medians, double confidence,
+                          int most) {
+  std::vector<double> logs;
+  for (std::size_t i = 0; i < std::min(a_medians.size(), b_medians.size()); ++i)
+    if (a_medians[i] > 0 && b_medians[i] > 0) logs.push_back(std::log(a_medians[i] / b_medians[i]));
+  if (logs.size() < 2) return 0;
+  const double m = mean_of(logs), sd = std::sqrt(var_of(logs, m));
+  if (!(sd > 0) || !(std::fabs(m) > 0)) return 0;
+  for (int n = 2; n <= most; ++n) {
+    boost::math::students_t t(n - 1);
+    if (boost::math::quantile(t, 1 - (1 - confidence) / 2) * sd / std::sqrt(static_cast<double>(n)) < std::fabs(m))
+      return n;
+  }
+  return -1;
+}
+
 RatioInterval launch_ratio(const std::vector<double>& a_medians, const std::vector<double>& b_medians,
                            double confidence) {
   RatioInterval r;

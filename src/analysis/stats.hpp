@@ -167,6 +167,14 @@ struct RatioInterval {
 RatioInterval launch_ratio(const std::vector<double>& a_medians, const std::vector<double>& b_medians,
                            double confidence);
 
+// How many replicates (launches, seeds) a paired comparison of this spread would need for its
+// launch_ratio interval to exclude 1 at the ratio it found: the least n >= 2 whose half-width
+// t(1 - alpha/2; n - 1) s / sqrt(n) on the log ratios falls below |their mean|, s their standard
+// deviation; 0 where there is nothing to resolve (fewer than two pairs, no spread, a ratio of
+// exactly 1), -1 beyond `most`. A plan, not a verdict: s is itself estimated from the k pairs.
+int replicates_to_resolve(const std::vector<double>& a_medians, const std::vector<double>& b_medians, double confidence,
+                          int most = 200);
+
 // Two-sample bootstrap of median(a) / median(b): each sample resampled independently,
 // `resamples` times, from a fixed seed (reproducible reports). Percentile or BCa limits (see
 // bca_levels). One policy for small samples, medians and ratios alike: no interval (`withheld`)

@@ -868,8 +868,26 @@ TEST(Comparisons, SeedsAreReplicatesAndBackendsAreComparedAcrossThem) {
   rep.seed_comparisons = c;
   const std::string terminal = d500::render_console(d500::report_document(rep), 0);
   EXPECT_NE(terminal.find("train: blas against reference across 3 seeds: "), std::string::npos) << terminal;
-  EXPECT_NE(terminal.find("no significant difference; per seed 1: 0.925, 2: 1.16, 3: 2.71"), std::string::npos)
+  EXPECT_NE(terminal.find("no significant difference; per seed 1: 0.925, 2: 1.16, 3: 2.71; about "), std::string::npos)
       << terminal;
+  const int n = replicates_to_resolve(c[0].baseline_medians, c[0].other_medians, 0.95);
+  EXPECT_GT(n, 3) << "three seeds did not resolve it";
+  EXPECT_NE(terminal.find("about " + std::to_string(n) + " seeds would tell " +
+                          d500::fmt_sig(c[0].speedup.estimate, 3) + " from 1 at the spread these 3 show"),
+            std::string::npos)
+      << terminal;
+}
+
+// How many replicates a paired comparison would need: log ratios 0.1, 0.3, 0.5 (mean 0.3, sd 0.2)
+// need n with t(0.975; n-1) 0.2 / sqrt(n) < 0.3: at 4, t(3) = 3.182 gives 0.318; at 5, t(4) =
+// 2.776 gives 0.248 (tables). Nothing to resolve without spread or with one pair; a ratio of
+// 1.001 at this spread needs more than 200.
+TEST(Comparisons, ReplicatesToResolveAComparisonFollowTheTInterval) {
+  const std::vector<double> ones{1, 1, 1};
+  EXPECT_EQ(replicates_to_resolve({std::exp(0.1), std::exp(0.3), std::exp(0.5)}, ones, 0.95), 5);
+  EXPECT_EQ(replicates_to_resolve({2, 2, 2}, ones, 0.95), 0) << "no spread";
+  EXPECT_EQ(replicates_to_resolve({2}, {1}, 0.95), 0) << "one pair: no spread to tell";
+  EXPECT_EQ(replicates_to_resolve({1.001 * std::exp(0.2), 1.001 * std::exp(-0.2)}, {1, 1}, 0.95), -1);
 }
 
 // The mean's t-interval is shown only for samples without Tukey outliers, whatever the normality

@@ -435,7 +435,8 @@ TEST_F(Analysis, BackendsMeasuredInSeveralLaunchesAreComparedAcrossThemPairedByL
       "')); c = j['launch_comparisons'][0]; d = [math.log(a / b) for a, b in zip(c['baseline_medians_s'], c['other_medians_s'])]; "
       "m = st.mean(d); h = 2.7764451051977987 * st.stdev(d) / math.sqrt(5); s = c['speedup']; "
       "assert abs(s['estimate'] / math.exp(m) - 1) < 1e-9, s; assert abs(s['lo'] / math.exp(m - h) - 1) < 1e-9, s; "
-      "assert abs(s['hi'] / math.exp(m + h) - 1) < 1e-9, s; print('ok')\"");
+      "assert abs(s['hi'] / math.exp(m + h) - 1) < 1e-9, s; "
+      "assert (c['replicates_to_resolve'] is None) == (s['lo'] > 1 or s['hi'] < 1), c; print('ok')\"");
   EXPECT_EQ(check.out, "ok\n") << check.out;
   const double lo = num(c + "['speedup']['lo']"), hi = num(c + "['speedup']['hi']");
   EXPECT_LE(lo, 0.5);
