@@ -1127,6 +1127,10 @@ SummaryBeside summary_beside(std::string title, std::string ylabel, std::string 
   f.summary.name = std::move(summary);
   f.each.name = std::move(each);
   f.summary.line = f.each.line = false;
+  // Black and grey: a summary and its replicates are no backend, whose colours the report keeps
+  // (the time-to-accuracy figure's median in blue and runs in red read as reference and blas).
+  f.summary.colour = svg::kBlack;
+  f.each.colour = svg::kGrey;
   return f;
 }
 

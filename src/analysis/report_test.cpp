@@ -351,8 +351,8 @@ TEST(ReportFigures, RepetitionsOfPointsADecadeApartAreDrawnRelativeToTheirMedian
 
 // Points measured in launches: one figure of each point's typical launch median with its
 // across-launch interval and each launch's median beside it, named by what tells the points
-// apart besides the launch; the documents show the table and the figure, and the terminal alone
-// the sentences that say the same.
+// apart besides the launch, in black and grey; the documents show the table and the figure, and the
+// terminal alone the sentences that say the same.
 TEST(ReportFigures, AcrossLaunchesEachPointIsOneCategoryWithItsIntervalAndItsLaunchesMedians) {
   d500::Report rep = report(launched_rows(3, {"", "add_relu"}, 0.05));
   rep.launches = d500::launch_groups(rep.rows, 0.95);
@@ -382,6 +382,12 @@ TEST(ReportFigures, AcrossLaunchesEachPointIsOneCategoryWithItsIntervalAndItsLau
   }
   EXPECT_EQ(markers["across launches"], 2) << "one per point";
   EXPECT_EQ(markers["each launch"], 6) << "one per point and launch";
+  // Black and grey: a summary and its launches are no backend (blue would read as onednn's).
+  const std::string across = svg.substr(svg.find("data-name=\"across launches\""));
+  EXPECT_NE(across.substr(0, across.find("</g>")).find("fill=\"#000000\""), std::string::npos) << across;
+  const std::string each = svg.substr(svg.find("data-name=\"each launch\""));
+  EXPECT_NE(each.substr(0, each.find("</g>")).find("#999999"), std::string::npos) << each;
+  EXPECT_EQ(svg.find("#1f77b4"), std::string::npos) << "no backend's blue";
   for (const auto& g : rep.launches) EXPECT_NE(svg.find(d500::fmt_time(g.interval.estimate)), std::string::npos);
   EXPECT_EQ(svg.find("relative to"), std::string::npos) << "medians within a decade: times in seconds";
 

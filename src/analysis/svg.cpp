@@ -432,7 +432,10 @@ std::string render(const Plot& p) {
   for (std::size_t k = 0; k < p.series.size(); ++k) {
     const auto& s = p.series[k];
     const std::string c =
-        kColours[(s.colour >= 0 ? static_cast<std::size_t>(s.colour) : k) % (sizeof kColours / sizeof *kColours)];
+        s.colour == kBlack ? "#000000"
+        : s.colour == kGrey
+            ? "#999999"
+            : kColours[(s.colour >= 0 ? static_cast<std::size_t>(s.colour) : k) % (sizeof kColours / sizeof *kColours)];
     std::vector<std::size_t> order;
     for (std::size_t i = 0; i < s.x.size(); ++i)
       if (std::isfinite(s.y[i]) && (!p.logy || s.y[i] > 0) && (!p.logx || cats || s.x[i] > 0)) order.push_back(i);

@@ -17,9 +17,11 @@ struct Series {
   bool line = true;               // joins its points in x order (only points that differ in x alone)
   std::vector<std::string> tips;  // hover text per point (same length as x), or empty
   // Its colour's place in the palette, the same for a backend in every figure of a report (-1: its
-  // place among the plot's series).
+  // place among the plot's series; kBlack, kGrey: no place, for what is no backend nor parameter
+  // value, so that it never reads as one: a summary and its replicates).
   int colour = -1;
 };
+constexpr int kBlack = -2, kGrey = -3;
 
 // A horizontal interval drawn on the plot: a median with its interval on a target line.
 struct Mark {
