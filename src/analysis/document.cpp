@@ -988,7 +988,7 @@ std::vector<ScalingOverview> scaling_overviews(const Report& rep) {
   std::vector<std::string> order;
   std::map<std::string, std::vector<const ScalingSeries*>> by_workload;
   for (const auto& sc : rep.scaling) {
-    const std::string workload = label_workload(sc.group);
+    const std::string& workload = sc.workload;
     if (!by_workload.count(workload)) order.push_back(workload);
     by_workload[workload].push_back(&sc);
   }
@@ -1094,7 +1094,7 @@ void add_scaling_section(const Report& rep, Document& d) {
     for (auto& b : o.blocks) s.blocks.push_back(std::move(b));
   }
   for (const auto& sc : rep.scaling) {
-    const bool in_overview = overviewed.count(label_workload(sc.group)) > 0;
+    const bool in_overview = overviewed.count(sc.workload) > 0;
     Block caption =
         text(scaling_caption(sc), sc.kind + " scaling of " + sc.group + " (base " + std::to_string(sc.base_ranks) +
                                       (sc.base_ranks == 1 ? " rank, " : " ranks, ") + fmt_time(sc.base_time) + ")." +

@@ -396,6 +396,7 @@ std::vector<ScalingSeries> scaling_series(const std::vector<PointRow>& rows, dou
     std::sort(g.begin(), g.end(), [](auto* a, auto* b) { return a->ranks < b->ranks; });
     if (g.size() < 2 || g.front()->ranks == g.back()->ranks) continue;
     ScalingSeries s;
+    s.workload = g.front()->workload;
     s.group = label(names, *g.front(), true, false);
     s.kind = g.front()->scaling;
     s.note = g.front()->scaling_note;

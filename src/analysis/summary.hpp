@@ -206,6 +206,7 @@ std::optional<double> collective_bus_factor(const std::string& workload, double 
 double ideal_load(const std::string& kind, const std::string& bus, int base_ranks, double ranks);
 
 struct ScalingSeries {
+  std::string workload;
   std::string group;       // the parameters shared by the series
   std::string kind, note;  // "strong" or "weak", and what grows
   std::string bus;         // a collective's workload: its efficiency is on bus bandwidth (ideal_load)
