@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 
+#include "analysis/glance.hpp"
 #include "analysis/reporters.hpp"
 #include "analysis/svg.hpp"
 #include "common/text.hpp"
@@ -1639,6 +1640,7 @@ Document report_document(const Report& rep) {
   d.title = "d500 report: " + rep.campaign;
   d.facts = {"campaign hash: " + rep.campaign_hash, "d500: " + rep.d500_version,
              "files read: " + std::to_string(rep.files.size()), "bootstrap seed: " + std::to_string(rep.seed)};
+  if (auto glance = glance_section(rep)) d.sections.push_back(std::move(*glance));
   {
     Section s{"Results", 2, true, {}};
     s.blocks.push_back(text(

@@ -1489,3 +1489,58 @@ TEST(ReportValidation, EachNetworksStepNamesItsDecisiveTensorItsAllowanceAndWhat
 }
 
 }  // namespace
+
+namespace {
+
+// The items of the report's first section, At a glance (empty where it has none).
+std::vector<std::string> glance(const d500::Report& rep) {
+  const d500::Document d = d500::report_document(rep);
+  if (d.sections.empty() || d.sections.front().title != "At a glance") return {};
+  for (const auto& b : d.sections.front().blocks)
+    if (b.kind == d500::Block::Kind::List) return b.items;
+  return {};
+}
+
+// At a glance counts what the sections below say: whether every point completed (and what the
+// others did), each pair of backends' verdicts in a workload (faster only where the interval
+// excludes 1), and where the points are seeds of one configuration, the comparison across seeds
+// instead of one per seed (seeds that disagree: 0.9x, 1.2x and 2.7x, each significant alone).
+TEST(ReportGlance, TheFirstSectionCountsTheVerdictsOfTheSectionsBelow) {
+  std::vector<PointRow> rows;
+  for (std::int64_t n : {64, 128})
+    for (const char* b : {"reference", "blas"}) rows.push_back(row(b, n, 1, 1, std::string(b) == "blas" ? 2e-4 : 1e-3));
+  d500::Report rep = report(rows);
+  rep.comparisons = d500::compare_backends(rep.rows, 0.95, 7);
+  ASSERT_EQ(rep.comparisons.size(), 2u);
+  std::vector<std::string> items = glance(rep);
+  ASSERT_EQ(items.size(), 2u);
+  EXPECT_EQ(items[0], "All 4 points completed.");
+  EXPECT_EQ(items[1].rfind("gemm: blas against reference, 2 configurations: speedup ", 0), 0u) << items[1];
+  EXPECT_NE(items[1].find("(faster in both)"), std::string::npos) << items[1];
+  rep.rows[3].outcome = d500::Outcome::BackendFailed;
+  rep.rows[3].status = "backend-failed";
+  EXPECT_EQ(glance(rep)[0],
+            "3 of 4 points completed; 1 did not (backend-failed 1): Points needing attention says why.");
+  // Terminal first: the section leads the report there too.
+  const std::string terminal = d500::render_console(d500::report_document(rep), 120);
+  EXPECT_LT(terminal.find("At a glance"), terminal.find("Results: gemm")) << terminal;
+
+  std::vector<PointRow> seeds;
+  const double speedups[] = {0.9, 1.2, 2.7};
+  for (std::int64_t seed : {1, 2, 3})
+    for (const char* b : {"reference", "blas"})
+      seeds.push_back(row(b, 64, 1, seed, std::string(b) == "blas" ? 1e-3 / speedups[seed - 1] : 1e-3));
+  d500::Report by_seed = report(seeds);
+  by_seed.comparisons = d500::compare_backends(by_seed.rows, 0.95, 7);
+  by_seed.seed_comparisons = d500::compare_backends_across(by_seed.rows, 0.95, "seed");
+  ASSERT_EQ(by_seed.comparisons.size(), 3u);
+  ASSERT_EQ(by_seed.seed_comparisons.size(), 1u);
+  for (const auto& c : by_seed.comparisons) EXPECT_TRUE(c.speedup.excludes_one()) << c.group;
+  items = glance(by_seed);
+  ASSERT_EQ(items.size(), 2u);
+  EXPECT_EQ(items[1], "gemm: blas against reference across seeds, speedup " +
+                          d500::ratio_text(by_seed.seed_comparisons[0].speedup) + ", no significant difference.");
+  EXPECT_TRUE(glance(report({rows[0]})).empty()) << "one point: nothing to count";
+}
+
+}  // namespace

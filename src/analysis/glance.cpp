@@ -1,0 +1,203 @@
+#include "analysis/glance.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "analysis/format.hpp"
+#include "analysis/names.hpp"
+#include "common/text.hpp"
+
+namespace d500 {
+
+namespace {
+
+std::string glance_count(std::size_t n, const std::string& one, const std::string& many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
+// Whether every point completed, and what the others did.
+std::string glance_points(const Report& rep) {
+  std::map<std::string, std::size_t> not_complete;  // status -> points
+  for (const auto& r : rep.rows)
+    if (r.outcome != Outcome::Complete) ++not_complete[r.status.empty() ? outcome_name(r.outcome) : r.status];
+  const std::size_t all = rep.rows.size();
+  if (not_complete.empty()) return (all == 1 ? "The point" : "All " + std::to_string(all) + " points") + " completed.";
+  std::size_t missed = 0;
+  std::vector<std::string> why;
+  for (const auto& [status, n] : not_complete) missed += n, why.push_back(status + " " + std::to_string(n));
+  return std::to_string(all - missed) + " of " + glance_count(all, "point", "points") + " completed; " +
+         std::to_string(missed) + " did not (" + join(why, ", ") + "): Points needing attention says why.";
+}
+
+// The verdicts of one pair's comparisons in one workload, counted: "6 configurations: 7.83 to
+// 8.55 (faster in 6)", or the one comparison's ratio and interval.
+struct GlanceTally {
+  std::size_t n = 0, faster = 0, slower = 0;
+  double lo = INFINITY, hi = -INFINITY;
+  const stats::RatioInterval* only = nullptr;
+  void add(const stats::RatioInterval& x) {
+    ++n;
+    only = &x;
+    lo = std::min(lo, x.estimate), hi = std::max(hi, x.estimate);
+    if (x.excludes_one()) ++(x.estimate > 1 ? faster : slower);
+  }
+  std::string text(const std::string& what) const {
+    const std::size_t same = n - faster - slower;
+    if (n == 1)
+      return "speedup " + ratio_text(*only) +
+             (faster   ? ", faster"
+              : slower ? ", slower"
+                       : ", no significant difference");
+    auto in = [&](std::size_t k) {
+      return k == n ? (n == 2 ? std::string("both") : "all " + std::to_string(n)) : std::to_string(k);
+    };
+    std::vector<std::string> parts;
+    if (faster) parts.push_back("faster in " + in(faster));
+    if (slower) parts.push_back("slower in " + in(slower));
+    if (same) parts.push_back("no significant difference in " + in(same));
+    return std::to_string(n) + " " + what + ": speedup " + fmt_sig(lo, 3) + " to " + fmt_sig(hi, 3) + " (" +
+           join(parts, ", ") + ")";
+  }
+};
+
+// Per workload and pair of backends, the comparisons counted: across seeds, else across launches,
+// else within one run each.
+std::vector<std::string> glance_comparisons(const Report& rep) {
+  using Key = std::tuple<std::string, std::string, std::string>;  // workload, baseline, other
+  std::map<Key, GlanceTally> within, across;
+  std::map<Key, std::string> replicate;  // "seeds" or "launches"
+  std::vector<Key> order;
+  std::map<std::string, const PointRow*> by_id;
+  for (const auto& r : rep.rows) by_id.emplace(r.id, &r);
+  for (const auto& c : rep.comparisons) {
+    const auto it = by_id.find(c.baseline_id);
+    const Key k{it == by_id.end() ? label_workload(c.group) : it->second->workload, c.baseline, c.other};
+    if (!within.count(k)) order.push_back(k);
+    within[k].add(c.speedup);
+  }
+  // Across seeds where the points have seeds, else across launches: those intervals cover the
+  // variation between replicates.
+  for (const auto* all : {&rep.seed_comparisons, &rep.launch_comparisons})
+    for (const auto& c : *all) {
+      const Key k{label_workload(c.group), c.baseline, c.other};
+      const std::string what = c.replicate == "seed" ? "seeds" : "launches";
+      if (c.varies != "backend" || (replicate.count(k) && replicate[k] != what)) continue;
+      replicate[k] = what;
+      across[k].add(c.speedup);
+      if (!within.count(k)) {
+        within[k] = GlanceTally{};
+        order.push_back(k);
+      }
+    }
+  std::vector<std::string> out;
+  for (const auto& k : order) {
+    const auto& [workload, baseline, other] = k;
+    const bool replicated = across.count(k) > 0;
+    const GlanceTally& t = replicated ? across.at(k) : within.at(k);
+    out.push_back(workload + ": " + other + " against " + baseline + (replicated ? " across " + replicate.at(k) : "") +
+                  ", " + t.text("configurations") + ".");
+  }
+  return out;
+}
+
+// Per workload, each scaling series' efficiency at its largest rank count.
+std::vector<std::string> glance_scaling(const Report& rep) {
+  std::map<std::string, const PointRow*> by_id;
+  for (const auto& r : rep.rows) by_id.emplace(r.id, &r);
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<const ScalingSeries*>> by_workload;
+  for (const auto& s : rep.scaling) {
+    if (!by_workload.count(s.workload)) order.push_back(s.workload);
+    by_workload[s.workload].push_back(&s);
+  }
+  std::vector<std::string> out;
+  for (const auto& w : order) {
+    double lo = INFINITY, hi = -INFINITY;
+    std::vector<int> at;
+    bool shared = false;
+    for (const auto* s : by_workload[w]) {
+      const ScalingPoint& last = s->points.back();
+      lo = std::min(lo, last.efficiency), hi = std::max(hi, last.efficiency);
+      if (std::find(at.begin(), at.end(), last.ranks) == at.end()) at.push_back(last.ranks);
+      const auto it = by_id.find(last.id);
+      shared = shared || (it != by_id.end() && (it->second->oversubscribed || it->second->threads_oversubscribed));
+    }
+    const auto& first = *by_workload[w].front();
+    const std::size_t n = by_workload[w].size();
+    std::sort(at.begin(), at.end());
+    std::vector<std::string> counts;
+    for (int r : at) counts.push_back(std::to_string(r));
+    out.push_back(w + " (" + first.kind + " scaling): efficiency at " + join(counts, ", ") + " ranks " +
+                  (n == 1 ? fmt_sig(lo, 3)
+                          : fmt_sig(lo, 3) + " to " + fmt_sig(hi, 3) + " over " + std::to_string(n) + " series") +
+                  (shared ? " (oversubscribed: ranks shared cores)" : "") + ".");
+  }
+  return out;
+}
+
+// Per accuracy target that several configurations of a workload share: the shortest and the
+// longest median time to it, and how many missed it.
+std::vector<std::string> glance_tta(const Report& rep) {
+  std::vector<std::pair<std::string, double>> order;
+  std::map<std::pair<std::string, double>, std::vector<const TtaConfig*>> by_target;
+  for (const auto& c : rep.tta) {
+    const std::pair<std::string, double> k{label_workload(c.group), c.summary.target};
+    if (!by_target.count(k)) order.push_back(k);
+    by_target[k].push_back(&c);
+  }
+  std::vector<std::string> out;
+  for (const auto& k : order) {
+    const auto& configs = by_target[k];
+    if (configs.size() < 2) continue;
+    const TtaConfig *best = nullptr, *worst = nullptr;
+    std::size_t undefined = 0;
+    for (const auto* c : configs) {
+      if (!c->summary.median_defined) {
+        ++undefined;
+        continue;
+      }
+      if (!best || c->summary.median < best->summary.median) best = c;
+      if (!worst || c->summary.median > worst->summary.median) worst = c;
+    }
+    std::string line = k.first + ", time to " + fmt_sig(k.second, 3) + " over " +
+                       glance_count(configs.size(), "configuration", "configurations") + ": ";
+    if (best)
+      line +=
+          "shortest median " + fmt_time(best->summary.median) + " (" + label_rest(best->group) + ")" +
+          (worst != best ? ", longest " + fmt_time(worst->summary.median) + " (" + label_rest(worst->group) + ")" : "");
+    if (undefined)
+      line += std::string(best ? "; " : "") + glance_count(undefined, "has", "have") + " no median (runs missed)";
+    out.push_back(line + ".");
+    if (out.size() == 3) break;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::optional<Section> glance_section(const Report& rep) {
+  if (rep.rows.size() < 2) return std::nullopt;
+  std::vector<std::string> items{glance_points(rep)};
+  for (auto* lines : {&glance_comparisons, &glance_scaling, &glance_tta})
+    for (auto& l : (*lines)(rep)) items.push_back(std::move(l));
+  Section s{"At a glance", 2, true, {}};
+  Block intro;
+  intro.text =
+      "What the sections below say in full, counted: a speedup is the baseline's median time over the other's "
+      "(above 1, the other is faster) and counts as faster or slower only where its interval excludes 1 (Backend "
+      "comparisons; across seeds or launches where the points have them); a scaling efficiency is the one at each "
+      "series' largest rank count (Scaling); times to accuracy are medians over runs (Time to accuracy).";
+  intro.brief = "-";
+  s.blocks.push_back(std::move(intro));
+  Block l;
+  l.kind = Block::Kind::List;
+  l.items = std::move(items);
+  s.blocks.push_back(std::move(l));
+  return s;
+}
+
+}  // namespace d500
