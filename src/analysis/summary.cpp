@@ -375,6 +375,11 @@ Report analyze_run(const std::string& dir, const AnalysisOptions& opt) {
   });
   rep.files = state.files;
   rep.unreadable = state.unreadable;
+  if (rep.campaign.empty()) {  // no file holds a point yet: the plan names the campaign
+    rep.campaign = layout.campaign_name();
+    rep.campaign_hash = layout.campaign_hash();
+    rep.d500_version = "no results file yet";
+  }
   std::map<std::string, PointRow> best;
   for (const auto& [id, st] : state.points) best[id] = std::move(rows.at({id, st.file}));
 

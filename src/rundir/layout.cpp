@@ -67,6 +67,10 @@ std::string RunLayout::campaign_hash() const {
   return std::filesystem::exists(plan_file()) ? plan_value(plan_file(), "campaign_hash") : std::string();
 }
 
+std::string RunLayout::campaign_name() const {
+  return std::filesystem::exists(plan_file()) ? plan_value(plan_file(), "campaign") : std::string();
+}
+
 std::int64_t RunLayout::planned_points() const {
   try {
     return toml::parse_file(plan_file().string())["plan"]["points"].value_or(std::int64_t{0});

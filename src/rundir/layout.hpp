@@ -68,6 +68,8 @@ class RunLayout {
   // The planned campaign's hash ("" for a plan that predates the record): what every results
   // file of this run states as its campaign_hash.
   std::string campaign_hash() const;
+  // The planned campaign's name ("" without a plan): the report's title before any file holds it.
+  std::string campaign_name() const;
   // plan.toml's count of points (0 when it cannot be read).
   std::int64_t planned_points() const;
   // The planned jobs (jobs/*.sh), sorted.

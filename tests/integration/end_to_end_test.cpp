@@ -455,6 +455,12 @@ ranks_per_node = [1, 2]
 )");
   fs::path run = dir_ / "run";
   ASSERT_EQ(sh(d500_cmd("plan " + campaign + " -o " + run.string())).code, 0);
+  // Reported before anything ran: the plan names the campaign, At a glance says none completed.
+  Cmd before = sh(d500_cmd("report " + run.string()));
+  EXPECT_EQ(before.code, 0) << before.out;
+  EXPECT_EQ(before.out.rfind("d500 report: two-jobs\n", 0), 0u) << before.out;
+  EXPECT_NE(before.out.find("d500: no results file yet"), std::string::npos) << before.out;
+  EXPECT_NE(before.out.find("- 0 of 2 points completed; 2 did not (missing 2)"), std::string::npos) << before.out;
   // A job that dies: its script exits 3 before starting the worker.
   std::ofstream((run / "jobs" / "job-0000.sh").string()) << "#!/bin/bash\necho simulated failure >&2\nexit 3\n";
   Cmd r = sh(d500_cmd("run " + run.string()));
