@@ -506,12 +506,6 @@ std::vector<Block> workload_figures(const Report& rep, const std::string& worklo
   for (const auto& r : rep.rows)
     if (r.workload == workload && r.has_timings() && !r.lone_collective()) rows.push_back(&r);
   std::vector<Block> out;
-  if (lone_collective_left_out(rep, workload)) {
-    out.push_back(text("The figures leave out the 1-rank " + workload +
-                       " points: a collective on one rank moves nothing between ranks (a local copy, or nothing in "
-                       "place), so their GB/s is no bandwidth; the table above has their times."));
-    out.back().terminal = false;
-  }
   if (rows.empty()) return out;
   const RateLayout layout = rate_layout(rows, rep.names, workload);
   std::map<std::string, std::vector<const PointRow*>> panels, units;
@@ -712,10 +706,11 @@ Section workload_results(const Report& rep, const std::string& workload) {
                                            : r.threads_oversubscribed ? " (threads oversubscribed)"
                                                                       : "");
     const bool has = r.time.n > 0;
-    const std::string rate = !has ? "-" : unit.empty() ? fmt_sig(r.rate, 4) + " " + r.rate_unit : fmt_sig(r.rate, 4);
+    const bool rated = has && !r.lone_collective();  // a 1-rank collective's GB/s is no bandwidth
+    const std::string rate = !rated ? "-" : unit.empty() ? fmt_sig(r.rate, 4) + " " + r.rate_unit : fmt_sig(r.rate, 4);
     std::vector<std::string> cells{std::to_string(r.time.n), has ? fmt_time(r.time.median) : std::string("-"),
-                                   ci_text(r), rate, rate_ci_text(r)};
-    if (aggregate) cells.push_back(has && std::isfinite(r.rate_aggregate) ? fmt_sig(r.rate_aggregate, 4) : "-");
+                                   ci_text(r), rate, rated ? rate_ci_text(r) : "-"};
+    if (aggregate) cells.push_back(rated && std::isfinite(r.rate_aggregate) ? fmt_sig(r.rate_aggregate, 4) : "-");
     if (ranks_column) cells.insert(cells.begin(), std::to_string(r.ranks));
     cells.push_back(validation_text(r));
     cells.push_back(status);
@@ -730,6 +725,11 @@ Section workload_results(const Report& rep, const std::string& workload) {
   std::optional<Block> shades = shaded_rows(b.table);
   s.blocks.push_back(std::move(b));
   if (shades) s.blocks.push_back(std::move(*shades));
+  if (lone_collective_left_out(rep, workload))
+    s.blocks.push_back(text("The 1-rank " + workload +
+                            " points move nothing between ranks (a local copy, or nothing in place): their rate, "
+                            "size / time, is no bandwidth and reads \"-\" (results.csv keeps it); the figures and "
+                            "the Scaling section leave them out."));
   for (auto& f : workload_figures(rep, workload)) s.blocks.push_back(std::move(f));
   return s;
 }

@@ -621,6 +621,10 @@ TEST(ScalingModel, ACollectiveScalesOnBusBandwidthAndItsOneRankRunIsNoBase) {
   EXPECT_FALSE(figures.empty());
   EXPECT_EQ(figures.find("data-x=\"1\""), std::string::npos) << "the 1-rank point is no figure point:\n" << figures;
   EXPECT_NE(figures.find("data-x=\"2\""), std::string::npos) << figures;
+  // The Results table shows its time, not its "bandwidth", and says why.
+  const std::string terminal = d500::render_console(d, 0);
+  EXPECT_NE(terminal.find("The 1-rank allreduce points move nothing between ranks"), std::string::npos) << terminal;
+  EXPECT_EQ(terminal.find(d500::fmt_sig(rows[0].rate, 4)), std::string::npos) << "no GB/s of the no-op:\n" << terminal;
   // A workload that is no collective keeps its 1-rank base.
   for (auto& r : rows) r.workload = "gemm";
   const auto g = d500::scaling_series(rows, 0.95, 5);
