@@ -19,17 +19,26 @@ std::string glance_count(std::size_t n, const std::string& one, const std::strin
   return std::to_string(n) + " " + (n == 1 ? one : many);
 }
 
-// Whether every point completed, and what the others did.
+// Whether every point completed, and what the others did; how many ran oversubscribed, whose
+// times measure core sharing.
 std::string glance_points(const Report& rep) {
   std::map<std::string, std::size_t> not_complete;  // status -> points
-  for (const auto& r : rep.rows)
+  std::size_t shared = 0;
+  for (const auto& r : rep.rows) {
     if (r.outcome != Outcome::Complete) ++not_complete[r.status.empty() ? outcome_name(r.outcome) : r.status];
+    shared += r.outcome == Outcome::Complete && (r.oversubscribed || r.threads_oversubscribed);
+  }
   const std::size_t all = rep.rows.size();
-  if (not_complete.empty()) return (all == 1 ? "The point" : "All " + std::to_string(all) + " points") + " completed.";
+  const std::string sharing =
+      shared == 0 ? ""
+                  : ", " + std::to_string(shared) +
+                        " of them with more ranks or threads than CPUs (their times measure core sharing)";
+  if (not_complete.empty())
+    return (all == 1 ? "The point" : "All " + std::to_string(all) + " points") + " completed" + sharing + ".";
   std::size_t missed = 0;
   std::vector<std::string> why;
   for (const auto& [status, n] : not_complete) missed += n, why.push_back(status + " " + std::to_string(n));
-  return std::to_string(all - missed) + " of " + glance_count(all, "point", "points") + " completed; " +
+  return std::to_string(all - missed) + " of " + glance_count(all, "point", "points") + " completed" + sharing + "; " +
          std::to_string(missed) + " did not (" + join(why, ", ") + "): Points needing attention says why.";
 }
 

@@ -1501,8 +1501,8 @@ std::vector<std::string> glance(const d500::Report& rep) {
   return {};
 }
 
-// At a glance counts what the sections below say: whether every point completed (and what the
-// others did), each pair of backends' verdicts in a workload (faster only where the interval
+// At a glance counts what the sections below say: whether every point completed (what the others
+// did, how many shared cores), each pair of backends' verdicts in a workload (faster only where the interval
 // excludes 1), and where the points are seeds of one configuration, the comparison across seeds
 // instead of one per seed (seeds that disagree: 0.9x, 1.2x and 2.7x, each significant alone).
 TEST(ReportGlance, TheFirstSectionCountsTheVerdictsOfTheSectionsBelow) {
@@ -1521,6 +1521,11 @@ TEST(ReportGlance, TheFirstSectionCountsTheVerdictsOfTheSectionsBelow) {
   rep.rows[3].status = "backend-failed";
   EXPECT_EQ(glance(rep)[0],
             "3 of 4 points completed; 1 did not (backend-failed 1): Points needing attention says why.");
+  rep.rows[0].oversubscribed = true;
+  EXPECT_EQ(glance(rep)[0],
+            "3 of 4 points completed, 1 of them with more ranks or threads than CPUs (their times measure core "
+            "sharing); 1 did not (backend-failed 1): Points needing attention says why.");
+  rep.rows[0].oversubscribed = false;
   // Terminal first: the section leads the report there too.
   const std::string terminal = d500::render_console(d500::report_document(rep), 120);
   EXPECT_LT(terminal.find("At a glance"), terminal.find("Results: gemm")) << terminal;
