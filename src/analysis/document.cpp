@@ -219,13 +219,6 @@ Telling telling(const std::vector<const PointRow*>& rows, const PointNames& name
   return t;
 }
 
-// Each of the report's points by its id.
-std::map<std::string, const PointRow*> rows_by_id(const Report& rep) {
-  std::map<std::string, const PointRow*> out;
-  for (const auto& r : rep.rows) out[r.id] = &r;
-  return out;
-}
-
 // A table of one workload's points: its body's first column without each name's workload.
 void without_workload(TableBlock& t) {
   for (std::size_t k = 1; k < t.table.size(); ++k) t.table[k][0] = label_rest(t.table[k][0]);
@@ -607,8 +600,7 @@ std::optional<Block> said_in_the_terminal(const std::string& workload, const std
                                           const std::vector<std::string>& fixed, std::size_t reps_column,
                                           std::size_t status_column, TableBlock& t) {
   const bool all_complete = rows.size() > 1 && std::all_of(rows.begin(), rows.end(), [](const PointRow* r) {
-                              return r->outcome == Outcome::Complete && r->status == "complete" && !r->oversubscribed &&
-                                     !r->threads_oversubscribed;
+                              return r->outcome == Outcome::Complete && r->status == "complete" && !r->shares_cores();
                             });
   std::set<int> counts;
   for (const auto* r : rows)
@@ -882,11 +874,6 @@ std::string method_brief(const Report& rep) {
          " intervals.\nThe full method statement is in report.md and report.html (section Method).";
 }
 
-// Tables whose first column names a point (point_label): each row's hover text is the point's full
-// canonical form. Where every row is a point of one workload, that column becomes the workload's
-// results table's: the backend and each parameter that varies among the table's points ("default"
-// where unset), so that a row reads as in Results and the terminal cuts no long label
-// ("network:libtorch-native launch=1 memory_fo…").
 // A table's "ranks" column where every point ran on one node and ranks_per_node names the rows:
 // the same numbers twice, the column goes (as in the Results tables).
 void drop_ranks_said_by_ranks_per_node(TableBlock& t, const std::vector<const PointRow*>& rows,
@@ -904,6 +891,11 @@ void drop_ranks_said_by_ranks_per_node(TableBlock& t, const std::vector<const Po
   t.wide_only = std::move(wide);
 }
 
+// Tables whose first column names a point (point_label): each row's hover text is the point's full
+// canonical form. Where every row is a point of one workload, that column becomes the workload's
+// results table's: the backend and each parameter that varies among the table's points ("default"
+// where unset), so that a row reads as in Results and the terminal cuts no long label
+// ("network:libtorch-native launch=1 memory_fo…").
 Block with_title(Block b, const Report& rep, bool point_column) {
   if (!point_column) return b;
   // Each label once, looked up by row (not every label per row: quality_table lists every point).
@@ -1620,15 +1612,16 @@ void add_comparison_section(const Report& rep, Document& d) {
         "comparison above does not."));
     std::vector<std::string> items;
     for (const auto& c : rep.seed_comparisons) {
+      const std::string needed = replicates_needed(c);
       items.push_back(
           (c.group.empty() ? "" : c.group + ": ") + c.other + " against " + c.baseline + " across " +
           std::to_string(c.launches.size()) + " seeds: " + ratio_text(c.speedup) + " (" + pct(c.confidence) + " CI), " +
           (c.speedup.excludes_one() ? c.speedup.estimate > 1 ? "faster" : "slower" : "no significant difference") +
           "; per seed " + join(paired_ratios(c, 3), ", ") +
-          (replicates_needed(c).empty() ? ""
-                                        : "; " + replicates_needed(c) + " would tell " +
-                                              fmt_sig(c.speedup.estimate, 3) + " from 1 at the spread these " +
-                                              std::to_string(c.launches.size()) + " show (itself an estimate)"));
+          (needed.empty()
+               ? ""
+               : "; " + needed + " would tell " + fmt_sig(c.speedup.estimate, 3) + " from 1 at the spread these " +
+                     std::to_string(c.launches.size()) + " show (itself an estimate)"));
     }
     s.blocks.push_back(list(items));
   }

@@ -547,6 +547,7 @@ Table launch_comparison_table(const Report& rep) {
            "speedup T(baseline)/T(other) across launches (" + ci + " t on log ratios)",
            "verdict, or scaling efficiency (CI)", "each launch: T(baseline)/T(other)"}};
   for (const auto& c : rep.launch_comparisons) {
+    const std::string needed = replicates_needed(c);
     const std::string verdict =
         c.varies == "ranks"
             ? fmt_sig(c.speedup.estimate / c.ideal, 3) +
@@ -555,8 +556,7 @@ Table launch_comparison_table(const Report& rep) {
                        : "")
         : c.speedup.excludes_one()
             ? "significant"
-            : "not significant" +
-                  (replicates_needed(c).empty() ? std::string() : "; " + replicates_needed(c) + " would resolve it");
+            : "not significant" + (needed.empty() ? std::string() : "; " + needed + " would resolve it");
     t.push_back({c.varies, c.group, c.baseline, c.other, std::to_string(c.launches.size()), ratio_text(c.speedup),
                  verdict, join(paired_ratios(c, 4), "; ")});
   }

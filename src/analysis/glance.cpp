@@ -26,7 +26,7 @@ std::string glance_points(const Report& rep) {
   std::size_t shared = 0;
   for (const auto& r : rep.rows) {
     if (r.outcome != Outcome::Complete) ++not_complete[r.status.empty() ? outcome_name(r.outcome) : r.status];
-    shared += r.outcome == Outcome::Complete && (r.oversubscribed || r.threads_oversubscribed);
+    shared += r.outcome == Outcome::Complete && r.shares_cores();
   }
   const std::size_t all = rep.rows.size();
   const std::string sharing =
@@ -75,13 +75,11 @@ struct GlanceTally {
 
 // Per workload and pair of backends, the comparisons counted: across seeds, else across launches,
 // else within one run each.
-std::vector<std::string> glance_comparisons(const Report& rep) {
+std::vector<std::string> glance_comparisons(const Report& rep, const std::map<std::string, const PointRow*>& by_id) {
   using Key = std::tuple<std::string, std::string, std::string>;  // workload, baseline, other
   std::map<Key, GlanceTally> within, across;
   std::map<Key, std::string> replicate;  // "seeds" or "launches"
   std::vector<Key> order;
-  std::map<std::string, const PointRow*> by_id;
-  for (const auto& r : rep.rows) by_id.emplace(r.id, &r);
   for (const auto& c : rep.comparisons) {
     const auto it = by_id.find(c.baseline_id);
     const Key k{it == by_id.end() ? label_workload(c.group) : it->second->workload, c.baseline, c.other};
@@ -114,9 +112,7 @@ std::vector<std::string> glance_comparisons(const Report& rep) {
 }
 
 // Per workload, each scaling series' efficiency at its largest rank count.
-std::vector<std::string> glance_scaling(const Report& rep) {
-  std::map<std::string, const PointRow*> by_id;
-  for (const auto& r : rep.rows) by_id.emplace(r.id, &r);
+std::vector<std::string> glance_scaling(const Report& rep, const std::map<std::string, const PointRow*>& by_id) {
   std::vector<std::string> order;
   std::map<std::string, std::vector<const ScalingSeries*>> by_workload;
   for (const auto& s : rep.scaling) {
@@ -133,7 +129,7 @@ std::vector<std::string> glance_scaling(const Report& rep) {
       lo = std::min(lo, last.efficiency), hi = std::max(hi, last.efficiency);
       if (std::find(at.begin(), at.end(), last.ranks) == at.end()) at.push_back(last.ranks);
       const auto it = by_id.find(last.id);
-      shared = shared || (it != by_id.end() && (it->second->oversubscribed || it->second->threads_oversubscribed));
+      shared = shared || (it != by_id.end() && it->second->shares_cores());
     }
     const auto& first = *by_workload[w].front();
     const std::size_t n = by_workload[w].size();
@@ -190,9 +186,10 @@ std::vector<std::string> glance_tta(const Report& rep) {
 
 std::optional<Section> glance_section(const Report& rep) {
   if (rep.rows.size() < 2) return std::nullopt;
+  const std::map<std::string, const PointRow*> by_id = rows_by_id(rep);
   std::vector<std::string> items{glance_points(rep)};
-  for (auto* lines : {&glance_comparisons, &glance_scaling, &glance_tta})
-    for (auto& l : (*lines)(rep)) items.push_back(std::move(l));
+  for (auto& lines : {glance_comparisons(rep, by_id), glance_scaling(rep, by_id), glance_tta(rep)})
+    for (const auto& l : lines) items.push_back(l);
   Section s{"At a glance", 2, true, {}};
   Block intro;
   intro.text =

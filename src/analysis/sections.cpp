@@ -417,12 +417,12 @@ std::vector<ScalingSeries> scaling_series(const std::vector<PointRow>& rows, dou
         p.speedup = stats::bootstrap_median_ratio(base.costs, r->costs, confidence, kRatioMethod, kBootstrapResamples,
                                                   comparison_seed(seed, base.id, r->id));
       }
-      // The speedup over the ideal's: strong scaling p / p_base; weak 1 (the efficiency is T(base)
-      // / T(p) itself); a collective's, its bus factor's growth (ideal_load).
-      const double ideal = 1 / s.ideal_load(r->ranks);
-      p.efficiency = p.speedup.estimate / ideal;
-      p.efficiency_lo = p.speedup.lo / ideal;
-      p.efficiency_hi = p.speedup.hi / ideal;
+      // The speedup times the ideal time over the base's (ideal_load): strong scaling p_base / p;
+      // weak 1 (the efficiency is T(base) / T(p) itself); a collective's, its bus factor's growth.
+      const double load = s.ideal_load(r->ranks);
+      p.efficiency = p.speedup.estimate * load;
+      p.efficiency_lo = p.speedup.lo * load;
+      p.efficiency_hi = p.speedup.hi * load;
       s.points.push_back(p);
     }
     // The model describes the machine's scaling, not its oversubscription: points whose ranks
@@ -430,7 +430,7 @@ std::vector<ScalingSeries> scaling_series(const std::vector<PointRow>& rows, dou
     std::vector<const PointRow*> fitted;
     std::vector<std::string> left_out;
     for (const auto* r : g) {
-      if (r != g.front() && (r->oversubscribed || r->threads_oversubscribed))
+      if (r != g.front() && r->shares_cores())
         left_out.push_back(std::to_string(r->ranks));
       else
         fitted.push_back(r);
@@ -460,8 +460,7 @@ std::vector<LaunchScalingModel> scaling_models_across_launches(const std::vector
     for (const auto& [p, count] : seen) {
       if (count != static_cast<int>(by_launch.size())) continue;
       bool over = false;
-      for (const auto& [launch, points] : by_launch)
-        over = over || points.at(p)->oversubscribed || points.at(p)->threads_oversubscribed;
+      for (const auto& [launch, points] : by_launch) over = over || points.at(p)->shares_cores();
       if (!over || ranks.empty()) ranks.push_back(p);
     }
     if (by_launch.size() < 2 || ranks.size() < 2) continue;

@@ -346,6 +346,12 @@ PointRow summarize_point(const PointResult& p, const JobResult& j, double confid
 
 }  // namespace
 
+std::map<std::string, const PointRow*> rows_by_id(const Report& rep) {
+  std::map<std::string, const PointRow*> out;
+  for (const auto& r : rep.rows) out[r.id] = &r;
+  return out;
+}
+
 Report analyze_run(const std::string& dir, const AnalysisOptions& opt) {
   Report rep;
   rep.dir = dir;

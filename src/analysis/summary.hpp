@@ -99,6 +99,8 @@ struct PointRow {
   // A level-0 collective on one rank: no data crosses between ranks (a local copy, or nothing in
   // place), so its GB/s is no bandwidth and its time no base for scaling.
   bool lone_collective() const;
+  // Ran with more ranks, or more threads, than a host's CPUs: its times measure core sharing.
+  bool shares_cores() const { return oversubscribed || threads_oversubscribed; }
   // Whether the mean and its t-interval (and Fieller's ratio of means) may be shown: normality
   // not rejected and no Tukey outlier (a few 10x outliers pass Anderson-Darling at n = 10-15
   // often, and then the t-interval never covers the mean).
@@ -295,6 +297,9 @@ struct AnalysisOptions {
 
 // Analyses a run directory (the output of `d500 plan`, after `d500 run`).
 Report analyze_run(const std::string& dir, const AnalysisOptions& opt = {});
+
+// Each of the report's points by its id.
+std::map<std::string, const PointRow*> rows_by_id(const Report& rep);
 
 // Each comparison's own bootstrap seed, from the report's seed and its two points' ids.
 std::uint64_t comparison_seed(std::uint64_t seed, const std::string& base_id, const std::string& other_id);
