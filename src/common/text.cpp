@@ -219,8 +219,13 @@ std::string fmt_sig(double v, int digits) {
   if (a != 0 && (a < 1e-3 || a >= 1e9))
     std::snprintf(buf, sizeof buf, "%.*e", digits - 1, v);
   else {
-    // The digits before the first significant one count for nothing: 0.0129 to 3 is 0.0129.
-    const int magnitude = a == 0 ? 0 : static_cast<int>(std::floor(std::log10(a)));
+    // The digits before the first significant one count for nothing: 0.0129 to 3 is 0.0129. The
+    // magnitude is the rounded value's: 9.9999 to 3 is 10.0, not 10.00.
+    int magnitude = 0;
+    if (a != 0) {
+      std::snprintf(buf, sizeof buf, "%.*e", digits - 1, a);
+      magnitude = std::atoi(std::strchr(buf, 'e') + 1);
+    }
     const int decimals = std::max(0, digits - 1 - magnitude);
     std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
   }

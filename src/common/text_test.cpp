@@ -67,6 +67,9 @@ TEST(FmtSig, GivesSignificantDigitsAtEveryMagnitude) {
   EXPECT_EQ(fmt_sig(0.5, 3), "0.500");
   EXPECT_EQ(fmt_sig(0.0075, 2), "0.0075");
   EXPECT_EQ(fmt_sig(12.345, 3), "12.3");
+  EXPECT_EQ(fmt_sig(9.9999999, 3), "10.0") << "rounding up to the next power of ten keeps 3 digits";
+  EXPECT_EQ(fmt_sig(-0.99996, 3), "-1.00");
+  EXPECT_EQ(fmt_sig(9.994, 3), "9.99");
   EXPECT_EQ(fmt_sig(1234.6, 3), "1235");
   EXPECT_EQ(fmt_sig(0, 3), "0.00");
   EXPECT_EQ(fmt_sig(-0.0314159, 2), "-0.031");
