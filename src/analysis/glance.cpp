@@ -1,6 +1,7 @@
 #include "analysis/glance.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <map>
 #include <string>
@@ -42,16 +43,29 @@ std::string glance_points(const Report& rep) {
          std::to_string(missed) + " did not (" + join(why, ", ") + "): Points needing attention says why.";
 }
 
-// The verdicts of one pair's comparisons in one workload, counted: "6 configurations: 7.83 to
-// 8.55 (faster in 6)", or the one comparison's ratio and interval.
+// The configuration a glance line names beside an extreme: the group label without its workload,
+// "defaults" where every parameter that varies is unset on it (the label names none).
+std::string glance_config(const std::string& group) {
+  const std::string rest = label_rest(group);
+  return rest == group || rest.empty() ? "defaults" : rest;
+}
+
+// "0.448 (reference k=m=n=256)".
+std::string glance_extreme(double v, const std::string& config) { return fmt_sig(v, 3) + " (" + config + ")"; }
+
+// The verdicts of one pair's comparisons in one workload, counted, with the configurations of the
+// lowest and the highest speedup: "6 configurations, faster in all 6: speedup from 7.38
+// (k=m=n=256, 1 rank) to 14.9 (k=m=n=1024, 2 ranks)", or the one comparison's ratio and interval.
 struct GlanceTally {
   std::size_t n = 0, faster = 0, slower = 0;
   double lo = INFINITY, hi = -INFINITY;
+  std::string lo_config, hi_config;
   const stats::RatioInterval* only = nullptr;
-  void add(const stats::RatioInterval& x) {
+  void add(const stats::RatioInterval& x, const std::string& group) {
     ++n;
     only = &x;
-    lo = std::min(lo, x.estimate), hi = std::max(hi, x.estimate);
+    if (x.estimate < lo) lo = x.estimate, lo_config = glance_config(group);
+    if (x.estimate > hi) hi = x.estimate, hi_config = glance_config(group);
     if (x.excludes_one()) ++(x.estimate > 1 ? faster : slower);
   }
   std::string text(const std::string& what) const {
@@ -68,8 +82,8 @@ struct GlanceTally {
     if (faster) parts.push_back("faster in " + in(faster));
     if (slower) parts.push_back("slower in " + in(slower));
     if (same) parts.push_back("no significant difference in " + in(same));
-    return std::to_string(n) + " " + what + ": speedup " + fmt_sig(lo, 3) + " to " + fmt_sig(hi, 3) + " (" +
-           join(parts, ", ") + ")";
+    return std::to_string(n) + " " + what + ", " + join(parts, ", ") + ": speedup from " +
+           glance_extreme(lo, lo_config) + " to " + glance_extreme(hi, hi_config);
   }
 };
 
@@ -84,7 +98,7 @@ std::vector<std::string> glance_comparisons(const Report& rep, const std::map<st
     const auto it = by_id.find(c.baseline_id);
     const Key k{it == by_id.end() ? label_workload(c.group) : it->second->workload, c.baseline, c.other};
     if (!within.count(k)) order.push_back(k);
-    within[k].add(c.speedup);
+    within[k].add(c.speedup, c.group);
   }
   // Across seeds where the points have seeds, else across launches: those intervals cover the
   // variation between replicates.
@@ -94,7 +108,7 @@ std::vector<std::string> glance_comparisons(const Report& rep, const std::map<st
       const std::string what = c.replicate == "seed" ? "seeds" : "launches";
       if (c.varies != "backend" || (replicate.count(k) && replicate[k] != what)) continue;
       replicate[k] = what;
-      across[k].add(c.speedup);
+      across[k].add(c.speedup, c.group);
       if (!within.count(k)) {
         within[k] = GlanceTally{};
         order.push_back(k);
@@ -111,7 +125,8 @@ std::vector<std::string> glance_comparisons(const Report& rep, const std::map<st
   return out;
 }
 
-// Per workload, each scaling series' efficiency at its largest rank count.
+// Per workload, each scaling series' efficiency at its largest rank count: the one series', or the
+// lowest and the highest with their series.
 std::vector<std::string> glance_scaling(const Report& rep, const std::map<std::string, const PointRow*>& by_id) {
   std::vector<std::string> order;
   std::map<std::string, std::vector<const ScalingSeries*>> by_workload;
@@ -121,31 +136,49 @@ std::vector<std::string> glance_scaling(const Report& rep, const std::map<std::s
   }
   std::vector<std::string> out;
   for (const auto& w : order) {
-    double lo = INFINITY, hi = -INFINITY;
+    const ScalingSeries *lo = nullptr, *hi = nullptr;
     std::vector<int> at;
     bool shared = false;
     for (const auto* s : by_workload[w]) {
       const ScalingPoint& last = s->points.back();
-      lo = std::min(lo, last.efficiency), hi = std::max(hi, last.efficiency);
+      if (!lo || last.efficiency < lo->points.back().efficiency) lo = s;
+      if (!hi || last.efficiency > hi->points.back().efficiency) hi = s;
       if (std::find(at.begin(), at.end(), last.ranks) == at.end()) at.push_back(last.ranks);
       const auto it = by_id.find(last.id);
       shared = shared || (it != by_id.end() && it->second->shares_cores());
     }
-    const auto& first = *by_workload[w].front();
     const std::size_t n = by_workload[w].size();
     std::sort(at.begin(), at.end());
     std::vector<std::string> counts;
     for (int r : at) counts.push_back(std::to_string(r));
-    out.push_back(w + " (" + first.kind + " scaling): efficiency at " + join(counts, ", ") + " ranks " +
-                  (n == 1 ? fmt_sig(lo, 3)
-                          : fmt_sig(lo, 3) + " to " + fmt_sig(hi, 3) + " over " + std::to_string(n) + " series") +
-                  (shared ? " (oversubscribed: ranks shared cores)" : "") + ".");
+    const std::string efficiency = "efficiency at " + join(counts, ", ") + " ranks ";
+    auto extreme = [](const ScalingSeries* s) {
+      return glance_extreme(s->points.back().efficiency, glance_config(s->group));
+    };
+    out.push_back(
+        w + " (" + lo->kind + " scaling)" +
+        (n == 1 ? ": " + efficiency + fmt_sig(lo->points.back().efficiency, 3)
+                : ", " + std::to_string(n) + " series: " + efficiency + "from " + extreme(lo) + " to " + extreme(hi)) +
+        (shared ? "; oversubscribed: ranks shared cores" : "") + ".");
   }
   return out;
 }
 
+// Whether the shortest and the longest median time to accuracy are told apart: their intervals
+// apart or overlapping, or how few runs left them none.
+std::string glance_tta_apart(const TtaSummary& best, const TtaSummary& worst,
+                             const std::vector<const TtaConfig*>& all) {
+  if (best.has_ci && worst.has_ci)
+    return best.hi < worst.lo ? ", their 95% intervals apart" : ", their 95% intervals overlap";
+  int fewest = INT_MAX, most = 0;
+  for (const auto* c : all) fewest = std::min(fewest, c->summary.runs), most = std::max(most, c->summary.runs);
+  return ", no interval at " +
+         (fewest == most ? std::to_string(most) : std::to_string(fewest) + " to " + std::to_string(most)) +
+         (most == 1 ? " run each" : " runs each");
+}
+
 // Per accuracy target that several configurations of a workload share: the shortest and the
-// longest median time to it, and how many missed it.
+// longest median time to it, whether they are told apart, and how many missed it.
 std::vector<std::string> glance_tta(const Report& rep) {
   std::vector<std::pair<std::string, double>> order;
   std::map<std::pair<std::string, double>, std::vector<const TtaConfig*>> by_target;
@@ -168,12 +201,13 @@ std::vector<std::string> glance_tta(const Report& rep) {
       if (!best || c->summary.median < best->summary.median) best = c;
       if (!worst || c->summary.median > worst->summary.median) worst = c;
     }
-    std::string line = k.first + ", time to " + fmt_sig(k.second, 3) + " over " +
+    std::string line = k.first + ": time to " + fmt_sig(k.second, 3) + ", " +
                        glance_count(configs.size(), "configuration", "configurations") + ": ";
-    if (best)
-      line +=
-          "shortest median " + fmt_time(best->summary.median) + " (" + label_rest(best->group) + ")" +
-          (worst != best ? ", longest " + fmt_time(worst->summary.median) + " (" + label_rest(worst->group) + ")" : "");
+    auto at = [](const TtaConfig* c) { return fmt_time(c->summary.median) + " (" + glance_config(c->group) + ")"; };
+    if (best && worst != best)
+      line += "median from " + at(best) + " to " + at(worst) + glance_tta_apart(best->summary, worst->summary, configs);
+    else if (best)
+      line += "median " + at(best);
     if (undefined)
       line += std::string(best ? "; " : "") + glance_count(undefined, "has", "have") + " no median (runs missed)";
     out.push_back(line + ".");
@@ -196,7 +230,8 @@ std::optional<Section> glance_section(const Report& rep) {
       "What the sections below say in full, counted: a speedup is the baseline's median time over the other's "
       "(above 1, the other is faster) and counts as faster or slower only where its interval excludes 1 (Backend "
       "comparisons; across seeds or launches where the points have them); a scaling efficiency is the one at each "
-      "series' largest rank count (Scaling); times to accuracy are medians over runs (Time to accuracy).";
+      "series' largest rank count (Scaling); times to accuracy are medians over runs (Time to accuracy). A range "
+      "names the configuration at each of its ends.";
   intro.brief = "-";
   s.blocks.push_back(std::move(intro));
   Block l;

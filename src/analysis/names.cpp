@@ -73,7 +73,7 @@ PointNames point_names(const std::vector<PointRow>& rows) {
   return n;
 }
 
-std::string label_workload(const std::string& label) { return label.substr(0, label.find_first_of(": ")); }
+std::string label_workload(const std::string& label) { return label.substr(0, label.find_first_of(":, ")); }
 
 std::string label_rest(const std::string& label) {
   const std::size_t at = label.find_first_of(": ");

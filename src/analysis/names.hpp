@@ -63,8 +63,9 @@ struct PointNames {
 
 PointNames point_names(const std::vector<PointRow>& rows);
 
-// A label's workload ("gemm" of "gemm:blas n=512" and of "distributed scheme=ps-sync") and what
-// follows it ("blas n=512", "scheme=ps-sync"; a label of its workload alone is kept whole).
+// A label's workload ("gemm" of "gemm:blas n=512", of "distributed scheme=ps-sync" and of "gemm,
+// 2 ranks") and what follows it ("blas n=512", "scheme=ps-sync"; a label of its workload alone is
+// kept whole).
 std::string label_workload(const std::string& label);
 std::string label_rest(const std::string& label);
 

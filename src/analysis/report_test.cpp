@@ -1507,16 +1507,18 @@ std::vector<std::string> glance(const d500::Report& rep) {
 // instead of one per seed (seeds that disagree: 0.9x, 1.2x and 2.7x, each significant alone).
 TEST(ReportGlance, TheFirstSectionCountsTheVerdictsOfTheSectionsBelow) {
   std::vector<PointRow> rows;
-  for (std::int64_t n : {64, 128})
-    for (const char* b : {"reference", "blas"}) rows.push_back(row(b, n, 1, 1, std::string(b) == "blas" ? 2e-4 : 1e-3));
+  for (std::int64_t n : {128, 64})  // blas 10x faster at n=128, 5x at 64: the range names each end's n
+    for (const char* b : {"reference", "blas"})
+      rows.push_back(row(b, n, 1, 1, std::string(b) == "reference" ? 1e-3 : n == 64 ? 2e-4 : 1e-4));
   d500::Report rep = report(rows);
   rep.comparisons = d500::compare_backends(rep.rows, 0.95, 7);
   ASSERT_EQ(rep.comparisons.size(), 2u);
   std::vector<std::string> items = glance(rep);
   ASSERT_EQ(items.size(), 2u);
   EXPECT_EQ(items[0], "All 4 points completed.");
-  EXPECT_EQ(items[1].rfind("gemm: blas against reference, 2 configurations: speedup ", 0), 0u) << items[1];
-  EXPECT_NE(items[1].find("(faster in both)"), std::string::npos) << items[1];
+  EXPECT_EQ(items[1],
+            "gemm: blas against reference, 2 configurations, faster in both: speedup from 5.00 (n=64) to "
+            "10.0 (n=128).");
   rep.rows[3].outcome = d500::Outcome::BackendFailed;
   rep.rows[3].status = "backend-failed";
   EXPECT_EQ(glance(rep)[0],
@@ -1546,6 +1548,60 @@ TEST(ReportGlance, TheFirstSectionCountsTheVerdictsOfTheSectionsBelow) {
   EXPECT_EQ(items[1], "gemm: blas against reference across seeds, speedup " +
                           d500::ratio_text(by_seed.seed_comparisons[0].speedup) + ", no significant difference.");
   EXPECT_TRUE(glance(report({rows[0]})).empty()) << "one point: nothing to count";
+
+  // Scaling: each series' efficiency at its largest rank count, the range naming each end's series
+  // (2 ranks: 1.6x the speedup at n=64, efficiency 0.8; 1.2x at n=128, 0.6).
+  std::vector<PointRow> scaled;
+  for (std::int64_t n : {64, 128})
+    for (int ranks : {1, 2}) {
+      PointRow r = row("blas", n, 1, 1, ranks == 1 ? 1e-3 : 1e-3 / (n == 64 ? 1.6 : 1.2));
+      r.params.erase("ranks_per_node");
+      r.ranks = ranks;
+      scaled.push_back(r);
+    }
+  d500::Report series = report(scaled);
+  series.scaling = d500::scaling_series(series.rows, 0.95, 7);
+  ASSERT_EQ(series.scaling.size(), 2u);
+  items = glance(series);
+  ASSERT_EQ(items.size(), 2u);
+  EXPECT_EQ(items[1], "gemm (strong scaling), 2 series: efficiency at 2 ranks from 0.600 (n=128) to 0.800 (n=64).");
+
+  // Time to accuracy: the shortest and the longest median with their configurations, and whether
+  // their intervals tell them apart (none at 3 runs; apart at 12 runs of times that do not overlap).
+  d500::Report tta = report(rows);
+  for (const char* b : {"reference", "blas"})
+    for (int runs : {3, 12}) {
+      d500::TtaConfig c;
+      c.group = std::string("train:") + b + " runs=" + std::to_string(runs);
+      std::vector<double> times;
+      for (int i = 0; i < runs; ++i) times.push_back((std::string(b) == "blas" ? 10.0 : 20.0) + 0.1 * i);
+      c.summary = d500::summarize_tta(times, 0.8, 100.0, 0.95);
+      if (runs == 12)
+        tta.tta.push_back(c);
+      else
+        tta.tta.insert(tta.tta.begin(), c);
+    }
+  tta.tta.erase(tta.tta.begin() + 2, tta.tta.end());  // the 3-run configurations
+  items = glance(tta);
+  ASSERT_EQ(items.size(), 2u);
+  EXPECT_EQ(items[1],
+            "train: time to 0.800, 2 configurations: median from 10.10 s (blas runs=3) to 20.10 s (reference runs=3), "
+            "no interval at 3 runs each.");
+  tta.tta.clear();
+  for (const char* b : {"reference", "blas"}) {
+    d500::TtaConfig c;
+    c.group = std::string("train:") + b;
+    std::vector<double> times;
+    for (int i = 0; i < 12; ++i) times.push_back((std::string(b) == "blas" ? 10.0 : 20.0) + 0.1 * i);
+    c.summary = d500::summarize_tta(times, 0.8, 100.0, 0.95);
+    tta.tta.push_back(c);
+  }
+  items = glance(tta);
+  ASSERT_EQ(items.size(), 2u);
+  EXPECT_NE(items[1].find("median from " + d500::fmt_time(tta.tta[1].summary.median) + " (blas) to " +
+                          d500::fmt_time(tta.tta[0].summary.median) + " (reference), their 95% intervals apart."),
+            std::string::npos)
+      << items[1];
 }
 
 }  // namespace
