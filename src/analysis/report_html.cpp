@@ -72,17 +72,20 @@ void table_html(std::ostringstream& o, const TableBlock& tb) {
     o << "<tr" << attrs << ">";
     for (std::size_t j = 0; j < tb.table[k].size(); ++j) {
       const std::string& c = tb.table[k][j];
-      std::string cls = words.count(j)                      ? "name"
-                        : k > 0 && c.size() > kWrapFrom     ? "text"
-                        : wordy.count(j) && !words.count(j) ? "name"
-                                                            : "";
+      // A long text wraps; in a column of words it reads on the left too.
+      std::string cls = words.count(j)                  ? "name"
+                        : k > 0 && c.size() > kWrapFrom ? (wordy.count(j) ? "text name" : "text")
+                        : wordy.count(j)                ? "name"
+                                                        : "";
       if (k > 0 && k - 1 < tb.cell_class.size() && j < tb.cell_class[k - 1].size() && !tb.cell_class[k - 1][j].empty())
         cls += (cls.empty() ? "" : " ") + tb.cell_class[k - 1][j];
       const std::string tag = k == 0 ? "th" : "td";
-      // A header may break after an underscore ("ranks_per_node" over its column of 1, 2 and 4).
+      // A header may break after an underscore ("ranks_per_node" over its column of 1, 2 and 4) or
+      // an equals sign ("memory_format=channels_last" over a column of times).
       std::string shown = html_escape(c);
       if (k == 0)
-        for (std::size_t at = shown.find('_'); at != std::string::npos; at = shown.find('_', at + 6))
+        for (std::size_t at = shown.find_first_of("_="); at != std::string::npos;
+             at = shown.find_first_of("_=", at + 6))
           shown.insert(at + 1, "<wbr>");
       o << "<" << tag << (cls.empty() ? "" : " class=\"" + cls + "\"") << ">" << shown << "</" << tag << ">";
     }

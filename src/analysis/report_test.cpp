@@ -1389,12 +1389,17 @@ TEST(ReportHtml, CellsKeepTheirLineInABoxThatScrollsAndNamesReadLeft) {
   EXPECT_NE(html.find("<div class=\"scroll\"><table class=\"sortable\">"), std::string::npos) << html;
   EXPECT_NE(html.find("<th class=\"name\">math</th>"), std::string::npos) << "math names the Results' rows";
   EXPECT_NE(html.find("<td class=\"name\">bf16</td>"), std::string::npos);
-  EXPECT_NE(html.find("<td class=\"text\">" + rows[1].status_reason + "</td>"), std::string::npos)
-      << "a long text wraps";
+  EXPECT_NE(html.find("<td class=\"text name\">" + rows[1].status_reason + "</td>"), std::string::npos)
+      << "a long text wraps, and in a column of words reads on the left";
   EXPECT_NE(html.find("<td class=\"name\">complete</td>"), std::string::npos) << "a status reads on the left too";
   EXPECT_NE(html.find("<td>12</td>"), std::string::npos) << "a number (the reps) stays on the right";
   EXPECT_NE(html.find("<td>4</td>"), std::string::npos);
   EXPECT_NE(html.find("<th>ranks_<wbr>per_<wbr>node</th>"), std::string::npos) << "a header breaks after a '_'";
+  d.sections.back().blocks.back().table.table[0][2] = "memory_format=channels_last";
+  EXPECT_NE(
+      d500::find_reporter("html").render_report(rep, d).find("<th>memory_<wbr>format=<wbr>channels_<wbr>last</th>"),
+      std::string::npos)
+      << "and after a '='";
 }
 
 // Times that grow with the rank count faster than any serial share allows: no Amdahl model with
