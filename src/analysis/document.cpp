@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 
+#include "analysis/breakdown.hpp"
 #include "analysis/glance.hpp"
 #include "analysis/reporters.hpp"
 #include "analysis/svg.hpp"
@@ -1654,13 +1655,7 @@ Document report_document(const Report& rep) {
     Block t = table(network_table(rep));
     t.table.wide_only = {2};  // the rate's interval: Results has it in the terminal
     Section s{"Networks", 2, true, {text(network_note(), "-"), with_title(std::move(t), rep, true)}};
-    for (const auto& r : rep.rows)
-      if (!r.top_steps.empty()) {
-        s.blocks.push_back(text(steps_caption(rep, r), "-"));
-        s.blocks.push_back(table(steps_table(r), false));
-        s.blocks.push_back(text(operators_caption(rep, r), "-"));
-        s.blocks.push_back(table(operators_table(r), false));
-      }
+    for (auto& b : network_breakdowns(rep)) s.blocks.push_back(std::move(b));
     d.sections.push_back(std::move(s));
   }
   if (training_table(rep).size() > 1) {

@@ -125,6 +125,7 @@ void add_step_costs(PointRow& r, const PointResult& p, int first_rep, int end_re
                    [](const auto& a, const auto& b) { return a.median_s > b.median_s; });
   for (auto& c : all) c.share = r.steps_total_s > 0 ? c.median_s / r.steps_total_s : 0;
   if (r.steps_total_s > 0) r.fallback_share /= r.steps_total_s;
+  r.all_steps = all;
   std::stable_sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.median_s > b.median_s; });
   r.steps = static_cast<int>(n);
   all.resize(std::min(all.size(), top));

@@ -79,7 +79,8 @@ struct PointRow {
     std::string name, op, direction, impl;
     double median_s = 0, share = 0, gflops = 0;
   };
-  std::vector<StepCost> top_steps;
+  std::vector<StepCost> top_steps;  // the costliest, costliest first
+  std::vector<StepCost> all_steps;  // every step, in the executor's order
   // Every step, added by operator and pass (Conv forward, Conv backward, ...): where the step's
   // time goes, as a framework's profiler groups it; costliest first. gflops: the group's work
   // over its summed medians (0 where it counts none).
@@ -112,7 +113,7 @@ struct PointRow {
 struct PointResult;
 // Level 1 on d500's executor: where a step's time goes, from `p`'s node steps and each rank's
 // time in each: per step the median over repetitions [first_rep, end_rep) of the slowest rank's
-// duration, into r's by_operator (added by operator and pass), top_steps (the `top` costliest),
+// duration, into r's by_operator (added by operator and pass), all_steps, top_steps (the `top` costliest),
 // steps_total_s, fallback_share and steps. The report's breakdown, and d500-bench-executor's.
 void add_step_costs(PointRow& r, const PointResult& p, int first_rep, int end_rep, std::size_t top = 10);
 

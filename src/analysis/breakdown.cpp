@@ -1,0 +1,248 @@
+#include "analysis/breakdown.hpp"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "analysis/format.hpp"
+#include "analysis/names.hpp"
+#include "common/text.hpp"
+
+namespace d500 {
+
+namespace {
+
+constexpr std::size_t kBreakdownPoints = 6;  // points side by side in one table
+constexpr std::size_t kBreakdownTop = 12;    // rows of the costliest steps' table
+
+// The points of one table: same steps, told apart by `heads`; `label` says what they share.
+struct BreakdownGroup {
+  std::vector<const PointRow*> points;
+  std::vector<std::string> heads;
+  std::string label;
+};
+
+std::string breakdown_step_key(const std::string& name, const std::string& direction) {
+  return name + "\n" + direction;
+}
+
+// The steps a point ran, in order: points with the same list ran the same graph and pass.
+std::string breakdown_signature(const PointRow& r) {
+  std::string s = r.workload;
+  for (const auto& c : r.all_steps) s += "\n" + breakdown_step_key(c.name, c.direction);
+  return s;
+}
+
+// The operator as a reader knows it: the loss gradient's seed (1 / micro-batches, written by d500
+// before the backward steps) has no operator of the graph's.
+std::string breakdown_operator(const std::string& op, const std::string& direction) {
+  return op == "-" && direction == "seed" ? "loss gradient" : op;
+}
+
+// Each group's heads: its backends where they differ, and the workload's varying parameters that
+// differ among its points ("blas", "memory_format=nchw launch=2"); its label the rest.
+void name_breakdown_group(const Report& rep, BreakdownGroup& g) {
+  const PointRow& first = *g.points.front();
+  bool backends = false;
+  for (const auto* p : g.points) backends = backends || p->backend != first.backend;
+  std::set<std::string> differ;
+  if (const auto it = rep.names.varying.find(first.workload); it != rep.names.varying.end())
+    for (const auto& k : it->second)
+      for (const auto* p : g.points)
+        if (value_text(*p, k) != value_text(first, k)) differ.insert(k);
+  for (const auto* p : g.points) {
+    std::vector<std::string> parts;
+    if (backends) parts.push_back(p->backend);
+    for (const auto& k : rep.names.varying.count(first.workload) ? rep.names.varying.at(first.workload)
+                                                                 : std::vector<std::string>{})  // its order
+      if (differ.count(k)) parts.push_back(k + "=" + value_text(*p, k));
+    g.heads.push_back(parts.empty() ? point_label(rep, *p) : join(parts, " "));
+  }
+  g.label = rep.names.label(first, {}, !backends, differ);
+}
+
+std::vector<BreakdownGroup> breakdown_groups(const Report& rep) {
+  std::map<std::string, std::size_t> index;
+  std::vector<std::vector<const PointRow*>> same;
+  for (const auto& r : rep.rows) {
+    if (r.all_steps.empty()) continue;
+    const auto [it, fresh] = index.try_emplace(breakdown_signature(r), same.size());
+    if (fresh) same.emplace_back();
+    same[it->second].push_back(&r);
+  }
+  std::vector<BreakdownGroup> out;
+  for (const auto& points : same)
+    for (std::size_t at = 0; at < points.size(); at += kBreakdownPoints) {
+      BreakdownGroup g;
+      g.points.assign(points.begin() + static_cast<std::ptrdiff_t>(at),
+                      points.begin() + static_cast<std::ptrdiff_t>(std::min(points.size(), at + kBreakdownPoints)));
+      name_breakdown_group(rep, g);
+      out.push_back(std::move(g));
+    }
+  return out;
+}
+
+// Up to this many points a table, an operator's cell has its share of the point's steps too.
+constexpr std::size_t kBreakdownShares = 3;
+
+// By operator and pass, each point's time ("5.550 ms (84.1%)": its steps' medians added, and with
+// few points their share of all its steps'), costliest first by the largest of them; then every
+// step's added, and the step's own median (the sum of medians is not the median of the sum).
+Table breakdown_operators(const BreakdownGroup& g) {
+  const bool shares = g.points.size() <= kBreakdownShares;
+  Table t{{"operator", "pass", "steps"}};
+  for (const auto& h : g.heads) t[0].push_back(h);
+  std::vector<std::pair<std::string, std::string>> keys;  // (op, direction), first seen order
+  std::map<std::pair<std::string, std::string>, std::vector<const PointRow::OpCost*>> cells;
+  std::map<std::pair<std::string, std::string>, double> largest;
+  for (std::size_t i = 0; i < g.points.size(); ++i)
+    for (const auto& c : g.points[i]->by_operator) {
+      const std::pair<std::string, std::string> k{c.op, c.direction};
+      if (!cells.count(k)) keys.push_back(k), cells[k].assign(g.points.size(), nullptr);
+      cells[k][i] = &c;
+      largest[k] = std::max(largest[k], c.median_s);
+    }
+  std::stable_sort(keys.begin(), keys.end(), [&](const auto& a, const auto& b) { return largest[a] > largest[b]; });
+  for (const auto& k : keys) {
+    const auto& row = cells[k];
+    const auto* any = *std::find_if(row.begin(), row.end(), [](const auto* c) { return c != nullptr; });
+    std::vector<std::string> r{breakdown_operator(k.first, k.second), k.second, std::to_string(any->steps)};
+    for (const auto* c : row)
+      r.push_back(!c ? "-" : fmt_time(c->median_s) + (shares ? " (" + fmt_sig(100 * c->share, 3) + "%)" : ""));
+    t.push_back(std::move(r));
+  }
+  std::vector<std::string> all{"all steps", "", std::to_string(g.points.front()->steps)}, whole{"the step", "", ""};
+  for (const auto* p : g.points) all.push_back(fmt_time(p->steps_total_s)), whole.push_back(fmt_time(p->time.median));
+  t.push_back(std::move(all));
+  // Two points: the first's time over the second's, per row (above 1: the second is faster).
+  if (g.points.size() == 2) {
+    t[0].push_back(g.heads[0] + " / " + g.heads[1]);
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      const auto& row = cells[keys[i]];
+      t[i + 1].push_back(row[0] && row[1] && row[1]->median_s > 0 ? fmt_sig(row[0]->median_s / row[1]->median_s, 3)
+                                                                  : "-");
+    }
+    const PointRow &a = *g.points[0], &b = *g.points[1];
+    t.back().push_back(b.steps_total_s > 0 ? fmt_sig(a.steps_total_s / b.steps_total_s, 3) : "-");
+    whole.push_back(b.time.median > 0 ? fmt_sig(a.time.median / b.time.median, 3) : "-");
+  }
+  t.push_back(std::move(whole));
+  return t;
+}
+
+// The steps among each point's costliest, by the largest of their medians, each point's median
+// (two points: the first's over the second's too), and what computed them: for the points whose backend did not compute
+// every listed step itself under its own name (the reference's did), that point's, or with several such points their
+// different ones in point order ("onednn convolution / onednn convolution (NHWC)").
+Table breakdown_steps(const BreakdownGroup& g, std::size_t& listed) {
+  std::vector<std::map<std::string, const PointRow::StepCost*>> by_key(g.points.size());
+  for (std::size_t i = 0; i < g.points.size(); ++i)
+    for (const auto& c : g.points[i]->all_steps) by_key[i][breakdown_step_key(c.name, c.direction)] = &c;
+  auto step = [&](std::size_t i, const std::string& k) -> const PointRow::StepCost* {
+    const auto it = by_key[i].find(k);
+    return it == by_key[i].end() ? nullptr : it->second;
+  };
+  std::vector<std::string> keys;
+  std::map<std::string, double> largest;  // over every point, the step listed by it or not
+  for (const auto* p : g.points)
+    for (const auto& c : p->top_steps) {
+      const std::string k = breakdown_step_key(c.name, c.direction);
+      if (largest.count(k)) continue;
+      keys.push_back(k);
+      for (std::size_t i = 0; i < g.points.size(); ++i)
+        if (const auto* o = step(i, k)) largest[k] = std::max(largest[k], o->median_s);
+    }
+  std::stable_sort(keys.begin(), keys.end(), [&](const auto& a, const auto& b) { return largest[a] > largest[b]; });
+  listed = keys.size();
+  keys.resize(std::min(keys.size(), kBreakdownTop));
+  std::vector<std::size_t> named;  // the points whose computing steps are named
+  for (std::size_t i = 0; i < g.points.size(); ++i) {
+    bool own = true;
+    for (const auto& k : keys)
+      if (const auto* c = step(i, k)) own = own && c->impl == g.points[i]->backend;
+    if (!own) named.push_back(i);
+  }
+  Table t{{"step", "operator", "pass"}};
+  for (const auto& h : g.heads) t[0].push_back(h);
+  const bool pair = g.points.size() == 2;
+  if (pair) t[0].push_back(g.heads[0] + " / " + g.heads[1]);
+  if (!named.empty()) t[0].push_back(named.size() == 1 ? g.heads[named[0]] + ": computed by" : "computed by");
+  for (const auto& k : keys) {
+    const PointRow::StepCost* any = nullptr;
+    for (std::size_t i = 0; i < g.points.size() && !any; ++i) any = step(i, k);
+    std::vector<std::string> r{any->name, breakdown_operator(any->op, any->direction), any->direction};
+    for (std::size_t i = 0; i < g.points.size(); ++i) r.push_back(step(i, k) ? fmt_time(step(i, k)->median_s) : "-");
+    if (pair)
+      r.push_back(step(0, k) && step(1, k) && step(1, k)->median_s > 0
+                      ? fmt_sig(step(0, k)->median_s / step(1, k)->median_s, 3)
+                      : "-");
+    std::vector<std::string> by;
+    for (std::size_t i : named) {
+      const std::string impl = step(i, k) ? step(i, k)->impl : "-";
+      if (std::find(by.begin(), by.end(), impl) == by.end()) by.push_back(impl);
+    }
+    if (!named.empty()) r.push_back(join(by, " / "));
+    t.push_back(std::move(r));
+  }
+  return t;
+}
+
+Block breakdown_text(std::string t) {
+  Block b;
+  b.text = std::move(t);
+  b.brief = "-";
+  return b;
+}
+
+Block breakdown_table(Table t) {
+  Block b;
+  b.kind = Block::Kind::Table;
+  b.table.table = std::move(t);
+  b.terminal = false;
+  return b;
+}
+
+}  // namespace
+
+std::vector<Block> network_breakdowns(const Report& rep) {
+  std::vector<Block> out;
+  for (const auto& g : breakdown_groups(rep)) {
+    if (g.points.size() == 1) {
+      const PointRow& r = *g.points.front();
+      out.push_back(breakdown_text(steps_caption(rep, r)));
+      out.push_back(breakdown_table(steps_table(r)));
+      out.push_back(breakdown_text(operators_caption(rep, r)));
+      out.push_back(breakdown_table(operators_table(r)));
+      continue;
+    }
+    const std::string steps = std::to_string(g.points.front()->steps);
+    out.push_back(breakdown_text(
+        g.label + ", " + std::to_string(g.points.size()) + " points that ran the same " + steps +
+        " steps: where the step's time goes, by operator and pass. Each cell is the point's steps of that operator, "
+        "their medians added (as a profiler groups kernels)" +
+        (g.points.size() <= kBreakdownShares ? ", and their share of all its steps' medians" : "") +
+        "; the step's row is its own median" +
+        (g.points.size() == 2 ? "; the last column is the first point's time over the second's (above 1, the second "
+                                "is faster)."
+                              : ".")));
+    out.push_back(breakdown_table(breakdown_operators(g)));
+    std::size_t listed = 0;
+    Table t = breakdown_steps(g, listed);
+    const std::size_t shown = t.size() - 1;
+    out.push_back(breakdown_text(
+        g.label + ": the costliest steps, side by side: " +
+        (shown < listed ? "the " + std::to_string(shown) + " costliest of the " + std::to_string(listed)
+                        : "the " + std::to_string(listed)) +
+        " steps among each point's " + std::to_string(g.points.front()->top_steps.size()) +
+        " costliest, by the largest of their medians. Each cell is the step's median over the timed repetitions of "
+        "the point's slowest rank" +
+        (g.points.size() == 2 ? "; the ratio is the first point's over the second's." : ".")));
+    out.push_back(breakdown_table(std::move(t)));
+  }
+  return out;
+}
+
+}  // namespace d500

@@ -1,0 +1,151 @@
+// Networks' breakdown on rows made here from step timings as the store reads them (no files): the
+// points that ran the same steps stand side by side, by operator and by step, with the ratio of two
+// and what computed each step where that is not the point's own backend; a point alone keeps its
+// own tables.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "analysis/breakdown.hpp"
+#include "analysis/format.hpp"
+#include "analysis/names.hpp"
+#include "store/reader.hpp"
+
+namespace {
+
+using d500::PointRow;
+
+struct Step {
+  const char *name, *op, *direction, *impl;
+  double ms;
+};
+
+// A network point whose executor ran `steps`, each taking its ms in all three repetitions.
+PointRow net(const std::string& backend, const std::string& pass, const std::vector<Step>& steps) {
+  PointRow r;
+  r.workload = "network";
+  r.backend = backend;
+  r.level = 1;
+  r.params = {
+      {"workload", std::string("network")}, {"backend", backend}, {"network", std::string("lenet5")}, {"pass", pass}};
+  r.canonical = d500::canonical_point(r.params);
+  r.id = r.canonical;
+  r.ranks = 1;
+  r.outcome = d500::Outcome::Complete;
+  d500::PointResult p;
+  double total = 0;
+  for (std::size_t k = 0; k < steps.size(); ++k) {
+    p.steps.push_back({steps[k].name, steps[k].op, steps[k].direction, steps[k].impl, 1e6});
+    for (int rep = 0; rep < 3; ++rep)
+      p.step_times.push_back({0, rep, static_cast<std::int32_t>(k), static_cast<std::int64_t>(steps[k].ms * 1e6)});
+    total += steps[k].ms * 1e-3;
+  }
+  r.costs = {total, total, total};
+  r.time = d500::stats::summarize(r.costs);
+  d500::add_step_costs(r, p, 0, 3, 2);  // the 2 costliest of each
+  return r;
+}
+
+std::vector<const d500::Block*> tables(const std::vector<d500::Block>& blocks) {
+  std::vector<const d500::Block*> out;
+  for (const auto& b : blocks)
+    if (b.kind == d500::Block::Kind::Table) out.push_back(&b);
+  return out;
+}
+
+const std::vector<std::string>* row_of(const d500::Table& t, const std::string& first, const std::string& second) {
+  for (const auto& r : t)
+    if (r[0] == first && r[1] == second) return &r;
+  return nullptr;
+}
+
+TEST(NetworkBreakdown, PointsThatRanTheSameStepsStandSideBySide) {
+  const std::vector<Step> ref{{"Conv_0", "Conv", "forward", "reference", 4.0},
+                              {"Relu_0", "Relu", "forward", "reference", 1.0},
+                              {"Conv_1", "Conv", "forward", "reference", 2.0},
+                              {"Gemm_0", "Gemm", "forward", "reference", 0.5}};
+  const std::vector<Step> blas{{"Conv_0", "Conv", "forward", "blas sgemm (im2col)", 1.0},
+                               {"Relu_0", "Relu", "forward", "reference (fallback)", 1.0},
+                               {"Conv_1", "Conv", "forward", "blas sgemm (im2col)", 0.5},
+                               {"Gemm_0", "Gemm", "forward", "blas sgemm", 2.5}};
+  // Training runs other steps: a point alone, with its own tables.
+  const std::vector<Step> train{{"Conv_0", "Conv", "forward", "reference", 4.0},
+                                {"Conv_0", "Conv", "backward", "reference", 8.0},
+                                {"loss", "-", "seed", "d500 (loss gradient = 1 / micro-batches)", 0.001}};
+  d500::Report rep;
+  rep.campaign = "t";
+  rep.rows = {net("reference", "inference", ref), net("blas", "inference", blas), net("reference", "training", train)};
+  rep.names = d500::point_names(rep.rows);
+  const std::vector<d500::Block> blocks = d500::network_breakdowns(rep);
+  const auto t = tables(blocks);
+  ASSERT_EQ(t.size(), 4u);
+  for (const auto* b : t) EXPECT_FALSE(b->terminal) << "the terminal has the Networks table alone";
+
+  // By operator: Conv first (6 ms on the reference), each point's time and share, the ratio.
+  const d500::Table& ops = t[0]->table.table;
+  EXPECT_EQ(ops[0], (std::vector<std::string>{"operator", "pass", "steps", "reference", "blas", "reference / blas"}));
+  EXPECT_EQ(ops[1], (std::vector<std::string>{"Conv", "forward", "2", "6.000 ms (80.0%)", "1.500 ms (30.0%)", "4.00"}));
+  ASSERT_NE(row_of(ops, "Gemm", "forward"), nullptr);
+  EXPECT_EQ((*row_of(ops, "Gemm", "forward"))[5], "0.200") << "blas is slower at Gemm";
+  ASSERT_NE(row_of(ops, "all steps", ""), nullptr);
+  EXPECT_EQ((*row_of(ops, "all steps", ""))[3], "7.500 ms");
+  EXPECT_EQ((*row_of(ops, "all steps", ""))[5], "1.50");
+  EXPECT_NE(blocks[0].text.find("network pass=inference, 2 points that ran the same 4 steps"), std::string::npos)
+      << blocks[0].text;
+
+  // The steps among each point's 2 costliest: Conv_0 and Conv_1 (reference), Gemm_0 and Conv_0 or
+  // Relu_0 (blas: Conv_0 first of its equal 1 ms), by their largest median; blas's column of what
+  // computed them, none for the reference, which computed every step itself.
+  const d500::Table& steps = t[1]->table.table;
+  EXPECT_EQ(steps[0], (std::vector<std::string>{"step", "operator", "pass", "reference", "blas", "reference / blas",
+                                                "blas: computed by"}));
+  ASSERT_EQ(steps.size(), 4u) << "Conv_0, Gemm_0, Conv_1";
+  EXPECT_EQ(steps[1][0], "Conv_0");
+  EXPECT_EQ(steps[2][0], "Gemm_0");
+  EXPECT_EQ(steps[2][6], "blas sgemm");
+  EXPECT_EQ(steps[3][0], "Conv_1");
+  EXPECT_EQ(steps[3][4], "500.0 us");
+
+  // The training point alone: its own two tables, with share and GFLOP/s, and the loss gradient's seed.
+  EXPECT_EQ(t[2]->table.table[0][0], "step");
+  EXPECT_NE(std::find(t[2]->table.table[0].begin(), t[2]->table.table[0].end(), "GFLOP/s"), t[2]->table.table[0].end());
+  EXPECT_NE(blocks[4].text.find("network:reference pass=training: the 2 costliest of 3 steps"), std::string::npos)
+      << blocks[4].text;
+}
+
+// Three points of one backend: heads name what differs among them, not the backend, and a step
+// that several backends' points computed differently lists each way once.
+TEST(NetworkBreakdown, HeadsNameWhatDiffersAndEachWayOfComputingOnce) {
+  std::vector<PointRow> rows;
+  for (const char* layout : {"nchw", "channels_last", "nchw"}) {
+    const bool nhwc = std::string(layout) == "channels_last";
+    PointRow r = net("onednn", "inference",
+                     {{"Conv_0", "Conv", "forward", nhwc ? "onednn convolution (NHWC)" : "onednn convolution", 2.0},
+                      {"Relu_0", "Relu", "forward", "onednn eltwise", 1.0}});
+    r.params["memory_format"] = std::string(layout);
+    r.params["launch"] = std::int64_t{static_cast<std::int64_t>(rows.size()) + 1};
+    r.canonical = d500::canonical_point(r.params);
+    r.id = r.canonical;
+    rows.push_back(r);
+  }
+  d500::Report rep;
+  rep.campaign = "t";
+  rep.rows = rows;
+  rep.names = d500::point_names(rep.rows);
+  const std::vector<d500::Block> blocks = d500::network_breakdowns(rep);
+  const auto t = tables(blocks);
+  ASSERT_EQ(t.size(), 2u);
+  const d500::Table& ops = t[0]->table.table;
+  EXPECT_EQ(ops[0], (std::vector<std::string>{"operator", "pass", "steps", "launch=1 memory_format=nchw",
+                                              "launch=2 memory_format=channels_last", "launch=3 memory_format=nchw"}));
+  EXPECT_EQ(ops[1][3], "2.000 ms (66.7%)");
+  const d500::Table& steps = t[1]->table.table;
+  EXPECT_EQ(steps[0].back(), "computed by");
+  EXPECT_EQ(steps[1].back(), "onednn convolution / onednn convolution (NHWC)");
+  EXPECT_EQ(steps[2].back(), "onednn eltwise");
+  EXPECT_EQ(steps[0].size(), 7u) << "no ratio beside three points";
+}
+
+}  // namespace
