@@ -50,19 +50,20 @@ void table_html(std::ostringstream& o, const TableBlock& tb) {
       std::strtod(c.c_str(), &end);
       if (c != "-" && (c.empty() || *end != '\0')) words.insert(j);
     }
-  // So do the figures' columns of words alone (a status, a verdict: "complete", "passed (6.1e-06)"),
-  // not those of numbers with their units ("75.66 ms", "[68.60 ms, 85.35 ms]"); a long text of
-  // theirs still wraps.
+  // So do the figures' columns of words, most of their cells (a status, a verdict: "complete",
+  // "passed (6.1e-06)"; an environment's values: "vm", "g++ 12.2.0", "2"), not those of numbers
+  // with their units ("75.66 ms", "[68.60 ms, 85.35 ms]", "own executor" among "100%"); a long text
+  // of theirs still wraps.
   std::set<std::size_t> wordy;
   for (std::size_t j = std::max<std::size_t>(tb.naming, 1); tb.table.size() > 1 && j < tb.table[0].size(); ++j) {
-    bool all = true, any = false;
-    for (std::size_t k = 1; k < tb.table.size() && all; ++k) {
+    std::size_t cells = 0, alpha = 0;
+    for (std::size_t k = 1; k < tb.table.size(); ++k) {
       const std::string& c = j < tb.table[k].size() ? tb.table[k][j] : std::string();
       if (c.empty() || c == "-") continue;
-      any = true;
-      all = std::isalpha(static_cast<unsigned char>(c[0])) != 0;
+      ++cells;
+      alpha += std::isalpha(static_cast<unsigned char>(c[0])) != 0;
     }
-    if (all && any) wordy.insert(j);
+    if (cells > 0 && 2 * alpha > cells) wordy.insert(j);
   }
   for (std::size_t k = 0; k < tb.table.size(); ++k) {
     std::string attrs;
