@@ -1595,7 +1595,10 @@ void add_comparison_section(const Report& rep, Document& d) {
   // fewer: every pair's figures, then a sentence each.
   std::vector<Block> matrices = comparison_matrices(rep);
   for (auto& m : matrices) s.blocks.push_back(std::move(m));
-  s.blocks.push_back(table(comparison_table(rep), false));
+  // The table of every pair repeats the matrices but for the ratio of means: only where one has it.
+  const bool means =
+      std::any_of(rep.comparisons.begin(), rep.comparisons.end(), [](const Comparison& c) { return c.has_mean_ratio; });
+  if (matrices.empty() || means) s.blocks.push_back(table(comparison_table(rep), false));
   if (matrices.empty()) {
     std::vector<std::string> items;
     for (const auto& c : rep.comparisons)
@@ -1676,7 +1679,11 @@ Document report_document(const Report& rep) {
   add_launch_sections(rep, d);
   add_tta_section(rep, d);
   // The method after the figures it explains: a reader meets the results first.
-  d.sections.push_back({"Method", 2, true, {text(method_statement(rep), method_brief(rep))}});
+  {
+    Block items = list(method_items(rep));
+    items.terminal = false;  // the terminal says it in brief
+    d.sections.push_back({"Method", 2, true, {terminal_words(text(method_brief(rep))), std::move(items)}});
+  }
   if (environment_table(rep).size() > 1)
     d.sections.push_back({"Environment",
                           2,

@@ -515,16 +515,19 @@ TEST(ReportTables, TheShadedRowsAreExplained) {
 }
 
 // Many backend comparisons read as one table per baseline, a row per group and a column per
-// backend compared with it, not a sentence per pair; a few stay sentences. The documents keep the
-// table of every pair's figures either way.
+// backend compared with it, not a sentence per pair; a few stay sentences. The documents add the
+// table of every pair's figures beside a few, and beside many only where a ratio of means (which
+// the speedups' table lacks) is there to show.
 TEST(ReportConsole, ManyComparisonsAreOneTableOfSpeedups) {
-  auto comparisons = [](std::vector<std::int64_t> sizes) {
+  auto comparisons = [](std::vector<std::int64_t> sizes, bool means = false) {
     std::vector<PointRow> rows;
     for (std::int64_t n : sizes)
       for (const char* backend : {"reference", "blas", "onednn"})
         rows.push_back(row(backend, n, 1, 1, std::string(backend) == "reference" ? 0.01 : 0.001));
     d500::Report rep = report(rows);
     rep.comparisons = d500::compare_backends(rep.rows, 0.95, 7);
+    for (auto& c : rep.comparisons) c.has_mean_ratio = false;
+    if (means) rep.comparisons[0].has_mean_ratio = true, rep.comparisons[0].mean_ratio = rep.comparisons[0].speedup;
     const d500::Document doc = d500::report_document(rep);
     const std::string console = d500::render_console(doc, 120);
     const std::string html = d500::find_reporter("html").render_report(rep, doc);
@@ -535,7 +538,8 @@ TEST(ReportConsole, ManyComparisonsAreOneTableOfSpeedups) {
         const auto tables = std::count_if(s.blocks.begin(), s.blocks.end(), [](const d500::Block& b) {
           return b.kind == d500::Block::Kind::Table && b.document;
         });
-        EXPECT_EQ(tables, sizes.size() > 1 ? 2 : 1) << "the pairs' table, and the speedups' where there are many";
+        EXPECT_EQ(tables, sizes.size() > 1 && means ? 2 : 1)
+            << "the speedups' table where there are many, the pairs' where there are few or a ratio of means";
       }
     return console.substr(console.find("Backend comparisons"));
   };
@@ -545,6 +549,7 @@ TEST(ReportConsole, ManyComparisonsAreOneTableOfSpeedups) {
   EXPECT_EQ(many.find("faster than"), std::string::npos) << "no sentences beside the table:\n" << many;
   const std::regex line("gemm n=128 +10\\.0 \\[[0-9.]+, [0-9.]+\\] +10\\.0 \\[");
   EXPECT_TRUE(std::regex_search(many, line)) << many;
+  comparisons({64, 128, 256}, true);
   const std::string few = comparisons({64});
   EXPECT_NE(few.find("blas is 10.0x faster than reference"), std::string::npos) << few;
   EXPECT_EQ(few.find("Speedup over"), std::string::npos);

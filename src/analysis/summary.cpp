@@ -15,9 +15,46 @@
 
 namespace d500 {
 
-std::string method_statement(const Report& rep) {
+std::vector<std::string> method_items(const Report& rep) {
   const double confidence = rep.confidence;
   const std::string pct = std::to_string(static_cast<int>(confidence * 100 + 0.5)) + "%";
+  std::vector<std::string> items{
+      "Timing: each repetition starts when every rank has entered an MPI_Allreduce (MAX) of a few integers (a barrier "
+      "that also carries the durable-flush decision and, with adaptive repetitions, the previous repetition's slowest "
+      "time; each file states its method in its `sync` attribute); its cost is the maximum over ranks of the rank's own "
+      "duration (end - start, std::chrono::steady_clock). Warm-up repetitions are recorded but excluded; repetitions "
+      "missing on some rank are excluded and counted. A repetition's cost is its whole-step (op) row; the phases of a "
+      "training step (forward, backward) are its other rows, each summarised the same way, and on d500's network "
+      "executor every node's step is timed inside the repetition by two clock reads into preallocated memory.",
+      "Summary: the median with an exact, distribution-free " + pct +
+          " confidence interval from binomial order statistics (none exists for n <= 5). The mean with a Student-t " +
+          pct +
+          " interval is shown only where an Anderson-Darling test does not reject normality (p >= 0.05) and no value "
+          "lies beyond Tukey's fences. Outliers beyond Tukey's fences (1.5 IQR) are counted, never removed.",
+      "Rates: work / time (GFLOP/s = flops / s / 1e9; GB/s = bytes / s / 1e9, bytes being for collectives the per-rank "
+      "buffer as nccl-tests sizes it: the gathered result for allgather; samples/s = the batch of a network step / "
+      "s), per rank (one rank's work over the repetition's time); where every rank does the same work (weak scaling) "
+      "the aggregate of all ranks, ranks x that, is given beside it. The rate interval is the time interval mapped "
+      "through that function.",
+      "Enough repetitions: the median's CI half-width is within 5% of the median with n >= 10; otherwise the "
+      "repetitions needed are the smallest count whose exact interval, read off the sample's own quantiles (type 7 "
+      "and Harrell-Davis, the narrower) at that count's order-statistic positions, reaches 5% (no normality or "
+      "1/sqrt(n) law assumed; capped at 1000).",
+      "Checks: ranks are flagged as differing when a paired test of their own durations, blocked by repetition "
+      "(Friedman's for 3 or more ranks, the exact sign test for 2), gives p < 0.01. Each point's repetition costs (n "
+      ">= 10) are checked for independence: a trend over the repetition index (Spearman, flagged at p < 0.01) and "
+      "lag-1 autocorrelation (flagged beyond 2.576 / sqrt(n)); a flag says the interval, which assumes independent "
+      "draws, may be too narrow. Each point records the machine's state over it (the 1-minute load beyond the job's "
+      "own ranks x threads, the share of CPU time stolen, involuntary context switches, the CPU clock); a point is "
+      "flagged busy with another CPU's worth of load or 2% stolen time.",
+      "Ratios (speedups, backend comparisons): ratios of medians with seeded percentile bootstrap intervals (" +
+          std::to_string(kBootstrapResamples) +
+          " resamples; each comparison's own stream, seeded from the report's seed and its two points' ids), each "
+          "sample resampled independently; the percentile bootstrap was chosen over BCa by simulated coverage at n = "
+          "10 (d500-bench-ratio-coverage: at least 0.96 for lognormal, bimodal and 10%-outlier samples, where BCa fell "
+          "to 0.89 on the bimodal ones); a ratio gets no interval where either sample is too small for a median's own "
+          "(n <= 5 at 95%); a comparison is significant when its interval excludes 1. Where both samples pass the "
+          "normality check, the ratio of means with Fieller's interval is given as well."};
   // Adaptive repetitions: each rule stated once, with how many points stopped why.
   std::map<std::string, std::map<std::string, int>> rules;
   for (const auto& r : rep.rows) {
@@ -26,67 +63,47 @@ std::string method_statement(const Report& rep) {
         std::holds_alternative<std::string>(why->second))
       ++rules[std::get<std::string>(rule->second)][std::get<std::string>(why->second)];
   }
-  std::string adaptive;
-  for (const auto& [rule, why] : rules) {
-    std::vector<std::string> counts;
-    for (const auto& [w, k] : why) counts.push_back(std::to_string(k) + " by " + w);
-    adaptive += " Repetitions were " + rule + " (points stopped: " + join(counts, ", ") + ").";
+  if (!rules.empty()) {
+    std::string adaptive = "Repetitions:";
+    for (const auto& [rule, why] : rules) {
+      std::vector<std::string> counts;
+      for (const auto& [w, k] : why) counts.push_back(std::to_string(k) + " by " + w);
+      adaptive += " " + rule + " (points stopped: " + join(counts, ", ") + ").";
+    }
+    items.push_back(adaptive +
+                    " A point that stopped by its interval's width has that interval computed after a stop that "
+                    "depended on it: its coverage may be somewhat below the nominal level.");
   }
   if (!rep.launches.empty())
-    adaptive +=
-        " Launches: " + std::to_string(rep.launches.size()) + " point(s) were measured in " +
+    items.push_back(
+        "Launches: " + std::to_string(rep.launches.size()) + " point(s) were measured in " +
         std::to_string(rep.launches.front().interval.launches) +
-        " or more separate launches (jobs). Their primary interval is "
-        "two-stage: each launch's median, then Student's t interval (k - 1 degrees of freedom) on the logarithms of the k launch "
-        "medians, exponentiated around their geometric mean; it covers the variation between launches. The share of the variance "
-        "of log costs between launches is from a one-way random-effects ANOVA (method of moments). Backends, and a scaling "
-        "series' rank counts, measured in the same launches are also compared across them (per launch the ratio of the two "
-        "medians, then Student's t on the log ratios, paired by launch), and a scaling series' model is fitted to each launch "
-        "and summarised by Student's t over the launches' fits; the Backend comparisons and Scaling sections pair points "
-        "launch by launch (within-launch intervals).";
+        " or more separate launches (jobs). Their primary interval is two-stage: each launch's median, then Student's "
+        "t interval (k - 1 degrees of freedom) on the logarithms of the k launch medians, exponentiated around their "
+        "geometric mean; it covers the variation between launches. The share of the variance of log costs between "
+        "launches is from a one-way random-effects ANOVA (method of moments). Backends, and a scaling series' rank "
+        "counts, measured in the same launches are also compared across them (per launch the ratio of the two "
+        "medians, then Student's t on the log ratios, paired by launch), and a scaling series' model is fitted to each "
+        "launch and summarised by Student's t over the launches' fits; the Backend comparisons and Scaling sections "
+        "pair points launch by launch (within-launch intervals).");
   else
-    adaptive +=
-        " Every interval covers only the variation within one launch (one job on one allocation): variation between "
-        "launches (another allocation, another time) is not measured; set launches = k in [campaign] to measure it.";
+    items.push_back(
+        "Launches: every interval covers only the variation within one launch (one job on one allocation): variation "
+        "between launches (another allocation, another time) is not measured; set launches = k in [campaign] to "
+        "measure it.");
   if (!rep.tta.empty())
-    adaptive +=
-        " Time to accuracy: per run, the training time of the first evaluation reaching the target within the budget, taken "
-        "from the latest rank (every rank's evaluations are checked against rank 0's: the same steps and accuracies to 1e-9; "
-        "a difference is reported). Across seeds: the median with the exact order-statistic interval, misses coded as "
-        "beyond the budget; where runs were cut off before the target or the budget (their job killed or timed out), they "
-        "are right-censored at the training time every rank reached and the median and its interval are Kaplan-Meier's "
-        "(Greenwood variance on the log scale; Brookmeyer-Crowley limits, as R's survfit). The success rate is over the "
-        "runs whose outcome is known, with a Clopper-Pearson interval.";
-  if (!rules.empty())
-    adaptive +=
-        " A point that stopped by its interval's width has that interval computed after a stop that depended on "
-        "it: its coverage may be somewhat below the nominal level.";
-  return "Each repetition starts when every rank has entered an MPI_Allreduce (MAX) of a few integers (a barrier that also carries the durable-flush decision and, with adaptive repetitions, the previous repetition's slowest time; each file states its method in its `sync` attribute); its cost is the maximum over ranks of the rank's own "
-         "duration (end - start, std::chrono::steady_clock). Warm-up repetitions are recorded but excluded; "
-         "repetitions missing on some rank are excluded and counted. The summary is the median with an exact, "
-         "distribution-free " +
-         pct +
-         " confidence interval from binomial order statistics (none exists for n <= 5). The mean with a Student-t " +
-         pct +
-         " interval is shown only where an Anderson-Darling test does not reject normality (p >= 0.05) and no value lies beyond Tukey's fences. Rates are per rank (one rank's work over the repetition's time); where every rank does the same work (weak scaling) the aggregate of all ranks, ranks x that, is given beside it. Rates are "
-         "work / time (GFLOP/s = flops / s / 1e9; GB/s = bytes / s / 1e9, bytes being for collectives the per-rank "
-         "buffer as nccl-tests sizes it: the gathered result for allgather; samples/s = the batch of a network step / s); the rate interval is the time interval mapped through that function. "
-         "A repetition's cost is its whole-step (op) row; the phases of a training step (forward, backward) are its other rows, each summarised the same way, "
-         "and on d500's network executor every node's step is timed inside the repetition by two clock reads into preallocated memory. Outliers beyond "
-         "Tukey's fences (1.5 IQR) are counted, never removed. 'Enough' means the median's CI half-width is within "
-         "5% of the median with n >= 10; otherwise the repetitions needed are the smallest count whose exact interval, read off the sample's own quantiles (type 7 and Harrell-Davis, the narrower) at that count's order-statistic positions, reaches 5% (no normality or 1/sqrt(n) law assumed; capped at 1000). "
-         "Ranks are flagged as differing when a paired test of their own durations, blocked by repetition (Friedman's for 3 or more ranks, the exact sign test for 2), gives p < 0.01. "
-         "Each point's repetition costs (n >= 10) are checked for independence: a trend over the repetition index (Spearman, flagged at p < 0.01) and lag-1 "
-         "autocorrelation (flagged beyond 2.576 / sqrt(n)); a flag says the interval, which assumes independent draws, may be too narrow. "
-         "Each point records the machine's state over it (the 1-minute load beyond the job's own ranks x threads, the share of CPU time stolen, "
-         "involuntary context switches, the CPU clock); a point is flagged busy with another CPU's worth of load or 2% stolen time. Ratios "
-         "(speedups, backend comparisons) are ratios of medians with seeded percentile bootstrap intervals (" +
-         std::to_string(kBootstrapResamples) +
-         " resamples; each comparison's own stream, seeded from the report's seed and its two points' ids), each sample resampled independently; "
-         "the percentile bootstrap was chosen over BCa by simulated coverage at n = 10 (d500-bench-ratio-coverage: at least 0.96 for lognormal, bimodal and 10%-outlier samples, where BCa fell to 0.89 on the bimodal ones); a ratio gets no interval where either sample is too small for a median's own (n <= 5 at 95%); a comparison is significant when its interval excludes 1. Where "
-         "both samples pass the normality check, the ratio of means with Fieller's interval is given as well." +
-         adaptive;
+    items.push_back(
+        "Time to accuracy: per run, the training time of the first evaluation reaching the target within the budget, "
+        "taken from the latest rank (every rank's evaluations are checked against rank 0's: the same steps and "
+        "accuracies to 1e-9; a difference is reported). Across seeds: the median with the exact order-statistic "
+        "interval, misses coded as beyond the budget; where runs were cut off before the target or the budget (their "
+        "job killed or timed out), they are right-censored at the training time every rank reached and the median "
+        "and its interval are Kaplan-Meier's (Greenwood variance on the log scale; Brookmeyer-Crowley limits, as R's "
+        "survfit). The success rate is over the runs whose outcome is known, with a Clopper-Pearson interval.");
+  return items;
 }
+
+std::string method_statement(const Report& rep) { return join(method_items(rep), " "); }
 
 void add_step_costs(PointRow& r, const PointResult& p, int first_rep, int end_rep, std::size_t top) {
   // Per step: per timed repetition the slowest rank, then the median over repetitions.

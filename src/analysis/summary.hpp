@@ -318,9 +318,11 @@ std::vector<LaunchScalingModel> scaling_models_across_launches(const std::vector
 std::vector<OverlapComparison> overlap_comparisons(const std::vector<PointRow>& rows, double confidence,
                                                    std::uint64_t seed);
 
-// A statement of how the numbers were obtained; every report carries it.
-// How the figures of `rep` were measured and summarised, in words; with adaptive repetitions,
-// each rule the run's points stopped by, and how many stopped for which reason.
+// How the figures of `rep` were measured and summarised, in words, a topic an item ("Timing: ...",
+// "Summary: ...", "Rates: ...", ...); with adaptive repetitions, each rule the run's points stopped
+// by and how many stopped for which reason; launches and time to accuracy where the run has them.
+// Every report carries it: the Method section lists the items, results.json joins them (method).
+std::vector<std::string> method_items(const Report& rep);
 std::string method_statement(const Report& rep);
 
 }  // namespace d500

@@ -1357,7 +1357,7 @@ TEST_F(EndToEnd, AdaptiveRepetitionsStopTogetherAndTheFileAndReportSayWhy) {
   }
   H5Fclose(file);
   const std::string md = read_file_text(run / "report.md");
-  EXPECT_NE(md.find("Repetitions were adaptive: repeated until"), std::string::npos) << md;
+  EXPECT_NE(md.find("- Repetitions: adaptive: repeated until"), std::string::npos) << md;
   EXPECT_NE(md.find("auto: "), std::string::npos) << md;
 }
 
@@ -1493,5 +1493,5 @@ TEST_F(EndToEnd, ReplicatedLaunchesRunInSeparateJobsAndTheReportCoversThem) {
                  "assert abs(math.exp(sum(m) / 3 - h) / g[0]['ci_s'][0] - 1) < 1e-6, g[0]; print('ok')\"");
   EXPECT_EQ(check.out, "ok\n") << check.out;
   // A campaign without launches says what its intervals do not cover.
-  EXPECT_EQ(md.find("Every interval covers only the variation within one launch"), std::string::npos);
+  EXPECT_EQ(md.find("every interval covers only the variation within one launch"), std::string::npos);
 }
