@@ -1087,8 +1087,17 @@ void add_scaling_section(const Report& rep, Document& d) {
     overviewed.insert(o.workload);
     for (auto& b : o.blocks) s.blocks.push_back(std::move(b));
   }
+  std::map<std::string, std::size_t> series;  // workload -> its series
+  std::set<std::string> drawn;                // workloads with a series of 3 rank counts or more: figures
+  for (const auto& sc : rep.scaling) {
+    ++series[sc.workload];
+    if (sc.points.size() >= 3) drawn.insert(sc.workload);
+  }
   for (const auto& sc : rep.scaling) {
     const bool in_overview = overviewed.count(sc.workload) > 0;
+    // Where the overview's table has the series' points, the rest of each is detail: report.html
+    // folds a workload's series into one closed box.
+    const std::size_t first = s.blocks.size();
     Block caption =
         text(scaling_caption(sc), sc.kind + " scaling of " + sc.group + " (base " + std::to_string(sc.base_ranks) +
                                       (sc.base_ranks == 1 ? " rank, " : " ranks, ") + fmt_time(sc.base_time) + ")." +
@@ -1102,6 +1111,11 @@ void add_scaling_section(const Report& rep, Document& d) {
                                     (sc.model.law.empty() ? " (no model: see above)." : " and the fitted model.")));
     for (auto& b : communication_share(rep, sc)) s.blocks.push_back(std::move(b));
     s.blocks.push_back(table(scaling_table(sc), !in_overview));
+    if (in_overview)
+      for (std::size_t i = first; i < s.blocks.size(); ++i)
+        s.blocks[i].fold = "Each of " + sc.workload + "'s " + std::to_string(series[sc.workload]) +
+                           " series in full: base, model in words, " +
+                           (drawn.count(sc.workload) ? "figure and table" : "table") + " (click to open)";
   }
   d.sections.push_back(std::move(s));
 }

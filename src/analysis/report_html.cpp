@@ -112,7 +112,7 @@ std::string render_html(const Report&, const Document& d) {
     // side, as small multiples read), one below that; a figure scales with its width.
     << "svg.d500-figure{max-width:100%;height:auto}@media (min-width:1200px){figure{width:calc(50% - 1.5em)}"
     << "svg.d500-figure{width:100%}}"
-    << "figcaption{max-width:600px;font-size:85%;color:#444}nav{columns:3;font-size:90%}p{max-width:70em}</style></head><body>\n"
+    << "figcaption{max-width:600px;font-size:85%;color:#444}summary{cursor:pointer;margin-bottom:1em;color:#036}nav{columns:3;font-size:90%}p{max-width:70em}</style></head><body>\n"
     << "<h1>" << html_escape(d.title) << "</h1>\n<p>" << html_escape(join(d.facts, "; ")) << "</p>\n<nav>\n";
   for (std::size_t i = 0; i < d.sections.size(); ++i)
     if (d.sections[i].depth == 2 || d.sections[i].title.rfind("Results: ", 0) == 0)
@@ -122,22 +122,31 @@ std::string render_html(const Report&, const Document& d) {
   for (std::size_t i = 0; i < d.sections.size(); ++i) {
     const Section& s = d.sections[i];
     o << "<h" << s.depth << " id=\"" << anchor(i) << "\">" << html_escape(s.title) << "</h" << s.depth << ">\n";
-    for (const auto& b : s.blocks)
-      if (b.document) switch (b.kind) {
-          case Block::Kind::Text: o << "<p>" << html_escape(b.text) << "</p>\n"; break;
-          case Block::Kind::Table:
-            if (b.table.table.size() > 1) table_html(o, b.table);
-            break;
-          case Block::Kind::List:
-            o << "<ul>\n";
-            for (const auto& item : b.items) o << "<li>" << html_escape(item) << "</li>\n";
-            o << "</ul>\n";
-            break;
-          case Block::Kind::Figure:
-            o << "<figure id=\"" << html_escape(b.name) << "\">" << b.svg << "<figcaption>" << html_escape(b.text)
-              << "</figcaption></figure>\n";
-            break;
-        }
+    std::string fold;  // the <details> open in this section, if any
+    for (const auto& b : s.blocks) {
+      if (!b.document) continue;
+      if (b.fold != fold) {
+        if (!fold.empty()) o << "</details>\n";
+        if (!b.fold.empty()) o << "<details><summary>" << html_escape(b.fold) << "</summary>\n";
+        fold = b.fold;
+      }
+      switch (b.kind) {
+        case Block::Kind::Text: o << "<p>" << html_escape(b.text) << "</p>\n"; break;
+        case Block::Kind::Table:
+          if (b.table.table.size() > 1) table_html(o, b.table);
+          break;
+        case Block::Kind::List:
+          o << "<ul>\n";
+          for (const auto& item : b.items) o << "<li>" << html_escape(item) << "</li>\n";
+          o << "</ul>\n";
+          break;
+        case Block::Kind::Figure:
+          o << "<figure id=\"" << html_escape(b.name) << "\">" << b.svg << "<figcaption>" << html_escape(b.text)
+            << "</figcaption></figure>\n";
+          break;
+      }
+    }
+    if (!fold.empty()) o << "</details>\n";
   }
   o << "<script>" << kSortScript << "</script>\n</body></html>\n";
   return o.str();

@@ -1407,6 +1407,42 @@ TEST(ReportHtml, CellsKeepTheirLineInABoxThatScrollsAndNamesReadLeft) {
       << "and after a '='";
 }
 
+// Where the overview's table has every series' points, each series' own caption, table and figure
+// are detail: report.html folds them into one closed box per workload, after the overview;
+// report.md keeps them open.
+TEST(ReportHtml, EachSeriesInFullFoldsUnderTheOverview) {
+  std::vector<PointRow> rows;
+  for (std::int64_t n : {64, 128})
+    for (int ranks : {1, 2, 4}) {
+      PointRow r = row("blas", n, 1, 1, 1e-3 / ranks * 1.2);
+      r.params.erase("ranks_per_node");
+      r.ranks = ranks;
+      rows.push_back(r);
+    }
+  d500::Report rep = report(rows);
+  rep.scaling = d500::scaling_series(rep.rows, 0.95, 7);
+  ASSERT_EQ(rep.scaling.size(), 2u);
+  const d500::Document doc = d500::report_document(rep);
+  const std::string html = d500::find_reporter("html").render_report(rep, doc);
+  const std::string summary =
+      "<details><summary>Each of gemm's 2 series in full: base, model in words, figure and table (click to "
+      "open)</summary>";
+  const std::size_t at = html.find(summary);
+  ASSERT_NE(at, std::string::npos) << html;
+  EXPECT_EQ(html.find("<details>", at + 1), std::string::npos) << "one box for both series";
+  const std::size_t end = html.find("</details>", at);
+  ASSERT_NE(end, std::string::npos);
+  const std::string inside = html.substr(at, end - at);
+  EXPECT_NE(inside.find("Strong scaling of gemm n=64"), std::string::npos) << inside;
+  EXPECT_NE(inside.find("Strong scaling of gemm n=128"), std::string::npos);
+  EXPECT_NE(inside.find("<svg"), std::string::npos) << "each series' figure inside";
+  EXPECT_LT(html.find("scaling efficiency of each series"), at) << "the overview's figure before, open";
+  EXPECT_LT(end, html.find("<h2", at)) << "closed within the section";
+  const std::string md = d500::find_reporter("markdown").render_report(rep, doc);
+  EXPECT_EQ(md.find("<details>"), std::string::npos);
+  EXPECT_NE(md.find("Strong scaling of gemm n=64"), std::string::npos);
+}
+
 // Times that grow with the rank count faster than any serial share allows: no Amdahl model with
 // s > 1, but the reason; a real serial share is fitted inside [0, 1]; a series faster than ideal
 // in every resample has its share clipped to 0, which reads so, not as "0.00 [0.00, 0.00]".
