@@ -3,6 +3,7 @@
 // parameter alone, and a scaling fit outside its law's range is reported as failed.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <map>
 #include <random>
 #include <regex>
@@ -46,6 +47,22 @@ d500::Report report(std::vector<PointRow> rows) {
   rep.campaign = "t";
   rep.rows = std::move(rows);
   rep.names = d500::point_names(rep.rows);
+  return rep;
+}
+
+// Strong scaling of blas gemm at n = 64 and 128 over `ranks`, time(n, ranks) each point's median:
+// the report with its two series.
+d500::Report two_series(const std::vector<int>& ranks, const std::function<double(std::int64_t, int)>& time) {
+  std::vector<PointRow> rows;
+  for (std::int64_t n : {64, 128})
+    for (int p : ranks) {
+      PointRow r = row("blas", n, 1, 1, time(n, p));
+      r.params.erase("ranks_per_node");
+      r.ranks = p;
+      rows.push_back(r);
+    }
+  d500::Report rep = report(rows);
+  rep.scaling = d500::scaling_series(rep.rows, 0.95, 7);
   return rep;
 }
 
@@ -1411,16 +1428,7 @@ TEST(ReportHtml, CellsKeepTheirLineInABoxThatScrollsAndNamesReadLeft) {
 // are detail: report.html folds them into one closed box per workload, after the overview;
 // report.md keeps them open.
 TEST(ReportHtml, EachSeriesInFullFoldsUnderTheOverview) {
-  std::vector<PointRow> rows;
-  for (std::int64_t n : {64, 128})
-    for (int ranks : {1, 2, 4}) {
-      PointRow r = row("blas", n, 1, 1, 1e-3 / ranks * 1.2);
-      r.params.erase("ranks_per_node");
-      r.ranks = ranks;
-      rows.push_back(r);
-    }
-  d500::Report rep = report(rows);
-  rep.scaling = d500::scaling_series(rep.rows, 0.95, 7);
+  const d500::Report rep = two_series({1, 2, 4}, [](std::int64_t, int p) { return 1e-3 / p * 1.2; });
   ASSERT_EQ(rep.scaling.size(), 2u);
   const d500::Document doc = d500::report_document(rep);
   const std::string html = d500::find_reporter("html").render_report(rep, doc);
@@ -1597,16 +1605,8 @@ TEST(ReportGlance, TheFirstSectionCountsTheVerdictsOfTheSectionsBelow) {
 
   // Scaling: each series' efficiency at its largest rank count, the range naming each end's series
   // (2 ranks: 1.6x the speedup at n=64, efficiency 0.8; 1.2x at n=128, 0.6).
-  std::vector<PointRow> scaled;
-  for (std::int64_t n : {64, 128})
-    for (int ranks : {1, 2}) {
-      PointRow r = row("blas", n, 1, 1, ranks == 1 ? 1e-3 : 1e-3 / (n == 64 ? 1.6 : 1.2));
-      r.params.erase("ranks_per_node");
-      r.ranks = ranks;
-      scaled.push_back(r);
-    }
-  d500::Report series = report(scaled);
-  series.scaling = d500::scaling_series(series.rows, 0.95, 7);
+  const d500::Report series =
+      two_series({1, 2}, [](std::int64_t n, int p) { return p == 1 ? 1e-3 : 1e-3 / (n == 64 ? 1.6 : 1.2); });
   ASSERT_EQ(series.scaling.size(), 2u);
   items = glance(series);
   ASSERT_EQ(items.size(), 2u);
