@@ -1504,7 +1504,25 @@ void add_tta_section(const Report& rep, Document& d) {
            "were cut off.",
            "-"));
   Block figures = table(tta_table(rep));
-  figures.table.wide_only = {2, 3};  // the budget and the evaluation interval: the campaign's settings
+  // The campaign's settings (target, budget, evaluation interval): said once where every
+  // configuration has the same, else columns, the budget's and the interval's in the terminal only
+  // with --wide.
+  auto& settings = figures.table.table;
+  std::vector<std::string> shared;
+  std::size_t kept = 1;
+  for (std::size_t col : {1, 2, 3}) {
+    const bool same = settings.size() > 2 && std::all_of(settings.begin() + 2, settings.end(), [&](const auto& row) {
+                        return row[kept] == settings[1][kept];
+                      });
+    if (!same) {
+      if (col > 1) figures.table.wide_only.insert(kept);
+      ++kept;
+      continue;
+    }
+    shared.push_back(settings[0][kept] + " " + settings[1][kept]);
+    for (auto& row : settings) row.erase(row.begin() + static_cast<std::ptrdiff_t>(kept));
+  }
+  if (!shared.empty()) s.blocks.push_back(text("Shared by every configuration: " + join(shared, ", ") + "."));
   // One workload's configurations (the distributed campaign's 19): named less "distributed:", the
   // header says it once, so that their figures keep their room.
   auto& cells = figures.table.table;

@@ -714,6 +714,13 @@ TEST(ReportFigures, EveryTargetOfOneConfigurationIsOneFigureOfItsCurves) {
   ASSERT_EQ(t.size(), 5u);
   EXPECT_EQ(t[0][0], "train configuration") << "one workload: said once, in the header";
   EXPECT_EQ(t[1][0], "blas");
+  // The budget and the evaluation interval every configuration shares: said once, not columns;
+  // the targets differ: a column.
+  EXPECT_EQ(t[0], (std::vector<std::string>{"train configuration", "target", "runs reaching it (95% CI)",
+                                            "median time to accuracy", "95% CI"}));
+  EXPECT_NE(d500::render_console(d500::report_document(rep), 120)
+                .find("Shared by every configuration: budget 20.00 s, eval every 0 steps."),
+            std::string::npos);
   const std::vector<std::string> compare = figures_named(rep, "tta-compare");
   ASSERT_EQ(compare.size(), 2u) << "a figure per target";
   EXPECT_NE(compare[1].find("time to accuracy 0.750"), std::string::npos);
