@@ -1592,7 +1592,16 @@ void add_distributed_sections(const Report& rep, Document& d) {
   // The terminal keeps the step, its communication and their share; the files have every column.
   t.table.wide_only = {4, 8, 9, 10};
   without_workload(t.table);
-  d.sections.push_back({"Distributed training", 2, true, {text(distributed_note(), "-"), t}});
+  // The terminal's words: what its columns are, and what "(inconsistent)" beside a scheme means.
+  const bool inconsistent = std::any_of(t.table.table.begin() + 1, t.table.table.end(), [](const auto& row) {
+    return row[1].find(" (inconsistent)") != std::string::npos;
+  });
+  const std::string brief =
+      "Per step, medians of the slowest rank's phases; communication share = (communication + wait) / step." +
+      std::string(inconsistent ? " (inconsistent): a scheme whose workers are not expected to hold the same parameters "
+                                 "(ps-async, model averaging, D-PSGD); the others' are checked by a hash."
+                               : "");
+  d.sections.push_back({"Distributed training", 2, true, {text(distributed_note(), brief), t}});
   if (!rep.overlap.empty()) {
     Block o = table(overlap_table(rep));
     o.table.wide_only = {1};  // the workers: the rank count in the point's name says it where no server is
