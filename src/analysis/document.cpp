@@ -225,6 +225,19 @@ void without_workload(TableBlock& t) {
   for (std::size_t k = 1; k < t.table.size(); ++k) t.table[k][0] = label_rest(t.table[k][0]);
 }
 
+// Where every row names a point of the same workload ("conv2d pass=forward ..."), the header says
+// it once ("conv2d points") and the rows the rest, which keeps the room for the figures.
+void workload_in_header(TableBlock& t, const std::string& what) {
+  auto& cells = t.table;
+  if (cells.size() < 2) return;
+  const std::string workload = label_workload(cells[1][0]);
+  if (!std::all_of(cells.begin() + 1, cells.end(),
+                   [&](const auto& row) { return label_workload(row[0]) == workload && label_rest(row[0]) != row[0]; }))
+    return;
+  without_workload(t);
+  cells[0][0] = workload + " " + what;
+}
+
 // The report's backends in plan order: a backend's place there is its place in the figures'
 // palette, so that blas is red in the rate figures and the roofline alike.
 std::vector<std::string> report_backends(const Report& rep) {
@@ -765,6 +778,7 @@ std::vector<Block> comparison_matrices(const Report& rep) {
     }
     Block b = table(std::move(t));
     b.table.cell_class = std::move(shades);
+    workload_in_header(b.table, "points");  // the operators campaign's 15 conv2d shapes and passes
     out.push_back(std::move(b));
   }
   return out;
@@ -1523,16 +1537,7 @@ void add_tta_section(const Report& rep, Document& d) {
     for (auto& row : settings) row.erase(row.begin() + static_cast<std::ptrdiff_t>(kept));
   }
   if (!shared.empty()) s.blocks.push_back(text("Shared by every configuration: " + join(shared, ", ") + "."));
-  // One workload's configurations (the distributed campaign's 19): named less "distributed:", the
-  // header says it once, so that their figures keep their room.
-  auto& cells = figures.table.table;
-  const std::string first = cells.size() > 1 ? label_workload(cells[1][0]) : "";
-  if (!first.empty() && std::all_of(cells.begin() + 1, cells.end(), [&](const auto& row) {
-        return label_workload(row[0]) == first && label_rest(row[0]) != row[0];
-      })) {
-    without_workload(figures.table);
-    cells[0][0] = first + " configuration";
-  }
+  workload_in_header(figures.table, "configuration");  // the distributed campaign's 19
   s.blocks.push_back(std::move(figures));
   // What the table's cells only flag: the cut-off runs and the ranks that disagree, in words.
   std::vector<std::string> items;

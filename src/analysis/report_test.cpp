@@ -564,8 +564,9 @@ TEST(ReportConsole, ManyComparisonsAreOneTableOfSpeedups) {
   EXPECT_NE(many.find("Speedup over reference"), std::string::npos) << many;
   EXPECT_NE(many.find("blas"), std::string::npos);
   EXPECT_EQ(many.find("faster than"), std::string::npos) << "no sentences beside the table:\n" << many;
-  const std::regex line("gemm n=128 +10\\.0 \\[[0-9.]+, [0-9.]+\\] +10\\.0 \\[");
+  const std::regex line("\nn=128 +10\\.0 \\[[0-9.]+, [0-9.]+\\] +10\\.0 \\[");
   EXPECT_TRUE(std::regex_search(many, line)) << many;
+  EXPECT_NE(many.find("\ngemm points "), std::string::npos) << "one workload: said once, in the header\n" << many;
   comparisons({64, 128, 256}, true);
   const std::string few = comparisons({64});
   EXPECT_NE(few.find("blas is 10.0x faster than reference"), std::string::npos) << few;
