@@ -1739,7 +1739,8 @@ Document report_document(const Report& rep) {
                                 "that is unreadable, may let clocks vary between repetitions."),
                            table(environment_table(rep))}});
   if (auto code = code_loaded_section(rep)) d.sections.push_back(std::move(*code));
-  d.sections.push_back({"Measurement quality", 2, false, {with_title(table(quality_table(rep)), rep, true)}});
+  d.sections.push_back(
+      {"Measurement quality", 2, false, {text(quality_note(rep)), with_title(table(quality_table(rep)), rep, true)}});
   if (Table v = validation_table(rep); v.size() > 1)
     d.sections.push_back(
         {"Validation", 2, false, {text(validation_note()), with_title(table(std::move(v)), rep, true)}});

@@ -120,7 +120,7 @@ std::string independence_text(const PointRow& r) {
   if (c.trend()) found.push_back("trend (Spearman rho=" + fmt_sig(c.trend_rho, 2) + ", " + fmt_p(c.trend_p) + ")");
   if (c.autocorrelated(r.time.n)) found.push_back("lag-1 r=" + fmt_sig(c.lag1, 2));
   if (found.empty()) return "ok";
-  return join(found, "; ") + ": not independent draws; try more warm-ups, longer repetitions, a quieter machine";
+  return join(found, "; ") + ": not independent";  // what to do: quality_note
 }
 
 std::string machine_text(const PointRow& r) {
@@ -133,7 +133,7 @@ std::string machine_text(const PointRow& r) {
                                : load <= 0      ? std::string("no load")
                                                 : "load +" + fmt_sig(load, 2)) +
                               " beyond this job, steal " + fmt_sig(steal * 100, 2) + "%";
-  std::string text = busy > 0 ? "busy (" + figures + "): timings include other work" : "quiet (" + figures + ")";
+  std::string text = (busy > 0 ? "busy (" : "quiet (") + figures + ")";  // what busy means: quality_note
   // The GPUs' state over the repetitions, where NVML could be read (device.*).
   const double throttled = fact_number(r, "device.throttled");
   if (std::isnan(throttled)) return text;
@@ -435,19 +435,60 @@ std::string network_note() {
 }
 
 Table quality_table(const Report& rep) {
-  Table t{{"point", "ranks", "reps", "mean (t-interval)", "p90, p99 (exact CI)", "outliers (low/high)",
-           "enough repetitions", "ranks", "independence", "machine"}};
-  for (const auto& r : rep.rows) {
-    if (r.time.n == 0) continue;
-    std::vector<std::string> tail;
-    for (const auto& q : r.tail)
-      tail.push_back(fmt_time(q.estimate) + (q.has_ci ? " [" + fmt_time(q.lo) + ", " + fmt_time(q.hi) + "]"
-                                                      : " (no CI: n < " + std::to_string(q.least_n_for_ci) + ")"));
-    t.push_back({point_label(rep, r), std::to_string(r.ranks), std::to_string(r.time.n), mean_text(r), join(tail, "; "),
-                 std::to_string(r.outliers.low) + "/" + std::to_string(r.outliers.high), reps_text(r), ranks_text(r),
-                 independence_text(r), machine_text(r)});
-  }
+  // The tail quantiles every point has (p90, p99): a column each.
+  std::vector<double> tails;
+  for (const auto& r : rep.rows)
+    if (r.time.n > 0 && tails.empty())
+      for (const auto& q : r.tail) tails.push_back(q.p);
+  Table t{{"point", "ranks", "reps", "mean (t-interval)"}};
+  for (double p : tails) t[0].push_back("p" + fmt_sig(100 * p, 2));
+  for (const char* h : {"outliers (low/high)", "enough repetitions", "rank durations", "independence", "machine"})
+    t[0].push_back(h);
+  // A workload's points together, in the order of the Results tables.
+  std::vector<std::string> workloads;
+  for (const auto& r : rep.rows)
+    if (std::find(workloads.begin(), workloads.end(), r.workload) == workloads.end()) workloads.push_back(r.workload);
+  for (const auto& w : workloads)
+    for (const auto& r : rep.rows) {
+      if (r.workload != w || r.time.n == 0) continue;
+      std::vector<std::string> row{point_label(rep, r), std::to_string(r.ranks), std::to_string(r.time.n),
+                                   mean_text(r)};
+      for (std::size_t i = 0; i < tails.size(); ++i) {
+        const stats::QuantileSummary* q = i < r.tail.size() ? &r.tail[i] : nullptr;
+        row.push_back(!q ? "-"
+                         : fmt_time(q->estimate) +
+                               (q->has_ci ? " [" + fmt_time(q->lo) + ", " + fmt_time(q->hi) + "]" : ""));
+      }
+      for (auto&& c : {std::to_string(r.outliers.low) + "/" + std::to_string(r.outliers.high), reps_text(r),
+                       ranks_text(r), independence_text(r), machine_text(r)})
+        row.push_back(c);
+      t.push_back(std::move(row));
+    }
   return t;
+}
+
+std::string quality_note(const Report& rep) {
+  std::string least;  // the repetitions each tail quantile's exact interval needs, where some point lacks it
+  for (const auto& r : rep.rows)
+    if (r.time.n > 0) {
+      std::vector<std::string> need;
+      for (const auto& q : r.tail)
+        need.push_back(std::to_string(q.least_n_for_ci) + (need.empty() ? " repetitions" : "") + " for p" +
+                       fmt_sig(100 * q.p, 2));
+      least = join(need, ", ");
+      break;
+    }
+  return "Per point, beside its median: the mean with Student's t interval, only where normality is not rejected "
+         "(Anderson-Darling) and no value lies beyond Tukey's fences; the tail quantiles with their exact " +
+         std::to_string(static_cast<int>(rep.confidence * 100 + .5)) +
+         "% intervals where there are repetitions enough (from " + least +
+         "; a bare value has none); outliers beyond Tukey's fences (1.5 IQR), counted, never removed; whether the "
+         "repetitions were enough (the median's interval within 5% of it, else about how many would be); whether the "
+         "ranks' own durations differ (a paired test by repetition, p < 0.01: a rank that is always slower is a "
+         "finding); whether the repetitions are independent draws (a trend or lag-1 autocorrelation says the "
+         "intervals, which assume so, may be too narrow: try more warm-ups, longer repetitions, a quieter machine); "
+         "and the machine's state (busy: another CPU's worth of load beyond the job's own ranks x threads, or 2% "
+         "stolen time, so its timings include other work).";
 }
 
 Table validation_table(const Report& rep) {

@@ -39,6 +39,8 @@ std::string tta_ci_text(const TtaSummary& s);
 std::string tta_success_text(const TtaSummary& s);
 Table results_table(const Report& rep);
 Table quality_table(const Report& rep);
+// What the Measurement quality table's columns are, and what to do about a flag in one.
+std::string quality_note(const Report& rep);
 // A network's step judged against the yardstick (the validation.* facts): per point, the
 // decisive tensor, its error and allowance, and in how many tensors a 2% error would have shown.
 // No rows where no point has them.

@@ -1432,6 +1432,33 @@ TEST(ReportHtml, CellsKeepTheirLineInABoxThatScrollsAndNamesReadLeft) {
       << "and after a '='";
 }
 
+// Measurement quality lists a workload's points together, as the Results tables do, however the
+// plan interleaved them; each tail quantile is a column of its own, a bare value where the point
+// has too few repetitions for its interval (the note says how many it needs).
+TEST(ReportQuality, AWorkloadsPointsTogetherAndATailQuantileAColumn) {
+  std::vector<PointRow> rows{row("blas", 64, 1, 1, 1e-3), row("blas", 128, 1, 1, 2e-3), row("blas", 256, 1, 1, 4e-3)};
+  rows[1] = with_params(rows[1], {{"workload", std::string("other")}});
+  rows[1].workload = "other";
+  for (auto& r : rows) {
+    std::vector<double> sorted = r.costs;
+    std::sort(sorted.begin(), sorted.end());
+    for (double q : {0.9, 0.99}) r.tail.push_back(d500::stats::summarize_quantile(sorted, q, 0.95));
+  }
+  const d500::Report rep = report(rows);
+  const d500::Table t = d500::quality_table(rep);
+  ASSERT_EQ(t.size(), 4u);
+  ASSERT_EQ(t[0].size(), 11u);
+  EXPECT_EQ(t[0], (std::vector<std::string>{"point", "ranks", "reps", "mean (t-interval)", "p90", "p99",
+                                            "outliers (low/high)", "enough repetitions", "rank durations",
+                                            "independence", "machine"}));
+  EXPECT_EQ(t[1][0].rfind("gemm", 0), 0u);
+  EXPECT_EQ(t[2][0].rfind("gemm", 0), 0u) << "gemm's second point before the other workload's";
+  EXPECT_EQ(t[3][0].rfind("other", 0), 0u);
+  EXPECT_EQ(t[1][4], d500::fmt_time(rep.rows[0].tail[0].estimate)) << "12 repetitions: no interval, a bare value";
+  EXPECT_NE(d500::quality_note(rep).find("(from 36 repetitions for p90, 368 for p99;"), std::string::npos)
+      << d500::quality_note(rep);
+}
+
 // Where the overview's table has every series' points, each series' own caption, table and figure
 // are detail: report.html folds them into one closed box per workload, after the overview;
 // report.md keeps them open.
