@@ -226,15 +226,20 @@ void without_workload(TableBlock& t) {
 }
 
 // Where every row names a point of the same workload ("conv2d pass=forward ..."), the header says
-// it once ("conv2d points") and the rows the rest, which keeps the room for the figures.
+// it once ("conv2d points") and the rows the rest, which keeps the room for the figures; a row of
+// the workload alone, whose varying parameters are all unset, reads "defaults".
 void workload_in_header(TableBlock& t, const std::string& what) {
   auto& cells = t.table;
   if (cells.size() < 2) return;
   const std::string workload = label_workload(cells[1][0]);
-  if (!std::all_of(cells.begin() + 1, cells.end(),
-                   [&](const auto& row) { return label_workload(row[0]) == workload && label_rest(row[0]) != row[0]; }))
-    return;
-  without_workload(t);
+  std::size_t alone = 0;
+  for (auto it = cells.begin() + 1; it != cells.end(); ++it) {
+    if (label_workload((*it)[0]) != workload) return;
+    alone += label_rest((*it)[0]) == (*it)[0];
+  }
+  if (alone + 1 == cells.size()) return;  // no row says more than its workload
+  for (std::size_t k = 1; k < cells.size(); ++k)
+    cells[k][0] = label_rest(cells[k][0]) == cells[k][0] ? "defaults" : label_rest(cells[k][0]);
   cells[0][0] = workload + " " + what;
 }
 

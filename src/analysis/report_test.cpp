@@ -568,6 +568,19 @@ TEST(ReportConsole, ManyComparisonsAreOneTableOfSpeedups) {
   EXPECT_TRUE(std::regex_search(many, line)) << many;
   EXPECT_NE(many.find("\ngemm points "), std::string::npos) << "one workload: said once, in the header\n" << many;
   comparisons({64, 128, 256}, true);
+  // A configuration whose varying parameters are all unset (math left at its default) reads
+  // "defaults" under the header that names the workload.
+  std::vector<PointRow> maths;
+  for (const char* math : {"", "tf32", "bf16", "fp16", "fp32"})
+    for (const char* backend : {"reference", "blas"})
+      maths.push_back(with_params(row(backend, 64, 1, 1, std::string(backend) == "reference" ? 0.01 : 0.001),
+                                  {{"math", std::string(math)}}));
+  d500::Report by_math = report(maths);
+  by_math.comparisons = d500::compare_backends(by_math.rows, 0.95, 7);
+  const std::string console = d500::render_console(d500::report_document(by_math), 120);
+  EXPECT_NE(console.find("\ngemm points "), std::string::npos) << console;
+  EXPECT_NE(console.find("\ndefaults "), std::string::npos) << console;
+  EXPECT_NE(console.find("\nmath=tf32 "), std::string::npos) << console;
   const std::string few = comparisons({64});
   EXPECT_NE(few.find("blas is 10.0x faster than reference"), std::string::npos) << few;
   EXPECT_EQ(few.find("Speedup over"), std::string::npos);
