@@ -1683,11 +1683,37 @@ void add_comparison_section(const Report& rep, Document& d) {
   d.sections.push_back(std::move(s));
 }
 
+namespace {
+
+// When and where the files were measured: "jobs started 2026-12-07 20:32:37 to 20:33:05 UTC on vm"
+// (the files' creation, as each job's rank 0 stamped it; up to three hosts by name, else how many).
+std::string measured_when(const Report& rep) {
+  if (rep.first_started.empty()) return "";
+  auto readable = [](std::string t) {
+    if (t.size() == 20 && t[10] == 'T' && t.back() == 'Z') t = t.substr(0, 10) + " " + t.substr(11, 8);
+    return t;
+  };
+  const std::string first = readable(rep.first_started), last = readable(rep.last_started);
+  std::string text = "jobs started " + first;
+  if (last != first) text += " to " + (last.substr(0, 11) == first.substr(0, 11) ? last.substr(11) : last);
+  text += rep.first_started.back() == 'Z' ? " UTC" : "";
+  std::set<std::string> hosts;
+  for (const auto& e : rep.environments) hosts.insert(e.hosts.begin(), e.hosts.end());
+  if (!hosts.empty())
+    text += " on " + (hosts.size() <= 3 ? join(std::vector<std::string>(hosts.begin(), hosts.end()), ", ")
+                                        : std::to_string(hosts.size()) + " hosts");
+  return text;
+}
+
+}  // namespace
+
 Document report_document(const Report& rep) {
   Document d;
   d.title = "d500 report: " + rep.campaign;
-  d.facts = {"campaign hash: " + rep.campaign_hash, "d500: " + rep.d500_version,
-             "files read: " + std::to_string(rep.files.size()), "bootstrap seed: " + std::to_string(rep.seed)};
+  d.facts = {"campaign hash: " + rep.campaign_hash, "d500: " + rep.d500_version};
+  if (const std::string when = measured_when(rep); !when.empty()) d.facts.push_back(when);
+  d.facts.push_back("files read: " + std::to_string(rep.files.size()));
+  d.facts.push_back("bootstrap seed: " + std::to_string(rep.seed));
   if (auto glance = glance_section(rep)) d.sections.push_back(std::move(*glance));
   {
     Section s{"Results", 2, true, {}};

@@ -319,9 +319,9 @@ void write_sections(std::ostringstream& o, const Report& rep, const Document& do
 std::string render_json(const Report& rep, const Document& doc) {
   std::ostringstream o;
   o << "{\n  \"campaign\": " << js(rep.campaign) << ",\n  \"campaign_hash\": " << js(rep.campaign_hash)
-    << ",\n  \"d500\": " << js(rep.d500_version) << ",\n  \"confidence\": " << jn(rep.confidence)
-    << ",\n  \"bootstrap_seed\": " << rep.seed << ",\n  \"method\": " << js(method_statement(rep))
-    << ",\n  \"environments\": [";
+    << ",\n  \"d500\": " << js(rep.d500_version) << ",\n  \"jobs_started\": [" << js(rep.first_started) << ", "
+    << js(rep.last_started) << "],\n  \"confidence\": " << jn(rep.confidence) << ",\n  \"bootstrap_seed\": " << rep.seed
+    << ",\n  \"method\": " << js(method_statement(rep)) << ",\n  \"environments\": [";
   write_environments(o, rep);
   o << "],\n  \"points\": [";
   write_points(o, rep);

@@ -1445,6 +1445,26 @@ TEST(ReportHtml, CellsKeepTheirLineInABoxThatScrollsAndNamesReadLeft) {
       << "and after a '='";
 }
 
+// The report's first line says when its jobs started and where (the files' created_utc, the hosts
+// rank 0 recorded), the date once where both ends share it.
+TEST(ReportDocument, TheFirstLineSaysWhenAndWhereTheJobsRan) {
+  d500::Report rep = report({row("blas", 64, 1, 1, 1e-3), row("blas", 128, 1, 1, 1e-3)});
+  EXPECT_EQ(d500::join(d500::report_document(rep).facts, "; ").find("started"), std::string::npos)
+      << "no file: nothing said";
+  rep.first_started = "2026-12-07T20:32:38Z";
+  rep.last_started = "2026-12-07T20:32:46Z";
+  rep.environments.push_back(d500::Environment{{}, {"nid001"}, 1});
+  const std::vector<std::string> facts = d500::report_document(rep).facts;
+  EXPECT_NE(std::find(facts.begin(), facts.end(), "jobs started 2026-12-07 20:32:38 to 20:32:46 UTC on nid001"),
+            facts.end())
+      << d500::join(facts, "; ");
+  rep.last_started = "2026-12-08T01:00:00Z";
+  for (const char* h : {"nid002", "nid003", "nid004"}) rep.environments[0].hosts.insert(h);
+  const std::string two_days = d500::join(d500::report_document(rep).facts, "; ");
+  EXPECT_NE(two_days.find("jobs started 2026-12-07 20:32:38 to 2026-12-08 01:00:00 UTC on 4 hosts"), std::string::npos)
+      << two_days;
+}
+
 // Measurement quality lists a workload's points together, as the Results tables do, however the
 // plan interleaved them; each tail quantile is a column of its own, a bare value where the point
 // has too few repetitions for its interval (the note says how many it needs).

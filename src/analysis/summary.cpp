@@ -387,6 +387,10 @@ Report analyze_run(const std::string& dir, const AnalysisOptions& opt) {
       rep.d500_version = j.d500_version + " (" + j.d500_commit + ")";
     }
     for (const auto& p : j.points) rows[{p.id, j.path}] = summarize_point(p, j, opt.confidence);
+    if (!j.created_utc.empty()) {  // ISO 8601 in UTC: in time order as text
+      if (rep.first_started.empty() || j.created_utc < rep.first_started) rep.first_started = j.created_utc;
+      if (j.created_utc > rep.last_started) rep.last_started = j.created_utc;
+    }
     std::map<std::string, std::string> facts{{"d500", j.d500_version + " (" + j.d500_commit + ")"}};
     for (const auto& [k, v] : j.env)
       if (k.rfind("env.SLURM_JOB_ID", 0) != 0 && k.rfind("env.SLURM_ARRAY", 0) != 0 && k != "env.SLURM_JOB_NODELIST")

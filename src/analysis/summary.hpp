@@ -281,6 +281,7 @@ struct Report {
   std::vector<LaunchScalingModel> launch_scaling;    // scaling series' models across their launches
   std::vector<OverlapComparison> overlap;            // level 3: allreduce-overlap against allreduce
   std::vector<std::string> files;                    // files read
+  std::string first_started, last_started;           // the earliest and latest file's created_utc (ISO 8601)
   std::vector<std::string> unreadable;               // "file: reason"
   std::vector<Environment> environments;             // in the order first seen
   double confidence = 0.95;
