@@ -392,7 +392,7 @@ TEST_F(Analysis, APlantedDeviceShareIsReportedBesideTheHostTime) {
   ASSERT_NE(at, std::string::npos) << md;
   const std::string section = md.substr(at, md.find("\n## ", at + 1) - at);
   EXPECT_NE(section.find("3.00 GiB"), std::string::npos) << section;
-  EXPECT_NE(md.find("(no CI: n < 368)"), std::string::npos) << md;
+  EXPECT_NE(md.find("368 for p99; a bare value has none"), std::string::npos) << md;
   EXPECT_NE(section.find("| 20"), std::string::npos) << "launch and wait, about 20%:\n" << section;
   EXPECT_NE(section.find("| of peak |"), std::string::npos) << section;
   const std::string of_peak = "| " + ::d500::fmt_sig(100 * num(gpu + "['device']['peak_fraction']"), 3) + "% |";
