@@ -74,14 +74,18 @@ std::vector<BreakdownGroup> breakdown_groups(const Report& rep) {
     same[it->second].push_back(&r);
   }
   std::vector<BreakdownGroup> out;
-  for (const auto& points : same)
-    for (std::size_t at = 0; at < points.size(); at += kBreakdownPoints) {
+  for (const auto& points : same) {
+    // More than a table holds: tables of about equal size (7 points: 4 and 3, none alone).
+    const std::size_t tables = (points.size() + kBreakdownPoints - 1) / kBreakdownPoints;
+    const std::size_t each = (points.size() + tables - 1) / tables;
+    for (std::size_t at = 0; at < points.size(); at += each) {
       BreakdownGroup g;
       g.points.assign(points.begin() + static_cast<std::ptrdiff_t>(at),
-                      points.begin() + static_cast<std::ptrdiff_t>(std::min(points.size(), at + kBreakdownPoints)));
+                      points.begin() + static_cast<std::ptrdiff_t>(std::min(points.size(), at + each)));
       name_breakdown_group(rep, g);
       out.push_back(std::move(g));
     }
+  }
   return out;
 }
 

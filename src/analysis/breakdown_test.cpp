@@ -116,7 +116,8 @@ TEST(NetworkBreakdown, PointsThatRanTheSameStepsStandSideBySide) {
 }
 
 // Three points of one backend: heads name what differs among them, not the backend, and a step
-// that several backends' points computed differently lists each way once.
+// that several backends' points computed differently lists each way once; more points than a
+// table holds go into tables of about equal size.
 TEST(NetworkBreakdown, HeadsNameWhatDiffersAndEachWayOfComputingOnce) {
   std::vector<PointRow> rows;
   for (const char* layout : {"nchw", "channels_last", "nchw"}) {
@@ -146,6 +147,25 @@ TEST(NetworkBreakdown, HeadsNameWhatDiffersAndEachWayOfComputingOnce) {
   EXPECT_EQ(steps[1].back(), "onednn convolution / onednn convolution (NHWC)");
   EXPECT_EQ(steps[2].back(), "onednn eltwise");
   EXPECT_EQ(steps[0].size(), 7u) << "no ratio beside three points";
+
+  // Seven launches of one point: more than a table holds, so two tables of 4 and 3, none alone.
+  std::vector<PointRow> launches;
+  for (std::int64_t launch = 1; launch <= 7; ++launch) {
+    PointRow r = net("onednn", "inference", {{"Conv_0", "Conv", "forward", "onednn convolution", 2.0}});
+    r.params["launch"] = launch;
+    r.canonical = d500::canonical_point(r.params);
+    r.id = r.canonical;
+    launches.push_back(r);
+  }
+  rep.rows = launches;
+  rep.names = d500::point_names(rep.rows);
+  const std::vector<d500::Block> chunks = d500::network_breakdowns(rep);
+  const auto split = tables(chunks);
+  ASSERT_EQ(split.size(), 4u) << "two groups, two tables each";
+  EXPECT_EQ(split[0]->table.table[0].size(), 3u + 4u);
+  EXPECT_EQ(split[0]->table.table[0][3], "launch=1");
+  EXPECT_EQ(split[2]->table.table[0].size(), 3u + 3u);
+  EXPECT_EQ(split[2]->table.table[0][3], "launch=5");
 }
 
 }  // namespace
