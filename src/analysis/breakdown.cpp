@@ -201,6 +201,13 @@ Block breakdown_text(std::string t) {
   return b;
 }
 
+Block breakdown_text_terminal(std::string t) {
+  Block b;
+  b.text = std::move(t);
+  b.document = false;
+  return b;
+}
+
 Block breakdown_table(Table t) {
   Block b;
   b.kind = Block::Kind::Table;
@@ -213,7 +220,46 @@ Block breakdown_table(Table t) {
 
 std::vector<Block> network_breakdowns(const Report& rep) {
   std::vector<Block> out;
-  for (const auto& g : breakdown_groups(rep)) {
+  const std::vector<BreakdownGroup> groups = breakdown_groups(rep);
+  // The terminal's words for the tables it does not print: per group, the operator that costs
+  // each point most.
+  std::vector<std::string> brief;
+  for (const auto& g : groups) {
+    std::vector<const PointRow::OpCost*> top;
+    for (const auto* p : g.points) top.push_back(p->by_operator.empty() ? nullptr : &p->by_operator.front());
+    if (std::find(top.begin(), top.end(), nullptr) != top.end()) continue;
+    auto name = [](const PointRow::OpCost* c) { return breakdown_operator(c->op, c->direction) + " " + c->direction; };
+    auto cost = [](const PointRow::OpCost* c) {
+      return fmt_time(c->median_s) + " (" + fmt_sig(100 * c->share, 3) + "%)";
+    };
+    const bool one = std::all_of(top.begin(), top.end(), [&](const auto* c) { return name(c) == name(top[0]); });
+    if (g.points.size() == 1) {
+      brief.push_back(point_label(rep, *g.points[0]) + ": " + name(top[0]) + " costs most, " + cost(top[0]) +
+                      " of its steps");
+    } else if (one && g.points.size() > kBreakdownShares) {
+      const auto [lo, hi] = std::minmax_element(top.begin(), top.end(),
+                                                [](const auto* a, const auto* b) { return a->median_s < b->median_s; });
+      const std::string from = fmt_time((*lo)->median_s), to = fmt_time((*hi)->median_s);
+      brief.push_back(g.label + ": " + name(top[0]) + " costs most on all " + std::to_string(g.points.size()) +
+                      " points, " + (from == to ? from + " each" : from + " to " + to));
+    } else {
+      std::vector<std::string> parts;
+      for (std::size_t i = 0; i < top.size(); ++i)
+        parts.push_back(g.heads[i] + (one ? " " : " " + name(top[i]) + " ") + cost(top[i]));
+      brief.push_back(g.label + ": " + (one ? name(top[0]) + " costs most on each point" : "what costs most") +
+                      " (the share of the point's steps): " + join(parts, "; "));
+    }
+  }
+  if (!brief.empty()) {
+    Block b;
+    b.kind = Block::Kind::List;
+    b.items = std::move(brief);
+    b.document = false;  // the documents have the tables
+    out.push_back(std::move(b));
+    out.push_back(breakdown_text_terminal(
+        "report.md and report.html set each operator and each costly step of these points side by side."));
+  }
+  for (const auto& g : groups) {
     if (g.points.size() == 1) {
       const PointRow& r = *g.points.front();
       out.push_back(breakdown_text(steps_caption(rep, r)));

@@ -13,7 +13,8 @@ namespace d500 {
 // Per group of points with the same steps (the same network and pass; at most six points a
 // table), its captions and tables: by operator and pass (each point's time and share), and the
 // costliest steps (those among each point's costliest, each point's median and what computed it).
-// A point alone keeps its own two tables, with the steps' shares and GFLOP/s.
+// A point alone keeps its own two tables, with the steps' shares and GFLOP/s. First, the
+// terminal's words for these tables (which it does not print): per group, what costs most.
 std::vector<Block> network_breakdowns(const Report& rep);
 
 }  // namespace d500

@@ -92,8 +92,8 @@ TEST(NetworkBreakdown, PointsThatRanTheSameStepsStandSideBySide) {
   ASSERT_NE(row_of(ops, "all steps", ""), nullptr);
   EXPECT_EQ((*row_of(ops, "all steps", ""))[3], "7.500 ms");
   EXPECT_EQ((*row_of(ops, "all steps", ""))[5], "1.50");
-  EXPECT_NE(blocks[0].text.find("network pass=inference, 2 points that ran the same 4 steps"), std::string::npos)
-      << blocks[0].text;
+  EXPECT_NE(blocks[2].text.find("network pass=inference, 2 points that ran the same 4 steps"), std::string::npos)
+      << blocks[2].text;
 
   // The steps among each point's 2 costliest: Conv_0 and Conv_1 (reference), Gemm_0 and Conv_0 or
   // Relu_0 (blas: Conv_0 first of its equal 1 ms), by their largest median; blas's column of what
@@ -111,8 +111,17 @@ TEST(NetworkBreakdown, PointsThatRanTheSameStepsStandSideBySide) {
   // The training point alone: its own two tables, with share and GFLOP/s, and the loss gradient's seed.
   EXPECT_EQ(t[2]->table.table[0][0], "step");
   EXPECT_NE(std::find(t[2]->table.table[0].begin(), t[2]->table.table[0].end(), "GFLOP/s"), t[2]->table.table[0].end());
-  EXPECT_NE(blocks[4].text.find("network:reference pass=training: the 2 costliest of 3 steps"), std::string::npos)
-      << blocks[4].text;
+  EXPECT_NE(blocks[6].text.find("network:reference pass=training: the 2 costliest of 3 steps"), std::string::npos)
+      << blocks[6].text;
+
+  // The terminal, which prints none of these tables: what costs each point most, in words.
+  ASSERT_EQ(blocks[0].kind, d500::Block::Kind::List);
+  EXPECT_FALSE(blocks[0].document);
+  EXPECT_EQ(blocks[0].items,
+            (std::vector<std::string>{"network pass=inference: what costs most (the share of the point's steps): "
+                                      "reference Conv forward 6.000 ms (80.0%); blas Gemm forward 2.500 ms (50.0%)",
+                                      "network:reference pass=training: Conv backward costs most, 8.000 ms (66.7%) of "
+                                      "its steps"}));
 }
 
 // Three points of one backend: heads name what differs among them, not the backend, and a step
@@ -161,6 +170,11 @@ TEST(NetworkBreakdown, HeadsNameWhatDiffersAndEachWayOfComputingOnce) {
   rep.names = d500::point_names(rep.rows);
   const std::vector<d500::Block> chunks = d500::network_breakdowns(rep);
   const auto split = tables(chunks);
+  EXPECT_EQ(chunks[0].items,
+            (std::vector<std::string>{"network: Conv forward costs most on all 4 points, 2.000 ms each",
+                                      "network: Conv forward costs most on each point (the share of "
+                                      "the point's steps): launch=5 2.000 ms (100%); launch=6 2.000 "
+                                      "ms (100%); launch=7 2.000 ms (100%)"}));
   ASSERT_EQ(split.size(), 4u) << "two groups, two tables each";
   EXPECT_EQ(split[0]->table.table[0].size(), 3u + 4u);
   EXPECT_EQ(split[0]->table.table[0][3], "launch=1");
