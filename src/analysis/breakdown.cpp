@@ -48,16 +48,16 @@ void name_breakdown_group(const Report& rep, BreakdownGroup& g) {
   const PointRow& first = *g.points.front();
   bool backends = false;
   for (const auto* p : g.points) backends = backends || p->backend != first.backend;
+  const auto it = rep.names.varying.find(first.workload);
+  const std::vector<std::string> varying = it == rep.names.varying.end() ? std::vector<std::string>{} : it->second;
   std::set<std::string> differ;
-  if (const auto it = rep.names.varying.find(first.workload); it != rep.names.varying.end())
-    for (const auto& k : it->second)
-      for (const auto* p : g.points)
-        if (value_text(*p, k) != value_text(first, k)) differ.insert(k);
+  for (const auto& k : varying)
+    for (const auto* p : g.points)
+      if (value_text(*p, k) != value_text(first, k)) differ.insert(k);
   for (const auto* p : g.points) {
     std::vector<std::string> parts;
     if (backends) parts.push_back(p->backend);
-    for (const auto& k : rep.names.varying.count(first.workload) ? rep.names.varying.at(first.workload)
-                                                                 : std::vector<std::string>{})  // its order
+    for (const auto& k : varying)  // in the workload's order
       if (differ.count(k)) parts.push_back(k + "=" + value_text(*p, k));
     g.heads.push_back(parts.empty() ? point_label(rep, *p) : join(parts, " "));
   }
@@ -194,28 +194,6 @@ Table breakdown_steps(const BreakdownGroup& g, std::size_t& listed) {
   return t;
 }
 
-Block breakdown_text(std::string t) {
-  Block b;
-  b.text = std::move(t);
-  b.brief = "-";
-  return b;
-}
-
-Block breakdown_text_terminal(std::string t) {
-  Block b;
-  b.text = std::move(t);
-  b.document = false;
-  return b;
-}
-
-Block breakdown_table(Table t) {
-  Block b;
-  b.kind = Block::Kind::Table;
-  b.table.table = std::move(t);
-  b.terminal = false;
-  return b;
-}
-
 }  // namespace
 
 std::vector<Block> network_breakdowns(const Report& rep) {
@@ -251,46 +229,45 @@ std::vector<Block> network_breakdowns(const Report& rep) {
     }
   }
   if (!brief.empty()) {
-    Block b;
-    b.kind = Block::Kind::List;
-    b.items = std::move(brief);
-    b.document = false;  // the documents have the tables
-    out.push_back(std::move(b));
-    out.push_back(breakdown_text_terminal(
-        "report.md and report.html set each operator and each costly step of these points side by side."));
+    out.push_back(terminal_words(list(std::move(brief))));  // the documents have the tables
+    out.push_back(terminal_words(
+        text("report.md and report.html set each operator and each costly step of these points side by side.")));
   }
   for (const auto& g : groups) {
     if (g.points.size() == 1) {
       const PointRow& r = *g.points.front();
-      out.push_back(breakdown_text(steps_caption(rep, r)));
-      out.push_back(breakdown_table(steps_table(r)));
-      out.push_back(breakdown_text(operators_caption(rep, r)));
-      out.push_back(breakdown_table(operators_table(r)));
+      out.push_back(text(steps_caption(rep, r), "-"));
+      out.push_back(table(steps_table(r), false));
+      out.push_back(text(operators_caption(rep, r), "-"));
+      out.push_back(table(operators_table(r), false));
       continue;
     }
     const std::string steps = std::to_string(g.points.front()->steps);
-    out.push_back(breakdown_text(
+    out.push_back(text(
         g.label + ", " + std::to_string(g.points.size()) + " points that ran the same " + steps +
-        " steps: where the step's time goes, by operator and pass. Each cell is the point's steps of that operator, "
-        "their medians added (as a profiler groups kernels)" +
-        (g.points.size() <= kBreakdownShares ? ", and their share of all its steps' medians" : "") +
-        "; the step's row is its own median" +
-        (g.points.size() == 2 ? "; the last column is the first point's time over the second's (above 1, the second "
-                                "is faster)."
-                              : ".")));
-    out.push_back(breakdown_table(breakdown_operators(g)));
+            " steps: where the step's time goes, by operator and pass. Each cell is the point's steps of that operator, "
+            "their medians added (as a profiler groups kernels)" +
+            (g.points.size() <= kBreakdownShares ? ", and their share of all its steps' medians" : "") +
+            "; the step's row is its own median" +
+            (g.points.size() == 2
+                 ? "; the last column is the first point's time over the second's (above 1, the second "
+                   "is faster)."
+                 : "."),
+        "-"));
+    out.push_back(table(breakdown_operators(g), false));
     std::size_t listed = 0;
     Table t = breakdown_steps(g, listed);
     const std::size_t shown = t.size() - 1;
-    out.push_back(breakdown_text(
+    out.push_back(text(
         g.label + ": the costliest steps, side by side: " +
-        (shown < listed ? "the " + std::to_string(shown) + " costliest of the " + std::to_string(listed)
-                        : "the " + std::to_string(listed)) +
-        " steps among each point's " + std::to_string(g.points.front()->top_steps.size()) +
-        " costliest, by the largest of their medians. Each cell is the step's median over the timed repetitions of "
-        "the point's slowest rank" +
-        (g.points.size() == 2 ? "; the ratio is the first point's over the second's." : ".")));
-    out.push_back(breakdown_table(std::move(t)));
+            (shown < listed ? "the " + std::to_string(shown) + " costliest of the " + std::to_string(listed)
+                            : "the " + std::to_string(listed)) +
+            " steps among each point's " + std::to_string(g.points.front()->top_steps.size()) +
+            " costliest, by the largest of their medians. Each cell is the step's median over the timed repetitions of "
+            "the point's slowest rank" +
+            (g.points.size() == 2 ? "; the ratio is the first point's over the second's." : "."),
+        "-"));
+    out.push_back(table(std::move(t), false));
   }
   return out;
 }

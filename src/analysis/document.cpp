@@ -15,16 +15,14 @@
 
 namespace d500 {
 
-namespace {
-
-Block text(std::string t, std::string brief = "") {
+Block text(std::string t, std::string brief) {
   Block b;
   b.text = std::move(t);
   b.brief = std::move(brief);
   return b;
 }
 
-Block table(Table t, bool terminal = true) {
+Block table(Table t, bool terminal) {
   Block b;
   b.kind = Block::Kind::Table;
   b.table.table = std::move(t);
@@ -32,11 +30,19 @@ Block table(Table t, bool terminal = true) {
   return b;
 }
 
-// The terminal's sentences for a table the documents show instead.
+Block list(std::vector<std::string> items) {
+  Block b;
+  b.kind = Block::Kind::List;
+  b.items = std::move(items);
+  return b;
+}
+
 Block terminal_words(Block b) {
   b.document = false;
   return b;
 }
+
+namespace {
 
 Block figure(std::string svg, std::string name, std::string caption) {
   Block b;
@@ -45,13 +51,6 @@ Block figure(std::string svg, std::string name, std::string caption) {
   b.name = std::move(name);
   b.text = std::move(caption);
   b.terminal = false;
-  return b;
-}
-
-Block list(std::vector<std::string> items) {
-  Block b;
-  b.kind = Block::Kind::List;
-  b.items = std::move(items);
   return b;
 }
 

@@ -54,6 +54,14 @@ struct Document {
 
 Document report_document(const Report& rep);
 
+// The blocks every section is made of (document.cpp, glance.cpp, breakdown.cpp): a paragraph, with
+// what the terminal prints instead ("-": nothing); a table, in the terminal or the documents only;
+// a list; and any of them as the terminal's words for what the documents show instead.
+Block text(std::string t, std::string brief = "");
+Block table(Table t, bool terminal = true);
+Block list(std::vector<std::string> items);
+Block terminal_words(Block b);
+
 // The folder the figures are written to beside report.md ("figures", or "figures-99").
 std::string figures_dir(double confidence);
 

@@ -225,19 +225,14 @@ std::optional<Section> glance_section(const Report& rep) {
   for (auto& lines : {glance_comparisons(rep, by_id), glance_scaling(rep, by_id), glance_tta(rep)})
     for (const auto& l : lines) items.push_back(l);
   Section s{"At a glance", 2, true, {}};
-  Block intro;
-  intro.text =
-      "What the sections below say in full, counted: a speedup is the baseline's median time over the other's "
-      "(above 1, the other is faster) and counts as faster or slower only where its interval excludes 1 (Backend "
-      "comparisons; across seeds or launches where the points have them); a scaling efficiency is the one at each "
-      "series' largest rank count (Scaling); times to accuracy are medians over runs (Time to accuracy). A range "
-      "names the configuration at each of its ends.";
-  intro.brief = "-";
-  s.blocks.push_back(std::move(intro));
-  Block l;
-  l.kind = Block::Kind::List;
-  l.items = std::move(items);
-  s.blocks.push_back(std::move(l));
+  s.blocks.push_back(
+      text("What the sections below say in full, counted: a speedup is the baseline's median time over the other's "
+           "(above 1, the other is faster) and counts as faster or slower only where its interval excludes 1 (Backend "
+           "comparisons; across seeds or launches where the points have them); a scaling efficiency is the one at each "
+           "series' largest rank count (Scaling); times to accuracy are medians over runs (Time to accuracy). A range "
+           "names the configuration at each of its ends.",
+           "-"));
+  s.blocks.push_back(list(std::move(items)));
   return s;
 }
 
