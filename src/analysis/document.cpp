@@ -1724,10 +1724,7 @@ Document report_document(const Report& rep) {
         "largest relative error against the reference. Hover a row (HTML) for the point's full parameters; results.csv has every figure.",
         "-"));
     d.sections.push_back(std::move(s));
-    std::vector<std::string> workloads;
-    for (const auto& r : rep.rows)
-      if (std::find(workloads.begin(), workloads.end(), r.workload) == workloads.end()) workloads.push_back(r.workload);
-    for (const auto& w : workloads) d.sections.push_back(workload_results(rep, w));
+    for (const auto& w : report_workloads(rep)) d.sections.push_back(workload_results(rep, w));
   }
   if (auto r = roofline(rep); !r.empty()) d.sections.push_back({"Roofline", 2, true, std::move(r)});
   if (network_table(rep).size() > 1) {

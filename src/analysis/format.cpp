@@ -445,10 +445,7 @@ Table quality_table(const Report& rep) {
   for (const char* h : {"outliers (low/high)", "enough repetitions", "rank durations", "independence", "machine"})
     t[0].push_back(h);
   // A workload's points together, in the order of the Results tables.
-  std::vector<std::string> workloads;
-  for (const auto& r : rep.rows)
-    if (std::find(workloads.begin(), workloads.end(), r.workload) == workloads.end()) workloads.push_back(r.workload);
-  for (const auto& w : workloads)
+  for (const auto& w : report_workloads(rep))
     for (const auto& r : rep.rows) {
       if (r.workload != w || r.time.n == 0) continue;
       std::vector<std::string> row{point_label(rep, r), std::to_string(r.ranks), std::to_string(r.time.n),
@@ -887,10 +884,8 @@ AttentionItems attention_items(const Report& rep) {
   // The points flagged for one reason: one item, the reason said once ("3 points ran with more
   // ranks than CPUs ...: a (id); b (id); c (id)"; the terminal's without the ids).
   auto flagged = [&](auto is, const std::string& one, const std::string& many) {
-    std::vector<std::string> workloads, whole, named;  // a workload's points together, in order of its first
-    for (const auto& r : rep.rows)
-      if (std::find(workloads.begin(), workloads.end(), r.workload) == workloads.end()) workloads.push_back(r.workload);
-    for (const auto& w : workloads)
+    std::vector<std::string> whole, named;
+    for (const auto& w : report_workloads(rep))  // a workload's points together
       for (const auto& r : rep.rows)
         if (r.workload == w && is(r)) {
           whole.push_back(point_label(rep, r) + " (" + r.id + ")");

@@ -370,6 +370,13 @@ std::map<std::string, const PointRow*> rows_by_id(const Report& rep) {
   return out;
 }
 
+std::vector<std::string> report_workloads(const Report& rep) {
+  std::vector<std::string> out;
+  for (const auto& r : rep.rows)
+    if (std::find(out.begin(), out.end(), r.workload) == out.end()) out.push_back(r.workload);
+  return out;
+}
+
 Report analyze_run(const std::string& dir, const AnalysisOptions& opt) {
   Report rep;
   rep.dir = dir;

@@ -302,6 +302,9 @@ Report analyze_run(const std::string& dir, const AnalysisOptions& opt = {});
 
 // Each of the report's points by its id.
 std::map<std::string, const PointRow*> rows_by_id(const Report& rep);
+// The report's workloads in the order their points first appear: the Results tables' order, in
+// which every list of points by workload (Measurement quality, Points needing attention) follows.
+std::vector<std::string> report_workloads(const Report& rep);
 
 // Each comparison's own bootstrap seed, from the report's seed and its two points' ids.
 std::uint64_t comparison_seed(std::uint64_t seed, const std::string& base_id, const std::string& other_id);
