@@ -507,7 +507,8 @@ Table validation_table(const Report& rep) {
 std::string validation_note() {
   return "Each network's step (its outputs; in training the loss and every weight's gradient) against d500's reference "
          "executor in double precision on the same weights and inputs, each tensor's relative L2 error. A tensor is "
-         "allowed float32's rounding bound, or more where the step is ill-conditioned (10 x its simulated float32 "
+         "allowed its own float32 rounding bound (1e-6 max(10, 4 sqrt(K)) sqrt(D): K the longest sum, D the "
+         "longest chain of nodes it is computed through), or more where the step is ill-conditioned (10 x its simulated float32 "
          "rounding spread), where a Relu's input lies within float32's reach of zero (2 x how far the step moves "
          "when such inputs take the Relu's other branch) or its math rounds (tf32, bf16: 3 x its distance under "
          "that rounding, simulated): the decisive tensor is the one nearest its allowance. The last column is what "

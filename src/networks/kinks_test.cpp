@@ -77,7 +77,8 @@ TEST(Validation, AFloat32StepThatTookAReluOtherBranchWithinReachPassesAndOneFarO
   const ToleranceBasis basis = network_tolerance(b.g, loss);
   const std::vector<double> spread = rounding_spread(b.g, true, loss, params, {}, 1, ref, 2);
   double allowed = 0;
-  const Discrepancy without = judge_with_spread(got, ref, basis.tolerance, spread, allowed);
+  const Discrepancy without =
+      judge_with_spread(got, ref, std::vector<double>(ref.values.size(), basis.tolerance), spread, allowed);
   EXPECT_GT(without.worst, allowed) << "the rounding spread alone does not allow the other branch";
   const StepJudgement j = judge_step(got, ref, basis, b.g, true, loss, params, {}, 1);
   EXPECT_LE(j.error, j.tolerance) << j.words;

@@ -27,40 +27,130 @@ double rel_l2(const std::vector<double>& got, const std::vector<double>& ref, do
 }
 }  // namespace
 
+namespace {
+// Input i of `n` is a bias its op adds to each output (Conv's and ConvTranspose's B, Gemm's C):
+// its gradient sums the output gradient over the batch and the image, out_elems / numel(B) terms,
+// and no product's fan-in multiplies that (LeNet-5's first convolution: 50176 terms, not 25
+// times that).
+bool added_bias(const Node& n, std::size_t i) {
+  return i == 2 && (n.op == "Conv" || n.op == "ConvTranspose" || n.op == "Gemm");
+}
+
+// The terms of the sum that gives the gradient of `n`'s input i: its multiply-adds per output
+// (`fwd`) times its outputs over the input's elements (a bias: no fan-in); 1 for a node with no
+// FLOPs (out_elems 0).
+double gradient_sum(const Graph& g, const Node& n, std::size_t i, double fwd, double out_elems) {
+  if (out_elems <= 0) return 1;
+  const double in_elems = std::max<double>(1, static_cast<double>(numel(g.info(n.in[i]).shape)));
+  return (added_bias(n, i) ? 1 : fwd) * out_elems / in_elems;
+}
+
+double formula(double terms, int depth) {
+  return float_tolerance(terms) * std::sqrt(static_cast<double>(std::max(depth, 1)));
+}
+
+// Each tensor's gradient, from the loss back (network_tolerance's): the computing nodes on its
+// longest chain (the forward pass to the loss, then back; -1: the loss does not depend on it) and
+// the longest sum on it, the gradient's own included. `fwd` and `out_elems`: each node's
+// multiply-adds per output and its output's elements (0: no FLOPs).
+void backward_chains(const Graph& g, const std::vector<bool>& need, const std::vector<double>& fwd,
+                     const std::vector<double>& out_elems, std::vector<int>& depth, std::vector<double>& terms) {
+  for (std::size_t ni = g.nodes.size(); ni-- > 0;) {
+    const Node& n = g.nodes[ni];
+    const OpSchema* s = find_op(n.op);
+    int d = -1;
+    double k = 1;
+    for (int t : n.out)
+      if (t >= 0 && depth[static_cast<std::size_t>(t)] >= 0)
+        d = std::max(d, depth[static_cast<std::size_t>(t)]), k = std::max(k, terms[static_cast<std::size_t>(t)]);
+    if (d < 0 || n.out.empty()) continue;
+    d += s->view ? 0 : 1;
+    for (std::size_t i = 0; i < n.in.size(); ++i) {
+      const int t = n.in[i];
+      if (t < 0 || !need[static_cast<std::size_t>(t)] || !(s->diff_in >> i & 1u)) continue;
+      const double own = gradient_sum(g, n, i, fwd[ni], out_elems[ni]);
+      auto& dt = depth[static_cast<std::size_t>(t)];
+      auto& kt = terms[static_cast<std::size_t>(t)];
+      dt = std::max(dt, d), kt = std::max(kt, std::max(k, own));
+    }
+  }
+}
+}  // namespace
+
 ToleranceBasis network_tolerance(const Graph& g, int loss) {
   ToleranceBasis b;
-  std::vector<int> dist(g.tensors.size(), 0);
+  const std::size_t count = g.tensors.size();
+  std::vector<int> dist(count, 0);
+  std::vector<double> cone(count, 1);  // the longest sum in each tensor's forward computation
+  std::vector<double> fwd(g.nodes.size(), 0), out_elems(g.nodes.size(), 0);
   const bool training = loss >= 0;
-  const std::vector<bool> need = training ? tensors_needing_gradients(g, loss, trainable_params(g, loss))
-                                          : std::vector<bool>(g.tensors.size(), false);
-  for (const auto& n : g.nodes) {
+  const std::vector<bool> need =
+      training ? tensors_needing_gradients(g, loss, trainable_params(g, loss)) : std::vector<bool>(count, false);
+  for (std::size_t ni = 0; ni < g.nodes.size(); ++ni) {
+    const Node& n = g.nodes[ni];
     const OpSchema* s = find_op(n.op);
     int d = 0;
+    double k = 1;
     for (int t : n.in)
-      if (t >= 0) d = std::max(d, dist[static_cast<std::size_t>(t)]);
+      if (t >= 0)
+        d = std::max(d, dist[static_cast<std::size_t>(t)]), k = std::max(k, cone[static_cast<std::size_t>(t)]);
     d += s->view ? 0 : 1;
+    if (s->flops && !n.out.empty() && n.out[0] >= 0) {
+      // Forward: a node's FLOPs per output element, halved (a multiply-add is two); backward,
+      // gradient_sum.
+      const NodeProblem p = node_shapes(g, n, training);
+      out_elems[ni] = std::max<double>(1, static_cast<double>(numel(g.info(n.out[0]).shape)));
+      fwd[ni] = std::max(1.0, s->flops(p, false) / (2 * out_elems[ni]));
+      k = std::max(k, fwd[ni]);
+      b.terms = std::max(b.terms, fwd[ni]);
+    }
     for (int t : n.out)
-      if (t >= 0) dist[static_cast<std::size_t>(t)] = d, b.depth = std::max(b.depth, d);
-    if (!s->flops || n.out.empty() || n.out[0] < 0) continue;
-    const NodeProblem p = node_shapes(g, n, training);
-    // Forward: a node's FLOPs per output element, halved (a multiply-add is two); backward, the
-    // fan-in of each gradient multiplies that.
-    const double out_elems = std::max<double>(1, static_cast<double>(numel(g.info(n.out[0]).shape)));
-    const double fwd = std::max(1.0, s->flops(p, false) / (2 * out_elems));
-    b.terms = std::max(b.terms, fwd);
-    if (training)
-      for (std::size_t i = 0; i < n.in.size(); ++i)
-        if (n.in[i] >= 0 && need[static_cast<std::size_t>(n.in[i])] && (s->diff_in >> i & 1u))
-          b.terms = std::max(b.terms,
-                             fwd * out_elems / std::max<double>(1, static_cast<double>(numel(g.info(n.in[i]).shape))));
+      if (t >= 0)
+        dist[static_cast<std::size_t>(t)] = d, cone[static_cast<std::size_t>(t)] = k, b.depth = std::max(b.depth, d);
   }
-  if (training) b.depth *= 2;  // forward and back
-  b.tolerance = float_tolerance(b.terms) * std::sqrt(static_cast<double>(std::max(b.depth, 1)));
+  b.own.assign(count, {});
+  std::vector<int> back(count, -1);
+  std::vector<double> back_terms(count, 1);
+  if (training) {
+    b.depth *= 2;  // forward and back
+    back[static_cast<std::size_t>(loss)] = dist[static_cast<std::size_t>(loss)];
+    back_terms[static_cast<std::size_t>(loss)] = cone[static_cast<std::size_t>(loss)];
+    backward_chains(g, need, fwd, out_elems, back, back_terms);
+    for (std::size_t t = 0; t < count; ++t)
+      if (back[t] >= 0) b.terms = std::max(b.terms, back_terms[t]);
+    for (int p : trainable_params(g, loss))
+      if (back[static_cast<std::size_t>(p)] > 0)
+        b.own[static_cast<std::size_t>(p)] = {back_terms[static_cast<std::size_t>(p)],
+                                              back[static_cast<std::size_t>(p)], 0};
+  }
+  b.tolerance = formula(b.terms, b.depth);
   b.float_tolerance = b.tolerance;
-  b.words = "1e-6 max(10, 4 sqrt(K)) sqrt(D) = " + fmt_sig(b.tolerance, 3) + ", with K = " + fmt_sig(b.terms, 4) +
-            " the longest float32 sum and D = " + std::to_string(b.depth) +
-            " the computing nodes on the longest chain" + (training ? " there and back" : "");
+  const std::vector<int> valued = training ? std::vector<int>{loss} : g.outputs;
+  for (int t : valued)
+    b.own[static_cast<std::size_t>(t)] = {cone[static_cast<std::size_t>(t)], dist[static_cast<std::size_t>(t)], 0};
+  double lo = b.tolerance, hi = 0;
+  for (auto& o : b.own)
+    if (o.depth > 0)
+      o.tolerance = formula(o.terms, o.depth), lo = std::min(lo, o.tolerance), hi = std::max(hi, o.tolerance);
+  b.words =
+      "each tensor's own 1e-6 max(10, 4 sqrt(K)) sqrt(D), with K the longest float32 sum and D the computing "
+      "nodes on the longest chain it is computed through" +
+      std::string(training ? " (a weight's gradient: to the loss and back)" : "") + ", " +
+      (lo < hi ? "from " + fmt_sig(lo, 3) + " to " + fmt_sig(hi, 3) : fmt_sig(hi, 3));
   return b;
+}
+
+std::vector<ToleranceBasis::Own> step_formulas(const ToleranceBasis& b, const Graph& g, bool training, int loss,
+                                               const std::vector<int>& params) {
+  std::vector<int> ids = training ? std::vector<int>{loss} : g.outputs;
+  if (training) ids.insert(ids.end(), params.begin(), params.end());
+  std::vector<ToleranceBasis::Own> f;
+  for (int t : ids) {
+    const bool own =
+        t >= 0 && static_cast<std::size_t>(t) < b.own.size() && b.own[static_cast<std::size_t>(t)].depth > 0;
+    f.push_back(own ? b.own[static_cast<std::size_t>(t)] : ToleranceBasis::Own{b.terms, b.depth, b.float_tolerance});
+  }
+  return f;
 }
 
 ToleranceBasis with_point_math(ToleranceBasis b, const Params& point, const GraphRunner* runner) {
@@ -272,17 +362,17 @@ KinkDistance kink_distance(const Graph& g, int loss, const std::vector<int>& par
   return k;
 }
 
-Discrepancy judge_with_spread(const StepValues& got, const StepValues& ref, double tolerance,
+Discrepancy judge_with_spread(const StepValues& got, const StepValues& ref, const std::vector<double>& tolerance,
                               const std::vector<double>& spread, double& allowed, const std::vector<double>& reduced,
                               const std::vector<double>& kinks) {
   const std::vector<double> e = step_errors(got, ref);
   Discrepancy d;
   double worst_ratio = -1;
-  allowed = tolerance;
+  allowed = tolerance.empty() ? 0.0 : tolerance[0];
   for (std::size_t t = 0; t < e.size(); ++t) {
-    const double a = std::max({tolerance, kSpreadFactor * (t < spread.size() ? spread[t] : 0.0),
-                               kReducedFactor * (t < reduced.size() ? reduced[t] : 0.0),
-                               kKinkFactor * (t < kinks.size() ? kinks[t] : 0.0)});
+    const double a = std::max(
+        {t < tolerance.size() ? tolerance[t] : 0.0, kSpreadFactor * (t < spread.size() ? spread[t] : 0.0),
+         kReducedFactor * (t < reduced.size() ? reduced[t] : 0.0), kKinkFactor * (t < kinks.size() ? kinks[t] : 0.0)});
     const double ratio = e[t] / a;
     if (std::isnan(ratio) || ratio > worst_ratio) {
       worst_ratio = ratio, d.worst = e[t], d.where = ref.names[t], allowed = a;
@@ -307,6 +397,29 @@ std::string kink_words(const KinkDistance& k) {
          "fewer)";
 }
 
+// A count of terms: whole where it is (K = 400, not 400.0).
+std::string count_words(double k) {
+  return k == std::floor(k) && k < 1e15 ? std::to_string(static_cast<std::int64_t>(k)) : fmt_sig(k, 4);
+}
+
+// The tensor whose error is the largest share of its formula (`at`; NaN: the first NaN) and
+// that error.
+struct FormulaVerdict {
+  std::size_t at = 0;
+  double error = 0;
+};
+FormulaVerdict against_formulas(const StepValues& got, const StepValues& ref, const std::vector<double>& formula) {
+  const std::vector<double> e = step_errors(got, ref);
+  FormulaVerdict v;
+  double worst = -1;
+  for (std::size_t t = 0; t < e.size() && t < formula.size(); ++t) {
+    const double ratio = e[t] / formula[t];
+    if (std::isnan(ratio)) return {t, e[t]};
+    if (ratio > worst) worst = ratio, v = {t, e[t]};
+  }
+  return v;
+}
+
 // Of the step's tensors, those in which the step with that one tensor 2% larger exceeds its
 // allowance (allowed[t]).
 int caught_when_2pct_off(const StepValues& got, const StepValues& ref, const std::vector<double>& allowed) {
@@ -324,18 +437,22 @@ StepJudgement judge_step(const StepValues& got, const StepValues& ref, const Tol
   // Reduced math: float32's formula first, then each tensor what the point's rounding (simulated)
   // moves it; the math's own formula would let a gradient several percent off pass.
   const bool reduced = basis.reduced_mantissa > 0;
-  const double first = reduced ? basis.float_tolerance : basis.tolerance;
-  const Discrepancy d = compare_steps(got, ref);
-  StepJudgement j{d.worst, first, d.where, basis.words};
+  const std::vector<ToleranceBasis::Own> formulas = step_formulas(basis, g, training, loss, params);
+  std::vector<double> first;
+  for (const auto& f : formulas) first.push_back(f.tolerance);
+  const FormulaVerdict d = against_formulas(got, ref, first);
+  StepJudgement j{d.error, first[d.at], ref.names[d.at], basis.words};
   j.tensors = static_cast<int>(ref.values.size());
-  if (reduced)
-    j.words += "; that formula is no allowance here: every tensor is held to float32's (" + fmt_sig(first, 3) + ")";
-  if (d.worst <= first || std::isnan(d.worst)) {
-    j.caught_2pct = caught_when_2pct_off(got, ref, std::vector<double>(ref.values.size(), first));
-    j.words += "; a step with one tensor 2% off would fail in " + std::to_string(j.caught_2pct) + " of " +
+  if (reduced) j.words += "; that formula is no allowance here: every tensor is held to its float32 formula";
+  const std::string own = "; the decisive tensor's own: K = " + count_words(formulas[d.at].terms) +
+                          ", D = " + std::to_string(formulas[d.at].depth) + ", so " + fmt_sig(first[d.at], 3);
+  if (d.error <= first[d.at] || std::isnan(d.error)) {
+    j.caught_2pct = caught_when_2pct_off(got, ref, first);
+    j.words += own + "; a step with one tensor 2% off would fail in " + std::to_string(j.caught_2pct) + " of " +
                std::to_string(j.tensors) + " tensors";
     return j;
   }
+  j.words += own;
   static Recent<std::vector<double>> kept(4);  // by `share` and what was run
   auto once = [&](const std::string& what, auto&& make) {
     return share.empty() ? make() : *kept.get(share + "\n" + what, make);
@@ -363,13 +480,13 @@ StepJudgement judge_step(const StepValues& got, const StepValues& ref, const Tol
                                                          basis.bias_after_rounding);
                      })
               : std::vector<double>{};
-  double allowed = first;
+  double allowed = first[d.at];
   const Discrepancy w = judge_with_spread(got, ref, first, spread, allowed, distance, kinks.distance);
-  std::vector<double> each(ref.values.size(), first);
+  std::vector<double> each(first);
   double decisive = 0, decisive_reduced = 0, decisive_kinks = 0;
   for (std::size_t t = 0; t < ref.names.size(); ++t) {
     const double kink = t < kinks.distance.size() ? kinks.distance[t] : 0.0;
-    each[t] = std::max({first, kSpreadFactor * spread[t], kReducedFactor * (t < distance.size() ? distance[t] : 0.0),
+    each[t] = std::max({first[t], kSpreadFactor * spread[t], kReducedFactor * (t < distance.size() ? distance[t] : 0.0),
                         kKinkFactor * kink});
     if (ref.names[t] == w.where)
       decisive = spread[t], decisive_reduced = t < distance.size() ? distance[t] : 0.0, decisive_kinks = kink;
@@ -377,7 +494,7 @@ StepJudgement judge_step(const StepValues& got, const StepValues& ref, const Tol
   j.error = w.worst, j.where = w.where, j.tolerance = allowed;
   j.caught_2pct = caught_when_2pct_off(got, ref, each);
   j.words +=
-      "; " + d.where + " exceeded it (" + fmt_sig(d.worst, 3) + "), so each tensor was allowed the larger of it and " +
+      "; it erred " + fmt_sig(d.error, 3) + ", beyond that, so each tensor was allowed the larger of its own and " +
       fmt_sig(kSpreadFactor, 2) +
       " x its rounding spread: how far float32's rounding alone moves the yardstick's tensor (the "
       "yardstick run twice more with every value a node writes multiplied by 1 + u 2^-24, u uniform in [-1, 1): Monte Carlo "

@@ -16,10 +16,21 @@
 namespace d500 {
 
 struct ToleranceBasis {
-  int depth = 0;     // computing nodes on the longest chain from an input to an output (twice, training)
-  double terms = 1;  // the longest sum a float32 result is made of
-  double tolerance = 0;
-  std::string words;  // the formula with its numbers, for the point's validation method
+  int depth = 0;         // computing nodes on the longest chain from an input to an output (twice, training)
+  double terms = 1;      // the longest sum a float32 result is made of
+  double tolerance = 0;  // the formula at `terms` and `depth`: no tensor's own is larger
+  std::string words;     // the formula with its numbers, for the point's validation method
+  // Each tensor's own formula, by graph tensor id: for what a step reports of it (an output's or
+  // the loss's value, a weight's gradient), K the longest float32 sum and D the computing nodes on
+  // the longest chain it is computed through (a weight's gradient: the forward pass to the loss,
+  // then back to the weight's node), and 1e-6 max(10, 4 sqrt(K)) sqrt(D). A tensor not listed
+  // (depth 0) is held to `tolerance`'s float32 formula.
+  struct Own {
+    double terms = 1;
+    int depth = 0;
+    double tolerance = 0;
+  };
+  std::vector<Own> own;
   // math = "tf32": 10, "bf16": 7, the mantissa bits its products' inputs keep (judge_step then
   // allows each tensor what that rounding, simulated, moves it, and float32's tolerance below
   // that); 0 otherwise.
@@ -35,6 +46,10 @@ struct ToleranceBasis {
 };
 // loss < 0: inference.
 ToleranceBasis network_tolerance(const Graph& g, int loss);
+// The float32 formula of each of a step's tensors (step_values' order: the outputs, or the loss
+// and the gradient of each of `params`): its own where `b` has it, else b.float_tolerance.
+std::vector<ToleranceBasis::Own> step_formulas(const ToleranceBasis& b, const Graph& g, bool training, int loss,
+                                               const std::vector<int>& params);
 // `b` for a point whose math is "tf32" (tf32_math): each convolution and matrix product may round
 // its float32 inputs to TF32, which adds rounded_inputs_tolerance(10) (8u, u = 2^-11) per node on
 // the longest chain, grown as the float32 term grows (sqrt(D)); with "bf16" (bf16_math), inputs
@@ -129,8 +144,8 @@ KinkDistance kink_distance(const Graph& g, int loss, const std::vector<int>& par
 // distance: the step's set of branches is one of many, and its own rounding comes on top.
 constexpr double kKinkFactor = 2;
 
-// The second opinion on a step that failed the formula's tolerance: each tensor is allowed
-// max(tolerance, kSpreadFactor x its rounding spread, kReducedFactor x its reduced-precision
+// The second opinion on a step that failed the formula's tolerance: each tensor t is allowed
+// max(tolerance[t] (its formula), kSpreadFactor x its rounding spread, kReducedFactor x its reduced-precision
 // distance, kKinkFactor x its kink distance (none: zero)). Returns the tensor whose error is the
 // largest share of its allowance (its error and name) and that allowance in `allowed`: the step
 // passes when worst <= allowed.
@@ -139,12 +154,12 @@ constexpr double kSpreadFactor = 10;
 // algorithms (a Winograd or FFT convolution rounds transformed values) and perhaps not to
 // nearest: its distance from the exact step is allowed three times the simulated one.
 constexpr double kReducedFactor = 3;
-Discrepancy judge_with_spread(const StepValues& got, const StepValues& ref, double tolerance,
+Discrepancy judge_with_spread(const StepValues& got, const StepValues& ref, const std::vector<double>& tolerance,
                               const std::vector<double>& spread, double& allowed,
                               const std::vector<double>& reduced = {}, const std::vector<double>& kinks = {});
 
-// A step's validation: every tensor against the formula's tolerance (`basis`; with reduced math,
-// float32's); where one exceeds it, the second opinion (rounding_spread over the yardstick's run of
+// A step's validation: every tensor against its own formula (`basis`, step_formulas; with reduced
+// math, float32's); where one exceeds it, the second opinion (rounding_spread over the yardstick's run of
 // `g`, twice; in a float32 training step kink_distance too; with basis.reduced_mantissa
 // reduced_precision_distance and no kink_distance; then judge_with_spread). `error` is the decisive
 // tensor's (`where`), `tolerance` its allowance: the step passes when error <= tolerance. `words`
