@@ -936,6 +936,11 @@ Block with_title(Block b, const Report& rep, bool point_column) {
         std::remove_if(vary.begin(), vary.end(), [&](const std::string& k) { return fixed->second.count(k) > 0; }),
         vary.end());
   drop_ranks_said_by_ranks_per_node(b.table, rows, vary);
+  // Parameters equal on every row (gemm's k, m and n) are one column, "k = m = n", as in Results.
+  std::map<std::string, std::string> said;
+  std::vector<std::string> firsts;
+  for (const auto& same : same_value_groups(rows, vary)) said[same[0]] = join(same, " = "), firsts.push_back(same[0]);
+  vary = std::move(firsts);
   auto named = [&](std::vector<std::string> row, const std::vector<std::string>& names) {
     row.erase(row.begin());
     row.insert(row.begin(), names.begin(), names.end());
@@ -945,7 +950,7 @@ Block with_title(Block b, const Report& rep, bool point_column) {
   const bool backend = vary.empty() || !rep.names.lone_backend.count(rows[0]->workload);
   std::vector<std::string> head;
   if (backend) head.push_back("backend");
-  head.insert(head.end(), vary.begin(), vary.end());
+  for (const auto& k : vary) head.push_back(said[k]);
   b.table.table[0] = named(b.table.table[0], head);
   for (std::size_t k = 1; k < b.table.table.size(); ++k) {
     std::vector<std::string> names;
@@ -1706,6 +1711,24 @@ std::string measured_when(const Report& rep) {
 
 }  // namespace
 
+namespace {
+// Measurement quality: its note, then a table per workload, as Results has, whose first columns
+// are the workload's Results' (with_title), under a subsection per workload where there are several.
+void add_quality_sections(const Report& rep, Document& d) {
+  d.sections.push_back({"Measurement quality", 2, false, {text(quality_note(rep))}});
+  const std::vector<std::string> workloads = report_workloads(rep);
+  for (const auto& w : workloads) {
+    Table t = quality_table(rep, w);
+    if (t.size() < 2) continue;
+    Block b = with_title(table(std::move(t)), rep, true);
+    if (workloads.size() == 1)
+      d.sections.back().blocks.push_back(std::move(b));
+    else
+      d.sections.push_back({"Measurement quality: " + w, 3, false, {std::move(b)}});
+  }
+}
+}  // namespace
+
 Document report_document(const Report& rep) {
   Document d;
   d.title = "d500 report: " + rep.campaign;
@@ -1766,8 +1789,7 @@ Document report_document(const Report& rep) {
                                 "that is unreadable, may let clocks vary between repetitions."),
                            table(environment_table(rep))}});
   if (auto code = code_loaded_section(rep)) d.sections.push_back(std::move(*code));
-  d.sections.push_back(
-      {"Measurement quality", 2, false, {text(quality_note(rep)), with_title(table(quality_table(rep)), rep, true)}});
+  add_quality_sections(rep, d);
   if (Table v = validation_table(rep); v.size() > 1)
     d.sections.push_back(
         {"Validation", 2, false, {text(validation_note()), with_title(table(std::move(v)), rep, true)}});

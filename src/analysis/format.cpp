@@ -117,10 +117,10 @@ std::string independence_text(const PointRow& r) {
   const auto& c = r.independence;
   if (!c.applicable) return "-";
   std::vector<std::string> found;
-  if (c.trend()) found.push_back("trend (Spearman rho=" + fmt_sig(c.trend_rho, 2) + ", " + fmt_p(c.trend_p) + ")");
+  if (c.trend()) found.push_back("trend rho=" + fmt_sig(c.trend_rho, 2) + " (" + fmt_p(c.trend_p) + ")");
   if (c.autocorrelated(r.time.n)) found.push_back("lag-1 r=" + fmt_sig(c.lag1, 2));
-  if (found.empty()) return "ok";
-  return join(found, "; ") + ": not independent";  // what to do: quality_note
+  if (found.empty()) return "yes";
+  return "no: " + join(found, "; ");  // what to do: quality_note
 }
 
 std::string machine_text(const PointRow& r) {
@@ -130,10 +130,10 @@ std::string machine_text(const PointRow& r) {
   // The load average less the job's own threads: below zero where they did not all run at once
   // (waits, a lone rank's idle cores), which is no load of others'.
   const std::string figures = (std::isnan(load) ? std::string("load unknown")
-                               : load <= 0      ? std::string("no load")
-                                                : "load +" + fmt_sig(load, 2)) +
-                              " beyond this job, steal " + fmt_sig(steal * 100, 2) + "%";
-  std::string text = (busy > 0 ? "busy (" : "quiet (") + figures + ")";  // what busy means: quality_note
+                               : load <= 0      ? std::string("no other load")
+                                                : "+" + fmt_sig(load, 2) + " load") +
+                              ", " + fmt_sig(steal * 100, 2) + "% steal";
+  std::string text = (busy > 0 ? "busy: " : "quiet: ") + figures;  // what busy means: quality_note
   // The GPUs' state over the repetitions, where NVML could be read (device.*).
   const double throttled = fact_number(r, "device.throttled");
   if (std::isnan(throttled)) return text;
@@ -434,33 +434,38 @@ std::string network_note() {
          "the steps' medians added up.";
 }
 
-Table quality_table(const Report& rep) {
+Table quality_table(const Report& rep, const std::string& workload) {
   // The tail quantiles every point has (p90, p99): a column each.
   std::vector<double> tails;
   for (const auto& r : rep.rows)
     if (r.time.n > 0 && tails.empty())
       for (const auto& q : r.tail) tails.push_back(q.p);
-  Table t{{"point", "ranks", "reps", "mean (t-interval)"}};
+  // A rank count that differs between the workload's points is a column (the rank durations read with it).
+  std::set<int> counts;
+  for (const auto& r : rep.rows)
+    if (r.workload == workload && r.time.n > 0) counts.insert(r.ranks);
+  const bool ranks = counts.size() > 1;
+  Table t{{"point"}};
+  if (ranks) t[0].push_back("ranks");
+  for (const char* h : {"reps", "mean (t-interval)"}) t[0].push_back(h);
   for (double p : tails) t[0].push_back("p" + fmt_sig(100 * p, 2));
-  for (const char* h : {"outliers (low/high)", "enough repetitions", "rank durations", "independence", "machine"})
+  for (const char* h : {"outliers (low/high)", "enough repetitions", "rank durations", "independent", "machine"})
     t[0].push_back(h);
-  // A workload's points together, in the order of the Results tables.
-  for (const auto& w : report_workloads(rep))
-    for (const auto& r : rep.rows) {
-      if (r.workload != w || r.time.n == 0) continue;
-      std::vector<std::string> row{point_label(rep, r), std::to_string(r.ranks), std::to_string(r.time.n),
-                                   mean_text(r)};
-      for (std::size_t i = 0; i < tails.size(); ++i) {
-        const stats::QuantileSummary* q = i < r.tail.size() ? &r.tail[i] : nullptr;
-        row.push_back(!q ? "-"
-                         : fmt_time(q->estimate) +
-                               (q->has_ci ? " [" + fmt_time(q->lo) + ", " + fmt_time(q->hi) + "]" : ""));
-      }
-      for (auto&& c : {std::to_string(r.outliers.low) + "/" + std::to_string(r.outliers.high), reps_text(r),
-                       ranks_text(r), independence_text(r), machine_text(r)})
-        row.push_back(c);
-      t.push_back(std::move(row));
+  for (const auto& r : rep.rows) {
+    if (r.workload != workload || r.time.n == 0) continue;
+    std::vector<std::string> row{point_label(rep, r)};
+    if (ranks) row.push_back(std::to_string(r.ranks));
+    for (auto&& c : {std::to_string(r.time.n), mean_text(r)}) row.push_back(c);
+    for (std::size_t i = 0; i < tails.size(); ++i) {
+      const stats::QuantileSummary* q = i < r.tail.size() ? &r.tail[i] : nullptr;
+      row.push_back(
+          !q ? "-" : fmt_time(q->estimate) + (q->has_ci ? " [" + fmt_time(q->lo) + ", " + fmt_time(q->hi) + "]" : ""));
     }
+    for (auto&& c : {std::to_string(r.outliers.low) + "/" + std::to_string(r.outliers.high), reps_text(r),
+                     ranks_text(r), independence_text(r), machine_text(r)})
+      row.push_back(c);
+    t.push_back(std::move(row));
+  }
   return t;
 }
 
@@ -482,10 +487,12 @@ std::string quality_note(const Report& rep) {
          "; a bare value has none); outliers beyond Tukey's fences (1.5 IQR), counted, never removed; whether the "
          "repetitions were enough (the median's interval within 5% of it, else about how many would be); whether the "
          "ranks' own durations differ (a paired test by repetition, p < 0.01: a rank that is always slower is a "
-         "finding); whether the repetitions are independent draws (a trend or lag-1 autocorrelation says the "
+         "finding); whether the repetitions are independent draws (a trend, Spearman's rho against the repetition's "
+         "index, or a lag-1 autocorrelation r says the "
          "intervals, which assume so, may be too narrow: try more warm-ups, longer repetitions, a quieter machine); "
-         "and the machine's state (busy: another CPU's worth of load beyond the job's own ranks x threads, or 2% "
-         "stolen time, so its timings include other work).";
+         "and the machine's state: the load average beyond the job's own ranks x threads and the share of time "
+         "stolen by a hypervisor (busy: another CPU's worth of such load, or 2% stolen, so its timings include other "
+         "work).";
 }
 
 Table validation_table(const Report& rep) {

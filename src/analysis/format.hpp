@@ -38,7 +38,9 @@ std::string tta_median_text(const TtaSummary& s);
 std::string tta_ci_text(const TtaSummary& s);
 std::string tta_success_text(const TtaSummary& s);
 Table results_table(const Report& rep);
-Table quality_table(const Report& rep);
+// The Measurement quality table of one workload's points (the Results tables' order), a row each,
+// named by point_label.
+Table quality_table(const Report& rep, const std::string& workload);
 // What the Measurement quality table's columns are, and what to do about a flag in one.
 std::string quality_note(const Report& rep);
 // A network's step judged against the yardstick (the validation.* facts): per point, the

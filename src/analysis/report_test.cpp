@@ -1478,16 +1478,28 @@ TEST(ReportQuality, AWorkloadsPointsTogetherAndATailQuantileAColumn) {
     for (double q : {0.9, 0.99}) r.tail.push_back(d500::stats::summarize_quantile(sorted, q, 0.95));
   }
   const d500::Report rep = report(rows);
-  const d500::Table t = d500::quality_table(rep);
-  ASSERT_EQ(t.size(), 4u);
-  ASSERT_EQ(t[0].size(), 11u);
-  EXPECT_EQ(t[0], (std::vector<std::string>{"point", "ranks", "reps", "mean (t-interval)", "p90", "p99",
-                                            "outliers (low/high)", "enough repetitions", "rank durations",
-                                            "independence", "machine"}));
+  const d500::Table t = d500::quality_table(rep, "gemm");
+  ASSERT_EQ(t.size(), 3u) << "gemm's two points, not the other workload's";
+  ASSERT_EQ(t[0].size(), 10u) << "one rank count: no ranks column";
+  EXPECT_EQ(t[0], (std::vector<std::string>{"point", "reps", "mean (t-interval)", "p90", "p99", "outliers (low/high)",
+                                            "enough repetitions", "rank durations", "independent", "machine"}));
   EXPECT_EQ(t[1][0].rfind("gemm", 0), 0u);
-  EXPECT_EQ(t[2][0].rfind("gemm", 0), 0u) << "gemm's second point before the other workload's";
-  EXPECT_EQ(t[3][0].rfind("other", 0), 0u);
-  EXPECT_EQ(t[1][4], d500::fmt_time(rep.rows[0].tail[0].estimate)) << "12 repetitions: no interval, a bare value";
+  EXPECT_EQ(t[2][0].rfind("gemm", 0), 0u);
+  ASSERT_EQ(d500::quality_table(rep, "other").size(), 2u);
+  // In the documents a table per workload, under a subsection each, named as in Results.
+  const d500::Document doc = d500::report_document(rep);
+  std::vector<std::string> titles;
+  for (const auto& s : doc.sections)
+    if (s.title.rfind("Measurement quality", 0) == 0) {
+      titles.push_back(s.title);
+      if (s.depth == 3) {
+        ASSERT_EQ(s.blocks.size(), 1u);
+        EXPECT_NE(s.blocks[0].table.table[0][0], "point") << "the point column is the Results' columns";
+      }
+    }
+  EXPECT_EQ(titles, (std::vector<std::string>{"Measurement quality", "Measurement quality: gemm",
+                                              "Measurement quality: other"}));
+  EXPECT_EQ(t[1][3], d500::fmt_time(rep.rows[0].tail[0].estimate)) << "12 repetitions: no interval, a bare value";
   EXPECT_NE(d500::quality_note(rep).find("(from 36 repetitions for p90, 368 for p99;"), std::string::npos)
       << d500::quality_note(rep);
 }

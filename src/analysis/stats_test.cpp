@@ -922,9 +922,9 @@ TEST(MachineText, SaysWhetherTheGpuWasHeldBackWhereNvmlWasRead) {
   r.facts["machine.busy"] = std::int64_t{0};
   r.facts["machine.other_load"] = 0.5;
   r.facts["machine.steal_share"] = 0.0;
-  EXPECT_EQ(d500::machine_text(r), "quiet (load +0.50 beyond this job, steal 0.0%)");
+  EXPECT_EQ(d500::machine_text(r), "quiet: +0.50 load, 0.0% steal");
   r.facts["machine.other_load"] = -0.35;  // the job's threads did not all run at once
-  EXPECT_EQ(d500::machine_text(r), "quiet (no load beyond this job, steal 0.0%)");
+  EXPECT_EQ(d500::machine_text(r), "quiet: no other load, 0.0% steal");
   r.facts["machine.other_load"] = 0.5;
   r.facts["device.throttled"] = std::int64_t{0};
   r.facts["device.capped_s"] = 0.0;
@@ -933,7 +933,7 @@ TEST(MachineText, SaysWhetherTheGpuWasHeldBackWhereNvmlWasRead) {
   r.facts["device.clock_event_reasons"] = std::string("none");
   r.facts["device.energy_j"] = 8125.0;
   EXPECT_EQ(d500::machine_text(r),
-            "quiet (load +0.50 beyond this job, steal 0.0%); GPU at its clocks (capped 0.0 s of 12.5 s, "
+            "quiet: +0.50 load, 0.0% steal; GPU at its clocks (capped 0.0 s of 12.5 s, "
             "SM clock at the end 1980 MHz, reasons: none, 8125 J)");
   r.facts["device.throttled"] = std::int64_t{1};
   r.facts["device.capped_s"] = 3.0;
@@ -941,14 +941,14 @@ TEST(MachineText, SaysWhetherTheGpuWasHeldBackWhereNvmlWasRead) {
   r.facts["device.clock_event_reasons"] = std::string("power cap (software)");
   r.facts.erase("device.energy_j");  // a rank could not read its GPU's energy
   EXPECT_EQ(d500::machine_text(r),
-            "quiet (load +0.50 beyond this job, steal 0.0%); GPU held back (capped 3.0 s of 12.5 s, "
+            "quiet: +0.50 load, 0.0% steal; GPU held back (capped 3.0 s of 12.5 s, "
             "SM clock at the end 1410 MHz, reasons: power cap (software)): timings are of a slowed GPU");
   // A span too short for NVML's energy counter to advance: no energy, and why.
   r.facts["device.energy_j"] = std::nan("");
   r.facts["device.energy_note"] =
       std::string("NVML's energy counter did not advance over the 2.1 ms span on 1 of 1 rank(s)");
   EXPECT_EQ(d500::machine_text(r),
-            "quiet (load +0.50 beyond this job, steal 0.0%); GPU held back (capped 3.0 s of 12.5 s, "
+            "quiet: +0.50 load, 0.0% steal; GPU held back (capped 3.0 s of 12.5 s, "
             "SM clock at the end 1410 MHz, reasons: power cap (software), energy not resolved: NVML's "
             "counter did not advance): timings are of a slowed GPU");
 }
