@@ -1048,7 +1048,7 @@ std::vector<ScalingOverview> scaling_overviews(const Report& rep) {
       const auto& m = sc->model;
       const std::string model = m.law.empty()
                                     ? (m.failed.empty() ? "-" : "none: s = " + fmt_sig(m.s, 3) + ", outside [0, 1]")
-                                    : m.law + " s = " + serial_share_text(m.s, m.s_lo, m.s_hi);
+                                    : law_words(sc->kind, m.law) + " s = " + serial_share_text(m.s, m.s_lo, m.s_hi);
       for (const auto& pt : sc->points) {
         counts.insert(pt.ranks);
         const std::string eff =
@@ -1077,13 +1077,20 @@ std::vector<ScalingOverview> scaling_overviews(const Report& rep) {
                                                : "T(base) / T(p) (ideal 1: the time stays)";
       if (std::find(efficiency.begin(), efficiency.end(), e) == efficiency.end()) efficiency.push_back(e);
     }
-    const std::string what = "Every " + kind + " series of " + workload +
-                             ", each against its own base run (its fewest ranks" +
-                             (lone_collective_left_out(rep, workload) ? "; a collective's 1-rank run moves nothing "
-                                                                        "between ranks and is none"
-                                                                      : "") +
-                             "): efficiency is " + join(efficiency, "; or ") +
-                             "; model: the fitted law's serial share s with its bootstrap interval.";
+    std::vector<std::string> s_meanings;  // what s is, per kind present
+    if (kinds.count("strong"))
+      s_meanings.push_back("strong: the serial share of Amdahl's law, or of the USL with its coherency cost k");
+    if (kinds.count("weak"))
+      s_meanings.push_back(
+          "weak: contention, the time growing as T(base) (1 + s (n-1)), n the multiple of the base ranks: the USL "
+          "with k = 0, to which a USL model adds k n (n-1)");
+    const std::string what =
+        "Every " + kind + " series of " + workload + ", each against its own base run (its fewest ranks" +
+        (lone_collective_left_out(rep, workload) ? "; a collective's 1-rank run moves nothing "
+                                                   "between ranks and is none"
+                                                 : "") +
+        "): efficiency is " + join(efficiency, "; or ") + "; model: the fitted law's s with its bootstrap interval (" +
+        join(s_meanings, "; ") + ").";
     o.blocks.push_back(text(what + " Each series' base, table and model in words follow.",
                             what + " report.md has each series' base, table and model in words."));
     Block tb = table(t);

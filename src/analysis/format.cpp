@@ -633,8 +633,8 @@ Table launch_scaling_table(const Report& rep) {
     for (std::size_t i = 0; i < m.launches.size(); ++i)
       each.push_back(std::to_string(m.launches[i]) + ": " + fmt_sig(m.launch_s[i], 3));
     t.push_back({m.group, m.kind, join(counts, ", "), std::to_string(m.launches.size()),
-                 m.failed.empty() ? m.law + " (" + m.why + ")" : "no model: " + m.failed, iv(m.s, m.s_lo, m.s_hi),
-                 m.law == "USL" ? iv(m.k, m.k_lo, m.k_hi) : "0 (Amdahl)",
+                 m.failed.empty() ? law_words(m.kind, m.law) + " (" + m.why + ")" : "no model: " + m.failed,
+                 iv(m.s, m.s_lo, m.s_hi), m.law == "USL" ? iv(m.k, m.k_lo, m.k_hi) : "0",
                  std::to_string(m.at2) + " ranks: " + iv(m.eff2, m.eff2_lo, m.eff2_hi),
                  std::to_string(m.at4) + " ranks: " + iv(m.eff4, m.eff4_lo, m.eff4_hi), join(each, "; ")});
   }
@@ -642,8 +642,10 @@ Table launch_scaling_table(const Report& rep) {
 }
 
 std::string launch_scaling_note(const Report&) {
-  return "A scaling series measured in the same launches: the model (capacity C(n) = n / (1 + s (n-1) + k n (n-1)), Amdahl's law "
-         "its k = 0 case, n = ranks / the smallest; least squares on each launch's medians) fitted to each launch on its own, then "
+  return "A scaling series measured in the same launches: the model (capacity C(n) = n / (1 + s (n-1) + k n (n-1)), the "
+         "speedup in strong scaling (Amdahl's law its k = 0 case, s the serial share) and n T(base) / T(p) in weak scaling "
+         "(s the contention, k the coherency cost), n = ranks / the smallest; least squares on each launch's medians) "
+         "fitted to each launch on its own, then "
          "Student's t interval (launches - 1 degrees of freedom) on the launches' s, k and predicted efficiencies. These intervals "
          "cover the variation between launches; the Scaling section's models are each one launch's, their bootstrap intervals "
          "cover only its repetitions. The predictions extrapolate the law's assumption; they are not measurements.";
@@ -729,6 +731,12 @@ std::string serial_share_text(double s, double lo, double hi) {
   return fmt_sig(s, 3) + " [" + fmt_sig(lo, 3) + ", " + fmt_sig(hi, 3) + "]";
 }
 
+std::string law_words(const std::string& kind, const std::string& law) {
+  return kind == "weak" && law == "Amdahl" ? "USL (k = 0)" : law;
+}
+
+std::string s_words(const std::string& kind) { return kind == "weak" ? "contention" : "serial share"; }
+
 std::string scaling_model_text(const ScalingSeries& s) {
   const auto& m = s.model;
   if (m.law.empty() && !m.failed.empty())
@@ -737,14 +745,26 @@ std::string scaling_model_text(const ScalingSeries& s) {
   auto iv = [](double v, double lo, double hi) {
     return fmt_sig(v, 3) + " [" + fmt_sig(lo, 3) + ", " + fmt_sig(hi, 3) + "]";
   };
+  const bool weak = s.kind == "weak";
+  const std::string load = "1 + s (n-1)" + std::string(m.law == "USL" ? " + k n (n-1)" : "");
   std::string t =
-      " Fitted model (" + m.law + ", " + m.why + "; bootstrap intervals over the repetitions" +
+      " Fitted model (" + law_words(s.kind, m.law) + ", " + m.why + "; bootstrap intervals over the repetitions" +
       (m.exact_medians ? ", the resample medians of points of over " + std::to_string(stats::kDirectBootstrapMax) +
                              " repetitions drawn from their exact distribution"
                        : "") +
-      "): capacity C(n) = n / (1 + s (n-1)" + (m.law == "USL" ? " + k n (n-1)" : "") + "), n = ranks / " +
-      std::to_string(s.base_ranks) + "; s = " + serial_share_text(m.s, m.s_lo, m.s_hi);
-  if (m.law == "USL") t += ", k = " + iv(m.k, m.k_lo, m.k_hi);
+      "): capacity C(n) = " +
+      (!weak           ? ""
+       : s.bus.empty() ? "n T(base) / T(p) = "
+                       : "n busbw(p) / busbw(base) = ") +
+      "n / (" + load + "), n = ranks / " + std::to_string(s.base_ranks) +
+      (!weak ? ""
+             : ", so that T(p) = T(base) " + std::string(s.bus.empty() ? "" : "f(p) / f(base) ") + "(" + load + ")") +
+      "; s" +
+      (weak ? " (contention: the share of the base time that each further multiple of the base ranks adds; weak "
+              "scaling shows no serial share)"
+            : " (the serial share)") +
+      " = " + serial_share_text(m.s, m.s_lo, m.s_hi);
+  if (m.law == "USL") t += ", k (coherency) = " + iv(m.k, m.k_lo, m.k_hi);
   if (!m.left_out.empty()) t += " (" + m.left_out + ")";
   t += "; predicted efficiency at " + std::to_string(m.at2) + " ranks " + iv(m.eff2, m.eff2_lo, m.eff2_hi) + ", at " +
        std::to_string(m.at4) + " ranks " + iv(m.eff4, m.eff4_lo, m.eff4_hi) +
@@ -783,7 +803,7 @@ std::string scaling_svg(const ScalingSeries& s) {
   svg::Series m{"median, CI", {}, {}, {}, {}, false, true, true, {}};
   svg::Series ideal{"ideal", {}, {}, {}, {}, true, false, true, {}};
   // The fitted model's time, T(base) x n / C(n), at the measured counts and its two predictions.
-  svg::Series model{s.model.law + " fit", {}, {}, {}, {}, true, false, true, {}};
+  svg::Series model{law_words(s.kind, s.model.law) + " fit", {}, {}, {}, {}, true, false, true, {}};
   auto model_time = [&](double ranks) {
     const double n = ranks / s.base_ranks, load = 1 + s.model.s * (n - 1) + s.model.k * n * (n - 1);
     return s.base_time * s.ideal_load(ranks) * load;
@@ -1040,7 +1060,8 @@ std::string ratio_method_words() {
 
 std::string launch_model_words(const LaunchScalingModel& m) {
   if (!m.failed.empty()) return "no model: " + m.failed;
-  return m.law + ", s " + fmt_sig(m.s, 3) + " [" + fmt_sig(m.s_lo, 3) + ", " + fmt_sig(m.s_hi, 3) + "]" +
+  return law_words(m.kind, m.law) + ", s " + fmt_sig(m.s, 3) + " [" + fmt_sig(m.s_lo, 3) + ", " + fmt_sig(m.s_hi, 3) +
+         "]" +
          (m.law == "USL" ? ", k " + fmt_sig(m.k, 3) + " [" + fmt_sig(m.k_lo, 3) + ", " + fmt_sig(m.k_hi, 3) + "]"
                          : std::string()) +
          ", predicted efficiency at " + std::to_string(m.at2) + " ranks " + fmt_sig(m.eff2, 3) + " [" +

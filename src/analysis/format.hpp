@@ -108,6 +108,12 @@ std::string tta_svg(const std::vector<const TtaConfig*>& targets, const Report& 
 std::string scaling_caption(const ScalingSeries& s);
 // A fitted serial share with its interval; "0 (at or above ideal)" where every resample's fit is 0.
 std::string serial_share_text(double s, double lo, double hi);
+// A scaling law as the report names it for a series of `kind`: "USL", "Amdahl" (strong), and in
+// weak scaling "USL (k = 0)": Amdahl's form there describes contention, the time growing as
+// T(base) (1 + s (n-1)), and no serial share, which weak scaling does not see.
+std::string law_words(const std::string& kind, const std::string& law);
+// What s is in a series of `kind`: "serial share" (strong) or "contention" (weak).
+std::string s_words(const std::string& kind);
 // A collective's ideal in weak scaling, in words: nccl-tests' bus bandwidth constant.
 std::string bus_ideal_words(const std::string& collective);
 std::string scaling_model_text(const ScalingSeries& s);

@@ -1557,14 +1557,43 @@ TEST(ScalingModel, AFitOutsideTheLawsRangeIsReportedAsFailed) {
   EXPECT_LE(good[0].model.s_hi, 1.0);
   EXPECT_LE(good[0].model.s_lo, 0.2);
   EXPECT_GE(good[0].model.s_hi, 0.2);
-  EXPECT_NE(d500::scaling_model_text(good[0]).find("; s = " + d500::fmt_sig(good[0].model.s, 3) + " ["),
-            std::string::npos)
+  EXPECT_NE(
+      d500::scaling_model_text(good[0]).find("; s (the serial share) = " + d500::fmt_sig(good[0].model.s, 3) + " ["),
+      std::string::npos)
       << d500::scaling_model_text(good[0]);
   const auto superlinear = series([](int p) { return p == 1 ? 1.0 : 0.4 / p; });  // 2.5x ideal past 1 rank
   ASSERT_EQ(superlinear.size(), 1u);
   EXPECT_EQ(superlinear[0].model.s_hi, 0.0);
-  EXPECT_NE(d500::scaling_model_text(superlinear[0]).find("; s = 0 (at or above ideal);"), std::string::npos)
+  EXPECT_NE(d500::scaling_model_text(superlinear[0]).find("; s (the serial share) = 0 (at or above ideal);"),
+            std::string::npos)
       << d500::scaling_model_text(superlinear[0]);
+  // Weak scaling (every rank the same work): Amdahl's form fits contention, the time growing as
+  // T(base) (1 + s (n-1)); the report names it "USL (k = 0)" and s contention, no serial share.
+  auto weak = [](double (*time)(int)) {
+    std::vector<PointRow> rows;
+    for (int ranks : {1, 2}) {
+      PointRow r = row("x", 64, 1, 42, 0.01 * time(ranks));
+      r.params.erase("ranks_per_node");
+      r.ranks = ranks;
+      r.scaling = "weak";
+      rows.push_back(r);
+    }
+    return d500::scaling_series(rows, 0.95, 3);
+  };
+  const auto contended = weak([](int p) { return 1.0 + 0.3 * (p - 1); });  // s = 0.3
+  ASSERT_EQ(contended.size(), 1u);
+  ASSERT_EQ(contended[0].kind, "weak");
+  EXPECT_EQ(contended[0].model.law, "Amdahl") << "results.json's name of the k = 0 law";
+  EXPECT_NEAR(contended[0].model.s, 0.3, 0.03);
+  const std::string words = d500::scaling_model_text(contended[0]);
+  EXPECT_NE(words.find("Fitted model (USL (k = 0), "), std::string::npos) << words;
+  EXPECT_NE(words.find("so that T(p) = T(base) (1 + s (n-1)); s (contention: "), std::string::npos) << words;
+  EXPECT_EQ(words.find("(the serial share)"), std::string::npos) << words;
+  EXPECT_EQ(d500::law_words("strong", "Amdahl"), "Amdahl");
+  const auto beyond = weak([](int p) { return p == 1 ? 1.0 : 3.0; });  // 2 ranks take 3x: beyond 2 T(base)
+  ASSERT_EQ(beyond.size(), 1u);
+  EXPECT_TRUE(beyond[0].model.law.empty());
+  EXPECT_NE(beyond[0].model.failed.find("beyond n T(base)"), std::string::npos) << beyond[0].model.failed;
 }
 
 }  // namespace

@@ -313,7 +313,7 @@ double percentile(std::vector<double> v, double q) {
 
 // The series' model with bootstrap intervals: each resample draws every point's repetitions with
 // replacement and refits. USL is chosen over Amdahl when three or more rank counts are measured
-// and its contention term k is positive across the interval; else Amdahl.
+// and its coherency term k is positive across the interval; else Amdahl's form (k = 0).
 void fit_scaling_model(ScalingSeries& s, const std::vector<const PointRow*>& g, double confidence, std::uint64_t seed) {
   std::vector<double> n;
   for (const auto* r : g)
@@ -361,19 +361,19 @@ void fit_scaling_model(ScalingSeries& s, const std::vector<const PointRow*>& g, 
   const int law = usl ? 1 : 0;
   ScalingSeries::Model& M = s.model;
   M.law = usl ? "USL" : "Amdahl";
-  M.why = count_ranks < 3 ? "two rank counts: only Amdahl's one parameter can be fitted"
-          : usl           ? "the USL's contention term k is above 0 across its interval"
-                : "the USL's contention term k is not clearly above 0 (its interval reaches 0): Amdahl's law suffices";
+  M.why = count_ranks < 3 ? "two rank counts: only s can be fitted"
+          : usl           ? "the USL's coherency term k is above 0 across its interval"
+                : "the USL's coherency term k is not clearly above 0 (its interval reaches 0): k = 0 suffices";
   std::tie(M.s, M.k) = fit_usl(n, capacities(med), usl);
-  // Amdahl's and the USL's s is a share of the work: a fit above 1 says the time grows with the
-  // rank count faster than any serial share allows, which neither law describes.
+  // s is a share (strong: of the work; weak: of the base time per multiple of the base ranks): a
+  // fit above 1 says the time grows with the rank count faster than the law describes.
   if (M.s > 1) {
     M.failed =
         "the least-squares fit gives s = " + fmt_sig(M.s, 3) +
-        ", outside the law's range [0, 1]: the time grows with the rank count "
-        "faster than a serial share allows (a busy or oversubscribed machine, or communication that grows with the ranks), "
-        "which " +
-        M.law + "'s law cannot describe";
+        ", outside the law's range [0, 1]: the time grows with the rank count " +
+        (s.kind == "weak" ? "beyond n T(base), the base run done n times in turn "
+                          : "faster than a serial share allows ") +
+        "(a busy or oversubscribed machine, or communication that grows with the ranks), which the law cannot describe";
     M.law.clear();
     return;
   }
@@ -499,12 +499,11 @@ std::vector<LaunchScalingModel> scaling_models_across_launches(const std::vector
     const bool usl = three && usl_k.valid && usl_k.lo > 0;
     const int law = usl ? 1 : 0;
     m.law = usl ? "USL" : "Amdahl";
-    m.why =
-        !three ? "two rank counts: only Amdahl's one parameter can be fitted"
-        : usl
-            ? "the USL's contention term k is above 0 across its interval over the launches"
-            : "the USL's contention term k is not clearly above 0 over the launches (its interval reaches 0): Amdahl's law "
-              "suffices";
+    m.why = !three ? "two rank counts: only s can be fitted"
+            : usl
+                ? "the USL's coherency term k is above 0 across its interval over the launches"
+                : "the USL's coherency term k is not clearly above 0 over the launches (its interval reaches 0): k = 0 "
+                  "suffices";
     m.launch_s = fs[law], m.launch_k = fk[law];
     auto take = [&](const std::vector<double>& v, double& est, double& lo, double& hi) {
       const stats::MeanInterval t = stats::mean_t_interval(v, confidence);
@@ -524,8 +523,8 @@ std::vector<LaunchScalingModel> scaling_models_across_launches(const std::vector
     take_log(f4[law], m.eff4, m.eff4_lo, m.eff4_hi);
     if (m.s > 1)
       m.failed = "the launches' typical s = " + fmt_sig(m.s, 3) +
-                 " lies outside the law's range [0, 1]: the time grows with the rank count "
-                 "faster than a serial share allows";
+                 " lies outside the law's range [0, 1]: the time grows with the rank count " +
+                 (m.kind == "weak" ? "beyond n T(base)" : "faster than a serial share allows");
     m.s_lo = std::clamp(m.s_lo, 0.0, 1.0), m.s_hi = std::clamp(m.s_hi, 0.0, 1.0);
     m.k_lo = std::max(m.k_lo, 0.0), m.k_hi = std::max(m.k_hi, 0.0);
     m.at2 = 2 * ranks.back(), m.at4 = 4 * ranks.back();

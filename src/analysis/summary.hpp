@@ -242,7 +242,7 @@ struct ScalingSeries {
 // freedom) on the k launches' s, k and predicted efficiencies: the typical launch's model, with
 // intervals that cover the variation between launches (the per-launch series' bootstrap covers
 // only the repetitions within one). The USL when three or more rank counts are measured and its
-// contention term's interval lies above 0; else Amdahl's law.
+// coherency term's interval lies above 0; else Amdahl's form (k = 0).
 struct LaunchScalingModel {
   std::string group, kind, bus;  // as ScalingSeries
   int base_ranks = 0;
