@@ -34,8 +34,8 @@ struct Block {
   std::vector<std::string> items;        // List
   std::vector<std::string> brief_items;  // List: what the terminal prints instead (empty: items)
   bool wrap = true;                      // List: the terminal may wrap its items (not where they hold paths)
-  // report.html: consecutive blocks with the same fold sit in one closed <details>, this its
-  // summary (detail a table above already summarises); report.md and the terminal ignore it.
+  // report.html and report.md: consecutive blocks with the same fold sit in one closed <details>,
+  // this its summary (detail a table above already summarises); the terminal ignores it.
   std::string fold;
 };
 
