@@ -1718,6 +1718,14 @@ std::string measured_when(const Report& rep) {
 
 }  // namespace
 
+std::string fold_tags(std::string& open, const Block& b, const std::string& gap) {
+  if (b.fold == open) return "";
+  std::string tags = open.empty() ? "" : "</details>" + gap;
+  if (!b.fold.empty()) tags += "<details><summary>" + html_escape(b.fold) + "</summary>" + gap;
+  open = b.fold;
+  return tags;
+}
+
 namespace {
 // Measurement quality: its note, then a table per workload, as Results has, whose first columns
 // are the workload's Results' (with_title), under a subsection per workload where there are several.

@@ -62,6 +62,11 @@ Block table(Table t, bool terminal = true);
 Block list(std::vector<std::string> items);
 Block terminal_words(Block b);
 
+// The <details> tags before block `b` of a section, given the box open before it (`open`, "" for
+// none; updated): the close of that box and the open of b's (an HTML-escaped summary), each
+// followed by `gap` ("\n": HTML; "\n\n": Markdown, whose content inside stays Markdown).
+std::string fold_tags(std::string& open, const Block& b, const std::string& gap);
+
 // The folder the figures are written to beside report.md ("figures", or "figures-99").
 std::string figures_dir(double confidence);
 

@@ -125,11 +125,7 @@ std::string render_html(const Report&, const Document& d) {
     std::string fold;  // the <details> open in this section, if any
     for (const auto& b : s.blocks) {
       if (!b.document) continue;
-      if (b.fold != fold) {
-        if (!fold.empty()) o << "</details>\n";
-        if (!b.fold.empty()) o << "<details><summary>" << html_escape(b.fold) << "</summary>\n";
-        fold = b.fold;
-      }
+      o << fold_tags(fold, b, "\n");
       switch (b.kind) {
         case Block::Kind::Text: o << "<p>" << html_escape(b.text) << "</p>\n"; break;
         case Block::Kind::Table:

@@ -21,11 +21,7 @@ std::string render_markdown(const Report& rep, const Document& d) {
     std::string fold;  // the <details> open in this section, if any (GitHub and GitLab render it)
     for (const auto& b : s.blocks) {
       if (!b.document) continue;
-      if (b.fold != fold) {
-        if (!fold.empty()) o << "</details>\n\n";
-        if (!b.fold.empty()) o << "<details><summary>" << html_escape(b.fold) << "</summary>\n\n";
-        fold = b.fold;
-      }
+      o << fold_tags(fold, b, "\n\n");
       switch (b.kind) {
         case Block::Kind::Text: o << b.text << "\n\n"; break;
         case Block::Kind::Table:
