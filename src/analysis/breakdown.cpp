@@ -92,10 +92,21 @@ std::vector<BreakdownGroup> breakdown_groups(const Report& rep) {
 // Up to this many points a table, an operator's cell has its share of the point's steps too.
 constexpr std::size_t kBreakdownShares = 3;
 
+// Two points' ratio of medians of `a` over `b` (per-repetition times) with its bootstrap interval,
+// as the Backend comparisons give it; `what` seeds it apart from the points' other ratios.
+std::string breakdown_ratio(const Report& rep, const PointRow& a, const PointRow& b, const std::vector<double>& ta,
+                            const std::vector<double>& tb, const std::string& what) {
+  if (ta.empty() || tb.empty()) return "-";
+  return ratio_text(stats::bootstrap_median_ratio(ta, tb, rep.confidence, kRatioMethod, kBootstrapResamples,
+                                                  comparison_seed(rep.seed, a.id + "\n" + what, b.id)));
+}
+
 // By operator and pass, each point's time ("5.550 ms (84.1%)": its steps' medians added, and with
 // few points their share of all its steps'), costliest first by the largest of them; then every
-// step's added, and the step's own median (the sum of medians is not the median of the sum).
-Table breakdown_operators(const BreakdownGroup& g) {
+// step's added, and the step's own median (the sum of medians is not the median of the sum). Two
+// points: their ratio per row, with its interval where each repetition's time is known (an
+// operator's: its steps' durations added per repetition; the step's: the point's repetitions).
+Table breakdown_operators(const Report& rep, const BreakdownGroup& g) {
   const bool shares = g.points.size() <= kBreakdownShares;
   Table t{{"operator", "pass", "steps"}};
   for (const auto& h : g.heads) t[0].push_back(h);
@@ -123,15 +134,18 @@ Table breakdown_operators(const BreakdownGroup& g) {
   t.push_back(std::move(all));
   // Two points: the first's time over the second's, per row (above 1: the second is faster).
   if (g.points.size() == 2) {
-    t[0].push_back(g.heads[0] + " / " + g.heads[1]);
+    const PointRow &a = *g.points[0], &b = *g.points[1];
+    t[0].push_back(g.heads[0] + " / " + g.heads[1] + " (" + pct(rep.confidence) + " CI)");
     for (std::size_t i = 0; i < keys.size(); ++i) {
       const auto& row = cells[keys[i]];
-      t[i + 1].push_back(row[0] && row[1] && row[1]->median_s > 0 ? fmt_sig(row[0]->median_s / row[1]->median_s, 3)
-                                                                  : "-");
+      t[i + 1].push_back(
+          !row[0] || !row[1] ? "-"
+          : row[0]->reps.empty() || row[1]->reps.empty()
+              ? (row[1]->median_s > 0 ? fmt_sig(row[0]->median_s / row[1]->median_s, 3) : "-")
+              : breakdown_ratio(rep, a, b, row[0]->reps, row[1]->reps, keys[i].first + " " + keys[i].second));
     }
-    const PointRow &a = *g.points[0], &b = *g.points[1];
     t.back().push_back(b.steps_total_s > 0 ? fmt_sig(a.steps_total_s / b.steps_total_s, 3) : "-");
-    whole.push_back(b.time.median > 0 ? fmt_sig(a.time.median / b.time.median, 3) : "-");
+    whole.push_back(breakdown_ratio(rep, a, b, a.costs, b.costs, "the step"));
   }
   t.push_back(std::move(whole));
   return t;
@@ -251,10 +265,13 @@ std::vector<Block> network_breakdowns(const Report& rep) {
             "; the step's row is its own median" +
             (g.points.size() == 2
                  ? "; the last column is the first point's time over the second's (above 1, the second "
-                   "is faster)."
+                   "is faster), an operator's and the step's with the " +
+                       pct(rep.confidence) + " " + ratio_method_words() +
+                       " interval of the ratio of their medians per repetition (an operator's steps added in each), "
+                       "as Backend comparisons give it."
                  : "."),
         "-"));
-    out.push_back(table(breakdown_operators(g), false));
+    out.push_back(table(breakdown_operators(rep, g), false));
     std::size_t listed = 0;
     Table t = breakdown_steps(g, listed);
     const std::size_t shown = t.size() - 1;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -22,8 +23,10 @@ struct Step {
   double ms;
 };
 
-// A network point whose executor ran `steps`, each taking its ms in all three repetitions.
-PointRow net(const std::string& backend, const std::string& pass, const std::vector<Step>& steps) {
+// A network point whose executor ran `steps`, each taking its ms in each of `reps` repetitions
+// (`jitter` > 0: repetition i's time scaled by 1 + jitter (i mod 5 - 2), a spread about the ms).
+PointRow net(const std::string& backend, const std::string& pass, const std::vector<Step>& steps, int reps = 3,
+             double jitter = 0) {
   PointRow r;
   r.workload = "network";
   r.backend = backend;
@@ -35,16 +38,17 @@ PointRow net(const std::string& backend, const std::string& pass, const std::vec
   r.ranks = 1;
   r.outcome = d500::Outcome::Complete;
   d500::PointResult p;
-  double total = 0;
+  r.costs.assign(static_cast<std::size_t>(reps), 0.0);
   for (std::size_t k = 0; k < steps.size(); ++k) {
     p.steps.push_back({steps[k].name, steps[k].op, steps[k].direction, steps[k].impl, 1e6});
-    for (int rep = 0; rep < 3; ++rep)
-      p.step_times.push_back({0, rep, static_cast<std::int32_t>(k), static_cast<std::int64_t>(steps[k].ms * 1e6)});
-    total += steps[k].ms * 1e-3;
+    for (int rep = 0; rep < reps; ++rep) {
+      const double ms = steps[k].ms * (1 + jitter * (rep % 5 - 2));
+      p.step_times.push_back({0, rep, static_cast<std::int32_t>(k), static_cast<std::int64_t>(ms * 1e6)});
+      r.costs[static_cast<std::size_t>(rep)] += ms * 1e-3;
+    }
   }
-  r.costs = {total, total, total};
   r.time = d500::stats::summarize(r.costs);
-  d500::add_step_costs(r, p, 0, 3, 2);  // the 2 costliest of each
+  d500::add_step_costs(r, p, 0, reps, 2);  // the 2 costliest of each
   return r;
 }
 
@@ -85,10 +89,12 @@ TEST(NetworkBreakdown, PointsThatRanTheSameStepsStandSideBySide) {
 
   // By operator: Conv first (6 ms on the reference), each point's time and share, the ratio.
   const d500::Table& ops = t[0]->table.table;
-  EXPECT_EQ(ops[0], (std::vector<std::string>{"operator", "pass", "steps", "reference", "blas", "reference / blas"}));
-  EXPECT_EQ(ops[1], (std::vector<std::string>{"Conv", "forward", "2", "6.000 ms (80.0%)", "1.500 ms (30.0%)", "4.00"}));
+  EXPECT_EQ(ops[0],
+            (std::vector<std::string>{"operator", "pass", "steps", "reference", "blas", "reference / blas (95% CI)"}));
+  EXPECT_EQ(ops[1], (std::vector<std::string>{"Conv", "forward", "2", "6.000 ms (80.0%)", "1.500 ms (30.0%)",
+                                              "4.00 [no CI: too few repetitions]"}));
   ASSERT_NE(row_of(ops, "Gemm", "forward"), nullptr);
-  EXPECT_EQ((*row_of(ops, "Gemm", "forward"))[5], "0.200") << "blas is slower at Gemm";
+  EXPECT_EQ((*row_of(ops, "Gemm", "forward"))[5], "0.200 [no CI: too few repetitions]") << "blas is slower at Gemm";
   ASSERT_NE(row_of(ops, "all steps", ""), nullptr);
   EXPECT_EQ((*row_of(ops, "all steps", ""))[3], "7.500 ms");
   EXPECT_EQ((*row_of(ops, "all steps", ""))[5], "1.50");
@@ -122,6 +128,44 @@ TEST(NetworkBreakdown, PointsThatRanTheSameStepsStandSideBySide) {
                                       "reference Conv forward 6.000 ms (80.0%); blas Gemm forward 2.500 ms (50.0%)",
                                       "network:reference pass=training: Conv backward costs most, 8.000 ms (66.7%) of "
                                       "its steps"}));
+}
+
+// Two points with repetitions enough: each operator's ratio, and the step's, has its bootstrap
+// interval, of each repetition's time (an operator's steps added), which brackets the estimate;
+// every step's added, a sum of medians, has none.
+TEST(NetworkBreakdown, TwoPointsRatiosHaveTheirIntervalsWhereRepetitionsAllowOne) {
+  const std::vector<Step> ref{{"Conv_0", "Conv", "forward", "reference", 4.0},
+                              {"Conv_1", "Conv", "forward", "reference", 2.0},
+                              {"Relu_0", "Relu", "forward", "reference", 1.0}};
+  const std::vector<Step> blas{{"Conv_0", "Conv", "forward", "blas sgemm (im2col)", 1.0},
+                               {"Conv_1", "Conv", "forward", "blas sgemm (im2col)", 0.5},
+                               {"Relu_0", "Relu", "forward", "reference (fallback)", 1.0}};
+  d500::Report rep;
+  rep.campaign = "t";
+  rep.rows = {net("reference", "inference", ref, 20, 0.02), net("blas", "inference", blas, 20, 0.03)};
+  rep.names = d500::point_names(rep.rows);
+  ASSERT_EQ(rep.rows[0].by_operator.front().reps.size(), 20u) << "each repetition's Conv forward, its 2 steps added";
+  EXPECT_NEAR(rep.rows[0].by_operator.front().reps[2], 6e-3, 1e-9) << "repetition 2 has no jitter";
+  const std::vector<d500::Block> blocks = d500::network_breakdowns(rep);
+  const auto t = tables(blocks);
+  ASSERT_GE(t.size(), 1u);
+  const d500::Table& ops = t[0]->table.table;
+  auto interval = [](const std::string& cell) {
+    double est = 0, lo = 0, hi = 0;
+    EXPECT_EQ(std::sscanf(cell.c_str(), "%lf [%lf, %lf]", &est, &lo, &hi), 3) << cell;
+    EXPECT_LE(lo, est) << cell;
+    EXPECT_GE(hi, est) << cell;
+    return std::pair{lo, hi};
+  };
+  const auto conv = interval((*row_of(ops, "Conv", "forward"))[5]);
+  EXPECT_GT(conv.first, 3.5) << "reference's Conv forward takes 4x blas's";
+  EXPECT_LT(conv.second, 4.5);
+  const auto relu = interval((*row_of(ops, "Relu", "forward"))[5]);
+  EXPECT_LT(relu.first, 1.0) << "the same fallback Relu on both: the interval holds 1";
+  EXPECT_GT(relu.second, 1.0);
+  const auto step = interval((*row_of(ops, "the step", ""))[5]);
+  EXPECT_GT(step.first, 2.5) << "7 ms against 2.5 ms";
+  EXPECT_EQ((*row_of(ops, "all steps", ""))[5], "2.80") << "a sum of medians: no interval";
 }
 
 // Three points of one backend: heads name what differs among them, not the backend, and a step

@@ -54,8 +54,6 @@ Block figure(std::string svg, std::string name, std::string caption) {
   return b;
 }
 
-std::string pct(double confidence) { return std::to_string(static_cast<int>(confidence * 100 + .5)) + "%"; }
-
 bool numeric(const Value& v) { return std::holds_alternative<std::int64_t>(v) || std::holds_alternative<double>(v); }
 double number(const Value& v) {
   return std::holds_alternative<std::int64_t>(v) ? static_cast<double>(std::get<std::int64_t>(v)) : std::get<double>(v);

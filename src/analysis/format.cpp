@@ -1054,6 +1054,8 @@ std::string jratio(const stats::RatioInterval& r) {
 
 namespace d500 {
 
+std::string pct(double confidence) { return std::to_string(static_cast<int>(confidence * 100 + .5)) + "%"; }
+
 std::string ratio_method_words() {
   return kRatioMethod == stats::BootstrapMethod::BCa ? "seeded BCa bootstrap" : "seeded percentile bootstrap";
 }

@@ -118,6 +118,8 @@ std::string s_words(const std::string& kind);
 std::string bus_ideal_words(const std::string& collective);
 std::string scaling_model_text(const ScalingSeries& s);
 std::string scaling_svg(const ScalingSeries& s);
+// A confidence level as the report writes it ("95%").
+std::string pct(double confidence);
 // How a ratio of medians gets its interval, in words ("percentile bootstrap").
 std::string ratio_method_words();
 // A scaling model fitted across launches in words: its law, s, k and predicted efficiency.

@@ -117,6 +117,14 @@ void add_step_costs(PointRow& r, const PointResult& p, int first_rep, int end_re
   std::vector<PointRow::StepCost> all;
   std::map<std::pair<std::string, std::string>, std::pair<PointRow::OpCost, double>>
       groups;  // (op, pass) -> cost, flops
+  // (op, pass) -> per repetition its steps' durations added; -1 once a step of it has none there.
+  std::map<std::pair<std::string, std::string>, std::vector<double>> sums;
+  for (std::size_t k = 0; k < n; ++k) {
+    auto& sum = sums[{p.steps[k].op, p.steps[k].direction}];
+    sum.resize(worst_of[k].size(), 0.0);
+    for (std::size_t rep = static_cast<std::size_t>(std::max(first_rep, 0)); rep < sum.size(); ++rep)
+      sum[rep] = worst_of[k][rep] < 0 || sum[rep] < 0 ? -1 : sum[rep] + static_cast<double>(worst_of[k][rep]) * 1e-9;
+  }
   for (std::size_t k = 0; k < n; ++k) {
     std::vector<double> v;
     for (auto x : worst_of[k])
@@ -134,6 +142,9 @@ void add_step_costs(PointRow& r, const PointResult& p, int first_rep, int end_re
   }
   for (auto& [key, gf] : groups) {
     auto& [g, flops] = gf;
+    const std::vector<double>& sum = sums[key];
+    for (std::size_t rep = static_cast<std::size_t>(std::max(first_rep, 0)); rep < sum.size(); ++rep)
+      if (sum[rep] >= 0) g.reps.push_back(sum[rep]);
     g.share = r.steps_total_s > 0 ? g.median_s / r.steps_total_s : 0;
     g.gflops = g.median_s > 0 ? flops / g.median_s / 1e9 : 0;
     r.by_operator.push_back(g);

@@ -88,6 +88,9 @@ struct PointRow {
     std::string op, direction;
     int steps = 0;
     double median_s = 0, share = 0, gflops = 0;
+    // Per timed repetition with every one of its steps recorded: their slowest-rank durations
+    // added, seconds (the breakdown's ratio of two points, with its interval).
+    std::vector<double> reps;
   };
   std::vector<OpCost> by_operator;
   double steps_total_s = 0;   // the medians of every step, added
