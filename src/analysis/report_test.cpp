@@ -11,6 +11,7 @@
 
 #include "analysis/document.hpp"
 #include "analysis/format.hpp"
+#include "analysis/report_rows_test.hpp"
 #include "analysis/reporters.hpp"
 #include "analysis/summary.hpp"
 #include "analysis/svg.hpp"
@@ -42,13 +43,7 @@ PointRow row(const std::string& backend, std::int64_t n, std::int64_t rpn, std::
   return r;
 }
 
-d500::Report report(std::vector<PointRow> rows) {
-  d500::Report rep;
-  rep.campaign = "t";
-  rep.rows = std::move(rows);
-  rep.names = d500::point_names(rep.rows);
-  return rep;
-}
+d500::Report report(std::vector<PointRow> rows) { return d500::test::report_of(std::move(rows)); }
 
 // Strong scaling of blas gemm at n = 64 and 128 over `ranks`, time(n, ranks) each point's median:
 // the report with its two series.
