@@ -103,7 +103,7 @@ std::string reps_text(const PointRow& r) {
   if (r.advice.capped || r.advice.needed > kMostAdvisedRepetitions)
     return "no (CI +/-" + fmt_sig(r.advice.rel_half_width * 100, 2) + "%): over " +
            std::to_string(kMostAdvisedRepetitions) +
-           " needed, too noisy for repetitions alone (check load, warm-ups, longer runs)";
+           " needed, too noisy";  // for repetitions alone: quality_note says what to do
   return "no, ~" + std::to_string(r.advice.needed) + " needed";
 }
 
@@ -485,7 +485,9 @@ std::string quality_note(const Report& rep) {
          std::to_string(static_cast<int>(rep.confidence * 100 + .5)) +
          "% intervals where there are repetitions enough (from " + least +
          "; a bare value has none); outliers beyond Tukey's fences (1.5 IQR), counted, never removed; whether the "
-         "repetitions were enough (the median's interval within 5% of it, else about how many would be); whether the "
+         "repetitions were enough (the median's interval within 5% of it, else about how many would be; over " +
+         std::to_string(kMostAdvisedRepetitions) +
+         ", too noisy for repetitions alone: check the load, warm-ups, longer repetitions); whether the "
          "ranks' own durations differ (a paired test by repetition, p < 0.01: a rank that is always slower is a "
          "finding); whether the repetitions are independent draws (a trend, Spearman's rho against the repetition's "
          "index, or a lag-1 autocorrelation r says the "
