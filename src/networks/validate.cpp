@@ -438,6 +438,9 @@ StepJudgement judge_step(const StepValues& got, const StepValues& ref, const Tol
   // moves it; the math's own formula would let a gradient several percent off pass.
   const bool reduced = basis.reduced_mantissa > 0;
   const std::vector<ToleranceBasis::Own> formulas = step_formulas(basis, g, training, loss, params);
+  if (formulas.size() != ref.values.size() || ref.values.empty())
+    throw Error("validation: the step has " + std::to_string(ref.values.size()) + " tensors to judge, its formulas " +
+                std::to_string(formulas.size()));
   std::vector<double> first;
   for (const auto& f : formulas) first.push_back(f.tolerance);
   const FormulaVerdict d = against_formulas(got, ref, first);
