@@ -155,7 +155,7 @@ Table breakdown_operators(const Report& rep, const BreakdownGroup& g) {
 // (two points: the first's over the second's too), and what computed them: for the points whose backend did not compute
 // every listed step itself under its own name (the reference's did), that point's, or with several such points their
 // different ones in point order ("onednn convolution / onednn convolution (NHWC)").
-Table breakdown_steps(const BreakdownGroup& g, std::size_t& listed) {
+Table breakdown_steps(const Report& rep, const BreakdownGroup& g, std::size_t& listed) {
   std::vector<std::map<std::string, const PointRow::StepCost*>> by_key(g.points.size());
   for (std::size_t i = 0; i < g.points.size(); ++i)
     for (const auto& c : g.points[i]->all_steps) by_key[i][breakdown_step_key(c.name, c.direction)] = &c;
@@ -186,17 +186,21 @@ Table breakdown_steps(const BreakdownGroup& g, std::size_t& listed) {
   Table t{{"step", "operator", "pass"}};
   for (const auto& h : g.heads) t[0].push_back(h);
   const bool pair = g.points.size() == 2;
-  if (pair) t[0].push_back(g.heads[0] + " / " + g.heads[1]);
+  if (pair) t[0].push_back(g.heads[0] + " / " + g.heads[1] + " (" + pct(rep.confidence) + " CI)");
   if (!named.empty()) t[0].push_back(named.size() == 1 ? g.heads[named[0]] + ": computed by" : "computed by");
   for (const auto& k : keys) {
     const PointRow::StepCost* any = nullptr;
     for (std::size_t i = 0; i < g.points.size() && !any; ++i) any = step(i, k);
     std::vector<std::string> r{any->name, breakdown_operator(any->op, any->direction), any->direction};
     for (std::size_t i = 0; i < g.points.size(); ++i) r.push_back(step(i, k) ? fmt_time(step(i, k)->median_s) : "-");
-    if (pair)
-      r.push_back(step(0, k) && step(1, k) && step(1, k)->median_s > 0
-                      ? fmt_sig(step(0, k)->median_s / step(1, k)->median_s, 3)
-                      : "-");
+    if (pair) {
+      const auto *a = step(0, k), *b = step(1, k);
+      r.push_back(!a || !b ? "-"
+                  : !a->reps.empty() && !b->reps.empty()
+                      ? breakdown_ratio(rep, *g.points[0], *g.points[1], a->reps, b->reps, "step " + k)
+                  : b->median_s > 0 ? fmt_sig(a->median_s / b->median_s, 3)
+                                    : "-");
+    }
     std::vector<std::string> by;
     for (std::size_t i : named) {
       const std::string impl = step(i, k) ? step(i, k)->impl : "-";
@@ -273,7 +277,7 @@ std::vector<Block> network_breakdowns(const Report& rep) {
         "-"));
     out.push_back(table(breakdown_operators(rep, g), false));
     std::size_t listed = 0;
-    Table t = breakdown_steps(g, listed);
+    Table t = breakdown_steps(rep, g, listed);
     const std::size_t shown = t.size() - 1;
     out.push_back(text(
         g.label + ": the costliest steps, side by side: " +
@@ -282,7 +286,10 @@ std::vector<Block> network_breakdowns(const Report& rep) {
             " steps among each point's " + std::to_string(g.points.front()->top_steps.size()) +
             " costliest, by the largest of their medians. Each cell is the step's median over the timed repetitions of "
             "the point's slowest rank" +
-            (g.points.size() == 2 ? "; the ratio is the first point's over the second's." : "."),
+            (g.points.size() == 2
+                 ? "; the ratio is the first point's over the second's, with the " + pct(rep.confidence) + " " +
+                       ratio_method_words() + " interval of its medians per repetition."
+                 : "."),
         "-"));
     out.push_back(table(std::move(t), false));
   }

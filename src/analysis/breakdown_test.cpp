@@ -109,8 +109,8 @@ TEST(NetworkBreakdown, PointsThatRanTheSameStepsStandSideBySide) {
   // Relu_0 (blas: Conv_0 first of its equal 1 ms), by their largest median; blas's column of what
   // computed them, none for the reference, which computed every step itself.
   const d500::Table& steps = t[1]->table.table;
-  EXPECT_EQ(steps[0], (std::vector<std::string>{"step", "operator", "pass", "reference", "blas", "reference / blas",
-                                                "blas: computed by"}));
+  EXPECT_EQ(steps[0], (std::vector<std::string>{"step", "operator", "pass", "reference", "blas",
+                                                "reference / blas (95% CI)", "blas: computed by"}));
   ASSERT_EQ(steps.size(), 4u) << "Conv_0, Gemm_0, Conv_1";
   EXPECT_EQ(steps[1][0], "Conv_0");
   EXPECT_EQ(steps[2][0], "Gemm_0");
@@ -163,6 +163,14 @@ TEST(NetworkBreakdown, TwoPointsRatiosHaveTheirIntervalsWhereRepetitionsAllowOne
   EXPECT_GT(step.first, 1.3) << "7.5 ms against 5 ms";
   EXPECT_LT(step.second, 1.7);
   EXPECT_EQ((*row_of(ops, "all steps", ""))[5], "1.50") << "a sum of medians: no interval";
+  // The costliest steps too, each of its own repetitions: Conv_0 4 ms against 1 ms.
+  ASSERT_GE(t.size(), 2u);
+  const d500::Table& steps = t[1]->table.table;
+  ASSERT_EQ(steps[1][0], "Conv_0");
+  const auto conv0 = interval(steps[1][5]);
+  EXPECT_GT(conv0.first, 3.5);
+  EXPECT_LT(conv0.second, 4.5);
+  EXPECT_EQ(rep.rows[0].all_steps[0].reps.size(), 20u);
 }
 
 // Three points of one backend: heads name what differs among them, not the backend, and a step

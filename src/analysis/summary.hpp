@@ -78,7 +78,13 @@ struct PointRow {
   struct StepCost {
     std::string name, op, direction, impl;
     double median_s = 0, share = 0, gflops = 0;
+    // Per timed repetition the slowest rank's duration, seconds (the breakdown's ratio of two
+    // points, with its interval); empty where the point's steps x repetitions exceed
+    // kStepRepetitionsKept.
+    std::vector<double> reps;
   };
+  // The most step durations a point keeps (8 MB): ResNet-50's 350 steps over 2800 repetitions.
+  static constexpr std::size_t kStepRepetitionsKept = 1'000'000;
   std::vector<StepCost> top_steps;  // the costliest, costliest first
   std::vector<StepCost> all_steps;  // every step, in the executor's order
   // Every step, added by operator and pass (Conv forward, Conv backward, ...): where the step's
