@@ -92,11 +92,13 @@ std::vector<BreakdownGroup> breakdown_groups(const Report& rep) {
 // Up to this many points a table, an operator's cell has its share of the point's steps too.
 constexpr std::size_t kBreakdownShares = 3;
 
-// Two points' ratio of medians of `a` over `b` (per-repetition times) with its bootstrap interval,
-// as the Backend comparisons give it; `what` seeds it apart from the points' other ratios.
+// Two points' ratio of medians of `a` over `b` (their per-repetition times `ta`, `tb`) with its
+// bootstrap interval, as the Backend comparisons give it; `what` seeds it apart from the points'
+// other ratios. Where either kept no repetitions: the bare ratio of `median_a` over `median_b`
+// ("-" where that is none).
 std::string breakdown_ratio(const Report& rep, const PointRow& a, const PointRow& b, const std::vector<double>& ta,
-                            const std::vector<double>& tb, const std::string& what) {
-  if (ta.empty() || tb.empty()) return "-";
+                            const std::vector<double>& tb, double median_a, double median_b, const std::string& what) {
+  if (ta.empty() || tb.empty()) return median_b > 0 ? fmt_sig(median_a / median_b, 3) : "-";
   return ratio_text(stats::bootstrap_median_ratio(ta, tb, rep.confidence, kRatioMethod, kBootstrapResamples,
                                                   comparison_seed(rep.seed, a.id + "\n" + what, b.id)));
 }
@@ -138,14 +140,12 @@ Table breakdown_operators(const Report& rep, const BreakdownGroup& g) {
     t[0].push_back(g.heads[0] + " / " + g.heads[1] + " (" + pct(rep.confidence) + " CI)");
     for (std::size_t i = 0; i < keys.size(); ++i) {
       const auto& row = cells[keys[i]];
-      t[i + 1].push_back(
-          !row[0] || !row[1] ? "-"
-          : row[0]->reps.empty() || row[1]->reps.empty()
-              ? (row[1]->median_s > 0 ? fmt_sig(row[0]->median_s / row[1]->median_s, 3) : "-")
-              : breakdown_ratio(rep, a, b, row[0]->reps, row[1]->reps, keys[i].first + " " + keys[i].second));
+      t[i + 1].push_back(!row[0] || !row[1] ? "-"
+                                            : breakdown_ratio(rep, a, b, row[0]->reps, row[1]->reps, row[0]->median_s,
+                                                              row[1]->median_s, keys[i].first + " " + keys[i].second));
     }
     t.back().push_back(b.steps_total_s > 0 ? fmt_sig(a.steps_total_s / b.steps_total_s, 3) : "-");
-    whole.push_back(breakdown_ratio(rep, a, b, a.costs, b.costs, "the step"));
+    whole.push_back(breakdown_ratio(rep, a, b, a.costs, b.costs, a.time.median, b.time.median, "the step"));
   }
   t.push_back(std::move(whole));
   return t;
@@ -196,10 +196,8 @@ Table breakdown_steps(const Report& rep, const BreakdownGroup& g, std::size_t& l
     if (pair) {
       const auto *a = step(0, k), *b = step(1, k);
       r.push_back(!a || !b ? "-"
-                  : !a->reps.empty() && !b->reps.empty()
-                      ? breakdown_ratio(rep, *g.points[0], *g.points[1], a->reps, b->reps, "step " + k)
-                  : b->median_s > 0 ? fmt_sig(a->median_s / b->median_s, 3)
-                                    : "-");
+                           : breakdown_ratio(rep, *g.points[0], *g.points[1], a->reps, b->reps, a->median_s,
+                                             b->median_s, "step " + k));
     }
     std::vector<std::string> by;
     for (std::size_t i : named) {

@@ -482,8 +482,7 @@ std::string quality_note(const Report& rep) {
     }
   return "Per point, beside its median: the mean with Student's t interval, only where normality is not rejected "
          "(Anderson-Darling) and no value lies beyond Tukey's fences; the tail quantiles with their exact " +
-         std::to_string(static_cast<int>(rep.confidence * 100 + .5)) +
-         "% intervals where there are repetitions enough (from " + least +
+         pct(rep.confidence) + " intervals where there are repetitions enough (from " + least +
          "; a bare value has none); outliers beyond Tukey's fences (1.5 IQR), counted, never removed; whether the "
          "repetitions were enough (the median's interval within 5% of it, else about how many would be; over " +
          std::to_string(kMostAdvisedRepetitions) +
@@ -736,8 +735,6 @@ std::string serial_share_text(double s, double lo, double hi) {
 std::string law_words(const std::string& kind, const std::string& law) {
   return kind == "weak" && law == "Amdahl" ? "USL (k = 0)" : law;
 }
-
-std::string s_words(const std::string& kind) { return kind == "weak" ? "contention" : "serial share"; }
 
 std::string scaling_model_text(const ScalingSeries& s) {
   const auto& m = s.model;

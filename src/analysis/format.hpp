@@ -112,8 +112,6 @@ std::string serial_share_text(double s, double lo, double hi);
 // weak scaling "USL (k = 0)": Amdahl's form there describes contention, the time growing as
 // T(base) (1 + s (n-1)), and no serial share, which weak scaling does not see.
 std::string law_words(const std::string& kind, const std::string& law);
-// What s is in a series of `kind`: "serial share" (strong) or "contention" (weak).
-std::string s_words(const std::string& kind);
 // A collective's ideal in weak scaling, in words: nccl-tests' bus bandwidth constant.
 std::string bus_ideal_words(const std::string& collective);
 std::string scaling_model_text(const ScalingSeries& s);

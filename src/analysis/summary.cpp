@@ -124,14 +124,12 @@ void add_step_costs(PointRow& r, const PointResult& p, int first_rep, int end_re
     sum.resize(worst_of[k].size(), 0.0);
     for (std::size_t rep = static_cast<std::size_t>(std::max(first_rep, 0)); rep < sum.size(); ++rep)
       sum[rep] = worst_of[k][rep] < 0 || sum[rep] < 0 ? -1 : sum[rep] + static_cast<double>(worst_of[k][rep]) * 1e-9;
-  }
-  for (std::size_t k = 0; k < n; ++k) {
     std::vector<double> v;
     for (auto x : worst_of[k])
       if (x >= 0) v.push_back(static_cast<double>(x) * 1e-9);
     PointRow::StepCost c{
         p.steps[k].name, p.steps[k].op, p.steps[k].direction, p.steps[k].impl, stats::median(v), 0, 0, {}};
-    if (n * v.size() <= PointRow::kStepRepetitionsKept) c.reps = v;
+    if (n * v.size() <= PointRow::kStepRepetitionsKept) c.reps = std::move(v);
     c.gflops = c.median_s > 0 ? p.steps[k].flops / c.median_s / 1e9 : 0;
     r.steps_total_s += c.median_s;
     if (c.impl == "reference (fallback)") r.fallback_share += c.median_s;

@@ -63,7 +63,7 @@ void backward_chains(const Graph& g, const std::vector<bool>& need, const std::v
     for (int t : n.out)
       if (t >= 0 && depth[static_cast<std::size_t>(t)] >= 0)
         d = std::max(d, depth[static_cast<std::size_t>(t)]), k = std::max(k, terms[static_cast<std::size_t>(t)]);
-    if (d < 0 || n.out.empty()) continue;
+    if (d < 0) continue;
     d += s->view ? 0 : 1;
     for (std::size_t i = 0; i < n.in.size(); ++i) {
       const int t = n.in[i];
@@ -84,8 +84,9 @@ ToleranceBasis network_tolerance(const Graph& g, int loss) {
   std::vector<double> cone(count, 1);  // the longest sum in each tensor's forward computation
   std::vector<double> fwd(g.nodes.size(), 0), out_elems(g.nodes.size(), 0);
   const bool training = loss >= 0;
+  const std::vector<int> params = training ? trainable_params(g, loss) : std::vector<int>{};
   const std::vector<bool> need =
-      training ? tensors_needing_gradients(g, loss, trainable_params(g, loss)) : std::vector<bool>(count, false);
+      training ? tensors_needing_gradients(g, loss, params) : std::vector<bool>(count, false);
   for (std::size_t ni = 0; ni < g.nodes.size(); ++ni) {
     const Node& n = g.nodes[ni];
     const OpSchema* s = find_op(n.op);
@@ -118,7 +119,7 @@ ToleranceBasis network_tolerance(const Graph& g, int loss) {
     backward_chains(g, need, fwd, out_elems, back, back_terms);
     for (std::size_t t = 0; t < count; ++t)
       if (back[t] >= 0) b.terms = std::max(b.terms, back_terms[t]);
-    for (int p : trainable_params(g, loss))
+    for (int p : params)
       if (back[static_cast<std::size_t>(p)] > 0)
         b.own[static_cast<std::size_t>(p)] = {back_terms[static_cast<std::size_t>(p)],
                                               back[static_cast<std::size_t>(p)], 0};
@@ -362,24 +363,37 @@ KinkDistance kink_distance(const Graph& g, int loss, const std::vector<int>& par
   return k;
 }
 
+namespace {
+// Of tensors with errors `e` and allowances `a`, the one whose error is the largest share of its
+// allowance (the first NaN, where one is).
+std::size_t nearest_allowance(const std::vector<double>& e, const std::vector<double>& a) {
+  std::size_t at = 0;
+  double worst = -1;
+  for (std::size_t t = 0; t < e.size() && t < a.size(); ++t) {
+    const double ratio = e[t] / a[t];
+    if (std::isnan(ratio)) return t;
+    if (ratio > worst) worst = ratio, at = t;
+  }
+  return at;
+}
+}  // namespace
+
 Discrepancy judge_with_spread(const StepValues& got, const StepValues& ref, const std::vector<double>& tolerance,
                               const std::vector<double>& spread, double& allowed, const std::vector<double>& reduced,
                               const std::vector<double>& kinks) {
   const std::vector<double> e = step_errors(got, ref);
-  Discrepancy d;
-  double worst_ratio = -1;
-  allowed = tolerance.empty() ? 0.0 : tolerance[0];
-  for (std::size_t t = 0; t < e.size(); ++t) {
-    const double a = std::max(
-        {t < tolerance.size() ? tolerance[t] : 0.0, kSpreadFactor * (t < spread.size() ? spread[t] : 0.0),
-         kReducedFactor * (t < reduced.size() ? reduced[t] : 0.0), kKinkFactor * (t < kinks.size() ? kinks[t] : 0.0)});
-    const double ratio = e[t] / a;
-    if (std::isnan(ratio) || ratio > worst_ratio) {
-      worst_ratio = ratio, d.worst = e[t], d.where = ref.names[t], allowed = a;
-      if (std::isnan(ratio)) break;
-    }
+  std::vector<double> a(e.size());
+  for (std::size_t t = 0; t < e.size(); ++t)
+    a[t] = std::max({t < tolerance.size() ? tolerance[t] : 0.0, kSpreadFactor * (t < spread.size() ? spread[t] : 0.0),
+                     kReducedFactor * (t < reduced.size() ? reduced[t] : 0.0),
+                     kKinkFactor * (t < kinks.size() ? kinks[t] : 0.0)});
+  if (e.empty()) {
+    allowed = tolerance.empty() ? 0.0 : tolerance[0];
+    return {};
   }
-  return d;
+  const std::size_t at = nearest_allowance(e, a);
+  allowed = a[at];
+  return {e[at], ref.names[at]};
 }
 
 namespace {
@@ -400,24 +414,6 @@ std::string kink_words(const KinkDistance& k) {
 // A count of terms: whole where it is (K = 400, not 400.0).
 std::string count_words(double k) {
   return k == std::floor(k) && k < 1e15 ? std::to_string(static_cast<std::int64_t>(k)) : fmt_sig(k, 4);
-}
-
-// The tensor whose error is the largest share of its formula (`at`; NaN: the first NaN) and
-// that error.
-struct FormulaVerdict {
-  std::size_t at = 0;
-  double error = 0;
-};
-FormulaVerdict against_formulas(const StepValues& got, const StepValues& ref, const std::vector<double>& formula) {
-  const std::vector<double> e = step_errors(got, ref);
-  FormulaVerdict v;
-  double worst = -1;
-  for (std::size_t t = 0; t < e.size() && t < formula.size(); ++t) {
-    const double ratio = e[t] / formula[t];
-    if (std::isnan(ratio)) return {t, e[t]};
-    if (ratio > worst) worst = ratio, v = {t, e[t]};
-  }
-  return v;
 }
 
 // Of the step's tensors, those in which the step with that one tensor 2% larger exceeds its
@@ -443,13 +439,14 @@ StepJudgement judge_step(const StepValues& got, const StepValues& ref, const Tol
                 std::to_string(formulas.size()));
   std::vector<double> first;
   for (const auto& f : formulas) first.push_back(f.tolerance);
-  const FormulaVerdict d = against_formulas(got, ref, first);
-  StepJudgement j{d.error, first[d.at], ref.names[d.at], basis.words};
+  const std::vector<double> errors = step_errors(got, ref);
+  const std::size_t at = nearest_allowance(errors, first);  // the tensor nearest its own formula
+  StepJudgement j{errors[at], first[at], ref.names[at], basis.words};
   j.tensors = static_cast<int>(ref.values.size());
   if (reduced) j.words += "; that formula is no allowance here: every tensor is held to its float32 formula";
-  const std::string own = "; the decisive tensor's own: K = " + count_words(formulas[d.at].terms) +
-                          ", D = " + std::to_string(formulas[d.at].depth) + ", so " + fmt_sig(first[d.at], 3);
-  if (d.error <= first[d.at] || std::isnan(d.error)) {
+  const std::string own = "; the decisive tensor's own: K = " + count_words(formulas[at].terms) +
+                          ", D = " + std::to_string(formulas[at].depth) + ", so " + fmt_sig(first[at], 3);
+  if (errors[at] <= first[at] || std::isnan(errors[at])) {
     j.caught_2pct = caught_when_2pct_off(got, ref, first);
     j.words += own + "; a step with one tensor 2% off would fail in " + std::to_string(j.caught_2pct) + " of " +
                std::to_string(j.tensors) + " tensors";
@@ -483,7 +480,7 @@ StepJudgement judge_step(const StepValues& got, const StepValues& ref, const Tol
                                                          basis.bias_after_rounding);
                      })
               : std::vector<double>{};
-  double allowed = first[d.at];
+  double allowed = first[at];
   const Discrepancy w = judge_with_spread(got, ref, first, spread, allowed, distance, kinks.distance);
   std::vector<double> each(first);
   double decisive = 0, decisive_reduced = 0, decisive_kinks = 0;
@@ -497,7 +494,7 @@ StepJudgement judge_step(const StepValues& got, const StepValues& ref, const Tol
   j.error = w.worst, j.where = w.where, j.tolerance = allowed;
   j.caught_2pct = caught_when_2pct_off(got, ref, each);
   j.words +=
-      "; it erred " + fmt_sig(d.error, 3) + ", beyond that, so each tensor was allowed the larger of its own and " +
+      "; it erred " + fmt_sig(errors[at], 3) + ", beyond that, so each tensor was allowed the larger of its own and " +
       fmt_sig(kSpreadFactor, 2) +
       " x its rounding spread: how far float32's rounding alone moves the yardstick's tensor (the "
       "yardstick run twice more with every value a node writes multiplied by 1 + u 2^-24, u uniform in [-1, 1): Monte Carlo "
